@@ -1,0 +1,28 @@
+# The two commands of the quick start are `make run` and `make test`; both install what they
+# need from Debian's packages first (scripts/install_deps.sh).
+BUILD ?= build
+CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+.PHONY: all deps build run test bench fuzz clean
+
+all: build
+
+deps:
+	@scripts/install_deps.sh
+
+build: deps
+	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null
+	@cmake --build $(BUILD)
+
+run: build
+	@scripts/run_demo.sh $(BUILD)/src/pillar
+
+test: build
+	@scripts/run_tests.sh $(BUILD)
+
+bench: build
+	@scripts/install_deps.sh --bench
+	@bench/run_all.sh $(BUILD)/src/pillar
+
+clean:
+	rm -rf $(BUILD) build-fuzz .pillar

@@ -1,0 +1,34 @@
+# One helper per target kind, so every target gets the same warnings and include roots.
+
+set(PILLAR_WARNINGS -Wall -Wextra -Werror)
+
+# pillar_library(NAME SRCS ... DEPS ...)
+function(pillar_library name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SRCS})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# pillar_test(NAME SRCS ... DEPS ...): a GoogleTest binary registered with CTest.
+function(pillar_test name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
+  target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES
+    ENVIRONMENT "PILLAR_BINARY=$<TARGET_FILE:pillar>;PILLAR_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
+    LABELS "${ARG_LABELS}")
+endfunction()
+
+# pillar_benchmark(NAME SRCS ... DEPS ...): a Google Benchmark binary, not part of the tests.
+function(pillar_benchmark name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} benchmark::benchmark)
+endfunction()

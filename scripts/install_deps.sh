@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Installs pillar's build, test and benchmark dependencies from Debian 12 packages.
+# Idempotent and quiet when everything is already there. Uses sudo when not root.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
+  libboost-dev libssl-dev libabsl-dev libsqlite3-dev libsimdjson-dev
+  libtomlplusplus-dev libcli11-dev
+  libtorch-dev libopenblas0-pthread
+  libgtest-dev libgmock-dev libbenchmark-dev
+  python3 python3-torch python3-sklearn python3-numpy
+  curl openssl
+)
+if [[ "${1:-}" == "--bench" ]]; then
+  packages+=(wrk nginx-light python3-fastapi python3-uvicorn)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+    missing+=("$p")
+  fi
+done
+[[ ${#missing[@]} -eq 0 ]] && exit 0
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then sudo="sudo"; fi
+echo "pillar: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,133 @@
+#include "app/operation_handlers.h"
+
+#include "common/strings.h"
+#include "common/json_writer.h"
+
+#ifndef PILLAR_VERSION
+#define PILLAR_VERSION "0.0.0"
+#endif
+
+namespace pillar::app {
+namespace {
+
+using pipeline::Exchange;
+using pipeline::Operation;
+
+void WriteTensorSpecs(JsonWriter& w, const std::vector<models::TensorSpec>& specs, bool batched) {
+  w.BeginArray();
+  for (const models::TensorSpec& spec : specs) {
+    w.BeginObject();
+    w.Key("name");
+    w.String(spec.name);
+    w.Key("datatype");
+    w.String(protocol::DataTypeName(spec.datatype));
+    w.Key("shape");
+    w.BeginArray();
+    if (batched) w.Int(-1);
+    for (int64_t d : spec.shape) w.Int(d);
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+}
+
+}  // namespace
+
+std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
+    const runtime::ModelRegistry& registry, const monitor::MetricsRegistry& metrics) {
+  std::map<Operation, runtime::ExecuteStage::Handler> handlers;
+  handlers[Operation::kServerMetadata] = [](Exchange& ex) {
+    ex.response.body = StrCat("{\"name\":\"pillar\",\"version\":\"", PILLAR_VERSION, "\",\"extensions\":[]}");
+  };
+  handlers[Operation::kModelMetadata] = [&registry](Exchange& ex) {
+    const runtime::ModelVersion& model = *ex.model;
+    if (!model.config) {
+      ex.Fail(absl::UnavailableError(StrCat("model '", model.name, "' version ", model.version,
+                                                  " has no valid model.toml: ", model.status.message())));
+      return;
+    }
+    JsonWriter w(512);
+    w.BeginObject();
+    w.Key("name");
+    w.String(model.name);
+    w.Key("versions");
+    w.BeginArray();
+    if (ex.model_version.empty()) {
+      for (const auto& v : registry.versions()) {
+        if (v->name == model.name) w.String(v->version_text);
+      }
+    } else {
+      w.String(model.version_text);
+    }
+    w.EndArray();
+    w.Key("platform");
+    w.String(model.config->platform);
+    const bool batched = model.config->max_batch_size > 0;
+    w.Key("inputs");
+    WriteTensorSpecs(w, model.config->inputs, batched);
+    w.Key("outputs");
+    WriteTensorSpecs(w, model.config->outputs, batched);
+    w.EndObject();
+    ex.response.body = std::move(w).Take();
+  };
+  handlers[Operation::kModelReady] = [](Exchange& ex) {
+    const runtime::ModelVersion& model = *ex.model;
+    if (!model.ready()) {
+      // The protocol answers "not ready" with a 4xx status.
+      ex.Fail(absl::FailedPreconditionError(StrCat("model '", model.name, "' version ", model.version,
+                                                         " is not ready: ", model.status.message())));
+      return;
+    }
+    JsonWriter w(128);
+    w.BeginObject();
+    w.Key("name");
+    w.String(model.name);
+    w.Key("version");
+    w.String(model.version_text);
+    w.Key("ready");
+    w.Bool(true);
+    w.EndObject();
+    ex.response.body = std::move(w).Take();
+  };
+  handlers[Operation::kMetrics] = [&metrics](Exchange& ex) {
+    ex.response.content_type = "text/plain; version=0.0.4; charset=utf-8";
+    ex.response.body = metrics.Render();
+  };
+  handlers[Operation::kAdminModels] = [&registry](Exchange& ex) {
+    JsonWriter w(1024);
+    w.BeginObject();
+    w.Key("models");
+    w.BeginArray();
+    for (const auto& v : registry.versions()) {
+      w.BeginObject();
+      w.Key("name");
+      w.String(v->name);
+      w.Key("version");
+      w.String(v->version_text);
+      w.Key("state");
+      w.String(v->ready() ? "READY" : "UNAVAILABLE");
+      if (!v->status.ok()) {
+        w.Key("reason");
+        w.String(ToStd(v->status.message()));
+      }
+      w.EndObject();
+    }
+    w.EndArray();
+    w.Key("errors");
+    w.BeginArray();
+    for (const auto& [model, status] : registry.model_errors()) {
+      w.BeginObject();
+      w.Key("model");
+      w.String(model);
+      w.Key("reason");
+      w.String(ToStd(status.message()));
+      w.EndObject();
+    }
+    w.EndArray();
+    w.EndObject();
+    ex.response.body = std::move(w).Take();
+  };
+  return handlers;
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,16 @@
+// The synchronous answers of the execute stage for every operation that is not inference:
+// server and model metadata, model readiness, metrics, the admin model list.
+#pragma once
+
+#include <map>
+
+#include "monitor/metrics.h"
+#include "runtime/execute_stage.h"
+#include "runtime/model_registry.h"
+
+namespace pillar::app {
+
+std::map<pipeline::Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
+    const runtime::ModelRegistry& registry, const monitor::MetricsRegistry& metrics);
+
+}  // namespace pillar::app

@@ -1,0 +1,52 @@
+#include "app/request_handler.h"
+
+#include "common/strings.h"
+#include "app/routes.h"
+#include "common/crypto.h"
+
+namespace pillar::app {
+
+RequestHandler::RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready)
+    : chain_(chain), models_ready_(std::move(models_ready)), id_prefix_(HexEncode(RandomBytes(4))) {}
+
+std::string RequestHandler::NextRequestId() {
+  // A random per-process prefix and a sequence: unique across restarts and replicas, and cheap.
+  return StrCat(id_prefix_, "-", Hex(sequence_.fetch_add(1, std::memory_order_relaxed), 8));
+}
+
+void RequestHandler::Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) {
+  const int route = request.route->id;
+  if (route == kLive) {
+    sink->Send(http::Response{200, "application/json", "{\"live\":true}", {}});
+    return;
+  }
+  if (route == kReady) {
+    const bool ready = !draining_.load() && models_ready_();
+    sink->Send(http::Response{ready ? 200 : 503, "application/json",
+                              ready ? "{\"ready\":true}" : "{\"ready\":false}", {}});
+    return;
+  }
+  auto* ex = new pipeline::Exchange;
+  ex->request_id = NextRequestId();
+  ex->operation = static_cast<pipeline::Operation>(route);
+  ex->listener = request.listener;
+  ex->method = std::move(request.method);
+  ex->target = std::move(request.target);
+  ex->authorization = std::move(request.authorization);
+  ex->body = std::move(request.body);
+  ex->remote = std::move(request.remote);
+  ex->model_name = std::string(request.Param("model"));
+  ex->model_version = std::string(request.Param("version"));
+  ex->start_ns = request.received_ns;
+  ex->post = [sink](absl::AnyInvocable<void() &&> task) { sink->Post(std::move(task)); };
+  ex->on_complete = [this, sink = std::move(sink)](pipeline::Exchange& done) {
+    done.response.headers.emplace_back("X-Request-Id", done.request_id);
+    sink->Send(std::move(done.response));
+    delete &done;
+    in_flight_.fetch_sub(1);
+  };
+  in_flight_.fetch_add(1);
+  chain_.Start(*ex);
+}
+
+}  // namespace pillar::app

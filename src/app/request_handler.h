@@ -1,0 +1,36 @@
+// Bridges the HTTP listener and the pipeline: answers liveness and readiness itself (the only
+// anonymous routes), and turns every other request into an Exchange that runs through the
+// chain. It also counts requests in flight, which the drain on SIGTERM waits for.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <string>
+
+#include "http/server.h"
+#include "pipeline/chain.h"
+
+namespace pillar::app {
+
+class RequestHandler final : public http::Handler {
+ public:
+  // `models_ready` tells whether the models needed for readiness are loaded.
+  RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready);
+
+  void Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) override;
+
+  void SetDraining() { draining_ = true; }
+  int64_t in_flight() const { return in_flight_.load(); }
+
+ private:
+  std::string NextRequestId();
+
+  pipeline::Chain& chain_;
+  std::function<bool()> models_ready_;
+  std::atomic<bool> draining_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> sequence_{0};
+  std::string id_prefix_;
+};
+
+}  // namespace pillar::app

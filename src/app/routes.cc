@@ -1,0 +1,33 @@
+#include "app/routes.h"
+
+namespace pillar::app {
+
+using pipeline::Operation;
+
+http::Router DataRouter() {
+  http::Router r;
+  r.Add({"GET", "/v2/health/live", kLive, "live", true});
+  r.Add({"GET", "/v2/health/ready", kReady, "ready", true});
+  r.Add({"GET", "/v2", int(Operation::kServerMetadata), "server_metadata", false});
+  r.Add({"GET", "/v2/models/{model}", int(Operation::kModelMetadata), "model_metadata", false});
+  r.Add({"GET", "/v2/models/{model}/versions/{version}", int(Operation::kModelMetadata),
+         "model_version_metadata", false});
+  r.Add({"GET", "/v2/models/{model}/ready", int(Operation::kModelReady), "model_ready", false});
+  r.Add({"GET", "/v2/models/{model}/versions/{version}/ready", int(Operation::kModelReady),
+         "model_version_ready", false});
+  r.Add({"POST", "/v2/models/{model}/infer", int(Operation::kInfer), "infer", false});
+  r.Add({"POST", "/v2/models/{model}/versions/{version}/infer", int(Operation::kInfer),
+         "version_infer", false});
+  return r;
+}
+
+http::Router AdminRouter() {
+  http::Router r;
+  r.Add({"GET", "/v2/health/live", kLive, "live", true});
+  r.Add({"GET", "/v2/health/ready", kReady, "ready", true});
+  r.Add({"GET", "/metrics", int(Operation::kMetrics), "metrics", false});
+  r.Add({"GET", "/admin/v1/models", int(Operation::kAdminModels), "admin_models", false});
+  return r;
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,186 @@
+// `pillar serve`: wires the parts (state, identity, models, runtime, pipeline, listeners) and
+// runs until SIGTERM or SIGINT, then drains: readiness turns false, the listeners close,
+// requests in flight finish, and the process exits 0.
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "common/strings.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "app/operation_handlers.h"
+#include "app/request_handler.h"
+#include "app/routes.h"
+#include "guard/guard_stage.h"
+#include "identity/authenticate_stage.h"
+#include "identity/authorize_stage.h"
+#include "limits/admit_stage.h"
+#include "models/model_repository.h"
+#include "monitor/access_log.h"
+#include "monitor/observe_stage.h"
+#include "routing/decode_stage.h"
+#include "routing/route_stage.h"
+#include "runtime/batching_runner.h"
+#include "runtime/execute_stage.h"
+#include "runtime/torch/torch_backend.h"
+#include "state/state_store.h"
+
+namespace pillar::app {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "pillar serve: %s\n", std::string(status.message()).c_str());
+  return 1;
+}
+
+absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(const Config& config,
+                                                                    monitor::MetricsRegistry& metrics) {
+  absl::StatusOr<models::VersionPolicy> policy = models::VersionPolicy::Parse(config.version_policy);
+  if (!policy.ok()) return policy.status();
+  std::map<std::string, models::VersionPolicy> policies;
+  for (const auto& [model, text] : config.model_policies) {
+    policies.emplace(model, *models::VersionPolicy::Parse(text));  // validated with the config
+  }
+  models::ModelRepository repository(config.repository_path, *policy, std::move(policies));
+  runtime::ConfigureTorch(config.torch_threads);
+  auto& batch_sizes = metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
+                                           {"model", "version"}, monitor::BatchSizeBuckets());
+  auto loader = [&](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
+    const models::ModelConfig& model = *entry.config;
+    absl::StatusOr<std::string> device = runtime::ResolveDevice(model.instance.kind);
+    if (!device.ok()) return device.status();
+    std::vector<std::unique_ptr<runtime::Backend>> instances;
+    for (int i = 0; i < model.instance.count; ++i) {
+      absl::StatusOr<std::unique_ptr<runtime::Backend>> backend =
+          runtime::LoadTorchBackend(entry.directory / "model.pt", model, *device);
+      if (!backend.ok()) return backend.status();
+      instances.push_back(std::move(*backend));
+    }
+    std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n", entry.model.c_str(),
+                 static_cast<long long>(entry.version), device->c_str(), model.instance.count,
+                 model.instance.count == 1 ? "" : "s");
+    return std::make_unique<runtime::BatchingRunner>(
+        model, std::move(instances), SystemClock(),
+        &batch_sizes.Get({entry.model, std::to_string(entry.version)}));
+  };
+  auto registry = runtime::ModelRegistry::Build(repository.Scan(), loader);
+  for (const auto& v : registry->versions()) {
+    if (!v->status.ok()) {
+      std::fprintf(stderr, "pillar: model %s version %lld failed to load: %s\n", v->name.c_str(),
+                   static_cast<long long>(v->version), std::string(v->status.message()).c_str());
+    }
+  }
+  for (const auto& [model, status] : registry->model_errors()) {
+    std::fprintf(stderr, "pillar: model store: %s%s%s\n", model.c_str(), model.empty() ? "" : ": ",
+                 std::string(status.message()).c_str());
+  }
+  return registry;
+}
+
+absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    out << "data=" << data << "\nadmin=" << admin << "\n";
+    if (!out) return absl::InternalError(StrCat("cannot write ", tmp));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);  // readers never see a half-written file
+  if (ec) return absl::InternalError(StrCat("cannot rename ", tmp, ": ", ec.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunServe(const ServeOptions& options) {
+  absl::StatusOr<Config> config = LoadConfig(options.config_path);
+  if (!config.ok()) return Fail(config.status());
+
+  // Signals are taken synchronously by this thread; every thread started below inherits the
+  // blocked mask, so none of them is interrupted.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  absl::StatusOr<std::unique_ptr<state::StateStore>> store = state::OpenSqliteStateStore(config->state_path);
+  if (!store.ok()) return Fail(store.status());
+  identity::Authenticator authenticator(**store, absl::Milliseconds(config->key_refresh_ms));
+  if (absl::Status s = authenticator.Refresh(); !s.ok()) return Fail(s);
+
+  monitor::MetricsRegistry metrics;
+  monitor::AccessLog access_log;
+  if (absl::Status s = access_log.Open(config->access_log); !s.ok()) return Fail(s);
+
+  absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> registry = LoadModels(*config, metrics);
+  if (!registry.ok()) return Fail(registry.status());
+
+  std::vector<std::unique_ptr<pipeline::Stage>> stages;
+  stages.push_back(std::make_unique<monitor::ObserveStage>(metrics, access_log));
+  stages.push_back(std::make_unique<identity::AuthenticateStage>(authenticator));
+  stages.push_back(std::make_unique<routing::RouteStage>(**registry));
+  stages.push_back(std::make_unique<identity::AuthorizeStage>());
+  stages.push_back(std::make_unique<limits::AdmitStage>());
+  stages.push_back(std::make_unique<routing::DecodeStage>());
+  stages.push_back(std::make_unique<guard::GuardStage>());
+  stages.push_back(std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(**registry, metrics)));
+  pipeline::Chain chain(std::move(stages), &metrics);
+
+  const bool strict = config->strict_readiness;
+  const runtime::ModelRegistry& models = **registry;
+  RequestHandler handler(chain, [&models, strict] {
+    return strict ? models.AllReady() && !models.versions().empty()
+                  : std::any_of(models.versions().begin(), models.versions().end(),
+                                [](const auto& v) { return v->ready(); });
+  });
+
+  http::Router data_router = DataRouter();
+  http::Router admin_router = AdminRouter();
+  http::HttpServer server(config->limits, handler, &metrics);
+  absl::StatusOr<uint16_t> data_port = server.AddListener(config->data, data_router);
+  if (!data_port.ok()) return Fail(data_port.status());
+  absl::StatusOr<uint16_t> admin_port = server.AddListener(config->admin, admin_router);
+  if (!admin_port.ok()) return Fail(admin_port.status());
+  if (!options.ports_file.empty()) {
+    if (absl::Status s = WritePortsFile(options.ports_file, *data_port, *admin_port); !s.ok()) return Fail(s);
+  }
+  int threads = config->threads > 0 ? config->threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  server.Start(threads);
+  std::fprintf(stderr, "pillar: serving data plane on %s://%s:%u, admin plane on %s://%s:%u (%d threads)\n",
+               config->data.tls_certificate.empty() ? "http" : "https", config->data.address.c_str(),
+               *data_port, config->admin.tls_certificate.empty() ? "http" : "https",
+               config->admin.address.c_str(), *admin_port, threads);
+
+  int signal_number = 0;
+  sigwait(&signals, &signal_number);
+  std::fprintf(stderr, "pillar: %s received; draining\n", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  handler.SetDraining();
+  server.SetDraining();
+  server.StopAccepting();
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config->drain_timeout_ms);
+  while ((handler.in_flight() > 0 || server.ResponsesInProgress() > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  const int64_t abandoned = handler.in_flight();
+  server.Stop();
+  // Unload the models while the event loop still exists: a request abandoned by a timed-out
+  // drain is failed by its runner and posts its answer to that (stopped) loop.
+  registry->reset();
+  access_log.Flush();
+  if (abandoned > 0) {
+    std::fprintf(stderr, "pillar: drain timed out with %lld requests in flight\n", static_cast<long long>(abandoned));
+    return 1;
+  }
+  std::fprintf(stderr, "pillar: drained; exiting\n");
+  return 0;
+}
+
+}  // namespace pillar::app

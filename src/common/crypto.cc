@@ -1,0 +1,120 @@
+#include "common/crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <array>
+#include <cstdlib>
+#include <cstdio>
+
+namespace pillar {
+namespace {
+
+constexpr char kHexDigits[] = "0123456789abcdef";
+constexpr char kBase64Url[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+
+int HexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::array<int8_t, 256> MakeBase64UrlTable() {
+  std::array<int8_t, 256> table;
+  table.fill(-1);
+  for (int i = 0; i < 64; ++i) table[static_cast<unsigned char>(kBase64Url[i])] = int8_t(i);
+  return table;
+}
+
+}  // namespace
+
+std::string RandomBytes(size_t n) {
+  std::string out(n, '\0');
+  if (RAND_bytes(reinterpret_cast<unsigned char*>(out.data()), static_cast<int>(n)) != 1) {
+    std::fputs("pillar: the system random generator failed; refusing to continue\n", stderr);
+    std::abort();
+  }
+  return out;
+}
+
+std::string Sha256(std::string_view data) {
+  std::string out(SHA256_DIGEST_LENGTH, '\0');
+  SHA256(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
+         reinterpret_cast<unsigned char*>(out.data()));
+  return out;
+}
+
+bool ConstantTimeEquals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  return CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+std::string HexEncode(std::string_view bytes) {
+  std::string out;
+  out.reserve(bytes.size() * 2);
+  for (unsigned char c : bytes) {
+    out.push_back(kHexDigits[c >> 4]);
+    out.push_back(kHexDigits[c & 0xf]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> HexDecode(std::string_view hex) {
+  if (hex.size() % 2 != 0) return absl::InvalidArgumentError("hex text has an odd length");
+  std::string out(hex.size() / 2, '\0');
+  for (size_t i = 0; i < out.size(); ++i) {
+    int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
+    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("hex text has a non-hex character");
+    out[i] = static_cast<char>(hi << 4 | lo);
+  }
+  return out;
+}
+
+std::string Base64UrlEncode(std::string_view bytes) {
+  std::string out;
+  out.reserve((bytes.size() * 4 + 2) / 3);
+  size_t i = 0;
+  for (; i + 3 <= bytes.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16 | uint32_t(uint8_t(bytes[i + 1])) << 8 |
+                 uint8_t(bytes[i + 2]);
+    for (int shift = 18; shift >= 0; shift -= 6) out.push_back(kBase64Url[(v >> shift) & 63]);
+  }
+  size_t rest = bytes.size() - i;
+  if (rest > 0) {
+    uint32_t v = uint32_t(uint8_t(bytes[i])) << 16;
+    if (rest == 2) v |= uint32_t(uint8_t(bytes[i + 1])) << 8;
+    out.push_back(kBase64Url[(v >> 18) & 63]);
+    out.push_back(kBase64Url[(v >> 12) & 63]);
+    if (rest == 2) out.push_back(kBase64Url[(v >> 6) & 63]);
+  }
+  return out;
+}
+
+absl::StatusOr<std::string> Base64UrlDecode(std::string_view text) {
+  static const std::array<int8_t, 256> kTable = MakeBase64UrlTable();
+  if (text.size() % 4 == 1) return absl::InvalidArgumentError("base64url text has a bad length");
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (unsigned char c : text) {
+    int v = kTable[c];
+    if (v < 0) return absl::InvalidArgumentError("base64url text has a character outside its alphabet");
+    acc = acc << 6 | uint32_t(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  // Leftover bits must be zero, or two texts would decode to the same bytes.
+  if ((acc & ((1u << bits) - 1)) != 0) {
+    return absl::InvalidArgumentError("base64url text has non-canonical trailing bits");
+  }
+  return out;
+}
+
+}  // namespace pillar

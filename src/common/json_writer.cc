@@ -1,0 +1,155 @@
+#include "common/json_writer.h"
+
+#include <charconv>
+#include <cmath>
+
+namespace pillar {
+namespace {
+
+// Length of the valid UTF-8 sequence starting at s[i], or 0 when it is not valid.
+size_t Utf8SequenceLength(std::string_view s, size_t i) {
+  auto byte = [&](size_t k) { return static_cast<unsigned char>(s[k]); };
+  unsigned char c = byte(i);
+  size_t n;
+  uint32_t cp;
+  if (c < 0x80) return 1;
+  if ((c & 0xe0) == 0xc0) {
+    n = 2;
+    cp = c & 0x1f;
+  } else if ((c & 0xf0) == 0xe0) {
+    n = 3;
+    cp = c & 0x0f;
+  } else if ((c & 0xf8) == 0xf0) {
+    n = 4;
+    cp = c & 0x07;
+  } else {
+    return 0;
+  }
+  if (i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((byte(i + k) & 0xc0) != 0x80) return 0;
+    cp = cp << 6 | (byte(i + k) & 0x3f);
+  }
+  static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < kMin[n] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff)) return 0;
+  return n;
+}
+
+}  // namespace
+
+void AppendJsonString(std::string& out, std::string_view value) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (size_t i = 0; i < value.size();) {
+    unsigned char c = static_cast<unsigned char>(value[i]);
+    if (c >= 0x80) {
+      size_t n = Utf8SequenceLength(value, i);
+      if (n == 0) {
+        out.append("\xef\xbf\xbd");
+        ++i;
+      } else {
+        out.append(value.substr(i, n));
+        i += n;
+      }
+      continue;
+    }
+    switch (c) {
+      case '"': out.append("\\\""); break;
+      case '\\': out.append("\\\\"); break;
+      case '\n': out.append("\\n"); break;
+      case '\r': out.append("\\r"); break;
+      case '\t': out.append("\\t"); break;
+      default:
+        if (c < 0x20) {
+          out.append("\\u00");
+          out.push_back(kHex[c >> 4]);
+          out.push_back(kHex[c & 0xf]);
+        } else {
+          out.push_back(static_cast<char>(c));
+        }
+    }
+    ++i;
+  }
+  out.push_back('"');
+}
+
+void JsonWriter::Separate() {
+  if (need_comma_) out_.push_back(',');
+  need_comma_ = true;
+}
+
+void JsonWriter::Open(char c) {
+  Separate();
+  out_.push_back(c);
+  need_comma_ = false;
+}
+
+void JsonWriter::Close(char c) {
+  out_.push_back(c);
+  need_comma_ = true;
+}
+
+void JsonWriter::Key(std::string_view key) {
+  Separate();
+  AppendJsonString(out_, key);
+  out_.push_back(':');
+  need_comma_ = false;
+}
+
+void JsonWriter::String(std::string_view value) {
+  Separate();
+  AppendJsonString(out_, value);
+}
+
+void JsonWriter::Int(int64_t value) {
+  Separate();
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out_.append(buf, end);
+}
+
+void JsonWriter::Uint(uint64_t value) {
+  Separate();
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out_.append(buf, end);
+}
+
+void JsonWriter::Double(double value) {
+  Separate();
+  if (!std::isfinite(value)) {
+    out_.append("null");
+    return;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);  // shortest round-trip form
+  out_.append(buf, end);
+}
+
+void JsonWriter::Float(float value) {
+  Separate();
+  if (!std::isfinite(value)) {
+    out_.append("null");
+    return;
+  }
+  char buf[32];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out_.append(buf, end);
+}
+
+void JsonWriter::Bool(bool value) {
+  Separate();
+  out_.append(value ? "true" : "false");
+}
+
+void JsonWriter::Null() {
+  Separate();
+  out_.append("null");
+}
+
+void JsonWriter::Raw(std::string_view json) {
+  Separate();
+  out_.append(json);
+}
+
+}  // namespace pillar

@@ -1,0 +1,67 @@
+// String helpers that take std::string_view. Debian's Abseil is built with its own
+// absl::string_view (not an alias of std::string_view), so absl::StrCat and friends do not
+// accept std::string_view; pillar uses these instead, and converts absl::string_view (from
+// absl::Status::message()) here too.
+//
+//   std::string s = StrCat("model '", name, "' version ", 3);
+//   int64_t v;  if (ParseInt(text, &v)) ...
+#pragma once
+
+#include <charconv>
+#include <concepts>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/string_view.h"
+
+namespace pillar {
+namespace strings_internal {
+
+inline void Append(std::string& out, std::string_view s) { out.append(s); }
+inline void Append(std::string& out, const std::string& s) { out.append(s); }
+inline void Append(std::string& out, const char* s) { out.append(s); }
+inline void Append(std::string& out, absl::string_view s) { out.append(s.data(), s.size()); }
+inline void Append(std::string& out, char c) { out.push_back(c); }
+template <std::integral T>
+  requires(!std::same_as<T, char> && !std::same_as<T, bool>)
+void Append(std::string& out, T value) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  out.append(buf, end);
+}
+void Append(std::string& out, double value);
+
+}  // namespace strings_internal
+
+template <typename... Args>
+std::string StrCat(const Args&... args) {
+  std::string out;
+  (strings_internal::Append(out, args), ...);
+  return out;
+}
+
+template <typename... Args>
+void StrAppend(std::string* out, const Args&... args) {
+  (strings_internal::Append(*out, args), ...);
+}
+
+inline std::string_view ToStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
+inline absl::string_view ToAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+
+// Whole-text decimal integer parse; false on any stray character or overflow.
+template <std::integral T>
+bool ParseInt(std::string_view text, T* out) {
+  if (text.empty()) return false;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
+  return ec == std::errc() && end == text.data() + text.size();
+}
+
+std::vector<std::string_view> Split(std::string_view text, char separator);
+bool EqualsIgnoreCase(std::string_view a, std::string_view b);
+std::string JoinInts(const std::vector<int64_t>& values, std::string_view separator);
+// Lowercase hex of `value`, zero-padded to `width` digits.
+std::string Hex(uint64_t value, int width);
+
+}  // namespace pillar

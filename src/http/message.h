@@ -1,0 +1,42 @@
+// The HTTP request and response as the rest of pillar sees them: plain values, no Beast types,
+// so that the pipeline and its tests never include Boost.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace pillar::http {
+
+struct Route;
+
+struct Request {
+  std::string_view listener;  // the listener's name, e.g. "data" or "admin"
+  std::string method;
+  std::string target;
+  std::string authorization;  // the Authorization header, empty when absent
+  std::string body;
+  std::string remote;         // peer address
+  const Route* route = nullptr;
+  // Captured path parameters, in pattern order, e.g. {"model", "digits"}.
+  std::vector<std::pair<std::string_view, std::string>> params;
+  int64_t received_ns = 0;  // monotonic time when the request was fully read
+
+  std::string_view Param(std::string_view name) const {
+    for (const auto& [key, value] : params) {
+      if (key == name) return value;
+    }
+    return {};
+  }
+};
+
+struct Response {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+  std::vector<std::pair<std::string, std::string>> headers;
+};
+
+}  // namespace pillar::http

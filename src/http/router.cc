@@ -1,0 +1,82 @@
+#include "http/router.h"
+
+#include <optional>
+
+#include "common/strings.h"
+
+
+namespace pillar::http {
+namespace {
+
+int HexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::optional<std::string> PercentDecode(std::string_view segment) {
+  std::string out;
+  out.reserve(segment.size());
+  for (size_t i = 0; i < segment.size(); ++i) {
+    if (segment[i] != '%') {
+      out.push_back(segment[i]);
+      continue;
+    }
+    if (i + 2 >= segment.size()) return std::nullopt;
+    int hi = HexDigit(segment[i + 1]), lo = HexDigit(segment[i + 2]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    char c = static_cast<char>(hi << 4 | lo);
+    if (c == '/' || c == '\0') return std::nullopt;
+    out.push_back(c);
+    i += 2;
+  }
+  return out;
+}
+
+// Matches `path` against `pattern`; fills `params` on success.
+bool MatchPattern(std::string_view pattern, std::string_view path,
+                  std::vector<std::pair<std::string_view, std::string>>& params) {
+  params.clear();
+  std::vector<std::string_view> want = Split(pattern, '/');
+  std::vector<std::string_view> have = Split(path, '/');
+  if (want.size() != have.size()) return false;
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::string_view w = want[i];
+    if (w.size() > 2 && w.front() == '{' && w.back() == '}') {
+      if (have[i].empty()) return false;
+      std::optional<std::string> value = PercentDecode(have[i]);
+      if (!value) return false;
+      params.emplace_back(w.substr(1, w.size() - 2), std::move(*value));
+    } else if (w != have[i]) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+void Router::Add(Route route) { routes_.push_back(std::move(route)); }
+
+RouteResult Router::Match(std::string_view method, std::string_view target) const {
+  RouteResult result;
+  std::string_view path = target.substr(0, target.find('?'));
+  std::vector<std::pair<std::string_view, std::string>> params;
+  for (const Route& route : routes_) {
+    if (!MatchPattern(route.pattern, path, params)) continue;
+    if (route.method == method) {
+      result.kind = RouteResult::Kind::kFound;
+      result.route = &route;
+      result.params = std::move(params);
+      result.allowed.clear();
+      return result;
+    }
+    result.kind = RouteResult::Kind::kMethodNotAllowed;
+    if (!result.allowed.empty()) result.allowed += ", ";
+    result.allowed += route.method;
+  }
+  return result;
+}
+
+}  // namespace pillar::http

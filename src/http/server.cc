@@ -1,0 +1,504 @@
+// Boost 1.74's Asio uses std::exchange without including <utility> under C++20.
+#include <utility>
+
+#include "http/server.h"
+
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <list>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "common/strings.h"
+#include "common/clock.h"
+#include "common/json_writer.h"
+#include "common/strings.h"
+
+namespace pillar::http {
+namespace {
+
+namespace net = boost::asio;
+
+// Beast's string_view is boost::string_view; pillar's helpers take std::string_view.
+template <typename BoostView>
+std::string_view ToStd(BoostView view) {
+  return std::string_view(view.data(), view.size());
+}
+
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = net::ip::tcp;
+
+constexpr size_t kReadChunk = 16 * 1024;
+
+std::chrono::nanoseconds ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
+
+// Headers that must appear at most once: a second copy is either an attack (request smuggling,
+// credential confusion) or a broken client, and either way the request is ambiguous.
+constexpr bhttp::field kSingletonHeaders[] = {
+    bhttp::field::authorization, bhttp::field::content_length, bhttp::field::content_type,
+    bhttp::field::host, bhttp::field::transfer_encoding,
+};
+
+struct Stats {
+  monitor::Family<monitor::Counter>* rejected = nullptr;
+  monitor::Family<monitor::Gauge>* open = nullptr;
+  monitor::Family<monitor::Counter>* accepted = nullptr;
+};
+
+struct Core {
+  Limits limits;
+  Handler& handler;
+  Stats stats;
+  std::atomic<bool> draining{false};
+  std::atomic<size_t> connections{0};
+  std::atomic<int64_t> writing{0};
+};
+
+struct Listener {
+  ListenerOptions options;
+  const Router& router;
+  std::unique_ptr<ssl::context> tls;
+  std::optional<tcp::acceptor> acceptor;
+  monitor::Counter* accepted = nullptr;
+  monitor::Gauge* open = nullptr;
+
+  void Reject(Core& core, std::string_view reason) const {
+    if (core.stats.rejected) core.stats.rejected->Get({options.name, reason}).Increment();
+  }
+};
+
+template <bool kTls>
+class Session final : public ResponseSink, public std::enable_shared_from_this<Session<kTls>> {
+  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+
+ public:
+  Session(tcp::socket&& socket, Core& core, Listener& listener)
+      : stream_(MakeStream(std::move(socket), listener)),
+        core_(core),
+        listener_(listener),
+        deadline_(stream_.get_executor()) {
+    ++core_.connections;
+    if (listener_.open) listener_.open->Add(1);
+  }
+
+  ~Session() override {
+    --core_.connections;
+    if (listener_.open) listener_.open->Add(-1);
+  }
+
+  void Run() {
+    beast::error_code ec;
+    tcp::endpoint peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+    if (!ec) remote_ = StrCat(peer.address().to_string(), ":", peer.port());
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Begin(); });
+  }
+
+  void Send(Response response) override {
+    net::dispatch(stream_.get_executor(),
+                  [self = this->shared_from_this(), response = std::move(response)]() mutable {
+                    self->Write(std::move(response));
+                  });
+  }
+
+  void Post(absl::AnyInvocable<void() &&> task) override {
+    net::post(stream_.get_executor(), [self = this->shared_from_this(), task = std::move(task)]() mutable {
+      std::move(task)();
+    });
+  }
+
+ private:
+  enum class Waiting { kNothing, kIdle, kRequest, kHandshake };
+
+  static Stream MakeStream(tcp::socket&& socket, Listener& listener) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *listener.tls);
+    } else {
+      return Stream(std::move(socket));
+    }
+  }
+
+  tcp::socket& Socket() { return beast::get_lowest_layer(stream_).socket(); }
+
+  // One deadline for whatever the session is waiting for. On expiry the socket's pending
+  // operation is cancelled (not the socket closed), so a slow request can still get its 408.
+  void Arm(Waiting what, absl::Duration after) {
+    waiting_ = what;
+    timed_out_ = false;
+    const uint64_t generation = ++deadline_generation_;
+    deadline_.expires_after(ToChrono(after));
+    deadline_.async_wait([self = this->shared_from_this(), generation](beast::error_code ec) {
+      if (ec || generation != self->deadline_generation_) return;
+      self->timed_out_ = true;
+      beast::error_code ignored;
+      self->Socket().cancel(ignored);
+    });
+  }
+
+  void Disarm() {
+    ++deadline_generation_;
+    waiting_ = Waiting::kNothing;
+    deadline_.cancel();
+  }
+
+  void Begin() {
+    if constexpr (kTls) {
+      Arm(Waiting::kHandshake, core_.limits.tls_handshake_timeout);
+      stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+        self->Disarm();
+        if (ec) {
+          self->listener_.Reject(self->core_, "tls_handshake");
+          self->Close();
+          return;
+        }
+        self->WaitForRequest();
+      });
+    } else {
+      WaitForRequest();
+    }
+  }
+
+  void WaitForRequest() {
+    parser_.emplace();
+    parser_->header_limit(static_cast<uint32_t>(core_.limits.header_limit_bytes));
+    parser_->body_limit(core_.limits.body_limit_bytes);
+    if (buffer_.size() > 0) {
+      ReadHeader();
+      return;
+    }
+    Arm(Waiting::kIdle, core_.limits.idle_timeout);
+    stream_.async_read_some(buffer_.prepare(kReadChunk),
+                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
+                              self->Disarm();
+                              if (ec) {
+                                // Idle timeout or the peer went away between requests:
+                                // nothing was asked, so nothing is answered.
+                                self->Close();
+                                return;
+                              }
+                              self->buffer_.commit(n);
+                              self->ReadHeader();
+                            });
+  }
+
+  void ReadHeader() {
+    Arm(Waiting::kRequest, core_.limits.request_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                               if (ec) {
+                                 self->OnReadError(ec);
+                                 return;
+                               }
+                               self->OnHeader();
+                             });
+  }
+
+  void OnHeader() {
+    const auto& request = parser_->get();
+    for (bhttp::field field : kSingletonHeaders) {
+      auto range = request.equal_range(field);
+      if (range.first != range.second && std::next(range.first) != range.second) {
+        Reject(400, StrCat("duplicate header '", ToStd(bhttp::to_string(field)), "'"), "duplicate_header");
+        return;
+      }
+    }
+    if (parser_->is_done()) {
+      OnRequest();
+      return;
+    }
+    if (EqualsIgnoreCase(ToStd(request[bhttp::field::expect]), "100-continue")) {
+      // curl and others wait for this before sending a body over 1 KiB.
+      auto continue_response = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
+      bhttp::async_write(stream_, *continue_response,
+                         [self = this->shared_from_this(), continue_response](beast::error_code ec, size_t) {
+                           if (ec) {
+                             self->Close();
+                             return;
+                           }
+                           self->ReadBody();
+                         });
+      return;
+    }
+    ReadBody();
+  }
+
+  void ReadBody() {
+    bhttp::async_read(stream_, buffer_, *parser_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+      if (ec) {
+        self->OnReadError(ec);
+        return;
+      }
+      self->OnRequest();
+    });
+  }
+
+  void OnReadError(beast::error_code ec) {
+    const bool timed_out = timed_out_;
+    Disarm();
+    if (timed_out) {
+      Reject(408, "the request was not received in time", "timeout");
+    } else if (ec == bhttp::error::end_of_stream) {
+      Close();
+    } else if (ec == bhttp::error::body_limit) {
+      Reject(413, StrCat("the request body exceeds ", core_.limits.body_limit_bytes, " bytes"),
+             "body_too_large");
+    } else if (ec == bhttp::error::header_limit) {
+      Reject(431, StrCat("the request header exceeds ", core_.limits.header_limit_bytes, " bytes"),
+             "header_too_large");
+    } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
+               ec != bhttp::error::partial_message) {
+      Reject(400, StrCat("malformed HTTP request: ", ec.message()), "malformed");
+    } else {
+      // The connection broke mid-request (truncated body, reset): nobody is left to answer.
+      listener_.Reject(core_, "truncated");
+      Close();
+    }
+  }
+
+  void OnRequest() {
+    Disarm();
+    bhttp::request<bhttp::string_body> message = parser_->release();
+    Request request;
+    request.listener = listener_.options.name;
+    request.method = std::string(ToStd(message.method_string()));
+    request.target = std::string(ToStd(message.target()));
+    request.authorization = std::string(ToStd(message[bhttp::field::authorization]));
+    request.body = std::move(message.body());
+    request.remote = remote_;
+    request.received_ns = SystemClock().MonotonicNanos();
+    keep_alive_ = message.keep_alive();
+
+    RouteResult route = listener_.router.Match(request.method, request.target);
+    if (route.kind == RouteResult::Kind::kNotFound) {
+      Reject(404, StrCat("no route for ", request.target.substr(0, 256)), "no_route", true);
+      return;
+    }
+    if (route.kind == RouteResult::Kind::kMethodNotAllowed) {
+      extra_header_ = route.allowed;
+      Reject(405, StrCat("method ", request.method, " is not allowed here"), "method_not_allowed", true);
+      return;
+    }
+    request.route = route.route;
+    request.params = std::move(route.params);
+    core_.handler.Handle(std::move(request), this->shared_from_this());
+  }
+
+  void Reject(int status, std::string message, std::string_view reason, bool keep_alive = false) {
+    listener_.Reject(core_, reason);
+    if (!keep_alive) keep_alive_ = false;
+    Response response;
+    response.status = status;
+    response.body = "{\"error\":";
+    AppendJsonString(response.body, message);
+    response.body.push_back('}');
+    if (status == 405) response.headers.emplace_back("Allow", std::move(extra_header_));
+    Write(std::move(response));
+  }
+
+  void Write(Response response) {
+    response_ = {};
+    response_.version(11);
+    response_.result(static_cast<unsigned>(response.status));
+    response_.set(bhttp::field::server, "pillar");
+    response_.set(bhttp::field::content_type, response.content_type);
+    for (auto& [name, value] : response.headers) response_.set(name, value);
+    response_.body() = std::move(response.body);
+    response_.keep_alive(keep_alive_ && !core_.draining.load(std::memory_order_relaxed));
+    response_.prepare_payload();
+    beast::get_lowest_layer(stream_).expires_after(ToChrono(core_.limits.write_timeout));
+    core_.writing.fetch_add(1);
+    bhttp::async_write(stream_, response_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+      self->core_.writing.fetch_sub(1);
+      beast::get_lowest_layer(self->stream_).expires_never();
+      if (ec) {
+        self->Close();
+        return;
+      }
+      if (!self->response_.keep_alive()) {
+        self->Shutdown();
+        return;
+      }
+      self->WaitForRequest();
+    });
+  }
+
+  void Shutdown() {
+    if constexpr (kTls) {
+      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+      stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->Close(); });
+    } else {
+      beast::error_code ignored;
+      Socket().shutdown(tcp::socket::shutdown_send, ignored);
+      Close();
+    }
+  }
+
+  void Close() {
+    Disarm();
+    beast::error_code ignored;
+    Socket().close(ignored);
+  }
+
+  Stream stream_;
+  Core& core_;
+  Listener& listener_;
+  net::steady_timer deadline_;
+  uint64_t deadline_generation_ = 0;
+  Waiting waiting_ = Waiting::kNothing;
+  bool timed_out_ = false;
+  beast::flat_buffer buffer_;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  bhttp::response<bhttp::string_body> response_;
+  bool keep_alive_ = true;
+  std::string remote_;
+  std::string extra_header_;
+};
+
+}  // namespace
+
+bool IsLoopbackAddress(std::string_view address) {
+  if (address == "localhost") return true;
+  beast::error_code ec;
+  net::ip::address parsed = net::ip::make_address(std::string(address), ec);
+  return !ec && parsed.is_loopback();
+}
+
+struct HttpServer::Impl {
+  explicit Impl(Limits limits, Handler& handler) : core{limits, handler, {}} { ioc.emplace(); }
+
+  // Sessions still queued in the event loop refer to `core` and their listener, so the loop
+  // goes first (destroying them), and the acceptors before it, as they belong to the loop.
+  ~Impl() {
+    for (Listener& listener : listeners) listener.acceptor.reset();
+    ioc.reset();
+  }
+
+  void Accept(Listener& listener) {
+    listener.acceptor->async_accept(net::make_strand(*ioc), [this, &listener](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted || !listener.acceptor->is_open()) return;
+      if (!ec) {
+        if (core.connections.load() >= core.limits.max_connections) {
+          listener.Reject(core, "too_many_connections");
+          beast::error_code ignored;
+          socket.close(ignored);
+        } else {
+          if (listener.accepted) listener.accepted->Increment();
+          beast::error_code ignored;
+          socket.set_option(tcp::no_delay(true), ignored);
+          if (listener.tls) {
+            std::make_shared<Session<true>>(std::move(socket), core, listener)->Run();
+          } else {
+            std::make_shared<Session<false>>(std::move(socket), core, listener)->Run();
+          }
+        }
+      }
+      Accept(listener);
+    });
+  }
+
+  std::optional<net::io_context> ioc;
+  Core core;
+  std::list<Listener> listeners;
+  std::vector<std::thread> threads;
+};
+
+HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics)
+    : impl_(std::make_unique<Impl>(limits, handler)) {
+  if (metrics != nullptr) {
+    impl_->core.stats.rejected = &metrics->AddCounter(
+        "pillar_http_rejected_total", "Requests refused by the HTTP layer, by listener and reason.",
+        {"listener", "reason"});
+    impl_->core.stats.open = &metrics->AddGauge("pillar_http_open_connections", "Open connections.", {"listener"});
+    impl_->core.stats.accepted = &metrics->AddCounter("pillar_http_connections_total",
+                                                      "Accepted connections.", {"listener"});
+  }
+}
+
+HttpServer::~HttpServer() { Stop(); }
+
+absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options, const Router& router) {
+  const bool tls = !options.tls_certificate.empty() || !options.tls_private_key.empty();
+  if (!tls && !options.allow_plaintext && !IsLoopbackAddress(options.address)) {
+    return absl::FailedPreconditionError(StrCat(
+        "listener '", options.name, "' would serve plaintext on ", options.address,
+        ", which is not a loopback address: configure tls_certificate and tls_private_key, or set "
+        "allow_plaintext = true"));
+  }
+  std::unique_ptr<ssl::context> context;
+  if (tls) {
+    context = std::make_unique<ssl::context>(ssl::context::tls_server);
+    context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
+                         ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
+                         ssl::context::single_dh_use);
+    beast::error_code ec;
+    context->use_certificate_chain_file(options.tls_certificate, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(StrCat("tls_certificate ", options.tls_certificate, ": ", ec.message()));
+    }
+    context->use_private_key_file(options.tls_private_key, ssl::context::pem, ec);
+    if (ec) {
+      return absl::InvalidArgumentError(StrCat("tls_private_key ", options.tls_private_key, ": ", ec.message()));
+    }
+  }
+  beast::error_code ec;
+  std::string address = options.address == "localhost" ? "127.0.0.1" : options.address;
+  net::ip::address ip = net::ip::make_address(address, ec);
+  if (ec) return absl::InvalidArgumentError(StrCat("listener '", options.name, "': bad address '", options.address, "'"));
+  tcp::endpoint endpoint(ip, options.port);
+  Listener& listener = impl_->listeners.emplace_back(
+      Listener{options, router, std::move(context), tcp::acceptor(net::make_strand(*impl_->ioc))});
+  auto fail = [&](std::string_view what) {
+    std::string message = StrCat("listener '", options.name, "' on ", options.address, ":",
+                                       options.port, ": ", what, ": ", ec.message());
+    impl_->listeners.pop_back();
+    return absl::UnavailableError(message);
+  };
+  listener.acceptor->open(endpoint.protocol(), ec);
+  if (ec) return fail("open");
+  listener.acceptor->set_option(net::socket_base::reuse_address(true), ec);
+  listener.acceptor->bind(endpoint, ec);
+  if (ec) return fail("bind");
+  listener.acceptor->listen(net::socket_base::max_listen_connections, ec);
+  if (ec) return fail("listen");
+  if (impl_->core.stats.open) listener.open = &impl_->core.stats.open->Get({options.name});
+  if (impl_->core.stats.accepted) listener.accepted = &impl_->core.stats.accepted->Get({options.name});
+  impl_->Accept(listener);
+  return listener.acceptor->local_endpoint().port();
+}
+
+void HttpServer::Start(int threads) {
+  for (int i = 0; i < std::max(1, threads); ++i) {
+    impl_->threads.emplace_back([this] { impl_->ioc->run(); });
+  }
+}
+
+void HttpServer::StopAccepting() {
+  for (Listener& listener : impl_->listeners) {
+    net::post(listener.acceptor->get_executor(), [&listener] {
+      beast::error_code ignored;
+      listener.acceptor->close(ignored);
+    });
+  }
+}
+
+int64_t HttpServer::ResponsesInProgress() const { return impl_->core.writing.load(); }
+
+void HttpServer::SetDraining() { impl_->core.draining = true; }
+
+void HttpServer::Stop() {
+  impl_->ioc->stop();
+  for (std::thread& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+  impl_->threads.clear();
+}
+
+}  // namespace pillar::http

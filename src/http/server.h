@@ -1,0 +1,96 @@
+// The HTTP/1.1 server under both of pillar's listeners (data plane and admin plane), on
+// Boost.Beast: keep-alive, TLS through OpenSSL when a certificate is configured, and limits on
+// header size, body size, request time and idle time, so a slow or hostile client cannot hold
+// a worker. It parses, matches the route and hands a plain Request to the Handler; it knows
+// nothing of models.
+//
+//   HttpServer server(limits, handler, &metrics);
+//   uint16_t port = *server.AddListener({"data", "127.0.0.1", 0}, router);
+//   server.Start(threads);  ...  server.StopAccepting(); server.Stop();
+// Protocol errors are answered here, each with a precise 4xx JSON body and a count in
+// pillar_http_rejected_total{listener,reason}.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "http/message.h"
+#include "http/router.h"
+#include "monitor/metrics.h"
+
+namespace pillar::http {
+
+struct Limits {
+  size_t header_limit_bytes = 16 * 1024;
+  size_t body_limit_bytes = 8 * 1024 * 1024;
+  // The whole request, from its first byte to its last; a slow sender gets 408 after it.
+  absl::Duration request_timeout = absl::Seconds(30);
+  // How long a kept-alive connection may wait for its next request.
+  absl::Duration idle_timeout = absl::Seconds(60);
+  absl::Duration write_timeout = absl::Seconds(30);
+  absl::Duration tls_handshake_timeout = absl::Seconds(10);
+  size_t max_connections = 10000;
+};
+
+struct ListenerOptions {
+  std::string name = "data";
+  std::string address = "127.0.0.1";
+  uint16_t port = 0;  // 0 picks a free port
+  std::string tls_certificate;  // PEM chain; TLS is on when both files are set
+  std::string tls_private_key;
+  bool allow_plaintext = false;  // plaintext on a non-loopback address needs this
+};
+
+// The session a request arrived on, for answering it. Shared ownership keeps the connection
+// alive while a response is pending.
+class ResponseSink {
+ public:
+  virtual ~ResponseSink() = default;
+  // Sends the response; callable from any thread, once per request.
+  virtual void Send(Response response) = 0;
+  // Runs `task` on the connection's executor.
+  virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
+};
+
+class Handler {
+ public:
+  virtual ~Handler() = default;
+  virtual void Handle(Request request, std::shared_ptr<ResponseSink> sink) = 0;
+};
+
+class HttpServer {
+ public:
+  // `handler` and every router given to AddListener must outlive the server.
+  HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics);
+  ~HttpServer();
+  HttpServer(const HttpServer&) = delete;
+  HttpServer& operator=(const HttpServer&) = delete;
+
+  // Binds and listens; returns the bound port. FailedPrecondition for plaintext on a
+  // non-loopback address without allow_plaintext; InvalidArgument for bad TLS files.
+  absl::StatusOr<uint16_t> AddListener(const ListenerOptions& options, const Router& router);
+  // Serves on `threads` threads until Stop().
+  void Start(int threads);
+  // Closes the listening sockets; open connections are served on.
+  void StopAccepting();
+  // From now on every response closes its connection.
+  void SetDraining();
+  // Responses handed to the server whose writing has not finished yet.
+  int64_t ResponsesInProgress() const;
+  // Stops the event loop and joins its threads. Idempotent.
+  void Stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// True for 127.0.0.0/8, ::1 and "localhost".
+bool IsLoopbackAddress(std::string_view address);
+
+}  // namespace pillar::http

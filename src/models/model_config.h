@@ -1,0 +1,55 @@
+// The contract of one model version, read from `<store>/<model>/<version>/model.toml`:
+// platform, input and output signatures, batching and instance settings.
+// The grammar is documented in docs/formats/model_toml.md.
+//
+//   absl::StatusOr<ModelConfig> config = ModelConfig::Parse(text, "store/digits/1/model.toml");
+//   if (config.ok()) { ... config->inputs[0].shape ... }
+// A ModelConfig is an immutable value once parsed; share it freely between threads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "protocol/datatype.h"
+
+namespace pillar::models {
+
+// One input or output. `shape` excludes the batch dimension when the model batches; -1 marks a
+// dimension of any size.
+struct TensorSpec {
+  std::string name;
+  protocol::DataType datatype = protocol::DataType::kFp32;
+  std::vector<int64_t> shape;
+};
+
+struct BatchingConfig {
+  // How long the first request of a batch may wait for others to join it.
+  int64_t max_queue_delay_us = 0;
+  // Requests waiting beyond this are refused with 503 and Retry-After.
+  int64_t max_queue_size = 1024;
+};
+
+enum class DeviceKind { kAuto, kCpu, kCuda };
+
+struct InstanceConfig {
+  int count = 1;
+  DeviceKind kind = DeviceKind::kAuto;
+};
+
+struct ModelConfig {
+  std::string platform;  // "torchscript"
+  // 0 disables batching: inputs then have exactly the declared shape.
+  int64_t max_batch_size = 0;
+  std::vector<TensorSpec> inputs;
+  std::vector<TensorSpec> outputs;
+  BatchingConfig batching;
+  InstanceConfig instance;
+
+  // Parses and validates a model.toml; `source` names the file in error messages.
+  static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text, std::string_view source);
+};
+
+}  // namespace pillar::models

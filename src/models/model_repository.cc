@@ -1,0 +1,93 @@
+#include "models/model_repository.h"
+
+#include <fstream>
+#include <sstream>
+#include <system_error>
+
+#include "common/strings.h"
+
+namespace pillar::models {
+namespace {
+
+constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
+
+absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::uintmax_t size = std::filesystem::file_size(path, ec);
+  if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
+  if (size > kMaxConfigBytes) return absl::InvalidArgumentError(StrCat(path.string(), ": too large"));
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return absl::NotFoundError(StrCat(path.string(), ": cannot be opened"));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+bool IsValidModelName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+  for (char c : name) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+ModelRepository::ModelRepository(std::filesystem::path root, VersionPolicy default_policy,
+                                 std::map<std::string, VersionPolicy> policies)
+    : root_(std::move(root)),
+      default_policy_(std::move(default_policy)),
+      policies_(std::move(policies)) {}
+
+ScanResult ModelRepository::Scan() const {
+  ScanResult result;
+  std::error_code ec;
+  std::filesystem::directory_iterator models(root_, ec);
+  if (ec) {
+    result.model_errors.emplace_back(
+        "", absl::NotFoundError(StrCat("model store ", root_.string(), ": ", ec.message())));
+    return result;
+  }
+  std::vector<std::filesystem::path> model_dirs;
+  for (const auto& entry : models) {
+    if (entry.is_directory(ec)) model_dirs.push_back(entry.path());
+  }
+  std::sort(model_dirs.begin(), model_dirs.end());
+  for (const std::filesystem::path& dir : model_dirs) {
+    std::string name = dir.filename().string();
+    if (!IsValidModelName(name)) {
+      if (name[0] != '.') {
+        result.model_errors.emplace_back(
+            name, absl::InvalidArgumentError("not a valid model name; directory ignored"));
+      }
+      continue;
+    }
+    std::vector<int64_t> available;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+      int64_t v;
+      if (entry.is_directory(ec) && ParseInt(entry.path().filename().string(), &v) && v > 0) {
+        available.push_back(v);
+      }
+    }
+    auto policy = policies_.find(name);
+    const VersionPolicy& chosen_policy = policy == policies_.end() ? default_policy_ : policy->second;
+    std::vector<int64_t> chosen = chosen_policy.Select(available);
+    if (chosen.empty()) {
+      result.model_errors.emplace_back(
+          name, absl::NotFoundError(StrCat("no version matches policy ", chosen_policy.ToString())));
+      continue;
+    }
+    for (int64_t v : chosen) {
+      VersionEntry entry{name, v, dir / std::to_string(v), absl::UnknownError("")};
+      std::filesystem::path config_path = entry.directory / "model.toml";
+      absl::StatusOr<std::string> text = ReadSmallFile(config_path);
+      entry.config = text.ok() ? ModelConfig::Parse(*text, config_path.string())
+                               : absl::StatusOr<ModelConfig>(text.status());
+      result.versions.push_back(std::move(entry));
+    }
+  }
+  return result;
+}
+
+}  // namespace pillar::models

@@ -1,0 +1,136 @@
+// Prometheus metrics: counters, gauges and histograms, optionally with labels, rendered in the
+// text exposition format (version 0.0.4).
+//
+//   MetricsRegistry registry;
+//   auto& requests = registry.AddCounter("pillar_requests_total", "Requests.", {"model", "outcome"});
+//   requests.Get({"digits", "success"}).Increment();
+//   std::string text = registry.Render();
+// Updating a metric is lock-free; Get() on a labelled family takes a mutex, so hot paths keep
+// the returned reference (it stays valid for the registry's lifetime).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+
+namespace pillar::monitor {
+
+class Counter {
+ public:
+  void Increment(uint64_t n = 1) { value_.fetch_add(n, std::memory_order_relaxed); }
+  uint64_t value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<uint64_t> value_{0};
+};
+
+class Gauge {
+ public:
+  void Set(double v) { value_.store(v, std::memory_order_relaxed); }
+  void Add(double v) { value_.fetch_add(v, std::memory_order_relaxed); }
+  double value() const { return value_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<double> value_{0};
+};
+
+class Histogram {
+ public:
+  // `bounds` are the ascending upper bounds of the buckets, without +Inf.
+  explicit Histogram(std::vector<double> bounds);
+  void Observe(double value);
+
+  struct Snapshot {
+    std::vector<double> bounds;
+    std::vector<uint64_t> cumulative;  // one per bound, then +Inf
+    double sum = 0;
+    uint64_t count = 0;
+  };
+  Snapshot Take() const;
+
+ private:
+  std::vector<double> bounds_;
+  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // bounds_.size() + 1
+  std::atomic<double> sum_{0};
+};
+
+// Bucket bounds for request and stage latencies: 5 µs to 10 s, fine where pillar's overhead
+// lives (tens of microseconds).
+const std::vector<double>& LatencyBuckets();
+// Bucket bounds for batch sizes: 1, 2, 4, ... 1024.
+const std::vector<double>& BatchSizeBuckets();
+
+class FamilyBase {
+ public:
+  FamilyBase(std::string name, std::string help, std::string type, std::vector<std::string> labels)
+      : name_(std::move(name)), help_(std::move(help)), type_(std::move(type)), labels_(std::move(labels)) {}
+  virtual ~FamilyBase() = default;
+  void Render(std::string& out) const;
+
+ protected:
+  virtual void RenderSamples(std::string& out) const = 0;
+  std::string LabelText(const std::vector<std::string>& values, std::string_view extra = {}) const;
+
+  std::string name_, help_, type_;
+  std::vector<std::string> labels_;
+};
+
+template <typename Metric>
+class Family final : public FamilyBase {
+ public:
+  Family(std::string name, std::string help, std::string type, std::vector<std::string> labels,
+         std::function<std::unique_ptr<Metric>()> make)
+      : FamilyBase(std::move(name), std::move(help), std::move(type), std::move(labels)),
+        make_(std::move(make)) {}
+
+  // The metric for these label values, created on first use. Values must match the label count.
+  Metric& Get(std::initializer_list<std::string_view> values) {
+    std::vector<std::string> key(values.begin(), values.end());
+    absl::MutexLock lock(&mu_);
+    auto it = metrics_.find(key);
+    if (it == metrics_.end()) it = metrics_.emplace(std::move(key), make_()).first;
+    return *it->second;
+  }
+  Metric& Get() { return Get({}); }
+
+ private:
+  void RenderSamples(std::string& out) const override;
+
+  std::function<std::unique_ptr<Metric>()> make_;
+  mutable absl::Mutex mu_;
+  std::map<std::vector<std::string>, std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mu_);
+};
+
+template <>
+void Family<Counter>::RenderSamples(std::string& out) const;
+template <>
+void Family<Gauge>::RenderSamples(std::string& out) const;
+template <>
+void Family<Histogram>::RenderSamples(std::string& out) const;
+
+class MetricsRegistry {
+ public:
+  MetricsRegistry();
+  Family<Counter>& AddCounter(std::string name, std::string help, std::vector<std::string> labels = {});
+  Family<Gauge>& AddGauge(std::string name, std::string help, std::vector<std::string> labels = {});
+  Family<Histogram>& AddHistogram(std::string name, std::string help, std::vector<std::string> labels,
+                                  const std::vector<double>& bounds);
+
+  // Every family, then the process_* metrics read from /proc at render time.
+  std::string Render() const;
+
+ private:
+  mutable absl::Mutex mu_;
+  std::vector<std::unique_ptr<FamilyBase>> families_ ABSL_GUARDED_BY(mu_);
+  double start_time_seconds_;
+};
+
+}  // namespace pillar::monitor

@@ -1,0 +1,38 @@
+// Stage: observe. First in the chain so that its response half runs last and sees everything:
+// it counts in-flight requests, then records the outcome, the latencies (whole request, queue,
+// compute, and pillar's own overhead) and writes the access log line.
+#pragma once
+
+#include <atomic>
+
+#include "common/clock.h"
+#include "monitor/access_log.h"
+#include "monitor/metrics.h"
+#include "pipeline/stage.h"
+
+namespace pillar::monitor {
+
+class ObserveStage final : public pipeline::Stage {
+ public:
+  ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Clock& clock = SystemClock());
+  std::string_view name() const override { return "observe"; }
+  pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
+  void OnResponse(pipeline::Exchange& ex) override;
+
+  // The outcome label for an HTTP status: success, invalid, unauthenticated, forbidden,
+  // not_found, overloaded, error.
+  static std::string_view Outcome(int status);
+  static std::string_view OperationName(pipeline::Operation op);
+
+ private:
+  Family<Counter>& requests_;
+  Family<Histogram>& duration_;
+  Family<Histogram>& queue_;
+  Family<Histogram>& compute_;
+  Histogram& overhead_;
+  Gauge& in_flight_;
+  AccessLog& access_log_;
+  Clock& clock_;
+};
+
+}  // namespace pillar::monitor

@@ -1,0 +1,106 @@
+// The Exchange is one request's state as it moves through the chain of stages: what was asked,
+// who asked, what it resolved to, the response, and the time each stage took.
+//
+//   Exchange& ex = ...;            // owned by the HTTP session for the request's lifetime
+//   ex.Fail(absl::NotFoundError("unknown model 'x'"));   // a stage rejecting
+// An Exchange is touched by one thread at a time: the chain hands it from stage to stage, and
+// a suspended stage resumes it through `post` on the exchange's home executor.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "http/message.h"
+#include "protocol/tensor.h"
+#include "runtime/model_registry.h"
+#include "runtime/runner.h"
+
+namespace pillar::pipeline {
+
+class Chain;
+
+inline constexpr size_t kMaxStages = 16;
+
+// What the request asks for; set by the listener from the matched route.
+enum class Operation {
+  kServerMetadata,
+  kModelMetadata,
+  kModelReady,
+  kInfer,
+  kMetrics,
+  kAdminModels,
+};
+
+// True for operations addressed to a model (the path names one).
+bool TargetsModel(Operation op);
+
+struct Principal {
+  std::string id;
+  std::string name;
+};
+
+using Response = http::Response;
+
+class Exchange {
+ public:
+  Exchange() = default;
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+
+  // Ends the request with the HTTP status and JSON error body for `status`. This is the one
+  // place where absl status codes become HTTP: 400, 401, 403, 404, 413, 429, 503, 500 ...
+  void Fail(const absl::Status& status);
+  bool failed() const { return response.status >= 400; }
+
+  // --- The request, set by the listener.
+  std::string request_id;
+  Operation operation = Operation::kServerMetadata;
+  std::string_view listener;  // "data" or "admin"
+  std::string method;
+  std::string target;
+  std::string authorization;
+  std::string body;
+  std::string model_name;     // from the path, for model operations
+  std::string model_version;  // from the path; empty means the policy's choice
+  std::string remote;
+  int64_t start_ns = 0;
+
+  // --- Resolved by stages.
+  std::optional<Principal> principal;
+  const runtime::ModelVersion* model = nullptr;
+  std::optional<protocol::InferenceRequest> infer_request;
+  runtime::InferResult infer_result;  // outputs moved out once encoded
+  std::string error;                  // the message of a failure, for logs
+
+  Response response;
+
+  // Nanoseconds spent in each stage, request and response halves together.
+  std::array<int64_t, kMaxStages> stage_ns{};
+
+  // --- Plumbing.
+  // Runs a closure on the thread that owns this exchange (the connection's executor).
+  absl::AnyInvocable<void(absl::AnyInvocable<void() &&>)> post;
+  // Called once, after the last stage's response half. The chain moves it out before calling
+  // it, so it may destroy the exchange.
+  absl::AnyInvocable<void(Exchange&) &&> on_complete;
+
+ private:
+  friend class Chain;
+  Chain* chain_ = nullptr;
+  size_t next_stage_ = 0;
+  int64_t suspended_at_ns_ = 0;
+
+ public:
+  Chain& chain() const { return *chain_; }
+};
+
+// The HTTP status for an absl status code.
+int HttpStatusFor(absl::StatusCode code);
+
+}  // namespace pillar::pipeline

@@ -1,0 +1,345 @@
+#include "protocol/json_codec.h"
+
+#include <simdjson.h>
+
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "common/strings.h"
+#include "common/json_writer.h"
+#include "common/strings.h"
+#include "common/status_macros.h"
+
+namespace pillar::protocol {
+namespace {
+
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+absl::Status Invalid(std::string_view what) { return absl::InvalidArgumentError(ToAbsl(what)); }
+
+template <typename T>
+void AppendRaw(std::string& out, T value) {
+  static_assert(std::endian::native == std::endian::little, "raw tensors are little-endian");
+  char bytes[sizeof(T)];
+  std::memcpy(bytes, &value, sizeof(T));
+  out.append(bytes, sizeof(T));
+}
+
+template <typename T>
+absl::Status AppendInteger(std::string& out, element value) {
+  if constexpr (std::is_signed_v<T>) {
+    int64_t v;
+    if (value.type() == element_type::INT64) {
+      v = value.get_int64().value_unsafe();
+    } else if (value.type() == element_type::UINT64) {
+      return Invalid("is out of range");
+    } else {
+      return Invalid("is not an integer");
+    }
+    if (v < std::numeric_limits<T>::min() || v > std::numeric_limits<T>::max()) {
+      return Invalid("is out of range");
+    }
+    AppendRaw<T>(out, static_cast<T>(v));
+  } else {
+    uint64_t v;
+    if (value.type() == element_type::UINT64) {
+      v = value.get_uint64().value_unsafe();
+    } else if (value.type() == element_type::INT64) {
+      int64_t s = value.get_int64().value_unsafe();
+      if (s < 0) return Invalid("is out of range");
+      v = static_cast<uint64_t>(s);
+    } else {
+      return Invalid("is not an integer");
+    }
+    if (v > std::numeric_limits<T>::max()) return Invalid("is out of range");
+    AppendRaw<T>(out, static_cast<T>(v));
+  }
+  return absl::OkStatus();
+}
+
+template <typename T>
+absl::Status AppendFloat(std::string& out, element value) {
+  double v;
+  switch (value.type()) {
+    case element_type::DOUBLE: v = value.get_double().value_unsafe(); break;
+    case element_type::INT64: v = static_cast<double>(value.get_int64().value_unsafe()); break;
+    case element_type::UINT64: v = static_cast<double>(value.get_uint64().value_unsafe()); break;
+    default: return Invalid("is not a number");
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (v > std::numeric_limits<float>::max() || v < -std::numeric_limits<float>::max()) {
+      return Invalid("is out of range for FP32");
+    }
+  }
+  AppendRaw<T>(out, static_cast<T>(v));
+  return absl::OkStatus();
+}
+
+absl::Status AppendElement(std::string& out, DataType type, element value) {
+  switch (type) {
+    case DataType::kBool:
+      if (value.type() != element_type::BOOL) return Invalid("is not a boolean");
+      out.push_back(value.get_bool().value_unsafe() ? 1 : 0);
+      return absl::OkStatus();
+    case DataType::kUint8: return AppendInteger<uint8_t>(out, value);
+    case DataType::kUint16: return AppendInteger<uint16_t>(out, value);
+    case DataType::kUint32: return AppendInteger<uint32_t>(out, value);
+    case DataType::kUint64: return AppendInteger<uint64_t>(out, value);
+    case DataType::kInt8: return AppendInteger<int8_t>(out, value);
+    case DataType::kInt16: return AppendInteger<int16_t>(out, value);
+    case DataType::kInt32: return AppendInteger<int32_t>(out, value);
+    case DataType::kInt64: return AppendInteger<int64_t>(out, value);
+    case DataType::kFp32: return AppendFloat<float>(out, value);
+    case DataType::kFp64: return AppendFloat<double>(out, value);
+  }
+  return Invalid("has an unknown datatype");
+}
+
+struct DataWalker {
+  DataType type;
+  int64_t expected;
+  size_t max_nesting;
+  std::string& out;
+  int64_t count = 0;
+
+  // Flattens nested arrays row-major; the protocol allows flat or nested data.
+  absl::Status Walk(element value, size_t depth) {
+    if (value.type() == element_type::ARRAY) {
+      if (depth >= max_nesting) return Invalid("'data' is nested too deeply");
+      simdjson::dom::array children;
+      if (value.get_array().get(children) != simdjson::SUCCESS) return Invalid("'data' is not an array");
+      for (element child : children) {
+        PILLAR_RETURN_IF_ERROR(Walk(child, depth + 1));
+      }
+      return absl::OkStatus();
+    }
+    if (count >= expected) return Invalid("'data' has more elements than 'shape' allows");
+    absl::Status s = AppendElement(out, type, value);
+    if (!s.ok()) {
+      return Invalid(StrCat("'data' element ", count, " ", s.message(), " for datatype ",
+                                  DataTypeName(type)));
+    }
+    ++count;
+    return absl::OkStatus();
+  }
+};
+
+absl::StatusOr<std::string_view> GetString(element value, std::string_view what) {
+  std::string_view s;
+  if (value.get_string().get(s) != simdjson::SUCCESS) {
+    return Invalid(StrCat("'", what, "' must be a string"));
+  }
+  return s;
+}
+
+absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
+  return absl::Status(s.code(), StrCat(prefix, s.message()));
+}
+
+}  // namespace
+
+struct InferenceRequestDecoder::Impl {
+  DecodeLimits limits;
+  simdjson::dom::parser parser;
+
+  absl::StatusOr<Tensor> DecodeInput(element value) {
+    simdjson::dom::object object;
+    if (value.get_object().get(object) != simdjson::SUCCESS) {
+      return Invalid("each entry of 'inputs' must be an object");
+    }
+    Tensor tensor;
+    bool has_name = false, has_shape = false, has_type = false;
+    element data;
+    bool has_data = false;
+    for (auto field : object) {
+      if (field.key == "name") {
+        if (has_name) return Invalid("duplicate key 'name'");
+        PILLAR_ASSIGN_OR_RETURN(std::string_view name, GetString(field.value, "name"));
+        tensor.name = std::string(name);
+        has_name = true;
+      } else if (field.key == "datatype") {
+        if (has_type) return Invalid("duplicate key 'datatype'");
+        PILLAR_ASSIGN_OR_RETURN(std::string_view type, GetString(field.value, "datatype"));
+        PILLAR_ASSIGN_OR_RETURN(tensor.datatype, ParseDataType(type));
+        has_type = true;
+      } else if (field.key == "shape") {
+        if (has_shape) return Invalid("duplicate key 'shape'");
+        simdjson::dom::array dims;
+        if (field.value.get_array().get(dims) != simdjson::SUCCESS) {
+          return Invalid("'shape' must be an array of non-negative integers");
+        }
+        for (element dim : dims) {
+          int64_t d;
+          if (dim.get_int64().get(d) != simdjson::SUCCESS || d < 0) {
+            return Invalid("'shape' must be an array of non-negative integers");
+          }
+          if (tensor.shape.size() == limits.max_rank) return Invalid("'shape' has too many dimensions");
+          tensor.shape.push_back(d);
+        }
+        has_shape = true;
+      } else if (field.key == "data") {
+        if (has_data) return Invalid("duplicate key 'data'");
+        data = field.value;
+        has_data = true;
+      }
+      // "parameters" and extensions are accepted and ignored.
+    }
+    if (!has_name) return Invalid("an input has no 'name'");
+    std::string prefix = StrCat("input '", tensor.name, "': ");
+    if (!has_type) return Invalid(prefix + "missing 'datatype'");
+    if (!has_shape) return Invalid(prefix + "missing 'shape'");
+    if (!has_data) return Invalid(prefix + "missing 'data'");
+    std::optional<int64_t> count = ShapeElementCount(tensor.shape, limits.max_elements_per_tensor);
+    if (!count || *count > limits.max_elements_per_tensor) {
+      return Invalid(prefix + "'shape' describes more elements than allowed");
+    }
+    tensor.data.reserve(static_cast<size_t>(*count) * ElementSize(tensor.datatype));
+    DataWalker walker{tensor.datatype, *count, limits.max_nesting, tensor.data};
+    if (absl::Status s = walker.Walk(data, 0); !s.ok()) return Prefix(prefix, s);
+    if (walker.count != *count) {
+      return Invalid(StrCat(prefix, "'data' has ", walker.count, " elements but 'shape' needs ",
+                                  *count));
+    }
+    return tensor;
+  }
+
+  absl::StatusOr<InferenceRequest> Decode(std::string_view body) {
+    element root;
+    if (auto error = parser.parse(body.data(), body.size()).get(root); error != simdjson::SUCCESS) {
+      return Invalid(StrCat("malformed JSON: ", simdjson::error_message(error)));
+    }
+    simdjson::dom::object object;
+    if (root.get_object().get(object) != simdjson::SUCCESS) {
+      return Invalid("the request body must be a JSON object");
+    }
+    InferenceRequest request;
+    bool has_inputs = false, has_id = false, has_outputs = false;
+    for (auto field : object) {
+      if (field.key == "id") {
+        if (has_id) return Invalid("duplicate key 'id'");
+        PILLAR_ASSIGN_OR_RETURN(std::string_view id, GetString(field.value, "id"));
+        request.id = std::string(id);
+        has_id = true;
+      } else if (field.key == "inputs") {
+        if (has_inputs) return Invalid("duplicate key 'inputs'");
+        simdjson::dom::array inputs;
+        if (field.value.get_array().get(inputs) != simdjson::SUCCESS) {
+          return Invalid("'inputs' must be an array");
+        }
+        for (element input : inputs) {
+          if (request.inputs.size() == limits.max_tensors) return Invalid("too many inputs");
+          PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeInput(input));
+          for (const Tensor& other : request.inputs) {
+            if (other.name == tensor.name) {
+              return Invalid(StrCat("input '", tensor.name, "' appears twice"));
+            }
+          }
+          request.inputs.push_back(std::move(tensor));
+        }
+        has_inputs = true;
+      } else if (field.key == "outputs") {
+        if (has_outputs) return Invalid("duplicate key 'outputs'");
+        simdjson::dom::array outputs;
+        if (field.value.get_array().get(outputs) != simdjson::SUCCESS) {
+          return Invalid("'outputs' must be an array");
+        }
+        for (element output : outputs) {
+          element name;
+          if (output.at_key("name").get(name) != simdjson::SUCCESS) {
+            return Invalid("each entry of 'outputs' must be an object with a 'name'");
+          }
+          PILLAR_ASSIGN_OR_RETURN(std::string_view n, GetString(name, "name"));
+          if (request.requested_outputs.size() == limits.max_tensors) return Invalid("too many outputs");
+          request.requested_outputs.emplace_back(n);
+        }
+        has_outputs = true;
+      }
+    }
+    if (!has_inputs) return Invalid("missing 'inputs'");
+    if (request.inputs.empty()) return Invalid("'inputs' is empty");
+    return request;
+  }
+};
+
+InferenceRequestDecoder::InferenceRequestDecoder(DecodeLimits limits)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->limits = limits;
+}
+
+InferenceRequestDecoder::~InferenceRequestDecoder() = default;
+
+absl::StatusOr<InferenceRequest> InferenceRequestDecoder::Decode(std::string_view body) {
+  return impl_->Decode(body);
+}
+
+namespace {
+
+template <typename T, typename Emit>
+void ForEachElement(const Tensor& tensor, Emit emit) {
+  const char* p = tensor.data.data();
+  size_t n = tensor.data.size() / sizeof(T);
+  for (size_t i = 0; i < n; ++i) {
+    T v;
+    std::memcpy(&v, p + i * sizeof(T), sizeof(T));
+    emit(v);
+  }
+}
+
+}  // namespace
+
+void AppendTensorData(std::string& out, const Tensor& tensor) {
+  JsonWriter w;
+  w.BeginArray();
+  switch (tensor.datatype) {
+    case DataType::kBool: ForEachElement<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); }); break;
+    case DataType::kUint8: ForEachElement<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); }); break;
+    case DataType::kUint16: ForEachElement<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); }); break;
+    case DataType::kUint32: ForEachElement<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); }); break;
+    case DataType::kUint64: ForEachElement<uint64_t>(tensor, [&](uint64_t v) { w.Uint(v); }); break;
+    case DataType::kInt8: ForEachElement<int8_t>(tensor, [&](int8_t v) { w.Int(v); }); break;
+    case DataType::kInt16: ForEachElement<int16_t>(tensor, [&](int16_t v) { w.Int(v); }); break;
+    case DataType::kInt32: ForEachElement<int32_t>(tensor, [&](int32_t v) { w.Int(v); }); break;
+    case DataType::kInt64: ForEachElement<int64_t>(tensor, [&](int64_t v) { w.Int(v); }); break;
+    case DataType::kFp32: ForEachElement<float>(tensor, [&](float v) { w.Float(v); }); break;
+    case DataType::kFp64: ForEachElement<double>(tensor, [&](double v) { w.Double(v); }); break;
+  }
+  w.EndArray();
+  out.append(w.str());
+}
+
+std::string EncodeInferenceResponse(const InferenceResponse& response) {
+  std::string out;
+  out.reserve(256);
+  out.append("{\"model_name\":");
+  AppendJsonString(out, response.model_name);
+  out.append(",\"model_version\":");
+  AppendJsonString(out, response.model_version);
+  if (!response.id.empty()) {
+    out.append(",\"id\":");
+    AppendJsonString(out, response.id);
+  }
+  out.append(",\"outputs\":[");
+  for (size_t i = 0; i < response.outputs.size(); ++i) {
+    const Tensor& t = response.outputs[i];
+    if (i > 0) out.push_back(',');
+    out.append("{\"name\":");
+    AppendJsonString(out, t.name);
+    out.append(",\"datatype\":\"");
+    out.append(DataTypeName(t.datatype));
+    out.append("\",\"shape\":[");
+    for (size_t d = 0; d < t.shape.size(); ++d) {
+      if (d > 0) out.push_back(',');
+      out.append(std::to_string(t.shape[d]));
+    }
+    out.append("],\"data\":");
+    AppendTensorData(out, t);
+    out.push_back('}');
+  }
+  out.append("]}");
+  return out;
+}
+
+}  // namespace pillar::protocol

@@ -1,0 +1,47 @@
+// A named, typed, shaped tensor as it crosses the protocol: the elements are stored as raw
+// little-endian bytes of `datatype`, row-major, so runners can hand them to a framework without
+// another conversion.
+//
+//   Tensor t{"pixels", DataType::kFp32, {1, 64}, bytes};
+//   int64_t n = t.ElementCount();  // 64
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "protocol/datatype.h"
+
+namespace pillar::protocol {
+
+struct Tensor {
+  std::string name;
+  DataType datatype = DataType::kFp32;
+  std::vector<int64_t> shape;
+  std::string data;  // ElementCount() * ElementSize(datatype) bytes
+
+  // Product of the dimensions; an empty shape is a scalar of one element.
+  int64_t ElementCount() const;
+};
+
+// Product of `shape`, or nullopt when a dimension is negative or the product overflows
+// `limit`.
+std::optional<int64_t> ShapeElementCount(const std::vector<int64_t>& shape, int64_t limit);
+
+// An inference request after decoding: the inputs, and which outputs the caller wants (empty
+// means all).
+struct InferenceRequest {
+  std::string id;
+  std::vector<Tensor> inputs;
+  std::vector<std::string> requested_outputs;
+};
+
+struct InferenceResponse {
+  std::string model_name;
+  std::string model_version;
+  std::string id;
+  std::vector<Tensor> outputs;
+};
+
+}  // namespace pillar::protocol

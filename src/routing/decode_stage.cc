@@ -1,0 +1,21 @@
+#include "routing/decode_stage.h"
+
+#include <memory>
+
+namespace pillar::routing {
+
+pipeline::StageResult DecodeStage::OnRequest(pipeline::Exchange& ex) {
+  if (ex.operation != pipeline::Operation::kInfer) return pipeline::StageResult::kContinue;
+  // One decoder per thread keeps simdjson's parse buffers warm across requests.
+  thread_local std::unique_ptr<protocol::InferenceRequestDecoder> decoder;
+  if (decoder == nullptr) decoder = std::make_unique<protocol::InferenceRequestDecoder>(limits_);
+  absl::StatusOr<protocol::InferenceRequest> request = decoder->Decode(ex.body);
+  if (!request.ok()) {
+    ex.Fail(request.status());
+    return pipeline::StageResult::kStop;
+  }
+  ex.infer_request = std::move(*request);
+  return pipeline::StageResult::kContinue;
+}
+
+}  // namespace pillar::routing

@@ -1,0 +1,215 @@
+#include "runtime/batching_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "common/strings.h"
+#include "runtime/signature.h"
+
+namespace pillar::runtime {
+namespace {
+
+// Same trailing dimensions (all but the batch) for every input: rows can be concatenated.
+bool Compatible(const protocol::InferenceRequest& a, const protocol::InferenceRequest& b) {
+  for (size_t i = 0; i < a.inputs.size(); ++i) {
+    if (!std::equal(a.inputs[i].shape.begin() + 1, a.inputs[i].shape.end(),
+                    b.inputs[i].shape.begin() + 1, b.inputs[i].shape.end())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+BatchingRunner::BatchingRunner(models::ModelConfig config,
+                               std::vector<std::unique_ptr<Backend>> instances, Clock& clock,
+                               monitor::Histogram* batch_sizes)
+    : config_(std::move(config)),
+      instances_(std::move(instances)),
+      clock_(clock),
+      batch_sizes_(batch_sizes) {
+  for (auto& backend : instances_) {
+    threads_.emplace_back([this, b = backend.get()] { InstanceLoop(*b); });
+  }
+}
+
+BatchingRunner::~BatchingRunner() {
+  std::deque<Pending> abandoned;
+  {
+    std::lock_guard lock(mu_);
+    stopping_ = true;
+    abandoned.swap(queue_);
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+  for (Pending& p : abandoned) std::move(p.done)(absl::UnavailableError("model is unloading"));
+}
+
+int64_t BatchingRunner::EstimatedWaitSeconds() const {
+  double batches = std::ceil(double(queue_.size()) / double(std::max<int64_t>(1, config_.max_batch_size)));
+  double seconds = batches * mean_batch_ns_ / 1e9 / double(instances_.size());
+  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
+}
+
+void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback done) {
+  absl::StatusOr<int64_t> rows = CheckRequest(config_, request);
+  if (!rows.ok()) {
+    std::move(done)(rows.status());
+    return;
+  }
+  std::unique_lock lock(mu_);
+  if (stopping_) {
+    lock.unlock();
+    std::move(done)(absl::UnavailableError("model is unloading"));
+    return;
+  }
+  if (static_cast<int64_t>(queue_.size()) >= config_.batching.max_queue_size) {
+    int64_t wait = EstimatedWaitSeconds();
+    lock.unlock();
+    std::move(done)(UnavailableWithRetry(
+        StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"), wait));
+    return;
+  }
+  queue_.push_back(Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
+  lock.unlock();
+  cv_.notify_one();
+}
+
+std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch(std::unique_lock<std::mutex>& lock) {
+  std::vector<Pending> batch;
+  cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  if (stopping_) return batch;
+  const int64_t max_rows = std::max<int64_t>(1, config_.max_batch_size);
+  const int64_t deadline = queue_.front().enqueued_ns + config_.batching.max_queue_delay_us * 1000;
+  if (config_.max_batch_size > 0) {
+    // Wait for the queue to hold a full batch, up to the oldest request's delay budget.
+    auto queued_rows = [&] {
+      int64_t rows = 0;
+      for (const Pending& p : queue_) {
+        rows += p.rows;
+        if (rows >= max_rows) break;
+      }
+      return rows;
+    };
+    while (!stopping_ && queued_rows() < max_rows) {
+      int64_t now = clock_.MonotonicNanos();
+      if (now >= deadline) break;
+      cv_.wait_for(lock, std::chrono::nanoseconds(deadline - now));
+      if (queue_.empty()) return batch;  // another instance took them
+    }
+    if (stopping_ || queue_.empty()) return batch;
+  }
+  int64_t rows = 0;
+  batch.push_back(std::move(queue_.front()));
+  queue_.pop_front();
+  rows = batch.front().rows;
+  if (config_.max_batch_size > 0) {
+    for (auto it = queue_.begin(); it != queue_.end() && rows < max_rows;) {
+      if (rows + it->rows <= max_rows && Compatible(batch.front().request, it->request)) {
+        rows += it->rows;
+        batch.push_back(std::move(*it));
+        it = queue_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  return batch;
+}
+
+void BatchingRunner::InstanceLoop(Backend& backend) {
+  std::unique_lock lock(mu_);
+  while (!stopping_) {
+    std::vector<Pending> batch = NextBatch(lock);
+    if (batch.empty()) continue;
+    if (!queue_.empty()) cv_.notify_one();  // let another instance start on the rest
+    lock.unlock();
+    RunBatch(backend, batch);
+    lock.lock();
+  }
+}
+
+void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {
+  const int64_t start = clock_.MonotonicNanos();
+  int64_t total_rows = 0;
+  for (const Pending& p : batch) total_rows += p.rows;
+
+  std::vector<protocol::Tensor> inputs;
+  if (batch.size() == 1) {
+    inputs = std::move(batch.front().request.inputs);
+  } else {
+    for (size_t i = 0; i < config_.inputs.size(); ++i) {
+      protocol::Tensor joined;
+      const protocol::Tensor& first = batch.front().request.inputs[i];
+      joined.name = first.name;
+      joined.datatype = first.datatype;
+      joined.shape = first.shape;
+      joined.shape[0] = total_rows;
+      size_t bytes = 0;
+      for (const Pending& p : batch) bytes += p.request.inputs[i].data.size();
+      joined.data.reserve(bytes);
+      for (const Pending& p : batch) joined.data.append(p.request.inputs[i].data);
+      inputs.push_back(std::move(joined));
+    }
+  }
+
+  absl::StatusOr<std::vector<protocol::Tensor>> outputs = backend.Execute(inputs);
+  const int64_t end = clock_.MonotonicNanos();
+  if (batch_sizes_ != nullptr) batch_sizes_->Observe(double(total_rows));
+  {
+    std::lock_guard lock(mu_);
+    mean_batch_ns_ = 0.9 * mean_batch_ns_ + 0.1 * double(end - start);
+  }
+  if (outputs.ok() && outputs->size() != config_.outputs.size()) {
+    outputs = absl::InternalError(StrCat("the model returned ", outputs->size(),
+                                               " outputs; its config declares ", config_.outputs.size()));
+  }
+  if (outputs.ok() && config_.max_batch_size > 0) {
+    for (const protocol::Tensor& t : *outputs) {
+      if (t.shape.empty() || t.shape[0] != total_rows || t.data.size() % size_t(total_rows) != 0) {
+        outputs = absl::InternalError(StrCat("output '", t.name, "' does not have ", total_rows,
+                                                   " rows as its batch"));
+        break;
+      }
+    }
+  }
+  if (!outputs.ok()) {
+    for (Pending& p : batch) std::move(p.done)(outputs.status());
+    return;
+  }
+
+  int64_t row = 0;
+  for (Pending& p : batch) {
+    InferResult result;
+    result.queue_ns = start - p.enqueued_ns;
+    result.compute_ns = end - start;
+    result.batch_size = total_rows;
+    for (size_t o = 0; o < outputs->size(); ++o) {
+      const protocol::Tensor& all = (*outputs)[o];
+      const std::string& name = config_.outputs[o].name;
+      if (!p.request.requested_outputs.empty() &&
+          std::find(p.request.requested_outputs.begin(), p.request.requested_outputs.end(), name) ==
+              p.request.requested_outputs.end()) {
+        continue;
+      }
+      protocol::Tensor out;
+      out.name = name;
+      out.datatype = all.datatype;
+      out.shape = all.shape;
+      if (batch.size() == 1) {
+        out.data = all.data;
+      } else {
+        size_t row_bytes = all.data.size() / size_t(total_rows);
+        out.shape[0] = p.rows;
+        out.data.assign(all.data, size_t(row) * row_bytes, size_t(p.rows) * row_bytes);
+      }
+      result.outputs.push_back(std::move(out));
+    }
+    row += p.rows;
+    std::move(p.done)(std::move(result));
+  }
+}
+
+}  // namespace pillar::runtime

@@ -1,0 +1,67 @@
+// The dynamic batcher: requests for one model version wait in a bounded queue; each instance
+// thread takes up to max_batch_size rows, waiting at most max_queue_delay_us after the oldest
+// request for others to join, runs them as one batch and splits the outputs back.
+//
+//   BatchingRunner runner("digits", 1, config, std::move(instances), SystemClock());
+//   runner.Infer(std::move(request), std::move(done));
+// A full queue refuses at once with Unavailable and a Retry-After estimate. Destruction fails
+// every queued request with Unavailable and joins the instance threads.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/clock.h"
+#include "models/model_config.h"
+#include "monitor/metrics.h"
+#include "runtime/backend.h"
+#include "runtime/runner.h"
+
+namespace pillar::runtime {
+
+class BatchingRunner final : public Runner {
+ public:
+  // `batch_sizes` (may be null) observes the rows of every executed batch.
+  BatchingRunner(models::ModelConfig config, std::vector<std::unique_ptr<Backend>> instances,
+                 Clock& clock, monitor::Histogram* batch_sizes = nullptr);
+  ~BatchingRunner() override;
+  BatchingRunner(const BatchingRunner&) = delete;
+  BatchingRunner& operator=(const BatchingRunner&) = delete;
+
+  void Infer(protocol::InferenceRequest request, InferCallback done) override;
+  bool Ready() const override { return true; }
+
+ private:
+  struct Pending {
+    protocol::InferenceRequest request;
+    InferCallback done;
+    int64_t rows;
+    int64_t enqueued_ns;
+  };
+
+  void InstanceLoop(Backend& backend);
+  // Takes the next batch from the queue, waiting for it to fill up to the configured delay.
+  std::vector<Pending> NextBatch(std::unique_lock<std::mutex>& lock);
+  void RunBatch(Backend& backend, std::vector<Pending>& batch);
+  int64_t EstimatedWaitSeconds() const;
+
+  const models::ModelConfig config_;
+  std::vector<std::unique_ptr<Backend>> instances_;
+  Clock& clock_;
+  monitor::Histogram* batch_sizes_;
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Pending> queue_;  // guarded by mu_
+  bool stopping_ = false;      // guarded by mu_
+  // Mean nanoseconds to run one batch, for wait estimates; guarded by mu_.
+  double mean_batch_ns_ = 1e6;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace pillar::runtime

@@ -1,0 +1,57 @@
+#include "runtime/model_registry.h"
+
+#include <algorithm>
+
+namespace pillar::runtime {
+
+std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan, const RunnerLoader& loader) {
+  auto registry = std::make_unique<ModelRegistry>();
+  for (models::VersionEntry& entry : scan.versions) {
+    auto v = std::make_unique<ModelVersion>();
+    v->name = entry.model;
+    v->version = entry.version;
+    v->version_text = std::to_string(entry.version);
+    if (!entry.config.ok()) {
+      v->status = entry.config.status();
+    } else {
+      v->config = *entry.config;
+      absl::StatusOr<std::unique_ptr<Runner>> runner = loader(entry);
+      if (runner.ok()) {
+        v->runner = std::move(*runner);
+      } else {
+        v->status = runner.status();
+      }
+    }
+    registry->versions_.push_back(std::move(v));
+  }
+  std::sort(registry->versions_.begin(), registry->versions_.end(), [](const auto& a, const auto& b) {
+    return std::tie(a->name, a->version) < std::tie(b->name, b->version);
+  });
+  registry->model_errors_ = std::move(scan.model_errors);
+  return registry;
+}
+
+const ModelVersion* ModelRegistry::Find(std::string_view model, std::string_view version) const {
+  const ModelVersion* latest = nullptr;
+  const ModelVersion* latest_ready = nullptr;
+  for (const auto& v : versions_) {
+    if (v->name != model) continue;
+    if (!version.empty()) {
+      if (v->version_text == version) return v.get();
+      continue;
+    }
+    latest = v.get();
+    if (v->ready()) latest_ready = v.get();
+  }
+  return latest_ready != nullptr ? latest_ready : latest;
+}
+
+bool ModelRegistry::HasModel(std::string_view model) const {
+  return std::any_of(versions_.begin(), versions_.end(), [&](const auto& v) { return v->name == model; });
+}
+
+bool ModelRegistry::AllReady() const {
+  return std::all_of(versions_.begin(), versions_.end(), [](const auto& v) { return v->ready(); });
+}
+
+}  // namespace pillar::runtime

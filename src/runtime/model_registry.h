@@ -1,0 +1,55 @@
+// The models a server has: every version the repository scan chose, each either ready (with
+// its Runner) or failed (with the reason). Built once at start-up; immutable afterwards, so
+// lookups need no lock.
+//
+//   auto registry = ModelRegistry::Build(repo.Scan(), loader);
+//   const ModelVersion* v = registry->Find("digits", "");  // latest ready version
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "models/model_repository.h"
+#include "runtime/runner.h"
+
+namespace pillar::runtime {
+
+struct ModelVersion {
+  std::string name;
+  int64_t version = 0;
+  std::string version_text;
+  absl::Status status;  // OK when loaded and ready
+  std::optional<models::ModelConfig> config;
+  std::unique_ptr<Runner> runner;
+
+  bool ready() const { return status.ok() && runner != nullptr && runner->Ready(); }
+};
+
+using RunnerLoader =
+    std::function<absl::StatusOr<std::unique_ptr<Runner>>(const models::VersionEntry&)>;
+
+class ModelRegistry {
+ public:
+  // Loads every scanned version with `loader`; failures are recorded, never fatal.
+  static std::unique_ptr<ModelRegistry> Build(models::ScanResult scan, const RunnerLoader& loader);
+
+  // `version` empty: the highest ready version, else the highest version. Null when unknown.
+  const ModelVersion* Find(std::string_view model, std::string_view version) const;
+  bool HasModel(std::string_view model) const;
+  const std::vector<std::unique_ptr<ModelVersion>>& versions() const { return versions_; }
+  const std::vector<std::pair<std::string, absl::Status>>& model_errors() const { return model_errors_; }
+  // True when every version loaded.
+  bool AllReady() const;
+
+ private:
+  std::vector<std::unique_ptr<ModelVersion>> versions_;  // sorted by name, then version
+  std::vector<std::pair<std::string, absl::Status>> model_errors_;
+};
+
+}  // namespace pillar::runtime

@@ -1,0 +1,20 @@
+#include "runtime/runner.h"
+
+#include "common/strings.h"
+
+namespace pillar::runtime {
+
+absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
+  absl::Status status = absl::UnavailableError(ToAbsl(message));
+  status.SetPayload(ToAbsl(kRetryAfterPayload), absl::Cord(StrCat(seconds)));
+  return status;
+}
+
+std::optional<int64_t> RetryAfterSeconds(const absl::Status& status) {
+  auto payload = status.GetPayload(ToAbsl(kRetryAfterPayload));
+  int64_t seconds;
+  if (!payload || !ParseInt(std::string(*payload), &seconds)) return std::nullopt;
+  return seconds;
+}
+
+}  // namespace pillar::runtime

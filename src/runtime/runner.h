@@ -1,0 +1,46 @@
+// A Runner executes inference for one model version. The in-process LibTorch runner batches
+// requests onto model instances; a remote upstream or a set of replicas implements the same
+// interface later, so the pipeline never knows which it talks to.
+//
+//   runner.Infer(std::move(request), [](absl::StatusOr<InferResult> r) { ... });
+// Infer() never blocks on compute and calls `done` exactly once, on a runner thread or, for an
+// immediate refusal, before it returns. Implementations are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "protocol/tensor.h"
+
+namespace pillar::runtime {
+
+struct InferResult {
+  std::vector<protocol::Tensor> outputs;
+  int64_t queue_ns = 0;    // waiting for a batch and an instance
+  int64_t compute_ns = 0;  // the batch's execution, shared by its requests
+  int64_t batch_size = 0;  // rows in the batch this request ran in
+};
+
+using InferCallback = absl::AnyInvocable<void(absl::StatusOr<InferResult>) &&>;
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+
+  // InvalidArgument when the request does not match the model's signature; Unavailable with a
+  // retry-after payload (see RetryAfterSeconds) when the queue is full.
+  virtual void Infer(protocol::InferenceRequest request, InferCallback done) = 0;
+  virtual bool Ready() const = 0;
+};
+
+// The payload key under which a Unavailable status carries its retry hint, in seconds.
+inline constexpr std::string_view kRetryAfterPayload = "pillar/retry-after-seconds";
+absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds);
+// The retry hint carried by `status`, if any.
+std::optional<int64_t> RetryAfterSeconds(const absl::Status& status);
+
+}  // namespace pillar::runtime

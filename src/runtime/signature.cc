@@ -1,0 +1,73 @@
+#include "runtime/signature.h"
+
+#include <algorithm>
+
+#include "common/strings.h"
+
+namespace pillar::runtime {
+namespace {
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return StrCat("[", JoinInts(shape, ","), "]");
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
+                                     protocol::InferenceRequest& request) {
+  const bool batched = config.max_batch_size > 0;
+  for (const protocol::Tensor& t : request.inputs) {
+    if (std::none_of(config.inputs.begin(), config.inputs.end(),
+                     [&](const models::TensorSpec& s) { return s.name == t.name; })) {
+      return absl::InvalidArgumentError(StrCat("unknown input '", t.name, "'"));
+    }
+  }
+  std::vector<protocol::Tensor> ordered;
+  ordered.reserve(config.inputs.size());
+  int64_t rows = -1;
+  for (const models::TensorSpec& spec : config.inputs) {
+    auto it = std::find_if(request.inputs.begin(), request.inputs.end(),
+                           [&](const protocol::Tensor& t) { return t.name == spec.name; });
+    if (it == request.inputs.end()) {
+      return absl::InvalidArgumentError(StrCat("missing input '", spec.name, "'"));
+    }
+    if (it->datatype != spec.datatype) {
+      return absl::InvalidArgumentError(StrCat(
+          "input '", spec.name, "': datatype ", protocol::DataTypeName(it->datatype),
+          " does not match the model's ", protocol::DataTypeName(spec.datatype)));
+    }
+    const size_t offset = batched ? 1 : 0;
+    bool shape_ok = it->shape.size() == spec.shape.size() + offset;
+    for (size_t i = 0; shape_ok && i < spec.shape.size(); ++i) {
+      shape_ok = spec.shape[i] == -1 || spec.shape[i] == it->shape[i + offset];
+    }
+    if (!shape_ok) {
+      return absl::InvalidArgumentError(StrCat(
+          "input '", spec.name, "': shape ", ShapeText(it->shape), " does not match the model's ",
+          batched ? "[-1," : "", ShapeText(spec.shape).substr(batched ? 1 : 0)));
+    }
+    if (batched) {
+      int64_t r = it->shape[0];
+      if (r < 1 || r > config.max_batch_size) {
+        return absl::InvalidArgumentError(StrCat("input '", spec.name, "': batch of ", r,
+                                                       " rows is outside [1, ",
+                                                       config.max_batch_size, "]"));
+      }
+      if (rows != -1 && r != rows) {
+        return absl::InvalidArgumentError("inputs disagree on the batch dimension");
+      }
+      rows = r;
+    }
+    ordered.push_back(std::move(*it));
+  }
+  for (const std::string& name : request.requested_outputs) {
+    if (std::none_of(config.outputs.begin(), config.outputs.end(),
+                     [&](const models::TensorSpec& s) { return s.name == name; })) {
+      return absl::InvalidArgumentError(StrCat("unknown output '", name, "'"));
+    }
+  }
+  request.inputs = std::move(ordered);
+  return batched ? rows : 1;
+}
+
+}  // namespace pillar::runtime

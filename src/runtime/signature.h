@@ -1,0 +1,20 @@
+// Checks an inference request against a model's declared inputs and outputs before it is queued,
+// so a bad request is refused with a precise message and never reaches a framework.
+//
+//   PILLAR_ASSIGN_OR_RETURN(int64_t rows, CheckRequest(config, request));
+#pragma once
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "models/model_config.h"
+#include "protocol/tensor.h"
+
+namespace pillar::runtime {
+
+// Reorders `request.inputs` into the config's input order and returns the batch rows (1 for a
+// model that does not batch). InvalidArgument names the input and what is wrong.
+absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
+                                     protocol::InferenceRequest& request);
+
+}  // namespace pillar::runtime
