@@ -405,6 +405,9 @@ struct HttpServer::Impl {
   }
 
   std::optional<net::io_context> ioc;
+  // Keeps the loop running while no socket operation is pending, e.g. during a drain, when the
+  // listeners are closed and every open request waits on a model.
+  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
   Core core;
   std::list<Listener> listeners;
   std::vector<std::thread> threads;
@@ -475,6 +478,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
 }
 
 void HttpServer::Start(int threads) {
+  impl_->work.emplace(impl_->ioc->get_executor());
   for (int i = 0; i < std::max(1, threads); ++i) {
     impl_->threads.emplace_back([this] { impl_->ioc->run(); });
   }
@@ -494,6 +498,7 @@ int64_t HttpServer::ResponsesInProgress() const { return impl_->core.writing.loa
 void HttpServer::SetDraining() { impl_->core.draining = true; }
 
 void HttpServer::Stop() {
+  impl_->work.reset();
   impl_->ioc->stop();
   for (std::thread& t : impl_->threads) {
     if (t.joinable()) t.join();

@@ -46,6 +46,11 @@ absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
           "input '", spec.name, "': shape ", ShapeText(it->shape), " does not match the model's ",
           batched ? "[-1," : "", ShapeText(spec.shape).substr(batched ? 1 : 0)));
     }
+    // The decoder guarantees this for network input; runners may be called by other code.
+    if (int64_t(it->data.size()) != it->ElementCount() * int64_t(protocol::ElementSize(it->datatype))) {
+      return absl::InvalidArgumentError(StrCat("input '", spec.name, "': ", it->data.size(),
+                                               " bytes of data do not fill shape ", ShapeText(it->shape)));
+    }
     if (batched) {
       int64_t r = it->shape[0];
       if (r < 1 || r > config.max_batch_size) {

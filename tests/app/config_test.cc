@@ -1,0 +1,79 @@
+#include "app/config.h"
+
+#include <gtest/gtest.h>
+
+namespace pillar::app {
+namespace {
+
+TEST(ConfigTest, DefaultsAreSafe) {
+  Config c = *ParseConfig("", "pillar.toml", "");
+  EXPECT_EQ(c.data.address, "127.0.0.1");
+  EXPECT_EQ(c.admin.address, "127.0.0.1");
+  EXPECT_FALSE(c.data.allow_plaintext);
+  EXPECT_TRUE(c.strict_readiness);
+  EXPECT_EQ(c.version_policy, "latest");
+}
+
+TEST(ConfigTest, ReadsEverySectionAndResolvesRelativePaths) {
+  absl::StatusOr<Config> c = ParseConfig(R"(
+[server]
+threads = 3
+drain_timeout_ms = 100
+strict_readiness = false
+[data]
+address = "0.0.0.0"
+port = 9000
+tls_certificate = "tls/cert.pem"
+tls_private_key = "tls/key.pem"
+[admin]
+port = 9001
+[limits]
+body_limit_bytes = 1024
+request_timeout_ms = 5
+[repository]
+path = "store"
+version_policy = "all"
+[repository.policies]
+digits = "latest:2"
+[state]
+path = "/abs/state.db"
+[logging]
+access_log = "-"
+[runtime]
+torch_threads = 2
+)",
+                                         "p.toml", "/etc/pillar");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->threads, 3);
+  EXPECT_EQ(c->data.port, 9000);
+  EXPECT_EQ(c->data.tls_certificate, "/etc/pillar/tls/cert.pem");
+  EXPECT_EQ(c->limits.body_limit_bytes, 1024u);
+  EXPECT_EQ(c->limits.request_timeout, absl::Milliseconds(5));
+  EXPECT_EQ(c->repository_path, "/etc/pillar/store");
+  EXPECT_EQ(c->model_policies.at("digits"), "latest:2");
+  EXPECT_EQ(c->state_path, "/abs/state.db");
+  EXPECT_EQ(c->access_log, "-");
+  EXPECT_EQ(c->torch_threads, 2);
+}
+
+TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
+  auto error = [](const std::string& text) {
+    absl::StatusOr<Config> c = ParseConfig(text, "p.toml", "");
+    EXPECT_FALSE(c.ok()) << text;
+    return std::string(c.status().message());
+  };
+  EXPECT_NE(error("[dta]\n").find("unknown section 'dta'"), std::string::npos);
+  EXPECT_NE(error("[data]\nprot = 1\n").find("unknown key 'prot' in [data]"), std::string::npos);
+  EXPECT_NE(error("[data]\nport = \"80\"\n").find("port must be an integer"), std::string::npos);
+  EXPECT_NE(error("[data]\nport = 70000\n").find("port must be"), std::string::npos);
+  EXPECT_NE(error("[server]\nthreads = -1\n").find("threads must be"), std::string::npos);
+  EXPECT_NE(error("[data]\ntls_certificate = \"c.pem\"\n").find("needs both"), std::string::npos);
+  EXPECT_NE(error("[repository]\nversion_policy = \"newest\"\n").find("version policy"), std::string::npos);
+  EXPECT_NE(error("[repository.policies]\nx = 3\n").find("must be a string"), std::string::npos);
+  EXPECT_NE(error("[limits]\nbody_limit_bytes = 0\n").find("too small"), std::string::npos);
+  EXPECT_NE(error("data = 1\n").find("unknown section"), std::string::npos);
+  EXPECT_NE(error("[data\n").find("p.toml:1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pillar::app

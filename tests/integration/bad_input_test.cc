@@ -1,0 +1,202 @@
+// R-SEC-13: hostile and broken input. Each case gets a precise 4xx with a JSON error, is counted
+// in the metrics, and the server keeps serving everything else.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+
+namespace pillar {
+namespace {
+
+using testing::Bearer;
+using testing::Fetch;
+using testing::HttpConnection;
+using testing::HttpReply;
+
+class BadInputTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    server_ = new testing::ServerProcess;
+    server_->AddConfig(
+        "[limits]\nbody_limit_bytes = 65536\nheader_limit_bytes = 4096\nrequest_timeout_ms = 800\n"
+        "idle_timeout_ms = 5000\n");
+    key_ = server_->CreateKey("bad-input");
+    ASSERT_TRUE(server_->Start()) << server_->Log();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(server_->Stop(), 0);
+    delete server_;
+  }
+  void TearDown() override {
+    // Whatever the case did, the server still answers a good request.
+    std::string pixels = "0";
+    for (int i = 1; i < 64; ++i) pixels += ",0";
+    HttpReply r = Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,64],"data":[)" + pixels + "]}]}");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+
+  static HttpReply Infer(const std::string& body, const std::string& path = "/v2/models/digits/infer") {
+    return Fetch(server_->data_port(), "POST", path, body, {Bearer(key_), "Content-Type: application/json"});
+  }
+  static void ExpectError(const HttpReply& r, int status, const std::string& message_part) {
+    EXPECT_EQ(r.status, status) << r.body;
+    EXPECT_EQ(r.Header("content-type"), "application/json");
+    EXPECT_EQ(r.body.rfind("{\"error\":\"", 0), 0u) << r.body;
+    EXPECT_NE(r.body.find(message_part), std::string::npos) << r.body;
+  }
+  static int64_t Metric(const std::string& pattern) {
+    std::string text = Fetch(server_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+    std::smatch m;
+    if (!std::regex_search(text, m, std::regex(pattern + R"( (\d+))"))) return 0;
+    return std::stoll(m[1]);
+  }
+
+  static testing::ServerProcess* server_;
+  static std::string key_;
+};
+
+testing::ServerProcess* BadInputTest::server_ = nullptr;
+std::string BadInputTest::key_;
+
+TEST_F(BadInputTest, MalformedJson) { ExpectError(Infer("{\"inputs\": [}"), 400, "malformed JSON"); }
+
+TEST_F(BadInputTest, BodyIsNotAnObject) { ExpectError(Infer("[1,2,3]"), 400, "must be a JSON object"); }
+
+TEST_F(BadInputTest, MissingInputs) { ExpectError(Infer("{}"), 400, "missing 'inputs'"); }
+
+TEST_F(BadInputTest, MissingInputTensor) {
+  ExpectError(Infer(R"({"inputs":[{"name":"other","datatype":"FP32","shape":[1],"data":[1]}]})"), 400,
+              "unknown input 'other'");
+}
+
+TEST_F(BadInputTest, WrongDatatype) {
+  std::string data = "1";
+  for (int i = 1; i < 64; ++i) data += ",1";
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"INT32","shape":[1,64],"data":[)" + data + "]}]}"),
+              400, "datatype INT32 does not match the model's FP32");
+}
+
+TEST_F(BadInputTest, UnknownDatatype) {
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP33","shape":[1],"data":[1]}]})"), 400,
+              "unknown datatype 'FP33'");
+}
+
+TEST_F(BadInputTest, WrongShape) {
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})"), 400,
+              "shape [1,3] does not match the model's [-1,64]");
+}
+
+TEST_F(BadInputTest, DataDisagreesWithShape) {
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,64],"data":[1,2]}]})"), 400,
+              "'data' has 2 elements but 'shape' needs 64");
+}
+
+TEST_F(BadInputTest, ValueOutOfRange) {
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1],"data":[1e300]}]})"), 400,
+              "out of range for FP32");
+}
+
+TEST_F(BadInputTest, BatchLargerThanTheModelAllows) {
+  std::string data = "0";
+  for (int i = 1; i < 65 * 64; ++i) data += ",0";
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[65,64],"data":[)" + data + "]}]}"),
+              400, "batch of 65 rows is outside [1, 64]");
+}
+
+TEST_F(BadInputTest, UnknownModel) { ExpectError(Infer("{}", "/v2/models/nope/infer"), 404, "unknown model 'nope'"); }
+
+TEST_F(BadInputTest, UnknownVersion) {
+  ExpectError(Infer("{}", "/v2/models/digits/versions/7/infer"), 404, "unknown version '7' of model 'digits'");
+}
+
+TEST_F(BadInputTest, UnknownRouteAndWrongMethod) {
+  ExpectError(Fetch(server_->data_port(), "GET", "/v3/anything"), 404, "no route");
+  HttpReply r = Fetch(server_->data_port(), "GET", "/v2/models/digits/infer", "", {Bearer(key_)});
+  ExpectError(r, 405, "method GET is not allowed");
+  EXPECT_EQ(r.Header("allow"), "POST");
+}
+
+TEST_F(BadInputTest, InvalidUtf8InJson) {
+  ExpectError(Infer("{\"id\":\"\xff\xfe\",\"inputs\":[]}"), 400, "malformed JSON");
+}
+
+TEST_F(BadInputTest, OversizedBody) {
+  const int64_t before = Metric(R"(pillar_http_rejected_total\{listener="data",reason="body_too_large"\})");
+  ExpectError(Infer(std::string(70000, ' ')), 413, "exceeds 65536 bytes");
+  EXPECT_EQ(Metric(R"(pillar_http_rejected_total\{listener="data",reason="body_too_large"\})"), before + 1);
+}
+
+TEST_F(BadInputTest, OversizedHeader) {
+  ExpectError(Fetch(server_->data_port(), "GET", "/v2", "", {"X-Filler: " + std::string(5000, 'a')}), 431,
+              "header exceeds");
+}
+
+TEST_F(BadInputTest, DuplicateAuthorizationHeader) {
+  ExpectError(Fetch(server_->data_port(), "GET", "/v2", "", {Bearer(key_), Bearer(key_)}), 400,
+              "duplicate header 'Authorization'");
+}
+
+TEST_F(BadInputTest, DuplicateContentLength) {
+  HttpConnection c(server_->data_port());
+  c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}");
+  HttpReply r = c.ReadReply();
+  EXPECT_EQ(r.status, 400) << r.body;
+}
+
+TEST_F(BadInputTest, GarbageRequestLine) {
+  HttpConnection c(server_->data_port());
+  c.SendRaw("\x01\x02 not http at all\r\n\r\n");
+  ExpectError(c.ReadReply(), 400, "malformed HTTP request");
+}
+
+TEST_F(BadInputTest, TruncatedBodyIsCountedAndDropped) {
+  const int64_t before = Metric(R"(pillar_http_rejected_total\{listener="data",reason="truncated"\})");
+  {
+    HttpConnection c(server_->data_port());
+    c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
+              "\r\nContent-Length: 100\r\n\r\n{\"inputs\":");
+  }  // closes mid-body
+  int64_t after = before;
+  for (int i = 0; i < 200 && after == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    after = Metric(R"(pillar_http_rejected_total\{listener="data",reason="truncated"\})");
+  }
+  EXPECT_EQ(after, before + 1);
+}
+
+TEST_F(BadInputTest, SlowLorisGets408WithinTheRequestTimeout) {
+  HttpConnection c(server_->data_port());
+  auto start = std::chrono::steady_clock::now();
+  c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n");
+  // Trickle header bytes; the server must cut us off after request_timeout_ms (800 ms).
+  HttpReply r;
+  for (int i = 0; i < 40; ++i) {
+    if (!c.SendRaw("X-Slow: a\r\n")) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (c.Readable(0)) break;
+  }
+  r = c.ReadReply();
+  auto elapsed = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 408) << r.body;
+  EXPECT_LT(elapsed, std::chrono::seconds(3));
+}
+
+TEST_F(BadInputTest, KeepAliveServesManyRequestsOnOneConnection) {
+  HttpConnection c(server_->data_port());
+  EXPECT_EQ(c.Request("GET", "/v2", "", {Bearer(key_)}).status, 200);
+  EXPECT_EQ(c.Request("GET", "/v2", "", {Bearer(key_)}).status, 200);  // keep-alive works
+}
+
+TEST_F(BadInputTest, RejectedRequestsAreCountedByOutcome) {
+  const std::string pattern = R"(pillar_requests_total\{operation="infer",model="digits",version="1",outcome="invalid"\})";
+  const int64_t before = Metric(pattern);
+  Infer("{}");
+  EXPECT_EQ(Metric(pattern), before + 1);
+}
+
+}  // namespace
+}  // namespace pillar

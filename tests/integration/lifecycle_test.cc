@@ -1,0 +1,218 @@
+// Start-up, readiness, overload and shutdown of the real binary: load failures stay per model,
+// a full queue answers 503 with Retry-After, SIGTERM drains in-flight requests and exits 0,
+// plaintext is refused off loopback, TLS works when configured.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+
+#include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+#include <thread>
+
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+
+namespace pillar {
+namespace {
+
+using testing::Bearer;
+using testing::Fetch;
+using testing::HttpConnection;
+using testing::HttpReply;
+
+std::string OneDigitBody() { return testing::InferBody({&testing::LoadHeldOut()[0]}); }
+
+int64_t InFlight(const testing::ServerProcess& server, const std::string& key) {
+  std::string text = Fetch(server.admin_port(), "GET", "/metrics", "", {Bearer(key)}).body;
+  std::smatch m;
+  if (!std::regex_search(text, m, std::regex(R"(\npillar_inflight_requests (\d+))"))) return -1;
+  return std::stoll(m[1]) - 1;  // not counting the /metrics request that asks
+}
+
+TEST(LifecycleTest, VersionFlag) {
+  std::string out;
+  EXPECT_EQ(testing::RunPillar({"--version"}, &out), 0);
+  EXPECT_EQ(out, "pillar 0.1.0\n");
+}
+
+TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
+  testing::ServerProcess server;
+  // Each request waits up to 400 ms for a batch to fill: long enough to be in flight at SIGTERM.
+  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 400000, 100, 1)));
+  std::string key = server.CreateKey("drain");
+  ASSERT_TRUE(server.Start()) << server.Log();
+
+  HttpConnection watcher(server.data_port());  // opened before the drain, to ask readiness during it
+  ASSERT_EQ(watcher.Request("GET", "/v2/health/ready").status, 200);
+
+  constexpr int kClients = 6;
+  std::vector<HttpReply> replies(kClients);
+  std::vector<std::thread> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.emplace_back([&, i] {
+      replies[size_t(i)] = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+    });
+  }
+  for (int i = 0; i < 500 && InFlight(server, key) < kClients; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(InFlight(server, key), kClients);
+  ::kill(server.pid(), SIGTERM);
+  HttpReply ready = watcher.Request("GET", "/v2/health/ready");
+  EXPECT_EQ(ready.status, 503);
+  EXPECT_EQ(ready.body, R"({"ready":false})");
+  for (std::thread& t : clients) t.join();
+  for (const HttpReply& r : replies) {
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.Header("connection"), "close");
+  }
+  int status = 0;
+  ::waitpid(server.pid(), &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << server.Log();
+  EXPECT_NE(server.Log().find("drained; exiting"), std::string::npos);
+  // The listener is closed: no new connection is accepted.
+  EXPECT_FALSE(HttpConnection(server.data_port()).connected());
+}
+
+TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {
+  testing::ServerProcess server;
+  // One slot in the queue and a long batching delay: the first request holds the slot.
+  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 1500000, 1, 1)));
+  std::string key = server.CreateKey("queue");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpReply first;
+  std::thread holder([&] {
+    first = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+  });
+  for (int i = 0; i < 500 && InFlight(server, key) < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  HttpReply refused = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("queue is full"), std::string::npos);
+  EXPECT_FALSE(refused.Header("retry-after").empty());
+  EXPECT_GE(std::stoi(refused.Header("retry-after")), 1);
+  holder.join();
+  EXPECT_EQ(first.status, 200) << first.body;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(LifecycleTest, LoadFailuresArePerModelAndReadinessSaysSo) {
+  testing::ServerProcess server;
+  std::filesystem::path store = testing::CopyDemoStore(server.dir());
+  std::filesystem::create_directories(store / "broken/1");
+  std::ofstream(store / "broken/1/model.pt") << "this is not a TorchScript archive";
+  std::filesystem::copy(store / "digits/1/model.toml", store / "broken/1/model.toml");
+  std::filesystem::create_directories(store / "badconfig/1");
+  std::ofstream(store / "badconfig/1/model.toml") << "platform = \"onnx\"\n";
+  std::filesystem::create_directories(store / "empty");
+  server.SetStore(store);
+  std::string key = server.CreateKey("load");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  uint16_t port = server.data_port();
+  // Strict readiness (the default): one broken model makes the server not ready...
+  EXPECT_EQ(Fetch(port, "GET", "/v2/health/ready").status, 503);
+  // ...but the good models serve, and each broken one says why.
+  EXPECT_EQ(Fetch(port, "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)}).status, 200);
+  HttpReply broken = Fetch(port, "POST", "/v2/models/broken/infer", OneDigitBody(), {Bearer(key)});
+  EXPECT_EQ(broken.status, 503);
+  EXPECT_NE(broken.body.find("cannot load TorchScript"), std::string::npos) << broken.body;
+  HttpReply ready = Fetch(port, "GET", "/v2/models/badconfig/ready", "", {Bearer(key)});
+  EXPECT_EQ(ready.status, 400);
+  EXPECT_NE(ready.body.find("platform 'onnx' is not supported"), std::string::npos) << ready.body;
+  HttpReply admin = Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {Bearer(key)});
+  EXPECT_NE(admin.body.find(R"("name":"broken","version":"1","state":"UNAVAILABLE")"), std::string::npos) << admin.body;
+  EXPECT_NE(admin.body.find(R"("model":"empty")"), std::string::npos) << admin.body;
+  EXPECT_EQ(server.Stop(), 0);
+
+  // With strict_readiness = false, the good models are enough.
+  testing::ServerProcess lenient;
+  lenient.SetStore(store);
+  lenient.AddConfig("[server]\nstrict_readiness = false\n");
+  ASSERT_TRUE(lenient.Start()) << lenient.Log();
+  EXPECT_EQ(Fetch(lenient.data_port(), "GET", "/v2/health/ready").status, 200);
+}
+
+TEST(LifecycleTest, VersionPolicySelectsVersions) {
+  testing::ServerProcess server;
+  std::filesystem::path store = testing::CopyDemoStore(server.dir());
+  std::filesystem::copy(store / "digits/1", store / "digits/2");
+  std::filesystem::copy(store / "digits/1", store / "digits/3");
+  server.SetStore(store);
+  server.AddConfig("[repository.policies]\ndigits = \"specific:1,3\"\n");
+  std::string key = server.CreateKey("policy");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpReply meta = Fetch(server.data_port(), "GET", "/v2/models/digits", "", {Bearer(key)});
+  EXPECT_NE(meta.body.find(R"("versions":["1","3"])"), std::string::npos) << meta.body;
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/v2/models/digits/versions/2/ready", "", {Bearer(key)}).status, 404);
+  HttpReply latest = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+  EXPECT_NE(latest.body.find(R"("model_version":"3")"), std::string::npos) << latest.body;
+}
+
+TEST(LifecycleTest, RefusesPlaintextOnANonLoopbackAddress) {
+  testing::ServerProcess server;
+  std::string config = "[data]\naddress = \"0.0.0.0\"\nport = 0\n[admin]\nport = 0\n[repository]\npath = \"" +
+                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + (server.dir() / "s.db").string() + "\"\n";
+  std::ofstream(server.dir() / "public.toml") << config;
+  std::string err;
+  EXPECT_EQ(testing::RunPillar({"serve", "-c", (server.dir() / "public.toml").string()}, nullptr, &err), 1);
+  EXPECT_NE(err.find("allow_plaintext"), std::string::npos) << err;
+}
+
+TEST(LifecycleTest, RejectsUnknownConfigKeys) {
+  testing::ServerProcess server;
+  std::ofstream(server.dir() / "typo.toml") << "[data]\nadress = \"127.0.0.1\"\n";
+  std::string err;
+  EXPECT_EQ(testing::RunPillar({"serve", "-c", (server.dir() / "typo.toml").string()}, nullptr, &err), 1);
+  EXPECT_NE(err.find("unknown key 'adress' in [data]"), std::string::npos) << err;
+}
+
+TEST(LifecycleTest, ServesTlsWhenConfigured) {
+  testing::ServerProcess server;
+  std::string dir = server.dir().string();
+  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " + dir +
+                    "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0);
+  server.AddConfig("");
+  std::string key = server.CreateKey("tls");
+  std::string config = "[data]\naddress = \"127.0.0.1\"\nport = 0\ntls_certificate = \"" + dir +
+                       "/cert.pem\"\ntls_private_key = \"" + dir + "/key.pem\"\n[admin]\nport = 0\n[repository]\npath = \"" +
+                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + dir + "/state.db\"\n";
+  std::ofstream(server.config_path()) << config;
+  std::string ports = dir + "/tls-ports";
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    std::string binary = testing::PillarBinary();
+    std::string config_path = server.config_path().string();
+    std::freopen((dir + "/tls.log").c_str(), "w", stderr);
+    ::execl(binary.c_str(), binary.c_str(), "serve", "-c", config_path.c_str(), "--ports-file", ports.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  std::string port;
+  for (int i = 0; i < 3000 && port.empty(); ++i) {
+    std::ifstream in(ports);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("data=", 0) == 0) port = line.substr(5);
+    }
+    if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_FALSE(port.empty());
+  std::string curl = "curl -sk --max-time 10 -H 'Authorization: Bearer " + key + "' https://127.0.0.1:" + port + "/v2";
+  FILE* pipe = ::popen(curl.c_str(), "r");
+  char buf[512] = {0};
+  size_t n = std::fread(buf, 1, sizeof buf - 1, pipe);
+  ::pclose(pipe);
+  EXPECT_NE(std::string(buf, n).find("\"name\":\"pillar\""), std::string::npos) << std::string(buf, n);
+  // Plaintext HTTP to the TLS port gets no HTTP answer.
+  EXPECT_EQ(Fetch(uint16_t(std::stoi(port)), "GET", "/v2/health/live").status, 0);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+}  // namespace
+}  // namespace pillar

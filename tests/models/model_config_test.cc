@@ -1,0 +1,74 @@
+#include "models/model_config.h"
+
+#include <gtest/gtest.h>
+
+namespace pillar::models {
+namespace {
+
+constexpr const char* kGood = R"(
+platform = "torchscript"
+max_batch_size = 8
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4, -1]
+[[output]]
+name = "y"
+datatype = "INT64"
+shape = [1]
+[batching]
+max_queue_delay_us = 100
+max_queue_size = 16
+[instance]
+count = 3
+kind = "cpu"
+)";
+
+TEST(ModelConfigTest, ParsesEveryField) {
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(kGood, "m.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->max_batch_size, 8);
+  EXPECT_EQ(c->inputs[0].shape, (std::vector<int64_t>{4, -1}));
+  EXPECT_EQ(c->outputs[0].datatype, protocol::DataType::kInt64);
+  EXPECT_EQ(c->batching.max_queue_delay_us, 100);
+  EXPECT_EQ(c->batching.max_queue_size, 16);
+  EXPECT_EQ(c->instance.count, 3);
+  EXPECT_EQ(c->instance.kind, DeviceKind::kCpu);
+}
+
+std::string ErrorFor(std::string_view from, std::string_view to) {
+  std::string text = kGood;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(text, "m.toml");
+  EXPECT_FALSE(c.ok()) << to;
+  return std::string(c.status().message());
+}
+
+TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
+  EXPECT_NE(ErrorFor("torchscript", "onnx").find("platform 'onnx' is not supported"), std::string::npos);
+  EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = -1").find("max_batch_size"), std::string::npos);
+  EXPECT_NE(ErrorFor("\"FP32\"", "\"FP99\"").find("unknown datatype"), std::string::npos);
+  EXPECT_NE(ErrorFor("[4, -1]", "[0]").find("positive integers or -1"), std::string::npos);
+  EXPECT_NE(ErrorFor("name = \"y\"", "name = \"\"").find("has no name"), std::string::npos);
+  EXPECT_NE(ErrorFor("count = 3", "count = 0").find("instance.count"), std::string::npos);
+  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"tpu\"").find("instance.kind 'tpu'"), std::string::npos);
+  EXPECT_NE(ErrorFor("max_queue_size = 16", "max_queue_size = 0").find("max_queue_size"), std::string::npos);
+  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"cpu\"\n[[input]]\nname = \"x\"\ndatatype = \"FP32\"\nshape = [1]")
+                .find("input 'x' is declared twice"),
+            std::string::npos);
+}
+
+TEST(ModelConfigTest, SyntaxErrorsNameTheFileAndLine) {
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse("platform = \n", "store/m/1/model.toml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("store/m/1/model.toml:1"), absl::string_view::npos) << c.status();
+}
+
+TEST(ModelConfigTest, MissingSectionsAreErrors) {
+  EXPECT_FALSE(ModelConfig::Parse("platform = \"torchscript\"\n", "m").ok());
+}
+
+}  // namespace
+}  // namespace pillar::models

@@ -1,0 +1,83 @@
+#include "models/model_repository.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+namespace pillar::models {
+namespace {
+
+constexpr const char* kToml = R"(platform = "torchscript"
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [1]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [1]
+)";
+
+class ModelRepositoryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    std::string pattern = (std::filesystem::temp_directory_path() / "pillar-repo-XXXXXX").string();
+    root_ = mkdtemp(pattern.data());
+  }
+  void TearDown() override { std::filesystem::remove_all(root_); }
+  void AddVersion(const std::string& model, const std::string& version, const std::string& toml = kToml) {
+    std::filesystem::create_directories(root_ / model / version);
+    std::ofstream(root_ / model / version / "model.toml") << toml;
+  }
+  std::filesystem::path root_;
+};
+
+TEST_F(ModelRepositoryTest, AppliesDefaultAndPerModelPolicies) {
+  AddVersion("a", "1");
+  AddVersion("a", "2");
+  AddVersion("b", "1");
+  AddVersion("b", "10");
+  AddVersion("b", "not-a-version");
+  ModelRepository repo(root_, VersionPolicy::Latest(), {{"b", *VersionPolicy::Parse("all")}});
+  ScanResult scan = repo.Scan();
+  ASSERT_EQ(scan.versions.size(), 3u);
+  EXPECT_EQ(scan.versions[0].model, "a");
+  EXPECT_EQ(scan.versions[0].version, 2);
+  EXPECT_EQ(scan.versions[1].version, 1);
+  EXPECT_EQ(scan.versions[2].version, 10);
+  for (const auto& v : scan.versions) EXPECT_TRUE(v.config.ok()) << v.config.status();
+}
+
+TEST_F(ModelRepositoryTest, BrokenVersionsAndModelsAreReportedNotFatal) {
+  AddVersion("good", "1");
+  AddVersion("bad", "1", "platform = [");
+  std::filesystem::create_directories(root_ / "noversions");
+  std::filesystem::create_directories(root_ / "missing-toml" / "1");
+  std::filesystem::create_directories(root_ / "bad name!");
+  ScanResult scan = ModelRepository(root_, VersionPolicy::Latest(), {}).Scan();
+  ASSERT_EQ(scan.versions.size(), 3u);
+  EXPECT_FALSE(scan.versions[0].config.ok());  // bad
+  EXPECT_TRUE(scan.versions[1].config.ok());   // good
+  EXPECT_EQ(scan.versions[2].config.status().code(), absl::StatusCode::kNotFound);  // missing-toml
+  ASSERT_EQ(scan.model_errors.size(), 2u);
+  EXPECT_EQ(scan.model_errors[0].first, "bad name!");
+  EXPECT_EQ(scan.model_errors[1].first, "noversions");
+}
+
+TEST_F(ModelRepositoryTest, MissingStoreIsAnError) {
+  ScanResult scan = ModelRepository(root_ / "nope", VersionPolicy::Latest(), {}).Scan();
+  EXPECT_TRUE(scan.versions.empty());
+  ASSERT_EQ(scan.model_errors.size(), 1u);
+}
+
+TEST(ModelNameTest, Validity) {
+  EXPECT_TRUE(IsValidModelName("digits-lite_2.1"));
+  EXPECT_FALSE(IsValidModelName(""));
+  EXPECT_FALSE(IsValidModelName(".hidden"));
+  EXPECT_FALSE(IsValidModelName("a/b"));
+  EXPECT_FALSE(IsValidModelName("a b"));
+}
+
+}  // namespace
+}  // namespace pillar::models

@@ -1,0 +1,55 @@
+#include "monitor/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+namespace pillar::monitor {
+namespace {
+
+TEST(MetricsTest, RendersCountersGaugesAndLabelsInPrometheusText) {
+  MetricsRegistry registry;
+  auto& requests = registry.AddCounter("x_requests_total", "Requests.", {"model", "outcome"});
+  requests.Get({"a\"b", "ok"}).Increment(2);
+  registry.AddGauge("x_inflight", "In flight.").Get().Set(3);
+  std::string text = registry.Render();
+  EXPECT_NE(text.find("# HELP x_requests_total Requests.\n# TYPE x_requests_total counter\n"), std::string::npos);
+  EXPECT_NE(text.find("x_requests_total{model=\"a\\\"b\",outcome=\"ok\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("x_inflight 3\n"), std::string::npos);
+  EXPECT_NE(text.find("process_resident_memory_bytes "), std::string::npos);
+  EXPECT_NE(text.find("process_cpu_seconds_total "), std::string::npos);
+}
+
+TEST(MetricsTest, HistogramBucketsAreCumulative) {
+  MetricsRegistry registry;
+  auto& h = registry.AddHistogram("x_seconds", "Latency.", {}, {0.1, 1});
+  h.Get().Observe(0.05);
+  h.Get().Observe(0.5);
+  h.Get().Observe(5);
+  std::string text = registry.Render();
+  EXPECT_NE(text.find("x_seconds_bucket{le=\"0.1\"} 1\nx_seconds_bucket{le=\"1\"} 2\nx_seconds_bucket{le=\"+Inf\"} 3\n"
+                      "x_seconds_sum 5.55\nx_seconds_count 3\n"),
+            std::string::npos)
+      << text;
+}
+
+TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {
+  MetricsRegistry registry;
+  auto& c = registry.AddCounter("x_total", "X.");
+  auto& h = registry.AddHistogram("x_h", "H.", {}, LatencyBuckets());
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10000; ++i) {
+        c.Get().Increment();
+        h.Get().Observe(1e-5);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(c.Get().value(), 40000u);
+  EXPECT_EQ(h.Get().Take().count, 40000u);
+}
+
+}  // namespace
+}  // namespace pillar::monitor

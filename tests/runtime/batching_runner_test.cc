@@ -1,0 +1,218 @@
+#include "runtime/batching_runner.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <future>
+#include <mutex>
+
+namespace pillar::runtime {
+namespace {
+
+using protocol::DataType;
+using protocol::Tensor;
+
+// Doubles every FP32 element; records the batch sizes it saw. Can be held shut to fill queues.
+class DoublingBackend final : public Backend {
+ public:
+  absl::StatusOr<std::vector<Tensor>> Execute(std::vector<Tensor>& inputs) override {
+    {
+      std::unique_lock lock(mu_);
+      ++started_;
+      started_cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+      batches_.push_back(inputs[0].shape[0]);
+    }
+    if (fail_) return absl::InternalError("backend failed");
+    Tensor out{"y", DataType::kFp32, inputs[0].shape, inputs[0].data};
+    float* v = reinterpret_cast<float*>(out.data.data());
+    for (size_t i = 0; i < out.data.size() / 4; ++i) v[i] *= 2;
+    return std::vector<Tensor>{std::move(out)};
+  }
+  void Hold() {
+    std::lock_guard lock(mu_);
+    open_ = false;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  void WaitStarted(int n) {
+    std::unique_lock lock(mu_);
+    started_cv_.wait(lock, [&] { return started_ >= n; });
+  }
+  std::vector<int64_t> batches() {
+    std::lock_guard lock(mu_);
+    return batches_;
+  }
+  std::atomic<bool> fail_{false};
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_, started_cv_;
+  bool open_ = true;
+  int started_ = 0;
+  std::vector<int64_t> batches_;
+};
+
+models::ModelConfig Config(int64_t max_batch, int64_t delay_us, int64_t queue) {
+  models::ModelConfig c;
+  c.platform = "torchscript";
+  c.max_batch_size = max_batch;
+  c.inputs = {{"x", DataType::kFp32, {2}}};
+  c.outputs = {{"y", DataType::kFp32, {2}}};
+  c.batching.max_queue_delay_us = delay_us;
+  c.batching.max_queue_size = queue;
+  return c;
+}
+
+protocol::InferenceRequest Request(std::vector<float> values, int64_t rows) {
+  protocol::InferenceRequest r;
+  Tensor t{"x", DataType::kFp32, {rows, 2}, std::string(values.size() * 4, '\0')};
+  std::memcpy(t.data.data(), values.data(), t.data.size());
+  r.inputs.push_back(std::move(t));
+  return r;
+}
+
+std::vector<float> Floats(const Tensor& t) {
+  std::vector<float> v(t.data.size() / 4);
+  std::memcpy(v.data(), t.data.data(), t.data.size());
+  return v;
+}
+
+std::future<absl::StatusOr<InferResult>> Submit(Runner& runner, protocol::InferenceRequest request) {
+  auto promise = std::make_shared<std::promise<absl::StatusOr<InferResult>>>();
+  auto future = promise->get_future();
+  runner.Infer(std::move(request), [promise](absl::StatusOr<InferResult> r) { promise->set_value(std::move(r)); });
+  return future;
+}
+
+TEST(BatchingRunnerTest, RunsASingleRequest) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<DoublingBackend>());
+  BatchingRunner runner(Config(8, 0, 16), std::move(instances), SystemClock());
+  absl::StatusOr<InferResult> r = Submit(runner, Request({1, 2}, 1)).get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Floats(r->outputs[0]), (std::vector<float>{2, 4}));
+  EXPECT_EQ(r->outputs[0].shape, (std::vector<int64_t>{1, 2}));
+}
+
+TEST(BatchingRunnerTest, QueuedRequestsShareABatchAndGetTheirOwnRowsBack) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 0, 16), std::move(instances), SystemClock());
+  b->Hold();
+  auto first = Submit(runner, Request({0, 0}, 1));  // occupies the instance
+  b->WaitStarted(1);
+  auto a = Submit(runner, Request({1, 2}, 1));
+  auto c = Submit(runner, Request({3, 4, 5, 6}, 2));
+  auto d = Submit(runner, Request({7, 8}, 1));
+  b->Release();
+  EXPECT_EQ(Floats(a.get()->outputs[0]), (std::vector<float>{2, 4}));
+  absl::StatusOr<InferResult> rc = c.get();
+  EXPECT_EQ(Floats(rc->outputs[0]), (std::vector<float>{6, 8, 10, 12}));
+  EXPECT_EQ(rc->outputs[0].shape, (std::vector<int64_t>{2, 2}));
+  EXPECT_EQ(rc->batch_size, 4);
+  EXPECT_EQ(Floats(d.get()->outputs[0]), (std::vector<float>{14, 16}));
+  ASSERT_TRUE(first.get().ok());
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{1, 4}));
+}
+
+TEST(BatchingRunnerTest, BatchesNeverExceedTheMaximum) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(3, 0, 64), std::move(instances), SystemClock());
+  b->Hold();
+  auto first = Submit(runner, Request({0, 0}, 1));
+  b->WaitStarted(1);
+  std::vector<std::future<absl::StatusOr<InferResult>>> futures;
+  for (int i = 0; i < 7; ++i) futures.push_back(Submit(runner, Request({float(i), 0}, 1)));
+  b->Release();
+  for (auto& f : futures) EXPECT_TRUE(f.get().ok());
+  EXPECT_TRUE(first.get().ok());
+  for (int64_t rows : b->batches()) EXPECT_LE(rows, 3);
+}
+
+TEST(BatchingRunnerTest, WaitsUpToTheQueueDelayForABatchToFill) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(2, 2'000'000, 16), std::move(instances), SystemClock());
+  auto start = std::chrono::steady_clock::now();
+  auto a = Submit(runner, Request({1, 1}, 1));
+  auto c = Submit(runner, Request({2, 2}, 1));  // completes the batch well before the 2 s delay
+  ASSERT_TRUE(a.get().ok());
+  ASSERT_TRUE(c.get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{2}));
+}
+
+TEST(BatchingRunnerTest, FullQueueRefusesAtOnceWithARetryHint) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(1, 0, 2), std::move(instances), SystemClock());
+  b->Hold();
+  auto running = Submit(runner, Request({0, 0}, 1));
+  b->WaitStarted(1);
+  auto q1 = Submit(runner, Request({0, 0}, 1));
+  auto q2 = Submit(runner, Request({0, 0}, 1));
+  absl::StatusOr<InferResult> refused = Submit(runner, Request({0, 0}, 1)).get();
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_GE(RetryAfterSeconds(refused.status()).value_or(0), 1);
+  b->Release();
+  EXPECT_TRUE(running.get().ok());
+  EXPECT_TRUE(q1.get().ok());
+  EXPECT_TRUE(q2.get().ok());
+}
+
+TEST(BatchingRunnerTest, BackendErrorsReachEveryRequestOfTheBatch) {
+  auto backend = std::make_unique<DoublingBackend>();
+  backend->fail_ = true;
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(4, 0, 16), std::move(instances), SystemClock());
+  absl::StatusOr<InferResult> r = Submit(runner, Request({1, 2}, 1)).get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+}
+
+TEST(BatchingRunnerTest, InvalidRequestsAreRefusedBeforeQueueing) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<DoublingBackend>());
+  BatchingRunner runner(Config(4, 0, 16), std::move(instances), SystemClock());
+  EXPECT_EQ(Submit(runner, Request({1, 2, 3}, 1)).get().status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(BatchingRunnerTest, DestructionFailsQueuedRequests) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  auto runner = std::make_unique<BatchingRunner>(Config(1, 0, 16), std::move(instances), SystemClock());
+  b->Hold();
+  auto running = Submit(*runner, Request({0, 0}, 1));
+  b->WaitStarted(1);
+  auto queued = Submit(*runner, Request({0, 0}, 1));
+  std::thread release([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // let the destructor start
+    b->Release();
+  });
+  runner.reset();
+  release.join();
+  EXPECT_TRUE(running.get().ok());
+  EXPECT_EQ(queued.get().status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace pillar::runtime

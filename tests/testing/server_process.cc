@@ -1,0 +1,209 @@
+#include "testing/server_process.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "testing/http_client.h"
+
+namespace pillar::testing {
+namespace {
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace
+
+std::string PillarBinary() {
+  const char* binary = std::getenv("PILLAR_BINARY");
+  return binary ? binary : "pillar";
+}
+
+std::filesystem::path SourceDir() {
+  const char* dir = std::getenv("PILLAR_SOURCE_DIR");
+  return dir ? dir : ".";
+}
+
+std::filesystem::path DemoStore() { return SourceDir() / "models/demo/store"; }
+
+int RunPillar(const std::vector<std::string>& args, std::string* out, std::string* err) {
+  int out_pipe[2], err_pipe[2];
+  if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) return -1;
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(out_pipe[1], 1);
+    ::dup2(err_pipe[1], 2);
+    std::vector<char*> argv;
+    std::string binary = PillarBinary();
+    argv.push_back(binary.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  ::close(out_pipe[1]);
+  ::close(err_pipe[1]);
+  // Both outputs are small; drain them one after the other.
+  std::string o, e;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(out_pipe[0], buf, sizeof buf)) > 0) o.append(buf, size_t(n));
+  while ((n = ::read(err_pipe[0], buf, sizeof buf)) > 0) e.append(buf, size_t(n));
+  ::close(out_pipe[0]);
+  ::close(err_pipe[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  if (out) *out = o;
+  if (err) *err = e;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+ServerProcess::ServerProcess() : store_(DemoStore()) {
+  std::string pattern = (std::filesystem::temp_directory_path() / "pillar-test-XXXXXX").string();
+  dir_ = ::mkdtemp(pattern.data());
+}
+
+ServerProcess::~ServerProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+void ServerProcess::WriteConfig() {
+  std::ofstream out(config_path());
+  out << "[data]\nport = 0\n[admin]\nport = 0\n"
+      << "[repository]\npath = \"" << store_.string() << "\"\n"
+      << "[state]\npath = \"" << (dir_ / "state.db").string() << "\"\nkey_refresh_ms = 50\n"
+      << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
+      << extra_config_;
+}
+
+std::string ServerProcess::CreateKey(const std::string& name) {
+  WriteConfig();
+  std::string out;
+  if (RunPillar({"key", "create", "-c", config_path().string(), "--name", name}, &out) != 0) return "";
+  while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
+  return out;
+}
+
+bool ServerProcess::RevokeKey(const std::string& key) {
+  // The id is the 12 characters after "pk_".
+  return RunPillar({"key", "revoke", "-c", config_path().string(), key.substr(3, 12)}) == 0;
+}
+
+bool ServerProcess::Start() {
+  WriteConfig();
+  std::filesystem::path ports = dir_ / "ports";
+  std::filesystem::path log = dir_ / "server.log";
+  pid_ = ::fork();
+  if (pid_ == 0) {
+    int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 1);
+    ::dup2(fd, 2);
+    std::string binary = PillarBinary();
+    std::string config = config_path().string();
+    std::string ports_file = ports.string();
+    ::execl(binary.c_str(), binary.c_str(), "serve", "-c", config.c_str(), "--ports-file", ports_file.c_str(),
+            static_cast<char*>(nullptr));
+    ::_exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return false;  // exited during start-up; Log() says why
+    }
+    std::string text = ReadFile(ports);
+    if (text.find("admin=") != std::string::npos) {
+      std::istringstream in(text);
+      std::string line;
+      while (std::getline(in, line)) {
+        if (line.rfind("data=", 0) == 0) data_port_ = uint16_t(std::stoi(line.substr(5)));
+        if (line.rfind("admin=", 0) == 0) admin_port_ = uint16_t(std::stoi(line.substr(6)));
+      }
+      if (Fetch(data_port_, "GET", "/v2/health/live").status == 200) return true;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling the start-up
+  }
+  return false;
+}
+
+int ServerProcess::Stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  ::waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string ServerProcess::Log() const { return ReadFile(dir_ / "server.log"); }
+
+std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std::string& digits_toml) {
+  std::filesystem::path store = dir / "store";
+  std::filesystem::copy(DemoStore(), store, std::filesystem::copy_options::recursive);
+  if (!digits_toml.empty()) {
+    std::ofstream out(store / "digits/1/model.toml", std::ios::trunc);
+    out << digits_toml;
+  }
+  return store;
+}
+
+std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances) {
+  std::ostringstream t;
+  t << "platform = \"torchscript\"\nmax_batch_size = " << max_batch_size << "\n"
+    << "[[input]]\nname = \"pixels\"\ndatatype = \"FP32\"\nshape = [64]\n"
+    << "[[output]]\nname = \"probabilities\"\ndatatype = \"FP32\"\nshape = [10]\n"
+    << "[batching]\nmax_queue_delay_us = " << max_queue_delay_us << "\nmax_queue_size = " << max_queue_size
+    << "\n[instance]\ncount = " << instances << "\nkind = \"cpu\"\n";
+  return t.str();
+}
+
+std::vector<Digit> LoadHeldOut() {
+  std::ifstream in(SourceDir() / "models/demo/heldout.csv");
+  std::vector<Digit> digits;
+  std::string line;
+  std::getline(in, line);  // header
+  while (std::getline(in, line)) {
+    std::istringstream fields(line);
+    std::string field;
+    Digit d{};
+    std::getline(fields, field, ',');
+    d.label = std::stoi(field);
+    while (std::getline(fields, field, ',')) d.pixels.push_back(std::stoi(field));
+    digits.push_back(std::move(d));
+  }
+  return digits;
+}
+
+std::string InferBody(const std::vector<const Digit*>& digits) {
+  std::string body = "{\"inputs\":[{\"name\":\"pixels\",\"datatype\":\"FP32\",\"shape\":[" +
+                     std::to_string(digits.size()) + ",64],\"data\":[";
+  bool first = true;
+  for (const Digit* d : digits) {
+    for (int p : d->pixels) {
+      if (!first) body += ',';
+      body += std::to_string(p);
+      first = false;
+    }
+  }
+  return body + "]}]}";
+}
+
+}  // namespace pillar::testing

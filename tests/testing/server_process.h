@@ -1,0 +1,81 @@
+// Runs the real `pillar serve` binary for integration tests: a temp directory with its own
+// config and state, ports chosen by the kernel (port 0) and read back from the ports file,
+// readiness polled (no sleeps), SIGTERM on Stop().
+//
+//   ServerProcess server;  server.AddConfig("[server]\nthreads = 2\n");
+//   std::string key = server.CreateKey("tests");
+//   ASSERT_TRUE(server.Start());
+//   HttpReply r = Fetch(server.data_port(), "GET", "/v2", "", {Bearer(key)});
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace pillar::testing {
+
+// The pillar binary and source tree, from the environment CTest sets (PILLAR_BINARY,
+// PILLAR_SOURCE_DIR).
+std::string PillarBinary();
+std::filesystem::path SourceDir();
+std::filesystem::path DemoStore();
+
+// Runs `pillar args...` to completion; returns its exit code and stdout.
+int RunPillar(const std::vector<std::string>& args, std::string* out = nullptr, std::string* err = nullptr);
+
+class ServerProcess {
+ public:
+  ServerProcess();
+  ~ServerProcess();
+  ServerProcess(const ServerProcess&) = delete;
+  ServerProcess& operator=(const ServerProcess&) = delete;
+
+  const std::filesystem::path& dir() const { return dir_; }
+  std::filesystem::path config_path() const { return dir_ / "pillar.toml"; }
+  // Appended to the generated config (which sets the store, state, ports 0, access log).
+  void AddConfig(const std::string& toml) { extra_config_ += toml; }
+  void SetStore(const std::filesystem::path& store) { store_ = store; }
+  std::string CreateKey(const std::string& name);
+  bool RevokeKey(const std::string& key);
+
+  // Starts the server and waits until it listens and /v2/health/live answers.
+  bool Start();
+  // SIGTERM, then waits for the exit; returns the exit code (or -1).
+  int Stop();
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  std::string Log() const;
+
+  uint16_t data_port() const { return data_port_; }
+  uint16_t admin_port() const { return admin_port_; }
+
+ private:
+  void WriteConfig();
+
+  std::filesystem::path dir_;
+  std::filesystem::path store_;
+  std::string extra_config_;
+  pid_t pid_ = -1;
+  uint16_t data_port_ = 0;
+  uint16_t admin_port_ = 0;
+};
+
+// Copies the demo store into `dir` and, when `digits_toml` is not empty, replaces the model.toml
+// of digits version 1 with it. Returns the new store's path.
+std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std::string& digits_toml = "");
+
+// The model.toml of the demo's digits model with other batching settings.
+std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances);
+
+// Reads the held-out set: each row is a label and 64 pixel intensities.
+struct Digit {
+  int label;
+  std::vector<int> pixels;
+};
+std::vector<Digit> LoadHeldOut();
+std::string InferBody(const std::vector<const Digit*>& digits);
+
+}  // namespace pillar::testing
