@@ -61,7 +61,9 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   }
   EXPECT_EQ(InFlight(server, key), kClients);
   ::kill(server.pid(), SIGTERM);
+  // The signal is taken asynchronously; readiness must turn false while the requests still run.
   HttpReply ready = watcher.Request("GET", "/v2/health/ready");
+  for (int i = 0; i < 100 && ready.status == 200; ++i) ready = watcher.Request("GET", "/v2/health/ready");
   EXPECT_EQ(ready.status, 503);
   EXPECT_EQ(ready.body, R"({"ready":false})");
   for (std::thread& t : clients) t.join();
@@ -178,7 +180,7 @@ TEST(LifecycleTest, ServesTlsWhenConfigured) {
   std::string key = server.CreateKey("tls");
   std::string config = "[data]\naddress = \"127.0.0.1\"\nport = 0\ntls_certificate = \"" + dir +
                        "/cert.pem\"\ntls_private_key = \"" + dir + "/key.pem\"\n[admin]\nport = 0\n[repository]\npath = \"" +
-                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + dir + "/state.db\"\n";
+                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + dir + "/state.db\"\n[logging]\naccess_log = \"\"\n";
   std::ofstream(server.config_path()) << config;
   std::string ports = dir + "/tls-ports";
   pid_t pid = ::fork();
