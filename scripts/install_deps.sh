@@ -13,7 +13,8 @@ packages=(
   curl openssl
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  packages+=(wrk nginx-light python3-fastapi python3-uvicorn)
+  # uvicorn with httptools and uvloop is what `pip install uvicorn[standard]` gives a user.
+  packages+=(wrk nginx-light python3-fastapi python3-uvicorn python3-httptools python3-uvloop)
 fi
 
 missing=()

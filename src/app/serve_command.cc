@@ -143,7 +143,9 @@ int RunServe(const ServeOptions& options) {
 
   http::Router data_router = DataRouter();
   http::Router admin_router = AdminRouter();
-  http::HttpServer server(config->limits, handler, &metrics);
+  const int threads =
+      config->threads > 0 ? config->threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  http::HttpServer server(config->limits, handler, &metrics, threads);
   absl::StatusOr<uint16_t> data_port = server.AddListener(config->data, data_router);
   if (!data_port.ok()) return Fail(data_port.status());
   absl::StatusOr<uint16_t> admin_port = server.AddListener(config->admin, admin_router);
@@ -151,8 +153,7 @@ int RunServe(const ServeOptions& options) {
   if (!options.ports_file.empty()) {
     if (absl::Status s = WritePortsFile(options.ports_file, *data_port, *admin_port); !s.ok()) return Fail(s);
   }
-  int threads = config->threads > 0 ? config->threads : int(std::max(1u, std::thread::hardware_concurrency()));
-  server.Start(threads);
+  server.Start();
   std::fprintf(stderr, "pillar: serving data plane on %s://%s:%u, admin plane on %s://%s:%u (%d threads)\n",
                config->data.tls_certificate.empty() ? "http" : "https", config->data.address.c_str(),
                *data_port, config->admin.tls_certificate.empty() ? "http" : "https",

@@ -2,7 +2,6 @@
 
 #include <optional>
 
-#include "common/strings.h"
 
 
 namespace pillar::http {
@@ -34,25 +33,29 @@ std::optional<std::string> PercentDecode(std::string_view segment) {
   return out;
 }
 
-// Matches `path` against `pattern`; fills `params` on success.
+// Matches `path` against `pattern` segment by segment, without allocating unless a parameter
+// is captured; fills `params` on success.
 bool MatchPattern(std::string_view pattern, std::string_view path,
                   std::vector<std::pair<std::string_view, std::string>>& params) {
   params.clear();
-  std::vector<std::string_view> want = Split(pattern, '/');
-  std::vector<std::string_view> have = Split(path, '/');
-  if (want.size() != have.size()) return false;
-  for (size_t i = 0; i < want.size(); ++i) {
-    std::string_view w = want[i];
-    if (w.size() > 2 && w.front() == '{' && w.back() == '}') {
-      if (have[i].empty()) return false;
-      std::optional<std::string> value = PercentDecode(have[i]);
+  while (true) {
+    size_t want_end = pattern.find('/');
+    size_t have_end = path.find('/');
+    std::string_view want = pattern.substr(0, want_end);
+    std::string_view have = path.substr(0, have_end);
+    if (want.size() > 2 && want.front() == '{' && want.back() == '}') {
+      if (have.empty()) return false;
+      std::optional<std::string> value = PercentDecode(have);
       if (!value) return false;
-      params.emplace_back(w.substr(1, w.size() - 2), std::move(*value));
-    } else if (w != have[i]) {
+      params.emplace_back(want.substr(1, want.size() - 2), std::move(*value));
+    } else if (want != have) {
       return false;
     }
+    if ((want_end == std::string_view::npos) != (have_end == std::string_view::npos)) return false;
+    if (want_end == std::string_view::npos) return true;
+    pattern.remove_prefix(want_end + 1);
+    path.remove_prefix(have_end + 1);
   }
-  return true;
 }
 
 }  // namespace

@@ -371,18 +371,27 @@ bool IsLoopbackAddress(std::string_view address) {
   return !ec && parsed.is_loopback();
 }
 
+// One event loop per thread, like nginx's worker processes: a connection lives on one loop for
+// its whole life, so its handlers never hop threads, need no strand, and wake nobody else. The
+// acceptors run on loop 0 and hand connections to the loops in turn.
 struct HttpServer::Impl {
-  explicit Impl(Limits limits, Handler& handler) : core{limits, handler, {}} { ioc.emplace(); }
-
-  // Sessions still queued in the event loop refer to `core` and their listener, so the loop
-  // goes first (destroying them), and the acceptors before it, as they belong to the loop.
-  ~Impl() {
-    for (Listener& listener : listeners) listener.acceptor.reset();
-    ioc.reset();
+  Impl(Limits limits, Handler& handler, int threads) : core{limits, handler, {}} {
+    for (int i = 0; i < std::max(1, threads); ++i) {
+      loops.push_back(std::make_unique<net::io_context>(1));
+    }
   }
 
+  // Sessions still queued in the loops refer to `core` and their listener, so the loops go
+  // first (destroying them), and the acceptors before them, as they belong to loop 0.
+  ~Impl() {
+    for (Listener& listener : listeners) listener.acceptor.reset();
+    loops.clear();
+  }
+
+  net::io_context& NextLoop() { return *loops[next_loop++ % loops.size()]; }
+
   void Accept(Listener& listener) {
-    listener.acceptor->async_accept(net::make_strand(*ioc), [this, &listener](beast::error_code ec, tcp::socket socket) {
+    listener.acceptor->async_accept(NextLoop(), [this, &listener](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !listener.acceptor->is_open()) return;
       if (!ec) {
         if (core.connections.load() >= core.limits.max_connections) {
@@ -404,17 +413,18 @@ struct HttpServer::Impl {
     });
   }
 
-  std::optional<net::io_context> ioc;
-  // Keeps the loop running while no socket operation is pending, e.g. during a drain, when the
+  std::vector<std::unique_ptr<net::io_context>> loops;
+  // Keep the loops running while no socket operation is pending, e.g. during a drain, when the
   // listeners are closed and every open request waits on a model.
-  std::optional<net::executor_work_guard<net::io_context::executor_type>> work;
+  std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
+  size_t next_loop = 0;  // used by loop 0's thread only
   Core core;
   std::list<Listener> listeners;
   std::vector<std::thread> threads;
 };
 
-HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics)
-    : impl_(std::make_unique<Impl>(limits, handler)) {
+HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics, int threads)
+    : impl_(std::make_unique<Impl>(limits, handler, threads)) {
   if (metrics != nullptr) {
     impl_->core.stats.rejected = &metrics->AddCounter(
         "pillar_http_rejected_total", "Requests refused by the HTTP layer, by listener and reason.",
@@ -457,7 +467,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
   if (ec) return absl::InvalidArgumentError(StrCat("listener '", options.name, "': bad address '", options.address, "'"));
   tcp::endpoint endpoint(ip, options.port);
   Listener& listener = impl_->listeners.emplace_back(
-      Listener{options, router, std::move(context), tcp::acceptor(net::make_strand(*impl_->ioc))});
+      Listener{options, router, std::move(context), tcp::acceptor(*impl_->loops[0])});
   auto fail = [&](std::string_view what) {
     std::string message = StrCat("listener '", options.name, "' on ", options.address, ":",
                                        options.port, ": ", what, ": ", ec.message());
@@ -477,10 +487,10 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
   return listener.acceptor->local_endpoint().port();
 }
 
-void HttpServer::Start(int threads) {
-  impl_->work.emplace(impl_->ioc->get_executor());
-  for (int i = 0; i < std::max(1, threads); ++i) {
-    impl_->threads.emplace_back([this] { impl_->ioc->run(); });
+void HttpServer::Start() {
+  for (auto& loop : impl_->loops) {
+    impl_->work.push_back(net::make_work_guard(*loop));
+    impl_->threads.emplace_back([loop = loop.get()] { loop->run(); });
   }
 }
 
@@ -498,8 +508,8 @@ int64_t HttpServer::ResponsesInProgress() const { return impl_->core.writing.loa
 void HttpServer::SetDraining() { impl_->core.draining = true; }
 
 void HttpServer::Stop() {
-  impl_->work.reset();
-  impl_->ioc->stop();
+  impl_->work.clear();
+  for (auto& loop : impl_->loops) loop->stop();
   for (std::thread& t : impl_->threads) {
     if (t.joinable()) t.join();
   }

@@ -4,9 +4,9 @@
 // a worker. It parses, matches the route and hands a plain Request to the Handler; it knows
 // nothing of models.
 //
-//   HttpServer server(limits, handler, &metrics);
+//   HttpServer server(limits, handler, &metrics, threads);
 //   uint16_t port = *server.AddListener({"data", "127.0.0.1", 0}, router);
-//   server.Start(threads);  ...  server.StopAccepting(); server.Stop();
+//   server.Start();  ...  server.StopAccepting(); server.Stop();
 // Protocol errors are answered here, each with a precise 4xx JSON body and a count in
 // pillar_http_rejected_total{listener,reason}.
 #pragma once
@@ -66,7 +66,8 @@ class Handler {
 class HttpServer {
  public:
   // `handler` and every router given to AddListener must outlive the server.
-  HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics);
+  // `threads` event loops, one per thread, serve the connections.
+  HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics, int threads);
   ~HttpServer();
   HttpServer(const HttpServer&) = delete;
   HttpServer& operator=(const HttpServer&) = delete;
@@ -74,8 +75,8 @@ class HttpServer {
   // Binds and listens; returns the bound port. FailedPrecondition for plaintext on a
   // non-loopback address without allow_plaintext; InvalidArgument for bad TLS files.
   absl::StatusOr<uint16_t> AddListener(const ListenerOptions& options, const Router& router);
-  // Serves on `threads` threads until Stop().
-  void Start(int threads);
+  // Serves until Stop().
+  void Start();
   // Closes the listening sockets; open connections are served on.
   void StopAccepting();
   // From now on every response closes its connection.

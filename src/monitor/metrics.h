@@ -17,6 +17,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
@@ -92,12 +93,26 @@ class Family final : public FamilyBase {
         make_(std::move(make)) {}
 
   // The metric for these label values, created on first use. Values must match the label count.
+  // The lookup of an existing metric allocates nothing and takes a shared lock.
   Metric& Get(std::initializer_list<std::string_view> values) {
-    std::vector<std::string> key(values.begin(), values.end());
+    thread_local std::string key;
+    key.clear();
+    for (std::string_view v : values) {
+      key.append(v);
+      key.push_back('\x1f');  // unit separator: cannot appear in a sane label value
+    }
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = index_.find(key);
+      if (it != index_.end()) return *it->second;
+    }
     absl::MutexLock lock(&mu_);
-    auto it = metrics_.find(key);
-    if (it == metrics_.end()) it = metrics_.emplace(std::move(key), make_()).first;
-    return *it->second;
+    auto it = index_.find(key);
+    if (it != index_.end()) return *it->second;
+    std::vector<std::string> labels(values.begin(), values.end());
+    Metric* metric = metrics_.emplace(std::move(labels), make_()).first->second.get();
+    index_.emplace(key, metric);
+    return *metric;
   }
   Metric& Get() { return Get({}); }
 
@@ -107,6 +122,7 @@ class Family final : public FamilyBase {
   std::function<std::unique_ptr<Metric>()> make_;
   mutable absl::Mutex mu_;
   std::map<std::vector<std::string>, std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mu_);
+  std::unordered_map<std::string, Metric*> index_ ABSL_GUARDED_BY(mu_);  // joined labels -> metric
 };
 
 template <>

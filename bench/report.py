@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""Turns the raw outputs of bench/run_all.sh into the markdown table of docs/benchmarks.md.
+
+Medians over rounds; ratios are pillar / peer for throughput and peer / pillar for latency,
+so a ratio above 1 always means pillar did better.
+"""
+import re
+import statistics
+import sys
+
+UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3}
+
+
+def wrk(path):
+    text = open(path).read()
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", text).group(1))
+    lat = {}
+    for pct, value, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", text, re.M):
+        lat[pct] = float(value) * UNITS[unit]
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    socket_errors = re.search(r"Socket errors: (.*)", text)
+    return {"rps": rps, "p50": lat.get("50"), "p99": lat.get("99"),
+            "non2xx": int(errors.group(1)) if errors else 0,
+            "socket_errors": socket_errors.group(1) if socket_errors else ""}
+
+
+def histogram(text, name, labels=""):
+    """Cumulative buckets {le: count} of one histogram series."""
+    buckets = {}
+    pattern = re.escape(name) + r"_bucket\{" + re.escape(labels) + r"(?:,)?le=\"([^\"]+)\"\} (\d+)"
+    for le, count in re.findall(pattern, text):
+        buckets[float("inf") if le == "+Inf" else float(le)] = int(count)
+    return buckets
+
+
+def median_from_delta(before, after):
+    """Median of the observations between two snapshots, interpolated inside its bucket."""
+    les = sorted(after)
+    counts = [after[le] - before.get(le, 0) for le in les]
+    total = counts[-1]
+    if total == 0:
+        return None
+    half = total / 2
+    prev_le, prev_count = 0.0, 0
+    for le, count in zip(les, counts):
+        if count >= half:
+            if le == float("inf"):
+                return prev_le
+            return prev_le + (le - prev_le) * (half - prev_count) / max(1, count - prev_count)
+        prev_le, prev_count = le, count
+    return None
+
+
+def med(values):
+    values = [v for v in values if v is not None]
+    return statistics.median(values) if values else float("nan")
+
+
+def main():
+    out, rounds = sys.argv[1], int(sys.argv[2])
+    r = range(1, rounds + 1)
+    runs = {}
+    for name in ["pillar_infer_c1", "fastapi_infer_c1", "pillar_infer_c64", "fastapi_infer_c64",
+                 "pillar_http_c64", "nginx_http_c64"]:
+        results = [wrk(f"{out}/{name}_r{i}.txt") for i in r]
+        runs[name] = {k: med([x[k] for x in results]) for k in ("rps", "p50", "p99")}
+        runs[name]["errors"] = sum(x["non2xx"] for x in results)
+    overhead, stages = [], {}
+    for i in r:
+        before = open(f"{out}/pillar_c1_r{i}_before.prom").read()
+        after = open(f"{out}/pillar_c1_r{i}_after.prom").read()
+        overhead.append(median_from_delta(histogram(before, "pillar_request_overhead_seconds"),
+                                          histogram(after, "pillar_request_overhead_seconds")))
+        for stage in re.findall(r'pillar_stage_duration_seconds_count\{stage="([^"]+)"\}', after):
+            label = f'stage="{stage}",'
+            stages.setdefault(stage, []).append(median_from_delta(
+                histogram(before, "pillar_stage_duration_seconds", label),
+                histogram(after, "pillar_stage_duration_seconds", label)))
+
+    p, f = runs["pillar_infer_c64"], runs["fastapi_infer_c64"]
+    p1, f1 = runs["pillar_infer_c1"], runs["fastapi_infer_c1"]
+    ph, ng = runs["pillar_http_c64"], runs["nginx_http_c64"]
+    print(f"Medians of {rounds} rounds; ratio > 1 means pillar did better.\n")
+    print("| comparison | pillar | peer | ratio | goal |")
+    print("| --- | --- | --- | --- | --- |")
+    print(f"| infer, 64 connections, requests/s (peer: FastAPI+uvicorn) | {p['rps']:.0f} | {f['rps']:.0f} | "
+          f"{p['rps'] / f['rps']:.1f}x | >= 10x |")
+    print(f"| infer, 64 connections, p99 latency ms | {p['p99']:.2f} | {f['p99']:.2f} | "
+          f"{f['p99'] / p['p99']:.1f}x | lower |")
+    print(f"| infer, 1 connection, p50 latency ms | {p1['p50']:.3f} | {f1['p50']:.3f} | "
+          f"{f1['p50'] / p1['p50']:.1f}x | lower |")
+    print(f"| infer, 1 connection, requests/s | {p1['rps']:.0f} | {f1['rps']:.0f} | "
+          f"{p1['rps'] / f1['rps']:.1f}x | |")
+    print(f"| HTTP layer, 64 connections, requests/s (pillar GET /v2 with key; peer: nginx return 200) | "
+          f"{ph['rps']:.0f} | {ng['rps']:.0f} | {ph['rps'] / ng['rps']:.2f}x | >= 0.8x |")
+    print(f"| HTTP layer, 64 connections, p99 latency ms | {ph['p99']:.2f} | {ng['p99']:.2f} | "
+          f"{ng['p99'] / ph['p99']:.2f}x | |")
+    ov = med(overhead)
+    print(f"| server-side overhead, 1 connection, median us (Triton's published figure: 36 us) | "
+          f"{ov * 1e6:.1f} | 36 | {36 / (ov * 1e6):.2f}x | < 50 us |")
+    print()
+    print("Per-stage median time at 1 connection (us), from pillar_stage_duration_seconds:")
+    print()
+    print("| " + " | ".join(stages) + " |")
+    print("|" + " --- |" * len(stages))
+    print("| " + " | ".join(f"{med(v) * 1e6:.1f}" for v in stages.values()) + " |")
+    errors = {k: v["errors"] for k, v in runs.items() if v["errors"]}
+    if errors:
+        print(f"\nNon-2xx responses during the runs: {errors}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# pillar's side-by-side benchmarks, in one run on this machine (see docs/benchmarks.md):
+#   1. inference: pillar vs FastAPI+uvicorn serving the same TorchScript model, 1 and 64 connections
+#   2. HTTP layer: pillar's cheapest authenticated route (GET /v2) vs nginx `return 200`
+#   3. server-side overhead: pillar's per-request time outside model compute, from its metrics
+# Each pair runs BENCH_ROUNDS times, alternating servers; the report takes medians.
+# Usage: bench/run_all.sh [PILLAR_BINARY]     (make bench)
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pillar=$(realpath "${1:-$root/build/src/pillar}")
+seconds=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
+work=$(mktemp -d /tmp/pillar-bench-XXXXXX)
+out="$work/raw"
+mkdir -p "$out"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -f "$work/nginx/nginx.pid" ]] && kill "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_http() {  # url, [header]
+  for _ in $(seq 1 300); do
+    if curl -s -o /dev/null -w '%{http_code}' ${2:+-H "$2"} "$1" | grep -qE '^(200|401|405)$'; then return 0; fi
+    sleep 0.1
+  done
+  echo "bench: $1 did not come up" >&2; return 1
+}
+
+# pillar, on the committed demo store, 2 event-loop threads (one per core), access log to a file.
+cat > "$work/pillar.toml" <<TOML
+[server]
+threads = 2
+[data]
+port = 0
+[admin]
+port = 0
+[repository]
+path = "$root/models/demo/store"
+[state]
+path = "$work/state.db"
+[logging]
+access_log = "$work/access.log"
+TOML
+key=$("$pillar" key create -c "$work/pillar.toml" --name bench 2>/dev/null)
+"$pillar" serve -c "$work/pillar.toml" --ports-file "$work/ports" 2>"$work/pillar.log" &
+pids+=($!)
+for _ in $(seq 1 300); do [[ -f "$work/ports" ]] && break; sleep 0.1; done
+pillar_port=$(sed -n 's/^data=//p' "$work/ports")
+admin_port=$(sed -n 's/^admin=//p' "$work/ports")
+wait_http "http://127.0.0.1:$pillar_port/v2/health/ready"
+
+# FastAPI + uvicorn with two worker processes (one per core), the same model file.
+fastapi_port=$(free_port)
+(cd "$root/bench" && exec /usr/bin/python3 fastapi_server.py "$root/models/demo/store/digits/1/model.pt" \
+  "$key" "$fastapi_port" 2 2>"$work/fastapi.log") &
+pids+=($!)
+wait_http "http://127.0.0.1:$fastapi_port/v2/models/digits/infer"
+
+# nginx `return 200`.
+nginx_port=$(free_port)
+mkdir -p "$work/nginx"
+sed -e "s#@DIR@#$work/nginx#g" -e "s#@PORT@#$nginx_port#g" "$root/bench/nginx.conf.in" > "$work/nginx/nginx.conf"
+nginx -c "$work/nginx/nginx.conf"
+wait_http "http://127.0.0.1:$nginx_port/"
+
+# A real held-out digit as the request body.
+row=$(sed -n 2p "$root/models/demo/heldout.csv")
+printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' "${row#*,}" > "$work/body.json"
+export BENCH_KEY="$key" BENCH_BODY_FILE="$work/body.json"
+
+run_wrk() {  # name threads connections url script
+  local name=$1 threads=$2 conns=$3 url=$4 script=$5
+  wrk -t"$threads" -c"$conns" -d"${seconds}s" --latency -s "$root/bench/$script" "$url" > "$out/$name.txt" 2>&1
+}
+metrics() { curl -s -H "Authorization: Bearer $key" "http://127.0.0.1:$admin_port/metrics" > "$out/$1.prom"; }
+
+echo "bench: warming up" >&2
+BENCH_PATH=/v2/models/digits/infer wrk -t2 -c16 -d3s -s "$root/bench/post_infer.lua" "http://127.0.0.1:$pillar_port" >/dev/null
+BENCH_PATH=/v2/models/digits/infer wrk -t2 -c16 -d3s -s "$root/bench/post_infer.lua" "http://127.0.0.1:$fastapi_port" >/dev/null
+
+for r in $(seq 1 "$rounds"); do
+  echo "bench: round $r of $rounds" >&2
+  export BENCH_PATH=/v2/models/digits/infer
+  metrics "pillar_c1_r${r}_before"
+  run_wrk "pillar_infer_c1_r$r" 1 1 "http://127.0.0.1:$pillar_port" post_infer.lua
+  metrics "pillar_c1_r${r}_after"
+  run_wrk "fastapi_infer_c1_r$r" 1 1 "http://127.0.0.1:$fastapi_port" post_infer.lua
+  run_wrk "pillar_infer_c64_r$r" 2 64 "http://127.0.0.1:$pillar_port" post_infer.lua
+  run_wrk "fastapi_infer_c64_r$r" 2 64 "http://127.0.0.1:$fastapi_port" post_infer.lua
+  BENCH_PATH=/v2 run_wrk "pillar_http_c64_r$r" 2 64 "http://127.0.0.1:$pillar_port" get_auth.lua
+  BENCH_PATH=/ BENCH_KEY="" run_wrk "nginx_http_c64_r$r" 2 64 "http://127.0.0.1:$nginx_port" get_auth.lua
+done
+
+/usr/bin/python3 "$root/bench/report.py" "$out" "$rounds" | tee "$work/report.md"
+mkdir -p "$root/bench/results"
+cp "$work/report.md" "$root/bench/results/latest.md"
+echo "bench: raw outputs in $out" >&2
