@@ -39,8 +39,6 @@ using tcp = net::ip::tcp;
 
 constexpr size_t kReadChunk = 16 * 1024;
 
-std::chrono::nanoseconds ToChrono(absl::Duration d) { return absl::ToChronoNanoseconds(d); }
-
 // Headers that must appear at most once: a second copy is either an attack (request smuggling,
 // credential confusion) or a broken client, and either way the request is ambiguous.
 constexpr bhttp::field kSingletonHeaders[] = {
@@ -76,16 +74,52 @@ struct Listener {
   }
 };
 
+// What a connection waits for, and until when. Deadlines are checked by a sweep that runs on
+// each loop every kSweepInterval instead of a timer per wait: arming and cancelling a timer
+// twice per request cost more than the rest of a cheap request.
+class Deadlined {
+ public:
+  virtual ~Deadlined() = default;
+  virtual void OnDeadline() = 0;
+  int64_t deadline_ns = 0;  // 0: nothing to wait for
+};
+
+constexpr auto kSweepInterval = std::chrono::milliseconds(100);
+
+struct Loop {
+  Loop() : sweep(context) {}
+  net::io_context context{1};
+  net::steady_timer sweep;
+  // Every session on this loop; expired entries are dropped by the sweep. Loop thread only.
+  std::vector<std::weak_ptr<Deadlined>> sessions;
+
+  void Sweep() {
+    const int64_t now = SystemClock().MonotonicNanos();
+    size_t kept = 0;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      std::shared_ptr<Deadlined> session = sessions[i].lock();
+      if (!session) continue;
+      sessions[kept++] = sessions[i];
+      if (session->deadline_ns != 0 && now >= session->deadline_ns) {
+        session->deadline_ns = 0;
+        session->OnDeadline();
+      }
+    }
+    sessions.resize(kept);
+    sweep.expires_after(kSweepInterval);
+    sweep.async_wait([this](beast::error_code ec) {
+      if (!ec) Sweep();
+    });
+  }
+};
+
 template <bool kTls>
-class Session final : public ResponseSink, public std::enable_shared_from_this<Session<kTls>> {
-  using Stream = std::conditional_t<kTls, beast::ssl_stream<beast::tcp_stream>, beast::tcp_stream>;
+class Session final : public ResponseSink, public Deadlined, public std::enable_shared_from_this<Session<kTls>> {
+  using Stream = std::conditional_t<kTls, ssl::stream<tcp::socket>, tcp::socket>;
 
  public:
-  Session(tcp::socket&& socket, Core& core, Listener& listener)
-      : stream_(MakeStream(std::move(socket), listener)),
-        core_(core),
-        listener_(listener),
-        deadline_(stream_.get_executor()) {
+  Session(tcp::socket&& socket, Core& core, Listener& listener, Loop& loop)
+      : stream_(MakeStream(std::move(socket), listener)), core_(core), listener_(listener), loop_(loop) {
     ++core_.connections;
     if (listener_.open) listener_.open->Add(1);
   }
@@ -97,7 +131,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
 
   void Run() {
     beast::error_code ec;
-    tcp::endpoint peer = beast::get_lowest_layer(stream_).socket().remote_endpoint(ec);
+    tcp::endpoint peer = Socket().remote_endpoint(ec);
     if (!ec) remote_ = StrCat(peer.address().to_string(), ":", peer.port());
     net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] { self->Begin(); });
   }
@@ -116,7 +150,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   }
 
  private:
-  enum class Waiting { kNothing, kIdle, kRequest, kHandshake };
+  enum class Waiting { kNothing, kIdle, kRequest, kHandshake, kWrite, kShutdown };
 
   static Stream MakeStream(tcp::socket&& socket, Listener& listener) {
     if constexpr (kTls) {
@@ -126,30 +160,39 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     }
   }
 
-  tcp::socket& Socket() { return beast::get_lowest_layer(stream_).socket(); }
+  tcp::socket& Socket() {
+    if constexpr (kTls) {
+      return stream_.next_layer();
+    } else {
+      return stream_;
+    }
+  }
 
   // One deadline for whatever the session is waiting for. On expiry the socket's pending
   // operation is cancelled (not the socket closed), so a slow request can still get its 408.
   void Arm(Waiting what, absl::Duration after) {
     waiting_ = what;
     timed_out_ = false;
-    const uint64_t generation = ++deadline_generation_;
-    deadline_.expires_after(ToChrono(after));
-    deadline_.async_wait([self = this->shared_from_this(), generation](beast::error_code ec) {
-      if (ec || generation != self->deadline_generation_) return;
-      self->timed_out_ = true;
-      beast::error_code ignored;
-      self->Socket().cancel(ignored);
-    });
+    deadline_ns = SystemClock().MonotonicNanos() + absl::ToInt64Nanoseconds(after);
   }
 
   void Disarm() {
-    ++deadline_generation_;
     waiting_ = Waiting::kNothing;
-    deadline_.cancel();
+    deadline_ns = 0;
+  }
+
+  void OnDeadline() override {
+    beast::error_code ignored;
+    if (waiting_ == Waiting::kRequest) {
+      timed_out_ = true;
+      Socket().cancel(ignored);
+    } else {
+      Socket().close(ignored);  // idle, handshake, write, shutdown: nobody to answer
+    }
   }
 
   void Begin() {
+    loop_.sessions.push_back(this->weak_from_this());
     if constexpr (kTls) {
       Arm(Waiting::kHandshake, core_.limits.tls_handshake_timeout);
       stream_.async_handshake(ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
@@ -313,11 +356,11 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
     response_.body() = std::move(response.body);
     response_.keep_alive(keep_alive_ && !core_.draining.load(std::memory_order_relaxed));
     response_.prepare_payload();
-    beast::get_lowest_layer(stream_).expires_after(ToChrono(core_.limits.write_timeout));
+    Arm(Waiting::kWrite, core_.limits.write_timeout);
     core_.writing.fetch_add(1);
     bhttp::async_write(stream_, response_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
       self->core_.writing.fetch_sub(1);
-      beast::get_lowest_layer(self->stream_).expires_never();
+      self->Disarm();
       if (ec) {
         self->Close();
         return;
@@ -332,7 +375,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
 
   void Shutdown() {
     if constexpr (kTls) {
-      beast::get_lowest_layer(stream_).expires_after(std::chrono::seconds(2));
+      Arm(Waiting::kShutdown, absl::Seconds(2));
       stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->Close(); });
     } else {
       beast::error_code ignored;
@@ -350,8 +393,7 @@ class Session final : public ResponseSink, public std::enable_shared_from_this<S
   Stream stream_;
   Core& core_;
   Listener& listener_;
-  net::steady_timer deadline_;
-  uint64_t deadline_generation_ = 0;
+  Loop& loop_;
   Waiting waiting_ = Waiting::kNothing;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
@@ -376,9 +418,7 @@ bool IsLoopbackAddress(std::string_view address) {
 // acceptors run on loop 0 and hand connections to the loops in turn.
 struct HttpServer::Impl {
   Impl(Limits limits, Handler& handler, int threads) : core{limits, handler, {}} {
-    for (int i = 0; i < std::max(1, threads); ++i) {
-      loops.push_back(std::make_unique<net::io_context>(1));
-    }
+    for (int i = 0; i < std::max(1, threads); ++i) loops.push_back(std::make_unique<Loop>());
   }
 
   // Sessions still queued in the loops refer to `core` and their listener, so the loops go
@@ -388,10 +428,11 @@ struct HttpServer::Impl {
     loops.clear();
   }
 
-  net::io_context& NextLoop() { return *loops[next_loop++ % loops.size()]; }
+  Loop& NextLoop() { return *loops[next_loop++ % loops.size()]; }
 
   void Accept(Listener& listener) {
-    listener.acceptor->async_accept(NextLoop(), [this, &listener](beast::error_code ec, tcp::socket socket) {
+    Loop& loop = NextLoop();
+    listener.acceptor->async_accept(loop.context, [this, &listener, &loop](beast::error_code ec, tcp::socket socket) {
       if (ec == net::error::operation_aborted || !listener.acceptor->is_open()) return;
       if (!ec) {
         if (core.connections.load() >= core.limits.max_connections) {
@@ -403,9 +444,9 @@ struct HttpServer::Impl {
           beast::error_code ignored;
           socket.set_option(tcp::no_delay(true), ignored);
           if (listener.tls) {
-            std::make_shared<Session<true>>(std::move(socket), core, listener)->Run();
+            std::make_shared<Session<true>>(std::move(socket), core, listener, loop)->Run();
           } else {
-            std::make_shared<Session<false>>(std::move(socket), core, listener)->Run();
+            std::make_shared<Session<false>>(std::move(socket), core, listener, loop)->Run();
           }
         }
       }
@@ -413,7 +454,7 @@ struct HttpServer::Impl {
     });
   }
 
-  std::vector<std::unique_ptr<net::io_context>> loops;
+  std::vector<std::unique_ptr<Loop>> loops;
   // Keep the loops running while no socket operation is pending, e.g. during a drain, when the
   // listeners are closed and every open request waits on a model.
   std::vector<net::executor_work_guard<net::io_context::executor_type>> work;
@@ -467,7 +508,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
   if (ec) return absl::InvalidArgumentError(StrCat("listener '", options.name, "': bad address '", options.address, "'"));
   tcp::endpoint endpoint(ip, options.port);
   Listener& listener = impl_->listeners.emplace_back(
-      Listener{options, router, std::move(context), tcp::acceptor(*impl_->loops[0])});
+      Listener{options, router, std::move(context), tcp::acceptor(impl_->loops[0]->context)});
   auto fail = [&](std::string_view what) {
     std::string message = StrCat("listener '", options.name, "' on ", options.address, ":",
                                        options.port, ": ", what, ": ", ec.message());
@@ -489,8 +530,9 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
 
 void HttpServer::Start() {
   for (auto& loop : impl_->loops) {
-    impl_->work.push_back(net::make_work_guard(*loop));
-    impl_->threads.emplace_back([loop = loop.get()] { loop->run(); });
+    impl_->work.push_back(net::make_work_guard(loop->context));
+    net::post(loop->context, [loop = loop.get()] { loop->Sweep(); });
+    impl_->threads.emplace_back([loop = loop.get()] { loop->context.run(); });
   }
 }
 
@@ -509,7 +551,7 @@ void HttpServer::SetDraining() { impl_->core.draining = true; }
 
 void HttpServer::Stop() {
   impl_->work.clear();
-  for (auto& loop : impl_->loops) loop->stop();
+  for (auto& loop : impl_->loops) loop->context.stop();
   for (std::thread& t : impl_->threads) {
     if (t.joinable()) t.join();
   }
