@@ -37,10 +37,24 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 
 }  // namespace
 
+namespace {
+
+// True for bytes that can be copied as they are: printable ASCII other than '"' and '\\'.
+constexpr bool IsPlain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+
+}  // namespace
+
 void AppendJsonString(std::string& out, std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
   out.push_back('"');
-  for (size_t i = 0; i < value.size();) {
+  size_t i = 0;
+  while (i < value.size()) {
+    // Copy the longest run of plain bytes at once; most strings are one run.
+    size_t run = i;
+    while (run < value.size() && IsPlain(static_cast<unsigned char>(value[run]))) ++run;
+    out.append(value.data() + i, run - i);
+    i = run;
+    if (i == value.size()) break;
     unsigned char c = static_cast<unsigned char>(value[i]);
     if (c >= 0x80) {
       size_t n = Utf8SequenceLength(value, i);
@@ -60,13 +74,9 @@ void AppendJsonString(std::string& out, std::string_view value) {
       case '\r': out.append("\\r"); break;
       case '\t': out.append("\\t"); break;
       default:
-        if (c < 0x20) {
-          out.append("\\u00");
-          out.push_back(kHex[c >> 4]);
-          out.push_back(kHex[c & 0xf]);
-        } else {
-          out.push_back(static_cast<char>(c));
-        }
+        out.append("\\u00");
+        out.push_back(kHex[c >> 4]);
+        out.push_back(kHex[c & 0xf]);
     }
     ++i;
   }

@@ -29,18 +29,20 @@ void Chain::Start(Exchange& ex) {
 }
 
 void Chain::RunForward(Exchange& ex) {
+  // One clock reading per stage boundary: the end of a stage is the start of the next.
+  int64_t start = clock_.MonotonicNanos();
   while (ex.next_stage_ < stages_.size()) {
     const size_t i = ex.next_stage_;
-    const int64_t start = clock_.MonotonicNanos();
     ex.suspended_at_ns_ = start;
     StageResult result = stages_[i]->OnRequest(ex);
     if (result == StageResult::kSuspend) return;  // the stage owns the next move
     const int64_t now = clock_.MonotonicNanos();
     ex.stage_ns[i] += now - start;
+    start = now;
     ex.next_stage_ = i + 1;
     if (result == StageResult::kStop) break;
   }
-  Finish(ex, clock_.MonotonicNanos());
+  Finish(ex, start);
 }
 
 void Chain::Resume(Exchange& ex, StageResult result) {
