@@ -76,6 +76,7 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text, std::
 
   config.batching.max_queue_delay_us = root["batching"]["max_queue_delay_us"].value_or<int64_t>(0);
   config.batching.max_queue_size = root["batching"]["max_queue_size"].value_or<int64_t>(1024);
+  config.batching.adaptive_delay = root["batching"]["adaptive_delay"].value_or<bool>(true);
   if (config.batching.max_queue_delay_us < 0 || config.batching.max_queue_delay_us > 10'000'000) {
     return Error(source, "batching.max_queue_delay_us must be in [0, 10000000]");
   }

@@ -147,7 +147,9 @@ TEST(BatchingRunnerTest, WaitsUpToTheQueueDelayForABatchToFill) {
   auto backend = std::make_unique<DoublingBackend>();
   DoublingBackend* b = backend.get();
   instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(2, 2'000'000, 16), std::move(instances), SystemClock());
+  models::ModelConfig config = Config(2, 2'000'000, 16);
+  config.batching.adaptive_delay = false;
+  BatchingRunner runner(config, std::move(instances), SystemClock());
   auto start = std::chrono::steady_clock::now();
   auto a = Submit(runner, Request({1, 1}, 1));
   auto c = Submit(runner, Request({2, 2}, 1));  // completes the batch well before the 2 s delay
@@ -212,6 +214,34 @@ TEST(BatchingRunnerTest, DestructionFailsQueuedRequests) {
   release.join();
   EXPECT_TRUE(running.get().ok());
   EXPECT_EQ(queued.get().status().code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace pillar::runtime
+
+namespace pillar::runtime {
+namespace {
+
+TEST(BatchingRunnerTest, ALoneRequestDoesNotWaitForCompanyWhenAdaptive) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<DoublingBackend>());
+  BatchingRunner runner(Config(8, 2'000'000, 16), std::move(instances), SystemClock());
+  auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(Submit(runner, Request({1, 1}, 1)).get().ok());
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(500));
+}
+
+TEST(BatchingRunnerTest, WithoutAdaptiveDelayALoneRequestWaitsTheFullDelay) {
+  models::ModelConfig config = Config(8, 300'000, 16);
+  config.batching.adaptive_delay = false;
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<DoublingBackend>());
+  BatchingRunner runner(config, std::move(instances), SystemClock());
+  auto start = std::chrono::steady_clock::now();
+  absl::StatusOr<InferResult> r = Submit(runner, Request({1, 1}, 1)).get();
+  ASSERT_TRUE(r.ok());
+  EXPECT_GE(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(300));
+  EXPECT_GE(r->queue_ns, 300'000'000);
 }
 
 }  // namespace

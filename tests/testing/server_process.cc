@@ -165,13 +165,14 @@ std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std:
   return store;
 }
 
-std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances) {
+std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances,
+                       bool adaptive_delay) {
   std::ostringstream t;
   t << "platform = \"torchscript\"\nmax_batch_size = " << max_batch_size << "\n"
     << "[[input]]\nname = \"pixels\"\ndatatype = \"FP32\"\nshape = [64]\n"
     << "[[output]]\nname = \"probabilities\"\ndatatype = \"FP32\"\nshape = [10]\n"
     << "[batching]\nmax_queue_delay_us = " << max_queue_delay_us << "\nmax_queue_size = " << max_queue_size
-    << "\n[instance]\ncount = " << instances << "\nkind = \"cpu\"\n";
+    << "\nadaptive_delay = " << (adaptive_delay ? "true" : "false") << "\n[instance]\ncount = " << instances << "\nkind = \"cpu\"\n";
   return t.str();
 }
 

@@ -68,7 +68,10 @@ class ServerProcess {
 std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std::string& digits_toml = "");
 
 // The model.toml of the demo's digits model with other batching settings.
-std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances);
+// With adaptive_delay false, every request waits the full delay: tests use it to hold requests
+// in flight.
+std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances,
+                       bool adaptive_delay = false);
 
 // Reads the held-out set: each row is a label and 64 pixel intensities.
 struct Digit {

@@ -1,0 +1,133 @@
+// The route and decode stages, and the execute stage's hand-off to a runner, on their own.
+#include <gtest/gtest.h>
+
+#include "pipeline/chain.h"
+#include "routing/decode_stage.h"
+#include "routing/route_stage.h"
+#include "runtime/execute_stage.h"
+
+namespace pillar::routing {
+namespace {
+
+using pipeline::Exchange;
+using pipeline::Operation;
+using pipeline::StageResult;
+
+// Answers every request at once with one output row per input row.
+class EchoRunner final : public runtime::Runner {
+ public:
+  void Infer(protocol::InferenceRequest request, runtime::InferCallback done) override {
+    runtime::InferResult result;
+    result.outputs.push_back(request.inputs[0]);
+    result.outputs[0].name = "y";
+    result.batch_size = request.inputs[0].shape[0];
+    std::move(done)(std::move(result));
+  }
+  bool Ready() const override { return true; }
+};
+
+std::unique_ptr<runtime::ModelRegistry> Registry() {
+  models::ScanResult scan;
+  models::ModelConfig config;
+  config.platform = "torchscript";
+  config.max_batch_size = 4;
+  config.inputs = {{"x", protocol::DataType::kInt32, {1}}};
+  config.outputs = {{"y", protocol::DataType::kInt32, {1}}};
+  scan.versions.push_back({"echo", 1, "/nonexistent", config});
+  scan.versions.push_back({"echo", 2, "/nonexistent", config});
+  scan.versions.push_back({"broken", 1, "/nonexistent", absl::InvalidArgumentError("bad toml")});
+  return runtime::ModelRegistry::Build(std::move(scan), [](const models::VersionEntry& entry)
+                                           -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
+    if (entry.version == 2) return absl::InternalError("cannot load version 2");
+    return std::make_unique<EchoRunner>();
+  });
+}
+
+TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
+  auto registry = Registry();
+  RouteStage stage(*registry);
+  Exchange ex;
+  ex.operation = Operation::kInfer;
+  ex.model_name = "echo";
+  EXPECT_EQ(stage.OnRequest(ex), StageResult::kContinue);
+  EXPECT_EQ(ex.model->version, 1);  // version 2 failed to load
+
+  Exchange v2;
+  v2.operation = Operation::kInfer;
+  v2.model_name = "echo";
+  v2.model_version = "2";
+  EXPECT_EQ(stage.OnRequest(v2), StageResult::kStop);
+  EXPECT_EQ(v2.response.status, 503);
+  EXPECT_NE(v2.error.find("cannot load version 2"), std::string::npos);
+
+  Exchange meta;  // metadata of a version that failed to load is still routed
+  meta.operation = Operation::kModelReady;
+  meta.model_name = "echo";
+  meta.model_version = "2";
+  EXPECT_EQ(stage.OnRequest(meta), StageResult::kContinue);
+
+  Exchange unknown;
+  unknown.operation = Operation::kModelMetadata;
+  unknown.model_name = "nope";
+  EXPECT_EQ(stage.OnRequest(unknown), StageResult::kStop);
+  EXPECT_EQ(unknown.response.status, 404);
+  EXPECT_EQ(unknown.error, "unknown model 'nope'");
+
+  Exchange server;
+  server.operation = Operation::kServerMetadata;
+  EXPECT_EQ(stage.OnRequest(server), StageResult::kContinue);
+}
+
+TEST(DecodeStageTest, DecodesInferBodiesOnly) {
+  DecodeStage stage;
+  Exchange ex;
+  ex.operation = Operation::kInfer;
+  ex.body = R"({"inputs":[{"name":"x","shape":[1,1],"datatype":"INT32","data":[5]}]})";
+  EXPECT_EQ(stage.OnRequest(ex), StageResult::kContinue);
+  ASSERT_TRUE(ex.infer_request.has_value());
+  Exchange bad;
+  bad.operation = Operation::kInfer;
+  bad.body = "nope";
+  EXPECT_EQ(stage.OnRequest(bad), StageResult::kStop);
+  EXPECT_EQ(bad.response.status, 400);
+  Exchange meta;
+  meta.operation = Operation::kModelMetadata;
+  meta.body = "not json, not looked at";
+  EXPECT_EQ(stage.OnRequest(meta), StageResult::kContinue);
+}
+
+TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
+  auto registry = Registry();
+  std::vector<std::unique_ptr<pipeline::Stage>> stages;
+  stages.push_back(std::make_unique<RouteStage>(*registry));
+  stages.push_back(std::make_unique<DecodeStage>());
+  stages.push_back(std::make_unique<runtime::ExecuteStage>(std::map<Operation, runtime::ExecuteStage::Handler>{}));
+  pipeline::Chain chain(std::move(stages), nullptr);
+  Exchange ex;
+  ex.operation = Operation::kInfer;
+  ex.model_name = "echo";
+  ex.body = R"({"id":"r1","inputs":[{"name":"x","shape":[2,1],"datatype":"INT32","data":[5,6]}]})";
+  std::vector<absl::AnyInvocable<void() &&>> posted;
+  bool done = false;
+  ex.post = [&](absl::AnyInvocable<void() &&> task) { posted.push_back(std::move(task)); };
+  ex.on_complete = [&](Exchange&) { done = true; };
+  chain.Start(ex);
+  EXPECT_FALSE(done);  // the runner answered, but the answer is posted to the exchange's thread
+  ASSERT_EQ(posted.size(), 1u);
+  std::move(posted[0])();
+  EXPECT_TRUE(done);
+  EXPECT_EQ(ex.response.body,
+            R"({"model_name":"echo","model_version":"1","id":"r1","outputs":[{"name":"y","datatype":"INT32","shape":[2,1],"data":[5,6]}]})");
+  EXPECT_EQ(ex.infer_result.batch_size, 2);
+}
+
+TEST(ExecuteStageTest, AnOperationWithoutAHandlerIs501) {
+  runtime::ExecuteStage stage({});
+  Exchange ex;
+  ex.operation = Operation::kMetrics;
+  EXPECT_EQ(stage.OnRequest(ex), StageResult::kStop);
+  EXPECT_EQ(ex.response.status, 501);
+}
+
+}  // namespace
+}  // namespace pillar::routing
