@@ -109,7 +109,7 @@ def main():
                "dataset_sha256": data_hash, "train_rows": len(x_train),
                "heldout_rows": len(x_test), "torch": torch.__version__, "models": {}}
     for name, cls, desc, delay, inst in [
-            ("digits", Mlp, "Primary digit classifier: MLP 64-128-64-10.", 200, 2),
+            ("digits", Mlp, "Primary digit classifier: MLP 64-128-64-10.", 200, 1),
             ("digits-lite", Linear, "Fallback digit classifier: linear 64-10.", 100, 1)]:
         model = train(cls(), xt, yt).eval()
         acc = accuracy(model, xh, yh)

@@ -30,8 +30,8 @@ struct BatchingConfig {
   int64_t max_queue_delay_us = 0;
   // Requests waiting beyond this are refused with 503 and Retry-After.
   int64_t max_queue_size = 1024;
-  // Skip the wait when requests arrive further apart than the time left to wait (a lone
-  // client gets no added latency). False waits the full delay, as Triton does.
+  // Wait for company only while another instance is executing (the model is under load); an
+  // idle model runs a lone request at once. False always waits the full delay, as Triton does.
   bool adaptive_delay = true;
 };
 

@@ -72,15 +72,7 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
         StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"), wait));
     return;
   }
-  const int64_t now = clock_.MonotonicNanos();
-  if (last_arrival_ns_ != 0) {
-    // Gaps beyond twice the delay all mean "too far apart to wait for"; capping them lets the
-    // estimate recover within a few requests when a burst follows a quiet spell.
-    double gap = std::min(double(now - last_arrival_ns_), 2e3 * double(config_.batching.max_queue_delay_us));
-    mean_interarrival_ns_ = mean_interarrival_ns_ < 0 ? gap : 0.8 * mean_interarrival_ns_ + 0.2 * gap;
-  }
-  last_arrival_ns_ = now;
-  queue_.push_back(Pending{std::move(request), std::move(done), *rows, now});
+  queue_.push_back(Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
   lock.unlock();
   // All: an instance waiting for its batch to fill must see every arrival, not just an idle one.
   cv_.notify_all();
@@ -106,10 +98,7 @@ std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch(std::unique_lock<
       int64_t now = clock_.MonotonicNanos();
       // Stop waiting at the deadline, or when the next request is not expected before it.
       if (now >= deadline) break;
-      if (config_.batching.adaptive_delay &&
-          (mean_interarrival_ns_ < 0 || mean_interarrival_ns_ > double(deadline - now))) {
-        break;
-      }
+      if (config_.batching.adaptive_delay && busy_instances_ == 0) break;
       cv_.wait_for(lock, std::chrono::nanoseconds(deadline - now));
       if (queue_.empty()) return batch;  // another instance took them
     }
@@ -139,9 +128,11 @@ void BatchingRunner::InstanceLoop(Backend& backend) {
     std::vector<Pending> batch = NextBatch(lock);
     if (batch.empty()) continue;
     if (!queue_.empty()) cv_.notify_one();  // let another instance start on the rest
+    ++busy_instances_;
     lock.unlock();
     RunBatch(backend, batch);
     lock.lock();
+    --busy_instances_;
   }
 }
 

@@ -61,10 +61,8 @@ class BatchingRunner final : public Runner {
   bool stopping_ = false;      // guarded by mu_
   // Mean nanoseconds to run one batch, for wait estimates; guarded by mu_.
   double mean_batch_ns_ = 1e6;
-  // Smoothed time between arrivals, for the adaptive wait; negative until two requests came,
-  // so a first request does not wait for company that may never come. Guarded by mu_.
-  double mean_interarrival_ns_ = -1;
-  int64_t last_arrival_ns_ = 0;
+  // Instances executing a batch now, for the adaptive wait; guarded by mu_.
+  int busy_instances_ = 0;
   std::vector<std::thread> threads_;
 };
 
