@@ -5,7 +5,11 @@ FastAPI + uvicorn (Debian's python3-fastapi, python3-uvicorn) serving the same T
 model through the same Open Inference Protocol JSON route, with a bearer-key check (a SHA-256
 compare, as pillar does), so both servers do the same work per request.
 
-    /usr/bin/python3 bench/fastapi_server.py MODEL_PT KEY PORT WORKERS
+    /usr/bin/python3 bench/fastapi_server.py MODEL_PT KEY PORT WORKERS [standard|plain]
+
+"standard" (the default) runs uvicorn with httptools and uvloop, as `pip install
+uvicorn[standard]` does; "plain" runs its pure-Python defaults (h11, asyncio), as a bare
+`pip install uvicorn` does.
 """
 import hashlib
 import hmac
@@ -16,6 +20,7 @@ import uvicorn
 from fastapi import FastAPI, Header, HTTPException, Request
 
 MODEL_PT, KEY, PORT, WORKERS = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+FLAVOR = sys.argv[5] if len(sys.argv) > 5 else "standard"
 KEY_HASH = hashlib.sha256(KEY.encode()).digest()
 
 torch.set_num_threads(1)
@@ -40,5 +45,6 @@ async def infer(request: Request, authorization: str = Header(default="")):
 
 if __name__ == "__main__":
     uvicorn.run("fastapi_server:app", host="127.0.0.1", port=PORT, workers=WORKERS,
-                http="httptools", loop="uvloop",
+                http="httptools" if FLAVOR == "standard" else "h11",
+                loop="uvloop" if FLAVOR == "standard" else "asyncio",
                 log_level="warning", access_log=False)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # pillar's side-by-side benchmarks, in one run on this machine (see docs/benchmarks.md):
-#   1. inference: pillar vs FastAPI+uvicorn serving the same TorchScript model, 1 and 64 connections
+#   1. inference: pillar vs FastAPI+uvicorn serving the same TorchScript model, 1 and 64 connections;
+#      uvicorn[standard] (httptools, uvloop, 2 workers) and plain uvicorn (h11, asyncio, 1 worker)
 #   2. HTTP layer: pillar's cheapest authenticated route (GET /v2) vs nginx `return 200`
 #   3. server-side overhead: pillar's per-request time outside model compute, from its metrics
 # Each pair runs BENCH_ROUNDS times, alternating servers; the report takes medians.
@@ -59,6 +60,11 @@ fastapi_port=$(free_port)
   "$key" "$fastapi_port" 2 2>"$work/fastapi.log") &
 pids+=($!)
 wait_http "http://127.0.0.1:$fastapi_port/v2/models/digits/infer"
+plain_port=$(free_port)
+(cd "$root/bench" && exec /usr/bin/python3 fastapi_server.py "$root/models/demo/store/digits/1/model.pt" \
+  "$key" "$plain_port" 1 plain 2>"$work/fastapi-plain.log") &
+pids+=($!)
+wait_http "http://127.0.0.1:$plain_port/v2/models/digits/infer"
 
 # nginx `return 200`.
 nginx_port=$(free_port)
@@ -91,6 +97,8 @@ for r in $(seq 1 "$rounds"); do
   run_wrk "fastapi_infer_c1_r$r" 1 1 "http://127.0.0.1:$fastapi_port" post_infer.lua
   run_wrk "pillar_infer_c64_r$r" 2 64 "http://127.0.0.1:$pillar_port" post_infer.lua
   run_wrk "fastapi_infer_c64_r$r" 2 64 "http://127.0.0.1:$fastapi_port" post_infer.lua
+  run_wrk "plain_infer_c1_r$r" 1 1 "http://127.0.0.1:$plain_port" post_infer.lua
+  run_wrk "plain_infer_c64_r$r" 2 64 "http://127.0.0.1:$plain_port" post_infer.lua
   BENCH_PATH=/v2 run_wrk "pillar_http_c64_r$r" 2 64 "http://127.0.0.1:$pillar_port" get_auth.lua
   BENCH_PATH=/ BENCH_KEY="" run_wrk "nginx_http_c64_r$r" 2 64 "http://127.0.0.1:$nginx_port" get_auth.lua
 done

@@ -11,6 +11,7 @@
 
 #include <time.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <list>
@@ -328,6 +329,7 @@ class Session final : public ResponseSink, public Deadlined, public std::enable_
     request.remote = remote_;
     request.received_ns = SystemClock().MonotonicNanos();
     keep_alive_ = message.keep_alive();
+    http10_ = message.version() == 10;
 
     RouteResult route = listener_.router.Match(request.method, request.target);
     if (route.kind == RouteResult::Kind::kNotFound) {
@@ -356,31 +358,52 @@ class Session final : public ResponseSink, public Deadlined, public std::enable_
     Write(std::move(response));
   }
 
+  // Serializes the response head by hand: pillar's responses are a status line, a handful of
+  // headers and a sized body, and Beast's generic serializer cost more than the rest of a cheap
+  // request. Header values come from pillar's own code; CR and LF are dropped all the same.
   void Write(Response response) {
-    response_ = {};
-    response_.version(11);
-    response_.result(static_cast<unsigned>(response.status));
-    response_.set(bhttp::field::server, "pillar");
-    response_.set(bhttp::field::content_type, response.content_type);
-    for (auto& [name, value] : response.headers) response_.set(name, value);
-    response_.body() = std::move(response.body);
-    response_.keep_alive(keep_alive_ && !core_.draining.load(std::memory_order_relaxed));
-    response_.prepare_payload();
+    response_keep_alive_ = keep_alive_ && !core_.draining.load(std::memory_order_relaxed);
+    head_.clear();
+    head_.append("HTTP/1.1 ");
+    StrAppend(&head_, response.status, " ", ToStd(bhttp::obsolete_reason(bhttp::int_to_status(unsigned(response.status)))),
+              "\r\nServer: pillar\r\nContent-Type: ");
+    AppendHeaderValue(response.content_type);
+    StrAppend(&head_, "\r\nContent-Length: ", response.body.size(), "\r\n");
+    for (const auto& [name, value] : response.headers) {
+      AppendHeaderValue(name);
+      head_.append(": ");
+      AppendHeaderValue(value);
+      head_.append("\r\n");
+    }
+    if (!response_keep_alive_) {
+      head_.append("Connection: close\r\n");
+    } else if (http10_) {
+      head_.append("Connection: keep-alive\r\n");
+    }
+    head_.append("\r\n");
+    body_ = std::move(response.body);
     Arm(Waiting::kWrite, core_.limits.write_timeout);
     core_.writing.fetch_add(1);
-    bhttp::async_write(stream_, response_, [self = this->shared_from_this()](beast::error_code ec, size_t) {
+    std::array<net::const_buffer, 2> buffers = {net::buffer(head_), net::buffer(body_)};
+    net::async_write(stream_, buffers, [self = this->shared_from_this()](beast::error_code ec, size_t) {
       self->core_.writing.fetch_sub(1);
       self->Disarm();
       if (ec) {
         self->Close();
         return;
       }
-      if (!self->response_.keep_alive()) {
+      if (!self->response_keep_alive_) {
         self->Shutdown();
         return;
       }
       self->WaitForRequest();
     });
+  }
+
+  void AppendHeaderValue(std::string_view value) {
+    for (char c : value) {
+      if (c != '\r' && c != '\n') head_.push_back(c);
+    }
   }
 
   void Shutdown() {
@@ -408,8 +431,11 @@ class Session final : public ResponseSink, public Deadlined, public std::enable_
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
-  bhttp::response<bhttp::string_body> response_;
+  std::string head_;  // the response being written: head and body
+  std::string body_;
+  bool response_keep_alive_ = true;
   bool keep_alive_ = true;
+  bool http10_ = false;
   std::string remote_;
   std::string extra_header_;
 };

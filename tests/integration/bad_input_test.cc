@@ -191,6 +191,19 @@ TEST_F(BadInputTest, KeepAliveServesManyRequestsOnOneConnection) {
   EXPECT_EQ(c.Request("GET", "/v2", "", {Bearer(key_)}).status, 200);  // keep-alive works
 }
 
+TEST_F(BadInputTest, Http10ClosesUnlessAskedToKeepAlive) {
+  HttpConnection plain(server_->data_port());
+  plain.SendRaw("GET /v2/health/live HTTP/1.0\r\n\r\n");
+  HttpReply r = plain.ReadReply();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.Header("connection"), "close");
+  HttpConnection kept(server_->data_port());
+  kept.SendRaw("GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  EXPECT_EQ(kept.ReadReply().Header("connection"), "keep-alive");
+  kept.SendRaw("GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+  EXPECT_EQ(kept.ReadReply().status, 200);
+}
+
 TEST_F(BadInputTest, RejectedRequestsAreCountedByOutcome) {
   const std::string pattern = R"(pillar_requests_total\{operation="infer",model="digits",version="1",outcome="invalid"\})";
   const int64_t before = Metric(pattern);
