@@ -8,7 +8,7 @@ packages=(
   libboost-dev libssl-dev libabsl-dev libsqlite3-dev libsimdjson-dev
   libtomlplusplus-dev libcli11-dev
   libtorch-dev libopenblas0-pthread
-  libgtest-dev libgmock-dev libbenchmark-dev
+  libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3 python3-torch python3-sklearn python3-numpy
   curl openssl
 )
