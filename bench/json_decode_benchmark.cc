@@ -6,7 +6,6 @@
 #include <benchmark/benchmark.h>
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 #include <vector>
 
@@ -20,8 +19,8 @@ std::string Body(int rows) {
     if (i > 0) data += ',';
     data += std::to_string((i * 7) % 17);
   }
-  return R"({"id":"bench","inputs":[{"name":"pixels","datatype":"FP32","shape":[)" + std::to_string(rows) +
-         ",64],\"data\":[" + data + "]}]}";
+  return R"({"id":"bench","inputs":[{"name":"pixels","datatype":"FP32","shape":[)" +
+         std::to_string(rows) + ",64],\"data\":[" + data + "]}]}";
 }
 
 void BM_PillarDecode(benchmark::State& state) {

@@ -5,8 +5,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/strings.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 #include "common/toml_parse.h"
 #include "models/version_policy.h"
 
@@ -31,7 +31,8 @@ class Section {
     } else if constexpr (std::is_integral_v<T>) {
       if (!node->is_integer()) return TypeError(key, "an integer");
       int64_t v = node->as_integer()->get();
-      if (v < 0 || static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max())) return TypeError(key, "a non-negative integer in range");
+      if (v < 0 || static_cast<uint64_t>(v) > static_cast<uint64_t>(std::numeric_limits<T>::max()))
+        return TypeError(key, "a non-negative integer in range");
       out = static_cast<T>(v);
     } else {
       if (!node->is_string()) return TypeError(key, "a string");
@@ -54,7 +55,8 @@ class Section {
     if (table_ == nullptr) return absl::OkStatus();
     for (const auto& [key, value] : *table_) {
       if (!seen_.contains(std::string(key.str()))) {
-        return absl::InvalidArgumentError(StrCat(source_, ": unknown key '", key.str(), "' in [", name_, "]"));
+        return absl::InvalidArgumentError(
+            StrCat(source_, ": unknown key '", key.str(), "' in [", name_, "]"));
       }
     }
     return absl::OkStatus();
@@ -72,12 +74,13 @@ class Section {
 };
 
 std::string Resolve(const std::string& base, const std::string& path) {
-  if (path.empty() || path == "-" || base.empty() || std::filesystem::path(path).is_absolute()) return path;
+  if (path.empty() || path == "-" || base.empty() || std::filesystem::path(path).is_absolute())
+    return path;
   return (std::filesystem::path(base) / path).lexically_normal().string();
 }
 
-absl::Status ReadListener(const toml::table& root, std::string_view source, http::ListenerOptions& listener,
-                          const std::string& base) {
+absl::Status ReadListener(const toml::table& root, std::string_view source,
+                          http::ListenerOptions& listener, const std::string& base) {
   Section s(root[listener.name].as_table(), listener.name, source);
   PILLAR_RETURN_IF_ERROR(s.Read("address", listener.address));
   PILLAR_RETURN_IF_ERROR(s.Read("port", listener.port));
@@ -87,18 +90,19 @@ absl::Status ReadListener(const toml::table& root, std::string_view source, http
   listener.tls_certificate = Resolve(base, listener.tls_certificate);
   listener.tls_private_key = Resolve(base, listener.tls_private_key);
   if (listener.tls_certificate.empty() != listener.tls_private_key.empty()) {
-    return absl::InvalidArgumentError(StrCat(source, ": [", listener.name,
-                                                   "] needs both tls_certificate and tls_private_key"));
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [", listener.name, "] needs both tls_certificate and tls_private_key"));
   }
   return s.CheckNoUnknownKeys();
 }
 
 }  // namespace
 
-absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source, const std::string& base) {
+absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
+                                   const std::string& base) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(text, source));
-  static const std::set<std::string> kSections = {"server", "data", "admin", "limits", "repository",
-                                                  "state", "logging", "runtime"};
+  static const std::set<std::string> kSections = {"server",     "data",  "admin",   "limits",
+                                                  "repository", "state", "logging", "runtime"};
   for (const auto& [key, value] : root) {
     if (!kSections.contains(std::string(key.str())) || !value.is_table()) {
       return absl::InvalidArgumentError(StrCat(source, ": unknown section '", key.str(), "'"));
@@ -121,7 +125,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     PILLAR_RETURN_IF_ERROR(s.Duration("request_timeout_ms", config.limits.request_timeout));
     PILLAR_RETURN_IF_ERROR(s.Duration("idle_timeout_ms", config.limits.idle_timeout));
     PILLAR_RETURN_IF_ERROR(s.Duration("write_timeout_ms", config.limits.write_timeout));
-    PILLAR_RETURN_IF_ERROR(s.Duration("tls_handshake_timeout_ms", config.limits.tls_handshake_timeout));
+    PILLAR_RETURN_IF_ERROR(
+        s.Duration("tls_handshake_timeout_ms", config.limits.tls_handshake_timeout));
     PILLAR_RETURN_IF_ERROR(s.Read("max_connections", config.limits.max_connections));
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
@@ -137,8 +142,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     if (const toml::table* policies = root["repository"]["policies"].as_table()) {
       for (const auto& [model, policy] : *policies) {
         if (!policy.is_string()) {
-          return absl::InvalidArgumentError(StrCat(source, ": [repository.policies] ", model.str(),
-                                                         " must be a string"));
+          return absl::InvalidArgumentError(
+              StrCat(source, ": [repository.policies] ", model.str(), " must be a string"));
         }
         std::string text = policy.as_string()->get();
         PILLAR_RETURN_IF_ERROR(models::VersionPolicy::Parse(text).status());
@@ -167,7 +172,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   }
   if (config.limits.body_limit_bytes == 0 || config.limits.header_limit_bytes < 512) {
-    return absl::InvalidArgumentError(StrCat(source, ": [limits] are too small to serve any request"));
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [limits] are too small to serve any request"));
   }
   return config;
 }

@@ -3,11 +3,11 @@
 #include <cstdio>
 #include <ctime>
 
-#include "common/strings.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
+#include "common/strings.h"
 #include "identity/api_key.h"
 #include "state/state_store.h"
 
@@ -43,9 +43,11 @@ std::string FormatTime(int64_t unix_us) {
 int RunKeyCreate(const KeyOptions& options) {
   absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
   if (!store.ok()) return Fail(store.status());
-  if (options.name.empty() || options.name.size() > 128) return Fail(absl::InvalidArgumentError("--name must have 1 to 128 characters"));
+  if (options.name.empty() || options.name.size() > 128)
+    return Fail(absl::InvalidArgumentError("--name must have 1 to 128 characters"));
   identity::NewApiKey key = identity::GenerateApiKey();
-  state::ApiKeyRecord record{key.id, options.name, key.secret_hash, SystemClock().UnixMicros(), std::nullopt};
+  state::ApiKeyRecord record{key.id, options.name, key.secret_hash, SystemClock().UnixMicros(),
+                             std::nullopt};
   if (absl::Status s = (*store)->PutKey(record); !s.ok()) return Fail(s);
   if (options.json) {
     JsonWriter w;
@@ -60,8 +62,8 @@ int RunKeyCreate(const KeyOptions& options) {
     std::printf("%s\n", w.str().c_str());
   } else {
     std::printf("%s\n", key.text.c_str());
-    std::fprintf(stderr, "pillar key: created key %s (%s); it is shown only this once\n", key.id.c_str(),
-                 options.name.c_str());
+    std::fprintf(stderr, "pillar key: created key %s (%s); it is shown only this once\n",
+                 key.id.c_str(), options.name.c_str());
   }
   return 0;
 }
@@ -83,7 +85,10 @@ int RunKeyList(const KeyOptions& options) {
       w.Key("created");
       w.String(FormatTime(k.created_us));
       w.Key("revoked");
-      if (k.revoked_us) w.String(FormatTime(*k.revoked_us)); else w.Null();
+      if (k.revoked_us)
+        w.String(FormatTime(*k.revoked_us));
+      else
+        w.Null();
       w.EndObject();
     }
     w.EndArray();
@@ -101,7 +106,8 @@ int RunKeyList(const KeyOptions& options) {
 int RunKeyRevoke(const KeyOptions& options) {
   absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
   if (!store.ok()) return Fail(store.status());
-  if (absl::Status s = (*store)->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok()) return Fail(s);
+  if (absl::Status s = (*store)->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok())
+    return Fail(s);
   std::fprintf(stderr, "pillar key: revoked %s\n", options.id.c_str());
   return 0;
 }

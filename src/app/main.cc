@@ -1,10 +1,8 @@
 // The `pillar` command line: one binary, one subcommand per job.
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 
 #include "absl/synchronization/mutex.h"
-
 #include "app/commands.h"
 
 #ifndef PILLAR_VERSION
@@ -19,9 +17,11 @@ int main(int argc, char** argv) {
   cli.require_subcommand(1);
 
   pillar::app::ServeOptions serve;
-  CLI::App* serve_cmd = cli.add_subcommand("serve", "Run the inference server (data and admin planes)");
+  CLI::App* serve_cmd =
+      cli.add_subcommand("serve", "Run the inference server (data and admin planes)");
   serve_cmd->add_option("-c,--config", serve.config_path, "Configuration file (TOML)");
-  serve_cmd->add_option("--ports-file", serve.ports_file, "Write the bound ports here once listening");
+  serve_cmd->add_option("--ports-file", serve.ports_file,
+                        "Write the bound ports here once listening");
 
   pillar::app::KeyOptions key;
   CLI::App* key_cmd = cli.add_subcommand("key", "Manage API keys");

@@ -1,7 +1,7 @@
 #include "app/operation_handlers.h"
 
-#include "common/strings.h"
 #include "common/json_writer.h"
+#include "common/strings.h"
 
 #ifndef PILLAR_VERSION
 #define PILLAR_VERSION "0.0.0"
@@ -37,13 +37,14 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     const runtime::ModelRegistry& registry, const monitor::MetricsRegistry& metrics) {
   std::map<Operation, runtime::ExecuteStage::Handler> handlers;
   handlers[Operation::kServerMetadata] = [](Exchange& ex) {
-    ex.response.body = StrCat("{\"name\":\"pillar\",\"version\":\"", PILLAR_VERSION, "\",\"extensions\":[]}");
+    ex.response.body =
+        StrCat("{\"name\":\"pillar\",\"version\":\"", PILLAR_VERSION, "\",\"extensions\":[]}");
   };
   handlers[Operation::kModelMetadata] = [&registry](Exchange& ex) {
     const runtime::ModelVersion& model = *ex.model;
     if (!model.config) {
       ex.Fail(absl::UnavailableError(StrCat("model '", model.name, "' version ", model.version,
-                                                  " has no valid model.toml: ", model.status.message())));
+                                            " has no valid model.toml: ", model.status.message())));
       return;
     }
     JsonWriter w(512);
@@ -74,8 +75,9 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     const runtime::ModelVersion& model = *ex.model;
     if (!model.ready()) {
       // The protocol answers "not ready" with a 4xx status.
-      ex.Fail(absl::FailedPreconditionError(StrCat("model '", model.name, "' version ", model.version,
-                                                         " is not ready: ", model.status.message())));
+      ex.Fail(
+          absl::FailedPreconditionError(StrCat("model '", model.name, "' version ", model.version,
+                                               " is not ready: ", model.status.message())));
       return;
     }
     JsonWriter w(128);

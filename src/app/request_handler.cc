@@ -1,13 +1,15 @@
 #include "app/request_handler.h"
 
-#include "common/strings.h"
 #include "app/routes.h"
 #include "common/crypto.h"
+#include "common/strings.h"
 
 namespace pillar::app {
 
 RequestHandler::RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready)
-    : chain_(chain), models_ready_(std::move(models_ready)), id_prefix_(HexEncode(RandomBytes(4))) {}
+    : chain_(chain),
+      models_ready_(std::move(models_ready)),
+      id_prefix_(HexEncode(RandomBytes(4))) {}
 
 std::string RequestHandler::NextRequestId() {
   // A random per-process prefix and a sequence: unique across restarts and replicas, and cheap.
@@ -22,8 +24,10 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   }
   if (route == kReady) {
     const bool ready = !draining_.load() && models_ready_();
-    sink->Send(http::Response{ready ? 200 : 503, "application/json",
-                              ready ? "{\"ready\":true}" : "{\"ready\":false}", {}});
+    sink->Send(http::Response{ready ? 200 : 503,
+                              "application/json",
+                              ready ? "{\"ready\":true}" : "{\"ready\":false}",
+                              {}});
     return;
   }
   auto* ex = new pipeline::Exchange;

@@ -11,12 +11,12 @@
 #include <fstream>
 #include <thread>
 
-#include "common/strings.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/operation_handlers.h"
 #include "app/request_handler.h"
 #include "app/routes.h"
+#include "common/strings.h"
 #include "guard/guard_stage.h"
 #include "identity/authenticate_stage.h"
 #include "identity/authorize_stage.h"
@@ -39,9 +39,10 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(const Config& config,
-                                                                    monitor::MetricsRegistry& metrics) {
-  absl::StatusOr<models::VersionPolicy> policy = models::VersionPolicy::Parse(config.version_policy);
+absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
+    const Config& config, monitor::MetricsRegistry& metrics) {
+  absl::StatusOr<models::VersionPolicy> policy =
+      models::VersionPolicy::Parse(config.version_policy);
   if (!policy.ok()) return policy.status();
   std::map<std::string, models::VersionPolicy> policies;
   for (const auto& [model, text] : config.model_policies) {
@@ -51,7 +52,8 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(const Config&
   runtime::ConfigureTorch(config.torch_threads);
   auto& batch_sizes = metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
                                            {"model", "version"}, monitor::BatchSizeBuckets());
-  auto loader = [&](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
+  auto loader =
+      [&](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
     const models::ModelConfig& model = *entry.config;
     absl::StatusOr<std::string> device = runtime::ResolveDevice(model.instance.kind);
     if (!device.ok()) return device.status();
@@ -62,9 +64,9 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(const Config&
       if (!backend.ok()) return backend.status();
       instances.push_back(std::move(*backend));
     }
-    std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n", entry.model.c_str(),
-                 static_cast<long long>(entry.version), device->c_str(), model.instance.count,
-                 model.instance.count == 1 ? "" : "s");
+    std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n",
+                 entry.model.c_str(), static_cast<long long>(entry.version), device->c_str(),
+                 model.instance.count, model.instance.count == 1 ? "" : "s");
     return std::make_unique<runtime::BatchingRunner>(
         model, std::move(instances), SystemClock(),
         &batch_sizes.Get({entry.model, std::to_string(entry.version)}));
@@ -110,7 +112,8 @@ int RunServe(const ServeOptions& options) {
   sigaddset(&signals, SIGINT);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  absl::StatusOr<std::unique_ptr<state::StateStore>> store = state::OpenSqliteStateStore(config->state_path);
+  absl::StatusOr<std::unique_ptr<state::StateStore>> store =
+      state::OpenSqliteStateStore(config->state_path);
   if (!store.ok()) return Fail(store.status());
   identity::Authenticator authenticator(**store, absl::Milliseconds(config->key_refresh_ms));
   if (absl::Status s = authenticator.Refresh(); !s.ok()) return Fail(s);
@@ -130,7 +133,8 @@ int RunServe(const ServeOptions& options) {
   stages.push_back(std::make_unique<limits::AdmitStage>());
   stages.push_back(std::make_unique<routing::DecodeStage>());
   stages.push_back(std::make_unique<guard::GuardStage>());
-  stages.push_back(std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(**registry, metrics)));
+  stages.push_back(
+      std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(**registry, metrics)));
   pipeline::Chain chain(std::move(stages), &metrics);
 
   const bool strict = config->strict_readiness;
@@ -143,29 +147,33 @@ int RunServe(const ServeOptions& options) {
 
   http::Router data_router = DataRouter();
   http::Router admin_router = AdminRouter();
-  const int threads =
-      config->threads > 0 ? config->threads : int(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = config->threads > 0 ? config->threads
+                                          : int(std::max(1u, std::thread::hardware_concurrency()));
   http::HttpServer server(config->limits, handler, &metrics, threads);
   absl::StatusOr<uint16_t> data_port = server.AddListener(config->data, data_router);
   if (!data_port.ok()) return Fail(data_port.status());
   absl::StatusOr<uint16_t> admin_port = server.AddListener(config->admin, admin_router);
   if (!admin_port.ok()) return Fail(admin_port.status());
   if (!options.ports_file.empty()) {
-    if (absl::Status s = WritePortsFile(options.ports_file, *data_port, *admin_port); !s.ok()) return Fail(s);
+    if (absl::Status s = WritePortsFile(options.ports_file, *data_port, *admin_port); !s.ok())
+      return Fail(s);
   }
   server.Start();
-  std::fprintf(stderr, "pillar: serving data plane on %s://%s:%u, admin plane on %s://%s:%u (%d threads)\n",
-               config->data.tls_certificate.empty() ? "http" : "https", config->data.address.c_str(),
-               *data_port, config->admin.tls_certificate.empty() ? "http" : "https",
-               config->admin.address.c_str(), *admin_port, threads);
+  std::fprintf(
+      stderr, "pillar: serving data plane on %s://%s:%u, admin plane on %s://%s:%u (%d threads)\n",
+      config->data.tls_certificate.empty() ? "http" : "https", config->data.address.c_str(),
+      *data_port, config->admin.tls_certificate.empty() ? "http" : "https",
+      config->admin.address.c_str(), *admin_port, threads);
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "pillar: %s received; draining\n", signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
+  std::fprintf(stderr, "pillar: %s received; draining\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   handler.SetDraining();
   server.SetDraining();
   server.StopAccepting();
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(config->drain_timeout_ms);
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(config->drain_timeout_ms);
   while ((handler.in_flight() > 0 || server.ResponsesInProgress() > 0) &&
          std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
@@ -177,7 +185,8 @@ int RunServe(const ServeOptions& options) {
   registry->reset();
   access_log.Flush();
   if (abandoned > 0) {
-    std::fprintf(stderr, "pillar: drain timed out with %lld requests in flight\n", static_cast<long long>(abandoned));
+    std::fprintf(stderr, "pillar: drain timed out with %lld requests in flight\n",
+                 static_cast<long long>(abandoned));
     return 1;
   }
   std::fprintf(stderr, "pillar: drained; exiting\n");

@@ -6,16 +6,15 @@
 #include <openssl/sha.h>
 
 #include <array>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 
 namespace pillar {
 namespace {
 
 constexpr char kHexDigits[] = "0123456789abcdef";
-constexpr char kBase64Url[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
 int HexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -46,7 +45,8 @@ std::string Sha256(std::string_view data) {
   // OpenSSL 3's one-shot SHA256() looks the algorithm up (under a lock) on every call; every
   // authenticated request hashes a key, so fetch it once and reuse one context per thread.
   static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+  thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
+                                                                           &EVP_MD_CTX_free);
   std::string out(SHA256_DIGEST_LENGTH, '\0');
   unsigned int length = 0;
   if (kSha256 == nullptr || ctx == nullptr || EVP_DigestInit_ex(ctx.get(), kSha256, nullptr) != 1 ||
@@ -113,7 +113,8 @@ absl::StatusOr<std::string> Base64UrlDecode(std::string_view text) {
   int bits = 0;
   for (unsigned char c : text) {
     int v = kTable[c];
-    if (v < 0) return absl::InvalidArgumentError("base64url text has a character outside its alphabet");
+    if (v < 0)
+      return absl::InvalidArgumentError("base64url text has a character outside its alphabet");
     acc = acc << 6 | uint32_t(v);
     bits += 6;
     if (bits >= 8) {

@@ -10,12 +10,11 @@
 #define PILLAR_STATUS_CONCAT_INNER_(a, b) a##b
 #define PILLAR_STATUS_CONCAT_(a, b) PILLAR_STATUS_CONCAT_INNER_(a, b)
 
-#define PILLAR_RETURN_IF_ERROR(expr)               \
-  do {                                             \
-    if (::absl::Status _pillar_status = (expr);    \
-        !_pillar_status.ok()) {                    \
-      return _pillar_status;                       \
-    }                                              \
+#define PILLAR_RETURN_IF_ERROR(expr)                                    \
+  do {                                                                  \
+    if (::absl::Status _pillar_status = (expr); !_pillar_status.ok()) { \
+      return _pillar_status;                                            \
+    }                                                                   \
   } while (false)
 
 #define PILLAR_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

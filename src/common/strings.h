@@ -25,8 +25,7 @@ inline void Append(std::string& out, const char* s) { out.append(s); }
 inline void Append(std::string& out, absl::string_view s) { out.append(s.data(), s.size()); }
 inline void Append(std::string& out, char c) { out.push_back(c); }
 template <std::integral T>
-  requires(!std::same_as<T, char> && !std::same_as<T, bool>)
-void Append(std::string& out, T value) {
+requires(!std::same_as<T, char> && !std::same_as<T, bool>) void Append(std::string& out, T value) {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   out.append(buf, end);
@@ -48,7 +47,9 @@ void StrAppend(std::string* out, const Args&... args) {
 }
 
 inline std::string_view ToStd(absl::string_view s) { return std::string_view(s.data(), s.size()); }
-inline absl::string_view ToAbsl(std::string_view s) { return absl::string_view(s.data(), s.size()); }
+inline absl::string_view ToAbsl(std::string_view s) {
+  return absl::string_view(s.data(), s.size());
+}
 
 // Whole-text decimal integer parse; false on any stray character or overflow.
 template <std::integral T>

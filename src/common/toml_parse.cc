@@ -11,8 +11,8 @@ absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view so
     return toml::parse(text, std::string(source));
   } catch (const toml::parse_error& error) {
     return absl::InvalidArgumentError(StrCat(source, ":", error.source().begin.line, ":",
-                                                   error.source().begin.column, ": ",
-                                                   error.description()));
+                                             error.source().begin.column, ": ",
+                                             error.description()));
   }
 }
 

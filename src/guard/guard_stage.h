@@ -10,7 +10,9 @@ namespace pillar::guard {
 class GuardStage final : public pipeline::Stage {
  public:
   std::string_view name() const override { return "guard"; }
-  pipeline::StageResult OnRequest(pipeline::Exchange&) override { return pipeline::StageResult::kContinue; }
+  pipeline::StageResult OnRequest(pipeline::Exchange&) override {
+    return pipeline::StageResult::kContinue;
+  }
 };
 
 }  // namespace pillar::guard

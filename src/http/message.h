@@ -18,7 +18,7 @@ struct Request {
   std::string target;
   std::string authorization;  // the Authorization header, empty when absent
   std::string body;
-  std::string remote;         // peer address
+  std::string remote;  // peer address
   const Route* route = nullptr;
   // Captured path parameters, in pattern order, e.g. {"model", "digits"}.
   std::vector<std::pair<std::string_view, std::string>> params;

@@ -2,8 +2,6 @@
 
 #include <optional>
 
-
-
 namespace pillar::http {
 namespace {
 

@@ -40,7 +40,7 @@ struct Limits {
 struct ListenerOptions {
   std::string name = "data";
   std::string address = "127.0.0.1";
-  uint16_t port = 0;  // 0 picks a free port
+  uint16_t port = 0;            // 0 picks a free port
   std::string tls_certificate;  // PEM chain; TLS is on when both files are set
   std::string tls_private_key;
   bool allow_plaintext = false;  // plaintext on a non-loopback address needs this

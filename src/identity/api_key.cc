@@ -1,7 +1,7 @@
 #include "identity/api_key.h"
 
-#include "common/strings.h"
 #include "common/crypto.h"
+#include "common/strings.h"
 
 namespace pillar::identity {
 

@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "common/strings.h"
 #include "common/crypto.h"
+#include "common/strings.h"
 #include "identity/api_key.h"
 
 namespace pillar::identity {
@@ -32,7 +32,8 @@ absl::Status Authenticator::Refresh() {
   if (!keys.ok()) return keys.status();
   auto table = std::make_shared<Table>();
   for (state::ApiKeyRecord& key : *keys) {
-    (*table)[key.id] = Entry{std::move(key.name), std::move(key.secret_hash), key.revoked_us.has_value()};
+    (*table)[key.id] =
+        Entry{std::move(key.name), std::move(key.secret_hash), key.revoked_us.has_value()};
   }
   absl::MutexLock lock(&mu_);
   table_ = std::move(table);

@@ -2,8 +2,8 @@
 
 #include <set>
 
-#include "common/strings.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 #include "common/toml_parse.h"
 
 namespace pillar::models {
@@ -39,7 +39,8 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
     std::optional<std::string> type = (*table)["datatype"].value<std::string>();
     if (!type) return Error(source, StrCat(key, " '", spec.name, "' has no datatype"));
     absl::StatusOr<protocol::DataType> parsed = protocol::ParseDataType(*type);
-    if (!parsed.ok()) return Error(source, StrCat(key, " '", spec.name, "': ", parsed.status().message()));
+    if (!parsed.ok())
+      return Error(source, StrCat(key, " '", spec.name, "': ", parsed.status().message()));
     spec.datatype = *parsed;
     const toml::array* shape = (*table)["shape"].as_array();
     if (shape == nullptr) return Error(source, StrCat(key, " '", spec.name, "' has no shape"));
@@ -47,11 +48,12 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
       std::optional<int64_t> d = dim.value<int64_t>();
       if (!d || *d < -1 || *d == 0) {
         return Error(source, StrCat(key, " '", spec.name,
-                                          "': shape dimensions are positive integers or -1"));
+                                    "': shape dimensions are positive integers or -1"));
       }
       spec.shape.push_back(*d);
     }
-    if (spec.shape.size() > 16) return Error(source, StrCat(key, " '", spec.name, "' has too many dimensions"));
+    if (spec.shape.size() > 16)
+      return Error(source, StrCat(key, " '", spec.name, "' has too many dimensions"));
     specs.push_back(std::move(spec));
   }
   return specs;
@@ -59,13 +61,14 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
 
 }  // namespace
 
-absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text, std::string_view source) {
+absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
+                                               std::string_view source) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(toml_text, source));
   ModelConfig config;
   config.platform = root["platform"].value_or<std::string>("");
   if (config.platform != "torchscript") {
     return Error(source, StrCat("platform '", config.platform,
-                                      "' is not supported (supported: torchscript)"));
+                                "' is not supported (supported: torchscript)"));
   }
   config.max_batch_size = root["max_batch_size"].value_or<int64_t>(0);
   if (config.max_batch_size < 0 || config.max_batch_size > kMaxBatchSize) {
@@ -80,7 +83,8 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text, std::
   if (config.batching.max_queue_delay_us < 0 || config.batching.max_queue_delay_us > 10'000'000) {
     return Error(source, "batching.max_queue_delay_us must be in [0, 10000000]");
   }
-  if (config.batching.max_queue_size < 1) return Error(source, "batching.max_queue_size must be positive");
+  if (config.batching.max_queue_size < 1)
+    return Error(source, "batching.max_queue_size must be positive");
 
   config.instance.count = static_cast<int>(root["instance"]["count"].value_or<int64_t>(1));
   if (config.instance.count < 1 || config.instance.count > kMaxInstances) {

@@ -15,7 +15,8 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path) {
   std::error_code ec;
   std::uintmax_t size = std::filesystem::file_size(path, ec);
   if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
-  if (size > kMaxConfigBytes) return absl::InvalidArgumentError(StrCat(path.string(), ": too large"));
+  if (size > kMaxConfigBytes)
+    return absl::InvalidArgumentError(StrCat(path.string(), ": too large"));
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(StrCat(path.string(), ": cannot be opened"));
   std::ostringstream text;
@@ -71,11 +72,13 @@ ScanResult ModelRepository::Scan() const {
       }
     }
     auto policy = policies_.find(name);
-    const VersionPolicy& chosen_policy = policy == policies_.end() ? default_policy_ : policy->second;
+    const VersionPolicy& chosen_policy =
+        policy == policies_.end() ? default_policy_ : policy->second;
     std::vector<int64_t> chosen = chosen_policy.Select(available);
     if (chosen.empty()) {
       result.model_errors.emplace_back(
-          name, absl::NotFoundError(StrCat("no version matches policy ", chosen_policy.ToString())));
+          name,
+          absl::NotFoundError(StrCat("no version matches policy ", chosen_policy.ToString())));
       continue;
     }
     for (int64_t v : chosen) {

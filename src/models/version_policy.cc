@@ -54,9 +54,12 @@ std::vector<int64_t> VersionPolicy::Select(std::vector<int64_t> available) const
 
 std::string VersionPolicy::ToString() const {
   switch (kind_) {
-    case Kind::kAll: return "all";
-    case Kind::kLatest: return StrCat("latest:", latest_);
-    case Kind::kSpecific: return StrCat("specific:", JoinInts(specific_, ","));
+    case Kind::kAll:
+      return "all";
+    case Kind::kLatest:
+      return StrCat("latest:", latest_);
+    case Kind::kSpecific:
+      return StrCat("specific:", JoinInts(specific_, ","));
   }
   return "";
 }

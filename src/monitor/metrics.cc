@@ -26,10 +26,14 @@ void AppendNumber(std::string& out, double v) {
 
 void AppendLabelValue(std::string& out, std::string_view value) {
   for (char c : value) {
-    if (c == '\\') out.append("\\\\");
-    else if (c == '"') out.append("\\\"");
-    else if (c == '\n') out.append("\\n");
-    else out.push_back(c);
+    if (c == '\\')
+      out.append("\\\\");
+    else if (c == '"')
+      out.append("\\\"");
+    else if (c == '\n')
+      out.append("\\n");
+    else
+      out.push_back(c);
   }
 }
 
@@ -50,13 +54,13 @@ void RenderProcessMetrics(std::string& out, double start_time_seconds) {
       double cpu = (std::stod(f[11]) + std::stod(f[12])) / ticks;
       double rss = std::stod(f[21]) * static_cast<double>(sysconf(_SC_PAGESIZE));
       StrAppend(&out, "# HELP process_cpu_seconds_total Total user and system CPU time.\n",
-                      "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ");
+                "# TYPE process_cpu_seconds_total counter\nprocess_cpu_seconds_total ");
       AppendNumber(out, cpu);
       StrAppend(&out, "\n# HELP process_resident_memory_bytes Resident memory size.\n",
-                      "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes ");
+                "# TYPE process_resident_memory_bytes gauge\nprocess_resident_memory_bytes ");
       AppendNumber(out, rss);
       StrAppend(&out, "\n# HELP process_virtual_memory_bytes Virtual memory size.\n",
-                      "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes ");
+                "# TYPE process_virtual_memory_bytes gauge\nprocess_virtual_memory_bytes ");
       AppendNumber(out, std::stod(f[20]));
       out.push_back('\n');
     }
@@ -68,9 +72,9 @@ void RenderProcessMetrics(std::string& out, double start_time_seconds) {
     fds -= 3;  // ".", ".." and the directory's own descriptor
   }
   StrAppend(&out, "# HELP process_open_fds Open file descriptors.\n",
-                  "# TYPE process_open_fds gauge\nprocess_open_fds ", fds, "\n",
-                  "# HELP process_start_time_seconds Start time since the Unix epoch.\n",
-                  "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds ");
+            "# TYPE process_open_fds gauge\nprocess_open_fds ", fds, "\n",
+            "# HELP process_start_time_seconds Start time since the Unix epoch.\n",
+            "# TYPE process_start_time_seconds gauge\nprocess_start_time_seconds ");
   AppendNumber(out, start_time_seconds);
   out.push_back('\n');
 }
@@ -83,7 +87,8 @@ Histogram::Histogram(std::vector<double> bounds)
 }
 
 void Histogram::Observe(double value) {
-  size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
+                                 bounds_.begin());
   buckets_[i].fetch_add(1, std::memory_order_relaxed);
   sum_.fetch_add(value, std::memory_order_relaxed);
 }
@@ -103,9 +108,9 @@ Histogram::Snapshot Histogram::Take() const {
 
 const std::vector<double>& LatencyBuckets() {
   static const std::vector<double> kBounds = {
-      1e-6,  2e-6,  3e-6,  4e-6,
-      5e-6,  10e-6, 20e-6, 30e-6, 40e-6, 50e-6, 75e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6,
-      750e-6, 1e-3, 2e-3, 5e-3, 10e-3, 25e-3, 50e-3, 100e-3, 250e-3, 500e-3, 1, 2.5, 5, 10};
+      1e-6,  2e-6,   3e-6,   4e-6,   5e-6,   10e-6,  20e-6,  30e-6, 40e-6, 50e-6,
+      75e-6, 100e-6, 150e-6, 200e-6, 300e-6, 500e-6, 750e-6, 1e-3,  2e-3,  5e-3,
+      10e-3, 25e-3,  50e-3,  100e-3, 250e-3, 500e-3, 1,      2.5,   5,     10};
   return kBounds;
 }
 
@@ -114,7 +119,8 @@ const std::vector<double>& BatchSizeBuckets() {
   return kBounds;
 }
 
-std::string FamilyBase::LabelText(const std::vector<std::string>& values, std::string_view extra) const {
+std::string FamilyBase::LabelText(const std::vector<std::string>& values,
+                                  std::string_view extra) const {
   if (values.empty() && extra.empty()) return "";
   std::string out = "{";
   for (size_t i = 0; i < values.size() && i < labels_.size(); ++i) {
@@ -173,14 +179,15 @@ void Family<Histogram>::RenderSamples(std::string& out) const {
 }
 
 MetricsRegistry::MetricsRegistry()
-    : start_time_seconds_(std::chrono::duration<double>(
-                              std::chrono::system_clock::now().time_since_epoch())
-                              .count()) {}
+    : start_time_seconds_(
+          std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+              .count()) {}
 
 Family<Counter>& MetricsRegistry::AddCounter(std::string name, std::string help,
                                              std::vector<std::string> labels) {
   auto family = std::make_unique<Family<Counter>>(std::move(name), std::move(help), "counter",
-                                                  std::move(labels), [] { return std::make_unique<Counter>(); });
+                                                  std::move(labels),
+                                                  [] { return std::make_unique<Counter>(); });
   Family<Counter>& ref = *family;
   absl::MutexLock lock(&mu_);
   families_.push_back(std::move(family));
@@ -189,8 +196,9 @@ Family<Counter>& MetricsRegistry::AddCounter(std::string name, std::string help,
 
 Family<Gauge>& MetricsRegistry::AddGauge(std::string name, std::string help,
                                          std::vector<std::string> labels) {
-  auto family = std::make_unique<Family<Gauge>>(std::move(name), std::move(help), "gauge",
-                                                std::move(labels), [] { return std::make_unique<Gauge>(); });
+  auto family =
+      std::make_unique<Family<Gauge>>(std::move(name), std::move(help), "gauge", std::move(labels),
+                                      [] { return std::make_unique<Gauge>(); });
   Family<Gauge>& ref = *family;
   absl::MutexLock lock(&mu_);
   families_.push_back(std::move(family));

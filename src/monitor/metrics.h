@@ -2,9 +2,9 @@
 // text exposition format (version 0.0.4).
 //
 //   MetricsRegistry registry;
-//   auto& requests = registry.AddCounter("pillar_requests_total", "Requests.", {"model", "outcome"});
-//   requests.Get({"digits", "success"}).Increment();
-//   std::string text = registry.Render();
+//   auto& requests = registry.AddCounter("pillar_requests_total", "Requests.", {"model",
+//   "outcome"}); requests.Get({"digits", "success"}).Increment(); std::string text =
+//   registry.Render();
 // Updating a metric is lock-free; Get() on a labelled family takes a mutex, so hot paths keep
 // the returned reference (it stays valid for the registry's lifetime).
 #pragma once
@@ -72,7 +72,10 @@ const std::vector<double>& BatchSizeBuckets();
 class FamilyBase {
  public:
   FamilyBase(std::string name, std::string help, std::string type, std::vector<std::string> labels)
-      : name_(std::move(name)), help_(std::move(help)), type_(std::move(type)), labels_(std::move(labels)) {}
+      : name_(std::move(name)),
+        help_(std::move(help)),
+        type_(std::move(type)),
+        labels_(std::move(labels)) {}
   virtual ~FamilyBase() = default;
   void Render(std::string& out) const;
 
@@ -135,9 +138,11 @@ void Family<Histogram>::RenderSamples(std::string& out) const;
 class MetricsRegistry {
  public:
   MetricsRegistry();
-  Family<Counter>& AddCounter(std::string name, std::string help, std::vector<std::string> labels = {});
+  Family<Counter>& AddCounter(std::string name, std::string help,
+                              std::vector<std::string> labels = {});
   Family<Gauge>& AddGauge(std::string name, std::string help, std::vector<std::string> labels = {});
-  Family<Histogram>& AddHistogram(std::string name, std::string help, std::vector<std::string> labels,
+  Family<Histogram>& AddHistogram(std::string name, std::string help,
+                                  std::vector<std::string> labels,
                                   const std::vector<double>& bounds);
 
   // Every family, then the process_* metrics read from /proc at render time.

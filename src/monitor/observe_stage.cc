@@ -5,7 +5,8 @@
 namespace pillar::monitor {
 
 ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Clock& clock)
-    : requests_(metrics.AddCounter("pillar_requests_total", "Requests by operation, model, version and outcome.",
+    : requests_(metrics.AddCounter("pillar_requests_total",
+                                   "Requests by operation, model, version and outcome.",
                                    {"operation", "model", "version", "outcome"})),
       duration_(metrics.AddHistogram("pillar_request_duration_seconds",
                                      "Time from a parsed request to its response, by operation.",
@@ -13,39 +14,52 @@ ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Cloc
       queue_(metrics.AddHistogram("pillar_queue_duration_seconds",
                                   "Time an inference request waited for a batch and an instance.",
                                   {"model", "version"}, LatencyBuckets())),
-      compute_(metrics.AddHistogram("pillar_compute_duration_seconds",
-                                    "Model execution time of the batch an inference request ran in.",
-                                    {"model", "version"}, LatencyBuckets())),
+      compute_(
+          metrics.AddHistogram("pillar_compute_duration_seconds",
+                               "Model execution time of the batch an inference request ran in.",
+                               {"model", "version"}, LatencyBuckets())),
       overhead_(metrics
                     .AddHistogram("pillar_request_overhead_seconds",
                                   "Time an inference request spent in pillar outside model compute "
                                   "and queueing: parsing, stages, encoding.",
                                   {}, LatencyBuckets())
                     .Get()),
-      in_flight_(metrics.AddGauge("pillar_inflight_requests", "Requests inside the chain now.").Get()),
+      in_flight_(
+          metrics.AddGauge("pillar_inflight_requests", "Requests inside the chain now.").Get()),
       access_log_(access_log),
       clock_(clock) {}
 
 std::string_view ObserveStage::Outcome(int status) {
   if (status < 400) return "success";
   switch (status) {
-    case 401: return "unauthenticated";
-    case 403: return "forbidden";
-    case 404: return "not_found";
+    case 401:
+      return "unauthenticated";
+    case 403:
+      return "forbidden";
+    case 404:
+      return "not_found";
     case 429:
-    case 503: return "overloaded";
-    default: return status < 500 ? "invalid" : "error";
+    case 503:
+      return "overloaded";
+    default:
+      return status < 500 ? "invalid" : "error";
   }
 }
 
 std::string_view ObserveStage::OperationName(pipeline::Operation op) {
   switch (op) {
-    case pipeline::Operation::kServerMetadata: return "server_metadata";
-    case pipeline::Operation::kModelMetadata: return "model_metadata";
-    case pipeline::Operation::kModelReady: return "model_ready";
-    case pipeline::Operation::kInfer: return "infer";
-    case pipeline::Operation::kMetrics: return "metrics";
-    case pipeline::Operation::kAdminModels: return "admin_models";
+    case pipeline::Operation::kServerMetadata:
+      return "server_metadata";
+    case pipeline::Operation::kModelMetadata:
+      return "model_metadata";
+    case pipeline::Operation::kModelReady:
+      return "model_ready";
+    case pipeline::Operation::kInfer:
+      return "infer";
+    case pipeline::Operation::kMetrics:
+      return "metrics";
+    case pipeline::Operation::kAdminModels:
+      return "admin_models";
   }
   return "unknown";
 }
@@ -60,15 +74,18 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   const int64_t total_ns = clock_.MonotonicNanos() - ex.start_ns;
   const std::string_view operation = OperationName(ex.operation);
   const std::string_view outcome = Outcome(ex.response.status);
-  const std::string_view model = ex.model ? std::string_view(ex.model->name) : std::string_view(ex.model_name);
-  const std::string_view version = ex.model ? std::string_view(ex.model->version_text) : std::string_view();
+  const std::string_view model =
+      ex.model ? std::string_view(ex.model->name) : std::string_view(ex.model_name);
+  const std::string_view version =
+      ex.model ? std::string_view(ex.model->version_text) : std::string_view();
   requests_.Get({operation, model, version, outcome}).Increment();
   duration_.Get({operation}).Observe(double(total_ns) * 1e-9);
   const bool ran = ex.operation == pipeline::Operation::kInfer && ex.infer_result.batch_size > 0;
   if (ran) {
     queue_.Get({model, version}).Observe(double(ex.infer_result.queue_ns) * 1e-9);
     compute_.Get({model, version}).Observe(double(ex.infer_result.compute_ns) * 1e-9);
-    overhead_.Observe(double(total_ns - ex.infer_result.queue_ns - ex.infer_result.compute_ns) * 1e-9);
+    overhead_.Observe(double(total_ns - ex.infer_result.queue_ns - ex.infer_result.compute_ns) *
+                      1e-9);
   }
   if (!access_log_.enabled()) return;
   JsonWriter w(256);

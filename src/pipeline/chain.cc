@@ -5,7 +5,8 @@
 
 namespace pillar::pipeline {
 
-Chain::Chain(std::vector<std::unique_ptr<Stage>> stages, monitor::MetricsRegistry* metrics, Clock& clock)
+Chain::Chain(std::vector<std::unique_ptr<Stage>> stages, monitor::MetricsRegistry* metrics,
+             Clock& clock)
     : stages_(std::move(stages)), clock_(clock) {
   if (stages_.size() > kMaxStages) {
     std::fprintf(stderr, "pillar: a chain holds at most %zu stages\n", kMaxStages);

@@ -1,7 +1,7 @@
 #include "pipeline/exchange.h"
 
-#include "common/strings.h"
 #include "common/json_writer.h"
+#include "common/strings.h"
 
 namespace pillar::pipeline {
 
@@ -11,21 +11,36 @@ bool TargetsModel(Operation op) {
 
 int HttpStatusFor(absl::StatusCode code) {
   switch (code) {
-    case absl::StatusCode::kOk: return 200;
-    case absl::StatusCode::kInvalidArgument: return 400;
-    case absl::StatusCode::kFailedPrecondition: return 400;
-    case absl::StatusCode::kOutOfRange: return 400;
-    case absl::StatusCode::kUnauthenticated: return 401;
-    case absl::StatusCode::kPermissionDenied: return 403;
-    case absl::StatusCode::kNotFound: return 404;
-    case absl::StatusCode::kAlreadyExists: return 409;
-    case absl::StatusCode::kAborted: return 409;
-    case absl::StatusCode::kResourceExhausted: return 429;
-    case absl::StatusCode::kCancelled: return 499;
-    case absl::StatusCode::kUnimplemented: return 501;
-    case absl::StatusCode::kUnavailable: return 503;
-    case absl::StatusCode::kDeadlineExceeded: return 504;
-    default: return 500;
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    case absl::StatusCode::kFailedPrecondition:
+      return 400;
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+      return 409;
+    case absl::StatusCode::kAborted:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kCancelled:
+      return 499;
+    case absl::StatusCode::kUnimplemented:
+      return 501;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    default:
+      return 500;
   }
 }
 

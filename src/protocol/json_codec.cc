@@ -7,10 +7,9 @@
 #include <limits>
 #include <type_traits>
 
-#include "common/strings.h"
 #include "common/json_writer.h"
-#include "common/strings.h"
 #include "common/status_macros.h"
+#include "common/strings.h"
 
 namespace pillar::protocol {
 namespace {
@@ -64,10 +63,17 @@ template <typename T>
 absl::Status AppendFloat(std::string& out, element value) {
   double v;
   switch (value.type()) {
-    case element_type::DOUBLE: v = value.get_double().value_unsafe(); break;
-    case element_type::INT64: v = static_cast<double>(value.get_int64().value_unsafe()); break;
-    case element_type::UINT64: v = static_cast<double>(value.get_uint64().value_unsafe()); break;
-    default: return Invalid("is not a number");
+    case element_type::DOUBLE:
+      v = value.get_double().value_unsafe();
+      break;
+    case element_type::INT64:
+      v = static_cast<double>(value.get_int64().value_unsafe());
+      break;
+    case element_type::UINT64:
+      v = static_cast<double>(value.get_uint64().value_unsafe());
+      break;
+    default:
+      return Invalid("is not a number");
   }
   if constexpr (std::is_same_v<T, float>) {
     if (v > std::numeric_limits<float>::max() || v < -std::numeric_limits<float>::max()) {
@@ -84,16 +90,26 @@ absl::Status AppendElement(std::string& out, DataType type, element value) {
       if (value.type() != element_type::BOOL) return Invalid("is not a boolean");
       out.push_back(value.get_bool().value_unsafe() ? 1 : 0);
       return absl::OkStatus();
-    case DataType::kUint8: return AppendInteger<uint8_t>(out, value);
-    case DataType::kUint16: return AppendInteger<uint16_t>(out, value);
-    case DataType::kUint32: return AppendInteger<uint32_t>(out, value);
-    case DataType::kUint64: return AppendInteger<uint64_t>(out, value);
-    case DataType::kInt8: return AppendInteger<int8_t>(out, value);
-    case DataType::kInt16: return AppendInteger<int16_t>(out, value);
-    case DataType::kInt32: return AppendInteger<int32_t>(out, value);
-    case DataType::kInt64: return AppendInteger<int64_t>(out, value);
-    case DataType::kFp32: return AppendFloat<float>(out, value);
-    case DataType::kFp64: return AppendFloat<double>(out, value);
+    case DataType::kUint8:
+      return AppendInteger<uint8_t>(out, value);
+    case DataType::kUint16:
+      return AppendInteger<uint16_t>(out, value);
+    case DataType::kUint32:
+      return AppendInteger<uint32_t>(out, value);
+    case DataType::kUint64:
+      return AppendInteger<uint64_t>(out, value);
+    case DataType::kInt8:
+      return AppendInteger<int8_t>(out, value);
+    case DataType::kInt16:
+      return AppendInteger<int16_t>(out, value);
+    case DataType::kInt32:
+      return AppendInteger<int32_t>(out, value);
+    case DataType::kInt64:
+      return AppendInteger<int64_t>(out, value);
+    case DataType::kFp32:
+      return AppendFloat<float>(out, value);
+    case DataType::kFp64:
+      return AppendFloat<double>(out, value);
   }
   return Invalid("has an unknown datatype");
 }
@@ -110,7 +126,8 @@ struct DataWalker {
     if (value.type() == element_type::ARRAY) {
       if (depth >= max_nesting) return Invalid("'data' is nested too deeply");
       simdjson::dom::array children;
-      if (value.get_array().get(children) != simdjson::SUCCESS) return Invalid("'data' is not an array");
+      if (value.get_array().get(children) != simdjson::SUCCESS)
+        return Invalid("'data' is not an array");
       for (element child : children) {
         PILLAR_RETURN_IF_ERROR(Walk(child, depth + 1));
       }
@@ -119,8 +136,8 @@ struct DataWalker {
     if (count >= expected) return Invalid("'data' has more elements than 'shape' allows");
     absl::Status s = AppendElement(out, type, value);
     if (!s.ok()) {
-      return Invalid(StrCat("'data' element ", count, " ", s.message(), " for datatype ",
-                                  DataTypeName(type)));
+      return Invalid(
+          StrCat("'data' element ", count, " ", s.message(), " for datatype ", DataTypeName(type)));
     }
     ++count;
     return absl::OkStatus();
@@ -176,7 +193,8 @@ struct InferenceRequestDecoder::Impl {
           if (dim.get_int64().get(d) != simdjson::SUCCESS || d < 0) {
             return Invalid("'shape' must be an array of non-negative integers");
           }
-          if (tensor.shape.size() == limits.max_rank) return Invalid("'shape' has too many dimensions");
+          if (tensor.shape.size() == limits.max_rank)
+            return Invalid("'shape' has too many dimensions");
           tensor.shape.push_back(d);
         }
         has_shape = true;
@@ -200,8 +218,8 @@ struct InferenceRequestDecoder::Impl {
     DataWalker walker{tensor.datatype, *count, limits.max_nesting, tensor.data};
     if (absl::Status s = walker.Walk(data, 0); !s.ok()) return Prefix(prefix, s);
     if (walker.count != *count) {
-      return Invalid(StrCat(prefix, "'data' has ", walker.count, " elements but 'shape' needs ",
-                                  *count));
+      return Invalid(
+          StrCat(prefix, "'data' has ", walker.count, " elements but 'shape' needs ", *count));
     }
     return tensor;
   }
@@ -252,7 +270,8 @@ struct InferenceRequestDecoder::Impl {
             return Invalid("each entry of 'outputs' must be an object with a 'name'");
           }
           PILLAR_ASSIGN_OR_RETURN(std::string_view n, GetString(name, "name"));
-          if (request.requested_outputs.size() == limits.max_tensors) return Invalid("too many outputs");
+          if (request.requested_outputs.size() == limits.max_tensors)
+            return Invalid("too many outputs");
           request.requested_outputs.emplace_back(n);
         }
         has_outputs = true;
@@ -294,17 +313,39 @@ void AppendTensorData(std::string& out, const Tensor& tensor) {
   JsonWriter w;
   w.BeginArray();
   switch (tensor.datatype) {
-    case DataType::kBool: ForEachElement<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); }); break;
-    case DataType::kUint8: ForEachElement<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); }); break;
-    case DataType::kUint16: ForEachElement<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); }); break;
-    case DataType::kUint32: ForEachElement<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); }); break;
-    case DataType::kUint64: ForEachElement<uint64_t>(tensor, [&](uint64_t v) { w.Uint(v); }); break;
-    case DataType::kInt8: ForEachElement<int8_t>(tensor, [&](int8_t v) { w.Int(v); }); break;
-    case DataType::kInt16: ForEachElement<int16_t>(tensor, [&](int16_t v) { w.Int(v); }); break;
-    case DataType::kInt32: ForEachElement<int32_t>(tensor, [&](int32_t v) { w.Int(v); }); break;
-    case DataType::kInt64: ForEachElement<int64_t>(tensor, [&](int64_t v) { w.Int(v); }); break;
-    case DataType::kFp32: ForEachElement<float>(tensor, [&](float v) { w.Float(v); }); break;
-    case DataType::kFp64: ForEachElement<double>(tensor, [&](double v) { w.Double(v); }); break;
+    case DataType::kBool:
+      ForEachElement<uint8_t>(tensor, [&](uint8_t v) { w.Bool(v != 0); });
+      break;
+    case DataType::kUint8:
+      ForEachElement<uint8_t>(tensor, [&](uint8_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint16:
+      ForEachElement<uint16_t>(tensor, [&](uint16_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint32:
+      ForEachElement<uint32_t>(tensor, [&](uint32_t v) { w.Uint(v); });
+      break;
+    case DataType::kUint64:
+      ForEachElement<uint64_t>(tensor, [&](uint64_t v) { w.Uint(v); });
+      break;
+    case DataType::kInt8:
+      ForEachElement<int8_t>(tensor, [&](int8_t v) { w.Int(v); });
+      break;
+    case DataType::kInt16:
+      ForEachElement<int16_t>(tensor, [&](int16_t v) { w.Int(v); });
+      break;
+    case DataType::kInt32:
+      ForEachElement<int32_t>(tensor, [&](int32_t v) { w.Int(v); });
+      break;
+    case DataType::kInt64:
+      ForEachElement<int64_t>(tensor, [&](int64_t v) { w.Int(v); });
+      break;
+    case DataType::kFp32:
+      ForEachElement<float>(tensor, [&](float v) { w.Float(v); });
+      break;
+    case DataType::kFp64:
+      ForEachElement<double>(tensor, [&](double v) { w.Double(v); });
+      break;
   }
   w.EndArray();
   out.append(w.str());

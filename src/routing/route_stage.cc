@@ -19,7 +19,7 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
   ex.model = model;
   if (ex.operation == pipeline::Operation::kInfer && !model->ready()) {
     ex.Fail(absl::UnavailableError(StrCat("model '", model->name, "' version ", model->version,
-                                                " is not ready: ", model->status.message())));
+                                          " is not ready: ", model->status.message())));
     return pipeline::StageResult::kStop;
   }
   return pipeline::StageResult::kContinue;

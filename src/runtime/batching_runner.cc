@@ -48,7 +48,8 @@ BatchingRunner::~BatchingRunner() {
 }
 
 int64_t BatchingRunner::EstimatedWaitSeconds() const {
-  double batches = std::ceil(double(queue_.size()) / double(std::max<int64_t>(1, config_.max_batch_size)));
+  double batches =
+      std::ceil(double(queue_.size()) / double(std::max<int64_t>(1, config_.max_batch_size)));
   double seconds = batches * mean_batch_ns_ / 1e9 / double(instances_.size());
   return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
 }
@@ -69,7 +70,8 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     int64_t wait = EstimatedWaitSeconds();
     lock.unlock();
     std::move(done)(UnavailableWithRetry(
-        StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"), wait));
+        StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"),
+        wait));
     return;
   }
   queue_.push_back(Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
@@ -169,13 +171,13 @@ void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {
   }
   if (outputs.ok() && outputs->size() != config_.outputs.size()) {
     outputs = absl::InternalError(StrCat("the model returned ", outputs->size(),
-                                               " outputs; its config declares ", config_.outputs.size()));
+                                         " outputs; its config declares ", config_.outputs.size()));
   }
   if (outputs.ok() && config_.max_batch_size > 0) {
     for (const protocol::Tensor& t : *outputs) {
       if (t.shape.empty() || t.shape[0] != total_rows || t.data.size() % size_t(total_rows) != 0) {
-        outputs = absl::InternalError(StrCat("output '", t.name, "' does not have ", total_rows,
-                                                   " rows as its batch"));
+        outputs = absl::InternalError(
+            StrCat("output '", t.name, "' does not have ", total_rows, " rows as its batch"));
         break;
       }
     }

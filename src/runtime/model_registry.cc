@@ -4,7 +4,8 @@
 
 namespace pillar::runtime {
 
-std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan, const RunnerLoader& loader) {
+std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
+                                                    const RunnerLoader& loader) {
   auto registry = std::make_unique<ModelRegistry>();
   for (models::VersionEntry& entry : scan.versions) {
     auto v = std::make_unique<ModelVersion>();
@@ -24,9 +25,10 @@ std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan, con
     }
     registry->versions_.push_back(std::move(v));
   }
-  std::sort(registry->versions_.begin(), registry->versions_.end(), [](const auto& a, const auto& b) {
-    return std::tie(a->name, a->version) < std::tie(b->name, b->version);
-  });
+  std::sort(registry->versions_.begin(), registry->versions_.end(),
+            [](const auto& a, const auto& b) {
+              return std::tie(a->name, a->version) < std::tie(b->name, b->version);
+            });
   registry->model_errors_ = std::move(scan.model_errors);
   return registry;
 }
@@ -47,7 +49,8 @@ const ModelVersion* ModelRegistry::Find(std::string_view model, std::string_view
 }
 
 bool ModelRegistry::HasModel(std::string_view model) const {
-  return std::any_of(versions_.begin(), versions_.end(), [&](const auto& v) { return v->name == model; });
+  return std::any_of(versions_.begin(), versions_.end(),
+                     [&](const auto& v) { return v->name == model; });
 }
 
 bool ModelRegistry::AllReady() const {

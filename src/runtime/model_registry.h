@@ -43,7 +43,9 @@ class ModelRegistry {
   const ModelVersion* Find(std::string_view model, std::string_view version) const;
   bool HasModel(std::string_view model) const;
   const std::vector<std::unique_ptr<ModelVersion>>& versions() const { return versions_; }
-  const std::vector<std::pair<std::string, absl::Status>>& model_errors() const { return model_errors_; }
+  const std::vector<std::pair<std::string, absl::Status>>& model_errors() const {
+    return model_errors_;
+  }
   // True when every version loaded.
   bool AllReady() const;
 

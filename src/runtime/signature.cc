@@ -32,9 +32,9 @@ absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
       return absl::InvalidArgumentError(StrCat("missing input '", spec.name, "'"));
     }
     if (it->datatype != spec.datatype) {
-      return absl::InvalidArgumentError(StrCat(
-          "input '", spec.name, "': datatype ", protocol::DataTypeName(it->datatype),
-          " does not match the model's ", protocol::DataTypeName(spec.datatype)));
+      return absl::InvalidArgumentError(
+          StrCat("input '", spec.name, "': datatype ", protocol::DataTypeName(it->datatype),
+                 " does not match the model's ", protocol::DataTypeName(spec.datatype)));
     }
     const size_t offset = batched ? 1 : 0;
     bool shape_ok = it->shape.size() == spec.shape.size() + offset;
@@ -47,16 +47,18 @@ absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
           batched ? "[-1," : "", ShapeText(spec.shape).substr(batched ? 1 : 0)));
     }
     // The decoder guarantees this for network input; runners may be called by other code.
-    if (int64_t(it->data.size()) != it->ElementCount() * int64_t(protocol::ElementSize(it->datatype))) {
+    if (int64_t(it->data.size()) !=
+        it->ElementCount() * int64_t(protocol::ElementSize(it->datatype))) {
       return absl::InvalidArgumentError(StrCat("input '", spec.name, "': ", it->data.size(),
-                                               " bytes of data do not fill shape ", ShapeText(it->shape)));
+                                               " bytes of data do not fill shape ",
+                                               ShapeText(it->shape)));
     }
     if (batched) {
       int64_t r = it->shape[0];
       if (r < 1 || r > config.max_batch_size) {
         return absl::InvalidArgumentError(StrCat("input '", spec.name, "': batch of ", r,
-                                                       " rows is outside [1, ",
-                                                       config.max_batch_size, "]"));
+                                                 " rows is outside [1, ", config.max_batch_size,
+                                                 "]"));
       }
       if (rows != -1 && r != rows) {
         return absl::InvalidArgumentError("inputs disagree on the batch dimension");

@@ -5,8 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "common/strings.h"
 #include "absl/synchronization/mutex.h"
+#include "common/strings.h"
 #include "state/state_store.h"
 
 namespace pillar::state {
@@ -26,7 +26,9 @@ CREATE TABLE IF NOT EXISTS api_keys (
 
 class Statement {
  public:
-  Statement(sqlite3* db, const char* sql) { rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr); }
+  Statement(sqlite3* db, const char* sql) {
+    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
+  }
   ~Statement() { sqlite3_finalize(stmt_); }
   Statement(const Statement&) = delete;
   Statement& operator=(const Statement&) = delete;
@@ -53,11 +55,12 @@ class SqliteStateStore final : public StateStore {
   absl::Status PutKey(const ApiKeyRecord& record) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Statement insert(db_,
-                     "INSERT INTO api_keys (id, name, secret_hash, created_us) VALUES (?, ?, ?, ?)");
+    Statement insert(
+        db_, "INSERT INTO api_keys (id, name, secret_hash, created_us) VALUES (?, ?, ?, ?)");
     if (!insert.ok()) return Rollback(Error("prepare insert"));
     sqlite3_bind_text(insert.get(), 1, record.id.data(), int(record.id.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_text(insert.get(), 2, record.name.data(), int(record.name.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(insert.get(), 2, record.name.data(), int(record.name.size()),
+                      SQLITE_TRANSIENT);
     sqlite3_bind_blob(insert.get(), 3, record.secret_hash.data(), int(record.secret_hash.size()),
                       SQLITE_TRANSIENT);
     sqlite3_bind_int64(insert.get(), 4, record.created_us);
@@ -72,7 +75,8 @@ class SqliteStateStore final : public StateStore {
   absl::StatusOr<std::vector<ApiKeyRecord>> ListKeys() override {
     absl::MutexLock lock(&mu_);
     Statement select(db_,
-                     "SELECT id, name, secret_hash, created_us, revoked_us FROM api_keys ORDER BY created_us, id");
+                     "SELECT id, name, secret_hash, created_us, revoked_us FROM api_keys ORDER BY "
+                     "created_us, id");
     if (!select.ok()) return Error("prepare select");
     std::vector<ApiKeyRecord> keys;
     int rc;
@@ -95,13 +99,13 @@ class SqliteStateStore final : public StateStore {
   absl::Status RevokeKey(const std::string& id, int64_t revoked_us) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Statement update(db_,
-                     "UPDATE api_keys SET revoked_us = COALESCE(revoked_us, ?) WHERE id = ?");
+    Statement update(db_, "UPDATE api_keys SET revoked_us = COALESCE(revoked_us, ?) WHERE id = ?");
     if (!update.ok()) return Rollback(Error("prepare revoke"));
     sqlite3_bind_int64(update.get(), 1, revoked_us);
     sqlite3_bind_text(update.get(), 2, id.data(), int(id.size()), SQLITE_TRANSIENT);
     if (sqlite3_step(update.get()) != SQLITE_DONE) return Rollback(Error("revoke key"));
-    if (sqlite3_changes(db_) == 0) return Rollback(absl::NotFoundError(StrCat("no key with id ", id)));
+    if (sqlite3_changes(db_) == 0)
+      return Rollback(absl::NotFoundError(StrCat("no key with id ", id)));
     return BumpAndCommit();
   }
 
@@ -115,7 +119,8 @@ class SqliteStateStore final : public StateStore {
  private:
   static std::string Text(sqlite3_stmt* stmt, int column) {
     const unsigned char* text = sqlite3_column_text(stmt, column);
-    return text ? std::string(reinterpret_cast<const char*>(text), size_t(sqlite3_column_bytes(stmt, column)))
+    return text ? std::string(reinterpret_cast<const char*>(text),
+                              size_t(sqlite3_column_bytes(stmt, column)))
                 : std::string();
   }
 

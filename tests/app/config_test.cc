@@ -68,7 +68,8 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   EXPECT_NE(error("[data]\nport = 70000\n").find("port must be"), std::string::npos);
   EXPECT_NE(error("[server]\nthreads = -1\n").find("threads must be"), std::string::npos);
   EXPECT_NE(error("[data]\ntls_certificate = \"c.pem\"\n").find("needs both"), std::string::npos);
-  EXPECT_NE(error("[repository]\nversion_policy = \"newest\"\n").find("version policy"), std::string::npos);
+  EXPECT_NE(error("[repository]\nversion_policy = \"newest\"\n").find("version policy"),
+            std::string::npos);
   EXPECT_NE(error("[repository.policies]\nx = 3\n").find("must be a string"), std::string::npos);
   EXPECT_NE(error("[limits]\nbody_limit_bytes = 0\n").find("too small"), std::string::npos);
   EXPECT_NE(error("data = 1\n").find("unknown section"), std::string::npos);

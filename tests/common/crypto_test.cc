@@ -6,7 +6,8 @@ namespace pillar {
 namespace {
 
 TEST(CryptoTest, Sha256MatchesTheStandardVector) {
-  EXPECT_EQ(HexEncode(Sha256("abc")), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+  EXPECT_EQ(HexEncode(Sha256("abc")),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
 
 TEST(CryptoTest, RandomBytesDiffer) {

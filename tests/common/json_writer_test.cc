@@ -32,7 +32,8 @@ TEST(JsonWriterTest, EscapesControlCharactersAndQuotes) {
 
 TEST(JsonWriterTest, ReplacesInvalidUtf8SoOutputIsAlwaysValid) {
   std::string out;
-  AppendJsonString(out, "ok\xff\xc3(\xe2\x82\xac");  // bad byte, truncated sequence, then a valid euro sign
+  AppendJsonString(
+      out, "ok\xff\xc3(\xe2\x82\xac");  // bad byte, truncated sequence, then a valid euro sign
   EXPECT_EQ(out, "\"ok\xef\xbf\xbd\xef\xbf\xbd(\xe2\x82\xac\"");
   out.clear();
   AppendJsonString(out, "\xed\xa0\x80");  // an encoded surrogate is not valid UTF-8

@@ -6,7 +6,9 @@ namespace pillar {
 namespace {
 
 TEST(StringsTest, StrCatMixesTypes) {
-  EXPECT_EQ(StrCat("a", std::string("b"), std::string_view("c"), 42, -1, 'x', absl::string_view("z")), "abc42-1xz");
+  EXPECT_EQ(
+      StrCat("a", std::string("b"), std::string_view("c"), 42, -1, 'x', absl::string_view("z")),
+      "abc42-1xz");
 }
 
 TEST(StringsTest, ParseIntIsStrict) {

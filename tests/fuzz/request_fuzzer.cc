@@ -1,13 +1,11 @@
 // Fuzzes what pillar does with the bytes of an HTTP request before any stage runs: Beast's
 // parser under pillar's limits, the router's matching and percent-decoding of the target, and
 // the API key parser on the Authorization header.
-#include <utility>
-
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
-
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include "http/router.h"
 #include "identity/api_key.h"
@@ -50,7 +48,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto authorization = request[bhttp::field::authorization];
   if (authorization.size() > 7) {
-    (void)pillar::identity::ParseApiKey(std::string_view(authorization.data() + 7, authorization.size() - 7));
+    (void)pillar::identity::ParseApiKey(
+        std::string_view(authorization.data() + 7, authorization.size() - 7));
   }
   return 0;
 }

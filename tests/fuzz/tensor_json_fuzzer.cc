@@ -24,7 +24,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   pillar::protocol::InferenceResponse response;
   for (const auto& tensor : request->inputs) {
-    if (int64_t(tensor.data.size()) != tensor.ElementCount() * int64_t(pillar::protocol::ElementSize(tensor.datatype))) {
+    if (int64_t(tensor.data.size()) !=
+        tensor.ElementCount() * int64_t(pillar::protocol::ElementSize(tensor.datatype))) {
       __builtin_trap();
     }
     response.outputs.push_back(tensor);

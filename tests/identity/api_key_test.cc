@@ -30,7 +30,11 @@ TEST(ApiKeyTest, KeysAreUnique) {
 
 TEST(ApiKeyTest, RejectsEveryOtherShape) {
   std::string good = GenerateApiKey().text;
-  std::vector<std::string> bad = {"", "pk_", good + "A", good.substr(1), "sk" + good.substr(2),
+  std::vector<std::string> bad = {"",
+                                  "pk_",
+                                  good + "A",
+                                  good.substr(1),
+                                  "sk" + good.substr(2),
                                   good.substr(0, 15) + "-" + good.substr(16)};
   std::string upper_id = good;
   upper_id[3] = 'G';

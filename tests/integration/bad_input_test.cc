@@ -35,12 +35,15 @@ class BadInputTest : public ::testing::Test {
     // Whatever the case did, the server still answers a good request.
     std::string pixels = "0";
     for (int i = 1; i < 64; ++i) pixels += ",0";
-    HttpReply r = Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,64],"data":[)" + pixels + "]}]}");
+    HttpReply r = Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,64],"data":[)" +
+                        pixels + "]}]}");
     EXPECT_EQ(r.status, 200) << r.body;
   }
 
-  static HttpReply Infer(const std::string& body, const std::string& path = "/v2/models/digits/infer") {
-    return Fetch(server_->data_port(), "POST", path, body, {Bearer(key_), "Content-Type: application/json"});
+  static HttpReply Infer(const std::string& body,
+                         const std::string& path = "/v2/models/digits/infer") {
+    return Fetch(server_->data_port(), "POST", path, body,
+                 {Bearer(key_), "Content-Type: application/json"});
   }
   static void ExpectError(const HttpReply& r, int status, const std::string& message_part) {
     EXPECT_EQ(r.status, status) << r.body;
@@ -62,55 +65,67 @@ class BadInputTest : public ::testing::Test {
 testing::ServerProcess* BadInputTest::server_ = nullptr;
 std::string BadInputTest::key_;
 
-TEST_F(BadInputTest, MalformedJson) { ExpectError(Infer("{\"inputs\": [}"), 400, "malformed JSON"); }
+TEST_F(BadInputTest, MalformedJson) {
+  ExpectError(Infer("{\"inputs\": [}"), 400, "malformed JSON");
+}
 
-TEST_F(BadInputTest, BodyIsNotAnObject) { ExpectError(Infer("[1,2,3]"), 400, "must be a JSON object"); }
+TEST_F(BadInputTest, BodyIsNotAnObject) {
+  ExpectError(Infer("[1,2,3]"), 400, "must be a JSON object");
+}
 
 TEST_F(BadInputTest, MissingInputs) { ExpectError(Infer("{}"), 400, "missing 'inputs'"); }
 
 TEST_F(BadInputTest, MissingInputTensor) {
-  ExpectError(Infer(R"({"inputs":[{"name":"other","datatype":"FP32","shape":[1],"data":[1]}]})"), 400,
-              "unknown input 'other'");
+  ExpectError(Infer(R"({"inputs":[{"name":"other","datatype":"FP32","shape":[1],"data":[1]}]})"),
+              400, "unknown input 'other'");
 }
 
 TEST_F(BadInputTest, WrongDatatype) {
   std::string data = "1";
   for (int i = 1; i < 64; ++i) data += ",1";
-  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"INT32","shape":[1,64],"data":[)" + data + "]}]}"),
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"INT32","shape":[1,64],"data":[)" +
+                    data + "]}]}"),
               400, "datatype INT32 does not match the model's FP32");
 }
 
 TEST_F(BadInputTest, UnknownDatatype) {
-  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP33","shape":[1],"data":[1]}]})"), 400,
-              "unknown datatype 'FP33'");
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP33","shape":[1],"data":[1]}]})"),
+              400, "unknown datatype 'FP33'");
 }
 
 TEST_F(BadInputTest, WrongShape) {
-  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})"), 400,
-              "shape [1,3] does not match the model's [-1,64]");
+  ExpectError(
+      Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})"),
+      400, "shape [1,3] does not match the model's [-1,64]");
 }
 
 TEST_F(BadInputTest, DataDisagreesWithShape) {
-  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,64],"data":[1,2]}]})"), 400,
-              "'data' has 2 elements but 'shape' needs 64");
+  ExpectError(
+      Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1,64],"data":[1,2]}]})"), 400,
+      "'data' has 2 elements but 'shape' needs 64");
 }
 
 TEST_F(BadInputTest, ValueOutOfRange) {
-  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1],"data":[1e300]}]})"), 400,
-              "out of range for FP32");
+  ExpectError(
+      Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[1],"data":[1e300]}]})"), 400,
+      "out of range for FP32");
 }
 
 TEST_F(BadInputTest, BatchLargerThanTheModelAllows) {
   std::string data = "0";
   for (int i = 1; i < 65 * 64; ++i) data += ",0";
-  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[65,64],"data":[)" + data + "]}]}"),
+  ExpectError(Infer(R"({"inputs":[{"name":"pixels","datatype":"FP32","shape":[65,64],"data":[)" +
+                    data + "]}]}"),
               400, "batch of 65 rows is outside [1, 64]");
 }
 
-TEST_F(BadInputTest, UnknownModel) { ExpectError(Infer("{}", "/v2/models/nope/infer"), 404, "unknown model 'nope'"); }
+TEST_F(BadInputTest, UnknownModel) {
+  ExpectError(Infer("{}", "/v2/models/nope/infer"), 404, "unknown model 'nope'");
+}
 
 TEST_F(BadInputTest, UnknownVersion) {
-  ExpectError(Infer("{}", "/v2/models/digits/versions/7/infer"), 404, "unknown version '7' of model 'digits'");
+  ExpectError(Infer("{}", "/v2/models/digits/versions/7/infer"), 404,
+              "unknown version '7' of model 'digits'");
 }
 
 TEST_F(BadInputTest, UnknownRouteAndWrongMethod) {
@@ -125,14 +140,17 @@ TEST_F(BadInputTest, InvalidUtf8InJson) {
 }
 
 TEST_F(BadInputTest, OversizedBody) {
-  const int64_t before = Metric(R"(pillar_http_rejected_total\{listener="data",reason="body_too_large"\})");
+  const int64_t before =
+      Metric(R"(pillar_http_rejected_total\{listener="data",reason="body_too_large"\})");
   ExpectError(Infer(std::string(70000, ' ')), 413, "exceeds 65536 bytes");
-  EXPECT_EQ(Metric(R"(pillar_http_rejected_total\{listener="data",reason="body_too_large"\})"), before + 1);
+  EXPECT_EQ(Metric(R"(pillar_http_rejected_total\{listener="data",reason="body_too_large"\})"),
+            before + 1);
 }
 
 TEST_F(BadInputTest, OversizedHeader) {
-  ExpectError(Fetch(server_->data_port(), "GET", "/v2", "", {"X-Filler: " + std::string(5000, 'a')}), 431,
-              "header exceeds");
+  ExpectError(
+      Fetch(server_->data_port(), "GET", "/v2", "", {"X-Filler: " + std::string(5000, 'a')}), 431,
+      "header exceeds");
 }
 
 TEST_F(BadInputTest, DuplicateAuthorizationHeader) {
@@ -142,7 +160,9 @@ TEST_F(BadInputTest, DuplicateAuthorizationHeader) {
 
 TEST_F(BadInputTest, DuplicateContentLength) {
   HttpConnection c(server_->data_port());
-  c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\n{}");
+  c.SendRaw(
+      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nContent-Length: "
+      "2\r\n\r\n{}");
   HttpReply r = c.ReadReply();
   EXPECT_EQ(r.status, 400) << r.body;
 }
@@ -154,7 +174,8 @@ TEST_F(BadInputTest, GarbageRequestLine) {
 }
 
 TEST_F(BadInputTest, TruncatedBodyIsCountedAndDropped) {
-  const int64_t before = Metric(R"(pillar_http_rejected_total\{listener="data",reason="truncated"\})");
+  const int64_t before =
+      Metric(R"(pillar_http_rejected_total\{listener="data",reason="truncated"\})");
   {
     HttpConnection c(server_->data_port());
     c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
@@ -205,7 +226,8 @@ TEST_F(BadInputTest, Http10ClosesUnlessAskedToKeepAlive) {
 }
 
 TEST_F(BadInputTest, RejectedRequestsAreCountedByOutcome) {
-  const std::string pattern = R"(pillar_requests_total\{operation="infer",model="digits",version="1",outcome="invalid"\})";
+  const std::string pattern =
+      R"(pillar_requests_total\{operation="infer",model="digits",version="1",outcome="invalid"\})";
   const int64_t before = Metric(pattern);
   Infer("{}");
   EXPECT_EQ(Metric(pattern), before + 1);

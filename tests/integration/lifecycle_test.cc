@@ -2,7 +2,6 @@
 // a full queue answers 503 with Retry-After, SIGTERM drains in-flight requests and exits 0,
 // plaintext is refused off loopback, TLS works when configured.
 #include <gtest/gtest.h>
-
 #include <signal.h>
 #include <sys/wait.h>
 
@@ -45,7 +44,8 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   std::string key = server.CreateKey("drain");
   ASSERT_TRUE(server.Start()) << server.Log();
 
-  HttpConnection watcher(server.data_port());  // opened before the drain, to ask readiness during it
+  HttpConnection watcher(
+      server.data_port());  // opened before the drain, to ask readiness during it
   ASSERT_EQ(watcher.Request("GET", "/v2/health/ready").status, 200);
 
   constexpr int kClients = 6;
@@ -53,7 +53,8 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   std::vector<std::thread> clients;
   for (int i = 0; i < kClients; ++i) {
     clients.emplace_back([&, i] {
-      replies[size_t(i)] = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+      replies[size_t(i)] = Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
+                                 OneDigitBody(), {Bearer(key)});
     });
   }
   for (int i = 0; i < 500 && InFlight(server, key) < kClients; ++i) {
@@ -63,7 +64,8 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   ::kill(server.pid(), SIGTERM);
   // The signal is taken asynchronously; readiness must turn false while the requests still run.
   HttpReply ready = watcher.Request("GET", "/v2/health/ready");
-  for (int i = 0; i < 100 && ready.status == 200; ++i) ready = watcher.Request("GET", "/v2/health/ready");
+  for (int i = 0; i < 100 && ready.status == 200; ++i)
+    ready = watcher.Request("GET", "/v2/health/ready");
   EXPECT_EQ(ready.status, 503);
   EXPECT_EQ(ready.body, R"({"ready":false})");
   for (std::thread& t : clients) t.join();
@@ -87,10 +89,13 @@ TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {
   ASSERT_TRUE(server.Start()) << server.Log();
   HttpReply first;
   std::thread holder([&] {
-    first = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+    first =
+        Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
   });
-  for (int i = 0; i < 500 && InFlight(server, key) < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  HttpReply refused = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+  for (int i = 0; i < 500 && InFlight(server, key) < 1; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  HttpReply refused =
+      Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
   EXPECT_EQ(refused.status, 503) << refused.body;
   EXPECT_NE(refused.body.find("queue is full"), std::string::npos);
   EXPECT_FALSE(refused.Header("retry-after").empty());
@@ -116,7 +121,8 @@ TEST(LifecycleTest, LoadFailuresArePerModelAndReadinessSaysSo) {
   // Strict readiness (the default): one broken model makes the server not ready...
   EXPECT_EQ(Fetch(port, "GET", "/v2/health/ready").status, 503);
   // ...but the good models serve, and each broken one says why.
-  EXPECT_EQ(Fetch(port, "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)}).status, 200);
+  EXPECT_EQ(Fetch(port, "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)}).status,
+            200);
   HttpReply broken = Fetch(port, "POST", "/v2/models/broken/infer", OneDigitBody(), {Bearer(key)});
   EXPECT_EQ(broken.status, 503);
   EXPECT_NE(broken.body.find("cannot load TorchScript"), std::string::npos) << broken.body;
@@ -124,7 +130,9 @@ TEST(LifecycleTest, LoadFailuresArePerModelAndReadinessSaysSo) {
   EXPECT_EQ(ready.status, 400);
   EXPECT_NE(ready.body.find("platform 'onnx' is not supported"), std::string::npos) << ready.body;
   HttpReply admin = Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {Bearer(key)});
-  EXPECT_NE(admin.body.find(R"("name":"broken","version":"1","state":"UNAVAILABLE")"), std::string::npos) << admin.body;
+  EXPECT_NE(admin.body.find(R"("name":"broken","version":"1","state":"UNAVAILABLE")"),
+            std::string::npos)
+      << admin.body;
   EXPECT_NE(admin.body.find(R"("model":"empty")"), std::string::npos) << admin.body;
   EXPECT_EQ(server.Stop(), 0);
 
@@ -147,18 +155,26 @@ TEST(LifecycleTest, VersionPolicySelectsVersions) {
   ASSERT_TRUE(server.Start()) << server.Log();
   HttpReply meta = Fetch(server.data_port(), "GET", "/v2/models/digits", "", {Bearer(key)});
   EXPECT_NE(meta.body.find(R"("versions":["1","3"])"), std::string::npos) << meta.body;
-  EXPECT_EQ(Fetch(server.data_port(), "GET", "/v2/models/digits/versions/2/ready", "", {Bearer(key)}).status, 404);
-  HttpReply latest = Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
+  EXPECT_EQ(
+      Fetch(server.data_port(), "GET", "/v2/models/digits/versions/2/ready", "", {Bearer(key)})
+          .status,
+      404);
+  HttpReply latest =
+      Fetch(server.data_port(), "POST", "/v2/models/digits/infer", OneDigitBody(), {Bearer(key)});
   EXPECT_NE(latest.body.find(R"("model_version":"3")"), std::string::npos) << latest.body;
 }
 
 TEST(LifecycleTest, RefusesPlaintextOnANonLoopbackAddress) {
   testing::ServerProcess server;
-  std::string config = "[data]\naddress = \"0.0.0.0\"\nport = 0\n[admin]\nport = 0\n[repository]\npath = \"" +
-                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + (server.dir() / "s.db").string() + "\"\n";
+  std::string config =
+      "[data]\naddress = \"0.0.0.0\"\nport = 0\n[admin]\nport = 0\n[repository]\npath = \"" +
+      testing::DemoStore().string() + "\"\n[state]\npath = \"" + (server.dir() / "s.db").string() +
+      "\"\n";
   std::ofstream(server.dir() / "public.toml") << config;
   std::string err;
-  EXPECT_EQ(testing::RunPillar({"serve", "-c", (server.dir() / "public.toml").string()}, nullptr, &err), 1);
+  EXPECT_EQ(
+      testing::RunPillar({"serve", "-c", (server.dir() / "public.toml").string()}, nullptr, &err),
+      1);
   EXPECT_NE(err.find("allow_plaintext"), std::string::npos) << err;
 }
 
@@ -166,21 +182,25 @@ TEST(LifecycleTest, RejectsUnknownConfigKeys) {
   testing::ServerProcess server;
   std::ofstream(server.dir() / "typo.toml") << "[data]\nadress = \"127.0.0.1\"\n";
   std::string err;
-  EXPECT_EQ(testing::RunPillar({"serve", "-c", (server.dir() / "typo.toml").string()}, nullptr, &err), 1);
+  EXPECT_EQ(
+      testing::RunPillar({"serve", "-c", (server.dir() / "typo.toml").string()}, nullptr, &err), 1);
   EXPECT_NE(err.find("unknown key 'adress' in [data]"), std::string::npos) << err;
 }
 
 TEST(LifecycleTest, ServesTlsWhenConfigured) {
   testing::ServerProcess server;
   std::string dir = server.dir().string();
-  std::string cmd = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " + dir +
-                    "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
+  std::string cmd =
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 -keyout " + dir +
+      "/key.pem -out " + dir + "/cert.pem >/dev/null 2>&1";
   ASSERT_EQ(std::system(cmd.c_str()), 0);
   server.AddConfig("");
   std::string key = server.CreateKey("tls");
   std::string config = "[data]\naddress = \"127.0.0.1\"\nport = 0\ntls_certificate = \"" + dir +
-                       "/cert.pem\"\ntls_private_key = \"" + dir + "/key.pem\"\n[admin]\nport = 0\n[repository]\npath = \"" +
-                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + dir + "/state.db\"\n[logging]\naccess_log = \"\"\n";
+                       "/cert.pem\"\ntls_private_key = \"" + dir +
+                       "/key.pem\"\n[admin]\nport = 0\n[repository]\npath = \"" +
+                       testing::DemoStore().string() + "\"\n[state]\npath = \"" + dir +
+                       "/state.db\"\n[logging]\naccess_log = \"\"\n";
   std::ofstream(server.config_path()) << config;
   std::string ports = dir + "/tls-ports";
   pid_t pid = ::fork();
@@ -188,8 +208,8 @@ TEST(LifecycleTest, ServesTlsWhenConfigured) {
     std::string binary = testing::PillarBinary();
     std::string config_path = server.config_path().string();
     std::freopen((dir + "/tls.log").c_str(), "w", stderr);
-    ::execl(binary.c_str(), binary.c_str(), "serve", "-c", config_path.c_str(), "--ports-file", ports.c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), "serve", "-c", config_path.c_str(), "--ports-file",
+            ports.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   std::string port;
@@ -202,12 +222,14 @@ TEST(LifecycleTest, ServesTlsWhenConfigured) {
     if (port.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   ASSERT_FALSE(port.empty());
-  std::string curl = "curl -sk --max-time 10 -H 'Authorization: Bearer " + key + "' https://127.0.0.1:" + port + "/v2";
+  std::string curl = "curl -sk --max-time 10 -H 'Authorization: Bearer " + key +
+                     "' https://127.0.0.1:" + port + "/v2";
   FILE* pipe = ::popen(curl.c_str(), "r");
   char buf[512] = {0};
   size_t n = std::fread(buf, 1, sizeof buf - 1, pipe);
   ::pclose(pipe);
-  EXPECT_NE(std::string(buf, n).find("\"name\":\"pillar\""), std::string::npos) << std::string(buf, n);
+  EXPECT_NE(std::string(buf, n).find("\"name\":\"pillar\""), std::string::npos)
+      << std::string(buf, n);
   // Plaintext HTTP to the TLS port gets no HTTP answer.
   EXPECT_EQ(Fetch(uint16_t(std::stoi(port)), "GET", "/v2/health/live").status, 0);
   ::kill(pid, SIGTERM);

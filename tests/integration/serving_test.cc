@@ -79,8 +79,8 @@ TEST_F(ServingTest, ClassifiesTheHeldOutSetWithTheRecordedAccuracy) {
     HttpConnection connection(server_->data_port());
     int correct = 0;
     for (const Digit& digit : *heldout_) {
-      HttpReply r = connection.Request("POST", "/v2/models/" + model + "/infer", testing::InferBody({&digit}),
-                                       {Bearer(key_)});
+      HttpReply r = connection.Request("POST", "/v2/models/" + model + "/infer",
+                                       testing::InferBody({&digit}), {Bearer(key_)});
       ASSERT_EQ(r.status, 200) << r.body;
       std::vector<int> p = Predictions(r.body);
       ASSERT_EQ(p.size(), 1u);
@@ -100,8 +100,8 @@ TEST_F(ServingTest, ABatchedRequestGivesTheSameAnswersAsSingleOnes) {
   std::vector<int> together = Predictions(batch.body);
   ASSERT_EQ(together.size(), 40u);
   for (size_t i = 0; i < rows.size(); ++i) {
-    HttpReply one = Fetch(server_->data_port(), "POST", "/v2/models/digits/infer", testing::InferBody({rows[i]}),
-                          {Bearer(key_)});
+    HttpReply one = Fetch(server_->data_port(), "POST", "/v2/models/digits/infer",
+                          testing::InferBody({rows[i]}), {Bearer(key_)});
     EXPECT_EQ(Predictions(one.body), std::vector<int>{together[i]}) << i;
   }
 }
@@ -114,8 +114,10 @@ TEST_F(ServingTest, SixtyFourConcurrentClientsAllGetCorrectAnswers) {
   {
     HttpConnection c(server_->data_port());
     for (int i = 0; i < kRequestsEach; ++i) {
-      expected.push_back(Predictions(c.Request("POST", "/v2/models/digits/infer",
-                                               testing::InferBody({&(*heldout_)[i]}), {Bearer(key_)}).body)[0]);
+      expected.push_back(
+          Predictions(c.Request("POST", "/v2/models/digits/infer",
+                                testing::InferBody({&(*heldout_)[i]}), {Bearer(key_)})
+                          .body)[0]);
     }
   }
   std::atomic<int> ok{0}, wrong{0}, failed{0};
@@ -125,8 +127,9 @@ TEST_F(ServingTest, SixtyFourConcurrentClientsAllGetCorrectAnswers) {
       HttpConnection connection(server_->data_port());
       for (int i = 0; i < kRequestsEach; ++i) {
         int row = (c + i) % kRequestsEach;
-        HttpReply r = connection.Request("POST", "/v2/models/digits/infer",
-                                         testing::InferBody({&(*heldout_)[size_t(row)]}), {Bearer(key_)});
+        HttpReply r =
+            connection.Request("POST", "/v2/models/digits/infer",
+                               testing::InferBody({&(*heldout_)[size_t(row)]}), {Bearer(key_)});
         std::vector<int> p = Predictions(r.body);
         if (r.status != 200 || p.size() != 1) {
           ++failed;
@@ -145,11 +148,15 @@ TEST_F(ServingTest, SixtyFourConcurrentClientsAllGetCorrectAnswers) {
   // Under that load the dynamic batcher must have formed batches of more than one row.
   std::string metrics = Fetch(server_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(metrics, m, std::regex(
-      R"re(pillar_batch_size_bucket\{model="digits",version="1",le="1"\} (\d+))re")));
-  std::regex_search(metrics, m, std::regex(R"re(pillar_batch_size_count\{model="digits",version="1"\} (\d+))re"));
+  ASSERT_TRUE(std::regex_search(
+      metrics, m,
+      std::regex(R"re(pillar_batch_size_bucket\{model="digits",version="1",le="1"\} (\d+))re")));
+  std::regex_search(
+      metrics, m, std::regex(R"re(pillar_batch_size_count\{model="digits",version="1"\} (\d+))re"));
   std::smatch one;
-  std::regex_search(metrics, one, std::regex(R"re(pillar_batch_size_bucket\{model="digits",version="1",le="1"\} (\d+))re"));
+  std::regex_search(
+      metrics, one,
+      std::regex(R"re(pillar_batch_size_bucket\{model="digits",version="1",le="1"\} (\d+))re"));
   EXPECT_LT(std::stoll(one[1]), std::stoll(m[1])) << "no batch held more than one row";
 }
 
@@ -159,13 +166,15 @@ TEST_F(ServingTest, MetadataFollowsTheProtocol) {
   EXPECT_EQ(server.status, 200);
   EXPECT_NE(server.body.find("\"name\":\"pillar\""), std::string::npos);
   HttpReply model = Fetch(port, "GET", "/v2/models/digits", "", {Bearer(key_)});
-  EXPECT_EQ(model.body,
-            R"({"name":"digits","versions":["1"],"platform":"torchscript","inputs":[{"name":"pixels","datatype":"FP32","shape":[-1,64]}],"outputs":[{"name":"probabilities","datatype":"FP32","shape":[-1,10]}]})");
+  EXPECT_EQ(
+      model.body,
+      R"({"name":"digits","versions":["1"],"platform":"torchscript","inputs":[{"name":"pixels","datatype":"FP32","shape":[-1,64]}],"outputs":[{"name":"probabilities","datatype":"FP32","shape":[-1,10]}]})");
   EXPECT_EQ(Fetch(port, "GET", "/v2/models/digits/versions/1", "", {Bearer(key_)}).status, 200);
   HttpReply ready = Fetch(port, "GET", "/v2/models/digits/ready", "", {Bearer(key_)});
   EXPECT_EQ(ready.status, 200);
   EXPECT_EQ(ready.body, R"({"name":"digits","version":"1","ready":true})");
-  EXPECT_EQ(Fetch(port, "GET", "/v2/models/digits/versions/1/ready", "", {Bearer(key_)}).status, 200);
+  EXPECT_EQ(Fetch(port, "GET", "/v2/models/digits/versions/1/ready", "", {Bearer(key_)}).status,
+            200);
   EXPECT_EQ(Fetch(port, "GET", "/v2/health/ready").body, R"({"ready":true})");
   EXPECT_EQ(Fetch(port, "GET", "/v2/health/live").body, R"({"live":true})");
 }
@@ -173,7 +182,8 @@ TEST_F(ServingTest, MetadataFollowsTheProtocol) {
 TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
   std::string body = testing::InferBody({&(*heldout_)[0]});
   body.insert(1, "\"id\":\"abc\",");
-  HttpReply r = Fetch(server_->data_port(), "POST", "/v2/models/digits/infer", body, {Bearer(key_)});
+  HttpReply r =
+      Fetch(server_->data_port(), "POST", "/v2/models/digits/infer", body, {Bearer(key_)});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find("\"id\":\"abc\""), std::string::npos);
   std::string id = r.Header("x-request-id");
@@ -187,7 +197,8 @@ TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
   }
   size_t at = log.find("\"request_id\":\"" + id + "\"");
   ASSERT_NE(at, std::string::npos);
-  std::string line = log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
+  std::string line =
+      log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
   EXPECT_NE(line.find("\"status\":200"), std::string::npos) << line;
   EXPECT_NE(line.find("\"model\":\"digits\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"compute_us\":"), std::string::npos) << line;
@@ -195,13 +206,14 @@ TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
 }
 
 TEST_F(ServingTest, MetricsCoverRequestsStagesQueueComputeAndProcess) {
-  Fetch(server_->data_port(), "POST", "/v2/models/digits/infer", testing::InferBody({&(*heldout_)[0]}),
-        {Bearer(key_)});
+  Fetch(server_->data_port(), "POST", "/v2/models/digits/infer",
+        testing::InferBody({&(*heldout_)[0]}), {Bearer(key_)});
   HttpReply r = Fetch(server_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.Header("content-type"), "text/plain; version=0.0.4; charset=utf-8");
   for (const char* needle : {
-           "pillar_requests_total{operation=\"infer\",model=\"digits\",version=\"1\",outcome=\"success\"}",
+           "pillar_requests_total{operation=\"infer\",model=\"digits\",version=\"1\",outcome="
+           "\"success\"}",
            "pillar_request_duration_seconds_bucket{operation=\"infer\",le=\"+Inf\"}",
            "pillar_stage_duration_seconds_count{stage=\"authenticate\"}",
            "pillar_stage_duration_seconds_count{stage=\"decode\"}",
@@ -217,7 +229,8 @@ TEST_F(ServingTest, MetricsCoverRequestsStagesQueueComputeAndProcess) {
     EXPECT_NE(r.body.find(needle), std::string::npos) << needle;
   }
   HttpReply models = Fetch(server_->admin_port(), "GET", "/admin/v1/models", "", {Bearer(key_)});
-  EXPECT_NE(models.body.find(R"({"name":"digits","version":"1","state":"READY"})"), std::string::npos)
+  EXPECT_NE(models.body.find(R"({"name":"digits","version":"1","state":"READY"})"),
+            std::string::npos)
       << models.body;
 }
 

@@ -47,15 +47,20 @@ std::string ErrorFor(std::string_view from, std::string_view to) {
 }
 
 TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
-  EXPECT_NE(ErrorFor("torchscript", "onnx").find("platform 'onnx' is not supported"), std::string::npos);
-  EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = -1").find("max_batch_size"), std::string::npos);
+  EXPECT_NE(ErrorFor("torchscript", "onnx").find("platform 'onnx' is not supported"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = -1").find("max_batch_size"),
+            std::string::npos);
   EXPECT_NE(ErrorFor("\"FP32\"", "\"FP99\"").find("unknown datatype"), std::string::npos);
   EXPECT_NE(ErrorFor("[4, -1]", "[0]").find("positive integers or -1"), std::string::npos);
   EXPECT_NE(ErrorFor("name = \"y\"", "name = \"\"").find("has no name"), std::string::npos);
   EXPECT_NE(ErrorFor("count = 3", "count = 0").find("instance.count"), std::string::npos);
-  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"tpu\"").find("instance.kind 'tpu'"), std::string::npos);
-  EXPECT_NE(ErrorFor("max_queue_size = 16", "max_queue_size = 0").find("max_queue_size"), std::string::npos);
-  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"cpu\"\n[[input]]\nname = \"x\"\ndatatype = \"FP32\"\nshape = [1]")
+  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"tpu\"").find("instance.kind 'tpu'"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("max_queue_size = 16", "max_queue_size = 0").find("max_queue_size"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("kind = \"cpu\"",
+                     "kind = \"cpu\"\n[[input]]\nname = \"x\"\ndatatype = \"FP32\"\nshape = [1]")
                 .find("input 'x' is declared twice"),
             std::string::npos);
 }
@@ -63,7 +68,8 @@ TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
 TEST(ModelConfigTest, SyntaxErrorsNameTheFileAndLine) {
   absl::StatusOr<ModelConfig> c = ModelConfig::Parse("platform = \n", "store/m/1/model.toml");
   ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.status().message().find("store/m/1/model.toml:1"), absl::string_view::npos) << c.status();
+  EXPECT_NE(c.status().message().find("store/m/1/model.toml:1"), absl::string_view::npos)
+      << c.status();
 }
 
 TEST(ModelConfigTest, MissingSectionsAreErrors) {

@@ -26,7 +26,8 @@ class ModelRepositoryTest : public ::testing::Test {
     root_ = mkdtemp(pattern.data());
   }
   void TearDown() override { std::filesystem::remove_all(root_); }
-  void AddVersion(const std::string& model, const std::string& version, const std::string& toml = kToml) {
+  void AddVersion(const std::string& model, const std::string& version,
+                  const std::string& toml = kToml) {
     std::filesystem::create_directories(root_ / model / version);
     std::ofstream(root_ / model / version / "model.toml") << toml;
   }
@@ -57,8 +58,8 @@ TEST_F(ModelRepositoryTest, BrokenVersionsAndModelsAreReportedNotFatal) {
   std::filesystem::create_directories(root_ / "bad name!");
   ScanResult scan = ModelRepository(root_, VersionPolicy::Latest(), {}).Scan();
   ASSERT_EQ(scan.versions.size(), 3u);
-  EXPECT_FALSE(scan.versions[0].config.ok());  // bad
-  EXPECT_TRUE(scan.versions[1].config.ok());   // good
+  EXPECT_FALSE(scan.versions[0].config.ok());                                       // bad
+  EXPECT_TRUE(scan.versions[1].config.ok());                                        // good
   EXPECT_EQ(scan.versions[2].config.status().code(), absl::StatusCode::kNotFound);  // missing-toml
   ASSERT_EQ(scan.model_errors.size(), 2u);
   EXPECT_EQ(scan.model_errors[0].first, "bad name!");

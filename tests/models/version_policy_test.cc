@@ -20,7 +20,8 @@ TEST(VersionPolicyTest, SelectsAsTritonDoes) {
 }
 
 TEST(VersionPolicyTest, RejectsBadText) {
-  for (const char* bad : {"", "newest", "latest:0", "latest:x", "specific:", "specific:1,,2", "specific:-1"}) {
+  for (const char* bad :
+       {"", "newest", "latest:0", "latest:x", "specific:", "specific:1,,2", "specific:-1"}) {
     EXPECT_FALSE(VersionPolicy::Parse(bad).ok()) << bad;
   }
 }

@@ -13,8 +13,10 @@ TEST(MetricsTest, RendersCountersGaugesAndLabelsInPrometheusText) {
   requests.Get({"a\"b", "ok"}).Increment(2);
   registry.AddGauge("x_inflight", "In flight.").Get().Set(3);
   std::string text = registry.Render();
-  EXPECT_NE(text.find("# HELP x_requests_total Requests.\n# TYPE x_requests_total counter\n"), std::string::npos);
-  EXPECT_NE(text.find("x_requests_total{model=\"a\\\"b\",outcome=\"ok\"} 2\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("# HELP x_requests_total Requests.\n# TYPE x_requests_total counter\n"),
+            std::string::npos);
+  EXPECT_NE(text.find("x_requests_total{model=\"a\\\"b\",outcome=\"ok\"} 2\n"), std::string::npos)
+      << text;
   EXPECT_NE(text.find("x_inflight 3\n"), std::string::npos);
   EXPECT_NE(text.find("process_resident_memory_bytes "), std::string::npos);
   EXPECT_NE(text.find("process_cpu_seconds_total "), std::string::npos);
@@ -27,7 +29,8 @@ TEST(MetricsTest, HistogramBucketsAreCumulative) {
   h.Get().Observe(0.5);
   h.Get().Observe(5);
   std::string text = registry.Render();
-  EXPECT_NE(text.find("x_seconds_bucket{le=\"0.1\"} 1\nx_seconds_bucket{le=\"1\"} 2\nx_seconds_bucket{le=\"+Inf\"} 3\n"
+  EXPECT_NE(text.find("x_seconds_bucket{le=\"0.1\"} 1\nx_seconds_bucket{le=\"1\"} "
+                      "2\nx_seconds_bucket{le=\"+Inf\"} 3\n"
                       "x_seconds_sum 5.55\nx_seconds_count 3\n"),
             std::string::npos)
       << text;

@@ -10,7 +10,8 @@ namespace {
 // Records the order of calls; can stop or suspend.
 class Recorder final : public Stage {
  public:
-  Recorder(std::string name, std::vector<std::string>& log, StageResult result = StageResult::kContinue)
+  Recorder(std::string name, std::vector<std::string>& log,
+           StageResult result = StageResult::kContinue)
       : name_(std::move(name)), log_(log), result_(result) {}
   std::string_view name() const override { return name_; }
   StageResult OnRequest(Exchange& ex) override {
@@ -87,7 +88,8 @@ TEST(ChainTest, ASuspendedStageResumesWhereItLeftOff) {
   std::move(run.posted.front())();
   EXPECT_TRUE(run.done);
   EXPECT_EQ(log, (std::vector<std::string>{"a.request", "c.request", "c.response", "a.response"}));
-  EXPECT_NE(metrics.Render().find("pillar_stage_duration_seconds_count{stage=\"suspend\"} 1"), std::string::npos);
+  EXPECT_NE(metrics.Render().find("pillar_stage_duration_seconds_count{stage=\"suspend\"} 1"),
+            std::string::npos);
 }
 
 TEST(ExchangeTest, FailMapsStatusCodesAndAddsHeaders) {

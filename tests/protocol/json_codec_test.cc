@@ -27,7 +27,8 @@ std::string Error(std::string_view body) {
 }
 
 TEST(JsonCodecTest, DecodesFlatData) {
-  auto r = Decode(R"({"id":"7","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2.5,3,4]}],
+  auto r = Decode(
+      R"({"id":"7","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2.5,3,4]}],
                      "outputs":[{"name":"y"}]})");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->id, "7");
@@ -38,8 +39,10 @@ TEST(JsonCodecTest, DecodesFlatData) {
 }
 
 TEST(JsonCodecTest, NestedAndFlatDataGiveTheSameBytes) {
-  auto flat = Decode(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"INT32","data":[1,2,3,4,5,6]}]})");
-  auto nested = Decode(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"INT32","data":[[1,2,3],[4,5,6]]}]})");
+  auto flat =
+      Decode(R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"INT32","data":[1,2,3,4,5,6]}]})");
+  auto nested = Decode(
+      R"({"inputs":[{"name":"x","shape":[2,3],"datatype":"INT32","data":[[1,2,3],[4,5,6]]}]})");
   ASSERT_TRUE(flat.ok() && nested.ok());
   EXPECT_EQ(flat->inputs[0].data, nested->inputs[0].data);
 }
@@ -50,17 +53,18 @@ TEST(JsonCodecTest, EveryDatatypeDecodes) {
     const char* data;
     size_t bytes;
   };
-  for (const Case& c : std::vector<Case>{{"BOOL", "[true,false]", 2},
-                                         {"UINT8", "[0,255]", 2},
-                                         {"UINT16", "[0,65535]", 4},
-                                         {"UINT32", "[0,4294967295]", 8},
-                                         {"UINT64", "[0,18446744073709551615]", 16},
-                                         {"INT8", "[-128,127]", 2},
-                                         {"INT16", "[-32768,32767]", 4},
-                                         {"INT32", "[-2147483648,2147483647]", 8},
-                                         {"INT64", "[-9223372036854775808,9223372036854775807]", 16},
-                                         {"FP32", "[-1.5,3]", 8},
-                                         {"FP64", "[1e300,-2]", 16}}) {
+  for (const Case& c :
+       std::vector<Case>{{"BOOL", "[true,false]", 2},
+                         {"UINT8", "[0,255]", 2},
+                         {"UINT16", "[0,65535]", 4},
+                         {"UINT32", "[0,4294967295]", 8},
+                         {"UINT64", "[0,18446744073709551615]", 16},
+                         {"INT8", "[-128,127]", 2},
+                         {"INT16", "[-32768,32767]", 4},
+                         {"INT32", "[-2147483648,2147483647]", 8},
+                         {"INT64", "[-9223372036854775808,9223372036854775807]", 16},
+                         {"FP32", "[-1.5,3]", 8},
+                         {"FP64", "[1e300,-2]", 16}}) {
     auto r = Decode(std::string(R"({"inputs":[{"name":"x","shape":[2],"datatype":")") + c.type +
                     R"(","data":)" + c.data + "}]}");
     ASSERT_TRUE(r.ok()) << c.type << ": " << r.status();
@@ -69,12 +73,24 @@ TEST(JsonCodecTest, EveryDatatypeDecodes) {
 }
 
 TEST(JsonCodecTest, RangeChecksPerDatatype) {
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]})").find("out of range"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[-129]}]})").find("out of range"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT32","data":[-1]}]})").find("out of range"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT64","data":[1.5]}]})").find("not an integer"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})").find("not a boolean"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["1"]}]})").find("not a number"), std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[256]}]})")
+                .find("out of range"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT8","data":[-129]}]})")
+                .find("out of range"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT32","data":[-1]}]})")
+                .find("out of range"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT64","data":[1.5]}]})")
+                .find("not an integer"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BOOL","data":[1]}]})")
+                .find("not a boolean"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["1"]}]})")
+                .find("not a number"),
+            std::string::npos);
 }
 
 TEST(JsonCodecTest, PreciseErrors) {
@@ -84,28 +100,50 @@ TEST(JsonCodecTest, PreciseErrors) {
   EXPECT_NE(Error("{}").find("missing 'inputs'"), std::string::npos);
   EXPECT_NE(Error(R"({"inputs":[]})").find("'inputs' is empty"), std::string::npos);
   EXPECT_NE(Error(R"({"inputs":{}})").find("'inputs' must be an array"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})").find("no 'name'"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","datatype":"FP32","data":[1]}]})").find("missing 'shape'"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"data":[1]}]})").find("missing 'datatype'"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})").find("missing 'data'"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})").find("non-negative"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2,3]}]})").find("more elements"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1]}]})").find("has 1 elements but 'shape' needs 3"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":["a"]}]})").find("BYTES is not supported"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})").find("appears twice"), std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[],"inputs":[]})").find("duplicate key 'inputs'"), std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"shape":[1],"datatype":"FP32","data":[1]}]})").find("no 'name'"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(R"({"inputs":[{"name":"x","datatype":"FP32","data":[1]}]})").find("missing 'shape'"),
+      std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"data":[1]}]})").find("missing 'datatype'"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32"}]})").find("missing 'data'"),
+      std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[-1],"datatype":"FP32","data":[1]}]})")
+                .find("non-negative"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[2],"datatype":"FP32","data":[1,2,3]}]})")
+                .find("more elements"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1]}]})")
+                .find("has 1 elements but 'shape' needs 3"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":["a"]}]})")
+                .find("BYTES is not supported"),
+            std::string::npos);
+  EXPECT_NE(
+      Error(
+          R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]},{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})")
+          .find("appears twice"),
+      std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[],"inputs":[]})").find("duplicate key 'inputs'"),
+            std::string::npos);
   EXPECT_NE(Error("{\"id\":\"\xc3\x28\",\"inputs\":[]}").find("malformed JSON"), std::string::npos);
 }
 
 TEST(JsonCodecTest, HugeShapesAreRefusedBeforeAllocating) {
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[4294967296,4294967296],"datatype":"FP32","data":[]}]})")
-                .find("more elements than allowed"),
-            std::string::npos);
+  EXPECT_NE(
+      Error(
+          R"({"inputs":[{"name":"x","shape":[4294967296,4294967296],"datatype":"FP32","data":[]}]})")
+          .find("more elements than allowed"),
+      std::string::npos);
 }
 
 TEST(JsonCodecTest, DeepNestingIsRefused) {
   std::string deep = std::string(40, '[') + "1" + std::string(40, ']');
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}").find("nested too deeply"),
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}")
+                .find("nested too deeply"),
             std::string::npos);
 }
 
@@ -120,15 +158,18 @@ TEST(JsonCodecTest, EncodesResponses) {
   response.outputs.push_back(t);
   Tensor b{"flags", DataType::kBool, {2}, std::string("\x01\x00", 2)};
   response.outputs.push_back(b);
-  EXPECT_EQ(EncodeInferenceResponse(response),
-            R"({"model_name":"m","model_version":"2","id":"q","outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"data":[0.25,-1]},{"name":"flags","datatype":"BOOL","shape":[2],"data":[true,false]}]})");
+  EXPECT_EQ(
+      EncodeInferenceResponse(response),
+      R"({"model_name":"m","model_version":"2","id":"q","outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"data":[0.25,-1]},{"name":"flags","datatype":"BOOL","shape":[2],"data":[true,false]}]})");
 }
 
 TEST(JsonCodecTest, DecoderIsReusable) {
   InferenceRequestDecoder decoder;
   for (int i = 0; i < 3; ++i) {
     EXPECT_FALSE(decoder.Decode("{").ok());
-    EXPECT_TRUE(decoder.Decode(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})").ok());
+    EXPECT_TRUE(
+        decoder.Decode(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1]}]})")
+            .ok());
   }
 }
 

@@ -36,11 +36,12 @@ std::unique_ptr<runtime::ModelRegistry> Registry() {
   scan.versions.push_back({"echo", 1, "/nonexistent", config});
   scan.versions.push_back({"echo", 2, "/nonexistent", config});
   scan.versions.push_back({"broken", 1, "/nonexistent", absl::InvalidArgumentError("bad toml")});
-  return runtime::ModelRegistry::Build(std::move(scan), [](const models::VersionEntry& entry)
-                                           -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
-    if (entry.version == 2) return absl::InternalError("cannot load version 2");
-    return std::make_unique<EchoRunner>();
-  });
+  return runtime::ModelRegistry::Build(
+      std::move(scan),
+      [](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
+        if (entry.version == 2) return absl::InternalError("cannot load version 2");
+        return std::make_unique<EchoRunner>();
+      });
 }
 
 TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
@@ -101,7 +102,8 @@ TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
   stages.push_back(std::make_unique<RouteStage>(*registry));
   stages.push_back(std::make_unique<DecodeStage>());
-  stages.push_back(std::make_unique<runtime::ExecuteStage>(std::map<Operation, runtime::ExecuteStage::Handler>{}));
+  stages.push_back(std::make_unique<runtime::ExecuteStage>(
+      std::map<Operation, runtime::ExecuteStage::Handler>{}));
   pipeline::Chain chain(std::move(stages), nullptr);
   Exchange ex;
   ex.operation = Operation::kInfer;
@@ -116,8 +118,9 @@ TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
   ASSERT_EQ(posted.size(), 1u);
   std::move(posted[0])();
   EXPECT_TRUE(done);
-  EXPECT_EQ(ex.response.body,
-            R"({"model_name":"echo","model_version":"1","id":"r1","outputs":[{"name":"y","datatype":"INT32","shape":[2,1],"data":[5,6]}]})");
+  EXPECT_EQ(
+      ex.response.body,
+      R"({"model_name":"echo","model_version":"1","id":"r1","outputs":[{"name":"y","datatype":"INT32","shape":[2,1],"data":[5,6]}]})");
   EXPECT_EQ(ex.infer_result.batch_size, 2);
 }
 

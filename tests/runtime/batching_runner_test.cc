@@ -85,10 +85,12 @@ std::vector<float> Floats(const Tensor& t) {
   return v;
 }
 
-std::future<absl::StatusOr<InferResult>> Submit(Runner& runner, protocol::InferenceRequest request) {
+std::future<absl::StatusOr<InferResult>> Submit(Runner& runner,
+                                                protocol::InferenceRequest request) {
   auto promise = std::make_shared<std::promise<absl::StatusOr<InferResult>>>();
   auto future = promise->get_future();
-  runner.Infer(std::move(request), [promise](absl::StatusOr<InferResult> r) { promise->set_value(std::move(r)); });
+  runner.Infer(std::move(request),
+               [promise](absl::StatusOr<InferResult> r) { promise->set_value(std::move(r)); });
   return future;
 }
 
@@ -193,7 +195,8 @@ TEST(BatchingRunnerTest, InvalidRequestsAreRefusedBeforeQueueing) {
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::make_unique<DoublingBackend>());
   BatchingRunner runner(Config(4, 0, 16), std::move(instances), SystemClock());
-  EXPECT_EQ(Submit(runner, Request({1, 2, 3}, 1)).get().status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(Submit(runner, Request({1, 2, 3}, 1)).get().status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST(BatchingRunnerTest, DestructionFailsQueuedRequests) {
@@ -201,7 +204,8 @@ TEST(BatchingRunnerTest, DestructionFailsQueuedRequests) {
   DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
-  auto runner = std::make_unique<BatchingRunner>(Config(1, 0, 16), std::move(instances), SystemClock());
+  auto runner =
+      std::make_unique<BatchingRunner>(Config(1, 0, 16), std::move(instances), SystemClock());
   b->Hold();
   auto running = Submit(*runner, Request({0, 0}, 1));
   b->WaitStarted(1);

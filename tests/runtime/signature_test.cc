@@ -32,7 +32,8 @@ TEST(SignatureTest, ReordersInputsAndReturnsRows) {
 }
 
 TEST(SignatureTest, NamesWhatIsWrong) {
-  auto error = [](std::vector<Tensor> inputs, int64_t max_batch = 8, std::vector<std::string> outputs = {}) {
+  auto error = [](std::vector<Tensor> inputs, int64_t max_batch = 8,
+                  std::vector<std::string> outputs = {}) {
     protocol::InferenceRequest r;
     r.inputs = std::move(inputs);
     r.requested_outputs = std::move(outputs);
@@ -41,7 +42,8 @@ TEST(SignatureTest, NamesWhatIsWrong) {
     return std::string(rows.status().message());
   };
   EXPECT_EQ(error({T("a", DataType::kFp32, {1, 2})}), "missing input 'b'");
-  EXPECT_EQ(error({T("a", DataType::kFp32, {1, 2}), T("b", DataType::kInt64, {1, 1}), T("c", DataType::kFp32, {1})}),
+  EXPECT_EQ(error({T("a", DataType::kFp32, {1, 2}), T("b", DataType::kInt64, {1, 1}),
+                   T("c", DataType::kFp32, {1})}),
             "unknown input 'c'");
   EXPECT_EQ(error({T("a", DataType::kFp64, {1, 2}), T("b", DataType::kInt64, {1, 1})}),
             "input 'a': datatype FP64 does not match the model's FP32");

@@ -26,9 +26,11 @@ models::ModelConfig DemoConfig() {
 
 TEST(TorchBackendTest, LoadsTheDemoModelAndRunsABatch) {
   if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
-  absl::StatusOr<std::unique_ptr<Backend>> backend = LoadTorchBackend(DemoVersion() / "model.pt", DemoConfig(), "cpu");
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      LoadTorchBackend(DemoVersion() / "model.pt", DemoConfig(), "cpu");
   ASSERT_TRUE(backend.ok()) << backend.status();
-  std::vector<protocol::Tensor> inputs = {{"pixels", protocol::DataType::kFp32, {3, 64}, std::string(3 * 64 * 4, '\0')}};
+  std::vector<protocol::Tensor> inputs = {
+      {"pixels", protocol::DataType::kFp32, {3, 64}, std::string(3 * 64 * 4, '\0')}};
   absl::StatusOr<std::vector<protocol::Tensor>> out = (*backend)->Execute(inputs);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_EQ(out->size(), 1u);
@@ -44,7 +46,8 @@ TEST(TorchBackendTest, GarbageFileIsALoadErrorNotACrash) {
   if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   testing::TempDir dir;
   std::ofstream(dir.path() / "model.pt") << "PK\x03\x04 definitely not a TorchScript zip";
-  absl::StatusOr<std::unique_ptr<Backend>> backend = LoadTorchBackend(dir.path() / "model.pt", DemoConfig(), "cpu");
+  absl::StatusOr<std::unique_ptr<Backend>> backend =
+      LoadTorchBackend(dir.path() / "model.pt", DemoConfig(), "cpu");
   ASSERT_FALSE(backend.ok());
   EXPECT_NE(backend.status().message().find("cannot load TorchScript"), absl::string_view::npos);
   EXPECT_FALSE(LoadTorchBackend(dir.path() / "missing.pt", DemoConfig(), "cpu").ok());
@@ -57,9 +60,11 @@ TEST(TorchBackendTest, ModelThatDoesNotMatchItsConfigIsRefusedAtLoad) {
   EXPECT_FALSE(LoadTorchBackend(DemoVersion() / "model.pt", wrong_input, "cpu").ok());
   models::ModelConfig wrong_output = DemoConfig();
   wrong_output.outputs[0].shape = {11};
-  absl::StatusOr<std::unique_ptr<Backend>> b = LoadTorchBackend(DemoVersion() / "model.pt", wrong_output, "cpu");
+  absl::StatusOr<std::unique_ptr<Backend>> b =
+      LoadTorchBackend(DemoVersion() / "model.pt", wrong_output, "cpu");
   ASSERT_FALSE(b.ok());
-  EXPECT_NE(b.status().message().find("does not match model.toml"), absl::string_view::npos) << b.status();
+  EXPECT_NE(b.status().message().find("does not match model.toml"), absl::string_view::npos)
+      << b.status();
   models::ModelConfig wrong_type = DemoConfig();
   wrong_type.outputs[0].datatype = protocol::DataType::kInt64;
   EXPECT_FALSE(LoadTorchBackend(DemoVersion() / "model.pt", wrong_type, "cpu").ok());
@@ -67,7 +72,8 @@ TEST(TorchBackendTest, ModelThatDoesNotMatchItsConfigIsRefusedAtLoad) {
 
 TEST(TorchBackendTest, CudaIsRefusedWhereAbsent) {
   if (CudaAvailable()) GTEST_SKIP() << "a CUDA device is present";
-  EXPECT_EQ(ResolveDevice(models::DeviceKind::kCuda).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ResolveDevice(models::DeviceKind::kCuda).status().code(),
+            absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(*ResolveDevice(models::DeviceKind::kAuto), "cpu");
 }
 

@@ -7,7 +7,9 @@
 namespace pillar::state {
 namespace {
 
-ApiKeyRecord Key(const std::string& id) { return ApiKeyRecord{id, "name-" + id, std::string(32, 'h'), 100, {}}; }
+ApiKeyRecord Key(const std::string& id) {
+  return ApiKeyRecord{id, "name-" + id, std::string(32, 'h'), 100, {}};
+}
 
 TEST(SqliteStateStoreTest, PutListRevoke) {
   testing::TempDir dir;

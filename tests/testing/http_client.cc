@@ -91,17 +91,19 @@ bool HttpConnection::Readable(int timeout_ms) {
 }
 
 HttpReply HttpConnection::Request(const std::string& method, const std::string& path,
-                                  const std::string& body, const std::vector<std::string>& headers) {
+                                  const std::string& body,
+                                  const std::vector<std::string>& headers) {
   std::string request = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\n";
   for (const std::string& h : headers) request += h + "\r\n";
-  if (!body.empty() || method == "POST") request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
+  if (!body.empty() || method == "POST")
+    request += "Content-Length: " + std::to_string(body.size()) + "\r\n";
   request += "\r\n" + body;
   if (!SendRaw(request)) return {};
   return ReadReply();
 }
 
-HttpReply Fetch(uint16_t port, const std::string& method, const std::string& path, const std::string& body,
-                const std::vector<std::string>& headers) {
+HttpReply Fetch(uint16_t port, const std::string& method, const std::string& path,
+                const std::string& body, const std::vector<std::string>& headers) {
   HttpConnection connection(port);
   if (!connection.connected()) return {};
   return connection.Request(method, path, body, headers);

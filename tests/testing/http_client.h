@@ -12,7 +12,7 @@
 namespace pillar::testing {
 
 struct HttpReply {
-  int status = 0;  // 0 when no response arrived
+  int status = 0;                              // 0 when no response arrived
   std::map<std::string, std::string> headers;  // lowercase names
   std::string body;
   std::string Header(const std::string& name) const {
@@ -34,8 +34,8 @@ class HttpConnection {
   HttpReply ReadReply();
   // True when a response or EOF is waiting to be read, within `timeout_ms`; consumes nothing.
   bool Readable(int timeout_ms);
-  HttpReply Request(const std::string& method, const std::string& path, const std::string& body = "",
-                    const std::vector<std::string>& headers = {});
+  HttpReply Request(const std::string& method, const std::string& path,
+                    const std::string& body = "", const std::vector<std::string>& headers = {});
 
  private:
   int fd_ = -1;

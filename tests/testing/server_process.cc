@@ -96,7 +96,8 @@ void ServerProcess::WriteConfig() {
 std::string ServerProcess::CreateKey(const std::string& name) {
   WriteConfig();
   std::string out;
-  if (RunPillar({"key", "create", "-c", config_path().string(), "--name", name}, &out) != 0) return "";
+  if (RunPillar({"key", "create", "-c", config_path().string(), "--name", name}, &out) != 0)
+    return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }
@@ -118,8 +119,8 @@ bool ServerProcess::Start() {
     std::string binary = PillarBinary();
     std::string config = config_path().string();
     std::string ports_file = ports.string();
-    ::execl(binary.c_str(), binary.c_str(), "serve", "-c", config.c_str(), "--ports-file", ports_file.c_str(),
-            static_cast<char*>(nullptr));
+    ::execl(binary.c_str(), binary.c_str(), "serve", "-c", config.c_str(), "--ports-file",
+            ports_file.c_str(), static_cast<char*>(nullptr));
     ::_exit(127);
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -155,7 +156,8 @@ int ServerProcess::Stop() {
 
 std::string ServerProcess::Log() const { return ReadFile(dir_ / "server.log"); }
 
-std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std::string& digits_toml) {
+std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
+                                    const std::string& digits_toml) {
   std::filesystem::path store = dir / "store";
   std::filesystem::copy(DemoStore(), store, std::filesystem::copy_options::recursive);
   if (!digits_toml.empty()) {
@@ -165,14 +167,16 @@ std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std:
   return store;
 }
 
-std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances,
-                       bool adaptive_delay) {
+std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size,
+                       int instances, bool adaptive_delay) {
   std::ostringstream t;
   t << "platform = \"torchscript\"\nmax_batch_size = " << max_batch_size << "\n"
     << "[[input]]\nname = \"pixels\"\ndatatype = \"FP32\"\nshape = [64]\n"
     << "[[output]]\nname = \"probabilities\"\ndatatype = \"FP32\"\nshape = [10]\n"
-    << "[batching]\nmax_queue_delay_us = " << max_queue_delay_us << "\nmax_queue_size = " << max_queue_size
-    << "\nadaptive_delay = " << (adaptive_delay ? "true" : "false") << "\n[instance]\ncount = " << instances << "\nkind = \"cpu\"\n";
+    << "[batching]\nmax_queue_delay_us = " << max_queue_delay_us
+    << "\nmax_queue_size = " << max_queue_size
+    << "\nadaptive_delay = " << (adaptive_delay ? "true" : "false")
+    << "\n[instance]\ncount = " << instances << "\nkind = \"cpu\"\n";
   return t.str();
 }
 

@@ -24,7 +24,8 @@ std::filesystem::path SourceDir();
 std::filesystem::path DemoStore();
 
 // Runs `pillar args...` to completion; returns its exit code and stdout.
-int RunPillar(const std::vector<std::string>& args, std::string* out = nullptr, std::string* err = nullptr);
+int RunPillar(const std::vector<std::string>& args, std::string* out = nullptr,
+              std::string* err = nullptr);
 
 class ServerProcess {
  public:
@@ -65,13 +66,14 @@ class ServerProcess {
 
 // Copies the demo store into `dir` and, when `digits_toml` is not empty, replaces the model.toml
 // of digits version 1 with it. Returns the new store's path.
-std::filesystem::path CopyDemoStore(const std::filesystem::path& dir, const std::string& digits_toml = "");
+std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
+                                    const std::string& digits_toml = "");
 
 // The model.toml of the demo's digits model with other batching settings.
 // With adaptive_delay false, every request waits the full delay: tests use it to hold requests
 // in flight.
-std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size, int instances,
-                       bool adaptive_delay = false);
+std::string DigitsToml(int max_batch_size, int64_t max_queue_delay_us, int64_t max_queue_size,
+                       int instances, bool adaptive_delay = false);
 
 // Reads the held-out set: each row is a label and 64 pixel intensities.
 struct Digit {

@@ -3,8 +3,8 @@
 #include "runtime/torch/torch_backend.h"
 
 #include <ATen/Parallel.h>
-#include <torch/script.h>
 #include <torch/cuda.h>
+#include <torch/script.h>
 
 #include <cstring>
 #include <utility>
@@ -18,33 +18,51 @@ using protocol::DataType;
 
 c10::ScalarType ToTorch(DataType type) {
   switch (type) {
-    case DataType::kBool: return torch::kBool;
-    case DataType::kUint8: return torch::kUInt8;
-    case DataType::kInt8: return torch::kInt8;
-    case DataType::kInt16: return torch::kInt16;
-    case DataType::kInt32: return torch::kInt32;
-    case DataType::kInt64: return torch::kInt64;
-    case DataType::kFp32: return torch::kFloat32;
-    case DataType::kFp64: return torch::kFloat64;
+    case DataType::kBool:
+      return torch::kBool;
+    case DataType::kUint8:
+      return torch::kUInt8;
+    case DataType::kInt8:
+      return torch::kInt8;
+    case DataType::kInt16:
+      return torch::kInt16;
+    case DataType::kInt32:
+      return torch::kInt32;
+    case DataType::kInt64:
+      return torch::kInt64;
+    case DataType::kFp32:
+      return torch::kFloat32;
+    case DataType::kFp64:
+      return torch::kFloat64;
     // Torch 1.13 has no unsigned types wider than 8 bits.
     case DataType::kUint16:
     case DataType::kUint32:
-    case DataType::kUint64: break;
+    case DataType::kUint64:
+      break;
   }
   return c10::ScalarType::Undefined;
 }
 
 absl::StatusOr<DataType> FromTorch(c10::ScalarType type) {
   switch (type) {
-    case torch::kBool: return DataType::kBool;
-    case torch::kUInt8: return DataType::kUint8;
-    case torch::kInt8: return DataType::kInt8;
-    case torch::kInt16: return DataType::kInt16;
-    case torch::kInt32: return DataType::kInt32;
-    case torch::kInt64: return DataType::kInt64;
-    case torch::kFloat32: return DataType::kFp32;
-    case torch::kFloat64: return DataType::kFp64;
-    default: return absl::InvalidArgumentError(StrCat("unsupported output dtype ", c10::toString(type)));
+    case torch::kBool:
+      return DataType::kBool;
+    case torch::kUInt8:
+      return DataType::kUint8;
+    case torch::kInt8:
+      return DataType::kInt8;
+    case torch::kInt16:
+      return DataType::kInt16;
+    case torch::kInt32:
+      return DataType::kInt32;
+    case torch::kInt64:
+      return DataType::kInt64;
+    case torch::kFloat32:
+      return DataType::kFp32;
+    case torch::kFloat64:
+      return DataType::kFp64;
+    default:
+      return absl::InvalidArgumentError(StrCat("unsupported output dtype ", c10::toString(type)));
   }
 }
 
@@ -53,7 +71,8 @@ class TorchBackend final : public Backend {
   TorchBackend(torch::jit::Module module, const models::ModelConfig& config, torch::Device device)
       : module_(std::move(module)), config_(config), device_(device) {}
 
-  absl::StatusOr<std::vector<protocol::Tensor>> Execute(std::vector<protocol::Tensor>& inputs) override {
+  absl::StatusOr<std::vector<protocol::Tensor>> Execute(
+      std::vector<protocol::Tensor>& inputs) override {
     try {
       c10::InferenceMode guard;
       std::vector<torch::jit::IValue> args;
@@ -62,11 +81,12 @@ class TorchBackend final : public Backend {
         c10::ScalarType type = ToTorch(t.datatype);
         if (type == c10::ScalarType::Undefined) {
           return absl::InvalidArgumentError(StrCat("input '", t.name, "': datatype ",
-                                                         protocol::DataTypeName(t.datatype),
-                                                         " is not supported by LibTorch"));
+                                                   protocol::DataTypeName(t.datatype),
+                                                   " is not supported by LibTorch"));
         }
         // from_blob borrows the bytes; `inputs` outlives forward().
-        torch::Tensor tensor = torch::from_blob(t.data.data(), t.shape, torch::TensorOptions().dtype(type));
+        torch::Tensor tensor =
+            torch::from_blob(t.data.data(), t.shape, torch::TensorOptions().dtype(type));
         args.emplace_back(device_.is_cpu() ? tensor : tensor.to(device_));
       }
       torch::jit::IValue result = module_.forward(args);
@@ -75,7 +95,8 @@ class TorchBackend final : public Backend {
         tensors.push_back(result.toTensor());
       } else if (result.isTuple()) {
         for (const auto& v : result.toTupleRef().elements()) {
-          if (!v.isTensor()) return absl::InternalError("the model returned a tuple with a non-tensor");
+          if (!v.isTensor())
+            return absl::InternalError("the model returned a tuple with a non-tensor");
           tensors.push_back(v.toTensor());
         }
       } else if (result.isTensorList()) {
@@ -85,7 +106,8 @@ class TorchBackend final : public Backend {
       }
       if (tensors.size() != config_.outputs.size()) {
         return absl::InternalError(StrCat("the model returned ", tensors.size(),
-                                                " outputs; its config declares ", config_.outputs.size()));
+                                          " outputs; its config declares ",
+                                          config_.outputs.size()));
       }
       std::vector<protocol::Tensor> outputs;
       outputs.reserve(tensors.size());
@@ -95,8 +117,8 @@ class TorchBackend final : public Backend {
         if (!type.ok()) return type.status();
         if (*type != config_.outputs[i].datatype) {
           return absl::InternalError(StrCat("output '", config_.outputs[i].name, "' is ",
-                                                  protocol::DataTypeName(*type), "; its config declares ",
-                                                  protocol::DataTypeName(config_.outputs[i].datatype)));
+                                            protocol::DataTypeName(*type), "; its config declares ",
+                                            protocol::DataTypeName(config_.outputs[i].datatype)));
         }
         protocol::Tensor out;
         out.name = config_.outputs[i].name;
@@ -145,18 +167,21 @@ bool CudaAvailable() { return torch::cuda::is_available(); }
 
 absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) {
   switch (kind) {
-    case models::DeviceKind::kCpu: return std::string("cpu");
-    case models::DeviceKind::kAuto: return std::string(CudaAvailable() ? "cuda:0" : "cpu");
+    case models::DeviceKind::kCpu:
+      return std::string("cpu");
+    case models::DeviceKind::kAuto:
+      return std::string(CudaAvailable() ? "cuda:0" : "cpu");
     case models::DeviceKind::kCuda:
-      if (!CudaAvailable()) return absl::FailedPreconditionError("instance.kind is cuda but no CUDA device is usable");
+      if (!CudaAvailable())
+        return absl::FailedPreconditionError("instance.kind is cuda but no CUDA device is usable");
       return std::string("cuda:0");
   }
   return absl::InvalidArgumentError("unknown device kind");
 }
 
 absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem::path& model_file,
-                                                           const models::ModelConfig& config,
-                                                           const std::string& device) {
+                                                          const models::ModelConfig& config,
+                                                          const std::string& device) {
   std::unique_ptr<TorchBackend> backend;
   try {
     torch::Device torch_device(device);
@@ -166,8 +191,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem:
   } catch (const std::exception& e) {
     std::string what = e.what();
     // c10 messages carry a long C++ backtrace after the first line; keep the first line.
-    return absl::InvalidArgumentError(StrCat(model_file.string(), ": cannot load TorchScript: ",
-                                                   what.substr(0, what.find('\n'))));
+    return absl::InvalidArgumentError(StrCat(
+        model_file.string(), ": cannot load TorchScript: ", what.substr(0, what.find('\n'))));
   }
   std::vector<protocol::Tensor> probe;
   for (const models::TensorSpec& spec : config.inputs) {
@@ -175,8 +200,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem:
   }
   absl::StatusOr<std::vector<protocol::Tensor>> out = backend->Execute(probe);
   if (!out.ok()) {
-    return absl::InvalidArgumentError(StrCat(model_file.string(),
-                                                   ": does not match model.toml: ", out.status().message()));
+    return absl::InvalidArgumentError(
+        StrCat(model_file.string(), ": does not match model.toml: ", out.status().message()));
   }
   for (size_t i = 0; i < out->size(); ++i) {
     const models::TensorSpec& spec = config.outputs[i];
@@ -188,7 +213,7 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem:
     }
     if (!ok) {
       return absl::InvalidArgumentError(StrCat(model_file.string(), ": output '", spec.name,
-                                                     "' has a shape that does not match model.toml"));
+                                               "' has a shape that does not match model.toml"));
     }
   }
   return backend;

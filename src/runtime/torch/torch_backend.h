@@ -27,7 +27,7 @@ bool CudaAvailable();
 absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind);
 
 absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem::path& model_file,
-                                                           const models::ModelConfig& config,
-                                                           const std::string& device);
+                                                          const models::ModelConfig& config,
+                                                          const std::string& device);
 
 }  // namespace pillar::runtime
