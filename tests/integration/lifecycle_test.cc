@@ -3,6 +3,7 @@
 // plaintext is refused off loopback, TLS works when configured.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #include <atomic>
@@ -73,9 +74,7 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.Header("connection"), "close");
   }
-  int status = 0;
-  ::waitpid(server.pid(), &status, 0);
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << server.Log();
+  EXPECT_EQ(server.WaitForExit(), 0) << server.Log();
   EXPECT_NE(server.Log().find("drained; exiting"), std::string::npos);
   // The listener is closed: no new connection is accepted.
   EXPECT_FALSE(HttpConnection(server.data_port()).connected());
@@ -205,6 +204,7 @@ TEST(LifecycleTest, ServesTlsWhenConfigured) {
   std::string ports = dir + "/tls-ports";
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
     std::string binary = testing::PillarBinary();
     std::string config_path = server.config_path().string();
     std::freopen((dir + "/tls.log").c_str(), "w", stderr);

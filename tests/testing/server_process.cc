@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,6 +43,7 @@ int RunPillar(const std::vector<std::string>& args, std::string* out, std::strin
   if (::pipe2(out_pipe, O_CLOEXEC) != 0 || ::pipe2(err_pipe, O_CLOEXEC) != 0) return -1;
   pid_t pid = ::fork();
   if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
     ::dup2(out_pipe[1], 1);
     ::dup2(err_pipe[1], 2);
     std::vector<char*> argv;
@@ -113,6 +115,7 @@ bool ServerProcess::Start() {
   std::filesystem::path log = dir_ / "server.log";
   pid_ = ::fork();
   if (pid_ == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
@@ -148,6 +151,11 @@ bool ServerProcess::Start() {
 int ServerProcess::Stop() {
   if (pid_ <= 0) return -1;
   ::kill(pid_, SIGTERM);
+  return WaitForExit();
+}
+
+int ServerProcess::WaitForExit() {
+  if (pid_ <= 0) return -1;
   int status = 0;
   ::waitpid(pid_, &status, 0);
   pid_ = -1;

@@ -46,6 +46,8 @@ class ServerProcess {
   bool Start();
   // SIGTERM, then waits for the exit; returns the exit code (or -1).
   int Stop();
+  // Waits for the process to exit by itself (after a signal the test sent); the exit code or -1.
+  int WaitForExit();
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   std::string Log() const;
