@@ -74,8 +74,10 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   const int64_t total_ns = clock_.MonotonicNanos() - ex.start_ns;
   const std::string_view operation = OperationName(ex.operation);
   const std::string_view outcome = Outcome(ex.response.status);
-  const std::string_view model =
-      ex.model ? std::string_view(ex.model->name) : std::string_view(ex.model_name);
+  // Metric labels name only models the server has: a name taken from the path of a request
+  // for an unknown model would let any client mint new time series without end. The access
+  // log still records what was asked.
+  const std::string_view model = ex.model ? std::string_view(ex.model->name) : std::string_view();
   const std::string_view version =
       ex.model ? std::string_view(ex.model->version_text) : std::string_view();
   requests_.Get({operation, model, version, outcome}).Increment();
@@ -108,11 +110,11 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   w.Int(ex.response.status);
   w.Key("outcome");
   w.String(outcome);
-  if (!model.empty()) {
+  if (!ex.model_name.empty()) {
     w.Key("model");
-    w.String(model);
+    w.String(ex.model_name);
     w.Key("version");
-    w.String(version);
+    w.String(ex.model ? version : std::string_view(ex.model_version));
   }
   if (ex.principal) {
     w.Key("key_id");

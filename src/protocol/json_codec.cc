@@ -2,6 +2,7 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <limits>
@@ -161,6 +162,7 @@ absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
 struct InferenceRequestDecoder::Impl {
   DecodeLimits limits;
   simdjson::dom::parser parser;
+  size_t body_size = 0;  // of the body being decoded
 
   absl::StatusOr<Tensor> DecodeInput(element value) {
     simdjson::dom::object object;
@@ -214,7 +216,11 @@ struct InferenceRequestDecoder::Impl {
     if (!count || *count > limits.max_elements_per_tensor) {
       return Invalid(prefix + "'shape' describes more elements than allowed");
     }
-    tensor.data.reserve(static_cast<size_t>(*count) * ElementSize(tensor.datatype));
+    // Reserve what the shape needs, but never more than the body could hold (an element takes
+    // at least two bytes of JSON, "0,"): a 60-byte body claiming a huge shape must not make
+    // the server allocate gigabytes before the element count is found wrong.
+    const int64_t possible = std::min<int64_t>(*count, int64_t(body_size / 2) + 1);
+    tensor.data.reserve(static_cast<size_t>(possible) * ElementSize(tensor.datatype));
     DataWalker walker{tensor.datatype, *count, limits.max_nesting, tensor.data};
     if (absl::Status s = walker.Walk(data, 0); !s.ok()) return Prefix(prefix, s);
     if (walker.count != *count) {
@@ -225,6 +231,7 @@ struct InferenceRequestDecoder::Impl {
   }
 
   absl::StatusOr<InferenceRequest> Decode(std::string_view body) {
+    body_size = body.size();
     element root;
     if (auto error = parser.parse(body.data(), body.size()).get(root); error != simdjson::SUCCESS) {
       return Invalid(StrCat("malformed JSON: ", simdjson::error_message(error)));

@@ -123,6 +123,14 @@ TEST_F(BadInputTest, UnknownModel) {
   ExpectError(Infer("{}", "/v2/models/nope/infer"), 404, "unknown model 'nope'");
 }
 
+TEST_F(BadInputTest, UnknownModelNamesDoNotBecomeMetricLabels) {
+  Infer("{}", "/v2/models/attacker-chosen-name-1/infer");
+  std::string text = Fetch(server_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  EXPECT_EQ(text.find("attacker-chosen-name"), std::string::npos);
+  EXPECT_NE(text.find(R"(pillar_requests_total{operation="infer",model="",version="",outcome="not_found"})"),
+            std::string::npos);
+}
+
 TEST_F(BadInputTest, UnknownVersion) {
   ExpectError(Infer("{}", "/v2/models/digits/versions/7/infer"), 404,
               "unknown version '7' of model 'digits'");

@@ -5,6 +5,8 @@
 
 #include <fstream>
 
+#include "testing/temp_dir.h"
+
 namespace pillar::models {
 namespace {
 
@@ -21,17 +23,13 @@ shape = [1]
 
 class ModelRepositoryTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    std::string pattern = (std::filesystem::temp_directory_path() / "pillar-repo-XXXXXX").string();
-    root_ = mkdtemp(pattern.data());
-  }
-  void TearDown() override { std::filesystem::remove_all(root_); }
   void AddVersion(const std::string& model, const std::string& version,
                   const std::string& toml = kToml) {
     std::filesystem::create_directories(root_ / model / version);
     std::ofstream(root_ / model / version / "model.toml") << toml;
   }
-  std::filesystem::path root_;
+  testing::TempDir dir_;
+  const std::filesystem::path root_ = dir_.path();
 };
 
 TEST_F(ModelRepositoryTest, AppliesDefaultAndPerModelPolicies) {

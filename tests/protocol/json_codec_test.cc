@@ -140,6 +140,14 @@ TEST(JsonCodecTest, HugeShapesAreRefusedBeforeAllocating) {
       std::string::npos);
 }
 
+TEST(JsonCodecTest, AHugeShapeWithLittleDataGetsTheCountMismatch) {
+  // 60 million FP64 elements would be 480 MB; the body is 80 bytes. The decoder reserves only
+  // what the body could hold, then reports the mismatch.
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[60000000],"datatype":"FP64","data":[1]}]})")
+                .find("'data' has 1 elements but 'shape' needs 60000000"),
+            std::string::npos);
+}
+
 TEST(JsonCodecTest, DeepNestingIsRefused) {
   std::string deep = std::string(40, '[') + "1" + std::string(40, ']');
   EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}")
