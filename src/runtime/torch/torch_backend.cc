@@ -6,6 +6,8 @@
 #include <torch/cuda.h>
 #include <torch/script.h>
 
+#include <dlfcn.h>
+
 #include <cstring>
 #include <utility>
 
@@ -154,6 +156,14 @@ protocol::Tensor ZeroInput(const models::TensorSpec& spec, bool batched) {
 
 void ConfigureTorch(int threads) {
   at::set_num_threads(std::max(1, threads));
+  // LibTorch's thread setting does not reach OpenBLAS, which keeps a pool of one thread per
+  // core that spins in sched_yield between calls: measured, a third of the CPU at load went
+  // there. Debian's OpenBLAS exports openblas_set_num_threads; look it up so that pillar does
+  // not link against one BLAS in particular.
+  using SetThreads = void (*)(int);
+  if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set_blas_threads(std::max(1, threads));
+  }
   try {
     at::set_num_interop_threads(1);
   } catch (const std::exception&) {
