@@ -56,6 +56,9 @@ wait_http "http://127.0.0.1:$pillar_port/v2/health/ready"
 
 # FastAPI + uvicorn with two worker processes (one per core), the same model file.
 fastapi_port=$(free_port)
+# OPENBLAS_NUM_THREADS=1 gives the peers the same fix pillar applies to itself: torch's thread
+# setting does not reach OpenBLAS, whose idle pool otherwise spins on the shared cores.
+export OPENBLAS_NUM_THREADS=1
 (cd "$root/bench" && exec /usr/bin/python3 fastapi_server.py "$root/models/demo/store/digits/1/model.pt" \
   "$key" "$fastapi_port" 2 2>"$work/fastapi.log") &
 pids+=($!)
