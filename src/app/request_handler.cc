@@ -1,19 +1,51 @@
 #include "app/request_handler.h"
 
 #include "app/routes.h"
+#include "common/clock.h"
 #include "common/crypto.h"
+#include "common/json_writer.h"
 #include "common/strings.h"
 
 namespace pillar::app {
 
-RequestHandler::RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready)
+RequestHandler::RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready,
+                               monitor::AccessLog* access_log)
     : chain_(chain),
       models_ready_(std::move(models_ready)),
+      access_log_(access_log),
       id_prefix_(HexEncode(RandomBytes(4))) {}
 
 std::string RequestHandler::NextRequestId() {
   // A random per-process prefix and a sequence: unique across restarts and replicas, and cheap.
   return StrCat(id_prefix_, "-", Hex(sequence_.fetch_add(1, std::memory_order_relaxed), 8));
+}
+
+void RequestHandler::OnRejected(const http::Rejection& rejection) {
+  if (access_log_ == nullptr || !access_log_->enabled()) return;
+  JsonWriter w(256);
+  w.BeginObject();
+  w.Key("ts_us");
+  w.Int(SystemClock().UnixMicros());
+  w.Key("request_id");
+  w.String(NextRequestId());
+  w.Key("listener");
+  w.String(rejection.listener);
+  w.Key("remote");
+  w.String(rejection.remote);
+  w.Key("method");
+  w.String(rejection.method);
+  w.Key("path");
+  w.String(rejection.target);
+  w.Key("status");
+  w.Int(rejection.status);
+  w.Key("outcome");
+  w.String("rejected");
+  w.Key("reason");
+  w.String(rejection.reason);
+  w.Key("error");
+  w.String(rejection.message);
+  w.EndObject();
+  access_log_->Write(w.str());
 }
 
 void RequestHandler::Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) {

@@ -8,16 +8,20 @@
 #include <string>
 
 #include "http/server.h"
+#include "monitor/access_log.h"
 #include "pipeline/chain.h"
 
 namespace pillar::app {
 
 class RequestHandler final : public http::Handler {
  public:
-  // `models_ready` tells whether the models needed for readiness are loaded.
-  RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready);
+  // `models_ready` tells whether the models needed for readiness are loaded. Requests the HTTP
+  // layer refuses itself are written to `access_log` (may be null).
+  RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready,
+                 monitor::AccessLog* access_log = nullptr);
 
   void Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) override;
+  void OnRejected(const http::Rejection& rejection) override;
 
   void SetDraining() { draining_ = true; }
   int64_t in_flight() const { return in_flight_.load(); }
@@ -27,6 +31,7 @@ class RequestHandler final : public http::Handler {
 
   pipeline::Chain& chain_;
   std::function<bool()> models_ready_;
+  monitor::AccessLog* access_log_;
   std::atomic<bool> draining_{false};
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> sequence_{0};

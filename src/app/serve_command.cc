@@ -143,7 +143,7 @@ int RunServe(const ServeOptions& options) {
     return strict ? models.AllReady() && !models.versions().empty()
                   : std::any_of(models.versions().begin(), models.versions().end(),
                                 [](const auto& v) { return v->ready(); });
-  });
+  }, &access_log);
 
   http::Router data_router = DataRouter();
   http::Router admin_router = AdminRouter();

@@ -57,10 +57,24 @@ class ResponseSink {
   virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
 };
 
+// A request the HTTP layer refused itself (malformed, too large, too slow, no route ...), for
+// the access log. Fields that were never read are empty.
+struct Rejection {
+  std::string_view listener;
+  int status = 0;
+  std::string_view reason;   // the pillar_http_rejected_total label
+  std::string_view message;  // the error sent to the client
+  std::string_view remote;
+  std::string_view method;
+  std::string_view target;
+};
+
 class Handler {
  public:
   virtual ~Handler() = default;
   virtual void Handle(Request request, std::shared_ptr<ResponseSink> sink) = 0;
+  // Called on the connection's thread for every request the HTTP layer answered itself.
+  virtual void OnRejected(const Rejection&) {}
 };
 
 class HttpServer {

@@ -345,13 +345,14 @@ class Session final : public ResponseSink,
 
     RouteResult route = listener_.router.Match(request.method, request.target);
     if (route.kind == RouteResult::Kind::kNotFound) {
-      Reject(404, StrCat("no route for ", request.target.substr(0, 256)), "no_route", true);
+      Reject(404, StrCat("no route for ", request.target.substr(0, 256)), "no_route", true,
+             request.method, request.target);
       return;
     }
     if (route.kind == RouteResult::Kind::kMethodNotAllowed) {
       extra_header_ = route.allowed;
       Reject(405, StrCat("method ", request.method, " is not allowed here"), "method_not_allowed",
-             true);
+             true, request.method, request.target);
       return;
     }
     request.route = route.route;
@@ -359,8 +360,15 @@ class Session final : public ResponseSink,
     core_.handler.Handle(std::move(request), this->shared_from_this());
   }
 
-  void Reject(int status, std::string message, std::string_view reason, bool keep_alive = false) {
+  void Reject(int status, std::string message, std::string_view reason, bool keep_alive = false,
+              std::string_view method = {}, std::string_view target = {}) {
     listener_.Reject(core_, reason);
+    if (method.empty() && parser_ && parser_->is_header_done()) {
+      method = ToStd(parser_->get().method_string());
+      target = ToStd(parser_->get().target());
+    }
+    core_.handler.OnRejected(Rejection{listener_.options.name, status, reason, message, remote_,
+                                       method, target.substr(0, 1024)});
     if (!keep_alive) keep_alive_ = false;
     Response response;
     response.status = status;

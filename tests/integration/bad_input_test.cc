@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <fstream>
 #include <regex>
 #include <thread>
 
@@ -231,6 +232,22 @@ TEST_F(BadInputTest, Http10ClosesUnlessAskedToKeepAlive) {
   EXPECT_EQ(kept.ReadReply().Header("connection"), "keep-alive");
   kept.SendRaw("GET /v2/health/live HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
   EXPECT_EQ(kept.ReadReply().status, 200);
+}
+
+TEST_F(BadInputTest, HttpLayerRejectionsAreInTheAccessLog) {
+  Fetch(server_->data_port(), "GET", "/no/such/route/for-the-log");
+  std::string log;
+  for (int i = 0; i < 300 && log.find("for-the-log") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // flushed every 500 ms
+    std::ifstream in(server_->dir() / "access.log");
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  size_t at = log.find("\"path\":\"/no/such/route/for-the-log\"");
+  ASSERT_NE(at, std::string::npos) << log;
+  std::string line = log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
+  EXPECT_NE(line.find("\"status\":404"), std::string::npos) << line;
+  EXPECT_NE(line.find("\"outcome\":\"rejected\""), std::string::npos) << line;
+  EXPECT_NE(line.find("\"reason\":\"no_route\""), std::string::npos) << line;
 }
 
 TEST_F(BadInputTest, RejectedRequestsAreCountedByOutcome) {

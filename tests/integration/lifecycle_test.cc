@@ -40,8 +40,8 @@ TEST(LifecycleTest, VersionFlag) {
 
 TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   testing::ServerProcess server;
-  // Each request waits up to 400 ms for a batch to fill: long enough to be in flight at SIGTERM.
-  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 400000, 100, 1)));
+  // Each request waits up to 1 s for a batch to fill: long enough to be in flight at SIGTERM.
+  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 1000000, 100, 1)));
   std::string key = server.CreateKey("drain");
   ASSERT_TRUE(server.Start()) << server.Log();
 
