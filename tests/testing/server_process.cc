@@ -88,7 +88,7 @@ ServerProcess::~ServerProcess() {
 
 void ServerProcess::WriteConfig() {
   std::ofstream out(config_path());
-  out << "[data]\nport = 0\n[admin]\nport = 0\n"
+  out << "[data]\nport = 0\n" << data_config_ << "[admin]\nport = 0\n"
       << "[repository]\npath = \"" << store_.string() << "\"\n"
       << "[state]\npath = \"" << (dir_ / "state.db").string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
@@ -141,7 +141,8 @@ bool ServerProcess::Start() {
         if (line.rfind("data=", 0) == 0) data_port_ = uint16_t(std::stoi(line.substr(5)));
         if (line.rfind("admin=", 0) == 0) admin_port_ = uint16_t(std::stoi(line.substr(6)));
       }
-      if (Fetch(data_port_, "GET", "/v2/health/live").status == 200) return true;
+      const bool tls = data_config_.find("tls_certificate") != std::string::npos;
+      if (tls || Fetch(data_port_, "GET", "/v2/health/live").status == 200) return true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling the start-up
   }

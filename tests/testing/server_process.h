@@ -38,6 +38,9 @@ class ServerProcess {
   std::filesystem::path config_path() const { return dir_ / "pillar.toml"; }
   // Appended to the generated config (which sets the store, state, ports 0, access log).
   void AddConfig(const std::string& toml) { extra_config_ += toml; }
+  // Added inside the generated [data] section, e.g. TLS settings. With TLS on, Start() waits
+  // for the listeners to be bound instead of asking liveness over plaintext.
+  void AddDataConfig(const std::string& toml) { data_config_ += toml; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
   std::string CreateKey(const std::string& name);
   bool RevokeKey(const std::string& key);
@@ -61,6 +64,7 @@ class ServerProcess {
   std::filesystem::path dir_;
   std::filesystem::path store_;
   std::string extra_config_;
+  std::string data_config_;
   pid_t pid_ = -1;
   uint16_t data_port_ = 0;
   uint16_t admin_port_ = 0;
