@@ -160,6 +160,32 @@ TEST_F(ServingTest, SixtyFourConcurrentClientsAllGetCorrectAnswers) {
   EXPECT_LT(std::stoll(one[1]), std::stoll(m[1])) << "no batch held more than one row";
 }
 
+TEST_F(ServingTest, ExpectContinueAndChunkedBodiesAreServed) {
+  std::string body = testing::InferBody({&(*heldout_)[0], &(*heldout_)[1]});
+  HttpConnection c(server_->data_port());
+  // curl sends Expect: 100-continue for bodies over 1 KiB and waits for the interim answer.
+  c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
+            "\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+  EXPECT_EQ(c.ReadReply().status, 100);
+  c.SendRaw(body);
+  HttpReply r = c.ReadReply();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Predictions(r.body).size(), 2u);
+  // The same body in two chunks.
+  size_t half = body.size() / 2;
+  auto hex = [](size_t n) {
+    std::ostringstream out;
+    out << std::hex << n;
+    return out.str();
+  };
+  c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
+            "\r\nTransfer-Encoding: chunked\r\n\r\n" + hex(half) + "\r\n" + body.substr(0, half) + "\r\n" +
+            hex(body.size() - half) + "\r\n" + body.substr(half) + "\r\n0\r\n\r\n");
+  r = c.ReadReply();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Predictions(r.body).size(), 2u);
+}
+
 TEST_F(ServingTest, MetadataFollowsTheProtocol) {
   uint16_t port = server_->data_port();
   HttpReply server = Fetch(port, "GET", "/v2", "", {Bearer(key_)});
