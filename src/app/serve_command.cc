@@ -139,11 +139,14 @@ int RunServe(const ServeOptions& options) {
 
   const bool strict = config->strict_readiness;
   const runtime::ModelRegistry& models = **registry;
-  RequestHandler handler(chain, [&models, strict] {
-    return strict ? models.AllReady() && !models.versions().empty()
-                  : std::any_of(models.versions().begin(), models.versions().end(),
-                                [](const auto& v) { return v->ready(); });
-  }, &access_log);
+  RequestHandler handler(
+      chain,
+      [&models, strict] {
+        return strict ? models.AllReady() && !models.versions().empty()
+                      : std::any_of(models.versions().begin(), models.versions().end(),
+                                    [](const auto& v) { return v->ready(); });
+      },
+      &access_log);
 
   http::Router data_router = DataRouter();
   http::Router admin_router = AdminRouter();

@@ -12,6 +12,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (config.status().code() != absl::StatusCode::kInvalidArgument) __builtin_trap();
     return 0;
   }
-  if (config->limits.body_limit_bytes == 0 || config->limits.header_limit_bytes < 512) __builtin_trap();
+  if (config->limits.body_limit_bytes == 0 || config->limits.header_limit_bytes < 512)
+    __builtin_trap();
   return 0;
 }

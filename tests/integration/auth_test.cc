@@ -126,16 +126,20 @@ TEST(KeyCommandTest, ListShowsIdsAndNamesNeverSecrets) {
   std::string key = server.CreateKey("listed key");
   ASSERT_FALSE(key.empty());
   std::string out;
-  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()}, &out), 0);
+  ASSERT_EQ(
+      testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()}, &out), 0);
   EXPECT_NE(out.find("\"id\":\"" + key.substr(3, 12) + "\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"name\":\"listed key\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"revoked\":null"), std::string::npos) << out;
   EXPECT_EQ(out.find(key.substr(16)), std::string::npos) << "key list printed a secret";
   std::string err;
-  EXPECT_EQ(testing::RunPillar({"key", "revoke", "-c", server.config_path().string(), "000000000000"}, nullptr, &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar({"key", "revoke", "-c", server.config_path().string(), "000000000000"},
+                         nullptr, &err),
+      1);
   EXPECT_NE(err.find("no key with id 000000000000"), std::string::npos) << err;
-  EXPECT_EQ(testing::RunPillar({"key", "create", "-c", server.config_path().string(), "--name", ""}), 1);
+  EXPECT_EQ(
+      testing::RunPillar({"key", "create", "-c", server.config_path().string(), "--name", ""}), 1);
 }
 
 TEST(KeyStoreFileTest, StateFileIsPrivateAndHoldsNoSecret) {

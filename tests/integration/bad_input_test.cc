@@ -128,8 +128,10 @@ TEST_F(BadInputTest, UnknownModelNamesDoNotBecomeMetricLabels) {
   Infer("{}", "/v2/models/attacker-chosen-name-1/infer");
   std::string text = Fetch(server_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
   EXPECT_EQ(text.find("attacker-chosen-name"), std::string::npos);
-  EXPECT_NE(text.find(R"(pillar_requests_total{operation="infer",model="",version="",outcome="not_found"})"),
-            std::string::npos);
+  EXPECT_NE(
+      text.find(
+          R"(pillar_requests_total{operation="infer",model="",version="",outcome="not_found"})"),
+      std::string::npos);
 }
 
 TEST_F(BadInputTest, UnknownVersion) {
@@ -244,7 +246,8 @@ TEST_F(BadInputTest, HttpLayerRejectionsAreInTheAccessLog) {
   }
   size_t at = log.find("\"path\":\"/no/such/route/for-the-log\"");
   ASSERT_NE(at, std::string::npos) << log;
-  std::string line = log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
+  std::string line =
+      log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
   EXPECT_NE(line.find("\"status\":404"), std::string::npos) << line;
   EXPECT_NE(line.find("\"outcome\":\"rejected\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"reason\":\"no_route\""), std::string::npos) << line;

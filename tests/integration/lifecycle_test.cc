@@ -162,6 +162,37 @@ TEST(LifecycleTest, VersionPolicySelectsVersions) {
   EXPECT_NE(latest.body.find(R"("model_version":"3")"), std::string::npos) << latest.body;
 }
 
+TEST(LifecycleTest, ConnectionsBeyondTheLimitAreClosedAndCounted) {
+  testing::ServerProcess server;
+  server.AddConfig("[limits]\nmax_connections = 3\n");
+  std::string key = server.CreateKey("limit");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  std::vector<std::unique_ptr<HttpConnection>> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(std::make_unique<HttpConnection>(server.data_port()));
+    ASSERT_EQ(held.back()->Request("GET", "/v2/health/live").status, 200);  // accepted and served
+  }
+  HttpConnection extra(server.data_port());
+  EXPECT_EQ(extra.Request("GET", "/v2/health/live").status, 0);  // closed on accept
+  held.pop_back();                                               // a slot frees up
+  HttpReply after;
+  for (int i = 0; i < 200 && after.status != 200; ++i) {
+    after = Fetch(server.data_port(), "GET", "/v2/health/live");
+    if (after.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(after.status, 200);
+  held.clear();
+  HttpReply metrics;
+  for (int i = 0; i < 200 && metrics.status != 200; ++i) {
+    metrics = Fetch(server.admin_port(), "GET", "/metrics", "", {Bearer(key)});
+    if (metrics.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_NE(metrics.body.find(
+                R"(pillar_http_rejected_total{listener="data",reason="too_many_connections"} )"),
+            std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST(LifecycleTest, RefusesPlaintextOnANonLoopbackAddress) {
   testing::ServerProcess server;
   std::string config =
@@ -199,13 +230,15 @@ TEST(LifecycleTest, ServesTlsWhenConfigured) {
   const std::string url = "https://127.0.0.1:" + std::to_string(server.data_port());
   std::string body;
   for (int i = 0; i < 100 && body.find("pillar") == std::string::npos; ++i) {
-    std::string curl = "curl -sk --max-time 10 -H 'Authorization: Bearer " + key + "' " + url + "/v2";
+    std::string curl =
+        "curl -sk --max-time 10 -H 'Authorization: Bearer " + key + "' " + url + "/v2";
     FILE* pipe = ::popen(curl.c_str(), "r");
     char buf[512] = {0};
     size_t n = std::fread(buf, 1, sizeof buf - 1, pipe);
     ::pclose(pipe);
     body.assign(buf, n);
-    if (body.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling start-up
+    if (body.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // polling start-up
   }
   EXPECT_NE(body.find("\"name\":\"pillar\""), std::string::npos) << body;
   // Plaintext HTTP to the TLS port gets no HTTP answer, and the refusal is counted.

@@ -165,7 +165,8 @@ TEST_F(ServingTest, ExpectContinueAndChunkedBodiesAreServed) {
   HttpConnection c(server_->data_port());
   // curl sends Expect: 100-continue for bodies over 1 KiB and waits for the interim answer.
   c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
-            "\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n");
+            "\r\nExpect: 100-continue\r\nContent-Length: " + std::to_string(body.size()) +
+            "\r\n\r\n");
   EXPECT_EQ(c.ReadReply().status, 100);
   c.SendRaw(body);
   HttpReply r = c.ReadReply();
@@ -179,8 +180,8 @@ TEST_F(ServingTest, ExpectContinueAndChunkedBodiesAreServed) {
     return out.str();
   };
   c.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
-            "\r\nTransfer-Encoding: chunked\r\n\r\n" + hex(half) + "\r\n" + body.substr(0, half) + "\r\n" +
-            hex(body.size() - half) + "\r\n" + body.substr(half) + "\r\n0\r\n\r\n");
+            "\r\nTransfer-Encoding: chunked\r\n\r\n" + hex(half) + "\r\n" + body.substr(0, half) +
+            "\r\n" + hex(body.size() - half) + "\r\n" + body.substr(half) + "\r\n0\r\n\r\n");
   r = c.ReadReply();
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Predictions(r.body).size(), 2u);

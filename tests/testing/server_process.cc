@@ -88,7 +88,8 @@ ServerProcess::~ServerProcess() {
 
 void ServerProcess::WriteConfig() {
   std::ofstream out(config_path());
-  out << "[data]\nport = 0\n" << data_config_ << "[admin]\nport = 0\n"
+  out << "[data]\nport = 0\n"
+      << data_config_ << "[admin]\nport = 0\n"
       << "[repository]\npath = \"" << store_.string() << "\"\n"
       << "[state]\npath = \"" << (dir_ / "state.db").string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"

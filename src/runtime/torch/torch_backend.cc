@@ -3,10 +3,9 @@
 #include "runtime/torch/torch_backend.h"
 
 #include <ATen/Parallel.h>
+#include <dlfcn.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
-
-#include <dlfcn.h>
 
 #include <cstring>
 #include <utility>
@@ -161,7 +160,8 @@ void ConfigureTorch(int threads) {
   // there. Debian's OpenBLAS exports openblas_set_num_threads; look it up so that pillar does
   // not link against one BLAS in particular.
   using SetThreads = void (*)(int);
-  if (auto set_blas_threads = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+  if (auto set_blas_threads =
+          reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
     set_blas_threads(std::max(1, threads));
   }
   try {
