@@ -1,9 +1,7 @@
 #include "app/request_handler.h"
 
 #include "app/routes.h"
-#include "common/clock.h"
 #include "common/crypto.h"
-#include "common/json_writer.h"
 #include "common/strings.h"
 
 namespace pillar::app {
@@ -22,30 +20,18 @@ std::string RequestHandler::NextRequestId() {
 
 void RequestHandler::OnRejected(const http::Rejection& rejection) {
   if (access_log_ == nullptr || !access_log_->enabled()) return;
-  JsonWriter w(256);
-  w.BeginObject();
-  w.Key("ts_us");
-  w.Int(SystemClock().UnixMicros());
-  w.Key("request_id");
-  w.String(NextRequestId());
-  w.Key("listener");
-  w.String(rejection.listener);
-  w.Key("remote");
-  w.String(rejection.remote);
-  w.Key("method");
-  w.String(rejection.method);
-  w.Key("path");
-  w.String(rejection.target);
-  w.Key("status");
-  w.Int(rejection.status);
-  w.Key("outcome");
-  w.String("rejected");
-  w.Key("reason");
-  w.String(rejection.reason);
-  w.Key("error");
-  w.String(rejection.message);
-  w.EndObject();
-  access_log_->Write(w.str());
+  const std::string request_id = NextRequestId();
+  monitor::AccessRecord record;
+  record.request_id = request_id;
+  record.listener = rejection.listener;
+  record.remote = rejection.remote;
+  record.method = rejection.method;
+  record.path = rejection.target;
+  record.status = rejection.status;
+  record.outcome = "rejected";
+  record.reason = rejection.reason;
+  record.error = rejection.message;
+  access_log_->Write(record);
 }
 
 void RequestHandler::Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) {

@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include "common/clock.h"
+#include "common/json_writer.h"
 #include "common/strings.h"
 
 namespace pillar::monitor {
@@ -44,6 +46,50 @@ absl::Status AccessLog::Open(const std::string& destination, absl::Duration flus
     }
   });
   return absl::OkStatus();
+}
+
+void AccessLog::Write(const AccessRecord& r) {
+  if (file_ == nullptr) return;
+  JsonWriter w(320);
+  w.BeginObject();
+  w.Key("ts_us");
+  w.Int(SystemClock().UnixMicros());
+  auto text = [&](std::string_view key, std::string_view value) {
+    if (value.empty()) return;
+    w.Key(key);
+    w.String(value);
+  };
+  auto number = [&](std::string_view key, double value) {
+    if (value < 0) return;
+    w.Key(key);
+    w.Double(value);
+  };
+  text("request_id", r.request_id);
+  text("listener", r.listener);
+  text("remote", r.remote);
+  text("method", r.method);
+  text("path", r.path);
+  text("operation", r.operation);
+  w.Key("status");
+  w.Int(r.status);
+  text("outcome", r.outcome);
+  text("reason", r.reason);
+  if (!r.model.empty()) {
+    w.Key("model");
+    w.String(r.model);
+    w.Key("version");
+    w.String(r.version);
+  }
+  text("key_id", r.key_id);
+  number("duration_us", r.duration_us);
+  number("queue_us", r.queue_us);
+  number("compute_us", r.compute_us);
+  number("batch_size", double(r.batch_size));
+  number("request_bytes", double(r.request_bytes));
+  number("response_bytes", double(r.response_bytes));
+  text("error", r.error);
+  w.EndObject();
+  Write(std::string_view(w.str()));
 }
 
 void AccessLog::Write(std::string_view line) {

@@ -18,6 +18,29 @@
 
 namespace pillar::monitor {
 
+// One access-log line. Empty strings and negative numbers are left out of the line.
+struct AccessRecord {
+  std::string_view request_id;
+  std::string_view listener;
+  std::string_view remote;
+  std::string_view method;
+  std::string_view path;
+  std::string_view operation;
+  int status = 0;
+  std::string_view outcome;
+  std::string_view reason;  // for requests refused by the HTTP layer
+  std::string_view model;
+  std::string_view version;
+  std::string_view key_id;
+  double duration_us = -1;
+  double queue_us = -1;
+  double compute_us = -1;
+  int64_t batch_size = -1;
+  int64_t request_bytes = -1;
+  int64_t response_bytes = -1;
+  std::string_view error;
+};
+
 class AccessLog {
  public:
   AccessLog() = default;
@@ -28,6 +51,8 @@ class AccessLog {
   [[nodiscard]] absl::Status Open(const std::string& destination,
                                   absl::Duration flush_interval = absl::Milliseconds(500));
   bool enabled() const { return file_ != nullptr; }
+  // Writes `record` as one JSON object on one line, with the current time as ts_us.
+  void Write(const AccessRecord& record);
   // `line` is one JSON object without the trailing newline.
   void Write(std::string_view line);
   void Flush();

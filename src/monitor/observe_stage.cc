@@ -1,7 +1,5 @@
 #include "monitor/observe_stage.h"
 
-#include "common/json_writer.h"
-
 namespace pillar::monitor {
 
 ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Clock& clock)
@@ -90,56 +88,28 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
                       1e-9);
   }
   if (!access_log_.enabled()) return;
-  JsonWriter w(256);
-  w.BeginObject();
-  w.Key("ts_us");
-  w.Int(clock_.UnixMicros());
-  w.Key("request_id");
-  w.String(ex.request_id);
-  w.Key("listener");
-  w.String(ex.listener);
-  w.Key("remote");
-  w.String(ex.remote);
-  w.Key("method");
-  w.String(ex.method);
-  w.Key("path");
-  w.String(ex.target);
-  w.Key("operation");
-  w.String(operation);
-  w.Key("status");
-  w.Int(ex.response.status);
-  w.Key("outcome");
-  w.String(outcome);
-  if (!ex.model_name.empty()) {
-    w.Key("model");
-    w.String(ex.model_name);
-    w.Key("version");
-    w.String(ex.model ? version : std::string_view(ex.model_version));
-  }
-  if (ex.principal) {
-    w.Key("key_id");
-    w.String(ex.principal->id);
-  }
-  w.Key("duration_us");
-  w.Double(double(total_ns) / 1e3);
+  AccessRecord record;
+  record.request_id = ex.request_id;
+  record.listener = ex.listener;
+  record.remote = ex.remote;
+  record.method = ex.method;
+  record.path = ex.target;
+  record.operation = operation;
+  record.status = ex.response.status;
+  record.outcome = outcome;
+  record.model = ex.model_name;
+  record.version = ex.model ? version : std::string_view(ex.model_version);
+  if (ex.principal) record.key_id = ex.principal->id;
+  record.duration_us = double(total_ns) / 1e3;
   if (ran) {
-    w.Key("queue_us");
-    w.Double(double(ex.infer_result.queue_ns) / 1e3);
-    w.Key("compute_us");
-    w.Double(double(ex.infer_result.compute_ns) / 1e3);
-    w.Key("batch_size");
-    w.Int(ex.infer_result.batch_size);
+    record.queue_us = double(ex.infer_result.queue_ns) / 1e3;
+    record.compute_us = double(ex.infer_result.compute_ns) / 1e3;
+    record.batch_size = ex.infer_result.batch_size;
   }
-  w.Key("request_bytes");
-  w.Uint(ex.body.size());
-  w.Key("response_bytes");
-  w.Uint(ex.response.body.size());
-  if (!ex.error.empty()) {
-    w.Key("error");
-    w.String(ex.error);
-  }
-  w.EndObject();
-  access_log_.Write(w.str());
+  record.request_bytes = int64_t(ex.body.size());
+  record.response_bytes = int64_t(ex.response.body.size());
+  record.error = ex.error;
+  access_log_.Write(record);
 }
 
 }  // namespace pillar::monitor
