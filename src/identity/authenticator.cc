@@ -42,14 +42,21 @@ absl::Status Authenticator::Refresh() {
 }
 
 void Authenticator::RefreshLoop() {
+  std::string last_error;  // logged once per distinct error, not every interval
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), refresh_interval_);
     if (stopping_) break;
     mu_.Unlock();
-    if (absl::Status s = Refresh(); !s.ok()) {
+    absl::Status s = Refresh();
+    if (!s.ok() && s.ToString() != last_error) {
       // Keep serving the last good table; a transient store error must not lock everyone out.
-      std::fprintf(stderr, "pillar: key table refresh failed: %s\n", s.ToString().c_str());
+      last_error = s.ToString();
+      std::fprintf(stderr, "pillar: key table refresh failed (serving the last good table): %s\n",
+                   last_error.c_str());
+    } else if (s.ok() && !last_error.empty()) {
+      last_error.clear();
+      std::fprintf(stderr, "pillar: key table refresh works again\n");
     }
     mu_.Lock();
   }

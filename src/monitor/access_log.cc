@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 
+#include <algorithm>
+
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
@@ -39,9 +41,7 @@ absl::Status AccessLog::Open(const std::string& destination, absl::Duration flus
     while (!stopping_) {
       mu_.AwaitWithTimeout(absl::Condition(&stopping_), flush_interval);
       if (!buffer_.empty()) {
-        std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
-        std::fflush(file_);
-        buffer_.clear();
+        FlushLocked();
       }
     }
   });
@@ -98,18 +98,32 @@ void AccessLog::Write(std::string_view line) {
   buffer_.append(line);
   buffer_.push_back('\n');
   if (buffer_.size() >= kFlushBytes) {
-    std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
-    std::fflush(file_);
-    buffer_.clear();
+    FlushLocked();
   }
+}
+
+void AccessLog::FlushLocked() {
+  if (buffer_.empty()) return;
+  const bool ok = std::fwrite(buffer_.data(), 1, buffer_.size(), file_) == buffer_.size() &&
+                  std::fflush(file_) == 0;
+  if (!ok) {
+    // A full disk must not stop serving; say so once per episode, and count what was lost.
+    lost_lines_ += int64_t(std::count(buffer_.begin(), buffer_.end(), '\n'));
+    if (!failing_)
+      std::fprintf(stderr, "pillar: the access log cannot be written; lines are lost\n");
+    std::clearerr(file_);
+  } else if (failing_) {
+    std::fprintf(stderr, "pillar: the access log is written again (%lld lines were lost)\n",
+                 static_cast<long long>(lost_lines_));
+  }
+  failing_ = !ok;
+  buffer_.clear();
 }
 
 void AccessLog::Flush() {
   if (file_ == nullptr) return;
   absl::MutexLock lock(&mu_);
-  std::fwrite(buffer_.data(), 1, buffer_.size(), file_);
-  std::fflush(file_);
-  buffer_.clear();
+  FlushLocked();
 }
 
 }  // namespace pillar::monitor

@@ -58,11 +58,15 @@ class AccessLog {
   void Flush();
 
  private:
+  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   std::FILE* file_ = nullptr;
   bool owned_ = false;
   absl::Mutex mu_;
   std::string buffer_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool failing_ ABSL_GUARDED_BY(mu_) = false;
+  int64_t lost_lines_ ABSL_GUARDED_BY(mu_) = 0;
   std::thread flusher_;
 };
 
