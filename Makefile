@@ -1,5 +1,5 @@
-# The two commands of the quick start are `make run` and `make test`; both install what they
-# need from Debian's packages first (scripts/install_deps.sh).
+# The quick start's `./dev.sh run` and `./dev.sh test` install make and everything else, then
+# call these targets; each target also installs what is missing (scripts/install_deps.sh).
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 

@@ -16,13 +16,6 @@ namespace {
 constexpr char kHexDigits[] = "0123456789abcdef";
 constexpr char kBase64Url[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 std::array<int8_t, 256> MakeBase64UrlTable() {
   std::array<int8_t, 256> table;
   table.fill(-1);
@@ -69,17 +62,6 @@ std::string HexEncode(std::string_view bytes) {
   for (unsigned char c : bytes) {
     out.push_back(kHexDigits[c >> 4]);
     out.push_back(kHexDigits[c & 0xf]);
-  }
-  return out;
-}
-
-absl::StatusOr<std::string> HexDecode(std::string_view hex) {
-  if (hex.size() % 2 != 0) return absl::InvalidArgumentError("hex text has an odd length");
-  std::string out(hex.size() / 2, '\0');
-  for (size_t i = 0; i < out.size(); ++i) {
-    int hi = HexValue(hex[2 * i]), lo = HexValue(hex[2 * i + 1]);
-    if (hi < 0 || lo < 0) return absl::InvalidArgumentError("hex text has a non-hex character");
-    out[i] = static_cast<char>(hi << 4 | lo);
   }
   return out;
 }

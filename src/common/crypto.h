@@ -25,7 +25,6 @@ std::string Sha256(std::string_view data);
 bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 std::string HexEncode(std::string_view bytes);
-absl::StatusOr<std::string> HexDecode(std::string_view hex);
 
 // RFC 4648 section 5 alphabet, without padding.
 std::string Base64UrlEncode(std::string_view bytes);

@@ -167,9 +167,4 @@ void JsonWriter::Null() {
   out_.append("null");
 }
 
-void JsonWriter::Raw(std::string_view json) {
-  Separate();
-  out_.append(json);
-}
-
 }  // namespace pillar

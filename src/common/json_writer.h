@@ -18,6 +18,9 @@ class JsonWriter {
  public:
   JsonWriter() = default;
   explicit JsonWriter(size_t reserve) { out_.reserve(reserve); }
+  // Continues `text` (already-written JSON, moved in), e.g. to fill in one value of a larger
+  // document without a copy; take it back with Take().
+  explicit JsonWriter(std::string text) : out_(std::move(text)) {}
 
   void BeginObject() { Open('{'); }
   void EndObject() { Close('}'); }
@@ -32,8 +35,6 @@ class JsonWriter {
   void Float(float value);
   void Bool(bool value);
   void Null();
-  // Appends already-valid JSON text as one value.
-  void Raw(std::string_view json);
 
   const std::string& str() const { return out_; }
   std::string Take() && { return std::move(out_); }

@@ -16,4 +16,50 @@ absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view so
   }
 }
 
+const toml::node* TomlSection::Find(std::string_view key) {
+  seen_.insert(std::string(key));
+  return table_ == nullptr ? nullptr : table_->get(key);
+}
+
+absl::Status TomlSection::Error(std::string_view key, std::string_view what) const {
+  return absl::InvalidArgumentError(StrCat(source_, ": [", name_, "] ", key, " must be ", what));
+}
+
+absl::Status TomlSection::ReadBool(std::string_view key, bool& out) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  if (!node->is_boolean()) return Error(key, "a boolean");
+  out = node->as_boolean()->get();
+  return absl::OkStatus();
+}
+
+absl::Status TomlSection::ReadString(std::string_view key, std::string& out) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  if (!node->is_string()) return Error(key, "a string");
+  out = node->as_string()->get();
+  return absl::OkStatus();
+}
+
+absl::Status TomlSection::ReadInt64(std::string_view key, int64_t& out, int64_t min, int64_t max) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  if (!node->is_integer() || node->as_integer()->get() < min || node->as_integer()->get() > max) {
+    return Error(key, StrCat("an integer in [", min, ", ", max, "]"));
+  }
+  out = node->as_integer()->get();
+  return absl::OkStatus();
+}
+
+absl::Status TomlSection::CheckNoUnknownKeys() const {
+  if (table_ == nullptr) return absl::OkStatus();
+  for (const auto& [key, value] : *table_) {
+    if (!seen_.contains(key.str())) {
+      return absl::InvalidArgumentError(
+          StrCat(source_, ": unknown key '", key.str(), "' in [", name_, "]"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace pillar

@@ -1,11 +1,17 @@
 // Parses TOML text into a table, turning toml++'s exceptions (Debian builds it with them) into
-// an absl::Status at this boundary, so no caller sees an exception.
+// an absl::Status at this boundary, so no caller sees an exception; and reads a table strictly.
 //
 //   absl::StatusOr<toml::table> table = ParseToml(text, "pillar.toml");
+//   TomlSection server(table->get_as<toml::table>("server"), "server", "pillar.toml");
+//   PILLAR_RETURN_IF_ERROR(server.ReadInt("threads", config.threads, 0, 256));
+//   PILLAR_RETURN_IF_ERROR(server.CheckNoUnknownKeys());
 #pragma once
 
 #include <toml++/toml.h>
 
+#include <cstdint>
+#include <set>
+#include <string>
 #include <string_view>
 
 #include "absl/status/statusor.h"
@@ -14,5 +20,39 @@ namespace pillar {
 
 // InvalidArgument naming `source`, the line and column when the text is not valid TOML.
 absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view source);
+
+// Reads the keys of one table (which may be absent: then every read keeps its default). A key
+// of the wrong type or out of range is an error, never a silent default, and
+// CheckNoUnknownKeys() reports any key nobody read, so a typo cannot go unnoticed.
+class TomlSection {
+ public:
+  // `name` is how errors name the table, e.g. "data" or "batching".
+  TomlSection(const toml::table* table, std::string name, std::string_view source)
+      : table_(table), name_(std::move(name)), source_(source) {}
+
+  // Leaves `out` unchanged when the key is absent.
+  absl::Status ReadBool(std::string_view key, bool& out);
+  absl::Status ReadString(std::string_view key, std::string& out);
+  template <typename T>
+  absl::Status ReadInt(std::string_view key, T& out, int64_t min, int64_t max) {
+    int64_t value = static_cast<int64_t>(out);
+    absl::Status status = ReadInt64(key, value, min, max);
+    if (status.ok()) out = static_cast<T>(value);
+    return status;
+  }
+  // Marks a key read by other means (a sub-table, an array of tables) as known.
+  void Allow(std::string_view key) { seen_.insert(std::string(key)); }
+  absl::Status CheckNoUnknownKeys() const;
+
+ private:
+  absl::Status ReadInt64(std::string_view key, int64_t& out, int64_t min, int64_t max);
+  const toml::node* Find(std::string_view key);
+  absl::Status Error(std::string_view key, std::string_view what) const;
+
+  const toml::table* table_;
+  std::string name_;
+  std::string_view source_;
+  std::set<std::string, std::less<>> seen_;
+};
 
 }  // namespace pillar

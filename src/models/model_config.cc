@@ -30,22 +30,27 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
     const toml::table* table = entry.as_table();
     if (table == nullptr) return Error(source, StrCat("each '", key, "' must be a table"));
     TensorSpec spec;
-    std::optional<std::string> name = (*table)["name"].value<std::string>();
-    if (!name || name->empty()) return Error(source, StrCat("an ", key, " has no name"));
-    spec.name = *name;
+    TomlSection fields(table, std::string(key), source);
+    std::string name, type;
+    PILLAR_RETURN_IF_ERROR(fields.ReadString("name", name));
+    PILLAR_RETURN_IF_ERROR(fields.ReadString("datatype", type));
+    fields.Allow("shape");
+    PILLAR_RETURN_IF_ERROR(fields.CheckNoUnknownKeys());
+    if (name.empty()) return Error(source, StrCat("an ", key, " has no name"));
+    spec.name = name;
     if (!names.insert(spec.name).second) {
       return Error(source, StrCat(key, " '", spec.name, "' is declared twice"));
     }
-    std::optional<std::string> type = (*table)["datatype"].value<std::string>();
-    if (!type) return Error(source, StrCat(key, " '", spec.name, "' has no datatype"));
-    absl::StatusOr<protocol::DataType> parsed = protocol::ParseDataType(*type);
+    if (type.empty()) return Error(source, StrCat(key, " '", spec.name, "' has no datatype"));
+    absl::StatusOr<protocol::DataType> parsed = protocol::ParseDataType(type);
     if (!parsed.ok())
       return Error(source, StrCat(key, " '", spec.name, "': ", parsed.status().message()));
     spec.datatype = *parsed;
     const toml::array* shape = (*table)["shape"].as_array();
     if (shape == nullptr) return Error(source, StrCat(key, " '", spec.name, "' has no shape"));
     for (const toml::node& dim : *shape) {
-      std::optional<int64_t> d = dim.value<int64_t>();
+      std::optional<int64_t> d =
+          dim.is_integer() ? std::optional<int64_t>(dim.as_integer()->get()) : std::nullopt;
       if (!d || *d < -1 || *d == 0) {
         return Error(source, StrCat(key, " '", spec.name,
                                     "': shape dimensions are positive integers or -1"));
@@ -65,32 +70,41 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
                                                std::string_view source) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(toml_text, source));
   ModelConfig config;
-  config.platform = root["platform"].value_or<std::string>("");
+  // Strict reads: a misspelled or mistyped key in a model artifact is an error at load, never
+  // a default that silently changes how the model is served.
+  TomlSection top(&root, "model", source);
+  PILLAR_RETURN_IF_ERROR(top.ReadString("platform", config.platform));
   if (config.platform != "torchscript") {
     return Error(source, StrCat("platform '", config.platform,
                                 "' is not supported (supported: torchscript)"));
   }
-  config.max_batch_size = root["max_batch_size"].value_or<int64_t>(0);
-  if (config.max_batch_size < 0 || config.max_batch_size > kMaxBatchSize) {
-    return Error(source, StrCat("max_batch_size must be in [0, ", kMaxBatchSize, "]"));
-  }
+  PILLAR_RETURN_IF_ERROR(top.ReadInt("max_batch_size", config.max_batch_size, 0, kMaxBatchSize));
   PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
   PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
+  top.Allow("input");
+  top.Allow("output");
+  top.Allow("batching");
+  top.Allow("instance");
+  PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
 
-  config.batching.max_queue_delay_us = root["batching"]["max_queue_delay_us"].value_or<int64_t>(0);
-  config.batching.max_queue_size = root["batching"]["max_queue_size"].value_or<int64_t>(1024);
-  config.batching.adaptive_delay = root["batching"]["adaptive_delay"].value_or<bool>(true);
-  if (config.batching.max_queue_delay_us < 0 || config.batching.max_queue_delay_us > 10'000'000) {
-    return Error(source, "batching.max_queue_delay_us must be in [0, 10000000]");
+  for (const char* table : {"batching", "instance"}) {
+    if (root.contains(table) && !root.get(table)->is_table()) {
+      return Error(source, StrCat("'", table, "' must be a table"));
+    }
   }
-  if (config.batching.max_queue_size < 1)
-    return Error(source, "batching.max_queue_size must be positive");
+  TomlSection batching(root["batching"].as_table(), "batching", source);
+  PILLAR_RETURN_IF_ERROR(
+      batching.ReadInt("max_queue_delay_us", config.batching.max_queue_delay_us, 0, 10'000'000));
+  PILLAR_RETURN_IF_ERROR(
+      batching.ReadInt("max_queue_size", config.batching.max_queue_size, 1, 1 << 24));
+  PILLAR_RETURN_IF_ERROR(batching.ReadBool("adaptive_delay", config.batching.adaptive_delay));
+  PILLAR_RETURN_IF_ERROR(batching.CheckNoUnknownKeys());
 
-  config.instance.count = static_cast<int>(root["instance"]["count"].value_or<int64_t>(1));
-  if (config.instance.count < 1 || config.instance.count > kMaxInstances) {
-    return Error(source, StrCat("instance.count must be in [1, ", kMaxInstances, "]"));
-  }
-  std::string kind = root["instance"]["kind"].value_or<std::string>("auto");
+  TomlSection instance(root["instance"].as_table(), "instance", source);
+  PILLAR_RETURN_IF_ERROR(instance.ReadInt("count", config.instance.count, 1, kMaxInstances));
+  std::string kind = "auto";
+  PILLAR_RETURN_IF_ERROR(instance.ReadString("kind", kind));
+  PILLAR_RETURN_IF_ERROR(instance.CheckNoUnknownKeys());
   if (kind == "auto") {
     config.instance.kind = DeviceKind::kAuto;
   } else if (kind == "cpu") {

@@ -24,7 +24,6 @@ class VersionPolicy {
   // The versions to serve from `available`, ascending.
   std::vector<int64_t> Select(std::vector<int64_t> available) const;
   std::string ToString() const;
-  Kind kind() const { return kind_; }
 
  private:
   VersionPolicy(Kind kind, int latest, std::vector<int64_t> specific)

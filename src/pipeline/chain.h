@@ -29,9 +29,6 @@ class Chain {
   // Called by a stage that returned kSuspend, on the exchange's executor, with what it decided.
   void Resume(Exchange& ex, StageResult result);
 
-  size_t size() const { return stages_.size(); }
-  std::string_view stage_name(size_t i) const { return stages_[i]->name(); }
-
  private:
   void RunForward(Exchange& ex);
   void Finish(Exchange& ex, int64_t now);

@@ -317,7 +317,7 @@ void ForEachElement(const Tensor& tensor, Emit emit) {
 }  // namespace
 
 void AppendTensorData(std::string& out, const Tensor& tensor) {
-  JsonWriter w;
+  JsonWriter w(std::move(out));  // write in place: no copy of a large tensor's text
   w.BeginArray();
   switch (tensor.datatype) {
     case DataType::kBool:
@@ -355,7 +355,7 @@ void AppendTensorData(std::string& out, const Tensor& tensor) {
       break;
   }
   w.EndArray();
-  out.append(w.str());
+  out = std::move(w).Take();
 }
 
 std::string EncodeInferenceResponse(const InferenceResponse& response) {

@@ -1,8 +1,11 @@
 // The dynamic batcher: requests for one model version wait in a bounded queue; each instance
 // thread takes up to max_batch_size rows, waiting at most max_queue_delay_us after the oldest
 // request for others to join, runs them as one batch and splits the outputs back.
+// With batching.adaptive_delay (the default) an instance waits for company only while another
+// instance is executing, i.e. while the model is under load and more requests are on their way:
+// an idle model runs a lone request at once, and a loaded one still batches what queues up.
 //
-//   BatchingRunner runner("digits", 1, config, std::move(instances), SystemClock());
+//   BatchingRunner runner(config, std::move(instances), SystemClock(), &batch_size_histogram);
 //   runner.Infer(std::move(request), std::move(done));
 // A full queue refuses at once with Unavailable and a Retry-After estimate. Destruction fails
 // every queued request with Unavailable and joins the instance threads.

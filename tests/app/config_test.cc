@@ -71,7 +71,17 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   EXPECT_NE(error("[repository]\nversion_policy = \"newest\"\n").find("version policy"),
             std::string::npos);
   EXPECT_NE(error("[repository.policies]\nx = 3\n").find("must be a string"), std::string::npos);
-  EXPECT_NE(error("[limits]\nbody_limit_bytes = 0\n").find("too small"), std::string::npos);
+  EXPECT_NE(
+      error("[limits]\nbody_limit_bytes = 0\n").find("body_limit_bytes must be an integer in [1,"),
+      std::string::npos);
+  EXPECT_NE(error("[server]\nthreads = 100000\n").find("threads must be an integer in [0, 256]"),
+            std::string::npos);
+  EXPECT_NE(error("[state]\nkey_refresh_ms = 0\n").find("key_refresh_ms must be"),
+            std::string::npos);
+  EXPECT_NE(error("[limits]\nrequest_timeout_ms = 0\n").find("request_timeout_ms must be"),
+            std::string::npos);
+  EXPECT_NE(error("[server]\nstrict_readiness = 1\n").find("strict_readiness must be a boolean"),
+            std::string::npos);
   EXPECT_NE(error("data = 1\n").find("unknown section"), std::string::npos);
   EXPECT_NE(error("[data\n").find("p.toml:1"), std::string::npos);
 }

@@ -39,8 +39,9 @@ TEST(LifecycleTest, VersionFlag) {
 
 TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   testing::ServerProcess server;
-  // Each request waits up to 1 s for a batch to fill: long enough to be in flight at SIGTERM.
-  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 1000000, 100, 1)));
+  // Each request waits up to 3 s for a batch to fill: long enough to be in flight at SIGTERM,
+  // and while readiness is polled, even when the suite runs beside the fuzzers on two cores.
+  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 3000000, 100, 1)));
   std::string key = server.CreateKey("drain");
   ASSERT_TRUE(server.Start()) << server.Log();
 
@@ -64,8 +65,11 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   ::kill(server.pid(), SIGTERM);
   // The signal is taken asynchronously; readiness must turn false while the requests still run.
   HttpReply ready = watcher.Request("GET", "/v2/health/ready");
-  for (int i = 0; i < 100 && ready.status == 200; ++i)
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (ready.status == 200 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // polling, bounded
     ready = watcher.Request("GET", "/v2/health/ready");
+  }
   EXPECT_EQ(ready.status, 503);
   EXPECT_EQ(ready.body, R"({"ready":false})");
   for (std::thread& t : clients) t.join();

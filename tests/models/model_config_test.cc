@@ -54,7 +54,9 @@ TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
   EXPECT_NE(ErrorFor("\"FP32\"", "\"FP99\"").find("unknown datatype"), std::string::npos);
   EXPECT_NE(ErrorFor("[4, -1]", "[0]").find("positive integers or -1"), std::string::npos);
   EXPECT_NE(ErrorFor("name = \"y\"", "name = \"\"").find("has no name"), std::string::npos);
-  EXPECT_NE(ErrorFor("count = 3", "count = 0").find("instance.count"), std::string::npos);
+  EXPECT_NE(
+      ErrorFor("count = 3", "count = 0").find("[instance] count must be an integer in [1, 64]"),
+      std::string::npos);
   EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"tpu\"").find("instance.kind 'tpu'"),
             std::string::npos);
   EXPECT_NE(ErrorFor("max_queue_size = 16", "max_queue_size = 0").find("max_queue_size"),
@@ -62,6 +64,26 @@ TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
   EXPECT_NE(ErrorFor("kind = \"cpu\"",
                      "kind = \"cpu\"\n[[input]]\nname = \"x\"\ndatatype = \"FP32\"\nshape = [1]")
                 .find("input 'x' is declared twice"),
+            std::string::npos);
+}
+
+TEST(ModelConfigTest, MistypedOrMisspelledKeysAreErrorsNotDefaults) {
+  EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = \"8\"")
+                .find("max_batch_size must be an integer"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_szie = 8")
+                .find("unknown key 'max_batch_szie' in [model]"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("max_queue_size = 16", "max_queue_sise = 16")
+                .find("unknown key 'max_queue_sise' in [batching]"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("count = 3", "count = 3.0").find("count must be an integer"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("[4, -1]", "[4.0, -1]").find("positive integers or -1"), std::string::npos);
+  EXPECT_NE(ErrorFor("datatype = \"INT64\"", "datatype = \"INT64\"\ndtype = 1")
+                .find("unknown key 'dtype' in [output]"),
+            std::string::npos);
+  EXPECT_NE(ErrorFor("[batching]", "batching = 3\n[batchin]").find("unknown key"),
             std::string::npos);
 }
 

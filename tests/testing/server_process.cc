@@ -72,18 +72,13 @@ int RunPillar(const std::vector<std::string>& args, std::string* out, std::strin
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-ServerProcess::ServerProcess() : store_(DemoStore()) {
-  std::string pattern = (std::filesystem::temp_directory_path() / "pillar-test-XXXXXX").string();
-  dir_ = ::mkdtemp(pattern.data());
-}
+ServerProcess::ServerProcess() : store_(DemoStore()) {}
 
 ServerProcess::~ServerProcess() {
   if (pid_ > 0) {
     ::kill(pid_, SIGKILL);
     ::waitpid(pid_, nullptr, 0);
   }
-  std::error_code ec;
-  std::filesystem::remove_all(dir_, ec);
 }
 
 void ServerProcess::WriteConfig() {

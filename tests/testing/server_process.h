@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "testing/temp_dir.h"
+
 namespace pillar::testing {
 
 // The pillar binary and source tree, from the environment CTest sets (PILLAR_BINARY,
@@ -61,7 +63,8 @@ class ServerProcess {
  private:
   void WriteConfig();
 
-  std::filesystem::path dir_;
+  TempDir temp_;
+  std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;
   std::string extra_config_;
   std::string data_config_;
