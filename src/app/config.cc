@@ -1,11 +1,10 @@
 #include "app/config.h"
 
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <string>
 
+#include "common/files.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "common/toml_parse.h"
@@ -129,12 +128,9 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
 
 absl::StatusOr<Config> LoadConfig(const std::string& path) {
   if (path.empty()) return Config{};
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(StrCat("cannot read config file ", path));
-  std::ostringstream text;
-  text << in.rdbuf();
+  PILLAR_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, 1 << 20));
   std::string base = std::filesystem::absolute(path).parent_path().string();
-  return ParseConfig(text.str(), path, base);
+  return ParseConfig(text, path, base);
 }
 
 }  // namespace pillar::app

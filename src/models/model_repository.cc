@@ -1,9 +1,8 @@
 #include "models/model_repository.h"
 
-#include <fstream>
-#include <sstream>
 #include <system_error>
 
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace pillar::models {
@@ -11,18 +10,6 @@ namespace {
 
 constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 
-absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path) {
-  std::error_code ec;
-  std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
-  if (size > kMaxConfigBytes)
-    return absl::InvalidArgumentError(StrCat(path.string(), ": too large"));
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat(path.string(), ": cannot be opened"));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 }  // namespace
 
@@ -84,7 +71,7 @@ ScanResult ModelRepository::Scan() const {
     for (int64_t v : chosen) {
       VersionEntry entry{name, v, dir / std::to_string(v), absl::UnknownError("")};
       std::filesystem::path config_path = entry.directory / "model.toml";
-      absl::StatusOr<std::string> text = ReadSmallFile(config_path);
+      absl::StatusOr<std::string> text = ReadSmallFile(config_path, kMaxConfigBytes);
       entry.config = text.ok() ? ModelConfig::Parse(*text, config_path.string())
                                : absl::StatusOr<ModelConfig>(text.status());
       result.versions.push_back(std::move(entry));

@@ -1,0 +1,21 @@
+// Reading small files that people or tools write (configuration, model.toml): a regular file
+// no larger than a cap, so pointing pillar at /dev/zero or a huge file gets an error, not a
+// hang or an out-of-memory.
+//
+//   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadSmallFile("pillar.toml", 1 << 20));
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "absl/status/statusor.h"
+
+namespace pillar {
+
+// NotFound when the file is missing or unreadable; InvalidArgument when it is not a regular
+// file or is larger than `max_bytes`. Messages name the path.
+absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
+                                          std::uintmax_t max_bytes);
+
+}  // namespace pillar
