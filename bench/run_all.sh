@@ -46,7 +46,7 @@ path = "$work/state.db"
 [logging]
 access_log = "$work/access.log"
 TOML
-key=$("$pillar" key create -c "$work/pillar.toml" --name bench 2>/dev/null)
+key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
 "$pillar" serve -c "$work/pillar.toml" --ports-file "$work/ports" 2>"$work/pillar.log" &
 pids+=($!)
 for _ in $(seq 1 300); do [[ -f "$work/ports" ]] && break; sleep 0.1; done

@@ -89,6 +89,11 @@ max_queue_size = 4096
 [instance]
 count = {instances}
 kind = "auto"
+
+# What policy conditions read as model.<name>: the built-in policy lets a "user" key use the
+# models of its own tenant.
+[access]
+tenant = "demo"
 """
 
 

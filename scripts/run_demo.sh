@@ -30,7 +30,12 @@ path = "$demo/state.db"
 access_log = "$demo/access.log"
 TOML
 
-key=$("$pillar" key create -c "$demo/pillar.toml" --name "demo $(date -u +%Y-%m-%dT%H:%M:%SZ)" 2>/dev/null)
+stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+# A user of tenant "demo" (may infer on the demo models), and an admin (the admin plane too).
+key=$("$pillar" key create -c "$demo/pillar.toml" --name "demo user $stamp" --tenant demo \
+      --role user --expires-in 30d 2>/dev/null)
+admin_key=$("$pillar" key create -c "$demo/pillar.toml" --name "demo admin $stamp" \
+      --role admin --expires-in 30d 2>/dev/null)
 
 # A real held-out digit: its label and its 64 pixel intensities.
 row=$(sed -n 2p "$root/models/demo/heldout.csv")
@@ -43,8 +48,9 @@ cat <<MSG
   pillar demo
   data plane   http://127.0.0.1:$port   (Open Inference Protocol)
   admin plane  http://127.0.0.1:$admin_port   (/metrics, /admin/v1/models)
-  API key      $key
-               (shown once; only its hash is stored in $demo/state.db)
+  API key      $key   (tenant demo, role user)
+  admin key    $admin_key   (role admin)
+               (each shown once; only their hashes are stored in $demo/state.db)
 
   Classify a held-out handwritten digit (its label is $label):
 
@@ -52,7 +58,10 @@ cat <<MSG
     http://127.0.0.1:$port/v2/models/digits/infer \\
     -d '$body'
 
-  Without the key the same call gets 401. Stop with Ctrl-C (drains, then exits).
+  Without the key the same call gets 401; the user key gets 403 on the admin plane:
+  curl -s -H 'Authorization: Bearer $admin_key' http://127.0.0.1:$admin_port/admin/v1/models
+
+  Stop with Ctrl-C (drains, then exits).
 
 MSG
 exec "$pillar" serve -c "$demo/pillar.toml"

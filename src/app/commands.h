@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace pillar::app {
 
@@ -17,9 +18,34 @@ struct KeyOptions {
   std::string name;
   std::string id;
   bool json = false;
+  // create
+  std::string owner;
+  std::string tenant;
+  std::vector<std::string> roles;
+  std::vector<std::string> attributes;  // "name=v1,v2"
+  std::string expires_in;               // "90d", "12h", "30m", "45s"; empty: never
+  // rotate
+  std::string overlap = "24h";  // how long the old key keeps working
 };
 int RunKeyCreate(const KeyOptions& options);
 int RunKeyList(const KeyOptions& options);
 int RunKeyRevoke(const KeyOptions& options);
+int RunKeyRotate(const KeyOptions& options);
+
+struct PolicyOptions {
+  std::string config_path;
+  std::string policy_path;  // overrides the config's [policy] file
+  // check
+  std::string plane = "data";
+  std::string principal = "who";
+  std::string tenant;
+  std::vector<std::string> roles;
+  std::vector<std::string> attributes;  // principal attributes, "name=v1,v2"
+  std::string action;
+  std::string resource;
+  std::vector<std::string> resource_attributes;  // "name=v1,v2"
+};
+int RunPolicyCheck(const PolicyOptions& options);
+int RunPolicyValidate(const PolicyOptions& options);
 
 }  // namespace pillar::app

@@ -36,8 +36,34 @@ absl::Status ReadListener(const toml::table& root, std::string_view source,
   PILLAR_RETURN_IF_ERROR(s.ReadString("tls_certificate", listener.tls_certificate));
   PILLAR_RETURN_IF_ERROR(s.ReadString("tls_private_key", listener.tls_private_key));
   PILLAR_RETURN_IF_ERROR(s.ReadBool("allow_plaintext", listener.allow_plaintext));
+  PILLAR_RETURN_IF_ERROR(s.ReadString("client_ca", listener.client_ca));
+  std::string certificates = "none", identity = "subject_cn";
+  PILLAR_RETURN_IF_ERROR(s.ReadString("client_certificates", certificates));
+  PILLAR_RETURN_IF_ERROR(s.ReadString("client_identity", identity));
+  using Options = http::ListenerOptions;
+  if (certificates == "none") {
+    listener.client_certificates = Options::ClientCertificates::kNone;
+  } else if (certificates == "optional") {
+    listener.client_certificates = Options::ClientCertificates::kOptional;
+  } else if (certificates == "require") {
+    listener.client_certificates = Options::ClientCertificates::kRequire;
+  } else {
+    return absl::InvalidArgumentError(StrCat(source, ": [", listener.name,
+                                             "] client_certificates must be none, optional or require"));
+  }
+  if (identity == "subject_cn") {
+    listener.client_identity = Options::ClientIdentity::kSubjectCn;
+  } else if (identity == "san_uri") {
+    listener.client_identity = Options::ClientIdentity::kSanUri;
+  } else if (identity == "san_dns") {
+    listener.client_identity = Options::ClientIdentity::kSanDns;
+  } else {
+    return absl::InvalidArgumentError(StrCat(source, ": [", listener.name,
+                                             "] client_identity must be subject_cn, san_uri or san_dns"));
+  }
   listener.tls_certificate = Resolve(base, listener.tls_certificate);
   listener.tls_private_key = Resolve(base, listener.tls_private_key);
+  listener.client_ca = Resolve(base, listener.client_ca);
   if (listener.tls_certificate.empty() != listener.tls_private_key.empty()) {
     return absl::InvalidArgumentError(
         StrCat(source, ": [", listener.name, "] needs both tls_certificate and tls_private_key"));
@@ -50,9 +76,16 @@ absl::Status ReadListener(const toml::table& root, std::string_view source,
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
                                    const std::string& base) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(text, source));
-  static const std::set<std::string> kSections = {"server",     "data",  "admin",   "limits",
-                                                  "repository", "state", "logging", "runtime"};
+  static const std::set<std::string> kSections = {
+      "server",  "data",   "admin",   "limits", "repository", "state",
+      "logging", "runtime", "policy", "limiter", "jwt"};
   for (const auto& [key, value] : root) {
+    if (key.str() == "mtls_client") {
+      if (!value.is_array_of_tables()) {
+        return absl::InvalidArgumentError(StrCat(source, ": mtls_client must be [[mtls_client]]"));
+      }
+      continue;
+    }
     if (!kSections.contains(std::string(key.str())) || !value.is_table()) {
       return absl::InvalidArgumentError(StrCat(source, ": unknown section '", key.str(), "'"));
     }
@@ -122,6 +155,82 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     TomlSection s(root["runtime"].as_table(), "runtime", source);
     PILLAR_RETURN_IF_ERROR(s.ReadInt("torch_threads", config.torch_threads, 1, 256));
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  }
+  {
+    TomlSection s(root["policy"].as_table(), "policy", source);
+    PILLAR_RETURN_IF_ERROR(s.ReadString("file", config.policy_path));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("reload_ms", config.policy_reload_ms, 0, kMaxMillis));
+    PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    config.policy_path = Resolve(base, config.policy_path);
+  }
+  {
+    TomlSection s(root["limiter"].as_table(), "limiter", source);
+    PILLAR_RETURN_IF_ERROR(s.ReadString("backend", config.limiter_backend));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("redis_host", config.redis_host));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("redis_port", config.redis_port, 1, 65535));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("redis_password_file", config.redis_password_file));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("redis_timeout_ms", config.redis_timeout_ms, 1, 60'000));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("redis_key_prefix", config.redis_key_prefix));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("on_redis_failure", config.on_redis_failure));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("instances", config.instances, 1, 10'000));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("lease_ttl_ms", config.lease_ttl_ms, 1000, kMaxMillis));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("quota_flush_ms", config.quota_flush_ms, 10, 3'600'000));
+    PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    if (config.limiter_backend != "embedded" && config.limiter_backend != "redis") {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [limiter] backend must be \"embedded\" or \"redis\""));
+    }
+    if (config.on_redis_failure != "closed" && config.on_redis_failure != "open") {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [limiter] on_redis_failure must be \"closed\" or \"open\""));
+    }
+    config.redis_password_file = Resolve(base, config.redis_password_file);
+  }
+  {
+    TomlSection s(root["jwt"].as_table(), "jwt", source);
+    Config::Jwt& jwt = config.jwt;
+    PILLAR_RETURN_IF_ERROR(s.ReadString("jwks", jwt.jwks));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("issuer", jwt.issuer));
+    PILLAR_RETURN_IF_ERROR(s.ReadStrings("audiences", jwt.audiences));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("clock_skew_s", jwt.clock_skew_s, 0, 3600));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("reload_ms", jwt.reload_ms, 0, kMaxMillis));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("subject_claim", jwt.subject_claim));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("tenant_claim", jwt.tenant_claim));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("roles_claim", jwt.roles_claim));
+    std::map<std::string, std::vector<std::string>> attributes;
+    PILLAR_RETURN_IF_ERROR(s.ReadStringTable("attributes", attributes));
+    for (auto& [name, claims] : attributes) {
+      if (claims.size() != 1) {
+        return absl::InvalidArgumentError(
+            StrCat(source, ": [jwt] attributes.", name, " must name one claim"));
+      }
+      jwt.attributes[name] = claims[0];
+    }
+    PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    if (!jwt.jwks.empty() && (jwt.issuer.empty() || jwt.audiences.empty())) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [jwt] needs issuer and audiences along with jwks"));
+    }
+    jwt.jwks = Resolve(base, jwt.jwks);
+  }
+  if (const toml::array* clients = root["mtls_client"].as_array()) {
+    for (const toml::node& node : *clients) {
+      TomlSection s(node.as_table(), "mtls_client", source);
+      std::string identity;
+      Config::CertificateClient client;
+      PILLAR_RETURN_IF_ERROR(s.ReadString("identity", identity));
+      PILLAR_RETURN_IF_ERROR(s.ReadString("tenant", client.tenant));
+      PILLAR_RETURN_IF_ERROR(s.ReadStrings("roles", client.roles));
+      PILLAR_RETURN_IF_ERROR(s.ReadStringTable("attributes", client.attributes));
+      PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+      if (identity.empty()) {
+        return absl::InvalidArgumentError(StrCat(source, ": [[mtls_client]] needs identity"));
+      }
+      if (!config.certificate_clients.emplace(identity, std::move(client)).second) {
+        return absl::InvalidArgumentError(
+            StrCat(source, ": [[mtls_client]] '", identity, "' is listed twice"));
+      }
+    }
   }
   return config;
 }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "http/server.h"
@@ -43,6 +44,39 @@ struct Config {
   std::string access_log = "-";
   // [runtime]
   int torch_threads = 1;
+  // [policy]
+  std::string policy_path;  // empty: the built-in policy
+  int64_t policy_reload_ms = 1000;
+  // [limiter]
+  std::string limiter_backend = "embedded";  // or "redis"
+  std::string redis_host = "127.0.0.1";
+  int redis_port = 6379;
+  std::string redis_password_file;
+  int64_t redis_timeout_ms = 250;
+  std::string redis_key_prefix = "pillar";
+  std::string on_redis_failure = "closed";  // or "open": a local limiter at 1/instances
+  int64_t instances = 1;
+  int64_t lease_ttl_ms = 60'000;
+  int64_t quota_flush_ms = 1000;
+  // [jwt] (off unless jwks is set)
+  struct Jwt {
+    std::string jwks;
+    std::string issuer;
+    std::vector<std::string> audiences;
+    int64_t clock_skew_s = 60;
+    int64_t reload_ms = 1000;
+    std::string subject_claim = "sub";
+    std::string tenant_claim;
+    std::string roles_claim = "roles";
+    std::map<std::string, std::string> attributes;  // attribute -> claim
+  } jwt;
+  // [[mtls_client]]
+  struct CertificateClient {
+    std::string tenant;
+    std::vector<std::string> roles;
+    std::map<std::string, std::vector<std::string>> attributes;
+  };
+  std::map<std::string, CertificateClient> certificate_clients;  // by identity
 };
 
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,

@@ -1,8 +1,9 @@
-// `pillar key create|list|revoke`: API keys in the state store. A key's text is printed once,
-// at creation; the store keeps only its SHA-256.
+// `pillar key create|list|revoke|rotate`: API keys in the state store. A key's text is printed
+// once, at creation; the store keeps only its SHA-256.
 #include <cstdio>
 #include <ctime>
 
+#include "app/cli_values.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "common/clock.h"
@@ -38,33 +39,122 @@ std::string FormatTime(int64_t unix_us) {
   return buf;
 }
 
-}  // namespace
+std::string OptionalTime(const std::optional<int64_t>& t) { return t ? FormatTime(*t) : "-"; }
 
-int RunKeyCreate(const KeyOptions& options) {
-  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
-  if (!store.ok()) return Fail(store.status());
-  if (options.name.empty() || options.name.size() > 128)
-    return Fail(absl::InvalidArgumentError("--name must have 1 to 128 characters"));
-  identity::NewApiKey key = identity::GenerateApiKey();
-  state::ApiKeyRecord record{key.id, options.name, key.secret_hash, SystemClock().UnixMicros(),
-                             std::nullopt};
-  if (absl::Status s = (*store)->PutKey(record); !s.ok()) return Fail(s);
+// Validates and builds the record of a new key from the options (and, for a rotation, the key
+// it succeeds).
+absl::StatusOr<state::ApiKeyRecord> NewRecord(const KeyOptions& options,
+                                              const identity::NewApiKey& key, int64_t now_us) {
+  if (options.name.empty() || options.name.size() > 128) {
+    return absl::InvalidArgumentError("--name must have 1 to 128 characters");
+  }
+  state::ApiKeyRecord record;
+  record.id = key.id;
+  record.name = options.name;
+  record.secret_hash = key.secret_hash;
+  record.created_us = now_us;
+  record.owner = options.owner;
+  record.tenant = options.tenant;
+  if (!options.tenant.empty() && !IsName(options.tenant)) {
+    return absl::InvalidArgumentError(StrCat("--tenant '", options.tenant, "': ", kNameRule));
+  }
+  for (const std::string& role : options.roles) {
+    if (!IsName(role)) return absl::InvalidArgumentError(StrCat("--role '", role, "': ", kNameRule));
+    record.roles.push_back(role);
+  }
+  absl::StatusOr<std::map<std::string, std::vector<std::string>>> attributes =
+      ParseAttributes(options.attributes);
+  if (!attributes.ok()) return attributes.status();
+  record.attributes = std::move(*attributes);
+  if (!options.expires_in.empty()) {
+    absl::StatusOr<int64_t> seconds = ParseDurationSeconds(options.expires_in);
+    if (!seconds.ok()) return seconds.status();
+    record.expires_us = now_us + *seconds * 1'000'000;
+  }
+  return record;
+}
+
+void PrintNewKey(const KeyOptions& options, const identity::NewApiKey& key,
+                 const state::ApiKeyRecord& record) {
   if (options.json) {
     JsonWriter w;
     w.BeginObject();
     w.Key("id");
     w.String(key.id);
     w.Key("name");
-    w.String(options.name);
+    w.String(record.name);
     w.Key("key");
     w.String(key.text);
+    w.Key("expires");
+    if (record.expires_us) {
+      w.String(FormatTime(*record.expires_us));
+    } else {
+      w.Null();
+    }
     w.EndObject();
     std::printf("%s\n", w.str().c_str());
   } else {
     std::printf("%s\n", key.text.c_str());
     std::fprintf(stderr, "pillar key: created key %s (%s); it is shown only this once\n",
-                 key.id.c_str(), options.name.c_str());
+                 key.id.c_str(), record.name.c_str());
   }
+}
+
+}  // namespace
+
+int RunKeyCreate(const KeyOptions& options) {
+  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
+  if (!store.ok()) return Fail(store.status());
+  identity::NewApiKey key = identity::GenerateApiKey();
+  absl::StatusOr<state::ApiKeyRecord> record =
+      NewRecord(options, key, SystemClock().UnixMicros());
+  if (!record.ok()) return Fail(record.status());
+  if (absl::Status s = (*store)->PutKey(*record); !s.ok()) return Fail(s);
+  PrintNewKey(options, key, *record);
+  return 0;
+}
+
+int RunKeyRotate(const KeyOptions& options) {
+  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
+  if (!store.ok()) return Fail(store.status());
+  absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = (*store)->ListKeys();
+  if (!keys.ok()) return Fail(keys.status());
+  const state::ApiKeyRecord* old = nullptr;
+  for (const auto& k : *keys) {
+    if (k.id == options.id) old = &k;
+  }
+  if (old == nullptr) return Fail(absl::NotFoundError(StrCat("no key with id ", options.id)));
+  absl::StatusOr<int64_t> overlap = ParseDurationSeconds(options.overlap);
+  if (!overlap.ok()) return Fail(overlap.status());
+  // The successor inherits who the key is; only the secret (and the clock) are new.
+  KeyOptions successor = options;
+  successor.name = old->name;
+  successor.owner = old->owner;
+  successor.tenant = old->tenant;
+  successor.roles = old->roles;
+  successor.attributes.clear();
+  for (const auto& [name, values] : old->attributes) {
+    std::string joined;
+    for (const std::string& v : values) StrAppend(&joined, joined.empty() ? "" : ",", v);
+    successor.attributes.push_back(StrCat(name, "=", joined));
+  }
+  const int64_t now_us = SystemClock().UnixMicros();
+  identity::NewApiKey key = identity::GenerateApiKey();
+  absl::StatusOr<state::ApiKeyRecord> record = NewRecord(successor, key, now_us);
+  if (!record.ok()) return Fail(record.status());
+  if (!options.expires_in.empty()) {
+    // An explicit --expires-in applies to the new key.
+  } else if (old->expires_us && old->created_us < *old->expires_us) {
+    // Keep the old key's lifetime for the new one.
+    record->expires_us = now_us + (*old->expires_us - old->created_us);
+  }
+  if (absl::Status s = (*store)->RotateKey(old->id, *record, now_us + *overlap * 1'000'000);
+      !s.ok()) {
+    return Fail(s);
+  }
+  PrintNewKey(options, key, *record);
+  std::fprintf(stderr, "pillar key: %s now expires at %s\n", old->id.c_str(),
+               FormatTime(now_us + *overlap * 1'000'000).c_str());
   return 0;
 }
 
@@ -76,29 +166,66 @@ int RunKeyList(const KeyOptions& options) {
   if (options.json) {
     JsonWriter w;
     w.BeginArray();
+    auto time_or_null = [&](const std::optional<int64_t>& t) {
+      if (t) {
+        w.String(FormatTime(*t));
+      } else {
+        w.Null();
+      }
+    };
     for (const auto& k : *keys) {
       w.BeginObject();
       w.Key("id");
       w.String(k.id);
       w.Key("name");
       w.String(k.name);
+      w.Key("owner");
+      w.String(k.owner);
+      w.Key("tenant");
+      w.String(k.tenant);
+      w.Key("roles");
+      w.BeginArray();
+      for (const std::string& r : k.roles) w.String(r);
+      w.EndArray();
+      w.Key("attributes");
+      w.BeginObject();
+      for (const auto& [name, values] : k.attributes) {
+        w.Key(name);
+        w.BeginArray();
+        for (const std::string& v : values) w.String(v);
+        w.EndArray();
+      }
+      w.EndObject();
       w.Key("created");
       w.String(FormatTime(k.created_us));
+      w.Key("expires");
+      time_or_null(k.expires_us);
+      w.Key("last_used");
+      time_or_null(k.last_used_us);
       w.Key("revoked");
-      if (k.revoked_us)
-        w.String(FormatTime(*k.revoked_us));
-      else
+      time_or_null(k.revoked_us);
+      w.Key("replaced_by");
+      if (k.replaced_by.empty()) {
         w.Null();
+      } else {
+        w.String(k.replaced_by);
+      }
       w.EndObject();
     }
     w.EndArray();
     std::printf("%s\n", w.str().c_str());
     return 0;
   }
-  std::printf("%-14s %-22s %-22s %s\n", "ID", "CREATED", "REVOKED", "NAME");
+  std::printf("%-14s %-12s %-16s %-22s %-22s %-22s %-22s %s\n", "ID", "TENANT", "ROLES",
+              "CREATED", "EXPIRES", "LAST USED", "REVOKED", "NAME");
   for (const auto& k : *keys) {
-    std::printf("%-14s %-22s %-22s %s\n", k.id.c_str(), FormatTime(k.created_us).c_str(),
-                k.revoked_us ? FormatTime(*k.revoked_us).c_str() : "-", k.name.c_str());
+    std::string roles;
+    for (const std::string& r : k.roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
+    std::printf("%-14s %-12s %-16s %-22s %-22s %-22s %-22s %s\n", k.id.c_str(),
+                k.tenant.empty() ? "-" : k.tenant.c_str(), roles.empty() ? "-" : roles.c_str(),
+                FormatTime(k.created_us).c_str(), OptionalTime(k.expires_us).c_str(),
+                OptionalTime(k.last_used_us).c_str(), OptionalTime(k.revoked_us).c_str(),
+                k.name.c_str());
   }
   return 0;
 }

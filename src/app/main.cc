@@ -32,9 +32,39 @@ int main(int argc, char** argv) {
   key_cmd->add_flag("--json", key.json, "Print JSON");
   CLI::App* create = key_cmd->add_subcommand("create", "Create a key; its text is printed once");
   create->add_option("--name", key.name, "What the key is for")->required();
+  create->add_option("--owner", key.owner, "Who is responsible for the key");
+  create->add_option("--tenant", key.tenant, "The tenant the key acts for");
+  create->add_option("--role", key.roles, "A role the key holds (repeatable)");
+  create->add_option("--attr", key.attributes, "An attribute, name=v1[,v2] (repeatable)");
+  create->add_option("--expires-in", key.expires_in, "Lifetime: 90d, 12h, 30m, 45s");
   CLI::App* list = key_cmd->add_subcommand("list", "List keys (never their secrets)");
   CLI::App* revoke = key_cmd->add_subcommand("revoke", "Revoke a key by id");
   revoke->add_option("id", key.id, "Key id (the 12 hex characters after pk_)")->required();
+  CLI::App* rotate = key_cmd->add_subcommand(
+      "rotate", "Make a successor key; the old one keeps working for the overlap, then expires");
+  rotate->add_option("id", key.id, "Key id to rotate")->required();
+  rotate->add_option("--overlap", key.overlap, "How long the old key stays valid (default 24h)");
+  rotate->add_option("--expires-in", key.expires_in, "Lifetime of the new key");
+
+  pillar::app::PolicyOptions policy;
+  CLI::App* policy_cmd = cli.add_subcommand("policy", "Validate a policy and explain decisions");
+  policy_cmd->require_subcommand(1);
+  policy_cmd->fallthrough();
+  policy_cmd->add_option("-c,--config", policy.config_path, "Configuration file (TOML)");
+  policy_cmd->add_option("--policy", policy.policy_path, "Policy file (overrides the config)");
+  CLI::App* validate = policy_cmd->add_subcommand("validate", "Check a policy file");
+  CLI::App* check = policy_cmd->add_subcommand(
+      "check", "Explain one decision; exits 0 when allowed, 1 when denied");
+  check->add_option("--principal", policy.principal, "Principal id, e.g. key:3f2a9c01d4e5");
+  check->add_option("--tenant", policy.tenant, "The principal's tenant");
+  check->add_option("--role", policy.roles, "A role of the principal (repeatable)");
+  check->add_option("--attr", policy.attributes, "A principal attribute, name=v1[,v2]");
+  check->add_option("--plane", policy.plane, "data (default) or admin");
+  check->add_option("--action", policy.action, "infer, read_metadata, ...")->required();
+  check->add_option("--resource", policy.resource, "e.g. model:digits/1, server, metrics")
+      ->required();
+  check->add_option("--resource-attr", policy.resource_attributes,
+                    "A resource attribute, name=v1[,v2], e.g. tenant=acme");
 
   CLI11_PARSE(cli, argc, argv);
 
@@ -42,5 +72,8 @@ int main(int argc, char** argv) {
   if (create->parsed()) return pillar::app::RunKeyCreate(key);
   if (list->parsed()) return pillar::app::RunKeyList(key);
   if (revoke->parsed()) return pillar::app::RunKeyRevoke(key);
+  if (rotate->parsed()) return pillar::app::RunKeyRotate(key);
+  if (validate->parsed()) return pillar::app::RunPolicyValidate(policy);
+  if (check->parsed()) return pillar::app::RunPolicyCheck(policy);
   return 2;
 }

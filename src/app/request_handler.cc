@@ -57,6 +57,7 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->authorization = std::move(request.authorization);
   ex->body = std::move(request.body);
   ex->remote = std::move(request.remote);
+  ex->peer_identity = std::move(request.peer_identity);
   ex->model_name = std::string(request.Param("model"));
   ex->model_version = std::string(request.Param("version"));
   ex->start_ns = request.received_ns;

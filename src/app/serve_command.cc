@@ -18,9 +18,14 @@
 #include "app/routes.h"
 #include "common/strings.h"
 #include "guard/guard_stage.h"
+#include "audit/counting_audit_sink.h"
+#include "common/files.h"
 #include "identity/authenticate_stage.h"
-#include "identity/authorize_stage.h"
 #include "limits/admit_stage.h"
+#include "limits/local_limiter.h"
+#include "limits/redis_limiter.h"
+#include "policy/authorize_stage.h"
+#include "policy/policy_source.h"
 #include "models/model_repository.h"
 #include "monitor/access_log.h"
 #include "monitor/observe_stage.h"
@@ -85,6 +90,59 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
   return registry;
 }
 
+absl::StatusOr<std::unique_ptr<identity::JwtVerifier>> MakeJwtVerifier(const Config& config) {
+  if (config.jwt.jwks.empty()) return nullptr;
+  identity::JwtOptions options;
+  options.jwks_path = config.jwt.jwks;
+  options.issuer = config.jwt.issuer;
+  options.audiences = config.jwt.audiences;
+  options.clock_skew = absl::Seconds(config.jwt.clock_skew_s);
+  options.reload_interval = absl::Milliseconds(config.jwt.reload_ms);
+  options.subject_claim = config.jwt.subject_claim;
+  options.tenant_claim = config.jwt.tenant_claim;
+  options.roles_claim = config.jwt.roles_claim;
+  options.attribute_claims = config.jwt.attributes;
+  return identity::JwtVerifier::Create(std::move(options));
+}
+
+struct Limiters {
+  std::unique_ptr<limits::Limiter> primary;
+  std::unique_ptr<limits::Limiter> fallback;  // null: fail closed
+};
+
+absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& store,
+                                      monitor::MetricsRegistry& metrics) {
+  Limiters limiters;
+  if (config.limiter_backend == "embedded") {
+    auto local = std::make_unique<limits::LocalLimiter>(limits::LocalLimiterOptions{
+        .store = &store, .flush_interval = absl::Milliseconds(config.quota_flush_ms)});
+    if (absl::Status s = local->LoadQuotas(); !s.ok()) return s;
+    limiters.primary = std::move(local);
+    return limiters;
+  }
+  limits::RedisLimiterOptions options;
+  options.host = config.redis_host;
+  options.port = config.redis_port;
+  options.timeout = absl::Milliseconds(config.redis_timeout_ms);
+  options.key_prefix = config.redis_key_prefix;
+  options.lease_ttl = absl::Milliseconds(config.lease_ttl_ms);
+  options.metrics = &metrics;
+  if (!config.redis_password_file.empty()) {
+    absl::StatusOr<std::string> password = ReadSmallFile(config.redis_password_file, 4096);
+    if (!password.ok()) return password.status();
+    while (!password->empty() && (password->back() == '\n' || password->back() == '\r')) {
+      password->pop_back();
+    }
+    options.password = std::move(*password);
+  }
+  limiters.primary = std::make_unique<limits::RedisLimiter>(std::move(options));
+  if (config.on_redis_failure == "open") {
+    limiters.fallback = std::make_unique<limits::LocalLimiter>(
+        limits::LocalLimiterOptions{.divisor = config.instances});
+  }
+  return limiters;
+}
+
 absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
   std::string tmp = path + ".tmp";
   {
@@ -115,10 +173,27 @@ int RunServe(const ServeOptions& options) {
   absl::StatusOr<std::unique_ptr<state::StateStore>> store =
       state::OpenSqliteStateStore(config->state_path);
   if (!store.ok()) return Fail(store.status());
-  identity::Authenticator authenticator(**store, absl::Milliseconds(config->key_refresh_ms));
-  if (absl::Status s = authenticator.Refresh(); !s.ok()) return Fail(s);
+  identity::ApiKeyTable keys(**store,
+                             {.refresh_interval = absl::Milliseconds(config->key_refresh_ms)});
+  if (absl::Status s = keys.Refresh(); !s.ok()) return Fail(s);
+  absl::StatusOr<std::unique_ptr<identity::JwtVerifier>> jwt = MakeJwtVerifier(*config);
+  if (!jwt.ok()) return Fail(jwt.status());
+  std::map<std::string, identity::CertificateClient> certificate_clients;
+  for (const auto& [name, client] : config->certificate_clients) {
+    identity::CertificateClient& c = certificate_clients[name];
+    c.tenant = client.tenant;
+    c.roles = client.roles;
+    for (const auto& [attribute, values] : client.attributes) c.attributes[attribute] = values;
+  }
+  identity::Authenticator authenticator(&keys, jwt->get(), certificate_clients);
+  absl::StatusOr<std::unique_ptr<policy::PolicySource>> policy = policy::PolicySource::Open(
+      config->policy_path, absl::Milliseconds(config->policy_reload_ms));
+  if (!policy.ok()) return Fail(policy.status());
 
   monitor::MetricsRegistry metrics;
+  audit::CountingAuditSink audit(metrics);
+  absl::StatusOr<Limiters> limiters = MakeLimiters(*config, **store, metrics);
+  if (!limiters.ok()) return Fail(limiters.status());
   monitor::AccessLog access_log;
   if (absl::Status s = access_log.Open(config->access_log); !s.ok()) return Fail(s);
 
@@ -127,11 +202,12 @@ int RunServe(const ServeOptions& options) {
 
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
   stages.push_back(std::make_unique<monitor::ObserveStage>(metrics, access_log));
-  stages.push_back(std::make_unique<identity::AuthenticateStage>(authenticator));
-  stages.push_back(std::make_unique<routing::RouteStage>(**registry));
-  stages.push_back(std::make_unique<identity::AuthorizeStage>());
-  stages.push_back(std::make_unique<limits::AdmitStage>());
+  stages.push_back(std::make_unique<identity::AuthenticateStage>(authenticator, audit));
+  stages.push_back(std::make_unique<routing::RouteStage>(**registry, **policy));
+  stages.push_back(std::make_unique<policy::AuthorizeStage>(audit));
   stages.push_back(std::make_unique<routing::DecodeStage>());
+  stages.push_back(std::make_unique<limits::AdmitStage>(*limiters->primary,
+                                                        limiters->fallback.get(), audit, &metrics));
   stages.push_back(std::make_unique<guard::GuardStage>());
   stages.push_back(
       std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(**registry, metrics)));

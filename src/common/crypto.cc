@@ -34,6 +34,17 @@ std::string RandomBytes(size_t n) {
   return out;
 }
 
+std::string Sha1(std::string_view data) {
+  std::string out(20, '\0');
+  unsigned int length = 0;
+  if (EVP_Digest(data.data(), data.size(), reinterpret_cast<unsigned char*>(out.data()), &length,
+                 EVP_sha1(), nullptr) != 1 ||
+      length != 20) {
+    std::abort();  // a digest that cannot be computed is a broken OpenSSL, not bad input
+  }
+  return out;
+}
+
 std::string Sha256(std::string_view data) {
   // OpenSSL 3's one-shot SHA256() looks the algorithm up (under a lock) on every call; every
   // authenticated request hashes a key, so fetch it once and reuse one context per thread.

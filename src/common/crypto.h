@@ -20,6 +20,9 @@ std::string RandomBytes(size_t n);
 
 // Raw 32-byte SHA-256 digest.
 std::string Sha256(std::string_view data);
+// Raw 20-byte SHA-1 digest: only to name things others name by it (Redis scripts), never for
+// integrity or secrets.
+std::string Sha1(std::string_view data);
 
 // True when `a` and `b` are equal, in time that depends only on their length.
 bool ConstantTimeEquals(std::string_view a, std::string_view b);

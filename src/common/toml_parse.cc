@@ -41,6 +41,47 @@ absl::Status TomlSection::ReadString(std::string_view key, std::string& out) {
   return absl::OkStatus();
 }
 
+absl::Status TomlSection::ReadStrings(std::string_view key, std::vector<std::string>& out) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  const toml::array* array = node->as_array();
+  if (array == nullptr) return Error(key, "an array of strings");
+  std::vector<std::string> values;
+  for (const toml::node& item : *array) {
+    if (!item.is_string() || item.as_string()->get().empty()) {
+      return Error(key, "an array of non-empty strings");
+    }
+    values.push_back(item.as_string()->get());
+  }
+  out = std::move(values);
+  return absl::OkStatus();
+}
+
+absl::Status TomlSection::ReadStringTable(std::string_view key,
+                                          std::map<std::string, std::vector<std::string>>& out) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  const toml::table* table = node->as_table();
+  if (table == nullptr) return Error(key, "a table of strings");
+  for (const auto& [name, value] : *table) {
+    std::vector<std::string> values;
+    if (value.is_string() && !value.as_string()->get().empty()) {
+      values.push_back(value.as_string()->get());
+    } else if (const toml::array* array = value.as_array(); array != nullptr && !array->empty()) {
+      for (const toml::node& item : *array) {
+        if (!item.is_string() || item.as_string()->get().empty()) {
+          return Error(StrCat(key, ".", name.str()), "a string or an array of strings");
+        }
+        values.push_back(item.as_string()->get());
+      }
+    } else {
+      return Error(StrCat(key, ".", name.str()), "a string or an array of strings");
+    }
+    out[std::string(name.str())] = std::move(values);
+  }
+  return absl::OkStatus();
+}
+
 absl::Status TomlSection::ReadInt64(std::string_view key, int64_t& out, int64_t min, int64_t max) {
   const toml::node* node = Find(key);
   if (node == nullptr) return absl::OkStatus();

@@ -10,9 +10,11 @@
 #include <toml++/toml.h>
 
 #include <cstdint>
+#include <map>
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -33,6 +35,11 @@ class TomlSection {
   // Leaves `out` unchanged when the key is absent.
   absl::Status ReadBool(std::string_view key, bool& out);
   absl::Status ReadString(std::string_view key, std::string& out);
+  // An array of non-empty strings.
+  absl::Status ReadStrings(std::string_view key, std::vector<std::string>& out);
+  // A table of string values (or arrays of strings), e.g. attributes.
+  absl::Status ReadStringTable(std::string_view key,
+                               std::map<std::string, std::vector<std::string>>& out);
   template <typename T>
   absl::Status ReadInt(std::string_view key, T& out, int64_t min, int64_t max) {
     int64_t value = static_cast<int64_t>(out);

@@ -19,6 +19,9 @@ struct Request {
   std::string authorization;  // the Authorization header, empty when absent
   std::string body;
   std::string remote;  // peer address
+  // The verified client certificate's identity (per the listener's client_identity), when the
+  // listener asks for client certificates and the client sent a valid one; else empty.
+  std::string peer_identity;
   const Route* route = nullptr;
   // Captured path parameters, in pattern order, e.g. {"model", "digits"}.
   std::vector<std::pair<std::string_view, std::string>> params;

@@ -117,6 +117,25 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
       return absl::InvalidArgumentError(
           StrCat("tls_private_key ", options.tls_private_key, ": ", ec.message()));
     }
+    if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
+      if (options.client_ca.empty()) {
+        return absl::InvalidArgumentError(
+            StrCat("listener '", options.name, "': client certificates need client_ca"));
+      }
+      context->load_verify_file(options.client_ca, ec);
+      if (ec) {
+        return absl::InvalidArgumentError(
+            StrCat("client_ca ", options.client_ca, ": ", ec.message()));
+      }
+      auto mode = ssl::verify_peer;
+      if (options.client_certificates == ListenerOptions::ClientCertificates::kRequire) {
+        mode |= ssl::verify_fail_if_no_peer_cert;
+      }
+      context->set_verify_mode(mode);
+    }
+  } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
+    return absl::InvalidArgumentError(
+        StrCat("listener '", options.name, "': client certificates need TLS"));
   }
   beast::error_code ec;
   std::string address = options.address == "localhost" ? "127.0.0.1" : options.address;

@@ -44,6 +44,15 @@ struct ListenerOptions {
   std::string tls_certificate;  // PEM chain; TLS is on when both files are set
   std::string tls_private_key;
   bool allow_plaintext = false;  // plaintext on a non-loopback address needs this
+  // Mutual TLS: with a CA bundle, the listener asks clients for a certificate and verifies it
+  // against the bundle. "optional" lets clients without one in (they then authenticate with a
+  // key or token); "require" refuses the handshake without one.
+  std::string client_ca;
+  enum class ClientCertificates { kNone, kOptional, kRequire };
+  ClientCertificates client_certificates = ClientCertificates::kNone;
+  // Which name of a verified client certificate becomes Request::peer_identity.
+  enum class ClientIdentity { kSubjectCn, kSanUri, kSanDns };
+  ClientIdentity client_identity = ClientIdentity::kSubjectCn;
 };
 
 // The session a request arrived on, for answering it. Shared ownership keeps the connection

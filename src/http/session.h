@@ -26,6 +26,7 @@
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "http/peer_identity.h"
 #include "http/server.h"
 
 namespace pillar::http::internal {
@@ -221,6 +222,9 @@ class Session final : public ResponseSink,
                                   self->Close();
                                   return;
                                 }
+                                self->peer_identity_ = PeerIdentity(
+                                    self->stream_.native_handle(),
+                                    self->listener_.options.client_identity);
                                 self->WaitForRequest();
                               });
     } else {
@@ -339,6 +343,7 @@ class Session final : public ResponseSink,
     request.authorization = std::string(ToStd(message[bhttp::field::authorization]));
     request.body = std::move(message.body());
     request.remote = remote_;
+    request.peer_identity = peer_identity_;
     request.received_ns = SystemClock().MonotonicNanos();
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
@@ -461,6 +466,7 @@ class Session final : public ResponseSink,
   bool keep_alive_ = true;
   bool http10_ = false;
   std::string remote_;
+  std::string peer_identity_;  // from the client certificate, fixed for the connection
   std::string extra_header_;
 };
 

@@ -1,14 +1,29 @@
 #include "identity/authenticate_stage.h"
 
+#include "absl/time/clock.h"
+
 namespace pillar::identity {
 
 pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
-  absl::StatusOr<Principal> who = authenticator_.Authenticate(ex.authorization);
+  const int64_t now_us = absl::GetCurrentTimeNanos() / 1000;
+  absl::StatusOr<std::shared_ptr<const Principal>> who =
+      authenticator_.Authenticate(ex.authorization, ex.peer_identity, now_us);
   if (!who.ok()) {
+    const std::string reason(who.status().message());
+    audit_.Record({.kind = audit::EventKind::kAuthentication,
+                   .allowed = false,
+                   .time_us = now_us,
+                   .principal = ex.peer_identity,
+                   .tenant = {},
+                   .action = "authenticate",
+                   .resource = ex.target,
+                   .request_id = ex.request_id,
+                   .remote = ex.remote,
+                   .explain = [&] { return reason; }});
     ex.Fail(who.status());
     return pipeline::StageResult::kStop;
   }
-  ex.principal = pipeline::Principal{std::move(who->key_id), std::move(who->key_name)};
+  ex.principal = std::move(*who);
   return pipeline::StageResult::kContinue;
 }
 

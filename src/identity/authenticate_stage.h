@@ -1,7 +1,8 @@
-// Stage: authenticate. Turns `Authorization: Bearer <api key>` into the exchange's principal,
-// or ends the request with 401 (R-SEC-12). JWT joins here in a later issue.
+// Stage: authenticate. Turns the request's credentials into the exchange's principal, or ends
+// the request with 401 (R-SEC-12); every refusal is handed to the audit sink.
 #pragma once
 
+#include "audit/audit_sink.h"
 #include "identity/authenticator.h"
 #include "pipeline/stage.h"
 
@@ -9,12 +10,14 @@ namespace pillar::identity {
 
 class AuthenticateStage final : public pipeline::Stage {
  public:
-  explicit AuthenticateStage(const Authenticator& authenticator) : authenticator_(authenticator) {}
+  AuthenticateStage(const Authenticator& authenticator, audit::AuditSink& audit)
+      : authenticator_(authenticator), audit_(audit) {}
   std::string_view name() const override { return "authenticate"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
 
  private:
   const Authenticator& authenticator_;
+  audit::AuditSink& audit_;
 };
 
 }  // namespace pillar::identity

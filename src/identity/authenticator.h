@@ -1,61 +1,49 @@
-// Checks `Authorization: Bearer <api key>` against a cached snapshot of the key table. The
-// snapshot is reloaded when the store's generation changes (a key created or revoked by the CLI
-// in another process), checked every `refresh_interval` by a background thread.
+// Turns a request's credentials into its Principal, whatever the method (R-SEC-12):
+//   Authorization: Bearer pk_...        an API key          (ApiKeyTable)
+//   Authorization: Bearer <a>.<b>.<c>   a JWT from the IdP  (JwtVerifier, when configured)
+//   no Authorization, a verified client certificate on a TLS listener that asks for one:
+//                                       the certificate's identity, mapped by configuration
+// A credential that is present but bad is refused; it never falls back to another method.
 //
-//   Authenticator auth(store, absl::Milliseconds(200));
-//   absl::StatusOr<Principal> who = auth.Authenticate(header_value);
-// Authenticate() is thread-safe and takes a shared lock only to copy a pointer.
+//   Authenticator auth(&keys, jwt.get(), clients);
+//   absl::StatusOr<std::shared_ptr<const Principal>> who =
+//       auth.Authenticate(authorization_header, peer_identity, now_us);
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
-#include <thread>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
-#include "absl/time/time.h"
-#include "state/state_store.h"
+#include "identity/api_key_table.h"
+#include "identity/jwt_verifier.h"
+#include "identity/principal.h"
 
 namespace pillar::identity {
 
-struct Principal {
-  std::string key_id;
-  std::string key_name;
+// What a client certificate's identity (subject CN, SAN URI or SAN DNS name, per listener)
+// maps to.
+struct CertificateClient {
+  std::string tenant;
+  std::vector<std::string> roles;
+  Attributes attributes;
 };
 
 class Authenticator {
  public:
-  // `store` must outlive the authenticator. A zero interval disables background refresh.
-  Authenticator(state::StateStore& store, absl::Duration refresh_interval);
-  ~Authenticator();
-  Authenticator(const Authenticator&) = delete;
-  Authenticator& operator=(const Authenticator&) = delete;
+  // `keys` is required; `jwt` may be null (JWTs are then refused as malformed keys).
+  Authenticator(const ApiKeyTable* keys, const JwtVerifier* jwt,
+                const std::map<std::string, CertificateClient>& certificate_clients);
 
-  // Loads the key table now; the first call must succeed before serving.
-  [[nodiscard]] absl::Status Refresh();
-
-  // Unauthenticated with a message naming the problem: missing, malformed, unknown, revoked.
-  absl::StatusOr<Principal> Authenticate(std::string_view authorization) const;
+  absl::StatusOr<std::shared_ptr<const Principal>> Authenticate(std::string_view authorization,
+                                                                std::string_view peer_identity,
+                                                                int64_t now_us) const;
 
  private:
-  struct Entry {
-    std::string name;
-    std::string secret_hash;
-    bool revoked;
-  };
-  using Table = absl::flat_hash_map<std::string, Entry>;
-
-  void RefreshLoop();
-
-  state::StateStore& store_;
-  absl::Duration refresh_interval_;
-  mutable absl::Mutex mu_;
-  std::shared_ptr<const Table> table_ ABSL_GUARDED_BY(mu_);
-  int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread refresher_;
+  const ApiKeyTable* keys_;
+  const JwtVerifier* jwt_;
+  absl::flat_hash_map<std::string, std::shared_ptr<const Principal>> certificate_clients_;
 };
 
 }  // namespace pillar::identity

@@ -1,18 +1,46 @@
-// Stage: admit. Rate limits, quotas, bulkheads and load shedding (R-SEC-8, R-REL-6/7) come in
-// the next issue; today admission is decided by each model's bounded queue (503 + Retry-After)
-// and this stage passes every request on, timed, so the chain is complete.
+// Stage: admit (R-SEC-8, R-REL-1). Finds the policy's limits that apply to the request, asks
+// the limiter to take their charges, and answers a refusal with 429, Retry-After and the
+// RateLimit-Limit / -Remaining / -Reset headers; an exhausted quota's body says which quota
+// and when it renews. Every decision goes to the audit sink. It runs after decode, because a
+// limit on tensor elements needs the decoded shapes; decode is bounded by the HTTP body limit.
+//
+// When the limiter cannot decide (its Redis is down) the stage fails closed (503) or, given a
+// fallback limiter, lets that decide (fail open to a local limit at 1/N), counting each case.
 #pragma once
 
+#include "absl/container/inlined_vector.h"
+#include "audit/audit_sink.h"
+#include "limits/limiter.h"
+#include "monitor/metrics.h"
 #include "pipeline/stage.h"
 
 namespace pillar::limits {
 
 class AdmitStage final : public pipeline::Stage {
  public:
+  // `fallback` may be null (fail closed). `metrics` may be null.
+  AdmitStage(Limiter& limiter, Limiter* fallback, audit::AuditSink& audit,
+             monitor::MetricsRegistry* metrics);
   std::string_view name() const override { return "admit"; }
-  pipeline::StageResult OnRequest(pipeline::Exchange&) override {
-    return pipeline::StageResult::kContinue;
-  }
+  pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
+  void OnResponse(pipeline::Exchange& ex) override;
+
+  using Charges = absl::InlinedVector<Charge, 8>;
+  // The charges the policy's limits put on this request (exposed for tests and benchmarks).
+  static void CollectCharges(const pipeline::Exchange& ex, Charges& out);
+
+ private:
+  // Applies a verdict (or the limiter's failure) to the exchange; true when admitted.
+  bool Decide(pipeline::Exchange& ex, const Charges& charges, absl::StatusOr<Verdict> verdict);
+  void Refuse(pipeline::Exchange& ex, const Charges& charges, const Verdict& verdict);
+  void Record(pipeline::Exchange& ex, bool allowed, const Verdict* verdict);
+  void HoldSlots(pipeline::Exchange& ex, const Charges& charges, Limiter& by);
+
+  Limiter& limiter_;
+  Limiter* fallback_;
+  audit::AuditSink& audit_;
+  monitor::Counter* unavailable_ = nullptr;
+  monitor::Counter* fell_back_ = nullptr;
 };
 
 }  // namespace pillar::limits

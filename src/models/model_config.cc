@@ -64,6 +64,39 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
   return specs;
 }
 
+absl::Status ParseAccess(const toml::table& root, std::string_view source,
+                         identity::Attributes& out) {
+  const toml::node* node = root.get("access");
+  if (node == nullptr) return absl::OkStatus();
+  const toml::table* table = node->as_table();
+  if (table == nullptr) return Error(source, "'access' must be a table");
+  for (const auto& [key, value] : *table) {
+    std::string name(key.str());
+    if (name == "name" || name == "version") {
+      return Error(source, StrCat("access.", name, " is reserved (the server sets it)"));
+    }
+    std::vector<std::string> values;
+    auto take = [&](const toml::node& n) {
+      if (!n.is_string() || n.as_string()->get().empty()) return false;
+      values.push_back(n.as_string()->get());
+      return true;
+    };
+    bool ok = true;
+    if (const toml::array* array = value.as_array()) {
+      ok = !array->empty();
+      for (const toml::node& n : *array) ok = ok && take(n);
+    } else {
+      ok = take(value);
+    }
+    if (!ok) {
+      return Error(source, StrCat("access.", name,
+                                  " must be a non-empty string or a non-empty array of them"));
+    }
+    out[name] = std::move(values);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
@@ -85,7 +118,9 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   top.Allow("output");
   top.Allow("batching");
   top.Allow("instance");
+  top.Allow("access");
   PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
+  PILLAR_RETURN_IF_ERROR(ParseAccess(root, source, config.access));
 
   for (const char* table : {"batching", "instance"}) {
     if (root.contains(table) && !root.get(table)->is_table()) {

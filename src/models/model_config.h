@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "identity/principal.h"
 #include "protocol/datatype.h"
 
 namespace pillar::models {
@@ -50,6 +51,9 @@ struct ModelConfig {
   std::vector<TensorSpec> outputs;
   BatchingConfig batching;
   InstanceConfig instance;
+  // [access]: attributes that policy conditions read as model.<name>, e.g. tenant and
+  // classification. "name" and "version" are reserved: the server sets them.
+  identity::Attributes access;
 
   // Parses and validates a model.toml; `source` names the file in error messages.
   static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text, std::string_view source);

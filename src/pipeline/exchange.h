@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -17,9 +18,14 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "http/message.h"
+#include "identity/principal.h"
 #include "protocol/tensor.h"
 #include "runtime/model_registry.h"
 #include "runtime/runner.h"
+
+namespace pillar::policy {
+class Policy;
+}
 
 namespace pillar::pipeline {
 
@@ -39,11 +45,6 @@ enum class Operation {
 
 // True for operations addressed to a model (the path names one).
 bool TargetsModel(Operation op);
-
-struct Principal {
-  std::string id;
-  std::string name;
-};
 
 using Response = http::Response;
 
@@ -69,10 +70,21 @@ class Exchange {
   std::string model_name;     // from the path, for model operations
   std::string model_version;  // from the path; empty means the policy's choice
   std::string remote;
+  std::string peer_identity;  // a verified client certificate's identity, on mTLS listeners
   int64_t start_ns = 0;
 
   // --- Resolved by stages.
-  std::optional<Principal> principal;
+  std::shared_ptr<const identity::Principal> principal;
+  // The policy snapshot this request is decided by, taken once by the route stage so that
+  // authorize and admit (and admit's release) agree even while a reload lands.
+  std::shared_ptr<const policy::Policy> policy;
+  // The policy resource the request addresses ("model:digits/1", "server", "metrics"), set by
+  // the route stage, and the action it asks for on it ("infer", "read_metadata" ...).
+  std::string resource;
+  std::string_view action;
+  // Filled by the admit stage for requests holding a concurrency slot; run once when the
+  // response is on its way (the admit stage's response half).
+  absl::AnyInvocable<void(Exchange&) &&> release;
   const runtime::ModelVersion* model = nullptr;
   std::optional<protocol::InferenceRequest> infer_request;
   runtime::InferResult infer_result;  // outputs moved out once encoded

@@ -12,6 +12,10 @@ std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
     v->name = entry.model;
     v->version = entry.version;
     v->version_text = std::to_string(entry.version);
+    v->resource = "model:" + v->name + "/" + v->version_text;
+    if (entry.config.ok()) v->attributes = entry.config->access;
+    v->attributes["name"] = {v->name};
+    v->attributes["version"] = {v->version_text};
     if (!entry.config.ok()) {
       v->status = entry.config.status();
     } else {
@@ -46,6 +50,15 @@ const ModelVersion* ModelRegistry::Find(std::string_view model, std::string_view
     if (v->ready()) latest_ready = v.get();
   }
   return latest_ready != nullptr ? latest_ready : latest;
+}
+
+std::span<const std::unique_ptr<ModelVersion>> ModelRegistry::VersionsOf(
+    std::string_view model) const {
+  auto first = std::lower_bound(versions_.begin(), versions_.end(), model,
+                                [](const auto& v, std::string_view m) { return v->name < m; });
+  auto last = first;
+  while (last != versions_.end() && (*last)->name == model) ++last;
+  return {first, last};
 }
 
 bool ModelRegistry::HasModel(std::string_view model) const {

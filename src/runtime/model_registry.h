@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,10 @@ struct ModelVersion {
   std::string version_text;
   absl::Status status;  // OK when loaded and ready
   std::optional<models::ModelConfig> config;
+  // What policy conditions see as model.<name>: the [access] table plus name and version.
+  identity::Attributes attributes;
+  // The policy resource, "model:<name>/<version>".
+  std::string resource;
   std::unique_ptr<Runner> runner;
 
   bool ready() const { return status.ok() && runner != nullptr && runner->Ready(); }
@@ -42,6 +47,8 @@ class ModelRegistry {
   // `version` empty: the highest ready version, else the highest version. Null when unknown.
   const ModelVersion* Find(std::string_view model, std::string_view version) const;
   bool HasModel(std::string_view model) const;
+  // The versions of one model, ascending; empty when unknown.
+  std::span<const std::unique_ptr<ModelVersion>> VersionsOf(std::string_view model) const;
   const std::vector<std::unique_ptr<ModelVersion>>& versions() const { return versions_; }
   const std::vector<std::pair<std::string, absl::Status>>& model_errors() const {
     return model_errors_;

@@ -12,7 +12,9 @@
 namespace pillar::state {
 namespace {
 
-constexpr const char* kSchema = R"sql(
+// Schema 1 (issue 2) is created as it was, then migrated forward step by step, so a state file
+// from any earlier pillar opens in place.
+constexpr const char* kSchemaV1 = R"sql(
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);
 INSERT OR IGNORE INTO meta (key, value) VALUES ('schema_version', 1), ('keys_generation', 0);
 CREATE TABLE IF NOT EXISTS api_keys (
@@ -23,6 +25,59 @@ CREATE TABLE IF NOT EXISTS api_keys (
   revoked_us INTEGER
 );
 )sql";
+
+constexpr const char* kMigrateToV2 = R"sql(
+ALTER TABLE api_keys ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_keys ADD COLUMN tenant TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_keys ADD COLUMN roles TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_keys ADD COLUMN attributes TEXT NOT NULL DEFAULT '';
+ALTER TABLE api_keys ADD COLUMN expires_us INTEGER;
+ALTER TABLE api_keys ADD COLUMN last_used_us INTEGER;
+ALTER TABLE api_keys ADD COLUMN replaced_by TEXT NOT NULL DEFAULT '';
+CREATE TABLE quota_usage (
+  counter TEXT NOT NULL,
+  period_start INTEGER NOT NULL,
+  used INTEGER NOT NULL,
+  PRIMARY KEY (counter, period_start)
+);
+UPDATE meta SET value = 2 WHERE key = 'schema_version';
+)sql";
+
+constexpr int64_t kSchemaVersion = 2;
+
+// Roles: "a,b". Attributes: "name=v1,v2;name2=v3". The key CLI refuses names and values that
+// hold the separators, so the encoding is unambiguous.
+std::string JoinList(const std::vector<std::string>& values) {
+  std::string out;
+  for (const std::string& v : values) StrAppend(&out, out.empty() ? "" : ",", v);
+  return out;
+}
+
+std::vector<std::string> SplitList(std::string_view text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  for (std::string_view part : Split(text, ',')) out.emplace_back(part);
+  return out;
+}
+
+std::string EncodeAttributes(const std::map<std::string, std::vector<std::string>>& attributes) {
+  std::string out;
+  for (const auto& [name, values] : attributes) {
+    StrAppend(&out, out.empty() ? "" : ";", name, "=", JoinList(values));
+  }
+  return out;
+}
+
+std::map<std::string, std::vector<std::string>> DecodeAttributes(std::string_view text) {
+  std::map<std::string, std::vector<std::string>> out;
+  if (text.empty()) return out;
+  for (std::string_view item : Split(text, ';')) {
+    size_t eq = item.find('=');
+    if (eq == std::string_view::npos) continue;
+    out[std::string(item.substr(0, eq))] = SplitList(item.substr(eq + 1));
+  }
+  return out;
+}
 
 class Statement {
  public:
@@ -49,51 +104,135 @@ class SqliteStateStore final : public StateStore {
     absl::MutexLock lock(&mu_);
     sqlite3_busy_timeout(db_, 5000);
     if (absl::Status s = Exec("PRAGMA journal_mode=WAL"); !s.ok()) return s;
-    return Exec(kSchema);
+    if (absl::Status s = Exec(kSchemaV1); !s.ok()) return s;
+    Statement select(db_, "SELECT value FROM meta WHERE key = 'schema_version'");
+    if (!select.ok() || sqlite3_step(select.get()) != SQLITE_ROW) return Error("read schema");
+    const int64_t version = sqlite3_column_int64(select.get(), 0);
+    if (version > kSchemaVersion) {
+      return absl::FailedPreconditionError(
+          StrCat("state file has schema ", version, "; this pillar knows up to ", kSchemaVersion));
+    }
+    if (version == 1) {
+      if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+      if (absl::Status s = Exec(kMigrateToV2); !s.ok()) return Rollback(s);
+      return Exec("COMMIT");
+    }
+    return absl::OkStatus();
   }
 
   absl::Status PutKey(const ApiKeyRecord& record) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Statement insert(
-        db_, "INSERT INTO api_keys (id, name, secret_hash, created_us) VALUES (?, ?, ?, ?)");
-    if (!insert.ok()) return Rollback(Error("prepare insert"));
-    sqlite3_bind_text(insert.get(), 1, record.id.data(), int(record.id.size()), SQLITE_TRANSIENT);
-    sqlite3_bind_text(insert.get(), 2, record.name.data(), int(record.name.size()),
-                      SQLITE_TRANSIENT);
-    sqlite3_bind_blob(insert.get(), 3, record.secret_hash.data(), int(record.secret_hash.size()),
-                      SQLITE_TRANSIENT);
-    sqlite3_bind_int64(insert.get(), 4, record.created_us);
-    int rc = sqlite3_step(insert.get());
-    if (rc == SQLITE_CONSTRAINT) {
-      return Rollback(absl::AlreadyExistsError(StrCat("key id ", record.id, " exists")));
-    }
-    if (rc != SQLITE_DONE) return Rollback(Error("insert key"));
+    if (absl::Status s = Insert(record); !s.ok()) return Rollback(s);
     return BumpAndCommit();
   }
 
   absl::StatusOr<std::vector<ApiKeyRecord>> ListKeys() override {
     absl::MutexLock lock(&mu_);
     Statement select(db_,
-                     "SELECT id, name, secret_hash, created_us, revoked_us FROM api_keys ORDER BY "
+                     "SELECT id, name, secret_hash, created_us, revoked_us, owner, tenant, roles, "
+                     "attributes, expires_us, last_used_us, replaced_by FROM api_keys ORDER BY "
                      "created_us, id");
     if (!select.ok()) return Error("prepare select");
     std::vector<ApiKeyRecord> keys;
     int rc;
-    while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
+    sqlite3_stmt* st = select.get();
+    while ((rc = sqlite3_step(st)) == SQLITE_ROW) {
       ApiKeyRecord r;
-      r.id = Text(select.get(), 0);
-      r.name = Text(select.get(), 1);
-      r.secret_hash.assign(static_cast<const char*>(sqlite3_column_blob(select.get(), 2)),
-                           size_t(sqlite3_column_bytes(select.get(), 2)));
-      r.created_us = sqlite3_column_int64(select.get(), 3);
-      if (sqlite3_column_type(select.get(), 4) != SQLITE_NULL) {
-        r.revoked_us = sqlite3_column_int64(select.get(), 4);
-      }
+      r.id = Text(st, 0);
+      r.name = Text(st, 1);
+      r.secret_hash.assign(static_cast<const char*>(sqlite3_column_blob(st, 2)),
+                           size_t(sqlite3_column_bytes(st, 2)));
+      r.created_us = sqlite3_column_int64(st, 3);
+      r.revoked_us = OptionalInt(st, 4);
+      r.owner = Text(st, 5);
+      r.tenant = Text(st, 6);
+      r.roles = SplitList(Text(st, 7));
+      r.attributes = DecodeAttributes(Text(st, 8));
+      r.expires_us = OptionalInt(st, 9);
+      r.last_used_us = OptionalInt(st, 10);
+      r.replaced_by = Text(st, 11);
       keys.push_back(std::move(r));
     }
     if (rc != SQLITE_DONE) return Error("list keys");
     return keys;
+  }
+
+  absl::Status RotateKey(const std::string& id, const ApiKeyRecord& successor,
+                         int64_t old_expires_us) override {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    Statement select(db_, "SELECT revoked_us FROM api_keys WHERE id = ?");
+    if (!select.ok()) return Rollback(Error("prepare rotate"));
+    sqlite3_bind_text(select.get(), 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(select.get()) != SQLITE_ROW) {
+      return Rollback(absl::NotFoundError(StrCat("no key with id ", id)));
+    }
+    if (sqlite3_column_type(select.get(), 0) != SQLITE_NULL) {
+      return Rollback(absl::FailedPreconditionError(StrCat("key ", id, " is revoked")));
+    }
+    if (absl::Status s = Insert(successor); !s.ok()) return Rollback(s);
+    Statement update(db_,
+                     "UPDATE api_keys SET expires_us = MIN(COALESCE(expires_us, ?1), ?1), "
+                     "replaced_by = ?2 WHERE id = ?3");
+    if (!update.ok()) return Rollback(Error("prepare rotate update"));
+    sqlite3_bind_int64(update.get(), 1, old_expires_us);
+    sqlite3_bind_text(update.get(), 2, successor.id.data(), int(successor.id.size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_text(update.get(), 3, id.data(), int(id.size()), SQLITE_TRANSIENT);
+    if (sqlite3_step(update.get()) != SQLITE_DONE) return Rollback(Error("rotate key"));
+    return BumpAndCommit();
+  }
+
+  absl::Status TouchKeys(const std::vector<std::pair<std::string, int64_t>>& last_used) override {
+    if (last_used.empty()) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    Statement update(db_,
+                     "UPDATE api_keys SET last_used_us = MAX(COALESCE(last_used_us, 0), ?) "
+                     "WHERE id = ?");
+    if (!update.ok()) return Rollback(Error("prepare touch"));
+    for (const auto& [id, time_us] : last_used) {
+      sqlite3_reset(update.get());
+      sqlite3_bind_int64(update.get(), 1, time_us);
+      sqlite3_bind_text(update.get(), 2, id.data(), int(id.size()), SQLITE_TRANSIENT);
+      if (sqlite3_step(update.get()) != SQLITE_DONE) return Rollback(Error("touch key"));
+    }
+    return Exec("COMMIT");
+  }
+
+  absl::Status AddQuotaUsage(const std::vector<QuotaUsage>& deltas) override {
+    if (deltas.empty()) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    Statement upsert(db_,
+                     "INSERT INTO quota_usage (counter, period_start, used) VALUES (?, ?, ?) "
+                     "ON CONFLICT (counter, period_start) DO UPDATE SET used = used + excluded.used");
+    if (!upsert.ok()) return Rollback(Error("prepare quota upsert"));
+    for (const QuotaUsage& d : deltas) {
+      sqlite3_reset(upsert.get());
+      sqlite3_bind_text(upsert.get(), 1, d.counter.data(), int(d.counter.size()), SQLITE_TRANSIENT);
+      sqlite3_bind_int64(upsert.get(), 2, d.period_start);
+      sqlite3_bind_int64(upsert.get(), 3, d.used);
+      if (sqlite3_step(upsert.get()) != SQLITE_DONE) return Rollback(Error("quota upsert"));
+    }
+    return Exec("COMMIT");
+  }
+
+  absl::StatusOr<std::vector<QuotaUsage>> LoadQuotaUsage(int64_t since) override {
+    absl::MutexLock lock(&mu_);
+    Statement select(db_,
+                     "SELECT counter, period_start, used FROM quota_usage WHERE period_start >= ?");
+    if (!select.ok()) return Error("prepare quota select");
+    sqlite3_bind_int64(select.get(), 1, since);
+    std::vector<QuotaUsage> out;
+    int rc;
+    while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
+      out.push_back({Text(select.get(), 0), sqlite3_column_int64(select.get(), 1),
+                     sqlite3_column_int64(select.get(), 2)});
+    }
+    if (rc != SQLITE_DONE) return Error("quota select");
+    return out;
   }
 
   absl::Status RevokeKey(const std::string& id, int64_t revoked_us) override {
@@ -117,6 +256,39 @@ class SqliteStateStore final : public StateStore {
   }
 
  private:
+  absl::Status Insert(const ApiKeyRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Statement insert(db_,
+                     "INSERT INTO api_keys (id, name, secret_hash, created_us, owner, tenant, roles, "
+                     "attributes, expires_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!insert.ok()) return Error("prepare insert");
+    sqlite3_stmt* st = insert.get();
+    const std::string roles = JoinList(record.roles);
+    const std::string attributes = EncodeAttributes(record.attributes);
+    sqlite3_bind_text(st, 1, record.id.data(), int(record.id.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 2, record.name.data(), int(record.name.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_blob(st, 3, record.secret_hash.data(), int(record.secret_hash.size()),
+                      SQLITE_TRANSIENT);
+    sqlite3_bind_int64(st, 4, record.created_us);
+    sqlite3_bind_text(st, 5, record.owner.data(), int(record.owner.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 6, record.tenant.data(), int(record.tenant.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 7, roles.data(), int(roles.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_text(st, 8, attributes.data(), int(attributes.size()), SQLITE_TRANSIENT);
+    if (record.expires_us) {
+      sqlite3_bind_int64(st, 9, *record.expires_us);
+    } else {
+      sqlite3_bind_null(st, 9);
+    }
+    int rc = sqlite3_step(st);
+    if (rc == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(StrCat("key id ", record.id, " exists"));
+    if (rc != SQLITE_DONE) return Error("insert key");
+    return absl::OkStatus();
+  }
+
+  static std::optional<int64_t> OptionalInt(sqlite3_stmt* stmt, int column) {
+    if (sqlite3_column_type(stmt, column) == SQLITE_NULL) return std::nullopt;
+    return sqlite3_column_int64(stmt, column);
+  }
+
   static std::string Text(sqlite3_stmt* stmt, int column) {
     const unsigned char* text = sqlite3_column_text(stmt, column);
     return text ? std::string(reinterpret_cast<const char*>(text),

@@ -1,6 +1,6 @@
 // The one interface to pillar's shared state. The embedded default is SQLite (one file, 0600);
-// Redis and PostgreSQL implementations serve many instances later. This state is the
-// API key table.
+// Redis and PostgreSQL implementations serve many instances later. It holds the API keys and
+// the usage of quotas. The schema is in docs/formats/api_keys.md.
 //
 //   std::unique_ptr<StateStore> store = *OpenSqliteStateStore("/var/lib/pillar/state.db");
 //   PILLAR_RETURN_IF_ERROR(store->PutKey(record));
@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,21 @@ struct ApiKeyRecord {
   std::string secret_hash;  // SHA-256 of the secret; the secret itself is never stored
   int64_t created_us = 0;   // Unix microseconds
   std::optional<int64_t> revoked_us;
+  // Lifecycle and identity (schema 2).
+  std::string owner;  // the person or system responsible for the key
+  std::string tenant;
+  std::vector<std::string> roles;
+  std::map<std::string, std::vector<std::string>> attributes;
+  std::optional<int64_t> expires_us;
+  std::optional<int64_t> last_used_us;
+  std::string replaced_by;  // the key that a rotation made to succeed this one
+};
+
+// Usage of one quota counter in one period (the limiter's embedded persistence).
+struct QuotaUsage {
+  std::string counter;       // "<limit name>|<subject>"
+  int64_t period_start = 0;  // Unix seconds, start of the UTC day or month
+  int64_t used = 0;
 };
 
 class StateStore {
@@ -37,6 +53,20 @@ class StateStore {
   [[nodiscard]] virtual absl::Status RevokeKey(const std::string& id, int64_t revoked_us) = 0;
   // A number that changes whenever any process changes the keys, so caches know to reload.
   [[nodiscard]] virtual absl::StatusOr<int64_t> KeysGeneration() = 0;
+  // Adds `successor` and makes `id` expire at `old_expires_us` (or earlier, if it already
+  // did), in one transaction. NotFound for an unknown id, FailedPrecondition for a revoked one.
+  [[nodiscard]] virtual absl::Status RotateKey(const std::string& id,
+                                               const ApiKeyRecord& successor,
+                                               int64_t old_expires_us) = 0;
+  // Records last-used times (never moving one backwards). Does not change the generation:
+  // it is bookkeeping, not a change of who may call.
+  [[nodiscard]] virtual absl::Status TouchKeys(
+      const std::vector<std::pair<std::string, int64_t>>& last_used) = 0;
+
+  // Quota usage: adds deltas (creating counters), and reads the counters of periods that
+  // started at or after `since`.
+  [[nodiscard]] virtual absl::Status AddQuotaUsage(const std::vector<QuotaUsage>& deltas) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<QuotaUsage>> LoadQuotaUsage(int64_t since) = 0;
 };
 
 // Opens (creating when absent) the SQLite state file with mode 0600.

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "pipeline/chain.h"
+#include "policy/policy_source.h"
 #include "routing/decode_stage.h"
 #include "routing/route_stage.h"
 #include "runtime/execute_stage.h"
@@ -44,16 +45,33 @@ std::unique_ptr<runtime::ModelRegistry> Registry() {
       });
 }
 
+std::shared_ptr<const identity::Principal> Admin() {
+  auto p = std::make_shared<identity::Principal>();
+  p->id = "key:admin";
+  p->roles = {"admin"};
+  return p;
+}
+
+// An exchange from an admin, who may see everything under the built-in policy.
+struct AdminExchange : Exchange {
+  AdminExchange() { principal = Admin(); }
+};
+
+policy::PolicySource& BuiltIn() {
+  static policy::PolicySource source(policy::Policy::BuiltIn());
+  return source;
+}
+
 TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
   auto registry = Registry();
-  RouteStage stage(*registry);
-  Exchange ex;
+  RouteStage stage(*registry, BuiltIn());
+  AdminExchange ex;
   ex.operation = Operation::kInfer;
   ex.model_name = "echo";
   EXPECT_EQ(stage.OnRequest(ex), StageResult::kContinue);
   EXPECT_EQ(ex.model->version, 1);  // version 2 failed to load
 
-  Exchange v2;
+  AdminExchange v2;
   v2.operation = Operation::kInfer;
   v2.model_name = "echo";
   v2.model_version = "2";
@@ -61,22 +79,50 @@ TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
   EXPECT_EQ(v2.response.status, 503);
   EXPECT_NE(v2.error.find("cannot load version 2"), std::string::npos);
 
-  Exchange meta;  // metadata of a version that failed to load is still routed
+  AdminExchange meta;  // metadata of a version that failed to load is still routed
   meta.operation = Operation::kModelReady;
   meta.model_name = "echo";
   meta.model_version = "2";
   EXPECT_EQ(stage.OnRequest(meta), StageResult::kContinue);
 
-  Exchange unknown;
+  AdminExchange unknown;
   unknown.operation = Operation::kModelMetadata;
   unknown.model_name = "nope";
   EXPECT_EQ(stage.OnRequest(unknown), StageResult::kStop);
   EXPECT_EQ(unknown.response.status, 404);
   EXPECT_EQ(unknown.error, "unknown model 'nope'");
 
-  Exchange server;
+  AdminExchange server;
   server.operation = Operation::kServerMetadata;
   EXPECT_EQ(stage.OnRequest(server), StageResult::kContinue);
+  EXPECT_EQ(server.resource, "server");
+  EXPECT_EQ(server.action, "read_metadata");
+}
+
+TEST(RouteStageTest, AModelThePrincipalMayNotSeeAnswersExactlyAsAnUnknownOne) {
+  auto registry = Registry();  // its models have no tenant attribute
+  RouteStage stage(*registry, BuiltIn());
+  auto user = std::make_shared<identity::Principal>();
+  user->id = "key:user";
+  user->tenant = "acme";
+  user->roles = {"user"};
+  for (std::string version : {"", "1", "7"}) {
+    Exchange hidden;
+    hidden.principal = user;
+    hidden.operation = Operation::kModelMetadata;
+    hidden.model_name = "echo";
+    hidden.model_version = version;
+    Exchange missing;
+    missing.principal = user;
+    missing.operation = Operation::kModelMetadata;
+    missing.model_name = "nope";
+    missing.model_version = version;
+    EXPECT_EQ(stage.OnRequest(hidden), StageResult::kStop);
+    EXPECT_EQ(stage.OnRequest(missing), StageResult::kStop);
+    EXPECT_EQ(hidden.response.status, 404);
+    EXPECT_EQ(hidden.response.body, "{\"error\":\"unknown model 'echo'\"}");
+    EXPECT_EQ(missing.response.body, "{\"error\":\"unknown model 'nope'\"}");
+  }
 }
 
 TEST(DecodeStageTest, DecodesInferBodiesOnly) {
@@ -100,12 +146,12 @@ TEST(DecodeStageTest, DecodesInferBodiesOnly) {
 TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
   auto registry = Registry();
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
-  stages.push_back(std::make_unique<RouteStage>(*registry));
+  stages.push_back(std::make_unique<RouteStage>(*registry, BuiltIn()));
   stages.push_back(std::make_unique<DecodeStage>());
   stages.push_back(std::make_unique<runtime::ExecuteStage>(
       std::map<Operation, runtime::ExecuteStage::Handler>{}));
   pipeline::Chain chain(std::move(stages), nullptr);
-  Exchange ex;
+  AdminExchange ex;
   ex.operation = Operation::kInfer;
   ex.model_name = "echo";
   ex.body = R"({"id":"r1","inputs":[{"name":"x","shape":[2,1],"datatype":"INT32","data":[5,6]}]})";

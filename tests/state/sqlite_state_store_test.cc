@@ -1,4 +1,5 @@
 #include <gtest/gtest.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 
 #include "state/state_store.h"
@@ -8,7 +9,105 @@ namespace pillar::state {
 namespace {
 
 ApiKeyRecord Key(const std::string& id) {
-  return ApiKeyRecord{id, "name-" + id, std::string(32, 'h'), 100, {}};
+  ApiKeyRecord r;
+  r.id = id;
+  r.name = "name-" + id;
+  r.secret_hash = std::string(32, 'h');
+  r.created_us = 100;
+  return r;
+}
+
+TEST(SqliteStateStoreTest, KeepsEveryLifecycleField) {
+  testing::TempDir dir;
+  auto store = OpenSqliteStateStore((dir.path() / "s.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  ApiKeyRecord k = Key("a");
+  k.owner = "ops@acme";
+  k.tenant = "acme";
+  k.roles = {"user", "auditor"};
+  k.attributes = {{"clearances", {"public", "internal"}}, {"team", {"ml"}}};
+  k.expires_us = 5000;
+  ASSERT_TRUE((*store)->PutKey(k).ok());
+  ASSERT_TRUE((*store)->TouchKeys({{"a", 300}, {"a", 200}}).ok());  // never backwards
+  auto keys = (*store)->ListKeys();
+  ASSERT_TRUE(keys.ok());
+  ASSERT_EQ(keys->size(), 1u);
+  const ApiKeyRecord& got = (*keys)[0];
+  EXPECT_EQ(got.owner, "ops@acme");
+  EXPECT_EQ(got.tenant, "acme");
+  EXPECT_EQ(got.roles, (std::vector<std::string>{"user", "auditor"}));
+  EXPECT_EQ(got.attributes, k.attributes);
+  EXPECT_EQ(got.expires_us, 5000);
+  EXPECT_EQ(got.last_used_us, 300);
+}
+
+TEST(SqliteStateStoreTest, RotationAddsTheSuccessorAndBoundsTheOldKey) {
+  testing::TempDir dir;
+  auto store = OpenSqliteStateStore((dir.path() / "s.db").string());
+  ASSERT_TRUE(store.ok());
+  ApiKeyRecord old = Key("old");
+  old.expires_us = 1000;
+  ASSERT_TRUE((*store)->PutKey(old).ok());
+  const int64_t g0 = *(*store)->KeysGeneration();
+  // An overlap ending after the old expiry keeps the earlier time.
+  ASSERT_TRUE((*store)->RotateKey("old", Key("new"), 9999).ok());
+  EXPECT_GT(*(*store)->KeysGeneration(), g0);
+  auto keys = (*store)->ListKeys();
+  ASSERT_EQ(keys->size(), 2u);
+  const ApiKeyRecord& first = (*keys)[0].id == "old" ? (*keys)[0] : (*keys)[1];
+  EXPECT_EQ(first.expires_us, 1000);
+  EXPECT_EQ(first.replaced_by, "new");
+  EXPECT_EQ((*store)->RotateKey("nope", Key("x"), 1).code(), absl::StatusCode::kNotFound);
+  ASSERT_TRUE((*store)->RevokeKey("new", 5).ok());
+  EXPECT_EQ((*store)->RotateKey("new", Key("y"), 1).code(),
+            absl::StatusCode::kFailedPrecondition);
+  // A failed rotation adds nothing.
+  EXPECT_EQ((*store)->ListKeys()->size(), 2u);
+}
+
+TEST(SqliteStateStoreTest, QuotaUsageAccumulatesPerCounterAndPeriod) {
+  testing::TempDir dir;
+  auto store = OpenSqliteStateStore((dir.path() / "s.db").string());
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->AddQuotaUsage({{"daily|acme", 86400, 5}, {"daily|acme", 86400, 2}}).ok());
+  ASSERT_TRUE((*store)->AddQuotaUsage({{"daily|acme", 0, 9}, {"daily|beta", 86400, 1}}).ok());
+  auto usage = (*store)->LoadQuotaUsage(86400);
+  ASSERT_TRUE(usage.ok());
+  ASSERT_EQ(usage->size(), 2u);
+  int64_t acme = 0;
+  for (const QuotaUsage& u : *usage) {
+    if (u.counter == "daily|acme") acme = u.used;
+  }
+  EXPECT_EQ(acme, 7);
+}
+
+TEST(SqliteStateStoreTest, MigratesASchemaOneFileInPlace) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "old.db").string();
+  // The issue-2 schema, as a pillar of that time wrote it.
+  {
+    sqlite3* db = nullptr;
+    ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+    ASSERT_EQ(sqlite3_exec(db,
+                           "CREATE TABLE meta (key TEXT PRIMARY KEY, value INTEGER NOT NULL);"
+                           "INSERT INTO meta VALUES ('schema_version', 1), ('keys_generation', 3);"
+                           "CREATE TABLE api_keys (id TEXT PRIMARY KEY, name TEXT NOT NULL,"
+                           " secret_hash BLOB NOT NULL, created_us INTEGER NOT NULL,"
+                           " revoked_us INTEGER);"
+                           "INSERT INTO api_keys VALUES ('k1', 'old key', x'00', 7, NULL);",
+                           nullptr, nullptr, nullptr),
+              SQLITE_OK);
+    sqlite3_close(db);
+  }
+  auto store = OpenSqliteStateStore(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto keys = (*store)->ListKeys();
+  ASSERT_TRUE(keys.ok()) << keys.status();
+  ASSERT_EQ(keys->size(), 1u);
+  EXPECT_EQ((*keys)[0].name, "old key");
+  EXPECT_TRUE((*keys)[0].roles.empty());
+  EXPECT_FALSE((*keys)[0].expires_us.has_value());
+  ASSERT_TRUE((*store)->AddQuotaUsage({{"q", 1, 1}}).ok());
 }
 
 TEST(SqliteStateStoreTest, PutListRevoke) {

@@ -92,10 +92,16 @@ void ServerProcess::WriteConfig() {
 }
 
 std::string ServerProcess::CreateKey(const std::string& name) {
+  return CreateKey(name, {"--role", "admin"});
+}
+
+std::string ServerProcess::CreateKey(const std::string& name,
+                                     const std::vector<std::string>& options) {
   WriteConfig();
   std::string out;
-  if (RunPillar({"key", "create", "-c", config_path().string(), "--name", name}, &out) != 0)
-    return "";
+  std::vector<std::string> args = {"key", "create", "-c", config_path().string(), "--name", name};
+  args.insert(args.end(), options.begin(), options.end());
+  if (RunPillar(args, &out) != 0) return "";
   while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) out.pop_back();
   return out;
 }

@@ -44,7 +44,9 @@ class ServerProcess {
   // for the listeners to be bound instead of asking liveness over plaintext.
   void AddDataConfig(const std::string& toml) { data_config_ += toml; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
+  // A key with role admin, or with the given `pillar key create` options (roles, tenant ...).
   std::string CreateKey(const std::string& name);
+  std::string CreateKey(const std::string& name, const std::vector<std::string>& options);
   bool RevokeKey(const std::string& key);
 
   // Starts the server and waits until it listens and /v2/health/live answers.

@@ -1,0 +1,79 @@
+// `pillar policy validate|check`: a policy file's errors before it is deployed, and the
+// explanation of one decision ("why may alice not infer on model:digits/3?").
+#include <cstdio>
+
+#include "app/cli_values.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "common/files.h"
+#include "common/strings.h"
+#include "policy/policy.h"
+
+namespace pillar::app {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "pillar policy: %s\n", std::string(status.message()).c_str());
+  return 2;
+}
+
+absl::StatusOr<std::shared_ptr<const policy::Policy>> LoadPolicy(const PolicyOptions& options) {
+  std::string path = options.policy_path;
+  if (path.empty() && !options.config_path.empty()) {
+    absl::StatusOr<Config> config = LoadConfig(options.config_path);
+    if (!config.ok()) return config.status();
+    path = config->policy_path;
+  }
+  if (path.empty()) return policy::Policy::BuiltIn();
+  absl::StatusOr<std::string> text = ReadSmallFile(path, 4 << 20);
+  if (!text.ok()) return text.status();
+  return policy::Policy::Parse(*text, path);
+}
+
+}  // namespace
+
+int RunPolicyValidate(const PolicyOptions& options) {
+  absl::StatusOr<std::shared_ptr<const policy::Policy>> policy = LoadPolicy(options);
+  if (!policy.ok()) return Fail(policy.status());
+  std::printf("%s: %zu rules, %zu limits: valid\n", (*policy)->source().c_str(),
+              (*policy)->rules().size(), (*policy)->limits().size());
+  return 0;
+}
+
+// Exit status: 0 allowed, 1 denied, 2 the question itself was wrong.
+int RunPolicyCheck(const PolicyOptions& options) {
+  absl::StatusOr<std::shared_ptr<const policy::Policy>> policy = LoadPolicy(options);
+  if (!policy.ok()) return Fail(policy.status());
+  if (options.plane != "data" && options.plane != "admin") {
+    return Fail(absl::InvalidArgumentError("--plane must be data or admin"));
+  }
+  identity::Principal principal;
+  principal.id = options.principal;
+  principal.tenant = options.tenant;
+  principal.roles = options.roles;
+  absl::StatusOr<std::map<std::string, std::vector<std::string>>> attributes =
+      ParseAttributes(options.attributes);
+  if (!attributes.ok()) return Fail(attributes.status());
+  for (auto& [name, values] : *attributes) principal.attributes[name] = std::move(values);
+  absl::StatusOr<std::map<std::string, std::vector<std::string>>> resource_attributes =
+      ParseAttributes(options.resource_attributes);
+  if (!resource_attributes.ok()) return Fail(resource_attributes.status());
+  identity::Attributes resource_values;
+  for (auto& [name, values] : *resource_attributes) resource_values[name] = std::move(values);
+  // A model resource also carries its name and version, as the server sets them.
+  if (options.resource.starts_with("model:")) {
+    std::string_view rest = std::string_view(options.resource).substr(6);
+    size_t slash = rest.find('/');
+    resource_values["name"] = {std::string(rest.substr(0, slash))};
+    if (slash != std::string_view::npos) resource_values["version"] = {std::string(rest.substr(slash + 1))};
+  }
+  const policy::Plane plane = options.plane == "admin" ? policy::Plane::kAdmin : policy::Plane::kData;
+  policy::Decision decision = (*policy)->Evaluate(
+      principal, plane, options.action, {options.resource, &resource_values});
+  std::printf("%s\n", decision.Explain((*policy)->source(), principal, plane, options.action,
+                                       options.resource)
+                          .c_str());
+  return decision.allowed ? 0 : 1;
+}
+
+}  // namespace pillar::app

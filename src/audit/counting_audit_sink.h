@@ -1,0 +1,20 @@
+// An AuditSink that counts decisions in pillar_security_decisions_total{kind,decision} and, when
+// given a second sink, forwards every event to it.
+#pragma once
+
+#include "audit/audit_sink.h"
+#include "monitor/metrics.h"
+
+namespace pillar::audit {
+
+class CountingAuditSink final : public AuditSink {
+ public:
+  CountingAuditSink(monitor::MetricsRegistry& metrics, AuditSink* next = nullptr);
+  void Record(const Event& event) override;
+
+ private:
+  monitor::Counter* counters_[3][2];  // [kind][allowed]
+  AuditSink* next_;
+};
+
+}  // namespace pillar::audit

@@ -1,0 +1,145 @@
+#include "identity/api_key_table.h"
+
+#include <cstdio>
+
+#include "absl/time/clock.h"
+#include "common/crypto.h"
+#include "common/strings.h"
+#include "identity/api_key.h"
+
+namespace pillar::identity {
+
+// Last-used times are kept to this precision, so a busy key does not write the shared atomic on
+// every request.
+constexpr int64_t kLastUsedPrecisionUs = 1'000'000;
+
+ApiKeyTable::ApiKeyTable(state::StateStore& store, ApiKeyTableOptions options)
+    : store_(store), options_(options), table_(std::make_shared<Table>()) {
+  if (options_.refresh_interval > absl::ZeroDuration()) {
+    background_ = std::thread([this] { BackgroundLoop(); });
+  }
+}
+
+ApiKeyTable::~ApiKeyTable() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (background_.joinable()) background_.join();
+  (void)FlushLastUsed();  // best effort: a failure here only loses bookkeeping
+}
+
+size_t ApiKeyTable::size() const {
+  absl::ReaderMutexLock lock(&mu_);
+  return table_->size();
+}
+
+absl::Status ApiKeyTable::Refresh() {
+  absl::StatusOr<int64_t> generation = store_.KeysGeneration();
+  if (!generation.ok()) return generation.status();
+  std::shared_ptr<const Table> old;
+  {
+    absl::MutexLock lock(&mu_);
+    if (*generation == generation_) return absl::OkStatus();
+    old = table_;
+  }
+  absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = store_.ListKeys();
+  if (!keys.ok()) return keys.status();
+  auto table = std::make_shared<Table>();
+  for (state::ApiKeyRecord& key : *keys) {
+    auto principal = std::make_shared<Principal>();
+    principal->method = AuthMethod::kApiKey;
+    principal->id = StrCat("key:", key.id);
+    principal->key_id = key.id;
+    principal->tenant = key.tenant;
+    principal->roles = key.roles;
+    for (auto& [name, values] : key.attributes) principal->attributes[name] = values;
+    principal->attributes["owner"] = {key.owner};
+    principal->attributes["name"] = {key.name};
+    principal->expires_us = key.expires_us.value_or(0);
+    Entry entry{std::move(principal), std::move(key.secret_hash), key.revoked_us.has_value(),
+                key.expires_us.value_or(0), nullptr};
+    auto previous = old->find(key.id);
+    entry.last_used_us = previous != old->end()
+                             ? previous->second.last_used_us
+                             : std::make_shared<std::atomic<int64_t>>(key.last_used_us.value_or(0));
+    table->emplace(key.id, std::move(entry));
+  }
+  absl::MutexLock lock(&mu_);
+  table_ = std::move(table);
+  generation_ = *generation;
+  return absl::OkStatus();
+}
+
+absl::Status ApiKeyTable::FlushLastUsed() {
+  absl::MutexLock flush_lock(&flush_mu_);
+  std::shared_ptr<const Table> table;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    table = table_;
+  }
+  std::vector<std::pair<std::string, int64_t>> changed;
+  for (const auto& [id, entry] : *table) {
+    const int64_t used = entry.last_used_us->load(std::memory_order_relaxed);
+    auto it = flushed_.find(id);
+    if (used > 0 && (it == flushed_.end() || it->second < used)) changed.emplace_back(id, used);
+  }
+  if (changed.empty()) return absl::OkStatus();
+  if (absl::Status s = store_.TouchKeys(changed); !s.ok()) return s;
+  for (const auto& [id, used] : changed) flushed_[id] = used;
+  return absl::OkStatus();
+}
+
+void ApiKeyTable::BackgroundLoop() {
+  std::string last_error;  // logged once per distinct error, not every interval
+  absl::Time next_touch = absl::Now() + options_.touch_interval;
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh_interval);
+    if (stopping_) break;
+    mu_.Unlock();
+    absl::Status s = Refresh();
+    if (s.ok() && absl::Now() >= next_touch) {
+      s = FlushLastUsed();
+      next_touch = absl::Now() + options_.touch_interval;
+    }
+    if (!s.ok() && s.ToString() != last_error) {
+      // Keep serving the last good table; a transient store error must not lock everyone out.
+      last_error = s.ToString();
+      std::fprintf(stderr, "pillar: key table refresh failed (serving the last good table): %s\n",
+                   last_error.c_str());
+    } else if (s.ok() && !last_error.empty()) {
+      last_error.clear();
+      std::fprintf(stderr, "pillar: key table refresh works again\n");
+    }
+    mu_.Lock();
+  }
+}
+
+absl::StatusOr<std::shared_ptr<const Principal>> ApiKeyTable::Verify(std::string_view key_text,
+                                                                     int64_t now_us) const {
+  absl::StatusOr<ParsedApiKey> key = ParseApiKey(key_text);
+  if (!key.ok()) return absl::UnauthenticatedError("malformed API key");
+  std::shared_ptr<const Table> table;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    table = table_;
+  }
+  auto it = table->find(ToAbsl(key->id));
+  // Hash even when the id is unknown, so timing does not tell which ids exist.
+  std::string hash = HashApiKeySecret(key->secret);
+  if (it == table->end() || !ConstantTimeEquals(hash, it->second.secret_hash)) {
+    return absl::UnauthenticatedError("unknown API key");
+  }
+  const Entry& entry = it->second;
+  if (entry.revoked) return absl::UnauthenticatedError("API key revoked");
+  if (entry.expires_us != 0 && now_us >= entry.expires_us) {
+    return absl::UnauthenticatedError("API key expired");
+  }
+  if (now_us - entry.last_used_us->load(std::memory_order_relaxed) >= kLastUsedPrecisionUs) {
+    entry.last_used_us->store(now_us, std::memory_order_relaxed);
+  }
+  return entry.principal;
+}
+
+}  // namespace pillar::identity

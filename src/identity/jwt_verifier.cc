@@ -1,0 +1,230 @@
+#include "identity/jwt_verifier.h"
+
+#include <openssl/ecdsa.h>
+#include <openssl/evp.h>
+#include <simdjson.h>
+
+#include <cmath>
+
+#include "common/crypto.h"
+#include "common/strings.h"
+
+namespace pillar::identity {
+namespace {
+
+constexpr uintmax_t kMaxJwksBytes = 1 << 20;
+
+absl::Status Refuse(std::string_view why) {
+  return absl::UnauthenticatedError(StrCat("invalid token: ", why));
+}
+
+// ES256 signatures in a JWS are r||s (32 bytes each); OpenSSL verifies DER.
+std::string EcdsaRawToDer(std::string_view raw) {
+  ECDSA_SIG* sig = ECDSA_SIG_new();
+  BIGNUM* r = BN_bin2bn(reinterpret_cast<const unsigned char*>(raw.data()), 32, nullptr);
+  BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(raw.data()) + 32, 32, nullptr);
+  std::string der;
+  if (sig != nullptr && r != nullptr && s != nullptr && ECDSA_SIG_set0(sig, r, s) == 1) {
+    r = s = nullptr;  // owned by sig now
+    unsigned char* out = nullptr;
+    int len = i2d_ECDSA_SIG(sig, &out);
+    if (len > 0) der.assign(reinterpret_cast<char*>(out), size_t(len));
+    OPENSSL_free(out);
+  }
+  BN_free(r);
+  BN_free(s);
+  ECDSA_SIG_free(sig);
+  return der;
+}
+
+bool VerifySignature(const JwksKey& key, std::string_view signed_part, std::string_view sig) {
+  std::string der;
+  if (key.algorithm == JwtAlgorithm::kEs256) {
+    if (sig.size() != 64) return false;
+    der = EcdsaRawToDer(sig);
+    if (der.empty()) return false;
+    sig = der;
+  }
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  if (ctx == nullptr) return false;
+  const EVP_MD* md = key.algorithm == JwtAlgorithm::kEdDsa ? nullptr : EVP_sha256();
+  const bool ok =
+      EVP_DigestVerifyInit(ctx, nullptr, md, nullptr, key.key.get()) == 1 &&
+      EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
+                       reinterpret_cast<const unsigned char*>(signed_part.data()),
+                       signed_part.size()) == 1;
+  EVP_MD_CTX_free(ctx);
+  return ok;
+}
+
+// A NumericDate: seconds since the epoch, integer or not.
+bool ReadTime(simdjson::dom::object& claims, std::string_view name, double& out, bool& present) {
+  simdjson::dom::element value;
+  present = claims[name].get(value) == simdjson::SUCCESS;
+  if (!present) return true;
+  if (value.get_double().get(out) != simdjson::SUCCESS) {
+    int64_t i;
+    if (value.get_int64().get(i) != simdjson::SUCCESS) return false;
+    out = double(i);
+  }
+  return std::isfinite(out);
+}
+
+// A claim that is a string or an array of strings; `split_spaces` also splits a string (OAuth
+// scopes are written that way).
+bool ReadStrings(simdjson::dom::object& claims, std::string_view name, bool split_spaces,
+                 std::vector<std::string>& out) {
+  simdjson::dom::element value;
+  if (claims[name].get(value) != simdjson::SUCCESS) return true;
+  std::string_view text;
+  if (value.get_string().get(text) == simdjson::SUCCESS) {
+    if (!split_spaces) {
+      out.emplace_back(text);
+      return true;
+    }
+    for (std::string_view part : Split(text, ' ')) {
+      if (!part.empty()) out.emplace_back(part);
+    }
+    return true;
+  }
+  simdjson::dom::array array;
+  if (value.get_array().get(array) != simdjson::SUCCESS) return false;
+  for (simdjson::dom::element item : array) {
+    if (item.get_string().get(text) != simdjson::SUCCESS) return false;
+    out.emplace_back(text);
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<JwtVerifier>> JwtVerifier::Create(JwtOptions options) {
+  if (options.issuer.empty() || options.audiences.empty()) {
+    return absl::InvalidArgumentError("JWT verification needs an issuer and an audience");
+  }
+  auto verifier = std::make_unique<JwtVerifier>(options, nullptr);
+  JwtVerifier* raw = verifier.get();
+  verifier->watcher_ = std::make_unique<FileWatcher>(
+      options.jwks_path, "JWKS", options.reload_interval, kMaxJwksBytes,
+      [raw, path = options.jwks_path](const std::string& text) -> absl::Status {
+        absl::StatusOr<std::shared_ptr<const Jwks>> jwks = Jwks::Parse(text);
+        if (!jwks.ok()) {
+          return absl::InvalidArgumentError(StrCat(path, ": ", jwks.status().message()));
+        }
+        absl::MutexLock lock(&raw->mu_);
+        raw->jwks_ = std::move(*jwks);
+        return absl::OkStatus();
+      });
+  if (absl::Status s = verifier->watcher_->LoadNow(); !s.ok()) return s;
+  if (options.reload_interval > absl::ZeroDuration()) verifier->watcher_->Start();
+  return verifier;
+}
+
+JwtVerifier::JwtVerifier(JwtOptions options, std::shared_ptr<const Jwks> jwks)
+    : options_(std::move(options)), jwks_(std::move(jwks)) {}
+
+absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string_view token,
+                                                                     int64_t now_us) const {
+  if (token.size() > options_.max_token_bytes) return Refuse("too large");
+  const size_t dot1 = token.find('.');
+  const size_t dot2 = dot1 == std::string_view::npos ? dot1 : token.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {
+    return Refuse("not a compact JWS (three dot-separated parts)");
+  }
+  absl::StatusOr<std::string> header_json = Base64UrlDecode(token.substr(0, dot1));
+  absl::StatusOr<std::string> claims_json = Base64UrlDecode(token.substr(dot1 + 1, dot2 - dot1 - 1));
+  absl::StatusOr<std::string> signature = Base64UrlDecode(token.substr(dot2 + 1));
+  if (!header_json.ok() || !claims_json.ok() || !signature.ok()) return Refuse("bad base64url");
+
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element header_root;
+  simdjson::dom::object header;
+  if (parser.parse(*header_json).get(header_root) != simdjson::SUCCESS ||
+      header_root.get_object().get(header) != simdjson::SUCCESS) {
+    return Refuse("header is not a JSON object");
+  }
+  std::string_view alg_name, kid_view;
+  if (header["alg"].get_string().get(alg_name) != simdjson::SUCCESS) return Refuse("no alg");
+  JwtAlgorithm alg;
+  if (alg_name == "RS256") {
+    alg = JwtAlgorithm::kRs256;
+  } else if (alg_name == "ES256") {
+    alg = JwtAlgorithm::kEs256;
+  } else if (alg_name == "EdDSA") {
+    alg = JwtAlgorithm::kEdDsa;
+  } else {
+    // "none", HS256 (the classic confusion with an RSA public key as secret) and the rest.
+    return Refuse(StrCat("algorithm '", alg_name.substr(0, 16), "' is not accepted"));
+  }
+  if (header["crit"].error() == simdjson::SUCCESS) return Refuse("unsupported 'crit' header");
+  if (header["kid"].get_string().get(kid_view) != simdjson::SUCCESS) kid_view = {};
+  const std::string kid(kid_view);  // the parser's buffer is reused below
+
+  std::shared_ptr<const Jwks> jwks = CurrentKeys();
+  const JwksKey* key = jwks ? jwks->Find(kid, alg) : nullptr;
+  if (key == nullptr) {
+    return Refuse(StrCat("no ", JwtAlgorithmName(alg), " key", kid.empty() ? "" : " '",
+                         kid.substr(0, 64), kid.empty() ? "" : "'", " in the JWKS"));
+  }
+  if (!VerifySignature(*key, token.substr(0, dot2), *signature)) {
+    return Refuse("signature does not verify");
+  }
+
+  // Only now, with the signature checked, are the claims worth reading.
+  simdjson::dom::element claims_root;
+  simdjson::dom::object claims;
+  if (parser.parse(*claims_json).get(claims_root) != simdjson::SUCCESS ||
+      claims_root.get_object().get(claims) != simdjson::SUCCESS) {
+    return Refuse("claims are not a JSON object");
+  }
+  const double now = double(now_us) / 1e6;
+  const double skew = absl::ToDoubleSeconds(options_.clock_skew);
+  double exp = 0, nbf = 0;
+  bool has_exp = false, has_nbf = false;
+  if (!ReadTime(claims, "exp", exp, has_exp) || !ReadTime(claims, "nbf", nbf, has_nbf)) {
+    return Refuse("exp and nbf must be numbers");
+  }
+  if (!has_exp) return Refuse("no exp claim");
+  if (now >= exp + skew) return Refuse("expired");
+  if (has_nbf && now + skew < nbf) return Refuse("not yet valid");
+  std::string_view iss;
+  if (claims["iss"].get_string().get(iss) != simdjson::SUCCESS || iss != options_.issuer) {
+    return Refuse("wrong issuer");
+  }
+  std::vector<std::string> audiences;
+  if (!ReadStrings(claims, "aud", false, audiences)) return Refuse("aud must be strings");
+  bool audience_ok = false;
+  for (const std::string& a : audiences) {
+    for (const std::string& want : options_.audiences) audience_ok = audience_ok || a == want;
+  }
+  if (!audience_ok) return Refuse("wrong audience");
+
+  auto principal = std::make_shared<Principal>();
+  principal->method = AuthMethod::kJwt;
+  std::string_view subject;
+  if (claims[options_.subject_claim].get_string().get(subject) != simdjson::SUCCESS ||
+      subject.empty()) {
+    return Refuse(StrCat("no '", options_.subject_claim, "' claim"));
+  }
+  principal->id = StrCat("jwt:", subject);
+  principal->expires_us = int64_t(exp * 1e6);
+  if (!options_.tenant_claim.empty()) {
+    std::string_view tenant;
+    if (claims[options_.tenant_claim].get_string().get(tenant) == simdjson::SUCCESS) {
+      principal->tenant = std::string(tenant);
+    }
+  }
+  if (!ReadStrings(claims, options_.roles_claim, true, principal->roles)) {
+    return Refuse(StrCat("'", options_.roles_claim, "' must be strings"));
+  }
+  for (const auto& [attribute, claim] : options_.attribute_claims) {
+    std::vector<std::string> values;
+    if (!ReadStrings(claims, claim, false, values)) {
+      return Refuse(StrCat("'", claim, "' must be strings"));
+    }
+    if (!values.empty()) principal->attributes[attribute] = std::move(values);
+  }
+  return std::shared_ptr<const Principal>(std::move(principal));
+}
+
+}  // namespace pillar::identity

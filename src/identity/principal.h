@@ -1,0 +1,52 @@
+// Who is calling: the one value that authentication produces, whatever the method (API key,
+// JWT bearer token, mutual-TLS client certificate), and that policy and limits consume.
+//
+//   auto who = std::make_shared<Principal>();
+//   who->id = "key:3f2a9c01d4e5"; who->tenant = "acme"; who->roles = {"user"};
+//   who->attributes["clearances"] = {"public", "internal"};
+// Immutable once built and shared by pointer: an API key's principal is built when the key
+// table loads and then reused by every request that presents the key.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+
+namespace pillar::identity {
+
+// Attribute values are lists; a single value is a list of one. Conditions compare them with
+// equality and set membership (docs/security.md).
+using Attributes = absl::flat_hash_map<std::string, std::vector<std::string>>;
+
+enum class AuthMethod { kApiKey, kJwt, kMtls };
+
+std::string_view AuthMethodName(AuthMethod method);
+
+struct Principal {
+  AuthMethod method = AuthMethod::kApiKey;
+  // Stable and unique across methods: "key:<id>", "jwt:<issuer>#<subject>", "mtls:<subject>".
+  std::string id;
+  std::string tenant;  // empty: belongs to no tenant
+  std::vector<std::string> roles;
+  Attributes attributes;
+  // The API key id for keys (the unit that rate limits and last-used times count by).
+  std::string key_id;
+  // Unix microseconds after which the credential is no longer accepted; 0 when unbounded.
+  int64_t expires_us = 0;
+};
+
+inline std::string_view AuthMethodName(AuthMethod method) {
+  switch (method) {
+    case AuthMethod::kApiKey:
+      return "api_key";
+    case AuthMethod::kJwt:
+      return "jwt";
+    case AuthMethod::kMtls:
+      return "mtls";
+  }
+  return "unknown";
+}
+
+}  // namespace pillar::identity

@@ -1,0 +1,246 @@
+#include "limits/admit_stage.h"
+
+#include <cmath>
+#include <ctime>
+
+#include "absl/time/clock.h"
+#include "common/json_writer.h"
+#include "common/strings.h"
+#include "pipeline/chain.h"
+#include "policy/glob.h"
+
+namespace pillar::limits {
+namespace {
+
+using policy::LimitRule;
+
+bool Contains(const std::vector<std::string>& values, std::string_view v) {
+  for (const std::string& x : values) {
+    if (x == v) return true;
+  }
+  return false;
+}
+
+int64_t Elements(const pipeline::Exchange& ex) {
+  if (!ex.infer_request.has_value()) return 0;
+  int64_t total = 0;
+  for (const protocol::Tensor& t : ex.infer_request->inputs) total += t.ElementCount();
+  return total;
+}
+
+std::string FormatUtc(int64_t unix_s) {
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+int64_t CeilSeconds(int64_t ms) { return std::max<int64_t>(0, (ms + 999) / 1000); }
+
+std::string_view UnitName(const LimitRule& rule) {
+  return rule.unit == LimitRule::Unit::kElements ? "elements" : "requests";
+}
+
+}  // namespace
+
+AdmitStage::AdmitStage(Limiter& limiter, Limiter* fallback, audit::AuditSink& audit,
+                       monitor::MetricsRegistry* metrics)
+    : limiter_(limiter), fallback_(fallback), audit_(audit) {
+  if (metrics != nullptr) {
+    auto& family = metrics->AddCounter(
+        "pillar_limiter_unavailable_total",
+        "Requests whose limits the limit store could not decide, by what happened to them.",
+        {"outcome"});
+    unavailable_ = &family.Get({"refused"});
+    fell_back_ = &family.Get({"local_fallback"});
+  }
+}
+
+void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
+  out.clear();
+  if (ex.policy == nullptr || ex.principal == nullptr) return;
+  int64_t elements = -1;  // computed once, when a limit counts elements
+  for (const LimitRule& rule : ex.policy->limits()) {
+    if (!Contains(rule.actions, ex.action) && !Contains(rule.actions, "*")) continue;
+    bool resource_matches = false;
+    for (const std::string& pattern : rule.resources) {
+      if (policy::GlobMatch(pattern, ex.resource)) {
+        resource_matches = true;
+        break;
+      }
+    }
+    if (!resource_matches) continue;
+    if (!rule.tenants.empty() && !Contains(rule.tenants, ex.principal->tenant)) continue;
+    Charge charge;
+    charge.rule = &rule;
+    switch (rule.per) {
+      case LimitRule::Per::kKey:
+        charge.subject = ex.principal->key_id.empty() ? std::string_view(ex.principal->id)
+                                                      : std::string_view(ex.principal->key_id);
+        break;
+      case LimitRule::Per::kTenant:
+        charge.subject = ex.principal->tenant;
+        break;
+      case LimitRule::Per::kModel:
+        charge.subject = ex.model != nullptr ? std::string_view(ex.model->name)
+                                             : std::string_view(ex.resource);
+        break;
+    }
+    if (rule.kind != LimitRule::Kind::kConcurrency && rule.unit == LimitRule::Unit::kElements) {
+      if (elements < 0) elements = Elements(ex);
+      charge.cost = elements;
+      if (charge.cost == 0) continue;  // nothing to count (a metadata request)
+    }
+    out.push_back(charge);
+  }
+}
+
+pipeline::StageResult AdmitStage::OnRequest(pipeline::Exchange& ex) {
+  Charges charges;
+  CollectCharges(ex, charges);
+  if (charges.empty()) return pipeline::StageResult::kContinue;
+  if (limiter_.synchronous()) {
+    absl::StatusOr<Verdict> verdict = limiter_.AdmitNow(charges, ex.request_id);
+    return Decide(ex, charges, std::move(verdict)) ? pipeline::StageResult::kContinue
+                                                    : pipeline::StageResult::kStop;
+  }
+  // Nothing below may touch `ex` after Admit(): the callback may already have resumed it.
+  limiter_.Admit(charges, ex.request_id, [this, &ex](absl::StatusOr<Verdict> verdict) mutable {
+    ex.post([this, &ex, verdict = std::move(verdict)]() mutable {
+      Charges again;  // the same policy snapshot gives the same charges
+      CollectCharges(ex, again);
+      const bool admitted = Decide(ex, again, std::move(verdict));
+      ex.chain().Resume(ex, admitted ? pipeline::StageResult::kContinue
+                                     : pipeline::StageResult::kStop);
+    });
+  });
+  return pipeline::StageResult::kSuspend;
+}
+
+bool AdmitStage::Decide(pipeline::Exchange& ex, const Charges& charges,
+                        absl::StatusOr<Verdict> verdict) {
+  Limiter* admitted_by = &limiter_;
+  if (!verdict.ok()) {
+    if (fallback_ == nullptr) {
+      if (unavailable_ != nullptr) unavailable_->Increment();
+      ex.Fail(runtime::UnavailableWithRetry("rate limits cannot be checked right now", 1));
+      ex.error = StrCat("limit store: ", verdict.status().message());
+      Record(ex, false, nullptr);
+      return false;
+    }
+    if (fell_back_ != nullptr) fell_back_->Increment();
+    admitted_by = fallback_;
+    verdict = fallback_->AdmitNow(charges, ex.request_id);
+    if (!verdict.ok()) {
+      ex.Fail(verdict.status());
+      return false;
+    }
+  }
+  if (!verdict->allowed) {
+    if (verdict->charge_index >= 0 && size_t(verdict->charge_index) < charges.size()) {
+      verdict->rule = charges[size_t(verdict->charge_index)].rule;
+      verdict->subject = std::string(charges[size_t(verdict->charge_index)].subject);
+    }
+    Refuse(ex, charges, *verdict);
+    Record(ex, false, &*verdict);
+    return false;
+  }
+  Record(ex, true, nullptr);
+  HoldSlots(ex, charges, *admitted_by);
+  return true;
+}
+
+void AdmitStage::HoldSlots(pipeline::Exchange& ex, const Charges& charges, Limiter& by) {
+  for (const Charge& c : charges) {
+    if (c.rule->kind != LimitRule::Kind::kConcurrency) continue;
+    Limiter* limiter = &by;
+    ex.release = [limiter](pipeline::Exchange& done) {
+      Charges again;
+      CollectCharges(done, again);
+      limiter->Release(again, done.request_id);
+    };
+    return;
+  }
+}
+
+void AdmitStage::OnResponse(pipeline::Exchange& ex) {
+  if (ex.release) {
+    auto release = std::move(ex.release);
+    ex.release = nullptr;
+    std::move(release)(ex);
+  }
+}
+
+void AdmitStage::Refuse(pipeline::Exchange& ex, const Charges&, const Verdict& v) {
+  const LimitRule* rule = v.rule;
+  std::string message;
+  if (rule == nullptr) {
+    message = "limit exceeded";
+  } else {
+    const std::string who = StrCat(policy::LimitPerName(rule->per), " '", v.subject, "'");
+    switch (rule->kind) {
+      case LimitRule::Kind::kRate:
+        message = v.retry_after_ms < 0
+                      ? StrCat("request exceeds rate limit '", rule->name, "' for ", who,
+                               " on its own: its size is above the burst of ", v.limit, " ",
+                               UnitName(*rule))
+                      : StrCat("rate limit '", rule->name, "' for ", who, " exceeded (",
+                               UnitName(*rule), ", burst ", v.limit, ")");
+        break;
+      case LimitRule::Kind::kConcurrency:
+        message = StrCat("concurrency limit '", rule->name, "' for ", who, " reached: ", v.limit,
+                         " requests in flight");
+        break;
+      case LimitRule::Kind::kQuota:
+        message = StrCat("quota '", rule->name, "' for ", who, " exhausted: ", v.limit, " ",
+                         UnitName(*rule), " per ",
+                         rule->period == LimitRule::Period::kDay ? "day" : "month",
+                         "; renews at ", FormatUtc(v.renews_at_s));
+        break;
+    }
+  }
+  ex.Fail(absl::ResourceExhaustedError(message));
+  if (rule != nullptr) {
+    // The body names the limit in fields a client can act on, not only in prose.
+    JsonWriter w(256);
+    w.BeginObject();
+    w.Key("error");
+    w.String(message);
+    w.Key("limit");
+    w.String(rule->name);
+    w.Key("per");
+    w.String(policy::LimitPerName(rule->per));
+    if (rule->kind == LimitRule::Kind::kQuota) {
+      w.Key("renews_at");
+      w.String(FormatUtc(v.renews_at_s));
+    }
+    w.EndObject();
+    ex.response.body = std::move(w).Take();
+  }
+  auto& h = ex.response.headers;
+  if (v.retry_after_ms >= 0) h.emplace_back("Retry-After", StrCat(std::max<int64_t>(1, CeilSeconds(v.retry_after_ms))));
+  h.emplace_back("RateLimit-Limit", StrCat(v.limit));
+  h.emplace_back("RateLimit-Remaining", StrCat(v.remaining));
+  h.emplace_back("RateLimit-Reset", StrCat(CeilSeconds(v.reset_ms)));
+}
+
+void AdmitStage::Record(pipeline::Exchange& ex, bool allowed, const Verdict* verdict) {
+  audit_.Record({.kind = audit::EventKind::kLimit,
+                 .allowed = allowed,
+                 .time_us = absl::GetCurrentTimeNanos() / 1000,
+                 .principal = ex.principal->id,
+                 .tenant = ex.principal->tenant,
+                 .action = ex.action,
+                 .resource = ex.resource,
+                 .request_id = ex.request_id,
+                 .remote = ex.remote,
+                 .explain = [&] {
+                   if (allowed) return std::string("within limits");
+                   return ex.error.empty() ? std::string("refused") : ex.error;
+                 }});
+  (void)verdict;
+}
+
+}  // namespace pillar::limits

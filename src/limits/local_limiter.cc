@@ -1,0 +1,249 @@
+#include "limits/local_limiter.h"
+
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+#include "common/strings.h"
+
+namespace pillar::limits {
+
+using policy::LimitRule;
+
+int64_t PeriodStart(LimitRule::Period period, int64_t unix_s) {
+  if (period == LimitRule::Period::kDay) return unix_s - unix_s % 86400;
+  std::time_t t = static_cast<std::time_t>(unix_s);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  tm.tm_mday = 1;
+  tm.tm_hour = tm.tm_min = tm.tm_sec = 0;
+  return int64_t(timegm(&tm));
+}
+
+int64_t PeriodEnd(LimitRule::Period period, int64_t unix_s) {
+  if (period == LimitRule::Period::kDay) return PeriodStart(period, unix_s) + 86400;
+  std::time_t t = static_cast<std::time_t>(PeriodStart(period, unix_s));
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  tm.tm_mon += 1;  // timegm normalizes December + 1 into January of the next year
+  return int64_t(timegm(&tm));
+}
+
+namespace {
+
+constexpr int64_t kNanosPerSecond = 1'000'000'000;
+
+// The counter's identity: kind, limit name and subject. A limit keeps its counters across
+// policy reloads as long as its name and kind stay.
+std::string& KeyFor(const Charge& charge) {
+  thread_local std::string key;
+  key.clear();
+  const char kind = charge.rule->kind == LimitRule::Kind::kRate          ? 'r'
+                    : charge.rule->kind == LimitRule::Kind::kConcurrency ? 'c'
+                                                                         : 'q';
+  StrAppend(&key, kind, "|", charge.rule->name, "|", charge.subject);
+  return key;
+}
+
+}  // namespace
+
+LocalLimiter::LocalLimiter(LocalLimiterOptions options) : options_(options) {}
+
+LocalLimiter::~LocalLimiter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (flusher_.joinable()) flusher_.join();
+  if (absl::Status s = FlushQuotas(); !s.ok()) {
+    std::fprintf(stderr, "pillar: quota usage not saved at exit: %s\n",
+                 std::string(s.message()).c_str());
+  }
+}
+
+absl::Status LocalLimiter::LoadQuotas() {
+  if (options_.store == nullptr) return absl::OkStatus();
+  const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
+  // Monthly periods start no later than daily ones: one read covers both.
+  absl::StatusOr<std::vector<state::QuotaUsage>> usage =
+      options_.store->LoadQuotaUsage(PeriodStart(LimitRule::Period::kMonth, now_s));
+  if (!usage.ok()) return usage.status();
+  {
+    absl::MutexLock lock(&mu_);
+    for (const state::QuotaUsage& u : *usage) {
+      Counter& c = counters_[StrCat("q|", u.counter)];
+      if (u.period_start >= c.period_start) {
+        c.period_start = u.period_start;
+        c.used = u.used;
+      }
+    }
+  }
+  if (options_.flush_interval > absl::ZeroDuration()) {
+    flusher_ = std::thread([this] { FlushLoop(); });
+  }
+  return absl::OkStatus();
+}
+
+absl::Status LocalLimiter::FlushQuotas() {
+  if (options_.store == nullptr) return absl::OkStatus();
+  absl::MutexLock flush_lock(&flush_mu_);
+  std::vector<state::QuotaUsage> deltas;
+  {
+    absl::MutexLock lock(&mu_);
+    for (auto& [key, pending] : unflushed_) {
+      deltas.push_back({key.substr(2), pending.first, pending.second});
+    }
+    unflushed_.clear();
+  }
+  absl::Status s = options_.store->AddQuotaUsage(deltas);
+  if (!s.ok()) {
+    // Put the deltas back so the next flush retries them.
+    absl::MutexLock lock(&mu_);
+    for (const state::QuotaUsage& d : deltas) {
+      auto& pending = unflushed_[StrCat("q|", d.counter)];
+      if (pending.first == d.period_start || pending.first == 0) {
+        pending.first = d.period_start;
+        pending.second += d.used;
+      }
+    }
+  }
+  return s;
+}
+
+void LocalLimiter::FlushLoop() {
+  bool failing = false;
+  absl::MutexLock lock(&mu_);
+  while (!stopping_) {
+    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.flush_interval);
+    if (stopping_) break;
+    mu_.Unlock();
+    absl::Status s = FlushQuotas();
+    if (!s.ok() && !failing) {
+      std::fprintf(stderr, "pillar: writing quota usage failed (will retry): %s\n",
+                   std::string(s.message()).c_str());
+    }
+    failing = !s.ok();
+    mu_.Lock();
+  }
+}
+
+LocalLimiter::Counter& LocalLimiter::CounterFor(const Charge& charge) {
+  std::string& key = KeyFor(charge);
+  auto it = counters_.find(key);
+  if (it != counters_.end()) return it->second;
+  return counters_[key];
+}
+
+std::optional<Verdict> LocalLimiter::Check(const Charge& charge, Counter& counter, int64_t now_ns,
+                                           int64_t now_s) {
+  const LimitRule& rule = *charge.rule;
+  Verdict v;
+  v.allowed = false;
+  v.rule = &rule;
+  v.subject = std::string(charge.subject);
+  switch (rule.kind) {
+    case LimitRule::Kind::kRate: {
+      // GCRA: each unit advances the theoretical arrival time by the emission interval; a
+      // request fits while that time stays within `burst` intervals of now.
+      const double interval_ns = double(kNanosPerSecond) * double(options_.divisor) / rule.rate;
+      const int64_t burst = Scaled(rule.burst);
+      const double tolerance_ns = interval_ns * double(burst);
+      const int64_t tat = std::max(counter.tat_ns, now_ns);
+      const double new_tat = double(tat) + interval_ns * double(charge.cost);
+      if (new_tat - double(now_ns) <= tolerance_ns) return std::nullopt;
+      v.limit = burst;
+      v.remaining = int64_t(std::floor((tolerance_ns - double(tat - now_ns)) / interval_ns));
+      v.remaining = std::max<int64_t>(0, v.remaining);
+      v.reset_ms = int64_t(std::ceil(double(tat - now_ns) / 1e6));
+      v.retry_after_ms = charge.cost > burst
+                             ? -1
+                             : int64_t(std::ceil((new_tat - double(now_ns) - tolerance_ns) / 1e6));
+      return v;
+    }
+    case LimitRule::Kind::kConcurrency: {
+      const int64_t max = Scaled(rule.max_concurrent);
+      if (counter.in_flight + 1 <= max) return std::nullopt;
+      v.limit = max;
+      v.remaining = 0;
+      v.reset_ms = 1000;
+      v.retry_after_ms = 1000;
+      return v;
+    }
+    case LimitRule::Kind::kQuota: {
+      const int64_t quota = Scaled(rule.quota);
+      const int64_t start = PeriodStart(rule.period, now_s);
+      const int64_t used = counter.period_start == start ? counter.used : 0;
+      if (used + charge.cost <= quota) return std::nullopt;
+      v.limit = quota;
+      v.remaining = std::max<int64_t>(0, quota - used);
+      v.renews_at_s = PeriodEnd(rule.period, now_s);
+      v.reset_ms = (v.renews_at_s - now_s) * 1000;
+      v.retry_after_ms = charge.cost > quota ? -1 : v.reset_ms;
+      return v;
+    }
+  }
+  return std::nullopt;
+}
+
+void LocalLimiter::Take(const Charge& charge, Counter& counter, int64_t now_ns, int64_t now_s) {
+  const LimitRule& rule = *charge.rule;
+  switch (rule.kind) {
+    case LimitRule::Kind::kRate: {
+      const double interval_ns = double(kNanosPerSecond) * double(options_.divisor) / rule.rate;
+      counter.tat_ns = std::max(counter.tat_ns, now_ns) +
+                       int64_t(std::llround(interval_ns * double(charge.cost)));
+      return;
+    }
+    case LimitRule::Kind::kConcurrency:
+      ++counter.in_flight;
+      return;
+    case LimitRule::Kind::kQuota: {
+      const int64_t start = PeriodStart(rule.period, now_s);
+      if (counter.period_start != start) {
+        counter.period_start = start;
+        counter.used = 0;
+      }
+      counter.used += charge.cost;
+      if (options_.store != nullptr) {
+        auto& pending = unflushed_[KeyFor(charge)];
+        if (pending.first != start) pending = {start, 0};
+        pending.second += charge.cost;
+      }
+      return;
+    }
+  }
+}
+
+absl::StatusOr<Verdict> LocalLimiter::AdmitNow(std::span<const Charge> charges,
+                                               std::string_view) {
+  const int64_t now_ns = options_.clock->MonotonicNanos();
+  const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
+  // Counters are looked up once; pointers into the map stay valid while nothing is inserted,
+  // so every lookup (and insertion) happens before the first pointer is kept.
+  Counter* counters[32];
+  if (charges.size() > std::size(counters)) {
+    return absl::InvalidArgumentError("more than 32 limits apply to one request");
+  }
+  absl::MutexLock lock(&mu_);
+  for (const Charge& charge : charges) (void)CounterFor(charge);
+  for (size_t i = 0; i < charges.size(); ++i) counters[i] = &CounterFor(charges[i]);
+  for (size_t i = 0; i < charges.size(); ++i) {
+    if (std::optional<Verdict> refused = Check(charges[i], *counters[i], now_ns, now_s)) {
+      refused->charge_index = int(i);
+      return *std::move(refused);
+    }
+  }
+  for (size_t i = 0; i < charges.size(); ++i) Take(charges[i], *counters[i], now_ns, now_s);
+  return Verdict{};
+}
+
+void LocalLimiter::Release(std::span<const Charge> charges, std::string_view) {
+  absl::MutexLock lock(&mu_);
+  for (const Charge& charge : charges) {
+    if (charge.rule->kind != LimitRule::Kind::kConcurrency) continue;
+    auto it = counters_.find(KeyFor(charge));
+    if (it != counters_.end() && it->second.in_flight > 0) --it->second.in_flight;
+  }
+}
+
+}  // namespace pillar::limits

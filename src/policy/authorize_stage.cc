@@ -1,0 +1,40 @@
+#include "policy/authorize_stage.h"
+
+#include "absl/time/clock.h"
+#include "common/strings.h"
+#include "policy/policy.h"
+#include "routing/access.h"
+
+namespace pillar::policy {
+
+pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
+  // A wiring mistake (no principal, no policy) fails closed.
+  if (ex.principal == nullptr || ex.policy == nullptr) {
+    ex.Fail(absl::UnauthenticatedError("no authenticated principal"));
+    return pipeline::StageResult::kStop;
+  }
+  const Plane plane = routing::PlaneOf(ex);
+  const Resource resource = ex.model != nullptr ? routing::ResourceOf(*ex.model)
+                                                : Resource{ex.resource, nullptr};
+  const Decision decision = ex.policy->Evaluate(*ex.principal, plane, ex.action, resource);
+  auto explain = [&] {
+    return decision.Explain(ex.policy->source(), *ex.principal, plane, ex.action, ex.resource);
+  };
+  audit_.Record({.kind = audit::EventKind::kAuthorization,
+                 .allowed = decision.allowed,
+                 .time_us = absl::GetCurrentTimeNanos() / 1000,
+                 .principal = ex.principal->id,
+                 .tenant = ex.principal->tenant,
+                 .action = ex.action,
+                 .resource = ex.resource,
+                 .request_id = ex.request_id,
+                 .remote = ex.remote,
+                 .explain = explain});
+  if (decision.allowed) return pipeline::StageResult::kContinue;
+  ex.Fail(absl::PermissionDeniedError(
+      StrCat(ex.principal->id, " may not ", ex.action, " on ", ex.resource)));
+  ex.error = explain();
+  return pipeline::StageResult::kStop;
+}
+
+}  // namespace pillar::policy

@@ -1,0 +1,189 @@
+#include "policy/policy.h"
+
+#include <algorithm>
+#include <span>
+
+#include "common/strings.h"
+#include "policy/glob.h"
+
+namespace pillar::policy {
+namespace {
+
+using identity::Principal;
+using Values = std::span<const std::string>;
+
+// Index keys pack (effect, plane, action, role) into 64 bits.
+uint64_t IndexKey(Rule::Effect effect, Plane plane, uint32_t action, uint32_t role) {
+  return (uint64_t(effect) << 62) | (uint64_t(plane) << 60) | (uint64_t(action) << 30) | role;
+}
+
+constexpr std::string_view kAnyRole = "*";
+
+Values Resolve(const Operand& operand, const Principal& principal, const Resource& resource) {
+  const identity::Attributes* attributes = nullptr;
+  switch (operand.kind) {
+    case Operand::Kind::kLiteral:
+      return operand.literal;
+    case Operand::Kind::kPrincipal:
+      switch (operand.field) {
+        case Operand::Field::kId:
+          return Values(&principal.id, 1);
+        case Operand::Field::kTenant:
+          return principal.tenant.empty() ? Values() : Values(&principal.tenant, 1);
+        case Operand::Field::kRoles:
+          return principal.roles;
+        case Operand::Field::kAttribute:
+          attributes = &principal.attributes;
+          break;
+      }
+      break;
+    case Operand::Kind::kResource:
+      attributes = resource.attributes;
+      break;
+  }
+  if (attributes == nullptr) return {};
+  auto it = attributes->find(operand.attribute);
+  return it == attributes->end() ? Values() : Values(it->second);
+}
+
+bool Contains(Values set, const std::string& value) {
+  return std::find(set.begin(), set.end(), value) != set.end();
+}
+
+bool IsSubset(Values a, Values b) {
+  return std::all_of(a.begin(), a.end(), [&](const std::string& v) { return Contains(b, v); });
+}
+
+// A missing attribute makes every comparison false, so a rule never grants on absent data.
+bool Holds(const Condition& c, const Principal& principal, const Resource& resource) {
+  Values left = Resolve(c.left, principal, resource);
+  Values right = Resolve(c.right, principal, resource);
+  if (left.empty() || right.empty()) return false;
+  switch (c.op) {
+    case Condition::Op::kEqual:
+      return left.size() == right.size() && IsSubset(left, right) && IsSubset(right, left);
+    case Condition::Op::kNotEqual:
+      return !(left.size() == right.size() && IsSubset(left, right) && IsSubset(right, left));
+    case Condition::Op::kIn:
+      return IsSubset(left, right);
+    case Condition::Op::kNotIn:
+      return std::none_of(left.begin(), left.end(),
+                          [&](const std::string& v) { return Contains(right, v); });
+  }
+  return false;
+}
+
+bool MatchesAny(const std::vector<std::string>& patterns, std::string_view text) {
+  return std::any_of(patterns.begin(), patterns.end(),
+                     [&](const std::string& p) { return GlobMatch(p, text); });
+}
+
+std::string Location(std::string_view source, const Rule& rule) {
+  return StrCat("rule '", rule.name, "' (", source, ":", rule.line, ")");
+}
+
+}  // namespace
+
+std::string_view PlaneName(Plane plane) { return plane == Plane::kData ? "data" : "admin"; }
+
+std::string_view LimitPerName(LimitRule::Per per) {
+  switch (per) {
+    case LimitRule::Per::kKey:
+      return "key";
+    case LimitRule::Per::kTenant:
+      return "tenant";
+    case LimitRule::Per::kModel:
+      return "model";
+  }
+  return "?";
+}
+
+void Policy::BuildIndex() {
+  for (std::string_view action : kActions) {
+    action_ids_.emplace(ToAbsl(action), uint32_t(action_ids_.size()));
+  }
+  role_ids_.emplace(ToAbsl(kAnyRole), 0);
+  for (const Rule& rule : rules_) {
+    for (const std::string& role : rule.roles) role_ids_.emplace(role, uint32_t(role_ids_.size()));
+  }
+  for (const Rule& rule : rules_) {
+    for (Plane plane : rule.planes) {
+      for (const auto& [action, action_id] : action_ids_) {
+        if (!Contains(rule.actions, std::string(action)) && !Contains(rule.actions, "*")) continue;
+        for (const std::string& role : rule.roles) {
+          index_[IndexKey(rule.effect, plane, action_id, role_ids_.at(role))].push_back(&rule);
+        }
+      }
+    }
+  }
+}
+
+const std::vector<const Rule*>* Policy::Candidates(Plane plane, uint32_t action, uint32_t role,
+                                                   Rule::Effect effect) const {
+  auto it = index_.find(IndexKey(effect, plane, action, role));
+  return it == index_.end() ? nullptr : &it->second;
+}
+
+Decision Policy::Evaluate(const Principal& principal, Plane plane, std::string_view action,
+                          const Resource& resource) const {
+  Decision decision;
+  auto action_it = action_ids_.find(ToAbsl(action));
+  if (action_it == action_ids_.end()) return decision;
+  // The role ids to look at: the principal's roles that some rule names, then "*".
+  uint32_t roles[16];
+  size_t role_count = 0;
+  for (const std::string& role : principal.roles) {
+    auto it = role_ids_.find(role);
+    if (it != role_ids_.end() && role_count < std::size(roles) - 1) roles[role_count++] = it->second;
+  }
+  roles[role_count++] = role_ids_.at(ToAbsl(kAnyRole));
+
+  auto scan = [&](Rule::Effect effect) -> const Rule* {
+    for (size_t i = 0; i < role_count; ++i) {
+      const std::vector<const Rule*>* candidates =
+          Candidates(plane, action_it->second, roles[i], effect);
+      if (candidates == nullptr) continue;
+      for (const Rule* rule : *candidates) {
+        if (!MatchesAny(rule->resources, resource.name)) continue;
+        auto failed = std::find_if(
+            rule->conditions.begin(), rule->conditions.end(),
+            [&](const Condition& c) { return !Holds(c, principal, resource); });
+        if (failed == rule->conditions.end()) return rule;
+        if (effect == Rule::Effect::kAllow && decision.near_rule == nullptr) {
+          decision.near_rule = rule;
+          decision.failed_condition = &*failed;
+        }
+      }
+    }
+    return nullptr;
+  };
+  if (const Rule* deny = scan(Rule::Effect::kDeny)) {
+    decision.rule = deny;
+    return decision;
+  }
+  if (const Rule* allow = scan(Rule::Effect::kAllow)) {
+    decision.allowed = true;
+    decision.rule = allow;
+    decision.near_rule = nullptr;
+    decision.failed_condition = nullptr;
+  }
+  return decision;
+}
+
+std::string Decision::Explain(std::string_view source, const Principal& principal, Plane plane,
+                              std::string_view action, std::string_view resource) const {
+  if (rule != nullptr) {
+    return StrCat(allowed ? "allowed by " : "denied by ", Location(source, *rule));
+  }
+  if (near_rule != nullptr) {
+    return StrCat("denied: ", Location(source, *near_rule), " grants ", action, " on ", resource,
+                  ", but its condition `", failed_condition->text, "` does not hold for ",
+                  principal.id);
+  }
+  std::string roles;
+  for (const std::string& role : principal.roles) StrAppend(&roles, roles.empty() ? "" : ", ", role);
+  return StrCat("denied: no rule grants ", action, " on ", resource, " on the ", PlaneName(plane),
+                " plane to ", principal.id, " (roles: ", roles.empty() ? "none" : roles, ")");
+}
+
+}  // namespace pillar::policy

@@ -1,0 +1,47 @@
+#include "routing/access.h"
+
+namespace pillar::routing {
+
+using pipeline::Operation;
+
+policy::Plane PlaneOf(const pipeline::Exchange& ex) {
+  return ex.listener == "admin" ? policy::Plane::kAdmin : policy::Plane::kData;
+}
+
+std::string_view ActionOf(Operation op) {
+  switch (op) {
+    case Operation::kInfer:
+      return "infer";
+    case Operation::kMetrics:
+      return "read_metrics";
+    case Operation::kServerMetadata:
+    case Operation::kModelMetadata:
+    case Operation::kModelReady:
+    case Operation::kAdminModels:
+      return "read_metadata";
+  }
+  return "read_metadata";
+}
+
+std::string_view ResourceOf(Operation op) {
+  switch (op) {
+    case Operation::kServerMetadata:
+      return "server";
+    case Operation::kMetrics:
+      return "metrics";
+    case Operation::kAdminModels:
+      return "models";
+    default:
+      return "";
+  }
+}
+
+bool Visible(const pipeline::Exchange& ex, const runtime::ModelVersion& version) {
+  const policy::Plane plane = PlaneOf(ex);
+  const policy::Resource resource = ResourceOf(version);
+  return ex.policy->Allowed(*ex.principal, plane, ex.action, resource) ||
+         (ex.action != "read_metadata" &&
+          ex.policy->Allowed(*ex.principal, plane, "read_metadata", resource));
+}
+
+}  // namespace pillar::routing
