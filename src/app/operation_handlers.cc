@@ -2,6 +2,8 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "policy/policy.h"
+#include "routing/access.h"
 
 #ifndef PILLAR_VERSION
 #define PILLAR_VERSION "0.0.0"
@@ -54,8 +56,9 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     w.Key("versions");
     w.BeginArray();
     if (ex.model_version.empty()) {
-      for (const auto& v : registry.versions()) {
-        if (v->name == model.name) w.String(v->version_text);
+      // Only the versions this principal may see: listing must not reveal hidden ones.
+      for (const auto& v : registry.VersionsOf(model.name)) {
+        if (routing::Visible(ex, *v)) w.String(v->version_text);
       }
     } else {
       w.String(model.version_text);
@@ -101,6 +104,7 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     w.Key("models");
     w.BeginArray();
     for (const auto& v : registry.versions()) {
+      if (!routing::Visible(ex, *v)) continue;  // invisible models are not listed
       w.BeginObject();
       w.Key("name");
       w.String(v->name);
@@ -117,7 +121,12 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     w.EndArray();
     w.Key("errors");
     w.BeginArray();
+    // A model that failed to scan has no attributes to decide on: only principals allowed to
+    // manage models see those errors.
+    const bool show_errors = ex.policy->Allowed(*ex.principal, routing::PlaneOf(ex),
+                                                "manage_models", {"models", nullptr});
     for (const auto& [model, status] : registry.model_errors()) {
+      if (!show_errors) break;
       w.BeginObject();
       w.Key("model");
       w.String(model);

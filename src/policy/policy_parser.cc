@@ -17,6 +17,9 @@ class PolicyParser {
   absl::StatusOr<std::shared_ptr<const Policy>> Parse(std::string_view text) {
     absl::StatusOr<toml::table> table = ParseToml(text, source_);
     if (!table.ok()) return table.status();
+    if (!table->contains("version")) {
+      return absl::InvalidArgumentError(StrCat(source_, ": missing 'version = 1'"));
+    }
     std::shared_ptr<Policy> policy(new Policy);
     policy->source_ = std::string(source_);
     for (const auto& [key, node] : *table) {
@@ -25,7 +28,6 @@ class PolicyParser {
         if (!node.is_integer() || node.as_integer()->get() != 1) {
           return Error(node, "version must be 1");
         }
-        has_version_ = true;
       } else if (name == "rule" || name == "limit") {
         const toml::array* array = node.as_array();
         if (array == nullptr || !array->is_array_of_tables()) {
@@ -39,9 +41,6 @@ class PolicyParser {
       } else {
         return Error(node, StrCat("unknown key '", name, "' (expected version, [[rule]], [[limit]])"));
       }
-    }
-    if (!has_version_) {
-      return absl::InvalidArgumentError(StrCat(source_, ": missing 'version = 1'"));
     }
     policy->BuildIndex();
     return std::shared_ptr<const Policy>(std::move(policy));
@@ -398,7 +397,6 @@ class PolicyParser {
   }
 
   std::string_view source_;
-  bool has_version_ = false;
   std::set<std::string, std::less<>> rule_names_;
   std::set<std::string, std::less<>> limit_names_;
 };

@@ -1,0 +1,81 @@
+#include "identity/authenticator.h"
+
+#include <gtest/gtest.h>
+
+#include "common/strings.h"
+#include "identity/api_key.h"
+#include "testing/jwt_signer.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::identity {
+namespace {
+
+constexpr int64_t kNowS = 1'800'000'000;
+
+class AuthenticatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*state::OpenSqliteStateStore((dir_.path() / "s.db").string()));
+    key_ = GenerateApiKey();
+    state::ApiKeyRecord r;
+    r.id = key_.id;
+    r.name = "k";
+    r.secret_hash = key_.secret_hash;
+    r.roles = {"user"};
+    ASSERT_TRUE(store_->PutKey(r).ok());
+    keys_ = std::make_unique<ApiKeyTable>(*store_, ApiKeyTableOptions{absl::ZeroDuration()});
+    ASSERT_TRUE(keys_->Refresh().ok());
+    JwtOptions options;
+    options.issuer = "idp";
+    options.audiences = {"pillar"};
+    jwt_ = std::make_unique<JwtVerifier>(options, *Jwks::Parse(testing::JwksJson({&signer_})));
+    clients_["spiffe://acme/svc/batch"] = {"acme", {"user"}, {{"team", {"batch"}}}};
+  }
+
+  testing::TempDir dir_;
+  std::unique_ptr<state::StateStore> store_;
+  NewApiKey key_;
+  std::unique_ptr<ApiKeyTable> keys_;
+  testing::JwtSigner signer_ = testing::JwtSigner::Make(testing::JwtSigner::kEdDsa, "e");
+  std::unique_ptr<JwtVerifier> jwt_;
+  std::map<std::string, CertificateClient> clients_;
+};
+
+TEST_F(AuthenticatorTest, EveryMethodYieldsOnePrincipalShape) {
+  Authenticator auth(keys_.get(), jwt_.get(), clients_);
+  const int64_t now = kNowS * 1'000'000;
+  auto key = auth.Authenticate("Bearer " + key_.text, "", now);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ((*key)->method, AuthMethod::kApiKey);
+  const std::string token = signer_.Sign(
+      StrCat(R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
+  auto jwt = auth.Authenticate("bearer " + token, "", now);
+  ASSERT_TRUE(jwt.ok()) << jwt.status();
+  EXPECT_EQ((*jwt)->id, "jwt:bob");
+  EXPECT_EQ((*jwt)->roles, std::vector<std::string>{"admin"});
+  auto cert = auth.Authenticate("", "spiffe://acme/svc/batch", now);
+  ASSERT_TRUE(cert.ok()) << cert.status();
+  EXPECT_EQ((*cert)->id, "mtls:spiffe://acme/svc/batch");
+  EXPECT_EQ((*cert)->method, AuthMethod::kMtls);
+  EXPECT_EQ((*cert)->tenant, "acme");
+  EXPECT_EQ((*cert)->attributes.at("team"), std::vector<std::string>{"batch"});
+}
+
+TEST_F(AuthenticatorTest, ABadCredentialNeverFallsBackToTheCertificate) {
+  Authenticator auth(keys_.get(), jwt_.get(), clients_);
+  const int64_t now = kNowS * 1'000'000;
+  // A verified certificate does not rescue a wrong key sent alongside it.
+  auto who = auth.Authenticate("Bearer pk_000000000000_" + std::string(43, 'A'),
+                               "spiffe://acme/svc/batch", now);
+  EXPECT_EQ(who.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_EQ(auth.Authenticate("", "spiffe://other", now).status().message(),
+            "client certificate 'spiffe://other' is not a known client");
+  EXPECT_EQ(auth.Authenticate("", "", now).status().message(), "missing Authorization header");
+  // Without a JWT verifier, a token is just a malformed key.
+  Authenticator keys_only(keys_.get(), nullptr, {});
+  EXPECT_EQ(keys_only.Authenticate("Bearer a.b.c", "", now).status().message(),
+            "malformed API key");
+}
+
+}  // namespace
+}  // namespace pillar::identity

@@ -1,0 +1,161 @@
+#include "limits/local_limiter.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "limits/limits_testing.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::limits {
+namespace {
+
+using policy::LimitRule;
+
+// 64 threads race for `n` slots: exactly `n` win.
+int64_t Race(Limiter& limiter, const LimitRule& rule, int attempts_per_thread) {
+  std::atomic<int64_t> admitted{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 64; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string subject = "k";
+      for (int i = 0; i < attempts_per_thread; ++i) {
+        Charge c{&rule, subject, 1};
+        auto v = limiter.AdmitNow({&c, 1}, std::to_string(t * 100000 + i));
+        if (v.ok() && v->allowed) admitted.fetch_add(1);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return admitted.load();
+}
+
+TEST(LocalLimiterTest, SixtyFourThreadsGetExactlyTheQuota) {
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  LocalLimiter limiter({});
+  EXPECT_EQ(Race(limiter, policy->limits()[0], 50), 1000);
+}
+
+TEST(LocalLimiterTest, SixtyFourThreadsGetExactlyTheBurst) {
+  // A rate so slow nothing refills during the test: exactly the burst passes.
+  auto policy = Limits("[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 0.0001\nburst = 777\n");
+  LocalLimiter limiter({});
+  EXPECT_EQ(Race(limiter, policy->limits()[0], 50), 777);
+}
+
+TEST(LocalLimiterTest, GcraRefillsAtTheRateAndSaysWhenToRetry) {
+  auto policy = Limits("[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 5\n");
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  Charge c{&policy->limits()[0], "k", 1};
+  for (int i = 0; i < 5; ++i) EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed) << i;
+  auto refused = limiter.AdmitNow({&c, 1}, "");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->limit, 5);
+  EXPECT_EQ(refused->remaining, 0);
+  EXPECT_EQ(refused->retry_after_ms, 100);
+  EXPECT_EQ(refused->reset_ms, 500);
+  EXPECT_EQ(refused->rule, &policy->limits()[0]);
+  clock.Advance(100'000'000);
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&c, 1}, "")->allowed);
+  // Another key has its own bucket.
+  Charge other{&policy->limits()[0], "other", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&other, 1}, "")->allowed);
+}
+
+TEST(LocalLimiterTest, ElementsAreUnitsAndARequestBiggerThanTheBurstCanNeverPass) {
+  auto policy = Limits(
+      "[[limit]]\nname = \"e\"\nper = \"key\"\nunit = \"elements\"\nrate = 1000\nburst = 640\n");
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  Charge c{&policy->limits()[0], "k", 640};
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed);
+  c.cost = 64;
+  EXPECT_FALSE(limiter.AdmitNow({&c, 1}, "")->allowed);
+  c.cost = 641;
+  clock.Advance(10'000'000'000);
+  auto never = limiter.AdmitNow({&c, 1}, "");
+  EXPECT_FALSE(never->allowed);
+  EXPECT_EQ(never->retry_after_ms, -1);
+}
+
+TEST(LocalLimiterTest, ConcurrencySlotsComeBackOnRelease) {
+  auto policy = Limits("[[limit]]\nname = \"c\"\nper = \"model\"\nconcurrency = 2\n");
+  LocalLimiter limiter({});
+  Charge c{&policy->limits()[0], "digits", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "a")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "b")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&c, 1}, "c")->allowed);
+  limiter.Release({&c, 1}, "a");
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "c")->allowed);
+}
+
+TEST(LocalLimiterTest, ARefusalTakesNothingFromTheOtherCounters) {
+  auto policy = Limits(
+      "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 0.0001\nburst = 3\n"
+      "[[limit]]\nname = \"q\"\nper = \"tenant\"\nquota = 1\nperiod = \"day\"\n");
+  LocalLimiter limiter({});
+  Charge both[] = {{&policy->limits()[0], "k", 1}, {&policy->limits()[1], "acme", 1}};
+  EXPECT_TRUE(limiter.AdmitNow(both, "")->allowed);
+  auto refused = limiter.AdmitNow(both, "");
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->charge_index, 1);
+  EXPECT_EQ(refused->rule->name, "q");
+  // The rate bucket lost nothing to the refused requests: two more fit.
+  Charge rate_only{&policy->limits()[0], "k", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&rate_only, 1}, "")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&rate_only, 1}, "")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&rate_only, 1}, "")->allowed);
+}
+
+TEST(LocalLimiterTest, QuotasRenewAtTheStartOfTheNextUtcPeriod) {
+  auto policy = Limits(
+      "[[limit]]\nname = \"d\"\nper = \"key\"\nquota = 2\nperiod = \"day\"\n"
+      "[[limit]]\nname = \"m\"\nper = \"key\"\nquota = 3\nperiod = \"month\"\n");
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  Charge day{&policy->limits()[0], "k", 1};
+  Charge month{&policy->limits()[1], "k", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&day, 1}, "")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&day, 1}, "")->allowed);
+  auto refused = limiter.AdmitNow({&day, 1}, "");
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->renews_at_s, 1'800'057'600);  // 2027-01-16T00:00:00Z
+  clock.Advance(int64_t(16) * 3600 * 1'000'000'000);  // past midnight
+  EXPECT_TRUE(limiter.AdmitNow({&day, 1}, "")->allowed);
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.AdmitNow({&month, 1}, "")->allowed);
+  auto month_refused = limiter.AdmitNow({&month, 1}, "");
+  EXPECT_FALSE(month_refused->allowed);
+  EXPECT_EQ(month_refused->renews_at_s, 1'801'440'000);  // 2027-02-01T00:00:00Z
+  EXPECT_EQ(PeriodEnd(LimitRule::Period::kMonth, 1'796'083'200), 1'798'761'600);  // Dec -> Jan
+}
+
+TEST(LocalLimiterTest, ADivisorEnforcesAnEqualShareOfEveryLimit) {
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 90\nperiod = \"day\"\n");
+  LocalLimiter limiter({.divisor = 3});
+  EXPECT_EQ(Race(limiter, policy->limits()[0], 10), 30);
+}
+
+TEST(LocalLimiterTest, QuotaUsageSurvivesARestart) {
+  testing::TempDir dir;
+  auto store = state::OpenSqliteStateStore((dir.path() / "s.db").string());
+  ASSERT_TRUE(store.ok());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 10\nperiod = \"month\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  FakeClock clock;
+  {
+    LocalLimiter first({.store = store->get(), .flush_interval = absl::ZeroDuration(), .clock = &clock});
+    ASSERT_TRUE(first.LoadQuotas().ok());
+    for (int i = 0; i < 7; ++i) EXPECT_TRUE(first.AdmitNow({&c, 1}, "")->allowed);
+  }  // flushes on destruction
+  LocalLimiter second({.store = store->get(), .flush_interval = absl::ZeroDuration(), .clock = &clock});
+  ASSERT_TRUE(second.LoadQuotas().ok());
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(second.AdmitNow({&c, 1}, "")->allowed);
+  EXPECT_FALSE(second.AdmitNow({&c, 1}, "")->allowed);
+}
+
+}  // namespace
+}  // namespace pillar::limits

@@ -1,0 +1,129 @@
+// The Redis limiter against a real redis-server that the test starts (and kills).
+#include "limits/redis_limiter.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "limits/limits_testing.h"
+#include "testing/redis_server.h"
+
+namespace pillar::limits {
+namespace {
+
+using policy::LimitRule;
+
+RedisLimiterOptions Options(int port) {
+  RedisLimiterOptions o;
+  o.port = port;
+  o.timeout = absl::Milliseconds(200);
+  return o;
+}
+
+bool WaitUp(const RedisLimiter& limiter) {
+  for (int i = 0; i < 500 && !limiter.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  return limiter.up();
+}
+
+TEST(RedisLimiterTest, ThreeInstancesSharingOneRedisAdmitExactlyTheLimit) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits(
+      "[[limit]]\nname = \"q\"\nper = \"tenant\"\nquota = 500\nperiod = \"day\"\n"
+      "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 0.0001\nburst = 400\n");
+  std::vector<std::unique_ptr<RedisLimiter>> instances;
+  for (int i = 0; i < 3; ++i) {
+    instances.push_back(std::make_unique<RedisLimiter>(Options(redis.port())));
+    ASSERT_TRUE(WaitUp(*instances.back()));
+  }
+  // 64 clients spread over the three instances, 20 requests each: the burst of 400 binds.
+  std::atomic<int64_t> admitted{0};
+  std::vector<std::thread> clients;
+  for (int t = 0; t < 64; ++t) {
+    clients.emplace_back([&, t] {
+      RedisLimiter& mine = *instances[size_t(t % 3)];
+      Charge charges[] = {{&policy->limits()[0], "acme", 1}, {&policy->limits()[1], "key1", 1}};
+      for (int i = 0; i < 20; ++i) {
+        auto v = mine.AdmitNow(charges, std::to_string(t * 1000 + i));
+        ASSERT_TRUE(v.ok()) << v.status();
+        if (v->allowed) admitted.fetch_add(1);
+      }
+    });
+  }
+  for (auto& c : clients) c.join();
+  EXPECT_EQ(admitted.load(), 400);
+  // The quota counted only the admitted requests: 100 of its 500 remain.
+  Charge quota_only{&policy->limits()[0], "acme", 1};
+  int64_t more = 0;
+  for (int i = 0; i < 150; ++i) more += instances[0]->AdmitNow({&quota_only, 1}, "x")->allowed;
+  EXPECT_EQ(more, 100);
+}
+
+TEST(RedisLimiterTest, RefusalsCarryTheNumbersAndConcurrencyLeasesAreReleased) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits(
+      "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 2\n"
+      "[[limit]]\nname = \"c\"\nper = \"model\"\nconcurrency = 1\n");
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  Charge rate{&policy->limits()[0], "k", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&rate, 1}, "a")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&rate, 1}, "b")->allowed);
+  auto refused = limiter.AdmitNow({&rate, 1}, "c");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_EQ(refused->charge_index, 0);
+  EXPECT_EQ(refused->limit, 2);
+  EXPECT_GT(refused->retry_after_ms, 0);
+  EXPECT_LE(refused->retry_after_ms, 100);
+
+  Charge slot{&policy->limits()[1], "digits", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&slot, 1}, "lease-1")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&slot, 1}, "lease-2")->allowed);
+  limiter.Release({&slot, 1}, "lease-1");
+  bool admitted = false;  // the release is pipelined; it lands before or with the next command
+  for (int i = 0; i < 50 && !admitted; ++i) admitted = limiter.AdmitNow({&slot, 1}, "lease-2")->allowed;
+  EXPECT_TRUE(admitted);
+}
+
+TEST(RedisLimiterTest, AnOutageIsAnErrorNotARefusalAndRecoveryIsAutomatic) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  monitor::MetricsRegistry metrics;
+  RedisLimiterOptions options = Options(redis.port());
+  options.metrics = &metrics;
+  RedisLimiter limiter(options);
+  ASSERT_TRUE(WaitUp(limiter));
+  Charge c{&policy->limits()[0], "k", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed);
+
+  redis.Kill();
+  const absl::Time start = absl::Now();
+  auto during = limiter.AdmitNow({&c, 1}, "");
+  EXPECT_EQ(during.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));  // bounded by the timeout, not a hang
+  EXPECT_FALSE(limiter.up());
+  // While down, refusals are immediate.
+  const absl::Time fast = absl::Now();
+  EXPECT_FALSE(limiter.AdmitNow({&c, 1}, "").ok());
+  EXPECT_LT(absl::Now() - fast, absl::Milliseconds(100));
+  EXPECT_NE(metrics.Render().find("pillar_limiter_backend_up 0"), std::string::npos);
+
+  ASSERT_TRUE(redis.Start());  // same port, empty
+  ASSERT_TRUE(WaitUp(limiter));
+  bool ok = false;
+  for (int i = 0; i < 100 && !ok; ++i) {
+    auto v = limiter.AdmitNow({&c, 1}, "");
+    ok = v.ok() && v->allowed;
+    if (!ok) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_NE(metrics.Render().find("pillar_limiter_backend_up 1"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pillar::limits
