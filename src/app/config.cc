@@ -142,6 +142,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     TomlSection s(root["state"].as_table(), "state", source);
     PILLAR_RETURN_IF_ERROR(s.ReadString("path", config.state_path));
     PILLAR_RETURN_IF_ERROR(s.ReadInt("key_refresh_ms", config.key_refresh_ms, 10, 60'000));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("key_touch_ms", config.key_touch_ms, 10, 3'600'000));
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     config.state_path = Resolve(base, config.state_path);
   }

@@ -40,6 +40,7 @@ struct Config {
   // [state]
   std::string state_path = "pillar.db";
   int64_t key_refresh_ms = 200;
+  int64_t key_touch_ms = 10'000;  // how often last-used times are written back
   // [logging]
   std::string access_log = "-";
   // [runtime]

@@ -174,7 +174,8 @@ int RunServe(const ServeOptions& options) {
       state::OpenSqliteStateStore(config->state_path);
   if (!store.ok()) return Fail(store.status());
   identity::ApiKeyTable keys(**store,
-                             {.refresh_interval = absl::Milliseconds(config->key_refresh_ms)});
+                             {.refresh_interval = absl::Milliseconds(config->key_refresh_ms),
+                              .touch_interval = absl::Milliseconds(config->key_touch_ms)});
   if (absl::Status s = keys.Refresh(); !s.ok()) return Fail(s);
   absl::StatusOr<std::unique_ptr<identity::JwtVerifier>> jwt = MakeJwtVerifier(*config);
   if (!jwt.ok()) return Fail(jwt.status());

@@ -86,7 +86,7 @@ void ServerProcess::WriteConfig() {
   out << "[data]\nport = 0\n"
       << data_config_ << "[admin]\nport = 0\n"
       << "[repository]\npath = \"" << store_.string() << "\"\n"
-      << "[state]\npath = \"" << (dir_ / "state.db").string() << "\"\nkey_refresh_ms = 50\n"
+      << "[state]\npath = \"" << state_path().string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
       << extra_config_;
 }

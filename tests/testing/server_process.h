@@ -44,6 +44,11 @@ class ServerProcess {
   // for the listeners to be bound instead of asking liveness over plaintext.
   void AddDataConfig(const std::string& toml) { data_config_ += toml; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
+  // Shares another server's state database (keys), as instances behind one balancer do.
+  void SetStatePath(const std::filesystem::path& state) { state_path_ = state; }
+  std::filesystem::path state_path() const {
+    return state_path_.empty() ? dir_ / "state.db" : state_path_;
+  }
   // A key with role admin, or with the given `pillar key create` options (roles, tenant ...).
   std::string CreateKey(const std::string& name);
   std::string CreateKey(const std::string& name, const std::vector<std::string>& options);
@@ -68,6 +73,7 @@ class ServerProcess {
   TempDir temp_;
   std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;
+  std::filesystem::path state_path_;
   std::string extra_config_;
   std::string data_config_;
   pid_t pid_ = -1;
