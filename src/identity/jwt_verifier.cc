@@ -126,6 +126,36 @@ JwtVerifier::JwtVerifier(JwtOptions options, std::shared_ptr<const Jwks> jwks)
 absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string_view token,
                                                                      int64_t now_us) const {
   if (token.size() > options_.max_token_bytes) return Refuse("too large");
+  std::shared_ptr<const Jwks> jwks = CurrentKeys();
+  if (options_.cache_entries > 0) {
+    absl::ReaderMutexLock lock(&cache_mu_);
+    auto it = cache_.find(ToAbsl(token));
+    if (it != cache_.end() && it->second.jwks == jwks) {
+      const Cached& c = it->second;
+      if (now_us >= c.expires_us) return Refuse("expired");
+      if (now_us < c.not_before_us) return Refuse("not yet valid");
+      return c.principal;
+    }
+  }
+  int64_t not_before_us = 0;
+  absl::StatusOr<std::shared_ptr<const Principal>> who =
+      VerifyUncached(token, now_us, jwks, &not_before_us);
+  if (who.ok() && options_.cache_entries > 0) {
+    const int64_t skew_us = absl::ToInt64Microseconds(options_.clock_skew);
+    absl::MutexLock lock(&cache_mu_);
+    // Bounded by dropping everything when full: simple, and the next requests refill it with
+    // the tokens actually in use.
+    if (cache_.size() >= options_.cache_entries) cache_.clear();
+    cache_[std::string(token)] = Cached{*who, jwks,
+                                        not_before_us == 0 ? 0 : not_before_us - skew_us,
+                                        (*who)->expires_us + skew_us};
+  }
+  return who;
+}
+
+absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
+    std::string_view token, int64_t now_us, const std::shared_ptr<const Jwks>& jwks,
+    int64_t* not_before_us) const {
   const size_t dot1 = token.find('.');
   const size_t dot2 = dot1 == std::string_view::npos ? dot1 : token.find('.', dot1 + 1);
   if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {
@@ -160,7 +190,6 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string
   if (header["kid"].get_string().get(kid_view) != simdjson::SUCCESS) kid_view = {};
   const std::string kid(kid_view);  // the parser's buffer is reused below
 
-  std::shared_ptr<const Jwks> jwks = CurrentKeys();
   const JwksKey* key = jwks ? jwks->Find(kid, alg) : nullptr;
   if (key == nullptr) {
     return Refuse(StrCat("no ", JwtAlgorithmName(alg), " key", kid.empty() ? "" : " '",
@@ -187,6 +216,7 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string
   if (!has_exp) return Refuse("no exp claim");
   if (now >= exp + skew) return Refuse("expired");
   if (has_nbf && now + skew < nbf) return Refuse("not yet valid");
+  if (has_nbf) *not_before_us = int64_t(nbf * 1e6);
   std::string_view iss;
   if (claims["iss"].get_string().get(iss) != simdjson::SUCCESS || iss != options_.issuer) {
     return Refuse("wrong issuer");

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -32,6 +33,10 @@ struct JwtOptions {
   absl::Duration clock_skew = absl::Seconds(60);
   absl::Duration reload_interval = absl::Seconds(1);
   size_t max_token_bytes = 8192;
+  // Tokens already verified are remembered (until they expire, or the key set changes), so a
+  // client that sends the same token with every request pays for one signature check, not
+  // one per request. 0 disables the cache.
+  size_t cache_entries = 10'000;
   std::string subject_claim = "sub";
   std::string tenant_claim;          // empty: principals get no tenant
   std::string roles_claim = "roles";  // an array of strings or a space-separated string
@@ -53,11 +58,23 @@ class JwtVerifier {
     absl::ReaderMutexLock lock(&mu_);
     return jwks_;
   }
+  absl::StatusOr<std::shared_ptr<const Principal>> VerifyUncached(
+      std::string_view token, int64_t now_us, const std::shared_ptr<const Jwks>& jwks,
+      int64_t* not_before_us) const;
+
+  struct Cached {
+    std::shared_ptr<const Principal> principal;
+    std::shared_ptr<const Jwks> jwks;  // the set that verified it; another set: re-verify
+    int64_t not_before_us;     // nbf minus the skew (0: none)
+    int64_t expires_us;        // exp plus the skew
+  };
 
   const JwtOptions options_;
   mutable absl::Mutex mu_;
   std::shared_ptr<const Jwks> jwks_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<FileWatcher> watcher_;
+  mutable absl::Mutex cache_mu_;
+  mutable absl::flat_hash_map<std::string, Cached> cache_ ABSL_GUARDED_BY(cache_mu_);
 };
 
 }  // namespace pillar::identity

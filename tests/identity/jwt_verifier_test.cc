@@ -146,6 +146,29 @@ TEST_F(JwtVerifierTest, TheJwksFileIsReloadedWhenItChanges) {
     if (!accepted) absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(accepted);
+  // The IdP retires the RSA key: a token verified (and cached) before is refused now.
+  const std::string rsa_token = rsa_.Sign(Claims());
+  EXPECT_TRUE((*verifier)->Verify(rsa_token, kNow * 1'000'000).ok());
+  EXPECT_TRUE((*verifier)->Verify(rsa_token, kNow * 1'000'000).ok());  // from the cache
+  std::ofstream(path) << testing::JwksJson({&ed_});
+  bool refused = false;
+  for (int i = 0; i < 300 && !refused; ++i) {
+    refused = !(*verifier)->Verify(rsa_token, kNow * 1'000'000).ok();
+    if (!refused) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(refused);
+}
+
+TEST_F(JwtVerifierTest, ACachedTokenStillExpires) {
+  JwtVerifier verifier(options_, jwks_);
+  const std::string token = ec_.Sign(Claims(kNow + 10, ",\"nbf\":" + std::to_string(kNow)));
+  EXPECT_EQ(verifier.Verify(token, (kNow - 120) * 1'000'000).status().message(),
+            "invalid token: not yet valid");
+  EXPECT_TRUE(verifier.Verify(token, kNow * 1'000'000).ok());
+  EXPECT_EQ(verifier.Verify(token, (kNow - 120) * 1'000'000).status().message(),
+            "invalid token: not yet valid");  // cached, and still checked
+  EXPECT_EQ(verifier.Verify(token, (kNow + 70) * 1'000'000).status().message(),
+            "invalid token: expired");
 }
 
 TEST(JwksTest, RefusesKeySetsWithoutUsableKeysAndSkipsForeignOnes) {
