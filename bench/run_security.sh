@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Side-by-side benchmarks of the security chain (docs/benchmarks.md, "Security chain"):
+#   1. micro: authenticate (10,000 keys) + authorize (1,000 rules) + admit (3 limits), and JWT
+#      verification beside PyJWT on the same tokens;
+#   2. end to end with wrk: the same pillar binary with the chain off (built-in policy, no
+#      limits) and on (a 1,000-rule ABAC policy and three limits), and on with the limits in a
+#      real redis-server; throughput at 64 connections, latency at 1.
+# Rounds alternate the three servers; the report takes medians.
+# Usage: bench/run_security.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(realpath "${1:-$root/build}")
+pillar="$build/src/pillar"
+seconds=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
+work=$(mktemp -d /tmp/pillar-security-bench-XXXXXX)
+out="$work/raw"
+mkdir -p "$out"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+echo "bench: micro benchmarks" >&2
+PILLAR_JWT_DIR="$work" "$build/bench/security_benchmark" --benchmark_repetitions=5 \
+  --benchmark_report_aggregates_only=true --benchmark_format=json > "$out/micro.json"
+/usr/bin/python3 "$root/bench/pyjwt_peer.py" "$work" > "$out/pyjwt.txt"
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
+  --loglevel warning > "$work/redis.log" 2>&1 &
+pids+=($!)
+
+# The 1,000-rule policy: the bench key holds role7, role8, bench (and user, for the built-in
+# policy of the chain-off server); 5 rules per role name
+# the other roles' models, and the last rule grants bench on the demo tenant's models.
+{
+  echo "version = 1"
+  for i in $(seq 0 999); do
+    printf '[[rule]]\nname = "rule %d"\nroles = ["role%d"]\nactions = ["infer", "read_metadata"]\nresources = ["model:m%d/*"]\nwhen = ["principal.tenant == model.tenant"]\n' \
+      "$i" $((i % 200)) $((i % 50))
+  done
+  cat <<'TOML'
+[[rule]]
+name = "bench infers on its tenant's models"
+roles = ["bench"]
+actions = ["infer", "read_metadata"]
+resources = ["model:*"]
+when = ["principal.tenant == model.tenant"]
+
+[[limit]]
+name = "key-rate"
+per = "key"
+rate = 1000000
+burst = 1000000
+
+[[limit]]
+name = "tenant-daily"
+per = "tenant"
+quota = 1000000000000
+period = "day"
+
+[[limit]]
+name = "model-slots"
+per = "model"
+concurrency = 100000
+TOML
+} > "$work/policy.toml"
+
+start_pillar() {  # name, extra toml
+  local name=$1 extra=$2
+  mkdir -p "$work/$name"
+  cat > "$work/$name/pillar.toml" <<TOML
+[server]
+threads = 2
+[data]
+port = 0
+[admin]
+port = 0
+[repository]
+path = "$root/models/demo/store"
+[state]
+path = "$work/state.db"
+[logging]
+access_log = "$work/$name/access.log"
+$extra
+TOML
+  "$pillar" serve -c "$work/$name/pillar.toml" --ports-file "$work/$name/ports" \
+    >/dev/null 2>"$work/$name/log" &
+  pids+=($!)
+  for _ in $(seq 1 300); do [[ -f "$work/$name/ports" ]] && break; sleep 0.1; done
+  printf -v "${name}_port" '%s' "$(sed -n 's/^data=//p' "$work/$name/ports")"
+}
+
+touch "$work/state.db"
+key=$("$pillar" key create --state "$work/state.db" --name bench --tenant demo \
+      --role role7 --role role8 --role bench --role user 2>/dev/null)
+start_pillar off ""
+start_pillar on "[policy]
+file = \"$work/policy.toml\""
+start_pillar shared "[policy]
+file = \"$work/policy.toml\"
+[limiter]
+backend = \"redis\"
+redis_port = $redis_port"
+
+row=$(sed -n 2p "$root/models/demo/heldout.csv")
+printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' "${row#*,}" > "$work/body.json"
+export BENCH_KEY="$key" BENCH_BODY_FILE="$work/body.json" BENCH_PATH=/v2/models/digits/infer
+for port in "$off_port" "$on_port" "$shared_port"; do
+  code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key" \
+         --data @"$work/body.json" "http://127.0.0.1:$port/v2/models/digits/infer")
+  [[ "$code" == 200 ]] || { echo "bench: pillar on port $port answered $code" >&2; exit 1; }
+  wrk -t2 -c16 -d2s -s "$root/bench/post_infer.lua" "http://127.0.0.1:$port" > /dev/null
+done
+
+for r in $(seq 1 "$rounds"); do
+  echo "bench: round $r of $rounds" >&2
+  for name in off on shared; do
+    case $name in off) port=$off_port ;; on) port=$on_port ;; shared) port=$shared_port ;; esac
+    wrk -t2 -c64 -d"${seconds}s" --latency -s "$root/bench/post_infer.lua" \
+      "http://127.0.0.1:$port" > "$out/${name}_c64_r$r.txt" 2>&1
+    wrk -t1 -c1 -d"${seconds}s" --latency -s "$root/bench/post_infer.lua" \
+      "http://127.0.0.1:$port" > "$out/${name}_c1_r$r.txt" 2>&1
+  done
+done
+
+/usr/bin/python3 "$root/bench/security_report.py" "$out" "$rounds" | tee "$work/report.md"
+mkdir -p "$root/bench/results"
+cp "$work/report.md" "$root/bench/results/security-latest.md"
+echo "bench: raw outputs in $out" >&2
