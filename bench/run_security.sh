@@ -24,15 +24,20 @@ cleanup() {
 trap cleanup EXIT
 free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
-echo "bench: micro benchmarks" >&2
-PILLAR_JWT_DIR="$work" "$build/bench/security_benchmark" --benchmark_repetitions=5 \
-  --benchmark_report_aggregates_only=true --benchmark_format=json > "$out/micro.json"
-/usr/bin/python3 "$root/bench/pyjwt_peer.py" "$work" > "$out/pyjwt.txt"
-
 redis_port=$(free_port)
 redis-server --port "$redis_port" --bind 127.0.0.1 --save "" --appendonly no --dir "$work" \
   --loglevel warning > "$work/redis.log" 2>&1 &
 pids+=($!)
+for _ in $(seq 1 100); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break; sleep 0.1; done
+
+echo "bench: micro benchmarks" >&2
+PILLAR_JWT_DIR="$work" PILLAR_REDIS_PORT="$redis_port" "$build/bench/security_benchmark" \
+  --benchmark_repetitions=5 --benchmark_report_aggregates_only=true --benchmark_format=json \
+  > "$out/micro.json"
+/usr/bin/python3 "$root/bench/pyjwt_peer.py" "$work" > "$out/pyjwt.txt"
+# Redis's own round trip on this machine, for scale: PING from one client.
+redis-benchmark -p "$redis_port" -n 20000 -c 1 -t ping --csv > "$out/redis_ping.csv" 2>/dev/null
+redis-cli -p "$redis_port" flushall >/dev/null
 
 # The 1,000-rule policy: the bench key holds role7, role8, bench (and user, for the built-in
 # policy of the chain-off server); 5 rules per role name

@@ -11,9 +11,11 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
+#include "absl/time/clock.h"
 #include "common/crypto.h"
 #include "common/strings.h"
 #include "identity/api_key.h"
@@ -21,6 +23,7 @@
 #include "identity/jwt_verifier.h"
 #include "limits/admit_stage.h"
 #include "limits/local_limiter.h"
+#include "limits/redis_limiter.h"
 #include "pipeline/exchange.h"
 #include "policy/policy.h"
 #include "state/state_store.h"
@@ -135,6 +138,35 @@ void BM_Admit(benchmark::State& state) {
   }
 }
 BENCHMARK(BM_Admit);
+
+// Admission through a real Redis (bench/run_security.sh starts one and sets PILLAR_REDIS_PORT):
+// one synchronous round trip per request, the latency a lone client sees.
+void BM_AdmitRedis(benchmark::State& state) {
+  const char* port = std::getenv("PILLAR_REDIS_PORT");
+  if (port == nullptr) {
+    state.SkipWithError("PILLAR_REDIS_PORT not set");
+    return;
+  }
+  World& w = TheWorld();
+  limits::RedisLimiterOptions options;
+  options.port = std::atoi(port);
+  limits::RedisLimiter redis(options);
+  for (int i = 0; i < 500 && !redis.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  pipeline::Exchange ex;
+  ex.principal = Authenticate(w, 0);
+  ex.policy = w.policy;
+  ex.action = "infer";
+  ex.resource = "model:m7/1";
+  ex.request_id = "r";
+  limits::AdmitStage::Charges charges;
+  for (auto _ : state) {
+    limits::AdmitStage::CollectCharges(ex, charges);
+    auto v = redis.AdmitNow(charges, ex.request_id);
+    if (!v.ok() || !v->allowed) std::abort();
+    redis.Release(charges, ex.request_id);
+  }
+}
+BENCHMARK(BM_AdmitRedis)->UseRealTime();
 
 // The three together, as the chain runs them for one request.
 void BM_Chain(benchmark::State& state) {
@@ -255,30 +287,24 @@ JwtWorld& TheJwtWorld() {
   return *world;
 }
 
-// The signature check itself (a token seen for the first time).
-void BM_JwtVerify(benchmark::State& state) {
+void VerifyLoop(benchmark::State& state, bool cached) {
   JwtWorld& world = TheJwtWorld();
   const auto& [alg, token] = world.tokens[size_t(state.range(0))];
   state.SetLabel(alg);
+  const identity::JwtVerifier& verifier = cached ? *world.verifier : *world.uncached;
   for (auto _ : state) {
-    auto who = world.uncached->Verify(token, 1'800'000'000'000'000);
+    auto who = verifier.Verify(token, 1'800'000'000'000'000);
     if (!who.ok()) std::abort();
     benchmark::DoNotOptimize(who);
   }
 }
+
+// The signature check itself (a token seen for the first time).
+void BM_JwtVerify(benchmark::State& state) { VerifyLoop(state, false); }
 BENCHMARK(BM_JwtVerify)->Arg(0)->Arg(1)->Arg(2);
 
 // A token the verifier has already checked (the same client's next request).
-void BM_JwtVerifyRepeated(benchmark::State& state) {
-  JwtWorld& world = TheJwtWorld();
-  const auto& [alg, token] = world.tokens[size_t(state.range(0))];
-  state.SetLabel(alg);
-  for (auto _ : state) {
-    auto who = world.verifier->Verify(token, 1'800'000'000'000'000);
-    if (!who.ok()) std::abort();
-    benchmark::DoNotOptimize(who);
-  }
-}
+void BM_JwtVerifyRepeated(benchmark::State& state) { VerifyLoop(state, true); }
 BENCHMARK(BM_JwtVerifyRepeated)->Arg(0)->Arg(1)->Arg(2);
 
 }  // namespace

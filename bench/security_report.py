@@ -31,8 +31,15 @@ def main():
     print("| step | pillar |")
     print("|---|---:|")
     for name in ["BM_Authenticate", "BM_Authorize", "BM_Admit", "BM_Chain/real_time/threads:1",
-                 "BM_Chain/real_time/threads:2"]:
+                 "BM_Chain/real_time/threads:2", "BM_AdmitRedis/real_time"]:
         print(f"| {name} | {medians.get(name, float('nan')):.0f} |")
+    ping = None
+    for line in open(f"{out}/redis_ping.csv"):
+        cells = [c.strip('"') for c in line.strip().split(",")]
+        if cells[0].startswith("PING") and len(cells) > 3:
+            ping = float(cells[4])  # p50 latency, ms
+    if ping is not None:
+        print(f"\nFor scale: redis-benchmark PING from one client, p50 {ping * 1000:.0f} us on this machine.")
     pyjwt = dict(line.split() for line in open(f"{out}/pyjwt.txt"))
     print("\nJWT verification (us per token):\n")
     print("| alg | PyJWT | pillar, new token | ratio | pillar, repeated token | ratio |")

@@ -30,14 +30,7 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-std::string FormatTime(int64_t unix_us) {
-  std::time_t seconds = static_cast<std::time_t>(unix_us / 1000000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
+std::string FormatTime(int64_t unix_us) { return FormatUtc(unix_us / 1000000); }
 
 std::string OptionalTime(const std::optional<int64_t>& t) { return t ? FormatTime(*t) : "-"; }
 

@@ -1,6 +1,7 @@
 #include "common/clock.h"
 
 #include <chrono>
+#include <ctime>
 
 namespace pillar {
 namespace {
@@ -24,6 +25,15 @@ class RealClock final : public Clock {
 Clock& SystemClock() {
   static RealClock clock;
   return clock;
+}
+
+std::string FormatUtc(int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
 }
 
 }  // namespace pillar

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace pillar {
 
@@ -20,5 +21,8 @@ class Clock {
 
 // The process-wide real clock.
 Clock& SystemClock();
+
+// "2026-11-30T00:00:00Z": RFC 3339 in UTC, to the second, for times people and clients read.
+std::string FormatUtc(int64_t unix_seconds);
 
 }  // namespace pillar

@@ -4,6 +4,7 @@
 #include <ctime>
 
 #include "absl/time/clock.h"
+#include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "pipeline/chain.h"
@@ -26,15 +27,6 @@ int64_t Elements(const pipeline::Exchange& ex) {
   int64_t total = 0;
   for (const protocol::Tensor& t : ex.infer_request->inputs) total += t.ElementCount();
   return total;
-}
-
-std::string FormatUtc(int64_t unix_s) {
-  std::time_t t = static_cast<std::time_t>(unix_s);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
 }
 
 int64_t CeilSeconds(int64_t ms) { return std::max<int64_t>(0, (ms + 999) / 1000); }

@@ -28,7 +28,7 @@ local now_s = tonumber(t[1])
 local now_us = now_s * 1000000 + tonumber(t[2])
 local lease = ARGV[1]
 local lease_ttl_us = tonumber(ARGV[2])
-local new_tat = {}
+local new_tat = {}  -- per key: the new TAT (rate) or the usage before (quota)
 for i = 1, #KEYS do
   local o = 2 + (i - 1) * 4
   local kind, cost = ARGV[o + 1], tonumber(ARGV[o + 2])
@@ -47,10 +47,14 @@ for i = 1, #KEYS do
     end
     new_tat[i] = nt
   elseif kind == 'c' then
-    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%.0f', now_us))
-    if redis.call('ZCARD', KEYS[i]) + 1 > a then return {0, i, a, 0, 1000, 1000, 0} end
+    -- Expired leases (holders that died) are purged only when the set looks full.
+    if redis.call('ZCARD', KEYS[i]) + 1 > a then
+      redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', string.format('%.0f', now_us))
+      if redis.call('ZCARD', KEYS[i]) + 1 > a then return {0, i, a, 0, 1000, 1000, 0} end
+    end
   else
     local used = tonumber(redis.call('GET', KEYS[i]) or 0)
+    new_tat[i] = used
     if used + cost > a then
       local retry = (b - now_s) * 1000
       if cost > a then retry = -1 end
@@ -71,7 +75,8 @@ for i = 1, #KEYS do
     redis.call('PEXPIRE', KEYS[i], math.ceil(lease_ttl_us / 1000) + 1000)
   else
     redis.call('INCRBY', KEYS[i], cost)
-    redis.call('EXPIREAT', KEYS[i], b + 86400)
+    -- The key names its period; it expires a day after the period ends.
+    if new_tat[i] == 0 then redis.call('EXPIREAT', KEYS[i], b + 86400) end
   end
 end
 return {1}

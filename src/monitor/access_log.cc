@@ -80,7 +80,7 @@ void AccessLog::Write(const AccessRecord& r) {
     w.Key("version");
     w.String(r.version);
   }
-  text("key_id", r.key_id);
+  text("principal", r.principal);
   number("duration_us", r.duration_us);
   number("queue_us", r.queue_us);
   number("compute_us", r.compute_us);

@@ -99,7 +99,7 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   record.outcome = outcome;
   record.model = ex.model_name;
   record.version = ex.model ? version : std::string_view(ex.model_version);
-  if (ex.principal) record.key_id = ex.principal->id;
+  if (ex.principal) record.principal = ex.principal->id;
   record.duration_us = double(total_ns) / 1e3;
   if (ran) {
     record.queue_us = double(ex.infer_result.queue_ns) / 1e3;
