@@ -23,6 +23,7 @@ test: build
 bench: build
 	@scripts/install_deps.sh --bench
 	@bench/run_all.sh $(BUILD)/src/pillar
+	@bench/run_security.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz .pillar

@@ -14,7 +14,9 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   # uvicorn with httptools and uvloop is what `pip install uvicorn[standard]` gives a user.
-  packages+=(wrk nginx-light python3-fastapi python3-uvicorn python3-httptools python3-uvloop)
+  # PyJWT is the peer of the JWT verification benchmark.
+  packages+=(wrk nginx-light python3-fastapi python3-uvicorn python3-httptools python3-uvloop
+             python3-jwt)
 fi
 
 missing=()

@@ -72,6 +72,9 @@ absl::Status LocalLimiter::LoadQuotas() {
     absl::MutexLock lock(&mu_);
     for (const state::QuotaUsage& u : *usage) {
       Counter& c = counters_[StrCat("q|", u.counter)];
+      c.period = u.period_start == PeriodStart(LimitRule::Period::kMonth, u.period_start)
+                     ? LimitRule::Period::kMonth
+                     : LimitRule::Period::kDay;
       if (u.period_start >= c.period_start) {
         c.period_start = u.period_start;
         c.used = u.used;
@@ -118,6 +121,7 @@ void LocalLimiter::FlushLoop() {
     if (stopping_) break;
     mu_.Unlock();
     absl::Status s = FlushQuotas();
+    Prune();
     if (!s.ok() && !failing) {
       std::fprintf(stderr, "pillar: writing quota usage failed (will retry): %s\n",
                    std::string(s.message()).c_str());
@@ -125,6 +129,28 @@ void LocalLimiter::FlushLoop() {
     failing = !s.ok();
     mu_.Lock();
   }
+}
+
+size_t LocalLimiter::counters() const {
+  absl::MutexLock lock(&mu_);
+  return counters_.size();
+}
+
+void LocalLimiter::Prune() {
+  const int64_t now_ns = options_.clock->MonotonicNanos();
+  const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
+  absl::MutexLock lock(&mu_);
+  absl::erase_if(counters_, [&](const auto& entry) {
+    const auto& [key, c] = entry;
+    switch (key[0]) {
+      case 'r':
+        return c.tat_ns <= now_ns;
+      case 'c':
+        return c.in_flight == 0;
+      default:
+        return c.period_start < PeriodStart(c.period, now_s) && !unflushed_.contains(key);
+    }
+  });
 }
 
 LocalLimiter::Counter& LocalLimiter::CounterFor(const Charge& charge) {
@@ -203,6 +229,7 @@ void LocalLimiter::Take(const Charge& charge, Counter& counter, int64_t now_ns, 
         counter.period_start = start;
         counter.used = 0;
       }
+      counter.period = rule.period;
       counter.used += charge.cost;
       if (options_.store != nullptr) {
         auto& pending = unflushed_[KeyFor(charge)];

@@ -39,6 +39,7 @@ class LocalLimiter final : public Limiter {
   // Reads the current periods' quota usage from the store and starts the flush thread.
   [[nodiscard]] absl::Status LoadQuotas();
   [[nodiscard]] absl::Status FlushQuotas();
+  size_t counters() const;
 
   bool synchronous() const override { return true; }
   absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
@@ -51,6 +52,7 @@ class LocalLimiter final : public Limiter {
     int64_t in_flight = 0;
     int64_t period_start = 0;
     int64_t used = 0;
+    policy::LimitRule::Period period = policy::LimitRule::Period::kDay;
   };
   // The limit's numbers after the divisor.
   int64_t Scaled(int64_t amount) const { return std::max<int64_t>(1, amount / options_.divisor); }
@@ -61,9 +63,13 @@ class LocalLimiter final : public Limiter {
   void Take(const Charge& charge, Counter& counter, int64_t now_ns, int64_t now_s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushLoop();
+  // Drops counters that hold nothing a fresh one would not: rate buckets that refilled, idle
+  // concurrency counters, quotas of past periods. Keeps memory bounded by the principals
+  // active recently, not by every principal ever seen.
+  void Prune();
 
   const LocalLimiterOptions options_;
-  absl::Mutex mu_;
+  mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Counter> counters_ ABSL_GUARDED_BY(mu_);
   // Quota usage not yet written: counter key -> (period start, units).
   absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> unflushed_ ABSL_GUARDED_BY(mu_);

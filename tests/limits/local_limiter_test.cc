@@ -5,6 +5,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "limits/limits_testing.h"
 #include "testing/temp_dir.h"
 
@@ -155,6 +156,34 @@ TEST(LocalLimiterTest, QuotaUsageSurvivesARestart) {
   ASSERT_TRUE(second.LoadQuotas().ok());
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(second.AdmitNow({&c, 1}, "")->allowed);
   EXPECT_FALSE(second.AdmitNow({&c, 1}, "")->allowed);
+}
+
+TEST(LocalLimiterTest, IdleCountersArePrunedAndLiveOnesKept) {
+  testing::TempDir dir;
+  auto store = state::OpenSqliteStateStore((dir.path() / "s.db").string());
+  ASSERT_TRUE(store.ok());
+  auto policy = Limits(
+      "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 5\n"
+      "[[limit]]\nname = \"m\"\nper = \"key\"\nquota = 3\nperiod = \"month\"\n");
+  FakeClock clock;
+  LocalLimiter limiter({.store = store->get(), .flush_interval = absl::Milliseconds(5),
+                        .clock = &clock});
+  ASSERT_TRUE(limiter.LoadQuotas().ok());
+  for (int k = 0; k < 100; ++k) {
+    const std::string subject = "k" + std::to_string(k);
+    Charge both[] = {{&policy->limits()[0], subject, 1}, {&policy->limits()[1], subject, 1}};
+    ASSERT_TRUE(limiter.AdmitNow(both, "")->allowed);
+  }
+  EXPECT_EQ(limiter.counters(), 200u);
+  clock.Advance(1'000'000'000);  // every bucket refilled; the month goes on
+  for (int i = 0; i < 200 && limiter.counters() != 100u; ++i) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(limiter.counters(), 100u);  // the quotas stay: they hold this month's usage
+  Charge again{&policy->limits()[1], "k0", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&again, 1}, "")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&again, 1}, "")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&again, 1}, "")->allowed);
 }
 
 }  // namespace
