@@ -104,6 +104,11 @@ int RunKeyCreate(const KeyOptions& options) {
   if (!record.ok()) return Fail(record.status());
   if (absl::Status s = (*store)->PutKey(*record); !s.ok()) return Fail(s);
   PrintNewKey(options, key, *record);
+  if (record->roles.empty()) {
+    std::fprintf(stderr,
+                 "pillar key: note: the key has no roles; under deny-by-default it may do only "
+                 "what a rule for roles [\"*\"] grants\n");
+  }
   return 0;
 }
 

@@ -2,6 +2,7 @@
 // runs until SIGTERM or SIGINT, then drains: readiness turns false, the listeners close,
 // requests in flight finish, and the process exits 0.
 #include <pthread.h>
+#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -128,6 +129,12 @@ absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& s
   options.lease_ttl = absl::Milliseconds(config.lease_ttl_ms);
   options.metrics = &metrics;
   if (!config.redis_password_file.empty()) {
+    // A secret others can read is refused, as ssh refuses a readable private key.
+    struct stat st {};
+    if (::stat(config.redis_password_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
+      return absl::PermissionDeniedError(StrCat("redis_password_file ", config.redis_password_file,
+                                                " is readable by group or others; chmod 600 it"));
+    }
     absl::StatusOr<std::string> password = ReadSmallFile(config.redis_password_file, 4096);
     if (!password.ok()) return password.status();
     while (!password->empty() && (password->back() == '\n' || password->back() == '\r')) {

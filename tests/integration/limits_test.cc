@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <thread>
 #include <vector>
@@ -143,6 +144,19 @@ TEST(LimitsTest, OneInstanceLetsExactlyTheLimitThrough) {
                   {Bearer(quota_key)})
                 .status,
             429);
+}
+
+TEST(LimitsTest, AReadableRedisPasswordFileIsRefusedAtStart) {
+  testing::ServerProcess server;
+  const std::string password = (server.dir() / "redis.pass").string();
+  std::ofstream(password) << "secret\n";
+  std::filesystem::permissions(password, std::filesystem::perms::owner_read |
+                                             std::filesystem::perms::group_read |
+                                             std::filesystem::perms::others_read);
+  server.AddConfig("[limiter]\nbackend = \"redis\"\nredis_password_file = \"" + password + "\"\n");
+  EXPECT_FALSE(server.Start());
+  EXPECT_NE(server.Log().find("is readable by group or others; chmod 600 it"), std::string::npos)
+      << server.Log();
 }
 
 class SharedRedisTest : public ::testing::Test {

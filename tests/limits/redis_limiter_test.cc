@@ -125,5 +125,24 @@ TEST(RedisLimiterTest, AnOutageIsAnErrorNotARefusalAndRecoveryIsAutomatic) {
   EXPECT_NE(metrics.Render().find("pillar_limiter_backend_up 1"), std::string::npos);
 }
 
+TEST(RedisLimiterTest, AuthenticatesWithThePasswordAndTreatsARefusalAsAnOutage) {
+  testing::RedisServer redis;
+  redis.SetPassword("s3cret-for-tests");
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 5\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiterOptions right = Options(redis.port());
+  right.password = "s3cret-for-tests";
+  RedisLimiter with_password(right);
+  ASSERT_TRUE(WaitUp(with_password));
+  EXPECT_TRUE(with_password.AdmitNow({&c, 1}, "")->allowed);
+  RedisLimiterOptions wrong = Options(redis.port());
+  wrong.password = "guess";
+  RedisLimiter without(wrong);
+  absl::SleepFor(absl::Milliseconds(300));
+  EXPECT_FALSE(without.up());
+  EXPECT_EQ(without.AdmitNow({&c, 1}, "").status().code(), absl::StatusCode::kUnavailable);
+}
+
 }  // namespace
 }  // namespace pillar::limits

@@ -68,13 +68,18 @@ bool RedisServer::Start() {
                                      "--bind",       "127.0.0.1",    "--dir",
                                      dir.c_str(),    "--save",       "",
                                      "--appendonly", "no",           "--daemonize",
-                                     "no",           "--loglevel",   "warning",
-                                     nullptr};
+                                     "no",           "--loglevel",   "warning"};
+    if (!password_.empty()) {
+      argv.push_back("--requirepass");
+      argv.push_back(password_.c_str());
+    }
+    argv.push_back(nullptr);
     ::execvp("redis-server", const_cast<char* const*>(argv.data()));
     ::_exit(127);
   }
   for (int i = 0; i < 500; ++i) {
-    if (Command("PING").starts_with("+PONG")) return true;
+    const std::string pong = Command("PING");
+    if (pong.starts_with("+PONG") || pong.starts_with("-NOAUTH")) return true;
     int status = 0;
     if (::waitpid(pid_, &status, WNOHANG) == pid_) {  // died: port taken, or no binary
       pid_ = -1;

@@ -29,6 +29,8 @@ class RedisServer {
   // SIGKILL: no goodbye to clients, like a crashed or unplugged server.
   void Kill();
   int port() const { return port_; }
+  // Requires AUTH with this password (set before Start()).
+  void SetPassword(std::string password) { password_ = std::move(password); }
   // Sends one inline command and returns the raw reply (tests use FLUSHALL, DBSIZE ...).
   std::string Command(const std::string& line) const;
 
@@ -36,6 +38,7 @@ class RedisServer {
   TempDir dir_;
   int port_ = 0;
   pid_t pid_ = -1;
+  std::string password_;
 };
 
 }  // namespace pillar::testing
