@@ -119,7 +119,7 @@ bool AdmitStage::Decide(pipeline::Exchange& ex, const Charges& charges,
       if (unavailable_ != nullptr) unavailable_->Increment();
       ex.Fail(runtime::UnavailableWithRetry("rate limits cannot be checked right now", 1));
       ex.error = StrCat("limit store: ", verdict.status().message());
-      Record(ex, false, nullptr);
+      Record(ex, false);
       return false;
     }
     if (fell_back_ != nullptr) fell_back_->Increment();
@@ -135,11 +135,11 @@ bool AdmitStage::Decide(pipeline::Exchange& ex, const Charges& charges,
       verdict->rule = charges[size_t(verdict->charge_index)].rule;
       verdict->subject = std::string(charges[size_t(verdict->charge_index)].subject);
     }
-    Refuse(ex, charges, *verdict);
-    Record(ex, false, &*verdict);
+    Refuse(ex, *verdict);
+    Record(ex, false);
     return false;
   }
-  Record(ex, true, nullptr);
+  Record(ex, true);
   HoldSlots(ex, charges, *admitted_by);
   return true;
 }
@@ -165,7 +165,7 @@ void AdmitStage::OnResponse(pipeline::Exchange& ex) {
   }
 }
 
-void AdmitStage::Refuse(pipeline::Exchange& ex, const Charges&, const Verdict& v) {
+void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v) {
   const LimitRule* rule = v.rule;
   std::string message;
   if (rule == nullptr) {
@@ -218,7 +218,7 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Charges&, const Verdict& v
   h.emplace_back("RateLimit-Reset", StrCat(CeilSeconds(v.reset_ms)));
 }
 
-void AdmitStage::Record(pipeline::Exchange& ex, bool allowed, const Verdict* verdict) {
+void AdmitStage::Record(pipeline::Exchange& ex, bool allowed) {
   audit_.Record({.kind = audit::EventKind::kLimit,
                  .allowed = allowed,
                  .time_us = absl::GetCurrentTimeNanos() / 1000,
@@ -232,7 +232,6 @@ void AdmitStage::Record(pipeline::Exchange& ex, bool allowed, const Verdict* ver
                    if (allowed) return std::string("within limits");
                    return ex.error.empty() ? std::string("refused") : ex.error;
                  }});
-  (void)verdict;
 }
 
 }  // namespace pillar::limits

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "absl/container/inlined_vector.h"
 #include "common/strings.h"
 
 namespace pillar::limits {
@@ -245,12 +246,9 @@ absl::StatusOr<Verdict> LocalLimiter::AdmitNow(std::span<const Charge> charges,
                                                std::string_view) {
   const int64_t now_ns = options_.clock->MonotonicNanos();
   const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
-  // Counters are looked up once; pointers into the map stay valid while nothing is inserted,
-  // so every lookup (and insertion) happens before the first pointer is kept.
-  Counter* counters[32];
-  if (charges.size() > std::size(counters)) {
-    return absl::InvalidArgumentError("more than 32 limits apply to one request");
-  }
+  // Pointers into the map stay valid while nothing is inserted, so every insertion happens
+  // before the first pointer is kept.
+  absl::InlinedVector<Counter*, 8> counters(charges.size());
   absl::MutexLock lock(&mu_);
   for (const Charge& charge : charges) (void)CounterFor(charge);
   for (size_t i = 0; i < charges.size(); ++i) counters[i] = &CounterFor(charges[i]);

@@ -283,7 +283,8 @@ bool RedisLimiter::Connect() {
   return true;
 }
 
-void RedisLimiter::Disconnect(std::string_view why) {
+void RedisLimiter::Disconnect(std::string_view why_view) {
+  const std::string why(why_view);  // it may point into the context freed below
   if (context_ != nullptr) {
     redisFree(context_);
     context_ = nullptr;
@@ -294,9 +295,9 @@ void RedisLimiter::Disconnect(std::string_view why) {
   retry_at_ns_.store(NowNanos() + absl::ToInt64Nanoseconds(absl::Milliseconds(200)));
   if (was_up || last_error_.empty()) {
     std::fprintf(stderr, "pillar: limit store redis %s:%d unreachable: %s\n",
-                 options_.host.c_str(), options_.port, std::string(why).c_str());
+                 options_.host.c_str(), options_.port, why.c_str());
   }
-  last_error_ = std::string(why);
+  last_error_ = why;
 }
 
 void RedisLimiter::Run(std::vector<Command>& batch) {
