@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <span>
 
+#include "absl/container/inlined_vector.h"
 #include "common/strings.h"
 #include "policy/glob.h"
 
@@ -130,18 +131,16 @@ Decision Policy::Evaluate(const Principal& principal, Plane plane, std::string_v
   auto action_it = action_ids_.find(ToAbsl(action));
   if (action_it == action_ids_.end()) return decision;
   // The role ids to look at: the principal's roles that some rule names, then "*".
-  uint32_t roles[16];
-  size_t role_count = 0;
+  absl::InlinedVector<uint32_t, 8> roles;
   for (const std::string& role : principal.roles) {
     auto it = role_ids_.find(role);
-    if (it != role_ids_.end() && role_count < std::size(roles) - 1) roles[role_count++] = it->second;
+    if (it != role_ids_.end()) roles.push_back(it->second);
   }
-  roles[role_count++] = role_ids_.at(ToAbsl(kAnyRole));
+  roles.push_back(role_ids_.at(ToAbsl(kAnyRole)));
 
   auto scan = [&](Rule::Effect effect) -> const Rule* {
-    for (size_t i = 0; i < role_count; ++i) {
-      const std::vector<const Rule*>* candidates =
-          Candidates(plane, action_it->second, roles[i], effect);
+    for (uint32_t role : roles) {
+      const std::vector<const Rule*>* candidates = Candidates(plane, action_it->second, role, effect);
       if (candidates == nullptr) continue;
       for (const Rule* rule : *candidates) {
         if (!MatchesAny(rule->resources, resource.name)) continue;

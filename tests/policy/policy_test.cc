@@ -180,6 +180,16 @@ TEST(PolicyTest, LimitsParseWithDefaults) {
   EXPECT_EQ(l.resources, std::vector<std::string>{"model:*"});
 }
 
+TEST(PolicyTest, EveryRoleOfAPrincipalCountsHoweverManyItHas) {
+  auto policy = Policy::Parse(kPolicy, "p.toml");
+  ASSERT_TRUE(policy.ok());
+  Principal many;
+  many.id = "jwt:many";
+  for (int i = 0; i < 40; ++i) many.roles.push_back("team-" + std::to_string(i));
+  many.roles.push_back("admin");  // the 41st
+  EXPECT_TRUE((*policy)->Allowed(many, Plane::kAdmin, "manage_keys", {"keys", nullptr}));
+}
+
 TEST(PolicyTest, TheBuiltInPolicyParsesAndIsDenyByDefault) {
   auto policy = Policy::BuiltIn();
   Principal user = User("demo", {});
