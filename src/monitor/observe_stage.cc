@@ -37,6 +37,7 @@ std::string_view ObserveStage::Outcome(int status) {
     case 404:
       return "not_found";
     case 429:
+      return "limited";
     case 503:
       return "overloaded";
     default:

@@ -138,6 +138,12 @@ TEST(LimitsTest, OneInstanceLetsExactlyTheLimitThrough) {
   EXPECT_EQ(exhausted.status, 429);
   EXPECT_NE(exhausted.body.find("quota 'daily' for key"), std::string::npos) << exhausted.body;
   EXPECT_NE(exhausted.body.find("\"renews_at\":\""), std::string::npos);
+  const std::string metrics =
+      Fetch(server.admin_port(), "GET", "/metrics", "", {Bearer(quota_key)}).body;
+  EXPECT_NE(metrics.find("outcome=\"limited\"} "), std::string::npos);
+  EXPECT_NE(metrics.find("pillar_security_decisions_total{kind=\"limit\",decision=\"deny\"} "),
+            std::string::npos)
+      << metrics.substr(0, 2000);
   EXPECT_EQ(server.Stop(), 0);
   ASSERT_TRUE(server.Start()) << server.Log();
   EXPECT_EQ(Fetch(server.data_port(), "POST", "/v2/models/digits/infer", InferBody(),
