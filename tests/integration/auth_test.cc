@@ -97,6 +97,14 @@ TEST_F(AuthTest, MessagesNameTheProblem) {
       std::string::npos);
   EXPECT_NE(Fetch(port, "GET", "/v2", "", {Bearer(revoked_)}).body.find("API key revoked"),
             std::string::npos);
+  // Every refusal reached the audit sink, which counts it.
+  const std::string metrics =
+      Fetch(server_->admin_port(), "GET", "/metrics", "", {Bearer(valid_)}).body;
+  const std::string series =
+      "pillar_security_decisions_total{kind=\"authentication\",decision=\"deny\"} ";
+  const size_t at = metrics.find(series);
+  ASSERT_NE(at, std::string::npos) << metrics.substr(0, 2000);
+  EXPECT_GE(std::stoi(metrics.substr(at + series.size())), 3);
 }
 
 TEST_F(AuthTest, SchemeIsCaseInsensitive) {

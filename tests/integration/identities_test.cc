@@ -149,5 +149,36 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
   EXPECT_EQ(curl("--cert " + d + "/rogue.pem --key " + d + "/rogue.key"), "000");
 }
 
+TEST(IdentitiesTest, AClientCertificateNamedByItsUriSan) {
+  testing::ServerProcess server;
+  const std::string d = server.dir().string();
+  const std::string quiet = " >/dev/null 2>&1";
+  std::ofstream(d + "/san.ext") << "subjectAltName = URI:spiffe://acme.test/ns/batch/sa/scorer\n";
+  ASSERT_EQ(std::system(("cd " + d +
+                         " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca"
+                         " -keyout ca.key -out ca.pem" + quiet +
+                         " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+                         " -keyout server.key -out server.pem" + quiet +
+                         " && openssl req -newkey rsa:2048 -nodes -subj /CN=not-the-identity"
+                         " -keyout client.key -out client.csr" + quiet +
+                         " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key"
+                         " -CAcreateserial -days 1 -extfile san.ext -out client.pem" + quiet)
+                            .c_str()),
+            0);
+  server.AddDataConfig("tls_certificate = \"" + d + "/server.pem\"\ntls_private_key = \"" + d +
+                       "/server.key\"\nclient_ca = \"" + d +
+                       "/ca.pem\"\nclient_certificates = \"require\"\nclient_identity = \"san_uri\"\n");
+  server.AddConfig("[[mtls_client]]\nidentity = \"spiffe://acme.test/ns/batch/sa/scorer\"\n"
+                   "tenant = \"demo\"\nroles = [\"user\"]\n");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string url = "https://127.0.0.1:" + std::to_string(server.data_port());
+  auto curl = [&](const std::string& args) {
+    return Shell("curl -sk --max-time 10 -o /dev/null -w '%{http_code}' " + args + " " + url +
+                 "/v2/models/digits");
+  };
+  EXPECT_EQ(curl("--cert " + d + "/client.pem --key " + d + "/client.key"), "200");
+  EXPECT_EQ(curl(""), "000");  // "require": no certificate, no connection
+}
+
 }  // namespace
 }  // namespace pillar
