@@ -100,3 +100,34 @@ TEST(ModelConfigTest, MissingSectionsAreErrors) {
 
 }  // namespace
 }  // namespace pillar::models
+
+namespace pillar::models {
+namespace {
+
+TEST(ModelConfigTest, AccessAttributesAreStringsOrListsAndNameAndVersionAreReserved) {
+  const std::string base =
+      "platform = \"torchscript\"\n[[input]]\nname = \"x\"\ndatatype = \"FP32\"\nshape = [1]\n"
+      "[[output]]\nname = \"y\"\ndatatype = \"FP32\"\nshape = [1]\n";
+  auto config = ModelConfig::Parse(
+      base + "[access]\ntenant = \"acme\"\nregions = [\"eu\", \"us\"]\n", "m.toml");
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->access.at("tenant"), std::vector<std::string>{"acme"});
+  EXPECT_EQ(config->access.at("regions"), (std::vector<std::string>{"eu", "us"}));
+  EXPECT_TRUE(ModelConfig::Parse(base, "m.toml")->access.empty());
+  auto error = [&](const std::string& access) {
+    auto c = ModelConfig::Parse(base + access, "m.toml");
+    EXPECT_FALSE(c.ok()) << access;
+    return std::string(c.status().message());
+  };
+  EXPECT_EQ(error("[access]\nname = \"other\"\n"),
+            "m.toml: access.name is reserved (the server sets it)");
+  EXPECT_EQ(error("[access]\ntenant = 3\n"),
+            "m.toml: access.tenant must be a non-empty string or a non-empty array of them");
+  EXPECT_EQ(error("[access]\ntenant = []\n"),
+            "m.toml: access.tenant must be a non-empty string or a non-empty array of them");
+  auto top = ModelConfig::Parse("access = \"acme\"\n" + base, "m.toml");
+  EXPECT_EQ(top.status().message(), "m.toml: 'access' must be a table");
+}
+
+}  // namespace
+}  // namespace pillar::models
