@@ -300,7 +300,15 @@ void RedisLimiter::Disconnect(std::string_view why_view) {
   last_error_ = why;
 }
 
-void RedisLimiter::Run(std::vector<Command>& batch) {
+bool RedisLimiter::LoadScript() {
+  auto* r = static_cast<redisReply*>(redisCommand(context_, "SCRIPT LOAD %s", kScript));
+  const bool ok = r != nullptr && r->type == REDIS_REPLY_STRING &&
+                  std::string_view(r->str, r->len) == script_sha_;
+  if (r != nullptr) freeReplyObject(r);
+  return ok;
+}
+
+void RedisLimiter::Run(std::vector<Command>& batch, bool retry_missing_script) {
   if (context_ == nullptr && !Connect()) {
     for (Command& c : batch) {
       if (errors_ != nullptr && c.done) errors_->Increment();
@@ -320,12 +328,17 @@ void RedisLimiter::Run(std::vector<Command>& batch) {
     redisAppendCommandArgv(context_, int(argv.size()), argv.data(), lens.data());
   }
   size_t answered = 0;
+  std::vector<Command> missing_script;  // answered NOSCRIPT: Redis lost the script (a SCRIPT
+                                        // FLUSH, a failover to a replica without it)
   for (; answered < batch.size(); ++answered) {
     void* raw = nullptr;
     if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) break;
     auto* reply = static_cast<redisReply*>(raw);
     Command& c = batch[answered];
-    if (c.done) {
+    if (c.done && retry_missing_script && reply->type == REDIS_REPLY_ERROR &&
+        std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
+      missing_script.push_back(std::move(c));
+    } else if (c.done) {
       absl::StatusOr<Verdict> verdict = ParseReply(reply);
       if (!verdict.ok() && errors_ != nullptr) errors_->Increment();
       std::move(c.done)(std::move(verdict));
@@ -340,6 +353,16 @@ void RedisLimiter::Run(std::vector<Command>& batch) {
         std::move(batch[i].done)(absl::UnavailableError(StrCat("redis: ", last_error_)));
       }
     }
+  }
+  if (missing_script.empty()) return;
+  if (context_ != nullptr && LoadScript()) {
+    std::fprintf(stderr, "pillar: limit store redis had lost the limit script; loaded it again\n");
+    Run(missing_script, /*retry_missing_script=*/false);
+    return;
+  }
+  for (Command& c : missing_script) {
+    if (errors_ != nullptr) errors_->Increment();
+    std::move(c.done)(absl::UnavailableError("redis: the limit script cannot be loaded"));
   }
 }
 
@@ -367,7 +390,7 @@ void RedisLimiter::Loop() {
       if (context_ == nullptr) Connect();
       continue;
     }
-    Run(batch);
+    Run(batch, /*retry_missing_script=*/true);
     batch.clear();
   }
 }

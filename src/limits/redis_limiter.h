@@ -62,7 +62,10 @@ class RedisLimiter final : public Limiter {
   void Loop();
   bool Connect() ABSL_LOCKS_EXCLUDED(mu_);
   void Disconnect(std::string_view why);
-  void Run(std::vector<Command>& batch);
+  // Sends `batch` pipelined and hands each reply to its command; commands answered NOSCRIPT
+  // are retried once after loading the script again.
+  void Run(std::vector<Command>& batch, bool retry_missing_script);
+  bool LoadScript();
   void Enqueue(Command command);
   std::string Key(char kind, const Charge& charge, int64_t now_s) const;
 

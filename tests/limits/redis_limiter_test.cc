@@ -125,6 +125,23 @@ TEST(RedisLimiterTest, AnOutageIsAnErrorNotARefusalAndRecoveryIsAutomatic) {
   EXPECT_NE(metrics.Render().find("pillar_limiter_backend_up 1"), std::string::npos);
 }
 
+TEST(RedisLimiterTest, AFlushedScriptIsLoadedAgainWithoutFailingTheRequest) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 5\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed);
+  ASSERT_EQ(redis.Command("SCRIPT FLUSH"), "+OK\r\n");
+  auto after = limiter.AdmitNow({&c, 1}, "");
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(after->allowed);
+  int admitted = 2;
+  for (int i = 0; i < 5; ++i) admitted += limiter.AdmitNow({&c, 1}, "")->allowed;
+  EXPECT_EQ(admitted, 5);  // the counts survived: only the script was gone
+}
+
 TEST(RedisLimiterTest, AuthenticatesWithThePasswordAndTreatsARefusalAsAnOutage) {
   testing::RedisServer redis;
   redis.SetPassword("s3cret-for-tests");

@@ -1,6 +1,7 @@
 #include "testing/redis_server.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -74,6 +75,12 @@ bool RedisServer::Start() {
       argv.push_back(password_.c_str());
     }
     argv.push_back(nullptr);
+    // Its banner and warnings go to a file in its directory, not into the test's output.
+    int log = ::open((dir + "/redis.log").c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);
+    if (log >= 0) {
+      ::dup2(log, 1);
+      ::dup2(log, 2);
+    }
     ::execvp("redis-server", const_cast<char* const*>(argv.data()));
     ::_exit(127);
   }
