@@ -145,7 +145,12 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string
     absl::MutexLock lock(&cache_mu_);
     // Bounded by dropping everything when full: simple, and the next requests refill it with
     // the tokens actually in use.
-    if (cache_.size() >= options_.cache_entries) cache_.clear();
+    if (cache_.size() >= options_.cache_entries ||
+        cache_bytes_ + token.size() > options_.cache_bytes) {
+      cache_.clear();
+      cache_bytes_ = 0;
+    }
+    cache_bytes_ += token.size();
     cache_[std::string(token)] = Cached{*who, jwks,
                                         not_before_us == 0 ? 0 : not_before_us - skew_us,
                                         (*who)->expires_us + skew_us};

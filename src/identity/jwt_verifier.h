@@ -37,6 +37,7 @@ struct JwtOptions {
   // client that sends the same token with every request pays for one signature check, not
   // one per request. 0 disables the cache.
   size_t cache_entries = 10'000;
+  size_t cache_bytes = 16 << 20;  // and at most this many token bytes
   std::string subject_claim = "sub";
   std::string tenant_claim;          // empty: principals get no tenant
   std::string roles_claim = "roles";  // an array of strings or a space-separated string
@@ -75,6 +76,7 @@ class JwtVerifier {
   std::unique_ptr<FileWatcher> watcher_;
   mutable absl::Mutex cache_mu_;
   mutable absl::flat_hash_map<std::string, Cached> cache_ ABSL_GUARDED_BY(cache_mu_);
+  mutable size_t cache_bytes_ ABSL_GUARDED_BY(cache_mu_) = 0;  // token bytes held
 };
 
 }  // namespace pillar::identity
