@@ -25,6 +25,7 @@
 
 namespace pillar::policy {
 class Policy;
+struct Rule;
 }
 
 namespace pillar::pipeline {
@@ -78,6 +79,9 @@ class Exchange {
   // The policy snapshot this request is decided by, taken once by the route stage so that
   // authorize and admit (and admit's release) agree even while a reload lands.
   std::shared_ptr<const policy::Policy> policy;
+  // For a model request: the rule that grants the action on the version the route stage chose
+  // (it decides visibility with the same evaluation); null when none does.
+  const policy::Rule* granted_by = nullptr;
   // The policy resource the request addresses ("model:digits/1", "server", "metrics"), set by
   // the route stage, and the action it asks for on it ("infer", "read_metadata" ...).
   std::string resource;

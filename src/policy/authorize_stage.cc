@@ -16,7 +16,13 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
   const Plane plane = routing::PlaneOf(ex);
   const Resource resource = ex.model != nullptr ? routing::ResourceOf(*ex.model)
                                                 : Resource{ex.resource, nullptr};
-  const Decision decision = ex.policy->Evaluate(*ex.principal, plane, ex.action, resource);
+  Decision decision;
+  if (ex.granted_by != nullptr) {
+    decision.allowed = true;  // decided by the route stage, with this request's snapshot
+    decision.rule = ex.granted_by;
+  } else {
+    decision = ex.policy->Evaluate(*ex.principal, plane, ex.action, resource);
+  }
   auto explain = [&] {
     return decision.Explain(ex.policy->source(), *ex.principal, plane, ex.action, ex.resource);
   };

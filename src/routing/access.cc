@@ -36,12 +36,14 @@ std::string_view ResourceOf(Operation op) {
   }
 }
 
-bool Visible(const pipeline::Exchange& ex, const runtime::ModelVersion& version) {
+Access AccessTo(const pipeline::Exchange& ex, const runtime::ModelVersion& version) {
   const policy::Plane plane = PlaneOf(ex);
   const policy::Resource resource = ResourceOf(version);
-  return ex.policy->Allowed(*ex.principal, plane, ex.action, resource) ||
-         (ex.action != "read_metadata" &&
-          ex.policy->Allowed(*ex.principal, plane, "read_metadata", resource));
+  const policy::Decision decision = ex.policy->Evaluate(*ex.principal, plane, ex.action, resource);
+  if (decision.allowed) return {true, decision.rule};
+  return {ex.action != "read_metadata" &&
+              ex.policy->Allowed(*ex.principal, plane, "read_metadata", resource),
+          nullptr};
 }
 
 }  // namespace pillar::routing

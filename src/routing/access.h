@@ -20,7 +20,17 @@ inline policy::Resource ResourceOf(const runtime::ModelVersion& version) {
   return {version.resource, &version.attributes};
 }
 
+// What `ex.principal` may do with `version`: `granted_by` is the rule that allows `ex.action`
+// (null when none does); `visible` is true when that, or reading the metadata, is allowed.
+struct Access {
+  bool visible = false;
+  const policy::Rule* granted_by = nullptr;
+};
+Access AccessTo(const pipeline::Exchange& ex, const runtime::ModelVersion& version);
+
 // True when `ex.principal` may do `ex.action`, or read the metadata of, `version`.
-bool Visible(const pipeline::Exchange& ex, const runtime::ModelVersion& version);
+inline bool Visible(const pipeline::Exchange& ex, const runtime::ModelVersion& version) {
+  return AccessTo(ex, version).visible;
+}
 
 }  // namespace pillar::routing

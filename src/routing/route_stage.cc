@@ -8,16 +8,22 @@ namespace pillar::routing {
 const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
   const runtime::ModelVersion* latest = nullptr;
   const runtime::ModelVersion* latest_ready = nullptr;
+  const policy::Rule* latest_rule = nullptr;
+  const policy::Rule* latest_ready_rule = nullptr;
   for (const auto& v : registry_.VersionsOf(ex.model_name)) {
-    if (!ex.model_version.empty()) {
-      if (v->version_text == ex.model_version) return Visible(ex, *v) ? v.get() : nullptr;
-      continue;
-    }
+    if (!ex.model_version.empty() && v->version_text != ex.model_version) continue;
     // Versions ascend: the last visible one wins, preferring ready ones.
-    if (!Visible(ex, *v)) continue;
+    const Access access = AccessTo(ex, *v);
+    if (!access.visible) continue;
     latest = v.get();
-    if (v->ready()) latest_ready = v.get();
+    latest_rule = access.granted_by;
+    if (v->ready()) {
+      latest_ready = v.get();
+      latest_ready_rule = access.granted_by;
+    }
   }
+  // The decision on the chosen version is made here once; the authorize stage reuses it.
+  ex.granted_by = latest_ready != nullptr ? latest_ready_rule : latest_rule;
   return latest_ready != nullptr ? latest_ready : latest;
 }
 

@@ -2,6 +2,8 @@
 #include <gtest/gtest.h>
 
 #include "pipeline/chain.h"
+#include "audit/audit_sink.h"
+#include "policy/authorize_stage.h"
 #include "policy/policy_source.h"
 #include "routing/decode_stage.h"
 #include "routing/route_stage.h"
@@ -123,6 +125,25 @@ TEST(RouteStageTest, AModelThePrincipalMayNotSeeAnswersExactlyAsAnUnknownOne) {
     EXPECT_EQ(hidden.response.body, "{\"error\":\"unknown model 'echo'\"}");
     EXPECT_EQ(missing.response.body, "{\"error\":\"unknown model 'nope'\"}");
   }
+}
+
+TEST(RouteStageTest, TheRuleThatGrantsTheActionIsFoundOnceAndReusedByAuthorize) {
+  auto registry = Registry();
+  RouteStage route(*registry, BuiltIn());
+  struct Sink final : audit::AuditSink {
+    void Record(const audit::Event& e) override { reasons.push_back(e.explain()); }
+    std::vector<std::string> reasons;
+  } sink;
+  policy::AuthorizeStage authorize(sink);
+  AdminExchange ex;
+  ex.operation = Operation::kInfer;
+  ex.model_name = "echo";
+  ASSERT_EQ(route.OnRequest(ex), StageResult::kContinue);
+  ASSERT_NE(ex.granted_by, nullptr);
+  EXPECT_EQ(ex.granted_by->name, "admins manage everything");
+  EXPECT_EQ(authorize.OnRequest(ex), StageResult::kContinue);
+  ASSERT_EQ(sink.reasons.size(), 1u);
+  EXPECT_EQ(sink.reasons[0], "allowed by rule 'admins manage everything' (<built-in policy>:4)");
 }
 
 TEST(DecodeStageTest, DecodesInferBodiesOnly) {
