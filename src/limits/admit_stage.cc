@@ -1,8 +1,5 @@
 #include "limits/admit_stage.h"
 
-#include <cmath>
-#include <ctime>
-
 #include "absl/time/clock.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
