@@ -1,6 +1,6 @@
 #include "limits/admit_stage.h"
 
-#include "absl/time/clock.h"
+#include "audit/exchange_event.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
@@ -216,19 +216,10 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v) {
 }
 
 void AdmitStage::Record(pipeline::Exchange& ex, bool allowed) {
-  audit_.Record({.kind = audit::EventKind::kLimit,
-                 .allowed = allowed,
-                 .time_us = absl::GetCurrentTimeNanos() / 1000,
-                 .principal = ex.principal->id,
-                 .tenant = ex.principal->tenant,
-                 .action = ex.action,
-                 .resource = ex.resource,
-                 .request_id = ex.request_id,
-                 .remote = ex.remote,
-                 .explain = [&] {
-                   if (allowed) return std::string("within limits");
-                   return ex.error.empty() ? std::string("refused") : ex.error;
-                 }});
+  audit_.Record(audit::ExchangeEvent(ex, audit::EventKind::kLimit, allowed, [&] {
+    if (allowed) return std::string("within limits");
+    return ex.error.empty() ? std::string("refused") : ex.error;
+  }));
 }
 
 }  // namespace pillar::limits

@@ -1,6 +1,6 @@
 #include "policy/authorize_stage.h"
 
-#include "absl/time/clock.h"
+#include "audit/exchange_event.h"
 #include "common/strings.h"
 #include "policy/policy.h"
 #include "routing/access.h"
@@ -26,16 +26,8 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
   auto explain = [&] {
     return decision.Explain(ex.policy->source(), *ex.principal, plane, ex.action, ex.resource);
   };
-  audit_.Record({.kind = audit::EventKind::kAuthorization,
-                 .allowed = decision.allowed,
-                 .time_us = absl::GetCurrentTimeNanos() / 1000,
-                 .principal = ex.principal->id,
-                 .tenant = ex.principal->tenant,
-                 .action = ex.action,
-                 .resource = ex.resource,
-                 .request_id = ex.request_id,
-                 .remote = ex.remote,
-                 .explain = explain});
+  audit_.Record(audit::ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed,
+                                     explain));
   if (decision.allowed) return pipeline::StageResult::kContinue;
   ex.Fail(absl::PermissionDeniedError(
       StrCat(ex.principal->id, " may not ", ex.action, " on ", ex.resource)));

@@ -1,0 +1,28 @@
+// The audit event for a decision on a request in the chain: who, what, on which resource, from
+// where, under which request id, and why (built only if the sink asks).
+//
+//   audit.Record(audit::ExchangeEvent(ex, EventKind::kLimit, allowed, explain));
+#pragma once
+
+#include "absl/time/clock.h"
+#include "audit/audit_sink.h"
+#include "pipeline/exchange.h"
+
+namespace pillar::audit {
+
+// `ex` must hold a principal; the event's views point into `ex` and `explain`.
+inline Event ExchangeEvent(const pipeline::Exchange& ex, EventKind kind, bool allowed,
+                           absl::FunctionRef<std::string()> explain) {
+  return {.kind = kind,
+          .allowed = allowed,
+          .time_us = absl::GetCurrentTimeNanos() / 1000,
+          .principal = ex.principal->id,
+          .tenant = ex.principal->tenant,
+          .action = ex.action,
+          .resource = ex.resource,
+          .request_id = ex.request_id,
+          .remote = ex.remote,
+          .explain = explain};
+}
+
+}  // namespace pillar::audit
