@@ -29,6 +29,9 @@ bool ConstantTimeEquals(std::string_view a, std::string_view b);
 
 std::string HexEncode(std::string_view bytes);
 
+// RFC 4648 section 4 (standard alphabet, padded), as DSSE envelopes carry it.
+std::string Base64Encode(std::string_view bytes);
+
 // RFC 4648 section 5 alphabet, without padding.
 std::string Base64UrlEncode(std::string_view bytes);
 absl::StatusOr<std::string> Base64UrlDecode(std::string_view text);

@@ -1,0 +1,20 @@
+// The constants of the signed model manifest (docs/formats/model-manifest.md): an in-toto v1
+// statement listing every file of a model version with its SHA-256, in a DSSE envelope signed
+// with Ed25519.
+#pragma once
+
+#include <string_view>
+
+namespace pillar::signing {
+
+// The envelope's file name inside the version directory; it is not itself listed.
+inline constexpr std::string_view kManifestFile = "model.sig.json";
+inline constexpr std::string_view kPayloadType = "application/vnd.in-toto+json";
+inline constexpr std::string_view kStatementType = "https://in-toto.io/Statement/v1";
+inline constexpr std::string_view kPredicateType = "https://pillar.dev/model-manifest/v1";
+// DSSE's pre-authentication encoding prefix.
+inline constexpr std::string_view kPaePrefix = "DSSEv1";
+inline constexpr size_t kMaxManifestBytes = 16 << 20;
+inline constexpr size_t kMaxFiles = 100'000;
+
+}  // namespace pillar::signing

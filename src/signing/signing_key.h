@@ -1,0 +1,38 @@
+// Ed25519 signing keys (libsodium) for model manifests and, later, audit checkpoints.
+//
+//   SigningKey key = GenerateSigningKey();
+//   PILLAR_RETURN_IF_ERROR(WriteKeyPair(key, "/etc/pillar/release"));  // .key (0600), .pub
+//   absl::StatusOr<SigningKey> again = ReadPrivateKey("/etc/pillar/release.key");
+//   std::string sig = Sign(*again, message);
+//   bool ok = Verify(*ReadPublicKey("/etc/pillar/release.pub"), message, sig);
+// Key files are one line of text (docs/formats/model-manifest.md). A private key file that
+// its group or others can read is refused, as ssh refuses one.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+
+namespace pillar::signing {
+
+struct PublicKey {
+  std::string key_id;  // 16 lowercase hex digits of SHA-256(public key bytes)
+  std::string bytes;   // 32 bytes
+};
+
+struct SigningKey {
+  std::string seed;  // 32 secret bytes
+  PublicKey public_key;
+};
+
+SigningKey GenerateSigningKey();
+// Writes `<prefix>.key` (created 0600, never overwritten) and `<prefix>.pub`.
+absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix);
+absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path);
+absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path);
+
+std::string Sign(const SigningKey& key, std::string_view message);  // 64 bytes
+bool Verify(const PublicKey& key, std::string_view message, std::string_view signature);
+
+}  // namespace pillar::signing

@@ -1,0 +1,122 @@
+#include "signing/model_manifest.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/crypto.h"
+#include "common/files.h"
+#include "signing/manifest_format.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::signing {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelManifestTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    model_ = (dir_.path() / "digits" / "3").string();
+    fs::create_directories(fs::path(model_) / "extra");
+    std::ofstream(fs::path(model_) / "model.pt") << std::string(100000, 'w');
+    std::ofstream(fs::path(model_) / "model.toml") << "platform = \"torchscript\"\n";
+    std::ofstream(fs::path(model_) / "extra" / "vocab.txt") << "a\nb\n";
+    key_ = GenerateSigningKey();
+    ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
+  }
+  absl::Status Verify(const std::vector<PublicKey>& trusted) {
+    return VerifyModel(model_, trusted).status();
+  }
+  testing::TempDir dir_;
+  std::string model_;
+  SigningKey key_;
+};
+
+TEST_F(ModelManifestTest, ASignedDirectoryVerifiesAndListsEveryFile) {
+  auto v = VerifyModel(model_, {key_.public_key});
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->name, "digits/3");
+  EXPECT_EQ(v->key_id, key_.public_key.key_id);
+  ASSERT_EQ(v->files.size(), 3u);
+  EXPECT_EQ(v->files[0].path, "extra/vocab.txt");
+  EXPECT_EQ(v->files[1].path, "model.pt");
+  EXPECT_EQ(v->files[1].size, 100000u);
+  EXPECT_EQ(v->files[1].sha256, HexEncode(Sha256(std::string(100000, 'w'))));
+  EXPECT_EQ(v->root_digest, RootDigest(v->files));
+}
+
+TEST_F(ModelManifestTest, EveryChangeAfterSigningIsNamed) {
+  {
+    std::fstream f(fs::path(model_) / "model.pt", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5000);
+    f.put('x');  // one weight byte
+  }
+  EXPECT_EQ(Verify({key_.public_key}).message(), model_ + ": model.pt changed after signing");
+  ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
+  std::ofstream(fs::path(model_) / "backdoor.py") << "import os\n";
+  EXPECT_EQ(Verify({key_.public_key}).message(), model_ + ": backdoor.py was added after signing");
+  fs::remove(fs::path(model_) / "backdoor.py");
+  fs::remove(fs::path(model_) / "extra" / "vocab.txt");
+  EXPECT_EQ(Verify({key_.public_key}).message(),
+            model_ + ": extra/vocab.txt was removed after signing");
+}
+
+TEST_F(ModelManifestTest, UntrustedKeysSwappedManifestsAndEditedPayloadsAreRefused) {
+  SigningKey other = GenerateSigningKey();
+  absl::Status untrusted = Verify({other.public_key});
+  EXPECT_EQ(untrusted.code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(untrusted.message().find(key_.public_key.key_id), std::string::npos);
+  // Signed by another (untrusted) key after a change.
+  std::ofstream(fs::path(model_) / "model.toml") << "platform = \"evil\"\n";
+  ASSERT_TRUE(SignModel(model_, "digits/3", other).ok());
+  EXPECT_EQ(Verify({key_.public_key}).code(), absl::StatusCode::kPermissionDenied);
+  // A manifest copied from another model: it verifies as a signature, not as these files.
+  ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
+  const std::string good = *ReadSmallFile(fs::path(model_) / kManifestFile, 1 << 20);
+  std::ofstream(fs::path(model_) / "model.toml") << "platform = \"torchscript\"\n";
+  EXPECT_EQ(Verify({key_.public_key}).message(), model_ + ": model.toml changed after signing");
+  // An edited payload (the signature no longer matches).
+  std::string edited = good;
+  const size_t at = edited.find("\"payload\":\"") + 20;
+  edited[at] = edited[at] == 'A' ? 'B' : 'A';
+  std::ofstream(fs::path(model_) / kManifestFile) << edited;
+  EXPECT_EQ(Verify({key_.public_key}).code(), absl::StatusCode::kPermissionDenied);
+  // Truncated, empty, missing.
+  std::ofstream(fs::path(model_) / kManifestFile) << good.substr(0, good.size() / 2);
+  EXPECT_EQ(Verify({key_.public_key}).code(), absl::StatusCode::kInvalidArgument);
+  fs::remove(fs::path(model_) / kManifestFile);
+  EXPECT_EQ(Verify({key_.public_key}).code(), absl::StatusCode::kFailedPrecondition);
+}
+
+TEST_F(ModelManifestTest, SymbolicLinksAreRefused) {
+  fs::create_symlink("/etc/passwd", fs::path(model_) / "link");
+  EXPECT_EQ(SignModel(model_, "digits/3", key_).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(SigningKeyTest, KeyFilesRoundTripAndAReadablePrivateKeyIsRefused) {
+  testing::TempDir dir;
+  const std::string prefix = (dir.path() / "release").string();
+  SigningKey key = GenerateSigningKey();
+  ASSERT_TRUE(WriteKeyPair(key, prefix).ok());
+  struct stat st {};
+  ASSERT_EQ(::stat((prefix + ".key").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(WriteKeyPair(key, prefix).code(), absl::StatusCode::kAlreadyExists);  // never overwritten
+  auto again = ReadPrivateKey(prefix + ".key");
+  ASSERT_TRUE(again.ok()) << again.status();
+  auto pub = ReadPublicKey(prefix + ".pub");
+  ASSERT_TRUE(pub.ok()) << pub.status();
+  EXPECT_EQ(pub->key_id, key.public_key.key_id);
+  EXPECT_TRUE(Verify(*pub, "m", Sign(*again, "m")));
+  EXPECT_FALSE(Verify(*pub, "n", Sign(*again, "m")));
+  ::chmod((prefix + ".key").c_str(), 0640);
+  EXPECT_EQ(ReadPrivateKey(prefix + ".key").status().code(), absl::StatusCode::kPermissionDenied);
+  std::ofstream(prefix + ".pub") << "pillar-ed25519-public-v1 0000000000000000 AAAA\n";
+  EXPECT_FALSE(ReadPublicKey(prefix + ".pub").ok());
+}
+
+}  // namespace
+}  // namespace pillar::signing
