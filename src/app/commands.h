@@ -46,6 +46,17 @@ struct PolicyOptions {
   std::vector<std::string> resource_attributes;  // "name=v1,v2"
 };
 int RunPolicyCheck(const PolicyOptions& options);
+
+struct SigningOptions {
+  std::string out;  // keygen: the path prefix of the key pair
+  std::string dir;  // the model version directory
+  std::string key;  // sign: the private key file
+  std::string name; // sign: the subject name; default "<model>/<version>" from the path
+  std::vector<std::string> trusted_keys;  // verify: public key files
+};
+int RunKeygen(const SigningOptions& options);
+int RunModelSign(const SigningOptions& options);
+int RunModelVerify(const SigningOptions& options);
 int RunPolicyValidate(const PolicyOptions& options);
 
 }  // namespace pillar::app

@@ -66,6 +66,21 @@ int main(int argc, char** argv) {
   check->add_option("--resource-attr", policy.resource_attributes,
                     "A resource attribute, name=v1[,v2], e.g. tenant=acme");
 
+  pillar::app::SigningOptions signing;
+  CLI::App* keygen = cli.add_subcommand("keygen", "Make an Ed25519 signing key pair");
+  keygen->add_option("--out", signing.out, "Path prefix: writes PREFIX.key (0600) and PREFIX.pub")
+      ->required();
+  CLI::App* model_cmd = cli.add_subcommand("model", "Sign and verify model versions");
+  model_cmd->require_subcommand(1);
+  CLI::App* sign = model_cmd->add_subcommand("sign", "Sign a model version directory");
+  sign->add_option("dir", signing.dir, "The version directory, e.g. store/digits/3")->required();
+  sign->add_option("--key", signing.key, "The private key file (from pillar keygen)")->required();
+  sign->add_option("--name", signing.name, "Subject name (default: <model>/<version>)");
+  CLI::App* verify = model_cmd->add_subcommand("verify", "Verify a model version directory");
+  verify->add_option("dir", signing.dir, "The version directory")->required();
+  verify->add_option("--trusted-key", signing.trusted_keys, "A trusted public key file (repeatable)")
+      ->required();
+
   CLI11_PARSE(cli, argc, argv);
 
   if (serve_cmd->parsed()) return pillar::app::RunServe(serve);
@@ -75,5 +90,8 @@ int main(int argc, char** argv) {
   if (rotate->parsed()) return pillar::app::RunKeyRotate(key);
   if (validate->parsed()) return pillar::app::RunPolicyValidate(policy);
   if (check->parsed()) return pillar::app::RunPolicyCheck(policy);
+  if (keygen->parsed()) return pillar::app::RunKeygen(signing);
+  if (sign->parsed()) return pillar::app::RunModelSign(signing);
+  if (verify->parsed()) return pillar::app::RunModelVerify(signing);
   return 2;
 }

@@ -1,6 +1,7 @@
 #include "signing/model_manifest.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -46,6 +47,40 @@ TEST_F(ModelManifestTest, ASignedDirectoryVerifiesAndListsEveryFile) {
   EXPECT_EQ(v->files[1].size, 100000u);
   EXPECT_EQ(v->files[1].sha256, HexEncode(Sha256(std::string(100000, 'w'))));
   EXPECT_EQ(v->root_digest, RootDigest(v->files));
+}
+
+// The envelope checked with another implementation (OpenSSL, not libsodium) and by the DSSE
+// rules alone: standard base64, PAE over the in-toto payload type.
+TEST_F(ModelManifestTest, TheEnvelopeVerifiesWithAnIndependentEd25519Implementation) {
+  const std::string text = *ReadSmallFile(fs::path(model_) / kManifestFile, 1 << 20);
+  auto field = [&](const std::string& name) {
+    const size_t start = text.find("\"" + name + "\":\"") + name.size() + 4;
+    return text.substr(start, text.find('"', start) - start);
+  };
+  auto decode = [](const std::string& b64) {
+    std::string out(b64.size(), '\0');
+    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                                  reinterpret_cast<const unsigned char*>(b64.data()), int(b64.size()));
+    out.resize(size_t(n) - (b64.ends_with("==") ? 2 : b64.ends_with("=") ? 1 : 0));
+    return out;
+  };
+  const std::string payload = decode(field("payload"));
+  const std::string sig = decode(field("sig"));
+  ASSERT_EQ(sig.size(), 64u);
+  EXPECT_NE(payload.find("\"predicateType\":\"https://pillar.dev/model-manifest/v1\""),
+            std::string::npos);
+  const std::string pae = "DSSEv1 28 application/vnd.in-toto+json " +
+                          std::to_string(payload.size()) + " " + payload;
+  EVP_PKEY* pkey = EVP_PKEY_new_raw_public_key(
+      EVP_PKEY_ED25519, nullptr,
+      reinterpret_cast<const unsigned char*>(key_.public_key.bytes.data()), 32);
+  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+  ASSERT_EQ(EVP_DigestVerifyInit(ctx, nullptr, nullptr, nullptr, pkey), 1);
+  EXPECT_EQ(EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
+                             reinterpret_cast<const unsigned char*>(pae.data()), pae.size()),
+            1);
+  EVP_MD_CTX_free(ctx);
+  EVP_PKEY_free(pkey);
 }
 
 TEST_F(ModelManifestTest, EveryChangeAfterSigningIsNamed) {

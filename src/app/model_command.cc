@@ -1,0 +1,68 @@
+// `pillar keygen`, `pillar model sign` and `pillar model verify`: Ed25519 keys and signed model
+// manifests (docs/formats/model-manifest.md).
+#include <cstdio>
+#include <filesystem>
+
+#include "app/commands.h"
+#include "common/strings.h"
+#include "signing/model_manifest.h"
+#include "signing/signing_key.h"
+
+namespace pillar::app {
+namespace {
+
+int Fail(std::string_view command, const absl::Status& status) {
+  std::fprintf(stderr, "pillar %s: %s\n", std::string(command).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+// The subject name a version directory gets by default: "<model>/<version>".
+std::string DefaultName(const std::string& dir) {
+  std::filesystem::path p = std::filesystem::absolute(dir).lexically_normal();
+  if (!p.has_filename()) p = p.parent_path();
+  return StrCat(p.parent_path().filename().string(), "/", p.filename().string());
+}
+
+}  // namespace
+
+int RunKeygen(const SigningOptions& options) {
+  signing::SigningKey key = signing::GenerateSigningKey();
+  if (absl::Status s = signing::WriteKeyPair(key, options.out); !s.ok()) return Fail("keygen", s);
+  std::printf("%s\n", key.public_key.key_id.c_str());
+  std::fprintf(stderr, "pillar keygen: wrote %s.key (0600, keep it secret) and %s.pub (key id %s)\n",
+               options.out.c_str(), options.out.c_str(), key.public_key.key_id.c_str());
+  return 0;
+}
+
+int RunModelSign(const SigningOptions& options) {
+  absl::StatusOr<signing::SigningKey> key = signing::ReadPrivateKey(options.key);
+  if (!key.ok()) return Fail("model sign", key.status());
+  const std::string name = options.name.empty() ? DefaultName(options.dir) : options.name;
+  if (absl::Status s = signing::SignModel(options.dir, name, *key); !s.ok()) {
+    return Fail("model sign", s);
+  }
+  std::fprintf(stderr, "pillar model sign: signed %s as %s with key %s\n", options.dir.c_str(),
+               name.c_str(), key->public_key.key_id.c_str());
+  return 0;
+}
+
+int RunModelVerify(const SigningOptions& options) {
+  std::vector<signing::PublicKey> trusted;
+  for (const std::string& path : options.trusted_keys) {
+    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
+    if (!key.ok()) return Fail("model verify", key.status());
+    trusted.push_back(std::move(*key));
+  }
+  if (trusted.empty()) {
+    return Fail("model verify", absl::InvalidArgumentError("give at least one --trusted-key"));
+  }
+  absl::StatusOr<signing::VerifiedModel> model = signing::VerifyModel(options.dir, trusted);
+  if (!model.ok()) return Fail("model verify", model.status());
+  std::printf("%s: verified %s (%zu files, root sha256 %s) signed by key %s\n",
+              options.dir.c_str(), model->name.c_str(), model->files.size(),
+              model->root_digest.c_str(), model->key_id.c_str());
+  return 0;
+}
+
+}  // namespace pillar::app
