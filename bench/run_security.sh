@@ -16,6 +16,10 @@ rounds=${BENCH_ROUNDS:-3}
 work=$(mktemp -d /tmp/pillar-security-bench-XXXXXX)
 out="$work/raw"
 mkdir -p "$out"
+# pillar serves only signed versions: sign a copy of the demo store with a key of this run.
+cp -r "$root/models/demo/store" "$work/store"
+"$pillar" keygen --out "$work/signing" >/dev/null
+for version in "$work"/store/*/*/; do "$pillar" model sign "$version" --key "$work/signing.key" 2>/dev/null; done
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -86,7 +90,8 @@ port = 0
 [admin]
 port = 0
 [repository]
-path = "$root/models/demo/store"
+path = "$work/store"
+trusted_keys = ["$work/signing.pub"]
 [state]
 path = "$work/state.db"
 [logging]

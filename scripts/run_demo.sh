@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepares the demo (config, state, an API key) under .pillar/demo and starts `pillar serve`
-# on the committed demo model store. Ports: PILLAR_PORT (8000) and PILLAR_ADMIN_PORT (8001).
+# Prepares the demo (config, state, API keys, a signing key and a signed copy of the committed
+# demo model store) under .pillar/demo and starts `pillar serve` on it. Ports: PILLAR_PORT (8000) and PILLAR_ADMIN_PORT (8001).
 set -euo pipefail
 pillar=$(realpath "${1:-build/src/pillar}")
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -9,6 +9,15 @@ port=${PILLAR_PORT:-8000}
 admin_port=${PILLAR_ADMIN_PORT:-8001}
 mkdir -p "$demo"
 chmod 700 "$root/.pillar" "$demo"
+
+# The server serves only versions signed by a trusted key: the demo makes its own signing key
+# once, and signs a fresh copy of the committed store with it (the repository stays unwritten).
+[[ -f "$demo/demo-signing.key" ]] || "$pillar" keygen --out "$demo/demo-signing" >/dev/null
+rm -rf "$demo/store"
+cp -r "$root/models/demo/store" "$demo/store"
+for version in "$demo"/store/*/*/; do
+  "$pillar" model sign "$version" --key "$demo/demo-signing.key" 2>/dev/null
+done
 
 cat > "$demo/pillar.toml" <<TOML
 # Demo configuration written by scripts/run_demo.sh; see docs/configuration.md.
@@ -21,7 +30,8 @@ address = "127.0.0.1"
 port = $admin_port
 
 [repository]
-path = "$root/models/demo/store"
+path = "$demo/store"
+trusted_keys = ["$demo/demo-signing.pub"]
 
 [state]
 path = "$demo/state.db"

@@ -135,8 +135,11 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
         config.model_policies[std::string(model.str())] = text;
       }
     }
+    PILLAR_RETURN_IF_ERROR(s.ReadBool("require_signatures", config.require_signatures));
+    PILLAR_RETURN_IF_ERROR(s.ReadStrings("trusted_keys", config.trusted_keys));
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     config.repository_path = Resolve(base, config.repository_path);
+    for (std::string& key : config.trusted_keys) key = Resolve(base, key);
   }
   {
     TomlSection s(root["state"].as_table(), "state", source);

@@ -37,6 +37,9 @@ struct Config {
   std::string repository_path = "models";
   std::string version_policy = "latest";
   std::map<std::string, std::string> model_policies;
+  // Only versions whose model.sig.json verifies against one of these public keys are served.
+  bool require_signatures = true;
+  std::vector<std::string> trusted_keys;
   // [state]
   std::string state_path = "pillar.db";
   int64_t key_refresh_ms = 200;

@@ -32,6 +32,7 @@
 #include "monitor/observe_stage.h"
 #include "routing/decode_stage.h"
 #include "routing/route_stage.h"
+#include "signing/model_manifest.h"
 #include "runtime/batching_runner.h"
 #include "runtime/execute_stage.h"
 #include "runtime/torch/torch_backend.h"
@@ -55,12 +56,32 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
     policies.emplace(model, *models::VersionPolicy::Parse(text));  // validated with the config
   }
   models::ModelRepository repository(config.repository_path, *policy, std::move(policies));
+  std::vector<signing::PublicKey> trusted;
+  for (const std::string& path : config.trusted_keys) {
+    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
+    if (!key.ok()) return key.status();
+    trusted.push_back(std::move(*key));
+  }
   runtime::ConfigureTorch(config.torch_threads);
   auto& batch_sizes = metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
                                            {"model", "version"}, monitor::BatchSizeBuckets());
   auto loader =
       [&](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
     const models::ModelConfig& model = *entry.config;
+    if (config.require_signatures) {
+      // What is loaded must be exactly what a trusted key signed (R-SEC-1, R-SEC-2).
+      if (trusted.empty()) {
+        return absl::FailedPreconditionError(
+            "signatures are required ([repository] require_signatures) but no trusted_keys are "
+            "configured");
+      }
+      absl::StatusOr<signing::VerifiedModel> verified =
+          signing::VerifyModel(entry.directory.string(), trusted);
+      if (!verified.ok()) {
+        return absl::Status(verified.status().code(),
+                            StrCat("signature check failed: ", verified.status().message()));
+      }
+    }
     absl::StatusOr<std::string> device = runtime::ResolveDevice(model.instance.kind);
     if (!device.ok()) return device.status();
     std::vector<std::unique_ptr<runtime::Backend>> instances;

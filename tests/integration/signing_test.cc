@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "signing/model_manifest.h"
+#include "testing/http_client.h"
 #include "testing/server_process.h"
 #include "testing/temp_dir.h"
 
@@ -67,6 +69,49 @@ TEST(SigningCliTest, KeygenSignVerifyAndATamperedVersionFails) {
                                &err),
             1);
   EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
+}
+
+int Status(uint16_t port, const std::string& key, const std::string& model) {
+  return testing::Fetch(port, "GET", "/v2/models/" + model + "/ready", "",
+                        {testing::Bearer(key)})
+      .status;
+}
+
+TEST(SignedServingTest, OnlyVersionsSignedByATrustedKeyAreServed) {
+  testing::ServerProcess server;
+  const fs::path store = testing::CopyDemoStore(server.dir());
+  server.SetStore(store);
+  server.SetSignStore(false);  // this test signs, tampers and leaves unsigned by hand
+  const std::string prefix = (server.dir() / "trust").string();
+  ASSERT_TRUE(signing::WriteKeyPair(signing::GenerateSigningKey(), prefix).ok());
+  auto key = signing::ReadPrivateKey(prefix + ".key");
+  ASSERT_TRUE(key.ok());
+  // digits: signed and intact. digits-lite: signed, then a weight byte changed.
+  ASSERT_TRUE(signing::SignModel((store / "digits" / "1").string(), "digits/1", *key).ok());
+  ASSERT_TRUE(signing::SignModel((store / "digits-lite" / "1").string(), "digits-lite/1", *key).ok());
+  {
+    std::fstream f(store / "digits-lite" / "1" / "model.pt",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(2000);
+    f.put('\x7f');
+  }
+  // unsigned: a copy of digits without a manifest.
+  fs::create_directories(store / "unsigned" / "1");
+  fs::copy(store / "digits" / "1" / "model.pt", store / "unsigned" / "1" / "model.pt");
+  fs::copy(store / "digits" / "1" / "model.toml", store / "unsigned" / "1" / "model.toml");
+  const std::string api_key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+
+  EXPECT_EQ(Status(server.data_port(), api_key, "digits"), 200);
+  EXPECT_EQ(Status(server.data_port(), api_key, "digits-lite"), 400);  // not ready
+  EXPECT_EQ(Status(server.data_port(), api_key, "unsigned"), 400);
+  const std::string models =
+      testing::Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {testing::Bearer(api_key)})
+          .body;
+  EXPECT_NE(models.find("signature check failed: "), std::string::npos) << models;
+  EXPECT_NE(models.find("model.pt changed after signing"), std::string::npos) << models;
+  EXPECT_NE(models.find("is not signed (no model.sig.json)"), std::string::npos) << models;
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "signing/model_manifest.h"
 #include "testing/http_client.h"
 
 namespace pillar::testing {
@@ -85,7 +86,8 @@ void ServerProcess::WriteConfig() {
   std::ofstream out(config_path());
   out << "[data]\nport = 0\n"
       << data_config_ << "[admin]\nport = 0\n"
-      << "[repository]\npath = \"" << store_.string() << "\"\n"
+      << "[repository]\npath = \"" << store_.string() << "\"\ntrusted_keys = [\""
+      << trusted_key().string() << "\"]\n"
       << "[state]\npath = \"" << state_path().string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
       << extra_config_;
@@ -111,7 +113,33 @@ bool ServerProcess::RevokeKey(const std::string& key) {
   return RunPillar({"key", "revoke", "-c", config_path().string(), key.substr(3, 12)}) == 0;
 }
 
+bool ServerProcess::SignStore() {
+  namespace fs = std::filesystem;
+  if (store_ == DemoStore()) store_ = CopyDemoStore(dir_);
+  const std::string prefix = (dir_ / "trust").string();
+  if (!fs::exists(prefix + ".key") &&
+      !signing::WriteKeyPair(signing::GenerateSigningKey(), prefix).ok()) {
+    return false;
+  }
+  absl::StatusOr<signing::SigningKey> key = signing::ReadPrivateKey(prefix + ".key");
+  if (!key.ok()) return false;
+  // In process, not through `pillar model sign`: the CLI is tested on its own, and a process per
+  // version would add seconds to every suite that starts servers.
+  std::error_code ec;
+  for (const auto& model : fs::directory_iterator(store_, ec)) {
+    if (!model.is_directory()) continue;
+    for (const auto& version : fs::directory_iterator(model.path(), ec)) {
+      if (!version.is_directory() || fs::is_empty(version.path())) continue;
+      const std::string name = model.path().filename().string() + "/" +
+                               version.path().filename().string();
+      if (!signing::SignModel(version.path().string(), name, *key).ok()) return false;
+    }
+  }
+  return !ec;
+}
+
 bool ServerProcess::Start() {
+  if (sign_store_ && !SignStore()) return false;
   WriteConfig();
   std::filesystem::path ports = dir_ / "ports";
   std::filesystem::path log = dir_ / "server.log";

@@ -44,6 +44,11 @@ class ServerProcess {
   // for the listeners to be bound instead of asking liveness over plaintext.
   void AddDataConfig(const std::string& toml) { data_config_ += toml; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
+  // By default Start() signs every version of the store with a key of its own and trusts only
+  // that key, as a deployment would (the committed demo store is copied first, never written).
+  // Off: the store is served as it is, signatures still required.
+  void SetSignStore(bool sign) { sign_store_ = sign; }
+  std::filesystem::path trusted_key() const { return dir_ / "trust.pub"; }
   // Shares another server's state database (keys), as instances behind one balancer do.
   void SetStatePath(const std::filesystem::path& state) { state_path_ = state; }
   std::filesystem::path state_path() const {
@@ -74,6 +79,8 @@ class ServerProcess {
   std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;
   std::filesystem::path state_path_;
+  bool sign_store_ = true;
+  bool SignStore();
   std::string extra_config_;
   std::string data_config_;
   pid_t pid_ = -1;
