@@ -24,6 +24,7 @@ bench: build
 	@scripts/install_deps.sh --bench
 	@bench/run_all.sh $(BUILD)/src/pillar
 	@bench/run_security.sh $(BUILD)
+	@bench/run_signing.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz .pillar

@@ -14,9 +14,9 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   # uvicorn with httptools and uvloop is what `pip install uvicorn[standard]` gives a user.
-  # PyJWT is the peer of the JWT verification benchmark.
+  # PyJWT is the peer of the JWT verification benchmark; hyperfine times model verification.
   packages+=(wrk nginx-light python3-fastapi python3-uvicorn python3-httptools python3-uvloop
-             python3-jwt)
+             python3-jwt hyperfine)
 fi
 
 missing=()
