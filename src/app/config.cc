@@ -137,6 +137,8 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     }
     PILLAR_RETURN_IF_ERROR(s.ReadBool("require_signatures", config.require_signatures));
     PILLAR_RETURN_IF_ERROR(s.ReadStrings("trusted_keys", config.trusted_keys));
+    PILLAR_RETURN_IF_ERROR(
+        s.ReadInt("reverify_interval_ms", config.reverify_interval_ms, 0, kMaxMillis));
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     config.repository_path = Resolve(base, config.repository_path);
     for (std::string& key : config.trusted_keys) key = Resolve(base, key);

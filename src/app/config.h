@@ -40,6 +40,7 @@ struct Config {
   // Only versions whose model.sig.json verifies against one of these public keys are served.
   bool require_signatures = true;
   std::vector<std::string> trusted_keys;
+  int64_t reverify_interval_ms = 60'000;  // 0: verify only at load
   // [state]
   std::string state_path = "pillar.db";
   int64_t key_refresh_ms = 200;

@@ -80,7 +80,7 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
       // The protocol answers "not ready" with a 4xx status.
       ex.Fail(
           absl::FailedPreconditionError(StrCat("model '", model.name, "' version ", model.version,
-                                               " is not ready: ", model.status.message())));
+                                               " is not ready: ", model.Reason())));
       return;
     }
     JsonWriter w(128);
@@ -112,9 +112,9 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
       w.String(v->version_text);
       w.Key("state");
       w.String(v->ready() ? "READY" : "UNAVAILABLE");
-      if (!v->status.ok()) {
+      if (!v->status.ok() || v->withdrawn()) {
         w.Key("reason");
-        w.String(ToStd(v->status.message()));
+        w.String(v->Reason());
       }
       w.EndObject();
     }

@@ -14,6 +14,7 @@
 
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/model_reverifier.h"
 #include "app/operation_handlers.h"
 #include "app/request_handler.h"
 #include "app/routes.h"
@@ -46,8 +47,19 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
+absl::StatusOr<std::vector<signing::PublicKey>> LoadTrustedKeys(const Config& config) {
+  std::vector<signing::PublicKey> trusted;
+  for (const std::string& path : config.trusted_keys) {
+    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
+    if (!key.ok()) return key.status();
+    trusted.push_back(std::move(*key));
+  }
+  return trusted;
+}
+
 absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
-    const Config& config, monitor::MetricsRegistry& metrics) {
+    const Config& config, const std::vector<signing::PublicKey>& trusted,
+    monitor::MetricsRegistry& metrics) {
   absl::StatusOr<models::VersionPolicy> policy =
       models::VersionPolicy::Parse(config.version_policy);
   if (!policy.ok()) return policy.status();
@@ -56,12 +68,6 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
     policies.emplace(model, *models::VersionPolicy::Parse(text));  // validated with the config
   }
   models::ModelRepository repository(config.repository_path, *policy, std::move(policies));
-  std::vector<signing::PublicKey> trusted;
-  for (const std::string& path : config.trusted_keys) {
-    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
-    if (!key.ok()) return key.status();
-    trusted.push_back(std::move(*key));
-  }
   runtime::ConfigureTorch(config.torch_threads);
   auto& batch_sizes = metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
                                            {"model", "version"}, monitor::BatchSizeBuckets());
@@ -226,8 +232,17 @@ int RunServe(const ServeOptions& options) {
   monitor::AccessLog access_log;
   if (absl::Status s = access_log.Open(config->access_log); !s.ok()) return Fail(s);
 
-  absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> registry = LoadModels(*config, metrics);
+  absl::StatusOr<std::vector<signing::PublicKey>> trusted = LoadTrustedKeys(*config);
+  if (!trusted.ok()) return Fail(trusted.status());
+  absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> registry =
+      LoadModels(*config, *trusted, metrics);
   if (!registry.ok()) return Fail(registry.status());
+  std::unique_ptr<ModelReverifier> reverifier;
+  if (config->require_signatures && config->reverify_interval_ms > 0) {
+    reverifier = std::make_unique<ModelReverifier>(
+        **registry, *trusted, absl::Milliseconds(config->reverify_interval_ms), audit);
+    reverifier->Start();
+  }
 
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
   stages.push_back(std::make_unique<monitor::ObserveStage>(metrics, access_log));
@@ -290,6 +305,7 @@ int RunServe(const ServeOptions& options) {
   server.Stop();
   // Unload the models while the event loop still exists: a request abandoned by a timed-out
   // drain is failed by its runner and posts its answer to that (stopped) loop.
+  reverifier.reset();  // before the versions it checks go away
   registry->reset();
   access_log.Flush();
   if (abandoned > 0) {

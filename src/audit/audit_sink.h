@@ -16,7 +16,10 @@
 
 namespace pillar::audit {
 
-enum class EventKind : uint8_t { kAuthentication, kAuthorization, kLimit };
+// kModel: the server's own decisions about what it serves (a version withdrawn because its
+// files no longer verify).
+enum class EventKind : uint8_t { kAuthentication, kAuthorization, kLimit, kModel };
+inline constexpr int kEventKinds = 4;
 
 std::string_view EventKindName(EventKind kind);
 

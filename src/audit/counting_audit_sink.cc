@@ -10,6 +10,8 @@ std::string_view EventKindName(EventKind kind) {
       return "authorization";
     case EventKind::kLimit:
       return "limit";
+    case EventKind::kModel:
+      return "model";
   }
   return "unknown";
 }
@@ -17,9 +19,9 @@ std::string_view EventKindName(EventKind kind) {
 CountingAuditSink::CountingAuditSink(monitor::MetricsRegistry& metrics, AuditSink* next)
     : next_(next) {
   auto& family = metrics.AddCounter("pillar_security_decisions_total",
-                                    "Authentication, authorization and limit decisions.",
+                                    "Authentication, authorization, limit and model-integrity decisions.",
                                     {"kind", "decision"});
-  for (int kind = 0; kind < 3; ++kind) {
+  for (int kind = 0; kind < kEventKinds; ++kind) {
     for (int allowed = 0; allowed < 2; ++allowed) {
       counters_[kind][allowed] =
           &family.Get({EventKindName(EventKind(kind)), allowed ? "allow" : "deny"});

@@ -13,7 +13,7 @@ class CountingAuditSink final : public AuditSink {
   void Record(const Event& event) override;
 
  private:
-  monitor::Counter* counters_[3][2];  // [kind][allowed]
+  monitor::Counter* counters_[kEventKinds][2];  // [kind][allowed]
   AuditSink* next_;
 };
 

@@ -52,7 +52,7 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
   ex.resource = model->resource;
   if (ex.operation == pipeline::Operation::kInfer && !model->ready()) {
     ex.Fail(absl::UnavailableError(StrCat("model '", model->name, "' version ", model->version,
-                                          " is not ready: ", model->status.message())));
+                                          " is not ready: ", model->Reason())));
     return pipeline::StageResult::kStop;
   }
   return pipeline::StageResult::kContinue;

@@ -12,6 +12,7 @@ std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
     v->name = entry.model;
     v->version = entry.version;
     v->version_text = std::to_string(entry.version);
+    v->directory = entry.directory;
     v->resource = "model:" + v->name + "/" + v->version_text;
     if (entry.config.ok()) v->attributes = entry.config->access;
     v->attributes["name"] = {v->name};

@@ -6,7 +6,9 @@
 //   const ModelVersion* v = registry->Find("digits", "");  // latest ready version
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -25,6 +27,7 @@ struct ModelVersion {
   std::string name;
   int64_t version = 0;
   std::string version_text;
+  std::filesystem::path directory;
   absl::Status status;  // OK when loaded and ready
   std::optional<models::ModelConfig> config;
   // What policy conditions see as model.<name>: the [access] table plus name and version.
@@ -33,7 +36,29 @@ struct ModelVersion {
   std::string resource;
   std::unique_ptr<Runner> runner;
 
-  bool ready() const { return status.ok() && runner != nullptr && runner->Ready(); }
+  bool ready() const {
+    return status.ok() && runner != nullptr && runner->Ready() && !withdrawn();
+  }
+
+  // Takes a loaded version out of service for good (its files no longer verify): requests
+  // route to other versions from now on. Thread-safe; the first reason wins.
+  void Withdraw(std::string reason) {
+    bool expected = false;
+    if (!withdrawing_.compare_exchange_strong(expected, true)) return;
+    withdrawn_reason_ = std::move(reason);
+    withdrawn_.store(true, std::memory_order_release);
+  }
+  bool withdrawn() const { return withdrawn_.load(std::memory_order_acquire); }
+  // Why the version is not ready: the withdrawal reason, else the load error.
+  std::string_view Reason() const {
+    if (withdrawn()) return withdrawn_reason_;
+    return std::string_view(status.message().data(), status.message().size());
+  }
+
+ private:
+  std::atomic<bool> withdrawing_{false};
+  std::atomic<bool> withdrawn_{false};
+  std::string withdrawn_reason_;  // written once, before withdrawn_ turns true
 };
 
 using RunnerLoader =

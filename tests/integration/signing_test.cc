@@ -2,7 +2,9 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
+#include <thread>
 #include <fstream>
 
 #include "signing/model_manifest.h"
@@ -111,6 +113,51 @@ TEST(SignedServingTest, OnlyVersionsSignedByATrustedKeyAreServed) {
   EXPECT_NE(models.find("signature check failed: "), std::string::npos) << models;
   EXPECT_NE(models.find("model.pt changed after signing"), std::string::npos) << models;
   EXPECT_NE(models.find("is not signed (no model.sig.json)"), std::string::npos) << models;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+TEST(SignedServingTest, AVersionTamperedWithWhileServingIsWithdrawnAndTrafficMovesOn) {
+  testing::ServerProcess server;
+  const fs::path store = testing::CopyDemoStore(server.dir());
+  fs::copy(store / "digits" / "1", store / "digits" / "2", fs::copy_options::recursive);
+  server.SetStore(store);
+  server.AddRepositoryConfig("version_policy = \"all\"\nreverify_interval_ms = 50\n");
+  const std::string key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto infer = [&] {
+    std::string data;
+    for (int i = 0; i < 64; ++i) data += (i ? ",0" : "0");
+    return testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
+                          R"({"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[)" +
+                              data + "]}]}",
+                          {testing::Bearer(key)});
+  };
+  testing::HttpReply before = infer();
+  ASSERT_EQ(before.status, 200) << before.body;
+  EXPECT_NE(before.body.find("\"model_version\":\"2\""), std::string::npos);
+  // Someone swaps version 2's weights on disk.
+  {
+    std::fstream f(store / "digits" / "2" / "model.pt",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    f.put('\x01');
+  }
+  bool moved = false;
+  for (int i = 0; i < 200 && !moved; ++i) {
+    testing::HttpReply r = infer();
+    moved = r.status == 200 && r.body.find("\"model_version\":\"1\"") != std::string::npos;
+    if (!moved) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_TRUE(moved);
+  const std::string models =
+      testing::Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {testing::Bearer(key)})
+          .body;
+  EXPECT_NE(models.find("signature check failed while serving: "), std::string::npos) << models;
+  EXPECT_NE(server.Log().find("ALERT: model digits version 2 withdrawn"), std::string::npos);
+  const std::string metrics =
+      testing::Fetch(server.admin_port(), "GET", "/metrics", "", {testing::Bearer(key)}).body;
+  EXPECT_NE(metrics.find("pillar_security_decisions_total{kind=\"model\",decision=\"deny\"} 1"),
+            std::string::npos);
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -87,7 +87,7 @@ void ServerProcess::WriteConfig() {
   out << "[data]\nport = 0\n"
       << data_config_ << "[admin]\nport = 0\n"
       << "[repository]\npath = \"" << store_.string() << "\"\ntrusted_keys = [\""
-      << trusted_key().string() << "\"]\n"
+      << trusted_key().string() << "\"]\n" << repository_config_
       << "[state]\npath = \"" << state_path().string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
       << extra_config_;

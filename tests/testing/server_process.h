@@ -43,6 +43,8 @@ class ServerProcess {
   // Added inside the generated [data] section, e.g. TLS settings. With TLS on, Start() waits
   // for the listeners to be bound instead of asking liveness over plaintext.
   void AddDataConfig(const std::string& toml) { data_config_ += toml; }
+  // Added inside the generated [repository] section.
+  void AddRepositoryConfig(const std::string& toml) { repository_config_ += toml; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
   // By default Start() signs every version of the store with a key of its own and trusts only
   // that key, as a deployment would (the committed demo store is copied first, never written).
@@ -79,6 +81,7 @@ class ServerProcess {
   std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;
   std::filesystem::path state_path_;
+  std::string repository_config_;
   bool sign_store_ = true;
   bool SignStore();
   std::string extra_config_;

@@ -1,0 +1,43 @@
+// Re-verifies the signatures of the model versions a server is serving, every `interval`: a
+// version whose files no longer match what a trusted key signed (a weight file swapped on disk,
+// a file added) is withdrawn at once — requests route to the other versions the policy loaded
+// — with an alert on stderr and an audit event (R-SEC-2, R-REL-9).
+//
+//   ModelReverifier reverifier(registry, trusted_keys, absl::Seconds(60), audit);
+//   reverifier.Start();   ...   // stops (and joins) when destroyed
+#pragma once
+
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "audit/audit_sink.h"
+#include "runtime/model_registry.h"
+#include "signing/signing_key.h"
+
+namespace pillar::app {
+
+class ModelReverifier {
+ public:
+  ModelReverifier(const runtime::ModelRegistry& registry, std::vector<signing::PublicKey> trusted,
+                  absl::Duration interval, audit::AuditSink& audit);
+  ~ModelReverifier();
+  ModelReverifier(const ModelReverifier&) = delete;
+  ModelReverifier& operator=(const ModelReverifier&) = delete;
+
+  void Start();
+  // One pass over every ready version; returns how many it withdrew.
+  int CheckNow();
+
+ private:
+  const runtime::ModelRegistry& registry_;
+  const std::vector<signing::PublicKey> trusted_;
+  const absl::Duration interval_;
+  audit::AuditSink& audit_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace pillar::app
