@@ -16,6 +16,7 @@ image as it is. Everything is seeded; the same script gives the same accuracy.
 import hashlib
 import json
 import os
+import subprocess
 import sys
 
 import numpy as np
@@ -97,6 +98,33 @@ tenant = "demo"
 """
 
 
+def code_version():
+    """The commit of the training code, when it runs from a git checkout."""
+    try:
+        return subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                              check=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def version_lineage(name, description, data_hash, train_rows, heldout_rows, acc, correct):
+    import sklearn
+    return {
+        "schema": "pillar-lineage-v1",
+        "model": name,
+        "description": description,
+        "parent": None,
+        "training_data": {"name": "sklearn.datasets.load_digits", "sha256": data_hash,
+                          "train_rows": train_rows, "heldout_rows": heldout_rows},
+        "code": {"script": "scripts/make_demo_models.py", "version": code_version()},
+        "parameters": {"seed": SEED, "epochs": EPOCHS, "torch_threads": 1,
+                       "test_size": 0.25},
+        "metrics": {"heldout_accuracy": round(acc, 6), "heldout_correct": correct},
+        "libraries": {"torch": torch.__version__, "numpy": np.__version__,
+                      "scikit-learn": sklearn.__version__},
+    }
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "models/demo"
     torch.manual_seed(SEED)
@@ -130,6 +158,12 @@ def main():
             model_hash = hashlib.sha256(f.read()).hexdigest()
         lineage["models"][name] = {"version": 1, "heldout_accuracy": acc,
                                    "heldout_correct": correct, "model_pt_sha256": model_hash}
+        # The version's own lineage, next to its weights: it is signed with them
+        # (docs/formats/model_store.md, "lineage.json").
+        with open(os.path.join(vdir, "lineage.json"), "w") as f:
+            json.dump(version_lineage(name, desc, data_hash, len(x_train), len(x_test), acc,
+                                      correct), f, indent=2, sort_keys=True)
+            f.write("\n")
         print(f"{name}: held-out accuracy {acc:.4f} ({correct}/{len(x_test)})")
 
     with open(os.path.join(out, "heldout.csv"), "w") as f:

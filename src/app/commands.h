@@ -57,6 +57,7 @@ struct SigningOptions {
 int RunKeygen(const SigningOptions& options);
 int RunModelSign(const SigningOptions& options);
 int RunModelVerify(const SigningOptions& options);
+int RunModelShow(const SigningOptions& options);
 int RunPolicyValidate(const PolicyOptions& options);
 
 }  // namespace pillar::app

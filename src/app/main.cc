@@ -80,6 +80,10 @@ int main(int argc, char** argv) {
   verify->add_option("dir", signing.dir, "The version directory")->required();
   verify->add_option("--trusted-key", signing.trusted_keys, "A trusted public key file (repeatable)")
       ->required();
+  CLI::App* show = model_cmd->add_subcommand(
+      "show", "Show a version: files, digests, signature and lineage");
+  show->add_option("dir", signing.dir, "The version directory")->required();
+  show->add_option("--trusted-key", signing.trusted_keys, "Check the signature against these keys");
 
   CLI11_PARSE(cli, argc, argv);
 
@@ -93,5 +97,6 @@ int main(int argc, char** argv) {
   if (keygen->parsed()) return pillar::app::RunKeygen(signing);
   if (sign->parsed()) return pillar::app::RunModelSign(signing);
   if (verify->parsed()) return pillar::app::RunModelVerify(signing);
+  if (show->parsed()) return pillar::app::RunModelShow(signing);
   return 2;
 }

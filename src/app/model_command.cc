@@ -4,7 +4,9 @@
 #include <filesystem>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "common/strings.h"
+#include "signing/manifest_format.h"
 #include "signing/model_manifest.h"
 #include "signing/signing_key.h"
 
@@ -62,6 +64,47 @@ int RunModelVerify(const SigningOptions& options) {
   std::printf("%s: verified %s (%zu files, root sha256 %s) signed by key %s\n",
               options.dir.c_str(), model->name.c_str(), model->files.size(),
               model->root_digest.c_str(), model->key_id.c_str());
+  return 0;
+}
+
+int RunModelShow(const SigningOptions& options) {
+  std::vector<signing::PublicKey> trusted;
+  for (const std::string& path : options.trusted_keys) {
+    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
+    if (!key.ok()) return Fail("model show", key.status());
+    trusted.push_back(std::move(*key));
+  }
+  absl::StatusOr<std::vector<signing::FileDigest>> files = signing::DigestDirectory(options.dir);
+  if (!files.ok()) return Fail("model show", files.status());
+  std::printf("version    %s\n", options.dir.c_str());
+  std::printf("root       sha256:%s\n", signing::RootDigest(*files).c_str());
+  if (trusted.empty()) {
+    const bool present =
+        std::filesystem::exists(std::filesystem::path(options.dir) / signing::kManifestFile);
+    std::printf("signature  %s\n", present ? "present, not checked (give --trusted-key)" : "none");
+  } else {
+    absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(options.dir, trusted);
+    if (verified.ok()) {
+      std::printf("signature  verified: %s signed by key %s\n", verified->name.c_str(),
+                  verified->key_id.c_str());
+    } else {
+      std::printf("signature  NOT VERIFIED: %s\n", std::string(verified.status().message()).c_str());
+    }
+  }
+  std::printf("files\n");
+  for (const signing::FileDigest& f : *files) {
+    std::printf("  %-40s %12llu  sha256:%s\n", f.path.c_str(),
+                static_cast<unsigned long long>(f.size), f.sha256.c_str());
+  }
+  // Lineage is a file of the version, so it is covered by the signature like the weights.
+  absl::StatusOr<std::string> lineage =
+      ReadSmallFile(std::filesystem::path(options.dir) / "lineage.json", 1 << 20);
+  if (lineage.ok()) {
+    std::printf("lineage (lineage.json)\n%s", lineage->c_str());
+    if (!lineage->empty() && lineage->back() != '\n') std::printf("\n");
+  } else {
+    std::printf("lineage    none (no lineage.json)\n");
+  }
   return 0;
 }
 

@@ -42,7 +42,23 @@ TEST(SigningCliTest, KeygenSignVerifyAndATamperedVersionFails) {
                                &out, &err),
             0)
       << err;
-  EXPECT_NE(out.find("verified digits/1 (2 files"), std::string::npos) << out;
+  EXPECT_NE(out.find("verified digits/1 (2 files"), std::string::npos) << out;  // pt + toml
+
+  // `model show` prints the version, its signature check and the lineage it carries.
+  fs::copy(testing::DemoStore() / "digits" / "1" / "lineage.json", version / "lineage.json");
+  ASSERT_EQ(testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out,
+                               &err),
+            0);
+  out.clear();
+  ASSERT_EQ(testing::RunPillar({"model", "show", version.string(), "--trusted-key",
+                                prefix + ".pub"},
+                               &out, &err),
+            0);
+  EXPECT_NE(out.find("signature  verified: digits/1 signed by key"), std::string::npos) << out;
+  EXPECT_NE(out.find("\"sha256\": \"faf2d98f61250c1cdc0b114323133d3c58da04f5c5d28bb78e4bde3c936a75b1\""),
+            std::string::npos)
+      << out;  // the training data's digest
+  EXPECT_NE(out.find("lineage.json"), std::string::npos);
 
   std::ofstream(version / "model.toml", std::ios::app) << "# appended\n";
   err.clear();
