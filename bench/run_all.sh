@@ -14,10 +14,8 @@ rounds=${BENCH_ROUNDS:-3}
 work=$(mktemp -d /tmp/pillar-bench-XXXXXX)
 out="$work/raw"
 mkdir -p "$out"
-# pillar serves only signed versions: sign a copy of the demo store with a key of this run.
-cp -r "$root/models/demo/store" "$work/store"
-"$pillar" keygen --out "$work/signing" >/dev/null
-for version in "$work"/store/*/*/; do "$pillar" model sign "$version" --key "$work/signing.key" 2>/dev/null; done
+source "$root/bench/common.sh"
+sign_demo_store "$pillar" "$root" "$work"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
@@ -26,7 +24,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-free_port() { /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_http() {  # url, [header]
   for _ in $(seq 1 300); do
     if curl -s -o /dev/null -w '%{http_code}' ${2:+-H "$2"} "$1" | grep -qE '^(200|401|405)$'; then return 0; fi

@@ -121,14 +121,19 @@ void BM_Authorize(benchmark::State& state) {
 }
 BENCHMARK(BM_Authorize);
 
-void BM_Admit(benchmark::State& state) {
-  World& w = TheWorld();
-  pipeline::Exchange ex;
+// An infer request on model m7 by the first key, as the admit stage sees it.
+void PrepareExchange(World& w, pipeline::Exchange& ex) {
   ex.principal = Authenticate(w, 0);
   ex.policy = w.policy;
   ex.action = "infer";
   ex.resource = "model:m7/1";
   ex.request_id = "r";
+}
+
+void BM_Admit(benchmark::State& state) {
+  World& w = TheWorld();
+  pipeline::Exchange ex;
+  PrepareExchange(w, ex);
   limits::AdmitStage::Charges charges;
   for (auto _ : state) {
     limits::AdmitStage::CollectCharges(ex, charges);
@@ -153,11 +158,7 @@ void BM_AdmitRedis(benchmark::State& state) {
   limits::RedisLimiter redis(options);
   for (int i = 0; i < 500 && !redis.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
   pipeline::Exchange ex;
-  ex.principal = Authenticate(w, 0);
-  ex.policy = w.policy;
-  ex.action = "infer";
-  ex.resource = "model:m7/1";
-  ex.request_id = "r";
+  PrepareExchange(w, ex);
   limits::AdmitStage::Charges charges;
   for (auto _ : state) {
     limits::AdmitStage::CollectCharges(ex, charges);

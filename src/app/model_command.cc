@@ -50,12 +50,10 @@ int RunModelSign(const SigningOptions& options) {
 }
 
 int RunModelVerify(const SigningOptions& options) {
-  std::vector<signing::PublicKey> trusted;
-  for (const std::string& path : options.trusted_keys) {
-    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
-    if (!key.ok()) return Fail("model verify", key.status());
-    trusted.push_back(std::move(*key));
-  }
+  absl::StatusOr<std::vector<signing::PublicKey>> keys =
+      signing::ReadPublicKeys(options.trusted_keys);
+  if (!keys.ok()) return Fail("model verify", keys.status());
+  const std::vector<signing::PublicKey>& trusted = *keys;
   if (trusted.empty()) {
     return Fail("model verify", absl::InvalidArgumentError("give at least one --trusted-key"));
   }
@@ -68,12 +66,10 @@ int RunModelVerify(const SigningOptions& options) {
 }
 
 int RunModelShow(const SigningOptions& options) {
-  std::vector<signing::PublicKey> trusted;
-  for (const std::string& path : options.trusted_keys) {
-    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
-    if (!key.ok()) return Fail("model show", key.status());
-    trusted.push_back(std::move(*key));
-  }
+  absl::StatusOr<std::vector<signing::PublicKey>> keys =
+      signing::ReadPublicKeys(options.trusted_keys);
+  if (!keys.ok()) return Fail("model show", keys.status());
+  const std::vector<signing::PublicKey>& trusted = *keys;
   absl::StatusOr<std::vector<signing::FileDigest>> files = signing::DigestDirectory(options.dir);
   if (!files.ok()) return Fail("model show", files.status());
   std::printf("version    %s\n", options.dir.c_str());

@@ -2,7 +2,6 @@
 // runs until SIGTERM or SIGINT, then drains: readiness turns false, the listeners close,
 // requests in flight finish, and the process exits 0.
 #include <pthread.h>
-#include <sys/stat.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -45,16 +44,6 @@ namespace {
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "pillar serve: %s\n", std::string(status.message()).c_str());
   return 1;
-}
-
-absl::StatusOr<std::vector<signing::PublicKey>> LoadTrustedKeys(const Config& config) {
-  std::vector<signing::PublicKey> trusted;
-  for (const std::string& path : config.trusted_keys) {
-    absl::StatusOr<signing::PublicKey> key = signing::ReadPublicKey(path);
-    if (!key.ok()) return key.status();
-    trusted.push_back(std::move(*key));
-  }
-  return trusted;
 }
 
 absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
@@ -156,13 +145,7 @@ absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& s
   options.lease_ttl = absl::Milliseconds(config.lease_ttl_ms);
   options.metrics = &metrics;
   if (!config.redis_password_file.empty()) {
-    // A secret others can read is refused, as ssh refuses a readable private key.
-    struct stat st {};
-    if (::stat(config.redis_password_file.c_str(), &st) == 0 && (st.st_mode & 077) != 0) {
-      return absl::PermissionDeniedError(StrCat("redis_password_file ", config.redis_password_file,
-                                                " is readable by group or others; chmod 600 it"));
-    }
-    absl::StatusOr<std::string> password = ReadSmallFile(config.redis_password_file, 4096);
+    absl::StatusOr<std::string> password = ReadSecretFile(config.redis_password_file, 4096);
     if (!password.ok()) return password.status();
     while (!password->empty() && (password->back() == '\n' || password->back() == '\r')) {
       password->pop_back();
@@ -232,7 +215,8 @@ int RunServe(const ServeOptions& options) {
   monitor::AccessLog access_log;
   if (absl::Status s = access_log.Open(config->access_log); !s.ok()) return Fail(s);
 
-  absl::StatusOr<std::vector<signing::PublicKey>> trusted = LoadTrustedKeys(*config);
+  absl::StatusOr<std::vector<signing::PublicKey>> trusted =
+      signing::ReadPublicKeys(config->trusted_keys);
   if (!trusted.ok()) return Fail(trusted.status());
   absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> registry =
       LoadModels(*config, *trusted, metrics);

@@ -1,5 +1,7 @@
 #include "common/files.h"
 
+#include <sys/stat.h>
+
 #include <fstream>
 #include <iterator>
 
@@ -32,6 +34,17 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
     return absl::InvalidArgumentError(StrCat(path.string(), ": larger than ", max_bytes, " bytes"));
   }
   return text;
+}
+
+absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
+                                           std::uintmax_t max_bytes) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(StrCat("cannot read ", path.string()));
+  if ((st.st_mode & 077) != 0) {
+    return absl::PermissionDeniedError(
+        StrCat(path.string(), " is readable by group or others; chmod 600 it (it holds a secret)"));
+  }
+  return ReadSmallFile(path, max_bytes);
 }
 
 }  // namespace pillar

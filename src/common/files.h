@@ -18,4 +18,9 @@ namespace pillar {
 absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
                                           std::uintmax_t max_bytes);
 
+// ReadSmallFile for a secret (a signing key, a password): PermissionDenied when the file's group
+// or others may read it, as ssh refuses such a private key, so a leak is refused, not used.
+absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
+                                           std::uintmax_t max_bytes);
+
 }  // namespace pillar

@@ -219,6 +219,11 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
     return Refuse("exp and nbf must be numbers");
   }
   if (!has_exp) return Refuse("no exp claim");
+  // Times past year 9999 are refused, so converting them to microseconds cannot overflow.
+  constexpr double kLatestTime = 253402300799.0;
+  if (exp > kLatestTime || nbf > kLatestTime || exp < -kLatestTime || nbf < -kLatestTime) {
+    return Refuse("exp or nbf out of range");
+  }
   if (now >= exp + skew) return Refuse("expired");
   if (has_nbf && now + skew < nbf) return Refuse("not yet valid");
   if (has_nbf) *not_before_us = int64_t(nbf * 1e6);

@@ -52,7 +52,6 @@ class JwtVerifier {
 
   absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view token,
                                                           int64_t now_us) const;
-  int64_t reloads() const { return watcher_ ? watcher_->reloads() : 0; }
 
  private:
   std::shared_ptr<const Jwks> CurrentKeys() const {

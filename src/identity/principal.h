@@ -22,11 +22,10 @@ using Attributes = absl::flat_hash_map<std::string, std::vector<std::string>>;
 
 enum class AuthMethod { kApiKey, kJwt, kMtls };
 
-std::string_view AuthMethodName(AuthMethod method);
-
 struct Principal {
   AuthMethod method = AuthMethod::kApiKey;
-  // Stable and unique across methods: "key:<id>", "jwt:<issuer>#<subject>", "mtls:<subject>".
+  // Stable and unique across methods: "key:<id>", "jwt:<subject>" (one issuer is trusted),
+  // "mtls:<certificate name>".
   std::string id;
   std::string tenant;  // empty: belongs to no tenant
   std::vector<std::string> roles;
@@ -36,17 +35,5 @@ struct Principal {
   // Unix microseconds after which the credential is no longer accepted; 0 when unbounded.
   int64_t expires_us = 0;
 };
-
-inline std::string_view AuthMethodName(AuthMethod method) {
-  switch (method) {
-    case AuthMethod::kApiKey:
-      return "api_key";
-    case AuthMethod::kJwt:
-      return "jwt";
-    case AuthMethod::kMtls:
-      return "mtls";
-  }
-  return "unknown";
-}
 
 }  // namespace pillar::identity

@@ -1,5 +1,6 @@
 #include "limits/local_limiter.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -33,6 +34,12 @@ int64_t PeriodEnd(LimitRule::Period period, int64_t unix_s) {
 namespace {
 
 constexpr int64_t kNanosPerSecond = 1'000'000'000;
+// A theoretical arrival time this far out (about 126 years of monotonic clock) means "not in
+// this process's lifetime"; capping there keeps every conversion to int64 defined.
+constexpr double kMaxTatNs = 4e18;
+
+// Nanoseconds as whole milliseconds, rounded up, within [0, 1e15] (about 31,000 years).
+int64_t ClampedMillis(double ns) { return int64_t(std::clamp(std::ceil(ns / 1e6), 0.0, 1e15)); }
 
 // The counter's identity: kind, limit name and subject. A limit keeps its counters across
 // policy reloads as long as its name and kind stay.
@@ -179,12 +186,11 @@ std::optional<Verdict> LocalLimiter::Check(const Charge& charge, Counter& counte
       const double new_tat = double(tat) + interval_ns * double(charge.cost);
       if (new_tat - double(now_ns) <= tolerance_ns) return std::nullopt;
       v.limit = burst;
-      v.remaining = int64_t(std::floor((tolerance_ns - double(tat - now_ns)) / interval_ns));
-      v.remaining = std::max<int64_t>(0, v.remaining);
-      v.reset_ms = int64_t(std::ceil(double(tat - now_ns) / 1e6));
-      v.retry_after_ms = charge.cost > burst
-                             ? -1
-                             : int64_t(std::ceil((new_tat - double(now_ns) - tolerance_ns) / 1e6));
+      v.remaining = int64_t(std::clamp(
+          std::floor((tolerance_ns - double(tat - now_ns)) / interval_ns), 0.0, double(burst)));
+      v.reset_ms = ClampedMillis(double(tat - now_ns));
+      v.retry_after_ms =
+          charge.cost > burst ? -1 : ClampedMillis(new_tat - double(now_ns) - tolerance_ns);
       return v;
     }
     case LimitRule::Kind::kConcurrency: {
@@ -217,8 +223,10 @@ void LocalLimiter::Take(const Charge& charge, Counter& counter, int64_t now_ns, 
   switch (rule.kind) {
     case LimitRule::Kind::kRate: {
       const double interval_ns = double(kNanosPerSecond) * double(options_.divisor) / rule.rate;
-      counter.tat_ns = std::max(counter.tat_ns, now_ns) +
-                       int64_t(std::llround(interval_ns * double(charge.cost)));
+      // In floating point, capped: a slow rate times a large cost may not fit in 64 bits.
+      counter.tat_ns = int64_t(std::min(
+          double(std::max(counter.tat_ns, now_ns)) + interval_ns * double(charge.cost),
+          kMaxTatNs));
       return;
     }
     case LimitRule::Kind::kConcurrency:

@@ -237,8 +237,9 @@ class PolicyParser {
     if (rate != nullptr) {
       limit.kind = LimitRule::Kind::kRate;
       std::optional<double> value = rate->value<double>();
-      if (!value || !std::isfinite(*value) || *value <= 0 || *value > 1e12) {
-        return Error(*rate, StrCat(owner, ": rate must be a number of units per second in (0, 1e12]"));
+      // The lower bound (one unit per ~11.6 days) keeps the bucket's arithmetic in range.
+      if (!value || !std::isfinite(*value) || *value < 1e-6 || *value > 1e12) {
+        return Error(*rate, StrCat(owner, ": rate must be a number of units per second in [1e-6, 1e12]"));
       }
       limit.rate = *value;
       limit.burst = std::max<int64_t>(1, int64_t(std::ceil(limit.rate)));

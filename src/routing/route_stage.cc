@@ -6,25 +6,28 @@
 namespace pillar::routing {
 
 const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
-  const runtime::ModelVersion* latest = nullptr;
-  const runtime::ModelVersion* latest_ready = nullptr;
-  const policy::Rule* latest_rule = nullptr;
-  const policy::Rule* latest_ready_rule = nullptr;
-  for (const auto& v : registry_.VersionsOf(ex.model_name)) {
-    if (!ex.model_version.empty() && v->version_text != ex.model_version) continue;
-    // Versions ascend: the last visible one wins, preferring ready ones.
-    const Access access = AccessTo(ex, *v);
+  // Versions ascend: walk down from the highest, so the common case (the highest version is
+  // ready and visible) costs one policy evaluation however many versions the model has.
+  const runtime::ModelVersion* fallback = nullptr;  // the highest visible one, ready or not
+  const policy::Rule* fallback_rule = nullptr;
+  auto versions = registry_.VersionsOf(ex.model_name);
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+    const runtime::ModelVersion& v = **it;
+    if (!ex.model_version.empty() && v.version_text != ex.model_version) continue;
+    const Access access = AccessTo(ex, v);
     if (!access.visible) continue;
-    latest = v.get();
-    latest_rule = access.granted_by;
-    if (v->ready()) {
-      latest_ready = v.get();
-      latest_ready_rule = access.granted_by;
+    if (v.ready()) {
+      // The decision on the chosen version is made here once; the authorize stage reuses it.
+      ex.granted_by = access.granted_by;
+      return &v;
+    }
+    if (fallback == nullptr) {
+      fallback = &v;
+      fallback_rule = access.granted_by;
     }
   }
-  // The decision on the chosen version is made here once; the authorize stage reuses it.
-  ex.granted_by = latest_ready != nullptr ? latest_ready_rule : latest_rule;
-  return latest_ready != nullptr ? latest_ready : latest;
+  ex.granted_by = fallback_rule;
+  return fallback;
 }
 
 pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {

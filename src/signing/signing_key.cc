@@ -85,13 +85,7 @@ absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix) {
 }
 
 absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(StrCat("cannot read ", path));
-  if ((st.st_mode & 077) != 0) {
-    return absl::PermissionDeniedError(
-        StrCat(path, " is readable by group or others; chmod 600 it (a signing key is a secret)"));
-  }
-  absl::StatusOr<std::string> text = ReadSmallFile(path, 4096);
+  absl::StatusOr<std::string> text = ReadSecretFile(path, 4096);
   if (!text.ok()) return text.status();
   auto parsed = ParseLine(path, *text, kPrivateTag, crypto_sign_SEEDBYTES);
   if (!parsed.ok()) return parsed.status();
@@ -107,6 +101,16 @@ absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path) {
     return absl::InvalidArgumentError(StrCat(path, ": the key id does not match the key"));
   }
   return key;
+}
+
+absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(const std::vector<std::string>& paths) {
+  std::vector<PublicKey> keys;
+  for (const std::string& path : paths) {
+    absl::StatusOr<PublicKey> key = ReadPublicKey(path);
+    if (!key.ok()) return key.status();
+    keys.push_back(std::move(*key));
+  }
+  return keys;
 }
 
 absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path) {

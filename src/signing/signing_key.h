@@ -11,6 +11,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -31,6 +32,7 @@ SigningKey GenerateSigningKey();
 absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix);
 absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path);
 absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path);
+absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(const std::vector<std::string>& paths);
 
 std::string Sign(const SigningKey& key, std::string_view message);  // 64 bytes
 bool Verify(const PublicKey& key, std::string_view message, std::string_view signature);

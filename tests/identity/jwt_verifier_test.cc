@@ -113,6 +113,9 @@ TEST_F(JwtVerifierTest, RefusesEveryKnownAttack) {
   EXPECT_EQ(Refusal(good.substr(0, dot2)),
             "invalid token: not a compact JWS (three dot-separated parts)");
   EXPECT_EQ(Refusal(good.substr(0, good.size() - 10)), "invalid token: signature does not verify");
+  // Times no clock reaches, which would overflow microseconds.
+  EXPECT_EQ(Refusal(rsa_.Sign(R"({"iss":"https://idp.example","aud":"pillar","sub":"a","exp":1e300})")),
+            "invalid token: exp or nbf out of range");
   // Oversized.
   EXPECT_EQ(Refusal(rsa_.Sign(Claims(kNow + 300, ",\"pad\":\"" + std::string(9000, 'x') + "\""))),
             "invalid token: too large");

@@ -140,12 +140,9 @@ TEST(SignedServingTest, AVersionTamperedWithWhileServingIsWithdrawnAndTrafficMov
   server.AddRepositoryConfig("version_policy = \"all\"\nreverify_interval_ms = 50\n");
   const std::string key = server.CreateKey("k");
   ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string body = testing::InferBody({&testing::LoadHeldOut()[0]});
   auto infer = [&] {
-    std::string data;
-    for (int i = 0; i < 64; ++i) data += (i ? ",0" : "0");
-    return testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
-                          R"({"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[)" +
-                              data + "]}]}",
+    return testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer", body,
                           {testing::Bearer(key)});
   };
   testing::HttpReply before = infer();

@@ -13,6 +13,7 @@ namespace pillar::limits {
 namespace {
 
 using policy::LimitRule;
+using policy::Policy;
 
 // 64 threads race for `n` slots: exactly `n` win.
 int64_t Race(Limiter& limiter, const LimitRule& rule, int attempts_per_thread) {
@@ -81,6 +82,25 @@ TEST(LocalLimiterTest, ElementsAreUnitsAndARequestBiggerThanTheBurstCanNeverPass
   auto never = limiter.AdmitNow({&c, 1}, "");
   EXPECT_FALSE(never->allowed);
   EXPECT_EQ(never->retry_after_ms, -1);
+}
+
+TEST(LocalLimiterTest, TheSlowestRateTimesTheLargestShareStaysInRange) {
+  // The slowest rate the parser takes, split 10,000 ways, charged a large burst: the bucket's
+  // arithmetic must neither overflow nor wrap into "allowed".
+  auto policy = Limits(
+      "[[limit]]\nname = \"slow\"\nper = \"key\"\nunit = \"elements\"\nrate = 1e-6\n"
+      "burst = 1000000000\n");
+  LocalLimiter limiter({.divisor = 10'000});
+  Charge c{&policy->limits()[0], "k", 100'000};
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed);
+  auto refused = limiter.AdmitNow({&c, 1}, "");
+  ASSERT_TRUE(refused.ok());
+  EXPECT_FALSE(refused->allowed);
+  EXPECT_GT(refused->retry_after_ms, 0);
+  EXPECT_LE(refused->retry_after_ms, int64_t(1e15));
+  EXPECT_FALSE(Policy::Parse("version = 1\n[[limit]]\nname = \"x\"\nper = \"key\"\nrate = 1e-9\n",
+                             "p.toml")
+                   .ok());
 }
 
 TEST(LocalLimiterTest, ConcurrencySlotsComeBackOnRelease) {
