@@ -1,8 +1,9 @@
-// Where security decisions go (R-SEC-7): every authentication failure, authorization decision
-// and limit refusal on the request path is handed to an AuditSink. The tamper-evident log is
-// one implementation (issue 4); CountingAuditSink below counts them for /metrics.
+// Where security decisions and changes go (R-SEC-7): every authentication failure,
+// authorization decision and limit refusal on the request path, and every model load, unload,
+// promotion, key and policy change, is handed to an AuditSink. AuditLog (audit_log.h) is the
+// tamper-evident log; CountingAuditSink counts them for /metrics and forwards them.
 //
-//   sink.Record({.kind = EventKind::kAuthorization, .allowed = false, .principal = id, ...});
+//   if (!sink.Record({.kind = EventKind::kAuthorization, .allowed = true, ...})) refuse();
 // Record() is called on request threads and must not block on I/O. The views in an Event are
 // valid only during the call; `explain` builds the reason text only for sinks that want it,
 // so a sink that counts pays no allocation.
@@ -16,12 +17,16 @@
 
 namespace pillar::audit {
 
-// kModel: the server's own decisions about what it serves (a version withdrawn because its
-// files no longer verify).
-enum class EventKind : uint8_t { kAuthentication, kAuthorization, kLimit, kModel };
-inline constexpr int kEventKinds = 4;
+// kModel: what the server serves (a version loaded, unloaded, withdrawn because its files no
+// longer verify, an alias moved); kKey: API key changes; kPolicy: a policy file taken into
+// service or refused.
+enum class EventKind : uint8_t { kAuthentication, kAuthorization, kLimit, kModel, kKey, kPolicy };
+inline constexpr int kEventKinds = 6;
 
 std::string_view EventKindName(EventKind kind);
+// "allow"/"deny" for decisions (authentication, authorization, limit); "ok"/"failed" for
+// changes (model, key, policy).
+std::string_view DecisionName(EventKind kind, bool allowed);
 
 struct Event {
   EventKind kind = EventKind::kAuthorization;
@@ -40,7 +45,10 @@ struct Event {
 class AuditSink {
  public:
   virtual ~AuditSink() = default;
-  virtual void Record(const Event& event) = 0;
+  // False only when the event could not be recorded and the sink is configured to refuse
+  // requests it cannot audit (a full queue with on_full = "refuse"): the caller then refuses the
+  // request. Sinks that never refuse return true.
+  virtual bool Record(const Event& event) = 0;
 };
 
 }  // namespace pillar::audit

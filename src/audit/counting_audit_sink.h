@@ -1,5 +1,5 @@
 // An AuditSink that counts decisions in pillar_security_decisions_total{kind,decision} and, when
-// given a second sink, forwards every event to it.
+// given a second sink, forwards every event to it (and its answer).
 #pragma once
 
 #include "audit/audit_sink.h"
@@ -10,7 +10,7 @@ namespace pillar::audit {
 class CountingAuditSink final : public AuditSink {
  public:
   CountingAuditSink(monitor::MetricsRegistry& metrics, AuditSink* next = nullptr);
-  void Record(const Event& event) override;
+  bool Record(const Event& event) override;
 
  private:
   monitor::Counter* counters_[kEventKinds][2];  // [kind][allowed]

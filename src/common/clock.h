@@ -24,5 +24,8 @@ Clock& SystemClock();
 
 // "2026-11-30T00:00:00Z": RFC 3339 in UTC, to the second, for times people and clients read.
 std::string FormatUtc(int64_t unix_seconds);
+// "2026-11-30T00:00:00.000123Z": the same to the microsecond, fixed width, so that such times
+// sort as text (audit records).
+std::string FormatUtcMicros(int64_t unix_micros);
 
 }  // namespace pillar

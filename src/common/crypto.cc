@@ -131,4 +131,14 @@ absl::StatusOr<std::string> Base64UrlDecode(std::string_view text) {
   return out;
 }
 
+absl::StatusOr<std::string> Base64Decode(std::string_view text) {
+  std::string url(text);
+  for (char& c : url) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  while (!url.empty() && url.back() == '=') url.pop_back();
+  return Base64UrlDecode(url);
+}
+
 }  // namespace pillar

@@ -26,8 +26,13 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
   auto explain = [&] {
     return decision.Explain(ex.policy->source(), *ex.principal, plane, ex.action, ex.resource);
   };
-  audit_.Record(audit::ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed,
-                                     explain));
+  const bool recorded = audit_.Record(
+      audit::ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed, explain));
+  if (decision.allowed && !recorded) {
+    // The audit log is configured to refuse what it cannot record (R-SEC-7 over availability).
+    ex.Fail(absl::UnavailableError("the audit log cannot keep up; request refused"));
+    return pipeline::StageResult::kStop;
+  }
   if (decision.allowed) return pipeline::StageResult::kContinue;
   ex.Fail(absl::PermissionDeniedError(
       StrCat(ex.principal->id, " may not ", ex.action, " on ", ex.resource)));

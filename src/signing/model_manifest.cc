@@ -100,17 +100,6 @@ std::string Statement(const std::string& name, const std::vector<FileDigest>& fi
   return std::move(w).Take();
 }
 
-// DSSE allows either base64 alphabet, padded or not.
-absl::StatusOr<std::string> DecodeAnyBase64(std::string_view text) {
-  std::string url(text);
-  for (char& c : url) {
-    if (c == '+') c = '-';
-    if (c == '/') c = '_';
-  }
-  while (!url.empty() && url.back() == '=') url.pop_back();
-  return Base64UrlDecode(url);
-}
-
 absl::Status Invalid(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(path, ": ", what));
 }
@@ -221,7 +210,7 @@ absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
   if (envelope["payload"].get_string().get(payload_text) != simdjson::SUCCESS) {
     return Invalid(path, "no payload");
   }
-  absl::StatusOr<std::string> payload = DecodeAnyBase64(payload_text);
+  absl::StatusOr<std::string> payload = Base64Decode(payload_text);
   if (!payload.ok()) return Invalid(path, "payload is not base64");
   simdjson::dom::array signatures;
   if (envelope["signatures"].get_array().get(signatures) != simdjson::SUCCESS) {
@@ -236,7 +225,7 @@ absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
       return Invalid(path, "a signature lacks keyid or sig");
     }
     StrAppend(&seen, seen.empty() ? "" : ", ", keyid.substr(0, 32));
-    absl::StatusOr<std::string> sig = DecodeAnyBase64(sig_text);
+    absl::StatusOr<std::string> sig = Base64Decode(sig_text);
     if (!sig.ok()) continue;
     for (const PublicKey& key : trusted) {
       if (key.key_id == keyid && Verify(key, pae, *sig)) verified_by = key.key_id;

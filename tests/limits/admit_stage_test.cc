@@ -16,8 +16,9 @@ namespace {
 
 class RecordingSink final : public audit::AuditSink {
  public:
-  void Record(const audit::Event& e) override {
+  bool Record(const audit::Event& e) override {
     events.push_back({e.kind, e.allowed, std::string(e.principal), e.explain()});
+    return true;
   }
   struct Seen {
     audit::EventKind kind;

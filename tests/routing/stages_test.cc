@@ -131,7 +131,10 @@ TEST(RouteStageTest, TheRuleThatGrantsTheActionIsFoundOnceAndReusedByAuthorize) 
   auto registry = Registry();
   RouteStage route(*registry, BuiltIn());
   struct Sink final : audit::AuditSink {
-    void Record(const audit::Event& e) override { reasons.push_back(e.explain()); }
+    bool Record(const audit::Event& e) override {
+      reasons.push_back(e.explain());
+      return true;
+    }
     std::vector<std::string> reasons;
   } sink;
   policy::AuthorizeStage authorize(sink);

@@ -1,0 +1,259 @@
+#include "audit/audit_log.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "absl/time/clock.h"
+#include "audit/audit_record.h"
+#include "common/strings.h"
+
+namespace pillar::audit {
+namespace {
+
+constexpr absl::Duration kRetryDelay = absl::Milliseconds(100);
+constexpr absl::Duration kAlertEvery = absl::Seconds(10);
+
+}  // namespace
+
+std::string DefaultInstanceName() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0 || name[0] == '\0') return "pillar";
+  return name;
+}
+
+AuditLog::AuditLog(std::unique_ptr<AuditStore> store, AuditLogOptions options)
+    : store_(std::move(store)), options_(std::move(options)) {
+  if (options_.metrics != nullptr) {
+    auto& records = options_.metrics->AddCounter(
+        "pillar_audit_records_total",
+        "Audit events by fate: written to the log, dropped or refused because the queue was full.",
+        {"outcome"});
+    written_metric_ = &records.Get({"written"});
+    dropped_metric_ = &records.Get({"dropped"});
+    refused_metric_ = &records.Get({"refused"});
+    errors_metric_ = &options_.metrics
+                          ->AddCounter("pillar_audit_write_errors_total",
+                                       "Failed appends or syncs of the audit log (retried).")
+                          .Get({});
+    checkpoints_metric_ = &options_.metrics
+                               ->AddCounter("pillar_audit_checkpoints_total",
+                                            "Signed checkpoints appended to the audit log.")
+                               .Get({});
+  }
+}
+
+absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Start(std::unique_ptr<AuditStore> store,
+                                                          AuditLogOptions options) {
+  if (options.instance.empty()) options.instance = DefaultInstanceName();
+  std::unique_ptr<AuditLog> log(new AuditLog(std::move(store), std::move(options)));
+  // Recover now, so that a log that does not verify at its end stops the start-up, and a new
+  // log has its header before the first event.
+  std::vector<std::string> none;
+  if (!log->WriteBatch(none, /*checkpoint_due=*/false)) {
+    absl::MutexLock lock(&log->mu_);
+    return log->last_error_;
+  }
+  if (absl::Status s = log->store_->Sync(); !s.ok()) return s;
+  log->next_checkpoint_ = absl::Now() + log->options_.checkpoint_interval;
+  log->thread_ = std::thread([raw = log.get()] { raw->Run(); });
+  return log;
+}
+
+AuditLog::~AuditLog() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+bool AuditLog::Record(const Event& event) {
+  std::string body = EventBody(event);
+  bool alert = false;
+  int64_t dropped = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (queue_.size() < options_.queue_capacity) {
+      queue_.push_back(std::move(body));
+      ++enqueued_;
+      return true;
+    }
+    if (options_.refuse_when_full) {
+      if (refused_metric_ != nullptr) refused_metric_->Increment();
+      return false;
+    }
+    dropped = ++dropped_;
+    const absl::Time now = absl::Now();
+    if (now - last_drop_alert_ >= kAlertEvery) {
+      last_drop_alert_ = now;
+      alert = true;
+    }
+  }
+  if (dropped_metric_ != nullptr) dropped_metric_->Increment();
+  if (alert) {
+    std::fprintf(stderr,
+                 "pillar: ALERT: audit log queue full (%zu events); dropping events "
+                 "(%lld dropped so far)\n",
+                 options_.queue_capacity, static_cast<long long>(dropped));
+  }
+  return true;
+}
+
+int64_t AuditLog::dropped() const {
+  absl::MutexLock lock(&mu_);
+  return dropped_;
+}
+
+absl::Status AuditLog::Flush(absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  const int64_t target = enqueued_;
+  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return durable_ >= target; };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    return last_error_.ok() ? absl::DeadlineExceededError("audit log flush timed out")
+                            : last_error_;
+  }
+  return absl::OkStatus();
+}
+
+bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due) {
+  auto fail = [this](absl::Status status) {
+    if (errors_metric_ != nullptr) errors_metric_->Increment();
+    std::fprintf(stderr, "pillar: ALERT: audit log %s: %s (retrying)\n",
+                 store_->Describe().c_str(), std::string(status.message()).c_str());
+    absl::MutexLock lock(&mu_);
+    last_error_ = std::move(status);
+    return false;
+  };
+  absl::StatusOr<ChainHead> head = store_->Begin();
+  if (!head.ok()) return fail(head.status());
+  std::vector<EncodedRecord> records;
+  records.reserve(bodies.size() + 2);
+  int64_t seq = head->next_seq;
+  Chain chain = head->chain;
+  auto append = [&](std::string_view body) {
+    EncodedRecord& r = records.emplace_back();
+    r.seq = seq++;
+    r.payload = Payload(r.seq, body);
+    r.chain = chain = hasher_.Link(chain, r.payload);
+  };
+  if (seq == 0) {
+    append(HeaderBody({.instance = options_.instance, .time_us = absl::ToUnixMicros(absl::Now())}));
+  }
+  for (const std::string& body : bodies) append(body);
+  std::string checkpoint_payload;
+  if (checkpoint_due && options_.checkpoint_key.has_value()) {
+    Checkpoint checkpoint;
+    checkpoint.count = seq;
+    checkpoint.head = ChainHex(chain);
+    checkpoint.key_id = options_.checkpoint_key->public_key.key_id;
+    checkpoint.signature =
+        signing::Sign(*options_.checkpoint_key, CheckpointMessage(checkpoint.count, checkpoint.head));
+    checkpoint.time_us = absl::ToUnixMicros(absl::Now());
+    append(CheckpointBody(checkpoint));
+    checkpoint_payload = records.back().payload;
+  }
+  if (records.empty()) {
+    store_->Abort();
+    return true;
+  }
+  if (absl::Status s = store_->Commit(records); !s.ok()) return fail(std::move(s));
+  if (written_metric_ != nullptr) written_metric_->Increment(double(bodies.size()));
+  if (!checkpoint_payload.empty()) {
+    // Published only once durable: a checkpoint beside the log must never claim records that a
+    // crash could still take away.
+    if (absl::Status s = store_->Sync(); !s.ok()) return fail(std::move(s));
+    if (absl::Status s = store_->PublishCheckpoint(checkpoint_payload); !s.ok()) {
+      fail(std::move(s));  // the records are written; only the side copy is stale
+    }
+    if (checkpoints_metric_ != nullptr) checkpoints_metric_->Increment();
+    since_checkpoint_ = 0;
+  } else {
+    since_checkpoint_ += int64_t(bodies.size());
+  }
+  return true;
+}
+
+void AuditLog::Run() {
+  std::vector<std::string> batch;
+  int64_t unsynced_events = 0;
+  bool unsynced = false;
+  absl::Time unsynced_since;
+  const absl::Duration fsync_interval = options_.fsync_interval;
+  const bool never_sync = fsync_interval == absl::InfiniteDuration();
+  for (;;) {
+    bool stopping;
+    {
+      absl::MutexLock lock(&mu_);
+      if (batch.empty()) {
+        absl::Time deadline = absl::InfiniteFuture();
+        if (options_.checkpoint_key.has_value() && since_checkpoint_ > 0) {
+          deadline = next_checkpoint_;
+        }
+        if (unsynced) deadline = std::min(deadline, unsynced_since + fsync_interval);
+        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return !queue_.empty() || stopping_;
+        };
+        mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+        batch.swap(queue_);
+      } else {
+        // A batch that failed: retry it with whatever arrived since.
+        batch.insert(batch.end(), std::make_move_iterator(queue_.begin()),
+                     std::make_move_iterator(queue_.end()));
+        queue_.clear();
+      }
+      stopping = stopping_;
+    }
+    const absl::Time now = absl::Now();
+    const bool checkpoint_due =
+        options_.checkpoint_key.has_value() && since_checkpoint_ + int64_t(batch.size()) > 0 &&
+        (now >= next_checkpoint_ || stopping);
+    if (!batch.empty() || checkpoint_due) {
+      if (!WriteBatch(batch, checkpoint_due)) {
+        if (stopping) {
+          std::fprintf(stderr, "pillar: ALERT: audit log: %zu events could not be written\n",
+                       batch.size());
+          return;
+        }
+        absl::SleepFor(kRetryDelay);
+        continue;
+      }
+      if (checkpoint_due) {
+        next_checkpoint_ = now + options_.checkpoint_interval;
+        unsynced = false;  // WriteBatch synced before publishing the checkpoint
+        absl::MutexLock lock(&mu_);
+        durable_ += unsynced_events + int64_t(batch.size());
+        unsynced_events = 0;
+        batch.clear();
+        if (stopping && queue_.empty()) return;
+        continue;
+      }
+      if (!unsynced) unsynced_since = now;
+      unsynced = true;
+      unsynced_events += int64_t(batch.size());
+      batch.clear();
+    }
+    if (unsynced && (never_sync || stopping || now - unsynced_since >= fsync_interval)) {
+      absl::Status synced = never_sync ? absl::OkStatus() : store_->Sync();
+      if (synced.ok()) {
+        unsynced = false;
+        absl::MutexLock lock(&mu_);
+        durable_ += unsynced_events;
+        unsynced_events = 0;
+      } else {
+        if (errors_metric_ != nullptr) errors_metric_->Increment();
+        std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n", store_->Describe().c_str(),
+                     std::string(synced.message()).c_str());
+        absl::MutexLock lock(&mu_);
+        last_error_ = synced;
+        if (stopping) return;
+      }
+    }
+    if (stopping && !unsynced) {
+      absl::MutexLock lock(&mu_);
+      if (queue_.empty()) return;
+    }
+  }
+}
+
+}  // namespace pillar::audit

@@ -1,0 +1,102 @@
+// The tamper-evident audit log (R-SEC-7, R-OPS-5): an AuditSink that hash-chains every event
+// into an AuditStore, with a signed checkpoint of the chain's head every checkpoint_interval.
+//
+//   AuditLogOptions options;
+//   options.instance = "gpu-node-7";
+//   options.checkpoint_key = std::move(key);           // Ed25519; empty: no checkpoints
+//   options.fsync_interval = absl::Milliseconds(10);   // group commit
+//   PILLAR_ASSIGN_OR_RETURN(auto log, AuditLog::Start(std::move(store), std::move(options)));
+//   log->Record(event);   // from any thread; never waits for the disk
+//   log->Flush();         // waits until everything recorded so far is durable
+//
+// Record() encodes the event on the caller's thread and queues it; one writer thread assigns
+// sequence numbers, links the chain, appends whole batches (one write and, per the fsync
+// policy, one fdatasync per batch) and signs checkpoints. When the queue is full, the event is
+// dropped and counted (on_full = drop) or Record() answers false so the request is refused
+// (on_full = refuse). A store error (a full disk) keeps the batch and retries it, so nothing
+// queued is lost while the process lives.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "audit/audit_sink.h"
+#include "audit/audit_store.h"
+#include "monitor/metrics.h"
+#include "signing/signing_key.h"
+
+namespace pillar::audit {
+
+struct AuditLogOptions {
+  // Names this chain in its header and in what checkpoints sign (the host name by default).
+  std::string instance;
+  std::optional<signing::SigningKey> checkpoint_key;
+  absl::Duration checkpoint_interval = absl::Seconds(60);
+  // Zero: fdatasync after every batch. InfiniteDuration(): leave it to the OS. Otherwise at
+  // most this long between a record's write and its fdatasync.
+  absl::Duration fsync_interval = absl::Milliseconds(10);
+  size_t queue_capacity = 65536;
+  bool refuse_when_full = false;
+  monitor::MetricsRegistry* metrics = nullptr;  // optional
+};
+
+class AuditLog final : public AuditSink {
+ public:
+  // Recovers the chain's head (repairing a torn tail), writes the header of a new chain, and
+  // starts the writer thread.
+  static absl::StatusOr<std::unique_ptr<AuditLog>> Start(std::unique_ptr<AuditStore> store,
+                                                         AuditLogOptions options);
+  // Writes everything queued (and a final checkpoint), syncs, and stops the writer.
+  ~AuditLog() override;
+  AuditLog(const AuditLog&) = delete;
+  AuditLog& operator=(const AuditLog&) = delete;
+
+  bool Record(const Event& event) override;
+  // Waits until every event recorded before the call is written and synced; the store's last
+  // error when that cannot happen within `timeout`.
+  absl::Status Flush(absl::Duration timeout = absl::Seconds(30));
+
+  int64_t dropped() const;
+
+ private:
+  AuditLog(std::unique_ptr<AuditStore> store, AuditLogOptions options);
+  void Run();
+  // Appends `bodies` (and a checkpoint when one is due); false on a store error.
+  bool WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due);
+
+  const std::unique_ptr<AuditStore> store_;
+  const AuditLogOptions options_;
+  ChainHasher hasher_;  // writer thread only
+
+  mutable absl::Mutex mu_;
+  std::vector<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // events accepted so far
+  int64_t durable_ ABSL_GUARDED_BY(mu_) = 0;   // of which written and synced
+  int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status last_error_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_drop_alert_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+
+  // Writer-thread state.
+  int64_t since_checkpoint_ = 0;  // records appended since the last checkpoint
+  absl::Time next_checkpoint_;
+
+  monitor::Counter* written_metric_ = nullptr;
+  monitor::Counter* dropped_metric_ = nullptr;
+  monitor::Counter* refused_metric_ = nullptr;
+  monitor::Counter* errors_metric_ = nullptr;
+  monitor::Counter* checkpoints_metric_ = nullptr;
+  std::thread thread_;
+};
+
+// The host name, for AuditLogOptions::instance.
+std::string DefaultInstanceName();
+
+}  // namespace pillar::audit
