@@ -78,7 +78,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(text, source));
   static const std::set<std::string> kSections = {
       "server",  "data",   "admin",   "limits", "repository", "state",
-      "logging", "runtime", "policy", "limiter", "jwt"};
+      "logging", "runtime", "policy", "limiter", "jwt",        "audit"};
   for (const auto& [key, value] : root) {
     if (key.str() == "mtls_client") {
       if (!value.is_array_of_tables()) {
@@ -218,6 +218,43 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
           StrCat(source, ": [jwt] needs issuer and audiences along with jwks"));
     }
     jwt.jwks = Resolve(base, jwt.jwks);
+  }
+  {
+    TomlSection s(root["audit"].as_table(), "audit", source);
+    Config::Audit& audit = config.audit;
+    PILLAR_RETURN_IF_ERROR(s.ReadString("backend", audit.backend));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("file", audit.file));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("postgres", audit.postgres));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("instance", audit.instance));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("signing_key", audit.signing_key));
+    PILLAR_RETURN_IF_ERROR(s.ReadStrings("public_keys", audit.public_keys));
+    PILLAR_RETURN_IF_ERROR(
+        s.ReadInt("checkpoint_interval_ms", audit.checkpoint_interval_ms, 10, kMaxMillis));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("fsync", audit.fsync));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("fsync_interval_ms", audit.fsync_interval_ms, 1, 60'000));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("queue_capacity", audit.queue_capacity, 16, 16'777'216));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("on_full", audit.on_full));
+    PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    auto one_of = [&](std::string_view key, const std::string& value,
+                      std::initializer_list<std::string_view> allowed) -> absl::Status {
+      std::string names;
+      for (std::string_view a : allowed) {
+        if (value == a) return absl::OkStatus();
+        StrAppend(&names, names.empty() ? "" : ", ", a);
+      }
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [audit] ", key, " '", value, "' must be one of ", names));
+    };
+    PILLAR_RETURN_IF_ERROR(one_of("backend", audit.backend, {"file", "postgres", "off"}));
+    PILLAR_RETURN_IF_ERROR(one_of("fsync", audit.fsync, {"batch", "interval", "off"}));
+    PILLAR_RETURN_IF_ERROR(one_of("on_full", audit.on_full, {"drop", "refuse"}));
+    if (audit.backend == "postgres" && audit.postgres.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [audit] backend \"postgres\" needs a postgres connection string"));
+    }
+    audit.file = Resolve(base, audit.file);
+    audit.signing_key = Resolve(base, audit.signing_key);
+    for (std::string& key : audit.public_keys) key = Resolve(base, key);
   }
   if (const toml::array* clients = root["mtls_client"].as_array()) {
     for (const toml::node& node : *clients) {

@@ -75,6 +75,20 @@ struct Config {
     std::string roles_claim = "roles";
     std::map<std::string, std::string> attributes;  // attribute -> claim
   } jwt;
+  // [audit]
+  struct Audit {
+    std::string backend = "file";  // "file", "postgres" or "off"
+    std::string file = "audit.log";
+    std::string postgres;          // a libpq connection string
+    std::string instance;          // the chain's name; empty: the host name
+    std::string signing_key;       // Ed25519 private key for checkpoints; empty: none
+    std::vector<std::string> public_keys;  // what `pillar audit verify` trusts
+    int64_t checkpoint_interval_ms = 60'000;
+    std::string fsync = "interval";  // "batch", "interval" or "off"
+    int64_t fsync_interval_ms = 10;
+    int64_t queue_capacity = 65536;
+    std::string on_full = "drop";  // or "refuse"
+  } audit;
   // [[mtls_client]]
   struct CertificateClient {
     std::string tenant;

@@ -119,7 +119,7 @@ absl::Status AuditLog::Flush(absl::Duration timeout) {
 bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due) {
   auto fail = [this](absl::Status status) {
     if (errors_metric_ != nullptr) errors_metric_->Increment();
-    std::fprintf(stderr, "pillar: ALERT: audit log %s: %s (retrying)\n",
+    std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n",
                  store_->Describe().c_str(), std::string(status.message()).c_str());
     absl::MutexLock lock(&mu_);
     last_error_ = std::move(status);
