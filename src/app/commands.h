@@ -60,4 +60,18 @@ int RunModelVerify(const SigningOptions& options);
 int RunModelShow(const SigningOptions& options);
 int RunPolicyValidate(const PolicyOptions& options);
 
+struct AuditOptions {
+  std::string config_path;
+  std::string file;                // overrides [audit] file
+  std::string postgres;            // overrides [audit] postgres, and reads the chains there
+  std::string instance;            // postgres: the chain (verify: default all of them)
+  std::vector<std::string> keys;   // overrides [audit] public_keys
+  int lines = 20;                  // tail
+  bool follow = false;             // tail
+  std::string since;               // export: RFC 3339 time, or an age such as "24h"
+};
+int RunAuditVerify(const AuditOptions& options);
+int RunAuditTail(const AuditOptions& options);
+int RunAuditExport(const AuditOptions& options);
+
 }  // namespace pillar::app

@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "common/toml_parse.h"
+#include "models/model_aliases.h"
 #include "models/version_policy.h"
 
 namespace pillar::app {
@@ -139,6 +140,13 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     PILLAR_RETURN_IF_ERROR(s.ReadStrings("trusted_keys", config.trusted_keys));
     PILLAR_RETURN_IF_ERROR(
         s.ReadInt("reverify_interval_ms", config.reverify_interval_ms, 0, kMaxMillis));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("poll_ms", config.poll_ms, 0, kMaxMillis));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("default_alias", config.default_alias));
+    if (!config.default_alias.empty() && !models::IsValidAliasName(config.default_alias)) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [repository] default_alias '", config.default_alias,
+                 "': 1 to 64 of a-z, 0-9, '_', '-', starting with a letter"));
+    }
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     config.repository_path = Resolve(base, config.repository_path);
     for (std::string& key : config.trusted_keys) key = Resolve(base, key);

@@ -41,6 +41,8 @@ struct Config {
   bool require_signatures = true;
   std::vector<std::string> trusted_keys;
   int64_t reverify_interval_ms = 60'000;  // 0: verify only at load
+  int64_t poll_ms = 1000;  // how often the store is scanned for new versions and alias moves
+  std::string default_alias = "prod";  // where requests without a version go, when it exists
   // [state]
   std::string state_path = "pillar.db";
   int64_t key_refresh_ms = 200;

@@ -85,6 +85,31 @@ int main(int argc, char** argv) {
   show->add_option("dir", signing.dir, "The version directory")->required();
   show->add_option("--trusted-key", signing.trusted_keys, "Check the signature against these keys");
 
+  pillar::app::AuditOptions audit;
+  CLI::App* audit_cmd = cli.add_subcommand("audit", "Verify and read the tamper-evident audit log");
+  audit_cmd->require_subcommand(1);
+  auto audit_source = [&audit](CLI::App* cmd) {
+    cmd->add_option("-c,--config", audit.config_path, "Configuration file ([audit] section)");
+    cmd->add_option("--file", audit.file, "The audit log file (overrides [audit] file)");
+    cmd->add_option("--postgres", audit.postgres,
+                    "A libpq connection string: read the chains in PostgreSQL");
+    cmd->add_option("--instance", audit.instance, "PostgreSQL: the instance whose chain to read");
+  };
+  CLI::App* audit_verify = audit_cmd->add_subcommand(
+      "verify", "Check every record, link and signed checkpoint; name the first bad record");
+  audit_source(audit_verify);
+  audit_verify->add_option("--key", audit.keys,
+                           "A trusted audit public key (repeatable; overrides [audit] public_keys)");
+  CLI::App* audit_tail = audit_cmd->add_subcommand("tail", "Print the newest records (JSON lines)");
+  audit_source(audit_tail);
+  audit_tail->add_option("-n,--lines", audit.lines, "How many records")->check(CLI::Range(1, 1000000));
+  audit_tail->add_flag("-f,--follow", audit.follow, "Keep printing records as they are written");
+  CLI::App* audit_export = audit_cmd->add_subcommand(
+      "export", "Print records as JSON lines, for a SIEM");
+  audit_source(audit_export);
+  audit_export->add_option("--since", audit.since,
+                           "Only records from this time on: RFC 3339, or an age such as 24h");
+
   CLI11_PARSE(cli, argc, argv);
 
   if (serve_cmd->parsed()) return pillar::app::RunServe(serve);
@@ -98,5 +123,8 @@ int main(int argc, char** argv) {
   if (sign->parsed()) return pillar::app::RunModelSign(signing);
   if (verify->parsed()) return pillar::app::RunModelVerify(signing);
   if (show->parsed()) return pillar::app::RunModelShow(signing);
+  if (audit_verify->parsed()) return pillar::app::RunAuditVerify(audit);
+  if (audit_tail->parsed()) return pillar::app::RunAuditTail(audit);
+  if (audit_export->parsed()) return pillar::app::RunAuditExport(audit);
   return 2;
 }

@@ -8,10 +8,10 @@
 
 namespace pillar::app {
 
-ModelReverifier::ModelReverifier(const runtime::ModelRegistry& registry,
+ModelReverifier::ModelReverifier(const runtime::ModelCatalog& catalog,
                                  std::vector<signing::PublicKey> trusted, absl::Duration interval,
                                  audit::AuditSink& audit)
-    : registry_(registry), trusted_(std::move(trusted)), interval_(interval), audit_(audit) {}
+    : catalog_(catalog), trusted_(std::move(trusted)), interval_(interval), audit_(audit) {}
 
 ModelReverifier::~ModelReverifier() {
   {
@@ -36,7 +36,8 @@ void ModelReverifier::Start() {
 
 int ModelReverifier::CheckNow() {
   int withdrawn = 0;
-  for (const auto& v : registry_.versions()) {
+  const std::shared_ptr<const runtime::ModelRegistry> registry = catalog_.Current();
+  for (const auto& v : registry->versions()) {
     if (!v->ready()) continue;
     absl::StatusOr<signing::VerifiedModel> verified =
         signing::VerifyModel(v->directory.string(), trusted_);

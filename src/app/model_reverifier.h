@@ -13,14 +13,14 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "audit/audit_sink.h"
-#include "runtime/model_registry.h"
+#include "runtime/model_catalog.h"
 #include "signing/signing_key.h"
 
 namespace pillar::app {
 
 class ModelReverifier {
  public:
-  ModelReverifier(const runtime::ModelRegistry& registry, std::vector<signing::PublicKey> trusted,
+  ModelReverifier(const runtime::ModelCatalog& catalog, std::vector<signing::PublicKey> trusted,
                   absl::Duration interval, audit::AuditSink& audit);
   ~ModelReverifier();
   ModelReverifier(const ModelReverifier&) = delete;
@@ -31,7 +31,7 @@ class ModelReverifier {
   int CheckNow();
 
  private:
-  const runtime::ModelRegistry& registry_;
+  const runtime::ModelCatalog& catalog_;
   const std::vector<signing::PublicKey> trusted_;
   const absl::Duration interval_;
   audit::AuditSink& audit_;

@@ -36,13 +36,13 @@ void WriteTensorSpecs(JsonWriter& w, const std::vector<models::TensorSpec>& spec
 }  // namespace
 
 std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
-    const runtime::ModelRegistry& registry, const monitor::MetricsRegistry& metrics) {
+    const runtime::ModelCatalog& catalog, const monitor::MetricsRegistry& metrics) {
   std::map<Operation, runtime::ExecuteStage::Handler> handlers;
   handlers[Operation::kServerMetadata] = [](Exchange& ex) {
     ex.response.body =
         StrCat("{\"name\":\"pillar\",\"version\":\"", PILLAR_VERSION, "\",\"extensions\":[]}");
   };
-  handlers[Operation::kModelMetadata] = [&registry](Exchange& ex) {
+  handlers[Operation::kModelMetadata] = [](Exchange& ex) {
     const runtime::ModelVersion& model = *ex.model;
     if (!model.config) {
       ex.Fail(absl::UnavailableError(StrCat("model '", model.name, "' version ", model.version,
@@ -57,7 +57,7 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     w.BeginArray();
     if (ex.model_version.empty()) {
       // Only the versions this principal may see: listing must not reveal hidden ones.
-      for (const auto& v : registry.VersionsOf(model.name)) {
+      for (const auto& v : ex.models->VersionsOf(model.name)) {
         if (routing::Visible(ex, *v)) w.String(v->version_text);
       }
     } else {
@@ -98,7 +98,9 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     ex.response.content_type = "text/plain; version=0.0.4; charset=utf-8";
     ex.response.body = metrics.Render();
   };
-  handlers[Operation::kAdminModels] = [&registry](Exchange& ex) {
+  handlers[Operation::kAdminModels] = [&catalog](Exchange& ex) {
+    const std::shared_ptr<const runtime::ModelRegistry> snapshot = catalog.Current();
+    const runtime::ModelRegistry& registry = *snapshot;
     JsonWriter w(1024);
     w.BeginObject();
     w.Key("models");
@@ -112,6 +114,14 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
       w.String(v->version_text);
       w.Key("state");
       w.String(v->ready() ? "READY" : "UNAVAILABLE");
+      if (auto aliases = registry.aliases().find(v->name); aliases != registry.aliases().end()) {
+        w.Key("aliases");
+        w.BeginArray();
+        for (const auto& [alias, version] : aliases->second) {
+          if (version == v->version) w.String(alias);
+        }
+        w.EndArray();
+      }
       if (!v->status.ok() || v->withdrawn()) {
         w.Key("reason");
         w.String(v->Reason());

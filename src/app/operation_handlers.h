@@ -6,11 +6,11 @@
 
 #include "monitor/metrics.h"
 #include "runtime/execute_stage.h"
-#include "runtime/model_registry.h"
+#include "runtime/model_catalog.h"
 
 namespace pillar::app {
 
 std::map<pipeline::Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
-    const runtime::ModelRegistry& registry, const monitor::MetricsRegistry& metrics);
+    const runtime::ModelCatalog& catalog, const monitor::MetricsRegistry& metrics);
 
 }  // namespace pillar::app

@@ -11,9 +11,11 @@
 #include <fstream>
 #include <thread>
 
+#include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/model_reverifier.h"
+#include "app/model_watcher.h"
 #include "app/operation_handlers.h"
 #include "app/request_handler.h"
 #include "app/routes.h"
@@ -46,9 +48,10 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
+// Watches the store and loads what it names: only versions signed by a trusted key.
+absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
     const Config& config, const std::vector<signing::PublicKey>& trusted,
-    monitor::MetricsRegistry& metrics) {
+    monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
   absl::StatusOr<models::VersionPolicy> policy =
       models::VersionPolicy::Parse(config.version_policy);
   if (!policy.ok()) return policy.status();
@@ -58,12 +61,13 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
   }
   models::ModelRepository repository(config.repository_path, *policy, std::move(policies));
   runtime::ConfigureTorch(config.torch_threads);
-  auto& batch_sizes = metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
-                                           {"model", "version"}, monitor::BatchSizeBuckets());
-  auto loader =
-      [&](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
+  auto* batch_sizes = &metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
+                                            {"model", "version"}, monitor::BatchSizeBuckets());
+  const bool require_signatures = config.require_signatures;
+  auto loader = [require_signatures, trusted, batch_sizes](const models::VersionEntry& entry)
+      -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
     const models::ModelConfig& model = *entry.config;
-    if (config.require_signatures) {
+    if (require_signatures) {
       // What is loaded must be exactly what a trusted key signed (R-SEC-1, R-SEC-2).
       if (trusted.empty()) {
         return absl::FailedPreconditionError(
@@ -91,20 +95,10 @@ absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> LoadModels(
                  model.instance.count, model.instance.count == 1 ? "" : "s");
     return std::make_unique<runtime::BatchingRunner>(
         model, std::move(instances), SystemClock(),
-        &batch_sizes.Get({entry.model, std::to_string(entry.version)}));
+        &batch_sizes->Get({entry.model, std::to_string(entry.version)}));
   };
-  auto registry = runtime::ModelRegistry::Build(repository.Scan(), loader);
-  for (const auto& v : registry->versions()) {
-    if (!v->status.ok()) {
-      std::fprintf(stderr, "pillar: model %s version %lld failed to load: %s\n", v->name.c_str(),
-                   static_cast<long long>(v->version), std::string(v->status.message()).c_str());
-    }
-  }
-  for (const auto& [model, status] : registry->model_errors()) {
-    std::fprintf(stderr, "pillar: model store: %s%s%s\n", model.c_str(), model.empty() ? "" : ": ",
-                 std::string(status.message()).c_str());
-  }
-  return registry;
+  return std::make_unique<ModelWatcher>(std::move(repository), std::move(loader),
+                                        absl::Milliseconds(config.poll_ms), audit);
 }
 
 absl::StatusOr<std::unique_ptr<identity::JwtVerifier>> MakeJwtVerifier(const Config& config) {
@@ -204,12 +198,14 @@ int RunServe(const ServeOptions& options) {
     for (const auto& [attribute, values] : client.attributes) c.attributes[attribute] = values;
   }
   identity::Authenticator authenticator(&keys, jwt->get(), certificate_clients);
-  absl::StatusOr<std::unique_ptr<policy::PolicySource>> policy = policy::PolicySource::Open(
-      config->policy_path, absl::Milliseconds(config->policy_reload_ms));
-  if (!policy.ok()) return Fail(policy.status());
-
   monitor::MetricsRegistry metrics;
-  audit::CountingAuditSink audit(metrics);
+  absl::StatusOr<std::unique_ptr<audit::AuditLog>> audit_log =
+      OpenAuditLog(*config, &metrics, /*server=*/true);
+  if (!audit_log.ok()) return Fail(audit_log.status());
+  audit::CountingAuditSink audit(metrics, audit_log->get());
+  absl::StatusOr<std::unique_ptr<policy::PolicySource>> policy = policy::PolicySource::Open(
+      config->policy_path, absl::Milliseconds(config->policy_reload_ms), &audit);
+  if (!policy.ok()) return Fail(policy.status());
   absl::StatusOr<Limiters> limiters = MakeLimiters(*config, **store, metrics);
   if (!limiters.ok()) return Fail(limiters.status());
   monitor::AccessLog access_log;
@@ -218,36 +214,38 @@ int RunServe(const ServeOptions& options) {
   absl::StatusOr<std::vector<signing::PublicKey>> trusted =
       signing::ReadPublicKeys(config->trusted_keys);
   if (!trusted.ok()) return Fail(trusted.status());
-  absl::StatusOr<std::unique_ptr<runtime::ModelRegistry>> registry =
-      LoadModels(*config, *trusted, metrics);
-  if (!registry.ok()) return Fail(registry.status());
+  absl::StatusOr<std::unique_ptr<ModelWatcher>> watcher =
+      WatchModels(*config, *trusted, metrics, audit);
+  if (!watcher.ok()) return Fail(watcher.status());
+  runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<ModelReverifier> reverifier;
   if (config->require_signatures && config->reverify_interval_ms > 0) {
     reverifier = std::make_unique<ModelReverifier>(
-        **registry, *trusted, absl::Milliseconds(config->reverify_interval_ms), audit);
+        catalog, *trusted, absl::Milliseconds(config->reverify_interval_ms), audit);
     reverifier->Start();
   }
 
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
   stages.push_back(std::make_unique<monitor::ObserveStage>(metrics, access_log));
   stages.push_back(std::make_unique<identity::AuthenticateStage>(authenticator, audit));
-  stages.push_back(std::make_unique<routing::RouteStage>(**registry, **policy));
+  stages.push_back(
+      std::make_unique<routing::RouteStage>(catalog, **policy, config->default_alias));
   stages.push_back(std::make_unique<policy::AuthorizeStage>(audit));
   stages.push_back(std::make_unique<routing::DecodeStage>());
   stages.push_back(std::make_unique<limits::AdmitStage>(*limiters->primary,
                                                         limiters->fallback.get(), audit, &metrics));
   stages.push_back(std::make_unique<guard::GuardStage>());
   stages.push_back(
-      std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(**registry, metrics)));
+      std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(catalog, metrics)));
   pipeline::Chain chain(std::move(stages), &metrics);
 
   const bool strict = config->strict_readiness;
-  const runtime::ModelRegistry& models = **registry;
   RequestHandler handler(
       chain,
-      [&models, strict] {
-        return strict ? models.AllReady() && !models.versions().empty()
-                      : std::any_of(models.versions().begin(), models.versions().end(),
+      [&catalog, strict] {
+        const std::shared_ptr<const runtime::ModelRegistry> models = catalog.Current();
+        return strict ? models->AllReady() && !models->versions().empty()
+                      : std::any_of(models->versions().begin(), models->versions().end(),
                                     [](const auto& v) { return v->ready(); });
       },
       &access_log);
@@ -265,6 +263,7 @@ int RunServe(const ServeOptions& options) {
     if (absl::Status s = WritePortsFile(options.ports_file, *data_port, *admin_port); !s.ok())
       return Fail(s);
   }
+  (*watcher)->Start();
   server.Start();
   std::fprintf(
       stderr, "pillar: serving data plane on %s://%s:%u, admin plane on %s://%s:%u (%d threads)\n",
@@ -290,8 +289,11 @@ int RunServe(const ServeOptions& options) {
   // Unload the models while the event loop still exists: a request abandoned by a timed-out
   // drain is failed by its runner and posts its answer to that (stopped) loop.
   reverifier.reset();  // before the versions it checks go away
-  registry->reset();
+  (*watcher)->UnloadAll();
+  watcher->reset();
   access_log.Flush();
+  // The audit log writes what is queued, and a final checkpoint, when destroyed: after the
+  // policy source and the model parts that record into it (declared after it).
   if (abandoned > 0) {
     std::fprintf(stderr, "pillar: drain timed out with %lld requests in flight\n",
                  static_cast<long long>(abandoned));

@@ -1,8 +1,12 @@
 #include "models/model_repository.h"
 
+#include <algorithm>
 #include <system_error>
 
+#include <sys/stat.h>
+
 #include "common/files.h"
+#include "models/model_aliases.h"
 #include "common/strings.h"
 
 namespace pillar::models {
@@ -10,6 +14,11 @@ namespace {
 
 constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
 
+int64_t ModifiedNanos(const std::filesystem::path& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0) return 0;
+  return int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec;
+}
 
 }  // namespace
 
@@ -62,6 +71,24 @@ ScanResult ModelRepository::Scan() const {
     const VersionPolicy& chosen_policy =
         policy == policies_.end() ? default_policy_ : policy->second;
     std::vector<int64_t> chosen = chosen_policy.Select(available);
+    absl::StatusOr<ModelAliases> aliases = ReadAliases(dir);
+    if (!aliases.ok()) {
+      result.model_errors.emplace_back(name, aliases.status());
+    } else {
+      for (const auto& [alias, version] : aliases->targets) {
+        if (std::find(available.begin(), available.end(), version) == available.end()) {
+          result.model_errors.emplace_back(
+              name, absl::NotFoundError(StrCat("alias '", alias, "' names version ", version,
+                                               ", which is not in the store")));
+          continue;
+        }
+        result.aliases[name][alias] = version;
+        if (std::find(chosen.begin(), chosen.end(), version) == chosen.end()) {
+          chosen.push_back(version);
+        }
+      }
+      std::sort(chosen.begin(), chosen.end());
+    }
     if (chosen.empty()) {
       result.model_errors.emplace_back(
           name,
@@ -69,7 +96,10 @@ ScanResult ModelRepository::Scan() const {
       continue;
     }
     for (int64_t v : chosen) {
-      VersionEntry entry{name, v, dir / std::to_string(v), absl::UnknownError("")};
+      VersionEntry entry{name, v, dir / std::to_string(v), absl::UnknownError(""), 0};
+      entry.stamp = std::max({ModifiedNanos(entry.directory),
+                              ModifiedNanos(entry.directory / "model.toml"),
+                              ModifiedNanos(entry.directory / "model.sig.json")});
       std::filesystem::path config_path = entry.directory / "model.toml";
       absl::StatusOr<std::string> text = ReadSmallFile(config_path, kMaxConfigBytes);
       entry.config = text.ok() ? ModelConfig::Parse(*text, config_path.string())

@@ -1,6 +1,7 @@
 // The model store on disk: `<root>/<model>/<version>/{model.pt,model.toml}`, versions being
-// positive integers. Scanning applies each model's version policy and reads each chosen
-// version's model.toml; a broken version is reported with its error, never fatal.
+// positive integers, and `<root>/<model>/aliases.json`. Scanning applies each model's version
+// policy, adds the versions its aliases name, and reads each chosen version's model.toml; a
+// broken version is reported with its error, never fatal.
 //
 //   ModelRepository repo(root, VersionPolicy::Latest(), {});
 //   for (const VersionEntry& v : repo.Scan()) { if (v.config.ok()) Load(v); }
@@ -24,12 +25,17 @@ struct VersionEntry {
   int64_t version = 0;
   std::filesystem::path directory;
   absl::StatusOr<ModelConfig> config;  // the parse error when model.toml is missing or bad
+  // Changes when the version's directory, model.toml or signature changes: a server retries a
+  // version that failed to load only when its stamp moved.
+  int64_t stamp = 0;
 };
 
 struct ScanResult {
   std::vector<VersionEntry> versions;
   // Problems that are not a version's own: unreadable store, a model with no versions.
   std::vector<std::pair<std::string, absl::Status>> model_errors;
+  // Each model's aliases (aliases.json); their targets are scanned whatever the version policy.
+  std::map<std::string, std::map<std::string, int64_t>> aliases;
 };
 
 class ModelRepository {

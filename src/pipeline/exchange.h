@@ -89,6 +89,9 @@ class Exchange {
   // Filled by the admit stage for requests holding a concurrency slot; run once when the
   // response is on its way (the admit stage's response half).
   absl::AnyInvocable<void(Exchange&) &&> release;
+  // The model registry this request was routed in (kept to its end, so `model` stays valid
+  // while a newer registry takes over) and the version it addresses.
+  std::shared_ptr<const runtime::ModelRegistry> models;
   const runtime::ModelVersion* model = nullptr;
   std::optional<protocol::InferenceRequest> infer_request;
   runtime::InferResult infer_result;  // outputs moved out once encoded

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "audit/audit_sink.h"
 #include "common/file_watcher.h"
 #include "policy/policy.h"
 
@@ -17,9 +18,11 @@ namespace pillar::policy {
 
 class PolicySource {
  public:
-  // `path` empty: the built-in policy, never reloaded. Otherwise the file must load now.
+  // `path` empty: the built-in policy, never reloaded. Otherwise the file must load now. Each
+  // file taken into service or refused is an audit event (kind policy) when `audit` is given.
   static absl::StatusOr<std::unique_ptr<PolicySource>> Open(const std::string& path,
-                                                            absl::Duration reload_interval);
+                                                            absl::Duration reload_interval,
+                                                            audit::AuditSink* audit = nullptr);
   // A fixed policy (tests, benchmarks).
   explicit PolicySource(std::shared_ptr<const Policy> fixed) : current_(std::move(fixed)) {}
 
@@ -37,6 +40,7 @@ class PolicySource {
   mutable absl::Mutex mu_;
   std::shared_ptr<const Policy> current_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<FileWatcher> watcher_;
+  audit::AuditSink* audit_ = nullptr;
 };
 
 }  // namespace pillar::policy

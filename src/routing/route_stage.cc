@@ -8,12 +8,28 @@ namespace pillar::routing {
 const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
   // Versions ascend: walk down from the highest, so the common case (the highest version is
   // ready and visible) costs one policy evaluation however many versions the model has.
+  const runtime::ModelRegistry& models = *ex.models;
+  std::string_view wanted = ex.model_version;
+  if (!wanted.empty() && (wanted[0] < '0' || wanted[0] > '9')) {
+    const runtime::ModelVersion* target = models.AliasTarget(ex.model_name, wanted);
+    if (target == nullptr) return nullptr;
+    wanted = target->version_text;
+  } else if (wanted.empty() && !default_alias_.empty()) {
+    if (const runtime::ModelVersion* target = models.AliasTarget(ex.model_name, default_alias_);
+        target != nullptr && target->ready()) {
+      const Access access = AccessTo(ex, *target);
+      if (access.visible) {
+        ex.granted_by = access.granted_by;
+        return target;
+      }
+    }
+  }
   const runtime::ModelVersion* fallback = nullptr;  // the highest visible one, ready or not
   const policy::Rule* fallback_rule = nullptr;
-  auto versions = registry_.VersionsOf(ex.model_name);
+  auto versions = models.VersionsOf(ex.model_name);
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
     const runtime::ModelVersion& v = **it;
-    if (!ex.model_version.empty() && v.version_text != ex.model_version) continue;
+    if (!wanted.empty() && v.version_text != wanted) continue;
     const Access access = AccessTo(ex, v);
     if (!access.visible) continue;
     if (v.ready()) {
@@ -37,10 +53,11 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
     ex.resource = ResourceOf(ex.operation);
     return pipeline::StageResult::kContinue;
   }
+  ex.models = catalog_.Current();
   const runtime::ModelVersion* model = Resolve(ex);
   if (model == nullptr) {
     bool model_visible = false;
-    for (const auto& v : registry_.VersionsOf(ex.model_name)) {
+    for (const auto& v : ex.models->VersionsOf(ex.model_name)) {
       model_visible = model_visible || Visible(ex, *v);
     }
     if (!model_visible) {

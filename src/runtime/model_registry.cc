@@ -4,15 +4,33 @@
 
 namespace pillar::runtime {
 
-std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
-                                                    const RunnerLoader& loader) {
-  auto registry = std::make_unique<ModelRegistry>();
+std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
+                                                          const RunnerLoader& loader,
+                                                          const ModelRegistry* previous,
+                                                          Versions* retired) {
+  auto registry = std::make_shared<ModelRegistry>();
+  std::vector<bool> kept(previous != nullptr ? previous->versions_.size() : 0, false);
   for (models::VersionEntry& entry : scan.versions) {
-    auto v = std::make_unique<ModelVersion>();
+    if (previous != nullptr) {
+      auto same = std::find_if(previous->versions_.begin(), previous->versions_.end(),
+                               [&](const auto& v) {
+                                 return v->name == entry.model && v->version == entry.version &&
+                                        v->directory == entry.directory;
+                               });
+      if (same != previous->versions_.end() &&
+          (((*same)->runner != nullptr && !(*same)->withdrawn()) ||
+           (*same)->stamp == entry.stamp)) {
+        kept[size_t(same - previous->versions_.begin())] = true;
+        registry->versions_.push_back(*same);
+        continue;
+      }
+    }
+    auto v = std::make_shared<ModelVersion>();
     v->name = entry.model;
     v->version = entry.version;
     v->version_text = std::to_string(entry.version);
     v->directory = entry.directory;
+    v->stamp = entry.stamp;
     v->resource = "model:" + v->name + "/" + v->version_text;
     if (entry.config.ok()) v->attributes = entry.config->access;
     v->attributes["name"] = {v->name};
@@ -30,12 +48,28 @@ std::unique_ptr<ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
     }
     registry->versions_.push_back(std::move(v));
   }
+  for (size_t i = 0; i < kept.size(); ++i) {
+    if (!kept[i] && retired != nullptr) retired->push_back(previous->versions_[i]);
+  }
   std::sort(registry->versions_.begin(), registry->versions_.end(),
             [](const auto& a, const auto& b) {
               return std::tie(a->name, a->version) < std::tie(b->name, b->version);
             });
+  registry->aliases_ = std::move(scan.aliases);
   registry->model_errors_ = std::move(scan.model_errors);
   return registry;
+}
+
+const ModelVersion* ModelRegistry::AliasTarget(std::string_view model,
+                                               std::string_view alias) const {
+  auto m = aliases_.find(std::string(model));
+  if (m == aliases_.end()) return nullptr;
+  auto a = m->second.find(std::string(alias));
+  if (a == m->second.end()) return nullptr;
+  for (const auto& v : VersionsOf(model)) {
+    if (v->version == a->second) return v.get();
+  }
+  return nullptr;
 }
 
 const ModelVersion* ModelRegistry::Find(std::string_view model, std::string_view version) const {
@@ -53,7 +87,7 @@ const ModelVersion* ModelRegistry::Find(std::string_view model, std::string_view
   return latest_ready != nullptr ? latest_ready : latest;
 }
 
-std::span<const std::unique_ptr<ModelVersion>> ModelRegistry::VersionsOf(
+std::span<const std::shared_ptr<ModelVersion>> ModelRegistry::VersionsOf(
     std::string_view model) const {
   auto first = std::lower_bound(versions_.begin(), versions_.end(), model,
                                 [](const auto& v, std::string_view m) { return v->name < m; });

@@ -1,8 +1,10 @@
-// The models a server has: every version the repository scan chose, each either ready (with
-// its Runner) or failed (with the reason). Built once at start-up; immutable afterwards, so
-// lookups need no lock.
+// The models a server has at one moment: every version the repository scan chose, each either
+// ready (with its Runner) or failed (with the reason), and the models' aliases. A registry is
+// immutable once built, so lookups need no lock; a store change builds the next one (reusing
+// the versions both have) and ModelCatalog publishes it. Requests hold the snapshot they
+// started with, so a version leaves only when its last request is done.
 //
-//   auto registry = ModelRegistry::Build(repo.Scan(), loader);
+//   auto registry = ModelRegistry::Build(repo.Scan(), loader, nullptr);
 //   const ModelVersion* v = registry->Find("digits", "");  // latest ready version
 #pragma once
 
@@ -10,6 +12,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <span>
@@ -34,6 +37,7 @@ struct ModelVersion {
   identity::Attributes attributes;
   // The policy resource, "model:<name>/<version>".
   std::string resource;
+  int64_t stamp = 0;  // models::VersionEntry::stamp when loaded
   std::unique_ptr<Runner> runner;
 
   bool ready() const {
@@ -66,15 +70,28 @@ using RunnerLoader =
 
 class ModelRegistry {
  public:
-  // Loads every scanned version with `loader`; failures are recorded, never fatal.
-  static std::unique_ptr<ModelRegistry> Build(models::ScanResult scan, const RunnerLoader& loader);
+  using Versions = std::vector<std::shared_ptr<ModelVersion>>;
+
+  // Loads every scanned version with `loader`; failures are recorded, never fatal. Versions of
+  // `previous` that the scan still names are taken over as they are (a ready one is not loaded
+  // again; a failed one is retried only when its stamp moved); the ones it no longer names are
+  // appended to `retired`, when given.
+  static std::shared_ptr<const ModelRegistry> Build(models::ScanResult scan,
+                                                    const RunnerLoader& loader,
+                                                    const ModelRegistry* previous,
+                                                    Versions* retired = nullptr);
 
   // `version` empty: the highest ready version, else the highest version. Null when unknown.
   const ModelVersion* Find(std::string_view model, std::string_view version) const;
+  // The version `alias` of `model` names; null when there is no such alias.
+  const ModelVersion* AliasTarget(std::string_view model, std::string_view alias) const;
   bool HasModel(std::string_view model) const;
   // The versions of one model, ascending; empty when unknown.
-  std::span<const std::unique_ptr<ModelVersion>> VersionsOf(std::string_view model) const;
-  const std::vector<std::unique_ptr<ModelVersion>>& versions() const { return versions_; }
+  std::span<const std::shared_ptr<ModelVersion>> VersionsOf(std::string_view model) const;
+  const Versions& versions() const { return versions_; }
+  const std::map<std::string, std::map<std::string, int64_t>>& aliases() const {
+    return aliases_;
+  }
   const std::vector<std::pair<std::string, absl::Status>>& model_errors() const {
     return model_errors_;
   }
@@ -82,7 +99,8 @@ class ModelRegistry {
   bool AllReady() const;
 
  private:
-  std::vector<std::unique_ptr<ModelVersion>> versions_;  // sorted by name, then version
+  Versions versions_;  // sorted by name, then version
+  std::map<std::string, std::map<std::string, int64_t>> aliases_;
   std::vector<std::pair<std::string, absl::Status>> model_errors_;
 };
 

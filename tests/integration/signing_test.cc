@@ -169,7 +169,7 @@ TEST(SignedServingTest, AVersionTamperedWithWhileServingIsWithdrawnAndTrafficMov
   EXPECT_NE(server.Log().find("ALERT: model digits version 2 withdrawn"), std::string::npos);
   const std::string metrics =
       testing::Fetch(server.admin_port(), "GET", "/metrics", "", {testing::Bearer(key)}).body;
-  EXPECT_NE(metrics.find("pillar_security_decisions_total{kind=\"model\",decision=\"deny\"} 1"),
+  EXPECT_NE(metrics.find("pillar_security_decisions_total{kind=\"model\",decision=\"failed\"} 1"),
             std::string::npos);
   EXPECT_EQ(server.Stop(), 0);
 }

@@ -29,22 +29,24 @@ class EchoRunner final : public runtime::Runner {
   bool Ready() const override { return true; }
 };
 
-std::unique_ptr<runtime::ModelRegistry> Registry() {
+std::unique_ptr<runtime::ModelCatalog> Registry() {
   models::ScanResult scan;
   models::ModelConfig config;
   config.platform = "torchscript";
   config.max_batch_size = 4;
   config.inputs = {{"x", protocol::DataType::kInt32, {1}}};
   config.outputs = {{"y", protocol::DataType::kInt32, {1}}};
-  scan.versions.push_back({"echo", 1, "/nonexistent", config});
-  scan.versions.push_back({"echo", 2, "/nonexistent", config});
-  scan.versions.push_back({"broken", 1, "/nonexistent", absl::InvalidArgumentError("bad toml")});
-  return runtime::ModelRegistry::Build(
+  scan.versions.push_back({"echo", 1, "/nonexistent", config, 0});
+  scan.versions.push_back({"echo", 2, "/nonexistent", config, 0});
+  scan.versions.push_back(
+      {"broken", 1, "/nonexistent", absl::InvalidArgumentError("bad toml"), 0});
+  return std::make_unique<runtime::ModelCatalog>(runtime::ModelRegistry::Build(
       std::move(scan),
       [](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
         if (entry.version == 2) return absl::InternalError("cannot load version 2");
         return std::make_unique<EchoRunner>();
-      });
+      },
+      nullptr));
 }
 
 std::shared_ptr<const identity::Principal> Admin() {

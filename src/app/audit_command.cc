@@ -1,0 +1,172 @@
+// `pillar audit verify|tail|export`: checking the audit chain and reading it out, from a file
+// or from PostgreSQL.
+#include <unistd.h>
+
+#include <cstdio>
+#include <deque>
+
+#include "absl/time/clock.h"
+#include "app/cli_values.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "audit/audit_record.h"
+#include "audit/audit_verifier.h"
+#include "audit/file_audit_store.h"
+#include "audit/postgres_audit_store.h"
+#include "common/clock.h"
+#include "common/strings.h"
+
+namespace pillar::app {
+namespace {
+
+int Fail(const absl::Status& status) {
+  std::fprintf(stderr, "pillar audit: %s\n", std::string(status.message()).c_str());
+  return 2;
+}
+
+// Where the chain is: the options over the configuration.
+struct Where {
+  Config config;
+  bool postgres = false;
+  std::string instance;
+};
+
+absl::StatusOr<Where> Locate(const AuditOptions& options) {
+  absl::StatusOr<Config> config = LoadConfig(options.config_path);
+  if (!config.ok()) return config.status();
+  Where where{.config = std::move(*config), .postgres = false, .instance = options.instance};
+  Config::Audit& audit = where.config.audit;
+  if (!options.file.empty()) audit.file = options.file;
+  if (!options.postgres.empty()) audit.postgres = options.postgres;
+  where.postgres = !options.postgres.empty() || (options.file.empty() && audit.backend == "postgres");
+  if (!options.keys.empty()) audit.public_keys = options.keys;
+  if (where.postgres && where.instance.empty()) where.instance = audit.instance;
+  return where;
+}
+
+// Each record's payload, in order, until `fn` returns false.
+absl::Status ForEachPayload(const Where& where, const std::function<bool(std::string_view)>& fn) {
+  if (where.postgres) {
+    if (where.instance.empty()) {
+      return absl::InvalidArgumentError("--instance names the chain to read");
+    }
+    return audit::ReadPostgresChain(
+        where.config.audit.postgres, where.instance,
+        [&](std::string_view payload, std::string_view, uint64_t) { return fn(payload); });
+  }
+  absl::StatusOr<uint64_t> torn =
+      audit::ReadAuditFile(where.config.audit.file, [&](std::string_view text, uint64_t) {
+        audit::RecordLine line;
+        return !audit::SplitRecordLine(text, &line) || fn(line.payload);
+      });
+  return torn.status();
+}
+
+void PrintLine(std::string_view payload) {
+  std::fwrite(payload.data(), 1, payload.size(), stdout);
+  std::fputc('\n', stdout);
+}
+
+// The "time" member of a payload (fixed width, so it compares as text); empty if none.
+std::string_view TimeOf(std::string_view payload) {
+  static constexpr std::string_view kTime = "\"time\":\"";
+  const size_t at = payload.find(kTime);
+  if (at == std::string_view::npos) return {};
+  const size_t start = at + kTime.size();
+  const size_t end = payload.find('"', start);
+  return end == std::string_view::npos ? std::string_view() : payload.substr(start, end - start);
+}
+
+}  // namespace
+
+int RunAuditVerify(const AuditOptions& options) {
+  absl::StatusOr<Where> where = Locate(options);
+  if (!where.ok()) return Fail(where.status());
+  absl::StatusOr<std::vector<signing::PublicKey>> keys =
+      signing::ReadPublicKeys(where->config.audit.public_keys);
+  if (!keys.ok()) return Fail(keys.status());
+  std::vector<std::string> instances;
+  if (!where->postgres) {
+    instances.push_back("");
+  } else if (!where->instance.empty()) {
+    instances.push_back(where->instance);
+  } else {
+    absl::StatusOr<std::vector<std::string>> all =
+        audit::ListPostgresChains(where->config.audit.postgres);
+    if (!all.ok()) return Fail(all.status());
+    instances = std::move(*all);
+  }
+  int failed = 0;
+  for (const std::string& instance : instances) {
+    const absl::Time start = absl::Now();
+    audit::VerifyReport report =
+        where->postgres ? audit::VerifyPostgresChain(where->config.audit.postgres, instance, *keys)
+                        : audit::VerifyAuditFile(where->config.audit.file, *keys);
+    const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+    std::printf("%s: %s\n",
+                where->postgres ? StrCat("postgres chain ", instance).c_str()
+                                : where->config.audit.file.c_str(),
+                report.Summary().c_str());
+    std::printf("checked in %.3f s%s\n", seconds, report.status.ok() ? "; OK" : "");
+    if (!report.status.ok()) ++failed;
+  }
+  return failed == 0 ? 0 : 1;
+}
+
+int RunAuditTail(const AuditOptions& options) {
+  absl::StatusOr<Where> where = Locate(options);
+  if (!where.ok()) return Fail(where.status());
+  std::deque<std::string> last;
+  int64_t seen = 0;
+  absl::Status read = ForEachPayload(*where, [&](std::string_view payload) {
+    last.emplace_back(payload);
+    if (int(last.size()) > options.lines) last.pop_front();
+    ++seen;
+    return true;
+  });
+  if (!read.ok()) return Fail(read);
+  for (const std::string& payload : last) PrintLine(payload);
+  std::fflush(stdout);
+  while (options.follow) {
+    ::usleep(200'000);
+    int64_t index = 0;
+    read = ForEachPayload(*where, [&](std::string_view payload) {
+      if (index++ >= seen) {
+        PrintLine(payload);
+        ++seen;
+      }
+      return true;
+    });
+    if (!read.ok()) return Fail(read);
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
+int RunAuditExport(const AuditOptions& options) {
+  absl::StatusOr<Where> where = Locate(options);
+  if (!where.ok()) return Fail(where.status());
+  std::string since;
+  if (!options.since.empty()) {
+    absl::Time t;
+    std::string error;
+    if (absl::ParseTime(absl::RFC3339_full, options.since, &t, &error)) {
+      since = FormatUtcMicros(absl::ToUnixMicros(t));
+    } else {
+      absl::StatusOr<int64_t> age = ParseDurationSeconds(options.since);
+      if (!age.ok()) {
+        return Fail(absl::InvalidArgumentError(
+            StrCat("--since '", options.since, "': give an RFC 3339 time or an age like 24h")));
+      }
+      since = FormatUtcMicros(absl::ToUnixMicros(absl::Now()) - *age * 1'000'000);
+    }
+  }
+  absl::Status read = ForEachPayload(*where, [&](std::string_view payload) {
+    if (since.empty() || TimeOf(payload) >= since) PrintLine(payload);
+    return true;
+  });
+  if (!read.ok()) return Fail(read);
+  return std::fflush(stdout) == 0 ? 0 : 2;
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,63 @@
+#include "app/audit_setup.h"
+
+#include <pwd.h>
+#include <unistd.h>
+
+#include "audit/file_audit_store.h"
+#include "audit/postgres_audit_store.h"
+#include "common/strings.h"
+
+namespace pillar::app {
+
+absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& config,
+                                                              monitor::MetricsRegistry* metrics,
+                                                              bool server) {
+  const Config::Audit& c = config.audit;
+  if (c.backend == "off") return nullptr;
+  audit::AuditLogOptions options;
+  options.instance = c.instance.empty() ? audit::DefaultInstanceName() : c.instance;
+  options.checkpoint_interval = absl::Milliseconds(c.checkpoint_interval_ms);
+  options.fsync_interval = c.fsync == "batch"  ? absl::ZeroDuration()
+                           : c.fsync == "off" ? absl::InfiniteDuration()
+                                              : absl::Milliseconds(c.fsync_interval_ms);
+  options.queue_capacity = size_t(c.queue_capacity);
+  options.refuse_when_full = c.on_full == "refuse";
+  options.metrics = metrics;
+  if (server && !c.signing_key.empty()) {
+    absl::StatusOr<signing::SigningKey> key = signing::ReadPrivateKey(c.signing_key);
+    if (!key.ok()) {
+      return absl::Status(key.status().code(),
+                          StrCat("[audit] signing_key: ", key.status().message()));
+    }
+    options.checkpoint_key = std::move(*key);
+  }
+  std::unique_ptr<audit::AuditStore> store;
+  if (c.backend == "postgres") {
+    absl::StatusOr<std::unique_ptr<audit::PostgresAuditStore>> pg =
+        audit::PostgresAuditStore::Open(c.postgres, options.instance);
+    if (!pg.ok()) return pg.status();
+    store = std::move(*pg);
+  } else {
+    absl::StatusOr<std::unique_ptr<audit::FileAuditStore>> file =
+        audit::FileAuditStore::Open(c.file);
+    if (!file.ok()) return file.status();
+    store = std::move(*file);
+  }
+  return audit::AuditLog::Start(std::move(store), std::move(options));
+}
+
+absl::Status AuditChange(const Config& config, const audit::Event& event) {
+  absl::StatusOr<std::unique_ptr<audit::AuditLog>> log =
+      OpenAuditLog(config, nullptr, /*server=*/false);
+  if (!log.ok()) return log.status();
+  if (*log == nullptr) return absl::OkStatus();
+  (*log)->Record(event);
+  return (*log)->Flush();
+}
+
+std::string LocalOperator() {
+  const struct passwd* user = ::getpwuid(::geteuid());
+  return StrCat("local:", user != nullptr ? user->pw_name : std::to_string(::geteuid()));
+}
+
+}  // namespace pillar::app

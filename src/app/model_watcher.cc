@@ -1,0 +1,141 @@
+#include "app/model_watcher.h"
+
+#include <cstdio>
+
+#include "absl/time/clock.h"
+#include "common/strings.h"
+
+namespace pillar::app {
+namespace {
+
+void Audit(audit::AuditSink& sink, std::string_view action, std::string_view resource,
+           bool ok, const std::string& reason) {
+  sink.Record({.kind = audit::EventKind::kModel,
+               .allowed = ok,
+               .time_us = absl::GetCurrentTimeNanos() / 1000,
+               .principal = "pillar",
+               .tenant = {},
+               .action = action,
+               .resource = resource,
+               .request_id = {},
+               .remote = {},
+               .explain = [&] { return reason; }});
+}
+
+bool SameRegistry(const runtime::ModelRegistry& a, const runtime::ModelRegistry& b) {
+  if (a.versions() != b.versions() || a.aliases() != b.aliases()) return false;
+  if (a.model_errors().size() != b.model_errors().size()) return false;
+  for (size_t i = 0; i < a.model_errors().size(); ++i) {
+    if (a.model_errors()[i].first != b.model_errors()[i].first ||
+        a.model_errors()[i].second != b.model_errors()[i].second) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+ModelWatcher::ModelWatcher(models::ModelRepository repository, runtime::RunnerLoader loader,
+                           absl::Duration interval, audit::AuditSink& audit)
+    : repository_(std::move(repository)),
+      loader_(std::move(loader)),
+      interval_(interval),
+      audit_(audit),
+      catalog_(runtime::ModelRegistry::Build(repository_.Scan(), loader_, nullptr)) {
+  Report(nullptr, *catalog_.Current(), {});
+}
+
+ModelWatcher::~ModelWatcher() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+void ModelWatcher::Start() {
+  if (interval_ <= absl::ZeroDuration()) return;
+  thread_ = std::thread([this] {
+    for (;;) {
+      {
+        absl::MutexLock lock(&mu_);
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
+      }
+      CheckNow();
+    }
+  });
+}
+
+bool ModelWatcher::CheckNow() {
+  // Versions retired earlier go once the registry snapshots of their last requests are gone.
+  std::erase_if(retired_, [](const auto& v) { return v.use_count() == 1; });
+  const std::shared_ptr<const runtime::ModelRegistry> before = catalog_.Current();
+  runtime::ModelRegistry::Versions retired;
+  std::shared_ptr<const runtime::ModelRegistry> after =
+      runtime::ModelRegistry::Build(repository_.Scan(), loader_, before.get(), &retired);
+  if (SameRegistry(*before, *after)) return false;
+  catalog_.Publish(after);
+  Report(before.get(), *after, retired);
+  retired_.insert(retired_.end(), retired.begin(), retired.end());
+  return true;
+}
+
+void ModelWatcher::UnloadAll() {
+  runtime::ModelRegistry::Versions retired;
+  const std::shared_ptr<const runtime::ModelRegistry> before = catalog_.Current();
+  catalog_.Publish(runtime::ModelRegistry::Build({}, loader_, before.get(), &retired));
+  Report(before.get(), *catalog_.Current(), retired);
+  retired_.clear();
+}
+
+void ModelWatcher::Report(const runtime::ModelRegistry* before,
+                          const runtime::ModelRegistry& after,
+                          const runtime::ModelRegistry::Versions& retired) {
+  auto had = [&](const std::shared_ptr<runtime::ModelVersion>& v) {
+    if (before == nullptr) return false;
+    for (const auto& old : before->versions()) {
+      if (old == v) return true;
+    }
+    return false;
+  };
+  for (const auto& v : after.versions()) {
+    if (had(v)) continue;
+    if (v->status.ok()) {
+      Audit(audit_, "load", v->resource, true, "");
+    } else {
+      std::fprintf(stderr, "pillar: model %s version %lld failed to load: %s\n", v->name.c_str(),
+                   static_cast<long long>(v->version), std::string(v->status.message()).c_str());
+      Audit(audit_, "load", v->resource, false, std::string(v->status.message()));
+    }
+  }
+  for (const auto& v : retired) {
+    std::fprintf(stderr, "pillar: model %s version %lld leaves service\n", v->name.c_str(),
+                 static_cast<long long>(v->version));
+    Audit(audit_, "unload", v->resource, true, "");
+  }
+  for (const auto& [model, aliases] : after.aliases()) {
+    for (const auto& [alias, version] : aliases) {
+      int64_t old = 0;
+      if (before != nullptr) {
+        if (auto m = before->aliases().find(model); m != before->aliases().end()) {
+          if (auto a = m->second.find(alias); a != m->second.end()) old = a->second;
+        }
+      }
+      if (old == version) continue;
+      const std::string move = old == 0 ? StrCat(alias, " -> ", version)
+                                        : StrCat(alias, ": ", old, " -> ", version);
+      std::fprintf(stderr, "pillar: model %s alias %s now serves version %lld\n", model.c_str(),
+                   alias.c_str(), static_cast<long long>(version));
+      Audit(audit_, "alias", StrCat("model:", model, "/", alias), true, move);
+    }
+  }
+  if (before == nullptr || before->model_errors() != after.model_errors()) {
+    for (const auto& [model, status] : after.model_errors()) {
+      std::fprintf(stderr, "pillar: model store: %s%s%s\n", model.c_str(),
+                   model.empty() ? "" : ": ", std::string(status.message()).c_str());
+    }
+  }
+}
+
+}  // namespace pillar::app

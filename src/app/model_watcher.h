@@ -1,0 +1,57 @@
+// Keeps the served models in step with the store: loads the versions the version policy and
+// the aliases name, at start-up and then every poll interval, and publishes each new registry
+// to the catalog in one step — a promotion, a rollback or a pushed version takes effect
+// without a restart, and requests never see a half-switched state. A version that leaves is
+// unloaded on this thread once its last request is done. Every load, unload and alias move is
+// logged and audited (kind model).
+//
+//   ModelWatcher watcher(repository, loader, absl::Seconds(1), audit);
+//   runtime::ModelCatalog& catalog = watcher.catalog();
+//   watcher.Start();   ...   // stops (and joins) when destroyed
+#pragma once
+
+#include <memory>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "audit/audit_sink.h"
+#include "models/model_repository.h"
+#include "runtime/model_catalog.h"
+
+namespace pillar::app {
+
+class ModelWatcher {
+ public:
+  // Scans and loads once, synchronously.
+  ModelWatcher(models::ModelRepository repository, runtime::RunnerLoader loader,
+               absl::Duration interval, audit::AuditSink& audit);
+  ~ModelWatcher();
+  ModelWatcher(const ModelWatcher&) = delete;
+  ModelWatcher& operator=(const ModelWatcher&) = delete;
+
+  runtime::ModelCatalog& catalog() { return catalog_; }
+  // Polls every interval (none when the interval is zero) until destroyed.
+  void Start();
+  // One scan; publishes a new registry when something changed. Returns whether it did.
+  bool CheckNow();
+  // Unloads everything (at shutdown, while the runners' event loop still exists).
+  void UnloadAll();
+
+ private:
+  void Report(const runtime::ModelRegistry* before, const runtime::ModelRegistry& after,
+              const runtime::ModelRegistry::Versions& retired);
+
+  const models::ModelRepository repository_;
+  const runtime::RunnerLoader loader_;
+  const absl::Duration interval_;
+  audit::AuditSink& audit_;
+  runtime::ModelCatalog catalog_;
+  // Versions no registry names any more, destroyed here once no request holds them.
+  runtime::ModelRegistry::Versions retired_;
+  absl::Mutex mu_;
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread thread_;
+};
+
+}  // namespace pillar::app
