@@ -60,6 +60,20 @@ int RunModelVerify(const SigningOptions& options);
 int RunModelShow(const SigningOptions& options);
 int RunPolicyValidate(const PolicyOptions& options);
 
+struct ModelStoreOptions {
+  std::string config_path;
+  std::string store;  // overrides [repository] path
+  std::string name;
+  std::string dir;    // push: the version directory to add
+  int64_t version = 0;
+  std::string alias = "prod";
+};
+int RunModelPush(const ModelStoreOptions& options);
+int RunModelList(const ModelStoreOptions& options);
+int RunModelPromote(const ModelStoreOptions& options);
+int RunModelRollback(const ModelStoreOptions& options);
+int RunModelHistory(const ModelStoreOptions& options);
+
 struct AuditOptions {
   std::string config_path;
   std::string file;                // overrides [audit] file

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <ctime>
 
+#include "app/audit_setup.h"
 #include "app/cli_values.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -28,6 +29,30 @@ absl::StatusOr<std::unique_ptr<state::StateStore>> OpenStore(const KeyOptions& o
 int Fail(const absl::Status& status) {
   std::fprintf(stderr, "pillar key: %s\n", std::string(status.message()).c_str());
   return 1;
+}
+
+// Every key change is audited (kind key) in the configuration's audit log.
+int AuditKeyChange(const KeyOptions& options, std::string_view action, const std::string& id,
+                   const std::string& reason) {
+  absl::StatusOr<Config> config = LoadConfig(options.config_path);
+  if (!config.ok()) return Fail(config.status());
+  const std::string who = LocalOperator();
+  const std::string resource = StrCat("key:", id);
+  absl::Status s = AuditChange(*config, {.kind = audit::EventKind::kKey,
+                                         .allowed = true,
+                                         .time_us = SystemClock().UnixMicros(),
+                                         .principal = who,
+                                         .tenant = {},
+                                         .action = action,
+                                         .resource = resource,
+                                         .request_id = {},
+                                         .remote = {},
+                                         .explain = [&reason] { return reason; }});
+  if (!s.ok()) {
+    return Fail(absl::Status(s.code(), StrCat("the key change is made but could not be audited: ",
+                                              s.message())));
+  }
+  return 0;
 }
 
 std::string FormatTime(int64_t unix_us) { return FormatUtc(unix_us / 1000000); }
@@ -109,7 +134,11 @@ int RunKeyCreate(const KeyOptions& options) {
                  "pillar key: note: the key has no roles; under deny-by-default it may do only "
                  "what a rule for roles [\"*\"] grants\n");
   }
-  return 0;
+  std::string roles;
+  for (const std::string& r : record->roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
+  return AuditKeyChange(options, "create", record->id,
+                        StrCat("name=", record->name, " tenant=", record->tenant,
+                               " roles=", roles));
 }
 
 int RunKeyRotate(const KeyOptions& options) {
@@ -153,7 +182,9 @@ int RunKeyRotate(const KeyOptions& options) {
   PrintNewKey(options, key, *record);
   std::fprintf(stderr, "pillar key: %s now expires at %s\n", old->id.c_str(),
                FormatTime(now_us + *overlap * 1'000'000).c_str());
-  return 0;
+  return AuditKeyChange(options, "rotate", old->id,
+                        StrCat("successor ", record->id, ", old key expires ",
+                               FormatTime(now_us + *overlap * 1'000'000)));
 }
 
 int RunKeyList(const KeyOptions& options) {
@@ -234,7 +265,7 @@ int RunKeyRevoke(const KeyOptions& options) {
   if (absl::Status s = (*store)->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok())
     return Fail(s);
   std::fprintf(stderr, "pillar key: revoked %s\n", options.id.c_str());
-  return 0;
+  return AuditKeyChange(options, "revoke", options.id, "");
 }
 
 }  // namespace pillar::app

@@ -70,7 +70,8 @@ int main(int argc, char** argv) {
   CLI::App* keygen = cli.add_subcommand("keygen", "Make an Ed25519 signing key pair");
   keygen->add_option("--out", signing.out, "Path prefix: writes PREFIX.key (0600) and PREFIX.pub")
       ->required();
-  CLI::App* model_cmd = cli.add_subcommand("model", "Sign and verify model versions");
+  CLI::App* model_cmd =
+      cli.add_subcommand("model", "Sign, verify, push, promote and roll back model versions");
   model_cmd->require_subcommand(1);
   CLI::App* sign = model_cmd->add_subcommand("sign", "Sign a model version directory");
   sign->add_option("dir", signing.dir, "The version directory, e.g. store/digits/3")->required();
@@ -84,6 +85,37 @@ int main(int argc, char** argv) {
       "show", "Show a version: files, digests, signature and lineage");
   show->add_option("dir", signing.dir, "The version directory")->required();
   show->add_option("--trusted-key", signing.trusted_keys, "Check the signature against these keys");
+
+  pillar::app::ModelStoreOptions store;
+  auto store_source = [&store](CLI::App* cmd) {
+    cmd->add_option("-c,--config", store.config_path,
+                    "Configuration file ([repository] path and trusted_keys, [audit])");
+    cmd->add_option("--store", store.store, "The model store (overrides [repository] path)");
+  };
+  CLI::App* push = model_cmd->add_subcommand(
+      "push", "Add a signed version directory to the store as a new, immutable version");
+  store_source(push);
+  push->add_option("dir", store.dir, "The version directory (model.toml, model.pt, signature)")
+      ->required();
+  push->add_option("--name", store.name, "The model's name")->required();
+  CLI::App* model_list = model_cmd->add_subcommand("list", "List the store's versions and aliases");
+  store_source(model_list);
+  model_list->add_option("--name", store.name, "Only this model");
+  CLI::App* promote = model_cmd->add_subcommand("promote", "Point an alias at a version");
+  store_source(promote);
+  promote->add_option("name", store.name, "The model")->required();
+  promote->add_option("version", store.version, "The version")->required()->check(
+      CLI::PositiveNumber);
+  promote->add_option("--alias", store.alias, "The alias (default prod)");
+  CLI::App* rollback = model_cmd->add_subcommand(
+      "rollback", "Point an alias back at the version it named before its last move");
+  store_source(rollback);
+  rollback->add_option("name", store.name, "The model")->required();
+  rollback->add_option("--alias", store.alias, "The alias (default prod)");
+  CLI::App* history = model_cmd->add_subcommand(
+      "history", "Every alias move of a model: when, which, from, to, by whom");
+  store_source(history);
+  history->add_option("name", store.name, "The model")->required();
 
   pillar::app::AuditOptions audit;
   CLI::App* audit_cmd = cli.add_subcommand("audit", "Verify and read the tamper-evident audit log");
@@ -123,6 +155,11 @@ int main(int argc, char** argv) {
   if (sign->parsed()) return pillar::app::RunModelSign(signing);
   if (verify->parsed()) return pillar::app::RunModelVerify(signing);
   if (show->parsed()) return pillar::app::RunModelShow(signing);
+  if (push->parsed()) return pillar::app::RunModelPush(store);
+  if (model_list->parsed()) return pillar::app::RunModelList(store);
+  if (promote->parsed()) return pillar::app::RunModelPromote(store);
+  if (rollback->parsed()) return pillar::app::RunModelRollback(store);
+  if (history->parsed()) return pillar::app::RunModelHistory(store);
   if (audit_verify->parsed()) return pillar::app::RunAuditVerify(audit);
   if (audit_tail->parsed()) return pillar::app::RunAuditTail(audit);
   if (audit_export->parsed()) return pillar::app::RunAuditExport(audit);

@@ -83,6 +83,10 @@ ServerProcess::~ServerProcess() {
 }
 
 void ServerProcess::WriteConfig() {
+  const std::string audit_key = (dir_ / "audit").string();
+  if (!std::filesystem::exists(audit_key + ".key")) {
+    (void)signing::WriteKeyPair(signing::GenerateSigningKey(), audit_key);
+  }
   std::ofstream out(config_path());
   out << "[data]\nport = 0\n"
       << data_config_ << "[admin]\nport = 0\n"
@@ -90,6 +94,8 @@ void ServerProcess::WriteConfig() {
       << trusted_key().string() << "\"]\n" << repository_config_
       << "[state]\npath = \"" << state_path().string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
+      << "[audit]\nfile = \"" << audit_log().string() << "\"\nsigning_key = \"" << audit_key
+      << ".key\"\npublic_keys = [\"" << audit_public_key().string() << "\"]\n" << audit_config_
       << extra_config_;
 }
 

@@ -45,6 +45,10 @@ class ServerProcess {
   void AddDataConfig(const std::string& toml) { data_config_ += toml; }
   // Added inside the generated [repository] section.
   void AddRepositoryConfig(const std::string& toml) { repository_config_ += toml; }
+  // Lines for the [audit] section, whose file and checkpoint key live in dir().
+  void AddAuditConfig(const std::string& toml) { audit_config_ += toml; }
+  std::filesystem::path audit_log() const { return dir_ / "audit.log"; }
+  std::filesystem::path audit_public_key() const { return dir_ / "audit.pub"; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
   // By default Start() signs every version of the store with a key of its own and trusts only
   // that key, as a deployment would (the committed demo store is copied first, never written).
@@ -82,6 +86,7 @@ class ServerProcess {
   std::filesystem::path store_;
   std::filesystem::path state_path_;
   std::string repository_config_;
+  std::string audit_config_;
   bool sign_store_ = true;
   bool SignStore();
   std::string extra_config_;

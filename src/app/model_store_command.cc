@@ -1,0 +1,321 @@
+// `pillar model push|list|promote|rollback|history`: the versions of the model store and the
+// aliases that route traffic to them. Versions are immutable and identified by their content
+// (the root digest over their files): pushing the same bytes twice is one version. Aliases move
+// under the model's lock and every move is kept with who and when (aliases.json) and audited.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "absl/time/clock.h"
+#include "app/audit_setup.h"
+#include "app/commands.h"
+#include "app/config.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "common/strings.h"
+#include "models/model_aliases.h"
+#include "models/model_config.h"
+#include "models/model_repository.h"
+#include "signing/model_manifest.h"
+
+namespace pillar::app {
+namespace {
+
+namespace fs = std::filesystem;
+
+int Fail(std::string_view command, const absl::Status& status) {
+  std::fprintf(stderr, "pillar model %s: %s\n", std::string(command).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+struct Store {
+  Config config;
+  fs::path root;
+  std::vector<signing::PublicKey> trusted;
+};
+
+absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options) {
+  absl::StatusOr<Config> config = LoadConfig(options.config_path);
+  if (!config.ok()) return config.status();
+  Store store{.config = std::move(*config), .root = {}, .trusted = {}};
+  store.root = fs::path(options.store.empty() ? store.config.repository_path : options.store);
+  absl::StatusOr<std::vector<signing::PublicKey>> trusted =
+      signing::ReadPublicKeys(store.config.trusted_keys);
+  if (!trusted.ok()) return trusted.status();
+  store.trusted = std::move(*trusted);
+  return store;
+}
+
+absl::Status CheckName(const std::string& name) {
+  if (!models::IsValidModelName(name)) {
+    return absl::InvalidArgumentError(
+        StrCat("model name '", name, "': letters, digits, '-', '_', '.', not starting with '.'"));
+  }
+  return absl::OkStatus();
+}
+
+// What the server would check before loading: a version it would refuse is refused here too.
+absl::Status CheckServable(const Store& store, const fs::path& dir) {
+  absl::StatusOr<std::string> toml = ReadSmallFile(dir / "model.toml", 1 << 20);
+  if (!toml.ok()) return toml.status();
+  if (absl::Status s = models::ModelConfig::Parse(*toml, (dir / "model.toml").string()).status();
+      !s.ok()) {
+    return s;
+  }
+  if (!store.config.require_signatures) return absl::OkStatus();
+  if (store.trusted.empty()) {
+    return absl::FailedPreconditionError(
+        "signatures are required and no trusted_keys are configured");
+  }
+  return signing::VerifyModel(dir.string(), store.trusted).status();
+}
+
+std::vector<int64_t> VersionsIn(const fs::path& model_dir) {
+  std::vector<int64_t> versions;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+    int64_t v;
+    if (entry.is_directory(ec) && ParseInt(entry.path().filename().string(), &v) && v > 0) {
+      versions.push_back(v);
+    }
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
+absl::Status SyncTree(const fs::path& dir) {
+  std::error_code ec;
+  std::vector<fs::path> paths = {dir};
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) paths.push_back(entry.path());
+  if (ec) return absl::InternalError(StrCat("cannot list ", dir.string(), ": ", ec.message()));
+  for (const fs::path& p : paths) {
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || ::fsync(fd) != 0) {
+      if (fd >= 0) ::close(fd);
+      return absl::InternalError(StrCat("cannot sync ", p.string()));
+    }
+    ::close(fd);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status AuditModelChange(const Config& config, std::string_view action,
+                              const std::string& resource, const std::string& who,
+                              const std::string& reason) {
+  auto explain = [&reason] { return reason; };  // outlives the Event's FunctionRef to it
+  return AuditChange(config, {.kind = audit::EventKind::kModel,
+                              .allowed = true,
+                              .time_us = absl::GetCurrentTimeNanos() / 1000,
+                              .principal = who,
+                              .tenant = {},
+                              .action = action,
+                              .resource = resource,
+                              .request_id = {},
+                              .remote = {},
+                              .explain = explain});
+}
+
+// Moves `alias` of `name` to `version` ("promote"), or back to where it was ("rollback").
+int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
+  absl::StatusOr<Store> store = OpenStore(options);
+  if (!store.ok()) return Fail(action, store.status());
+  if (absl::Status s = CheckName(options.name); !s.ok()) return Fail(action, s);
+  if (!models::IsValidAliasName(options.alias)) {
+    return Fail(action, absl::InvalidArgumentError(
+                            StrCat("alias '", options.alias,
+                                   "': 1 to 64 of a-z, 0-9, '_', '-', starting with a letter")));
+  }
+  const fs::path model_dir = store->root / options.name;
+  if (!fs::is_directory(model_dir)) {
+    return Fail(action, absl::NotFoundError(StrCat("no model '", options.name, "' in ",
+                                                   store->root.string())));
+  }
+  absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
+  if (!lock.ok()) return Fail(action, lock.status());
+  absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(model_dir);
+  if (!aliases.ok()) return Fail(action, aliases.status());
+  int64_t target = options.version;
+  if (action == "rollback") {
+    std::optional<int64_t> previous = aliases->Previous(options.alias);
+    if (!previous) {
+      return Fail(action, absl::FailedPreconditionError(
+                              StrCat("alias '", options.alias, "' of ", options.name,
+                                     " has no earlier version to go back to")));
+    }
+    target = *previous;
+  }
+  const fs::path version_dir = model_dir / std::to_string(target);
+  if (!fs::is_directory(version_dir)) {
+    return Fail(action, absl::NotFoundError(
+                            StrCat("no version ", target, " of model '", options.name, "'")));
+  }
+  if (absl::Status s = CheckServable(*store, version_dir); !s.ok()) {
+    return Fail(action, absl::FailedPreconditionError(
+                            StrCat("version ", target, " would not be served: ", s.message())));
+  }
+  auto current = aliases->targets.find(options.alias);
+  if (current != aliases->targets.end() && current->second == target) {
+    std::printf("%s %s already serves version %lld\n", options.name.c_str(),
+                options.alias.c_str(), static_cast<long long>(target));
+    return 0;
+  }
+  const std::string from =
+      current == aliases->targets.end() ? "none" : std::to_string(current->second);
+  const std::string who = LocalOperator();
+  aliases->Move(options.alias, target, std::string(action), who, SystemClock().UnixMicros());
+  if (absl::Status s = models::WriteAliases(model_dir, *aliases); !s.ok()) return Fail(action, s);
+  const std::string move = StrCat(options.alias, ": ", from, " -> ", target);
+  if (absl::Status s = AuditModelChange(store->config, action,
+                                        StrCat("model:", options.name, "/", options.alias), who,
+                                        move);
+      !s.ok()) {
+    return Fail(action, absl::Status(s.code(), StrCat("moved ", move, " but could not audit it: ",
+                                                      s.message())));
+  }
+  std::printf("%s %s\n", options.name.c_str(), move.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int RunModelPush(const ModelStoreOptions& options) {
+  absl::StatusOr<Store> store = OpenStore(options);
+  if (!store.ok()) return Fail("push", store.status());
+  if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("push", s);
+  const fs::path source = options.dir;
+  if (absl::Status s = CheckServable(*store, source); !s.ok()) {
+    return Fail("push", absl::FailedPreconditionError(
+                            StrCat(source.string(), " would not be served: ", s.message())));
+  }
+  absl::StatusOr<std::vector<signing::FileDigest>> files = signing::DigestDirectory(source);
+  if (!files.ok()) return Fail("push", files.status());
+  const std::string root = signing::RootDigest(*files);
+  const fs::path model_dir = store->root / options.name;
+  std::error_code ec;
+  fs::create_directories(model_dir, ec);
+  if (ec) return Fail("push", absl::InternalError(StrCat("cannot create ", model_dir.string())));
+  absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
+  if (!lock.ok()) return Fail("push", lock.status());
+  const std::vector<int64_t> versions = VersionsIn(model_dir);
+  for (int64_t v : versions) {
+    absl::StatusOr<std::vector<signing::FileDigest>> existing =
+        signing::DigestDirectory((model_dir / std::to_string(v)).string());
+    if (existing.ok() && signing::RootDigest(*existing) == root) {
+      std::fprintf(stderr, "pillar model push: same content as %s version %lld; nothing added\n",
+                   options.name.c_str(), static_cast<long long>(v));
+      std::printf("%lld\n", static_cast<long long>(v));
+      return 0;
+    }
+  }
+  const int64_t next = versions.empty() ? 1 : versions.back() + 1;
+  const fs::path staging = model_dir / StrCat(".push-", next, "-", ::getpid());
+  fs::remove_all(staging, ec);
+  fs::copy(source, staging, fs::copy_options::recursive, ec);
+  if (ec) {
+    fs::remove_all(staging, ec);
+    return Fail("push", absl::InternalError(StrCat("cannot copy ", source.string(), ": ",
+                                                   ec.message())));
+  }
+  // Durable before it appears: a server never sees a version whose bytes a crash could lose.
+  if (absl::Status s = SyncTree(staging); !s.ok()) {
+    fs::remove_all(staging, ec);
+    return Fail("push", s);
+  }
+  const fs::path target = model_dir / std::to_string(next);
+  fs::rename(staging, target, ec);
+  if (ec) {
+    fs::remove_all(staging, ec);
+    return Fail("push", absl::InternalError(StrCat("cannot add ", target.string())));
+  }
+  if (const int fd = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);
+    ::close(fd);
+  }
+  const std::string resource = StrCat("model:", options.name, "/", next);
+  if (absl::Status s = AuditModelChange(store->config, "push", resource, LocalOperator(),
+                                        StrCat("sha256 ", root));
+      !s.ok()) {
+    return Fail("push", absl::Status(s.code(), StrCat("pushed version ", next,
+                                                      " but could not audit it: ", s.message())));
+  }
+  std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
+               static_cast<long long>(next), root.c_str());
+  std::printf("%lld\n", static_cast<long long>(next));
+  return 0;
+}
+
+int RunModelList(const ModelStoreOptions& options) {
+  absl::StatusOr<Store> store = OpenStore(options);
+  if (!store.ok()) return Fail("list", store.status());
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(store->root, ec)) {
+    const std::string name = entry.path().filename().string();
+    if (entry.is_directory(ec) && models::IsValidModelName(name) &&
+        (options.name.empty() || options.name == name)) {
+      names.push_back(name);
+    }
+  }
+  if (ec) return Fail("list", absl::NotFoundError(StrCat("cannot read ", store->root.string())));
+  std::sort(names.begin(), names.end());
+  std::printf("%-24s %8s  %-16s %6s %14s  %s\n", "MODEL", "VERSION", "ALIASES", "FILES", "BYTES",
+              "ADDED");
+  for (const std::string& name : names) {
+    const fs::path model_dir = store->root / name;
+    absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(model_dir);
+    for (int64_t v : VersionsIn(model_dir)) {
+      std::string pointing;
+      if (aliases.ok()) {
+        for (const auto& [alias, version] : aliases->targets) {
+          if (version == v) StrAppend(&pointing, pointing.empty() ? "" : ",", alias);
+        }
+      }
+      const fs::path dir = model_dir / std::to_string(v);
+      uint64_t bytes = 0;
+      int count = 0;
+      for (const auto& f : fs::recursive_directory_iterator(dir, ec)) {
+        if (f.is_regular_file(ec)) {
+          bytes += f.file_size(ec);
+          ++count;
+        }
+      }
+      const auto added = fs::last_write_time(dir, ec);
+      const int64_t added_s = std::chrono::duration_cast<std::chrono::seconds>(
+                                  std::chrono::file_clock::to_sys(added).time_since_epoch())
+                                  .count();
+      std::printf("%-24s %8lld  %-16s %6d %14llu  %s\n", name.c_str(), static_cast<long long>(v),
+                  pointing.empty() ? "-" : pointing.c_str(), count,
+                  static_cast<unsigned long long>(bytes), FormatUtc(added_s).c_str());
+    }
+    if (!aliases.ok()) {
+      std::fprintf(stderr, "pillar model list: %s\n",
+                   std::string(aliases.status().message()).c_str());
+    }
+  }
+  return 0;
+}
+
+int RunModelPromote(const ModelStoreOptions& options) { return MoveAlias(options, "promote"); }
+
+int RunModelRollback(const ModelStoreOptions& options) { return MoveAlias(options, "rollback"); }
+
+int RunModelHistory(const ModelStoreOptions& options) {
+  absl::StatusOr<Store> store = OpenStore(options);
+  if (!store.ok()) return Fail("history", store.status());
+  if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("history", s);
+  absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(store->root / options.name);
+  if (!aliases.ok()) return Fail("history", aliases.status());
+  std::printf("%-27s %-12s %-9s %6s %6s  %s\n", "TIME", "ALIAS", "ACTION", "FROM", "TO", "BY");
+  for (const models::AliasMove& m : aliases->history) {
+    std::printf("%-27s %-12s %-9s %6s %6lld  %s\n", FormatUtcMicros(m.time_us).c_str(),
+                m.alias.c_str(), m.action.c_str(),
+                m.from ? std::to_string(*m.from).c_str() : "-", static_cast<long long>(m.to),
+                m.by.c_str());
+  }
+  return 0;
+}
+
+}  // namespace pillar::app

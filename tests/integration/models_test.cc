@@ -1,0 +1,227 @@
+// The model lifecycle and the audit trail as an operator drives them: push, promote and roll
+// back while a load test runs (no request may fail), and `pillar audit` over what happened.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "signing/model_manifest.h"
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+
+namespace pillar {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string VersionOf(const testing::HttpReply& reply) {
+  const std::string key = "\"model_version\":\"";
+  const size_t at = reply.body.find(key);
+  if (at == std::string::npos) return "";
+  return reply.body.substr(at + key.size(), reply.body.find('"', at + key.size()) - at - key.size());
+}
+
+// A signed copy of digits/1 with one more file, so that its content (and digest) differ.
+fs::path SignedVariant(const testing::ServerProcess& server, const std::string& note) {
+  const fs::path dir = server.dir() / ("variant-" + note);
+  fs::copy(testing::DemoStore() / "digits" / "1", dir, fs::copy_options::recursive);
+  fs::remove(dir / "model.sig.json");
+  std::ofstream(dir / "NOTES") << note << "\n";
+  auto key = signing::ReadPrivateKey((server.dir() / "trust.key").string());
+  EXPECT_TRUE(key.ok());
+  EXPECT_TRUE(signing::SignModel(dir.string(), "digits/" + note, *key).ok());
+  return dir;
+}
+
+TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
+  testing::ServerProcess server;
+  server.AddRepositoryConfig("poll_ms = 50\n");
+  const std::string key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string config = server.config_path().string();
+  const std::string body = testing::InferBody({&testing::LoadHeldOut()[0]});
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> ok{0}, failed{0};
+  std::atomic<int> last_version{0};
+  std::vector<std::thread> load;
+  struct Joiner {  // stops the load on every way out of the test, failed assertions included
+    std::atomic<bool>& stop;
+    std::vector<std::thread>& threads;
+    ~Joiner() {
+      stop = true;
+      for (auto& t : threads) {
+        if (t.joinable()) t.join();
+      }
+    }
+  } joiner{stop, load};
+  for (int t = 0; t < 2; ++t) {
+    load.emplace_back([&] {
+      testing::HttpConnection c(server.data_port());
+      while (!stop.load()) {
+        testing::HttpReply r =
+            c.Request("POST", "/v2/models/digits/infer", body, {testing::Bearer(key)});
+        if (r.status == 200) {
+          ++ok;
+          last_version.store(std::atoi(VersionOf(r).c_str()));
+        } else {
+          ++failed;
+          std::fprintf(stderr, "failed request: %d %s\n", r.status, r.body.c_str());
+        }
+      }
+    });
+  }
+  auto serves = [&](int version) {
+    for (int i = 0; i < 500; ++i) {
+      const int before = int(ok.load());
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      if (last_version.load() == version && ok.load() > before) {
+        // Every request routed after the switch goes to the new version: wait a little more and
+        // look again, so a late reply from the old one does not count.
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        if (last_version.load() == version) return true;
+      }
+    }
+    return false;
+  };
+  ASSERT_TRUE(serves(1));
+
+  // A new version: pushed while serving, picked up without a restart.
+  const fs::path v2 = SignedVariant(server, "2");
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"model", "push", v2.string(), "--name", "digits", "-c", config},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "2\n");
+  // Content addressed: the same bytes again are the same version.
+  ASSERT_EQ(testing::RunPillar({"model", "push", v2.string(), "--name", "digits", "-c", config},
+                               &out, &err),
+            0);
+  EXPECT_EQ(out, "2\n");
+  EXPECT_NE(err.find("same content as digits version 2"), std::string::npos) << err;
+  EXPECT_TRUE(serves(2));
+
+  // 20 alias moves under load: promote prod to 1 and 2 in turn, then roll back, and so on.
+  int expected = 2;
+  for (int move = 0; move < 20; ++move) {
+    if (move % 2 == 0) {
+      expected = expected == 1 ? 2 : 1;
+      ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", std::to_string(expected), "-c",
+                                    config},
+                                   &out, &err),
+                0)
+          << err;
+    } else {
+      expected = expected == 1 ? 2 : 1;
+      if (move == 1) expected = 0;  // prod was new at move 0: nothing to roll back to yet
+      const int rc = testing::RunPillar({"model", "rollback", "digits", "-c", config}, &out, &err);
+      if (move == 1) {
+        EXPECT_EQ(rc, 1);
+        EXPECT_NE(err.find("no earlier version"), std::string::npos) << err;
+        ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "2", "-c", config}, &out,
+                                     &err),
+                  0);
+        expected = 2;
+      } else {
+        ASSERT_EQ(rc, 0) << err;
+      }
+    }
+    ASSERT_TRUE(serves(expected)) << "move " << move << ": " << out << server.Log();
+  }
+  stop = true;
+  for (auto& t : load) t.join();
+  load.clear();
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_GT(ok.load(), 200);
+
+  // The alias history says who moved what, when.
+  ASSERT_EQ(testing::RunPillar({"model", "history", "digits", "-c", config}, &out, &err), 0);
+  int moves = 0;
+  for (size_t at = out.find("local:"); at != std::string::npos; at = out.find("local:", at + 1)) {
+    ++moves;
+  }
+  EXPECT_EQ(moves, 20) << out;
+  EXPECT_NE(out.find("rollback"), std::string::npos);
+  ASSERT_EQ(testing::RunPillar({"model", "list", "-c", config}, &out, &err), 0);
+  EXPECT_NE(out.find("prod"), std::string::npos) << out;
+
+  // A version that would not be served cannot be promoted.
+  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "9", "-c", config}, &out, &err), 1);
+  const fs::path unsigned_dir = server.dir() / "unsigned";
+  fs::copy(testing::DemoStore() / "digits" / "1", unsigned_dir, fs::copy_options::recursive);
+  fs::remove(unsigned_dir / "model.sig.json");
+  EXPECT_EQ(testing::RunPillar({"model", "push", unsigned_dir.string(), "--name", "digits", "-c",
+                                config},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("would not be served"), std::string::npos) << err;
+  EXPECT_EQ(server.Stop(), 0);
+
+  // Everything above is in the audit log, and it verifies.
+  ASSERT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 0) << out << err;
+  ASSERT_EQ(testing::RunPillar({"audit", "export", "-c", config}, &out, &err), 0);
+  for (const char* what : {R"("action":"push")", R"("action":"promote")", R"("action":"rollback")",
+                           R"("action":"alias")", R"("action":"load")", R"("action":"unload")"}) {
+    EXPECT_NE(out.find(what), std::string::npos) << what;
+  }
+}
+
+TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) {
+  testing::ServerProcess server;
+  const std::string admin = server.CreateKey("admin");
+  const std::string user = server.CreateKey("user", {"--role", "user", "--tenant", "acme"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string config = server.config_path().string();
+  // A bad key, a denied call and an allowed one.
+  EXPECT_EQ(testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "",
+                           {testing::Bearer("pk_000000000000_nonsense")})
+                .status,
+            401);
+  EXPECT_EQ(testing::Fetch(server.admin_port(), "GET", "/metrics", "", {testing::Bearer(user)})
+                .status,
+            403);
+  EXPECT_EQ(testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "",
+                           {testing::Bearer(admin)})
+                .status,
+            200);
+  ASSERT_TRUE(server.RevokeKey(user));
+  EXPECT_EQ(server.Stop(), 0);  // a final checkpoint at shutdown
+
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 0) << out << err;
+  EXPECT_NE(out.find("signed checkpoints"), std::string::npos) << out;
+  ASSERT_EQ(testing::RunPillar({"audit", "export", "-c", config, "--since", "1h"}, &out, &err), 0);
+  for (const char* what :
+       {R"("kind":"authentication","decision":"deny")", R"("kind":"authorization","decision":"deny")",
+        R"("kind":"authorization","decision":"allow")", R"("kind":"key","decision":"ok")",
+        R"("action":"revoke")", R"("action":"create")", R"("kind":"model")"}) {
+    EXPECT_NE(out.find(what), std::string::npos) << what << "\n" << out;
+  }
+  EXPECT_EQ(out.find("nonsense"), std::string::npos);  // never a credential
+  ASSERT_EQ(testing::RunPillar({"audit", "export", "-c", config, "--since", "2999-01-01T00:00:00Z"},
+                               &out, &err),
+            0);
+  EXPECT_EQ(out, "");
+  ASSERT_EQ(testing::RunPillar({"audit", "tail", "-n", "2", "-c", config}, &out, &err), 0);
+  EXPECT_EQ(std::count(out.begin(), out.end(), '\n'), 2) << out;
+  EXPECT_NE(out.find(R"("type":"checkpoint")"), std::string::npos) << out;
+
+  // One changed byte in the middle: verify fails and names the record.
+  std::string bytes;
+  {
+    std::ifstream in(server.audit_log(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  const size_t third = bytes.find('\n', bytes.find('\n', bytes.find('\n') + 1) + 1) + 1;
+  bytes[third + 20] ^= 0x04;
+  std::ofstream(server.audit_log(), std::ios::binary | std::ios::trunc) << bytes;
+  EXPECT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 1);
+  EXPECT_NE(out.find("FAILED: record 3 "), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace pillar
