@@ -25,6 +25,7 @@ bench: build
 	@bench/run_all.sh $(BUILD)/src/pillar
 	@bench/run_security.sh $(BUILD)
 	@bench/run_signing.sh $(BUILD)
+	@bench/run_audit.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz .pillar

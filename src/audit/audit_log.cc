@@ -2,9 +2,11 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <cstdio>
 
 #include "absl/time/clock.h"
+#include "audit/audit_log_format.h"
 #include "audit/audit_record.h"
 #include "common/strings.h"
 
@@ -49,8 +51,7 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Start(std::unique_ptr<AuditS
   std::unique_ptr<AuditLog> log(new AuditLog(std::move(store), std::move(options)));
   // Recover now, so that a log that does not verify at its end stops the start-up, and a new
   // log has its header before the first event.
-  std::vector<std::string> none;
-  if (!log->WriteBatch(none, /*checkpoint_due=*/false)) {
+  if (!log->WriteBatch(Bodies(), /*checkpoint_due=*/false)) {
     absl::MutexLock lock(&log->mu_);
     return log->last_error_;
   }
@@ -69,13 +70,15 @@ AuditLog::~AuditLog() {
 }
 
 bool AuditLog::Record(const Event& event) {
-  std::string body = EventBody(event);
+  thread_local std::string body;
+  body.clear();
+  AppendEventBody(body, event);
   bool alert = false;
   int64_t dropped = 0;
   {
     absl::MutexLock lock(&mu_);
     if (queue_.size() < options_.queue_capacity) {
-      queue_.push_back(std::move(body));
+      queue_.Add(body);
       ++enqueued_;
       return true;
     }
@@ -116,7 +119,7 @@ absl::Status AuditLog::Flush(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due) {
+bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
   auto fail = [this](absl::Status status) {
     if (errors_metric_ != nullptr) errors_metric_->Increment();
     std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n",
@@ -127,6 +130,11 @@ bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due)
   };
   absl::StatusOr<ChainHead> head = store_->Begin();
   if (!head.ok()) return fail(head.status());
+  // The batch is built as the file spells it, in one buffer: each payload is written once and
+  // hashed where it lies. Records point into it, so it must not grow past its reservation.
+  const size_t bytes = 2 * format::kMaxLineBytes + bodies.text.size() + bodies.size() * 96;
+  std::string lines;
+  lines.reserve(bytes);
   std::vector<EncodedRecord> records;
   records.reserve(bodies.size() + 2);
   int64_t seq = head->next_seq;
@@ -134,13 +142,25 @@ bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due)
   auto append = [&](std::string_view body) {
     EncodedRecord& r = records.emplace_back();
     r.seq = seq++;
-    r.payload = Payload(r.seq, body);
+    const size_t start = lines.size();
+    lines += format::kSeqPrefix;
+    char digits[24];
+    lines.append(digits, size_t(std::to_chars(digits, digits + sizeof digits, r.seq).ptr - digits));
+    lines += body;
+    r.payload = std::string_view(lines.data() + start, lines.size() - start);
     r.chain = chain = hasher_.Link(chain, r.payload);
+    lines += ' ';
+    lines += ChainHex(r.chain);
+    lines += '\n';
   };
   if (seq == 0) {
     append(HeaderBody({.instance = options_.instance, .time_us = absl::ToUnixMicros(absl::Now())}));
   }
-  for (const std::string& body : bodies) append(body);
+  size_t start = 0;
+  for (size_t end : bodies.ends) {
+    append(std::string_view(bodies.text.data() + start, end - start));
+    start = end;
+  }
   std::string checkpoint_payload;
   if (checkpoint_due && options_.checkpoint_key.has_value()) {
     Checkpoint checkpoint;
@@ -151,13 +171,13 @@ bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due)
         signing::Sign(*options_.checkpoint_key, CheckpointMessage(checkpoint.count, checkpoint.head));
     checkpoint.time_us = absl::ToUnixMicros(absl::Now());
     append(CheckpointBody(checkpoint));
-    checkpoint_payload = records.back().payload;
+    checkpoint_payload = std::string(records.back().payload);
   }
   if (records.empty()) {
     store_->Abort();
     return true;
   }
-  if (absl::Status s = store_->Commit(records); !s.ok()) return fail(std::move(s));
+  if (absl::Status s = store_->Commit(records, lines); !s.ok()) return fail(std::move(s));
   if (written_metric_ != nullptr) written_metric_->Increment(double(bodies.size()));
   if (!checkpoint_payload.empty()) {
     // Published only once durable: a checkpoint beside the log must never claim records that a
@@ -175,7 +195,7 @@ bool AuditLog::WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due)
 }
 
 void AuditLog::Run() {
-  std::vector<std::string> batch;
+  Bodies batch;
   int64_t unsynced_events = 0;
   bool unsynced = false;
   absl::Time unsynced_since;
@@ -195,11 +215,12 @@ void AuditLog::Run() {
           return !queue_.empty() || stopping_;
         };
         mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-        batch.swap(queue_);
+        std::swap(batch, queue_);
       } else {
         // A batch that failed: retry it with whatever arrived since.
-        batch.insert(batch.end(), std::make_move_iterator(queue_.begin()),
-                     std::make_move_iterator(queue_.end()));
+        const size_t base = batch.text.size();
+        batch.text += queue_.text;
+        for (size_t end : queue_.ends) batch.ends.push_back(base + end);
         queue_.clear();
       }
       stopping = stopping_;

@@ -68,15 +68,31 @@ class AuditLog final : public AuditSink {
  private:
   AuditLog(std::unique_ptr<AuditStore> store, AuditLogOptions options);
   void Run();
+  // Event bodies end to end, and where each ends: one buffer for many events, so queueing one
+  // is a copy, not an allocation.
+  struct Bodies {
+    std::string text;
+    std::vector<size_t> ends;
+    size_t size() const { return ends.size(); }
+    bool empty() const { return ends.empty(); }
+    void Add(std::string_view body) {
+      text += body;
+      ends.push_back(text.size());
+    }
+    void clear() {
+      text.clear();
+      ends.clear();
+    }
+  };
   // Appends `bodies` (and a checkpoint when one is due); false on a store error.
-  bool WriteBatch(std::vector<std::string>& bodies, bool checkpoint_due);
+  bool WriteBatch(const Bodies& bodies, bool checkpoint_due);
 
   const std::unique_ptr<AuditStore> store_;
   const AuditLogOptions options_;
   ChainHasher hasher_;  // writer thread only
 
   mutable absl::Mutex mu_;
-  std::vector<std::string> queue_ ABSL_GUARDED_BY(mu_);
+  Bodies queue_ ABSL_GUARDED_BY(mu_);
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // events accepted so far
   int64_t durable_ ABSL_GUARDED_BY(mu_) = 0;   // of which written and synced
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;

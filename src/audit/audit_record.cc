@@ -48,18 +48,7 @@ absl::StatusOr<int64_t> ParseTimeMember(simdjson::dom::object& object) {
 
 }  // namespace
 
-std::string Payload(int64_t seq, std::string_view body) {
-  std::string payload;
-  payload.reserve(format::kSeqPrefix.size() + 20 + body.size());
-  payload += format::kSeqPrefix;
-  payload += std::to_string(seq);
-  payload += body;
-  return payload;
-}
-
-std::string EventBody(const Event& event) {
-  std::string out;
-  out.reserve(256);
+void AppendEventBody(std::string& out, const Event& event) {
   out += ",\"type\":\"event\",\"time\":\"";
   out += FormatUtcMicros(event.time_us);
   out += "\",\"kind\":\"";
@@ -75,7 +64,6 @@ std::string EventBody(const Event& event) {
   Member(out, "request_id", event.request_id);
   Member(out, "remote", event.remote);
   out += '}';
-  return out;
 }
 
 std::string HeaderBody(const Header& header) {

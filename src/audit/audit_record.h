@@ -1,8 +1,7 @@
 // The lines of the audit log (audit_log_format.h): building the payloads of the three record
 // types and taking a line apart again. Pure functions; no I/O.
 //
-//   std::string body = EventBody(event);                 // ,"type":"event",...}
-//   std::string payload = Payload(seq, body);            // {"seq":7,"type":"event",...}
+//   AppendEventBody(body, event);                        // ,"type":"event",...}
 //   RecordLine line;
 //   if (SplitRecordLine(text, &line) && ParseRecordSeq(line.payload, &seq)) ...
 #pragma once
@@ -16,12 +15,10 @@
 
 namespace pillar::audit {
 
-// The payload of a record whose body (everything after the sequence number) is `body`.
-std::string Payload(int64_t seq, std::string_view body);
-
-// An event's body: ,"type":"event","time":...,"kind":...,...} with every text field cut to
+// Appends an event's body (everything after the sequence number) to `out`:
+// ,"type":"event","time":...,"kind":...,...} with every text field cut to
 // format::kMaxFieldBytes. Never secrets or payloads: only what Event carries.
-std::string EventBody(const Event& event);
+void AppendEventBody(std::string& out, const Event& event);
 
 struct Header {
   std::string instance;

@@ -28,6 +28,10 @@ std::string_view EventKindName(EventKind kind);
 // changes (model, key, policy).
 std::string_view DecisionName(EventKind kind, bool allowed);
 
+// The reason of an event that has none. A function, not a lambda: a FunctionRef to a temporary
+// lambda would dangle once the default member initializer's expression ends.
+inline std::string NoReason() { return std::string(); }
+
 struct Event {
   EventKind kind = EventKind::kAuthorization;
   bool allowed = false;
@@ -39,7 +43,7 @@ struct Event {
   std::string_view request_id;
   std::string_view remote;
   // The decision's reason, e.g. "denied by rule 'x' (policy.toml:12)".
-  absl::FunctionRef<std::string()> explain = [] { return std::string(); };
+  absl::FunctionRef<std::string()> explain = NoReason;
 };
 
 class AuditSink {

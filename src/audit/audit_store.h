@@ -19,9 +19,10 @@
 
 namespace pillar::audit {
 
+// One record of a batch; `payload` points into the batch's text (see Commit).
 struct EncodedRecord {
   int64_t seq = 0;
-  std::string payload;
+  std::string_view payload;
   Chain chain{};
 };
 
@@ -39,8 +40,9 @@ class AuditStore {
   // an error, because appending to a chain that has been tampered with would hide it.
   virtual absl::StatusOr<ChainHead> Begin() = 0;
   // Appends `records` (consecutive, from the head Begin() returned) and releases the lock. On
-  // an error nothing of the batch remains and the lock is released.
-  virtual absl::Status Commit(std::span<const EncodedRecord> records) = 0;
+  // an error nothing of the batch remains and the lock is released. `lines` is the batch as the
+  // file format spells it (each record's line, in order), for stores that keep exactly that.
+  virtual absl::Status Commit(std::span<const EncodedRecord> records, std::string_view lines) = 0;
   // Releases the lock without writing.
   virtual void Abort() = 0;
   // Makes every committed record durable.

@@ -140,18 +140,9 @@ absl::Status FileAuditStore::RecoverHead(uint64_t size) {
   return absl::OkStatus();
 }
 
-absl::Status FileAuditStore::Commit(std::span<const EncodedRecord> records) {
-  std::string buffer;
-  size_t bytes = 0;
-  for (const EncodedRecord& r : records) bytes += r.payload.size() + 2 + format::kChainHexChars;
-  buffer.reserve(bytes);
-  for (const EncodedRecord& r : records) {
-    buffer += r.payload;
-    buffer += ' ';
-    buffer += ChainHex(r.chain);
-    buffer += '\n';
-  }
-  absl::Status written = WriteAll(fd_, buffer, end_);
+absl::Status FileAuditStore::Commit(std::span<const EncodedRecord> records,
+                                    std::string_view lines) {
+  absl::Status written = WriteAll(fd_, lines, end_);
   if (!written.ok()) {
     // Take back whatever part of the batch reached the file (ENOSPC halfway).
     if (::ftruncate(fd_, off_t(end_)) != 0) end_ = UINT64_MAX;  // re-read the head next time
@@ -159,7 +150,7 @@ absl::Status FileAuditStore::Commit(std::span<const EncodedRecord> records) {
     return absl::InternalError(StrCat("cannot append to audit log ", path_, ": ",
                                       written.message()));
   }
-  end_ += buffer.size();
+  end_ += lines.size();
   if (!records.empty()) {
     head_ = ChainHead{.next_seq = records.back().seq + 1, .chain = records.back().chain};
   }

@@ -24,7 +24,7 @@ class FileAuditStore final : public AuditStore {
   ~FileAuditStore() override;
 
   absl::StatusOr<ChainHead> Begin() override;
-  absl::Status Commit(std::span<const EncodedRecord> records) override;
+  absl::Status Commit(std::span<const EncodedRecord> records, std::string_view lines) override;
   void Abort() override;
   absl::Status Sync() override;
   absl::Status PublishCheckpoint(std::string_view payload) override;

@@ -154,7 +154,8 @@ absl::StatusOr<ChainHead> PostgresAuditStore::Begin() {
   return ChainHead{.next_seq = seq + 1, .chain = chain};
 }
 
-absl::Status PostgresAuditStore::Commit(std::span<const EncodedRecord> records) {
+absl::Status PostgresAuditStore::Commit(std::span<const EncodedRecord> records,
+                                        std::string_view /*lines*/) {
   Result copy(PQexec(conn_, "COPY pillar_audit (instance, seq, payload, chain) FROM STDIN"));
   if (PQresultStatus(copy.r) != PGRES_COPY_IN) {
     absl::Status s = PgError(conn_, "cannot append");

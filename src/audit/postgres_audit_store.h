@@ -29,7 +29,7 @@ class PostgresAuditStore final : public AuditStore {
   ~PostgresAuditStore() override;
 
   absl::StatusOr<ChainHead> Begin() override;
-  absl::Status Commit(std::span<const EncodedRecord> records) override;
+  absl::Status Commit(std::span<const EncodedRecord> records, std::string_view lines) override;
   void Abort() override;
   absl::Status Sync() override { return absl::OkStatus(); }
   absl::Status PublishCheckpoint(std::string_view payload) override;

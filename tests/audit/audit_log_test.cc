@@ -285,7 +285,9 @@ class GatedStore final : public AuditStore {
     mu_.Await(absl::Condition(&open_));
     return inner_->Begin();
   }
-  absl::Status Commit(std::span<const EncodedRecord> r) override { return inner_->Commit(r); }
+  absl::Status Commit(std::span<const EncodedRecord> r, std::string_view lines) override {
+    return inner_->Commit(r, lines);
+  }
   void Abort() override { inner_->Abort(); }
   absl::Status Sync() override { return inner_->Sync(); }
   absl::Status PublishCheckpoint(std::string_view p) override {
