@@ -13,6 +13,8 @@ chmod 700 "$root/.pillar" "$demo"
 # The server serves only versions signed by a trusted key: the demo makes its own signing key
 # once, and signs a fresh copy of the committed store with it (the repository stays unwritten).
 [[ -f "$demo/demo-signing.key" ]] || "$pillar" keygen --out "$demo/demo-signing" >/dev/null
+# The audit log's checkpoints are signed with a key of their own.
+[[ -f "$demo/audit.key" ]] || "$pillar" keygen --out "$demo/audit" >/dev/null 2>&1
 rm -rf "$demo/store"
 cp -r "$root/models/demo/store" "$demo/store"
 for version in "$demo"/store/*/*/; do
@@ -38,6 +40,11 @@ path = "$demo/state.db"
 
 [logging]
 access_log = "$demo/access.log"
+
+[audit]
+file = "$demo/audit.log"
+signing_key = "$demo/audit.key"
+public_keys = ["$demo/audit.pub"]
 TOML
 
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -70,6 +77,10 @@ cat <<MSG
 
   Without the key the same call gets 401; the user key gets 403 on the admin plane:
   curl -s -H 'Authorization: Bearer $admin_key' http://127.0.0.1:$admin_port/admin/v1/models
+
+  Every decision and change is in a hash-chained, signed audit log:
+  $pillar audit tail -n 5 -c $demo/pillar.toml
+  $pillar audit verify -c $demo/pillar.toml
 
   Stop with Ctrl-C (drains, then exits).
 

@@ -1,6 +1,11 @@
 #include "app/model_reverifier.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
+#include <map>
 
 #include "absl/time/clock.h"
 #include "common/strings.h"
@@ -10,8 +15,12 @@ namespace pillar::app {
 
 ModelReverifier::ModelReverifier(const runtime::ModelCatalog& catalog,
                                  std::vector<signing::PublicKey> trusted, absl::Duration interval,
-                                 audit::AuditSink& audit)
-    : catalog_(catalog), trusted_(std::move(trusted)), interval_(interval), audit_(audit) {}
+                                 absl::Duration watch_interval, audit::AuditSink& audit)
+    : catalog_(catalog),
+      trusted_(std::move(trusted)),
+      interval_(interval),
+      watch_interval_(watch_interval),
+      audit_(audit) {}
 
 ModelReverifier::~ModelReverifier() {
   {
@@ -23,43 +32,95 @@ ModelReverifier::~ModelReverifier() {
 
 void ModelReverifier::Start() {
   thread_ = std::thread([this] {
+    absl::Time next_full = absl::Now() + interval_;
     absl::MutexLock lock(&mu_);
     while (!stopping_) {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_);
+      absl::Time wake = next_full;
+      if (watch_interval_ > absl::ZeroDuration()) {
+        wake = std::min(wake, absl::Now() + watch_interval_);
+      }
+      mu_.AwaitWithDeadline(absl::Condition(&stopping_), wake);
       if (stopping_) break;
       mu_.Unlock();
-      CheckNow();
+      if (absl::Now() >= next_full) {
+        CheckNow();
+        next_full = absl::Now() + interval_;
+      } else {
+        CheckChanged();
+      }
       mu_.Lock();
     }
   });
+}
+
+namespace {
+
+// What changes when any file of a version does: every regular file's path, size, inode and
+// modification time. A stat per file, no reading: cheap enough to run every second.
+std::string Fingerprint(const std::filesystem::path& dir) {
+  std::vector<std::string> entries;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
+    struct stat st;
+    if (::lstat(entry.path().c_str(), &st) != 0) continue;
+    entries.push_back(StrCat(entry.path().string(), "\t", int64_t(st.st_size), "\t",
+                             uint64_t(st.st_ino), "\t", int64_t(st.st_mtim.tv_sec), ".",
+                             int64_t(st.st_mtim.tv_nsec), "\t", uint32_t(st.st_mode)));
+  }
+  std::sort(entries.begin(), entries.end());
+  std::string out;
+  for (const std::string& e : entries) StrAppend(&out, e, "\n");
+  return out;
+}
+
+}  // namespace
+
+int ModelReverifier::CheckChanged() {
+  int withdrawn = 0;
+  const std::shared_ptr<const runtime::ModelRegistry> registry = catalog_.Current();
+  std::map<std::string, std::string> seen;
+  for (const auto& v : registry->versions()) {
+    if (!v->ready()) continue;
+    std::string fingerprint = Fingerprint(v->directory);
+    auto known = fingerprints_.find(v->directory.string());
+    // A version seen for the first time was verified when it loaded.
+    const bool changed = known != fingerprints_.end() && known->second != fingerprint;
+    seen[v->directory.string()] = std::move(fingerprint);
+    if (changed && !CheckVersion(*v)) ++withdrawn;
+  }
+  fingerprints_ = std::move(seen);
+  return withdrawn;
 }
 
 int ModelReverifier::CheckNow() {
   int withdrawn = 0;
   const std::shared_ptr<const runtime::ModelRegistry> registry = catalog_.Current();
   for (const auto& v : registry->versions()) {
-    if (!v->ready()) continue;
-    absl::StatusOr<signing::VerifiedModel> verified =
-        signing::VerifyModel(v->directory.string(), trusted_);
-    if (verified.ok()) continue;
-    const std::string reason =
-        StrCat("signature check failed while serving: ", verified.status().message());
-    v->Withdraw(reason);
-    ++withdrawn;
-    std::fprintf(stderr, "pillar: ALERT: model %s version %lld withdrawn: %s\n", v->name.c_str(),
-                 static_cast<long long>(v->version), reason.c_str());
-    audit_.Record({.kind = audit::EventKind::kModel,
-                   .allowed = false,
-                   .time_us = absl::GetCurrentTimeNanos() / 1000,
-                   .principal = "pillar",
-                   .tenant = {},
-                   .action = "withdraw",
-                   .resource = v->resource,
-                   .request_id = {},
-                   .remote = {},
-                   .explain = [&] { return reason; }});
+    if (v->ready() && !CheckVersion(*v)) ++withdrawn;
   }
   return withdrawn;
+}
+
+bool ModelReverifier::CheckVersion(runtime::ModelVersion& v) {
+  absl::StatusOr<signing::VerifiedModel> verified =
+      signing::VerifyModel(v.directory.string(), trusted_);
+  if (verified.ok()) return true;
+  const std::string reason =
+      StrCat("signature check failed while serving: ", verified.status().message());
+  v.Withdraw(reason);
+  std::fprintf(stderr, "pillar: ALERT: model %s version %lld withdrawn: %s\n", v.name.c_str(),
+               static_cast<long long>(v.version), reason.c_str());
+  audit_.Record({.kind = audit::EventKind::kModel,
+                 .allowed = false,
+                 .time_us = absl::GetCurrentTimeNanos() / 1000,
+                 .principal = "pillar",
+                 .tenant = {},
+                 .action = "withdraw",
+                 .resource = v.resource,
+                 .request_id = {},
+                 .remote = {},
+                 .explain = [&] { return reason; }});
+  return false;
 }
 
 }  // namespace pillar::app

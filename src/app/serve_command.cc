@@ -221,7 +221,8 @@ int RunServe(const ServeOptions& options) {
   std::unique_ptr<ModelReverifier> reverifier;
   if (config->require_signatures && config->reverify_interval_ms > 0) {
     reverifier = std::make_unique<ModelReverifier>(
-        catalog, *trusted, absl::Milliseconds(config->reverify_interval_ms), audit);
+        catalog, *trusted, absl::Milliseconds(config->reverify_interval_ms),
+        absl::Milliseconds(config->poll_ms), audit);
     reverifier->Start();
   }
 

@@ -70,6 +70,9 @@ AuditLog::~AuditLog() {
 }
 
 bool AuditLog::Record(const Event& event) {
+  // A limit check that admits is implied by the request's authorization record; only
+  // refusals are worth a record of their own (they are all counted in metrics).
+  if (event.kind == EventKind::kLimit && event.allowed) return true;
   thread_local std::string body;
   body.clear();
   AppendEventBody(body, event);

@@ -10,6 +10,7 @@
 
 #include "signing/model_manifest.h"
 #include "testing/http_client.h"
+#include "testing/postgres_server.h"
 #include "testing/server_process.h"
 
 namespace pillar {
@@ -221,6 +222,33 @@ TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) 
   std::ofstream(server.audit_log(), std::ios::binary | std::ios::trunc) << bytes;
   EXPECT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 1);
   EXPECT_NE(out.find("FAILED: record 3 "), std::string::npos) << out;
+}
+
+TEST(AuditTrailTest, AServerAndTheCliWriteOneChainPerInstanceToPostgres) {
+  testing::PostgresServer pg;
+  ASSERT_TRUE(pg.Start()) << pg.error();
+  testing::ServerProcess server;
+  server.AddAuditConfig("backend = \"postgres\"\npostgres = \"" + pg.conninfo() +
+                        "\"\ninstance = \"node-a\"\n");
+  const std::string key = server.CreateKey("k");  // a CLI change, into node-a's chain
+  ASSERT_FALSE(key.empty());
+  ASSERT_TRUE(server.Start()) << server.Log();
+  EXPECT_EQ(testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "",
+                           {testing::Bearer(key)})
+                .status,
+            200);
+  EXPECT_EQ(server.Stop(), 0);
+  EXPECT_FALSE(std::filesystem::exists(server.audit_log()));  // nothing went to a file
+  const std::string config = server.config_path().string();
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 0) << out << err;
+  EXPECT_NE(out.find("postgres chain node-a: instance node-a"), std::string::npos) << out;
+  ASSERT_EQ(testing::RunPillar({"audit", "export", "-c", config}, &out, &err), 0) << err;
+  EXPECT_NE(out.find(R"("kind":"key","decision":"ok")"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("kind":"authorization","decision":"allow")"), std::string::npos);
+  ASSERT_TRUE(pg.Execute("UPDATE pillar_audit SET payload = replace(payload, 'allow', 'deny')"));
+  EXPECT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 1);
+  EXPECT_NE(out.find("FAILED: record"), std::string::npos) << out;
 }
 
 }  // namespace

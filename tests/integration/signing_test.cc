@@ -174,5 +174,41 @@ TEST(SignedServingTest, AVersionTamperedWithWhileServingIsWithdrawnAndTrafficMov
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// The full re-verification runs every ten minutes here; a changed file is noticed by its
+// modification time within poll_ms and verified at once.
+TEST(SignedServingTest, AChangedFileIsVerifiedAtOnceNotAtTheNextFullPass) {
+  testing::ServerProcess server;
+  const fs::path store = testing::CopyDemoStore(server.dir());
+  fs::copy(store / "digits" / "1", store / "digits" / "2", fs::copy_options::recursive);
+  server.SetStore(store);
+  server.AddRepositoryConfig(
+      "version_policy = \"all\"\nreverify_interval_ms = 600000\npoll_ms = 50\n");
+  const std::string key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string body = testing::InferBody({&testing::LoadHeldOut()[0]});
+  auto version = [&] {
+    testing::HttpReply r = testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
+                                          body, {testing::Bearer(key)});
+    return r.status == 200 && r.body.find("\"model_version\":\"1\"") != std::string::npos ? 1
+           : r.status == 200                                                              ? 2
+                                                                                          : 0;
+  };
+  ASSERT_EQ(version(), 2);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the watcher has seen it
+  {
+    std::fstream f(store / "digits" / "2" / "model.pt",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(1000);
+    f.put('\x02');
+  }
+  const auto start = std::chrono::steady_clock::now();
+  while (version() != 1 && std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(version(), 1);
+  EXPECT_NE(server.Log().find("ALERT: model digits version 2 withdrawn"), std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace pillar
