@@ -3,6 +3,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include "absl/time/clock.h"
 #include "audit/file_audit_store.h"
 #include "audit/postgres_audit_store.h"
 #include "common/strings.h"
@@ -46,12 +47,23 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
   return audit::AuditLog::Start(std::move(store), std::move(options));
 }
 
-absl::Status AuditChange(const Config& config, const audit::Event& event) {
+absl::Status AuditChange(const Config& config, audit::EventKind kind, std::string_view action,
+                         std::string_view resource, const std::string& reason) {
   absl::StatusOr<std::unique_ptr<audit::AuditLog>> log =
       OpenAuditLog(config, nullptr, /*server=*/false);
   if (!log.ok()) return log.status();
   if (*log == nullptr) return absl::OkStatus();
-  (*log)->Record(event);
+  const std::string who = LocalOperator();
+  (*log)->Record({.kind = kind,
+                  .allowed = true,
+                  .time_us = absl::ToUnixMicros(absl::Now()),
+                  .principal = who,
+                  .tenant = {},
+                  .action = action,
+                  .resource = resource,
+                  .request_id = {},
+                  .remote = {},
+                  .explain = [&reason] { return reason; }});
   return (*log)->Flush();
 }
 

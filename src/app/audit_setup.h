@@ -21,8 +21,10 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
                                                               monitor::MetricsRegistry* metrics,
                                                               bool server);
 
-// Records one change made from the command line and waits until it is durable.
-absl::Status AuditChange(const Config& config, const audit::Event& event);
+// Records one change made from the command line (principal: LocalOperator(), now) and waits
+// until it is durable.
+absl::Status AuditChange(const Config& config, audit::EventKind kind, std::string_view action,
+                         std::string_view resource, const std::string& reason);
 
 // "local:<user>": who ran a CLI command, as the operating system says.
 std::string LocalOperator();

@@ -36,18 +36,7 @@ int AuditKeyChange(const KeyOptions& options, std::string_view action, const std
                    const std::string& reason) {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return Fail(config.status());
-  const std::string who = LocalOperator();
-  const std::string resource = StrCat("key:", id);
-  absl::Status s = AuditChange(*config, {.kind = audit::EventKind::kKey,
-                                         .allowed = true,
-                                         .time_us = SystemClock().UnixMicros(),
-                                         .principal = who,
-                                         .tenant = {},
-                                         .action = action,
-                                         .resource = resource,
-                                         .request_id = {},
-                                         .remote = {},
-                                         .explain = [&reason] { return reason; }});
+  absl::Status s = AuditChange(*config, audit::EventKind::kKey, action, StrCat("key:", id), reason);
   if (!s.ok()) {
     return Fail(absl::Status(s.code(), StrCat("the key change is made but could not be audited: ",
                                               s.message())));

@@ -102,22 +102,6 @@ absl::Status SyncTree(const fs::path& dir) {
   return absl::OkStatus();
 }
 
-absl::Status AuditModelChange(const Config& config, std::string_view action,
-                              const std::string& resource, const std::string& who,
-                              const std::string& reason) {
-  auto explain = [&reason] { return reason; };  // outlives the Event's FunctionRef to it
-  return AuditChange(config, {.kind = audit::EventKind::kModel,
-                              .allowed = true,
-                              .time_us = absl::GetCurrentTimeNanos() / 1000,
-                              .principal = who,
-                              .tenant = {},
-                              .action = action,
-                              .resource = resource,
-                              .request_id = {},
-                              .remote = {},
-                              .explain = explain});
-}
-
 // Moves `alias` of `name` to `version` ("promote"), or back to where it was ("rollback").
 int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   absl::StatusOr<Store> store = OpenStore(options);
@@ -164,13 +148,12 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   }
   const std::string from =
       current == aliases->targets.end() ? "none" : std::to_string(current->second);
-  const std::string who = LocalOperator();
-  aliases->Move(options.alias, target, std::string(action), who, SystemClock().UnixMicros());
+  aliases->Move(options.alias, target, std::string(action), LocalOperator(),
+                SystemClock().UnixMicros());
   if (absl::Status s = models::WriteAliases(model_dir, *aliases); !s.ok()) return Fail(action, s);
   const std::string move = StrCat(options.alias, ": ", from, " -> ", target);
-  if (absl::Status s = AuditModelChange(store->config, action,
-                                        StrCat("model:", options.name, "/", options.alias), who,
-                                        move);
+  if (absl::Status s = AuditChange(store->config, audit::EventKind::kModel, action,
+                                   StrCat("model:", options.name, "/", options.alias), move);
       !s.ok()) {
     return Fail(action, absl::Status(s.code(), StrCat("moved ", move, " but could not audit it: ",
                                                       s.message())));
@@ -235,8 +218,8 @@ int RunModelPush(const ModelStoreOptions& options) {
     ::close(fd);
   }
   const std::string resource = StrCat("model:", options.name, "/", next);
-  if (absl::Status s = AuditModelChange(store->config, "push", resource, LocalOperator(),
-                                        StrCat("sha256 ", root));
+  if (absl::Status s = AuditChange(store->config, audit::EventKind::kModel, "push", resource,
+                                   StrCat("sha256 ", root));
       !s.ok()) {
     return Fail("push", absl::Status(s.code(), StrCat("pushed version ", next,
                                                       " but could not audit it: ", s.message())));

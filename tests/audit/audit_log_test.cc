@@ -386,6 +386,10 @@ TEST_F(AuditLogTest, SigkillAtRandomPointsNeverLosesOrAltersAFlushedRecord) {
     for (int64_t n; ::read(fds[0], &n, sizeof n) == sizeof n;) acknowledged = n;
     ::close(fds[0]);
     acknowledged_total += acknowledged;
+    if (!fs::exists(path_)) {  // killed before it created the log
+      ASSERT_EQ(acknowledged_total, 0);
+      continue;
+    }
     VerifyReport report = Verify();
     if (!report.status.ok()) {
       // Only a torn tail is allowed, and the next writer removes it.

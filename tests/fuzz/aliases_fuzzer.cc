@@ -1,42 +1,24 @@
 // Fuzzes the model store's aliases.json reader: the store is shared with whoever can write it.
 // Nothing may crash, and whatever reads back must survive a write and a second read unchanged.
-#include <unistd.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <string>
 
+#include "fuzz_temp_dir.h"
 #include "models/model_aliases.h"
 
-namespace {
-
-namespace fs = std::filesystem;
-
-struct Fixture {
-  fs::path dir;
-  Fixture() {
-    dir = fs::temp_directory_path() / ("pillar-aliases-fuzz-" + std::to_string(::getpid()));
-    fs::create_directories(dir);
-  }
-  ~Fixture() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-};
-
-}  // namespace
-
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static const Fixture fixture;
+  static const pillar::fuzz::TempDir dir("aliases");
+  const std::filesystem::path& model_dir = dir.path;
   {
-    std::ofstream out(fixture.dir / pillar::models::kAliasesFile, std::ios::binary | std::ios::trunc);
+    std::ofstream out(model_dir / pillar::models::kAliasesFile, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), std::streamsize(size));
   }
-  auto aliases = pillar::models::ReadAliases(fixture.dir);
+  auto aliases = pillar::models::ReadAliases(model_dir);
   if (!aliases.ok()) return 0;
-  if (!pillar::models::WriteAliases(fixture.dir, *aliases).ok()) __builtin_trap();
-  auto again = pillar::models::ReadAliases(fixture.dir);
+  if (!pillar::models::WriteAliases(model_dir, *aliases).ok()) __builtin_trap();
+  auto again = pillar::models::ReadAliases(model_dir);
   if (!again.ok() || again->targets != aliases->targets ||
       again->history.size() != aliases->history.size()) {
     __builtin_trap();

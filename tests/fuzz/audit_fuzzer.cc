@@ -3,8 +3,6 @@
 // (torn-tail repair, tail check) must not crash, and whenever the writer agrees to extend the
 // log, what it leaves must verify exactly when the input (less a torn tail) verified: appending
 // never breaks a good chain nor mends a bad one.
-#include <unistd.h>
-
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
@@ -13,30 +11,20 @@
 #include "audit/audit_log.h"
 #include "audit/audit_verifier.h"
 #include "audit/file_audit_store.h"
+#include "fuzz_temp_dir.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-
 struct Fixture {
-  std::string dir;
+  pillar::fuzz::TempDir dir{"audit"};
   pillar::signing::SigningKey key = pillar::signing::GenerateSigningKey();
-  Fixture() {
-    dir = (fs::temp_directory_path() / ("pillar-audit-fuzz-" + std::to_string(::getpid())))
-              .string();
-    fs::create_directories(dir);
-  }
-  ~Fixture() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
 };
 
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const Fixture fixture;
-  const std::string path = fixture.dir + "/audit.log";
+  const std::string path = (fixture.dir.path / "audit.log").string();
   {
     std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), std::streamsize(size));

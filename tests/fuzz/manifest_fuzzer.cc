@@ -9,29 +9,22 @@
 #include <fstream>
 #include <string>
 
+#include "fuzz_temp_dir.h"
 #include "signing/manifest_format.h"
 #include "signing/model_manifest.h"
 
 namespace {
 
-namespace fs = std::filesystem;
-
 struct Fixture {
-  std::string dir;
+  pillar::fuzz::TempDir temp{"manifest"};
+  std::string dir = temp.path.string();
   pillar::signing::SigningKey key = pillar::signing::GenerateSigningKey();
   std::string genuine;
   Fixture() {
-    dir = (fs::temp_directory_path() / ("pillar-manifest-fuzz-" + std::to_string(::getpid())))
-              .string();
-    fs::create_directories(dir);
     std::ofstream(dir + "/model.pt") << "weights";
     if (!pillar::signing::SignModel(dir, "fuzz/1", key).ok()) __builtin_trap();
     std::ifstream in(dir + "/" + std::string(pillar::signing::kManifestFile));
     genuine.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  }
-  ~Fixture() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
   }
 };
 

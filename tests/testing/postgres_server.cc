@@ -16,25 +16,13 @@
 #include <thread>
 #include <vector>
 
+#include "testing/free_port.h"
+
 namespace pillar::testing {
 namespace {
 
 namespace fs = std::filesystem;
 
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
 
 // The newest installed server's bin directory, e.g. /usr/lib/postgresql/15/bin.
 std::string BinDirectory() {
@@ -125,7 +113,7 @@ bool PostgresServer::Start() {
     }
     initialized_ = true;
   }
-  if (port_ == 0) port_ = FreePort();
+  if (port_ == 0) port_ = FreeLoopbackPort();
   if (!Run({bin + "/postgres", "-D", data.string(), "-p", std::to_string(port_), "-k",
             data.string(), "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off"},
            false, &pid_)) {

@@ -12,26 +12,9 @@
 #include <thread>
 #include <vector>
 
+#include "testing/free_port.h"
+
 namespace pillar::testing {
-namespace {
-
-int FreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  int port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  ::close(fd);
-  return port;
-}
-
-}  // namespace
 
 RedisServer::RedisServer() = default;
 
@@ -60,7 +43,7 @@ std::string RedisServer::Command(const std::string& line) const {
 
 bool RedisServer::Start() {
   if (pid_ > 0) return true;
-  if (port_ == 0) port_ = FreePort();
+  if (port_ == 0) port_ = FreeLoopbackPort();
   const std::string port = std::to_string(port_);
   const std::string dir = dir_.path().string();
   pid_ = ::fork();
