@@ -1,0 +1,293 @@
+#include "ckpt/checkpoint_io.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <thread>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "ckpt/checkpoint_format.h"
+#include "common/strings.h"
+
+namespace pillar::ckpt {
+namespace {
+
+constexpr size_t kChunkBytes = 8 << 20;  // reads for verification, and hashing granularity
+
+uint64_t AlignUp(uint64_t v) {
+  return (v + format::kEntryAlignment - 1) / format::kEntryAlignment * format::kEntryAlignment;
+}
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins.
+absl::Status ForEachParallel(size_t n, int threads,
+                             const std::function<absl::Status(size_t)>& fn) {
+  std::atomic<size_t> next{0};
+  absl::Mutex mu;
+  absl::Status first;
+  auto worker = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < n;) {
+      absl::Status s = fn(i);
+      if (!s.ok()) {
+        absl::MutexLock lock(&mu);
+        if (first.ok()) first = std::move(s);
+        next.store(n);  // stop handing out work
+      }
+    }
+  };
+  const int count = std::max(1, std::min<int>(threads, int(n)));
+  std::vector<std::thread> pool;
+  for (int t = 1; t < count; ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& t : pool) t.join();
+  return first;
+}
+
+std::string Join(const std::string& dir, std::string_view name) { return StrCat(dir, "/", name); }
+
+std::string Parent(const std::string& dir) {
+  const std::string parent = std::filesystem::path(dir).parent_path().string();
+  return parent.empty() ? "." : parent;
+}
+
+}  // namespace
+
+absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64_t step,
+                                         std::span<const EntryView> entries,
+                                         const std::map<std::string, std::string>& metadata,
+                                         const WriteOptions& options) {
+  const absl::Time start = absl::Now();
+  if (env.Exists(dir)) return absl::AlreadyExistsError(StrCat("checkpoint ", dir, " exists"));
+  Manifest manifest;
+  manifest.step = step;
+  manifest.metadata = metadata;
+  manifest.snapshot_seconds = options.snapshot_seconds;
+  // Plan: entries in order, a new shard when the next entry would overflow a non-empty one.
+  std::vector<std::vector<size_t>> shard_entries;
+  uint64_t fill = 0;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const EntryView& e = entries[i];
+    if (e.name.empty() || e.name.size() > format::kMaxNameBytes) {
+      return absl::InvalidArgumentError(StrCat("entry ", i, ": names have 1 to 1024 bytes"));
+    }
+    uint64_t elements = 1;
+    for (int64_t d : e.shape) elements *= uint64_t(std::max<int64_t>(d, 0));
+    if (e.dtype != DType::kBlob && elements * DTypeSize(e.dtype) != e.data.size()) {
+      return absl::InvalidArgumentError(
+          StrCat("entry '", e.name, "': shape and dtype make ", elements * DTypeSize(e.dtype),
+                 " bytes, the data has ", e.data.size()));
+    }
+    if (shard_entries.empty() || (fill > 0 && fill + e.data.size() > options.shard_bytes)) {
+      shard_entries.emplace_back();
+      fill = 0;
+    }
+    EntryInfo info;
+    info.name = e.name;
+    info.dtype = e.dtype;
+    info.shape = e.dtype == DType::kBlob ? std::vector<int64_t>{} : e.shape;
+    info.shard = uint32_t(shard_entries.size() - 1);
+    info.offset = AlignUp(fill);
+    info.bytes = e.data.size();
+    fill = info.offset + info.bytes;
+    shard_entries.back().push_back(i);
+    manifest.entries.push_back(std::move(info));
+  }
+  if (shard_entries.empty()) shard_entries.emplace_back();  // an empty checkpoint: one empty shard
+  manifest.shards.resize(shard_entries.size());
+
+  const std::string tmp = StrCat(dir, format::kTmpSuffix);
+  if (absl::Status s = env.RemoveAll(tmp); !s.ok()) return s;
+  if (absl::Status s = env.CreateDir(tmp); !s.ok()) return s;
+  static const std::byte kZeros[format::kEntryAlignment] = {};
+  absl::Status written = ForEachParallel(
+      shard_entries.size(), options.threads, [&](size_t shard) -> absl::Status {
+        ShardInfo& info = manifest.shards[shard];
+        info.file = ShardFileName(shard);
+        absl::StatusOr<std::unique_ptr<WritableFile>> file =
+            env.NewWritableFile(Join(tmp, info.file));
+        if (!file.ok()) return file.status();
+        XXH3_state_t* state = XXH3_createState();
+        XXH3_64bits_reset(state);
+        uint64_t at = 0;
+        absl::Status s;
+        for (size_t i : shard_entries[shard]) {
+          EntryInfo& e = manifest.entries[i];
+          const std::span<const std::byte> pad(kZeros, e.offset - at);
+          if (!pad.empty()) {
+            XXH3_64bits_update(state, pad.data(), pad.size());
+            if (s = (*file)->Append(pad); !s.ok()) break;
+          }
+          const std::span<const std::byte> data = entries[i].data;
+          e.xxh3 = XXH3_64bits(data.data(), data.size());
+          XXH3_64bits_update(state, data.data(), data.size());
+          if (s = (*file)->Append(data); !s.ok()) break;
+          at = e.offset + e.bytes;
+        }
+        info.bytes = at;
+        info.xxh3 = XXH3_64bits_digest(state);
+        XXH3_freeState(state);
+        if (s.ok()) s = (*file)->Sync();
+        if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
+        return s;
+      });
+  if (!written.ok()) return written;
+  manifest.created_us = absl::ToUnixMicros(absl::Now());
+  manifest.save_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  const std::string text = manifest.Encode();
+  {
+    absl::StatusOr<std::unique_ptr<WritableFile>> file =
+        env.NewWritableFile(Join(tmp, format::kManifestFile));
+    if (!file.ok()) return file.status();
+    absl::Status s = (*file)->Append(std::as_bytes(std::span(text.data(), text.size())));
+    if (s.ok()) s = (*file)->Sync();
+    if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
+    if (!s.ok()) return s;
+  }
+  // The names inside the directory first, then the directory's own name in its parent.
+  if (absl::Status s = env.SyncDir(tmp); !s.ok()) return s;
+  if (absl::Status s = env.Rename(tmp, dir); !s.ok()) return s;
+  if (absl::Status s = env.SyncDir(Parent(dir)); !s.ok()) return s;
+  return manifest;
+}
+
+absl::StatusOr<Manifest> ReadManifest(Env& env, const std::string& dir) {
+  const std::string path = Join(dir, format::kManifestFile);
+  absl::StatusOr<std::string> text = ReadWholeFile(env, path, format::kMaxManifestBytes);
+  if (!text.ok()) return text.status();
+  return Manifest::Parse(*text, path);
+}
+
+namespace {
+
+// Checks one shard's size against the manifest and its bytes (in `data`, or read from disk in
+// chunks when `data` is null) against the shard and entry checksums.
+absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manifest, size_t shard,
+                        const std::byte* data) {
+  const ShardInfo& info = manifest.shards[shard];
+  const std::string path = Join(dir, info.file);
+  absl::StatusOr<uint64_t> size = env.FileSize(path);
+  if (!size.ok()) return size.status();
+  if (*size != info.bytes) {
+    return absl::DataLossError(
+        StrCat(path, ": ", *size, " bytes, the manifest says ", info.bytes, " (truncated or torn)"));
+  }
+  if (data != nullptr) {
+    if (XXH3_64bits(data, info.bytes) != info.xxh3) {
+      return absl::DataLossError(StrCat(path, ": checksum mismatch (the shard is damaged)"));
+    }
+    for (const EntryInfo& e : manifest.entries) {
+      if (e.shard == shard && XXH3_64bits(data + e.offset, e.bytes) != e.xxh3) {
+        return absl::DataLossError(StrCat(path, ": entry '", e.name, "' checksum mismatch"));
+      }
+    }
+    return absl::OkStatus();
+  }
+  // Streaming: the shard checksum over chunks; entry checksums need each entry whole, so they
+  // are checked as each entry's bytes pass (an entry straddles chunks: a per-entry state).
+  std::vector<const EntryInfo*> in_shard;
+  for (const EntryInfo& e : manifest.entries) {
+    if (e.shard == shard) in_shard.push_back(&e);
+  }
+  std::sort(in_shard.begin(), in_shard.end(),
+            [](const EntryInfo* a, const EntryInfo* b) { return a->offset < b->offset; });
+  XXH3_state_t* whole = XXH3_createState();
+  XXH3_state_t* entry = XXH3_createState();
+  XXH3_64bits_reset(whole);
+  std::vector<std::byte> chunk(kChunkBytes);
+  size_t next = 0;
+  bool in_entry = false;
+  absl::Status status;
+  for (uint64_t at = 0; at < info.bytes && status.ok();) {
+    const size_t n = size_t(std::min<uint64_t>(chunk.size(), info.bytes - at));
+    status = env.ReadAt(path, at, std::span(chunk.data(), n));
+    if (!status.ok()) break;
+    XXH3_64bits_update(whole, chunk.data(), n);
+    uint64_t pos = at;
+    while (pos < at + n && next < in_shard.size()) {
+      const EntryInfo& e = *in_shard[next];
+      if (!in_entry) {
+        if (e.offset >= at + n) break;
+        if (pos < e.offset) pos = e.offset;
+        XXH3_64bits_reset(entry);
+        in_entry = true;
+      }
+      const uint64_t end = std::min(at + n, e.offset + e.bytes);
+      XXH3_64bits_update(entry, chunk.data() + (pos - at), end - pos);
+      pos = end;
+      if (pos == e.offset + e.bytes) {
+        if (XXH3_64bits_digest(entry) != e.xxh3) {
+          status = absl::DataLossError(StrCat(path, ": entry '", e.name, "' checksum mismatch"));
+          break;
+        }
+        in_entry = false;
+        ++next;
+      }
+    }
+    at += n;
+  }
+  // Zero-length entries at the very end never enter the loop above.
+  while (status.ok() && next < in_shard.size() && in_shard[next]->bytes == 0) {
+    if (XXH3_64bits(nullptr, 0) != in_shard[next]->xxh3) {
+      status = absl::DataLossError(
+          StrCat(path, ": entry '", in_shard[next]->name, "' checksum mismatch"));
+    }
+    ++next;
+  }
+  if (status.ok() && XXH3_64bits_digest(whole) != info.xxh3) {
+    status = absl::DataLossError(StrCat(path, ": checksum mismatch (the shard is damaged)"));
+  }
+  XXH3_freeState(whole);
+  XXH3_freeState(entry);
+  return status;
+}
+
+}  // namespace
+
+absl::Status VerifyCheckpoint(Env& env, const std::string& dir, const Manifest& manifest,
+                              int threads) {
+  return ForEachParallel(manifest.shards.size(), threads, [&](size_t shard) {
+    return CheckShard(env, dir, manifest, shard, nullptr);
+  });
+}
+
+std::span<const std::byte> LoadedCheckpoint::Data(std::string_view name) const {
+  const EntryInfo* e = Find(name);
+  if (e == nullptr) return {};
+  return std::span<const std::byte>(shards_[e->shard].get() + e->offset, e->bytes);
+}
+
+const EntryInfo* LoadedCheckpoint::Find(std::string_view name) const {
+  for (const EntryInfo& e : manifest_.entries) {
+    if (e.name == name) return &e;
+  }
+  return nullptr;
+}
+
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir, int threads) {
+  absl::StatusOr<Manifest> manifest = ReadManifest(env, dir);
+  if (!manifest.ok()) return manifest.status();
+  LoadedCheckpoint loaded;
+  loaded.shards_.resize(manifest->shards.size());
+  absl::Status read = ForEachParallel(manifest->shards.size(), threads, [&](size_t shard) {
+    const ShardInfo& info = manifest->shards[shard];
+    absl::StatusOr<uint64_t> size = env.FileSize(Join(dir, info.file));
+    if (!size.ok()) return size.status();
+    if (*size != info.bytes) {
+      return absl::DataLossError(StrCat(Join(dir, info.file), ": ", *size,
+                                        " bytes, the manifest says ", info.bytes,
+                                        " (truncated or torn)"));
+    }
+    loaded.shards_[shard] = std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(info.bytes, 1));
+    absl::Status s = env.ReadAt(Join(dir, info.file), 0,
+                                std::span(loaded.shards_[shard].get(), info.bytes));
+    if (!s.ok()) return s;
+    return CheckShard(env, dir, *manifest, shard, loaded.shards_[shard].get());
+  });
+  if (!read.ok()) return read;
+  loaded.manifest_ = std::move(*manifest);
+  return loaded;
+}
+
+}  // namespace pillar::ckpt

@@ -1,0 +1,167 @@
+#include "ckpt/env.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "common/strings.h"
+
+namespace pillar::ckpt {
+namespace {
+
+absl::Status Errno(std::string_view what, const std::string& path, int error = errno) {
+  const std::string message = StrCat(what, " ", path, ": ", std::strerror(error));
+  if (error == ENOENT) return absl::NotFoundError(message);
+  if (error == ENOSPC || error == EDQUOT) return absl::ResourceExhaustedError(message);
+  return absl::InternalError(message);
+}
+
+class PosixWritableFile final : public WritableFile {
+ public:
+  PosixWritableFile(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  ~PosixWritableFile() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  absl::Status Append(std::span<const std::byte> data) override {
+    while (!data.empty()) {
+      const ssize_t n = ::write(fd_, data.data(), data.size());
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        return Errno("cannot write", path_);
+      }
+      data = data.subspan(size_t(n));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Sync() override {
+    if (::fdatasync(fd_) != 0) return Errno("cannot sync", path_);
+    return absl::OkStatus();
+  }
+  absl::Status Close() override {
+    const int fd = fd_;
+    fd_ = -1;
+    if (::close(fd) != 0) return Errno("cannot close", path_);
+    return absl::OkStatus();
+  }
+
+ private:
+  const std::string path_;
+  int fd_;
+};
+
+class PosixEnv final : public Env {
+ public:
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0) return Errno("cannot create", path);
+    return std::make_unique<PosixWritableFile>(path, fd);
+  }
+  absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return Errno("cannot open", path);
+    absl::Status status;
+    while (!out.empty()) {
+      const ssize_t n = ::pread(fd, out.data(), out.size(), off_t(offset));
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = Errno("cannot read", path);
+        break;
+      }
+      if (n == 0) {
+        status = absl::DataLossError(StrCat(path, " ends before byte ", offset + out.size()));
+        break;
+      }
+      out = out.subspan(size_t(n));
+      offset += uint64_t(n);
+    }
+    ::close(fd);
+    return status;
+  }
+  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) return Errno("cannot stat", path);
+    if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(StrCat(path, " is not a file"));
+    return uint64_t(st.st_size);
+  }
+  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
+    DIR* dir = ::opendir(path.c_str());
+    if (dir == nullptr) return Errno("cannot list", path);
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir)) {
+      const std::string_view name = e->d_name;
+      if (name != "." && name != "..") names.emplace_back(name);
+    }
+    ::closedir(dir);
+    return names;
+  }
+  bool Exists(const std::string& path) override {
+    struct stat st;
+    return ::stat(path.c_str(), &st) == 0;
+  }
+  absl::Status CreateDir(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::create_directories(path, ec);
+    if (ec) return absl::InternalError(StrCat("cannot create ", path, ": ", ec.message()));
+    return absl::OkStatus();
+  }
+  absl::Status RemoveAll(const std::string& path) override {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+    if (ec) return absl::InternalError(StrCat("cannot remove ", path, ": ", ec.message()));
+    return absl::OkStatus();
+  }
+  absl::Status Rename(const std::string& from, const std::string& to) override {
+    if (::rename(from.c_str(), to.c_str()) != 0) return Errno(StrCat("cannot rename to ", to), from);
+    return absl::OkStatus();
+  }
+  absl::Status SyncDir(const std::string& path) override {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return Errno("cannot open directory", path);
+    const int rc = ::fsync(fd);
+    const int error = errno;
+    ::close(fd);
+    if (rc != 0) return Errno("cannot sync directory", path, error);
+    return absl::OkStatus();
+  }
+};
+
+}  // namespace
+
+Env* Env::Default() {
+  static PosixEnv* env = new PosixEnv;
+  return env;
+}
+
+absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uint64_t max_bytes) {
+  absl::StatusOr<uint64_t> size = env.FileSize(path);
+  if (!size.ok()) return size.status();
+  if (*size > max_bytes) {
+    return absl::InvalidArgumentError(StrCat(path, " is larger than ", max_bytes, " bytes"));
+  }
+  std::string text(*size, '\0');
+  absl::Status s = env.ReadAt(path, 0, std::as_writable_bytes(std::span(text.data(), text.size())));
+  if (!s.ok()) return s;
+  return text;
+}
+
+absl::Status WriteFileAtomically(Env& env, const std::string& path, std::string_view data) {
+  const std::string tmp = path + ".tmp";
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(tmp);
+  if (!file.ok()) return file.status();
+  absl::Status s = (*file)->Append(std::as_bytes(std::span(data.data(), data.size())));
+  if (s.ok()) s = (*file)->Sync();
+  if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
+  if (s.ok()) s = env.Rename(tmp, path);
+  if (s.ok()) {
+    const std::string dir = std::filesystem::path(path).parent_path().string();
+    s = env.SyncDir(dir.empty() ? "." : dir);
+  }
+  return s;
+}
+
+}  // namespace pillar::ckpt

@@ -1,0 +1,61 @@
+// The storage seam of the checkpoint library, after leveldb's Env: every file-system call the
+// commit protocol makes goes through it, so tests can make any one of them fail (a short write,
+// ENOSPC, a failed fsync or rename, a crash between two steps) and check what survives.
+//
+//   Env* env = Env::Default();
+//   PILLAR_ASSIGN_OR_RETURN(auto file, env->NewWritableFile(dir + "/shard-00000.bin"));
+//   PILLAR_RETURN_IF_ERROR(file->Append(bytes));
+//   PILLAR_RETURN_IF_ERROR(file->Sync());
+//   PILLAR_RETURN_IF_ERROR(file->Close());
+// Implementations are thread-safe; a WritableFile is used by one thread at a time.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace pillar::ckpt {
+
+class WritableFile {
+ public:
+  virtual ~WritableFile() = default;
+  virtual absl::Status Append(std::span<const std::byte> data) = 0;
+  // fdatasync: the bytes appended so far survive a crash.
+  virtual absl::Status Sync() = 0;
+  virtual absl::Status Close() = 0;
+};
+
+class Env {
+ public:
+  virtual ~Env() = default;
+  // The process-wide POSIX implementation.
+  static Env* Default();
+
+  // Creates (or truncates) a file for writing, mode 0600.
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // Reads `out.size()` bytes at `offset`; an error when the file is shorter.
+  virtual absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) = 0;
+  virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
+  // The names in a directory (not "." or ".."); NotFound when it does not exist.
+  virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;
+  virtual bool Exists(const std::string& path) = 0;
+  // Creates the directory and its parents, mode 0700; fine when it exists.
+  virtual absl::Status CreateDir(const std::string& path) = 0;
+  virtual absl::Status RemoveAll(const std::string& path) = 0;
+  // rename(2): atomic replacement within one file system.
+  virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
+  // fsync of a directory: the names created, renamed or removed in it survive a crash.
+  virtual absl::Status SyncDir(const std::string& path) = 0;
+};
+
+// Reads a whole small file (a manifest, the latest pointer) of at most `max_bytes`.
+absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uint64_t max_bytes);
+// Writes `data` to `path` through `<path>.tmp`: write, fsync, rename, fsync the directory.
+absl::Status WriteFileAtomically(Env& env, const std::string& path, std::string_view data);
+
+}  // namespace pillar::ckpt

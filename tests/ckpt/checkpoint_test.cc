@@ -1,0 +1,238 @@
+// The checkpoint library's commit protocol and readers on real files: round trips, every kind
+// of damage named, LoadLatest walking back past what is broken, retention, and a fault injected
+// at every single step of a save (each kind of fault, and a crash) never leaving a checkpoint
+// that loads but is not the one saved.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <numeric>
+
+#include "ckpt/checkpoint_format.h"
+#include "ckpt/checkpoint_io.h"
+#include "ckpt/fault_env.h"
+#include "ckpt/run_directory.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::ckpt {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A step's worth of state: two float tensors, an int64 tensor, a blob and an empty tensor.
+struct State {
+  std::vector<float> weights, bias;
+  std::vector<int64_t> counters;
+  std::string optimizer;
+  explicit State(int seed) : weights(3000), bias(10), counters(5) {
+    for (size_t i = 0; i < weights.size(); ++i) weights[i] = float(seed) * 0.5f + float(i);
+    for (size_t i = 0; i < bias.size(); ++i) bias[i] = -float(seed) - float(i);
+    std::iota(counters.begin(), counters.end(), seed);
+    optimizer = "momentum state of step " + std::to_string(seed);
+  }
+  std::vector<EntryView> Entries() const {
+    return {{"fc.weight", DType::kFloat32, {300, 10}, std::as_bytes(std::span(weights))},
+            {"fc.bias", DType::kFloat32, {10}, std::as_bytes(std::span(bias))},
+            {"counters", DType::kInt64, {5}, std::as_bytes(std::span(counters))},
+            {"optimizer", DType::kBlob, {}, std::as_bytes(std::span(optimizer))},
+            {"empty", DType::kFloat32, {0, 4}, {}}};
+  }
+  bool Matches(const LoadedCheckpoint& c) const {
+    for (const EntryView& e : Entries()) {
+      std::span<const std::byte> got = c.Data(e.name);
+      if (c.Find(e.name) == nullptr || got.size() != e.data.size() ||
+          (!got.empty() && std::memcmp(got.data(), e.data.data(), got.size()) != 0)) {
+        return false;
+      }
+    }
+    return true;
+  }
+};
+
+WriteOptions SmallShards() {
+  WriteOptions o;
+  o.shard_bytes = 8000;  // the weights alone, then the rest: two shards
+  o.threads = 2;
+  return o;
+}
+
+TEST(CheckpointTest, ARoundTripKeepsEveryEntryAndTheManifestSaysWhatIsWhere) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "step-00000007").string();
+  State state(7);
+  auto written = WriteCheckpoint(*Env::Default(), path, 7, state.Entries(), {{"seed", "42"}},
+                                 SmallShards());
+  ASSERT_TRUE(written.ok()) << written.status();
+  EXPECT_EQ(written->shards.size(), 2u);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+  auto loaded = LoadCheckpoint(*Env::Default(), path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(state.Matches(*loaded));
+  EXPECT_EQ(loaded->manifest().step, 7);
+  EXPECT_EQ(loaded->manifest().metadata.at("seed"), "42");
+  const EntryInfo* w = loaded->Find("fc.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->shape, (std::vector<int64_t>{300, 10}));
+  EXPECT_EQ(w->dtype, DType::kFloat32);
+  for (const EntryInfo& e : loaded->manifest().entries) {
+    EXPECT_EQ(e.offset % format::kEntryAlignment, 0u) << e.name;
+  }
+  EXPECT_TRUE(VerifyCheckpoint(*Env::Default(), path, loaded->manifest()).ok());
+  // A second save to the same name is refused: a checkpoint is immutable.
+  EXPECT_EQ(WriteCheckpoint(*Env::Default(), path, 7, state.Entries(), {}, {}).status().code(),
+            absl::StatusCode::kAlreadyExists);
+}
+
+TEST(CheckpointTest, ShapesThatDoNotMatchTheDataAreRefusedBeforeWriting) {
+  testing::TempDir dir;
+  std::vector<float> data(10);
+  std::vector<EntryView> entries = {
+      {"x", DType::kFloat32, {3, 3}, std::as_bytes(std::span(data))}};
+  auto written = WriteCheckpoint(*Env::Default(), (dir.path() / "c").string(), 1, entries, {}, {});
+  EXPECT_EQ(written.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_FALSE(fs::exists(dir.path() / "c"));
+}
+
+// Damage of every kind is found, and the message names the file and, where it can, the entry.
+TEST(CheckpointTest, DamageIsNamedPrecisely) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "step-00000001").string();
+  State state(1);
+  ASSERT_TRUE(WriteCheckpoint(*Env::Default(), path, 1, state.Entries(), {}, SmallShards()).ok());
+  const std::string shard0 = path + "/shard-00000.bin";
+  const std::string manifest = path + "/MANIFEST";
+  auto read = [](const std::string& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  auto write = [](const std::string& p, const std::string& bytes) {
+    std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+  };
+  const std::string good_shard = read(shard0);
+  const std::string good_manifest = read(manifest);
+  auto error = [&] { return std::string(LoadCheckpoint(*Env::Default(), path).status().message()); };
+
+  std::string flipped = good_shard;
+  flipped[100] ^= 1;
+  write(shard0, flipped);
+  EXPECT_NE(error().find("shard-00000.bin: checksum mismatch"), std::string::npos) << error();
+  write(shard0, good_shard.substr(0, good_shard.size() - 1));
+  EXPECT_NE(error().find("truncated or torn"), std::string::npos) << error();
+  write(shard0, good_shard);
+  ASSERT_TRUE(LoadCheckpoint(*Env::Default(), path).ok());
+
+  std::string edited = good_manifest;
+  edited.replace(edited.find("\"step\":1"), 8, "\"step\":2");
+  write(manifest, edited);
+  EXPECT_NE(error().find("MANIFEST: checksum mismatch"), std::string::npos) << error();
+  write(manifest, good_manifest.substr(0, good_manifest.size() / 2));
+  EXPECT_NE(error().find("torn"), std::string::npos) << error();
+  fs::remove(manifest);
+  EXPECT_NE(error().find("MANIFEST"), std::string::npos) << error();
+}
+
+TEST(RunDirectoryTest, LoadLatestWalksBackPastWhatIsBrokenAndSaysWhy) {
+  testing::TempDir dir;
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  for (int step : {10, 20, 30}) {
+    State state(step);
+    ASSERT_TRUE(WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {},
+                                SmallShards())
+                    .ok());
+    ASSERT_TRUE(run.PublishLatest(step).ok());
+  }
+  // The newest loses a shard byte; a half-written one lies beside it.
+  {
+    std::fstream f(run.StepPath(30) + "/shard-00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(3);
+    f.put('\x7f');
+  }
+  fs::create_directories(run.root() + "/step-00000040.tmp");
+  std::vector<std::string> skipped;
+  auto loaded = run.LoadLatest(&skipped);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest().step, 20);
+  EXPECT_TRUE(State(20).Matches(*loaded));
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step-00000030: "), std::string::npos) << skipped[0];
+  EXPECT_NE(skipped[0].find("checksum mismatch"), std::string::npos) << skipped[0];
+  // Restart: the stale .tmp goes.
+  ASSERT_TRUE(run.Prepare().ok());
+  EXPECT_FALSE(fs::exists(run.root() + "/step-00000040.tmp"));
+}
+
+TEST(RunDirectoryTest, RetentionKeepsTheLastNAndEveryKthAndNeverLatest) {
+  testing::TempDir dir;
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  State state(0);
+  for (int step = 100; step <= 1000; step += 100) {
+    ASSERT_TRUE(WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+  }
+  ASSERT_TRUE(run.PublishLatest(200).ok());  // an operator pinned an older one
+  auto removed = run.Prune({.keep_last = 2, .keep_every = 500});
+  ASSERT_TRUE(removed.ok());
+  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{200, 500, 900, 1000}));
+}
+
+// Every step of a save fails in turn, with every kind of fault; then the process "restarts"
+// (the crash drops what was not durable). The run must load either the previous checkpoint or
+// the new one, complete — never a torn one, never nothing.
+TEST(RunDirectoryTest, AFaultAtAnyStepOfASaveLeavesThePreviousOrTheNewCheckpoint) {
+  // Count the steps of one save.
+  int64_t steps_per_save = 0;
+  {
+    ::pillar::testing::TempDir dir;
+    FaultEnv env;
+    RunDirectory run(&env, (dir.path() / "run").string());
+    ASSERT_TRUE(run.Prepare().ok());
+    const int64_t before = env.ops();
+    State state(2);
+    ASSERT_TRUE(WriteCheckpoint(env, run.StepPath(2), 2, state.Entries(), {}, SmallShards()).ok());
+    ASSERT_TRUE(run.PublishLatest(2).ok());
+    steps_per_save = env.ops() - before;
+  }
+  ASSERT_GT(steps_per_save, 15);
+  int new_ones = 0, old_ones = 0;
+  for (FaultEnv::Fault fault : {FaultEnv::Fault::kError, FaultEnv::Fault::kShortWrite,
+                                FaultEnv::Fault::kNoSpace, FaultEnv::Fault::kStop}) {
+    for (int64_t at = 1; at <= steps_per_save; ++at) {
+      ::pillar::testing::TempDir dir;
+      FaultEnv env;
+      RunDirectory run(&env, (dir.path() / "run").string());
+      ASSERT_TRUE(run.Prepare().ok());
+      State one(1), two(2);
+      ASSERT_TRUE(WriteCheckpoint(env, run.StepPath(1), 1, one.Entries(), {}, SmallShards()).ok());
+      ASSERT_TRUE(run.PublishLatest(1).ok());
+      env.FailAt(env.ops() + at, fault);
+      // Single-threaded, so that operation numbers mean the same step every time.
+      WriteOptions options = SmallShards();
+      options.threads = 1;
+      absl::Status saved = WriteCheckpoint(env, run.StepPath(2), 2, two.Entries(), {}, options).status();
+      if (saved.ok()) saved = run.PublishLatest(2);
+      env.Crash();
+      RunDirectory restarted(Env::Default(), run.root());
+      ASSERT_TRUE(restarted.Prepare().ok());
+      std::vector<std::string> skipped;
+      auto loaded = restarted.LoadLatest(&skipped);
+      ASSERT_TRUE(loaded.ok()) << "fault " << int(fault) << " at " << at << ": " << loaded.status();
+      if (loaded->manifest().step == 2) {
+        ASSERT_TRUE(two.Matches(*loaded)) << "fault " << int(fault) << " at " << at;
+        ++new_ones;
+      } else {
+        ASSERT_EQ(loaded->manifest().step, 1);
+        ASSERT_TRUE(one.Matches(*loaded));
+        ASSERT_FALSE(saved.ok() && fault != FaultEnv::Fault::kStop)
+            << "a save that reported success was lost, fault at " << at;
+        ++old_ones;
+      }
+    }
+  }
+  EXPECT_GT(old_ones, 0);
+  EXPECT_GT(new_ones, 0);  // faults after the rename became durable leave the new one
+}
+
+}  // namespace
+}  // namespace pillar::ckpt
