@@ -7,7 +7,12 @@
 namespace pillar::ckpt {
 namespace {
 
-absl::Status Injected(std::string_view what) {
+absl::Status Injected(std::string_view what,
+                      FaultEnv::Fault fault = FaultEnv::Fault::kError) {
+  if (fault == FaultEnv::Fault::kNoSpace) {
+    return absl::ResourceExhaustedError(std::string("injected fault: no space left on device (") +
+                                        std::string(what) + ")");
+  }
   return absl::InternalError(std::string("injected fault: ") + std::string(what));
 }
 
@@ -29,17 +34,14 @@ class FaultFile final : public WritableFile {
       env_->Written(path_, size_);
       return Injected("short write");
     }
-    if (fault == FaultEnv::Fault::kNoSpace) {
-      return absl::ResourceExhaustedError("injected fault: no space left on device");
-    }
-    if (fault) return Injected("write");
+    if (fault) return Injected("write", *fault);
     absl::Status s = base_->Append(data);
     if (s.ok()) size_ += data.size();
     env_->Written(path_, size_);
     return s;
   }
   absl::Status Sync() override {
-    if (env_->Next()) return Injected("fsync");
+    if (auto fault = env_->Next()) return Injected("fsync", *fault);
     absl::Status s = base_->Sync();
     if (s.ok()) env_->Synced(path_, size_);
     return s;
@@ -70,7 +72,7 @@ std::optional<FaultEnv::Fault> FaultEnv::Next() {
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::string& path) {
-  if (Next()) return Injected("create");
+  if (auto fault = Next()) return Injected("create", *fault);
   absl::StatusOr<std::unique_ptr<WritableFile>> base = base_->NewWritableFile(path);
   if (!base.ok()) return base.status();
   synced_[path] = 0;
@@ -79,24 +81,24 @@ absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const st
 }
 
 absl::Status FaultEnv::CreateDir(const std::string& path) {
-  if (Next()) return Injected("mkdir");
+  if (auto fault = Next()) return Injected("mkdir", *fault);
   return base_->CreateDir(path);
 }
 
 absl::Status FaultEnv::RemoveAll(const std::string& path) {
-  if (Next()) return Injected("remove");
+  if (auto fault = Next()) return Injected("remove", *fault);
   return base_->RemoveAll(path);
 }
 
 absl::Status FaultEnv::Rename(const std::string& from, const std::string& to) {
-  if (Next()) return Injected("rename");
+  if (auto fault = Next()) return Injected("rename", *fault);
   absl::Status s = base_->Rename(from, to);
   if (s.ok()) pending_renames_.push_back({from, to, DirOf(to)});
   return s;
 }
 
 absl::Status FaultEnv::SyncDir(const std::string& path) {
-  if (Next()) return Injected("fsync of a directory");
+  if (auto fault = Next()) return Injected("fsync of a directory", *fault);
   absl::Status s = base_->SyncDir(path);
   if (s.ok()) {
     std::erase_if(pending_renames_, [&](const PendingRename& r) { return r.dir == path; });

@@ -1,0 +1,230 @@
+#include "ckpt/checkpoint_manager.h"
+
+#include <cstring>
+#include <filesystem>
+
+#include "absl/time/clock.h"
+#include "ckpt/checkpoint_format.h"
+#include "common/strings.h"
+
+namespace pillar::ckpt {
+namespace {
+
+uint64_t AlignUp(uint64_t v) {
+  return (v + format::kEntryAlignment - 1) / format::kEntryAlignment * format::kEntryAlignment;
+}
+
+}  // namespace
+
+Source HostSource(std::string name, DType dtype, std::vector<int64_t> shape,
+                  std::span<const std::byte> data) {
+  return {.name = std::move(name),
+          .dtype = dtype,
+          .shape = std::move(shape),
+          .bytes = data.size(),
+          .copy = [data](std::span<std::byte> out) {
+            if (!data.empty()) std::memcpy(out.data(), data.data(), data.size());
+          }};
+}
+
+CheckpointManager::CheckpointManager(Options options)
+    : options_(std::move(options)), fast_(options_.env, options_.fast_dir) {
+  if (!options_.durable_dir.empty()) durable_.emplace(options_.env, options_.durable_dir);
+}
+
+absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(Options options) {
+  if (options.fast_dir.empty()) return absl::InvalidArgumentError("fast_dir is required");
+  std::unique_ptr<CheckpointManager> m(new CheckpointManager(std::move(options)));
+  if (absl::Status s = m->fast_.Prepare(); !s.ok()) return s;
+  if (m->durable_) {
+    if (absl::Status s = m->durable_->Prepare(); !s.ok()) return s;
+  }
+  m->writer_ = std::thread([raw = m.get()] { raw->WriteLoop(); });
+  if (m->durable_) m->drainer_ = std::thread([raw = m.get()] { raw->DrainLoop(); });
+  return m;
+}
+
+CheckpointManager::~CheckpointManager() {
+  (void)Wait();
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  writer_.join();
+  if (drainer_.joinable()) drainer_.join();
+}
+
+absl::StatusOr<bool> CheckpointManager::Save(int64_t step, std::span<const Source> sources,
+                                             std::map<std::string, std::string> metadata) {
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (!error_.ok()) {
+    absl::Status error = std::move(error_);
+    error_ = absl::OkStatus();
+    return error;
+  }
+  if (pending_.has_value()) {
+    if (options_.skip_when_busy) return false;
+    auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !pending_.has_value(); };
+    mu_.Await(absl::Condition(&idle));
+  }
+  uint64_t total = 0;
+  for (const Source& s : sources) total = AlignUp(total) + s.bytes;
+  if (total > staging_capacity_) {
+    // Grows once to the largest checkpoint, then is reused: the memory a save needs is bounded
+    // by one checkpoint's size.
+    staging_ = std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(total, 1));
+    staging_capacity_ = total;
+  }
+  Pending pending;
+  pending.step = step;
+  pending.metadata = std::move(metadata);
+  uint64_t at = 0;
+  for (const Source& s : sources) {
+    at = AlignUp(at);
+    std::span<std::byte> out(staging_.get() + at, s.bytes);
+    if (s.bytes > 0) s.copy(out);
+    pending.entries.push_back({s.name, s.dtype, s.shape, out});
+    at += s.bytes;
+  }
+  pending.snapshot_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  pending_ = std::move(pending);
+  return true;
+}
+
+void CheckpointManager::WriteLoop() {
+  for (;;) {
+    Pending job;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return pending_.has_value() || stopping_;
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (!pending_.has_value()) return;
+      job = *pending_;  // the views still point into staging_, which is not touched meanwhile
+    }
+    WriteOptions write = options_.write;
+    write.snapshot_seconds = job.snapshot_seconds;
+    absl::StatusOr<Manifest> manifest = WriteCheckpoint(*options_.env, fast_.StepPath(job.step),
+                                                        job.step, job.entries, job.metadata, write);
+    absl::Status status = manifest.status();
+    if (status.ok()) status = fast_.PublishLatest(job.step);
+    if (status.ok()) status = fast_.Prune(options_.retention).status();
+    absl::MutexLock lock(&mu_);
+    if (status.ok()) {
+      costs_ = {.snapshot_seconds = job.snapshot_seconds,
+                .write_seconds = manifest->save_seconds,
+                .bytes = manifest->TotalBytes()};
+      if (durable_) to_drain_ = job.step;  // newer replaces older: the drain keeps up or skips
+    } else if (error_.ok()) {
+      error_ = absl::Status(status.code(), StrCat("checkpoint at step ", job.step, ": ",
+                                                  status.message()));
+    }
+    pending_.reset();
+  }
+}
+
+void CheckpointManager::DrainLoop() {
+  for (;;) {
+    int64_t step;
+    {
+      absl::MutexLock lock(&mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return to_drain_.has_value() || (stopping_ && !pending_.has_value());
+      };
+      mu_.Await(absl::Condition(&ready));
+      if (!to_drain_.has_value()) return;
+      step = *to_drain_;
+      to_drain_.reset();
+      draining_ = true;
+    }
+    absl::Status status;
+    if (!options_.env->Exists(durable_->StepPath(step))) {
+      status = CopyCheckpoint(*options_.env, fast_.StepPath(step), durable_->StepPath(step));
+    }
+    if (status.ok()) status = durable_->PublishLatest(step);
+    if (status.ok()) status = durable_->Prune(options_.retention).status();
+    absl::MutexLock lock(&mu_);
+    draining_ = false;
+    // Retention on the fast tier may remove a step before it is drained when saves come faster
+    // than the drain: a newer one is queued by then, and it is the one that matters.
+    if (absl::IsNotFound(status) && to_drain_.has_value()) status = absl::OkStatus();
+    if (!status.ok() && error_.ok()) {
+      error_ = absl::Status(status.code(), StrCat("draining step ", step, " to ",
+                                                  durable_->root(), ": ", status.message()));
+    }
+  }
+}
+
+absl::Status CheckpointManager::Wait() {
+  absl::MutexLock lock(&mu_);
+  auto idle = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !pending_.has_value() && !to_drain_.has_value() && !draining_;
+  };
+  mu_.Await(absl::Condition(&idle));
+  absl::Status error = std::move(error_);
+  error_ = absl::OkStatus();
+  return error;
+}
+
+absl::StatusOr<LoadedCheckpoint> CheckpointManager::LoadLatest(
+    std::vector<std::string>* notes) const {
+  std::vector<std::string> fast_notes;
+  absl::StatusOr<LoadedCheckpoint> fast = fast_.LoadLatest(&fast_notes);
+  for (const std::string& n : fast_notes) {
+    if (notes != nullptr) notes->push_back(StrCat(fast_.root(), "/", n));
+  }
+  if (!durable_) return fast;
+  // The durable tier may hold a newer one (this machine's scratch is new, or was wiped).
+  std::vector<std::string> durable_notes;
+  absl::StatusOr<LoadedCheckpoint> durable = durable_->LoadLatest(&durable_notes);
+  for (const std::string& n : durable_notes) {
+    if (notes != nullptr) notes->push_back(StrCat(durable_->root(), "/", n));
+  }
+  if (fast.ok() && (!durable.ok() || durable->manifest().step <= fast->manifest().step)) {
+    return fast;
+  }
+  if (durable.ok()) return durable;
+  return fast;
+}
+
+CheckpointManager::Costs CheckpointManager::last_costs() const {
+  absl::MutexLock lock(&mu_);
+  return costs_;
+}
+
+absl::Status CopyCheckpoint(Env& env, const std::string& from, const std::string& to) {
+  absl::StatusOr<Manifest> manifest = ReadManifest(env, from);
+  if (!manifest.ok()) return manifest.status();
+  const std::string tmp = StrCat(to, format::kTmpSuffix);
+  if (absl::Status s = env.RemoveAll(tmp); !s.ok()) return s;
+  if (absl::Status s = env.CreateDir(tmp); !s.ok()) return s;
+  std::vector<std::string> files;
+  for (const ShardInfo& shard : manifest->shards) files.push_back(shard.file);
+  files.emplace_back(format::kManifestFile);  // last, as when it was written
+  std::vector<std::byte> chunk(8 << 20);
+  for (const std::string& name : files) {
+    const std::string source = StrCat(from, "/", name);
+    absl::StatusOr<uint64_t> size = env.FileSize(source);
+    if (!size.ok()) return size.status();
+    absl::StatusOr<std::unique_ptr<WritableFile>> out = env.NewWritableFile(StrCat(tmp, "/", name));
+    if (!out.ok()) return out.status();
+    for (uint64_t at = 0; at < *size;) {
+      const size_t n = size_t(std::min<uint64_t>(chunk.size(), *size - at));
+      if (absl::Status s = env.ReadAt(source, at, std::span(chunk.data(), n)); !s.ok()) return s;
+      if (absl::Status s = (*out)->Append(std::span(chunk.data(), n)); !s.ok()) return s;
+      at += n;
+    }
+    if (absl::Status s = (*out)->Sync(); !s.ok()) return s;
+    if (absl::Status s = (*out)->Close(); !s.ok()) return s;
+  }
+  // What arrived is what was written: a copy is published only when it verifies.
+  if (absl::Status s = VerifyCheckpoint(env, tmp, *manifest); !s.ok()) return s;
+  if (absl::Status s = env.SyncDir(tmp); !s.ok()) return s;
+  if (absl::Status s = env.Rename(tmp, to); !s.ok()) return s;
+  const std::string parent = std::filesystem::path(to).parent_path().string();
+  return env.SyncDir(parent.empty() ? "." : parent);
+}
+
+}  // namespace pillar::ckpt
