@@ -74,6 +74,41 @@ int RunModelPromote(const ModelStoreOptions& options);
 int RunModelRollback(const ModelStoreOptions& options);
 int RunModelHistory(const ModelStoreOptions& options);
 
+struct TrainOptions {
+  std::string run;      // the fast tier
+  std::string durable;  // optional second tier
+  std::string data = "models/demo/heldout.csv";
+  int64_t steps = 600;
+  int64_t every = 50;   // checkpoint every this many steps
+  uint64_t seed = 7;
+  int64_t batch = 32;
+  double lr = 0.05;
+  double momentum = 0.9;
+  bool sync = false;    // wait for each checkpoint to be written before the next step
+  int keep_last = 3;
+};
+int RunTrain(const TrainOptions& options);
+
+struct CkptOptions {
+  std::string run;     // a run directory, or one checkpoint directory
+  int64_t step = -1;   // -1: the newest (or the one `run` names)
+  bool json = false;
+  std::string to;      // restore: the run directory to copy into
+  std::string file;    // export / import: the state_dict file
+  int keep_last = 3;   // prune
+  int64_t keep_every = 0;
+  std::string mtbf;    // interval: "24h"
+  double cost_s = 0;   // interval: seconds per checkpoint; 0: measured from `run`
+};
+int RunCkptList(const CkptOptions& options);
+int RunCkptShow(const CkptOptions& options);
+int RunCkptVerify(const CkptOptions& options);
+int RunCkptRestore(const CkptOptions& options);
+int RunCkptPrune(const CkptOptions& options);
+int RunCkptExport(const CkptOptions& options);
+int RunCkptImport(const CkptOptions& options);
+int RunCkptInterval(const CkptOptions& options);
+
 struct AuditOptions {
   std::string config_path;
   std::string file;                // overrides [audit] file

@@ -117,6 +117,58 @@ int main(int argc, char** argv) {
   store_source(history);
   history->add_option("name", store.name, "The model")->required();
 
+  pillar::app::TrainOptions train;
+  CLI::App* train_cmd = cli.add_subcommand(
+      "train", "Train the demo digits MLP with checkpoints; resumes from the newest good one");
+  train_cmd->add_option("--run", train.run, "Checkpoint directory (the fast tier)")->required();
+  train_cmd->add_option("--durable", train.durable, "A second, durable tier (shared file system)");
+  train_cmd->add_option("--data", train.data, "Training rows (label + 64 pixels, CSV)");
+  train_cmd->add_option("--steps", train.steps, "Steps in all");
+  train_cmd->add_option("--every", train.every, "Checkpoint every this many steps");
+  train_cmd->add_option("--seed", train.seed, "Seed (weights and batches)");
+  train_cmd->add_option("--batch", train.batch, "Rows per step");
+  train_cmd->add_option("--lr", train.lr, "Learning rate");
+  train_cmd->add_option("--keep-last", train.keep_last, "Checkpoints kept per tier");
+  train_cmd->add_flag("--sync", train.sync, "Wait for each checkpoint before the next step");
+
+  pillar::app::CkptOptions ckpt;
+  CLI::App* ckpt_cmd = cli.add_subcommand("ckpt", "Inspect, verify and move training checkpoints");
+  ckpt_cmd->require_subcommand(1);
+  auto ckpt_target = [&ckpt](CLI::App* cmd) {
+    cmd->add_option("run", ckpt.run, "A run directory, or one checkpoint directory")->required();
+    cmd->add_option("--step", ckpt.step, "A step of the run (default: the newest)");
+    cmd->add_flag("--json", ckpt.json, "Machine-readable output");
+  };
+  CLI::App* ckpt_list = ckpt_cmd->add_subcommand("list", "The run's checkpoints");
+  ckpt_target(ckpt_list);
+  CLI::App* ckpt_show = ckpt_cmd->add_subcommand("show", "One checkpoint's manifest");
+  ckpt_target(ckpt_show);
+  CLI::App* ckpt_verify = ckpt_cmd->add_subcommand(
+      "verify", "Check every shard and entry checksum (all checkpoints of a run, or one)");
+  ckpt_target(ckpt_verify);
+  CLI::App* ckpt_restore = ckpt_cmd->add_subcommand(
+      "restore", "Copy the newest good (or --step) checkpoint to another run directory");
+  ckpt_target(ckpt_restore);
+  ckpt_restore->add_option("--to", ckpt.to, "The run directory to restore into")->required();
+  CLI::App* ckpt_prune = ckpt_cmd->add_subcommand("prune", "Apply a retention policy");
+  ckpt_target(ckpt_prune);
+  ckpt_prune->add_option("--keep-last", ckpt.keep_last, "Keep the newest N");
+  ckpt_prune->add_option("--keep-every", ckpt.keep_every, "Also keep steps that are multiples of K");
+  CLI::App* ckpt_export = ckpt_cmd->add_subcommand(
+      "export", "Write a checkpoint as a PyTorch state_dict file (torch.load reads it)");
+  ckpt_target(ckpt_export);
+  ckpt_export->add_option("--out", ckpt.file, "The .pt file")->required();
+  CLI::App* ckpt_import = ckpt_cmd->add_subcommand(
+      "import", "Make a checkpoint of a torch.save'd state_dict");
+  ckpt_target(ckpt_import);
+  ckpt_import->add_option("--file", ckpt.file, "The .pt file")->required();
+  CLI::App* ckpt_interval = ckpt_cmd->add_subcommand(
+      "interval", "Recommend a checkpoint interval (Young/Daly) from the cost and the MTBF");
+  ckpt_interval->add_option("run", ckpt.run, "A run whose checkpoints give the measured cost");
+  ckpt_interval->add_option("--mtbf", ckpt.mtbf, "Mean time between failures, e.g. 24h")->required();
+  ckpt_interval->add_option("--cost", ckpt.cost_s, "Seconds per checkpoint (default: measured)");
+  ckpt_interval->add_flag("--json", ckpt.json, "Machine-readable output");
+
   pillar::app::AuditOptions audit;
   CLI::App* audit_cmd = cli.add_subcommand("audit", "Verify and read the tamper-evident audit log");
   audit_cmd->require_subcommand(1);
@@ -160,6 +212,15 @@ int main(int argc, char** argv) {
   if (promote->parsed()) return pillar::app::RunModelPromote(store);
   if (rollback->parsed()) return pillar::app::RunModelRollback(store);
   if (history->parsed()) return pillar::app::RunModelHistory(store);
+  if (train_cmd->parsed()) return pillar::app::RunTrain(train);
+  if (ckpt_list->parsed()) return pillar::app::RunCkptList(ckpt);
+  if (ckpt_show->parsed()) return pillar::app::RunCkptShow(ckpt);
+  if (ckpt_verify->parsed()) return pillar::app::RunCkptVerify(ckpt);
+  if (ckpt_restore->parsed()) return pillar::app::RunCkptRestore(ckpt);
+  if (ckpt_prune->parsed()) return pillar::app::RunCkptPrune(ckpt);
+  if (ckpt_export->parsed()) return pillar::app::RunCkptExport(ckpt);
+  if (ckpt_import->parsed()) return pillar::app::RunCkptImport(ckpt);
+  if (ckpt_interval->parsed()) return pillar::app::RunCkptInterval(ckpt);
   if (audit_verify->parsed()) return pillar::app::RunAuditVerify(audit);
   if (audit_tail->parsed()) return pillar::app::RunAuditTail(audit);
   if (audit_export->parsed()) return pillar::app::RunAuditExport(audit);

@@ -1,0 +1,313 @@
+// `pillar ckpt list|show|verify|restore|prune|export|import|interval`: checkpoints of a run
+// directory (docs/checkpoints.md), for people (tables) and scripts (--json).
+#include <cstdio>
+#include <filesystem>
+
+#include "app/cli_values.h"
+#include "app/commands.h"
+#include "ckpt/checkpoint_format.h"
+#include "ckpt/checkpoint_manager.h"
+#include "ckpt/interval.h"
+#include "ckpt/run_directory.h"
+#include "ckpt/torch/torch_state.h"
+#include "common/clock.h"
+#include "common/json_writer.h"
+#include "common/strings.h"
+
+namespace pillar::app {
+namespace {
+
+namespace fs = std::filesystem;
+using ckpt::Env;
+
+int Fail(std::string_view command, const absl::Status& status) {
+  std::fprintf(stderr, "pillar ckpt %s: %s\n", std::string(command).c_str(),
+               std::string(status.message()).c_str());
+  return 1;
+}
+
+bool IsCheckpointDir(const std::string& path) {
+  return fs::exists(fs::path(path) / ckpt::format::kManifestFile);
+}
+
+// The checkpoint directory `options` names: `run` itself, or a step of the run (the newest when
+// none is given).
+absl::StatusOr<std::string> CheckpointDir(const CkptOptions& options) {
+  if (IsCheckpointDir(options.run)) return options.run;
+  ckpt::RunDirectory run(Env::Default(), options.run);
+  if (options.step >= 0) return run.StepPath(options.step);
+  absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
+  if (!steps.ok()) return steps.status();
+  if (steps->empty()) return absl::NotFoundError(StrCat("no checkpoints in ", options.run));
+  return run.StepPath(steps->back());
+}
+
+std::string Bytes(uint64_t n) {
+  char buf[32];
+  if (n >= (1ull << 30)) {
+    std::snprintf(buf, sizeof buf, "%.2f GiB", double(n) / double(1ull << 30));
+  } else if (n >= (1ull << 20)) {
+    std::snprintf(buf, sizeof buf, "%.2f MiB", double(n) / double(1ull << 20));
+  } else {
+    std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(n));
+  }
+  return buf;
+}
+
+void WriteManifestJson(JsonWriter& w, const ckpt::Manifest& m, bool entries) {
+  w.BeginObject();
+  w.Key("step");
+  w.Int(m.step);
+  w.Key("created");
+  w.String(FormatUtcMicros(m.created_us));
+  w.Key("bytes");
+  w.Uint(m.TotalBytes());
+  w.Key("shards");
+  w.Uint(m.shards.size());
+  w.Key("save_seconds");
+  w.Double(m.save_seconds);
+  w.Key("snapshot_seconds");
+  w.Double(m.snapshot_seconds);
+  w.Key("metadata");
+  w.BeginObject();
+  for (const auto& [k, v] : m.metadata) {
+    w.Key(k);
+    w.String(v);
+  }
+  w.EndObject();
+  if (entries) {
+    w.Key("entries");
+    w.BeginArray();
+    for (const ckpt::EntryInfo& e : m.entries) {
+      w.BeginObject();
+      w.Key("name");
+      w.String(e.name);
+      w.Key("dtype");
+      w.String(ckpt::DTypeName(e.dtype));
+      w.Key("shape");
+      w.BeginArray();
+      for (int64_t d : e.shape) w.Int(d);
+      w.EndArray();
+      w.Key("bytes");
+      w.Uint(e.bytes);
+      w.EndObject();
+    }
+    w.EndArray();
+  }
+  w.EndObject();
+}
+
+}  // namespace
+
+int RunCkptList(const CkptOptions& options) {
+  ckpt::RunDirectory run(Env::Default(), options.run);
+  absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
+  if (!steps.ok()) return Fail("list", steps.status());
+  absl::StatusOr<std::optional<int64_t>> latest = run.Latest();
+  JsonWriter w;
+  if (options.json) w.BeginArray();
+  if (!options.json) {
+    std::printf("%-16s %-27s %12s %6s %10s %10s  %s\n", "STEP", "CREATED", "SIZE", "SHARDS",
+                "SAVE", "STALL", "");
+  }
+  for (int64_t step : *steps) {
+    absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), run.StepPath(step));
+    const bool is_latest = latest.ok() && latest->has_value() && **latest == step;
+    if (options.json) {
+      if (m.ok()) {
+        WriteManifestJson(w, *m, false);
+      } else {
+        w.BeginObject();
+        w.Key("step");
+        w.Int(step);
+        w.Key("error");
+        w.String(ToStd(m.status().message()));
+        w.EndObject();
+      }
+      continue;
+    }
+    if (!m.ok()) {
+      std::printf("%-16s BROKEN: %s\n", ckpt::StepDirName(step).c_str(),
+                  std::string(m.status().message()).c_str());
+      continue;
+    }
+    std::printf("%-16s %-27s %12s %6zu %9.3fs %8.3fms  %s\n", ckpt::StepDirName(step).c_str(),
+                FormatUtcMicros(m->created_us).c_str(), Bytes(m->TotalBytes()).c_str(),
+                m->shards.size(), m->save_seconds, m->snapshot_seconds * 1000,
+                is_latest ? "latest" : "");
+  }
+  if (options.json) {
+    w.EndArray();
+    std::printf("%s\n", w.str().c_str());
+  }
+  return 0;
+}
+
+int RunCkptShow(const CkptOptions& options) {
+  absl::StatusOr<std::string> dir = CheckpointDir(options);
+  if (!dir.ok()) return Fail("show", dir.status());
+  absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), *dir);
+  if (!m.ok()) return Fail("show", m.status());
+  if (options.json) {
+    JsonWriter w;
+    WriteManifestJson(w, *m, true);
+    std::printf("%s\n", w.str().c_str());
+    return 0;
+  }
+  std::printf("checkpoint  %s\nstep        %lld\ncreated     %s\nsize        %s in %zu shards\n"
+              "save        %.3f s (training stalled %.3f ms)\n",
+              dir->c_str(), static_cast<long long>(m->step), FormatUtcMicros(m->created_us).c_str(),
+              Bytes(m->TotalBytes()).c_str(), m->shards.size(), m->save_seconds,
+              m->snapshot_seconds * 1000);
+  for (const auto& [k, v] : m->metadata) std::printf("metadata    %s = %s\n", k.c_str(), v.c_str());
+  std::printf("entries\n");
+  for (const ckpt::EntryInfo& e : m->entries) {
+    std::string shape;
+    for (int64_t d : e.shape) StrAppend(&shape, shape.empty() ? "" : "x", d);
+    std::printf("  %-40s %-9s %-16s %12s  shard %u\n", e.name.c_str(),
+                std::string(ckpt::DTypeName(e.dtype)).c_str(), shape.empty() ? "-" : shape.c_str(),
+                Bytes(e.bytes).c_str(), e.shard);
+  }
+  return 0;
+}
+
+int RunCkptVerify(const CkptOptions& options) {
+  std::vector<std::string> dirs;
+  if (IsCheckpointDir(options.run) || options.step >= 0) {
+    absl::StatusOr<std::string> dir = CheckpointDir(options);
+    if (!dir.ok()) return Fail("verify", dir.status());
+    dirs.push_back(*dir);
+  } else {
+    ckpt::RunDirectory run(Env::Default(), options.run);
+    absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
+    if (!steps.ok()) return Fail("verify", steps.status());
+    for (int64_t step : *steps) dirs.push_back(run.StepPath(step));
+  }
+  int bad = 0;
+  for (const std::string& dir : dirs) {
+    absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), dir);
+    absl::Status s = m.ok() ? ckpt::VerifyCheckpoint(*Env::Default(), dir, *m) : m.status();
+    if (s.ok()) {
+      std::printf("%s: OK (%s, %zu entries)\n", dir.c_str(), Bytes(m->TotalBytes()).c_str(),
+                  m->entries.size());
+    } else {
+      std::printf("%s: DAMAGED: %s\n", dir.c_str(), std::string(s.message()).c_str());
+      ++bad;
+    }
+  }
+  return bad == 0 ? 0 : 1;
+}
+
+int RunCkptRestore(const CkptOptions& options) {
+  if (options.to.empty()) return Fail("restore", absl::InvalidArgumentError("--to is required"));
+  ckpt::RunDirectory from(Env::Default(), options.run);
+  int64_t step = options.step;
+  if (step < 0) {
+    std::vector<std::string> skipped;
+    absl::StatusOr<ckpt::LoadedCheckpoint> latest = from.LoadLatest(&skipped);
+    for (const std::string& s : skipped) std::fprintf(stderr, "pillar ckpt restore: skipped %s\n", s.c_str());
+    if (!latest.ok()) return Fail("restore", latest.status());
+    step = latest->manifest().step;
+  }
+  ckpt::RunDirectory to(Env::Default(), options.to);
+  if (absl::Status s = to.Prepare(); !s.ok()) return Fail("restore", s);
+  if (!Env::Default()->Exists(to.StepPath(step))) {
+    if (absl::Status s = ckpt::CopyCheckpoint(*Env::Default(), from.StepPath(step), to.StepPath(step));
+        !s.ok()) {
+      return Fail("restore", s);
+    }
+  }
+  if (absl::Status s = to.PublishLatest(step); !s.ok()) return Fail("restore", s);
+  std::printf("restored %s to %s (verified)\n", ckpt::StepDirName(step).c_str(), options.to.c_str());
+  return 0;
+}
+
+int RunCkptPrune(const CkptOptions& options) {
+  ckpt::RunDirectory run(Env::Default(), options.run);
+  absl::StatusOr<std::vector<int64_t>> removed =
+      run.Prune({.keep_last = options.keep_last, .keep_every = options.keep_every});
+  if (!removed.ok()) return Fail("prune", removed.status());
+  for (int64_t step : *removed) std::printf("removed %s\n", ckpt::StepDirName(step).c_str());
+  return 0;
+}
+
+int RunCkptExport(const CkptOptions& options) {
+  absl::StatusOr<std::string> dir = CheckpointDir(options);
+  if (!dir.ok()) return Fail("export", dir.status());
+  absl::StatusOr<ckpt::LoadedCheckpoint> loaded = ckpt::LoadCheckpoint(*Env::Default(), *dir);
+  if (!loaded.ok()) return Fail("export", loaded.status());
+  if (absl::Status s = ckpt::ExportStateDict(*loaded, options.file); !s.ok()) {
+    return Fail("export", s);
+  }
+  std::printf("wrote %s (%zu tensors from %s)\n", options.file.c_str(),
+              loaded->manifest().entries.size(), dir->c_str());
+  return 0;
+}
+
+int RunCkptImport(const CkptOptions& options) {
+  if (options.step < 0) return Fail("import", absl::InvalidArgumentError("--step is required"));
+  absl::StatusOr<ckpt::NamedTensors> tensors = ckpt::ImportStateDict(options.file);
+  if (!tensors.ok()) return Fail("import", tensors.status());
+  std::vector<ckpt::EntryView> entries;
+  for (const auto& [name, tensor] : *tensors) {
+    absl::StatusOr<ckpt::DType> dtype = ckpt::DTypeOf(tensor.scalar_type());
+    if (!dtype.ok()) return Fail("import", dtype.status());
+    entries.push_back({name, *dtype, tensor.sizes().vec(),
+                       std::span(static_cast<const std::byte*>(tensor.data_ptr()),
+                                 size_t(tensor.numel() * tensor.element_size()))});
+  }
+  ckpt::RunDirectory run(Env::Default(), options.run);
+  if (absl::Status s = run.Prepare(); !s.ok()) return Fail("import", s);
+  absl::StatusOr<ckpt::Manifest> m =
+      ckpt::WriteCheckpoint(*Env::Default(), run.StepPath(options.step), options.step, entries,
+                            {{"imported_from", options.file}}, {});
+  if (!m.ok()) return Fail("import", m.status());
+  if (absl::Status s = run.PublishLatest(options.step); !s.ok()) return Fail("import", s);
+  std::printf("imported %zu tensors as %s\n", entries.size(),
+              run.StepPath(options.step).c_str());
+  return 0;
+}
+
+int RunCkptInterval(const CkptOptions& options) {
+  absl::StatusOr<int64_t> mtbf = ParseDurationSeconds(options.mtbf);
+  if (!mtbf.ok()) return Fail("interval", mtbf.status());
+  double cost = options.cost_s;
+  std::string source = "given";
+  if (cost <= 0) {
+    // Measured: the mean write time of the run's checkpoints (what a failure-free interval
+    // costs when writes block; an upper bound on the stall with asynchronous saves).
+    ckpt::RunDirectory run(Env::Default(), options.run);
+    absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
+    if (!steps.ok()) return Fail("interval", steps.status());
+    double total = 0;
+    int count = 0;
+    for (int64_t step : *steps) {
+      absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), run.StepPath(step));
+      if (m.ok()) {
+        total += m->save_seconds;
+        ++count;
+      }
+    }
+    if (count == 0) {
+      return Fail("interval", absl::NotFoundError("no checkpoints to measure; give --cost"));
+    }
+    cost = total / count;
+    source = StrCat("measured over ", count, " checkpoints of ", options.run);
+  }
+  const double young = ckpt::YoungInterval(cost, double(*mtbf));
+  const double daly = ckpt::DalyInterval(cost, double(*mtbf));
+  if (options.json) {
+    std::printf("{\"cost_seconds\":%.6f,\"mtbf_seconds\":%lld,\"young_seconds\":%.3f,"
+                "\"daly_seconds\":%.3f,\"overhead\":%.6f}\n",
+                cost, static_cast<long long>(*mtbf), young, daly,
+                ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
+    return 0;
+  }
+  std::printf("checkpoint cost  %.3f s (%s)\nMTBF             %lld s\n", cost, source.c_str(),
+              static_cast<long long>(*mtbf));
+  std::printf("checkpoint every %.0f s (Daly; Young: %.0f s); expected overhead %.2f %%\n", daly,
+              young, 100 * ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
+  return 0;
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,238 @@
+// `pillar train` and `pillar ckpt` as a user runs them: a run killed with SIGKILL at random
+// steps and restarted until done ends with the same weights, bit for bit, as an uninterrupted
+// run, and loses at most the steps since the last checkpoint each time; SIGTERM writes a final
+// checkpoint; checkpoints round-trip through Python's torch.load and torch.save.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "testing/server_process.h"
+#include "testing/temp_dir.h"
+
+namespace pillar {
+namespace {
+
+namespace fs = std::filesystem;
+
+// A `pillar train` child whose stdout goes to a file we can read while it runs.
+struct Trainer {
+  pid_t pid = -1;
+  fs::path out;
+  Trainer(const std::vector<std::string>& args, fs::path output) : out(std::move(output)) {
+    pid = ::fork();
+    if (pid == 0) {
+      const int fd = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+      ::dup2(fd, 1);
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 2);
+      std::vector<std::string> all = {testing::PillarBinary(), "train"};
+      all.insert(all.end(), args.begin(), args.end());
+      std::vector<char*> argv;
+      for (std::string& a : all) argv.push_back(a.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+  }
+  std::string Output() const {
+    std::ifstream in(out);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+  // The last "step N" line printed; 0 when none.
+  int64_t LastStep() const {
+    const std::string text = Output();
+    int64_t last = 0;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind("step ", 0) == 0 && line.find(" loss ") != std::string::npos) {
+        last = std::stoll(line.substr(5));
+      }
+    }
+    return last;
+  }
+  int Wait() {
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    return status;
+  }
+};
+
+std::string Digest(const std::string& output) {
+  std::smatch m;
+  static const std::regex kDone("done at step \\d+; weights sha256 ([0-9a-f]{64})");
+  return std::regex_search(output, m, kDone) ? m[1].str() : "";
+}
+
+int64_t ResumedFrom(const std::string& output) {
+  std::smatch m;
+  static const std::regex kResumed("resumed from step (\\d+)");
+  return std::regex_search(output, m, kResumed) ? std::stoll(m[1].str()) : 0;
+}
+
+std::vector<std::string> Args(const fs::path& run, bool sync) {
+  std::vector<std::string> args = {"--run",  run.string(), "--steps", "1500", "--every", "25",
+                                   "--seed", "11",         "--data",
+                                   (testing::SourceDir() / "models/demo/heldout.csv").string()};
+  if (sync) args.push_back("--sync");
+  return args;
+}
+
+void KillAndResume(bool sync) {
+  testing::TempDir dir;
+  Trainer reference(Args(dir.path() / "reference", sync), dir.path() / "reference.out");
+  ASSERT_EQ(WEXITSTATUS(reference.Wait()), 0) << reference.Output();
+  const std::string expected = Digest(reference.Output());
+  ASSERT_FALSE(expected.empty()) << reference.Output();
+
+  std::mt19937 random(sync ? 5 : 6);
+  const fs::path run = dir.path() / "interrupted";
+  int kills = 0;
+  for (int attempt = 0; attempt < 20; ++attempt) {
+    const fs::path out = dir.path() / ("attempt-" + std::to_string(attempt) + ".out");
+    Trainer t(Args(run, sync), out);
+    const int64_t resumed = ResumedFrom(t.Output());
+    if (kills < 4) {
+      // Let it make some progress past where it resumed, then pull the plug.
+      const int64_t target =
+          std::uniform_int_distribution<int64_t>(40, 300)(random);  // steps to run first
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+      while (std::chrono::steady_clock::now() < deadline) {
+        const int64_t at = t.LastStep();
+        if (at >= target + ResumedFrom(t.Output()) || t.Output().find("done at") != std::string::npos) {
+          break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ::kill(t.pid, SIGKILL);
+      t.Wait();
+      ++kills;
+      const int64_t reached = t.LastStep();
+      // What the next start resumes from, against where this one got: the work lost.
+      Trainer next(Args(run, sync), dir.path() / ("probe-" + std::to_string(kills) + ".out"));
+      // Kill the probe as soon as it said where it resumed.
+      const auto probe_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (next.Output().find("resumed from") == std::string::npos &&
+             std::chrono::steady_clock::now() < probe_deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+      ::kill(next.pid, SIGKILL);
+      next.Wait();
+      const int64_t restart = ResumedFrom(next.Output());
+      auto summary = [](const std::string& text) {
+        std::string lines;
+        std::istringstream in(text);
+        for (std::string line; std::getline(in, line);) {
+          if (line.rfind("step ", 0) != 0) lines += line + "\n";
+        }
+        return lines;
+      };
+      EXPECT_LE(reached - restart, sync ? 25 : 50)
+          << "kill " << kills << ": reached step " << reached << ", resumed from " << restart
+          << "\nkilled run:\n" << summary(t.Output()) << "probe:\n" << summary(next.Output());
+      EXPECT_GE(restart, resumed);
+      continue;
+    }
+    const int status = t.Wait();
+    ASSERT_EQ(WEXITSTATUS(status), 0) << t.Output();
+    EXPECT_GT(ResumedFrom(t.Output()), 0);
+    EXPECT_EQ(Digest(t.Output()), expected) << "the resumed run ended with other weights";
+    return;
+  }
+  FAIL() << "the interrupted run never finished";
+}
+
+TEST(TrainTest, KilledAtRandomStepsAndResumedItEndsBitwiseIdenticalSynchronousSaves) {
+  KillAndResume(/*sync=*/true);
+}
+
+TEST(TrainTest, KilledAtRandomStepsAndResumedItEndsBitwiseIdenticalAsynchronousSaves) {
+  KillAndResume(/*sync=*/false);
+}
+
+TEST(TrainTest, SigtermWritesAFinalCheckpointBeforeExit) {
+  testing::TempDir dir;
+  const fs::path run = dir.path() / "run";
+  std::vector<std::string> args = Args(run, false);
+  args[3] = "1000000";  // long enough to be stopped
+  args[5] = "100000";   // no periodic checkpoint before the signal
+  Trainer t(args, dir.path() / "out");
+  while (t.LastStep() < 30) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::kill(t.pid, SIGTERM);
+  const int status = t.Wait();
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << t.Output();
+  std::smatch m;
+  const std::string output = t.Output();
+  ASSERT_TRUE(std::regex_search(output, m, std::regex("stopped by signal 15 at step (\\d+)")))
+      << output;
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"ckpt", "list", run.string(), "--json"}, &out, &err), 0) << err;
+  EXPECT_NE(out.find("\"step\":" + m[1].str()), std::string::npos) << out;
+  ASSERT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 0) << out;
+}
+
+TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
+  testing::TempDir dir;
+  const fs::path run = dir.path() / "run";
+  std::vector<std::string> args = Args(run, false);
+  args[3] = "100";
+  Trainer t(args, dir.path() / "out");
+  ASSERT_EQ(WEXITSTATUS(t.Wait()), 0);
+  const fs::path exported = dir.path() / "state.pt";
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"ckpt", "export", run.string(), "--out", exported.string()}, &out,
+                               &err),
+            0)
+      << err;
+  // Debian's python3-torch reads it and writes a dict back with one tensor changed.
+  const fs::path back = dir.path() / "back.pt";
+  const std::string script =
+      "import sys, torch\n"
+      "d = torch.load(sys.argv[1])\n"
+      "assert d['model.fc1.weight'].shape == (128, 64) and d['model.fc1.weight'].dtype == torch.float32\n"
+      "d['model.fc3.bias'] = d['model.fc3.bias'] + 1\n"
+      "torch.save(dict(d), sys.argv[2])\n"
+      "print(float(d['model.fc3.bias'].sum()))\n";
+  const fs::path py = dir.path() / "check.py";
+  std::ofstream(py) << script;
+  const std::string command =
+      "/usr/bin/python3 " + py.string() + " " + exported.string() + " " + back.string();
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_EQ(testing::RunPillar({"ckpt", "import", (dir.path() / "imported").string(), "--step",
+                                "100", "--file", back.string()},
+                               &out, &err),
+            0)
+      << err;
+  ASSERT_EQ(testing::RunPillar({"ckpt", "show", (dir.path() / "imported").string(), "--json"},
+                               &out, &err),
+            0);
+  EXPECT_NE(out.find("\"model.fc3.bias\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"shape\":[128,64]"), std::string::npos) << out;
+  // A damaged shard is found by verify, and restore refuses to copy it.
+  const fs::path shard = run / "step-00000100" / "shard-00000.bin";
+  {
+    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(17);
+    f.put('\x55');
+  }
+  EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 1);
+  EXPECT_NE(out.find("step-00000100: DAMAGED"), std::string::npos) << out;
+  ASSERT_EQ(testing::RunPillar({"ckpt", "restore", run.string(), "--to",
+                                (dir.path() / "restored").string()},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("restored step-00000075"), std::string::npos) << out << err;
+}
+
+}  // namespace
+}  // namespace pillar
