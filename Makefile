@@ -26,6 +26,7 @@ bench: build
 	@bench/run_security.sh $(BUILD)
 	@bench/run_signing.sh $(BUILD)
 	@bench/run_audit.sh $(BUILD)
+	@bench/run_ckpt.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz .pillar

@@ -255,7 +255,7 @@ absl::Status VerifyCheckpoint(Env& env, const std::string& dir, const Manifest& 
 std::span<const std::byte> LoadedCheckpoint::Data(std::string_view name) const {
   const EntryInfo* e = Find(name);
   if (e == nullptr) return {};
-  return std::span<const std::byte>(shards_[e->shard].get() + e->offset, e->bytes);
+  return shards_[e->shard]->data().subspan(e->offset, e->bytes);
 }
 
 const EntryInfo* LoadedCheckpoint::Find(std::string_view name) const {
@@ -279,11 +279,13 @@ absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir
                                         " bytes, the manifest says ", info.bytes,
                                         " (truncated or torn)"));
     }
-    loaded.shards_[shard] = std::make_unique_for_overwrite<std::byte[]>(std::max<uint64_t>(info.bytes, 1));
-    absl::Status s = env.ReadAt(Join(dir, info.file), 0,
-                                std::span(loaded.shards_[shard].get(), info.bytes));
-    if (!s.ok()) return s;
-    return CheckShard(env, dir, *manifest, shard, loaded.shards_[shard].get());
+    absl::StatusOr<std::unique_ptr<MappedFile>> mapped = env.MapFile(Join(dir, info.file));
+    if (!mapped.ok()) return mapped.status();
+    if ((*mapped)->data().size() != info.bytes) {
+      return absl::DataLossError(StrCat(Join(dir, info.file), " changed while being loaded"));
+    }
+    loaded.shards_[shard] = std::move(*mapped);
+    return CheckShard(env, dir, *manifest, shard, loaded.shards_[shard]->data().data());
   });
   if (!read.ok()) return read;
   loaded.manifest_ = std::move(*manifest);

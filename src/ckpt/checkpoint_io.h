@@ -58,10 +58,11 @@ class LoadedCheckpoint {
  private:
   friend absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env&, const std::string&, int);
   Manifest manifest_;
-  std::vector<std::unique_ptr<std::byte[]>> shards_;
+  std::vector<std::unique_ptr<MappedFile>> shards_;
 };
 
-// Reads and verifies the whole checkpoint into memory.
+// Maps and verifies the whole checkpoint (its entries' bytes are the page cache's; the files
+// must not be changed while it is loaded, which the commit protocol never does).
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir, int threads = 4);
 
 }  // namespace pillar::ckpt

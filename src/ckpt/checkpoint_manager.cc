@@ -1,5 +1,6 @@
 #include "ckpt/checkpoint_manager.h"
 
+#include <atomic>
 #include <cstring>
 #include <filesystem>
 
@@ -82,11 +83,25 @@ absl::StatusOr<bool> CheckpointManager::Save(int64_t step, std::span<const Sourc
   uint64_t at = 0;
   for (const Source& s : sources) {
     at = AlignUp(at);
-    std::span<std::byte> out(staging_.get() + at, s.bytes);
-    if (s.bytes > 0) s.copy(out);
-    pending.entries.push_back({s.name, s.dtype, s.shape, out});
+    pending.entries.push_back({s.name, s.dtype, s.shape, std::span(staging_.get() + at, s.bytes)});
     at += s.bytes;
   }
+  // The copies are the training loop's whole stall: spread them over the cores.
+  std::atomic<size_t> next{0};
+  auto copy = [&] {
+    for (size_t i; (i = next.fetch_add(1)) < sources.size();) {
+      const EntryView& e = pending.entries[i];
+      if (!e.data.empty()) {
+        sources[i].copy(std::span(const_cast<std::byte*>(e.data.data()), e.data.size()));
+      }
+    }
+  };
+  const size_t helpers =
+      std::min<size_t>(sources.size(), size_t(std::max(1, options_.snapshot_threads))) - 1;
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < helpers && total >= (64u << 20); ++t) pool.emplace_back(copy);
+  copy();
+  for (std::thread& t : pool) t.join();
   pending.snapshot_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   pending_ = std::move(pending);
   return true;

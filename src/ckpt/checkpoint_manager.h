@@ -56,6 +56,9 @@ class CheckpointManager {
     // A Save() while the previous one is still being written: wait for it (the default), or
     // skip this one and return false.
     bool skip_when_busy = false;
+    // Threads that copy the sources into the staging buffer (for checkpoints of 64 MiB or
+    // more): the training loop's stall is this copy.
+    int snapshot_threads = int(std::thread::hardware_concurrency());
     WriteOptions write;
     Env* env = Env::Default();
   };

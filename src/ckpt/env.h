@@ -30,6 +30,14 @@ class WritableFile {
   virtual absl::Status Close() = 0;
 };
 
+// A whole file mapped read-only (a checkpoint shard being loaded): its bytes are the page
+// cache's, with no copy. Unmapped when destroyed.
+class MappedFile {
+ public:
+  virtual ~MappedFile() = default;
+  virtual std::span<const std::byte> data() const = 0;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -41,6 +49,8 @@ class Env {
   // Reads `out.size()` bytes at `offset`; an error when the file is shorter.
   virtual absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) = 0;
   virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
+  // Maps the whole file, reading it in now (the caller is about to touch every byte).
+  virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) = 0;
   // The names in a directory (not "." or ".."); NotFound when it does not exist.
   virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;

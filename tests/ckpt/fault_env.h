@@ -42,6 +42,9 @@ class FaultEnv final : public Env {
   absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
     return base_->FileSize(path);
   }
+  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) override {
+    return base_->MapFile(path);
+  }
   absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
     return base_->ListDir(path);
   }
