@@ -9,6 +9,7 @@
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/interval.h"
 #include "ckpt/run_directory.h"
+#include "ckpt/torch_save_reader.h"
 #include "ckpt/torch/torch_state.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
@@ -246,15 +247,11 @@ int RunCkptExport(const CkptOptions& options) {
 
 int RunCkptImport(const CkptOptions& options) {
   if (options.step < 0) return Fail("import", absl::InvalidArgumentError("--step is required"));
-  absl::StatusOr<ckpt::NamedTensors> tensors = ckpt::ImportStateDict(options.file);
-  if (!tensors.ok()) return Fail("import", tensors.status());
+  absl::StatusOr<ckpt::TorchSaveFile> file = ckpt::ReadTorchSave(options.file);
+  if (!file.ok()) return Fail("import", file.status());
   std::vector<ckpt::EntryView> entries;
-  for (const auto& [name, tensor] : *tensors) {
-    absl::StatusOr<ckpt::DType> dtype = ckpt::DTypeOf(tensor.scalar_type());
-    if (!dtype.ok()) return Fail("import", dtype.status());
-    entries.push_back({name, *dtype, tensor.sizes().vec(),
-                       std::span(static_cast<const std::byte*>(tensor.data_ptr()),
-                                 size_t(tensor.numel() * tensor.element_size()))});
+  for (const ckpt::TorchSaveTensor& t : file->tensors) {
+    entries.push_back({t.name, t.dtype, t.shape, t.data});
   }
   ckpt::RunDirectory run(Env::Default(), options.run);
   if (absl::Status s = run.Prepare(); !s.ok()) return Fail("import", s);

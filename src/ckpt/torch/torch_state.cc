@@ -3,7 +3,6 @@
 #include <cstring>
 #include <fstream>
 
-#include "common/files.h"
 #include "common/strings.h"
 
 namespace pillar::ckpt {
@@ -15,10 +14,6 @@ constexpr std::pair<c10::ScalarType, DType> kTypes[] = {
     {c10::kLong, DType::kInt64},    {c10::kInt, DType::kInt32},
     {c10::kShort, DType::kInt16},   {c10::kChar, DType::kInt8},
     {c10::kByte, DType::kUInt8},    {c10::kBool, DType::kBool}};
-
-// A state_dict is read whole into memory (torch::pickle_load wants it so); the cap only keeps a
-// mistaken path (a device, a huge unrelated file) from exhausting it.
-constexpr uint64_t kMaxStateDictBytes = 1ull << 40;
 
 }  // namespace
 
@@ -88,31 +83,6 @@ absl::Status ExportStateDict(const LoadedCheckpoint& checkpoint, const std::stri
   out.close();
   if (!out) return absl::InternalError(StrCat("cannot write ", path));
   return absl::OkStatus();
-}
-
-absl::StatusOr<NamedTensors> ImportStateDict(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxStateDictBytes);
-  if (!text.ok()) return text.status();
-  const std::vector<char> bytes(text->begin(), text->end());
-  c10::IValue value;
-  // LibTorch reports a malformed archive by throwing; this is the boundary where that stops.
-  try {
-    value = torch::pickle_load(bytes);
-  } catch (const std::exception& e) {
-    return absl::InvalidArgumentError(StrCat(path, ": not a torch.save file: ", e.what()));
-  }
-  if (!value.isGenericDict()) {
-    return absl::InvalidArgumentError(StrCat(path, ": not a dict of tensors (a state_dict)"));
-  }
-  NamedTensors tensors;
-  for (const auto& item : value.toGenericDict()) {
-    if (!item.key().isString() || !item.value().isTensor()) {
-      return absl::InvalidArgumentError(
-          StrCat(path, ": every key must be a string and every value a tensor"));
-    }
-    tensors.emplace_back(item.key().toStringRef(), item.value().toTensor().contiguous());
-  }
-  return tensors;
 }
 
 }  // namespace pillar::ckpt

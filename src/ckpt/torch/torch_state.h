@@ -32,11 +32,8 @@ absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tenso
 // Entry `name` as a new CPU tensor owning its memory; NotFound or InvalidArgument (a blob).
 absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint, std::string_view name);
 
-using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
-
 // Every tensor entry of `checkpoint` (blobs as uint8 tensors) as a dict in torch.save's format.
+// (Reading such files needs no LibTorch: ckpt/torch_save_reader.h.)
 absl::Status ExportStateDict(const LoadedCheckpoint& checkpoint, const std::string& path);
-// The tensors of a torch.save'd dict of name -> tensor (a model's state_dict()), in file order.
-absl::StatusOr<NamedTensors> ImportStateDict(const std::string& path);
 
 }  // namespace pillar::ckpt

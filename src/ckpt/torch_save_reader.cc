@@ -1,0 +1,549 @@
+#include "ckpt/torch_save_reader.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+
+#include "ckpt/env.h"
+#include "common/strings.h"
+
+namespace pillar::ckpt {
+namespace {
+
+// ---- The zip container (stored entries only, zip64 aware).
+
+class Reader {
+ public:
+  explicit Reader(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  bool Has(uint64_t at, uint64_t n) const { return at <= bytes_.size() && n <= bytes_.size() - at; }
+  uint64_t U(uint64_t at, int n) const {  // little-endian, caller checked Has()
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = v << 8 | uint64_t(bytes_[at + uint64_t(i)]);
+    return v;
+  }
+  std::span<const std::byte> bytes() const { return bytes_; }
+
+ private:
+  std::span<const std::byte> bytes_;
+};
+
+struct ZipEntry {
+  uint64_t offset = 0;  // of the data
+  uint64_t size = 0;
+};
+
+absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(std::span<const std::byte> bytes) {
+  const Reader r(bytes);
+  auto bad = [](std::string_view what) {
+    return absl::InvalidArgumentError(StrCat("not a torch.save file: ", what));
+  };
+  if (bytes.size() < 22) return bad("too short for a zip archive");
+  // The end-of-central-directory record, within the last 64 KiB + 22 bytes.
+  uint64_t eocd = UINT64_MAX;
+  const uint64_t lowest = bytes.size() > 65557 ? bytes.size() - 65557 : 0;
+  for (uint64_t at = bytes.size() - 22;; --at) {
+    if (r.U(at, 4) == 0x06054b50) {
+      eocd = at;
+      break;
+    }
+    if (at == lowest) break;
+  }
+  if (eocd == UINT64_MAX) return bad("no zip end record (not a zip archive, or a pre-1.6 file)");
+  uint64_t count = r.U(eocd + 10, 2);
+  uint64_t dir_offset = r.U(eocd + 16, 4);
+  if ((count == 0xffff || dir_offset == 0xffffffff) && eocd >= 20 &&
+      r.U(eocd - 20, 4) == 0x07064b50) {
+    const uint64_t zip64 = r.U(eocd - 20 + 8, 8);
+    if (!r.Has(zip64, 56) || r.U(zip64, 4) != 0x06064b50) return bad("broken zip64 end record");
+    count = r.U(zip64 + 32, 8);
+    dir_offset = r.U(zip64 + 48, 8);
+  }
+  std::map<std::string, ZipEntry> entries;
+  uint64_t at = dir_offset;
+  for (uint64_t i = 0; i < count; ++i) {
+    if (!r.Has(at, 46) || r.U(at, 4) != 0x02014b50) return bad("broken central directory");
+    const uint64_t method = r.U(at + 10, 2);
+    uint64_t size = r.U(at + 24, 4);
+    uint64_t compressed = r.U(at + 20, 4);
+    const uint64_t name_len = r.U(at + 28, 2), extra_len = r.U(at + 30, 2),
+                   comment_len = r.U(at + 32, 2);
+    uint64_t local = r.U(at + 42, 4);
+    if (!r.Has(at + 46, name_len + extra_len + comment_len)) return bad("broken directory entry");
+    std::string name(reinterpret_cast<const char*>(bytes.data() + at + 46), name_len);
+    // Zip64 sizes and offset, in this order, each present only where the field is saturated.
+    for (uint64_t e = at + 46 + name_len; e + 4 <= at + 46 + name_len + extra_len;) {
+      const uint64_t id = r.U(e, 2), len = r.U(e + 2, 2);
+      if (e + 4 + len > at + 46 + name_len + extra_len) return bad("broken zip extra field");
+      if (id == 1) {
+        uint64_t f = e + 4;
+        auto take = [&](uint64_t& field) {
+          if (field == 0xffffffff && f + 8 <= e + 4 + len) {
+            field = r.U(f, 8);
+            f += 8;
+          }
+        };
+        take(size);
+        take(compressed);
+        take(local);
+      }
+      e += 4 + len;
+    }
+    if (method != 0 || compressed != size) return bad(StrCat("entry ", name, " is compressed"));
+    if (!r.Has(local, 30) || r.U(local, 4) != 0x04034b50) return bad("broken local header");
+    const uint64_t data = local + 30 + r.U(local + 26, 2) + r.U(local + 28, 2);
+    if (!r.Has(data, size)) return bad(StrCat("entry ", name, " runs past the end"));
+    entries[name] = {data, size};
+    at += 46 + name_len + extra_len + comment_len;
+  }
+  return entries;
+}
+
+// ---- The pickle: a small stack machine for the opcodes torch.save emits.
+
+struct Value;
+using ValuePtr = std::shared_ptr<Value>;
+struct Value {
+  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage,
+                    kTensor, kMark };
+  Kind kind = Kind::kNone;
+  int64_t i = 0;
+  std::string s;                // string; a global's "module.name"; a storage's key
+  std::vector<ValuePtr> items;  // tuple, list; a dict's keys and values alternating
+  DType dtype = DType::kFloat32;  // storage
+  ValuePtr storage;               // tensor
+  std::vector<int64_t> size, stride;
+};
+
+ValuePtr Make(Value::Kind kind) {
+  auto v = std::make_shared<Value>();
+  v->kind = kind;
+  return v;
+}
+
+std::optional<DType> StorageDType(std::string_view global) {
+  static const std::pair<std::string_view, DType> kStorages[] = {
+      {"torch.FloatStorage", DType::kFloat32}, {"torch.DoubleStorage", DType::kFloat64},
+      {"torch.HalfStorage", DType::kFloat16},  {"torch.BFloat16Storage", DType::kBFloat16},
+      {"torch.LongStorage", DType::kInt64},    {"torch.IntStorage", DType::kInt32},
+      {"torch.ShortStorage", DType::kInt16},   {"torch.CharStorage", DType::kInt8},
+      {"torch.ByteStorage", DType::kUInt8},    {"torch.BoolStorage", DType::kBool}};
+  for (const auto& [name, dtype] : kStorages) {
+    if (name == global) return dtype;
+  }
+  return std::nullopt;
+}
+
+class Unpickler {
+ public:
+  explicit Unpickler(std::span<const std::byte> p) : p_(p) {}
+
+  absl::StatusOr<ValuePtr> Run() {
+    for (;;) {
+      if (pos_ >= p_.size()) return Bad("ends without STOP");
+      const uint8_t op = uint8_t(p_[pos_++]);
+      absl::Status s = Step(op);
+      if (!s.ok()) return s;
+      if (op == '.') {
+        if (stack_.size() != 1) return Bad("STOP with a stack of other than one value");
+        return stack_.back();
+      }
+      if (stack_.size() > 10'000'000) return Bad("stack too deep");
+    }
+  }
+
+ private:
+  absl::Status Bad(std::string_view what) const {
+    return absl::InvalidArgumentError(StrCat("torch.save pickle at byte ", pos_, ": ", what));
+  }
+  bool Need(uint64_t n) const { return n <= p_.size() - pos_; }
+  uint64_t U(int n) {
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; --i) v = v << 8 | uint64_t(p_[pos_ + size_t(i)]);
+    pos_ += size_t(n);
+    return v;
+  }
+  absl::StatusOr<ValuePtr> Pop() {
+    if (stack_.empty() || stack_.back()->kind == Value::Kind::kMark) {
+      return Bad("pops an empty stack");
+    }
+    ValuePtr v = stack_.back();
+    stack_.pop_back();
+    return v;
+  }
+  // The values above the topmost mark, and the mark removed.
+  absl::StatusOr<std::vector<ValuePtr>> PopMark() {
+    for (size_t i = stack_.size(); i-- > 0;) {
+      if (stack_[i]->kind == Value::Kind::kMark) {
+        std::vector<ValuePtr> items(stack_.begin() + ptrdiff_t(i) + 1, stack_.end());
+        stack_.resize(i);
+        return items;
+      }
+    }
+    return Bad("no mark");
+  }
+  absl::Status PushString(uint64_t len) {
+    if (!Need(len)) return Bad("string runs past the end");
+    ValuePtr v = Make(Value::Kind::kString);
+    v->s.assign(reinterpret_cast<const char*>(p_.data() + pos_), len);
+    pos_ += len;
+    stack_.push_back(std::move(v));
+    return absl::OkStatus();
+  }
+  absl::Status PushInt(int64_t i) {
+    ValuePtr v = Make(Value::Kind::kInt);
+    v->i = i;
+    stack_.push_back(std::move(v));
+    return absl::OkStatus();
+  }
+  absl::Status Memo(uint64_t index) {
+    if (stack_.empty()) return Bad("memoizes an empty stack");
+    if (index > 100'000'000) return Bad("memo index too large");
+    memo_[index] = stack_.back();
+    return absl::OkStatus();
+  }
+  absl::Status Get(uint64_t index) {
+    auto it = memo_.find(index);
+    if (it == memo_.end()) return Bad("reads an unset memo slot");
+    stack_.push_back(it->second);
+    return absl::OkStatus();
+  }
+  absl::Status Reduce(const ValuePtr& callable, const ValuePtr& args);
+  absl::Status SetItems(std::vector<ValuePtr> items);
+  absl::Status Step(uint8_t op);
+
+  std::span<const std::byte> p_;
+  size_t pos_ = 0;
+  std::vector<ValuePtr> stack_;
+  std::map<uint64_t, ValuePtr> memo_;
+};
+
+absl::Status Unpickler::SetItems(std::vector<ValuePtr> items) {
+  if (items.size() % 2 != 0) return Bad("odd number of dict items");
+  if (stack_.empty() || stack_.back()->kind != Value::Kind::kDict) return Bad("sets items on a non-dict");
+  for (ValuePtr& v : items) stack_.back()->items.push_back(std::move(v));
+  return absl::OkStatus();
+}
+
+absl::Status Unpickler::Reduce(const ValuePtr& callable, const ValuePtr& args) {
+  if (callable->kind != Value::Kind::kGlobal || args->kind != Value::Kind::kTuple) {
+    return Bad("calls something that is not a known function");
+  }
+  const std::vector<ValuePtr>& a = args->items;
+  auto is = [](const ValuePtr& v, Value::Kind k) { return v->kind == k; };
+  auto ints = [&](const ValuePtr& v, std::vector<int64_t>* out) {
+    if (!is(v, Value::Kind::kTuple)) return false;
+    for (const ValuePtr& d : v->items) {
+      if (!is(d, Value::Kind::kInt) || d->i < 0) return false;
+      out->push_back(d->i);
+    }
+    return out->size() <= 16;
+  };
+  if (callable->s == "collections.OrderedDict") {
+    stack_.push_back(Make(Value::Kind::kDict));
+    return absl::OkStatus();
+  }
+  if (callable->s == "torch._utils._rebuild_tensor_v2") {
+    if (a.size() < 4 || !is(a[0], Value::Kind::kStorage) || !is(a[1], Value::Kind::kInt) ||
+        a[1]->i < 0) {
+      return Bad("_rebuild_tensor_v2 with unexpected arguments");
+    }
+    ValuePtr t = Make(Value::Kind::kTensor);
+    t->storage = a[0];
+    t->i = a[1]->i;  // storage offset, in elements
+    if (!ints(a[2], &t->size) || !ints(a[3], &t->stride) || t->size.size() != t->stride.size()) {
+      return Bad("a tensor's size and stride must be tuples of the same length");
+    }
+    stack_.push_back(std::move(t));
+    return absl::OkStatus();
+  }
+  if (callable->s == "torch._utils._rebuild_parameter") {
+    if (a.empty() || !is(a[0], Value::Kind::kTensor)) return Bad("_rebuild_parameter without a tensor");
+    stack_.push_back(a[0]);
+    return absl::OkStatus();
+  }
+  return Bad(StrCat("refuses to call ", callable->s, " (not part of a state_dict)"));
+}
+
+absl::Status Unpickler::Step(uint8_t op) {
+  using K = Value::Kind;
+  switch (op) {
+    case 0x80:  // PROTO
+      if (!Need(1)) return Bad("truncated");
+      pos_ += 1;
+      return absl::OkStatus();
+    case 0x95:  // FRAME (protocol 4): a length we do not need
+      if (!Need(8)) return Bad("truncated");
+      pos_ += 8;
+      return absl::OkStatus();
+    case '}':
+      stack_.push_back(Make(K::kDict));
+      return absl::OkStatus();
+    case ']':
+      stack_.push_back(Make(K::kList));
+      return absl::OkStatus();
+    case ')':
+      stack_.push_back(Make(K::kTuple));
+      return absl::OkStatus();
+    case '(':
+      stack_.push_back(Make(K::kMark));
+      return absl::OkStatus();
+    case 'N':
+      stack_.push_back(Make(K::kNone));
+      return absl::OkStatus();
+    case 0x88:
+    case 0x89: {
+      ValuePtr v = Make(K::kBool);
+      v->i = op == 0x88;
+      stack_.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 'X':  // BINUNICODE
+    case 'T':  // BINSTRING
+    case 'B':  // BINBYTES
+      if (!Need(4)) return Bad("truncated");
+      return PushString(U(4));
+    case 'U':  // SHORT_BINSTRING
+    case 'C':  // SHORT_BINBYTES
+    case 0x8c:  // SHORT_BINUNICODE
+      if (!Need(1)) return Bad("truncated");
+      return PushString(U(1));
+    case 'K':
+      if (!Need(1)) return Bad("truncated");
+      return PushInt(int64_t(U(1)));
+    case 'M':
+      if (!Need(2)) return Bad("truncated");
+      return PushInt(int64_t(U(2)));
+    case 'J':
+      if (!Need(4)) return Bad("truncated");
+      return PushInt(int64_t(int32_t(uint32_t(U(4)))));
+    case 0x8a: {  // LONG1
+      if (!Need(1)) return Bad("truncated");
+      const uint64_t n = U(1);
+      if (n > 8 || !Need(n)) return Bad("integer too long");
+      uint64_t v = n == 0 ? 0 : U(int(n));
+      if (n > 0 && n < 8 && (v >> (8 * n - 1)) & 1) v |= ~uint64_t(0) << (8 * n);  // sign
+      return PushInt(int64_t(v));
+    }
+    case 'G': {  // BINFLOAT, big-endian
+      if (!Need(8)) return Bad("truncated");
+      uint64_t bits = 0;
+      for (int i = 0; i < 8; ++i) bits = bits << 8 | uint64_t(p_[pos_++]);
+      ValuePtr v = Make(K::kFloat);
+      std::memcpy(&v->i, &bits, 8);
+      stack_.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 'c': {  // GLOBAL "module\nname\n"
+      std::string parts[2];
+      for (std::string& part : parts) {
+        while (pos_ < p_.size() && char(p_[pos_]) != '\n' && part.size() < 256) {
+          part += char(p_[pos_++]);
+        }
+        if (pos_ >= p_.size() || char(p_[pos_]) != '\n') return Bad("broken GLOBAL");
+        ++pos_;
+      }
+      ValuePtr v = Make(K::kGlobal);
+      v->s = parts[0] + "." + parts[1];
+      stack_.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 'q':
+      if (!Need(1)) return Bad("truncated");
+      return Memo(U(1));
+    case 'r':
+      if (!Need(4)) return Bad("truncated");
+      return Memo(U(4));
+    case 0x94:  // MEMOIZE
+      return Memo(memo_.size());
+    case 'h':
+      if (!Need(1)) return Bad("truncated");
+      return Get(U(1));
+    case 'j':
+      if (!Need(4)) return Bad("truncated");
+      return Get(U(4));
+    case 't': {
+      absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
+      if (!items.ok()) return items.status();
+      ValuePtr v = Make(K::kTuple);
+      v->items = std::move(*items);
+      stack_.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 0x85:
+    case 0x86:
+    case 0x87: {
+      const size_t n = size_t(op - 0x84);
+      ValuePtr v = Make(K::kTuple);
+      v->items.resize(n);
+      for (size_t i = n; i-- > 0;) {
+        absl::StatusOr<ValuePtr> item = Pop();
+        if (!item.ok()) return item.status();
+        v->items[i] = std::move(*item);
+      }
+      stack_.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 'Q': {  // BINPERSID: ('storage', storage type, key, location, numel)
+      absl::StatusOr<ValuePtr> pid = Pop();
+      if (!pid.ok()) return pid.status();
+      const std::vector<ValuePtr>& a = (*pid)->items;
+      if ((*pid)->kind != K::kTuple || a.size() != 5 || a[0]->kind != K::kString ||
+          a[0]->s != "storage" || a[1]->kind != K::kGlobal || a[2]->kind != K::kString) {
+        return Bad("a persistent id that is not a storage");
+      }
+      std::optional<DType> dtype = StorageDType(a[1]->s);
+      if (!dtype) return Bad(StrCat("unsupported storage type ", a[1]->s));
+      ValuePtr v = Make(K::kStorage);
+      v->s = a[2]->s;
+      v->dtype = *dtype;
+      stack_.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 'R': {
+      absl::StatusOr<ValuePtr> args = Pop();
+      if (!args.ok()) return args.status();
+      absl::StatusOr<ValuePtr> callable = Pop();
+      if (!callable.ok()) return callable.status();
+      return Reduce(*callable, *args);
+    }
+    case 's': {
+      absl::StatusOr<ValuePtr> value = Pop();
+      if (!value.ok()) return value.status();
+      absl::StatusOr<ValuePtr> key = Pop();
+      if (!key.ok()) return key.status();
+      return SetItems({*key, *value});
+    }
+    case 'u': {
+      absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
+      if (!items.ok()) return items.status();
+      return SetItems(std::move(*items));
+    }
+    case 'a': {
+      absl::StatusOr<ValuePtr> value = Pop();
+      if (!value.ok()) return value.status();
+      if (stack_.empty() || stack_.back()->kind != K::kList) return Bad("appends to a non-list");
+      stack_.back()->items.push_back(*value);
+      return absl::OkStatus();
+    }
+    case 'e': {
+      absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
+      if (!items.ok()) return items.status();
+      if (stack_.empty() || stack_.back()->kind != K::kList) return Bad("appends to a non-list");
+      for (ValuePtr& v : *items) stack_.back()->items.push_back(std::move(v));
+      return absl::OkStatus();
+    }
+    case 'b': {  // BUILD: state for the object below (a state_dict's _metadata): not needed
+      absl::StatusOr<ValuePtr> state = Pop();
+      if (!state.ok()) return state.status();
+      if (stack_.empty() || (stack_.back()->kind != K::kDict && stack_.back()->kind != K::kTensor)) {
+        return Bad("BUILD on an object other than a dict or tensor");
+      }
+      return absl::OkStatus();
+    }
+    case '.':
+      return absl::OkStatus();
+    default:
+      return Bad(StrCat("unsupported opcode 0x", Hex(op, 2)));
+  }
+}
+
+bool Contiguous(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
+  int64_t expected = 1;
+  for (size_t d = size.size(); d-- > 0;) {
+    if (size[d] != 1 && stride[d] != expected) return false;
+    expected *= size[d];
+  }
+  return true;
+}
+
+}  // namespace
+
+absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
+  absl::StatusOr<std::map<std::string, ZipEntry>> zip = ReadZip(bytes);
+  if (!zip.ok()) return zip.status();
+  std::string prefix;
+  const ZipEntry* pickle = nullptr;
+  for (const auto& [name, entry] : *zip) {
+    const std::string_view n = name;
+    if (n.size() >= 8 && n.substr(n.size() - 8) == "data.pkl") {
+      prefix = name.substr(0, name.size() - 8);
+      pickle = &entry;
+      break;
+    }
+  }
+  if (pickle == nullptr) return absl::InvalidArgumentError("not a torch.save file: no data.pkl");
+  Unpickler unpickler(bytes.subspan(pickle->offset, pickle->size));
+  absl::StatusOr<ValuePtr> root = unpickler.Run();
+  if (!root.ok()) return root.status();
+  if ((*root)->kind != Value::Kind::kDict) {
+    return absl::InvalidArgumentError("the file holds no dict of tensors (a state_dict)");
+  }
+  TorchSaveFile file;
+  auto copies = std::make_shared<std::vector<std::vector<std::byte>>>();
+  const std::vector<ValuePtr>& items = (*root)->items;
+  for (size_t i = 0; i + 1 < items.size(); i += 2) {
+    if (items[i]->kind != Value::Kind::kString || items[i + 1]->kind != Value::Kind::kTensor) {
+      return absl::InvalidArgumentError("every key must be a string and every value a tensor");
+    }
+    const Value& t = *items[i + 1];
+    auto storage = zip->find(prefix + "data/" + t.storage->s);
+    if (storage == zip->end()) {
+      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "': its storage is missing"));
+    }
+    const uint64_t element = DTypeSize(t.storage->dtype);
+    const uint64_t storage_elements = storage->second.size / element;
+    uint64_t numel = 1;
+    uint64_t last = uint64_t(t.i);  // the highest element index the view touches
+    for (size_t d = 0; d < t.size.size(); ++d) {
+      if (t.size[d] == 0) numel = 0;
+      if (numel != 0 && uint64_t(t.size[d]) > (uint64_t(1) << 40)) {
+        return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "': size too large"));
+      }
+      numel *= uint64_t(t.size[d]);
+      if (t.size[d] > 0) last += uint64_t(t.size[d] - 1) * uint64_t(t.stride[d]);
+    }
+    if (numel > 0 && last >= storage_elements) {
+      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "' reaches past its storage"));
+    }
+    const std::byte* base = bytes.data() + storage->second.offset;
+    TorchSaveTensor out{items[i]->s, t.storage->dtype, t.size, {}};
+    if (numel == 0) {
+      out.data = {};
+    } else if (Contiguous(t.size, t.stride)) {
+      out.data = std::span(base + uint64_t(t.i) * element, numel * element);
+    } else {
+      // A strided view (a transposed weight): gather it into row-major order.
+      std::vector<std::byte>& copy = copies->emplace_back(numel * element);
+      std::vector<int64_t> index(t.size.size(), 0);
+      for (uint64_t n = 0; n < numel; ++n) {
+        uint64_t at = uint64_t(t.i);
+        for (size_t d = 0; d < index.size(); ++d) at += uint64_t(index[d]) * uint64_t(t.stride[d]);
+        std::memcpy(copy.data() + n * element, base + at * element, element);
+        for (size_t d = index.size(); d-- > 0;) {
+          if (++index[d] < t.size[d]) break;
+          index[d] = 0;
+        }
+      }
+      out.data = copy;
+    }
+    file.tensors.push_back(std::move(out));
+  }
+  file.keep_alive = copies;
+  return file;
+}
+
+absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<MappedFile>> mapped = Env::Default()->MapFile(path);
+  if (!mapped.ok()) return mapped.status();
+  std::shared_ptr<MappedFile> shared = std::move(*mapped);
+  absl::StatusOr<TorchSaveFile> file = ParseTorchSave(shared->data());
+  if (!file.ok()) {
+    return absl::Status(file.status().code(), StrCat(path, ": ", file.status().message()));
+  }
+  auto both = std::make_shared<std::pair<std::shared_ptr<MappedFile>, std::shared_ptr<const void>>>(
+      shared, file->keep_alive);
+  file->keep_alive = both;
+  return file;
+}
+
+}  // namespace pillar::ckpt
