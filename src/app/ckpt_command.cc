@@ -98,6 +98,23 @@ void WriteManifestJson(JsonWriter& w, const ckpt::Manifest& m, bool entries) {
   w.EndObject();
 }
 
+// Prints what a command did: `text` for people, or {"<key>": value, ...} with --json.
+void Report(const CkptOptions& options, const std::string& text,
+            const std::vector<std::pair<std::string, std::string>>& fields) {
+  if (!options.json) {
+    std::printf("%s\n", text.c_str());
+    return;
+  }
+  JsonWriter w;
+  w.BeginObject();
+  for (const auto& [key, value] : fields) {
+    w.Key(key);
+    w.String(value);
+  }
+  w.EndObject();
+  std::printf("%s\n", w.str().c_str());
+}
+
 }  // namespace
 
 int RunCkptList(const CkptOptions& options) {
@@ -185,17 +202,32 @@ int RunCkptVerify(const CkptOptions& options) {
     for (int64_t step : *steps) dirs.push_back(run.StepPath(step));
   }
   int bad = 0;
+  JsonWriter w;
+  w.BeginArray();
   for (const std::string& dir : dirs) {
     absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), dir);
     absl::Status s = m.ok() ? ckpt::VerifyCheckpoint(*Env::Default(), dir, *m) : m.status();
-    if (s.ok()) {
+    if (!s.ok()) ++bad;
+    if (options.json) {
+      w.BeginObject();
+      w.Key("checkpoint");
+      w.String(dir);
+      w.Key("ok");
+      w.Bool(s.ok());
+      if (!s.ok()) {
+        w.Key("error");
+        w.String(ToStd(s.message()));
+      }
+      w.EndObject();
+    } else if (s.ok()) {
       std::printf("%s: OK (%s, %zu entries)\n", dir.c_str(), Bytes(m->TotalBytes()).c_str(),
                   m->entries.size());
     } else {
       std::printf("%s: DAMAGED: %s\n", dir.c_str(), std::string(s.message()).c_str());
-      ++bad;
     }
   }
+  w.EndArray();
+  if (options.json) std::printf("%s\n", w.str().c_str());
   return bad == 0 ? 0 : 1;
 }
 
@@ -219,7 +251,8 @@ int RunCkptRestore(const CkptOptions& options) {
     }
   }
   if (absl::Status s = to.PublishLatest(step); !s.ok()) return Fail("restore", s);
-  std::printf("restored %s to %s (verified)\n", ckpt::StepDirName(step).c_str(), options.to.c_str());
+  Report(options, StrCat("restored ", ckpt::StepDirName(step), " to ", options.to, " (verified)"),
+         {{"restored", ckpt::StepDirName(step)}, {"to", options.to}});
   return 0;
 }
 
@@ -228,6 +261,17 @@ int RunCkptPrune(const CkptOptions& options) {
   absl::StatusOr<std::vector<int64_t>> removed =
       run.Prune({.keep_last = options.keep_last, .keep_every = options.keep_every});
   if (!removed.ok()) return Fail("prune", removed.status());
+  if (options.json) {
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("removed");
+    w.BeginArray();
+    for (int64_t step : *removed) w.Int(step);
+    w.EndArray();
+    w.EndObject();
+    std::printf("%s\n", w.str().c_str());
+    return 0;
+  }
   for (int64_t step : *removed) std::printf("removed %s\n", ckpt::StepDirName(step).c_str());
   return 0;
 }
@@ -240,8 +284,10 @@ int RunCkptExport(const CkptOptions& options) {
   if (absl::Status s = ckpt::ExportStateDict(*loaded, options.file); !s.ok()) {
     return Fail("export", s);
   }
-  std::printf("wrote %s (%zu tensors from %s)\n", options.file.c_str(),
-              loaded->manifest().entries.size(), dir->c_str());
+  Report(options,
+         StrCat("wrote ", options.file, " (", loaded->manifest().entries.size(), " tensors from ",
+                *dir, ")"),
+         {{"wrote", options.file}, {"from", *dir}});
   return 0;
 }
 
@@ -260,8 +306,8 @@ int RunCkptImport(const CkptOptions& options) {
                             {{"imported_from", options.file}}, {});
   if (!m.ok()) return Fail("import", m.status());
   if (absl::Status s = run.PublishLatest(options.step); !s.ok()) return Fail("import", s);
-  std::printf("imported %zu tensors as %s\n", entries.size(),
-              run.StepPath(options.step).c_str());
+  Report(options, StrCat("imported ", entries.size(), " tensors as ", run.StepPath(options.step)),
+         {{"imported", options.file}, {"checkpoint", run.StepPath(options.step)}});
   return 0;
 }
 

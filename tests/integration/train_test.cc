@@ -253,6 +253,8 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   }
   EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 1);
   EXPECT_NE(out.find("step-00000100: DAMAGED"), std::string::npos) << out;
+  EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string(), "--json"}, &out, &err), 1);
+  EXPECT_NE(out.find("step-00000100\",\"ok\":false,\"error\":"), std::string::npos) << out;
   ASSERT_EQ(testing::RunPillar({"ckpt", "restore", run.string(), "--to",
                                 (dir.path() / "restored").string()},
                                &out, &err),
