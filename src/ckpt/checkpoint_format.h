@@ -26,6 +26,9 @@ inline constexpr int kShardDigits = 5;
 
 // Entries start at multiples of this in their shard: aligned for any dtype and for vector loads.
 inline constexpr uint64_t kEntryAlignment = 64;
+inline constexpr uint64_t AlignEntryOffset(uint64_t offset) {
+  return (offset + kEntryAlignment - 1) / kEntryAlignment * kEntryAlignment;
+}
 // A manifest larger than this is refused before parsing (a million entries fit).
 inline constexpr uint64_t kMaxManifestBytes = 256ull << 20;
 // Names of entries and metadata keys: 1 to 1024 bytes of UTF-8 without NUL.

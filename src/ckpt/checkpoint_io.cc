@@ -17,10 +17,6 @@ namespace {
 
 constexpr size_t kChunkBytes = 8 << 20;  // reads for verification, and hashing granularity
 
-uint64_t AlignUp(uint64_t v) {
-  return (v + format::kEntryAlignment - 1) / format::kEntryAlignment * format::kEntryAlignment;
-}
-
 // Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins.
 absl::Status ForEachParallel(size_t n, int threads,
                              const std::function<absl::Status(size_t)>& fn) {
@@ -88,7 +84,7 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
     info.dtype = e.dtype;
     info.shape = e.dtype == DType::kBlob ? std::vector<int64_t>{} : e.shape;
     info.shard = uint32_t(shard_entries.size() - 1);
-    info.offset = AlignUp(fill);
+    info.offset = format::AlignEntryOffset(fill);
     info.bytes = e.data.size();
     fill = info.offset + info.bytes;
     shard_entries.back().push_back(i);

@@ -9,14 +9,6 @@
 #include "common/strings.h"
 
 namespace pillar::ckpt {
-namespace {
-
-uint64_t AlignUp(uint64_t v) {
-  return (v + format::kEntryAlignment - 1) / format::kEntryAlignment * format::kEntryAlignment;
-}
-
-}  // namespace
-
 Source HostSource(std::string name, DType dtype, std::vector<int64_t> shape,
                   std::span<const std::byte> data) {
   return {.name = std::move(name),
@@ -70,7 +62,7 @@ absl::StatusOr<bool> CheckpointManager::Save(int64_t step, std::span<const Sourc
     mu_.Await(absl::Condition(&idle));
   }
   uint64_t total = 0;
-  for (const Source& s : sources) total = AlignUp(total) + s.bytes;
+  for (const Source& s : sources) total = format::AlignEntryOffset(total) + s.bytes;
   if (total > staging_capacity_) {
     // Grows once to the largest checkpoint, then is reused: the memory a save needs is bounded
     // by one checkpoint's size.
@@ -82,7 +74,7 @@ absl::StatusOr<bool> CheckpointManager::Save(int64_t step, std::span<const Sourc
   pending.metadata = std::move(metadata);
   uint64_t at = 0;
   for (const Source& s : sources) {
-    at = AlignUp(at);
+    at = format::AlignEntryOffset(at);
     pending.entries.push_back({s.name, s.dtype, s.shape, std::span(staging_.get() + at, s.bytes)});
     at += s.bytes;
   }
