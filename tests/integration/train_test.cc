@@ -180,6 +180,27 @@ TEST(TrainTest, SigtermWritesAFinalCheckpointBeforeExit) {
   ASSERT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 0) << out;
 }
 
+// Two tiers: every checkpoint reaches the durable directory too, and a machine whose scratch
+// is gone resumes from it.
+TEST(TrainTest, AMachineThatLostItsScratchResumesFromTheDurableTier) {
+  testing::TempDir dir;
+  const fs::path fast = dir.path() / "scratch", durable = dir.path() / "shared";
+  std::vector<std::string> args = Args(fast, false);
+  args[3] = "200";
+  args.insert(args.end(), {"--durable", durable.string()});
+  Trainer first(args, dir.path() / "first.out");
+  ASSERT_EQ(WEXITSTATUS(first.Wait()), 0) << first.Output();
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"ckpt", "verify", durable.string()}, &out, &err), 0) << out;
+  EXPECT_NE(out.find("step-00000200: OK"), std::string::npos) << out;
+  fs::remove_all(fast);
+  args[3] = "250";
+  Trainer second(args, dir.path() / "second.out");
+  ASSERT_EQ(WEXITSTATUS(second.Wait()), 0) << second.Output();
+  EXPECT_EQ(ResumedFrom(second.Output()), 200) << second.Output();
+  EXPECT_TRUE(fs::exists(fast / "step-00000250"));
+}
+
 TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   testing::TempDir dir;
   const fs::path run = dir.path() / "run";
