@@ -44,21 +44,37 @@ absl::StatusOr<Where> Locate(const AuditOptions& options) {
   return where;
 }
 
-// Each record's payload, in order, until `fn` returns false.
-absl::Status ForEachPayload(const Where& where, const std::function<bool(std::string_view)>& fn) {
+// Each record's payload, in order, from `*position` on (0: the start; then what the previous
+// call left there: a byte offset in a file, a sequence number in PostgreSQL), until `fn` returns
+// false. `*position` is left just past the last record read, so following a log reads only
+// what is new. A line that is not a record is skipped with a warning (`verify` says more).
+absl::Status ForEachPayload(const Where& where, uint64_t* position,
+                            const std::function<bool(std::string_view)>& fn) {
   if (where.postgres) {
     if (where.instance.empty()) {
       return absl::InvalidArgumentError("--instance names the chain to read");
     }
     return audit::ReadPostgresChain(
         where.config.audit.postgres, where.instance,
-        [&](std::string_view payload, std::string_view, uint64_t) { return fn(payload); });
+        [&](std::string_view payload, std::string_view, uint64_t seq) {
+          *position = seq + 1;
+          return fn(payload);
+        },
+        *position);
   }
-  absl::StatusOr<uint64_t> torn =
-      audit::ReadAuditFile(where.config.audit.file, [&](std::string_view text, uint64_t) {
+  absl::StatusOr<uint64_t> torn = audit::ReadAuditFile(
+      where.config.audit.file,
+      [&](std::string_view text, uint64_t offset) {
+        *position = offset + text.size() + 1;
         audit::RecordLine line;
-        return !audit::SplitRecordLine(text, &line) || fn(line.payload);
-      });
+        if (!audit::SplitRecordLine(text, &line)) {
+          std::fprintf(stderr, "pillar audit: skipping a line that is not a record at byte %llu\n",
+                       static_cast<unsigned long long>(offset));
+          return true;
+        }
+        return fn(line.payload);
+      },
+      *position);
   return torn.status();
 }
 
@@ -117,11 +133,10 @@ int RunAuditTail(const AuditOptions& options) {
   absl::StatusOr<Where> where = Locate(options);
   if (!where.ok()) return Fail(where.status());
   std::deque<std::string> last;
-  int64_t seen = 0;
-  absl::Status read = ForEachPayload(*where, [&](std::string_view payload) {
+  uint64_t position = 0;
+  absl::Status read = ForEachPayload(*where, &position, [&](std::string_view payload) {
     last.emplace_back(payload);
     if (int(last.size()) > options.lines) last.pop_front();
-    ++seen;
     return true;
   });
   if (!read.ok()) return Fail(read);
@@ -129,12 +144,8 @@ int RunAuditTail(const AuditOptions& options) {
   std::fflush(stdout);
   while (options.follow) {
     ::usleep(200'000);
-    int64_t index = 0;
-    read = ForEachPayload(*where, [&](std::string_view payload) {
-      if (index++ >= seen) {
-        PrintLine(payload);
-        ++seen;
-      }
+    read = ForEachPayload(*where, &position, [](std::string_view payload) {
+      PrintLine(payload);
       return true;
     });
     if (!read.ok()) return Fail(read);
@@ -161,7 +172,8 @@ int RunAuditExport(const AuditOptions& options) {
       since = FormatUtcMicros(absl::ToUnixMicros(absl::Now()) - *age * 1'000'000);
     }
   }
-  absl::Status read = ForEachPayload(*where, [&](std::string_view payload) {
+  uint64_t position = 0;
+  absl::Status read = ForEachPayload(*where, &position, [&](std::string_view payload) {
     if (since.empty() || TimeOf(payload) >= since) PrintLine(payload);
     return true;
   });

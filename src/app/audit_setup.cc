@@ -47,14 +47,22 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
   return audit::AuditLog::Start(std::move(store), std::move(options));
 }
 
-absl::Status AuditChange(const Config& config, audit::EventKind kind, std::string_view action,
-                         std::string_view resource, const std::string& reason) {
+absl::StatusOr<ChangeAudit> ChangeAudit::Open(const Config& config) {
   absl::StatusOr<std::unique_ptr<audit::AuditLog>> log =
       OpenAuditLog(config, nullptr, /*server=*/false);
-  if (!log.ok()) return log.status();
-  if (*log == nullptr) return absl::OkStatus();
+  if (!log.ok()) {
+    return absl::Status(log.status().code(),
+                        StrCat("the change is not made, it could not be audited: ",
+                               log.status().message()));
+  }
+  return ChangeAudit(std::move(*log));
+}
+
+absl::Status ChangeAudit::Record(audit::EventKind kind, std::string_view action,
+                                 std::string_view resource, const std::string& reason) {
+  if (log_ == nullptr) return absl::OkStatus();
   const std::string who = LocalOperator();
-  (*log)->Record({.kind = kind,
+  log_->Record({.kind = kind,
                   .allowed = true,
                   .time_us = absl::ToUnixMicros(absl::Now()),
                   .principal = who,
@@ -64,7 +72,7 @@ absl::Status AuditChange(const Config& config, audit::EventKind kind, std::strin
                   .request_id = {},
                   .remote = {},
                   .explain = [&reason] { return reason; }});
-  return (*log)->Flush();
+  return log_->Flush();
 }
 
 std::string LocalOperator() {

@@ -2,7 +2,10 @@
 // the CLI commands that change things (keys, model aliases).
 //
 //   PILLAR_ASSIGN_OR_RETURN(auto log, OpenAuditLog(config, &metrics, /*server=*/true));
-//   PILLAR_RETURN_IF_ERROR(AuditChange(config, {.kind = EventKind::kKey, ...}));
+//
+//   PILLAR_ASSIGN_OR_RETURN(ChangeAudit audit, ChangeAudit::Open(config));   // before the change
+//   ... make the change ...
+//   PILLAR_RETURN_IF_ERROR(audit.Record(EventKind::kKey, "revoke", "key:6f97fb44ae6b", ""));
 #pragma once
 
 #include <memory>
@@ -21,10 +24,20 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
                                                               monitor::MetricsRegistry* metrics,
                                                               bool server);
 
-// Records one change made from the command line (principal: LocalOperator(), now) and waits
-// until it is durable.
-absl::Status AuditChange(const Config& config, audit::EventKind kind, std::string_view action,
-                         std::string_view resource, const std::string& reason);
+// The audit log of a change made from the command line, opened before the change is made: when
+// the change could not be audited (an unwritable log, a chain whose end does not verify) it is
+// refused instead of made unaudited.
+class ChangeAudit {
+ public:
+  static absl::StatusOr<ChangeAudit> Open(const Config& config);
+  // Records the change (principal: LocalOperator(), now) and waits until it is durable.
+  absl::Status Record(audit::EventKind kind, std::string_view action, std::string_view resource,
+                      const std::string& reason);
+
+ private:
+  explicit ChangeAudit(std::unique_ptr<audit::AuditLog> log) : log_(std::move(log)) {}
+  std::unique_ptr<audit::AuditLog> log_;  // null: [audit] backend = "off"
+};
 
 // "local:<user>": who ran a CLI command, as the operating system says.
 std::string LocalOperator();

@@ -55,7 +55,9 @@ std::string Bytes(uint64_t n) {
   return buf;
 }
 
-void WriteManifestJson(JsonWriter& w, const ckpt::Manifest& m, bool entries) {
+// One line of `ckpt list --json`: what a checkpoint is, without its entries (`show --json` prints
+// the whole manifest).
+void WriteSummaryJson(JsonWriter& w, const ckpt::Manifest& m) {
   w.BeginObject();
   w.Key("step");
   w.Int(m.step);
@@ -76,25 +78,6 @@ void WriteManifestJson(JsonWriter& w, const ckpt::Manifest& m, bool entries) {
     w.String(v);
   }
   w.EndObject();
-  if (entries) {
-    w.Key("entries");
-    w.BeginArray();
-    for (const ckpt::EntryInfo& e : m.entries) {
-      w.BeginObject();
-      w.Key("name");
-      w.String(e.name);
-      w.Key("dtype");
-      w.String(ckpt::DTypeName(e.dtype));
-      w.Key("shape");
-      w.BeginArray();
-      for (int64_t d : e.shape) w.Int(d);
-      w.EndArray();
-      w.Key("bytes");
-      w.Uint(e.bytes);
-      w.EndObject();
-    }
-    w.EndArray();
-  }
   w.EndObject();
 }
 
@@ -133,7 +116,7 @@ int RunCkptList(const CkptOptions& options) {
     const bool is_latest = latest.ok() && latest->has_value() && **latest == step;
     if (options.json) {
       if (m.ok()) {
-        WriteManifestJson(w, *m, false);
+        WriteSummaryJson(w, *m);
       } else {
         w.BeginObject();
         w.Key("step");
@@ -167,9 +150,9 @@ int RunCkptShow(const CkptOptions& options) {
   absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), *dir);
   if (!m.ok()) return Fail("show", m.status());
   if (options.json) {
-    JsonWriter w;
-    WriteManifestJson(w, *m, true);
-    std::printf("%s\n", w.str().c_str());
+    // The manifest's own JSON line: every entry with its dtype, shape, shard, offset, checksum.
+    const std::string text = m->Encode();
+    std::printf("%s\n", text.substr(0, text.find('\n')).c_str());
     return 0;
   }
   std::printf("checkpoint  %s\nstep        %lld\ncreated     %s\nsize        %s in %zu shards\n"

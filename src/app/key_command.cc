@@ -16,14 +16,26 @@
 namespace pillar::app {
 namespace {
 
-absl::StatusOr<std::unique_ptr<state::StateStore>> OpenStore(const KeyOptions& options) {
-  std::string path = options.state_path;
-  if (path.empty()) {
-    absl::StatusOr<Config> config = LoadConfig(options.config_path);
-    if (!config.ok()) return config.status();
-    path = config->state_path;
+// The key store, and (for a change) the audit log opened before the change is made.
+struct KeyStore {
+  std::unique_ptr<state::StateStore> store;
+  std::optional<ChangeAudit> audit;
+};
+
+absl::StatusOr<KeyStore> OpenStore(const KeyOptions& options, bool for_change) {
+  absl::StatusOr<Config> config = LoadConfig(options.config_path);
+  if (!config.ok()) return config.status();
+  KeyStore keys;
+  absl::StatusOr<std::unique_ptr<state::StateStore>> store = state::OpenSqliteStateStore(
+      options.state_path.empty() ? config->state_path : options.state_path);
+  if (!store.ok()) return store.status();
+  keys.store = std::move(*store);
+  if (for_change) {
+    absl::StatusOr<ChangeAudit> audit = ChangeAudit::Open(*config);
+    if (!audit.ok()) return audit.status();
+    keys.audit.emplace(std::move(*audit));
   }
-  return state::OpenSqliteStateStore(path);
+  return keys;
 }
 
 int Fail(const absl::Status& status) {
@@ -31,14 +43,13 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Every key change is audited (kind key) in the configuration's audit log.
-int AuditKeyChange(const KeyOptions& options, std::string_view action, const std::string& id,
+// Every key change is audited (kind key).
+int AuditKeyChange(KeyStore& keys, std::string_view action, const std::string& id,
                    const std::string& reason) {
-  absl::StatusOr<Config> config = LoadConfig(options.config_path);
-  if (!config.ok()) return Fail(config.status());
-  absl::Status s = AuditChange(*config, audit::EventKind::kKey, action, StrCat("key:", id), reason);
+  absl::Status s = keys.audit->Record(audit::EventKind::kKey, action, StrCat("key:", id), reason);
   if (!s.ok()) {
-    return Fail(absl::Status(s.code(), StrCat("the key change is made but could not be audited: ",
+    return Fail(absl::Status(s.code(), StrCat("the key change is made but its audit record was "
+                                              "not confirmed durable: ",
                                               s.message())));
   }
   return 0;
@@ -110,13 +121,14 @@ void PrintNewKey(const KeyOptions& options, const identity::NewApiKey& key,
 }  // namespace
 
 int RunKeyCreate(const KeyOptions& options) {
-  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
-  if (!store.ok()) return Fail(store.status());
+  absl::StatusOr<KeyStore> keys = OpenStore(options, /*for_change=*/true);
+  if (!keys.ok()) return Fail(keys.status());
+  state::StateStore* store = keys->store.get();
   identity::NewApiKey key = identity::GenerateApiKey();
   absl::StatusOr<state::ApiKeyRecord> record =
       NewRecord(options, key, SystemClock().UnixMicros());
   if (!record.ok()) return Fail(record.status());
-  if (absl::Status s = (*store)->PutKey(*record); !s.ok()) return Fail(s);
+  if (absl::Status s = store->PutKey(*record); !s.ok()) return Fail(s);
   PrintNewKey(options, key, *record);
   if (record->roles.empty()) {
     std::fprintf(stderr,
@@ -125,15 +137,16 @@ int RunKeyCreate(const KeyOptions& options) {
   }
   std::string roles;
   for (const std::string& r : record->roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
-  return AuditKeyChange(options, "create", record->id,
+  return AuditKeyChange(*keys, "create", record->id,
                         StrCat("name=", record->name, " tenant=", record->tenant,
                                " roles=", roles));
 }
 
 int RunKeyRotate(const KeyOptions& options) {
-  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
-  if (!store.ok()) return Fail(store.status());
-  absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = (*store)->ListKeys();
+  absl::StatusOr<KeyStore> opened = OpenStore(options, /*for_change=*/true);
+  if (!opened.ok()) return Fail(opened.status());
+  state::StateStore* store = opened->store.get();
+  absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = store->ListKeys();
   if (!keys.ok()) return Fail(keys.status());
   const state::ApiKeyRecord* old = nullptr;
   for (const auto& k : *keys) {
@@ -164,22 +177,22 @@ int RunKeyRotate(const KeyOptions& options) {
     // Keep the old key's lifetime for the new one.
     record->expires_us = now_us + (*old->expires_us - old->created_us);
   }
-  if (absl::Status s = (*store)->RotateKey(old->id, *record, now_us + *overlap * 1'000'000);
+  if (absl::Status s = store->RotateKey(old->id, *record, now_us + *overlap * 1'000'000);
       !s.ok()) {
     return Fail(s);
   }
   PrintNewKey(options, key, *record);
   std::fprintf(stderr, "pillar key: %s now expires at %s\n", old->id.c_str(),
                FormatTime(now_us + *overlap * 1'000'000).c_str());
-  return AuditKeyChange(options, "rotate", old->id,
+  return AuditKeyChange(*opened, "rotate", old->id,
                         StrCat("successor ", record->id, ", old key expires ",
                                FormatTime(now_us + *overlap * 1'000'000)));
 }
 
 int RunKeyList(const KeyOptions& options) {
-  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
-  if (!store.ok()) return Fail(store.status());
-  absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = (*store)->ListKeys();
+  absl::StatusOr<KeyStore> opened = OpenStore(options, /*for_change=*/false);
+  if (!opened.ok()) return Fail(opened.status());
+  absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = opened->store->ListKeys();
   if (!keys.ok()) return Fail(keys.status());
   if (options.json) {
     JsonWriter w;
@@ -249,12 +262,12 @@ int RunKeyList(const KeyOptions& options) {
 }
 
 int RunKeyRevoke(const KeyOptions& options) {
-  absl::StatusOr<std::unique_ptr<state::StateStore>> store = OpenStore(options);
-  if (!store.ok()) return Fail(store.status());
-  if (absl::Status s = (*store)->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok())
+  absl::StatusOr<KeyStore> keys = OpenStore(options, /*for_change=*/true);
+  if (!keys.ok()) return Fail(keys.status());
+  if (absl::Status s = keys->store->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok())
     return Fail(s);
   std::fprintf(stderr, "pillar key: revoked %s\n", options.id.c_str());
-  return AuditKeyChange(options, "revoke", options.id, "");
+  return AuditKeyChange(*keys, "revoke", options.id, "");
 }
 
 }  // namespace pillar::app

@@ -123,12 +123,14 @@ int main(int argc, char** argv) {
   train_cmd->add_option("--run", train.run, "Checkpoint directory (the fast tier)")->required();
   train_cmd->add_option("--durable", train.durable, "A second, durable tier (shared file system)");
   train_cmd->add_option("--data", train.data, "Training rows (label + 64 pixels, CSV)");
-  train_cmd->add_option("--steps", train.steps, "Steps in all");
-  train_cmd->add_option("--every", train.every, "Checkpoint every this many steps");
+  train_cmd->add_option("--steps", train.steps, "Steps in all")->check(CLI::PositiveNumber);
+  train_cmd->add_option("--every", train.every, "Checkpoint every this many steps")
+      ->check(CLI::PositiveNumber);
   train_cmd->add_option("--seed", train.seed, "Seed (weights and batches)");
-  train_cmd->add_option("--batch", train.batch, "Rows per step");
+  train_cmd->add_option("--batch", train.batch, "Rows per step")->check(CLI::Range(1, 65536));
   train_cmd->add_option("--lr", train.lr, "Learning rate");
-  train_cmd->add_option("--keep-last", train.keep_last, "Checkpoints kept per tier");
+  train_cmd->add_option("--keep-last", train.keep_last, "Checkpoints kept per tier")
+      ->check(CLI::Range(1, 1000000));
   train_cmd->add_flag("--sync", train.sync, "Wait for each checkpoint before the next step");
 
   pillar::app::CkptOptions ckpt;
@@ -152,8 +154,10 @@ int main(int argc, char** argv) {
   ckpt_restore->add_option("--to", ckpt.to, "The run directory to restore into")->required();
   CLI::App* ckpt_prune = ckpt_cmd->add_subcommand("prune", "Apply a retention policy");
   ckpt_target(ckpt_prune);
-  ckpt_prune->add_option("--keep-last", ckpt.keep_last, "Keep the newest N");
-  ckpt_prune->add_option("--keep-every", ckpt.keep_every, "Also keep steps that are multiples of K");
+  ckpt_prune->add_option("--keep-last", ckpt.keep_last, "Keep the newest N")
+      ->check(CLI::NonNegativeNumber);
+  ckpt_prune->add_option("--keep-every", ckpt.keep_every, "Also keep steps that are multiples of K")
+      ->check(CLI::NonNegativeNumber);
   CLI::App* ckpt_export = ckpt_cmd->add_subcommand(
       "export", "Write a checkpoint as a PyTorch state_dict file (torch.load reads it)");
   ckpt_target(ckpt_export);

@@ -35,12 +35,18 @@ struct Store {
   Config config;
   fs::path root;
   std::vector<signing::PublicKey> trusted;
+  std::optional<ChangeAudit> audit;  // for a change: opened before it is made
 };
 
-absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options) {
+absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_change) {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
-  Store store{.config = std::move(*config), .root = {}, .trusted = {}};
+  Store store{.config = std::move(*config), .root = {}, .trusted = {}, .audit = {}};
+  if (for_change) {
+    absl::StatusOr<ChangeAudit> audit = ChangeAudit::Open(store.config);
+    if (!audit.ok()) return audit.status();
+    store.audit.emplace(std::move(*audit));
+  }
   store.root = fs::path(options.store.empty() ? store.config.repository_path : options.store);
   absl::StatusOr<std::vector<signing::PublicKey>> trusted =
       signing::ReadPublicKeys(store.config.trusted_keys);
@@ -104,7 +110,7 @@ absl::Status SyncTree(const fs::path& dir) {
 
 // Moves `alias` of `name` to `version` ("promote"), or back to where it was ("rollback").
 int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
-  absl::StatusOr<Store> store = OpenStore(options);
+  absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/true);
   if (!store.ok()) return Fail(action, store.status());
   if (absl::Status s = CheckName(options.name); !s.ok()) return Fail(action, s);
   if (!models::IsValidAliasName(options.alias)) {
@@ -152,10 +158,12 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
                 SystemClock().UnixMicros());
   if (absl::Status s = models::WriteAliases(model_dir, *aliases); !s.ok()) return Fail(action, s);
   const std::string move = StrCat(options.alias, ": ", from, " -> ", target);
-  if (absl::Status s = AuditChange(store->config, audit::EventKind::kModel, action,
-                                   StrCat("model:", options.name, "/", options.alias), move);
+  if (absl::Status s = store->audit->Record(audit::EventKind::kModel, action,
+                                            StrCat("model:", options.name, "/", options.alias),
+                                            move);
       !s.ok()) {
-    return Fail(action, absl::Status(s.code(), StrCat("moved ", move, " but could not audit it: ",
+    return Fail(action, absl::Status(s.code(), StrCat("moved ", move, " but its audit record was "
+                                                      "not confirmed durable: ",
                                                       s.message())));
   }
   std::printf("%s %s\n", options.name.c_str(), move.c_str());
@@ -165,7 +173,7 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
 }  // namespace
 
 int RunModelPush(const ModelStoreOptions& options) {
-  absl::StatusOr<Store> store = OpenStore(options);
+  absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/true);
   if (!store.ok()) return Fail("push", store.status());
   if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("push", s);
   const fs::path source = options.dir;
@@ -194,8 +202,12 @@ int RunModelPush(const ModelStoreOptions& options) {
     }
   }
   const int64_t next = versions.empty() ? 1 : versions.back() + 1;
+  // Pushes hold the model's lock while staging, so any staging directory found now was left by
+  // a push that died: it never became a version, and goes.
+  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+    if (entry.path().filename().string().starts_with(".push-")) fs::remove_all(entry.path(), ec);
+  }
   const fs::path staging = model_dir / StrCat(".push-", next, "-", ::getpid());
-  fs::remove_all(staging, ec);
   fs::copy(source, staging, fs::copy_options::recursive, ec);
   if (ec) {
     fs::remove_all(staging, ec);
@@ -218,11 +230,13 @@ int RunModelPush(const ModelStoreOptions& options) {
     ::close(fd);
   }
   const std::string resource = StrCat("model:", options.name, "/", next);
-  if (absl::Status s = AuditChange(store->config, audit::EventKind::kModel, "push", resource,
-                                   StrCat("sha256 ", root));
+  if (absl::Status s = store->audit->Record(audit::EventKind::kModel, "push", resource,
+                                            StrCat("sha256 ", root));
       !s.ok()) {
     return Fail("push", absl::Status(s.code(), StrCat("pushed version ", next,
-                                                      " but could not audit it: ", s.message())));
+                                                      " but its audit record was not confirmed "
+                                                      "durable: ",
+                                                      s.message())));
   }
   std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
                static_cast<long long>(next), root.c_str());
@@ -231,7 +245,7 @@ int RunModelPush(const ModelStoreOptions& options) {
 }
 
 int RunModelList(const ModelStoreOptions& options) {
-  absl::StatusOr<Store> store = OpenStore(options);
+  absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/false);
   if (!store.ok()) return Fail("list", store.status());
   std::vector<std::string> names;
   std::error_code ec;
@@ -286,7 +300,7 @@ int RunModelPromote(const ModelStoreOptions& options) { return MoveAlias(options
 int RunModelRollback(const ModelStoreOptions& options) { return MoveAlias(options, "rollback"); }
 
 int RunModelHistory(const ModelStoreOptions& options) {
-  absl::StatusOr<Store> store = OpenStore(options);
+  absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/false);
   if (!store.ok()) return Fail("history", store.status());
   if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("history", s);
   absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(store->root / options.name);

@@ -1,9 +1,13 @@
 // `pillar serve`: wires the parts (state, identity, models, runtime, pipeline, listeners) and
 // runs until SIGTERM or SIGINT, then drains: readiness turns false, the listeners close,
 // requests in flight finish, and the process exits 0.
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <chrono>
 #include <cstdio>
@@ -167,14 +171,51 @@ absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t adm
   return absl::OkStatus();
 }
 
+// SIGTERM and SIGINT are delivered to any thread that does not block them, and libraries start
+// threads of their own before main() runs (OpenBLAS's pool, with nothing blocked): there, the
+// default action would kill the process mid-drain. So every thread runs this handler instead,
+// which hands the signal's number to the main thread through a pipe.
+int stop_pipe[2] = {-1, -1};
+
+void OnStopSignal(int number) {
+  const int saved = errno;
+  const unsigned char byte = static_cast<unsigned char>(number);
+  [[maybe_unused]] const ssize_t n = ::write(stop_pipe[1], &byte, 1);
+  errno = saved;
+}
+
+absl::Status InstallStopHandler() {
+  if (::pipe2(stop_pipe, O_CLOEXEC) != 0) {
+    return absl::InternalError(StrCat("cannot create the signal pipe: ", std::strerror(errno)));
+  }
+  struct sigaction action {};
+  action.sa_handler = OnStopSignal;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  if (::sigaction(SIGTERM, &action, nullptr) != 0 || ::sigaction(SIGINT, &action, nullptr) != 0) {
+    return absl::InternalError("cannot install the SIGTERM/SIGINT handler");
+  }
+  return absl::OkStatus();
+}
+
+// Blocks until SIGTERM or SIGINT; returns which.
+int WaitForStopSignal() {
+  unsigned char byte = 0;
+  while (::read(stop_pipe[0], &byte, 1) != 1) {
+    if (errno != EINTR) return SIGTERM;  // the pipe broke: behave as told to stop
+  }
+  return byte;
+}
+
 }  // namespace
 
 int RunServe(const ServeOptions& options) {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return Fail(config.status());
 
-  // Signals are taken synchronously by this thread; every thread started below inherits the
-  // blocked mask, so none of them is interrupted.
+  // The threads started below inherit a mask that blocks the stop signals, so none of them is
+  // interrupted; the main thread unblocks them once it waits for one.
+  if (absl::Status s = InstallStopHandler(); !s.ok()) return Fail(s);
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGTERM);
@@ -272,8 +313,8 @@ int RunServe(const ServeOptions& options) {
       *data_port, config->admin.tls_certificate.empty() ? "http" : "https",
       config->admin.address.c_str(), *admin_port, threads);
 
-  int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  const int signal_number = WaitForStopSignal();
   std::fprintf(stderr, "pillar: %s received; draining\n",
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
   handler.SetDraining();

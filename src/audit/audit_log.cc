@@ -125,8 +125,14 @@ absl::Status AuditLog::Flush(absl::Duration timeout) {
 bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
   auto fail = [this](absl::Status status) {
     if (errors_metric_ != nullptr) errors_metric_->Increment();
-    std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n",
-                 store_->Describe().c_str(), std::string(status.message()).c_str());
+    // The writer retries every 100 ms: one line per episode and then one per kAlertEvery,
+    // not a flood.
+    const absl::Time now = absl::Now();
+    if (now - last_error_alert_ >= kAlertEvery) {
+      last_error_alert_ = now;
+      std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n", store_->Describe().c_str(),
+                   std::string(status.message()).c_str());
+    }
     absl::MutexLock lock(&mu_);
     last_error_ = std::move(status);
     return false;
@@ -181,6 +187,7 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
     return true;
   }
   if (absl::Status s = store_->Commit(records, lines); !s.ok()) return fail(std::move(s));
+  last_error_alert_ = absl::InfinitePast();  // the next failure is a new episode
   if (written_metric_ != nullptr) written_metric_->Increment(double(bodies.size()));
   if (!checkpoint_payload.empty()) {
     // Published only once durable: a checkpoint beside the log must never claim records that a

@@ -103,6 +103,7 @@ class AuditLog final : public AuditSink {
   // Writer-thread state.
   int64_t since_checkpoint_ = 0;  // records appended since the last checkpoint
   absl::Time next_checkpoint_;
+  absl::Time last_error_alert_ = absl::InfinitePast();
 
   monitor::Counter* written_metric_ = nullptr;
   monitor::Counter* dropped_metric_ = nullptr;

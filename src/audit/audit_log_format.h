@@ -35,9 +35,11 @@ inline constexpr std::string_view kTypeCheckpoint = "checkpoint";
 inline constexpr std::string_view kCheckpointTypeMember = ",\"type\":\"checkpoint\"";
 
 // The longest line a writer emits and a reader accepts (payload, space, chain, newline). Event
-// fields are cut to kMaxFieldBytes first, so an event never comes near it.
-inline constexpr size_t kMaxLineBytes = 16 * 1024;
+// text fields are cut to kMaxFieldBytes before JSON escaping, which at worst multiplies a byte
+// by six (\u0001): seven such fields stay well inside it (audit_record.cc asserts the bound).
+inline constexpr size_t kMaxLineBytes = 64 * 1024;
 inline constexpr size_t kMaxFieldBytes = 1024;
+inline constexpr size_t kMaxEscapedBytesPerByte = 6;
 
 // A checkpoint's signature is over this text, one field per line:
 //   "pillar-audit-checkpoint-v1\n" count "\n" head-chain-hex

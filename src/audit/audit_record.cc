@@ -11,6 +11,13 @@
 namespace pillar::audit {
 namespace {
 
+// An event has this many free-text members (principal ... remote), each cut to kMaxFieldBytes.
+constexpr size_t kEventTextMembers = 7;
+static_assert(kEventTextMembers * (format::kMaxEscapedBytesPerByte * format::kMaxFieldBytes + 32) +
+                      512 <=
+                  format::kMaxLineBytes,
+              "an event of maximal, fully escaped fields must fit in one line");
+
 void Member(std::string& out, std::string_view key, std::string_view value) {
   out += ",\"";
   out += key;

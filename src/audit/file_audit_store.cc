@@ -186,7 +186,8 @@ absl::Status FileAuditStore::PublishCheckpoint(std::string_view payload) {
 }
 
 absl::StatusOr<uint64_t> ReadAuditFile(
-    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line) {
+    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
+    uint64_t from) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
     return absl::NotFoundError(StrCat("cannot open audit log ", path, ": ", std::strerror(errno)));
@@ -197,7 +198,7 @@ absl::StatusOr<uint64_t> ReadAuditFile(
     return absl::InvalidArgumentError(StrCat("audit log ", path, " is not a regular file"));
   }
   const size_t size = size_t(st.st_size);
-  if (size == 0) {
+  if (size <= from) {
     ::close(fd);
     return 0;
   }
@@ -206,7 +207,7 @@ absl::StatusOr<uint64_t> ReadAuditFile(
   if (map == MAP_FAILED) return Errno("cannot map audit log", path);
   ::madvise(map, size, MADV_SEQUENTIAL);
   const std::string_view all(static_cast<const char*>(map), size);
-  size_t offset = 0;
+  size_t offset = size_t(from);
   while (offset < size) {
     const void* lf = std::memchr(all.data() + offset, '\n', size - offset);
     if (lf == nullptr) break;

@@ -46,11 +46,13 @@ class FileAuditStore final : public AuditStore {
   ChainHasher hasher_;
 };
 
-// Calls `line` for each complete line (without its LF) of the log at `path`, with its byte
-// offset, until it returns false. Returns the number of bytes after the last LF: a torn last
-// record, or 0. Reads the file through mmap; the caller does its own checking of each line.
+// Calls `line` for each complete line (without its LF) of the log at `path` that starts at or
+// after byte `from` (a line boundary: 0, or just past a line's LF), with its byte offset, until
+// it returns false. Returns the number of bytes after the last LF: a torn last record, or 0.
+// Reads the file through mmap; the caller does its own checking of each line.
 absl::StatusOr<uint64_t> ReadAuditFile(
-    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line);
+    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
+    uint64_t from = 0);
 
 // The newest published checkpoint's payload beside the log; NotFound when there is none.
 absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path);

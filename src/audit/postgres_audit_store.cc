@@ -207,7 +207,8 @@ absl::Status PostgresAuditStore::PublishCheckpoint(std::string_view payload) {
 
 absl::Status ReadPostgresChain(
     const std::string& conninfo, const std::string& instance,
-    const std::function<bool(std::string_view, std::string_view, uint64_t)>& record) {
+    const std::function<bool(std::string_view, std::string_view, uint64_t)>& record,
+    uint64_t from) {
   absl::StatusOr<PGconn*> conn = ConnectTo(conninfo);
   if (!conn.ok()) return conn.status();
   std::unique_ptr<PGconn, void (*)(PGconn*)> owner(*conn, PQfinish);
@@ -215,13 +216,14 @@ absl::Status ReadPostgresChain(
       !s.ok()) {
     return s;
   }
-  const char* params[] = {instance.c_str()};
+  const std::string from_text = std::to_string(from);
+  const char* params[] = {instance.c_str(), from_text.c_str()};
   Result declare(PQexecParams(*conn,
                               "DECLARE chain NO SCROLL CURSOR FOR SELECT payload, chain FROM "
-                              "pillar_audit WHERE instance = $1 ORDER BY seq",
-                              1, nullptr, params, nullptr, nullptr, 0));
+                              "pillar_audit WHERE instance = $1 AND seq >= $2 ORDER BY seq",
+                              2, nullptr, params, nullptr, nullptr, 0));
   if (!declare.Ok()) return PgError(*conn, "cannot read the chain");
-  uint64_t row = 0;
+  uint64_t row = from;
   for (;;) {
     Result batch(PQexec(*conn, "FETCH 10000 FROM chain"));
     if (!batch.Ok()) return PgError(*conn, "cannot read the chain");

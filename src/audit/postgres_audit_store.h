@@ -47,11 +47,12 @@ class PostgresAuditStore final : public AuditStore {
   ChainHasher hasher_;
 };
 
-// Calls `record` with each record of `instance`'s chain in order (payload, chain hex, row
-// number) until it returns false.
+// Calls `record` with each record of `instance`'s chain from sequence number `from` on, in order
+// (payload, chain hex, row number counted from `from`) until it returns false.
 absl::Status ReadPostgresChain(
     const std::string& conninfo, const std::string& instance,
-    const std::function<bool(std::string_view, std::string_view, uint64_t)>& record);
+    const std::function<bool(std::string_view, std::string_view, uint64_t)>& record,
+    uint64_t from = 0);
 // The instances that have a chain in the database.
 absl::StatusOr<std::vector<std::string>> ListPostgresChains(const std::string& conninfo);
 // Verifies `instance`'s chain and the checkpoint kept for it.

@@ -492,18 +492,26 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
     }
     const uint64_t element = DTypeSize(t.storage->dtype);
     const uint64_t storage_elements = storage->second.size / element;
+    // Every product and sum checked: sizes, strides and the offset come from the file.
     uint64_t numel = 1;
     uint64_t last = uint64_t(t.i);  // the highest element index the view touches
+    bool overflow = false;
     for (size_t d = 0; d < t.size.size(); ++d) {
-      if (t.size[d] == 0) numel = 0;
-      if (numel != 0 && uint64_t(t.size[d]) > (uint64_t(1) << 40)) {
-        return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "': size too large"));
-      }
-      numel *= uint64_t(t.size[d]);
-      if (t.size[d] > 0) last += uint64_t(t.size[d] - 1) * uint64_t(t.stride[d]);
+      const uint64_t n = uint64_t(t.size[d]);
+      overflow |= __builtin_mul_overflow(numel, n, &numel);
+      uint64_t reach = 0;
+      if (n > 0) overflow |= __builtin_mul_overflow(n - 1, uint64_t(t.stride[d]), &reach);
+      overflow |= __builtin_add_overflow(last, reach, &last);
     }
-    if (numel > 0 && last >= storage_elements) {
-      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "' reaches past its storage"));
+    if (overflow) {
+      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "': size too large"));
+    }
+    // More elements than the storage holds would be an expanded (stride 0) view: its copy could
+    // be any size, so it is refused rather than materialised.
+    if (numel > 0 && (last >= storage_elements || numel > storage_elements)) {
+      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s,
+                                               "' reaches past its storage, or is an expanded "
+                                               "view (not supported)"));
     }
     const std::byte* base = bytes.data() + storage->second.offset;
     TorchSaveTensor out{items[i]->s, t.storage->dtype, t.size, {}};

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -30,12 +31,17 @@ struct VersionEntry {
   int64_t stamp = 0;
 };
 
+// Each model's aliases and the versions they name. Transparent comparators: the route stage
+// looks aliases up by string_view on every request without building a string.
+using AliasTargets = std::map<std::string, int64_t, std::less<>>;
+using ModelAliasTargets = std::map<std::string, AliasTargets, std::less<>>;
+
 struct ScanResult {
   std::vector<VersionEntry> versions;
   // Problems that are not a version's own: unreadable store, a model with no versions.
   std::vector<std::pair<std::string, absl::Status>> model_errors;
   // Each model's aliases (aliases.json); their targets are scanned whatever the version policy.
-  std::map<std::string, std::map<std::string, int64_t>> aliases;
+  ModelAliasTargets aliases;
 };
 
 class ModelRepository {

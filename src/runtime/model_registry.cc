@@ -62,29 +62,14 @@ std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult sca
 
 const ModelVersion* ModelRegistry::AliasTarget(std::string_view model,
                                                std::string_view alias) const {
-  auto m = aliases_.find(std::string(model));
+  auto m = aliases_.find(model);
   if (m == aliases_.end()) return nullptr;
-  auto a = m->second.find(std::string(alias));
+  auto a = m->second.find(alias);
   if (a == m->second.end()) return nullptr;
   for (const auto& v : VersionsOf(model)) {
     if (v->version == a->second) return v.get();
   }
   return nullptr;
-}
-
-const ModelVersion* ModelRegistry::Find(std::string_view model, std::string_view version) const {
-  const ModelVersion* latest = nullptr;
-  const ModelVersion* latest_ready = nullptr;
-  for (const auto& v : versions_) {
-    if (v->name != model) continue;
-    if (!version.empty()) {
-      if (v->version_text == version) return v.get();
-      continue;
-    }
-    latest = v.get();
-    if (v->ready()) latest_ready = v.get();
-  }
-  return latest_ready != nullptr ? latest_ready : latest;
 }
 
 std::span<const std::shared_ptr<ModelVersion>> ModelRegistry::VersionsOf(
@@ -94,11 +79,6 @@ std::span<const std::shared_ptr<ModelVersion>> ModelRegistry::VersionsOf(
   auto last = first;
   while (last != versions_.end() && (*last)->name == model) ++last;
   return {first, last};
-}
-
-bool ModelRegistry::HasModel(std::string_view model) const {
-  return std::any_of(versions_.begin(), versions_.end(),
-                     [&](const auto& v) { return v->name == model; });
 }
 
 bool ModelRegistry::AllReady() const {

@@ -5,7 +5,7 @@
 // started with, so a version leaves only when its last request is done.
 //
 //   auto registry = ModelRegistry::Build(repo.Scan(), loader, nullptr);
-//   const ModelVersion* v = registry->Find("digits", "");  // latest ready version
+//   for (const auto& v : registry->VersionsOf("digits")) { ... v->ready() ... }
 #pragma once
 
 #include <atomic>
@@ -81,15 +81,12 @@ class ModelRegistry {
                                                     const ModelRegistry* previous,
                                                     Versions* retired = nullptr);
 
-  // `version` empty: the highest ready version, else the highest version. Null when unknown.
-  const ModelVersion* Find(std::string_view model, std::string_view version) const;
   // The version `alias` of `model` names; null when there is no such alias.
   const ModelVersion* AliasTarget(std::string_view model, std::string_view alias) const;
-  bool HasModel(std::string_view model) const;
   // The versions of one model, ascending; empty when unknown.
   std::span<const std::shared_ptr<ModelVersion>> VersionsOf(std::string_view model) const;
   const Versions& versions() const { return versions_; }
-  const std::map<std::string, std::map<std::string, int64_t>>& aliases() const {
+  const models::ModelAliasTargets& aliases() const {
     return aliases_;
   }
   const std::vector<std::pair<std::string, absl::Status>>& model_errors() const {
@@ -100,7 +97,7 @@ class ModelRegistry {
 
  private:
   Versions versions_;  // sorted by name, then version
-  std::map<std::string, std::map<std::string, int64_t>> aliases_;
+  models::ModelAliasTargets aliases_;
   std::vector<std::pair<std::string, absl::Status>> model_errors_;
 };
 

@@ -131,6 +131,54 @@ TEST_F(AuditLogTest, ACheckpointNeedsATrustedKey) {
   EXPECT_NE(other.status.message().find("not trusted"), std::string::npos) << other.Summary();
 }
 
+// An event whose every text field is 1 KiB of control characters (each escaped to six bytes)
+// is still one record a reader accepts, and a writer can continue after it.
+TEST_F(AuditLogTest, AnEventOfMaximalEscapedFieldsStaysOneValidRecord) {
+  const std::string nasty(2000, '\x01');
+  {
+    auto log = Open(Options());
+    auto explain = [&] { return nasty; };
+    ASSERT_TRUE(log->Record({.kind = EventKind::kAuthentication,
+                             .allowed = false,
+                             .time_us = 1,
+                             .principal = nasty,
+                             .tenant = nasty,
+                             .action = nasty,
+                             .resource = nasty,
+                             .request_id = nasty,
+                             .remote = nasty,
+                             .explain = explain}));
+  }
+  { auto log = Open(Options()); }  // reopening reads the long record back as the head
+  const VerifyReport report = Verify();
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(report.records, 3);  // header, the event, the checkpoint of the first close
+  const std::vector<std::string> lines = Lines();
+  EXPECT_GT(lines[1].size(), 7u * 6 * 1024);  // every field escaped in full, none cut short
+}
+
+TEST_F(AuditLogTest, ReadingFromAPositionReadsOnlyWhatFollows) {
+  WriteLog(5);
+  std::vector<uint64_t> offsets;
+  ASSERT_TRUE(ReadAuditFile(path_, [&](std::string_view, uint64_t at) {
+                offsets.push_back(at);
+                return true;
+              }).ok());
+  ASSERT_EQ(offsets.size(), 7u);
+  std::vector<uint64_t> rest;
+  ASSERT_TRUE(ReadAuditFile(path_, [&](std::string_view, uint64_t at) {
+                rest.push_back(at);
+                return true;
+              }, offsets[4]).ok());
+  EXPECT_EQ(rest, std::vector<uint64_t>(offsets.begin() + 4, offsets.end()));
+  rest.clear();
+  ASSERT_TRUE(ReadAuditFile(path_, [&](std::string_view, uint64_t at) {
+                rest.push_back(at);
+                return true;
+              }, fs::file_size(path_)).ok());
+  EXPECT_TRUE(rest.empty());
+}
+
 TEST_F(AuditLogTest, ReopeningContinuesTheChain) {
   WriteLog(10);
   {

@@ -3,10 +3,13 @@
 // plaintext is refused off loopback, TLS works when configured.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <thread>
@@ -81,6 +84,31 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   EXPECT_NE(server.Log().find("drained; exiting"), std::string::npos);
   // The listener is closed: no new connection is accepted.
   EXPECT_FALSE(HttpConnection(server.data_port()).connected());
+}
+
+// A stop signal that lands on a thread the server did not start (OpenBLAS starts its pool before
+// main(), with no signal blocked) must drain like any other, not kill the process.
+TEST(LifecycleTest, SigtermDeliveredToALibrarysThreadStillDrains) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start()) << server.Log();
+  // Every thread but the main one; prefer one that does not block SIGTERM.
+  pid_t target = 0;
+  for (const auto& task : std::filesystem::directory_iterator(
+           "/proc/" + std::to_string(server.pid()) + "/task")) {
+    const pid_t tid = pid_t(std::stol(task.path().filename().string()));
+    if (tid == server.pid()) continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("SigBlk:", 0) == 0) {
+        const unsigned long long blocked = std::stoull(line.substr(7), nullptr, 16);
+        if ((blocked & (1ull << (SIGTERM - 1))) == 0) target = tid;
+      }
+    }
+  }
+  ASSERT_NE(target, 0) << "no thread without SIGTERM blocked (the case this test is about)";
+  ASSERT_EQ(::syscall(SYS_tgkill, server.pid(), target, SIGTERM), 0);
+  EXPECT_EQ(server.WaitForExit(), 0) << server.Log();
+  EXPECT_NE(server.Log().find("SIGTERM received; draining"), std::string::npos) << server.Log();
 }
 
 TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {

@@ -224,23 +224,54 @@ TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) 
   EXPECT_NE(out.find("FAILED: record 3 "), std::string::npos) << out;
 }
 
+// A change that cannot be audited is not made: the log is opened (and its end checked) first.
+TEST(AuditTrailTest, AKeyChangeIsRefusedWhenItsAuditRecordCannotBeWritten) {
+  testing::ServerProcess server;
+  ASSERT_FALSE(server.CreateKey("first").empty());
+  std::string bytes;
+  {
+    std::ifstream in(server.audit_log(), std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  bytes[bytes.size() - 10] = bytes[bytes.size() - 10] == 'a' ? 'b' : 'a';  // the last chain
+  std::ofstream(server.audit_log(), std::ios::binary | std::ios::trunc) << bytes;
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"key", "create", "-c", server.config_path().string(), "--name",
+                                "second", "--role", "user"},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("the change is not made"), std::string::npos) << err;
+  EXPECT_EQ(out, "");  // no key was printed
+  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()},
+                               &out, &err),
+            0);
+  EXPECT_NE(out.find("\"first\""), std::string::npos);
+  EXPECT_EQ(out.find("\"second\""), std::string::npos) << out;
+}
+
 TEST(AuditTrailTest, AServerAndTheCliWriteOneChainPerInstanceToPostgres) {
   testing::PostgresServer pg;
   ASSERT_TRUE(pg.Start()) << pg.error();
   testing::ServerProcess server;
   server.AddAuditConfig("backend = \"postgres\"\npostgres = \"" + pg.conninfo() +
                         "\"\ninstance = \"node-a\"\n");
-  const std::string key = server.CreateKey("k");  // a CLI change, into node-a's chain
-  ASSERT_FALSE(key.empty());
+  server.WriteConfig();
+  std::string key, err;
+  ASSERT_EQ(testing::RunPillar({"key", "create", "-c", server.config_path().string(), "--name",
+                                "k", "--role", "admin"},
+                               &key, &err),
+            0)
+      << err;  // a CLI change, into node-a's chain
+  while (!key.empty() && key.back() == '\n') key.pop_back();
   ASSERT_TRUE(server.Start()) << server.Log();
   EXPECT_EQ(testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "",
                            {testing::Bearer(key)})
                 .status,
             200);
-  EXPECT_EQ(server.Stop(), 0);
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
   EXPECT_FALSE(std::filesystem::exists(server.audit_log()));  // nothing went to a file
   const std::string config = server.config_path().string();
-  std::string out, err;
+  std::string out;
   ASSERT_EQ(testing::RunPillar({"audit", "verify", "-c", config}, &out, &err), 0) << out << err;
   EXPECT_NE(out.find("postgres chain node-a: instance node-a"), std::string::npos) << out;
   ASSERT_EQ(testing::RunPillar({"audit", "export", "-c", config}, &out, &err), 0) << err;

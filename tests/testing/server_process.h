@@ -64,6 +64,9 @@ class ServerProcess {
   std::string CreateKey(const std::string& name);
   std::string CreateKey(const std::string& name, const std::vector<std::string>& options);
   bool RevokeKey(const std::string& key);
+  // Writes config_path() as the server will read it (Start() and CreateKey() do this too), for
+  // tests that run `pillar` commands against it themselves.
+  void WriteConfig();
 
   // Starts the server and waits until it listens and /v2/health/live answers.
   bool Start();
@@ -79,7 +82,6 @@ class ServerProcess {
   uint16_t admin_port() const { return admin_port_; }
 
  private:
-  void WriteConfig();
 
   TempDir temp_;
   std::filesystem::path dir_ = temp_.path();
