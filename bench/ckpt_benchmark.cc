@@ -4,15 +4,21 @@
 //                                    checkpoint in DIR/step-00000001 (fsynced, renamed); prints
 //                                    seconds
 //   ckpt_benchmark load DIR          loads and verifies it; prints seconds
-//   ckpt_benchmark stall DIR GIB     a memory-bound "training loop" of fixed work, run three
-//                                    ways: without a checkpoint, with an asynchronous one
-//                                    (CheckpointManager, a later save: its staging buffer is
-//                                    warm) and with a synchronous one taken at its start; prints
-//                                    the three wall times, the async Save()'s blocking time and
-//                                    the synchronous save's
+//   ckpt_benchmark stall DIR GIB [R] a memory-bound "training loop" of 4 steps (read phase,
+//                                    then an update of the whole state), checkpointed after the
+//                                    first step four ways: not at all, asynchronously
+//                                    (CheckpointManager; a later save, its staging buffer warm),
+//                                    pipelined (the copy overlaps the next read phase) and
+//                                    synchronously; R rounds (default 3); prints the medians of
+//                                    the four loop times and of the time the loop was blocked by
+//                                    the async, pipelined and sync checkpoints (STALL_DEBUG=1:
+//                                    each manager's costs on stderr)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -58,16 +64,33 @@ double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-// A memory-bound stand-in for training steps: passes over a 256 MiB buffer.
-double Work(std::vector<float>& buffer, int passes) {
-  double sum = 0;
-  for (int p = 0; p < passes; ++p) {
-    for (float& x : buffer) {
-      x = x * 0.999f + 0.001f;
-      sum += x;
-    }
+constexpr int kSteps = 4;
+
+// A training step's forward and backward passes, memory-bound: they read the state (the
+// parameters) once and pass over activations (256 MiB), 6 passes per GiB of state -- a short
+// step for a model of that size, so the copy has little to hide behind.
+void ReadPhase(const std::vector<std::vector<float>>& state, std::vector<float>& activations,
+               double gib) {
+  float sum = 0;
+  for (const auto& tensor : state) {
+    for (float x : tensor) sum += x;
   }
-  return sum;
+  const int passes = std::max(2, int(gib * 6));
+  for (int p = 0; p < passes; ++p) {
+    for (float& x : activations) x = x * 0.999f + sum * 1e-12f;
+  }
+}
+
+// The optimizer's update: changes every byte of the state.
+void Update(std::vector<std::vector<float>>& state) {
+  for (auto& tensor : state) {
+    for (float& x : tensor) x = x * 0.999f + 0.001f;
+  }
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 }  // namespace
@@ -103,44 +126,70 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "stall") {
-    const auto state = MakeState(gib);
-    std::vector<float> buffer(64ull << 20, 1.0f);
-    // Enough work to outlast a synchronous write of the state at this disk's speed.
-    const int passes = std::max(40, int(gib * 60));
-    volatile double sink = 0;
-    auto start = Clock::now();
-    sink = sink + Work(buffer, passes);
-    const double base = Seconds(start);
-
+    auto state = MakeState(gib);
+    std::vector<float> activations(64ull << 20, 1.0f);
+    const int rounds = argc > 4 ? std::max(1, std::atoi(argv[4])) : 3;
     std::vector<pillar::ckpt::Source> sources;
     for (const auto& v : Views(state)) {
       sources.push_back(pillar::ckpt::HostSource(v.name, v.dtype, v.shape, v.data));
     }
-    pillar::ckpt::CheckpointManager::Options options;
-    options.fast_dir = dir + "/async";
-    options.write = Options();
-    options.write.threads = 1;  // in the background, leave the cores to training
-    options.retention.keep_last = 1;
-    auto manager = pillar::ckpt::CheckpointManager::Open(options);
-    if (!manager.ok()) return 1;
-    // A training run saves many times: the first save sizes (and faults in) the staging
-    // buffer once; what is measured is a later one.
-    if (!(*manager)->Save(1, sources).ok() || !(*manager)->Wait().ok()) return 1;
-    start = Clock::now();
-    if (!(*manager)->Save(2, sources).ok()) return 1;
-    const double snapshot = Seconds(start);
-    sink = sink + Work(buffer, passes);
-    const double async_loop = Seconds(start);
-    if (!(*manager)->Wait().ok()) return 1;
-
-    start = Clock::now();
-    if (!pillar::ckpt::WriteCheckpoint(env, dir + "/sync-step", 1, Views(state), {}, Options()).ok()) {
-      return 1;
+    // Each variant runs kSteps steps and checkpoints after the first; the sync variant's
+    // blocked time is its save, the others' what Save() and AwaitSnapshot() took.
+    enum Variant { kNone, kAsync, kPipelined, kSync, kVariants };
+    std::vector<double> loop[kVariants], blocked[kVariants];
+    for (int round = 0; round < rounds; ++round) {
+      for (int v = 0; v < kVariants; ++v) {
+        std::unique_ptr<pillar::ckpt::CheckpointManager> manager;
+        if (v == kAsync || v == kPipelined) {
+          pillar::ckpt::CheckpointManager::Options options;
+          options.fast_dir = dir + (v == kAsync ? "/async" : "/pipelined");
+          std::filesystem::remove_all(options.fast_dir);
+          options.write = Options();
+          options.write.threads = 1;  // in the background, leave the cores to training
+          options.retention.keep_last = 1;
+          options.pipelined_snapshot = v == kPipelined;
+          auto opened = pillar::ckpt::CheckpointManager::Open(options);
+          if (!opened.ok()) return 1;
+          manager = std::move(*opened);
+          // A training run saves many times: the first save sizes (and faults in) the
+          // staging buffer once; what is measured is a later one.
+          if (!manager->Save(1, sources).ok() || !manager->Wait().ok()) return 1;
+        }
+        double stalled = 0;
+        const auto start = Clock::now();
+        for (int step = 0; step < kSteps; ++step) {
+          ReadPhase(state, activations, gib);
+          if (manager != nullptr) {
+            const auto t = Clock::now();
+            manager->AwaitSnapshot();
+            stalled += Seconds(t);
+          }
+          Update(state);
+          if (step != 0) continue;
+          const auto t = Clock::now();
+          if (manager != nullptr) {
+            if (!manager->Save(2, sources).ok()) return 1;
+          } else if (v == kSync) {
+            auto m = pillar::ckpt::WriteCheckpoint(env, run.StepPath(10 + round), 2, Views(state),
+                                                   {}, Options());
+            if (!m.ok()) return 1;
+          }
+          stalled += Seconds(t);
+        }
+        loop[v].push_back(Seconds(start));
+        blocked[v].push_back(stalled);
+        if (manager != nullptr && !manager->Wait().ok()) return 1;
+        if (manager != nullptr && std::getenv("STALL_DEBUG") != nullptr) {
+          const auto c = manager->last_costs();
+          std::fprintf(stderr, "variant %d copy %.4f stall %.4f write %.4f\n", v,
+                       c.snapshot_seconds, c.stall_seconds, c.write_seconds);
+        }
+        std::filesystem::remove_all(run.StepPath(10 + round));
+      }
     }
-    const double sync_save = Seconds(start);
-    sink = sink + Work(buffer, passes);
-    const double sync_loop = Seconds(start);
-    std::printf("%.4f %.4f %.4f %.4f %.4f\n", base, async_loop, sync_loop, snapshot, sync_save);
+    std::printf("%.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", Median(loop[kNone]),
+                Median(loop[kAsync]), Median(loop[kPipelined]), Median(loop[kSync]),
+                Median(blocked[kAsync]), Median(blocked[kPipelined]), Median(blocked[kSync]));
     return 0;
   }
   return 2;

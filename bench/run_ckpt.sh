@@ -4,7 +4,8 @@
 #  - save vs `dd if=/dev/zero bs=64M conv=fsync` of the same bytes to the same directory;
 #  - load (every checksum verified) vs `dd of=/dev/null` reading them back, page cache dropped;
 #  - vs torch.save (plus fsync) and torch.load in Debian's python3-torch;
-#  - the training-loop stall of an asynchronous checkpoint vs a synchronous one.
+#  - the training-loop stall of an asynchronous checkpoint (blocking copy, and pipelined with the
+#    next step's read phase) vs a synchronous one, medians of STALL_ROUNDS (default 5).
 # Dropping the page cache needs root; without it reads come from memory for every contender.
 # Usage: bench/run_ckpt.sh [BUILD_DIR] [WORK_DIR]
 set -euo pipefail
@@ -45,7 +46,7 @@ for size in $sizes; do
       0) run_torch "$size"; run_dd "$size"; run_pillar "$size" ;;
     esac
   done
-  echo "$size stall $("$bench" stall "$work/stall" "$size")" >> "$results"
+  echo "$size stall $("$bench" stall "$work/stall" "$size" "${STALL_ROUNDS:-5}")" >> "$results"
   rm -rf "$work/stall"
 done
 /usr/bin/python3 - "$results" "$rounds" <<'PY' | tee "$root/bench/results/ckpt-latest.md"
@@ -71,9 +72,13 @@ for size in sorted({s for s, _ in rows}):
         print(f"| {size} GiB | {op} | {p:.2f} s ({size / p:.2f} GiB/s) | {d:.2f} s ({size / d:.2f} GiB/s) "
               f"| {d / p:.2f}x | {t:.2f} s | {t / p:.2f}x |")
 print()
-print("| size | blocked: async Save() | blocked: sync save | async / sync | loop alone | loop + async | loop + sync | slowdown async / sync |")
-print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
-for size, (base, a, s, snap, sync_save) in sorted(stall.items()):
-    print(f"| {size} GiB | {snap:.3f} s | {sync_save:.2f} s | {100 * snap / sync_save:.1f} % "
-          f"| {base:.2f} s | {a:.2f} s | {s:.2f} s | {100 * (a - base) / (s - base):.1f} % |")
+print("stall: the time the loop was blocked by the checkpoint, as a share of the synchronous save;")
+print("slowdown: the loop's wall time over the loop without a checkpoint, as a share of the sync one's")
+print()
+print("| size | sync save | async: stall | share | pipelined: stall | share | loop alone | slowdown async | pipelined | sync |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for size, (base, a, p, s, ba, bp, bs) in sorted(stall.items()):
+    print(f"| {size} GiB | {bs:.3f} s | {ba:.3f} s | {100 * ba / bs:.1f} % | {bp * 1000:.2f} ms "
+          f"| {100 * bp / bs:.2f} % | {base:.2f} s | {a - base:+.2f} s ({100 * (a - base) / (s - base):.0f} %) "
+          f"| {p - base:+.2f} s ({100 * (p - base) / (s - base):.0f} %) | {s - base:+.2f} s |")
 PY

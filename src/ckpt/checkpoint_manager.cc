@@ -78,12 +78,29 @@ absl::StatusOr<bool> CheckpointManager::Save(int64_t step, std::span<const Sourc
     pending.entries.push_back({s.name, s.dtype, s.shape, std::span(staging_.get() + at, s.bytes)});
     at += s.bytes;
   }
-  // The copies are the training loop's whole stall: spread them over the cores.
+  if (options_.pipelined_snapshot && !sources.empty()) {
+    pending.sources.assign(sources.begin(), sources.end());
+    copying_ = true;
+  } else {
+    CopyIntoStaging(sources, pending.entries);
+    pending.snapshot_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  }
+  pending_ = std::move(pending);
+  stall_seconds_ = absl::ToDoubleSeconds(absl::Now() - start);
+  return true;
+}
+
+void CheckpointManager::CopyIntoStaging(std::span<const Source> sources,
+                                        std::span<const EntryView> entries) const {
+  // Unpipelined, the copies are the training loop's whole stall: spread them over the cores.
   std::atomic<size_t> next{0};
+  uint64_t total = 0;
+  for (const EntryView& e : entries) total += e.data.size();
   auto copy = [&] {
     for (size_t i; (i = next.fetch_add(1)) < sources.size();) {
-      const EntryView& e = pending.entries[i];
+      const EntryView& e = entries[i];
       if (!e.data.empty()) {
+        // The staging buffer is ours; EntryView holds it as const for the writer's sake.
         sources[i].copy(std::span(const_cast<std::byte*>(e.data.data()), e.data.size()));
       }
     }
@@ -94,9 +111,15 @@ absl::StatusOr<bool> CheckpointManager::Save(int64_t step, std::span<const Sourc
   for (size_t t = 0; t < helpers && total >= (64u << 20); ++t) pool.emplace_back(copy);
   copy();
   for (std::thread& t : pool) t.join();
-  pending.snapshot_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  pending_ = std::move(pending);
-  return true;
+}
+
+void CheckpointManager::AwaitSnapshot() {
+  const absl::Time start = absl::Now();
+  absl::MutexLock lock(&mu_);
+  if (!copying_) return;
+  auto copied = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !copying_; };
+  mu_.Await(absl::Condition(&copied));
+  stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
 }
 
 void CheckpointManager::WriteLoop() {
@@ -111,6 +134,16 @@ void CheckpointManager::WriteLoop() {
       if (!pending_.has_value()) return;
       job = *pending_;  // the views still point into staging_, which is not touched meanwhile
     }
+    if (!job.sources.empty()) {
+      const absl::Time start = absl::Now();
+      CopyIntoStaging(job.sources, job.entries);
+      // The manifest records the copy's duration: an upper bound of the loop's stall.
+      job.snapshot_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+      job.sources.clear();  // the caller may release them now
+      absl::MutexLock lock(&mu_);
+      pending_->sources.clear();
+      copying_ = false;
+    }
     WriteOptions write = options_.write;
     write.snapshot_seconds = job.snapshot_seconds;
     absl::StatusOr<Manifest> manifest = WriteCheckpoint(*options_.env, fast_.StepPath(job.step),
@@ -121,6 +154,7 @@ void CheckpointManager::WriteLoop() {
     absl::MutexLock lock(&mu_);
     if (status.ok()) {
       costs_ = {.snapshot_seconds = job.snapshot_seconds,
+                .stall_seconds = stall_seconds_,
                 .write_seconds = manifest->save_seconds,
                 .bytes = manifest->TotalBytes()};
       if (durable_) to_drain_ = job.step;  // newer replaces older: the drain keeps up or skips

@@ -1,6 +1,8 @@
 // Checkpoints for a training loop, asynchronous and in two tiers (R-OPS-1, R-PERF-6, R-COST-5).
 // Save() copies the state into a host staging buffer (reused from save to save) and returns:
-// the training loop stalls only for that copy. A background thread writes the checkpoint to the
+// the training loop stalls only for that copy. With `pipelined_snapshot` even the copy leaves the
+// loop's path (CheckFreq's design): it runs while the next step's forward and backward passes
+// read the state, and the loop calls AwaitSnapshot() before its update changes it. A background thread writes the checkpoint to the
 // fast tier (local NVMe) with the commit protocol, moves `latest`, applies retention; a second
 // thread then drains it to the durable tier (a shared file system) the same way. LoadLatest()
 // prefers the fast tier and falls back to the durable one.
@@ -13,6 +15,13 @@
 //     Train(step);
 //     if (step % every == 0) PILLAR_RETURN_IF_ERROR(manager->Save(step, sources).status());
 //   }
+//
+// Pipelined, the step splits at the update:
+//
+//   Forward(); Backward();        // reads the parameters: overlaps the snapshot's copy
+//   manager->AwaitSnapshot();     // the stall: what is left of the copy, usually nothing
+//   optimizer.Step();             // changes them
+//   if (step % every == 0) PILLAR_RETURN_IF_ERROR(manager->Save(step, sources).status());
 //   PILLAR_RETURN_IF_ERROR(manager->Wait());
 #pragma once
 
@@ -59,6 +68,10 @@ class CheckpointManager {
     // Threads that copy the sources into the staging buffer (for checkpoints of 64 MiB or
     // more): the training loop's stall is this copy.
     int snapshot_threads = int(std::thread::hardware_concurrency());
+    // Save() hands the sources over and returns at once; the copy runs in the background. The
+    // caller keeps the sources alive and unchanged until AwaitSnapshot() returns: a change
+    // before that lands in the checkpoint (which still verifies, so nothing would tell).
+    bool pipelined_snapshot = false;
     WriteOptions write;
     Env* env = Env::Default();
   };
@@ -75,6 +88,9 @@ class CheckpointManager {
   // any, is returned here (once).
   absl::StatusOr<bool> Save(int64_t step, std::span<const Source> sources,
                             std::map<std::string, std::string> metadata = {});
+  // Returns once the last Save()'s sources are copied and may change: at once unless a
+  // pipelined snapshot is still copying.
+  void AwaitSnapshot();
   // Waits until every checkpoint started is written to the fast tier and drained; the first
   // error since the last Wait().
   absl::Status Wait();
@@ -84,7 +100,10 @@ class CheckpointManager {
 
   // Measurements of the last completed checkpoint, for the interval recommendation.
   struct Costs {
-    double snapshot_seconds = 0;  // the training loop's stall
+    double snapshot_seconds = 0;  // the copy into the staging buffer
+    // What the training loop waited for in Save() and AwaitSnapshot(): the copy itself, or
+    // only the part of a pipelined copy that its forward and backward passes did not hide.
+    double stall_seconds = 0;
     double write_seconds = 0;     // to the fast tier, in the background
     uint64_t bytes = 0;
   };
@@ -92,6 +111,9 @@ class CheckpointManager {
 
  private:
   explicit CheckpointManager(Options options);
+  // Copies each source into its entry's bytes in the staging buffer, over snapshot_threads
+  // threads for large checkpoints.
+  void CopyIntoStaging(std::span<const Source> sources, std::span<const EntryView> entries) const;
   void WriteLoop();
   void DrainLoop();
 
@@ -108,8 +130,11 @@ class CheckpointManager {
     std::vector<EntryView> entries;
     std::map<std::string, std::string> metadata;
     double snapshot_seconds = 0;
+    std::vector<Source> sources;  // pipelined: still to be copied, by the writer
   };
   std::optional<Pending> pending_ ABSL_GUARDED_BY(mu_);  // set: the writer owns the buffer
+  bool copying_ ABSL_GUARDED_BY(mu_) = false;  // a pipelined snapshot is not yet complete
+  double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of the last Save()
   std::optional<int64_t> to_drain_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -5,9 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
+#include <thread>
 #include <filesystem>
 
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
 #include "ckpt/fault_env.h"
 #include "ckpt/interval.h"
 #include "testing/temp_dir.h"
@@ -108,6 +112,71 @@ TEST(CheckpointManagerTest, ABackgroundFailureSurfacesAndTheLastGoodCheckpointRe
   auto latest = (*manager)->LoadLatest(&notes);
   ASSERT_TRUE(latest.ok());
   EXPECT_TRUE(Holds(*latest, 1));
+}
+
+TEST(CheckpointManagerTest, APipelinedSnapshotCopiesAfterSaveReturnsAndBeforeAwaitSnapshotDoes) {
+  testing::TempDir dir;
+  CheckpointManager::Options options;
+  options.fast_dir = (dir.path() / "fast").string();
+  options.pipelined_snapshot = true;
+  auto manager = CheckpointManager::Open(options);
+  ASSERT_TRUE(manager.ok());
+  std::vector<float> w = Weights(3);
+  // The copy waits for a go-ahead, so Save() can only return if it does not copy itself.
+  absl::Notification go;
+  std::atomic<bool> copied{false};
+  std::vector<Source> sources = Sources(w);
+  auto memcpy_source = std::move(sources[0].copy);
+  sources[0].copy = [&](std::span<std::byte> out) {
+    go.WaitForNotification();
+    memcpy_source(out);
+    copied = true;
+  };
+  auto saved = (*manager)->Save(3, sources);
+  ASSERT_TRUE(saved.ok() && *saved);
+  EXPECT_FALSE(copied);
+  std::thread release([&] {
+    absl::SleepFor(absl::Milliseconds(50));
+    go.Notify();
+  });
+  (*manager)->AwaitSnapshot();
+  EXPECT_TRUE(copied);
+  // The state may change now: the checkpoint keeps what it held at Save().
+  std::fill(w.begin(), w.end(), -1.0f);
+  ASSERT_TRUE((*manager)->Wait().ok());
+  release.join();
+  std::vector<std::string> notes;
+  auto latest = (*manager)->LoadLatest(&notes);
+  ASSERT_TRUE(latest.ok()) << latest.status();
+  EXPECT_TRUE(Holds(*latest, 3));
+  const CheckpointManager::Costs costs = (*manager)->last_costs();
+  EXPECT_GE(costs.stall_seconds, 0.03);  // AwaitSnapshot() waited for the go-ahead
+  EXPECT_GE(costs.snapshot_seconds, costs.stall_seconds * 0.5);
+  // Nothing in flight: returns at once.
+  (*manager)->AwaitSnapshot();
+}
+
+TEST(CheckpointManagerTest, PipelinedSavesInARowEachHoldTheirStep) {
+  testing::TempDir dir;
+  CheckpointManager::Options options;
+  options.fast_dir = (dir.path() / "fast").string();
+  options.pipelined_snapshot = true;
+  options.retention.keep_last = 10;
+  auto manager = CheckpointManager::Open(options);
+  ASSERT_TRUE(manager.ok());
+  std::vector<float> w;
+  for (int step = 1; step <= 5; ++step) {
+    (*manager)->AwaitSnapshot();
+    w = Weights(step);  // the "update"
+    ASSERT_TRUE((*manager)->Save(step, Sources(w)).ok());
+  }
+  ASSERT_TRUE((*manager)->Wait().ok());
+  RunDirectory run(Env::Default(), options.fast_dir);
+  for (int step = 1; step <= 5; ++step) {
+    auto loaded = LoadCheckpoint(*Env::Default(), run.StepPath(step), 1);
+    ASSERT_TRUE(loaded.ok()) << loaded.status();
+    EXPECT_TRUE(Holds(*loaded, step)) << step;
+  }
 }
 
 TEST(IntervalTest, YoungAndDalyAgreeWhenTheCostIsSmallAndDalyBoundsLargeCosts) {
