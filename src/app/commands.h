@@ -123,4 +123,15 @@ int RunAuditVerify(const AuditOptions& options);
 int RunAuditTail(const AuditOptions& options);
 int RunAuditExport(const AuditOptions& options);
 
+// `pillar bench collective OP [nccl-tests flags]`: `args` are the words after "collective".
+int RunBenchCollective(const std::vector<std::string>& args);
+
+struct HealthOptions {
+  std::string config_path;  // the machine family's thresholds (configs/health/*.toml)
+  std::string root = "/";   // where /proc and /sys are read (tests point it at a fake tree)
+  bool json = false;
+  std::string prometheus;   // also write a node_exporter textfile here
+};
+int RunHealth(const HealthOptions& options);
+
 }  // namespace pillar::app

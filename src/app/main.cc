@@ -198,6 +198,27 @@ int main(int argc, char** argv) {
   audit_export->add_option("--since", audit.since,
                            "Only records from this time on: RFC 3339, or an age such as 24h");
 
+  CLI::App* bench_cmd = cli.add_subcommand("bench", "Cluster benchmarks");
+  bench_cmd->require_subcommand(1);
+  CLI::App* collective_cmd = bench_cmd->add_subcommand(
+      "collective",
+      "nccl-tests compatible collective bandwidth (OP and flags as all_reduce_perf; -h lists them)");
+  // nccl-tests' flags (-b8, -e 128M, --minbytes=8, ...) are parsed by the benchmark itself.
+  collective_cmd->prefix_command();
+  collective_cmd->allow_extras();
+  collective_cmd->set_help_flag();
+
+  pillar::app::HealthOptions health;
+  CLI::App* health_cmd = cli.add_subcommand(
+      "health", "Check this node against thresholds; exit 0 healthy, 1 unhealthy, 2 could not check");
+  health_cmd->add_option("-c,--config", health.config_path,
+                         "Thresholds for this machine family (configs/health/*.toml)")
+      ->required();
+  health_cmd->add_flag("--json", health.json, "Machine-readable output");
+  health_cmd->add_option("--prometheus", health.prometheus,
+                         "Also write a Prometheus textfile (node_exporter textfile collector)");
+  health_cmd->add_option("--root", health.root, "Read /proc and /sys under this directory");
+
   CLI11_PARSE(cli, argc, argv);
 
   if (serve_cmd->parsed()) return pillar::app::RunServe(serve);
@@ -228,5 +249,7 @@ int main(int argc, char** argv) {
   if (audit_verify->parsed()) return pillar::app::RunAuditVerify(audit);
   if (audit_tail->parsed()) return pillar::app::RunAuditTail(audit);
   if (audit_export->parsed()) return pillar::app::RunAuditExport(audit);
+  if (collective_cmd->parsed()) return pillar::app::RunBenchCollective(collective_cmd->remaining());
+  if (health_cmd->parsed()) return pillar::app::RunHealth(health);
   return 2;
 }

@@ -1,5 +1,6 @@
 #include "common/toml_parse.h"
 
+#include <optional>
 #include <string>
 
 #include "common/strings.h"
@@ -22,7 +23,13 @@ const toml::node* TomlSection::Find(std::string_view key) {
 }
 
 absl::Status TomlSection::Error(std::string_view key, std::string_view what) const {
-  return absl::InvalidArgumentError(StrCat(source_, ": [", name_, "] ", key, " must be ", what));
+  std::string where(source_);
+  if (table_ != nullptr) {
+    if (const toml::node* node = table_->get(key); node != nullptr && node->source().begin) {
+      where = StrCat(where, ":", node->source().begin.line, ":", node->source().begin.column);
+    }
+  }
+  return absl::InvalidArgumentError(StrCat(where, ": [", name_, "] ", key, " must be ", what));
 }
 
 absl::Status TomlSection::ReadBool(std::string_view key, bool& out) {
@@ -92,12 +99,28 @@ absl::Status TomlSection::ReadInt64(std::string_view key, int64_t& out, int64_t 
   return absl::OkStatus();
 }
 
+absl::Status TomlSection::ReadDouble(std::string_view key, double& out, double min, double max) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  std::optional<double> value = node->value<double>();  // integers convert exactly here
+  if (!(node->is_integer() || node->is_floating_point()) || !value || !(*value >= min) ||
+      !(*value <= max)) {
+    return Error(key, StrCat("a number in [", min, ", ", max, "]"));
+  }
+  out = *value;
+  return absl::OkStatus();
+}
+
 absl::Status TomlSection::CheckNoUnknownKeys() const {
   if (table_ == nullptr) return absl::OkStatus();
   for (const auto& [key, value] : *table_) {
     if (!seen_.contains(key.str())) {
+      std::string where(source_);
+      if (key.source().begin) {
+        where = StrCat(where, ":", key.source().begin.line, ":", key.source().begin.column);
+      }
       return absl::InvalidArgumentError(
-          StrCat(source_, ": unknown key '", key.str(), "' in [", name_, "]"));
+          StrCat(where, ": unknown key '", key.str(), "' in [", name_, "]"));
     }
   }
   return absl::OkStatus();

@@ -47,6 +47,11 @@ class TomlSection {
     if (status.ok()) out = static_cast<T>(value);
     return status;
   }
+  // A number (integer or float) in [min, max].
+  absl::Status ReadDouble(std::string_view key, double& out, double min, double max);
+  bool Contains(std::string_view key) const {
+    return table_ != nullptr && table_->get(key) != nullptr;
+  }
   // Marks a key read by other means (a sub-table, an array of tables) as known.
   void Allow(std::string_view key) { seen_.insert(std::string(key)); }
   absl::Status CheckNoUnknownKeys() const;
@@ -54,6 +59,7 @@ class TomlSection {
  private:
   absl::Status ReadInt64(std::string_view key, int64_t& out, int64_t min, int64_t max);
   const toml::node* Find(std::string_view key);
+  // "source:line:column: [name] key must be what" (the line of the offending value).
   absl::Status Error(std::string_view key, std::string_view what) const;
 
   const toml::table* table_;

@@ -1,0 +1,88 @@
+// `pillar bench collective`: nccl-tests' sweep and output on the backend the run asks for.
+// Rank 0 prints; every rank returns the same exit code.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+
+#include "app/commands.h"
+#include "bench/collective_options.h"
+#include "bench/collective_runner.h"
+#include "bench/nccl_tests_report.h"
+#include "bench/open_communicator.h"
+#include "common/strings.h"
+
+namespace pillar::app {
+
+int RunBenchCollective(const std::vector<std::string>& args) {
+  for (const std::string& a : args) {
+    if (a == "-h" || a == "--help") {
+      std::fputs(bench::CollectiveUsage().c_str(), stdout);
+      return 0;
+    }
+  }
+  absl::StatusOr<bench::CollectiveOptions> options =
+      bench::ParseCollectiveArgs(args, std::getenv("NCCL_TESTS_MIN_BW"));
+  if (!options.ok()) {
+    std::fprintf(stderr, "pillar bench collective: %s\n%s",
+                 std::string(options.status().message()).c_str(), bench::CollectiveUsage().c_str());
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<bench::Communicator>> comm = bench::OpenCommunicator(*options);
+  if (!comm.ok()) {
+    std::fprintf(stderr, "pillar bench collective: %s\n", std::string(comm.status().message()).c_str());
+    return 2;
+  }
+  bench::Communicator& c = **comm;
+  const bool printer = c.rank() == 0;
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  absl::StatusOr<std::vector<std::string>> gathered =
+      c.Gather(StrCat(c.rank(), " ", getpid(), " ", host));
+  if (!gathered.ok()) {
+    std::fprintf(stderr, "pillar bench collective: %s\n", std::string(gathered.status().message()).c_str());
+    return 2;
+  }
+  std::vector<bench::RankInfo> ranks;
+  for (const std::string& line : *gathered) {
+    bench::RankInfo info;
+    char name[256] = {};
+    if (std::sscanf(line.c_str(), "%d %d %255s", &info.rank, &info.pid, name) == 3) {
+      info.host = name;
+      info.device = c.Describe();
+      ranks.push_back(info);
+    }
+  }
+  if (printer) {
+    std::fputs(bench::FormatPreamble(*options, ranks).c_str(), stdout);
+    std::fputs(bench::FormatHeader().c_str(), stdout);
+    std::fflush(stdout);
+  }
+  bench::CollectiveRunner runner(c, *options);
+  absl::StatusOr<bench::CollectiveSummary> summary = runner.Run([&](const bench::CollectiveRow& row) {
+    if (!printer) return;
+    std::fputs(bench::FormatRow(row).c_str(), stdout);
+    std::fflush(stdout);
+  });
+  if (!summary.ok()) {
+    std::fprintf(stderr, "pillar bench collective (rank %d): %s\n", c.rank(),
+                 std::string(summary.status().message()).c_str());
+    return 2;
+  }
+  if (printer) {
+    std::fputs(bench::FormatFooter(*summary, *options).c_str(), stdout);
+    std::fflush(stdout);
+    if (!options->json_path.empty()) {
+      std::ofstream out(options->json_path, std::ios::trunc);
+      out << bench::CollectiveJson(*summary, *options, c.Describe(), c.size()) << "\n";
+      if (!out) {
+        std::fprintf(stderr, "pillar bench collective: cannot write %s\n", options->json_path.c_str());
+        return 2;
+      }
+    }
+  }
+  return bench::Passed(*summary, *options) ? 0 : 1;
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,16 @@
+// Picks and opens the backend a run asks for (--backend), or the one its launcher implies.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "bench/collective_options.h"
+#include "bench/communicator.h"
+
+namespace pillar::bench {
+
+// mpi when started by mpirun/srun (or asked for), gloo otherwise; a backend this build lacks,
+// or gloo without a rank, world size or rendezvous, is a clear error.
+absl::StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(const CollectiveOptions& options);
+
+}  // namespace pillar::bench

@@ -1,0 +1,19 @@
+// A HealthReport for people (a table), for programs (JSON) and for Prometheus (a textfile for
+// node_exporter's textfile collector, written atomically).
+#pragma once
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "health/health_checks.h"
+
+namespace pillar::health {
+
+std::string FormatHealthTable(const HealthReport& report);
+std::string HealthJson(const HealthReport& report);
+std::string HealthPrometheus(const HealthReport& report);
+// Writes `text` to `path` through a temporary file and a rename, so the collector never reads
+// half a file.
+absl::Status WriteTextfile(const std::string& path, const std::string& text);
+
+}  // namespace pillar::health
