@@ -27,6 +27,7 @@ bench: build
 	@bench/run_signing.sh $(BUILD)
 	@bench/run_audit.sh $(BUILD)
 	@bench/run_ckpt.sh $(BUILD)
+	@bench/run_collective.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz .pillar

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# Cluster-validation benchmarks beside their peers (docs/benchmarks.md, "Collectives"):
+#  - harness overhead: `pillar bench collective allreduce` on Open MPI against a hand-written
+#    MPI_Allreduce timing loop (bench/mpi_allreduce_peer.cc), same sizes (SIZES_MIN..SIZES_MAX,
+#    doubling), same iterations, out-of-place float sums, 2 ranks; ROUNDS rounds alternating;
+#  - Gloo against Open MPI: pillar's allreduce busbw on both backends, 2 and 4 ranks;
+#  - pillar health's memory-bandwidth triad against memcpy over the same working set.
+# Medians. Usage: bench/run_collective.sh [BUILD_DIR]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=$(realpath "${1:-$root/build}")
+pillar="$build/src/pillar"
+rounds=${ROUNDS:-5}
+min=${SIZES_MIN:-1048576}
+max=${SIZES_MAX:-67108864}
+iters=${ITERS:-50}
+work=$(mktemp -d /tmp/pillar-collective-bench-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+mpirun="mpirun --oversubscribe"
+
+# "bytes busbw" rows of pillar's out-of-place column.
+pillar_rows() { awk '!/^#/ && NF >= 13 { print $1, $8 }'; }
+
+gloo() {  # ranks, extra args: rank 0's output
+  local n=$1; shift
+  rm -rf "$work/rdv"; mkdir -p "$work/rdv"
+  for r in $(seq 0 $((n - 1))); do
+    "$pillar" bench collective allreduce --backend gloo --iface lo --rendezvous "file:$work/rdv" \
+      --rank "$r" --world-size "$n" "$@" > "$work/gloo.$r" &
+  done
+  wait
+  cat "$work/gloo.0"
+}
+
+for round in $(seq "$rounds"); do
+  args=(-b "$min" -e "$max" -f 2 -n "$iters" -w 1 -c 0)
+  if (( round % 2 )); then
+    $mpirun -np 2 "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed 's/^/pillar /' >> "$work/overhead"
+    $mpirun -np 2 "$build/bench/mpi_allreduce_peer" "$min" "$max" "$iters" | sed 's/^/peer /' >> "$work/overhead"
+  else
+    $mpirun -np 2 "$build/bench/mpi_allreduce_peer" "$min" "$max" "$iters" | sed 's/^/peer /' >> "$work/overhead"
+    $mpirun -np 2 "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed 's/^/pillar /' >> "$work/overhead"
+  fi
+  for n in 2 4; do
+    $mpirun -np "$n" "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed "s/^/mpi $n /" >> "$work/backends"
+    gloo "$n" "${args[@]}" | pillar_rows | sed "s/^/gloo $n /" >> "$work/backends"
+  done
+  echo "$("$build/bench/memory_bandwidth_benchmark" 768 "$(nproc)")" >> "$work/memory"
+done
+
+/usr/bin/python3 - "$work" "$rounds" <<'PY' | tee "$root/bench/results/collective-latest.md"
+import collections, statistics, sys
+work, rounds = sys.argv[1], sys.argv[2]
+def table(path, key_fields):
+    rows = collections.defaultdict(list)
+    for line in open(path):
+        parts = line.split()
+        rows[tuple(parts[:key_fields])].append(float(parts[-1]))
+    return {k: statistics.median(v) for k, v in rows.items()}
+over = table(f"{work}/overhead", 2)
+sizes = sorted({int(k[1]) for k in over})
+print(f"median of {rounds} rounds; busbw in GB/s (1e9 B/s), out-of-place float sum, 2 ranks, Open MPI")
+print()
+print("| size | pillar bench collective | hand-written MPI_Allreduce loop | pillar / loop |")
+print("| ---: | ---: | ---: | ---: |")
+ratios = []
+for s in sizes:
+    p, q = over[("pillar", str(s))], over[("peer", str(s))]
+    ratios.append(p / q)
+    print(f"| {s} | {p:.3f} | {q:.3f} | {p / q:.3f} |")
+print(f"| all (mean of ratios) | | | **{statistics.mean(ratios):.3f}** |")
+print()
+back = table(f"{work}/backends", 3)
+print("| ranks | size | Open MPI busbw | Gloo busbw | Gloo / MPI |")
+print("| ---: | ---: | ---: | ---: | ---: |")
+for n in ("2", "4"):
+    for s in sizes:
+        m, g = back[("mpi", n, str(s))], back[("gloo", n, str(s))]
+        print(f"| {n} | {s} | {m:.3f} | {g:.3f} | {g / m:.2f} |")
+print()
+mem = [tuple(map(float, l.split())) for l in open(f"{work}/memory")]
+triad = statistics.median(t for t, _ in mem)
+copy = statistics.median(c for _, c in mem)
+print("| memory bandwidth (768 MiB, all cores) | GB/s |")
+print("| --- | ---: |")
+print(f"| pillar health triad (STREAM: 24 B per element) | {triad:.2f} |")
+print(f"| memcpy (2 B per byte copied) | {copy:.2f} |")
+print(f"| triad / memcpy | {triad / copy:.2f} |")
+PY
