@@ -4,7 +4,9 @@
 #    MPI_Allreduce timing loop (bench/mpi_allreduce_peer.cc), same sizes (SIZES_MIN..SIZES_MAX,
 #    doubling), same iterations, out-of-place float sums, 2 ranks; ROUNDS rounds alternating;
 #  - Gloo against Open MPI: pillar's allreduce busbw on both backends, 2 and 4 ranks;
-#  - pillar health's memory-bandwidth triad against memcpy over the same working set.
+#  - pillar health's memory-bandwidth triad against memcpy over the same working set;
+#  - the harness's own cost per timed call (collective_overhead_benchmark: the timed loop over a
+#    communicator that returns at once), as a share of the hand-written loop's time per call.
 # Medians. Usage: bench/run_collective.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -48,6 +50,7 @@ for round in $(seq "$rounds"); do
     gloo "$n" "${args[@]}" | pillar_rows | sed "s/^/gloo $n /" >> "$work/backends"
   done
   echo "$("$build/bench/memory_bandwidth_benchmark" 768 "$(nproc)")" >> "$work/memory"
+  "$build/bench/collective_overhead_benchmark" >> "$work/null"
 done
 
 /usr/bin/python3 - "$work" "$rounds" <<'PY' | tee "$root/bench/results/collective-latest.md"
@@ -71,6 +74,15 @@ for s in sizes:
     ratios.append(p / q)
     print(f"| {s} | {p:.3f} | {q:.3f} | {p / q:.3f} |")
 print(f"| all (mean of ratios) | | | **{statistics.mean(ratios):.3f}** |")
+print()
+null_ns = statistics.median(float(l) for l in open(f"{work}/null"))
+print(f"harness cost per timed call (no network): {null_ns:.2f} ns")
+print()
+print("| size | loop's time per call | harness share |")
+print("| ---: | ---: | ---: |")
+for s in sizes:
+    seconds = s / (over[("peer", str(s))] * 1e9)  # 2 ranks: busbw == algbw
+    print(f"| {s} | {seconds * 1e6:.1f} us | {100 * null_ns * 1e-9 / seconds:.5f} % |")
 print()
 back = table(f"{work}/backends", 3)
 print("| ranks | size | Open MPI busbw | Gloo busbw | Gloo / MPI |")
