@@ -2,7 +2,7 @@
 // the smallest honest MPI_Allreduce timing loop one would write by hand. For each size from
 // MIN to MAX (doubling): one warm-up call, a barrier, ITERS timed out-of-place float sums, the
 // per-call time averaged over ranks; rank 0 prints "bytes busbw_GBps" per size, with busbw =
-// bytes / time * 2(n-1)/n as nccl-tests defines it.
+// bytes / time * 2(n-1)/n as nccl-tests defines it, and the seconds per call.
 //
 //   mpirun -np 2 mpi_allreduce_peer MIN_BYTES MAX_BYTES ITERS
 #define OMPI_SKIP_MPICXX 1
@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
     MPI_Allreduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
     const double seconds = sum / ranks;
     const double busbw = double(bytes) / 1e9 / seconds * 2.0 * (ranks - 1) / ranks;
-    if (rank == 0) std::printf("%zu %.4f\n", bytes, busbw);
+    if (rank == 0) std::printf("%zu %.4f %.9f\n", bytes, busbw, seconds);
   }
   MPI_Finalize();
   return 0;

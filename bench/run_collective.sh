@@ -60,7 +60,7 @@ def table(path, key_fields):
     rows = collections.defaultdict(list)
     for line in open(path):
         parts = line.split()
-        rows[tuple(parts[:key_fields])].append(float(parts[-1]))
+        rows[tuple(parts[:key_fields])].append(float(parts[key_fields]))
     return {k: statistics.median(v) for k, v in rows.items()}
 over = table(f"{work}/overhead", 2)
 sizes = sorted({int(k[1]) for k in over})
