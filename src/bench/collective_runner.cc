@@ -62,10 +62,10 @@ absl::StatusOr<Placement> CollectiveRunner::Measure(CollectiveCall call, size_t 
   if (call.in_place) {
     void* input = const_cast<void*>(call.send);
     const size_t n = call.collective == Collective::kAllGather ? call.count : recv_elements;
-    FillInput(call.collective, call.type, call.op, rank, ranks, call.root, input, n);
+    FillInput(call.collective, call.type, call.op, rank, ranks, input, n);
   } else {
-    FillInput(call.collective, call.type, call.op, rank, ranks, call.root,
-              const_cast<void*>(call.send), send_elements);
+    FillInput(call.collective, call.type, call.op, rank, ranks, const_cast<void*>(call.send),
+              send_elements);
   }
   if (absl::Status s = run(); !s.ok()) return s;
   void* output = recv;

@@ -215,13 +215,14 @@ size_t OutputElements(Collective c, int ranks, size_t count) {
 
 }  // namespace
 
-void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks, int root,
+void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks,
                void* buffer, size_t elements) {
   Dispatch(type, [&](auto zero) {
     using T = decltype(zero);
     T* out = static_cast<T*>(buffer);
-    const int who = collective == Collective::kBroadcast ? root : rank;
-    for (size_t i = 0; i < elements; ++i) out[i] = Make<T>(Value(collective, op, who, ranks, i));
+    // Every rank its own values, broadcast's non-roots included: in place, a broadcast that
+    // does not arrive leaves them, and the check sees it.
+    for (size_t i = 0; i < elements; ++i) out[i] = Make<T>(Value(collective, op, rank, ranks, i));
     return 0;
   });
 }

@@ -11,9 +11,8 @@
 
 namespace pillar::bench {
 
-// Writes rank `rank`'s input for `collective` into `buffer` (`count` elements as in
-// CollectiveCall, `elements` in all).
-void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks, int root,
+// Writes rank `rank`'s input for `collective` into `buffer` (`elements` of them).
+void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks,
                void* buffer, size_t elements);
 // Counts the elements of `output` (as CollectiveCall places it; `count` as there) that differ
 // from a correct result on `rank`. Ranks whose output is undefined (reduce's non-roots) have 0.

@@ -255,9 +255,9 @@ TEST(ElementsTest, TheCheckAcceptsTheRightResultAndSeesAWrongOrMisplacedOne) {
     const size_t width = DataTypeSize(type);
     for (ReduceOp op : kAllReduceOps) {
       std::vector<std::byte> acc(count * width), mine(count * width);
-      FillInput(Collective::kAllReduce, type, op, 0, ranks, 0, acc.data(), count);
+      FillInput(Collective::kAllReduce, type, op, 0, ranks, acc.data(), count);
       for (int r = 1; r < ranks; ++r) {
-        FillInput(Collective::kAllReduce, type, op, r, ranks, 0, mine.data(), count);
+        FillInput(Collective::kAllReduce, type, op, r, ranks, mine.data(), count);
         ReduceInto(type, op, acc.data(), mine.data(), count);
       }
       if (op == ReduceOp::kAvg) DivideBy(type, acc.data(), count, ranks);
@@ -284,7 +284,7 @@ TEST(ElementsTest, GatheredAndExchangedLayoutsAreChecked) {
   // allgather: rank k's input at k * count.
   std::vector<float> out(count * ranks);
   for (int k = 0; k < ranks; ++k) {
-    FillInput(Collective::kAllGather, DataType::kFloat, ReduceOp::kSum, k, ranks, 0,
+    FillInput(Collective::kAllGather, DataType::kFloat, ReduceOp::kSum, k, ranks,
               out.data() + size_t(k) * count, count);
   }
   EXPECT_EQ(CountWrong(Collective::kAllGather, DataType::kFloat, ReduceOp::kSum, 2, ranks, 0,
@@ -294,12 +294,21 @@ TEST(ElementsTest, GatheredAndExchangedLayoutsAreChecked) {
                        out.data(), count), 0u);
   // sendrecv: rank 2 holds rank 1's input.
   std::vector<int32_t> got(count);
-  FillInput(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 1, ranks, 0, got.data(), count);
+  FillInput(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 1, ranks, got.data(), count);
   EXPECT_EQ(CountWrong(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 2, ranks, 0,
                        got.data(), count), 0u);
   // Rank 3 expects rank 2's input, not rank 1's.
   EXPECT_GT(CountWrong(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 3, ranks, 0,
                        got.data(), count), count / 2);
+  // broadcast: every rank must end with the root's values; a rank that kept its own (an in-place
+  // broadcast that never arrived) is wrong.
+  std::vector<double> mine(count), roots(count);
+  FillInput(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, mine.data(), count);
+  FillInput(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 1, ranks, roots.data(), count);
+  EXPECT_EQ(CountWrong(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, 1,
+                       roots.data(), count), 0u);
+  EXPECT_GT(CountWrong(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, 1,
+                       mine.data(), count), count / 2);
   // reduce: only the root's output is defined.
   EXPECT_EQ(CountWrong(Collective::kReduce, DataType::kInt32, ReduceOp::kSum, 1, ranks, 0,
                        got.data(), count), 0u);
