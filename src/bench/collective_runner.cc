@@ -28,7 +28,9 @@ absl::StatusOr<Placement> CollectiveRunner::Measure(CollectiveCall call, size_t 
                                                     size_t recv_elements) {
   const int rank = comm_.rank(), ranks = comm_.size();
   const size_t width = DataTypeSize(call.type);
-  auto run = [&]() { return comm_.Run(call); };
+  // Timed and checked through the same bound call.
+  const std::unique_ptr<BoundCollective> bound = comm_.Bind(call);
+  auto run = [&bound]() { return bound->Run(); };
   for (int i = 0; i < options_.warmup_iters; ++i) {
     if (absl::Status s = run(); !s.ok()) return s;
   }

@@ -25,6 +25,27 @@ absl::Status MpiError(int code, std::string_view what) {
 
 // Half and bfloat16 reductions in software: Open MPI has no 16-bit floating-point type.
 // MPI user functions carry no context, so one function per (type, operator).
+// One MPI call with its arguments bound.
+template <typename Call>
+class DirectCollective final : public BoundCollective {
+ public:
+  DirectCollective(std::string_view name, Call call) : name_(name), call_(std::move(call)) {}
+  absl::Status Run() override {
+    const int code = call_();
+    if (code == MPI_SUCCESS) return absl::OkStatus();
+    return MpiError(code, name_);
+  }
+
+ private:
+  std::string_view name_;
+  Call call_;
+};
+
+template <typename Call>
+std::unique_ptr<BoundCollective> Direct(std::string_view name, Call call) {
+  return std::make_unique<DirectCollective<Call>>(name, std::move(call));
+}
+
 template <DataType kType, ReduceOp kOp>
 void SoftReduce(void* in, void* inout, int* len, MPI_Datatype*) {
   ReduceInto(kType, kOp, inout, in, size_t(*len));
@@ -124,6 +145,53 @@ class MpiCommunicator final : public Communicator {
       DivideBy(call.type, out, call.count, size_);
     }
     return absl::OkStatus();
+  }
+
+  // The common cases as one direct MPI call with every argument resolved; those that need
+  // work around the call (avg's division, in-place reduce-scatter's move, out-of-place
+  // broadcast's copy) keep Run().
+  std::unique_ptr<BoundCollective> Bind(const CollectiveCall& call) override {
+    if (call.count > size_t(INT32_MAX) || (Reduces(call.collective) && call.op == ReduceOp::kAvg)) {
+      return Communicator::Bind(call);
+    }
+    const MPI_Datatype type = Type(call.type);
+    const int count = int(call.count);
+    const void* send = call.in_place ? MPI_IN_PLACE : call.send;
+    void* recv = call.recv;
+    const MPI_Op op = Op(call);
+    const int root = call.root;
+    switch (call.collective) {
+      case Collective::kAllReduce:
+        return Direct(CollectiveName(call.collective), [=] {
+          return MPI_Allreduce(send, recv, count, type, op, MPI_COMM_WORLD);
+        });
+      case Collective::kAllGather:
+        return Direct(CollectiveName(call.collective), [=] {
+          return MPI_Allgather(send, count, type, recv, count, type, MPI_COMM_WORLD);
+        });
+      case Collective::kAllToAll:
+        return Direct(CollectiveName(call.collective), [=] {
+          return MPI_Alltoall(send, count, type, recv, count, type, MPI_COMM_WORLD);
+        });
+      case Collective::kReduce:
+        if (call.in_place && rank_ != root) send = recv;
+        return Direct(CollectiveName(call.collective), [=] {
+          return MPI_Reduce(send, recv, count, type, op, root, MPI_COMM_WORLD);
+        });
+      case Collective::kReduceScatter:
+        if (call.in_place) break;
+        return Direct(CollectiveName(call.collective), [=] {
+          return MPI_Reduce_scatter_block(send, recv, count, type, op, MPI_COMM_WORLD);
+        });
+      case Collective::kBroadcast:
+        if (!call.in_place) break;
+        return Direct(CollectiveName(call.collective), [=] {
+          return MPI_Bcast(recv, count, type, root, MPI_COMM_WORLD);
+        });
+      case Collective::kSendRecv:
+        break;
+    }
+    return Communicator::Bind(call);
   }
 
   absl::Status Barrier() override {
