@@ -8,12 +8,16 @@
 #  - the harness's own cost per timed call: the timed loop over a communicator that returns at
 #    once (collective_overhead_benchmark), and pillar against the hand-written loop on one rank
 #    at 8 B (MPI_Allreduce is then a local copy: nothing hides a nanosecond).
-# Medians. Usage: bench/run_collective.sh [BUILD_DIR]
+# The harness comparison pairs each pillar run with the loop run next to it (this VM's
+# bandwidth jumps between modes from one minute to the next) and reports the median of the
+# paired ratios over ROUNDS (default 9); the backend comparison runs BACKEND_ROUNDS (default 3).
+# Usage: bench/run_collective.sh [BUILD_DIR]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=$(realpath "${1:-$root/build}")
 pillar="$build/src/pillar"
-rounds=${ROUNDS:-5}
+rounds=${ROUNDS:-9}
+backend_rounds=${BACKEND_ROUNDS:-3}
 min=${SIZES_MIN:-1048576}
 max=${SIZES_MAX:-67108864}
 iters=${ITERS:-50}
@@ -40,13 +44,13 @@ gloo() {  # ranks, extra args: rank 0's output
 for round in $(seq "$rounds"); do
   args=(-b "$min" -e "$max" -f 2 -n "$iters" -w 1 -c 0)
   if (( round % 2 )); then
-    $mpirun -np 2 "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed 's/^/pillar /' >> "$work/overhead"
-    $mpirun -np 2 "$build/bench/mpi_allreduce_peer" "$min" "$max" "$iters" | sed 's/^/peer /' >> "$work/overhead"
+    $mpirun -np 2 "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed "s/^/pillar $round /" >> "$work/overhead"
+    $mpirun -np 2 "$build/bench/mpi_allreduce_peer" "$min" "$max" "$iters" | sed "s/^/peer $round /" >> "$work/overhead"
   else
-    $mpirun -np 2 "$build/bench/mpi_allreduce_peer" "$min" "$max" "$iters" | sed 's/^/peer /' >> "$work/overhead"
-    $mpirun -np 2 "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed 's/^/pillar /' >> "$work/overhead"
+    $mpirun -np 2 "$build/bench/mpi_allreduce_peer" "$min" "$max" "$iters" | sed "s/^/peer $round /" >> "$work/overhead"
+    $mpirun -np 2 "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed "s/^/pillar $round /" >> "$work/overhead"
   fi
-  for n in 2 4; do
+  (( round <= backend_rounds )) && for n in 2 4; do
     $mpirun -np "$n" "$pillar" bench collective allreduce "${args[@]}" | pillar_rows | sed "s/^/mpi $n /" >> "$work/backends"
     gloo "$n" "${args[@]}" | pillar_rows | sed "s/^/gloo $n /" >> "$work/backends"
   done
@@ -59,7 +63,7 @@ for round in $(seq "$rounds"); do
   $mpirun -np 1 "$build/bench/mpi_allreduce_peer" 8 8 5000000 | awk '{ print $3 * 1e9 }' >> "$work/one.peer"
 done
 
-/usr/bin/python3 - "$work" "$rounds" <<'PY' | tee "$root/bench/results/collective-latest.md"
+/usr/bin/python3 - "$work" "$rounds" "$backend_rounds" <<'PY' | tee "$root/bench/results/collective-latest.md"
 import collections, statistics, sys
 work, rounds = sys.argv[1], sys.argv[2]
 def table(path, key_fields):
@@ -68,18 +72,27 @@ def table(path, key_fields):
         parts = line.split()
         rows[tuple(parts[:key_fields])].append(float(parts[key_fields]))
     return {k: statistics.median(v) for k, v in rows.items()}
-over = table(f"{work}/overhead", 2)
-sizes = sorted({int(k[1]) for k in over})
-print(f"median of {rounds} rounds; busbw in GB/s (1e9 B/s), out-of-place float sum, 2 ranks, Open MPI")
+# "who round bytes busbw [seconds]" lines; each round's pillar row paired with its loop row.
+runs = collections.defaultdict(dict)
+for line in open(f"{work}/overhead"):
+    who, rnd, size, bw = line.split()[:4]
+    runs[(rnd, int(size))][who] = float(bw)
+over = {}
+for who in ("pillar", "peer"):
+    for s in {k[1] for k in runs}:
+        over[(who, str(s))] = statistics.median(r[who] for k, r in runs.items() if k[1] == s)
+sizes = sorted({k[1] for k in runs})
+print(f"busbw in GB/s (1e9 B/s), out-of-place float sum, 2 ranks, Open MPI; {rounds} rounds, "
+      "medians; the ratio is the median of each round's pillar / loop")
 print()
-print("| size | pillar bench collective | hand-written MPI_Allreduce loop | pillar / loop |")
+print("| size | pillar bench collective | hand-written MPI_Allreduce loop | pillar / loop (paired) |")
 print("| ---: | ---: | ---: | ---: |")
 ratios = []
 for s in sizes:
-    p, q = over[("pillar", str(s))], over[("peer", str(s))]
-    ratios.append(p / q)
-    print(f"| {s} | {p:.3f} | {q:.3f} | {p / q:.3f} |")
-print(f"| all (mean of ratios) | | | **{statistics.mean(ratios):.3f}** |")
+    paired = statistics.median(r["pillar"] / r["peer"] for k, r in runs.items() if k[1] == s)
+    ratios.append(paired)
+    print(f"| {s} | {over[('pillar', str(s))]:.3f} | {over[('peer', str(s))]:.3f} | {paired:.3f} |")
+print(f"| all (median of the sizes' ratios) | | | **{statistics.median(ratios):.3f}** |")
 print()
 null_ns = statistics.median(float(l) for l in open(f"{work}/null"))
 one_p = statistics.median(float(l) for l in open(f"{work}/one.pillar"))
@@ -95,6 +108,8 @@ for s in sizes:
     print(f"| {s} | {seconds * 1e6:.1f} us | {100 * added * 1e-9 / seconds:.5f} % |")
 print()
 back = table(f"{work}/backends", 3)
+print(f"{sys.argv[3]} rounds, medians")
+print()
 print("| ranks | size | Open MPI busbw | Gloo busbw | Gloo / MPI |")
 print("| ---: | ---: | ---: | ---: | ---: |")
 for n in ("2", "4"):

@@ -42,7 +42,7 @@ absl::StatusOr<Placement> CollectiveRunner::Measure(CollectiveCall call, size_t 
     }
   }
   const double mine = std::chrono::duration<double>(Clock::now() - start).count() /
-                      double(options_.iters * options_.agg_iters);
+                      (double(options_.iters) * double(options_.agg_iters));
   absl::StatusOr<double> seconds;
   switch (options_.average) {
     case 0: seconds = comm_.Combine(rank == 0 ? mine : 0, ReduceOp::kSum); break;
