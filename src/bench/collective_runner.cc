@@ -104,6 +104,7 @@ absl::StatusOr<CollectiveSummary> CollectiveRunner::Run(
   CollectiveSummary summary;
   double busbw_sum = 0;
   size_t busbw_n = 0;
+  size_t rows_run = 0;
   send_.resize(options_.max_bytes);
   recv_.resize(options_.max_bytes);
   // First touch before timing: page faults are not the network's.
@@ -150,12 +151,14 @@ absl::StatusOr<CollectiveSummary> CollectiveRunner::Run(
             summary.wrong += p->wrong.value_or(0);
           }
           on_row(row);
-          summary.rows.push_back(row);
+          ++rows_run;
+          // A run without end (-N 0) prints its rows and keeps none: its memory stays flat.
+          if (options_.cycles != 0) summary.rows.push_back(row);
         }
       }
     }
   }
-  if (summary.rows.empty()) {
+  if (rows_run == 0) {
     return absl::InvalidArgumentError(
         StrCat("this backend can run none of the combinations asked for (", 
                summary.skipped.empty() ? "no sizes" : summary.skipped.front(), ")"));

@@ -126,6 +126,10 @@ TEST_F(ClusterTest, JsonCarriesTheSameRows) {
   EXPECT_NE(text.find("\"ranks\":2"), std::string::npos);
   EXPECT_NE(text.find("\"size_bytes\":32768"), std::string::npos);
   EXPECT_NE(text.find("\"passed\":true"), std::string::npos);
+  // -N repeats the sweep.
+  const Ran cycles = Shell(Mpirun(2, "alltoall -b 8K -e 32K -f 2 -n 2 -N 3"));
+  EXPECT_EQ(cycles.exit_code, 0) << cycles.out;
+  EXPECT_EQ(DataRows(cycles.out), 9) << cycles.out;
 }
 
 // N gloo ranks as separate processes; returns rank 0's output and every exit code.
