@@ -36,12 +36,23 @@ bool ParseHex16(std::string_view text, uint64_t* out) {
   return true;
 }
 
-bool ValidName(std::string_view name) {
+}  // namespace
+
+bool ValidEntryName(std::string_view name) {
   return !name.empty() && name.size() <= format::kMaxNameBytes &&
          name.find('\0') == std::string_view::npos;
 }
 
-}  // namespace
+std::optional<uint64_t> ShapeElements(std::span<const int64_t> shape) {
+  if (shape.size() > size_t(format::kMaxRank)) return std::nullopt;
+  uint64_t elements = 1;
+  for (int64_t dim : shape) {
+    if (dim < 0) return std::nullopt;
+    if (dim != 0 && elements > (UINT64_MAX / 16) / uint64_t(dim)) return std::nullopt;
+    elements *= uint64_t(dim);
+  }
+  return elements;
+}
 
 std::string_view DTypeName(DType dtype) { return kDTypeNames[size_t(dtype)]; }
 
@@ -175,7 +186,7 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, std::string_view
   if (root["metadata"].get(metadata) != simdjson::SUCCESS) return bad("no metadata object");
   for (auto [key, value] : metadata) {
     std::string_view v;
-    if (!ValidName(key) || value.get(v) != simdjson::SUCCESS) {
+    if (!ValidEntryName(key) || value.get(v) != simdjson::SUCCESS) {
       return bad("metadata must map names to strings");
     }
     m.metadata[std::string(key)] = std::string(v);
@@ -212,23 +223,21 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, std::string_view
       return bad(StrCat("entry ", m.entries.size(), " lacks a member"));
     }
     const std::string where = StrCat("entry '", name, "': ");
-    if (!ValidName(name)) return bad(StrCat("entry ", m.entries.size(), ": bad name"));
+    if (!ValidEntryName(name)) return bad(StrCat("entry ", m.entries.size(), ": bad name"));
     if (seen[name]) return bad(StrCat(where, "listed twice"));
     seen[name] = true;
     std::optional<DType> parsed = ParseDType(dtype);
     if (!parsed) return bad(StrCat(where, "unknown dtype '", dtype, "'"));
     entry.dtype = *parsed;
     if (shape.size() > size_t(format::kMaxRank)) return bad(StrCat(where, "rank above 16"));
-    uint64_t elements = 1;
     for (simdjson::dom::element d : shape) {
       int64_t dim;
-      if (d.get(dim) != simdjson::SUCCESS || dim < 0) return bad(StrCat(where, "bad dimension"));
-      if (dim != 0 && elements > (UINT64_MAX / 16) / uint64_t(dim)) {
-        return bad(StrCat(where, "shape too large"));
-      }
-      elements *= uint64_t(dim);
+      if (d.get(dim) != simdjson::SUCCESS) return bad(StrCat(where, "bad dimension"));
       entry.shape.push_back(dim);
     }
+    const std::optional<uint64_t> counted = ShapeElements(entry.shape);
+    if (!counted) return bad(StrCat(where, "a dimension is negative or the shape too large"));
+    const uint64_t elements = *counted;
     if (entry.dtype != DType::kBlob && elements * DTypeSize(entry.dtype) != entry.bytes) {
       return bad(StrCat(where, "shape and dtype make ", elements * DTypeSize(entry.dtype),
                         " bytes, the entry has ", entry.bytes));

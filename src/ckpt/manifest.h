@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -30,6 +31,13 @@ size_t DTypeSize(DType dtype);
 
 // "shard-00003.bin".
 std::string ShardFileName(size_t index);
+
+// The rules an entry's name (and a metadata key) and shape obey, for the writer and the reader
+// alike, so nothing is written that a load would refuse: 1 to 1024 bytes without NUL; at most
+// 16 dimensions, none negative, whose product times 16 fits in 64 bits. ShapeElements() is the
+// element count, or none when the shape breaks the rules.
+bool ValidEntryName(std::string_view name);
+std::optional<uint64_t> ShapeElements(std::span<const int64_t> shape);
 
 struct ShardInfo {
   std::string file;   // "shard-00000.bin"

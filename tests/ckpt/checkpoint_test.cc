@@ -94,6 +94,33 @@ TEST(CheckpointTest, ShapesThatDoNotMatchTheDataAreRefusedBeforeWriting) {
   EXPECT_FALSE(fs::exists(dir.path() / "c"));
 }
 
+// Whatever a load would refuse is refused before writing: a checkpoint that saves but never
+// loads would lose the run it was meant to protect.
+TEST(CheckpointTest, WhatALoadWouldRefuseIsNeverWritten) {
+  testing::TempDir dir;
+  std::vector<float> four(4);
+  const auto bytes = std::as_bytes(std::span(four));
+  const std::string with_nul("a\0b", 3);
+  const std::vector<std::pair<std::vector<EntryView>, std::string>> cases = {
+      {{{"x", DType::kFloat32, {4}, bytes}, {"x", DType::kFloat32, {4}, bytes}}, "given twice"},
+      {{{with_nul, DType::kFloat32, {4}, bytes}}, "no NUL"},
+      {{{"x", DType::kFloat32, std::vector<int64_t>(17, 1), {}}}, "more than 16 dimensions"},
+      {{{"x", DType::kFloat32, {-4, -1}, bytes}}, "a negative one"},
+      {{{"x", DType::kFloat32, {int64_t(1) << 40, int64_t(1) << 40}, bytes}}, "too many elements"},
+  };
+  for (const auto& [entries, why] : cases) {
+    auto written = WriteCheckpoint(*Env::Default(), (dir.path() / "c").string(), 1, entries, {}, {});
+    EXPECT_EQ(written.status().code(), absl::StatusCode::kInvalidArgument) << why;
+    EXPECT_NE(written.status().message().find(why), std::string::npos) << written.status();
+    EXPECT_FALSE(fs::exists(dir.path() / "c"));
+    EXPECT_FALSE(fs::exists(dir.path() / "c.tmp"));
+  }
+  auto written = WriteCheckpoint(*Env::Default(), (dir.path() / "c").string(), 1,
+                                 {{{"x", DType::kFloat32, {4}, bytes}}}, {{"", "v"}}, {});
+  EXPECT_NE(written.status().message().find("metadata keys"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir.path() / "c"));
+}
+
 // Damage of every kind is found, and the message names the file and, where it can, the entry.
 TEST(CheckpointTest, DamageIsNamedPrecisely) {
   testing::TempDir dir;
@@ -116,10 +143,32 @@ TEST(CheckpointTest, DamageIsNamedPrecisely) {
   std::string flipped = good_shard;
   flipped[100] ^= 1;
   write(shard0, flipped);
-  EXPECT_NE(error().find("shard-00000.bin: checksum mismatch"), std::string::npos) << error();
+  EXPECT_NE(error().find("shard-00000.bin: entry 'fc.weight' checksum mismatch"), std::string::npos)
+      << error();
+  // The streaming verifier (pillar ckpt verify) checks the shard's own checksum too.
+  auto verified = [&] {
+    auto m = ReadManifest(*Env::Default(), path);
+    return m.ok() ? VerifyCheckpoint(*Env::Default(), path, *m) : m.status();
+  };
+  EXPECT_FALSE(verified().ok());
   write(shard0, good_shard.substr(0, good_shard.size() - 1));
   EXPECT_NE(error().find("truncated or torn"), std::string::npos) << error();
   write(shard0, good_shard);
+  ASSERT_TRUE(LoadCheckpoint(*Env::Default(), path).ok());
+  ASSERT_TRUE(verified().ok());
+
+  // Shard 1 holds fc.bias (40 bytes at 0), then counters at 64: bytes 40-63 are padding, which
+  // no entry checksum covers; a load still sees a change there.
+  const std::string shard1 = path + "/shard-00001.bin";
+  const std::string good_shard1 = read(shard1);
+  std::string padded = good_shard1;
+  padded[50] = '\x7f';
+  write(shard1, padded);
+  EXPECT_NE(error().find("shard-00001.bin: byte 50 between entries is not zero"), std::string::npos)
+      << error();
+  EXPECT_NE(verified().message().find("shard-00001.bin: checksum mismatch"), std::string::npos)
+      << verified();
+  write(shard1, good_shard1);
   ASSERT_TRUE(LoadCheckpoint(*Env::Default(), path).ok());
 
   std::string edited = good_manifest;
