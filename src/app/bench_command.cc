@@ -4,13 +4,13 @@
 
 #include <cstdio>
 #include <cstdlib>
-#include <fstream>
 
 #include "app/commands.h"
 #include "bench/collective_options.h"
 #include "bench/collective_runner.h"
 #include "bench/nccl_tests_report.h"
 #include "bench/open_communicator.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace pillar::app {
@@ -27,6 +27,10 @@ int RunBenchCollective(const std::vector<std::string>& args) {
   if (!options.ok()) {
     std::fprintf(stderr, "pillar bench collective: %s\n%s",
                  std::string(options.status().message()).c_str(), bench::CollectiveUsage().c_str());
+    return 2;
+  }
+  if (absl::Status s = bench::CheckFitsInMemory(*options); !s.ok()) {
+    std::fprintf(stderr, "pillar bench collective: %s\n", std::string(s.message()).c_str());
     return 2;
   }
   absl::StatusOr<std::unique_ptr<bench::Communicator>> comm = bench::OpenCommunicator(*options);
@@ -74,10 +78,10 @@ int RunBenchCollective(const std::vector<std::string>& args) {
     std::fputs(bench::FormatFooter(*summary, *options).c_str(), stdout);
     std::fflush(stdout);
     if (!options->json_path.empty()) {
-      std::ofstream out(options->json_path, std::ios::trunc);
-      out << bench::CollectiveJson(*summary, *options, c.Describe(), c.size()) << "\n";
-      if (!out) {
-        std::fprintf(stderr, "pillar bench collective: cannot write %s\n", options->json_path.c_str());
+      const std::string json =
+          bench::CollectiveJson(*summary, *options, c.Describe(), c.size()) + "\n";
+      if (absl::Status s = ReplaceFile(options->json_path, json); !s.ok()) {
+        std::fprintf(stderr, "pillar bench collective: %s\n", std::string(s.message()).c_str());
         return 2;
       }
     }

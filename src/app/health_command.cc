@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "common/files.h"
 #include "health/health_checks.h"
 #include "health/health_config.h"
 #include "health/health_report.h"
@@ -22,7 +23,8 @@ int RunHealth(const HealthOptions& options) {
     std::fputs(health::FormatHealthTable(report).c_str(), stdout);
   }
   if (!options.prometheus.empty()) {
-    if (absl::Status s = health::WriteTextfile(options.prometheus, health::HealthPrometheus(report));
+    // Replaced whole: node_exporter's textfile collector never reads half a file.
+    if (absl::Status s = ReplaceFile(options.prometheus, health::HealthPrometheus(report));
         !s.ok()) {
       std::fprintf(stderr, "pillar health: %s\n", std::string(s.message()).c_str());
       return 2;

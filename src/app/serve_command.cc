@@ -11,8 +11,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <thread>
 
 #include "app/audit_setup.h"
@@ -159,16 +157,7 @@ absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& s
 }
 
 absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp);
-    out << "data=" << data << "\nadmin=" << admin << "\n";
-    if (!out) return absl::InternalError(StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);  // readers never see a half-written file
-  if (ec) return absl::InternalError(StrCat("cannot rename ", tmp, ": ", ec.message()));
-  return absl::OkStatus();
+  return ReplaceFile(path, StrCat("data=", data, "\nadmin=", admin, "\n"));
 }
 
 // SIGTERM and SIGINT are delivered to any thread that does not block them, and libraries start

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 
@@ -22,5 +23,10 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
 // or others may read it, as ssh refuses such a private key, so a leak is refused, not used.
 absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                            std::uintmax_t max_bytes);
+
+// Replaces `path`'s contents with `text` through `<path>.tmp` and a rename, so a reader (a
+// Prometheus collector, a test waiting for a ports file) sees the old file or the new one,
+// never half of one. Not fsynced: for files that are rewritten, not kept.
+absl::Status ReplaceFile(const std::filesystem::path& path, std::string_view text);
 
 }  // namespace pillar

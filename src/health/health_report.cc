@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 
 #include "common/json_writer.h"
 #include "common/strings.h"
@@ -112,20 +110,6 @@ std::string HealthPrometheus(const HealthReport& report) {
     out += StrCat("pillar_health_check_value{check=\"", Label(c.name), "\"} ", number, "\n");
   }
   return out;
-}
-
-absl::Status WriteTextfile(const std::string& path, const std::string& text) {
-  const std::string tmp = StrCat(path, ".tmp");
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    out << text;
-    out.flush();
-    if (!out) return absl::UnavailableError(StrCat("cannot write ", tmp));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return absl::UnavailableError(StrCat("cannot rename ", tmp, " to ", path, ": ", ec.message()));
-  return absl::OkStatus();
 }
 
 }  // namespace pillar::health

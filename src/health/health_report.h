@@ -12,8 +12,5 @@ namespace pillar::health {
 std::string FormatHealthTable(const HealthReport& report);
 std::string HealthJson(const HealthReport& report);
 std::string HealthPrometheus(const HealthReport& report);
-// Writes `text` to `path` through a temporary file and a rename, so the collector never reads
-// half a file.
-absl::Status WriteTextfile(const std::string& path, const std::string& text);
 
 }  // namespace pillar::health
