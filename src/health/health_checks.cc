@@ -295,12 +295,7 @@ int HealthReport::ExitCode() const {
 absl::StatusOr<CollectiveOutcome> ParseNcclTestsSummary(std::string_view output) {
   CollectiveOutcome outcome;
   bool have_bw = false;
-  size_t at = 0;
-  while (at < output.size()) {
-    size_t end = output.find('\n', at);
-    if (end == std::string_view::npos) end = output.size();
-    const std::string_view line = output.substr(at, end - at);
-    at = end + 1;
+  for (std::string_view line : Split(output, '\n')) {
     const std::vector<std::string_view> tokens = Tokens(line);
     if (line.starts_with("# Avg bus bandwidth") && tokens.size() >= 6) {
       const std::string text(tokens[5]);
@@ -357,10 +352,13 @@ absl::StatusOr<CommandResult> RunShellCommand(const std::string& command, int ti
   }
   if (pid == 0) {
     dup2(out[1], STDOUT_FILENO);
+    const int null = open("/dev/null", O_RDONLY);  // nothing of ours for it (or mpirun) to read
+    if (null >= 0) dup2(null, STDIN_FILENO);
     setpgid(0, 0);  // its own group, so a timeout kills mpirun and its ranks together
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
+  setpgid(pid, pid);  // also here: a kill may come before the child has run setpgid
   close(out[1]);
   CommandResult result;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
@@ -386,9 +384,22 @@ absl::StatusOr<CommandResult> RunShellCommand(const std::string& command, int ti
     break;
   }
   close(out[0]);
-  if (timed_out) kill(-pid, SIGKILL);
+  // Its output may end before it does (a command that closes stdout and runs on): the wait
+  // keeps to the same deadline.
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  while (!timed_out) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid || (done < 0 && errno != EINTR)) break;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (timed_out) {
+    kill(-pid, SIGKILL);
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
   }
   if (timed_out) {
     return absl::DeadlineExceededError(StrCat("`", command, "` ran longer than ", timeout_s, " s"));

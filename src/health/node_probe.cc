@@ -23,12 +23,7 @@ std::string_view Trim(std::string_view s) {
 
 // "MemTotal:       16318480 kB" -> bytes.
 bool MeminfoValue(std::string_view text, std::string_view key, uint64_t& bytes) {
-  size_t at = 0;
-  while (at < text.size()) {
-    size_t end = text.find('\n', at);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(at, end - at);
-    at = end + 1;
+  for (std::string_view line : Split(text, '\n')) {
     if (!line.starts_with(key) || line.size() <= key.size() || line[key.size()] != ':') continue;
     std::string_view rest = Trim(line.substr(key.size() + 1));
     uint64_t value = 0;
@@ -52,13 +47,7 @@ absl::StatusOr<CpuFacts> NodeProbe::Cpu() const {
   absl::StatusOr<std::string> text = ReadSmallFile(Path("/proc/cpuinfo"), 64 << 20);
   if (!text.ok()) return text.status();
   CpuFacts cpu;
-  std::string_view all = *text;
-  size_t at = 0;
-  while (at < all.size()) {
-    size_t end = all.find('\n', at);
-    if (end == std::string_view::npos) end = all.size();
-    std::string_view line = all.substr(at, end - at);
-    at = end + 1;
+  for (std::string_view line : Split(*text, '\n')) {
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     const std::string_view key = Trim(line.substr(0, colon));

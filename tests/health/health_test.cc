@@ -221,6 +221,11 @@ TEST_F(FakeNode, TheCollectiveCheckReadsNcclTestsOutputFromAnyCommand) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
   EXPECT_EQ(StatusOf(r, "collective.busbw"), CheckStatus::kError);
   EXPECT_NE(Find(r, "collective.busbw")->detail.find("longer than 1 s"), std::string::npos);
+  // A command that closes its output and runs on is held to the same deadline.
+  const auto closed_at = std::chrono::steady_clock::now();
+  r = Run("[collective]\ncommand = \"exec >&-; sleep 30\"\nmin_busbw_gbps = 1\ntimeout_s = 1\n");
+  EXPECT_LT(std::chrono::steady_clock::now() - closed_at, std::chrono::seconds(10));
+  EXPECT_NE(Find(r, "collective.busbw")->detail.find("longer than 1 s"), std::string::npos);
 }
 
 TEST(HealthParseTest, NcclTestsSummaryAndXidLines) {
