@@ -115,10 +115,17 @@ absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
   if (l == "ngpus") return refuse_unless(1, "one device per process is all a CPU backend has; start one rank per device with mpirun instead");
   if (l == "nthreads") return refuse_unless(1, "pillar runs one rank per process; start more ranks with mpirun instead");
   if (l == "cudagraph") return refuse_unless(0, "CUDA graphs need the NCCL backend, which this build has not");
-  if (l == "parallel_init") return refuse_unless(0, "there is one rank per process to initialise");
-  if (l == "report_cputime") return refuse_unless(0, "CPU time reports are not implemented");
+  // -p and -C change nothing on a CPU backend: one rank per process has nothing to initialise
+  // in parallel, and its times are the host's wall clock either way. Accepted, checked.
+  if (l == "parallel_init" || l == "report_cputime") {
+    absl::StatusOr<long long> n = integer(0, 1);
+    return n.ok() ? absl::OkStatus() : n.status();
+  }
   if (l == "local_register") return refuse_unless(0, "buffer registration needs the NCCL backend");
-  if (l == "timeout") return refuse_unless(0, "timeouts are not implemented: use the launcher's");
+  if (l == "timeout") {
+    return refuse_unless(0, "a per-collective timeout is NCCL's; bound the run with the "
+                            "launcher instead (mpirun --timeout, srun --time)");
+  }
   if (l == "backend") {
     if (v != "mpi" && v != "gloo") {
       return absl::InvalidArgumentError(StrCat("--backend: '", v, "' is not mpi or gloo"));
@@ -277,7 +284,8 @@ nccl-tests flags:
   -a,--average 0..3       time reported: 0 rank 0's, 1 mean, 2 min, 3 max (default 1)
   -z,--blocking 0|1       accepted; CPU backends complete every call before returning
   -N,--run_cycles N       run the sweep N times, 0 until stopped (default 1)
-  -g, -t, -G, -p, -C, -R, -T   only their defaults (1, 1, 0, 0, 0, 0, 0) on CPU backends
+  -p, -C 0|1              accepted (nothing to initialise in parallel; times are host time)
+  -g, -t, -G, -R, -T      only their defaults (1, 1, 0, 0, 0) on CPU backends
 pillar flags:
   --backend mpi|gloo      default: mpi when started by mpirun, gloo otherwise
   --rendezvous URL        gloo: file:/shared/dir or redis://host:port

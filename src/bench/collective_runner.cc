@@ -1,7 +1,10 @@
 #include "bench/collective_runner.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstring>
+#include <new>
 
 #include "bench/elements.h"
 #include "common/strings.h"
@@ -12,6 +15,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 }  // namespace
+
+absl::Status CheckFitsInMemory(const CollectiveOptions& options) {
+  // Two buffers of the largest size on every rank: refused with the reason when this machine
+  // cannot hold them even once, rather than left to the allocator or the OOM killer.
+  const uint64_t memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
+  if (options.max_bytes > memory / 2) {
+    return absl::ResourceExhaustedError(
+        StrCat("-e ", options.max_bytes, " needs twice that in host memory (send and receive "
+               "buffers) on every rank; this machine has ", memory, " bytes"));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<size_t> CollectiveRunner::Sizes(const CollectiveOptions& o) {
   std::vector<size_t> sizes;
@@ -105,11 +120,15 @@ absl::StatusOr<CollectiveSummary> CollectiveRunner::Run(
   double busbw_sum = 0;
   size_t busbw_n = 0;
   size_t rows_run = 0;
-  send_.resize(options_.max_bytes);
-  recv_.resize(options_.max_bytes);
-  // First touch before timing: page faults are not the network's.
-  std::memset(send_.data(), 0, send_.size());
-  std::memset(recv_.data(), 0, recv_.size());
+  if (absl::Status s = CheckFitsInMemory(options_); !s.ok()) return s;
+  // resize() zero-fills: the pages are touched before timing, so faults are not the network's.
+  try {
+    send_.resize(options_.max_bytes);
+    recv_.resize(options_.max_bytes);
+  } catch (const std::bad_alloc&) {  // a ulimit below the physical memory
+    return absl::ResourceExhaustedError(
+        StrCat("cannot allocate two buffers of ", options_.max_bytes, " bytes"));
+  }
   for (int cycle = 0; options_.cycles == 0 || cycle < options_.cycles; ++cycle) {
     for (DataType type : options_.types) {
       for (const std::optional<ReduceOp>& op : ops) {

@@ -38,6 +38,10 @@ struct CollectiveSummary {
   double avg_busbw = 0;              // over every row, both placements
 };
 
+// OK when this machine can hold the two buffers of -e's size (checked before ranks meet, and
+// again by Run()); otherwise the reason.
+absl::Status CheckFitsInMemory(const CollectiveOptions& options);
+
 class CollectiveRunner {
  public:
   CollectiveRunner(Communicator& comm, const CollectiveOptions& options)

@@ -10,6 +10,7 @@
 #include "bench/collective.h"
 #include "bench/collective_options.h"
 #include "bench/collective_runner.h"
+#include "bench/communicator.h"
 #include "bench/elements.h"
 #include "bench/nccl_tests_report.h"
 
@@ -89,6 +90,10 @@ TEST(CollectiveOptionsTest, WhatCannotBeHonouredIsRefusedByName) {
   EXPECT_NE(ErrorOf({"allreduce", "-t", "2"}).find("-t 2"), std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-G", "1"}).find("CUDA graphs"), std::string::npos);
   EXPECT_EQ(ErrorOf({"allreduce", "-g", "1", "-G", "0", "-t", "1"}), "");
+  EXPECT_NE(ErrorOf({"allreduce", "-T", "60"}).find("bound the run with the launcher"),
+            std::string::npos);
+  EXPECT_EQ(ErrorOf({"allreduce", "-p", "1", "-C", "1", "-R", "0", "-T", "0"}), "");
+  EXPECT_NE(ErrorOf({"allreduce", "-C", "2"}).find("-C: 2 is out of range"), std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-x", "1"}).find("unknown flag '-x'"), std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-a", "4"}).find("-a: 4 is out of range"), std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-n", "0"}).find("-n"), std::string::npos);
@@ -119,6 +124,69 @@ TEST(CollectiveRunnerTest, SizesStepByFactorOrByBytes) {
   o.max_bytes = 16;
   o.step_factor = 2;
   EXPECT_EQ(CollectiveRunner::Sizes(o), std::vector<size_t>{0});  // 0 * 2 never grows
+}
+
+// One rank, in process: every collective of one rank leaves its input as its output. It
+// cannot reduce bfloat16, so the runner's handling of what a backend refuses is exercised.
+class OneRank final : public Communicator {
+ public:
+  int rank() const override { return 0; }
+  int size() const override { return 1; }
+  std::string Describe() const override { return "one rank"; }
+  absl::Status Supports(Collective c, DataType type, ReduceOp) const override {
+    if (Reduces(c) && type == DataType::kBfloat16) {
+      return absl::UnimplementedError("no bfloat16 reductions here");
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Run(const CollectiveCall& call) override {
+    ++calls;
+    const size_t bytes = call.count * DataTypeSize(call.type);
+    if (!call.in_place && bytes > 0) std::memcpy(call.recv, call.send, bytes);
+    return absl::OkStatus();
+  }
+  absl::Status Barrier() override { return absl::OkStatus(); }
+  absl::StatusOr<double> Combine(double value, ReduceOp) override { return value; }
+  absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) override {
+    return std::vector<std::string>{std::string(mine)};
+  }
+  int calls = 0;
+};
+
+TEST(CollectiveRunnerTest, RowsChecksAndRefusedCombinationsOnOneRank) {
+  OneRank comm;
+  auto o = Parse({"allreduce", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "1",
+                  "-d", "all", "-o", "sum"});
+  ASSERT_TRUE(o.ok());
+  CollectiveRunner runner(comm, *o);
+  int printed = 0;
+  auto summary = runner.Run([&](const CollectiveRow&) { ++printed; });
+  ASSERT_TRUE(summary.ok()) << summary.status();
+  // 9 types (bfloat16 refused and named) x 3 sizes.
+  EXPECT_EQ(printed, 27);
+  EXPECT_EQ(summary->rows.size(), 27u);
+  ASSERT_EQ(summary->skipped.size(), 1u);
+  EXPECT_EQ(summary->skipped[0], "bfloat16 sum: no bfloat16 reductions here");
+  EXPECT_EQ(summary->wrong, 0u);
+  for (const CollectiveRow& row : summary->rows) {
+    EXPECT_EQ(row.out_of_place.wrong, 0u);
+    EXPECT_EQ(row.in_place.wrong, 0u);
+    EXPECT_GT(row.out_of_place.seconds, 0);
+  }
+  // Per placement: 1 warm-up, 3 timed, 1 checked.
+  EXPECT_EQ(comm.calls, 27 * 2 * 5);
+  // Asked for alone, the refused combination is an error, not an empty run.
+  auto alone = Parse({"allreduce", "-b", "1K", "-e", "1K", "-d", "bfloat16"});
+  ASSERT_TRUE(alone.ok());
+  CollectiveRunner refused(comm, *alone);
+  EXPECT_EQ(refused.Run([](const CollectiveRow&) {}).status().code(),
+            absl::StatusCode::kUnimplemented);
+  // A root beyond the ranks is refused.
+  auto rooted = Parse({"broadcast", "-b", "1K", "-e", "1K", "-r", "1"});
+  ASSERT_TRUE(rooted.ok());
+  CollectiveRunner beyond(comm, *rooted);
+  EXPECT_NE(beyond.Run([](const CollectiveRow&) {}).status().message().find("only 1 ranks"),
+            std::string::npos);
 }
 
 TEST(CollectiveTest, CountsAndBandwidthMatchRowsComputedByHand) {

@@ -193,6 +193,11 @@ TEST_F(ClusterTest, UsageErrorsExitTwoWithAReason) {
                                 "--rendezvous", "file:/nonexistent/dir", "--rank", "0",
                                 "--world-size", "1"}, &out, &err), 2);
   EXPECT_NE(err.find("not a writable directory"), std::string::npos) << err;
+  // More than this machine could ever hold: refused before any rank waits for another.
+  EXPECT_EQ(testing::RunPillar({"bench", "collective", "allreduce", "-e", "64T", "--backend",
+                                "gloo", "--rank", "0", "--world-size", "2", "--rendezvous",
+                                "file:/nonexistent"}, &out, &err), 2);
+  EXPECT_NE(err.find("needs twice that in host memory"), std::string::npos) << err;
   EXPECT_EQ(testing::RunPillar({"bench", "collective", "-h"}, &out, &err), 0);
   EXPECT_NE(out.find("-b,--minbytes"), std::string::npos);
 }
