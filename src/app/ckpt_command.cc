@@ -279,8 +279,22 @@ int RunCkptImport(const CkptOptions& options) {
   absl::StatusOr<ckpt::TorchSaveFile> file = ckpt::ReadTorchSave(options.file);
   if (!file.ok()) return Fail("import", file.status());
   std::vector<ckpt::EntryView> entries;
+  uint64_t total = 0;
   for (const ckpt::TorchSaveTensor& t : file->tensors) {
     entries.push_back({t.name, t.dtype, t.shape, t.data});
+    total += t.data.size();
+  }
+  // The reader holds a storage named by many tensors once, but a checkpoint writes each tensor:
+  // without a bound, a 4 MB file naming one 4 MiB tensor 4,000 times would write 16 GB. Tied
+  // weights (an embedding shared with the output layer) stay far below this.
+  std::error_code ec;
+  const uint64_t file_bytes = std::filesystem::file_size(options.file, ec);
+  constexpr uint64_t kMaxWrittenPerFileByte = 4;
+  if (!ec && total > kMaxWrittenPerFileByte * file_bytes + (1 << 20)) {
+    return Fail("import", absl::InvalidArgumentError(StrCat(
+                              options.file, ": its tensors would take ", total, " bytes, more than ",
+                              kMaxWrittenPerFileByte, " times the file's ", file_bytes,
+                              " (many tensors naming the same storage?); refused")));
   }
   ckpt::RunDirectory run(Env::Default(), options.run);
   if (absl::Status s = run.Prepare(); !s.ok()) return Fail("import", s);

@@ -1,14 +1,20 @@
 #include "ckpt/torch_save_reader.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
+#include <tuple>
 
 #include "ckpt/env.h"
 #include "common/strings.h"
 
 namespace pillar::ckpt {
 namespace {
+
+// torch.save names storages "0", "1", ...: a longer key is no torch.save file, and copying a
+// long memoized key into each storage would let a few bytes of pickle cost kilobytes.
+constexpr size_t kMaxStorageKey = 256;
 
 // ---- The zip container (stored entries only, zip64 aware).
 
@@ -105,6 +111,18 @@ using ValuePtr = std::shared_ptr<Value>;
 struct Value {
   enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage,
                     kTensor, kMark };
+  Value() = default;
+  Value(const Value&) = delete;
+  Value& operator=(const Value&) = delete;
+  ~Value();
+
+  // Moves this value's children (items, storage) to `out`, leaving it a leaf.
+  void ReleaseChildren(std::vector<ValuePtr>& out) {
+    for (ValuePtr& item : items) out.push_back(std::move(item));
+    items.clear();
+    if (storage != nullptr) out.push_back(std::move(storage));
+  }
+
   Kind kind = Kind::kNone;
   int64_t i = 0;
   std::string s;                // string; a global's "module.name"; a storage's key
@@ -112,7 +130,24 @@ struct Value {
   DType dtype = DType::kFloat32;  // storage
   ValuePtr storage;               // tensor
   std::vector<int64_t> size, stride;
+  uint32_t depth = 1;   // levels of containers down to the deepest leaf, this one included
+  bool nested = false;  // inside a container or tensor, and so never changed again
 };
+
+// Frees the children iteratively: the default destructor would recurse once per level of
+// nesting, and a deep enough value tree (a million nested lists fit in 2 MB of pickle)
+// overflows the stack. Each value whose last owner is here gives up its children to the
+// worklist before it is destroyed, so no destructor below this one has children to free.
+Value::~Value() {
+  if (items.empty() && storage == nullptr) return;
+  std::vector<ValuePtr> pending;
+  ReleaseChildren(pending);
+  while (!pending.empty()) {
+    ValuePtr v = std::move(pending.back());
+    pending.pop_back();
+    if (v.use_count() == 1) v->ReleaseChildren(pending);
+  }
+}
 
 ValuePtr Make(Value::Kind kind) {
   auto v = std::make_shared<Value>();
@@ -135,7 +170,7 @@ std::optional<DType> StorageDType(std::string_view global) {
 
 class Unpickler {
  public:
-  explicit Unpickler(std::span<const std::byte> p) : p_(p) {}
+  Unpickler(std::span<const std::byte> p, const TorchSaveLimits& limits) : p_(p), limits_(limits) {}
 
   absl::StatusOr<ValuePtr> Run() {
     for (;;) {
@@ -147,7 +182,10 @@ class Unpickler {
         if (stack_.size() != 1) return Bad("STOP with a stack of other than one value");
         return stack_.back();
       }
-      if (stack_.size() > 10'000'000) return Bad("stack too deep");
+      if (stack_.size() > limits_.max_stack) {
+        return Bad(
+            StrCat("holds more than ", limits_.max_stack, " values on its stack (the limit)"));
+      }
     }
   }
 
@@ -207,11 +245,33 @@ class Unpickler {
     stack_.push_back(it->second);
     return absl::OkStatus();
   }
+  // Puts `child` into `parent`, a new tuple or a list or dict being filled (see Modifiable).
+  absl::Status Adopt(Value& parent, ValuePtr child) {
+    if (child.get() == &parent) return Bad("puts a container inside itself");
+    if (child->depth >= limits_.max_nesting) {
+      return Bad(
+          StrCat("nests containers more than ", limits_.max_nesting, " levels deep (the limit)"));
+    }
+    parent.depth = std::max(parent.depth, child->depth + 1);
+    child->nested = true;
+    parent.items.push_back(std::move(child));
+    return absl::OkStatus();
+  }
+  // Whether the list or dict on top of the stack may take more items. One already inside
+  // another container is refused: the pickler fills each container before anything holds it,
+  // so only a recursive structure (never part of a state_dict) would need it, and refusing it
+  // keeps the values free of cycles (which shared_ptr would leak) and every recorded depth exact.
+  absl::Status Modifiable(Value::Kind kind, std::string_view what) {
+    if (stack_.empty() || stack_.back()->kind != kind) return Bad(what);
+    if (stack_.back()->nested) return Bad("changes a container already inside another");
+    return absl::OkStatus();
+  }
   absl::Status Reduce(const ValuePtr& callable, const ValuePtr& args);
   absl::Status SetItems(std::vector<ValuePtr> items);
   absl::Status Step(uint8_t op);
 
   std::span<const std::byte> p_;
+  const TorchSaveLimits limits_;
   size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
   std::map<uint64_t, ValuePtr> memo_;
@@ -219,8 +279,13 @@ class Unpickler {
 
 absl::Status Unpickler::SetItems(std::vector<ValuePtr> items) {
   if (items.size() % 2 != 0) return Bad("odd number of dict items");
-  if (stack_.empty() || stack_.back()->kind != Value::Kind::kDict) return Bad("sets items on a non-dict");
-  for (ValuePtr& v : items) stack_.back()->items.push_back(std::move(v));
+  if (absl::Status s = Modifiable(Value::Kind::kDict, "sets items on a non-dict"); !s.ok()) {
+    return s;
+  }
+  Value& dict = *stack_.back();
+  for (ValuePtr& v : items) {
+    if (absl::Status s = Adopt(dict, std::move(v)); !s.ok()) return s;
+  }
   return absl::OkStatus();
 }
 
@@ -248,7 +313,9 @@ absl::Status Unpickler::Reduce(const ValuePtr& callable, const ValuePtr& args) {
       return Bad("_rebuild_tensor_v2 with unexpected arguments");
     }
     ValuePtr t = Make(Value::Kind::kTensor);
+    a[0]->nested = true;
     t->storage = a[0];
+    t->depth = a[0]->depth + 1;
     t->i = a[1]->i;  // storage offset, in elements
     if (!ints(a[2], &t->size) || !ints(a[3], &t->stride) || t->size.size() != t->stride.size()) {
       return Bad("a tensor's size and stride must be tuples of the same length");
@@ -365,7 +432,9 @@ absl::Status Unpickler::Step(uint8_t op) {
       absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
       if (!items.ok()) return items.status();
       ValuePtr v = Make(K::kTuple);
-      v->items = std::move(*items);
+      for (ValuePtr& item : *items) {
+        if (absl::Status s = Adopt(*v, std::move(item)); !s.ok()) return s;
+      }
       stack_.push_back(std::move(v));
       return absl::OkStatus();
     }
@@ -373,12 +442,15 @@ absl::Status Unpickler::Step(uint8_t op) {
     case 0x86:
     case 0x87: {
       const size_t n = size_t(op - 0x84);
-      ValuePtr v = Make(K::kTuple);
-      v->items.resize(n);
+      ValuePtr popped[3];
       for (size_t i = n; i-- > 0;) {
         absl::StatusOr<ValuePtr> item = Pop();
         if (!item.ok()) return item.status();
-        v->items[i] = std::move(*item);
+        popped[i] = std::move(*item);
+      }
+      ValuePtr v = Make(K::kTuple);
+      for (size_t i = 0; i < n; ++i) {
+        if (absl::Status s = Adopt(*v, std::move(popped[i])); !s.ok()) return s;
       }
       stack_.push_back(std::move(v));
       return absl::OkStatus();
@@ -393,6 +465,9 @@ absl::Status Unpickler::Step(uint8_t op) {
       }
       std::optional<DType> dtype = StorageDType(a[1]->s);
       if (!dtype) return Bad(StrCat("unsupported storage type ", a[1]->s));
+      if (a[2]->s.size() > kMaxStorageKey) {
+        return Bad(StrCat("a storage key longer than ", kMaxStorageKey, " bytes"));
+      }
       ValuePtr v = Make(K::kStorage);
       v->s = a[2]->s;
       v->dtype = *dtype;
@@ -421,15 +496,17 @@ absl::Status Unpickler::Step(uint8_t op) {
     case 'a': {
       absl::StatusOr<ValuePtr> value = Pop();
       if (!value.ok()) return value.status();
-      if (stack_.empty() || stack_.back()->kind != K::kList) return Bad("appends to a non-list");
-      stack_.back()->items.push_back(*value);
-      return absl::OkStatus();
+      if (absl::Status s = Modifiable(K::kList, "appends to a non-list"); !s.ok()) return s;
+      return Adopt(*stack_.back(), std::move(*value));
     }
     case 'e': {
       absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
       if (!items.ok()) return items.status();
-      if (stack_.empty() || stack_.back()->kind != K::kList) return Bad("appends to a non-list");
-      for (ValuePtr& v : *items) stack_.back()->items.push_back(std::move(v));
+      if (absl::Status s = Modifiable(K::kList, "appends to a non-list"); !s.ok()) return s;
+      Value& list = *stack_.back();
+      for (ValuePtr& v : *items) {
+        if (absl::Status s = Adopt(list, std::move(v)); !s.ok()) return s;
+      }
       return absl::OkStatus();
     }
     case 'b': {  // BUILD: state for the object below (a state_dict's _metadata): not needed
@@ -447,6 +524,13 @@ absl::Status Unpickler::Step(uint8_t op) {
   }
 }
 
+// A tensor's name for an error message: a hostile one may be megabytes long.
+std::string Shortened(std::string_view name) {
+  constexpr size_t kShown = 100;
+  if (name.size() <= kShown) return std::string(name);
+  return StrCat(name.substr(0, kShown), "... (", name.size(), " bytes)");
+}
+
 bool Contiguous(const std::vector<int64_t>& size, const std::vector<int64_t>& stride) {
   int64_t expected = 1;
   for (size_t d = size.size(); d-- > 0;) {
@@ -458,7 +542,8 @@ bool Contiguous(const std::vector<int64_t>& size, const std::vector<int64_t>& st
 
 }  // namespace
 
-absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
+absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
+                                             const TorchSaveLimits& limits) {
   absl::StatusOr<std::map<std::string, ZipEntry>> zip = ReadZip(bytes);
   if (!zip.ok()) return zip.status();
   std::string prefix;
@@ -472,7 +557,7 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
     }
   }
   if (pickle == nullptr) return absl::InvalidArgumentError("not a torch.save file: no data.pkl");
-  Unpickler unpickler(bytes.subspan(pickle->offset, pickle->size));
+  Unpickler unpickler(bytes.subspan(pickle->offset, pickle->size), limits);
   absl::StatusOr<ValuePtr> root = unpickler.Run();
   if (!root.ok()) return root.status();
   if ((*root)->kind != Value::Kind::kDict) {
@@ -480,15 +565,39 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
   }
   TorchSaveFile file;
   auto copies = std::make_shared<std::vector<std::vector<std::byte>>>();
+  // Every byte the result holds beyond the file's counts against one cap (see
+  // TorchSaveLimits), checked before it is allocated.
+  uint64_t cap = 0;
+  if (__builtin_mul_overflow(limits.max_materialised_per_file_byte, uint64_t(bytes.size()), &cap)) {
+    cap = UINT64_MAX;
+  }
+  uint64_t materialised = 0;
+  auto charge = [&](uint64_t n, std::string_view name) -> absl::Status {
+    if (n <= cap - materialised) {
+      materialised += n;
+      return absl::OkStatus();
+    }
+    return absl::InvalidArgumentError(
+        StrCat("tensor '", Shortened(name), "': the tensors' copies, names and shapes would take ",
+               "more than ", cap, " bytes, ", limits.max_materialised_per_file_byte,
+               " times the file's size (the limit)"));
+  };
+  // A strided view is copied once, however many tensors name it: tied weights and hostile files
+  // alike may refer to one view many times, and the tensors can share the copy's bytes.
+  using ViewKey =
+      std::tuple<std::string_view, DType, int64_t, std::vector<int64_t>, std::vector<int64_t>>;
+  std::map<ViewKey, std::span<const std::byte>> gathered;
   const std::vector<ValuePtr>& items = (*root)->items;
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
     if (items[i]->kind != Value::Kind::kString || items[i + 1]->kind != Value::Kind::kTensor) {
       return absl::InvalidArgumentError("every key must be a string and every value a tensor");
     }
+    const std::string& name = items[i]->s;
     const Value& t = *items[i + 1];
     auto storage = zip->find(prefix + "data/" + t.storage->s);
     if (storage == zip->end()) {
-      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "': its storage is missing"));
+      return absl::InvalidArgumentError(
+          StrCat("tensor '", Shortened(name), "': its storage is missing"));
     }
     const uint64_t element = DTypeSize(t.storage->dtype);
     const uint64_t storage_elements = storage->second.size / element;
@@ -504,35 +613,52 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
       overflow |= __builtin_add_overflow(last, reach, &last);
     }
     if (overflow) {
-      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s, "': size too large"));
+      return absl::InvalidArgumentError(StrCat("tensor '", Shortened(name), "': size too large"));
     }
     // More elements than the storage holds would be an expanded (stride 0) view: its copy could
     // be any size, so it is refused rather than materialised.
     if (numel > 0 && (last >= storage_elements || numel > storage_elements)) {
-      return absl::InvalidArgumentError(StrCat("tensor '", items[i]->s,
+      return absl::InvalidArgumentError(StrCat("tensor '", Shortened(name),
                                                "' reaches past its storage, or is an expanded "
                                                "view (not supported)"));
     }
+    // The name and shape are copied into the result: a memoized name or tensor costs the pickle
+    // two bytes per reference, so they are charged like the data.
+    if (absl::Status s =
+            charge(sizeof(TorchSaveTensor) + name.size() + t.size.size() * sizeof(int64_t), name);
+        !s.ok()) {
+      return s;
+    }
     const std::byte* base = bytes.data() + storage->second.offset;
-    TorchSaveTensor out{items[i]->s, t.storage->dtype, t.size, {}};
+    TorchSaveTensor out{name, t.storage->dtype, t.size, {}};
     if (numel == 0) {
       out.data = {};
     } else if (Contiguous(t.size, t.stride)) {
       out.data = std::span(base + uint64_t(t.i) * element, numel * element);
     } else {
-      // A strided view (a transposed weight): gather it into row-major order.
-      std::vector<std::byte>& copy = copies->emplace_back(numel * element);
-      std::vector<int64_t> index(t.size.size(), 0);
-      for (uint64_t n = 0; n < numel; ++n) {
-        uint64_t at = uint64_t(t.i);
-        for (size_t d = 0; d < index.size(); ++d) at += uint64_t(index[d]) * uint64_t(t.stride[d]);
-        std::memcpy(copy.data() + n * element, base + at * element, element);
-        for (size_t d = index.size(); d-- > 0;) {
-          if (++index[d] < t.size[d]) break;
-          index[d] = 0;
+      // A strided view (a transposed weight): gather it into row-major order, once.
+      ViewKey key{t.storage->s, t.storage->dtype, t.i, t.size, t.stride};
+      auto seen = gathered.find(key);
+      if (seen != gathered.end()) {
+        out.data = seen->second;
+      } else {
+        if (absl::Status s = charge(numel * element, name); !s.ok()) return s;
+        std::vector<std::byte>& copy = copies->emplace_back(numel * element);
+        std::vector<int64_t> index(t.size.size(), 0);
+        for (uint64_t n = 0; n < numel; ++n) {
+          uint64_t at = uint64_t(t.i);
+          for (size_t d = 0; d < index.size(); ++d) {
+            at += uint64_t(index[d]) * uint64_t(t.stride[d]);
+          }
+          std::memcpy(copy.data() + n * element, base + at * element, element);
+          for (size_t d = index.size(); d-- > 0;) {
+            if (++index[d] < t.size[d]) break;
+            index[d] = 0;
+          }
         }
+        out.data = copy;
+        gathered.emplace(std::move(key), out.data);
       }
-      out.data = copy;
     }
     file.tensors.push_back(std::move(out));
   }
@@ -540,11 +666,12 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes) {
   return file;
 }
 
-absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path) {
+absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,
+                                            const TorchSaveLimits& limits) {
   absl::StatusOr<std::unique_ptr<MappedFile>> mapped = Env::Default()->MapFile(path);
   if (!mapped.ok()) return mapped.status();
   std::shared_ptr<MappedFile> shared = std::move(*mapped);
-  absl::StatusOr<TorchSaveFile> file = ParseTorchSave(shared->data());
+  absl::StatusOr<TorchSaveFile> file = ParseTorchSave(shared->data(), limits);
   if (!file.ok()) {
     return absl::Status(file.status().code(), StrCat(path, ": ", file.status().message()));
   }

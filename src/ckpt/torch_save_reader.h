@@ -3,7 +3,10 @@
 // OrderedDict a module's state_dict() is, of names to tensors. Only what such files hold is
 // understood (dicts, tuples, lists, numbers, strings, storages, tensors and parameters); any
 // other object in the pickle is an error naming it, never code run on its behalf — unlike
-// Python's pickle, this cannot be made to execute anything.
+// Python's pickle, this cannot be made to execute anything. Nor can a small file make it allocate
+// gigabytes or overflow the stack: nesting, the pickle machine's stack and the bytes copied into
+// the result are bounded (TorchSaveLimits), so memory grows only in proportion to the file, and
+// every bound passed is an error naming it.
 //
 //   PILLAR_ASSIGN_OR_RETURN(TorchSaveFile file, ReadTorchSave("model.pt"));
 //   for (const TorchSaveTensor& t : file.tensors) { ... t.name, t.dtype, t.shape, t.data ... }
@@ -24,7 +27,9 @@ struct TorchSaveTensor {
   std::string name;
   DType dtype = DType::kFloat32;
   std::vector<int64_t> shape;
-  std::span<const std::byte> data;  // contiguous, row-major; valid while the file is
+  // Contiguous, row-major; valid while the file is. Tensors naming the same strided view share
+  // one copy, so two spans may be the same bytes.
+  std::span<const std::byte> data;
 };
 
 struct TorchSaveFile {
@@ -33,8 +38,31 @@ struct TorchSaveFile {
   std::shared_ptr<const void> keep_alive;
 };
 
-absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path);
+// Bounds on what a file may make the reader build. The defaults are far above anything torch.save
+// writes for a state_dict; raising them is for tests.
+struct TorchSaveLimits {
+  // Containers within containers. A state_dict is three or four levels deep, and Python's
+  // pickler recurses several frames a level under a default recursion limit of 1,000, so
+  // torch.save cannot write a file nesting this deep.
+  uint32_t max_nesting = 1000;
+  // Values on the pickle machine's stack at once. The pickler sets a dict's items and appends a
+  // list's in batches of 1,000 (2,001 stack values with the mark), plus a few a level, so a
+  // state_dict never comes near; without a bound, a megabyte of EMPTY_LIST opcodes would hold a
+  // million values (nearly 200 MB) before the nesting limit is reached.
+  size_t max_stack = 100'000;
+  // What the result holds beyond the file's own bytes (copies of strided views, tensor names and
+  // shapes), per byte of the file. A strided view never holds more elements than its storage
+  // (expanded views are refused) and each distinct view is copied once however many tensors
+  // name it, so a file whose every storage is read transposed needs about its own size; twice
+  // leaves room for names, shapes and a second view of some storages. Unbounded, a 4 MB file
+  // could ask for 16 GB through 4,000 slightly different views of one 4 MiB storage.
+  uint64_t max_materialised_per_file_byte = 2;
+};
+
+absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,
+                                            const TorchSaveLimits& limits = {});
 // The same over bytes in memory (the fuzzer's entry point); `bytes` must outlive the result.
-absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes);
+absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
+                                             const TorchSaveLimits& limits = {});
 
 }  // namespace pillar::ckpt

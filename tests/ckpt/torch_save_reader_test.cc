@@ -1,17 +1,24 @@
 // The torch.save reader on archives built here byte by byte (a stored zip around a protocol-2
 // pickle, as torch.save writes them): the tensors it returns, and the precise refusals of what a
-// hostile file could hold — sizes that overflow, views past their storage, expanded views, and
-// callables other than a state_dict's.
+// hostile file could hold — sizes that overflow, views past their storage, expanded views,
+// callables other than a state_dict's, nesting that would exhaust the stack, and references
+// that would multiply a small file into gigabytes.
 #include "ckpt/torch_save_reader.h"
 
 #include <gtest/gtest.h>
+#include <malloc.h>
+#include <pthread.h>
 
 #include <cstring>
+#include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
 namespace pillar::ckpt {
 namespace {
+
+using namespace std::string_literals;
 
 void Put(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out += char((v >> (8 * i)) & 0xff);
@@ -69,15 +76,31 @@ std::string Str(const std::string& s) {  // BINUNICODE
   return out + s;
 }
 
-// {name: _rebuild_tensor_v2(storage 0 of `kind`, offset, size, stride, False, OrderedDict())},
-// `size` and `stride` already pickled as tuples.
+// _rebuild_tensor_v2(storage `key` of `kind`, offset, size, stride, False, OrderedDict()), left on
+// the stack; `size` and `stride` already pickled as tuples.
+std::string Tensor(const std::string& size, const std::string& stride,
+                   const std::string& kind = "FloatStorage",
+                   const std::string& offset = std::string("K\0", 2),
+                   const std::string& key = "0") {
+  return "ctorch._utils\n_rebuild_tensor_v2\n((" + Str("storage") + "ctorch\n" + kind + "\n" +
+         Str(key) + Str("cpu") + "K\x04tQ" + offset + size + stride + "\x89" +
+         "ccollections\nOrderedDict\n)Rt" + "R";
+}
+
+// {"x": Tensor(...)}.
 std::string Pickle(const std::string& size, const std::string& stride,
                    const std::string& kind = "FloatStorage",
                    const std::string& offset = std::string("K\0", 2)) {
-  return std::string("\x80\x02}") + Str("x") + "ctorch._utils\n_rebuild_tensor_v2\n((" +
-         Str("storage") + "ctorch\n" + kind + "\n" + Str("0") + Str("cpu") + "K\x04tQ" + offset +
-         size + stride + "\x89" + "ccollections\nOrderedDict\n)Rt" + "Rs.";
+  return std::string("\x80\x02}") + Str("x") + Tensor(size, stride, kind, offset) + "s.";
 }
+
+std::string Int(int32_t v) {  // BININT
+  std::string out = "J";
+  Put(out, uint32_t(v), 4);
+  return out;
+}
+
+std::string Pair(int32_t a, int32_t b) { return Int(a) + Int(b) + "\x86"; }  // TUPLE2
 
 std::string Floats(std::initializer_list<float> values) {
   std::string out;
@@ -85,8 +108,9 @@ std::string Floats(std::initializer_list<float> values) {
   return out;
 }
 
-absl::StatusOr<TorchSaveFile> Parse(const std::string& archive) {
-  return ParseTorchSave(std::as_bytes(std::span(archive.data(), archive.size())));
+absl::StatusOr<TorchSaveFile> Parse(const std::string& archive,
+                                    const TorchSaveLimits& limits = {}) {
+  return ParseTorchSave(std::as_bytes(std::span(archive.data(), archive.size())), limits);
 }
 
 std::string Archive(const std::string& pickle) {
@@ -128,6 +152,12 @@ TEST(TorchSaveReaderTest, HostileSizesAndViewsAreRefusedWithTheirReason) {
       // An expanded view: 1,000 elements over a 4-element storage.
       {Pickle("M\xe8\x03\x85", std::string("K\0\x85", 3)), "expanded view"},
       {Pickle("K\x04\x85", "K\x01\x85", "ObjectStorage"), "unsupported storage type"},
+      // torch.save's keys are "0", "1", ...: a long one would be copied into every reference.
+      {std::string("\x80\x02}") + Str("x") +
+           Tensor("K\x04\x85", "K\x01\x85", "FloatStorage", std::string("K\0", 2),
+                  std::string(300, '7')) +
+           "s.",
+       "storage key longer than 256 bytes"},
   };
   for (const Case& c : cases) {
     auto file = Parse(Archive(c.pickle));
@@ -144,6 +174,229 @@ TEST(TorchSaveReaderTest, NothingButAStateDictsObjectsIsEverCalled) {
       << file.status();
   EXPECT_FALSE(Parse("not a zip at all, just some bytes that are long enough").ok());
   EXPECT_FALSE(Parse(Zip({{"m/other", "x"}})).ok());  // no data.pkl
+}
+
+// Runs `parse` on a thread with a 1 MiB stack, an eighth of a usual main thread's, so that work
+// recursing once per level of nesting crashes here whatever the host's `ulimit -s`.
+absl::StatusOr<TorchSaveFile> OnSmallStack(
+    const std::function<absl::StatusOr<TorchSaveFile>()>& parse) {
+  struct Call {
+    const std::function<absl::StatusOr<TorchSaveFile>()>* parse;
+    absl::StatusOr<TorchSaveFile> result;
+  } call{&parse, absl::UnknownError("not run")};
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setstacksize(&attr, 1 << 20);
+  pthread_t thread;
+  const int rc = pthread_create(
+      &thread, &attr,
+      [](void* arg) -> void* {
+        Call* c = static_cast<Call*>(arg);
+        c->result = (*c->parse)();
+        return nullptr;
+      },
+      &call);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) return absl::InternalError("pthread_create failed");
+  pthread_join(thread, nullptr);
+  return std::move(call.result);
+}
+
+// The growth of the process's peak resident memory over a scope. Linux keeps the peak (VmHWM)
+// and resets it on a write of "5" to clear_refs; where that is not allowed, Growth() is 0 and
+// the test says so rather than failing. Free heap pages are first handed back, so that what
+// earlier tests freed is not reused unseen.
+class PeakMemory {
+ public:
+  PeakMemory() {
+    malloc_trim(0);
+    std::ofstream clear("/proc/self/clear_refs");
+    clear << "5";
+    clear.flush();
+    supported_ = bool(clear);
+    start_ = Read("VmRSS:");
+  }
+  uint64_t Growth() const {
+    if (!supported_) {
+      std::printf("peak memory not measurable here (/proc/self/clear_refs not writable)\n");
+      return 0;
+    }
+    const uint64_t peak = Read("VmHWM:");
+    return peak > start_ ? peak - start_ : 0;
+  }
+
+ private:
+  static uint64_t Read(const std::string& field) {
+    std::ifstream status("/proc/self/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (line.rfind(field, 0) == 0) return std::stoull(line.substr(field.size())) * 1024;
+    }
+    return 0;
+  }
+  bool supported_ = false;
+  uint64_t start_ = 0;
+};
+
+constexpr uint64_t kMiB = 1 << 20;
+
+// The first finding of the review: a million nested lists in 2 MB of pickle. The old reader built
+// them all and overflowed the stack freeing them, one recursive destructor call per level.
+TEST(TorchSaveReaderTest, AMillionNestedListsFailCleanlyWithBoundedMemory) {
+  const int kLevels = 1'000'000;
+  const std::string archive =
+      Archive("\x80\x02" + std::string(kLevels, ']') + std::string(kLevels - 1, 'a') + ".");
+  const PeakMemory memory;
+  auto file = OnSmallStack([&] { return Parse(archive); });
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("more than 100000 values on its stack (the limit)"),
+            std::string::npos)
+      << file.status();
+  // The stack limit stops it a tenth of the way in: a few tens of MB, not the 200 MB or more a
+  // million values take.
+  EXPECT_LT(memory.Growth(), 64 * kMiB);
+}
+
+// Nesting is counted whatever builds it — lists, tuples, dicts — and refused one level past the
+// limit, with the limit in the message; the deepest allowed structure passes that check (and
+// fails later only for not being a state_dict).
+TEST(TorchSaveReaderTest, NestingPastTheLimitIsRefusedNamingIt) {
+  auto lists = [](int levels) {
+    return Archive("\x80\x02" + std::string(levels, ']') + std::string(levels - 1, 'a') + ".");
+  };
+  auto tuples = [](int levels) {
+    return Archive("\x80\x02" + std::string(levels, '(') + std::string(levels, 't') + ".");
+  };
+  auto dicts = [](int levels) {  // {0: {0: ... {}}}, keys and dicts interleaved on the stack
+    std::string p = "\x80\x02";
+    for (int i = 1; i < levels; ++i) p += std::string("}K\0", 3);
+    return Archive(p + "}" + std::string(levels - 1, 's') + ".");
+  };
+  for (const auto& build : {std::function<std::string(int)>(lists), {tuples}, {dicts}}) {
+    auto file = OnSmallStack([&] { return Parse(build(1001)); });
+    ASSERT_FALSE(file.ok());
+    EXPECT_NE(file.status().message().find("more than 1000 levels deep (the limit)"),
+              std::string::npos)
+        << file.status();
+    file = OnSmallStack([&] { return Parse(build(1000)); });
+    ASSERT_FALSE(file.ok());
+    EXPECT_EQ(file.status().message().find("levels deep"), std::string::npos) << file.status();
+  }
+  // A lower limit, set by the caller, is the one named.
+  auto file = Parse(lists(11), {.max_nesting = 10});
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("more than 10 levels deep"), std::string::npos)
+      << file.status();
+}
+
+// A container put inside itself, directly or through another, has no depth: it is refused
+// rather than counted (or leaked, as shared_ptr cycles would be).
+TEST(TorchSaveReaderTest, RecursiveStructuresAreRefused) {
+  struct Case {
+    std::string pickle, expected;
+  };
+  const Case cases[] = {
+      // l = []; l.append(l)
+      {"\x80\x02]q\0h\0a."s, "puts a container inside itself"},
+      // a = []; b = []; b.append(a); a.append(b)
+      {"\x80\x02]q\0]q\1h\0ah\0h\1a."s, "changes a container already inside"},
+      // d = {}; d[0] = d
+      {"\x80\x02}q\0K\0h\0s."s, "puts a container inside itself"},
+  };
+  for (const Case& c : cases) {
+    auto file = Parse(Archive(c.pickle));
+    ASSERT_FALSE(file.ok());
+    EXPECT_NE(file.status().message().find(c.expected), std::string::npos) << file.status();
+  }
+}
+
+// With the nesting and stack limits lifted, the million nested lists are built in full: freeing
+// them must not recurse once per level, on a 1 MiB stack as on any other.
+TEST(TorchSaveReaderTest, FreeingAMillionNestedListsDoesNotRecurse) {
+  const int kLevels = 1'000'000;
+  const std::string archive =
+      Archive("\x80\x02" + std::string(kLevels, ']') + std::string(kLevels - 1, 'a') + ".");
+  auto file = OnSmallStack(
+      [&] { return Parse(archive, {.max_nesting = 2 * kLevels, .max_stack = 2 * kLevels}); });
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("no dict of tensors"), std::string::npos) << file.status();
+}
+
+// One 4 MiB storage of floats 0, 1, 2, ..., and 4,000 tensors that are all its transpose: 2,000
+// rebuilt one by one, 2,000 more by reference to the first (pickle memo), as a hostile file or a
+// model tying one weight to many names might hold them.
+std::string FourThousandTransposes(int distinct_views) {
+  std::string storage(4 * kMiB, '\0');
+  for (uint32_t i = 0; i < kMiB; ++i) {
+    const float v = float(i);
+    std::memcpy(storage.data() + 4 * i, &v, 4);
+  }
+  std::string pickle = "\x80\x02}(";
+  for (int k = 0; k < 4000; ++k) {
+    pickle += Str("w" + std::to_string(k));
+    if (k < 2000) {
+      // Views 0 .. distinct_views - 1 drop that many rows; the rest are all the full transpose.
+      const int rows = 1024 - (k < distinct_views ? k : 0);
+      pickle += Tensor(Pair(rows, 1024), Pair(1, 1024));
+      if (k == 0) pickle += std::string("q\x01", 2);
+    } else {
+      pickle += std::string("h\x01", 2);
+    }
+  }
+  return Zip({{"m/data.pkl", pickle + "u."}, {"m/data/0", storage}});
+}
+
+// The second finding of the review: a 4.5 MB file naming one 4 MiB strided view 4,000 times, which
+// the old reader copied 4,000 times (16 GB). The view is gathered once and shared.
+TEST(TorchSaveReaderTest, OneStridedViewNamedFourThousandTimesIsCopiedOnce) {
+  const std::string archive = FourThousandTransposes(1);
+  const PeakMemory memory;
+  auto file = Parse(archive);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->tensors.size(), 4000u);
+  const std::byte* copy = file->tensors[0].data.data();
+  for (const TorchSaveTensor& t : file->tensors) {
+    ASSERT_EQ(t.shape, (std::vector<int64_t>{1024, 1024})) << t.name;
+    ASSERT_EQ(t.data.data(), copy) << t.name;
+    ASSERT_EQ(t.data.size(), 4 * kMiB) << t.name;
+  }
+  // Element (r, c) of the transpose is storage element r + 1024 c.
+  float v[3];
+  std::memcpy(&v[0], copy + 4 * (0 * 1024 + 1), 4);  // (0, 1)
+  std::memcpy(&v[1], copy + 4 * (1 * 1024 + 0), 4);  // (1, 0)
+  std::memcpy(&v[2], copy + 4 * (5 * 1024 + 7), 4);  // (5, 7)
+  EXPECT_EQ(v[0], 1024.0f);
+  EXPECT_EQ(v[1], 1.0f);
+  EXPECT_EQ(v[2], 5.0f + 7 * 1024);
+  EXPECT_LT(memory.Growth(), 64 * kMiB);  // one copy and 4,000 small records
+}
+
+// The same file with 100 slightly different views (each of a few rows fewer) cannot be shared:
+// the copies count against the cap, twice the file's size, and pass it on the third view.
+TEST(TorchSaveReaderTest, DistinctStridedViewsPastTheCapAreRefused) {
+  const std::string archive = FourThousandTransposes(100);
+  const PeakMemory memory;
+  auto file = Parse(archive);
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("tensor 'w2': "), std::string::npos) << file.status();
+  EXPECT_NE(file.status().message().find(" bytes, 2 times the file's size (the limit)"),
+            std::string::npos)
+      << file.status();
+  EXPECT_LT(memory.Growth(), 64 * kMiB);  // two copies, not the old reader's 4,000 (16 GB)
+}
+
+// Names are copied into the result too: one 64 KiB name given to a thousand tensors by memo (two
+// bytes a reference) would be 64 MB from a file of 70 KB.
+TEST(TorchSaveReaderTest, ALongNameNamingManyTensorsCountsAgainstTheCap) {
+  std::string pickle = "\x80\x02}(" + Str(std::string(64 * 1024, 'n')) + std::string("q\x02", 2) +
+                       Tensor("K\x04\x85", "K\x01\x85") + std::string("q\x01", 2);
+  for (int k = 1; k < 1000; ++k) pickle += std::string("h\x02h\x01", 4);
+  auto file = Parse(Archive(pickle + "u."));
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("times the file's size (the limit)"), std::string::npos)
+      << file.status();
+  // The name is shortened in the message.
+  EXPECT_LT(file.status().message().size(), 1000u);
 }
 
 }  // namespace

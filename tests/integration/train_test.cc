@@ -284,5 +284,20 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   EXPECT_NE(out.find("restored step-00000075"), std::string::npos) << out << err;
 }
 
+// A 32 KB file naming one 16 KiB transposed view 200 times: the reader holds the view once, and
+// import refuses to write 3.2 MB of copies from it (the security review's 4 MB file asked for
+// 16 GB on disk this way).
+TEST(CkptCliTest, ImportRefusesAFileWhoseTensorsWouldFillTheDisk) {
+  testing::TempDir dir;
+  const fs::path seed = testing::SourceDir() / "tests/fuzz/corpus/torch_save/shared_strided_view";
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"ckpt", "import", (dir.path() / "run").string(), "--step", "1",
+                                "--file", seed.string()},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("more than 4 times the file's"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir.path() / "run")) << "nothing was written";
+}
+
 }  // namespace
 }  // namespace pillar
