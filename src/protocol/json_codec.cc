@@ -115,26 +115,90 @@ absl::Status AppendElement(std::string& out, DataType type, element value) {
   return Invalid("has an unknown datatype");
 }
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) StrAppend(&out, i > 0 ? "," : "", shape[i]);
+  out.push_back(']');
+  return out;
+}
+
+// Turns `data` into row-major bytes. The protocol allows two spellings: flat (one array of
+// every element) or nested like the shape. Nested data must match the shape exactly, level by
+// level: counting its leaves alone let `[[63],[[[1]]]]` pass for shape [1,64], so a client (or
+// a proxy that validates JSON by the shape) and pillar could disagree about which element is
+// where.
 struct DataWalker {
   DataType type;
+  const std::vector<int64_t>& shape;
   int64_t expected;
   size_t max_nesting;
   std::string& out;
   int64_t count = 0;
+  std::vector<size_t> index = {};  // where WalkNested is, for error messages
 
-  // Flattens nested arrays row-major; the protocol allows flat or nested data.
-  absl::Status Walk(element value, size_t depth) {
-    if (value.type() == element_type::ARRAY) {
-      if (depth >= max_nesting) return Invalid("'data' is nested too deeply");
-      simdjson::dom::array children;
-      if (value.get_array().get(children) != simdjson::SUCCESS)
-        return Invalid("'data' is not an array");
-      for (element child : children) {
-        PILLAR_RETURN_IF_ERROR(Walk(child, depth + 1));
+  absl::Status Walk(element data) {
+    if (!IsNested(data)) return WalkFlat(data);
+    return WalkNested(data);
+  }
+
+ private:
+  // Nested when the first entry is an array; flat data holding an array later is refused.
+  static bool IsNested(element data) {
+    simdjson::dom::array entries;
+    if (data.get_array().get(entries) != simdjson::SUCCESS) return false;
+    auto first = entries.begin();
+    return first != entries.end() && (*first).type() == element_type::ARRAY;
+  }
+
+  // A single value, or an array of values: only the count has to match the shape.
+  absl::Status WalkFlat(element data) {
+    simdjson::dom::array entries;
+    if (data.get_array().get(entries) != simdjson::SUCCESS) return AppendLeaf(data);
+    for (element entry : entries) {
+      if (count >= expected) return Invalid("'data' has more elements than 'shape' allows");
+      if (entry.type() == element_type::ARRAY) {
+        return Invalid(StrCat("'data' mixes values and arrays: data[0] is a value, data[", count,
+                              "] an array; send it flat or nested like 'shape' ",
+                              ShapeText(shape)));
       }
-      return absl::OkStatus();
+      PILLAR_RETURN_IF_ERROR(AppendLeaf(entry));
     }
-    if (count >= expected) return Invalid("'data' has more elements than 'shape' allows");
+    return absl::OkStatus();
+  }
+
+  // The array at depth d must have shape[d] entries, and values sit at depth rank exactly.
+  absl::Status WalkNested(element value) {
+    const size_t depth = index.size();
+    if (depth == shape.size()) {
+      if (value.type() == element_type::ARRAY) {
+        return Invalid(StrCat("'data' is nested too deeply: ", Path(), " is an array, but 'shape' ",
+                              ShapeText(shape), " has ", shape.size(), " dimensions"));
+      }
+      return AppendLeaf(value);
+    }
+    if (depth >= max_nesting) return Invalid("'data' is nested too deeply");
+    simdjson::dom::array entries;
+    if (value.get_array().get(entries) != simdjson::SUCCESS) {
+      return Invalid(StrCat("'data' is not nested deeply enough: ", Path(),
+                            " is a value, but dimension ", depth, " of 'shape' ", ShapeText(shape),
+                            " needs an array of ", shape[depth]));
+    }
+    const size_t size = entries.size();
+    if (int64_t(size) != shape[depth]) {
+      return Invalid(StrCat("nested 'data' does not match 'shape' ", ShapeText(shape), ": ", Path(),
+                            " has ", size, " entries, but dimension ", depth, " is ",
+                            shape[depth]));
+    }
+    index.push_back(0);
+    for (element entry : entries) {
+      PILLAR_RETURN_IF_ERROR(WalkNested(entry));
+      ++index.back();
+    }
+    index.pop_back();
+    return absl::OkStatus();
+  }
+
+  absl::Status AppendLeaf(element value) {
     absl::Status s = AppendElement(out, type, value);
     if (!s.ok()) {
       return Invalid(
@@ -142,6 +206,13 @@ struct DataWalker {
     }
     ++count;
     return absl::OkStatus();
+  }
+
+  // "data[1][0]": the array or value the message is about.
+  std::string Path() const {
+    std::string path = "data";
+    for (size_t i : index) StrAppend(&path, "[", i, "]");
+    return path;
   }
 };
 
@@ -221,8 +292,8 @@ struct InferenceRequestDecoder::Impl {
     // the server allocate gigabytes before the element count is found wrong.
     const int64_t possible = std::min<int64_t>(*count, int64_t(body_size / 2) + 1);
     tensor.data.reserve(static_cast<size_t>(possible) * ElementSize(tensor.datatype));
-    DataWalker walker{tensor.datatype, *count, limits.max_nesting, tensor.data};
-    if (absl::Status s = walker.Walk(data, 0); !s.ok()) return Prefix(prefix, s);
+    DataWalker walker{tensor.datatype, tensor.shape, *count, limits.max_nesting, tensor.data};
+    if (absl::Status s = walker.Walk(data); !s.ok()) return Prefix(prefix, s);
     if (walker.count != *count) {
       return Invalid(
           StrCat(prefix, "'data' has ", walker.count, " elements but 'shape' needs ", *count));

@@ -1,7 +1,7 @@
 // Open Inference Protocol (KServe v2) JSON: decodes an infer request body into raw tensors and
 // encodes responses. The decoder checks everything the protocol can check without the model
-// (syntax, UTF-8, datatypes, shape against element count, value ranges); the model's own
-// signature is checked later by the runner.
+// (syntax, UTF-8, datatypes, shape against element count and nesting, value ranges); the model's
+// own signature is checked later by the runner.
 //
 //   InferenceRequestDecoder decoder(DecodeLimits{});
 //   absl::StatusOr<InferenceRequest> request = decoder.Decode(body);

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "common/strings.h"
+
 namespace pillar::protocol {
 namespace {
 
@@ -152,6 +154,74 @@ TEST(JsonCodecTest, DeepNestingIsRefused) {
   std::string deep = std::string(40, '[') + "1" + std::string(40, ']');
   EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep + "}]}")
                 .find("nested too deeply"),
+            std::string::npos);
+}
+
+std::string Input(std::string_view shape, std::string_view data) {
+  return StrCat(R"({"inputs":[{"name":"x","datatype":"INT32","shape":)", shape, R"(,"data":)", data,
+                "}]}");
+}
+
+TEST(JsonCodecTest, NestedDataMustMatchTheShapeNotJustTheCount) {
+  // 64 values, but laid out as 2 rows of which the second is nested three deep.
+  std::string attack = "[[0";
+  for (int i = 1; i < 63; ++i) attack += ",0";
+  attack += "],[[[1]]]]";
+  EXPECT_EQ(Error(Input("[1,64]", attack)),
+            "input 'x': nested 'data' does not match 'shape' [1,64]: data has 2 entries, but "
+            "dimension 0 is 1");
+  // The short form of the same attack from the finding.
+  EXPECT_NE(
+      Error(Input("[1,64]", "[[63],[[[1]]]]")).find("data has 2 entries, but dimension 0 is 1"),
+      std::string::npos);
+}
+
+TEST(JsonCodecTest, RaggedRowsAreRefusedWithTheRowThatIsWrong) {
+  EXPECT_EQ(Error(Input("[2,3]", "[[1,2,3],[4,5]]")),
+            "input 'x': nested 'data' does not match 'shape' [2,3]: data[1] has 2 entries, but "
+            "dimension 1 is 3");
+  // Same element count as the shape, rows of the wrong lengths.
+  EXPECT_NE(Error(Input("[2,3]", "[[1,2],[3,4,5,6]]")).find("data[0] has 2 entries"),
+            std::string::npos);
+  EXPECT_NE(Error(Input("[2,2,2]", "[[[1,2],[3,4]],[[5,6],[7]]]")).find("data[1][1] has 1 entries"),
+            std::string::npos);
+}
+
+TEST(JsonCodecTest, NestingDeeperThanTheShapeIsRefused) {
+  EXPECT_EQ(Error(Input("[2,2]", "[[1,2],[3,[4]]]")),
+            "input 'x': 'data' is nested too deeply: data[1][1] is an array, but 'shape' [2,2] has "
+            "2 dimensions");
+  // One row too many levels: [[1,2,3]] is not a vector of 3.
+  EXPECT_NE(Error(Input("[3]", "[[1,2,3]]")).find("data has 1 entries, but dimension 0 is 3"),
+            std::string::npos);
+  EXPECT_NE(Error(Input("[1,1]", "[[[1]]]")).find("nested too deeply: data[0][0] is an array"),
+            std::string::npos);
+}
+
+TEST(JsonCodecTest, NestingShallowerThanTheShapeIsRefused) {
+  EXPECT_EQ(Error(Input("[2,2]", "[[1,2],3]")),
+            "input 'x': 'data' is not nested deeply enough: data[1] is a value, but dimension 1 "
+            "of 'shape' [2,2] needs an array of 2");
+  EXPECT_NE(
+      Error(Input("[1,2,2]", "[[1,2,3,4]]")).find("data[0] has 4 entries, but dimension 1 is 2"),
+      std::string::npos);
+  // Flat first, then an array: neither spelling.
+  EXPECT_NE(Error(Input("[2,1]", "[1,[2]]")).find("mixes values and arrays"), std::string::npos);
+}
+
+TEST(JsonCodecTest, FlatAndExactlyNestedDataAreAccepted) {
+  for (std::string_view data : {"[1,2,3,4,5,6]", "[[1,2,3],[4,5,6]]"}) {
+    auto r = Decode(Input("[2,3]", data));
+    ASSERT_TRUE(r.ok()) << data << ": " << r.status();
+    EXPECT_EQ(Values<int32_t>(r->inputs[0]), (std::vector<int32_t>{1, 2, 3, 4, 5, 6})) << data;
+  }
+  auto deep = Decode(Input("[2,1,2]", "[[[1,2]],[[3,4]]]"));
+  ASSERT_TRUE(deep.ok()) << deep.status();
+  EXPECT_EQ(Values<int32_t>(deep->inputs[0]), (std::vector<int32_t>{1, 2, 3, 4}));
+  // Empty dimensions: nested rows of nothing, or flat nothing.
+  EXPECT_TRUE(Decode(Input("[2,0]", "[[],[]]")).ok());
+  EXPECT_TRUE(Decode(Input("[2,0]", "[]")).ok());
+  EXPECT_NE(Error(Input("[2,0]", "[[]]")).find("data has 1 entries, but dimension 0 is 2"),
             std::string::npos);
 }
 
