@@ -1,8 +1,13 @@
 #include "http/server.h"
 
+#include <openssl/crypto.h>
+#include <openssl/ssl.h>
+
 #include <list>
 #include <thread>
 
+#include "common/crypto.h"
+#include "common/files.h"
 #include "http/session.h"
 
 namespace pillar::http {
@@ -15,6 +20,53 @@ namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
 using tcp = net::ip::tcp;
+
+namespace {
+
+// A PEM private key, even RSA 16384 with its chain of comments, is far below this.
+constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
+
+// The private key is read by ReadSecretFile, which refuses a file its group or others may read
+// (as ssh refuses such a key), and OpenSSL loads the bytes read just after that check instead
+// of opening the path again on its own.
+absl::Status LoadPrivateKey(const ListenerOptions& options, ssl::context& context) {
+  absl::StatusOr<std::string> pem = ReadSecretFile(options.tls_private_key, kMaxPrivateKeyBytes);
+  if (!pem.ok()) {
+    return absl::Status(pem.status().code(), StrCat("listener '", options.name,
+                                                    "': tls_private_key ", pem.status().message()));
+  }
+  beast::error_code ec;
+  context.use_private_key(net::buffer(*pem), ssl::context::pem, ec);
+  OPENSSL_cleanse(pem->data(), pem->size());
+  if (ec) {
+    return absl::InvalidArgumentError(StrCat("listener '", options.name, "': tls_private_key ",
+                                             options.tls_private_key, ": ", ec.message()));
+  }
+  return absl::OkStatus();
+}
+
+// Without a session id context, OpenSSL answers every attempt to resume a session (by id or
+// ticket; TLS 1.2, and TLS 1.3 in OpenSSL 3.0 too) on a listener that verifies client
+// certificates with a fatal alert (SESSION_ID_CONTEXT_UNINITIALIZED): the connection fails, and
+// the client must reconnect without its session. The context is a digest of the listener's
+// name and its client certificate rules, so a session is resumed only under the rules it was
+// verified by. It is set on every TLS listener; on those that ask for no certificate it changes
+// nothing.
+absl::Status SetSessionIdContext(const ListenerOptions& options, ssl::context& context) {
+  const std::string id =
+      Sha256(StrCat("pillar listener\n", options.name, "\n", options.client_ca, "\n",
+                    int(options.client_certificates), "\n", int(options.client_identity)));
+  static_assert(SSL_MAX_SID_CTX_LENGTH >= 32, "a SHA-256 digest is the session id context");
+  if (SSL_CTX_set_session_id_context(context.native_handle(),
+                                     reinterpret_cast<const unsigned char*>(id.data()),
+                                     unsigned(id.size())) != 1) {
+    return absl::InternalError(
+        StrCat("listener '", options.name, "': cannot set the TLS session id context"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 bool IsLoopbackAddress(std::string_view address) {
   if (address == "localhost") return true;
@@ -112,11 +164,8 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
       return absl::InvalidArgumentError(
           StrCat("tls_certificate ", options.tls_certificate, ": ", ec.message()));
     }
-    context->use_private_key_file(options.tls_private_key, ssl::context::pem, ec);
-    if (ec) {
-      return absl::InvalidArgumentError(
-          StrCat("tls_private_key ", options.tls_private_key, ": ", ec.message()));
-    }
+    if (absl::Status s = LoadPrivateKey(options, *context); !s.ok()) return s;
+    if (absl::Status s = SetSessionIdContext(options, *context); !s.ok()) return s;
     if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
       if (options.client_ca.empty()) {
         return absl::InvalidArgumentError(

@@ -42,6 +42,7 @@ struct ListenerOptions {
   std::string address = "127.0.0.1";
   uint16_t port = 0;            // 0 picks a free port
   std::string tls_certificate;  // PEM chain; TLS is on when both files are set
+  // PEM; refused when its group or others may read the file (chmod 600 it).
   std::string tls_private_key;
   bool allow_plaintext = false;  // plaintext on a non-loopback address needs this
   // Mutual TLS: with a CA bundle, the listener asks clients for a certificate and verifies it
@@ -96,7 +97,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   // Binds and listens; returns the bound port. FailedPrecondition for plaintext on a
-  // non-loopback address without allow_plaintext; InvalidArgument for bad TLS files.
+  // non-loopback address without allow_plaintext; InvalidArgument for bad TLS files;
+  // PermissionDenied for a private key file its group or others may read (chmod 600 it).
   absl::StatusOr<uint16_t> AddListener(const ListenerOptions& options, const Router& router);
   // Serves until Stop().
   void Start();

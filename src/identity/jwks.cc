@@ -1,5 +1,6 @@
 #include "identity/jwks.h"
 
+#include <openssl/bn.h>
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
@@ -39,19 +40,66 @@ absl::StatusOr<PkeyPtr> FromData(const char* type, OSSL_PARAM_BLD* builder) {
   return Wrap(key);
 }
 
+// RSA public keys as RFC 7518 section 6.3.1 spells them. The size is the modulus's bit length
+// (BN_num_bits), not the length of its encoding: leading zero bytes would otherwise let a
+// 1024-bit key, padded to 256 bytes, pass for 2048 bits.
+constexpr int kMinRsaModulusBits = 2048;
+// OpenSSL refuses to verify with a larger modulus (OPENSSL_RSA_MAX_MODULUS_BITS); a key that
+// can never verify is refused when the set is loaded, not on every token.
+constexpr int kMaxRsaModulusBits = 16384;
+// The exponent: e = 1 makes a "signature" equal to its padded message, so anyone can forge
+// one; an even e is no RSA key at all. Identity providers publish 65537; 3 is still valid RSA
+// (OpenSSL's PKCS#1 check is strict, so the e = 3 forgeries of lax verifiers do not apply).
+// A huge e forges nothing, but each verification costs time linear in its bits, and no
+// genuine key has one: 32 bits, as Go's crypto/rsa and most libraries allow, is the cap.
+constexpr int kMaxRsaExponentBits = 32;
+
+absl::Status CheckRsaNumbers(const BIGNUM* n, const BIGNUM* e) {
+  const int n_bits = BN_num_bits(n);
+  if (n_bits < kMinRsaModulusBits) {
+    return absl::InvalidArgumentError(
+        StrCat("RSA keys need at least ", kMinRsaModulusBits, " bits; this modulus has ", n_bits));
+  }
+  if (n_bits > kMaxRsaModulusBits) {
+    return absl::InvalidArgumentError(
+        StrCat("RSA keys have at most ", kMaxRsaModulusBits, " bits; this modulus has ", n_bits));
+  }
+  if (!BN_is_odd(n)) return absl::InvalidArgumentError("the RSA modulus is even");
+  if (BN_num_bits(e) > kMaxRsaExponentBits) {
+    return absl::InvalidArgumentError(StrCat("the RSA exponent 'e' has ", BN_num_bits(e),
+                                             " bits; at most ", kMaxRsaExponentBits,
+                                             " are accepted (65537 is usual)"));
+  }
+  if (BN_get_word(e) < 3 || !BN_is_odd(e)) {
+    return absl::InvalidArgumentError(
+        StrCat("the RSA exponent 'e' is ", BN_get_word(e), "; it must be odd and at least 3"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<PkeyPtr> RsaKey(simdjson::dom::object& jwk) {
   absl::StatusOr<std::string> n = Field(jwk, "n");
   if (!n.ok()) return n.status();
   absl::StatusOr<std::string> e = Field(jwk, "e");
   if (!e.ok()) return e.status();
-  if (n->size() < 256) return absl::InvalidArgumentError("RSA keys need at least 2048 bits");
-  BIGNUM* bn_n = BN_bin2bn(reinterpret_cast<const unsigned char*>(n->data()), int(n->size()), nullptr);
-  BIGNUM* bn_e = BN_bin2bn(reinterpret_cast<const unsigned char*>(e->data()), int(e->size()), nullptr);
+  // The largest allowed modulus is 2 KiB; far longer text is refused before BN_bin2bn, which
+  // takes an int length.
+  if (n->size() > 4096 || e->size() > 4096) {
+    return absl::InvalidArgumentError("RSA key parameters are implausibly long");
+  }
+  BIGNUM* bn_n =
+      BN_bin2bn(reinterpret_cast<const unsigned char*>(n->data()), int(n->size()), nullptr);
+  BIGNUM* bn_e =
+      BN_bin2bn(reinterpret_cast<const unsigned char*>(e->data()), int(e->size()), nullptr);
   OSSL_PARAM_BLD* builder = OSSL_PARAM_BLD_new();
   absl::StatusOr<PkeyPtr> key = absl::InvalidArgumentError("out of memory");
-  if (bn_n && bn_e && builder && OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_N, bn_n) &&
-      OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_E, bn_e)) {
-    key = FromData("RSA", builder);
+  if (bn_n && bn_e && builder) {
+    if (absl::Status checked = CheckRsaNumbers(bn_n, bn_e); !checked.ok()) {
+      key = checked;
+    } else if (OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_N, bn_n) &&
+               OSSL_PARAM_BLD_push_BN(builder, OSSL_PKEY_PARAM_RSA_E, bn_e)) {
+      key = FromData("RSA", builder);
+    }
   }
   OSSL_PARAM_BLD_free(builder);
   BN_free(bn_n);

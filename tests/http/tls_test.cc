@@ -1,0 +1,279 @@
+// TLS listeners of HttpServer, end to end over 127.0.0.1: a throwaway CA, server and client
+// certificate are made with OpenSSL's C API in a temp dir, and a plain OpenSSL client talks to
+// the server, so the test controls the protocol version and the session it resumes.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "http/server.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::http {
+namespace {
+
+using KeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+using CertPtr = std::unique_ptr<X509, decltype(&X509_free)>;
+using CtxPtr = std::unique_ptr<SSL_CTX, decltype(&SSL_CTX_free)>;
+using SslPtr = std::unique_ptr<SSL, decltype(&SSL_free)>;
+using SessionPtr = std::unique_ptr<SSL_SESSION, decltype(&SSL_SESSION_free)>;
+
+std::string OpenSslErrors() {
+  std::string out;
+  char line[256];
+  while (unsigned long e = ERR_get_error()) {
+    ERR_error_string_n(e, line, sizeof line);
+    out += std::string(out.empty() ? "" : "; ") + line;
+  }
+  return out;
+}
+
+KeyPtr NewKey() {
+  return KeyPtr(EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"), EVP_PKEY_free);
+}
+
+void AddExtension(X509* cert, X509* issuer, int nid, const char* value) {
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, issuer, cert, nullptr, nullptr, 0);
+  X509_EXTENSION* ext = X509V3_EXT_conf_nid(nullptr, &ctx, nid, value);
+  ASSERT_NE(ext, nullptr) << OpenSslErrors();
+  X509_add_ext(cert, ext, -1);
+  X509_EXTENSION_free(ext);
+}
+
+// A certificate for `key` named `cn`, signed by `issuer` (self-signed when null).
+CertPtr Issue(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, long serial) {
+  CertPtr cert(X509_new(), X509_free);
+  X509_set_version(cert.get(), 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial);
+  X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 3600);
+  X509_set_pubkey(cert.get(), key);
+  X509_NAME_add_entry_by_txt(X509_get_subject_name(cert.get()), "CN", MBSTRING_ASC,
+                             reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
+  X509* signer = issuer != nullptr ? issuer : cert.get();
+  X509_set_issuer_name(cert.get(), X509_get_subject_name(signer));
+  if (issuer == nullptr) {
+    AddExtension(cert.get(), signer, NID_basic_constraints, "critical,CA:TRUE");
+    AddExtension(cert.get(), signer, NID_key_usage, "critical,keyCertSign,cRLSign");
+  } else {
+    AddExtension(cert.get(), signer, NID_basic_constraints, "critical,CA:FALSE");
+  }
+  EXPECT_GT(X509_sign(cert.get(), issuer_key != nullptr ? issuer_key : key, EVP_sha256()), 0)
+      << OpenSslErrors();
+  return cert;
+}
+
+void WritePem(const std::filesystem::path& path, X509* cert, EVP_PKEY* key, mode_t mode) {
+  BIO* bio = BIO_new_file(path.c_str(), "w");
+  ASSERT_NE(bio, nullptr) << path;
+  if (cert != nullptr) {
+    EXPECT_EQ(PEM_write_bio_X509(bio, cert), 1);
+  }
+  if (key != nullptr) {
+    EXPECT_EQ(PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr), 1);
+  }
+  BIO_free(bio);
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+}
+
+// Answers every request with the verified client identity the server saw.
+class WhoAmI : public Handler {
+ public:
+  void Handle(Request request, std::shared_ptr<ResponseSink> sink) override {
+    Response response;
+    response.content_type = "text/plain";
+    response.body = request.peer_identity;
+    sink->Send(std::move(response));
+  }
+};
+
+struct Exchange {
+  std::string error;  // empty when the handshake and the request went through
+  int status = 0;
+  std::string body;
+  bool reused = false;
+  SessionPtr session{nullptr, SSL_SESSION_free};
+};
+
+class TlsTest : public ::testing::Test {
+ protected:
+  TlsTest()
+      : ca_key_(NewKey()),
+        server_key_(NewKey()),
+        client_key_(NewKey()),
+        ca_(Issue(ca_key_.get(), "pillar test CA", nullptr, nullptr, 1)),
+        server_cert_(Issue(server_key_.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 2)),
+        client_cert_(Issue(client_key_.get(), "client-1", ca_.get(), ca_key_.get(), 3)) {
+    router_.Add({"GET", "/whoami", 1, "whoami", true});
+    options_.name = "data";
+    options_.tls_certificate = (dir_.path() / "server.pem").string();
+    options_.tls_private_key = (dir_.path() / "server.key").string();
+    options_.client_ca = (dir_.path() / "ca.pem").string();
+    options_.client_certificates = ListenerOptions::ClientCertificates::kRequire;
+  }
+
+  void SetUp() override {
+    WritePem(options_.client_ca, ca_.get(), nullptr, 0644);
+    WritePem(options_.tls_certificate, server_cert_.get(), nullptr, 0644);
+    WritePem(options_.tls_private_key, nullptr, server_key_.get(), 0600);
+  }
+
+  CtxPtr ClientContext(int version) {
+    CtxPtr ctx(SSL_CTX_new(TLS_client_method()), SSL_CTX_free);
+    SSL_CTX_set_min_proto_version(ctx.get(), version);
+    SSL_CTX_set_max_proto_version(ctx.get(), version);
+    EXPECT_EQ(SSL_CTX_use_certificate(ctx.get(), client_cert_.get()), 1);
+    EXPECT_EQ(SSL_CTX_use_PrivateKey(ctx.get(), client_key_.get()), 1);
+    X509_STORE_add_cert(SSL_CTX_get_cert_store(ctx.get()), ca_.get());
+    SSL_CTX_set_verify(ctx.get(), SSL_VERIFY_PEER, nullptr);
+    return ctx;
+  }
+
+  // One connection: handshake (resuming `resume` when given), GET /whoami, read the answer,
+  // then a clean close_notify, so the client keeps its session resumable.
+  static Exchange Get(SSL_CTX* ctx, uint16_t port, SSL_SESSION* resume = nullptr) {
+    Exchange out;
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, sizeof timeout);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+      ::close(fd);
+      out.error = "connect failed";
+      return out;
+    }
+    SslPtr ssl(SSL_new(ctx), SSL_free);
+    SSL_set_fd(ssl.get(), fd);
+    if (resume != nullptr) SSL_set_session(ssl.get(), resume);
+    if (SSL_connect(ssl.get()) != 1) {
+      out.error = "handshake failed: " + OpenSslErrors();
+      ::close(fd);
+      return out;
+    }
+    const std::string request = "GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    std::string response;
+    size_t body_start = std::string::npos, length = 0;
+    if (SSL_write(ssl.get(), request.data(), int(request.size())) == int(request.size())) {
+      char buffer[4096];
+      while (body_start == std::string::npos || response.size() < body_start + length) {
+        int n = SSL_read(ssl.get(), buffer, sizeof buffer);
+        if (n <= 0) break;
+        response.append(buffer, size_t(n));
+        if (body_start == std::string::npos) {
+          size_t end = response.find("\r\n\r\n");
+          if (end == std::string::npos) continue;
+          body_start = end + 4;
+          size_t header = response.find("Content-Length: ");
+          if (header != std::string::npos) length = std::stoul(response.substr(header + 16));
+        }
+      }
+    }
+    if (body_start == std::string::npos || response.size() < body_start + length ||
+        response.compare(0, 9, "HTTP/1.1 ") != 0) {
+      out.error = "no complete response: " + response + OpenSslErrors();
+    } else {
+      out.status = std::stoi(response.substr(9, 3));
+      out.body = response.substr(body_start, length);
+    }
+    out.reused = SSL_session_reused(ssl.get()) == 1;
+    out.session.reset(SSL_get1_session(ssl.get()));
+    SSL_shutdown(ssl.get());
+    ::close(fd);
+    return out;
+  }
+
+  // Connects twice, the second time resuming the first connection's session.
+  void ExpectResumption(int version) {
+    WhoAmI handler;
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+    ASSERT_TRUE(port.ok()) << port.status();
+    server.Start();
+    CtxPtr ctx = ClientContext(version);
+
+    Exchange first = Get(ctx.get(), *port);
+    ASSERT_EQ(first.error, "");
+    EXPECT_EQ(first.status, 200);
+    EXPECT_EQ(first.body, "client-1");
+    EXPECT_FALSE(first.reused);
+    ASSERT_NE(first.session, nullptr);
+    ASSERT_EQ(SSL_SESSION_is_resumable(first.session.get()), 1);
+
+    Exchange second = Get(ctx.get(), *port, first.session.get());
+    ASSERT_EQ(second.error, "");
+    EXPECT_TRUE(second.reused);
+    EXPECT_EQ(second.status, 200);
+    // The identity survives resumption: it comes from the certificate stored in the session.
+    EXPECT_EQ(second.body, "client-1");
+    server.Stop();
+  }
+
+  testing::TempDir dir_;
+  KeyPtr ca_key_, server_key_, client_key_;
+  CertPtr ca_, server_cert_, client_cert_;
+  Router router_;
+  ListenerOptions options_;
+};
+
+TEST_F(TlsTest, MutualTlsSessionsResumeOverTls12) { ExpectResumption(TLS1_2_VERSION); }
+
+TEST_F(TlsTest, MutualTlsSessionsResumeOverTls13) { ExpectResumption(TLS1_3_VERSION); }
+
+TEST_F(TlsTest, OptionalClientCertificatesResumeOverTls12) {
+  options_.client_certificates = ListenerOptions::ClientCertificates::kOptional;
+  ExpectResumption(TLS1_2_VERSION);
+}
+
+TEST_F(TlsTest, APrivateKeyItsGroupOrOthersCanReadIsRefused) {
+  WhoAmI handler;
+  for (mode_t mode : {0644, 0640, 0604}) {
+    ASSERT_EQ(::chmod(options_.tls_private_key.c_str(), mode), 0);
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+    ASSERT_FALSE(port.ok()) << "mode " << std::oct << mode;
+    EXPECT_EQ(port.status().code(), absl::StatusCode::kPermissionDenied);
+    EXPECT_EQ(port.status().message(),
+              "listener 'data': tls_private_key " + options_.tls_private_key +
+                  " is readable by group or others; chmod 600 it (it holds a secret)");
+  }
+  ASSERT_EQ(::chmod(options_.tls_private_key.c_str(), 0600), 0);
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  EXPECT_TRUE(port.ok()) << port.status();
+}
+
+TEST_F(TlsTest, AMissingOrMalformedPrivateKeyNamesTheFile) {
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  options_.tls_private_key = (dir_.path() / "absent.key").string();
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_FALSE(port.ok());
+  EXPECT_NE(port.status().message().find("absent.key"), std::string::npos) << port.status();
+
+  options_.tls_private_key = (dir_.path() / "garbage.key").string();
+  WritePem(options_.tls_private_key, server_cert_.get(), nullptr, 0600);  // a certificate
+  port = server.AddListener(options_, router_);
+  ASSERT_FALSE(port.ok());
+  EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(port.status().message().find("garbage.key"), std::string::npos) << port.status();
+}
+
+}  // namespace
+}  // namespace pillar::http
