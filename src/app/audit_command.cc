@@ -1,19 +1,23 @@
-// `pillar audit verify|tail|export`: checking the audit chain and reading it out, from a file
-// or from PostgreSQL.
+// `pillar audit verify|anchor|tail|export`: checking the audit chain (against an anchor kept
+// off the host, when given), taking such an anchor, and reading the chain out, from a file or
+// from PostgreSQL.
 #include <unistd.h>
 
 #include <cstdio>
 #include <deque>
 
 #include "absl/time/clock.h"
+#include "app/audit_setup.h"
 #include "app/cli_values.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "audit/audit_log_format.h"
 #include "audit/audit_record.h"
 #include "audit/audit_verifier.h"
 #include "audit/file_audit_store.h"
 #include "audit/postgres_audit_store.h"
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace pillar::app {
@@ -93,6 +97,36 @@ std::string_view TimeOf(std::string_view payload) {
   return end == std::string_view::npos ? std::string_view() : payload.substr(start, end - start);
 }
 
+// The anchor `--anchor` names: the anchor itself (COUNT:HEAD), or a file holding its line.
+absl::StatusOr<audit::Anchor> LoadAnchor(const std::string& value) {
+  if (absl::StatusOr<audit::Anchor> inline_anchor = audit::ParseAnchor(value); inline_anchor.ok()) {
+    return inline_anchor;
+  }
+  absl::StatusOr<std::string> text = ReadSmallFile(value, 2 * audit::format::kMaxLineBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(),
+                        StrCat("--anchor ", value, ": ", text.status().message()));
+  }
+  absl::StatusOr<audit::Anchor> anchor = audit::ParseAnchor(*text);
+  if (!anchor.ok()) {
+    return absl::InvalidArgumentError(StrCat("--anchor ", value, ": ", anchor.status().message()));
+  }
+  return anchor;
+}
+
+std::string ChainName(const Where& where, const std::string& instance) {
+  return where.postgres ? StrCat("postgres chain ", instance) : where.config.audit.file;
+}
+
+audit::VerifyReport VerifyChain(const Where& where, const std::string& instance,
+                                std::vector<signing::PublicKey> keys,
+                                audit::VerifyOptions options) {
+  return where.postgres
+             ? audit::VerifyPostgresChain(where.config.audit.postgres, instance, std::move(keys),
+                                          std::move(options))
+             : audit::VerifyAuditFile(where.config.audit.file, std::move(keys), std::move(options));
+}
+
 }  // namespace
 
 int RunAuditVerify(const AuditOptions& options) {
@@ -101,11 +135,21 @@ int RunAuditVerify(const AuditOptions& options) {
   absl::StatusOr<std::vector<signing::PublicKey>> keys =
       signing::ReadPublicKeys(where->config.audit.public_keys);
   if (!keys.ok()) return Fail(keys.status());
+  audit::VerifyOptions verify;
+  verify.min_records = options.min_records;
+  if (!options.anchor.empty()) {
+    absl::StatusOr<audit::Anchor> loaded = LoadAnchor(options.anchor);
+    if (!loaded.ok()) return Fail(loaded.status());
+    verify.anchor = std::move(*loaded);
+  }
   std::vector<std::string> instances;
   if (!where->postgres) {
     instances.push_back("");
   } else if (!where->instance.empty()) {
     instances.push_back(where->instance);
+  } else if (verify.anchor.has_value() || verify.min_records > 0) {
+    return Fail(absl::InvalidArgumentError(
+        "--anchor and --min-records hold for one chain: name it with --instance"));
   } else {
     absl::StatusOr<std::vector<std::string>> all =
         audit::ListPostgresChains(where->config.audit.postgres);
@@ -115,18 +159,47 @@ int RunAuditVerify(const AuditOptions& options) {
   int failed = 0;
   for (const std::string& instance : instances) {
     const absl::Time start = absl::Now();
-    audit::VerifyReport report =
-        where->postgres ? audit::VerifyPostgresChain(where->config.audit.postgres, instance, *keys)
-                        : audit::VerifyAuditFile(where->config.audit.file, *keys);
+    audit::VerifyReport report = VerifyChain(*where, instance, *keys, verify);
     const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
-    std::printf("%s: %s\n",
-                where->postgres ? StrCat("postgres chain ", instance).c_str()
-                                : where->config.audit.file.c_str(),
-                report.Summary().c_str());
+    const std::string name = ChainName(*where, instance);
+    std::printf("%s: %s\n", name.c_str(), report.Summary().c_str());
     std::printf("checked in %.3f s%s\n", seconds, report.status.ok() ? "; OK" : "");
+    std::fflush(stdout);
+    // On stderr, so that they are seen even when the summary goes to a file.
+    for (const std::string& warning : report.warnings) {
+      std::fprintf(stderr, "pillar audit: WARNING: %s: %s\n", name.c_str(), warning.c_str());
+    }
     if (!report.status.ok()) ++failed;
   }
   return failed == 0 ? 0 : 1;
+}
+
+int RunAuditAnchor(const AuditOptions& options) {
+  absl::StatusOr<Where> where = Locate(options);
+  if (!where.ok()) return Fail(where.status());
+  if (where->postgres && where->instance.empty()) {
+    return Fail(absl::InvalidArgumentError("--instance names the chain to anchor"));
+  }
+  absl::StatusOr<std::vector<signing::PublicKey>> keys =
+      signing::ReadPublicKeys(where->config.audit.public_keys);
+  if (!keys.ok()) return Fail(keys.status());
+  // An anchor taken from a chain that does not verify would vouch for whatever was done to it.
+  const audit::VerifyReport report = VerifyChain(*where, where->instance, *keys, {});
+  const std::string name = ChainName(*where, where->instance);
+  if (!report.status.ok()) {
+    std::fprintf(stderr, "pillar audit: %s does not verify; no anchor taken\n%s\n", name.c_str(),
+                 report.Summary().c_str());
+    return 1;
+  }
+  if (report.newest_checkpoint.empty()) {
+    std::fprintf(stderr,
+                 "pillar audit: %s holds no signed checkpoint yet; the server signs one every "
+                 "[audit] checkpoint_interval_ms and at shutdown when [audit] signing_key is set\n",
+                 name.c_str());
+    return 1;
+  }
+  std::printf("%s\n", report.newest_checkpoint.c_str());
+  return std::fflush(stdout) == 0 ? 0 : 2;
 }
 
 int RunAuditTail(const AuditOptions& options) {

@@ -62,16 +62,21 @@ absl::Status ChangeAudit::Record(audit::EventKind kind, std::string_view action,
                                  std::string_view resource, const std::string& reason) {
   if (log_ == nullptr) return absl::OkStatus();
   const std::string who = LocalOperator();
-  log_->Record({.kind = kind,
-                  .allowed = true,
-                  .time_us = absl::ToUnixMicros(absl::Now()),
-                  .principal = who,
-                  .tenant = {},
-                  .action = action,
-                  .resource = resource,
-                  .request_id = {},
-                  .remote = {},
-                  .explain = [&reason] { return reason; }});
+  const bool accepted = log_->Record({.kind = kind,
+                                      .allowed = true,
+                                      .time_us = absl::ToUnixMicros(absl::Now()),
+                                      .principal = who,
+                                      .tenant = {},
+                                      .action = action,
+                                      .resource = resource,
+                                      .request_id = {},
+                                      .remote = {},
+                                      .explain = [&reason] { return reason; }});
+  if (!accepted) {
+    // on_full = "refuse" with a full backlog (a failing store): say so rather than report a
+    // change as audited that is not.
+    return absl::UnavailableError("the audit log refused the record: its backlog is full");
+  }
   return log_->Flush();
 }
 

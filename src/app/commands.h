@@ -118,8 +118,16 @@ struct AuditOptions {
   int lines = 20;                  // tail
   bool follow = false;             // tail
   std::string since;               // export: RFC 3339 time, or an age such as "24h"
+  // verify: what is known from off the chain's host, so that records cut off the end together
+  // with the checkpoint kept beside it are found (formats/audit-log.md, "Anchors").
+  std::string anchor;       // a file holding an anchor line, or COUNT:HEAD itself; empty: none
+  int64_t min_records = 0;  // the chain must hold at least this many records
 };
 int RunAuditVerify(const AuditOptions& options);
+// `pillar audit anchor`: verifies the chain and prints its newest signed checkpoint, one line,
+// to be kept off the host and given to `verify --anchor` later. Exit 1 when the chain does not
+// verify or holds no signed checkpoint.
+int RunAuditAnchor(const AuditOptions& options);
 int RunAuditTail(const AuditOptions& options);
 int RunAuditExport(const AuditOptions& options);
 

@@ -188,6 +188,19 @@ int main(int argc, char** argv) {
   audit_source(audit_verify);
   audit_verify->add_option("--key", audit.keys,
                            "A trusted audit public key (repeatable; overrides [audit] public_keys)");
+  audit_verify->add_option("--anchor", audit.anchor,
+                           "A file holding a checkpoint kept off this host (`pillar audit "
+                           "anchor`), or COUNT:HEAD: the chain must still reach it");
+  audit_verify
+      ->add_option("--min-records", audit.min_records,
+                   "The chain must hold at least this many records")
+      ->check(CLI::NonNegativeNumber);
+  CLI::App* audit_anchor_cmd = audit_cmd->add_subcommand(
+      "anchor", "Verify, then print the newest signed checkpoint: one line to keep off this host");
+  audit_source(audit_anchor_cmd);
+  audit_anchor_cmd->add_option("--key", audit.keys,
+                               "A trusted audit public key (repeatable; overrides [audit] "
+                               "public_keys)");
   CLI::App* audit_tail = audit_cmd->add_subcommand("tail", "Print the newest records (JSON lines)");
   audit_source(audit_tail);
   audit_tail->add_option("-n,--lines", audit.lines, "How many records")->check(CLI::Range(1, 1000000));
@@ -247,6 +260,7 @@ int main(int argc, char** argv) {
   if (ckpt_import->parsed()) return pillar::app::RunCkptImport(ckpt);
   if (ckpt_interval->parsed()) return pillar::app::RunCkptInterval(ckpt);
   if (audit_verify->parsed()) return pillar::app::RunAuditVerify(audit);
+  if (audit_anchor_cmd->parsed()) return pillar::app::RunAuditAnchor(audit);
   if (audit_tail->parsed()) return pillar::app::RunAuditTail(audit);
   if (audit_export->parsed()) return pillar::app::RunAuditExport(audit);
   if (collective_cmd->parsed()) return pillar::app::RunBenchCollective(collective_cmd->remaining());

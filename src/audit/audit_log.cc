@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 
@@ -80,7 +81,7 @@ bool AuditLog::Record(const Event& event) {
   int64_t dropped = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (queue_.size() < options_.queue_capacity) {
+    if (queue_.size() + held_events_ < options_.queue_capacity) {
       queue_.Add(body);
       ++enqueued_;
       return true;
@@ -124,17 +125,7 @@ absl::Status AuditLog::Flush(absl::Duration timeout) {
 
 bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
   auto fail = [this](absl::Status status) {
-    if (errors_metric_ != nullptr) errors_metric_->Increment();
-    // The writer retries every 100 ms: one line per episode and then one per kAlertEvery,
-    // not a flood.
-    const absl::Time now = absl::Now();
-    if (now - last_error_alert_ >= kAlertEvery) {
-      last_error_alert_ = now;
-      std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n", store_->Describe().c_str(),
-                   std::string(status.message()).c_str());
-    }
-    absl::MutexLock lock(&mu_);
-    last_error_ = std::move(status);
+    ReportError(std::move(status));
     return false;
   };
   absl::StatusOr<ChainHead> head = store_->Begin();
@@ -187,15 +178,13 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
     return true;
   }
   if (absl::Status s = store_->Commit(records, lines); !s.ok()) return fail(std::move(s));
-  last_error_alert_ = absl::InfinitePast();  // the next failure is a new episode
+  // From here on the batch is in the chain: whatever fails later (the sync) is retried on its
+  // own, never by writing the batch again, which would record every event twice.
   if (written_metric_ != nullptr) written_metric_->Increment(double(bodies.size()));
   if (!checkpoint_payload.empty()) {
-    // Published only once durable: a checkpoint beside the log must never claim records that a
-    // crash could still take away.
-    if (absl::Status s = store_->Sync(); !s.ok()) return fail(std::move(s));
-    if (absl::Status s = store_->PublishCheckpoint(checkpoint_payload); !s.ok()) {
-      fail(std::move(s));  // the records are written; only the side copy is stale
-    }
+    // Published only once synced (Run): a checkpoint beside the log must never claim
+    // records that a crash could still take away.
+    pending_checkpoint_ = std::move(checkpoint_payload);
     if (checkpoints_metric_ != nullptr) checkpoints_metric_->Increment();
     since_checkpoint_ = 0;
   } else {
@@ -204,11 +193,36 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
   return true;
 }
 
+void AuditLog::PublishPendingCheckpoint() {
+  if (pending_checkpoint_.empty()) return;
+  // Not retried: the records are durable and only the side copy is stale; the next checkpoint
+  // replaces it.
+  if (absl::Status s = store_->PublishCheckpoint(pending_checkpoint_); !s.ok()) {
+    ReportError(std::move(s));
+  }
+  pending_checkpoint_.clear();
+}
+
+void AuditLog::ReportError(absl::Status status) {
+  if (errors_metric_ != nullptr) errors_metric_->Increment();
+  // The writer retries every 100 ms: one line per episode and then one per kAlertEvery, not a
+  // flood.
+  const absl::Time now = absl::Now();
+  if (now - last_error_alert_ >= kAlertEvery) {
+    last_error_alert_ = now;
+    std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n", store_->Describe().c_str(),
+                 std::string(status.message()).c_str());
+  }
+  absl::MutexLock lock(&mu_);
+  last_error_ = std::move(status);
+}
+
 void AuditLog::Run() {
-  Bodies batch;
-  int64_t unsynced_events = 0;
-  bool unsynced = false;
+  Bodies batch;                 // taken from the queue, not yet written
+  int64_t unsynced_events = 0;  // written, not yet synced
+  bool unsynced = false;        // something (events or a checkpoint) was written, not synced
   absl::Time unsynced_since;
+  absl::Time sync_retry_at = absl::InfinitePast();  // after a failed sync
   const absl::Duration fsync_interval = options_.fsync_interval;
   const bool never_sync = fsync_interval == absl::InfiniteDuration();
   for (;;) {
@@ -220,7 +234,12 @@ void AuditLog::Run() {
         if (options_.checkpoint_key.has_value() && since_checkpoint_ > 0) {
           deadline = next_checkpoint_;
         }
-        if (unsynced) deadline = std::min(deadline, unsynced_since + fsync_interval);
+        if (unsynced) {
+          const absl::Time sync_due = pending_checkpoint_.empty() && !never_sync
+                                          ? unsynced_since + fsync_interval
+                                          : absl::InfinitePast();
+          deadline = std::min(deadline, std::max(sync_due, sync_retry_at));
+        }
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
           return !queue_.empty() || stopping_;
         };
@@ -233,6 +252,7 @@ void AuditLog::Run() {
         for (size_t end : queue_.ends) batch.ends.push_back(base + end);
         queue_.clear();
       }
+      held_events_ = batch.size();
       stopping = stopping_;
     }
     const absl::Time now = absl::Now();
@@ -249,35 +269,43 @@ void AuditLog::Run() {
         absl::SleepFor(kRetryDelay);
         continue;
       }
-      if (checkpoint_due) {
-        next_checkpoint_ = now + options_.checkpoint_interval;
-        unsynced = false;  // WriteBatch synced before publishing the checkpoint
-        absl::MutexLock lock(&mu_);
-        durable_ += unsynced_events + int64_t(batch.size());
-        unsynced_events = 0;
-        batch.clear();
-        if (stopping && queue_.empty()) return;
-        continue;
-      }
+      if (checkpoint_due) next_checkpoint_ = now + options_.checkpoint_interval;
       if (!unsynced) unsynced_since = now;
       unsynced = true;
       unsynced_events += int64_t(batch.size());
       batch.clear();
+      absl::MutexLock lock(&mu_);
+      held_events_ = 0;
     }
-    if (unsynced && (never_sync || stopping || now - unsynced_since >= fsync_interval)) {
-      absl::Status synced = never_sync ? absl::OkStatus() : store_->Sync();
+    // A checkpoint is synced at once (to be published); events per the fsync policy. After a
+    // failed sync, the next try waits kRetryDelay (stopping tries once more, at once).
+    const bool sync_due = unsynced && (now >= sync_retry_at || stopping) &&
+                          (!pending_checkpoint_.empty() || never_sync || stopping ||
+                           now - unsynced_since >= fsync_interval);
+    if (sync_due) {
+      absl::Status synced =
+          never_sync && pending_checkpoint_.empty() ? absl::OkStatus() : store_->Sync();
       if (synced.ok()) {
         unsynced = false;
+        sync_retry_at = absl::InfinitePast();
+        last_error_alert_ = absl::InfinitePast();  // the next failure is a new episode
+        {
+          absl::MutexLock lock(&mu_);
+          last_error_ = absl::OkStatus();
+        }
+        PublishPendingCheckpoint();
         absl::MutexLock lock(&mu_);
         durable_ += unsynced_events;
         unsynced_events = 0;
       } else {
-        if (errors_metric_ != nullptr) errors_metric_->Increment();
-        std::fprintf(stderr, "pillar: ALERT: audit log %s: %s\n", store_->Describe().c_str(),
-                     std::string(synced.message()).c_str());
-        absl::MutexLock lock(&mu_);
-        last_error_ = synced;
-        if (stopping) return;
+        ReportError(std::move(synced));
+        if (stopping) {
+          std::fprintf(stderr,
+                       "pillar: ALERT: audit log: %lld written events could not be synced\n",
+                       static_cast<long long>(unsynced_events));
+          return;
+        }
+        sync_retry_at = absl::Now() + kRetryDelay;
       }
     }
     if (stopping && !unsynced) {

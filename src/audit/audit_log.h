@@ -11,10 +11,12 @@
 //
 // Record() encodes the event on the caller's thread and queues it; one writer thread assigns
 // sequence numbers, links the chain, appends whole batches (one write and, per the fsync
-// policy, one fdatasync per batch) and signs checkpoints. When the queue is full, the event is
-// dropped and counted (on_full = drop) or Record() answers false so the request is refused
-// (on_full = refuse). A store error (a full disk) keeps the batch and retries it, so nothing
-// queued is lost while the process lives.
+// policy, one fdatasync per batch) and signs checkpoints. A store error (a full disk) keeps the
+// batch and retries it, so nothing accepted is lost while the process lives; a failed sync is
+// retried alone (what was written stays written, once). Every event accepted and not yet
+// written, queued or kept by the writer for a retry, counts against queue_capacity: when that
+// is reached, the event is dropped and counted (on_full = drop) or Record() answers false so the
+// request is refused (on_full = refuse). Memory stays bounded however long the store fails.
 #pragma once
 
 #include <cstdint>
@@ -42,6 +44,8 @@ struct AuditLogOptions {
   // Zero: fdatasync after every batch. InfiniteDuration(): leave it to the OS. Otherwise at
   // most this long between a record's write and its fdatasync.
   absl::Duration fsync_interval = absl::Milliseconds(10);
+  // Events accepted and not yet written (queued, or held by the writer while it writes or
+  // retries them) at most; each is at most format::kMaxLineBytes.
   size_t queue_capacity = 65536;
   bool refuse_when_full = false;
   monitor::MetricsRegistry* metrics = nullptr;  // optional
@@ -84,8 +88,14 @@ class AuditLog final : public AuditSink {
       ends.clear();
     }
   };
-  // Appends `bodies` (and a checkpoint when one is due); false on a store error.
+  // Appends `bodies` (and a checkpoint when one is due); false on a store error, when nothing
+  // of the batch was written. A checkpoint written waits in pending_checkpoint_ until a sync
+  // has made it durable; a failed sync is retried alone, never by writing the batch again.
   bool WriteBatch(const Bodies& bodies, bool checkpoint_due);
+  // Keeps the pending checkpoint beside the chain (called once it is synced).
+  void PublishPendingCheckpoint();
+  // Counts and reports a store error: one stderr line per episode, then one per 10 s.
+  void ReportError(absl::Status status);
 
   const std::unique_ptr<AuditStore> store_;
   const AuditLogOptions options_;
@@ -93,6 +103,10 @@ class AuditLog final : public AuditSink {
 
   mutable absl::Mutex mu_;
   Bodies queue_ ABSL_GUARDED_BY(mu_);
+  // Events (and their bytes) the writer has taken from the queue and not yet written: the
+  // batch being written, or kept for a retry after a store error. They count against the
+  // capacity like queued ones, or a failing store would let memory grow without bound.
+  size_t held_events_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t enqueued_ ABSL_GUARDED_BY(mu_) = 0;  // events accepted so far
   int64_t durable_ ABSL_GUARDED_BY(mu_) = 0;   // of which written and synced
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
@@ -102,6 +116,8 @@ class AuditLog final : public AuditSink {
 
   // Writer-thread state.
   int64_t since_checkpoint_ = 0;  // records appended since the last checkpoint
+  // The payload of a checkpoint written but not yet synced; published once a sync succeeds.
+  std::string pending_checkpoint_;
   absl::Time next_checkpoint_;
   absl::Time last_error_alert_ = absl::InfinitePast();
 

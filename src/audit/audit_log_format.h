@@ -11,7 +11,8 @@
 // checkpoints. A checkpoint signs (Ed25519) the chain of the record before it, so a log can be
 // checked against a key that the writer's host never gives out. The newest checkpoint is also
 // kept beside the log (`<log>.checkpoint`), so cutting records off the end of the log is
-// detected too.
+// detected too, unless that file is replaced as well: then only an anchor kept off the host (a
+// checkpoint's payload, or "COUNT:HEAD") shows it.
 #pragma once
 
 #include <cstddef>

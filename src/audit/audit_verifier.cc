@@ -6,9 +6,55 @@
 
 namespace pillar::audit {
 
+namespace {
+
+constexpr std::string_view kKeptCheckpoint = "the signed checkpoint kept beside the chain";
+
+}  // namespace
+
+absl::StatusOr<Anchor> ParseAnchor(std::string_view text) {
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
+    text.remove_suffix(1);
+  }
+  while (!text.empty() && text.front() == ' ') text.remove_prefix(1);
+  Anchor anchor;
+  if (!text.empty() && text.front() == '{') {
+    int64_t seq = -1;
+    if (!ParseRecordSeq(text, &seq) || !IsCheckpointPayload(text)) {
+      return absl::InvalidArgumentError("the anchor is not a checkpoint's payload");
+    }
+    absl::StatusOr<Checkpoint> checkpoint = ParseCheckpoint(text);
+    if (!checkpoint.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("the anchor is not a checkpoint: ", checkpoint.status().message()));
+    }
+    Chain head;
+    if (checkpoint->count != seq || !ParseChainHex(checkpoint->head, &head)) {
+      return absl::InvalidArgumentError("the anchor's count or head is not a checkpoint's");
+    }
+    anchor.count = checkpoint->count;
+    anchor.head = std::move(checkpoint->head);
+    anchor.checkpoint = std::string(text);
+  } else {
+    const size_t colon = text.find(':');
+    Chain head;
+    if (colon == std::string_view::npos || !ParseInt(text.substr(0, colon), &anchor.count) ||
+        !ParseChainHex(text.substr(colon + 1), &head)) {
+      return absl::InvalidArgumentError(
+          "an anchor is a checkpoint's payload (as `pillar audit anchor` prints it) or "
+          "COUNT:HEAD (a record count and the chain of the last of them, 64 lowercase hex "
+          "digits)");
+    }
+    anchor.head = std::string(text.substr(colon + 1));
+  }
+  if (anchor.count < 1) return absl::InvalidArgumentError("an anchor's count is at least 1");
+  return anchor;
+}
+
 AuditVerifier::AuditVerifier(std::vector<signing::PublicKey> keys,
-                             absl::StatusOr<std::string> published, std::string unit)
-    : keys_(std::move(keys)), unit_(std::move(unit)) {
+                             absl::StatusOr<std::string> published, std::string unit,
+                             VerifyOptions options)
+    : keys_(std::move(keys)), unit_(std::move(unit)), options_(std::move(options)) {
   if (published.ok()) {
     absl::StatusOr<Checkpoint> checkpoint = ParseCheckpoint(*published);
     if (!checkpoint.ok()) {
@@ -16,11 +62,20 @@ AuditVerifier::AuditVerifier(std::vector<signing::PublicKey> keys,
           StrCat("the checkpoint kept beside the chain is not one: ", checkpoint.status().message()));
       return;
     }
-    published_ = std::move(*checkpoint);
-    published_payload_ = std::move(*published);
-    report_.published = published_->count;
+    report_.published = checkpoint->count;
+    expected_.push_back({.what = std::string(kKeptCheckpoint),
+                         .anchor = {.count = checkpoint->count,
+                                    .head = std::move(checkpoint->head),
+                                    .checkpoint = std::move(*published)},
+                         .at_once = false,
+                         .found_head = {}});
   } else if (!absl::IsNotFound(published.status())) {
     report_.status = published.status();
+  }
+  if (options_.anchor.has_value()) {
+    report_.anchor = options_.anchor->count;
+    expected_.push_back(
+        {.what = "the anchor", .anchor = *options_.anchor, .at_once = true, .found_head = {}});
   }
 }
 
@@ -60,15 +115,27 @@ bool AuditVerifier::Add(std::string_view payload, std::string_view chain_hex, ui
     absl::StatusOr<Header> header = ParseHeader(payload);
     if (!header.ok()) return Fail(offset, StrCat("bad header: ", header.status().message()));
     report_.instance = header->instance;
+    if (!options_.instance.empty() && header->instance != options_.instance) {
+      // Rows of another instance's chain put under this one's name verify on their own: only
+      // the header can tell.
+      return Fail(offset, StrCat("the header names instance '", header->instance,
+                                 "', but this is the chain of instance '", options_.instance, "'"));
+    }
   } else if (IsCheckpointPayload(payload) && !CheckCheckpoint(payload, offset)) {
     return false;
   }
-  if (published_.has_value()) {
-    if (position + 1 == published_->count && ChainHex(actual) == published_->head) {
-      published_head_matched_ = true;
+  for (Expected& expected : expected_) {
+    if (position + 1 == expected.anchor.count) {
+      expected.found_head = ChainHex(actual);
+      // The external anchor is named where it parts from the chain. (The kept checkpoint is
+      // judged at the end, so that a chain rewritten under it is named at its checkpoint.)
+      if (expected.at_once && expected.found_head != expected.anchor.head) {
+        return Fail(offset, Mismatch(expected));
+      }
     }
-    if (position == published_->count && payload != published_payload_) {
-      return Fail(offset, "differs from the checkpoint kept beside the chain");
+    if (position == expected.anchor.count && !expected.anchor.checkpoint.empty() &&
+        payload != expected.anchor.checkpoint) {
+      return Fail(offset, StrCat("differs from ", expected.what));
     }
   }
   chain_ = actual;
@@ -101,7 +168,30 @@ bool AuditVerifier::CheckCheckpoint(std::string_view payload, uint64_t offset) {
   }
   ++report_.checkpoints;
   report_.last_checkpoint = checkpoint->count;
+  report_.newest_checkpoint = std::string(payload);
   return true;
+}
+
+void AuditVerifier::CheckReached(const Expected& expected) {
+  const Anchor& anchor = expected.anchor;
+  // A checkpoint's payload anchors the checkpoint record too; COUNT:HEAD only what it counts.
+  const int64_t needed = anchor.count + (anchor.checkpoint.empty() ? 0 : 1);
+  if (report_.records < needed) {
+    report_.first_bad_record = report_.records;
+    report_.status = absl::DataLossError(
+        StrCat("truncated: ", expected.what, " covers ", anchor.count, " records",
+               anchor.checkpoint.empty() ? "" : " and itself", ", the chain has ", report_.records,
+               ": records ", report_.records, "..", needed - 1, " are missing from its end"));
+  } else if (expected.found_head != anchor.head) {
+    report_.first_bad_record = anchor.count - 1;
+    report_.status = absl::DataLossError(Mismatch(expected));
+  }
+}
+
+std::string AuditVerifier::Mismatch(const Expected& expected) {
+  return StrCat(expected.what, " does not match the chain: it says record ",
+                expected.anchor.count - 1, " has chain ", expected.anchor.head,
+                ", the chain holds ", expected.found_head);
 }
 
 VerifyReport AuditVerifier::Finish(uint64_t torn_bytes) {
@@ -115,20 +205,39 @@ VerifyReport AuditVerifier::Finish(uint64_t torn_bytes) {
                "removes it when it next opens the log"));
     return report_;
   }
-  if (published_.has_value()) {
-    if (published_->count >= report_.records) {
-      report_.first_bad_record = report_.records;
-      report_.status = absl::DataLossError(StrCat(
-          "truncated: the signed checkpoint kept beside the chain covers ", published_->count,
-          " records and itself, the chain has ", report_.records));
-      return report_;
-    }
-    if (!published_head_matched_) {
-      report_.first_bad_record = published_->count - 1;
-      report_.status = absl::DataLossError(
-          "the checkpoint kept beside the chain does not match the chain's record before it");
-      return report_;
-    }
+  for (const Expected& expected : expected_) {
+    CheckReached(expected);
+    if (!report_.status.ok()) return report_;
+  }
+  if (report_.records < options_.min_records) {
+    report_.first_bad_record = report_.records;
+    report_.status = absl::DataLossError(
+        StrCat("truncated: the chain has ", report_.records, " records, fewer than the ",
+               options_.min_records, " it must hold: records ", report_.records, "..",
+               options_.min_records - 1, " are missing from its end"));
+    return report_;
+  }
+  // What passed but proves less than it seems.
+  if (report_.last_checkpoint > report_.published) {
+    report_.warnings.push_back(
+        report_.published < 0
+            ? StrCat("no checkpoint is kept beside the chain, although the chain holds one at "
+                     "record ",
+                     report_.last_checkpoint,
+                     ": it was removed or never kept, so nothing here shows whether records "
+                     "were cut off the end")
+            : StrCat("the checkpoint kept beside the chain (record ", report_.published,
+                     ") is older than the newest one in the chain (record ",
+                     report_.last_checkpoint,
+                     "): keeping it failed or a crash came between, or the chain was cut and an "
+                     "older checkpoint put beside it; verify against an anchor kept off this "
+                     "host"));
+  }
+  if (!options_.anchor.has_value() && options_.min_records <= 0) {
+    report_.warnings.push_back(
+        "no anchor given: records cut off the end of the chain, together with the checkpoint "
+        "kept beside it, cannot be told from a shorter chain; keep the line `pillar audit "
+        "anchor` prints off this host and verify with --anchor (or --min-records)");
   }
   return report_;
 }
@@ -145,12 +254,15 @@ std::string VerifyReport::Summary() const {
     out += "; no signed checkpoint yet: the chain is not bound to an audit key";
   }
   if (published >= 0) out += StrCat("; beside the chain: a checkpoint at ", published);
+  if (anchor >= 0) out += StrCat("; anchor: ", anchor, " records");
   if (!status.ok()) out += StrCat("\nFAILED: ", status.message());
   return out;
 }
 
-VerifyReport VerifyAuditFile(const std::string& path, std::vector<signing::PublicKey> keys) {
-  AuditVerifier verifier(std::move(keys), ReadPublishedCheckpoint(path));
+VerifyReport VerifyAuditFile(const std::string& path, std::vector<signing::PublicKey> keys,
+                             VerifyOptions options) {
+  AuditVerifier verifier(std::move(keys), ReadPublishedCheckpoint(path), "byte",
+                         std::move(options));
   absl::StatusOr<uint64_t> torn = ReadAuditFile(path, [&](std::string_view text, uint64_t offset) {
     RecordLine line;
     if (!SplitRecordLine(text, &line)) return verifier.AddMalformed(offset);

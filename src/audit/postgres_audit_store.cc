@@ -251,7 +251,7 @@ absl::StatusOr<std::vector<std::string>> ListPostgresChains(const std::string& c
 }
 
 VerifyReport VerifyPostgresChain(const std::string& conninfo, const std::string& instance,
-                                 std::vector<signing::PublicKey> keys) {
+                                 std::vector<signing::PublicKey> keys, VerifyOptions options) {
   absl::StatusOr<std::string> published = absl::NotFoundError("");
   {
     absl::StatusOr<PGconn*> conn = ConnectTo(conninfo);
@@ -263,7 +263,8 @@ VerifyReport VerifyPostgresChain(const std::string& conninfo, const std::string&
     published = PublishedCheckpoint(*conn, instance);
     PQfinish(*conn);
   }
-  AuditVerifier verifier(std::move(keys), std::move(published), "row");
+  options.instance = instance;
+  AuditVerifier verifier(std::move(keys), std::move(published), "row", std::move(options));
   absl::Status read = ReadPostgresChain(
       conninfo, instance, [&](std::string_view payload, std::string_view chain, uint64_t row) {
         return verifier.Add(payload, chain, row);

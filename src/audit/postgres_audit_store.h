@@ -55,8 +55,9 @@ absl::Status ReadPostgresChain(
     uint64_t from = 0);
 // The instances that have a chain in the database.
 absl::StatusOr<std::vector<std::string>> ListPostgresChains(const std::string& conninfo);
-// Verifies `instance`'s chain and the checkpoint kept for it.
+// Verifies `instance`'s chain and the checkpoint kept for it; the chain's header must name
+// `instance` (rows copied from another instance's chain are found).
 VerifyReport VerifyPostgresChain(const std::string& conninfo, const std::string& instance,
-                                 std::vector<signing::PublicKey> keys);
+                                 std::vector<signing::PublicKey> keys, VerifyOptions options = {});
 
 }  // namespace pillar::audit

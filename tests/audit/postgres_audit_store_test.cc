@@ -1,10 +1,12 @@
 // The PostgreSQL audit store against a real server started by the fixture: many writers, one
-// chain per instance, and the same verifier catching the same tampering as in files.
+// chain per instance, and the same verifier catching the same tampering as in files, rows moved
+// from one instance's chain to another's, and rows cut back to an older checkpoint.
 #include "audit/postgres_audit_store.h"
 
 #include <thread>
 
 #include "audit/audit_log.h"
+#include "audit/audit_record.h"
 #include "gtest/gtest.h"
 #include "testing/postgres_server.h"
 
@@ -123,6 +125,65 @@ TEST_F(PostgresAuditStoreTest, AWriterRefusesAChainWhoseLastRowWasAltered) {
   auto log = AuditLog::Start(std::move(*store), options);
   ASSERT_FALSE(log.ok());
   EXPECT_NE(log.status().message().find("pillar audit verify"), std::string::npos);
+}
+
+// Another instance's rows put under this instance's name form a chain that holds together:
+// only its header, which names the instance it was written for, shows the swap.
+TEST_F(PostgresAuditStoreTest, AChainWhoseHeaderNamesAnotherInstanceIsFound) {
+  { RecordEvents(*Open("node-a"), 5, "key:one"); }
+  { RecordEvents(*Open("node-b"), 5, "key:two"); }
+  ASSERT_TRUE(Verify("node-b").status.ok());
+  ASSERT_TRUE(server_->Execute("DELETE FROM pillar_audit WHERE instance = 'node-b'"));
+  ASSERT_TRUE(server_->Execute(
+      "INSERT INTO pillar_audit SELECT 'node-b', seq, payload, chain FROM pillar_audit "
+      "WHERE instance = 'node-a'"));
+  ASSERT_TRUE(server_->Execute(
+      "UPDATE pillar_audit_checkpoints SET payload = (SELECT payload FROM "
+      "pillar_audit_checkpoints WHERE instance = 'node-a') WHERE instance = 'node-b'"));
+  const VerifyReport report = Verify("node-b");
+  ASSERT_FALSE(report.status.ok());
+  EXPECT_EQ(report.first_bad_record, 0);
+  EXPECT_NE(report.status.message().find(
+                "the header names instance 'node-a', but this is the chain of instance 'node-b'"),
+            std::string::npos)
+      << report.Summary();
+  EXPECT_TRUE(Verify("node-a").status.ok());
+}
+
+// Rows deleted back to an older checkpoint, which replaces the kept one: a shorter chain that
+// holds together, found only against an anchor taken before.
+TEST_F(PostgresAuditStoreTest, RowsCutBackToAnOlderCheckpointFailOnlyAgainstAnAnchor) {
+  for (int session = 0; session < 3; ++session) RecordEvents(*Open("node-a"), 10, "key:one");
+  std::vector<std::pair<int64_t, std::string>> checkpoints;  // seq, payload
+  ASSERT_TRUE(ReadPostgresChain(server_->conninfo(), "node-a",
+                                [&](std::string_view payload, std::string_view, uint64_t row) {
+                                  if (IsCheckpointPayload(payload)) {
+                                    checkpoints.emplace_back(int64_t(row), payload);
+                                  }
+                                  return true;
+                                })
+                  .ok());
+  ASSERT_EQ(checkpoints.size(), 3u);
+  auto anchor = ParseAnchor(checkpoints.back().second);  // what `pillar audit anchor` prints
+  ASSERT_TRUE(anchor.ok()) << anchor.status();
+  const int64_t first = checkpoints.front().first;
+  ASSERT_TRUE(server_->Execute("DELETE FROM pillar_audit WHERE seq > " + std::to_string(first)));
+  const std::string kept =
+      "(SELECT payload FROM pillar_audit WHERE instance = 'node-a' AND seq = " +
+      std::to_string(first) + ")";
+  ASSERT_TRUE(server_->Execute("UPDATE pillar_audit_checkpoints SET payload = " + kept));
+  const VerifyReport unanchored = Verify("node-a");
+  ASSERT_TRUE(unanchored.status.ok()) << unanchored.Summary();
+  ASSERT_FALSE(unanchored.warnings.empty());
+  EXPECT_NE(unanchored.warnings.back().find("no anchor given"), std::string::npos);
+  VerifyOptions options;
+  options.anchor = *anchor;
+  const VerifyReport anchored =
+      VerifyPostgresChain(server_->conninfo(), "node-a", {key_.public_key}, options);
+  ASSERT_FALSE(anchored.status.ok());
+  EXPECT_EQ(anchored.first_bad_record, first + 1);
+  EXPECT_NE(anchored.status.message().find("truncated: the anchor covers"), std::string::npos)
+      << anchored.Summary();
 }
 
 }  // namespace

@@ -1,0 +1,181 @@
+// `pillar audit anchor` and `pillar audit verify --anchor/--min-records` as an operator runs
+// them: exit codes and messages, over a log written in process (the chain is the same whoever
+// writes it) and cut back to an older checkpoint, the attack the kept checkpoint cannot show.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "audit/audit_log.h"
+#include "audit/audit_record.h"
+#include "audit/audit_verifier.h"
+#include "audit/file_audit_store.h"
+#include "signing/signing_key.h"
+#include "testing/server_process.h"
+#include "testing/temp_dir.h"
+
+namespace pillar {
+namespace {
+
+namespace fs = std::filesystem;
+
+class AuditCliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    log_ = (dir_.path() / "audit.log").string();
+    pub_ = (dir_.path() / "audit.pub").string();
+    ASSERT_TRUE(signing::WriteKeyPair(key_, (dir_.path() / "audit").string()).ok());
+  }
+
+  // `sessions` writers one after the other, each recording `events` and closing with a signed
+  // checkpoint, as server restarts do.
+  void WriteSessions(int sessions, int events, bool checkpoints = true) {
+    for (int session = 0; session < sessions; ++session) {
+      auto store = audit::FileAuditStore::Open(log_);
+      ASSERT_TRUE(store.ok()) << store.status();
+      audit::AuditLogOptions options;
+      options.instance = "node-7";
+      if (checkpoints) options.checkpoint_key = key_;
+      auto log = audit::AuditLog::Start(std::move(*store), options);
+      ASSERT_TRUE(log.ok()) << log.status();
+      for (int i = 0; i < events; ++i) {
+        ASSERT_TRUE((*log)->Record({.kind = audit::EventKind::kAuthorization,
+                                    .allowed = true,
+                                    .time_us = 1'800'000'000'000'000 + i,
+                                    .principal = "key:abc",
+                                    .tenant = "acme",
+                                    .action = "infer",
+                                    .resource = "model:digits/1",
+                                    .request_id = {},
+                                    .remote = {}}));
+      }
+    }
+  }
+
+  std::vector<std::string> Lines() const {
+    std::ifstream in(log_);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+  // Keeps the first `n` records and puts the checkpoint record `kept` beside them.
+  void CutTo(const std::vector<std::string>& lines, size_t n, size_t kept) {
+    std::ofstream out(log_, std::ios::trunc);
+    for (size_t i = 0; i < n; ++i) out << lines[i] << '\n';
+    audit::RecordLine line;
+    ASSERT_TRUE(audit::SplitRecordLine(lines[kept], &line));
+    ASSERT_TRUE(audit::IsCheckpointPayload(line.payload)) << lines[kept];
+    std::ofstream(log_ + ".checkpoint", std::ios::trunc) << line.payload << '\n';
+  }
+
+  // `pillar audit verify --file LOG --key PUB extra...`
+  int Verify(const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"audit", "verify", "--file", log_, "--key", pub_};
+    args.insert(args.end(), extra.begin(), extra.end());
+    out_.clear();
+    err_.clear();
+    return testing::RunPillar(args, &out_, &err_);
+  }
+  int Anchor() {
+    out_.clear();
+    err_.clear();
+    return testing::RunPillar({"audit", "anchor", "--file", log_, "--key", pub_}, &out_, &err_);
+  }
+
+  testing::TempDir dir_;
+  testing::TempDir off_host_;  // where the anchor is kept
+  signing::SigningKey key_ = signing::GenerateSigningKey();
+  std::string log_;
+  std::string pub_;
+  std::string out_, err_;
+};
+
+TEST_F(AuditCliTest, AnAnchorKeptOffTheHostShowsALogCutBackToAnOlderCheckpoint) {
+  WriteSessions(5, 10);  // 56 records: the header, then 5 x (10 events, a checkpoint)
+  const std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 56u);
+
+  // The anchor is the newest signed checkpoint, one line: what the side file holds now.
+  ASSERT_EQ(Anchor(), 0) << err_;
+  std::ifstream side(log_ + ".checkpoint");
+  std::stringstream kept;
+  kept << side.rdbuf();
+  EXPECT_EQ(out_, kept.str());
+  EXPECT_EQ(out_.rfind(R"({"seq":55,"type":"checkpoint",)", 0), 0u) << out_;
+  const std::string anchor_file = (off_host_.path() / "node-7.anchor").string();
+  std::ofstream(anchor_file) << out_;
+  auto anchor = audit::ParseAnchor(out_);
+  ASSERT_TRUE(anchor.ok());
+  const std::string value = "55:" + anchor->head;
+
+  // Without an anchor verify passes, and says on stderr what it could not check.
+  ASSERT_EQ(Verify({}), 0) << out_ << err_;
+  EXPECT_NE(err_.find("pillar audit: WARNING: " + log_ + ": no anchor given"), std::string::npos)
+      << err_;
+  ASSERT_EQ(Verify({"--anchor", anchor_file}), 0) << out_ << err_;
+  EXPECT_EQ(err_, "");
+  EXPECT_NE(out_.find("; anchor: 55 records"), std::string::npos) << out_;
+  EXPECT_NE(out_.find("; OK"), std::string::npos) << out_;
+
+  // Cut to the first 12 records, the first checkpoint put beside them: a chain that holds.
+  CutTo(lines, 12, 11);
+  ASSERT_EQ(Verify({}), 0) << out_ << err_;
+  EXPECT_NE(err_.find("WARNING"), std::string::npos) << err_;
+
+  EXPECT_EQ(Verify({"--anchor", anchor_file}), 1) << out_ << err_;
+  EXPECT_NE(out_.find("FAILED: truncated: the anchor covers 55 records and itself, the chain has "
+                      "12: records 12..55 are missing from its end"),
+            std::string::npos)
+      << out_;
+  EXPECT_EQ(Verify({"--anchor", value}), 1) << out_ << err_;
+  EXPECT_NE(out_.find("records 12..54 are missing"), std::string::npos) << out_;
+  EXPECT_EQ(Verify({"--min-records", "56"}), 1) << out_ << err_;
+  EXPECT_NE(out_.find("FAILED: truncated: the chain has 12 records, fewer than the 56"),
+            std::string::npos)
+      << out_;
+  EXPECT_EQ(Verify({"--min-records", "12"}), 0) << out_ << err_;
+
+  // An anchor that cannot be read or is not one: exit 2, with the reason.
+  EXPECT_EQ(Verify({"--anchor", (off_host_.path() / "missing").string()}), 2);
+  EXPECT_NE(err_.find("--anchor"), std::string::npos) << err_;
+  std::ofstream(off_host_.path() / "bad.anchor") << "not an anchor\n";
+  EXPECT_EQ(Verify({"--anchor", (off_host_.path() / "bad.anchor").string()}), 2);
+  EXPECT_NE(err_.find("COUNT:HEAD"), std::string::npos) << err_;
+}
+
+TEST_F(AuditCliTest, AKeptCheckpointOlderThanTheChainsNewestIsWarnedAbout) {
+  WriteSessions(3, 4);  // checkpoints at 5, 10 and 15
+  const std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 16u);
+  CutTo(lines, 11, 5);
+  ASSERT_EQ(Verify({}), 0) << out_ << err_;
+  EXPECT_NE(err_.find("the checkpoint kept beside the chain (record 5) is older than the newest "
+                      "one in the chain (record 10)"),
+            std::string::npos)
+      << err_;
+}
+
+TEST_F(AuditCliTest, NoAnchorIsTakenFromAChainThatDoesNotVerifyOrHasNoCheckpoint) {
+  WriteSessions(1, 3, /*checkpoints=*/false);
+  EXPECT_EQ(Anchor(), 1);
+  EXPECT_EQ(out_, "");
+  EXPECT_NE(err_.find("holds no signed checkpoint yet"), std::string::npos) << err_;
+
+  WriteSessions(1, 3);
+  ASSERT_EQ(Anchor(), 0) << err_;
+  std::vector<std::string> lines = Lines();
+  lines[2][lines[2].find("key:abc") + 4] = 'x';
+  {
+    std::ofstream out(log_, std::ios::trunc);
+    for (const std::string& line : lines) out << line << '\n';
+  }
+  EXPECT_EQ(Anchor(), 1);
+  EXPECT_EQ(out_, "");
+  EXPECT_NE(err_.find("does not verify; no anchor taken"), std::string::npos) << err_;
+}
+
+}  // namespace
+}  // namespace pillar
