@@ -34,6 +34,8 @@ port = $admin_port
 [repository]
 path = "$demo/store"
 trusted_keys = ["$demo/demo-signing.pub"]
+# What pillar model push, promote and rollback sign with; the server never reads it.
+signing_key = "$demo/demo-signing.key"
 
 [state]
 path = "$demo/state.db"

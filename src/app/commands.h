@@ -53,6 +53,7 @@ struct SigningOptions {
   std::string key;  // sign: the private key file
   std::string name; // sign: the subject name; default "<model>/<version>" from the path
   std::vector<std::string> trusted_keys;  // verify: public key files
+  std::string expected;  // verify: the subject it must name; default "<model>/<version>"
 };
 int RunKeygen(const SigningOptions& options);
 int RunModelSign(const SigningOptions& options);
@@ -67,6 +68,8 @@ struct ModelStoreOptions {
   std::string dir;    // push: the version directory to add
   int64_t version = 0;
   std::string alias = "prod";
+  std::string key;    // push, promote, rollback: overrides [repository] signing_key
+  bool replace_aliases = false;  // promote, rollback: start from no aliases if the file is refused
 };
 int RunModelPush(const ModelStoreOptions& options);
 int RunModelList(const ModelStoreOptions& options);

@@ -105,8 +105,6 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     TomlSection s(root["limits"].as_table(), "limits", source);
     PILLAR_RETURN_IF_ERROR(
         s.ReadInt("header_limit_bytes", config.limits.header_limit_bytes, 512, 1 << 20));
-    PILLAR_RETURN_IF_ERROR(
-        s.ReadInt("body_limit_bytes", config.limits.body_limit_bytes, 1, int64_t(1) << 32));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "request_timeout_ms", config.limits.request_timeout));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "idle_timeout_ms", config.limits.idle_timeout));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "write_timeout_ms", config.limits.write_timeout));
@@ -138,6 +136,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     }
     PILLAR_RETURN_IF_ERROR(s.ReadBool("require_signatures", config.require_signatures));
     PILLAR_RETURN_IF_ERROR(s.ReadStrings("trusted_keys", config.trusted_keys));
+    PILLAR_RETURN_IF_ERROR(s.ReadString("signing_key", config.repository_signing_key));
     PILLAR_RETURN_IF_ERROR(
         s.ReadInt("reverify_interval_ms", config.reverify_interval_ms, 0, kMaxMillis));
     PILLAR_RETURN_IF_ERROR(s.ReadInt("poll_ms", config.poll_ms, 0, kMaxMillis));
@@ -150,6 +149,9 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
     config.repository_path = Resolve(base, config.repository_path);
     for (std::string& key : config.trusted_keys) key = Resolve(base, key);
+    if (!config.repository_signing_key.empty()) {
+      config.repository_signing_key = Resolve(base, config.repository_signing_key);
+    }
   }
   {
     TomlSection s(root["state"].as_table(), "state", source);

@@ -40,6 +40,9 @@ struct Config {
   // Only versions whose model.sig.json verifies against one of these public keys are served.
   bool require_signatures = true;
   std::vector<std::string> trusted_keys;
+  // The private key `pillar model push|promote|rollback` sign versions and alias files with
+  // (their --key overrides it); the server never reads it. Empty: give --key.
+  std::string repository_signing_key;
   int64_t reverify_interval_ms = 60'000;  // 0: verify only at load
   int64_t poll_ms = 1000;  // how often the store is scanned for new versions and alias moves
   std::string default_alias = "prod";  // where requests without a version go, when it exists

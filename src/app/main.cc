@@ -81,6 +81,8 @@ int main(int argc, char** argv) {
   verify->add_option("dir", signing.dir, "The version directory")->required();
   verify->add_option("--trusted-key", signing.trusted_keys, "A trusted public key file (repeatable)")
       ->required();
+  verify->add_option("--name", signing.expected,
+                     "The model/version the signature must name (default: from the path)");
   CLI::App* show = model_cmd->add_subcommand(
       "show", "Show a version: files, digests, signature and lineage");
   show->add_option("dir", signing.dir, "The version directory")->required();
@@ -92,12 +94,23 @@ int main(int argc, char** argv) {
                     "Configuration file ([repository] path and trusted_keys, [audit])");
     cmd->add_option("--store", store.store, "The model store (overrides [repository] path)");
   };
+  auto store_key = [&store](CLI::App* cmd) {
+    cmd->add_option("--key", store.key,
+                    "The signing key (overrides [repository] signing_key): versions and alias "
+                    "files are signed for where they are served");
+  };
+  auto replace_aliases = [&store](CLI::App* cmd) {
+    cmd->add_flag("--replace-aliases", store.replace_aliases,
+                  "When aliases.json is refused (unsigned, forged, replayed), start the model's "
+                  "aliases afresh with this move");
+  };
   CLI::App* push = model_cmd->add_subcommand(
-      "push", "Add a signed version directory to the store as a new, immutable version");
+      "push", "Add a version directory to the store as a new, immutable version, signed for its place");
   store_source(push);
   push->add_option("dir", store.dir, "The version directory (model.toml, model.pt, signature)")
       ->required();
   push->add_option("--name", store.name, "The model's name")->required();
+  store_key(push);
   CLI::App* model_list = model_cmd->add_subcommand("list", "List the store's versions and aliases");
   store_source(model_list);
   model_list->add_option("--name", store.name, "Only this model");
@@ -107,11 +120,14 @@ int main(int argc, char** argv) {
   promote->add_option("version", store.version, "The version")->required()->check(
       CLI::PositiveNumber);
   promote->add_option("--alias", store.alias, "The alias (default prod)");
+  store_key(promote);
+  replace_aliases(promote);
   CLI::App* rollback = model_cmd->add_subcommand(
       "rollback", "Point an alias back at the version it named before its last move");
   store_source(rollback);
   rollback->add_option("name", store.name, "The model")->required();
   rollback->add_option("--alias", store.alias, "The alias (default prod)");
+  store_key(rollback);
   CLI::App* history = model_cmd->add_subcommand(
       "history", "Every alias move of a model: when, which, from, to, by whom");
   store_source(history);

@@ -57,7 +57,10 @@ int RunModelVerify(const SigningOptions& options) {
   if (trusted.empty()) {
     return Fail("model verify", absl::InvalidArgumentError("give at least one --trusted-key"));
   }
-  absl::StatusOr<signing::VerifiedModel> model = signing::VerifyModel(options.dir, trusted);
+  // A signature speaks for one model version: by default the one the directory's path names.
+  const std::string expected = options.expected.empty() ? DefaultName(options.dir) : options.expected;
+  absl::StatusOr<signing::VerifiedModel> model = signing::VerifyModel(
+      options.dir, trusted, {.expected_name = expected, .keep = {}, .after_read = {}});
   if (!model.ok()) return Fail("model verify", model.status());
   std::printf("%s: verified %s (%zu files, root sha256 %s) signed by key %s\n",
               options.dir.c_str(), model->name.c_str(), model->files.size(),
@@ -79,7 +82,9 @@ int RunModelShow(const SigningOptions& options) {
         std::filesystem::exists(std::filesystem::path(options.dir) / signing::kManifestFile);
     std::printf("signature  %s\n", present ? "present, not checked (give --trusted-key)" : "none");
   } else {
-    absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(options.dir, trusted);
+    // Shows whatever subject it names; `verify` is the check that it names this place.
+    absl::StatusOr<signing::VerifiedModel> verified =
+        signing::VerifyModel(options.dir, trusted, {});
     if (verified.ok()) {
       std::printf("signature  verified: %s signed by key %s\n", verified->name.c_str(),
                   verified->key_id.c_str());

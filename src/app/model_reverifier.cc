@@ -9,6 +9,7 @@
 
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "models/model_repository.h"
 #include "signing/model_manifest.h"
 
 namespace pillar::app {
@@ -102,11 +103,22 @@ int ModelReverifier::CheckNow() {
 }
 
 bool ModelReverifier::CheckVersion(runtime::ModelVersion& v) {
-  absl::StatusOr<signing::VerifiedModel> verified =
-      signing::VerifyModel(v.directory.string(), trusted_);
-  if (verified.ok()) return true;
-  const std::string reason =
-      StrCat("signature check failed while serving: ", verified.status().message());
+  absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(
+      v.directory.string(), trusted_,
+      {.expected_name = models::VersionSubject(v.name, v.version), .keep = {}, .after_read = {}});
+  // What is served was loaded from bytes verified at load time, so a change on disk cannot
+  // reach it; but the store no longer holds what is being served, and that is an alarm. The
+  // same goes for files re-signed in place with different content: the served bytes are no
+  // longer what the store says this version is.
+  std::string reason;
+  if (!verified.ok()) {
+    reason = StrCat("signature check failed while serving: ", verified.status().message());
+  } else if (!v.root_digest.empty() && verified->root_digest != v.root_digest) {
+    reason = StrCat("the store's files for this version now have root digest ",
+                    verified->root_digest, ", not the ", v.root_digest, " that was loaded");
+  } else {
+    return true;
+  }
   v.Withdraw(reason);
   std::fprintf(stderr, "pillar: ALERT: model %s version %lld withdrawn: %s\n", v.name.c_str(),
                static_cast<long long>(v.version), reason.c_str());

@@ -1,6 +1,9 @@
 // `pillar model push|list|promote|rollback|history`: the versions of the model store and the
 // aliases that route traffic to them. Versions are immutable and identified by their content
-// (the root digest over their files): pushing the same bytes twice is one version. Aliases move
+// (the root digest over their files): pushing the same bytes twice is one version. A pushed
+// version is signed for its place in the store ("<model>/<version>"), and the aliases file is
+// signed at every move with a generation one above any seen before (state store), so that what
+// is served, and where aliases point, is decided by holders of a signing key only. Aliases move
 // under the model's lock and every move is kept with who and when (aliases.json) and audited.
 #include <fcntl.h>
 #include <unistd.h>
@@ -9,6 +12,7 @@
 #include <filesystem>
 
 #include "absl/time/clock.h"
+#include "app/alias_generations.h"
 #include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -19,6 +23,7 @@
 #include "models/model_config.h"
 #include "models/model_repository.h"
 #include "signing/model_manifest.h"
+#include "state/state_store.h"
 
 namespace pillar::app {
 namespace {
@@ -36,23 +41,62 @@ struct Store {
   fs::path root;
   std::vector<signing::PublicKey> trusted;
   std::optional<ChangeAudit> audit;  // for a change: opened before it is made
+  std::optional<signing::SigningKey> key;  // for a change: --key or [repository] signing_key
+  std::unique_ptr<state::StateStore> state;  // for a change: the aliases' generations
 };
 
 absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_change) {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
-  Store store{.config = std::move(*config), .root = {}, .trusted = {}, .audit = {}};
+  Store store{.config = std::move(*config), .root = {}, .trusted = {}, .audit = {}, .key = {},
+              .state = {}};
   if (for_change) {
     absl::StatusOr<ChangeAudit> audit = ChangeAudit::Open(store.config);
     if (!audit.ok()) return audit.status();
     store.audit.emplace(std::move(*audit));
+    const std::string key_path =
+        options.key.empty() ? store.config.repository_signing_key : options.key;
+    if (!key_path.empty()) {
+      absl::StatusOr<signing::SigningKey> key = signing::ReadPrivateKey(key_path);
+      if (!key.ok()) return key.status();
+      store.key.emplace(std::move(*key));
+    }
+    absl::StatusOr<std::unique_ptr<state::StateStore>> state =
+        state::OpenSqliteStateStore(store.config.state_path);
+    if (!state.ok()) return state.status();
+    store.state = std::move(*state);
   }
   store.root = fs::path(options.store.empty() ? store.config.repository_path : options.store);
   absl::StatusOr<std::vector<signing::PublicKey>> trusted =
       signing::ReadPublicKeys(store.config.trusted_keys);
   if (!trusted.ok()) return trusted.status();
   store.trusted = std::move(*trusted);
+  if (store.key && store.config.require_signatures &&
+      std::none_of(store.trusted.begin(), store.trusted.end(), [&](const auto& k) {
+        return k.key_id == store.key->public_key.key_id;
+      })) {
+    return absl::FailedPreconditionError(
+        StrCat("signing key ", store.key->public_key.key_id,
+               " is not among [repository] trusted_keys: the server would refuse what it signs"));
+  }
   return store;
+}
+
+// The key a change signs with; an error when signatures are required and there is none.
+absl::StatusOr<const signing::SigningKey*> ChangeKey(const Store& store) {
+  if (store.key) return &*store.key;
+  if (store.config.require_signatures) {
+    return absl::FailedPreconditionError(
+        "signatures are required: give --key (a private key whose public half is in "
+        "[repository] trusted_keys) or set [repository] signing_key");
+  }
+  return nullptr;
+}
+
+models::AliasTrust ReadTrust(const Store& store) {
+  return {.trusted = store.trusted,
+          .require_signature = store.config.require_signatures,
+          .admit_generation = {}};
 }
 
 absl::Status CheckName(const std::string& name) {
@@ -63,20 +107,33 @@ absl::Status CheckName(const std::string& name) {
   return absl::OkStatus();
 }
 
-// What the server would check before loading: a version it would refuse is refused here too.
-absl::Status CheckServable(const Store& store, const fs::path& dir) {
-  absl::StatusOr<std::string> toml = ReadSmallFile(dir / "model.toml", 1 << 20);
-  if (!toml.ok()) return toml.status();
-  if (absl::Status s = models::ModelConfig::Parse(*toml, (dir / "model.toml").string()).status();
-      !s.ok()) {
-    return s;
+// What the server would check before loading, from the same bytes it would load: a version it
+// would refuse at `subject` ("<model>/<version>") is refused here too.
+absl::Status CheckServable(const Store& store, const fs::path& dir, const std::string& subject) {
+  std::string toml;
+  if (store.config.require_signatures) {
+    if (store.trusted.empty()) {
+      return absl::FailedPreconditionError(
+          "signatures are required and no trusted_keys are configured");
+    }
+    absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(
+        dir.string(), store.trusted,
+        {.expected_name = subject, .keep = {"model.toml"}, .after_read = {}});
+    if (!verified.ok()) return verified.status();
+    if (!verified->contents.contains("model.toml")) {
+      return absl::NotFoundError(StrCat(dir.string(), ": no model.toml among the signed files"));
+    }
+    toml = std::move(verified->contents["model.toml"]);
+  } else {
+    absl::StatusOr<std::map<std::string, std::string, std::less<>>> files =
+        signing::ReadModelFiles(dir.string(), {"model.toml"});
+    if (!files.ok()) return files.status();
+    if (!files->contains("model.toml")) {
+      return absl::NotFoundError(StrCat(dir.string(), ": no model.toml"));
+    }
+    toml = std::move((*files)["model.toml"]);
   }
-  if (!store.config.require_signatures) return absl::OkStatus();
-  if (store.trusted.empty()) {
-    return absl::FailedPreconditionError(
-        "signatures are required and no trusted_keys are configured");
-  }
-  return signing::VerifyModel(dir.string(), store.trusted).status();
+  return models::ModelConfig::Parse(toml, (dir / "model.toml").string()).status();
 }
 
 std::vector<int64_t> VersionsIn(const fs::path& model_dir) {
@@ -118,6 +175,8 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
                             StrCat("alias '", options.alias,
                                    "': 1 to 64 of a-z, 0-9, '_', '-', starting with a letter")));
   }
+  absl::StatusOr<const signing::SigningKey*> key = ChangeKey(*store);
+  if (!key.ok()) return Fail(action, key.status());
   const fs::path model_dir = store->root / options.name;
   if (!fs::is_directory(model_dir)) {
     return Fail(action, absl::NotFoundError(StrCat("no model '", options.name, "' in ",
@@ -125,8 +184,28 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   }
   absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
   if (!lock.ok()) return Fail(action, lock.status());
-  absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(model_dir);
-  if (!aliases.ok()) return Fail(action, aliases.status());
+  AliasGenerations generations(*store->state);
+  absl::StatusOr<int64_t> highest = generations.Highest(options.name);
+  if (!highest.ok()) return Fail(action, highest.status());
+  absl::StatusOr<models::ModelAliases> aliases =
+      models::ReadAliases(model_dir, options.name, ReadTrust(*store));
+  if (aliases.ok() && aliases->generation < *highest) {
+    aliases = absl::PermissionDeniedError(
+        StrCat(fs::path(model_dir / models::kAliasesFile).string(), ": generation ",
+               aliases->generation, " is older than generation ", *highest, " seen before"));
+  }
+  if (!aliases.ok()) {
+    if (!options.replace_aliases) {
+      return Fail(action, absl::Status(aliases.status().code(),
+                                       StrCat(aliases.status().message(),
+                                              "; to start this model's aliases afresh with this "
+                                              "move, give --replace-aliases")));
+    }
+    std::fprintf(stderr, "pillar model %s: replacing %s's aliases: %s\n",
+                 std::string(action).c_str(), options.name.c_str(),
+                 std::string(aliases.status().message()).c_str());
+    aliases = models::ModelAliases{};
+  }
   int64_t target = options.version;
   if (action == "rollback") {
     std::optional<int64_t> previous = aliases->Previous(options.alias);
@@ -142,7 +221,9 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
     return Fail(action, absl::NotFoundError(
                             StrCat("no version ", target, " of model '", options.name, "'")));
   }
-  if (absl::Status s = CheckServable(*store, version_dir); !s.ok()) {
+  if (absl::Status s =
+          CheckServable(*store, version_dir, models::VersionSubject(options.name, target));
+      !s.ok()) {
     return Fail(action, absl::FailedPreconditionError(
                             StrCat("version ", target, " would not be served: ", s.message())));
   }
@@ -156,11 +237,18 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
       current == aliases->targets.end() ? "none" : std::to_string(current->second);
   aliases->Move(options.alias, target, std::string(action), LocalOperator(),
                 SystemClock().UnixMicros());
-  if (absl::Status s = models::WriteAliases(model_dir, *aliases); !s.ok()) return Fail(action, s);
+  aliases->generation = std::max(aliases->generation, *highest) + 1;
+  if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
+    return Fail(action, s);
+  }
+  if (absl::Status s = generations.Admit(options.name, aliases->generation); !s.ok()) {
+    return Fail(action, s);
+  }
   const std::string move = StrCat(options.alias, ": ", from, " -> ", target);
-  if (absl::Status s = store->audit->Record(audit::EventKind::kModel, action,
-                                            StrCat("model:", options.name, "/", options.alias),
-                                            move);
+  if (absl::Status s = store->audit->Record(
+          audit::EventKind::kModel, action, StrCat("model:", options.name, "/", options.alias),
+          StrCat(move, " (generation ", aliases->generation,
+                 *key != nullptr ? StrCat(", signed by ", (*key)->public_key.key_id) : "", ")"));
       !s.ok()) {
     return Fail(action, absl::Status(s.code(), StrCat("moved ", move, " but its audit record was "
                                                       "not confirmed durable: ",
@@ -177,10 +265,23 @@ int RunModelPush(const ModelStoreOptions& options) {
   if (!store.ok()) return Fail("push", store.status());
   if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("push", s);
   const fs::path source = options.dir;
-  if (absl::Status s = CheckServable(*store, source); !s.ok()) {
-    return Fail("push", absl::FailedPreconditionError(
-                            StrCat(source.string(), " would not be served: ", s.message())));
+  // The source's own contract must parse; its signature, if any, is judged once the version's
+  // number (part of what is signed) is known.
+  {
+    absl::StatusOr<std::map<std::string, std::string, std::less<>>> files =
+        signing::ReadModelFiles(source.string(), {"model.toml"});
+    absl::Status parsed =
+        !files.ok() ? files.status()
+        : !files->contains("model.toml")
+            ? absl::NotFoundError(StrCat(source.string(), ": no model.toml"))
+            : models::ModelConfig::Parse((*files)["model.toml"], (source / "model.toml").string())
+                  .status();
+    if (!parsed.ok()) {
+      return Fail("push", absl::FailedPreconditionError(
+                              StrCat(source.string(), " would not be served: ", parsed.message())));
+    }
   }
+  absl::StatusOr<const signing::SigningKey*> key = ChangeKey(*store);
   absl::StatusOr<std::vector<signing::FileDigest>> files = signing::DigestDirectory(source);
   if (!files.ok()) return Fail("push", files.status());
   const std::string root = signing::RootDigest(*files);
@@ -202,29 +303,41 @@ int RunModelPush(const ModelStoreOptions& options) {
     }
   }
   const int64_t next = versions.empty() ? 1 : versions.back() + 1;
+  const std::string subject = models::VersionSubject(options.name, next);
   // Pushes hold the model's lock while staging, so any staging directory found now was left by
   // a push that died: it never became a version, and goes.
   for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
     if (entry.path().filename().string().starts_with(".push-")) fs::remove_all(entry.path(), ec);
   }
   const fs::path staging = model_dir / StrCat(".push-", next, "-", ::getpid());
+  auto abandon = [&](absl::Status status) {
+    std::error_code ignored;
+    fs::remove_all(staging, ignored);
+    return Fail("push", status);
+  };
   fs::copy(source, staging, fs::copy_options::recursive, ec);
   if (ec) {
-    fs::remove_all(staging, ec);
-    return Fail("push", absl::InternalError(StrCat("cannot copy ", source.string(), ": ",
-                                                   ec.message())));
+    return abandon(
+        absl::InternalError(StrCat("cannot copy ", source.string(), ": ", ec.message())));
+  }
+  // A signature names the version it is for, so the copy is signed for its place here; without
+  // a key, it must already carry a trusted signature made for exactly this place.
+  if (key.ok() && *key != nullptr) {
+    if (absl::Status s = signing::SignModel(staging.string(), subject, **key); !s.ok()) {
+      return abandon(s);
+    }
+  }
+  // The copy, checked as the server will check it: against its signature, from the same bytes.
+  if (absl::Status s = CheckServable(*store, staging, subject); !s.ok()) {
+    return abandon(absl::FailedPreconditionError(
+        StrCat("version ", next, " would not be served: ", s.message(),
+               key.ok() ? "" : StrCat("; ", key.status().message()))));
   }
   // Durable before it appears: a server never sees a version whose bytes a crash could lose.
-  if (absl::Status s = SyncTree(staging); !s.ok()) {
-    fs::remove_all(staging, ec);
-    return Fail("push", s);
-  }
+  if (absl::Status s = SyncTree(staging); !s.ok()) return abandon(s);
   const fs::path target = model_dir / std::to_string(next);
   fs::rename(staging, target, ec);
-  if (ec) {
-    fs::remove_all(staging, ec);
-    return Fail("push", absl::InternalError(StrCat("cannot add ", target.string())));
-  }
+  if (ec) return abandon(absl::InternalError(StrCat("cannot add ", target.string())));
   if (const int fd = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
     ::fsync(fd);
     ::close(fd);
@@ -262,7 +375,8 @@ int RunModelList(const ModelStoreOptions& options) {
               "ADDED");
   for (const std::string& name : names) {
     const fs::path model_dir = store->root / name;
-    absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(model_dir);
+    absl::StatusOr<models::ModelAliases> aliases =
+        models::ReadAliases(model_dir, name, ReadTrust(*store));
     for (int64_t v : VersionsIn(model_dir)) {
       std::string pointing;
       if (aliases.ok()) {
@@ -303,8 +417,16 @@ int RunModelHistory(const ModelStoreOptions& options) {
   absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/false);
   if (!store.ok()) return Fail("history", store.status());
   if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("history", s);
-  absl::StatusOr<models::ModelAliases> aliases = models::ReadAliases(store->root / options.name);
+  absl::StatusOr<models::ModelAliases> aliases =
+      models::ReadAliases(store->root / options.name, options.name, ReadTrust(*store));
   if (!aliases.ok()) return Fail("history", aliases.status());
+  if (aliases->signed_by.empty()) {
+    std::printf("# aliases.json generation %lld, not signed\n",
+                static_cast<long long>(aliases->generation));
+  } else {
+    std::printf("# aliases.json generation %lld, signed by key %s\n",
+                static_cast<long long>(aliases->generation), aliases->signed_by.c_str());
+  }
   std::printf("%-27s %-12s %-9s %6s %6s  %s\n", "TIME", "ALIAS", "ACTION", "FROM", "TO", "BY");
   for (const models::AliasMove& m : aliases->history) {
     std::printf("%-27s %-12s %-9s %6s %6lld  %s\n", FormatUtcMicros(m.time_us).c_str(),

@@ -73,7 +73,8 @@ bool ModelWatcher::CheckNow() {
   const std::shared_ptr<const runtime::ModelRegistry> before = catalog_.Current();
   runtime::ModelRegistry::Versions retired;
   std::shared_ptr<const runtime::ModelRegistry> after =
-      runtime::ModelRegistry::Build(repository_.Scan(), loader_, before.get(), &retired);
+      runtime::ModelRegistry::Build(repository_.Scan(&before->aliases()), loader_, before.get(),
+                                    &retired);
   if (SameRegistry(*before, *after)) return false;
   catalog_.Publish(after);
   Report(before.get(), *after, retired);

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "app/alias_generations.h"
 #include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -21,6 +22,7 @@
 #include "app/operation_handlers.h"
 #include "app/request_handler.h"
 #include "app/routes.h"
+#include "app/version_loader.h"
 #include "common/strings.h"
 #include "guard/guard_stage.h"
 #include "audit/counting_audit_sink.h"
@@ -36,8 +38,6 @@
 #include "monitor/observe_stage.h"
 #include "routing/decode_stage.h"
 #include "routing/route_stage.h"
-#include "signing/model_manifest.h"
-#include "runtime/batching_runner.h"
 #include "runtime/execute_stage.h"
 #include "runtime/torch/torch_backend.h"
 #include "state/state_store.h"
@@ -50,10 +50,11 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Watches the store and loads what it names: only versions signed by a trusted key.
+// Watches the store and loads what it names: only versions signed by a trusted key for their
+// own name and version, and only aliases a trusted key signed, never older than seen before.
 absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
     const Config& config, const std::vector<signing::PublicKey>& trusted,
-    monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
+    AliasGenerations& generations, monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
   absl::StatusOr<models::VersionPolicy> policy =
       models::VersionPolicy::Parse(config.version_policy);
   if (!policy.ok()) return policy.status();
@@ -61,44 +62,21 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
   for (const auto& [model, text] : config.model_policies) {
     policies.emplace(model, *models::VersionPolicy::Parse(text));  // validated with the config
   }
-  models::ModelRepository repository(config.repository_path, *policy, std::move(policies));
+  models::AliasTrust alias_trust{
+      .trusted = trusted,
+      .require_signature = config.require_signatures,
+      .admit_generation = [&generations](std::string_view model, int64_t generation) {
+        return generations.Admit(model, generation);
+      }};
+  models::ModelRepository repository(config.repository_path, *policy, std::move(policies),
+                                     std::move(alias_trust));
   runtime::ConfigureTorch(config.torch_threads);
-  auto* batch_sizes = &metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
-                                            {"model", "version"}, monitor::BatchSizeBuckets());
-  const bool require_signatures = config.require_signatures;
-  auto loader = [require_signatures, trusted, batch_sizes](const models::VersionEntry& entry)
-      -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
-    const models::ModelConfig& model = *entry.config;
-    if (require_signatures) {
-      // What is loaded must be exactly what a trusted key signed (R-SEC-1, R-SEC-2).
-      if (trusted.empty()) {
-        return absl::FailedPreconditionError(
-            "signatures are required ([repository] require_signatures) but no trusted_keys are "
-            "configured");
-      }
-      absl::StatusOr<signing::VerifiedModel> verified =
-          signing::VerifyModel(entry.directory.string(), trusted);
-      if (!verified.ok()) {
-        return absl::Status(verified.status().code(),
-                            StrCat("signature check failed: ", verified.status().message()));
-      }
-    }
-    absl::StatusOr<std::string> device = runtime::ResolveDevice(model.instance.kind);
-    if (!device.ok()) return device.status();
-    std::vector<std::unique_ptr<runtime::Backend>> instances;
-    for (int i = 0; i < model.instance.count; ++i) {
-      absl::StatusOr<std::unique_ptr<runtime::Backend>> backend =
-          runtime::LoadTorchBackend(entry.directory / "model.pt", model, *device);
-      if (!backend.ok()) return backend.status();
-      instances.push_back(std::move(*backend));
-    }
-    std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n",
-                 entry.model.c_str(), static_cast<long long>(entry.version), device->c_str(),
-                 model.instance.count, model.instance.count == 1 ? "" : "s");
-    return std::make_unique<runtime::BatchingRunner>(
-        model, std::move(instances), SystemClock(),
-        &batch_sizes->Get({entry.model, std::to_string(entry.version)}));
-  };
+  runtime::RunnerLoader loader = MakeVersionLoader(
+      {.require_signatures = config.require_signatures,
+       .trusted = trusted,
+       .batch_sizes = &metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
+                                            {"model", "version"}, monitor::BatchSizeBuckets()),
+       .after_read = {}});
   return std::make_unique<ModelWatcher>(std::move(repository), std::move(loader),
                                         absl::Milliseconds(config.poll_ms), audit);
 }
@@ -244,8 +222,9 @@ int RunServe(const ServeOptions& options) {
   absl::StatusOr<std::vector<signing::PublicKey>> trusted =
       signing::ReadPublicKeys(config->trusted_keys);
   if (!trusted.ok()) return Fail(trusted.status());
+  AliasGenerations alias_generations(**store);
   absl::StatusOr<std::unique_ptr<ModelWatcher>> watcher =
-      WatchModels(*config, *trusted, metrics, audit);
+      WatchModels(*config, *trusted, alias_generations, metrics, audit);
   if (!watcher.ok()) return Fail(watcher.status());
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<ModelReverifier> reverifier;

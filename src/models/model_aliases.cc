@@ -10,7 +10,9 @@
 
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/directory.h"
 #include "common/files.h"
+#include "signing/envelope.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 
@@ -53,24 +55,28 @@ bool IsValidAliasName(std::string_view alias) {
   return true;
 }
 
-absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir) {
-  const std::filesystem::path path = model_dir / kAliasesFile;
-  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxAliasesBytes);
-  if (!text.ok()) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) return ModelAliases{};
-    return text.status();
-  }
+namespace {
+
+// Parses the aliases document (the payload of a signed file, or an unsigned file's text).
+absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path,
+                                          std::string_view text, std::string* model) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   simdjson::dom::object targets;
   simdjson::dom::array history;
-  if (parser.parse(*text).get(root) != simdjson::SUCCESS ||
+  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS ||
       root["aliases"].get(targets) != simdjson::SUCCESS ||
       root["history"].get(history) != simdjson::SUCCESS) {
     return Malformed(path, "not an aliases file (an object with \"aliases\" and \"history\")");
   }
   ModelAliases aliases;
+  std::string_view named;
+  if (root["model"].get(named) == simdjson::SUCCESS) *model = std::string(named);
+  if (root["generation"].error() != simdjson::NO_SUCH_FIELD &&
+      (root["generation"].get(aliases.generation) != simdjson::SUCCESS ||
+       aliases.generation < 0)) {
+    return Malformed(path, "generation must be an integer >= 0");
+  }
   for (auto [alias, version] : targets) {
     int64_t v;
     if (!IsValidAliasName(alias) || version.get(v) != simdjson::SUCCESS || v <= 0) {
@@ -104,9 +110,13 @@ absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir)
   return aliases;
 }
 
-absl::Status WriteAliases(const std::filesystem::path& model_dir, const ModelAliases& aliases) {
+std::string AliasesDocument(std::string_view model, const ModelAliases& aliases) {
   JsonWriter w(1024);
   w.BeginObject();
+  w.Key("model");
+  w.String(model);
+  w.Key("generation");
+  w.Int(aliases.generation);
   w.Key("aliases");
   w.BeginObject();
   for (const auto& [alias, version] : aliases.targets) {
@@ -138,16 +148,80 @@ absl::Status WriteAliases(const std::filesystem::path& model_dir, const ModelAli
   }
   w.EndArray();
   w.EndObject();
-  std::string text = std::move(w).Take();
+  return std::move(w).Take();
+}
+
+}  // namespace
+
+absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
+                                         std::string_view model, const AliasTrust& trust) {
+  const std::filesystem::path path = model_dir / kAliasesFile;
+  absl::StatusOr<ModelAliases> aliases = [&]() -> absl::StatusOr<ModelAliases> {
+    absl::StatusOr<Directory> dir = Directory::Open(model_dir.string());
+    if (!dir.ok()) return dir.status();
+    absl::StatusOr<std::string> text = ReadFileBeneath(*dir, kAliasesFile, kMaxAliasesBytes);
+    if (absl::IsNotFound(text.status())) return ModelAliases{};
+    if (!text.ok()) return text.status();
+    std::string named;
+    if (!signing::LooksLikeEnvelope(*text)) {
+      if (trust.require_signature) {
+        return absl::PermissionDeniedError(StrCat(
+            path.string(), ": not signed; aliases are moved with `pillar model promote` and a "
+                           "signing key when signatures are required"));
+      }
+      absl::StatusOr<ModelAliases> parsed = ParseAliases(path, *text, &named);
+      if (parsed.ok() && !named.empty() && named != model) {
+        return Malformed(path, StrCat("names model '", named, "', not '", model, "'"));
+      }
+      return parsed;
+    }
+    absl::StatusOr<signing::OpenedEnvelope> envelope =
+        signing::OpenEnvelope(*text, kAliasesPayloadType, trust.trusted, path.string());
+    if (!envelope.ok()) return envelope.status();
+    absl::StatusOr<ModelAliases> parsed = ParseAliases(path, envelope->payload, &named);
+    if (!parsed.ok()) return parsed.status();
+    // A signed file speaks for one model: copied into another model's directory, it is refused.
+    if (named != model) {
+      return absl::PermissionDeniedError(StrCat(path.string(), ": signed for model '",
+                                                named.substr(0, 128), "', not '", model, "'"));
+    }
+    if (parsed->generation < 1) return Malformed(path, "a signed file needs a generation >= 1");
+    parsed->signed_by = envelope->key_id;
+    return parsed;
+  }();
+  if (!aliases.ok()) return aliases.status();
+  if (trust.admit_generation) {
+    if (absl::Status s = trust.admit_generation(model, aliases->generation); !s.ok()) {
+      return absl::Status(s.code(), StrCat(path.string(), ": ", s.message()));
+    }
+  }
+  return aliases;
+}
+
+absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_view model,
+                          const ModelAliases& aliases, const signing::SigningKey* key) {
+  const std::string document = AliasesDocument(model, aliases);
+  std::string text = key == nullptr
+                         ? document
+                         : signing::SealEnvelope(kAliasesPayloadType, document, *key);
   text += '\n';
   const std::filesystem::path target = model_dir / kAliasesFile;
   const std::string tmp = target.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return absl::InternalError(StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
   ::close(fd);
   if (!ok || ::rename(tmp.c_str(), target.c_str()) != 0) {
     return absl::InternalError(StrCat("cannot write ", target.string(), ": ", std::strerror(errno)));
+  }
+  // The rename is durable only once the directory is synced: without this, a move reported
+  // done could be lost in a power cut.
+  const int dir = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool synced = dir >= 0 && ::fsync(dir) == 0;
+  if (dir >= 0) ::close(dir);
+  if (!synced) {
+    return absl::InternalError(StrCat("cannot sync ", model_dir.string(), ": ", std::strerror(errno)));
   }
   return absl::OkStatus();
 }

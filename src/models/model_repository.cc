@@ -12,8 +12,6 @@
 namespace pillar::models {
 namespace {
 
-constexpr std::uintmax_t kMaxConfigBytes = 1 << 20;
-
 int64_t ModifiedNanos(const std::filesystem::path& path) {
   struct stat st;
   if (::stat(path.c_str(), &st) != 0) return 0;
@@ -31,13 +29,19 @@ bool IsValidModelName(std::string_view name) {
   return true;
 }
 
+std::string VersionSubject(std::string_view model, int64_t version) {
+  return StrCat(model, "/", version);
+}
+
 ModelRepository::ModelRepository(std::filesystem::path root, VersionPolicy default_policy,
-                                 std::map<std::string, VersionPolicy> policies)
+                                 std::map<std::string, VersionPolicy> policies,
+                                 AliasTrust alias_trust)
     : root_(std::move(root)),
       default_policy_(std::move(default_policy)),
-      policies_(std::move(policies)) {}
+      policies_(std::move(policies)),
+      alias_trust_(std::move(alias_trust)) {}
 
-ScanResult ModelRepository::Scan() const {
+ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
   ScanResult result;
   std::error_code ec;
   std::filesystem::directory_iterator models(root_, ec);
@@ -71,24 +75,29 @@ ScanResult ModelRepository::Scan() const {
     const VersionPolicy& chosen_policy =
         policy == policies_.end() ? default_policy_ : policy->second;
     std::vector<int64_t> chosen = chosen_policy.Select(available);
-    absl::StatusOr<ModelAliases> aliases = ReadAliases(dir);
-    if (!aliases.ok()) {
-      result.model_errors.emplace_back(name, aliases.status());
+    absl::StatusOr<ModelAliases> read = ReadAliases(dir, name, alias_trust_);
+    AliasTargets targets;
+    if (read.ok()) {
+      targets.insert(read->targets.begin(), read->targets.end());
     } else {
-      for (const auto& [alias, version] : aliases->targets) {
-        if (std::find(available.begin(), available.end(), version) == available.end()) {
-          result.model_errors.emplace_back(
-              name, absl::NotFoundError(StrCat("alias '", alias, "' names version ", version,
-                                               ", which is not in the store")));
-          continue;
-        }
-        result.aliases[name][alias] = version;
-        if (std::find(chosen.begin(), chosen.end(), version) == chosen.end()) {
-          chosen.push_back(version);
-        }
+      result.model_errors.emplace_back(name, read.status());
+      if (last_good != nullptr) {
+        if (auto kept = last_good->find(name); kept != last_good->end()) targets = kept->second;
       }
-      std::sort(chosen.begin(), chosen.end());
     }
+    for (const auto& [alias, version] : targets) {
+      if (std::find(available.begin(), available.end(), version) == available.end()) {
+        result.model_errors.emplace_back(
+            name, absl::NotFoundError(StrCat("alias '", alias, "' names version ", version,
+                                             ", which is not in the store")));
+        continue;
+      }
+      result.aliases[name][alias] = version;
+      if (std::find(chosen.begin(), chosen.end(), version) == chosen.end()) {
+        chosen.push_back(version);
+      }
+    }
+    std::sort(chosen.begin(), chosen.end());
     if (chosen.empty()) {
       result.model_errors.emplace_back(
           name,
@@ -96,14 +105,10 @@ ScanResult ModelRepository::Scan() const {
       continue;
     }
     for (int64_t v : chosen) {
-      VersionEntry entry{name, v, dir / std::to_string(v), absl::UnknownError(""), 0};
+      VersionEntry entry{name, v, dir / std::to_string(v), 0};
       entry.stamp = std::max({ModifiedNanos(entry.directory),
                               ModifiedNanos(entry.directory / "model.toml"),
                               ModifiedNanos(entry.directory / "model.sig.json")});
-      std::filesystem::path config_path = entry.directory / "model.toml";
-      absl::StatusOr<std::string> text = ReadSmallFile(config_path, kMaxConfigBytes);
-      entry.config = text.ok() ? ModelConfig::Parse(*text, config_path.string())
-                               : absl::StatusOr<ModelConfig>(text.status());
       result.versions.push_back(std::move(entry));
     }
   }

@@ -1,10 +1,11 @@
 // The model store on disk: `<root>/<model>/<version>/{model.pt,model.toml}`, versions being
 // positive integers, and `<root>/<model>/aliases.json`. Scanning applies each model's version
-// policy, adds the versions its aliases name, and reads each chosen version's model.toml; a
-// broken version is reported with its error, never fatal.
+// policy and adds the versions its aliases name; it reads no version's files (model.toml is
+// read by the loader, from the bytes it verified against the signature). A broken model is
+// reported with its error, never fatal.
 //
-//   ModelRepository repo(root, VersionPolicy::Latest(), {});
-//   for (const VersionEntry& v : repo.Scan()) { if (v.config.ok()) Load(v); }
+//   ModelRepository repo(root, VersionPolicy::Latest(), {}, trust);
+//   for (const VersionEntry& v : repo.Scan().versions) Load(v);
 // Scan() reads the filesystem and may be called from any thread.
 #pragma once
 
@@ -16,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "models/model_config.h"
+#include "models/model_aliases.h"
 #include "models/version_policy.h"
 
 namespace pillar::models {
@@ -25,7 +26,6 @@ struct VersionEntry {
   std::string model;
   int64_t version = 0;
   std::filesystem::path directory;
-  absl::StatusOr<ModelConfig> config;  // the parse error when model.toml is missing or bad
   // Changes when the version's directory, model.toml or signature changes: a server retries a
   // version that failed to load only when its stamp moved.
   int64_t stamp = 0;
@@ -44,18 +44,25 @@ struct ScanResult {
   ModelAliasTargets aliases;
 };
 
+// The subject a version's signature must name: "<model>/<version>".
+std::string VersionSubject(std::string_view model, int64_t version);
+
 class ModelRepository {
  public:
   ModelRepository(std::filesystem::path root, VersionPolicy default_policy,
-                  std::map<std::string, VersionPolicy> policies);
+                  std::map<std::string, VersionPolicy> policies, AliasTrust alias_trust = {});
 
-  ScanResult Scan() const;
+  // `last_good`: the aliases in service now. A model whose aliases file is refused (unsigned,
+  // forged, replayed, removed) keeps these, with the error reported, rather than losing its
+  // routes to whoever wrote the file.
+  ScanResult Scan(const ModelAliasTargets* last_good = nullptr) const;
   const std::filesystem::path& root() const { return root_; }
 
  private:
   std::filesystem::path root_;
   VersionPolicy default_policy_;
   std::map<std::string, VersionPolicy> policies_;
+  AliasTrust alias_trust_;
 };
 
 // Model names as they appear in URLs: letters, digits, '-', '_', '.'; not starting with '.'.

@@ -32,20 +32,19 @@ std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult sca
     v->directory = entry.directory;
     v->stamp = entry.stamp;
     v->resource = "model:" + v->name + "/" + v->version_text;
-    if (entry.config.ok()) v->attributes = entry.config->access;
+    // [access] attributes come from the loaded (verified) model.toml only: a version that did
+    // not load has none a policy could be fooled by.
+    absl::StatusOr<LoadedVersion> loaded = loader(entry);
+    if (loaded.ok()) {
+      v->attributes = loaded->config.access;
+      v->config = std::move(loaded->config);
+      v->runner = std::move(loaded->runner);
+      v->root_digest = std::move(loaded->root_digest);
+    } else {
+      v->status = loaded.status();
+    }
     v->attributes["name"] = {v->name};
     v->attributes["version"] = {v->version_text};
-    if (!entry.config.ok()) {
-      v->status = entry.config.status();
-    } else {
-      v->config = *entry.config;
-      absl::StatusOr<std::unique_ptr<Runner>> runner = loader(entry);
-      if (runner.ok()) {
-        v->runner = std::move(*runner);
-      } else {
-        v->status = runner.status();
-      }
-    }
     registry->versions_.push_back(std::move(v));
   }
   for (size_t i = 0; i < kept.size(); ++i) {

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "models/model_config.h"
 #include "models/model_repository.h"
 #include "runtime/runner.h"
 
@@ -38,6 +39,8 @@ struct ModelVersion {
   // The policy resource, "model:<name>/<version>".
   std::string resource;
   int64_t stamp = 0;  // models::VersionEntry::stamp when loaded
+  // The signed root digest of what was loaded; empty when signatures are not required.
+  std::string root_digest;
   std::unique_ptr<Runner> runner;
 
   bool ready() const {
@@ -65,8 +68,16 @@ struct ModelVersion {
   std::string withdrawn_reason_;  // written once, before withdrawn_ turns true
 };
 
+// What a loader makes of a version: its contract, parsed from the very bytes that were
+// verified, and a runner built from the verified weights.
+struct LoadedVersion {
+  models::ModelConfig config;
+  std::unique_ptr<Runner> runner;
+  std::string root_digest;  // empty when signatures are not required
+};
+
 using RunnerLoader =
-    std::function<absl::StatusOr<std::unique_ptr<Runner>>(const models::VersionEntry&)>;
+    std::function<absl::StatusOr<LoadedVersion>(const models::VersionEntry&)>;
 
 class ModelRegistry {
  public:

@@ -8,11 +8,15 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <memory>
+#include <set>
 
 #include "common/crypto.h"
-#include "common/files.h"
+#include "common/directory.h"
 #include "common/json_writer.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
+#include "signing/envelope.h"
 #include "signing/manifest_format.h"
 
 namespace pillar::signing {
@@ -20,26 +24,51 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Streams a file through SHA-256: model files are gigabytes, never read whole.
-absl::StatusOr<std::pair<std::string, uint64_t>> Sha256OfFile(const fs::path& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return absl::NotFoundError(StrCat("cannot read ", path.string()));
-  EVP_MD_CTX* ctx = EVP_MD_CTX_new();
-  EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr);
-  std::string buffer(1 << 20, '\0');
+constexpr size_t kReadChunk = 1 << 20;
+
+struct DigestContextDeleter {
+  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
+};
+
+// Reads `file` to its end through SHA-256, once: model files are gigabytes, so they are streamed
+// unless `keep` asks for the bytes, which are then exactly the bytes hashed. When
+// `expected_size` is given, a file of another size is refused before it is read, and one that
+// grows while being read is refused.
+absl::StatusOr<FileDigest> DigestFile(File& file, std::string path,
+                                      std::optional<uint64_t> expected_size, std::string* keep) {
+  std::unique_ptr<EVP_MD_CTX, DigestContextDeleter> ctx(EVP_MD_CTX_new());
+  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   uint64_t size = 0;
-  ssize_t n;
-  while ((n = ::read(fd, buffer.data(), buffer.size())) > 0) {
-    EVP_DigestUpdate(ctx, buffer.data(), size_t(n));
-    size += uint64_t(n);
+  std::string scratch;
+  if (keep != nullptr) {
+    keep->clear();
+    keep->resize(file.size());  // exact when the size is as signed, and it is checked below
+  } else {
+    scratch.resize(kReadChunk);
   }
-  ::close(fd);
+  for (;;) {
+    char* out;
+    size_t room;
+    if (keep != nullptr) {
+      if (size == keep->size()) keep->resize(keep->size() + kReadChunk);  // grew after fstat
+      out = keep->data() + size;
+      room = keep->size() - size;
+    } else {
+      out = scratch.data();
+      room = scratch.size();
+    }
+    PILLAR_ASSIGN_OR_RETURN(const size_t n, file.Read(out, room));
+    if (n == 0) break;
+    EVP_DigestUpdate(ctx.get(), out, n);
+    size += n;
+    if (expected_size && size > *expected_size) break;
+  }
+  if (keep != nullptr) keep->resize(std::min<uint64_t>(size, keep->size()));
   unsigned char digest[32];
   unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx, digest, &length);
-  EVP_MD_CTX_free(ctx);
-  if (n < 0) return absl::InternalError(StrCat("cannot read ", path.string()));
-  return std::make_pair(HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size);
+  EVP_DigestFinal_ex(ctx.get(), digest, &length);
+  return FileDigest{std::move(path),
+                    HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size};
 }
 
 absl::StatusOr<std::string> HexDecode(std::string_view hex) {
@@ -104,34 +133,80 @@ absl::Status Invalid(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(path, ": ", what));
 }
 
+// The files of the version besides the manifest.
+absl::StatusOr<std::vector<std::string>> ListVersionFiles(const Directory& dir) {
+  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, dir.ListFiles(kMaxFiles + 1));
+  std::erase(names, std::string(kManifestFile));
+  if (names.size() > kMaxFiles) return Invalid(dir.path(), "too many files");
+  return names;
+}
+
+absl::StatusOr<std::string> ReadManifest(const Directory& dir) {
+  absl::StatusOr<std::string> text = ReadFileBeneath(dir, kManifestFile, kMaxManifestBytes);
+  if (absl::IsNotFound(text.status())) {
+    return absl::FailedPreconditionError(
+        StrCat(dir.path(), " is not signed (no ", kManifestFile, ")"));
+  }
+  return text;
+}
+
+struct SignedStatement {
+  std::string name;
+  std::string root_digest;
+  std::map<std::string, FileDigest, std::less<>> files;
+};
+
+absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
+                                               const std::string& payload) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element statement;
+  std::string_view type, predicate_type, name, root_digest;
+  simdjson::dom::array subjects, listed;
+  if (parser.parse(payload).get(statement) != simdjson::SUCCESS ||
+      statement["_type"].get_string().get(type) != simdjson::SUCCESS || type != kStatementType ||
+      statement["predicateType"].get_string().get(predicate_type) != simdjson::SUCCESS ||
+      predicate_type != kPredicateType ||
+      statement["subject"].get_array().get(subjects) != simdjson::SUCCESS ||
+      subjects.size() != 1 ||
+      subjects.at(0)["name"].get_string().get(name) != simdjson::SUCCESS ||
+      subjects.at(0)["digest"]["sha256"].get_string().get(root_digest) != simdjson::SUCCESS ||
+      statement["predicate"]["files"].get_array().get(listed) != simdjson::SUCCESS) {
+    return Invalid(path, "the signed statement is not a pillar model manifest");
+  }
+  SignedStatement out{std::string(name), std::string(root_digest), {}};
+  for (simdjson::dom::element f : listed) {
+    std::string_view file_name, digest;
+    uint64_t size = 0;
+    if (f["name"].get_string().get(file_name) != simdjson::SUCCESS ||
+        f["digest"]["sha256"].get_string().get(digest) != simdjson::SUCCESS ||
+        f["size"].get_uint64().get(size) != simdjson::SUCCESS || digest.size() != 64 ||
+        !HexDecode(digest).ok()) {
+      return Invalid(path, "a listed file lacks name, sha256 or size");
+    }
+    if (!IsPlainRelativePath(file_name) || file_name == kManifestFile) {
+      return Invalid(path, StrCat("listed file '", file_name.substr(0, 256), "' is not a plain "
+                                  "relative path of the version"));
+    }
+    out.files[std::string(file_name)] = {std::string(file_name), std::string(digest), size};
+  }
+  if (out.files.size() > kMaxFiles) return Invalid(path, "too many files");
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir) {
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) return absl::NotFoundError(StrCat(dir, " is not a directory"));
+  PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
+  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, ListVersionFiles(directory));
   std::vector<FileDigest> files;
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
-    const fs::directory_entry& entry = *it;
-    const std::string relative = fs::relative(entry.path(), dir, ec).generic_string();
-    if (entry.is_symlink(ec)) {
-      return absl::InvalidArgumentError(
-          StrCat(dir, ": ", relative, " is a symbolic link; sign and serve real files only"));
-    }
-    if (entry.is_directory(ec)) continue;
-    if (!entry.is_regular_file(ec)) {
-      return absl::InvalidArgumentError(StrCat(dir, ": ", relative, " is not a regular file"));
-    }
-    if (relative == kManifestFile) continue;
-    if (files.size() >= kMaxFiles) return absl::InvalidArgumentError(StrCat(dir, ": too many files"));
-    absl::StatusOr<std::pair<std::string, uint64_t>> digest = Sha256OfFile(entry.path());
-    if (!digest.ok()) return digest.status();
-    files.push_back({relative, std::move(digest->first), digest->second});
+  files.reserve(names.size());
+  for (std::string& name : names) {
+    PILLAR_ASSIGN_OR_RETURN(File file, directory.OpenFile(name));
+    PILLAR_ASSIGN_OR_RETURN(FileDigest digest,
+                            DigestFile(file, std::move(name), std::nullopt, nullptr));
+    files.push_back(std::move(digest));
   }
-  if (ec) return absl::InternalError(StrCat("cannot list ", dir, ": ", ec.message()));
-  std::sort(files.begin(), files.end(),
-            [](const FileDigest& a, const FileDigest& b) { return a.path < b.path; });
-  return files;
+  return files;  // sorted: ListFiles sorts
 }
 
 std::string RootDigest(const std::vector<FileDigest>& files) {
@@ -144,39 +219,16 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
   return HexEncode(Sha256(input));
 }
 
-std::string PreAuthEncoding(std::string_view payload_type, std::string_view payload) {
-  return StrCat(kPaePrefix, " ", payload_type.size(), " ", payload_type, " ", payload.size(), " ",
-                payload);
-}
-
 absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key) {
   absl::StatusOr<std::vector<FileDigest>> files = DigestDirectory(dir);
   if (!files.ok()) return files.status();
   if (files->empty()) return absl::InvalidArgumentError(StrCat(dir, " holds no files to sign"));
-  const std::string payload = Statement(name, *files);
-  const std::string signature = Sign(key, PreAuthEncoding(kPayloadType, payload));
-  JsonWriter w(payload.size() * 2);
-  w.BeginObject();
-  w.Key("payloadType");
-  w.String(kPayloadType);
-  w.Key("payload");
-  w.String(Base64Encode(payload));
-  w.Key("signatures");
-  w.BeginArray();
-  w.BeginObject();
-  w.Key("keyid");
-  w.String(key.public_key.key_id);
-  w.Key("sig");
-  w.String(Base64Encode(signature));
-  w.EndObject();
-  w.EndArray();
-  w.EndObject();
+  const std::string text = SealEnvelope(kPayloadType, Statement(name, *files), key) + "\n";
   const fs::path target = fs::path(dir) / kManifestFile;
   const fs::path tmp = fs::path(dir) / (std::string(kManifestFile) + ".tmp");
   {
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return absl::PermissionDeniedError(StrCat("cannot write ", tmp.string()));
-    const std::string text = std::move(w).Take() + "\n";
     const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
     ::close(fd);
     if (!ok) return absl::InternalError(StrCat("cannot write ", tmp.string()));
@@ -184,111 +236,74 @@ absl::Status SignModel(const std::string& dir, const std::string& name, const Si
   std::error_code ec;
   fs::rename(tmp, target, ec);
   if (ec) return absl::InternalError(StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
+  if (const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
+    ::fsync(fd);  // the rename itself survives a power cut
+    ::close(fd);
+  }
   return absl::OkStatus();
 }
 
 absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
-                                          const std::vector<PublicKey>& trusted) {
-  const std::string path = (fs::path(dir) / kManifestFile).string();
-  absl::StatusOr<std::string> text = ReadSmallFile(path, kMaxManifestBytes);
-  if (!text.ok()) {
-    return absl::FailedPreconditionError(StrCat(dir, " is not signed (no ", kManifestFile, ")"));
-  }
-  // The envelope: payload type, payload, and a signature from a trusted key over both.
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  simdjson::dom::object envelope;
-  if (parser.parse(*text).get(root) != simdjson::SUCCESS ||
-      root.get_object().get(envelope) != simdjson::SUCCESS) {
-    return Invalid(path, "not a JSON object");
-  }
-  std::string_view payload_type, payload_text;
-  if (envelope["payloadType"].get_string().get(payload_type) != simdjson::SUCCESS ||
-      payload_type != kPayloadType) {
-    return Invalid(path, StrCat("payloadType must be ", kPayloadType));
-  }
-  if (envelope["payload"].get_string().get(payload_text) != simdjson::SUCCESS) {
-    return Invalid(path, "no payload");
-  }
-  absl::StatusOr<std::string> payload = Base64Decode(payload_text);
-  if (!payload.ok()) return Invalid(path, "payload is not base64");
-  simdjson::dom::array signatures;
-  if (envelope["signatures"].get_array().get(signatures) != simdjson::SUCCESS) {
-    return Invalid(path, "no signatures");
-  }
-  const std::string pae = PreAuthEncoding(kPayloadType, *payload);
-  std::string verified_by, seen;
-  for (simdjson::dom::element s : signatures) {
-    std::string_view keyid, sig_text;
-    if (s["keyid"].get_string().get(keyid) != simdjson::SUCCESS ||
-        s["sig"].get_string().get(sig_text) != simdjson::SUCCESS) {
-      return Invalid(path, "a signature lacks keyid or sig");
-    }
-    StrAppend(&seen, seen.empty() ? "" : ", ", keyid.substr(0, 32));
-    absl::StatusOr<std::string> sig = Base64Decode(sig_text);
-    if (!sig.ok()) continue;
-    for (const PublicKey& key : trusted) {
-      if (key.key_id == keyid && Verify(key, pae, *sig)) verified_by = key.key_id;
-    }
-  }
-  if (verified_by.empty()) {
-    return absl::PermissionDeniedError(StrCat(
-        dir, ": no valid signature by a trusted key (signatures by: ", seen.empty() ? "none" : seen,
-        ")"));
-  }
+                                          const std::vector<PublicKey>& trusted,
+                                          const VerifyOptions& options) {
+  PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
+  const std::string path = StrCat(dir, "/", kManifestFile);
+  PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
+  PILLAR_ASSIGN_OR_RETURN(OpenedEnvelope envelope,
+                          OpenEnvelope(text, kPayloadType, trusted, path));
   // The statement, now authenticated.
-  simdjson::dom::parser statement_parser;
-  simdjson::dom::element statement;
-  std::string_view type, predicate_type, name, root_digest;
-  simdjson::dom::array subjects, listed;
-  if (statement_parser.parse(*payload).get(statement) != simdjson::SUCCESS ||
-      statement["_type"].get_string().get(type) != simdjson::SUCCESS || type != kStatementType ||
-      statement["predicateType"].get_string().get(predicate_type) != simdjson::SUCCESS ||
-      predicate_type != kPredicateType ||
-      statement["subject"].get_array().get(subjects) != simdjson::SUCCESS ||
-      subjects.size() != 1 ||
-      subjects.at(0)["name"].get_string().get(name) != simdjson::SUCCESS ||
-      subjects.at(0)["digest"]["sha256"].get_string().get(root_digest) != simdjson::SUCCESS ||
-      statement["predicate"]["files"].get_array().get(listed) != simdjson::SUCCESS) {
-    return Invalid(path, "the signed statement is not a pillar model manifest");
-  }
-  VerifiedModel model{std::string(name), std::string(root_digest), verified_by, {}};
-  std::map<std::string, FileDigest> signed_files;
-  for (simdjson::dom::element f : listed) {
-    std::string_view file_name, digest;
-    uint64_t size = 0;
-    if (f["name"].get_string().get(file_name) != simdjson::SUCCESS ||
-        f["digest"]["sha256"].get_string().get(digest) != simdjson::SUCCESS ||
-        f["size"].get_uint64().get(size) != simdjson::SUCCESS || digest.size() != 64 ||
-        !HexDecode(digest).ok()) {
-      return Invalid(path, "a listed file lacks name, sha256 or size");
-    }
-    signed_files[std::string(file_name)] = {std::string(file_name), std::string(digest), size};
-  }
-  std::vector<FileDigest> listed_files;
-  for (auto& [n, f] : signed_files) listed_files.push_back(f);
-  if (RootDigest(listed_files) != model.root_digest) {
+  PILLAR_ASSIGN_OR_RETURN(SignedStatement statement, ParseStatement(path, envelope.payload));
+  VerifiedModel model{statement.name, statement.root_digest, envelope.key_id, {}, {}};
+  for (auto& [n, f] : statement.files) model.files.push_back(f);
+  if (RootDigest(model.files) != model.root_digest) {
     return Invalid(path, "the root digest does not match the listed files");
   }
-  // The files on disk now, against what was signed.
-  absl::StatusOr<std::vector<FileDigest>> actual = DigestDirectory(dir);
-  if (!actual.ok()) return actual.status();
-  for (const FileDigest& f : *actual) {
-    auto it = signed_files.find(f.path);
-    if (it == signed_files.end()) {
-      return absl::DataLossError(StrCat(dir, ": ", f.path, " was added after signing"));
-    }
-    if (it->second.sha256 != f.sha256 || it->second.size != f.size) {
-      return absl::DataLossError(StrCat(dir, ": ", f.path, " changed after signing"));
-    }
-    signed_files.erase(it);
+  // A signature speaks for one model version: a copy of it anywhere else is not that version.
+  if (!options.expected_name.empty() && statement.name != options.expected_name) {
+    return absl::PermissionDeniedError(
+        StrCat(dir, ": signed as '", statement.name.substr(0, 256), "', but served as '",
+               options.expected_name, "' (a signature names its model and version)"));
   }
-  if (!signed_files.empty()) {
-    return absl::DataLossError(
-        StrCat(dir, ": ", signed_files.begin()->first, " was removed after signing"));
+  // The files on disk now, against what was signed: each read once, by descriptor.
+  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> present, ListVersionFiles(directory));
+  for (const std::string& name : present) {
+    if (!statement.files.contains(name)) {
+      return absl::DataLossError(StrCat(dir, ": ", name, " was added after signing"));
+    }
   }
-  model.files = std::move(listed_files);
+  const std::set<std::string, std::less<>> keep(options.keep.begin(), options.keep.end());
+  for (const auto& [name, signed_file] : statement.files) {
+    absl::StatusOr<File> file = directory.OpenFile(name);
+    if (absl::IsNotFound(file.status())) {
+      return absl::DataLossError(StrCat(dir, ": ", name, " was removed after signing"));
+    }
+    if (!file.ok()) return file.status();
+    if (file->size() != signed_file.size) {
+      return absl::DataLossError(StrCat(dir, ": ", name, " changed after signing"));
+    }
+    std::string* kept = keep.contains(name) ? &model.contents[name] : nullptr;
+    PILLAR_ASSIGN_OR_RETURN(FileDigest actual, DigestFile(*file, name, signed_file.size, kept));
+    if (actual.size != signed_file.size || actual.sha256 != signed_file.sha256) {
+      return absl::DataLossError(StrCat(dir, ": ", name, " changed after signing"));
+    }
+    if (options.after_read) options.after_read(name);
+  }
   return model;
+}
+
+absl::StatusOr<std::map<std::string, std::string, std::less<>>> ReadModelFiles(
+    const std::string& dir, const std::vector<std::string>& keep) {
+  PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
+  std::map<std::string, std::string, std::less<>> contents;
+  for (const std::string& name : keep) {
+    absl::StatusOr<File> opened = directory.OpenFile(name);
+    if (absl::IsNotFound(opened.status())) continue;
+    PILLAR_ASSIGN_OR_RETURN(File file, std::move(opened));
+    PILLAR_ASSIGN_OR_RETURN(FileDigest ignored,
+                            DigestFile(file, name, std::nullopt, &contents[name]));
+    (void)ignored;
+  }
+  return contents;
 }
 
 }  // namespace pillar::signing

@@ -1,14 +1,24 @@
 // Signing and verifying a model version directory (R-SEC-1, R-SEC-2): every file's SHA-256,
-// a root digest over them, an in-toto statement in a DSSE envelope signed with Ed25519.
+// a root digest over them, an in-toto statement naming the version ("<model>/<version>") in a
+// DSSE envelope signed with Ed25519.
 //
 //   PILLAR_RETURN_IF_ERROR(SignModel("store/digits/3", "digits/3", key));
-//   absl::StatusOr<VerifiedModel> v = VerifyModel("store/digits/3", trusted_keys);
+//   absl::StatusOr<VerifiedModel> v = VerifyModel("store/digits/3", trusted_keys,
+//                                                 {.expected_name = "digits/3",
+//                                                  .keep = {"model.pt", "model.toml"}});
+//   ... v->contents.at("model.pt") are the very bytes that were hashed ...
 // A file added, removed or changed after signing, a payload edited, an envelope signed by a key
-// not in `trusted` — each is an error that names what is wrong.
+// not in `trusted`, a signature made for another model or version — each is an error that names
+// what is wrong. Every file is read once, through one descriptor opened without following links
+// (common/directory.h), so what a caller uses is exactly what was hashed, whatever happens to
+// the files on disk meanwhile.
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -30,20 +40,39 @@ absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir);
 // it, so renaming a file changes the root.
 std::string RootDigest(const std::vector<FileDigest>& files);
 
-// DSSE's pre-authentication encoding of (payload type, payload): what is signed.
-std::string PreAuthEncoding(std::string_view payload_type, std::string_view payload);
-
-// Writes `<dir>/model.sig.json` (replacing an older one atomically).
+// Writes `<dir>/model.sig.json` (replacing an older one atomically) for subject `name`.
 absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key);
+
+struct VerifyOptions {
+  // The subject the signature must name: "<model>/<version>" of the place the files are served
+  // from. Empty accepts any subject (for tools that only show it).
+  std::string expected_name;
+  // Files whose verified bytes VerifiedModel::contents returns (those that are among the signed
+  // files); the others are hashed as they are read and not kept.
+  std::vector<std::string> keep;
+  // Test seam: called after each file of the version has been read and hashed (and before the
+  // next one is opened), with its relative path. Tests swap files on disk here.
+  std::function<void(std::string_view path)> after_read;
+};
 
 struct VerifiedModel {
   std::string name;
   std::string root_digest;
   std::string key_id;  // the trusted key whose signature verified
   std::vector<FileDigest> files;
+  // The bytes of the files VerifyOptions::keep named, exactly as hashed; a kept name that is not
+  // a signed file is absent.
+  std::map<std::string, std::string, std::less<>> contents;
 };
 
 absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
-                                          const std::vector<PublicKey>& trusted);
+                                          const std::vector<PublicKey>& trusted,
+                                          const VerifyOptions& options);
+
+// Reads the files `keep` names from `dir` once each, through descriptors opened without
+// following links, for a server that does not require signatures: the same read path as
+// VerifyModel, with nothing to check the bytes against. A file that does not exist is absent.
+absl::StatusOr<std::map<std::string, std::string, std::less<>>> ReadModelFiles(
+    const std::string& dir, const std::vector<std::string>& keep);
 
 }  // namespace pillar::signing

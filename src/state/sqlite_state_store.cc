@@ -43,7 +43,14 @@ CREATE TABLE quota_usage (
 UPDATE meta SET value = 2 WHERE key = 'schema_version';
 )sql";
 
-constexpr int64_t kSchemaVersion = 2;
+// Schema 3: high-water marks (signed alias files' generations), so a replayed older file is
+// refused across restarts.
+constexpr const char* kMigrateToV3 = R"sql(
+CREATE TABLE high_water (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+UPDATE meta SET value = 3 WHERE key = 'schema_version';
+)sql";
+
+constexpr int64_t kSchemaVersion = 3;
 
 // Roles: "a,b". Attributes: "name=v1,v2;name2=v3". The key CLI refuses names and values that
 // hold the separators, so the encoding is unambiguous.
@@ -112,12 +119,27 @@ class SqliteStateStore final : public StateStore {
       return absl::FailedPreconditionError(
           StrCat("state file has schema ", version, "; this pillar knows up to ", kSchemaVersion));
     }
-    if (version == 1) {
-      if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    if (version == kSchemaVersion) return absl::OkStatus();
+    if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
+    if (version < 2) {
       if (absl::Status s = Exec(kMigrateToV2); !s.ok()) return Rollback(s);
-      return Exec("COMMIT");
     }
-    return absl::OkStatus();
+    if (absl::Status s = Exec(kMigrateToV3); !s.ok()) return Rollback(s);
+    return Exec("COMMIT");
+  }
+
+  absl::StatusOr<int64_t> RaiseHighWater(const std::string& name, int64_t value) override {
+    absl::MutexLock lock(&mu_);
+    Statement upsert(db_,
+                     "INSERT INTO high_water (name, value) VALUES (?, ?) ON CONFLICT (name) "
+                     "DO UPDATE SET value = max(value, excluded.value) RETURNING value");
+    if (!upsert.ok()) return Error("prepare high-water upsert");
+    sqlite3_bind_text(upsert.get(), 1, name.data(), int(name.size()), SQLITE_TRANSIENT);
+    sqlite3_bind_int64(upsert.get(), 2, value);
+    if (sqlite3_step(upsert.get()) != SQLITE_ROW) return Error("high-water upsert");
+    const int64_t stored = sqlite3_column_int64(upsert.get(), 0);
+    if (sqlite3_step(upsert.get()) != SQLITE_DONE) return Error("high-water upsert");
+    return stored;
   }
 
   absl::Status PutKey(const ApiKeyRecord& record) override {

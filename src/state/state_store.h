@@ -1,6 +1,6 @@
 // The one interface to pillar's shared state. The embedded default is SQLite (one file, 0600);
 // Redis and PostgreSQL implementations serve many instances later. It holds the API keys and
-// the usage of quotas. The schema is in docs/formats/api_keys.md.
+// the usage of quotas, and high-water marks. The schema is in docs/formats/api_keys.md.
 //
 //   std::unique_ptr<StateStore> store = *OpenSqliteStateStore("/var/lib/pillar/state.db");
 //   PILLAR_RETURN_IF_ERROR(store->PutKey(record));
@@ -67,6 +67,11 @@ class StateStore {
   // started at or after `since`.
   [[nodiscard]] virtual absl::Status AddQuotaUsage(const std::vector<QuotaUsage>& deltas) = 0;
   [[nodiscard]] virtual absl::StatusOr<std::vector<QuotaUsage>> LoadQuotaUsage(int64_t since) = 0;
+
+  // High-water marks: stores max(stored, value) under `name` in one step and returns it, so a
+  // caller learns at once whether it is behind (a replayed alias file). Never moves backwards.
+  [[nodiscard]] virtual absl::StatusOr<int64_t> RaiseHighWater(const std::string& name,
+                                                               int64_t value) = 0;
 };
 
 // Opens (creating when absent) the SQLite state file with mode 0600.

@@ -150,16 +150,55 @@ TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
   ASSERT_EQ(testing::RunPillar({"model", "list", "-c", config}, &out, &err), 0);
   EXPECT_NE(out.find("prod"), std::string::npos) << out;
 
-  // A version that would not be served cannot be promoted.
+  // A version that would not be served cannot be promoted, nor pushed.
   EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "9", "-c", config}, &out, &err), 1);
-  const fs::path unsigned_dir = server.dir() / "unsigned";
-  fs::copy(testing::DemoStore() / "digits" / "1", unsigned_dir, fs::copy_options::recursive);
-  fs::remove(unsigned_dir / "model.sig.json");
-  EXPECT_EQ(testing::RunPillar({"model", "push", unsigned_dir.string(), "--name", "digits", "-c",
+  const fs::path broken = server.dir() / "broken";
+  fs::copy(testing::DemoStore() / "digits" / "1", broken, fs::copy_options::recursive);
+  std::ofstream(broken / "model.toml", std::ios::app) << "[[[not toml\n";
+  EXPECT_EQ(testing::RunPillar({"model", "push", broken.string(), "--name", "digits", "-c",
                                 config},
                                &out, &err),
             1);
   EXPECT_NE(err.find("would not be served"), std::string::npos) << err;
+  // Without a signing key, a push must bring a signature made for its place (digits/3), which
+  // an unsigned directory, or one signed for digits/1, does not have.
+  const fs::path keyless = server.dir() / "keyless.toml";
+  {
+    std::ifstream in(config);
+    std::string text((std::istreambuf_iterator<char>(in)), {});
+    const size_t at = text.find("signing_key = \"" + (server.dir() / "trust.key").string());
+    ASSERT_NE(at, std::string::npos) << text;
+    text.erase(at, text.find('\n', at) + 1 - at);
+    std::ofstream(keyless) << text;
+  }
+  const fs::path unsigned_dir = server.dir() / "unsigned";
+  fs::copy(testing::DemoStore() / "digits" / "1", unsigned_dir, fs::copy_options::recursive);
+  std::ofstream(unsigned_dir / "NOTES") << "unsigned\n";
+  EXPECT_EQ(testing::RunPillar({"model", "push", unsigned_dir.string(), "--name", "digits", "-c",
+                                keyless.string()},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("would not be served"), std::string::npos) << err;
+  EXPECT_NE(err.find("give --key"), std::string::npos) << err;
+  const fs::path elsewhere = SignedVariant(server, "1");  // signed as digits/1
+  EXPECT_EQ(testing::RunPillar({"model", "push", elsewhere.string(), "--name", "digits", "-c",
+                                keyless.string()},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("signed as 'digits/1', but served as 'digits/3'"), std::string::npos) << err;
+  // Signed for exactly its place by a trusted key, it is pushed as it is.
+  const fs::path ready = SignedVariant(server, "3");
+  ASSERT_EQ(testing::RunPillar({"model", "push", ready.string(), "--name", "digits", "-c",
+                                keyless.string()},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "3\n");
+  // And no alias moves without a key either.
+  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "3", "-c", keyless.string()}, &out,
+                               &err),
+            1);
+  EXPECT_NE(err.find("give --key"), std::string::npos) << err;
   EXPECT_EQ(server.Stop(), 0);
 
   // Everything above is in the audit log, and it verifies.

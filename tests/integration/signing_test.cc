@@ -210,5 +210,138 @@ TEST(SignedServingTest, AChangedFileIsVerifiedAtOnceNotAtTheNextFullPass) {
   EXPECT_EQ(server.Stop(), 0);
 }
 
+// The finding: copies of digits/1 put at digits/2 to digits/6 were served as those versions,
+// and `pillar model verify` said "verified digits/1" of them. A signature names its model and
+// version, and the server and the CLI hold it to the place the files sit.
+TEST(SignedServingTest, ACopyOfASignedVersionIsNotServedAsAnotherVersion) {
+  testing::ServerProcess server;
+  const fs::path store = testing::CopyDemoStore(server.dir());
+  server.SetStore(store);
+  server.SetSignStore(false);
+  const std::string prefix = (server.dir() / "trust").string();
+  ASSERT_TRUE(signing::WriteKeyPair(signing::GenerateSigningKey(), prefix).ok());
+  auto key = signing::ReadPrivateKey(prefix + ".key");
+  ASSERT_TRUE(key.ok());
+  ASSERT_TRUE(signing::SignModel((store / "digits" / "1").string(), "digits/1", *key).ok());
+  for (const char* copy : {"2", "6"}) {
+    fs::copy(store / "digits" / "1", store / "digits" / copy, fs::copy_options::recursive);
+  }
+  server.AddRepositoryConfig("version_policy = \"all\"\n");
+  const std::string api_key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string body = testing::InferBody({&testing::LoadHeldOut()[0]});
+  testing::HttpReply r = testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
+                                        body, {testing::Bearer(api_key)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("\"model_version\":\"1\""), std::string::npos) << r.body;
+  for (const char* copy : {"2", "6"}) {
+    EXPECT_EQ(testing::Fetch(server.data_port(), "POST",
+                             std::string("/v2/models/digits/versions/") + copy + "/infer", body,
+                             {testing::Bearer(api_key)})
+                  .status,
+              503)  // known, not ready
+        << copy;
+  }
+  const std::string models =
+      testing::Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {testing::Bearer(api_key)})
+          .body;
+  EXPECT_NE(models.find("signed as 'digits/1', but served as 'digits/2'"), std::string::npos)
+      << models;
+  EXPECT_EQ(server.Stop(), 0);
+
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"model", "verify", (store / "digits" / "2").string(),
+                                "--trusted-key", prefix + ".pub"},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("signed as 'digits/1', but served as 'digits/2'"), std::string::npos) << err;
+  EXPECT_EQ(testing::RunPillar({"model", "verify", (store / "digits" / "1").string(),
+                                "--trusted-key", prefix + ".pub"},
+                               &out, &err),
+            0)
+      << err;
+}
+
+// The finding: anyone who could write the store could move an alias, or roll it back to an
+// older signed file. Aliases move only signed, a generation above every one seen before; a file
+// refused leaves the aliases in service as they were, and says why.
+TEST(SignedAliasesTest, OnlyAKeyHolderMovesAnAliasAndAnOlderFileIsNotPutBack) {
+  testing::ServerProcess server;
+  const fs::path store = testing::CopyDemoStore(server.dir());
+  fs::copy(store / "digits" / "1", store / "digits" / "2", fs::copy_options::recursive);
+  server.SetStore(store);
+  server.AddRepositoryConfig("poll_ms = 50\n");
+  const std::string api_key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string config = server.config_path().string();
+  const fs::path aliases = store / "digits" / "aliases.json";
+  const std::string body = testing::InferBody({&testing::LoadHeldOut()[0]});
+  auto version = [&] {
+    testing::HttpReply r = testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
+                                          body, {testing::Bearer(api_key)});
+    const size_t at = r.body.find("\"model_version\":\"");
+    return r.status == 200 && at != std::string::npos ? r.body.substr(at + 17, 1) : "none";
+  };
+  auto serves = [&](const std::string& v) {
+    for (int i = 0; i < 200; ++i) {
+      if (version() == v) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  auto logged = [&](const std::string& text) {
+    for (int i = 0; i < 200; ++i) {
+      if (server.Log().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  auto read = [](const fs::path& path) {
+    std::ifstream in(path);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  };
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "2", "-c", config}, &out, &err), 0)
+      << err;
+  const std::string generation_one = read(aliases);  // prod -> 2
+  ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "-c", config}, &out, &err), 0)
+      << err;
+  ASSERT_TRUE(serves("1")) << server.Log();  // prod, although 2 is the latest
+
+  // An unsigned move, an older signed file put back, the file removed: none takes effect.
+  std::ofstream(aliases) << R"({"model":"digits","generation":9,"aliases":{"prod":2},"history":[]})";
+  EXPECT_TRUE(logged("aliases.json: not signed")) << server.Log();
+  EXPECT_EQ(version(), "1");
+  std::ofstream(aliases) << generation_one;
+  EXPECT_TRUE(logged("generation 1 is older than generation 2 seen before")) << server.Log();
+  EXPECT_EQ(version(), "1");
+  fs::remove(aliases);
+  EXPECT_TRUE(logged("the aliases file is gone")) << server.Log();
+  EXPECT_EQ(version(), "1");
+
+  // A restart remembers the generation (state store): the older file is still refused.
+  std::ofstream(aliases) << generation_one;
+  ASSERT_EQ(server.Stop(), 0);
+  ASSERT_TRUE(server.Start()) << server.Log();
+  EXPECT_TRUE(logged("generation 1 is older than generation 2 seen before")) << server.Log();
+  EXPECT_EQ(testing::Fetch(server.data_port(), "POST", "/v2/models/digits/versions/prod/infer",
+                           body, {testing::Bearer(api_key)})
+                .status,
+            404);
+
+  // The key holder repairs it, knowingly, with a move signed above every generation seen.
+  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "-c", config}, &out, &err), 1);
+  EXPECT_NE(err.find("--replace-aliases"), std::string::npos) << err;
+  ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "--replace-aliases", "-c",
+                                config},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_TRUE(serves("1"));
+  ASSERT_EQ(testing::RunPillar({"model", "history", "digits", "-c", config}, &out, &err), 0);
+  EXPECT_NE(out.find("generation 3, signed by key"), std::string::npos) << out;
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 }  // namespace
 }  // namespace pillar

@@ -36,15 +36,15 @@ std::unique_ptr<runtime::ModelCatalog> Registry() {
   config.max_batch_size = 4;
   config.inputs = {{"x", protocol::DataType::kInt32, {1}}};
   config.outputs = {{"y", protocol::DataType::kInt32, {1}}};
-  scan.versions.push_back({"echo", 1, "/nonexistent", config, 0});
-  scan.versions.push_back({"echo", 2, "/nonexistent", config, 0});
-  scan.versions.push_back(
-      {"broken", 1, "/nonexistent", absl::InvalidArgumentError("bad toml"), 0});
+  scan.versions.push_back({"echo", 1, "/nonexistent", 0});
+  scan.versions.push_back({"echo", 2, "/nonexistent", 0});
+  scan.versions.push_back({"broken", 1, "/nonexistent", 0});
   return std::make_unique<runtime::ModelCatalog>(runtime::ModelRegistry::Build(
       std::move(scan),
-      [](const models::VersionEntry& entry) -> absl::StatusOr<std::unique_ptr<runtime::Runner>> {
+      [config](const models::VersionEntry& entry) -> absl::StatusOr<runtime::LoadedVersion> {
+        if (entry.model == "broken") return absl::InvalidArgumentError("bad toml");
         if (entry.version == 2) return absl::InternalError("cannot load version 2");
-        return std::make_unique<EchoRunner>();
+        return runtime::LoadedVersion{config, std::make_unique<EchoRunner>(), ""};
       },
       nullptr));
 }

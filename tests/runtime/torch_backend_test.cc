@@ -17,6 +17,18 @@ std::filesystem::path DemoVersion() {
   return std::filesystem::path(src ? src : ".") / "models/demo/store/digits/1";
 }
 
+std::string ReadBytes(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+absl::StatusOr<std::unique_ptr<Backend>> LoadFile(const std::filesystem::path& path,
+                                                  const models::ModelConfig& config) {
+  return LoadTorchBackend(ReadBytes(path), path.string(), config, "cpu");
+}
+
 models::ModelConfig DemoConfig() {
   std::ifstream in(DemoVersion() / "model.toml");
   std::stringstream text;
@@ -27,7 +39,7 @@ models::ModelConfig DemoConfig() {
 TEST(TorchBackendTest, LoadsTheDemoModelAndRunsABatch) {
   if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   absl::StatusOr<std::unique_ptr<Backend>> backend =
-      LoadTorchBackend(DemoVersion() / "model.pt", DemoConfig(), "cpu");
+      LoadFile(DemoVersion() / "model.pt", DemoConfig());
   ASSERT_TRUE(backend.ok()) << backend.status();
   std::vector<protocol::Tensor> inputs = {
       {"pixels", protocol::DataType::kFp32, {3, 64}, std::string(3 * 64 * 4, '\0')}};
@@ -47,27 +59,35 @@ TEST(TorchBackendTest, GarbageFileIsALoadErrorNotACrash) {
   testing::TempDir dir;
   std::ofstream(dir.path() / "model.pt") << "PK\x03\x04 definitely not a TorchScript zip";
   absl::StatusOr<std::unique_ptr<Backend>> backend =
-      LoadTorchBackend(dir.path() / "model.pt", DemoConfig(), "cpu");
+      LoadFile(dir.path() / "model.pt", DemoConfig());
   ASSERT_FALSE(backend.ok());
   EXPECT_NE(backend.status().message().find("cannot load TorchScript"), absl::string_view::npos);
-  EXPECT_FALSE(LoadTorchBackend(dir.path() / "missing.pt", DemoConfig(), "cpu").ok());
+  EXPECT_FALSE(LoadTorchBackend("", "empty.pt", DemoConfig(), "cpu").ok());
+  // Every prefix of a real archive is refused cleanly: the in-memory stream reports its end.
+  const std::string real = ReadBytes(DemoVersion() / "model.pt");
+  for (size_t cut : {size_t(1), size_t(22), real.size() / 2, real.size() - 1}) {
+    EXPECT_FALSE(LoadTorchBackend(std::string_view(real).substr(0, cut), "cut.pt", DemoConfig(),
+                                  "cpu")
+                     .ok())
+        << cut;
+  }
 }
 
 TEST(TorchBackendTest, ModelThatDoesNotMatchItsConfigIsRefusedAtLoad) {
   if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   models::ModelConfig wrong_input = DemoConfig();
   wrong_input.inputs[0].shape = {63};
-  EXPECT_FALSE(LoadTorchBackend(DemoVersion() / "model.pt", wrong_input, "cpu").ok());
+  EXPECT_FALSE(LoadFile(DemoVersion() / "model.pt", wrong_input).ok());
   models::ModelConfig wrong_output = DemoConfig();
   wrong_output.outputs[0].shape = {11};
   absl::StatusOr<std::unique_ptr<Backend>> b =
-      LoadTorchBackend(DemoVersion() / "model.pt", wrong_output, "cpu");
+      LoadFile(DemoVersion() / "model.pt", wrong_output);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("does not match model.toml"), absl::string_view::npos)
       << b.status();
   models::ModelConfig wrong_type = DemoConfig();
   wrong_type.outputs[0].datatype = protocol::DataType::kInt64;
-  EXPECT_FALSE(LoadTorchBackend(DemoVersion() / "model.pt", wrong_type, "cpu").ok());
+  EXPECT_FALSE(LoadFile(DemoVersion() / "model.pt", wrong_type).ok());
 }
 
 TEST(TorchBackendTest, CudaIsRefusedWhereAbsent) {

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "common/crypto.h"
 #include "common/files.h"
@@ -29,7 +30,10 @@ class ModelManifestTest : public ::testing::Test {
     ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
   }
   absl::Status Verify(const std::vector<PublicKey>& trusted) {
-    return VerifyModel(model_, trusted).status();
+    return VerifyModel(model_, trusted, As("digits/3")).status();
+  }
+  static VerifyOptions As(std::string name, std::vector<std::string> keep = {}) {
+    return {.expected_name = std::move(name), .keep = std::move(keep), .after_read = {}};
   }
   testing::TempDir dir_;
   std::string model_;
@@ -37,7 +41,7 @@ class ModelManifestTest : public ::testing::Test {
 };
 
 TEST_F(ModelManifestTest, ASignedDirectoryVerifiesAndListsEveryFile) {
-  auto v = VerifyModel(model_, {key_.public_key});
+  auto v = VerifyModel(model_, {key_.public_key}, As("digits/3"));
   ASSERT_TRUE(v.ok()) << v.status();
   EXPECT_EQ(v->name, "digits/3");
   EXPECT_EQ(v->key_id, key_.public_key.key_id);
@@ -129,6 +133,85 @@ TEST_F(ModelManifestTest, UntrustedKeysSwappedManifestsAndEditedPayloadsAreRefus
 TEST_F(ModelManifestTest, SymbolicLinksAreRefused) {
   fs::create_symlink("/etc/passwd", fs::path(model_) / "link");
   EXPECT_EQ(SignModel(model_, "digits/3", key_).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A link to a file with exactly the signed bytes is refused all the same: what is verified is
+// read through the version directory, never through a link its writer controls.
+TEST_F(ModelManifestTest, ALinkToTheSignedBytesIsRefusedAtVerification) {
+  const fs::path elsewhere = dir_.path() / "weights.pt";
+  fs::copy_file(fs::path(model_) / "model.pt", elsewhere);
+  fs::remove(fs::path(model_) / "model.pt");
+  fs::create_symlink(elsewhere, fs::path(model_) / "model.pt");
+  absl::Status s = Verify({key_.public_key});
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_NE(s.message().find("symbolic link"), std::string::npos) << s;
+  // Nor may the version directory itself be a link.
+  const fs::path linked = dir_.path() / "digits" / "4";
+  fs::create_directory_symlink(model_, linked);
+  EXPECT_FALSE(VerifyModel(linked.string(), {key_.public_key}, As("digits/4")).ok());
+}
+
+// The finding: a copy of digits/3 put at digits/4 verified (and was served as digits/4).
+TEST_F(ModelManifestTest, ASignatureIsBoundToItsModelAndVersion) {
+  const fs::path copy = dir_.path() / "digits" / "4";
+  fs::copy(model_, copy, fs::copy_options::recursive);
+  absl::StatusOr<VerifiedModel> v = VerifyModel(copy.string(), {key_.public_key}, As("digits/4"));
+  ASSERT_EQ(v.status().code(), absl::StatusCode::kPermissionDenied) << v.status();
+  EXPECT_NE(v.status().message().find("signed as 'digits/3', but served as 'digits/4'"),
+            std::string::npos)
+      << v.status();
+  EXPECT_FALSE(VerifyModel(model_, {key_.public_key}, As("other/3")).ok());
+  EXPECT_TRUE(VerifyModel(model_, {key_.public_key}, As("digits/3")).ok());
+}
+
+// The finding: files swapped between the hash and the load. Each file is read once and its kept
+// bytes are the hashed bytes, so a swap after any read either makes verification fail (a file
+// not yet read no longer matches) or changes nothing that is returned.
+TEST_F(ModelManifestTest, FilesSwappedBetweenAnyTwoReadsNeverChangeTheVerifiedBytes) {
+  const std::vector<std::string> names = {"extra/vocab.txt", "model.pt", "model.toml"};
+  std::map<std::string, std::string> signed_bytes;
+  for (const std::string& name : names) {
+    signed_bytes[name] = *ReadSmallFile(fs::path(model_) / name, 1 << 20);
+  }
+  for (size_t swap_after = 0; swap_after < names.size(); ++swap_after) {
+    SCOPED_TRACE(names[swap_after]);
+    // Restore the signed files, then swap every file (renamed over, as an attacker would) once
+    // `swap_after` has been read.
+    for (const std::string& name : names) std::ofstream(fs::path(model_) / name) << signed_bytes[name];
+    int reads = 0;
+    VerifyOptions options = As("digits/3", names);
+    options.after_read = [&](std::string_view path) {
+      ++reads;
+      if (path != names[swap_after]) return;
+      for (const std::string& name : names) {
+        const fs::path target = fs::path(model_) / name;
+        std::ofstream(target.string() + ".evil") << "evil " << name;
+        fs::rename(target.string() + ".evil", target);
+      }
+    };
+    absl::StatusOr<VerifiedModel> v = VerifyModel(model_, {key_.public_key}, options);
+    EXPECT_EQ(reads, int(swap_after) + 1 + (v.ok() ? int(names.size() - swap_after - 1) : 0));
+    if (swap_after + 1 < names.size()) {
+      EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss) << v.status();
+      continue;
+    }
+    ASSERT_TRUE(v.ok()) << v.status();  // swapped after the last read: nothing left to notice
+    for (const std::string& name : names) EXPECT_EQ(v->contents.at(name), signed_bytes[name]);
+  }
+}
+
+TEST_F(ModelManifestTest, AFileThatIsNotSignedIsNeverKept) {
+  std::ofstream(fs::path(model_) / "weights.bin") << "unsigned";
+  ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
+  fs::remove(fs::path(model_) / "weights.bin");
+  absl::StatusOr<VerifiedModel> v =
+      VerifyModel(model_, {key_.public_key}, As("digits/3", {"model.pt", "absent.bin"}));
+  ASSERT_FALSE(v.ok());  // weights.bin was removed after signing
+  ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
+  v = VerifyModel(model_, {key_.public_key}, As("digits/3", {"model.pt", "absent.bin"}));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_TRUE(v->contents.contains("model.pt"));
+  EXPECT_FALSE(v->contents.contains("absent.bin"));
 }
 
 TEST(SigningKeyTest, KeyFilesRoundTripAndAReadablePrivateKeyIsRefused) {

@@ -108,6 +108,26 @@ TEST(SqliteStateStoreTest, MigratesASchemaOneFileInPlace) {
   EXPECT_TRUE((*keys)[0].roles.empty());
   EXPECT_FALSE((*keys)[0].expires_us.has_value());
   ASSERT_TRUE((*store)->AddQuotaUsage({{"q", 1, 1}}).ok());
+  EXPECT_EQ(*(*store)->RaiseHighWater("aliases/digits", 3), 3);  // schema 3 reached too
+}
+
+// A high-water mark only rises, across connections and reopenings: a replayed (older) signed
+// aliases file is refused after a restart too.
+TEST(SqliteStateStoreTest, HighWaterMarksNeverMoveBackwards) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "s.db").string();
+  {
+    auto store = OpenSqliteStateStore(path);
+    ASSERT_TRUE(store.ok());
+    EXPECT_EQ(*(*store)->RaiseHighWater("aliases/digits", 0), 0);
+    EXPECT_EQ(*(*store)->RaiseHighWater("aliases/digits", 5), 5);
+    EXPECT_EQ(*(*store)->RaiseHighWater("aliases/digits", 2), 5);
+    EXPECT_EQ(*(*store)->RaiseHighWater("aliases/other", 1), 1);
+  }
+  auto again = OpenSqliteStateStore(path);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*(*again)->RaiseHighWater("aliases/digits", 4), 5);
+  EXPECT_EQ(*(*again)->RaiseHighWater("aliases/digits", 6), 6);
 }
 
 TEST(SqliteStateStoreTest, PutListRevoke) {

@@ -91,7 +91,12 @@ void ServerProcess::WriteConfig() {
   out << "[data]\nport = 0\n"
       << data_config_ << "[admin]\nport = 0\n"
       << "[repository]\npath = \"" << store_.string() << "\"\ntrusted_keys = [\""
-      << trusted_key().string() << "\"]\n" << repository_config_
+      << trusted_key().string() << "\"]\n";
+  // The key that signs the store also signs what the CLI pushes and the alias files it writes.
+  if (std::filesystem::exists(dir_ / "trust.key")) {
+    out << "signing_key = \"" << (dir_ / "trust.key").string() << "\"\n";
+  }
+  out << repository_config_
       << "[state]\npath = \"" << state_path().string() << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
       << "[audit]\nfile = \"" << audit_log().string() << "\"\nsigning_key = \"" << audit_key

@@ -8,6 +8,8 @@
 #include <torch/script.h>
 
 #include <cstring>
+#include <istream>
+#include <streambuf>
 #include <utility>
 
 #include "common/strings.h"
@@ -140,6 +142,36 @@ class TorchBackend final : public Backend {
   torch::Device device_;
 };
 
+// A read-only stream over bytes in memory, with the seeking LibTorch's archive reader does
+// (it asks for the size, then reads records at offsets): no copy of a model that may be
+// gigabytes.
+class MemoryStreamBuffer final : public std::streambuf {
+ public:
+  explicit MemoryStreamBuffer(std::string_view bytes) {
+    char* begin = const_cast<char*>(bytes.data());  // get area only: never written through
+    setg(begin, begin, begin + bytes.size());
+  }
+
+ protected:
+  pos_type seekoff(off_type offset, std::ios_base::seekdir dir,
+                   std::ios_base::openmode which) override {
+    if (!(which & std::ios_base::in)) return pos_type(off_type(-1));
+    off_type base = dir == std::ios_base::beg   ? 0
+                    : dir == std::ios_base::cur ? off_type(gptr() - eback())
+                                                : off_type(egptr() - eback());
+    return seekpos(pos_type(base + offset), which);
+  }
+
+  pos_type seekpos(pos_type position, std::ios_base::openmode which) override {
+    const off_type at = off_type(position);
+    if (!(which & std::ios_base::in) || at < 0 || at > off_type(egptr() - eback())) {
+      return pos_type(off_type(-1));
+    }
+    setg(eback(), eback() + at, egptr());
+    return position;
+  }
+};
+
 // Builds a tensor of `rows` zero rows for `spec`; -1 dimensions become 1.
 protocol::Tensor ZeroInput(const models::TensorSpec& spec, bool batched) {
   protocol::Tensor t;
@@ -189,20 +221,23 @@ absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) {
   return absl::InvalidArgumentError("unknown device kind");
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem::path& model_file,
+absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view model_bytes,
+                                                          std::string_view source,
                                                           const models::ModelConfig& config,
                                                           const std::string& device) {
   std::unique_ptr<TorchBackend> backend;
   try {
     torch::Device torch_device(device);
-    torch::jit::Module module = torch::jit::load(model_file.string(), torch_device);
+    MemoryStreamBuffer buffer(model_bytes);
+    std::istream stream(&buffer);
+    torch::jit::Module module = torch::jit::load(stream, torch_device);
     module.eval();
     backend = std::make_unique<TorchBackend>(std::move(module), config, torch_device);
   } catch (const std::exception& e) {
     std::string what = e.what();
     // c10 messages carry a long C++ backtrace after the first line; keep the first line.
     return absl::InvalidArgumentError(StrCat(
-        model_file.string(), ": cannot load TorchScript: ", what.substr(0, what.find('\n'))));
+        source, ": cannot load TorchScript: ", what.substr(0, what.find('\n'))));
   }
   std::vector<protocol::Tensor> probe;
   for (const models::TensorSpec& spec : config.inputs) {
@@ -211,7 +246,7 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem:
   absl::StatusOr<std::vector<protocol::Tensor>> out = backend->Execute(probe);
   if (!out.ok()) {
     return absl::InvalidArgumentError(
-        StrCat(model_file.string(), ": does not match model.toml: ", out.status().message()));
+        StrCat(source, ": does not match model.toml: ", out.status().message()));
   }
   for (size_t i = 0; i < out->size(); ++i) {
     const models::TensorSpec& spec = config.outputs[i];
@@ -222,7 +257,7 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem:
       ok = spec.shape[d] == -1 || spec.shape[d] == shape[d + offset];
     }
     if (!ok) {
-      return absl::InvalidArgumentError(StrCat(model_file.string(), ": output '", spec.name,
+      return absl::InvalidArgumentError(StrCat(source, ": output '", spec.name,
                                                "' has a shape that does not match model.toml"));
     }
   }

@@ -1,11 +1,14 @@
 // Loads a TorchScript model.pt as a Backend. This header is free of torch includes; only
 // torch_backend.cc includes LibTorch, so the rest of pillar compiles without it.
 //
-//   absl::StatusOr<std::unique_ptr<Backend>> b = LoadTorchBackend(dir / "model.pt", config);
-// Loading validates the module against the config by running one zero-filled row through it.
+//   absl::StatusOr<std::unique_ptr<Backend>> b =
+//       LoadTorchBackend(verified.contents.at("model.pt"), "store/digits/3/model.pt", config, "cpu");
+// The module is read from bytes in memory, never from a path: a server loads exactly the bytes
+// it verified against the version's signature. Loading validates the module against the config
+// by running one zero-filled row through it.
 #pragma once
 
-#include <filesystem>
+#include <string_view>
 #include <memory>
 #include <string>
 
@@ -26,7 +29,10 @@ bool CudaAvailable();
 // The description of the device chosen for `kind` ("cpu", "cuda:0").
 absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind);
 
-absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem::path& model_file,
+// `model_bytes` is a TorchScript archive (torch.jit.save); `source` names it in messages. The
+// bytes are not kept once the module is loaded.
+absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view model_bytes,
+                                                          std::string_view source,
                                                           const models::ModelConfig& config,
                                                           const std::string& device);
 

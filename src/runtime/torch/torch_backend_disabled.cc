@@ -10,11 +10,11 @@ bool CudaAvailable() { return false; }
 
 absl::StatusOr<std::string> ResolveDevice(models::DeviceKind) { return std::string("cpu"); }
 
-absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(const std::filesystem::path& model_file,
+absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view, std::string_view source,
                                                           const models::ModelConfig&,
                                                           const std::string&) {
   return absl::FailedPreconditionError(
-      model_file.string() + ": this build of pillar has no LibTorch (PILLAR_WITH_TORCH=OFF)");
+      std::string(source) + ": this build of pillar has no LibTorch (PILLAR_WITH_TORCH=OFF)");
 }
 
 }  // namespace pillar::runtime

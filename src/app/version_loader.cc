@@ -1,0 +1,97 @@
+#include "app/version_loader.h"
+
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "common/clock.h"
+#include "common/strings.h"
+#include "models/model_repository.h"
+#include "runtime/batching_runner.h"
+#include "runtime/torch/torch_backend.h"
+#include "signing/model_manifest.h"
+
+namespace pillar::app {
+namespace {
+
+constexpr std::string_view kConfigFile = "model.toml";
+constexpr std::string_view kWeightsFile = "model.pt";
+
+absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
+                                            const models::VersionEntry& entry) {
+  const std::string dir = entry.directory.string();
+  const std::vector<std::string> wanted = {std::string(kConfigFile), std::string(kWeightsFile)};
+  std::map<std::string, std::string, std::less<>> contents;
+  std::string root_digest;
+  if (options.require_signatures) {
+    if (options.trusted.empty()) {
+      return absl::FailedPreconditionError(
+          "signatures are required ([repository] require_signatures) but no trusted_keys are "
+          "configured");
+    }
+    absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(
+        dir, options.trusted,
+        {.expected_name = models::VersionSubject(entry.model, entry.version),
+         .keep = wanted,
+         .after_read = options.after_read});
+    if (!verified.ok()) {
+      return absl::Status(verified.status().code(),
+                          StrCat("signature check failed: ", verified.status().message()));
+    }
+    contents = std::move(verified->contents);
+    root_digest = std::move(verified->root_digest);
+  } else {
+    absl::StatusOr<std::map<std::string, std::string, std::less<>>> read =
+        signing::ReadModelFiles(dir, wanted);
+    if (!read.ok()) return read.status();
+    contents = std::move(*read);
+  }
+  auto file = [&](std::string_view name) -> absl::StatusOr<std::string_view> {
+    auto it = contents.find(name);
+    if (it != contents.end()) return std::string_view(it->second);
+    return absl::NotFoundError(StrCat(dir, ": no ", name, options.require_signatures
+                                                             ? " among the signed files"
+                                                             : ""));
+  };
+  absl::StatusOr<std::string_view> toml = file(kConfigFile);
+  if (!toml.ok()) return toml.status();
+  absl::StatusOr<models::ModelConfig> config =
+      models::ModelConfig::Parse(*toml, StrCat(dir, "/", kConfigFile));
+  if (!config.ok()) return config.status();
+  absl::StatusOr<std::string_view> weights = file(kWeightsFile);
+  if (!weights.ok()) return weights.status();
+  absl::StatusOr<std::string> device = runtime::ResolveDevice(config->instance.kind);
+  if (!device.ok()) return device.status();
+  const std::string weights_source = StrCat(dir, "/", kWeightsFile);
+  std::vector<std::unique_ptr<runtime::Backend>> instances;
+  for (int i = 0; i < config->instance.count; ++i) {
+    absl::StatusOr<std::unique_ptr<runtime::Backend>> backend =
+        runtime::LoadTorchBackend(*weights, weights_source, *config, *device);
+    if (!backend.ok()) return backend.status();
+    instances.push_back(std::move(*backend));
+  }
+  contents.clear();  // the weights live in the modules now
+  std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n",
+               entry.model.c_str(), static_cast<long long>(entry.version), device->c_str(),
+               config->instance.count, config->instance.count == 1 ? "" : "s");
+  monitor::Histogram* batch_sizes =
+      options.batch_sizes == nullptr
+          ? nullptr
+          : &options.batch_sizes->Get({entry.model, std::to_string(entry.version)});
+  runtime::LoadedVersion loaded;
+  loaded.runner = std::make_unique<runtime::BatchingRunner>(*config, std::move(instances),
+                                                            SystemClock(), batch_sizes);
+  loaded.config = std::move(*config);
+  loaded.root_digest = std::move(root_digest);
+  return loaded;
+}
+
+}  // namespace
+
+runtime::RunnerLoader MakeVersionLoader(VersionLoaderOptions options) {
+  return [options = std::move(options)](const models::VersionEntry& entry) {
+    return Load(options, entry);
+  };
+}
+
+}  // namespace pillar::app

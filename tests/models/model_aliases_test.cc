@@ -1,0 +1,141 @@
+#include "models/model_aliases.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "models/model_repository.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::models {
+namespace {
+
+namespace fs = std::filesystem;
+
+class ModelAliasesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    for (const char* version : {"1", "2"}) fs::create_directories(store_ / "digits" / version);
+    fs::create_directories(store_ / "other" / "1");
+    key_ = signing::GenerateSigningKey();
+    trust_.trusted = {key_.public_key};
+    trust_.require_signature = true;
+  }
+
+  // A signed file with prod at `version`, generation `generation`.
+  void Write(const std::string& model, int64_t version, int64_t generation,
+             const signing::SigningKey* key) {
+    ModelAliases aliases;
+    aliases.Move("prod", version, "promote", "local:test", 1'700'000'000'000'000);
+    aliases.generation = generation;
+    ASSERT_TRUE(WriteAliases(store_ / model, model, aliases, key).ok());
+  }
+
+  std::string Text(const std::string& model) {
+    std::ifstream in(store_ / model / kAliasesFile);
+    return std::string((std::istreambuf_iterator<char>(in)), {});
+  }
+
+  testing::TempDir dir_;
+  const fs::path store_ = dir_.path();
+  signing::SigningKey key_;
+  AliasTrust trust_;
+};
+
+TEST_F(ModelAliasesTest, ASignedFileReadsBackWithItsGenerationAndSigner) {
+  Write("digits", 2, 7, &key_);
+  absl::StatusOr<ModelAliases> a = ReadAliases(store_ / "digits", "digits", trust_);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->targets.at("prod"), 2);
+  EXPECT_EQ(a->generation, 7);
+  EXPECT_EQ(a->signed_by, key_.public_key.key_id);
+  ASSERT_EQ(a->history.size(), 1u);
+  EXPECT_EQ(a->history[0].by, "local:test");
+}
+
+// The finding: anyone who could write the store could point an alias at any signed version.
+TEST_F(ModelAliasesTest, AnUnsignedOrForgedFileIsRefusedWhereSignaturesAreRequired) {
+  Write("digits", 2, 1, nullptr);  // unsigned
+  absl::StatusOr<ModelAliases> a = ReadAliases(store_ / "digits", "digits", trust_);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied) << a.status();
+  EXPECT_NE(a.status().message().find("not signed"), std::string::npos) << a.status();
+  trust_.require_signature = false;
+  EXPECT_TRUE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+  trust_.require_signature = true;
+
+  signing::SigningKey stranger = signing::GenerateSigningKey();
+  Write("digits", 2, 9, &stranger);
+  a = ReadAliases(store_ / "digits", "digits", trust_);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied) << a.status();
+
+  // An edited payload no longer matches its signature.
+  Write("digits", 1, 3, &key_);
+  std::string text = Text("digits");
+  const size_t at = text.find("\"payload\":\"") + 30;
+  text[at] = text[at] == 'A' ? 'B' : 'A';
+  std::ofstream(store_ / "digits" / kAliasesFile) << text;
+  EXPECT_FALSE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+}
+
+TEST_F(ModelAliasesTest, AFileSignedForAnotherModelIsRefused) {
+  Write("other", 1, 4, &key_);
+  fs::copy_file(store_ / "other" / kAliasesFile, store_ / "digits" / kAliasesFile);
+  absl::StatusOr<ModelAliases> a = ReadAliases(store_ / "digits", "digits", trust_);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied) << a.status();
+  EXPECT_NE(a.status().message().find("signed for model 'other'"), std::string::npos)
+      << a.status();
+}
+
+// The finding: rolling back by putting an older signed file back. The generation each file
+// carries goes through admit_generation, which remembers the highest seen.
+TEST_F(ModelAliasesTest, EveryGenerationIsAdmittedOrRefusedByTheCaller) {
+  int64_t highest = 0;
+  trust_.admit_generation = [&](std::string_view model, int64_t generation) -> absl::Status {
+    EXPECT_EQ(model, "digits");
+    if (generation < highest) return absl::PermissionDeniedError("older than seen");
+    highest = generation;
+    return absl::OkStatus();
+  };
+  Write("digits", 2, 1, &key_);
+  const std::string first = Text("digits");
+  ASSERT_TRUE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+  Write("digits", 1, 2, &key_);
+  ASSERT_TRUE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+  EXPECT_EQ(highest, 2);
+  std::ofstream(store_ / "digits" / kAliasesFile) << first;  // put back
+  absl::StatusOr<ModelAliases> a = ReadAliases(store_ / "digits", "digits", trust_);
+  EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied) << a.status();
+  // Removed: generation 0, also below what was seen.
+  fs::remove(store_ / "digits" / kAliasesFile);
+  EXPECT_FALSE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+}
+
+TEST_F(ModelAliasesTest, ASignedFileWithoutAGenerationIsMalformed) {
+  Write("digits", 2, 0, &key_);
+  EXPECT_EQ(ReadAliases(store_ / "digits", "digits", trust_).status().code(),
+            absl::StatusCode::kDataLoss);
+}
+
+// A refused file does not take the model's routes away: the scan keeps the aliases in service
+// and reports why.
+TEST_F(ModelAliasesTest, TheScanKeepsTheAliasesInServiceWhenTheFileIsRefused) {
+  ModelRepository repo(store_, VersionPolicy::Latest(), {}, trust_);
+  Write("digits", 1, 1, &key_);
+  ScanResult first = repo.Scan();
+  ASSERT_EQ(first.aliases.at("digits").at("prod"), 1);
+  Write("digits", 2, 2, nullptr);  // a forged move to version 2
+  ScanResult second = repo.Scan(&first.aliases);
+  EXPECT_EQ(second.aliases.at("digits").at("prod"), 1);
+  bool reported = false;
+  for (const auto& [model, status] : second.model_errors) {
+    reported |= model == "digits" && status.code() == absl::StatusCode::kPermissionDenied;
+  }
+  EXPECT_TRUE(reported);
+  // Without aliases in service there is nothing to keep: the model has no alias.
+  ScanResult fresh = repo.Scan();
+  EXPECT_FALSE(fresh.aliases.contains("digits"));
+}
+
+}  // namespace
+}  // namespace pillar::models
