@@ -3,11 +3,13 @@
 #include <cstdio>
 #include <ctime>
 
+#include "absl/cleanup/cleanup.h"
 #include "app/audit_setup.h"
 #include "app/cli_values.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "common/clock.h"
+#include "common/crypto.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "identity/api_key.h"
@@ -95,7 +97,9 @@ absl::StatusOr<state::ApiKeyRecord> NewRecord(const KeyOptions& options,
 void PrintNewKey(const KeyOptions& options, const identity::NewApiKey& key,
                  const state::ApiKeyRecord& record) {
   if (options.json) {
-    JsonWriter w;
+    // Reserved up front so that no buffer holding the key is outgrown and freed unwiped (the
+    // name, at most 128 characters, escapes to at most 768).
+    JsonWriter w(2048);
     w.BeginObject();
     w.Key("id");
     w.String(key.id);
@@ -110,7 +114,9 @@ void PrintNewKey(const KeyOptions& options, const identity::NewApiKey& key,
       w.Null();
     }
     w.EndObject();
-    std::printf("%s\n", w.str().c_str());
+    std::string json = std::move(w).Take();
+    std::printf("%s\n", json.c_str());
+    WipeString(json);
   } else {
     std::printf("%s\n", key.text.c_str());
     std::fprintf(stderr, "pillar key: created key %s (%s); it is shown only this once\n",
@@ -125,6 +131,8 @@ int RunKeyCreate(const KeyOptions& options) {
   if (!keys.ok()) return Fail(keys.status());
   state::StateStore* store = keys->store.get();
   identity::NewApiKey key = identity::GenerateApiKey();
+  // The key's text is shown once and never needed again, whichever way this returns.
+  absl::Cleanup wipe_text = [&key] { WipeString(key.text); };
   absl::StatusOr<state::ApiKeyRecord> record =
       NewRecord(options, key, SystemClock().UnixMicros());
   if (!record.ok()) return Fail(record.status());
@@ -169,6 +177,7 @@ int RunKeyRotate(const KeyOptions& options) {
   }
   const int64_t now_us = SystemClock().UnixMicros();
   identity::NewApiKey key = identity::GenerateApiKey();
+  absl::Cleanup wipe_text = [&key] { WipeString(key.text); };  // as in RunKeyCreate
   absl::StatusOr<state::ApiKeyRecord> record = NewRecord(successor, key, now_us);
   if (!record.ok()) return Fail(record.status());
   if (!options.expires_in.empty()) {

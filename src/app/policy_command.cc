@@ -32,11 +32,22 @@ absl::StatusOr<std::shared_ptr<const policy::Policy>> LoadPolicy(const PolicyOpt
 
 }  // namespace
 
+// Exit status: 0 for a valid policy, warnings or not (they point at rules that may not do what
+// their author meant, but the server loads the file as it is); 2 for an invalid one.
 int RunPolicyValidate(const PolicyOptions& options) {
   absl::StatusOr<std::shared_ptr<const policy::Policy>> policy = LoadPolicy(options);
   if (!policy.ok()) return Fail(policy.status());
-  std::printf("%s: %zu rules, %zu limits: valid\n", (*policy)->source().c_str(),
-              (*policy)->rules().size(), (*policy)->limits().size());
+  const std::vector<policy::AbsentAttributeWarning> warnings =
+      policy::FindDenyRulesSkippedOnMissingAttributes(**policy);
+  for (const policy::AbsentAttributeWarning& w : warnings) {
+    std::fprintf(stderr, "%s\n", w.Explain((*policy)->source()).c_str());
+  }
+  std::string counted;
+  if (!warnings.empty()) {
+    counted = StrCat(" (", warnings.size(), warnings.size() == 1 ? " warning)" : " warnings)");
+  }
+  std::printf("%s: %zu rules, %zu limits: valid%s\n", (*policy)->source().c_str(),
+              (*policy)->rules().size(), (*policy)->limits().size(), counted.c_str());
   return 0;
 }
 

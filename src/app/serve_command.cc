@@ -125,8 +125,10 @@ absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& s
       password->pop_back();
     }
     options.password = std::move(*password);
+    WipeString(*password);  // what the move leaves of a short password
   }
   limiters.primary = std::make_unique<limits::RedisLimiter>(std::move(options));
+  WipeString(options.password);  // likewise: the limiter keeps the one copy it reconnects with
   if (config.on_redis_failure == "open") {
     limiters.fallback = std::make_unique<limits::LocalLimiter>(
         limits::LocalLimiterOptions{.divisor = config.instances});

@@ -141,4 +141,35 @@ absl::StatusOr<std::string> Base64Decode(std::string_view text) {
   return Base64UrlDecode(url);
 }
 
+void WipeString(std::string& s) {
+  // Growing to the capacity never reallocates, and it makes every owned byte (a short string's
+  // inline buffer included) part of the string, so it may be written through data().
+  s.resize(s.capacity());
+  OPENSSL_cleanse(s.data(), s.size());
+  s.clear();
+}
+
+SecretString::SecretString(std::string&& value) : value_(std::move(value)) { WipeString(value); }
+
+SecretString::SecretString(SecretString&& other) noexcept : value_(std::move(other.value_)) {
+  WipeString(other.value_);
+}
+
+SecretString& SecretString::operator=(const SecretString& other) {
+  if (this != &other) {
+    WipeString(value_);  // assigning may reallocate and free the old buffer as it is
+    value_ = other.value_;
+  }
+  return *this;
+}
+
+SecretString& SecretString::operator=(SecretString&& other) noexcept {
+  if (this != &other) {
+    WipeString(value_);
+    value_ = std::move(other.value_);
+    WipeString(other.value_);
+  }
+  return *this;
+}
+
 }  // namespace pillar

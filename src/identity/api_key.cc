@@ -11,8 +11,12 @@ NewApiKey GenerateApiKey() {
   NewApiKey key;
   key.id = HexEncode(RandomBytes(kApiKeyIdChars / 2));
   std::string secret = RandomBytes(kApiKeySecretBytes);
-  key.text = StrCat(kApiKeyPrefix, key.id, "_", Base64UrlEncode(secret));
+  std::string encoded = Base64UrlEncode(secret);
+  key.text = StrCat(kApiKeyPrefix, key.id, "_", encoded);
   key.secret_hash = HashApiKeySecret(secret);
+  // Only key.text (the caller wipes it once shown) and the hash leave this function.
+  WipeString(secret);
+  WipeString(encoded);
   return key;
 }
 
@@ -31,6 +35,7 @@ absl::StatusOr<ParsedApiKey> ParseApiKey(std::string_view text) {
   }
   absl::StatusOr<std::string> secret = Base64UrlDecode(text.substr(kLength - kSecretChars));
   if (!secret.ok() || secret->size() != kApiKeySecretBytes) {
+    if (secret.ok()) WipeString(*secret);
     return absl::InvalidArgumentError("malformed API key");
   }
   return ParsedApiKey{id, std::move(*secret)};

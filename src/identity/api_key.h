@@ -19,13 +19,13 @@ inline constexpr size_t kApiKeySecretBytes = 32;
 
 struct NewApiKey {
   std::string id;
-  std::string text;         // shown to the operator once
+  std::string text;         // shown to the operator once; WipeString() it after that
   std::string secret_hash;  // stored
 };
 
 struct ParsedApiKey {
   std::string_view id;
-  std::string secret;  // raw bytes
+  std::string secret;  // raw bytes; WipeString() it once hashed
 };
 
 NewApiKey GenerateApiKey();

@@ -128,6 +128,7 @@ absl::StatusOr<std::shared_ptr<const Principal>> ApiKeyTable::Verify(std::string
   auto it = table->find(ToAbsl(key->id));
   // Hash even when the id is unknown, so timing does not tell which ids exist.
   std::string hash = HashApiKeySecret(key->secret);
+  WipeString(key->secret);  // 32 bytes: cheap next to the hash
   if (it == table->end() || !ConstantTimeEquals(hash, it->second.secret_hash)) {
     return absl::UnauthenticatedError("unknown API key");
   }

@@ -70,7 +70,16 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
                                                       : std::string_view(ex.principal->key_id);
         break;
       case LimitRule::Per::kTenant:
-        charge.subject = ex.principal->tenant;
+        // A principal without a tenant (an admin key, a certificate or token that names none)
+        // is counted on its own, by its id. Sharing the empty tenant's counter would let one
+        // such principal exhaust the limit for all of them; skipping the limit would let any
+        // credential without a tenant escape it.
+        if (ex.principal->tenant.empty()) {
+          charge.subject = ex.principal->id;
+          charge.by_principal = true;
+        } else {
+          charge.subject = ex.principal->tenant;
+        }
         break;
       case LimitRule::Per::kModel:
         charge.subject = ex.model != nullptr ? std::string_view(ex.model->name)
@@ -128,11 +137,14 @@ bool AdmitStage::Decide(pipeline::Exchange& ex, const Charges& charges,
     }
   }
   if (!verdict->allowed) {
+    bool by_principal = false;
     if (verdict->charge_index >= 0 && size_t(verdict->charge_index) < charges.size()) {
-      verdict->rule = charges[size_t(verdict->charge_index)].rule;
-      verdict->subject = std::string(charges[size_t(verdict->charge_index)].subject);
+      const Charge& refused = charges[size_t(verdict->charge_index)];
+      verdict->rule = refused.rule;
+      verdict->subject = std::string(refused.subject);
+      by_principal = refused.by_principal;
     }
-    Refuse(ex, *verdict);
+    Refuse(ex, *verdict, by_principal);
     Record(ex, false);
     return false;
   }
@@ -162,13 +174,15 @@ void AdmitStage::OnResponse(pipeline::Exchange& ex) {
   }
 }
 
-void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v) {
+void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_principal) {
   const LimitRule* rule = v.rule;
   std::string message;
   if (rule == nullptr) {
     message = "limit exceeded";
   } else {
-    const std::string who = StrCat(policy::LimitPerName(rule->per), " '", v.subject, "'");
+    const std::string who = by_principal
+                                ? StrCat("principal '", v.subject, "' (it has no tenant)")
+                                : StrCat(policy::LimitPerName(rule->per), " '", v.subject, "'");
     switch (rule->kind) {
       case LimitRule::Kind::kRate:
         message = v.retry_after_ms < 0

@@ -26,7 +26,15 @@ struct Charge {
   const policy::LimitRule* rule = nullptr;
   std::string_view subject;  // the key id, tenant or model name the limit counts by
   int64_t cost = 1;          // units: 1 for requests, the element count for elements
+  // A per-tenant limit charged to a principal that has no tenant: `subject` is the principal's
+  // id, and the counter lives apart from every tenant's (see kOwnCounterMark).
+  bool by_principal = false;
 };
+
+// Follows the limit's name in the key of a `by_principal` counter. Limit names cannot hold
+// '!', so no tenant, whatever it is called (a JWT claim can say anything), can share such a
+// counter with a principal.
+inline constexpr std::string_view kOwnCounterMark = "!principal";
 
 struct Verdict {
   bool allowed = true;

@@ -49,7 +49,8 @@ std::string& KeyFor(const Charge& charge) {
   const char kind = charge.rule->kind == LimitRule::Kind::kRate          ? 'r'
                     : charge.rule->kind == LimitRule::Kind::kConcurrency ? 'c'
                                                                          : 'q';
-  StrAppend(&key, kind, "|", charge.rule->name, "|", charge.subject);
+  StrAppend(&key, kind, "|", charge.rule->name, charge.by_principal ? kOwnCounterMark : "", "|",
+            charge.subject);
   return key;
 }
 

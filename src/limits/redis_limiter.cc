@@ -123,7 +123,9 @@ absl::StatusOr<Verdict> ParseReply(const redisReply* reply) {
 }  // namespace
 
 RedisLimiter::RedisLimiter(RedisLimiterOptions options)
-    : options_(std::move(options)), script_sha_(HexEncode(Sha1(kScript))) {
+    : password_(std::move(options.password)),
+      options_(std::move(options)),
+      script_sha_(HexEncode(Sha1(kScript))) {
   if (options_.metrics != nullptr) {
     up_gauge_ = &options_.metrics
                      ->AddGauge("pillar_limiter_backend_up",
@@ -147,8 +149,8 @@ RedisLimiter::~RedisLimiter() {
 }
 
 std::string RedisLimiter::Key(char kind, const Charge& charge, int64_t now_s) const {
-  std::string key = StrCat(options_.key_prefix, ":", kind, ":", charge.rule->name, ":",
-                           charge.subject);
+  std::string key = StrCat(options_.key_prefix, ":", kind, ":", charge.rule->name,
+                           charge.by_principal ? kOwnCounterMark : "", ":", charge.subject);
   if (kind == 'q') StrAppend(&key, ":", PeriodStart(charge.rule->period, now_s));
   return key;
 }
@@ -251,8 +253,11 @@ bool RedisLimiter::Connect() {
       }
       return static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), argv.data(), lens.data()));
     };
-    if (!options_.password.empty()) {
-      redisReply* r = command({"AUTH", options_.password});
+    if (!password_.empty()) {
+      // Straight from password_: a std::string argument would be a copy freed unwiped.
+      const char* argv[] = {"AUTH", password_.data()};
+      const size_t lens[] = {4, password_.size()};
+      auto* r = static_cast<redisReply*>(redisCommandArgv(c, 2, argv, lens));
       if (r == nullptr || r->type == REDIS_REPLY_ERROR) error = "AUTH refused";
       if (r) freeReplyObject(r);
     }

@@ -21,6 +21,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/crypto.h"
 #include "limits/limiter.h"
 #include "monitor/metrics.h"
 
@@ -31,7 +32,9 @@ namespace pillar::limits {
 struct RedisLimiterOptions {
   std::string host = "127.0.0.1";
   int port = 6379;
-  std::string password;                                   // AUTH, when set
+  // AUTH, when set. The limiter takes it (every reconnection needs it), wipes what the move
+  // leaves here, and wipes its copy when destroyed; the caller wipes its own (WipeString).
+  std::string password;
   absl::Duration timeout = absl::Milliseconds(250);      // connect and each reply
   std::string key_prefix = "pillar";
   absl::Duration lease_ttl = absl::Seconds(60);          // a crashed holder's slot frees after it
@@ -69,6 +72,8 @@ class RedisLimiter final : public Limiter {
   void Enqueue(Command command);
   std::string Key(char kind, const Charge& charge, int64_t now_s) const;
 
+  // Declared before options_, which is then built from the options without the password.
+  SecretString password_;
   const RedisLimiterOptions options_;
   redisContext* context_ = nullptr;  // owned by the loop thread
   const std::string script_sha_;     // SHA-1 of the script, as EVALSHA names it

@@ -83,6 +83,41 @@ std::string Location(std::string_view source, const Rule& rule) {
   return StrCat("rule '", rule.name, "' (", source, ":", rule.line, ")");
 }
 
+// True when some request that `rule` matches may lack `operand`'s value (Resolve() would give
+// no values).
+bool MayBeMissing(const Operand& operand, const Rule& rule) {
+  switch (operand.kind) {
+    case Operand::Kind::kLiteral:
+      return false;
+    case Operand::Kind::kPrincipal:
+      switch (operand.field) {
+        case Operand::Field::kId:
+          return false;  // every principal has one
+        case Operand::Field::kRoles:
+          // A rule for named roles matches only principals that hold one of them.
+          return Contains(rule.roles, std::string(kAnyRole));
+        case Operand::Field::kTenant:
+        case Operand::Field::kAttribute:
+          return true;
+      }
+      return true;
+    case Operand::Kind::kResource: {
+      // The server sets name and version on every model version it decides on; other
+      // resources (server, models, metrics) carry no attributes at all.
+      const bool models_only =
+          std::all_of(rule.resources.begin(), rule.resources.end(),
+                      [](const std::string& p) { return p.starts_with("model:"); });
+      return !(models_only && (operand.attribute == "name" || operand.attribute == "version"));
+    }
+  }
+  return true;
+}
+
+std::string Spelled(const Operand& operand) {
+  return StrCat(operand.kind == Operand::Kind::kPrincipal ? "principal." : "resource.",
+                operand.attribute);
+}
+
 }  // namespace
 
 std::string_view PlaneName(Plane plane) { return plane == Plane::kData ? "data" : "admin"; }
@@ -167,6 +202,45 @@ Decision Policy::Evaluate(const Principal& principal, Plane plane, std::string_v
     decision.failed_condition = nullptr;
   }
   return decision;
+}
+
+std::vector<AbsentAttributeWarning> FindDenyRulesSkippedOnMissingAttributes(const Policy& policy) {
+  std::vector<AbsentAttributeWarning> warnings;
+  for (const Rule& rule : policy.rules()) {
+    if (rule.effect != Rule::Effect::kDeny) continue;
+    AbsentAttributeWarning warning;
+    warning.rule = &rule;
+    for (const Condition& c : rule.conditions) {
+      bool reads_missing = false;
+      for (const Operand* operand : {&c.left, &c.right}) {
+        if (!MayBeMissing(*operand, rule)) continue;
+        reads_missing = true;
+        std::string name = Spelled(*operand);
+        if (!Contains(warning.attributes, name)) warning.attributes.push_back(std::move(name));
+      }
+      if (reads_missing) warning.conditions.push_back(&c);
+    }
+    if (!warning.attributes.empty()) warnings.push_back(std::move(warning));
+  }
+  return warnings;
+}
+
+std::string AbsentAttributeWarning::Explain(std::string_view source) const {
+  std::string attributes_text;
+  for (size_t i = 0; i < attributes.size(); ++i) {
+    if (i > 0) attributes_text += i + 1 == attributes.size() ? " or " : ", ";
+    attributes_text += attributes[i];
+  }
+  std::string conditions_text;
+  for (const Condition* c : conditions) {
+    StrAppend(&conditions_text, conditions_text.empty() ? "" : ", ", "`", c->text, "`");
+  }
+  return StrCat(source, ":", rule->line, ": warning: deny rule '", rule->name,
+                "' does not deny a request without ", attributes_text, " (read by ",
+                conditions_text,
+                "): a missing attribute makes a condition false, so such a request is not "
+                "denied by this rule. To refuse it as well, grant with allow rules whose "
+                "conditions require the attribute instead: what no rule grants is denied.");
 }
 
 std::string Decision::Explain(std::string_view source, const Principal& principal, Plane plane,

@@ -107,6 +107,20 @@ struct Decision {
                       std::string_view action, std::string_view resource) const;
 };
 
+// A deny rule that a request escapes by lacking an attribute one of its conditions reads: a
+// missing attribute makes every comparison false, so the rule does not match such a request
+// (on purpose: no rule decides on absent data). `pillar policy validate` prints these.
+struct AbsentAttributeWarning {
+  const Rule* rule = nullptr;
+  // Each attribute that may be missing, as "principal.<name>" or "resource.<name>" (which
+  // "model.<name>" is too), once, in the order the conditions read them.
+  std::vector<std::string> attributes;
+  std::vector<const Condition*> conditions;  // the rule's conditions that read them
+
+  // "policy.toml:30: warning: deny rule 'x' does not deny a request without ... ".
+  std::string Explain(std::string_view source) const;
+};
+
 class Policy {
  public:
   // InvalidArgument naming `source`, the line and what is wrong.
@@ -143,5 +157,11 @@ class Policy {
   absl::flat_hash_map<std::string, uint32_t> role_ids_;  // every role some rule names
   absl::flat_hash_map<uint64_t, std::vector<const Rule*>> index_;
 };
+
+// The deny rules of `policy` that a request lacking an attribute is not denied by, in file
+// order. An attribute counts as possibly missing unless every request the rule matches has it:
+// principal.id always; principal.roles when the rule names roles (not "*"); a model's name and
+// version when all the rule's resource patterns start with "model:".
+std::vector<AbsentAttributeWarning> FindDenyRulesSkippedOnMissingAttributes(const Policy& policy);
 
 }  // namespace pillar::policy

@@ -39,6 +39,7 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseLine(const std::string&
   }
   absl::StatusOr<std::string> bytes = Base64UrlDecode(parts[2]);
   if (!bytes.ok() || bytes->size() != length) {
+    if (bytes.ok()) WipeString(*bytes);  // not a key, but perhaps most of one
     return absl::InvalidArgumentError(StrCat(path, ": the key is not ", length, " bytes of base64url"));
   }
   return std::make_pair(std::string(parts[1]), std::move(*bytes));
@@ -62,7 +63,7 @@ absl::Status WriteNew(const std::string& path, const std::string& text, mode_t m
 SigningKey GenerateSigningKey() {
   InitSodium();
   SigningKey key;
-  key.seed = RandomBytes(crypto_sign_SEEDBYTES);
+  key.seed = SecretString(RandomBytes(crypto_sign_SEEDBYTES));
   unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
   crypto_sign_seed_keypair(pk, sk, reinterpret_cast<const unsigned char*>(key.seed.data()));
   sodium_memzero(sk, sizeof sk);
@@ -73,12 +74,13 @@ SigningKey GenerateSigningKey() {
 
 absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix) {
   const std::string id = key.public_key.key_id;
-  if (absl::Status s = WriteNew(prefix + ".key",
-                                StrCat(kPrivateTag, " ", id, " ", Base64UrlEncode(key.seed), "\n"),
-                                0600);
-      !s.ok()) {
-    return s;
-  }
+  // The file's text spells the seed: wipe it, and the encoding it is built from, once written.
+  std::string encoded = Base64UrlEncode(key.seed.view());
+  std::string text = StrCat(kPrivateTag, " ", id, " ", encoded, "\n");
+  WipeString(encoded);
+  absl::Status written = WriteNew(prefix + ".key", text, 0600);
+  WipeString(text);
+  if (!written.ok()) return written;
   return WriteNew(prefix + ".pub",
                   StrCat(kPublicTag, " ", id, " ", Base64UrlEncode(key.public_key.bytes), "\n"),
                   0644);
@@ -88,10 +90,11 @@ absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path) {
   absl::StatusOr<std::string> text = ReadSecretFile(path, 4096);
   if (!text.ok()) return text.status();
   auto parsed = ParseLine(path, *text, kPrivateTag, crypto_sign_SEEDBYTES);
+  WipeString(*text);  // the file's text spells the seed
   if (!parsed.ok()) return parsed.status();
   InitSodium();
   SigningKey key;
-  key.seed = std::move(parsed->second);
+  key.seed = SecretString(std::move(parsed->second));
   unsigned char pk[crypto_sign_PUBLICKEYBYTES], sk[crypto_sign_SECRETKEYBYTES];
   crypto_sign_seed_keypair(pk, sk, reinterpret_cast<const unsigned char*>(key.seed.data()));
   sodium_memzero(sk, sizeof sk);

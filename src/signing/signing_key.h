@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/crypto.h"
 
 namespace pillar::signing {
 
@@ -22,8 +23,9 @@ struct PublicKey {
   std::string bytes;   // 32 bytes
 };
 
+// The seed is wiped from memory when the key (and every copy of it) goes away.
 struct SigningKey {
-  std::string seed;  // 32 secret bytes
+  SecretString seed;  // 32 secret bytes
   PublicKey public_key;
 };
 

@@ -43,5 +43,49 @@ TEST(CryptoTest, ConstantTimeEquals) {
   EXPECT_FALSE(ConstantTimeEquals("same", "samey"));
 }
 
+// True when the `n` bytes at `p` are all zero.
+bool AllZero(const char* p, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (p[i] != 0) return false;
+  }
+  return true;
+}
+
+TEST(CryptoTest, WipeStringZeroesTheBufferItKeeps) {
+  for (std::string secret : {std::string("hunter2"), std::string(100, 'k')}) {  // inline, heap
+    const char* buffer = secret.data();
+    const size_t length = secret.size();
+    const size_t capacity = secret.capacity();
+    WipeString(secret);
+    EXPECT_TRUE(secret.empty());
+    ASSERT_EQ(secret.data(), buffer);  // the same buffer, not a new one
+    EXPECT_EQ(secret.capacity(), capacity);
+    EXPECT_TRUE(AllZero(buffer, length)) << length;
+  }
+}
+
+TEST(CryptoTest, SecretStringWipesWhatAMoveLeavesBehind) {
+  std::string short_text = "hunter2";  // held inline: a move copies it and leaves it there
+  const char* left = short_text.data();
+  SecretString secret(std::move(short_text));
+  EXPECT_EQ(secret.view(), "hunter2");
+  EXPECT_TRUE(AllZero(left, 7));
+
+  const char* inline_buffer = secret.data();
+  SecretString moved(std::move(secret));
+  EXPECT_EQ(moved.view(), "hunter2");
+  EXPECT_TRUE(secret.empty());  // NOLINT(bugprone-use-after-move): checking the moved-from
+  EXPECT_TRUE(AllZero(inline_buffer, 7));
+
+  SecretString assigned(std::string(40, 's'));
+  const char* old_buffer = assigned.data();
+  assigned = moved;
+  EXPECT_EQ(assigned.view(), "hunter2");
+  EXPECT_EQ(moved.view(), "hunter2");
+  // The old bytes past the new value were wiped before the buffer was reused.
+  ASSERT_EQ(assigned.data(), old_buffer);
+  EXPECT_TRUE(AllZero(old_buffer + 8, 32));
+}
+
 }  // namespace
 }  // namespace pillar

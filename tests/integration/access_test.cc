@@ -16,6 +16,7 @@
 #include "testing/http_client.h"
 #include "testing/jwt_signer.h"
 #include "testing/server_process.h"
+#include "testing/temp_dir.h"
 
 namespace pillar {
 namespace {
@@ -304,6 +305,22 @@ TEST_F(AccessTest, PolicyCheckExplainsADecision) {
   EXPECT_EQ(testing::RunPillar({"policy", "validate", "--policy", bad.string()}, &out, &err), 2);
   EXPECT_NE(err.find("bad-policy.toml:6: rule 'r': unknown action 'fly'"), std::string::npos)
       << err;
+}
+
+TEST(PolicyValidateTest, WarnsAboutDenyRulesAMissingAttributeEscapesAndStillSucceeds) {
+  testing::TempDir dir;
+  const fs::path path = dir.path() / "policy.toml";
+  std::ofstream(path) << "version = 1\n\n[[rule]]\nname = \"no finance\"\neffect = \"deny\"\n"
+                         "roles = [\"user\"]\nactions = [\"infer\"]\nresources = [\"model:*\"]\n"
+                         "when = [\"principal.department != 'finance'\"]\n";
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"policy", "validate", "--policy", path.string()}, &out, &err), 0);
+  EXPECT_NE(out.find("1 rules, 0 limits: valid (1 warning)"), std::string::npos) << out;
+  EXPECT_NE(err.find("policy.toml:3: warning: deny rule 'no finance' does not deny a request "
+                     "without principal.department"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("not denied by this rule"), std::string::npos) << err;
 }
 
 }  // namespace

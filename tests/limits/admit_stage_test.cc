@@ -110,6 +110,51 @@ TEST(AdmitStageTest, LimitsApplyOnlyToMatchingActionsResourcesAndTenants) {
   EXPECT_EQ(stage.OnRequest(*again), pipeline::StageResult::kStop);
 }
 
+std::shared_ptr<const identity::Principal> Tenantless(const std::string& id) {
+  auto p = std::make_shared<identity::Principal>();
+  p->id = id;
+  return p;
+}
+
+TEST(AdmitStageTest, PrincipalsWithoutATenantDoNotShareAPerTenantCounter) {
+  Fixture f("[[limit]]\nname = \"tenant-daily\"\nper = \"tenant\"\nquota = 1\nperiod = \"day\"\n");
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  RecordingSink audit;
+  AdmitStage stage(limiter, nullptr, audit, nullptr);
+  auto request_as = [&](std::shared_ptr<const identity::Principal> who) {
+    auto ex = f.Request();
+    ex->principal = std::move(who);
+    return ex;
+  };
+  auto admin = Tenantless("key:admin1");
+  auto first = request_as(admin);
+  AdmitStage::Charges charges;
+  AdmitStage::CollectCharges(*first, charges);
+  ASSERT_EQ(charges.size(), 1u);
+  EXPECT_EQ(charges[0].subject, "key:admin1");
+  EXPECT_TRUE(charges[0].by_principal);
+  EXPECT_EQ(stage.OnRequest(*first), pipeline::StageResult::kContinue);
+  // Another principal without a tenant has a quota of its own, not what is left of the first's.
+  auto other = request_as(Tenantless("mtls:scorer"));
+  EXPECT_EQ(stage.OnRequest(*other), pipeline::StageResult::kContinue);
+  // Each is still held to the limit, and the refusal names the principal, not a tenant.
+  auto again = request_as(admin);
+  EXPECT_EQ(stage.OnRequest(*again), pipeline::StageResult::kStop);
+  EXPECT_EQ(again->response.status, 429);
+  EXPECT_NE(again->response.body.find("for principal 'key:admin1' (it has no tenant)"),
+            std::string::npos)
+      << again->response.body;
+  // A tenant that happens to be spelled like the principal's id counts apart from it.
+  auto lookalike = std::make_shared<identity::Principal>();
+  lookalike->id = "jwt:mallory";
+  lookalike->tenant = "key:admin1";
+  EXPECT_EQ(stage.OnRequest(*request_as(lookalike)), pipeline::StageResult::kContinue);
+  // Tenants still share theirs.
+  EXPECT_EQ(stage.OnRequest(*f.Request()), pipeline::StageResult::kContinue);
+  EXPECT_EQ(stage.OnRequest(*f.Request()), pipeline::StageResult::kStop);
+}
+
 TEST(AdmitStageTest, ConcurrencySlotsAreHeldUntilTheResponse) {
   Fixture f("[[limit]]\nname = \"one-at-a-time\"\nper = \"key\"\nconcurrency = 1\n");
   LocalLimiter limiter({});

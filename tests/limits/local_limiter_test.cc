@@ -132,6 +132,17 @@ TEST(LocalLimiterTest, ARefusalTakesNothingFromTheOtherCounters) {
   EXPECT_FALSE(limiter.AdmitNow({&rate_only, 1}, "")->allowed);
 }
 
+TEST(LocalLimiterTest, APrincipalsOwnCounterIsApartFromATenantOfTheSameName) {
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"tenant\"\nquota = 1\nperiod = \"day\"\n");
+  LocalLimiter limiter({});
+  Charge principal{&policy->limits()[0], "key:abc", 1, /*by_principal=*/true};
+  Charge tenant{&policy->limits()[0], "key:abc", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&principal, 1}, "")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&tenant, 1}, "")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&principal, 1}, "")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&tenant, 1}, "")->allowed);
+}
+
 TEST(LocalLimiterTest, QuotasRenewAtTheStartOfTheNextUtcPeriod) {
   auto policy = Limits(
       "[[limit]]\nname = \"d\"\nper = \"key\"\nquota = 2\nperiod = \"day\"\n"

@@ -61,6 +61,20 @@ TEST(RedisLimiterTest, ThreeInstancesSharingOneRedisAdmitExactlyTheLimit) {
   EXPECT_EQ(more, 100);
 }
 
+TEST(RedisLimiterTest, APrincipalsOwnCounterIsApartFromATenantOfTheSameName) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"tenant\"\nquota = 1\nperiod = \"day\"\n");
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  Charge principal{&policy->limits()[0], "key:abc", 1, /*by_principal=*/true};
+  Charge tenant{&policy->limits()[0], "key:abc", 1};
+  EXPECT_TRUE(limiter.AdmitNow({&principal, 1}, "a")->allowed);
+  EXPECT_TRUE(limiter.AdmitNow({&tenant, 1}, "b")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&principal, 1}, "c")->allowed);
+  EXPECT_FALSE(limiter.AdmitNow({&tenant, 1}, "d")->allowed);
+}
+
 TEST(RedisLimiterTest, RefusalsCarryTheNumbersAndConcurrencyLeasesAreReleased) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());

@@ -204,5 +204,93 @@ TEST(PolicyTest, TheBuiltInPolicyParsesAndIsDenyByDefault) {
   EXPECT_FALSE(policy->Allowed(no_roles, Plane::kData, "infer", {"model:digits/1", &demo}));
 }
 
+TEST(PolicyTest, DenyRulesThatAMissingAttributeEscapesAreFound) {
+  auto policy = Policy::Parse(R"toml(version = 1
+
+[[rule]]
+name = "users"
+roles = ["user"]
+actions = ["infer"]
+resources = ["model:*"]
+when = ["principal.department != 'x'"]
+
+[[rule]]
+name = "no finance for others"
+effect = "deny"
+roles = ["user"]
+actions = ["infer"]
+resources = ["model:*"]
+when = ["principal.department not in ['finance']", "model.owner == 'finance'"]
+
+[[rule]]
+name = "no frozen models"
+effect = "deny"
+roles = ["*"]
+actions = ["infer"]
+resources = ["model:frozen/*"]
+when = ["model.name == 'frozen'", "principal.id != 'key:ops'", "principal.roles != ['ops']"]
+
+[[rule]]
+name = "no cross-tenant reads"
+effect = "deny"
+roles = ["user"]
+actions = ["read_metadata"]
+resources = ["model:*"]
+when = ["principal.roles in ['user']", "model.version != '1'", "principal.tenant != model.tenant"]
+)toml",
+                              "lint.toml");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  std::vector<AbsentAttributeWarning> warnings = FindDenyRulesSkippedOnMissingAttributes(**policy);
+  ASSERT_EQ(warnings.size(), 3u);
+  // Allow rules never warn: a missing attribute only withholds a grant.
+  EXPECT_EQ(warnings[0].rule->name, "no finance for others");
+  EXPECT_EQ(warnings[0].attributes,
+            (std::vector<std::string>{"principal.department", "resource.owner"}));
+  EXPECT_EQ(warnings[0].conditions.size(), 2u);
+  EXPECT_EQ(warnings[0].Explain("lint.toml"),
+            "lint.toml:10: warning: deny rule 'no finance for others' does not deny a request "
+            "without principal.department or resource.owner (read by `principal.department not "
+            "in ['finance']`, `model.owner == 'finance'`): a missing attribute makes a condition "
+            "false, so such a request is not denied by this rule. To refuse it as well, grant "
+            "with allow rules whose conditions require the attribute instead: what no rule "
+            "grants is denied.");
+  // A model's name is always set, and so is the principal's id; but a rule for roles ["*"]
+  // matches principals that have no roles at all.
+  EXPECT_EQ(warnings[1].rule->name, "no frozen models");
+  EXPECT_EQ(warnings[1].attributes, std::vector<std::string>{"principal.roles"});
+  // Named roles are always there, a tenant need not be.
+  EXPECT_EQ(warnings[2].rule->name, "no cross-tenant reads");
+  EXPECT_EQ(warnings[2].attributes,
+            (std::vector<std::string>{"principal.tenant", "resource.tenant"}));
+  ASSERT_EQ(warnings[2].conditions.size(), 1u);
+  EXPECT_EQ(warnings[2].conditions[0]->text, "principal.tenant != model.tenant");
+  // What the warning is about: a principal without a department is not denied.
+  Principal no_department = User("acme", {});
+  Attributes finance = {{"owner", {"finance"}}, {"name", {"ledger"}}, {"version", {"1"}}};
+  Decision d =
+      (*policy)->Evaluate(no_department, Plane::kData, "infer", {"model:ledger/1", &finance});
+  EXPECT_TRUE(d.rule == nullptr || d.rule->effect != Rule::Effect::kDeny);
+}
+
+TEST(PolicyTest, APolicyWithoutSuchDenyRulesHasNoWarnings) {
+  auto policy = Policy::Parse(kPolicy, "policy.toml");
+  ASSERT_TRUE(policy.ok());
+  EXPECT_TRUE(FindDenyRulesSkippedOnMissingAttributes(**policy).empty());
+  EXPECT_TRUE(FindDenyRulesSkippedOnMissingAttributes(*Policy::BuiltIn()).empty());
+  // A model resource's name is not set on other resources: "*" patterns make it missable.
+  auto wide = Policy::Parse(R"toml(version = 1
+[[rule]]
+name = "deny"
+effect = "deny"
+roles = ["user"]
+actions = ["*"]
+resources = ["*"]
+when = ["model.name == 'x'"]
+)toml",
+                            "wide.toml");
+  ASSERT_TRUE(wide.ok());
+  EXPECT_EQ(FindDenyRulesSkippedOnMissingAttributes(**wide).size(), 1u);
+}
+
 }  // namespace
 }  // namespace pillar::policy
