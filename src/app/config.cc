@@ -105,6 +105,20 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
     TomlSection s(root["limits"].as_table(), "limits", source);
     PILLAR_RETURN_IF_ERROR(
         s.ReadInt("header_limit_bytes", config.limits.header_limit_bytes, 512, 1 << 20));
+    PILLAR_RETURN_IF_ERROR(
+        s.ReadInt("header_fields_limit", config.limits.header_fields_limit, 1, 10'000));
+    PILLAR_RETURN_IF_ERROR(
+        s.ReadInt("body_limit_bytes", config.limits.body_limit_bytes, 1, int64_t(1) << 32));
+    PILLAR_RETURN_IF_ERROR(
+        s.ReadInt("inflight_bytes_limit", config.limits.inflight_bytes_limit, 1, int64_t(1) << 40));
+    // Below this, a request of the largest size allowed could never be served.
+    if (config.limits.inflight_bytes_limit <
+        config.limits.header_limit_bytes + config.limits.body_limit_bytes) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [limits] inflight_bytes_limit (", config.limits.inflight_bytes_limit,
+                 ") must be at least header_limit_bytes + body_limit_bytes (",
+                 config.limits.header_limit_bytes + config.limits.body_limit_bytes, ")"));
+    }
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "request_timeout_ms", config.limits.request_timeout));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "idle_timeout_ms", config.limits.idle_timeout));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "write_timeout_ms", config.limits.write_timeout));

@@ -138,6 +138,12 @@ HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry
         &metrics->AddGauge("pillar_http_open_connections", "Open connections.", {"listener"});
     impl_->core.stats.accepted = &metrics->AddCounter("pillar_http_connections_total",
                                                       "Accepted connections.", {"listener"});
+    impl_->core.stats.inflight_bytes =
+        &metrics
+             ->AddGauge("pillar_http_inflight_bytes",
+                        "Bytes reserved by requests read but not answered yet, both listeners "
+                        "together ([limits] inflight_bytes_limit).")
+             .Get();
   }
 }
 

@@ -1,14 +1,15 @@
 // The HTTP/1.1 server under both of pillar's listeners (data plane and admin plane), on
 // Boost.Beast: keep-alive, TLS through OpenSSL when a certificate is configured, and limits on
 // header size, body size, request time and idle time, so a slow or hostile client cannot hold
-// a worker. It parses, matches the route and hands a plain Request to the Handler; it knows
-// nothing of models.
+// a worker, and a budget of bytes held by unanswered requests across all connections, so many
+// clients together cannot exhaust memory before any of them is authenticated. It parses,
+// matches the route and hands a plain Request to the Handler; it knows nothing of models.
 //
 //   HttpServer server(limits, handler, &metrics, threads);
 //   uint16_t port = *server.AddListener({"data", "127.0.0.1", 0}, router);
 //   server.Start();  ...  server.StopAccepting(); server.Stop();
-// Protocol errors are answered here, each with a precise 4xx JSON body and a count in
-// pillar_http_rejected_total{listener,reason}.
+// Protocol errors are answered here, each with a precise 4xx JSON body (503 past the in-flight
+// budget) and a count in pillar_http_rejected_total{listener,reason}.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,20 @@
 namespace pillar::http {
 
 struct Limits {
+  // Every byte of a request's header, however the client splits its writes; more get 431.
   size_t header_limit_bytes = 16 * 1024;
+  // Header fields per request, chunked trailers included; more get 431. Each parsed field is
+  // a node the server holds until the request is answered; 100 is the default of Envoy's
+  // max_headers_count and Apache's LimitRequestFields, and browsers send about 20.
+  size_t header_fields_limit = 100;
   size_t body_limit_bytes = 8 * 1024 * 1024;
+  // Bytes held by requests with a body read but not answered yet, all connections together:
+  // each one's header and Content-Length, reserved as soon as the header is read, or its header
+  // and chunked body as they arrive. A request that does not fit gets 503 with Retry-After,
+  // and its connection is closed. Without it, unauthenticated clients could make the server hold
+  // max_connections x body_limit_bytes (78 GiB at the defaults); 1 GiB still holds 128
+  // requests of the largest allowed size at once.
+  size_t inflight_bytes_limit = size_t(1) << 30;
   // The whole request, from its first byte to its last; a slow sender gets 408 after it.
   absl::Duration request_timeout = absl::Seconds(30);
   // How long a kept-alive connection may wait for its next request.

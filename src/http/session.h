@@ -1,8 +1,12 @@
 // Internal to src/http: one client connection (plain or TLS) and the per-thread event loop it
-// lives on. Included only by server.cc; the public door of the part is server.h.
+// lives on. Included only by server.cc (and the request fuzzer, for HeaderReader); the public
+// door of the part is server.h.
 //
 // A Session reads a request under the limits, answers protocol errors itself, hands good
 // requests to the Handler, and writes the answer; deadlines are checked by its Loop's sweep.
+// It drives Beast's parser itself (read, put, count) instead of bhttp::async_read, so that every
+// byte of a header is counted (HeaderReader) and a body is charged to the server-wide in-flight
+// budget (Core::Reserve) before it is held.
 // All of a session's handlers run on its loop's single thread; Send() and Post() may be called
 // from any thread and hop onto it.
 #pragma once
@@ -10,6 +14,7 @@
 // Boost 1.74's Asio uses std::exchange without including <utility> under C++20.
 #include <time.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <boost/asio.hpp>
@@ -17,6 +22,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <chrono>
+#include <cstdint>
+#include <iterator>
 #include <memory>
 #include <optional>
 #include <string>
@@ -44,7 +51,75 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = net::ip::tcp;
 
+// Every read, header or body. The parser consumes a body as it arrives and holds back at most
+// header_limit_bytes of a header (or of a chunk-size line or trailers), so a connection's read
+// buffer never grows past max(2 x header_limit_bytes, header_limit_bytes + kReadChunk).
 constexpr size_t kReadChunk = 16 * 1024;
+
+using RequestParser = bhttp::request_parser<bhttp::string_body>;
+
+// Feeds a request header to the parser under the limits, counting every byte the parser
+// consumes and every field it has parsed. Beast's own header_limit is compared only with the
+// bytes one put() has not parsed yet, and a caller discards the parsed ones: a client whose
+// every write ended one byte into the next field name sent 40 MiB of header past a 16 KiB
+// limit, and nothing capped the number of fields. Plain data, no I/O, so the request fuzzer
+// drives it with the same reads split as the attack.
+//
+//   HeaderReader reader(limits.header_limit_bytes, limits.header_fields_limit);
+//   for each read: result = reader.Put(parser, buffer.data(), used, ec); buffer.consume(used);
+class HeaderReader {
+ public:
+  enum class Result {
+    kNeedMore,       // the header has not ended: read more, then Put() again
+    kDone,           // the parser's header is complete
+    kTooLarge,       // the header exceeds the byte limit: 431
+    kTooManyFields,  // the header has more fields than the field limit: 431
+    kError,          // `ec` says what Beast refused (malformed, body_limit ...)
+  };
+
+  HeaderReader(size_t byte_limit, size_t field_limit)
+      : byte_limit_(byte_limit), field_limit_(field_limit) {}
+
+  // `input` is everything buffered and not consumed yet; `used` is how much of it the parser
+  // consumed (to drop from the buffer). Only called while the header is not complete.
+  [[nodiscard]] Result Put(RequestParser& parser, net::const_buffer input, size_t& used,
+                           beast::error_code& ec) {
+    // The parser gets only what is left of the limit, so one put() cannot take more.
+    const size_t left = bytes_ < byte_limit_ ? byte_limit_ - bytes_ : 0;
+    parser.header_limit(static_cast<uint32_t>(std::min<size_t>(left, UINT32_MAX)));
+    used = parser.put(input, ec);
+    bytes_ += used;
+    if (used > 0) {
+      // Only consuming bytes adds fields, so the list (at most field_limit_ long until the
+      // last put) is walked once per put that parsed some.
+      const auto& fields = parser.get();
+      fields_ = size_t(std::distance(fields.begin(), fields.end()));
+      if (fields_ > field_limit_) return Result::kTooManyFields;
+    }
+    // A start line and the fields after it are each held to the parser's limit within one
+    // put(), so together they can pass it.
+    if (bytes_ > byte_limit_) return Result::kTooLarge;
+    if (ec == bhttp::error::need_more) {
+      ec = {};
+      // What is left unconsumed is the start of a header that has not ended yet, so the header
+      // will be longer than that.
+      if (bytes_ + (input.size() - used) >= byte_limit_) return Result::kTooLarge;
+      return Result::kNeedMore;
+    }
+    if (ec == bhttp::error::header_limit) return Result::kTooLarge;
+    if (ec) return Result::kError;
+    return Result::kDone;
+  }
+
+  size_t bytes() const { return bytes_; }    // consumed for the header so far
+  size_t fields() const { return fields_; }  // parsed so far
+
+ private:
+  size_t byte_limit_;
+  size_t field_limit_;
+  size_t bytes_ = 0;
+  size_t fields_ = 0;
+};
 
 // Headers that must appear at most once: a second copy is either an attack (request smuggling,
 // credential confusion) or a broken client, and either way the request is ambiguous.
@@ -57,6 +132,7 @@ struct Stats {
   monitor::Family<monitor::Counter>* rejected = nullptr;
   monitor::Family<monitor::Gauge>* open = nullptr;
   monitor::Family<monitor::Counter>* accepted = nullptr;
+  monitor::Gauge* inflight_bytes = nullptr;
 };
 
 struct Core {
@@ -66,6 +142,25 @@ struct Core {
   std::atomic<bool> draining{false};
   std::atomic<size_t> connections{0};
   std::atomic<int64_t> writing{0};
+  // Bytes reserved by requests read but not answered yet (Limits::inflight_bytes_limit).
+  std::atomic<size_t> inflight_bytes{0};
+
+  // Takes `bytes` from the in-flight budget; false, taking nothing, when they do not fit.
+  [[nodiscard]] bool Reserve(size_t bytes) {
+    const size_t limit = limits.inflight_bytes_limit;
+    size_t held = inflight_bytes.load(std::memory_order_relaxed);
+    do {
+      if (bytes > limit || held > limit - bytes) return false;
+    } while (!inflight_bytes.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+    if (stats.inflight_bytes) stats.inflight_bytes->Add(double(bytes));
+    return true;
+  }
+
+  void Release(size_t bytes) {
+    if (bytes == 0) return;
+    inflight_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    if (stats.inflight_bytes) stats.inflight_bytes->Add(-double(bytes));
+  }
 };
 
 struct Listener {
@@ -145,6 +240,7 @@ class Session final : public ResponseSink,
   }
 
   ~Session() override {
+    core_.Release(reserved_);  // the connection went away before its request was answered
     --core_.connections;
     if (listener_.open) listener_.open->Add(-1);
   }
@@ -234,10 +330,12 @@ class Session final : public ResponseSink,
 
   void WaitForRequest() {
     parser_.emplace();
-    parser_->header_limit(static_cast<uint32_t>(core_.limits.header_limit_bytes));
     parser_->body_limit(core_.limits.body_limit_bytes);
+    header_reader_ =
+        HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
     if (buffer_.size() > 0) {
-      ReadHeader();
+      Arm(Waiting::kRequest, core_.limits.request_timeout);
+      ParseHeader();
       return;
     }
     Arm(Waiting::kIdle, core_.limits.idle_timeout);
@@ -251,20 +349,58 @@ class Session final : public ResponseSink,
                                 return;
                               }
                               self->buffer_.commit(n);
-                              self->ReadHeader();
+                              self->Arm(Waiting::kRequest, self->core_.limits.request_timeout);
+                              self->ParseHeader();
                             });
   }
 
-  void ReadHeader() {
-    Arm(Waiting::kRequest, core_.limits.request_timeout);
-    bhttp::async_read_header(stream_, buffer_, *parser_,
-                             [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                               if (ec) {
-                                 self->OnReadError(ec);
-                                 return;
-                               }
-                               self->OnHeader();
-                             });
+  // Parses what the buffer holds and reads more until the header is complete. The parser
+  // stops at the end of the header, so the body and pipelined requests stay in the buffer.
+  void ParseHeader() {
+    if (buffer_.size() > 0) {
+      size_t used = 0;
+      beast::error_code ec;
+      HeaderReader::Result result = header_reader_.Put(*parser_, buffer_.data(), used, ec);
+      buffer_.consume(used);
+      switch (result) {
+        case HeaderReader::Result::kNeedMore:
+          break;
+        case HeaderReader::Result::kDone:
+          OnHeader();
+          return;
+        case HeaderReader::Result::kTooLarge:
+          OnReadError(bhttp::error::header_limit);
+          return;
+        case HeaderReader::Result::kTooManyFields:
+          Reject(431,
+                 StrCat("the request header has more than ", core_.limits.header_fields_limit,
+                        " fields"),
+                 "too_many_headers");
+          return;
+        case HeaderReader::Result::kError:
+          OnReadError(ec);
+          return;
+      }
+    }
+    ReadMore(&Session::ParseHeader);
+  }
+
+  // Reads what the peer sends next into the buffer, then calls `then`. A failed read (the peer
+  // went away, the request deadline cancelled it) goes to OnReadError as Beast reports it.
+  void ReadMore(void (Session::*then)()) {
+    stream_.async_read_some(buffer_.prepare(kReadChunk), [self = this->shared_from_this(), then](
+                                                             beast::error_code ec, size_t n) {
+      if (ec == net::error::eof) {
+        ec = self->parser_->got_some() ? beast::error_code(bhttp::error::partial_message)
+                                       : beast::error_code(bhttp::error::end_of_stream);
+      }
+      if (ec) {
+        self->OnReadError(ec);
+        return;
+      }
+      self->buffer_.commit(n);
+      ((*self).*then)();
+    });
   }
 
   void OnHeader() {
@@ -278,9 +414,19 @@ class Session final : public ResponseSink,
       }
     }
     if (parser_->is_done()) {
+      // No body: what it holds is bounded by max_connections x header_limit_bytes, and
+      // probes, metadata and metrics stay answered while bodies fill the budget.
       OnRequest();
       return;
     }
+    // Reserved before the body is read (and before 100-continue invites it), so a request
+    // that does not fit is refused while the server holds nothing of its body.
+    const size_t reserve = header_reader_.bytes() + size_t(parser_->content_length().value_or(0));
+    if (!core_.Reserve(reserve)) {
+      RejectOverBudget();
+      return;
+    }
+    reserved_ = reserve;
     if (EqualsIgnoreCase(ToStd(request[bhttp::field::expect]), "100-continue")) {
       // curl and others wait for this before sending a body over 1 KiB.
       auto continue_response =
@@ -300,14 +446,57 @@ class Session final : public ResponseSink,
   }
 
   void ReadBody() {
-    bhttp::async_read(stream_, buffer_, *parser_,
-                      [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec) {
-                          self->OnReadError(ec);
-                          return;
-                        }
-                        self->OnRequest();
-                      });
+    // One put() takes every chunk the buffer holds, and stops at the end of the body.
+    parser_->eager(true);
+    ParseBody();
+  }
+
+  void ParseBody() {
+    if (buffer_.size() > 0) {
+      beast::error_code ec;
+      const size_t used = parser_->put(buffer_.data(), ec);
+      buffer_.consume(used);
+      if (parser_->chunked() && used > 0) {
+        // A chunked body declares no size: it is charged as it arrives, framing and trailers
+        // included.
+        if (!core_.Reserve(used)) {
+          RejectOverBudget();
+          return;
+        }
+        reserved_ += used;
+        const auto& fields = parser_->get();
+        if (size_t(std::distance(fields.begin(), fields.end())) >
+            core_.limits.header_fields_limit) {
+          Reject(431,
+                 StrCat("the request header and trailers have more than ",
+                        core_.limits.header_fields_limit, " fields"),
+                 "too_many_headers");
+          return;
+        }
+      }
+      if (ec && ec != bhttp::error::need_more) {
+        OnReadError(ec);
+        return;
+      }
+      if (parser_->is_done()) {
+        OnRequest();
+        return;
+      }
+      // Beast keeps a chunk-size line or the trailers in the buffer until they end, and puts
+      // no limit on them: the header's limit bounds them here.
+      if (buffer_.size() >= core_.limits.header_limit_bytes) {
+        Reject(431,
+               StrCat("a chunk header or the trailers exceed ", core_.limits.header_limit_bytes,
+                      " bytes"),
+               "header_too_large");
+        return;
+      }
+    }
+    ReadMore(&Session::ParseBody);
+  }
+
+  void RejectOverBudget() {
+    Reject(503, "the server holds too many request bytes; retry later", "over_budget");
   }
 
   void OnReadError(beast::error_code ec) {
@@ -381,6 +570,8 @@ class Session final : public ResponseSink,
     AppendJsonString(response.body, message);
     response.body.push_back('}');
     if (status == 405) response.headers.emplace_back("Allow", std::move(extra_header_));
+    // The budget frees as requests are answered, which takes milliseconds to seconds.
+    if (status == 503) response.headers.emplace_back("Retry-After", "1");
     Write(std::move(response));
   }
 
@@ -388,6 +579,9 @@ class Session final : public ResponseSink,
   // headers and a sized body, and Beast's generic serializer cost more than the rest of a cheap
   // request. Header values come from pillar's own code; CR and LF are dropped all the same.
   void Write(Response response) {
+    // The request is answered: what it held goes back to the budget.
+    core_.Release(reserved_);
+    reserved_ = 0;
     response_keep_alive_ = keep_alive_ && !core_.draining.load(std::memory_order_relaxed);
     head_.clear();
     head_.append("HTTP/1.1 ");
@@ -459,7 +653,10 @@ class Session final : public ResponseSink,
   Waiting waiting_ = Waiting::kNothing;
   bool timed_out_ = false;
   beast::flat_buffer buffer_;
-  std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::optional<RequestParser> parser_;
+  HeaderReader header_reader_{0, 0};
+  // Taken from the in-flight budget by the request being served.
+  size_t reserved_ = 0;
   std::string head_;  // the response being written: head and body
   std::string body_;
   bool response_keep_alive_ = true;

@@ -56,6 +56,35 @@ torch_threads = 2
   EXPECT_EQ(c->torch_threads, 2);
 }
 
+TEST(ConfigTest, LimitsOnWhatUnauthenticatedClientsMayMakeTheServerHold) {
+  Config defaults = *ParseConfig("", "pillar.toml", "");
+  EXPECT_EQ(defaults.limits.header_fields_limit, 100u);
+  EXPECT_EQ(defaults.limits.inflight_bytes_limit, size_t(1) << 30);
+
+  absl::StatusOr<Config> c = ParseConfig(
+      "[limits]\nheader_fields_limit = 40\nbody_limit_bytes = 1000\n"
+      "inflight_bytes_limit = 100000\n",
+      "p.toml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.header_fields_limit, 40u);
+  EXPECT_EQ(c->limits.inflight_bytes_limit, 100000u);
+
+  auto error = [](const std::string& text) {
+    absl::StatusOr<Config> c = ParseConfig(text, "p.toml", "");
+    EXPECT_FALSE(c.ok()) << text;
+    return std::string(c.status().message());
+  };
+  EXPECT_NE(error("[limits]\nheader_fields_limit = 0\n")
+                .find("header_fields_limit must be an integer in [1, 10000]"),
+            std::string::npos);
+  // A budget smaller than one request of the largest allowed size would refuse that request
+  // forever.
+  EXPECT_NE(error("[limits]\ninflight_bytes_limit = 1048576\n")
+                .find("inflight_bytes_limit (1048576) must be at least header_limit_bytes + "
+                      "body_limit_bytes (8404992)"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   auto error = [](const std::string& text) {
     absl::StatusOr<Config> c = ParseConfig(text, "p.toml", "");

@@ -4,8 +4,10 @@
 
 #include <chrono>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "testing/http_client.h"
 #include "testing/server_process.h"
@@ -24,7 +26,7 @@ class BadInputTest : public ::testing::Test {
     server_ = new testing::ServerProcess;
     server_->AddConfig(
         "[limits]\nbody_limit_bytes = 65536\nheader_limit_bytes = 4096\nrequest_timeout_ms = 800\n"
-        "idle_timeout_ms = 5000\n");
+        "idle_timeout_ms = 5000\nheader_fields_limit = 50\ninflight_bytes_limit = 200000\n");
     key_ = server_->CreateKey("bad-input");
     ASSERT_TRUE(server_->Start()) << server_->Log();
   }
@@ -162,6 +164,56 @@ TEST_F(BadInputTest, OversizedHeader) {
   ExpectError(
       Fetch(server_->data_port(), "GET", "/v2", "", {"X-Filler: " + std::string(5000, 'a')}), 431,
       "header exceeds");
+}
+
+TEST_F(BadInputTest, HeaderSplitOneByteIntoEachFieldNameGets431) {
+  // Each write completes a field and starts the next: every byte still counts.
+  HttpConnection c(server_->data_port());
+  c.SendRaw("GET /v2 HTTP/1.1\r\nHost: x\r\nX");
+  for (int i = 0; i < 40 && !c.Readable(2); ++i) {
+    if (!c.SendRaw("-" + std::string(200, 'a') + ": b\r\nX")) break;
+  }
+  HttpReply r = c.ReadReply();
+  ExpectError(r, 431, "header exceeds 4096 bytes");
+  EXPECT_EQ(r.Header("connection"), "close");
+}
+
+TEST_F(BadInputTest, TooManyHeaderFields) {
+  const int64_t before =
+      Metric(R"(pillar_http_rejected_total\{listener="data",reason="too_many_headers"\})");
+  std::vector<std::string> fields(60, "a: b");
+  ExpectError(Fetch(server_->data_port(), "GET", "/v2", "", fields), 431, "more than 50 fields");
+  EXPECT_EQ(Metric(R"(pillar_http_rejected_total\{listener="data",reason="too_many_headers"\})"),
+            before + 1);
+}
+
+TEST_F(BadInputTest, DeclaredBodiesPastTheInflightBudgetGet503BeforeAuthentication) {
+  // Unauthenticated: the budget is charged before anyone knows who sends the body.
+  const std::string header =
+      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n";
+  {
+    std::vector<std::unique_ptr<HttpConnection>> held;
+    for (int i = 0; i < 3; ++i) {
+      held.push_back(std::make_unique<HttpConnection>(server_->data_port()));
+      held.back()->SendRaw(header);
+    }
+    for (int i = 0; i < 200 && Metric("pillar_http_inflight_bytes") < 180000; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(Metric("pillar_http_inflight_bytes"), 3 * int64_t(header.size() + 60000));
+    HttpConnection refused(server_->data_port());
+    refused.SendRaw(header);
+    HttpReply r = refused.ReadReply();
+    ExpectError(r, 503, "too many request bytes");
+    EXPECT_EQ(r.Header("retry-after"), "1");
+    EXPECT_EQ(r.Header("connection"), "close");
+  }  // the held connections close: their reservations return
+  int64_t held = -1;
+  for (int i = 0; i < 200 && held != 0; ++i) {
+    held = Metric("pillar_http_inflight_bytes");
+    if (held != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(held, 0);
 }
 
 TEST_F(BadInputTest, DuplicateAuthorizationHeader) {
