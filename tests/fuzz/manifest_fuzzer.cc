@@ -35,8 +35,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string manifest(reinterpret_cast<const char*>(data), size);
   std::ofstream(fixture.dir + "/" + std::string(pillar::signing::kManifestFile), std::ios::trunc)
       << manifest;
-  auto verified = pillar::signing::VerifyModel(fixture.dir, {fixture.key.public_key});
-  // Only the genuine envelope (or one with the same signed content) may verify.
-  if (verified.ok() && verified->name != "fuzz/1") __builtin_trap();
+  auto verified = pillar::signing::VerifyModel(
+      fixture.dir, {fixture.key.public_key},
+      {.expected_name = "fuzz/1", .keep = {"model.pt"}, .after_read = {}});
+  // Only the genuine envelope (or one with the same signed content) may verify, and then the
+  // bytes kept are the file's.
+  if (verified.ok() &&
+      (verified->name != "fuzz/1" || verified->contents.at("model.pt") != "weights")) {
+    __builtin_trap();
+  }
   return 0;
 }
