@@ -32,7 +32,10 @@ wait_http() {  # url, [header]
   echo "bench: $1 did not come up" >&2; return 1
 }
 
-# pillar, on the committed demo store, 2 event-loop threads (one per core), access log to a file.
+# pillar as `./dev.sh run` configures it (scripts/run_demo.sh): the signed demo store, the
+# built-in policy, the access log and the audit log (with signed checkpoints) on, 2 event-loop
+# threads (one per core).
+"$pillar" keygen --out "$work/audit" >/dev/null 2>&1
 cat > "$work/pillar.toml" <<TOML
 [server]
 threads = 2
@@ -47,6 +50,10 @@ trusted_keys = ["$work/signing.pub"]
 path = "$work/state.db"
 [logging]
 access_log = "$work/access.log"
+[audit]
+file = "$work/audit.log"
+signing_key = "$work/audit.key"
+public_keys = ["$work/audit.pub"]
 TOML
 key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
 "$pillar" serve -c "$work/pillar.toml" --ports-file "$work/ports" 2>"$work/pillar.log" &
@@ -108,7 +115,14 @@ for r in $(seq 1 "$rounds"); do
   BENCH_PATH=/ BENCH_KEY="" run_wrk "nginx_http_c64_r$r" 2 64 "http://127.0.0.1:$nginx_port" get_auth.lua
 done
 
-/usr/bin/python3 "$root/bench/report.py" "$out" "$rounds" | tee "$work/report.md"
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+{
+  echo "Commit $commit; pillar configured as ./dev.sh run does: signed store, built-in policy,"
+  echo "access log and audit log (signed checkpoints) on; $rounds rounds of ${seconds} s."
+  echo
+  /usr/bin/python3 "$root/bench/report.py" "$out" "$rounds"
+} | tee "$work/report.md"
 mkdir -p "$root/bench/results"
 cp "$work/report.md" "$root/bench/results/latest.md"
 echo "bench: raw outputs in $out" >&2
