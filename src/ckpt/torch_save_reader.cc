@@ -1,6 +1,7 @@
 #include "ckpt/torch_save_reader.h"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -12,9 +13,48 @@
 namespace pillar::ckpt {
 namespace {
 
-// torch.save names storages "0", "1", ...: a longer key is no torch.save file, and copying a
-// long memoized key into each storage would let a few bytes of pickle cost kilobytes.
+// torch.save names storages "0", "1", ...: a longer key is no torch.save file, and each tensor's
+// lookup of its storage copies the key.
 constexpr size_t kMaxStorageKey = 256;
+
+// ---- What the reader's structures cost, as glibc's malloc hands out memory: each block has an
+// 8-byte header and is rounded up to 16 bytes (32 at least). Charging these rather than the bytes
+// asked for is what keeps the documented bound a bound on the process's memory.
+constexpr uint64_t Allocation(uint64_t n) { return std::max<uint64_t>(32, (n + 8 + 15) / 16 * 16); }
+// A std::string's own heap block: none while it fits in the object (libstdc++ keeps up to 15).
+constexpr uint64_t StringHeap(uint64_t length) { return length <= 15 ? 0 : Allocation(length + 1); }
+// A std::map node: the red-black tree's colour and three links, then the key and value.
+template <typename Pair>
+constexpr uint64_t MapNode() {
+  return Allocation(4 * sizeof(void*) + sizeof(Pair));
+}
+
+// The memory the reader may use for the zip directory and the pickle machine's values, container
+// slots and memo (see TorchSaveLimits). Charges are never refunded: what is freed early (a
+// tensor's argument tuple) still counts, so the total charged bounds what is ever held at once.
+class MemoryBudget {
+ public:
+  MemoryBudget(const TorchSaveLimits& limits, uint64_t file_size)
+      : per_file_byte_(limits.max_pickle_bytes_per_file_byte), floor_(limits.min_pickle_bytes) {
+    if (__builtin_mul_overflow(per_file_byte_, file_size, &limit_)) limit_ = UINT64_MAX;
+    limit_ = std::max(limit_, floor_);
+  }
+  // Whether `n` more bytes fit; if so they are counted.
+  [[nodiscard]] bool Charge(uint64_t n) {
+    if (n > limit_ - used_) return false;
+    used_ += n;
+    return true;
+  }
+  uint64_t limit() const { return limit_; }
+  // Why a charge failed, naming the limit.
+  std::string Exceeded() const {
+    return StrCat("would take more than ", limit_, " bytes of memory (the limit: ", per_file_byte_,
+                  " times the file's size, at least ", floor_, " bytes)");
+  }
+
+ private:
+  uint64_t per_file_byte_, floor_, limit_ = 0, used_ = 0;
+};
 
 // ---- The zip container (stored entries only, zip64 aware).
 
@@ -38,7 +78,8 @@ struct ZipEntry {
   uint64_t size = 0;
 };
 
-absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(std::span<const std::byte> bytes) {
+absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(std::span<const std::byte> bytes,
+                                                        MemoryBudget& budget) {
   const Reader r(bytes);
   auto bad = [](std::string_view what) {
     return absl::InvalidArgumentError(StrCat("not a torch.save file: ", what));
@@ -98,7 +139,13 @@ absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(std::span<const std::byt
     if (!r.Has(local, 30) || r.U(local, 4) != 0x04034b50) return bad("broken local header");
     const uint64_t data = local + 30 + r.U(local + 26, 2) + r.U(local + 28, 2);
     if (!r.Has(data, size)) return bad(StrCat("entry ", name, " runs past the end"));
-    entries[name] = {data, size};
+    // Each entry takes at least 46 bytes of directory, but its node several times that.
+    const uint64_t cost = MapNode<std::pair<const std::string, ZipEntry>>() + StringHeap(name_len);
+    const bool inserted = entries.insert_or_assign(std::move(name), ZipEntry{data, size}).second;
+    if (inserted && !budget.Charge(cost)) {
+      return absl::InvalidArgumentError(
+          StrCat("torch.save zip directory of ", count, " entries ", budget.Exceeded()));
+    }
     at += 46 + name_len + extra_len + comment_len;
   }
   return entries;
@@ -108,69 +155,105 @@ absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(std::span<const std::byt
 
 struct Value;
 using ValuePtr = std::shared_ptr<Value>;
+// Kept small, as a pickle can make one every byte or two: strings are views of the pickle (which
+// outlives every value), and what a storage or tensor needs beyond a leaf's fields is in `i` and
+// `items`.
 struct Value {
-  enum class Kind { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal, kStorage,
-                    kTensor, kMark };
+  enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal,
+                              kStorage, kTensor, kMark };
   Value() = default;
   Value(const Value&) = delete;
   Value& operator=(const Value&) = delete;
   ~Value();
 
-  // Moves this value's children (items, storage) to `out`, leaving it a leaf.
-  void ReleaseChildren(std::vector<ValuePtr>& out) {
-    for (ValuePtr& item : items) out.push_back(std::move(item));
-    items.clear();
-    if (storage != nullptr) out.push_back(std::move(storage));
-  }
-
   Kind kind = Kind::kNone;
-  int64_t i = 0;
-  std::string s;                // string; a global's "module.name"; a storage's key
-  std::vector<ValuePtr> items;  // tuple, list; a dict's keys and values alternating
-  DType dtype = DType::kFloat32;  // storage
-  ValuePtr storage;               // tensor
-  std::vector<int64_t> size, stride;
-  uint32_t depth = 1;   // levels of containers down to the deepest leaf, this one included
   bool nested = false;  // inside a container or tensor, and so never changed again
+  uint32_t depth = 1;   // levels of containers down to the deepest leaf, this one included
+  int64_t i = 0;        // an int, a bool, a float's bits; a storage's DType; a tensor's offset
+  std::string_view s;   // a string; a global's "module\nname"; a storage's key
+  // A tuple's or list's items; a dict's keys and values alternating; a tensor's storage, size
+  // tuple and stride tuple.
+  std::vector<ValuePtr> items;
 };
 
 // Frees the children iteratively: the default destructor would recurse once per level of
 // nesting, and a deep enough value tree (a million nested lists fit in 2 MB of pickle)
-// overflows the stack. Each value whose last owner is here gives up its children to the
-// worklist before it is destroyed, so no destructor below this one has children to free.
+// overflows the stack. A child whose last owner is here and that has children of its own goes to
+// a worklist, which takes those children before destroying it, so no destructor below this one
+// has children to free. Every other child is let go at once, so that one held twice here is
+// last owned by its second slot and goes to the worklist from there.
 Value::~Value() {
-  if (items.empty() && storage == nullptr) return;
+  if (items.empty()) return;
   std::vector<ValuePtr> pending;
-  ReleaseChildren(pending);
+  auto release = [&pending](std::vector<ValuePtr>& children) {
+    for (ValuePtr& child : children) {
+      if (child.use_count() == 1 && !child->items.empty()) {
+        pending.push_back(std::move(child));
+      } else {
+        child.reset();  // a leaf, or a value still held elsewhere: nothing below it is freed
+      }
+    }
+    children.clear();
+  };
+  release(items);
   while (!pending.empty()) {
     ValuePtr v = std::move(pending.back());
     pending.pop_back();
-    if (v.use_count() == 1) v->ReleaseChildren(pending);
+    release(v->items);
   }
 }
 
-ValuePtr Make(Value::Kind kind) {
-  auto v = std::make_shared<Value>();
-  v->kind = kind;
-  return v;
+// What a value costs the budget: its one block (make_shared puts the value after the control
+// block's vtable pointer and two counts), and for a container, its entry on the worklist that
+// frees it, which doubles as it grows and so holds up to three pointers an entry while it moves.
+constexpr uint64_t kValueCost = Allocation(sizeof(Value) + sizeof(void*) + 2 * sizeof(int32_t));
+constexpr uint64_t kWorklistCost = 3 * sizeof(ValuePtr);
+
+bool IsContainer(Value::Kind kind) {
+  using K = Value::Kind;
+  return kind == K::kTuple || kind == K::kList || kind == K::kDict || kind == K::kTensor;
+}
+
+// A global's "module\nname" as Python writes it, for messages.
+std::string Dotted(std::string_view global) {
+  std::string out(global);
+  std::replace(out.begin(), out.end(), '\n', '.');
+  return out;
 }
 
 std::optional<DType> StorageDType(std::string_view global) {
   static const std::pair<std::string_view, DType> kStorages[] = {
-      {"torch.FloatStorage", DType::kFloat32}, {"torch.DoubleStorage", DType::kFloat64},
-      {"torch.HalfStorage", DType::kFloat16},  {"torch.BFloat16Storage", DType::kBFloat16},
-      {"torch.LongStorage", DType::kInt64},    {"torch.IntStorage", DType::kInt32},
-      {"torch.ShortStorage", DType::kInt16},   {"torch.CharStorage", DType::kInt8},
-      {"torch.ByteStorage", DType::kUInt8},    {"torch.BoolStorage", DType::kBool}};
+      {"torch\nFloatStorage", DType::kFloat32}, {"torch\nDoubleStorage", DType::kFloat64},
+      {"torch\nHalfStorage", DType::kFloat16},  {"torch\nBFloat16Storage", DType::kBFloat16},
+      {"torch\nLongStorage", DType::kInt64},    {"torch\nIntStorage", DType::kInt32},
+      {"torch\nShortStorage", DType::kInt16},   {"torch\nCharStorage", DType::kInt8},
+      {"torch\nByteStorage", DType::kUInt8},    {"torch\nBoolStorage", DType::kBool}};
   for (const auto& [name, dtype] : kStorages) {
     if (name == global) return dtype;
   }
   return std::nullopt;
 }
 
+// A tensor's size or stride: a tuple of at most 16 non-negative ints.
+bool IsShape(const Value& v) {
+  if (v.kind != Value::Kind::kTuple || v.items.size() > 16) return false;
+  for (const ValuePtr& d : v.items) {
+    if (d->kind != Value::Kind::kInt || d->i < 0) return false;
+  }
+  return true;
+}
+
+std::vector<int64_t> Ints(const Value& shape) {
+  std::vector<int64_t> out;
+  out.reserve(shape.items.size());
+  for (const ValuePtr& d : shape.items) out.push_back(d->i);
+  return out;
+}
+
 class Unpickler {
  public:
-  Unpickler(std::span<const std::byte> p, const TorchSaveLimits& limits) : p_(p), limits_(limits) {}
+  Unpickler(std::span<const std::byte> p, const TorchSaveLimits& limits, MemoryBudget& budget)
+      : p_(p), limits_(limits), budget_(budget) {}
 
   absl::StatusOr<ValuePtr> Run() {
     for (;;) {
@@ -193,6 +276,7 @@ class Unpickler {
   absl::Status Bad(std::string_view what) const {
     return absl::InvalidArgumentError(StrCat("torch.save pickle at byte ", pos_, ": ", what));
   }
+  absl::Status OverBudget() const { return Bad(budget_.Exceeded()); }
   bool Need(uint64_t n) const { return n <= p_.size() - pos_; }
   uint64_t U(int n) {
     uint64_t v = 0;
@@ -200,94 +284,141 @@ class Unpickler {
     pos_ += size_t(n);
     return v;
   }
+  std::string_view View(size_t at, size_t n) const {
+    return std::string_view(reinterpret_cast<const char*>(p_.data() + at), n);
+  }
+
+  // A new value, charged; nullptr when the budget has no room (Push then says so).
+  ValuePtr New(Value::Kind kind) {
+    if (!budget_.Charge(kValueCost + (IsContainer(kind) ? kWorklistCost : 0))) return nullptr;
+    auto v = std::make_shared<Value>();
+    v->kind = kind;
+    return v;
+  }
+  // None, the booleans, ints 0 to 255 and marks are one value however often the pickle makes
+  // them: `Na` repeated costs a list slot per two bytes, not a value.
+  ValuePtr Shared(ValuePtr& slot, Value::Kind kind, int64_t i) {
+    if (slot == nullptr) {
+      slot = New(kind);
+      if (slot != nullptr) slot->i = i;
+    }
+    return slot;
+  }
+  // Room for `extra` more pointers in `v`, charged. The capacity at least doubles, so a vector
+  // filled one at a time is charged under twice its final size, which covers the old and new
+  // blocks both held while it moves.
+  [[nodiscard]] bool Grow(std::vector<ValuePtr>& v, size_t extra) {
+    if (extra <= v.capacity() - v.size()) return true;
+    const size_t want = std::max(v.size() + extra, 2 * v.capacity());
+    if (!budget_.Charge(Allocation(uint64_t(want) * sizeof(ValuePtr)))) return false;
+    v.reserve(want);
+    return true;
+  }
+  absl::Status Push(ValuePtr v) {
+    if (v == nullptr || !Grow(stack_, 1)) return OverBudget();
+    stack_.push_back(std::move(v));
+    return absl::OkStatus();
+  }
   absl::StatusOr<ValuePtr> Pop() {
     if (stack_.empty() || stack_.back()->kind == Value::Kind::kMark) {
       return Bad("pops an empty stack");
     }
-    ValuePtr v = stack_.back();
+    ValuePtr v = std::move(stack_.back());
     stack_.pop_back();
     return v;
   }
-  // The values above the topmost mark, and the mark removed.
-  absl::StatusOr<std::vector<ValuePtr>> PopMark() {
+  // The stack index below `at`, or past the stack's end where there is none (which Modifiable
+  // refuses).
+  size_t Below(size_t at) const { return at == 0 ? stack_.size() : at - 1; }
+  // Where the topmost mark is on the stack.
+  absl::StatusOr<size_t> TopMark() const {
     for (size_t i = stack_.size(); i-- > 0;) {
-      if (stack_[i]->kind == Value::Kind::kMark) {
-        std::vector<ValuePtr> items(stack_.begin() + ptrdiff_t(i) + 1, stack_.end());
-        stack_.resize(i);
-        return items;
-      }
+      if (stack_[i]->kind == Value::Kind::kMark) return i;
     }
     return Bad("no mark");
   }
   absl::Status PushString(uint64_t len) {
     if (!Need(len)) return Bad("string runs past the end");
-    ValuePtr v = Make(Value::Kind::kString);
-    v->s.assign(reinterpret_cast<const char*>(p_.data() + pos_), len);
+    ValuePtr v = New(Value::Kind::kString);
+    if (v != nullptr) v->s = View(pos_, len);
     pos_ += len;
-    stack_.push_back(std::move(v));
-    return absl::OkStatus();
+    return Push(std::move(v));
   }
   absl::Status PushInt(int64_t i) {
-    ValuePtr v = Make(Value::Kind::kInt);
-    v->i = i;
-    stack_.push_back(std::move(v));
-    return absl::OkStatus();
+    if (i >= 0 && i < int64_t(small_ints_.size())) {
+      return Push(Shared(small_ints_[size_t(i)], Value::Kind::kInt, i));
+    }
+    ValuePtr v = New(Value::Kind::kInt);
+    if (v != nullptr) v->i = i;
+    return Push(std::move(v));
   }
   absl::Status Memo(uint64_t index) {
     if (stack_.empty()) return Bad("memoizes an empty stack");
-    if (index > 100'000'000) return Bad("memo index too large");
+    // The pickler numbers memo entries from 0, one a value, so an index past the entries the
+    // budget could hold at all would only be reached by a memo it refuses: say so before
+    // growing the memo towards it.
+    if (index >= budget_.limit() / sizeof(ValuePtr)) {
+      return Bad(StrCat("memo index ", index, " ", budget_.Exceeded()));
+    }
+    if (index >= memo_.size()) {
+      if (!Grow(memo_, size_t(index) + 1 - memo_.size())) return OverBudget();
+      memo_.resize(size_t(index) + 1);
+    }
+    if (memo_[index] == nullptr) ++memo_count_;
     memo_[index] = stack_.back();
     return absl::OkStatus();
   }
   absl::Status Get(uint64_t index) {
-    auto it = memo_.find(index);
-    if (it == memo_.end()) return Bad("reads an unset memo slot");
-    stack_.push_back(it->second);
-    return absl::OkStatus();
+    if (index >= memo_.size() || memo_[index] == nullptr) return Bad("reads an unset memo slot");
+    return Push(memo_[index]);
   }
-  // Puts `child` into `parent`, a new tuple or a list or dict being filled (see Modifiable).
+  // Puts `child` into `parent`, a new tuple or tensor, or a list or dict being filled (see
+  // Modifiable).
   absl::Status Adopt(Value& parent, ValuePtr child) {
     if (child.get() == &parent) return Bad("puts a container inside itself");
     if (child->depth >= limits_.max_nesting) {
       return Bad(
           StrCat("nests containers more than ", limits_.max_nesting, " levels deep (the limit)"));
     }
+    if (!Grow(parent.items, 1)) return OverBudget();
     parent.depth = std::max(parent.depth, child->depth + 1);
     child->nested = true;
     parent.items.push_back(std::move(child));
     return absl::OkStatus();
   }
-  // Whether the list or dict on top of the stack may take more items. One already inside
+  // Moves the values above the mark at `mark` into the container just below it, and drops the
+  // mark; the caller has checked the container (Modifiable).
+  absl::Status Fill(size_t mark) {
+    Value& container = *stack_[mark - 1];
+    if (!Grow(container.items, stack_.size() - mark - 1)) return OverBudget();
+    for (size_t i = mark + 1; i < stack_.size(); ++i) {
+      if (absl::Status s = Adopt(container, std::move(stack_[i])); !s.ok()) return s;
+    }
+    stack_.resize(mark);
+    return absl::OkStatus();
+  }
+  // Whether the list or dict at `at` on the stack may take more items. One already inside
   // another container is refused: the pickler fills each container before anything holds it,
   // so only a recursive structure (never part of a state_dict) would need it, and refusing it
   // keeps the values free of cycles (which shared_ptr would leak) and every recorded depth exact.
-  absl::Status Modifiable(Value::Kind kind, std::string_view what) {
-    if (stack_.empty() || stack_.back()->kind != kind) return Bad(what);
-    if (stack_.back()->nested) return Bad("changes a container already inside another");
+  absl::Status Modifiable(size_t at, Value::Kind kind, std::string_view what) {
+    if (at >= stack_.size() || stack_[at]->kind != kind) return Bad(what);
+    if (stack_[at]->nested) return Bad("changes a container already inside another");
     return absl::OkStatus();
   }
   absl::Status Reduce(const ValuePtr& callable, const ValuePtr& args);
-  absl::Status SetItems(std::vector<ValuePtr> items);
   absl::Status Step(uint8_t op);
 
   std::span<const std::byte> p_;
   const TorchSaveLimits limits_;
+  MemoryBudget& budget_;
   size_t pos_ = 0;
   std::vector<ValuePtr> stack_;
-  std::map<uint64_t, ValuePtr> memo_;
+  std::vector<ValuePtr> memo_;  // by index; unset entries are null
+  size_t memo_count_ = 0;       // entries set, where MEMOIZE puts the next
+  ValuePtr none_, true_, false_, mark_;
+  std::array<ValuePtr, 256> small_ints_;
 };
-
-absl::Status Unpickler::SetItems(std::vector<ValuePtr> items) {
-  if (items.size() % 2 != 0) return Bad("odd number of dict items");
-  if (absl::Status s = Modifiable(Value::Kind::kDict, "sets items on a non-dict"); !s.ok()) {
-    return s;
-  }
-  Value& dict = *stack_.back();
-  for (ValuePtr& v : items) {
-    if (absl::Status s = Adopt(dict, std::move(v)); !s.ok()) return s;
-  }
-  return absl::OkStatus();
-}
 
 absl::Status Unpickler::Reduce(const ValuePtr& callable, const ValuePtr& args) {
   if (callable->kind != Value::Kind::kGlobal || args->kind != Value::Kind::kTuple) {
@@ -295,40 +426,28 @@ absl::Status Unpickler::Reduce(const ValuePtr& callable, const ValuePtr& args) {
   }
   const std::vector<ValuePtr>& a = args->items;
   auto is = [](const ValuePtr& v, Value::Kind k) { return v->kind == k; };
-  auto ints = [&](const ValuePtr& v, std::vector<int64_t>* out) {
-    if (!is(v, Value::Kind::kTuple)) return false;
-    for (const ValuePtr& d : v->items) {
-      if (!is(d, Value::Kind::kInt) || d->i < 0) return false;
-      out->push_back(d->i);
-    }
-    return out->size() <= 16;
-  };
-  if (callable->s == "collections.OrderedDict") {
-    stack_.push_back(Make(Value::Kind::kDict));
-    return absl::OkStatus();
-  }
-  if (callable->s == "torch._utils._rebuild_tensor_v2") {
+  if (callable->s == "collections\nOrderedDict") return Push(New(Value::Kind::kDict));
+  if (callable->s == "torch._utils\n_rebuild_tensor_v2") {
     if (a.size() < 4 || !is(a[0], Value::Kind::kStorage) || !is(a[1], Value::Kind::kInt) ||
         a[1]->i < 0) {
       return Bad("_rebuild_tensor_v2 with unexpected arguments");
     }
-    ValuePtr t = Make(Value::Kind::kTensor);
-    a[0]->nested = true;
-    t->storage = a[0];
-    t->depth = a[0]->depth + 1;
-    t->i = a[1]->i;  // storage offset, in elements
-    if (!ints(a[2], &t->size) || !ints(a[3], &t->stride) || t->size.size() != t->stride.size()) {
+    if (!IsShape(*a[2]) || !IsShape(*a[3]) || a[2]->items.size() != a[3]->items.size()) {
       return Bad("a tensor's size and stride must be tuples of the same length");
     }
-    stack_.push_back(std::move(t));
-    return absl::OkStatus();
+    ValuePtr t = New(Value::Kind::kTensor);
+    if (t == nullptr || !Grow(t->items, 3)) return OverBudget();
+    t->i = a[1]->i;  // storage offset, in elements
+    for (int k : {0, 2, 3}) {
+      if (absl::Status s = Adopt(*t, a[size_t(k)]); !s.ok()) return s;
+    }
+    return Push(std::move(t));
   }
-  if (callable->s == "torch._utils._rebuild_parameter") {
+  if (callable->s == "torch._utils\n_rebuild_parameter") {
     if (a.empty() || !is(a[0], Value::Kind::kTensor)) return Bad("_rebuild_parameter without a tensor");
-    stack_.push_back(a[0]);
-    return absl::OkStatus();
+    return Push(a[0]);
   }
-  return Bad(StrCat("refuses to call ", callable->s, " (not part of a state_dict)"));
+  return Bad(StrCat("refuses to call ", Dotted(callable->s), " (not part of a state_dict)"));
 }
 
 absl::Status Unpickler::Step(uint8_t op) {
@@ -343,27 +462,19 @@ absl::Status Unpickler::Step(uint8_t op) {
       pos_ += 8;
       return absl::OkStatus();
     case '}':
-      stack_.push_back(Make(K::kDict));
-      return absl::OkStatus();
+      return Push(New(K::kDict));
     case ']':
-      stack_.push_back(Make(K::kList));
-      return absl::OkStatus();
+      return Push(New(K::kList));
     case ')':
-      stack_.push_back(Make(K::kTuple));
-      return absl::OkStatus();
+      return Push(New(K::kTuple));
     case '(':
-      stack_.push_back(Make(K::kMark));
-      return absl::OkStatus();
+      return Push(Shared(mark_, K::kMark, 0));
     case 'N':
-      stack_.push_back(Make(K::kNone));
-      return absl::OkStatus();
+      return Push(Shared(none_, K::kNone, 0));
     case 0x88:
-    case 0x89: {
-      ValuePtr v = Make(K::kBool);
-      v->i = op == 0x88;
-      stack_.push_back(std::move(v));
-      return absl::OkStatus();
-    }
+      return Push(Shared(true_, K::kBool, 1));
+    case 0x89:
+      return Push(Shared(false_, K::kBool, 0));
     case 'X':  // BINUNICODE
     case 'T':  // BINSTRING
     case 'B':  // BINBYTES
@@ -395,24 +506,21 @@ absl::Status Unpickler::Step(uint8_t op) {
       if (!Need(8)) return Bad("truncated");
       uint64_t bits = 0;
       for (int i = 0; i < 8; ++i) bits = bits << 8 | uint64_t(p_[pos_++]);
-      ValuePtr v = Make(K::kFloat);
-      std::memcpy(&v->i, &bits, 8);
-      stack_.push_back(std::move(v));
-      return absl::OkStatus();
+      ValuePtr v = New(K::kFloat);
+      if (v != nullptr) std::memcpy(&v->i, &bits, 8);
+      return Push(std::move(v));
     }
-    case 'c': {  // GLOBAL "module\nname\n"
-      std::string parts[2];
-      for (std::string& part : parts) {
-        while (pos_ < p_.size() && char(p_[pos_]) != '\n' && part.size() < 256) {
-          part += char(p_[pos_++]);
-        }
+    case 'c': {  // GLOBAL "module\nname\n", kept as "module\nname"
+      const size_t start = pos_;
+      for (int part = 0; part < 2; ++part) {
+        const size_t begin = pos_;
+        while (pos_ < p_.size() && char(p_[pos_]) != '\n' && pos_ - begin < 256) ++pos_;
         if (pos_ >= p_.size() || char(p_[pos_]) != '\n') return Bad("broken GLOBAL");
         ++pos_;
       }
-      ValuePtr v = Make(K::kGlobal);
-      v->s = parts[0] + "." + parts[1];
-      stack_.push_back(std::move(v));
-      return absl::OkStatus();
+      ValuePtr v = New(K::kGlobal);
+      if (v != nullptr) v->s = View(start, pos_ - 1 - start);
+      return Push(std::move(v));
     }
     case 'q':
       if (!Need(1)) return Bad("truncated");
@@ -421,7 +529,7 @@ absl::Status Unpickler::Step(uint8_t op) {
       if (!Need(4)) return Bad("truncated");
       return Memo(U(4));
     case 0x94:  // MEMOIZE
-      return Memo(memo_.size());
+      return Memo(memo_count_);
     case 'h':
       if (!Need(1)) return Bad("truncated");
       return Get(U(1));
@@ -429,14 +537,15 @@ absl::Status Unpickler::Step(uint8_t op) {
       if (!Need(4)) return Bad("truncated");
       return Get(U(4));
     case 't': {
-      absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
-      if (!items.ok()) return items.status();
-      ValuePtr v = Make(K::kTuple);
-      for (ValuePtr& item : *items) {
-        if (absl::Status s = Adopt(*v, std::move(item)); !s.ok()) return s;
+      absl::StatusOr<size_t> mark = TopMark();
+      if (!mark.ok()) return mark.status();
+      ValuePtr v = New(K::kTuple);
+      if (v == nullptr || !Grow(v->items, stack_.size() - *mark - 1)) return OverBudget();
+      for (size_t i = *mark + 1; i < stack_.size(); ++i) {
+        if (absl::Status s = Adopt(*v, std::move(stack_[i])); !s.ok()) return s;
       }
-      stack_.push_back(std::move(v));
-      return absl::OkStatus();
+      stack_.resize(*mark);
+      return Push(std::move(v));
     }
     case 0x85:
     case 0x86:
@@ -448,12 +557,12 @@ absl::Status Unpickler::Step(uint8_t op) {
         if (!item.ok()) return item.status();
         popped[i] = std::move(*item);
       }
-      ValuePtr v = Make(K::kTuple);
+      ValuePtr v = New(K::kTuple);
+      if (v == nullptr || !Grow(v->items, n)) return OverBudget();
       for (size_t i = 0; i < n; ++i) {
         if (absl::Status s = Adopt(*v, std::move(popped[i])); !s.ok()) return s;
       }
-      stack_.push_back(std::move(v));
-      return absl::OkStatus();
+      return Push(std::move(v));
     }
     case 'Q': {  // BINPERSID: ('storage', storage type, key, location, numel)
       absl::StatusOr<ValuePtr> pid = Pop();
@@ -464,15 +573,16 @@ absl::Status Unpickler::Step(uint8_t op) {
         return Bad("a persistent id that is not a storage");
       }
       std::optional<DType> dtype = StorageDType(a[1]->s);
-      if (!dtype) return Bad(StrCat("unsupported storage type ", a[1]->s));
+      if (!dtype) return Bad(StrCat("unsupported storage type ", Dotted(a[1]->s)));
       if (a[2]->s.size() > kMaxStorageKey) {
         return Bad(StrCat("a storage key longer than ", kMaxStorageKey, " bytes"));
       }
-      ValuePtr v = Make(K::kStorage);
-      v->s = a[2]->s;
-      v->dtype = *dtype;
-      stack_.push_back(std::move(v));
-      return absl::OkStatus();
+      ValuePtr v = New(K::kStorage);
+      if (v != nullptr) {
+        v->s = a[2]->s;
+        v->i = int64_t(*dtype);
+      }
+      return Push(std::move(v));
     }
     case 'R': {
       absl::StatusOr<ValuePtr> args = Pop();
@@ -486,28 +596,40 @@ absl::Status Unpickler::Step(uint8_t op) {
       if (!value.ok()) return value.status();
       absl::StatusOr<ValuePtr> key = Pop();
       if (!key.ok()) return key.status();
-      return SetItems({*key, *value});
+      if (absl::Status s = Modifiable(Below(stack_.size()), K::kDict, "sets items on a non-dict");
+          !s.ok()) {
+        return s;
+      }
+      Value& dict = *stack_.back();
+      if (absl::Status s = Adopt(dict, std::move(*key)); !s.ok()) return s;
+      return Adopt(dict, std::move(*value));
     }
     case 'u': {
-      absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
-      if (!items.ok()) return items.status();
-      return SetItems(std::move(*items));
+      absl::StatusOr<size_t> mark = TopMark();
+      if (!mark.ok()) return mark.status();
+      if ((stack_.size() - *mark - 1) % 2 != 0) return Bad("odd number of dict items");
+      if (absl::Status s = Modifiable(Below(*mark), K::kDict, "sets items on a non-dict");
+          !s.ok()) {
+        return s;
+      }
+      return Fill(*mark);
     }
     case 'a': {
       absl::StatusOr<ValuePtr> value = Pop();
       if (!value.ok()) return value.status();
-      if (absl::Status s = Modifiable(K::kList, "appends to a non-list"); !s.ok()) return s;
+      if (absl::Status s = Modifiable(Below(stack_.size()), K::kList, "appends to a non-list");
+          !s.ok()) {
+        return s;
+      }
       return Adopt(*stack_.back(), std::move(*value));
     }
     case 'e': {
-      absl::StatusOr<std::vector<ValuePtr>> items = PopMark();
-      if (!items.ok()) return items.status();
-      if (absl::Status s = Modifiable(K::kList, "appends to a non-list"); !s.ok()) return s;
-      Value& list = *stack_.back();
-      for (ValuePtr& v : *items) {
-        if (absl::Status s = Adopt(list, std::move(v)); !s.ok()) return s;
+      absl::StatusOr<size_t> mark = TopMark();
+      if (!mark.ok()) return mark.status();
+      if (absl::Status s = Modifiable(Below(*mark), K::kList, "appends to a non-list"); !s.ok()) {
+        return s;
       }
-      return absl::OkStatus();
+      return Fill(*mark);
     }
     case 'b': {  // BUILD: state for the object below (a state_dict's _metadata): not needed
       absl::StatusOr<ValuePtr> state = Pop();
@@ -544,7 +666,8 @@ bool Contiguous(const std::vector<int64_t>& size, const std::vector<int64_t>& st
 
 absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
                                              const TorchSaveLimits& limits) {
-  absl::StatusOr<std::map<std::string, ZipEntry>> zip = ReadZip(bytes);
+  MemoryBudget budget(limits, bytes.size());
+  absl::StatusOr<std::map<std::string, ZipEntry>> zip = ReadZip(bytes, budget);
   if (!zip.ok()) return zip.status();
   std::string prefix;
   const ZipEntry* pickle = nullptr;
@@ -557,7 +680,7 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
     }
   }
   if (pickle == nullptr) return absl::InvalidArgumentError("not a torch.save file: no data.pkl");
-  Unpickler unpickler(bytes.subspan(pickle->offset, pickle->size), limits);
+  Unpickler unpickler(bytes.subspan(pickle->offset, pickle->size), limits, budget);
   absl::StatusOr<ValuePtr> root = unpickler.Run();
   if (!root.ok()) return root.status();
   if ((*root)->kind != Value::Kind::kDict) {
@@ -572,15 +695,16 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
     cap = UINT64_MAX;
   }
   uint64_t materialised = 0;
-  auto charge = [&](uint64_t n, std::string_view name) -> absl::Status {
+  // `name` is the tensor it is for, or null for all of them.
+  auto charge = [&](uint64_t n, const std::string_view* name) -> absl::Status {
     if (n <= cap - materialised) {
       materialised += n;
       return absl::OkStatus();
     }
     return absl::InvalidArgumentError(
-        StrCat("tensor '", Shortened(name), "': the tensors' copies, names and shapes would take ",
-               "more than ", cap, " bytes, ", limits.max_materialised_per_file_byte,
-               " times the file's size (the limit)"));
+        StrCat(name == nullptr ? "" : StrCat("tensor '", Shortened(*name), "': "),
+               "the tensors' copies, names and shapes would take more than ", cap, " bytes, ",
+               limits.max_materialised_per_file_byte, " times the file's size (the limit)"));
   };
   // A strided view is copied once, however many tensors name it: tied weights and hostile files
   // alike may refer to one view many times, and the tensors can share the copy's bytes.
@@ -588,28 +712,38 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
       std::tuple<std::string_view, DType, int64_t, std::vector<int64_t>, std::vector<int64_t>>;
   std::map<ViewKey, std::span<const std::byte>> gathered;
   const std::vector<ValuePtr>& items = (*root)->items;
+  // The tensors' records, in one block: growing it one at a time would hold the old and new
+  // blocks at once.
+  if (absl::Status s = charge(Allocation(items.size() / 2 * sizeof(TorchSaveTensor)), nullptr);
+      !s.ok()) {
+    return s;
+  }
+  file.tensors.reserve(items.size() / 2);
   for (size_t i = 0; i + 1 < items.size(); i += 2) {
     if (items[i]->kind != Value::Kind::kString || items[i + 1]->kind != Value::Kind::kTensor) {
       return absl::InvalidArgumentError("every key must be a string and every value a tensor");
     }
-    const std::string& name = items[i]->s;
+    const std::string_view name = items[i]->s;
     const Value& t = *items[i + 1];
-    auto storage = zip->find(prefix + "data/" + t.storage->s);
+    const Value& storage_value = *t.items[0];
+    const std::vector<int64_t> size = Ints(*t.items[1]), stride = Ints(*t.items[2]);
+    const DType dtype = DType(storage_value.i);
+    auto storage = zip->find(StrCat(prefix, "data/", storage_value.s));
     if (storage == zip->end()) {
       return absl::InvalidArgumentError(
           StrCat("tensor '", Shortened(name), "': its storage is missing"));
     }
-    const uint64_t element = DTypeSize(t.storage->dtype);
+    const uint64_t element = DTypeSize(dtype);
     const uint64_t storage_elements = storage->second.size / element;
     // Every product and sum checked: sizes, strides and the offset come from the file.
     uint64_t numel = 1;
     uint64_t last = uint64_t(t.i);  // the highest element index the view touches
     bool overflow = false;
-    for (size_t d = 0; d < t.size.size(); ++d) {
-      const uint64_t n = uint64_t(t.size[d]);
+    for (size_t d = 0; d < size.size(); ++d) {
+      const uint64_t n = uint64_t(size[d]);
       overflow |= __builtin_mul_overflow(numel, n, &numel);
       uint64_t reach = 0;
-      if (n > 0) overflow |= __builtin_mul_overflow(n - 1, uint64_t(t.stride[d]), &reach);
+      if (n > 0) overflow |= __builtin_mul_overflow(n - 1, uint64_t(stride[d]), &reach);
       overflow |= __builtin_add_overflow(last, reach, &last);
     }
     if (overflow) {
@@ -624,35 +758,37 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
     }
     // The name and shape are copied into the result: a memoized name or tensor costs the pickle
     // two bytes per reference, so they are charged like the data.
-    if (absl::Status s =
-            charge(sizeof(TorchSaveTensor) + name.size() + t.size.size() * sizeof(int64_t), name);
-        !s.ok()) {
-      return s;
-    }
+    const uint64_t shape_bytes = size.empty() ? 0 : Allocation(size.size() * sizeof(int64_t));
+    if (absl::Status s = charge(StringHeap(name.size()) + shape_bytes, &name); !s.ok()) return s;
     const std::byte* base = bytes.data() + storage->second.offset;
-    TorchSaveTensor out{name, t.storage->dtype, t.size, {}};
+    TorchSaveTensor out{std::string(name), dtype, size, {}};
     if (numel == 0) {
       out.data = {};
-    } else if (Contiguous(t.size, t.stride)) {
+    } else if (Contiguous(size, stride)) {
       out.data = std::span(base + uint64_t(t.i) * element, numel * element);
     } else {
       // A strided view (a transposed weight): gather it into row-major order, once.
-      ViewKey key{t.storage->s, t.storage->dtype, t.i, t.size, t.stride};
+      ViewKey key{storage_value.s, dtype, t.i, size, stride};
       auto seen = gathered.find(key);
       if (seen != gathered.end()) {
         out.data = seen->second;
       } else {
-        if (absl::Status s = charge(numel * element, name); !s.ok()) return s;
+        // The copy, its slot among the copies (a vector that doubles, so up to three slots while
+        // it moves), and its entry in `gathered` with the key's own size and stride.
+        const uint64_t cost = Allocation(numel * element) + 3 * sizeof(std::vector<std::byte>) +
+                              MapNode<std::pair<const ViewKey, std::span<const std::byte>>>() +
+                              2 * shape_bytes;
+        if (absl::Status s = charge(cost, &name); !s.ok()) return s;
         std::vector<std::byte>& copy = copies->emplace_back(numel * element);
-        std::vector<int64_t> index(t.size.size(), 0);
+        std::vector<int64_t> index(size.size(), 0);
         for (uint64_t n = 0; n < numel; ++n) {
           uint64_t at = uint64_t(t.i);
           for (size_t d = 0; d < index.size(); ++d) {
-            at += uint64_t(index[d]) * uint64_t(t.stride[d]);
+            at += uint64_t(index[d]) * uint64_t(stride[d]);
           }
           std::memcpy(copy.data() + n * element, base + at * element, element);
           for (size_t d = index.size(); d-- > 0;) {
-            if (++index[d] < t.size[d]) break;
+            if (++index[d] < size[d]) break;
             index[d] = 0;
           }
         }

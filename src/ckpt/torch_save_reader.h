@@ -3,10 +3,12 @@
 // OrderedDict a module's state_dict() is, of names to tensors. Only what such files hold is
 // understood (dicts, tuples, lists, numbers, strings, storages, tensors and parameters); any
 // other object in the pickle is an error naming it, never code run on its behalf — unlike
-// Python's pickle, this cannot be made to execute anything. Nor can a small file make it allocate
-// gigabytes or overflow the stack: nesting, the pickle machine's stack and the bytes copied into
-// the result are bounded (TorchSaveLimits), so memory grows only in proportion to the file, and
-// every bound passed is an error naming it.
+// Python's pickle, this cannot be made to execute anything. Nor can any file make it use more
+// memory than this, beyond the file's own bytes (read in place) and a few KiB of fixed state:
+// max(64 MiB, 16 x the file's size) for the zip directory and the pickle machine's values,
+// container slots and memo, plus twice the file's size for the result's copies, names and shapes
+// (TorchSaveLimits' defaults; a 10 MB file, at most 180 MB). Nesting is bounded too, so it cannot
+// overflow the stack, and every bound passed is an error naming it.
 //
 //   PILLAR_ASSIGN_OR_RETURN(TorchSaveFile file, ReadTorchSave("model.pt"));
 //   for (const TorchSaveTensor& t : file.tensors) { ... t.name, t.dtype, t.shape, t.data ... }
@@ -57,6 +59,20 @@ struct TorchSaveLimits {
   // leaves room for names, shapes and a second view of some storages. Unbounded, a 4 MB file
   // could ask for 16 GB through 4,000 slightly different views of one 4 MiB storage.
   uint64_t max_materialised_per_file_byte = 2;
+  // The memory the zip directory and the pickle machine may take, per byte of the file, and at
+  // least `min_pickle_bytes`. Charged: every value (None, the booleans, ints 0 to 255 and marks
+  // are made once, and a memoized value is one however often it is fetched), every slot of a
+  // tuple, list or dict, of the stack and of the memo, and every zip entry, as glibc allocates
+  // them; never refunded, so the total bounds what is held at once. A state_dict's pickle makes
+  // about a dozen values and memo entries a tensor: 2.3 KB with its module's _metadata entry,
+  // where the file spends about 150 bytes of pickle, 100 or more of zip headers and the tensor's
+  // data. So 50,000 one-element tensors, each its own module (RealStateDictsFitTheBudget), need
+  // 9.2 bytes a byte of file, and real state_dicts, whose size is their tensors' data, a small
+  // fraction of one; 16 leaves room above that worst case. The floor decides for files under
+  // 4 MiB, where the product would be less than memory no machine importing a model misses.
+  // Unbounded, 10 MB of `None, append` took 1.24 GB, and ten million one-byte MEMOIZEs 794 MB.
+  uint64_t max_pickle_bytes_per_file_byte = 16;
+  uint64_t min_pickle_bytes = uint64_t{64} << 20;
 };
 
 absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,

@@ -9,11 +9,14 @@
 #include <malloc.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include "testing/server_process.h"
 
 namespace pillar::ckpt {
 namespace {
@@ -310,16 +313,186 @@ TEST(TorchSaveReaderTest, RecursiveStructuresAreRefused) {
   }
 }
 
-// With the nesting and stack limits lifted, the million nested lists are built in full: freeing
-// them must not recurse once per level, on a 1 MiB stack as on any other.
+// With the nesting, stack and memory limits lifted, the million nested lists are built in full:
+// freeing them must not recurse once per level, on a 1 MiB stack as on any other.
 TEST(TorchSaveReaderTest, FreeingAMillionNestedListsDoesNotRecurse) {
   const int kLevels = 1'000'000;
   const std::string archive =
       Archive("\x80\x02" + std::string(kLevels, ']') + std::string(kLevels - 1, 'a') + ".");
-  auto file = OnSmallStack(
-      [&] { return Parse(archive, {.max_nesting = 2 * kLevels, .max_stack = 2 * kLevels}); });
+  auto file = OnSmallStack([&] {
+    return Parse(archive,
+                 {.max_nesting = 2 * kLevels, .max_stack = 2 * kLevels, .min_pickle_bytes = ~0ull});
+  });
   ASSERT_FALSE(file.ok());
   EXPECT_NE(file.status().message().find("no dict of tensors"), std::string::npos) << file.status();
+}
+
+// The pickle machine's memory budget as documented: max(64 MiB, 16 x the file's size) for the
+// zip directory and the pickle's values, slots and memo; the result's copies, names and shapes
+// may add twice the file's size.
+uint64_t PickleBudget(size_t file_size) { return std::max<uint64_t>(64 * kMiB, 16 * file_size); }
+uint64_t DocumentedBound(size_t file_size) { return PickleBudget(file_size) + 2 * file_size; }
+
+// The security review's amplification: `[None, None, ...]` built from 10 MB of pickle, five
+// million appends of two bytes each. The old reader made a value for every None and reached
+// 1.24 GB; every None is now the same value, and the list's slots alone pass the budget.
+TEST(TorchSaveReaderTest, FiveMillionAppendedNonesAreRefusedWithinTheBudget) {
+  std::string pickle = "\x80\x02]";
+  for (int i = 0; i < 5'000'000; ++i) pickle += "Na";
+  const std::string archive = Archive(pickle + ".");
+  const PeakMemory memory;
+  auto file = Parse(archive);
+  EXPECT_LT(memory.Growth(), PickleBudget(archive.size()));
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("bytes of memory (the limit: 16 times the file's size"),
+            std::string::npos)
+      << file.status();
+}
+
+// Its second: ten million MEMOIZE opcodes after one empty dict, one byte each. The old reader
+// kept a map node for each (794 MB) and then imported nothing; memo entries are charged too.
+TEST(TorchSaveReaderTest, TenMillionMemoEntriesAreRefusedWithinTheBudget) {
+  const std::string archive = Archive("\x80\x02}" + std::string(10'000'000, '\x94') + ".");
+  const PeakMemory memory;
+  auto file = Parse(archive);
+  EXPECT_LT(memory.Growth(), PickleBudget(archive.size()));
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("bytes of memory (the limit: 16 times the file's size"),
+            std::string::npos)
+      << file.status();
+}
+
+// The memo is indexed as the pickler numbers it, from 0 up, so an index past the entries the
+// budget could hold (4 Mi for this small file's 64 MiB) is refused before the memo is grown to
+// it. The old reader took any index up to 100 million.
+TEST(TorchSaveReaderTest, AMemoIndexPastTheBudgetIsRefused) {
+  const std::string archive = Archive("\x80\x02}r\x80\xf0\xfa\x02."s);  // BINPUT 50,000,000
+  const PeakMemory memory;
+  auto file = Parse(archive);
+  ASSERT_FALSE(file.ok());
+  EXPECT_NE(file.status().message().find("memo index 50000000 would take more than"),
+            std::string::npos)
+      << file.status();
+  EXPECT_NE(file.status().message().find("(the limit: 16 times the file's size"), std::string::npos)
+      << file.status();
+  EXPECT_LT(memory.Growth(), PickleBudget(archive.size()));
+}
+
+// What torch.save writes (protocol 2, memo puts and gets, the _metadata dict, SETITEMS in
+// batches of 1,000) for a state_dict of `count` one-element tensors, each in its own module:
+// the most values and memo entries per byte of file a real state_dict makes, since every
+// tensor's data is as small as it can be.
+std::string ManyTinyTensors(int count) {
+  std::string p = "\x80\x02";
+  int memo = 0;
+  auto put = [&] {
+    std::string out;
+    if (memo < 256) {
+      out = "q";
+      Put(out, memo, 1);
+    } else {
+      out = "r";
+      Put(out, memo, 4);
+    }
+    ++memo;
+    return out;
+  };
+  auto get = [](int index) {
+    std::string out = "j";
+    Put(out, index, 4);
+    return out;
+  };
+  // Each put() in its own statement: the operands of one `+` chain may be evaluated in any order.
+  p += "ccollections\nOrderedDict\n";
+  p += put();  // memo 0
+  p += ")R";
+  p += put();
+  p += "(";
+  int rebuild = -1, storage = -1, floats = -1, cpu = -1;
+  std::vector<std::pair<std::string, std::string>> files;
+  for (int k = 0; k < count; ++k) {
+    if (k > 0 && k % 1000 == 0) p += "u(";
+    p += Str("layers." + std::to_string(k) + ".scale");
+    p += put();
+    if (rebuild < 0) {
+      p += "ctorch._utils\n_rebuild_tensor_v2\n";
+      rebuild = memo;
+      p += put();
+    } else {
+      p += get(rebuild);
+    }
+    p += "((";
+    if (storage < 0) {
+      p += Str("storage");
+      storage = memo;
+      p += put();
+      p += "ctorch\nFloatStorage\n";
+      floats = memo;
+      p += put();
+    } else {
+      p += get(storage) + get(floats);
+    }
+    p += Str(std::to_string(k));
+    p += put();
+    if (cpu < 0) {
+      p += Str("cpu");
+      cpu = memo;
+      p += put();
+    } else {
+      p += get(cpu);
+    }
+    // The persistent id, offset 0, size (1,), stride (1,), not requiring grad, no hooks.
+    for (const std::string& op :
+         {"K\x01t"s, "QK\x00K\x01\x85"s, "K\x01\x85"s, "\x89"s + get(0) + ")R", "t"s, "R"s}) {
+      p += op;
+      p += put();
+    }
+    files.push_back({"m/data/" + std::to_string(k), Floats({float(k)})});
+  }
+  // state_dict._metadata: {"": {"version": 1}, "layers.0": {"version": 1}, ...}.
+  for (const std::string& op : {"u}"s, Str("_metadata"), get(0) + ")R", "(" + Str(""), "}"s}) {
+    p += op;
+    p += put();
+  }
+  p += Str("version");
+  const int version = memo;
+  p += put();
+  p += "K\x01s";
+  for (int k = 0; k < count; ++k) {
+    if (k % 1000 == 999) p += "u(";
+    p += Str("layers." + std::to_string(k));
+    p += put();
+    p += "}";
+    p += put();
+    p += get(version) + "K\x01s";
+  }
+  p += "usb.";
+  files.insert(files.begin(), {"m/data.pkl", p});
+  return Zip(files);
+}
+
+// The budget leaves real state_dicts alone: the seed torch.save itself wrote, and 50,000 tensors
+// of one element each (a 14 MB file, past where the 64 MiB floor decides), read in full within
+// the documented bound.
+TEST(TorchSaveReaderTest, RealStateDictsFitTheBudget) {
+  auto seed = ReadTorchSave(
+      (testing::SourceDir() / "tests/fuzz/corpus/torch_save/linear_state_dict").string());
+  ASSERT_TRUE(seed.ok()) << seed.status();
+  ASSERT_EQ(seed->tensors.size(), 2u);
+  EXPECT_EQ(seed->tensors[0].name, "weight");
+  EXPECT_EQ(seed->tensors[0].shape, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(seed->tensors[1].name, "bias");
+
+  const int kTensors = 50'000;
+  const std::string archive = ManyTinyTensors(kTensors);
+  ASSERT_GT(16 * archive.size(), 64 * kMiB) << "the floor, not the per-byte budget, would decide";
+  const PeakMemory memory;
+  auto file = Parse(archive);
+  ASSERT_TRUE(file.ok()) << file.status();
+  ASSERT_EQ(file->tensors.size(), size_t(kTensors));
+  EXPECT_EQ(file->tensors[kTensors - 1].name, "layers.49999.scale");
+  EXPECT_EQ(Values(file->tensors[kTensors - 1]), (std::vector<float>{49999}));
+  EXPECT_LT(memory.Growth(), DocumentedBound(archive.size()));
 }
 
 // One 4 MiB storage of floats 0, 1, 2, ..., and 4,000 tensors that are all its transpose: 2,000
