@@ -56,17 +56,20 @@ void ModelReverifier::Start() {
 
 namespace {
 
-// What changes when any file of a version does: every regular file's path, size, inode and
-// modification time. A stat per file, no reading: cheap enough to run every second.
+// What changes when any file of a version does: every regular file's path, size, inode,
+// modification and change time. A stat per file, no reading: cheap enough to run every second.
 std::string Fingerprint(const std::filesystem::path& dir) {
   std::vector<std::string> entries;
   std::error_code ec;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
     struct stat st;
     if (::lstat(entry.path().c_str(), &st) != 0) continue;
+    // ctime too: whoever edits a file in place can set its mtime back (utime), never its
+    // ctime, which every write and every utime moves.
     entries.push_back(StrCat(entry.path().string(), "\t", int64_t(st.st_size), "\t",
                              uint64_t(st.st_ino), "\t", int64_t(st.st_mtim.tv_sec), ".",
-                             int64_t(st.st_mtim.tv_nsec), "\t", uint32_t(st.st_mode)));
+                             int64_t(st.st_mtim.tv_nsec), "\t", int64_t(st.st_ctim.tv_sec), ".",
+                             int64_t(st.st_ctim.tv_nsec), "\t", uint32_t(st.st_mode)));
   }
   std::sort(entries.begin(), entries.end());
   std::string out;

@@ -136,18 +136,6 @@ absl::Status CheckServable(const Store& store, const fs::path& dir, const std::s
   return models::ModelConfig::Parse(toml, (dir / "model.toml").string()).status();
 }
 
-std::vector<int64_t> VersionsIn(const fs::path& model_dir) {
-  std::vector<int64_t> versions;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-    int64_t v;
-    if (entry.is_directory(ec) && ParseInt(entry.path().filename().string(), &v) && v > 0) {
-      versions.push_back(v);
-    }
-  }
-  std::sort(versions.begin(), versions.end());
-  return versions;
-}
 
 absl::Status SyncTree(const fs::path& dir) {
   std::error_code ec;
@@ -155,7 +143,7 @@ absl::Status SyncTree(const fs::path& dir) {
   for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) paths.push_back(entry.path());
   if (ec) return absl::InternalError(StrCat("cannot list ", dir.string(), ": ", ec.message()));
   for (const fs::path& p : paths) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
     if (fd < 0 || ::fsync(fd) != 0) {
       if (fd >= 0) ::close(fd);
       return absl::InternalError(StrCat("cannot sync ", p.string()));
@@ -238,21 +226,22 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   aliases->Move(options.alias, target, std::string(action), LocalOperator(),
                 SystemClock().UnixMicros());
   aliases->generation = std::max(aliases->generation, *highest) + 1;
-  if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
-    return Fail(action, s);
-  }
-  if (absl::Status s = generations.Admit(options.name, aliases->generation); !s.ok()) {
-    return Fail(action, s);
-  }
+  // Audited before it is made: a move that cannot be audited is not made.
   const std::string move = StrCat(options.alias, ": ", from, " -> ", target);
   if (absl::Status s = store->audit->Record(
           audit::EventKind::kModel, action, StrCat("model:", options.name, "/", options.alias),
           StrCat(move, " (generation ", aliases->generation,
                  *key != nullptr ? StrCat(", signed by ", (*key)->public_key.key_id) : "", ")"));
       !s.ok()) {
-    return Fail(action, absl::Status(s.code(), StrCat("moved ", move, " but its audit record was "
+    return Fail(action, absl::Status(s.code(), StrCat(move, " is not made: its audit record was "
                                                       "not confirmed durable: ",
                                                       s.message())));
+  }
+  if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
+    return Fail(action, s);
+  }
+  if (absl::Status s = generations.Admit(options.name, aliases->generation); !s.ok()) {
+    return Fail(action, s);
   }
   std::printf("%s %s\n", options.name.c_str(), move.c_str());
   return 0;
@@ -291,18 +280,45 @@ int RunModelPush(const ModelStoreOptions& options) {
   if (ec) return Fail("push", absl::InternalError(StrCat("cannot create ", model_dir.string())));
   absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
   if (!lock.ok()) return Fail("push", lock.status());
-  const std::vector<int64_t> versions = VersionsIn(model_dir);
+  const std::vector<int64_t> versions = models::VersionsIn(model_dir);
+  // Content addressed: a version whose manifest claims the same root digest, and verifies, is
+  // this content already. Only a claim that matches is verified, and verification checks each
+  // file's size against ours before reading it, so a huge file elsewhere in the store costs
+  // nothing here.
   for (int64_t v : versions) {
-    absl::StatusOr<std::vector<signing::FileDigest>> existing =
-        signing::DigestDirectory((model_dir / std::to_string(v)).string());
-    if (existing.ok() && signing::RootDigest(*existing) == root) {
+    const fs::path dir = model_dir / std::to_string(v);
+    absl::StatusOr<std::string> claimed = signing::ClaimedRootDigest(dir.string());
+    bool same = false;
+    if (claimed.ok()) {
+      same = *claimed == root &&
+             signing::VerifyModel(dir.string(), store->trusted,
+                                  {.expected_name = models::VersionSubject(options.name, v),
+                                   .keep = {},
+                                   .after_read = {}})
+                 .ok();
+    } else if (!store->config.require_signatures) {
+      absl::StatusOr<std::vector<signing::FileDigest>> existing =
+          signing::DigestDirectory(dir.string());
+      same = existing.ok() && signing::RootDigest(*existing) == root;
+    }
+    if (same) {
       std::fprintf(stderr, "pillar model push: same content as %s version %lld; nothing added\n",
                    options.name.c_str(), static_cast<long long>(v));
       std::printf("%lld\n", static_cast<long long>(v));
       return 0;
     }
   }
-  const int64_t next = versions.empty() ? 1 : versions.back() + 1;
+  // Version numbers are never reused, even after a version's directory is removed: a signature
+  // names "<model>/<n>", so a second content at the same number would make the first one's
+  // signature (kept by anyone) valid again for that place.
+  const std::string mark = StrCat("versions/", options.name);
+  absl::StatusOr<int64_t> highest = store->state->RaiseHighWater(mark, 0);
+  if (!highest.ok()) return Fail("push", highest.status());
+  const int64_t last = std::max(versions.empty() ? 0 : versions.back(), *highest);
+  if (last >= models::kMaxVersion) {
+    return Fail("push", absl::OutOfRangeError(StrCat(options.name, " has no version number left")));
+  }
+  const int64_t next = last + 1;
   const std::string subject = models::VersionSubject(options.name, next);
   // Pushes hold the model's lock while staging, so any staging directory found now was left by
   // a push that died: it never became a version, and goes.
@@ -315,15 +331,18 @@ int RunModelPush(const ModelStoreOptions& options) {
     fs::remove_all(staging, ignored);
     return Fail("push", status);
   };
-  fs::copy(source, staging, fs::copy_options::recursive, ec);
-  if (ec) {
-    return abandon(
-        absl::InternalError(StrCat("cannot copy ", source.string(), ": ", ec.message())));
+  // The staging directory is in the store, where others may write: the copy's digests are taken
+  // from the bytes as they are copied (and must equal the source's), and what is signed is those
+  // digests, never a second reading of the staged files. A file swapped in staging afterwards no
+  // longer matches the signature, and is refused below or by the server.
+  absl::StatusOr<std::vector<signing::FileDigest>> copied =
+      signing::CopyVersion(source.string(), staging.string());
+  if (!copied.ok()) return abandon(copied.status());
+  if (signing::RootDigest(*copied) != root) {
+    return abandon(absl::AbortedError(StrCat(source.string(), " changed during the push")));
   }
-  // A signature names the version it is for, so the copy is signed for its place here; without
-  // a key, it must already carry a trusted signature made for exactly this place.
   if (key.ok() && *key != nullptr) {
-    if (absl::Status s = signing::SignModel(staging.string(), subject, **key); !s.ok()) {
+    if (absl::Status s = signing::SignDigests(staging.string(), subject, *copied, **key); !s.ok()) {
       return abandon(s);
     }
   }
@@ -335,21 +354,24 @@ int RunModelPush(const ModelStoreOptions& options) {
   }
   // Durable before it appears: a server never sees a version whose bytes a crash could lose.
   if (absl::Status s = SyncTree(staging); !s.ok()) return abandon(s);
+  // Audited before it is made: a version that cannot be audited is not added.
+  const std::string resource = StrCat("model:", options.name, "/", next);
+  if (absl::Status s = store->audit->Record(audit::EventKind::kModel, "push", resource,
+                                            StrCat("sha256 ", root));
+      !s.ok()) {
+    return abandon(absl::Status(s.code(), StrCat("version ", next, " is not added: its audit "
+                                                 "record was not confirmed durable: ",
+                                                 s.message())));
+  }
+  if (absl::StatusOr<int64_t> raised = store->state->RaiseHighWater(mark, next); !raised.ok()) {
+    return abandon(raised.status());
+  }
   const fs::path target = model_dir / std::to_string(next);
   fs::rename(staging, target, ec);
   if (ec) return abandon(absl::InternalError(StrCat("cannot add ", target.string())));
   if (const int fd = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
     ::fsync(fd);
     ::close(fd);
-  }
-  const std::string resource = StrCat("model:", options.name, "/", next);
-  if (absl::Status s = store->audit->Record(audit::EventKind::kModel, "push", resource,
-                                            StrCat("sha256 ", root));
-      !s.ok()) {
-    return Fail("push", absl::Status(s.code(), StrCat("pushed version ", next,
-                                                      " but its audit record was not confirmed "
-                                                      "durable: ",
-                                                      s.message())));
   }
   std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
                static_cast<long long>(next), root.c_str());
@@ -377,7 +399,7 @@ int RunModelList(const ModelStoreOptions& options) {
     const fs::path model_dir = store->root / name;
     absl::StatusOr<models::ModelAliases> aliases =
         models::ReadAliases(model_dir, name, ReadTrust(*store));
-    for (int64_t v : VersionsIn(model_dir)) {
+    for (int64_t v : models::VersionsIn(model_dir)) {
       std::string pointing;
       if (aliases.ok()) {
         for (const auto& [alias, version] : aliases->targets) {

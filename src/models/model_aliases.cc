@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -228,8 +229,15 @@ absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_vi
 
 absl::StatusOr<ModelLock> ModelLock::Acquire(const std::filesystem::path& model_dir) {
   const std::string path = (model_dir / ".lock").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  // Not through a link: whoever can write the store could otherwise make the operator's CLI
+  // create (or lock) a file anywhere it can write.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return absl::InternalError(StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
+  }
   while (::flock(fd, LOCK_EX) != 0) {
     if (errno != EINTR) {
       ::close(fd);

@@ -33,6 +33,24 @@ std::string VersionSubject(std::string_view model, int64_t version) {
   return StrCat(model, "/", version);
 }
 
+std::optional<int64_t> ParseVersion(std::string_view name) {
+  if (name.empty() || name.size() > 18 || name[0] < '1' || name[0] > '9') return std::nullopt;
+  int64_t v = 0;
+  if (!ParseInt(name, &v) || v < 1 || v > kMaxVersion) return std::nullopt;
+  return v;
+}
+
+std::vector<int64_t> VersionsIn(const std::filesystem::path& model_dir) {
+  std::vector<int64_t> versions;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
+    const std::optional<int64_t> v = ParseVersion(entry.path().filename().string());
+    if (v && entry.is_directory(ec) && !entry.is_symlink(ec)) versions.push_back(*v);
+  }
+  std::sort(versions.begin(), versions.end());
+  return versions;
+}
+
 ModelRepository::ModelRepository(std::filesystem::path root, VersionPolicy default_policy,
                                  std::map<std::string, VersionPolicy> policies,
                                  AliasTrust alias_trust)
@@ -64,13 +82,7 @@ ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
       }
       continue;
     }
-    std::vector<int64_t> available;
-    for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-      int64_t v;
-      if (entry.is_directory(ec) && ParseInt(entry.path().filename().string(), &v) && v > 0) {
-        available.push_back(v);
-      }
-    }
+    const std::vector<int64_t> available = VersionsIn(dir);
     auto policy = policies_.find(name);
     const VersionPolicy& chosen_policy =
         policy == policies_.end() ? default_policy_ : policy->second;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +47,18 @@ struct ScanResult {
 
 // The subject a version's signature must name: "<model>/<version>".
 std::string VersionSubject(std::string_view model, int64_t version);
+
+// The highest version number the store takes: room to add one without overflow, and more than
+// any store will count to.
+inline constexpr int64_t kMaxVersion = 999'999'999'999'999'999;
+
+// A version directory's name: canonical decimal, 1 to kMaxVersion, no sign or leading zero, so
+// that one version has one name ("01" and "1" would both be version 1, loaded twice).
+std::optional<int64_t> ParseVersion(std::string_view name);
+
+// The versions in a model directory, ascending: its subdirectories whose names ParseVersion
+// takes (a link to a directory is not one).
+std::vector<int64_t> VersionsIn(const std::filesystem::path& model_dir);
 
 class ModelRepository {
  public:

@@ -5,12 +5,17 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
 
+#include "absl/cleanup/cleanup.h"
 #include "common/crypto.h"
 #include "common/directory.h"
 #include "common/json_writer.h"
@@ -222,12 +227,18 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
 absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key) {
   absl::StatusOr<std::vector<FileDigest>> files = DigestDirectory(dir);
   if (!files.ok()) return files.status();
-  if (files->empty()) return absl::InvalidArgumentError(StrCat(dir, " holds no files to sign"));
-  const std::string text = SealEnvelope(kPayloadType, Statement(name, *files), key) + "\n";
+  return SignDigests(dir, name, *files, key);
+}
+
+absl::Status SignDigests(const std::string& dir, const std::string& name,
+                         const std::vector<FileDigest>& files, const SigningKey& key) {
+  if (files.empty()) return absl::InvalidArgumentError(StrCat(dir, " holds no files to sign"));
+  const std::string text = SealEnvelope(kPayloadType, Statement(name, files), key) + "\n";
   const fs::path target = fs::path(dir) / kManifestFile;
   const fs::path tmp = fs::path(dir) / (std::string(kManifestFile) + ".tmp");
   {
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+    ::unlink(tmp.c_str());  // a stale one, or a link someone left: never written through
+    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
     if (fd < 0) return absl::PermissionDeniedError(StrCat("cannot write ", tmp.string()));
     const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
     ::close(fd);
@@ -241,6 +252,96 @@ absl::Status SignModel(const std::string& dir, const std::string& name, const Si
     ::close(fd);
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to) {
+  PILLAR_ASSIGN_OR_RETURN(Directory source, Directory::Open(from));
+  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, source.ListFiles(kMaxFiles + 1));
+  if (names.size() > kMaxFiles + 1) return Invalid(from, "too many files");
+  if (::mkdir(to.c_str(), 0755) != 0) {
+    return absl::InternalError(StrCat("cannot create ", to, ": ", std::strerror(errno)));
+  }
+  const int root = ::open(to.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (root < 0) return absl::InternalError(StrCat("cannot open ", to, ": ", std::strerror(errno)));
+  absl::Cleanup close_root = [root] { ::close(root); };
+  // Creates `name` beneath `to` for writing, each directory made and entered by descriptor and
+  // none of them, nor the file, through a link: the copy lands where it is meant to.
+  auto create = [&](const std::string& name) -> absl::StatusOr<int> {
+    const std::vector<std::string_view> parts = Split(name, '/');
+    int at = root;
+    for (size_t i = 0; i + 1 < parts.size(); ++i) {
+      const std::string part(parts[i]);
+      if (::mkdirat(at, part.c_str(), 0755) != 0 && errno != EEXIST) {
+        if (at != root) ::close(at);
+        return absl::InternalError(StrCat("cannot create ", to, "/", name, ": ", std::strerror(errno)));
+      }
+      const int next = ::openat(at, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      const int error = errno;
+      if (at != root) ::close(at);
+      if (next < 0) {
+        return absl::InternalError(StrCat("cannot open ", to, "/", name, ": ", std::strerror(error)));
+      }
+      at = next;
+    }
+    const int fd = ::openat(at, std::string(parts.back()).c_str(),
+                            O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
+    const int error = errno;
+    if (at != root) ::close(at);
+    if (fd < 0) {
+      return absl::InternalError(StrCat("cannot create ", to, "/", name, ": ", std::strerror(error)));
+    }
+    return fd;
+  };
+  std::vector<FileDigest> files;
+  std::string buffer(kReadChunk, '\0');
+  for (const std::string& name : names) {
+    PILLAR_ASSIGN_OR_RETURN(File in, source.OpenFile(name));
+    const std::string target = StrCat(to, "/", name);
+    PILLAR_ASSIGN_OR_RETURN(const int out, create(name));
+    std::unique_ptr<EVP_MD_CTX, DigestContextDeleter> ctx(EVP_MD_CTX_new());
+    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    uint64_t size = 0;
+    absl::Status failure;
+    for (;;) {
+      absl::StatusOr<size_t> n = in.Read(buffer.data(), buffer.size());
+      if (!n.ok()) {
+        failure = n.status();
+        break;
+      }
+      if (*n == 0) break;
+      EVP_DigestUpdate(ctx.get(), buffer.data(), *n);
+      size += *n;
+      if (::write(out, buffer.data(), *n) != ssize_t(*n)) {
+        failure = absl::InternalError(StrCat("cannot write ", target, ": ", std::strerror(errno)));
+        break;
+      }
+    }
+    ::close(out);
+    if (!failure.ok()) return failure;
+    if (name == kManifestFile) continue;
+    unsigned char digest[32];
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(ctx.get(), digest, &length);
+    files.push_back(
+        {name, HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size});
+  }
+  return files;  // sorted, as ListFiles is
+}
+
+absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir) {
+  PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
+  PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
+  simdjson::dom::parser parser;
+  simdjson::dom::element envelope;
+  std::string_view payload_text;
+  if (parser.parse(text).get(envelope) != simdjson::SUCCESS ||
+      envelope["payload"].get_string().get(payload_text) != simdjson::SUCCESS) {
+    return Invalid(dir, "the manifest is not an envelope");
+  }
+  absl::StatusOr<std::string> payload = Base64Decode(payload_text);
+  if (!payload.ok()) return Invalid(dir, "payload is not base64");
+  PILLAR_ASSIGN_OR_RETURN(SignedStatement statement, ParseStatement(dir, *payload));
+  return statement.root_digest;
 }
 
 absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,

@@ -43,6 +43,21 @@ std::string RootDigest(const std::vector<FileDigest>& files);
 // Writes `<dir>/model.sig.json` (replacing an older one atomically) for subject `name`.
 absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key);
 
+// SignModel for `files` as the caller digested them (CopyVersion), without reading `dir` again:
+// a file changed in `dir` since then no longer matches what is signed.
+absl::Status SignDigests(const std::string& dir, const std::string& name,
+                         const std::vector<FileDigest>& files, const SigningKey& key);
+
+// Copies every regular file beneath `from` (no link followed; the manifest too, if any) into
+// `to`, which must not exist yet, hashing each file's bytes as they are copied: the digests
+// (the manifest excluded) describe exactly what was written, whatever changes in `from` or
+// `to` meanwhile. Files are created 0644, directories 0755, neither through a link.
+absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to);
+
+// The root digest `dir`'s manifest claims, read without checking the signature or the files: a
+// cheap first look (which version might hold the same content), to be confirmed by VerifyModel.
+absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir);
+
 struct VerifyOptions {
   // The subject the signature must name: "<model>/<version>" of the place the files are served
   // from. Empty accepts any subject (for tools that only show it).

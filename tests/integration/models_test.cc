@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <thread>
 
 #include "signing/model_manifest.h"
@@ -208,6 +209,95 @@ TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
                            R"("action":"alias")", R"("action":"load")", R"("action":"unload")"}) {
     EXPECT_NE(out.find(what), std::string::npos) << what;
   }
+}
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), {});
+}
+
+// The review's attack on push: the staging copy sits inside the store, and a keyless writer who
+// renamed its own model.pt over the staged one got it signed and served. Whatever is swapped in,
+// a push now signs only the source's bytes: a version whose files were swapped (before the push's
+// own check, or after it, where no check can reach) never verifies, so it is never served.
+TEST(ModelPushTest, AFileSwappedIntoTheStagingCopyNeverVerifies) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(server.Stop(), 0);
+  const std::string config = server.config_path().string();
+  const fs::path model_dir = server.dir() / "store" / "digits";
+  ASSERT_TRUE(fs::is_directory(model_dir)) << model_dir;
+  const fs::path evil = server.dir() / "evil.pt";
+  fs::copy_file(testing::DemoStore() / "digits-lite" / "1" / "model.pt", evil);
+  std::atomic<bool> stop{false};
+  std::atomic<int> swaps{0};
+  std::thread swapper([&] {
+    std::set<std::string> done;
+    while (!stop.load()) {
+      std::error_code ec;
+      for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!name.starts_with(".push-") || done.contains(name)) continue;
+        if (!fs::exists(entry.path() / "model.pt", ec)) continue;
+        const fs::path tmp = entry.path() / ".swap";
+        fs::copy_file(evil, tmp, fs::copy_options::overwrite_existing, ec);
+        fs::rename(tmp, entry.path() / "model.pt", ec);
+        if (!ec) {
+          done.insert(name);
+          ++swaps;
+        }
+      }
+    }
+  });
+  int added = 0;
+  for (int attempt = 0; attempt < 6 && (swaps.load() == 0 || attempt < 3); ++attempt) {
+    const fs::path source = SignedVariant(server, "race" + std::to_string(attempt));
+    std::string out, err;
+    const int rc = testing::RunPillar(
+        {"model", "push", source.string(), "--name", "digits", "-c", config}, &out, &err);
+    if (rc != 0) {
+      EXPECT_NE(err.find("changed after signing"), std::string::npos) << err;
+      continue;
+    }
+    ++added;
+    const fs::path version = model_dir / out.substr(0, out.find('\n'));
+    const int verified = testing::RunPillar(
+        {"model", "verify", version.string(), "--trusted-key", server.trusted_key().string()},
+        &out, &err);
+    if (ReadBytes(version / "model.pt") == ReadBytes(source / "model.pt")) {
+      EXPECT_EQ(verified, 0) << err;
+    } else {
+      EXPECT_EQ(verified, 1) << "a swapped model.pt verifies as " << version;
+      EXPECT_NE(err.find("model.pt changed after signing"), std::string::npos) << err;
+    }
+  }
+  stop = true;
+  swapper.join();
+  EXPECT_GT(swaps.load(), 0) << "the swap never raced a push; the test proved nothing";
+  std::fprintf(stderr, "swaps: %d, versions added: %d\n", swaps.load(), added);
+}
+
+// A signature names "<model>/<n>": a number given to new content after its version was removed
+// would make the old signature, which anyone may have kept, valid again for that place.
+TEST(ModelPushTest, VersionNumbersAreNeverReused) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(server.Stop(), 0);
+  const std::string config = server.config_path().string();
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"model", "push", SignedVariant(server, "a").string(), "--name",
+                                "digits", "-c", config},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "2\n");
+  fs::remove_all(server.dir() / "store" / "digits" / "2");  // the operator retires version 2
+  ASSERT_EQ(testing::RunPillar({"model", "push", SignedVariant(server, "b").string(), "--name",
+                                "digits", "-c", config},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "3\n");
 }
 
 TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) {

@@ -1,5 +1,6 @@
 // `pillar keygen`, `pillar model sign` and `pillar model verify` as an operator runs them.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <sys/stat.h>
 
 #include <chrono>
@@ -206,6 +207,37 @@ TEST(SignedServingTest, AChangedFileIsVerifiedAtOnceNotAtTheNextFullPass) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   EXPECT_EQ(version(), 1);
+  EXPECT_NE(server.Log().find("ALERT: model digits version 2 withdrawn"), std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// The review: a file edited in place with its size kept and its modification time set back
+// (utime) waited for the next full pass; its change time moves all the same.
+TEST(SignedServingTest, AnEditThatRestoresTheModificationTimeIsStillNoticedAtOnce) {
+  testing::ServerProcess server;
+  const fs::path store = testing::CopyDemoStore(server.dir());
+  fs::copy(store / "digits" / "1", store / "digits" / "2", fs::copy_options::recursive);
+  server.SetStore(store);
+  server.AddRepositoryConfig(
+      "version_policy = \"all\"\nreverify_interval_ms = 600000\npoll_ms = 50\n");
+  const std::string key = server.CreateKey("k");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the watcher has seen it
+  const fs::path lineage = store / "digits" / "2" / "lineage.json";
+  struct stat before {};
+  ASSERT_EQ(::stat(lineage.c_str(), &before), 0);
+  {
+    std::fstream f(lineage, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(2);
+    f.put('X');
+  }
+  const struct timespec times[2] = {before.st_atim, before.st_mtim};
+  ASSERT_EQ(::utimensat(AT_FDCWD, lineage.c_str(), times, 0), 0);
+  const auto start = std::chrono::steady_clock::now();
+  while (server.Log().find("ALERT: model digits version 2 withdrawn") == std::string::npos &&
+         std::chrono::steady_clock::now() - start < std::chrono::seconds(5)) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
   EXPECT_NE(server.Log().find("ALERT: model digits version 2 withdrawn"), std::string::npos);
   EXPECT_EQ(server.Stop(), 0);
 }

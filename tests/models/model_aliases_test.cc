@@ -137,5 +137,15 @@ TEST_F(ModelAliasesTest, TheScanKeepsTheAliasesInServiceWhenTheFileIsRefused) {
   EXPECT_FALSE(fresh.aliases.contains("digits"));
 }
 
+// A .lock link planted by a writer of the store would make the operator's CLI create files
+// wherever it points.
+TEST_F(ModelAliasesTest, TheModelLockIsNeverTakenThroughALink) {
+  const fs::path target = dir_.path() / "created-by-operator";
+  fs::create_symlink(target, store_ / "digits" / ".lock");
+  EXPECT_FALSE(ModelLock::Acquire(store_ / "digits").ok());
+  EXPECT_FALSE(fs::exists(target));
+  EXPECT_TRUE(ModelLock::Acquire(store_ / "other").ok());
+}
+
 }  // namespace
 }  // namespace pillar::models

@@ -72,6 +72,25 @@ TEST_F(ModelRepositoryTest, MissingStoreIsAnError) {
   ASSERT_EQ(scan.model_errors.size(), 1u);
 }
 
+// "01" and "1" would both be version 1 (loaded twice, under every policy that chose 1); a
+// number past kMaxVersion would overflow the next push's "+ 1".
+TEST_F(ModelRepositoryTest, OnlyCanonicalVersionNamesAreVersions) {
+  AddVersion("a", "1");
+  for (const char* odd : {"01", "001", "+2", "-3", "0", "9223372036854775807", "1000000000000000000",
+                          " 4", "5 "}) {
+    AddVersion("a", odd);
+  }
+  EXPECT_EQ(VersionsIn(root_ / "a"), std::vector<int64_t>{1});
+  ScanResult scan = ModelRepository(root_, *VersionPolicy::Parse("all"), {}).Scan();
+  ASSERT_EQ(scan.versions.size(), 1u);
+  EXPECT_EQ(scan.versions[0].version, 1);
+  EXPECT_EQ(ParseVersion("999999999999999999"), kMaxVersion);
+  EXPECT_FALSE(ParseVersion("01").has_value());
+  // A link to a version directory is not a version (it would be served from wherever it points).
+  std::filesystem::create_directory_symlink(root_ / "a" / "1", root_ / "a" / "7");
+  EXPECT_EQ(VersionsIn(root_ / "a"), std::vector<int64_t>{1});
+}
+
 TEST(ModelNameTest, Validity) {
   EXPECT_TRUE(IsValidModelName("digits-lite_2.1"));
   EXPECT_FALSE(IsValidModelName(""));

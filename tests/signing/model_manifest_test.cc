@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <sys/stat.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -198,6 +199,45 @@ TEST_F(ModelManifestTest, FilesSwappedBetweenAnyTwoReadsNeverChangeTheVerifiedBy
     ASSERT_TRUE(v.ok()) << v.status();  // swapped after the last read: nothing left to notice
     for (const std::string& name : names) EXPECT_EQ(v->contents.at(name), signed_bytes[name]);
   }
+}
+
+// The review's push attack: the staging copy sits in the store, and a file renamed over it
+// between the copy and the signature was signed as if it were the source's. Digests are taken
+// from the bytes as they are copied, and what is signed is those digests.
+TEST_F(ModelManifestTest, ACopySignedFromItsDigestsRefusesAFileSwappedAfterTheCopy) {
+  const std::string staging = (dir_.path() / "digits" / ".push-4").string();
+  absl::StatusOr<std::vector<FileDigest>> copied = CopyVersion(model_, staging);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_EQ(RootDigest(*copied), RootDigest(*DigestDirectory(model_)));
+  ASSERT_EQ(copied->size(), 3u);  // the manifest is copied, not listed
+  EXPECT_TRUE(fs::exists(fs::path(staging) / kManifestFile));
+  // Swapped after the copy, before the signature.
+  std::ofstream(fs::path(staging) / "model.pt.evil") << "evil weights";
+  fs::rename(fs::path(staging) / "model.pt.evil", fs::path(staging) / "model.pt");
+  ASSERT_TRUE(SignDigests(staging, "digits/4", *copied, key_).ok());
+  absl::StatusOr<VerifiedModel> v = VerifyModel(staging, {key_.public_key}, As("digits/4"));
+  EXPECT_EQ(v.status().code(), absl::StatusCode::kDataLoss) << v.status();
+  // Copying never writes through a link planted in the target, nor into an existing directory.
+  fs::create_directories(dir_.path() / "elsewhere");
+  EXPECT_FALSE(CopyVersion(model_, staging).ok());
+  const std::string fresh = (dir_.path() / "digits" / ".push-5").string();
+  fs::create_symlink(dir_.path() / "elsewhere", fresh);
+  EXPECT_FALSE(CopyVersion(model_, fresh).ok());
+  EXPECT_TRUE(fs::is_empty(dir_.path() / "elsewhere"));
+}
+
+TEST_F(ModelManifestTest, TheClaimedRootIsReadWithoutHashingTheFiles) {
+  absl::StatusOr<std::string> claimed = ClaimedRootDigest(model_);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  EXPECT_EQ(*claimed, RootDigest(*DigestDirectory(model_)));
+  // A file grown to a terabyte (sparse) is never read for it.
+  fs::resize_file(fs::path(model_) / "model.pt", uint64_t(1) << 40);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(ClaimedRootDigest(model_).ok());
+  // Nor by verification, which compares sizes first.
+  EXPECT_EQ(VerifyModel(model_, {key_.public_key}, As("digits/3")).status().code(),
+            absl::StatusCode::kDataLoss);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
 }
 
 TEST_F(ModelManifestTest, AFileThatIsNotSignedIsNeverKept) {
