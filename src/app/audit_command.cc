@@ -97,13 +97,29 @@ std::string_view TimeOf(std::string_view payload) {
   return end == std::string_view::npos ? std::string_view() : payload.substr(start, end - start);
 }
 
+// Whether `value` is written as an anchor rather than a file's name: a checkpoint's payload, or
+// a (signed) number and a colon, as COUNT:HEAD begins.
+bool ShapedLikeAnAnchor(std::string_view value) {
+  if (!value.empty() && value.front() == '{') return true;
+  const size_t colon = value.find(':');
+  if (colon == std::string_view::npos) return false;
+  std::string_view count = value.substr(0, colon);
+  if (!count.empty() && (count.front() == '-' || count.front() == '+')) count.remove_prefix(1);
+  return !count.empty() && count.find_first_not_of("0123456789") == std::string_view::npos;
+}
+
 // The anchor `--anchor` names: the anchor itself (COUNT:HEAD), or a file holding its line.
 absl::StatusOr<audit::Anchor> LoadAnchor(const std::string& value) {
-  if (absl::StatusOr<audit::Anchor> inline_anchor = audit::ParseAnchor(value); inline_anchor.ok()) {
-    return inline_anchor;
-  }
+  absl::StatusOr<audit::Anchor> inline_anchor = audit::ParseAnchor(value);
+  if (inline_anchor.ok()) return inline_anchor;
   absl::StatusOr<std::string> text = ReadSmallFile(value, 2 * audit::format::kMaxLineBytes);
   if (!text.ok()) {
+    // `0:abc` is a mistyped anchor, not a missing file: say what is wrong with it. (A file of
+    // that name, should one exist, is still read.)
+    if (absl::IsNotFound(text.status()) && ShapedLikeAnAnchor(value)) {
+      return absl::InvalidArgumentError(
+          StrCat("--anchor ", value, ": ", inline_anchor.status().message()));
+    }
     return absl::Status(text.status().code(),
                         StrCat("--anchor ", value, ": ", text.status().message()));
   }

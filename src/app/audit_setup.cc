@@ -60,10 +60,25 @@ absl::StatusOr<ChangeAudit> ChangeAudit::Open(const Config& config) {
 
 absl::Status ChangeAudit::Record(audit::EventKind kind, std::string_view action,
                                  std::string_view resource, const std::string& reason) {
+  // A full disk may free up meanwhile: wait for it as long as Flush does by default.
+  return Append(kind, /*ok=*/true, action, resource, reason, absl::Seconds(30));
+}
+
+absl::Status ChangeAudit::RecordFailed(audit::EventKind kind, std::string_view action,
+                                       std::string_view resource, const absl::Status& error) {
+  // The change was not made; this record only completes the story of the first one, so it
+  // does not hold the command up for long.
+  const std::string reason(error.message());
+  return Append(kind, /*ok=*/false, action, resource, reason, absl::Seconds(5));
+}
+
+absl::Status ChangeAudit::Append(audit::EventKind kind, bool ok, std::string_view action,
+                                 std::string_view resource, std::string_view reason,
+                                 absl::Duration timeout) {
   if (log_ == nullptr) return absl::OkStatus();
   const std::string who = LocalOperator();
   const bool accepted = log_->Record({.kind = kind,
-                                      .allowed = true,
+                                      .allowed = ok,
                                       .time_us = absl::ToUnixMicros(absl::Now()),
                                       .principal = who,
                                       .tenant = {},
@@ -71,13 +86,13 @@ absl::Status ChangeAudit::Record(audit::EventKind kind, std::string_view action,
                                       .resource = resource,
                                       .request_id = {},
                                       .remote = {},
-                                      .explain = [&reason] { return reason; }});
+                                      .explain = [reason] { return std::string(reason); }});
   if (!accepted) {
     // on_full = "refuse" with a full backlog (a failing store): say so rather than report a
     // change as audited that is not.
     return absl::UnavailableError("the audit log refused the record: its backlog is full");
   }
-  return log_->Flush();
+  return log_->Flush(timeout);
 }
 
 std::string LocalOperator() {

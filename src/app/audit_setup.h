@@ -3,9 +3,12 @@
 //
 //   PILLAR_ASSIGN_OR_RETURN(auto log, OpenAuditLog(config, &metrics, /*server=*/true));
 //
-//   PILLAR_ASSIGN_OR_RETURN(ChangeAudit audit, ChangeAudit::Open(config));   // before the change
-//   ... make the change ...
+//   PILLAR_ASSIGN_OR_RETURN(ChangeAudit audit, ChangeAudit::Open(config));
 //   PILLAR_RETURN_IF_ERROR(audit.Record(EventKind::kKey, "revoke", "key:6f97fb44ae6b", ""));
+//   if (absl::Status s = MakeTheChange(); !s.ok()) {
+//     (void)audit.RecordFailed(EventKind::kKey, "revoke", "key:6f97fb44ae6b", s);
+//     return s;
+//   }
 #pragma once
 
 #include <memory>
@@ -24,18 +27,29 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
                                                               monitor::MetricsRegistry* metrics,
                                                               bool server);
 
-// The audit log of a change made from the command line, opened before the change is made: when
-// the change could not be audited (an unwritable log, a chain whose end does not verify) it is
-// refused instead of made unaudited.
+// The audit log of a change made from the command line. The change is recorded, and the record
+// made durable, before the change is made: when it cannot be audited (an unwritable log, a
+// chain whose end does not verify) it is refused instead of made unaudited. A change that then
+// fails gets a second record saying so. A crash between the two leaves a record of a change
+// that was not made, never a change without a record.
 class ChangeAudit {
  public:
   static absl::StatusOr<ChangeAudit> Open(const Config& config);
-  // Records the change (principal: LocalOperator(), now) and waits until it is durable.
+  // Records the change about to be made (decision "ok"; principal: LocalOperator(), now) and
+  // waits until the record is durable. Call it BEFORE making the change, naming everything the
+  // change will name (a new key's id: generate it first); an error means: do not make it.
   absl::Status Record(audit::EventKind kind, std::string_view action, std::string_view resource,
                       const std::string& reason);
+  // After Record(), when making the change failed: records the same action on the same resource
+  // with decision "failed" and `error`'s message as the reason. Best effort (waits a few
+  // seconds at most): the caller reports the change's own error either way.
+  absl::Status RecordFailed(audit::EventKind kind, std::string_view action,
+                            std::string_view resource, const absl::Status& error);
 
  private:
   explicit ChangeAudit(std::unique_ptr<audit::AuditLog> log) : log_(std::move(log)) {}
+  absl::Status Append(audit::EventKind kind, bool ok, std::string_view action,
+                      std::string_view resource, std::string_view reason, absl::Duration timeout);
   std::unique_ptr<audit::AuditLog> log_;  // null: [audit] backend = "off"
 };
 

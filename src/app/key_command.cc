@@ -1,5 +1,6 @@
 // `pillar key create|list|revoke|rotate`: API keys in the state store. A key's text is printed
 // once, at creation; the store keeps only its SHA-256.
+#include <algorithm>
 #include <cstdio>
 #include <ctime>
 
@@ -45,16 +46,31 @@ int Fail(const absl::Status& status) {
   return 1;
 }
 
-// Every key change is audited (kind key).
-int AuditKeyChange(KeyStore& keys, std::string_view action, const std::string& id,
-                   const std::string& reason) {
+// Every key change is audited (kind key), and the record is durable before the change is made:
+// a change that could not be audited is refused, not made (docs/formats/audit-log.md).
+absl::Status AuditKeyChange(KeyStore& keys, std::string_view action, const std::string& id,
+                            const std::string& reason) {
   absl::Status s = keys.audit->Record(audit::EventKind::kKey, action, StrCat("key:", id), reason);
   if (!s.ok()) {
-    return Fail(absl::Status(s.code(), StrCat("the key change is made but its audit record was "
-                                              "not confirmed durable: ",
-                                              s.message())));
+    return absl::Status(s.code(), StrCat("the key change is not made: its audit record could not "
+                                         "be made durable: ",
+                                         s.message()));
   }
-  return 0;
+  return absl::OkStatus();
+}
+
+// Making an audited change failed: the log says so too (best effort), and the command fails.
+int FailKeyChange(KeyStore& keys, std::string_view action, const std::string& id,
+                  const absl::Status& error) {
+  if (absl::Status s =
+          keys.audit->RecordFailed(audit::EventKind::kKey, action, StrCat("key:", id), error);
+      !s.ok()) {
+    std::fprintf(stderr,
+                 "pillar key: the audit log holds this %s as made, and its failure could not be "
+                 "recorded: %s\n",
+                 std::string(action).c_str(), std::string(s.message()).c_str());
+  }
+  return Fail(error);
 }
 
 std::string FormatTime(int64_t unix_us) { return FormatUtc(unix_us / 1000000); }
@@ -136,18 +152,25 @@ int RunKeyCreate(const KeyOptions& options) {
   absl::StatusOr<state::ApiKeyRecord> record =
       NewRecord(options, key, SystemClock().UnixMicros());
   if (!record.ok()) return Fail(record.status());
-  if (absl::Status s = store->PutKey(*record); !s.ok()) return Fail(s);
+  std::string roles;
+  for (const std::string& r : record->roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
+  // The record names the key's id, generated above, so it can come first.
+  if (absl::Status s = AuditKeyChange(
+          *keys, "create", record->id,
+          StrCat("name=", record->name, " tenant=", record->tenant, " roles=", roles));
+      !s.ok()) {
+    return Fail(s);
+  }
+  if (absl::Status s = store->PutKey(*record); !s.ok()) {
+    return FailKeyChange(*keys, "create", record->id, s);
+  }
   PrintNewKey(options, key, *record);
   if (record->roles.empty()) {
     std::fprintf(stderr,
                  "pillar key: note: the key has no roles; under deny-by-default it may do only "
                  "what a rule for roles [\"*\"] grants\n");
   }
-  std::string roles;
-  for (const std::string& r : record->roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
-  return AuditKeyChange(*keys, "create", record->id,
-                        StrCat("name=", record->name, " tenant=", record->tenant,
-                               " roles=", roles));
+  return 0;
 }
 
 int RunKeyRotate(const KeyOptions& options) {
@@ -186,16 +209,19 @@ int RunKeyRotate(const KeyOptions& options) {
     // Keep the old key's lifetime for the new one.
     record->expires_us = now_us + (*old->expires_us - old->created_us);
   }
-  if (absl::Status s = store->RotateKey(old->id, *record, now_us + *overlap * 1'000'000);
+  if (absl::Status s = AuditKeyChange(*opened, "rotate", old->id,
+                                      StrCat("successor ", record->id, ", old key expires ",
+                                             FormatTime(now_us + *overlap * 1'000'000)));
       !s.ok()) {
     return Fail(s);
+  }
+  if (absl::Status s = store->RotateKey(old->id, *record, now_us + *overlap * 1'000'000); !s.ok()) {
+    return FailKeyChange(*opened, "rotate", old->id, s);
   }
   PrintNewKey(options, key, *record);
   std::fprintf(stderr, "pillar key: %s now expires at %s\n", old->id.c_str(),
                FormatTime(now_us + *overlap * 1'000'000).c_str());
-  return AuditKeyChange(*opened, "rotate", old->id,
-                        StrCat("successor ", record->id, ", old key expires ",
-                               FormatTime(now_us + *overlap * 1'000'000)));
+  return 0;
 }
 
 int RunKeyList(const KeyOptions& options) {
@@ -273,10 +299,20 @@ int RunKeyList(const KeyOptions& options) {
 int RunKeyRevoke(const KeyOptions& options) {
   absl::StatusOr<KeyStore> keys = OpenStore(options, /*for_change=*/true);
   if (!keys.ok()) return Fail(keys.status());
-  if (absl::Status s = keys->store->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok())
-    return Fail(s);
+  // A mistyped id is refused before anything is recorded: the log would otherwise hold a
+  // revocation of a key that never existed (and its failure).
+  absl::StatusOr<std::vector<state::ApiKeyRecord>> all = keys->store->ListKeys();
+  if (!all.ok()) return Fail(all.status());
+  if (std::none_of(all->begin(), all->end(),
+                   [&](const state::ApiKeyRecord& k) { return k.id == options.id; })) {
+    return Fail(absl::NotFoundError(StrCat("no key with id ", options.id)));
+  }
+  if (absl::Status s = AuditKeyChange(*keys, "revoke", options.id, ""); !s.ok()) return Fail(s);
+  if (absl::Status s = keys->store->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok()) {
+    return FailKeyChange(*keys, "revoke", options.id, s);
+  }
   std::fprintf(stderr, "pillar key: revoked %s\n", options.id.c_str());
-  return AuditKeyChange(*keys, "revoke", options.id, "");
+  return 0;
 }
 
 }  // namespace pillar::app

@@ -238,6 +238,8 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
                                                       s.message())));
   }
   if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
+    (void)store->audit->RecordFailed(audit::EventKind::kModel, action,
+                                     StrCat("model:", options.name, "/", options.alias), s);
     return Fail(action, s);
   }
   if (absl::Status s = generations.Admit(options.name, aliases->generation); !s.ok()) {
@@ -363,12 +365,17 @@ int RunModelPush(const ModelStoreOptions& options) {
                                                  "record was not confirmed durable: ",
                                                  s.message())));
   }
+  // Past the record, a failure is recorded too: the log then says the push did not happen.
+  auto failed = [&](absl::Status status) {
+    (void)store->audit->RecordFailed(audit::EventKind::kModel, "push", resource, status);
+    return abandon(std::move(status));
+  };
   if (absl::StatusOr<int64_t> raised = store->state->RaiseHighWater(mark, next); !raised.ok()) {
-    return abandon(raised.status());
+    return failed(raised.status());
   }
   const fs::path target = model_dir / std::to_string(next);
   fs::rename(staging, target, ec);
-  if (ec) return abandon(absl::InternalError(StrCat("cannot add ", target.string())));
+  if (ec) return failed(absl::InternalError(StrCat("cannot add ", target.string(), ": ", ec.message())));
   if (const int fd = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
     ::fsync(fd);
     ::close(fd);

@@ -1,6 +1,12 @@
 // An audit chain in one append-only local file (the format is audit_log_format.h), locked with
 // flock(2) so that a server and CLI commands on the same host can both append to it.
 //
+// A store remembers where the last record it knows ends (one it wrote, or one it checked) and
+// that record's chain. Each Begin() checks that the record is still there and that every record
+// appended since (by a CLI command, or anyone who can write the file) links on from it; a log
+// cut or rewritten under a running writer is refused, never extended or checkpointed. A store
+// is used by one thread at a time (AuditLog's writer).
+//
 //   PILLAR_ASSIGN_OR_RETURN(auto store, FileAuditStore::Open("/var/lib/pillar/audit.log"));
 //   AuditLog log(std::move(store), options);
 //
@@ -19,7 +25,9 @@ namespace pillar::audit {
 
 class FileAuditStore final : public AuditStore {
  public:
-  // Opens the log, creating it (mode 0600) when missing.
+  // Opens the log, creating it (mode 0600) when missing. A symbolic link or anything but a
+  // regular file at `path` is refused: the store truncates a torn tail, and must never do that
+  // to a file someone pointed the log at.
   static absl::StatusOr<std::unique_ptr<FileAuditStore>> Open(std::string path);
   ~FileAuditStore() override;
 
@@ -35,12 +43,27 @@ class FileAuditStore final : public AuditStore {
 
  private:
   FileAuditStore(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
-  // Finds the head from the file's last records, removing a torn tail. Called with the lock.
+  // The rest are called with the lock held.
+  // First use: learns the head from the file's last two records (there is nothing yet to check
+  // them against), removing a torn tail.
   absl::Status RecoverHead(uint64_t size);
+  // Later uses: checks that the record this store knows still ends at end_ with head_'s chain,
+  // then checks and takes in the records appended after it.
+  absl::Status CheckKnownHead(uint64_t size);
+  absl::Status FollowAppended(uint64_t size);
+  // Removes the bytes from `complete` (just past the last record's LF) to `size`.
+  absl::Status RemoveTornTail(uint64_t complete, uint64_t size);
+  // An error for a log that no longer holds what this store knows it held.
+  absl::Status Rewritten(std::string_view what) const;
 
   const std::string path_;
   const int fd_;
-  uint64_t end_ = UINT64_MAX;  // the file's size after this writer's last commit
+  // What this store knows of the file: it ends at end_ (UINT64_MAX: not read yet), where the
+  // last record, starting at last_start_, has the chain head_.chain. Set by the store's own
+  // commits and by the records it checked; kept when a check fails, so a log altered under the
+  // store stays refused until what it knows is back.
+  uint64_t end_ = UINT64_MAX;
+  uint64_t last_start_ = 0;
   ChainHead head_;
   uint64_t repaired_bytes_ = 0;
   ChainHasher hasher_;
@@ -49,12 +72,15 @@ class FileAuditStore final : public AuditStore {
 // Calls `line` for each complete line (without its LF) of the log at `path` that starts at or
 // after byte `from` (a line boundary: 0, or just past a line's LF), with its byte offset, until
 // it returns false. Returns the number of bytes after the last LF: a torn last record, or 0.
-// Reads the file through mmap; the caller does its own checking of each line.
+// Reads the file through mmap; the caller does its own checking of each line. A symbolic link or
+// a non-regular file at `path` is an error, as for the writer.
 absl::StatusOr<uint64_t> ReadAuditFile(
     const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
     uint64_t from = 0);
 
 // The newest published checkpoint's payload beside the log; NotFound when there is none.
+// A symbolic link or a non-regular file there is an error (the writer replaces the file by a
+// rename, so it never leaves one).
 absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path);
 
 }  // namespace pillar::audit

@@ -3,7 +3,10 @@
 // a cut tail, and SIGKILL at random points.
 #include "audit/audit_log.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -98,6 +101,17 @@ class AuditLogTest : public ::testing::Test {
   void SetBytes(const std::string& bytes) {
     std::ofstream out(path_, std::ios::binary | std::ios::trunc);
     out << bytes;
+  }
+  // Replaces the log's lines in place (the same file), holding the writers' lock as a writer
+  // does: what someone who may write the file, and knows the format, can do under a running
+  // server.
+  void RewriteUnderLock(const std::vector<std::string>& lines) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CLOEXEC);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+    WriteLines(lines);
+    ::flock(fd, LOCK_UN);
+    ::close(fd);
   }
 
   fs::path dir_;
@@ -324,6 +338,204 @@ TEST_F(AuditLogTest, AWriterRefusesToExtendAChainWhoseEndWasAltered) {
   auto log = AuditLog::Start(std::move(*store), Options());
   ASSERT_FALSE(log.ok());
   EXPECT_NE(log.status().message().find("pillar audit verify"), std::string::npos);
+}
+
+std::vector<std::string> CheckpointPayloads(const std::vector<std::string>& lines);
+
+// Recomputes the chains of lines[from..] on from the chain of lines[from - 1], as a forger who
+// knows the format does after editing payloads: the result holds together as a chain.
+void Rechain(std::vector<std::string>& lines, size_t from) {
+  Chain chain{};
+  if (from > 0) {
+    RecordLine previous;
+    ASSERT_TRUE(SplitRecordLine(lines[from - 1], &previous));
+    ASSERT_TRUE(ParseChainHex(previous.chain_hex, &chain));
+  }
+  ChainHasher hasher;
+  for (size_t i = from; i < lines.size(); ++i) {
+    RecordLine line;
+    ASSERT_TRUE(SplitRecordLine(lines[i], &line));
+    const std::string payload(line.payload);
+    chain = hasher.Link(chain, payload);
+    lines[i] = payload + " " + ChainHex(chain);
+  }
+}
+
+// `line` (an event's) with its principal changed, same length.
+std::string Forged(std::string line) {
+  const size_t at = line.find("key:abc");
+  EXPECT_NE(at, std::string::npos) << line;
+  if (at != std::string::npos) line.replace(at, 7, "key:xyz");
+  return line;
+}
+
+// A server and a CLI command append to one chain (the CLI under the same lock): records
+// another writer appended after the server's last one link on from it, so the server accepts
+// them and its next checkpoint covers them.
+TEST_F(AuditLogTest, ARunningWriterAcceptsRecordsAnotherWriterAppends) {
+  auto server = Open(Options());
+  RecordEvents(*server, 3);
+  ASSERT_TRUE(server->Flush().ok());
+  {
+    auto cli = Open(Options(false));
+    RecordEvents(*cli, 2, 100);
+  }
+  RecordEvents(*server, 3, 3);
+  ASSERT_TRUE(server->Flush().ok());
+  {
+    auto cli = Open(Options(false));
+    RecordEvents(*cli, 2, 200);
+  }
+  server.reset();
+  const VerifyReport report = Verify();
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(report.records, 1 + 3 + 2 + 3 + 2 + 1);
+  EXPECT_EQ(report.last_checkpoint, 11);  // the server's final checkpoint covers every record
+}
+
+// Someone who can write the file rewrites it under a running server: keeps records 0..K (up
+// to a checkpoint, which goes beside the log), drops the rest and appends a forged record with
+// a correct chain; or forges the last record in place, keeping the file's size. Either chain
+// verifies on its own. The server must not extend it, nor sign a checkpoint over it: it finds
+// the record it wrote last no longer where it left it, refuses to append (Flush fails, naming
+// the offset) and leaves the file as the forger left it.
+TEST_F(AuditLogTest, ARunningWriterRefusesALogRewrittenUnderIt) {
+  for (bool same_size : {false, true}) {
+    SCOPED_TRACE(same_size ? "the last record forged in place" : "cut and a record forged");
+    fs::remove(path_);
+    fs::remove(path_ + ".checkpoint");
+    WriteLog(5);  // records 0..5, checkpoint 6 (kept beside the log)
+    auto server = Open(Options());
+    RecordEvents(*server, 10, 10);  // records 7..16
+    ASSERT_TRUE(server->Flush().ok());
+    std::vector<std::string> lines = Lines();
+    ASSERT_EQ(lines.size(), 17u);
+    const uint64_t known_end = fs::file_size(path_);
+    const std::vector<std::string> checkpoints = CheckpointPayloads(lines);
+    ASSERT_EQ(checkpoints.size(), 1u);
+
+    std::vector<std::string> forged;
+    if (same_size) {
+      forged = lines;
+      forged.back() = Forged(forged.back());
+      Rechain(forged, forged.size() - 1);
+    } else {
+      forged.assign(lines.begin(), lines.begin() + 8);  // 0..6 as they were, 7 to be forged
+      forged.back() = Forged(forged.back());
+      Rechain(forged, 7);
+    }
+    RewriteUnderLock(forged);
+    ASSERT_EQ(fs::file_size(path_) == known_end, same_size);
+    const VerifyReport before = Verify();
+    ASSERT_TRUE(before.status.ok()) << before.Summary();  // the forgery holds together
+
+    RecordEvents(*server, 1, 50);
+    const absl::Status flushed = server->Flush(absl::Milliseconds(500));
+    ASSERT_FALSE(flushed.ok());
+    EXPECT_NE(flushed.message().find("cut or rewritten"), std::string::npos) << flushed;
+    EXPECT_NE(flushed.message().find("byte " + std::to_string(known_end)), std::string::npos)
+        << flushed;
+    EXPECT_EQ(Lines(), forged);  // not extended
+    server.reset();              // the final checkpoint is refused too
+    EXPECT_EQ(Lines(), forged);
+    EXPECT_EQ(CheckpointPayloads(Lines()), checkpoints);  // none signed over the forgery
+    EXPECT_EQ(*ReadPublishedCheckpoint(path_), checkpoints.front());
+  }
+}
+
+// Records appended after the server's last one are accepted only if they link on from it as
+// a verifier would check them, all of them, not only the last two.
+TEST_F(AuditLogTest, ARunningWriterRefusesAppendedRecordsThatDoNotLink) {
+  auto server = Open(Options());
+  RecordEvents(*server, 3);
+  ASSERT_TRUE(server->Flush().ok());
+  const uint64_t known_end = fs::file_size(path_);
+  {
+    auto cli = Open(Options(false));
+    RecordEvents(*cli, 4, 100);  // records 4..7
+  }
+  std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 8u);
+  lines[5] = Forged(lines[5]);  // its chain no longer matches; the last two records still link
+  RewriteUnderLock(lines);
+  RecordEvents(*server, 1, 50);
+  const absl::Status flushed = server->Flush(absl::Milliseconds(500));
+  ASSERT_FALSE(flushed.ok());
+  EXPECT_NE(flushed.message().find("record 5"), std::string::npos) << flushed;
+  EXPECT_NE(flushed.message().find("after byte " + std::to_string(known_end)), std::string::npos)
+      << flushed;
+  server.reset();
+  EXPECT_EQ(Lines(), lines);
+}
+
+// A writer of the audit directory points audit.log at another file (state.db). Following it,
+// the torn-tail repair truncated that file; the store must refuse the link and leave it alone.
+TEST_F(AuditLogTest, ASymlinkedLogIsRefusedAndItsTargetLeftAlone) {
+  const fs::path victim = dir_ / "state.db";
+  const std::string contents = std::string("SQLite format 3\0", 16) + std::string(300, 'x');
+  std::ofstream(victim, std::ios::binary) << contents;
+  fs::create_symlink(victim, path_);
+  auto store = FileAuditStore::Open(path_);
+  if (store.ok()) {
+    auto log = AuditLog::Start(std::move(*store), Options());  // what the server would do
+  } else {
+    EXPECT_NE(store.status().message().find("symbolic link"), std::string::npos) << store.status();
+  }
+  EXPECT_FALSE(store.ok());
+  std::ifstream in(victim, std::ios::binary);
+  std::stringstream read;
+  read << in.rdbuf();
+  EXPECT_EQ(read.str(), contents);
+  EXPECT_TRUE(fs::is_symlink(path_));
+}
+
+// A writer of the audit directory points audit.log.checkpoint.tmp at another file: publishing
+// a checkpoint must not write through the link.
+TEST_F(AuditLogTest, ACheckpointIsNotWrittenThroughASymlinkedTempFile) {
+  const fs::path victim = dir_ / "precious";
+  std::ofstream(victim) << "keep me\n";
+  fs::create_symlink(victim, path_ + ".checkpoint.tmp");
+  WriteLog(3);
+  std::ifstream in(victim);
+  std::stringstream read;
+  read << in.rdbuf();
+  EXPECT_EQ(read.str(), "keep me\n");
+  EXPECT_FALSE(fs::is_symlink(path_ + ".checkpoint"));
+  EXPECT_FALSE(fs::exists(fs::symlink_status(path_ + ".checkpoint.tmp")));
+  const VerifyReport report = Verify();
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(report.published, 4);
+}
+
+// The kept checkpoint is never a link (the server replaces it by a rename): a link there is
+// someone else's doing, and readers refuse it rather than read what it points at.
+TEST_F(AuditLogTest, AKeptCheckpointThatIsASymlinkIsRefused) {
+  WriteLog(3);
+  const fs::path elsewhere = dir_ / "elsewhere";
+  fs::rename(path_ + ".checkpoint", elsewhere);
+  fs::create_symlink(elsewhere, path_ + ".checkpoint");
+  const absl::StatusOr<std::string> kept = ReadPublishedCheckpoint(path_);
+  ASSERT_FALSE(kept.ok());
+  EXPECT_NE(kept.status().message().find("symbolic link"), std::string::npos) << kept.status();
+  const VerifyReport report = Verify();
+  EXPECT_FALSE(report.status.ok());
+  EXPECT_NE(report.status.message().find("symbolic link"), std::string::npos) << report.Summary();
+}
+
+// A FIFO planted where the log or the kept checkpoint should be: readers and the writer refuse
+// it at once instead of waiting for someone to open its other end.
+TEST_F(AuditLogTest, AFifoInPlaceOfTheLogIsRefusedWithoutWaiting) {
+  ASSERT_EQ(::mkfifo(path_.c_str(), 0600), 0);
+  EXPECT_FALSE(FileAuditStore::Open(path_).ok());
+  const VerifyReport report = Verify();
+  EXPECT_FALSE(report.status.ok());
+  EXPECT_NE(report.status.message().find("not a regular file"), std::string::npos)
+      << report.Summary();
+  fs::remove(path_);
+  WriteLog(1);
+  fs::remove(path_ + ".checkpoint");
+  ASSERT_EQ(::mkfifo((path_ + ".checkpoint").c_str(), 0600), 0);
+  EXPECT_FALSE(ReadPublishedCheckpoint(path_).ok());
 }
 
 // A store whose Begin() waits until the test opens the gate, so the queue fills.

@@ -2,7 +2,9 @@
 // them: exit codes and messages, over a log written in process (the chain is the same whoever
 // writes it) and cut back to an older checkpoint, the attack the kept checkpoint cannot show.
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -175,6 +177,84 @@ TEST_F(AuditCliTest, NoAnchorIsTakenFromAChainThatDoesNotVerifyOrHasNoCheckpoint
   EXPECT_EQ(Anchor(), 1);
   EXPECT_EQ(out_, "");
   EXPECT_NE(err_.find("does not verify; no anchor taken"), std::string::npos) << err_;
+}
+
+// A value with the COUNT:HEAD shape that is not a valid anchor is reported as a bad anchor,
+// not looked up as a file ("no such file" sent operators looking for a missing file).
+TEST_F(AuditCliTest, AMalformedInlineAnchorIsReportedAsOne) {
+  WriteSessions(1, 2);
+  for (const std::string& bad : {std::string("0:abc"), std::string("-5:abc"),
+                                 std::string("12:not-hex"), "0:" + std::string(64, 'a')}) {
+    EXPECT_EQ(Verify({"--anchor", bad}), 2) << bad;
+    EXPECT_EQ(err_.find("no such file"), std::string::npos) << err_;
+    EXPECT_NE(err_.find("--anchor " + bad + ": "), std::string::npos) << err_;
+    EXPECT_NE(err_.find(bad[0] == '0' && bad.size() > 10 ? "count is at least 1" : "COUNT:HEAD"),
+              std::string::npos)
+        << err_;
+  }
+  // A file whose name merely contains a colon is still read as a file.
+  auto anchor = audit::ParseAnchor(*audit::ReadPublishedCheckpoint(log_));
+  ASSERT_TRUE(anchor.ok());
+  const std::string file = (off_host_.path() / "node:7.anchor").string();
+  std::ofstream(file) << anchor->count << ":" << anchor->head << "\n";
+  EXPECT_EQ(Verify({"--anchor", file}), 0) << out_ << err_;
+}
+
+// `pillar key create` when the audit log takes no more writes (RLIMIT_FSIZE at its size: a full
+// disk as far as the log is concerned) although it opens and its end verifies. The change
+// cannot be audited, so it is not made: nothing printed, no key in the store. It used to be
+// made first and its record then lost: a working key with no trace in the log.
+TEST(KeyChangeAuditTest, AKeyIsNotCreatedWhenItsAuditRecordCannotBeWritten) {
+  testing::ServerProcess server;
+  ASSERT_FALSE(server.CreateKey("first").empty());  // the log now holds a header and a record
+  const std::string config = server.config_path().string();
+  {
+    // Grow the log well past the state database, so that a size limit at the log's size stops
+    // the log's next append and nothing the key store writes.
+    auto store = audit::FileAuditStore::Open(server.audit_log().string());
+    ASSERT_TRUE(store.ok()) << store.status();
+    audit::AuditLogOptions options;
+    options.fsync_interval = absl::InfiniteDuration();
+    auto log = audit::AuditLog::Start(std::move(*store), options);
+    ASSERT_TRUE(log.ok()) << log.status();
+    const std::string reason(900, 'r');
+    for (int i = 0; i < 1200; ++i) {
+      ASSERT_TRUE((*log)->Record({.kind = audit::EventKind::kPolicy,
+                                  .allowed = true,
+                                  .time_us = 1'800'000'000'000'000 + i,
+                                  .principal = "pillar",
+                                  .tenant = {},
+                                  .action = "load",
+                                  .resource = "padding",
+                                  .request_id = {},
+                                  .remote = {},
+                                  .explain = [&reason] { return reason; }}));
+    }
+  }
+  const uintmax_t log_size = fs::file_size(server.audit_log());
+  ASSERT_GT(log_size, 8 * fs::file_size(server.state_path()));
+
+  struct rlimit original {};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &original), 0);
+  // Ignored, a signal stays ignored across exec: the write fails with EFBIG instead of killing.
+  auto previous = std::signal(SIGXFSZ, SIG_IGN);
+  struct rlimit limited = original;
+  limited.rlim_cur = rlim_t(log_size);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
+  std::string out, err;
+  const int rc = testing::RunPillar(
+      {"key", "create", "-c", config, "--name", "unaudited", "--role", "admin"}, &out, &err);
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &original), 0);
+  std::signal(SIGXFSZ, previous);
+
+  EXPECT_NE(rc, 0) << out << err;
+  EXPECT_EQ(out, "");  // no key printed
+  EXPECT_NE(err.find("not made"), std::string::npos) << err;
+  EXPECT_EQ(fs::file_size(server.audit_log()), log_size);
+  std::string list;
+  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", config}, &list), 0);
+  EXPECT_NE(list.find("\"name\":\"first\""), std::string::npos) << list;
+  EXPECT_EQ(list.find("unaudited"), std::string::npos) << list;
 }
 
 }  // namespace
