@@ -120,6 +120,10 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
                  config.limits.header_limit_bytes + config.limits.body_limit_bytes, ")"));
     }
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "request_timeout_ms", config.limits.request_timeout));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("body_min_bytes_per_second",
+                                     config.limits.body_min_bytes_per_second, 0, int64_t(1) << 32));
+    PILLAR_RETURN_IF_ERROR(
+        ReadMillis(s, "body_min_rate_grace_ms", config.limits.body_min_rate_grace));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "idle_timeout_ms", config.limits.idle_timeout));
     PILLAR_RETURN_IF_ERROR(ReadMillis(s, "write_timeout_ms", config.limits.write_timeout));
     PILLAR_RETURN_IF_ERROR(

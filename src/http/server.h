@@ -36,13 +36,25 @@ struct Limits {
   size_t body_limit_bytes = 8 * 1024 * 1024;
   // Bytes held by requests with a body read but not answered yet, all connections together:
   // each one's header and Content-Length, reserved as soon as the header is read, or its header
-  // and chunked body as they arrive. A request that does not fit gets 503 with Retry-After,
+  // and the memory its chunked payload takes, before it is taken (chunk framing, which the
+  // parser drops, is not charged), so one request never holds more than header_limit_bytes +
+  // body_limit_bytes of it. A request that does not fit gets 503 with Retry-After,
   // and its connection is closed. Without it, unauthenticated clients could make the server hold
   // max_connections x body_limit_bytes (78 GiB at the defaults); 1 GiB still holds 128
   // requests of the largest allowed size at once.
   size_t inflight_bytes_limit = size_t(1) << 30;
   // The whole request, from its first byte to its last; a slow sender gets 408 after it.
   absl::Duration request_timeout = absl::Seconds(30);
+  // A body holds its reservation while it is read, so its sender must keep it coming: once
+  // body_min_rate_grace has passed since the header, a body that has brought fewer than
+  // body_min_bytes_per_second for every second past the grace gets 408 (Apache's
+  // mod_reqtimeout MinRate, counted as it accumulates, so bytes sent early pay for a stall).
+  // Otherwise a client that declares 8 MiB and sends nothing holds it for request_timeout, and
+  // 128 such connections fill the default budget for free. 64 KiB/s is under a quarter of the
+  // 280 KiB/s a body of the largest default size already needs to arrive within
+  // request_timeout; 5 s covers a client's slow start and 100-continue. 0 disables it.
+  size_t body_min_bytes_per_second = 64 * 1024;
+  absl::Duration body_min_rate_grace = absl::Seconds(5);
   // How long a kept-alive connection may wait for its next request.
   absl::Duration idle_timeout = absl::Seconds(60);
   absl::Duration write_timeout = absl::Seconds(30);

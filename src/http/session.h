@@ -128,6 +128,20 @@ constexpr bhttp::field kSingletonHeaders[] = {
     bhttp::field::host,          bhttp::field::transfer_encoding,
 };
 
+// Whether a request's Transfer-Encoding value frames a body pillar can read: exactly one
+// `chunked` (any case, optional whitespace), since pillar decodes no other transfer coding.
+// Beast sets a body's framing only when `chunked` is the last coding, and reads every other
+// value (`gzip`, `chunked, gzip`, `chunked, chunked`) as no body at all, so the body's bytes
+// would be parsed as the next request on the connection (smuggled past whatever sits in front).
+// RFC 9112 6.3: a request whose final coding is not chunked gets 400 and its connection closed;
+// `gzip, chunked` is framed right but pillar cannot decode it, so it gets the same.
+inline bool IsChunkedOnly(std::string_view value) {
+  const size_t first = value.find_first_not_of(" \t");
+  if (first == std::string_view::npos) return false;
+  value = value.substr(first, value.find_last_not_of(" \t") + 1 - first);
+  return EqualsIgnoreCase(value, "chunked");
+}
+
 struct Stats {
   monitor::Family<monitor::Counter>* rejected = nullptr;
   monitor::Family<monitor::Gauge>* open = nullptr;
@@ -288,7 +302,9 @@ class Session final : public ResponseSink,
   void Arm(Waiting what, absl::Duration after) {
     waiting_ = what;
     timed_out_ = false;
+    slow_body_ = false;
     deadline_ns = CoarseNowNanos() + absl::ToInt64Nanoseconds(after);
+    request_deadline_ns_ = deadline_ns;
   }
 
   void Disarm() {
@@ -331,6 +347,8 @@ class Session final : public ResponseSink,
   void WaitForRequest() {
     parser_.emplace();
     parser_->body_limit(core_.limits.body_limit_bytes);
+    parser_->on_chunk_body(chunk_body_sink_);
+    body_charged_ = 0;
     header_reader_ =
         HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
     if (buffer_.size() > 0) {
@@ -388,12 +406,21 @@ class Session final : public ResponseSink,
   // Reads what the peer sends next into the buffer, then calls `then`. A failed read (the peer
   // went away, the request deadline cancelled it) goes to OnReadError as Beast reports it.
   void ReadMore(void (Session::*then)()) {
+    // The deadline fired while no read was pending (a completion, this session's last read's or
+    // its 100 Continue's, was already queued), so its cancel found nothing: a read started now
+    // would wait with no deadline at all.
+    if (timed_out_) {
+      OnReadError(net::error::operation_aborted);
+      return;
+    }
     stream_.async_read_some(buffer_.prepare(kReadChunk), [self = this->shared_from_this(), then](
                                                              beast::error_code ec, size_t n) {
       if (ec == net::error::eof) {
         ec = self->parser_->got_some() ? beast::error_code(bhttp::error::partial_message)
                                        : beast::error_code(bhttp::error::end_of_stream);
       }
+      // The deadline fired after this read completed, before this ran: as above.
+      if (!ec && self->timed_out_) ec = net::error::operation_aborted;
       if (ec) {
         self->OnReadError(ec);
         return;
@@ -413,6 +440,15 @@ class Session final : public ResponseSink,
         return;
       }
     }
+    // Checked before is_done(): Beast reads a body of any other coding as no body, and what
+    // follows the header must never be read as a request (Content-Length along with it is
+    // refused by Beast already).
+    if (auto te = request.find(bhttp::field::transfer_encoding);
+        te != request.end() && !IsChunkedOnly(ToStd(te->value()))) {
+      Reject(400, "unsupported Transfer-Encoding: pillar accepts only chunked",
+             "unsupported_transfer_encoding");
+      return;
+    }
     if (parser_->is_done()) {
       // No body: what it holds is bounded by max_connections x header_limit_bytes, and
       // probes, metadata and metrics stay answered while bodies fill the budget.
@@ -427,6 +463,9 @@ class Session final : public ResponseSink,
       return;
     }
     reserved_ = reserve;
+    body_started_ns_ = CoarseNowNanos();
+    body_bytes_ = 0;
+    ArmBodyRate();
     if (EqualsIgnoreCase(ToStd(request[bhttp::field::expect]), "100-continue")) {
       // curl and others wait for this before sending a body over 1 KiB.
       auto continue_response =
@@ -456,14 +495,13 @@ class Session final : public ResponseSink,
       beast::error_code ec;
       const size_t used = parser_->put(buffer_.data(), ec);
       buffer_.consume(used);
+      body_bytes_ += used;
+      if (ec == bhttp::error::buffer_overflow) {  // from OnChunkBody: the budget is full
+        RejectOverBudget();
+        return;
+      }
+      ArmBodyRate();
       if (parser_->chunked() && used > 0) {
-        // A chunked body declares no size: it is charged as it arrives, framing and trailers
-        // included.
-        if (!core_.Reserve(used)) {
-          RejectOverBudget();
-          return;
-        }
-        reserved_ += used;
         const auto& fields = parser_->get();
         if (size_t(std::distance(fields.begin(), fields.end())) >
             core_.limits.header_fields_limit) {
@@ -495,6 +533,61 @@ class Session final : public ResponseSink,
     ReadMore(&Session::ParseBody);
   }
 
+  // A chunked body declares no size, so it is charged as its payload is kept, before the memory
+  // is taken, and only for that: the parser drops chunk-size lines and extensions as it goes
+  // (each bounded by header_limit_bytes in ParseBody), and trailers are fields, bounded with
+  // the header. Beast's string_body would append the payload with std::string's growth, which
+  // allocates before anyone could charge it and can reach twice body_limit_bytes; this grows
+  // the string the same way (doubling, so a body of 1-byte chunks is not copied once per
+  // chunk) but never past body_limit_bytes, and charges its capacity: what the server holds.
+  // Beast refuses a chunk that would pass body_limit_bytes before its payload arrives.
+  size_t OnChunkBody(beast::string_view data, beast::error_code& ec) {
+    std::string& body = parser_->get().body();
+    const size_t needed = body.size() + data.size();
+    if (needed > body.capacity()) {
+      const size_t capacity =
+          std::max(needed, std::min(core_.limits.body_limit_bytes, 2 * body.capacity()));
+      if (!core_.Reserve(capacity - body_charged_)) {
+        ec = bhttp::error::buffer_overflow;  // ParseBody answers 503
+        return 0;
+      }
+      reserved_ += capacity - body_charged_;
+      body_charged_ = capacity;
+      // reserve() on the string itself would round a growth of less than double up to double.
+      std::string grown;
+      grown.reserve(capacity);
+      grown.append(body);
+      body.swap(grown);
+    }
+    body.append(data.data(), data.size());
+    return data.size();
+  }
+
+  // Called by the parser for each piece of chunk payload, in place of string_body's reader.
+  struct ChunkBodySink {
+    Session* session;
+    size_t operator()(uint64_t /*remain*/, beast::string_view data, beast::error_code& ec) {
+      return session->OnChunkBody(data, ec);
+    }
+  };
+
+  // A body holds its reservation while it is read: past the grace, it must have brought
+  // body_min_bytes_per_second for every second since its header (Limits), or the deadline
+  // fires and it gets 408. Bytes the parser consumed count, framing included: a chunked body's
+  // reservation grows only with its payload, so framing keeps alive a connection that holds
+  // little. Called when the body starts and after every read of it.
+  void ArmBodyRate() {
+    const size_t rate = core_.limits.body_min_bytes_per_second;
+    if (rate == 0 || waiting_ != Waiting::kRequest || timed_out_) return;
+    // The request's own deadline is never extended; past it, the rate's deadline is moot.
+    const absl::Duration allowed = std::min(
+        core_.limits.body_min_rate_grace + absl::Seconds(double(body_bytes_) / double(rate)),
+        core_.limits.request_timeout);
+    const int64_t rate_deadline_ns = body_started_ns_ + absl::ToInt64Nanoseconds(allowed);
+    slow_body_ = rate_deadline_ns < request_deadline_ns_;
+    deadline_ns = slow_body_ ? rate_deadline_ns : request_deadline_ns_;
+  }
+
   void RejectOverBudget() {
     Reject(503, "the server holds too many request bytes; retry later", "over_budget");
   }
@@ -502,7 +595,12 @@ class Session final : public ResponseSink,
   void OnReadError(beast::error_code ec) {
     const bool timed_out = timed_out_;
     Disarm();
-    if (timed_out) {
+    if (timed_out && slow_body_) {
+      Reject(408,
+             StrCat("the request body arrived slower than ", core_.limits.body_min_bytes_per_second,
+                    " bytes per second"),
+             "body_too_slow");
+    } else if (timed_out) {
       Reject(408, "the request was not received in time", "timeout");
     } else if (ec == bhttp::error::end_of_stream) {
       Close();
@@ -582,6 +680,7 @@ class Session final : public ResponseSink,
     // The request is answered: what it held goes back to the budget.
     core_.Release(reserved_);
     reserved_ = 0;
+    body_charged_ = 0;
     response_keep_alive_ = keep_alive_ && !core_.draining.load(std::memory_order_relaxed);
     head_.clear();
     head_.append("HTTP/1.1 ");
@@ -657,6 +756,15 @@ class Session final : public ResponseSink,
   HeaderReader header_reader_{0, 0};
   // Taken from the in-flight budget by the request being served.
   size_t reserved_ = 0;
+  // Of reserved_, what the chunked body's string has been charged (OnChunkBody).
+  size_t body_charged_ = 0;
+  ChunkBodySink chunk_body_sink_{this};
+  // ArmBodyRate: when the body's reading began, how much of it the parser has consumed, the
+  // request's own deadline, and whether the deadline armed is the rate's.
+  int64_t body_started_ns_ = 0;
+  uint64_t body_bytes_ = 0;
+  int64_t request_deadline_ns_ = 0;
+  bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;
   bool response_keep_alive_ = true;

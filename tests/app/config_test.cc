@@ -85,6 +85,33 @@ TEST(ConfigTest, LimitsOnWhatUnauthenticatedClientsMayMakeTheServerHold) {
             std::string::npos);
 }
 
+TEST(ConfigTest, SlowBodiesAreRefusedAfterAGraceUnlessTheMinimumRateIsZero) {
+  Config defaults = *ParseConfig("", "pillar.toml", "");
+  EXPECT_EQ(defaults.limits.body_min_bytes_per_second, 64u * 1024);
+  EXPECT_EQ(defaults.limits.body_min_rate_grace, absl::Seconds(5));
+
+  absl::StatusOr<Config> c = ParseConfig(
+      "[limits]\nbody_min_bytes_per_second = 1000\nbody_min_rate_grace_ms = 2500\n", "p.toml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.body_min_bytes_per_second, 1000u);
+  EXPECT_EQ(c->limits.body_min_rate_grace, absl::Milliseconds(2500));
+
+  c = ParseConfig("[limits]\nbody_min_bytes_per_second = 0\n", "p.toml", "");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->limits.body_min_bytes_per_second, 0u);  // disabled
+
+  auto error = [](const std::string& text) {
+    absl::StatusOr<Config> c = ParseConfig(text, "p.toml", "");
+    EXPECT_FALSE(c.ok()) << text;
+    return std::string(c.status().message());
+  };
+  EXPECT_NE(error("[limits]\nbody_min_bytes_per_second = -1\n")
+                .find("body_min_bytes_per_second must be an integer in [0,"),
+            std::string::npos);
+  EXPECT_NE(error("[limits]\nbody_min_rate_grace_ms = 0\n").find("body_min_rate_grace_ms must be"),
+            std::string::npos);
+}
+
 TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   auto error = [](const std::string& text) {
     absl::StatusOr<Config> c = ParseConfig(text, "p.toml", "");

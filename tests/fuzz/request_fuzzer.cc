@@ -6,7 +6,9 @@
 // The header is read twice: in one read, and split after the byte that follows every CRLF, as
 // a client sends it whose every write ends one byte into the next field name (the pattern that
 // once got 40 MiB of header past a 16 KiB limit). Neither may accept a header over the limits,
-// and a header both accept must parse the same.
+// and a header both accept must parse the same. A Transfer-Encoding the session accepts
+// (IsChunkedOnly) must be one Beast frames as chunked: any other is read by Beast as no body, and
+// the body's bytes as the next request.
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cstdint>
@@ -22,6 +24,7 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 using pillar::http::internal::HeaderReader;
+using pillar::http::internal::IsChunkedOnly;
 using pillar::http::internal::RequestParser;
 
 constexpr size_t kHeaderLimit = 16 * 1024;
@@ -92,6 +95,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (split_result == HeaderReader::Result::kDone &&
       (split_reader.bytes() != reader.bytes() || split_parser.get().target() != request.target())) {
     __builtin_trap();  // how the header was split changed what it says
+  }
+  if (auto te = request.find(bhttp::field::transfer_encoding); te != request.end()) {
+    if (!IsChunkedOnly(std::string_view(te->value().data(), te->value().size()))) {
+      return 0;  // the session answers 400 and closes the connection
+    }
+    if (!parser.chunked()) __builtin_trap();  // accepted, but its body would be a request
   }
   if (!parser.is_done() && !rest.empty()) {
     parser.eager(true);

@@ -1,7 +1,9 @@
 // What an unauthenticated client can make HttpServer hold: every byte and every field of a
-// request header, however the client splits its writes, and the server-wide budget of bytes
-// held by requests not answered yet. Raw sockets on 127.0.0.1, so each test decides exactly how
-// its bytes are split, and the metrics registry shows what the server holds.
+// request header, however the client splits its writes, the server-wide budget of bytes held by
+// requests not answered yet, and for how long a body that does not come holds it; and how a
+// request's body is framed (no transfer coding but chunked). Raw sockets on 127.0.0.1, so each
+// test decides exactly how its bytes are split, and the metrics registry shows what the server
+// holds.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -113,6 +115,23 @@ class RawConnection {
     buffer_.erase(0, end + 4 + length);
     reply.status = status;
     return reply;
+  }
+
+  // Everything the server sends, buffered or not, until it closes the connection; what came
+  // within `timeout_ms` if it does not.
+  std::string ReadUntilClosed(int timeout_ms = 5000) {
+    std::string all = std::move(buffer_);
+    buffer_.clear();
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (Clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (::poll(&p, 1, 50) <= 0) continue;
+      char chunk[16384];
+      ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n <= 0) break;
+      all.append(chunk, size_t(n));
+    }
+    return all;
   }
 
   // True when the server closed the connection (end of stream or reset) within `timeout_ms`.
@@ -386,6 +405,7 @@ TEST_F(SessionLimitsTest, RequestsPastTheInflightBudgetGet503AtOnce) {
   Limits limits;
   limits.inflight_bytes_limit = 64 * 1024;
   limits.body_limit_bytes = 64 * 1024;
+  limits.body_min_bytes_per_second = 0;  // the connections below hold their bodies on purpose
   Start(limits);
   const std::string header = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 20000\r\n\r\n";
   const double each = double(header.size() + 20000);
@@ -459,9 +479,10 @@ TEST_F(SessionLimitsTest, ChunkedBodiesAreChargedAsTheyArrive) {
   }
   reply = c.ReadReply();
   EXPECT_EQ(reply.status, 503) << reply.body;
-  // Refused with the chunk that passed the budget, not before.
-  EXPECT_GT(header.size() + size_t(chunks) * chunk.size(), limits.inflight_bytes_limit);
-  EXPECT_LE(header.size() + size_t(chunks - 1) * chunk.size(), limits.inflight_bytes_limit);
+  // Charged for the string that holds the payload, which grows by doubling: refused no later
+  // than with the chunk whose payload passed the budget, and not before the string could.
+  EXPECT_GT(header.size() + 2 * size_t(chunks) * 8192, limits.inflight_bytes_limit);
+  EXPECT_LE(header.size() + size_t(chunks - 1) * 8192, limits.inflight_bytes_limit);
   EXPECT_TRUE(c.ClosedByServer());
   EXPECT_EQ(WaitForInflight(0), 0);
 }
@@ -475,6 +496,155 @@ TEST_F(SessionLimitsTest, ChunkHeaderLongerThanTheHeaderLimitGets431) {
   c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n1;" +
          std::string(20000, 'a'));
   ExpectRefusedAndClosed(c, 431, "a chunk header or the trailers exceed 16384 bytes");
+}
+
+// Beast frames a body only when `chunked` is the last transfer coding, and reads every other
+// Transfer-Encoding as no body: the body's bytes were then parsed as the next request on the
+// connection, so a request smuggled in a body was answered (behind a proxy that framed it
+// otherwise, without passing the proxy's checks).
+TEST_F(SessionLimitsTest, TransferEncodingOtherThanOneChunkedGets400AndTheBodyIsNeverARequest) {
+  Start(Limits{});
+  const std::string smuggled = "GET /echo?smuggled HTTP/1.1\r\nHost: x\r\n\r\n";
+  const std::vector<std::string> refused = {
+      "Transfer-Encoding: chunked, gzip\r\n",
+      "Transfer-Encoding: chunked, chunked\r\n",
+      "Transfer-Encoding: gzip\r\n",
+      "Transfer-Encoding: identity\r\n",
+      "Transfer-Encoding: foo\r\n",
+      "Transfer-Encoding: gzip, chunked\r\n",  // framed, but pillar decodes no gzip
+      "Transfer-Encoding: gzip\r\nContent-Length: 0\r\n",
+  };
+  for (const std::string& fields : refused) {
+    RawConnection c(port_);
+    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\n" + fields + "\r\n" + smuggled));
+    // Read until the server closes: exactly one response, the refusal.
+    const std::string all = c.ReadUntilClosed(3000);
+    EXPECT_EQ(all.rfind("HTTP/1.1 400 ", 0), 0u) << fields << all;
+    EXPECT_NE(all.find("unsupported Transfer-Encoding"), std::string::npos) << fields << all;
+    EXPECT_NE(all.find("Connection: close\r\n"), std::string::npos) << fields << all;
+    EXPECT_EQ(all.find("HTTP/1.1 ", 1), std::string::npos) << fields << all;
+    EXPECT_EQ(all.find("smuggled"), std::string::npos) << fields << all;
+  }
+  EXPECT_EQ(Rejected("unsupported_transfer_encoding"), double(refused.size()));
+
+  // Exactly one `chunked`, in any case and with whitespace around it, frames a body.
+  for (const std::string& value :
+       std::vector<std::string>{"chunked", "Chunked", "CHUNKED", " chunked\t"}) {
+    RawConnection c(port_);
+    c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding:" + value +
+           "\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    Reply r = c.ReadReply();
+    EXPECT_EQ(r.status, 200) << value;
+    EXPECT_EQ(r.body, "POST /echo abc") << value;
+  }
+  EXPECT_EQ(WaitForInflight(0), 0);
+}
+
+// Chunk-size lines and extensions are dropped by the parser as it goes, so they are not
+// charged: one request of 1-byte chunks, each with a 16 KB extension, was charged 60 MB in
+// 0.7 s, far more than any request may hold, and one connection could take the whole budget.
+TEST_F(SessionLimitsTest, ChunkFramingIsNotChargedToTheBudget) {
+  Limits limits;
+  limits.body_limit_bytes = 64 * 1024;
+  Start(limits);
+  const std::string header = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  const std::string chunk = "1;e=" + std::string(16000, 'a') + "\r\nx\r\n";
+  ASSERT_LT(chunk.size(), limits.header_limit_bytes);  // each chunk-size line is allowed
+  RawConnection c(port_);
+  ASSERT_TRUE(c.Send(header));
+  constexpr size_t kChunks = 400;  // 6.4 MB of framing for 400 bytes of payload
+  double most = 0;
+  for (size_t i = 1; i <= kChunks; ++i) {
+    ASSERT_TRUE(c.Send(chunk)) << i;
+    most = std::max(most, InflightBytes());
+    // The header, and the string holding the payload sent so far (which grows by doubling).
+    ASSERT_LE(most, double(header.size() + 2 * i + 32)) << "after chunk " << i;
+  }
+  // Until the server has charged the whole payload, so it has read nearly all the framing.
+  for (int i = 0; i < 500 && InflightBytes() < double(header.size() + kChunks); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  most = std::max(most, InflightBytes());
+  EXPECT_GE(most, double(header.size() + kChunks));
+  EXPECT_LE(most, double(header.size() + 2 * kChunks + 32));
+  ASSERT_FALSE(c.Readable(0));  // neither refused nor answered yet
+  c.Send("0\r\n\r\n");
+  Reply r = c.ReadReply();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "POST /echo " + std::string(kChunks, 'x'));
+  EXPECT_LE(most, double(limits.header_limit_bytes + limits.body_limit_bytes));
+  EXPECT_EQ(WaitForInflight(0), 0);
+}
+
+// A body holds its reservation while it is read: one that declares 8 MiB and sends nothing (or a
+// byte now and then) is refused once the grace has passed, not at request_timeout (30 s), so
+// such clients hold the budget for seconds, and only as long as they keep reconnecting.
+TEST_F(SessionLimitsTest, BodySlowerThanTheMinimumRateGets408AfterTheGrace) {
+  Limits limits;
+  limits.body_min_rate_grace = absl::Seconds(1);
+  Start(limits);
+  ASSERT_EQ(limits.body_min_bytes_per_second, 64u * 1024);
+  ASSERT_EQ(limits.request_timeout, absl::Seconds(30));
+  const std::string header = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 8388608\r\n\r\n";
+  const double each = double(header.size() + 8388608);
+  RawConnection silent(port_), trickle(port_);
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(silent.Send(header));
+  ASSERT_TRUE(trickle.Send(header));
+  ASSERT_EQ(WaitForInflight(2 * each), 2 * each);
+  // One byte every 100 ms: both are past their deadline after the grace and a sweep.
+  while (!trickle.Readable(100)) {
+    if (!trickle.Send("x")) break;
+    if (std::chrono::steady_clock::now() - start > std::chrono::seconds(5)) break;
+  }
+  for (RawConnection* c : {&silent, &trickle}) {
+    Reply r = c->ReadReply(3000);
+    const auto waited = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.status, 408) << r.body;
+    EXPECT_NE(r.body.find("the request body arrived slower than 65536 bytes per second"),
+              std::string::npos)
+        << r.body;
+    EXPECT_EQ(r.Header("connection"), "close");
+    EXPECT_TRUE(c->ClosedByServer());
+    // The grace and one sweep (100 ms), with room for a slow machine; far from 30 s.
+    EXPECT_GE(waited, std::chrono::milliseconds(900));
+    EXPECT_LT(waited, std::chrono::milliseconds(2500));
+  }
+  EXPECT_EQ(Rejected("body_too_slow"), 2);
+  EXPECT_EQ(WaitForInflight(0), 0);  // both reservations returned
+}
+
+TEST_F(SessionLimitsTest, BodySentAtAnOrdinaryRateIsUnaffectedByTheMinimumRate) {
+  Limits limits;
+  limits.body_min_rate_grace = absl::Milliseconds(500);
+  limits.body_min_bytes_per_second = 64 * 1024;
+  Start(limits);
+  // 384 KiB at 128 KiB/s, twice the minimum rate, for 3 s: six times the grace.
+  const std::string body(384 * 1024, 'b');
+  RawConnection c(port_);
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " +
+                     std::to_string(body.size()) + "\r\n\r\n"));
+  for (size_t at = 0; at < body.size(); at += 32 * 1024) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ASSERT_FALSE(c.Readable(0)) << "refused after " << at << " bytes";
+    ASSERT_TRUE(c.Send(body.substr(at, 32 * 1024)));
+  }
+  Reply r = c.ReadReply();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "POST /echo " + body);
+  // And a chunked one, which the rate counts the same way.
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n");
+  for (int i = 0; i < 6; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    ASSERT_FALSE(c.Readable(0)) << "refused after " << i << " chunks";
+    c.Send("8000\r\n" + std::string(32 * 1024, 'c') + "\r\n");
+  }
+  c.Send("0\r\n\r\n");
+  r = c.ReadReply();
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.size(), std::string("POST /echo ").size() + 6 * 32 * 1024);
+  EXPECT_EQ(Rejected("body_too_slow"), 0);
+  EXPECT_EQ(WaitForInflight(0), 0);
 }
 
 }  // namespace
