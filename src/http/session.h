@@ -5,8 +5,8 @@
 // A Session reads a request under the limits, answers protocol errors itself, hands good
 // requests to the Handler, and writes the answer; deadlines are checked by its Loop's sweep.
 // It drives Beast's parser itself (read, put, count) instead of bhttp::async_read, so that every
-// byte of a header is counted (HeaderReader) and a body is charged to the server-wide in-flight
-// budget (Core::Reserve) before it is held.
+// byte of a header and of a chunked body's framing is counted (HeaderReader, BodyReader) and a
+// body is charged to the server-wide in-flight budget (Core::Reserve) before it is held.
 // All of a session's handlers run on its loop's single thread; Send() and Post() may be called
 // from any thread and hop onto it.
 #pragma once
@@ -51,9 +51,9 @@ namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = net::ip::tcp;
 
-// Every read, header or body. The parser consumes a body as it arrives and holds back at most
-// header_limit_bytes of a header (or of a chunk-size line or trailers), so a connection's read
-// buffer never grows past max(2 x header_limit_bytes, header_limit_bytes + kReadChunk).
+// Every read, header or body. The parser consumes a body as it arrives and holds back less than
+// header_limit_bytes of a header, or of a chunk-size line or trailers (and the CRLF before it),
+// so a connection's read buffer never grows past header_limit_bytes + 2 + kReadChunk.
 constexpr size_t kReadChunk = 16 * 1024;
 
 using RequestParser = bhttp::request_parser<bhttp::string_body>;
@@ -119,6 +119,80 @@ class HeaderReader {
   size_t field_limit_;
   size_t bytes_ = 0;
   size_t fields_ = 0;
+};
+
+// Feeds a request body to the parser once its header is complete, holding a chunked body's
+// framing to the header's limits: each chunk-size line (size, extensions, CRLF) and the trailer
+// section (the last chunk's line, the trailer fields, the blank line) is at most `byte_limit`
+// bytes, and the trailers count toward the header's `field_limit`. Beast consumes such a line
+// only once it has all of it, and puts no limit on it; a check of what stayed buffered between
+// reads let one read complete a line of twice the limit (a 32,500-byte extension or trailer
+// passed a 16 KiB limit). So the parser takes one step per put() (a line, or a piece of a chunk)
+// and is given at most byte_limit bytes past the CRLF that ends the previous chunk: a line that
+// has not ended within them is over the limit, however the client split its writes. Plain data,
+// no I/O, so the request fuzzer drives it with the same reads split as an attack.
+//
+//   BodyReader reader(limits.header_limit_bytes, limits.header_fields_limit);
+//   for each read: result = reader.Put(parser, buffer.data(), used, ec); buffer.consume(used);
+class BodyReader {
+ public:
+  enum class Result {
+    kNeedMore,       // the body has not ended: read more, then Put() again
+    kDone,           // the parser's message is complete
+    kTooLarge,       // a chunk-size line or the trailer section exceeds the byte limit: 431
+    kTooManyFields,  // the header and trailers have more fields than the field limit: 431
+    kError,          // `ec` says what Beast or the parser's body callback refused
+  };
+
+  BodyReader(size_t byte_limit, size_t field_limit)
+      : byte_limit_(byte_limit), field_limit_(field_limit) {}
+
+  // `input` is everything buffered and not consumed yet; `used` is how much of it the parser
+  // consumed (to drop from the buffer). Only called once the header is complete, while the
+  // message is not.
+  [[nodiscard]] Result Put(RequestParser& parser, net::const_buffer input, size_t& used,
+                           beast::error_code& ec) {
+    used = 0;
+    ec = {};
+    // Beast's eager mode would run on through every chunk the input holds; one step per put()
+    // lets each line be given no more than its limit.
+    parser.eager(false);
+    const char* data = static_cast<const char*>(input.data());
+    while (used < input.size() && !parser.is_done()) {
+      // What one step may be given: for a Content-Length body, all of it.
+      size_t most = SIZE_MAX;
+      if (parser.chunked()) {
+        // Beast reads the CRLF that ends a chunk's data as the start of the next chunk-size
+        // line. Pieces of chunk data are given as much, and simply take several steps.
+        most = (started_ ? 2 : 0) + byte_limit_;
+      }
+      const size_t allowed = std::min(input.size() - used, most);
+      const size_t n = parser.put(net::const_buffer(data + used, allowed), ec);
+      used += n;
+      started_ = started_ || n > 0;
+      if (ec == bhttp::error::need_more) {
+        // Only a line (a chunk-size line or the trailer section) leaves input unconsumed, and
+        // only while its end is not in what it was given.
+        ec = {};
+        return allowed < most ? Result::kNeedMore : Result::kTooLarge;
+      }
+      if (ec) return Result::kError;
+      if (n == 0) return Result::kNeedMore;  // a step that took nothing waits for more
+    }
+    if (!parser.is_done()) return Result::kNeedMore;
+    if (parser.chunked()) {
+      const auto& fields = parser.get();  // the header's fields and the trailers
+      if (size_t(std::distance(fields.begin(), fields.end())) > field_limit_) {
+        return Result::kTooManyFields;
+      }
+    }
+    return Result::kDone;
+  }
+
+ private:
+  size_t byte_limit_;
+  size_t field_limit_;
+  bool started_ = false;  // the parser has consumed some of the body
 };
 
 // Headers that must appear at most once: a second copy is either an attack (request smuggling,
@@ -351,6 +425,7 @@ class Session final : public ResponseSink,
     body_charged_ = 0;
     header_reader_ =
         HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
+    body_reader_ = BodyReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
     if (buffer_.size() > 0) {
       Arm(Waiting::kRequest, core_.limits.request_timeout);
       ParseHeader();
@@ -443,11 +518,19 @@ class Session final : public ResponseSink,
     // Checked before is_done(): Beast reads a body of any other coding as no body, and what
     // follows the header must never be read as a request (Content-Length along with it is
     // refused by Beast already).
-    if (auto te = request.find(bhttp::field::transfer_encoding);
-        te != request.end() && !IsChunkedOnly(ToStd(te->value()))) {
-      Reject(400, "unsupported Transfer-Encoding: pillar accepts only chunked",
-             "unsupported_transfer_encoding");
-      return;
+    if (auto te = request.find(bhttp::field::transfer_encoding); te != request.end()) {
+      // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing (an HTTP/1.0
+      // hop in front may frame the body otherwise). Beast decodes it and keeps the connection
+      // alive; pillar has no HTTP/1.0 clients that chunk, so it refuses the request and closes.
+      if (request.version() < 11) {
+        Reject(400, "Transfer-Encoding in an HTTP/1.0 request", "unsupported_transfer_encoding");
+        return;
+      }
+      if (!IsChunkedOnly(ToStd(te->value()))) {
+        Reject(400, "unsupported Transfer-Encoding: pillar accepts only chunked",
+               "unsupported_transfer_encoding");
+        return;
+      }
     }
     if (parser_->is_done()) {
       // No body: what it holds is bounded by max_connections x header_limit_bytes, and
@@ -477,57 +560,48 @@ class Session final : public ResponseSink,
               self->Close();
               return;
             }
-            self->ReadBody();
+            self->ParseBody();
           });
       return;
     }
-    ReadBody();
-  }
-
-  void ReadBody() {
-    // One put() takes every chunk the buffer holds, and stops at the end of the body.
-    parser_->eager(true);
     ParseBody();
   }
 
+  // Parses what the buffer holds and reads more until the body is complete. The parser stops
+  // at the end of the body, so pipelined requests stay in the buffer.
   void ParseBody() {
     if (buffer_.size() > 0) {
+      size_t used = 0;
       beast::error_code ec;
-      const size_t used = parser_->put(buffer_.data(), ec);
+      const BodyReader::Result result = body_reader_.Put(*parser_, buffer_.data(), used, ec);
       buffer_.consume(used);
       body_bytes_ += used;
-      if (ec == bhttp::error::buffer_overflow) {  // from OnChunkBody: the budget is full
-        RejectOverBudget();
-        return;
-      }
       ArmBodyRate();
-      if (parser_->chunked() && used > 0) {
-        const auto& fields = parser_->get();
-        if (size_t(std::distance(fields.begin(), fields.end())) >
-            core_.limits.header_fields_limit) {
+      switch (result) {
+        case BodyReader::Result::kNeedMore:
+          break;
+        case BodyReader::Result::kDone:
+          OnRequest();
+          return;
+        case BodyReader::Result::kTooLarge:
+          Reject(431,
+                 StrCat("a chunk header or the trailers exceed ", core_.limits.header_limit_bytes,
+                        " bytes"),
+                 "header_too_large");
+          return;
+        case BodyReader::Result::kTooManyFields:
           Reject(431,
                  StrCat("the request header and trailers have more than ",
                         core_.limits.header_fields_limit, " fields"),
                  "too_many_headers");
           return;
-        }
-      }
-      if (ec && ec != bhttp::error::need_more) {
-        OnReadError(ec);
-        return;
-      }
-      if (parser_->is_done()) {
-        OnRequest();
-        return;
-      }
-      // Beast keeps a chunk-size line or the trailers in the buffer until they end, and puts
-      // no limit on them: the header's limit bounds them here.
-      if (buffer_.size() >= core_.limits.header_limit_bytes) {
-        Reject(431,
-               StrCat("a chunk header or the trailers exceed ", core_.limits.header_limit_bytes,
-                      " bytes"),
-               "header_too_large");
-        return;
+        case BodyReader::Result::kError:
+          if (ec == bhttp::error::buffer_overflow) {  // from OnChunkBody: the budget is full
+            RejectOverBudget();
+          } else {
+            OnReadError(ec);
+          }
+          return;
       }
     }
     ReadMore(&Session::ParseBody);
@@ -535,7 +609,7 @@ class Session final : public ResponseSink,
 
   // A chunked body declares no size, so it is charged as its payload is kept, before the memory
   // is taken, and only for that: the parser drops chunk-size lines and extensions as it goes
-  // (each bounded by header_limit_bytes in ParseBody), and trailers are fields, bounded with
+  // (each bounded by header_limit_bytes: BodyReader), and trailers are fields, bounded with
   // the header. Beast's string_body would append the payload with std::string's growth, which
   // allocates before anyone could charge it and can reach twice body_limit_bytes; this grows
   // the string the same way (doubling, so a body of 1-byte chunks is not copied once per
@@ -754,6 +828,7 @@ class Session final : public ResponseSink,
   beast::flat_buffer buffer_;
   std::optional<RequestParser> parser_;
   HeaderReader header_reader_{0, 0};
+  BodyReader body_reader_{0, 0};
   // Taken from the in-flight budget by the request being served.
   size_t reserved_ = 0;
   // Of reserved_, what the chunked body's string has been charged (OnChunkBody).

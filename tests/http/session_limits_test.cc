@@ -498,6 +498,103 @@ TEST_F(SessionLimitsTest, ChunkHeaderLongerThanTheHeaderLimitGets431) {
   ExpectRefusedAndClosed(c, 431, "a chunk header or the trailers exceed 16384 bytes");
 }
 
+// Beast holds a chunk-size line, and the last chunk's line with the trailers after it, until it
+// has all of it; the buffer was checked only between reads, so a line just under the limit in
+// the buffer and one 16 KiB read on top of it passed: a 32,500-byte extension or trailer field
+// was accepted with a 16 KiB limit. Each is held to header_limit_bytes exactly, from its first
+// byte to the CRLF (for the trailers, the blank line) that ends it, however it is written.
+struct FramingCase {
+  std::string name;
+  std::string body;  // the chunked body, whose framing under test starts at `line_at`
+  size_t line_at = 0;
+};
+
+// A chunked body whose first chunk-size line, second chunk-size line, or trailer section (the
+// last chunk's line to the blank line) is exactly `bytes` long; the payload is always "xy".
+std::vector<FramingCase> FramingOf(size_t bytes) {
+  const std::string tail = "0\r\n\r\n";
+  auto line = [&](const std::string& size) {  // "<size>;e=aaa...\r\n", `bytes` long
+    return size + ";e=" + std::string(bytes - size.size() - 5, 'a') + "\r\n";
+  };
+  std::vector<FramingCase> cases;
+  cases.push_back({"first chunk-size line", line("2") + "xy\r\n" + tail, 0});
+  cases.push_back({"second chunk-size line", "1\r\nx\r\n" + line("1") + "y\r\n" + tail, 6});
+  // "0\r\n" "X-T: " value "\r\n" "\r\n"
+  cases.push_back(
+      {"trailers", "2\r\nxy\r\n0\r\nX-T: " + std::string(bytes - 12, 'v') + "\r\n\r\n", 7});
+  return cases;
+}
+
+// Sends the request in one write (`cut` 0), or in three: the header; the body up to `cut`
+// bytes into the framing under test; the rest. With the server holding part of a line under the
+// limit, one read brings the rest of it (the pattern that passed before).
+void SendFraming(RawConnection& c, const std::string& header, const FramingCase& framing,
+                 size_t cut) {
+  if (cut == 0) {
+    ASSERT_TRUE(c.Send(header + framing.body));
+    return;
+  }
+  ASSERT_TRUE(c.Send(header));
+  c.Readable(20);  // let each write arrive on its own
+  ASSERT_TRUE(c.Send(framing.body.substr(0, framing.line_at + cut)));
+  c.Readable(20);
+  c.Send(framing.body.substr(framing.line_at + cut));
+}
+
+TEST_F(SessionLimitsTest, ChunkFramingOfExactlyTheHeaderLimitPassesAndOneByteMoreGets431) {
+  Start(Limits{});
+  const size_t limit = Limits{}.header_limit_bytes;
+  const std::string header = "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
+  // One write; one byte short of the limit held, then the rest; half of it held, then the rest.
+  for (size_t cut : {size_t(0), limit - 1, limit / 2}) {
+    const std::string pattern = cut == 0 ? ", one write" : ", cut at " + std::to_string(cut);
+    for (const FramingCase& framing : FramingOf(limit)) {
+      RawConnection c(port_);
+      SendFraming(c, header, framing, cut);
+      Reply r = c.ReadReply();
+      EXPECT_EQ(r.status, 200) << framing.name << pattern << ": " << r.body;
+      EXPECT_EQ(r.body, "POST /echo xy") << framing.name << pattern;
+      EXPECT_EQ(r.Header("connection"), "") << framing.name << pattern;  // kept alive
+    }
+    for (const FramingCase& framing : FramingOf(limit + 1)) {
+      SCOPED_TRACE(framing.name + pattern);
+      RawConnection c(port_);
+      SendFraming(c, header, framing, cut);
+      ExpectRefusedAndClosed(c, 431, "a chunk header or the trailers exceed 16384 bytes");
+    }
+  }
+  EXPECT_EQ(Rejected("header_too_large"), 9);
+  EXPECT_EQ(WaitForInflight(0), 0);
+}
+
+// RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 request is faulty framing (an HTTP/1.0 hop in
+// front reads its body otherwise), so it is refused, and the connection closed, before a byte of
+// the body is read as anything: Beast decoded it as chunked and kept the connection alive.
+TEST_F(SessionLimitsTest, Http10RequestWithTransferEncodingGets400AndTheConnectionCloses) {
+  Start(Limits{});
+  RawConnection c(port_);
+  ASSERT_TRUE(
+      c.Send("POST /echo HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n"
+             "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"
+             "GET /echo?second HTTP/1.0\r\nHost: x\r\nConnection: keep-alive\r\n\r\n"));
+  // Read until the server closes: exactly one response, the refusal.
+  const std::string all = c.ReadUntilClosed(3000);
+  EXPECT_EQ(all.rfind("HTTP/1.1 400 ", 0), 0u) << all;
+  EXPECT_NE(all.find("Transfer-Encoding in an HTTP/1.0 request"), std::string::npos) << all;
+  EXPECT_NE(all.find("Connection: close\r\n"), std::string::npos) << all;
+  EXPECT_EQ(all.find("HTTP/1.1 ", 1), std::string::npos) << all;
+  EXPECT_EQ(all.find("POST /echo"), std::string::npos) << all;
+  EXPECT_EQ(all.find("second"), std::string::npos) << all;
+  EXPECT_EQ(Rejected("unsupported_transfer_encoding"), 1);
+  // Without Transfer-Encoding, HTTP/1.0 keep-alive is served as before.
+  RawConnection ok(port_);
+  ok.Send("POST /echo HTTP/1.0\r\nConnection: keep-alive\r\nContent-Length: 3\r\n\r\nabc");
+  Reply r = ok.ReadReply();
+  EXPECT_EQ(r.body, "POST /echo abc");
+  EXPECT_EQ(r.Header("connection"), "keep-alive");
+  EXPECT_EQ(WaitForInflight(0), 0);
+}
+
 // Beast frames a body only when `chunked` is the last transfer coding, and reads every other
 // Transfer-Encoding as no body: the body's bytes were then parsed as the next request on the
 // connection, so a request smuggled in a body was answered (behind a proxy that framed it
