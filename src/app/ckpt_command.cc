@@ -287,10 +287,10 @@ int RunCkptImport(const CkptOptions& options) {
   // The reader holds a storage named by many tensors once, but a checkpoint writes each tensor:
   // without a bound, a 4 MB file naming one 4 MiB tensor 4,000 times would write 16 GB. Tied
   // weights (an embedding shared with the output layer) stay far below this.
-  std::error_code ec;
-  const uint64_t file_bytes = std::filesystem::file_size(options.file, ec);
+  // The size of the bytes that were parsed, not of whatever the path names by now.
+  const uint64_t file_bytes = file->file_bytes;
   constexpr uint64_t kMaxWrittenPerFileByte = 4;
-  if (!ec && total > kMaxWrittenPerFileByte * file_bytes + (1 << 20)) {
+  if (total > kMaxWrittenPerFileByte * file_bytes + (1 << 20)) {
     return Fail("import", absl::InvalidArgumentError(StrCat(
                               options.file, ": its tensors would take ", total, " bytes, more than ",
                               kMaxWrittenPerFileByte, " times the file's ", file_bytes,

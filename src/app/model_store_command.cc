@@ -6,13 +6,18 @@
 // is served, and where aliases point, is decided by holders of a signing key only. Aliases move
 // under the model's lock and every move is kept with who and when (aliases.json) and audited.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <utility>
 
 #include <cstdio>
 #include <filesystem>
 
 #include "absl/time/clock.h"
-#include "app/alias_generations.h"
+#include "app/high_water_marks.h"
 #include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -82,6 +87,58 @@ absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_chang
   return store;
 }
 
+// A model's directory, held open by descriptor and reached through /proc/self/fd from then on:
+// whoever can write the store could otherwise rename it and leave a link in its place between
+// two steps of a push or a move, and the CLI would write where the link points. Error messages
+// show the store path, not the descriptor's.
+class ModelDirectory {
+ public:
+  // Opens (creating it when `create`) <root>/<name>, refusing a link.
+  static absl::StatusOr<ModelDirectory> Open(const fs::path& root, const std::string& name,
+                                             bool create) {
+    const fs::path shown = root / name;
+    if (create && ::mkdir(shown.c_str(), 0755) != 0 && errno != EEXIST) {
+      return absl::InternalError(StrCat("cannot create ", shown.string(), ": ", std::strerror(errno)));
+    }
+    const int fd = ::open(shown.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) {
+        return absl::NotFoundError(StrCat("no model '", name, "' in ", root.string()));
+      }
+      return absl::InvalidArgumentError(StrCat(
+          shown.string(), ": ", errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)"
+                                                                  : std::strerror(errno)));
+    }
+    return ModelDirectory(fd, shown);
+  }
+  ModelDirectory(ModelDirectory&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)),
+        shown_(std::move(other.shown_)) {}
+  ModelDirectory& operator=(ModelDirectory&&) = delete;
+  ~ModelDirectory() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  const fs::path& path() const { return path_; }  // through the descriptor
+  int fd() const { return fd_; }
+  // `status` with the descriptor's path replaced by the store's, for people to read.
+  absl::Status Shown(const absl::Status& status) const {
+    std::string message(status.message());
+    const std::string from = path_.string();
+    for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at)) {
+      message.replace(at, from.size(), shown_.string());
+      at += shown_.string().size();
+    }
+    return absl::Status(status.code(), message);
+  }
+
+ private:
+  ModelDirectory(int fd, fs::path shown)
+      : fd_(fd), path_(fs::path("/proc/self/fd") / std::to_string(fd)), shown_(std::move(shown)) {}
+  int fd_;
+  fs::path path_;
+  fs::path shown_;
+};
+
 // The key a change signs with; an error when signatures are required and there is none.
 absl::StatusOr<const signing::SigningKey*> ChangeKey(const Store& store) {
   if (store.key) return &*store.key;
@@ -109,8 +166,10 @@ absl::Status CheckName(const std::string& name) {
 
 // What the server would check before loading, from the same bytes it would load: a version it
 // would refuse at `subject` ("<model>/<version>") is refused here too.
-absl::Status CheckServable(const Store& store, const fs::path& dir, const std::string& subject) {
+absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& dir,
+                                          const std::string& subject) {
   std::string toml;
+  std::string root;
   if (store.config.require_signatures) {
     if (store.trusted.empty()) {
       return absl::FailedPreconditionError(
@@ -124,6 +183,7 @@ absl::Status CheckServable(const Store& store, const fs::path& dir, const std::s
       return absl::NotFoundError(StrCat(dir.string(), ": no model.toml among the signed files"));
     }
     toml = std::move(verified->contents["model.toml"]);
+    root = std::move(verified->root_digest);
   } else {
     absl::StatusOr<std::map<std::string, std::string, std::less<>>> files =
         signing::ReadModelFiles(dir.string(), {"model.toml"});
@@ -133,7 +193,11 @@ absl::Status CheckServable(const Store& store, const fs::path& dir, const std::s
     }
     toml = std::move((*files)["model.toml"]);
   }
-  return models::ModelConfig::Parse(toml, (dir / "model.toml").string()).status();
+  if (absl::Status s = models::ModelConfig::Parse(toml, (dir / "model.toml").string()).status();
+      !s.ok()) {
+    return s;
+  }
+  return root;
 }
 
 
@@ -165,16 +229,16 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   }
   absl::StatusOr<const signing::SigningKey*> key = ChangeKey(*store);
   if (!key.ok()) return Fail(action, key.status());
-  const fs::path model_dir = store->root / options.name;
-  if (!fs::is_directory(model_dir)) {
-    return Fail(action, absl::NotFoundError(StrCat("no model '", options.name, "' in ",
-                                                   store->root.string())));
-  }
+  absl::StatusOr<ModelDirectory> dir =
+      ModelDirectory::Open(store->root, options.name, /*create=*/false);
+  if (!dir.ok()) return Fail(action, dir.status());
+  auto fail = [&](const absl::Status& status) { return Fail(action, dir->Shown(status)); };
+  const fs::path& model_dir = dir->path();
   absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
-  if (!lock.ok()) return Fail(action, lock.status());
-  AliasGenerations generations(*store->state);
+  if (!lock.ok()) return fail(lock.status());
+  HighWaterMarks generations(*store->state);
   absl::StatusOr<int64_t> highest = generations.Highest(options.name);
-  if (!highest.ok()) return Fail(action, highest.status());
+  if (!highest.ok()) return fail(highest.status());
   absl::StatusOr<models::ModelAliases> aliases =
       models::ReadAliases(model_dir, options.name, ReadTrust(*store));
   if (aliases.ok() && aliases->generation < *highest) {
@@ -184,7 +248,7 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   }
   if (!aliases.ok()) {
     if (!options.replace_aliases) {
-      return Fail(action, absl::Status(aliases.status().code(),
+      return fail(absl::Status(aliases.status().code(),
                                        StrCat(aliases.status().message(),
                                               "; to start this model's aliases afresh with this "
                                               "move, give --replace-aliases")));
@@ -198,7 +262,7 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   if (action == "rollback") {
     std::optional<int64_t> previous = aliases->Previous(options.alias);
     if (!previous) {
-      return Fail(action, absl::FailedPreconditionError(
+      return fail(absl::FailedPreconditionError(
                               StrCat("alias '", options.alias, "' of ", options.name,
                                      " has no earlier version to go back to")));
     }
@@ -206,13 +270,13 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   }
   const fs::path version_dir = model_dir / std::to_string(target);
   if (!fs::is_directory(version_dir)) {
-    return Fail(action, absl::NotFoundError(
+    return fail(absl::NotFoundError(
                             StrCat("no version ", target, " of model '", options.name, "'")));
   }
   if (absl::Status s =
-          CheckServable(*store, version_dir, models::VersionSubject(options.name, target));
+          CheckServable(*store, version_dir, models::VersionSubject(options.name, target)).status();
       !s.ok()) {
-    return Fail(action, absl::FailedPreconditionError(
+    return fail(absl::FailedPreconditionError(
                             StrCat("version ", target, " would not be served: ", s.message())));
   }
   auto current = aliases->targets.find(options.alias);
@@ -233,17 +297,17 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
           StrCat(move, " (generation ", aliases->generation,
                  *key != nullptr ? StrCat(", signed by ", (*key)->public_key.key_id) : "", ")"));
       !s.ok()) {
-    return Fail(action, absl::Status(s.code(), StrCat(move, " is not made: its audit record was "
+    return fail(absl::Status(s.code(), StrCat(move, " is not made: its audit record was "
                                                       "not confirmed durable: ",
                                                       s.message())));
   }
   if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
     (void)store->audit->RecordFailed(audit::EventKind::kModel, action,
                                      StrCat("model:", options.name, "/", options.alias), s);
-    return Fail(action, s);
+    return fail(s);
   }
   if (absl::Status s = generations.Admit(options.name, aliases->generation); !s.ok()) {
-    return Fail(action, s);
+    return fail(s);
   }
   std::printf("%s %s\n", options.name.c_str(), move.c_str());
   return 0;
@@ -276,31 +340,33 @@ int RunModelPush(const ModelStoreOptions& options) {
   absl::StatusOr<std::vector<signing::FileDigest>> files = signing::DigestDirectory(source);
   if (!files.ok()) return Fail("push", files.status());
   const std::string root = signing::RootDigest(*files);
-  const fs::path model_dir = store->root / options.name;
+  absl::StatusOr<ModelDirectory> dir =
+      ModelDirectory::Open(store->root, options.name, /*create=*/true);
+  if (!dir.ok()) return Fail("push", dir.status());
+  auto fail = [&](const absl::Status& status) { return Fail("push", dir->Shown(status)); };
+  const fs::path& model_dir = dir->path();
   std::error_code ec;
-  fs::create_directories(model_dir, ec);
-  if (ec) return Fail("push", absl::InternalError(StrCat("cannot create ", model_dir.string())));
   absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
-  if (!lock.ok()) return Fail("push", lock.status());
+  if (!lock.ok()) return fail(lock.status());
   const std::vector<int64_t> versions = models::VersionsIn(model_dir);
   // Content addressed: a version whose manifest claims the same root digest, and verifies, is
   // this content already. Only a claim that matches is verified, and verification checks each
   // file's size against ours before reading it, so a huge file elsewhere in the store costs
   // nothing here.
   for (int64_t v : versions) {
-    const fs::path dir = model_dir / std::to_string(v);
-    absl::StatusOr<std::string> claimed = signing::ClaimedRootDigest(dir.string());
+    const fs::path version_dir = model_dir / std::to_string(v);
+    absl::StatusOr<std::string> claimed = signing::ClaimedRootDigest(version_dir.string());
     bool same = false;
     if (claimed.ok()) {
       same = *claimed == root &&
-             signing::VerifyModel(dir.string(), store->trusted,
+             signing::VerifyModel(version_dir.string(), store->trusted,
                                   {.expected_name = models::VersionSubject(options.name, v),
                                    .keep = {},
                                    .after_read = {}})
                  .ok();
     } else if (!store->config.require_signatures) {
       absl::StatusOr<std::vector<signing::FileDigest>> existing =
-          signing::DigestDirectory(dir.string());
+          signing::DigestDirectory(version_dir.string());
       same = existing.ok() && signing::RootDigest(*existing) == root;
     }
     if (same) {
@@ -310,15 +376,26 @@ int RunModelPush(const ModelStoreOptions& options) {
       return 0;
     }
   }
-  // Version numbers are never reused, even after a version's directory is removed: a signature
-  // names "<model>/<n>", so a second content at the same number would make the first one's
-  // signature (kept by anyone) valid again for that place.
-  const std::string mark = StrCat("versions/", options.name);
-  absl::StatusOr<int64_t> highest = store->state->RaiseHighWater(mark, 0);
-  if (!highest.ok()) return Fail("push", highest.status());
-  const int64_t last = std::max(versions.empty() ? 0 : versions.back(), *highest);
+  // Version numbers are never reused, even after a version's directory is removed (or hidden by
+  // someone who can write the store): a signature names "<model>/<n>", so a second content at the
+  // same number would make the first one's signature, kept by anyone, valid again for that place.
+  // The next number is above the state store's mark (raised by every push and by every version a
+  // server verified) and above every directory here that a trusted key signed for its own place;
+  // a directory without such a signature (an empty one named 999999999999999998) counts for
+  // nothing, so it cannot use the numbers up.
+  HighWaterMarks marks(*store->state);
+  absl::StatusOr<int64_t> highest = marks.HighestVersion(options.name);
+  if (!highest.ok()) return fail(highest.status());
+  int64_t last = *highest;
+  for (int64_t v : versions) {
+    if (v <= last) continue;
+    const std::string own = models::VersionSubject(options.name, v);
+    absl::StatusOr<std::string> subject =
+        signing::SignedSubject((model_dir / std::to_string(v)).string(), store->trusted);
+    if (!store->config.require_signatures || (subject.ok() && *subject == own)) last = v;
+  }
   if (last >= models::kMaxVersion) {
-    return Fail("push", absl::OutOfRangeError(StrCat(options.name, " has no version number left")));
+    return fail(absl::OutOfRangeError(StrCat(options.name, " has no version number left")));
   }
   const int64_t next = last + 1;
   const std::string subject = models::VersionSubject(options.name, next);
@@ -331,7 +408,7 @@ int RunModelPush(const ModelStoreOptions& options) {
   auto abandon = [&](absl::Status status) {
     std::error_code ignored;
     fs::remove_all(staging, ignored);
-    return Fail("push", status);
+    return fail(status);
   };
   // The staging directory is in the store, where others may write: the copy's digests are taken
   // from the bytes as they are copied (and must equal the source's), and what is signed is those
@@ -348,11 +425,19 @@ int RunModelPush(const ModelStoreOptions& options) {
       return abandon(s);
     }
   }
-  // The copy, checked as the server will check it: against its signature, from the same bytes.
-  if (absl::Status s = CheckServable(*store, staging, subject); !s.ok()) {
+  // The copy, checked as the server will check it: against its signature, from the same bytes,
+  // and it must be this content: a staging directory replaced wholesale by another signed for
+  // the same place is not what this push adds.
+  absl::StatusOr<std::string> servable = CheckServable(*store, staging, subject);
+  if (!servable.ok()) {
     return abandon(absl::FailedPreconditionError(
-        StrCat("version ", next, " would not be served: ", s.message(),
+        StrCat("version ", next, " would not be served: ", servable.status().message(),
                key.ok() ? "" : StrCat("; ", key.status().message()))));
+  }
+  if (!servable->empty() && *servable != root) {
+    return abandon(absl::AbortedError(
+        StrCat("the staging copy was replaced during the push (it now holds sha256 ", *servable,
+               ", not ", root, ")")));
   }
   // Durable before it appears: a server never sees a version whose bytes a crash could lose.
   if (absl::Status s = SyncTree(staging); !s.ok()) return abandon(s);
@@ -370,9 +455,7 @@ int RunModelPush(const ModelStoreOptions& options) {
     (void)store->audit->RecordFailed(audit::EventKind::kModel, "push", resource, status);
     return abandon(std::move(status));
   };
-  if (absl::StatusOr<int64_t> raised = store->state->RaiseHighWater(mark, next); !raised.ok()) {
-    return failed(raised.status());
-  }
+  if (absl::Status s = marks.NoteVersion(options.name, next); !s.ok()) return failed(s);
   const fs::path target = model_dir / std::to_string(next);
   fs::rename(staging, target, ec);
   if (ec) return failed(absl::InternalError(StrCat("cannot add ", target.string(), ": ", ec.message())));

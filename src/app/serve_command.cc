@@ -13,7 +13,7 @@
 #include <cstdio>
 #include <thread>
 
-#include "app/alias_generations.h"
+#include "app/high_water_marks.h"
 #include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -54,7 +54,7 @@ int Fail(const absl::Status& status) {
 // own name and version, and only aliases a trusted key signed, never older than seen before.
 absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
     const Config& config, const std::vector<signing::PublicKey>& trusted,
-    AliasGenerations& generations, monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
+    HighWaterMarks& marks, monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
   absl::StatusOr<models::VersionPolicy> policy =
       models::VersionPolicy::Parse(config.version_policy);
   if (!policy.ok()) return policy.status();
@@ -65,8 +65,8 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
   models::AliasTrust alias_trust{
       .trusted = trusted,
       .require_signature = config.require_signatures,
-      .admit_generation = [&generations](std::string_view model, int64_t generation) {
-        return generations.Admit(model, generation);
+      .admit_generation = [&marks](std::string_view model, int64_t generation) {
+        return marks.Admit(model, generation);
       }};
   models::ModelRepository repository(config.repository_path, *policy, std::move(policies),
                                      std::move(alias_trust));
@@ -76,7 +76,13 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
        .trusted = trusted,
        .batch_sizes = &metrics.AddHistogram("pillar_batch_size", "Rows in each executed batch.",
                                             {"model", "version"}, monitor::BatchSizeBuckets()),
-       .after_read = {}});
+       .after_read = {},
+       // Every number a signed version had stays taken, even if its directory goes later.
+       .verified = [&marks](std::string_view model, int64_t version) {
+         if (absl::Status s = marks.NoteVersion(model, version); !s.ok()) {
+           std::fprintf(stderr, "pillar: %s\n", std::string(s.message()).c_str());
+         }
+       }});
   return std::make_unique<ModelWatcher>(std::move(repository), std::move(loader),
                                         absl::Milliseconds(config.poll_ms), audit);
 }
@@ -224,9 +230,9 @@ int RunServe(const ServeOptions& options) {
   absl::StatusOr<std::vector<signing::PublicKey>> trusted =
       signing::ReadPublicKeys(config->trusted_keys);
   if (!trusted.ok()) return Fail(trusted.status());
-  AliasGenerations alias_generations(**store);
+  HighWaterMarks high_water_marks(**store);
   absl::StatusOr<std::unique_ptr<ModelWatcher>> watcher =
-      WatchModels(*config, *trusted, alias_generations, metrics, audit);
+      WatchModels(*config, *trusted, high_water_marks, metrics, audit);
   if (!watcher.ok()) return Fail(watcher.status());
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<ModelReverifier> reverifier;

@@ -40,6 +40,7 @@ absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
     }
     contents = std::move(verified->contents);
     root_digest = std::move(verified->root_digest);
+    if (options.verified) options.verified(entry.model, entry.version);
   } else {
     absl::StatusOr<std::map<std::string, std::string, std::less<>>> read =
         signing::ReadModelFiles(dir, wanted);

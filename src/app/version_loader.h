@@ -28,6 +28,8 @@ struct VersionLoaderOptions {
   monitor::Family<monitor::Histogram>* batch_sizes = nullptr;
   // Test seam (signing::VerifyOptions::after_read): runs after each file is read and hashed.
   std::function<void(std::string_view path)> after_read;
+  // Told of every version whose signature verified for its own place (HighWaterMarks).
+  std::function<void(std::string_view model, int64_t version)> verified;
 };
 
 runtime::RunnerLoader MakeVersionLoader(VersionLoaderOptions options);

@@ -687,6 +687,7 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
     return absl::InvalidArgumentError("the file holds no dict of tensors (a state_dict)");
   }
   TorchSaveFile file;
+  file.file_bytes = bytes.size();
   auto copies = std::make_shared<std::vector<std::vector<std::byte>>>();
   // Every byte the result holds beyond the file's counts against one cap (see
   // TorchSaveLimits), checked before it is allocated.

@@ -38,6 +38,8 @@ struct TorchSaveFile {
   std::vector<TorchSaveTensor> tensors;  // in the dict's order
   // What the spans point into: the file's bytes, and copies of strided tensors.
   std::shared_ptr<const void> keep_alive;
+  // The size of the bytes that were read (the mapped file's, not a second look at the path).
+  uint64_t file_bytes = 0;
 };
 
 // Bounds on what a file may make the reader build. The defaults are far above anything torch.save

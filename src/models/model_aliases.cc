@@ -9,6 +9,7 @@
 #include <cstring>
 #include <simdjson.h>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/directory.h"
@@ -21,6 +22,7 @@ namespace pillar::models {
 namespace {
 
 constexpr std::uintmax_t kMaxAliasesBytes = 16 << 20;
+
 
 absl::Status Malformed(const std::filesystem::path& path, std::string_view what) {
   return absl::DataLossError(StrCat(path.string(), ": ", what));
@@ -208,8 +210,14 @@ absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_vi
   text += '\n';
   const std::filesystem::path target = model_dir / kAliasesFile;
   const std::string tmp = target.string() + ".tmp";
+  // Whoever can write the store may have left something at the temp name: a FIFO (an open for
+  // writing would wait forever, holding the model's lock), a link, a hard link to a file that
+  // must not be truncated. Remove it and create a new file, or fail.
+  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
+    return absl::InternalError(StrCat("cannot remove ", tmp, ": ", std::strerror(errno)));
+  }
   const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
   if (fd < 0) return absl::InternalError(StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
   bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
   ::close(fd);
@@ -227,7 +235,8 @@ absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_vi
   return absl::OkStatus();
 }
 
-absl::StatusOr<ModelLock> ModelLock::Acquire(const std::filesystem::path& model_dir) {
+absl::StatusOr<ModelLock> ModelLock::Acquire(const std::filesystem::path& model_dir,
+                                             absl::Duration wait) {
   const std::string path = (model_dir / ".lock").string();
   // Not through a link: whoever can write the store could otherwise make the operator's CLI
   // create (or lock) a file anywhere it can write.
@@ -238,11 +247,21 @@ absl::StatusOr<ModelLock> ModelLock::Acquire(const std::filesystem::path& model_
     ::close(fd);
     return absl::InvalidArgumentError(StrCat(path, ": not a regular file"));
   }
-  while (::flock(fd, LOCK_EX) != 0) {
-    if (errno != EINTR) {
+  // Bounded: anyone who can write the store can also take this lock and never let go, and a
+  // command waiting for ever would hold its own locks (and its operator) with it.
+  const absl::Time deadline = absl::Now() + wait;
+  while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK && errno != EINTR) {
       ::close(fd);
       return absl::InternalError(StrCat("cannot lock ", path, ": ", std::strerror(errno)));
     }
+    if (absl::Now() >= deadline) {
+      ::close(fd);
+      return absl::UnavailableError(
+          StrCat(path, " is held by another process (a push or an alias move?) for more than ",
+                 absl::FormatDuration(wait), "; try again"));
+    }
+    absl::SleepFor(absl::Milliseconds(20));
   }
   return ModelLock(fd);
 }

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "signing/signing_key.h"
 
 namespace pillar::models {
@@ -82,7 +83,9 @@ absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_vi
 // (flock on `<model>/.lock`); released when destroyed.
 class ModelLock {
  public:
-  static absl::StatusOr<ModelLock> Acquire(const std::filesystem::path& model_dir);
+  // Waits at most `wait` for another holder (Unavailable after it).
+  static absl::StatusOr<ModelLock> Acquire(const std::filesystem::path& model_dir,
+                                           absl::Duration wait = absl::Seconds(30));
   ModelLock(ModelLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   ModelLock& operator=(ModelLock&&) = delete;
   ~ModelLock();

@@ -328,6 +328,16 @@ absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, con
   return files;  // sorted, as ListFiles is
 }
 
+absl::StatusOr<std::string> SignedSubject(const std::string& dir,
+                                          const std::vector<PublicKey>& trusted) {
+  PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
+  PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
+  const std::string path = StrCat(dir, "/", kManifestFile);
+  PILLAR_ASSIGN_OR_RETURN(OpenedEnvelope envelope, OpenEnvelope(text, kPayloadType, trusted, path));
+  PILLAR_ASSIGN_OR_RETURN(SignedStatement statement, ParseStatement(path, envelope.payload));
+  return statement.name;
+}
+
 absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir) {
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));

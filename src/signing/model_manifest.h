@@ -58,6 +58,12 @@ absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, con
 // cheap first look (which version might hold the same content), to be confirmed by VerifyModel.
 absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir);
 
+// The subject `dir`'s manifest names, once a key in `trusted` is found to have signed it; the
+// files are not read. Whether a directory is a version someone with a key made, at a cost that
+// does not grow with its files (what numbering new versions needs).
+absl::StatusOr<std::string> SignedSubject(const std::string& dir,
+                                          const std::vector<PublicKey>& trusted);
+
 struct VerifyOptions {
   // The subject the signature must name: "<model>/<version>" of the place the files are served
   // from. Empty accepts any subject (for tools that only show it).

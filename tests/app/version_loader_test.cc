@@ -90,7 +90,7 @@ TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed)
   if (!runtime::TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   absl::StatusOr<runtime::LoadedVersion> reference =
       MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                         .batch_sizes = nullptr, .after_read = {}})(Entry());
+                         .batch_sizes = nullptr, .after_read = {}, .verified = {}})(Entry());
   ASSERT_TRUE(reference.ok()) << reference.status();
   const std::string signed_output = Classify(*reference->runner);
   ASSERT_EQ(signed_output.size(), 40u) << signed_output;
@@ -111,7 +111,8 @@ TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed)
                                Swap();
                                swapped = true;
                              }
-                           }})(Entry());
+                           },
+                           .verified = {}})(Entry());
     ASSERT_TRUE(swapped);
     if (!loaded.ok()) {
       ++refused;
@@ -131,10 +132,26 @@ TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed)
   ASSERT_TRUE(signing::SignModel(version_.string(), "digits/1", key_).ok());  // signs the swap
   absl::StatusOr<runtime::LoadedVersion> evil =
       MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                         .batch_sizes = nullptr, .after_read = {}})(Entry());
+                         .batch_sizes = nullptr, .after_read = {}, .verified = {}})(Entry());
   ASSERT_TRUE(evil.ok()) << evil.status();
   EXPECT_NE(Classify(*evil->runner), signed_output);
   EXPECT_EQ(evil->config.access.at("tenant"), std::vector<std::string>{"evil"});
+}
+
+// Every version that verifies is reported (the server raises the model's version mark with it),
+// and one that does not is not.
+TEST_F(VersionLoaderTest, VerifiedVersionsAreReportedAndOthersAreNot) {
+  std::vector<std::pair<std::string, int64_t>> seen;
+  auto loader = MakeVersionLoader(
+      {.require_signatures = true,
+       .trusted = {key_.public_key},
+       .batch_sizes = nullptr,
+       .after_read = {},
+       .verified = [&](std::string_view m, int64_t v) { seen.emplace_back(std::string(m), v); }});
+  (void)loader(Entry());
+  (void)loader(Entry("digits", 2));  // the files are digits/1's: not verified for digits/2
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0], (std::pair<std::string, int64_t>{"digits", 1}));
 }
 
 // The finding: copies of digits/1 were served as digits/2 to digits/6.
@@ -144,14 +161,14 @@ TEST_F(VersionLoaderTest, AVersionSignedForAnotherPlaceIsNotLoaded) {
   models::VersionEntry entry{"digits", 2, copy, 0};
   absl::StatusOr<runtime::LoadedVersion> loaded =
       MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                         .batch_sizes = nullptr, .after_read = {}})(entry);
+                         .batch_sizes = nullptr, .after_read = {}, .verified = {}})(entry);
   ASSERT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied) << loaded.status();
   EXPECT_NE(loaded.status().message().find("signed as 'digits/1', but served as 'digits/2'"),
             std::string::npos)
       << loaded.status();
   models::VersionEntry renamed{"digits-lite", 1, version_, 0};
   EXPECT_EQ(MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                               .batch_sizes = nullptr, .after_read = {}})(renamed)
+                               .batch_sizes = nullptr, .after_read = {}, .verified = {}})(renamed)
                 .status()
                 .code(),
             absl::StatusCode::kPermissionDenied);
@@ -163,7 +180,7 @@ TEST_F(VersionLoaderTest, UnsignedServingStillFollowsNoLinks) {
   fs::remove(version_ / "model.pt");
   fs::create_symlink(evil_ / "model.pt", version_ / "model.pt");
   absl::StatusOr<runtime::LoadedVersion> loaded = MakeVersionLoader(
-      {.require_signatures = false, .trusted = {}, .batch_sizes = nullptr, .after_read = {}})(
+      {.require_signatures = false, .trusted = {}, .batch_sizes = nullptr, .after_read = {}, .verified = {}})(
       Entry());
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("symbolic link"), std::string::npos) << loaded.status();

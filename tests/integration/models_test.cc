@@ -278,12 +278,17 @@ TEST(ModelPushTest, AFileSwappedIntoTheStagingCopyNeverVerifies) {
 }
 
 // A signature names "<model>/<n>": a number given to new content after its version was removed
-// would make the old signature, which anyone may have kept, valid again for that place.
+// (or hidden by someone who can write the store) would make the old signature, which anyone may
+// have kept, valid again for that place. The state store keeps every number a push gave or a
+// server verified; an unsigned directory with a huge number uses none up.
 TEST(ModelPushTest, VersionNumbersAreNeverReused) {
   testing::ServerProcess server;
-  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_TRUE(server.Start()) << server.Log();  // verifies digits/1: its number is taken
   ASSERT_EQ(server.Stop(), 0);
   const std::string config = server.config_path().string();
+  const fs::path model_dir = server.dir() / "store" / "digits";
+  fs::rename(model_dir / "1", server.dir() / "hidden-1");  // someone hides version 1
+  fs::create_directory(model_dir / "999999999999999998");   // and leaves a huge empty one
   std::string out, err;
   ASSERT_EQ(testing::RunPillar({"model", "push", SignedVariant(server, "a").string(), "--name",
                                 "digits", "-c", config},
@@ -291,13 +296,38 @@ TEST(ModelPushTest, VersionNumbersAreNeverReused) {
             0)
       << err;
   EXPECT_EQ(out, "2\n");
-  fs::remove_all(server.dir() / "store" / "digits" / "2");  // the operator retires version 2
+  fs::remove_all(model_dir / "2");  // the operator retires version 2
   ASSERT_EQ(testing::RunPillar({"model", "push", SignedVariant(server, "b").string(), "--name",
                                 "digits", "-c", config},
                                &out, &err),
             0)
       << err;
   EXPECT_EQ(out, "3\n");
+}
+
+// The review: a model directory replaced by a link made push and promote write wherever it
+// pointed. The CLI holds the model's directory by descriptor and refuses a link.
+TEST(ModelPushTest, AModelDirectoryThatIsALinkIsNeverWrittenThrough) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(server.Stop(), 0);
+  const std::string config = server.config_path().string();
+  const fs::path outside = server.dir() / "outside";
+  fs::create_directory(outside);
+  const fs::path lite = server.dir() / "store" / "digits-lite";
+  fs::rename(lite, server.dir() / "lite-aside");
+  fs::create_directory_symlink(outside, lite);
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"model", "push", SignedVariant(server, "c").string(), "--name",
+                                "digits-lite", "-c", config},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("not a directory (a link?)"), std::string::npos) << err;
+  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits-lite", "1", "--replace-aliases", "-c",
+                                config},
+                               &out, &err),
+            1);
+  EXPECT_TRUE(fs::is_empty(outside));
 }
 
 TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) {

@@ -5,6 +5,10 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
+
+#include "absl/time/clock.h"
+
 #include "models/model_repository.h"
 #include "testing/temp_dir.h"
 
@@ -145,6 +149,33 @@ TEST_F(ModelAliasesTest, TheModelLockIsNeverTakenThroughALink) {
   EXPECT_FALSE(ModelLock::Acquire(store_ / "digits").ok());
   EXPECT_FALSE(fs::exists(target));
   EXPECT_TRUE(ModelLock::Acquire(store_ / "other").ok());
+}
+
+// Whoever can write the store can hold the lock for ever: a command waits a bounded time.
+TEST_F(ModelAliasesTest, AHeldModelLockIsWaitedForABoundedTime) {
+  absl::StatusOr<ModelLock> first = ModelLock::Acquire(store_ / "digits");
+  ASSERT_TRUE(first.ok());
+  const absl::Time start = absl::Now();
+  absl::StatusOr<ModelLock> second =
+      ModelLock::Acquire(store_ / "digits", absl::Milliseconds(200));
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+// A FIFO (or a link, or a hard link to a file that matters) left at the temp name: the write
+// neither waits on it nor writes through it.
+TEST_F(ModelAliasesTest, WhateverSitsAtTheTempNameIsReplacedNotOpened) {
+  const fs::path tmp = store_ / "digits" / "aliases.json.tmp";
+  ASSERT_EQ(::mkfifo(tmp.c_str(), 0644), 0);
+  Write("digits", 1, 1, &key_);  // returns: the FIFO was removed, not opened
+  EXPECT_TRUE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+  const fs::path precious = dir_.path() / "precious";
+  std::ofstream(precious) << "keep me";
+  fs::create_hard_link(precious, tmp);
+  Write("digits", 1, 2, &key_);
+  EXPECT_EQ(Text("digits").empty(), false);
+  std::ifstream in(precious);
+  EXPECT_EQ(std::string((std::istreambuf_iterator<char>(in)), {}), "keep me");
 }
 
 }  // namespace
