@@ -76,6 +76,9 @@ absl::Status ChangeAudit::Append(audit::EventKind kind, bool ok, std::string_vie
                                  std::string_view resource, std::string_view reason,
                                  absl::Duration timeout) {
   if (log_ == nullptr) return absl::OkStatus();
+  if (abandoned_) {
+    return absl::FailedPreconditionError("the audit log was given up after a record failed");
+  }
   const std::string who = LocalOperator();
   const bool accepted = log_->Record({.kind = kind,
                                       .allowed = ok,
@@ -92,7 +95,20 @@ absl::Status ChangeAudit::Append(audit::EventKind kind, bool ok, std::string_vie
     // change as audited that is not.
     return absl::UnavailableError("the audit log refused the record: its backlog is full");
   }
-  return log_->Flush(timeout);
+  absl::Status flushed = log_->Flush(timeout);
+  // A "failed" record that is written late is still true; an "ok" one is not: the caller now
+  // reports the change as not made. Left queued, the writer's retries (or the destructor, once
+  // the lock or the disk frees up) would write it.
+  if (flushed.ok() || !ok) return flushed;
+  const audit::AuditLog::Abandoned abandoned = log_->Abandon();
+  abandoned_ = true;
+  if (abandoned.written > 0) {
+    return absl::Status(
+        flushed.code(),
+        StrCat(flushed.message(), "; the record's append was already under way and could not be "
+               "withdrawn: the audit log may hold this change as made although it was not"));
+  }
+  return flushed;
 }
 
 std::string LocalOperator() {

@@ -38,6 +38,10 @@ class ChangeAudit {
   // Records the change about to be made (decision "ok"; principal: LocalOperator(), now) and
   // waits until the record is durable. Call it BEFORE making the change, naming everything the
   // change will name (a new key's id: generate it first); an error means: do not make it.
+  // On an error the record is abandoned (AuditLog::Abandon): it is never written afterwards,
+  // when the log's lock or the disk frees up, so the log does not say "ok" for a change that
+  // was not made. (An append already under way when the wait ran out completes; the error then
+  // says that the log may hold the record.) This ChangeAudit records nothing more after that.
   absl::Status Record(audit::EventKind kind, std::string_view action, std::string_view resource,
                       const std::string& reason);
   // After Record(), when making the change failed: records the same action on the same resource
@@ -51,6 +55,7 @@ class ChangeAudit {
   absl::Status Append(audit::EventKind kind, bool ok, std::string_view action,
                       std::string_view resource, std::string_view reason, absl::Duration timeout);
   std::unique_ptr<audit::AuditLog> log_;  // null: [audit] backend = "off"
+  bool abandoned_ = false;                // a Record() failed and log_ was abandoned
 };
 
 // "local:<user>": who ran a CLI command, as the operating system says.

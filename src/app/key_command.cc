@@ -26,6 +26,16 @@ struct KeyStore {
 };
 
 absl::StatusOr<KeyStore> OpenStore(const KeyOptions& options, bool for_change) {
+  if (for_change && options.config_path.empty() && !options.state_path.empty()) {
+    // Without a configuration the audit log would be the default one, ./audit.log in whatever
+    // directory the command runs from: a record no one checks, while the log the server's
+    // configuration names never hears of the change. Guessing another place (beside the state
+    // database) is right only for some layouts; refusing is right for all of them.
+    return absl::InvalidArgumentError(
+        "a key change is recorded in the audit log the configuration names, and --state names "
+        "only the key store: give the server's configuration with -c (--state then overrides "
+        "its state database)");
+  }
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
   KeyStore keys;

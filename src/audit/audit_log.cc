@@ -37,7 +37,8 @@ AuditLog::AuditLog(std::unique_ptr<AuditStore> store, AuditLogOptions options)
     refused_metric_ = &records.Get({"refused"});
     errors_metric_ = &options_.metrics
                           ->AddCounter("pillar_audit_write_errors_total",
-                                       "Failed appends or syncs of the audit log (retried).")
+                                       "Failed appends or syncs of the audit log, and waits "
+                                       "for its lock that timed out (retried).")
                           .Get({});
     checkpoints_metric_ = &options_.metrics
                                ->AddCounter("pillar_audit_checkpoints_total",
@@ -74,6 +75,10 @@ bool AuditLog::Record(const Event& event) {
   // A limit check that admits is implied by the request's authorization record; only
   // refusals are worth a record of their own (they are all counted in metrics).
   if (event.kind == EventKind::kLimit && event.allowed) return true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (abandoned_) return false;  // no writer left: accepting it would be a lie
+  }
   thread_local std::string body;
   body.clear();
   AppendEventBody(body, event);
@@ -115,12 +120,36 @@ int64_t AuditLog::dropped() const {
 absl::Status AuditLog::Flush(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   const int64_t target = enqueued_;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return durable_ >= target; };
+  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return durable_ >= target || abandoned_;
+  };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return last_error_.ok() ? absl::DeadlineExceededError("audit log flush timed out")
                             : last_error_;
   }
+  if (durable_ < target) {
+    return absl::FailedPreconditionError("the audit log was abandoned; its events are not written");
+  }
   return absl::OkStatus();
+}
+
+AuditLog::Abandoned AuditLog::Abandon() {
+  Abandoned result;
+  {
+    absl::MutexLock lock(&mu_);
+    abandoned_ = true;
+    result.unwritten = int64_t(queue_.size());
+    queue_.clear();
+  }
+  // The writer checks abandoned_ once it holds the store's lock, just before appending; an
+  // append past that check completes. Joining makes the count below exact: after this, nothing
+  // of this log is ever written.
+  if (thread_.joinable()) thread_.join();
+  absl::MutexLock lock(&mu_);
+  result.unwritten += int64_t(held_events_);
+  held_events_ = 0;
+  result.written = enqueued_ - durable_ - result.unwritten;
+  return result;
 }
 
 bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
@@ -130,6 +159,16 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
   };
   absl::StatusOr<ChainHead> head = store_->Begin();
   if (!head.ok()) return fail(head.status());
+  bool abandoned;
+  {
+    absl::MutexLock lock(&mu_);
+    abandoned = abandoned_;
+  }
+  if (abandoned) {
+    // Begin() may have waited for the lock while the owner gave up on these events.
+    store_->Abort();
+    return false;
+  }
   // The batch is built as the file spells it, in one buffer: each payload is written once and
   // hashed where it lies. Records point into it, so it must not grow past its reservation.
   const size_t bytes = 2 * format::kMaxLineBytes + bodies.text.size() + bodies.size() * 96;
@@ -217,6 +256,12 @@ void AuditLog::ReportError(absl::Status status) {
   last_error_ = std::move(status);
 }
 
+void AuditLog::AwaitRetry() {
+  absl::MutexLock lock(&mu_);
+  auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || abandoned_; };
+  mu_.AwaitWithTimeout(absl::Condition(&woken), kRetryDelay);
+}
+
 void AuditLog::Run() {
   Bodies batch;                 // taken from the queue, not yet written
   int64_t unsynced_events = 0;  // written, not yet synced
@@ -229,6 +274,7 @@ void AuditLog::Run() {
     bool stopping;
     {
       absl::MutexLock lock(&mu_);
+      if (abandoned_) return;  // Abandon() counts what the writer holds
       if (batch.empty()) {
         absl::Time deadline = absl::InfiniteFuture();
         if (options_.checkpoint_key.has_value() && since_checkpoint_ > 0) {
@@ -241,9 +287,10 @@ void AuditLog::Run() {
           deadline = std::min(deadline, std::max(sync_due, sync_retry_at));
         }
         auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return !queue_.empty() || stopping_;
+          return !queue_.empty() || stopping_ || abandoned_;
         };
         mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
+        if (abandoned_) return;
         std::swap(batch, queue_);
       } else {
         // A batch that failed: retry it with whatever arrived since.
@@ -262,11 +309,26 @@ void AuditLog::Run() {
     if (!batch.empty() || checkpoint_due) {
       if (!WriteBatch(batch, checkpoint_due)) {
         if (stopping) {
-          std::fprintf(stderr, "pillar: ALERT: audit log: %zu events could not be written\n",
-                       batch.size());
+          // The attempt in progress when the destructor was called, and this one, failed: give
+          // up rather than hold the process's exit hostage to the store (a held lock, a full
+          // disk), and say what is lost.
+          std::string error;
+          {
+            absl::MutexLock lock(&mu_);
+            error = std::string(last_error_.message());
+          }
+          const std::string unsynced_note =
+              unsynced_events > 0 ? StrCat(" (and ", unsynced_events, " written, not synced)")
+                                  : std::string();
+          std::fprintf(stderr,
+                       "pillar: ALERT: audit log %s: stopping with %zu events that could not be "
+                       "written%s: %s\n",
+                       store_->Describe().c_str(), batch.size(), unsynced_note.c_str(),
+                       error.c_str());
           return;
         }
-        absl::SleepFor(kRetryDelay);
+        // Woken early by the destructor, for the one more attempt it allows, or by Abandon().
+        AwaitRetry();
         continue;
       }
       if (checkpoint_due) next_checkpoint_ = now + options_.checkpoint_interval;
@@ -276,6 +338,7 @@ void AuditLog::Run() {
       batch.clear();
       absl::MutexLock lock(&mu_);
       held_events_ = 0;
+      if (abandoned_) return;  // written before Abandon() took effect: it counts them
     }
     // A checkpoint is synced at once (to be published); events per the fsync policy. After a
     // failed sync, the next try waits kRetryDelay (stopping tries once more, at once).

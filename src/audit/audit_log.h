@@ -17,6 +17,12 @@
 // written, queued or kept by the writer for a retry, counts against queue_capacity: when that
 // is reached, the event is dropped and counted (on_full = drop) or Record() answers false so the
 // request is refused (on_full = refuse). Memory stays bounded however long the store fails.
+//
+// Shutdown is bounded: the destructor lets the writer finish the attempt in progress and make
+// one more, then it gives up and says on stderr how many events it could not write. With the
+// file store's lock wait (FileAuditStore::kDefaultLockWait, 2 s) that is about 4 s however long
+// someone holds the log's lock. Abandon() is for a caller that has reported its events as not
+// recorded: what is not written yet never will be.
 #pragma once
 
 #include <cstdint>
@@ -62,10 +68,32 @@ class AuditLog final : public AuditSink {
   AuditLog(const AuditLog&) = delete;
   AuditLog& operator=(const AuditLog&) = delete;
 
+  // False once Abandon() was called.
   bool Record(const Event& event) override;
   // Waits until every event recorded before the call is written and synced; the store's last
   // error when that cannot happen within `timeout`.
   absl::Status Flush(absl::Duration timeout = absl::Seconds(30));
+
+  // What Abandon() left behind.
+  struct Abandoned {
+    int64_t unwritten = 0;  // events dropped without being written: they never will be
+    // Events written before the abandonment could take effect (their append was under way)
+    // whose durability no Flush() confirmed: the log holds them, or will after a crash lose
+    // them as a torn tail or unsynced write.
+    int64_t written = 0;
+  };
+  // Stops the writer without writing anything more: the queue and the batch it holds for a
+  // retry are dropped, no checkpoint is signed, later Record()s answer false and Flush() fails.
+  // For a caller that has told its user the events were not recorded (a CLI change whose record
+  // could not be made durable in time): without this, the writer's retries or the destructor
+  // would write them once the lock or the disk frees up, and the log would say "ok" for a
+  // change that was not made.
+  // An append that is already under way is not interrupted (it cannot be taken back without
+  // breaking the chain): Abandon() waits for the writer to stop, which takes at most the
+  // store's lock wait and one append or sync, and counts such events in `written`, so the
+  // caller can say that the log may hold them. Call it from the owner's thread, at most once,
+  // not concurrently with the destructor.
+  Abandoned Abandon();
 
   int64_t dropped() const;
 
@@ -91,7 +119,10 @@ class AuditLog final : public AuditSink {
   // Appends `bodies` (and a checkpoint when one is due); false on a store error, when nothing
   // of the batch was written. A checkpoint written waits in pending_checkpoint_ until a sync
   // has made it durable; a failed sync is retried alone, never by writing the batch again.
+  // Abandon() taking effect after Begin() also answers false, without an error.
   bool WriteBatch(const Bodies& bodies, bool checkpoint_due);
+  // Until the next retry: kRetryDelay, or less when the log is being stopped or abandoned.
+  void AwaitRetry();
   // Keeps the pending checkpoint beside the chain (called once it is synced).
   void PublishPendingCheckpoint();
   // Counts and reports a store error: one stderr line per episode, then one per 10 s.
@@ -111,6 +142,7 @@ class AuditLog final : public AuditSink {
   int64_t durable_ ABSL_GUARDED_BY(mu_) = 0;   // of which written and synced
   int64_t dropped_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  bool abandoned_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status last_error_ ABSL_GUARDED_BY(mu_);
   absl::Time last_drop_alert_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 

@@ -37,7 +37,9 @@ class AuditStore {
 
   // Takes the chain's write lock and returns its head. A torn last record left by a crash is
   // removed here (and said on stderr); a last record that does not link to the one before is
-  // an error, because appending to a chain that has been tampered with would hide it.
+  // an error, because appending to a chain that has been tampered with would hide it. A store
+  // may bound its wait for the lock (FileAuditStore does): giving up is an error like any other
+  // (Unavailable), which the writer reports and retries, instead of a writer stalled unseen.
   virtual absl::StatusOr<ChainHead> Begin() = 0;
   // Appends `records` (consecutive, from the head Begin() returned) and releases the lock. On
   // an error nothing of the batch remains and the lock is released. `lines` is the batch as the

@@ -2,16 +2,19 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "absl/time/clock.h"
 #include "audit/audit_log_format.h"
 #include "audit/audit_record.h"
 #include "common/status_macros.h"
@@ -78,7 +81,8 @@ absl::StatusOr<int> OpenRegularForReading(const std::string& path, std::string_v
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<FileAuditStore>> FileAuditStore::Open(std::string path) {
+absl::StatusOr<std::unique_ptr<FileAuditStore>> FileAuditStore::Open(std::string path,
+                                                                     absl::Duration lock_wait) {
   // O_NOFOLLOW: whoever may write the directory could put a link to another file (state.db)
   // there, and the torn-tail repair would truncate it. O_NONBLOCK: a FIFO or device there is
   // refused at once; cleared once the file is known to be regular.
@@ -102,15 +106,36 @@ absl::StatusOr<std::unique_ptr<FileAuditStore>> FileAuditStore::Open(std::string
     ::close(fd);
     return s;
   }
-  return std::unique_ptr<FileAuditStore>(new FileAuditStore(std::move(path), fd));
+  return std::unique_ptr<FileAuditStore>(new FileAuditStore(std::move(path), fd, lock_wait));
 }
 
 FileAuditStore::~FileAuditStore() { ::close(fd_); }
 
-absl::StatusOr<ChainHead> FileAuditStore::Begin() {
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno != EINTR) return Errno("cannot lock audit log", path_);
+absl::Status FileAuditStore::Lock() {
+  // The steady clock: a wall-clock step must neither stretch the wait nor cut it to nothing.
+  const auto deadline = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(lock_wait_);
+  // Short sleeps first, as the lock is normally held for milliseconds; then at most 32 ms, so a
+  // released lock is taken within that (polling is not a queue: a writer that retakes the lock
+  // at once can get it first, which the bound turns into a reported error, not a stall).
+  auto pause = std::chrono::milliseconds(1);
+  for (;;) {
+    if (::flock(fd_, LOCK_EX | LOCK_NB) == 0) return absl::OkStatus();
+    if (errno == EINTR) continue;
+    if (errno != EWOULDBLOCK) return Errno("cannot lock audit log", path_);
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) break;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::milliseconds(32));
   }
+  return absl::UnavailableError(StrCat(
+      "cannot lock audit log ", path_, ": another process has held its lock (flock) for more "
+      "than ", absl::FormatDuration(lock_wait_), "; nothing is appended until it lets go "
+      "(`fuser -v` on the file names it)"));
+}
+
+absl::StatusOr<ChainHead> FileAuditStore::Begin() {
+  PILLAR_RETURN_IF_ERROR(Lock());
   struct stat st;
   if (::fstat(fd_, &st) != 0) {
     Abort();
@@ -361,29 +386,47 @@ absl::StatusOr<uint64_t> ReadAuditFile(
     uint64_t from) {
   struct stat st;
   PILLAR_ASSIGN_OR_RETURN(const int fd, OpenRegularForReading(path, "audit log", &st));
-  const size_t size = size_t(st.st_size);
-  if (size <= from) {
-    ::close(fd);
-    return 0;
-  }
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-  ::close(fd);
-  if (map == MAP_FAILED) return Errno("cannot map audit log", path);
-  ::madvise(map, size, MADV_SEQUENTIAL);
-  const std::string_view all(static_cast<const char*>(map), size);
-  size_t offset = size_t(from);
-  while (offset < size) {
-    const void* lf = std::memchr(all.data() + offset, '\n', size - offset);
-    if (lf == nullptr) break;
-    const size_t end = size_t(static_cast<const char*>(lf) - all.data());
-    if (!line(all.substr(offset, end - offset), offset)) {
-      offset = size;
-      break;
+  absl::Cleanup close_fd = [fd] { ::close(fd); };
+  const uint64_t size = uint64_t(st.st_size);
+  if (size <= from) return 0;
+  auto shrank = [&] {
+    return absl::DataLossError(
+        StrCat("audit log ", path, " shrank while it was read (it was ", size,
+               " bytes long when the read began): it was cut or rewritten meanwhile; keep a copy "
+               "as evidence and read it again"));
+  };
+  ::posix_fadvise(fd, off_t(from), 0, POSIX_FADV_SEQUENTIAL);
+  constexpr uint64_t kChunk = 1 << 20;
+  constexpr size_t kKept = format::kMaxLineBytes + 1;  // of a line too long to be a record
+  std::string chunk(size_t(std::min(kChunk, size - from)), '\0');
+  std::string pending;         // the start of a line that began in an earlier chunk
+  uint64_t line_start = from;  // where the line being read starts
+  for (uint64_t at = from; at < size;) {
+    const size_t n = size_t(std::min(kChunk, size - at));
+    absl::Status read = ReadAll(fd, chunk.data(), n, at, path);
+    if (absl::IsDataLoss(read)) return shrank();
+    PILLAR_RETURN_IF_ERROR(read);
+    const std::string_view data(chunk.data(), n);
+    size_t begin = 0;
+    for (size_t lf; (lf = data.find('\n', begin)) != std::string_view::npos; begin = lf + 1) {
+      std::string_view text = data.substr(begin, lf - begin);
+      if (!pending.empty()) {
+        pending.append(text.substr(0, kKept - std::min(kKept, pending.size())));
+        text = pending;
+      }
+      if (!line(text.substr(0, kKept), line_start)) return 0;
+      pending.clear();
+      line_start = at + lf + 1;
     }
-    offset = end + 1;
+    const std::string_view rest = data.substr(begin);
+    pending.append(rest.substr(0, kKept - std::min(kKept, pending.size())));
+    at += n;
   }
-  ::munmap(map, size);
-  return uint64_t(size - offset);
+  // Every byte read may still have been cut meanwhile (the last chunk read whole before the cut):
+  // a shorter file now is the same news.
+  struct stat now;
+  if (::fstat(fd, &now) == 0 && uint64_t(now.st_size) < size) return shrank();
+  return size - line_start;
 }
 
 absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path) {

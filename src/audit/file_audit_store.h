@@ -7,6 +7,11 @@
 // cut or rewritten under a running writer is refused, never extended or checkpointed. A store
 // is used by one thread at a time (AuditLog's writer).
 //
+// Begin() waits for the lock at most lock_wait (kDefaultLockWait): a process that holds the lock
+// for longer (a stuck command, anyone who may open the file and flock it) makes Begin() fail
+// with Unavailable, which AuditLog counts, ALERTs and retries, instead of stalling the writer
+// without a word.
+//
 //   PILLAR_ASSIGN_OR_RETURN(auto store, FileAuditStore::Open("/var/lib/pillar/audit.log"));
 //   AuditLog log(std::move(store), options);
 //
@@ -19,16 +24,25 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "audit/audit_store.h"
 
 namespace pillar::audit {
 
 class FileAuditStore final : public AuditStore {
  public:
+  // A writer holds the lock for one Begin() and Commit(): reading the records appended since
+  // its last append and one pwrite, milliseconds (the fdatasync comes after the lock is
+  // released). 2 s is a thousand times that, so only a holder that is stuck or hostile trips
+  // it; and it is what bounds the time to the first ALERT, a CLI change's refusal when the log
+  // cannot be locked at all, and (two attempts) an AuditLog's shutdown.
+  static constexpr absl::Duration kDefaultLockWait = absl::Seconds(2);
+
   // Opens the log, creating it (mode 0600) when missing. A symbolic link or anything but a
   // regular file at `path` is refused: the store truncates a torn tail, and must never do that
-  // to a file someone pointed the log at.
-  static absl::StatusOr<std::unique_ptr<FileAuditStore>> Open(std::string path);
+  // to a file someone pointed the log at. `lock_wait`: how long Begin() waits for the lock.
+  static absl::StatusOr<std::unique_ptr<FileAuditStore>> Open(
+      std::string path, absl::Duration lock_wait = kDefaultLockWait);
   ~FileAuditStore() override;
 
   absl::StatusOr<ChainHead> Begin() override;
@@ -42,7 +56,11 @@ class FileAuditStore final : public AuditStore {
   uint64_t repaired_bytes() const { return repaired_bytes_; }
 
  private:
-  FileAuditStore(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  FileAuditStore(std::string path, int fd, absl::Duration lock_wait)
+      : path_(std::move(path)), fd_(fd), lock_wait_(lock_wait) {}
+  // flock(LOCK_EX), polled with LOCK_NB: flock itself cannot time out, and a signal to cut a
+  // blocking one short would reach whichever thread the process lets take it.
+  absl::Status Lock();
   // The rest are called with the lock held.
   // First use: learns the head from the file's last two records (there is nothing yet to check
   // them against), removing a torn tail.
@@ -58,6 +76,7 @@ class FileAuditStore final : public AuditStore {
 
   const std::string path_;
   const int fd_;
+  const absl::Duration lock_wait_;
   // What this store knows of the file: it ends at end_ (UINT64_MAX: not read yet), where the
   // last record, starting at last_start_, has the chain head_.chain. Set by the store's own
   // commits and by the records it checked; kept when a check fails, so a log altered under the
@@ -72,8 +91,13 @@ class FileAuditStore final : public AuditStore {
 // Calls `line` for each complete line (without its LF) of the log at `path` that starts at or
 // after byte `from` (a line boundary: 0, or just past a line's LF), with its byte offset, until
 // it returns false. Returns the number of bytes after the last LF: a torn last record, or 0.
-// Reads the file through mmap; the caller does its own checking of each line. A symbolic link or
-// a non-regular file at `path` is an error, as for the writer.
+// The caller does its own checking of each line; a line longer than format::kMaxLineBytes (no
+// record is) is passed cut to kMaxLineBytes + 1 bytes, so memory stays bounded whatever the file
+// holds. A symbolic link or a non-regular file at `path` is an error, as for the writer.
+// Reads with pread, in chunks, never through mmap: a log cut while it is read (by whoever may
+// write it, or a writer's torn-tail repair) would make touching a mapped page past the new end
+// SIGBUS the reader. A log that is shorter at the end of the read than at its start is a
+// DataLoss error ("shrank while it was read"), not a crash and not a quietly shorter chain.
 absl::StatusOr<uint64_t> ReadAuditFile(
     const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
     uint64_t from = 0);

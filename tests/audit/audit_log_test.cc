@@ -1,6 +1,7 @@
 // The audit log end to end on real files: chaining, checkpoints, every kind of tampering,
-// torn tails and their repair, several writers, a full queue, a failing store, anchors against
-// a cut tail, and SIGKILL at random points.
+// torn tails and their repair, several writers, a full queue, a failing store, a lock held by
+// someone else, abandoning what is not written, a log cut while it is read, anchors against a
+// cut tail, and SIGKILL at random points.
 #include "audit/audit_log.h"
 
 #include <fcntl.h>
@@ -15,11 +16,15 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <thread>
 
+#include "absl/time/clock.h"
+#include "audit/audit_log_format.h"
 #include "audit/audit_record.h"
 #include "audit/audit_verifier.h"
 #include "audit/file_audit_store.h"
 #include "gtest/gtest.h"
+#include "monitor/metrics.h"
 
 namespace pillar::audit {
 namespace {
@@ -772,6 +777,316 @@ TEST_F(AuditLogTest, AFailedSyncIsRetriedAloneAndNoRecordIsWrittenTwice) {
   EXPECT_EQ(RequestIds(Lines()), expected);
   EXPECT_EQ(report.records - 1 - report.checkpoints, 15);
   EXPECT_EQ(report.published, report.last_checkpoint);
+}
+
+// Holds the log's flock from another open file description, as `flock audit.log sleep 1d` does:
+// anyone who may open the file can.
+class HeldLock {
+ public:
+  explicit HeldLock(const std::string& path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    held_ = fd_ >= 0 && ::flock(fd_, LOCK_EX) == 0;
+  }
+  ~HeldLock() { Release(); }
+  HeldLock(const HeldLock&) = delete;
+  HeldLock& operator=(const HeldLock&) = delete;
+  bool held() const { return held_; }
+  void Release() {
+    if (fd_ < 0) return;
+    ::flock(fd_, LOCK_UN);
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_;
+  bool held_ = false;
+};
+
+Event KeyEvent() {
+  Event e;
+  e.kind = EventKind::kKey;
+  e.allowed = true;
+  e.principal = "local:op";
+  return e;
+}
+
+// Short, so the tests are; the default (2 s) is the same code with a longer deadline.
+constexpr absl::Duration kLockWait = absl::Milliseconds(300);
+
+// Polls `done` every 10 ms until `within` has passed.
+template <typename Fn>
+bool Within(absl::Duration within, Fn done) {
+  const absl::Time deadline = absl::Now() + within;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    ::usleep(10'000);
+  }
+  return done();
+}
+
+// pillar_audit_write_errors_total as the metrics page shows it.
+uint64_t WriteErrors(const monitor::MetricsRegistry& metrics) {
+  const std::string page = metrics.Render();
+  constexpr std::string_view kName = "\npillar_audit_write_errors_total ";
+  const size_t at = page.find(kName);
+  return at == std::string::npos ? 0 : std::stoull(page.substr(at + kName.size()));
+}
+
+// Someone holds the log's lock under a running writer. The writer used to block in flock without
+// a word (no ALERT, no error counted, Flush() only timing out) for as long as it was held. Now
+// each wait for the lock ends after the store's bound as a store error: counted, ALERTed,
+// returned by Flush(), and retried, so that once the lock is released every event accepted is
+// written, once, in order.
+TEST_F(AuditLogTest, AHeldLockIsReportedWithinItsBoundAndNothingIsLostOnceReleased) {
+  monitor::MetricsRegistry metrics;
+  auto store = FileAuditStore::Open(path_, kLockWait);
+  ASSERT_TRUE(store.ok()) << store.status();
+  AuditLogOptions options = Options(false);
+  options.metrics = &metrics;
+  auto log = AuditLog::Start(std::move(*store), options);
+  ASSERT_TRUE(log.ok()) << log.status();
+
+  HeldLock lock(path_);
+  ASSERT_TRUE(lock.held());
+  ::testing::internal::CaptureStderr();
+  const absl::Time start = absl::Now();
+  RecordEvents(**log, 5);
+  const bool counted = Within(absl::Seconds(5), [&] { return WriteErrors(metrics) >= 1; });
+  const absl::Duration reported_after = absl::Now() - start;
+  const absl::Status flushed = (*log)->Flush(absl::Milliseconds(500));
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(counted);
+  EXPECT_LT(reported_after, kLockWait + absl::Seconds(1));
+  EXPECT_TRUE(absl::IsUnavailable(flushed)) << flushed;
+  EXPECT_NE(flushed.message().find("has held its lock (flock) for more than 300ms"),
+            std::string::npos)
+      << flushed;
+  EXPECT_NE(err.find("pillar: ALERT: audit log file " + path_ + ": cannot lock audit log"),
+            std::string::npos)
+      << err;
+
+  RecordEvents(**log, 5, 5);
+  lock.Release();
+  ASSERT_TRUE((*log)->Flush().ok());
+  log->reset();
+  const VerifyReport report = Verify(false);
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  std::vector<std::string> expected;
+  for (int i = 0; i < 10; ++i) expected.push_back("req-" + std::to_string(i));
+  EXPECT_EQ(RequestIds(Lines()), expected);
+}
+
+// The destructor (a server's shutdown, a CLI command's exit) with the lock held: the writer
+// gives up after the attempt in progress and one more, and says how many events it could not
+// write. It used to wait for the lock however long that took, after "drained; exiting".
+TEST_F(AuditLogTest, DestroyingTheLogWhileItsLockIsHeldReturnsWithinABound) {
+  auto store = FileAuditStore::Open(path_, kLockWait);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto log = AuditLog::Start(std::move(*store), Options(false));
+  ASSERT_TRUE(log.ok()) << log.status();
+  HeldLock lock(path_);
+  ASSERT_TRUE(lock.held());
+  RecordEvents(**log, 3);
+
+  ::testing::internal::CaptureStderr();
+  std::atomic<bool> destroyed = false;
+  std::thread closer([&] {
+    log->reset();
+    destroyed = true;
+  });
+  const bool bounded = Within(2 * kLockWait + absl::Seconds(2), [&] { return destroyed.load(); });
+  lock.Release();  // lets a writer without a bound finish, so the test fails instead of hanging
+  closer.join();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(bounded);
+  EXPECT_NE(err.find("pillar: ALERT: audit log file " + path_ +
+                     ": stopping with 3 events that could not be written: cannot lock"),
+            std::string::npos)
+      << err;
+  // Reported as lost, and lost: the log holds its header only.
+  const VerifyReport report = Verify(false);
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(report.records, 1);
+}
+
+// A CLI change whose record could not be made durable in time is reported as not made. Its
+// record, still queued, used to be written by the destructor as soon as the lock was released:
+// the log then said "ok" for a change that was not made. Abandoned, it never is.
+TEST_F(AuditLogTest, AnAbandonedRecordIsNeverWrittenAfterTheLockIsReleased) {
+  auto store = FileAuditStore::Open(path_, kLockWait);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto log = AuditLog::Start(std::move(*store), Options(false));
+  ASSERT_TRUE(log.ok()) << log.status();
+  HeldLock lock(path_);
+  ASSERT_TRUE(lock.held());
+  RecordEvents(**log, 1);
+  EXPECT_FALSE((*log)->Flush(absl::Milliseconds(500)).ok());
+
+  const absl::Time start = absl::Now();
+  const AuditLog::Abandoned abandoned = (*log)->Abandon();
+  EXPECT_LT(absl::Now() - start, kLockWait + absl::Seconds(1));  // a lock wait in progress
+  EXPECT_EQ(abandoned.unwritten, 1);
+  EXPECT_EQ(abandoned.written, 0);
+  EXPECT_FALSE((*log)->Record(KeyEvent()));
+  EXPECT_TRUE(absl::IsFailedPrecondition((*log)->Flush(absl::ZeroDuration())));
+
+  lock.Release();
+  {
+    // Another writer appends and syncs after the release, while the abandoned log still exists
+    // (a writer still retrying would get its turn meanwhile); then the abandoned log goes away.
+    auto other = Open(Options(false));
+    ASSERT_NE(other, nullptr);
+    RecordEvents(*other, 1, 1);
+    ASSERT_TRUE(other->Flush().ok());
+  }
+  log->reset();
+  const VerifyReport report = Verify(false);
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(RequestIds(Lines()), std::vector<std::string>{"req-1"});
+}
+
+// A store whose Commit() waits until the test opens the gate: an append under way.
+class CommitGatedStore final : public AuditStore {
+ public:
+  explicit CommitGatedStore(std::unique_ptr<AuditStore> inner) : inner_(std::move(inner)) {}
+  absl::StatusOr<ChainHead> Begin() override { return inner_->Begin(); }
+  absl::Status Commit(std::span<const EncodedRecord> r, std::string_view lines) override {
+    absl::MutexLock lock(&mu_);
+    entered_ = true;
+    mu_.Await(absl::Condition(&open_));
+    return inner_->Commit(r, lines);
+  }
+  void Abort() override { inner_->Abort(); }
+  absl::Status Sync() override { return inner_->Sync(); }
+  absl::Status PublishCheckpoint(std::string_view p) override {
+    return inner_->PublishCheckpoint(p);
+  }
+  std::string Describe() const override { return inner_->Describe(); }
+  void Set(bool open) {
+    absl::MutexLock lock(&mu_);
+    open_ = open;
+    entered_ = false;
+  }
+  void AwaitEntered() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(&entered_));
+  }
+
+ private:
+  std::unique_ptr<AuditStore> inner_;
+  absl::Mutex mu_;
+  bool open_ = true;
+  bool entered_ = false;
+};
+
+// What Abandon() cannot do: take back an append already under way (the chain cannot lose a
+// record it was given). It waits for that append and counts it as written, so the caller can
+// say that the log may hold the record; nothing else is written afterwards.
+TEST_F(AuditLogTest, AbandonWaitsForAnAppendUnderWayAndCountsItAsWritten) {
+  auto inner = FileAuditStore::Open(path_);
+  ASSERT_TRUE(inner.ok()) << inner.status();
+  auto gated = std::make_unique<CommitGatedStore>(std::move(*inner));
+  CommitGatedStore* gate = gated.get();
+  auto log = AuditLog::Start(std::move(gated), Options(false));
+  ASSERT_TRUE(log.ok()) << log.status();
+  gate->Set(false);
+  RecordEvents(**log, 1);
+  gate->AwaitEntered();
+
+  AuditLog::Abandoned abandoned;
+  std::thread abandoning([&] { abandoned = (*log)->Abandon(); });
+  // Abandon() has taken effect (Flush() says so at once) and waits for the append.
+  const bool took_effect =
+      Eventually([&] { return absl::IsFailedPrecondition((*log)->Flush(absl::ZeroDuration())); });
+  gate->Set(true);
+  abandoning.join();
+  EXPECT_TRUE(took_effect);
+  EXPECT_EQ(abandoned.written, 1);
+  EXPECT_EQ(abandoned.unwritten, 0);
+  log->reset();
+  const VerifyReport report = Verify(false);
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(RequestIds(Lines()), std::vector<std::string>{"req-0"});
+}
+
+// `pillar audit verify` read the log through mmap: a log cut while it was read (by whoever may
+// write it) killed the reader with SIGBUS at the first page past the new end. Now the cut is
+// an error that says so, whether it lands on bytes not read yet (a log of several chunks) or
+// on bytes already read (one chunk). The read runs in a child, so the old crash fails the test
+// rather than ending the suite.
+TEST_F(AuditLogTest, ALogThatShrinksWhileItIsReadIsAnErrorNotACrash) {
+  for (int events : {40, 6000}) {
+    SCOPED_TRACE(events);
+    fs::remove(path_);
+    WriteLog(events);
+    ASSERT_GT(fs::file_size(path_), events > 40 ? (1u << 20) + 4096 : 8192u);
+    const pid_t child = ::fork();
+    ASSERT_GE(child, 0);
+    if (child == 0) {
+      bool cut = false;
+      absl::StatusOr<uint64_t> torn = ReadAuditFile(path_, [&](std::string_view, uint64_t) {
+        if (!cut) cut = ::truncate(path_.c_str(), 100) == 0;
+        return true;
+      });
+      if (torn.ok()) ::_exit(10);
+      const bool said =
+          absl::IsDataLoss(torn.status()) &&
+          torn.status().message().find("shrank while it was read") != std::string_view::npos;
+      ::_exit(said ? 0 : 11);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    ASSERT_TRUE(WIFEXITED(status)) << "the reader was killed by signal " << WTERMSIG(status);
+    EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no error; 11: another error";
+  }
+}
+
+// ReadAuditFile reads in chunks of 1 MiB: lines that straddle a chunk's end are passed whole and
+// at their offsets, a line too long to be a record is passed cut to kMaxLineBytes + 1 bytes (so
+// that memory stays bounded), and the bytes after the last LF are counted, from any start.
+TEST_F(AuditLogTest, ReadingInChunksPassesEveryLineWholeAndCutsOnlyOverlongOnes) {
+  std::vector<std::string> lines;
+  std::mt19937 random(7);
+  size_t total = 0;
+  bool straddles = false;  // an overlong line across the first chunk's end
+  while (total < 3 * (1u << 20)) {
+    const bool overlong =
+        lines.size() == 40 || (!straddles && total >= (1u << 20) - 50'000 && total < (1u << 20));
+    straddles = straddles || (overlong && lines.size() != 40);
+    const size_t n = overlong ? 3 * format::kMaxLineBytes
+                              : std::uniform_int_distribution<size_t>(0, 9000)(random);
+    lines.push_back(std::string(n, char('a' + lines.size() % 26)));
+    total += n + 1;
+  }
+  std::string bytes;
+  std::vector<uint64_t> offsets;
+  for (const std::string& line : lines) {
+    offsets.push_back(bytes.size());
+    bytes += line + '\n';
+  }
+  bytes += "torn";
+  ASSERT_TRUE(straddles);
+  SetBytes(bytes);
+  for (size_t first : {size_t(0), size_t(41), lines.size() - 1}) {
+    SCOPED_TRACE(first);
+    size_t i = first;
+    absl::StatusOr<uint64_t> torn = ReadAuditFile(
+        path_,
+        [&](std::string_view text, uint64_t offset) {
+          EXPECT_LT(i, lines.size());
+          if (i >= lines.size()) return false;
+          EXPECT_EQ(offset, offsets[i]);
+          EXPECT_TRUE(text == std::string_view(lines[i]).substr(0, format::kMaxLineBytes + 1))
+              << "line " << i << " (" << lines[i].size() << " bytes) passed as " << text.size()
+              << " bytes";
+          ++i;
+          return true;
+        },
+        offsets[first]);
+    ASSERT_TRUE(torn.ok()) << torn.status();
+    EXPECT_EQ(*torn, 4u);
+    EXPECT_EQ(i, lines.size());
+  }
 }
 
 TEST_F(AuditLogTest, AnAnchorIsACheckpointsPayloadOrCountAndHead) {

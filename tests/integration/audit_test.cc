@@ -1,14 +1,22 @@
 // `pillar audit anchor` and `pillar audit verify --anchor/--min-records` as an operator runs
 // them: exit codes and messages, over a log written in process (the chain is the same whoever
 // writes it) and cut back to an older checkpoint, the attack the kept checkpoint cannot show.
+// And key changes that cannot be audited where the configuration says: refused, not made.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "audit/audit_log.h"
@@ -255,6 +263,146 @@ TEST(KeyChangeAuditTest, AKeyIsNotCreatedWhenItsAuditRecordCannotBeWritten) {
   ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", config}, &list), 0);
   EXPECT_NE(list.find("\"name\":\"first\""), std::string::npos) << list;
   EXPECT_EQ(list.find("unaudited"), std::string::npos) << list;
+}
+
+// How `pillar args...`, run in `cwd`, ended: its exit code, or killed after `limit`.
+struct Ran {
+  int rc = -1;
+  bool timed_out = false;
+  std::chrono::milliseconds took{0};
+  std::string out, err;
+};
+
+Ran RunPillarIn(const fs::path& cwd, const std::vector<std::string>& args,
+                std::chrono::seconds limit) {
+  Ran ran;
+  testing::TempDir outputs;  // files, not pipes: nothing to drain while polling for the exit
+  const std::string out = (outputs.path() / "out").string();
+  const std::string err = (outputs.path() / "err").string();
+  const auto start = std::chrono::steady_clock::now();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (o < 0 || e < 0 || ::dup2(o, 1) < 0 || ::dup2(e, 2) < 0 || ::chdir(cwd.c_str()) != 0) {
+      ::_exit(126);
+    }
+    std::vector<char*> argv;
+    std::string binary = testing::PillarBinary();
+    argv.push_back(binary.data());
+    std::vector<std::string> copy = args;
+    for (std::string& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    ::execv(binary.c_str(), argv.data());
+    ::_exit(127);
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() - start > limit) {
+      ran.timed_out = true;
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ran.took = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - start);
+  if (!ran.timed_out && WIFEXITED(status)) ran.rc = WEXITSTATUS(status);
+  auto read = [](const std::string& path) {
+    std::stringstream text;
+    text << std::ifstream(path).rdbuf();
+    return text.str();
+  };
+  ran.out = read(out);
+  ran.err = read(err);
+  return ran;
+}
+
+// The log's records of `action` on key `id` ("create" on "key:<id>").
+int KeyRecords(const fs::path& log, const std::string& action, const std::string& id) {
+  std::ifstream in(log);
+  int n = 0;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"action\":\"" + action + "\"") != std::string::npos &&
+        line.find("\"resource\":\"key:" + id + "\"") != std::string::npos) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+// Someone holds the audit log's lock (`flock audit.log sleep 1d`). `pillar key create` used to
+// wait for it without a word, however long. Now it is refused within the store's lock wait
+// (2 s), says why, makes no key, and writes no record, not even once the lock is released.
+TEST(KeyChangeAuditTest, AKeyChangeIsRefusedWithinABoundWhileTheLogsLockIsHeld) {
+  testing::ServerProcess server;
+  ASSERT_FALSE(server.CreateKey("first").empty());  // the log exists, with a record
+  const std::string config = server.config_path().string();
+  const uintmax_t log_size = fs::file_size(server.audit_log());
+
+  const int fd = ::open(server.audit_log().c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  const Ran ran = RunPillarIn(
+      server.dir(),
+      {"key", "create", "-c", config, "--name", "locked-out", "--role", "admin", "--json"},
+      std::chrono::seconds(20));
+  ::flock(fd, LOCK_UN);
+  ::close(fd);
+
+  EXPECT_FALSE(ran.timed_out) << "still waiting for the lock after 20 s";
+  EXPECT_LT(ran.took, std::chrono::seconds(8));
+  EXPECT_NE(ran.rc, 0) << ran.out << ran.err;
+  EXPECT_EQ(ran.out, "");  // no key printed
+  EXPECT_NE(ran.err.find("not made"), std::string::npos) << ran.err;
+  EXPECT_NE(ran.err.find("held its lock"), std::string::npos) << ran.err;
+  std::string list;
+  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", config}, &list), 0);
+  EXPECT_EQ(list.find("locked-out"), std::string::npos) << list;
+  // Once released, the log takes changes again, and holds nothing of the refused one.
+  ASSERT_FALSE(server.CreateKey("second").empty());
+  std::stringstream text;
+  text << std::ifstream(server.audit_log()).rdbuf();
+  EXPECT_EQ(text.str().find("locked-out"), std::string::npos) << text.str();
+  EXPECT_GT(fs::file_size(server.audit_log()), log_size);
+}
+
+// `pillar key create --state DB` without -c: the change used to be audited to ./audit.log in
+// whatever directory the command ran from, so the log the server's configuration names never
+// recorded it. Without a configuration no log is known, and the change is refused; with one,
+// its log records the change whatever --state and the working directory are.
+TEST(KeyChangeAuditTest, AKeyChangeIsAuditedInTheConfiguredLogOrRefused) {
+  testing::ServerProcess server;
+  server.WriteConfig();
+  testing::TempDir elsewhere;  // the operator's working directory
+  testing::TempDir data;
+  const fs::path state = data.path() / "state.db";
+
+  Ran ran = RunPillarIn(
+      elsewhere.path(),
+      {"key", "create", "--state", state.string(), "--name", "stray", "--role", "admin"},
+      std::chrono::seconds(20));
+  EXPECT_EQ(ran.rc, 1) << ran.out << ran.err;
+  EXPECT_EQ(ran.out, "");
+  EXPECT_NE(ran.err.find("give the server's configuration with -c"), std::string::npos) << ran.err;
+  EXPECT_FALSE(fs::exists(elsewhere.path() / "audit.log"));
+  EXPECT_FALSE(fs::exists(data.path() / "audit.log"));
+  ran = RunPillarIn(elsewhere.path(), {"key", "list", "--state", state.string()},
+                    std::chrono::seconds(20));
+  EXPECT_EQ(ran.rc, 0) << ran.err;  // reading needs no audit log
+  EXPECT_EQ(ran.out.find("stray"), std::string::npos) << ran.out;
+
+  ran = RunPillarIn(elsewhere.path(),
+                    {"key", "create", "-c", server.config_path().string(), "--state",
+                     state.string(), "--name", "placed", "--role", "admin"},
+                    std::chrono::seconds(20));
+  ASSERT_EQ(ran.rc, 0) << ran.err;
+  ASSERT_EQ(ran.out.rfind("pk_", 0), 0u) << ran.out;
+  EXPECT_EQ(KeyRecords(server.audit_log(), "create", ran.out.substr(3, 12)), 1);
+  EXPECT_FALSE(fs::exists(elsewhere.path() / "audit.log"));
+  EXPECT_FALSE(fs::exists(data.path() / "audit.log"));
 }
 
 }  // namespace
