@@ -51,6 +51,14 @@ struct Store {
 };
 
 absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_change) {
+  // A change is audited in the log, and numbered in the state file, that the server's
+  // configuration names: with --store alone they would be the working directory's, where no
+  // server looks (reading needs neither).
+  if (for_change && options.config_path.empty() && !options.store.empty()) {
+    return absl::InvalidArgumentError(
+        "--store without -c: give the server's configuration (-c), whose [audit] log records this "
+        "change and whose state file keeps the store's version and alias marks");
+  }
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
   Store store{.config = std::move(*config), .root = {}, .trusted = {}, .audit = {}, .key = {},

@@ -305,6 +305,26 @@ TEST(ModelPushTest, VersionNumbersAreNeverReused) {
   EXPECT_EQ(out, "3\n");
 }
 
+// The review: with --store and no -c, a change was audited to the working directory's log and
+// numbered in its state file, where no server looks.
+TEST(ModelPushTest, AChangeNeedsTheServersConfiguration) {
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(server.Stop(), 0);
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "--store",
+                                (server.dir() / "store").string(), "--key",
+                                (server.dir() / "trust.key").string()},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("--store without -c"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(server.dir() / "store" / "digits" / "aliases.json"));
+  EXPECT_EQ(testing::RunPillar({"model", "list", "--store", (server.dir() / "store").string()},
+                               &out, &err),
+            0)
+      << err;  // reading needs neither
+}
+
 // The review: a model directory replaced by a link made push and promote write wherever it
 // pointed. The CLI holds the model's directory by descriptor and refuses a link.
 TEST(ModelPushTest, AModelDirectoryThatIsALinkIsNeverWrittenThrough) {
