@@ -141,7 +141,11 @@ class ModelDirectory {
 
  private:
   ModelDirectory(int fd, fs::path shown)
-      : fd_(fd), path_(fs::path("/proc/self/fd") / std::to_string(fd)), shown_(std::move(shown)) {}
+      // "/." so that the path's last component is not the descriptor's magic link: the opens
+      // beneath it that refuse links (O_NOFOLLOW) still work on the directory itself.
+      : fd_(fd),
+        path_(fs::path("/proc/self/fd") / std::to_string(fd) / "."),
+        shown_(std::move(shown)) {}
   int fd_;
   fs::path path_;
   fs::path shown_;
