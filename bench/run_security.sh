@@ -102,8 +102,10 @@ TOML
   printf -v "${name}_port" '%s' "$(sed -n 's/^data=//p' "$work/$name/ports")"
 }
 
-touch "$work/state.db"
-key=$("$pillar" key create --state "$work/state.db" --name bench --tenant demo \
+# Key changes are audited in the log the configuration names (a bare --state is refused).
+printf '[state]\npath = "%s"\n[audit]\nfile = "%s"\n' "$work/state.db" "$work/cli-audit.log" \
+  > "$work/cli.toml"
+key=$("$pillar" key create -c "$work/cli.toml" --name bench --tenant demo \
       --role role7 --role role8 --role bench --role user 2>/dev/null)
 start_pillar off ""
 start_pillar on "[policy]
