@@ -11,7 +11,8 @@
 // section, over the header's byte limit (one read on top of a line just under it once passed
 // lines of twice the limit). A Transfer-Encoding the session accepts (IsChunkedOnly, in HTTP/1.1)
 // must be one Beast frames as chunked: any other is read by Beast as no body, and the body's
-// bytes as the next request.
+// bytes as the next request. Trailer fields never survive as headers: after a body, the fields
+// are the header's, whatever came after it.
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <cctype>
@@ -134,6 +135,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!parser.chunked()) __builtin_trap();  // accepted, but its body would be a request
   }
   if (!parser.is_done()) {
+    const auto header_fields = std::distance(request.begin(), request.end());
     BodyReader body_reader(kHeaderLimit, kFieldLimit);
     const std::string body_input = rest;
     const BodyReader::Result result = Read(body_input, false, parser, body_reader, rest);
@@ -141,6 +143,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         !FramingWithin(std::string_view(body_input).substr(0, body_input.size() - rest.size()),
                        kHeaderLimit)) {
       __builtin_trap();  // a chunk-size line or trailer section over the limit was accepted
+    }
+    if (result == BodyReader::Result::kDone &&
+        std::distance(request.begin(), request.end()) != header_fields) {
+      __builtin_trap();  // a trailer field was kept, where it would be read as a header
     }
     if (split_result == HeaderReader::Result::kDone) {
       BodyReader split_body_reader(kHeaderLimit, kFieldLimit);

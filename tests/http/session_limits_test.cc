@@ -23,10 +23,18 @@
 #include <vector>
 
 #include "http/server.h"
+#include "http/session.h"
 #include "monitor/metrics.h"
 
 namespace pillar::http {
 namespace {
+
+using internal::BodyReader;
+using internal::HeaderReader;
+using internal::RequestParser;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+namespace net = boost::asio;
 
 constexpr size_t kServerReadChunk = 16 * 1024;  // what the server reads at once for a header
 
@@ -166,13 +174,14 @@ class RawConnection {
   std::string buffer_;
 };
 
-// Answers every request with its method, target and body.
+// Answers every request with its method, target and body (and its Authorization, when any).
 class Echo : public Handler {
  public:
   void Handle(Request request, std::shared_ptr<ResponseSink> sink) override {
     Response response;
     response.content_type = "text/plain";
     response.body = request.method + " " + request.target + " " + request.body;
+    if (!request.authorization.empty()) response.body += " with " + request.authorization;
     sink->Send(std::move(response));
   }
 };
@@ -357,6 +366,55 @@ TEST_F(SessionLimitsTest, OrdinaryRequestsStillWork) {
   c.Send("{}");
   EXPECT_EQ(c.ReadReply().body, "POST /echo {}");
   EXPECT_EQ(WaitForInflight(0), 0);  // every answered request gave its bytes back
+}
+
+// The third review's finding: Beast appends trailer fields to the header's, where they were read
+// as headers that the checks at the end of the header never saw (an Authorization after the
+// body was authenticated; a second Host or Authorization passed the singleton check; a
+// Connection: close in them closed the connection). They are dropped once the body ends.
+TEST(BodyReaderTest, TrailerFieldsAreDroppedAndTheHeadersStayAsTheyWere) {
+  const std::string header =
+      "POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer good\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n";
+  const std::string body =
+      "2\r\n{}\r\n0\r\nAuthorization: Bearer other\r\nHost: evil\r\nX-Role: admin\r\n"
+      "Connection: close\r\n\r\n";
+  RequestParser parser;
+  parser.body_limit(1 << 20);
+  HeaderReader header_reader(16384, 100);
+  size_t used = 0;
+  beast::error_code ec;
+  ASSERT_EQ(header_reader.Put(parser, net::buffer(header), used, ec),
+            HeaderReader::Result::kDone);
+  BodyReader body_reader(16384, 100);
+  ASSERT_EQ(body_reader.Put(parser, net::buffer(body), used, ec), BodyReader::Result::kDone) << ec;
+  const auto& request = parser.get();
+  EXPECT_EQ(request.body(), "{}");
+  EXPECT_EQ(request.count(bhttp::field::authorization), 1u);
+  EXPECT_EQ(request[bhttp::field::authorization], "Bearer good");
+  EXPECT_EQ(request.count(bhttp::field::host), 1u);
+  EXPECT_EQ(request[bhttp::field::host], "x");
+  EXPECT_EQ(request.count("X-Role"), 0u);
+  EXPECT_TRUE(request.keep_alive());
+  EXPECT_EQ(std::distance(request.begin(), request.end()), 3);
+}
+
+TEST_F(SessionLimitsTest, ACredentialSentAsATrailerIsNeverSeen) {
+  Start(Limits{});
+  RawConnection c(port_);
+  // No Authorization header; one in the trailers, with Connection: close.
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+         "2\r\nab\r\n0\r\nAuthorization: Bearer k\r\nConnection: close\r\n\r\n");
+  Reply r = c.ReadReply();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo ab");  // the handler saw no Authorization
+  EXPECT_EQ(r.Header("connection"), "");  // and the trailer did not close the connection
+  // With one in the header too: that one, and no duplicate refused or taken from the trailer.
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer mine\r\n"
+         "Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nAuthorization: Bearer k\r\n\r\n");
+  r = c.ReadReply();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo ab with Bearer mine");
 }
 
 TEST_F(SessionLimitsTest, PipelinedRequestsAreAnsweredInOrder) {
