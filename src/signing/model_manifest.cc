@@ -138,10 +138,11 @@ absl::Status Invalid(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(path, ": ", what));
 }
 
-// The files of the version besides the manifest.
+// The files of the version besides the manifest (and its temporary file).
 absl::StatusOr<std::vector<std::string>> ListVersionFiles(const Directory& dir) {
-  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, dir.ListFiles(kMaxFiles + 1));
+  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, dir.ListFiles(kMaxFiles + 2));
   std::erase(names, std::string(kManifestFile));
+  std::erase(names, std::string(kManifestTempFile));
   if (names.size() > kMaxFiles) return Invalid(dir.path(), "too many files");
   return names;
 }
@@ -188,7 +189,8 @@ absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
         !HexDecode(digest).ok()) {
       return Invalid(path, "a listed file lacks name, sha256 or size");
     }
-    if (!IsPlainRelativePath(file_name) || file_name == kManifestFile) {
+    if (!IsPlainRelativePath(file_name) || file_name == kManifestFile ||
+        file_name == kManifestTempFile) {
       return Invalid(path, StrCat("listed file '", file_name.substr(0, 256), "' is not a plain "
                                   "relative path of the version"));
     }
@@ -256,7 +258,8 @@ absl::Status SignDigests(const std::string& dir, const std::string& name,
 
 absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to) {
   PILLAR_ASSIGN_OR_RETURN(Directory source, Directory::Open(from));
-  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, source.ListFiles(kMaxFiles + 1));
+  PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, source.ListFiles(kMaxFiles + 2));
+  std::erase(names, std::string(kManifestTempFile));
   if (names.size() > kMaxFiles + 1) return Invalid(from, "too many files");
   if (::mkdir(to.c_str(), 0755) != 0) {
     return absl::InternalError(StrCat("cannot create ", to, ": ", std::strerror(errno)));

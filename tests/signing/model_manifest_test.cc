@@ -254,6 +254,26 @@ TEST_F(ModelManifestTest, AFileThatIsNotSignedIsNeverKept) {
   EXPECT_FALSE(v->contents.contains("absent.bin"));
 }
 
+// A signing cut short by a crash leaves model.sig.json.tmp beside the manifest; it was refused
+// as "added after signing", taking the version out of service until someone removed it.
+TEST_F(ModelManifestTest, ATempManifestLeftByACrashedSigningIsPassedOverNeverKept) {
+  std::ofstream(fs::path(model_) / "model.sig.json.tmp") << "{\"payload\": \"torn";
+  absl::StatusOr<VerifiedModel> v =
+      VerifyModel(model_, {key_.public_key}, As("digits/3", {"model.pt", "model.sig.json.tmp"}));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_FALSE(v->contents.contains("model.sig.json.tmp"));
+  EXPECT_EQ(v->files.size(), 3u);
+  // Nor is it copied by a push, nor signed as part of the version.
+  const std::string copy = (dir_.path() / "digits" / "4").string();
+  auto copied = CopyVersion(model_, copy);
+  ASSERT_TRUE(copied.ok()) << copied.status();
+  EXPECT_FALSE(fs::exists(fs::path(copy) / "model.sig.json.tmp"));
+  ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
+  v = VerifyModel(model_, {key_.public_key}, As("digits/3"));
+  ASSERT_TRUE(v.ok()) << v.status();
+  EXPECT_EQ(v->files.size(), 3u);
+}
+
 TEST(SigningKeyTest, KeyFilesRoundTripAndAReadablePrivateKeyIsRefused) {
   testing::TempDir dir;
   const std::string prefix = (dir.path() / "release").string();
