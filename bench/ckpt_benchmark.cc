@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   const std::string mode = argv[1];
   const std::string dir = argv[2];
   const double gib = argc > 3 ? std::atof(argv[3]) : 1.0;
-  pillar::ckpt::Env& env = *pillar::ckpt::Env::Default();
+  pillar::Env& env = *pillar::Env::Default();
   pillar::ckpt::RunDirectory run(&env, dir);
   if (!run.Prepare().ok()) return 1;
   if (mode == "save") {

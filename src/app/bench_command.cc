@@ -10,6 +10,7 @@
 #include "bench/collective_runner.h"
 #include "bench/nccl_tests_report.h"
 #include "bench/open_communicator.h"
+#include "common/env.h"
 #include "common/files.h"
 #include "common/strings.h"
 
@@ -80,7 +81,7 @@ int RunBenchCollective(const std::vector<std::string>& args) {
     if (!options->json_path.empty()) {
       const std::string json =
           bench::CollectiveJson(*summary, *options, c.Describe(), c.size()) + "\n";
-      if (absl::Status s = ReplaceFile(options->json_path, json); !s.ok()) {
+      if (absl::Status s = PublishAtomically(*Env::Default(), options->json_path, json, 0644); !s.ok()) {
         std::fprintf(stderr, "pillar bench collective: %s\n", std::string(s.message()).c_str());
         return 2;
       }

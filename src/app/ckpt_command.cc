@@ -19,7 +19,6 @@ namespace pillar::app {
 namespace {
 
 namespace fs = std::filesystem;
-using ckpt::Env;
 
 int Fail(std::string_view command, const absl::Status& status) {
   std::fprintf(stderr, "pillar ckpt %s: %s\n", std::string(command).c_str(),

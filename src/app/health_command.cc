@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "app/commands.h"
+#include "common/env.h"
 #include "common/files.h"
 #include "health/health_checks.h"
 #include "health/health_config.h"
@@ -24,7 +25,8 @@ int RunHealth(const HealthOptions& options) {
   }
   if (!options.prometheus.empty()) {
     // Replaced whole: node_exporter's textfile collector never reads half a file.
-    if (absl::Status s = ReplaceFile(options.prometheus, health::HealthPrometheus(report));
+    if (absl::Status s = PublishAtomically(*Env::Default(), options.prometheus,
+                                           health::HealthPrometheus(report), 0644);
         !s.ok()) {
       std::fprintf(stderr, "pillar health: %s\n", std::string(s.message()).c_str());
       return 2;

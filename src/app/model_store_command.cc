@@ -22,6 +22,7 @@
 #include "app/commands.h"
 #include "app/config.h"
 #include "common/clock.h"
+#include "common/env.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "models/model_aliases.h"
@@ -469,11 +470,12 @@ int RunModelPush(const ModelStoreOptions& options) {
   };
   if (absl::Status s = marks.NoteVersion(options.name, next); !s.ok()) return failed(s);
   const fs::path target = model_dir / std::to_string(next);
-  fs::rename(staging, target, ec);
-  if (ec) return failed(absl::InternalError(StrCat("cannot add ", target.string(), ": ", ec.message())));
-  if (const int fd = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+  Env& env = *Env::Default();
+  if (absl::Status s = env.Rename(staging.string(), target.string()); !s.ok()) return failed(s);
+  // Reported done only once the new name survives a power cut.
+  if (absl::Status s = env.SyncDir(model_dir.string()); !s.ok()) {
+    return failed(absl::Status(s.code(), StrCat("version ", next, " was added but may not "
+                                                "survive a crash: ", s.message())));
   }
   std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
                static_cast<long long>(next), root.c_str());

@@ -23,6 +23,7 @@
 #include "app/request_handler.h"
 #include "app/routes.h"
 #include "app/version_loader.h"
+#include "common/env.h"
 #include "common/strings.h"
 #include "guard/guard_stage.h"
 #include "audit/counting_audit_sink.h"
@@ -143,7 +144,8 @@ absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& s
 }
 
 absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
-  return ReplaceFile(path, StrCat("data=", data, "\nadmin=", admin, "\n"));
+  return PublishAtomically(*Env::Default(), path, StrCat("data=", data, "\nadmin=", admin, "\n"),
+                           0644);
 }
 
 // SIGTERM and SIGINT are delivered to any thread that does not block them, and libraries start

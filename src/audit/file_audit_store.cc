@@ -82,7 +82,8 @@ absl::StatusOr<int> OpenRegularForReading(const std::string& path, std::string_v
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<FileAuditStore>> FileAuditStore::Open(std::string path,
-                                                                     absl::Duration lock_wait) {
+                                                                     absl::Duration lock_wait,
+                                                                     Env* env) {
   // O_NOFOLLOW: whoever may write the directory could put a link to another file (state.db)
   // there, and the torn-tail repair would truncate it. O_NONBLOCK: a FIFO or device there is
   // refused at once; cleared once the file is known to be regular.
@@ -106,7 +107,7 @@ absl::StatusOr<std::unique_ptr<FileAuditStore>> FileAuditStore::Open(std::string
     ::close(fd);
     return s;
   }
-  return std::unique_ptr<FileAuditStore>(new FileAuditStore(std::move(path), fd, lock_wait));
+  return std::unique_ptr<FileAuditStore>(new FileAuditStore(std::move(path), fd, lock_wait, env));
 }
 
 FileAuditStore::~FileAuditStore() { ::close(fd_); }
@@ -356,29 +357,11 @@ absl::Status FileAuditStore::Sync() {
 }
 
 absl::Status FileAuditStore::PublishCheckpoint(std::string_view payload) {
-  const std::string target = StrCat(path_, format::kCheckpointFileSuffix);
-  const std::string tmp = target + ".tmp";
-  // Whoever may write the directory could leave a link at the tmp name, and O_TRUNC would write
-  // through it to any file this process may write. So: remove what is there (a stale tmp file
-  // after a crash, or such a link; unlink removes a link, not its target), then create a new
-  // file, failing rather than opening anything that appeared meanwhile. The rename below
-  // replaces a link at `target` itself, never what it points at.
-  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", tmp);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-  if (fd < 0) return Errno("cannot create", tmp);
-  absl::Status s = WriteAll(fd, StrCat(payload, "\n"), 0);
-  if (s.ok() && ::fsync(fd) != 0) s = Errno("cannot sync", tmp);
-  ::close(fd);
-  if (!s.ok()) return s;
-  if (::rename(tmp.c_str(), target.c_str()) != 0) return Errno("cannot rename", tmp);
-  // The rename itself must survive a crash, or a reader could see an older checkpoint.
-  std::filesystem::path dir = std::filesystem::path(target).parent_path();
-  const int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return absl::OkStatus();
+  // PublishAtomically never writes through a link left at the temp name, replaces a link at the
+  // side file's name rather than what it points at, and syncs the directory: a reader never
+  // sees an older checkpoint after this returns.
+  return PublishAtomically(*env_, StrCat(path_, format::kCheckpointFileSuffix),
+                           StrCat(payload, "\n"), 0600);
 }
 
 absl::StatusOr<uint64_t> ReadAuditFile(

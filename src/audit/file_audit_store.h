@@ -26,6 +26,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "audit/audit_store.h"
+#include "common/env.h"
 
 namespace pillar::audit {
 
@@ -41,8 +42,9 @@ class FileAuditStore final : public AuditStore {
   // Opens the log, creating it (mode 0600) when missing. A symbolic link or anything but a
   // regular file at `path` is refused: the store truncates a torn tail, and must never do that
   // to a file someone pointed the log at. `lock_wait`: how long Begin() waits for the lock.
+  // `env` publishes the checkpoint side file (the log itself is appended to by descriptor).
   static absl::StatusOr<std::unique_ptr<FileAuditStore>> Open(
-      std::string path, absl::Duration lock_wait = kDefaultLockWait);
+      std::string path, absl::Duration lock_wait = kDefaultLockWait, Env* env = Env::Default());
   ~FileAuditStore() override;
 
   absl::StatusOr<ChainHead> Begin() override;
@@ -56,8 +58,8 @@ class FileAuditStore final : public AuditStore {
   uint64_t repaired_bytes() const { return repaired_bytes_; }
 
  private:
-  FileAuditStore(std::string path, int fd, absl::Duration lock_wait)
-      : path_(std::move(path)), fd_(fd), lock_wait_(lock_wait) {}
+  FileAuditStore(std::string path, int fd, absl::Duration lock_wait, Env* env)
+      : path_(std::move(path)), fd_(fd), lock_wait_(lock_wait), env_(env) {}
   // flock(LOCK_EX), polled with LOCK_NB: flock itself cannot time out, and a signal to cut a
   // blocking one short would reach whichever thread the process lets take it.
   absl::Status Lock();
@@ -77,6 +79,7 @@ class FileAuditStore final : public AuditStore {
   const std::string path_;
   const int fd_;
   const absl::Duration lock_wait_;
+  Env* const env_;
   // What this store knows of the file: it ends at end_ (UINT64_MAX: not read yet), where the
   // last record, starting at last_start_, has the chain head_.chain. Set by the store's own
   // commits and by the records it checked; kept when a check fails, so a log altered under the

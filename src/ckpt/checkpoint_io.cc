@@ -119,7 +119,7 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
         ShardInfo& info = manifest.shards[shard];
         info.file = ShardFileName(shard);
         absl::StatusOr<std::unique_ptr<WritableFile>> file =
-            env.NewWritableFile(Join(tmp, info.file));
+            env.NewWritableFile(Join(tmp, info.file), 0600);
         if (!file.ok()) return file.status();
         XXH3_state_t* state = XXH3_createState();
         XXH3_64bits_reset(state);
@@ -151,7 +151,7 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
   const std::string text = manifest.Encode();
   {
     absl::StatusOr<std::unique_ptr<WritableFile>> file =
-        env.NewWritableFile(Join(tmp, format::kManifestFile));
+        env.NewWritableFile(Join(tmp, format::kManifestFile), 0600);
     if (!file.ok()) return file.status();
     absl::Status s = (*file)->Append(std::as_bytes(std::span(text.data(), text.size())));
     if (s.ok()) s = (*file)->Sync();

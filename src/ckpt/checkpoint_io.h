@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "ckpt/env.h"
+#include "common/env.h"
 #include "ckpt/manifest.h"
 
 namespace pillar::ckpt {

@@ -249,7 +249,7 @@ absl::Status CopyCheckpoint(Env& env, const std::string& from, const std::string
     const std::string source = StrCat(from, "/", name);
     absl::StatusOr<uint64_t> size = env.FileSize(source);
     if (!size.ok()) return size.status();
-    absl::StatusOr<std::unique_ptr<WritableFile>> out = env.NewWritableFile(StrCat(tmp, "/", name));
+    absl::StatusOr<std::unique_ptr<WritableFile>> out = env.NewWritableFile(StrCat(tmp, "/", name), 0600);
     if (!out.ok()) return out.status();
     for (uint64_t at = 0; at < *size;) {
       const size_t n = size_t(std::min<uint64_t>(chunk.size(), *size - at));

@@ -38,7 +38,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "ckpt/checkpoint_io.h"
-#include "ckpt/env.h"
+#include "common/env.h"
 #include "ckpt/run_directory.h"
 
 namespace pillar::ckpt {

@@ -65,8 +65,8 @@ absl::StatusOr<std::optional<int64_t>> RunDirectory::Latest() const {
 }
 
 absl::Status RunDirectory::PublishLatest(int64_t step) {
-  return WriteFileAtomically(*env_, root_ + "/" + std::string(format::kLatestFile),
-                             StepDirName(step) + "\n");
+  return PublishAtomically(*env_, root_ + "/" + std::string(format::kLatestFile),
+                           StepDirName(step) + "\n", 0600);
 }
 
 absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::string>* skipped,

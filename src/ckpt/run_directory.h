@@ -16,7 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "ckpt/checkpoint_io.h"
-#include "ckpt/env.h"
+#include "common/env.h"
 
 namespace pillar::ckpt {
 

@@ -7,7 +7,7 @@
 #include <optional>
 #include <tuple>
 
-#include "ckpt/env.h"
+#include "common/env.h"
 #include "common/strings.h"
 
 namespace pillar::ckpt {

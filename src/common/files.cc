@@ -47,22 +47,4 @@ absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
   return ReadSmallFile(path, max_bytes);
 }
 
-absl::Status ReplaceFile(const std::filesystem::path& path, std::string_view text) {
-  std::filesystem::path tmp = path;
-  tmp += ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(text.data(), std::streamsize(text.size()));
-    out.flush();
-    if (!out) return absl::UnavailableError(StrCat("cannot write ", tmp.string()));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    return absl::UnavailableError(StrCat("cannot replace ", path.string(), ": ", ec.message()));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace pillar

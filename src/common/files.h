@@ -24,9 +24,7 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
 absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                            std::uintmax_t max_bytes);
 
-// Replaces `path`'s contents with `text` through `<path>.tmp` and a rename, so a reader (a
-// Prometheus collector, a test waiting for a ports file) sees the old file or the new one,
-// never half of one. Not fsynced: for files that are rewritten, not kept.
-absl::Status ReplaceFile(const std::filesystem::path& path, std::string_view text);
+// Files that are replaced whole (ports, metrics, collective results) go through
+// PublishAtomically in common/env.h.
 
 }  // namespace pillar

@@ -202,37 +202,17 @@ absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
 }
 
 absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_view model,
-                          const ModelAliases& aliases, const signing::SigningKey* key) {
+                          const ModelAliases& aliases, const signing::SigningKey* key, Env& env) {
   const std::string document = AliasesDocument(model, aliases);
   std::string text = key == nullptr
                          ? document
                          : signing::SealEnvelope(kAliasesPayloadType, document, *key);
   text += '\n';
-  const std::filesystem::path target = model_dir / kAliasesFile;
-  const std::string tmp = target.string() + ".tmp";
-  // Whoever can write the store may have left something at the temp name: a FIFO (an open for
-  // writing would wait forever, holding the model's lock), a link, a hard link to a file that
-  // must not be truncated. Remove it and create a new file, or fail.
-  if (::unlink(tmp.c_str()) != 0 && errno != ENOENT) {
-    return absl::InternalError(StrCat("cannot remove ", tmp, ": ", std::strerror(errno)));
-  }
-  const int fd =
-      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0) return absl::InternalError(StrCat("cannot write ", tmp, ": ", std::strerror(errno)));
-  bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-  ::close(fd);
-  if (!ok || ::rename(tmp.c_str(), target.c_str()) != 0) {
-    return absl::InternalError(StrCat("cannot write ", target.string(), ": ", std::strerror(errno)));
-  }
-  // The rename is durable only once the directory is synced: without this, a move reported
-  // done could be lost in a power cut.
-  const int dir = ::open(model_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  const bool synced = dir >= 0 && ::fsync(dir) == 0;
-  if (dir >= 0) ::close(dir);
-  if (!synced) {
-    return absl::InternalError(StrCat("cannot sync ", model_dir.string(), ": ", std::strerror(errno)));
-  }
-  return absl::OkStatus();
+  // PublishAtomically removes whatever the store's writers left at the temp name (a FIFO an
+  // open would wait on forever while holding the model's lock, a link, a hard link to a file
+  // that must not be truncated) and creates a new file; the directory is synced, so a move
+  // reported done survives a power cut.
+  return PublishAtomically(env, (model_dir / kAliasesFile).string(), text, 0644);
 }
 
 absl::StatusOr<ModelLock> ModelLock::Acquire(const std::filesystem::path& model_dir,

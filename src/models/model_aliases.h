@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/env.h"
 #include "signing/signing_key.h"
 
 namespace pillar::models {
@@ -74,10 +75,11 @@ bool IsValidAliasName(std::string_view alias);
 // required), foreign (signed for another model) or replayed file is an error naming the file.
 absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
                                          std::string_view model, const AliasTrust& trust);
-// Replaces the file atomically (write, fsync, rename, fsync the directory), with
+// Replaces the file through PublishAtomically on `env` (durable once it returns), with
 // `aliases.generation` as written; signed with `key` when given.
 absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_view model,
-                          const ModelAliases& aliases, const signing::SigningKey* key);
+                          const ModelAliases& aliases, const signing::SigningKey* key,
+                          Env& env = *Env::Default());
 
 // An exclusive lock on a model directory for read-modify-write of its aliases and versions
 // (flock on `<model>/.lock`); released when destroyed.

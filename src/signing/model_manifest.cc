@@ -226,34 +226,18 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
   return HexEncode(Sha256(input));
 }
 
-absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key) {
+absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key,
+                       Env& env) {
   absl::StatusOr<std::vector<FileDigest>> files = DigestDirectory(dir);
   if (!files.ok()) return files.status();
-  return SignDigests(dir, name, *files, key);
+  return SignDigests(dir, name, *files, key, env);
 }
 
 absl::Status SignDigests(const std::string& dir, const std::string& name,
-                         const std::vector<FileDigest>& files, const SigningKey& key) {
+                         const std::vector<FileDigest>& files, const SigningKey& key, Env& env) {
   if (files.empty()) return absl::InvalidArgumentError(StrCat(dir, " holds no files to sign"));
   const std::string text = SealEnvelope(kPayloadType, Statement(name, files), key) + "\n";
-  const fs::path target = fs::path(dir) / kManifestFile;
-  const fs::path tmp = fs::path(dir) / (std::string(kManifestFile) + ".tmp");
-  {
-    ::unlink(tmp.c_str());  // a stale one, or a link someone left: never written through
-    int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644);
-    if (fd < 0) return absl::PermissionDeniedError(StrCat("cannot write ", tmp.string()));
-    const bool ok = ::write(fd, text.data(), text.size()) == ssize_t(text.size()) && ::fsync(fd) == 0;
-    ::close(fd);
-    if (!ok) return absl::InternalError(StrCat("cannot write ", tmp.string()));
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) return absl::InternalError(StrCat("cannot rename ", tmp.string(), ": ", ec.message()));
-  if (const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); fd >= 0) {
-    ::fsync(fd);  // the rename itself survives a power cut
-    ::close(fd);
-  }
-  return absl::OkStatus();
+  return PublishAtomically(env, (fs::path(dir) / kManifestFile).string(), text, 0644);
 }
 
 absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to) {

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/env.h"
 #include "signing/signing_key.h"
 
 namespace pillar::signing {
@@ -40,13 +41,16 @@ absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir);
 // it, so renaming a file changes the root.
 std::string RootDigest(const std::vector<FileDigest>& files);
 
-// Writes `<dir>/model.sig.json` (replacing an older one atomically) for subject `name`.
-absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key);
+// Writes `<dir>/model.sig.json` for subject `name`, replacing an older one through
+// PublishAtomically on `env` (durable once it returns).
+absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key,
+                       Env& env = *Env::Default());
 
 // SignModel for `files` as the caller digested them (CopyVersion), without reading `dir` again:
 // a file changed in `dir` since then no longer matches what is signed.
 absl::Status SignDigests(const std::string& dir, const std::string& name,
-                         const std::vector<FileDigest>& files, const SigningKey& key);
+                         const std::vector<FileDigest>& files, const SigningKey& key,
+                         Env& env = *Env::Default());
 
 // Copies every regular file beneath `from` (no link followed; the manifest too, if any) into
 // `to`, which must not exist yet, hashing each file's bytes as they are copied: the digests

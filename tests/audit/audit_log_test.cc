@@ -25,11 +25,44 @@
 #include "audit/file_audit_store.h"
 #include "gtest/gtest.h"
 #include "monitor/metrics.h"
+#include "testing/crash_test.h"
 
 namespace pillar::audit {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The side file a verifier checks the log against (docs/formats/audit-log.md): replaced whole at
+// each checkpoint, so a crash at any step leaves the previous checkpoint or the new one, never a
+// torn file (which verify would refuse) nor none (verify would then trust a cut log).
+TEST(FileAuditStoreTest, ACrashAtAnyStepOfPublishingACheckpointLeavesTheOldOrTheNew) {
+  const std::string old_payload = "{\"checkpoint\":\"old\"}", new_payload = "{\"checkpoint\":\"new\"}";
+  auto side_file = [](const fs::path& dir) {
+    return (dir / "audit.log").string() + std::string(format::kCheckpointFileSuffix);
+  };
+  testing::CrashOutcomes outcomes = testing::ExpectOldOrNewAfterACrashAtEveryStep({
+      .prepare = [&](const fs::path& dir) { std::ofstream(side_file(dir)) << old_payload << "\n"; },
+      .write =
+          [&](Env& env, const fs::path& dir) -> absl::Status {
+        auto store = FileAuditStore::Open((dir / "audit.log").string(),
+                                          FileAuditStore::kDefaultLockWait, &env);
+        if (!store.ok()) return store.status();
+        return (*store)->PublishCheckpoint(new_payload);
+      },
+      .read =
+          [&](const fs::path& dir) -> absl::StatusOr<std::string> {
+        std::ifstream in(side_file(dir));
+        if (!in) return absl::NotFoundError("no side file");
+        std::string line;
+        std::getline(in, line);
+        std::string rest((std::istreambuf_iterator<char>(in)), {});
+        return rest.empty() ? line : line + "|" + rest;
+      },
+      .old_state = old_payload,
+      .new_state = new_payload,
+  });
+  EXPECT_GT(outcomes.old_seen, 0);
+}
 
 class AuditLogTest : public ::testing::Test {
  protected:

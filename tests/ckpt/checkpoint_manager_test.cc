@@ -12,7 +12,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "ckpt/fault_env.h"
+#include "testing/fault_env.h"
 #include "ckpt/interval.h"
 #include "testing/temp_dir.h"
 
@@ -20,6 +20,7 @@ namespace pillar::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
+using ::pillar::testing::FaultEnv;
 
 std::vector<float> Weights(int step) {
   std::vector<float> w(50000);

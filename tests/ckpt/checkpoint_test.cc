@@ -11,7 +11,7 @@
 
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/checkpoint_io.h"
-#include "ckpt/fault_env.h"
+#include "testing/fault_env.h"
 #include "ckpt/run_directory.h"
 #include "testing/temp_dir.h"
 
@@ -19,6 +19,7 @@ namespace pillar::ckpt {
 namespace {
 
 namespace fs = std::filesystem;
+using ::pillar::testing::FaultEnv;
 
 // A step's worth of state: two float tensors, an int64 tensor, a blob and an empty tensor.
 struct State {

@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                       std::ios::binary | std::ios::trunc);
     out.write(text.data(), std::streamsize(text.size()));
   }
-  auto loaded = pillar::ckpt::LoadCheckpoint(*pillar::ckpt::Env::Default(), dir.path.string(), 1);
+  auto loaded = pillar::ckpt::LoadCheckpoint(*pillar::Env::Default(), dir.path.string(), 1);
   if (loaded.ok()) {
     for (const auto& e : loaded->manifest().entries) {
       if (loaded->Data(e.name).size() != e.bytes) __builtin_trap();

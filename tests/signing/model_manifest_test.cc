@@ -12,6 +12,7 @@
 #include "common/crypto.h"
 #include "common/files.h"
 #include "signing/manifest_format.h"
+#include "testing/crash_test.h"
 #include "testing/temp_dir.h"
 
 namespace pillar::signing {
@@ -40,6 +41,35 @@ class ModelManifestTest : public ::testing::Test {
   std::string model_;
   SigningKey key_;
 };
+
+// Re-signing (a key rotation) is a replacement of model.sig.json: a crash at any of its steps
+// leaves the version signed by the old key or by the new one, never unsigned or torn (which
+// would take the version out of service).
+TEST_F(ModelManifestTest, ACrashAtAnyStepOfResigningLeavesTheOldSignatureOrTheNew) {
+  const SigningKey rotated = GenerateSigningKey();
+  auto prepare = [&](const fs::path& dir) {
+    fs::create_directories(dir / "digits" / "3");
+    std::ofstream(dir / "digits" / "3" / "model.pt") << std::string(5000, 'w');
+    ASSERT_TRUE(SignModel((dir / "digits" / "3").string(), "digits/3", key_).ok());
+  };
+  testing::CrashOutcomes outcomes = testing::ExpectOldOrNewAfterACrashAtEveryStep({
+      .prepare = prepare,
+      .write =
+          [&](Env& env, const fs::path& dir) {
+            return SignModel((dir / "digits" / "3").string(), "digits/3", rotated, env);
+          },
+      .read =
+          [&](const fs::path& dir) -> absl::StatusOr<std::string> {
+        absl::StatusOr<VerifiedModel> v = VerifyModel(
+            (dir / "digits" / "3").string(), {key_.public_key, rotated.public_key}, As("digits/3"));
+        if (!v.ok()) return v.status();
+        return v->key_id;
+      },
+      .old_state = key_.public_key.key_id,
+      .new_state = rotated.public_key.key_id,
+  });
+  EXPECT_GT(outcomes.old_seen, 0);
+}
 
 TEST_F(ModelManifestTest, ASignedDirectoryVerifiesAndListsEveryFile) {
   auto v = VerifyModel(model_, {key_.public_key}, As("digits/3"));

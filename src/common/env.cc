@@ -1,4 +1,4 @@
-#include "ckpt/env.h"
+#include "common/env.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 
 #include "common/strings.h"
 
-namespace pillar::ckpt {
+namespace pillar {
 namespace {
 
 absl::Status Errno(std::string_view what, const std::string& path, int error = errno) {
@@ -96,9 +96,21 @@ class PosixEnv final : public Env {
     ::close(fd);
     return std::make_unique<PosixMappedFile>(base, size);
   }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override {
-    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                                uint32_t mode) override {
+    // unlink removes a link, never its target; O_EXCL then fails on anything that appeared
+    // meanwhile instead of opening it.
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
+    const int fd =
+        ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode_t(mode));
     if (fd < 0) return Errno("cannot create", path);
+    // The umask must not widen or narrow what the caller asked for (a metrics file others
+    // read, a secret they must not).
+    if (::fchmod(fd, mode_t(mode)) != 0) {
+      const int error = errno;
+      ::close(fd);
+      return Errno("cannot set the mode of", path, error);
+    }
     return std::make_unique<PosixWritableFile>(path, fd);
   }
   absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) override {
@@ -189,9 +201,10 @@ absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uin
   return text;
 }
 
-absl::Status WriteFileAtomically(Env& env, const std::string& path, std::string_view data) {
+absl::Status PublishAtomically(Env& env, const std::string& path, std::string_view data,
+                               uint32_t mode) {
   const std::string tmp = path + ".tmp";
-  absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(tmp);
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(tmp, mode);
   if (!file.ok()) return file.status();
   absl::Status s = (*file)->Append(std::as_bytes(std::span(data.data(), data.size())));
   if (s.ok()) s = (*file)->Sync();
@@ -204,4 +217,4 @@ absl::Status WriteFileAtomically(Env& env, const std::string& path, std::string_
   return s;
 }
 
-}  // namespace pillar::ckpt
+}  // namespace pillar

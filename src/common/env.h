@@ -1,9 +1,11 @@
-// The storage seam of the checkpoint library, after leveldb's Env: every file-system call the
-// commit protocol makes goes through it, so tests can make any one of them fail (a short write,
-// ENOSPC, a failed fsync or rename, a crash between two steps) and check what survives.
+// The project's storage seam, after leveldb's Env: every file-system call a durable writer makes
+// (checkpoints, aliases, model manifests, the audit side file, ports and metrics files) goes
+// through it, so tests can make any one of them fail (a short write, ENOSPC, a failed fsync or
+// rename, a crash between two steps) and check what survives. Durable replacement of a whole
+// file has one implementation, PublishAtomically, below.
 //
 //   Env* env = Env::Default();
-//   PILLAR_ASSIGN_OR_RETURN(auto file, env->NewWritableFile(dir + "/shard-00000.bin"));
+//   PILLAR_ASSIGN_OR_RETURN(auto file, env->NewWritableFile(dir + "/shard-00000.bin", 0600));
 //   PILLAR_RETURN_IF_ERROR(file->Append(bytes));
 //   PILLAR_RETURN_IF_ERROR(file->Sync());
 //   PILLAR_RETURN_IF_ERROR(file->Close());
@@ -19,7 +21,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace pillar::ckpt {
+namespace pillar {
 
 class WritableFile {
  public:
@@ -44,8 +46,12 @@ class Env {
   // The process-wide POSIX implementation.
   static Env* Default();
 
-  // Creates (or truncates) a file for writing, mode 0600.
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) = 0;
+  // Creates a new file for writing with permission bits `mode`. Whatever was at the name is
+  // removed first and the file is created exclusively, without following links: whoever may
+  // write the directory can leave a link or a FIFO there, and nothing is ever written through
+  // one (or waited on).
+  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                                        uint32_t mode) = 0;
   // Reads `out.size()` bytes at `offset`; an error when the file is shorter.
   virtual absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) = 0;
   virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
@@ -65,7 +71,11 @@ class Env {
 
 // Reads a whole small file (a manifest, the latest pointer) of at most `max_bytes`.
 absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uint64_t max_bytes);
-// Writes `data` to `path` through `<path>.tmp`: write, fsync, rename, fsync the directory.
-absl::Status WriteFileAtomically(Env& env, const std::string& path, std::string_view data);
+// Replaces `path` with a file holding `data` (permission bits `mode`) so that a reader, or a
+// process restarted after a crash at any step, finds the old file or the new one, whole: write
+// `<path>.tmp`, fsync it, rename it over `path`, fsync the directory. Returns only once the new
+// file is durable, so what is reported done survives a power cut.
+absl::Status PublishAtomically(Env& env, const std::string& path, std::string_view data,
+                               uint32_t mode);
 
-}  // namespace pillar::ckpt
+}  // namespace pillar

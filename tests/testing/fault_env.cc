@@ -1,10 +1,12 @@
-#include "ckpt/fault_env.h"
+#include "testing/fault_env.h"
 
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
-namespace pillar::ckpt {
+namespace pillar::testing {
 namespace {
 
 absl::Status Injected(std::string_view what,
@@ -71,9 +73,10 @@ std::optional<FaultEnv::Fault> FaultEnv::Next() {
   return fault_;
 }
 
-absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::string& path) {
+absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::string& path,
+                                                                      uint32_t mode) {
   if (auto fault = Next()) return Injected("create", *fault);
-  absl::StatusOr<std::unique_ptr<WritableFile>> base = base_->NewWritableFile(path);
+  absl::StatusOr<std::unique_ptr<WritableFile>> base = base_->NewWritableFile(path, mode);
   if (!base.ok()) return base.status();
   synced_[path] = 0;
   written_[path] = 0;
@@ -92,8 +95,16 @@ absl::Status FaultEnv::RemoveAll(const std::string& path) {
 
 absl::Status FaultEnv::Rename(const std::string& from, const std::string& to) {
   if (auto fault = Next()) return Injected("rename", *fault);
+  // Until the directory is synced, a crash may bring back the file this rename replaces.
+  std::optional<std::string> replaced;
+  if (std::filesystem::is_regular_file(to)) {
+    std::ifstream in(to, std::ios::binary);
+    std::ostringstream bytes;
+    bytes << in.rdbuf();
+    replaced = bytes.str();
+  }
   absl::Status s = base_->Rename(from, to);
-  if (s.ok()) pending_renames_.push_back({from, to, DirOf(to)});
+  if (s.ok()) pending_renames_.push_back({from, to, DirOf(to), std::move(replaced)});
   return s;
 }
 
@@ -113,6 +124,10 @@ void FaultEnv::Crash() {
     if (std::filesystem::exists(it->to)) {
       std::filesystem::rename(it->to, it->from, ec);
     }
+    if (it->replaced) {
+      std::ofstream out(it->to, std::ios::binary | std::ios::trunc);
+      out << *it->replaced;
+    }
   }
   pending_renames_.clear();
   // Bytes never synced are lost. Files are tracked under the names they were written with; a
@@ -129,4 +144,4 @@ void FaultEnv::Crash() {
   fail_at_ = -1;
 }
 
-}  // namespace pillar::ckpt
+}  // namespace pillar::testing

@@ -1,7 +1,8 @@
 // An Env for tests that fails on demand and can simulate a crash, after leveldb's
 // FaultInjectionTestEnv: operation number `fail_at` (counting every call) fails with the chosen
 // fault, and Crash() throws away what a power loss would — file bytes appended after the last
-// Sync(), and renames not yet made durable by a SyncDir() of their directory.
+// Sync(), and renames not yet made durable by a SyncDir() of their directory (a file a rename
+// replaced comes back).
 //
 //   FaultEnv env;
 //   env.FailAt(7, FaultEnv::Fault::kShortWrite);
@@ -14,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "ckpt/env.h"
+#include "common/env.h"
 
-namespace pillar::ckpt {
+namespace pillar::testing {
 
 class FaultEnv final : public Env {
  public:
@@ -35,7 +36,8 @@ class FaultEnv final : public Env {
   // Drops unsynced file bytes and undurable renames, then heals (no more faults).
   void Crash();
 
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path) override;
+  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
+                                                                uint32_t mode) override;
   absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) override {
     return base_->ReadAt(path, offset, out);
   }
@@ -69,8 +71,9 @@ class FaultEnv final : public Env {
   std::map<std::string, uint64_t> written_;  // path -> bytes written
   struct PendingRename {
     std::string from, to, dir;
+    std::optional<std::string> replaced;  // the bytes of the file the rename replaced
   };
   std::vector<PendingRename> pending_renames_;
 };
 
-}  // namespace pillar::ckpt
+}  // namespace pillar::testing

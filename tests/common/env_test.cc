@@ -1,0 +1,118 @@
+#include "common/env.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "testing/crash_test.h"
+#include "testing/temp_dir.h"
+
+namespace pillar {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  return bytes.str();
+}
+
+absl::StatusOr<std::string> ReadIfThere(const fs::path& path) {
+  if (!fs::is_regular_file(path)) return absl::NotFoundError(path.string() + " is missing");
+  return Slurp(path);
+}
+
+TEST(PublishAtomicallyTest, ACrashAtAnyStepLeavesTheOldFileOrTheNewOne) {
+  const std::string old_text(10'000, 'o'), new_text(20'000, 'n');
+  testing::CrashOutcomes outcomes = testing::ExpectOldOrNewAfterACrashAtEveryStep({
+      .prepare = [&](const fs::path& dir) { std::ofstream(dir / "ports") << old_text; },
+      .write =
+          [&](Env& env, const fs::path& dir) {
+            return PublishAtomically(env, (dir / "ports").string(), new_text, 0644);
+          },
+      .read = [](const fs::path& dir) { return ReadIfThere(dir / "ports"); },
+      .old_state = old_text,
+      .new_state = new_text,
+  });
+  EXPECT_GT(outcomes.old_seen, 0);
+}
+
+TEST(PublishAtomicallyTest, AFirstPublishLeavesNothingOrTheWholeFile) {
+  // With no old file, "nothing" is the old state: a reader must never find a part of one.
+  testing::CrashOutcomes outcomes = testing::ExpectOldOrNewAfterACrashAtEveryStep({
+      .prepare = [](const fs::path&) {},
+      .write =
+          [](Env& env, const fs::path& dir) {
+            return PublishAtomically(env, (dir / "metrics.prom").string(), "up 1\n", 0644);
+          },
+      .read =
+          [](const fs::path& dir) -> absl::StatusOr<std::string> {
+        if (!fs::exists(dir / "metrics.prom")) return std::string("(none)");
+        return Slurp(dir / "metrics.prom");
+      },
+      .old_state = "(none)",
+      .new_state = "up 1\n",
+  });
+  EXPECT_GT(outcomes.old_seen, 0);
+}
+
+TEST(PublishAtomicallyTest, NeverWritesThroughALinkLeftAtTheTempName) {
+  testing::TempDir dir;
+  const fs::path victim = dir.path() / "state.db";
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, dir.path() / "out.tmp");
+  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "out").string(), "new", 0600).ok());
+  EXPECT_EQ(Slurp(victim), "precious");
+  EXPECT_EQ(Slurp(dir.path() / "out"), "new");
+  EXPECT_FALSE(fs::exists(dir.path() / "out.tmp"));
+}
+
+TEST(PublishAtomicallyTest, ReplacesALinkAtTheTargetRatherThanItsTarget) {
+  testing::TempDir dir;
+  const fs::path victim = dir.path() / "state.db";
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, dir.path() / "out");
+  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "out").string(), "new", 0600).ok());
+  EXPECT_EQ(Slurp(victim), "precious");
+  EXPECT_FALSE(fs::is_symlink(dir.path() / "out"));
+  EXPECT_EQ(Slurp(dir.path() / "out"), "new");
+}
+
+TEST(PublishAtomicallyTest, AFifoAtTheTempNameIsRemovedNotWaitedOn) {
+  testing::TempDir dir;
+  ASSERT_EQ(::mkfifo((dir.path() / "out.tmp").c_str(), 0600), 0);
+  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "out").string(), "new", 0600).ok());
+  EXPECT_EQ(Slurp(dir.path() / "out"), "new");
+}
+
+TEST(PublishAtomicallyTest, TheModeIsTheOneAskedForWhateverTheUmask) {
+  testing::TempDir dir;
+  const mode_t old_umask = ::umask(0077);
+  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "metrics").string(), "x", 0644).ok());
+  ::umask(0);
+  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "secret").string(), "x", 0600).ok());
+  ::umask(old_umask);
+  struct stat st {};
+  ASSERT_EQ(::stat((dir.path() / "metrics").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0644u);
+  ASSERT_EQ(::stat((dir.path() / "secret").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+}
+
+TEST(PublishAtomicallyTest, AMissingDirectoryIsAnErrorNamingThePath) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "missing" / "out").string();
+  absl::Status s = PublishAtomically(*Env::Default(), path, "x", 0600);
+  EXPECT_FALSE(s.ok());
+  EXPECT_NE(s.message().find(path), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace pillar
