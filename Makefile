@@ -3,18 +3,22 @@
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps build run test bench fuzz clean
+.PHONY: all deps configure build run test bench fuzz clean
 
 all: build
 
 deps:
 	@scripts/install_deps.sh
 
-build: deps
+configure: deps
 	@cmake -S . -B $(BUILD) -G Ninja $(CMAKE_FLAGS) >/dev/null
+
+build: configure
 	@cmake --build $(BUILD)
 
-run: build
+# The demo runs the binary alone: a newcomer's first command builds that, not the test suite.
+run: configure
+	@cmake --build $(BUILD) --target pillar
 	@scripts/run_demo.sh $(BUILD)/src/pillar
 
 test: build
