@@ -21,7 +21,7 @@
 #include "identity/api_key.h"
 #include "identity/api_key_table.h"
 #include "identity/jwt_verifier.h"
-#include "limits/admit_stage.h"
+#include "stages/admit_stage.h"
 #include "limits/local_limiter.h"
 #include "limits/redis_limiter.h"
 #include "pipeline/exchange.h"
@@ -134,9 +134,9 @@ void BM_Admit(benchmark::State& state) {
   World& w = TheWorld();
   pipeline::Exchange ex;
   PrepareExchange(w, ex);
-  limits::AdmitStage::Charges charges;
+  stages::AdmitStage::Charges charges;
   for (auto _ : state) {
-    limits::AdmitStage::CollectCharges(ex, charges);
+    stages::AdmitStage::CollectCharges(ex, charges);
     auto v = w.limiter->AdmitNow(charges, ex.request_id);
     if (!v.ok() || !v->allowed) std::abort();
     w.limiter->Release(charges, ex.request_id);
@@ -159,9 +159,9 @@ void BM_AdmitRedis(benchmark::State& state) {
   for (int i = 0; i < 500 && !redis.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
   pipeline::Exchange ex;
   PrepareExchange(w, ex);
-  limits::AdmitStage::Charges charges;
+  stages::AdmitStage::Charges charges;
   for (auto _ : state) {
-    limits::AdmitStage::CollectCharges(ex, charges);
+    stages::AdmitStage::CollectCharges(ex, charges);
     auto v = redis.AdmitNow(charges, ex.request_id);
     if (!v.ok() || !v->allowed) std::abort();
     redis.Release(charges, ex.request_id);
@@ -173,7 +173,7 @@ BENCHMARK(BM_AdmitRedis)->UseRealTime();
 // the policy once for the chosen version and the authorize stage reuses that decision.
 void BM_Chain(benchmark::State& state) {
   World& w = TheWorld();
-  limits::AdmitStage::Charges charges;
+  stages::AdmitStage::Charges charges;
   size_t i = 0;
   for (auto _ : state) {
     pipeline::Exchange ex;
@@ -185,7 +185,7 @@ void BM_Chain(benchmark::State& state) {
     auto d = w.policy->Evaluate(*ex.principal, policy::Plane::kData, ex.action,
                                 {ex.resource, &w.model_attributes});
     if (!d.allowed) std::abort();
-    limits::AdmitStage::CollectCharges(ex, charges);
+    stages::AdmitStage::CollectCharges(ex, charges);
     auto v = w.limiter->AdmitNow(charges, ex.request_id);
     if (!v.ok() || !v->allowed) std::abort();
     w.limiter->Release(charges, ex.request_id);

@@ -3,7 +3,7 @@
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "policy/policy.h"
-#include "routing/access.h"
+#include "stages/access.h"
 
 #ifndef PILLAR_VERSION
 #define PILLAR_VERSION "0.0.0"
@@ -35,9 +35,9 @@ void WriteTensorSpecs(JsonWriter& w, const std::vector<models::TensorSpec>& spec
 
 }  // namespace
 
-std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
+std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
     const runtime::ModelCatalog& catalog, const monitor::MetricsRegistry& metrics) {
-  std::map<Operation, runtime::ExecuteStage::Handler> handlers;
+  std::map<Operation, stages::ExecuteStage::Handler> handlers;
   handlers[Operation::kServerMetadata] = [](Exchange& ex) {
     ex.response.body =
         StrCat("{\"name\":\"pillar\",\"version\":\"", PILLAR_VERSION, "\",\"extensions\":[]}");
@@ -58,7 +58,7 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     if (ex.model_version.empty()) {
       // Only the versions this principal may see: listing must not reveal hidden ones.
       for (const auto& v : ex.models->VersionsOf(model.name)) {
-        if (routing::Visible(ex, *v)) w.String(v->version_text);
+        if (stages::Visible(ex, *v)) w.String(v->version_text);
       }
     } else {
       w.String(model.version_text);
@@ -106,7 +106,7 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     w.Key("models");
     w.BeginArray();
     for (const auto& v : registry.versions()) {
-      if (!routing::Visible(ex, *v)) continue;  // invisible models are not listed
+      if (!stages::Visible(ex, *v)) continue;  // invisible models are not listed
       w.BeginObject();
       w.Key("name");
       w.String(v->name);
@@ -133,7 +133,7 @@ std::map<Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
     w.BeginArray();
     // A model that failed to scan has no attributes to decide on: only principals allowed to
     // manage models see those errors.
-    const bool show_errors = ex.policy->Allowed(*ex.principal, routing::PlaneOf(ex),
+    const bool show_errors = ex.policy->Allowed(*ex.principal, stages::PlaneOf(ex),
                                                 "manage_models", {"models", nullptr});
     for (const auto& [model, status] : registry.model_errors()) {
       if (!show_errors) break;

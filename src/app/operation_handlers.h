@@ -5,12 +5,12 @@
 #include <map>
 
 #include "monitor/metrics.h"
-#include "runtime/execute_stage.h"
+#include "stages/execute_stage.h"
 #include "runtime/model_catalog.h"
 
 namespace pillar::app {
 
-std::map<pipeline::Operation, runtime::ExecuteStage::Handler> MakeOperationHandlers(
+std::map<pipeline::Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
     const runtime::ModelCatalog& catalog, const monitor::MetricsRegistry& metrics);
 
 }  // namespace pillar::app

@@ -25,22 +25,15 @@
 #include "app/version_loader.h"
 #include "common/env.h"
 #include "common/strings.h"
-#include "guard/guard_stage.h"
 #include "audit/counting_audit_sink.h"
 #include "common/files.h"
-#include "identity/authenticate_stage.h"
-#include "limits/admit_stage.h"
 #include "limits/local_limiter.h"
 #include "limits/redis_limiter.h"
-#include "policy/authorize_stage.h"
 #include "policy/policy_source.h"
 #include "models/model_repository.h"
 #include "monitor/access_log.h"
-#include "monitor/observe_stage.h"
-#include "routing/decode_stage.h"
-#include "routing/route_stage.h"
-#include "runtime/execute_stage.h"
 #include "runtime/torch/torch_backend.h"
+#include "stages/request_chain.h"
 #include "state/state_store.h"
 
 namespace pillar::app {
@@ -245,19 +238,17 @@ int RunServe(const ServeOptions& options) {
     reverifier->Start();
   }
 
-  std::vector<std::unique_ptr<pipeline::Stage>> stages;
-  stages.push_back(std::make_unique<monitor::ObserveStage>(metrics, access_log));
-  stages.push_back(std::make_unique<identity::AuthenticateStage>(authenticator, audit));
-  stages.push_back(
-      std::make_unique<routing::RouteStage>(catalog, **policy, config->default_alias));
-  stages.push_back(std::make_unique<policy::AuthorizeStage>(audit));
-  stages.push_back(std::make_unique<routing::DecodeStage>());
-  stages.push_back(std::make_unique<limits::AdmitStage>(*limiters->primary,
-                                                        limiters->fallback.get(), audit, &metrics));
-  stages.push_back(std::make_unique<guard::GuardStage>());
-  stages.push_back(
-      std::make_unique<runtime::ExecuteStage>(MakeOperationHandlers(catalog, metrics)));
-  pipeline::Chain chain(std::move(stages), &metrics);
+  pipeline::Chain chain(stages::RequestStages({.metrics = metrics,
+                                               .access_log = access_log,
+                                               .authenticator = authenticator,
+                                               .audit = audit,
+                                               .catalog = catalog,
+                                               .policy = **policy,
+                                               .default_alias = config->default_alias,
+                                               .limiter = *limiters->primary,
+                                               .fallback_limiter = limiters->fallback.get(),
+                                               .handlers = MakeOperationHandlers(catalog, metrics)}),
+                        &metrics);
 
   const bool strict = config->strict_readiness;
   RequestHandler handler(

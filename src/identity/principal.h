@@ -12,13 +12,11 @@
 #include <string_view>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "common/attributes.h"
 
 namespace pillar::identity {
 
-// Attribute values are lists; a single value is a list of one. Conditions compare them with
-// equality and set membership (docs/security.md).
-using Attributes = absl::flat_hash_map<std::string, std::vector<std::string>>;
+using ::pillar::Attributes;
 
 enum class AuthMethod { kApiKey, kJwt, kMtls };
 

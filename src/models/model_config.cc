@@ -65,7 +65,7 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
 }
 
 absl::Status ParseAccess(const toml::table& root, std::string_view source,
-                         identity::Attributes& out) {
+                         Attributes& out) {
   const toml::node* node = root.get("access");
   if (node == nullptr) return absl::OkStatus();
   const toml::table* table = node->as_table();

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "identity/principal.h"
+#include "common/attributes.h"
 #include "protocol/datatype.h"
 
 namespace pillar::models {
@@ -53,7 +53,7 @@ struct ModelConfig {
   InstanceConfig instance;
   // [access]: attributes that policy conditions read as model.<name>, e.g. tenant and
   // classification. "name" and "version" are reserved: the server sets them.
-  identity::Attributes access;
+  Attributes access;
 
   // Parses and validates a model.toml; `source` names the file in error messages.
   static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text, std::string_view source);

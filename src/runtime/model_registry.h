@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/attributes.h"
 #include "models/model_config.h"
 #include "models/model_repository.h"
 #include "runtime/runner.h"
@@ -35,7 +36,7 @@ struct ModelVersion {
   absl::Status status;  // OK when loaded and ready
   std::optional<models::ModelConfig> config;
   // What policy conditions see as model.<name>: the [access] table plus name and version.
-  identity::Attributes attributes;
+  Attributes attributes;
   // The policy resource, "model:<name>/<version>".
   std::string resource;
   int64_t stamp = 0;  // models::VersionEntry::stamp when loaded

@@ -1,8 +1,8 @@
-#include "routing/decode_stage.h"
+#include "stages/decode_stage.h"
 
 #include <memory>
 
-namespace pillar::routing {
+namespace pillar::stages {
 
 pipeline::StageResult DecodeStage::OnRequest(pipeline::Exchange& ex) {
   if (ex.operation != pipeline::Operation::kInfer) return pipeline::StageResult::kContinue;
@@ -18,4 +18,4 @@ pipeline::StageResult DecodeStage::OnRequest(pipeline::Exchange& ex) {
   return pipeline::StageResult::kContinue;
 }
 
-}  // namespace pillar::routing
+}  // namespace pillar::stages

@@ -1,13 +1,17 @@
-#include "limits/admit_stage.h"
+#include "stages/admit_stage.h"
 
-#include "audit/exchange_event.h"
+#include "stages/exchange_event.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "pipeline/chain.h"
 #include "policy/glob.h"
 
-namespace pillar::limits {
+namespace pillar::stages {
+
+using limits::Charge;
+using limits::Limiter;
+using limits::Verdict;
 namespace {
 
 using policy::LimitRule;
@@ -230,10 +234,10 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_princi
 }
 
 void AdmitStage::Record(pipeline::Exchange& ex, bool allowed) {
-  audit_.Record(audit::ExchangeEvent(ex, audit::EventKind::kLimit, allowed, [&] {
+  audit_.Record(ExchangeEvent(ex, audit::EventKind::kLimit, allowed, [&] {
     if (allowed) return std::string("within limits");
     return ex.error.empty() ? std::string("refused") : ex.error;
   }));
 }
 
-}  // namespace pillar::limits
+}  // namespace pillar::stages

@@ -14,34 +14,34 @@
 #include "monitor/metrics.h"
 #include "pipeline/stage.h"
 
-namespace pillar::limits {
+namespace pillar::stages {
 
 class AdmitStage final : public pipeline::Stage {
  public:
   // `fallback` may be null (fail closed). `metrics` may be null.
-  AdmitStage(Limiter& limiter, Limiter* fallback, audit::AuditSink& audit,
+  AdmitStage(limits::Limiter& limiter, limits::Limiter* fallback, audit::AuditSink& audit,
              monitor::MetricsRegistry* metrics);
   std::string_view name() const override { return "admit"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
 
-  using Charges = absl::InlinedVector<Charge, 8>;
+  using Charges = absl::InlinedVector<limits::Charge, 8>;
   // The charges the policy's limits put on this request (exposed for tests and benchmarks).
   static void CollectCharges(const pipeline::Exchange& ex, Charges& out);
 
  private:
   // Applies a verdict (or the limiter's failure) to the exchange; true when admitted.
-  bool Decide(pipeline::Exchange& ex, const Charges& charges, absl::StatusOr<Verdict> verdict);
+  bool Decide(pipeline::Exchange& ex, const Charges& charges, absl::StatusOr<limits::Verdict> verdict);
   // `by_principal`: the refusing charge counted a principal without a tenant (Charge).
-  void Refuse(pipeline::Exchange& ex, const Verdict& verdict, bool by_principal);
+  void Refuse(pipeline::Exchange& ex, const limits::Verdict& verdict, bool by_principal);
   void Record(pipeline::Exchange& ex, bool allowed);
-  void HoldSlots(pipeline::Exchange& ex, const Charges& charges, Limiter& by);
+  void HoldSlots(pipeline::Exchange& ex, const Charges& charges, limits::Limiter& by);
 
-  Limiter& limiter_;
-  Limiter* fallback_;
+  limits::Limiter& limiter_;
+  limits::Limiter* fallback_;
   audit::AuditSink& audit_;
   monitor::Counter* unavailable_ = nullptr;
   monitor::Counter* fell_back_ = nullptr;
 };
 
-}  // namespace pillar::limits
+}  // namespace pillar::stages

@@ -9,7 +9,7 @@
 
 #include "pipeline/stage.h"
 
-namespace pillar::runtime {
+namespace pillar::stages {
 
 class ExecuteStage final : public pipeline::Stage {
  public:
@@ -24,4 +24,4 @@ class ExecuteStage final : public pipeline::Stage {
   std::map<pipeline::Operation, Handler> handlers_;
 };
 
-}  // namespace pillar::runtime
+}  // namespace pillar::stages

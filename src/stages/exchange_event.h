@@ -1,17 +1,17 @@
 // The audit event for a decision on a request in the chain: who, what, on which resource, from
 // where, under which request id, and why (built only if the sink asks).
 //
-//   audit.Record(audit::ExchangeEvent(ex, EventKind::kLimit, allowed, explain));
+//   audit.Record(ExchangeEvent(ex, EventKind::kLimit, allowed, explain));
 #pragma once
 
 #include "absl/time/clock.h"
 #include "audit/audit_sink.h"
 #include "pipeline/exchange.h"
 
-namespace pillar::audit {
+namespace pillar::stages {
 
 // `ex` must hold a principal; the event's views point into `ex` and `explain`.
-inline Event ExchangeEvent(const pipeline::Exchange& ex, EventKind kind, bool allowed,
+inline audit::Event ExchangeEvent(const pipeline::Exchange& ex, audit::EventKind kind, bool allowed,
                            absl::FunctionRef<std::string()> explain) {
   return {.kind = kind,
           .allowed = allowed,
@@ -25,4 +25,4 @@ inline Event ExchangeEvent(const pipeline::Exchange& ex, EventKind kind, bool al
           .explain = explain};
 }
 
-}  // namespace pillar::audit
+}  // namespace pillar::stages

@@ -7,7 +7,7 @@
 #include "audit/audit_sink.h"
 #include "pipeline/stage.h"
 
-namespace pillar::policy {
+namespace pillar::stages {
 
 class AuthorizeStage final : public pipeline::Stage {
  public:
@@ -19,4 +19,4 @@ class AuthorizeStage final : public pipeline::Stage {
   audit::AuditSink& audit_;
 };
 
-}  // namespace pillar::policy
+}  // namespace pillar::stages

@@ -1,8 +1,10 @@
-#include "identity/authenticate_stage.h"
+#include "stages/authenticate_stage.h"
 
 #include "absl/time/clock.h"
 
-namespace pillar::identity {
+namespace pillar::stages {
+
+using identity::Principal;
 
 pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
   const int64_t now_us = absl::GetCurrentTimeNanos() / 1000;
@@ -27,4 +29,4 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
   return pipeline::StageResult::kContinue;
 }
 
-}  // namespace pillar::identity
+}  // namespace pillar::stages

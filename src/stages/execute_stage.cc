@@ -1,9 +1,11 @@
-#include "runtime/execute_stage.h"
+#include "stages/execute_stage.h"
 
 #include "pipeline/chain.h"
 #include "protocol/json_codec.h"
 
-namespace pillar::runtime {
+namespace pillar::stages {
+
+using runtime::InferResult;
 
 pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   if (ex.operation != pipeline::Operation::kInfer) {
@@ -42,4 +44,4 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   return pipeline::StageResult::kSuspend;
 }
 
-}  // namespace pillar::runtime
+}  // namespace pillar::stages

@@ -1,6 +1,11 @@
-#include "monitor/observe_stage.h"
+#include "stages/observe_stage.h"
 
-namespace pillar::monitor {
+namespace pillar::stages {
+
+using monitor::AccessLog;
+using monitor::LatencyBuckets;
+using monitor::AccessRecord;
+using monitor::MetricsRegistry;
 
 ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Clock& clock)
     : requests_(metrics.AddCounter("pillar_requests_total",
@@ -113,4 +118,4 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   access_log_.Write(record);
 }
 
-}  // namespace pillar::monitor
+}  // namespace pillar::stages

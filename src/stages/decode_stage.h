@@ -6,7 +6,7 @@
 #include "pipeline/stage.h"
 #include "protocol/json_codec.h"
 
-namespace pillar::routing {
+namespace pillar::stages {
 
 class DecodeStage final : public pipeline::Stage {
  public:
@@ -18,4 +18,4 @@ class DecodeStage final : public pipeline::Stage {
   protocol::DecodeLimits limits_;
 };
 
-}  // namespace pillar::routing
+}  // namespace pillar::stages

@@ -1,9 +1,9 @@
-#include "routing/route_stage.h"
+#include "stages/route_stage.h"
 
 #include "common/strings.h"
-#include "routing/access.h"
+#include "stages/access.h"
 
-namespace pillar::routing {
+namespace pillar::stages {
 
 const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
   // Versions ascend: walk down from the highest, so the common case (the highest version is
@@ -78,4 +78,4 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
   return pipeline::StageResult::kContinue;
 }
 
-}  // namespace pillar::routing
+}  // namespace pillar::stages

@@ -1,6 +1,6 @@
-#include "routing/access.h"
+#include "stages/access.h"
 
-namespace pillar::routing {
+namespace pillar::stages {
 
 using pipeline::Operation;
 
@@ -46,4 +46,4 @@ Access AccessTo(const pipeline::Exchange& ex, const runtime::ModelVersion& versi
           nullptr};
 }
 
-}  // namespace pillar::routing
+}  // namespace pillar::stages

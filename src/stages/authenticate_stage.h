@@ -6,18 +6,18 @@
 #include "identity/authenticator.h"
 #include "pipeline/stage.h"
 
-namespace pillar::identity {
+namespace pillar::stages {
 
 class AuthenticateStage final : public pipeline::Stage {
  public:
-  AuthenticateStage(const Authenticator& authenticator, audit::AuditSink& audit)
+  AuthenticateStage(const identity::Authenticator& authenticator, audit::AuditSink& audit)
       : authenticator_(authenticator), audit_(audit) {}
   std::string_view name() const override { return "authenticate"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
 
  private:
-  const Authenticator& authenticator_;
+  const identity::Authenticator& authenticator_;
   audit::AuditSink& audit_;
 };
 
-}  // namespace pillar::identity
+}  // namespace pillar::stages

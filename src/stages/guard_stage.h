@@ -5,7 +5,7 @@
 
 #include "pipeline/stage.h"
 
-namespace pillar::guard {
+namespace pillar::stages {
 
 class GuardStage final : public pipeline::Stage {
  public:
@@ -15,4 +15,4 @@ class GuardStage final : public pipeline::Stage {
   }
 };
 
-}  // namespace pillar::guard
+}  // namespace pillar::stages

@@ -3,13 +3,13 @@
 
 #include "pipeline/chain.h"
 #include "audit/audit_sink.h"
-#include "policy/authorize_stage.h"
+#include "stages/authorize_stage.h"
 #include "policy/policy_source.h"
-#include "routing/decode_stage.h"
-#include "routing/route_stage.h"
-#include "runtime/execute_stage.h"
+#include "stages/decode_stage.h"
+#include "stages/route_stage.h"
+#include "stages/execute_stage.h"
 
-namespace pillar::routing {
+namespace pillar::stages {
 namespace {
 
 using pipeline::Exchange;
@@ -139,7 +139,7 @@ TEST(RouteStageTest, TheRuleThatGrantsTheActionIsFoundOnceAndReusedByAuthorize) 
     }
     std::vector<std::string> reasons;
   } sink;
-  policy::AuthorizeStage authorize(sink);
+  AuthorizeStage authorize(sink);
   AdminExchange ex;
   ex.operation = Operation::kInfer;
   ex.model_name = "echo";
@@ -174,8 +174,8 @@ TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
   stages.push_back(std::make_unique<RouteStage>(*registry, BuiltIn()));
   stages.push_back(std::make_unique<DecodeStage>());
-  stages.push_back(std::make_unique<runtime::ExecuteStage>(
-      std::map<Operation, runtime::ExecuteStage::Handler>{}));
+  stages.push_back(std::make_unique<ExecuteStage>(
+      std::map<Operation, ExecuteStage::Handler>{}));
   pipeline::Chain chain(std::move(stages), nullptr);
   AdminExchange ex;
   ex.operation = Operation::kInfer;
@@ -197,7 +197,7 @@ TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
 }
 
 TEST(ExecuteStageTest, AnOperationWithoutAHandlerIs501) {
-  runtime::ExecuteStage stage({});
+  ExecuteStage stage({});
   Exchange ex;
   ex.operation = Operation::kMetrics;
   EXPECT_EQ(stage.OnRequest(ex), StageResult::kStop);
@@ -205,4 +205,4 @@ TEST(ExecuteStageTest, AnOperationWithoutAHandlerIs501) {
 }
 
 }  // namespace
-}  // namespace pillar::routing
+}  // namespace pillar::stages

@@ -12,7 +12,7 @@
 #include "policy/policy_source.h"
 #include "runtime/model_catalog.h"
 
-namespace pillar::routing {
+namespace pillar::stages {
 
 class RouteStage final : public pipeline::Stage {
  public:
@@ -30,4 +30,4 @@ class RouteStage final : public pipeline::Stage {
   const std::string default_alias_;
 };
 
-}  // namespace pillar::routing
+}  // namespace pillar::stages

@@ -8,7 +8,7 @@
 #include "policy/policy.h"
 #include "runtime/model_registry.h"
 
-namespace pillar::routing {
+namespace pillar::stages {
 
 policy::Plane PlaneOf(const pipeline::Exchange& ex);
 
@@ -33,4 +33,4 @@ inline bool Visible(const pipeline::Exchange& ex, const runtime::ModelVersion& v
   return AccessTo(ex, version).visible;
 }
 
-}  // namespace pillar::routing
+}  // namespace pillar::stages

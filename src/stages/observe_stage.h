@@ -10,11 +10,11 @@
 #include "monitor/metrics.h"
 #include "pipeline/stage.h"
 
-namespace pillar::monitor {
+namespace pillar::stages {
 
 class ObserveStage final : public pipeline::Stage {
  public:
-  ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Clock& clock = SystemClock());
+  ObserveStage(monitor::MetricsRegistry& metrics, monitor::AccessLog& access_log, Clock& clock = SystemClock());
   std::string_view name() const override { return "observe"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
@@ -25,14 +25,14 @@ class ObserveStage final : public pipeline::Stage {
   static std::string_view OperationName(pipeline::Operation op);
 
  private:
-  Family<Counter>& requests_;
-  Family<Histogram>& duration_;
-  Family<Histogram>& queue_;
-  Family<Histogram>& compute_;
-  Histogram& overhead_;
-  Gauge& in_flight_;
-  AccessLog& access_log_;
+  monitor::Family<monitor::Counter>& requests_;
+  monitor::Family<monitor::Histogram>& duration_;
+  monitor::Family<monitor::Histogram>& queue_;
+  monitor::Family<monitor::Histogram>& compute_;
+  monitor::Histogram& overhead_;
+  monitor::Gauge& in_flight_;
+  monitor::AccessLog& access_log_;
   Clock& clock_;
 };
 
-}  // namespace pillar::monitor
+}  // namespace pillar::stages

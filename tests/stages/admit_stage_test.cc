@@ -1,4 +1,4 @@
-#include "limits/admit_stage.h"
+#include "stages/admit_stage.h"
 
 #include <gtest/gtest.h>
 
@@ -13,6 +13,8 @@
 
 namespace pillar::limits {
 namespace {
+
+using stages::AdmitStage;
 
 class RecordingSink final : public audit::AuditSink {
  public:

@@ -1,11 +1,15 @@
-#include "policy/authorize_stage.h"
+#include "stages/authorize_stage.h"
 
-#include "audit/exchange_event.h"
+#include "stages/exchange_event.h"
 #include "common/strings.h"
 #include "policy/policy.h"
-#include "routing/access.h"
+#include "stages/access.h"
 
-namespace pillar::policy {
+namespace pillar::stages {
+
+using policy::Decision;
+using policy::Plane;
+using policy::Resource;
 
 pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
   // A wiring mistake (no principal, no policy) fails closed.
@@ -13,8 +17,8 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
     ex.Fail(absl::UnauthenticatedError("no authenticated principal"));
     return pipeline::StageResult::kStop;
   }
-  const Plane plane = routing::PlaneOf(ex);
-  const Resource resource = ex.model != nullptr ? routing::ResourceOf(*ex.model)
+  const Plane plane = PlaneOf(ex);
+  const Resource resource = ex.model != nullptr ? ResourceOf(*ex.model)
                                                 : Resource{ex.resource, nullptr};
   Decision decision;
   if (ex.granted_by != nullptr) {
@@ -27,7 +31,7 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
     return decision.Explain(ex.policy->source(), *ex.principal, plane, ex.action, ex.resource);
   };
   const bool recorded = audit_.Record(
-      audit::ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed, explain));
+      ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed, explain));
   if (decision.allowed && !recorded) {
     // The audit log is configured to refuse what it cannot record (R-SEC-7 over availability).
     ex.Fail(absl::UnavailableError("the audit log cannot keep up; request refused"));
@@ -40,4 +44,4 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
   return pipeline::StageResult::kStop;
 }
 
-}  // namespace pillar::policy
+}  // namespace pillar::stages
