@@ -5,6 +5,7 @@
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
 #include <simdjson.h>
+#include <sodium.h>
 
 #include "common/crypto.h"
 #include "common/strings.h"
@@ -140,6 +141,15 @@ absl::StatusOr<PkeyPtr> OkpKey(simdjson::dom::object& jwk) {
   absl::StatusOr<std::string> x = Field(jwk, "x");
   if (!x.ok()) return x.status();
   if (x->size() != 32) return absl::InvalidArgumentError("Ed25519 keys are 32 bytes");
+  // OpenSSL's Ed25519 verify accepts a public key of small order, for which one signature
+  // (R the identity, S 0) verifies every message: such a key would let anyone forge tokens,
+  // as an RSA key with e = 1 would. libsodium refuses those, and non-canonical encodings.
+  if (sodium_init() < 0 ||
+      crypto_core_ed25519_is_valid_point(reinterpret_cast<const unsigned char*>(x->data())) != 1) {
+    return absl::InvalidArgumentError(
+        "not a valid Ed25519 public key (of small order, not canonical, or off the curve): "
+        "anyone could forge a signature for it");
+  }
   EVP_PKEY* key = EVP_PKEY_new_raw_public_key(
       EVP_PKEY_ED25519, nullptr, reinterpret_cast<const unsigned char*>(x->data()), x->size());
   if (key == nullptr) return absl::InvalidArgumentError("not a valid Ed25519 public key");

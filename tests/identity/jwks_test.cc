@@ -95,5 +95,37 @@ TEST_F(JwksRsaTest, AnEvenOrOversizedModulusIsRefused) {
             "JWKS key #1 'k': RSA keys have at most 16384 bits; this modulus has 16392");
 }
 
+std::string OkpJwks(std::string_view x) {
+  return StrCat(R"({"keys":[{"kty":"OKP","crv":"Ed25519","kid":"e","x":")", Base64UrlEncode(x),
+                R"("}]})");
+}
+
+// The fourth review's finding: OpenSSL verifies against an Ed25519 key of small order, and for
+// such a key one signature (R the identity, S 0) verifies every message, so a JWKS holding one
+// let anyone forge tokens with any claims.
+TEST(JwksOkpTest, KeysOfSmallOrderOrNonCanonicalAreRefused) {
+  std::string identity(32, '\0');  // y = 1: the identity point, order 1
+  identity[0] = 1;
+  const std::string zero(32, '\0');  // y = 0: order 4
+  std::string non_canonical(32, '\xff');  // y = 2^255 - 1 > p, not a canonical encoding
+  non_canonical[31] = '\x7f';
+  for (const std::string& x : {identity, zero, non_canonical}) {
+    const std::string refusal = Refusal(OkpJwks(x));
+    EXPECT_NE(refusal.find("JWKS key #1 'e': not a valid Ed25519 public key"), std::string::npos)
+        << refusal;
+  }
+  // A real key is accepted.
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      EVP_PKEY_Q_keygen(nullptr, nullptr, "ED25519"), EVP_PKEY_free);
+  ASSERT_NE(key, nullptr);
+  std::string raw(32, '\0');
+  size_t size = raw.size();
+  ASSERT_EQ(EVP_PKEY_get_raw_public_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()),
+                                        &size),
+            1);
+  absl::StatusOr<std::shared_ptr<const Jwks>> parsed = Jwks::Parse(OkpJwks(raw));
+  EXPECT_TRUE(parsed.ok()) << parsed.status();
+}
+
 }  // namespace
 }  // namespace pillar::identity
