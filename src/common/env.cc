@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "common/crypto.h"
 #include "common/strings.h"
 
 namespace pillar {
@@ -203,7 +204,10 @@ absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uin
 
 absl::Status PublishAtomically(Env& env, const std::string& path, std::string_view data,
                                uint32_t mode) {
-  const std::string tmp = path + ".tmp";
+  // A name of its own: two processes publishing the same file at once (two health checks
+  // writing one textfile) each write and rename their own temporary file, never the other's
+  // half-written one.
+  const std::string tmp = StrCat(path, ".tmp.", HexEncode(RandomBytes(8)));
   absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(tmp, mode);
   if (!file.ok()) return file.status();
   absl::Status s = (*file)->Append(std::as_bytes(std::span(data.data(), data.size())));

@@ -73,8 +73,10 @@ class Env {
 absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uint64_t max_bytes);
 // Replaces `path` with a file holding `data` (permission bits `mode`) so that a reader, or a
 // process restarted after a crash at any step, finds the old file or the new one, whole: write
-// `<path>.tmp`, fsync it, rename it over `path`, fsync the directory. Returns only once the new
-// file is durable, so what is reported done survives a power cut.
+// `<path>.tmp.<16 random hex digits>`, fsync it, rename it over `path`, fsync the directory.
+// Returns only once the new file is durable, so what is reported done survives a power cut.
+// Concurrent publishers of one path each rename a whole file of their own; the last wins. A
+// crash can leave a `<path>.tmp.*` behind, which readers of each format pass over.
 absl::Status PublishAtomically(Env& env, const std::string& path, std::string_view data,
                                uint32_t mode);
 

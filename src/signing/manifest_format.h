@@ -9,10 +9,15 @@ namespace pillar::signing {
 
 // The envelope's file name inside the version directory; it is not itself listed.
 inline constexpr std::string_view kManifestFile = "model.sig.json";
-// What PublishAtomically leaves beside the manifest when a signing is cut short by a crash. It
-// is never listed, copied, or used, and verification passes over it, so a crash while
-// re-signing a version does not take the version out of service.
-inline constexpr std::string_view kManifestTempFile = "model.sig.json.tmp";
+// What PublishAtomically leaves beside the manifest when a signing is cut short by a crash
+// ("model.sig.json.tmp.<random>"): never listed, copied, or used, and verification passes over
+// such files, so a crash while re-signing a version does not take the version out of service.
+inline constexpr std::string_view kManifestTempPrefix = "model.sig.json.tmp";
+
+// Whether `name` (a path within the version) is the manifest's temporary file.
+inline bool IsManifestTempFile(std::string_view name) {
+  return name.starts_with(kManifestTempPrefix) && name.find('/') == std::string_view::npos;
+}
 inline constexpr std::string_view kPayloadType = "application/vnd.in-toto+json";
 inline constexpr std::string_view kStatementType = "https://in-toto.io/Statement/v1";
 inline constexpr std::string_view kPredicateType = "https://pillar.dev/model-manifest/v1";

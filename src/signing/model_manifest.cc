@@ -142,7 +142,7 @@ absl::Status Invalid(const std::string& path, std::string_view what) {
 absl::StatusOr<std::vector<std::string>> ListVersionFiles(const Directory& dir) {
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, dir.ListFiles(kMaxFiles + 2));
   std::erase(names, std::string(kManifestFile));
-  std::erase(names, std::string(kManifestTempFile));
+  std::erase_if(names, [](const std::string& name) { return IsManifestTempFile(name); });
   if (names.size() > kMaxFiles) return Invalid(dir.path(), "too many files");
   return names;
 }
@@ -190,7 +190,7 @@ absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
       return Invalid(path, "a listed file lacks name, sha256 or size");
     }
     if (!IsPlainRelativePath(file_name) || file_name == kManifestFile ||
-        file_name == kManifestTempFile) {
+        IsManifestTempFile(file_name)) {
       return Invalid(path, StrCat("listed file '", file_name.substr(0, 256), "' is not a plain "
                                   "relative path of the version"));
     }
@@ -243,7 +243,7 @@ absl::Status SignDigests(const std::string& dir, const std::string& name,
 absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to) {
   PILLAR_ASSIGN_OR_RETURN(Directory source, Directory::Open(from));
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, source.ListFiles(kMaxFiles + 2));
-  std::erase(names, std::string(kManifestTempFile));
+  std::erase_if(names, [](const std::string& name) { return IsManifestTempFile(name); });
   if (names.size() > kMaxFiles + 1) return Invalid(from, "too many files");
   if (::mkdir(to.c_str(), 0755) != 0) {
     return absl::InternalError(StrCat("cannot create ", to, ": ", std::strerror(errno)));

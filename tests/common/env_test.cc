@@ -5,7 +5,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <filesystem>
+#include <span>
+#include <thread>
+#include <vector>
 #include <fstream>
 #include <sstream>
 
@@ -63,7 +68,38 @@ TEST(PublishAtomicallyTest, AFirstPublishLeavesNothingOrTheWholeFile) {
   EXPECT_GT(outcomes.old_seen, 0);
 }
 
-TEST(PublishAtomicallyTest, NeverWritesThroughALinkLeftAtTheTempName) {
+// The names in `dir`, sorted.
+std::vector<std::string> Names(const fs::path& dir) {
+  std::vector<std::string> names;
+  for (const auto& entry : fs::directory_iterator(dir)) names.push_back(entry.path().filename());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(EnvTest, ANewFileIsNeverWrittenThroughALinkOrAFifoAtItsName) {
+  testing::TempDir dir;
+  const fs::path victim = dir.path() / "state.db";
+  std::ofstream(victim) << "precious";
+  Env& env = *Env::Default();
+  for (const char* kind : {"symlink", "hard link", "fifo"}) {
+    SCOPED_TRACE(kind);
+    const fs::path name = dir.path() / "shard.tmp";
+    if (std::string(kind) == "symlink") fs::create_symlink(victim, name);
+    if (std::string(kind) == "hard link") fs::create_hard_link(victim, name);
+    if (std::string(kind) == "fifo") {
+      ASSERT_EQ(::mkfifo(name.c_str(), 0600), 0);
+    }
+    absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(name, 0600);
+    ASSERT_TRUE(file.ok()) << file.status();
+    ASSERT_TRUE((*file)->Append(std::as_bytes(std::span("new", 3))).ok());
+    ASSERT_TRUE((*file)->Close().ok());
+    EXPECT_EQ(Slurp(victim), "precious");
+    EXPECT_EQ(Slurp(name), "new");
+    fs::remove(name);
+  }
+}
+
+TEST(PublishAtomicallyTest, LeavesNothingButTheFileAndNeverUsesAPlantedTempName) {
   testing::TempDir dir;
   const fs::path victim = dir.path() / "state.db";
   std::ofstream(victim) << "precious";
@@ -71,7 +107,29 @@ TEST(PublishAtomicallyTest, NeverWritesThroughALinkLeftAtTheTempName) {
   ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "out").string(), "new", 0600).ok());
   EXPECT_EQ(Slurp(victim), "precious");
   EXPECT_EQ(Slurp(dir.path() / "out"), "new");
-  EXPECT_FALSE(fs::exists(dir.path() / "out.tmp"));
+  EXPECT_EQ(Names(dir.path()), (std::vector<std::string>{"out", "out.tmp", "state.db"}));
+}
+
+// The fourth review's finding: two processes publishing one file (two health checks writing
+// one textfile) shared the temp name, so one removed the other's half-written file and then
+// renamed the other's into place, or failed.
+TEST(PublishAtomicallyTest, ConcurrentPublishersEachPublishAWholeFile) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "node.prom").string();
+  const std::string a(64 * 1024, 'a'), b(64 * 1024, 'b');
+  std::atomic<int> failures{0};
+  auto publish = [&](const std::string& text) {
+    for (int i = 0; i < 50; ++i) {
+      if (!PublishAtomically(*Env::Default(), path, text, 0644).ok()) ++failures;
+      const std::string seen = Slurp(path);
+      if (seen != a && seen != b) ++failures;  // a torn or empty file
+    }
+  };
+  std::thread first(publish, a), second(publish, b);
+  first.join();
+  second.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(Names(dir.path()), (std::vector<std::string>{"node.prom"}));
 }
 
 TEST(PublishAtomicallyTest, ReplacesALinkAtTheTargetRatherThanItsTarget) {
@@ -82,13 +140,6 @@ TEST(PublishAtomicallyTest, ReplacesALinkAtTheTargetRatherThanItsTarget) {
   ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "out").string(), "new", 0600).ok());
   EXPECT_EQ(Slurp(victim), "precious");
   EXPECT_FALSE(fs::is_symlink(dir.path() / "out"));
-  EXPECT_EQ(Slurp(dir.path() / "out"), "new");
-}
-
-TEST(PublishAtomicallyTest, AFifoAtTheTempNameIsRemovedNotWaitedOn) {
-  testing::TempDir dir;
-  ASSERT_EQ(::mkfifo((dir.path() / "out.tmp").c_str(), 0600), 0);
-  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "out").string(), "new", 0600).ok());
   EXPECT_EQ(Slurp(dir.path() / "out"), "new");
 }
 

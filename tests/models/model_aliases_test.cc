@@ -196,13 +196,15 @@ TEST_F(ModelAliasesTest, AHeldModelLockIsWaitedForABoundedTime) {
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }
 
-// A FIFO (or a link, or a hard link to a file that matters) left at the temp name: the write
-// neither waits on it nor writes through it.
+// A FIFO (or a link, or a hard link to a file that matters) left at the old temp name: the
+// write neither waits on it nor writes through it (its temp name is now random, so nothing left
+// at a name is ever opened).
 TEST_F(ModelAliasesTest, WhateverSitsAtTheTempNameIsReplacedNotOpened) {
   const fs::path tmp = store_ / "digits" / "aliases.json.tmp";
   ASSERT_EQ(::mkfifo(tmp.c_str(), 0644), 0);
-  Write("digits", 1, 1, &key_);  // returns: the FIFO was removed, not opened
+  Write("digits", 1, 1, &key_);  // returns: the FIFO was not opened
   EXPECT_TRUE(ReadAliases(store_ / "digits", "digits", trust_).ok());
+  fs::remove(tmp);
   const fs::path precious = dir_.path() / "precious";
   std::ofstream(precious) << "keep me";
   fs::create_hard_link(precious, tmp);

@@ -288,6 +288,7 @@ TEST_F(ModelManifestTest, AFileThatIsNotSignedIsNeverKept) {
 // as "added after signing", taking the version out of service until someone removed it.
 TEST_F(ModelManifestTest, ATempManifestLeftByACrashedSigningIsPassedOverNeverKept) {
   std::ofstream(fs::path(model_) / "model.sig.json.tmp") << "{\"payload\": \"torn";
+  std::ofstream(fs::path(model_) / "model.sig.json.tmp.0f1e2d3c4b5a6978") << "{";
   absl::StatusOr<VerifiedModel> v =
       VerifyModel(model_, {key_.public_key}, As("digits/3", {"model.pt", "model.sig.json.tmp"}));
   ASSERT_TRUE(v.ok()) << v.status();
@@ -298,6 +299,7 @@ TEST_F(ModelManifestTest, ATempManifestLeftByACrashedSigningIsPassedOverNeverKep
   auto copied = CopyVersion(model_, copy);
   ASSERT_TRUE(copied.ok()) << copied.status();
   EXPECT_FALSE(fs::exists(fs::path(copy) / "model.sig.json.tmp"));
+  EXPECT_FALSE(fs::exists(fs::path(copy) / "model.sig.json.tmp.0f1e2d3c4b5a6978"));
   ASSERT_TRUE(SignModel(model_, "digits/3", key_).ok());
   v = VerifyModel(model_, {key_.public_key}, As("digits/3"));
   ASSERT_TRUE(v.ok()) << v.status();
