@@ -19,9 +19,12 @@ function(pillar_test name)
   target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
   add_test(NAME ${name} COMMAND ${name})
-  set_tests_properties(${name} PROPERTIES
-    ENVIRONMENT "PILLAR_BINARY=$<TARGET_FILE:pillar>;PILLAR_SOURCE_DIR=${PROJECT_SOURCE_DIR}"
-    LABELS "${ARG_LABELS}")
+  set(environment "PILLAR_BINARY=$<TARGET_FILE:pillar>;PILLAR_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  if(TARGET pillar_torch_module)
+    # Test binaries live elsewhere than the module, which the loader looks for beside its binary.
+    string(APPEND environment ";PILLAR_TORCH_MODULE=$<TARGET_FILE:pillar_torch_module>")
+  endif()
+  set_tests_properties(${name} PROPERTIES ENVIRONMENT "${environment}" LABELS "${ARG_LABELS}")
 endfunction()
 
 # pillar_benchmark(NAME SRCS ... DEPS ...): a Google Benchmark binary, not part of the tests.

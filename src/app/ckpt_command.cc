@@ -10,10 +10,10 @@
 #include "ckpt/interval.h"
 #include "ckpt/run_directory.h"
 #include "ckpt/torch_save_reader.h"
-#include "ckpt/torch/torch_state.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "torch_module/torch_module.h"
 
 namespace pillar::app {
 namespace {
@@ -259,11 +259,13 @@ int RunCkptPrune(const CkptOptions& options) {
 }
 
 int RunCkptExport(const CkptOptions& options) {
+  absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
+  if (!torch.ok()) return Fail("export", torch.status());
   absl::StatusOr<std::string> dir = CheckpointDir(options);
   if (!dir.ok()) return Fail("export", dir.status());
   absl::StatusOr<ckpt::LoadedCheckpoint> loaded = ckpt::LoadCheckpoint(*Env::Default(), *dir);
   if (!loaded.ok()) return Fail("export", loaded.status());
-  if (absl::Status s = ckpt::ExportStateDict(*loaded, options.file); !s.ok()) {
+  if (absl::Status s = (*torch)->ExportStateDict(*loaded, options.file); !s.ok()) {
     return Fail("export", s);
   }
   Report(options,
@@ -347,6 +349,15 @@ int RunCkptInterval(const CkptOptions& options) {
   std::printf("checkpoint every %.0f s (Daly; Young: %.0f s); expected overhead %.2f %%\n", daly,
               young, 100 * ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
   return 0;
+}
+
+int RunTrain(const TrainOptions& options) {
+  absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
+  if (!torch.ok()) {
+    std::fprintf(stderr, "pillar train: %s\n", std::string(torch.status().message()).c_str());
+    return 2;
+  }
+  return (*torch)->Train(options);
 }
 
 }  // namespace pillar::app

@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include "torch_module/torch_module.h"
+
 namespace pillar::app {
 
 struct ServeOptions {
@@ -77,19 +79,7 @@ int RunModelPromote(const ModelStoreOptions& options);
 int RunModelRollback(const ModelStoreOptions& options);
 int RunModelHistory(const ModelStoreOptions& options);
 
-struct TrainOptions {
-  std::string run;      // the fast tier
-  std::string durable;  // optional second tier
-  std::string data = "models/demo/heldout.csv";
-  int64_t steps = 600;
-  int64_t every = 50;   // checkpoint every this many steps
-  uint64_t seed = 7;
-  int64_t batch = 32;
-  double lr = 0.05;
-  double momentum = 0.9;
-  bool sync = false;    // wait for each checkpoint to be written before the next step
-  int keep_last = 3;
-};
+using TrainOptions = torch_module::TrainOptions;
 int RunTrain(const TrainOptions& options);
 
 struct CkptOptions {

@@ -32,7 +32,6 @@
 #include "policy/policy_source.h"
 #include "models/model_repository.h"
 #include "monitor/access_log.h"
-#include "runtime/torch/torch_backend.h"
 #include "stages/request_chain.h"
 #include "state/state_store.h"
 
@@ -64,7 +63,6 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
       }};
   models::ModelRepository repository(config.repository_path, *policy, std::move(policies),
                                      std::move(alias_trust));
-  runtime::ConfigureTorch(config.torch_threads);
   runtime::RunnerLoader loader = MakeVersionLoader(
       {.require_signatures = config.require_signatures,
        .trusted = trusted,
@@ -76,7 +74,8 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
          if (absl::Status s = marks.NoteVersion(model, version); !s.ok()) {
            std::fprintf(stderr, "pillar: %s\n", std::string(s.message()).c_str());
          }
-       }});
+       },
+       .torch_threads = config.torch_threads});
   return std::make_unique<ModelWatcher>(std::move(repository), std::move(loader),
                                         absl::Milliseconds(config.poll_ms), audit);
 }

@@ -8,8 +8,8 @@
 #include "common/strings.h"
 #include "models/model_repository.h"
 #include "runtime/batching_runner.h"
-#include "runtime/torch/torch_backend.h"
 #include "signing/model_manifest.h"
+#include "torch_module/torch_module.h"
 
 namespace pillar::app {
 namespace {
@@ -61,13 +61,18 @@ absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
   if (!config.ok()) return config.status();
   absl::StatusOr<std::string_view> weights = file(kWeightsFile);
   if (!weights.ok()) return weights.status();
-  absl::StatusOr<std::string> device = runtime::ResolveDevice(config->instance.kind);
+  // Loaded on the first TorchScript version, not at start: commands and servers that load no
+  // model never pay LibTorch's start-up.
+  absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
+  if (!torch.ok()) return absl::Status(torch.status().code(), StrCat(dir, ": ", torch.status().message()));
+  (*torch)->ConfigureThreads(options.torch_threads);
+  absl::StatusOr<std::string> device = (*torch)->ResolveDevice(config->instance.kind);
   if (!device.ok()) return device.status();
   const std::string weights_source = StrCat(dir, "/", kWeightsFile);
   std::vector<std::unique_ptr<runtime::Backend>> instances;
   for (int i = 0; i < config->instance.count; ++i) {
     absl::StatusOr<std::unique_ptr<runtime::Backend>> backend =
-        runtime::LoadTorchBackend(*weights, weights_source, *config, *device);
+        (*torch)->LoadBackend(*weights, weights_source, *config, *device);
     if (!backend.ok()) return backend.status();
     instances.push_back(std::move(*backend));
   }

@@ -30,6 +30,9 @@ struct VersionLoaderOptions {
   std::function<void(std::string_view path)> after_read;
   // Told of every version whose signature verified for its own place (HighWaterMarks).
   std::function<void(std::string_view model, int64_t version)> verified;
+  // LibTorch's intra-op threads per model execution ([runtime] torch_threads), set when the
+  // first TorchScript version loads the LibTorch module.
+  int torch_threads = 1;
 };
 
 runtime::RunnerLoader MakeVersionLoader(VersionLoaderOptions options);

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <future>
 
-#include "runtime/torch/torch_backend.h"
 #include "signing/model_manifest.h"
 #include "testing/temp_dir.h"
+#include "torch_module/torch_module.h"
 
 namespace pillar::app {
 namespace {
@@ -87,7 +87,9 @@ class VersionLoaderTest : public ::testing::Test {
 // model's weights, and model.toml swapped between parse and hash moved the model to another
 // tenant. Now a swap after any read of the loader either fails the load or changes nothing.
 TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed) {
-  if (!runtime::TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
+  if (!torch_module::LoadTorchModule().ok()) {
+    GTEST_SKIP() << "no LibTorch module: " << torch_module::LoadTorchModule().status();
+  }
   absl::StatusOr<runtime::LoadedVersion> reference =
       MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
                          .batch_sizes = nullptr, .after_read = {}, .verified = {}})(Entry());

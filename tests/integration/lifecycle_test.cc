@@ -86,8 +86,12 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   EXPECT_FALSE(HttpConnection(server.data_port()).connected());
 }
 
-// A stop signal that lands on a thread the server did not start (OpenBLAS starts its pool before
-// main(), with no signal blocked) must drain like any other, not kill the process.
+// A stop signal that lands on a thread the server did not start must drain like any other, not
+// kill the process. OpenBLAS used to start its pool before main(), with no signal blocked; now
+// LibTorch, and OpenBLAS with it, is loaded on demand by a thread that blocks stop signals, so
+// its threads inherit the mask and a process-directed SIGTERM can only reach the main thread.
+// Either way the server must drain: the case with such a thread is kept for any library that
+// starts threads before main().
 TEST(LifecycleTest, SigtermDeliveredToALibrarysThreadStillDrains) {
   testing::ServerProcess server;
   ASSERT_TRUE(server.Start()) << server.Log();
@@ -105,8 +109,11 @@ TEST(LifecycleTest, SigtermDeliveredToALibrarysThreadStillDrains) {
       }
     }
   }
-  ASSERT_NE(target, 0) << "no thread without SIGTERM blocked (the case this test is about)";
-  ASSERT_EQ(::syscall(SYS_tgkill, server.pid(), target, SIGTERM), 0);
+  if (target != 0) {
+    ASSERT_EQ(::syscall(SYS_tgkill, server.pid(), target, SIGTERM), 0);
+  } else {
+    ASSERT_EQ(::kill(server.pid(), SIGTERM), 0);  // only the main thread can take it
+  }
   EXPECT_EQ(server.WaitForExit(), 0) << server.Log();
   EXPECT_NE(server.Log().find("SIGTERM received; draining"), std::string::npos) << server.Log();
 }

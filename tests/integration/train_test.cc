@@ -299,5 +299,39 @@ TEST(CkptCliTest, ImportRefusesAFileWhoseTensorsWouldFillTheDisk) {
   EXPECT_FALSE(fs::exists(dir.path() / "run")) << "nothing was written";
 }
 
+// LibTorch is loaded on demand (src/torch_module/): a binary without its module runs every
+// command that needs none, and the ones that do fail with an error naming the module and where
+// it was looked for.
+TEST(CkptCliTest, WithoutTheLibTorchModuleOnlyWhatNeedsItFails) {
+  testing::TempDir dir;
+  const std::string missing = (dir.path() / "no" / "libpillar_torch.so").string();
+  const char* before = std::getenv("PILLAR_TORCH_MODULE");
+  const std::string saved = before == nullptr ? "" : before;
+  ::setenv("PILLAR_TORCH_MODULE", missing.c_str(), 1);
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"--version"}, &out, &err), 0) << err;
+  const fs::path seed = testing::SourceDir() / "tests/fuzz/corpus/torch_save/linear_state_dict";
+  const fs::path run = dir.path() / "run";
+  EXPECT_EQ(testing::RunPillar({"ckpt", "import", run.string(), "--step", "1", "--file",
+                                seed.string()},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 0) << out << err;
+  EXPECT_EQ(testing::RunPillar({"ckpt", "export", run.string(), "--out",
+                                (dir.path() / "out.pt").string()},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("needs the LibTorch module (libpillar_torch.so)"), std::string::npos) << err;
+  EXPECT_NE(err.find(missing), std::string::npos) << err;
+  EXPECT_EQ(testing::RunPillar({"train", "--run", (dir.path() / "train").string()}, &out, &err), 2);
+  EXPECT_NE(err.find("needs the LibTorch module"), std::string::npos) << err;
+  if (before == nullptr) {
+    ::unsetenv("PILLAR_TORCH_MODULE");
+  } else {
+    ::setenv("PILLAR_TORCH_MODULE", saved.c_str(), 1);
+  }
+}
+
 }  // namespace
 }  // namespace pillar

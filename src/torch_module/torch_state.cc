@@ -1,4 +1,4 @@
-#include "ckpt/torch/torch_state.h"
+#include "torch_module/torch_state.h"
 
 #include <cstring>
 #include <fstream>

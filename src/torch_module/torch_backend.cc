@@ -1,6 +1,6 @@
 // The only translation unit that includes LibTorch. LibTorch reports errors with exceptions
 // (c10::Error); they are caught here, at the boundary, and become absl::Status.
-#include "runtime/torch/torch_backend.h"
+#include "torch_module/torch_backend.h"
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
@@ -8,6 +8,7 @@
 #include <torch/script.h>
 
 #include <cstring>
+#include <mutex>
 #include <istream>
 #include <streambuf>
 #include <utility>
@@ -183,27 +184,43 @@ protocol::Tensor ZeroInput(const models::TensorSpec& spec, bool batched) {
   return t;
 }
 
+// The module is loaded RTLD_LOCAL, so the BLAS that LibTorch brought in is not in the global
+// scope RTLD_DEFAULT searches; a handle to this library searches its dependencies too.
+void* FindBlasSetThreads() {
+  if (void* f = dlsym(RTLD_DEFAULT, "openblas_set_num_threads")) return f;
+  Dl_info self_info{};
+  if (dladdr(reinterpret_cast<void*>(&FindBlasSetThreads), &self_info) == 0 ||
+      self_info.dli_fname == nullptr) {
+    return nullptr;
+  }
+  void* self = dlopen(self_info.dli_fname, RTLD_NOLOAD | RTLD_LAZY);
+  if (self == nullptr) return nullptr;
+  void* f = dlsym(self, "openblas_set_num_threads");
+  dlclose(self);  // only drops the reference RTLD_NOLOAD took
+  return f;
+}
+
 }  // namespace
 
 void ConfigureTorch(int threads) {
-  at::set_num_threads(std::max(1, threads));
-  // LibTorch's thread setting does not reach OpenBLAS, which keeps a pool of one thread per
-  // core that spins in sched_yield between calls: measured, a third of the CPU at load went
-  // there. Debian's OpenBLAS exports openblas_set_num_threads; look it up so that pillar does
-  // not link against one BLAS in particular.
-  using SetThreads = void (*)(int);
-  if (auto set_blas_threads =
-          reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
-    set_blas_threads(std::max(1, threads));
-  }
-  try {
-    at::set_num_interop_threads(1);
-  } catch (const std::exception&) {
-    // Already set once in this process (tests load many models); keep the first setting.
-  }
+  static std::once_flag once;
+  std::call_once(once, [threads] {
+    at::set_num_threads(std::max(1, threads));
+    // LibTorch's thread setting does not reach OpenBLAS, which keeps a pool of one thread per
+    // core that spins in sched_yield between calls: measured, a third of the CPU at load went
+    // there. Debian's OpenBLAS exports openblas_set_num_threads; look it up so that pillar
+    // does not link against one BLAS in particular.
+    using SetThreads = void (*)(int);
+    if (auto set_blas_threads = reinterpret_cast<SetThreads>(FindBlasSetThreads())) {
+      set_blas_threads(std::max(1, threads));
+    }
+    try {
+      at::set_num_interop_threads(1);
+    } catch (const std::exception&) {
+      // Set already by LibTorch's own first use; keep that.
+    }
+  });
 }
-
-bool TorchAvailable() { return true; }
 
 bool CudaAvailable() { return torch::cuda::is_available(); }
 

@@ -10,14 +10,14 @@
 
 #include <torch/torch.h>
 
-#include "app/commands.h"
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/stop_signal.h"
-#include "ckpt/torch/torch_state.h"
+#include "torch_module/torch_state.h"
 #include "common/crypto.h"
 #include "common/strings.h"
+#include "torch_module/torch_module.h"
 
-namespace pillar::app {
+namespace pillar::torch_module {
 namespace {
 
 int Fail(const absl::Status& status) {
@@ -204,4 +204,4 @@ int RunTrain(const TrainOptions& options) {
   return 0;
 }
 
-}  // namespace pillar::app
+}  // namespace pillar::torch_module

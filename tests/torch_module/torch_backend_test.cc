@@ -1,4 +1,4 @@
-#include "runtime/torch/torch_backend.h"
+#include "torch_module/torch_backend.h"
 
 #include <gtest/gtest.h>
 
@@ -37,7 +37,6 @@ models::ModelConfig DemoConfig() {
 }
 
 TEST(TorchBackendTest, LoadsTheDemoModelAndRunsABatch) {
-  if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   absl::StatusOr<std::unique_ptr<Backend>> backend =
       LoadFile(DemoVersion() / "model.pt", DemoConfig());
   ASSERT_TRUE(backend.ok()) << backend.status();
@@ -55,7 +54,6 @@ TEST(TorchBackendTest, LoadsTheDemoModelAndRunsABatch) {
 }
 
 TEST(TorchBackendTest, GarbageFileIsALoadErrorNotACrash) {
-  if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   testing::TempDir dir;
   std::ofstream(dir.path() / "model.pt") << "PK\x03\x04 definitely not a TorchScript zip";
   absl::StatusOr<std::unique_ptr<Backend>> backend =
@@ -74,7 +72,6 @@ TEST(TorchBackendTest, GarbageFileIsALoadErrorNotACrash) {
 }
 
 TEST(TorchBackendTest, ModelThatDoesNotMatchItsConfigIsRefusedAtLoad) {
-  if (!TorchAvailable()) GTEST_SKIP() << "built without LibTorch";
   models::ModelConfig wrong_input = DemoConfig();
   wrong_input.inputs[0].shape = {63};
   EXPECT_FALSE(LoadFile(DemoVersion() / "model.pt", wrong_input).ok());

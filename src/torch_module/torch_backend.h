@@ -1,5 +1,6 @@
-// Loads a TorchScript model.pt as a Backend. This header is free of torch includes; only
-// torch_backend.cc includes LibTorch, so the rest of pillar compiles without it.
+// Loads a TorchScript model.pt as a Backend: the serving half of the LibTorch module
+// (torch_module.h), reached by the binary only through that interface. This header is free of
+// torch includes.
 //
 //   absl::StatusOr<std::unique_ptr<Backend>> b =
 //       LoadTorchBackend(verified.contents.at("model.pt"), "store/digits/3/model.pt", config, "cpu");
@@ -18,12 +19,11 @@
 
 namespace pillar::runtime {
 
-// Process-wide LibTorch settings; call once before loading models. `threads` is the intra-op
-// thread count per model execution (1 suits many small models on few cores).
+// Process-wide LibTorch settings; the first call wins. `threads` is the intra-op thread count
+// per model execution (1 suits many small models on few cores).
 void ConfigureTorch(int threads);
 
-// Whether this build can run TorchScript models, and whether a CUDA device is usable.
-bool TorchAvailable();
+// Whether a CUDA device is usable.
 bool CudaAvailable();
 
 // The description of the device chosen for `kind` ("cpu", "cuda:0").
