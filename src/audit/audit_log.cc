@@ -193,7 +193,7 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
     lines += '\n';
   };
   if (seq == 0) {
-    append(HeaderBody({.instance = options_.instance, .time_us = absl::ToUnixMicros(absl::Now())}));
+    append(HeaderBody({.instance = options_.instance, .time_us = options_.clock->UnixMicros()}));
   }
   size_t start = 0;
   for (size_t end : bodies.ends) {
@@ -208,7 +208,7 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
     checkpoint.key_id = options_.checkpoint_key->public_key.key_id;
     checkpoint.signature =
         signing::Sign(*options_.checkpoint_key, CheckpointMessage(checkpoint.count, checkpoint.head));
-    checkpoint.time_us = absl::ToUnixMicros(absl::Now());
+    checkpoint.time_us = options_.clock->UnixMicros();
     append(CheckpointBody(checkpoint));
     checkpoint_payload = std::string(records.back().payload);
   }

@@ -37,6 +37,7 @@
 #include "absl/time/time.h"
 #include "audit/audit_sink.h"
 #include "audit/audit_store.h"
+#include "common/clock.h"
 #include "monitor/metrics.h"
 #include "signing/signing_key.h"
 
@@ -55,6 +56,9 @@ struct AuditLogOptions {
   size_t queue_capacity = 65536;
   bool refuse_when_full = false;
   monitor::MetricsRegistry* metrics = nullptr;  // optional
+  // Stamps the chain's header and its checkpoints. When checkpoints fall due and syncs happen
+  // is decided in real time: the writer waits for those moments.
+  const Clock* clock = &SystemClock();
 };
 
 class AuditLog final : public AuditSink {

@@ -84,8 +84,6 @@ return {1}
 
 constexpr size_t kMaxBatch = 512;
 
-int64_t NowNanos() { return absl::GetCurrentTimeNanos(); }
-
 std::string FormatDouble(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6f", v);
@@ -168,7 +166,7 @@ void RedisLimiter::Enqueue(Command command) {
 }
 
 void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease, Done done) {
-  if (!up_.load() && NowNanos() < retry_at_ns_.load()) {
+  if (!up_.load() && options_.clock->MonotonicNanos() < retry_at_ns_.load()) {
     if (errors_ != nullptr) errors_->Increment();
     std::move(done)(absl::UnavailableError("limit store redis unreachable"));
     return;
@@ -177,7 +175,7 @@ void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease
     std::move(done)(Verdict{});
     return;
   }
-  const int64_t now_s = absl::GetCurrentTimeNanos() / 1'000'000'000;
+  const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
   Command command;
   command.args.reserve(6 + charges.size() * 5);
   command.args.push_back("EVALSHA");
@@ -297,7 +295,8 @@ void RedisLimiter::Disconnect(std::string_view why_view) {
   const bool was_up = up_.exchange(false);
   if (up_gauge_ != nullptr) up_gauge_->Set(0);
   // Fail fast for a while, then let the loop try again.
-  retry_at_ns_.store(NowNanos() + absl::ToInt64Nanoseconds(absl::Milliseconds(200)));
+  retry_at_ns_.store(options_.clock->MonotonicNanos() +
+                     absl::ToInt64Nanoseconds(absl::Milliseconds(200)));
   if (was_up || last_error_.empty()) {
     std::fprintf(stderr, "pillar: limit store redis %s:%d unreachable: %s\n",
                  options_.host.c_str(), options_.port, why.c_str());

@@ -21,6 +21,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "common/crypto.h"
 #include "limits/limiter.h"
 #include "monitor/metrics.h"
@@ -40,6 +41,8 @@ struct RedisLimiterOptions {
   absl::Duration lease_ttl = absl::Seconds(60);          // a crashed holder's slot frees after it
   size_t max_pending = 65536;                            // beyond it, Admit() answers Unavailable
   monitor::MetricsRegistry* metrics = nullptr;
+  // Names the quota period a charge falls in (sent to Redis with it) and times reconnections.
+  const Clock* clock = &SystemClock();
 };
 
 class RedisLimiter final : public Limiter {

@@ -39,8 +39,8 @@ std::string_view UnitName(const LimitRule& rule) {
 }  // namespace
 
 AdmitStage::AdmitStage(Limiter& limiter, Limiter* fallback, audit::AuditSink& audit,
-                       monitor::MetricsRegistry* metrics)
-    : limiter_(limiter), fallback_(fallback), audit_(audit) {
+                       monitor::MetricsRegistry* metrics, const Clock& clock)
+    : limiter_(limiter), fallback_(fallback), audit_(audit), clock_(clock) {
   if (metrics != nullptr) {
     auto& family = metrics->AddCounter(
         "pillar_limiter_unavailable_total",
@@ -237,7 +237,7 @@ void AdmitStage::Record(pipeline::Exchange& ex, bool allowed) {
   audit_.Record(ExchangeEvent(ex, audit::EventKind::kLimit, allowed, [&] {
     if (allowed) return std::string("within limits");
     return ex.error.empty() ? std::string("refused") : ex.error;
-  }));
+  }, clock_));
 }
 
 }  // namespace pillar::stages

@@ -10,6 +10,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "audit/audit_sink.h"
+#include "common/clock.h"
 #include "limits/limiter.h"
 #include "monitor/metrics.h"
 #include "pipeline/stage.h"
@@ -18,9 +19,10 @@ namespace pillar::stages {
 
 class AdmitStage final : public pipeline::Stage {
  public:
-  // `fallback` may be null (fail closed). `metrics` may be null.
+  // `fallback` may be null (fail closed). `metrics` may be null. `clock` stamps audit events
+  // (the limiters keep their own clocks for their windows).
   AdmitStage(limits::Limiter& limiter, limits::Limiter* fallback, audit::AuditSink& audit,
-             monitor::MetricsRegistry* metrics);
+             monitor::MetricsRegistry* metrics, const Clock& clock = SystemClock());
   std::string_view name() const override { return "admit"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
@@ -40,6 +42,7 @@ class AdmitStage final : public pipeline::Stage {
   limits::Limiter& limiter_;
   limits::Limiter* fallback_;
   audit::AuditSink& audit_;
+  const Clock& clock_;
   monitor::Counter* unavailable_ = nullptr;
   monitor::Counter* fell_back_ = nullptr;
 };

@@ -1,13 +1,11 @@
 #include "stages/authenticate_stage.h"
 
-#include "absl/time/clock.h"
-
 namespace pillar::stages {
 
 using identity::Principal;
 
 pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
-  const int64_t now_us = absl::GetCurrentTimeNanos() / 1000;
+  const int64_t now_us = clock_.UnixMicros();
   absl::StatusOr<std::shared_ptr<const Principal>> who =
       authenticator_.Authenticate(ex.authorization, ex.peer_identity, now_us);
   if (!who.ok()) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "audit/audit_sink.h"
+#include "common/clock.h"
 #include "identity/authenticator.h"
 #include "pipeline/stage.h"
 
@@ -10,14 +11,17 @@ namespace pillar::stages {
 
 class AuthenticateStage final : public pipeline::Stage {
  public:
-  AuthenticateStage(const identity::Authenticator& authenticator, audit::AuditSink& audit)
-      : authenticator_(authenticator), audit_(audit) {}
+  // `clock` decides expiry (of keys, tokens, rotation overlaps) and stamps audit events.
+  AuthenticateStage(const identity::Authenticator& authenticator, audit::AuditSink& audit,
+                    const Clock& clock = SystemClock())
+      : authenticator_(authenticator), audit_(audit), clock_(clock) {}
   std::string_view name() const override { return "authenticate"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
 
  private:
   const identity::Authenticator& authenticator_;
   audit::AuditSink& audit_;
+  const Clock& clock_;
 };
 
 }  // namespace pillar::stages

@@ -31,7 +31,7 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
     return decision.Explain(ex.policy->source(), *ex.principal, plane, ex.action, ex.resource);
   };
   const bool recorded = audit_.Record(
-      ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed, explain));
+      ExchangeEvent(ex, audit::EventKind::kAuthorization, decision.allowed, explain, clock_));
   if (decision.allowed && !recorded) {
     // The audit log is configured to refuse what it cannot record (R-SEC-7 over availability).
     ex.Fail(absl::UnavailableError("the audit log cannot keep up; request refused"));

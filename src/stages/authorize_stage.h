@@ -5,18 +5,22 @@
 #pragma once
 
 #include "audit/audit_sink.h"
+#include "common/clock.h"
 #include "pipeline/stage.h"
 
 namespace pillar::stages {
 
 class AuthorizeStage final : public pipeline::Stage {
  public:
-  explicit AuthorizeStage(audit::AuditSink& audit) : audit_(audit) {}
+  // `clock` stamps the decision's audit event.
+  explicit AuthorizeStage(audit::AuditSink& audit, const Clock& clock = SystemClock())
+      : audit_(audit), clock_(clock) {}
   std::string_view name() const override { return "authorize"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
 
  private:
   audit::AuditSink& audit_;
+  const Clock& clock_;
 };
 
 }  // namespace pillar::stages

@@ -16,22 +16,23 @@ std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts) {
   std::vector<std::unique_ptr<pipeline::Stage>> chain;
   // Times the request and writes its access-log line and metrics; first, so that its
   // OnResponse runs last and sees every refusal.
-  chain.push_back(std::make_unique<ObserveStage>(parts.metrics, parts.access_log));
+  chain.push_back(std::make_unique<ObserveStage>(parts.metrics, parts.access_log, parts.clock));
   // Who is asking: an API key, a JWT or a client certificate; 401 for none or a bad one.
-  chain.push_back(std::make_unique<AuthenticateStage>(parts.authenticator, parts.audit));
+  chain.push_back(
+      std::make_unique<AuthenticateStage>(parts.authenticator, parts.audit, parts.clock));
   // What is asked: the action, the resource, and the model version among those the principal
   // may see (an invisible version answers 404 like a missing one). Takes the policy snapshot
   // the rest of the request is decided by.
   chain.push_back(
       std::make_unique<RouteStage>(parts.catalog, parts.policy, std::move(parts.default_alias)));
   // Whether the policy allows it: 403, audited either way.
-  chain.push_back(std::make_unique<AuthorizeStage>(parts.audit));
+  chain.push_back(std::make_unique<AuthorizeStage>(parts.audit, parts.clock));
   // The Open Inference Protocol body into tensors, checked against the model's signature;
   // before admit, whose limits may count tensor elements.
   chain.push_back(std::make_unique<DecodeStage>());
   // Rate, concurrency and quota limits (429), held until the response for concurrency.
   chain.push_back(std::make_unique<AdmitStage>(parts.limiter, parts.fallback_limiter,
-                                               parts.audit, &parts.metrics));
+                                               parts.audit, &parts.metrics, parts.clock));
   // Content checks on what goes in and comes out (pass-through today).
   chain.push_back(std::make_unique<GuardStage>());
   // Runs the operation: inference, metadata, readiness, metrics, the admin plane.

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "audit/audit_sink.h"
+#include "common/clock.h"
 #include "identity/authenticator.h"
 #include "limits/limiter.h"
 #include "monitor/access_log.h"
@@ -37,6 +38,8 @@ struct ChainParts {
   limits::Limiter* fallback_limiter;  // null: the admit stage fails closed
   // What the execute stage runs for each operation.
   std::map<pipeline::Operation, ExecuteStage::Handler> handlers;
+  // Times requests, decides expiry and stamps audit events (tests: testing::FakeClock).
+  Clock& clock = SystemClock();
 };
 
 std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts);

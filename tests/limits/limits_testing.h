@@ -1,4 +1,5 @@
-// Shared pieces of the limiter tests: a clock the test moves, and policies with one limit.
+// Shared pieces of the limiter tests: a clock the test moves (tests/testing/fake_clock.h), and
+// policies with one limit.
 #pragma once
 
 #include <atomic>
@@ -7,20 +8,11 @@
 
 #include "common/clock.h"
 #include "policy/policy.h"
+#include "testing/fake_clock.h"
 
 namespace pillar::limits {
 
-class FakeClock final : public Clock {
- public:
-  int64_t MonotonicNanos() const override { return mono_ns.load(); }
-  int64_t UnixMicros() const override { return unix_us.load(); }
-  void Advance(int64_t ns) {
-    mono_ns += ns;
-    unix_us += ns / 1000;
-  }
-  std::atomic<int64_t> mono_ns{1'000'000'000'000};
-  std::atomic<int64_t> unix_us{1'800'000'000'000'000};  // 2027-01-15T08:00:00Z
-};
+using ::pillar::testing::FakeClock;
 
 // A policy holding the given [[limit]] tables (and no rules).
 inline std::shared_ptr<const policy::Policy> Limits(const std::string& limits) {

@@ -1,0 +1,104 @@
+// The authenticate stage decides expiry by its injected clock: a key or token that expires is
+// refused the moment the clock passes its end, with no test sleeping for it.
+#include "stages/authenticate_stage.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "common/strings.h"
+#include "identity/api_key.h"
+#include "identity/authenticator.h"
+#include "state/state_store.h"
+#include "testing/fake_clock.h"
+#include "testing/jwt_signer.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::stages {
+namespace {
+
+class CountingSink final : public audit::AuditSink {
+ public:
+  bool Record(const audit::Event& event) override {
+    ++events;
+    last_time_us = event.time_us;
+    return true;
+  }
+  int events = 0;
+  int64_t last_time_us = 0;
+};
+
+class AuthenticateStageTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = std::move(*state::OpenSqliteStateStore((dir_.path() / "s.db").string()));
+    key_ = identity::GenerateApiKey();
+    state::ApiKeyRecord r;
+    r.id = key_.id;
+    r.name = "k";
+    r.secret_hash = key_.secret_hash;
+    r.roles = {"user"};
+    // Expires 30 s after the fake clock's start.
+    r.expires_us = clock_.UnixMicros() + 30'000'000;
+    ASSERT_TRUE(store_->PutKey(r).ok());
+    keys_ = std::make_unique<identity::ApiKeyTable>(
+        *store_, identity::ApiKeyTableOptions{absl::ZeroDuration()});
+    ASSERT_TRUE(keys_->Refresh().ok());
+    identity::JwtOptions options;
+    options.issuer = "idp";
+    options.audiences = {"pillar"};
+    jwt_ = std::make_unique<identity::JwtVerifier>(
+        options, *identity::Jwks::Parse(testing::JwksJson({&signer_})));
+    authenticator_ =
+        std::make_unique<identity::Authenticator>(keys_.get(), jwt_.get(), clients_);
+  }
+
+  pipeline::StageResult Run(const std::string& authorization, int* status) {
+    pipeline::Exchange ex;
+    ex.authorization = authorization;
+    AuthenticateStage stage(*authenticator_, sink_, clock_);
+    const pipeline::StageResult result = stage.OnRequest(ex);
+    *status = ex.response.status;
+    return result;
+  }
+
+  testing::TempDir dir_;
+  testing::FakeClock clock_;
+  CountingSink sink_;
+  std::unique_ptr<state::StateStore> store_;
+  identity::NewApiKey key_;
+  std::unique_ptr<identity::ApiKeyTable> keys_;
+  testing::JwtSigner signer_ = testing::JwtSigner::Make(testing::JwtSigner::kEdDsa, "e");
+  std::unique_ptr<identity::JwtVerifier> jwt_;
+  std::map<std::string, identity::CertificateClient> clients_;
+  std::unique_ptr<identity::Authenticator> authenticator_;
+};
+
+TEST_F(AuthenticateStageTest, AKeyIsRefusedOnceTheClockPassesItsExpiry) {
+  int status = 0;
+  EXPECT_EQ(Run("Bearer " + key_.text, &status), pipeline::StageResult::kContinue);
+  clock_.Advance(absl::Seconds(29));
+  EXPECT_EQ(Run("Bearer " + key_.text, &status), pipeline::StageResult::kContinue);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(Run("Bearer " + key_.text, &status), pipeline::StageResult::kStop);
+  EXPECT_EQ(status, 401);
+  // The refusal was audited at the clock's time.
+  EXPECT_EQ(sink_.events, 1);
+  EXPECT_EQ(sink_.last_time_us, clock_.UnixMicros());
+}
+
+TEST_F(AuthenticateStageTest, ATokenIsRefusedOnceTheClockPassesItsExpiryAndTheSkew) {
+  const int64_t now_s = clock_.UnixMicros() / 1'000'000;
+  const std::string token = "Bearer " + signer_.Sign(StrCat(
+      R"({"iss":"idp","aud":"pillar","sub":"bob","exp":)", now_s + 60, "}"));
+  int status = 0;
+  EXPECT_EQ(Run(token, &status), pipeline::StageResult::kContinue);
+  clock_.Advance(absl::Seconds(60 + 59));  // within the 60 s skew
+  EXPECT_EQ(Run(token, &status), pipeline::StageResult::kContinue);
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_EQ(Run(token, &status), pipeline::StageResult::kStop);
+  EXPECT_EQ(status, 401);
+}
+
+}  // namespace
+}  // namespace pillar::stages
