@@ -1,12 +1,15 @@
 #include "audit/postgres_audit_store.h"
 
-#include <libpq-fe.h>
-
 #include "audit/audit_record.h"
+#include "audit/libpq.h"
 #include "common/strings.h"
 
 namespace pillar::audit {
 namespace {
+
+// libpq's entry points; valid once Libpq::Load() succeeded, which ConnectTo checks: nothing here
+// calls libpq before it has a connection.
+const Libpq& Pq() { return **Libpq::Load(); }
 
 // Guards against two processes creating the tables at once (CREATE TABLE IF NOT EXISTS races).
 constexpr const char* kSchemaLockKey = "7426993105170251";
@@ -21,33 +24,34 @@ constexpr const char* kSchema =
 // A PGresult that frees itself.
 struct Result {
   explicit Result(PGresult* r) : r(r) {}
-  ~Result() { PQclear(r); }
+  ~Result() { Pq().clear(r); }
   Result(const Result&) = delete;
   Result& operator=(const Result&) = delete;
   bool Ok() const {
-    const ExecStatusType s = PQresultStatus(r);
+    const ExecStatusType s = Pq().result_status(r);
     return s == PGRES_COMMAND_OK || s == PGRES_TUPLES_OK;
   }
   PGresult* r;
 };
 
 absl::Status PgError(PGconn* conn, std::string_view what) {
-  std::string message = conn == nullptr ? "no connection" : PQerrorMessage(conn);
+  std::string message = conn == nullptr ? "no connection" : Pq().error_message(conn);
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   return absl::UnavailableError(StrCat("postgres: ", what, ": ", message));
 }
 
 absl::Status Exec(PGconn* conn, const char* sql, std::string_view what) {
-  Result r(PQexec(conn, sql));
+  Result r(Pq().exec(conn, sql));
   if (!r.Ok()) return PgError(conn, what);
   return absl::OkStatus();
 }
 
 absl::StatusOr<PGconn*> ConnectTo(const std::string& conninfo) {
-  PGconn* conn = PQconnectdb(conninfo.c_str());
-  if (PQstatus(conn) != CONNECTION_OK) {
+  if (absl::StatusOr<const Libpq*> pq = Libpq::Load(); !pq.ok()) return pq.status();
+  PGconn* conn = Pq().connectdb(conninfo.c_str());
+  if (Pq().status(conn) != CONNECTION_OK) {
     absl::Status s = PgError(conn, "cannot connect");
-    PQfinish(conn);
+    Pq().finish(conn);
     return s;
   }
   return conn;
@@ -68,11 +72,11 @@ void AppendCopyField(std::string& out, std::string_view field) {
 
 absl::StatusOr<std::string> PublishedCheckpoint(PGconn* conn, const std::string& instance) {
   const char* params[] = {instance.c_str()};
-  Result r(PQexecParams(conn, "SELECT payload FROM pillar_audit_checkpoints WHERE instance = $1",
+  Result r(Pq().exec_params(conn, "SELECT payload FROM pillar_audit_checkpoints WHERE instance = $1",
                         1, nullptr, params, nullptr, nullptr, 0));
   if (!r.Ok()) return PgError(conn, "cannot read the checkpoint");
-  if (PQntuples(r.r) == 0) return absl::NotFoundError("no checkpoint");
-  return std::string(PQgetvalue(r.r, 0, 0), PQgetlength(r.r, 0, 0));
+  if (Pq().ntuples(r.r) == 0) return absl::NotFoundError("no checkpoint");
+  return std::string(Pq().getvalue(r.r, 0, 0), Pq().getlength(r.r, 0, 0));
 }
 
 }  // namespace
@@ -86,13 +90,13 @@ absl::StatusOr<std::unique_ptr<PostgresAuditStore>> PostgresAuditStore::Open(
 }
 
 PostgresAuditStore::~PostgresAuditStore() {
-  if (conn_ != nullptr) PQfinish(conn_);
+  if (conn_ != nullptr) Pq().finish(conn_);
 }
 
 absl::Status PostgresAuditStore::Connect() {
-  if (conn_ != nullptr && PQstatus(conn_) == CONNECTION_OK) return absl::OkStatus();
+  if (conn_ != nullptr && Pq().status(conn_) == CONNECTION_OK) return absl::OkStatus();
   if (conn_ != nullptr) {
-    PQfinish(conn_);
+    Pq().finish(conn_);
     conn_ = nullptr;
   }
   absl::StatusOr<PGconn*> conn = ConnectTo(conninfo_);
@@ -101,7 +105,7 @@ absl::Status PostgresAuditStore::Connect() {
   const std::string schema = StrCat("SET client_min_messages = warning; SELECT pg_advisory_lock(", kSchemaLockKey, ");", kSchema,
                                     "SELECT pg_advisory_unlock(", kSchemaLockKey, ");");
   if (absl::Status s = Exec(conn_, schema.c_str(), "cannot create the audit tables"); !s.ok()) {
-    PQfinish(conn_);
+    Pq().finish(conn_);
     conn_ = nullptr;
     return s;
   }
@@ -112,14 +116,14 @@ absl::StatusOr<ChainHead> PostgresAuditStore::Begin() {
   if (absl::Status s = Connect(); !s.ok()) return s;
   if (absl::Status s = Exec(conn_, "BEGIN", "cannot begin"); !s.ok()) return s;
   const char* params[] = {instance_.c_str()};
-  Result lock(PQexecParams(conn_, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, nullptr,
+  Result lock(Pq().exec_params(conn_, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, nullptr,
                            params, nullptr, nullptr, 0));
   if (!lock.Ok()) {
     absl::Status s = PgError(conn_, "cannot lock the chain");
     Abort();
     return s;
   }
-  Result last(PQexecParams(
+  Result last(Pq().exec_params(
       conn_, "SELECT seq, payload, chain FROM pillar_audit WHERE instance = $1 ORDER BY seq DESC LIMIT 2",
       1, nullptr, params, nullptr, nullptr, 0));
   if (!last.Ok()) {
@@ -127,7 +131,7 @@ absl::StatusOr<ChainHead> PostgresAuditStore::Begin() {
     Abort();
     return s;
   }
-  const int rows = PQntuples(last.r);
+  const int rows = Pq().ntuples(last.r);
   if (rows == 0) return ChainHead{};
   auto bad = [&](std::string_view what) {
     Abort();
@@ -136,15 +140,15 @@ absl::StatusOr<ChainHead> PostgresAuditStore::Begin() {
   };
   int64_t seq = 0;
   Chain chain, previous{};
-  std::string_view payload(PQgetvalue(last.r, 0, 1), PQgetlength(last.r, 0, 1));
-  if (!ParseInt(std::string_view(PQgetvalue(last.r, 0, 0)), &seq) ||
-      !ParseChainHex(PQgetvalue(last.r, 0, 2), &chain)) {
+  std::string_view payload(Pq().getvalue(last.r, 0, 1), Pq().getlength(last.r, 0, 1));
+  if (!ParseInt(std::string_view(Pq().getvalue(last.r, 0, 0)), &seq) ||
+      !ParseChainHex(Pq().getvalue(last.r, 0, 2), &chain)) {
     return bad("is not a record");
   }
   if (rows == 2) {
     int64_t prior = 0;
-    if (!ParseInt(std::string_view(PQgetvalue(last.r, 1, 0)), &prior) || prior + 1 != seq ||
-        !ParseChainHex(PQgetvalue(last.r, 1, 2), &previous)) {
+    if (!ParseInt(std::string_view(Pq().getvalue(last.r, 1, 0)), &prior) || prior + 1 != seq ||
+        !ParseChainHex(Pq().getvalue(last.r, 1, 2), &previous)) {
       return bad("does not follow the record before it");
     }
   } else if (seq != 0) {
@@ -156,8 +160,8 @@ absl::StatusOr<ChainHead> PostgresAuditStore::Begin() {
 
 absl::Status PostgresAuditStore::Commit(std::span<const EncodedRecord> records,
                                         std::string_view /*lines*/) {
-  Result copy(PQexec(conn_, "COPY pillar_audit (instance, seq, payload, chain) FROM STDIN"));
-  if (PQresultStatus(copy.r) != PGRES_COPY_IN) {
+  Result copy(Pq().exec(conn_, "COPY pillar_audit (instance, seq, payload, chain) FROM STDIN"));
+  if (Pq().result_status(copy.r) != PGRES_COPY_IN) {
     absl::Status s = PgError(conn_, "cannot append");
     Abort();
     return s;
@@ -170,14 +174,14 @@ absl::Status PostgresAuditStore::Commit(std::span<const EncodedRecord> records,
     AppendCopyField(rows, r.payload);
     StrAppend(&rows, "\t", ChainHex(r.chain), "\n");
   }
-  if (PQputCopyData(conn_, rows.data(), int(rows.size())) != 1 ||
-      PQputCopyEnd(conn_, nullptr) != 1) {
+  if (Pq().put_copy_data(conn_, rows.data(), int(rows.size())) != 1 ||
+      Pq().put_copy_end(conn_, nullptr) != 1) {
     absl::Status s = PgError(conn_, "cannot append");
     Abort();
     return s;
   }
   bool ok = true;
-  while (PGresult* r = PQgetResult(conn_)) {
+  while (PGresult* r = Pq().get_result(conn_)) {
     Result result(r);
     if (!result.Ok()) ok = false;
   }
@@ -190,14 +194,14 @@ absl::Status PostgresAuditStore::Commit(std::span<const EncodedRecord> records,
 }
 
 void PostgresAuditStore::Abort() {
-  if (conn_ != nullptr) Result r(PQexec(conn_, "ROLLBACK"));
+  if (conn_ != nullptr) Result r(Pq().exec(conn_, "ROLLBACK"));
 }
 
 absl::Status PostgresAuditStore::PublishCheckpoint(std::string_view payload) {
   if (absl::Status s = Connect(); !s.ok()) return s;
   const std::string text(payload);
   const char* params[] = {instance_.c_str(), text.c_str()};
-  Result r(PQexecParams(conn_,
+  Result r(Pq().exec_params(conn_,
                         "INSERT INTO pillar_audit_checkpoints (instance, payload) VALUES ($1, $2) "
                         "ON CONFLICT (instance) DO UPDATE SET payload = EXCLUDED.payload",
                         2, nullptr, params, nullptr, nullptr, 0));
@@ -211,27 +215,27 @@ absl::Status ReadPostgresChain(
     uint64_t from) {
   absl::StatusOr<PGconn*> conn = ConnectTo(conninfo);
   if (!conn.ok()) return conn.status();
-  std::unique_ptr<PGconn, void (*)(PGconn*)> owner(*conn, PQfinish);
+  std::unique_ptr<PGconn, void (*)(PGconn*)> owner(*conn, Pq().finish);
   if (absl::Status s = Exec(*conn, "BEGIN ISOLATION LEVEL REPEATABLE READ", "cannot begin");
       !s.ok()) {
     return s;
   }
   const std::string from_text = std::to_string(from);
   const char* params[] = {instance.c_str(), from_text.c_str()};
-  Result declare(PQexecParams(*conn,
+  Result declare(Pq().exec_params(*conn,
                               "DECLARE chain NO SCROLL CURSOR FOR SELECT payload, chain FROM "
                               "pillar_audit WHERE instance = $1 AND seq >= $2 ORDER BY seq",
                               2, nullptr, params, nullptr, nullptr, 0));
   if (!declare.Ok()) return PgError(*conn, "cannot read the chain");
   uint64_t row = from;
   for (;;) {
-    Result batch(PQexec(*conn, "FETCH 10000 FROM chain"));
+    Result batch(Pq().exec(*conn, "FETCH 10000 FROM chain"));
     if (!batch.Ok()) return PgError(*conn, "cannot read the chain");
-    const int n = PQntuples(batch.r);
+    const int n = Pq().ntuples(batch.r);
     if (n == 0) break;
     for (int i = 0; i < n; ++i, ++row) {
-      if (!record(std::string_view(PQgetvalue(batch.r, i, 0), PQgetlength(batch.r, i, 0)),
-                  std::string_view(PQgetvalue(batch.r, i, 1), PQgetlength(batch.r, i, 1)), row)) {
+      if (!record(std::string_view(Pq().getvalue(batch.r, i, 0), Pq().getlength(batch.r, i, 0)),
+                  std::string_view(Pq().getvalue(batch.r, i, 1), Pq().getlength(batch.r, i, 1)), row)) {
         return absl::OkStatus();
       }
     }
@@ -242,11 +246,11 @@ absl::Status ReadPostgresChain(
 absl::StatusOr<std::vector<std::string>> ListPostgresChains(const std::string& conninfo) {
   absl::StatusOr<PGconn*> conn = ConnectTo(conninfo);
   if (!conn.ok()) return conn.status();
-  std::unique_ptr<PGconn, void (*)(PGconn*)> owner(*conn, PQfinish);
-  Result r(PQexec(*conn, "SELECT DISTINCT instance FROM pillar_audit ORDER BY instance"));
+  std::unique_ptr<PGconn, void (*)(PGconn*)> owner(*conn, Pq().finish);
+  Result r(Pq().exec(*conn, "SELECT DISTINCT instance FROM pillar_audit ORDER BY instance"));
   if (!r.Ok()) return PgError(*conn, "cannot list the chains");
   std::vector<std::string> instances;
-  for (int i = 0; i < PQntuples(r.r); ++i) instances.emplace_back(PQgetvalue(r.r, i, 0));
+  for (int i = 0; i < Pq().ntuples(r.r); ++i) instances.emplace_back(Pq().getvalue(r.r, i, 0));
   return instances;
 }
 
@@ -261,7 +265,7 @@ VerifyReport VerifyPostgresChain(const std::string& conninfo, const std::string&
       return report;
     }
     published = PublishedCheckpoint(*conn, instance);
-    PQfinish(*conn);
+    Pq().finish(*conn);
   }
   options.instance = instance;
   AuditVerifier verifier(std::move(keys), std::move(published), "row", std::move(options));
