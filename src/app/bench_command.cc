@@ -9,7 +9,7 @@
 #include "bench/collective_options.h"
 #include "bench/collective_runner.h"
 #include "bench/nccl_tests_report.h"
-#include "bench/open_communicator.h"
+#include "bench/collective_module.h"
 #include "common/env.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -34,7 +34,9 @@ int RunBenchCollective(const std::vector<std::string>& args) {
     std::fprintf(stderr, "pillar bench collective: %s\n", std::string(s.message()).c_str());
     return 2;
   }
-  absl::StatusOr<std::unique_ptr<bench::Communicator>> comm = bench::OpenCommunicator(*options);
+  absl::StatusOr<bench::CollectiveModule*> module = bench::LoadCollectiveModule();
+  absl::StatusOr<std::unique_ptr<bench::Communicator>> comm =
+      module.ok() ? (*module)->Open(*options) : module.status();
   if (!comm.ok()) {
     std::fprintf(stderr, "pillar bench collective: %s\n", std::string(comm.status().message()).c_str());
     return 2;

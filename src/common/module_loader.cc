@@ -1,0 +1,62 @@
+#include "common/module_loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "common/strings.h"
+
+namespace pillar {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::vector<std::string> Candidates(const ModuleSpec& spec) {
+  if (const char* path = std::getenv(std::string(spec.env_var).c_str());
+      path != nullptr && *path != '\0') {
+    return {path};
+  }
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return {};
+  return {(exe.parent_path() / spec.file_name).string(),
+          (exe.parent_path().parent_path() / "lib" / "pillar" / spec.file_name).string()};
+}
+
+}  // namespace
+
+absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path, const ModuleSpec& spec) {
+  // RTLD_NOW: a module that cannot resolve a symbol fails here, with the loader's message, not
+  // in the middle of a request. RTLD_LOCAL (unless asked otherwise): the module's copies of
+  // pillar's libraries stay its own.
+  void* handle = ::dlopen(path.c_str(), RTLD_NOW | (spec.global ? RTLD_GLOBAL : RTLD_LOCAL));
+  if (handle == nullptr) {
+    const char* error = ::dlerror();
+    return absl::FailedPreconditionError(
+        StrCat("cannot load ", path, ": ", error ? error : "unknown error"));
+  }
+  void* entry = ::dlsym(handle, std::string(spec.entry_point).c_str());
+  if (entry == nullptr) {
+    return absl::FailedPreconditionError(
+        StrCat(path, " is not pillar's ", spec.file_name, " (it has no ", spec.entry_point, ")"));
+  }
+  return entry;  // never closed: what the module made lives until the process ends
+}
+
+absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec) {
+  std::string tried;
+  for (const std::string& path : Candidates(spec)) {
+    if (::access(path.c_str(), F_OK) == 0) return LoadModuleEntryFrom(path, spec);
+    tried += (tried.empty() ? "" : " or ") + path;
+  }
+  return absl::FailedPreconditionError(
+      StrCat(spec.needed_for, " needs the module ", spec.file_name, ", and there is none at ",
+             tried.empty() ? std::string("any known place") : tried, ": build pillar with -D",
+             spec.build_option, "=ON, install the module beside the binary, or set ",
+             spec.env_var));
+}
+
+}  // namespace pillar
