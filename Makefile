@@ -32,6 +32,7 @@ bench: build
 	@bench/run_audit.sh $(BUILD)
 	@bench/run_ckpt.sh $(BUILD)
 	@bench/run_collective.sh $(BUILD)
+	@bench/run_cli.sh $(BUILD)
 
 clean:
 	rm -rf $(BUILD) build-fuzz .pillar
