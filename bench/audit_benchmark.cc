@@ -132,9 +132,14 @@ double RunSqlite(const std::string& dir, int64_t records, int threads, int fsync
       for (int64_t i = t; i < records; i += threads) {
         const std::string id = "req-" + std::to_string(i);
         const pillar::audit::Event e = SampleEvent(id);
-        Row row{e.time_us,          std::string(e.principal), std::string(e.tenant),
-                std::string(e.action), std::string(e.resource), e.explain(),
-                std::string(e.request_id), std::string(e.remote)};
+        Row row{e.time_us,
+                std::string(e.principal),
+                std::string(e.tenant),
+                std::string(e.action),
+                std::string(e.resource),
+                e.explain(),
+                std::string(e.request_id),
+                std::string(e.remote)};
         absl::MutexLock lock(&mu);
         queue.push_back(std::move(row));
       }

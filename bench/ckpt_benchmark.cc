@@ -47,8 +47,10 @@ std::vector<std::vector<float>> MakeState(double gib) {
 std::vector<pillar::ckpt::EntryView> Views(const std::vector<std::vector<float>>& state) {
   std::vector<pillar::ckpt::EntryView> views;
   for (size_t t = 0; t < state.size(); ++t) {
-    views.push_back({"layer" + std::to_string(t) + ".weight", DType::kFloat32,
-                     {int64_t(state[t].size())}, std::as_bytes(std::span(state[t]))});
+    views.push_back({"layer" + std::to_string(t) + ".weight",
+                     DType::kFloat32,
+                     {int64_t(state[t].size())},
+                     std::as_bytes(std::span(state[t]))});
   }
   return views;
 }
@@ -187,9 +189,9 @@ int main(int argc, char** argv) {
         std::filesystem::remove_all(run.StepPath(10 + round));
       }
     }
-    std::printf("%.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", Median(loop[kNone]),
-                Median(loop[kAsync]), Median(loop[kPipelined]), Median(loop[kSync]),
-                Median(blocked[kAsync]), Median(blocked[kPipelined]), Median(blocked[kSync]));
+    std::printf("%.4f %.4f %.4f %.4f %.4f %.4f %.4f\n", Median(loop[kNone]), Median(loop[kAsync]),
+                Median(loop[kPipelined]), Median(loop[kSync]), Median(blocked[kAsync]),
+                Median(blocked[kPipelined]), Median(blocked[kSync]));
     return 0;
   }
   return 2;

@@ -50,7 +50,8 @@ int main(int argc, char** argv) {
   pillar::bench::CollectiveRunner runner(comm, *options);
   const auto start = std::chrono::steady_clock::now();
   auto summary = runner.Run([](const pillar::bench::CollectiveRow&) {});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (!summary.ok() || comm.sink_ == 0) return 1;
   // Two placements of `iters` calls each.
   std::printf("%.3f\n", seconds * 1e9 / (2.0 * iters));

@@ -21,11 +21,11 @@
 #include "identity/api_key.h"
 #include "identity/api_key_table.h"
 #include "identity/jwt_verifier.h"
-#include "stages/admit_stage.h"
 #include "limits/local_limiter.h"
 #include "limits/redis_limiter.h"
 #include "pipeline/exchange.h"
 #include "policy/policy.h"
+#include "stages/admit_stage.h"
 #include "state/state_store.h"
 
 namespace pillar {
@@ -46,7 +46,8 @@ std::string PolicyText() {
   }
   text +=
       "[[limit]]\nname = \"key-rate\"\nper = \"key\"\nrate = 1e9\nburst = 1000000000\n"
-      "[[limit]]\nname = \"tenant-daily\"\nper = \"tenant\"\nquota = 1000000000000\nperiod = \"day\"\n"
+      "[[limit]]\nname = \"tenant-daily\"\nper = \"tenant\"\nquota = 1000000000000\nperiod = "
+      "\"day\"\n"
       "[[limit]]\nname = \"model-slots\"\nper = \"model\"\nconcurrency = 1000000\n";
   return text;
 }
@@ -57,8 +58,8 @@ struct World {
   std::unique_ptr<identity::ApiKeyTable> keys;
   std::vector<std::string> key_texts;
   std::shared_ptr<const policy::Policy> policy;
-  identity::Attributes model_attributes = {{"tenant", {"t7"}}, {"classification", {"public"}},
-                                           {"name", {"m7"}}, {"version", {"1"}}};
+  identity::Attributes model_attributes = {
+      {"tenant", {"t7"}}, {"classification", {"public"}}, {"name", {"m7"}}, {"version", {"1"}}};
   std::unique_ptr<limits::LocalLimiter> limiter;
 
   World() {
@@ -96,8 +97,9 @@ World& TheWorld() {
 
 std::shared_ptr<const identity::Principal> Authenticate(World& w, size_t i) {
   constexpr std::string_view kBearer = "Bearer ";
-  auto who = w.keys->Verify(std::string_view(w.key_texts[i % w.key_texts.size()]).substr(kBearer.size()),
-                            1'800'000'000'000'000);
+  auto who =
+      w.keys->Verify(std::string_view(w.key_texts[i % w.key_texts.size()]).substr(kBearer.size()),
+                     1'800'000'000'000'000);
   if (!who.ok()) std::abort();
   return *who;
 }
@@ -197,8 +199,8 @@ BENCHMARK(BM_Chain)->Threads(1)->Threads(2)->UseRealTime();
 // so that the PyJWT peer verifies exactly the same bytes.
 struct JwtWorld {
   std::vector<std::pair<std::string, std::string>> tokens;  // alg -> token
-  std::unique_ptr<identity::JwtVerifier> verifier;  // with the verified-token cache
-  std::unique_ptr<identity::JwtVerifier> uncached;  // every call checks the signature
+  std::unique_ptr<identity::JwtVerifier> verifier;          // with the verified-token cache
+  std::unique_ptr<identity::JwtVerifier> uncached;          // every call checks the signature
   JwtWorld() {
     std::string jwks = "{\"keys\":[";
     const char* dir = std::getenv("PILLAR_JWT_DIR");

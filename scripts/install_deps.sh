@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config clang libclang-rt-14-dev
+  build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev
   libboost-dev libssl-dev libabsl-dev libsqlite3-dev libsimdjson-dev
   libtomlplusplus-dev libcli11-dev libhiredis-dev redis-server libsodium-dev
   libpq-dev postgresql libxxhash-dev libopenmpi-dev openmpi-bin libgloo-dev

@@ -42,7 +42,8 @@ absl::StatusOr<Where> Locate(const AuditOptions& options) {
   Config::Audit& audit = where.config.audit;
   if (!options.file.empty()) audit.file = options.file;
   if (!options.postgres.empty()) audit.postgres = options.postgres;
-  where.postgres = !options.postgres.empty() || (options.file.empty() && audit.backend == "postgres");
+  where.postgres =
+      !options.postgres.empty() || (options.file.empty() && audit.backend == "postgres");
   if (!options.keys.empty()) audit.public_keys = options.keys;
   if (where.postgres && where.instance.empty()) where.instance = audit.instance;
   return where;

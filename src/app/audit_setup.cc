@@ -18,7 +18,7 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
   audit::AuditLogOptions options;
   options.instance = c.instance.empty() ? audit::DefaultInstanceName() : c.instance;
   options.checkpoint_interval = absl::Milliseconds(c.checkpoint_interval_ms);
-  options.fsync_interval = c.fsync == "batch"  ? absl::ZeroDuration()
+  options.fsync_interval = c.fsync == "batch" ? absl::ZeroDuration()
                            : c.fsync == "off" ? absl::InfiniteDuration()
                                               : absl::Milliseconds(c.fsync_interval_ms);
   options.queue_capacity = size_t(c.queue_capacity);
@@ -51,9 +51,9 @@ absl::StatusOr<ChangeAudit> ChangeAudit::Open(const Config& config) {
   absl::StatusOr<std::unique_ptr<audit::AuditLog>> log =
       OpenAuditLog(config, nullptr, /*server=*/false);
   if (!log.ok()) {
-    return absl::Status(log.status().code(),
-                        StrCat("the change is not made, it could not be audited: ",
-                               log.status().message()));
+    return absl::Status(
+        log.status().code(),
+        StrCat("the change is not made, it could not be audited: ", log.status().message()));
   }
   return ChangeAudit(std::move(*log));
 }
@@ -105,7 +105,8 @@ absl::Status ChangeAudit::Append(audit::EventKind kind, bool ok, std::string_vie
   if (abandoned.written > 0) {
     return absl::Status(
         flushed.code(),
-        StrCat(flushed.message(), "; the record's append was already under way and could not be "
+        StrCat(flushed.message(),
+               "; the record's append was already under way and could not be "
                "withdrawn: the audit log may hold this change as made although it was not"));
   }
   return flushed;

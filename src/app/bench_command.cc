@@ -6,10 +6,10 @@
 #include <cstdlib>
 
 #include "app/commands.h"
+#include "bench/collective_module.h"
 #include "bench/collective_options.h"
 #include "bench/collective_runner.h"
 #include "bench/nccl_tests_report.h"
-#include "bench/collective_module.h"
 #include "common/env.h"
 #include "common/files.h"
 #include "common/strings.h"
@@ -38,7 +38,8 @@ int RunBenchCollective(const std::vector<std::string>& args) {
   absl::StatusOr<std::unique_ptr<bench::Communicator>> comm =
       module.ok() ? (*module)->Open(*options) : module.status();
   if (!comm.ok()) {
-    std::fprintf(stderr, "pillar bench collective: %s\n", std::string(comm.status().message()).c_str());
+    std::fprintf(stderr, "pillar bench collective: %s\n",
+                 std::string(comm.status().message()).c_str());
     return 2;
   }
   bench::Communicator& c = **comm;
@@ -48,7 +49,8 @@ int RunBenchCollective(const std::vector<std::string>& args) {
   absl::StatusOr<std::vector<std::string>> gathered =
       c.Gather(StrCat(c.rank(), " ", getpid(), " ", host));
   if (!gathered.ok()) {
-    std::fprintf(stderr, "pillar bench collective: %s\n", std::string(gathered.status().message()).c_str());
+    std::fprintf(stderr, "pillar bench collective: %s\n",
+                 std::string(gathered.status().message()).c_str());
     return 2;
   }
   std::vector<bench::RankInfo> ranks;
@@ -67,11 +69,12 @@ int RunBenchCollective(const std::vector<std::string>& args) {
     std::fflush(stdout);
   }
   bench::CollectiveRunner runner(c, *options);
-  absl::StatusOr<bench::CollectiveSummary> summary = runner.Run([&](const bench::CollectiveRow& row) {
-    if (!printer) return;
-    std::fputs(bench::FormatRow(row).c_str(), stdout);
-    std::fflush(stdout);
-  });
+  absl::StatusOr<bench::CollectiveSummary> summary =
+      runner.Run([&](const bench::CollectiveRow& row) {
+        if (!printer) return;
+        std::fputs(bench::FormatRow(row).c_str(), stdout);
+        std::fflush(stdout);
+      });
   if (!summary.ok()) {
     std::fprintf(stderr, "pillar bench collective (rank %d): %s\n", c.rank(),
                  std::string(summary.status().message()).c_str());
@@ -83,7 +86,8 @@ int RunBenchCollective(const std::vector<std::string>& args) {
     if (!options->json_path.empty()) {
       const std::string json =
           bench::CollectiveJson(*summary, *options, c.Describe(), c.size()) + "\n";
-      if (absl::Status s = PublishAtomically(*Env::Default(), options->json_path, json, 0644); !s.ok()) {
+      if (absl::Status s = PublishAtomically(*Env::Default(), options->json_path, json, 0644);
+          !s.ok()) {
         std::fprintf(stderr, "pillar bench collective: %s\n", std::string(s.message()).c_str());
         return 2;
       }

@@ -107,8 +107,8 @@ int RunCkptList(const CkptOptions& options) {
   JsonWriter w;
   if (options.json) w.BeginArray();
   if (!options.json) {
-    std::printf("%-16s %-27s %12s %6s %10s %10s  %s\n", "STEP", "CREATED", "SIZE", "SHARDS",
-                "SAVE", "STALL", "");
+    std::printf("%-16s %-27s %12s %6s %10s %10s  %s\n", "STEP", "CREATED", "SIZE", "SHARDS", "SAVE",
+                "STALL", "");
   }
   for (int64_t step : *steps) {
     absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), run.StepPath(step));
@@ -154,11 +154,12 @@ int RunCkptShow(const CkptOptions& options) {
     std::printf("%s\n", text.substr(0, text.find('\n')).c_str());
     return 0;
   }
-  std::printf("checkpoint  %s\nstep        %lld\ncreated     %s\nsize        %s in %zu shards\n"
-              "save        %.3f s (training stalled %.3f ms)\n",
-              dir->c_str(), static_cast<long long>(m->step), FormatUtcMicros(m->created_us).c_str(),
-              Bytes(m->TotalBytes()).c_str(), m->shards.size(), m->save_seconds,
-              m->snapshot_seconds * 1000);
+  std::printf(
+      "checkpoint  %s\nstep        %lld\ncreated     %s\nsize        %s in %zu shards\n"
+      "save        %.3f s (training stalled %.3f ms)\n",
+      dir->c_str(), static_cast<long long>(m->step), FormatUtcMicros(m->created_us).c_str(),
+      Bytes(m->TotalBytes()).c_str(), m->shards.size(), m->save_seconds,
+      m->snapshot_seconds * 1000);
   for (const auto& [k, v] : m->metadata) std::printf("metadata    %s = %s\n", k.c_str(), v.c_str());
   std::printf("entries\n");
   for (const ckpt::EntryInfo& e : m->entries) {
@@ -220,14 +221,16 @@ int RunCkptRestore(const CkptOptions& options) {
   if (step < 0) {
     std::vector<std::string> skipped;
     absl::StatusOr<ckpt::LoadedCheckpoint> latest = from.LoadLatest(&skipped);
-    for (const std::string& s : skipped) std::fprintf(stderr, "pillar ckpt restore: skipped %s\n", s.c_str());
+    for (const std::string& s : skipped)
+      std::fprintf(stderr, "pillar ckpt restore: skipped %s\n", s.c_str());
     if (!latest.ok()) return Fail("restore", latest.status());
     step = latest->manifest().step;
   }
   ckpt::RunDirectory to(Env::Default(), options.to);
   if (absl::Status s = to.Prepare(); !s.ok()) return Fail("restore", s);
   if (!Env::Default()->Exists(to.StepPath(step))) {
-    if (absl::Status s = ckpt::CopyCheckpoint(*Env::Default(), from.StepPath(step), to.StepPath(step));
+    if (absl::Status s =
+            ckpt::CopyCheckpoint(*Env::Default(), from.StepPath(step), to.StepPath(step));
         !s.ok()) {
       return Fail("restore", s);
     }
@@ -293,9 +296,9 @@ int RunCkptImport(const CkptOptions& options) {
   constexpr uint64_t kMaxWrittenPerFileByte = 4;
   if (total > kMaxWrittenPerFileByte * file_bytes + (1 << 20)) {
     return Fail("import", absl::InvalidArgumentError(StrCat(
-                              options.file, ": its tensors would take ", total, " bytes, more than ",
-                              kMaxWrittenPerFileByte, " times the file's ", file_bytes,
-                              " (many tensors naming the same storage?); refused")));
+                              options.file, ": its tensors would take ", total,
+                              " bytes, more than ", kMaxWrittenPerFileByte, " times the file's ",
+                              file_bytes, " (many tensors naming the same storage?); refused")));
   }
   ckpt::RunDirectory run(Env::Default(), options.run);
   if (absl::Status s = run.Prepare(); !s.ok()) return Fail("import", s);
@@ -338,10 +341,11 @@ int RunCkptInterval(const CkptOptions& options) {
   const double young = ckpt::YoungInterval(cost, double(*mtbf));
   const double daly = ckpt::DalyInterval(cost, double(*mtbf));
   if (options.json) {
-    std::printf("{\"cost_seconds\":%.6f,\"mtbf_seconds\":%lld,\"young_seconds\":%.3f,"
-                "\"daly_seconds\":%.3f,\"overhead\":%.6f}\n",
-                cost, static_cast<long long>(*mtbf), young, daly,
-                ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
+    std::printf(
+        "{\"cost_seconds\":%.6f,\"mtbf_seconds\":%lld,\"young_seconds\":%.3f,"
+        "\"daly_seconds\":%.3f,\"overhead\":%.6f}\n",
+        cost, static_cast<long long>(*mtbf), young, daly,
+        ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
     return 0;
   }
   std::printf("checkpoint cost  %.3f s (%s)\nMTBF             %lld s\n", cost, source.c_str(),

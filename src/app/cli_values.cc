@@ -23,7 +23,8 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseAttributes(
   for (const std::string& item : items) {
     const size_t eq = item.find('=');
     if (eq == std::string::npos) {
-      return absl::InvalidArgumentError(StrCat("attribute '", item, "' must be name=value[,value]"));
+      return absl::InvalidArgumentError(
+          StrCat("attribute '", item, "' must be name=value[,value]"));
     }
     std::string name = item.substr(0, eq);
     if (!IsName(name)) {
@@ -66,7 +67,8 @@ absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view text) {
       return absl::InvalidArgumentError(StrCat("duration '", text, "': unit must be s, m, h or d"));
   }
   constexpr int64_t kTenYears = 10LL * 366 * 86400;
-  if (n > kTenYears / unit) return absl::InvalidArgumentError(StrCat("duration '", text, "' is too long"));
+  if (n > kTenYears / unit)
+    return absl::InvalidArgumentError(StrCat("duration '", text, "' is too long"));
   return n * unit;
 }
 

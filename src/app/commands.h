@@ -50,10 +50,10 @@ struct PolicyOptions {
 int RunPolicyCheck(const PolicyOptions& options);
 
 struct SigningOptions {
-  std::string out;  // keygen: the path prefix of the key pair
-  std::string dir;  // the model version directory
-  std::string key;  // sign: the private key file
-  std::string name; // sign: the subject name; default "<model>/<version>" from the path
+  std::string out;   // keygen: the path prefix of the key pair
+  std::string dir;   // the model version directory
+  std::string key;   // sign: the private key file
+  std::string name;  // sign: the subject name; default "<model>/<version>" from the path
   std::vector<std::string> trusted_keys;  // verify: public key files
   std::string expected;  // verify: the subject it must name; default "<model>/<version>"
 };
@@ -67,10 +67,10 @@ struct ModelStoreOptions {
   std::string config_path;
   std::string store;  // overrides [repository] path
   std::string name;
-  std::string dir;    // push: the version directory to add
+  std::string dir;  // push: the version directory to add
   int64_t version = 0;
   std::string alias = "prod";
-  std::string key;    // push, promote, rollback: overrides [repository] signing_key
+  std::string key;               // push, promote, rollback: overrides [repository] signing_key
   bool replace_aliases = false;  // promote, rollback: start from no aliases if the file is refused
 };
 int RunModelPush(const ModelStoreOptions& options);
@@ -83,15 +83,15 @@ using TrainOptions = torch_module::TrainOptions;
 int RunTrain(const TrainOptions& options);
 
 struct CkptOptions {
-  std::string run;     // a run directory, or one checkpoint directory
-  int64_t step = -1;   // -1: the newest (or the one `run` names)
+  std::string run;    // a run directory, or one checkpoint directory
+  int64_t step = -1;  // -1: the newest (or the one `run` names)
   bool json = false;
-  std::string to;      // restore: the run directory to copy into
-  std::string file;    // export / import: the state_dict file
-  int keep_last = 3;   // prune
+  std::string to;     // restore: the run directory to copy into
+  std::string file;   // export / import: the state_dict file
+  int keep_last = 3;  // prune
   int64_t keep_every = 0;
-  std::string mtbf;    // interval: "24h"
-  double cost_s = 0;   // interval: seconds per checkpoint; 0: measured from `run`
+  std::string mtbf;   // interval: "24h"
+  double cost_s = 0;  // interval: seconds per checkpoint; 0: measured from `run`
 };
 int RunCkptList(const CkptOptions& options);
 int RunCkptShow(const CkptOptions& options);
@@ -104,13 +104,13 @@ int RunCkptInterval(const CkptOptions& options);
 
 struct AuditOptions {
   std::string config_path;
-  std::string file;                // overrides [audit] file
-  std::string postgres;            // overrides [audit] postgres, and reads the chains there
-  std::string instance;            // postgres: the chain (verify: default all of them)
-  std::vector<std::string> keys;   // overrides [audit] public_keys
-  int lines = 20;                  // tail
-  bool follow = false;             // tail
-  std::string since;               // export: RFC 3339 time, or an age such as "24h"
+  std::string file;               // overrides [audit] file
+  std::string postgres;           // overrides [audit] postgres, and reads the chains there
+  std::string instance;           // postgres: the chain (verify: default all of them)
+  std::vector<std::string> keys;  // overrides [audit] public_keys
+  int lines = 20;                 // tail
+  bool follow = false;            // tail
+  std::string since;              // export: RFC 3339 time, or an age such as "24h"
   // verify: what is known from off the chain's host, so that records cut off the end together
   // with the checkpoint kept beside it are found (formats/audit-log.md, "Anchors").
   std::string anchor;       // a file holding an anchor line, or COUNT:HEAD itself; empty: none
@@ -131,7 +131,7 @@ struct HealthOptions {
   std::string config_path;  // the machine family's thresholds (configs/health/*.toml)
   std::string root = "/";   // where /proc and /sys are read (tests point it at a fake tree)
   bool json = false;
-  std::string prometheus;   // also write a node_exporter textfile here
+  std::string prometheus;  // also write a node_exporter textfile here
 };
 int RunHealth(const HealthOptions& options);
 

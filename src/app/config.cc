@@ -49,8 +49,8 @@ absl::Status ReadListener(const toml::table& root, std::string_view source,
   } else if (certificates == "require") {
     listener.client_certificates = Options::ClientCertificates::kRequire;
   } else {
-    return absl::InvalidArgumentError(StrCat(source, ": [", listener.name,
-                                             "] client_certificates must be none, optional or require"));
+    return absl::InvalidArgumentError(StrCat(
+        source, ": [", listener.name, "] client_certificates must be none, optional or require"));
   }
   if (identity == "subject_cn") {
     listener.client_identity = Options::ClientIdentity::kSubjectCn;
@@ -59,8 +59,8 @@ absl::Status ReadListener(const toml::table& root, std::string_view source,
   } else if (identity == "san_dns") {
     listener.client_identity = Options::ClientIdentity::kSanDns;
   } else {
-    return absl::InvalidArgumentError(StrCat(source, ": [", listener.name,
-                                             "] client_identity must be subject_cn, san_uri or san_dns"));
+    return absl::InvalidArgumentError(StrCat(
+        source, ": [", listener.name, "] client_identity must be subject_cn, san_uri or san_dns"));
   }
   listener.tls_certificate = Resolve(base, listener.tls_certificate);
   listener.tls_private_key = Resolve(base, listener.tls_private_key);
@@ -77,9 +77,9 @@ absl::Status ReadListener(const toml::table& root, std::string_view source,
 absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
                                    const std::string& base) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(text, source));
-  static const std::set<std::string> kSections = {
-      "server",  "data",   "admin",   "limits", "repository", "state",
-      "logging", "runtime", "policy", "limiter", "jwt",        "audit"};
+  static const std::set<std::string> kSections = {"server",     "data",    "admin",   "limits",
+                                                  "repository", "state",   "logging", "runtime",
+                                                  "policy",     "limiter", "jwt",     "audit"};
   for (const auto& [key, value] : root) {
     if (key.str() == "mtls_client") {
       if (!value.is_array_of_tables()) {

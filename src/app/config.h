@@ -84,9 +84,9 @@ struct Config {
   struct Audit {
     std::string backend = "file";  // "file", "postgres" or "off"
     std::string file = "audit.log";
-    std::string postgres;          // a libpq connection string
-    std::string instance;          // the chain's name; empty: the host name
-    std::string signing_key;       // Ed25519 private key for checkpoints; empty: none
+    std::string postgres;                  // a libpq connection string
+    std::string instance;                  // the chain's name; empty: the host name
+    std::string signing_key;               // Ed25519 private key for checkpoints; empty: none
     std::vector<std::string> public_keys;  // what `pillar audit verify` trusts
     int64_t checkpoint_interval_ms = 60'000;
     std::string fsync = "interval";  // "batch", "interval" or "off"

@@ -22,9 +22,8 @@ absl::Status HighWaterMarks::Admit(std::string_view model, int64_t generation) {
   if (!highest.ok()) return highest.status();
   if (generation >= *highest) return absl::OkStatus();
   if (generation == 0) {
-    return absl::PermissionDeniedError(
-        StrCat("the aliases file is gone, but generation ", *highest,
-               " was seen before; it is kept in service as it was"));
+    return absl::PermissionDeniedError(StrCat("the aliases file is gone, but generation ", *highest,
+                                              " was seen before; it is kept in service as it was"));
   }
   return absl::PermissionDeniedError(
       StrCat("generation ", generation, " is older than generation ", *highest,

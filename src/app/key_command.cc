@@ -105,7 +105,8 @@ absl::StatusOr<state::ApiKeyRecord> NewRecord(const KeyOptions& options,
     return absl::InvalidArgumentError(StrCat("--tenant '", options.tenant, "': ", kNameRule));
   }
   for (const std::string& role : options.roles) {
-    if (!IsName(role)) return absl::InvalidArgumentError(StrCat("--role '", role, "': ", kNameRule));
+    if (!IsName(role))
+      return absl::InvalidArgumentError(StrCat("--role '", role, "': ", kNameRule));
     record.roles.push_back(role);
   }
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> attributes =
@@ -159,8 +160,7 @@ int RunKeyCreate(const KeyOptions& options) {
   identity::NewApiKey key = identity::GenerateApiKey();
   // The key's text is shown once and never needed again, whichever way this returns.
   absl::Cleanup wipe_text = [&key] { WipeString(key.text); };
-  absl::StatusOr<state::ApiKeyRecord> record =
-      NewRecord(options, key, SystemClock().UnixMicros());
+  absl::StatusOr<state::ApiKeyRecord> record = NewRecord(options, key, SystemClock().UnixMicros());
   if (!record.ok()) return Fail(record.status());
   std::string roles;
   for (const std::string& r : record->roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
@@ -292,8 +292,8 @@ int RunKeyList(const KeyOptions& options) {
     std::printf("%s\n", w.str().c_str());
     return 0;
   }
-  std::printf("%-14s %-12s %-16s %-22s %-22s %-22s %-22s %s\n", "ID", "TENANT", "ROLES",
-              "CREATED", "EXPIRES", "LAST USED", "REVOKED", "NAME");
+  std::printf("%-14s %-12s %-16s %-22s %-22s %-22s %-22s %s\n", "ID", "TENANT", "ROLES", "CREATED",
+              "EXPIRES", "LAST USED", "REVOKED", "NAME");
   for (const auto& k : *keys) {
     std::string roles;
     for (const std::string& r : k.roles) StrAppend(&roles, roles.empty() ? "" : ",", r);

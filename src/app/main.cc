@@ -79,12 +79,13 @@ int main(int argc, char** argv) {
   sign->add_option("--name", signing.name, "Subject name (default: <model>/<version>)");
   CLI::App* verify = model_cmd->add_subcommand("verify", "Verify a model version directory");
   verify->add_option("dir", signing.dir, "The version directory")->required();
-  verify->add_option("--trusted-key", signing.trusted_keys, "A trusted public key file (repeatable)")
+  verify
+      ->add_option("--trusted-key", signing.trusted_keys, "A trusted public key file (repeatable)")
       ->required();
   verify->add_option("--name", signing.expected,
                      "The model/version the signature must name (default: from the path)");
-  CLI::App* show = model_cmd->add_subcommand(
-      "show", "Show a version: files, digests, signature and lineage");
+  CLI::App* show =
+      model_cmd->add_subcommand("show", "Show a version: files, digests, signature and lineage");
   show->add_option("dir", signing.dir, "The version directory")->required();
   show->add_option("--trusted-key", signing.trusted_keys, "Check the signature against these keys");
 
@@ -105,7 +106,8 @@ int main(int argc, char** argv) {
                   "aliases afresh with this move");
   };
   CLI::App* push = model_cmd->add_subcommand(
-      "push", "Add a version directory to the store as a new, immutable version, signed for its place");
+      "push",
+      "Add a version directory to the store as a new, immutable version, signed for its place");
   store_source(push);
   push->add_option("dir", store.dir, "The version directory (model.toml, model.pt, signature)")
       ->required();
@@ -117,8 +119,9 @@ int main(int argc, char** argv) {
   CLI::App* promote = model_cmd->add_subcommand("promote", "Point an alias at a version");
   store_source(promote);
   promote->add_option("name", store.name, "The model")->required();
-  promote->add_option("version", store.version, "The version")->required()->check(
-      CLI::PositiveNumber);
+  promote->add_option("version", store.version, "The version")
+      ->required()
+      ->check(CLI::PositiveNumber);
   promote->add_option("--alias", store.alias, "The alias (default prod)");
   store_key(promote);
   replace_aliases(promote);
@@ -178,14 +181,15 @@ int main(int argc, char** argv) {
       "export", "Write a checkpoint as a PyTorch state_dict file (torch.load reads it)");
   ckpt_target(ckpt_export);
   ckpt_export->add_option("--out", ckpt.file, "The .pt file")->required();
-  CLI::App* ckpt_import = ckpt_cmd->add_subcommand(
-      "import", "Make a checkpoint of a torch.save'd state_dict");
+  CLI::App* ckpt_import =
+      ckpt_cmd->add_subcommand("import", "Make a checkpoint of a torch.save'd state_dict");
   ckpt_target(ckpt_import);
   ckpt_import->add_option("--file", ckpt.file, "The .pt file")->required();
   CLI::App* ckpt_interval = ckpt_cmd->add_subcommand(
       "interval", "Recommend a checkpoint interval (Young/Daly) from the cost and the MTBF");
   ckpt_interval->add_option("run", ckpt.run, "A run whose checkpoints give the measured cost");
-  ckpt_interval->add_option("--mtbf", ckpt.mtbf, "Mean time between failures, e.g. 24h")->required();
+  ckpt_interval->add_option("--mtbf", ckpt.mtbf, "Mean time between failures, e.g. 24h")
+      ->required();
   ckpt_interval->add_option("--cost", ckpt.cost_s, "Seconds per checkpoint (default: measured)");
   ckpt_interval->add_flag("--json", ckpt.json, "Machine-readable output");
 
@@ -202,8 +206,9 @@ int main(int argc, char** argv) {
   CLI::App* audit_verify = audit_cmd->add_subcommand(
       "verify", "Check every record, link and signed checkpoint; name the first bad record");
   audit_source(audit_verify);
-  audit_verify->add_option("--key", audit.keys,
-                           "A trusted audit public key (repeatable; overrides [audit] public_keys)");
+  audit_verify->add_option(
+      "--key", audit.keys,
+      "A trusted audit public key (repeatable; overrides [audit] public_keys)");
   audit_verify->add_option("--anchor", audit.anchor,
                            "A file holding a checkpoint kept off this host (`pillar audit "
                            "anchor`), or COUNT:HEAD: the chain must still reach it");
@@ -219,19 +224,21 @@ int main(int argc, char** argv) {
                                "public_keys)");
   CLI::App* audit_tail = audit_cmd->add_subcommand("tail", "Print the newest records (JSON lines)");
   audit_source(audit_tail);
-  audit_tail->add_option("-n,--lines", audit.lines, "How many records")->check(CLI::Range(1, 1000000));
+  audit_tail->add_option("-n,--lines", audit.lines, "How many records")
+      ->check(CLI::Range(1, 1000000));
   audit_tail->add_flag("-f,--follow", audit.follow, "Keep printing records as they are written");
-  CLI::App* audit_export = audit_cmd->add_subcommand(
-      "export", "Print records as JSON lines, for a SIEM");
+  CLI::App* audit_export =
+      audit_cmd->add_subcommand("export", "Print records as JSON lines, for a SIEM");
   audit_source(audit_export);
   audit_export->add_option("--since", audit.since,
                            "Only records from this time on: RFC 3339, or an age such as 24h");
 
   CLI::App* bench_cmd = cli.add_subcommand("bench", "Cluster benchmarks");
   bench_cmd->require_subcommand(1);
-  CLI::App* collective_cmd = bench_cmd->add_subcommand(
-      "collective",
-      "nccl-tests compatible collective bandwidth (OP and flags as all_reduce_perf; -h lists them)");
+  CLI::App* collective_cmd =
+      bench_cmd->add_subcommand("collective",
+                                "nccl-tests compatible collective bandwidth (OP and flags as "
+                                "all_reduce_perf; -h lists them)");
   // nccl-tests' flags (-b8, -e 128M, --minbytes=8, ...) are parsed by the benchmark itself.
   collective_cmd->prefix_command();
   collective_cmd->allow_extras();
@@ -239,9 +246,11 @@ int main(int argc, char** argv) {
 
   pillar::app::HealthOptions health;
   CLI::App* health_cmd = cli.add_subcommand(
-      "health", "Check this node against thresholds; exit 0 healthy, 1 unhealthy, 2 could not check");
-  health_cmd->add_option("-c,--config", health.config_path,
-                         "Thresholds for this machine family (configs/health/*.toml)")
+      "health",
+      "Check this node against thresholds; exit 0 healthy, 1 unhealthy, 2 could not check");
+  health_cmd
+      ->add_option("-c,--config", health.config_path,
+                   "Thresholds for this machine family (configs/health/*.toml)")
       ->required();
   health_cmd->add_flag("--json", health.json, "Machine-readable output");
   health_cmd->add_option("--prometheus", health.prometheus,

@@ -32,7 +32,8 @@ int RunKeygen(const SigningOptions& options) {
   signing::SigningKey key = signing::GenerateSigningKey();
   if (absl::Status s = signing::WriteKeyPair(key, options.out); !s.ok()) return Fail("keygen", s);
   std::printf("%s\n", key.public_key.key_id.c_str());
-  std::fprintf(stderr, "pillar keygen: wrote %s.key (0600, keep it secret) and %s.pub (key id %s)\n",
+  std::fprintf(stderr,
+               "pillar keygen: wrote %s.key (0600, keep it secret) and %s.pub (key id %s)\n",
                options.out.c_str(), options.out.c_str(), key.public_key.key_id.c_str());
   return 0;
 }
@@ -58,13 +59,14 @@ int RunModelVerify(const SigningOptions& options) {
     return Fail("model verify", absl::InvalidArgumentError("give at least one --trusted-key"));
   }
   // A signature speaks for one model version: by default the one the directory's path names.
-  const std::string expected = options.expected.empty() ? DefaultName(options.dir) : options.expected;
+  const std::string expected =
+      options.expected.empty() ? DefaultName(options.dir) : options.expected;
   absl::StatusOr<signing::VerifiedModel> model = signing::VerifyModel(
       options.dir, trusted, {.expected_name = expected, .keep = {}, .after_read = {}});
   if (!model.ok()) return Fail("model verify", model.status());
-  std::printf("%s: verified %s (%zu files, root sha256 %s) signed by key %s\n",
-              options.dir.c_str(), model->name.c_str(), model->files.size(),
-              model->root_digest.c_str(), model->key_id.c_str());
+  std::printf("%s: verified %s (%zu files, root sha256 %s) signed by key %s\n", options.dir.c_str(),
+              model->name.c_str(), model->files.size(), model->root_digest.c_str(),
+              model->key_id.c_str());
   return 0;
 }
 
@@ -89,7 +91,8 @@ int RunModelShow(const SigningOptions& options) {
       std::printf("signature  verified: %s signed by key %s\n", verified->name.c_str(),
                   verified->key_id.c_str());
     } else {
-      std::printf("signature  NOT VERIFIED: %s\n", std::string(verified.status().message()).c_str());
+      std::printf("signature  NOT VERIFIED: %s\n",
+                  std::string(verified.status().message()).c_str());
     }
   }
   std::printf("files\n");

@@ -24,8 +24,7 @@ namespace pillar::app {
 class ModelReverifier {
  public:
   ModelReverifier(const runtime::ModelCatalog& catalog, std::vector<signing::PublicKey> trusted,
-                  absl::Duration interval, absl::Duration watch_interval,
-                  audit::AuditSink& audit);
+                  absl::Duration interval, absl::Duration watch_interval, audit::AuditSink& audit);
   ~ModelReverifier();
   ModelReverifier(const ModelReverifier&) = delete;
   ModelReverifier& operator=(const ModelReverifier&) = delete;

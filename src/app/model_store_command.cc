@@ -10,17 +10,16 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
-#include <cstdio>
-#include <filesystem>
-
 #include "absl/time/clock.h"
-#include "app/high_water_marks.h"
 #include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/high_water_marks.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/files.h"
@@ -46,8 +45,8 @@ struct Store {
   Config config;
   fs::path root;
   std::vector<signing::PublicKey> trusted;
-  std::optional<ChangeAudit> audit;  // for a change: opened before it is made
-  std::optional<signing::SigningKey> key;  // for a change: --key or [repository] signing_key
+  std::optional<ChangeAudit> audit;          // for a change: opened before it is made
+  std::optional<signing::SigningKey> key;    // for a change: --key or [repository] signing_key
   std::unique_ptr<state::StateStore> state;  // for a change: the aliases' generations
 };
 
@@ -62,8 +61,8 @@ absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_chang
   }
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
-  Store store{.config = std::move(*config), .root = {}, .trusted = {}, .audit = {}, .key = {},
-              .state = {}};
+  Store store{
+      .config = std::move(*config), .root = {}, .trusted = {}, .audit = {}, .key = {}, .state = {}};
   if (for_change) {
     absl::StatusOr<ChangeAudit> audit = ChangeAudit::Open(store.config);
     if (!audit.ok()) return audit.status();
@@ -86,9 +85,8 @@ absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_chang
   if (!trusted.ok()) return trusted.status();
   store.trusted = std::move(*trusted);
   if (store.key && store.config.require_signatures &&
-      std::none_of(store.trusted.begin(), store.trusted.end(), [&](const auto& k) {
-        return k.key_id == store.key->public_key.key_id;
-      })) {
+      std::none_of(store.trusted.begin(), store.trusted.end(),
+                   [&](const auto& k) { return k.key_id == store.key->public_key.key_id; })) {
     return absl::FailedPreconditionError(
         StrCat("signing key ", store.key->public_key.key_id,
                " is not among [repository] trusted_keys: the server would refuse what it signs"));
@@ -107,7 +105,8 @@ class ModelDirectory {
                                              bool create) {
     const fs::path shown = root / name;
     if (create && ::mkdir(shown.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(StrCat("cannot create ", shown.string(), ": ", std::strerror(errno)));
+      return absl::InternalError(
+          StrCat("cannot create ", shown.string(), ": ", std::strerror(errno)));
     }
     const int fd = ::open(shown.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0) {
@@ -115,13 +114,14 @@ class ModelDirectory {
         return absl::NotFoundError(StrCat("no model '", name, "' in ", root.string()));
       }
       return absl::InvalidArgumentError(StrCat(
-          shown.string(), ": ", errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)"
-                                                                  : std::strerror(errno)));
+          shown.string(), ": ",
+          errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)" : std::strerror(errno)));
     }
     return ModelDirectory(fd, shown);
   }
   ModelDirectory(ModelDirectory&& other) noexcept
-      : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)),
+      : fd_(std::exchange(other.fd_, -1)),
+        path_(std::move(other.path_)),
         shown_(std::move(other.shown_)) {}
   ModelDirectory& operator=(ModelDirectory&&) = delete;
   ~ModelDirectory() {
@@ -188,9 +188,9 @@ absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& di
       return absl::FailedPreconditionError(
           "signatures are required and no trusted_keys are configured");
     }
-    absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(
-        dir.string(), store.trusted,
-        {.expected_name = subject, .keep = {"model.toml"}, .after_read = {}});
+    absl::StatusOr<signing::VerifiedModel> verified =
+        signing::VerifyModel(dir.string(), store.trusted,
+                             {.expected_name = subject, .keep = {"model.toml"}, .after_read = {}});
     if (!verified.ok()) return verified.status();
     if (!verified->contents.contains("model.toml")) {
       return absl::NotFoundError(StrCat(dir.string(), ": no model.toml among the signed files"));
@@ -212,7 +212,6 @@ absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& di
   }
   return root;
 }
-
 
 absl::Status SyncTree(const fs::path& dir) {
   std::error_code ec;
@@ -262,9 +261,9 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   if (!aliases.ok()) {
     if (!options.replace_aliases) {
       return fail(absl::Status(aliases.status().code(),
-                                       StrCat(aliases.status().message(),
-                                              "; to start this model's aliases afresh with this "
-                                              "move, give --replace-aliases")));
+                               StrCat(aliases.status().message(),
+                                      "; to start this model's aliases afresh with this "
+                                      "move, give --replace-aliases")));
     }
     std::fprintf(stderr, "pillar model %s: replacing %s's aliases: %s\n",
                  std::string(action).c_str(), options.name.c_str(),
@@ -275,27 +274,27 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
   if (action == "rollback") {
     std::optional<int64_t> previous = aliases->Previous(options.alias);
     if (!previous) {
-      return fail(absl::FailedPreconditionError(
-                              StrCat("alias '", options.alias, "' of ", options.name,
-                                     " has no earlier version to go back to")));
+      return fail(
+          absl::FailedPreconditionError(StrCat("alias '", options.alias, "' of ", options.name,
+                                               " has no earlier version to go back to")));
     }
     target = *previous;
   }
   const fs::path version_dir = model_dir / std::to_string(target);
   if (!fs::is_directory(version_dir)) {
-    return fail(absl::NotFoundError(
-                            StrCat("no version ", target, " of model '", options.name, "'")));
+    return fail(
+        absl::NotFoundError(StrCat("no version ", target, " of model '", options.name, "'")));
   }
   if (absl::Status s =
           CheckServable(*store, version_dir, models::VersionSubject(options.name, target)).status();
       !s.ok()) {
     return fail(absl::FailedPreconditionError(
-                            StrCat("version ", target, " would not be served: ", s.message())));
+        StrCat("version ", target, " would not be served: ", s.message())));
   }
   auto current = aliases->targets.find(options.alias);
   if (current != aliases->targets.end() && current->second == target) {
-    std::printf("%s %s already serves version %lld\n", options.name.c_str(),
-                options.alias.c_str(), static_cast<long long>(target));
+    std::printf("%s %s already serves version %lld\n", options.name.c_str(), options.alias.c_str(),
+                static_cast<long long>(target));
     return 0;
   }
   const std::string from =
@@ -310,9 +309,10 @@ int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
           StrCat(move, " (generation ", aliases->generation,
                  *key != nullptr ? StrCat(", signed by ", (*key)->public_key.key_id) : "", ")"));
       !s.ok()) {
-    return fail(absl::Status(s.code(), StrCat(move, " is not made: its audit record was "
-                                                      "not confirmed durable: ",
-                                                      s.message())));
+    return fail(absl::Status(s.code(), StrCat(move,
+                                              " is not made: its audit record was "
+                                              "not confirmed durable: ",
+                                              s.message())));
   }
   if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
     (void)store->audit->RecordFailed(audit::EventKind::kModel, action,
@@ -456,10 +456,11 @@ int RunModelPush(const ModelStoreOptions& options) {
   if (absl::Status s = SyncTree(staging); !s.ok()) return abandon(s);
   // Audited before it is made: a version that cannot be audited is not added.
   const std::string resource = StrCat("model:", options.name, "/", next);
-  if (absl::Status s = store->audit->Record(audit::EventKind::kModel, "push", resource,
-                                            StrCat("sha256 ", root));
+  if (absl::Status s =
+          store->audit->Record(audit::EventKind::kModel, "push", resource, StrCat("sha256 ", root));
       !s.ok()) {
-    return abandon(absl::Status(s.code(), StrCat("version ", next, " is not added: its audit "
+    return abandon(absl::Status(s.code(), StrCat("version ", next,
+                                                 " is not added: its audit "
                                                  "record was not confirmed durable: ",
                                                  s.message())));
   }
@@ -474,8 +475,10 @@ int RunModelPush(const ModelStoreOptions& options) {
   if (absl::Status s = env.Rename(staging.string(), target.string()); !s.ok()) return failed(s);
   // Reported done only once the new name survives a power cut.
   if (absl::Status s = env.SyncDir(model_dir.string()); !s.ok()) {
-    return failed(absl::Status(s.code(), StrCat("version ", next, " was added but may not "
-                                                "survive a crash: ", s.message())));
+    return failed(absl::Status(s.code(), StrCat("version ", next,
+                                                " was added but may not "
+                                                "survive a crash: ",
+                                                s.message())));
   }
   std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
                static_cast<long long>(next), root.c_str());
@@ -556,9 +559,8 @@ int RunModelHistory(const ModelStoreOptions& options) {
   std::printf("%-27s %-12s %-9s %6s %6s  %s\n", "TIME", "ALIAS", "ACTION", "FROM", "TO", "BY");
   for (const models::AliasMove& m : aliases->history) {
     std::printf("%-27s %-12s %-9s %6s %6lld  %s\n", FormatUtcMicros(m.time_us).c_str(),
-                m.alias.c_str(), m.action.c_str(),
-                m.from ? std::to_string(*m.from).c_str() : "-", static_cast<long long>(m.to),
-                m.by.c_str());
+                m.alias.c_str(), m.action.c_str(), m.from ? std::to_string(*m.from).c_str() : "-",
+                static_cast<long long>(m.to), m.by.c_str());
   }
   return 0;
 }

@@ -8,8 +8,8 @@
 namespace pillar::app {
 namespace {
 
-void Audit(audit::AuditSink& sink, std::string_view action, std::string_view resource,
-           bool ok, const std::string& reason) {
+void Audit(audit::AuditSink& sink, std::string_view action, std::string_view resource, bool ok,
+           const std::string& reason) {
   sink.Record({.kind = audit::EventKind::kModel,
                .allowed = ok,
                .time_us = absl::GetCurrentTimeNanos() / 1000,
@@ -72,9 +72,8 @@ bool ModelWatcher::CheckNow() {
   std::erase_if(retired_, [](const auto& v) { return v.use_count() == 1; });
   const std::shared_ptr<const runtime::ModelRegistry> before = catalog_.Current();
   runtime::ModelRegistry::Versions retired;
-  std::shared_ptr<const runtime::ModelRegistry> after =
-      runtime::ModelRegistry::Build(repository_.Scan(&before->aliases()), loader_, before.get(),
-                                    &retired);
+  std::shared_ptr<const runtime::ModelRegistry> after = runtime::ModelRegistry::Build(
+      repository_.Scan(&before->aliases()), loader_, before.get(), &retired);
   if (SameRegistry(*before, *after)) return false;
   catalog_.Publish(after);
   Report(before.get(), *after, retired);
@@ -90,8 +89,7 @@ void ModelWatcher::UnloadAll() {
   retired_.clear();
 }
 
-void ModelWatcher::Report(const runtime::ModelRegistry* before,
-                          const runtime::ModelRegistry& after,
+void ModelWatcher::Report(const runtime::ModelRegistry* before, const runtime::ModelRegistry& after,
                           const runtime::ModelRegistry::Versions& retired) {
   auto had = [&](const std::shared_ptr<runtime::ModelVersion>& v) {
     if (before == nullptr) return false;
@@ -124,8 +122,8 @@ void ModelWatcher::Report(const runtime::ModelRegistry* before,
         }
       }
       if (old == version) continue;
-      const std::string move = old == 0 ? StrCat(alias, " -> ", version)
-                                        : StrCat(alias, ": ", old, " -> ", version);
+      const std::string move =
+          old == 0 ? StrCat(alias, " -> ", version) : StrCat(alias, ": ", old, " -> ", version);
       std::fprintf(stderr, "pillar: model %s alias %s now serves version %lld\n", model.c_str(),
                    alias.c_str(), static_cast<long long>(version));
       Audit(audit_, "alias", StrCat("model:", model, "/", alias), true, move);

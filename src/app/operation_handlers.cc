@@ -78,9 +78,8 @@ std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
     const runtime::ModelVersion& model = *ex.model;
     if (!model.ready()) {
       // The protocol answers "not ready" with a 4xx status.
-      ex.Fail(
-          absl::FailedPreconditionError(StrCat("model '", model.name, "' version ", model.version,
-                                               " is not ready: ", model.Reason())));
+      ex.Fail(absl::FailedPreconditionError(StrCat(
+          "model '", model.name, "' version ", model.version, " is not ready: ", model.Reason())));
       return;
     }
     JsonWriter w(128);
@@ -133,8 +132,8 @@ std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
     w.BeginArray();
     // A model that failed to scan has no attributes to decide on: only principals allowed to
     // manage models see those errors.
-    const bool show_errors = ex.policy->Allowed(*ex.principal, stages::PlaneOf(ex),
-                                                "manage_models", {"models", nullptr});
+    const bool show_errors = ex.policy->Allowed(*ex.principal, stages::PlaneOf(ex), "manage_models",
+                                                {"models", nullptr});
     for (const auto& [model, status] : registry.model_errors()) {
       if (!show_errors) break;
       w.BeginObject();

@@ -5,8 +5,8 @@
 #include <map>
 
 #include "monitor/metrics.h"
-#include "stages/execute_stage.h"
 #include "runtime/model_catalog.h"
+#include "stages/execute_stage.h"
 
 namespace pillar::app {
 

@@ -76,14 +76,17 @@ int RunPolicyCheck(const PolicyOptions& options) {
     std::string_view rest = std::string_view(options.resource).substr(6);
     size_t slash = rest.find('/');
     resource_values["name"] = {std::string(rest.substr(0, slash))};
-    if (slash != std::string_view::npos) resource_values["version"] = {std::string(rest.substr(slash + 1))};
+    if (slash != std::string_view::npos)
+      resource_values["version"] = {std::string(rest.substr(slash + 1))};
   }
-  const policy::Plane plane = options.plane == "admin" ? policy::Plane::kAdmin : policy::Plane::kData;
-  policy::Decision decision = (*policy)->Evaluate(
-      principal, plane, options.action, {options.resource, &resource_values});
-  std::printf("%s\n", decision.Explain((*policy)->source(), principal, plane, options.action,
-                                       options.resource)
-                          .c_str());
+  const policy::Plane plane =
+      options.plane == "admin" ? policy::Plane::kAdmin : policy::Plane::kData;
+  policy::Decision decision =
+      (*policy)->Evaluate(principal, plane, options.action, {options.resource, &resource_values});
+  std::printf(
+      "%s\n",
+      decision.Explain((*policy)->source(), principal, plane, options.action, options.resource)
+          .c_str());
   return decision.allowed ? 0 : 1;
 }
 

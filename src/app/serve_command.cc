@@ -7,31 +7,30 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
-
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
-#include "app/high_water_marks.h"
 #include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "app/high_water_marks.h"
 #include "app/model_reverifier.h"
 #include "app/model_watcher.h"
 #include "app/operation_handlers.h"
 #include "app/request_handler.h"
 #include "app/routes.h"
 #include "app/version_loader.h"
-#include "common/env.h"
-#include "common/strings.h"
 #include "audit/counting_audit_sink.h"
+#include "common/env.h"
 #include "common/files.h"
+#include "common/strings.h"
 #include "limits/local_limiter.h"
 #include "limits/redis_limiter.h"
-#include "policy/policy_source.h"
 #include "models/model_repository.h"
 #include "monitor/access_log.h"
+#include "policy/policy_source.h"
 #include "stages/request_chain.h"
 #include "state/state_store.h"
 
@@ -46,8 +45,8 @@ int Fail(const absl::Status& status) {
 // Watches the store and loads what it names: only versions signed by a trusted key for their
 // own name and version, and only aliases a trusted key signed, never older than seen before.
 absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
-    const Config& config, const std::vector<signing::PublicKey>& trusted,
-    HighWaterMarks& marks, monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
+    const Config& config, const std::vector<signing::PublicKey>& trusted, HighWaterMarks& marks,
+    monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
   absl::StatusOr<models::VersionPolicy> policy =
       models::VersionPolicy::Parse(config.version_policy);
   if (!policy.ok()) return policy.status();
@@ -70,11 +69,12 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
                                             {"model", "version"}, monitor::BatchSizeBuckets()),
        .after_read = {},
        // Every number a signed version had stays taken, even if its directory goes later.
-       .verified = [&marks](std::string_view model, int64_t version) {
-         if (absl::Status s = marks.NoteVersion(model, version); !s.ok()) {
-           std::fprintf(stderr, "pillar: %s\n", std::string(s.message()).c_str());
-         }
-       },
+       .verified =
+           [&marks](std::string_view model, int64_t version) {
+             if (absl::Status s = marks.NoteVersion(model, version); !s.ok()) {
+               std::fprintf(stderr, "pillar: %s\n", std::string(s.message()).c_str());
+             }
+           },
        .torch_threads = config.torch_threads});
   return std::make_unique<ModelWatcher>(std::move(repository), std::move(loader),
                                         absl::Milliseconds(config.poll_ms), audit);
@@ -231,23 +231,24 @@ int RunServe(const ServeOptions& options) {
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<ModelReverifier> reverifier;
   if (config->require_signatures && config->reverify_interval_ms > 0) {
-    reverifier = std::make_unique<ModelReverifier>(
-        catalog, *trusted, absl::Milliseconds(config->reverify_interval_ms),
-        absl::Milliseconds(config->poll_ms), audit);
+    reverifier = std::make_unique<ModelReverifier>(catalog, *trusted,
+                                                   absl::Milliseconds(config->reverify_interval_ms),
+                                                   absl::Milliseconds(config->poll_ms), audit);
     reverifier->Start();
   }
 
-  pipeline::Chain chain(stages::RequestStages({.metrics = metrics,
-                                               .access_log = access_log,
-                                               .authenticator = authenticator,
-                                               .audit = audit,
-                                               .catalog = catalog,
-                                               .policy = **policy,
-                                               .default_alias = config->default_alias,
-                                               .limiter = *limiters->primary,
-                                               .fallback_limiter = limiters->fallback.get(),
-                                               .handlers = MakeOperationHandlers(catalog, metrics)}),
-                        &metrics);
+  pipeline::Chain chain(
+      stages::RequestStages({.metrics = metrics,
+                             .access_log = access_log,
+                             .authenticator = authenticator,
+                             .audit = audit,
+                             .catalog = catalog,
+                             .policy = **policy,
+                             .default_alias = config->default_alias,
+                             .limiter = *limiters->primary,
+                             .fallback_limiter = limiters->fallback.get(),
+                             .handlers = MakeOperationHandlers(catalog, metrics)}),
+      &metrics);
 
   const bool strict = config->strict_readiness;
   RequestHandler handler(

@@ -29,11 +29,11 @@ absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
           "signatures are required ([repository] require_signatures) but no trusted_keys are "
           "configured");
     }
-    absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(
-        dir, options.trusted,
-        {.expected_name = models::VersionSubject(entry.model, entry.version),
-         .keep = wanted,
-         .after_read = options.after_read});
+    absl::StatusOr<signing::VerifiedModel> verified =
+        signing::VerifyModel(dir, options.trusted,
+                             {.expected_name = models::VersionSubject(entry.model, entry.version),
+                              .keep = wanted,
+                              .after_read = options.after_read});
     if (!verified.ok()) {
       return absl::Status(verified.status().code(),
                           StrCat("signature check failed: ", verified.status().message()));
@@ -50,9 +50,8 @@ absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
   auto file = [&](std::string_view name) -> absl::StatusOr<std::string_view> {
     auto it = contents.find(name);
     if (it != contents.end()) return std::string_view(it->second);
-    return absl::NotFoundError(StrCat(dir, ": no ", name, options.require_signatures
-                                                             ? " among the signed files"
-                                                             : ""));
+    return absl::NotFoundError(
+        StrCat(dir, ": no ", name, options.require_signatures ? " among the signed files" : ""));
   };
   absl::StatusOr<std::string_view> toml = file(kConfigFile);
   if (!toml.ok()) return toml.status();
@@ -64,7 +63,8 @@ absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
   // Loaded on the first TorchScript version, not at start: commands and servers that load no
   // model never pay LibTorch's start-up.
   absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
-  if (!torch.ok()) return absl::Status(torch.status().code(), StrCat(dir, ": ", torch.status().message()));
+  if (!torch.ok())
+    return absl::Status(torch.status().code(), StrCat(dir, ": ", torch.status().message()));
   (*torch)->ConfigureThreads(options.torch_threads);
   absl::StatusOr<std::string> device = (*torch)->ResolveDevice(config->instance.kind);
   if (!device.ok()) return device.status();

@@ -120,9 +120,8 @@ int64_t AuditLog::dropped() const {
 absl::Status AuditLog::Flush(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   const int64_t target = enqueued_;
-  auto done = [this, target]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return durable_ >= target || abandoned_;
-  };
+  auto done = [this, target]()
+                  ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return durable_ >= target || abandoned_; };
   if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
     return last_error_.ok() ? absl::DeadlineExceededError("audit log flush timed out")
                             : last_error_;
@@ -206,8 +205,8 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
     checkpoint.count = seq;
     checkpoint.head = ChainHex(chain);
     checkpoint.key_id = options_.checkpoint_key->public_key.key_id;
-    checkpoint.signature =
-        signing::Sign(*options_.checkpoint_key, CheckpointMessage(checkpoint.count, checkpoint.head));
+    checkpoint.signature = signing::Sign(*options_.checkpoint_key,
+                                         CheckpointMessage(checkpoint.count, checkpoint.head));
     checkpoint.time_us = options_.clock->UnixMicros();
     append(CheckpointBody(checkpoint));
     checkpoint_payload = std::string(records.back().payload);
@@ -303,9 +302,9 @@ void AuditLog::Run() {
       stopping = stopping_;
     }
     const absl::Time now = absl::Now();
-    const bool checkpoint_due =
-        options_.checkpoint_key.has_value() && since_checkpoint_ + int64_t(batch.size()) > 0 &&
-        (now >= next_checkpoint_ || stopping);
+    const bool checkpoint_due = options_.checkpoint_key.has_value() &&
+                                since_checkpoint_ + int64_t(batch.size()) > 0 &&
+                                (now >= next_checkpoint_ || stopping);
     if (!batch.empty() || checkpoint_due) {
       if (!WriteBatch(batch, checkpoint_due)) {
         if (stopping) {

@@ -27,8 +27,7 @@ void Member(std::string& out, std::string_view key, std::string_view value) {
 
 // The parsed payload of a header or checkpoint, an object whose seq parsed.
 absl::StatusOr<simdjson::dom::object> ParseObject(simdjson::dom::parser& parser,
-                                                  std::string_view payload,
-                                                  std::string_view type) {
+                                                  std::string_view payload, std::string_view type) {
   simdjson::dom::element root;
   simdjson::dom::object object;
   std::string_view actual;

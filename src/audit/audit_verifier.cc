@@ -58,8 +58,8 @@ AuditVerifier::AuditVerifier(std::vector<signing::PublicKey> keys,
   if (published.ok()) {
     absl::StatusOr<Checkpoint> checkpoint = ParseCheckpoint(*published);
     if (!checkpoint.ok()) {
-      report_.status = absl::DataLossError(
-          StrCat("the checkpoint kept beside the chain is not one: ", checkpoint.status().message()));
+      report_.status = absl::DataLossError(StrCat(
+          "the checkpoint kept beside the chain is not one: ", checkpoint.status().message()));
       return;
     }
     report_.published = checkpoint->count;
@@ -145,7 +145,8 @@ bool AuditVerifier::Add(std::string_view payload, std::string_view chain_hex, ui
 
 bool AuditVerifier::CheckCheckpoint(std::string_view payload, uint64_t offset) {
   absl::StatusOr<Checkpoint> checkpoint = ParseCheckpoint(payload);
-  if (!checkpoint.ok()) return Fail(offset, StrCat("bad checkpoint: ", checkpoint.status().message()));
+  if (!checkpoint.ok())
+    return Fail(offset, StrCat("bad checkpoint: ", checkpoint.status().message()));
   if (checkpoint->count != report_.records) {
     return Fail(offset, StrCat("checkpoint claims to follow ", checkpoint->count, " records"));
   }
@@ -248,7 +249,8 @@ std::string VerifyReport::Summary() const {
   if (last_checkpoint >= 0) {
     out += StrCat("; the newest covers records 0..", last_checkpoint - 1);
     if (records - last_checkpoint - 1 > 0) {
-      out += StrCat(" (", records - last_checkpoint - 1, " newer records are chained, not yet signed)");
+      out += StrCat(" (", records - last_checkpoint - 1,
+                    " newer records are chained, not yet signed)");
     }
   } else if (records > 0) {
     out += "; no signed checkpoint yet: the chain is not bound to an audit key";

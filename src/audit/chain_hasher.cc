@@ -6,8 +6,7 @@
 
 namespace pillar::audit {
 
-ChainHasher::ChainHasher()
-    : ctx_(EVP_MD_CTX_new()), md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)) {
+ChainHasher::ChainHasher() : ctx_(EVP_MD_CTX_new()), md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)) {
   // Without SHA-256 no record can be written or checked; pretending otherwise would be worse.
   if (ctx_ == nullptr || md_ == nullptr) std::abort();
 }

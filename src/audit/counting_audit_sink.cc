@@ -37,7 +37,8 @@ std::string_view DecisionName(EventKind kind, bool allowed) {
 CountingAuditSink::CountingAuditSink(monitor::MetricsRegistry& metrics, AuditSink* next)
     : next_(next) {
   auto& family = metrics.AddCounter("pillar_security_decisions_total",
-                                    "Audited decisions and changes by kind: authentication, authorization, limit, model, key, policy.",
+                                    "Audited decisions and changes by kind: authentication, "
+                                    "authorization, limit, model, key, policy.",
                                     {"kind", "decision"});
   for (int kind = 0; kind < kEventKinds; ++kind) {
     for (int allowed = 0; allowed < 2; ++allowed) {

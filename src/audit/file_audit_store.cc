@@ -62,7 +62,8 @@ absl::StatusOr<int> OpenRegularForReading(const std::string& path, std::string_v
   if (fd < 0) {
     if (errno == ELOOP) {
       return absl::InvalidArgumentError(
-          StrCat(what, " ", path, " is a symbolic link; pillar never leaves one there, so it is "
+          StrCat(what, " ", path,
+                 " is a symbolic link; pillar never leaves one there, so it is "
                  "not followed"));
     }
     if (errno == ENOENT) {
@@ -91,7 +92,8 @@ absl::StatusOr<std::unique_ptr<FileAuditStore>> FileAuditStore::Open(std::string
   if (fd < 0) {
     if (errno == ELOOP) {
       return absl::InvalidArgumentError(
-          StrCat("audit log ", path, " is a symbolic link; refusing to follow it: the log must "
+          StrCat("audit log ", path,
+                 " is a symbolic link; refusing to follow it: the log must "
                  "be a regular file at that path"));
     }
     return Errno("cannot open audit log", path);
@@ -129,10 +131,12 @@ absl::Status FileAuditStore::Lock() {
         std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
     pause = std::min(pause * 2, std::chrono::milliseconds(32));
   }
-  return absl::UnavailableError(StrCat(
-      "cannot lock audit log ", path_, ": another process has held its lock (flock) for more "
-      "than ", absl::FormatDuration(lock_wait_), "; nothing is appended until it lets go "
-      "(`fuser -v` on the file names it)"));
+  return absl::UnavailableError(StrCat("cannot lock audit log ", path_,
+                                       ": another process has held its lock (flock) for more "
+                                       "than ",
+                                       absl::FormatDuration(lock_wait_),
+                                       "; nothing is appended until it lets go "
+                                       "(`fuser -v` on the file names it)"));
 }
 
 absl::StatusOr<ChainHead> FileAuditStore::Begin() {
@@ -150,7 +154,8 @@ absl::StatusOr<ChainHead> FileAuditStore::Begin() {
       named.st_ino != st.st_ino) {
     Abort();
     return absl::DataLossError(
-        StrCat("audit log ", path_, " no longer names the file this writer has open (it was "
+        StrCat("audit log ", path_,
+               " no longer names the file this writer has open (it was "
                "removed, renamed or replaced under it); refusing to append to a file no reader "
                "would see, or to sign a checkpoint over it. Keep both files as evidence"));
   }
@@ -169,8 +174,8 @@ absl::Status FileAuditStore::CheckKnownHead(uint64_t size) {
   if (size < end_) {
     return absl::DataLossError(StrCat(
         "audit log ", path_, " was cut or rewritten under this writer: it is ", size,
-        " bytes long, but record ", known, " that this writer wrote or checked ends at byte ",
-        end_, "; refusing to append to it or to sign a checkpoint over it. Keep the file as "
+        " bytes long, but record ", known, " that this writer wrote or checked ends at byte ", end_,
+        "; refusing to append to it or to sign a checkpoint over it. Keep the file as "
         "evidence and verify it against an anchor kept off the host"));
   }
   if (end_ > last_start_) {
@@ -191,8 +196,10 @@ absl::Status FileAuditStore::CheckKnownHead(uint64_t size) {
              seq == known && ParseChainHex(line.chain_hex, &chain) && chain == head_.chain;
     if (!intact) {
       return absl::DataLossError(StrCat(
-          "audit log ", path_, " was cut or rewritten under this writer: the record ending at "
-          "byte ", end_, " is no longer record ", known, " with chain ", ChainHex(head_.chain),
+          "audit log ", path_,
+          " was cut or rewritten under this writer: the record ending at "
+          "byte ",
+          end_, " is no longer record ", known, " with chain ", ChainHex(head_.chain),
           " as this writer wrote or checked it; refusing to append to it or to sign a "
           "checkpoint over it. Keep the file as evidence and verify it against an anchor kept "
           "off the host"));
@@ -234,7 +241,8 @@ absl::Status FileAuditStore::FollowAppended(uint64_t size) {
         return absl::DataLossError(StrCat(
             "audit log ", path_, ": record ", head.next_seq, " at byte ", complete + begin,
             ", appended after byte ", end_, " where the last record this writer knows ends, ",
-            problem, ": the log was altered under this writer; refusing to append to it or to "
+            problem,
+            ": the log was altered under this writer; refusing to append to it or to "
             "sign a checkpoint over it. Keep the file as evidence and run `pillar audit verify`"));
       }
       head = ChainHead{.next_seq = seq + 1, .chain = chain};
@@ -277,8 +285,8 @@ absl::Status FileAuditStore::RecoverHead(uint64_t size) {
   const size_t last_lf = tail.rfind('\n');
   const uint64_t complete = last_lf == std::string::npos ? start : start + last_lf + 1;
   if (last_lf == std::string::npos && start != 0) {
-    return absl::DataLossError(StrCat("audit log ", path_, ": no record ends in the last ",
-                                      window, " bytes; run `pillar audit verify`"));
+    return absl::DataLossError(StrCat("audit log ", path_, ": no record ends in the last ", window,
+                                      " bytes; run `pillar audit verify`"));
   }
   if (complete < size) PILLAR_RETURN_IF_ERROR(RemoveTornTail(complete, size));
   if (complete == 0) {
@@ -294,8 +302,8 @@ absl::Status FileAuditStore::RecoverHead(uint64_t size) {
       previous_lf == std::string_view::npos ? records : records.substr(previous_lf + 1);
   const bool last_starts_file = previous_lf == std::string_view::npos && start == 0;
   auto bad = [&](std::string_view what) {
-    return absl::DataLossError(StrCat("audit log ", path_, ": the last record ", what,
-                                      "; run `pillar audit verify`"));
+    return absl::DataLossError(
+        StrCat("audit log ", path_, ": the last record ", what, "; run `pillar audit verify`"));
   };
   RecordLine line;
   int64_t seq;
@@ -308,7 +316,8 @@ absl::Status FileAuditStore::RecoverHead(uint64_t size) {
   if (!last_starts_file) {
     if (previous_lf == std::string_view::npos) return bad("has no record before it in reach");
     std::string_view before = records.substr(0, previous_lf);
-    before = before.substr(before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1);
+    before =
+        before.substr(before.rfind('\n') == std::string_view::npos ? 0 : before.rfind('\n') + 1);
     RecordLine prior;
     int64_t prior_seq;
     if (!SplitRecordLine(before, &prior) || !ParseRecordSeq(prior.payload, &prior_seq) ||
@@ -335,8 +344,8 @@ absl::Status FileAuditStore::Commit(std::span<const EncodedRecord> records,
     // the rest as a torn tail.
     (void)::ftruncate(fd_, off_t(end_));
     Abort();
-    return absl::InternalError(StrCat("cannot append to audit log ", path_, ": ",
-                                      written.message()));
+    return absl::InternalError(
+        StrCat("cannot append to audit log ", path_, ": ", written.message()));
   }
   if (!records.empty() && lines.size() >= 2) {
     // The batch's last line starts just past the LF before it.
@@ -364,9 +373,9 @@ absl::Status FileAuditStore::PublishCheckpoint(std::string_view payload) {
                            StrCat(payload, "\n"), 0600);
 }
 
-absl::StatusOr<uint64_t> ReadAuditFile(
-    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
-    uint64_t from) {
+absl::StatusOr<uint64_t> ReadAuditFile(const std::string& path,
+                                       const std::function<bool(std::string_view, uint64_t)>& line,
+                                       uint64_t from) {
   struct stat st;
   PILLAR_ASSIGN_OR_RETURN(const int fd, OpenRegularForReading(path, "audit log", &st));
   absl::Cleanup close_fd = [fd] { ::close(fd); };

@@ -101,9 +101,9 @@ class FileAuditStore final : public AuditStore {
 // write it, or a writer's torn-tail repair) would make touching a mapped page past the new end
 // SIGBUS the reader. A log that is shorter at the end of the read than at its start is a
 // DataLoss error ("shrank while it was read"), not a crash and not a quietly shorter chain.
-absl::StatusOr<uint64_t> ReadAuditFile(
-    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
-    uint64_t from = 0);
+absl::StatusOr<uint64_t> ReadAuditFile(const std::string& path,
+                                       const std::function<bool(std::string_view, uint64_t)>& line,
+                                       uint64_t from = 0);
 
 // The newest published checkpoint's payload beside the log; NotFound when there is none.
 // A symbolic link or a non-regular file there is an error (the writer replaces the file by a

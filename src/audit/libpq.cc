@@ -23,8 +23,8 @@ absl::StatusOr<const Libpq*> LoadOnce() {
   if (handle == nullptr) {
     const char* error = ::dlerror();
     return absl::FailedPreconditionError(
-        StrCat("PostgreSQL needs ", kLibrary, " (Debian package libpq5): ",
-               error == nullptr ? "cannot load it" : error));
+        StrCat("PostgreSQL needs ", kLibrary,
+               " (Debian package libpq5): ", error == nullptr ? "cannot load it" : error));
   }
   auto* pq = new Libpq;
   const char* missing = nullptr;

@@ -61,19 +61,29 @@ absl::StatusOr<PGconn*> ConnectTo(const std::string& conninfo) {
 void AppendCopyField(std::string& out, std::string_view field) {
   for (char c : field) {
     switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      default: out += c;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      default:
+        out += c;
     }
   }
 }
 
 absl::StatusOr<std::string> PublishedCheckpoint(PGconn* conn, const std::string& instance) {
   const char* params[] = {instance.c_str()};
-  Result r(Pq().exec_params(conn, "SELECT payload FROM pillar_audit_checkpoints WHERE instance = $1",
-                        1, nullptr, params, nullptr, nullptr, 0));
+  Result r(Pq().exec_params(conn,
+                            "SELECT payload FROM pillar_audit_checkpoints WHERE instance = $1", 1,
+                            nullptr, params, nullptr, nullptr, 0));
   if (!r.Ok()) return PgError(conn, "cannot read the checkpoint");
   if (Pq().ntuples(r.r) == 0) return absl::NotFoundError("no checkpoint");
   return std::string(Pq().getvalue(r.r, 0, 0), Pq().getlength(r.r, 0, 0));
@@ -81,8 +91,8 @@ absl::StatusOr<std::string> PublishedCheckpoint(PGconn* conn, const std::string&
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<PostgresAuditStore>> PostgresAuditStore::Open(
-    std::string conninfo, std::string instance) {
+absl::StatusOr<std::unique_ptr<PostgresAuditStore>> PostgresAuditStore::Open(std::string conninfo,
+                                                                             std::string instance) {
   std::unique_ptr<PostgresAuditStore> store(
       new PostgresAuditStore(std::move(conninfo), std::move(instance)));
   if (absl::Status s = store->Connect(); !s.ok()) return s;
@@ -102,8 +112,9 @@ absl::Status PostgresAuditStore::Connect() {
   absl::StatusOr<PGconn*> conn = ConnectTo(conninfo_);
   if (!conn.ok()) return conn.status();
   conn_ = *conn;
-  const std::string schema = StrCat("SET client_min_messages = warning; SELECT pg_advisory_lock(", kSchemaLockKey, ");", kSchema,
-                                    "SELECT pg_advisory_unlock(", kSchemaLockKey, ");");
+  const std::string schema =
+      StrCat("SET client_min_messages = warning; SELECT pg_advisory_lock(", kSchemaLockKey, ");",
+             kSchema, "SELECT pg_advisory_unlock(", kSchemaLockKey, ");");
   if (absl::Status s = Exec(conn_, schema.c_str(), "cannot create the audit tables"); !s.ok()) {
     Pq().finish(conn_);
     conn_ = nullptr;
@@ -117,14 +128,15 @@ absl::StatusOr<ChainHead> PostgresAuditStore::Begin() {
   if (absl::Status s = Exec(conn_, "BEGIN", "cannot begin"); !s.ok()) return s;
   const char* params[] = {instance_.c_str()};
   Result lock(Pq().exec_params(conn_, "SELECT pg_advisory_xact_lock(hashtext($1))", 1, nullptr,
-                           params, nullptr, nullptr, 0));
+                               params, nullptr, nullptr, 0));
   if (!lock.Ok()) {
     absl::Status s = PgError(conn_, "cannot lock the chain");
     Abort();
     return s;
   }
   Result last(Pq().exec_params(
-      conn_, "SELECT seq, payload, chain FROM pillar_audit WHERE instance = $1 ORDER BY seq DESC LIMIT 2",
+      conn_,
+      "SELECT seq, payload, chain FROM pillar_audit WHERE instance = $1 ORDER BY seq DESC LIMIT 2",
       1, nullptr, params, nullptr, nullptr, 0));
   if (!last.Ok()) {
     absl::Status s = PgError(conn_, "cannot read the chain's head");
@@ -201,10 +213,11 @@ absl::Status PostgresAuditStore::PublishCheckpoint(std::string_view payload) {
   if (absl::Status s = Connect(); !s.ok()) return s;
   const std::string text(payload);
   const char* params[] = {instance_.c_str(), text.c_str()};
-  Result r(Pq().exec_params(conn_,
-                        "INSERT INTO pillar_audit_checkpoints (instance, payload) VALUES ($1, $2) "
-                        "ON CONFLICT (instance) DO UPDATE SET payload = EXCLUDED.payload",
-                        2, nullptr, params, nullptr, nullptr, 0));
+  Result r(
+      Pq().exec_params(conn_,
+                       "INSERT INTO pillar_audit_checkpoints (instance, payload) VALUES ($1, $2) "
+                       "ON CONFLICT (instance) DO UPDATE SET payload = EXCLUDED.payload",
+                       2, nullptr, params, nullptr, nullptr, 0));
   if (!r.Ok()) return PgError(conn_, "cannot keep the checkpoint");
   return absl::OkStatus();
 }
@@ -223,9 +236,9 @@ absl::Status ReadPostgresChain(
   const std::string from_text = std::to_string(from);
   const char* params[] = {instance.c_str(), from_text.c_str()};
   Result declare(Pq().exec_params(*conn,
-                              "DECLARE chain NO SCROLL CURSOR FOR SELECT payload, chain FROM "
-                              "pillar_audit WHERE instance = $1 AND seq >= $2 ORDER BY seq",
-                              2, nullptr, params, nullptr, nullptr, 0));
+                                  "DECLARE chain NO SCROLL CURSOR FOR SELECT payload, chain FROM "
+                                  "pillar_audit WHERE instance = $1 AND seq >= $2 ORDER BY seq",
+                                  2, nullptr, params, nullptr, nullptr, 0));
   if (!declare.Ok()) return PgError(*conn, "cannot read the chain");
   uint64_t row = from;
   for (;;) {
@@ -235,7 +248,8 @@ absl::Status ReadPostgresChain(
     if (n == 0) break;
     for (int i = 0; i < n; ++i, ++row) {
       if (!record(std::string_view(Pq().getvalue(batch.r, i, 0), Pq().getlength(batch.r, i, 0)),
-                  std::string_view(Pq().getvalue(batch.r, i, 1), Pq().getlength(batch.r, i, 1)), row)) {
+                  std::string_view(Pq().getvalue(batch.r, i, 1), Pq().getlength(batch.r, i, 1)),
+                  row)) {
         return absl::OkStatus();
       }
     }

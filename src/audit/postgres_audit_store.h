@@ -4,8 +4,8 @@
 // advisory lock per instance serializes the writers of one chain; COMMIT (synchronous_commit
 // on, PostgreSQL's default) is the durability point, so Sync() has nothing left to do.
 //
-//   PILLAR_ASSIGN_OR_RETURN(auto store, PostgresAuditStore::Open("host=db dbname=pillar", "node-7"));
-//   VerifyReport report = VerifyPostgresChain("host=db dbname=pillar", "node-7", keys);
+//   PILLAR_ASSIGN_OR_RETURN(auto store, PostgresAuditStore::Open("host=db dbname=pillar",
+//   "node-7")); VerifyReport report = VerifyPostgresChain("host=db dbname=pillar", "node-7", keys);
 // The schema (created when missing) is in docs/formats/audit-log.md.
 #pragma once
 

@@ -10,19 +10,35 @@
 
 namespace pillar::bench {
 
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kBroadcast, kReduce, kAllToAll,
-                        kSendRecv };
-inline constexpr Collective kAllCollectives[] = {
-    Collective::kAllReduce, Collective::kAllGather, Collective::kReduceScatter,
-    Collective::kBroadcast, Collective::kReduce,    Collective::kAllToAll,
-    Collective::kSendRecv};
+enum class Collective {
+  kAllReduce,
+  kAllGather,
+  kReduceScatter,
+  kBroadcast,
+  kReduce,
+  kAllToAll,
+  kSendRecv
+};
+inline constexpr Collective kAllCollectives[] = {Collective::kAllReduce,     Collective::kAllGather,
+                                                 Collective::kReduceScatter, Collective::kBroadcast,
+                                                 Collective::kReduce,        Collective::kAllToAll,
+                                                 Collective::kSendRecv};
 
-enum class DataType { kInt8, kUint8, kInt32, kUint32, kInt64, kUint64, kHalf, kFloat, kDouble,
-                      kBfloat16 };
+enum class DataType {
+  kInt8,
+  kUint8,
+  kInt32,
+  kUint32,
+  kInt64,
+  kUint64,
+  kHalf,
+  kFloat,
+  kDouble,
+  kBfloat16
+};
 inline constexpr DataType kAllDataTypes[] = {
-    DataType::kInt8,  DataType::kUint8,  DataType::kInt32, DataType::kUint32,
-    DataType::kInt64, DataType::kUint64, DataType::kHalf,  DataType::kFloat,
-    DataType::kDouble, DataType::kBfloat16};
+    DataType::kInt8,   DataType::kUint8, DataType::kInt32, DataType::kUint32, DataType::kInt64,
+    DataType::kUint64, DataType::kHalf,  DataType::kFloat, DataType::kDouble, DataType::kBfloat16};
 
 enum class ReduceOp { kSum, kProd, kMax, kMin, kAvg };
 inline constexpr ReduceOp kAllReduceOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax,
@@ -61,7 +77,6 @@ struct Bandwidth {
   double algbw = 0;
   double busbw = 0;
 };
-Bandwidth CollectiveBandwidth(Collective c, size_t count, DataType type, int ranks,
-                              double seconds);
+Bandwidth CollectiveBandwidth(Collective c, size_t count, DataType type, int ranks, double seconds);
 
 }  // namespace pillar::bench

@@ -1,6 +1,7 @@
 // The collective module's entry point: libpillar_collective.so exports one symbol, which
 // returns the CollectiveModule that opens Open MPI and Gloo communicators (collective_module.h).
 #include "bench/collective_module.h"
+
 #include "bench/open_communicator.h"
 
 namespace pillar::bench {

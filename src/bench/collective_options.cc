@@ -17,16 +17,36 @@ struct Flag {
 
 // nccl-tests' flags first, then pillar's (long only).
 constexpr Flag kFlags[] = {
-    {'b', "minbytes", true},   {'e', "maxbytes", true},    {'i', "stepbytes", true},
-    {'f', "stepfactor", true}, {'n', "iters", true},       {'w', "warmup_iters", true},
-    {'m', "agg_iters", true},  {'c', "check", true},       {'o', "op", true},
-    {'d', "datatype", true},   {'r', "root", true},        {'a', "average", true},
-    {'z', "blocking", true},   {'N', "run_cycles", true},  {'g', "ngpus", true},
-    {'t', "nthreads", true},   {'G', "cudagraph", true},   {'p', "parallel_init", true},
-    {'C', "report_cputime", true}, {'R', "local_register", true}, {'T', "timeout", true},
-    {0, "backend", true},      {0, "rendezvous", true},    {0, "job", true},
-    {0, "iface", true},        {0, "rank", true},          {0, "world-size", true},
-    {0, "json", true},         {0, "min-busbw", true},     {0, "inject-fault", false},
+    {'b', "minbytes", true},
+    {'e', "maxbytes", true},
+    {'i', "stepbytes", true},
+    {'f', "stepfactor", true},
+    {'n', "iters", true},
+    {'w', "warmup_iters", true},
+    {'m', "agg_iters", true},
+    {'c', "check", true},
+    {'o', "op", true},
+    {'d', "datatype", true},
+    {'r', "root", true},
+    {'a', "average", true},
+    {'z', "blocking", true},
+    {'N', "run_cycles", true},
+    {'g', "ngpus", true},
+    {'t', "nthreads", true},
+    {'G', "cudagraph", true},
+    {'p', "parallel_init", true},
+    {'C', "report_cputime", true},
+    {'R', "local_register", true},
+    {'T', "timeout", true},
+    {0, "backend", true},
+    {0, "rendezvous", true},
+    {0, "job", true},
+    {0, "iface", true},
+    {0, "rank", true},
+    {0, "world-size", true},
+    {0, "json", true},
+    {0, "min-busbw", true},
+    {0, "inject-fault", false},
 };
 
 absl::StatusOr<long long> ParseInt(std::string_view flag, std::string_view text, long long lo,
@@ -44,8 +64,8 @@ absl::StatusOr<long long> ParseInt(std::string_view flag, std::string_view text,
 }
 
 absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
-  const std::string name =
-      flag.short_name != 0 ? StrCat("-", std::string(1, flag.short_name)) : StrCat("--", flag.long_name);
+  const std::string name = flag.short_name != 0 ? StrCat("-", std::string(1, flag.short_name))
+                                                : StrCat("--", flag.long_name);
   auto integer = [&](long long lo, long long hi) { return ParseInt(name, v, lo, hi); };
   auto size = [&]() -> absl::StatusOr<size_t> {
     absl::StatusOr<size_t> s = ParseByteSize(v);
@@ -112,9 +132,15 @@ absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
     o.types = {*t};
     return absl::OkStatus();
   }
-  if (l == "ngpus") return refuse_unless(1, "one device per process is all a CPU backend has; start one rank per device with mpirun instead");
-  if (l == "nthreads") return refuse_unless(1, "pillar runs one rank per process; start more ranks with mpirun instead");
-  if (l == "cudagraph") return refuse_unless(0, "CUDA graphs need the NCCL backend, which this build has not");
+  if (l == "ngpus")
+    return refuse_unless(1,
+                         "one device per process is all a CPU backend has; start one rank per "
+                         "device with mpirun instead");
+  if (l == "nthreads")
+    return refuse_unless(1,
+                         "pillar runs one rank per process; start more ranks with mpirun instead");
+  if (l == "cudagraph")
+    return refuse_unless(0, "CUDA graphs need the NCCL backend, which this build has not");
   // -p and -C change nothing on a CPU backend: one rank per process has nothing to initialise
   // in parallel, and its times are the host's wall clock either way. Accepted, checked.
   if (l == "parallel_init" || l == "report_cputime") {
@@ -123,8 +149,9 @@ absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
   }
   if (l == "local_register") return refuse_unless(0, "buffer registration needs the NCCL backend");
   if (l == "timeout") {
-    return refuse_unless(0, "a per-collective timeout is NCCL's; bound the run with the "
-                            "launcher instead (mpirun --timeout, srun --time)");
+    return refuse_unless(0,
+                         "a per-collective timeout is NCCL's; bound the run with the "
+                         "launcher instead (mpirun --timeout, srun --time)");
   }
   if (l == "backend") {
     if (v != "mpi" && v != "gloo") {
@@ -160,7 +187,8 @@ absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
     const std::string text(v);
     const double bw = std::strtod(text.c_str(), &end);
     if (text.empty() || *end != '\0' || !(bw >= 0)) {
-      return absl::InvalidArgumentError(StrCat("--min-busbw: '", v, "' is not a bandwidth in GB/s"));
+      return absl::InvalidArgumentError(
+          StrCat("--min-busbw: '", v, "' is not a bandwidth in GB/s"));
     }
     o.min_busbw = bw;
     return absl::OkStatus();
@@ -177,11 +205,24 @@ absl::StatusOr<size_t> ParseByteSize(std::string_view text) {
   unsigned shift = 0;
   if (!digits.empty()) {
     switch (digits.back()) {
-      case 'K': case 'k': shift = 10; break;
-      case 'M': case 'm': shift = 20; break;
-      case 'G': case 'g': shift = 30; break;
-      case 'T': case 't': shift = 40; break;
-      default: break;
+      case 'K':
+      case 'k':
+        shift = 10;
+        break;
+      case 'M':
+      case 'm':
+        shift = 20;
+        break;
+      case 'G':
+      case 'g':
+        shift = 30;
+        break;
+      case 'T':
+      case 't':
+        shift = 40;
+        break;
+      default:
+        break;
     }
     if (shift != 0) digits.remove_suffix(1);
   }

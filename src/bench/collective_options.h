@@ -17,30 +17,30 @@ namespace pillar::bench {
 
 struct CollectiveOptions {
   Collective collective = Collective::kAllReduce;
-  size_t min_bytes = 32u << 20;  // -b
-  size_t max_bytes = 32u << 20;  // -e
-  size_t step_bytes = 1u << 20;  // -i, used when the factor is 1
-  size_t step_factor = 1;        // -f
-  int iters = 20;                // -n
-  int warmup_iters = 1;          // -w
-  int agg_iters = 1;             // -m: collectives per timed iteration
-  bool check = true;             // -c
-  std::vector<ReduceOp> ops = {ReduceOp::kSum};     // -o (all: every one)
-  std::vector<DataType> types = {DataType::kFloat}; // -d (all: every one)
-  int root = 0;                  // -r
-  int average = 1;               // -a: 0 rank 0's time, 1 mean, 2 min, 3 max
-  bool blocking = false;         // -z: CPU backends complete every call anyway
-  int cycles = 1;                // -N: 0 runs until stopped
+  size_t min_bytes = 32u << 20;                      // -b
+  size_t max_bytes = 32u << 20;                      // -e
+  size_t step_bytes = 1u << 20;                      // -i, used when the factor is 1
+  size_t step_factor = 1;                            // -f
+  int iters = 20;                                    // -n
+  int warmup_iters = 1;                              // -w
+  int agg_iters = 1;                                 // -m: collectives per timed iteration
+  bool check = true;                                 // -c
+  std::vector<ReduceOp> ops = {ReduceOp::kSum};      // -o (all: every one)
+  std::vector<DataType> types = {DataType::kFloat};  // -d (all: every one)
+  int root = 0;                                      // -r
+  int average = 1;                                   // -a: 0 rank 0's time, 1 mean, 2 min, 3 max
+  bool blocking = false;                             // -z: CPU backends complete every call anyway
+  int cycles = 1;                                    // -N: 0 runs until stopped
   // pillar's own
-  std::string backend;           // --backend mpi|gloo; empty: mpi under mpirun, else gloo
-  std::string rendezvous;        // --rendezvous file:DIR | redis://HOST:PORT (gloo)
-  std::string job = "pillar";    // --job: the rendezvous key prefix (gloo)
-  std::string iface;             // --iface: the network interface gloo binds (default: by name)
-  std::optional<int> rank;       // --rank (gloo; default from the launcher's environment)
-  std::optional<int> world_size; // --world-size (gloo)
-  std::string json_path;         // --json FILE
+  std::string backend;              // --backend mpi|gloo; empty: mpi under mpirun, else gloo
+  std::string rendezvous;           // --rendezvous file:DIR | redis://HOST:PORT (gloo)
+  std::string job = "pillar";       // --job: the rendezvous key prefix (gloo)
+  std::string iface;                // --iface: the network interface gloo binds (default: by name)
+  std::optional<int> rank;          // --rank (gloo; default from the launcher's environment)
+  std::optional<int> world_size;    // --world-size (gloo)
+  std::string json_path;            // --json FILE
   std::optional<double> min_busbw;  // --min-busbw, or NCCL_TESTS_MIN_BW
-  bool inject_fault = false;     // --inject-fault: rank 0 corrupts one element before a check
+  bool inject_fault = false;        // --inject-fault: rank 0 corrupts one element before a check
 };
 
 // `args` excludes the program and the subcommand words, and includes the collective's name

@@ -21,9 +21,10 @@ absl::Status CheckFitsInMemory(const CollectiveOptions& options) {
   // cannot hold them even once, rather than left to the allocator or the OOM killer.
   const uint64_t memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));
   if (options.max_bytes > memory / 2) {
-    return absl::ResourceExhaustedError(
-        StrCat("-e ", options.max_bytes, " needs twice that in host memory (send and receive "
-               "buffers) on every rank; this machine has ", memory, " bytes"));
+    return absl::ResourceExhaustedError(StrCat("-e ", options.max_bytes,
+                                               " needs twice that in host memory (send and receive "
+                                               "buffers) on every rank; this machine has ",
+                                               memory, " bytes"));
   }
   return absl::OkStatus();
 }
@@ -60,9 +61,15 @@ absl::StatusOr<Placement> CollectiveRunner::Measure(CollectiveCall call, size_t 
                       (double(options_.iters) * double(options_.agg_iters));
   absl::StatusOr<double> seconds;
   switch (options_.average) {
-    case 0: seconds = comm_.Combine(rank == 0 ? mine : 0, ReduceOp::kSum); break;
-    case 2: seconds = comm_.Combine(mine, ReduceOp::kMin); break;
-    case 3: seconds = comm_.Combine(mine, ReduceOp::kMax); break;
+    case 0:
+      seconds = comm_.Combine(rank == 0 ? mine : 0, ReduceOp::kSum);
+      break;
+    case 2:
+      seconds = comm_.Combine(mine, ReduceOp::kMin);
+      break;
+    case 3:
+      seconds = comm_.Combine(mine, ReduceOp::kMax);
+      break;
     default:
       seconds = comm_.Combine(mine, ReduceOp::kSum);
       if (seconds.ok()) *seconds /= ranks;
@@ -92,8 +99,8 @@ absl::StatusOr<Placement> CollectiveRunner::Measure(CollectiveCall call, size_t 
   if (options_.inject_fault && rank == 0) {
     CorruptFirstChecked(call.collective, call.type, rank, call.root, output, call.count);
   }
-  const uint64_t wrong = CountWrong(call.collective, call.type, call.op, rank, ranks, call.root,
-                                    output, call.count);
+  const uint64_t wrong =
+      CountWrong(call.collective, call.type, call.op, rank, ranks, call.root, output, call.count);
   absl::StatusOr<double> total = comm_.Combine(double(wrong), ReduceOp::kSum);
   if (!total.ok()) return total.status();
   p.wrong = uint64_t(*total);
@@ -179,7 +186,7 @@ absl::StatusOr<CollectiveSummary> CollectiveRunner::Run(
   }
   if (rows_run == 0) {
     return absl::InvalidArgumentError(
-        StrCat("this backend can run none of the combinations asked for (", 
+        StrCat("this backend can run none of the combinations asked for (",
                summary.skipped.empty() ? "no sizes" : summary.skipped.front(), ")"));
   }
   summary.avg_busbw = busbw_n == 0 ? 0 : busbw_sum / double(busbw_n);

@@ -32,7 +32,7 @@ struct CollectiveRow {
 };
 
 struct CollectiveSummary {
-  std::vector<CollectiveRow> rows;  // empty for a run without end (-N 0)
+  std::vector<CollectiveRow> rows;   // empty for a run without end (-N 0)
   std::vector<std::string> skipped;  // combinations the backend cannot run, and why
   uint64_t wrong = 0;                // every row's, both placements
   double avg_busbw = 0;              // over every row, both placements

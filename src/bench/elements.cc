@@ -109,16 +109,26 @@ T Make(double v) {
 template <typename Fn>
 auto Dispatch(DataType type, Fn&& fn) {
   switch (type) {
-    case DataType::kInt8: return fn(int8_t{});
-    case DataType::kUint8: return fn(uint8_t{});
-    case DataType::kInt32: return fn(int32_t{});
-    case DataType::kUint32: return fn(uint32_t{});
-    case DataType::kInt64: return fn(int64_t{});
-    case DataType::kUint64: return fn(uint64_t{});
-    case DataType::kHalf: return fn(Half{});
-    case DataType::kFloat: return fn(float{});
-    case DataType::kDouble: return fn(double{});
-    case DataType::kBfloat16: return fn(Bf16{});
+    case DataType::kInt8:
+      return fn(int8_t{});
+    case DataType::kUint8:
+      return fn(uint8_t{});
+    case DataType::kInt32:
+      return fn(int32_t{});
+    case DataType::kUint32:
+      return fn(uint32_t{});
+    case DataType::kInt64:
+      return fn(int64_t{});
+    case DataType::kUint64:
+      return fn(uint64_t{});
+    case DataType::kHalf:
+      return fn(Half{});
+    case DataType::kFloat:
+      return fn(float{});
+    case DataType::kDouble:
+      return fn(double{});
+    case DataType::kBfloat16:
+      return fn(Bf16{});
   }
   return fn(float{});
 }
@@ -161,10 +171,18 @@ T Reduced(Collective c, ReduceOp op, int ranks, size_t i) {
     const double v = Value(c, op, r, ranks, i);
     switch (op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: acc += v; break;
-      case ReduceOp::kProd: acc *= v; break;
-      case ReduceOp::kMax: acc = std::max(acc, v); break;
-      case ReduceOp::kMin: acc = std::min(acc, v); break;
+      case ReduceOp::kAvg:
+        acc += v;
+        break;
+      case ReduceOp::kProd:
+        acc *= v;
+        break;
+      case ReduceOp::kMax:
+        acc = std::max(acc, v);
+        break;
+      case ReduceOp::kMin:
+        acc = std::min(acc, v);
+        break;
     }
   }
   T sum = Make<T>(acc);
@@ -183,7 +201,9 @@ bool Same(const T& got, const T& want) {
   } else {
     const double g = Load(got), w = Load(want);
     // An average is rounded once in the type; everything else is exact.
-    const double tolerance = std::is_same_v<T, double> ? 1e-12 : std::is_same_v<T, float> ? 1e-6 : 1e-2;
+    const double tolerance = std::is_same_v<T, double>  ? 1e-12
+                             : std::is_same_v<T, float> ? 1e-6
+                                                        : 1e-2;
     return std::fabs(g - w) <= tolerance * std::max(1.0, std::fabs(w));
   }
 }
@@ -215,8 +235,8 @@ size_t OutputElements(Collective c, int ranks, size_t count) {
 
 }  // namespace
 
-void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks,
-               void* buffer, size_t elements) {
+void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks, void* buffer,
+               size_t elements) {
   Dispatch(type, [&](auto zero) {
     using T = decltype(zero);
     T* out = static_cast<T*>(buffer);
@@ -278,10 +298,18 @@ void ReduceInto(DataType type, ReduceOp op, void* inout, const void* in, size_t 
       double r = a;
       switch (op) {
         case ReduceOp::kSum:
-        case ReduceOp::kAvg: r = a + b; break;
-        case ReduceOp::kProd: r = a * b; break;
-        case ReduceOp::kMax: r = std::max(a, b); break;
-        case ReduceOp::kMin: r = std::min(a, b); break;
+        case ReduceOp::kAvg:
+          r = a + b;
+          break;
+        case ReduceOp::kProd:
+          r = a * b;
+          break;
+        case ReduceOp::kMax:
+          r = std::max(a, b);
+          break;
+        case ReduceOp::kMin:
+          r = std::min(a, b);
+          break;
       }
       acc[i] = Make<T>(r);
     }

@@ -12,8 +12,8 @@
 namespace pillar::bench {
 
 // Writes rank `rank`'s input for `collective` into `buffer` (`elements` of them).
-void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks,
-               void* buffer, size_t elements);
+void FillInput(Collective collective, DataType type, ReduceOp op, int rank, int ranks, void* buffer,
+               size_t elements);
 // Counts the elements of `output` (as CollectiveCall places it; `count` as there) that differ
 // from a correct result on `rank`. Ranks whose output is undefined (reduce's non-roots) have 0.
 uint64_t CountWrong(Collective collective, DataType type, ReduceOp op, int rank, int ranks,

@@ -52,10 +52,14 @@ struct Native {
   using Unary = void (*)(Elem*, const Elem*, size_t);
   static Unary ToUnary(ReduceOp op) {
     switch (op) {
-      case ReduceOp::kProd: return &gloo::product<T>;
-      case ReduceOp::kMax: return &gloo::max<T>;
-      case ReduceOp::kMin: return &gloo::min<T>;
-      default: return &gloo::sum<T>;
+      case ReduceOp::kProd:
+        return &gloo::product<T>;
+      case ReduceOp::kMax:
+        return &gloo::max<T>;
+      case ReduceOp::kMin:
+        return &gloo::min<T>;
+      default:
+        return &gloo::sum<T>;
     }
   }
 };
@@ -66,10 +70,14 @@ struct Soft16 {
   using Unary = void (*)(Elem*, const Elem*, size_t);
   static Unary ToUnary(ReduceOp op) {
     switch (op) {
-      case ReduceOp::kProd: return &Reduce16<ReduceOp::kProd, kTo, kFrom>;
-      case ReduceOp::kMax: return &Reduce16<ReduceOp::kMax, kTo, kFrom>;
-      case ReduceOp::kMin: return &Reduce16<ReduceOp::kMin, kTo, kFrom>;
-      default: return &Reduce16<ReduceOp::kSum, kTo, kFrom>;
+      case ReduceOp::kProd:
+        return &Reduce16<ReduceOp::kProd, kTo, kFrom>;
+      case ReduceOp::kMax:
+        return &Reduce16<ReduceOp::kMax, kTo, kFrom>;
+      case ReduceOp::kMin:
+        return &Reduce16<ReduceOp::kMin, kTo, kFrom>;
+      default:
+        return &Reduce16<ReduceOp::kSum, kTo, kFrom>;
     }
   }
 };
@@ -79,16 +87,26 @@ using Bf16 = Soft16<&Bfloat16FromFloat, &FloatFromBfloat16>;
 template <typename Fn>
 auto Dispatch(DataType type, Fn&& fn) {
   switch (type) {
-    case DataType::kInt8: return fn(Native<int8_t>{});
-    case DataType::kUint8: return fn(Native<uint8_t>{});
-    case DataType::kInt32: return fn(Native<int32_t>{});
-    case DataType::kUint32: return fn(Native<uint32_t>{});
-    case DataType::kInt64: return fn(Native<int64_t>{});
-    case DataType::kUint64: return fn(Native<uint64_t>{});
-    case DataType::kHalf: return fn(Half16{});
-    case DataType::kFloat: return fn(Native<float>{});
-    case DataType::kDouble: return fn(Native<double>{});
-    case DataType::kBfloat16: return fn(Bf16{});
+    case DataType::kInt8:
+      return fn(Native<int8_t>{});
+    case DataType::kUint8:
+      return fn(Native<uint8_t>{});
+    case DataType::kInt32:
+      return fn(Native<int32_t>{});
+    case DataType::kUint32:
+      return fn(Native<uint32_t>{});
+    case DataType::kInt64:
+      return fn(Native<int64_t>{});
+    case DataType::kUint64:
+      return fn(Native<uint64_t>{});
+    case DataType::kHalf:
+      return fn(Half16{});
+    case DataType::kFloat:
+      return fn(Native<float>{});
+    case DataType::kDouble:
+      return fn(Native<double>{});
+    case DataType::kBfloat16:
+      return fn(Bf16{});
   }
   return fn(Native<float>{});
 }
@@ -125,7 +143,8 @@ class GlooCommunicator final : public Communicator {
     try {
       return Dispatch(call.type, [&](auto traits) { return RunTyped<decltype(traits)>(call); });
     } catch (const std::exception& e) {
-      return absl::UnavailableError(StrCat("gloo ", CollectiveName(call.collective), ": ", e.what()));
+      return absl::UnavailableError(
+          StrCat("gloo ", CollectiveName(call.collective), ": ", e.what()));
     }
   }
 
@@ -281,9 +300,8 @@ class GlooCommunicator final : public Communicator {
       const std::vector<int> shares(static_cast<size_t>(size()), static_cast<int>(count));
       reduce_scatter_ = std::make_unique<gloo::ReduceScatterHalvingDoubling<E>>(
           context_, std::vector<E*>{buffer}, int(count * size_t(size())), shares, fn.get());
-      reduction_ = std::shared_ptr<void>(fn.release(), [](void* p) {
-        delete static_cast<gloo::ReductionFunction<E>*>(p);
-      });
+      reduction_ = std::shared_ptr<void>(
+          fn.release(), [](void* p) { delete static_cast<gloo::ReductionFunction<E>*>(p); });
       reduce_scatter_key_ = key;
     }
     return *reduce_scatter_;

@@ -162,9 +162,8 @@ class MpiCommunicator final : public Communicator {
     const int root = call.root;
     switch (call.collective) {
       case Collective::kAllReduce:
-        return Direct(CollectiveName(call.collective), [=] {
-          return MPI_Allreduce(send, recv, count, type, op, MPI_COMM_WORLD);
-        });
+        return Direct(CollectiveName(call.collective),
+                      [=] { return MPI_Allreduce(send, recv, count, type, op, MPI_COMM_WORLD); });
       case Collective::kAllGather:
         return Direct(CollectiveName(call.collective), [=] {
           return MPI_Allgather(send, count, type, recv, count, type, MPI_COMM_WORLD);
@@ -185,24 +184,21 @@ class MpiCommunicator final : public Communicator {
         });
       case Collective::kBroadcast:
         if (!call.in_place) break;
-        return Direct(CollectiveName(call.collective), [=] {
-          return MPI_Bcast(recv, count, type, root, MPI_COMM_WORLD);
-        });
+        return Direct(CollectiveName(call.collective),
+                      [=] { return MPI_Bcast(recv, count, type, root, MPI_COMM_WORLD); });
       case Collective::kSendRecv:
         break;
     }
     return Communicator::Bind(call);
   }
 
-  absl::Status Barrier() override {
-    return MpiError(MPI_Barrier(MPI_COMM_WORLD), "barrier");
-  }
+  absl::Status Barrier() override { return MpiError(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
 
   absl::StatusOr<double> Combine(double value, ReduceOp op) override {
     double out = 0;
     const MPI_Op mpi_op = op == ReduceOp::kMin ? MPI_MIN : op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
-    if (absl::Status s = MpiError(
-            MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, mpi_op, MPI_COMM_WORLD), "combine");
+    if (absl::Status s =
+            MpiError(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, mpi_op, MPI_COMM_WORLD), "combine");
         !s.ok()) {
       return s;
     }
@@ -214,8 +210,8 @@ class MpiCommunicator final : public Communicator {
     char slot[kSlot] = {};
     std::memcpy(slot, mine.data(), std::min(mine.size(), kSlot - 1));
     std::vector<char> all(kSlot * size_t(size_));
-    if (absl::Status s = MpiError(MPI_Allgather(slot, int(kSlot), MPI_CHAR, all.data(),
-                                                int(kSlot), MPI_CHAR, MPI_COMM_WORLD),
+    if (absl::Status s = MpiError(MPI_Allgather(slot, int(kSlot), MPI_CHAR, all.data(), int(kSlot),
+                                                MPI_CHAR, MPI_COMM_WORLD),
                                   "gather");
         !s.ok()) {
       return s;
@@ -236,16 +232,25 @@ class MpiCommunicator final : public Communicator {
 
   static MPI_Datatype Type(DataType t) {
     switch (t) {
-      case DataType::kInt8: return MPI_INT8_T;
-      case DataType::kUint8: return MPI_UINT8_T;
-      case DataType::kInt32: return MPI_INT32_T;
-      case DataType::kUint32: return MPI_UINT32_T;
-      case DataType::kInt64: return MPI_INT64_T;
-      case DataType::kUint64: return MPI_UINT64_T;
+      case DataType::kInt8:
+        return MPI_INT8_T;
+      case DataType::kUint8:
+        return MPI_UINT8_T;
+      case DataType::kInt32:
+        return MPI_INT32_T;
+      case DataType::kUint32:
+        return MPI_UINT32_T;
+      case DataType::kInt64:
+        return MPI_INT64_T;
+      case DataType::kUint64:
+        return MPI_UINT64_T;
       case DataType::kHalf:
-      case DataType::kBfloat16: return MPI_UINT16_T;  // moved as bits, reduced by SoftReduce
-      case DataType::kFloat: return MPI_FLOAT;
-      case DataType::kDouble: return MPI_DOUBLE;
+      case DataType::kBfloat16:
+        return MPI_UINT16_T;  // moved as bits, reduced by SoftReduce
+      case DataType::kFloat:
+        return MPI_FLOAT;
+      case DataType::kDouble:
+        return MPI_DOUBLE;
     }
     return MPI_BYTE;
   }
@@ -254,10 +259,18 @@ class MpiCommunicator final : public Communicator {
     int index = 0;
     switch (call.op) {
       case ReduceOp::kSum:
-      case ReduceOp::kAvg: index = 0; break;
-      case ReduceOp::kProd: index = 1; break;
-      case ReduceOp::kMax: index = 2; break;
-      case ReduceOp::kMin: index = 3; break;
+      case ReduceOp::kAvg:
+        index = 0;
+        break;
+      case ReduceOp::kProd:
+        index = 1;
+        break;
+      case ReduceOp::kMax:
+        index = 2;
+        break;
+      case ReduceOp::kMin:
+        index = 3;
+        break;
     }
     if (call.type == DataType::kHalf) return half_ops_[index];
     if (call.type == DataType::kBfloat16) return bf16_ops_[index];

@@ -26,8 +26,8 @@ std::string Micros(double seconds) {
 }
 
 std::string FormatPlacement(const Placement& p) {
-  std::string out = Format("  %7s  %6.2f  %6.2f", Micros(p.seconds).c_str(),
-                           p.bandwidth.algbw, p.bandwidth.busbw);
+  std::string out = Format("  %7s  %6.2f  %6.2f", Micros(p.seconds).c_str(), p.bandwidth.algbw,
+                           p.bandwidth.busbw);
   if (p.wrong) {
     out += Format("  %5g", double(*p.wrong));
   } else {
@@ -41,8 +41,8 @@ std::string FormatPlacement(const Placement& p) {
 std::string FormatPreamble(const CollectiveOptions& o, const std::vector<RankInfo>& ranks) {
   std::string out = Format("# Collective test starting: pillar bench collective %s\n",
                            std::string(CollectiveName(o.collective)).c_str());
-  const std::string step = o.step_factor > 1 ? Format("%zu(factor)", o.step_factor)
-                                             : Format("%zu(bytes)", o.step_bytes);
+  const std::string step =
+      o.step_factor > 1 ? Format("%zu(factor)", o.step_factor) : Format("%zu(bytes)", o.step_bytes);
   out += Format(
       "# nThread 1 nGpus 1 minBytes %zu maxBytes %zu step: %s warmup iters: %d iters: %d agg "
       "iters: %d validation: %d graph: 0\n",
@@ -58,10 +58,10 @@ std::string FormatPreamble(const CollectiveOptions& o, const std::vector<RankInf
 }
 
 std::string FormatHeader() {
-  std::string out =
-      Format("# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place  "
-             "        \n",
-             "", "", "", "", "");
+  std::string out = Format(
+      "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place  "
+      "        \n",
+      "", "", "", "", "");
   out += Format("# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s\n", "size",
                 "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong", "time",
                 "algbw", "busbw", "#wrong");
@@ -127,8 +127,8 @@ std::string CollectiveJson(const CollectiveSummary& s, const CollectiveOptions& 
     w.String(row.op ? ReduceOpName(*row.op) : "none");
     w.Key("root");
     w.Int(row.root);
-    for (const auto& [name, p] : {std::pair{"out_of_place", &row.out_of_place},
-                                  std::pair{"in_place", &row.in_place}}) {
+    for (const auto& [name, p] :
+         {std::pair{"out_of_place", &row.out_of_place}, std::pair{"in_place", &row.in_place}}) {
       w.Key(name);
       w.BeginObject();
       w.Key("time_us");

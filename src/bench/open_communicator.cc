@@ -49,10 +49,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(const CollectiveO
 #if PILLAR_HAVE_GLOO
   GlooOptions gloo;
   const std::optional<int> rank =
-      o.rank ? o.rank : FromEnvironment({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"});
+      o.rank ? o.rank
+             : FromEnvironment({"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID", "RANK"});
   const std::optional<int> size =
-      o.world_size ? o.world_size
-                   : FromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE"});
+      o.world_size
+          ? o.world_size
+          : FromEnvironment({"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS", "WORLD_SIZE"});
   if (!rank || !size) {
     return absl::InvalidArgumentError(
         "gloo needs this process's rank and the rank count: --rank and --world-size, or a "

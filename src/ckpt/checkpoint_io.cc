@@ -4,8 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <set>
 #include <filesystem>
+#include <set>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -19,8 +19,7 @@ namespace {
 constexpr size_t kChunkBytes = 8 << 20;  // reads for verification, and hashing granularity
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins.
-absl::Status ForEachParallel(size_t n, int threads,
-                             const std::function<absl::Status(size_t)>& fn) {
+absl::Status ForEachParallel(size_t n, int threads, const std::function<absl::Status(size_t)>& fn) {
   std::atomic<size_t> next{0};
   absl::Mutex mu;
   absl::Status first;
@@ -75,7 +74,8 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
     // What Manifest::Parse would refuse is refused here, before a byte is written: a
     // checkpoint that saves but never loads would lose the run.
     if (!ValidEntryName(e.name)) {
-      return absl::InvalidArgumentError(StrCat("entry ", i, ": names have 1 to 1024 bytes, no NUL"));
+      return absl::InvalidArgumentError(
+          StrCat("entry ", i, ": names have 1 to 1024 bytes, no NUL"));
     }
     if (!names.insert(e.name).second) {
       return absl::InvalidArgumentError(StrCat("entry '", e.name, "' is given twice"));
@@ -87,9 +87,9 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
             "entry '", e.name, "': more than 16 dimensions, a negative one, or too many elements"));
       }
       if (*elements * DTypeSize(e.dtype) != e.data.size()) {
-        return absl::InvalidArgumentError(
-            StrCat("entry '", e.name, "': shape and dtype make ", *elements * DTypeSize(e.dtype),
-                   " bytes, the data has ", e.data.size()));
+        return absl::InvalidArgumentError(StrCat("entry '", e.name, "': shape and dtype make ",
+                                                 *elements * DTypeSize(e.dtype),
+                                                 " bytes, the data has ", e.data.size()));
       }
     }
     if (shard_entries.empty() || (fill > 0 && fill + e.data.size() > options.shard_bytes)) {
@@ -114,8 +114,8 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
   if (absl::Status s = env.RemoveAll(tmp); !s.ok()) return s;
   if (absl::Status s = env.CreateDir(tmp); !s.ok()) return s;
   static const std::byte kZeros[format::kEntryAlignment] = {};
-  absl::Status written = ForEachParallel(
-      shard_entries.size(), options.threads, [&](size_t shard) -> absl::Status {
+  absl::Status written =
+      ForEachParallel(shard_entries.size(), options.threads, [&](size_t shard) -> absl::Status {
         ShardInfo& info = manifest.shards[shard];
         info.file = ShardFileName(shard);
         absl::StatusOr<std::unique_ptr<WritableFile>> file =
@@ -189,8 +189,8 @@ absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manife
   absl::StatusOr<uint64_t> size = env.FileSize(path);
   if (!size.ok()) return size.status();
   if (*size != info.bytes) {
-    return absl::DataLossError(
-        StrCat(path, ": ", *size, " bytes, the manifest says ", info.bytes, " (truncated or torn)"));
+    return absl::DataLossError(StrCat(path, ": ", *size, " bytes, the manifest says ", info.bytes,
+                                      " (truncated or torn)"));
   }
   if (data != nullptr) {
     // Mapped: one pass over the bytes. Each entry's checksum covers the entry and the
@@ -215,7 +215,8 @@ absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manife
       at = e->offset + e->bytes;
     }
     if (at != info.bytes) {
-      return absl::DataLossError(StrCat(path, ": ", info.bytes - at, " bytes after the last entry"));
+      return absl::DataLossError(
+          StrCat(path, ": ", info.bytes - at, " bytes after the last entry"));
     }
     return absl::OkStatus();
   }

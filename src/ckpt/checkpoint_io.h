@@ -4,8 +4,8 @@
 // complete at its final name or absent. Reading checks every checksum before returning a byte.
 //
 //   std::vector<EntryView> entries = {{"fc1.weight", DType::kFloat32, {128, 64}, bytes}};
-//   PILLAR_ASSIGN_OR_RETURN(Manifest m, WriteCheckpoint(env, "run/step-00000100", 100, entries, {}, {}));
-//   PILLAR_ASSIGN_OR_RETURN(LoadedCheckpoint c, LoadCheckpoint(env, "run/step-00000100", 4));
+//   PILLAR_ASSIGN_OR_RETURN(Manifest m, WriteCheckpoint(env, "run/step-00000100", 100, entries, {},
+//   {})); PILLAR_ASSIGN_OR_RETURN(LoadedCheckpoint c, LoadCheckpoint(env, "run/step-00000100", 4));
 //   std::span<const std::byte> w = c.Data("fc1.weight");
 #pragma once
 
@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "common/env.h"
 #include "ckpt/manifest.h"
+#include "common/env.h"
 
 namespace pillar::ckpt {
 

@@ -159,8 +159,8 @@ void CheckpointManager::WriteLoop() {
                 .bytes = manifest->TotalBytes()};
       if (durable_) to_drain_ = job.step;  // newer replaces older: the drain keeps up or skips
     } else if (error_.ok()) {
-      error_ = absl::Status(status.code(), StrCat("checkpoint at step ", job.step, ": ",
-                                                  status.message()));
+      error_ = absl::Status(status.code(),
+                            StrCat("checkpoint at step ", job.step, ": ", status.message()));
     }
     pending_.reset();
   }
@@ -192,8 +192,8 @@ void CheckpointManager::DrainLoop() {
     // than the drain: a newer one is queued by then, and it is the one that matters.
     if (absl::IsNotFound(status) && to_drain_.has_value()) status = absl::OkStatus();
     if (!status.ok() && error_.ok()) {
-      error_ = absl::Status(status.code(), StrCat("draining step ", step, " to ",
-                                                  durable_->root(), ": ", status.message()));
+      error_ = absl::Status(status.code(), StrCat("draining step ", step, " to ", durable_->root(),
+                                                  ": ", status.message()));
     }
   }
 }
@@ -249,7 +249,8 @@ absl::Status CopyCheckpoint(Env& env, const std::string& from, const std::string
     const std::string source = StrCat(from, "/", name);
     absl::StatusOr<uint64_t> size = env.FileSize(source);
     if (!size.ok()) return size.status();
-    absl::StatusOr<std::unique_ptr<WritableFile>> out = env.NewWritableFile(StrCat(tmp, "/", name), 0600);
+    absl::StatusOr<std::unique_ptr<WritableFile>> out =
+        env.NewWritableFile(StrCat(tmp, "/", name), 0600);
     if (!out.ok()) return out.status();
     for (uint64_t at = 0; at < *size;) {
       const size_t n = size_t(std::min<uint64_t>(chunk.size(), *size - at));

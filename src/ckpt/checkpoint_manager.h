@@ -2,10 +2,10 @@
 // Save() copies the state into a host staging buffer (reused from save to save) and returns:
 // the training loop stalls only for that copy. With `pipelined_snapshot` even the copy leaves the
 // loop's path (CheckFreq's design): it runs while the next step's forward and backward passes
-// read the state, and the loop calls AwaitSnapshot() before its update changes it. A background thread writes the checkpoint to the
-// fast tier (local NVMe) with the commit protocol, moves `latest`, applies retention; a second
-// thread then drains it to the durable tier (a shared file system) the same way. LoadLatest()
-// prefers the fast tier and falls back to the durable one.
+// read the state, and the loop calls AwaitSnapshot() before its update changes it. A background
+// thread writes the checkpoint to the fast tier (local NVMe) with the commit protocol, moves
+// `latest`, applies retention; a second thread then drains it to the durable tier (a shared file
+// system) the same way. LoadLatest() prefers the fast tier and falls back to the durable one.
 //
 //   CheckpointManager::Options options;
 //   options.fast_dir = "/scratch/run-7";
@@ -38,8 +38,8 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "ckpt/checkpoint_io.h"
-#include "common/env.h"
 #include "ckpt/run_directory.h"
+#include "common/env.h"
 
 namespace pillar::ckpt {
 
@@ -104,7 +104,7 @@ class CheckpointManager {
     // What the training loop waited for in Save() and AwaitSnapshot(): the copy itself, or
     // only the part of a pipelined copy that its forward and backward passes did not hide.
     double stall_seconds = 0;
-    double write_seconds = 0;     // to the fast tier, in the background
+    double write_seconds = 0;  // to the fast tier, in the background
     uint64_t bytes = 0;
   };
   Costs last_costs() const;
@@ -133,8 +133,8 @@ class CheckpointManager {
     std::vector<Source> sources;  // pipelined: still to be copied, by the writer
   };
   std::optional<Pending> pending_ ABSL_GUARDED_BY(mu_);  // set: the writer owns the buffer
-  bool copying_ ABSL_GUARDED_BY(mu_) = false;  // a pipelined snapshot is not yet complete
-  double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;  // of the last Save()
+  bool copying_ ABSL_GUARDED_BY(mu_) = false;            // a pipelined snapshot is not yet complete
+  double stall_seconds_ ABSL_GUARDED_BY(mu_) = 0;        // of the last Save()
   std::optional<int64_t> to_drain_ ABSL_GUARDED_BY(mu_);
   bool draining_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

@@ -11,9 +11,9 @@
 namespace pillar::ckpt {
 namespace {
 
-constexpr std::string_view kDTypeNames[] = {"float32", "float64", "float16", "bfloat16", "int64",
-                                            "int32",   "int16",   "int8",    "uint8",    "bool",
-                                            "blob"};
+constexpr std::string_view kDTypeNames[] = {"float32", "float64", "float16", "bfloat16",
+                                            "int64",   "int32",   "int16",   "int8",
+                                            "uint8",   "bool",    "blob"};
 constexpr size_t kDTypeSizes[] = {4, 8, 2, 2, 8, 4, 2, 1, 1, 1, 1};
 
 std::string Hex16(uint64_t v) { return Hex(v, 16); }
@@ -142,9 +142,7 @@ std::string Manifest::Encode() const {
 }
 
 absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, std::string_view source) {
-  auto bad = [&](std::string_view what) {
-    return absl::DataLossError(StrCat(source, ": ", what));
-  };
+  auto bad = [&](std::string_view what) { return absl::DataLossError(StrCat(source, ": ", what)); };
   // Line 1: JSON. Line 2: its checksum. Anything else is a torn or foreign file.
   const size_t lf = text.find('\n');
   if (lf == std::string_view::npos) return bad("no checksum line (torn or not a manifest)");
@@ -199,7 +197,8 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, std::string_view
   for (simdjson::dom::element s : shards) {
     ShardInfo shard;
     std::string_view file, sum;
-    if (s["file"].get(file) != simdjson::SUCCESS || s["bytes"].get(shard.bytes) != simdjson::SUCCESS ||
+    if (s["file"].get(file) != simdjson::SUCCESS ||
+        s["bytes"].get(shard.bytes) != simdjson::SUCCESS ||
         s["xxh3"].get(sum) != simdjson::SUCCESS || !ParseHex16(sum, &shard.xxh3)) {
       return bad(StrCat("shard ", m.shards.size(), " lacks file, bytes or xxh3"));
     }
@@ -245,7 +244,8 @@ absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, std::string_view
     if (entry.dtype == DType::kBlob && !entry.shape.empty()) {
       return bad(StrCat(where, "a blob has no shape"));
     }
-    if (shard >= m.shards.size()) return bad(StrCat(where, "names shard ", shard, " of ", m.shards.size()));
+    if (shard >= m.shards.size())
+      return bad(StrCat(where, "names shard ", shard, " of ", m.shards.size()));
     entry.shard = uint32_t(shard);
     if (entry.offset % format::kEntryAlignment != 0) return bad(StrCat(where, "misaligned offset"));
     const uint64_t shard_bytes = m.shards[shard].bytes;

@@ -22,7 +22,17 @@ namespace pillar::ckpt {
 
 // Element types of tensor entries; kBlob marks an opaque byte buffer.
 enum class DType : uint8_t {
-  kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kInt16, kInt8, kUInt8, kBool, kBlob
+  kFloat32,
+  kFloat64,
+  kFloat16,
+  kBFloat16,
+  kInt64,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUInt8,
+  kBool,
+  kBlob
 };
 std::string_view DTypeName(DType dtype);
 std::optional<DType> ParseDType(std::string_view name);
@@ -40,7 +50,7 @@ bool ValidEntryName(std::string_view name);
 std::optional<uint64_t> ShapeElements(std::span<const int64_t> shape);
 
 struct ShardInfo {
-  std::string file;   // "shard-00000.bin"
+  std::string file;  // "shard-00000.bin"
   uint64_t bytes = 0;
   uint64_t xxh3 = 0;  // of the whole file
 };
@@ -52,7 +62,7 @@ struct EntryInfo {
   uint32_t shard = 0;
   uint64_t offset = 0;  // in the shard, a multiple of format::kEntryAlignment
   uint64_t bytes = 0;
-  uint64_t xxh3 = 0;    // of the entry's bytes
+  uint64_t xxh3 = 0;  // of the entry's bytes
 };
 
 struct Manifest {

@@ -159,8 +159,20 @@ using ValuePtr = std::shared_ptr<Value>;
 // outlives every value), and what a storage or tensor needs beyond a leaf's fields is in `i` and
 // `items`.
 struct Value {
-  enum class Kind : uint8_t { kNone, kBool, kInt, kFloat, kString, kTuple, kList, kDict, kGlobal,
-                              kStorage, kTensor, kMark };
+  enum class Kind : uint8_t {
+    kNone,
+    kBool,
+    kInt,
+    kFloat,
+    kString,
+    kTuple,
+    kList,
+    kDict,
+    kGlobal,
+    kStorage,
+    kTensor,
+    kMark
+  };
   Value() = default;
   Value(const Value&) = delete;
   Value& operator=(const Value&) = delete;
@@ -444,7 +456,8 @@ absl::Status Unpickler::Reduce(const ValuePtr& callable, const ValuePtr& args) {
     return Push(std::move(t));
   }
   if (callable->s == "torch._utils\n_rebuild_parameter") {
-    if (a.empty() || !is(a[0], Value::Kind::kTensor)) return Bad("_rebuild_parameter without a tensor");
+    if (a.empty() || !is(a[0], Value::Kind::kTensor))
+      return Bad("_rebuild_parameter without a tensor");
     return Push(a[0]);
   }
   return Bad(StrCat("refuses to call ", Dotted(callable->s), " (not part of a state_dict)"));
@@ -480,8 +493,8 @@ absl::Status Unpickler::Step(uint8_t op) {
     case 'B':  // BINBYTES
       if (!Need(4)) return Bad("truncated");
       return PushString(U(4));
-    case 'U':  // SHORT_BINSTRING
-    case 'C':  // SHORT_BINBYTES
+    case 'U':   // SHORT_BINSTRING
+    case 'C':   // SHORT_BINBYTES
     case 0x8c:  // SHORT_BINUNICODE
       if (!Need(1)) return Bad("truncated");
       return PushString(U(1));
@@ -634,7 +647,8 @@ absl::Status Unpickler::Step(uint8_t op) {
     case 'b': {  // BUILD: state for the object below (a state_dict's _metadata): not needed
       absl::StatusOr<ValuePtr> state = Pop();
       if (!state.ok()) return state.status();
-      if (stack_.empty() || (stack_.back()->kind != K::kDict && stack_.back()->kind != K::kTensor)) {
+      if (stack_.empty() ||
+          (stack_.back()->kind != K::kDict && stack_.back()->kind != K::kTensor)) {
         return Bad("BUILD on an object other than a dict or tensor");
       }
       return absl::OkStatus();

@@ -150,8 +150,8 @@ absl::StatusOr<std::vector<std::string>> Directory::ListFiles(size_t max_files) 
       if (::fstatat(::dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
         failure = OpenError(StrCat(path_, "/", relative), errno);
       } else if (S_ISLNK(st.st_mode)) {
-        failure = absl::InvalidArgumentError(StrCat(
-            path_, ": ", relative, " is a symbolic link; sign and serve real files only"));
+        failure = absl::InvalidArgumentError(
+            StrCat(path_, ": ", relative, " is a symbolic link; sign and serve real files only"));
       } else if (S_ISDIR(st.st_mode)) {
         if (std::count(relative.begin(), relative.end(), '/') + 1 >= long(kMaxDepth)) {
           failure = absl::InvalidArgumentError(
@@ -168,8 +168,7 @@ absl::StatusOr<std::vector<std::string>> Directory::ListFiles(size_t max_files) 
         failure =
             absl::InvalidArgumentError(StrCat(path_, ": ", relative, " is not a regular file"));
       } else if (files.size() >= max_files) {
-        failure = absl::InvalidArgumentError(
-            StrCat(path_, ": more than ", max_files, " files"));
+        failure = absl::InvalidArgumentError(StrCat(path_, ": more than ", max_files, " files"));
       } else {
         files.push_back(relative);
       }

@@ -169,7 +169,8 @@ class PosixEnv final : public Env {
     return absl::OkStatus();
   }
   absl::Status Rename(const std::string& from, const std::string& to) override {
-    if (::rename(from.c_str(), to.c_str()) != 0) return Errno(StrCat("cannot rename to ", to), from);
+    if (::rename(from.c_str(), to.c_str()) != 0)
+      return Errno(StrCat("cannot rename to ", to), from);
     return absl::OkStatus();
   }
   absl::Status SyncDir(const std::string& path) override {

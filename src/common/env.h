@@ -53,7 +53,8 @@ class Env {
   virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
                                                                         uint32_t mode) = 0;
   // Reads `out.size()` bytes at `offset`; an error when the file is shorter.
-  virtual absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) = 0;
+  virtual absl::Status ReadAt(const std::string& path, uint64_t offset,
+                              std::span<std::byte> out) = 0;
   virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
   // Maps the whole file, reading it in now (the caller is about to touch every byte).
   virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) = 0;

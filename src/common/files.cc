@@ -39,7 +39,8 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
 absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                            std::uintmax_t max_bytes) {
   struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) return absl::NotFoundError(StrCat("cannot read ", path.string()));
+  if (::stat(path.c_str(), &st) != 0)
+    return absl::NotFoundError(StrCat("cannot read ", path.string()));
   if ((st.st_mode & 077) != 0) {
     return absl::PermissionDeniedError(
         StrCat(path.string(), " is readable by group or others; chmod 600 it (it holds a secret)"));

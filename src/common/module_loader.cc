@@ -52,11 +52,10 @@ absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec) {
     if (::access(path.c_str(), F_OK) == 0) return LoadModuleEntryFrom(path, spec);
     tried += (tried.empty() ? "" : " or ") + path;
   }
-  return absl::FailedPreconditionError(
-      StrCat(spec.needed_for, " needs the module ", spec.file_name, ", and there is none at ",
-             tried.empty() ? std::string("any known place") : tried, ": build pillar with -D",
-             spec.build_option, "=ON, install the module beside the binary, or set ",
-             spec.env_var));
+  return absl::FailedPreconditionError(StrCat(
+      spec.needed_for, " needs the module ", spec.file_name, ", and there is none at ",
+      tried.empty() ? std::string("any known place") : tried, ": build pillar with -D",
+      spec.build_option, "=ON, install the module beside the binary, or set ", spec.env_var));
 }
 
 }  // namespace pillar

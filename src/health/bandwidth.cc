@@ -96,7 +96,8 @@ absl::StatusOr<double> SequentialWriteBandwidth(const std::string& dir, size_t b
   std::string path = StrCat(dir, "/.pillar-health-XXXXXX");
   const int fd = mkstemp(path.data());
   if (fd < 0) {
-    return absl::UnavailableError(StrCat("cannot create a file in ", dir, ": ", std::strerror(errno)));
+    return absl::UnavailableError(
+        StrCat("cannot create a file in ", dir, ": ", std::strerror(errno)));
   }
   unlink(path.c_str());  // gone whatever happens next; the space is freed on close
   constexpr size_t kBlock = 1 << 20;

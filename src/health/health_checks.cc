@@ -35,7 +35,8 @@ CheckResult Compare(std::string name, double measured, std::string_view unit, do
   r.name = std::move(name);
   r.value = measured;
   r.measured = StrCat(Fixed(measured, digits), unit.empty() ? "" : " ", unit);
-  r.required = StrCat(at_least ? ">= " : "<= ", Fixed(bound, digits), unit.empty() ? "" : " ", unit);
+  r.required =
+      StrCat(at_least ? ">= " : "<= ", Fixed(bound, digits), unit.empty() ? "" : " ", unit);
   const bool ok = at_least ? measured >= bound : measured <= bound;
   r.status = ok ? CheckStatus::kPass : CheckStatus::kFail;
   return r;
@@ -78,7 +79,8 @@ void CheckCpu(const CpuThresholds& t, const NodeProbe& probe, HealthReport& repo
     r.name = "cpu.model";
     r.measured = cpu->model;
     r.required = StrCat("contains \"", *t.model, "\"");
-    r.status = cpu->model.find(*t.model) != std::string::npos ? CheckStatus::kPass : CheckStatus::kFail;
+    r.status =
+        cpu->model.find(*t.model) != std::string::npos ? CheckStatus::kPass : CheckStatus::kFail;
     report.checks.push_back(r);
   }
 }
@@ -102,10 +104,12 @@ void CheckMemory(const MemoryThresholds& t, const NodeProbe& probe, int threads,
   if (t.min_bandwidth_gbps) {
     const double gbps = TriadBandwidth(size_t(t.bandwidth_mib) << 20, threads);
     if (gbps <= 0) {
-      report.checks.push_back(Error("memory.bandwidth", "", absl::ResourceExhaustedError(
-          "could not allocate the triad's arrays")));
+      report.checks.push_back(
+          Error("memory.bandwidth", "",
+                absl::ResourceExhaustedError("could not allocate the triad's arrays")));
     } else {
-      report.checks.push_back(Compare("memory.bandwidth", gbps, "GB/s", *t.min_bandwidth_gbps, true));
+      report.checks.push_back(
+          Compare("memory.bandwidth", gbps, "GB/s", *t.min_bandwidth_gbps, true));
     }
   }
 }
@@ -115,8 +119,8 @@ void CheckDisk(const DiskThresholds& t, const NodeProbe& probe, HealthReport& re
   if (t.min_free_gib) {
     absl::StatusOr<DiskFacts> disk = probe.Disk(t.path);
     if (!disk.ok()) {
-      report.checks.push_back(Error(StrCat(name, ".free"), StrCat(">= ", Fixed(*t.min_free_gib), " GiB"),
-                                    disk.status()));
+      report.checks.push_back(Error(StrCat(name, ".free"),
+                                    StrCat(">= ", Fixed(*t.min_free_gib), " GiB"), disk.status()));
     } else {
       report.checks.push_back(Compare(StrCat(name, ".free"), double(disk->free_bytes) / kGiB, "GiB",
                                       *t.min_free_gib, true));
@@ -125,10 +129,11 @@ void CheckDisk(const DiskThresholds& t, const NodeProbe& probe, HealthReport& re
   if (t.min_write_mbps) {
     absl::StatusOr<double> mbps = SequentialWriteBandwidth(t.path, size_t(t.write_mib) << 20);
     if (!mbps.ok()) {
-      report.checks.push_back(Error(StrCat(name, ".write"), StrCat(">= ", Fixed(*t.min_write_mbps), " MB/s"),
-                                    mbps.status()));
+      report.checks.push_back(Error(
+          StrCat(name, ".write"), StrCat(">= ", Fixed(*t.min_write_mbps), " MB/s"), mbps.status()));
     } else {
-      report.checks.push_back(Compare(StrCat(name, ".write"), *mbps, "MB/s", *t.min_write_mbps, true, 0));
+      report.checks.push_back(
+          Compare(StrCat(name, ".write"), *mbps, "MB/s", *t.min_write_mbps, true, 0));
     }
   }
 }
@@ -170,7 +175,8 @@ void CheckClock(const ClockThresholds& t, const NodeProbe& probe, HealthReport& 
     report.checks.push_back(r);
   }
   if (t.max_error_ms) {
-    report.checks.push_back(Compare("clock.max_error", clock->max_error_ms, "ms", *t.max_error_ms, false));
+    report.checks.push_back(
+        Compare("clock.max_error", clock->max_error_ms, "ms", *t.max_error_ms, false));
   }
 }
 
@@ -186,14 +192,17 @@ void CheckGpus(const GpuThresholds& t, const NodeProbe& probe, HealthReport& rep
     report.checks.push_back(Error("gpu", "NVML", gpus.status()));
     return;
   }
-  if (t.count) report.checks.push_back(Compare("gpu.count", double(gpus->size()), "", *t.count, true, 0));
+  if (t.count)
+    report.checks.push_back(Compare("gpu.count", double(gpus->size()), "", *t.count, true, 0));
   uint64_t forbidden_bits = 0;
-  for (const std::string& name : t.forbidden_throttle) forbidden_bits |= ThrottleReasonBit(name).value_or(0);
+  for (const std::string& name : t.forbidden_throttle)
+    forbidden_bits |= ThrottleReasonBit(name).value_or(0);
   for (const GpuFacts& g : *gpus) {
     const std::string prefix = StrCat("gpu", g.index);
     if (t.max_uncorrected_ecc) {
       if (g.ecc_uncorrected) {
-        report.checks.push_back(Compare(StrCat(prefix, ".ecc_uncorrected"), double(*g.ecc_uncorrected), "",
+        report.checks.push_back(Compare(StrCat(prefix, ".ecc_uncorrected"),
+                                        double(*g.ecc_uncorrected), "",
                                         double(*t.max_uncorrected_ecc), false, 0));
       } else {
         report.checks.push_back(Error(StrCat(prefix, ".ecc_uncorrected"), "ECC on",
@@ -201,20 +210,22 @@ void CheckGpus(const GpuThresholds& t, const NodeProbe& probe, HealthReport& rep
       }
     }
     if (t.max_corrected_ecc && g.ecc_corrected) {
-      report.checks.push_back(Compare(StrCat(prefix, ".ecc_corrected"), double(*g.ecc_corrected), "",
-                                      double(*t.max_corrected_ecc), false, 0));
+      report.checks.push_back(Compare(StrCat(prefix, ".ecc_corrected"), double(*g.ecc_corrected),
+                                      "", double(*t.max_corrected_ecc), false, 0));
     }
     if (t.min_clock_ratio) {
       const unsigned clock = g.sm_app_clock_mhz != 0 ? g.sm_app_clock_mhz : g.sm_clock_mhz;
       const double ratio = g.sm_max_clock_mhz == 0 ? 0 : double(clock) / double(g.sm_max_clock_mhz);
-      CheckResult r = Compare(StrCat(prefix, ".sm_clock_ratio"), ratio, "", *t.min_clock_ratio, true, 2);
+      CheckResult r =
+          Compare(StrCat(prefix, ".sm_clock_ratio"), ratio, "", *t.min_clock_ratio, true, 2);
       r.measured = StrCat(Fixed(ratio, 2), " (", clock, " of ", g.sm_max_clock_mhz, " MHz)");
       report.checks.push_back(r);
     }
     if (!t.forbidden_throttle.empty()) {
       CheckResult r;
       r.name = StrCat(prefix, ".throttle");
-      const std::vector<std::string> active = ThrottleReasonNames(g.throttle_reasons & forbidden_bits);
+      const std::vector<std::string> active =
+          ThrottleReasonNames(g.throttle_reasons & forbidden_bits);
       r.measured = active.empty() ? "none forbidden" : "";
       for (const std::string& a : active) r.measured += StrCat(r.measured.empty() ? "" : ",", a);
       r.required = "none of the forbidden reasons";
@@ -235,8 +246,9 @@ void CheckGpus(const GpuThresholds& t, const NodeProbe& probe, HealthReport& rep
     }
     std::vector<int> seen;
     for (int xid : ParseXids(*log)) {
-      const bool forbidden = t.any_xid || std::find(t.forbidden_xids.begin(), t.forbidden_xids.end(),
-                                                    xid) != t.forbidden_xids.end();
+      const bool forbidden =
+          t.any_xid || std::find(t.forbidden_xids.begin(), t.forbidden_xids.end(), xid) !=
+                           t.forbidden_xids.end();
       if (forbidden && std::find(seen.begin(), seen.end(), xid) == seen.end()) seen.push_back(xid);
     }
     CheckResult r;
@@ -260,25 +272,29 @@ void CheckCollective(const CollectiveThresholds& t, const HealthOptions& options
   }
   absl::StatusOr<CollectiveOutcome> outcome = ParseNcclTestsSummary(ran->output);
   if (!outcome.ok()) {
-    report.checks.push_back(Error(
-        "collective.busbw", required,
-        absl::UnavailableError(StrCat("`", t.command, "` exited ", ran->exit_code, ": ",
-                                      outcome.status().message()))));
+    report.checks.push_back(
+        Error("collective.busbw", required,
+              absl::UnavailableError(StrCat("`", t.command, "` exited ", ran->exit_code, ": ",
+                                            outcome.status().message()))));
     return;
   }
   CheckResult wrong = Compare("collective.wrong", double(outcome->wrong), "", 0, false, 0);
   wrong.required = "0";
   report.checks.push_back(wrong);
-  report.checks.push_back(Compare("collective.busbw", outcome->avg_busbw, "GB/s", t.min_busbw_gbps, true, 2));
+  report.checks.push_back(
+      Compare("collective.busbw", outcome->avg_busbw, "GB/s", t.min_busbw_gbps, true, 2));
 }
 
 }  // namespace
 
 std::string_view CheckStatusName(CheckStatus status) {
   switch (status) {
-    case CheckStatus::kPass: return "pass";
-    case CheckStatus::kFail: return "FAIL";
-    case CheckStatus::kError: return "ERROR";
+    case CheckStatus::kPass:
+      return "pass";
+    case CheckStatus::kFail:
+      return "FAIL";
+    case CheckStatus::kError:
+      return "ERROR";
   }
   return "?";
 }
@@ -343,7 +359,8 @@ std::vector<int> ParseXids(std::string_view log) {
 
 absl::StatusOr<CommandResult> RunShellCommand(const std::string& command, int timeout_s) {
   int out[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return absl::InternalError(StrCat("pipe: ", std::strerror(errno)));
+  if (pipe2(out, O_CLOEXEC) != 0)
+    return absl::InternalError(StrCat("pipe: ", std::strerror(errno)));
   const pid_t pid = fork();
   if (pid < 0) {
     close(out[0]);

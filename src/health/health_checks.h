@@ -18,12 +18,12 @@ enum class CheckStatus { kPass, kFail, kError };
 std::string_view CheckStatusName(CheckStatus status);  // "pass", "FAIL", "ERROR"
 
 struct CheckResult {
-  std::string name;      // "memory.total", "gpu3.ecc_uncorrected", "net.eth0"
+  std::string name;  // "memory.total", "gpu3.ecc_uncorrected", "net.eth0"
   CheckStatus status = CheckStatus::kPass;
-  std::string measured;  // "15.6 GiB"
-  std::string required;  // ">= 1800 GiB"
+  std::string measured;         // "15.6 GiB"
+  std::string required;         // ">= 1800 GiB"
   std::optional<double> value;  // the measurement as a number, for Prometheus
-  std::string detail;    // why it could not be checked, or what failed
+  std::string detail;           // why it could not be checked, or what failed
 };
 
 struct HealthReport {

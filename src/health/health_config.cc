@@ -39,8 +39,8 @@ absl::Status ReadOptional(TomlSection& s, std::string_view key, std::optional<T>
   return absl::OkStatus();
 }
 
-#define PILLAR_HEALTH_TRY(expr)                  \
-  do {                                           \
+#define PILLAR_HEALTH_TRY(expr)                        \
+  do {                                                 \
     if (absl::Status _s = (expr); !_s.ok()) return _s; \
   } while (0)
 
@@ -68,7 +68,8 @@ absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text, std::strin
   HealthConfig config;
   TomlSection top(&root, "top level", source);
   PILLAR_HEALTH_TRY(top.ReadString("name", config.name));
-  for (std::string_view section : {"cpu", "memory", "disk", "network", "clock", "gpu", "collective"}) {
+  for (std::string_view section :
+       {"cpu", "memory", "disk", "network", "clock", "gpu", "collective"}) {
     top.Allow(section);
   }
   PILLAR_HEALTH_TRY(top.CheckNoUnknownKeys());
@@ -76,8 +77,8 @@ absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text, std::strin
     const toml::node* node = root.get(name);
     if (node == nullptr) return nullptr;
     if (!node->is_table()) {
-      return absl::InvalidArgumentError(StrCat(source, ":", node->source().begin.line, ": [",
-                                               name, "] must be a table"));
+      return absl::InvalidArgumentError(
+          StrCat(source, ":", node->source().begin.line, ": [", name, "] must be a table"));
     }
     return node->as_table();
   };

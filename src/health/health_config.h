@@ -13,8 +13,8 @@
 namespace pillar::health {
 
 struct CpuThresholds {
-  std::optional<int> min_count;         // logical CPUs
-  std::optional<std::string> model;     // a substring of /proc/cpuinfo's "model name"
+  std::optional<int> min_count;      // logical CPUs
+  std::optional<std::string> model;  // a substring of /proc/cpuinfo's "model name"
 };
 
 struct MemoryThresholds {
@@ -44,17 +44,17 @@ struct GpuThresholds {
   std::optional<int> count;
   std::optional<int64_t> max_uncorrected_ecc;  // volatile, since the driver loaded
   std::optional<int64_t> max_corrected_ecc;
-  std::optional<double> min_clock_ratio;       // SM application clock / maximum SM clock
+  std::optional<double> min_clock_ratio;        // SM application clock / maximum SM clock
   std::vector<std::string> forbidden_throttle;  // e.g. "hw_slowdown", "sw_thermal"
   std::optional<int> max_temperature_c;
-  std::vector<int> forbidden_xids;             // XID errors in the kernel log that fail
-  bool any_xid = false;                        // every XID fails (forbidden_xids = ["all"])
+  std::vector<int> forbidden_xids;  // XID errors in the kernel log that fail
+  bool any_xid = false;             // every XID fails (forbidden_xids = ["all"])
   std::string kernel_log = "/dev/kmsg";
   std::string library = "libnvidia-ml.so.1";
 };
 
 struct CollectiveThresholds {
-  std::string command;    // prints nccl-tests output; e.g. mpirun … pillar bench collective …
+  std::string command;  // prints nccl-tests output; e.g. mpirun … pillar bench collective …
   double min_busbw_gbps = 0;
   int timeout_s = 600;
 };

@@ -49,8 +49,8 @@ std::string FormatHealthTable(const HealthReport& report) {
     out += "\n";
   }
   const int code = report.ExitCode();
-  out += StrCat(report.name.empty() ? "node" : report.name, ": ", Verdict(code), " (", report.checks.size(),
-                " checks, exit ", code, ")\n");
+  out += StrCat(report.name.empty() ? "node" : report.name, ": ", Verdict(code), " (",
+                report.checks.size(), " checks, exit ", code, ")\n");
   return out;
 }
 
@@ -70,7 +70,9 @@ std::string HealthJson(const HealthReport& report) {
     w.Key("name");
     w.String(c.name);
     w.Key("status");
-    w.String(c.status == CheckStatus::kPass ? "pass" : c.status == CheckStatus::kFail ? "fail" : "error");
+    w.String(c.status == CheckStatus::kPass   ? "pass"
+             : c.status == CheckStatus::kFail ? "fail"
+                                              : "error");
     w.Key("measured");
     w.String(c.measured);
     w.Key("required");
@@ -95,7 +97,8 @@ std::string HealthPrometheus(const HealthReport& report) {
   out += "# HELP pillar_health_status Node health: 0 healthy, 1 unhealthy, 2 could not check.\n";
   out += "# TYPE pillar_health_status gauge\n";
   out += StrCat("pillar_health_status ", report.ExitCode(), "\n");
-  out += "# HELP pillar_health_check_ok 1 when the check passed, 0 when it failed or could not run.\n";
+  out +=
+      "# HELP pillar_health_check_ok 1 when the check passed, 0 when it failed or could not run.\n";
   out += "# TYPE pillar_health_check_ok gauge\n";
   for (const CheckResult& c : report.checks) {
     out += StrCat("pillar_health_check_ok{check=\"", Label(c.name), "\"} ",

@@ -17,7 +17,8 @@ namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\n'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -28,7 +29,8 @@ bool MeminfoValue(std::string_view text, std::string_view key, uint64_t& bytes) 
     std::string_view rest = Trim(line.substr(key.size() + 1));
     uint64_t value = 0;
     size_t i = 0;
-    for (; i < rest.size() && rest[i] >= '0' && rest[i] <= '9'; ++i) value = value * 10 + uint64_t(rest[i] - '0');
+    for (; i < rest.size() && rest[i] >= '0' && rest[i] <= '9'; ++i)
+      value = value * 10 + uint64_t(rest[i] - '0');
     if (i == 0) return false;
     bytes = Trim(rest.substr(i)) == "kB" ? value * 1024 : value;
     return true;
@@ -52,7 +54,8 @@ absl::StatusOr<CpuFacts> NodeProbe::Cpu() const {
     if (colon == std::string_view::npos) continue;
     const std::string_view key = Trim(line.substr(0, colon));
     if (key == "processor") ++cpu.logical;
-    if (key == "model name" && cpu.model.empty()) cpu.model = std::string(Trim(line.substr(colon + 1)));
+    if (key == "model name" && cpu.model.empty())
+      cpu.model = std::string(Trim(line.substr(colon + 1)));
   }
   if (cpu.logical == 0) {
     return absl::DataLossError(StrCat(Path("/proc/cpuinfo"), ": no processor entries"));
@@ -123,7 +126,7 @@ absl::StatusOr<std::string> NodeProbe::KernelLog(const std::string& path) const 
     }
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EPIPE) continue;  // kmsg: records overwritten while reading
-    break;  // 0 (end of file) or EAGAIN (end of /dev/kmsg)
+    break;                                  // 0 (end of file) or EAGAIN (end of /dev/kmsg)
   }
   close(fd);
   return out;

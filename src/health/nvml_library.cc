@@ -12,11 +12,11 @@ using Return = int;
 using Device = void*;
 constexpr Return kSuccess = 0;
 constexpr Return kNotSupported = 3;
-constexpr int kClockSm = 1;                // NVML_CLOCK_SM
-constexpr int kTemperatureGpu = 0;         // NVML_TEMPERATURE_GPU
-constexpr int kMemoryErrorCorrected = 0;   // NVML_MEMORY_ERROR_TYPE_CORRECTED
-constexpr int kMemoryErrorUncorrected = 1; // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-constexpr int kVolatileEcc = 0;            // NVML_VOLATILE_ECC
+constexpr int kClockSm = 1;                 // NVML_CLOCK_SM
+constexpr int kTemperatureGpu = 0;          // NVML_TEMPERATURE_GPU
+constexpr int kMemoryErrorCorrected = 0;    // NVML_MEMORY_ERROR_TYPE_CORRECTED
+constexpr int kMemoryErrorUncorrected = 1;  // NVML_MEMORY_ERROR_TYPE_UNCORRECTED
+constexpr int kVolatileEcc = 0;             // NVML_VOLATILE_ECC
 
 }  // namespace
 
@@ -88,11 +88,13 @@ absl::StatusOr<std::vector<GpuFacts>> NvmlLibrary::Gpus() {
   std::vector<GpuFacts> gpus;
   for (unsigned i = 0; i < count; ++i) {
     Device device = nullptr;
-    if (Return r = api_->handle(i, &device); r != kSuccess) return fail("nvmlDeviceGetHandleByIndex", r);
+    if (Return r = api_->handle(i, &device); r != kSuccess)
+      return fail("nvmlDeviceGetHandleByIndex", r);
     GpuFacts gpu;
     gpu.index = int(i);
     char name[96] = {};
-    if (Return r = api_->name(device, name, sizeof(name) - 1); r != kSuccess) return fail("nvmlDeviceGetName", r);
+    if (Return r = api_->name(device, name, sizeof(name) - 1); r != kSuccess)
+      return fail("nvmlDeviceGetName", r);
     gpu.name = name;
     unsigned long long errors = 0;
     Return r = api_->ecc(device, kMemoryErrorUncorrected, kVolatileEcc, &errors);
@@ -107,15 +109,20 @@ absl::StatusOr<std::vector<GpuFacts>> NvmlLibrary::Gpus() {
     } else if (r != kNotSupported) {
       return fail("nvmlDeviceGetTotalEccErrors", r);
     }
-    if (r = api_->clock(device, kClockSm, &gpu.sm_clock_mhz); r != kSuccess) return fail("nvmlDeviceGetClockInfo", r);
-    if (r = api_->app_clock(device, kClockSm, &gpu.sm_app_clock_mhz); r != kSuccess && r != kNotSupported) {
+    if (r = api_->clock(device, kClockSm, &gpu.sm_clock_mhz); r != kSuccess)
+      return fail("nvmlDeviceGetClockInfo", r);
+    if (r = api_->app_clock(device, kClockSm, &gpu.sm_app_clock_mhz);
+        r != kSuccess && r != kNotSupported) {
       return fail("nvmlDeviceGetApplicationsClock", r);
     }
-    if (r = api_->max_clock(device, kClockSm, &gpu.sm_max_clock_mhz); r != kSuccess) return fail("nvmlDeviceGetMaxClockInfo", r);
+    if (r = api_->max_clock(device, kClockSm, &gpu.sm_max_clock_mhz); r != kSuccess)
+      return fail("nvmlDeviceGetMaxClockInfo", r);
     unsigned long long reasons = 0;
-    if (r = api_->throttle(device, &reasons); r != kSuccess) return fail("nvmlDeviceGetCurrentClocksThrottleReasons", r);
+    if (r = api_->throttle(device, &reasons); r != kSuccess)
+      return fail("nvmlDeviceGetCurrentClocksThrottleReasons", r);
     gpu.throttle_reasons = reasons;
-    if (r = api_->temperature(device, kTemperatureGpu, &gpu.temperature_c); r != kSuccess) return fail("nvmlDeviceGetTemperature", r);
+    if (r = api_->temperature(device, kTemperatureGpu, &gpu.temperature_c); r != kSuccess)
+      return fail("nvmlDeviceGetTemperature", r);
     gpus.push_back(gpu);
   }
   return gpus;

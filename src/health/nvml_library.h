@@ -18,10 +18,10 @@ struct GpuFacts {
   std::string name;
   std::optional<uint64_t> ecc_uncorrected;  // volatile; none when ECC is off or unsupported
   std::optional<uint64_t> ecc_corrected;
-  unsigned sm_clock_mhz = 0;          // now
-  unsigned sm_app_clock_mhz = 0;      // the clock it runs work at
+  unsigned sm_clock_mhz = 0;      // now
+  unsigned sm_app_clock_mhz = 0;  // the clock it runs work at
   unsigned sm_max_clock_mhz = 0;
-  uint64_t throttle_reasons = 0;      // nvmlClocksThrottleReason* bits
+  uint64_t throttle_reasons = 0;  // nvmlClocksThrottleReason* bits
   unsigned temperature_c = 0;
 };
 

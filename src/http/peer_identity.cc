@@ -14,7 +14,8 @@ std::string FirstSan(X509* cert, int type) {
   for (int i = 0; i < sk_GENERAL_NAME_num(names) && out.empty(); ++i) {
     const GENERAL_NAME* name = sk_GENERAL_NAME_value(names, i);
     if (name->type != type) continue;
-    const ASN1_IA5STRING* value = type == GEN_URI ? name->d.uniformResourceIdentifier : name->d.dNSName;
+    const ASN1_IA5STRING* value =
+        type == GEN_URI ? name->d.uniformResourceIdentifier : name->d.dNSName;
     out.assign(reinterpret_cast<const char*>(ASN1_STRING_get0_data(value)),
                size_t(ASN1_STRING_length(value)));
   }

@@ -420,19 +420,18 @@ class Session final : public ResponseSink,
     loop_.sessions.push_back(this->weak_from_this());
     if constexpr (kTls) {
       Arm(Waiting::kHandshake, core_.limits.tls_handshake_timeout);
-      stream_.async_handshake(ssl::stream_base::server,
-                              [self = this->shared_from_this()](beast::error_code ec) {
-                                self->Disarm();
-                                if (ec) {
-                                  self->listener_.Reject(self->core_, "tls_handshake");
-                                  self->Close();
-                                  return;
-                                }
-                                self->peer_identity_ = PeerIdentity(
-                                    self->stream_.native_handle(),
-                                    self->listener_.options.client_identity);
-                                self->WaitForRequest();
-                              });
+      stream_.async_handshake(
+          ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
+            self->Disarm();
+            if (ec) {
+              self->listener_.Reject(self->core_, "tls_handshake");
+              self->Close();
+              return;
+            }
+            self->peer_identity_ = PeerIdentity(self->stream_.native_handle(),
+                                                self->listener_.options.client_identity);
+            self->WaitForRequest();
+          });
     } else {
       WaitForRequest();
     }

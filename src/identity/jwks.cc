@@ -211,9 +211,9 @@ absl::StatusOr<std::shared_ptr<const Jwks>> Jwks::Parse(std::string_view json) {
     }
     if (has_alg && alg != JwtAlgorithmName(algorithm)) continue;  // e.g. an RSA key for PS256
     if (!key.ok()) {
-      return absl::InvalidArgumentError(
-          StrCat("JWKS key #", index, kid.empty() ? "" : " '", kid, kid.empty() ? "" : "'", ": ",
-                 key.status().message()));
+      return absl::InvalidArgumentError(StrCat("JWKS key #", index, kid.empty() ? "" : " '", kid,
+                                               kid.empty() ? "" : "'", ": ",
+                                               key.status().message()));
     }
     jwks->keys_.push_back({std::string(kid), algorithm, std::move(*key)});
   }

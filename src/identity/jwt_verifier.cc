@@ -151,9 +151,8 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string
       cache_bytes_ = 0;
     }
     cache_bytes_ += token.size();
-    cache_[std::string(token)] = Cached{*who, jwks,
-                                        not_before_us == 0 ? 0 : not_before_us - skew_us,
-                                        (*who)->expires_us + skew_us};
+    cache_[std::string(token)] = Cached{
+        *who, jwks, not_before_us == 0 ? 0 : not_before_us - skew_us, (*who)->expires_us + skew_us};
   }
   return who;
 }
@@ -167,7 +166,8 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
     return Refuse("not a compact JWS (three dot-separated parts)");
   }
   absl::StatusOr<std::string> header_json = Base64UrlDecode(token.substr(0, dot1));
-  absl::StatusOr<std::string> claims_json = Base64UrlDecode(token.substr(dot1 + 1, dot2 - dot1 - 1));
+  absl::StatusOr<std::string> claims_json =
+      Base64UrlDecode(token.substr(dot1 + 1, dot2 - dot1 - 1));
   absl::StatusOr<std::string> signature = Base64UrlDecode(token.substr(dot2 + 1));
   if (!header_json.ok() || !claims_json.ok() || !signature.ok()) return Refuse("bad base64url");
 

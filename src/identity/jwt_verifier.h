@@ -39,7 +39,7 @@ struct JwtOptions {
   size_t cache_entries = 10'000;
   size_t cache_bytes = 16 << 20;  // and at most this many token bytes
   std::string subject_claim = "sub";
-  std::string tenant_claim;          // empty: principals get no tenant
+  std::string tenant_claim;           // empty: principals get no tenant
   std::string roles_claim = "roles";  // an array of strings or a space-separated string
   std::map<std::string, std::string> attribute_claims;  // attribute name -> claim name
 };
@@ -65,8 +65,8 @@ class JwtVerifier {
   struct Cached {
     std::shared_ptr<const Principal> principal;
     std::shared_ptr<const Jwks> jwks;  // the set that verified it; another set: re-verify
-    int64_t not_before_us;     // nbf minus the skew (0: none)
-    int64_t expires_us;        // exp plus the skew
+    int64_t not_before_us;             // nbf minus the skew (0: none)
+    int64_t expires_us;                // exp plus the skew
   };
 
   const JwtOptions options_;

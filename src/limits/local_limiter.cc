@@ -226,8 +226,7 @@ void LocalLimiter::Take(const Charge& charge, Counter& counter, int64_t now_ns, 
       const double interval_ns = double(kNanosPerSecond) * double(options_.divisor) / rule.rate;
       // In floating point, capped: a slow rate times a large cost may not fit in 64 bits.
       counter.tat_ns = int64_t(std::min(
-          double(std::max(counter.tat_ns, now_ns)) + interval_ns * double(charge.cost),
-          kMaxTatNs));
+          double(std::max(counter.tat_ns, now_ns)) + interval_ns * double(charge.cost), kMaxTatNs));
       return;
     }
     case LimitRule::Kind::kConcurrency:
@@ -251,8 +250,7 @@ void LocalLimiter::Take(const Charge& charge, Counter& counter, int64_t now_ns, 
   }
 }
 
-absl::StatusOr<Verdict> LocalLimiter::AdmitNow(std::span<const Charge> charges,
-                                               std::string_view) {
+absl::StatusOr<Verdict> LocalLimiter::AdmitNow(std::span<const Charge> charges, std::string_view) {
   const int64_t now_ns = options_.clock->MonotonicNanos();
   const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
   // Pointers into the map stay valid while nothing is inserted, so every insertion happens

@@ -249,7 +249,8 @@ bool RedisLimiter::Connect() {
         argv.push_back(a.data());
         lens.push_back(a.size());
       }
-      return static_cast<redisReply*>(redisCommandArgv(c, int(argv.size()), argv.data(), lens.data()));
+      return static_cast<redisReply*>(
+          redisCommandArgv(c, int(argv.size()), argv.data(), lens.data()));
     };
     if (!password_.empty()) {
       // Straight from password_: a std::string argument would be a copy freed unwiped.
@@ -264,9 +265,9 @@ bool RedisLimiter::Connect() {
       if (r != nullptr && r->type == REDIS_REPLY_STRING) {
         if (std::string_view(r->str, r->len) != script_sha_) error = "script digest mismatch";
       } else {
-        error = r == nullptr ? std::string(c->errstr)
-                             : r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
-                                                            : "SCRIPT LOAD failed";
+        error = r == nullptr                   ? std::string(c->errstr)
+                : r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
+                                               : "SCRIPT LOAD failed";
       }
       if (r) freeReplyObject(r);
     }
@@ -298,8 +299,8 @@ void RedisLimiter::Disconnect(std::string_view why_view) {
   retry_at_ns_.store(options_.clock->MonotonicNanos() +
                      absl::ToInt64Nanoseconds(absl::Milliseconds(200)));
   if (was_up || last_error_.empty()) {
-    std::fprintf(stderr, "pillar: limit store redis %s:%d unreachable: %s\n",
-                 options_.host.c_str(), options_.port, why.c_str());
+    std::fprintf(stderr, "pillar: limit store redis %s:%d unreachable: %s\n", options_.host.c_str(),
+                 options_.port, why.c_str());
   }
   last_error_ = why;
 }
@@ -316,7 +317,8 @@ void RedisLimiter::Run(std::vector<Command>& batch, bool retry_missing_script) {
   if (context_ == nullptr && !Connect()) {
     for (Command& c : batch) {
       if (errors_ != nullptr && c.done) errors_->Increment();
-      if (c.done) std::move(c.done)(absl::UnavailableError(StrCat("redis unreachable: ", last_error_)));
+      if (c.done)
+        std::move(c.done)(absl::UnavailableError(StrCat("redis unreachable: ", last_error_)));
     }
     return;
   }
@@ -377,9 +379,8 @@ void RedisLimiter::Loop() {
   while (true) {
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return stopping_ || !queue_.empty();
-      };
+      auto ready = [this]()
+                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
       // While down, wake up to retry the connection even without traffic, so recovery does
       // not wait for a request that fail-fast would never let through.
       mu_.AwaitWithTimeout(absl::Condition(&ready),

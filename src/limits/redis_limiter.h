@@ -36,10 +36,10 @@ struct RedisLimiterOptions {
   // AUTH, when set. The limiter takes it (every reconnection needs it), wipes what the move
   // leaves here, and wipes its copy when destroyed; the caller wipes its own (WipeString).
   std::string password;
-  absl::Duration timeout = absl::Milliseconds(250);      // connect and each reply
+  absl::Duration timeout = absl::Milliseconds(250);  // connect and each reply
   std::string key_prefix = "pillar";
-  absl::Duration lease_ttl = absl::Seconds(60);          // a crashed holder's slot frees after it
-  size_t max_pending = 65536;                            // beyond it, Admit() answers Unavailable
+  absl::Duration lease_ttl = absl::Seconds(60);  // a crashed holder's slot frees after it
+  size_t max_pending = 65536;                    // beyond it, Admit() answers Unavailable
   monitor::MetricsRegistry* metrics = nullptr;
   // Names the quota period a charge falls in (sent to Redis with it) and times reconnections.
   const Clock* clock = &SystemClock();

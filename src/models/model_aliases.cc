@@ -1,28 +1,27 @@
 #include "models/model_aliases.h"
 
 #include <fcntl.h>
+#include <simdjson.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <simdjson.h>
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/directory.h"
 #include "common/files.h"
-#include "signing/envelope.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "signing/envelope.h"
 
 namespace pillar::models {
 namespace {
 
 constexpr std::uintmax_t kMaxAliasesBytes = 16 << 20;
-
 
 absl::Status Malformed(const std::filesystem::path& path, std::string_view what) {
   return absl::DataLossError(StrCat(path.string(), ": ", what));
@@ -61,8 +60,8 @@ bool IsValidAliasName(std::string_view alias) {
 namespace {
 
 // Parses the aliases document (the payload of a signed file, or an unsigned file's text).
-absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path,
-                                          std::string_view text, std::string* model) {
+absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path, std::string_view text,
+                                          std::string* model) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   simdjson::dom::object targets;
@@ -76,8 +75,7 @@ absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path,
   std::string_view named;
   if (root["model"].get(named) == simdjson::SUCCESS) *model = std::string(named);
   if (root["generation"].error() != simdjson::NO_SUCH_FIELD &&
-      (root["generation"].get(aliases.generation) != simdjson::SUCCESS ||
-       aliases.generation < 0)) {
+      (root["generation"].get(aliases.generation) != simdjson::SUCCESS || aliases.generation < 0)) {
     return Malformed(path, "generation must be an integer >= 0");
   }
   for (auto [alias, version] : targets) {
@@ -93,8 +91,7 @@ absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path,
     int64_t from = 0;
     if (entry["alias"].get(alias) != simdjson::SUCCESS ||
         entry["action"].get(action) != simdjson::SUCCESS ||
-        entry["to"].get(move.to) != simdjson::SUCCESS ||
-        entry["by"].get(by) != simdjson::SUCCESS ||
+        entry["to"].get(move.to) != simdjson::SUCCESS || entry["by"].get(by) != simdjson::SUCCESS ||
         entry["time"].get(time) != simdjson::SUCCESS) {
       return Malformed(path, "a history entry lacks alias, action, to, by or time");
     }
@@ -168,9 +165,10 @@ absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
     std::string named;
     if (!signing::LooksLikeEnvelope(*text)) {
       if (trust.require_signature) {
-        return absl::PermissionDeniedError(StrCat(
-            path.string(), ": not signed; aliases are moved with `pillar model promote` and a "
-                           "signing key when signatures are required"));
+        return absl::PermissionDeniedError(
+            StrCat(path.string(),
+                   ": not signed; aliases are moved with `pillar model promote` and a "
+                   "signing key when signatures are required"));
       }
       absl::StatusOr<ModelAliases> parsed = ParseAliases(path, *text, &named);
       if (parsed.ok() && !named.empty() && named != model) {
@@ -204,9 +202,8 @@ absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
 absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_view model,
                           const ModelAliases& aliases, const signing::SigningKey* key, Env& env) {
   const std::string document = AliasesDocument(model, aliases);
-  std::string text = key == nullptr
-                         ? document
-                         : signing::SealEnvelope(kAliasesPayloadType, document, *key);
+  std::string text =
+      key == nullptr ? document : signing::SealEnvelope(kAliasesPayloadType, document, *key);
   text += '\n';
   // PublishAtomically removes whatever the store's writers left at the temp name (a FIFO an
   // open would wait on forever while holding the model's lock, a link, a hard link to a file

@@ -38,7 +38,7 @@ struct AliasMove {
   std::string action;           // "promote" or "rollback"
   std::optional<int64_t> from;  // none: the alias is new
   int64_t to = 0;
-  std::string by;               // who: "local:<user>", a principal id
+  std::string by;  // who: "local:<user>", a principal id
   int64_t time_us = 0;
 };
 

@@ -64,8 +64,7 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
   return specs;
 }
 
-absl::Status ParseAccess(const toml::table& root, std::string_view source,
-                         Attributes& out) {
+absl::Status ParseAccess(const toml::table& root, std::string_view source, Attributes& out) {
   const toml::node* node = root.get("access");
   if (node == nullptr) return absl::OkStatus();
   const toml::table* table = node->as_table();

@@ -1,13 +1,13 @@
 #include "models/model_repository.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <system_error>
 
-#include <sys/stat.h>
-
 #include "common/files.h"
-#include "models/model_aliases.h"
 #include "common/strings.h"
+#include "models/model_aliases.h"
 
 namespace pillar::models {
 namespace {
@@ -118,9 +118,9 @@ ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
     }
     for (int64_t v : chosen) {
       VersionEntry entry{name, v, dir / std::to_string(v), 0};
-      entry.stamp = std::max({ModifiedNanos(entry.directory),
-                              ModifiedNanos(entry.directory / "model.toml"),
-                              ModifiedNanos(entry.directory / "model.sig.json")});
+      entry.stamp =
+          std::max({ModifiedNanos(entry.directory), ModifiedNanos(entry.directory / "model.toml"),
+                    ModifiedNanos(entry.directory / "model.sig.json")});
       result.versions.push_back(std::move(entry));
     }
   }

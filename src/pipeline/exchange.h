@@ -26,7 +26,7 @@
 namespace pillar::policy {
 class Policy;
 struct Rule;
-}
+}  // namespace pillar::policy
 
 namespace pillar::pipeline {
 

@@ -175,13 +175,14 @@ Decision Policy::Evaluate(const Principal& principal, Plane plane, std::string_v
 
   auto scan = [&](Rule::Effect effect) -> const Rule* {
     for (uint32_t role : roles) {
-      const std::vector<const Rule*>* candidates = Candidates(plane, action_it->second, role, effect);
+      const std::vector<const Rule*>* candidates =
+          Candidates(plane, action_it->second, role, effect);
       if (candidates == nullptr) continue;
       for (const Rule* rule : *candidates) {
         if (!MatchesAny(rule->resources, resource.name)) continue;
-        auto failed = std::find_if(
-            rule->conditions.begin(), rule->conditions.end(),
-            [&](const Condition& c) { return !Holds(c, principal, resource); });
+        auto failed =
+            std::find_if(rule->conditions.begin(), rule->conditions.end(),
+                         [&](const Condition& c) { return !Holds(c, principal, resource); });
         if (failed == rule->conditions.end()) return rule;
         if (effect == Rule::Effect::kAllow && decision.near_rule == nullptr) {
           decision.near_rule = rule;
@@ -254,7 +255,8 @@ std::string Decision::Explain(std::string_view source, const Principal& principa
                   principal.id);
   }
   std::string roles;
-  for (const std::string& role : principal.roles) StrAppend(&roles, roles.empty() ? "" : ", ", role);
+  for (const std::string& role : principal.roles)
+    StrAppend(&roles, roles.empty() ? "" : ", ", role);
   return StrCat("denied: no rule grants ", action, " on ", resource, " on the ", PlaneName(plane),
                 " plane to ", principal.id, " (roles: ", roles.empty() ? "none" : roles, ")");
 }

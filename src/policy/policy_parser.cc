@@ -39,7 +39,8 @@ class PolicyParser {
           if (!s.ok()) return s;
         }
       } else {
-        return Error(node, StrCat("unknown key '", name, "' (expected version, [[rule]], [[limit]])"));
+        return Error(node,
+                     StrCat("unknown key '", name, "' (expected version, [[rule]], [[limit]])"));
       }
     }
     policy->BuildIndex();
@@ -125,8 +126,8 @@ class PolicyParser {
     if (!rule_names_.insert(rule.name).second) {
       return Error(table, StrCat(owner, ": another rule has this name"));
     }
-    if (absl::Status s = CheckKeys(table, owner,
-                                   {"name", "effect", "plane", "roles", "actions", "resources", "when"});
+    if (absl::Status s = CheckKeys(
+            table, owner, {"name", "effect", "plane", "roles", "actions", "resources", "when"});
         !s.ok()) {
       return s;
     }
@@ -152,7 +153,8 @@ class PolicyParser {
                    StrCat(owner, ": plane must be \"data\", \"admin\" or \"any\""));
     }
     if (absl::Status s = ReadStrings(table, "roles", owner, rule.roles, true); !s.ok()) return s;
-    if (absl::Status s = ReadStrings(table, "actions", owner, rule.actions, true); !s.ok()) return s;
+    if (absl::Status s = ReadStrings(table, "actions", owner, rule.actions, true); !s.ok())
+      return s;
     if (absl::Status s = CheckActions(table, owner, rule.actions); !s.ok()) return s;
     if (absl::Status s = ReadStrings(table, "resources", owner, rule.resources, true); !s.ok())
       return s;
@@ -161,8 +163,8 @@ class PolicyParser {
     for (const std::string& text : when) {
       absl::StatusOr<Condition> condition = ParseCondition(text);
       if (!condition.ok()) {
-        return Error(*table.get("when"), StrCat(owner, ": condition `", text, "`: ",
-                                                condition.status().message()));
+        return Error(*table.get("when"),
+                     StrCat(owner, ": condition `", text, "`: ", condition.status().message()));
       }
       rule.conditions.push_back(std::move(*condition));
     }
@@ -200,7 +202,8 @@ class PolicyParser {
     } else if (per == "model") {
       limit.per = LimitRule::Per::kModel;
     } else {
-      return Error(*table.get("per"), StrCat(owner, ": per must be \"key\", \"tenant\" or \"model\""));
+      return Error(*table.get("per"),
+                   StrCat(owner, ": per must be \"key\", \"tenant\" or \"model\""));
     }
     if (absl::Status s = ReadStrings(table, "actions", owner, limit.actions, false); !s.ok())
       return s;
@@ -223,7 +226,8 @@ class PolicyParser {
     } else if (unit == "elements") {
       limit.unit = LimitRule::Unit::kElements;
     } else {
-      return Error(*table.get("unit"), StrCat(owner, ": unit must be \"requests\" or \"elements\""));
+      return Error(*table.get("unit"),
+                   StrCat(owner, ": unit must be \"requests\" or \"elements\""));
     }
     auto positive_int = [&](const toml::node* node, std::string_view key, int64_t max,
                             int64_t& out) -> absl::Status {
@@ -239,12 +243,14 @@ class PolicyParser {
       std::optional<double> value = rate->value<double>();
       // The lower bound (one unit per ~11.6 days) keeps the bucket's arithmetic in range.
       if (!value || !std::isfinite(*value) || *value < 1e-6 || *value > 1e12) {
-        return Error(*rate, StrCat(owner, ": rate must be a number of units per second in [1e-6, 1e12]"));
+        return Error(*rate,
+                     StrCat(owner, ": rate must be a number of units per second in [1e-6, 1e12]"));
       }
       limit.rate = *value;
       limit.burst = std::max<int64_t>(1, int64_t(std::ceil(limit.rate)));
       if (const toml::node* burst = table.get("burst")) {
-        if (absl::Status s = positive_int(burst, "burst", kMaxAmount, limit.burst); !s.ok()) return s;
+        if (absl::Status s = positive_int(burst, "burst", kMaxAmount, limit.burst); !s.ok())
+          return s;
       }
     } else if (table.get("burst") != nullptr) {
       return Error(*table.get("burst"), StrCat(owner, ": burst goes with rate"));
@@ -279,8 +285,8 @@ class PolicyParser {
   }
 
   // condition := operand op operand
-  // operand   := ("principal" | "model" | "resource") "." name | "'...'" | "\"...\"" | "[" str, ... "]"
-  // op        := "==" | "!=" | "in" | "not in"
+  // operand   := ("principal" | "model" | "resource") "." name | "'...'" | "\"...\"" | "[" str, ...
+  // "]" op        := "==" | "!=" | "in" | "not in"
   absl::StatusOr<Condition> ParseCondition(std::string_view text) {
     Condition c;
     c.text = std::string(text);
@@ -380,7 +386,8 @@ class PolicyParser {
     size_t dot = word.find('.');
     if (dot == std::string_view::npos || dot + 1 == word.size() ||
         word.find('.', dot + 1) != std::string_view::npos) {
-      return Invalid(start, "expected principal.<name>, model.<name>, resource.<name> or a literal");
+      return Invalid(start,
+                     "expected principal.<name>, model.<name>, resource.<name> or a literal");
     }
     std::string_view owner = word.substr(0, dot);
     operand.attribute = std::string(word.substr(dot + 1));
@@ -403,7 +410,7 @@ class PolicyParser {
 };
 
 absl::StatusOr<std::shared_ptr<const Policy>> Policy::Parse(std::string_view text,
-                                                           std::string_view source) {
+                                                            std::string_view source) {
   return PolicyParser(source).Parse(text);
 }
 

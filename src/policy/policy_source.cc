@@ -9,8 +9,8 @@ namespace pillar::policy {
 constexpr uintmax_t kMaxPolicyBytes = 4 << 20;
 
 absl::StatusOr<std::unique_ptr<PolicySource>> PolicySource::Open(const std::string& path,
-                                                                  absl::Duration reload_interval,
-                                                                  audit::AuditSink* audit) {
+                                                                 absl::Duration reload_interval,
+                                                                 audit::AuditSink* audit) {
   if (path.empty()) return std::make_unique<PolicySource>(Policy::BuiltIn());
   std::unique_ptr<PolicySource> source(new PolicySource);
   source->audit_ = audit;

@@ -12,11 +12,11 @@ std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult sca
   std::vector<bool> kept(previous != nullptr ? previous->versions_.size() : 0, false);
   for (models::VersionEntry& entry : scan.versions) {
     if (previous != nullptr) {
-      auto same = std::find_if(previous->versions_.begin(), previous->versions_.end(),
-                               [&](const auto& v) {
-                                 return v->name == entry.model && v->version == entry.version &&
-                                        v->directory == entry.directory;
-                               });
+      auto same =
+          std::find_if(previous->versions_.begin(), previous->versions_.end(), [&](const auto& v) {
+            return v->name == entry.model && v->version == entry.version &&
+                   v->directory == entry.directory;
+          });
       if (same != previous->versions_.end() &&
           (((*same)->runner != nullptr && !(*same)->withdrawn()) ||
            (*same)->stamp == entry.stamp)) {

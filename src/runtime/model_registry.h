@@ -44,9 +44,7 @@ struct ModelVersion {
   std::string root_digest;
   std::unique_ptr<Runner> runner;
 
-  bool ready() const {
-    return status.ok() && runner != nullptr && runner->Ready() && !withdrawn();
-  }
+  bool ready() const { return status.ok() && runner != nullptr && runner->Ready() && !withdrawn(); }
 
   // Takes a loaded version out of service for good (its files no longer verify): requests
   // route to other versions from now on. Thread-safe; the first reason wins.
@@ -77,8 +75,7 @@ struct LoadedVersion {
   std::string root_digest;  // empty when signatures are not required
 };
 
-using RunnerLoader =
-    std::function<absl::StatusOr<LoadedVersion>(const models::VersionEntry&)>;
+using RunnerLoader = std::function<absl::StatusOr<LoadedVersion>(const models::VersionEntry&)>;
 
 class ModelRegistry {
  public:
@@ -98,9 +95,7 @@ class ModelRegistry {
   // The versions of one model, ascending; empty when unknown.
   std::span<const std::shared_ptr<ModelVersion>> VersionsOf(std::string_view model) const;
   const Versions& versions() const { return versions_; }
-  const models::ModelAliasTargets& aliases() const {
-    return aliases_;
-  }
+  const models::ModelAliasTargets& aliases() const { return aliases_; }
   const std::vector<std::pair<std::string, absl::Status>>& model_errors() const {
     return model_errors_;
   }

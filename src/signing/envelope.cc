@@ -63,8 +63,7 @@ absl::StatusOr<OpenedEnvelope> OpenEnvelope(std::string_view text, std::string_v
     return Invalid(source, "not a JSON object");
   }
   std::string_view type, payload_text;
-  if (envelope["payloadType"].get_string().get(type) != simdjson::SUCCESS ||
-      type != payload_type) {
+  if (envelope["payloadType"].get_string().get(type) != simdjson::SUCCESS || type != payload_type) {
     return Invalid(source, StrCat("payloadType must be ", payload_type));
   }
   if (envelope["payload"].get_string().get(payload_text) != simdjson::SUCCESS) {

@@ -3,9 +3,8 @@
 #include <fcntl.h>
 #include <openssl/evp.h>
 #include <simdjson.h>
-#include <unistd.h>
-
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -172,8 +171,7 @@ absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
       statement["_type"].get_string().get(type) != simdjson::SUCCESS || type != kStatementType ||
       statement["predicateType"].get_string().get(predicate_type) != simdjson::SUCCESS ||
       predicate_type != kPredicateType ||
-      statement["subject"].get_array().get(subjects) != simdjson::SUCCESS ||
-      subjects.size() != 1 ||
+      statement["subject"].get_array().get(subjects) != simdjson::SUCCESS || subjects.size() != 1 ||
       subjects.at(0)["name"].get_string().get(name) != simdjson::SUCCESS ||
       subjects.at(0)["digest"]["sha256"].get_string().get(root_digest) != simdjson::SUCCESS ||
       statement["predicate"]["files"].get_array().get(listed) != simdjson::SUCCESS) {
@@ -191,7 +189,8 @@ absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
     }
     if (!IsPlainRelativePath(file_name) || file_name == kManifestFile ||
         IsManifestTempFile(file_name)) {
-      return Invalid(path, StrCat("listed file '", file_name.substr(0, 256), "' is not a plain "
+      return Invalid(path, StrCat("listed file '", file_name.substr(0, 256),
+                                  "' is not a plain "
                                   "relative path of the version"));
     }
     out.files[std::string(file_name)] = {std::string(file_name), std::string(digest), size};
@@ -240,7 +239,8 @@ absl::Status SignDigests(const std::string& dir, const std::string& name,
   return PublishAtomically(env, (fs::path(dir) / kManifestFile).string(), text, 0644);
 }
 
-absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to) {
+absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from,
+                                                    const std::string& to) {
   PILLAR_ASSIGN_OR_RETURN(Directory source, Directory::Open(from));
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, source.ListFiles(kMaxFiles + 2));
   std::erase_if(names, [](const std::string& name) { return IsManifestTempFile(name); });
@@ -260,13 +260,15 @@ absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, con
       const std::string part(parts[i]);
       if (::mkdirat(at, part.c_str(), 0755) != 0 && errno != EEXIST) {
         if (at != root) ::close(at);
-        return absl::InternalError(StrCat("cannot create ", to, "/", name, ": ", std::strerror(errno)));
+        return absl::InternalError(
+            StrCat("cannot create ", to, "/", name, ": ", std::strerror(errno)));
       }
       const int next = ::openat(at, part.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
       const int error = errno;
       if (at != root) ::close(at);
       if (next < 0) {
-        return absl::InternalError(StrCat("cannot open ", to, "/", name, ": ", std::strerror(error)));
+        return absl::InternalError(
+            StrCat("cannot open ", to, "/", name, ": ", std::strerror(error)));
       }
       at = next;
     }
@@ -275,7 +277,8 @@ absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, con
     const int error = errno;
     if (at != root) ::close(at);
     if (fd < 0) {
-      return absl::InternalError(StrCat("cannot create ", to, "/", name, ": ", std::strerror(error)));
+      return absl::InternalError(
+          StrCat("cannot create ", to, "/", name, ": ", std::strerror(error)));
     }
     return fd;
   };
@@ -309,8 +312,7 @@ absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, con
     unsigned char digest[32];
     unsigned int length = 0;
     EVP_DigestFinal_ex(ctx.get(), digest, &length);
-    files.push_back(
-        {name, HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size});
+    files.push_back({name, HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size});
   }
   return files;  // sorted, as ListFiles is
 }
@@ -347,8 +349,7 @@ absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   const std::string path = StrCat(dir, "/", kManifestFile);
   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
-  PILLAR_ASSIGN_OR_RETURN(OpenedEnvelope envelope,
-                          OpenEnvelope(text, kPayloadType, trusted, path));
+  PILLAR_ASSIGN_OR_RETURN(OpenedEnvelope envelope, OpenEnvelope(text, kPayloadType, trusted, path));
   // The statement, now authenticated.
   PILLAR_ASSIGN_OR_RETURN(SignedStatement statement, ParseStatement(path, envelope.payload));
   VerifiedModel model{statement.name, statement.root_digest, envelope.key_id, {}, {}};
@@ -358,9 +359,9 @@ absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
   }
   // A signature speaks for one model version: a copy of it anywhere else is not that version.
   if (!options.expected_name.empty() && statement.name != options.expected_name) {
-    return absl::PermissionDeniedError(
-        StrCat(dir, ": signed as '", statement.name.substr(0, 256), "', but served as '",
-               options.expected_name, "' (a signature names its model and version)"));
+    return absl::PermissionDeniedError(StrCat(dir, ": signed as '", statement.name.substr(0, 256),
+                                              "', but served as '", options.expected_name,
+                                              "' (a signature names its model and version)"));
   }
   // The files on disk now, against what was signed: each read once, by descriptor.
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> present, ListVersionFiles(directory));

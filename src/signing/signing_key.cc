@@ -24,13 +24,14 @@ void InitSodium() {
   if (sodium_init() < 0) std::abort();
 }
 
-std::string KeyId(std::string_view public_key) { return HexEncode(Sha256(public_key)).substr(0, 16); }
+std::string KeyId(std::string_view public_key) {
+  return HexEncode(Sha256(public_key)).substr(0, 16);
+}
 
 // "<tag> <key id> <base64url bytes>\n"
 absl::StatusOr<std::pair<std::string, std::string>> ParseLine(const std::string& path,
                                                               const std::string& text,
-                                                              std::string_view tag,
-                                                              size_t length) {
+                                                              std::string_view tag, size_t length) {
   std::string_view line = text;
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   std::vector<std::string_view> parts = Split(line, ' ');
@@ -40,7 +41,8 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseLine(const std::string&
   absl::StatusOr<std::string> bytes = Base64UrlDecode(parts[2]);
   if (!bytes.ok() || bytes->size() != length) {
     if (bytes.ok()) WipeString(*bytes);  // not a key, but perhaps most of one
-    return absl::InvalidArgumentError(StrCat(path, ": the key is not ", length, " bytes of base64url"));
+    return absl::InvalidArgumentError(
+        StrCat(path, ": the key is not ", length, " bytes of base64url"));
   }
   return std::make_pair(std::string(parts[1]), std::move(*bytes));
 }

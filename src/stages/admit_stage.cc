@@ -1,11 +1,11 @@
 #include "stages/admit_stage.h"
 
-#include "stages/exchange_event.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "pipeline/chain.h"
 #include "policy/glob.h"
+#include "stages/exchange_event.h"
 
 namespace pillar::stages {
 
@@ -86,8 +86,8 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
         }
         break;
       case LimitRule::Per::kModel:
-        charge.subject = ex.model != nullptr ? std::string_view(ex.model->name)
-                                             : std::string_view(ex.resource);
+        charge.subject =
+            ex.model != nullptr ? std::string_view(ex.model->name) : std::string_view(ex.resource);
         break;
     }
     if (rule.kind != LimitRule::Kind::kConcurrency && rule.unit == LimitRule::Unit::kElements) {
@@ -106,7 +106,7 @@ pipeline::StageResult AdmitStage::OnRequest(pipeline::Exchange& ex) {
   if (limiter_.synchronous()) {
     absl::StatusOr<Verdict> verdict = limiter_.AdmitNow(charges, ex.request_id);
     return Decide(ex, charges, std::move(verdict)) ? pipeline::StageResult::kContinue
-                                                    : pipeline::StageResult::kStop;
+                                                   : pipeline::StageResult::kStop;
   }
   // Nothing below may touch `ex` after Admit(): the callback may already have resumed it.
   limiter_.Admit(charges, ex.request_id, [this, &ex](absl::StatusOr<Verdict> verdict) mutable {
@@ -114,8 +114,8 @@ pipeline::StageResult AdmitStage::OnRequest(pipeline::Exchange& ex) {
       Charges again;  // the same policy snapshot gives the same charges
       CollectCharges(ex, again);
       const bool admitted = Decide(ex, again, std::move(verdict));
-      ex.chain().Resume(ex, admitted ? pipeline::StageResult::kContinue
-                                     : pipeline::StageResult::kStop);
+      ex.chain().Resume(ex,
+                        admitted ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop);
     });
   });
   return pipeline::StageResult::kSuspend;
@@ -203,8 +203,8 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_princi
       case LimitRule::Kind::kQuota:
         message = StrCat("quota '", rule->name, "' for ", who, " exhausted: ", v.limit, " ",
                          UnitName(*rule), " per ",
-                         rule->period == LimitRule::Period::kDay ? "day" : "month",
-                         "; renews at ", FormatUtc(v.renews_at_s));
+                         rule->period == LimitRule::Period::kDay ? "day" : "month", "; renews at ",
+                         FormatUtc(v.renews_at_s));
         break;
     }
   }
@@ -227,17 +227,21 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_princi
     ex.response.body = std::move(w).Take();
   }
   auto& h = ex.response.headers;
-  if (v.retry_after_ms >= 0) h.emplace_back("Retry-After", StrCat(std::max<int64_t>(1, CeilSeconds(v.retry_after_ms))));
+  if (v.retry_after_ms >= 0)
+    h.emplace_back("Retry-After", StrCat(std::max<int64_t>(1, CeilSeconds(v.retry_after_ms))));
   h.emplace_back("RateLimit-Limit", StrCat(v.limit));
   h.emplace_back("RateLimit-Remaining", StrCat(v.remaining));
   h.emplace_back("RateLimit-Reset", StrCat(CeilSeconds(v.reset_ms)));
 }
 
 void AdmitStage::Record(pipeline::Exchange& ex, bool allowed) {
-  audit_.Record(ExchangeEvent(ex, audit::EventKind::kLimit, allowed, [&] {
-    if (allowed) return std::string("within limits");
-    return ex.error.empty() ? std::string("refused") : ex.error;
-  }, clock_));
+  audit_.Record(ExchangeEvent(
+      ex, audit::EventKind::kLimit, allowed,
+      [&] {
+        if (allowed) return std::string("within limits");
+        return ex.error.empty() ? std::string("refused") : ex.error;
+      },
+      clock_));
 }
 
 }  // namespace pillar::stages

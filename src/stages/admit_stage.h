@@ -33,7 +33,8 @@ class AdmitStage final : public pipeline::Stage {
 
  private:
   // Applies a verdict (or the limiter's failure) to the exchange; true when admitted.
-  bool Decide(pipeline::Exchange& ex, const Charges& charges, absl::StatusOr<limits::Verdict> verdict);
+  bool Decide(pipeline::Exchange& ex, const Charges& charges,
+              absl::StatusOr<limits::Verdict> verdict);
   // `by_principal`: the refusing charge counted a principal without a tenant (Charge).
   void Refuse(pipeline::Exchange& ex, const limits::Verdict& verdict, bool by_principal);
   void Record(pipeline::Exchange& ex, bool allowed);

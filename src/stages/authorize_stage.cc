@@ -1,9 +1,9 @@
 #include "stages/authorize_stage.h"
 
-#include "stages/exchange_event.h"
 #include "common/strings.h"
 #include "policy/policy.h"
 #include "stages/access.h"
+#include "stages/exchange_event.h"
 
 namespace pillar::stages {
 
@@ -18,8 +18,8 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
     return pipeline::StageResult::kStop;
   }
   const Plane plane = PlaneOf(ex);
-  const Resource resource = ex.model != nullptr ? ResourceOf(*ex.model)
-                                                : Resource{ex.resource, nullptr};
+  const Resource resource =
+      ex.model != nullptr ? ResourceOf(*ex.model) : Resource{ex.resource, nullptr};
   Decision decision;
   if (ex.granted_by != nullptr) {
     decision.allowed = true;  // decided by the route stage, with this request's snapshot

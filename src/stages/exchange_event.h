@@ -12,8 +12,7 @@ namespace pillar::stages {
 
 // `ex` must hold a principal; the event's views point into `ex` and `explain`.
 inline audit::Event ExchangeEvent(const pipeline::Exchange& ex, audit::EventKind kind, bool allowed,
-                           absl::FunctionRef<std::string()> explain,
-                                 const Clock& clock) {
+                                  absl::FunctionRef<std::string()> explain, const Clock& clock) {
   return {.kind = kind,
           .allowed = allowed,
           .time_us = clock.UnixMicros(),

@@ -3,8 +3,8 @@
 namespace pillar::stages {
 
 using monitor::AccessLog;
-using monitor::LatencyBuckets;
 using monitor::AccessRecord;
+using monitor::LatencyBuckets;
 using monitor::MetricsRegistry;
 
 ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Clock& clock)

@@ -14,7 +14,8 @@ namespace pillar::stages {
 
 class ObserveStage final : public pipeline::Stage {
  public:
-  ObserveStage(monitor::MetricsRegistry& metrics, monitor::AccessLog& access_log, Clock& clock = SystemClock());
+  ObserveStage(monitor::MetricsRegistry& metrics, monitor::AccessLog& access_log,
+               Clock& clock = SystemClock());
   std::string_view name() const override { return "observe"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;

@@ -31,8 +31,8 @@ std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts) {
   // before admit, whose limits may count tensor elements.
   chain.push_back(std::make_unique<DecodeStage>());
   // Rate, concurrency and quota limits (429), held until the response for concurrency.
-  chain.push_back(std::make_unique<AdmitStage>(parts.limiter, parts.fallback_limiter,
-                                               parts.audit, &parts.metrics, parts.clock));
+  chain.push_back(std::make_unique<AdmitStage>(parts.limiter, parts.fallback_limiter, parts.audit,
+                                               &parts.metrics, parts.clock));
   // Content checks on what goes in and comes out (pass-through today).
   chain.push_back(std::make_unique<GuardStage>());
   // Runs the operation: inference, metadata, readiness, metrics, the admin plane.

@@ -227,9 +227,10 @@ class SqliteStateStore final : public StateStore {
     if (deltas.empty()) return absl::OkStatus();
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Statement upsert(db_,
-                     "INSERT INTO quota_usage (counter, period_start, used) VALUES (?, ?, ?) "
-                     "ON CONFLICT (counter, period_start) DO UPDATE SET used = used + excluded.used");
+    Statement upsert(
+        db_,
+        "INSERT INTO quota_usage (counter, period_start, used) VALUES (?, ?, ?) "
+        "ON CONFLICT (counter, period_start) DO UPDATE SET used = used + excluded.used");
     if (!upsert.ok()) return Rollback(Error("prepare quota upsert"));
     for (const QuotaUsage& d : deltas) {
       sqlite3_reset(upsert.get());
@@ -279,9 +280,10 @@ class SqliteStateStore final : public StateStore {
 
  private:
   absl::Status Insert(const ApiKeyRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    Statement insert(db_,
-                     "INSERT INTO api_keys (id, name, secret_hash, created_us, owner, tenant, roles, "
-                     "attributes, expires_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    Statement insert(
+        db_,
+        "INSERT INTO api_keys (id, name, secret_hash, created_us, owner, tenant, roles, "
+        "attributes, expires_us) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!insert.ok()) return Error("prepare insert");
     sqlite3_stmt* st = insert.get();
     const std::string roles = JoinList(record.roles);
@@ -301,7 +303,8 @@ class SqliteStateStore final : public StateStore {
       sqlite3_bind_null(st, 9);
     }
     int rc = sqlite3_step(st);
-    if (rc == SQLITE_CONSTRAINT) return absl::AlreadyExistsError(StrCat("key id ", record.id, " exists"));
+    if (rc == SQLITE_CONSTRAINT)
+      return absl::AlreadyExistsError(StrCat("key id ", record.id, " exists"));
     if (rc != SQLITE_DONE) return Error("insert key");
     return absl::OkStatus();
   }

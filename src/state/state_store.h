@@ -55,8 +55,7 @@ class StateStore {
   [[nodiscard]] virtual absl::StatusOr<int64_t> KeysGeneration() = 0;
   // Adds `successor` and makes `id` expire at `old_expires_us` (or earlier, if it already
   // did), in one transaction. NotFound for an unknown id, FailedPrecondition for a revoked one.
-  [[nodiscard]] virtual absl::Status RotateKey(const std::string& id,
-                                               const ApiKeyRecord& successor,
+  [[nodiscard]] virtual absl::Status RotateKey(const std::string& id, const ApiKeyRecord& successor,
                                                int64_t old_expires_us) = 0;
   // Records last-used times (never moving one backwards). Does not change the generation:
   // it is bookkeeping, not a change of who may call.

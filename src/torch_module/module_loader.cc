@@ -1,8 +1,9 @@
 // Finds and loads libpillar_torch.so (common/module_loader.h). Part of the binary; includes no
 // LibTorch.
+#include "common/module_loader.h"
+
 #include <mutex>
 
-#include "common/module_loader.h"
 #include "common/strings.h"
 #include "torch_module/torch_module.h"
 
@@ -20,11 +21,11 @@ absl::StatusOr<TorchModule*> Checked(absl::StatusOr<void*> entry, const std::str
   TorchModule* module = reinterpret_cast<TorchModule* (*)()>(*entry)();
   if (module == nullptr || module->abi_version() != kModuleAbiVersion ||
       module->pillar_version() != PILLAR_VERSION) {
-    return absl::FailedPreconditionError(StrCat(
-        where, " is a LibTorch module of another pillar build (",
-        module == nullptr ? std::string("none") : std::string(module->pillar_version()),
-        ", interface ", module == nullptr ? 0 : module->abi_version(), "; this pillar is ",
-        PILLAR_VERSION, ", interface ", kModuleAbiVersion, ")"));
+    return absl::FailedPreconditionError(
+        StrCat(where, " is a LibTorch module of another pillar build (",
+               module == nullptr ? std::string("none") : std::string(module->pillar_version()),
+               ", interface ", module == nullptr ? 0 : module->abi_version(), "; this pillar is ",
+               PILLAR_VERSION, ", interface ", kModuleAbiVersion, ")"));
   }
   return module;
 }

@@ -8,8 +8,8 @@
 #include <torch/script.h>
 
 #include <cstring>
-#include <mutex>
 #include <istream>
+#include <mutex>
 #include <streambuf>
 #include <utility>
 
@@ -253,8 +253,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view model
   } catch (const std::exception& e) {
     std::string what = e.what();
     // c10 messages carry a long C++ backtrace after the first line; keep the first line.
-    return absl::InvalidArgumentError(StrCat(
-        source, ": cannot load TorchScript: ", what.substr(0, what.find('\n'))));
+    return absl::InvalidArgumentError(
+        StrCat(source, ": cannot load TorchScript: ", what.substr(0, what.find('\n'))));
   }
   std::vector<protocol::Tensor> probe;
   for (const models::TensorSpec& spec : config.inputs) {
@@ -274,8 +274,8 @@ absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view model
       ok = spec.shape[d] == -1 || spec.shape[d] == shape[d + offset];
     }
     if (!ok) {
-      return absl::InvalidArgumentError(StrCat(source, ": output '", spec.name,
-                                               "' has a shape that does not match model.toml"));
+      return absl::InvalidArgumentError(
+          StrCat(source, ": output '", spec.name, "' has a shape that does not match model.toml"));
     }
   }
   return backend;

@@ -3,15 +3,16 @@
 // torch includes.
 //
 //   absl::StatusOr<std::unique_ptr<Backend>> b =
-//       LoadTorchBackend(verified.contents.at("model.pt"), "store/digits/3/model.pt", config, "cpu");
+//       LoadTorchBackend(verified.contents.at("model.pt"), "store/digits/3/model.pt", config,
+//       "cpu");
 // The module is read from bytes in memory, never from a path: a server loads exactly the bytes
 // it verified against the version's signature. Loading validates the module against the config
 // by running one zero-filled row through it.
 #pragma once
 
-#include <string_view>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "absl/status/statusor.h"
 #include "models/model_config.h"

@@ -21,8 +21,8 @@ absl::StatusOr<DType> DTypeOf(c10::ScalarType type) {
   for (const auto& [t, d] : kTypes) {
     if (t == type) return d;
   }
-  return absl::InvalidArgumentError(StrCat("tensors of type ", c10::toString(type),
-                                           " cannot be checkpointed"));
+  return absl::InvalidArgumentError(
+      StrCat("tensors of type ", c10::toString(type), " cannot be checkpointed"));
 }
 
 absl::StatusOr<c10::ScalarType> ScalarTypeOf(DType dtype) {
@@ -49,7 +49,8 @@ absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tenso
   return source;
 }
 
-absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint, std::string_view name) {
+absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint,
+                                         std::string_view name) {
   const EntryInfo* entry = checkpoint.Find(name);
   if (entry == nullptr) {
     return absl::NotFoundError(StrCat("the checkpoint has no entry '", name, "'"));

@@ -3,18 +3,18 @@
 // src/ckpt that includes LibTorch; trainers written against LibTorch use it.
 //
 //   std::vector<Source> sources;
-//   for (const auto& p : model->named_parameters()) sources.push_back(*TensorSource(p.key(), p.value()));
-//   manager->Save(step, sources);
+//   for (const auto& p : model->named_parameters()) sources.push_back(*TensorSource(p.key(),
+//   p.value())); manager->Save(step, sources);
 //   ...
 //   PILLAR_ASSIGN_OR_RETURN(torch::Tensor w, LoadTensor(checkpoint, "fc1.weight"));
 #pragma once
+
+#include <torch/torch.h>
 
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
-
-#include <torch/torch.h>
 
 #include "absl/status/statusor.h"
 #include "ckpt/checkpoint_io.h"

@@ -3,19 +3,19 @@
 // start and writing a final one on SIGTERM or SIGUSR1. Deterministic: with the same seed, an
 // interrupted-and-resumed run ends with the same weights, bit for bit, as an uninterrupted one
 // (one thread, batches drawn from (seed, step), momentum kept in the checkpoint).
+#include <torch/torch.h>
+
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <sstream>
 
-#include <torch/torch.h>
-
 #include "ckpt/checkpoint_manager.h"
 #include "ckpt/stop_signal.h"
-#include "torch_module/torch_state.h"
 #include "common/crypto.h"
 #include "common/strings.h"
 #include "torch_module/torch_module.h"
+#include "torch_module/torch_state.h"
 
 namespace pillar::torch_module {
 namespace {
@@ -65,9 +65,7 @@ struct MlpImpl : torch::nn::Module {
       : fc1(register_module("fc1", torch::nn::Linear(64, 128))),
         fc2(register_module("fc2", torch::nn::Linear(128, 64))),
         fc3(register_module("fc3", torch::nn::Linear(64, 10))) {}
-  torch::Tensor forward(torch::Tensor x) {
-    return fc3(torch::relu(fc2(torch::relu(fc1(x)))));
-  }
+  torch::Tensor forward(torch::Tensor x) { return fc3(torch::relu(fc2(torch::relu(fc1(x))))); }
   torch::nn::Linear fc1, fc2, fc3;
 };
 TORCH_MODULE(Mlp);
@@ -112,7 +110,8 @@ int RunTrain(const TrainOptions& options) {
   int64_t start = 0;
   std::vector<std::string> notes;
   absl::StatusOr<ckpt::LoadedCheckpoint> latest = (*manager)->LoadLatest(&notes);
-  for (const std::string& note : notes) std::fprintf(stderr, "pillar train: skipped %s\n", note.c_str());
+  for (const std::string& note : notes)
+    std::fprintf(stderr, "pillar train: skipped %s\n", note.c_str());
   if (latest.ok()) {
     torch::NoGradGuard no_grad;
     for (size_t i = 0; i < params.size(); ++i) {
@@ -138,8 +137,10 @@ int RunTrain(const TrainOptions& options) {
   auto save = [&](int64_t step) -> absl::Status {
     std::vector<ckpt::Source> sources;
     for (size_t i = 0; i < params.size(); ++i) {
-      absl::StatusOr<ckpt::Source> w = ckpt::TensorSource("model." + params[i].first, params[i].second);
-      absl::StatusOr<ckpt::Source> v = ckpt::TensorSource("momentum." + params[i].first, velocity[i]);
+      absl::StatusOr<ckpt::Source> w =
+          ckpt::TensorSource("model." + params[i].first, params[i].second);
+      absl::StatusOr<ckpt::Source> v =
+          ckpt::TensorSource("momentum." + params[i].first, velocity[i]);
       if (!w.ok()) return w.status();
       if (!v.ok()) return v.status();
       sources.push_back(std::move(*w));

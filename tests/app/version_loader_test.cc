@@ -91,8 +91,11 @@ TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed)
     GTEST_SKIP() << "no LibTorch module: " << torch_module::LoadTorchModule().status();
   }
   absl::StatusOr<runtime::LoadedVersion> reference =
-      MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                         .batch_sizes = nullptr, .after_read = {}, .verified = {}})(Entry());
+      MakeVersionLoader({.require_signatures = true,
+                         .trusted = {key_.public_key},
+                         .batch_sizes = nullptr,
+                         .after_read = {},
+                         .verified = {}})(Entry());
   ASSERT_TRUE(reference.ok()) << reference.status();
   const std::string signed_output = Classify(*reference->runner);
   ASSERT_EQ(signed_output.size(), 40u) << signed_output;
@@ -108,12 +111,13 @@ TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed)
         MakeVersionLoader({.require_signatures = true,
                            .trusted = {key_.public_key},
                            .batch_sizes = nullptr,
-                           .after_read = [&](std::string_view path) {
-                             if (path == swap_after) {
-                               Swap();
-                               swapped = true;
-                             }
-                           },
+                           .after_read =
+                               [&](std::string_view path) {
+                                 if (path == swap_after) {
+                                   Swap();
+                                   swapped = true;
+                                 }
+                               },
                            .verified = {}})(Entry());
     ASSERT_TRUE(swapped);
     if (!loaded.ok()) {
@@ -132,9 +136,11 @@ TEST_F(VersionLoaderTest, FilesSwappedBetweenAnyTwoReadsNeverChangeWhatIsServed)
   EXPECT_EQ(served, 1);
   // And the evil files really are different: loaded for what they are, they classify otherwise.
   ASSERT_TRUE(signing::SignModel(version_.string(), "digits/1", key_).ok());  // signs the swap
-  absl::StatusOr<runtime::LoadedVersion> evil =
-      MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                         .batch_sizes = nullptr, .after_read = {}, .verified = {}})(Entry());
+  absl::StatusOr<runtime::LoadedVersion> evil = MakeVersionLoader({.require_signatures = true,
+                                                                   .trusted = {key_.public_key},
+                                                                   .batch_sizes = nullptr,
+                                                                   .after_read = {},
+                                                                   .verified = {}})(Entry());
   ASSERT_TRUE(evil.ok()) << evil.status();
   EXPECT_NE(Classify(*evil->runner), signed_output);
   EXPECT_EQ(evil->config.access.at("tenant"), std::vector<std::string>{"evil"});
@@ -161,16 +167,21 @@ TEST_F(VersionLoaderTest, AVersionSignedForAnotherPlaceIsNotLoaded) {
   const fs::path copy = dir_.path() / "store" / "digits" / "2";
   fs::copy(version_, copy, fs::copy_options::recursive);
   models::VersionEntry entry{"digits", 2, copy, 0};
-  absl::StatusOr<runtime::LoadedVersion> loaded =
-      MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                         .batch_sizes = nullptr, .after_read = {}, .verified = {}})(entry);
+  absl::StatusOr<runtime::LoadedVersion> loaded = MakeVersionLoader({.require_signatures = true,
+                                                                     .trusted = {key_.public_key},
+                                                                     .batch_sizes = nullptr,
+                                                                     .after_read = {},
+                                                                     .verified = {}})(entry);
   ASSERT_EQ(loaded.status().code(), absl::StatusCode::kPermissionDenied) << loaded.status();
   EXPECT_NE(loaded.status().message().find("signed as 'digits/1', but served as 'digits/2'"),
             std::string::npos)
       << loaded.status();
   models::VersionEntry renamed{"digits-lite", 1, version_, 0};
-  EXPECT_EQ(MakeVersionLoader({.require_signatures = true, .trusted = {key_.public_key},
-                               .batch_sizes = nullptr, .after_read = {}, .verified = {}})(renamed)
+  EXPECT_EQ(MakeVersionLoader({.require_signatures = true,
+                               .trusted = {key_.public_key},
+                               .batch_sizes = nullptr,
+                               .after_read = {},
+                               .verified = {}})(renamed)
                 .status()
                 .code(),
             absl::StatusCode::kPermissionDenied);
@@ -181,9 +192,11 @@ TEST_F(VersionLoaderTest, AVersionSignedForAnotherPlaceIsNotLoaded) {
 TEST_F(VersionLoaderTest, UnsignedServingStillFollowsNoLinks) {
   fs::remove(version_ / "model.pt");
   fs::create_symlink(evil_ / "model.pt", version_ / "model.pt");
-  absl::StatusOr<runtime::LoadedVersion> loaded = MakeVersionLoader(
-      {.require_signatures = false, .trusted = {}, .batch_sizes = nullptr, .after_read = {}, .verified = {}})(
-      Entry());
+  absl::StatusOr<runtime::LoadedVersion> loaded = MakeVersionLoader({.require_signatures = false,
+                                                                     .trusted = {},
+                                                                     .batch_sizes = nullptr,
+                                                                     .after_read = {},
+                                                                     .verified = {}})(Entry());
   ASSERT_FALSE(loaded.ok());
   EXPECT_NE(loaded.status().message().find("symbolic link"), std::string::npos) << loaded.status();
 }

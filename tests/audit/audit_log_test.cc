@@ -36,21 +36,20 @@ namespace fs = std::filesystem;
 // each checkpoint, so a crash at any step leaves the previous checkpoint or the new one, never a
 // torn file (which verify would refuse) nor none (verify would then trust a cut log).
 TEST(FileAuditStoreTest, ACrashAtAnyStepOfPublishingACheckpointLeavesTheOldOrTheNew) {
-  const std::string old_payload = "{\"checkpoint\":\"old\"}", new_payload = "{\"checkpoint\":\"new\"}";
+  const std::string old_payload = "{\"checkpoint\":\"old\"}",
+                    new_payload = "{\"checkpoint\":\"new\"}";
   auto side_file = [](const fs::path& dir) {
     return (dir / "audit.log").string() + std::string(format::kCheckpointFileSuffix);
   };
   testing::CrashOutcomes outcomes = testing::ExpectOldOrNewAfterACrashAtEveryStep({
       .prepare = [&](const fs::path& dir) { std::ofstream(side_file(dir)) << old_payload << "\n"; },
-      .write =
-          [&](Env& env, const fs::path& dir) -> absl::Status {
+      .write = [&](Env& env, const fs::path& dir) -> absl::Status {
         auto store = FileAuditStore::Open((dir / "audit.log").string(),
                                           FileAuditStore::kDefaultLockWait, &env);
         if (!store.ok()) return store.status();
         return (*store)->PublishCheckpoint(new_payload);
       },
-      .read =
-          [&](const fs::path& dir) -> absl::StatusOr<std::string> {
+      .read = [&](const fs::path& dir) -> absl::StatusOr<std::string> {
         std::ifstream in(side_file(dir));
         if (!in) return absl::NotFoundError("no side file");
         std::string line;
@@ -220,16 +219,24 @@ TEST_F(AuditLogTest, ReadingFromAPositionReadsOnlyWhatFollows) {
               }).ok());
   ASSERT_EQ(offsets.size(), 7u);
   std::vector<uint64_t> rest;
-  ASSERT_TRUE(ReadAuditFile(path_, [&](std::string_view, uint64_t at) {
-                rest.push_back(at);
-                return true;
-              }, offsets[4]).ok());
+  ASSERT_TRUE(ReadAuditFile(
+                  path_,
+                  [&](std::string_view, uint64_t at) {
+                    rest.push_back(at);
+                    return true;
+                  },
+                  offsets[4])
+                  .ok());
   EXPECT_EQ(rest, std::vector<uint64_t>(offsets.begin() + 4, offsets.end()));
   rest.clear();
-  ASSERT_TRUE(ReadAuditFile(path_, [&](std::string_view, uint64_t at) {
-                rest.push_back(at);
-                return true;
-              }, fs::file_size(path_)).ok());
+  ASSERT_TRUE(ReadAuditFile(
+                  path_,
+                  [&](std::string_view, uint64_t at) {
+                    rest.push_back(at);
+                    return true;
+                  },
+                  fs::file_size(path_))
+                  .ok());
   EXPECT_TRUE(rest.empty());
 }
 

@@ -115,9 +115,9 @@ TEST_F(PostgresAuditStoreTest, DeletingTheNewestRowsBelowTheCheckpointIsFound) {
 
 TEST_F(PostgresAuditStoreTest, AWriterRefusesAChainWhoseLastRowWasAltered) {
   { RecordEvents(*Open("node-a", false), 5, "key:one"); }
-  ASSERT_TRUE(server_->Execute(
-      "UPDATE pillar_audit SET payload = replace(payload, 'key:one', 'key:two') "
-      "WHERE seq = (SELECT max(seq) FROM pillar_audit)"));
+  ASSERT_TRUE(
+      server_->Execute("UPDATE pillar_audit SET payload = replace(payload, 'key:one', 'key:two') "
+                       "WHERE seq = (SELECT max(seq) FROM pillar_audit)"));
   auto store = PostgresAuditStore::Open(server_->conninfo(), "node-a");
   ASSERT_TRUE(store.ok());
   AuditLogOptions options;

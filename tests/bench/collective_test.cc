@@ -2,12 +2,13 @@
 // bus-bandwidth factors against rows computed by hand, the output's exact shape (golden lines
 // taken from real nccl-tests output), and the correctness check's ability to see a wrong or
 // misplaced element.
+#include "bench/collective.h"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <vector>
 
-#include "bench/collective.h"
 #include "bench/collective_options.h"
 #include "bench/collective_runner.h"
 #include "bench/communicator.h"
@@ -57,9 +58,13 @@ TEST(CollectiveOptionsTest, DefaultsAreNcclTests) {
 }
 
 TEST(CollectiveOptionsTest, ShortLongAttachedAndEqualsFormsAllParse) {
-  auto o = Parse({"-b8", "-e", "128M", "--stepfactor=2", "--iters", "5", "-w0", "-c", "0",
-                  "-o", "all", "-d", "bfloat16", "-r", "3", "-a", "3", "-z", "1", "-N", "2",
-                  "-g", "1", "reducescatter", "--json", "out.json", "--min-busbw", "431"});
+  auto o = Parse({"-b8",      "-e",       "128M",        "--stepfactor=2",
+                  "--iters",  "5",        "-w0",         "-c",
+                  "0",        "-o",       "all",         "-d",
+                  "bfloat16", "-r",       "3",           "-a",
+                  "3",        "-z",       "1",           "-N",
+                  "2",        "-g",       "1",           "reducescatter",
+                  "--json",   "out.json", "--min-busbw", "431"});
   ASSERT_TRUE(o.ok()) << o.status();
   EXPECT_EQ(o->collective, Collective::kReduceScatter);
   EXPECT_EQ(o->min_bytes, 8u);
@@ -97,9 +102,11 @@ TEST(CollectiveOptionsTest, WhatCannotBeHonouredIsRefusedByName) {
   EXPECT_NE(ErrorOf({"allreduce", "-x", "1"}).find("unknown flag '-x'"), std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-a", "4"}).find("-a: 4 is out of range"), std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-n", "0"}).find("-n"), std::string::npos);
-  EXPECT_NE(ErrorOf({"allreduce", "-d", "complex"}).find("unknown type 'complex'"), std::string::npos);
+  EXPECT_NE(ErrorOf({"allreduce", "-d", "complex"}).find("unknown type 'complex'"),
+            std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-o", "xor"}).find("unknown operation 'xor'"), std::string::npos);
-  EXPECT_NE(ErrorOf({"allreduce", "-b", "1G", "-e", "1M"}).find("larger than -e"), std::string::npos);
+  EXPECT_NE(ErrorOf({"allreduce", "-b", "1G", "-e", "1M"}).find("larger than -e"),
+            std::string::npos);
   EXPECT_NE(ErrorOf({"allreduce", "-b"}).find("needs a value"), std::string::npos);
   EXPECT_NE(ErrorOf({"-b", "8"}).find("which collective"), std::string::npos);
   EXPECT_NE(ErrorOf({"allscatter"}).find("unknown collective 'allscatter'"), std::string::npos);
@@ -118,8 +125,7 @@ TEST(CollectiveRunnerTest, SizesStepByFactorOrByBytes) {
   o.min_bytes = 1 << 20;
   o.max_bytes = 4 << 20;
   o.step_factor = 1;
-  EXPECT_EQ(CollectiveRunner::Sizes(o),
-            (std::vector<size_t>{1 << 20, 2 << 20, 3 << 20, 4 << 20}));
+  EXPECT_EQ(CollectiveRunner::Sizes(o), (std::vector<size_t>{1 << 20, 2 << 20, 3 << 20, 4 << 20}));
   o.min_bytes = 0;
   o.max_bytes = 16;
   o.step_factor = 2;
@@ -155,8 +161,8 @@ class OneRank final : public Communicator {
 
 TEST(CollectiveRunnerTest, RowsChecksAndRefusedCombinationsOnOneRank) {
   OneRank comm;
-  auto o = Parse({"allreduce", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "1",
-                  "-d", "all", "-o", "sum"});
+  auto o = Parse({"allreduce", "-b", "1K", "-e", "4K", "-f", "2", "-n", "3", "-w", "1", "-d", "all",
+                  "-o", "sum"});
   ASSERT_TRUE(o.ok());
   CollectiveRunner runner(comm, *o);
   int printed = 0;
@@ -223,8 +229,9 @@ TEST(CollectiveTest, CountsAndBandwidthMatchRowsComputedByHand) {
   c = CollectiveCounts(Collective::kAllToAll, 1 << 20, DataType::kDouble, 4, 0);
   EXPECT_EQ(c.count, 32768u);
   EXPECT_EQ(c.printed_bytes, 1u << 20);
-  EXPECT_NEAR(CollectiveBandwidth(Collective::kAllToAll, c.count, DataType::kDouble, 4, 0.001).busbw,
-              0.786432, 1e-9);
+  EXPECT_NEAR(
+      CollectiveBandwidth(Collective::kAllToAll, c.count, DataType::kDouble, 4, 0.001).busbw,
+      0.786432, 1e-9);
 
   // broadcast, reduce, sendrecv: busbw == algbw.
   for (Collective one : {Collective::kBroadcast, Collective::kReduce, Collective::kSendRecv}) {
@@ -297,7 +304,7 @@ TEST(ElementsTest, SixteenBitFloatsConvertWithRoundToNearestEven) {
   EXPECT_EQ(HalfFromFloat(1.0f), 0x3C00);
   EXPECT_EQ(HalfFromFloat(-2.0f), 0xC000);
   EXPECT_EQ(HalfFromFloat(65504.0f), 0x7BFF);
-  EXPECT_EQ(HalfFromFloat(65520.0f), 0x7C00);  // rounds to infinity
+  EXPECT_EQ(HalfFromFloat(65520.0f), 0x7C00);                // rounds to infinity
   EXPECT_EQ(HalfFromFloat(5.960464477539063e-08f), 0x0001);  // the smallest subnormal
   EXPECT_EQ(HalfFromFloat(1e-9f), 0x0000);
   EXPECT_EQ(HalfFromFloat(1.0009765625f), 0x3C01);
@@ -356,30 +363,39 @@ TEST(ElementsTest, GatheredAndExchangedLayoutsAreChecked) {
               out.data() + size_t(k) * count, count);
   }
   EXPECT_EQ(CountWrong(Collective::kAllGather, DataType::kFloat, ReduceOp::kSum, 2, ranks, 0,
-                       out.data(), count), 0u);
+                       out.data(), count),
+            0u);
   std::swap(out[0], out[count]);
   EXPECT_GT(CountWrong(Collective::kAllGather, DataType::kFloat, ReduceOp::kSum, 2, ranks, 0,
-                       out.data(), count), 0u);
+                       out.data(), count),
+            0u);
   // sendrecv: rank 2 holds rank 1's input.
   std::vector<int32_t> got(count);
   FillInput(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 1, ranks, got.data(), count);
   EXPECT_EQ(CountWrong(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 2, ranks, 0,
-                       got.data(), count), 0u);
+                       got.data(), count),
+            0u);
   // Rank 3 expects rank 2's input, not rank 1's.
   EXPECT_GT(CountWrong(Collective::kSendRecv, DataType::kInt32, ReduceOp::kSum, 3, ranks, 0,
-                       got.data(), count), count / 2);
+                       got.data(), count),
+            count / 2);
   // broadcast: every rank must end with the root's values; a rank that kept its own (an in-place
   // broadcast that never arrived) is wrong.
   std::vector<double> mine(count), roots(count);
-  FillInput(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, mine.data(), count);
-  FillInput(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 1, ranks, roots.data(), count);
+  FillInput(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, mine.data(),
+            count);
+  FillInput(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 1, ranks, roots.data(),
+            count);
   EXPECT_EQ(CountWrong(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, 1,
-                       roots.data(), count), 0u);
+                       roots.data(), count),
+            0u);
   EXPECT_GT(CountWrong(Collective::kBroadcast, DataType::kDouble, ReduceOp::kSum, 2, ranks, 1,
-                       mine.data(), count), count / 2);
+                       mine.data(), count),
+            count / 2);
   // reduce: only the root's output is defined.
   EXPECT_EQ(CountWrong(Collective::kReduce, DataType::kInt32, ReduceOp::kSum, 1, ranks, 0,
-                       got.data(), count), 0u);
+                       got.data(), count),
+            0u);
 }
 
 }  // namespace

@@ -7,13 +7,13 @@
 
 #include <atomic>
 #include <cstring>
-#include <thread>
 #include <filesystem>
+#include <thread>
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
-#include "testing/fault_env.h"
 #include "ckpt/interval.h"
+#include "testing/fault_env.h"
 #include "testing/temp_dir.h"
 
 namespace pillar::ckpt {

@@ -11,8 +11,8 @@
 
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/checkpoint_io.h"
-#include "testing/fault_env.h"
 #include "ckpt/run_directory.h"
+#include "testing/fault_env.h"
 #include "testing/temp_dir.h"
 
 namespace pillar::ckpt {
@@ -62,8 +62,8 @@ TEST(CheckpointTest, ARoundTripKeepsEveryEntryAndTheManifestSaysWhatIsWhere) {
   testing::TempDir dir;
   const std::string path = (dir.path() / "step-00000007").string();
   State state(7);
-  auto written = WriteCheckpoint(*Env::Default(), path, 7, state.Entries(), {{"seed", "42"}},
-                                 SmallShards());
+  auto written =
+      WriteCheckpoint(*Env::Default(), path, 7, state.Entries(), {{"seed", "42"}}, SmallShards());
   ASSERT_TRUE(written.ok()) << written.status();
   EXPECT_EQ(written->shards.size(), 2u);
   EXPECT_FALSE(fs::exists(path + ".tmp"));
@@ -88,8 +88,7 @@ TEST(CheckpointTest, ARoundTripKeepsEveryEntryAndTheManifestSaysWhatIsWhere) {
 TEST(CheckpointTest, ShapesThatDoNotMatchTheDataAreRefusedBeforeWriting) {
   testing::TempDir dir;
   std::vector<float> data(10);
-  std::vector<EntryView> entries = {
-      {"x", DType::kFloat32, {3, 3}, std::as_bytes(std::span(data))}};
+  std::vector<EntryView> entries = {{"x", DType::kFloat32, {3, 3}, std::as_bytes(std::span(data))}};
   auto written = WriteCheckpoint(*Env::Default(), (dir.path() / "c").string(), 1, entries, {}, {});
   EXPECT_EQ(written.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(fs::exists(dir.path() / "c"));
@@ -110,7 +109,8 @@ TEST(CheckpointTest, WhatALoadWouldRefuseIsNeverWritten) {
       {{{"x", DType::kFloat32, {int64_t(1) << 40, int64_t(1) << 40}, bytes}}, "too many elements"},
   };
   for (const auto& [entries, why] : cases) {
-    auto written = WriteCheckpoint(*Env::Default(), (dir.path() / "c").string(), 1, entries, {}, {});
+    auto written =
+        WriteCheckpoint(*Env::Default(), (dir.path() / "c").string(), 1, entries, {}, {});
     EXPECT_EQ(written.status().code(), absl::StatusCode::kInvalidArgument) << why;
     EXPECT_NE(written.status().message().find(why), std::string::npos) << written.status();
     EXPECT_FALSE(fs::exists(dir.path() / "c"));
@@ -139,7 +139,9 @@ TEST(CheckpointTest, DamageIsNamedPrecisely) {
   };
   const std::string good_shard = read(shard0);
   const std::string good_manifest = read(manifest);
-  auto error = [&] { return std::string(LoadCheckpoint(*Env::Default(), path).status().message()); };
+  auto error = [&] {
+    return std::string(LoadCheckpoint(*Env::Default(), path).status().message());
+  };
 
   std::string flipped = good_shard;
   flipped[100] ^= 1;
@@ -195,7 +197,8 @@ TEST(RunDirectoryTest, LoadLatestWalksBackPastWhatIsBrokenAndSaysWhy) {
   }
   // The newest loses a shard byte; a half-written one lies beside it.
   {
-    std::fstream f(run.StepPath(30) + "/shard-00001.bin", std::ios::in | std::ios::out | std::ios::binary);
+    std::fstream f(run.StepPath(30) + "/shard-00001.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(3);
     f.put('\x7f');
   }
@@ -219,7 +222,8 @@ TEST(RunDirectoryTest, RetentionKeepsTheLastNAndEveryKthAndNeverLatest) {
   ASSERT_TRUE(run.Prepare().ok());
   State state(0);
   for (int step = 100; step <= 1000; step += 100) {
-    ASSERT_TRUE(WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+    ASSERT_TRUE(
+        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
   }
   ASSERT_TRUE(run.PublishLatest(200).ok());  // an operator pinned an older one
   auto removed = run.Prune({.keep_last = 2, .keep_every = 500});
@@ -260,7 +264,8 @@ TEST(RunDirectoryTest, AFaultAtAnyStepOfASaveLeavesThePreviousOrTheNewCheckpoint
       // Single-threaded, so that operation numbers mean the same step every time.
       WriteOptions options = SmallShards();
       options.threads = 1;
-      absl::Status saved = WriteCheckpoint(env, run.StepPath(2), 2, two.Entries(), {}, options).status();
+      absl::Status saved =
+          WriteCheckpoint(env, run.StepPath(2), 2, two.Entries(), {}, options).status();
       if (saved.ok()) saved = run.PublishLatest(2);
       env.Crash();
       RunDirectory restarted(Env::Default(), run.root());

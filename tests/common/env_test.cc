@@ -8,11 +8,11 @@
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
 #include <span>
+#include <sstream>
 #include <thread>
 #include <vector>
-#include <fstream>
-#include <sstream>
 
 #include "testing/crash_test.h"
 #include "testing/temp_dir.h"
@@ -57,8 +57,7 @@ TEST(PublishAtomicallyTest, AFirstPublishLeavesNothingOrTheWholeFile) {
           [](Env& env, const fs::path& dir) {
             return PublishAtomically(env, (dir / "metrics.prom").string(), "up 1\n", 0644);
           },
-      .read =
-          [](const fs::path& dir) -> absl::StatusOr<std::string> {
+      .read = [](const fs::path& dir) -> absl::StatusOr<std::string> {
         if (!fs::exists(dir / "metrics.prom")) return std::string("(none)");
         return Slurp(dir / "metrics.prom");
       },
@@ -146,7 +145,8 @@ TEST(PublishAtomicallyTest, ReplacesALinkAtTheTargetRatherThanItsTarget) {
 TEST(PublishAtomicallyTest, TheModeIsTheOneAskedForWhateverTheUmask) {
   testing::TempDir dir;
   const mode_t old_umask = ::umask(0077);
-  ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "metrics").string(), "x", 0644).ok());
+  ASSERT_TRUE(
+      PublishAtomically(*Env::Default(), (dir.path() / "metrics").string(), "x", 0644).ok());
   ::umask(0);
   ASSERT_TRUE(PublishAtomically(*Env::Default(), (dir.path() / "secret").string(), "x", 0600).ok());
   ::umask(old_umask);

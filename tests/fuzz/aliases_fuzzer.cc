@@ -19,12 +19,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   static const pillar::signing::SigningKey key = pillar::signing::GenerateSigningKey();
   const std::string model = model_dir.filename().string();
-  const pillar::models::AliasTrust unsigned_ok{.trusted = {key.public_key},
-                                               .require_signature = false,
-                                               .admit_generation = {}};
-  const pillar::models::AliasTrust signed_only{.trusted = {key.public_key},
-                                               .require_signature = true,
-                                               .admit_generation = {}};
+  const pillar::models::AliasTrust unsigned_ok{
+      .trusted = {key.public_key}, .require_signature = false, .admit_generation = {}};
+  const pillar::models::AliasTrust signed_only{
+      .trusted = {key.public_key}, .require_signature = true, .admit_generation = {}};
   if (pillar::models::ReadAliases(model_dir, model, signed_only).ok()) __builtin_trap();
   auto aliases = pillar::models::ReadAliases(model_dir, model, unsigned_ok);
   if (!aliases.ok()) return 0;

@@ -31,8 +31,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   const pillar::audit::VerifyReport before =
       pillar::audit::VerifyAuditFile(path, {fixture.key.public_key});
-  const bool only_torn = !before.status.ok() && before.torn_bytes > 0 &&
-                         before.first_bad_record == before.records;
+  const bool only_torn =
+      !before.status.ok() && before.torn_bytes > 0 && before.first_bad_record == before.records;
   auto store = pillar::audit::FileAuditStore::Open(path);
   if (!store.ok()) return 0;
   pillar::audit::AuditLogOptions options;

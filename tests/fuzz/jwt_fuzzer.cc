@@ -19,8 +19,9 @@ using pillar::identity::Jwks;
 using pillar::identity::JwtOptions;
 using pillar::identity::JwtVerifier;
 
-constexpr unsigned char kPrivate[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-                                        17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
+constexpr unsigned char kPrivate[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11,
+                                        12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22,
+                                        23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
 struct Fixture {
   EVP_PKEY* key = EVP_PKEY_new_raw_private_key(EVP_PKEY_ED25519, nullptr, kPrivate, 32);
@@ -29,9 +30,9 @@ struct Fixture {
     unsigned char pub[32];
     size_t len = sizeof pub;
     EVP_PKEY_get_raw_public_key(key, pub, &len);
-    std::string jwks = R"({"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k","x":")" +
-                       pillar::Base64UrlEncode(std::string_view(reinterpret_cast<char*>(pub), len)) +
-                       "\"}]}";
+    std::string jwks =
+        R"({"keys":[{"kty":"OKP","crv":"Ed25519","kid":"k","x":")" +
+        pillar::Base64UrlEncode(std::string_view(reinterpret_cast<char*>(pub), len)) + "\"}]}";
     JwtOptions options;
     options.issuer = "idp";
     options.audiences = {"pillar"};
@@ -49,7 +50,8 @@ struct Fixture {
     EVP_DigestSign(ctx, sig, &len, reinterpret_cast<const unsigned char*>(input.data()),
                    input.size());
     EVP_MD_CTX_free(ctx);
-    return input + "." + pillar::Base64UrlEncode(std::string_view(reinterpret_cast<char*>(sig), len));
+    return input + "." +
+           pillar::Base64UrlEncode(std::string_view(reinterpret_cast<char*>(sig), len));
   }
 };
 

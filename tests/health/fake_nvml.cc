@@ -60,7 +60,9 @@ int nvmlInit_v2() {
   return g.fail_init ? 9 : 0;  // NVML_ERROR_DRIVER_NOT_LOADED
 }
 int nvmlShutdown() { return 0; }
-const char* nvmlErrorString(int r) { return r == 9 ? "Driver Not Loaded" : r == 3 ? "Not Supported" : "Unknown Error"; }
+const char* nvmlErrorString(int r) {
+  return r == 9 ? "Driver Not Loaded" : r == 3 ? "Not Supported" : "Unknown Error";
+}
 int nvmlDeviceGetCount_v2(unsigned* count) {
   *count = g.count;
   return 0;

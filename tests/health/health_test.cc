@@ -29,16 +29,19 @@ class FakeNode : public ::testing::Test {
   void SetUp() override {
     const fs::path root = dir_.path() / "root";
     Write(root / "proc/cpuinfo",
-          "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9V84 96-Core Processor\n\n"
+          "processor\t: 0\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD EPYC 9V84 96-Core "
+          "Processor\n\n"
           "processor\t: 1\nmodel name\t: AMD EPYC 9V84 96-Core Processor\n\n");
-    Write(root / "proc/meminfo",
-          "MemTotal:       16777216 kB\nMemFree:         1000000 kB\nSwapTotal:             0 kB\n");
+    Write(
+        root / "proc/meminfo",
+        "MemTotal:       16777216 kB\nMemFree:         1000000 kB\nSwapTotal:             0 kB\n");
     Write(root / "sys/class/net/eth0/operstate", "up\n");
     Write(root / "sys/class/net/ib0/operstate", "down\n");
     Write(root / "sys/class/net/lo/operstate", "unknown\n");
     Write(root / "var/log/kern.log",
           "[  10.1] nvidia: loading out-of-tree module\n"
-          "[ 812.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.\n"
+          "[ 812.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the "
+          "bus.\n"
           "[ 900.0] NVRM: Xid (PCI:0000:5d:00): 13, pid=77, Graphics Exception\n");
     root_ = root.string();
     ::setenv("FAKE_NVML", "", 1);
@@ -76,14 +79,21 @@ TEST_F(FakeNode, AHealthyNodePassesEveryCheckAndExitsZero) {
   HealthReport r = Run(
       "name = \"test node\"\n"
       "[cpu]\nmin_count = 2\nmodel = \"EPYC\"\n"
-      "[memory]\nmin_total_gib = 15.5\nswap_off = true\nmin_bandwidth_gbps = 0.1\nbandwidth_mib = 24\n"
-      "[[disk]]\npath = \"" + dir_.path().string() + "\"\nmin_free_gib = 0.001\nmin_write_mbps = 1\nwrite_mib = 4\n"
+      "[memory]\nmin_total_gib = 15.5\nswap_off = true\nmin_bandwidth_gbps = 0.1\nbandwidth_mib = "
+      "24\n"
+      "[[disk]]\npath = \"" +
+      dir_.path().string() +
+      "\"\nmin_free_gib = 0.001\nmin_write_mbps = 1\nwrite_mib = 4\n"
       "[network]\ninterfaces_up = [\"eth0\", \"lo\"]\n"
-      "[gpu]\ncount = 8\nmax_uncorrected_ecc = 0\nmax_corrected_ecc = 10000\nmin_clock_ratio = 0.9\n"
+      "[gpu]\ncount = 8\nmax_uncorrected_ecc = 0\nmax_corrected_ecc = 10000\nmin_clock_ratio = "
+      "0.9\n"
       "forbidden_throttle = [\"hw_slowdown\", \"sw_thermal\", \"hw_thermal\", \"hw_power_brake\"]\n"
       "max_temperature_c = 85\nforbidden_xids = [48, 94, 95]\nkernel_log = \"/var/log/kern.log\"\n"
-      "library = \"" + fake_nvml + "\"\n"
-      "[collective]\ncommand = \"printf '# Out of bounds values : 0 OK\\\\n# Avg bus bandwidth    : 470.5 \\\\n'\"\n"
+      "library = \"" +
+      fake_nvml +
+      "\"\n"
+      "[collective]\ncommand = \"printf '# Out of bounds values : 0 OK\\\\n# Avg bus bandwidth    "
+      ": 470.5 \\\\n'\"\n"
       "min_busbw_gbps = 460\n");
   EXPECT_EQ(r.ExitCode(), 0) << FormatHealthTable(r);
   EXPECT_EQ(r.name, "test node");
@@ -94,7 +104,8 @@ TEST_F(FakeNode, AHealthyNodePassesEveryCheckAndExitsZero) {
   EXPECT_EQ(StatusOf(r, "gpu7.temperature"), CheckStatus::kPass);
   EXPECT_EQ(StatusOf(r, "gpu.xid"), CheckStatus::kPass);  // 79 and 13 are logged, not forbidden
   EXPECT_EQ(*Find(r, "collective.busbw")->value, 470.5);
-  // Every check of the config ran: 2 cpu, 3 memory, 2 disk, 2 net, 1 + 8 * 5 gpu + xid, 2 collective.
+  // Every check of the config ran: 2 cpu, 3 memory, 2 disk, 2 net, 1 + 8 * 5 gpu + xid, 2
+  // collective.
   EXPECT_EQ(r.checks.size(), 2u + 3u + 2u + 2u + 1u + 8u * 5u + 1u + 2u);
 }
 
@@ -110,7 +121,8 @@ TEST_F(FakeNode, EachHostThresholdFailsOnItsOwn) {
       {"[memory]\nmin_total_gib = 1800\n", "memory.total"},
       {"[memory]\nmin_bandwidth_gbps = 100000\nbandwidth_mib = 24\n", "memory.bandwidth"},
       {"[[disk]]\npath = \"" + disk + "\"\nmin_free_gib = 1e9\n", "disk:" + disk + ".free"},
-      {"[[disk]]\npath = \"" + disk + "\"\nmin_write_mbps = 1e8\nwrite_mib = 4\n", "disk:" + disk + ".write"},
+      {"[[disk]]\npath = \"" + disk + "\"\nmin_write_mbps = 1e8\nwrite_mib = 4\n",
+       "disk:" + disk + ".write"},
       {"[network]\ninterfaces_up = [\"ib0\"]\n", "net.ib0"},
       {"[network]\ninterfaces_up = [\"ib7\"]\n", "net.ib7"},
   };
@@ -178,7 +190,8 @@ TEST_F(FakeNode, WhatCannotBeCheckedExitsTwoAndAFailureStillWins) {
   // No NVML where GPUs are expected, no kernel log, ECC off.
   HealthReport r = Run("[gpu]\ncount = 8\nlibrary = \"/nonexistent/libnvidia-ml.so.1\"\n");
   EXPECT_EQ(StatusOf(r, "gpu"), CheckStatus::kError);
-  EXPECT_NE(Find(r, "gpu")->detail.find("cannot load /nonexistent/libnvidia-ml.so.1"), std::string::npos);
+  EXPECT_NE(Find(r, "gpu")->detail.find("cannot load /nonexistent/libnvidia-ml.so.1"),
+            std::string::npos);
   EXPECT_EQ(r.ExitCode(), 2);
   ::setenv("FAKE_NVML", "count=1,fail_init=1", 1);
   r = Run(std::string("[gpu]\ncount = 1\nlibrary = \"") + FAKE_NVML_PATH + "\"\n");
@@ -201,15 +214,18 @@ TEST_F(FakeNode, WhatCannotBeCheckedExitsTwoAndAFailureStillWins) {
 
 TEST_F(FakeNode, TheCollectiveCheckReadsNcclTestsOutputFromAnyCommand) {
   auto run = [&](const std::string& command, double min) {
-    return Run("[collective]\ncommand = \"" + command + "\"\nmin_busbw_gbps = " + std::to_string(min) +
-               "\ntimeout_s = 5\n");
+    return Run("[collective]\ncommand = \"" + command +
+               "\"\nmin_busbw_gbps = " + std::to_string(min) + "\ntimeout_s = 5\n");
   };
-  const std::string summary = "printf '# Out of bounds values : 0 OK\\\\n# Avg bus bandwidth    : 431.0 \\\\n#\\\\n'";
+  const std::string summary =
+      "printf '# Out of bounds values : 0 OK\\\\n# Avg bus bandwidth    : 431.0 \\\\n#\\\\n'";
   HealthReport r = run(summary, 431);
   EXPECT_EQ(r.ExitCode(), 0) << FormatHealthTable(r);
   r = run(summary, 460);
   EXPECT_EQ(StatusOf(r, "collective.busbw"), CheckStatus::kFail);
-  r = run("printf '# Out of bounds values : 12 FAILED\\\\n# Avg bus bandwidth    : 500 \\\\n'; exit 1", 1);
+  r = run(
+      "printf '# Out of bounds values : 12 FAILED\\\\n# Avg bus bandwidth    : 500 \\\\n'; exit 1",
+      1);
   EXPECT_EQ(StatusOf(r, "collective.wrong"), CheckStatus::kFail);
   EXPECT_EQ(StatusOf(r, "collective.busbw"), CheckStatus::kPass);
   r = run("echo mpirun: command not found; exit 127", 1);
@@ -229,14 +245,17 @@ TEST_F(FakeNode, TheCollectiveCheckReadsNcclTestsOutputFromAnyCommand) {
 }
 
 TEST(HealthParseTest, NcclTestsSummaryAndXidLines) {
-  auto s = ParseNcclTestsSummary("#\n# Out of bounds values : 3 FAILED\n# Avg bus bandwidth    : 12.5 OK\n");
+  auto s = ParseNcclTestsSummary(
+      "#\n# Out of bounds values : 3 FAILED\n# Avg bus bandwidth    : 12.5 OK\n");
   ASSERT_TRUE(s.ok());
   EXPECT_EQ(s->avg_busbw, 12.5);
   EXPECT_EQ(s->wrong, 3u);
   EXPECT_TRUE(absl::IsNotFound(ParseNcclTestsSummary("no summary\n").status()));
   EXPECT_FALSE(ParseNcclTestsSummary("# Avg bus bandwidth    : fast\n").ok());
-  EXPECT_EQ(ParseXids("NVRM: Xid (PCI:0000:01:00): 48, pid=1\nNVRM: Xid (x): \nNVRM: Xid (PCI:1): 119, x"),
-            (std::vector<int>{48, 119}));
+  EXPECT_EQ(
+      ParseXids(
+          "NVRM: Xid (PCI:0000:01:00): 48, pid=1\nNVRM: Xid (x): \nNVRM: Xid (PCI:1): 119, x"),
+      (std::vector<int>{48, 119}));
 }
 
 TEST(HealthConfigTest, MalformedConfigsNameTheirLine) {
@@ -247,14 +266,18 @@ TEST(HealthConfigTest, MalformedConfigsNameTheirLine) {
   EXPECT_EQ(error("[cpu]\nmin_cout = 3\n"), "h.toml:2:1: unknown key 'min_cout' in [cpu]");
   EXPECT_EQ(error("[memory]\n\nmin_total_gib = \"lots\"\n"),
             "h.toml:3:17: [memory] min_total_gib must be a number in [0, 1e+09]");
-  EXPECT_NE(error("[gpu]\nforbidden_throttle = [\"hot\"]\n").find("unknown reason 'hot'"), std::string::npos);
-  EXPECT_NE(error("[gpu]\nforbidden_xids = [79, \"some\"]\n").find("h.toml:2: [gpu] forbidden_xids"),
+  EXPECT_NE(error("[gpu]\nforbidden_throttle = [\"hot\"]\n").find("unknown reason 'hot'"),
             std::string::npos);
+  EXPECT_NE(
+      error("[gpu]\nforbidden_xids = [79, \"some\"]\n").find("h.toml:2: [gpu] forbidden_xids"),
+      std::string::npos);
   EXPECT_NE(error("[[disk]]\nmin_free_gib = 1\n").find("[disk 1] needs a path"), std::string::npos);
-  EXPECT_NE(error("[collective]\nmin_busbw_gbps = 1\n").find("[collective] needs a command"), std::string::npos);
+  EXPECT_NE(error("[collective]\nmin_busbw_gbps = 1\n").find("[collective] needs a command"),
+            std::string::npos);
   EXPECT_NE(error("cpu = 3\n").find("[cpu] must be a table"), std::string::npos);
   EXPECT_NE(error("disk = 3\n").find("disk must be an array of tables"), std::string::npos);
-  EXPECT_NE(error("[gpu]\ncount = -1\n").find("count must be an integer in [0, 4096]"), std::string::npos);
+  EXPECT_NE(error("[gpu]\ncount = -1\n").find("count must be an integer in [0, 4096]"),
+            std::string::npos);
   EXPECT_NE(error("[cpu\n").find("h.toml:1"), std::string::npos);
   EXPECT_NE(error("colour = \"blue\"\n").find("unknown key 'colour'"), std::string::npos);
 }
@@ -265,7 +288,8 @@ TEST(HealthConfigTest, TheSampleConfigsParse) {
     ASSERT_TRUE(c.ok()) << name << ": " << c.status();
     EXPECT_FALSE(c->name.empty());
   }
-  auto h200 = LoadHealthConfig((fs::path(PILLAR_SOURCE_DIR) / "configs/health/azure-nd-h200-v5.toml").string());
+  auto h200 = LoadHealthConfig(
+      (fs::path(PILLAR_SOURCE_DIR) / "configs/health/azure-nd-h200-v5.toml").string());
   ASSERT_TRUE(h200.ok());
   EXPECT_EQ(h200->collective->min_busbw_gbps, 431);
   EXPECT_EQ(*h200->gpu->count, 8);
@@ -274,10 +298,18 @@ TEST(HealthConfigTest, TheSampleConfigsParse) {
 TEST(HealthReportTest, JsonAndPrometheusSayTheSame) {
   HealthReport r;
   r.name = "n";
-  r.checks.push_back({.name = "cpu.count", .status = CheckStatus::kPass, .measured = "2",
-                      .required = ">= 2", .value = 2, .detail = ""});
-  r.checks.push_back({.name = "net.\"odd\"", .status = CheckStatus::kFail, .measured = "down",
-                      .required = "up", .value = 0, .detail = ""});
+  r.checks.push_back({.name = "cpu.count",
+                      .status = CheckStatus::kPass,
+                      .measured = "2",
+                      .required = ">= 2",
+                      .value = 2,
+                      .detail = ""});
+  r.checks.push_back({.name = "net.\"odd\"",
+                      .status = CheckStatus::kFail,
+                      .measured = "down",
+                      .required = "up",
+                      .value = 0,
+                      .detail = ""});
   const std::string prom = HealthPrometheus(r);
   EXPECT_NE(prom.find("pillar_health_status 1\n"), std::string::npos);
   EXPECT_NE(prom.find("pillar_health_check_ok{check=\"cpu.count\"} 1\n"), std::string::npos);

@@ -384,8 +384,7 @@ TEST(BodyReaderTest, TrailerFieldsAreDroppedAndTheHeadersStayAsTheyWere) {
   HeaderReader header_reader(16384, 100);
   size_t used = 0;
   beast::error_code ec;
-  ASSERT_EQ(header_reader.Put(parser, net::buffer(header), used, ec),
-            HeaderReader::Result::kDone);
+  ASSERT_EQ(header_reader.Put(parser, net::buffer(header), used, ec), HeaderReader::Result::kDone);
   BodyReader body_reader(16384, 100);
   ASSERT_EQ(body_reader.Put(parser, net::buffer(body), used, ec), BodyReader::Result::kDone) << ec;
   const auto& request = parser.get();
@@ -403,15 +402,17 @@ TEST_F(SessionLimitsTest, ACredentialSentAsATrailerIsNeverSeen) {
   Start(Limits{});
   RawConnection c(port_);
   // No Authorization header; one in the trailers, with Connection: close.
-  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
-         "2\r\nab\r\n0\r\nAuthorization: Bearer k\r\nConnection: close\r\n\r\n");
+  c.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "2\r\nab\r\n0\r\nAuthorization: Bearer k\r\nConnection: close\r\n\r\n");
   Reply r = c.ReadReply();
   EXPECT_EQ(r.status, 200);
-  EXPECT_EQ(r.body, "POST /echo ab");  // the handler saw no Authorization
+  EXPECT_EQ(r.body, "POST /echo ab");     // the handler saw no Authorization
   EXPECT_EQ(r.Header("connection"), "");  // and the trailer did not close the connection
   // With one in the header too: that one, and no duplicate refused or taken from the trailer.
-  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer mine\r\n"
-         "Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nAuthorization: Bearer k\r\n\r\n");
+  c.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer mine\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n2\r\nab\r\n0\r\nAuthorization: Bearer k\r\n\r\n");
   r = c.ReadReply();
   EXPECT_EQ(r.status, 200);
   EXPECT_EQ(r.body, "POST /echo ab with Bearer mine");

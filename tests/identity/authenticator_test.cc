@@ -47,8 +47,8 @@ TEST_F(AuthenticatorTest, EveryMethodYieldsOnePrincipalShape) {
   auto key = auth.Authenticate("Bearer " + key_.text, "", now);
   ASSERT_TRUE(key.ok()) << key.status();
   EXPECT_EQ((*key)->method, AuthMethod::kApiKey);
-  const std::string token = signer_.Sign(
-      StrCat(R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
+  const std::string token = signer_.Sign(StrCat(
+      R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
   auto jwt = auth.Authenticate("bearer " + token, "", now);
   ASSERT_TRUE(jwt.ok()) << jwt.status();
   EXPECT_EQ((*jwt)->id, "jwt:bob");

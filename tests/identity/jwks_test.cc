@@ -106,7 +106,7 @@ std::string OkpJwks(std::string_view x) {
 TEST(JwksOkpTest, KeysOfSmallOrderOrNonCanonicalAreRefused) {
   std::string identity(32, '\0');  // y = 1: the identity point, order 1
   identity[0] = 1;
-  const std::string zero(32, '\0');  // y = 0: order 4
+  const std::string zero(32, '\0');       // y = 0: order 4
   std::string non_canonical(32, '\xff');  // y = 2^255 - 1 > p, not a canonical encoding
   non_canonical[31] = '\x7f';
   for (const std::string& x : {identity, zero, non_canonical}) {
@@ -120,9 +120,9 @@ TEST(JwksOkpTest, KeysOfSmallOrderOrNonCanonicalAreRefused) {
   ASSERT_NE(key, nullptr);
   std::string raw(32, '\0');
   size_t size = raw.size();
-  ASSERT_EQ(EVP_PKEY_get_raw_public_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()),
-                                        &size),
-            1);
+  ASSERT_EQ(
+      EVP_PKEY_get_raw_public_key(key.get(), reinterpret_cast<unsigned char*>(raw.data()), &size),
+      1);
   absl::StatusOr<std::shared_ptr<const Jwks>> parsed = Jwks::Parse(OkpJwks(raw));
   EXPECT_TRUE(parsed.ok()) << parsed.status();
 }

@@ -99,23 +99,25 @@ TEST_F(JwtVerifierTest, RefusesEveryKnownAttack) {
       testing::Base64Url(none_header) + "." + testing::Base64Url(claims) + ".";
   EXPECT_EQ(Refusal(unsigned_token), "invalid token: algorithm 'none' is not accepted");
   // Algorithm confusion: HS256 keyed with the RSA public key.
-  EXPECT_EQ(Refusal(testing::SignHs256(R"({"alg":"HS256","kid":"rsa-1"})", claims, rsa_.PublicPem())),
-            "invalid token: algorithm 'HS256' is not accepted");
+  EXPECT_EQ(
+      Refusal(testing::SignHs256(R"({"alg":"HS256","kid":"rsa-1"})", claims, rsa_.PublicPem())),
+      "invalid token: algorithm 'HS256' is not accepted");
   // An RS256 header over an ES256 key's signature: the kid names a key of another type.
   EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"RS256","kid":"ec-1"})")),
             "invalid token: no RS256 key 'ec-1' in the JWKS");
   // Tampered claims with the original signature.
   const size_t dot1 = good.find('.'), dot2 = good.rfind('.');
-  const std::string tampered = good.substr(0, dot1 + 1) +
-                               testing::Base64Url(Claims(kNow + 999999)) + good.substr(dot2);
+  const std::string tampered =
+      good.substr(0, dot1 + 1) + testing::Base64Url(Claims(kNow + 999999)) + good.substr(dot2);
   EXPECT_EQ(Refusal(tampered), "invalid token: signature does not verify");
   // Truncated: a part missing, or the signature cut short.
   EXPECT_EQ(Refusal(good.substr(0, dot2)),
             "invalid token: not a compact JWS (three dot-separated parts)");
   EXPECT_EQ(Refusal(good.substr(0, good.size() - 10)), "invalid token: signature does not verify");
   // Times no clock reaches, which would overflow microseconds.
-  EXPECT_EQ(Refusal(rsa_.Sign(R"({"iss":"https://idp.example","aud":"pillar","sub":"a","exp":1e300})")),
-            "invalid token: exp or nbf out of range");
+  EXPECT_EQ(
+      Refusal(rsa_.Sign(R"({"iss":"https://idp.example","aud":"pillar","sub":"a","exp":1e300})")),
+      "invalid token: exp or nbf out of range");
   // Oversized.
   EXPECT_EQ(Refusal(rsa_.Sign(Claims(kNow + 300, ",\"pad\":\"" + std::string(9000, 'x') + "\""))),
             "invalid token: too large");

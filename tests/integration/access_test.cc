@@ -118,8 +118,7 @@ class AccessTest : public ::testing::Test {
     };
     key("admin", {"--role", "admin"});
     key("user_a", {"--tenant", "a", "--role", "user", "--attr", "clearances=public"});
-    key("user_a_secret",
-        {"--tenant", "a", "--role", "user", "--attr", "clearances=public,secret"});
+    key("user_a_secret", {"--tenant", "a", "--role", "user", "--attr", "clearances=public,secret"});
     key("reader_a", {"--tenant", "a", "--role", "reader"});
     key("user_b", {"--tenant", "b", "--role", "user", "--attr", "clearances=public"});
     key("monitor", {"--role", "monitor"});
@@ -158,20 +157,45 @@ TEST_F(AccessTest, EveryRouteAndRoleGetsExactlyWhatThePolicyGrants) {
   // fails the test: a new route must state who may call it.
   const std::map<std::string, std::map<std::string, int>> expected = {
       {"server_metadata",
-       {{"admin", 200}, {"user_a", 200}, {"reader_a", 200}, {"user_b", 200}, {"monitor", 403},
-        {"lister_a", 403}, {"none", 403}}},
+       {{"admin", 200},
+        {"user_a", 200},
+        {"reader_a", 200},
+        {"user_b", 200},
+        {"monitor", 403},
+        {"lister_a", 403},
+        {"none", 403}}},
       {"model_metadata",
-       {{"admin", 200}, {"user_a", 200}, {"reader_a", 200}, {"user_b", 404}, {"monitor", 404},
-        {"lister_a", 404}, {"none", 404}}},
+       {{"admin", 200},
+        {"user_a", 200},
+        {"reader_a", 200},
+        {"user_b", 404},
+        {"monitor", 404},
+        {"lister_a", 404},
+        {"none", 404}}},
       {"infer",
-       {{"admin", 200}, {"user_a", 200}, {"reader_a", 403}, {"user_b", 404}, {"monitor", 404},
-        {"lister_a", 404}, {"none", 404}}},
+       {{"admin", 200},
+        {"user_a", 200},
+        {"reader_a", 403},
+        {"user_b", 404},
+        {"monitor", 404},
+        {"lister_a", 404},
+        {"none", 404}}},
       {"metrics",
-       {{"admin", 200}, {"user_a", 403}, {"reader_a", 403}, {"user_b", 403}, {"monitor", 200},
-        {"lister_a", 403}, {"none", 403}}},
+       {{"admin", 200},
+        {"user_a", 403},
+        {"reader_a", 403},
+        {"user_b", 403},
+        {"monitor", 200},
+        {"lister_a", 403},
+        {"none", 403}}},
       {"admin_models",
-       {{"admin", 200}, {"user_a", 403}, {"reader_a", 403}, {"user_b", 403}, {"monitor", 403},
-        {"lister_a", 200}, {"none", 403}}},
+       {{"admin", 200},
+        {"user_a", 403},
+        {"reader_a", 403},
+        {"user_b", 403},
+        {"monitor", 403},
+        {"lister_a", 200},
+        {"none", 403}}},
   };
   auto family = [](const std::string& name) -> std::string {
     if (name == "model_version_metadata" || name == "model_ready" ||
@@ -191,8 +215,8 @@ TEST_F(AccessTest, EveryRouteAndRoleGetsExactlyWhatThePolicyGrants) {
       ASSERT_NE(it, expected.end()) << "no expectation for route " << route.name;
       for (const auto& [key, status] : it->second) {
         HttpReply r = Call(key, route, port, "alpha");
-        EXPECT_EQ(r.status, status) << route.method << " " << route.pattern << " as " << key
-                                    << ": " << r.body;
+        EXPECT_EQ(r.status, status)
+            << route.method << " " << route.pattern << " as " << key << ": " << r.body;
         ++checked;
       }
     }
@@ -215,8 +239,8 @@ TEST_F(AccessTest, ATenantCannotReachAnotherTenantsModelThroughAnyRoute) {
     EXPECT_EQ(Call("user_a", route, server_->data_port(), "alpha").status, 200) << route.pattern;
   }
   // Listing: a tenant's lister sees its own models and nothing of the other tenant's.
-  HttpReply list = Fetch(server_->admin_port(), "GET", "/admin/v1/models", "",
-                         {Bearer(keys_["lister_a"])});
+  HttpReply list =
+      Fetch(server_->admin_port(), "GET", "/admin/v1/models", "", {Bearer(keys_["lister_a"])});
   ASSERT_EQ(list.status, 200) << list.body;
   EXPECT_NE(list.body.find("\"alpha\""), std::string::npos);
   EXPECT_NE(list.body.find("\"gamma\""), std::string::npos);
@@ -280,12 +304,13 @@ resources = ["server"]
 
 TEST_F(AccessTest, PolicyCheckExplainsADecision) {
   std::string out;
-  EXPECT_EQ(testing::RunPillar({"policy", "check", "--policy", policy_path_.string(),
-                                "--principal", "key:x", "--tenant", "a", "--role", "user",
-                                "--attr", "clearances=public", "--action", "infer", "--resource",
-                                "model:gamma/1", "--resource-attr", "tenant=a",
-                                "--resource-attr", "classification=secret"},
-                               &out),
+  EXPECT_EQ(testing::RunPillar(
+                {"policy",          "check",    "--policy",        policy_path_.string(),
+                 "--principal",     "key:x",    "--tenant",        "a",
+                 "--role",          "user",     "--attr",          "clearances=public",
+                 "--action",        "infer",    "--resource",      "model:gamma/1",
+                 "--resource-attr", "tenant=a", "--resource-attr", "classification=secret"},
+                &out),
             1);
   EXPECT_NE(out.find("denied: rule 'users infer on their tenant's models they are cleared for'"),
             std::string::npos)
@@ -293,15 +318,16 @@ TEST_F(AccessTest, PolicyCheckExplainsADecision) {
   EXPECT_NE(out.find("`model.classification in principal.clearances` does not hold"),
             std::string::npos);
   out.clear();
-  EXPECT_EQ(testing::RunPillar({"policy", "check", "--policy", policy_path_.string(),
-                                "--principal", "key:y", "--role", "admin", "--plane", "admin",
-                                "--action", "manage_keys", "--resource", "keys"},
+  EXPECT_EQ(testing::RunPillar({"policy", "check", "--policy", policy_path_.string(), "--principal",
+                                "key:y", "--role", "admin", "--plane", "admin", "--action",
+                                "manage_keys", "--resource", "keys"},
                                &out),
             0);
   EXPECT_NE(out.find("allowed by rule 'admins'"), std::string::npos) << out;
   std::string err;
   const fs::path bad = server_->dir() / "bad-policy.toml";
-  std::ofstream(bad) << "version = 1\n\n[[rule]]\nname = \"r\"\nroles = [\"u\"]\nactions = [\"fly\"]\nresources = [\"*\"]\n";
+  std::ofstream(bad) << "version = 1\n\n[[rule]]\nname = \"r\"\nroles = [\"u\"]\nactions = "
+                        "[\"fly\"]\nresources = [\"*\"]\n";
   EXPECT_EQ(testing::RunPillar({"policy", "validate", "--policy", bad.string()}, &out, &err), 2);
   EXPECT_NE(err.find("bad-policy.toml:6: rule 'r': unknown action 'fly'"), std::string::npos)
       << err;

@@ -86,7 +86,8 @@ TEST_F(ClusterTest, MpiRunsEveryCollectiveOnTwoAndFourRanksWithEveryElementRight
       EXPECT_NE(ran.out.find("# Out of bounds values : 0 OK"), std::string::npos) << ran.out;
       EXPECT_EQ(DataRows(ran.out), 3) << ran.out;  // 1K, 8K, 64K
       EXPECT_GT(AvgBusBw(ran.out), 0) << ran.out;
-      EXPECT_NE(ran.out.find("#  Rank " + std::string(ranks == 2 ? " 1" : " 3")), std::string::npos);
+      EXPECT_NE(ran.out.find("#  Rank " + std::string(ranks == 2 ? " 1" : " 3")),
+                std::string::npos);
     }
   }
   // Every type and every operator at once.
@@ -186,17 +187,23 @@ TEST_F(ClusterTest, UsageErrorsExitTwoWithAReason) {
   std::string out, err;
   EXPECT_EQ(testing::RunPillar({"bench", "collective", "allreduce", "-g", "8"}, &out, &err), 2);
   EXPECT_NE(err.find("-g 8: one device per process"), std::string::npos) << err;
-  EXPECT_EQ(testing::RunPillar({"bench", "collective", "allreduce", "--backend", "gloo",
-                                "--rank", "0", "--world-size", "2"}, &out, &err), 2);
+  EXPECT_EQ(testing::RunPillar({"bench", "collective", "allreduce", "--backend", "gloo", "--rank",
+                                "0", "--world-size", "2"},
+                               &out, &err),
+            2);
   EXPECT_NE(err.find("gloo needs --rendezvous"), std::string::npos) << err;
-  EXPECT_EQ(testing::RunPillar({"bench", "collective", "allreduce", "--backend", "gloo",
-                                "--rendezvous", "file:/nonexistent/dir", "--rank", "0",
-                                "--world-size", "1"}, &out, &err), 2);
+  EXPECT_EQ(
+      testing::RunPillar({"bench", "collective", "allreduce", "--backend", "gloo", "--rendezvous",
+                          "file:/nonexistent/dir", "--rank", "0", "--world-size", "1"},
+                         &out, &err),
+      2);
   EXPECT_NE(err.find("not a writable directory"), std::string::npos) << err;
   // More than this machine could ever hold: refused before any rank waits for another.
-  EXPECT_EQ(testing::RunPillar({"bench", "collective", "allreduce", "-e", "64T", "--backend",
-                                "gloo", "--rank", "0", "--world-size", "2", "--rendezvous",
-                                "file:/nonexistent"}, &out, &err), 2);
+  EXPECT_EQ(
+      testing::RunPillar({"bench", "collective", "allreduce", "-e", "64T", "--backend", "gloo",
+                          "--rank", "0", "--world-size", "2", "--rendezvous", "file:/nonexistent"},
+                         &out, &err),
+      2);
   EXPECT_NE(err.find("needs twice that in host memory"), std::string::npos) << err;
   EXPECT_EQ(testing::RunPillar({"bench", "collective", "-h"}, &out, &err), 0);
   EXPECT_NE(out.find("-b,--minbytes"), std::string::npos);
@@ -220,10 +227,13 @@ TEST_F(ClusterTest, HealthOnAFakeNodeWritesJsonAndPrometheusAndExitsByVerdict) {
   const fs::path prom = dir.path() / "health.prom";
   std::string out, err;
   EXPECT_EQ(testing::RunPillar({"health", "-c", config.string(), "--root", root.string(), "--json",
-                                "--prometheus", prom.string()}, &out, &err), 0)
+                                "--prometheus", prom.string()},
+                               &out, &err),
+            0)
       << out << err;
   EXPECT_NE(out.find("\"verdict\":\"healthy\""), std::string::npos) << out;
-  EXPECT_NE(out.find("\"name\":\"collective.busbw\",\"status\":\"pass\""), std::string::npos) << out;
+  EXPECT_NE(out.find("\"name\":\"collective.busbw\",\"status\":\"pass\""), std::string::npos)
+      << out;
   std::ifstream in(prom);
   const std::string text((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(text.find("pillar_health_status 0\n"), std::string::npos) << text;
@@ -231,11 +241,15 @@ TEST_F(ClusterTest, HealthOnAFakeNodeWritesJsonAndPrometheusAndExitsByVerdict) {
 
   // The same node against a bigger family's thresholds: unhealthy, named in the table.
   std::ofstream(config) << "[cpu]\nmin_count = 96\n";
-  EXPECT_EQ(testing::RunPillar({"health", "-c", config.string(), "--root", root.string()}, &out, &err), 1);
+  EXPECT_EQ(
+      testing::RunPillar({"health", "-c", config.string(), "--root", root.string()}, &out, &err),
+      1);
   EXPECT_NE(out.find("cpu.count  FAIL"), std::string::npos) << out;
   // A config with a typo: could not check.
   std::ofstream(config) << "[cpu]\nmin_cout = 96\n";
-  EXPECT_EQ(testing::RunPillar({"health", "-c", config.string(), "--root", root.string()}, &out, &err), 2);
+  EXPECT_EQ(
+      testing::RunPillar({"health", "-c", config.string(), "--root", root.string()}, &out, &err),
+      2);
   EXPECT_NE(err.find("unknown key 'min_cout' in [cpu]"), std::string::npos) << err;
 }
 

@@ -72,9 +72,8 @@ TEST(IdentitiesTest, KeysExpireRotateWithAnOverlapAndRecordTheirLastUse) {
   // Last use is written back (key_touch_ms is 10 s by default; wait for the stop flush).
   EXPECT_EQ(server.Stop(), 0);
   std::string list;
-  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()},
-                               &list),
-            0);
+  ASSERT_EQ(
+      testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()}, &list), 0);
   EXPECT_NE(list.find("\"replaced_by\":\"" + rotated.substr(3, 12) + "\""), std::string::npos)
       << list;
   EXPECT_EQ(list.find("\"last_used\":null"), std::string::npos) << list;  // all three were used
@@ -119,15 +118,20 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
   const std::string quiet = " >/dev/null 2>&1";
   ASSERT_EQ(std::system(("cd " + d +
                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca"
-                         " -keyout ca.key -out ca.pem" + quiet +
+                         " -keyout ca.key -out ca.pem" +
+                         quiet +
                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-                         " -keyout server.key -out server.pem" + quiet +
+                         " -keyout server.key -out server.pem" +
+                         quiet +
                          " && openssl req -newkey rsa:2048 -nodes -subj /CN=batch-service"
-                         " -keyout client.key -out client.csr" + quiet +
+                         " -keyout client.key -out client.csr" +
+                         quiet +
                          " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key"
-                         " -CAcreateserial -days 1 -out client.pem" + quiet +
+                         " -CAcreateserial -days 1 -out client.pem" +
+                         quiet +
                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1"
-                         " -subj /CN=batch-service -keyout rogue.key -out rogue.pem" + quiet)
+                         " -subj /CN=batch-service -keyout rogue.key -out rogue.pem" +
+                         quiet)
                             .c_str()),
             0);
   server.AddDataConfig("tls_certificate = \"" + d + "/server.pem\"\ntls_private_key = \"" + d +
@@ -140,10 +144,10 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
   const std::string url = "https://127.0.0.1:" + std::to_string(server.data_port());
   auto curl = [&](const std::string& args) {
     return Shell("curl -sk --max-time 10 -o /dev/null -w '%{http_code}' " + args + " " + url +
-               "/v2/models/digits");
+                 "/v2/models/digits");
   };
   EXPECT_EQ(curl("--cert " + d + "/client.pem --key " + d + "/client.key"), "200");
-  EXPECT_EQ(curl(""), "401");                                       // no certificate, no key
+  EXPECT_EQ(curl(""), "401");                                        // no certificate, no key
   EXPECT_EQ(curl("-H 'Authorization: Bearer " + key + "'"), "200");  // keys still work
   // Same subject, not signed by the trusted CA: the handshake fails, nothing is served.
   EXPECT_EQ(curl("--cert " + d + "/rogue.pem --key " + d + "/rogue.key"), "000");
@@ -156,20 +160,26 @@ TEST(IdentitiesTest, AClientCertificateNamedByItsUriSan) {
   std::ofstream(d + "/san.ext") << "subjectAltName = URI:spiffe://acme.test/ns/batch/sa/scorer\n";
   ASSERT_EQ(std::system(("cd " + d +
                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=test-ca"
-                         " -keyout ca.key -out ca.pem" + quiet +
+                         " -keyout ca.key -out ca.pem" +
+                         quiet +
                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-                         " -keyout server.key -out server.pem" + quiet +
+                         " -keyout server.key -out server.pem" +
+                         quiet +
                          " && openssl req -newkey rsa:2048 -nodes -subj /CN=not-the-identity"
-                         " -keyout client.key -out client.csr" + quiet +
+                         " -keyout client.key -out client.csr" +
+                         quiet +
                          " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key"
-                         " -CAcreateserial -days 1 -extfile san.ext -out client.pem" + quiet)
+                         " -CAcreateserial -days 1 -extfile san.ext -out client.pem" +
+                         quiet)
                             .c_str()),
             0);
-  server.AddDataConfig("tls_certificate = \"" + d + "/server.pem\"\ntls_private_key = \"" + d +
-                       "/server.key\"\nclient_ca = \"" + d +
-                       "/ca.pem\"\nclient_certificates = \"require\"\nclient_identity = \"san_uri\"\n");
-  server.AddConfig("[[mtls_client]]\nidentity = \"spiffe://acme.test/ns/batch/sa/scorer\"\n"
-                   "tenant = \"demo\"\nroles = [\"user\"]\n");
+  server.AddDataConfig(
+      "tls_certificate = \"" + d + "/server.pem\"\ntls_private_key = \"" + d +
+      "/server.key\"\nclient_ca = \"" + d +
+      "/ca.pem\"\nclient_certificates = \"require\"\nclient_identity = \"san_uri\"\n");
+  server.AddConfig(
+      "[[mtls_client]]\nidentity = \"spiffe://acme.test/ns/batch/sa/scorer\"\n"
+      "tenant = \"demo\"\nroles = [\"user\"]\n");
   ASSERT_TRUE(server.Start()) << server.Log();
   const std::string url = "https://127.0.0.1:" + std::to_string(server.data_port());
   auto curl = [&](const std::string& args) {

@@ -97,8 +97,8 @@ TEST(LifecycleTest, SigtermDeliveredToALibrarysThreadStillDrains) {
   ASSERT_TRUE(server.Start()) << server.Log();
   // Every thread but the main one; prefer one that does not block SIGTERM.
   pid_t target = 0;
-  for (const auto& task : std::filesystem::directory_iterator(
-           "/proc/" + std::to_string(server.pid()) + "/task")) {
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(server.pid()) + "/task")) {
     const pid_t tid = pid_t(std::stol(task.path().filename().string()));
     if (tid == server.pid()) continue;
     std::ifstream status(task.path() / "status");

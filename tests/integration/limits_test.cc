@@ -143,10 +143,10 @@ TEST(LimitsTest, OneInstanceLetsExactlyTheLimitThrough) {
       << metrics.substr(0, 2000);
   EXPECT_EQ(server.Stop(), 0);
   ASSERT_TRUE(server.Start()) << server.Log();
-  EXPECT_EQ(Fetch(server.data_port(), "POST", "/v2/models/digits/infer", InferBody(),
-                  {Bearer(quota_key)})
-                .status,
-            429);
+  EXPECT_EQ(
+      Fetch(server.data_port(), "POST", "/v2/models/digits/infer", InferBody(), {Bearer(quota_key)})
+          .status,
+      429);
 }
 
 TEST(LimitsTest, AReadableRedisPasswordFileIsRefusedAtStart) {
@@ -210,8 +210,8 @@ TEST_F(SharedRedisTest, FailsClosedWhileRedisIsDownAndRecoversByItself) {
   StartInstances("on_redis_failure = \"closed\"\n");
   EXPECT_EQ(Status(0, quota_key_), 200);
   redis_.Kill();
-  HttpReply down = Fetch(ports_[1], "POST", "/v2/models/digits/infer", InferBody(),
-                         {Bearer(quota_key_)});
+  HttpReply down =
+      Fetch(ports_[1], "POST", "/v2/models/digits/infer", InferBody(), {Bearer(quota_key_)});
   EXPECT_EQ(down.status, 503);
   EXPECT_EQ(down.Header("retry-after"), "1");
   const std::string metrics =

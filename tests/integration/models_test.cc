@@ -23,7 +23,8 @@ std::string VersionOf(const testing::HttpReply& reply) {
   const std::string key = "\"model_version\":\"";
   const size_t at = reply.body.find(key);
   if (at == std::string::npos) return "";
-  return reply.body.substr(at + key.size(), reply.body.find('"', at + key.size()) - at - key.size());
+  return reply.body.substr(at + key.size(),
+                           reply.body.find('"', at + key.size()) - at - key.size());
 }
 
 // A signed copy of digits/1 with one more file, so that its content (and digest) differ.
@@ -112,10 +113,10 @@ TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
   for (int move = 0; move < 20; ++move) {
     if (move % 2 == 0) {
       expected = expected == 1 ? 2 : 1;
-      ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", std::to_string(expected), "-c",
-                                    config},
-                                   &out, &err),
-                0)
+      ASSERT_EQ(
+          testing::RunPillar({"model", "promote", "digits", std::to_string(expected), "-c", config},
+                             &out, &err),
+          0)
           << err;
     } else {
       expected = expected == 1 ? 2 : 1;
@@ -124,8 +125,7 @@ TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
       if (move == 1) {
         EXPECT_EQ(rc, 1);
         EXPECT_NE(err.find("no earlier version"), std::string::npos) << err;
-        ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "2", "-c", config}, &out,
-                                     &err),
+        ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "2", "-c", config}, &out, &err),
                   0);
         expected = 2;
       } else {
@@ -156,8 +156,7 @@ TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
   const fs::path broken = server.dir() / "broken";
   fs::copy(testing::DemoStore() / "digits" / "1", broken, fs::copy_options::recursive);
   std::ofstream(broken / "model.toml", std::ios::app) << "[[[not toml\n";
-  EXPECT_EQ(testing::RunPillar({"model", "push", broken.string(), "--name", "digits", "-c",
-                                config},
+  EXPECT_EQ(testing::RunPillar({"model", "push", broken.string(), "--name", "digits", "-c", config},
                                &out, &err),
             1);
   EXPECT_NE(err.find("would not be served"), std::string::npos) << err;
@@ -182,23 +181,23 @@ TEST(ModelLifecycleTest, PushPromoteAndRollBackUnderLoadWithoutAFailedRequest) {
   EXPECT_NE(err.find("would not be served"), std::string::npos) << err;
   EXPECT_NE(err.find("give --key"), std::string::npos) << err;
   const fs::path elsewhere = SignedVariant(server, "1");  // signed as digits/1
-  EXPECT_EQ(testing::RunPillar({"model", "push", elsewhere.string(), "--name", "digits", "-c",
-                                keyless.string()},
-                               &out, &err),
+  EXPECT_EQ(testing::RunPillar(
+                {"model", "push", elsewhere.string(), "--name", "digits", "-c", keyless.string()},
+                &out, &err),
             1);
   EXPECT_NE(err.find("signed as 'digits/1', but served as 'digits/3'"), std::string::npos) << err;
   // Signed for exactly its place by a trusted key, it is pushed as it is.
   const fs::path ready = SignedVariant(server, "3");
-  ASSERT_EQ(testing::RunPillar({"model", "push", ready.string(), "--name", "digits", "-c",
-                                keyless.string()},
-                               &out, &err),
+  ASSERT_EQ(testing::RunPillar(
+                {"model", "push", ready.string(), "--name", "digits", "-c", keyless.string()}, &out,
+                &err),
             0)
       << err;
   EXPECT_EQ(out, "3\n");
   // And no alias moves without a key either.
-  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "3", "-c", keyless.string()}, &out,
-                               &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar({"model", "promote", "digits", "3", "-c", keyless.string()}, &out, &err),
+      1);
   EXPECT_NE(err.find("give --key"), std::string::npos) << err;
   EXPECT_EQ(server.Stop(), 0);
 
@@ -262,8 +261,8 @@ TEST(ModelPushTest, AFileSwappedIntoTheStagingCopyNeverVerifies) {
     ++added;
     const fs::path version = model_dir / out.substr(0, out.find('\n'));
     const int verified = testing::RunPillar(
-        {"model", "verify", version.string(), "--trusted-key", server.trusted_key().string()},
-        &out, &err);
+        {"model", "verify", version.string(), "--trusted-key", server.trusted_key().string()}, &out,
+        &err);
     if (ReadBytes(version / "model.pt") == ReadBytes(source / "model.pt")) {
       EXPECT_EQ(verified, 0) << err;
     } else {
@@ -288,7 +287,7 @@ TEST(ModelPushTest, VersionNumbersAreNeverReused) {
   const std::string config = server.config_path().string();
   const fs::path model_dir = server.dir() / "store" / "digits";
   fs::rename(model_dir / "1", server.dir() / "hidden-1");  // someone hides version 1
-  fs::create_directory(model_dir / "999999999999999998");   // and leaves a huge empty one
+  fs::create_directory(model_dir / "999999999999999998");  // and leaves a huge empty one
   std::string out, err;
   ASSERT_EQ(testing::RunPillar({"model", "push", SignedVariant(server, "a").string(), "--name",
                                 "digits", "-c", config},
@@ -312,10 +311,10 @@ TEST(ModelPushTest, AChangeNeedsTheServersConfiguration) {
   ASSERT_TRUE(server.Start()) << server.Log();
   ASSERT_EQ(server.Stop(), 0);
   std::string out, err;
-  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "--store",
-                                (server.dir() / "store").string(), "--key",
-                                (server.dir() / "trust.key").string()},
-                               &out, &err),
+  EXPECT_EQ(testing::RunPillar(
+                {"model", "promote", "digits", "1", "--store", (server.dir() / "store").string(),
+                 "--key", (server.dir() / "trust.key").string()},
+                &out, &err),
             1);
   EXPECT_NE(err.find("--store without -c"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(server.dir() / "store" / "digits" / "aliases.json"));
@@ -343,10 +342,10 @@ TEST(ModelPushTest, AModelDirectoryThatIsALinkIsNeverWrittenThrough) {
                                &out, &err),
             1);
   EXPECT_NE(err.find("not a directory (a link?)"), std::string::npos) << err;
-  EXPECT_EQ(testing::RunPillar({"model", "promote", "digits-lite", "1", "--replace-aliases", "-c",
-                                config},
-                               &out, &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar(
+          {"model", "promote", "digits-lite", "1", "--replace-aliases", "-c", config}, &out, &err),
+      1);
   EXPECT_TRUE(fs::is_empty(outside));
 }
 
@@ -361,13 +360,13 @@ TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) 
                            {testing::Bearer("pk_000000000000_nonsense")})
                 .status,
             401);
-  EXPECT_EQ(testing::Fetch(server.admin_port(), "GET", "/metrics", "", {testing::Bearer(user)})
-                .status,
-            403);
-  EXPECT_EQ(testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "",
-                           {testing::Bearer(admin)})
-                .status,
-            200);
+  EXPECT_EQ(
+      testing::Fetch(server.admin_port(), "GET", "/metrics", "", {testing::Bearer(user)}).status,
+      403);
+  EXPECT_EQ(
+      testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "", {testing::Bearer(admin)})
+          .status,
+      200);
   ASSERT_TRUE(server.RevokeKey(user));
   EXPECT_EQ(server.Stop(), 0);  // a final checkpoint at shutdown
 
@@ -376,7 +375,8 @@ TEST(AuditTrailTest, DecisionsAndChangesAreRecordedVerifiedAndTamperingIsNamed) 
   EXPECT_NE(out.find("signed checkpoints"), std::string::npos) << out;
   ASSERT_EQ(testing::RunPillar({"audit", "export", "-c", config, "--since", "1h"}, &out, &err), 0);
   for (const char* what :
-       {R"("kind":"authentication","decision":"deny")", R"("kind":"authorization","decision":"deny")",
+       {R"("kind":"authentication","decision":"deny")",
+        R"("kind":"authorization","decision":"deny")",
         R"("kind":"authorization","decision":"allow")", R"("kind":"key","decision":"ok")",
         R"("action":"revoke")", R"("action":"create")", R"("kind":"model")"}) {
     EXPECT_NE(out.find(what), std::string::npos) << what << "\n" << out;
@@ -421,8 +421,8 @@ TEST(AuditTrailTest, AKeyChangeIsRefusedWhenItsAuditRecordCannotBeWritten) {
             1);
   EXPECT_NE(err.find("the change is not made"), std::string::npos) << err;
   EXPECT_EQ(out, "");  // no key was printed
-  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()},
-                               &out, &err),
+  ASSERT_EQ(testing::RunPillar({"key", "list", "--json", "-c", server.config_path().string()}, &out,
+                               &err),
             0);
   EXPECT_NE(out.find("\"first\""), std::string::npos);
   EXPECT_EQ(out.find("\"second\""), std::string::npos) << out;
@@ -436,17 +436,17 @@ TEST(AuditTrailTest, AServerAndTheCliWriteOneChainPerInstanceToPostgres) {
                         "\"\ninstance = \"node-a\"\n");
   server.WriteConfig();
   std::string key, err;
-  ASSERT_EQ(testing::RunPillar({"key", "create", "-c", server.config_path().string(), "--name",
-                                "k", "--role", "admin"},
+  ASSERT_EQ(testing::RunPillar({"key", "create", "-c", server.config_path().string(), "--name", "k",
+                                "--role", "admin"},
                                &key, &err),
             0)
       << err;  // a CLI change, into node-a's chain
   while (!key.empty() && key.back() == '\n') key.pop_back();
   ASSERT_TRUE(server.Start()) << server.Log();
-  EXPECT_EQ(testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "",
-                           {testing::Bearer(key)})
-                .status,
-            200);
+  EXPECT_EQ(
+      testing::Fetch(server.data_port(), "GET", "/v2/models/digits", "", {testing::Bearer(key)})
+          .status,
+      200);
   EXPECT_EQ(server.Stop(), 0) << server.Log();
   EXPECT_FALSE(std::filesystem::exists(server.audit_log()));  // nothing went to a file
   const std::string config = server.config_path().string();

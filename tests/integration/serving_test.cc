@@ -188,9 +188,10 @@ TEST_F(ServingTest, ExpectContinueAndChunkedBodiesAreServed) {
   // The third review's finding: a key sent in the trailers, after the body, was authenticated
   // (a proxy that checks or strips the Authorization header never sees one there).
   HttpConnection trailer(server_->data_port());
-  trailer.SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
-                  "Transfer-Encoding: chunked\r\n\r\n" + hex(body.size()) + "\r\n" + body +
-                  "\r\n0\r\n" + Bearer(key_) + "\r\n\r\n");
+  trailer.SendRaw(
+      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n"
+      "Transfer-Encoding: chunked\r\n\r\n" +
+      hex(body.size()) + "\r\n" + body + "\r\n0\r\n" + Bearer(key_) + "\r\n\r\n");
   r = trailer.ReadReply();
   EXPECT_EQ(r.status, 401) << r.body;
 }

@@ -1,12 +1,12 @@
 // `pillar keygen`, `pillar model sign` and `pillar model verify` as an operator runs them.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <chrono>
 #include <filesystem>
-#include <thread>
 #include <fstream>
+#include <thread>
 
 #include "signing/model_manifest.h"
 #include "testing/http_client.h"
@@ -33,66 +33,65 @@ TEST(SigningCliTest, KeygenSignVerifyAndATamperedVersionFails) {
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(testing::RunPillar({"keygen", "--out", prefix}, &out, &err), 1);  // never overwrites
 
-  ASSERT_EQ(testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out,
-                               &err),
-            0)
+  ASSERT_EQ(
+      testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out, &err),
+      0)
       << err;
   out.clear();
-  ASSERT_EQ(testing::RunPillar({"model", "verify", version.string(), "--trusted-key",
-                                prefix + ".pub"},
-                               &out, &err),
-            0)
+  ASSERT_EQ(
+      testing::RunPillar({"model", "verify", version.string(), "--trusted-key", prefix + ".pub"},
+                         &out, &err),
+      0)
       << err;
   EXPECT_NE(out.find("verified digits/1 (2 files"), std::string::npos) << out;  // pt + toml
 
   // `model show` prints the version, its signature check and the lineage it carries.
   fs::copy(testing::DemoStore() / "digits" / "1" / "lineage.json", version / "lineage.json");
-  ASSERT_EQ(testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out,
-                               &err),
-            0);
+  ASSERT_EQ(
+      testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out, &err),
+      0);
   out.clear();
-  ASSERT_EQ(testing::RunPillar({"model", "show", version.string(), "--trusted-key",
-                                prefix + ".pub"},
-                               &out, &err),
+  ASSERT_EQ(testing::RunPillar(
+                {"model", "show", version.string(), "--trusted-key", prefix + ".pub"}, &out, &err),
             0);
   EXPECT_NE(out.find("signature  verified: digits/1 signed by key"), std::string::npos) << out;
-  EXPECT_NE(out.find("\"sha256\": \"faf2d98f61250c1cdc0b114323133d3c58da04f5c5d28bb78e4bde3c936a75b1\""),
-            std::string::npos)
+  EXPECT_NE(
+      out.find("\"sha256\": \"faf2d98f61250c1cdc0b114323133d3c58da04f5c5d28bb78e4bde3c936a75b1\""),
+      std::string::npos)
       << out;  // the training data's digest
   EXPECT_NE(out.find("lineage.json"), std::string::npos);
 
   std::ofstream(version / "model.toml", std::ios::app) << "# appended\n";
   err.clear();
-  EXPECT_EQ(testing::RunPillar({"model", "verify", version.string(), "--trusted-key",
-                                prefix + ".pub"},
-                               &out, &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar({"model", "verify", version.string(), "--trusted-key", prefix + ".pub"},
+                         &out, &err),
+      1);
   EXPECT_NE(err.find("model.toml changed after signing"), std::string::npos) << err;
 
   // Another key is not trusted.
   const std::string other = (dir.path() / "other").string();
   ASSERT_EQ(testing::RunPillar({"keygen", "--out", other}, &out, &err), 0);
-  ASSERT_EQ(testing::RunPillar({"model", "sign", version.string(), "--key", other + ".key"}, &out,
-                               &err),
-            0);
+  ASSERT_EQ(
+      testing::RunPillar({"model", "sign", version.string(), "--key", other + ".key"}, &out, &err),
+      0);
   err.clear();
-  EXPECT_EQ(testing::RunPillar({"model", "verify", version.string(), "--trusted-key",
-                                prefix + ".pub"},
-                               &out, &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar({"model", "verify", version.string(), "--trusted-key", prefix + ".pub"},
+                         &out, &err),
+      1);
   EXPECT_NE(err.find("no valid signature by a trusted key"), std::string::npos) << err;
   // A private key others can read is refused.
   ::chmod((prefix + ".key").c_str(), 0644);
   err.clear();
-  EXPECT_EQ(testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out,
-                               &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar({"model", "sign", version.string(), "--key", prefix + ".key"}, &out, &err),
+      1);
   EXPECT_NE(err.find("chmod 600"), std::string::npos) << err;
 }
 
 int Status(uint16_t port, const std::string& key, const std::string& model) {
-  return testing::Fetch(port, "GET", "/v2/models/" + model + "/ready", "",
-                        {testing::Bearer(key)})
+  return testing::Fetch(port, "GET", "/v2/models/" + model + "/ready", "", {testing::Bearer(key)})
       .status;
 }
 
@@ -107,7 +106,8 @@ TEST(SignedServingTest, OnlyVersionsSignedByATrustedKeyAreServed) {
   ASSERT_TRUE(key.ok());
   // digits: signed and intact. digits-lite: signed, then a weight byte changed.
   ASSERT_TRUE(signing::SignModel((store / "digits" / "1").string(), "digits/1", *key).ok());
-  ASSERT_TRUE(signing::SignModel((store / "digits-lite" / "1").string(), "digits-lite/1", *key).ok());
+  ASSERT_TRUE(
+      signing::SignModel((store / "digits-lite" / "1").string(), "digits-lite/1", *key).ok());
   {
     std::fstream f(store / "digits-lite" / "1" / "model.pt",
                    std::ios::in | std::ios::out | std::ios::binary);
@@ -262,8 +262,8 @@ TEST(SignedServingTest, ACopyOfASignedVersionIsNotServedAsAnotherVersion) {
   const std::string api_key = server.CreateKey("k");
   ASSERT_TRUE(server.Start()) << server.Log();
   const std::string body = testing::InferBody({&testing::LoadHeldOut()[0]});
-  testing::HttpReply r = testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer",
-                                        body, {testing::Bearer(api_key)});
+  testing::HttpReply r = testing::Fetch(server.data_port(), "POST", "/v2/models/digits/infer", body,
+                                        {testing::Bearer(api_key)});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find("\"model_version\":\"1\""), std::string::npos) << r.body;
   for (const char* copy : {"2", "6"}) {
@@ -341,7 +341,8 @@ TEST(SignedAliasesTest, OnlyAKeyHolderMovesAnAliasAndAnOlderFileIsNotPutBack) {
   ASSERT_TRUE(serves("1")) << server.Log();  // prod, although 2 is the latest
 
   // An unsigned move, an older signed file put back, the file removed: none takes effect.
-  std::ofstream(aliases) << R"({"model":"digits","generation":9,"aliases":{"prod":2},"history":[]})";
+  std::ofstream(aliases)
+      << R"({"model":"digits","generation":9,"aliases":{"prod":2},"history":[]})";
   EXPECT_TRUE(logged("aliases.json: not signed")) << server.Log();
   EXPECT_EQ(version(), "1");
   std::ofstream(aliases) << generation_one;
@@ -364,9 +365,8 @@ TEST(SignedAliasesTest, OnlyAKeyHolderMovesAnAliasAndAnOlderFileIsNotPutBack) {
   // The key holder repairs it, knowingly, with a move signed above every generation seen.
   EXPECT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "-c", config}, &out, &err), 1);
   EXPECT_NE(err.find("--replace-aliases"), std::string::npos) << err;
-  ASSERT_EQ(testing::RunPillar({"model", "promote", "digits", "1", "--replace-aliases", "-c",
-                                config},
-                               &out, &err),
+  ASSERT_EQ(testing::RunPillar(
+                {"model", "promote", "digits", "1", "--replace-aliases", "-c", config}, &out, &err),
             0)
       << err;
   EXPECT_TRUE(serves("1"));

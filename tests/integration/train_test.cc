@@ -2,8 +2,8 @@
 // steps and restarted until done ends with the same weights, bit for bit, as an uninterrupted
 // run, and loses at most the steps since the last checkpoint each time; SIGTERM writes a final
 // checkpoint; checkpoints round-trip through Python's torch.load and torch.save.
-#include <gtest/gtest.h>
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -80,9 +80,12 @@ int64_t ResumedFrom(const std::string& output) {
 }
 
 std::vector<std::string> Args(const fs::path& run, bool sync) {
-  std::vector<std::string> args = {"--run",  run.string(), "--steps", "1500", "--every", "25",
-                                   "--seed", "11",         "--data",
-                                   (testing::SourceDir() / "models/demo/heldout.csv").string()};
+  std::vector<std::string> args = {
+      "--run",   run.string(),
+      "--steps", "1500",
+      "--every", "25",
+      "--seed",  "11",
+      "--data",  (testing::SourceDir() / "models/demo/heldout.csv").string()};
   if (sync) args.push_back("--sync");
   return args;
 }
@@ -108,7 +111,8 @@ void KillAndResume(bool sync) {
       const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
       while (std::chrono::steady_clock::now() < deadline) {
         const int64_t at = t.LastStep();
-        if (at >= target + ResumedFrom(t.Output()) || t.Output().find("done at") != std::string::npos) {
+        if (at >= target + ResumedFrom(t.Output()) ||
+            t.Output().find("done at") != std::string::npos) {
           break;
         }
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -138,7 +142,9 @@ void KillAndResume(bool sync) {
       };
       EXPECT_LE(reached - restart, sync ? 25 : 50)
           << "kill " << kills << ": reached step " << reached << ", resumed from " << restart
-          << "\nkilled run:\n" << summary(t.Output()) << "probe:\n" << summary(next.Output());
+          << "\nkilled run:\n"
+          << summary(t.Output()) << "probe:\n"
+          << summary(next.Output());
       EXPECT_GE(restart, resumed);
       continue;
     }
@@ -210,16 +216,17 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   ASSERT_EQ(WEXITSTATUS(t.Wait()), 0);
   const fs::path exported = dir.path() / "state.pt";
   std::string out, err;
-  ASSERT_EQ(testing::RunPillar({"ckpt", "export", run.string(), "--out", exported.string()}, &out,
-                               &err),
-            0)
+  ASSERT_EQ(
+      testing::RunPillar({"ckpt", "export", run.string(), "--out", exported.string()}, &out, &err),
+      0)
       << err;
   // Debian's python3-torch reads it and writes a dict back with one tensor changed.
   const fs::path back = dir.path() / "back.pt";
   const std::string script =
       "import sys, torch\n"
       "d = torch.load(sys.argv[1])\n"
-      "assert d['model.fc1.weight'].shape == (128, 64) and d['model.fc1.weight'].dtype == torch.float32\n"
+      "assert d['model.fc1.weight'].shape == (128, 64) and d['model.fc1.weight'].dtype == "
+      "torch.float32\n"
       "d['model.fc3.bias'] = d['model.fc3.bias'] + 1\n"
       "torch.save(d, sys.argv[2])\n"
       "m = torch.nn.Linear(3, 2)\n"
@@ -237,8 +244,8 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
                                &out, &err),
             0)
       << err;
-  ASSERT_EQ(testing::RunPillar({"ckpt", "show", (dir.path() / "imported").string(), "--json"},
-                               &out, &err),
+  ASSERT_EQ(testing::RunPillar({"ckpt", "show", (dir.path() / "imported").string(), "--json"}, &out,
+                               &err),
             0);
   EXPECT_NE(out.find("\"model.fc3.bias\""), std::string::npos) << out;
   EXPECT_NE(out.find("\"shape\":[128,64]"), std::string::npos) << out;
@@ -251,10 +258,10 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
                                  &out, &err),
               0)
         << err;
-    ASSERT_EQ(testing::RunPillar({"ckpt", "export", target.string(), "--out",
-                                  target.string() + ".pt"},
-                                 &out, &err),
-              0)
+    ASSERT_EQ(
+        testing::RunPillar({"ckpt", "export", target.string(), "--out", target.string() + ".pt"},
+                           &out, &err),
+        0)
         << err;
   }
   const std::string check =
@@ -276,9 +283,9 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   EXPECT_NE(out.find("step-00000100: DAMAGED"), std::string::npos) << out;
   EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string(), "--json"}, &out, &err), 1);
   EXPECT_NE(out.find("step-00000100\",\"ok\":false,\"error\":"), std::string::npos) << out;
-  ASSERT_EQ(testing::RunPillar({"ckpt", "restore", run.string(), "--to",
-                                (dir.path() / "restored").string()},
-                               &out, &err),
+  ASSERT_EQ(testing::RunPillar(
+                {"ckpt", "restore", run.string(), "--to", (dir.path() / "restored").string()}, &out,
+                &err),
             0)
       << err;
   EXPECT_NE(out.find("restored step-00000075"), std::string::npos) << out << err;
@@ -312,16 +319,16 @@ TEST(CkptCliTest, WithoutTheLibTorchModuleOnlyWhatNeedsItFails) {
   EXPECT_EQ(testing::RunPillar({"--version"}, &out, &err), 0) << err;
   const fs::path seed = testing::SourceDir() / "tests/fuzz/corpus/torch_save/linear_state_dict";
   const fs::path run = dir.path() / "run";
-  EXPECT_EQ(testing::RunPillar({"ckpt", "import", run.string(), "--step", "1", "--file",
-                                seed.string()},
-                               &out, &err),
-            0)
+  EXPECT_EQ(
+      testing::RunPillar({"ckpt", "import", run.string(), "--step", "1", "--file", seed.string()},
+                         &out, &err),
+      0)
       << err;
   EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 0) << out << err;
-  EXPECT_EQ(testing::RunPillar({"ckpt", "export", run.string(), "--out",
-                                (dir.path() / "out.pt").string()},
-                               &out, &err),
-            1);
+  EXPECT_EQ(
+      testing::RunPillar(
+          {"ckpt", "export", run.string(), "--out", (dir.path() / "out.pt").string()}, &out, &err),
+      1);
   EXPECT_NE(err.find("needs the module libpillar_torch.so"), std::string::npos) << err;
   EXPECT_NE(err.find(missing), std::string::npos) << err;
   EXPECT_EQ(testing::RunPillar({"train", "--run", (dir.path() / "train").string()}, &out, &err), 2);

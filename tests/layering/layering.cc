@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -61,7 +62,8 @@ absl::StatusOr<LayerTable> ParseLayerTable(std::string_view text) {
   int number = 0;
   for (std::string_view line : Split(text, '\n')) {
     ++number;
-    if (const size_t hash = line.find('#'); hash != std::string_view::npos) line = line.substr(0, hash);
+    if (const size_t hash = line.find('#'); hash != std::string_view::npos)
+      line = line.substr(0, hash);
     line = Trim(line);
     if (line.empty()) continue;
     const size_t colon = line.find(':');

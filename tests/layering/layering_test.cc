@@ -82,9 +82,9 @@ TEST(LayeringTest, AFolderWithoutALineIsAViolation) {
 }
 
 TEST(LayeringTest, ATableWhoseArrowsCloseACycleIsRefused) {
-  absl::StatusOr<LayerTable> table =
-      ParseLayerTable("identity: pipeline common\npipeline: runtime common\n"
-                      "runtime: identity common\ncommon:\n");
+  absl::StatusOr<LayerTable> table = ParseLayerTable(
+      "identity: pipeline common\npipeline: runtime common\n"
+      "runtime: identity common\ncommon:\n");
   ASSERT_FALSE(table.ok());
   EXPECT_NE(table.status().message().find("cycle"), std::string::npos) << table.status();
   EXPECT_NE(table.status().message().find("identity -> pipeline -> runtime -> identity"),

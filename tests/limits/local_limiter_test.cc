@@ -98,9 +98,9 @@ TEST(LocalLimiterTest, TheSlowestRateTimesTheLargestShareStaysInRange) {
   EXPECT_FALSE(refused->allowed);
   EXPECT_GT(refused->retry_after_ms, 0);
   EXPECT_LE(refused->retry_after_ms, int64_t(1e15));
-  EXPECT_FALSE(Policy::Parse("version = 1\n[[limit]]\nname = \"x\"\nper = \"key\"\nrate = 1e-9\n",
-                             "p.toml")
-                   .ok());
+  EXPECT_FALSE(
+      Policy::Parse("version = 1\n[[limit]]\nname = \"x\"\nper = \"key\"\nrate = 1e-9\n", "p.toml")
+          .ok());
 }
 
 TEST(LocalLimiterTest, ConcurrencySlotsComeBackOnRelease) {
@@ -155,7 +155,7 @@ TEST(LocalLimiterTest, QuotasRenewAtTheStartOfTheNextUtcPeriod) {
   EXPECT_TRUE(limiter.AdmitNow({&day, 1}, "")->allowed);
   auto refused = limiter.AdmitNow({&day, 1}, "");
   EXPECT_FALSE(refused->allowed);
-  EXPECT_EQ(refused->renews_at_s, 1'800'057'600);  // 2027-01-16T00:00:00Z
+  EXPECT_EQ(refused->renews_at_s, 1'800'057'600);     // 2027-01-16T00:00:00Z
   clock.Advance(int64_t(16) * 3600 * 1'000'000'000);  // past midnight
   EXPECT_TRUE(limiter.AdmitNow({&day, 1}, "")->allowed);
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(limiter.AdmitNow({&month, 1}, "")->allowed);
@@ -179,11 +179,13 @@ TEST(LocalLimiterTest, QuotaUsageSurvivesARestart) {
   Charge c{&policy->limits()[0], "k", 1};
   FakeClock clock;
   {
-    LocalLimiter first({.store = store->get(), .flush_interval = absl::ZeroDuration(), .clock = &clock});
+    LocalLimiter first(
+        {.store = store->get(), .flush_interval = absl::ZeroDuration(), .clock = &clock});
     ASSERT_TRUE(first.LoadQuotas().ok());
     for (int i = 0; i < 7; ++i) EXPECT_TRUE(first.AdmitNow({&c, 1}, "")->allowed);
   }  // flushes on destruction
-  LocalLimiter second({.store = store->get(), .flush_interval = absl::ZeroDuration(), .clock = &clock});
+  LocalLimiter second(
+      {.store = store->get(), .flush_interval = absl::ZeroDuration(), .clock = &clock});
   ASSERT_TRUE(second.LoadQuotas().ok());
   for (int i = 0; i < 3; ++i) EXPECT_TRUE(second.AdmitNow({&c, 1}, "")->allowed);
   EXPECT_FALSE(second.AdmitNow({&c, 1}, "")->allowed);
@@ -197,8 +199,8 @@ TEST(LocalLimiterTest, IdleCountersArePrunedAndLiveOnesKept) {
       "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 5\n"
       "[[limit]]\nname = \"m\"\nper = \"key\"\nquota = 3\nperiod = \"month\"\n");
   FakeClock clock;
-  LocalLimiter limiter({.store = store->get(), .flush_interval = absl::Milliseconds(5),
-                        .clock = &clock});
+  LocalLimiter limiter(
+      {.store = store->get(), .flush_interval = absl::Milliseconds(5), .clock = &clock});
   ASSERT_TRUE(limiter.LoadQuotas().ok());
   for (int k = 0; k < 100; ++k) {
     const std::string subject = "k" + std::to_string(k);

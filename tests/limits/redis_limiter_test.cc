@@ -99,7 +99,8 @@ TEST(RedisLimiterTest, RefusalsCarryTheNumbersAndConcurrencyLeasesAreReleased) {
   EXPECT_FALSE(limiter.AdmitNow({&slot, 1}, "lease-2")->allowed);
   limiter.Release({&slot, 1}, "lease-1");
   bool admitted = false;  // the release is pipelined; it lands before or with the next command
-  for (int i = 0; i < 50 && !admitted; ++i) admitted = limiter.AdmitNow({&slot, 1}, "lease-2")->allowed;
+  for (int i = 0; i < 50 && !admitted; ++i)
+    admitted = limiter.AdmitNow({&slot, 1}, "lease-2")->allowed;
   EXPECT_TRUE(admitted);
 }
 

@@ -1,14 +1,12 @@
 #include "models/model_aliases.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <filesystem>
 #include <fstream>
 
-#include <sys/stat.h>
-
 #include "absl/time/clock.h"
-
 #include "models/model_repository.h"
 #include "testing/crash_test.h"
 #include "testing/temp_dir.h"
@@ -121,8 +119,7 @@ TEST_F(ModelAliasesTest, AFileSignedForAnotherModelIsRefused) {
   fs::copy_file(store_ / "other" / kAliasesFile, store_ / "digits" / kAliasesFile);
   absl::StatusOr<ModelAliases> a = ReadAliases(store_ / "digits", "digits", trust_);
   EXPECT_EQ(a.status().code(), absl::StatusCode::kPermissionDenied) << a.status();
-  EXPECT_NE(a.status().message().find("signed for model 'other'"), std::string::npos)
-      << a.status();
+  EXPECT_NE(a.status().message().find("signed for model 'other'"), std::string::npos) << a.status();
 }
 
 // The finding: rolling back by putting an older signed file back. The generation each file
@@ -190,8 +187,7 @@ TEST_F(ModelAliasesTest, AHeldModelLockIsWaitedForABoundedTime) {
   absl::StatusOr<ModelLock> first = ModelLock::Acquire(store_ / "digits");
   ASSERT_TRUE(first.ok());
   const absl::Time start = absl::Now();
-  absl::StatusOr<ModelLock> second =
-      ModelLock::Acquire(store_ / "digits", absl::Milliseconds(200));
+  absl::StatusOr<ModelLock> second = ModelLock::Acquire(store_ / "digits", absl::Milliseconds(200));
   EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable) << second.status();
   EXPECT_LT(absl::Now() - start, absl::Seconds(5));
 }

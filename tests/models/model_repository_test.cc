@@ -76,8 +76,8 @@ TEST_F(ModelRepositoryTest, MissingStoreIsAnError) {
 // number past kMaxVersion would overflow the next push's "+ 1".
 TEST_F(ModelRepositoryTest, OnlyCanonicalVersionNamesAreVersions) {
   AddVersion("a", "1");
-  for (const char* odd : {"01", "001", "+2", "-3", "0", "9223372036854775807", "1000000000000000000",
-                          " 4", "5 "}) {
+  for (const char* odd :
+       {"01", "001", "+2", "-3", "0", "9223372036854775807", "1000000000000000000", " 4", "5 "}) {
     AddVersion("a", odd);
   }
   EXPECT_EQ(VersionsIn(root_ / "a"), std::vector<int64_t>{1});

@@ -27,7 +27,8 @@ TEST(PolicySourceTest, ReloadsAChangedFileAndKeepsTheOldPolicyWhenTheNewOneIsBad
   EXPECT_FALSE((*source)->Current()->Allowed(b, Plane::kData, "infer", {"x", nullptr}));
 
   std::ofstream(path) << "version = 1\n[[rule]]\nname = 3\n";  // broken
-  for (int i = 0; i < 300 && (*source)->failures() == 0; ++i) absl::SleepFor(absl::Milliseconds(10));
+  for (int i = 0; i < 300 && (*source)->failures() == 0; ++i)
+    absl::SleepFor(absl::Milliseconds(10));
   EXPECT_EQ((*source)->failures(), 1);
   EXPECT_EQ((*source)->Current()->rules().size(), 1u);  // the old policy still answers
 

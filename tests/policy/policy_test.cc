@@ -84,7 +84,8 @@ TEST(PolicyTest, RolesGrantActionsOnPatternsUnderConditions) {
             "denied: rule 'tenant users' (p.toml:10) grants infer on model:digits/1, but its "
             "condition `model.classification in principal.clearances` does not hold for key:u");
   // Not on the admin plane: the rule's plane defaults to data.
-  EXPECT_FALSE(p.Allowed(alice, Plane::kAdmin, "read_metadata", {"model:digits/1", &acme_internal}));
+  EXPECT_FALSE(
+      p.Allowed(alice, Plane::kAdmin, "read_metadata", {"model:digits/1", &acme_internal}));
   // Actions the role lacks.
   EXPECT_FALSE(p.Allowed(alice, Plane::kData, "manage_keys", {"keys", nullptr}));
 }
@@ -106,8 +107,9 @@ TEST(PolicyTest, DenyRulesOverrideGrantsAndEveryDecisionSaysWhy) {
   Principal nobody;
   nobody.id = "jwt:x";
   d = (*policy)->Evaluate(nobody, Plane::kData, "infer", {"model:digits/1", nullptr});
-  EXPECT_EQ(d.Explain("p.toml", nobody, Plane::kData, "infer", "model:digits/1"),
-            "denied: no rule grants infer on model:digits/1 on the data plane to jwt:x (roles: none)");
+  EXPECT_EQ(
+      d.Explain("p.toml", nobody, Plane::kData, "infer", "model:digits/1"),
+      "denied: no rule grants infer on model:digits/1 on the data plane to jwt:x (roles: none)");
 }
 
 TEST(PolicyTest, ConditionOperatorsAndMissingAttributesFailClosed) {
@@ -147,12 +149,14 @@ TEST(PolicyTest, ErrorsNameTheFileTheLineAndWhatIsWrong) {
             "bad.toml:5: rule 'r': unknown action 'infr' (known: infer, read_metadata, "
             "manage_models, manage_keys, read_audit, read_metrics, *)");
   EXPECT_EQ(error(head + "actions = [\"infer\"]\n"), "bad.toml:2: rule 'r': missing 'resources'");
-  EXPECT_EQ(error(head + "actions = [\"infer\"]\nresources = [\"*\"]\nwhen = [\"principal.tenant = model.tenant\"]\n"),
+  EXPECT_EQ(error(head + "actions = [\"infer\"]\nresources = [\"*\"]\nwhen = [\"principal.tenant = "
+                         "model.tenant\"]\n"),
             "bad.toml:7: rule 'r': condition `principal.tenant = model.tenant`: at column 18: "
             "expected ==, !=, in or not in");
-  EXPECT_EQ(error(head + "actions = [\"infer\"]\nresources = [\"*\"]\nwhen = [\"user.x == 'a'\"]\n"),
-            "bad.toml:7: rule 'r': condition `user.x == 'a'`: at column 1: unknown object 'user' "
-            "(principal, model or resource)");
+  EXPECT_EQ(
+      error(head + "actions = [\"infer\"]\nresources = [\"*\"]\nwhen = [\"user.x == 'a'\"]\n"),
+      "bad.toml:7: rule 'r': condition `user.x == 'a'`: at column 1: unknown object 'user' "
+      "(principal, model or resource)");
   EXPECT_EQ(error(head + "actions = [\"infer\"]\nresources = [\"*\"]\nplane = \"both\"\n"),
             "bad.toml:7: rule 'r': plane must be \"data\", \"admin\" or \"any\"");
   EXPECT_EQ(error(head + "actions = [\"infer\"]\nresources = [\"*\"]\nrole = \"x\"\n"),
@@ -160,11 +164,13 @@ TEST(PolicyTest, ErrorsNameTheFileTheLineAndWhatIsWrong) {
             "actions, resources, when)");
   EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"key\"\nrate = 5\nquota = 3\n"),
             "bad.toml:2: limit 'l': set exactly one of rate, concurrency, quota");
-  EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"key\"\nquota = 3\nperiod = \"week\"\n"),
-            "bad.toml:6: limit 'l': period must be \"day\" or \"month\"");
+  EXPECT_EQ(
+      error("version = 1\n[[limit]]\nname = \"l\"\nper = \"key\"\nquota = 3\nperiod = \"week\"\n"),
+      "bad.toml:6: limit 'l': period must be \"day\" or \"month\"");
   EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"user\"\nrate = 1\n"),
             "bad.toml:4: limit 'l': per must be \"key\", \"tenant\" or \"model\"");
-  EXPECT_EQ(error("version = 1\nrule = 3\n"), "bad.toml:2: 'rule' must be an array of tables: [[rule]]");
+  EXPECT_EQ(error("version = 1\nrule = 3\n"),
+            "bad.toml:2: 'rule' must be an array of tables: [[rule]]");
   EXPECT_NE(error("version = 1\n[[rule]\n").find("bad.toml:2"), std::string::npos);
 }
 

@@ -58,8 +58,7 @@ TEST_F(ModelManifestTest, ACrashAtAnyStepOfResigningLeavesTheOldSignatureOrTheNe
           [&](Env& env, const fs::path& dir) {
             return SignModel((dir / "digits" / "3").string(), "digits/3", rotated, env);
           },
-      .read =
-          [&](const fs::path& dir) -> absl::StatusOr<std::string> {
+      .read = [&](const fs::path& dir) -> absl::StatusOr<std::string> {
         absl::StatusOr<VerifiedModel> v = VerifyModel(
             (dir / "digits" / "3").string(), {key_.public_key, rotated.public_key}, As("digits/3"));
         if (!v.ok()) return v.status();
@@ -94,8 +93,9 @@ TEST_F(ModelManifestTest, TheEnvelopeVerifiesWithAnIndependentEd25519Implementat
   };
   auto decode = [](const std::string& b64) {
     std::string out(b64.size(), '\0');
-    const int n = EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
-                                  reinterpret_cast<const unsigned char*>(b64.data()), int(b64.size()));
+    const int n =
+        EVP_DecodeBlock(reinterpret_cast<unsigned char*>(out.data()),
+                        reinterpret_cast<const unsigned char*>(b64.data()), int(b64.size()));
     out.resize(size_t(n) - (b64.ends_with("==") ? 2 : b64.ends_with("=") ? 1 : 0));
     return out;
   };
@@ -104,8 +104,8 @@ TEST_F(ModelManifestTest, TheEnvelopeVerifiesWithAnIndependentEd25519Implementat
   ASSERT_EQ(sig.size(), 64u);
   EXPECT_NE(payload.find("\"predicateType\":\"https://pillar.dev/model-manifest/v1\""),
             std::string::npos);
-  const std::string pae = "DSSEv1 28 application/vnd.in-toto+json " +
-                          std::to_string(payload.size()) + " " + payload;
+  const std::string pae =
+      "DSSEv1 28 application/vnd.in-toto+json " + std::to_string(payload.size()) + " " + payload;
   EVP_PKEY* pkey = EVP_PKEY_new_raw_public_key(
       EVP_PKEY_ED25519, nullptr,
       reinterpret_cast<const unsigned char*>(key_.public_key.bytes.data()), 32);
@@ -208,7 +208,8 @@ TEST_F(ModelManifestTest, FilesSwappedBetweenAnyTwoReadsNeverChangeTheVerifiedBy
     SCOPED_TRACE(names[swap_after]);
     // Restore the signed files, then swap every file (renamed over, as an attacker would) once
     // `swap_after` has been read.
-    for (const std::string& name : names) std::ofstream(fs::path(model_) / name) << signed_bytes[name];
+    for (const std::string& name : names)
+      std::ofstream(fs::path(model_) / name) << signed_bytes[name];
     int reads = 0;
     VerifyOptions options = As("digits/3", names);
     options.after_read = [&](std::string_view path) {
@@ -314,7 +315,8 @@ TEST(SigningKeyTest, KeyFilesRoundTripAndAReadablePrivateKeyIsRefused) {
   struct stat st {};
   ASSERT_EQ(::stat((prefix + ".key").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
-  EXPECT_EQ(WriteKeyPair(key, prefix).code(), absl::StatusCode::kAlreadyExists);  // never overwritten
+  EXPECT_EQ(WriteKeyPair(key, prefix).code(),
+            absl::StatusCode::kAlreadyExists);  // never overwritten
   auto again = ReadPrivateKey(prefix + ".key");
   ASSERT_TRUE(again.ok()) << again.status();
   auto pub = ReadPublicKey(prefix + ".pub");

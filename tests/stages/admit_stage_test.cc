@@ -2,14 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
 #include "audit/audit_sink.h"
 #include "limits/limits_testing.h"
 #include "limits/local_limiter.h"
 #include "limits/redis_limiter.h"
 #include "pipeline/chain.h"
-
-#include "absl/synchronization/mutex.h"
-#include "absl/time/clock.h"
 
 namespace pillar::limits {
 namespace {
@@ -219,9 +218,9 @@ TEST(AdmitStageTest, WithTheStoreDownItFailsClosedOrFallsBackAsConfigured) {
   RecordingSink audit;
   monitor::MetricsRegistry metrics;
   pipeline::Exchange closed_reply;
-  EXPECT_EQ(RunAlone(std::make_unique<AdmitStage>(redis, nullptr, audit, &metrics), f, 3,
-                     &closed_reply),
-            0);
+  EXPECT_EQ(
+      RunAlone(std::make_unique<AdmitStage>(redis, nullptr, audit, &metrics), f, 3, &closed_reply),
+      0);
   EXPECT_EQ(closed_reply.response.status, 503);
   EXPECT_NE(closed_reply.error.find("limit store"), std::string::npos);
   EXPECT_EQ(Header(closed_reply, "Retry-After"), "1");

@@ -49,8 +49,7 @@ class AuthenticateStageTest : public ::testing::Test {
     options.audiences = {"pillar"};
     jwt_ = std::make_unique<identity::JwtVerifier>(
         options, *identity::Jwks::Parse(testing::JwksJson({&signer_})));
-    authenticator_ =
-        std::make_unique<identity::Authenticator>(keys_.get(), jwt_.get(), clients_);
+    authenticator_ = std::make_unique<identity::Authenticator>(keys_.get(), jwt_.get(), clients_);
   }
 
   pipeline::StageResult Run(const std::string& authorization, int* status) {
@@ -89,8 +88,9 @@ TEST_F(AuthenticateStageTest, AKeyIsRefusedOnceTheClockPassesItsExpiry) {
 
 TEST_F(AuthenticateStageTest, ATokenIsRefusedOnceTheClockPassesItsExpiryAndTheSkew) {
   const int64_t now_s = clock_.UnixMicros() / 1'000'000;
-  const std::string token = "Bearer " + signer_.Sign(StrCat(
-      R"({"iss":"idp","aud":"pillar","sub":"bob","exp":)", now_s + 60, "}"));
+  const std::string token =
+      "Bearer " +
+      signer_.Sign(StrCat(R"({"iss":"idp","aud":"pillar","sub":"bob","exp":)", now_s + 60, "}"));
   int status = 0;
   EXPECT_EQ(Run(token, &status), pipeline::StageResult::kContinue);
   clock_.Advance(absl::Seconds(60 + 59));  // within the 60 s skew

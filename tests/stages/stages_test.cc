@@ -1,13 +1,13 @@
 // The route and decode stages, and the execute stage's hand-off to a runner, on their own.
 #include <gtest/gtest.h>
 
-#include "pipeline/chain.h"
 #include "audit/audit_sink.h"
-#include "stages/authorize_stage.h"
+#include "pipeline/chain.h"
 #include "policy/policy_source.h"
+#include "stages/authorize_stage.h"
 #include "stages/decode_stage.h"
-#include "stages/route_stage.h"
 #include "stages/execute_stage.h"
+#include "stages/route_stage.h"
 
 namespace pillar::stages {
 namespace {
@@ -174,8 +174,7 @@ TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
   std::vector<std::unique_ptr<pipeline::Stage>> stages;
   stages.push_back(std::make_unique<RouteStage>(*registry, BuiltIn()));
   stages.push_back(std::make_unique<DecodeStage>());
-  stages.push_back(std::make_unique<ExecuteStage>(
-      std::map<Operation, ExecuteStage::Handler>{}));
+  stages.push_back(std::make_unique<ExecuteStage>(std::map<Operation, ExecuteStage::Handler>{}));
   pipeline::Chain chain(std::move(stages), nullptr);
   AdminExchange ex;
   ex.operation = Operation::kInfer;

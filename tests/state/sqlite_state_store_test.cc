@@ -59,8 +59,7 @@ TEST(SqliteStateStoreTest, RotationAddsTheSuccessorAndBoundsTheOldKey) {
   EXPECT_EQ(first.replaced_by, "new");
   EXPECT_EQ((*store)->RotateKey("nope", Key("x"), 1).code(), absl::StatusCode::kNotFound);
   ASSERT_TRUE((*store)->RevokeKey("new", 5).ok());
-  EXPECT_EQ((*store)->RotateKey("new", Key("y"), 1).code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ((*store)->RotateKey("new", Key("y"), 1).code(), absl::StatusCode::kFailedPrecondition);
   // A failed rotation adds nothing.
   EXPECT_EQ((*store)->ListKeys()->size(), 2u);
 }

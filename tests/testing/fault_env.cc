@@ -9,8 +9,7 @@
 namespace pillar::testing {
 namespace {
 
-absl::Status Injected(std::string_view what,
-                      FaultEnv::Fault fault = FaultEnv::Fault::kError) {
+absl::Status Injected(std::string_view what, FaultEnv::Fault fault = FaultEnv::Fault::kError) {
   if (fault == FaultEnv::Fault::kNoSpace) {
     return absl::ResourceExhaustedError(std::string("injected fault: no space left on device (") +
                                         std::string(what) + ")");
@@ -74,7 +73,7 @@ std::optional<FaultEnv::Fault> FaultEnv::Next() {
 }
 
 absl::StatusOr<std::unique_ptr<WritableFile>> FaultEnv::NewWritableFile(const std::string& path,
-                                                                      uint32_t mode) {
+                                                                        uint32_t mode) {
   if (auto fault = Next()) return Injected("create", *fault);
   absl::StatusOr<std::unique_ptr<WritableFile>> base = base_->NewWritableFile(path, mode);
   if (!base.ok()) return base.status();

@@ -61,8 +61,8 @@ std::string JwtSigner::Jwk() const {
     case kEs256: {
       unsigned char point[65];
       size_t len = 0;
-      if (EVP_PKEY_get_octet_string_param(key_.get(), OSSL_PKEY_PARAM_PUB_KEY, point,
-                                          sizeof point, &len) != 1 ||
+      if (EVP_PKEY_get_octet_string_param(key_.get(), OSSL_PKEY_PARAM_PUB_KEY, point, sizeof point,
+                                          &len) != 1 ||
           len != 65) {
         std::abort();
       }
@@ -137,8 +137,8 @@ std::string SignHs256(std::string_view header, std::string_view claims, std::str
   unsigned char mac[32];
   size_t len = 0;
   if (EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, secret.data(), secret.size(),
-                reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac,
-                sizeof mac, &len) == nullptr) {
+                reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, sizeof mac,
+                &len) == nullptr) {
     std::abort();
   }
   return input + "." + Base64Url(std::string_view(reinterpret_cast<char*>(mac), len));

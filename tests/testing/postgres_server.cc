@@ -23,7 +23,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-
 // The newest installed server's bin directory, e.g. /usr/lib/postgresql/15/bin.
 std::string BinDirectory() {
   std::string best;
@@ -54,9 +53,8 @@ bool PostgresServer::Run(const std::vector<std::string>& argv, bool wait, pid_t*
   const std::string log = (dir_.path() / "postgres.log").string();
   const pid_t child = ::fork();
   if (child == 0) {
-    if (user != nullptr &&
-        (::setgroups(0, nullptr) != 0 || ::setgid(user->pw_gid) != 0 ||
-         ::setuid(user->pw_uid) != 0)) {
+    if (user != nullptr && (::setgroups(0, nullptr) != 0 || ::setgid(user->pw_gid) != 0 ||
+                            ::setuid(user->pw_uid) != 0)) {
       ::_exit(126);
     }
     const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0600);

@@ -48,11 +48,10 @@ bool RedisServer::Start() {
   const std::string dir = dir_.path().string();
   pid_ = ::fork();
   if (pid_ == 0) {
-    std::vector<const char*> argv = {"redis-server", "--port",       port.c_str(),
-                                     "--bind",       "127.0.0.1",    "--dir",
-                                     dir.c_str(),    "--save",       "",
-                                     "--appendonly", "no",           "--daemonize",
-                                     "no",           "--loglevel",   "warning"};
+    std::vector<const char*> argv = {
+        "redis-server", "--port",      port.c_str(), "--bind",     "127.0.0.1",
+        "--dir",        dir.c_str(),   "--save",     "",           "--appendonly",
+        "no",           "--daemonize", "no",         "--loglevel", "warning"};
     if (!password_.empty()) {
       argv.push_back("--requirepass");
       argv.push_back(password_.c_str());

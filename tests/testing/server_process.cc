@@ -96,12 +96,12 @@ void ServerProcess::WriteConfig() {
   if (std::filesystem::exists(dir_ / "trust.key")) {
     out << "signing_key = \"" << (dir_ / "trust.key").string() << "\"\n";
   }
-  out << repository_config_
-      << "[state]\npath = \"" << state_path().string() << "\"\nkey_refresh_ms = 50\n"
+  out << repository_config_ << "[state]\npath = \"" << state_path().string()
+      << "\"\nkey_refresh_ms = 50\n"
       << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
       << "[audit]\nfile = \"" << audit_log().string() << "\"\nsigning_key = \"" << audit_key
-      << ".key\"\npublic_keys = [\"" << audit_public_key().string() << "\"]\n" << audit_config_
-      << extra_config_;
+      << ".key\"\npublic_keys = [\"" << audit_public_key().string() << "\"]\n"
+      << audit_config_ << extra_config_;
 }
 
 std::string ServerProcess::CreateKey(const std::string& name) {
@@ -141,8 +141,8 @@ bool ServerProcess::SignStore() {
     if (!model.is_directory()) continue;
     for (const auto& version : fs::directory_iterator(model.path(), ec)) {
       if (!version.is_directory() || fs::is_empty(version.path())) continue;
-      const std::string name = model.path().filename().string() + "/" +
-                               version.path().filename().string();
+      const std::string name =
+          model.path().filename().string() + "/" + version.path().filename().string();
       if (!signing::SignModel(version.path().string(), name, *key).ok()) return false;
     }
   }

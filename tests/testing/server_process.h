@@ -82,7 +82,6 @@ class ServerProcess {
   uint16_t admin_port() const { return admin_port_; }
 
  private:
-
   TempDir temp_;
   std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;

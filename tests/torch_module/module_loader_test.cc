@@ -38,8 +38,7 @@ TEST(ModuleLoaderTest, FilesThatAreNotPillarsModuleAreRefused) {
   std::ofstream(text) << "not an ELF file";
   absl::StatusOr<TorchModule*> module = LoadTorchModuleFrom(text);
   ASSERT_FALSE(module.ok());
-  EXPECT_NE(module.status().message().find("cannot load " + text),
-            std::string::npos)
+  EXPECT_NE(module.status().message().find("cannot load " + text), std::string::npos)
       << module.status();
   // A real shared object, but not pillar's.
   module = LoadTorchModuleFrom("libm.so.6");

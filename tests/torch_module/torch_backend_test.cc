@@ -64,9 +64,8 @@ TEST(TorchBackendTest, GarbageFileIsALoadErrorNotACrash) {
   // Every prefix of a real archive is refused cleanly: the in-memory stream reports its end.
   const std::string real = ReadBytes(DemoVersion() / "model.pt");
   for (size_t cut : {size_t(1), size_t(22), real.size() / 2, real.size() - 1}) {
-    EXPECT_FALSE(LoadTorchBackend(std::string_view(real).substr(0, cut), "cut.pt", DemoConfig(),
-                                  "cpu")
-                     .ok())
+    EXPECT_FALSE(
+        LoadTorchBackend(std::string_view(real).substr(0, cut), "cut.pt", DemoConfig(), "cpu").ok())
         << cut;
   }
 }
@@ -77,8 +76,7 @@ TEST(TorchBackendTest, ModelThatDoesNotMatchItsConfigIsRefusedAtLoad) {
   EXPECT_FALSE(LoadFile(DemoVersion() / "model.pt", wrong_input).ok());
   models::ModelConfig wrong_output = DemoConfig();
   wrong_output.outputs[0].shape = {11};
-  absl::StatusOr<std::unique_ptr<Backend>> b =
-      LoadFile(DemoVersion() / "model.pt", wrong_output);
+  absl::StatusOr<std::unique_ptr<Backend>> b = LoadFile(DemoVersion() / "model.pt", wrong_output);
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("does not match model.toml"), absl::string_view::npos)
       << b.status();
