@@ -209,17 +209,21 @@ absl::Status PublishAtomically(Env& env, const std::string& path, std::string_vi
   // writing one textfile) each write and rename their own temporary file, never the other's
   // half-written one.
   const std::string tmp = StrCat(path, ".tmp.", HexEncode(RandomBytes(8)));
+  // A write that fails before its rename (a full disk) leaves nothing behind: repeated failures
+  // must not pile up temporary files. (A crash can still leave one; readers pass over them.)
+  auto abandon = [&](absl::Status status) {
+    (void)env.RemoveAll(tmp);
+    return status;
+  };
   absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(tmp, mode);
-  if (!file.ok()) return file.status();
+  if (!file.ok()) return abandon(file.status());
   absl::Status s = (*file)->Append(std::as_bytes(std::span(data.data(), data.size())));
   if (s.ok()) s = (*file)->Sync();
   if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
   if (s.ok()) s = env.Rename(tmp, path);
-  if (s.ok()) {
-    const std::string dir = std::filesystem::path(path).parent_path().string();
-    s = env.SyncDir(dir.empty() ? "." : dir);
-  }
-  return s;
+  if (!s.ok()) return abandon(s);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return env.SyncDir(dir.empty() ? "." : dir);
 }
 
 }  // namespace pillar

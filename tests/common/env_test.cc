@@ -142,6 +142,26 @@ TEST(PublishAtomicallyTest, ReplacesALinkAtTheTargetRatherThanItsTarget) {
   EXPECT_EQ(Slurp(dir.path() / "out"), "new");
 }
 
+// The fifth review's finding: a write that failed (a full disk) left its temporary file behind,
+// so a job retrying on a full disk piled them up.
+TEST(PublishAtomicallyTest, AFailedWriteLeavesNoTemporaryFile) {
+  for (testing::FaultEnv::Fault fault :
+       {testing::FaultEnv::Fault::kError, testing::FaultEnv::Fault::kShortWrite,
+        testing::FaultEnv::Fault::kNoSpace}) {
+    // create, append, sync, close, rename: a failure at any of them, before the rename is done.
+    for (int64_t at = 1; at <= 5; ++at) {
+      testing::TempDir dir;
+      std::ofstream(dir.path() / "node.prom") << "old";
+      testing::FaultEnv env;
+      env.FailAt(at, fault);
+      EXPECT_FALSE(PublishAtomically(env, (dir.path() / "node.prom").string(), "new", 0644).ok());
+      EXPECT_EQ(Names(dir.path()), (std::vector<std::string>{"node.prom"}))
+          << "fault " << int(fault) << " at step " << at;
+      EXPECT_EQ(Slurp(dir.path() / "node.prom"), "old");
+    }
+  }
+}
+
 TEST(PublishAtomicallyTest, TheModeIsTheOneAskedForWhateverTheUmask) {
   testing::TempDir dir;
   const mode_t old_umask = ::umask(0077);
