@@ -11,6 +11,22 @@ function(pillar_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
+# pillar_module(NAME OUTPUT_NAME SRCS ... DEPS ...): one of pillar's modules, lib<OUTPUT_NAME>.so,
+# a shared object the binary loads with dlopen (common/module_loader.h). It lands beside the
+# binary, where the loader looks first; the pillar libraries it copies in stay private to it
+# (only its entry point is exported), and an unresolved symbol fails the link, not a dlopen in
+# production.
+function(pillar_module name output_name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_library(${name} MODULE ${ARG_SRCS})
+  target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS} -fvisibility=hidden)
+  target_compile_definitions(${name} PRIVATE PILLAR_VERSION="${PROJECT_VERSION}")
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS})
+  set_target_properties(${name} PROPERTIES
+    OUTPUT_NAME ${output_name} PREFIX lib LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/src)
+  target_link_options(${name} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+endfunction()
+
 # pillar_test(NAME SRCS ... DEPS ...): a GoogleTest binary registered with CTest.
 function(pillar_test name)
   cmake_parse_arguments(ARG "" "" "SRCS;DEPS;LABELS" ${ARGN})

@@ -355,13 +355,4 @@ int RunCkptInterval(const CkptOptions& options) {
   return 0;
 }
 
-int RunTrain(const TrainOptions& options) {
-  absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
-  if (!torch.ok()) {
-    std::fprintf(stderr, "pillar train: %s\n", std::string(torch.status().message()).c_str());
-    return 2;
-  }
-  return (*torch)->Train(options);
-}
-
 }  // namespace pillar::app

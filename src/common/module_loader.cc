@@ -46,16 +46,26 @@ absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path, const ModuleS
   return entry;  // never closed: what the module made lives until the process ends
 }
 
+absl::Status CheckModuleBuild(const ModuleSpec& spec, std::string_view where, int abi_version,
+                              std::string_view pillar_version) {
+  if (abi_version == spec.abi_version && pillar_version == spec.pillar_version) {
+    return absl::OkStatus();
+  }
+  return absl::FailedPreconditionError(StrCat(
+      where, " is a module of another pillar build (", pillar_version, ", interface ", abi_version,
+      "; this pillar is ", spec.pillar_version, ", interface ", spec.abi_version, ")"));
+}
+
 absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec) {
   std::string tried;
   for (const std::string& path : Candidates(spec)) {
     if (::access(path.c_str(), F_OK) == 0) return LoadModuleEntryFrom(path, spec);
     tried += (tried.empty() ? "" : " or ") + path;
   }
-  return absl::FailedPreconditionError(StrCat(
-      spec.needed_for, " needs the module ", spec.file_name, ", and there is none at ",
-      tried.empty() ? std::string("any known place") : tried, ": build pillar with -D",
-      spec.build_option, "=ON, install the module beside the binary, or set ", spec.env_var));
+  return absl::FailedPreconditionError(
+      StrCat(spec.needed_for, " needs the module ", spec.file_name, ", and there is none at ",
+             tried.empty() ? std::string("any known place") : tried, ": build pillar with ",
+             spec.build_option, ", install the module beside the binary, or set ", spec.env_var));
 }
 
 }  // namespace pillar

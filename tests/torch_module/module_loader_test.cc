@@ -1,6 +1,8 @@
 // The LibTorch module loader: a clear error naming the module and where it was looked for when
 // there is none, refusals of files that are not pillar's module, and (in a build with LibTorch)
 // the real module loading and answering through its interface.
+#include "common/module_loader.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -45,6 +47,25 @@ TEST(ModuleLoaderTest, FilesThatAreNotPillarsModuleAreRefused) {
   ASSERT_FALSE(module.ok());
   EXPECT_NE(module.status().message().find("is not pillar's libpillar_torch.so"), std::string::npos)
       << module.status();
+}
+
+// The types crossing the boundary are shared by layout: a module of another version or
+// interface number is refused, naming both builds.
+TEST(ModuleLoaderTest, AModuleOfAnotherBuildIsRefused) {
+  const ModuleSpec spec{.file_name = "libpillar_x.so",
+                        .env_var = "PILLAR_X_MODULE",
+                        .entry_point = "pillar_x_module_v3",
+                        .needed_for = "x",
+                        .build_option = "-DPILLAR_WITH_X=ON",
+                        .abi_version = 3,
+                        .pillar_version = "1.2.0"};
+  EXPECT_TRUE(CheckModuleBuild(spec, "/opt/x.so", 3, "1.2.0").ok());
+  const absl::Status other_version = CheckModuleBuild(spec, "/opt/x.so", 3, "1.1.0");
+  EXPECT_EQ(other_version.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(other_version.message().find("/opt/x.so is a module of another pillar build (1.1.0"),
+            std::string::npos)
+      << other_version;
+  EXPECT_FALSE(CheckModuleBuild(spec, "/opt/x.so", 2, "1.2.0").ok());
 }
 
 TEST(ModuleLoaderTest, TheBuiltModuleLoadsAndAnswersThroughItsInterface) {

@@ -1,0 +1,124 @@
+// Internal to src/http: what every connection shares with its event loop and the server: the
+// limits and the in-flight byte budget (Core), a listener's options and router (Listener), and
+// the per-loop sweep that checks connections' deadlines (Loop, Deadlined).
+#pragma once
+
+#include <time.h>
+
+#include <atomic>
+#include <boost/asio.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include "http/server.h"
+#include "monitor/metrics.h"
+
+namespace pillar::http::internal {
+
+namespace net = boost::asio;
+namespace ssl = boost::asio::ssl;
+namespace beast = boost::beast;
+using tcp = net::ip::tcp;
+
+struct Stats {
+  monitor::Family<monitor::Counter>* rejected = nullptr;
+  monitor::Family<monitor::Gauge>* open = nullptr;
+  monitor::Family<monitor::Counter>* accepted = nullptr;
+  monitor::Gauge* inflight_bytes = nullptr;
+};
+
+struct Core {
+  Limits limits;
+  Handler& handler;
+  Stats stats;
+  std::atomic<bool> draining{false};
+  std::atomic<size_t> connections{0};
+  std::atomic<int64_t> writing{0};
+  // Bytes reserved by requests read but not answered yet (Limits::inflight_bytes_limit).
+  std::atomic<size_t> inflight_bytes{0};
+
+  // Takes `bytes` from the in-flight budget; false, taking nothing, when they do not fit.
+  [[nodiscard]] bool Reserve(size_t bytes) {
+    const size_t limit = limits.inflight_bytes_limit;
+    size_t held = inflight_bytes.load(std::memory_order_relaxed);
+    do {
+      if (bytes > limit || held > limit - bytes) return false;
+    } while (!inflight_bytes.compare_exchange_weak(held, held + bytes, std::memory_order_relaxed));
+    if (stats.inflight_bytes) stats.inflight_bytes->Add(double(bytes));
+    return true;
+  }
+
+  void Release(size_t bytes) {
+    if (bytes == 0) return;
+    inflight_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+    if (stats.inflight_bytes) stats.inflight_bytes->Add(-double(bytes));
+  }
+};
+
+struct Listener {
+  ListenerOptions options;
+  const Router& router;
+  std::unique_ptr<ssl::context> tls;
+  std::optional<tcp::acceptor> acceptor;
+  monitor::Counter* accepted = nullptr;
+  monitor::Gauge* open = nullptr;
+
+  void Reject(Core& core, std::string_view reason) const {
+    if (core.stats.rejected) core.stats.rejected->Get({options.name, reason}).Increment();
+  }
+};
+
+// What a connection waits for, and until when. Deadlines are checked by a sweep that runs on
+// each loop every kSweepInterval instead of a timer per wait: arming and cancelling a timer
+// twice per request cost more than the rest of a cheap request.
+class Deadlined {
+ public:
+  virtual ~Deadlined() = default;
+  virtual void OnDeadline() = 0;
+  int64_t deadline_ns = 0;  // 0: nothing to wait for
+};
+
+constexpr auto kSweepInterval = std::chrono::milliseconds(100);
+
+// Deadlines are checked every 100 ms, so the coarse clock (a memory read, no TSC) is precise
+// enough and costs far less than the exact one.
+inline int64_t CoarseNowNanos() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+struct Loop {
+  Loop() : sweep(context) {}
+  net::io_context context{1};
+  net::steady_timer sweep;
+  // Every session on this loop; expired entries are dropped by the sweep. Loop thread only.
+  std::vector<std::weak_ptr<Deadlined>> sessions;
+
+  void Sweep() {
+    const int64_t now = CoarseNowNanos();
+    size_t kept = 0;
+    for (size_t i = 0; i < sessions.size(); ++i) {
+      std::shared_ptr<Deadlined> session = sessions[i].lock();
+      if (!session) continue;
+      sessions[kept++] = sessions[i];
+      if (session->deadline_ns != 0 && now >= session->deadline_ns) {
+        session->deadline_ns = 0;
+        session->OnDeadline();
+      }
+    }
+    sessions.resize(kept);
+    sweep.expires_after(kSweepInterval);
+    sweep.async_wait([this](beast::error_code ec) {
+      if (!ec) Sweep();
+    });
+  }
+};
+
+}  // namespace pillar::http::internal
