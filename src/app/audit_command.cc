@@ -35,7 +35,7 @@ struct Where {
   std::string instance;
 };
 
-absl::StatusOr<Where> Locate(const AuditOptions& options) {
+[[nodiscard]] absl::StatusOr<Where> Locate(const AuditOptions& options) {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
   Where where{.config = std::move(*config), .postgres = false, .instance = options.instance};
@@ -53,8 +53,8 @@ absl::StatusOr<Where> Locate(const AuditOptions& options) {
 // call left there: a byte offset in a file, a sequence number in PostgreSQL), until `fn` returns
 // false. `*position` is left just past the last record read, so following a log reads only
 // what is new. A line that is not a record is skipped with a warning (`verify` says more).
-absl::Status ForEachPayload(const Where& where, uint64_t* position,
-                            const std::function<bool(std::string_view)>& fn) {
+[[nodiscard]] absl::Status ForEachPayload(const Where& where, uint64_t* position,
+                                          const std::function<bool(std::string_view)>& fn) {
   if (where.postgres) {
     if (where.instance.empty()) {
       return absl::InvalidArgumentError("--instance names the chain to read");
@@ -110,7 +110,7 @@ bool ShapedLikeAnAnchor(std::string_view value) {
 }
 
 // The anchor `--anchor` names: the anchor itself (COUNT:HEAD), or a file holding its line.
-absl::StatusOr<audit::Anchor> LoadAnchor(const std::string& value) {
+[[nodiscard]] absl::StatusOr<audit::Anchor> LoadAnchor(const std::string& value) {
   absl::StatusOr<audit::Anchor> inline_anchor = audit::ParseAnchor(value);
   if (inline_anchor.ok()) return inline_anchor;
   absl::StatusOr<std::string> text = ReadSmallFile(value, 2 * audit::format::kMaxLineBytes);

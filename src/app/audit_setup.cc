@@ -10,9 +10,8 @@
 
 namespace pillar::app {
 
-absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& config,
-                                                              monitor::MetricsRegistry* metrics,
-                                                              bool server) {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(
+    const Config& config, monitor::MetricsRegistry* metrics, bool server) {
   const Config::Audit& c = config.audit;
   if (c.backend == "off") return nullptr;
   audit::AuditLogOptions options;

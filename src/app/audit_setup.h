@@ -23,9 +23,8 @@ namespace pillar::app {
 
 // Null when [audit] backend = "off". `server`: this process signs checkpoints (when a
 // signing_key is configured); CLI commands only append, the server signs what they wrote.
-absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& config,
-                                                              monitor::MetricsRegistry* metrics,
-                                                              bool server);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(
+    const Config& config, monitor::MetricsRegistry* metrics, bool server);
 
 // The audit log of a change made from the command line. The change is recorded, and the record
 // made durable, before the change is made: when it cannot be audited (an unwritable log, a
@@ -34,7 +33,7 @@ absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(const Config& conf
 // that was not made, never a change without a record.
 class ChangeAudit {
  public:
-  static absl::StatusOr<ChangeAudit> Open(const Config& config);
+  [[nodiscard]] static absl::StatusOr<ChangeAudit> Open(const Config& config);
   // Records the change about to be made (decision "ok"; principal: LocalOperator(), now) and
   // waits until the record is durable. Call it BEFORE making the change, naming everything the
   // change will name (a new key's id: generate it first); an error means: do not make it.
@@ -42,18 +41,19 @@ class ChangeAudit {
   // when the log's lock or the disk frees up, so the log does not say "ok" for a change that
   // was not made. (An append already under way when the wait ran out completes; the error then
   // says that the log may hold the record.) This ChangeAudit records nothing more after that.
-  absl::Status Record(audit::EventKind kind, std::string_view action, std::string_view resource,
-                      const std::string& reason);
+  [[nodiscard]] absl::Status Record(audit::EventKind kind, std::string_view action,
+                                    std::string_view resource, const std::string& reason);
   // After Record(), when making the change failed: records the same action on the same resource
   // with decision "failed" and `error`'s message as the reason. Best effort (waits a few
   // seconds at most): the caller reports the change's own error either way.
-  absl::Status RecordFailed(audit::EventKind kind, std::string_view action,
-                            std::string_view resource, const absl::Status& error);
+  [[nodiscard]] absl::Status RecordFailed(audit::EventKind kind, std::string_view action,
+                                          std::string_view resource, const absl::Status& error);
 
  private:
   explicit ChangeAudit(std::unique_ptr<audit::AuditLog> log) : log_(std::move(log)) {}
-  absl::Status Append(audit::EventKind kind, bool ok, std::string_view action,
-                      std::string_view resource, std::string_view reason, absl::Duration timeout);
+  [[nodiscard]] absl::Status Append(audit::EventKind kind, bool ok, std::string_view action,
+                                    std::string_view resource, std::string_view reason,
+                                    absl::Duration timeout);
   std::unique_ptr<audit::AuditLog> log_;  // null: [audit] backend = "off"
   bool abandoned_ = false;                // a Record() failed and log_ was abandoned
 };

@@ -32,7 +32,7 @@ bool IsCheckpointDir(const std::string& path) {
 
 // The checkpoint directory `options` names: `run` itself, or a step of the run (the newest when
 // none is given).
-absl::StatusOr<std::string> CheckpointDir(const CkptOptions& options) {
+[[nodiscard]] absl::StatusOr<std::string> CheckpointDir(const CkptOptions& options) {
   if (IsCheckpointDir(options.run)) return options.run;
   ckpt::RunDirectory run(Env::Default(), options.run);
   if (options.step >= 0) return run.StepPath(options.step);

@@ -17,7 +17,7 @@ bool IsName(std::string_view text) {
   return true;
 }
 
-absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseAttributes(
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseAttributes(
     const std::vector<std::string>& items) {
   std::map<std::string, std::vector<std::string>> out;
   for (const std::string& item : items) {
@@ -43,7 +43,7 @@ absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseAttributes(
   return out;
 }
 
-absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view text) {
+[[nodiscard]] absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view text) {
   int64_t n = 0;
   if (text.size() < 2 || !ParseInt(text.substr(0, text.size() - 1), &n) || n <= 0) {
     return absl::InvalidArgumentError(

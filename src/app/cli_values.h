@@ -18,10 +18,10 @@ inline constexpr std::string_view kNameRule =
 bool IsName(std::string_view text);
 
 // "clearances=public,internal" (repeatable) into a map; values may not hold ',' ';' or '='.
-absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseAttributes(
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::vector<std::string>>> ParseAttributes(
     const std::vector<std::string>& items);
 
 // "45s", "30m", "12h", "90d" into seconds (positive, at most ten years).
-absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view text);
+[[nodiscard]] absl::StatusOr<int64_t> ParseDurationSeconds(std::string_view text);
 
 }  // namespace pillar::app

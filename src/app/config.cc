@@ -16,7 +16,7 @@ namespace {
 
 constexpr int64_t kMaxMillis = 24LL * 3600 * 1000;  // a day: beyond it, a typo
 
-absl::Status ReadMillis(TomlSection& s, std::string_view key, absl::Duration& out) {
+[[nodiscard]] absl::Status ReadMillis(TomlSection& s, std::string_view key, absl::Duration& out) {
   int64_t ms = absl::ToInt64Milliseconds(out);
   PILLAR_RETURN_IF_ERROR(s.ReadInt(key, ms, 1, kMaxMillis));
   out = absl::Milliseconds(ms);
@@ -29,8 +29,8 @@ std::string Resolve(const std::string& base, const std::string& path) {
   return (std::filesystem::path(base) / path).lexically_normal().string();
 }
 
-absl::Status ReadListener(const toml::table& root, std::string_view source,
-                          http::ListenerOptions& listener, const std::string& base) {
+[[nodiscard]] absl::Status ReadListener(const toml::table& root, std::string_view source,
+                                        http::ListenerOptions& listener, const std::string& base) {
   TomlSection s(root[listener.name].as_table(), listener.name, source);
   PILLAR_RETURN_IF_ERROR(s.ReadString("address", listener.address));
   PILLAR_RETURN_IF_ERROR(s.ReadInt("port", listener.port, 0, 65535));
@@ -74,8 +74,8 @@ absl::Status ReadListener(const toml::table& root, std::string_view source,
 
 }  // namespace
 
-absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
-                                   const std::string& base) {
+[[nodiscard]] absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
+                                                 const std::string& base) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(text, source));
   static const std::set<std::string> kSections = {"server",     "data",    "admin",   "limits",
                                                   "repository", "state",   "logging", "runtime",
@@ -306,7 +306,7 @@ absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view sourc
   return config;
 }
 
-absl::StatusOr<Config> LoadConfig(const std::string& path) {
+[[nodiscard]] absl::StatusOr<Config> LoadConfig(const std::string& path) {
   if (path.empty()) return Config{};
   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, 1 << 20));
   std::string base = std::filesystem::absolute(path).parent_path().string();

@@ -103,8 +103,8 @@ struct Config {
   std::map<std::string, CertificateClient> certificate_clients;  // by identity
 };
 
-absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
-                                   const std::string& base_directory);
-absl::StatusOr<Config> LoadConfig(const std::string& path);
+[[nodiscard]] absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
+                                                 const std::string& base_directory);
+[[nodiscard]] absl::StatusOr<Config> LoadConfig(const std::string& path);
 
 }  // namespace pillar::app

@@ -41,7 +41,7 @@ class HighWaterMarks {
  private:
   // Raises the mark `name` to `value` in the store unless the cache shows it is there already;
   // returns the mark.
-  absl::StatusOr<int64_t> Raise(const std::string& name, int64_t value)
+  [[nodiscard]] absl::StatusOr<int64_t> Raise(const std::string& name, int64_t value)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   state::StateStore& store_;

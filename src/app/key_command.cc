@@ -25,7 +25,7 @@ struct KeyStore {
   std::optional<ChangeAudit> audit;
 };
 
-absl::StatusOr<KeyStore> OpenStore(const KeyOptions& options, bool for_change) {
+[[nodiscard]] absl::StatusOr<KeyStore> OpenStore(const KeyOptions& options, bool for_change) {
   if (for_change && options.config_path.empty() && !options.state_path.empty()) {
     // Without a configuration the audit log would be the default one, ./audit.log in whatever
     // directory the command runs from: a record no one checks, while the log the server's
@@ -58,8 +58,8 @@ int Fail(const absl::Status& status) {
 
 // Every key change is audited (kind key), and the record is durable before the change is made:
 // a change that could not be audited is refused, not made (docs/formats/audit-log.md).
-absl::Status AuditKeyChange(KeyStore& keys, std::string_view action, const std::string& id,
-                            const std::string& reason) {
+[[nodiscard]] absl::Status AuditKeyChange(KeyStore& keys, std::string_view action,
+                                          const std::string& id, const std::string& reason) {
   absl::Status s = keys.audit->Record(audit::EventKind::kKey, action, StrCat("key:", id), reason);
   if (!s.ok()) {
     return absl::Status(s.code(), StrCat("the key change is not made: its audit record could not "
@@ -89,8 +89,9 @@ std::string OptionalTime(const std::optional<int64_t>& t) { return t ? FormatTim
 
 // Validates and builds the record of a new key from the options (and, for a rotation, the key
 // it succeeds).
-absl::StatusOr<state::ApiKeyRecord> NewRecord(const KeyOptions& options,
-                                              const identity::NewApiKey& key, int64_t now_us) {
+[[nodiscard]] absl::StatusOr<state::ApiKeyRecord> NewRecord(const KeyOptions& options,
+                                                            const identity::NewApiKey& key,
+                                                            int64_t now_us) {
   if (options.name.empty() || options.name.size() > 128) {
     return absl::InvalidArgumentError("--name must have 1 to 128 characters");
   }

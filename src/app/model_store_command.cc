@@ -50,7 +50,7 @@ struct Store {
   std::unique_ptr<state::StateStore> state;  // for a change: the aliases' generations
 };
 
-absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_change) {
+[[nodiscard]] absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_change) {
   // A change is audited in the log, and numbered in the state file, that the server's
   // configuration names: with --store alone they would be the working directory's, where no
   // server looks (reading needs neither).
@@ -101,8 +101,8 @@ absl::StatusOr<Store> OpenStore(const ModelStoreOptions& options, bool for_chang
 class ModelDirectory {
  public:
   // Opens (creating it when `create`) <root>/<name>, refusing a link.
-  static absl::StatusOr<ModelDirectory> Open(const fs::path& root, const std::string& name,
-                                             bool create) {
+  [[nodiscard]] static absl::StatusOr<ModelDirectory> Open(const fs::path& root,
+                                                           const std::string& name, bool create) {
     const fs::path shown = root / name;
     if (create && ::mkdir(shown.c_str(), 0755) != 0 && errno != EEXIST) {
       return absl::InternalError(
@@ -130,7 +130,7 @@ class ModelDirectory {
   const fs::path& path() const { return path_; }  // through the descriptor
   int fd() const { return fd_; }
   // `status` with the descriptor's path replaced by the store's, for people to read.
-  absl::Status Shown(const absl::Status& status) const {
+  [[nodiscard]] absl::Status Shown(const absl::Status& status) const {
     std::string message(status.message());
     const std::string from = path_.string();
     for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at)) {
@@ -153,7 +153,7 @@ class ModelDirectory {
 };
 
 // The key a change signs with; an error when signatures are required and there is none.
-absl::StatusOr<const signing::SigningKey*> ChangeKey(const Store& store) {
+[[nodiscard]] absl::StatusOr<const signing::SigningKey*> ChangeKey(const Store& store) {
   if (store.key) return &*store.key;
   if (store.config.require_signatures) {
     return absl::FailedPreconditionError(
@@ -169,7 +169,7 @@ models::AliasTrust ReadTrust(const Store& store) {
           .admit_generation = {}};
 }
 
-absl::Status CheckName(const std::string& name) {
+[[nodiscard]] absl::Status CheckName(const std::string& name) {
   if (!models::IsValidModelName(name)) {
     return absl::InvalidArgumentError(
         StrCat("model name '", name, "': letters, digits, '-', '_', '.', not starting with '.'"));
@@ -179,8 +179,8 @@ absl::Status CheckName(const std::string& name) {
 
 // What the server would check before loading, from the same bytes it would load: a version it
 // would refuse at `subject` ("<model>/<version>") is refused here too.
-absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& dir,
-                                          const std::string& subject) {
+[[nodiscard]] absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& dir,
+                                                        const std::string& subject) {
   std::string toml;
   std::string root;
   if (store.config.require_signatures) {
@@ -213,7 +213,7 @@ absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& di
   return root;
 }
 
-absl::Status SyncTree(const fs::path& dir) {
+[[nodiscard]] absl::Status SyncTree(const fs::path& dir) {
   std::error_code ec;
   std::vector<fs::path> paths = {dir};
   for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) paths.push_back(entry.path());

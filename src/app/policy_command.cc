@@ -17,7 +17,8 @@ int Fail(const absl::Status& status) {
   return 2;
 }
 
-absl::StatusOr<std::shared_ptr<const policy::Policy>> LoadPolicy(const PolicyOptions& options) {
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const policy::Policy>> LoadPolicy(
+    const PolicyOptions& options) {
   std::string path = options.policy_path;
   if (path.empty() && !options.config_path.empty()) {
     absl::StatusOr<Config> config = LoadConfig(options.config_path);

@@ -44,7 +44,7 @@ int Fail(const absl::Status& status) {
 
 // Watches the store and loads what it names: only versions signed by a trusted key for their
 // own name and version, and only aliases a trusted key signed, never older than seen before.
-absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
     const Config& config, const std::vector<signing::PublicKey>& trusted, HighWaterMarks& marks,
     monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
   absl::StatusOr<models::VersionPolicy> policy =
@@ -80,7 +80,8 @@ absl::StatusOr<std::unique_ptr<ModelWatcher>> WatchModels(
                                         absl::Milliseconds(config.poll_ms), audit);
 }
 
-absl::StatusOr<std::unique_ptr<identity::JwtVerifier>> MakeJwtVerifier(const Config& config) {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<identity::JwtVerifier>> MakeJwtVerifier(
+    const Config& config) {
   if (config.jwt.jwks.empty()) return nullptr;
   identity::JwtOptions options;
   options.jwks_path = config.jwt.jwks;
@@ -100,8 +101,8 @@ struct Limiters {
   std::unique_ptr<limits::Limiter> fallback;  // null: fail closed
 };
 
-absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& store,
-                                      monitor::MetricsRegistry& metrics) {
+[[nodiscard]] absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& store,
+                                                    monitor::MetricsRegistry& metrics) {
   Limiters limiters;
   if (config.limiter_backend == "embedded") {
     auto local = std::make_unique<limits::LocalLimiter>(limits::LocalLimiterOptions{
@@ -135,7 +136,7 @@ absl::StatusOr<Limiters> MakeLimiters(const Config& config, state::StateStore& s
   return limiters;
 }
 
-absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
+[[nodiscard]] absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
   return PublishAtomically(*Env::Default(), path, StrCat("data=", data, "\nadmin=", admin, "\n"),
                            0644);
 }
@@ -153,7 +154,7 @@ void OnStopSignal(int number) {
   errno = saved;
 }
 
-absl::Status InstallStopHandler() {
+[[nodiscard]] absl::Status InstallStopHandler() {
   if (::pipe2(stop_pipe, O_CLOEXEC) != 0) {
     return absl::InternalError(StrCat("cannot create the signal pipe: ", std::strerror(errno)));
   }

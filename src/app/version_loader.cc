@@ -17,8 +17,8 @@ namespace {
 constexpr std::string_view kConfigFile = "model.toml";
 constexpr std::string_view kWeightsFile = "model.pt";
 
-absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
-                                            const models::VersionEntry& entry) {
+[[nodiscard]] absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
+                                                          const models::VersionEntry& entry) {
   const std::string dir = entry.directory.string();
   const std::vector<std::string> wanted = {std::string(kConfigFile), std::string(kWeightsFile)};
   std::map<std::string, std::string, std::less<>> contents;

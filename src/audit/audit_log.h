@@ -65,8 +65,8 @@ class AuditLog final : public AuditSink {
  public:
   // Recovers the chain's head (repairing a torn tail), writes the header of a new chain, and
   // starts the writer thread.
-  static absl::StatusOr<std::unique_ptr<AuditLog>> Start(std::unique_ptr<AuditStore> store,
-                                                         AuditLogOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<AuditLog>> Start(
+      std::unique_ptr<AuditStore> store, AuditLogOptions options);
   // Writes everything queued (and a final checkpoint), syncs, and stops the writer.
   ~AuditLog() override;
   AuditLog(const AuditLog&) = delete;
@@ -76,7 +76,7 @@ class AuditLog final : public AuditSink {
   bool Record(const Event& event) override;
   // Waits until every event recorded before the call is written and synced; the store's last
   // error when that cannot happen within `timeout`.
-  absl::Status Flush(absl::Duration timeout = absl::Seconds(30));
+  [[nodiscard]] absl::Status Flush(absl::Duration timeout = absl::Seconds(30));
 
   // What Abandon() left behind.
   struct Abandoned {

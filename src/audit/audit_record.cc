@@ -26,8 +26,9 @@ void Member(std::string& out, std::string_view key, std::string_view value) {
 }
 
 // The parsed payload of a header or checkpoint, an object whose seq parsed.
-absl::StatusOr<simdjson::dom::object> ParseObject(simdjson::dom::parser& parser,
-                                                  std::string_view payload, std::string_view type) {
+[[nodiscard]] absl::StatusOr<simdjson::dom::object> ParseObject(simdjson::dom::parser& parser,
+                                                                std::string_view payload,
+                                                                std::string_view type) {
   simdjson::dom::element root;
   simdjson::dom::object object;
   std::string_view actual;
@@ -39,7 +40,7 @@ absl::StatusOr<simdjson::dom::object> ParseObject(simdjson::dom::parser& parser,
   return object;
 }
 
-absl::StatusOr<int64_t> ParseTimeMember(simdjson::dom::object& object) {
+[[nodiscard]] absl::StatusOr<int64_t> ParseTimeMember(simdjson::dom::object& object) {
   std::string_view text;
   if (object["time"].get(text) != simdjson::SUCCESS) {
     return absl::DataLossError("record has no time");
@@ -83,7 +84,7 @@ std::string HeaderBody(const Header& header) {
   return out;
 }
 
-absl::StatusOr<Header> ParseHeader(std::string_view payload) {
+[[nodiscard]] absl::StatusOr<Header> ParseHeader(std::string_view payload) {
   simdjson::dom::parser parser;
   absl::StatusOr<simdjson::dom::object> object = ParseObject(parser, payload, format::kTypeHeader);
   if (!object.ok()) return object.status();
@@ -114,7 +115,7 @@ std::string CheckpointBody(const Checkpoint& checkpoint) {
   return out;
 }
 
-absl::StatusOr<Checkpoint> ParseCheckpoint(std::string_view payload) {
+[[nodiscard]] absl::StatusOr<Checkpoint> ParseCheckpoint(std::string_view payload) {
   simdjson::dom::parser parser;
   absl::StatusOr<simdjson::dom::object> object =
       ParseObject(parser, payload, format::kTypeCheckpoint);

@@ -25,7 +25,7 @@ struct Header {
   int64_t time_us = 0;
 };
 std::string HeaderBody(const Header& header);
-absl::StatusOr<Header> ParseHeader(std::string_view payload);
+[[nodiscard]] absl::StatusOr<Header> ParseHeader(std::string_view payload);
 
 struct Checkpoint {
   int64_t count = 0;      // records before this checkpoint (its own sequence number)
@@ -35,7 +35,7 @@ struct Checkpoint {
   int64_t time_us = 0;
 };
 std::string CheckpointBody(const Checkpoint& checkpoint);
-absl::StatusOr<Checkpoint> ParseCheckpoint(std::string_view payload);
+[[nodiscard]] absl::StatusOr<Checkpoint> ParseCheckpoint(std::string_view payload);
 // What a checkpoint's signature covers: the count and the head. The head's hash already binds
 // every record before it, the header with its instance name included.
 std::string CheckpointMessage(int64_t count, std::string_view head);

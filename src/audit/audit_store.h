@@ -40,17 +40,18 @@ class AuditStore {
   // an error, because appending to a chain that has been tampered with would hide it. A store
   // may bound its wait for the lock (FileAuditStore does): giving up is an error like any other
   // (Unavailable), which the writer reports and retries, instead of a writer stalled unseen.
-  virtual absl::StatusOr<ChainHead> Begin() = 0;
+  [[nodiscard]] virtual absl::StatusOr<ChainHead> Begin() = 0;
   // Appends `records` (consecutive, from the head Begin() returned) and releases the lock. On
   // an error nothing of the batch remains and the lock is released. `lines` is the batch as the
   // file format spells it (each record's line, in order), for stores that keep exactly that.
-  virtual absl::Status Commit(std::span<const EncodedRecord> records, std::string_view lines) = 0;
+  [[nodiscard]] virtual absl::Status Commit(std::span<const EncodedRecord> records,
+                                            std::string_view lines) = 0;
   // Releases the lock without writing.
   virtual void Abort() = 0;
   // Makes every committed record durable.
-  virtual absl::Status Sync() = 0;
+  [[nodiscard]] virtual absl::Status Sync() = 0;
   // Keeps `payload`, the newest checkpoint (already committed and synced), beside the chain.
-  virtual absl::Status PublishCheckpoint(std::string_view payload) = 0;
+  [[nodiscard]] virtual absl::Status PublishCheckpoint(std::string_view payload) = 0;
   // "file /var/lib/pillar/audit.log", for messages.
   virtual std::string Describe() const = 0;
 };

@@ -12,7 +12,7 @@ constexpr std::string_view kKeptCheckpoint = "the signed checkpoint kept beside 
 
 }  // namespace
 
-absl::StatusOr<Anchor> ParseAnchor(std::string_view text) {
+[[nodiscard]] absl::StatusOr<Anchor> ParseAnchor(std::string_view text) {
   while (!text.empty() && (text.back() == '\n' || text.back() == '\r' || text.back() == ' ')) {
     text.remove_suffix(1);
   }

@@ -36,7 +36,7 @@ struct Anchor {
 };
 // `text` is one line (a trailing LF is ignored): a checkpoint's payload as `pillar audit anchor`
 // prints it and `<log>.checkpoint` holds it, or COUNT:HEAD.
-absl::StatusOr<Anchor> ParseAnchor(std::string_view text);
+[[nodiscard]] absl::StatusOr<Anchor> ParseAnchor(std::string_view text);
 
 struct VerifyOptions {
   std::optional<Anchor> anchor;

@@ -23,11 +23,11 @@
 namespace pillar::audit {
 namespace {
 
-absl::Status Errno(std::string_view what, const std::string& path) {
+[[nodiscard]] absl::Status Errno(std::string_view what, const std::string& path) {
   return absl::InternalError(StrCat(what, " ", path, ": ", std::strerror(errno)));
 }
 
-absl::Status WriteAll(int fd, std::string_view data, uint64_t offset) {
+[[nodiscard]] absl::Status WriteAll(int fd, std::string_view data, uint64_t offset) {
   while (!data.empty()) {
     const ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
     if (n < 0) {
@@ -41,7 +41,8 @@ absl::Status WriteAll(int fd, std::string_view data, uint64_t offset) {
 }
 
 // Reads exactly `size` bytes at `offset`; a short file is an error.
-absl::Status ReadAll(int fd, char* out, uint64_t size, uint64_t offset, const std::string& path) {
+[[nodiscard]] absl::Status ReadAll(int fd, char* out, uint64_t size, uint64_t offset,
+                                   const std::string& path) {
   for (uint64_t done = 0; done < size;) {
     const ssize_t n = ::pread(fd, out + done, size - done, off_t(offset + done));
     if (n < 0 && errno == EINTR) continue;
@@ -56,8 +57,8 @@ absl::Status ReadAll(int fd, char* out, uint64_t size, uint64_t offset, const st
 // leaves a link at the log's or the kept checkpoint's name, so one there is someone else's, and
 // its target is not what the writer wrote. O_NONBLOCK: a FIFO planted there is refused at once
 // (as not regular) instead of waiting for a writer; it changes nothing for a regular file.
-absl::StatusOr<int> OpenRegularForReading(const std::string& path, std::string_view what,
-                                          struct stat* st) {
+[[nodiscard]] absl::StatusOr<int> OpenRegularForReading(const std::string& path,
+                                                        std::string_view what, struct stat* st) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
     if (errno == ELOOP) {
@@ -373,9 +374,9 @@ absl::Status FileAuditStore::PublishCheckpoint(std::string_view payload) {
                            StrCat(payload, "\n"), 0600);
 }
 
-absl::StatusOr<uint64_t> ReadAuditFile(const std::string& path,
-                                       const std::function<bool(std::string_view, uint64_t)>& line,
-                                       uint64_t from) {
+[[nodiscard]] absl::StatusOr<uint64_t> ReadAuditFile(
+    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
+    uint64_t from) {
   struct stat st;
   PILLAR_ASSIGN_OR_RETURN(const int fd, OpenRegularForReading(path, "audit log", &st));
   absl::Cleanup close_fd = [fd] { ::close(fd); };
@@ -421,7 +422,7 @@ absl::StatusOr<uint64_t> ReadAuditFile(const std::string& path,
   return size - line_start;
 }
 
-absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path) {
+[[nodiscard]] absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path) {
   const std::string path = StrCat(log_path, format::kCheckpointFileSuffix);
   struct stat st;
   PILLAR_ASSIGN_OR_RETURN(const int fd, OpenRegularForReading(path, "kept checkpoint", &st));

@@ -43,15 +43,16 @@ class FileAuditStore final : public AuditStore {
   // regular file at `path` is refused: the store truncates a torn tail, and must never do that
   // to a file someone pointed the log at. `lock_wait`: how long Begin() waits for the lock.
   // `env` publishes the checkpoint side file (the log itself is appended to by descriptor).
-  static absl::StatusOr<std::unique_ptr<FileAuditStore>> Open(
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<FileAuditStore>> Open(
       std::string path, absl::Duration lock_wait = kDefaultLockWait, Env* env = Env::Default());
   ~FileAuditStore() override;
 
-  absl::StatusOr<ChainHead> Begin() override;
-  absl::Status Commit(std::span<const EncodedRecord> records, std::string_view lines) override;
+  [[nodiscard]] absl::StatusOr<ChainHead> Begin() override;
+  [[nodiscard]] absl::Status Commit(std::span<const EncodedRecord> records,
+                                    std::string_view lines) override;
   void Abort() override;
-  absl::Status Sync() override;
-  absl::Status PublishCheckpoint(std::string_view payload) override;
+  [[nodiscard]] absl::Status Sync() override;
+  [[nodiscard]] absl::Status PublishCheckpoint(std::string_view payload) override;
   std::string Describe() const override { return "file " + path_; }
 
   // Bytes of torn records removed so far (by Begin), for tests and metrics.
@@ -62,19 +63,19 @@ class FileAuditStore final : public AuditStore {
       : path_(std::move(path)), fd_(fd), lock_wait_(lock_wait), env_(env) {}
   // flock(LOCK_EX), polled with LOCK_NB: flock itself cannot time out, and a signal to cut a
   // blocking one short would reach whichever thread the process lets take it.
-  absl::Status Lock();
+  [[nodiscard]] absl::Status Lock();
   // The rest are called with the lock held.
   // First use: learns the head from the file's last two records (there is nothing yet to check
   // them against), removing a torn tail.
-  absl::Status RecoverHead(uint64_t size);
+  [[nodiscard]] absl::Status RecoverHead(uint64_t size);
   // Later uses: checks that the record this store knows still ends at end_ with head_'s chain,
   // then checks and takes in the records appended after it.
-  absl::Status CheckKnownHead(uint64_t size);
-  absl::Status FollowAppended(uint64_t size);
+  [[nodiscard]] absl::Status CheckKnownHead(uint64_t size);
+  [[nodiscard]] absl::Status FollowAppended(uint64_t size);
   // Removes the bytes from `complete` (just past the last record's LF) to `size`.
-  absl::Status RemoveTornTail(uint64_t complete, uint64_t size);
+  [[nodiscard]] absl::Status RemoveTornTail(uint64_t complete, uint64_t size);
   // An error for a log that no longer holds what this store knows it held.
-  absl::Status Rewritten(std::string_view what) const;
+  [[nodiscard]] absl::Status Rewritten(std::string_view what) const;
 
   const std::string path_;
   const int fd_;
@@ -101,13 +102,13 @@ class FileAuditStore final : public AuditStore {
 // write it, or a writer's torn-tail repair) would make touching a mapped page past the new end
 // SIGBUS the reader. A log that is shorter at the end of the read than at its start is a
 // DataLoss error ("shrank while it was read"), not a crash and not a quietly shorter chain.
-absl::StatusOr<uint64_t> ReadAuditFile(const std::string& path,
-                                       const std::function<bool(std::string_view, uint64_t)>& line,
-                                       uint64_t from = 0);
+[[nodiscard]] absl::StatusOr<uint64_t> ReadAuditFile(
+    const std::string& path, const std::function<bool(std::string_view, uint64_t)>& line,
+    uint64_t from = 0);
 
 // The newest published checkpoint's payload beside the log; NotFound when there is none.
 // A symbolic link or a non-regular file there is an error (the writer replaces the file by a
 // rename, so it never leaves one).
-absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path);
+[[nodiscard]] absl::StatusOr<std::string> ReadPublishedCheckpoint(const std::string& log_path);
 
 }  // namespace pillar::audit

@@ -18,7 +18,7 @@ bool Resolve(void* handle, const char* name, T& out) {
   return out != nullptr;
 }
 
-absl::StatusOr<const Libpq*> LoadOnce() {
+[[nodiscard]] absl::StatusOr<const Libpq*> LoadOnce() {
   void* handle = ::dlopen(kLibrary, RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = ::dlerror();

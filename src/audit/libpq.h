@@ -17,7 +17,7 @@ namespace pillar::audit {
 struct Libpq {
   // Loads libpq.so.5 once per process; later calls return the same table or the same error
   // (FailedPrecondition, naming the library and how to install it).
-  static absl::StatusOr<const Libpq*> Load();
+  [[nodiscard]] static absl::StatusOr<const Libpq*> Load();
 
   decltype(&::PQconnectdb) connectdb;
   decltype(&::PQstatus) status;

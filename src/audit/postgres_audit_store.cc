@@ -34,19 +34,19 @@ struct Result {
   PGresult* r;
 };
 
-absl::Status PgError(PGconn* conn, std::string_view what) {
+[[nodiscard]] absl::Status PgError(PGconn* conn, std::string_view what) {
   std::string message = conn == nullptr ? "no connection" : Pq().error_message(conn);
   while (!message.empty() && (message.back() == '\n' || message.back() == ' ')) message.pop_back();
   return absl::UnavailableError(StrCat("postgres: ", what, ": ", message));
 }
 
-absl::Status Exec(PGconn* conn, const char* sql, std::string_view what) {
+[[nodiscard]] absl::Status Exec(PGconn* conn, const char* sql, std::string_view what) {
   Result r(Pq().exec(conn, sql));
   if (!r.Ok()) return PgError(conn, what);
   return absl::OkStatus();
 }
 
-absl::StatusOr<PGconn*> ConnectTo(const std::string& conninfo) {
+[[nodiscard]] absl::StatusOr<PGconn*> ConnectTo(const std::string& conninfo) {
   if (absl::StatusOr<const Libpq*> pq = Libpq::Load(); !pq.ok()) return pq.status();
   PGconn* conn = Pq().connectdb(conninfo.c_str());
   if (Pq().status(conn) != CONNECTION_OK) {
@@ -79,7 +79,8 @@ void AppendCopyField(std::string& out, std::string_view field) {
   }
 }
 
-absl::StatusOr<std::string> PublishedCheckpoint(PGconn* conn, const std::string& instance) {
+[[nodiscard]] absl::StatusOr<std::string> PublishedCheckpoint(PGconn* conn,
+                                                              const std::string& instance) {
   const char* params[] = {instance.c_str()};
   Result r(Pq().exec_params(conn,
                             "SELECT payload FROM pillar_audit_checkpoints WHERE instance = $1", 1,
@@ -222,7 +223,7 @@ absl::Status PostgresAuditStore::PublishCheckpoint(std::string_view payload) {
   return absl::OkStatus();
 }
 
-absl::Status ReadPostgresChain(
+[[nodiscard]] absl::Status ReadPostgresChain(
     const std::string& conninfo, const std::string& instance,
     const std::function<bool(std::string_view, std::string_view, uint64_t)>& record,
     uint64_t from) {
@@ -257,7 +258,8 @@ absl::Status ReadPostgresChain(
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> ListPostgresChains(const std::string& conninfo) {
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> ListPostgresChains(
+    const std::string& conninfo) {
   absl::StatusOr<PGconn*> conn = ConnectTo(conninfo);
   if (!conn.ok()) return conn.status();
   std::unique_ptr<PGconn, void (*)(PGconn*)> owner(*conn, Pq().finish);

@@ -24,22 +24,23 @@ namespace pillar::audit {
 
 class PostgresAuditStore final : public AuditStore {
  public:
-  static absl::StatusOr<std::unique_ptr<PostgresAuditStore>> Open(std::string conninfo,
-                                                                  std::string instance);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<PostgresAuditStore>> Open(
+      std::string conninfo, std::string instance);
   ~PostgresAuditStore() override;
 
-  absl::StatusOr<ChainHead> Begin() override;
-  absl::Status Commit(std::span<const EncodedRecord> records, std::string_view lines) override;
+  [[nodiscard]] absl::StatusOr<ChainHead> Begin() override;
+  [[nodiscard]] absl::Status Commit(std::span<const EncodedRecord> records,
+                                    std::string_view lines) override;
   void Abort() override;
-  absl::Status Sync() override { return absl::OkStatus(); }
-  absl::Status PublishCheckpoint(std::string_view payload) override;
+  [[nodiscard]] absl::Status Sync() override { return absl::OkStatus(); }
+  [[nodiscard]] absl::Status PublishCheckpoint(std::string_view payload) override;
   std::string Describe() const override { return "postgres chain " + instance_; }
 
  private:
   PostgresAuditStore(std::string conninfo, std::string instance)
       : conninfo_(std::move(conninfo)), instance_(std::move(instance)) {}
   // Connects (again, after a lost connection) and creates the tables when missing.
-  absl::Status Connect();
+  [[nodiscard]] absl::Status Connect();
 
   const std::string conninfo_;
   const std::string instance_;
@@ -49,12 +50,13 @@ class PostgresAuditStore final : public AuditStore {
 
 // Calls `record` with each record of `instance`'s chain from sequence number `from` on, in order
 // (payload, chain hex, row number counted from `from`) until it returns false.
-absl::Status ReadPostgresChain(
+[[nodiscard]] absl::Status ReadPostgresChain(
     const std::string& conninfo, const std::string& instance,
     const std::function<bool(std::string_view, std::string_view, uint64_t)>& record,
     uint64_t from = 0);
 // The instances that have a chain in the database.
-absl::StatusOr<std::vector<std::string>> ListPostgresChains(const std::string& conninfo);
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> ListPostgresChains(
+    const std::string& conninfo);
 // Verifies `instance`'s chain and the checkpoint kept for it; the chain's header must name
 // `instance` (rows copied from another instance's chain are found).
 VerifyReport VerifyPostgresChain(const std::string& conninfo, const std::string& instance,

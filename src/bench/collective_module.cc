@@ -11,7 +11,8 @@ class Module final : public CollectiveModule {
  public:
   int abi_version() const override { return kCollectiveModuleAbiVersion; }
   std::string_view pillar_version() const override { return PILLAR_VERSION; }
-  absl::StatusOr<std::unique_ptr<Communicator>> Open(const CollectiveOptions& options) override {
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> Open(
+      const CollectiveOptions& options) override {
     return OpenCommunicator(options);
   }
 };

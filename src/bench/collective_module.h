@@ -29,11 +29,12 @@ class CollectiveModule {
   virtual int abi_version() const = 0;
   virtual std::string_view pillar_version() const = 0;
   // The backend `options` names (or the launcher's: MPI under mpirun, else Gloo).
-  virtual absl::StatusOr<std::unique_ptr<Communicator>> Open(const CollectiveOptions& options) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<Communicator>> Open(
+      const CollectiveOptions& options) = 0;
 };
 
 // Loads the module once per process; FailedPrecondition naming it and where it was looked for
 // ($PILLAR_COLLECTIVE_MODULE, beside the binary, ../lib/pillar/) when there is none.
-absl::StatusOr<CollectiveModule*> LoadCollectiveModule();
+[[nodiscard]] absl::StatusOr<CollectiveModule*> LoadCollectiveModule();
 
 }  // namespace pillar::bench

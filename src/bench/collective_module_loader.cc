@@ -5,7 +5,7 @@
 
 namespace pillar::bench {
 
-absl::StatusOr<CollectiveModule*> LoadCollectiveModule() {
+[[nodiscard]] absl::StatusOr<CollectiveModule*> LoadCollectiveModule() {
   // RTLD_GLOBAL: Open MPI loads components of its own (mca_*.so) that expect libmpi's and
   // libopen-pal's symbols in the global scope.
   static constexpr ModuleSpec kSpec{.file_name = kCollectiveModuleFileName,

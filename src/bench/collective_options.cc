@@ -49,8 +49,8 @@ constexpr Flag kFlags[] = {
     {0, "inject-fault", false},
 };
 
-absl::StatusOr<long long> ParseInt(std::string_view flag, std::string_view text, long long lo,
-                                   long long hi) {
+[[nodiscard]] absl::StatusOr<long long> ParseInt(std::string_view flag, std::string_view text,
+                                                 long long lo, long long hi) {
   long long value = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (ec != std::errc() || end != text.data() + text.size()) {
@@ -63,7 +63,7 @@ absl::StatusOr<long long> ParseInt(std::string_view flag, std::string_view text,
   return value;
 }
 
-absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
+[[nodiscard]] absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
   const std::string name = flag.short_name != 0 ? StrCat("-", std::string(1, flag.short_name))
                                                 : StrCat("--", flag.long_name);
   auto integer = [&](long long lo, long long hi) { return ParseInt(name, v, lo, hi); };
@@ -198,7 +198,7 @@ absl::Status Set(CollectiveOptions& o, const Flag& flag, std::string_view v) {
 
 }  // namespace
 
-absl::StatusOr<size_t> ParseByteSize(std::string_view text) {
+[[nodiscard]] absl::StatusOr<size_t> ParseByteSize(std::string_view text) {
   if (text.empty()) return absl::InvalidArgumentError("an empty size");
   std::string_view digits = text;
   if (digits.back() == 'B' || digits.back() == 'b') digits.remove_suffix(1);
@@ -237,8 +237,8 @@ absl::StatusOr<size_t> ParseByteSize(std::string_view text) {
   return size_t(value << shift);
 }
 
-absl::StatusOr<CollectiveOptions> ParseCollectiveArgs(const std::vector<std::string>& args,
-                                                      const char* min_bw_env) {
+[[nodiscard]] absl::StatusOr<CollectiveOptions> ParseCollectiveArgs(
+    const std::vector<std::string>& args, const char* min_bw_env) {
   CollectiveOptions o;
   bool have_collective = false;
   for (size_t i = 0; i < args.size(); ++i) {

@@ -45,12 +45,12 @@ struct CollectiveOptions {
 
 // `args` excludes the program and the subcommand words, and includes the collective's name
 // (the first word not a flag). `min_bw_env` is $NCCL_TESTS_MIN_BW, if set.
-absl::StatusOr<CollectiveOptions> ParseCollectiveArgs(const std::vector<std::string>& args,
-                                                      const char* min_bw_env);
+[[nodiscard]] absl::StatusOr<CollectiveOptions> ParseCollectiveArgs(
+    const std::vector<std::string>& args, const char* min_bw_env);
 
 // "32M" = 33554432: nccl-tests' sizes take K, M, G and T as powers of 1024 (upper or lower
 // case, an optional trailing B).
-absl::StatusOr<size_t> ParseByteSize(std::string_view text);
+[[nodiscard]] absl::StatusOr<size_t> ParseByteSize(std::string_view text);
 
 // The usage text, in nccl-tests' terms.
 std::string CollectiveUsage();

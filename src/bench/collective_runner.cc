@@ -16,7 +16,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-absl::Status CheckFitsInMemory(const CollectiveOptions& options) {
+[[nodiscard]] absl::Status CheckFitsInMemory(const CollectiveOptions& options) {
   // Two buffers of the largest size on every rank: refused with the reason when this machine
   // cannot hold them even once, rather than left to the allocator or the OOM killer.
   const uint64_t memory = uint64_t(sysconf(_SC_PHYS_PAGES)) * uint64_t(sysconf(_SC_PAGE_SIZE));

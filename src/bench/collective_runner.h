@@ -40,7 +40,7 @@ struct CollectiveSummary {
 
 // OK when this machine can hold the two buffers of -e's size (checked before ranks meet, and
 // again by Run()); otherwise the reason.
-absl::Status CheckFitsInMemory(const CollectiveOptions& options);
+[[nodiscard]] absl::Status CheckFitsInMemory(const CollectiveOptions& options);
 
 class CollectiveRunner {
  public:
@@ -49,14 +49,15 @@ class CollectiveRunner {
 
   // Calls `on_row` as each row completes (every rank gets the same rows). Fails on a backend
   // error, or when the one combination asked for is one the backend cannot run.
-  absl::StatusOr<CollectiveSummary> Run(const std::function<void(const CollectiveRow&)>& on_row);
+  [[nodiscard]] absl::StatusOr<CollectiveSummary> Run(
+      const std::function<void(const CollectiveRow&)>& on_row);
 
   // The sizes of the sweep, as nccl-tests steps them.
   static std::vector<size_t> Sizes(const CollectiveOptions& options);
 
  private:
-  absl::StatusOr<Placement> Measure(CollectiveCall call, size_t send_elements,
-                                    size_t recv_elements);
+  [[nodiscard]] absl::StatusOr<Placement> Measure(CollectiveCall call, size_t send_elements,
+                                                  size_t recv_elements);
 
   Communicator& comm_;
   const CollectiveOptions& options_;

@@ -38,7 +38,7 @@ struct CollectiveCall {
 class BoundCollective {
  public:
   virtual ~BoundCollective() = default;
-  virtual absl::Status Run() = 0;
+  [[nodiscard]] virtual absl::Status Run() = 0;
 };
 
 class Communicator {
@@ -51,16 +51,17 @@ class Communicator {
   virtual std::string Describe() const = 0;
 
   // OK when Run() can do this combination; otherwise why not, for the user.
-  virtual absl::Status Supports(Collective collective, DataType type, ReduceOp op) const = 0;
+  [[nodiscard]] virtual absl::Status Supports(Collective collective, DataType type,
+                                              ReduceOp op) const = 0;
   // Runs one collective to completion on this rank.
-  virtual absl::Status Run(const CollectiveCall& call) = 0;
+  [[nodiscard]] virtual absl::Status Run(const CollectiveCall& call) = 0;
   // `call`, to be run many times. The default runs Run(call); a backend overrides it where
   // binding once is cheaper. The buffers must outlive the result.
   virtual std::unique_ptr<BoundCollective> Bind(const CollectiveCall& call) {
     class Unbound final : public BoundCollective {
      public:
       Unbound(Communicator& comm, const CollectiveCall& call) : comm_(comm), call_(call) {}
-      absl::Status Run() override { return comm_.Run(call_); }
+      [[nodiscard]] absl::Status Run() override { return comm_.Run(call_); }
 
      private:
       Communicator& comm_;
@@ -68,11 +69,11 @@ class Communicator {
     };
     return std::make_unique<Unbound>(*this, call);
   }
-  virtual absl::Status Barrier() = 0;
+  [[nodiscard]] virtual absl::Status Barrier() = 0;
   // Every rank's `value` combined (kSum, kMin or kMax), on every rank: timings and error counts.
-  virtual absl::StatusOr<double> Combine(double value, ReduceOp op) = 0;
+  [[nodiscard]] virtual absl::StatusOr<double> Combine(double value, ReduceOp op) = 0;
   // Every rank's `mine` (at most 256 bytes), in rank order, on every rank.
-  virtual absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) = 0;
 };
 
 }  // namespace pillar::bench

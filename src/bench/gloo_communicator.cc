@@ -134,11 +134,11 @@ class GlooCommunicator final : public Communicator {
                   " over ", transport_);
   }
 
-  absl::Status Supports(Collective, DataType, ReduceOp) const override {
+  [[nodiscard]] absl::Status Supports(Collective, DataType, ReduceOp) const override {
     return absl::OkStatus();  // 16-bit floats are reduced in software
   }
 
-  absl::Status Run(const CollectiveCall& call) override {
+  [[nodiscard]] absl::Status Run(const CollectiveCall& call) override {
     // Gloo reports failures (a peer gone, a timeout) by throwing; nothing is thrown past here.
     try {
       return Dispatch(call.type, [&](auto traits) { return RunTyped<decltype(traits)>(call); });
@@ -148,7 +148,7 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  absl::Status Barrier() override {
+  [[nodiscard]] absl::Status Barrier() override {
     try {
       gloo::BarrierOptions options(context_);
       gloo::barrier(options);
@@ -158,7 +158,7 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  absl::StatusOr<double> Combine(double value, ReduceOp op) override {
+  [[nodiscard]] absl::StatusOr<double> Combine(double value, ReduceOp op) override {
     try {
       double out = value;
       gloo::AllreduceOptions options(context_);
@@ -171,7 +171,7 @@ class GlooCommunicator final : public Communicator {
     }
   }
 
-  absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) override {
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) override {
     constexpr size_t kSlot = 256;
     std::vector<char> slot(kSlot, '\0');
     std::memcpy(slot.data(), mine.data(), std::min(mine.size(), kSlot - 1));
@@ -191,7 +191,7 @@ class GlooCommunicator final : public Communicator {
 
  private:
   template <typename Traits>
-  absl::Status RunTyped(const CollectiveCall& call) {
+  [[nodiscard]] absl::Status RunTyped(const CollectiveCall& call) {
     using E = typename Traits::Elem;
     const size_t n = size_t(size());
     const size_t count = call.count;
@@ -317,7 +317,8 @@ class GlooCommunicator final : public Communicator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> OpenGlooCommunicator(const GlooOptions& o) {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> OpenGlooCommunicator(
+    const GlooOptions& o) {
   if (o.size < 1 || o.rank < 0 || o.rank >= o.size) {
     return absl::InvalidArgumentError(StrCat("rank ", o.rank, " of ", o.size, " ranks"));
   }

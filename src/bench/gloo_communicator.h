@@ -20,6 +20,7 @@ struct GlooOptions {
   int timeout_ms = 120000;
 };
 
-absl::StatusOr<std::unique_ptr<Communicator>> OpenGlooCommunicator(const GlooOptions& options);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> OpenGlooCommunicator(
+    const GlooOptions& options);
 
 }  // namespace pillar::bench

@@ -15,7 +15,7 @@
 namespace pillar::bench {
 namespace {
 
-absl::Status MpiError(int code, std::string_view what) {
+[[nodiscard]] absl::Status MpiError(int code, std::string_view what) {
   if (code == MPI_SUCCESS) return absl::OkStatus();
   char text[MPI_MAX_ERROR_STRING];
   int length = 0;
@@ -30,7 +30,7 @@ template <typename Call>
 class DirectCollective final : public BoundCollective {
  public:
   DirectCollective(std::string_view name, Call call) : name_(name), call_(std::move(call)) {}
-  absl::Status Run() override {
+  [[nodiscard]] absl::Status Run() override {
     const int code = call_();
     if (code == MPI_SUCCESS) return absl::OkStatus();
     return MpiError(code, name_);
@@ -79,11 +79,11 @@ class MpiCommunicator final : public Communicator {
     return StrCat("mpi: ", text);
   }
 
-  absl::Status Supports(Collective, DataType, ReduceOp) const override {
+  [[nodiscard]] absl::Status Supports(Collective, DataType, ReduceOp) const override {
     return absl::OkStatus();  // every type; 16-bit floats are reduced in software
   }
 
-  absl::Status Run(const CollectiveCall& call) override {
+  [[nodiscard]] absl::Status Run(const CollectiveCall& call) override {
     const MPI_Datatype type = Type(call.type);
     const int count = int(call.count);
     if (call.count > size_t(INT32_MAX)) {
@@ -192,9 +192,11 @@ class MpiCommunicator final : public Communicator {
     return Communicator::Bind(call);
   }
 
-  absl::Status Barrier() override { return MpiError(MPI_Barrier(MPI_COMM_WORLD), "barrier"); }
+  [[nodiscard]] absl::Status Barrier() override {
+    return MpiError(MPI_Barrier(MPI_COMM_WORLD), "barrier");
+  }
 
-  absl::StatusOr<double> Combine(double value, ReduceOp op) override {
+  [[nodiscard]] absl::StatusOr<double> Combine(double value, ReduceOp op) override {
     double out = 0;
     const MPI_Op mpi_op = op == ReduceOp::kMin ? MPI_MIN : op == ReduceOp::kMax ? MPI_MAX : MPI_SUM;
     if (absl::Status s =
@@ -205,7 +207,7 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
 
-  absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) override {
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> Gather(std::string_view mine) override {
     constexpr size_t kSlot = 256;
     char slot[kSlot] = {};
     std::memcpy(slot, mine.data(), std::min(mine.size(), kSlot - 1));
@@ -286,7 +288,7 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> OpenMpiCommunicator() {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> OpenMpiCommunicator() {
   int initialized = 0;
   MPI_Initialized(&initialized);
   if (!initialized) {

@@ -10,6 +10,6 @@
 namespace pillar::bench {
 
 // Initialises MPI (once per process; finalised at exit) and wraps MPI_COMM_WORLD.
-absl::StatusOr<std::unique_ptr<Communicator>> OpenMpiCommunicator();
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> OpenMpiCommunicator();
 
 }  // namespace pillar::bench

@@ -37,7 +37,8 @@ bool Launched() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(const CollectiveOptions& o) {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(
+    const CollectiveOptions& o) {
   const std::string backend = !o.backend.empty() ? o.backend : Launched() ? "mpi" : "gloo";
   if (backend == "mpi") {
 #if PILLAR_HAVE_MPI

@@ -11,6 +11,7 @@ namespace pillar::bench {
 
 // mpi when started by mpirun/srun (or asked for), gloo otherwise; a backend this build lacks,
 // or gloo without a rank, world size or rendezvous, is a clear error.
-absl::StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(const CollectiveOptions& options);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Communicator>> OpenCommunicator(
+    const CollectiveOptions& options);
 
 }  // namespace pillar::bench

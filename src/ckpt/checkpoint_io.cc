@@ -19,7 +19,8 @@ namespace {
 constexpr size_t kChunkBytes = 8 << 20;  // reads for verification, and hashing granularity
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads; the first error wins.
-absl::Status ForEachParallel(size_t n, int threads, const std::function<absl::Status(size_t)>& fn) {
+[[nodiscard]] absl::Status ForEachParallel(size_t n, int threads,
+                                           const std::function<absl::Status(size_t)>& fn) {
   std::atomic<size_t> next{0};
   absl::Mutex mu;
   absl::Status first;
@@ -50,10 +51,9 @@ std::string Parent(const std::string& dir) {
 
 }  // namespace
 
-absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64_t step,
-                                         std::span<const EntryView> entries,
-                                         const std::map<std::string, std::string>& metadata,
-                                         const WriteOptions& options) {
+[[nodiscard]] absl::StatusOr<Manifest> WriteCheckpoint(
+    Env& env, const std::string& dir, int64_t step, std::span<const EntryView> entries,
+    const std::map<std::string, std::string>& metadata, const WriteOptions& options) {
   const absl::Time start = absl::Now();
   if (env.Exists(dir)) return absl::AlreadyExistsError(StrCat("checkpoint ", dir, " exists"));
   for (const auto& [key, value] : metadata) {
@@ -165,7 +165,7 @@ absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64
   return manifest;
 }
 
-absl::StatusOr<Manifest> ReadManifest(Env& env, const std::string& dir) {
+[[nodiscard]] absl::StatusOr<Manifest> ReadManifest(Env& env, const std::string& dir) {
   const std::string path = Join(dir, format::kManifestFile);
   absl::StatusOr<std::string> text = ReadWholeFile(env, path, format::kMaxManifestBytes);
   if (!text.ok()) return text.status();
@@ -182,8 +182,8 @@ bool ByPlace(const EntryInfo* a, const EntryInfo* b) {
 
 // Checks one shard's size against the manifest and its bytes (in `data`, or read from disk in
 // chunks when `data` is null) against the shard and entry checksums.
-absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manifest, size_t shard,
-                        const std::byte* data) {
+[[nodiscard]] absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manifest,
+                                      size_t shard, const std::byte* data) {
   const ShardInfo& info = manifest.shards[shard];
   const std::string path = Join(dir, info.file);
   absl::StatusOr<uint64_t> size = env.FileSize(path);
@@ -280,8 +280,8 @@ absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manife
 
 }  // namespace
 
-absl::Status VerifyCheckpoint(Env& env, const std::string& dir, const Manifest& manifest,
-                              int threads) {
+[[nodiscard]] absl::Status VerifyCheckpoint(Env& env, const std::string& dir,
+                                            const Manifest& manifest, int threads) {
   return ForEachParallel(manifest.shards.size(), threads, [&](size_t shard) {
     return CheckShard(env, dir, manifest, shard, nullptr);
   });
@@ -300,7 +300,8 @@ const EntryInfo* LoadedCheckpoint::Find(std::string_view name) const {
   return nullptr;
 }
 
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir, int threads) {
+[[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir,
+                                                              int threads) {
   absl::StatusOr<Manifest> manifest = ReadManifest(env, dir);
   if (!manifest.ok()) return manifest.status();
   LoadedCheckpoint loaded;

@@ -36,17 +36,16 @@ struct WriteOptions {
 };
 
 // Writes the checkpoint; `dir` must not exist (an existing `<dir>.tmp` is replaced).
-absl::StatusOr<Manifest> WriteCheckpoint(Env& env, const std::string& dir, int64_t step,
-                                         std::span<const EntryView> entries,
-                                         const std::map<std::string, std::string>& metadata,
-                                         const WriteOptions& options);
+[[nodiscard]] absl::StatusOr<Manifest> WriteCheckpoint(
+    Env& env, const std::string& dir, int64_t step, std::span<const EntryView> entries,
+    const std::map<std::string, std::string>& metadata, const WriteOptions& options);
 
-absl::StatusOr<Manifest> ReadManifest(Env& env, const std::string& dir);
+[[nodiscard]] absl::StatusOr<Manifest> ReadManifest(Env& env, const std::string& dir);
 
 // Reads every shard and checks its size and checksum and every entry's checksum, without
 // keeping the data. `threads` shards at once.
-absl::Status VerifyCheckpoint(Env& env, const std::string& dir, const Manifest& manifest,
-                              int threads = 4);
+[[nodiscard]] absl::Status VerifyCheckpoint(Env& env, const std::string& dir,
+                                            const Manifest& manifest, int threads = 4);
 
 class LoadedCheckpoint {
  public:
@@ -63,6 +62,7 @@ class LoadedCheckpoint {
 
 // Maps and verifies the whole checkpoint (its entries' bytes are the page cache's; the files
 // must not be changed while it is loaded, which the commit protocol never does).
-absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir, int threads = 4);
+[[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir,
+                                                              int threads = 4);
 
 }  // namespace pillar::ckpt

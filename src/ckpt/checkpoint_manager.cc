@@ -235,7 +235,8 @@ CheckpointManager::Costs CheckpointManager::last_costs() const {
   return costs_;
 }
 
-absl::Status CopyCheckpoint(Env& env, const std::string& from, const std::string& to) {
+[[nodiscard]] absl::Status CopyCheckpoint(Env& env, const std::string& from,
+                                          const std::string& to) {
   absl::StatusOr<Manifest> manifest = ReadManifest(env, from);
   if (!manifest.ok()) return manifest.status();
   const std::string tmp = StrCat(to, format::kTmpSuffix);

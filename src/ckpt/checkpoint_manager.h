@@ -77,7 +77,7 @@ class CheckpointManager {
   };
 
   // Prepares both tiers (removes what a crash mid-save left) and starts the threads.
-  static absl::StatusOr<std::unique_ptr<CheckpointManager>> Open(Options options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<CheckpointManager>> Open(Options options);
   // Waits for what is in flight.
   ~CheckpointManager();
   CheckpointManager(const CheckpointManager&) = delete;
@@ -86,17 +86,17 @@ class CheckpointManager {
   // Snapshots `sources` and returns once they are copied; true when a checkpoint was started,
   // false when skipped (busy, skip_when_busy). The error of an earlier background write, if
   // any, is returned here (once).
-  absl::StatusOr<bool> Save(int64_t step, std::span<const Source> sources,
-                            std::map<std::string, std::string> metadata = {});
+  [[nodiscard]] absl::StatusOr<bool> Save(int64_t step, std::span<const Source> sources,
+                                          std::map<std::string, std::string> metadata = {});
   // Returns once the last Save()'s sources are copied and may change: at once unless a
   // pipelined snapshot is still copying.
   void AwaitSnapshot();
   // Waits until every checkpoint started is written to the fast tier and drained; the first
   // error since the last Wait().
-  absl::Status Wait();
+  [[nodiscard]] absl::Status Wait();
 
   // The newest verified checkpoint, fast tier first; `notes` says what was skipped and why.
-  absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* notes) const;
+  [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* notes) const;
 
   // Measurements of the last completed checkpoint, for the interval recommendation.
   struct Costs {
@@ -146,6 +146,6 @@ class CheckpointManager {
 
 // Copies a complete checkpoint directory with the commit protocol (for draining a tier, and
 // `pillar ckpt restore`), then verifies the copy.
-absl::Status CopyCheckpoint(Env& env, const std::string& from, const std::string& to);
+[[nodiscard]] absl::Status CopyCheckpoint(Env& env, const std::string& from, const std::string& to);
 
 }  // namespace pillar::ckpt

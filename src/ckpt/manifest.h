@@ -78,7 +78,8 @@ struct Manifest {
   // The MANIFEST file's text: the JSON line, then its checksum line.
   std::string Encode() const;
   // `source` names the file in errors.
-  static absl::StatusOr<Manifest> Parse(std::string_view text, std::string_view source);
+  [[nodiscard]] static absl::StatusOr<Manifest> Parse(std::string_view text,
+                                                      std::string_view source);
 };
 
 }  // namespace pillar::ckpt

@@ -37,18 +37,18 @@ class RunDirectory {
   RunDirectory(Env* env, std::string root) : env_(env), root_(std::move(root)) {}
 
   // Creates the directory and removes what a crash mid-save left (`*.tmp`).
-  absl::Status Prepare();
+  [[nodiscard]] absl::Status Prepare();
   // The steps with a complete-looking directory (not `.tmp`), ascending.
-  absl::StatusOr<std::vector<int64_t>> Steps() const;
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Steps() const;
   // What `latest` names; none when there is no pointer.
-  absl::StatusOr<std::optional<int64_t>> Latest() const;
-  absl::Status PublishLatest(int64_t step);
+  [[nodiscard]] absl::StatusOr<std::optional<int64_t>> Latest() const;
+  [[nodiscard]] absl::Status PublishLatest(int64_t step);
   // The newest checkpoint that loads and verifies; each newer one that does not is described
   // in `skipped` ("step-00001300: MANIFEST: checksum mismatch ..."). NotFound when none does.
-  absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* skipped,
-                                              int threads = 4) const;
+  [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* skipped,
+                                                            int threads = 4) const;
   // Removes the checkpoints `retention` does not keep; returns the removed steps.
-  absl::StatusOr<std::vector<int64_t>> Prune(const Retention& retention);
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Prune(const Retention& retention);
 
   std::string StepPath(int64_t step) const { return root_ + "/" + StepDirName(step); }
   const std::string& root() const { return root_; }

@@ -78,8 +78,8 @@ struct ZipEntry {
   uint64_t size = 0;
 };
 
-absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(std::span<const std::byte> bytes,
-                                                        MemoryBudget& budget) {
+[[nodiscard]] absl::StatusOr<std::map<std::string, ZipEntry>> ReadZip(
+    std::span<const std::byte> bytes, MemoryBudget& budget) {
   const Reader r(bytes);
   auto bad = [](std::string_view what) {
     return absl::InvalidArgumentError(StrCat("not a torch.save file: ", what));
@@ -267,7 +267,7 @@ class Unpickler {
   Unpickler(std::span<const std::byte> p, const TorchSaveLimits& limits, MemoryBudget& budget)
       : p_(p), limits_(limits), budget_(budget) {}
 
-  absl::StatusOr<ValuePtr> Run() {
+  [[nodiscard]] absl::StatusOr<ValuePtr> Run() {
     for (;;) {
       if (pos_ >= p_.size()) return Bad("ends without STOP");
       const uint8_t op = uint8_t(p_[pos_++]);
@@ -285,10 +285,10 @@ class Unpickler {
   }
 
  private:
-  absl::Status Bad(std::string_view what) const {
+  [[nodiscard]] absl::Status Bad(std::string_view what) const {
     return absl::InvalidArgumentError(StrCat("torch.save pickle at byte ", pos_, ": ", what));
   }
-  absl::Status OverBudget() const { return Bad(budget_.Exceeded()); }
+  [[nodiscard]] absl::Status OverBudget() const { return Bad(budget_.Exceeded()); }
   bool Need(uint64_t n) const { return n <= p_.size() - pos_; }
   uint64_t U(int n) {
     uint64_t v = 0;
@@ -326,12 +326,12 @@ class Unpickler {
     v.reserve(want);
     return true;
   }
-  absl::Status Push(ValuePtr v) {
+  [[nodiscard]] absl::Status Push(ValuePtr v) {
     if (v == nullptr || !Grow(stack_, 1)) return OverBudget();
     stack_.push_back(std::move(v));
     return absl::OkStatus();
   }
-  absl::StatusOr<ValuePtr> Pop() {
+  [[nodiscard]] absl::StatusOr<ValuePtr> Pop() {
     if (stack_.empty() || stack_.back()->kind == Value::Kind::kMark) {
       return Bad("pops an empty stack");
     }
@@ -343,20 +343,20 @@ class Unpickler {
   // refuses).
   size_t Below(size_t at) const { return at == 0 ? stack_.size() : at - 1; }
   // Where the topmost mark is on the stack.
-  absl::StatusOr<size_t> TopMark() const {
+  [[nodiscard]] absl::StatusOr<size_t> TopMark() const {
     for (size_t i = stack_.size(); i-- > 0;) {
       if (stack_[i]->kind == Value::Kind::kMark) return i;
     }
     return Bad("no mark");
   }
-  absl::Status PushString(uint64_t len) {
+  [[nodiscard]] absl::Status PushString(uint64_t len) {
     if (!Need(len)) return Bad("string runs past the end");
     ValuePtr v = New(Value::Kind::kString);
     if (v != nullptr) v->s = View(pos_, len);
     pos_ += len;
     return Push(std::move(v));
   }
-  absl::Status PushInt(int64_t i) {
+  [[nodiscard]] absl::Status PushInt(int64_t i) {
     if (i >= 0 && i < int64_t(small_ints_.size())) {
       return Push(Shared(small_ints_[size_t(i)], Value::Kind::kInt, i));
     }
@@ -364,7 +364,7 @@ class Unpickler {
     if (v != nullptr) v->i = i;
     return Push(std::move(v));
   }
-  absl::Status Memo(uint64_t index) {
+  [[nodiscard]] absl::Status Memo(uint64_t index) {
     if (stack_.empty()) return Bad("memoizes an empty stack");
     // The pickler numbers memo entries from 0, one a value, so an index past the entries the
     // budget could hold at all would only be reached by a memo it refuses: say so before
@@ -380,13 +380,13 @@ class Unpickler {
     memo_[index] = stack_.back();
     return absl::OkStatus();
   }
-  absl::Status Get(uint64_t index) {
+  [[nodiscard]] absl::Status Get(uint64_t index) {
     if (index >= memo_.size() || memo_[index] == nullptr) return Bad("reads an unset memo slot");
     return Push(memo_[index]);
   }
   // Puts `child` into `parent`, a new tuple or tensor, or a list or dict being filled (see
   // Modifiable).
-  absl::Status Adopt(Value& parent, ValuePtr child) {
+  [[nodiscard]] absl::Status Adopt(Value& parent, ValuePtr child) {
     if (child.get() == &parent) return Bad("puts a container inside itself");
     if (child->depth >= limits_.max_nesting) {
       return Bad(
@@ -400,7 +400,7 @@ class Unpickler {
   }
   // Moves the values above the mark at `mark` into the container just below it, and drops the
   // mark; the caller has checked the container (Modifiable).
-  absl::Status Fill(size_t mark) {
+  [[nodiscard]] absl::Status Fill(size_t mark) {
     Value& container = *stack_[mark - 1];
     if (!Grow(container.items, stack_.size() - mark - 1)) return OverBudget();
     for (size_t i = mark + 1; i < stack_.size(); ++i) {
@@ -413,13 +413,13 @@ class Unpickler {
   // another container is refused: the pickler fills each container before anything holds it,
   // so only a recursive structure (never part of a state_dict) would need it, and refusing it
   // keeps the values free of cycles (which shared_ptr would leak) and every recorded depth exact.
-  absl::Status Modifiable(size_t at, Value::Kind kind, std::string_view what) {
+  [[nodiscard]] absl::Status Modifiable(size_t at, Value::Kind kind, std::string_view what) {
     if (at >= stack_.size() || stack_[at]->kind != kind) return Bad(what);
     if (stack_[at]->nested) return Bad("changes a container already inside another");
     return absl::OkStatus();
   }
-  absl::Status Reduce(const ValuePtr& callable, const ValuePtr& args);
-  absl::Status Step(uint8_t op);
+  [[nodiscard]] absl::Status Reduce(const ValuePtr& callable, const ValuePtr& args);
+  [[nodiscard]] absl::Status Step(uint8_t op);
 
   std::span<const std::byte> p_;
   const TorchSaveLimits limits_;
@@ -678,8 +678,8 @@ bool Contiguous(const std::vector<int64_t>& size, const std::vector<int64_t>& st
 
 }  // namespace
 
-absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
-                                             const TorchSaveLimits& limits) {
+[[nodiscard]] absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
+                                                           const TorchSaveLimits& limits) {
   MemoryBudget budget(limits, bytes.size());
   absl::StatusOr<std::map<std::string, ZipEntry>> zip = ReadZip(bytes, budget);
   if (!zip.ok()) return zip.status();
@@ -817,8 +817,8 @@ absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
   return file;
 }
 
-absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,
-                                            const TorchSaveLimits& limits) {
+[[nodiscard]] absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,
+                                                          const TorchSaveLimits& limits) {
   absl::StatusOr<std::unique_ptr<MappedFile>> mapped = Env::Default()->MapFile(path);
   if (!mapped.ok()) return mapped.status();
   std::shared_ptr<MappedFile> shared = std::move(*mapped);

@@ -77,10 +77,10 @@ struct TorchSaveLimits {
   uint64_t min_pickle_bytes = uint64_t{64} << 20;
 };
 
-absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,
-                                            const TorchSaveLimits& limits = {});
+[[nodiscard]] absl::StatusOr<TorchSaveFile> ReadTorchSave(const std::string& path,
+                                                          const TorchSaveLimits& limits = {});
 // The same over bytes in memory (the fuzzer's entry point); `bytes` must outlive the result.
-absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
-                                             const TorchSaveLimits& limits = {});
+[[nodiscard]] absl::StatusOr<TorchSaveFile> ParseTorchSave(std::span<const std::byte> bytes,
+                                                           const TorchSaveLimits& limits = {});
 
 }  // namespace pillar::ckpt

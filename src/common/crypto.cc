@@ -106,7 +106,7 @@ std::string Base64UrlEncode(std::string_view bytes) {
   return out;
 }
 
-absl::StatusOr<std::string> Base64UrlDecode(std::string_view text) {
+[[nodiscard]] absl::StatusOr<std::string> Base64UrlDecode(std::string_view text) {
   static const std::array<int8_t, 256> kTable = MakeBase64UrlTable();
   if (text.size() % 4 == 1) return absl::InvalidArgumentError("base64url text has a bad length");
   std::string out;
@@ -131,7 +131,7 @@ absl::StatusOr<std::string> Base64UrlDecode(std::string_view text) {
   return out;
 }
 
-absl::StatusOr<std::string> Base64Decode(std::string_view text) {
+[[nodiscard]] absl::StatusOr<std::string> Base64Decode(std::string_view text) {
   std::string url(text);
   for (char& c : url) {
     if (c == '+') c = '-';

@@ -35,9 +35,9 @@ std::string Base64Encode(std::string_view bytes);
 
 // RFC 4648 section 5 alphabet, without padding.
 std::string Base64UrlEncode(std::string_view bytes);
-absl::StatusOr<std::string> Base64UrlDecode(std::string_view text);
+[[nodiscard]] absl::StatusOr<std::string> Base64UrlDecode(std::string_view text);
 // Either alphabet, padded or not (DSSE allows all four spellings).
-absl::StatusOr<std::string> Base64Decode(std::string_view text);
+[[nodiscard]] absl::StatusOr<std::string> Base64Decode(std::string_view text);
 
 // Overwrites every byte `s` owns, up to its capacity (with OPENSSL_cleanse, which the compiler
 // may not drop as a dead store), then empties it. For a secret that should not stay behind in

@@ -19,7 +19,7 @@ constexpr int kOpenDirFlags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
 // Deeper trees are refused: nothing pillar reads nests this far, and the walk stays bounded.
 constexpr size_t kMaxDepth = 32;
 
-absl::Status OpenError(std::string_view what, int error) {
+[[nodiscard]] absl::Status OpenError(std::string_view what, int error) {
   if (error == ENOENT) return absl::NotFoundError(StrCat(what, ": no such file"));
   if (error == ELOOP) {
     return absl::InvalidArgumentError(StrCat(what, " is a symbolic link; links are not followed"));
@@ -57,8 +57,9 @@ absl::StatusOr<size_t> File::Read(char* out, size_t n) {
 
 Directory::~Directory() { CloseFd(fd_); }
 
-absl::StatusOr<std::string> ReadFileBeneath(const Directory& dir, std::string_view relative,
-                                            uint64_t max_bytes) {
+[[nodiscard]] absl::StatusOr<std::string> ReadFileBeneath(const Directory& dir,
+                                                          std::string_view relative,
+                                                          uint64_t max_bytes) {
   absl::StatusOr<File> file = dir.OpenFile(relative);
   if (!file.ok()) return file.status();
   const auto too_large = [&] {

@@ -16,7 +16,8 @@
 namespace pillar {
 namespace {
 
-absl::Status Errno(std::string_view what, const std::string& path, int error = errno) {
+[[nodiscard]] absl::Status Errno(std::string_view what, const std::string& path,
+                                 int error = errno) {
   const std::string message = StrCat(what, " ", path, ": ", std::strerror(error));
   if (error == ENOENT) return absl::NotFoundError(message);
   if (error == ENOSPC || error == EDQUOT) return absl::ResourceExhaustedError(message);
@@ -29,7 +30,7 @@ class PosixWritableFile final : public WritableFile {
   ~PosixWritableFile() override {
     if (fd_ >= 0) ::close(fd_);
   }
-  absl::Status Append(std::span<const std::byte> data) override {
+  [[nodiscard]] absl::Status Append(std::span<const std::byte> data) override {
     while (!data.empty()) {
       const ssize_t n = ::write(fd_, data.data(), data.size());
       if (n < 0) {
@@ -40,11 +41,11 @@ class PosixWritableFile final : public WritableFile {
     }
     return absl::OkStatus();
   }
-  absl::Status Sync() override {
+  [[nodiscard]] absl::Status Sync() override {
     if (::fdatasync(fd_) != 0) return Errno("cannot sync", path_);
     return absl::OkStatus();
   }
-  absl::Status Close() override {
+  [[nodiscard]] absl::Status Close() override {
     const int fd = fd_;
     fd_ = -1;
     if (::close(fd) != 0) return Errno("cannot close", path_);
@@ -73,7 +74,8 @@ class PosixMappedFile final : public MappedFile {
 
 class PosixEnv final : public Env {
  public:
-  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) override {
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Errno("cannot open", path);
     struct stat st;
@@ -97,8 +99,8 @@ class PosixEnv final : public Env {
     ::close(fd);
     return std::make_unique<PosixMappedFile>(base, size);
   }
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
-                                                                uint32_t mode) override {
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path, uint32_t mode) override {
     // unlink removes a link, never its target; O_EXCL then fails on anything that appeared
     // meanwhile instead of opening it.
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return Errno("cannot remove", path);
@@ -114,7 +116,8 @@ class PosixEnv final : public Env {
     }
     return std::make_unique<PosixWritableFile>(path, fd);
   }
-  absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) override {
+  [[nodiscard]] absl::Status ReadAt(const std::string& path, uint64_t offset,
+                                    std::span<std::byte> out) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return Errno("cannot open", path);
     absl::Status status;
@@ -135,13 +138,13 @@ class PosixEnv final : public Env {
     ::close(fd);
     return status;
   }
-  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+  [[nodiscard]] absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) return Errno("cannot stat", path);
     if (!S_ISREG(st.st_mode)) return absl::InvalidArgumentError(StrCat(path, " is not a file"));
     return uint64_t(st.st_size);
   }
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
     DIR* dir = ::opendir(path.c_str());
     if (dir == nullptr) return Errno("cannot list", path);
     std::vector<std::string> names;
@@ -156,24 +159,24 @@ class PosixEnv final : public Env {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
   }
-  absl::Status CreateDir(const std::string& path) override {
+  [[nodiscard]] absl::Status CreateDir(const std::string& path) override {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
     if (ec) return absl::InternalError(StrCat("cannot create ", path, ": ", ec.message()));
     return absl::OkStatus();
   }
-  absl::Status RemoveAll(const std::string& path) override {
+  [[nodiscard]] absl::Status RemoveAll(const std::string& path) override {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);
     if (ec) return absl::InternalError(StrCat("cannot remove ", path, ": ", ec.message()));
     return absl::OkStatus();
   }
-  absl::Status Rename(const std::string& from, const std::string& to) override {
+  [[nodiscard]] absl::Status Rename(const std::string& from, const std::string& to) override {
     if (::rename(from.c_str(), to.c_str()) != 0)
       return Errno(StrCat("cannot rename to ", to), from);
     return absl::OkStatus();
   }
-  absl::Status SyncDir(const std::string& path) override {
+  [[nodiscard]] absl::Status SyncDir(const std::string& path) override {
     const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return Errno("cannot open directory", path);
     const int rc = ::fsync(fd);
@@ -191,7 +194,8 @@ Env* Env::Default() {
   return env;
 }
 
-absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uint64_t max_bytes) {
+[[nodiscard]] absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path,
+                                                        uint64_t max_bytes) {
   absl::StatusOr<uint64_t> size = env.FileSize(path);
   if (!size.ok()) return size.status();
   if (*size > max_bytes) {
@@ -203,8 +207,8 @@ absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uin
   return text;
 }
 
-absl::Status PublishAtomically(Env& env, const std::string& path, std::string_view data,
-                               uint32_t mode) {
+[[nodiscard]] absl::Status PublishAtomically(Env& env, const std::string& path,
+                                             std::string_view data, uint32_t mode) {
   // A name of its own: two processes publishing the same file at once (two health checks
   // writing one textfile) each write and rename their own temporary file, never the other's
   // half-written one.

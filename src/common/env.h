@@ -26,10 +26,10 @@ namespace pillar {
 class WritableFile {
  public:
   virtual ~WritableFile() = default;
-  virtual absl::Status Append(std::span<const std::byte> data) = 0;
+  [[nodiscard]] virtual absl::Status Append(std::span<const std::byte> data) = 0;
   // fdatasync: the bytes appended so far survive a crash.
-  virtual absl::Status Sync() = 0;
-  virtual absl::Status Close() = 0;
+  [[nodiscard]] virtual absl::Status Sync() = 0;
+  [[nodiscard]] virtual absl::Status Close() = 0;
 };
 
 // A whole file mapped read-only (a checkpoint shard being loaded): its bytes are the page
@@ -50,35 +50,38 @@ class Env {
   // removed first and the file is created exclusively, without following links: whoever may
   // write the directory can leave a link or a FIFO there, and nothing is ever written through
   // one (or waited on).
-  virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
-                                                                        uint32_t mode) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path, uint32_t mode) = 0;
   // Reads `out.size()` bytes at `offset`; an error when the file is shorter.
-  virtual absl::Status ReadAt(const std::string& path, uint64_t offset,
-                              std::span<std::byte> out) = 0;
-  virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
+  [[nodiscard]] virtual absl::Status ReadAt(const std::string& path, uint64_t offset,
+                                            std::span<std::byte> out) = 0;
+  [[nodiscard]] virtual absl::StatusOr<uint64_t> FileSize(const std::string& path) = 0;
   // Maps the whole file, reading it in now (the caller is about to touch every byte).
-  virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) = 0;
   // The names in a directory (not "." or ".."); NotFound when it does not exist.
-  virtual absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> ListDir(
+      const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;
   // Creates the directory and its parents, mode 0700; fine when it exists.
-  virtual absl::Status CreateDir(const std::string& path) = 0;
-  virtual absl::Status RemoveAll(const std::string& path) = 0;
+  [[nodiscard]] virtual absl::Status CreateDir(const std::string& path) = 0;
+  [[nodiscard]] virtual absl::Status RemoveAll(const std::string& path) = 0;
   // rename(2): atomic replacement within one file system.
-  virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
+  [[nodiscard]] virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // fsync of a directory: the names created, renamed or removed in it survive a crash.
-  virtual absl::Status SyncDir(const std::string& path) = 0;
+  [[nodiscard]] virtual absl::Status SyncDir(const std::string& path) = 0;
 };
 
 // Reads a whole small file (a manifest, the latest pointer) of at most `max_bytes`.
-absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path, uint64_t max_bytes);
+[[nodiscard]] absl::StatusOr<std::string> ReadWholeFile(Env& env, const std::string& path,
+                                                        uint64_t max_bytes);
 // Replaces `path` with a file holding `data` (permission bits `mode`) so that a reader, or a
 // process restarted after a crash at any step, finds the old file or the new one, whole: write
 // `<path>.tmp.<16 random hex digits>`, fsync it, rename it over `path`, fsync the directory.
 // Returns only once the new file is durable, so what is reported done survives a power cut.
 // Concurrent publishers of one path each rename a whole file of their own; the last wins. A
 // crash can leave a `<path>.tmp.*` behind, which readers of each format pass over.
-absl::Status PublishAtomically(Env& env, const std::string& path, std::string_view data,
-                               uint32_t mode);
+[[nodiscard]] absl::Status PublishAtomically(Env& env, const std::string& path,
+                                             std::string_view data, uint32_t mode);
 
 }  // namespace pillar

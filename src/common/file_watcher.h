@@ -35,7 +35,7 @@ class FileWatcher {
   FileWatcher& operator=(const FileWatcher&) = delete;
 
   // Reads and applies the file now; the error of the read or of `apply`.
-  absl::Status LoadNow();
+  [[nodiscard]] absl::Status LoadNow();
   // Polls every `interval` until destruction.
   void Start();
 

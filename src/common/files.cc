@@ -9,8 +9,8 @@
 
 namespace pillar {
 
-absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
-                                          std::uintmax_t max_bytes) {
+[[nodiscard]] absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
+                                                        std::uintmax_t max_bytes) {
   std::error_code ec;
   std::filesystem::file_status status = std::filesystem::status(path, ec);
   if (ec || !std::filesystem::exists(status)) {
@@ -36,8 +36,8 @@ absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
   return text;
 }
 
-absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
-                                           std::uintmax_t max_bytes) {
+[[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
+                                                         std::uintmax_t max_bytes) {
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0)
     return absl::NotFoundError(StrCat("cannot read ", path.string()));

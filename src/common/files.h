@@ -16,13 +16,13 @@ namespace pillar {
 
 // NotFound when the file is missing or unreadable; InvalidArgument when it is not a regular
 // file or is larger than `max_bytes`. Messages name the path.
-absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
-                                          std::uintmax_t max_bytes);
+[[nodiscard]] absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
+                                                        std::uintmax_t max_bytes);
 
 // ReadSmallFile for a secret (a signing key, a password): PermissionDenied when the file's group
 // or others may read it, as ssh refuses such a private key, so a leak is refused, not used.
-absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
-                                           std::uintmax_t max_bytes);
+[[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
+                                                         std::uintmax_t max_bytes);
 
 // Files that are replaced whole (ports, metrics, collective results) go through
 // PublishAtomically in common/env.h.

@@ -28,7 +28,8 @@ std::vector<std::string> Candidates(const ModuleSpec& spec) {
 
 }  // namespace
 
-absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path, const ModuleSpec& spec) {
+[[nodiscard]] absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path,
+                                                        const ModuleSpec& spec) {
   // RTLD_NOW: a module that cannot resolve a symbol fails here, with the loader's message, not
   // in the middle of a request. RTLD_LOCAL (unless asked otherwise): the module's copies of
   // pillar's libraries stay its own.
@@ -46,8 +47,8 @@ absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path, const ModuleS
   return entry;  // never closed: what the module made lives until the process ends
 }
 
-absl::Status CheckModuleBuild(const ModuleSpec& spec, std::string_view where, int abi_version,
-                              std::string_view pillar_version) {
+[[nodiscard]] absl::Status CheckModuleBuild(const ModuleSpec& spec, std::string_view where,
+                                            int abi_version, std::string_view pillar_version) {
   if (abi_version == spec.abi_version && pillar_version == spec.pillar_version) {
     return absl::OkStatus();
   }
@@ -56,7 +57,7 @@ absl::Status CheckModuleBuild(const ModuleSpec& spec, std::string_view where, in
       "; this pillar is ", spec.pillar_version, ", interface ", spec.abi_version, ")"));
 }
 
-absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec) {
+[[nodiscard]] absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec) {
   std::string tried;
   for (const std::string& path : Candidates(spec)) {
     if (::access(path.c_str(), F_OK) == 0) return LoadModuleEntryFrom(path, spec);

@@ -36,20 +36,22 @@ struct ModuleSpec {
 
 // The entry point's address, or FailedPrecondition naming the module and every place it was
 // looked for (or the loader's own error when it is there but does not load).
-absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec);
+[[nodiscard]] absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec);
 
 // The same for the module at `path`, looked for nowhere else.
-absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path, const ModuleSpec& spec);
+[[nodiscard]] absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path,
+                                                        const ModuleSpec& spec);
 
 // OK when a module at `where` reporting `abi_version` and `pillar_version` is of this build.
-absl::Status CheckModuleBuild(const ModuleSpec& spec, std::string_view where, int abi_version,
-                              std::string_view pillar_version);
+[[nodiscard]] absl::Status CheckModuleBuild(const ModuleSpec& spec, std::string_view where,
+                                            int abi_version, std::string_view pillar_version);
 
 // Calls the entry point and checks the interface it returns (`Interface` has abi_version()
 // and pillar_version()).
 template <typename Interface>
-absl::StatusOr<Interface*> OpenModule(absl::StatusOr<void*> entry, const ModuleSpec& spec,
-                                      std::string_view where) {
+[[nodiscard]] absl::StatusOr<Interface*> OpenModule(absl::StatusOr<void*> entry,
+                                                    const ModuleSpec& spec,
+                                                    std::string_view where) {
   if (!entry.ok()) return entry.status();
   Interface* module = reinterpret_cast<Interface* (*)()>(*entry)();
   if (module == nullptr) return CheckModuleBuild(spec, where, 0, "none");
@@ -64,7 +66,7 @@ absl::StatusOr<Interface*> OpenModule(absl::StatusOr<void*> entry, const ModuleS
 // Finds, loads and checks the module once per process: later calls return the same module or
 // the same error.
 template <typename Interface>
-absl::StatusOr<Interface*> LoadModuleOnce(const ModuleSpec& spec) {
+[[nodiscard]] absl::StatusOr<Interface*> LoadModuleOnce(const ModuleSpec& spec) {
   static const absl::StatusOr<Interface*> loaded =
       OpenModule<Interface>(LoadModuleEntry(spec), spec, spec.file_name);
   return loaded;

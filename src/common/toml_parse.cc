@@ -7,7 +7,8 @@
 
 namespace pillar {
 
-absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view source) {
+[[nodiscard]] absl::StatusOr<toml::table> ParseToml(std::string_view text,
+                                                    std::string_view source) {
   try {
     return toml::parse(text, std::string(source));
   } catch (const toml::parse_error& error) {

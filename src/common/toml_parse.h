@@ -21,7 +21,7 @@
 namespace pillar {
 
 // InvalidArgument naming `source`, the line and column when the text is not valid TOML.
-absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view source);
+[[nodiscard]] absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view source);
 
 // Reads the keys of one table (which may be absent: then every read keeps its default). A key
 // of the wrong type or out of range is an error, never a silent default, and
@@ -33,34 +33,35 @@ class TomlSection {
       : table_(table), name_(std::move(name)), source_(source) {}
 
   // Leaves `out` unchanged when the key is absent.
-  absl::Status ReadBool(std::string_view key, bool& out);
-  absl::Status ReadString(std::string_view key, std::string& out);
+  [[nodiscard]] absl::Status ReadBool(std::string_view key, bool& out);
+  [[nodiscard]] absl::Status ReadString(std::string_view key, std::string& out);
   // An array of non-empty strings.
-  absl::Status ReadStrings(std::string_view key, std::vector<std::string>& out);
+  [[nodiscard]] absl::Status ReadStrings(std::string_view key, std::vector<std::string>& out);
   // A table of string values (or arrays of strings), e.g. attributes.
-  absl::Status ReadStringTable(std::string_view key,
-                               std::map<std::string, std::vector<std::string>>& out);
+  [[nodiscard]] absl::Status ReadStringTable(std::string_view key,
+                                             std::map<std::string, std::vector<std::string>>& out);
   template <typename T>
-  absl::Status ReadInt(std::string_view key, T& out, int64_t min, int64_t max) {
+  [[nodiscard]] absl::Status ReadInt(std::string_view key, T& out, int64_t min, int64_t max) {
     int64_t value = static_cast<int64_t>(out);
     absl::Status status = ReadInt64(key, value, min, max);
     if (status.ok()) out = static_cast<T>(value);
     return status;
   }
   // A number (integer or float) in [min, max].
-  absl::Status ReadDouble(std::string_view key, double& out, double min, double max);
+  [[nodiscard]] absl::Status ReadDouble(std::string_view key, double& out, double min, double max);
   bool Contains(std::string_view key) const {
     return table_ != nullptr && table_->get(key) != nullptr;
   }
   // Marks a key read by other means (a sub-table, an array of tables) as known.
   void Allow(std::string_view key) { seen_.insert(std::string(key)); }
-  absl::Status CheckNoUnknownKeys() const;
+  [[nodiscard]] absl::Status CheckNoUnknownKeys() const;
 
  private:
-  absl::Status ReadInt64(std::string_view key, int64_t& out, int64_t min, int64_t max);
+  [[nodiscard]] absl::Status ReadInt64(std::string_view key, int64_t& out, int64_t min,
+                                       int64_t max);
   const toml::node* Find(std::string_view key);
   // "source:line:column: [name] key must be what" (the line of the offending value).
-  absl::Status Error(std::string_view key, std::string_view what) const;
+  [[nodiscard]] absl::Status Error(std::string_view key, std::string_view what) const;
 
   const toml::table* table_;
   std::string name_;

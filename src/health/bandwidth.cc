@@ -92,7 +92,8 @@ double MemcpyBandwidth(size_t bytes, int threads, int repeats) {
   return best;
 }
 
-absl::StatusOr<double> SequentialWriteBandwidth(const std::string& dir, size_t bytes) {
+[[nodiscard]] absl::StatusOr<double> SequentialWriteBandwidth(const std::string& dir,
+                                                              size_t bytes) {
   std::string path = StrCat(dir, "/.pillar-health-XXXXXX");
   const int fd = mkstemp(path.data());
   if (fd < 0) {

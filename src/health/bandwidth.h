@@ -19,6 +19,6 @@ double TriadBandwidth(size_t bytes, int threads, int repeats = 5);
 double MemcpyBandwidth(size_t bytes, int threads, int repeats = 5);
 
 // Writes `bytes` to a new file in `dir` in 1 MiB blocks, fsyncs, removes it: MB/s (1e6 bytes).
-absl::StatusOr<double> SequentialWriteBandwidth(const std::string& dir, size_t bytes);
+[[nodiscard]] absl::StatusOr<double> SequentialWriteBandwidth(const std::string& dir, size_t bytes);
 
 }  // namespace pillar::health

@@ -308,7 +308,7 @@ int HealthReport::ExitCode() const {
   return error ? 2 : 0;
 }
 
-absl::StatusOr<CollectiveOutcome> ParseNcclTestsSummary(std::string_view output) {
+[[nodiscard]] absl::StatusOr<CollectiveOutcome> ParseNcclTestsSummary(std::string_view output) {
   CollectiveOutcome outcome;
   bool have_bw = false;
   for (std::string_view line : Split(output, '\n')) {
@@ -357,7 +357,8 @@ std::vector<int> ParseXids(std::string_view log) {
   return xids;
 }
 
-absl::StatusOr<CommandResult> RunShellCommand(const std::string& command, int timeout_s) {
+[[nodiscard]] absl::StatusOr<CommandResult> RunShellCommand(const std::string& command,
+                                                            int timeout_s) {
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0)
     return absl::InternalError(StrCat("pipe: ", std::strerror(errno)));

@@ -40,7 +40,8 @@ struct CommandResult {
 };
 // Runs `command` with /bin/sh -c; a command still running after `timeout_s` is killed
 // (DeadlineExceeded).
-absl::StatusOr<CommandResult> RunShellCommand(const std::string& command, int timeout_s);
+[[nodiscard]] absl::StatusOr<CommandResult> RunShellCommand(const std::string& command,
+                                                            int timeout_s);
 
 struct HealthOptions {
   std::function<absl::StatusOr<CommandResult>(const std::string&, int)> run_command =
@@ -57,7 +58,7 @@ struct CollectiveOutcome {
   double avg_busbw = 0;
   uint64_t wrong = 0;
 };
-absl::StatusOr<CollectiveOutcome> ParseNcclTestsSummary(std::string_view output);
+[[nodiscard]] absl::StatusOr<CollectiveOutcome> ParseNcclTestsSummary(std::string_view output);
 
 // XID numbers in kernel log lines such as "NVRM: Xid (PCI:0000:3b:00): 79, pid=…".
 std::vector<int> ParseXids(std::string_view kernel_log);

@@ -24,8 +24,8 @@ constexpr std::array<std::pair<std::string_view, uint64_t>, 9> kThrottleReasons 
 
 // Sets `out` only when the key is present (and valid).
 template <typename T>
-absl::Status ReadOptional(TomlSection& s, std::string_view key, std::optional<T>& out, double min,
-                          double max) {
+[[nodiscard]] absl::Status ReadOptional(TomlSection& s, std::string_view key, std::optional<T>& out,
+                                        double min, double max) {
   if (!s.Contains(key)) return absl::OkStatus();
   if constexpr (std::is_floating_point_v<T>) {
     double value = 0;
@@ -61,7 +61,8 @@ std::vector<std::string> ThrottleReasonNames(uint64_t bits) {
   return names;
 }
 
-absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text, std::string_view source) {
+[[nodiscard]] absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text,
+                                                             std::string_view source) {
   absl::StatusOr<toml::table> parsed = ParseToml(text, source);
   if (!parsed.ok()) return parsed.status();
   const toml::table& root = *parsed;
@@ -210,7 +211,7 @@ absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text, std::strin
   return config;
 }
 
-absl::StatusOr<HealthConfig> LoadHealthConfig(const std::string& path) {
+[[nodiscard]] absl::StatusOr<HealthConfig> LoadHealthConfig(const std::string& path) {
   absl::StatusOr<std::string> text = ReadSmallFile(path, 1 << 20);
   if (!text.ok()) return text.status();
   return ParseHealthConfig(*text, path);

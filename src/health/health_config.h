@@ -70,8 +70,9 @@ struct HealthConfig {
   std::optional<CollectiveThresholds> collective;
 };
 
-absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text, std::string_view source);
-absl::StatusOr<HealthConfig> LoadHealthConfig(const std::string& path);
+[[nodiscard]] absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text,
+                                                             std::string_view source);
+[[nodiscard]] absl::StatusOr<HealthConfig> LoadHealthConfig(const std::string& path);
 
 // The throttle reasons by name, as NVML's bits (nvmlClocksThrottleReasons*).
 std::optional<uint64_t> ThrottleReasonBit(std::string_view name);

@@ -34,14 +34,14 @@ class NodeProbe {
   explicit NodeProbe(std::string root = "/") : root_(std::move(root)) {}
   virtual ~NodeProbe() = default;
 
-  absl::StatusOr<CpuFacts> Cpu() const;
-  absl::StatusOr<MemoryFacts> Memory() const;
+  [[nodiscard]] absl::StatusOr<CpuFacts> Cpu() const;
+  [[nodiscard]] absl::StatusOr<MemoryFacts> Memory() const;
   // /sys/class/net/NAME/operstate: "up", "down", "unknown" (loopback), …; NotFound if absent.
-  absl::StatusOr<std::string> InterfaceState(std::string_view name) const;
-  virtual absl::StatusOr<ClockFacts> Clock() const;
-  virtual absl::StatusOr<DiskFacts> Disk(const std::string& path) const;
+  [[nodiscard]] absl::StatusOr<std::string> InterfaceState(std::string_view name) const;
+  [[nodiscard]] virtual absl::StatusOr<ClockFacts> Clock() const;
+  [[nodiscard]] virtual absl::StatusOr<DiskFacts> Disk(const std::string& path) const;
   // The kernel log's lines (a file, or /dev/kmsg read without blocking), at most 16 MiB.
-  absl::StatusOr<std::string> KernelLog(const std::string& path) const;
+  [[nodiscard]] absl::StatusOr<std::string> KernelLog(const std::string& path) const;
 
   // A path inside the root.
   std::string Path(std::string_view absolute) const;

@@ -29,12 +29,12 @@ class NvmlLibrary {
  public:
   // NotFound when the library is absent (no driver: GPU checks cannot run); an error naming
   // the call when it is there but fails to initialise.
-  static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Load(const std::string& path);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<NvmlLibrary>> Load(const std::string& path);
   ~NvmlLibrary();
   NvmlLibrary(const NvmlLibrary&) = delete;
   NvmlLibrary& operator=(const NvmlLibrary&) = delete;
 
-  absl::StatusOr<std::vector<GpuFacts>> Gpus();
+  [[nodiscard]] absl::StatusOr<std::vector<GpuFacts>> Gpus();
 
   struct Api;
 

@@ -29,7 +29,7 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
 // The private key is read by ReadSecretFile, which refuses a file its group or others may read
 // (as ssh refuses such a key), and OpenSSL loads the bytes read just after that check instead
 // of opening the path again on its own.
-absl::Status LoadPrivateKey(const ListenerOptions& options, ssl::context& context) {
+[[nodiscard]] absl::Status LoadPrivateKey(const ListenerOptions& options, ssl::context& context) {
   absl::StatusOr<std::string> pem = ReadSecretFile(options.tls_private_key, kMaxPrivateKeyBytes);
   if (!pem.ok()) {
     return absl::Status(pem.status().code(), StrCat("listener '", options.name,
@@ -52,7 +52,8 @@ absl::Status LoadPrivateKey(const ListenerOptions& options, ssl::context& contex
 // name and its client certificate rules, so a session is resumed only under the rules it was
 // verified by. It is set on every TLS listener; on those that ask for no certificate it changes
 // nothing.
-absl::Status SetSessionIdContext(const ListenerOptions& options, ssl::context& context) {
+[[nodiscard]] absl::Status SetSessionIdContext(const ListenerOptions& options,
+                                               ssl::context& context) {
   const std::string id =
       Sha256(StrCat("pillar listener\n", options.name, "\n", options.client_ca, "\n",
                     int(options.client_certificates), "\n", int(options.client_identity)));

@@ -124,7 +124,8 @@ class HttpServer {
   // Binds and listens; returns the bound port. FailedPrecondition for plaintext on a
   // non-loopback address without allow_plaintext; InvalidArgument for bad TLS files;
   // PermissionDenied for a private key file its group or others may read (chmod 600 it).
-  absl::StatusOr<uint16_t> AddListener(const ListenerOptions& options, const Router& router);
+  [[nodiscard]] absl::StatusOr<uint16_t> AddListener(const ListenerOptions& options,
+                                                     const Router& router);
   // Serves until Stop().
   void Start();
   // Closes the listening sockets; open connections are served on.

@@ -20,7 +20,7 @@ NewApiKey GenerateApiKey() {
   return key;
 }
 
-absl::StatusOr<ParsedApiKey> ParseApiKey(std::string_view text) {
+[[nodiscard]] absl::StatusOr<ParsedApiKey> ParseApiKey(std::string_view text) {
   constexpr size_t kSecretChars = (kApiKeySecretBytes * 4 + 2) / 3;
   constexpr size_t kLength = kApiKeyPrefix.size() + kApiKeyIdChars + 1 + kSecretChars;
   if (text.size() != kLength || !text.starts_with(kApiKeyPrefix) ||

@@ -30,7 +30,7 @@ struct ParsedApiKey {
 
 NewApiKey GenerateApiKey();
 // InvalidArgument when the text does not have the key's shape.
-absl::StatusOr<ParsedApiKey> ParseApiKey(std::string_view text);
+[[nodiscard]] absl::StatusOr<ParsedApiKey> ParseApiKey(std::string_view text);
 std::string HashApiKeySecret(std::string_view secret);
 
 }  // namespace pillar::identity

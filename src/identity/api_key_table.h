@@ -45,8 +45,8 @@ class ApiKeyTable {
   [[nodiscard]] absl::Status FlushLastUsed();
 
   // Unauthenticated with a message naming the problem: malformed, unknown, revoked, expired.
-  absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view key_text,
-                                                          int64_t now_us) const;
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view key_text,
+                                                                        int64_t now_us) const;
 
   size_t size() const;
 

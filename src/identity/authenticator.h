@@ -36,9 +36,8 @@ class Authenticator {
   Authenticator(const ApiKeyTable* keys, const JwtVerifier* jwt,
                 const std::map<std::string, CertificateClient>& certificate_clients);
 
-  absl::StatusOr<std::shared_ptr<const Principal>> Authenticate(std::string_view authorization,
-                                                                std::string_view peer_identity,
-                                                                int64_t now_us) const;
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Authenticate(
+      std::string_view authorization, std::string_view peer_identity, int64_t now_us) const;
 
  private:
   const ApiKeyTable* keys_;

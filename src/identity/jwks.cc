@@ -17,7 +17,8 @@ using PkeyPtr = std::shared_ptr<EVP_PKEY>;
 
 PkeyPtr Wrap(EVP_PKEY* key) { return PkeyPtr(key, EVP_PKEY_free); }
 
-absl::StatusOr<std::string> Field(simdjson::dom::object& object, std::string_view name) {
+[[nodiscard]] absl::StatusOr<std::string> Field(simdjson::dom::object& object,
+                                                std::string_view name) {
   std::string_view value;
   if (object[name].get_string().get(value) != simdjson::SUCCESS) {
     return absl::InvalidArgumentError(StrCat("missing '", name, "'"));
@@ -29,7 +30,7 @@ absl::StatusOr<std::string> Field(simdjson::dom::object& object, std::string_vie
   return bytes;
 }
 
-absl::StatusOr<PkeyPtr> FromData(const char* type, OSSL_PARAM_BLD* builder) {
+[[nodiscard]] absl::StatusOr<PkeyPtr> FromData(const char* type, OSSL_PARAM_BLD* builder) {
   OSSL_PARAM* params = OSSL_PARAM_BLD_to_param(builder);
   EVP_PKEY_CTX* ctx = EVP_PKEY_CTX_new_from_name(nullptr, type, nullptr);
   EVP_PKEY* key = nullptr;
@@ -55,7 +56,7 @@ constexpr int kMaxRsaModulusBits = 16384;
 // genuine key has one: 32 bits, as Go's crypto/rsa and most libraries allow, is the cap.
 constexpr int kMaxRsaExponentBits = 32;
 
-absl::Status CheckRsaNumbers(const BIGNUM* n, const BIGNUM* e) {
+[[nodiscard]] absl::Status CheckRsaNumbers(const BIGNUM* n, const BIGNUM* e) {
   const int n_bits = BN_num_bits(n);
   if (n_bits < kMinRsaModulusBits) {
     return absl::InvalidArgumentError(
@@ -78,7 +79,7 @@ absl::Status CheckRsaNumbers(const BIGNUM* n, const BIGNUM* e) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PkeyPtr> RsaKey(simdjson::dom::object& jwk) {
+[[nodiscard]] absl::StatusOr<PkeyPtr> RsaKey(simdjson::dom::object& jwk) {
   absl::StatusOr<std::string> n = Field(jwk, "n");
   if (!n.ok()) return n.status();
   absl::StatusOr<std::string> e = Field(jwk, "e");
@@ -108,7 +109,7 @@ absl::StatusOr<PkeyPtr> RsaKey(simdjson::dom::object& jwk) {
   return key;
 }
 
-absl::StatusOr<PkeyPtr> EcKey(simdjson::dom::object& jwk) {
+[[nodiscard]] absl::StatusOr<PkeyPtr> EcKey(simdjson::dom::object& jwk) {
   std::string_view crv;
   if (jwk["crv"].get_string().get(crv) != simdjson::SUCCESS || crv != "P-256") {
     return absl::InvalidArgumentError("only the P-256 curve is supported");
@@ -133,7 +134,7 @@ absl::StatusOr<PkeyPtr> EcKey(simdjson::dom::object& jwk) {
   return key;
 }
 
-absl::StatusOr<PkeyPtr> OkpKey(simdjson::dom::object& jwk) {
+[[nodiscard]] absl::StatusOr<PkeyPtr> OkpKey(simdjson::dom::object& jwk) {
   std::string_view crv;
   if (jwk["crv"].get_string().get(crv) != simdjson::SUCCESS || crv != "Ed25519") {
     return absl::InvalidArgumentError("only the Ed25519 curve is supported");

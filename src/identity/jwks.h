@@ -30,7 +30,7 @@ struct JwksKey {
 class Jwks {
  public:
   // InvalidArgument when the text is not a key set or holds no usable signing key.
-  static absl::StatusOr<std::shared_ptr<const Jwks>> Parse(std::string_view json);
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<const Jwks>> Parse(std::string_view json);
 
   // The key for `kid` (or, when `kid` is empty, the only key) whose type suits `algorithm`;
   // null when there is none. A key never serves another algorithm than its own type's, which

@@ -14,7 +14,7 @@ namespace {
 
 constexpr uintmax_t kMaxJwksBytes = 1 << 20;
 
-absl::Status Refuse(std::string_view why) {
+[[nodiscard]] absl::Status Refuse(std::string_view why) {
   return absl::UnauthenticatedError(StrCat("invalid token: ", why));
 }
 

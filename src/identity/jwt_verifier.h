@@ -46,19 +46,19 @@ struct JwtOptions {
 
 class JwtVerifier {
  public:
-  static absl::StatusOr<std::unique_ptr<JwtVerifier>> Create(JwtOptions options);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<JwtVerifier>> Create(JwtOptions options);
   // A verifier over a fixed key set (tests, fuzzers): no file, no reload.
   JwtVerifier(JwtOptions options, std::shared_ptr<const Jwks> jwks);
 
-  absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view token,
-                                                          int64_t now_us) const;
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view token,
+                                                                        int64_t now_us) const;
 
  private:
   std::shared_ptr<const Jwks> CurrentKeys() const {
     absl::ReaderMutexLock lock(&mu_);
     return jwks_;
   }
-  absl::StatusOr<std::shared_ptr<const Principal>> VerifyUncached(
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> VerifyUncached(
       std::string_view token, int64_t now_us, const std::shared_ptr<const Jwks>& jwks,
       int64_t* not_before_us) const;
 

@@ -56,8 +56,8 @@ class Limiter {
 
   // True when AdmitNow() decides without waiting on anything (the embedded limiter).
   virtual bool synchronous() const = 0;
-  virtual absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
-                                           std::string_view lease) = 0;
+  [[nodiscard]] virtual absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
+                                                         std::string_view lease) = 0;
   // Calls `done` exactly once, possibly before returning, possibly from another thread.
   virtual void Admit(std::span<const Charge> charges, std::string_view lease, Done done) {
     std::move(done)(AdmitNow(charges, lease));

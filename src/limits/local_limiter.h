@@ -42,8 +42,8 @@ class LocalLimiter final : public Limiter {
   size_t counters() const;
 
   bool synchronous() const override { return true; }
-  absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
-                                   std::string_view lease) override;
+  [[nodiscard]] absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
+                                                 std::string_view lease) override;
   void Release(std::span<const Charge> charges, std::string_view lease) override;
 
  private:

@@ -90,7 +90,7 @@ std::string FormatDouble(double v) {
   return buf;
 }
 
-absl::StatusOr<Verdict> ParseReply(const redisReply* reply) {
+[[nodiscard]] absl::StatusOr<Verdict> ParseReply(const redisReply* reply) {
   if (reply->type == REDIS_REPLY_ERROR) {
     return absl::UnavailableError(StrCat("redis: ", std::string_view(reply->str, reply->len)));
   }

@@ -52,8 +52,8 @@ class RedisLimiter final : public Limiter {
 
   bool synchronous() const override { return false; }
   // Blocks until Redis answers (CLI, tests); the request path uses Admit().
-  absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
-                                   std::string_view lease) override;
+  [[nodiscard]] absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
+                                                 std::string_view lease) override;
   void Admit(std::span<const Charge> charges, std::string_view lease, Done done) override;
   void Release(std::span<const Charge> charges, std::string_view lease) override;
 

@@ -23,7 +23,7 @@ namespace {
 
 constexpr std::uintmax_t kMaxAliasesBytes = 16 << 20;
 
-absl::Status Malformed(const std::filesystem::path& path, std::string_view what) {
+[[nodiscard]] absl::Status Malformed(const std::filesystem::path& path, std::string_view what) {
   return absl::DataLossError(StrCat(path.string(), ": ", what));
 }
 
@@ -60,8 +60,8 @@ bool IsValidAliasName(std::string_view alias) {
 namespace {
 
 // Parses the aliases document (the payload of a signed file, or an unsigned file's text).
-absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path, std::string_view text,
-                                          std::string* model) {
+[[nodiscard]] absl::StatusOr<ModelAliases> ParseAliases(const std::filesystem::path& path,
+                                                        std::string_view text, std::string* model) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   simdjson::dom::object targets;
@@ -153,8 +153,9 @@ std::string AliasesDocument(std::string_view model, const ModelAliases& aliases)
 
 }  // namespace
 
-absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
-                                         std::string_view model, const AliasTrust& trust) {
+[[nodiscard]] absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
+                                                       std::string_view model,
+                                                       const AliasTrust& trust) {
   const std::filesystem::path path = model_dir / kAliasesFile;
   absl::StatusOr<ModelAliases> aliases = [&]() -> absl::StatusOr<ModelAliases> {
     absl::StatusOr<Directory> dir = Directory::Open(model_dir.string());
@@ -199,8 +200,9 @@ absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
   return aliases;
 }
 
-absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_view model,
-                          const ModelAliases& aliases, const signing::SigningKey* key, Env& env) {
+[[nodiscard]] absl::Status WriteAliases(const std::filesystem::path& model_dir,
+                                        std::string_view model, const ModelAliases& aliases,
+                                        const signing::SigningKey* key, Env& env) {
   const std::string document = AliasesDocument(model, aliases);
   std::string text =
       key == nullptr ? document : signing::SealEnvelope(kAliasesPayloadType, document, *key);

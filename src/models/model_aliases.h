@@ -73,21 +73,22 @@ bool IsValidAliasName(std::string_view alias);
 
 // An absent file is no aliases (generation 0); a malformed, unsigned (when a signature is
 // required), foreign (signed for another model) or replayed file is an error naming the file.
-absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
-                                         std::string_view model, const AliasTrust& trust);
+[[nodiscard]] absl::StatusOr<ModelAliases> ReadAliases(const std::filesystem::path& model_dir,
+                                                       std::string_view model,
+                                                       const AliasTrust& trust);
 // Replaces the file through PublishAtomically on `env` (durable once it returns), with
 // `aliases.generation` as written; signed with `key` when given.
-absl::Status WriteAliases(const std::filesystem::path& model_dir, std::string_view model,
-                          const ModelAliases& aliases, const signing::SigningKey* key,
-                          Env& env = *Env::Default());
+[[nodiscard]] absl::Status WriteAliases(const std::filesystem::path& model_dir,
+                                        std::string_view model, const ModelAliases& aliases,
+                                        const signing::SigningKey* key, Env& env = *Env::Default());
 
 // An exclusive lock on a model directory for read-modify-write of its aliases and versions
 // (flock on `<model>/.lock`); released when destroyed.
 class ModelLock {
  public:
   // Waits at most `wait` for another holder (Unavailable after it).
-  static absl::StatusOr<ModelLock> Acquire(const std::filesystem::path& model_dir,
-                                           absl::Duration wait = absl::Seconds(30));
+  [[nodiscard]] static absl::StatusOr<ModelLock> Acquire(const std::filesystem::path& model_dir,
+                                                         absl::Duration wait = absl::Seconds(30));
   ModelLock(ModelLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
   ModelLock& operator=(ModelLock&&) = delete;
   ~ModelLock();

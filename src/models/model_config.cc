@@ -12,12 +12,13 @@ namespace {
 constexpr int64_t kMaxBatchSize = 1 << 16;
 constexpr int kMaxInstances = 64;
 
-absl::Status Error(std::string_view source, std::string_view what) {
+[[nodiscard]] absl::Status Error(std::string_view source, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(source, ": ", what));
 }
 
-absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, std::string_view key,
-                                                     std::string_view source) {
+[[nodiscard]] absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root,
+                                                                   std::string_view key,
+                                                                   std::string_view source) {
   std::vector<TensorSpec> specs;
   const toml::node* node = root.get(key);
   if (node == nullptr) return Error(source, StrCat("no [[", key, "]] tables"));
@@ -64,7 +65,8 @@ absl::StatusOr<std::vector<TensorSpec>> ParseTensors(const toml::table& root, st
   return specs;
 }
 
-absl::Status ParseAccess(const toml::table& root, std::string_view source, Attributes& out) {
+[[nodiscard]] absl::Status ParseAccess(const toml::table& root, std::string_view source,
+                                       Attributes& out) {
   const toml::node* node = root.get("access");
   if (node == nullptr) return absl::OkStatus();
   const toml::table* table = node->as_table();

@@ -56,7 +56,8 @@ struct ModelConfig {
   Attributes access;
 
   // Parses and validates a model.toml; `source` names the file in error messages.
-  static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text, std::string_view source);
+  [[nodiscard]] static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text,
+                                                         std::string_view source);
 };
 
 }  // namespace pillar::models

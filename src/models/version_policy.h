@@ -18,7 +18,7 @@ class VersionPolicy {
   enum class Kind { kLatest, kAll, kSpecific };
 
   // "latest" (= latest:1), "latest:N", "all", or "specific:1,3".
-  static absl::StatusOr<VersionPolicy> Parse(std::string_view text);
+  [[nodiscard]] static absl::StatusOr<VersionPolicy> Parse(std::string_view text);
   static VersionPolicy Latest(int count = 1) { return VersionPolicy(Kind::kLatest, count, {}); }
 
   // The versions to serve from `available`, ascending.

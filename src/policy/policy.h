@@ -124,8 +124,8 @@ struct AbsentAttributeWarning {
 class Policy {
  public:
   // InvalidArgument naming `source`, the line and what is wrong.
-  static absl::StatusOr<std::shared_ptr<const Policy>> Parse(std::string_view text,
-                                                             std::string_view source);
+  [[nodiscard]] static absl::StatusOr<std::shared_ptr<const Policy>> Parse(std::string_view text,
+                                                                           std::string_view source);
   // The policy used when no file is configured: "admin" may do everything on both planes;
   // "user" may infer and read metadata on the data plane for its own tenant's models.
   static std::shared_ptr<const Policy> BuiltIn();

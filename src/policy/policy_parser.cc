@@ -14,7 +14,7 @@ class PolicyParser {
  public:
   explicit PolicyParser(std::string_view source) : source_(source) {}
 
-  absl::StatusOr<std::shared_ptr<const Policy>> Parse(std::string_view text) {
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Policy>> Parse(std::string_view text) {
     absl::StatusOr<toml::table> table = ParseToml(text, source_);
     if (!table.ok()) return table.status();
     if (!table->contains("version")) {
@@ -48,13 +48,14 @@ class PolicyParser {
   }
 
  private:
-  absl::Status Error(const toml::node& node, std::string_view what) const {
+  [[nodiscard]] absl::Status Error(const toml::node& node, std::string_view what) const {
     return absl::InvalidArgumentError(StrCat(source_, ":", node.source().begin.line, ": ", what));
   }
 
   // A string, or an array of strings; each must be non-empty and at most 256 bytes.
-  absl::Status ReadStrings(const toml::table& table, std::string_view key, std::string_view owner,
-                           std::vector<std::string>& out, bool required) {
+  [[nodiscard]] absl::Status ReadStrings(const toml::table& table, std::string_view key,
+                                         std::string_view owner, std::vector<std::string>& out,
+                                         bool required) {
     const toml::node* node = table.get(key);
     if (node == nullptr) {
       if (required) return Error(table, StrCat(owner, ": missing '", key, "'"));
@@ -78,8 +79,8 @@ class PolicyParser {
     return take(*node);
   }
 
-  absl::Status ReadString(const toml::table& table, std::string_view key, std::string_view owner,
-                          std::string& out, bool required) {
+  [[nodiscard]] absl::Status ReadString(const toml::table& table, std::string_view key,
+                                        std::string_view owner, std::string& out, bool required) {
     const toml::node* node = table.get(key);
     if (node == nullptr) {
       return required ? Error(table, StrCat(owner, ": missing '", key, "'")) : absl::OkStatus();
@@ -91,8 +92,8 @@ class PolicyParser {
     return absl::OkStatus();
   }
 
-  absl::Status CheckKeys(const toml::table& table, std::string_view owner,
-                         std::initializer_list<std::string_view> known) {
+  [[nodiscard]] absl::Status CheckKeys(const toml::table& table, std::string_view owner,
+                                       std::initializer_list<std::string_view> known) {
     for (const auto& [key, node] : table) {
       if (std::find(known.begin(), known.end(), key.str()) == known.end()) {
         std::string list;
@@ -103,8 +104,8 @@ class PolicyParser {
     return absl::OkStatus();
   }
 
-  absl::Status CheckActions(const toml::table& table, std::string_view owner,
-                            const std::vector<std::string>& actions) {
+  [[nodiscard]] absl::Status CheckActions(const toml::table& table, std::string_view owner,
+                                          const std::vector<std::string>& actions) {
     for (const std::string& action : actions) {
       if (action == "*") continue;
       if (std::find(std::begin(kActions), std::end(kActions), action) == std::end(kActions)) {
@@ -117,7 +118,7 @@ class PolicyParser {
     return absl::OkStatus();
   }
 
-  absl::Status ParseRule(const toml::table& table, Policy& policy) {
+  [[nodiscard]] absl::Status ParseRule(const toml::table& table, Policy& policy) {
     Rule rule;
     rule.line = int(table.source().begin.line);
     std::string owner = StrCat("rule #", policy.rules_.size() + 1);
@@ -172,7 +173,7 @@ class PolicyParser {
     return absl::OkStatus();
   }
 
-  absl::Status ParseLimit(const toml::table& table, Policy& policy) {
+  [[nodiscard]] absl::Status ParseLimit(const toml::table& table, Policy& policy) {
     LimitRule limit;
     limit.line = int(table.source().begin.line);
     limit.index = uint32_t(policy.limits_.size());
@@ -287,7 +288,7 @@ class PolicyParser {
   // condition := operand op operand
   // operand   := ("principal" | "model" | "resource") "." name | "'...'" | "\"...\"" | "[" str, ...
   // "]" op        := "==" | "!=" | "in" | "not in"
-  absl::StatusOr<Condition> ParseCondition(std::string_view text) {
+  [[nodiscard]] absl::StatusOr<Condition> ParseCondition(std::string_view text) {
     Condition c;
     c.text = std::string(text);
     size_t pos = 0;
@@ -330,11 +331,11 @@ class PolicyParser {
     while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
   }
 
-  static absl::Status Invalid(size_t pos, std::string_view what) {
+  [[nodiscard]] static absl::Status Invalid(size_t pos, std::string_view what) {
     return absl::InvalidArgumentError(StrCat("at column ", pos + 1, ": ", what));
   }
 
-  static absl::StatusOr<std::string> ParseString(std::string_view text, size_t& pos) {
+  [[nodiscard]] static absl::StatusOr<std::string> ParseString(std::string_view text, size_t& pos) {
     const char quote = text[pos];
     size_t end = text.find(quote, pos + 1);
     if (end == std::string_view::npos) return Invalid(pos, "unterminated string");
@@ -344,7 +345,7 @@ class PolicyParser {
     return value;
   }
 
-  static absl::StatusOr<Operand> ParseOperand(std::string_view text, size_t& pos) {
+  [[nodiscard]] static absl::StatusOr<Operand> ParseOperand(std::string_view text, size_t& pos) {
     SkipSpace(text, pos);
     Operand operand;
     if (pos >= text.size()) return Invalid(pos, "expected an attribute or a literal");

@@ -20,9 +20,8 @@ class PolicySource {
  public:
   // `path` empty: the built-in policy, never reloaded. Otherwise the file must load now. Each
   // file taken into service or refused is an audit event (kind policy) when `audit` is given.
-  static absl::StatusOr<std::unique_ptr<PolicySource>> Open(const std::string& path,
-                                                            absl::Duration reload_interval,
-                                                            audit::AuditSink* audit = nullptr);
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<PolicySource>> Open(
+      const std::string& path, absl::Duration reload_interval, audit::AuditSink* audit = nullptr);
   // A fixed policy (tests, benchmarks).
   explicit PolicySource(std::shared_ptr<const Policy> fixed) : current_(std::move(fixed)) {}
 
@@ -35,7 +34,7 @@ class PolicySource {
 
  private:
   PolicySource() = default;
-  absl::Status Apply(const std::string& path, const std::string& text);
+  [[nodiscard]] absl::Status Apply(const std::string& path, const std::string& text);
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const Policy> current_ ABSL_GUARDED_BY(mu_);

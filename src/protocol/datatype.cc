@@ -34,7 +34,7 @@ std::string_view DataTypeName(DataType type) { return kTypes[static_cast<size_t>
 
 size_t ElementSize(DataType type) { return kTypes[static_cast<size_t>(type)].size; }
 
-absl::StatusOr<DataType> ParseDataType(std::string_view name) {
+[[nodiscard]] absl::StatusOr<DataType> ParseDataType(std::string_view name) {
   for (const TypeInfo& info : kTypes) {
     if (info.name == name) return info.type;
   }

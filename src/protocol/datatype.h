@@ -27,7 +27,7 @@ enum class DataType {
 
 // The protocol's spelling ("BOOL", "UINT8", ..., "FP64").
 std::string_view DataTypeName(DataType type);
-absl::StatusOr<DataType> ParseDataType(std::string_view name);
+[[nodiscard]] absl::StatusOr<DataType> ParseDataType(std::string_view name);
 // Bytes per element in pillar's raw tensor layout (BOOL is one byte, 0 or 1).
 size_t ElementSize(DataType type);
 

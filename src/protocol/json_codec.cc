@@ -18,7 +18,9 @@ namespace {
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
-absl::Status Invalid(std::string_view what) { return absl::InvalidArgumentError(ToAbsl(what)); }
+[[nodiscard]] absl::Status Invalid(std::string_view what) {
+  return absl::InvalidArgumentError(ToAbsl(what));
+}
 
 template <typename T>
 void AppendRaw(std::string& out, T value) {
@@ -29,7 +31,7 @@ void AppendRaw(std::string& out, T value) {
 }
 
 template <typename T>
-absl::Status AppendInteger(std::string& out, element value) {
+[[nodiscard]] absl::Status AppendInteger(std::string& out, element value) {
   if constexpr (std::is_signed_v<T>) {
     int64_t v;
     if (value.type() == element_type::INT64) {
@@ -61,7 +63,7 @@ absl::Status AppendInteger(std::string& out, element value) {
 }
 
 template <typename T>
-absl::Status AppendFloat(std::string& out, element value) {
+[[nodiscard]] absl::Status AppendFloat(std::string& out, element value) {
   double v;
   switch (value.type()) {
     case element_type::DOUBLE:
@@ -85,7 +87,7 @@ absl::Status AppendFloat(std::string& out, element value) {
   return absl::OkStatus();
 }
 
-absl::Status AppendElement(std::string& out, DataType type, element value) {
+[[nodiscard]] absl::Status AppendElement(std::string& out, DataType type, element value) {
   switch (type) {
     case DataType::kBool:
       if (value.type() != element_type::BOOL) return Invalid("is not a boolean");
@@ -136,7 +138,7 @@ struct DataWalker {
   int64_t count = 0;
   std::vector<size_t> index = {};  // where WalkNested is, for error messages
 
-  absl::Status Walk(element data) {
+  [[nodiscard]] absl::Status Walk(element data) {
     if (!IsNested(data)) return WalkFlat(data);
     return WalkNested(data);
   }
@@ -151,7 +153,7 @@ struct DataWalker {
   }
 
   // A single value, or an array of values: only the count has to match the shape.
-  absl::Status WalkFlat(element data) {
+  [[nodiscard]] absl::Status WalkFlat(element data) {
     simdjson::dom::array entries;
     if (data.get_array().get(entries) != simdjson::SUCCESS) return AppendLeaf(data);
     for (element entry : entries) {
@@ -167,7 +169,7 @@ struct DataWalker {
   }
 
   // The array at depth d must have shape[d] entries, and values sit at depth rank exactly.
-  absl::Status WalkNested(element value) {
+  [[nodiscard]] absl::Status WalkNested(element value) {
     const size_t depth = index.size();
     if (depth == shape.size()) {
       if (value.type() == element_type::ARRAY) {
@@ -198,7 +200,7 @@ struct DataWalker {
     return absl::OkStatus();
   }
 
-  absl::Status AppendLeaf(element value) {
+  [[nodiscard]] absl::Status AppendLeaf(element value) {
     absl::Status s = AppendElement(out, type, value);
     if (!s.ok()) {
       return Invalid(
@@ -216,7 +218,7 @@ struct DataWalker {
   }
 };
 
-absl::StatusOr<std::string_view> GetString(element value, std::string_view what) {
+[[nodiscard]] absl::StatusOr<std::string_view> GetString(element value, std::string_view what) {
   std::string_view s;
   if (value.get_string().get(s) != simdjson::SUCCESS) {
     return Invalid(StrCat("'", what, "' must be a string"));
@@ -224,7 +226,7 @@ absl::StatusOr<std::string_view> GetString(element value, std::string_view what)
   return s;
 }
 
-absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
+[[nodiscard]] absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), StrCat(prefix, s.message()));
 }
 
@@ -235,7 +237,7 @@ struct InferenceRequestDecoder::Impl {
   simdjson::dom::parser parser;
   size_t body_size = 0;  // of the body being decoded
 
-  absl::StatusOr<Tensor> DecodeInput(element value) {
+  [[nodiscard]] absl::StatusOr<Tensor> DecodeInput(element value) {
     simdjson::dom::object object;
     if (value.get_object().get(object) != simdjson::SUCCESS) {
       return Invalid("each entry of 'inputs' must be an object");
@@ -301,7 +303,7 @@ struct InferenceRequestDecoder::Impl {
     return tensor;
   }
 
-  absl::StatusOr<InferenceRequest> Decode(std::string_view body) {
+  [[nodiscard]] absl::StatusOr<InferenceRequest> Decode(std::string_view body) {
     body_size = body.size();
     element root;
     if (auto error = parser.parse(body.data(), body.size()).get(root); error != simdjson::SUCCESS) {

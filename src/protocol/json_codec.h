@@ -33,7 +33,7 @@ class InferenceRequestDecoder {
   InferenceRequestDecoder& operator=(const InferenceRequestDecoder&) = delete;
 
   // InvalidArgument with a message a client can act on when the body is not a valid request.
-  absl::StatusOr<InferenceRequest> Decode(std::string_view body);
+  [[nodiscard]] absl::StatusOr<InferenceRequest> Decode(std::string_view body);
 
  private:
   struct Impl;

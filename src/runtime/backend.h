@@ -16,7 +16,7 @@ class Backend {
   virtual ~Backend() = default;
   // `inputs` are in the model's declared input order, with the batch as dimension 0 when the
   // model batches. Returns the outputs in declared output order, with the same batch rows.
-  virtual absl::StatusOr<std::vector<protocol::Tensor>> Execute(
+  [[nodiscard]] virtual absl::StatusOr<std::vector<protocol::Tensor>> Execute(
       std::vector<protocol::Tensor>& inputs) = 0;
 };
 

@@ -4,7 +4,7 @@
 
 namespace pillar::runtime {
 
-absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
+[[nodiscard]] absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
   absl::Status status = absl::UnavailableError(ToAbsl(message));
   status.SetPayload(ToAbsl(kRetryAfterPayload), absl::Cord(StrCat(seconds)));
   return status;

@@ -39,7 +39,7 @@ class Runner {
 
 // The payload key under which a Unavailable status carries its retry hint, in seconds.
 inline constexpr std::string_view kRetryAfterPayload = "pillar/retry-after-seconds";
-absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds);
+[[nodiscard]] absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds);
 // The retry hint carried by `status`, if any.
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status);
 

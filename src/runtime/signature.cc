@@ -13,8 +13,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 
 }  // namespace
 
-absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
-                                     protocol::InferenceRequest& request) {
+[[nodiscard]] absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
+                                                   protocol::InferenceRequest& request) {
   const bool batched = config.max_batch_size > 0;
   for (const protocol::Tensor& t : request.inputs) {
     if (std::none_of(config.inputs.begin(), config.inputs.end(),

@@ -14,7 +14,7 @@ namespace pillar::runtime {
 
 // Reorders `request.inputs` into the config's input order and returns the batch rows (1 for a
 // model that does not batch). InvalidArgument names the input and what is wrong.
-absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
-                                     protocol::InferenceRequest& request);
+[[nodiscard]] absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
+                                                   protocol::InferenceRequest& request);
 
 }  // namespace pillar::runtime

@@ -10,7 +10,7 @@
 namespace pillar::signing {
 namespace {
 
-absl::Status Invalid(std::string_view source, std::string_view what) {
+[[nodiscard]] absl::Status Invalid(std::string_view source, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(source, ": ", what));
 }
 
@@ -52,9 +52,10 @@ bool LooksLikeEnvelope(std::string_view text) {
          object["payloadType"].error() == simdjson::SUCCESS;
 }
 
-absl::StatusOr<OpenedEnvelope> OpenEnvelope(std::string_view text, std::string_view payload_type,
-                                            const std::vector<PublicKey>& trusted,
-                                            std::string_view source) {
+[[nodiscard]] absl::StatusOr<OpenedEnvelope> OpenEnvelope(std::string_view text,
+                                                          std::string_view payload_type,
+                                                          const std::vector<PublicKey>& trusted,
+                                                          std::string_view source) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   simdjson::dom::object envelope;

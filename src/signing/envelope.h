@@ -31,9 +31,10 @@ struct OpenedEnvelope {
 // Parses `text` as an envelope of `payload_type` and checks that a key in `trusted` signed it.
 // InvalidArgument for a malformed envelope or another type, PermissionDenied when no trusted
 // signature verifies. `source` names the file in messages.
-absl::StatusOr<OpenedEnvelope> OpenEnvelope(std::string_view text, std::string_view payload_type,
-                                            const std::vector<PublicKey>& trusted,
-                                            std::string_view source);
+[[nodiscard]] absl::StatusOr<OpenedEnvelope> OpenEnvelope(std::string_view text,
+                                                          std::string_view payload_type,
+                                                          const std::vector<PublicKey>& trusted,
+                                                          std::string_view source);
 
 // Whether `text` looks like an envelope at all (a JSON object with "payloadType"), so readers of
 // files that were once unsigned can tell the two apart.

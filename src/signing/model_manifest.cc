@@ -38,8 +38,9 @@ struct DigestContextDeleter {
 // unless `keep` asks for the bytes, which are then exactly the bytes hashed. When
 // `expected_size` is given, a file of another size is refused before it is read, and one that
 // grows while being read is refused.
-absl::StatusOr<FileDigest> DigestFile(File& file, std::string path,
-                                      std::optional<uint64_t> expected_size, std::string* keep) {
+[[nodiscard]] absl::StatusOr<FileDigest> DigestFile(File& file, std::string path,
+                                                    std::optional<uint64_t> expected_size,
+                                                    std::string* keep) {
   std::unique_ptr<EVP_MD_CTX, DigestContextDeleter> ctx(EVP_MD_CTX_new());
   EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
   uint64_t size = 0;
@@ -75,7 +76,7 @@ absl::StatusOr<FileDigest> DigestFile(File& file, std::string path,
                     HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size};
 }
 
-absl::StatusOr<std::string> HexDecode(std::string_view hex) {
+[[nodiscard]] absl::StatusOr<std::string> HexDecode(std::string_view hex) {
   if (hex.size() % 2 != 0) return absl::InvalidArgumentError("odd hex length");
   std::string out(hex.size() / 2, '\0');
   for (size_t i = 0; i < out.size(); ++i) {
@@ -133,12 +134,12 @@ std::string Statement(const std::string& name, const std::vector<FileDigest>& fi
   return std::move(w).Take();
 }
 
-absl::Status Invalid(const std::string& path, std::string_view what) {
+[[nodiscard]] absl::Status Invalid(const std::string& path, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(path, ": ", what));
 }
 
 // The files of the version besides the manifest (and its temporary file).
-absl::StatusOr<std::vector<std::string>> ListVersionFiles(const Directory& dir) {
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> ListVersionFiles(const Directory& dir) {
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, dir.ListFiles(kMaxFiles + 2));
   std::erase(names, std::string(kManifestFile));
   std::erase_if(names, [](const std::string& name) { return IsManifestTempFile(name); });
@@ -146,7 +147,7 @@ absl::StatusOr<std::vector<std::string>> ListVersionFiles(const Directory& dir) 
   return names;
 }
 
-absl::StatusOr<std::string> ReadManifest(const Directory& dir) {
+[[nodiscard]] absl::StatusOr<std::string> ReadManifest(const Directory& dir) {
   absl::StatusOr<std::string> text = ReadFileBeneath(dir, kManifestFile, kMaxManifestBytes);
   if (absl::IsNotFound(text.status())) {
     return absl::FailedPreconditionError(
@@ -161,8 +162,8 @@ struct SignedStatement {
   std::map<std::string, FileDigest, std::less<>> files;
 };
 
-absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
-                                               const std::string& payload) {
+[[nodiscard]] absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
+                                                             const std::string& payload) {
   simdjson::dom::parser parser;
   simdjson::dom::element statement;
   std::string_view type, predicate_type, name, root_digest;
@@ -201,7 +202,7 @@ absl::StatusOr<SignedStatement> ParseStatement(const std::string& path,
 
 }  // namespace
 
-absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir) {
+[[nodiscard]] absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir) {
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, ListVersionFiles(directory));
   std::vector<FileDigest> files;
@@ -225,22 +226,23 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
   return HexEncode(Sha256(input));
 }
 
-absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key,
-                       Env& env) {
+[[nodiscard]] absl::Status SignModel(const std::string& dir, const std::string& name,
+                                     const SigningKey& key, Env& env) {
   absl::StatusOr<std::vector<FileDigest>> files = DigestDirectory(dir);
   if (!files.ok()) return files.status();
   return SignDigests(dir, name, *files, key, env);
 }
 
-absl::Status SignDigests(const std::string& dir, const std::string& name,
-                         const std::vector<FileDigest>& files, const SigningKey& key, Env& env) {
+[[nodiscard]] absl::Status SignDigests(const std::string& dir, const std::string& name,
+                                       const std::vector<FileDigest>& files, const SigningKey& key,
+                                       Env& env) {
   if (files.empty()) return absl::InvalidArgumentError(StrCat(dir, " holds no files to sign"));
   const std::string text = SealEnvelope(kPayloadType, Statement(name, files), key) + "\n";
   return PublishAtomically(env, (fs::path(dir) / kManifestFile).string(), text, 0644);
 }
 
-absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from,
-                                                    const std::string& to) {
+[[nodiscard]] absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from,
+                                                                  const std::string& to) {
   PILLAR_ASSIGN_OR_RETURN(Directory source, Directory::Open(from));
   PILLAR_ASSIGN_OR_RETURN(std::vector<std::string> names, source.ListFiles(kMaxFiles + 2));
   std::erase_if(names, [](const std::string& name) { return IsManifestTempFile(name); });
@@ -317,8 +319,8 @@ absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from,
   return files;  // sorted, as ListFiles is
 }
 
-absl::StatusOr<std::string> SignedSubject(const std::string& dir,
-                                          const std::vector<PublicKey>& trusted) {
+[[nodiscard]] absl::StatusOr<std::string> SignedSubject(const std::string& dir,
+                                                        const std::vector<PublicKey>& trusted) {
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
   const std::string path = StrCat(dir, "/", kManifestFile);
@@ -327,7 +329,7 @@ absl::StatusOr<std::string> SignedSubject(const std::string& dir,
   return statement.name;
 }
 
-absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir) {
+[[nodiscard]] absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir) {
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
   simdjson::dom::parser parser;
@@ -343,9 +345,9 @@ absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir) {
   return statement.root_digest;
 }
 
-absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
-                                          const std::vector<PublicKey>& trusted,
-                                          const VerifyOptions& options) {
+[[nodiscard]] absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
+                                                        const std::vector<PublicKey>& trusted,
+                                                        const VerifyOptions& options) {
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   const std::string path = StrCat(dir, "/", kManifestFile);
   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadManifest(directory));
@@ -390,7 +392,7 @@ absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
   return model;
 }
 
-absl::StatusOr<std::map<std::string, std::string, std::less<>>> ReadModelFiles(
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::string, std::less<>>> ReadModelFiles(
     const std::string& dir, const std::vector<std::string>& keep) {
   PILLAR_ASSIGN_OR_RETURN(Directory directory, Directory::Open(dir));
   std::map<std::string, std::string, std::less<>> contents;

@@ -35,7 +35,7 @@ struct FileDigest {
 
 // Every regular file under `dir` except the manifest, sorted by path (bytewise). A symbolic
 // link or any other kind of file is an error: what is signed must be what is loaded.
-absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir);
+[[nodiscard]] absl::StatusOr<std::vector<FileDigest>> DigestDirectory(const std::string& dir);
 
 // SHA-256 over, for each file in order: its path, a NUL byte, its 32-byte digest. Names are in
 // it, so renaming a file changes the root.
@@ -43,30 +43,31 @@ std::string RootDigest(const std::vector<FileDigest>& files);
 
 // Writes `<dir>/model.sig.json` for subject `name`, replacing an older one through
 // PublishAtomically on `env` (durable once it returns).
-absl::Status SignModel(const std::string& dir, const std::string& name, const SigningKey& key,
-                       Env& env = *Env::Default());
+[[nodiscard]] absl::Status SignModel(const std::string& dir, const std::string& name,
+                                     const SigningKey& key, Env& env = *Env::Default());
 
 // SignModel for `files` as the caller digested them (CopyVersion), without reading `dir` again:
 // a file changed in `dir` since then no longer matches what is signed.
-absl::Status SignDigests(const std::string& dir, const std::string& name,
-                         const std::vector<FileDigest>& files, const SigningKey& key,
-                         Env& env = *Env::Default());
+[[nodiscard]] absl::Status SignDigests(const std::string& dir, const std::string& name,
+                                       const std::vector<FileDigest>& files, const SigningKey& key,
+                                       Env& env = *Env::Default());
 
 // Copies every regular file beneath `from` (no link followed; the manifest too, if any) into
 // `to`, which must not exist yet, hashing each file's bytes as they are copied: the digests
 // (the manifest excluded) describe exactly what was written, whatever changes in `from` or
 // `to` meanwhile. Files are created 0644, directories 0755, neither through a link.
-absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from, const std::string& to);
+[[nodiscard]] absl::StatusOr<std::vector<FileDigest>> CopyVersion(const std::string& from,
+                                                                  const std::string& to);
 
 // The root digest `dir`'s manifest claims, read without checking the signature or the files: a
 // cheap first look (which version might hold the same content), to be confirmed by VerifyModel.
-absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir);
+[[nodiscard]] absl::StatusOr<std::string> ClaimedRootDigest(const std::string& dir);
 
 // The subject `dir`'s manifest names, once a key in `trusted` is found to have signed it; the
 // files are not read. Whether a directory is a version someone with a key made, at a cost that
 // does not grow with its files (what numbering new versions needs).
-absl::StatusOr<std::string> SignedSubject(const std::string& dir,
-                                          const std::vector<PublicKey>& trusted);
+[[nodiscard]] absl::StatusOr<std::string> SignedSubject(const std::string& dir,
+                                                        const std::vector<PublicKey>& trusted);
 
 struct VerifyOptions {
   // The subject the signature must name: "<model>/<version>" of the place the files are served
@@ -90,14 +91,14 @@ struct VerifiedModel {
   std::map<std::string, std::string, std::less<>> contents;
 };
 
-absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
-                                          const std::vector<PublicKey>& trusted,
-                                          const VerifyOptions& options);
+[[nodiscard]] absl::StatusOr<VerifiedModel> VerifyModel(const std::string& dir,
+                                                        const std::vector<PublicKey>& trusted,
+                                                        const VerifyOptions& options);
 
 // Reads the files `keep` names from `dir` once each, through descriptors opened without
 // following links, for a server that does not require signatures: the same read path as
 // VerifyModel, with nothing to check the bytes against. A file that does not exist is absent.
-absl::StatusOr<std::map<std::string, std::string, std::less<>>> ReadModelFiles(
+[[nodiscard]] absl::StatusOr<std::map<std::string, std::string, std::less<>>> ReadModelFiles(
     const std::string& dir, const std::vector<std::string>& keep);
 
 }  // namespace pillar::signing

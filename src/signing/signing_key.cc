@@ -29,9 +29,10 @@ std::string KeyId(std::string_view public_key) {
 }
 
 // "<tag> <key id> <base64url bytes>\n"
-absl::StatusOr<std::pair<std::string, std::string>> ParseLine(const std::string& path,
-                                                              const std::string& text,
-                                                              std::string_view tag, size_t length) {
+[[nodiscard]] absl::StatusOr<std::pair<std::string, std::string>> ParseLine(const std::string& path,
+                                                                            const std::string& text,
+                                                                            std::string_view tag,
+                                                                            size_t length) {
   std::string_view line = text;
   while (!line.empty() && (line.back() == '\n' || line.back() == '\r')) line.remove_suffix(1);
   std::vector<std::string_view> parts = Split(line, ' ');
@@ -47,7 +48,7 @@ absl::StatusOr<std::pair<std::string, std::string>> ParseLine(const std::string&
   return std::make_pair(std::string(parts[1]), std::move(*bytes));
 }
 
-absl::Status WriteNew(const std::string& path, const std::string& text, mode_t mode) {
+[[nodiscard]] absl::Status WriteNew(const std::string& path, const std::string& text, mode_t mode) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
   if (fd < 0) {
     return absl::AlreadyExistsError(StrCat("cannot create ", path, ": ", std::strerror(errno),
@@ -74,7 +75,7 @@ SigningKey GenerateSigningKey() {
   return key;
 }
 
-absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix) {
+[[nodiscard]] absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix) {
   const std::string id = key.public_key.key_id;
   // The file's text spells the seed: wipe it, and the encoding it is built from, once written.
   std::string encoded = Base64UrlEncode(key.seed.view());
@@ -88,7 +89,7 @@ absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix) {
                   0644);
 }
 
-absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path) {
+[[nodiscard]] absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path) {
   absl::StatusOr<std::string> text = ReadSecretFile(path, 4096);
   if (!text.ok()) return text.status();
   auto parsed = ParseLine(path, *text, kPrivateTag, crypto_sign_SEEDBYTES);
@@ -108,7 +109,8 @@ absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path) {
   return key;
 }
 
-absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(const std::vector<std::string>& paths) {
+[[nodiscard]] absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(
+    const std::vector<std::string>& paths) {
   std::vector<PublicKey> keys;
   for (const std::string& path : paths) {
     absl::StatusOr<PublicKey> key = ReadPublicKey(path);
@@ -118,7 +120,7 @@ absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(const std::vector<std::str
   return keys;
 }
 
-absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path) {
+[[nodiscard]] absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path) {
   absl::StatusOr<std::string> text = ReadSmallFile(path, 4096);
   if (!text.ok()) return text.status();
   auto parsed = ParseLine(path, *text, kPublicTag, crypto_sign_PUBLICKEYBYTES);

@@ -31,10 +31,11 @@ struct SigningKey {
 
 SigningKey GenerateSigningKey();
 // Writes `<prefix>.key` (created 0600, never overwritten) and `<prefix>.pub`.
-absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix);
-absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path);
-absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path);
-absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(const std::vector<std::string>& paths);
+[[nodiscard]] absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix);
+[[nodiscard]] absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path);
+[[nodiscard]] absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path);
+[[nodiscard]] absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(
+    const std::vector<std::string>& paths);
 
 std::string Sign(const SigningKey& key, std::string_view message);  // 64 bytes
 bool Verify(const PublicKey& key, std::string_view message, std::string_view signature);

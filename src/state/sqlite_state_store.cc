@@ -107,7 +107,7 @@ class SqliteStateStore final : public StateStore {
   explicit SqliteStateStore(sqlite3* db) : db_(db) {}
   ~SqliteStateStore() override { sqlite3_close(db_); }
 
-  absl::Status Init() {
+  [[nodiscard]] absl::Status Init() {
     absl::MutexLock lock(&mu_);
     sqlite3_busy_timeout(db_, 5000);
     if (absl::Status s = Exec("PRAGMA journal_mode=WAL"); !s.ok()) return s;
@@ -128,7 +128,8 @@ class SqliteStateStore final : public StateStore {
     return Exec("COMMIT");
   }
 
-  absl::StatusOr<int64_t> RaiseHighWater(const std::string& name, int64_t value) override {
+  [[nodiscard]] absl::StatusOr<int64_t> RaiseHighWater(const std::string& name,
+                                                       int64_t value) override {
     absl::MutexLock lock(&mu_);
     Statement upsert(db_,
                      "INSERT INTO high_water (name, value) VALUES (?, ?) ON CONFLICT (name) "
@@ -142,14 +143,14 @@ class SqliteStateStore final : public StateStore {
     return stored;
   }
 
-  absl::Status PutKey(const ApiKeyRecord& record) override {
+  [[nodiscard]] absl::Status PutKey(const ApiKeyRecord& record) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     if (absl::Status s = Insert(record); !s.ok()) return Rollback(s);
     return BumpAndCommit();
   }
 
-  absl::StatusOr<std::vector<ApiKeyRecord>> ListKeys() override {
+  [[nodiscard]] absl::StatusOr<std::vector<ApiKeyRecord>> ListKeys() override {
     absl::MutexLock lock(&mu_);
     Statement select(db_,
                      "SELECT id, name, secret_hash, created_us, revoked_us, owner, tenant, roles, "
@@ -180,8 +181,8 @@ class SqliteStateStore final : public StateStore {
     return keys;
   }
 
-  absl::Status RotateKey(const std::string& id, const ApiKeyRecord& successor,
-                         int64_t old_expires_us) override {
+  [[nodiscard]] absl::Status RotateKey(const std::string& id, const ApiKeyRecord& successor,
+                                       int64_t old_expires_us) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     Statement select(db_, "SELECT revoked_us FROM api_keys WHERE id = ?");
@@ -206,7 +207,8 @@ class SqliteStateStore final : public StateStore {
     return BumpAndCommit();
   }
 
-  absl::Status TouchKeys(const std::vector<std::pair<std::string, int64_t>>& last_used) override {
+  [[nodiscard]] absl::Status TouchKeys(
+      const std::vector<std::pair<std::string, int64_t>>& last_used) override {
     if (last_used.empty()) return absl::OkStatus();
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
@@ -223,7 +225,7 @@ class SqliteStateStore final : public StateStore {
     return Exec("COMMIT");
   }
 
-  absl::Status AddQuotaUsage(const std::vector<QuotaUsage>& deltas) override {
+  [[nodiscard]] absl::Status AddQuotaUsage(const std::vector<QuotaUsage>& deltas) override {
     if (deltas.empty()) return absl::OkStatus();
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
@@ -242,7 +244,7 @@ class SqliteStateStore final : public StateStore {
     return Exec("COMMIT");
   }
 
-  absl::StatusOr<std::vector<QuotaUsage>> LoadQuotaUsage(int64_t since) override {
+  [[nodiscard]] absl::StatusOr<std::vector<QuotaUsage>> LoadQuotaUsage(int64_t since) override {
     absl::MutexLock lock(&mu_);
     Statement select(db_,
                      "SELECT counter, period_start, used FROM quota_usage WHERE period_start >= ?");
@@ -258,7 +260,7 @@ class SqliteStateStore final : public StateStore {
     return out;
   }
 
-  absl::Status RevokeKey(const std::string& id, int64_t revoked_us) override {
+  [[nodiscard]] absl::Status RevokeKey(const std::string& id, int64_t revoked_us) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
     Statement update(db_, "UPDATE api_keys SET revoked_us = COALESCE(revoked_us, ?) WHERE id = ?");
@@ -271,7 +273,7 @@ class SqliteStateStore final : public StateStore {
     return BumpAndCommit();
   }
 
-  absl::StatusOr<int64_t> KeysGeneration() override {
+  [[nodiscard]] absl::StatusOr<int64_t> KeysGeneration() override {
     absl::MutexLock lock(&mu_);
     Statement select(db_, "SELECT value FROM meta WHERE key = 'keys_generation'");
     if (!select.ok() || sqlite3_step(select.get()) != SQLITE_ROW) return Error("read generation");
@@ -279,7 +281,7 @@ class SqliteStateStore final : public StateStore {
   }
 
  private:
-  absl::Status Insert(const ApiKeyRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  [[nodiscard]] absl::Status Insert(const ApiKeyRecord& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Statement insert(
         db_,
         "INSERT INTO api_keys (id, name, secret_hash, created_us, owner, tenant, roles, "
@@ -321,11 +323,11 @@ class SqliteStateStore final : public StateStore {
                 : std::string();
   }
 
-  absl::Status Error(std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  [[nodiscard]] absl::Status Error(std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return absl::InternalError(StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
   }
 
-  absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  [[nodiscard]] absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     char* message = nullptr;
     if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
       absl::Status s = absl::InternalError(StrCat("sqlite: ", message ? message : "error"));
@@ -335,12 +337,12 @@ class SqliteStateStore final : public StateStore {
     return absl::OkStatus();
   }
 
-  absl::Status Rollback(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  [[nodiscard]] absl::Status Rollback(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     (void)Exec("ROLLBACK");
     return status;
   }
 
-  absl::Status BumpAndCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+  [[nodiscard]] absl::Status BumpAndCommit() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (absl::Status s = Exec("UPDATE meta SET value = value + 1 WHERE key = 'keys_generation'");
         !s.ok()) {
       return Rollback(s);
@@ -354,7 +356,8 @@ class SqliteStateStore final : public StateStore {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const std::string& path) {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(
+    const std::string& path) {
   // Create the file 0600 before SQLite does, so key hashes are never world-readable.
   int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) return absl::PermissionDeniedError(StrCat("cannot open state file ", path));

@@ -74,6 +74,7 @@ class StateStore {
 };
 
 // Opens (creating when absent) the SQLite state file with mode 0600.
-absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(const std::string& path);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(
+    const std::string& path);
 
 }  // namespace pillar::state

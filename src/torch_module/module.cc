@@ -18,17 +18,17 @@ class Module final : public TorchModule {
   std::string_view pillar_version() const override { return PILLAR_VERSION; }
   void ConfigureThreads(int threads) override { runtime::ConfigureTorch(threads); }
   bool CudaAvailable() override { return runtime::CudaAvailable(); }
-  absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) override {
+  [[nodiscard]] absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) override {
     return runtime::ResolveDevice(kind);
   }
-  absl::StatusOr<std::unique_ptr<runtime::Backend>> LoadBackend(
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<runtime::Backend>> LoadBackend(
       std::string_view model_bytes, std::string_view source, const models::ModelConfig& config,
       const std::string& device) override {
     return runtime::LoadTorchBackend(model_bytes, source, config, device);
   }
   int Train(const TrainOptions& options) override { return RunTrain(options); }
-  absl::Status ExportStateDict(const ckpt::LoadedCheckpoint& checkpoint,
-                               const std::string& path) override {
+  [[nodiscard]] absl::Status ExportStateDict(const ckpt::LoadedCheckpoint& checkpoint,
+                                             const std::string& path) override {
     return ckpt::ExportStateDict(checkpoint, path);
   }
 };

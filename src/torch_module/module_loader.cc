@@ -17,10 +17,12 @@ constexpr ModuleSpec kSpec{.file_name = kModuleFileName,
 
 }  // namespace
 
-absl::StatusOr<TorchModule*> LoadTorchModuleFrom(const std::string& path) {
+[[nodiscard]] absl::StatusOr<TorchModule*> LoadTorchModuleFrom(const std::string& path) {
   return OpenModule<TorchModule>(LoadModuleEntryFrom(path, kSpec), kSpec, path);
 }
 
-absl::StatusOr<TorchModule*> LoadTorchModule() { return LoadModuleOnce<TorchModule>(kSpec); }
+[[nodiscard]] absl::StatusOr<TorchModule*> LoadTorchModule() {
+  return LoadModuleOnce<TorchModule>(kSpec);
+}
 
 }  // namespace pillar::torch_module

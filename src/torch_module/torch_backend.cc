@@ -47,7 +47,7 @@ c10::ScalarType ToTorch(DataType type) {
   return c10::ScalarType::Undefined;
 }
 
-absl::StatusOr<DataType> FromTorch(c10::ScalarType type) {
+[[nodiscard]] absl::StatusOr<DataType> FromTorch(c10::ScalarType type) {
   switch (type) {
     case torch::kBool:
       return DataType::kBool;
@@ -75,7 +75,7 @@ class TorchBackend final : public Backend {
   TorchBackend(torch::jit::Module module, const models::ModelConfig& config, torch::Device device)
       : module_(std::move(module)), config_(config), device_(device) {}
 
-  absl::StatusOr<std::vector<protocol::Tensor>> Execute(
+  [[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> Execute(
       std::vector<protocol::Tensor>& inputs) override {
     try {
       c10::InferenceMode guard;
@@ -224,7 +224,7 @@ void ConfigureTorch(int threads) {
 
 bool CudaAvailable() { return torch::cuda::is_available(); }
 
-absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) {
+[[nodiscard]] absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) {
   switch (kind) {
     case models::DeviceKind::kCpu:
       return std::string("cpu");
@@ -238,10 +238,9 @@ absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) {
   return absl::InvalidArgumentError("unknown device kind");
 }
 
-absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view model_bytes,
-                                                          std::string_view source,
-                                                          const models::ModelConfig& config,
-                                                          const std::string& device) {
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(
+    std::string_view model_bytes, std::string_view source, const models::ModelConfig& config,
+    const std::string& device) {
   std::unique_ptr<TorchBackend> backend;
   try {
     torch::Device torch_device(device);

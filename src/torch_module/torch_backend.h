@@ -28,13 +28,12 @@ void ConfigureTorch(int threads);
 bool CudaAvailable();
 
 // The description of the device chosen for `kind` ("cpu", "cuda:0").
-absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind);
+[[nodiscard]] absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind);
 
 // `model_bytes` is a TorchScript archive (torch.jit.save); `source` names it in messages. The
 // bytes are not kept once the module is loaded.
-absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(std::string_view model_bytes,
-                                                          std::string_view source,
-                                                          const models::ModelConfig& config,
-                                                          const std::string& device);
+[[nodiscard]] absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(
+    std::string_view model_bytes, std::string_view source, const models::ModelConfig& config,
+    const std::string& device);
 
 }  // namespace pillar::runtime

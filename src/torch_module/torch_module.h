@@ -60,26 +60,26 @@ class TorchModule {
   virtual void ConfigureThreads(int threads) = 0;
   virtual bool CudaAvailable() = 0;
   // The device chosen for `kind` ("cpu", "cuda:0").
-  virtual absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::string> ResolveDevice(models::DeviceKind kind) = 0;
   // A TorchScript module read from `model_bytes` (never from a path: a server loads exactly
   // the bytes it verified), checked against `config` by running one zero-filled row.
-  virtual absl::StatusOr<std::unique_ptr<runtime::Backend>> LoadBackend(
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<runtime::Backend>> LoadBackend(
       std::string_view model_bytes, std::string_view source, const models::ModelConfig& config,
       const std::string& device) = 0;
 
   // `pillar train`; returns the process exit code.
   virtual int Train(const TrainOptions& options) = 0;
   // `pillar ckpt export`: a checkpoint as a state_dict file torch.load reads.
-  virtual absl::Status ExportStateDict(const ckpt::LoadedCheckpoint& checkpoint,
-                                       const std::string& path) = 0;
+  [[nodiscard]] virtual absl::Status ExportStateDict(const ckpt::LoadedCheckpoint& checkpoint,
+                                                     const std::string& path) = 0;
 };
 
 // Loads the module once per process (later calls return the same module, or the same error).
 // FailedPrecondition naming every path tried when there is none, and the module's own error
 // when it does not load or is of another version.
-absl::StatusOr<TorchModule*> LoadTorchModule();
+[[nodiscard]] absl::StatusOr<TorchModule*> LoadTorchModule();
 
 // Loads the module at `path`, uncached (tests).
-absl::StatusOr<TorchModule*> LoadTorchModuleFrom(const std::string& path);
+[[nodiscard]] absl::StatusOr<TorchModule*> LoadTorchModuleFrom(const std::string& path);
 
 }  // namespace pillar::torch_module

@@ -17,7 +17,7 @@ constexpr std::pair<c10::ScalarType, DType> kTypes[] = {
 
 }  // namespace
 
-absl::StatusOr<DType> DTypeOf(c10::ScalarType type) {
+[[nodiscard]] absl::StatusOr<DType> DTypeOf(c10::ScalarType type) {
   for (const auto& [t, d] : kTypes) {
     if (t == type) return d;
   }
@@ -25,14 +25,14 @@ absl::StatusOr<DType> DTypeOf(c10::ScalarType type) {
       StrCat("tensors of type ", c10::toString(type), " cannot be checkpointed"));
 }
 
-absl::StatusOr<c10::ScalarType> ScalarTypeOf(DType dtype) {
+[[nodiscard]] absl::StatusOr<c10::ScalarType> ScalarTypeOf(DType dtype) {
   for (const auto& [t, d] : kTypes) {
     if (d == dtype) return t;
   }
   return absl::InvalidArgumentError("a blob is not a tensor");
 }
 
-absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tensor) {
+[[nodiscard]] absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tensor) {
   absl::StatusOr<DType> dtype = DTypeOf(tensor.scalar_type());
   if (!dtype.ok()) return dtype.status();
   Source source;
@@ -49,8 +49,8 @@ absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tenso
   return source;
 }
 
-absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint,
-                                         std::string_view name) {
+[[nodiscard]] absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint,
+                                                       std::string_view name) {
   const EntryInfo* entry = checkpoint.Find(name);
   if (entry == nullptr) {
     return absl::NotFoundError(StrCat("the checkpoint has no entry '", name, "'"));
@@ -63,7 +63,8 @@ absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint,
   return out;
 }
 
-absl::Status ExportStateDict(const LoadedCheckpoint& checkpoint, const std::string& path) {
+[[nodiscard]] absl::Status ExportStateDict(const LoadedCheckpoint& checkpoint,
+                                           const std::string& path) {
   c10::Dict<std::string, torch::Tensor> dict;
   for (const EntryInfo& e : checkpoint.manifest().entries) {
     torch::Tensor t;

@@ -22,18 +22,20 @@
 
 namespace pillar::ckpt {
 
-absl::StatusOr<DType> DTypeOf(c10::ScalarType type);
-absl::StatusOr<c10::ScalarType> ScalarTypeOf(DType dtype);
+[[nodiscard]] absl::StatusOr<DType> DTypeOf(c10::ScalarType type);
+[[nodiscard]] absl::StatusOr<c10::ScalarType> ScalarTypeOf(DType dtype);
 
 // A Source whose copy moves `tensor` (any device, any strides) into the staging buffer; the
 // tensor must stay alive, unchanged, until Save() returns.
-absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tensor);
+[[nodiscard]] absl::StatusOr<Source> TensorSource(std::string name, const torch::Tensor& tensor);
 
 // Entry `name` as a new CPU tensor owning its memory; NotFound or InvalidArgument (a blob).
-absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint, std::string_view name);
+[[nodiscard]] absl::StatusOr<torch::Tensor> LoadTensor(const LoadedCheckpoint& checkpoint,
+                                                       std::string_view name);
 
 // Every tensor entry of `checkpoint` (blobs as uint8 tensors) as a dict in torch.save's format.
 // (Reading such files needs no LibTorch: ckpt/torch_save_reader.h.)
-absl::Status ExportStateDict(const LoadedCheckpoint& checkpoint, const std::string& path);
+[[nodiscard]] absl::Status ExportStateDict(const LoadedCheckpoint& checkpoint,
+                                           const std::string& path);
 
 }  // namespace pillar::ckpt

@@ -30,7 +30,7 @@ struct Data {
   torch::Tensor y;  // [n]
 };
 
-absl::StatusOr<Data> ReadDigits(const std::string& path) {
+[[nodiscard]] absl::StatusOr<Data> ReadDigits(const std::string& path) {
   std::ifstream in(path);
   if (!in) return absl::NotFoundError(StrCat("cannot read ", path));
   std::string line;

@@ -9,7 +9,8 @@
 namespace pillar::testing {
 namespace {
 
-absl::Status Injected(std::string_view what, FaultEnv::Fault fault = FaultEnv::Fault::kError) {
+[[nodiscard]] absl::Status Injected(std::string_view what,
+                                    FaultEnv::Fault fault = FaultEnv::Fault::kError) {
   if (fault == FaultEnv::Fault::kNoSpace) {
     return absl::ResourceExhaustedError(std::string("injected fault: no space left on device (") +
                                         std::string(what) + ")");
@@ -26,7 +27,7 @@ class FaultFile final : public WritableFile {
  public:
   FaultFile(FaultEnv* env, std::string path, std::unique_ptr<WritableFile> base)
       : env_(env), path_(std::move(path)), base_(std::move(base)) {}
-  absl::Status Append(std::span<const std::byte> data) override {
+  [[nodiscard]] absl::Status Append(std::span<const std::byte> data) override {
     std::optional<FaultEnv::Fault> fault = env_->Next();
     if (fault == FaultEnv::Fault::kShortWrite && data.size() > 1) {
       const auto half = data.first(data.size() / 2);
@@ -41,13 +42,13 @@ class FaultFile final : public WritableFile {
     env_->Written(path_, size_);
     return s;
   }
-  absl::Status Sync() override {
+  [[nodiscard]] absl::Status Sync() override {
     if (auto fault = env_->Next()) return Injected("fsync", *fault);
     absl::Status s = base_->Sync();
     if (s.ok()) env_->Synced(path_, size_);
     return s;
   }
-  absl::Status Close() override {
+  [[nodiscard]] absl::Status Close() override {
     if (env_->Next()) {
       (void)base_->Close();
       return Injected("close");

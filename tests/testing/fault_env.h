@@ -36,25 +36,27 @@ class FaultEnv final : public Env {
   // Drops unsynced file bytes and undurable renames, then heals (no more faults).
   void Crash();
 
-  absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(const std::string& path,
-                                                                uint32_t mode) override;
-  absl::Status ReadAt(const std::string& path, uint64_t offset, std::span<std::byte> out) override {
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<WritableFile>> NewWritableFile(
+      const std::string& path, uint32_t mode) override;
+  [[nodiscard]] absl::Status ReadAt(const std::string& path, uint64_t offset,
+                                    std::span<std::byte> out) override {
     return base_->ReadAt(path, offset, out);
   }
-  absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
+  [[nodiscard]] absl::StatusOr<uint64_t> FileSize(const std::string& path) override {
     return base_->FileSize(path);
   }
-  absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(const std::string& path) override {
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<MappedFile>> MapFile(
+      const std::string& path) override {
     return base_->MapFile(path);
   }
-  absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> ListDir(const std::string& path) override {
     return base_->ListDir(path);
   }
   bool Exists(const std::string& path) override { return base_->Exists(path); }
-  absl::Status CreateDir(const std::string& path) override;
-  absl::Status RemoveAll(const std::string& path) override;
-  absl::Status Rename(const std::string& from, const std::string& to) override;
-  absl::Status SyncDir(const std::string& path) override;
+  [[nodiscard]] absl::Status CreateDir(const std::string& path) override;
+  [[nodiscard]] absl::Status RemoveAll(const std::string& path) override;
+  [[nodiscard]] absl::Status Rename(const std::string& from, const std::string& to) override;
+  [[nodiscard]] absl::Status SyncDir(const std::string& path) override;
 
   // For FaultFile: counts the op and returns the fault to apply, if any.
   std::optional<Fault> Next();
