@@ -276,7 +276,9 @@ class MpiCommunicator final : public Communicator {
     }
     if (call.type == DataType::kHalf) return half_ops_[index];
     if (call.type == DataType::kBfloat16) return bf16_ops_[index];
-    static constexpr MPI_Op kBuiltIn[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
+    // const, not constexpr: Open MPI's handles are casts of addresses, which clang refuses
+    // in a constant expression.
+    static const MPI_Op kBuiltIn[] = {MPI_SUM, MPI_PROD, MPI_MAX, MPI_MIN};
     return kBuiltIn[index];
   }
 

@@ -149,6 +149,8 @@ void LocalLimiter::Prune() {
   const int64_t now_ns = options_.clock->MonotonicNanos();
   const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
   absl::MutexLock lock(&mu_);
+  // Named here, where the analysis sees mu_ held; it does not follow into the lambda.
+  const auto* unflushed = &unflushed_;
   absl::erase_if(counters_, [&](const auto& entry) {
     const auto& [key, c] = entry;
     switch (key[0]) {
@@ -157,7 +159,7 @@ void LocalLimiter::Prune() {
       case 'c':
         return c.in_flight == 0;
       default:
-        return c.period_start < PeriodStart(c.period, now_s) && !unflushed_.contains(key);
+        return c.period_start < PeriodStart(c.period, now_s) && !unflushed->contains(key);
     }
   });
 }

@@ -1,7 +1,6 @@
 #include "runtime/batching_runner.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 
 #include "common/strings.h"
@@ -38,11 +37,11 @@ BatchingRunner::BatchingRunner(models::ModelConfig config,
 BatchingRunner::~BatchingRunner() {
   std::deque<Pending> abandoned;
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     stopping_ = true;
     abandoned.swap(queue_);
   }
-  cv_.notify_all();
+  cv_.SignalAll();
   for (std::thread& t : threads_) t.join();
   for (Pending& p : abandoned) std::move(p.done)(absl::UnavailableError("model is unloading"));
 }
@@ -60,35 +59,35 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     std::move(done)(rows.status());
     return;
   }
-  std::unique_lock lock(mu_);
+  mu_.Lock();
   if (stopping_) {
-    lock.unlock();
+    mu_.Unlock();
     std::move(done)(absl::UnavailableError("model is unloading"));
     return;
   }
   if (static_cast<int64_t>(queue_.size()) >= config_.batching.max_queue_size) {
     int64_t wait = EstimatedWaitSeconds();
-    lock.unlock();
+    mu_.Unlock();
     std::move(done)(UnavailableWithRetry(
         StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"),
         wait));
     return;
   }
   queue_.push_back(Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
-  lock.unlock();
+  mu_.Unlock();
   // All: an instance waiting for its batch to fill must see every arrival, not just an idle one.
-  cv_.notify_all();
+  cv_.SignalAll();
 }
 
-std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch(std::unique_lock<std::mutex>& lock) {
+std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch() {
   std::vector<Pending> batch;
-  cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+  while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
   if (stopping_) return batch;
   const int64_t max_rows = std::max<int64_t>(1, config_.max_batch_size);
   const int64_t deadline = queue_.front().enqueued_ns + config_.batching.max_queue_delay_us * 1000;
   if (config_.max_batch_size > 0) {
     // Wait for the queue to hold a full batch, up to the oldest request's delay budget.
-    auto queued_rows = [&] {
+    auto queued_rows = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
       int64_t rows = 0;
       for (const Pending& p : queue_) {
         rows += p.rows;
@@ -101,7 +100,7 @@ std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch(std::unique_lock<
       // Stop waiting at the deadline, or when the next request is not expected before it.
       if (now >= deadline) break;
       if (config_.batching.adaptive_delay && busy_instances_ == 0) break;
-      cv_.wait_for(lock, std::chrono::nanoseconds(deadline - now));
+      cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(deadline - now));
       if (queue_.empty()) return batch;  // another instance took them
     }
     if (stopping_ || queue_.empty()) return batch;
@@ -125,15 +124,15 @@ std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch(std::unique_lock<
 }
 
 void BatchingRunner::InstanceLoop(Backend& backend) {
-  std::unique_lock lock(mu_);
+  absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    std::vector<Pending> batch = NextBatch(lock);
+    std::vector<Pending> batch = NextBatch();
     if (batch.empty()) continue;
-    if (!queue_.empty()) cv_.notify_one();  // let another instance start on the rest
+    if (!queue_.empty()) cv_.Signal();  // let another instance start on the rest
     ++busy_instances_;
-    lock.unlock();
+    mu_.Unlock();
     RunBatch(backend, batch);
-    lock.lock();
+    mu_.Lock();
     --busy_instances_;
   }
 }
@@ -166,7 +165,7 @@ void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {
   const int64_t end = clock_.MonotonicNanos();
   if (batch_sizes_ != nullptr) batch_sizes_->Observe(double(total_rows));
   {
-    std::lock_guard lock(mu_);
+    absl::MutexLock lock(&mu_);
     mean_batch_ns_ = 0.9 * mean_batch_ns_ + 0.1 * double(end - start);
   }
   if (outputs.ok() && outputs->size() != config_.outputs.size()) {

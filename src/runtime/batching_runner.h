@@ -11,14 +11,13 @@
 // every queued request with Unavailable and joins the instance threads.
 #pragma once
 
-#include <condition_variable>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "models/model_config.h"
 #include "monitor/metrics.h"
@@ -49,23 +48,23 @@ class BatchingRunner final : public Runner {
 
   void InstanceLoop(Backend& backend);
   // Takes the next batch from the queue, waiting for it to fill up to the configured delay.
-  std::vector<Pending> NextBatch(std::unique_lock<std::mutex>& lock);
+  std::vector<Pending> NextBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunBatch(Backend& backend, std::vector<Pending>& batch);
-  int64_t EstimatedWaitSeconds() const;
+  int64_t EstimatedWaitSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const models::ModelConfig config_;
   std::vector<std::unique_ptr<Backend>> instances_;
   Clock& clock_;
   monitor::Histogram* batch_sizes_;
 
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Pending> queue_;  // guarded by mu_
-  bool stopping_ = false;      // guarded by mu_
-  // Mean nanoseconds to run one batch, for wait estimates; guarded by mu_.
-  double mean_batch_ns_ = 1e6;
-  // Instances executing a batch now, for the adaptive wait; guarded by mu_.
-  int busy_instances_ = 0;
+  mutable absl::Mutex mu_;
+  absl::CondVar cv_;
+  std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  // Mean nanoseconds to run one batch, for wait estimates.
+  double mean_batch_ns_ ABSL_GUARDED_BY(mu_) = 1e6;
+  // Instances executing a batch now, for the adaptive wait.
+  int busy_instances_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;
 };
 
