@@ -261,116 +261,142 @@ void AuditLog::AwaitRetry() {
   mu_.AwaitWithTimeout(absl::Condition(&woken), kRetryDelay);
 }
 
-void AuditLog::Run() {
+// What the writer carries from one turn of Run()'s loop to the next.
+struct AuditLog::WriterState {
   Bodies batch;                 // taken from the queue, not yet written
   int64_t unsynced_events = 0;  // written, not yet synced
   bool unsynced = false;        // something (events or a checkpoint) was written, not synced
   absl::Time unsynced_since;
   absl::Time sync_retry_at = absl::InfinitePast();  // after a failed sync
-  const absl::Duration fsync_interval = options_.fsync_interval;
-  const bool never_sync = fsync_interval == absl::InfiniteDuration();
-  for (;;) {
-    bool stopping;
-    {
-      absl::MutexLock lock(&mu_);
-      if (abandoned_) return;  // Abandon() counts what the writer holds
-      if (batch.empty()) {
-        absl::Time deadline = absl::InfiniteFuture();
-        if (options_.checkpoint_key.has_value() && since_checkpoint_ > 0) {
-          deadline = next_checkpoint_;
-        }
-        if (unsynced) {
-          const absl::Time sync_due = pending_checkpoint_.empty() && !never_sync
-                                          ? unsynced_since + fsync_interval
-                                          : absl::InfinitePast();
-          deadline = std::min(deadline, std::max(sync_due, sync_retry_at));
-        }
-        auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return !queue_.empty() || stopping_ || abandoned_;
-        };
-        mu_.AwaitWithDeadline(absl::Condition(&ready), deadline);
-        if (abandoned_) return;
-        std::swap(batch, queue_);
-      } else {
-        // A batch that failed: retry it with whatever arrived since.
-        const size_t base = batch.text.size();
-        batch.text += queue_.text;
-        for (size_t end : queue_.ends) batch.ends.push_back(base + end);
-        queue_.clear();
+  absl::Duration fsync_interval;
+  bool never_sync = false;  // fsync_interval is infinite: syncs are left to the OS
+};
+
+absl::Time AuditLog::WakeDeadline(const WriterState& state) const {
+  absl::Time deadline = absl::InfiniteFuture();
+  if (options_.checkpoint_key.has_value() && since_checkpoint_ > 0) {
+    deadline = next_checkpoint_;
+  }
+  if (state.unsynced) {
+    const absl::Time sync_due = pending_checkpoint_.empty() && !state.never_sync
+                                    ? state.unsynced_since + state.fsync_interval
+                                    : absl::InfinitePast();
+    deadline = std::min(deadline, std::max(sync_due, state.sync_retry_at));
+  }
+  return deadline;
+}
+
+bool AuditLog::TakeBatch(WriterState& state, bool& stopping) {
+  absl::MutexLock lock(&mu_);
+  if (abandoned_) return false;  // Abandon() counts what the writer holds
+  if (state.batch.empty()) {
+    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !queue_.empty() || stopping_ || abandoned_;
+    };
+    mu_.AwaitWithDeadline(absl::Condition(&ready), WakeDeadline(state));
+    if (abandoned_) return false;
+    std::swap(state.batch, queue_);
+  } else {
+    // A batch that failed: retry it with whatever arrived since.
+    const size_t base = state.batch.text.size();
+    state.batch.text += queue_.text;
+    for (size_t end : queue_.ends) state.batch.ends.push_back(base + end);
+    queue_.clear();
+  }
+  held_events_ = state.batch.size();
+  stopping = stopping_;
+  return true;
+}
+
+AuditLog::AfterWrite AuditLog::WriteHeldBatch(WriterState& state, absl::Time now,
+                                              bool checkpoint_due, bool stopping) {
+  if (!WriteBatch(state.batch, checkpoint_due)) {
+    if (stopping) {
+      // The attempt in progress when the destructor was called, and this one, failed: give
+      // up rather than hold the process's exit hostage to the store (a held lock, a full
+      // disk), and say what is lost.
+      std::string error;
+      {
+        absl::MutexLock lock(&mu_);
+        error = std::string(last_error_.message());
       }
-      held_events_ = batch.size();
-      stopping = stopping_;
+      const std::string unsynced_note =
+          state.unsynced_events > 0
+              ? StrCat(" (and ", state.unsynced_events, " written, not synced)")
+              : std::string();
+      std::fprintf(stderr,
+                   "pillar: ALERT: audit log %s: stopping with %zu events that could not be "
+                   "written%s: %s\n",
+                   store_->Describe().c_str(), state.batch.size(), unsynced_note.c_str(),
+                   error.c_str());
+      return AfterWrite::kStop;
     }
+    // Woken early by the destructor, for the one more attempt it allows, or by Abandon().
+    AwaitRetry();
+    return AfterWrite::kRetry;
+  }
+  if (checkpoint_due) next_checkpoint_ = now + options_.checkpoint_interval;
+  if (!state.unsynced) state.unsynced_since = now;
+  state.unsynced = true;
+  state.unsynced_events += int64_t(state.batch.size());
+  state.batch.clear();
+  absl::MutexLock lock(&mu_);
+  held_events_ = 0;
+  // Written before Abandon() took effect: it counts them.
+  return abandoned_ ? AfterWrite::kStop : AfterWrite::kSync;
+}
+
+bool AuditLog::SyncIfDue(WriterState& state, absl::Time now, bool stopping) {
+  // A checkpoint is synced at once (to be published); events per the fsync policy. After a
+  // failed sync, the next try waits kRetryDelay (stopping tries once more, at once).
+  const bool sync_due = state.unsynced && (now >= state.sync_retry_at || stopping) &&
+                        (!pending_checkpoint_.empty() || state.never_sync || stopping ||
+                         now - state.unsynced_since >= state.fsync_interval);
+  if (!sync_due) return true;
+  absl::Status synced =
+      state.never_sync && pending_checkpoint_.empty() ? absl::OkStatus() : store_->Sync();
+  if (!synced.ok()) {
+    ReportError(std::move(synced));
+    if (stopping) {
+      std::fprintf(stderr, "pillar: ALERT: audit log: %lld written events could not be synced\n",
+                   static_cast<long long>(state.unsynced_events));
+      return false;
+    }
+    state.sync_retry_at = absl::Now() + kRetryDelay;
+    return true;
+  }
+  state.unsynced = false;
+  state.sync_retry_at = absl::InfinitePast();
+  last_error_alert_ = absl::InfinitePast();  // the next failure is a new episode
+  {
+    absl::MutexLock lock(&mu_);
+    last_error_ = absl::OkStatus();
+  }
+  PublishPendingCheckpoint();
+  absl::MutexLock lock(&mu_);
+  durable_ += state.unsynced_events;
+  state.unsynced_events = 0;
+  return true;
+}
+
+void AuditLog::Run() {
+  WriterState state;
+  state.fsync_interval = options_.fsync_interval;
+  state.never_sync = state.fsync_interval == absl::InfiniteDuration();
+  for (;;) {
+    bool stopping = false;
+    if (!TakeBatch(state, stopping)) return;
     const absl::Time now = absl::Now();
     const bool checkpoint_due = options_.checkpoint_key.has_value() &&
-                                since_checkpoint_ + int64_t(batch.size()) > 0 &&
+                                since_checkpoint_ + int64_t(state.batch.size()) > 0 &&
                                 (now >= next_checkpoint_ || stopping);
-    if (!batch.empty() || checkpoint_due) {
-      if (!WriteBatch(batch, checkpoint_due)) {
-        if (stopping) {
-          // The attempt in progress when the destructor was called, and this one, failed: give
-          // up rather than hold the process's exit hostage to the store (a held lock, a full
-          // disk), and say what is lost.
-          std::string error;
-          {
-            absl::MutexLock lock(&mu_);
-            error = std::string(last_error_.message());
-          }
-          const std::string unsynced_note =
-              unsynced_events > 0 ? StrCat(" (and ", unsynced_events, " written, not synced)")
-                                  : std::string();
-          std::fprintf(stderr,
-                       "pillar: ALERT: audit log %s: stopping with %zu events that could not be "
-                       "written%s: %s\n",
-                       store_->Describe().c_str(), batch.size(), unsynced_note.c_str(),
-                       error.c_str());
-          return;
-        }
-        // Woken early by the destructor, for the one more attempt it allows, or by Abandon().
-        AwaitRetry();
-        continue;
-      }
-      if (checkpoint_due) next_checkpoint_ = now + options_.checkpoint_interval;
-      if (!unsynced) unsynced_since = now;
-      unsynced = true;
-      unsynced_events += int64_t(batch.size());
-      batch.clear();
-      absl::MutexLock lock(&mu_);
-      held_events_ = 0;
-      if (abandoned_) return;  // written before Abandon() took effect: it counts them
+    if (!state.batch.empty() || checkpoint_due) {
+      const AfterWrite next = WriteHeldBatch(state, now, checkpoint_due, stopping);
+      if (next == AfterWrite::kStop) return;
+      if (next == AfterWrite::kRetry) continue;
     }
-    // A checkpoint is synced at once (to be published); events per the fsync policy. After a
-    // failed sync, the next try waits kRetryDelay (stopping tries once more, at once).
-    const bool sync_due = unsynced && (now >= sync_retry_at || stopping) &&
-                          (!pending_checkpoint_.empty() || never_sync || stopping ||
-                           now - unsynced_since >= fsync_interval);
-    if (sync_due) {
-      absl::Status synced =
-          never_sync && pending_checkpoint_.empty() ? absl::OkStatus() : store_->Sync();
-      if (synced.ok()) {
-        unsynced = false;
-        sync_retry_at = absl::InfinitePast();
-        last_error_alert_ = absl::InfinitePast();  // the next failure is a new episode
-        {
-          absl::MutexLock lock(&mu_);
-          last_error_ = absl::OkStatus();
-        }
-        PublishPendingCheckpoint();
-        absl::MutexLock lock(&mu_);
-        durable_ += unsynced_events;
-        unsynced_events = 0;
-      } else {
-        ReportError(std::move(synced));
-        if (stopping) {
-          std::fprintf(stderr,
-                       "pillar: ALERT: audit log: %lld written events could not be synced\n",
-                       static_cast<long long>(unsynced_events));
-          return;
-        }
-        sync_retry_at = absl::Now() + kRetryDelay;
-      }
-    }
-    if (stopping && !unsynced) {
+    if (!SyncIfDue(state, now, stopping)) return;
+    if (stopping && !state.unsynced) {
       absl::MutexLock lock(&mu_);
       if (queue_.empty()) return;
     }

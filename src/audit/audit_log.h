@@ -127,6 +127,23 @@ class AuditLog final : public AuditSink {
   bool WriteBatch(const Bodies& bodies, bool checkpoint_due);
   // Until the next retry: kRetryDelay, or less when the log is being stopped or abandoned.
   void AwaitRetry();
+
+  // Run()'s steps. WriterState is what the writer carries from one turn of its loop to the
+  // next (audit_log.cc).
+  struct WriterState;
+  // What Run() does after writing the batch it holds.
+  enum class AfterWrite { kSync, kRetry, kStop };
+  // Fills state.batch: waits for events (or a checkpoint or sync falling due) when it is
+  // empty, adds what arrived since to a batch kept for a retry. False once abandoned.
+  bool TakeBatch(WriterState& state, bool& stopping);
+  // When TakeBatch() stops waiting for events: a checkpoint or a sync falling due.
+  absl::Time WakeDeadline(const WriterState& state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes state.batch (and a checkpoint when due); on a store error waits to retry, or gives up
+  // when stopping.
+  AfterWrite WriteHeldBatch(WriterState& state, absl::Time now, bool checkpoint_due, bool stopping);
+  // Syncs what was written when the fsync policy (or a checkpoint, or stopping) says so. False
+  // when stopping and the sync failed: the writer gives up.
+  bool SyncIfDue(WriterState& state, absl::Time now, bool stopping);
   // Keeps the pending checkpoint beside the chain (called once it is synced).
   void PublishPendingCheckpoint();
   // Counts and reports a store error: one stderr line per episode, then one per 10 s.

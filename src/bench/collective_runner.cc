@@ -7,12 +7,64 @@
 #include <new>
 
 #include "bench/elements.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::bench {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The reductions to sweep: those asked for, or none for a collective that does not reduce.
+std::vector<std::optional<ReduceOp>> OpsToSweep(const CollectiveOptions& options) {
+  std::vector<std::optional<ReduceOp>> ops;
+  if (Reduces(options.collective)) {
+    ops.assign(options.ops.begin(), options.ops.end());
+  } else {
+    ops.push_back(std::nullopt);
+  }
+  return ops;
+}
+
+// Both buffers at the largest size. resize() zero-fills: the pages are touched before timing, so
+// faults are not the network's.
+[[nodiscard]] absl::Status AllocateBuffers(size_t bytes, std::vector<std::byte>& send,
+                                           std::vector<std::byte>& recv) {
+  try {
+    send.resize(bytes);
+    recv.resize(bytes);
+  } catch (const std::bad_alloc&) {  // a ulimit below the physical memory
+    return absl::ResourceExhaustedError(StrCat("cannot allocate two buffers of ", bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// A row's columns before its two placements are measured.
+CollectiveRow RowFor(const CollectiveOptions& options, DataType type,
+                     const std::optional<ReduceOp>& op, const Counts& counts) {
+  CollectiveRow row;
+  row.bytes = counts.printed_bytes;
+  row.count = counts.count;
+  row.type = type;
+  row.op = op;
+  row.root = HasRoot(options.collective) ? options.root : -1;
+  return row;
+}
+
+// The out-of-place call of a row: from `send` into `recv`.
+CollectiveCall OutOfPlaceCall(const CollectiveOptions& options, DataType type,
+                              const std::optional<ReduceOp>& op, const Counts& counts,
+                              std::vector<std::byte>& send, std::vector<std::byte>& recv) {
+  CollectiveCall call;
+  call.collective = options.collective;
+  call.type = type;
+  call.op = op.value_or(ReduceOp::kSum);
+  call.root = HasRoot(options.collective) ? options.root : 0;
+  call.count = counts.count;
+  call.send = send.data();
+  call.recv = recv.data();
+  return call;
+}
 
 }  // namespace
 
@@ -115,27 +167,15 @@ absl::StatusOr<CollectiveSummary> CollectiveRunner::Run(
     return absl::InvalidArgumentError(
         StrCat("-r ", options_.root, ": there are only ", ranks, " ranks"));
   }
-  std::vector<std::optional<ReduceOp>> ops;
-  if (Reduces(c)) {
-    ops.assign(options_.ops.begin(), options_.ops.end());
-  } else {
-    ops.push_back(std::nullopt);
-  }
+  const std::vector<std::optional<ReduceOp>> ops = OpsToSweep(options_);
   const bool one_combination = options_.types.size() == 1 && ops.size() == 1;
   const std::vector<size_t> sizes = Sizes(options_);
   CollectiveSummary summary;
   double busbw_sum = 0;
   size_t busbw_n = 0;
   size_t rows_run = 0;
-  if (absl::Status s = CheckFitsInMemory(options_); !s.ok()) return s;
-  // resize() zero-fills: the pages are touched before timing, so faults are not the network's.
-  try {
-    send_.resize(options_.max_bytes);
-    recv_.resize(options_.max_bytes);
-  } catch (const std::bad_alloc&) {  // a ulimit below the physical memory
-    return absl::ResourceExhaustedError(
-        StrCat("cannot allocate two buffers of ", options_.max_bytes, " bytes"));
-  }
+  PILLAR_RETURN_IF_ERROR(CheckFitsInMemory(options_));
+  PILLAR_RETURN_IF_ERROR(AllocateBuffers(options_.max_bytes, send_, recv_));
   for (int cycle = 0; options_.cycles == 0 || cycle < options_.cycles; ++cycle) {
     for (DataType type : options_.types) {
       for (const std::optional<ReduceOp>& op : ops) {
@@ -149,28 +189,12 @@ absl::StatusOr<CollectiveSummary> CollectiveRunner::Run(
         }
         for (size_t bytes : sizes) {
           const Counts counts = CollectiveCounts(c, bytes, type, ranks, rank);
-          CollectiveRow row;
-          row.bytes = counts.printed_bytes;
-          row.count = counts.count;
-          row.type = type;
-          row.op = op;
-          row.root = HasRoot(c) ? options_.root : -1;
-          CollectiveCall call;
-          call.collective = c;
-          call.type = type;
-          call.op = op.value_or(ReduceOp::kSum);
-          call.root = HasRoot(c) ? options_.root : 0;
-          call.count = counts.count;
-          call.send = send_.data();
-          call.recv = recv_.data();
-          absl::StatusOr<Placement> out = Measure(call, counts.send, counts.recv);
-          if (!out.ok()) return out.status();
+          CollectiveRow row = RowFor(options_, type, op, counts);
+          CollectiveCall call = OutOfPlaceCall(options_, type, op, counts, send_, recv_);
+          PILLAR_ASSIGN_OR_RETURN(row.out_of_place, Measure(call, counts.send, counts.recv));
           call.in_place = true;
           call.send = recv_.data() + counts.in_place_offset * DataTypeSize(type);
-          absl::StatusOr<Placement> in = Measure(call, counts.send, counts.recv);
-          if (!in.ok()) return in.status();
-          row.out_of_place = *out;
-          row.in_place = *in;
+          PILLAR_ASSIGN_OR_RETURN(row.in_place, Measure(call, counts.send, counts.recv));
           for (const Placement* p : {&row.out_of_place, &row.in_place}) {
             busbw_sum += p->bandwidth.busbw;
             ++busbw_n;

@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "ckpt/checkpoint_format.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::ckpt {
@@ -49,50 +50,43 @@ std::string Parent(const std::string& dir) {
   return parent.empty() ? "." : parent;
 }
 
-}  // namespace
-
-[[nodiscard]] absl::StatusOr<Manifest> WriteCheckpoint(
-    Env& env, const std::string& dir, int64_t step, std::span<const EntryView> entries,
-    const std::map<std::string, std::string>& metadata, const WriteOptions& options) {
-  const absl::Time start = absl::Now();
-  if (env.Exists(dir)) return absl::AlreadyExistsError(StrCat("checkpoint ", dir, " exists"));
-  for (const auto& [key, value] : metadata) {
-    if (!ValidEntryName(key)) {
-      return absl::InvalidArgumentError("metadata keys have 1 to 1024 bytes and no NUL");
+// Refuses what Manifest::Parse would refuse, before a byte is written: a checkpoint that saves
+// but never loads would lose the run. `names` holds the names of the entries before `i`.
+[[nodiscard]] absl::Status CheckEntry(size_t i, const EntryView& e,
+                                      std::set<std::string_view>& names) {
+  if (!ValidEntryName(e.name)) {
+    return absl::InvalidArgumentError(StrCat("entry ", i, ": names have 1 to 1024 bytes, no NUL"));
+  }
+  if (!names.insert(e.name).second) {
+    return absl::InvalidArgumentError(StrCat("entry '", e.name, "' is given twice"));
+  }
+  if (e.dtype != DType::kBlob) {
+    const std::optional<uint64_t> elements = ShapeElements(e.shape);
+    if (!elements) {
+      return absl::InvalidArgumentError(StrCat(
+          "entry '", e.name, "': more than 16 dimensions, a negative one, or too many elements"));
+    }
+    if (*elements * DTypeSize(e.dtype) != e.data.size()) {
+      return absl::InvalidArgumentError(StrCat("entry '", e.name, "': shape and dtype make ",
+                                               *elements * DTypeSize(e.dtype),
+                                               " bytes, the data has ", e.data.size()));
     }
   }
-  Manifest manifest;
-  manifest.step = step;
-  manifest.metadata = metadata;
+  return absl::OkStatus();
+}
+
+// Plans the shards: entries in order, a new shard when the next entry would overflow a
+// non-empty one. Fills manifest.entries (all but checksums) and sizes manifest.shards; answers
+// the indices of the entries each shard holds.
+[[nodiscard]] absl::StatusOr<std::vector<std::vector<size_t>>> PlanShards(
+    std::span<const EntryView> entries, uint64_t shard_bytes, Manifest& manifest) {
   std::set<std::string_view> names;
-  manifest.snapshot_seconds = options.snapshot_seconds;
-  // Plan: entries in order, a new shard when the next entry would overflow a non-empty one.
   std::vector<std::vector<size_t>> shard_entries;
   uint64_t fill = 0;
   for (size_t i = 0; i < entries.size(); ++i) {
     const EntryView& e = entries[i];
-    // What Manifest::Parse would refuse is refused here, before a byte is written: a
-    // checkpoint that saves but never loads would lose the run.
-    if (!ValidEntryName(e.name)) {
-      return absl::InvalidArgumentError(
-          StrCat("entry ", i, ": names have 1 to 1024 bytes, no NUL"));
-    }
-    if (!names.insert(e.name).second) {
-      return absl::InvalidArgumentError(StrCat("entry '", e.name, "' is given twice"));
-    }
-    if (e.dtype != DType::kBlob) {
-      const std::optional<uint64_t> elements = ShapeElements(e.shape);
-      if (!elements) {
-        return absl::InvalidArgumentError(StrCat(
-            "entry '", e.name, "': more than 16 dimensions, a negative one, or too many elements"));
-      }
-      if (*elements * DTypeSize(e.dtype) != e.data.size()) {
-        return absl::InvalidArgumentError(StrCat("entry '", e.name, "': shape and dtype make ",
-                                                 *elements * DTypeSize(e.dtype),
-                                                 " bytes, the data has ", e.data.size()));
-      }
-    }
-    if (shard_entries.empty() || (fill > 0 && fill + e.data.size() > options.shard_bytes)) {
+    PILLAR_RETURN_IF_ERROR(CheckEntry(i, e, names));
+    if (shard_entries.empty() || (fill > 0 && fill + e.data.size() > shard_bytes)) {
       shard_entries.emplace_back();
       fill = 0;
     }
@@ -109,59 +103,89 @@ std::string Parent(const std::string& dir) {
   }
   if (shard_entries.empty()) shard_entries.emplace_back();  // an empty checkpoint: one empty shard
   manifest.shards.resize(shard_entries.size());
+  return shard_entries;
+}
+
+// Writes shard `shard` (the entries `in_shard` of the plan) into `tmp`, zeros between them,
+// and records its size and checksum and its entries' checksums in `manifest`.
+[[nodiscard]] absl::Status WriteShard(Env& env, const std::string& tmp, size_t shard,
+                                      const std::vector<size_t>& in_shard,
+                                      std::span<const EntryView> entries, Manifest& manifest) {
+  static const std::byte kZeros[format::kEntryAlignment] = {};
+  ShardInfo& info = manifest.shards[shard];
+  info.file = ShardFileName(shard);
+  absl::StatusOr<std::unique_ptr<WritableFile>> file =
+      env.NewWritableFile(Join(tmp, info.file), 0600);
+  if (!file.ok()) return file.status();
+  XXH3_state_t* state = XXH3_createState();
+  XXH3_64bits_reset(state);
+  uint64_t at = 0;
+  absl::Status s;
+  for (size_t i : in_shard) {
+    EntryInfo& e = manifest.entries[i];
+    const std::span<const std::byte> pad(kZeros, e.offset - at);
+    if (!pad.empty()) {
+      XXH3_64bits_update(state, pad.data(), pad.size());
+      if (s = (*file)->Append(pad); !s.ok()) break;
+    }
+    const std::span<const std::byte> data = entries[i].data;
+    e.xxh3 = XXH3_64bits(data.data(), data.size());
+    XXH3_64bits_update(state, data.data(), data.size());
+    if (s = (*file)->Append(data); !s.ok()) break;
+    at = e.offset + e.bytes;
+  }
+  info.bytes = at;
+  info.xxh3 = XXH3_64bits_digest(state);
+  XXH3_freeState(state);
+  if (s.ok()) s = (*file)->Sync();
+  if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
+  return s;
+}
+
+// Writes `text` to a new file at `path` and syncs it.
+[[nodiscard]] absl::Status WriteSyncedFile(Env& env, const std::string& path,
+                                           const std::string& text) {
+  absl::StatusOr<std::unique_ptr<WritableFile>> file = env.NewWritableFile(path, 0600);
+  if (!file.ok()) return file.status();
+  absl::Status s = (*file)->Append(std::as_bytes(std::span(text.data(), text.size())));
+  if (s.ok()) s = (*file)->Sync();
+  if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
+  return s;
+}
+
+}  // namespace
+
+[[nodiscard]] absl::StatusOr<Manifest> WriteCheckpoint(
+    Env& env, const std::string& dir, int64_t step, std::span<const EntryView> entries,
+    const std::map<std::string, std::string>& metadata, const WriteOptions& options) {
+  const absl::Time start = absl::Now();
+  if (env.Exists(dir)) return absl::AlreadyExistsError(StrCat("checkpoint ", dir, " exists"));
+  for (const auto& [key, value] : metadata) {
+    if (!ValidEntryName(key)) {
+      return absl::InvalidArgumentError("metadata keys have 1 to 1024 bytes and no NUL");
+    }
+  }
+  Manifest manifest;
+  manifest.step = step;
+  manifest.metadata = metadata;
+  manifest.snapshot_seconds = options.snapshot_seconds;
+  PILLAR_ASSIGN_OR_RETURN(const std::vector<std::vector<size_t>> shard_entries,
+                          PlanShards(entries, options.shard_bytes, manifest));
 
   const std::string tmp = StrCat(dir, format::kTmpSuffix);
-  if (absl::Status s = env.RemoveAll(tmp); !s.ok()) return s;
-  if (absl::Status s = env.CreateDir(tmp); !s.ok()) return s;
-  static const std::byte kZeros[format::kEntryAlignment] = {};
-  absl::Status written =
-      ForEachParallel(shard_entries.size(), options.threads, [&](size_t shard) -> absl::Status {
-        ShardInfo& info = manifest.shards[shard];
-        info.file = ShardFileName(shard);
-        absl::StatusOr<std::unique_ptr<WritableFile>> file =
-            env.NewWritableFile(Join(tmp, info.file), 0600);
-        if (!file.ok()) return file.status();
-        XXH3_state_t* state = XXH3_createState();
-        XXH3_64bits_reset(state);
-        uint64_t at = 0;
-        absl::Status s;
-        for (size_t i : shard_entries[shard]) {
-          EntryInfo& e = manifest.entries[i];
-          const std::span<const std::byte> pad(kZeros, e.offset - at);
-          if (!pad.empty()) {
-            XXH3_64bits_update(state, pad.data(), pad.size());
-            if (s = (*file)->Append(pad); !s.ok()) break;
-          }
-          const std::span<const std::byte> data = entries[i].data;
-          e.xxh3 = XXH3_64bits(data.data(), data.size());
-          XXH3_64bits_update(state, data.data(), data.size());
-          if (s = (*file)->Append(data); !s.ok()) break;
-          at = e.offset + e.bytes;
-        }
-        info.bytes = at;
-        info.xxh3 = XXH3_64bits_digest(state);
-        XXH3_freeState(state);
-        if (s.ok()) s = (*file)->Sync();
-        if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
-        return s;
-      });
+  PILLAR_RETURN_IF_ERROR(env.RemoveAll(tmp));
+  PILLAR_RETURN_IF_ERROR(env.CreateDir(tmp));
+  absl::Status written = ForEachParallel(shard_entries.size(), options.threads, [&](size_t shard) {
+    return WriteShard(env, tmp, shard, shard_entries[shard], entries, manifest);
+  });
   if (!written.ok()) return written;
   manifest.created_us = absl::ToUnixMicros(absl::Now());
   manifest.save_seconds = absl::ToDoubleSeconds(absl::Now() - start);
-  const std::string text = manifest.Encode();
-  {
-    absl::StatusOr<std::unique_ptr<WritableFile>> file =
-        env.NewWritableFile(Join(tmp, format::kManifestFile), 0600);
-    if (!file.ok()) return file.status();
-    absl::Status s = (*file)->Append(std::as_bytes(std::span(text.data(), text.size())));
-    if (s.ok()) s = (*file)->Sync();
-    if (absl::Status closed = (*file)->Close(); s.ok()) s = closed;
-    if (!s.ok()) return s;
-  }
+  PILLAR_RETURN_IF_ERROR(WriteSyncedFile(env, Join(tmp, format::kManifestFile), manifest.Encode()));
   // The names inside the directory first, then the directory's own name in its parent.
-  if (absl::Status s = env.SyncDir(tmp); !s.ok()) return s;
-  if (absl::Status s = env.Rename(tmp, dir); !s.ok()) return s;
-  if (absl::Status s = env.SyncDir(Parent(dir)); !s.ok()) return s;
+  PILLAR_RETURN_IF_ERROR(env.SyncDir(tmp));
+  PILLAR_RETURN_IF_ERROR(env.Rename(tmp, dir));
+  PILLAR_RETURN_IF_ERROR(env.SyncDir(Parent(dir)));
   return manifest;
 }
 
@@ -180,53 +204,46 @@ bool ByPlace(const EntryInfo* a, const EntryInfo* b) {
   return a->offset != b->offset ? a->offset < b->offset : a->bytes < b->bytes;
 }
 
-// Checks one shard's size against the manifest and its bytes (in `data`, or read from disk in
-// chunks when `data` is null) against the shard and entry checksums.
-[[nodiscard]] absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manifest,
-                                      size_t shard, const std::byte* data) {
-  const ShardInfo& info = manifest.shards[shard];
-  const std::string path = Join(dir, info.file);
-  absl::StatusOr<uint64_t> size = env.FileSize(path);
-  if (!size.ok()) return size.status();
-  if (*size != info.bytes) {
-    return absl::DataLossError(StrCat(path, ": ", *size, " bytes, the manifest says ", info.bytes,
-                                      " (truncated or torn)"));
-  }
-  if (data != nullptr) {
-    // Mapped: one pass over the bytes. Each entry's checksum covers the entry and the
-    // alignment gaps must be zeros, so every byte of the shard is checked without hashing it
-    // twice (the shard checksum is for streaming readers: `pillar ckpt verify`, draining).
-    std::vector<const EntryInfo*> in_shard;
-    for (const EntryInfo& e : manifest.entries) {
-      if (e.shard == shard) in_shard.push_back(&e);
-    }
-    std::sort(in_shard.begin(), in_shard.end(), ByPlace);
-    uint64_t at = 0;
-    for (const EntryInfo* e : in_shard) {
-      if (e->offset < at) return absl::DataLossError(StrCat(path, ": entries overlap"));
-      for (uint64_t i = at; i < e->offset; ++i) {
-        if (data[i] != std::byte{0}) {
-          return absl::DataLossError(StrCat(path, ": byte ", i, " between entries is not zero"));
-        }
-      }
-      if (XXH3_64bits(data + e->offset, e->bytes) != e->xxh3) {
-        return absl::DataLossError(StrCat(path, ": entry '", e->name, "' checksum mismatch"));
-      }
-      at = e->offset + e->bytes;
-    }
-    if (at != info.bytes) {
-      return absl::DataLossError(
-          StrCat(path, ": ", info.bytes - at, " bytes after the last entry"));
-    }
-    return absl::OkStatus();
-  }
-  // Streaming: the shard checksum over chunks; entry checksums need each entry whole, so they
-  // are checked as each entry's bytes pass (an entry straddles chunks: a per-entry state).
+// The entries of `shard`, in the order their bytes lie in it.
+std::vector<const EntryInfo*> EntriesInShard(const Manifest& manifest, size_t shard) {
   std::vector<const EntryInfo*> in_shard;
   for (const EntryInfo& e : manifest.entries) {
     if (e.shard == shard) in_shard.push_back(&e);
   }
   std::sort(in_shard.begin(), in_shard.end(), ByPlace);
+  return in_shard;
+}
+
+// Mapped: one pass over the bytes. Each entry's checksum covers the entry and the alignment
+// gaps must be zeros, so every byte of the shard is checked without hashing it twice (the shard
+// checksum is for streaming readers: `pillar ckpt verify`, draining).
+[[nodiscard]] absl::Status CheckMappedShard(const std::string& path, const ShardInfo& info,
+                                            const std::vector<const EntryInfo*>& in_shard,
+                                            const std::byte* data) {
+  uint64_t at = 0;
+  for (const EntryInfo* e : in_shard) {
+    if (e->offset < at) return absl::DataLossError(StrCat(path, ": entries overlap"));
+    for (uint64_t i = at; i < e->offset; ++i) {
+      if (data[i] != std::byte{0}) {
+        return absl::DataLossError(StrCat(path, ": byte ", i, " between entries is not zero"));
+      }
+    }
+    if (XXH3_64bits(data + e->offset, e->bytes) != e->xxh3) {
+      return absl::DataLossError(StrCat(path, ": entry '", e->name, "' checksum mismatch"));
+    }
+    at = e->offset + e->bytes;
+  }
+  if (at != info.bytes) {
+    return absl::DataLossError(StrCat(path, ": ", info.bytes - at, " bytes after the last entry"));
+  }
+  return absl::OkStatus();
+}
+
+// Streaming: the shard checksum over chunks; entry checksums need each entry whole, so they are
+// checked as each entry's bytes pass (an entry straddles chunks: a per-entry state).
+[[nodiscard]] absl::Status CheckStreamedShard(Env& env, const std::string& path,
+                                              const ShardInfo& info,
+                                              const std::vector<const EntryInfo*>& in_shard) {
   XXH3_state_t* whole = XXH3_createState();
   XXH3_state_t* entry = XXH3_createState();
   XXH3_64bits_reset(whole);
@@ -276,6 +293,23 @@ bool ByPlace(const EntryInfo* a, const EntryInfo* b) {
   XXH3_freeState(whole);
   XXH3_freeState(entry);
   return status;
+}
+
+// Checks one shard's size against the manifest and its bytes (in `data`, or read from disk in
+// chunks when `data` is null) against the shard and entry checksums.
+[[nodiscard]] absl::Status CheckShard(Env& env, const std::string& dir, const Manifest& manifest,
+                                      size_t shard, const std::byte* data) {
+  const ShardInfo& info = manifest.shards[shard];
+  const std::string path = Join(dir, info.file);
+  absl::StatusOr<uint64_t> size = env.FileSize(path);
+  if (!size.ok()) return size.status();
+  if (*size != info.bytes) {
+    return absl::DataLossError(StrCat(path, ": ", *size, " bytes, the manifest says ", info.bytes,
+                                      " (truncated or torn)"));
+  }
+  const std::vector<const EntryInfo*> in_shard = EntriesInShard(manifest, shard);
+  if (data != nullptr) return CheckMappedShard(path, info, in_shard, data);
+  return CheckStreamedShard(env, path, info, in_shard);
 }
 
 }  // namespace

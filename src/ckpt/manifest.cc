@@ -6,6 +6,7 @@
 #include "ckpt/checkpoint_format.h"
 #include "common/clock.h"
 #include "common/json_writer.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::ckpt {
@@ -34,6 +35,131 @@ bool ParseHex16(std::string_view text, uint64_t* out) {
   }
   *out = v;
   return true;
+}
+
+[[nodiscard]] absl::Status Bad(std::string_view source, std::string_view what) {
+  return absl::DataLossError(StrCat(source, ": ", what));
+}
+
+// Line 1: JSON. Line 2: its checksum. Anything else is a torn or foreign file. Answers the JSON
+// once its checksum matches.
+[[nodiscard]] absl::StatusOr<std::string_view> CheckedJson(std::string_view text,
+                                                           std::string_view source) {
+  const size_t lf = text.find('\n');
+  if (lf == std::string_view::npos) return Bad(source, "no checksum line (torn or not a manifest)");
+  const std::string_view json = text.substr(0, lf);
+  std::string_view rest = text.substr(lf + 1);
+  if (rest.empty() || rest.back() != '\n') return Bad(source, "checksum line incomplete (torn)");
+  rest.remove_suffix(1);
+  uint64_t claimed = 0;
+  if (rest.substr(0, format::kManifestChecksumPrefix.size()) != format::kManifestChecksumPrefix ||
+      !ParseHex16(rest.substr(format::kManifestChecksumPrefix.size()), &claimed)) {
+    return Bad(source, "second line is not \"xxh3:<16 hex digits>\"");
+  }
+  if (XXH3_64bits(json.data(), json.size()) != claimed) {
+    return Bad(source, "checksum mismatch: the manifest was changed or damaged");
+  }
+  return json;
+}
+
+// The members before the shards: format, step, times and metadata.
+[[nodiscard]] absl::Status ParseHeader(simdjson::dom::object& root, std::string_view source,
+                                       Manifest& m) {
+  std::string_view format_name, created;
+  if (root["format"].get(format_name) != simdjson::SUCCESS || format_name != format::kFormatName) {
+    return Bad(source, StrCat("not a ", format::kFormatName, " manifest"));
+  }
+  if (root["step"].get(m.step) != simdjson::SUCCESS || m.step < 0) return Bad(source, "bad step");
+  if (root["created"].get(created) != simdjson::SUCCESS) return Bad(source, "no created time");
+  absl::Time t;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, std::string(created), &t, &error)) {
+    return Bad(source, "bad created time");
+  }
+  m.created_us = absl::ToUnixMicros(t);
+  if (root["save_seconds"].get(m.save_seconds) != simdjson::SUCCESS ||
+      root["snapshot_seconds"].get(m.snapshot_seconds) != simdjson::SUCCESS) {
+    return Bad(source, "no save_seconds or snapshot_seconds");
+  }
+  simdjson::dom::object metadata;
+  if (root["metadata"].get(metadata) != simdjson::SUCCESS) return Bad(source, "no metadata object");
+  for (auto [key, value] : metadata) {
+    std::string_view v;
+    if (!ValidEntryName(key) || value.get(v) != simdjson::SUCCESS) {
+      return Bad(source, "metadata must map names to strings");
+    }
+    m.metadata[std::string(key)] = std::string(v);
+  }
+  return absl::OkStatus();
+}
+
+[[nodiscard]] absl::Status ParseShards(simdjson::dom::array& shards, std::string_view source,
+                                       Manifest& m) {
+  for (simdjson::dom::element s : shards) {
+    ShardInfo shard;
+    std::string_view file, sum;
+    if (s["file"].get(file) != simdjson::SUCCESS ||
+        s["bytes"].get(shard.bytes) != simdjson::SUCCESS ||
+        s["xxh3"].get(sum) != simdjson::SUCCESS || !ParseHex16(sum, &shard.xxh3)) {
+      return Bad(source, StrCat("shard ", m.shards.size(), " lacks file, bytes or xxh3"));
+    }
+    // Shard files are named by position; anything else could point outside the directory.
+    const std::string name = ShardFileName(m.shards.size());
+    if (file != name)
+      return Bad(source, StrCat("shard ", m.shards.size(), " must be named ", name));
+    shard.file = std::string(file);
+    m.shards.push_back(std::move(shard));
+  }
+  return absl::OkStatus();
+}
+
+// The next entry of `m` (whose shards are parsed), checked against its shard; `seen` holds the
+// names of the entries before it.
+[[nodiscard]] absl::StatusOr<EntryInfo> ParseEntry(simdjson::dom::element e,
+                                                   std::string_view source, const Manifest& m,
+                                                   std::map<std::string_view, bool>& seen) {
+  EntryInfo entry;
+  std::string_view name, dtype, sum;
+  simdjson::dom::array shape;
+  uint64_t shard = 0;
+  if (e["name"].get(name) != simdjson::SUCCESS || e["dtype"].get(dtype) != simdjson::SUCCESS ||
+      e["shape"].get(shape) != simdjson::SUCCESS || e["shard"].get(shard) != simdjson::SUCCESS ||
+      e["offset"].get(entry.offset) != simdjson::SUCCESS ||
+      e["bytes"].get(entry.bytes) != simdjson::SUCCESS || e["xxh3"].get(sum) != simdjson::SUCCESS ||
+      !ParseHex16(sum, &entry.xxh3)) {
+    return Bad(source, StrCat("entry ", m.entries.size(), " lacks a member"));
+  }
+  const std::string where = StrCat("entry '", name, "': ");
+  auto bad = [&](std::string_view what) { return Bad(source, StrCat(where, what)); };
+  if (!ValidEntryName(name)) return Bad(source, StrCat("entry ", m.entries.size(), ": bad name"));
+  if (seen[name]) return bad("listed twice");
+  seen[name] = true;
+  std::optional<DType> parsed = ParseDType(dtype);
+  if (!parsed) return bad(StrCat("unknown dtype '", dtype, "'"));
+  entry.dtype = *parsed;
+  if (shape.size() > size_t(format::kMaxRank)) return bad("rank above 16");
+  for (simdjson::dom::element d : shape) {
+    int64_t dim;
+    if (d.get(dim) != simdjson::SUCCESS) return bad("bad dimension");
+    entry.shape.push_back(dim);
+  }
+  const std::optional<uint64_t> counted = ShapeElements(entry.shape);
+  if (!counted) return bad("a dimension is negative or the shape too large");
+  const uint64_t elements = *counted;
+  if (entry.dtype != DType::kBlob && elements * DTypeSize(entry.dtype) != entry.bytes) {
+    return bad(StrCat("shape and dtype make ", elements * DTypeSize(entry.dtype),
+                      " bytes, the entry has ", entry.bytes));
+  }
+  if (entry.dtype == DType::kBlob && !entry.shape.empty()) return bad("a blob has no shape");
+  if (shard >= m.shards.size()) return bad(StrCat("names shard ", shard, " of ", m.shards.size()));
+  entry.shard = uint32_t(shard);
+  if (entry.offset % format::kEntryAlignment != 0) return bad("misaligned offset");
+  const uint64_t shard_bytes = m.shards[shard].bytes;
+  if (entry.offset > shard_bytes || entry.bytes > shard_bytes - entry.offset) {
+    return bad("lies outside its shard");
+  }
+  entry.name = std::string(name);
+  return entry;
 }
 
 }  // namespace
@@ -142,117 +268,24 @@ std::string Manifest::Encode() const {
 }
 
 absl::StatusOr<Manifest> Manifest::Parse(std::string_view text, std::string_view source) {
-  auto bad = [&](std::string_view what) { return absl::DataLossError(StrCat(source, ": ", what)); };
-  // Line 1: JSON. Line 2: its checksum. Anything else is a torn or foreign file.
-  const size_t lf = text.find('\n');
-  if (lf == std::string_view::npos) return bad("no checksum line (torn or not a manifest)");
-  const std::string_view json = text.substr(0, lf);
-  std::string_view rest = text.substr(lf + 1);
-  if (rest.empty() || rest.back() != '\n') return bad("checksum line incomplete (torn)");
-  rest.remove_suffix(1);
-  uint64_t claimed = 0;
-  if (rest.substr(0, format::kManifestChecksumPrefix.size()) != format::kManifestChecksumPrefix ||
-      !ParseHex16(rest.substr(format::kManifestChecksumPrefix.size()), &claimed)) {
-    return bad("second line is not \"xxh3:<16 hex digits>\"");
-  }
-  if (XXH3_64bits(json.data(), json.size()) != claimed) {
-    return bad("checksum mismatch: the manifest was changed or damaged");
-  }
+  PILLAR_ASSIGN_OR_RETURN(const std::string_view json, CheckedJson(text, source));
   simdjson::dom::parser parser;
   simdjson::dom::object root;
   if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS) {
-    return bad("not a JSON object");
+    return Bad(source, "not a JSON object");
   }
-  std::string_view format_name, created;
   Manifest m;
-  if (root["format"].get(format_name) != simdjson::SUCCESS || format_name != format::kFormatName) {
-    return bad(StrCat("not a ", format::kFormatName, " manifest"));
-  }
-  if (root["step"].get(m.step) != simdjson::SUCCESS || m.step < 0) return bad("bad step");
-  if (root["created"].get(created) != simdjson::SUCCESS) return bad("no created time");
-  absl::Time t;
-  std::string error;
-  if (!absl::ParseTime(absl::RFC3339_full, std::string(created), &t, &error)) {
-    return bad("bad created time");
-  }
-  m.created_us = absl::ToUnixMicros(t);
-  if (root["save_seconds"].get(m.save_seconds) != simdjson::SUCCESS ||
-      root["snapshot_seconds"].get(m.snapshot_seconds) != simdjson::SUCCESS) {
-    return bad("no save_seconds or snapshot_seconds");
-  }
-  simdjson::dom::object metadata;
-  if (root["metadata"].get(metadata) != simdjson::SUCCESS) return bad("no metadata object");
-  for (auto [key, value] : metadata) {
-    std::string_view v;
-    if (!ValidEntryName(key) || value.get(v) != simdjson::SUCCESS) {
-      return bad("metadata must map names to strings");
-    }
-    m.metadata[std::string(key)] = std::string(v);
-  }
+  PILLAR_RETURN_IF_ERROR(ParseHeader(root, source, m));
   simdjson::dom::array shards, entries;
   if (root["shards"].get(shards) != simdjson::SUCCESS ||
       root["entries"].get(entries) != simdjson::SUCCESS) {
-    return bad("no shards or entries array");
+    return Bad(source, "no shards or entries array");
   }
-  for (simdjson::dom::element s : shards) {
-    ShardInfo shard;
-    std::string_view file, sum;
-    if (s["file"].get(file) != simdjson::SUCCESS ||
-        s["bytes"].get(shard.bytes) != simdjson::SUCCESS ||
-        s["xxh3"].get(sum) != simdjson::SUCCESS || !ParseHex16(sum, &shard.xxh3)) {
-      return bad(StrCat("shard ", m.shards.size(), " lacks file, bytes or xxh3"));
-    }
-    // Shard files are named by position; anything else could point outside the directory.
-    const std::string name = ShardFileName(m.shards.size());
-    if (file != name) return bad(StrCat("shard ", m.shards.size(), " must be named ", name));
-    shard.file = std::string(file);
-    m.shards.push_back(std::move(shard));
-  }
+  PILLAR_RETURN_IF_ERROR(ParseShards(shards, source, m));
+  // Names are views into the parser's copy of the JSON, which outlives the map.
   std::map<std::string_view, bool> seen;
   for (simdjson::dom::element e : entries) {
-    EntryInfo entry;
-    std::string_view name, dtype, sum;
-    simdjson::dom::array shape;
-    uint64_t shard = 0;
-    if (e["name"].get(name) != simdjson::SUCCESS || e["dtype"].get(dtype) != simdjson::SUCCESS ||
-        e["shape"].get(shape) != simdjson::SUCCESS || e["shard"].get(shard) != simdjson::SUCCESS ||
-        e["offset"].get(entry.offset) != simdjson::SUCCESS ||
-        e["bytes"].get(entry.bytes) != simdjson::SUCCESS ||
-        e["xxh3"].get(sum) != simdjson::SUCCESS || !ParseHex16(sum, &entry.xxh3)) {
-      return bad(StrCat("entry ", m.entries.size(), " lacks a member"));
-    }
-    const std::string where = StrCat("entry '", name, "': ");
-    if (!ValidEntryName(name)) return bad(StrCat("entry ", m.entries.size(), ": bad name"));
-    if (seen[name]) return bad(StrCat(where, "listed twice"));
-    seen[name] = true;
-    std::optional<DType> parsed = ParseDType(dtype);
-    if (!parsed) return bad(StrCat(where, "unknown dtype '", dtype, "'"));
-    entry.dtype = *parsed;
-    if (shape.size() > size_t(format::kMaxRank)) return bad(StrCat(where, "rank above 16"));
-    for (simdjson::dom::element d : shape) {
-      int64_t dim;
-      if (d.get(dim) != simdjson::SUCCESS) return bad(StrCat(where, "bad dimension"));
-      entry.shape.push_back(dim);
-    }
-    const std::optional<uint64_t> counted = ShapeElements(entry.shape);
-    if (!counted) return bad(StrCat(where, "a dimension is negative or the shape too large"));
-    const uint64_t elements = *counted;
-    if (entry.dtype != DType::kBlob && elements * DTypeSize(entry.dtype) != entry.bytes) {
-      return bad(StrCat(where, "shape and dtype make ", elements * DTypeSize(entry.dtype),
-                        " bytes, the entry has ", entry.bytes));
-    }
-    if (entry.dtype == DType::kBlob && !entry.shape.empty()) {
-      return bad(StrCat(where, "a blob has no shape"));
-    }
-    if (shard >= m.shards.size())
-      return bad(StrCat(where, "names shard ", shard, " of ", m.shards.size()));
-    entry.shard = uint32_t(shard);
-    if (entry.offset % format::kEntryAlignment != 0) return bad(StrCat(where, "misaligned offset"));
-    const uint64_t shard_bytes = m.shards[shard].bytes;
-    if (entry.offset > shard_bytes || entry.bytes > shard_bytes - entry.offset) {
-      return bad(StrCat(where, "lies outside its shard"));
-    }
-    entry.name = std::string(name);
+    PILLAR_ASSIGN_OR_RETURN(EntryInfo entry, ParseEntry(e, source, m, seen));
     m.entries.push_back(std::move(entry));
   }
   return m;

@@ -180,6 +180,73 @@ void CheckClock(const ClockThresholds& t, const NodeProbe& probe, HealthReport& 
   }
 }
 
+// The per-device checks of one GPU; `forbidden_bits` are t.forbidden_throttle's reasons.
+void CheckGpu(const GpuThresholds& t, const GpuFacts& g, uint64_t forbidden_bits,
+              HealthReport& report) {
+  const std::string prefix = StrCat("gpu", g.index);
+  if (t.max_uncorrected_ecc) {
+    if (g.ecc_uncorrected) {
+      report.checks.push_back(Compare(StrCat(prefix, ".ecc_uncorrected"),
+                                      double(*g.ecc_uncorrected), "",
+                                      double(*t.max_uncorrected_ecc), false, 0));
+    } else {
+      report.checks.push_back(Error(StrCat(prefix, ".ecc_uncorrected"), "ECC on",
+                                    absl::FailedPreconditionError("ECC is off or unsupported")));
+    }
+  }
+  if (t.max_corrected_ecc && g.ecc_corrected) {
+    report.checks.push_back(Compare(StrCat(prefix, ".ecc_corrected"), double(*g.ecc_corrected), "",
+                                    double(*t.max_corrected_ecc), false, 0));
+  }
+  if (t.min_clock_ratio) {
+    const unsigned clock = g.sm_app_clock_mhz != 0 ? g.sm_app_clock_mhz : g.sm_clock_mhz;
+    const double ratio = g.sm_max_clock_mhz == 0 ? 0 : double(clock) / double(g.sm_max_clock_mhz);
+    CheckResult r =
+        Compare(StrCat(prefix, ".sm_clock_ratio"), ratio, "", *t.min_clock_ratio, true, 2);
+    r.measured = StrCat(Fixed(ratio, 2), " (", clock, " of ", g.sm_max_clock_mhz, " MHz)");
+    report.checks.push_back(r);
+  }
+  if (!t.forbidden_throttle.empty()) {
+    CheckResult r;
+    r.name = StrCat(prefix, ".throttle");
+    const std::vector<std::string> active =
+        ThrottleReasonNames(g.throttle_reasons & forbidden_bits);
+    r.measured = active.empty() ? "none forbidden" : "";
+    for (const std::string& a : active) r.measured += StrCat(r.measured.empty() ? "" : ",", a);
+    r.required = "none of the forbidden reasons";
+    r.value = double(active.size());
+    r.status = active.empty() ? CheckStatus::kPass : CheckStatus::kFail;
+    report.checks.push_back(r);
+  }
+  if (t.max_temperature_c) {
+    report.checks.push_back(Compare(StrCat(prefix, ".temperature"), g.temperature_c, "C",
+                                    *t.max_temperature_c, false, 0));
+  }
+}
+
+// The kernel log's XIDs against t.any_xid and t.forbidden_xids, each forbidden one named once.
+void CheckXids(const GpuThresholds& t, const NodeProbe& probe, HealthReport& report) {
+  absl::StatusOr<std::string> log = probe.KernelLog(t.kernel_log);
+  if (!log.ok()) {
+    report.checks.push_back(Error("gpu.xid", "no forbidden XID", log.status()));
+    return;
+  }
+  std::vector<int> seen;
+  for (int xid : ParseXids(*log)) {
+    const bool forbidden = t.any_xid || std::find(t.forbidden_xids.begin(), t.forbidden_xids.end(),
+                                                  xid) != t.forbidden_xids.end();
+    if (forbidden && std::find(seen.begin(), seen.end(), xid) == seen.end()) seen.push_back(xid);
+  }
+  CheckResult r;
+  r.name = "gpu.xid";
+  r.required = "no forbidden XID in the kernel log";
+  r.value = double(seen.size());
+  r.measured = seen.empty() ? "none" : "";
+  for (int xid : seen) r.measured += StrCat(r.measured.empty() ? "XID " : ", ", xid);
+  r.status = seen.empty() ? CheckStatus::kPass : CheckStatus::kFail;
+  report.checks.push_back(r);
+}
+
 void CheckGpus(const GpuThresholds& t, const NodeProbe& probe, HealthReport& report) {
   absl::StatusOr<std::unique_ptr<NvmlLibrary>> nvml = NvmlLibrary::Load(t.library);
   if (!nvml.ok()) {
@@ -197,69 +264,8 @@ void CheckGpus(const GpuThresholds& t, const NodeProbe& probe, HealthReport& rep
   uint64_t forbidden_bits = 0;
   for (const std::string& name : t.forbidden_throttle)
     forbidden_bits |= ThrottleReasonBit(name).value_or(0);
-  for (const GpuFacts& g : *gpus) {
-    const std::string prefix = StrCat("gpu", g.index);
-    if (t.max_uncorrected_ecc) {
-      if (g.ecc_uncorrected) {
-        report.checks.push_back(Compare(StrCat(prefix, ".ecc_uncorrected"),
-                                        double(*g.ecc_uncorrected), "",
-                                        double(*t.max_uncorrected_ecc), false, 0));
-      } else {
-        report.checks.push_back(Error(StrCat(prefix, ".ecc_uncorrected"), "ECC on",
-                                      absl::FailedPreconditionError("ECC is off or unsupported")));
-      }
-    }
-    if (t.max_corrected_ecc && g.ecc_corrected) {
-      report.checks.push_back(Compare(StrCat(prefix, ".ecc_corrected"), double(*g.ecc_corrected),
-                                      "", double(*t.max_corrected_ecc), false, 0));
-    }
-    if (t.min_clock_ratio) {
-      const unsigned clock = g.sm_app_clock_mhz != 0 ? g.sm_app_clock_mhz : g.sm_clock_mhz;
-      const double ratio = g.sm_max_clock_mhz == 0 ? 0 : double(clock) / double(g.sm_max_clock_mhz);
-      CheckResult r =
-          Compare(StrCat(prefix, ".sm_clock_ratio"), ratio, "", *t.min_clock_ratio, true, 2);
-      r.measured = StrCat(Fixed(ratio, 2), " (", clock, " of ", g.sm_max_clock_mhz, " MHz)");
-      report.checks.push_back(r);
-    }
-    if (!t.forbidden_throttle.empty()) {
-      CheckResult r;
-      r.name = StrCat(prefix, ".throttle");
-      const std::vector<std::string> active =
-          ThrottleReasonNames(g.throttle_reasons & forbidden_bits);
-      r.measured = active.empty() ? "none forbidden" : "";
-      for (const std::string& a : active) r.measured += StrCat(r.measured.empty() ? "" : ",", a);
-      r.required = "none of the forbidden reasons";
-      r.value = double(active.size());
-      r.status = active.empty() ? CheckStatus::kPass : CheckStatus::kFail;
-      report.checks.push_back(r);
-    }
-    if (t.max_temperature_c) {
-      report.checks.push_back(Compare(StrCat(prefix, ".temperature"), g.temperature_c, "C",
-                                      *t.max_temperature_c, false, 0));
-    }
-  }
-  if (t.any_xid || !t.forbidden_xids.empty()) {
-    absl::StatusOr<std::string> log = probe.KernelLog(t.kernel_log);
-    if (!log.ok()) {
-      report.checks.push_back(Error("gpu.xid", "no forbidden XID", log.status()));
-      return;
-    }
-    std::vector<int> seen;
-    for (int xid : ParseXids(*log)) {
-      const bool forbidden =
-          t.any_xid || std::find(t.forbidden_xids.begin(), t.forbidden_xids.end(), xid) !=
-                           t.forbidden_xids.end();
-      if (forbidden && std::find(seen.begin(), seen.end(), xid) == seen.end()) seen.push_back(xid);
-    }
-    CheckResult r;
-    r.name = "gpu.xid";
-    r.required = "no forbidden XID in the kernel log";
-    r.value = double(seen.size());
-    r.measured = seen.empty() ? "none" : "";
-    for (int xid : seen) r.measured += StrCat(r.measured.empty() ? "XID " : ", ", xid);
-    r.status = seen.empty() ? CheckStatus::kPass : CheckStatus::kFail;
-    report.checks.push_back(r);
-  }
+  for (const GpuFacts& g : *gpus) CheckGpu(t, g, forbidden_bits, report);
+  if (t.any_xid || !t.forbidden_xids.empty()) CheckXids(t, probe, report);
 }
 
 void CheckCollective(const CollectiveThresholds& t, const HealthOptions& options,

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "common/toml_parse.h"
 
@@ -39,11 +40,6 @@ template <typename T>
   return absl::OkStatus();
 }
 
-#define PILLAR_HEALTH_TRY(expr)                        \
-  do {                                                 \
-    if (absl::Status _s = (expr); !_s.ok()) return _s; \
-  } while (0)
-
 }  // namespace
 
 std::optional<uint64_t> ThrottleReasonBit(std::string_view name) {
@@ -61,6 +57,177 @@ std::vector<std::string> ThrottleReasonNames(uint64_t bits) {
   return names;
 }
 
+namespace {
+
+// The table [name]: null when the file has none, an error when it is not a table.
+[[nodiscard]] absl::StatusOr<const toml::table*> SectionTable(const toml::table& root,
+                                                              std::string_view name,
+                                                              std::string_view source) {
+  const toml::node* node = root.get(name);
+  if (node == nullptr) return nullptr;
+  if (!node->is_table()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ":", node->source().begin.line, ": [", name, "] must be a table"));
+  }
+  return node->as_table();
+}
+
+// Sets `out` from the table [name] with `read`, when the file has that table.
+template <typename T>
+[[nodiscard]] absl::Status ReadSection(
+    const toml::table& root, std::string_view name, std::string_view source,
+    absl::StatusOr<T> (*read)(const toml::table&, std::string_view), std::optional<T>& out) {
+  PILLAR_ASSIGN_OR_RETURN(const toml::table* table, SectionTable(root, name, source));
+  if (table != nullptr) {
+    PILLAR_ASSIGN_OR_RETURN(out, read(*table, source));
+  }
+  return absl::OkStatus();
+}
+
+[[nodiscard]] absl::StatusOr<CpuThresholds> ReadCpu(const toml::table& t, std::string_view source) {
+  TomlSection s(&t, "cpu", source);
+  CpuThresholds cpu;
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "min_count", cpu.min_count, 1, 1 << 20));
+  std::string model;
+  PILLAR_RETURN_IF_ERROR(s.ReadString("model", model));
+  if (!model.empty()) cpu.model = model;
+  PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  return cpu;
+}
+
+[[nodiscard]] absl::StatusOr<MemoryThresholds> ReadMemory(const toml::table& t,
+                                                          std::string_view source) {
+  TomlSection s(&t, "memory", source);
+  MemoryThresholds memory;
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "min_total_gib", memory.min_total_gib, 0, 1e9));
+  PILLAR_RETURN_IF_ERROR(s.ReadBool("swap_off", memory.swap_off));
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "min_bandwidth_gbps", memory.min_bandwidth_gbps, 0, 1e6));
+  PILLAR_RETURN_IF_ERROR(s.ReadInt("bandwidth_mib", memory.bandwidth_mib, 3, 1 << 20));
+  PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  return memory;
+}
+
+// The [[disk]] tables, when the file has any.
+[[nodiscard]] absl::Status ReadDisks(const toml::table& root, std::string_view source,
+                                     std::vector<DiskThresholds>& disks) {
+  const toml::node* node = root.get("disk");
+  if (node == nullptr) return absl::OkStatus();
+  const toml::array* array = node->as_array();
+  if (array == nullptr || !array->is_array_of_tables()) {
+    return absl::InvalidArgumentError(StrCat(source, ":", node->source().begin.line,
+                                             ": disk must be an array of tables ([[disk]])"));
+  }
+  for (const toml::node& item : *array) {
+    const std::string name = StrCat("disk ", disks.size() + 1);
+    TomlSection s(item.as_table(), name, source);
+    DiskThresholds disk;
+    PILLAR_RETURN_IF_ERROR(s.ReadString("path", disk.path));
+    if (disk.path.empty()) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ":", item.source().begin.line, ": [", name, "] needs a path"));
+    }
+    PILLAR_RETURN_IF_ERROR(ReadOptional(s, "min_free_gib", disk.min_free_gib, 0, 1e12));
+    PILLAR_RETURN_IF_ERROR(ReadOptional(s, "min_write_mbps", disk.min_write_mbps, 0, 1e9));
+    PILLAR_RETURN_IF_ERROR(s.ReadInt("write_mib", disk.write_mib, 1, 1 << 20));
+    PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    disks.push_back(disk);
+  }
+  return absl::OkStatus();
+}
+
+[[nodiscard]] absl::StatusOr<NetworkThresholds> ReadNetwork(const toml::table& t,
+                                                            std::string_view source) {
+  TomlSection s(&t, "network", source);
+  NetworkThresholds network;
+  PILLAR_RETURN_IF_ERROR(s.ReadStrings("interfaces_up", network.interfaces_up));
+  PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  return network;
+}
+
+[[nodiscard]] absl::StatusOr<ClockThresholds> ReadClock(const toml::table& t,
+                                                        std::string_view source) {
+  TomlSection s(&t, "clock", source);
+  ClockThresholds clock;
+  PILLAR_RETURN_IF_ERROR(s.ReadBool("synchronized", clock.synchronized));
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "max_error_ms", clock.max_error_ms, 0, 1e9));
+  PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  return clock;
+}
+
+// Refuses a forbidden_throttle name that is not an NVML throttle reason.
+[[nodiscard]] absl::Status CheckThrottleReasons(const std::vector<std::string>& names,
+                                                std::string_view source) {
+  for (const std::string& name : names) {
+    if (!ThrottleReasonBit(name)) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [gpu] forbidden_throttle: unknown reason '", name,
+                 "' (gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown, sync_boost, "
+                 "sw_thermal, hw_thermal, hw_power_brake, display_clocks_setting)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// [gpu] forbidden_xids: XID numbers, or "all" (any XID fails).
+[[nodiscard]] absl::Status ReadForbiddenXids(const toml::table& t, TomlSection& s,
+                                             std::string_view source, GpuThresholds& gpu) {
+  const toml::node* xids = t.get("forbidden_xids");
+  if (xids == nullptr) return absl::OkStatus();
+  s.Allow("forbidden_xids");
+  const toml::array* array = xids->as_array();
+  bool ok = array != nullptr;
+  for (size_t i = 0; ok && i < array->size(); ++i) {
+    const toml::node& item = *array->get(i);
+    if (item.is_string() && item.as_string()->get() == "all") {
+      gpu.any_xid = true;
+    } else if (item.is_integer() && item.as_integer()->get() > 0 &&
+               item.as_integer()->get() < 1000000) {
+      gpu.forbidden_xids.push_back(int(item.as_integer()->get()));
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ":", xids->source().begin.line,
+               ": [gpu] forbidden_xids must be an array of XID numbers or \"all\""));
+  }
+  return absl::OkStatus();
+}
+
+[[nodiscard]] absl::StatusOr<GpuThresholds> ReadGpu(const toml::table& t, std::string_view source) {
+  TomlSection s(&t, "gpu", source);
+  GpuThresholds gpu;
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "count", gpu.count, 0, 4096));
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "max_uncorrected_ecc", gpu.max_uncorrected_ecc, 0, 1e15));
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "max_corrected_ecc", gpu.max_corrected_ecc, 0, 1e15));
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "min_clock_ratio", gpu.min_clock_ratio, 0, 1));
+  PILLAR_RETURN_IF_ERROR(s.ReadStrings("forbidden_throttle", gpu.forbidden_throttle));
+  PILLAR_RETURN_IF_ERROR(CheckThrottleReasons(gpu.forbidden_throttle, source));
+  PILLAR_RETURN_IF_ERROR(ReadOptional(s, "max_temperature_c", gpu.max_temperature_c, 0, 200));
+  PILLAR_RETURN_IF_ERROR(ReadForbiddenXids(t, s, source, gpu));
+  PILLAR_RETURN_IF_ERROR(s.ReadString("kernel_log", gpu.kernel_log));
+  PILLAR_RETURN_IF_ERROR(s.ReadString("library", gpu.library));
+  PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  return gpu;
+}
+
+[[nodiscard]] absl::StatusOr<CollectiveThresholds> ReadCollective(const toml::table& t,
+                                                                  std::string_view source) {
+  TomlSection s(&t, "collective", source);
+  CollectiveThresholds collective;
+  PILLAR_RETURN_IF_ERROR(s.ReadString("command", collective.command));
+  PILLAR_RETURN_IF_ERROR(s.ReadDouble("min_busbw_gbps", collective.min_busbw_gbps, 0, 1e9));
+  PILLAR_RETURN_IF_ERROR(s.ReadInt("timeout_s", collective.timeout_s, 1, 86400));
+  PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+  if (collective.command.empty()) {
+    return absl::InvalidArgumentError(StrCat(source, ": [collective] needs a command"));
+  }
+  return collective;
+}
+
+}  // namespace
+
 [[nodiscard]] absl::StatusOr<HealthConfig> ParseHealthConfig(std::string_view text,
                                                              std::string_view source) {
   absl::StatusOr<toml::table> parsed = ParseToml(text, source);
@@ -68,146 +235,20 @@ std::vector<std::string> ThrottleReasonNames(uint64_t bits) {
   const toml::table& root = *parsed;
   HealthConfig config;
   TomlSection top(&root, "top level", source);
-  PILLAR_HEALTH_TRY(top.ReadString("name", config.name));
+  PILLAR_RETURN_IF_ERROR(top.ReadString("name", config.name));
   for (std::string_view section :
        {"cpu", "memory", "disk", "network", "clock", "gpu", "collective"}) {
     top.Allow(section);
   }
-  PILLAR_HEALTH_TRY(top.CheckNoUnknownKeys());
-  auto table = [&](std::string_view name) -> absl::StatusOr<const toml::table*> {
-    const toml::node* node = root.get(name);
-    if (node == nullptr) return nullptr;
-    if (!node->is_table()) {
-      return absl::InvalidArgumentError(
-          StrCat(source, ":", node->source().begin.line, ": [", name, "] must be a table"));
-    }
-    return node->as_table();
-  };
-
-  if (absl::StatusOr<const toml::table*> t = table("cpu"); !t.ok()) {
-    return t.status();
-  } else if (*t != nullptr) {
-    TomlSection s(*t, "cpu", source);
-    CpuThresholds cpu;
-    PILLAR_HEALTH_TRY(ReadOptional(s, "min_count", cpu.min_count, 1, 1 << 20));
-    std::string model;
-    PILLAR_HEALTH_TRY(s.ReadString("model", model));
-    if (!model.empty()) cpu.model = model;
-    PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-    config.cpu = cpu;
-  }
-  if (absl::StatusOr<const toml::table*> t = table("memory"); !t.ok()) {
-    return t.status();
-  } else if (*t != nullptr) {
-    TomlSection s(*t, "memory", source);
-    MemoryThresholds memory;
-    PILLAR_HEALTH_TRY(ReadOptional(s, "min_total_gib", memory.min_total_gib, 0, 1e9));
-    PILLAR_HEALTH_TRY(s.ReadBool("swap_off", memory.swap_off));
-    PILLAR_HEALTH_TRY(ReadOptional(s, "min_bandwidth_gbps", memory.min_bandwidth_gbps, 0, 1e6));
-    PILLAR_HEALTH_TRY(s.ReadInt("bandwidth_mib", memory.bandwidth_mib, 3, 1 << 20));
-    PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-    config.memory = memory;
-  }
-  if (const toml::node* disks = root.get("disk"); disks != nullptr) {
-    const toml::array* array = disks->as_array();
-    if (array == nullptr || !array->is_array_of_tables()) {
-      return absl::InvalidArgumentError(StrCat(source, ":", disks->source().begin.line,
-                                               ": disk must be an array of tables ([[disk]])"));
-    }
-    for (const toml::node& node : *array) {
-      const std::string name = StrCat("disk ", config.disks.size() + 1);
-      TomlSection s(node.as_table(), name, source);
-      DiskThresholds disk;
-      PILLAR_HEALTH_TRY(s.ReadString("path", disk.path));
-      if (disk.path.empty()) {
-        return absl::InvalidArgumentError(
-            StrCat(source, ":", node.source().begin.line, ": [", name, "] needs a path"));
-      }
-      PILLAR_HEALTH_TRY(ReadOptional(s, "min_free_gib", disk.min_free_gib, 0, 1e12));
-      PILLAR_HEALTH_TRY(ReadOptional(s, "min_write_mbps", disk.min_write_mbps, 0, 1e9));
-      PILLAR_HEALTH_TRY(s.ReadInt("write_mib", disk.write_mib, 1, 1 << 20));
-      PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-      config.disks.push_back(disk);
-    }
-  }
-  if (absl::StatusOr<const toml::table*> t = table("network"); !t.ok()) {
-    return t.status();
-  } else if (*t != nullptr) {
-    TomlSection s(*t, "network", source);
-    NetworkThresholds network;
-    PILLAR_HEALTH_TRY(s.ReadStrings("interfaces_up", network.interfaces_up));
-    PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-    config.network = network;
-  }
-  if (absl::StatusOr<const toml::table*> t = table("clock"); !t.ok()) {
-    return t.status();
-  } else if (*t != nullptr) {
-    TomlSection s(*t, "clock", source);
-    ClockThresholds clock;
-    PILLAR_HEALTH_TRY(s.ReadBool("synchronized", clock.synchronized));
-    PILLAR_HEALTH_TRY(ReadOptional(s, "max_error_ms", clock.max_error_ms, 0, 1e9));
-    PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-    config.clock = clock;
-  }
-  if (absl::StatusOr<const toml::table*> t = table("gpu"); !t.ok()) {
-    return t.status();
-  } else if (*t != nullptr) {
-    TomlSection s(*t, "gpu", source);
-    GpuThresholds gpu;
-    PILLAR_HEALTH_TRY(ReadOptional(s, "count", gpu.count, 0, 4096));
-    PILLAR_HEALTH_TRY(ReadOptional(s, "max_uncorrected_ecc", gpu.max_uncorrected_ecc, 0, 1e15));
-    PILLAR_HEALTH_TRY(ReadOptional(s, "max_corrected_ecc", gpu.max_corrected_ecc, 0, 1e15));
-    PILLAR_HEALTH_TRY(ReadOptional(s, "min_clock_ratio", gpu.min_clock_ratio, 0, 1));
-    PILLAR_HEALTH_TRY(s.ReadStrings("forbidden_throttle", gpu.forbidden_throttle));
-    for (const std::string& name : gpu.forbidden_throttle) {
-      if (!ThrottleReasonBit(name)) {
-        return absl::InvalidArgumentError(StrCat(
-            source, ": [gpu] forbidden_throttle: unknown reason '", name,
-            "' (gpu_idle, applications_clocks_setting, sw_power_cap, hw_slowdown, sync_boost, "
-            "sw_thermal, hw_thermal, hw_power_brake, display_clocks_setting)"));
-      }
-    }
-    PILLAR_HEALTH_TRY(ReadOptional(s, "max_temperature_c", gpu.max_temperature_c, 0, 200));
-    if (const toml::node* xids = t.value()->get("forbidden_xids"); xids != nullptr) {
-      s.Allow("forbidden_xids");
-      const toml::array* array = xids->as_array();
-      bool ok = array != nullptr;
-      for (size_t i = 0; ok && i < array->size(); ++i) {
-        const toml::node& item = *array->get(i);
-        if (item.is_string() && item.as_string()->get() == "all") {
-          gpu.any_xid = true;
-        } else if (item.is_integer() && item.as_integer()->get() > 0 &&
-                   item.as_integer()->get() < 1000000) {
-          gpu.forbidden_xids.push_back(int(item.as_integer()->get()));
-        } else {
-          ok = false;
-        }
-      }
-      if (!ok) {
-        return absl::InvalidArgumentError(
-            StrCat(source, ":", xids->source().begin.line,
-                   ": [gpu] forbidden_xids must be an array of XID numbers or \"all\""));
-      }
-    }
-    PILLAR_HEALTH_TRY(s.ReadString("kernel_log", gpu.kernel_log));
-    PILLAR_HEALTH_TRY(s.ReadString("library", gpu.library));
-    PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-    config.gpu = gpu;
-  }
-  if (absl::StatusOr<const toml::table*> t = table("collective"); !t.ok()) {
-    return t.status();
-  } else if (*t != nullptr) {
-    TomlSection s(*t, "collective", source);
-    CollectiveThresholds collective;
-    PILLAR_HEALTH_TRY(s.ReadString("command", collective.command));
-    PILLAR_HEALTH_TRY(s.ReadDouble("min_busbw_gbps", collective.min_busbw_gbps, 0, 1e9));
-    PILLAR_HEALTH_TRY(s.ReadInt("timeout_s", collective.timeout_s, 1, 86400));
-    PILLAR_HEALTH_TRY(s.CheckNoUnknownKeys());
-    if (collective.command.empty()) {
-      return absl::InvalidArgumentError(StrCat(source, ": [collective] needs a command"));
-    }
-    config.collective = collective;
-  }
+  PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
+  PILLAR_RETURN_IF_ERROR(ReadSection(root, "cpu", source, ReadCpu, config.cpu));
+  PILLAR_RETURN_IF_ERROR(ReadSection(root, "memory", source, ReadMemory, config.memory));
+  PILLAR_RETURN_IF_ERROR(ReadDisks(root, source, config.disks));
+  PILLAR_RETURN_IF_ERROR(ReadSection(root, "network", source, ReadNetwork, config.network));
+  PILLAR_RETURN_IF_ERROR(ReadSection(root, "clock", source, ReadClock, config.clock));
+  PILLAR_RETURN_IF_ERROR(ReadSection(root, "gpu", source, ReadGpu, config.gpu));
+  PILLAR_RETURN_IF_ERROR(
+      ReadSection(root, "collective", source, ReadCollective, config.collective));
   return config;
 }
 

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "common/crypto.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::identity {
@@ -96,6 +97,134 @@ bool ReadStrings(simdjson::dom::object& claims, std::string_view name, bool spli
   return true;
 }
 
+// A compact JWS's three parts, decoded, and the part its signature covers.
+struct JwsParts {
+  std::string header_json;
+  std::string claims_json;
+  std::string signature;
+  std::string_view signed_part;  // "header.claims" as sent: a view of the token
+};
+
+[[nodiscard]] absl::StatusOr<JwsParts> SplitCompactJws(std::string_view token) {
+  const size_t dot1 = token.find('.');
+  const size_t dot2 = dot1 == std::string_view::npos ? dot1 : token.find('.', dot1 + 1);
+  if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {
+    return Refuse("not a compact JWS (three dot-separated parts)");
+  }
+  absl::StatusOr<std::string> header_json = Base64UrlDecode(token.substr(0, dot1));
+  absl::StatusOr<std::string> claims_json =
+      Base64UrlDecode(token.substr(dot1 + 1, dot2 - dot1 - 1));
+  absl::StatusOr<std::string> signature = Base64UrlDecode(token.substr(dot2 + 1));
+  if (!header_json.ok() || !claims_json.ok() || !signature.ok()) return Refuse("bad base64url");
+  return JwsParts{std::move(*header_json), std::move(*claims_json), std::move(*signature),
+                  token.substr(0, dot2)};
+}
+
+struct JwsHeader {
+  JwtAlgorithm alg;
+  std::string kid;  // empty when the header has none
+};
+
+// The header's algorithm (one of those accepted) and key id.
+[[nodiscard]] absl::StatusOr<JwsHeader> ParseJwsHeader(simdjson::dom::parser& parser,
+                                                       const std::string& json) {
+  simdjson::dom::element header_root;
+  simdjson::dom::object header;
+  if (parser.parse(json).get(header_root) != simdjson::SUCCESS ||
+      header_root.get_object().get(header) != simdjson::SUCCESS) {
+    return Refuse("header is not a JSON object");
+  }
+  std::string_view alg_name, kid_view;
+  if (header["alg"].get_string().get(alg_name) != simdjson::SUCCESS) return Refuse("no alg");
+  JwsHeader out;
+  if (alg_name == "RS256") {
+    out.alg = JwtAlgorithm::kRs256;
+  } else if (alg_name == "ES256") {
+    out.alg = JwtAlgorithm::kEs256;
+  } else if (alg_name == "EdDSA") {
+    out.alg = JwtAlgorithm::kEdDsa;
+  } else {
+    // "none", HS256 (the classic confusion with an RSA public key as secret) and the rest.
+    return Refuse(StrCat("algorithm '", alg_name.substr(0, 16), "' is not accepted"));
+  }
+  if (header["crit"].error() == simdjson::SUCCESS) return Refuse("unsupported 'crit' header");
+  if (header["kid"].get_string().get(kid_view) != simdjson::SUCCESS) kid_view = {};
+  out.kid = std::string(kid_view);  // the parser's buffer is reused for the claims
+  return out;
+}
+
+// Checks exp (required) and nbf against now, give or take `clock_skew`. Answers exp, in
+// seconds, and sets *not_before_us when there is an nbf.
+[[nodiscard]] absl::StatusOr<double> CheckValidityPeriod(simdjson::dom::object& claims,
+                                                         int64_t now_us, absl::Duration clock_skew,
+                                                         int64_t* not_before_us) {
+  const double now = double(now_us) / 1e6;
+  const double skew = absl::ToDoubleSeconds(clock_skew);
+  double exp = 0, nbf = 0;
+  bool has_exp = false, has_nbf = false;
+  if (!ReadTime(claims, "exp", exp, has_exp) || !ReadTime(claims, "nbf", nbf, has_nbf)) {
+    return Refuse("exp and nbf must be numbers");
+  }
+  if (!has_exp) return Refuse("no exp claim");
+  // Times past year 9999 are refused, so converting them to microseconds cannot overflow.
+  constexpr double kLatestTime = 253402300799.0;
+  if (exp > kLatestTime || nbf > kLatestTime || exp < -kLatestTime || nbf < -kLatestTime) {
+    return Refuse("exp or nbf out of range");
+  }
+  if (now >= exp + skew) return Refuse("expired");
+  if (has_nbf && now + skew < nbf) return Refuse("not yet valid");
+  if (has_nbf) *not_before_us = int64_t(nbf * 1e6);
+  return exp;
+}
+
+[[nodiscard]] absl::Status CheckIssuerAndAudience(simdjson::dom::object& claims,
+                                                  const JwtOptions& options) {
+  std::string_view iss;
+  if (claims["iss"].get_string().get(iss) != simdjson::SUCCESS || iss != options.issuer) {
+    return Refuse("wrong issuer");
+  }
+  std::vector<std::string> audiences;
+  if (!ReadStrings(claims, "aud", false, audiences)) return Refuse("aud must be strings");
+  bool audience_ok = false;
+  for (const std::string& a : audiences) {
+    for (const std::string& want : options.audiences) audience_ok = audience_ok || a == want;
+  }
+  if (!audience_ok) return Refuse("wrong audience");
+  return absl::OkStatus();
+}
+
+// The principal the claims name, with the tenant, roles and attributes `options` maps from
+// them; it expires at `exp` (seconds).
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> PrincipalFromClaims(
+    simdjson::dom::object& claims, const JwtOptions& options, double exp) {
+  auto principal = std::make_shared<Principal>();
+  principal->method = AuthMethod::kJwt;
+  std::string_view subject;
+  if (claims[options.subject_claim].get_string().get(subject) != simdjson::SUCCESS ||
+      subject.empty()) {
+    return Refuse(StrCat("no '", options.subject_claim, "' claim"));
+  }
+  principal->id = StrCat("jwt:", subject);
+  principal->expires_us = int64_t(exp * 1e6);
+  if (!options.tenant_claim.empty()) {
+    std::string_view tenant;
+    if (claims[options.tenant_claim].get_string().get(tenant) == simdjson::SUCCESS) {
+      principal->tenant = std::string(tenant);
+    }
+  }
+  if (!ReadStrings(claims, options.roles_claim, true, principal->roles)) {
+    return Refuse(StrCat("'", options.roles_claim, "' must be strings"));
+  }
+  for (const auto& [attribute, claim] : options.attribute_claims) {
+    std::vector<std::string> values;
+    if (!ReadStrings(claims, claim, false, values)) {
+      return Refuse(StrCat("'", claim, "' must be strings"));
+    }
+    if (!values.empty()) principal->attributes[attribute] = std::move(values);
+  }
+  return std::shared_ptr<const Principal>(std::move(principal));
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<JwtVerifier>> JwtVerifier::Create(JwtOptions options) {
@@ -160,111 +289,30 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::Verify(std::string
 absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
     std::string_view token, int64_t now_us, const std::shared_ptr<const Jwks>& jwks,
     int64_t* not_before_us) const {
-  const size_t dot1 = token.find('.');
-  const size_t dot2 = dot1 == std::string_view::npos ? dot1 : token.find('.', dot1 + 1);
-  if (dot2 == std::string_view::npos || token.find('.', dot2 + 1) != std::string_view::npos) {
-    return Refuse("not a compact JWS (three dot-separated parts)");
-  }
-  absl::StatusOr<std::string> header_json = Base64UrlDecode(token.substr(0, dot1));
-  absl::StatusOr<std::string> claims_json =
-      Base64UrlDecode(token.substr(dot1 + 1, dot2 - dot1 - 1));
-  absl::StatusOr<std::string> signature = Base64UrlDecode(token.substr(dot2 + 1));
-  if (!header_json.ok() || !claims_json.ok() || !signature.ok()) return Refuse("bad base64url");
-
+  PILLAR_ASSIGN_OR_RETURN(const JwsParts parts, SplitCompactJws(token));
   thread_local simdjson::dom::parser parser;
-  simdjson::dom::element header_root;
-  simdjson::dom::object header;
-  if (parser.parse(*header_json).get(header_root) != simdjson::SUCCESS ||
-      header_root.get_object().get(header) != simdjson::SUCCESS) {
-    return Refuse("header is not a JSON object");
-  }
-  std::string_view alg_name, kid_view;
-  if (header["alg"].get_string().get(alg_name) != simdjson::SUCCESS) return Refuse("no alg");
-  JwtAlgorithm alg;
-  if (alg_name == "RS256") {
-    alg = JwtAlgorithm::kRs256;
-  } else if (alg_name == "ES256") {
-    alg = JwtAlgorithm::kEs256;
-  } else if (alg_name == "EdDSA") {
-    alg = JwtAlgorithm::kEdDsa;
-  } else {
-    // "none", HS256 (the classic confusion with an RSA public key as secret) and the rest.
-    return Refuse(StrCat("algorithm '", alg_name.substr(0, 16), "' is not accepted"));
-  }
-  if (header["crit"].error() == simdjson::SUCCESS) return Refuse("unsupported 'crit' header");
-  if (header["kid"].get_string().get(kid_view) != simdjson::SUCCESS) kid_view = {};
-  const std::string kid(kid_view);  // the parser's buffer is reused below
-
-  const JwksKey* key = jwks ? jwks->Find(kid, alg) : nullptr;
+  PILLAR_ASSIGN_OR_RETURN(const JwsHeader header, ParseJwsHeader(parser, parts.header_json));
+  const JwksKey* key = jwks ? jwks->Find(header.kid, header.alg) : nullptr;
   if (key == nullptr) {
-    return Refuse(StrCat("no ", JwtAlgorithmName(alg), " key", kid.empty() ? "" : " '",
-                         kid.substr(0, 64), kid.empty() ? "" : "'", " in the JWKS"));
+    return Refuse(StrCat("no ", JwtAlgorithmName(header.alg), " key",
+                         header.kid.empty() ? "" : " '", header.kid.substr(0, 64),
+                         header.kid.empty() ? "" : "'", " in the JWKS"));
   }
-  if (!VerifySignature(*key, token.substr(0, dot2), *signature)) {
+  if (!VerifySignature(*key, parts.signed_part, parts.signature)) {
     return Refuse("signature does not verify");
   }
 
   // Only now, with the signature checked, are the claims worth reading.
   simdjson::dom::element claims_root;
   simdjson::dom::object claims;
-  if (parser.parse(*claims_json).get(claims_root) != simdjson::SUCCESS ||
+  if (parser.parse(parts.claims_json).get(claims_root) != simdjson::SUCCESS ||
       claims_root.get_object().get(claims) != simdjson::SUCCESS) {
     return Refuse("claims are not a JSON object");
   }
-  const double now = double(now_us) / 1e6;
-  const double skew = absl::ToDoubleSeconds(options_.clock_skew);
-  double exp = 0, nbf = 0;
-  bool has_exp = false, has_nbf = false;
-  if (!ReadTime(claims, "exp", exp, has_exp) || !ReadTime(claims, "nbf", nbf, has_nbf)) {
-    return Refuse("exp and nbf must be numbers");
-  }
-  if (!has_exp) return Refuse("no exp claim");
-  // Times past year 9999 are refused, so converting them to microseconds cannot overflow.
-  constexpr double kLatestTime = 253402300799.0;
-  if (exp > kLatestTime || nbf > kLatestTime || exp < -kLatestTime || nbf < -kLatestTime) {
-    return Refuse("exp or nbf out of range");
-  }
-  if (now >= exp + skew) return Refuse("expired");
-  if (has_nbf && now + skew < nbf) return Refuse("not yet valid");
-  if (has_nbf) *not_before_us = int64_t(nbf * 1e6);
-  std::string_view iss;
-  if (claims["iss"].get_string().get(iss) != simdjson::SUCCESS || iss != options_.issuer) {
-    return Refuse("wrong issuer");
-  }
-  std::vector<std::string> audiences;
-  if (!ReadStrings(claims, "aud", false, audiences)) return Refuse("aud must be strings");
-  bool audience_ok = false;
-  for (const std::string& a : audiences) {
-    for (const std::string& want : options_.audiences) audience_ok = audience_ok || a == want;
-  }
-  if (!audience_ok) return Refuse("wrong audience");
-
-  auto principal = std::make_shared<Principal>();
-  principal->method = AuthMethod::kJwt;
-  std::string_view subject;
-  if (claims[options_.subject_claim].get_string().get(subject) != simdjson::SUCCESS ||
-      subject.empty()) {
-    return Refuse(StrCat("no '", options_.subject_claim, "' claim"));
-  }
-  principal->id = StrCat("jwt:", subject);
-  principal->expires_us = int64_t(exp * 1e6);
-  if (!options_.tenant_claim.empty()) {
-    std::string_view tenant;
-    if (claims[options_.tenant_claim].get_string().get(tenant) == simdjson::SUCCESS) {
-      principal->tenant = std::string(tenant);
-    }
-  }
-  if (!ReadStrings(claims, options_.roles_claim, true, principal->roles)) {
-    return Refuse(StrCat("'", options_.roles_claim, "' must be strings"));
-  }
-  for (const auto& [attribute, claim] : options_.attribute_claims) {
-    std::vector<std::string> values;
-    if (!ReadStrings(claims, claim, false, values)) {
-      return Refuse(StrCat("'", claim, "' must be strings"));
-    }
-    if (!values.empty()) principal->attributes[attribute] = std::move(values);
-  }
-  return std::shared_ptr<const Principal>(std::move(principal));
+  PILLAR_ASSIGN_OR_RETURN(const double exp,
+                          CheckValidityPeriod(claims, now_us, options_.clock_skew, not_before_us));
+  PILLAR_RETURN_IF_ERROR(CheckIssuerAndAudience(claims, options_));
+  return PrincipalFromClaims(claims, options_, exp);
 }
 
 }  // namespace pillar::identity

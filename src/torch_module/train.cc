@@ -80,6 +80,101 @@ std::string WeightsDigest(Mlp& model) {
   return HexEncode(Sha256(bytes));
 }
 
+// What a checkpoint holds: the model's parameters by name, and each one's momentum.
+struct TrainState {
+  std::vector<std::pair<std::string, torch::Tensor>> params;
+  std::vector<torch::Tensor> velocity;
+};
+
+// The model's parameters, and no momentum yet.
+TrainState InitialState(Mlp& model) {
+  TrainState state;
+  for (const auto& p : model->named_parameters()) state.params.emplace_back(p.key(), p.value());
+  for (const auto& [name, p] : state.params) state.velocity.push_back(torch::zeros_like(p));
+  return state;
+}
+
+[[nodiscard]] absl::StatusOr<std::unique_ptr<ckpt::CheckpointManager>> OpenManager(
+    const TrainOptions& options) {
+  ckpt::CheckpointManager::Options manager_options;
+  manager_options.fast_dir = options.run;
+  manager_options.durable_dir = options.durable;
+  manager_options.retention.keep_last = options.keep_last;
+  // Asynchronous saves are pipelined: the copy overlaps the next forward and backward passes.
+  manager_options.pipelined_snapshot = !options.sync;
+  return ckpt::CheckpointManager::Open(manager_options);
+}
+
+// Loads the newest good checkpoint into `state`; answers its step, or 0 when there is none.
+[[nodiscard]] absl::StatusOr<int64_t> Resume(ckpt::CheckpointManager& manager, TrainState& state) {
+  std::vector<std::string> notes;
+  absl::StatusOr<ckpt::LoadedCheckpoint> latest = manager.LoadLatest(&notes);
+  for (const std::string& note : notes)
+    std::fprintf(stderr, "pillar train: skipped %s\n", note.c_str());
+  if (absl::IsNotFound(latest.status())) return 0;
+  if (!latest.ok()) return latest.status();
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < state.params.size(); ++i) {
+    auto& [name, param] = state.params[i];
+    absl::StatusOr<torch::Tensor> w = ckpt::LoadTensor(*latest, "model." + name);
+    absl::StatusOr<torch::Tensor> v = ckpt::LoadTensor(*latest, "momentum." + name);
+    if (!w.ok()) return w.status();
+    if (!v.ok()) return v.status();
+    if (!w->sizes().equals(param.sizes())) {
+      return absl::InvalidArgumentError(
+          StrCat("checkpoint entry model.", name, " has another shape"));
+    }
+    param.copy_(*w);
+    state.velocity[i].copy_(*v);
+  }
+  const int64_t start = latest->manifest().step;
+  std::printf("resumed from step %lld\n", static_cast<long long>(start));
+  return start;
+}
+
+[[nodiscard]] absl::Status SaveState(ckpt::CheckpointManager& manager, const TrainOptions& options,
+                                     const TrainState& state, int64_t step) {
+  std::vector<ckpt::Source> sources;
+  for (size_t i = 0; i < state.params.size(); ++i) {
+    absl::StatusOr<ckpt::Source> w =
+        ckpt::TensorSource("model." + state.params[i].first, state.params[i].second);
+    absl::StatusOr<ckpt::Source> v =
+        ckpt::TensorSource("momentum." + state.params[i].first, state.velocity[i]);
+    if (!w.ok()) return w.status();
+    if (!v.ok()) return v.status();
+    sources.push_back(std::move(*w));
+    sources.push_back(std::move(*v));
+  }
+  absl::StatusOr<bool> saved = manager.Save(
+      step, sources, {{"seed", std::to_string(options.seed)}, {"trainer", "pillar train"}});
+  if (!saved.ok()) return saved.status();
+  if (options.sync) return manager.Wait();
+  return absl::OkStatus();
+}
+
+// One SGD step with momentum on the batch of `step`; answers its loss.
+torch::Tensor TrainStep(Mlp& model, const Data& data, const TrainOptions& options, int64_t step,
+                        TrainState& state, ckpt::CheckpointManager& manager) {
+  // The batch depends only on (seed, step), so a resumed run sees the same batches.
+  std::mt19937_64 rng(options.seed * 0x9E3779B97F4A7C15ull ^ uint64_t(step));
+  std::uniform_int_distribution<int64_t> pick(0, data.x.size(0) - 1);
+  std::vector<int64_t> rows(static_cast<size_t>(options.batch));
+  for (int64_t& r : rows) r = pick(rng);
+  torch::Tensor index = torch::from_blob(rows.data(), {options.batch}, torch::kLong);
+  torch::Tensor x = data.x.index_select(0, index);
+  torch::Tensor y = data.y.index_select(0, index);
+  model->zero_grad();
+  torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
+  loss.backward();
+  manager.AwaitSnapshot();  // the update below changes what the last Save() copies
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < state.params.size(); ++i) {
+    state.velocity[i].mul_(options.momentum).add_(state.params[i].second.grad());
+    state.params[i].second.sub_(state.velocity[i] * options.lr);
+  }
+  return loss;
+}
+
 }  // namespace
 
 int RunTrain(const TrainOptions& options) {
@@ -92,109 +187,38 @@ int RunTrain(const TrainOptions& options) {
   if (!data.ok()) return Fail(data.status());
   torch::manual_seed(options.seed);
   Mlp model;
-  std::vector<std::pair<std::string, torch::Tensor>> params;
-  for (const auto& p : model->named_parameters()) params.emplace_back(p.key(), p.value());
-  std::vector<torch::Tensor> velocity;
-  for (const auto& [name, p] : params) velocity.push_back(torch::zeros_like(p));
-
-  ckpt::CheckpointManager::Options manager_options;
-  manager_options.fast_dir = options.run;
-  manager_options.durable_dir = options.durable;
-  manager_options.retention.keep_last = options.keep_last;
-  // Asynchronous saves are pipelined: the copy overlaps the next forward and backward passes.
-  manager_options.pipelined_snapshot = !options.sync;
-  absl::StatusOr<std::unique_ptr<ckpt::CheckpointManager>> manager =
-      ckpt::CheckpointManager::Open(manager_options);
-  if (!manager.ok()) return Fail(manager.status());
-
-  int64_t start = 0;
-  std::vector<std::string> notes;
-  absl::StatusOr<ckpt::LoadedCheckpoint> latest = (*manager)->LoadLatest(&notes);
-  for (const std::string& note : notes)
-    std::fprintf(stderr, "pillar train: skipped %s\n", note.c_str());
-  if (latest.ok()) {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < params.size(); ++i) {
-      absl::StatusOr<torch::Tensor> w = ckpt::LoadTensor(*latest, "model." + params[i].first);
-      absl::StatusOr<torch::Tensor> v = ckpt::LoadTensor(*latest, "momentum." + params[i].first);
-      if (!w.ok()) return Fail(w.status());
-      if (!v.ok()) return Fail(v.status());
-      if (!w->sizes().equals(params[i].second.sizes())) {
-        return Fail(absl::InvalidArgumentError(
-            StrCat("checkpoint entry model.", params[i].first, " has another shape")));
-      }
-      params[i].second.copy_(*w);
-      velocity[i].copy_(*v);
-    }
-    start = latest->manifest().step;
-    std::printf("resumed from step %lld\n", static_cast<long long>(start));
-  } else if (!absl::IsNotFound(latest.status())) {
-    return Fail(latest.status());
-  }
+  TrainState state = InitialState(model);
+  absl::StatusOr<std::unique_ptr<ckpt::CheckpointManager>> opened = OpenManager(options);
+  if (!opened.ok()) return Fail(opened.status());
+  ckpt::CheckpointManager& manager = **opened;
+  absl::StatusOr<int64_t> start = Resume(manager, state);
+  if (!start.ok()) return Fail(start.status());
   std::fflush(stdout);
 
   ckpt::InstallStopSignals();
-  auto save = [&](int64_t step) -> absl::Status {
-    std::vector<ckpt::Source> sources;
-    for (size_t i = 0; i < params.size(); ++i) {
-      absl::StatusOr<ckpt::Source> w =
-          ckpt::TensorSource("model." + params[i].first, params[i].second);
-      absl::StatusOr<ckpt::Source> v =
-          ckpt::TensorSource("momentum." + params[i].first, velocity[i]);
-      if (!w.ok()) return w.status();
-      if (!v.ok()) return v.status();
-      sources.push_back(std::move(*w));
-      sources.push_back(std::move(*v));
-    }
-    absl::StatusOr<bool> saved = (*manager)->Save(
-        step, sources, {{"seed", std::to_string(options.seed)}, {"trainer", "pillar train"}});
-    if (!saved.ok()) return saved.status();
-    if (options.sync) return (*manager)->Wait();
-    return absl::OkStatus();
-  };
-
-  const int64_t n = data->x.size(0);
-  int64_t saved_at = start;
-  for (int64_t step = start; step < options.steps; ++step) {
-    // The batch depends only on (seed, step), so a resumed run sees the same batches.
-    std::mt19937_64 rng(options.seed * 0x9E3779B97F4A7C15ull ^ uint64_t(step));
-    std::uniform_int_distribution<int64_t> pick(0, n - 1);
-    std::vector<int64_t> rows(static_cast<size_t>(options.batch));
-    for (int64_t& r : rows) r = pick(rng);
-    torch::Tensor index = torch::from_blob(rows.data(), {options.batch}, torch::kLong);
-    torch::Tensor x = data->x.index_select(0, index);
-    torch::Tensor y = data->y.index_select(0, index);
-    model->zero_grad();
-    torch::Tensor loss = torch::nn::functional::cross_entropy(model->forward(x), y);
-    loss.backward();
-    (*manager)->AwaitSnapshot();  // the update below changes what the last Save() copies
-    {
-      torch::NoGradGuard no_grad;
-      for (size_t i = 0; i < params.size(); ++i) {
-        velocity[i].mul_(options.momentum).add_(params[i].second.grad());
-        params[i].second.sub_(velocity[i] * options.lr);
-      }
-    }
+  int64_t saved_at = *start;
+  for (int64_t step = *start; step < options.steps; ++step) {
+    const torch::Tensor loss = TrainStep(model, *data, options, step, state, manager);
     const int64_t done = step + 1;
     std::printf("step %lld loss %.6f\n", static_cast<long long>(done), loss.item<float>());
     if (done % options.every == 0 || done == options.steps) {
-      if (absl::Status s = save(done); !s.ok()) return Fail(s);
+      if (absl::Status s = SaveState(manager, options, state, done); !s.ok()) return Fail(s);
       saved_at = done;
       std::printf("checkpoint %lld\n", static_cast<long long>(done));
     }
     std::fflush(stdout);
     if (ckpt::StopRequested() && done < options.steps) {
       if (saved_at != done) {
-        if (absl::Status s = save(done); !s.ok()) return Fail(s);
+        if (absl::Status s = SaveState(manager, options, state, done); !s.ok()) return Fail(s);
       }
-      if (absl::Status s = (*manager)->Wait(); !s.ok()) return Fail(s);
+      if (absl::Status s = manager.Wait(); !s.ok()) return Fail(s);
       std::printf("stopped by signal %d at step %lld; final checkpoint written\n",
                   ckpt::StopSignal(), static_cast<long long>(done));
       return 0;
     }
   }
-  if (absl::Status s = (*manager)->Wait(); !s.ok()) return Fail(s);
-  const ckpt::CheckpointManager::Costs costs = (*manager)->last_costs();
+  if (absl::Status s = manager.Wait(); !s.ok()) return Fail(s);
+  const ckpt::CheckpointManager::Costs costs = manager.last_costs();
   std::printf("done at step %lld; weights sha256 %s\n", static_cast<long long>(options.steps),
               WeightsDigest(model).c_str());
   std::printf(
