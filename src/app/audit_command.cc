@@ -7,7 +7,6 @@
 #include <deque>
 
 #include "absl/time/clock.h"
-#include "app/audit_setup.h"
 #include "app/cli_values.h"
 #include "app/commands.h"
 #include "app/config.h"
@@ -23,10 +22,20 @@
 namespace pillar::app {
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "pillar audit: %s\n", std::string(status.message()).c_str());
-  return 2;
-}
+struct AuditOptions {
+  std::string config_path;
+  std::string file;               // overrides [audit] file
+  std::string postgres;           // overrides [audit] postgres, and reads the chains there
+  std::string instance;           // postgres: the chain (verify: default all of them)
+  std::vector<std::string> keys;  // overrides [audit] public_keys
+  int lines = 20;                 // tail
+  bool follow = false;            // tail
+  std::string since;              // export: RFC 3339 time, or an age such as "24h"
+  // verify: what is known from off the chain's host, so that records cut off the end together
+  // with the checkpoint kept beside it are found (formats/audit-log.md, "Anchors").
+  std::string anchor;       // a file holding an anchor line, or COUNT:HEAD itself; empty: none
+  int64_t min_records = 0;  // the chain must hold at least this many records
+};
 
 // Where the chain is: the options over the configuration.
 struct Where {
@@ -39,11 +48,12 @@ struct Where {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return config.status();
   Where where{.config = std::move(*config), .postgres = false, .instance = options.instance};
-  Config::Audit& audit = where.config.audit;
+  audit::AuditConfig& audit = where.config.audit;
   if (!options.file.empty()) audit.file = options.file;
   if (!options.postgres.empty()) audit.postgres = options.postgres;
   where.postgres =
-      !options.postgres.empty() || (options.file.empty() && audit.backend == "postgres");
+      !options.postgres.empty() ||
+      (options.file.empty() && audit.backend == audit::AuditConfig::Backend::kPostgres);
   if (!options.keys.empty()) audit.public_keys = options.keys;
   if (where.postgres && where.instance.empty()) where.instance = audit.instance;
   return where;
@@ -144,19 +154,17 @@ audit::VerifyReport VerifyChain(const Where& where, const std::string& instance,
              : audit::VerifyAuditFile(where.config.audit.file, std::move(keys), std::move(options));
 }
 
-}  // namespace
-
 int RunAuditVerify(const AuditOptions& options) {
   absl::StatusOr<Where> where = Locate(options);
-  if (!where.ok()) return Fail(where.status());
+  if (!where.ok()) return Fail("audit", where.status(), 2);
   absl::StatusOr<std::vector<signing::PublicKey>> keys =
       signing::ReadPublicKeys(where->config.audit.public_keys);
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("audit", keys.status(), 2);
   audit::VerifyOptions verify;
   verify.min_records = options.min_records;
   if (!options.anchor.empty()) {
     absl::StatusOr<audit::Anchor> loaded = LoadAnchor(options.anchor);
-    if (!loaded.ok()) return Fail(loaded.status());
+    if (!loaded.ok()) return Fail("audit", loaded.status(), 2);
     verify.anchor = std::move(*loaded);
   }
   std::vector<std::string> instances;
@@ -165,12 +173,14 @@ int RunAuditVerify(const AuditOptions& options) {
   } else if (!where->instance.empty()) {
     instances.push_back(where->instance);
   } else if (verify.anchor.has_value() || verify.min_records > 0) {
-    return Fail(absl::InvalidArgumentError(
-        "--anchor and --min-records hold for one chain: name it with --instance"));
+    return Fail("audit",
+                absl::InvalidArgumentError(
+                    "--anchor and --min-records hold for one chain: name it with --instance"),
+                2);
   } else {
     absl::StatusOr<std::vector<std::string>> all =
         audit::ListPostgresChains(where->config.audit.postgres);
-    if (!all.ok()) return Fail(all.status());
+    if (!all.ok()) return Fail("audit", all.status(), 2);
     instances = std::move(*all);
   }
   int failed = 0;
@@ -193,13 +203,13 @@ int RunAuditVerify(const AuditOptions& options) {
 
 int RunAuditAnchor(const AuditOptions& options) {
   absl::StatusOr<Where> where = Locate(options);
-  if (!where.ok()) return Fail(where.status());
+  if (!where.ok()) return Fail("audit", where.status(), 2);
   if (where->postgres && where->instance.empty()) {
-    return Fail(absl::InvalidArgumentError("--instance names the chain to anchor"));
+    return Fail("audit", absl::InvalidArgumentError("--instance names the chain to anchor"), 2);
   }
   absl::StatusOr<std::vector<signing::PublicKey>> keys =
       signing::ReadPublicKeys(where->config.audit.public_keys);
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("audit", keys.status(), 2);
   // An anchor taken from a chain that does not verify would vouch for whatever was done to it.
   const audit::VerifyReport report = VerifyChain(*where, where->instance, *keys, {});
   const std::string name = ChainName(*where, where->instance);
@@ -221,7 +231,7 @@ int RunAuditAnchor(const AuditOptions& options) {
 
 int RunAuditTail(const AuditOptions& options) {
   absl::StatusOr<Where> where = Locate(options);
-  if (!where.ok()) return Fail(where.status());
+  if (!where.ok()) return Fail("audit", where.status(), 2);
   std::deque<std::string> last;
   uint64_t position = 0;
   absl::Status read = ForEachPayload(*where, &position, [&](std::string_view payload) {
@@ -229,7 +239,7 @@ int RunAuditTail(const AuditOptions& options) {
     if (int(last.size()) > options.lines) last.pop_front();
     return true;
   });
-  if (!read.ok()) return Fail(read);
+  if (!read.ok()) return Fail("audit", read, 2);
   for (const std::string& payload : last) PrintLine(payload);
   std::fflush(stdout);
   while (options.follow) {
@@ -238,7 +248,7 @@ int RunAuditTail(const AuditOptions& options) {
       PrintLine(payload);
       return true;
     });
-    if (!read.ok()) return Fail(read);
+    if (!read.ok()) return Fail("audit", read, 2);
     std::fflush(stdout);
   }
   return 0;
@@ -246,7 +256,7 @@ int RunAuditTail(const AuditOptions& options) {
 
 int RunAuditExport(const AuditOptions& options) {
   absl::StatusOr<Where> where = Locate(options);
-  if (!where.ok()) return Fail(where.status());
+  if (!where.ok()) return Fail("audit", where.status(), 2);
   std::string since;
   if (!options.since.empty()) {
     absl::Time t;
@@ -256,8 +266,10 @@ int RunAuditExport(const AuditOptions& options) {
     } else {
       absl::StatusOr<int64_t> age = ParseDurationSeconds(options.since);
       if (!age.ok()) {
-        return Fail(absl::InvalidArgumentError(
-            StrCat("--since '", options.since, "': give an RFC 3339 time or an age like 24h")));
+        return Fail("audit",
+                    absl::InvalidArgumentError(StrCat(
+                        "--since '", options.since, "': give an RFC 3339 time or an age like 24h")),
+                    2);
       }
       since = FormatUtcMicros(absl::ToUnixMicros(absl::Now()) - *age * 1'000'000);
     }
@@ -267,8 +279,49 @@ int RunAuditExport(const AuditOptions& options) {
     if (since.empty() || TimeOf(payload) >= since) PrintLine(payload);
     return true;
   });
-  if (!read.ok()) return Fail(read);
+  if (!read.ok()) return Fail("audit", read, 2);
   return std::fflush(stdout) == 0 ? 0 : 2;
+}
+
+}  // namespace
+
+void AddAuditCommands(CLI::App& cli, Commands& commands) {
+  auto audit = std::make_shared<AuditOptions>();
+  CLI::App* group = cli.add_subcommand("audit", "Verify and read the tamper-evident audit log");
+  group->require_subcommand(1);
+  // Each subcommand reads a chain from the configuration or from these overrides.
+  auto add = [&](const char* name, const char* what, int (*run)(const AuditOptions&)) {
+    CLI::App* cmd = group->add_subcommand(name, what);
+    cmd->add_option("-c,--config", audit->config_path, "Configuration file ([audit] section)");
+    cmd->add_option("--file", audit->file, "The audit log file (overrides [audit] file)");
+    cmd->add_option("--postgres", audit->postgres,
+                    "A libpq connection string: read the chains in PostgreSQL");
+    cmd->add_option("--instance", audit->instance, "PostgreSQL: the instance whose chain to read");
+    commands.On(cmd, [audit, run] { return run(*audit); });
+    return cmd;
+  };
+  const char* kTrustedKeys =
+      "A trusted audit public key (repeatable; overrides [audit] public_keys)";
+  CLI::App* verify =
+      add("verify", "Check every record, link and signed checkpoint; name the first bad record",
+          RunAuditVerify);
+  verify->add_option("--key", audit->keys, kTrustedKeys);
+  verify->add_option("--anchor", audit->anchor,
+                     "A file holding a checkpoint kept off this host (`pillar audit anchor`), "
+                     "or COUNT:HEAD: the chain must still reach it");
+  verify
+      ->add_option("--min-records", audit->min_records,
+                   "The chain must hold at least this many records")
+      ->check(CLI::NonNegativeNumber);
+  add("anchor", "Verify, then print the newest signed checkpoint: one line to keep off this host",
+      RunAuditAnchor)
+      ->add_option("--key", audit->keys, kTrustedKeys);
+  CLI::App* tail = add("tail", "Print the newest records (JSON lines)", RunAuditTail);
+  tail->add_option("-n,--lines", audit->lines, "How many records")->check(CLI::Range(1, 1000000));
+  tail->add_flag("-f,--follow", audit->follow, "Keep printing records as they are written");
+  add("export", "Print records as JSON lines, for a SIEM", RunAuditExport)
+      ->add_option("--since", audit->since,
+                   "Only records from this time on: RFC 3339, or an age such as 24h");
 }
 
 }  // namespace pillar::app

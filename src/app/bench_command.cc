@@ -15,6 +15,7 @@
 #include "common/strings.h"
 
 namespace pillar::app {
+namespace {
 
 int RunBenchCollective(const std::vector<std::string>& args) {
   for (const std::string& a : args) {
@@ -94,6 +95,22 @@ int RunBenchCollective(const std::vector<std::string>& args) {
     }
   }
   return bench::Passed(*summary, *options) ? 0 : 1;
+}
+
+}  // namespace
+
+void AddBenchCommands(CLI::App& cli, Commands& commands) {
+  CLI::App* group = cli.add_subcommand("bench", "Cluster benchmarks");
+  group->require_subcommand(1);
+  CLI::App* collective =
+      group->add_subcommand("collective",
+                            "nccl-tests compatible collective bandwidth (OP and flags as "
+                            "all_reduce_perf; -h lists them)");
+  // nccl-tests' flags (-b8, -e 128M, --minbytes=8, ...) are parsed by the benchmark itself.
+  collective->prefix_command();
+  collective->allow_extras();
+  collective->set_help_flag();
+  commands.On(collective, [collective] { return RunBenchCollective(collective->remaining()); });
 }
 
 }  // namespace pillar::app

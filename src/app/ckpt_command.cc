@@ -18,13 +18,19 @@
 namespace pillar::app {
 namespace {
 
-namespace fs = std::filesystem;
+struct CkptOptions {
+  std::string run;    // a run directory, or one checkpoint directory
+  int64_t step = -1;  // -1: the newest (or the one `run` names)
+  bool json = false;
+  std::string to;     // restore: the run directory to copy into
+  std::string file;   // export / import: the state_dict file
+  int keep_last = 3;  // prune
+  int64_t keep_every = 0;
+  std::string mtbf;   // interval: "24h"
+  double cost_s = 0;  // interval: seconds per checkpoint; 0: measured from `run`
+};
 
-int Fail(std::string_view command, const absl::Status& status) {
-  std::fprintf(stderr, "pillar ckpt %s: %s\n", std::string(command).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
+namespace fs = std::filesystem;
 
 bool IsCheckpointDir(const std::string& path) {
   return fs::exists(fs::path(path) / ckpt::format::kManifestFile);
@@ -97,12 +103,10 @@ void Report(const CkptOptions& options, const std::string& text,
   std::printf("%s\n", w.str().c_str());
 }
 
-}  // namespace
-
 int RunCkptList(const CkptOptions& options) {
   ckpt::RunDirectory run(Env::Default(), options.run);
   absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
-  if (!steps.ok()) return Fail("list", steps.status());
+  if (!steps.ok()) return Fail("ckpt list", steps.status());
   absl::StatusOr<std::optional<int64_t>> latest = run.Latest();
   JsonWriter w;
   if (options.json) w.BeginArray();
@@ -145,9 +149,9 @@ int RunCkptList(const CkptOptions& options) {
 
 int RunCkptShow(const CkptOptions& options) {
   absl::StatusOr<std::string> dir = CheckpointDir(options);
-  if (!dir.ok()) return Fail("show", dir.status());
+  if (!dir.ok()) return Fail("ckpt show", dir.status());
   absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), *dir);
-  if (!m.ok()) return Fail("show", m.status());
+  if (!m.ok()) return Fail("ckpt show", m.status());
   if (options.json) {
     // The manifest's own JSON line: every entry with its dtype, shape, shard, offset, checksum.
     const std::string text = m->Encode();
@@ -176,12 +180,12 @@ int RunCkptVerify(const CkptOptions& options) {
   std::vector<std::string> dirs;
   if (IsCheckpointDir(options.run) || options.step >= 0) {
     absl::StatusOr<std::string> dir = CheckpointDir(options);
-    if (!dir.ok()) return Fail("verify", dir.status());
+    if (!dir.ok()) return Fail("ckpt verify", dir.status());
     dirs.push_back(*dir);
   } else {
     ckpt::RunDirectory run(Env::Default(), options.run);
     absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
-    if (!steps.ok()) return Fail("verify", steps.status());
+    if (!steps.ok()) return Fail("ckpt verify", steps.status());
     for (int64_t step : *steps) dirs.push_back(run.StepPath(step));
   }
   int bad = 0;
@@ -215,7 +219,8 @@ int RunCkptVerify(const CkptOptions& options) {
 }
 
 int RunCkptRestore(const CkptOptions& options) {
-  if (options.to.empty()) return Fail("restore", absl::InvalidArgumentError("--to is required"));
+  if (options.to.empty())
+    return Fail("ckpt restore", absl::InvalidArgumentError("--to is required"));
   ckpt::RunDirectory from(Env::Default(), options.run);
   int64_t step = options.step;
   if (step < 0) {
@@ -223,19 +228,19 @@ int RunCkptRestore(const CkptOptions& options) {
     absl::StatusOr<ckpt::LoadedCheckpoint> latest = from.LoadLatest(&skipped);
     for (const std::string& s : skipped)
       std::fprintf(stderr, "pillar ckpt restore: skipped %s\n", s.c_str());
-    if (!latest.ok()) return Fail("restore", latest.status());
+    if (!latest.ok()) return Fail("ckpt restore", latest.status());
     step = latest->manifest().step;
   }
   ckpt::RunDirectory to(Env::Default(), options.to);
-  if (absl::Status s = to.Prepare(); !s.ok()) return Fail("restore", s);
+  if (absl::Status s = to.Prepare(); !s.ok()) return Fail("ckpt restore", s);
   if (!Env::Default()->Exists(to.StepPath(step))) {
     if (absl::Status s =
             ckpt::CopyCheckpoint(*Env::Default(), from.StepPath(step), to.StepPath(step));
         !s.ok()) {
-      return Fail("restore", s);
+      return Fail("ckpt restore", s);
     }
   }
-  if (absl::Status s = to.PublishLatest(step); !s.ok()) return Fail("restore", s);
+  if (absl::Status s = to.PublishLatest(step); !s.ok()) return Fail("ckpt restore", s);
   Report(options, StrCat("restored ", ckpt::StepDirName(step), " to ", options.to, " (verified)"),
          {{"restored", ckpt::StepDirName(step)}, {"to", options.to}});
   return 0;
@@ -245,7 +250,7 @@ int RunCkptPrune(const CkptOptions& options) {
   ckpt::RunDirectory run(Env::Default(), options.run);
   absl::StatusOr<std::vector<int64_t>> removed =
       run.Prune({.keep_last = options.keep_last, .keep_every = options.keep_every});
-  if (!removed.ok()) return Fail("prune", removed.status());
+  if (!removed.ok()) return Fail("ckpt prune", removed.status());
   if (options.json) {
     JsonWriter w;
     w.BeginObject();
@@ -263,13 +268,13 @@ int RunCkptPrune(const CkptOptions& options) {
 
 int RunCkptExport(const CkptOptions& options) {
   absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
-  if (!torch.ok()) return Fail("export", torch.status());
+  if (!torch.ok()) return Fail("ckpt export", torch.status());
   absl::StatusOr<std::string> dir = CheckpointDir(options);
-  if (!dir.ok()) return Fail("export", dir.status());
+  if (!dir.ok()) return Fail("ckpt export", dir.status());
   absl::StatusOr<ckpt::LoadedCheckpoint> loaded = ckpt::LoadCheckpoint(*Env::Default(), *dir);
-  if (!loaded.ok()) return Fail("export", loaded.status());
+  if (!loaded.ok()) return Fail("ckpt export", loaded.status());
   if (absl::Status s = (*torch)->ExportStateDict(*loaded, options.file); !s.ok()) {
-    return Fail("export", s);
+    return Fail("ckpt export", s);
   }
   Report(options,
          StrCat("wrote ", options.file, " (", loaded->manifest().entries.size(), " tensors from ",
@@ -279,9 +284,10 @@ int RunCkptExport(const CkptOptions& options) {
 }
 
 int RunCkptImport(const CkptOptions& options) {
-  if (options.step < 0) return Fail("import", absl::InvalidArgumentError("--step is required"));
+  if (options.step < 0)
+    return Fail("ckpt import", absl::InvalidArgumentError("--step is required"));
   absl::StatusOr<ckpt::TorchSaveFile> file = ckpt::ReadTorchSave(options.file);
-  if (!file.ok()) return Fail("import", file.status());
+  if (!file.ok()) return Fail("ckpt import", file.status());
   std::vector<ckpt::EntryView> entries;
   uint64_t total = 0;
   for (const ckpt::TorchSaveTensor& t : file->tensors) {
@@ -295,18 +301,19 @@ int RunCkptImport(const CkptOptions& options) {
   const uint64_t file_bytes = file->file_bytes;
   constexpr uint64_t kMaxWrittenPerFileByte = 4;
   if (total > kMaxWrittenPerFileByte * file_bytes + (1 << 20)) {
-    return Fail("import", absl::InvalidArgumentError(StrCat(
-                              options.file, ": its tensors would take ", total,
-                              " bytes, more than ", kMaxWrittenPerFileByte, " times the file's ",
-                              file_bytes, " (many tensors naming the same storage?); refused")));
+    return Fail("ckpt import",
+                absl::InvalidArgumentError(
+                    StrCat(options.file, ": its tensors would take ", total, " bytes, more than ",
+                           kMaxWrittenPerFileByte, " times the file's ", file_bytes,
+                           " (many tensors naming the same storage?); refused")));
   }
   ckpt::RunDirectory run(Env::Default(), options.run);
-  if (absl::Status s = run.Prepare(); !s.ok()) return Fail("import", s);
+  if (absl::Status s = run.Prepare(); !s.ok()) return Fail("ckpt import", s);
   absl::StatusOr<ckpt::Manifest> m =
       ckpt::WriteCheckpoint(*Env::Default(), run.StepPath(options.step), options.step, entries,
                             {{"imported_from", options.file}}, {});
-  if (!m.ok()) return Fail("import", m.status());
-  if (absl::Status s = run.PublishLatest(options.step); !s.ok()) return Fail("import", s);
+  if (!m.ok()) return Fail("ckpt import", m.status());
+  if (absl::Status s = run.PublishLatest(options.step); !s.ok()) return Fail("ckpt import", s);
   Report(options, StrCat("imported ", entries.size(), " tensors as ", run.StepPath(options.step)),
          {{"imported", options.file}, {"checkpoint", run.StepPath(options.step)}});
   return 0;
@@ -314,7 +321,7 @@ int RunCkptImport(const CkptOptions& options) {
 
 int RunCkptInterval(const CkptOptions& options) {
   absl::StatusOr<int64_t> mtbf = ParseDurationSeconds(options.mtbf);
-  if (!mtbf.ok()) return Fail("interval", mtbf.status());
+  if (!mtbf.ok()) return Fail("ckpt interval", mtbf.status());
   double cost = options.cost_s;
   std::string source = "given";
   if (cost <= 0) {
@@ -322,7 +329,7 @@ int RunCkptInterval(const CkptOptions& options) {
     // costs when writes block; an upper bound on the stall with asynchronous saves).
     ckpt::RunDirectory run(Env::Default(), options.run);
     absl::StatusOr<std::vector<int64_t>> steps = run.Steps();
-    if (!steps.ok()) return Fail("interval", steps.status());
+    if (!steps.ok()) return Fail("ckpt interval", steps.status());
     double total = 0;
     int count = 0;
     for (int64_t step : *steps) {
@@ -333,7 +340,7 @@ int RunCkptInterval(const CkptOptions& options) {
       }
     }
     if (count == 0) {
-      return Fail("interval", absl::NotFoundError("no checkpoints to measure; give --cost"));
+      return Fail("ckpt interval", absl::NotFoundError("no checkpoints to measure; give --cost"));
     }
     cost = total / count;
     source = StrCat("measured over ", count, " checkpoints of ", options.run);
@@ -353,6 +360,50 @@ int RunCkptInterval(const CkptOptions& options) {
   std::printf("checkpoint every %.0f s (Daly; Young: %.0f s); expected overhead %.2f %%\n", daly,
               young, 100 * ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
   return 0;
+}
+
+}  // namespace
+
+void AddCkptCommands(CLI::App& cli, Commands& commands) {
+  auto ckpt = std::make_shared<CkptOptions>();
+  CLI::App* group = cli.add_subcommand("ckpt", "Inspect, verify and move training checkpoints");
+  group->require_subcommand(1);
+  // Each subcommand names a run (or one checkpoint), takes --step and --json, and runs `run`.
+  auto add = [&](const char* name, const char* what, int (*run)(const CkptOptions&)) {
+    CLI::App* cmd = group->add_subcommand(name, what);
+    cmd->add_option("run", ckpt->run, "A run directory, or one checkpoint directory")->required();
+    cmd->add_option("--step", ckpt->step, "A step of the run (default: the newest)");
+    cmd->add_flag("--json", ckpt->json, "Machine-readable output");
+    commands.On(cmd, [ckpt, run] { return run(*ckpt); });
+    return cmd;
+  };
+  add("list", "The run's checkpoints", RunCkptList);
+  add("show", "One checkpoint's manifest", RunCkptShow);
+  add("verify", "Check every shard and entry checksum (all checkpoints of a run, or one)",
+      RunCkptVerify);
+  add("restore", "Copy the newest good (or --step) checkpoint to another run directory",
+      RunCkptRestore)
+      ->add_option("--to", ckpt->to, "The run directory to restore into")
+      ->required();
+  CLI::App* prune = add("prune", "Apply a retention policy", RunCkptPrune);
+  prune->add_option("--keep-last", ckpt->keep_last, "Keep the newest N")
+      ->check(CLI::NonNegativeNumber);
+  prune->add_option("--keep-every", ckpt->keep_every, "Also keep steps that are multiples of K")
+      ->check(CLI::NonNegativeNumber);
+  add("export", "Write a checkpoint as a PyTorch state_dict file (torch.load reads it)",
+      RunCkptExport)
+      ->add_option("--out", ckpt->file, "The .pt file")
+      ->required();
+  add("import", "Make a checkpoint of a torch.save'd state_dict", RunCkptImport)
+      ->add_option("--file", ckpt->file, "The .pt file")
+      ->required();
+  CLI::App* interval = group->add_subcommand(
+      "interval", "Recommend a checkpoint interval (Young/Daly) from the cost and the MTBF");
+  interval->add_option("run", ckpt->run, "A run whose checkpoints give the measured cost");
+  interval->add_option("--mtbf", ckpt->mtbf, "Mean time between failures, e.g. 24h")->required();
+  interval->add_option("--cost", ckpt->cost_s, "Seconds per checkpoint (default: measured)");
+  interval->add_flag("--json", ckpt->json, "Machine-readable output");
+  commands.On(interval, [ckpt] { return RunCkptInterval(*ckpt); });
 }
 
 }  // namespace pillar::app

@@ -5,10 +5,10 @@
 #include <ctime>
 
 #include "absl/cleanup/cleanup.h"
-#include "app/audit_setup.h"
 #include "app/cli_values.h"
 #include "app/commands.h"
 #include "app/config.h"
+#include "audit/change_audit.h"
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "common/json_writer.h"
@@ -19,10 +19,26 @@
 namespace pillar::app {
 namespace {
 
+struct KeyOptions {
+  std::string config_path;
+  std::string state_path;  // overrides the config's [state] path
+  std::string name;
+  std::string id;
+  bool json = false;
+  // create
+  std::string owner;
+  std::string tenant;
+  std::vector<std::string> roles;
+  std::vector<std::string> attributes;  // "name=v1,v2"
+  std::string expires_in;               // "90d", "12h", "30m", "45s"; empty: never
+  // rotate
+  std::string overlap = "24h";  // how long the old key keeps working
+};
+
 // The key store, and (for a change) the audit log opened before the change is made.
 struct KeyStore {
   std::unique_ptr<state::StateStore> store;
-  std::optional<ChangeAudit> audit;
+  std::optional<audit::ChangeAudit> audit;
 };
 
 [[nodiscard]] absl::StatusOr<KeyStore> OpenStore(const KeyOptions& options, bool for_change) {
@@ -44,16 +60,11 @@ struct KeyStore {
   if (!store.ok()) return store.status();
   keys.store = std::move(*store);
   if (for_change) {
-    absl::StatusOr<ChangeAudit> audit = ChangeAudit::Open(*config);
+    absl::StatusOr<audit::ChangeAudit> audit = audit::ChangeAudit::Open(config->audit);
     if (!audit.ok()) return audit.status();
     keys.audit.emplace(std::move(*audit));
   }
   return keys;
-}
-
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "pillar key: %s\n", std::string(status.message()).c_str());
-  return 1;
 }
 
 // Every key change is audited (kind key), and the record is durable before the change is made:
@@ -80,7 +91,7 @@ int FailKeyChange(KeyStore& keys, std::string_view action, const std::string& id
                  "recorded: %s\n",
                  std::string(action).c_str(), std::string(s.message()).c_str());
   }
-  return Fail(error);
+  return Fail("key", error);
 }
 
 std::string FormatTime(int64_t unix_us) { return FormatUtc(unix_us / 1000000); }
@@ -152,17 +163,15 @@ void PrintNewKey(const KeyOptions& options, const identity::NewApiKey& key,
   }
 }
 
-}  // namespace
-
 int RunKeyCreate(const KeyOptions& options) {
   absl::StatusOr<KeyStore> keys = OpenStore(options, /*for_change=*/true);
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("key", keys.status());
   state::StateStore* store = keys->store.get();
   identity::NewApiKey key = identity::GenerateApiKey();
   // The key's text is shown once and never needed again, whichever way this returns.
   absl::Cleanup wipe_text = [&key] { WipeString(key.text); };
   absl::StatusOr<state::ApiKeyRecord> record = NewRecord(options, key, SystemClock().UnixMicros());
-  if (!record.ok()) return Fail(record.status());
+  if (!record.ok()) return Fail("key", record.status());
   std::string roles;
   for (const std::string& r : record->roles) StrAppend(&roles, roles.empty() ? "" : ",", r);
   // The record names the key's id, generated above, so it can come first.
@@ -170,7 +179,7 @@ int RunKeyCreate(const KeyOptions& options) {
           *keys, "create", record->id,
           StrCat("name=", record->name, " tenant=", record->tenant, " roles=", roles));
       !s.ok()) {
-    return Fail(s);
+    return Fail("key", s);
   }
   if (absl::Status s = store->PutKey(*record); !s.ok()) {
     return FailKeyChange(*keys, "create", record->id, s);
@@ -186,17 +195,18 @@ int RunKeyCreate(const KeyOptions& options) {
 
 int RunKeyRotate(const KeyOptions& options) {
   absl::StatusOr<KeyStore> opened = OpenStore(options, /*for_change=*/true);
-  if (!opened.ok()) return Fail(opened.status());
+  if (!opened.ok()) return Fail("key", opened.status());
   state::StateStore* store = opened->store.get();
   absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = store->ListKeys();
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("key", keys.status());
   const state::ApiKeyRecord* old = nullptr;
   for (const auto& k : *keys) {
     if (k.id == options.id) old = &k;
   }
-  if (old == nullptr) return Fail(absl::NotFoundError(StrCat("no key with id ", options.id)));
+  if (old == nullptr)
+    return Fail("key", absl::NotFoundError(StrCat("no key with id ", options.id)));
   absl::StatusOr<int64_t> overlap = ParseDurationSeconds(options.overlap);
-  if (!overlap.ok()) return Fail(overlap.status());
+  if (!overlap.ok()) return Fail("key", overlap.status());
   // The successor inherits who the key is; only the secret (and the clock) are new.
   KeyOptions successor = options;
   successor.name = old->name;
@@ -213,7 +223,7 @@ int RunKeyRotate(const KeyOptions& options) {
   identity::NewApiKey key = identity::GenerateApiKey();
   absl::Cleanup wipe_text = [&key] { WipeString(key.text); };  // as in RunKeyCreate
   absl::StatusOr<state::ApiKeyRecord> record = NewRecord(successor, key, now_us);
-  if (!record.ok()) return Fail(record.status());
+  if (!record.ok()) return Fail("key", record.status());
   if (!options.expires_in.empty()) {
     // An explicit --expires-in applies to the new key.
   } else if (old->expires_us && old->created_us < *old->expires_us) {
@@ -224,7 +234,7 @@ int RunKeyRotate(const KeyOptions& options) {
                                       StrCat("successor ", record->id, ", old key expires ",
                                              FormatTime(now_us + *overlap * 1'000'000)));
       !s.ok()) {
-    return Fail(s);
+    return Fail("key", s);
   }
   if (absl::Status s = store->RotateKey(old->id, *record, now_us + *overlap * 1'000'000); !s.ok()) {
     return FailKeyChange(*opened, "rotate", old->id, s);
@@ -237,9 +247,9 @@ int RunKeyRotate(const KeyOptions& options) {
 
 int RunKeyList(const KeyOptions& options) {
   absl::StatusOr<KeyStore> opened = OpenStore(options, /*for_change=*/false);
-  if (!opened.ok()) return Fail(opened.status());
+  if (!opened.ok()) return Fail("key", opened.status());
   absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = opened->store->ListKeys();
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("key", keys.status());
   if (options.json) {
     JsonWriter w;
     w.BeginArray();
@@ -309,21 +319,53 @@ int RunKeyList(const KeyOptions& options) {
 
 int RunKeyRevoke(const KeyOptions& options) {
   absl::StatusOr<KeyStore> keys = OpenStore(options, /*for_change=*/true);
-  if (!keys.ok()) return Fail(keys.status());
+  if (!keys.ok()) return Fail("key", keys.status());
   // A mistyped id is refused before anything is recorded: the log would otherwise hold a
   // revocation of a key that never existed (and its failure).
   absl::StatusOr<std::vector<state::ApiKeyRecord>> all = keys->store->ListKeys();
-  if (!all.ok()) return Fail(all.status());
+  if (!all.ok()) return Fail("key", all.status());
   if (std::none_of(all->begin(), all->end(),
                    [&](const state::ApiKeyRecord& k) { return k.id == options.id; })) {
-    return Fail(absl::NotFoundError(StrCat("no key with id ", options.id)));
+    return Fail("key", absl::NotFoundError(StrCat("no key with id ", options.id)));
   }
-  if (absl::Status s = AuditKeyChange(*keys, "revoke", options.id, ""); !s.ok()) return Fail(s);
+  if (absl::Status s = AuditKeyChange(*keys, "revoke", options.id, ""); !s.ok())
+    return Fail("key", s);
   if (absl::Status s = keys->store->RevokeKey(options.id, SystemClock().UnixMicros()); !s.ok()) {
     return FailKeyChange(*keys, "revoke", options.id, s);
   }
   std::fprintf(stderr, "pillar key: revoked %s\n", options.id.c_str());
   return 0;
+}
+
+}  // namespace
+
+void AddKeyCommands(CLI::App& cli, Commands& commands) {
+  auto key = std::make_shared<KeyOptions>();
+  CLI::App* group = cli.add_subcommand("key", "Manage API keys");
+  group->require_subcommand(1);
+  group->fallthrough();  // "key create -c FILE" as well as "key -c FILE create"
+  group->add_option("-c,--config", key->config_path, "Configuration file (TOML)");
+  group->add_option("--state", key->state_path, "State database (overrides the config)");
+  group->add_flag("--json", key->json, "Print JSON");
+  CLI::App* create = group->add_subcommand("create", "Create a key; its text is printed once");
+  create->add_option("--name", key->name, "What the key is for")->required();
+  create->add_option("--owner", key->owner, "Who is responsible for the key");
+  create->add_option("--tenant", key->tenant, "The tenant the key acts for");
+  create->add_option("--role", key->roles, "A role the key holds (repeatable)");
+  create->add_option("--attr", key->attributes, "An attribute, name=v1[,v2] (repeatable)");
+  create->add_option("--expires-in", key->expires_in, "Lifetime: 90d, 12h, 30m, 45s");
+  commands.On(create, [key] { return RunKeyCreate(*key); });
+  CLI::App* list = group->add_subcommand("list", "List keys (never their secrets)");
+  commands.On(list, [key] { return RunKeyList(*key); });
+  CLI::App* revoke = group->add_subcommand("revoke", "Revoke a key by id");
+  revoke->add_option("id", key->id, "Key id (the 12 hex characters after pk_)")->required();
+  commands.On(revoke, [key] { return RunKeyRevoke(*key); });
+  CLI::App* rotate = group->add_subcommand(
+      "rotate", "Make a successor key; the old one keeps working for the overlap, then expires");
+  rotate->add_option("id", key->id, "Key id to rotate")->required();
+  rotate->add_option("--overlap", key->overlap, "How long the old key stays valid (default 24h)");
+  rotate->add_option("--expires-in", key->expires_in, "Lifetime of the new key");
+  commands.On(rotate, [key] { return RunKeyRotate(*key); });
 }
 
 }  // namespace pillar::app

@@ -13,11 +13,14 @@
 namespace pillar::app {
 namespace {
 
-int Fail(std::string_view command, const absl::Status& status) {
-  std::fprintf(stderr, "pillar %s: %s\n", std::string(command).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
+struct SigningOptions {
+  std::string out;   // keygen: the path prefix of the key pair
+  std::string dir;   // the model version directory
+  std::string key;   // sign: the private key file
+  std::string name;  // sign: the subject name; default "<model>/<version>" from the path
+  std::vector<std::string> trusted_keys;  // verify: public key files
+  std::string expected;  // verify: the subject it must name; default "<model>/<version>"
+};
 
 // The subject name a version directory gets by default: "<model>/<version>".
 std::string DefaultName(const std::string& dir) {
@@ -25,8 +28,6 @@ std::string DefaultName(const std::string& dir) {
   if (!p.has_filename()) p = p.parent_path();
   return StrCat(p.parent_path().filename().string(), "/", p.filename().string());
 }
-
-}  // namespace
 
 int RunKeygen(const SigningOptions& options) {
   signing::SigningKey key = signing::GenerateSigningKey();
@@ -110,6 +111,39 @@ int RunModelShow(const SigningOptions& options) {
     std::printf("lineage    none (no lineage.json)\n");
   }
   return 0;
+}
+
+}  // namespace
+
+void AddModelCommands(CLI::App& cli, Commands& commands) {
+  auto signing = std::make_shared<SigningOptions>();
+  CLI::App* keygen = cli.add_subcommand("keygen", "Make an Ed25519 signing key pair");
+  keygen->add_option("--out", signing->out, "Path prefix: writes PREFIX.key (0600) and PREFIX.pub")
+      ->required();
+  commands.On(keygen, [signing] { return RunKeygen(*signing); });
+  CLI::App* group =
+      cli.add_subcommand("model", "Sign, verify, push, promote and roll back model versions");
+  group->require_subcommand(1);
+  CLI::App* sign = group->add_subcommand("sign", "Sign a model version directory");
+  sign->add_option("dir", signing->dir, "The version directory, e.g. store/digits/3")->required();
+  sign->add_option("--key", signing->key, "The private key file (from pillar keygen)")->required();
+  sign->add_option("--name", signing->name, "Subject name (default: <model>/<version>)");
+  commands.On(sign, [signing] { return RunModelSign(*signing); });
+  CLI::App* verify = group->add_subcommand("verify", "Verify a model version directory");
+  verify->add_option("dir", signing->dir, "The version directory")->required();
+  verify
+      ->add_option("--trusted-key", signing->trusted_keys, "A trusted public key file (repeatable)")
+      ->required();
+  verify->add_option("--name", signing->expected,
+                     "The model/version the signature must name (default: from the path)");
+  commands.On(verify, [signing] { return RunModelVerify(*signing); });
+  CLI::App* show =
+      group->add_subcommand("show", "Show a version: files, digests, signature and lineage");
+  show->add_option("dir", signing->dir, "The version directory")->required();
+  show->add_option("--trusted-key", signing->trusted_keys,
+                   "Check the signature against these keys");
+  commands.On(show, [signing] { return RunModelShow(*signing); });
+  AddModelStoreCommands(*group, commands);
 }
 
 }  // namespace pillar::app

@@ -16,36 +16,42 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "app/audit_setup.h"
 #include "app/commands.h"
 #include "app/config.h"
-#include "app/high_water_marks.h"
+#include "audit/change_audit.h"
 #include "common/clock.h"
 #include "common/env.h"
 #include "common/files.h"
 #include "common/strings.h"
+#include "models/high_water_marks.h"
 #include "models/model_aliases.h"
 #include "models/model_config.h"
 #include "models/model_repository.h"
+#include "models/model_store.h"
 #include "signing/model_manifest.h"
 #include "state/state_store.h"
 
 namespace pillar::app {
 namespace {
 
-namespace fs = std::filesystem;
+struct ModelStoreOptions {
+  std::string config_path;
+  std::string store;  // overrides [repository] path
+  std::string name;
+  std::string dir;  // push: the version directory to add
+  int64_t version = 0;
+  std::string alias = "prod";
+  std::string key;               // push, promote, rollback: overrides [repository] signing_key
+  bool replace_aliases = false;  // promote, rollback: start from no aliases if the file is refused
+};
 
-int Fail(std::string_view command, const absl::Status& status) {
-  std::fprintf(stderr, "pillar model %s: %s\n", std::string(command).c_str(),
-               std::string(status.message()).c_str());
-  return 1;
-}
+namespace fs = std::filesystem;
 
 struct Store {
   Config config;
   fs::path root;
   std::vector<signing::PublicKey> trusted;
-  std::optional<ChangeAudit> audit;          // for a change: opened before it is made
+  std::optional<audit::ChangeAudit> audit;   // for a change: opened before it is made
   std::optional<signing::SigningKey> key;    // for a change: --key or [repository] signing_key
   std::unique_ptr<state::StateStore> state;  // for a change: the aliases' generations
 };
@@ -64,11 +70,11 @@ struct Store {
   Store store{
       .config = std::move(*config), .root = {}, .trusted = {}, .audit = {}, .key = {}, .state = {}};
   if (for_change) {
-    absl::StatusOr<ChangeAudit> audit = ChangeAudit::Open(store.config);
+    absl::StatusOr<audit::ChangeAudit> audit = audit::ChangeAudit::Open(store.config.audit);
     if (!audit.ok()) return audit.status();
     store.audit.emplace(std::move(*audit));
     const std::string key_path =
-        options.key.empty() ? store.config.repository_signing_key : options.key;
+        options.key.empty() ? store.config.repository.signing_key : options.key;
     if (!key_path.empty()) {
       absl::StatusOr<signing::SigningKey> key = signing::ReadPrivateKey(key_path);
       if (!key.ok()) return key.status();
@@ -79,12 +85,12 @@ struct Store {
     if (!state.ok()) return state.status();
     store.state = std::move(*state);
   }
-  store.root = fs::path(options.store.empty() ? store.config.repository_path : options.store);
+  store.root = fs::path(options.store.empty() ? store.config.repository.path : options.store);
   absl::StatusOr<std::vector<signing::PublicKey>> trusted =
-      signing::ReadPublicKeys(store.config.trusted_keys);
+      signing::ReadPublicKeys(store.config.repository.trusted_keys);
   if (!trusted.ok()) return trusted.status();
   store.trusted = std::move(*trusted);
-  if (store.key && store.config.require_signatures &&
+  if (store.key && store.config.repository.require_signatures &&
       std::none_of(store.trusted.begin(), store.trusted.end(),
                    [&](const auto& k) { return k.key_id == store.key->public_key.key_id; })) {
     return absl::FailedPreconditionError(
@@ -94,401 +100,74 @@ struct Store {
   return store;
 }
 
-// A model's directory, held open by descriptor and reached through /proc/self/fd from then on:
-// whoever can write the store could otherwise rename it and leave a link in its place between
-// two steps of a push or a move, and the CLI would write where the link points. Error messages
-// show the store path, not the descriptor's.
-class ModelDirectory {
- public:
-  // Opens (creating it when `create`) <root>/<name>, refusing a link.
-  [[nodiscard]] static absl::StatusOr<ModelDirectory> Open(const fs::path& root,
-                                                           const std::string& name, bool create) {
-    const fs::path shown = root / name;
-    if (create && ::mkdir(shown.c_str(), 0755) != 0 && errno != EEXIST) {
-      return absl::InternalError(
-          StrCat("cannot create ", shown.string(), ": ", std::strerror(errno)));
-    }
-    const int fd = ::open(shown.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (fd < 0) {
-      if (errno == ENOENT) {
-        return absl::NotFoundError(StrCat("no model '", name, "' in ", root.string()));
-      }
-      return absl::InvalidArgumentError(StrCat(
-          shown.string(), ": ",
-          errno == ELOOP || errno == ENOTDIR ? "not a directory (a link?)" : std::strerror(errno)));
-    }
-    return ModelDirectory(fd, shown);
-  }
-  ModelDirectory(ModelDirectory&& other) noexcept
-      : fd_(std::exchange(other.fd_, -1)),
-        path_(std::move(other.path_)),
-        shown_(std::move(other.shown_)) {}
-  ModelDirectory& operator=(ModelDirectory&&) = delete;
-  ~ModelDirectory() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  const fs::path& path() const { return path_; }  // through the descriptor
-  int fd() const { return fd_; }
-  // `status` with the descriptor's path replaced by the store's, for people to read.
-  [[nodiscard]] absl::Status Shown(const absl::Status& status) const {
-    std::string message(status.message());
-    const std::string from = path_.string();
-    for (size_t at = message.find(from); at != std::string::npos; at = message.find(from, at)) {
-      message.replace(at, from.size(), shown_.string());
-      at += shown_.string().size();
-    }
-    return absl::Status(status.code(), message);
-  }
-
- private:
-  ModelDirectory(int fd, fs::path shown)
-      // "/." so that the path's last component is not the descriptor's magic link: the opens
-      // beneath it that refuse links (O_NOFOLLOW) still work on the directory itself.
-      : fd_(fd),
-        path_(fs::path("/proc/self/fd") / std::to_string(fd) / "."),
-        shown_(std::move(shown)) {}
-  int fd_;
-  fs::path path_;
-  fs::path shown_;
-};
-
-// The key a change signs with; an error when signatures are required and there is none.
-[[nodiscard]] absl::StatusOr<const signing::SigningKey*> ChangeKey(const Store& store) {
-  if (store.key) return &*store.key;
-  if (store.config.require_signatures) {
-    return absl::FailedPreconditionError(
-        "signatures are required: give --key (a private key whose public half is in "
-        "[repository] trusted_keys) or set [repository] signing_key");
-  }
-  return nullptr;
+// The store as the configuration (or --store) names it.
+models::ModelStore Models(const Store& store) {
+  return models::ModelStore({.root = store.root,
+                             .trusted = store.trusted,
+                             .require_signatures = store.config.repository.require_signatures});
 }
 
-models::AliasTrust ReadTrust(const Store& store) {
-  return {.trusted = store.trusted,
-          .require_signature = store.config.require_signatures,
-          .admit_generation = {}};
-}
-
-[[nodiscard]] absl::Status CheckName(const std::string& name) {
-  if (!models::IsValidModelName(name)) {
-    return absl::InvalidArgumentError(
-        StrCat("model name '", name, "': letters, digits, '-', '_', '.', not starting with '.'"));
-  }
-  return absl::OkStatus();
-}
-
-// What the server would check before loading, from the same bytes it would load: a version it
-// would refuse at `subject` ("<model>/<version>") is refused here too.
-[[nodiscard]] absl::StatusOr<std::string> CheckServable(const Store& store, const fs::path& dir,
-                                                        const std::string& subject) {
-  std::string toml;
-  std::string root;
-  if (store.config.require_signatures) {
-    if (store.trusted.empty()) {
-      return absl::FailedPreconditionError(
-          "signatures are required and no trusted_keys are configured");
-    }
-    absl::StatusOr<signing::VerifiedModel> verified =
-        signing::VerifyModel(dir.string(), store.trusted,
-                             {.expected_name = subject, .keep = {"model.toml"}, .after_read = {}});
-    if (!verified.ok()) return verified.status();
-    if (!verified->contents.contains("model.toml")) {
-      return absl::NotFoundError(StrCat(dir.string(), ": no model.toml among the signed files"));
-    }
-    toml = std::move(verified->contents["model.toml"]);
-    root = std::move(verified->root_digest);
-  } else {
-    absl::StatusOr<std::map<std::string, std::string, std::less<>>> files =
-        signing::ReadModelFiles(dir.string(), {"model.toml"});
-    if (!files.ok()) return files.status();
-    if (!files->contains("model.toml")) {
-      return absl::NotFoundError(StrCat(dir.string(), ": no model.toml"));
-    }
-    toml = std::move((*files)["model.toml"]);
-  }
-  if (absl::Status s = models::ModelConfig::Parse(toml, (dir / "model.toml").string()).status();
-      !s.ok()) {
-    return s;
-  }
-  return root;
-}
-
-[[nodiscard]] absl::Status SyncTree(const fs::path& dir) {
-  std::error_code ec;
-  std::vector<fs::path> paths = {dir};
-  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) paths.push_back(entry.path());
-  if (ec) return absl::InternalError(StrCat("cannot list ", dir.string(), ": ", ec.message()));
-  for (const fs::path& p : paths) {
-    const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-    if (fd < 0 || ::fsync(fd) != 0) {
-      if (fd >= 0) ::close(fd);
-      return absl::InternalError(StrCat("cannot sync ", p.string()));
-    }
-    ::close(fd);
-  }
-  return absl::OkStatus();
+// What a change made from here carries: the key, the audit log and the marks OpenStore opened.
+models::StoreChange Change(Store& store, models::HighWaterMarks& marks, std::string_view action,
+                           const std::string& model) {
+  return {.key = store.key ? &*store.key : nullptr,
+          .why_no_key = {},
+          .audit = &*store.audit,
+          .marks = &marks,
+          .by = audit::LocalOperator(),
+          .clock = &SystemClock(),
+          .on_replaced_aliases = [action, model](const absl::Status& why) {
+            std::fprintf(stderr, "pillar %s: replacing %s's aliases: %s\n",
+                         std::string(action).c_str(), model.c_str(),
+                         std::string(why.message()).c_str());
+          }};
 }
 
 // Moves `alias` of `name` to `version` ("promote"), or back to where it was ("rollback").
-int MoveAlias(const ModelStoreOptions& options, std::string_view action) {
+int MoveAlias(const ModelStoreOptions& options, models::AliasAction action) {
+  const std::string_view name =
+      action == models::AliasAction::kPromote ? "model promote" : "model rollback";
   absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/true);
-  if (!store.ok()) return Fail(action, store.status());
-  if (absl::Status s = CheckName(options.name); !s.ok()) return Fail(action, s);
-  if (!models::IsValidAliasName(options.alias)) {
-    return Fail(action, absl::InvalidArgumentError(
-                            StrCat("alias '", options.alias,
-                                   "': 1 to 64 of a-z, 0-9, '_', '-', starting with a letter")));
-  }
-  absl::StatusOr<const signing::SigningKey*> key = ChangeKey(*store);
-  if (!key.ok()) return Fail(action, key.status());
-  absl::StatusOr<ModelDirectory> dir =
-      ModelDirectory::Open(store->root, options.name, /*create=*/false);
-  if (!dir.ok()) return Fail(action, dir.status());
-  auto fail = [&](const absl::Status& status) { return Fail(action, dir->Shown(status)); };
-  const fs::path& model_dir = dir->path();
-  absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
-  if (!lock.ok()) return fail(lock.status());
-  HighWaterMarks generations(*store->state);
-  absl::StatusOr<int64_t> highest = generations.Highest(options.name);
-  if (!highest.ok()) return fail(highest.status());
-  absl::StatusOr<models::ModelAliases> aliases =
-      models::ReadAliases(model_dir, options.name, ReadTrust(*store));
-  if (aliases.ok() && aliases->generation < *highest) {
-    aliases = absl::PermissionDeniedError(
-        StrCat(fs::path(model_dir / models::kAliasesFile).string(), ": generation ",
-               aliases->generation, " is older than generation ", *highest, " seen before"));
-  }
-  if (!aliases.ok()) {
-    if (!options.replace_aliases) {
-      return fail(absl::Status(aliases.status().code(),
-                               StrCat(aliases.status().message(),
-                                      "; to start this model's aliases afresh with this "
-                                      "move, give --replace-aliases")));
-    }
-    std::fprintf(stderr, "pillar model %s: replacing %s's aliases: %s\n",
-                 std::string(action).c_str(), options.name.c_str(),
-                 std::string(aliases.status().message()).c_str());
-    aliases = models::ModelAliases{};
-  }
-  int64_t target = options.version;
-  if (action == "rollback") {
-    std::optional<int64_t> previous = aliases->Previous(options.alias);
-    if (!previous) {
-      return fail(
-          absl::FailedPreconditionError(StrCat("alias '", options.alias, "' of ", options.name,
-                                               " has no earlier version to go back to")));
-    }
-    target = *previous;
-  }
-  const fs::path version_dir = model_dir / std::to_string(target);
-  if (!fs::is_directory(version_dir)) {
-    return fail(
-        absl::NotFoundError(StrCat("no version ", target, " of model '", options.name, "'")));
-  }
-  if (absl::Status s =
-          CheckServable(*store, version_dir, models::VersionSubject(options.name, target)).status();
-      !s.ok()) {
-    return fail(absl::FailedPreconditionError(
-        StrCat("version ", target, " would not be served: ", s.message())));
-  }
-  auto current = aliases->targets.find(options.alias);
-  if (current != aliases->targets.end() && current->second == target) {
+  if (!store.ok()) return Fail(name, store.status());
+  models::HighWaterMarks marks(*store->state);
+  absl::StatusOr<models::AliasMoved> moved =
+      Models(*store).MoveAlias({.name = options.name,
+                                .alias = options.alias,
+                                .action = action,
+                                .version = options.version,
+                                .replace_aliases = options.replace_aliases},
+                               Change(*store, marks, name, options.name));
+  if (!moved.ok()) return Fail(name, moved.status());
+  if (!moved->changed) {
     std::printf("%s %s already serves version %lld\n", options.name.c_str(), options.alias.c_str(),
-                static_cast<long long>(target));
-    return 0;
+                static_cast<long long>(moved->to));
+  } else {
+    std::printf("%s %s\n", options.name.c_str(), moved->Describe(options.alias).c_str());
   }
-  const std::string from =
-      current == aliases->targets.end() ? "none" : std::to_string(current->second);
-  aliases->Move(options.alias, target, std::string(action), LocalOperator(),
-                SystemClock().UnixMicros());
-  aliases->generation = std::max(aliases->generation, *highest) + 1;
-  // Audited before it is made: a move that cannot be audited is not made.
-  const std::string move = StrCat(options.alias, ": ", from, " -> ", target);
-  if (absl::Status s = store->audit->Record(
-          audit::EventKind::kModel, action, StrCat("model:", options.name, "/", options.alias),
-          StrCat(move, " (generation ", aliases->generation,
-                 *key != nullptr ? StrCat(", signed by ", (*key)->public_key.key_id) : "", ")"));
-      !s.ok()) {
-    return fail(absl::Status(s.code(), StrCat(move,
-                                              " is not made: its audit record was "
-                                              "not confirmed durable: ",
-                                              s.message())));
-  }
-  if (absl::Status s = models::WriteAliases(model_dir, options.name, *aliases, *key); !s.ok()) {
-    (void)store->audit->RecordFailed(audit::EventKind::kModel, action,
-                                     StrCat("model:", options.name, "/", options.alias), s);
-    return fail(s);
-  }
-  if (absl::Status s = generations.Admit(options.name, aliases->generation); !s.ok()) {
-    return fail(s);
-  }
-  std::printf("%s %s\n", options.name.c_str(), move.c_str());
   return 0;
 }
 
-}  // namespace
-
 int RunModelPush(const ModelStoreOptions& options) {
   absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/true);
-  if (!store.ok()) return Fail("push", store.status());
-  if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("push", s);
-  const fs::path source = options.dir;
-  // The source's own contract must parse; its signature, if any, is judged once the version's
-  // number (part of what is signed) is known.
-  {
-    absl::StatusOr<std::map<std::string, std::string, std::less<>>> files =
-        signing::ReadModelFiles(source.string(), {"model.toml"});
-    absl::Status parsed =
-        !files.ok() ? files.status()
-        : !files->contains("model.toml")
-            ? absl::NotFoundError(StrCat(source.string(), ": no model.toml"))
-            : models::ModelConfig::Parse((*files)["model.toml"], (source / "model.toml").string())
-                  .status();
-    if (!parsed.ok()) {
-      return Fail("push", absl::FailedPreconditionError(
-                              StrCat(source.string(), " would not be served: ", parsed.message())));
-    }
+  if (!store.ok()) return Fail("model push", store.status());
+  models::HighWaterMarks marks(*store->state);
+  absl::StatusOr<models::Pushed> pushed = Models(*store).Push(
+      options.name, options.dir, Change(*store, marks, "model push", options.name));
+  if (!pushed.ok()) return Fail("model push", pushed.status());
+  if (pushed->added) {
+    std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
+                 static_cast<long long>(pushed->version), pushed->root_digest.c_str());
+  } else {
+    std::fprintf(stderr, "pillar model push: same content as %s version %lld; nothing added\n",
+                 options.name.c_str(), static_cast<long long>(pushed->version));
   }
-  absl::StatusOr<const signing::SigningKey*> key = ChangeKey(*store);
-  absl::StatusOr<std::vector<signing::FileDigest>> files = signing::DigestDirectory(source);
-  if (!files.ok()) return Fail("push", files.status());
-  const std::string root = signing::RootDigest(*files);
-  absl::StatusOr<ModelDirectory> dir =
-      ModelDirectory::Open(store->root, options.name, /*create=*/true);
-  if (!dir.ok()) return Fail("push", dir.status());
-  auto fail = [&](const absl::Status& status) { return Fail("push", dir->Shown(status)); };
-  const fs::path& model_dir = dir->path();
-  std::error_code ec;
-  absl::StatusOr<models::ModelLock> lock = models::ModelLock::Acquire(model_dir);
-  if (!lock.ok()) return fail(lock.status());
-  const std::vector<int64_t> versions = models::VersionsIn(model_dir);
-  // Content addressed: a version whose manifest claims the same root digest, and verifies, is
-  // this content already. Only a claim that matches is verified, and verification checks each
-  // file's size against ours before reading it, so a huge file elsewhere in the store costs
-  // nothing here.
-  for (int64_t v : versions) {
-    const fs::path version_dir = model_dir / std::to_string(v);
-    absl::StatusOr<std::string> claimed = signing::ClaimedRootDigest(version_dir.string());
-    bool same = false;
-    if (claimed.ok()) {
-      same = *claimed == root &&
-             signing::VerifyModel(version_dir.string(), store->trusted,
-                                  {.expected_name = models::VersionSubject(options.name, v),
-                                   .keep = {},
-                                   .after_read = {}})
-                 .ok();
-    } else if (!store->config.require_signatures) {
-      absl::StatusOr<std::vector<signing::FileDigest>> existing =
-          signing::DigestDirectory(version_dir.string());
-      same = existing.ok() && signing::RootDigest(*existing) == root;
-    }
-    if (same) {
-      std::fprintf(stderr, "pillar model push: same content as %s version %lld; nothing added\n",
-                   options.name.c_str(), static_cast<long long>(v));
-      std::printf("%lld\n", static_cast<long long>(v));
-      return 0;
-    }
-  }
-  // Version numbers are never reused, even after a version's directory is removed (or hidden by
-  // someone who can write the store): a signature names "<model>/<n>", so a second content at the
-  // same number would make the first one's signature, kept by anyone, valid again for that place.
-  // The next number is above the state store's mark (raised by every push and by every version a
-  // server verified) and above every directory here that a trusted key signed for its own place;
-  // a directory without such a signature (an empty one named 999999999999999998) counts for
-  // nothing, so it cannot use the numbers up.
-  HighWaterMarks marks(*store->state);
-  absl::StatusOr<int64_t> highest = marks.HighestVersion(options.name);
-  if (!highest.ok()) return fail(highest.status());
-  int64_t last = *highest;
-  for (int64_t v : versions) {
-    if (v <= last) continue;
-    const std::string own = models::VersionSubject(options.name, v);
-    absl::StatusOr<std::string> subject =
-        signing::SignedSubject((model_dir / std::to_string(v)).string(), store->trusted);
-    if (!store->config.require_signatures || (subject.ok() && *subject == own)) last = v;
-  }
-  if (last >= models::kMaxVersion) {
-    return fail(absl::OutOfRangeError(StrCat(options.name, " has no version number left")));
-  }
-  const int64_t next = last + 1;
-  const std::string subject = models::VersionSubject(options.name, next);
-  // Pushes hold the model's lock while staging, so any staging directory found now was left by
-  // a push that died: it never became a version, and goes.
-  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-    if (entry.path().filename().string().starts_with(".push-")) fs::remove_all(entry.path(), ec);
-  }
-  const fs::path staging = model_dir / StrCat(".push-", next, "-", ::getpid());
-  auto abandon = [&](absl::Status status) {
-    std::error_code ignored;
-    fs::remove_all(staging, ignored);
-    return fail(status);
-  };
-  // The staging directory is in the store, where others may write: the copy's digests are taken
-  // from the bytes as they are copied (and must equal the source's), and what is signed is those
-  // digests, never a second reading of the staged files. A file swapped in staging afterwards no
-  // longer matches the signature, and is refused below or by the server.
-  absl::StatusOr<std::vector<signing::FileDigest>> copied =
-      signing::CopyVersion(source.string(), staging.string());
-  if (!copied.ok()) return abandon(copied.status());
-  if (signing::RootDigest(*copied) != root) {
-    return abandon(absl::AbortedError(StrCat(source.string(), " changed during the push")));
-  }
-  if (key.ok() && *key != nullptr) {
-    if (absl::Status s = signing::SignDigests(staging.string(), subject, *copied, **key); !s.ok()) {
-      return abandon(s);
-    }
-  }
-  // The copy, checked as the server will check it: against its signature, from the same bytes,
-  // and it must be this content: a staging directory replaced wholesale by another signed for
-  // the same place is not what this push adds.
-  absl::StatusOr<std::string> servable = CheckServable(*store, staging, subject);
-  if (!servable.ok()) {
-    return abandon(absl::FailedPreconditionError(
-        StrCat("version ", next, " would not be served: ", servable.status().message(),
-               key.ok() ? "" : StrCat("; ", key.status().message()))));
-  }
-  if (!servable->empty() && *servable != root) {
-    return abandon(absl::AbortedError(
-        StrCat("the staging copy was replaced during the push (it now holds sha256 ", *servable,
-               ", not ", root, ")")));
-  }
-  // Durable before it appears: a server never sees a version whose bytes a crash could lose.
-  if (absl::Status s = SyncTree(staging); !s.ok()) return abandon(s);
-  // Audited before it is made: a version that cannot be audited is not added.
-  const std::string resource = StrCat("model:", options.name, "/", next);
-  if (absl::Status s =
-          store->audit->Record(audit::EventKind::kModel, "push", resource, StrCat("sha256 ", root));
-      !s.ok()) {
-    return abandon(absl::Status(s.code(), StrCat("version ", next,
-                                                 " is not added: its audit "
-                                                 "record was not confirmed durable: ",
-                                                 s.message())));
-  }
-  // Past the record, a failure is recorded too: the log then says the push did not happen.
-  auto failed = [&](absl::Status status) {
-    (void)store->audit->RecordFailed(audit::EventKind::kModel, "push", resource, status);
-    return abandon(std::move(status));
-  };
-  if (absl::Status s = marks.NoteVersion(options.name, next); !s.ok()) return failed(s);
-  const fs::path target = model_dir / std::to_string(next);
-  Env& env = *Env::Default();
-  if (absl::Status s = env.Rename(staging.string(), target.string()); !s.ok()) return failed(s);
-  // Reported done only once the new name survives a power cut.
-  if (absl::Status s = env.SyncDir(model_dir.string()); !s.ok()) {
-    return failed(absl::Status(s.code(), StrCat("version ", next,
-                                                " was added but may not "
-                                                "survive a crash: ",
-                                                s.message())));
-  }
-  std::fprintf(stderr, "pillar model push: %s version %lld (sha256 %s)\n", options.name.c_str(),
-               static_cast<long long>(next), root.c_str());
-  std::printf("%lld\n", static_cast<long long>(next));
+  std::printf("%lld\n", static_cast<long long>(pushed->version));
   return 0;
 }
 
 int RunModelList(const ModelStoreOptions& options) {
   absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/false);
-  if (!store.ok()) return Fail("list", store.status());
+  if (!store.ok()) return Fail("model list", store.status());
   std::vector<std::string> names;
   std::error_code ec;
   for (const auto& entry : fs::directory_iterator(store->root, ec)) {
@@ -498,14 +177,15 @@ int RunModelList(const ModelStoreOptions& options) {
       names.push_back(name);
     }
   }
-  if (ec) return Fail("list", absl::NotFoundError(StrCat("cannot read ", store->root.string())));
+  if (ec)
+    return Fail("model list", absl::NotFoundError(StrCat("cannot read ", store->root.string())));
   std::sort(names.begin(), names.end());
   std::printf("%-24s %8s  %-16s %6s %14s  %s\n", "MODEL", "VERSION", "ALIASES", "FILES", "BYTES",
               "ADDED");
   for (const std::string& name : names) {
     const fs::path model_dir = store->root / name;
     absl::StatusOr<models::ModelAliases> aliases =
-        models::ReadAliases(model_dir, name, ReadTrust(*store));
+        models::ReadAliases(model_dir, name, Models(*store).ReadTrust());
     for (int64_t v : models::VersionsIn(model_dir)) {
       std::string pointing;
       if (aliases.ok()) {
@@ -538,17 +218,14 @@ int RunModelList(const ModelStoreOptions& options) {
   return 0;
 }
 
-int RunModelPromote(const ModelStoreOptions& options) { return MoveAlias(options, "promote"); }
-
-int RunModelRollback(const ModelStoreOptions& options) { return MoveAlias(options, "rollback"); }
-
 int RunModelHistory(const ModelStoreOptions& options) {
   absl::StatusOr<Store> store = OpenStore(options, /*for_change=*/false);
-  if (!store.ok()) return Fail("history", store.status());
-  if (absl::Status s = CheckName(options.name); !s.ok()) return Fail("history", s);
+  if (!store.ok()) return Fail("model history", store.status());
+  if (absl::Status s = models::CheckModelName(options.name); !s.ok())
+    return Fail("model history", s);
   absl::StatusOr<models::ModelAliases> aliases =
-      models::ReadAliases(store->root / options.name, options.name, ReadTrust(*store));
-  if (!aliases.ok()) return Fail("history", aliases.status());
+      models::ReadAliases(store->root / options.name, options.name, Models(*store).ReadTrust());
+  if (!aliases.ok()) return Fail("model history", aliases.status());
   if (aliases->signed_by.empty()) {
     std::printf("# aliases.json generation %lld, not signed\n",
                 static_cast<long long>(aliases->generation));
@@ -563,6 +240,59 @@ int RunModelHistory(const ModelStoreOptions& options) {
                 static_cast<long long>(m.to), m.by.c_str());
   }
   return 0;
+}
+
+}  // namespace
+
+void AddModelStoreCommands(CLI::App& model, Commands& commands) {
+  auto store = std::make_shared<ModelStoreOptions>();
+  auto store_source = [&store](CLI::App* cmd) {
+    cmd->add_option("-c,--config", store->config_path,
+                    "Configuration file ([repository] path and trusted_keys, [audit])");
+    cmd->add_option("--store", store->store, "The model store (overrides [repository] path)");
+  };
+  auto store_key = [&store](CLI::App* cmd) {
+    cmd->add_option("--key", store->key,
+                    "The signing key (overrides [repository] signing_key): versions and alias "
+                    "files are signed for where they are served");
+  };
+  CLI::App* push = model.add_subcommand(
+      "push",
+      "Add a version directory to the store as a new, immutable version, signed for its place");
+  store_source(push);
+  push->add_option("dir", store->dir, "The version directory (model.toml, model.pt, signature)")
+      ->required();
+  push->add_option("--name", store->name, "The model's name")->required();
+  store_key(push);
+  commands.On(push, [store] { return RunModelPush(*store); });
+  CLI::App* list = model.add_subcommand("list", "List the store's versions and aliases");
+  store_source(list);
+  list->add_option("--name", store->name, "Only this model");
+  commands.On(list, [store] { return RunModelList(*store); });
+  CLI::App* promote = model.add_subcommand("promote", "Point an alias at a version");
+  store_source(promote);
+  promote->add_option("name", store->name, "The model")->required();
+  promote->add_option("version", store->version, "The version")
+      ->required()
+      ->check(CLI::PositiveNumber);
+  promote->add_option("--alias", store->alias, "The alias (default prod)");
+  store_key(promote);
+  promote->add_flag("--replace-aliases", store->replace_aliases,
+                    "When aliases.json is refused (unsigned, forged, replayed), start the model's "
+                    "aliases afresh with this move");
+  commands.On(promote, [store] { return MoveAlias(*store, models::AliasAction::kPromote); });
+  CLI::App* rollback = model.add_subcommand(
+      "rollback", "Point an alias back at the version it named before its last move");
+  store_source(rollback);
+  rollback->add_option("name", store->name, "The model")->required();
+  rollback->add_option("--alias", store->alias, "The alias (default prod)");
+  store_key(rollback);
+  commands.On(rollback, [store] { return MoveAlias(*store, models::AliasAction::kRollback); });
+  CLI::App* history = model.add_subcommand(
+      "history", "Every alias move of a model: when, which, from, to, by whom");
+  store_source(history);
+  history->add_option("name", store->name, "The model")->required();
+  commands.On(history, [store] { return RunModelHistory(*store); });
 }
 
 }  // namespace pillar::app

@@ -33,6 +33,114 @@ void WriteTensorSpecs(JsonWriter& w, const std::vector<models::TensorSpec>& spec
   w.EndArray();
 }
 
+// GET /v2/models/{name}[/versions/{v}]: the model's versions, platform and tensors.
+void ModelMetadata(Exchange& ex) {
+  const runtime::ModelVersion& model = *ex.model;
+  if (!model.config) {
+    ex.Fail(absl::UnavailableError(StrCat("model '", model.name, "' version ", model.version,
+                                          " has no valid model.toml: ", model.status.message())));
+    return;
+  }
+  JsonWriter w(512);
+  w.BeginObject();
+  w.Key("name");
+  w.String(model.name);
+  w.Key("versions");
+  w.BeginArray();
+  if (ex.model_version.empty()) {
+    // Only the versions this principal may see: listing must not reveal hidden ones.
+    for (const auto& v : ex.models->VersionsOf(model.name)) {
+      if (stages::Visible(ex, *v)) w.String(v->version_text);
+    }
+  } else {
+    w.String(model.version_text);
+  }
+  w.EndArray();
+  w.Key("platform");
+  w.String(model.config->platform);
+  const bool batched = model.config->max_batch_size > 0;
+  w.Key("inputs");
+  WriteTensorSpecs(w, model.config->inputs, batched);
+  w.Key("outputs");
+  WriteTensorSpecs(w, model.config->outputs, batched);
+  w.EndObject();
+  ex.response.body = std::move(w).Take();
+}
+
+// GET /v2/models/{name}[/versions/{v}]/ready
+void ModelReady(Exchange& ex) {
+  const runtime::ModelVersion& model = *ex.model;
+  if (!model.ready()) {
+    // The protocol answers "not ready" with a 4xx status.
+    ex.Fail(absl::FailedPreconditionError(StrCat("model '", model.name, "' version ", model.version,
+                                                 " is not ready: ", model.Reason())));
+    return;
+  }
+  JsonWriter w(128);
+  w.BeginObject();
+  w.Key("name");
+  w.String(model.name);
+  w.Key("version");
+  w.String(model.version_text);
+  w.Key("ready");
+  w.Bool(true);
+  w.EndObject();
+  ex.response.body = std::move(w).Take();
+}
+
+// GET /admin/v1/models: every version the principal may see, its state and aliases, and the
+// models that failed to scan.
+void AdminModels(const runtime::ModelCatalog& catalog, Exchange& ex) {
+  const std::shared_ptr<const runtime::ModelRegistry> snapshot = catalog.Current();
+  const runtime::ModelRegistry& registry = *snapshot;
+  JsonWriter w(1024);
+  w.BeginObject();
+  w.Key("models");
+  w.BeginArray();
+  for (const auto& v : registry.versions()) {
+    if (!stages::Visible(ex, *v)) continue;  // invisible models are not listed
+    w.BeginObject();
+    w.Key("name");
+    w.String(v->name);
+    w.Key("version");
+    w.String(v->version_text);
+    w.Key("state");
+    w.String(v->ready() ? "READY" : "UNAVAILABLE");
+    if (auto aliases = registry.aliases().find(v->name); aliases != registry.aliases().end()) {
+      w.Key("aliases");
+      w.BeginArray();
+      for (const auto& [alias, version] : aliases->second) {
+        if (version == v->version) w.String(alias);
+      }
+      w.EndArray();
+    }
+    if (!v->status.ok() || v->withdrawn()) {
+      w.Key("reason");
+      w.String(v->Reason());
+    }
+    w.EndObject();
+  }
+  w.EndArray();
+  w.Key("errors");
+  w.BeginArray();
+  // A model that failed to scan has no attributes to decide on: only principals allowed to
+  // manage models see those errors.
+  const bool show_errors =
+      ex.policy->Allowed(*ex.principal, stages::PlaneOf(ex), "manage_models", {"models", nullptr});
+  for (const auto& [model, status] : registry.model_errors()) {
+    if (!show_errors) break;
+    w.BeginObject();
+    w.Key("model");
+    w.String(model);
+    w.Key("reason");
+    w.String(ToStd(status.message()));
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  ex.response.body = std::move(w).Take();
+}
+
 }  // namespace
 
 std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
@@ -42,111 +150,13 @@ std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
     ex.response.body =
         StrCat("{\"name\":\"pillar\",\"version\":\"", PILLAR_VERSION, "\",\"extensions\":[]}");
   };
-  handlers[Operation::kModelMetadata] = [](Exchange& ex) {
-    const runtime::ModelVersion& model = *ex.model;
-    if (!model.config) {
-      ex.Fail(absl::UnavailableError(StrCat("model '", model.name, "' version ", model.version,
-                                            " has no valid model.toml: ", model.status.message())));
-      return;
-    }
-    JsonWriter w(512);
-    w.BeginObject();
-    w.Key("name");
-    w.String(model.name);
-    w.Key("versions");
-    w.BeginArray();
-    if (ex.model_version.empty()) {
-      // Only the versions this principal may see: listing must not reveal hidden ones.
-      for (const auto& v : ex.models->VersionsOf(model.name)) {
-        if (stages::Visible(ex, *v)) w.String(v->version_text);
-      }
-    } else {
-      w.String(model.version_text);
-    }
-    w.EndArray();
-    w.Key("platform");
-    w.String(model.config->platform);
-    const bool batched = model.config->max_batch_size > 0;
-    w.Key("inputs");
-    WriteTensorSpecs(w, model.config->inputs, batched);
-    w.Key("outputs");
-    WriteTensorSpecs(w, model.config->outputs, batched);
-    w.EndObject();
-    ex.response.body = std::move(w).Take();
-  };
-  handlers[Operation::kModelReady] = [](Exchange& ex) {
-    const runtime::ModelVersion& model = *ex.model;
-    if (!model.ready()) {
-      // The protocol answers "not ready" with a 4xx status.
-      ex.Fail(absl::FailedPreconditionError(StrCat(
-          "model '", model.name, "' version ", model.version, " is not ready: ", model.Reason())));
-      return;
-    }
-    JsonWriter w(128);
-    w.BeginObject();
-    w.Key("name");
-    w.String(model.name);
-    w.Key("version");
-    w.String(model.version_text);
-    w.Key("ready");
-    w.Bool(true);
-    w.EndObject();
-    ex.response.body = std::move(w).Take();
-  };
+  handlers[Operation::kModelMetadata] = ModelMetadata;
+  handlers[Operation::kModelReady] = ModelReady;
   handlers[Operation::kMetrics] = [&metrics](Exchange& ex) {
     ex.response.content_type = "text/plain; version=0.0.4; charset=utf-8";
     ex.response.body = metrics.Render();
   };
-  handlers[Operation::kAdminModels] = [&catalog](Exchange& ex) {
-    const std::shared_ptr<const runtime::ModelRegistry> snapshot = catalog.Current();
-    const runtime::ModelRegistry& registry = *snapshot;
-    JsonWriter w(1024);
-    w.BeginObject();
-    w.Key("models");
-    w.BeginArray();
-    for (const auto& v : registry.versions()) {
-      if (!stages::Visible(ex, *v)) continue;  // invisible models are not listed
-      w.BeginObject();
-      w.Key("name");
-      w.String(v->name);
-      w.Key("version");
-      w.String(v->version_text);
-      w.Key("state");
-      w.String(v->ready() ? "READY" : "UNAVAILABLE");
-      if (auto aliases = registry.aliases().find(v->name); aliases != registry.aliases().end()) {
-        w.Key("aliases");
-        w.BeginArray();
-        for (const auto& [alias, version] : aliases->second) {
-          if (version == v->version) w.String(alias);
-        }
-        w.EndArray();
-      }
-      if (!v->status.ok() || v->withdrawn()) {
-        w.Key("reason");
-        w.String(v->Reason());
-      }
-      w.EndObject();
-    }
-    w.EndArray();
-    w.Key("errors");
-    w.BeginArray();
-    // A model that failed to scan has no attributes to decide on: only principals allowed to
-    // manage models see those errors.
-    const bool show_errors = ex.policy->Allowed(*ex.principal, stages::PlaneOf(ex), "manage_models",
-                                                {"models", nullptr});
-    for (const auto& [model, status] : registry.model_errors()) {
-      if (!show_errors) break;
-      w.BeginObject();
-      w.Key("model");
-      w.String(model);
-      w.Key("reason");
-      w.String(ToStd(status.message()));
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-    ex.response.body = std::move(w).Take();
-  };
+  handlers[Operation::kAdminModels] = [&catalog](Exchange& ex) { AdminModels(catalog, ex); };
   return handlers;
 }
 

@@ -12,10 +12,19 @@
 namespace pillar::app {
 namespace {
 
-int Fail(const absl::Status& status) {
-  std::fprintf(stderr, "pillar policy: %s\n", std::string(status.message()).c_str());
-  return 2;
-}
+struct PolicyOptions {
+  std::string config_path;
+  std::string policy_path;  // overrides the config's [policy] file
+  // check
+  std::string plane = "data";
+  std::string principal = "who";
+  std::string tenant;
+  std::vector<std::string> roles;
+  std::vector<std::string> attributes;  // principal attributes, "name=v1,v2"
+  std::string action;
+  std::string resource;
+  std::vector<std::string> resource_attributes;  // "name=v1,v2"
+};
 
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const policy::Policy>> LoadPolicy(
     const PolicyOptions& options) {
@@ -31,13 +40,11 @@ int Fail(const absl::Status& status) {
   return policy::Policy::Parse(*text, path);
 }
 
-}  // namespace
-
 // Exit status: 0 for a valid policy, warnings or not (they point at rules that may not do what
 // their author meant, but the server loads the file as it is); 2 for an invalid one.
 int RunPolicyValidate(const PolicyOptions& options) {
   absl::StatusOr<std::shared_ptr<const policy::Policy>> policy = LoadPolicy(options);
-  if (!policy.ok()) return Fail(policy.status());
+  if (!policy.ok()) return Fail("policy", policy.status(), 2);
   const std::vector<policy::AbsentAttributeWarning> warnings =
       policy::FindDenyRulesSkippedOnMissingAttributes(**policy);
   for (const policy::AbsentAttributeWarning& w : warnings) {
@@ -55,9 +62,9 @@ int RunPolicyValidate(const PolicyOptions& options) {
 // Exit status: 0 allowed, 1 denied, 2 the question itself was wrong.
 int RunPolicyCheck(const PolicyOptions& options) {
   absl::StatusOr<std::shared_ptr<const policy::Policy>> policy = LoadPolicy(options);
-  if (!policy.ok()) return Fail(policy.status());
+  if (!policy.ok()) return Fail("policy", policy.status(), 2);
   if (options.plane != "data" && options.plane != "admin") {
-    return Fail(absl::InvalidArgumentError("--plane must be data or admin"));
+    return Fail("policy", absl::InvalidArgumentError("--plane must be data or admin"), 2);
   }
   identity::Principal principal;
   principal.id = options.principal;
@@ -65,11 +72,11 @@ int RunPolicyCheck(const PolicyOptions& options) {
   principal.roles = options.roles;
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> attributes =
       ParseAttributes(options.attributes);
-  if (!attributes.ok()) return Fail(attributes.status());
+  if (!attributes.ok()) return Fail("policy", attributes.status(), 2);
   for (auto& [name, values] : *attributes) principal.attributes[name] = std::move(values);
   absl::StatusOr<std::map<std::string, std::vector<std::string>>> resource_attributes =
       ParseAttributes(options.resource_attributes);
-  if (!resource_attributes.ok()) return Fail(resource_attributes.status());
+  if (!resource_attributes.ok()) return Fail("policy", resource_attributes.status(), 2);
   identity::Attributes resource_values;
   for (auto& [name, values] : *resource_attributes) resource_values[name] = std::move(values);
   // A model resource also carries its name and version, as the server sets them.
@@ -89,6 +96,32 @@ int RunPolicyCheck(const PolicyOptions& options) {
       decision.Explain((*policy)->source(), principal, plane, options.action, options.resource)
           .c_str());
   return decision.allowed ? 0 : 1;
+}
+
+}  // namespace
+
+void AddPolicyCommands(CLI::App& cli, Commands& commands) {
+  auto policy = std::make_shared<PolicyOptions>();
+  CLI::App* group = cli.add_subcommand("policy", "Validate a policy and explain decisions");
+  group->require_subcommand(1);
+  group->fallthrough();
+  group->add_option("-c,--config", policy->config_path, "Configuration file (TOML)");
+  group->add_option("--policy", policy->policy_path, "Policy file (overrides the config)");
+  CLI::App* validate = group->add_subcommand("validate", "Check a policy file");
+  commands.On(validate, [policy] { return RunPolicyValidate(*policy); });
+  CLI::App* check =
+      group->add_subcommand("check", "Explain one decision; exits 0 when allowed, 1 when denied");
+  check->add_option("--principal", policy->principal, "Principal id, e.g. key:3f2a9c01d4e5");
+  check->add_option("--tenant", policy->tenant, "The principal's tenant");
+  check->add_option("--role", policy->roles, "A role of the principal (repeatable)");
+  check->add_option("--attr", policy->attributes, "A principal attribute, name=v1[,v2]");
+  check->add_option("--plane", policy->plane, "data (default) or admin");
+  check->add_option("--action", policy->action, "infer, read_metadata, ...")->required();
+  check->add_option("--resource", policy->resource, "e.g. model:digits/1, server, metrics")
+      ->required();
+  check->add_option("--resource-attr", policy->resource_attributes,
+                    "A resource attribute, name=v1[,v2], e.g. tenant=acme");
+  commands.On(check, [policy] { return RunPolicyCheck(*policy); });
 }
 
 }  // namespace pillar::app

@@ -1,54 +1,15 @@
-#include "app/audit_setup.h"
+#include "audit/change_audit.h"
 
 #include <pwd.h>
 #include <unistd.h>
 
 #include "absl/time/clock.h"
-#include "audit/file_audit_store.h"
-#include "audit/postgres_audit_store.h"
 #include "common/strings.h"
 
-namespace pillar::app {
+namespace pillar::audit {
 
-[[nodiscard]] absl::StatusOr<std::unique_ptr<audit::AuditLog>> OpenAuditLog(
-    const Config& config, monitor::MetricsRegistry* metrics, bool server) {
-  const Config::Audit& c = config.audit;
-  if (c.backend == "off") return nullptr;
-  audit::AuditLogOptions options;
-  options.instance = c.instance.empty() ? audit::DefaultInstanceName() : c.instance;
-  options.checkpoint_interval = absl::Milliseconds(c.checkpoint_interval_ms);
-  options.fsync_interval = c.fsync == "batch" ? absl::ZeroDuration()
-                           : c.fsync == "off" ? absl::InfiniteDuration()
-                                              : absl::Milliseconds(c.fsync_interval_ms);
-  options.queue_capacity = size_t(c.queue_capacity);
-  options.refuse_when_full = c.on_full == "refuse";
-  options.metrics = metrics;
-  if (server && !c.signing_key.empty()) {
-    absl::StatusOr<signing::SigningKey> key = signing::ReadPrivateKey(c.signing_key);
-    if (!key.ok()) {
-      return absl::Status(key.status().code(),
-                          StrCat("[audit] signing_key: ", key.status().message()));
-    }
-    options.checkpoint_key = std::move(*key);
-  }
-  std::unique_ptr<audit::AuditStore> store;
-  if (c.backend == "postgres") {
-    absl::StatusOr<std::unique_ptr<audit::PostgresAuditStore>> pg =
-        audit::PostgresAuditStore::Open(c.postgres, options.instance);
-    if (!pg.ok()) return pg.status();
-    store = std::move(*pg);
-  } else {
-    absl::StatusOr<std::unique_ptr<audit::FileAuditStore>> file =
-        audit::FileAuditStore::Open(c.file);
-    if (!file.ok()) return file.status();
-    store = std::move(*file);
-  }
-  return audit::AuditLog::Start(std::move(store), std::move(options));
-}
-
-absl::StatusOr<ChangeAudit> ChangeAudit::Open(const Config& config) {
-  absl::StatusOr<std::unique_ptr<audit::AuditLog>> log =
-      OpenAuditLog(config, nullptr, /*server=*/false);
+absl::StatusOr<ChangeAudit> ChangeAudit::Open(const AuditConfig& config) {
+  absl::StatusOr<std::unique_ptr<AuditLog>> log = OpenAuditLog(config, nullptr, /*server=*/false);
   if (!log.ok()) {
     return absl::Status(
         log.status().code(),
@@ -57,13 +18,13 @@ absl::StatusOr<ChangeAudit> ChangeAudit::Open(const Config& config) {
   return ChangeAudit(std::move(*log));
 }
 
-absl::Status ChangeAudit::Record(audit::EventKind kind, std::string_view action,
-                                 std::string_view resource, const std::string& reason) {
+absl::Status ChangeAudit::Record(EventKind kind, std::string_view action, std::string_view resource,
+                                 const std::string& reason) {
   // A full disk may free up meanwhile: wait for it as long as Flush does by default.
   return Append(kind, /*ok=*/true, action, resource, reason, absl::Seconds(30));
 }
 
-absl::Status ChangeAudit::RecordFailed(audit::EventKind kind, std::string_view action,
+absl::Status ChangeAudit::RecordFailed(EventKind kind, std::string_view action,
                                        std::string_view resource, const absl::Status& error) {
   // The change was not made; this record only completes the story of the first one, so it
   // does not hold the command up for long.
@@ -71,7 +32,7 @@ absl::Status ChangeAudit::RecordFailed(audit::EventKind kind, std::string_view a
   return Append(kind, /*ok=*/false, action, resource, reason, absl::Seconds(5));
 }
 
-absl::Status ChangeAudit::Append(audit::EventKind kind, bool ok, std::string_view action,
+absl::Status ChangeAudit::Append(EventKind kind, bool ok, std::string_view action,
                                  std::string_view resource, std::string_view reason,
                                  absl::Duration timeout) {
   if (log_ == nullptr) return absl::OkStatus();
@@ -99,7 +60,7 @@ absl::Status ChangeAudit::Append(audit::EventKind kind, bool ok, std::string_vie
   // reports the change as not made. Left queued, the writer's retries (or the destructor, once
   // the lock or the disk frees up) would write it.
   if (flushed.ok() || !ok) return flushed;
-  const audit::AuditLog::Abandoned abandoned = log_->Abandon();
+  const AuditLog::Abandoned abandoned = log_->Abandon();
   abandoned_ = true;
   if (abandoned.written > 0) {
     return absl::Status(
@@ -116,4 +77,4 @@ std::string LocalOperator() {
   return StrCat("local:", user != nullptr ? user->pw_name : std::to_string(::geteuid()));
 }
 
-}  // namespace pillar::app
+}  // namespace pillar::audit

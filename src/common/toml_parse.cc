@@ -1,11 +1,18 @@
 #include "common/toml_parse.h"
 
+#include <filesystem>
 #include <optional>
 #include <string>
 
 #include "common/strings.h"
 
 namespace pillar {
+
+std::string ResolvePath(const std::string& base, const std::string& path) {
+  if (path.empty() || path == "-" || base.empty() || std::filesystem::path(path).is_absolute())
+    return path;
+  return (std::filesystem::path(base) / path).lexically_normal().string();
+}
 
 [[nodiscard]] absl::StatusOr<toml::table> ParseToml(std::string_view text,
                                                     std::string_view source) {
@@ -110,6 +117,48 @@ absl::Status TomlSection::ReadDouble(std::string_view key, double& out, double m
   }
   out = *value;
   return absl::OkStatus();
+}
+
+absl::Status TomlSection::ReadChoice(std::string_view key,
+                                     const std::vector<std::string_view>& names, size_t& chosen) {
+  const toml::node* node = Find(key);
+  if (node == nullptr) return absl::OkStatus();
+  if (node->is_string()) {
+    const std::string& value = node->as_string()->get();
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (value == names[i]) {
+        chosen = i;
+        return absl::OkStatus();
+      }
+    }
+  }
+  std::string listed;
+  for (size_t i = 0; i < names.size(); ++i) {
+    StrAppend(&listed, i == 0 ? "" : i + 1 == names.size() ? " or " : ", ", "\"", names[i], "\"");
+  }
+  return Error(key, listed);
+}
+
+absl::Status TomlSection::ReadPath(std::string_view key, std::string& out,
+                                   const std::string& base) {
+  absl::Status status = ReadString(key, out);
+  out = ResolvePath(base, out);
+  return status;
+}
+
+absl::Status TomlSection::ReadPaths(std::string_view key, std::vector<std::string>& out,
+                                    const std::string& base) {
+  absl::Status status = ReadStrings(key, out);
+  for (std::string& path : out) path = ResolvePath(base, path);
+  return status;
+}
+
+absl::Status TomlSection::ReadMillis(std::string_view key, absl::Duration& out, int64_t min_ms,
+                                     int64_t max_ms) {
+  int64_t ms = absl::ToInt64Milliseconds(out);
+  absl::Status status = ReadInt64(key, ms, min_ms, max_ms);
+  if (status.ok()) out = absl::Milliseconds(ms);
+  return status;
 }
 
 absl::Status TomlSection::CheckNoUnknownKeys() const {

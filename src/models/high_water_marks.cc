@@ -1,8 +1,8 @@
-#include "app/high_water_marks.h"
+#include "models/high_water_marks.h"
 
 #include "common/strings.h"
 
-namespace pillar::app {
+namespace pillar::models {
 
 absl::StatusOr<int64_t> HighWaterMarks::Raise(const std::string& name, int64_t value) {
   auto known = confirmed_.find(name);
@@ -48,4 +48,4 @@ absl::StatusOr<int64_t> HighWaterMarks::HighestVersion(std::string_view model) {
   return Raise(StrCat("versions/", model), 0);
 }
 
-}  // namespace pillar::app
+}  // namespace pillar::models

@@ -21,7 +21,7 @@
 #include "absl/synchronization/mutex.h"
 #include "state/state_store.h"
 
-namespace pillar::app {
+namespace pillar::models {
 
 class HighWaterMarks {
  public:
@@ -51,4 +51,4 @@ class HighWaterMarks {
   std::map<std::string, int64_t, std::less<>> confirmed_ ABSL_GUARDED_BY(mu_);
 };
 
-}  // namespace pillar::app
+}  // namespace pillar::models

@@ -1,4 +1,4 @@
-#include "app/model_reverifier.h"
+#include "runtime/model_reverifier.h"
 
 #include <sys/stat.h>
 
@@ -12,9 +12,9 @@
 #include "models/model_repository.h"
 #include "signing/model_manifest.h"
 
-namespace pillar::app {
+namespace pillar::runtime {
 
-ModelReverifier::ModelReverifier(const runtime::ModelCatalog& catalog,
+ModelReverifier::ModelReverifier(const ModelCatalog& catalog,
                                  std::vector<signing::PublicKey> trusted, absl::Duration interval,
                                  absl::Duration watch_interval, audit::AuditSink& audit)
     : catalog_(catalog),
@@ -81,7 +81,7 @@ std::string Fingerprint(const std::filesystem::path& dir) {
 
 int ModelReverifier::CheckChanged() {
   int withdrawn = 0;
-  const std::shared_ptr<const runtime::ModelRegistry> registry = catalog_.Current();
+  const std::shared_ptr<const ModelRegistry> registry = catalog_.Current();
   std::map<std::string, std::string> seen;
   for (const auto& v : registry->versions()) {
     if (!v->ready()) continue;
@@ -98,14 +98,14 @@ int ModelReverifier::CheckChanged() {
 
 int ModelReverifier::CheckNow() {
   int withdrawn = 0;
-  const std::shared_ptr<const runtime::ModelRegistry> registry = catalog_.Current();
+  const std::shared_ptr<const ModelRegistry> registry = catalog_.Current();
   for (const auto& v : registry->versions()) {
     if (v->ready() && !CheckVersion(*v)) ++withdrawn;
   }
   return withdrawn;
 }
 
-bool ModelReverifier::CheckVersion(runtime::ModelVersion& v) {
+bool ModelReverifier::CheckVersion(ModelVersion& v) {
   absl::StatusOr<signing::VerifiedModel> verified = signing::VerifyModel(
       v.directory.string(), trusted_,
       {.expected_name = models::VersionSubject(v.name, v.version), .keep = {}, .after_read = {}});
@@ -138,4 +138,4 @@ bool ModelReverifier::CheckVersion(runtime::ModelVersion& v) {
   return false;
 }
 
-}  // namespace pillar::app
+}  // namespace pillar::runtime

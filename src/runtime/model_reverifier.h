@@ -19,11 +19,11 @@
 #include "runtime/model_catalog.h"
 #include "signing/signing_key.h"
 
-namespace pillar::app {
+namespace pillar::runtime {
 
 class ModelReverifier {
  public:
-  ModelReverifier(const runtime::ModelCatalog& catalog, std::vector<signing::PublicKey> trusted,
+  ModelReverifier(const ModelCatalog& catalog, std::vector<signing::PublicKey> trusted,
                   absl::Duration interval, absl::Duration watch_interval, audit::AuditSink& audit);
   ~ModelReverifier();
   ModelReverifier(const ModelReverifier&) = delete;
@@ -36,10 +36,10 @@ class ModelReverifier {
   int CheckChanged();
 
  private:
-  const runtime::ModelCatalog& catalog_;
+  const ModelCatalog& catalog_;
   const std::vector<signing::PublicKey> trusted_;
   // False (and withdrawn) when `v` no longer verifies.
-  bool CheckVersion(runtime::ModelVersion& v);
+  bool CheckVersion(ModelVersion& v);
 
   const absl::Duration interval_;
   const absl::Duration watch_interval_;
@@ -50,4 +50,4 @@ class ModelReverifier {
   std::thread thread_;
 };
 
-}  // namespace pillar::app
+}  // namespace pillar::runtime

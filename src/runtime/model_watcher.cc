@@ -1,11 +1,11 @@
-#include "app/model_watcher.h"
+#include "runtime/model_watcher.h"
 
 #include <cstdio>
 
 #include "absl/time/clock.h"
 #include "common/strings.h"
 
-namespace pillar::app {
+namespace pillar::runtime {
 namespace {
 
 void Audit(audit::AuditSink& sink, std::string_view action, std::string_view resource, bool ok,
@@ -22,7 +22,7 @@ void Audit(audit::AuditSink& sink, std::string_view action, std::string_view res
                .explain = [&] { return reason; }});
 }
 
-bool SameRegistry(const runtime::ModelRegistry& a, const runtime::ModelRegistry& b) {
+bool SameRegistry(const ModelRegistry& a, const ModelRegistry& b) {
   if (a.versions() != b.versions() || a.aliases() != b.aliases()) return false;
   if (a.model_errors().size() != b.model_errors().size()) return false;
   for (size_t i = 0; i < a.model_errors().size(); ++i) {
@@ -36,13 +36,13 @@ bool SameRegistry(const runtime::ModelRegistry& a, const runtime::ModelRegistry&
 
 }  // namespace
 
-ModelWatcher::ModelWatcher(models::ModelRepository repository, runtime::RunnerLoader loader,
+ModelWatcher::ModelWatcher(models::ModelRepository repository, RunnerLoader loader,
                            absl::Duration interval, audit::AuditSink& audit)
     : repository_(std::move(repository)),
       loader_(std::move(loader)),
       interval_(interval),
       audit_(audit),
-      catalog_(runtime::ModelRegistry::Build(repository_.Scan(), loader_, nullptr)) {
+      catalog_(ModelRegistry::Build(repository_.Scan(), loader_, nullptr)) {
   Report(nullptr, *catalog_.Current(), {});
 }
 
@@ -70,10 +70,10 @@ void ModelWatcher::Start() {
 bool ModelWatcher::CheckNow() {
   // Versions retired earlier go once the registry snapshots of their last requests are gone.
   std::erase_if(retired_, [](const auto& v) { return v.use_count() == 1; });
-  const std::shared_ptr<const runtime::ModelRegistry> before = catalog_.Current();
-  runtime::ModelRegistry::Versions retired;
-  std::shared_ptr<const runtime::ModelRegistry> after = runtime::ModelRegistry::Build(
-      repository_.Scan(&before->aliases()), loader_, before.get(), &retired);
+  const std::shared_ptr<const ModelRegistry> before = catalog_.Current();
+  ModelRegistry::Versions retired;
+  std::shared_ptr<const ModelRegistry> after =
+      ModelRegistry::Build(repository_.Scan(&before->aliases()), loader_, before.get(), &retired);
   if (SameRegistry(*before, *after)) return false;
   catalog_.Publish(after);
   Report(before.get(), *after, retired);
@@ -82,16 +82,16 @@ bool ModelWatcher::CheckNow() {
 }
 
 void ModelWatcher::UnloadAll() {
-  runtime::ModelRegistry::Versions retired;
-  const std::shared_ptr<const runtime::ModelRegistry> before = catalog_.Current();
-  catalog_.Publish(runtime::ModelRegistry::Build({}, loader_, before.get(), &retired));
+  ModelRegistry::Versions retired;
+  const std::shared_ptr<const ModelRegistry> before = catalog_.Current();
+  catalog_.Publish(ModelRegistry::Build({}, loader_, before.get(), &retired));
   Report(before.get(), *catalog_.Current(), retired);
   retired_.clear();
 }
 
-void ModelWatcher::Report(const runtime::ModelRegistry* before, const runtime::ModelRegistry& after,
-                          const runtime::ModelRegistry::Versions& retired) {
-  auto had = [&](const std::shared_ptr<runtime::ModelVersion>& v) {
+void ModelWatcher::Report(const ModelRegistry* before, const ModelRegistry& after,
+                          const ModelRegistry::Versions& retired) {
+  auto had = [&](const std::shared_ptr<ModelVersion>& v) {
     if (before == nullptr) return false;
     for (const auto& old : before->versions()) {
       if (old == v) return true;
@@ -137,4 +137,4 @@ void ModelWatcher::Report(const runtime::ModelRegistry* before, const runtime::M
   }
 }
 
-}  // namespace pillar::app
+}  // namespace pillar::runtime

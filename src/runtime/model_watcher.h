@@ -6,7 +6,7 @@
 // logged and audited (kind model).
 //
 //   ModelWatcher watcher(repository, loader, absl::Seconds(1), audit);
-//   runtime::ModelCatalog& catalog = watcher.catalog();
+//   ModelCatalog& catalog = watcher.catalog();
 //   watcher.Start();   ...   // stops (and joins) when destroyed
 #pragma once
 
@@ -19,18 +19,18 @@
 #include "models/model_repository.h"
 #include "runtime/model_catalog.h"
 
-namespace pillar::app {
+namespace pillar::runtime {
 
 class ModelWatcher {
  public:
   // Scans and loads once, synchronously.
-  ModelWatcher(models::ModelRepository repository, runtime::RunnerLoader loader,
-               absl::Duration interval, audit::AuditSink& audit);
+  ModelWatcher(models::ModelRepository repository, RunnerLoader loader, absl::Duration interval,
+               audit::AuditSink& audit);
   ~ModelWatcher();
   ModelWatcher(const ModelWatcher&) = delete;
   ModelWatcher& operator=(const ModelWatcher&) = delete;
 
-  runtime::ModelCatalog& catalog() { return catalog_; }
+  ModelCatalog& catalog() { return catalog_; }
   // Polls every interval (none when the interval is zero) until destroyed.
   void Start();
   // One scan; publishes a new registry when something changed. Returns whether it did.
@@ -39,19 +39,19 @@ class ModelWatcher {
   void UnloadAll();
 
  private:
-  void Report(const runtime::ModelRegistry* before, const runtime::ModelRegistry& after,
-              const runtime::ModelRegistry::Versions& retired);
+  void Report(const ModelRegistry* before, const ModelRegistry& after,
+              const ModelRegistry::Versions& retired);
 
   const models::ModelRepository repository_;
-  const runtime::RunnerLoader loader_;
+  const RunnerLoader loader_;
   const absl::Duration interval_;
   audit::AuditSink& audit_;
-  runtime::ModelCatalog catalog_;
+  ModelCatalog catalog_;
   // Versions no registry names any more, destroyed here once no request holds them.
-  runtime::ModelRegistry::Versions retired_;
+  ModelRegistry::Versions retired_;
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;
 };
 
-}  // namespace pillar::app
+}  // namespace pillar::runtime

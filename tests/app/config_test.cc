@@ -11,7 +11,7 @@ TEST(ConfigTest, DefaultsAreSafe) {
   EXPECT_EQ(c.admin.address, "127.0.0.1");
   EXPECT_FALSE(c.data.allow_plaintext);
   EXPECT_TRUE(c.strict_readiness);
-  EXPECT_EQ(c.version_policy, "latest");
+  EXPECT_EQ(c.repository.version_policy.ToString(), "latest:1");
 }
 
 TEST(ConfigTest, ReadsEverySectionAndResolvesRelativePaths) {
@@ -49,8 +49,8 @@ torch_threads = 2
   EXPECT_EQ(c->data.tls_certificate, "/etc/pillar/tls/cert.pem");
   EXPECT_EQ(c->limits.body_limit_bytes, 1024u);
   EXPECT_EQ(c->limits.request_timeout, absl::Milliseconds(5));
-  EXPECT_EQ(c->repository_path, "/etc/pillar/store");
-  EXPECT_EQ(c->model_policies.at("digits"), "latest:2");
+  EXPECT_EQ(c->repository.path, "/etc/pillar/store");
+  EXPECT_EQ(c->repository.model_policies.at("digits").ToString(), "latest:2");
   EXPECT_EQ(c->state_path, "/abs/state.db");
   EXPECT_EQ(c->access_log, "-");
   EXPECT_EQ(c->torch_threads, 2);
@@ -140,6 +140,72 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
             std::string::npos);
   EXPECT_NE(error("data = 1\n").find("unknown section"), std::string::npos);
   EXPECT_NE(error("[data\n").find("p.toml:1"), std::string::npos);
+}
+
+TEST(ConfigTest, EachPartReadsItsSectionIntoTypedOptions) {
+  absl::StatusOr<Config> c = ParseConfig(R"(
+[audit]
+backend = "off"
+fsync = "batch"
+on_full = "refuse"
+[limiter]
+backend = "redis"
+on_redis_failure = "open"
+instances = 3
+[jwt]
+jwks = "keys.json"
+issuer = "https://idp"
+audiences = ["pillar"]
+reload_ms = 0
+[data]
+client_ca = "ca.pem"
+client_certificates = "require"
+client_identity = "san_uri"
+)",
+                                         "p.toml", "/etc/pillar");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->audit.backend, audit::AuditConfig::Backend::kOff);
+  EXPECT_EQ(c->audit.fsync, audit::AuditConfig::Fsync::kBatch);
+  EXPECT_EQ(c->audit.on_full, audit::AuditConfig::OnFull::kRefuse);
+  EXPECT_EQ(c->limiter.backend, limits::LimiterConfig::Backend::kRedis);
+  EXPECT_EQ(c->limiter.on_redis_failure, limits::LimiterConfig::OnRedisFailure::kOpen);
+  EXPECT_EQ(c->limiter.instances, 3);
+  ASSERT_TRUE(c->jwt.has_value());
+  EXPECT_EQ(c->jwt->jwks_path, "/etc/pillar/keys.json");
+  EXPECT_EQ(c->jwt->reload_interval, absl::ZeroDuration());
+  EXPECT_EQ(c->data.client_ca, "/etc/pillar/ca.pem");
+  EXPECT_EQ(c->data.client_certificates, http::ListenerOptions::ClientCertificates::kRequire);
+  EXPECT_EQ(c->data.client_identity, http::ListenerOptions::ClientIdentity::kSanUri);
+  // Defaults: no [jwt] means no tokens; the file audit log, synced at intervals.
+  Config defaults = *ParseConfig("", "p.toml", "");
+  EXPECT_FALSE(defaults.jwt.has_value());
+  EXPECT_EQ(defaults.audit.backend, audit::AuditConfig::Backend::kFile);
+  EXPECT_EQ(defaults.audit.fsync, audit::AuditConfig::Fsync::kInterval);
+}
+
+TEST(ConfigTest, AChoiceOutsideItsListNamesTheFileTableKeyAndChoices) {
+  auto error = [](const std::string& text) {
+    absl::StatusOr<Config> c = ParseConfig(text, "p.toml", "");
+    EXPECT_FALSE(c.ok()) << text;
+    return std::string(c.status().message());
+  };
+  EXPECT_EQ(error("[audit]\nbackend = \"pg\"\n"),
+            "p.toml:2:11: [audit] backend must be \"file\", \"postgres\" or \"off\"");
+  EXPECT_EQ(error("[limiter]\non_redis_failure = 1\n"),
+            "p.toml:2:20: [limiter] on_redis_failure must be \"closed\" or \"open\"");
+  EXPECT_EQ(error("[admin]\nclient_identity = \"cn\"\n"),
+            "p.toml:2:19: [admin] client_identity must be \"subject_cn\", \"san_uri\" or "
+            "\"san_dns\"");
+  EXPECT_EQ(error("[repository]\nversion_policy = \"newest\"\n")
+                .find("p.toml: [repository] "
+                      "version_policy: "),
+            0u);
+  EXPECT_NE(error("[audit]\nbackend = \"postgres\"\n").find("needs a postgres connection"),
+            std::string::npos);
+  EXPECT_NE(error("[jwt]\njwks = \"k.json\"\n").find("[jwt] needs issuer and audiences"),
+            std::string::npos);
+  EXPECT_NE(error("[[mtls_client]]\ntenant = \"t\"\n").find("[[mtls_client]] needs identity"),
+            std::string::npos);
 }
 
 }  // namespace

@@ -17,51 +17,10 @@ std::filesystem::path SourceRoot() {
   return std::filesystem::path(root == nullptr ? "." : root) / "src";
 }
 
-// Functions that were over the length limit when the rule came in and are still to be split.
-// The list only shrinks: the test fails on a long function that is not listed, and on a listed
-// one that is no longer long (take it off the list).
-constexpr std::pair<std::string_view, std::string_view> kStillToSplit[] = {
-    {"app/config.cc", "ParseConfig("},
-    {"app/main.cc", "main("},
-    {"app/model_store_command.cc", "MoveAlias("},
-    {"app/model_store_command.cc", "RunModelPush("},
-    {"app/operation_handlers.cc", "MakeOperationHandlers("},
-    {"app/serve_command.cc", "RunServe("},
-    {"audit/audit_log.cc", "Run("},
-    {"bench/collective_options.cc", "Set("},
-    {"bench/collective_runner.cc", "Run("},
-    {"ckpt/checkpoint_io.cc", "WriteCheckpoint("},
-    {"ckpt/checkpoint_io.cc", "CheckShard("},
-    {"ckpt/manifest.cc", "Parse("},
-    {"ckpt/torch_save_reader.cc", "Step("},
-    {"ckpt/torch_save_reader.cc", "ParseTorchSave("},
-    {"health/health_checks.cc", "CheckGpus("},
-    {"health/health_config.cc", "ParseHealthConfig("},
-    {"identity/jwt_verifier.cc", "VerifyUncached("},
-    {"torch_module/train.cc", "RunTrain("},
-};
-
-bool StillToSplit(const RuleViolation& v, std::vector<bool>& seen) {
-  for (size_t i = 0; i < std::size(kStillToSplit); ++i) {
-    const auto& [file, name] = kStillToSplit[i];
-    if (v.file == file && v.what.starts_with("function of") &&
-        v.what.find(name) != std::string::npos) {
-      seen[i] = true;
-      return true;
-    }
-  }
-  return false;
-}
-
 TEST(SourceRulesTest, TheTreeFollowsTheRules) {
   ASSERT_TRUE(std::filesystem::is_directory(SourceRoot())) << SourceRoot();
-  std::vector<bool> seen(std::size(kStillToSplit), false);
   for (const RuleViolation& v : CheckSourceRules(SourceRoot())) {
-    if (!StillToSplit(v, seen)) ADD_FAILURE() << "src/" << v.Describe();
-  }
-  for (size_t i = 0; i < seen.size(); ++i) {
-    EXPECT_TRUE(seen[i]) << "src/" << kStillToSplit[i].first << ": " << kStillToSplit[i].second
-                         << " is no longer over the limit: take it off kStillToSplit";
+    ADD_FAILURE() << "src/" << v.Describe();
   }
 }
 
