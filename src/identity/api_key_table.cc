@@ -92,16 +92,17 @@ absl::Status ApiKeyTable::FlushLastUsed() {
 
 void ApiKeyTable::BackgroundLoop() {
   std::string last_error;  // logged once per distinct error, not every interval
-  absl::Time next_touch = absl::Now() + options_.touch_interval;
+  const int64_t touch_ns = absl::ToInt64Nanoseconds(options_.touch_interval);
+  int64_t next_touch_ns = options_.clock->MonotonicNanos() + touch_ns;
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh_interval);
     if (stopping_) break;
     mu_.Unlock();
     absl::Status s = Refresh();
-    if (s.ok() && absl::Now() >= next_touch) {
+    if (s.ok() && options_.clock->MonotonicNanos() >= next_touch_ns) {
       s = FlushLastUsed();
-      next_touch = absl::Now() + options_.touch_interval;
+      next_touch_ns = options_.clock->MonotonicNanos() + touch_ns;
     }
     if (!s.ok() && s.ToString() != last_error) {
       // Keep serving the last good table; a transient store error must not lock everyone out.

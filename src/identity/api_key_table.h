@@ -21,6 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/clock.h"
 #include "identity/principal.h"
 #include "state/state_store.h"
 
@@ -29,6 +30,9 @@ namespace pillar::identity {
 struct ApiKeyTableOptions {
   absl::Duration refresh_interval = absl::Milliseconds(200);  // zero: no background thread
   absl::Duration touch_interval = absl::Seconds(10);
+  // When last-used times fall due to be written back. The background thread still wakes on
+  // real time (every refresh_interval); at each wake it asks this clock whether a flush is due.
+  const Clock* clock = &SystemClock();
 };
 
 class ApiKeyTable {

@@ -2,8 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+
 #include "absl/time/clock.h"
 #include "identity/api_key.h"
+#include "testing/fake_clock.h"
 #include "testing/temp_dir.h"
 
 namespace pillar::identity {
@@ -112,6 +115,34 @@ TEST_F(ApiKeyTableTest, LastUsedTimesReachTheStoreAndSurviveReloads) {
       EXPECT_FALSE(r.last_used_us.has_value());
     }
   }
+}
+
+TEST_F(ApiKeyTableTest, TheBackgroundThreadWritesLastUseBackWhenItsClockSaysSo) {
+  NewApiKey key = Add("used");
+  testing::FakeClock clock;
+  ApiKeyTable keys(*store_, {.refresh_interval = absl::Milliseconds(5),
+                             .touch_interval = absl::Hours(1),
+                             .clock = &clock});
+  ASSERT_TRUE(keys.Refresh().ok());
+  ASSERT_TRUE(keys.Verify(key.text, kNow).ok());
+  auto last_used = [&]() -> std::optional<int64_t> {
+    auto records = store_->ListKeys();
+    EXPECT_TRUE(records.ok());
+    for (const auto& r : *records) {
+      if (r.id == key.id) return r.last_used_us;
+    }
+    return std::nullopt;
+  };
+  // Many refreshes go by in real time; the hour has not, so nothing is written.
+  absl::SleepFor(absl::Milliseconds(50));
+  EXPECT_FALSE(last_used().has_value());
+  clock.Advance(absl::Hours(1));
+  std::optional<int64_t> written;
+  for (int i = 0; i < 400 && !written; ++i) {
+    written = last_used();
+    if (!written) absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(written, std::optional<int64_t>(kNow));
 }
 
 TEST_F(ApiKeyTableTest, BackgroundRefreshSeesNewKeys) {
