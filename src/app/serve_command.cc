@@ -163,20 +163,20 @@ std::string Where(const http::ListenerOptions& listener, uint16_t port) {
                 port);
 }
 
-// Binds both listeners, writes their ports to `ports_file` (when given) and says where they are.
-[[nodiscard]] absl::Status Listen(http::HttpServer& server, const Config& config,
-                                  const http::Router& data_router, const http::Router& admin_router,
-                                  const std::string& ports_file, int threads) {
+// Binds both listeners and writes their ports to `ports_file` (when given); returns the line
+// that says where they are, printed once the server runs.
+[[nodiscard]] absl::StatusOr<std::string> Listen(http::HttpServer& server, const Config& config,
+                                                 const http::Router& data_router,
+                                                 const http::Router& admin_router,
+                                                 const std::string& ports_file, int threads) {
   PILLAR_ASSIGN_OR_RETURN(const uint16_t data_port, server.AddListener(config.data, data_router));
   PILLAR_ASSIGN_OR_RETURN(const uint16_t admin_port,
                           server.AddListener(config.admin, admin_router));
   if (!ports_file.empty()) {
     PILLAR_RETURN_IF_ERROR(WritePortsFile(ports_file, data_port, admin_port));
   }
-  std::fprintf(stderr, "pillar: serving data plane on %s, admin plane on %s (%d threads)\n",
-               Where(config.data, data_port).c_str(), Where(config.admin, admin_port).c_str(),
-               threads);
-  return absl::OkStatus();
+  return StrCat("pillar: serving data plane on ", Where(config.data, data_port),
+                ", admin plane on ", Where(config.admin, admin_port), " (", threads, " threads)\n");
 }
 
 // The exit code once drained: 1 when requests were still in flight at the drain timeout.
@@ -263,13 +263,12 @@ int RunServe(const ServeOptions& options) {
   http::Router admin_router = AdminRouter();
   const int threads = config->threads > 0 ? config->threads : ThreadsPerCore();
   http::HttpServer server(config->limits, handler, &metrics, threads);
-  if (absl::Status s =
-          Listen(server, *config, data_router, admin_router, options.ports_file, threads);
-      !s.ok()) {
-    return Fail("serve", s);
-  }
+  absl::StatusOr<std::string> serving =
+      Listen(server, *config, data_router, admin_router, options.ports_file, threads);
+  if (!serving.ok()) return Fail("serve", serving.status());
   (*watcher)->Start();
   server.Start();
+  std::fputs(serving->c_str(), stderr);
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
   const int signal_number = WaitForStopSignal();
   std::fprintf(stderr, "pillar: %s received; draining\n",
