@@ -111,7 +111,6 @@ models::ModelStore Models(const Store& store) {
 models::StoreChange Change(Store& store, models::HighWaterMarks& marks, std::string_view action,
                            const std::string& model) {
   return {.key = store.key ? &*store.key : nullptr,
-          .why_no_key = {},
           .audit = &*store.audit,
           .marks = &marks,
           .by = audit::LocalOperator(),

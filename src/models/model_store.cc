@@ -469,7 +469,14 @@ absl::StatusOr<AliasMoved> ModelStore::MoveAlias(const AliasChange& move,
   PILLAR_ASSIGN_OR_RETURN(const signing::SigningKey* key, ChangeKey(options_, change));
   PILLAR_ASSIGN_OR_RETURN(ModelDirectory dir,
                           ModelDirectory::Open(options_.root, move.name, /*create=*/false));
-  absl::StatusOr<AliasMoved> moved = MoveAliasIn(*this, dir.path(), move, key, change);
+  // The notice of a refused aliases.json names the store's path, not the descriptor's.
+  StoreChange shown = change;
+  if (change.on_replaced_aliases) {
+    shown.on_replaced_aliases = [&](const absl::Status& why) {
+      change.on_replaced_aliases(dir.Shown(why));
+    };
+  }
+  absl::StatusOr<AliasMoved> moved = MoveAliasIn(*this, dir.path(), move, key, shown);
   if (!moved.ok()) return dir.Shown(moved.status());
   return moved;
 }

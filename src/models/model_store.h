@@ -45,10 +45,8 @@ struct ModelStoreOptions {
 // What a change needs beyond the store: who signs it, where it is audited, the marks that
 // number it, and whom it is recorded as made by.
 struct StoreChange {
-  // Null: the change is not signed (refused where signatures are required, with
-  // `why_no_key`, or with a generic error when that is OK).
+  // Null: the change is not signed (refused where signatures are required).
   const signing::SigningKey* key = nullptr;
-  absl::Status why_no_key;
   audit::ChangeAudit* audit = nullptr;  // required
   HighWaterMarks* marks = nullptr;      // required
   std::string by;                       // e.g. "local:ana"

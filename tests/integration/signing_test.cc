@@ -369,6 +369,9 @@ TEST(SignedAliasesTest, OnlyAKeyHolderMovesAnAliasAndAnOlderFileIsNotPutBack) {
                 {"model", "promote", "digits", "1", "--replace-aliases", "-c", config}, &out, &err),
             0)
       << err;
+  // The notice names the file in the store, never the descriptor path the CLI reaches it by.
+  EXPECT_NE(err.find("replacing digits's aliases"), std::string::npos) << err;
+  EXPECT_EQ(err.find("/proc/self/fd"), std::string::npos) << err;
   EXPECT_TRUE(serves("1"));
   ASSERT_EQ(testing::RunPillar({"model", "history", "digits", "-c", config}, &out, &err), 0);
   EXPECT_NE(out.find("generation 3, signed by key"), std::string::npos) << out;
