@@ -8,14 +8,16 @@ function(pillar_library name)
   add_library(${name} STATIC ${ARG_SRCS})
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS})
-  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  pillar_abseil_deps(deps ${ARG_DEPS})
+  target_link_libraries(${name} PUBLIC ${deps})
 endfunction()
 
 # pillar_module(NAME OUTPUT_NAME SRCS ... DEPS ...): one of pillar's modules, lib<OUTPUT_NAME>.so,
 # a shared object the binary loads with dlopen (common/module_loader.h). It lands beside the
 # binary, where the loader looks first; the pillar libraries it copies in stay private to it
-# (only its entry point is exported), and an unresolved symbol fails the link, not a dlopen in
-# production.
+# (only its entry point is exported), and an unresolved symbol fails the build, not a dlopen in
+# production: the linker's --no-undefined, or, when Abseil is static and bound to the host's
+# copy (cmake/PillarAbseil.cmake), a check of the linked module against what the host exports.
 function(pillar_module name output_name)
   cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
   add_library(${name} MODULE ${ARG_SRCS})
@@ -24,7 +26,15 @@ function(pillar_module name output_name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS})
   set_target_properties(${name} PROPERTIES
     OUTPUT_NAME ${output_name} PREFIX lib LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/src)
-  target_link_options(${name} PRIVATE -Wl,--exclude-libs,ALL -Wl,--no-undefined)
+  target_link_options(${name} PRIVATE -Wl,--exclude-libs,ALL)
+  if(PILLAR_STATIC_ABSEIL)
+    add_custom_command(TARGET ${name} POST_BUILD
+      COMMAND ${PROJECT_SOURCE_DIR}/cmake/check_module_symbols.sh $<TARGET_FILE:${name}>
+              ${PILLAR_ABSEIL_EXPORTS}
+      VERBATIM)
+  else()
+    target_link_options(${name} PRIVATE -Wl,--no-undefined)
+  endif()
 endfunction()
 
 # pillar_test(NAME SRCS ... DEPS ...): a GoogleTest binary registered with CTest.
@@ -34,6 +44,7 @@ function(pillar_test name)
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/src ${PROJECT_SOURCE_DIR}/tests)
   target_compile_options(${name} PRIVATE ${PILLAR_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  pillar_abseil_host(${name})  # some tests load the modules
   add_test(NAME ${name} COMMAND ${name})
   set(environment "PILLAR_BINARY=$<TARGET_FILE:pillar>;PILLAR_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
   if(TARGET pillar_torch_module)

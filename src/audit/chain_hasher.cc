@@ -1,31 +1,13 @@
 #include "audit/chain_hasher.h"
 
-#include <openssl/evp.h>
-
-#include <cstdlib>
-
 namespace pillar::audit {
 
-ChainHasher::ChainHasher() : ctx_(EVP_MD_CTX_new()), md_(EVP_MD_fetch(nullptr, "SHA256", nullptr)) {
-  // Without SHA-256 no record can be written or checked; pretending otherwise would be worse.
-  if (ctx_ == nullptr || md_ == nullptr) std::abort();
-}
-
-ChainHasher::~ChainHasher() {
-  EVP_MD_CTX_free(ctx_);
-  EVP_MD_free(md_);
-}
+static_assert(format::kChainBytes == Sha256Hasher::kDigestBytes);
 
 Chain ChainHasher::Link(const Chain& previous, std::string_view payload) {
-  Chain next;
-  unsigned int size = 0;
-  if (EVP_DigestInit_ex2(ctx_, md_, nullptr) != 1 ||
-      EVP_DigestUpdate(ctx_, previous.data(), previous.size()) != 1 ||
-      EVP_DigestUpdate(ctx_, payload.data(), payload.size()) != 1 ||
-      EVP_DigestFinal_ex(ctx_, next.data(), &size) != 1 || size != next.size()) {
-    std::abort();
-  }
-  return next;
+  hasher_.Update(std::string_view(reinterpret_cast<const char*>(previous.data()), previous.size()));
+  hasher_.Update(payload);
+  return hasher_.Finish();
 }
 
 std::string ChainHex(const Chain& chain) {

@@ -12,9 +12,7 @@
 #include <string_view>
 
 #include "audit/audit_log_format.h"
-
-typedef struct evp_md_ctx_st EVP_MD_CTX;
-typedef struct evp_md_st EVP_MD;
+#include "common/sha256.h"
 
 namespace pillar::audit {
 
@@ -22,16 +20,10 @@ using Chain = std::array<uint8_t, format::kChainBytes>;
 
 class ChainHasher {
  public:
-  ChainHasher();
-  ~ChainHasher();
-  ChainHasher(const ChainHasher&) = delete;
-  ChainHasher& operator=(const ChainHasher&) = delete;
-
   Chain Link(const Chain& previous, std::string_view payload);
 
  private:
-  EVP_MD_CTX* ctx_;
-  EVP_MD* md_;
+  Sha256Hasher hasher_;
 };
 
 // 64 lowercase hex digits.

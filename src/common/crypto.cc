@@ -3,12 +3,13 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 
 #include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+
+#include "common/sha256.h"
 
 namespace pillar {
 namespace {
@@ -55,20 +56,8 @@ std::string Sha1(std::string_view data) {
 }
 
 std::string Sha256(std::string_view data) {
-  // OpenSSL 3's one-shot SHA256() looks the algorithm up (under a lock) on every call; every
-  // authenticated request hashes a key, so fetch it once and reuse one context per thread.
-  static EVP_MD* const kSha256 = EVP_MD_fetch(nullptr, "SHA256", nullptr);
-  thread_local std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(),
-                                                                           &EVP_MD_CTX_free);
-  std::string out(SHA256_DIGEST_LENGTH, '\0');
-  unsigned int length = 0;
-  if (kSha256 == nullptr || ctx == nullptr || EVP_DigestInit_ex(ctx.get(), kSha256, nullptr) != 1 ||
-      EVP_DigestUpdate(ctx.get(), data.data(), data.size()) != 1 ||
-      EVP_DigestFinal_ex(ctx.get(), reinterpret_cast<unsigned char*>(out.data()), &length) != 1) {
-    std::fputs("pillar: OpenSSL's SHA-256 failed; refusing to continue\n", stderr);
-    std::abort();
-  }
-  return out;
+  const Sha256Hasher::Digest digest = Sha256Hasher::Hash(data);
+  return std::string(reinterpret_cast<const char*>(digest.data()), digest.size());
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

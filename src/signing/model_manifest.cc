@@ -1,7 +1,6 @@
 #include "signing/model_manifest.h"
 
 #include <fcntl.h>
-#include <openssl/evp.h>
 #include <simdjson.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -18,6 +17,7 @@
 #include "common/crypto.h"
 #include "common/directory.h"
 #include "common/json_writer.h"
+#include "common/sha256.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "signing/envelope.h"
@@ -30,9 +30,9 @@ namespace fs = std::filesystem;
 
 constexpr size_t kReadChunk = 1 << 20;
 
-struct DigestContextDeleter {
-  void operator()(EVP_MD_CTX* ctx) const { EVP_MD_CTX_free(ctx); }
-};
+std::string DigestHex(const Sha256Hasher::Digest& digest) {
+  return HexEncode(std::string_view(reinterpret_cast<const char*>(digest.data()), digest.size()));
+}
 
 // Reads `file` to its end through SHA-256, once: model files are gigabytes, so they are streamed
 // unless `keep` asks for the bytes, which are then exactly the bytes hashed. When
@@ -41,8 +41,7 @@ struct DigestContextDeleter {
 [[nodiscard]] absl::StatusOr<FileDigest> DigestFile(File& file, std::string path,
                                                     std::optional<uint64_t> expected_size,
                                                     std::string* keep) {
-  std::unique_ptr<EVP_MD_CTX, DigestContextDeleter> ctx(EVP_MD_CTX_new());
-  EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+  Sha256Hasher hasher;
   uint64_t size = 0;
   std::string scratch;
   if (keep != nullptr) {
@@ -64,16 +63,12 @@ struct DigestContextDeleter {
     }
     PILLAR_ASSIGN_OR_RETURN(const size_t n, file.Read(out, room));
     if (n == 0) break;
-    EVP_DigestUpdate(ctx.get(), out, n);
+    hasher.Update(std::string_view(out, n));
     size += n;
     if (expected_size && size > *expected_size) break;
   }
   if (keep != nullptr) keep->resize(std::min<uint64_t>(size, keep->size()));
-  unsigned char digest[32];
-  unsigned int length = 0;
-  EVP_DigestFinal_ex(ctx.get(), digest, &length);
-  return FileDigest{std::move(path),
-                    HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size};
+  return FileDigest{std::move(path), DigestHex(hasher.Finish()), size};
 }
 
 [[nodiscard]] absl::StatusOr<std::string> HexDecode(std::string_view hex) {
@@ -290,8 +285,7 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
     PILLAR_ASSIGN_OR_RETURN(File in, source.OpenFile(name));
     const std::string target = StrCat(to, "/", name);
     PILLAR_ASSIGN_OR_RETURN(const int out, create(name));
-    std::unique_ptr<EVP_MD_CTX, DigestContextDeleter> ctx(EVP_MD_CTX_new());
-    EVP_DigestInit_ex(ctx.get(), EVP_sha256(), nullptr);
+    Sha256Hasher hasher;
     uint64_t size = 0;
     absl::Status failure;
     for (;;) {
@@ -301,7 +295,7 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
         break;
       }
       if (*n == 0) break;
-      EVP_DigestUpdate(ctx.get(), buffer.data(), *n);
+      hasher.Update(std::string_view(buffer.data(), *n));
       size += *n;
       if (::write(out, buffer.data(), *n) != ssize_t(*n)) {
         failure = absl::InternalError(StrCat("cannot write ", target, ": ", std::strerror(errno)));
@@ -311,10 +305,7 @@ std::string RootDigest(const std::vector<FileDigest>& files) {
     ::close(out);
     if (!failure.ok()) return failure;
     if (name == kManifestFile) continue;
-    unsigned char digest[32];
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(ctx.get(), digest, &length);
-    files.push_back({name, HexEncode(std::string_view(reinterpret_cast<char*>(digest), 32)), size});
+    files.push_back({name, DigestHex(hasher.Finish()), size});
   }
   return files;  // sorted, as ListFiles is
 }
