@@ -8,12 +8,24 @@ set -euo pipefail
 module=$1
 exports=${2:-}
 
+exported() {
+  if [[ -n $exports ]]; then
+    sed -n 's/^[[:space:]]*\([^{}[:space:];]*\);$/\1/p' "$exports" | sort -u
+  fi
+}
+
 # `ldd -r` asks the dynamic loader to bind every relocation of MODULE against its dependencies
 # and reports the rest as "undefined symbol: NAME (MODULE)".
 undefined=$(ldd -r "$module" 2>&1 | sed -n 's/^undefined symbol: \([^[:space:]]*\).*/\1/p' | sort -u)
-if [[ -n $exports && -n $undefined ]]; then
-  undefined=$(comm -23 <(echo "$undefined") \
-    <(sed -n 's/^[[:space:]]*\([^{}[:space:];]*\);$/\1/p' "$exports" | sort -u))
+# It says nothing of weak references, which bind to null when nothing defines them: a call
+# through one crashes. The only weak references a module may leave to the host are Abseil's,
+# and those must be exported (weak references to the C library's optional hooks, such as
+# __gmon_start__, are meant to stay null).
+weak_abseil=$(nm -D --undefined-only "$module" | awk '$1 == "w" || $1 == "v" {print $2}' |
+  grep -E '^(_Z.*4absl|Absl)' | sort -u || true)
+undefined=$(printf '%s\n%s\n' "$undefined" "$weak_abseil" | sed '/^$/d' | sort -u)
+if [[ -n $undefined ]]; then
+  undefined=$(comm -23 <(echo "$undefined") <(exported))
 fi
 if [[ -n $undefined ]]; then
   count=$(echo "$undefined" | wc -l)

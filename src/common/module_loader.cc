@@ -1,5 +1,6 @@
 #include "common/module_loader.h"
 
+#include <cxxabi.h>
 #include <dlfcn.h>
 #include <unistd.h>
 
@@ -28,6 +29,24 @@ std::vector<std::string> Candidates(const ModuleSpec& spec) {
 
 }  // namespace
 
+std::string ExplainLoadError(std::string_view error) {
+  // A module binds its Abseil (and whatever else the binary exports to it) to the binary that
+  // loads it, so a module of another build fails here, before its version can be asked.
+  constexpr std::string_view kUndefined = "undefined symbol: ";
+  const size_t at = error.find(kUndefined);
+  if (at == std::string_view::npos) return std::string(error);
+  std::string_view symbol = error.substr(at + kUndefined.size());
+  symbol = symbol.substr(0, symbol.find_first_of(" \t,("));
+  std::string readable(symbol);
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(readable.c_str(), nullptr, nullptr, &status);
+  if (status == 0 && demangled != nullptr) readable = demangled;
+  std::free(demangled);
+  return StrCat(error, " (", readable,
+                "): the module was built with another build of pillar or of its libraries; use "
+                "the module built with this binary");
+}
+
 [[nodiscard]] absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path,
                                                         const ModuleSpec& spec) {
   // RTLD_NOW: a module that cannot resolve a symbol fails here, with the loader's message, not
@@ -37,7 +56,7 @@ std::vector<std::string> Candidates(const ModuleSpec& spec) {
   if (handle == nullptr) {
     const char* error = ::dlerror();
     return absl::FailedPreconditionError(
-        StrCat("cannot load ", path, ": ", error ? error : "unknown error"));
+        StrCat("cannot load ", path, ": ", error ? ExplainLoadError(error) : "unknown error"));
   }
   void* entry = ::dlsym(handle, std::string(spec.entry_point).c_str());
   if (entry == nullptr) {

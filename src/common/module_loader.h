@@ -38,6 +38,10 @@ struct ModuleSpec {
 // looked for (or the loader's own error when it is there but does not load).
 [[nodiscard]] absl::StatusOr<void*> LoadModuleEntry(const ModuleSpec& spec);
 
+// The dynamic loader's `error` for a module that did not load, with a symbol it could not bind
+// demangled and the likely cause (a module of another build) named.
+std::string ExplainLoadError(std::string_view error);
+
 // The same for the module at `path`, looked for nowhere else.
 [[nodiscard]] absl::StatusOr<void*> LoadModuleEntryFrom(const std::string& path,
                                                         const ModuleSpec& spec);
