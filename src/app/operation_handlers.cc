@@ -57,7 +57,7 @@ void ModelMetadata(Exchange& ex) {
   }
   w.EndArray();
   w.Key("platform");
-  w.String(model.config->platform);
+  w.String(models::PlatformName(model.config->platform));
   const bool batched = model.config->max_batch_size > 0;
   w.Key("inputs");
   WriteTensorSpecs(w, model.config->inputs, batched);

@@ -1,13 +1,17 @@
 #include "app/version_loader.h"
 
 #include <cstdio>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
 #include "common/strings.h"
 #include "models/model_repository.h"
 #include "runtime/batching_runner.h"
+#include "runtime/latency_histogram.h"
+#include "runtime/simulated_backend.h"
 #include "signing/model_manifest.h"
 #include "torch_module/torch_module.h"
 
@@ -17,10 +21,67 @@ namespace {
 constexpr std::string_view kConfigFile = "model.toml";
 constexpr std::string_view kWeightsFile = "model.pt";
 
+// A version's model instances, and where they run ("cpu", "cuda:0", "simulation").
+struct Instances {
+  std::vector<std::unique_ptr<runtime::Backend>> backends;
+  std::string where;
+};
+// A file of the version, as read (and verified) once.
+using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_view name)>;
+
+// Loads the LibTorch module on the first TorchScript version, not at start: commands and
+// servers that load no model never pay LibTorch's start-up.
+[[nodiscard]] absl::StatusOr<Instances> TorchInstances(const VersionLoaderOptions& options,
+                                                       const models::ModelConfig& config,
+                                                       const std::string& dir,
+                                                       const FileLookup& file) {
+  absl::StatusOr<std::string_view> weights = file(kWeightsFile);
+  if (!weights.ok()) return weights.status();
+  absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
+  if (!torch.ok())
+    return absl::Status(torch.status().code(), StrCat(dir, ": ", torch.status().message()));
+  (*torch)->ConfigureThreads(options.torch_threads);
+  absl::StatusOr<std::string> device = (*torch)->ResolveDevice(config.instance.kind);
+  if (!device.ok()) return device.status();
+  const std::string weights_source = StrCat(dir, "/", kWeightsFile);
+  Instances instances;
+  instances.where = *device;
+  for (int i = 0; i < config.instance.count; ++i) {
+    absl::StatusOr<std::unique_ptr<runtime::Backend>> backend =
+        (*torch)->LoadBackend(*weights, weights_source, config, *device);
+    if (!backend.ok()) return backend.status();
+    instances.backends.push_back(std::move(*backend));
+  }
+  return instances;
+}
+
+[[nodiscard]] absl::StatusOr<Instances> SimulatedInstances(const models::ModelConfig& config,
+                                                           const std::string& dir,
+                                                           const FileLookup& file) {
+  std::optional<runtime::LatencyHistogram> histogram;
+  if (config.simulated.latency == models::LatencyDistribution::kEmpirical) {
+    const std::string_view name = models::SimulatedConfig::kHistogramFile;
+    absl::StatusOr<std::string_view> text = file(name);
+    if (!text.ok()) return text.status();
+    absl::StatusOr<runtime::LatencyHistogram> parsed =
+        runtime::LatencyHistogram::Parse(*text, StrCat(dir, "/", name));
+    if (!parsed.ok()) return parsed.status();
+    histogram = std::move(*parsed);
+  }
+  Instances instances;
+  instances.where = "simulation";
+  for (int i = 0; i < config.instance.count; ++i) {
+    instances.backends.push_back(std::make_unique<runtime::SimulatedBackend>(config, histogram, i));
+  }
+  return instances;
+}
+
 [[nodiscard]] absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
                                                           const models::VersionEntry& entry) {
   const std::string dir = entry.directory.string();
-  const std::vector<std::string> wanted = {std::string(kConfigFile), std::string(kWeightsFile)};
+  // Every file a platform may need, read (and checked) once; a platform's absent file is absent.
+  const std::vector<std::string> wanted = {std::string(kConfigFile), std::string(kWeightsFile),
+                                           std::string(models::SimulatedConfig::kHistogramFile)};
   std::map<std::string, std::string, std::less<>> contents;
   std::string root_digest;
   if (options.require_signatures) {
@@ -58,34 +119,20 @@ constexpr std::string_view kWeightsFile = "model.pt";
   absl::StatusOr<models::ModelConfig> config =
       models::ModelConfig::Parse(*toml, StrCat(dir, "/", kConfigFile));
   if (!config.ok()) return config.status();
-  absl::StatusOr<std::string_view> weights = file(kWeightsFile);
-  if (!weights.ok()) return weights.status();
-  // Loaded on the first TorchScript version, not at start: commands and servers that load no
-  // model never pay LibTorch's start-up.
-  absl::StatusOr<torch_module::TorchModule*> torch = torch_module::LoadTorchModule();
-  if (!torch.ok())
-    return absl::Status(torch.status().code(), StrCat(dir, ": ", torch.status().message()));
-  (*torch)->ConfigureThreads(options.torch_threads);
-  absl::StatusOr<std::string> device = (*torch)->ResolveDevice(config->instance.kind);
-  if (!device.ok()) return device.status();
-  const std::string weights_source = StrCat(dir, "/", kWeightsFile);
-  std::vector<std::unique_ptr<runtime::Backend>> instances;
-  for (int i = 0; i < config->instance.count; ++i) {
-    absl::StatusOr<std::unique_ptr<runtime::Backend>> backend =
-        (*torch)->LoadBackend(*weights, weights_source, *config, *device);
-    if (!backend.ok()) return backend.status();
-    instances.push_back(std::move(*backend));
-  }
-  contents.clear();  // the weights live in the modules now
+  absl::StatusOr<Instances> instances = config->platform == models::Platform::kSimulated
+                                            ? SimulatedInstances(*config, dir, file)
+                                            : TorchInstances(options, *config, dir, file);
+  if (!instances.ok()) return instances.status();
+  contents.clear();  // what the instances need, they hold now
   std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n",
-               entry.model.c_str(), static_cast<long long>(entry.version), device->c_str(),
+               entry.model.c_str(), static_cast<long long>(entry.version), instances->where.c_str(),
                config->instance.count, config->instance.count == 1 ? "" : "s");
   monitor::Histogram* batch_sizes =
       options.batch_sizes == nullptr
           ? nullptr
           : &options.batch_sizes->Get({entry.model, std::to_string(entry.version)});
   runtime::LoadedVersion loaded;
-  loaded.runner = std::make_unique<runtime::BatchingRunner>(*config, std::move(instances),
+  loaded.runner = std::make_unique<runtime::BatchingRunner>(*config, std::move(instances->backends),
                                                             SystemClock(), batch_sizes);
   loaded.config = std::move(*config);
   loaded.root_digest = std::move(root_digest);

@@ -100,6 +100,16 @@ constexpr int kMaxInstances = 64;
 
 }  // namespace
 
+std::string_view PlatformName(Platform platform) {
+  switch (platform) {
+    case Platform::kTorchScript:
+      return "torchscript";
+    case Platform::kSimulated:
+      return "simulated";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
                                                std::string_view source) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(toml_text, source));
@@ -107,11 +117,10 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   // Strict reads: a misspelled or mistyped key in a model artifact is an error at load, never
   // a default that silently changes how the model is served.
   TomlSection top(&root, "model", source);
-  PILLAR_RETURN_IF_ERROR(top.ReadString("platform", config.platform));
-  if (config.platform != "torchscript") {
-    return Error(source, StrCat("platform '", config.platform,
-                                "' is not supported (supported: torchscript)"));
-  }
+  if (!top.Contains("platform")) return Error(source, "model.platform is missing");
+  PILLAR_RETURN_IF_ERROR(
+      top.ReadEnum("platform", config.platform,
+                   {{"torchscript", Platform::kTorchScript}, {"simulated", Platform::kSimulated}}));
   PILLAR_RETURN_IF_ERROR(top.ReadInt("max_batch_size", config.max_batch_size, 0, kMaxBatchSize));
   PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
   PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
@@ -120,8 +129,14 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   top.Allow("batching");
   top.Allow("instance");
   top.Allow("access");
+  top.Allow("simulated");
   PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
   PILLAR_RETURN_IF_ERROR(ParseAccess(root, source, config.access));
+  if (config.platform == Platform::kSimulated) {
+    PILLAR_RETURN_IF_ERROR(ReadSimulatedSection(root, source, config.simulated));
+  } else if (root.contains("simulated")) {
+    return Error(source, "[simulated] is only for platform = \"simulated\"");
+  }
 
   for (const char* table : {"batching", "instance"}) {
     if (root.contains(table) && !root.get(table)->is_table()) {

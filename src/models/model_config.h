@@ -1,6 +1,6 @@
 // The contract of one model version, read from `<store>/<model>/<version>/model.toml`:
 // platform, input and output signatures, batching and instance settings.
-// The grammar is documented in docs/formats/model_toml.md.
+// The grammar is documented in docs/formats/model_store.md ("model.toml").
 //
 //   absl::StatusOr<ModelConfig> config = ModelConfig::Parse(text, "store/digits/1/model.toml");
 //   if (config.ok()) { ... config->inputs[0].shape ... }
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/attributes.h"
+#include "models/simulated_config.h"
 #include "protocol/datatype.h"
 
 namespace pillar::models {
@@ -43,8 +44,12 @@ struct InstanceConfig {
   DeviceKind kind = DeviceKind::kAuto;
 };
 
+// What executes the model: LibTorch in process, or a simulation of a model server.
+enum class Platform { kTorchScript, kSimulated };
+std::string_view PlatformName(Platform platform);  // as model.toml spells it
+
 struct ModelConfig {
-  std::string platform;  // "torchscript"
+  Platform platform = Platform::kTorchScript;
   // 0 disables batching: inputs then have exactly the declared shape.
   int64_t max_batch_size = 0;
   std::vector<TensorSpec> inputs;
@@ -54,6 +59,8 @@ struct ModelConfig {
   // [access]: attributes that policy conditions read as model.<name>, e.g. tenant and
   // classification. "name" and "version" are reserved: the server sets them.
   Attributes access;
+  // [simulated], read only when platform is kSimulated.
+  SimulatedConfig simulated;
 
   // Parses and validates a model.toml; `source` names the file in error messages.
   [[nodiscard]] static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text,

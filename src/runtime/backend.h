@@ -18,6 +18,9 @@ class Backend {
   // model batches. Returns the outputs in declared output order, with the same batch rows.
   [[nodiscard]] virtual absl::StatusOr<std::vector<protocol::Tensor>> Execute(
       std::vector<protocol::Tensor>& inputs) = 0;
+  // Called from another thread when the model unloads: an Execute that is waiting should return
+  // soon (any error). The default does nothing: a TorchScript execution runs to its end.
+  virtual void Interrupt() {}
 };
 
 }  // namespace pillar::runtime

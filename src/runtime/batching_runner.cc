@@ -42,6 +42,7 @@ BatchingRunner::~BatchingRunner() {
     abandoned.swap(queue_);
   }
   cv_.SignalAll();
+  for (const std::unique_ptr<Backend>& instance : instances_) instance->Interrupt();
   for (std::thread& t : threads_) t.join();
   for (Pending& p : abandoned) std::move(p.done)(absl::UnavailableError("model is unloading"));
 }

@@ -4,10 +4,13 @@
 
 namespace pillar::runtime {
 
-[[nodiscard]] absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
-  absl::Status status = absl::UnavailableError(ToAbsl(message));
+absl::Status WithRetryAfter(absl::Status status, int64_t seconds) {
   status.SetPayload(ToAbsl(kRetryAfterPayload), absl::Cord(StrCat(seconds)));
   return status;
+}
+
+absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
+  return WithRetryAfter(absl::UnavailableError(ToAbsl(message)), seconds);
 }
 
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status) {

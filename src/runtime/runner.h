@@ -40,6 +40,8 @@ class Runner {
 // The payload key under which a Unavailable status carries its retry hint, in seconds.
 inline constexpr std::string_view kRetryAfterPayload = "pillar/retry-after-seconds";
 [[nodiscard]] absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds);
+// `status` (not OK) carrying a retry hint: a 429 or 503 then answers with Retry-After.
+[[nodiscard]] absl::Status WithRetryAfter(absl::Status status, int64_t seconds);
 // The retry hint carried by `status`, if any.
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status);
 

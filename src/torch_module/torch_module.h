@@ -27,7 +27,8 @@
 
 namespace pillar::torch_module {
 
-inline constexpr int kModuleAbiVersion = 1;
+inline constexpr int kModuleAbiVersion =
+    2;  // 2: ModelConfig::platform and simulated, Backend::Interrupt
 // The one symbol the module exports: `extern "C" TorchModule* pillar_torch_module_v1()`.
 inline constexpr char kEntryPoint[] = "pillar_torch_module_v1";
 inline constexpr char kModuleFileName[] = "libpillar_torch.so";

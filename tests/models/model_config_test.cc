@@ -47,7 +47,10 @@ std::string ErrorFor(std::string_view from, std::string_view to) {
 }
 
 TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
-  EXPECT_NE(ErrorFor("torchscript", "onnx").find("platform 'onnx' is not supported"),
+  EXPECT_NE(
+      ErrorFor("torchscript", "onnx").find("platform must be \"torchscript\" or \"simulated\""),
+      std::string::npos);
+  EXPECT_NE(ErrorFor("platform = \"torchscript\"", "").find("model.platform is missing"),
             std::string::npos);
   EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = -1").find("max_batch_size"),
             std::string::npos);
@@ -96,6 +99,77 @@ TEST(ModelConfigTest, SyntaxErrorsNameTheFileAndLine) {
 
 TEST(ModelConfigTest, MissingSectionsAreErrors) {
   EXPECT_FALSE(ModelConfig::Parse("platform = \"torchscript\"\n", "m").ok());
+}
+
+constexpr const char* kSimulated = R"(
+platform = "simulated"
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+[simulated]
+latency = "lognormal"
+latency_ms = 20
+latency_sigma = 0.25
+error_rate = 0.1
+throttle_rate = 0.05
+hang_rate = 0.01
+retry_after_s = 3
+hang_ms = 500
+seed = 42
+)";
+
+TEST(ModelConfigTest, ParsesASimulatedModel) {
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(kSimulated, "m.toml");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->platform, Platform::kSimulated);
+  EXPECT_EQ(PlatformName(c->platform), "simulated");
+  const SimulatedConfig& s = c->simulated;
+  EXPECT_EQ(s.latency, LatencyDistribution::kLogNormal);
+  EXPECT_EQ(s.latency_ms, 20);
+  EXPECT_EQ(s.latency_sigma, 0.25);
+  EXPECT_EQ(s.error_rate, 0.1);
+  EXPECT_EQ(s.throttle_rate, 0.05);
+  EXPECT_EQ(s.hang_rate, 0.01);
+  EXPECT_EQ(s.retry_after_s, 3);
+  EXPECT_EQ(s.hang_ms, 500);
+  EXPECT_EQ(s.seed, 42u);
+}
+
+std::string SimulatedErrorFor(std::string_view from, std::string_view to) {
+  std::string text = kSimulated;
+  size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  text.replace(at, from.size(), to);
+  absl::StatusOr<ModelConfig> c = ModelConfig::Parse(text, "m.toml");
+  EXPECT_FALSE(c.ok()) << to;
+  return std::string(c.status().message());
+}
+
+TEST(ModelConfigTest, ASimulatedModelIsReadAsStrictlyAsAnyOther) {
+  EXPECT_NE(SimulatedErrorFor("\"lognormal\"", "\"pareto\"")
+                .find("[simulated] latency must be \"fixed\", \"normal\", \"lognormal\" or "
+                      "\"empirical\""),
+            std::string::npos);
+  EXPECT_NE(SimulatedErrorFor("seed = 42", "sead = 42").find("unknown key 'sead' in [simulated]"),
+            std::string::npos);
+  EXPECT_NE(SimulatedErrorFor("error_rate = 0.1", "error_rate = 1.5").find("error_rate"),
+            std::string::npos);
+  EXPECT_NE(SimulatedErrorFor("error_rate = 0.1", "error_rate = 0.95")
+                .find("error_rate + throttle_rate + hang_rate is over 1"),
+            std::string::npos);
+  EXPECT_NE(SimulatedErrorFor("latency_ms = 20", "latency_ms = -1").find("latency_ms"),
+            std::string::npos);
+  EXPECT_NE(SimulatedErrorFor("retry_after_s = 3", "retry_after_s = 0").find("retry_after_s"),
+            std::string::npos);
+  // The simulation's table on a real model is a mistake, not something to ignore.
+  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"cpu\"\n[simulated]\nlatency_ms = 5")
+                .find("[simulated] is only for platform = \"simulated\""),
+            std::string::npos);
 }
 
 }  // namespace

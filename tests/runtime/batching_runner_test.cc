@@ -62,7 +62,7 @@ class DoublingBackend final : public Backend {
 
 models::ModelConfig Config(int64_t max_batch, int64_t delay_us, int64_t queue) {
   models::ModelConfig c;
-  c.platform = "torchscript";
+  c.platform = models::Platform::kTorchScript;
   c.max_batch_size = max_batch;
   c.inputs = {{"x", DataType::kFp32, {2}}};
   c.outputs = {{"y", DataType::kFp32, {2}}};

@@ -32,7 +32,7 @@ class EchoRunner final : public runtime::Runner {
 std::unique_ptr<runtime::ModelCatalog> Registry() {
   models::ScanResult scan;
   models::ModelConfig config;
-  config.platform = "torchscript";
+  config.platform = models::Platform::kTorchScript;
   config.max_batch_size = 4;
   config.inputs = {{"x", protocol::DataType::kInt32, {1}}};
   config.outputs = {{"y", protocol::DataType::kInt32, {1}}};

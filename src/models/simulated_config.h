@@ -1,0 +1,49 @@
+// The [simulated] table of a model.toml whose platform is "simulated": a stand-in for a model
+// server, with outputs of the declared shapes, a latency distribution, and rates of errors,
+// throttling (429) and hangs, all seeded. What load and chaos tests run against, and what a
+// user load-tests with instead of paying for a real endpoint (docs/formats/model_store.md).
+//
+//   [simulated]
+//   latency = "lognormal"   # fixed | normal | lognormal | empirical
+//   latency_ms = 20         # fixed: the latency; normal: the mean; lognormal: the median
+//   latency_sigma = 0.5     # lognormal: the standard deviation of the latency's logarithm
+//   error_rate = 0.01
+//   seed = 7
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace pillar::models {
+
+enum class LatencyDistribution { kFixed, kNormal, kLogNormal, kEmpirical };
+
+struct SimulatedConfig {
+  // The version's file that holds the histogram of an empirical distribution
+  // (runtime/latency_histogram.h); a fixed name, so that it is signed with the version.
+  static constexpr std::string_view kHistogramFile = "latency_histogram.txt";
+
+  LatencyDistribution latency = LatencyDistribution::kFixed;
+  double latency_ms = 1;         // fixed: the value; normal: the mean; lognormal: the median
+  double latency_stddev_ms = 0;  // normal
+  double latency_sigma = 0.5;    // lognormal
+  // Each execution (one request, or one batch when the model batches) draws one outcome:
+  // a hang, a throttle, an error, or success, with these probabilities.
+  double error_rate = 0;     // answered with an internal error after the latency
+  double throttle_rate = 0;  // answered at once with 429 and Retry-After: retry_after_s
+  double hang_rate = 0;      // answered with 504 only after hang_ms
+  int64_t retry_after_s = 1;
+  int64_t hang_ms = 60'000;
+  uint64_t seed = 1;
+};
+
+// Reads the [simulated] table of `root` (absent: all defaults) into `out`, with the strict errors
+// of the rest of model.toml (file, table and key). The rates must sum to at most 1.
+[[nodiscard]] absl::Status ReadSimulatedSection(const toml::table& root, std::string_view source,
+                                                SimulatedConfig& out);
+
+}  // namespace pillar::models
