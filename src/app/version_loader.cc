@@ -14,6 +14,7 @@
 #include "runtime/simulated_backend.h"
 #include "signing/model_manifest.h"
 #include "torch_module/torch_module.h"
+#include "upstream/remote_runner.h"
 
 namespace pillar::app {
 namespace {
@@ -119,6 +120,22 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   absl::StatusOr<models::ModelConfig> config =
       models::ModelConfig::Parse(*toml, StrCat(dir, "/", kConfigFile));
   if (!config.ok()) return config.status();
+  runtime::LoadedVersion loaded;
+  loaded.root_digest = std::move(root_digest);
+  if (config->platform == models::Platform::kRemote) {
+    // The upstream batches and runs the model; pillar keeps connections to it.
+    absl::StatusOr<std::unique_ptr<upstream::RemoteRunner>> remote =
+        upstream::RemoteRunner::Create(*config, entry.model);
+    if (!remote.ok()) {
+      return absl::Status(remote.status().code(), StrCat(dir, ": ", remote.status().message()));
+    }
+    std::fprintf(stderr, "pillar: loaded %s version %lld from %zu upstream endpoint%s\n",
+                 entry.model.c_str(), static_cast<long long>(entry.version),
+                 config->remote.endpoints.size(), config->remote.endpoints.size() == 1 ? "" : "s");
+    loaded.runner = std::move(*remote);
+    loaded.config = std::move(*config);
+    return loaded;
+  }
   absl::StatusOr<Instances> instances = config->platform == models::Platform::kSimulated
                                             ? SimulatedInstances(*config, dir, file)
                                             : TorchInstances(options, *config, dir, file);
@@ -131,11 +148,9 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
       options.batch_sizes == nullptr
           ? nullptr
           : &options.batch_sizes->Get({entry.model, std::to_string(entry.version)});
-  runtime::LoadedVersion loaded;
   loaded.runner = std::make_unique<runtime::BatchingRunner>(*config, std::move(instances->backends),
                                                             SystemClock(), batch_sizes);
   loaded.config = std::move(*config);
-  loaded.root_digest = std::move(root_digest);
   return loaded;
 }
 

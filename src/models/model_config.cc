@@ -104,6 +104,8 @@ std::string_view PlatformName(Platform platform) {
   switch (platform) {
     case Platform::kTorchScript:
       return "torchscript";
+    case Platform::kRemote:
+      return "remote";
     case Platform::kSimulated:
       return "simulated";
   }
@@ -118,9 +120,10 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   // a default that silently changes how the model is served.
   TomlSection top(&root, "model", source);
   if (!top.Contains("platform")) return Error(source, "model.platform is missing");
-  PILLAR_RETURN_IF_ERROR(
-      top.ReadEnum("platform", config.platform,
-                   {{"torchscript", Platform::kTorchScript}, {"simulated", Platform::kSimulated}}));
+  PILLAR_RETURN_IF_ERROR(top.ReadEnum("platform", config.platform,
+                                      {{"torchscript", Platform::kTorchScript},
+                                       {"remote", Platform::kRemote},
+                                       {"simulated", Platform::kSimulated}}));
   PILLAR_RETURN_IF_ERROR(top.ReadInt("max_batch_size", config.max_batch_size, 0, kMaxBatchSize));
   PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
   PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
@@ -130,12 +133,24 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   top.Allow("instance");
   top.Allow("access");
   top.Allow("simulated");
+  top.Allow("remote");
   PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
   PILLAR_RETURN_IF_ERROR(ParseAccess(root, source, config.access));
   if (config.platform == Platform::kSimulated) {
     PILLAR_RETURN_IF_ERROR(ReadSimulatedSection(root, source, config.simulated));
   } else if (root.contains("simulated")) {
     return Error(source, "[simulated] is only for platform = \"simulated\"");
+  }
+  if (config.platform == Platform::kRemote) {
+    PILLAR_RETURN_IF_ERROR(ReadRemoteSection(root, source, config.remote));
+    // The upstream batches and runs its own instances; [remote] sets the connections and queue.
+    for (const char* table : {"batching", "instance"}) {
+      if (root.contains(table)) {
+        return Error(source, StrCat("[", table, "] does not apply to platform = \"remote\""));
+      }
+    }
+  } else if (root.contains("remote")) {
+    return Error(source, "[remote] is only for platform = \"remote\"");
   }
 
   for (const char* table : {"batching", "instance"}) {

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/attributes.h"
+#include "models/remote_config.h"
 #include "models/simulated_config.h"
 #include "protocol/datatype.h"
 
@@ -44,8 +45,9 @@ struct InstanceConfig {
   DeviceKind kind = DeviceKind::kAuto;
 };
 
-// What executes the model: LibTorch in process, or a simulation of a model server.
-enum class Platform { kTorchScript, kSimulated };
+// What executes the model: LibTorch in process, other model servers over the network, or a
+// simulation of a model server.
+enum class Platform { kTorchScript, kRemote, kSimulated };
 std::string_view PlatformName(Platform platform);  // as model.toml spells it
 
 struct ModelConfig {
@@ -61,6 +63,8 @@ struct ModelConfig {
   Attributes access;
   // [simulated], read only when platform is kSimulated.
   SimulatedConfig simulated;
+  // [remote], read only when platform is kRemote.
+  RemoteConfig remote;
 
   // Parses and validates a model.toml; `source` names the file in error messages.
   [[nodiscard]] static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text,

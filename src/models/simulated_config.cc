@@ -6,8 +6,8 @@
 
 namespace pillar::models {
 
-absl::Status ReadSimulatedSection(const toml::table& root, std::string_view source,
-                                  SimulatedConfig& out) {
+[[nodiscard]] absl::Status ReadSimulatedSection(const toml::table& root, std::string_view source,
+                                                SimulatedConfig& out) {
   const toml::node* node = root.get("simulated");
   if (node != nullptr && !node->is_table()) {
     return absl::InvalidArgumentError(StrCat(source, ": 'simulated' must be a table"));

@@ -45,7 +45,7 @@ int HttpStatusFor(absl::StatusCode code) {
 }
 
 void Exchange::Fail(const absl::Status& status) {
-  response.status = HttpStatusFor(status.code());
+  response.status = runtime::IsBadGateway(status) ? 502 : HttpStatusFor(status.code());
   response.content_type = "application/json";
   error = std::string(status.message());
   std::string body;

@@ -230,78 +230,81 @@ struct DataWalker {
   return absl::Status(s.code(), StrCat(prefix, s.message()));
 }
 
+// One tensor object of 'inputs' (a request) or 'outputs' (a reply); `what` is "input" or
+// "output". `body_size` bounds what is reserved before the elements are counted.
+[[nodiscard]] absl::StatusOr<Tensor> DecodeTensor(element value, std::string_view what,
+                                                  const DecodeLimits& limits, size_t body_size) {
+  simdjson::dom::object object;
+  if (value.get_object().get(object) != simdjson::SUCCESS) {
+    return Invalid(StrCat("each entry of '", what, "s' must be an object"));
+  }
+  Tensor tensor;
+  bool has_name = false, has_shape = false, has_type = false;
+  element data;
+  bool has_data = false;
+  for (auto field : object) {
+    if (field.key == "name") {
+      if (has_name) return Invalid("duplicate key 'name'");
+      PILLAR_ASSIGN_OR_RETURN(std::string_view name, GetString(field.value, "name"));
+      tensor.name = std::string(name);
+      has_name = true;
+    } else if (field.key == "datatype") {
+      if (has_type) return Invalid("duplicate key 'datatype'");
+      PILLAR_ASSIGN_OR_RETURN(std::string_view type, GetString(field.value, "datatype"));
+      PILLAR_ASSIGN_OR_RETURN(tensor.datatype, ParseDataType(type));
+      has_type = true;
+    } else if (field.key == "shape") {
+      if (has_shape) return Invalid("duplicate key 'shape'");
+      simdjson::dom::array dims;
+      if (field.value.get_array().get(dims) != simdjson::SUCCESS) {
+        return Invalid("'shape' must be an array of non-negative integers");
+      }
+      for (element dim : dims) {
+        int64_t d;
+        if (dim.get_int64().get(d) != simdjson::SUCCESS || d < 0) {
+          return Invalid("'shape' must be an array of non-negative integers");
+        }
+        if (tensor.shape.size() == limits.max_rank)
+          return Invalid("'shape' has too many dimensions");
+        tensor.shape.push_back(d);
+      }
+      has_shape = true;
+    } else if (field.key == "data") {
+      if (has_data) return Invalid("duplicate key 'data'");
+      data = field.value;
+      has_data = true;
+    }
+    // "parameters" and extensions are accepted and ignored.
+  }
+  if (!has_name) return Invalid(StrCat("an ", what, " has no 'name'"));
+  std::string prefix = StrCat(what, " '", tensor.name, "': ");
+  if (!has_type) return Invalid(prefix + "missing 'datatype'");
+  if (!has_shape) return Invalid(prefix + "missing 'shape'");
+  if (!has_data) return Invalid(prefix + "missing 'data'");
+  std::optional<int64_t> count = ShapeElementCount(tensor.shape, limits.max_elements_per_tensor);
+  if (!count || *count > limits.max_elements_per_tensor) {
+    return Invalid(prefix + "'shape' describes more elements than allowed");
+  }
+  // Reserve what the shape needs, but never more than the body could hold (an element takes
+  // at least two bytes of JSON, "0,"): a 60-byte body claiming a huge shape must not make
+  // the server allocate gigabytes before the element count is found wrong.
+  const int64_t possible = std::min<int64_t>(*count, int64_t(body_size / 2) + 1);
+  tensor.data.reserve(static_cast<size_t>(possible) * ElementSize(tensor.datatype));
+  DataWalker walker{tensor.datatype, tensor.shape, *count, limits.max_nesting, tensor.data};
+  if (absl::Status s = walker.Walk(data); !s.ok()) return Prefix(prefix, s);
+  if (walker.count != *count) {
+    return Invalid(
+        StrCat(prefix, "'data' has ", walker.count, " elements but 'shape' needs ", *count));
+  }
+  return tensor;
+}
+
 }  // namespace
 
 struct InferenceRequestDecoder::Impl {
   DecodeLimits limits;
   simdjson::dom::parser parser;
   size_t body_size = 0;  // of the body being decoded
-
-  [[nodiscard]] absl::StatusOr<Tensor> DecodeInput(element value) {
-    simdjson::dom::object object;
-    if (value.get_object().get(object) != simdjson::SUCCESS) {
-      return Invalid("each entry of 'inputs' must be an object");
-    }
-    Tensor tensor;
-    bool has_name = false, has_shape = false, has_type = false;
-    element data;
-    bool has_data = false;
-    for (auto field : object) {
-      if (field.key == "name") {
-        if (has_name) return Invalid("duplicate key 'name'");
-        PILLAR_ASSIGN_OR_RETURN(std::string_view name, GetString(field.value, "name"));
-        tensor.name = std::string(name);
-        has_name = true;
-      } else if (field.key == "datatype") {
-        if (has_type) return Invalid("duplicate key 'datatype'");
-        PILLAR_ASSIGN_OR_RETURN(std::string_view type, GetString(field.value, "datatype"));
-        PILLAR_ASSIGN_OR_RETURN(tensor.datatype, ParseDataType(type));
-        has_type = true;
-      } else if (field.key == "shape") {
-        if (has_shape) return Invalid("duplicate key 'shape'");
-        simdjson::dom::array dims;
-        if (field.value.get_array().get(dims) != simdjson::SUCCESS) {
-          return Invalid("'shape' must be an array of non-negative integers");
-        }
-        for (element dim : dims) {
-          int64_t d;
-          if (dim.get_int64().get(d) != simdjson::SUCCESS || d < 0) {
-            return Invalid("'shape' must be an array of non-negative integers");
-          }
-          if (tensor.shape.size() == limits.max_rank)
-            return Invalid("'shape' has too many dimensions");
-          tensor.shape.push_back(d);
-        }
-        has_shape = true;
-      } else if (field.key == "data") {
-        if (has_data) return Invalid("duplicate key 'data'");
-        data = field.value;
-        has_data = true;
-      }
-      // "parameters" and extensions are accepted and ignored.
-    }
-    if (!has_name) return Invalid("an input has no 'name'");
-    std::string prefix = StrCat("input '", tensor.name, "': ");
-    if (!has_type) return Invalid(prefix + "missing 'datatype'");
-    if (!has_shape) return Invalid(prefix + "missing 'shape'");
-    if (!has_data) return Invalid(prefix + "missing 'data'");
-    std::optional<int64_t> count = ShapeElementCount(tensor.shape, limits.max_elements_per_tensor);
-    if (!count || *count > limits.max_elements_per_tensor) {
-      return Invalid(prefix + "'shape' describes more elements than allowed");
-    }
-    // Reserve what the shape needs, but never more than the body could hold (an element takes
-    // at least two bytes of JSON, "0,"): a 60-byte body claiming a huge shape must not make
-    // the server allocate gigabytes before the element count is found wrong.
-    const int64_t possible = std::min<int64_t>(*count, int64_t(body_size / 2) + 1);
-    tensor.data.reserve(static_cast<size_t>(possible) * ElementSize(tensor.datatype));
-    DataWalker walker{tensor.datatype, tensor.shape, *count, limits.max_nesting, tensor.data};
-    if (absl::Status s = walker.Walk(data); !s.ok()) return Prefix(prefix, s);
-    if (walker.count != *count) {
-      return Invalid(
-          StrCat(prefix, "'data' has ", walker.count, " elements but 'shape' needs ", *count));
-    }
-    return tensor;
-  }
 
   [[nodiscard]] absl::StatusOr<InferenceRequest> Decode(std::string_view body) {
     body_size = body.size();
@@ -329,7 +332,7 @@ struct InferenceRequestDecoder::Impl {
         }
         for (element input : inputs) {
           if (request.inputs.size() == limits.max_tensors) return Invalid("too many inputs");
-          PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeInput(input));
+          PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(input, "input", limits, body_size));
           for (const Tensor& other : request.inputs) {
             if (other.name == tensor.name) {
               return Invalid(StrCat("input '", tensor.name, "' appears twice"));
@@ -362,6 +365,81 @@ struct InferenceRequestDecoder::Impl {
     return request;
   }
 };
+
+struct InferenceResponseDecoder::Impl {
+  DecodeLimits limits;
+  simdjson::dom::parser parser;
+
+  [[nodiscard]] absl::Status ReadOutputs(element value, size_t body_size,
+                                         InferenceResponse& response) {
+    simdjson::dom::array outputs;
+    if (value.get_array().get(outputs) != simdjson::SUCCESS) {
+      return Invalid("'outputs' must be an array");
+    }
+    for (element output : outputs) {
+      if (response.outputs.size() == limits.max_tensors) return Invalid("too many outputs");
+      PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(output, "output", limits, body_size));
+      for (const Tensor& other : response.outputs) {
+        if (other.name == tensor.name) {
+          return Invalid(StrCat("output '", tensor.name, "' appears twice"));
+        }
+      }
+      response.outputs.push_back(std::move(tensor));
+    }
+    return absl::OkStatus();
+  }
+
+  [[nodiscard]] absl::StatusOr<InferenceResponse> Decode(std::string_view body) {
+    element root;
+    if (auto error = parser.parse(body.data(), body.size()).get(root); error != simdjson::SUCCESS) {
+      return Invalid(StrCat("malformed JSON: ", simdjson::error_message(error)));
+    }
+    simdjson::dom::object object;
+    if (root.get_object().get(object) != simdjson::SUCCESS) {
+      return Invalid("the reply must be a JSON object");
+    }
+    InferenceResponse response;
+    bool has_outputs = false, has_name = false, has_version = false, has_id = false;
+    for (auto field : object) {
+      if (field.key == "error") {
+        // A server that reports a failure with a success status.
+        std::string_view message;
+        if (field.value.get_string().get(message) != simdjson::SUCCESS) message = "(not a string)";
+        return Invalid(StrCat("the reply carries an error: ", message.substr(0, 256)));
+      }
+      bool* seen = field.key == "outputs"         ? &has_outputs
+                   : field.key == "model_name"    ? &has_name
+                   : field.key == "model_version" ? &has_version
+                   : field.key == "id"            ? &has_id
+                                                  : nullptr;
+      if (seen == nullptr) continue;  // "parameters" and extensions
+      if (*seen) return Invalid(StrCat("duplicate key '", field.key, "'"));
+      *seen = true;
+      if (field.key == "outputs") {
+        PILLAR_RETURN_IF_ERROR(ReadOutputs(field.value, body.size(), response));
+        continue;
+      }
+      PILLAR_ASSIGN_OR_RETURN(std::string_view text, GetString(field.value, field.key));
+      std::string& out = field.key == "model_name"      ? response.model_name
+                         : field.key == "model_version" ? response.model_version
+                                                        : response.id;
+      out = std::string(text);
+    }
+    if (!has_outputs) return Invalid("missing 'outputs'");
+    return response;
+  }
+};
+
+InferenceResponseDecoder::InferenceResponseDecoder(DecodeLimits limits)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->limits = limits;
+}
+
+InferenceResponseDecoder::~InferenceResponseDecoder() = default;
+
+absl::StatusOr<InferenceResponse> InferenceResponseDecoder::Decode(std::string_view body) {
+  return impl_->Decode(body);
+}
 
 InferenceRequestDecoder::InferenceRequestDecoder(DecodeLimits limits)
     : impl_(std::make_unique<Impl>()) {
@@ -431,20 +509,12 @@ void AppendTensorData(std::string& out, const Tensor& tensor) {
   out = std::move(w).Take();
 }
 
-std::string EncodeInferenceResponse(const InferenceResponse& response) {
-  std::string out;
-  out.reserve(256);
-  out.append("{\"model_name\":");
-  AppendJsonString(out, response.model_name);
-  out.append(",\"model_version\":");
-  AppendJsonString(out, response.model_version);
-  if (!response.id.empty()) {
-    out.append(",\"id\":");
-    AppendJsonString(out, response.id);
-  }
-  out.append(",\"outputs\":[");
-  for (size_t i = 0; i < response.outputs.size(); ++i) {
-    const Tensor& t = response.outputs[i];
+namespace {
+
+// `tensors` as the elements of a JSON array (without the brackets).
+void AppendTensors(std::string& out, const std::vector<Tensor>& tensors) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const Tensor& t = tensors[i];
     if (i > 0) out.push_back(',');
     out.append("{\"name\":");
     AppendJsonString(out, t.name);
@@ -459,7 +529,49 @@ std::string EncodeInferenceResponse(const InferenceResponse& response) {
     AppendTensorData(out, t);
     out.push_back('}');
   }
+}
+
+}  // namespace
+
+std::string EncodeInferenceResponse(const InferenceResponse& response) {
+  std::string out;
+  out.reserve(256);
+  out.append("{\"model_name\":");
+  AppendJsonString(out, response.model_name);
+  out.append(",\"model_version\":");
+  AppendJsonString(out, response.model_version);
+  if (!response.id.empty()) {
+    out.append(",\"id\":");
+    AppendJsonString(out, response.id);
+  }
+  out.append(",\"outputs\":[");
+  AppendTensors(out, response.outputs);
   out.append("]}");
+  return out;
+}
+
+std::string EncodeInferenceRequest(const InferenceRequest& request) {
+  std::string out;
+  out.reserve(256);
+  out.push_back('{');
+  if (!request.id.empty()) {
+    out.append("\"id\":");
+    AppendJsonString(out, request.id);
+    out.push_back(',');
+  }
+  out.append("\"inputs\":[");
+  AppendTensors(out, request.inputs);
+  out.push_back(']');
+  if (!request.requested_outputs.empty()) {
+    out.append(",\"outputs\":[");
+    for (size_t i = 0; i < request.requested_outputs.size(); ++i) {
+      out.append(i == 0 ? "{\"name\":" : ",{\"name\":");
+      AppendJsonString(out, request.requested_outputs[i]);
+      out.push_back('}');
+    }
+    out.push_back(']');
+  }
+  out.push_back('}');
   return out;
 }
 

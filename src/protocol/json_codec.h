@@ -6,6 +6,8 @@
 //   InferenceRequestDecoder decoder(DecodeLimits{});
 //   absl::StatusOr<InferenceRequest> request = decoder.Decode(body);
 //   std::string json = EncodeInferenceResponse(response);
+// and, for pillar in front of another server, encodes requests and decodes that server's replies
+// (EncodeInferenceRequest, InferenceResponseDecoder).
 // A decoder keeps a reusable parse buffer and is not thread-safe: use one per thread.
 #pragma once
 
@@ -40,7 +42,27 @@ class InferenceRequestDecoder {
   std::unique_ptr<Impl> impl_;
 };
 
+// An infer reply from another Open Inference Protocol server (an upstream): its outputs, checked
+// as strictly as a request's inputs. A reply with an "error" member is refused even under a 200.
+// Not thread-safe: use one per thread.
+class InferenceResponseDecoder {
+ public:
+  explicit InferenceResponseDecoder(DecodeLimits limits = {});
+  ~InferenceResponseDecoder();
+  InferenceResponseDecoder(const InferenceResponseDecoder&) = delete;
+  InferenceResponseDecoder& operator=(const InferenceResponseDecoder&) = delete;
+
+  // InvalidArgument saying what is wrong with the reply.
+  [[nodiscard]] absl::StatusOr<InferenceResponse> Decode(std::string_view body);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 std::string EncodeInferenceResponse(const InferenceResponse& response);
+// The request as an upstream server reads it: the same JSON a client sends.
+std::string EncodeInferenceRequest(const InferenceRequest& request);
 
 // Appends the elements of `tensor` as a flat JSON array.
 void AppendTensorData(std::string& out, const Tensor& tensor);

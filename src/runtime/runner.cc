@@ -4,13 +4,23 @@
 
 namespace pillar::runtime {
 
-absl::Status WithRetryAfter(absl::Status status, int64_t seconds) {
+[[nodiscard]] absl::Status WithRetryAfter(absl::Status status, int64_t seconds) {
   status.SetPayload(ToAbsl(kRetryAfterPayload), absl::Cord(StrCat(seconds)));
   return status;
 }
 
-absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
+[[nodiscard]] absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds) {
   return WithRetryAfter(absl::UnavailableError(ToAbsl(message)), seconds);
+}
+
+[[nodiscard]] absl::Status BadGateway(std::string_view message) {
+  absl::Status status = absl::UnavailableError(ToAbsl(message));
+  status.SetPayload(ToAbsl(kBadGatewayPayload), absl::Cord("502"));
+  return status;
+}
+
+bool IsBadGateway(const absl::Status& status) {
+  return status.GetPayload(ToAbsl(kBadGatewayPayload)).has_value();
 }
 
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status) {

@@ -42,6 +42,12 @@ inline constexpr std::string_view kRetryAfterPayload = "pillar/retry-after-secon
 [[nodiscard]] absl::Status UnavailableWithRetry(std::string_view message, int64_t seconds);
 // `status` (not OK) carrying a retry hint: a 429 or 503 then answers with Retry-After.
 [[nodiscard]] absl::Status WithRetryAfter(absl::Status status, int64_t seconds);
+
+// An upstream model server failed or answered what cannot be used: Unavailable, answered to the
+// client as 502 Bad Gateway (absl has no code of its own for it).
+inline constexpr std::string_view kBadGatewayPayload = "pillar/bad-gateway";
+[[nodiscard]] absl::Status BadGateway(std::string_view message);
+bool IsBadGateway(const absl::Status& status);
 // The retry hint carried by `status`, if any.
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status);
 

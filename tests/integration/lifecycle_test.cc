@@ -165,7 +165,9 @@ TEST(LifecycleTest, LoadFailuresArePerModelAndReadinessSaysSo) {
   EXPECT_NE(broken.body.find("cannot load TorchScript"), std::string::npos) << broken.body;
   HttpReply ready = Fetch(port, "GET", "/v2/models/badconfig/ready", "", {Bearer(key)});
   EXPECT_EQ(ready.status, 400);
-  EXPECT_NE(ready.body.find("platform 'onnx' is not supported"), std::string::npos) << ready.body;
+  EXPECT_NE(ready.body.find(R"(platform must be \"torchscript\", \"remote\" or \"simulated\")"),
+            std::string::npos)
+      << ready.body;
   HttpReply admin = Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {Bearer(key)});
   EXPECT_NE(admin.body.find(R"("name":"broken","version":"1","state":"UNAVAILABLE")"),
             std::string::npos)

@@ -47,9 +47,9 @@ std::string ErrorFor(std::string_view from, std::string_view to) {
 }
 
 TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
-  EXPECT_NE(
-      ErrorFor("torchscript", "onnx").find("platform must be \"torchscript\" or \"simulated\""),
-      std::string::npos);
+  EXPECT_NE(ErrorFor("torchscript", "onnx")
+                .find("platform must be \"torchscript\", \"remote\" or \"simulated\""),
+            std::string::npos);
   EXPECT_NE(ErrorFor("platform = \"torchscript\"", "").find("model.platform is missing"),
             std::string::npos);
   EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = -1").find("max_batch_size"),

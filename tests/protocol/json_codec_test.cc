@@ -241,6 +241,71 @@ TEST(JsonCodecTest, EncodesResponses) {
       R"({"model_name":"m","model_version":"2","id":"q","outputs":[{"name":"y","datatype":"FP32","shape":[1,2],"data":[0.25,-1]},{"name":"flags","datatype":"BOOL","shape":[2],"data":[true,false]}]})");
 }
 
+TEST(JsonCodecTest, ARequestEncodedForAnUpstreamDecodesToTheSameRequest) {
+  InferenceRequest request;
+  request.id = "r\"1";
+  Tensor x{"x", DataType::kInt64, {2}, std::string(16, '\0')};
+  int64_t values[2] = {-5, 1LL << 40};
+  std::memcpy(x.data.data(), values, 16);
+  request.inputs.push_back(x);
+  request.inputs.push_back(Tensor{"on", DataType::kBool, {1}, std::string("\x01", 1)});
+  request.requested_outputs = {"y"};
+  const std::string json = EncodeInferenceRequest(request);
+  EXPECT_EQ(
+      json,
+      R"({"id":"r\"1","inputs":[{"name":"x","datatype":"INT64","shape":[2],"data":[-5,1099511627776]},{"name":"on","datatype":"BOOL","shape":[1],"data":[true]}],"outputs":[{"name":"y"}]})");
+  absl::StatusOr<InferenceRequest> back = InferenceRequestDecoder().Decode(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->id, request.id);
+  ASSERT_EQ(back->inputs.size(), 2u);
+  EXPECT_EQ(back->inputs[0].data, x.data);
+  EXPECT_EQ(back->requested_outputs, request.requested_outputs);
+}
+
+TEST(JsonCodecTest, AnUpstreamReplyDecodesToWhatWasEncoded) {
+  InferenceResponse response;
+  response.model_name = "digits";
+  response.model_version = "3";
+  Tensor y{"y", DataType::kFp32, {1, 2}, std::string(8, '\0')};
+  float values[2] = {0.5f, -2};
+  std::memcpy(y.data.data(), values, 8);
+  response.outputs.push_back(y);
+  InferenceResponseDecoder decoder;
+  absl::StatusOr<InferenceResponse> back = decoder.Decode(EncodeInferenceResponse(response));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->model_name, "digits");
+  EXPECT_EQ(back->model_version, "3");
+  ASSERT_EQ(back->outputs.size(), 1u);
+  EXPECT_EQ(back->outputs[0].shape, y.shape);
+  EXPECT_EQ(back->outputs[0].data, y.data);
+}
+
+std::string ReplyError(std::string_view body) {
+  absl::StatusOr<InferenceResponse> r = InferenceResponseDecoder().Decode(body);
+  EXPECT_FALSE(r.ok()) << body;
+  return std::string(r.status().message());
+}
+
+TEST(JsonCodecTest, ABadUpstreamReplyIsRefusedWithWhatIsWrong) {
+  EXPECT_NE(ReplyError("{\"outputs\":[").find("malformed JSON"), std::string::npos);
+  EXPECT_EQ(ReplyError("[]"), "the reply must be a JSON object");
+  EXPECT_EQ(ReplyError("{\"model_name\":\"m\"}"), "missing 'outputs'");
+  EXPECT_EQ(ReplyError(R"({"error":"CUDA out of memory","outputs":[]})"),
+            "the reply carries an error: CUDA out of memory");
+  EXPECT_EQ(ReplyError(R"({"outputs":[],"outputs":[]})"), "duplicate key 'outputs'");
+  EXPECT_EQ(ReplyError(R"({"outputs":[{"datatype":"FP32","shape":[1],"data":[1]}]})"),
+            "an output has no 'name'");
+  EXPECT_EQ(ReplyError(R"({"outputs":[{"name":"y","datatype":"FP32","shape":[2],"data":[1]}]})"),
+            "output 'y': 'data' has 1 elements but 'shape' needs 2");
+  EXPECT_EQ(ReplyError(R"({"outputs":[{"name":"y","datatype":"FP32","shape":[1],"data":[1]},)"
+                       R"({"name":"y","datatype":"FP32","shape":[1],"data":[1]}]})"),
+            "output 'y' appears twice");
+  EXPECT_EQ(ReplyError(R"({"model_name":7,"outputs":[]})"), "'model_name' must be a string");
+  EXPECT_NE(ReplyError(R"({"outputs":[{"name":"y","datatype":"INT8","shape":[1],"data":[300]}]})")
+                .find("out of range"),
+            std::string::npos);
+}
+
 TEST(JsonCodecTest, DecoderIsReusable) {
   InferenceRequestDecoder decoder;
   for (int i = 0; i < 3; ++i) {

@@ -1,0 +1,84 @@
+#include "models/remote_config.h"
+
+#include <set>
+
+#include "common/status_macros.h"
+#include "common/strings.h"
+#include "common/toml_parse.h"
+
+namespace pillar::models {
+namespace {
+
+constexpr size_t kMaxEndpoints = 64;
+
+[[nodiscard]] absl::Status CheckEndpoint(std::string_view url, std::string_view source) {
+  auto error = [&](std::string_view why) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [remote] endpoint '", url.substr(0, 200), "' ", why));
+  };
+  std::string_view rest;
+  if (url.substr(0, 7) == "http://") {
+    rest = url.substr(7);
+  } else if (url.substr(0, 8) == "https://") {
+    rest = url.substr(8);
+  } else {
+    return error("must start with http:// or https://");
+  }
+  if (rest.empty() || rest.front() == '/' || rest.front() == ':') return error("has no host");
+  if (rest.find('@') != std::string_view::npos) {
+    return error("carries credentials; put them in credentials_file");
+  }
+  if (rest.find_first_of("?#") != std::string_view::npos) {
+    return error("has a query or a fragment");
+  }
+  for (char c : rest) {
+    if (static_cast<unsigned char>(c) <= ' ' || c == '\x7f') return error("has a blank or control");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+[[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
+                                             RemoteConfig& out) {
+  const toml::node* node = root.get("remote");
+  if (node == nullptr || !node->is_table()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": platform = \"remote\" needs a [remote] table with its endpoints"));
+  }
+  TomlSection section(node->as_table(), "remote", source);
+  PILLAR_RETURN_IF_ERROR(section.ReadStrings("endpoints", out.endpoints));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("version", out.version));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("timeout_ms", out.timeout_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("connect_timeout_ms", out.connect_timeout_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("max_response_bytes", out.max_response_bytes, 1024, int64_t{1} << 32));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("connections", out.connections, 1, 1024));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("max_queue", out.max_queue, 0, 1 << 20));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("credentials_file", out.credentials_file));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("ca_file", out.ca_file));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("client_certificate", out.client_certificate));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("client_key", out.client_key));
+  PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
+  if (out.endpoints.empty() || out.endpoints.size() > kMaxEndpoints) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
+  }
+  std::set<std::string_view> seen;
+  for (const std::string& url : out.endpoints) {
+    PILLAR_RETURN_IF_ERROR(CheckEndpoint(url, source));
+    if (!seen.insert(url).second) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [remote] endpoint '", url, "' is listed twice"));
+    }
+  }
+  if (out.client_certificate.empty() != out.client_key.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [remote] client_certificate and client_key go together"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace pillar::models

@@ -1,0 +1,51 @@
+// The [remote] table of a model.toml whose platform is "remote": the model is served by one or
+// more other Open Inference Protocol servers (another pillar, Triton, KServe, MLServer), with
+// pillar's controls in front of them (docs/formats/model_store.md, docs/resilience.md).
+//
+//   platform = "remote"
+//   [remote]
+//   endpoints = ["http://10.0.0.5:8000", "https://gpu-2.internal:8443"]
+//   model = "digits"               # its name upstream (default: the same name)
+//   credentials_file = "/etc/pillar/upstream.token"
+//
+// The table is part of the signed version, so where a model's traffic goes is signed with it;
+// the secret itself is never in it, only the path of a file only pillar can read.
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pillar::models {
+
+struct RemoteConfig {
+  // Base URLs, http or https, each at most one per host:port; tried in turn.
+  std::vector<std::string> endpoints;
+  std::string model;            // the upstream's name for the model; empty: the same name as here
+  std::string version;          // the upstream's version; empty: its default
+  int64_t timeout_ms = 30'000;  // the whole call, every attempt included
+  int64_t connect_timeout_ms = 2'000;  // one connection (and TLS handshake)
+  int64_t max_response_bytes = 64 << 20;
+  int connections = 16;      // per endpoint, kept alive between requests
+  int64_t max_queue = 1024;  // requests waiting for a connection; beyond: 503 + Retry-After
+  // A file holding the bearer token to send upstream (one line); must be readable by its owner
+  // only. Empty: no Authorization header.
+  std::string credentials_file;
+  // TLS to https endpoints: the CA bundle that signed them (empty: the system's store), and a
+  // client certificate and key when the upstream asks for mutual TLS.
+  std::string ca_file;
+  std::string client_certificate;
+  std::string client_key;
+};
+
+// Reads the [remote] table of `root` into `out` with the strict errors of the rest of
+// model.toml; at least one endpoint is required.
+[[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
+                                             RemoteConfig& out);
+
+}  // namespace pillar::models

@@ -1,0 +1,395 @@
+#include "upstream/remote_runner.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <set>
+
+#include "common/files.h"
+#include "common/strings.h"
+#include "protocol/json_codec.h"
+#include "runtime/signature.h"
+#include "upstream/upstream_connection.h"
+
+namespace pillar::upstream {
+namespace {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+
+// A credentials file is a secret: pillar refuses one that others could read, as ssh does a key.
+[[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return absl::FailedPreconditionError(StrCat("cannot open credentials_file ", path));
+  struct stat st;
+  std::string text;
+  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= 16 * 1024;
+  if (ok && (st.st_mode & 077) != 0) {
+    ::close(fd);
+    return absl::FailedPreconditionError(
+        StrCat("credentials_file ", path, " is readable by group or others; chmod 600 it"));
+  }
+  if (ok) {
+    text.resize(size_t(st.st_size));
+    ok = ::read(fd, text.data(), text.size()) == ssize_t(text.size());
+  }
+  ::close(fd);
+  if (!ok) return absl::FailedPreconditionError(StrCat("cannot read credentials_file ", path));
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x21 || c == '\x7f') {
+      WipeString(text);
+      return absl::FailedPreconditionError(
+          StrCat("credentials_file ", path, " must hold one token: no blanks or control bytes"));
+    }
+  }
+  if (text.empty())
+    return absl::FailedPreconditionError(StrCat("credentials_file ", path, " is empty"));
+  return SecretString(std::move(text));
+}
+
+[[nodiscard]] absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(
+    const models::RemoteConfig& remote) {
+  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1);
+  boost::system::error_code ec;
+  if (remote.ca_file.empty()) {
+    tls->set_default_verify_paths(ec);
+  } else {
+    tls->load_verify_file(remote.ca_file, ec);
+  }
+  if (ec) return absl::FailedPreconditionError(StrCat("[remote] ca_file: ", ec.message()));
+  if (!remote.client_certificate.empty()) {
+    tls->use_certificate_chain_file(remote.client_certificate, ec);
+    if (!ec) tls->use_private_key_file(remote.client_key, asio::ssl::context::pem, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          StrCat("[remote] client_certificate/client_key: ", ec.message()));
+    }
+  }
+  return tls;
+}
+
+// The outputs of a reply checked against the model's: every one declared and wanted, of its
+// datatype and shape (the batch dimension the request's rows), returned in declared order.
+[[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> MatchOutputs(
+    const models::ModelConfig& config, int64_t rows, const std::vector<std::string>& requested,
+    std::vector<protocol::Tensor> outputs) {
+  for (const protocol::Tensor& t : outputs) {
+    if (std::none_of(config.outputs.begin(), config.outputs.end(),
+                     [&](const models::TensorSpec& s) { return s.name == t.name; })) {
+      return absl::InvalidArgumentError(StrCat("undeclared output '", t.name.substr(0, 64), "'"));
+    }
+  }
+  std::vector<protocol::Tensor> matched;
+  for (const models::TensorSpec& spec : config.outputs) {
+    const bool wanted = requested.empty() ||
+                        std::find(requested.begin(), requested.end(), spec.name) != requested.end();
+    auto it = std::find_if(outputs.begin(), outputs.end(),
+                           [&](const protocol::Tensor& t) { return t.name == spec.name; });
+    if (it == outputs.end()) {
+      if (wanted) return absl::InvalidArgumentError(StrCat("no output '", spec.name, "'"));
+      continue;
+    }
+    if (it->datatype != spec.datatype) {
+      return absl::InvalidArgumentError(StrCat("output '", spec.name, "' is ",
+                                               protocol::DataTypeName(it->datatype), ", not ",
+                                               protocol::DataTypeName(spec.datatype)));
+    }
+    std::vector<int64_t> expected;
+    if (config.max_batch_size > 0) expected.push_back(rows);
+    expected.insert(expected.end(), spec.shape.begin(), spec.shape.end());
+    bool shape_ok = it->shape.size() == expected.size();
+    for (size_t d = 0; shape_ok && d < expected.size(); ++d) {
+      shape_ok = expected[d] < 0 || expected[d] == it->shape[d];
+    }
+    if (!shape_ok) {
+      return absl::InvalidArgumentError(
+          StrCat("output '", spec.name, "' has a shape the model does not declare"));
+    }
+    if (wanted) matched.push_back(std::move(*it));
+  }
+  return matched;
+}
+
+}  // namespace
+
+// What one upstream endpoint has: its parsed URL and its idle kept-alive connections.
+struct EndpointState {
+  Endpoint endpoint;
+  std::vector<std::shared_ptr<UpstreamConnection>> idle;
+};
+
+// One request, from admission to its answer; lives on the runner's thread.
+struct Call {
+  protocol::InferenceRequest request;
+  runtime::InferCallback done;
+  int64_t rows = 0;
+  std::string body;  // encoded once; every attempt's request views it
+  Clock::time_point arrived;
+  Clock::time_point deadline;
+  std::vector<bool> tried;
+  size_t first = 0;
+  std::string last_error;
+  bool all_throttled = true;
+  std::optional<int64_t> retry_after;
+};
+
+struct RemoteRunner::State : std::enable_shared_from_this<State> {
+  models::ModelConfig config;
+  std::string target;  // /v2/models/<upstream model>[/versions/<v>]/infer, after the base path
+  std::optional<SecretString> token;
+  std::shared_ptr<asio::ssl::context> tls;
+  std::vector<EndpointState> endpoints;
+
+  asio::io_context io;
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+  protocol::InferenceResponseDecoder decoder;
+
+  // On the runner's thread only:
+  bool stopping = false;
+  size_t next_first = 0;
+  int64_t in_flight = 0;
+  std::deque<std::shared_ptr<Call>> queue;
+  std::set<std::shared_ptr<UpstreamConnection>> busy;
+
+  int64_t capacity() const { return int64_t(endpoints.size()) * config.remote.connections; }
+
+  void Admit(std::shared_ptr<Call> call) {
+    if (stopping) return Finish(*call, absl::UnavailableError("model is unloading"));
+    if (in_flight < capacity()) {
+      ++in_flight;
+      return Attempt(std::move(call));
+    }
+    if (int64_t(queue.size()) >= config.remote.max_queue) {
+      return std::move(call->done)(
+          runtime::UnavailableWithRetry("too many requests waiting for the upstream", 1));
+    }
+    queue.push_back(std::move(call));
+  }
+
+  // Ends `call` and lets the next queued one start.
+  void Complete(Call& call, absl::StatusOr<runtime::InferResult> result) {
+    std::move(call.done)(std::move(result));
+    --in_flight;
+    while (!queue.empty() && in_flight < capacity()) {
+      std::shared_ptr<Call> next = std::move(queue.front());
+      queue.pop_front();
+      ++in_flight;
+      if (stopping) {
+        Complete(*next, absl::UnavailableError("model is unloading"));
+        continue;
+      }
+      Attempt(std::move(next));
+    }
+  }
+
+  void Finish(Call& call, absl::Status status) { std::move(call.done)(std::move(status)); }
+
+  // The next endpoint to try for `call`, or none when each was tried.
+  std::optional<size_t> NextEndpoint(Call& call) {
+    for (size_t i = 0; i < endpoints.size(); ++i) {
+      const size_t e = (call.first + i) % endpoints.size();
+      if (!call.tried[e]) return e;
+    }
+    return std::nullopt;
+  }
+
+  void Attempt(std::shared_ptr<Call> call) {
+    if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
+    if (Clock::now() >= call->deadline) return Complete(*call, TimedOut(*call));
+    std::optional<size_t> e = NextEndpoint(*call);
+    if (!e) return Complete(*call, Exhausted(*call));
+    call->tried[*e] = true;
+    EndpointState& endpoint = endpoints[*e];
+    while (!endpoint.idle.empty()) {
+      std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
+      endpoint.idle.pop_back();
+      if (connection->open()) return Send(std::move(call), *e, std::move(connection), true);
+    }
+    Open(std::move(call), *e);
+  }
+
+  void Open(std::shared_ptr<Call> call, size_t e) {
+    const Clock::time_point connect_deadline = std::min(
+        call->deadline, Clock::now() + std::chrono::milliseconds(config.remote.connect_timeout_ms));
+    Connect(io, endpoints[e].endpoint, tls, connect_deadline,
+            [self = shared_from_this(), call,
+             e](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
+              if (!connection.ok()) {
+                self->Failed(*call, e, ToStd(connection.status().message()), false);
+                return self->Attempt(std::move(call));
+              }
+              self->Send(std::move(call), e, std::move(*connection), false);
+            });
+  }
+
+  void Send(std::shared_ptr<Call> call, size_t e, std::shared_ptr<UpstreamConnection> connection,
+            bool reused) {
+    const Endpoint& endpoint = endpoints[e].endpoint;
+    auto request =
+        std::make_shared<HttpRequest>(http::verb::post, StrCat(endpoint.base_path, target), 11);
+    request->set(http::field::host, endpoint.host_header);
+    request->set(http::field::content_type, "application/json");
+    request->set(http::field::user_agent, "pillar");
+    if (token) request->set(http::field::authorization, StrCat("Bearer ", token->view()));
+    request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
+    request->prepare_payload();
+    busy.insert(connection);
+    UpstreamConnection* raw = connection.get();
+    raw->Call(std::move(request), call->deadline, config.remote.max_response_bytes,
+              [self = shared_from_this(), call, e, connection = std::move(connection), reused](
+                  absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+                self->busy.erase(connection);
+                self->OnReply(std::move(call), e, std::move(connection), reused, std::move(reply),
+                              failure);
+              });
+  }
+
+  void OnReply(std::shared_ptr<Call> call, size_t e, std::shared_ptr<UpstreamConnection> connection,
+               bool reused, absl::StatusOr<UpstreamReply> reply, CallFailure failure) {
+    if (!reply.ok()) {
+      if (reused && failure == CallFailure::kBeforeReply && !stopping) {
+        // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the
+        // same endpoint gets the request again on a new connection, not a failure.
+        return Open(std::move(call), e);
+      }
+      Failed(*call, e, ToStd(reply.status().message()), false);
+      return Attempt(std::move(call));
+    }
+    if (connection->open() && !stopping &&
+        int64_t(endpoints[e].idle.size()) < config.remote.connections) {
+      endpoints[e].idle.push_back(std::move(connection));
+    }
+    if (reply->status == 200) {
+      absl::StatusOr<protocol::InferenceResponse> decoded = decoder.Decode(reply->body);
+      absl::StatusOr<std::vector<protocol::Tensor>> outputs =
+          decoded.ok() ? MatchOutputs(config, call->rows, call->request.requested_outputs,
+                                      std::move(decoded->outputs))
+                       : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
+      if (!outputs.ok()) {
+        Failed(*call, e, StrCat("a reply pillar cannot use: ", outputs.status().message()), false);
+        return Attempt(std::move(call));
+      }
+      runtime::InferResult result;
+      result.outputs = std::move(*outputs);
+      result.compute_ns =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived)
+              .count();
+      return Complete(*call, std::move(result));
+    }
+    const bool throttled = reply->status == 429 || reply->status == 503;
+    if (throttled && reply->retry_after_s) {
+      call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
+    }
+    if (reply->status >= 500 || reply->status == 429) {
+      Failed(*call, e, StrCat("answered ", reply->status), throttled);
+      return Attempt(std::move(call));
+    }
+    // Any other status: the upstream refused the request itself, which another replica of the
+    // same model would refuse too.
+    Complete(*call, runtime::BadGateway(StrCat("upstream ", endpoints[e].endpoint.url, " answered ",
+                                               reply->status)));
+  }
+
+  void Failed(Call& call, size_t e, std::string_view why, bool throttled) {
+    call.last_error = StrCat("upstream ", endpoints[e].endpoint.url, ": ", why);
+    if (!throttled) call.all_throttled = false;
+  }
+
+  [[nodiscard]] absl::Status TimedOut(const Call& call) {
+    return absl::DeadlineExceededError(
+        StrCat("no answer from the upstream within ", config.remote.timeout_ms, " ms",
+               call.last_error.empty() ? "" : StrCat(" (", call.last_error, ")")));
+  }
+
+  [[nodiscard]] absl::Status Exhausted(const Call& call) {
+    if (call.all_throttled) {
+      return runtime::UnavailableWithRetry(StrCat("every upstream is busy (", call.last_error, ")"),
+                                           std::max<int64_t>(1, call.retry_after.value_or(1)));
+    }
+    return runtime::BadGateway(call.last_error);
+  }
+
+  void Stop() {
+    stopping = true;
+    std::deque<std::shared_ptr<Call>> waiting;
+    waiting.swap(queue);
+    for (const std::shared_ptr<Call>& call : waiting) {
+      std::move(call->done)(absl::UnavailableError("model is unloading"));
+    }
+    for (EndpointState& endpoint : endpoints) {
+      for (const auto& connection : endpoint.idle) connection->Close();
+      endpoint.idle.clear();
+    }
+    // Busy connections end their calls with an error, which completes them.
+    for (const auto& connection : std::set(busy)) connection->Close();
+    work.reset();
+  }
+};
+
+absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
+    const models::ModelConfig& config, std::string_view model_name) {
+  auto state = std::make_shared<State>();
+  state->config = config;
+  const models::RemoteConfig& remote = config.remote;
+  bool any_tls = false;
+  for (const std::string& url : remote.endpoints) {
+    absl::StatusOr<Endpoint> endpoint = ParseEndpoint(url);
+    if (!endpoint.ok()) return endpoint.status();
+    any_tls = any_tls || endpoint->tls;
+    state->endpoints.push_back({std::move(*endpoint), {}});
+  }
+  if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
+  if (any_tls) {
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = MakeTlsContext(remote);
+    if (!tls.ok()) return tls.status();
+    state->tls = std::move(*tls);
+  }
+  if (!remote.credentials_file.empty()) {
+    absl::StatusOr<SecretString> token = ReadToken(remote.credentials_file);
+    if (!token.ok()) return token.status();
+    state->token = std::move(*token);
+  }
+  const std::string upstream_model = remote.model.empty() ? std::string(model_name) : remote.model;
+  state->target =
+      StrCat("/v2/models/", upstream_model,
+             remote.version.empty() ? "" : StrCat("/versions/", remote.version), "/infer");
+  return std::unique_ptr<RemoteRunner>(new RemoteRunner(std::move(state)));
+}
+
+RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(state)) {
+  thread_ = std::thread([state = state_] { state->io.run(); });
+}
+
+RemoteRunner::~RemoteRunner() {
+  asio::post(state_->io, [state = state_] { state->Stop(); });
+  thread_.join();
+}
+
+void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallback done) {
+  absl::StatusOr<int64_t> rows = runtime::CheckRequest(state_->config, request);
+  if (!rows.ok()) return std::move(done)(rows.status());
+  auto call = std::make_shared<Call>();
+  call->rows = *rows;
+  call->body = protocol::EncodeInferenceRequest(request);
+  call->request = std::move(request);
+  call->done = std::move(done);
+  call->arrived = Clock::now();
+  call->deadline = call->arrived + std::chrono::milliseconds(state_->config.remote.timeout_ms);
+  call->tried.assign(state_->endpoints.size(), false);
+  asio::post(state_->io, [state = state_, call = std::move(call)]() mutable {
+    call->first = state->next_first++ % state->endpoints.size();
+    state->Admit(std::move(call));
+  });
+}
+
+}  // namespace pillar::upstream

@@ -1,0 +1,60 @@
+// A model version served by other Open Inference Protocol servers (platform = "remote"): each
+// request goes to one of the [remote] endpoints over a kept-alive connection, and on a failure
+// to the next one, within the model's timeout.
+//
+//   absl::StatusOr<std::unique_ptr<RemoteRunner>> runner =
+//       RemoteRunner::Create(config, "digits", options);
+//   (*runner)->Infer(std::move(request), std::move(done));
+//
+// What it does with each request:
+// - admission: at most endpoints x connections requests in flight, max_queue more waiting;
+//   beyond that 503 with Retry-After at once;
+// - the request is encoded once and sent to the endpoints in turn (round robin for the first
+//   try), each tried at most once per request; a kept-alive connection the upstream had closed
+//   is retried once on a fresh one;
+// - a connect failure, a timeout of the attempt, a 5xx, a 429 or a reply that does not decode
+//   or does not match the model's outputs moves on to the next endpoint; any other 4xx ends the
+//   request (the upstream refused what pillar sent: a configuration error, answered 502);
+// - the deadline (timeout_ms from the request's arrival at the runner) bounds every attempt, and
+//   an attempt cut off by it closes its connection, which is how HTTP tells a server to stop;
+// - errors name the endpoint by its URL, never its credentials: 502 for an upstream failure,
+//   504 at the deadline, 503 with the smallest Retry-After when every endpoint was throttled.
+// Everything runs on the runner's own thread and io_context, so one model's upstream cannot
+// take another's connections or threads.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "common/crypto.h"
+#include "models/model_config.h"
+#include "runtime/runner.h"
+#include "upstream/endpoint.h"
+
+namespace pillar::upstream {
+
+class RemoteRunner final : public runtime::Runner {
+ public:
+  // Reads the credentials file (which must not be readable by group or others) and the TLS
+  // files now: a version that cannot reach its upstream as configured does not load.
+  [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteRunner>> Create(
+      const models::ModelConfig& config, std::string_view model_name);
+  ~RemoteRunner() override;
+  RemoteRunner(const RemoteRunner&) = delete;
+  RemoteRunner& operator=(const RemoteRunner&) = delete;
+
+  void Infer(protocol::InferenceRequest request, runtime::InferCallback done) override;
+  bool Ready() const override { return true; }
+
+ private:
+  struct State;
+  explicit RemoteRunner(std::shared_ptr<State> state);
+
+  std::shared_ptr<State> state_;
+  std::thread thread_;
+};
+
+}  // namespace pillar::upstream

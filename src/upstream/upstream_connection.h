@@ -1,0 +1,71 @@
+// One kept-alive HTTP/1.1 connection to an upstream endpoint, plain or TLS, driven on the
+// io_context of the runner that owns it (one thread: no locks).
+//
+//   Connect(io, endpoint, tls, deadline, [](absl::StatusOr<std::shared_ptr<UpstreamConnection>> c)
+//   {
+//     (*c)->Call(request, deadline, [](absl::StatusOr<UpstreamReply> reply) { ... });
+//   });
+// Every step has the deadline it is given: a connect, handshake, write or read still running at
+// the deadline is cut off, and the connection closed, so an upstream that hangs or drips holds
+// nothing past it. A reply over `max_body_bytes` ends the call with an error and the connection.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/span_body.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "upstream/endpoint.h"
+
+namespace pillar::upstream {
+
+using Clock = std::chrono::steady_clock;
+// The body is a view of the encoded request, which the caller keeps alive for the call: one
+// encoding serves every attempt.
+using HttpRequest = boost::beast::http::request<boost::beast::http::span_body<const char>>;
+
+struct UpstreamReply {
+  int status = 0;
+  std::string body;
+  std::optional<int64_t> retry_after_s;  // a Retry-After in seconds, when the reply had one
+};
+
+// How a call failed, for the caller's choice of retrying: a stale kept-alive connection that
+// the upstream had closed fails before any reply byte, which is safe to send again at once.
+enum class CallFailure { kNone, kBeforeReply, kDuringReply, kDeadline };
+
+class UpstreamConnection {
+ public:
+  using ReplyCallback = absl::AnyInvocable<void(absl::StatusOr<UpstreamReply>, CallFailure) &&>;
+
+  virtual ~UpstreamConnection() = default;
+  // Writes `request` and reads the reply. The connection stays open for another call only when
+  // this one succeeded and both sides keep it alive; open() says so afterwards.
+  virtual void Call(std::shared_ptr<const HttpRequest> request, Clock::time_point deadline,
+                    int64_t max_body_bytes, ReplyCallback done) = 0;
+  virtual bool open() const = 0;
+  virtual void Close() = 0;
+  // Calls made on this connection, for telling a first use from a reuse.
+  int64_t calls() const { return calls_; }
+
+ protected:
+  int64_t calls_ = 0;
+};
+
+using ConnectCallback =
+    absl::AnyInvocable<void(absl::StatusOr<std::shared_ptr<UpstreamConnection>>) &&>;
+
+// Resolves, connects and (for https) completes a TLS handshake that checks the certificate
+// against `tls`'s trust and the endpoint's host name. `tls` is used only for https endpoints.
+void Connect(boost::asio::io_context& io, const Endpoint& endpoint,
+             std::shared_ptr<boost::asio::ssl::context> tls, Clock::time_point deadline,
+             ConnectCallback done);
+
+}  // namespace pillar::upstream

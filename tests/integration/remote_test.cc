@@ -1,0 +1,281 @@
+// platform = "remote" through real processes on loopback: a pillar gateway in front of another
+// pillar (serving simulated models) and of a server that answers badly on purpose
+// (bad_upstream.py). Every upstream failure is a clear 502 or 504 naming the endpoint, never its
+// credentials, and never a crash or a hang.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "testing/free_port.h"
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+#include "testing/temp_dir.h"
+
+namespace pillar {
+namespace {
+
+using testing::Bearer;
+using testing::Fetch;
+using testing::HttpReply;
+
+constexpr char kTwoRows[] =
+    R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4,5,6,7,8]}]})";
+
+std::string ModelToml(const std::string& platform_tables) {
+  return R"(max_batch_size = 8
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+[access]
+tenant = "demo"
+)" + platform_tables;
+}
+
+void WriteVersion(const std::filesystem::path& store, const std::string& model,
+                  const std::string& toml) {
+  std::filesystem::create_directories(store / model / "1");
+  std::ofstream(store / model / "1" / "model.toml") << toml;
+}
+
+std::string Simulated(const std::string& settings) {
+  return "platform = \"simulated\"\n" +
+         ModelToml("[instance]\ncount = 4\n[simulated]\n" + settings);
+}
+
+std::string Remote(const std::vector<std::string>& endpoints, const std::string& settings) {
+  std::string list;
+  for (const std::string& e : endpoints) list += (list.empty() ? "\"" : ", \"") + e + "\"";
+  return "platform = \"remote\"\n" + ModelToml("[remote]\nendpoints = [" + list + "]\n" + settings);
+}
+
+std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool Listening(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  ::close(fd);
+  return ok;
+}
+
+class RemoteTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    upstream_ = new testing::ServerProcess;
+    const std::filesystem::path upstream_store = upstream_->dir() / "store";
+    WriteVersion(upstream_store, "sim", Simulated("latency_ms = 5\n"));
+    WriteVersion(upstream_store, "slow", Simulated("latency_ms = 300\n"));
+    WriteVersion(upstream_store, "throttled",
+                 Simulated("throttle_rate = 1.0\nretry_after_s = 2\n"));
+    WriteVersion(upstream_store, "failing", Simulated("error_rate = 1.0\n"));
+    upstream_->SetStore(upstream_store);
+    token_ = upstream_->CreateKey("gateway");
+    ASSERT_TRUE(upstream_->Start()) << upstream_->Log();
+
+    bad_dir_ = new testing::TempDir;
+    bad_port_ = testing::FreeLoopbackPort();
+    bad_pid_ = ::fork();
+    if (bad_pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+      if (::chdir(bad_dir_->path().c_str()) != 0) ::_exit(126);
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, 1);
+      ::dup2(null, 2);  // the script's tracebacks for connections pillar cut off
+      const std::string script =
+          (testing::SourceDir() / "tests/integration/bad_upstream.py").string();
+      const std::string port = std::to_string(bad_port_);
+      ::execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ASSERT_GT(bad_pid_, 0);
+    for (int i = 0; i < 200 && !Listening(bad_port_); ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    ASSERT_TRUE(Listening(bad_port_));
+
+    gateway_ = new testing::ServerProcess;
+    const std::filesystem::path credentials = gateway_->dir() / "upstream.token";
+    std::ofstream(credentials) << token_ << "\n";
+    std::filesystem::permissions(
+        credentials, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    const std::filesystem::path leaky = gateway_->dir() / "leaky.token";
+    std::ofstream(leaky) << token_ << "\n";
+    std::filesystem::permissions(
+        leaky, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                   std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+    const std::string up = "http://127.0.0.1:" + std::to_string(upstream_->data_port());
+    const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
+    const std::string closed = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+    const std::string auth = "credentials_file = \"" + credentials.string() + "\"\n";
+    const std::filesystem::path store = gateway_->dir() / "store";
+    WriteVersion(store, "sim", Remote({up}, auth));
+    WriteVersion(store, "failover", Remote({closed, up}, auth + "model = \"sim\"\n"));
+    WriteVersion(store, "slow", Remote({up}, auth + "timeout_ms = 100\n"));
+    WriteVersion(store, "throttled", Remote({up}, auth));
+    WriteVersion(store, "failing", Remote({up}, auth));
+    WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
+    for (const char* model :
+         {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "reset", "notfound"}) {
+      WriteVersion(store, model, Remote({bad}, auth));
+    }
+    WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
+    WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
+    gateway_->SetStore(store);
+    key_ = gateway_->CreateKey("client");
+    ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
+  }
+
+  static void TearDownTestSuite() {
+    EXPECT_EQ(gateway_->Stop(), 0) << gateway_->Log();
+    EXPECT_EQ(upstream_->Stop(), 0) << upstream_->Log();
+    if (bad_pid_ > 0) {
+      ::kill(bad_pid_, SIGKILL);
+      ::waitpid(bad_pid_, nullptr, 0);
+    }
+    delete gateway_;
+    delete upstream_;
+    delete bad_dir_;
+  }
+
+  static HttpReply Infer(const std::string& model, double* seconds = nullptr) {
+    const auto start = std::chrono::steady_clock::now();
+    HttpReply r = Fetch(gateway_->data_port(), "POST", "/v2/models/" + model + "/infer", kTwoRows,
+                        {Bearer(key_)});
+    if (seconds != nullptr) {
+      *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    }
+    return r;
+  }
+
+  static std::string BadEndpoint() {
+    return "upstream http://127.0.0.1:" + std::to_string(bad_port_);
+  }
+
+  static testing::ServerProcess* upstream_;
+  static testing::ServerProcess* gateway_;
+  static testing::TempDir* bad_dir_;
+  static pid_t bad_pid_;
+  static int bad_port_;
+  static std::string token_;
+  static std::string key_;
+};
+
+testing::ServerProcess* RemoteTest::upstream_ = nullptr;
+testing::ServerProcess* RemoteTest::gateway_ = nullptr;
+testing::TempDir* RemoteTest::bad_dir_ = nullptr;
+pid_t RemoteTest::bad_pid_ = -1;
+int RemoteTest::bad_port_ = 0;
+std::string RemoteTest::token_;
+std::string RemoteTest::key_;
+
+TEST_F(RemoteTest, ForwardsToThePillarUpstreamAndAnswersWithItsOutputs) {
+  for (int i = 0; i < 20; ++i) {  // the same kept-alive connections, request after request
+    HttpReply r = Infer("sim");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_NE(r.body.find(R"("name":"y","datatype":"FP32","shape":[2,2],"data":[0,0,0,0])"),
+              std::string::npos)
+        << r.body;
+  }
+  HttpReply metadata = Fetch(gateway_->data_port(), "GET", "/v2/models/sim", "", {Bearer(key_)});
+  EXPECT_NE(metadata.body.find(R"("platform":"remote")"), std::string::npos) << metadata.body;
+}
+
+TEST_F(RemoteTest, AnEndpointThatIsDownIsPassedOverForTheNext) {
+  for (int i = 0; i < 10; ++i) {
+    HttpReply r = Infer("failover");
+    EXPECT_EQ(r.status, 200) << r.body;
+  }
+}
+
+TEST_F(RemoteTest, TheTimeoutAnswers504AndCutsTheUpstreamOff) {
+  double seconds = 0;
+  HttpReply r = Infer("slow", &seconds);
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_NE(r.body.find("no answer from the upstream within 100 ms"), std::string::npos) << r.body;
+  EXPECT_GE(seconds, 0.09);
+  EXPECT_LT(seconds, 0.29);  // well before the upstream's 300 ms
+}
+
+TEST_F(RemoteTest, AThrottledUpstreamGives503WithItsRetryAfter) {
+  HttpReply r = Infer("throttled");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "2");
+}
+
+TEST_F(RemoteTest, AFailingUpstreamGives502NamingTheEndpoint) {
+  HttpReply r = Infer("failing");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("upstream http://127.0.0.1:" + std::to_string(upstream_->data_port()) +
+                        ": answered 500"),
+            std::string::npos)
+      << r.body;
+}
+
+TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
+  EXPECT_EQ(Infer("good").status, 200);
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"malformed", "a reply pillar cannot use: malformed JSON"},
+      {"wrongshape",
+       "a reply pillar cannot use: output 'y' has a shape the model does not declare"},
+      {"wrongtype", "a reply pillar cannot use: output 'y' is INT64, not FP32"},
+      {"errorinside", "a reply pillar cannot use: the reply carries an error: CUDA error"},
+      {"huge", "the reply is over max_response_bytes"},
+      {"reset", "partial message"},
+      {"notfound", "answered 404"},
+  };
+  for (const auto& [model, why] : cases) {
+    HttpReply r = Infer(model);
+    EXPECT_EQ(r.status, 502) << model << ": " << r.body;
+    EXPECT_NE(r.body.find(BadEndpoint()), std::string::npos) << model << ": " << r.body;
+    EXPECT_NE(r.body.find(why), std::string::npos) << model << ": " << r.body;
+  }
+}
+
+TEST_F(RemoteTest, ASlowDripEndsAtTheDeadline) {
+  double seconds = 0;
+  HttpReply r = Infer("drip", &seconds);
+  EXPECT_EQ(r.status, 504) << r.body;
+  EXPECT_LT(seconds, 1.5);
+}
+
+TEST_F(RemoteTest, CredentialsOthersCanReadAreRefusedAndNeverLogged) {
+  EXPECT_NE(Infer("leaky").status, 200);
+  EXPECT_NE(gateway_->Log().find("is readable by group or others; chmod 600 it"), std::string::npos)
+      << gateway_->Log();
+  // What pillar sent upstream: the token, as a bearer credential.
+  EXPECT_NE(ReadFile(bad_dir_->path() / "auth.log").find("Bearer " + token_), std::string::npos);
+  // And nowhere in what the gateway writes.
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(gateway_->dir())) {
+    if (!entry.is_regular_file() || entry.path().filename() == "upstream.token" ||
+        entry.path().filename() == "leaky.token") {
+      continue;
+    }
+    EXPECT_EQ(ReadFile(entry.path()).find(token_), std::string::npos) << entry.path();
+  }
+}
+
+}  // namespace
+}  // namespace pillar
