@@ -15,9 +15,10 @@ packages=(
 )
 if [[ "${1:-}" == "--bench" ]]; then
   # uvicorn with httptools and uvloop is what `pip install uvicorn[standard]` gives a user.
-  # PyJWT is the peer of the JWT verification benchmark; hyperfine times model verification.
+  # PyJWT is the peer of the JWT verification benchmark; hyperfine times model verification;
+  # HAProxy and nginx are the peers of the proxy benchmark (bench/run_proxy.sh).
   packages+=(wrk nginx-light python3-fastapi python3-uvicorn python3-httptools python3-uvloop
-             python3-jwt hyperfine)
+             python3-jwt hyperfine haproxy)
 fi
 
 missing=()

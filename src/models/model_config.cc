@@ -1,16 +1,22 @@
 #include "models/model_config.h"
 
+#include <algorithm>
 #include <set>
 
 #include "common/status_macros.h"
 #include "common/strings.h"
 #include "common/toml_parse.h"
+#include "protocol/tensor.h"
 
 namespace pillar::models {
 namespace {
 
 constexpr int64_t kMaxBatchSize = 1 << 16;
 constexpr int kMaxInstances = 64;
+// What the request decoder accepts in one tensor (protocol::DecodeLimits): a declared shape whose
+// batch of rows holds more could never be sent or answered, and a simulated model would try to
+// allocate it.
+constexpr int64_t kMaxTensorElements = 64 * 1024 * 1024;
 
 [[nodiscard]] absl::Status Error(std::string_view source, std::string_view what) {
   return absl::InvalidArgumentError(StrCat(source, ": ", what));
@@ -98,6 +104,21 @@ constexpr int kMaxInstances = 64;
   return absl::OkStatus();
 }
 
+[[nodiscard]] absl::Status CheckTensorSizes(const ModelConfig& config, std::string_view source) {
+  for (const std::vector<TensorSpec>* specs : {&config.inputs, &config.outputs}) {
+    for (const TensorSpec& spec : *specs) {
+      std::vector<int64_t> smallest = spec.shape;  // a free dimension counts as 1
+      for (int64_t& d : smallest) d = std::max<int64_t>(d, 1);
+      smallest.push_back(std::max<int64_t>(config.max_batch_size, 1));
+      if (!protocol::ShapeElementCount(smallest, kMaxTensorElements)) {
+        return Error(source, StrCat("'", spec.name, "' holds more than ", kMaxTensorElements,
+                                    " elements in a full batch"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view PlatformName(Platform platform) {
@@ -127,6 +148,7 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   PILLAR_RETURN_IF_ERROR(top.ReadInt("max_batch_size", config.max_batch_size, 0, kMaxBatchSize));
   PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
   PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
+  PILLAR_RETURN_IF_ERROR(CheckTensorSizes(config, source));
   top.Allow("input");
   top.Allow("output");
   top.Allow("batching");

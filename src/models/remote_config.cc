@@ -37,6 +37,19 @@ constexpr size_t kMaxEndpoints = 64;
   return absl::OkStatus();
 }
 
+// The upstream's model name and version go into the request line: plain names only.
+[[nodiscard]] absl::Status CheckName(std::string_view key, std::string_view value,
+                                     std::string_view source) {
+  bool ok = value.size() <= 128;
+  for (char c : value) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-');
+  }
+  if (ok && value != "." && value != "..") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(source, ": [remote] ", key, " must be up to 128 letters, digits, '.', '_' or '-'"));
+}
+
 }  // namespace
 
 [[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
@@ -57,6 +70,13 @@ constexpr size_t kMaxEndpoints = 64;
       section.ReadInt("max_response_bytes", out.max_response_bytes, 1024, int64_t{1} << 32));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("connections", out.connections, 1, 1024));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("max_queue", out.max_queue, 0, 1 << 20));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("consecutive_failures", out.consecutive_failures, 1, 1000));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("base_ejection_ms", out.base_ejection_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("max_ejection_ms", out.max_ejection_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("max_ejection_percent", out.max_ejection_percent, 0, 100));
   PILLAR_RETURN_IF_ERROR(section.ReadString("credentials_file", out.credentials_file));
   PILLAR_RETURN_IF_ERROR(section.ReadString("ca_file", out.ca_file));
   PILLAR_RETURN_IF_ERROR(section.ReadString("client_certificate", out.client_certificate));
@@ -74,6 +94,8 @@ constexpr size_t kMaxEndpoints = 64;
           StrCat(source, ": [remote] endpoint '", url, "' is listed twice"));
     }
   }
+  PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, source));
+  PILLAR_RETURN_IF_ERROR(CheckName("version", out.version, source));
   if (out.client_certificate.empty() != out.client_key.empty()) {
     return absl::InvalidArgumentError(
         StrCat(source, ": [remote] client_certificate and client_key go together"));

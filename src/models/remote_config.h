@@ -33,6 +33,13 @@ struct RemoteConfig {
   int64_t max_response_bytes = 64 << 20;
   int connections = 16;      // per endpoint, kept alive between requests
   int64_t max_queue = 1024;  // requests waiting for a connection; beyond: 503 + Retry-After
+  // Passive health, after Envoy's outlier detection (upstream/endpoint_health.h): this many
+  // failures in a row eject an endpoint for base_ejection_ms x its ejections, capped at
+  // max_ejection_ms; at most max_ejection_percent of the endpoints (at least one) are out at once.
+  int consecutive_failures = 5;
+  int64_t base_ejection_ms = 30'000;
+  int64_t max_ejection_ms = 300'000;
+  int max_ejection_percent = 10;
   // A file holding the bearer token to send upstream (one line); must be readable by its owner
   // only. Empty: no Authorization header.
   std::string credentials_file;

@@ -226,6 +226,10 @@ struct DataWalker {
   return s;
 }
 
+// A tensor name as an error message shows it: the sender chose it, so it is cut short (a name
+// of a megabyte must not become a megabyte of error body and log line).
+std::string_view Shown(std::string_view name) { return name.substr(0, 64); }
+
 [[nodiscard]] absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), StrCat(prefix, s.message()));
 }
@@ -277,7 +281,7 @@ struct DataWalker {
     // "parameters" and extensions are accepted and ignored.
   }
   if (!has_name) return Invalid(StrCat("an ", what, " has no 'name'"));
-  std::string prefix = StrCat(what, " '", tensor.name, "': ");
+  std::string prefix = StrCat(what, " '", Shown(tensor.name), "': ");
   if (!has_type) return Invalid(prefix + "missing 'datatype'");
   if (!has_shape) return Invalid(prefix + "missing 'shape'");
   if (!has_data) return Invalid(prefix + "missing 'data'");
@@ -335,7 +339,7 @@ struct InferenceRequestDecoder::Impl {
           PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(input, "input", limits, body_size));
           for (const Tensor& other : request.inputs) {
             if (other.name == tensor.name) {
-              return Invalid(StrCat("input '", tensor.name, "' appears twice"));
+              return Invalid(StrCat("input '", Shown(tensor.name), "' appears twice"));
             }
           }
           request.inputs.push_back(std::move(tensor));
@@ -381,7 +385,7 @@ struct InferenceResponseDecoder::Impl {
       PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(output, "output", limits, body_size));
       for (const Tensor& other : response.outputs) {
         if (other.name == tensor.name) {
-          return Invalid(StrCat("output '", tensor.name, "' appears twice"));
+          return Invalid(StrCat("output '", Shown(tensor.name), "' appears twice"));
         }
       }
       response.outputs.push_back(std::move(tensor));

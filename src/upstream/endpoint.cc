@@ -10,6 +10,12 @@ namespace pillar::upstream {
   auto error = [&](std::string_view why) {
     return absl::InvalidArgumentError(StrCat("endpoint '", url.substr(0, 200), "': ", why));
   };
+  for (char c : url) {
+    // The URL becomes a Host header and a request target: no byte that could end either.
+    if (static_cast<unsigned char>(c) <= ' ' || c == '\x7f') {
+      return error("has a blank or control character");
+    }
+  }
   Endpoint e;
   std::string_view rest;
   if (url.substr(0, 7) == "http://") {

@@ -9,12 +9,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <cstdio>
 #include <set>
 
 #include "common/files.h"
 #include "common/strings.h"
 #include "protocol/json_codec.h"
 #include "runtime/signature.h"
+#include "upstream/endpoint_health.h"
 #include "upstream/upstream_connection.h"
 
 namespace pillar::upstream {
@@ -23,9 +25,12 @@ namespace {
 namespace asio = boost::asio;
 namespace http = boost::beast::http;
 
+constexpr size_t kLargeReplyBytes = 1 << 20;
+
 // A credentials file is a secret: pillar refuses one that others could read, as ssh does a key.
 [[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  // O_NONBLOCK: a FIFO or a device must not block the open; fstat refuses them right after.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) return absl::FailedPreconditionError(StrCat("cannot open credentials_file ", path));
   struct stat st;
   std::string text;
@@ -120,12 +125,21 @@ namespace http = boost::beast::http;
   return matched;
 }
 
+HealthOptions HealthFrom(const models::RemoteConfig& remote) {
+  HealthOptions options;
+  options.consecutive_failures = remote.consecutive_failures;
+  options.base_ejection = std::chrono::milliseconds(remote.base_ejection_ms);
+  options.max_ejection = std::chrono::milliseconds(remote.max_ejection_ms);
+  return options;
+}
+
 }  // namespace
 
-// What one upstream endpoint has: its parsed URL and its idle kept-alive connections.
-struct EndpointState {
+// What one upstream endpoint has: its parsed URL, its idle kept-alive connections, its health.
+struct EndpointSlot {
   Endpoint endpoint;
   std::vector<std::shared_ptr<UpstreamConnection>> idle;
+  EndpointHealth health;
 };
 
 // One request, from admission to its answer; lives on the runner's thread.
@@ -148,7 +162,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::string target;  // /v2/models/<upstream model>[/versions/<v>]/infer, after the base path
   std::optional<SecretString> token;
   std::shared_ptr<asio::ssl::context> tls;
-  std::vector<EndpointState> endpoints;
+  std::vector<EndpointSlot> endpoints;
 
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
@@ -176,44 +190,116 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     queue.push_back(std::move(call));
   }
 
-  // Ends `call` and lets the next queued one start.
+  // Ends `call` and lets the next queued one start. The next one starts from the io_context,
+  // not from here: a queue of calls that each end at once would otherwise recurse once per call.
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result) {
     std::move(call.done)(std::move(result));
     --in_flight;
-    while (!queue.empty() && in_flight < capacity()) {
+    if (!queue.empty() && in_flight < capacity()) {
       std::shared_ptr<Call> next = std::move(queue.front());
       queue.pop_front();
       ++in_flight;
-      if (stopping) {
-        Complete(*next, absl::UnavailableError("model is unloading"));
-        continue;
-      }
-      Attempt(std::move(next));
+      asio::post(io, [self = shared_from_this(), next = std::move(next)]() mutable {
+        self->Attempt(std::move(next));
+      });
     }
   }
 
   void Finish(Call& call, absl::Status status) { std::move(call.done)(std::move(status)); }
 
-  // The next endpoint to try for `call`, or none when each was tried.
-  std::optional<size_t> NextEndpoint(Call& call) {
+  // Text that came from an upstream (an error it put in a reply, a name) on its way to a client
+  // and the logs: cut short, and without the token, which an upstream may echo back.
+  std::string Redact(std::string_view text) const {
+    std::string out(text.substr(0, 512));
+    if (!token || token->empty()) return out;
+    for (size_t at; (at = out.find(token->view())) != std::string::npos;) {
+      out.replace(at, token->size(), "[redacted]");
+    }
+    return out;
+  }
+
+  // The next endpoint to try for `call`: one not tried yet and available (not ejected, not
+  // throttled, not half-open with its probe out). In panic (fewer than half the endpoints
+  // healthy), ejection is ignored, as Envoy does: a set mostly out is more likely wrong about
+  // itself than all broken. None when nothing is left.
+  std::optional<size_t> NextEndpoint(Call& call, Clock::time_point now) {
+    size_t healthy = 0;
+    for (const EndpointSlot& slot : endpoints) {
+      healthy += slot.health.state(now) == EndpointState::kHealthy;
+    }
+    const bool panic = healthy * 2 < endpoints.size();
     for (size_t i = 0; i < endpoints.size(); ++i) {
       const size_t e = (call.first + i) % endpoints.size();
-      if (!call.tried[e]) return e;
+      if (call.tried[e]) continue;
+      const EndpointHealth& health = endpoints[e].health;
+      if (health.Available(now) || (panic && !health.Throttled(now))) return e;
     }
     return std::nullopt;
   }
 
+  // The wait until some endpoint `call` has not tried may be sent a request.
+  std::chrono::seconds WaitForAnEndpoint(const Call& call, Clock::time_point now) const {
+    Clock::time_point soonest = Clock::time_point::max();
+    for (size_t e = 0; e < endpoints.size(); ++e) {
+      if (!call.tried[e]) soonest = std::min(soonest, endpoints[e].health.AvailableAt(now));
+    }
+    if (soonest == Clock::time_point::max()) return std::chrono::seconds(1);
+    return std::max(std::chrono::seconds(1),
+                    std::chrono::ceil<std::chrono::seconds>(soonest - now));
+  }
+
+  // Whether another endpoint may be ejected: max_ejection_percent of the set are out at most,
+  // and at least one may be (0 turns ejection off).
+  bool MayEject(Clock::time_point now) const {
+    size_t out = 0;
+    for (const EndpointSlot& slot : endpoints) {
+      out += slot.health.state(now) != EndpointState::kHealthy;
+    }
+    const int percent = config.remote.max_ejection_percent;
+    const size_t allowed =
+        percent == 0 ? 0 : std::max<size_t>(1, endpoints.size() * size_t(percent) / 100);
+    return out < allowed;
+  }
+
+  void Record(size_t e, EndpointHealth::Outcome outcome, std::chrono::seconds retry_after = {}) {
+    const Clock::time_point now = Clock::now();
+    EndpointHealth& health = endpoints[e].health;
+    const bool was_out = health.state(now) != EndpointState::kHealthy;
+    health.Record(outcome, now, retry_after);
+    if (health.WantsEjection() && MayEject(now)) health.Eject(now);
+    const bool out = health.state(now) != EndpointState::kHealthy;
+    if (out != was_out || (out && outcome == EndpointHealth::Outcome::kFailure)) {
+      std::fprintf(stderr, "pillar: upstream %s %s\n", endpoints[e].endpoint.url.c_str(),
+                   out ? StrCat("ejected until ",
+                                std::chrono::duration_cast<std::chrono::seconds>(
+                                    health.AvailableAt(now) - now)
+                                    .count(),
+                                " s from now")
+                             .c_str()
+                       : "is back in service");
+    }
+  }
+
   void Attempt(std::shared_ptr<Call> call) {
     if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
-    if (Clock::now() >= call->deadline) return Complete(*call, TimedOut(*call));
-    std::optional<size_t> e = NextEndpoint(*call);
-    if (!e) return Complete(*call, Exhausted(*call));
+    const Clock::time_point now = Clock::now();
+    if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+    std::optional<size_t> e = NextEndpoint(*call, now);
+    if (!e) {
+      if (call->last_error.empty()) {  // nothing tried: every endpoint is out or throttled
+        return Complete(*call, runtime::UnavailableWithRetry(
+                                   "every upstream endpoint is ejected or asked for a pause",
+                                   WaitForAnEndpoint(*call, now).count()));
+      }
+      return Complete(*call, Exhausted(*call));
+    }
     call->tried[*e] = true;
-    EndpointState& endpoint = endpoints[*e];
+    EndpointSlot& endpoint = endpoints[*e];
+    if (endpoint.health.state(now) == EndpointState::kHalfOpen) endpoint.health.StartProbe();
     while (!endpoint.idle.empty()) {
       std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
       endpoint.idle.pop_back();
-      if (connection->open()) return Send(std::move(call), *e, std::move(connection), true);
+      if (connection->Idle()) return Send(std::move(call), *e, std::move(connection), true);
     }
     Open(std::move(call), *e);
   }
@@ -224,7 +310,12 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     Connect(io, endpoints[e].endpoint, tls, connect_deadline,
             [self = shared_from_this(), call,
              e](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
+              if (self->stopping) {
+                if (connection.ok()) (*connection)->Close();
+                return self->Complete(*call, absl::UnavailableError("model is unloading"));
+              }
               if (!connection.ok()) {
+                self->Record(e, EndpointHealth::Outcome::kFailure);
                 self->Failed(*call, e, ToStd(connection.status().message()), false);
                 return self->Attempt(std::move(call));
               }
@@ -262,23 +353,37 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
         // same endpoint gets the request again on a new connection, not a failure.
         return Open(std::move(call), e);
       }
+      // Cut off at the request's own deadline is not the endpoint's fault when the deadline
+      // was shorter than an attempt could be; a stall before it is.
+      Record(e, EndpointHealth::Outcome::kFailure);
       Failed(*call, e, ToStd(reply.status().message()), false);
       return Attempt(std::move(call));
+    }
+    if (reused && reply->status == 408 && !stopping) {
+      // The upstream timed the idle connection out as the request went out: nothing was done.
+      return Open(std::move(call), e);
     }
     if (connection->open() && !stopping &&
         int64_t(endpoints[e].idle.size()) < config.remote.connections) {
       endpoints[e].idle.push_back(std::move(connection));
     }
     if (reply->status == 200) {
-      absl::StatusOr<protocol::InferenceResponse> decoded = decoder.Decode(reply->body);
+      // The decoder keeps the capacity of the largest document it parsed: a large reply gets a
+      // decoder of its own, so one does not pin its size for the life of the version.
+      std::optional<protocol::InferenceResponseDecoder> large;
+      if (reply->body.size() > kLargeReplyBytes) large.emplace();
+      absl::StatusOr<protocol::InferenceResponse> decoded =
+          (large ? *large : decoder).Decode(reply->body);
       absl::StatusOr<std::vector<protocol::Tensor>> outputs =
           decoded.ok() ? MatchOutputs(config, call->rows, call->request.requested_outputs,
                                       std::move(decoded->outputs))
                        : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
       if (!outputs.ok()) {
+        Record(e, EndpointHealth::Outcome::kFailure);
         Failed(*call, e, StrCat("a reply pillar cannot use: ", outputs.status().message()), false);
         return Attempt(std::move(call));
       }
+      Record(e, EndpointHealth::Outcome::kSuccess);
       runtime::InferResult result;
       result.outputs = std::move(*outputs);
       result.compute_ns =
@@ -289,6 +394,11 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     const bool throttled = reply->status == 429 || reply->status == 503;
     if (throttled && reply->retry_after_s) {
       call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
+    }
+    if (throttled && reply->retry_after_s) {
+      Record(e, EndpointHealth::Outcome::kThrottled, std::chrono::seconds(*reply->retry_after_s));
+    } else if (reply->status >= 500) {
+      Record(e, EndpointHealth::Outcome::kFailure);
     }
     if (reply->status >= 500 || reply->status == 429) {
       Failed(*call, e, StrCat("answered ", reply->status), throttled);
@@ -301,7 +411,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   }
 
   void Failed(Call& call, size_t e, std::string_view why, bool throttled) {
-    call.last_error = StrCat("upstream ", endpoints[e].endpoint.url, ": ", why);
+    call.last_error = StrCat("upstream ", endpoints[e].endpoint.url, ": ", Redact(why));
     if (!throttled) call.all_throttled = false;
   }
 
@@ -326,7 +436,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     for (const std::shared_ptr<Call>& call : waiting) {
       std::move(call->done)(absl::UnavailableError("model is unloading"));
     }
-    for (EndpointState& endpoint : endpoints) {
+    for (EndpointSlot& endpoint : endpoints) {
       for (const auto& connection : endpoint.idle) connection->Close();
       endpoint.idle.clear();
     }
@@ -346,7 +456,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::StatusOr<Endpoint> endpoint = ParseEndpoint(url);
     if (!endpoint.ok()) return endpoint.status();
     any_tls = any_tls || endpoint->tls;
-    state->endpoints.push_back({std::move(*endpoint), {}});
+    state->endpoints.push_back({std::move(*endpoint), {}, EndpointHealth(HealthFrom(remote))});
   }
   if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
   if (any_tls) {

@@ -1,6 +1,7 @@
 #include "upstream/upstream_connection.h"
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
 
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -13,6 +14,7 @@
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
+#include <cerrno>
 #include <charconv>
 
 #include "common/strings.h"
@@ -27,11 +29,15 @@ using tcp = asio::ip::tcp;
 using error_code = boost::system::error_code;
 
 constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
+constexpr size_t kMaxBufferBytes = 64 * 1024;
+constexpr int kMaxInterimReplies = 8;
 
 std::string Describe(const error_code& ec) {
   if (ec == beast::error::timeout) return "no reply before the deadline";
   if (ec == http::error::body_limit) return "the reply is over max_response_bytes";
   if (ec == http::error::header_limit) return "the reply's header is over 16 KiB";
+  if (ec == http::error::buffer_overflow) return "a chunk header or trailer is over 64 KiB";
+  if (ec == http::error::bad_status) return "too many interim (1xx) replies";
   if (ec == http::error::end_of_stream || ec == asio::error::eof) {
     return "the upstream closed the connection";
   }
@@ -61,9 +67,9 @@ class ConnectionImpl final : public UpstreamConnection,
     ++calls_;
     request_ = std::move(request);
     done_ = std::move(done);
-    parser_.emplace();
-    parser_->body_limit(uint64_t(max_body_bytes));
-    parser_->header_limit(kMaxHeaderBytes);
+    max_body_bytes_ = max_body_bytes;
+    interim_replies_ = 0;
+    NewParser();
     tcp().expires_at(deadline);
     http::async_write(stream_, *request_, [self = this->shared_from_this()](error_code ec, size_t) {
       self->OnWritten(ec);
@@ -71,6 +77,18 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   bool open() const override { return open_; }
+
+  bool Idle() override {
+    if (!open_) return false;
+    // An idle kept-alive connection has nothing to read. A byte (a late 408, the rest of some
+    // earlier reply, a TLS alert) or the end of the stream means the next reply read on it
+    // would not be the reply to the next request: it is closed instead of reused.
+    char byte;
+    const ssize_t n = ::recv(tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    Close();
+    return false;
+  }
 
   void Close() override {
     if (!open_) return;
@@ -85,6 +103,30 @@ class ConnectionImpl final : public UpstreamConnection,
     if (ec)
       return Fail(ec,
                   ec == beast::error::timeout ? CallFailure::kDeadline : CallFailure::kBeforeReply);
+    Read();
+  }
+
+  void NewParser() {
+    parser_.emplace();
+    parser_->body_limit(uint64_t(max_body_bytes_));
+    parser_->header_limit(kMaxHeaderBytes);
+  }
+
+  // The header first, so that a declared length over the limit ends the call before any of
+  // the body is read (Beast's own body_limit was seen to let a 2 MiB body through a 1 MiB
+  // limit when the header and the body arrived together), then the body.
+  void Read() {
+    http::async_read_header(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+  }
+
+  void OnHeader(const error_code& ec) {
+    if (ec || parser_->is_done()) return OnRead(ec);
+    if (const auto length = parser_->content_length();
+        length && *length > uint64_t(max_body_bytes_)) {
+      return Fail(http::error::body_limit, CallFailure::kDuringReply);
+    }
     http::async_read(
         stream_, buffer_, *parser_,
         [self = this->shared_from_this()](error_code ec, size_t) { self->OnRead(ec); });
@@ -92,11 +134,20 @@ class ConnectionImpl final : public UpstreamConnection,
 
   void OnRead(const error_code& ec) {
     if (ec) {
-      return Fail(ec, ec == beast::error::timeout ? CallFailure::kDeadline
-                      : parser_->got_some()       ? CallFailure::kDuringReply
-                                                  : CallFailure::kBeforeReply);
+      return Fail(ec, ec == beast::error::timeout                   ? CallFailure::kDeadline
+                      : parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
+                                                                    : CallFailure::kBeforeReply);
     }
     http::response<http::string_body>& response = parser_->get();
+    if (response.result_int() / 100 == 1) {
+      // 100 Continue, 103 Early Hints: interim replies, which HTTP/1.1 lets a server send before
+      // the final one. Skipped (a few of them; the deadline bounds the rest).
+      if (++interim_replies_ > kMaxInterimReplies) {
+        return Fail(http::error::bad_status, CallFailure::kDuringReply);
+      }
+      NewParser();
+      return Read();
+    }
     UpstreamReply reply;
     reply.status = int(response.result_int());
     if (auto it = response.find(http::field::retry_after); it != response.end()) {
@@ -104,11 +155,16 @@ class ConnectionImpl final : public UpstreamConnection,
           RetryAfterSeconds(std::string_view(it->value().data(), it->value().size()));
     }
     const bool keep_alive = response.keep_alive();
+    if (response.body().size() > size_t(max_body_bytes_)) {  // a chunked body, counted as it came
+      return Fail(http::error::body_limit, CallFailure::kDuringReply);
+    }
     reply.body = std::move(response.body());
     parser_.reset();
     request_.reset();
     tcp().expires_never();
-    if (!keep_alive) Close();
+    // Bytes after the reply were not asked for (a second reply, a body a 204 should not have):
+    // whatever reads this connection next would take them for its own reply.
+    if (!keep_alive || buffer_.size() != 0) Close();
     std::move(done_)(std::move(reply), CallFailure::kNone);
   }
 
@@ -120,7 +176,11 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   Stream stream_;
-  beast::flat_buffer buffer_;
+  // Bounded: Beast limits a reply's header and body, not its chunk-size lines, chunk extensions
+  // or trailers, which pass through this buffer.
+  beast::flat_buffer buffer_{kMaxBufferBytes};
+  int64_t max_body_bytes_ = 0;
+  int interim_replies_ = 0;
   std::optional<http::response_parser<http::string_body>> parser_;
   std::shared_ptr<const HttpRequest> request_;
   ReplyCallback done_;

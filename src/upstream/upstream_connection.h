@@ -51,6 +51,9 @@ class UpstreamConnection {
   virtual void Call(std::shared_ptr<const HttpRequest> request, Clock::time_point deadline,
                     int64_t max_body_bytes, ReplyCallback done) = 0;
   virtual bool open() const = 0;
+  // Whether an idle connection may carry the next call: open, with nothing waiting to be read
+  // (closes it otherwise).
+  virtual bool Idle() = 0;
   virtual void Close() = 0;
   // Calls made on this connection, for telling a first use from a reuse.
   int64_t calls() const { return calls_; }

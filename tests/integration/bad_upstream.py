@@ -11,6 +11,14 @@ Usage: bad_upstream.py PORT. The model named in /v2/models/<name>/infer picks th
   drip         200 whose body arrives a byte every 100 ms
   reset        the connection shut down mid-reply
   notfound     404
+  early        103 Early Hints, then a valid reply
+  extra        a valid reply followed by a second, unasked-for one (data 999)
+  late408      a valid reply, then, 200 ms later on the idle connection, 408 and a close
+  chunkext     a chunked reply whose first chunk header never ends
+  echo         200 whose error repeats the request's Authorization header
+  pause        429 with Retry-After: 2
+  flaky        500
+Each request for pause or flaky appends its time (time.time()) to <model>.hits.
 Every request's Authorization header is appended to auth.log beside this script's working
 directory, so a test can check what pillar sent.
 """
@@ -44,6 +52,46 @@ class Handler(BaseHTTPRequestHandler):
         good = {"model_name": model, "model_version": "1",
                 "outputs": [{"name": "y", "datatype": "FP32", "shape": [rows, 2],
                              "data": [0.5] * (rows * 2)}]}
+        if model in ("pause", "flaky"):
+            with open(model + ".hits", "a") as hits:
+                hits.write("%.6f\n" % time.time())
+            if model == "pause":
+                self.send_response(429)
+                self.send_header("Retry-After", "2")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            return self.reply(500, b'{"error": "flaky"}')
+        if model == "early":
+            self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
+            return self.reply(200, json.dumps(good).encode())
+        if model == "extra":
+            self.reply(200, json.dumps(good).encode())
+            good["outputs"][0]["data"] = [999] * (rows * 2)
+            return self.reply(200, json.dumps(good).encode())
+        if model == "late408":
+            self.reply(200, json.dumps(good).encode())
+            self.wfile.flush()
+            time.sleep(0.2)
+            self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+            return
+        if model == "chunkext":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            try:
+                self.wfile.write(b"1;a=")
+                for _ in range(64):  # 4 MiB of one chunk extension, then stop
+                    self.wfile.write(b"x" * 65536)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
+        if model == "echo":
+            message = "bad token " + (self.headers.get("Authorization") or "")
+            return self.reply(200, json.dumps({"error": message}).encode())
         if model == "good":
             return self.reply(200, json.dumps(good).encode())
         if model == "malformed":

@@ -150,6 +150,50 @@ std::string SimulatedErrorFor(std::string_view from, std::string_view to) {
   return std::string(c.status().message());
 }
 
+TEST(ModelConfigTest, ATensorNoRequestCouldCarryIsRefused) {
+  EXPECT_NE(SimulatedErrorFor("shape = [2]", "shape = [1099511627776]")
+                .find("'y' holds more than 67108864 elements in a full batch"),
+            std::string::npos);
+  // Small per row, too large for a full batch.
+  EXPECT_NE(ErrorFor("[4, -1]", "[4096, 4096]")  // 16 M a row, 134 M in a batch of 8
+                .find("'x' holds more than 67108864 elements in a full batch"),
+            std::string::npos);
+}
+
+TEST(ModelConfigTest, ARemoteModelNamesItsUpstreamPlainly) {
+  const std::string remote = R"(platform = "remote"
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+[remote]
+endpoints = ["http://10.0.0.5:8000"]
+model = "digits"
+)";
+  absl::StatusOr<ModelConfig> ok = ModelConfig::Parse(remote, "m.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->remote.model, "digits");
+  for (const char* bad : {"a/b", "a b", "..", "x\\r\\nHost: y"}) {
+    std::string text = remote;
+    text.replace(text.find("\"digits\""), 8, std::string("\"") + bad + "\"");
+    absl::StatusOr<ModelConfig> c = ModelConfig::Parse(text, "m.toml");
+    ASSERT_FALSE(c.ok()) << bad;
+    EXPECT_NE(c.status().message().find("[remote] model must be up to 128 letters"),
+              std::string::npos)
+        << c.status();
+  }
+  std::string with_batching = remote + "[batching]\nmax_queue_size = 4\n";
+  EXPECT_NE(ModelConfig::Parse(with_batching, "m.toml")
+                .status()
+                .message()
+                .find("[batching] does not apply to platform = \"remote\""),
+            std::string::npos);
+}
+
 TEST(ModelConfigTest, ASimulatedModelIsReadAsStrictlyAsAnyOther) {
   EXPECT_NE(SimulatedErrorFor("\"lognormal\"", "\"pareto\"")
                 .find("[simulated] latency must be \"fixed\", \"normal\", \"lognormal\" or "

@@ -306,6 +306,14 @@ TEST(JsonCodecTest, ABadUpstreamReplyIsRefusedWithWhatIsWrong) {
             std::string::npos);
 }
 
+TEST(JsonCodecTest, ANameInAnErrorIsCutShort) {
+  const std::string name(100'000, 'n');
+  const std::string message = ReplyError(R"({"outputs":[{"name":")" + name +
+                                         R"(","datatype":"FP32","shape":[2],"data":[1]}]})");
+  EXPECT_LT(message.size(), 200u) << message.size();
+  EXPECT_NE(message.find("'data' has 1 elements but 'shape' needs 2"), std::string::npos);
+}
+
 TEST(JsonCodecTest, DecoderIsReusable) {
   InferenceRequestDecoder decoder;
   for (int i = 0; i < 3; ++i) {

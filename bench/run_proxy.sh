@@ -1,0 +1,183 @@
+#!/usr/bin/env bash
+# The proxy path (docs/benchmarks.md, "Proxy path"): the same pillar upstream, serving a
+# simulated model (platform = "simulated", no latency, 2 instances), reached directly and through
+# three gateways, each with kept-alive connections to it:
+#   - pillar (platform = "remote"), configured as ./dev.sh run configures it: API keys, the
+#     built-in policy, the access log and the signed audit log on;
+#   - HAProxy 2.6 (Debian), mode http, http-reuse always, 2 threads, no logging (it has only
+#     syslog);
+#   - nginx (Debian), proxy_pass to an upstream block with keepalive, 2 workers, access log on.
+# Neither peer authenticates, authorizes, limits or audits: they forward the client's key to the
+# upstream, which checks it. Rounds alternate the gateways; the report gives medians and the
+# range of each round's ratio.
+# Usage: bench/run_proxy.sh [PILLAR_BINARY]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+pillar=$(realpath "${1:-$root/build/src/pillar}")
+seconds=${BENCH_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-3}
+work=$(mktemp -d /tmp/pillar-proxy-XXXXXX)
+out="$work/raw"
+mkdir -p "$out"
+source "$root/bench/common.sh"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  [[ -f "$work/nginx/nginx.pid" ]] && kill "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+
+wait_ports() {  # ports file
+  for _ in $(seq 1 300); do [[ -s "$1" ]] && return 0; sleep 0.1; done
+  echo "bench: no $1" >&2; return 1
+}
+
+# serve NAME STORE_MODEL_TOML: a pillar in $work/NAME, as ./dev.sh run configures it, serving one
+# signed model "sim" whose model.toml is STORE_MODEL_TOML; prints its admin key.
+serve() {
+  local name=$1 toml=$2 dir="$work/$1"
+  mkdir -p "$dir/store/sim/1"
+  printf '%s\n' "$toml" > "$dir/store/sim/1/model.toml"
+  "$pillar" keygen --out "$dir/signing" >/dev/null 2>&1
+  "$pillar" model sign "$dir/store/sim/1" --key "$dir/signing.key" >/dev/null 2>&1
+  "$pillar" keygen --out "$dir/audit" >/dev/null 2>&1
+  cat > "$dir/pillar.toml" <<TOML
+[server]
+threads = 2
+[data]
+port = 0
+[admin]
+port = 0
+[repository]
+path = "$dir/store"
+trusted_keys = ["$dir/signing.pub"]
+[state]
+path = "$dir/state.db"
+[logging]
+access_log = "$dir/access.log"
+[audit]
+file = "$dir/audit.log"
+signing_key = "$dir/audit.key"
+public_keys = ["$dir/audit.pub"]
+TOML
+  "$pillar" key create -c "$dir/pillar.toml" --name bench --role admin 2>/dev/null
+}
+
+tensors='max_batch_size = 8
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]'
+
+upstream_key=$(serve upstream "platform = \"simulated\"
+$tensors
+[instance]
+count = 2
+[simulated]
+latency_ms = 0")
+"$pillar" serve -c "$work/upstream/pillar.toml" --ports-file "$work/upstream/ports" 2>"$work/upstream.log" &
+pids+=($!)
+wait_ports "$work/upstream/ports"
+upstream_port=$(sed -n 's/^data=//p' "$work/upstream/ports")
+
+printf '%s\n' "$upstream_key" > "$work/upstream.token"
+chmod 600 "$work/upstream.token"
+gateway_key=$(serve gateway "platform = \"remote\"
+$tensors
+[remote]
+endpoints = [\"http://127.0.0.1:$upstream_port\"]
+credentials_file = \"$work/upstream.token\"
+connections = 64")
+"$pillar" serve -c "$work/gateway/pillar.toml" --ports-file "$work/gateway/ports" 2>"$work/gateway.log" &
+pids+=($!)
+wait_ports "$work/gateway/ports"
+gateway_port=$(sed -n 's/^data=//p' "$work/gateway/ports")
+
+haproxy_port=$(free_port)
+cat > "$work/haproxy.cfg" <<CFG
+global
+  nbthread 2
+  maxconn 4096
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+  http-reuse always
+frontend gateway
+  bind 127.0.0.1:$haproxy_port
+  default_backend upstream
+backend upstream
+  server pillar 127.0.0.1:$upstream_port maxconn 64
+CFG
+haproxy -f "$work/haproxy.cfg" -db 2>"$work/haproxy.log" &
+pids+=($!)
+
+nginx_port=$(free_port)
+mkdir -p "$work/nginx"
+cat > "$work/nginx/nginx.conf" <<CONF
+worker_processes 2;
+pid $work/nginx/nginx.pid;
+error_log $work/nginx/error.log warn;
+events { worker_connections 4096; }
+http {
+  access_log $work/nginx/access.log;
+  client_body_temp_path $work/nginx/body;
+  proxy_temp_path $work/nginx/proxy;
+  fastcgi_temp_path $work/nginx/fastcgi;
+  uwsgi_temp_path $work/nginx/uwsgi;
+  scgi_temp_path $work/nginx/scgi;
+  keepalive_requests 1000000;
+  upstream pillar { server 127.0.0.1:$upstream_port; keepalive 64; keepalive_requests 1000000; }
+  server {
+    listen 127.0.0.1:$nginx_port;
+    location / {
+      proxy_pass http://pillar;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+CONF
+nginx -c "$work/nginx/nginx.conf"
+
+printf '%s' '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[0.25,0.5,0.75,1.0]}]}' > "$work/body.json"
+export BENCH_BODY_FILE="$work/body.json" BENCH_PATH=/v2/models/sim/infer
+run_wrk() {  # name threads connections port key
+  BENCH_KEY=$5 wrk -t"$1" -c"$2" -d"${seconds}s" --latency -s "$root/bench/post_infer.lua" \
+    "http://127.0.0.1:$3" > "$out/$4" 2>&1
+}
+for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gateway_key" \
+              "haproxy $haproxy_port $upstream_key" "nginx $nginx_port $upstream_key"; do
+  set -- $target
+  BENCH_KEY=$3 wrk -t2 -c16 -d2s -s "$root/bench/post_infer.lua" "http://127.0.0.1:$2" | grep -q "non_200 0" \
+    || { echo "bench: $1 does not answer 200" >&2; exit 1; }
+done
+
+for r in $(seq 1 "$rounds"); do
+  echo "bench: round $r of $rounds" >&2
+  for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gateway_key" \
+                "haproxy $haproxy_port $upstream_key" "nginx $nginx_port $upstream_key"; do
+    set -- $target
+    run_wrk 1 1 "$2" "$1_c1_r$r.txt" "$3"
+    run_wrk 2 64 "$2" "$1_c64_r$r.txt" "$3"
+  done
+done
+
+commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
+git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+{
+  echo "Commit $commit; the pillar gateway as ./dev.sh run configures it (keys, policy, access"
+  echo "and audit logs on); $rounds alternating rounds of ${seconds} s."
+  echo
+  /usr/bin/python3 "$root/bench/proxy_report.py" "$out" "$rounds"
+} | tee "$work/report.md"
+mkdir -p "$root/bench/results"
+cp "$work/report.md" "$root/bench/results/proxy-latest.md"
+echo "bench: raw outputs in $out" >&2

@@ -1,0 +1,71 @@
+// Whether an upstream endpoint may be sent a request now: passive outlier ejection, an upstream's
+// Retry-After, and the half-open probe that lets an ejected endpoint back in. One per endpoint,
+// used on its runner's thread only; time is passed in, so tests drive it without waiting.
+//
+//   EndpointHealth health(options);
+//   if (health.Available(now)) { ... send ...; health.Record(outcome, now); }
+//
+// The rules, after Envoy's outlier detection (docs/formats/model_store.md says where pillar
+// differs):
+// - `consecutive_failures` failures in a row (a connect failure, a 5xx, a cut-off attempt, a
+//   reply pillar cannot use; not a 429) eject the endpoint for base_ejection x the number of
+//   times it has been ejected, capped at max_ejection;
+// - when the ejection ends, the endpoint is half-open: it gets one request at a time; a success
+//   closes it (and, after as long as its last ejection without another, forgets the count), a
+//   failure ejects it again, for longer;
+// - a 429 or 503 with Retry-After keeps every request away until then, without counting as a
+//   failure of the endpoint's health.
+// How many endpoints of a set may be out at once (max_ejection_percent, panic) is the set's
+// decision: see RemoteRunner.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+namespace pillar::upstream {
+
+struct HealthOptions {
+  int consecutive_failures = 5;
+  std::chrono::milliseconds base_ejection{30'000};
+  std::chrono::milliseconds max_ejection{300'000};
+};
+
+enum class EndpointState { kHealthy, kEjected, kHalfOpen };
+
+class EndpointHealth {
+ public:
+  using TimePoint = std::chrono::steady_clock::time_point;
+  enum class Outcome { kSuccess, kFailure, kThrottled };
+
+  explicit EndpointHealth(HealthOptions options) : options_(options) {}
+
+  EndpointState state(TimePoint now) const;
+  // Whether a request may go to the endpoint now. For a half-open endpoint, true once: the
+  // caller sends the probe, and Record() says how it went.
+  bool Available(TimePoint now) const;
+  // Takes the half-open probe slot (call when sending to a half-open endpoint).
+  void StartProbe() { probing_ = true; }
+  void Record(Outcome outcome, TimePoint now, std::chrono::seconds retry_after = {});
+  // Ejects at once (the set's panic rules allowed an ejection Record() asked for).
+  void Eject(TimePoint now);
+  // True when the last Record() reached the ejection threshold; the set decides.
+  bool WantsEjection() const { return wants_ejection_; }
+  // When the endpoint is next available (now, when it is).
+  TimePoint AvailableAt(TimePoint now) const;
+  int64_t ejections() const { return ejections_; }
+  bool Throttled(TimePoint now) const { return now < throttled_until_; }
+
+ private:
+  HealthOptions options_;
+  int failures_in_a_row_ = 0;
+  int64_t times_ejected_ = 0;  // for the ejection's length; decays after a quiet period
+  int64_t ejections_ = 0;      // ever, for metrics
+  TimePoint ejected_until_{};
+  TimePoint throttled_until_{};
+  TimePoint last_ejection_end_{};
+  bool ejected_ = false;
+  bool probing_ = false;
+  bool wants_ejection_ = false;
+};
+
+}  // namespace pillar::upstream

@@ -1,0 +1,61 @@
+#include "upstream/remote_runner.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+
+#include "testing/temp_dir.h"
+
+namespace pillar::upstream {
+namespace {
+
+models::ModelConfig RemoteConfig(const std::string& credentials) {
+  models::ModelConfig c;
+  c.platform = models::Platform::kRemote;
+  c.inputs = {{"x", protocol::DataType::kFp32, {4}}};
+  c.outputs = {{"y", protocol::DataType::kFp32, {2}}};
+  c.remote.endpoints = {"http://127.0.0.1:9"};
+  c.remote.credentials_file = credentials;
+  return c;
+}
+
+std::string Refusal(const std::string& credentials) {
+  absl::StatusOr<std::unique_ptr<RemoteRunner>> runner =
+      RemoteRunner::Create(RemoteConfig(credentials), "m");
+  EXPECT_FALSE(runner.ok()) << credentials;
+  return std::string(runner.status().message());
+}
+
+TEST(RemoteRunnerTest, TheCredentialsFileMustBeAPrivateRegularFile) {
+  testing::TempDir dir;
+  const std::string token = (dir.path() / "token").string();
+  std::ofstream(token) << "s3cret\n";
+  ::chmod(token.c_str(), 0600);
+  EXPECT_TRUE(RemoteRunner::Create(RemoteConfig(token), "m").ok());
+
+  ::chmod(token.c_str(), 0640);
+  EXPECT_NE(Refusal(token).find("is readable by group or others"), std::string::npos);
+
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_NE(Refusal(fifo).find("cannot read credentials_file"), std::string::npos);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));  // no hang
+
+  std::filesystem::create_directory(dir.path() / "d");
+  EXPECT_NE(Refusal((dir.path() / "d").string()).find("credentials_file"), std::string::npos);
+  std::filesystem::create_symlink(token, dir.path() / "link");
+  EXPECT_NE(Refusal((dir.path() / "link").string()).find("cannot open"), std::string::npos);
+
+  const std::string spaced = (dir.path() / "spaced").string();
+  std::ofstream(spaced) << "two words\n";
+  ::chmod(spaced.c_str(), 0600);
+  EXPECT_NE(Refusal(spaced).find("must hold one token"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace pillar::upstream
