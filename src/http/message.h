@@ -10,6 +10,9 @@
 
 namespace pillar::http {
 
+// The header with which a client (or a pillar in front) says how long it will wait, in ms.
+inline constexpr std::string_view kTimeoutHeader = "X-Pillar-Timeout-Ms";
+
 struct Route;
 
 struct Request {
@@ -26,6 +29,9 @@ struct Request {
   // Captured path parameters, in pattern order, e.g. {"model", "digits"}.
   std::vector<std::pair<std::string_view, std::string>> params;
   int64_t received_ns = 0;  // monotonic time when the request was fully read
+  // X-Pillar-Timeout-Ms: how long the client will wait, when it said so (1 ms .. a day); 0 when
+  // absent or not a number in that range. Another pillar in front sends what it has left.
+  int64_t timeout_ms = 0;
 
   std::string_view Param(std::string_view name) const {
     for (const auto& [key, value] : params) {

@@ -442,6 +442,14 @@ class Session final : public ResponseSink,
     request.remote = remote_;
     request.peer_identity = peer_identity_;
     request.received_ns = SystemClock().MonotonicNanos();
+    if (auto timeout =
+            message.find(beast::string_view(kTimeoutHeader.data(), kTimeoutHeader.size()));
+        timeout != message.end()) {
+      int64_t ms = 0;
+      if (ParseInt(ToStd(timeout->value()), &ms) && ms >= 1 && ms <= 86'400'000) {
+        request.timeout_ms = ms;
+      }
+    }
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
 

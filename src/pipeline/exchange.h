@@ -73,6 +73,7 @@ class Exchange {
   std::string remote;
   std::string peer_identity;  // a verified client certificate's identity, on mTLS listeners
   int64_t start_ns = 0;
+  int64_t timeout_ms = 0;  // what the client said it will wait (X-Pillar-Timeout-Ms); 0: unsaid
 
   // --- Resolved by stages.
   std::shared_ptr<const identity::Principal> principal;

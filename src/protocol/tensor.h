@@ -33,6 +33,10 @@ std::optional<int64_t> ShapeElementCount(const std::vector<int64_t>& shape, int6
 // means all).
 struct InferenceRequest {
   std::string id;
+  // Not part of the body: when the caller stops waiting (steady-clock nanoseconds, as
+  // Clock::MonotonicNanos counts them; 0: no deadline of its own). Runners do not start work
+  // for a request past it, and a remote one tells its upstream what is left.
+  int64_t deadline_ns = 0;
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;
 };

@@ -132,10 +132,25 @@ void BatchingRunner::InstanceLoop(Backend& backend) {
     if (!queue_.empty()) cv_.Signal();  // let another instance start on the rest
     ++busy_instances_;
     mu_.Unlock();
-    RunBatch(backend, batch);
+    DropExpired(batch);
+    if (!batch.empty()) RunBatch(backend, batch);
     mu_.Lock();
     --busy_instances_;
   }
+}
+
+void BatchingRunner::DropExpired(std::vector<Pending>& batch) {
+  const int64_t now = clock_.MonotonicNanos();
+  auto expired = [now](const Pending& p) {
+    return p.request.deadline_ns > 0 && now >= p.request.deadline_ns;
+  };
+  for (Pending& p : batch) {
+    if (expired(p)) {
+      std::move(p.done)(absl::DeadlineExceededError(
+          "the caller's deadline passed while the request waited for the model"));
+    }
+  }
+  batch.erase(std::remove_if(batch.begin(), batch.end(), expired), batch.end());
 }
 
 void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {

@@ -49,6 +49,9 @@ class BatchingRunner final : public Runner {
   void InstanceLoop(Backend& backend);
   // Takes the next batch from the queue, waiting for it to fill up to the configured delay.
   std::vector<Pending> NextBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers the requests whose caller's deadline passed while they queued, and removes them: no
+  // computation for nobody.
+  void DropExpired(std::vector<Pending>& batch);
   void RunBatch(Backend& backend, std::vector<Pending>& batch);
   int64_t EstimatedWaitSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

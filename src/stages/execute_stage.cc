@@ -19,6 +19,7 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   }
   protocol::InferenceRequest request = std::move(*ex.infer_request);
   ex.infer_request.reset();
+  if (ex.timeout_ms > 0) request.deadline_ns = ex.start_ns + ex.timeout_ms * 1'000'000;
   std::string id = request.id;
   // Nothing below may touch `ex` after Infer(): the callback may already have resumed it.
   ex.model->runner->Infer(

@@ -26,6 +26,9 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 
 constexpr size_t kLargeReplyBytes = 1 << 20;
+// The header in which pillar tells an upstream how long it will wait (http::kTimeoutHeader, which
+// a pillar upstream reads; upstream/ does not include http/).
+constexpr char kTimeoutHeader[] = "X-Pillar-Timeout-Ms";
 
 // A credentials file is a secret: pillar refuses one that others could read, as ssh does a key.
 [[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path) {
@@ -332,6 +335,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     request->set(http::field::content_type, "application/json");
     request->set(http::field::user_agent, "pillar");
     if (token) request->set(http::field::authorization, StrCat("Bearer ", token->view()));
+    // What is left of the deadline, so that the upstream does not work for nobody (another
+    // pillar reads it; other servers ignore it).
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(call->deadline - Clock::now());
+    request->set(kTimeoutHeader, std::to_string(std::max<int64_t>(1, left.count())));
     request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
     request->prepare_payload();
     busy.insert(connection);
@@ -495,6 +502,10 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
   call->done = std::move(done);
   call->arrived = Clock::now();
   call->deadline = call->arrived + std::chrono::milliseconds(state_->config.remote.timeout_ms);
+  if (call->request.deadline_ns > 0) {  // the client's own, when it is sooner
+    call->deadline = std::min(
+        call->deadline, Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)));
+  }
   call->tried.assign(state_->endpoints.size(), false);
   asio::post(state_->io, [state = state_, call = std::move(call)]() mutable {
     call->first = state->next_first++ % state->endpoints.size();

@@ -19,8 +19,8 @@ Usage: bad_upstream.py PORT. The model named in /v2/models/<name>/infer picks th
   pause        429 with Retry-After: 2
   flaky        500
 Each request for pause or flaky appends its time (time.time()) to <model>.hits.
-Every request's Authorization header is appended to auth.log beside this script's working
-directory, so a test can check what pillar sent.
+Every request's Authorization and X-Pillar-Timeout-Ms headers are appended to auth.log and
+timeout.log in the working directory, so a test can check what pillar sent.
 """
 import json
 import socket
@@ -47,6 +47,8 @@ class Handler(BaseHTTPRequestHandler):
         request = json.loads(self.rfile.read(length))
         with open("auth.log", "a") as log:
             log.write((self.headers.get("Authorization") or "-") + "\n")
+        with open("timeout.log", "a") as log:
+            log.write((self.headers.get("X-Pillar-Timeout-Ms") or "-") + "\n")
         model = self.path.split("/")[3]
         rows = request["inputs"][0]["shape"][0]
         good = {"model_name": model, "model_version": "1",

@@ -136,6 +136,7 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "sim", Remote({up}, auth));
     WriteVersion(store, "failover", Remote({closed, up}, auth + "model = \"sim\"\n"));
     WriteVersion(store, "slow", Remote({up}, auth + "timeout_ms = 100\n"));
+    WriteVersion(store, "patient", Remote({up}, auth + "model = \"slow\"\n"));
     WriteVersion(store, "throttled", Remote({up}, auth));
     WriteVersion(store, "failing", Remote({up}, auth));
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
@@ -231,6 +232,28 @@ TEST_F(RemoteTest, TheTimeoutAnswers504AndCutsTheUpstreamOff) {
   EXPECT_NE(r.body.find("no answer from the upstream within 100 ms"), std::string::npos) << r.body;
   EXPECT_GE(seconds, 0.09);
   EXPECT_LT(seconds, 0.6);  // well before the upstream's 1000 ms, with room for a loaded machine
+}
+
+TEST_F(RemoteTest, TheClientsOwnDeadlineIsKeptAndPassedOn) {
+  const auto start = std::chrono::steady_clock::now();
+  HttpReply r = Fetch(gateway_->data_port(), "POST", "/v2/models/patient/infer", kTwoRows,
+                      {Bearer(key_), "X-Pillar-Timeout-Ms: 150"});
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(r.status, 504) << r.body;  // timeout_ms is 30 s; the client said 150 ms
+  EXPECT_GE(seconds, 0.14);
+  EXPECT_LT(seconds, 0.6);
+  // What the upstream is told is what is left of the client's 150 ms.
+  ASSERT_EQ(Fetch(gateway_->data_port(), "POST", "/v2/models/good/infer", kTwoRows,
+                  {Bearer(key_), "X-Pillar-Timeout-Ms: 5000"})
+                .status,
+            200);
+  std::istringstream told(ReadFile(bad_dir_->path() / "timeout.log"));
+  std::string last;
+  for (std::string line; std::getline(told, line);) last = line;
+  ASSERT_NE(last, "-");
+  EXPECT_GT(std::stoll(last), 4000);
+  EXPECT_LE(std::stoll(last), 5000);
 }
 
 TEST_F(RemoteTest, AThrottledUpstreamGives503WithItsRetryAfter) {

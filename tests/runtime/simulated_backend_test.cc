@@ -193,6 +193,36 @@ TEST(SimulatedBackendTest, UnloadingARunnerInterruptsAHangingInstance) {
   EXPECT_TRUE(absl::IsUnavailable(status)) << status;
 }
 
+// A request whose caller stopped waiting while it queued is answered, not computed.
+TEST(SimulatedBackendTest, ARequestPastItsDeadlineIsNotRun) {
+  ModelConfig c = Config();
+  c.simulated.latency_ms = 500;
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<SimulatedBackend>(c, std::nullopt, 0));
+  BatchingRunner runner(c, std::move(instances), SystemClock());
+  absl::Notification first_done, second_done;
+  absl::Status first, second;
+  protocol::InferenceRequest a, b;
+  a.inputs = b.inputs = {{"x", DataType::kFp32, {4}, std::string(16, '\0')}};
+  b.deadline_ns = SystemClock().MonotonicNanos() + 50'000'000;  // gone before the instance frees
+  const auto start = std::chrono::steady_clock::now();
+  runner.Infer(std::move(a), [&](absl::StatusOr<InferResult> r) {
+    first = r.status();
+    first_done.Notify();
+  });
+  runner.Infer(std::move(b), [&](absl::StatusOr<InferResult> r) {
+    second = r.status();
+    second_done.Notify();
+  });
+  ASSERT_TRUE(second_done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  ASSERT_TRUE(first_done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(first.ok()) << first;
+  EXPECT_TRUE(absl::IsDeadlineExceeded(second)) << second;
+  // Answered when the instance looked at it after the first (0.5 s), not after running it too
+  // (1 s).
+  EXPECT_LT(Seconds(std::chrono::steady_clock::now() - start), 0.9);
+}
+
 TEST(SimulatedBackendTest, EmpiricalDrawsComeFromTheHistogram) {
   ModelConfig c = Config();
   c.simulated.latency = LatencyDistribution::kEmpirical;
