@@ -70,6 +70,7 @@ struct ServeOptions {
                std::fprintf(stderr, "pillar: %s\n", std::string(s.message()).c_str());
              }
            },
+       .upstream_metrics = upstream::UpstreamMetrics::Register(metrics),
        .torch_threads = config.torch_threads});
   return std::make_unique<runtime::ModelWatcher>(std::move(repository), std::move(loader),
                                                  options.poll, audit);

@@ -22,9 +22,14 @@ bool EndpointHealth::Available(TimePoint now) const {
   return false;
 }
 
-void EndpointHealth::Record(Outcome outcome, TimePoint now, std::chrono::seconds retry_after) {
+void EndpointHealth::Record(Outcome outcome, TimePoint now, bool probe,
+                            std::chrono::seconds retry_after) {
   wants_ejection_ = false;
+  if (ejected_ && !probe) return;  // sent before the ejection: the probe decides
   switch (outcome) {
+    case Outcome::kInconclusive:
+      probing_ = false;
+      return;
     case Outcome::kThrottled:
       // Busy, not broken: the endpoint is left alone until it said, and its health is unchanged.
       throttled_until_ = std::max(throttled_until_, now + retry_after);

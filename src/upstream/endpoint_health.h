@@ -14,7 +14,9 @@
 //   closes it (and, after as long as its last ejection without another, forgets the count), a
 //   failure ejects it again, for longer;
 // - a 429 or 503 with Retry-After keeps every request away until then, without counting as a
-//   failure of the endpoint's health.
+//   failure of the endpoint's health;
+// - while the endpoint is out, only the probe's outcome counts, and a probe that says nothing
+//   (cut off by its caller's deadline) frees the slot for the next request to probe.
 // How many endpoints of a set may be out at once (max_ejection_percent, panic) is the set's
 // decision: see RemoteRunner.
 #pragma once
@@ -35,7 +37,10 @@ enum class EndpointState { kHealthy, kEjected, kHalfOpen };
 class EndpointHealth {
  public:
   using TimePoint = std::chrono::steady_clock::time_point;
-  enum class Outcome { kSuccess, kFailure, kThrottled };
+  // What an attempt says of the endpoint. kSuccess: it answered sanely (any reply below 500
+  // other than a 429: a 404 is the request's fault, not the endpoint's). kInconclusive: nothing
+  // (the caller's own short deadline cut it off).
+  enum class Outcome { kSuccess, kFailure, kThrottled, kInconclusive };
 
   explicit EndpointHealth(HealthOptions options) : options_(options) {}
 
@@ -45,7 +50,9 @@ class EndpointHealth {
   bool Available(TimePoint now) const;
   // Takes the half-open probe slot (call when sending to a half-open endpoint).
   void StartProbe() { probing_ = true; }
-  void Record(Outcome outcome, TimePoint now, std::chrono::seconds retry_after = {});
+  // `probe`: the attempt was the half-open probe. While the endpoint is out, only its probe's
+  // outcome counts: attempts sent before the ejection neither lengthen nor end it.
+  void Record(Outcome outcome, TimePoint now, bool probe, std::chrono::seconds retry_after = {});
   // Ejects at once (the set's panic rules allowed an ejection Record() asked for).
   void Eject(TimePoint now);
   // True when the last Record() reached the ejection threshold; the set decides.

@@ -143,7 +143,12 @@ struct EndpointSlot {
   Endpoint endpoint;
   std::vector<std::shared_ptr<UpstreamConnection>> idle;
   EndpointHealth health;
+  EndpointMetrics metrics;
 };
+
+void Count(monitor::Counter* counter) {
+  if (counter != nullptr) counter->Increment();
+}
 
 // One request, from admission to its answer; lives on the runner's thread.
 struct Call {
@@ -157,6 +162,10 @@ struct Call {
   size_t first = 0;
   std::string last_error;
   bool all_throttled = true;
+  // The deadline is the caller's (X-Pillar-Timeout-Ms), sooner than timeout_ms: an attempt cut
+  // off by it says nothing of the endpoint.
+  bool caller_deadline = false;
+  bool probing = false;  // the attempt in flight is its endpoint's half-open probe
   std::optional<int64_t> retry_after;
 };
 
@@ -213,11 +222,21 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // Text that came from an upstream (an error it put in a reply, a name) on its way to a client
   // and the logs: cut short, and without the token, which an upstream may echo back.
   std::string Redact(std::string_view text) const {
-    std::string out(text.substr(0, 512));
-    if (!token || token->empty()) return out;
-    for (size_t at; (at = out.find(token->view())) != std::string::npos;) {
-      out.replace(at, token->size(), "[redacted]");
+    std::string out(text);
+    if (token && !token->empty()) {
+      const std::string_view secret = token->view();
+      for (size_t at; (at = out.find(secret)) != std::string::npos;) {
+        out.replace(at, secret.size(), "[redacted]");
+      }
+      // Text cut short before it got here may end in part of the token.
+      for (size_t n = std::min(out.size(), secret.size() - 1); n >= 4; --n) {
+        if (std::string_view(out).substr(out.size() - n) == secret.substr(0, n)) {
+          out.replace(out.size() - n, n, "[redacted]");
+          break;
+        }
+      }
     }
+    if (out.size() > 512) out.resize(512);
     return out;
   }
 
@@ -264,22 +283,49 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     return out < allowed;
   }
 
-  void Record(size_t e, EndpointHealth::Outcome outcome, std::chrono::seconds retry_after = {}) {
+  // What a cut-off attempt says of its endpoint: nothing when the caller's own deadline cut it.
+  static EndpointHealth::Outcome CutOffOutcome(const Call& call) {
+    return call.caller_deadline && Clock::now() >= call.deadline
+               ? EndpointHealth::Outcome::kInconclusive
+               : EndpointHealth::Outcome::kFailure;
+  }
+
+  // What a reply other than a usable 200 says of its endpoint.
+  static EndpointHealth::Outcome ReplyOutcome(const Call& call, const UpstreamReply& reply) {
+    using Outcome = EndpointHealth::Outcome;
+    if (reply.status == 429) return Outcome::kThrottled;
+    if (reply.status == 503 && reply.retry_after_s.value_or(0) > 0) return Outcome::kThrottled;
+    if (reply.status == 504 && call.caller_deadline) return Outcome::kInconclusive;
+    if (reply.status >= 500) return Outcome::kFailure;
+    return Outcome::kSuccess;  // it answers HTTP sanely; a 404 is the request's fault
+  }
+
+  void Record(const Call& call, size_t e, EndpointHealth::Outcome outcome,
+              std::chrono::seconds retry_after = {}) {
     const Clock::time_point now = Clock::now();
     EndpointHealth& health = endpoints[e].health;
-    const bool was_out = health.state(now) != EndpointState::kHealthy;
-    health.Record(outcome, now, retry_after);
+    const EndpointState before = health.state(now);
+    const int64_t ejections_before = health.ejections();
+    health.Record(outcome, now, call.probing, retry_after);
     if (health.WantsEjection() && MayEject(now)) health.Eject(now);
-    const bool out = health.state(now) != EndpointState::kHealthy;
-    if (out != was_out || (out && outcome == EndpointHealth::Outcome::kFailure)) {
-      std::fprintf(stderr, "pillar: upstream %s %s\n", endpoints[e].endpoint.url.c_str(),
-                   out ? StrCat("ejected until ",
-                                std::chrono::duration_cast<std::chrono::seconds>(
-                                    health.AvailableAt(now) - now)
-                                    .count(),
-                                " s from now")
-                             .c_str()
-                       : "is back in service");
+    const EndpointState after = health.state(now);
+    const EndpointMetrics& m = endpoints[e].metrics;
+    if (health.ejections() != ejections_before) Count(m.ejections);
+    if (m.state != nullptr) m.state->Set(double(after));
+    Count(outcome == EndpointHealth::Outcome::kSuccess     ? m.attempts_ok
+          : outcome == EndpointHealth::Outcome::kThrottled ? m.attempts_throttled
+          : outcome == EndpointHealth::Outcome::kFailure   ? m.attempts_failed
+                                                           : nullptr);
+    if (health.ejections() != ejections_before) {
+      std::fprintf(stderr, "pillar: upstream %s ejected for %lld ms (ejection %lld)\\n",
+                   endpoints[e].endpoint.url.c_str(),
+                   static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              health.AvailableAt(now) - now)
+                                              .count()),
+                   static_cast<long long>(health.ejections()));
+    } else if (before != EndpointState::kHealthy && after == EndpointState::kHealthy) {
+      std::fprintf(stderr, "pillar: upstream %s is back in service\\n",
+                   endpoints[e].endpoint.url.c_str());
     }
   }
 
@@ -298,7 +344,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     }
     call->tried[*e] = true;
     EndpointSlot& endpoint = endpoints[*e];
-    if (endpoint.health.state(now) == EndpointState::kHalfOpen) endpoint.health.StartProbe();
+    call->probing = endpoint.health.state(now) == EndpointState::kHalfOpen;
+    if (call->probing) endpoint.health.StartProbe();
     while (!endpoint.idle.empty()) {
       std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
       endpoint.idle.pop_back();
@@ -318,7 +365,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
                 return self->Complete(*call, absl::UnavailableError("model is unloading"));
               }
               if (!connection.ok()) {
-                self->Record(e, EndpointHealth::Outcome::kFailure);
+                self->Record(*call, e, self->CutOffOutcome(*call));
                 self->Failed(*call, e, ToStd(connection.status().message()), false);
                 return self->Attempt(std::move(call));
               }
@@ -342,11 +389,19 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
     request->prepare_payload();
     busy.insert(connection);
+    const EndpointMetrics& m = endpoints[e].metrics;
+    if (m.outstanding != nullptr) m.outstanding->Add(1);
+    const Clock::time_point sent = Clock::now();
     UpstreamConnection* raw = connection.get();
     raw->Call(std::move(request), call->deadline, config.remote.max_response_bytes,
-              [self = shared_from_this(), call, e, connection = std::move(connection), reused](
-                  absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+              [self = shared_from_this(), call, e, connection = std::move(connection), reused,
+               sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
                 self->busy.erase(connection);
+                const EndpointMetrics& m = self->endpoints[e].metrics;
+                if (m.outstanding != nullptr) m.outstanding->Add(-1);
+                if (m.latency != nullptr && reply.ok()) {
+                  m.latency->Observe(std::chrono::duration<double>(Clock::now() - sent).count());
+                }
                 self->OnReply(std::move(call), e, std::move(connection), reused, std::move(reply),
                               failure);
               });
@@ -360,9 +415,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
         // same endpoint gets the request again on a new connection, not a failure.
         return Open(std::move(call), e);
       }
-      // Cut off at the request's own deadline is not the endpoint's fault when the deadline
-      // was shorter than an attempt could be; a stall before it is.
-      Record(e, EndpointHealth::Outcome::kFailure);
+      Record(*call, e,
+             failure == CallFailure::kDeadline ? CutOffOutcome(*call)
+                                               : EndpointHealth::Outcome::kFailure);
       Failed(*call, e, ToStd(reply.status().message()), false);
       return Attempt(std::move(call));
     }
@@ -386,11 +441,11 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
                                       std::move(decoded->outputs))
                        : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
       if (!outputs.ok()) {
-        Record(e, EndpointHealth::Outcome::kFailure);
+        Record(*call, e, EndpointHealth::Outcome::kFailure);
         Failed(*call, e, StrCat("a reply pillar cannot use: ", outputs.status().message()), false);
         return Attempt(std::move(call));
       }
-      Record(e, EndpointHealth::Outcome::kSuccess);
+      Record(*call, e, EndpointHealth::Outcome::kSuccess);
       runtime::InferResult result;
       result.outputs = std::move(*outputs);
       result.compute_ns =
@@ -402,11 +457,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     if (throttled && reply->retry_after_s) {
       call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
     }
-    if (throttled && reply->retry_after_s) {
-      Record(e, EndpointHealth::Outcome::kThrottled, std::chrono::seconds(*reply->retry_after_s));
-    } else if (reply->status >= 500) {
-      Record(e, EndpointHealth::Outcome::kFailure);
-    }
+    Record(*call, e, ReplyOutcome(*call, *reply),
+           std::chrono::seconds(reply->retry_after_s.value_or(0)));
     if (reply->status >= 500 || reply->status == 429) {
       Failed(*call, e, StrCat("answered ", reply->status), throttled);
       return Attempt(std::move(call));
@@ -423,8 +475,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   }
 
   [[nodiscard]] absl::Status TimedOut(const Call& call) {
+    const std::string limit = call.caller_deadline ? std::string("the caller's deadline")
+                                                   : StrCat(config.remote.timeout_ms, " ms");
     return absl::DeadlineExceededError(
-        StrCat("no answer from the upstream within ", config.remote.timeout_ms, " ms",
+        StrCat("no answer from the upstream within ", limit,
                call.last_error.empty() ? "" : StrCat(" (", call.last_error, ")")));
   }
 
@@ -454,7 +508,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
 };
 
 absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
-    const models::ModelConfig& config, std::string_view model_name) {
+    const models::ModelConfig& config, std::string_view model_name, std::string_view version,
+    const UpstreamMetrics& metrics) {
   auto state = std::make_shared<State>();
   state->config = config;
   const models::RemoteConfig& remote = config.remote;
@@ -463,7 +518,9 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::StatusOr<Endpoint> endpoint = ParseEndpoint(url);
     if (!endpoint.ok()) return endpoint.status();
     any_tls = any_tls || endpoint->tls;
-    state->endpoints.push_back({std::move(*endpoint), {}, EndpointHealth(HealthFrom(remote))});
+    EndpointMetrics endpoint_metrics = metrics.For(model_name, version, endpoint->url);
+    state->endpoints.push_back(
+        {std::move(*endpoint), {}, EndpointHealth(HealthFrom(remote)), endpoint_metrics});
   }
   if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
   if (any_tls) {
@@ -503,6 +560,8 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
   call->arrived = Clock::now();
   call->deadline = call->arrived + std::chrono::milliseconds(state_->config.remote.timeout_ms);
   if (call->request.deadline_ns > 0) {  // the client's own, when it is sooner
+    call->caller_deadline =
+        Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)) < call->deadline;
     call->deadline = std::min(
         call->deadline, Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)));
   }

@@ -33,6 +33,7 @@
 #include "models/model_config.h"
 #include "runtime/runner.h"
 #include "upstream/endpoint.h"
+#include "upstream/upstream_metrics.h"
 
 namespace pillar::upstream {
 
@@ -40,8 +41,11 @@ class RemoteRunner final : public runtime::Runner {
  public:
   // Reads the credentials file (which must not be readable by group or others) and the TLS
   // files now: a version that cannot reach its upstream as configured does not load.
+  // `metrics` (may be empty) gets this version's endpoints, labelled with `model_name` and
+  // `version`.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteRunner>> Create(
-      const models::ModelConfig& config, std::string_view model_name);
+      const models::ModelConfig& config, std::string_view model_name, std::string_view version,
+      const UpstreamMetrics& metrics = {});
   ~RemoteRunner() override;
   RemoteRunner(const RemoteRunner&) = delete;
   RemoteRunner& operator=(const RemoteRunner&) = delete;

@@ -16,6 +16,7 @@ Usage: bad_upstream.py PORT. The model named in /v2/models/<name>/infer picks th
   late408      a valid reply, then, 200 ms later on the idle connection, 408 and a close
   chunkext     a chunked reply whose first chunk header never ends
   echo         200 whose error repeats the request's Authorization header
+  echocut      the same, padded so that the error is cut inside the token
   pause        429 with Retry-After: 2
   flaky        500
 Each request for pause or flaky appends its time (time.time()) to <model>.hits.
@@ -91,8 +92,10 @@ class Handler(BaseHTTPRequestHandler):
                 pass
             self.close_connection = True
             return
-        if model == "echo":
-            message = "bad token " + (self.headers.get("Authorization") or "")
+        if model in ("echo", "echocut"):
+            # echocut: pillar's decoder cuts an error at 256 bytes, in the middle of the token.
+            padding = "x" * 188 if model == "echocut" else ""
+            message = padding + "bad token " + (self.headers.get("Authorization") or "")
             return self.reply(200, json.dumps({"error": message}).encode())
         if model == "good":
             return self.reply(200, json.dumps(good).encode())

@@ -142,7 +142,7 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
     for (const char* model :
          {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "reset", "notfound",
-          "early", "extra", "late408", "chunkext", "echo"}) {
+          "early", "extra", "late408", "chunkext", "echo", "echocut"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -311,14 +311,28 @@ TEST_F(RemoteTest, AnUpstreamsRetryAfterKeepsRequestsAwayUntilThen) {
 TEST_F(RemoteTest, AFailingEndpointIsEjectedThenProbed) {
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("flaky").status, 200);  // the other one answers
   EXPECT_EQ(Hits("flaky").size(), 2u) << "consecutive_failures = 2, then ejected for 2 s";
-  EXPECT_NE(gateway_->Log().find(BadEndpoint() + " ejected until 2 s from now"), std::string::npos)
+  EXPECT_NE(gateway_->Log().find(BadEndpoint() + " ejected for 2000 ms"), std::string::npos)
       << gateway_->Log();
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
   for (int i = 0; i < 6; ++i) EXPECT_EQ(Infer("flaky").status, 200);
   // One half-open probe, which failed: out again, for 4 s.
   EXPECT_EQ(Hits("flaky").size(), 3u);
-  EXPECT_NE(gateway_->Log().find(BadEndpoint() + " ejected until 4 s from now"), std::string::npos)
+  EXPECT_NE(gateway_->Log().find(BadEndpoint() + " ejected for 4000 ms"), std::string::npos)
       << gateway_->Log();
+  // And as metrics, per endpoint.
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  const std::string bad =
+      "model=\"flaky\",version=\"1\",endpoint=\"http://127.0.0.1:" + std::to_string(bad_port_) +
+      "\"";
+  EXPECT_NE(metrics.find("pillar_upstream_ejections_total{" + bad + "} 2"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("pillar_upstream_attempts_total{" + bad + ",outcome=\"failed\"} 3"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("pillar_upstream_state{" + bad + "} 1"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("pillar_upstream_outstanding{" + bad + "} 0"), std::string::npos)
+      << metrics;
 }
 
 // A reply is read only for the request it answers: an interim 1xx is skipped, bytes nobody asked
@@ -351,6 +365,31 @@ TEST_F(RemoteTest, ATokenAnUpstreamEchoesIsRedacted) {
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.body.find(token_), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("bad token Bearer [redacted]"), std::string::npos) << r.body;
+  // Cut inside the token before pillar saw it: what is left of the token goes too.
+  r = Infer("echocut");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find(token_.substr(0, 8)), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("bad token Bearer [redacted]"), std::string::npos) << r.body;
+}
+
+// A caller that gives up early says nothing of the upstream: its cut-off attempts do not count
+// against the endpoint, or one client could take a healthy replica out for everyone.
+TEST_F(RemoteTest, ACallersShortDeadlineDoesNotCountAgainstTheEndpoint) {
+  for (int i = 0; i < 8; ++i) {
+    HttpReply r = Fetch(gateway_->data_port(), "POST", "/v2/models/patient/infer", kTwoRows,
+                        {Bearer(key_), "X-Pillar-Timeout-Ms: 20"});
+    EXPECT_EQ(r.status, 504) << r.body;
+    EXPECT_NE(r.body.find("within the caller's deadline"), std::string::npos) << r.body;
+  }
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  const std::string up = "model=\"patient\",version=\"1\",endpoint=\"http://127.0.0.1:" +
+                         std::to_string(upstream_->data_port()) + "\"";
+  EXPECT_NE(metrics.find("pillar_upstream_ejections_total{" + up + "} 0"), std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("pillar_upstream_attempts_total{" + up + ",outcome=\"failed\"} 0"),
+            std::string::npos)
+      << metrics;
 }
 
 TEST_F(RemoteTest, ASlowDripEndsAtTheDeadline) {

@@ -25,7 +25,7 @@ models::ModelConfig RemoteConfig(const std::string& credentials) {
 
 std::string Refusal(const std::string& credentials) {
   absl::StatusOr<std::unique_ptr<RemoteRunner>> runner =
-      RemoteRunner::Create(RemoteConfig(credentials), "m");
+      RemoteRunner::Create(RemoteConfig(credentials), "m", "1");
   EXPECT_FALSE(runner.ok()) << credentials;
   return std::string(runner.status().message());
 }
@@ -35,7 +35,7 @@ TEST(RemoteRunnerTest, TheCredentialsFileMustBeAPrivateRegularFile) {
   const std::string token = (dir.path() / "token").string();
   std::ofstream(token) << "s3cret\n";
   ::chmod(token.c_str(), 0600);
-  EXPECT_TRUE(RemoteRunner::Create(RemoteConfig(token), "m").ok());
+  EXPECT_TRUE(RemoteRunner::Create(RemoteConfig(token), "m", "1").ok());
 
   ::chmod(token.c_str(), 0640);
   EXPECT_NE(Refusal(token).find("is readable by group or others"), std::string::npos);

@@ -1,0 +1,40 @@
+#include "upstream/upstream_metrics.h"
+
+namespace pillar::upstream {
+
+UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
+  UpstreamMetrics m;
+  const std::vector<std::string> labels = {"model", "version", "endpoint"};
+  m.attempts = &registry.AddCounter(
+      "pillar_upstream_attempts_total",
+      "Attempts sent to an upstream endpoint, by outcome: ok, failed (connection, timeout, 5xx, "
+      "unusable reply) or throttled (429, 503).",
+      {"model", "version", "endpoint", "outcome"});
+  m.latency = &registry.AddHistogram("pillar_upstream_attempt_duration_seconds",
+                                     "Time from sending an attempt to its reply.", labels,
+                                     monitor::LatencyBuckets());
+  m.outstanding = &registry.AddGauge("pillar_upstream_outstanding",
+                                     "Attempts in flight to an upstream endpoint.", labels);
+  m.state = &registry.AddGauge("pillar_upstream_state",
+                               "An upstream endpoint's health: 0 healthy, 1 ejected, 2 half-open.",
+                               labels);
+  m.ejections = &registry.AddCounter("pillar_upstream_ejections_total",
+                                     "Times an upstream endpoint was ejected.", labels);
+  return m;
+}
+
+EndpointMetrics UpstreamMetrics::For(std::string_view model, std::string_view version,
+                                     std::string_view endpoint) const {
+  EndpointMetrics e;
+  if (attempts == nullptr) return e;
+  e.attempts_ok = &attempts->Get({model, version, endpoint, "ok"});
+  e.attempts_failed = &attempts->Get({model, version, endpoint, "failed"});
+  e.attempts_throttled = &attempts->Get({model, version, endpoint, "throttled"});
+  e.latency = &latency->Get({model, version, endpoint});
+  e.outstanding = &outstanding->Get({model, version, endpoint});
+  e.state = &state->Get({model, version, endpoint});
+  e.ejections = &ejections->Get({model, version, endpoint});
+  return e;
+}
+
+}  // namespace pillar::upstream

@@ -1,0 +1,40 @@
+// What a remote model's upstream endpoints are doing, as metrics (docs/operations.md lists them):
+// one set of families per server, the label values naming the model, its version and the
+// endpoint by its URL (never its credentials).
+//
+//   UpstreamMetrics metrics = UpstreamMetrics::Register(registry);
+//   EndpointMetrics e = metrics.For("digits", "3", "http://10.0.0.5:8000");
+//   e.attempts_ok->Increment();
+#pragma once
+
+#include <string_view>
+
+#include "monitor/metrics.h"
+
+namespace pillar::upstream {
+
+// The metrics of one endpoint of one model version; pointers into the registry's families, which
+// live as long as the server.
+struct EndpointMetrics {
+  monitor::Counter* attempts_ok = nullptr;         // answered with a usable reply
+  monitor::Counter* attempts_failed = nullptr;     // connection, timeout, 5xx, unusable reply
+  monitor::Counter* attempts_throttled = nullptr;  // 429 or 503
+  monitor::Histogram* latency = nullptr;           // seconds, per attempt that got a reply
+  monitor::Gauge* outstanding = nullptr;           // attempts in flight now
+  monitor::Gauge* state = nullptr;                 // 0 healthy, 1 ejected, 2 half-open
+  monitor::Counter* ejections = nullptr;
+};
+
+struct UpstreamMetrics {
+  monitor::Family<monitor::Counter>* attempts = nullptr;
+  monitor::Family<monitor::Histogram>* latency = nullptr;
+  monitor::Family<monitor::Gauge>* outstanding = nullptr;
+  monitor::Family<monitor::Gauge>* state = nullptr;
+  monitor::Family<monitor::Counter>* ejections = nullptr;
+
+  static UpstreamMetrics Register(monitor::MetricsRegistry& registry);
+  EndpointMetrics For(std::string_view model, std::string_view version,
+                      std::string_view endpoint) const;
+};
+
+}  // namespace pillar::upstream
