@@ -77,6 +77,14 @@ constexpr size_t kMaxEndpoints = 64;
   PILLAR_RETURN_IF_ERROR(
       section.ReadInt("max_ejection_ms", out.max_ejection_ms, 1, kMaxConfigMillis));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("max_ejection_percent", out.max_ejection_percent, 0, 100));
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("idempotent", out.idempotent));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("retry_budget_percent", out.retry_budget_percent, 0, 100));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("min_retry_concurrency", out.min_retry_concurrency, 0, 100'000));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("retry_backoff_base_ms", out.retry_backoff_base_ms, 0, 60'000));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("retry_backoff_max_ms", out.retry_backoff_max_ms, 0, 600'000));
   PILLAR_RETURN_IF_ERROR(section.ReadString("credentials_file", out.credentials_file));
   PILLAR_RETURN_IF_ERROR(section.ReadString("ca_file", out.ca_file));
   PILLAR_RETURN_IF_ERROR(section.ReadString("client_certificate", out.client_certificate));

@@ -40,6 +40,18 @@ struct RemoteConfig {
   int64_t base_ejection_ms = 30'000;
   int64_t max_ejection_ms = 300'000;
   int max_ejection_percent = 10;
+  // Retries (after Envoy's retry policy and budget): an inference is sent again, to another
+  // endpoint, only when it is idempotent (a model that is not says idempotent = false: then only
+  // a request that never reached an upstream is retried); at most max(min_retry_concurrency,
+  // retry_budget_percent of the requests in flight) requests are retrying at once, so retries
+  // cannot multiply an outage; each retry waits a random time up to
+  // min(retry_backoff_max_ms, retry_backoff_base_ms x 2^retries) (full jitter), never past the
+  // deadline.
+  bool idempotent = true;
+  int retry_budget_percent = 20;
+  int min_retry_concurrency = 3;
+  int64_t retry_backoff_base_ms = 25;
+  int64_t retry_backoff_max_ms = 250;
   // A file holding the bearer token to send upstream (one line); must be readable by its owner
   // only. Empty: no Authorization header.
   std::string credentials_file;

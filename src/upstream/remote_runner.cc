@@ -5,12 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <cstdio>
+#include <random>
 #include <set>
+#include <utility>
 
 #include "common/files.h"
 #include "common/strings.h"
@@ -165,7 +169,11 @@ struct Call {
   // The deadline is the caller's (X-Pillar-Timeout-Ms), sooner than timeout_ms: an attempt cut
   // off by it says nothing of the endpoint.
   bool caller_deadline = false;
-  bool probing = false;  // the attempt in flight is its endpoint's half-open probe
+  bool probing = false;     // the attempt in flight is its endpoint's half-open probe
+  std::string upstream_id;  // the id the upstream sees, and its reply must carry
+  int attempts = 0;         // started so far
+  bool sent = false;        // an attempt's request went out: an upstream may have seen it
+  bool retrying = false;    // holds one of the retry budget's places
   std::optional<int64_t> retry_after;
 };
 
@@ -186,6 +194,12 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   int64_t in_flight = 0;
   std::deque<std::shared_ptr<Call>> queue;
   std::set<std::shared_ptr<UpstreamConnection>> busy;
+  // Request ids for upstreams: unique per runner (a random prefix) and per request.
+  const std::string id_prefix = HexEncode(RandomBytes(6));
+  std::atomic<uint64_t> next_id{0};
+  int64_t retrying = 0;  // calls holding a place in the retry budget
+  std::mt19937_64 jitter{std::random_device{}()};
+  RetryMetrics retry_metrics;
 
   int64_t capacity() const { return int64_t(endpoints.size()) * config.remote.connections; }
 
@@ -205,6 +219,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // Ends `call` and lets the next queued one start. The next one starts from the io_context,
   // not from here: a queue of calls that each end at once would otherwise recurse once per call.
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result) {
+    if (call.retrying) --retrying;
     std::move(call.done)(std::move(result));
     --in_flight;
     if (!queue.empty() && in_flight < capacity()) {
@@ -329,10 +344,58 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     }
   }
 
+  // Whether `call`, which has failed an attempt, may try again: a non-idempotent request that may
+  // have reached an upstream may not; the budget must have a place; the back-off must end before
+  // the deadline. Returns the wait before the next attempt, or the status to end the call with.
+  [[nodiscard]] absl::StatusOr<std::chrono::milliseconds> RetryWait(Call& call,
+                                                                    Clock::time_point now) {
+    const models::RemoteConfig& remote = config.remote;
+    if (!remote.idempotent && call.sent) return Exhausted(call);
+    if (!call.retrying) {
+      const int64_t allowance = std::max<int64_t>(remote.min_retry_concurrency,
+                                                  in_flight * remote.retry_budget_percent / 100);
+      if (retrying >= allowance) {
+        Count(retry_metrics.budget_exhausted);
+        call.last_error += " (not retried: the retry budget is spent)";
+        return Exhausted(call);
+      }
+      call.retrying = true;
+      ++retrying;
+    }
+    // Full jitter: uniform in [0, min(max, base x 2^(retries so far))].
+    const int64_t doublings = std::min(call.attempts - 1, 20);
+    const int64_t cap =
+        std::min(remote.retry_backoff_max_ms, remote.retry_backoff_base_ms << doublings);
+    const std::chrono::milliseconds wait(
+        std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(cap, 0))(jitter));
+    if (now + wait >= call.deadline) return Exhausted(call);
+    return wait;
+  }
+
   void Attempt(std::shared_ptr<Call> call) {
     if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
     const Clock::time_point now = Clock::now();
     if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+    if (call->attempts > 0 && NextEndpoint(*call, now)) {
+      absl::StatusOr<std::chrono::milliseconds> wait = RetryWait(*call, now);
+      if (!wait.ok()) return Complete(*call, wait.status());
+      Count(retry_metrics.retries);
+      if (wait->count() > 0) {
+        auto timer = std::make_shared<asio::steady_timer>(io, *wait);
+        timer->async_wait([self = shared_from_this(), call, timer](boost::system::error_code) {
+          self->StartAttempt(call);
+        });
+        return;
+      }
+    }
+    StartAttempt(std::move(call));
+  }
+
+  void StartAttempt(std::shared_ptr<Call> call) {
+    if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
+    const Clock::time_point now = Clock::now();
+    if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+    ++call->attempts;
     std::optional<size_t> e = NextEndpoint(*call, now);
     if (!e) {
       if (call->last_error.empty()) {  // nothing tried: every endpoint is out or throttled
@@ -388,6 +451,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     request->set(kTimeoutHeader, std::to_string(std::max<int64_t>(1, left.count())));
     request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
     request->prepare_payload();
+    call->sent = true;
     busy.insert(connection);
     const EndpointMetrics& m = endpoints[e].metrics;
     if (m.outstanding != nullptr) m.outstanding->Add(1);
@@ -427,7 +491,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     }
     if (connection->open() && !stopping &&
         int64_t(endpoints[e].idle.size()) < config.remote.connections) {
-      endpoints[e].idle.push_back(std::move(connection));
+      endpoints[e].idle.push_back(connection);
     }
     if (reply->status == 200) {
       // The decoder keeps the capacity of the largest document it parsed: a large reply gets a
@@ -436,6 +500,13 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       if (reply->body.size() > kLargeReplyBytes) large.emplace();
       absl::StatusOr<protocol::InferenceResponse> decoded =
           (large ? *large : decoder).Decode(reply->body);
+      if (decoded.ok() && decoded->id != call->upstream_id) {
+        // The reply answers another request: the connection is out of step with its upstream.
+        connection->Close();
+        if (reused && !stopping) return Open(std::move(call), e);
+        decoded = absl::InvalidArgumentError(
+            StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
+      }
       absl::StatusOr<std::vector<protocol::Tensor>> outputs =
           decoded.ok() ? MatchOutputs(config, call->rows, call->request.requested_outputs,
                                       std::move(decoded->outputs))
@@ -523,6 +594,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
         {std::move(*endpoint), {}, EndpointHealth(HealthFrom(remote)), endpoint_metrics});
   }
   if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
+  state->retry_metrics = metrics.ForRetries(model_name, version);
   if (any_tls) {
     absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = MakeTlsContext(remote);
     if (!tls.ok()) return tls.status();
@@ -554,7 +626,14 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
   if (!rows.ok()) return std::move(done)(rows.status());
   auto call = std::make_shared<Call>();
   call->rows = *rows;
+  // The upstream sees an id of pillar's, which its reply must carry back (Open Inference Protocol
+  // servers echo the request's id): a reply that answers another request, on a kept-alive
+  // connection an upstream wrote more to than it was asked, is then never taken for this one.
+  // The client's own id is the execute stage's to put back.
+  std::string client_id = std::exchange(
+      request.id, StrCat("pillar-", state_->id_prefix, "-", state_->next_id.fetch_add(1)));
   call->body = protocol::EncodeInferenceRequest(request);
+  call->upstream_id = std::exchange(request.id, std::move(client_id));
   call->request = std::move(request);
   call->done = std::move(done);
   call->arrived = Clock::now();

@@ -20,6 +20,12 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
                                labels);
   m.ejections = &registry.AddCounter("pillar_upstream_ejections_total",
                                      "Times an upstream endpoint was ejected.", labels);
+  m.retries = &registry.AddCounter("pillar_upstream_retries_total",
+                                   "Attempts after a request's first, to another endpoint.",
+                                   {"model", "version"});
+  m.budget_exhausted = &registry.AddCounter(
+      "pillar_upstream_retry_budget_exhausted_total",
+      "Retries refused because too many requests were retrying at once.", {"model", "version"});
   return m;
 }
 
@@ -35,6 +41,14 @@ EndpointMetrics UpstreamMetrics::For(std::string_view model, std::string_view ve
   e.state = &state->Get({model, version, endpoint});
   e.ejections = &ejections->Get({model, version, endpoint});
   return e;
+}
+
+RetryMetrics UpstreamMetrics::ForRetries(std::string_view model, std::string_view version) const {
+  RetryMetrics r;
+  if (retries == nullptr) return r;
+  r.retries = &retries->Get({model, version});
+  r.budget_exhausted = &budget_exhausted->Get({model, version});
+  return r;
 }
 
 }  // namespace pillar::upstream

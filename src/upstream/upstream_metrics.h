@@ -25,16 +25,25 @@ struct EndpointMetrics {
   monitor::Counter* ejections = nullptr;
 };
 
+// A remote model version's retry metrics.
+struct RetryMetrics {
+  monitor::Counter* retries = nullptr;           // attempts after the first
+  monitor::Counter* budget_exhausted = nullptr;  // retries refused by the budget
+};
+
 struct UpstreamMetrics {
   monitor::Family<monitor::Counter>* attempts = nullptr;
   monitor::Family<monitor::Histogram>* latency = nullptr;
   monitor::Family<monitor::Gauge>* outstanding = nullptr;
   monitor::Family<monitor::Gauge>* state = nullptr;
   monitor::Family<monitor::Counter>* ejections = nullptr;
+  monitor::Family<monitor::Counter>* retries = nullptr;
+  monitor::Family<monitor::Counter>* budget_exhausted = nullptr;
 
   static UpstreamMetrics Register(monitor::MetricsRegistry& registry);
   EndpointMetrics For(std::string_view model, std::string_view version,
                       std::string_view endpoint) const;
+  RetryMetrics ForRetries(std::string_view model, std::string_view version) const;
 };
 
 }  // namespace pillar::upstream

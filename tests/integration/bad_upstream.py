@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """An Open Inference Protocol server that answers badly on purpose, for pillar's remote tests.
 
-Usage: bad_upstream.py PORT. The model named in /v2/models/<name>/infer picks the misbehaviour:
+Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour). The model named in /v2/models/<name>/infer picks the misbehaviour:
   good         a valid reply (output "y", FP32, shape [rows, 2])
   malformed    200 with a body that is not JSON
   wrongshape   200 with output "y" of shape [rows, 3]
@@ -18,6 +18,7 @@ Usage: bad_upstream.py PORT. The model named in /v2/models/<name>/infer picks th
   echo         200 whose error repeats the request's Authorization header
   echocut      the same, padded so that the error is cut inside the token
   pause        429 with Retry-After: 2
+  slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
 Each request for pause or flaky appends its time (time.time()) to <model>.hits.
 Every request's Authorization and X-Pillar-Timeout-Ms headers are appended to auth.log and
@@ -52,9 +53,14 @@ class Handler(BaseHTTPRequestHandler):
             log.write((self.headers.get("X-Pillar-Timeout-Ms") or "-") + "\n")
         model = self.path.split("/")[3]
         rows = request["inputs"][0]["shape"][0]
-        good = {"model_name": model, "model_version": "1",
+        good = {"model_name": model, "model_version": "1", "id": request.get("id", ""),
                 "outputs": [{"name": "y", "datatype": "FP32", "shape": [rows, 2],
                              "data": [0.5] * (rows * 2)}]}
+        if model == "slowdown":
+            with open("slowdown.hits", "a") as hits:
+                hits.write("%.6f\n" % time.time())
+            time.sleep(0.3)
+            return self.reply(500, b'{"error": "down"}')
         if model in ("pause", "flaky"):
             with open(model + ".hits", "a") as hits:
                 hits.write("%.6f\n" % time.time())
@@ -137,7 +143,11 @@ class Handler(BaseHTTPRequestHandler):
 
 
 if __name__ == "__main__":
-    server = ThreadingHTTPServer(("127.0.0.1", int(sys.argv[1])), Handler)
-    server.daemon_threads = True
+    import threading
+    ThreadingHTTPServer.request_queue_size = 128  # pillar opens many connections at once
+    servers = [ThreadingHTTPServer(("127.0.0.1", int(port)), Handler) for port in sys.argv[1:]]
+    for server in servers:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
     print("ready", flush=True)
-    server.serve_forever()
+    threading.Event().wait()
