@@ -50,6 +50,36 @@ constexpr size_t kMaxEndpoints = 64;
       StrCat(source, ": [remote] ", key, " must be up to 128 letters, digits, '.', '_' or '-'"));
 }
 
+// `endpoints`: each a URL string, or an inline table with url, weight, priority and zone.
+[[nodiscard]] absl::Status ReadEndpoints(const toml::table& remote, std::string_view source,
+                                         std::vector<RemoteEndpoint>& out) {
+  const toml::node* node = remote.get("endpoints");
+  if (node == nullptr) return absl::OkStatus();
+  const toml::array* array = node->as_array();
+  if (array == nullptr) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [remote] endpoints must be an array of URLs or tables"));
+  }
+  for (const toml::node& entry : *array) {
+    RemoteEndpoint endpoint;
+    if (const toml::value<std::string>* url = entry.as_string()) {
+      endpoint.url = url->get();
+    } else if (const toml::table* table = entry.as_table()) {
+      TomlSection fields(table, "remote.endpoints", source);
+      PILLAR_RETURN_IF_ERROR(fields.ReadString("url", endpoint.url));
+      PILLAR_RETURN_IF_ERROR(fields.ReadInt("weight", endpoint.weight, 1, 1000));
+      PILLAR_RETURN_IF_ERROR(fields.ReadInt("priority", endpoint.priority, 1, 100));
+      PILLAR_RETURN_IF_ERROR(fields.ReadString("zone", endpoint.zone));
+      PILLAR_RETURN_IF_ERROR(fields.CheckNoUnknownKeys());
+    } else {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [remote] each endpoint is a URL or a table with a url"));
+    }
+    out.push_back(std::move(endpoint));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 [[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
@@ -60,7 +90,8 @@ constexpr size_t kMaxEndpoints = 64;
         StrCat(source, ": platform = \"remote\" needs a [remote] table with its endpoints"));
   }
   TomlSection section(node->as_table(), "remote", source);
-  PILLAR_RETURN_IF_ERROR(section.ReadStrings("endpoints", out.endpoints));
+  section.Allow("endpoints");
+  PILLAR_RETURN_IF_ERROR(ReadEndpoints(*node->as_table(), source, out.endpoints));
   PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
   PILLAR_RETURN_IF_ERROR(section.ReadString("version", out.version));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("timeout_ms", out.timeout_ms, 1, kMaxConfigMillis));
@@ -95,11 +126,11 @@ constexpr size_t kMaxEndpoints = 64;
         StrCat(source, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
   }
   std::set<std::string_view> seen;
-  for (const std::string& url : out.endpoints) {
-    PILLAR_RETURN_IF_ERROR(CheckEndpoint(url, source));
-    if (!seen.insert(url).second) {
+  for (const RemoteEndpoint& endpoint : out.endpoints) {
+    PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, source));
+    if (!seen.insert(endpoint.url).second) {
       return absl::InvalidArgumentError(
-          StrCat(source, ": [remote] endpoint '", url, "' is listed twice"));
+          StrCat(source, ": [remote] endpoint '", endpoint.url, "' is listed twice"));
     }
   }
   PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, source));

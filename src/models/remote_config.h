@@ -23,9 +23,18 @@
 
 namespace pillar::models {
 
+// One upstream endpoint: a base URL with its place in the set (upstream/endpoint_picker.h).
+struct RemoteEndpoint {
+  std::string url;   // http or https
+  int weight = 1;    // its share of its priority group's traffic (1..1000)
+  int priority = 1;  // 1 first; a higher number only when every endpoint above is out (1..100)
+  std::string zone;  // where it runs (a label, shown; not used for routing yet)
+};
+
 struct RemoteConfig {
-  // Base URLs, http or https, each at most one per host:port; tried in turn.
-  std::vector<std::string> endpoints;
+  // `endpoints = ["http://...", { url = "http://...", weight = 2, priority = 2, zone = "b" }]`:
+  // a string, or an inline table for a weight, priority or zone; each URL once.
+  std::vector<RemoteEndpoint> endpoints;
   std::string model;            // the upstream's name for the model; empty: the same name as here
   std::string version;          // the upstream's version; empty: its default
   int64_t timeout_ms = 30'000;  // the whole call, every attempt included

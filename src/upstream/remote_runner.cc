@@ -21,6 +21,7 @@
 #include "protocol/json_codec.h"
 #include "runtime/signature.h"
 #include "upstream/endpoint_health.h"
+#include "upstream/endpoint_picker.h"
 #include "upstream/upstream_connection.h"
 
 namespace pillar::upstream {
@@ -148,6 +149,10 @@ struct EndpointSlot {
   std::vector<std::shared_ptr<UpstreamConnection>> idle;
   EndpointHealth health;
   EndpointMetrics metrics;
+  int priority = 1;
+  int weight = 1;
+  int64_t outstanding = 0;  // attempts in flight
+  double latency_s = 0;     // moving average of its replies' latency (0: none yet)
 };
 
 void Count(monitor::Counter* counter) {
@@ -163,7 +168,6 @@ struct Call {
   Clock::time_point arrived;
   Clock::time_point deadline;
   std::vector<bool> tried;
-  size_t first = 0;
   std::string last_error;
   bool all_throttled = true;
   // The deadline is the caller's (X-Pillar-Timeout-Ms), sooner than timeout_ms: an attempt cut
@@ -190,7 +194,6 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
 
   // On the runner's thread only:
   bool stopping = false;
-  size_t next_first = 0;
   int64_t in_flight = 0;
   std::deque<std::shared_ptr<Call>> queue;
   std::set<std::shared_ptr<UpstreamConnection>> busy;
@@ -199,6 +202,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::atomic<uint64_t> next_id{0};
   int64_t retrying = 0;  // calls holding a place in the retry budget
   std::mt19937_64 jitter{std::random_device{}()};
+  EndpointPicker picker{std::random_device{}()};
   RetryMetrics retry_metrics;
 
   int64_t capacity() const { return int64_t(endpoints.size()) * config.remote.connections; }
@@ -255,23 +259,31 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     return out;
   }
 
-  // The next endpoint to try for `call`: one not tried yet and available (not ejected, not
+  // The next endpoint to try for `call`, chosen by the picker (priority group, then the less
+  // loaded of two drawn by weight) among those not tried yet and available (not ejected, not
   // throttled, not half-open with its probe out). In panic (fewer than half the endpoints
   // healthy), ejection is ignored, as Envoy does: a set mostly out is more likely wrong about
   // itself than all broken. None when nothing is left.
-  std::optional<size_t> NextEndpoint(Call& call, Clock::time_point now) {
+  std::optional<size_t> NextEndpoint(const Call& call, Clock::time_point now) {
     size_t healthy = 0;
     for (const EndpointSlot& slot : endpoints) {
       healthy += slot.health.state(now) == EndpointState::kHealthy;
     }
     const bool panic = healthy * 2 < endpoints.size();
-    for (size_t i = 0; i < endpoints.size(); ++i) {
-      const size_t e = (call.first + i) % endpoints.size();
+    std::vector<Candidate> candidates;
+    for (size_t e = 0; e < endpoints.size(); ++e) {
+      const EndpointSlot& slot = endpoints[e];
       if (call.tried[e]) continue;
-      const EndpointHealth& health = endpoints[e].health;
-      if (health.Available(now) || (panic && !health.Throttled(now))) return e;
+      if (!slot.health.Available(now) && !(panic && !slot.health.Throttled(now))) continue;
+      Candidate c;
+      c.index = e;
+      c.priority = slot.priority;
+      c.weight = slot.weight;
+      c.outstanding = slot.outstanding;
+      c.latency_s = slot.latency_s;
+      candidates.push_back(c);
     }
-    return std::nullopt;
+    return picker.Pick(candidates);
   }
 
   // The wait until some endpoint `call` has not tried may be sent a request.
@@ -453,6 +465,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     request->prepare_payload();
     call->sent = true;
     busy.insert(connection);
+    ++endpoints[e].outstanding;
     const EndpointMetrics& m = endpoints[e].metrics;
     if (m.outstanding != nullptr) m.outstanding->Add(1);
     const Clock::time_point sent = Clock::now();
@@ -461,10 +474,16 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
               [self = shared_from_this(), call, e, connection = std::move(connection), reused,
                sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
                 self->busy.erase(connection);
-                const EndpointMetrics& m = self->endpoints[e].metrics;
+                EndpointSlot& slot = self->endpoints[e];
+                --slot.outstanding;
+                const EndpointMetrics& m = slot.metrics;
                 if (m.outstanding != nullptr) m.outstanding->Add(-1);
-                if (m.latency != nullptr && reply.ok()) {
-                  m.latency->Observe(std::chrono::duration<double>(Clock::now() - sent).count());
+                if (reply.ok()) {
+                  const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+                  // A moving average over about the last ten replies, for the picker.
+                  slot.latency_s =
+                      slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+                  if (m.latency != nullptr) m.latency->Observe(seconds);
                 }
                 self->OnReply(std::move(call), e, std::move(connection), reused, std::move(reply),
                               failure);
@@ -585,13 +604,17 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
   state->config = config;
   const models::RemoteConfig& remote = config.remote;
   bool any_tls = false;
-  for (const std::string& url : remote.endpoints) {
-    absl::StatusOr<Endpoint> endpoint = ParseEndpoint(url);
+  for (const models::RemoteEndpoint& spec : remote.endpoints) {
+    absl::StatusOr<Endpoint> endpoint = ParseEndpoint(spec.url);
     if (!endpoint.ok()) return endpoint.status();
     any_tls = any_tls || endpoint->tls;
     EndpointMetrics endpoint_metrics = metrics.For(model_name, version, endpoint->url);
-    state->endpoints.push_back(
-        {std::move(*endpoint), {}, EndpointHealth(HealthFrom(remote)), endpoint_metrics});
+    state->endpoints.push_back({std::move(*endpoint),
+                                {},
+                                EndpointHealth(HealthFrom(remote)),
+                                endpoint_metrics,
+                                spec.priority,
+                                spec.weight});
   }
   if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
   state->retry_metrics = metrics.ForRetries(model_name, version);
@@ -645,10 +668,8 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
         call->deadline, Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)));
   }
   call->tried.assign(state_->endpoints.size(), false);
-  asio::post(state_->io, [state = state_, call = std::move(call)]() mutable {
-    call->first = state->next_first++ % state->endpoints.size();
-    state->Admit(std::move(call));
-  });
+  asio::post(state_->io,
+             [state = state_, call = std::move(call)]() mutable { state->Admit(std::move(call)); });
 }
 
 }  // namespace pillar::upstream

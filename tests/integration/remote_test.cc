@@ -61,7 +61,9 @@ std::string Simulated(const std::string& settings) {
 std::string Remote(const std::vector<std::string>& endpoints, const std::string& settings) {
   std::string list;
   for (const std::string& e : endpoints) list += (list.empty() ? "\"" : ", \"") + e + "\"";
-  return "platform = \"remote\"\n" + ModelToml("[remote]\nendpoints = [" + list + "]\n" + settings);
+  // No list: `settings` gives the endpoints (as inline tables).
+  const std::string line = endpoints.empty() ? "" : "endpoints = [" + list + "]\n";
+  return "platform = \"remote\"\n" + ModelToml("[remote]\n" + line + settings);
 }
 
 std::string ReadFile(const std::filesystem::path& path) {
@@ -93,6 +95,7 @@ class RemoteTest : public ::testing::Test {
                  Simulated("throttle_rate = 1.0\nretry_after_s = 2\n"));
     WriteVersion(upstream_store, "failing", Simulated("error_rate = 1.0\n"));
     WriteVersion(upstream_store, "pause", Simulated("latency_ms = 0\n"));
+    WriteVersion(upstream_store, "good", Simulated("latency_ms = 0\n"));
     WriteVersion(upstream_store, "flaky", Simulated("latency_ms = 0\n"));
     upstream_->SetStore(upstream_store);
     token_ = upstream_->CreateKey("gateway");
@@ -161,6 +164,11 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "flaky",
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
+    // The pillar upstream first; the bad one (whose "good" answers well) only when it is out.
+    WriteVersion(store, "prio",
+                 Remote({}, auth + "model = \"good\"\nendpoints = [{ url = \"" + bad +
+                                "\", priority = 2 }, { url = \"" + up +
+                                "\", priority = 1, weight = 5, zone = \"a\" }]\n"));
     WriteVersion(store, "budget",
                  Remote({bad, "http://127.0.0.1:" + std::to_string(more_bad_ports_[0]),
                          "http://127.0.0.1:" + std::to_string(more_bad_ports_[1])},
@@ -320,19 +328,23 @@ TEST_F(RemoteTest, AnUpstreamsRetryAfterKeepsRequestsAwayUntilThen) {
   std::vector<double> hits = Hits("pause");
   ASSERT_EQ(hits.size(), 1u) << "the throttled endpoint was asked again within its Retry-After";
   std::this_thread::sleep_for(std::chrono::milliseconds(800));  // past the 2 s it asked for
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(Infer("pause").status, 200);
+  // The picker sends a request to it at least a quarter of the time (the less loaded of two
+  // drawn): 40 requests miss it with a chance of 1e-5.
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(Infer("pause").status, 200);
   hits = Hits("pause");
   ASSERT_GE(hits.size(), 2u) << "the endpoint was never asked again after its Retry-After";
   EXPECT_GE(hits[1] - hits[0], 1.95);
 }
 
 TEST_F(RemoteTest, AFailingEndpointIsEjectedThenProbed) {
-  for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("flaky").status, 200);  // the other one answers
+  // The other one answers. 60 requests: the picker chooses the failing one first at least twice
+  // (it does so a quarter of the time or more).
+  for (int i = 0; i < 60; ++i) EXPECT_EQ(Infer("flaky").status, 200);
   EXPECT_EQ(Hits("flaky").size(), 2u) << "consecutive_failures = 2, then ejected for 2 s";
   EXPECT_NE(gateway_->Log().find(BadEndpoint() + " ejected for 2000 ms"), std::string::npos)
       << gateway_->Log();
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
-  for (int i = 0; i < 6; ++i) EXPECT_EQ(Infer("flaky").status, 200);
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(Infer("flaky").status, 200);
   // One half-open probe, which failed: out again, for 4 s.
   EXPECT_EQ(Hits("flaky").size(), 3u);
   EXPECT_NE(gateway_->Log().find(BadEndpoint() + " ejected for 4000 ms"), std::string::npos)
@@ -436,6 +448,21 @@ TEST_F(RemoteTest, RetriesStayWithinTheBudgetWhenEveryEndpointFails) {
   const size_t at = metrics.find(sample);
   ASSERT_NE(at, std::string::npos) << metrics;
   EXPECT_GE(std::stoi(metrics.substr(at + sample.size())), 20) << metrics.substr(at, 80);
+}
+
+TEST_F(RemoteTest, ALowerPriorityGroupServesOnlyWhenTheOneAboveIsOut) {
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("prio").status, 200);
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  auto ok = [&](const std::string& url) {
+    return "pillar_upstream_attempts_total{model=\"prio\",version=\"1\",endpoint=\"" + url +
+           "\",outcome=\"ok\"} ";
+  };
+  const std::string up = "http://127.0.0.1:" + std::to_string(upstream_->data_port());
+  EXPECT_NE(metrics.find(ok(up) + "20"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find(ok("http://127.0.0.1:" + std::to_string(bad_port_)) + "0"),
+            std::string::npos)
+      << metrics;
 }
 
 TEST_F(RemoteTest, ASlowDripEndsAtTheDeadline) {

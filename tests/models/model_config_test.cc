@@ -186,6 +186,21 @@ model = "digits"
               std::string::npos)
         << c.status();
   }
+  std::string tables = remote;
+  tables.replace(tables.find("endpoints = "), std::string::npos,
+                 "endpoints = [\"http://a:1\", { url = \"http://b:2\", weight = 3, priority = 2, "
+                 "zone = \"z\" }]\n");
+  absl::StatusOr<ModelConfig> placed = ModelConfig::Parse(tables, "m.toml");
+  ASSERT_TRUE(placed.ok()) << placed.status();
+  ASSERT_EQ(placed->remote.endpoints.size(), 2u);
+  EXPECT_EQ(placed->remote.endpoints[0].priority, 1);
+  EXPECT_EQ(placed->remote.endpoints[1].url, "http://b:2");
+  EXPECT_EQ(placed->remote.endpoints[1].weight, 3);
+  EXPECT_EQ(placed->remote.endpoints[1].priority, 2);
+  EXPECT_EQ(placed->remote.endpoints[1].zone, "z");
+  tables.replace(tables.find("weight = 3"), 10, "weight = 0");
+  EXPECT_NE(ModelConfig::Parse(tables, "m.toml").status().message().find("weight"),
+            std::string::npos);
   std::string with_batching = remote + "[batching]\nmax_queue_size = 4\n";
   EXPECT_NE(ModelConfig::Parse(with_batching, "m.toml")
                 .status()

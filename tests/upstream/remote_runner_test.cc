@@ -18,7 +18,9 @@ models::ModelConfig RemoteConfig(const std::string& credentials) {
   c.platform = models::Platform::kRemote;
   c.inputs = {{"x", protocol::DataType::kFp32, {4}}};
   c.outputs = {{"y", protocol::DataType::kFp32, {2}}};
-  c.remote.endpoints = {"http://127.0.0.1:9"};
+  models::RemoteEndpoint endpoint;
+  endpoint.url = "http://127.0.0.1:9";
+  c.remote.endpoints = {endpoint};
   c.remote.credentials_file = credentials;
   return c;
 }

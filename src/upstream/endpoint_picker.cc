@@ -1,0 +1,44 @@
+#include "upstream/endpoint_picker.h"
+
+#include <algorithm>
+
+namespace pillar::upstream {
+namespace {
+
+// An endpoint not measured yet counts as fast as the floor, so that it gets tried.
+constexpr double kLatencyFloorS = 1e-4;
+
+double Load(const Candidate& c) {
+  return double(c.outstanding + 1) * std::max(c.latency_s, kLatencyFloorS);
+}
+
+}  // namespace
+
+const Candidate& EndpointPicker::Draw(const std::vector<const Candidate*>& group,
+                                      int64_t total_weight) {
+  int64_t pick = std::uniform_int_distribution<int64_t>(0, total_weight - 1)(rng_);
+  for (const Candidate* c : group) {
+    if (pick < c->weight) return *c;
+    pick -= c->weight;
+  }
+  return *group.back();
+}
+
+std::optional<size_t> EndpointPicker::Pick(const std::vector<Candidate>& candidates) {
+  if (candidates.empty()) return std::nullopt;
+  int best = candidates.front().priority;
+  for (const Candidate& c : candidates) best = std::min(best, c.priority);
+  std::vector<const Candidate*> group;
+  int64_t total_weight = 0;
+  for (const Candidate& c : candidates) {
+    if (c.priority != best) continue;
+    group.push_back(&c);
+    total_weight += std::max(c.weight, 1);
+  }
+  if (group.size() == 1) return group.front()->index;
+  const Candidate& first = Draw(group, total_weight);
+  const Candidate& second = Draw(group, total_weight);
+  return (Load(second) < Load(first) ? second : first).index;
+}
+
+}  // namespace pillar::upstream
