@@ -519,7 +519,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       if (reply->body.size() > kLargeReplyBytes) large.emplace();
       absl::StatusOr<protocol::InferenceResponse> decoded =
           (large ? *large : decoder).Decode(reply->body);
-      if (decoded.ok() && decoded->id != call->upstream_id) {
+      // A reply without an id is taken: the protocol makes echoing it optional, and a server that
+      // does not echo it gets only the idle check's protection (docs/formats/model_store.md).
+      if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {
         // The reply answers another request: the connection is out of step with its upstream.
         connection->Close();
         if (reused && !stopping) return Open(std::move(call), e);

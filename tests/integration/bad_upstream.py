@@ -17,6 +17,8 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   chunkext     a chunked reply whose first chunk header never ends
   echo         200 whose error repeats the request's Authorization header
   echocut      the same, padded so that the error is cut inside the token
+  noid         a valid reply without the request's id
+  wrongid      a valid reply carrying another request's id
   pause        429 with Retry-After: 2
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
@@ -103,6 +105,12 @@ class Handler(BaseHTTPRequestHandler):
             padding = "x" * 188 if model == "echocut" else ""
             message = padding + "bad token " + (self.headers.get("Authorization") or "")
             return self.reply(200, json.dumps({"error": message}).encode())
+        if model == "wrongid":
+            good["id"] = "another-request"
+            return self.reply(200, json.dumps(good).encode())
+        if model == "noid":
+            del good["id"]
+            return self.reply(200, json.dumps(good).encode())
         if model == "good":
             return self.reply(200, json.dumps(good).encode())
         if model == "malformed":

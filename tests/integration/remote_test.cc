@@ -156,7 +156,7 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
     for (const char* model :
          {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "reset", "notfound",
-          "early", "extra", "late408", "chunkext", "echo", "echocut"}) {
+          "early", "extra", "late408", "chunkext", "echo", "echocut", "noid", "wrongid"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -299,6 +299,7 @@ TEST_F(RemoteTest, AFailingUpstreamGives502NamingTheEndpoint) {
 
 TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
   EXPECT_EQ(Infer("good").status, 200);
+  EXPECT_EQ(Infer("noid").status, 200);  // echoing the id is optional in the protocol
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"malformed", "a reply pillar cannot use: malformed JSON"},
       {"wrongshape",
@@ -308,6 +309,7 @@ TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
       {"huge", "the reply is over max_response_bytes"},
       {"reset", "partial message"},
       {"notfound", "answered 404"},
+      {"wrongid", "the reply's id 'another-request' is not the request's"},
   };
   for (const auto& [model, why] : cases) {
     HttpReply r = Infer(model);
