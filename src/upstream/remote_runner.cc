@@ -12,6 +12,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <set>
 #include <utility>
@@ -201,6 +202,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   const std::string id_prefix = HexEncode(RandomBytes(6));
   std::atomic<uint64_t> next_id{0};
   int64_t retrying = 0;  // calls holding a place in the retry budget
+  std::set<std::shared_ptr<asio::steady_timer>> backoffs;  // retries waiting, cut short at stop
   std::mt19937_64 jitter{std::random_device{}()};
   EndpointPicker picker{std::random_device{}()};
   RetryMetrics retry_metrics;
@@ -259,31 +261,45 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     return out;
   }
 
-  // The next endpoint to try for `call`, chosen by the picker (priority group, then the less
-  // loaded of two drawn by weight) among those not tried yet and available (not ejected, not
-  // throttled, not half-open with its probe out). In panic (fewer than half the endpoints
-  // healthy), ejection is ignored, as Envoy does: a set mostly out is more likely wrong about
-  // itself than all broken. None when nothing is left.
+  // The next endpoint to try for `call`, among those it has not tried. Priority groups are
+  // taken best first: a group with at least half its endpoints healthy serves from those
+  // available (not ejected, not paused, not half-open with its probe out); a group below half
+  // passes the request to the groups after it. Only when no group can serve that way is the
+  // first group below half in panic, as Envoy's is: ejection is ignored for it (a set mostly out
+  // is more likely wrong about itself than all broken). Within the group, the picker chooses.
+  // None when nothing is left.
   std::optional<size_t> NextEndpoint(const Call& call, Clock::time_point now) {
-    size_t healthy = 0;
-    for (const EndpointSlot& slot : endpoints) {
-      healthy += slot.health.state(now) == EndpointState::kHealthy;
+    std::map<int, std::vector<size_t>> groups;
+    for (size_t e = 0; e < endpoints.size(); ++e) groups[endpoints[e].priority].push_back(e);
+    std::vector<Candidate> panic;  // of the first group below half
+    for (const auto& [priority, members] : groups) {
+      size_t healthy = 0;
+      std::vector<Candidate> available, eligible;
+      for (size_t e : members) {
+        const EndpointSlot& slot = endpoints[e];
+        healthy += slot.health.state(now) == EndpointState::kHealthy;
+        if (call.tried[e]) continue;
+        if (slot.health.Available(now)) available.push_back(CandidateFor(e));
+        if (!slot.health.Throttled(now)) eligible.push_back(CandidateFor(e));
+      }
+      if (healthy * 2 >= members.size()) {
+        if (!available.empty()) return picker.Pick(available);
+      } else if (panic.empty()) {
+        panic = std::move(eligible);
+      }
     }
-    const bool panic = healthy * 2 < endpoints.size();
-    std::vector<Candidate> candidates;
-    for (size_t e = 0; e < endpoints.size(); ++e) {
-      const EndpointSlot& slot = endpoints[e];
-      if (call.tried[e]) continue;
-      if (!slot.health.Available(now) && !(panic && !slot.health.Throttled(now))) continue;
-      Candidate c;
-      c.index = e;
-      c.priority = slot.priority;
-      c.weight = slot.weight;
-      c.outstanding = slot.outstanding;
-      c.latency_s = slot.latency_s;
-      candidates.push_back(c);
-    }
-    return picker.Pick(candidates);
+    return picker.Pick(panic);
+  }
+
+  Candidate CandidateFor(size_t e) const {
+    const EndpointSlot& slot = endpoints[e];
+    Candidate c;
+    c.index = e;
+    c.priority = slot.priority;
+    c.weight = slot.weight;
+    c.outstanding = slot.outstanding;
+    c.latency_s = slot.latency_s;
+    return c;
   }
 
   // The wait until some endpoint `call` has not tried may be sent a request.
@@ -394,7 +410,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       Count(retry_metrics.retries);
       if (wait->count() > 0) {
         auto timer = std::make_shared<asio::steady_timer>(io, *wait);
+        backoffs.insert(timer);
         timer->async_wait([self = shared_from_this(), call, timer](boost::system::error_code) {
+          self->backoffs.erase(timer);
           self->StartAttempt(call);
         });
         return;
@@ -478,7 +496,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
                 --slot.outstanding;
                 const EndpointMetrics& m = slot.metrics;
                 if (m.outstanding != nullptr) m.outstanding->Add(-1);
-                if (reply.ok()) {
+                if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
                   const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
                   // A moving average over about the last ten replies, for the picker.
                   slot.latency_s =
@@ -493,7 +511,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void OnReply(std::shared_ptr<Call> call, size_t e, std::shared_ptr<UpstreamConnection> connection,
                bool reused, absl::StatusOr<UpstreamReply> reply, CallFailure failure) {
     if (!reply.ok()) {
-      if (reused && failure == CallFailure::kBeforeReply && !stopping) {
+      // Not for a model that is not idempotent: the request may have been read before the close.
+      if (reused && failure == CallFailure::kBeforeReply && !stopping && config.remote.idempotent) {
         // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the
         // same endpoint gets the request again on a new connection, not a failure.
         return Open(std::move(call), e);
@@ -524,7 +543,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {
         // The reply answers another request: the connection is out of step with its upstream.
         connection->Close();
-        if (reused && !stopping) return Open(std::move(call), e);
+        if (reused && !stopping && config.remote.idempotent) return Open(std::move(call), e);
         decoded = absl::InvalidArgumentError(
             StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
       }
@@ -584,6 +603,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
 
   void Stop() {
     stopping = true;
+    for (const auto& timer : backoffs) timer->cancel();
     std::deque<std::shared_ptr<Call>> waiting;
     waiting.swap(queue);
     for (const std::shared_ptr<Call>& call : waiting) {

@@ -19,6 +19,7 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   echocut      the same, padded so that the error is cut inside the token
   noid         a valid reply without the request's id
   wrongid      a valid reply carrying another request's id
+  dropsecond   the second request on a connection is read and the connection closed unanswered
   pause        429 with Retry-After: 2
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
@@ -105,6 +106,16 @@ class Handler(BaseHTTPRequestHandler):
             padding = "x" * 188 if model == "echocut" else ""
             message = padding + "bad token " + (self.headers.get("Authorization") or "")
             return self.reply(200, json.dumps({"error": message}).encode())
+        if model == "dropsecond":
+            # The second request on a connection is read, logged, and never answered.
+            self.served = getattr(self, "served", 0) + 1
+            with open("dropsecond.hits", "a") as hits:
+                hits.write("%.6f\n" % time.time())
+            if self.served == 2:
+                self.connection.shutdown(socket.SHUT_RDWR)
+                self.close_connection = True
+                return
+            return self.reply(200, json.dumps(good).encode())
         if model == "wrongid":
             good["id"] = "another-request"
             return self.reply(200, json.dumps(good).encode())

@@ -164,6 +164,16 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "flaky",
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
+    WriteVersion(store, "dropsecond", Remote({bad}, auth + "idempotent = false\n"));
+    // Two dead endpoints first, the pillar upstream second; ejection may take the whole group.
+    const std::string dead1 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+    const std::string dead2 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
+    WriteVersion(store, "spill",
+                 Remote({}, auth +
+                                "model = \"good\"\nconsecutive_failures = 1\n"
+                                "max_ejection_percent = 100\nendpoints = [{ url = \"" +
+                                dead1 + "\" }, { url = \"" + dead2 + "\" }, { url = \"" + up +
+                                "\", priority = 2 }]\n"));
     // The pillar upstream first; the bad one (whose "good" answers well) only when it is out.
     WriteVersion(store, "prio",
                  Remote({}, auth + "model = \"good\"\nendpoints = [{ url = \"" + bad +
@@ -465,6 +475,32 @@ TEST_F(RemoteTest, ALowerPriorityGroupServesOnlyWhenTheOneAboveIsOut) {
   EXPECT_NE(metrics.find(ok("http://127.0.0.1:" + std::to_string(bad_port_)) + "0"),
             std::string::npos)
       << metrics;
+}
+
+// A model that is not idempotent is never sent twice: a request the upstream read and then closed
+// the connection on is answered 502, not resent.
+TEST_F(RemoteTest, ANonIdempotentRequestIsNeverSentTwice) {
+  EXPECT_EQ(Infer("dropsecond").status, 200);
+  EXPECT_EQ(Infer("dropsecond").status, 502);  // read by the upstream, then the connection closed
+  EXPECT_EQ(Hits("dropsecond").size(), 2u);
+}
+
+// A priority group mostly out passes its traffic to the next group before anything panics.
+TEST_F(RemoteTest, AGroupMostlyOutPassesItsTrafficOn) {
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(Infer("spill").status, 200);
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  size_t failed = 0;
+  for (size_t at = 0; (at = metrics.find("pillar_upstream_attempts_total{model=\"spill\"", at)) !=
+                      std::string::npos;
+       ++at) {
+    const size_t end = metrics.find('\n', at);
+    const std::string line = metrics.substr(at, end - at);
+    if (line.find("outcome=\"failed\"") != std::string::npos) {
+      failed += std::stoul(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  EXPECT_LE(failed, 2u) << metrics;  // each dead endpoint once, then ejected with its group
 }
 
 TEST_F(RemoteTest, ASlowDripEndsAtTheDeadline) {
