@@ -1,51 +1,74 @@
 #include "common/files.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include <fstream>
-#include <iterator>
+#include <cerrno>
+#include <cstring>
 
+#include "absl/cleanup/cleanup.h"
 #include "common/strings.h"
 
 namespace pillar {
 
-[[nodiscard]] absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
-                                                        std::uintmax_t max_bytes) {
-  std::error_code ec;
-  std::filesystem::file_status status = std::filesystem::status(path, ec);
-  if (ec || !std::filesystem::exists(status)) {
-    return absl::NotFoundError(StrCat(path.string(), ": no such file"));
+namespace {
+
+// Opens `path` once and checks, reads and closes that descriptor: what is checked is what is
+// read, even if the path is swapped meanwhile. O_NONBLOCK: opening a FIFO or a device must not
+// block (fstat refuses them right after; a regular file reads as usual).
+[[nodiscard]] absl::StatusOr<std::string> ReadOpened(const std::filesystem::path& path,
+                                                     std::uintmax_t max_bytes, bool secret) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    return errno == ENOENT ? absl::NotFoundError(StrCat(path.string(), ": no such file"))
+                           : absl::NotFoundError(StrCat(
+                                 path.string(), ": cannot be opened: ", std::strerror(errno)));
   }
-  if (!std::filesystem::is_regular_file(status)) {
+  const absl::Cleanup close_fd = [fd] { ::close(fd); };
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    return absl::NotFoundError(StrCat(path.string(), ": ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(StrCat(path.string(), ": not a regular file"));
   }
-  std::uintmax_t size = std::filesystem::file_size(path, ec);
-  if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
-  if (size > max_bytes) {
+  if (secret && (st.st_mode & 077) != 0) {
+    return absl::PermissionDeniedError(
+        StrCat(path.string(), " is readable by group or others; chmod 600 it (it holds a secret)"));
+  }
+  if (std::uintmax_t(st.st_size) > max_bytes) {
     return absl::InvalidArgumentError(StrCat(path.string(), ": larger than ", max_bytes, " bytes"));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(StrCat(path.string(), ": cannot be opened"));
+  // Read to the end, in chunks: /proc files report a size of 0, and the file may have grown
+  // since fstat; stop one chunk past the limit at most.
   std::string text;
-  text.reserve(size);
-  text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-  // The file may have grown between the size check and the read.
-  if (text.size() > max_bytes) {
-    return absl::InvalidArgumentError(StrCat(path.string(), ": larger than ", max_bytes, " bytes"));
+  text.reserve(size_t(st.st_size));
+  char chunk[64 * 1024];
+  for (;;) {
+    const ssize_t n = ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return absl::NotFoundError(StrCat(path.string(), ": ", std::strerror(errno)));
+    if (n == 0) break;
+    text.append(chunk, size_t(n));
+    if (text.size() > max_bytes) {
+      return absl::InvalidArgumentError(
+          StrCat(path.string(), ": larger than ", max_bytes, " bytes"));
+    }
   }
   return text;
 }
 
+}  // namespace
+
+[[nodiscard]] absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
+                                                        std::uintmax_t max_bytes) {
+  return ReadOpened(path, max_bytes, /*secret=*/false);
+}
+
 [[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                                          std::uintmax_t max_bytes) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0)
-    return absl::NotFoundError(StrCat("cannot read ", path.string()));
-  if ((st.st_mode & 077) != 0) {
-    return absl::PermissionDeniedError(
-        StrCat(path.string(), " is readable by group or others; chmod 600 it (it holds a secret)"));
-  }
-  return ReadSmallFile(path, max_bytes);
+  return ReadOpened(path, max_bytes, /*secret=*/true);
 }
 
 }  // namespace pillar

@@ -77,4 +77,44 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   return batched ? rows : 1;
 }
 
+[[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> MatchOutputs(
+    const models::ModelConfig& config, int64_t rows, const std::vector<std::string>& requested,
+    std::vector<protocol::Tensor> outputs) {
+  for (const protocol::Tensor& t : outputs) {
+    if (std::none_of(config.outputs.begin(), config.outputs.end(),
+                     [&](const models::TensorSpec& s) { return s.name == t.name; })) {
+      return absl::InvalidArgumentError(StrCat("undeclared output '", t.name.substr(0, 64), "'"));
+    }
+  }
+  std::vector<protocol::Tensor> matched;
+  for (const models::TensorSpec& spec : config.outputs) {
+    const bool wanted = requested.empty() ||
+                        std::find(requested.begin(), requested.end(), spec.name) != requested.end();
+    auto it = std::find_if(outputs.begin(), outputs.end(),
+                           [&](const protocol::Tensor& t) { return t.name == spec.name; });
+    if (it == outputs.end()) {
+      if (wanted) return absl::InvalidArgumentError(StrCat("no output '", spec.name, "'"));
+      continue;
+    }
+    if (it->datatype != spec.datatype) {
+      return absl::InvalidArgumentError(StrCat("output '", spec.name, "' is ",
+                                               protocol::DataTypeName(it->datatype), ", not ",
+                                               protocol::DataTypeName(spec.datatype)));
+    }
+    std::vector<int64_t> expected;
+    if (config.max_batch_size > 0) expected.push_back(rows);
+    expected.insert(expected.end(), spec.shape.begin(), spec.shape.end());
+    bool shape_ok = it->shape.size() == expected.size();
+    for (size_t d = 0; shape_ok && d < expected.size(); ++d) {
+      shape_ok = expected[d] < 0 || expected[d] == it->shape[d];
+    }
+    if (!shape_ok) {
+      return absl::InvalidArgumentError(
+          StrCat("output '", spec.name, "' has a shape the model does not declare"));
+    }
+    if (wanted) matched.push_back(std::move(*it));
+  }
+  return matched;
+}
+
 }  // namespace pillar::runtime

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "models/model_config.h"
@@ -16,5 +18,13 @@ namespace pillar::runtime {
 // model that does not batch). InvalidArgument names the input and what is wrong.
 [[nodiscard]] absl::StatusOr<int64_t> CheckRequest(const models::ModelConfig& config,
                                                    protocol::InferenceRequest& request);
+
+// The outputs another model server answered with, checked against the model's: each one declared
+// (none other), of its datatype and shape (the batch dimension `rows` when the model batches), and
+// every one `requested` (all when empty) present. Returns the wanted ones in declared order;
+// InvalidArgument names the output and what is wrong.
+[[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> MatchOutputs(
+    const models::ModelConfig& config, int64_t rows, const std::vector<std::string>& requested,
+    std::vector<protocol::Tensor> outputs);
 
 }  // namespace pillar::runtime

@@ -1,9 +1,5 @@
 #include "upstream/remote_runner.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
@@ -17,13 +13,13 @@
 #include <set>
 #include <utility>
 
-#include "common/files.h"
 #include "common/strings.h"
 #include "protocol/json_codec.h"
 #include "runtime/signature.h"
 #include "upstream/endpoint_health.h"
 #include "upstream/endpoint_picker.h"
 #include "upstream/upstream_connection.h"
+#include "upstream/upstream_credentials.h"
 
 namespace pillar::upstream {
 namespace {
@@ -35,104 +31,6 @@ constexpr size_t kLargeReplyBytes = 1 << 20;
 // The header in which pillar tells an upstream how long it will wait (http::kTimeoutHeader, which
 // a pillar upstream reads; upstream/ does not include http/).
 constexpr char kTimeoutHeader[] = "X-Pillar-Timeout-Ms";
-
-// A credentials file is a secret: pillar refuses one that others could read, as ssh does a key.
-[[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path) {
-  // O_NONBLOCK: a FIFO or a device must not block the open; fstat refuses them right after.
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
-  if (fd < 0) return absl::FailedPreconditionError(StrCat("cannot open credentials_file ", path));
-  struct stat st;
-  std::string text;
-  bool ok = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size <= 16 * 1024;
-  if (ok && (st.st_mode & 077) != 0) {
-    ::close(fd);
-    return absl::FailedPreconditionError(
-        StrCat("credentials_file ", path, " is readable by group or others; chmod 600 it"));
-  }
-  if (ok) {
-    text.resize(size_t(st.st_size));
-    ok = ::read(fd, text.data(), text.size()) == ssize_t(text.size());
-  }
-  ::close(fd);
-  if (!ok) return absl::FailedPreconditionError(StrCat("cannot read credentials_file ", path));
-  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-  for (char c : text) {
-    if (static_cast<unsigned char>(c) < 0x21 || c == '\x7f') {
-      WipeString(text);
-      return absl::FailedPreconditionError(
-          StrCat("credentials_file ", path, " must hold one token: no blanks or control bytes"));
-    }
-  }
-  if (text.empty())
-    return absl::FailedPreconditionError(StrCat("credentials_file ", path, " is empty"));
-  return SecretString(std::move(text));
-}
-
-[[nodiscard]] absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(
-    const models::RemoteConfig& remote) {
-  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
-  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
-                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
-                   asio::ssl::context::no_tlsv1_1);
-  boost::system::error_code ec;
-  if (remote.ca_file.empty()) {
-    tls->set_default_verify_paths(ec);
-  } else {
-    tls->load_verify_file(remote.ca_file, ec);
-  }
-  if (ec) return absl::FailedPreconditionError(StrCat("[remote] ca_file: ", ec.message()));
-  if (!remote.client_certificate.empty()) {
-    tls->use_certificate_chain_file(remote.client_certificate, ec);
-    if (!ec) tls->use_private_key_file(remote.client_key, asio::ssl::context::pem, ec);
-    if (ec) {
-      return absl::FailedPreconditionError(
-          StrCat("[remote] client_certificate/client_key: ", ec.message()));
-    }
-  }
-  return tls;
-}
-
-// The outputs of a reply checked against the model's: every one declared and wanted, of its
-// datatype and shape (the batch dimension the request's rows), returned in declared order.
-[[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> MatchOutputs(
-    const models::ModelConfig& config, int64_t rows, const std::vector<std::string>& requested,
-    std::vector<protocol::Tensor> outputs) {
-  for (const protocol::Tensor& t : outputs) {
-    if (std::none_of(config.outputs.begin(), config.outputs.end(),
-                     [&](const models::TensorSpec& s) { return s.name == t.name; })) {
-      return absl::InvalidArgumentError(StrCat("undeclared output '", t.name.substr(0, 64), "'"));
-    }
-  }
-  std::vector<protocol::Tensor> matched;
-  for (const models::TensorSpec& spec : config.outputs) {
-    const bool wanted = requested.empty() ||
-                        std::find(requested.begin(), requested.end(), spec.name) != requested.end();
-    auto it = std::find_if(outputs.begin(), outputs.end(),
-                           [&](const protocol::Tensor& t) { return t.name == spec.name; });
-    if (it == outputs.end()) {
-      if (wanted) return absl::InvalidArgumentError(StrCat("no output '", spec.name, "'"));
-      continue;
-    }
-    if (it->datatype != spec.datatype) {
-      return absl::InvalidArgumentError(StrCat("output '", spec.name, "' is ",
-                                               protocol::DataTypeName(it->datatype), ", not ",
-                                               protocol::DataTypeName(spec.datatype)));
-    }
-    std::vector<int64_t> expected;
-    if (config.max_batch_size > 0) expected.push_back(rows);
-    expected.insert(expected.end(), spec.shape.begin(), spec.shape.end());
-    bool shape_ok = it->shape.size() == expected.size();
-    for (size_t d = 0; shape_ok && d < expected.size(); ++d) {
-      shape_ok = expected[d] < 0 || expected[d] == it->shape[d];
-    }
-    if (!shape_ok) {
-      return absl::InvalidArgumentError(
-          StrCat("output '", spec.name, "' has a shape the model does not declare"));
-    }
-    if (wanted) matched.push_back(std::move(*it));
-  }
-  return matched;
-}
 
 HealthOptions HealthFrom(const models::RemoteConfig& remote) {
   HealthOptions options;
@@ -548,8 +446,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
             StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
       }
       absl::StatusOr<std::vector<protocol::Tensor>> outputs =
-          decoded.ok() ? MatchOutputs(config, call->rows, call->request.requested_outputs,
-                                      std::move(decoded->outputs))
+          decoded.ok() ? runtime::MatchOutputs(config, call->rows, call->request.requested_outputs,
+                                               std::move(decoded->outputs))
                        : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
       if (!outputs.ok()) {
         Record(*call, e, EndpointHealth::Outcome::kFailure);

@@ -1,6 +1,7 @@
 #include "common/files.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -27,6 +28,28 @@ TEST(FilesTest, RefusesWhatWouldHangOrExhaustMemory) {
   EXPECT_EQ(ReadSmallFile(dir.path(), 100).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReadSmallFile(dir.path() / "missing", 100).status().code(),
             absl::StatusCode::kNotFound);
+}
+
+TEST(FilesTest, ChecksWhatItReadsOnOneDescriptor) {
+  testing::TempDir dir;
+  // A FIFO would block an open for reading until a writer came: it is refused at once.
+  const std::string fifo = (dir.path() / "fifo").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(ReadSecretFile(fifo, 100).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadSmallFile(fifo, 100).status().code(), absl::StatusCode::kInvalidArgument);
+  // /proc files report a size of 0 and are read whole.
+  absl::StatusOr<std::string> status = ReadSmallFile("/proc/self/status", 1 << 20);
+  ASSERT_TRUE(status.ok()) << status.status();
+  EXPECT_NE(status->find("Name:"), std::string::npos);
+  // A secret others may read is refused; the mode checked is that of the file read, link or not.
+  const std::filesystem::path key = dir.path() / "key";
+  std::ofstream(key) << "secret";
+  std::filesystem::create_symlink(key, dir.path() / "link");
+  ::chmod(key.c_str(), 0644);
+  EXPECT_EQ(ReadSecretFile(dir.path() / "link", 100).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ::chmod(key.c_str(), 0600);
+  EXPECT_EQ(*ReadSecretFile(dir.path() / "link", 100), "secret");
 }
 
 }  // namespace

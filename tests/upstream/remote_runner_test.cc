@@ -45,13 +45,18 @@ TEST(RemoteRunnerTest, TheCredentialsFileMustBeAPrivateRegularFile) {
   const std::string fifo = (dir.path() / "fifo").string();
   ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
   const auto start = std::chrono::steady_clock::now();
-  EXPECT_NE(Refusal(fifo).find("cannot read credentials_file"), std::string::npos);
+  EXPECT_NE(Refusal(fifo).find("not a regular file"), std::string::npos);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));  // no hang
 
   std::filesystem::create_directory(dir.path() / "d");
   EXPECT_NE(Refusal((dir.path() / "d").string()).find("credentials_file"), std::string::npos);
+  // A link is followed (Kubernetes mounts secrets through links); what it reaches is checked.
+  ::chmod(token.c_str(), 0600);
   std::filesystem::create_symlink(token, dir.path() / "link");
-  EXPECT_NE(Refusal((dir.path() / "link").string()).find("cannot open"), std::string::npos);
+  EXPECT_TRUE(RemoteRunner::Create(RemoteConfig((dir.path() / "link").string()), "m", "1").ok());
+  ::chmod(token.c_str(), 0644);
+  EXPECT_NE(Refusal((dir.path() / "link").string()).find("is readable by group or others"),
+            std::string::npos);
 
   const std::string spaced = (dir.path() / "spaced").string();
   std::ofstream(spaced) << "two words\n";

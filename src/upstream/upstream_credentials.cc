@@ -1,0 +1,54 @@
+#include "upstream/upstream_credentials.h"
+
+#include "common/files.h"
+#include "common/strings.h"
+
+namespace pillar::upstream {
+
+namespace asio = boost::asio;
+
+// A credentials file is a secret: pillar refuses one that others could read, as ssh does a key.
+[[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path) {
+  absl::StatusOr<std::string> read = ReadSecretFile(path, 16 * 1024);
+  if (!read.ok()) {
+    return absl::FailedPreconditionError(StrCat("credentials_file: ", read.status().message()));
+  }
+  std::string text = std::move(*read);
+  while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
+  for (char c : text) {
+    if (static_cast<unsigned char>(c) < 0x21 || c == '\x7f') {
+      WipeString(text);
+      return absl::FailedPreconditionError(
+          StrCat("credentials_file ", path, " must hold one token: no blanks or control bytes"));
+    }
+  }
+  if (text.empty())
+    return absl::FailedPreconditionError(StrCat("credentials_file ", path, " is empty"));
+  return SecretString(std::move(text));
+}
+
+[[nodiscard]] absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(
+    const models::RemoteConfig& remote) {
+  auto tls = std::make_shared<asio::ssl::context>(asio::ssl::context::tls_client);
+  tls->set_options(asio::ssl::context::default_workarounds | asio::ssl::context::no_sslv2 |
+                   asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
+                   asio::ssl::context::no_tlsv1_1);
+  boost::system::error_code ec;
+  if (remote.ca_file.empty()) {
+    tls->set_default_verify_paths(ec);
+  } else {
+    tls->load_verify_file(remote.ca_file, ec);
+  }
+  if (ec) return absl::FailedPreconditionError(StrCat("[remote] ca_file: ", ec.message()));
+  if (!remote.client_certificate.empty()) {
+    tls->use_certificate_chain_file(remote.client_certificate, ec);
+    if (!ec) tls->use_private_key_file(remote.client_key, asio::ssl::context::pem, ec);
+    if (ec) {
+      return absl::FailedPreconditionError(
+          StrCat("[remote] client_certificate/client_key: ", ec.message()));
+    }
+  }
+  return tls;
+}
+
+}  // namespace pillar::upstream

@@ -1,0 +1,28 @@
+// What a remote model version presents to its upstreams: the bearer token of its
+// credentials_file and, for https endpoints, the TLS context that checks them and holds its
+// client certificate ([remote] in docs/formats/model_store.md).
+//
+//   PILLAR_ASSIGN_OR_RETURN(SecretString token, ReadToken("/etc/pillar/upstream.token"));
+#pragma once
+
+#include <boost/asio/ssl/context.hpp>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/crypto.h"
+#include "models/remote_config.h"
+
+namespace pillar::upstream {
+
+// The token of a credentials file: a secret file (common/files.h: a regular file its group and
+// others cannot read, checked on the descriptor that is read) holding one line without blanks
+// or control bytes. FailedPrecondition saying which rule it breaks, never showing the token.
+[[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path);
+
+// A TLS 1.2+ client context: the CA bundle of [remote] ca_file (or the system's), and the client
+// certificate and key when both are configured.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> MakeTlsContext(
+    const models::RemoteConfig& remote);
+
+}  // namespace pillar::upstream
