@@ -86,6 +86,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::optional<SecretString> token;
   std::shared_ptr<asio::ssl::context> tls;
   std::vector<EndpointSlot> endpoints;
+  std::vector<std::vector<size_t>> groups;  // endpoint indices by priority group, best first
 
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
@@ -167,10 +168,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // is more likely wrong about itself than all broken). Within the group, the picker chooses.
   // None when nothing is left.
   std::optional<size_t> NextEndpoint(const Call& call, Clock::time_point now) {
-    std::map<int, std::vector<size_t>> groups;
-    for (size_t e = 0; e < endpoints.size(); ++e) groups[endpoints[e].priority].push_back(e);
     std::vector<Candidate> panic;  // of the first group below half
-    for (const auto& [priority, members] : groups) {
+    for (const std::vector<size_t>& members : groups) {
       size_t healthy = 0;
       std::vector<Candidate> available, eligible;
       for (size_t e : members) {
@@ -537,6 +536,11 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
                                 spec.weight});
   }
   if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
+  std::map<int, std::vector<size_t>> by_priority;
+  for (size_t e = 0; e < state->endpoints.size(); ++e) {
+    by_priority[state->endpoints[e].priority].push_back(e);
+  }
+  for (auto& [priority, members] : by_priority) state->groups.push_back(std::move(members));
   state->retry_metrics = metrics.ForRetries(model_name, version);
   if (any_tls) {
     absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = MakeTlsContext(remote);
