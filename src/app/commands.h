@@ -55,5 +55,6 @@ void AddCkptCommands(CLI::App& cli, Commands& commands);
 void AddAuditCommands(CLI::App& cli, Commands& commands);
 void AddBenchCommands(CLI::App& cli, Commands& commands);
 void AddHealthCommand(CLI::App& cli, Commands& commands);
+void AddBackendsCommand(CLI::App& cli, Commands& commands);
 
 }  // namespace pillar::app

@@ -38,6 +38,7 @@ namespace {
   PILLAR_RETURN_IF_ERROR(
       s.ReadMillis("drain_timeout_ms", config.drain_timeout, 0, kMaxConfigMillis));
   PILLAR_RETURN_IF_ERROR(s.ReadBool("strict_readiness", config.strict_readiness));
+  PILLAR_RETURN_IF_ERROR(s.ReadString("zone", config.zone));
   return s.CheckNoUnknownKeys();
 }
 

@@ -28,6 +28,8 @@ struct Config {
   int threads = 0;  // 0: one per core
   absl::Duration drain_timeout = absl::Seconds(30);
   bool strict_readiness = true;
+  // Where this instance runs (a label): remote endpoints with the same zone are preferred.
+  std::string zone;
   // [data] and [admin]
   http::ListenerOptions data = http::ListenerNamed("data", 8000);
   http::ListenerOptions admin = http::ListenerNamed("admin", 8001);

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   pillar::app::AddAuditCommands(cli, commands);
   pillar::app::AddBenchCommands(cli, commands);
   pillar::app::AddHealthCommand(cli, commands);
+  pillar::app::AddBackendsCommand(cli, commands);
 
   CLI11_PARSE(cli, argc, argv);
   return commands.RunParsed();

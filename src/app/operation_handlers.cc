@@ -141,6 +141,73 @@ void AdminModels(const runtime::ModelCatalog& catalog, Exchange& ex) {
   ex.response.body = std::move(w).Take();
 }
 
+void WriteUpstreamEndpoint(JsonWriter& w, const runtime::UpstreamStatus::Endpoint& e) {
+  w.BeginObject();
+  w.Key("url");
+  w.String(e.url);
+  w.Key("zone");
+  w.String(e.zone);
+  w.Key("priority");
+  w.Int(e.priority);
+  w.Key("weight");
+  w.Int(e.weight);
+  w.Key("health");
+  w.String(e.health);
+  w.Key("breaker");
+  w.String(e.breaker);
+  w.Key("breaker_open_ms");
+  w.Int(e.breaker_open_ms);
+  w.Key("outstanding");
+  w.Int(e.outstanding);
+  w.Key("latency_ms");
+  w.Double(e.latency_ms);
+  w.Key("ejections");
+  w.Int(e.ejections);
+  w.Key("trips");
+  w.Int(e.trips);
+  w.EndObject();
+}
+
+// GET /admin/v1/backends: the live state of every remote version the principal may see: its
+// breaker, its load, and each endpoint's health, breaker, load and latency.
+void AdminBackends(const runtime::ModelCatalog& catalog, Exchange& ex) {
+  const std::shared_ptr<const runtime::ModelRegistry> snapshot = catalog.Current();
+  JsonWriter w(1024);
+  w.BeginObject();
+  w.Key("backends");
+  w.BeginArray();
+  for (const auto& v : snapshot->versions()) {
+    if (v->runner == nullptr || !stages::Visible(ex, *v)) continue;
+    const std::optional<runtime::UpstreamStatus> status = v->runner->Upstreams();
+    if (!status) continue;
+    w.BeginObject();
+    w.Key("model");
+    w.String(v->name);
+    w.Key("version");
+    w.String(v->version_text);
+    w.Key("breaker");
+    w.String(status->breaker);
+    w.Key("breaker_open_ms");
+    w.Int(status->breaker_open_ms);
+    w.Key("trips");
+    w.Int(status->trips);
+    w.Key("in_flight");
+    w.Int(status->in_flight);
+    w.Key("queued");
+    w.Int(status->queued);
+    w.Key("endpoints");
+    w.BeginArray();
+    for (const runtime::UpstreamStatus::Endpoint& e : status->endpoints) {
+      WriteUpstreamEndpoint(w, e);
+    }
+    w.EndArray();
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  ex.response.body = std::move(w).Take();
+}
+
 }  // namespace
 
 std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
@@ -157,6 +224,7 @@ std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
     ex.response.body = metrics.Render();
   };
   handlers[Operation::kAdminModels] = [&catalog](Exchange& ex) { AdminModels(catalog, ex); };
+  handlers[Operation::kAdminBackends] = [&catalog](Exchange& ex) { AdminBackends(catalog, ex); };
   return handlers;
 }
 

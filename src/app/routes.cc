@@ -27,6 +27,7 @@ http::Router AdminRouter() {
   r.Add({"GET", "/v2/health/ready", kReady, "ready", true});
   r.Add({"GET", "/metrics", int(Operation::kMetrics), "metrics", false});
   r.Add({"GET", "/admin/v1/models", int(Operation::kAdminModels), "admin_models", false});
+  r.Add({"GET", "/admin/v1/backends", int(Operation::kAdminBackends), "admin_backends", false});
   return r;
 }
 

@@ -70,7 +70,10 @@ struct ServeOptions {
                std::fprintf(stderr, "pillar: %s\n", std::string(s.message()).c_str());
              }
            },
-       .upstream_metrics = upstream::UpstreamMetrics::Register(metrics),
+       .remote = {.metrics = upstream::UpstreamMetrics::Register(metrics),
+                  .zone = config.zone,
+                  .audit = &audit,
+                  .active_checks = true},
        .torch_threads = config.torch_threads});
   return std::make_unique<runtime::ModelWatcher>(std::move(repository), std::move(loader),
                                                  options.poll, audit);

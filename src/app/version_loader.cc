@@ -125,7 +125,7 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   if (config->platform == models::Platform::kRemote) {
     // The upstream batches and runs the model; pillar keeps connections to it.
     absl::StatusOr<std::unique_ptr<upstream::RemoteRunner>> remote = upstream::RemoteRunner::Create(
-        *config, entry.model, std::to_string(entry.version), options.upstream_metrics);
+        *config, entry.model, std::to_string(entry.version), options.remote);
     if (!remote.ok()) {
       return absl::Status(remote.status().code(), StrCat(dir, ": ", remote.status().message()));
     }

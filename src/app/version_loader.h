@@ -18,7 +18,7 @@
 #include "monitor/metrics.h"
 #include "runtime/model_registry.h"
 #include "signing/signing_key.h"
-#include "upstream/upstream_metrics.h"
+#include "upstream/remote_runner.h"
 
 namespace pillar::app {
 
@@ -31,8 +31,8 @@ struct VersionLoaderOptions {
   std::function<void(std::string_view path)> after_read;
   // Told of every version whose signature verified for its own place (HighWaterMarks).
   std::function<void(std::string_view model, int64_t version)> verified;
-  // What remote versions' endpoints report (empty: nothing).
-  upstream::UpstreamMetrics upstream_metrics = {};
+  // What remote versions get from the server: metrics, its zone, the audit log.
+  upstream::RemoteContext remote = {};
   // LibTorch's intra-op threads per model execution ([runtime] torch_threads), set when the
   // first TorchScript version loads the LibTorch module.
   int torch_threads = 1;

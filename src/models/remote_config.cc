@@ -80,7 +80,105 @@ constexpr size_t kMaxEndpoints = 64;
   return absl::OkStatus();
 }
 
+// "500-599" or "429": an inclusive range of HTTP statuses.
+[[nodiscard]] absl::Status ParseStatusRange(std::string_view text, std::string_view where,
+                                            std::pair<int, int>& out) {
+  const size_t dash = text.find('-');
+  const std::string_view low = text.substr(0, dash);
+  const std::string_view high = dash == std::string_view::npos ? low : text.substr(dash + 1);
+  int64_t from = 0, to = 0;
+  if (!ParseInt(low, &from) || !ParseInt(high, &to) || from < 100 || to > 599 || from > to) {
+    return absl::InvalidArgumentError(
+        StrCat(where, " status_codes: '", text.substr(0, 40),
+               "' is not a status (100-599) or a range of them such as \"500-599\""));
+  }
+  out = {int(from), int(to)};
+  return absl::OkStatus();
+}
+
+// [remote.breaker] or [remote.backend_breaker].
+[[nodiscard]] absl::Status ReadBreaker(const toml::table& remote, std::string_view key,
+                                       std::string_view source, BreakerRule& out) {
+  const toml::node* node = remote.get(key);
+  if (node == nullptr) return absl::OkStatus();
+  const std::string name = StrCat("remote.", key);
+  if (!node->is_table()) {
+    return absl::InvalidArgumentError(StrCat(source, ": [", name, "] must be a table"));
+  }
+  TomlSection section(node->as_table(), name, source);
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("failure_count", out.failure_count, 0, 1'000'000));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("failure_percentage", out.failure_percentage, 0, 100));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("min_requests", out.min_requests, 1, 1'000'000));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("interval_ms", out.interval_ms, 100, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("trip_duration_ms", out.trip_duration_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("accept_retry_after", out.accept_retry_after));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("half_open_probes", out.half_open_probes, 1, 1000));
+  const std::string where = StrCat(source, ": [", name, "]");
+  if (section.Contains("status_codes")) {
+    std::vector<std::string> ranges;
+    PILLAR_RETURN_IF_ERROR(section.ReadStrings("status_codes", ranges));
+    out.status_codes.clear();
+    for (const std::string& text : ranges) {
+      PILLAR_RETURN_IF_ERROR(ParseStatusRange(text, where, out.status_codes.emplace_back()));
+    }
+  }
+  if (section.Contains("error_reasons")) {
+    std::vector<std::string> reasons;
+    PILLAR_RETURN_IF_ERROR(section.ReadStrings("error_reasons", reasons));
+    out.count_connect = out.count_timeout = out.count_bad_reply = false;
+    for (const std::string& reason : reasons) {
+      bool* flag = reason == "connect"     ? &out.count_connect
+                   : reason == "timeout"   ? &out.count_timeout
+                   : reason == "bad_reply" ? &out.count_bad_reply
+                                           : nullptr;
+      if (flag == nullptr) {
+        return absl::InvalidArgumentError(
+            StrCat(where, " error_reasons: '", reason.substr(0, 40),
+                   "' is not one of \"connect\", \"timeout\", \"bad_reply\""));
+      }
+      *flag = true;
+    }
+  }
+  return section.CheckNoUnknownKeys();
+}
+
+// [remote.health_check]
+[[nodiscard]] absl::Status ReadHealthCheck(const toml::table& remote, std::string_view source,
+                                           HealthCheck& out) {
+  const toml::node* node = remote.get("health_check");
+  if (node == nullptr) return absl::OkStatus();
+  if (!node->is_table()) {
+    return absl::InvalidArgumentError(StrCat(source, ": [remote.health_check] must be a table"));
+  }
+  TomlSection section(node->as_table(), "remote.health_check", source);
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("enabled", out.enabled));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("path", out.path));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("interval_ms", out.interval_ms, 100, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("timeout_ms", out.timeout_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("healthy_threshold", out.healthy_threshold, 1, 100));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("unhealthy_threshold", out.unhealthy_threshold, 1, 100));
+  PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
+  // The path goes into the request line: a plain absolute path only.
+  bool plain = !out.path.empty() && out.path.front() == '/' && out.path.size() <= 256;
+  for (char c : out.path) {
+    plain = plain && static_cast<unsigned char>(c) > ' ' && c != '\x7f' && c != '?' && c != '#';
+  }
+  if (!plain) {
+    return absl::InvalidArgumentError(StrCat(
+        source, ": [remote.health_check] path must start with '/' and hold no blank, '?' or '#'"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool BreakerRule::CountsStatus(int status) const {
+  for (const auto& [from, to] : status_codes) {
+    if (status >= from && status <= to) return true;
+  }
+  return false;
+}
 
 [[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
                                              RemoteConfig& out) {
@@ -91,7 +189,14 @@ constexpr size_t kMaxEndpoints = 64;
   }
   TomlSection section(node->as_table(), "remote", source);
   section.Allow("endpoints");
-  PILLAR_RETURN_IF_ERROR(ReadEndpoints(*node->as_table(), source, out.endpoints));
+  section.Allow("breaker");
+  section.Allow("backend_breaker");
+  section.Allow("health_check");
+  const toml::table& table = *node->as_table();
+  PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, out.endpoints));
+  PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "breaker", source, out.breaker));
+  PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "backend_breaker", source, out.backend_breaker));
+  PILLAR_RETURN_IF_ERROR(ReadHealthCheck(table, source, out.health_check));
   PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
   PILLAR_RETURN_IF_ERROR(section.ReadString("version", out.version));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("timeout_ms", out.timeout_ms, 1, kMaxConfigMillis));

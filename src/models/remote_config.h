@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -28,7 +29,51 @@ struct RemoteEndpoint {
   std::string url;   // http or https
   int weight = 1;    // its share of its priority group's traffic (1..1000)
   int priority = 1;  // 1 first; a higher number only when every endpoint above is out (1..100)
-  std::string zone;  // where it runs (a label, shown; not used for routing yet)
+  std::string zone;  // where it runs: preferred by a gateway in the same zone ([server] zone)
+};
+
+// A circuit breaker's rule, in the vocabulary of Azure API Management's backend circuit breaker
+// (upstream/circuit_breaker.h): it trips when, within `interval_ms`, `failure_count` requests
+// failed, or `failure_percentage` of at least `min_requests` did; it then answers at once for
+// `trip_duration_ms` (or for an upstream's Retry-After, when `accept_retry_after`), and lets
+// `half_open_probes` requests through to decide whether to close.
+//
+//   [remote.breaker]                       # each endpoint's
+//   failure_count = 5
+//   interval_ms = 10000
+//   status_codes = ["500-599", "429"]      # which upstream statuses count as failures
+//   error_reasons = ["connect", "timeout", "bad_reply"]
+//   trip_duration_ms = 30000
+struct BreakerRule {
+  int failure_count = 0;       // 0: not by count
+  int failure_percentage = 0;  // 0: not by share
+  int min_requests = 20;       // for failure_percentage: fewer requests in the interval never trip
+  int64_t interval_ms = 10'000;
+  // Statuses that count as failures, as inclusive ranges; any other reply is a success.
+  std::vector<std::pair<int, int>> status_codes = {{500, 599}};
+  // Failures without a status that count: a connection that could not be made or broke, an
+  // attempt past its time, a reply that does not decode or match the model.
+  bool count_connect = true;
+  bool count_timeout = true;
+  bool count_bad_reply = true;
+  int64_t trip_duration_ms = 30'000;
+  bool accept_retry_after = true;
+  int half_open_probes = 1;
+  // Off when neither threshold is set.
+  bool enabled() const { return failure_count > 0 || failure_percentage > 0; }
+  bool CountsStatus(int status) const;
+};
+
+// Active health checks: a GET of each endpoint's readiness route every interval_ms. An endpoint
+// failing unhealthy_threshold checks in a row is out of service until healthy_threshold pass in
+// a row (Envoy's health checking; its interval and thresholds are the defaults).
+struct HealthCheck {
+  bool enabled = true;
+  std::string path = "/v2/health/ready";  // after the endpoint's base path
+  int64_t interval_ms = 10'000;
+  int64_t timeout_ms = 1'000;
+  int healthy_threshold = 1;
+  int unhealthy_threshold = 2;
 };
 
 struct RemoteConfig {
@@ -69,6 +114,25 @@ struct RemoteConfig {
   std::string ca_file;
   std::string client_certificate;
   std::string client_key;
+  // [remote.breaker]: each endpoint's circuit breaker (off unless a threshold is set: outlier
+  // ejection above already takes a failing endpoint out). [remote.backend_breaker]: the whole
+  // version's, on the outcome of each request after its retries; on by default, so that a
+  // backend that fails answers at once (and its fallback chain takes over) instead of making
+  // every caller wait for its failure.
+  BreakerRule breaker;
+  BreakerRule backend_breaker = DefaultBackendBreaker();
+  // [remote.health_check]
+  HealthCheck health_check;
+
+  static BreakerRule DefaultBackendBreaker() {
+    BreakerRule rule;
+    rule.failure_percentage = 50;
+    rule.min_requests = 20;
+    rule.interval_ms = 10'000;
+    rule.trip_duration_ms = 10'000;
+    rule.status_codes = {{502, 504}};
+    return rule;
+  }
 };
 
 // Reads the [remote] table of `root` into `out` with the strict errors of the rest of

@@ -42,6 +42,7 @@ enum class Operation {
   kInfer,
   kMetrics,
   kAdminModels,
+  kAdminBackends,
 };
 
 // True for operations addressed to a model (the path names one).

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
@@ -27,6 +28,30 @@ struct InferResult {
 
 using InferCallback = absl::AnyInvocable<void(absl::StatusOr<InferResult>) &&>;
 
+// What a runner in front of other model servers knows of them, for `pillar backends` and the
+// admin API (GET /admin/v1/backends).
+struct UpstreamStatus {
+  struct Endpoint {
+    std::string url;  // never with credentials
+    std::string zone;
+    int priority = 1;
+    int weight = 1;
+    std::string health;   // healthy, ejected, half_open, unhealthy (failing active checks)
+    std::string breaker;  // closed, open, half_open
+    int64_t outstanding = 0;
+    double latency_ms = 0;  // recent average; 0 before the first reply
+    int64_t ejections = 0;
+    int64_t trips = 0;
+    int64_t breaker_open_ms = 0;  // how much longer the breaker stays open
+  };
+  std::string breaker;  // the backend's own breaker
+  int64_t trips = 0;
+  int64_t breaker_open_ms = 0;
+  int64_t in_flight = 0;
+  int64_t queued = 0;
+  std::vector<Endpoint> endpoints;
+};
+
 class Runner {
  public:
   virtual ~Runner() = default;
@@ -35,6 +60,8 @@ class Runner {
   // retry-after payload (see RetryAfterSeconds) when the queue is full.
   virtual void Infer(protocol::InferenceRequest request, InferCallback done) = 0;
   virtual bool Ready() const = 0;
+  // What it knows of the servers behind it; none for a runner that runs the model itself.
+  virtual std::optional<UpstreamStatus> Upstreams() const { return std::nullopt; }
 };
 
 // The payload key under which a Unavailable status carries its retry hint, in seconds.

@@ -18,6 +18,7 @@ std::string_view ActionOf(Operation op) {
     case Operation::kModelMetadata:
     case Operation::kModelReady:
     case Operation::kAdminModels:
+    case Operation::kAdminBackends:
       return "read_metadata";
   }
   return "read_metadata";
@@ -30,6 +31,7 @@ std::string_view ResourceOf(Operation op) {
     case Operation::kMetrics:
       return "metrics";
     case Operation::kAdminModels:
+    case Operation::kAdminBackends:
       return "models";
     default:
       return "";

@@ -64,6 +64,8 @@ std::string_view ObserveStage::OperationName(pipeline::Operation op) {
       return "metrics";
     case pipeline::Operation::kAdminModels:
       return "admin_models";
+    case pipeline::Operation::kAdminBackends:
+      return "admin_backends";
   }
   return "unknown";
 }

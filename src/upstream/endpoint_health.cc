@@ -4,8 +4,22 @@
 
 namespace pillar::upstream {
 
+std::string_view EndpointStateName(EndpointState state) {
+  switch (state) {
+    case EndpointState::kHealthy:
+      return "healthy";
+    case EndpointState::kEjected:
+      return "ejected";
+    case EndpointState::kHalfOpen:
+      return "half_open";
+    case EndpointState::kUnhealthy:
+      return "unhealthy";
+  }
+  return "healthy";
+}
+
 EndpointState EndpointHealth::state(TimePoint now) const {
-  if (!ejected_) return EndpointState::kHealthy;
+  if (!ejected_) return failing_checks_ ? EndpointState::kUnhealthy : EndpointState::kHealthy;
   return now < ejected_until_ ? EndpointState::kEjected : EndpointState::kHalfOpen;
 }
 
@@ -15,6 +29,7 @@ bool EndpointHealth::Available(TimePoint now) const {
     case EndpointState::kHealthy:
       return true;
     case EndpointState::kEjected:
+    case EndpointState::kUnhealthy:
       return false;
     case EndpointState::kHalfOpen:
       return !probing_;
@@ -67,6 +82,18 @@ void EndpointHealth::Eject(TimePoint now) {
   wants_ejection_ = false;
   failures_in_a_row_ = 0;
   ejected_until_ = now + length;
+}
+
+bool EndpointHealth::RecordCheck(bool passed) {
+  if (passed == !failing_checks_) {  // as it stands: the count toward a change starts over
+    checks_in_a_row_ = 0;
+    return false;
+  }
+  const int threshold = passed ? options_.healthy_threshold : options_.unhealthy_threshold;
+  if (++checks_in_a_row_ < threshold) return false;
+  failing_checks_ = !passed;
+  checks_in_a_row_ = 0;
+  return true;
 }
 
 EndpointHealth::TimePoint EndpointHealth::AvailableAt(TimePoint now) const {

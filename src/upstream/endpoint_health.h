@@ -16,13 +16,16 @@
 // - a 429 or 503 with Retry-After keeps every request away until then, without counting as a
 //   failure of the endpoint's health;
 // - while the endpoint is out, only the probe's outcome counts, and a probe that says nothing
-//   (cut off by its caller's deadline) frees the slot for the next request to probe.
+//   (cut off by its caller's deadline) frees the slot for the next request to probe;
+// - active checks (RecordCheck) take an endpoint out after unhealthy_threshold failed checks in
+//   a row and back after healthy_threshold passed ones, whatever the traffic says meanwhile.
 // How many endpoints of a set may be out at once (max_ejection_percent, panic) is the set's
 // decision: see RemoteRunner.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <string_view>
 
 namespace pillar::upstream {
 
@@ -30,9 +33,13 @@ struct HealthOptions {
   int consecutive_failures = 5;
   std::chrono::milliseconds base_ejection{30'000};
   std::chrono::milliseconds max_ejection{300'000};
+  int healthy_threshold = 1;
+  int unhealthy_threshold = 2;
 };
 
-enum class EndpointState { kHealthy, kEjected, kHalfOpen };
+// kUnhealthy: failing its active health checks.
+enum class EndpointState { kHealthy = 0, kEjected = 1, kHalfOpen = 2, kUnhealthy = 3 };
+std::string_view EndpointStateName(EndpointState state);
 
 class EndpointHealth {
  public:
@@ -61,6 +68,10 @@ class EndpointHealth {
   TimePoint AvailableAt(TimePoint now) const;
   int64_t ejections() const { return ejections_; }
   bool Throttled(TimePoint now) const { return now < throttled_until_; }
+  // An active health check's result. Returns true when it changed whether the endpoint is in
+  // service by the checks.
+  bool RecordCheck(bool passed);
+  bool failing_checks() const { return failing_checks_; }
 
  private:
   HealthOptions options_;
@@ -73,6 +84,8 @@ class EndpointHealth {
   bool ejected_ = false;
   bool probing_ = false;
   bool wants_ejection_ = false;
+  bool failing_checks_ = false;
+  int checks_in_a_row_ = 0;  // passed ones while failing, failed ones while passing
 };
 
 }  // namespace pillar::upstream

@@ -8,7 +8,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <cstdio>
-#include <map>
+#include <future>
 #include <random>
 #include <set>
 #include <utility>
@@ -16,8 +16,9 @@
 #include "common/strings.h"
 #include "protocol/json_codec.h"
 #include "runtime/signature.h"
-#include "upstream/endpoint_health.h"
-#include "upstream/endpoint_picker.h"
+#include "upstream/circuit_breaker.h"
+#include "upstream/endpoint_set.h"
+#include "upstream/health_checker.h"
 #include "upstream/upstream_connection.h"
 #include "upstream/upstream_credentials.h"
 
@@ -32,31 +33,31 @@ constexpr size_t kLargeReplyBytes = 1 << 20;
 // a pillar upstream reads; upstream/ does not include http/).
 constexpr char kTimeoutHeader[] = "X-Pillar-Timeout-Ms";
 
-HealthOptions HealthFrom(const models::RemoteConfig& remote) {
-  HealthOptions options;
-  options.consecutive_failures = remote.consecutive_failures;
-  options.base_ejection = std::chrono::milliseconds(remote.base_ejection_ms);
-  options.max_ejection = std::chrono::milliseconds(remote.max_ejection_ms);
-  return options;
-}
-
-}  // namespace
-
-// What one upstream endpoint has: its parsed URL, its idle kept-alive connections, its health.
-struct EndpointSlot {
-  Endpoint endpoint;
-  std::vector<std::shared_ptr<UpstreamConnection>> idle;
-  EndpointHealth health;
-  EndpointMetrics metrics;
-  int priority = 1;
-  int weight = 1;
-  int64_t outstanding = 0;  // attempts in flight
-  double latency_s = 0;     // moving average of its replies' latency (0: none yet)
-};
-
 void Count(monitor::Counter* counter) {
   if (counter != nullptr) counter->Increment();
 }
+
+int64_t MillisUntil(Clock::time_point at, Clock::time_point now) {
+  return std::max<int64_t>(0,
+                           std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count());
+}
+
+// The HTTP status a request's final answer carries, for the backend breaker's status_codes.
+int StatusOf(const absl::Status& status) {
+  if (runtime::IsBadGateway(status)) return 502;
+  switch (status.code()) {
+    case absl::StatusCode::kDeadlineExceeded:
+      return 504;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    case absl::StatusCode::kInvalidArgument:
+      return 400;
+    default:
+      return 500;
+  }
+}
+
+}  // namespace
 
 // One request, from admission to its answer; lives on the runner's thread.
 struct Call {
@@ -72,21 +73,27 @@ struct Call {
   // The deadline is the caller's (X-Pillar-Timeout-Ms), sooner than timeout_ms: an attempt cut
   // off by it says nothing of the endpoint.
   bool caller_deadline = false;
-  bool probing = false;     // the attempt in flight is its endpoint's half-open probe
-  std::string upstream_id;  // the id the upstream sees, and its reply must carry
-  int attempts = 0;         // started so far
-  bool sent = false;        // an attempt's request went out: an upstream may have seen it
-  bool retrying = false;    // holds one of the retry budget's places
+  Ticket ticket;               // the attempt in flight
+  bool backend_probe = false;  // let through by the backend breaker while half-open
+  std::string upstream_id;     // the id the upstream sees, and its reply must carry
+  int attempts = 0;            // started so far
+  bool sent = false;           // an attempt's request went out: an upstream may have seen it
+  bool retrying = false;       // holds one of the retry budget's places
   std::optional<int64_t> retry_after;
+
+  bool CutByCaller() const { return caller_deadline && Clock::now() >= deadline; }
 };
 
 struct RemoteRunner::State : std::enable_shared_from_this<State> {
   models::ModelConfig config;
-  std::string target;  // /v2/models/<upstream model>[/versions/<v>]/infer, after the base path
+  std::string model_name;
+  std::string version;
+  std::string resource;  // model:<name>/<version>, for the audit log
+  std::string target;    // /v2/models/<upstream model>[/versions/<v>]/infer, after the base path
   std::optional<SecretString> token;
   std::shared_ptr<asio::ssl::context> tls;
-  std::vector<EndpointSlot> endpoints;
-  std::vector<std::vector<size_t>> groups;  // endpoint indices by priority group, best first
+  std::unique_ptr<EndpointSet> endpoints;
+  audit::AuditSink* audit = nullptr;
 
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
@@ -97,26 +104,40 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   int64_t in_flight = 0;
   std::deque<std::shared_ptr<Call>> queue;
   std::set<std::shared_ptr<UpstreamConnection>> busy;
+  std::shared_ptr<HealthChecker> checker;
+  std::optional<CircuitBreaker> backend_breaker;
   // Request ids for upstreams: unique per runner (a random prefix) and per request.
   const std::string id_prefix = HexEncode(RandomBytes(6));
   std::atomic<uint64_t> next_id{0};
   int64_t retrying = 0;  // calls holding a place in the retry budget
   std::set<std::shared_ptr<asio::steady_timer>> backoffs;  // retries waiting, cut short at stop
   std::mt19937_64 jitter{std::random_device{}()};
-  EndpointPicker picker{std::random_device{}()};
   RetryMetrics retry_metrics;
 
-  int64_t capacity() const { return int64_t(endpoints.size()) * config.remote.connections; }
+  int64_t capacity() const { return int64_t(endpoints->size()) * config.remote.connections; }
 
   void Admit(std::shared_ptr<Call> call) {
     if (stopping) return Finish(*call, absl::UnavailableError("model is unloading"));
+    const Clock::time_point now = Clock::now();
+    const CircuitBreaker::Admission admission = backend_breaker->Admit(now);
+    if (admission == CircuitBreaker::Admission::kRefused) {
+      Count(retry_metrics.refused);
+      const int64_t wait_ms = MillisUntil(backend_breaker->open_until(), now);
+      return Finish(*call, runtime::UnavailableWithRetry(
+                               StrCat("the circuit breaker of model '", model_name, "' version ",
+                                      version, " is open: its upstream is failing"),
+                               std::max<int64_t>(1, (wait_ms + 999) / 1000)));
+    }
+    call->backend_probe = admission == CircuitBreaker::Admission::kProbe;
     if (in_flight < capacity()) {
       ++in_flight;
       return Attempt(std::move(call));
     }
     if (int64_t(queue.size()) >= config.remote.max_queue) {
-      return std::move(call->done)(
-          runtime::UnavailableWithRetry("too many requests waiting for the upstream", 1));
+      // Overload says nothing of the upstream's health: a probe place taken is given back.
+      backend_breaker->Record(CircuitBreaker::Verdict::kIgnored, now, call->backend_probe);
+      return Finish(*call,
+                    runtime::UnavailableWithRetry("too many requests waiting for the upstream", 1));
     }
     queue.push_back(std::move(call));
   }
@@ -125,6 +146,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // not from here: a queue of calls that each end at once would otherwise recurse once per call.
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result) {
     if (call.retrying) --retrying;
+    RecordBackend(call, result.status());
     std::move(call.done)(std::move(result));
     --in_flight;
     if (!queue.empty() && in_flight < capacity()) {
@@ -138,6 +160,62 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   }
 
   void Finish(Call& call, absl::Status status) { std::move(call.done)(std::move(status)); }
+
+  // What a request's answer says of the backend as a whole, for its breaker.
+  void RecordBackend(const Call& call, const absl::Status& status) {
+    using Verdict = CircuitBreaker::Verdict;
+    const Clock::time_point now = Clock::now();
+    Verdict verdict = Verdict::kSuccess;
+    std::chrono::milliseconds retry_after{0};
+    if (stopping || (!status.ok() && call.CutByCaller())) {
+      verdict = Verdict::kIgnored;
+    } else if (!status.ok() && backend_breaker->rule().CountsStatus(StatusOf(status))) {
+      verdict = Verdict::kFailure;
+      retry_after = std::chrono::seconds(runtime::RetryAfterSeconds(status).value_or(0));
+    }
+    if (std::optional<CircuitBreaker::Transition> change =
+            backend_breaker->Record(verdict, now, call.backend_probe, retry_after)) {
+      Report(*backend_breaker, *change, "", now);
+      if (retry_metrics.breaker != nullptr) retry_metrics.breaker->Set(double(change->to));
+      if (change->to == BreakerState::kOpen) Count(retry_metrics.trips);
+    }
+  }
+
+  // A breaker's change of state: one log line and one audit record. `endpoint` is empty for
+  // the backend's own breaker.
+  void Report(const CircuitBreaker& breaker, CircuitBreaker::Transition change,
+              std::string_view endpoint, Clock::time_point now) {
+    const std::string scope = endpoint.empty()
+                                  ? StrCat("model '", model_name, "' version ", version)
+                                  : StrCat("upstream ", endpoint, " of model '", model_name, "'");
+    const std::string reason =
+        change.to == BreakerState::kOpen
+            ? StrCat("circuit breaker of ", scope, " opened for ",
+                     MillisUntil(breaker.open_until(), now), " ms (",
+                     change.from == BreakerState::kHalfOpen
+                         ? std::string("a half-open probe failed")
+                         : StrCat(breaker.failures(now), " failures of ", breaker.requests(now),
+                                  " requests in ", breaker.rule().interval_ms, " ms"),
+                     ")")
+            : StrCat("circuit breaker of ", scope, " closed: its half-open probes succeeded");
+    std::fprintf(stderr, "pillar: %s\n", reason.c_str());
+    if (audit == nullptr) return;
+    const std::string action = change.to == BreakerState::kOpen ? "breaker_open" : "breaker_close";
+    const std::string resource_text =
+        endpoint.empty() ? resource : StrCat(resource, " endpoint ", endpoint);
+    audit->Record({.kind = audit::EventKind::kModel,
+                   .allowed = true,
+                   .time_us = std::chrono::duration_cast<std::chrono::microseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count(),
+                   .principal = "pillar",
+                   .tenant = {},
+                   .action = action,
+                   .resource = resource_text,
+                   .request_id = {},
+                   .remote = {},
+                   .explain = [&] { return reason; }});
+  }
 
   // Text that came from an upstream (an error it put in a reply, a name) on its way to a client
   // and the logs: cut short, and without the token, which an upstream may echo back.
@@ -160,113 +238,50 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     return out;
   }
 
-  // The next endpoint to try for `call`, among those it has not tried. Priority groups are
-  // taken best first: a group with at least half its endpoints healthy serves from those
-  // available (not ejected, not paused, not half-open with its probe out); a group below half
-  // passes the request to the groups after it. Only when no group can serve that way is the
-  // first group below half in panic, as Envoy's is: ejection is ignored for it (a set mostly out
-  // is more likely wrong about itself than all broken). Within the group, the picker chooses.
-  // None when nothing is left.
-  std::optional<size_t> NextEndpoint(const Call& call, Clock::time_point now) {
-    std::vector<Candidate> panic;  // of the first group below half
-    for (const std::vector<size_t>& members : groups) {
-      size_t healthy = 0;
-      std::vector<Candidate> available, eligible;
-      for (size_t e : members) {
-        const EndpointSlot& slot = endpoints[e];
-        healthy += slot.health.state(now) == EndpointState::kHealthy;
-        if (call.tried[e]) continue;
-        if (slot.health.Available(now)) available.push_back(CandidateFor(e));
-        if (!slot.health.Throttled(now)) eligible.push_back(CandidateFor(e));
-      }
-      if (healthy * 2 >= members.size()) {
-        if (!available.empty()) return picker.Pick(available);
-      } else if (panic.empty()) {
-        panic = std::move(eligible);
-      }
-    }
-    return picker.Pick(panic);
-  }
-
-  Candidate CandidateFor(size_t e) const {
-    const EndpointSlot& slot = endpoints[e];
-    Candidate c;
-    c.index = e;
-    c.priority = slot.priority;
-    c.weight = slot.weight;
-    c.outstanding = slot.outstanding;
-    c.latency_s = slot.latency_s;
-    return c;
-  }
-
-  // The wait until some endpoint `call` has not tried may be sent a request.
-  std::chrono::seconds WaitForAnEndpoint(const Call& call, Clock::time_point now) const {
-    Clock::time_point soonest = Clock::time_point::max();
-    for (size_t e = 0; e < endpoints.size(); ++e) {
-      if (!call.tried[e]) soonest = std::min(soonest, endpoints[e].health.AvailableAt(now));
-    }
-    if (soonest == Clock::time_point::max()) return std::chrono::seconds(1);
-    return std::max(std::chrono::seconds(1),
-                    std::chrono::ceil<std::chrono::seconds>(soonest - now));
-  }
-
-  // Whether another endpoint may be ejected: max_ejection_percent of the set are out at most,
-  // and at least one may be (0 turns ejection off).
-  bool MayEject(Clock::time_point now) const {
-    size_t out = 0;
-    for (const EndpointSlot& slot : endpoints) {
-      out += slot.health.state(now) != EndpointState::kHealthy;
-    }
-    const int percent = config.remote.max_ejection_percent;
-    const size_t allowed =
-        percent == 0 ? 0 : std::max<size_t>(1, endpoints.size() * size_t(percent) / 100);
-    return out < allowed;
-  }
-
-  // What a cut-off attempt says of its endpoint: nothing when the caller's own deadline cut it.
-  static EndpointHealth::Outcome CutOffOutcome(const Call& call) {
-    return call.caller_deadline && Clock::now() >= call.deadline
-               ? EndpointHealth::Outcome::kInconclusive
-               : EndpointHealth::Outcome::kFailure;
-  }
-
-  // What a reply other than a usable 200 says of its endpoint.
-  static EndpointHealth::Outcome ReplyOutcome(const Call& call, const UpstreamReply& reply) {
-    using Outcome = EndpointHealth::Outcome;
-    if (reply.status == 429) return Outcome::kThrottled;
-    if (reply.status == 503 && reply.retry_after_s.value_or(0) > 0) return Outcome::kThrottled;
-    if (reply.status == 504 && call.caller_deadline) return Outcome::kInconclusive;
-    if (reply.status >= 500) return Outcome::kFailure;
-    return Outcome::kSuccess;  // it answers HTTP sanely; a 404 is the request's fault
-  }
-
-  void Record(const Call& call, size_t e, EndpointHealth::Outcome outcome,
-              std::chrono::seconds retry_after = {}) {
+  // Records an attempt's outcome for its endpoint: health, breaker, metrics, logs.
+  void Record(const Call& call, AttemptOutcome outcome) {
     const Clock::time_point now = Clock::now();
-    EndpointHealth& health = endpoints[e].health;
-    const EndpointState before = health.state(now);
-    const int64_t ejections_before = health.ejections();
-    health.Record(outcome, now, call.probing, retry_after);
-    if (health.WantsEjection() && MayEject(now)) health.Eject(now);
-    const EndpointState after = health.state(now);
-    const EndpointMetrics& m = endpoints[e].metrics;
-    if (health.ejections() != ejections_before) Count(m.ejections);
-    if (m.state != nullptr) m.state->Set(double(after));
-    Count(outcome == EndpointHealth::Outcome::kSuccess     ? m.attempts_ok
-          : outcome == EndpointHealth::Outcome::kThrottled ? m.attempts_throttled
-          : outcome == EndpointHealth::Outcome::kFailure   ? m.attempts_failed
-                                                           : nullptr);
-    if (health.ejections() != ejections_before) {
-      std::fprintf(stderr, "pillar: upstream %s ejected for %lld ms (ejection %lld)\\n",
-                   endpoints[e].endpoint.url.c_str(),
-                   static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              health.AvailableAt(now) - now)
-                                              .count()),
-                   static_cast<long long>(health.ejections()));
-    } else if (before != EndpointState::kHealthy && after == EndpointState::kHealthy) {
-      std::fprintf(stderr, "pillar: upstream %s is back in service\\n",
-                   endpoints[e].endpoint.url.c_str());
+    const size_t e = call.ticket.endpoint;
+    const EndpointChange change = endpoints->Finish(call.ticket, outcome, now);
+    const EndpointMetrics& m = endpoints->slot(e).metrics;
+    using Outcome = EndpointHealth::Outcome;
+    Count(change.outcome == Outcome::kSuccess     ? m.attempts_ok
+          : change.outcome == Outcome::kThrottled ? m.attempts_throttled
+          : change.outcome == Outcome::kFailure   ? m.attempts_failed
+                                                  : nullptr);
+    Announce(change, now);
+  }
+
+  // Logs, counts and audits what an endpoint's change says.
+  void Announce(const EndpointChange& change, Clock::time_point now) {
+    EndpointSlot& slot = endpoints->slot(change.endpoint);
+    const EndpointMetrics& m = slot.metrics;
+    if (m.state != nullptr) m.state->Set(double(slot.health.state(now)));
+    if (change.ejected) {
+      Count(m.ejections);
+      std::fprintf(stderr, "pillar: upstream %s ejected for %lld ms (ejection %lld)\n",
+                   slot.endpoint.url.c_str(),
+                   static_cast<long long>(MillisUntil(slot.health.AvailableAt(now), now)),
+                   static_cast<long long>(slot.health.ejections()));
+    } else if (change.back_in_service) {
+      std::fprintf(stderr, "pillar: upstream %s is back in service\n", slot.endpoint.url.c_str());
     }
+    if (change.breaker) {
+      if (m.breaker != nullptr) m.breaker->Set(double(change.breaker->to));
+      if (change.breaker->to == BreakerState::kOpen) Count(m.trips);
+      Report(slot.breaker, *change.breaker, slot.endpoint.url, now);
+    }
+  }
+
+  // An active health check's result.
+  void OnCheck(size_t e, bool passed, std::string_view why) {
+    if (stopping) return;
+    const EndpointChange change = endpoints->RecordCheck(e, passed);
+    if (change.failed_checks) {
+      std::fprintf(stderr, "pillar: upstream %s is out of service: its health checks fail (%s)\n",
+                   endpoints->slot(e).endpoint.url.c_str(), Redact(why).c_str());
+    }
+    Announce(change, Clock::now());
   }
 
   // Whether `call`, which has failed an attempt, may try again: a non-idempotent request that may
@@ -297,11 +312,22 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     return wait;
   }
 
+  // Whether any endpoint is left for `call` to try (without taking anything).
+  bool AnyLeft(const Call& call, Clock::time_point now) const {
+    for (size_t e = 0; e < endpoints->size(); ++e) {
+      if (!call.tried[e] && endpoints->slot(e).breaker.WouldAdmit(now) &&
+          !endpoints->slot(e).health.Throttled(now)) {
+        return true;
+      }
+    }
+    return false;
+  }
+
   void Attempt(std::shared_ptr<Call> call) {
     if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
     const Clock::time_point now = Clock::now();
     if (now >= call->deadline) return Complete(*call, TimedOut(*call));
-    if (call->attempts > 0 && NextEndpoint(*call, now)) {
+    if (call->attempts > 0 && AnyLeft(*call, now)) {
       absl::StatusOr<std::chrono::milliseconds> wait = RetryWait(*call, now);
       if (!wait.ok()) return Complete(*call, wait.status());
       Count(retry_metrics.retries);
@@ -323,49 +349,55 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     const Clock::time_point now = Clock::now();
     if (now >= call->deadline) return Complete(*call, TimedOut(*call));
     ++call->attempts;
-    std::optional<size_t> e = NextEndpoint(*call, now);
-    if (!e) {
+    std::optional<Ticket> ticket = endpoints->Start(call->tried, now);
+    if (!ticket) {
       if (call->last_error.empty()) {  // nothing tried: every endpoint is out or throttled
         return Complete(*call, runtime::UnavailableWithRetry(
-                                   "every upstream endpoint is ejected or asked for a pause",
-                                   WaitForAnEndpoint(*call, now).count()));
+                                   "every upstream endpoint is out of service or asked for a pause",
+                                   endpoints->WaitForAnEndpoint(call->tried, now).count()));
       }
       return Complete(*call, Exhausted(*call));
     }
-    call->tried[*e] = true;
-    EndpointSlot& endpoint = endpoints[*e];
-    call->probing = endpoint.health.state(now) == EndpointState::kHalfOpen;
-    if (call->probing) endpoint.health.StartProbe();
+    call->ticket = *ticket;
+    call->tried[ticket->endpoint] = true;
+    EndpointSlot& endpoint = endpoints->slot(ticket->endpoint);
     while (!endpoint.idle.empty()) {
       std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
       endpoint.idle.pop_back();
-      if (connection->Idle()) return Send(std::move(call), *e, std::move(connection), true);
+      if (connection->Idle()) return Send(std::move(call), std::move(connection), true);
     }
-    Open(std::move(call), *e);
+    Open(std::move(call));
   }
 
-  void Open(std::shared_ptr<Call> call, size_t e) {
+  void Open(std::shared_ptr<Call> call) {
     const Clock::time_point connect_deadline = std::min(
         call->deadline, Clock::now() + std::chrono::milliseconds(config.remote.connect_timeout_ms));
-    Connect(io, endpoints[e].endpoint, tls, connect_deadline,
-            [self = shared_from_this(), call,
-             e](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
+    Connect(io, endpoints->slot(call->ticket.endpoint).endpoint, tls, connect_deadline,
+            [self = shared_from_this(),
+             call](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
               if (self->stopping) {
                 if (connection.ok()) (*connection)->Close();
                 return self->Complete(*call, absl::UnavailableError("model is unloading"));
               }
               if (!connection.ok()) {
-                self->Record(*call, e, self->CutOffOutcome(*call));
-                self->Failed(*call, e, ToStd(connection.status().message()), false);
+                const bool timed_out =
+                    connection.status().code() == absl::StatusCode::kDeadlineExceeded;
+                self->Record(
+                    *call, {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
+                            .status = 0,
+                            .retry_after_s = 0,
+                            .cut_by_caller = call->CutByCaller()});
+                self->Failed(*call, ToStd(connection.status().message()), false);
                 return self->Attempt(std::move(call));
               }
-              self->Send(std::move(call), e, std::move(*connection), false);
+              self->Send(std::move(call), std::move(*connection), false);
             });
   }
 
-  void Send(std::shared_ptr<Call> call, size_t e, std::shared_ptr<UpstreamConnection> connection,
+  void Send(std::shared_ptr<Call> call, std::shared_ptr<UpstreamConnection> connection,
             bool reused) {
-    const Endpoint& endpoint = endpoints[e].endpoint;
+    EndpointSlot& slot = endpoints->slot(call->ticket.endpoint);
+    const Endpoint& endpoint = slot.endpoint;
     auto request =
         std::make_shared<HttpRequest>(http::verb::post, StrCat(endpoint.base_path, target), 11);
     request->set(http::field::host, endpoint.host_header);
@@ -380,105 +412,116 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     request->prepare_payload();
     call->sent = true;
     busy.insert(connection);
-    ++endpoints[e].outstanding;
-    const EndpointMetrics& m = endpoints[e].metrics;
-    if (m.outstanding != nullptr) m.outstanding->Add(1);
+    ++slot.outstanding;
+    if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
     const Clock::time_point sent = Clock::now();
     UpstreamConnection* raw = connection.get();
-    raw->Call(std::move(request), call->deadline, config.remote.max_response_bytes,
-              [self = shared_from_this(), call, e, connection = std::move(connection), reused,
-               sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
-                self->busy.erase(connection);
-                EndpointSlot& slot = self->endpoints[e];
-                --slot.outstanding;
-                const EndpointMetrics& m = slot.metrics;
-                if (m.outstanding != nullptr) m.outstanding->Add(-1);
-                if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
-                  const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
-                  // A moving average over about the last ten replies, for the picker.
-                  slot.latency_s =
-                      slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
-                  if (m.latency != nullptr) m.latency->Observe(seconds);
-                }
-                self->OnReply(std::move(call), e, std::move(connection), reused, std::move(reply),
-                              failure);
-              });
+    raw->Call(
+        std::move(request), call->deadline, config.remote.max_response_bytes,
+        [self = shared_from_this(), call, connection = std::move(connection), reused, sent](
+            absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+          self->busy.erase(connection);
+          EndpointSlot& slot = self->endpoints->slot(call->ticket.endpoint);
+          --slot.outstanding;
+          const EndpointMetrics& m = slot.metrics;
+          if (m.outstanding != nullptr) m.outstanding->Add(-1);
+          if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
+            const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+            // A moving average over about the last ten replies, for the picker.
+            slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+            if (m.latency != nullptr) m.latency->Observe(seconds);
+          }
+          self->OnReply(std::move(call), std::move(connection), reused, std::move(reply), failure);
+        });
   }
 
-  void OnReply(std::shared_ptr<Call> call, size_t e, std::shared_ptr<UpstreamConnection> connection,
+  void OnReply(std::shared_ptr<Call> call, std::shared_ptr<UpstreamConnection> connection,
                bool reused, absl::StatusOr<UpstreamReply> reply, CallFailure failure) {
     if (!reply.ok()) {
       // Not for a model that is not idempotent: the request may have been read before the close.
       if (reused && failure == CallFailure::kBeforeReply && !stopping && config.remote.idempotent) {
         // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the
         // same endpoint gets the request again on a new connection, not a failure.
-        return Open(std::move(call), e);
+        return Open(std::move(call));
       }
-      Record(*call, e,
-             failure == CallFailure::kDeadline ? CutOffOutcome(*call)
-                                               : EndpointHealth::Outcome::kFailure);
-      Failed(*call, e, ToStd(reply.status().message()), false);
+      const bool timed_out = failure == CallFailure::kDeadline;
+      Record(*call, {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
+                     .status = 0,
+                     .retry_after_s = 0,
+                     .cut_by_caller = timed_out && call->CutByCaller()});
+      Failed(*call, ToStd(reply.status().message()), false);
       return Attempt(std::move(call));
     }
     if (reused && reply->status == 408 && !stopping) {
       // The upstream timed the idle connection out as the request went out: nothing was done.
-      return Open(std::move(call), e);
+      return Open(std::move(call));
     }
-    if (connection->open() && !stopping &&
-        int64_t(endpoints[e].idle.size()) < config.remote.connections) {
-      endpoints[e].idle.push_back(connection);
+    EndpointSlot& slot = endpoints->slot(call->ticket.endpoint);
+    if (connection->open() && !stopping && int64_t(slot.idle.size()) < config.remote.connections) {
+      slot.idle.push_back(connection);
     }
-    if (reply->status == 200) {
-      // The decoder keeps the capacity of the largest document it parsed: a large reply gets a
-      // decoder of its own, so one does not pin its size for the life of the version.
-      std::optional<protocol::InferenceResponseDecoder> large;
-      if (reply->body.size() > kLargeReplyBytes) large.emplace();
-      absl::StatusOr<protocol::InferenceResponse> decoded =
-          (large ? *large : decoder).Decode(reply->body);
-      // A reply without an id is taken: the protocol makes echoing it optional, and a server that
-      // does not echo it gets only the idle check's protection (docs/formats/model_store.md).
-      if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {
-        // The reply answers another request: the connection is out of step with its upstream.
-        connection->Close();
-        if (reused && !stopping && config.remote.idempotent) return Open(std::move(call), e);
-        decoded = absl::InvalidArgumentError(
-            StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
-      }
-      absl::StatusOr<std::vector<protocol::Tensor>> outputs =
-          decoded.ok() ? runtime::MatchOutputs(config, call->rows, call->request.requested_outputs,
-                                               std::move(decoded->outputs))
-                       : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
-      if (!outputs.ok()) {
-        Record(*call, e, EndpointHealth::Outcome::kFailure);
-        Failed(*call, e, StrCat("a reply pillar cannot use: ", outputs.status().message()), false);
-        return Attempt(std::move(call));
-      }
-      Record(*call, e, EndpointHealth::Outcome::kSuccess);
-      runtime::InferResult result;
-      result.outputs = std::move(*outputs);
-      result.compute_ns =
-          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived)
-              .count();
-      return Complete(*call, std::move(result));
-    }
+    if (reply->status == 200) return OnOk(std::move(call), std::move(connection), reused, *reply);
     const bool throttled = reply->status == 429 || reply->status == 503;
     if (throttled && reply->retry_after_s) {
       call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
     }
-    Record(*call, e, ReplyOutcome(*call, *reply),
-           std::chrono::seconds(reply->retry_after_s.value_or(0)));
+    Record(*call, {.kind = AttemptOutcome::kStatus,
+                   .status = reply->status,
+                   .retry_after_s = reply->retry_after_s.value_or(0),
+                   .cut_by_caller = reply->status == 504 && call->caller_deadline});
     if (reply->status >= 500 || reply->status == 429) {
-      Failed(*call, e, StrCat("answered ", reply->status), throttled);
+      Failed(*call, StrCat("answered ", reply->status), throttled);
       return Attempt(std::move(call));
     }
     // Any other status: the upstream refused the request itself, which another replica of the
     // same model would refuse too.
-    Complete(*call, runtime::BadGateway(StrCat("upstream ", endpoints[e].endpoint.url, " answered ",
-                                               reply->status)));
+    Complete(*call, runtime::BadGateway(
+                        StrCat("upstream ", slot.endpoint.url, " answered ", reply->status)));
   }
 
-  void Failed(Call& call, size_t e, std::string_view why, bool throttled) {
-    call.last_error = StrCat("upstream ", endpoints[e].endpoint.url, ": ", Redact(why));
+  // A 200: decoded, matched to the request and the model's outputs, or a failed attempt.
+  void OnOk(std::shared_ptr<Call> call, const std::shared_ptr<UpstreamConnection>& connection,
+            bool reused, const UpstreamReply& reply) {
+    // The decoder keeps the capacity of the largest document it parsed: a large reply gets a
+    // decoder of its own, so one does not pin its size for the life of the version.
+    std::optional<protocol::InferenceResponseDecoder> large;
+    if (reply.body.size() > kLargeReplyBytes) large.emplace();
+    absl::StatusOr<protocol::InferenceResponse> decoded =
+        (large ? *large : decoder).Decode(reply.body);
+    // A reply without an id is taken: the protocol makes echoing it optional, and a server that
+    // does not echo it gets only the idle check's protection (docs/formats/model_store.md).
+    if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {
+      // The reply answers another request: the connection is out of step with its upstream.
+      connection->Close();
+      if (reused && !stopping && config.remote.idempotent) return Open(std::move(call));
+      decoded = absl::InvalidArgumentError(
+          StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
+    }
+    absl::StatusOr<std::vector<protocol::Tensor>> outputs =
+        decoded.ok() ? runtime::MatchOutputs(config, call->rows, call->request.requested_outputs,
+                                             std::move(decoded->outputs))
+                     : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
+    if (!outputs.ok()) {
+      Record(*call, {.kind = AttemptOutcome::kBadReply,
+                     .status = 200,
+                     .retry_after_s = 0,
+                     .cut_by_caller = false});
+      Failed(*call, StrCat("a reply pillar cannot use: ", outputs.status().message()), false);
+      return Attempt(std::move(call));
+    }
+    Record(
+        *call,
+        {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
+    runtime::InferResult result;
+    result.outputs = std::move(*outputs);
+    result.compute_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
+    Complete(*call, std::move(result));
+  }
+
+  void Failed(Call& call, std::string_view why, bool throttled) {
+    call.last_error =
+        StrCat("upstream ", endpoints->slot(call.ticket.endpoint).endpoint.url, ": ", Redact(why));
     if (!throttled) call.all_throttled = false;
   }
 
@@ -498,17 +541,50 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     return runtime::BadGateway(call.last_error);
   }
 
+  runtime::UpstreamStatus Describe() const {
+    const Clock::time_point now = Clock::now();
+    runtime::UpstreamStatus status;
+    status.breaker = std::string(BreakerStateName(backend_breaker->state(now)));
+    status.trips = backend_breaker->trips();
+    if (backend_breaker->state(now) == BreakerState::kOpen) {
+      status.breaker_open_ms = MillisUntil(backend_breaker->open_until(), now);
+    }
+    status.in_flight = in_flight;
+    status.queued = int64_t(queue.size());
+    for (size_t e = 0; e < endpoints->size(); ++e) {
+      const EndpointSlot& slot = endpoints->slot(e);
+      runtime::UpstreamStatus::Endpoint out;
+      out.url = slot.endpoint.url;
+      out.zone = slot.zone;
+      out.priority = slot.priority;
+      out.weight = slot.weight;
+      out.health = std::string(EndpointStateName(slot.health.state(now)));
+      out.breaker = std::string(BreakerStateName(slot.breaker.state(now)));
+      out.outstanding = slot.outstanding;
+      out.latency_ms = slot.latency_s * 1000;
+      out.ejections = slot.health.ejections();
+      out.trips = slot.breaker.trips();
+      if (slot.breaker.state(now) == BreakerState::kOpen) {
+        out.breaker_open_ms = MillisUntil(slot.breaker.open_until(), now);
+      }
+      status.endpoints.push_back(std::move(out));
+    }
+    return status;
+  }
+
   void Stop() {
     stopping = true;
+    if (checker) checker->Stop();
     for (const auto& timer : backoffs) timer->cancel();
     std::deque<std::shared_ptr<Call>> waiting;
     waiting.swap(queue);
     for (const std::shared_ptr<Call>& call : waiting) {
       std::move(call->done)(absl::UnavailableError("model is unloading"));
     }
-    for (EndpointSlot& endpoint : endpoints) {
-      for (const auto& connection : endpoint.idle) connection->Close();
-      endpoint.idle.clear();
+    for (size_t e = 0; e < endpoints->size(); ++e) {
+      EndpointSlot& slot = endpoints->slot(e);
+      for (const auto& connection : slot.idle) connection->Close();
+      slot.idle.clear();
     }
     // Busy connections end their calls with an error, which completes them.
     for (const auto& connection : std::set(busy)) connection->Close();
@@ -518,30 +594,29 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
 
 absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     const models::ModelConfig& config, std::string_view model_name, std::string_view version,
-    const UpstreamMetrics& metrics) {
+    RemoteContext context) {
   auto state = std::make_shared<State>();
   state->config = config;
+  state->model_name = std::string(model_name);
+  state->version = std::string(version);
+  state->resource = StrCat("model:", model_name, "/", version);
+  state->audit = context.audit;
   const models::RemoteConfig& remote = config.remote;
+  if (remote.endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
   bool any_tls = false;
+  std::vector<Endpoint> parsed;
+  std::vector<EndpointMetrics> metrics;
   for (const models::RemoteEndpoint& spec : remote.endpoints) {
     absl::StatusOr<Endpoint> endpoint = ParseEndpoint(spec.url);
     if (!endpoint.ok()) return endpoint.status();
     any_tls = any_tls || endpoint->tls;
-    EndpointMetrics endpoint_metrics = metrics.For(model_name, version, endpoint->url);
-    state->endpoints.push_back({std::move(*endpoint),
-                                {},
-                                EndpointHealth(HealthFrom(remote)),
-                                endpoint_metrics,
-                                spec.priority,
-                                spec.weight});
+    metrics.push_back(context.metrics.For(model_name, version, endpoint->url));
+    parsed.push_back(std::move(*endpoint));
   }
-  if (state->endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
-  std::map<int, std::vector<size_t>> by_priority;
-  for (size_t e = 0; e < state->endpoints.size(); ++e) {
-    by_priority[state->endpoints[e].priority].push_back(e);
-  }
-  for (auto& [priority, members] : by_priority) state->groups.push_back(std::move(members));
-  state->retry_metrics = metrics.ForRetries(model_name, version);
+  state->endpoints = std::make_unique<EndpointSet>(state->config.remote, parsed, metrics,
+                                                   context.zone, std::random_device{}());
+  state->backend_breaker.emplace(remote.backend_breaker);
+  state->retry_metrics = context.metrics.ForRetries(model_name, version);
   if (any_tls) {
     absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = MakeTlsContext(remote);
     if (!tls.ok()) return tls.status();
@@ -556,16 +631,37 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
   state->target =
       StrCat("/v2/models/", upstream_model,
              remote.version.empty() ? "" : StrCat("/versions/", remote.version), "/infer");
+  if (remote.health_check.enabled && context.active_checks) {
+    std::weak_ptr<State> weak = state;
+    state->checker = std::make_shared<HealthChecker>(
+        state->io, std::move(parsed), state->tls, state->token ? &*state->token : nullptr,
+        remote.health_check, [weak](size_t e, bool passed, std::string_view why) {
+          if (std::shared_ptr<State> s = weak.lock()) s->OnCheck(e, passed, why);
+        });
+  }
   return std::unique_ptr<RemoteRunner>(new RemoteRunner(std::move(state)));
 }
 
 RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(state)) {
+  if (state_->checker) {
+    asio::post(state_->io, [state = state_] {
+      if (!state->stopping) state->checker->Start();
+    });
+  }
   thread_ = std::thread([state = state_] { state->io.run(); });
 }
 
 RemoteRunner::~RemoteRunner() {
   asio::post(state_->io, [state = state_] { state->Stop(); });
   thread_.join();
+}
+
+std::optional<runtime::UpstreamStatus> RemoteRunner::Upstreams() const {
+  auto promise = std::make_shared<std::promise<runtime::UpstreamStatus>>();
+  std::future<runtime::UpstreamStatus> future = promise->get_future();
+  asio::post(state_->io, [state = state_, promise] { promise->set_value(state->Describe()); });
+  if (future.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
+  return future.get();
 }
 
 void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallback done) {
@@ -591,7 +687,7 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
     call->deadline = std::min(
         call->deadline, Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)));
   }
-  call->tried.assign(state_->endpoints.size(), false);
+  call->tried.assign(state_->endpoints->size(), false);
   asio::post(state_->io,
              [state = state_, call = std::move(call)]() mutable { state->Admit(std::move(call)); });
 }

@@ -9,9 +9,10 @@
 // What it does with each request:
 // - admission: at most endpoints x connections requests in flight, max_queue more waiting;
 //   beyond that 503 with Retry-After at once;
-// - the request is encoded once and sent to the endpoints in turn (round robin for the first
-//   try), each tried at most once per request; a kept-alive connection the upstream had closed
-//   is retried once on a fresh one;
+// - the version's circuit breaker ([remote.backend_breaker]) answers at once while it is open;
+// - the request is encoded once and sent to endpoints chosen by the EndpointSet (priority,
+//   zone, health, breakers, load), each tried at most once per request; a kept-alive connection
+//   the upstream had closed is retried once on a fresh one;
 // - a connect failure, a timeout of the attempt, a 5xx, a 429 or a reply that does not decode
 //   or does not match the model's outputs moves on to the next endpoint; any other 4xx ends the
 //   request (the upstream refused what pillar sent: a configuration error, answered 502);
@@ -20,7 +21,7 @@
 // - errors name the endpoint by its URL, never its credentials: 502 for an upstream failure,
 //   504 at the deadline, 503 with the smallest Retry-After when every endpoint was throttled.
 // Everything runs on the runner's own thread and io_context, so one model's upstream cannot
-// take another's connections or threads.
+// take another's connections or threads. Breaker transitions are logged, counted and audited.
 #pragma once
 
 #include <deque>
@@ -29,6 +30,7 @@
 #include <thread>
 #include <vector>
 
+#include "audit/audit_sink.h"
 #include "common/crypto.h"
 #include "models/model_config.h"
 #include "runtime/runner.h"
@@ -37,21 +39,34 @@
 
 namespace pillar::upstream {
 
+// What the server around a remote version gives it.
+struct RemoteContext {
+  // Gets this version's endpoints, labelled with the model's name, version and endpoint URL
+  // (empty: not measured).
+  UpstreamMetrics metrics;
+  // This gateway's zone ([server] zone): endpoints in it are preferred while they hold up.
+  std::string zone;
+  // Where breaker transitions are recorded (null: nowhere); must outlive the runner.
+  audit::AuditSink* audit = nullptr;
+  // Whether [remote.health_check] runs (tests of passive health turn it off).
+  bool active_checks = true;
+};
+
 class RemoteRunner final : public runtime::Runner {
  public:
   // Reads the credentials file (which must not be readable by group or others) and the TLS
   // files now: a version that cannot reach its upstream as configured does not load.
-  // `metrics` (may be empty) gets this version's endpoints, labelled with `model_name` and
-  // `version`.
   [[nodiscard]] static absl::StatusOr<std::unique_ptr<RemoteRunner>> Create(
       const models::ModelConfig& config, std::string_view model_name, std::string_view version,
-      const UpstreamMetrics& metrics = {});
+      RemoteContext context = {});
   ~RemoteRunner() override;
   RemoteRunner(const RemoteRunner&) = delete;
   RemoteRunner& operator=(const RemoteRunner&) = delete;
 
   void Infer(protocol::InferenceRequest request, runtime::InferCallback done) override;
   bool Ready() const override { return true; }
+  // Asks the runner's thread, waiting at most a second for it.
+  std::optional<runtime::UpstreamStatus> Upstreams() const override;
 
  private:
   struct State;

@@ -15,9 +15,11 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
                                      monitor::LatencyBuckets());
   m.outstanding = &registry.AddGauge("pillar_upstream_outstanding",
                                      "Attempts in flight to an upstream endpoint.", labels);
-  m.state = &registry.AddGauge("pillar_upstream_state",
-                               "An upstream endpoint's health: 0 healthy, 1 ejected, 2 half-open.",
-                               labels);
+  m.state = &registry.AddGauge(
+      "pillar_upstream_state",
+      "An upstream endpoint's health: 0 healthy, 1 ejected, 2 half-open, 3 failing its "
+      "active checks.",
+      labels);
   m.ejections = &registry.AddCounter("pillar_upstream_ejections_total",
                                      "Times an upstream endpoint was ejected.", labels);
   m.retries = &registry.AddCounter("pillar_upstream_retries_total",
@@ -26,6 +28,22 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
   m.budget_exhausted = &registry.AddCounter(
       "pillar_upstream_retry_budget_exhausted_total",
       "Retries refused because too many requests were retrying at once.", {"model", "version"});
+  m.breaker = &registry.AddGauge(
+      "pillar_upstream_breaker_state",
+      "An upstream endpoint's circuit breaker: 0 closed, 1 open, 2 half-open.", labels);
+  m.trips = &registry.AddCounter("pillar_upstream_breaker_trips_total",
+                                 "Times an upstream endpoint's circuit breaker opened.", labels);
+  m.backend_breaker =
+      &registry.AddGauge("pillar_backend_breaker_state",
+                         "A remote model version's circuit breaker: 0 closed, 1 open, 2 half-open.",
+                         {"model", "version"});
+  m.backend_trips = &registry.AddCounter("pillar_backend_breaker_trips_total",
+                                         "Times a remote model version's circuit breaker opened.",
+                                         {"model", "version"});
+  m.breaker_refused = &registry.AddCounter(
+      "pillar_backend_breaker_refused_total",
+      "Requests answered at once because the version's circuit breaker was open.",
+      {"model", "version"});
   return m;
 }
 
@@ -40,6 +58,8 @@ EndpointMetrics UpstreamMetrics::For(std::string_view model, std::string_view ve
   e.outstanding = &outstanding->Get({model, version, endpoint});
   e.state = &state->Get({model, version, endpoint});
   e.ejections = &ejections->Get({model, version, endpoint});
+  e.breaker = &breaker->Get({model, version, endpoint});
+  e.trips = &trips->Get({model, version, endpoint});
   return e;
 }
 
@@ -48,6 +68,9 @@ RetryMetrics UpstreamMetrics::ForRetries(std::string_view model, std::string_vie
   if (retries == nullptr) return r;
   r.retries = &retries->Get({model, version});
   r.budget_exhausted = &budget_exhausted->Get({model, version});
+  r.breaker = &backend_breaker->Get({model, version});
+  r.trips = &backend_trips->Get({model, version});
+  r.refused = &breaker_refused->Get({model, version});
   return r;
 }
 

@@ -21,14 +21,19 @@ struct EndpointMetrics {
   monitor::Counter* attempts_throttled = nullptr;  // 429 or 503
   monitor::Histogram* latency = nullptr;           // seconds, per attempt that got a reply
   monitor::Gauge* outstanding = nullptr;           // attempts in flight now
-  monitor::Gauge* state = nullptr;                 // 0 healthy, 1 ejected, 2 half-open
+  monitor::Gauge* state = nullptr;  // 0 healthy, 1 ejected, 2 half-open, 3 failing checks
   monitor::Counter* ejections = nullptr;
+  monitor::Gauge* breaker = nullptr;  // 0 closed, 1 open, 2 half-open
+  monitor::Counter* trips = nullptr;  // times its circuit breaker opened
 };
 
 // A remote model version's retry metrics.
 struct RetryMetrics {
   monitor::Counter* retries = nullptr;           // attempts after the first
   monitor::Counter* budget_exhausted = nullptr;  // retries refused by the budget
+  monitor::Gauge* breaker = nullptr;             // the backend's breaker: 0 closed, 1 open, 2 half
+  monitor::Counter* trips = nullptr;             // times the backend's breaker opened
+  monitor::Counter* refused = nullptr;           // requests answered at once by an open breaker
 };
 
 struct UpstreamMetrics {
@@ -39,6 +44,11 @@ struct UpstreamMetrics {
   monitor::Family<monitor::Counter>* ejections = nullptr;
   monitor::Family<monitor::Counter>* retries = nullptr;
   monitor::Family<monitor::Counter>* budget_exhausted = nullptr;
+  monitor::Family<monitor::Gauge>* breaker = nullptr;  // per endpoint
+  monitor::Family<monitor::Counter>* trips = nullptr;  // per endpoint
+  monitor::Family<monitor::Gauge>* backend_breaker = nullptr;
+  monitor::Family<monitor::Counter>* backend_trips = nullptr;
+  monitor::Family<monitor::Counter>* breaker_refused = nullptr;
 
   static UpstreamMetrics Register(monitor::MetricsRegistry& registry);
   EndpointMetrics For(std::string_view model, std::string_view version,

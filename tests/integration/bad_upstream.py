@@ -23,7 +23,10 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   pause        429 with Retry-After: 2
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
-Each request for pause or flaky appends its time (time.time()) to <model>.hits.
+  broken       500
+Each request for pause, flaky or broken appends its time (time.time()) to <model>.hits.
+GET /v2/health/ready answers 200, or 503 while a file unready.<port> exists in the working
+directory (the active health checks' test).
 Every request's Authorization and X-Pillar-Timeout-Ms headers are appended to auth.log and
 timeout.log in the working directory, so a test can check what pillar sent.
 """
@@ -47,6 +50,16 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def do_GET(self):
+        if self.path != "/v2/health/ready":
+            return self.reply(404, b'{"error": "not found"}')
+        port = self.server.server_address[1]
+        try:
+            open("unready.%d" % port).close()
+            return self.reply(503, b'{"error": "not ready"}')
+        except OSError:
+            return self.reply(200, b"")
+
     def do_POST(self):
         length = int(self.headers.get("Content-Length", "0"))
         request = json.loads(self.rfile.read(length))
@@ -64,7 +77,7 @@ class Handler(BaseHTTPRequestHandler):
                 hits.write("%.6f\n" % time.time())
             time.sleep(0.3)
             return self.reply(500, b'{"error": "down"}')
-        if model in ("pause", "flaky"):
+        if model in ("pause", "flaky", "broken"):
             with open(model + ".hits", "a") as hits:
                 hits.write("%.6f\n" % time.time())
             if model == "pause":

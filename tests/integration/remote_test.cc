@@ -116,8 +116,9 @@ class RemoteTest : public ::testing::Test {
       const std::string port = std::to_string(bad_port_);
       const std::string port2 = std::to_string(more_bad_ports_[0]);
       const std::string port3 = std::to_string(more_bad_ports_[1]);
+      const std::string port4 = std::to_string(more_bad_ports_[2]);
       ::execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(), port2.c_str(),
-              port3.c_str(), static_cast<char*>(nullptr));
+              port3.c_str(), port4.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ASSERT_GT(bad_pid_, 0);
@@ -184,6 +185,16 @@ class RemoteTest : public ::testing::Test {
                          "http://127.0.0.1:" + std::to_string(more_bad_ports_[1])},
                         auth + "model = \"slowdown\"\nconsecutive_failures = 1000\n"
                                "retry_backoff_base_ms = 1\nretry_backoff_max_ms = 1\n"));
+    // Its own breaker trips after three failed requests.
+    WriteVersion(store, "tripping",
+                 Remote({bad}, auth + "model = \"broken\"\nconsecutive_failures = 1000\n"
+                                      "[remote.backend_breaker]\nfailure_count = 3\n"
+                                      "trip_duration_ms = 1500\n"));
+    // Checked every 200 ms: the third bad port's readiness fails while unready.<port> exists.
+    WriteVersion(store, "checked",
+                 Remote({"http://127.0.0.1:" + std::to_string(more_bad_ports_[2]), up},
+                        auth + "model = \"good\"\n[remote.health_check]\ninterval_ms = 200\n"
+                               "timeout_ms = 500\n"));
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
@@ -228,7 +239,7 @@ class RemoteTest : public ::testing::Test {
   static testing::TempDir* bad_dir_;
   static pid_t bad_pid_;
   static int bad_port_;
-  static std::array<int, 2> more_bad_ports_;  // the same bad upstream, listening there too
+  static std::array<int, 3> more_bad_ports_;  // the same bad upstream, listening there too
   static std::string token_;
   static std::string key_;
 };
@@ -238,9 +249,24 @@ testing::ServerProcess* RemoteTest::gateway_ = nullptr;
 testing::TempDir* RemoteTest::bad_dir_ = nullptr;
 pid_t RemoteTest::bad_pid_ = -1;
 int RemoteTest::bad_port_ = 0;
-std::array<int, 2> RemoteTest::more_bad_ports_ = {0, 0};
+std::array<int, 3> RemoteTest::more_bad_ports_ = {0, 0, 0};
 std::string RemoteTest::token_;
 std::string RemoteTest::key_;
+
+// The backends' live state from the admin API, as JSON.
+std::string Backends(testing::ServerProcess& server, const std::string& key) {
+  HttpReply r = Fetch(server.admin_port(), "GET", "/admin/v1/backends", "", {Bearer(key)});
+  EXPECT_EQ(r.status, 200) << r.body;
+  return r.body;
+}
+
+// The JSON object of `model` in /admin/v1/backends' answer (crudely cut, enough for finds).
+std::string BackendOf(const std::string& backends, const std::string& model) {
+  const size_t at = backends.find("{\"model\":\"" + model + "\"");
+  if (at == std::string::npos) return "";
+  const size_t end = backends.find("{\"model\":", at + 1);
+  return backends.substr(at, end == std::string::npos ? std::string::npos : end - at);
+}
 
 TEST_F(RemoteTest, ForwardsToThePillarUpstreamAndAnswersWithItsOutputs) {
   for (int i = 0; i < 20; ++i) {  // the same kept-alive connections, request after request
@@ -524,6 +550,96 @@ TEST_F(RemoteTest, CredentialsOthersCanReadAreRefusedAndNeverLogged) {
     }
     EXPECT_EQ(ReadFile(entry.path()).find(token_), std::string::npos) << entry.path();
   }
+}
+
+TEST_F(RemoteTest, ABackendBreakerOpensAnswersAtOnceAndProbesAfterItsTrip) {
+  for (int i = 0; i < 3; ++i) {
+    HttpReply r = Infer("tripping");
+    EXPECT_EQ(r.status, 502) << r.body;
+  }
+  const size_t hits = Hits("broken").size();
+  double seconds = 0;
+  HttpReply refused = Infer("tripping", &seconds);
+  EXPECT_EQ(refused.status, 503) << refused.body;
+  EXPECT_NE(refused.body.find("circuit breaker of model 'tripping' version 1 is open"),
+            std::string::npos)
+      << refused.body;
+  EXPECT_EQ(refused.headers["retry-after"], "2");  // 1.5 s left, rounded up
+  EXPECT_LT(seconds, 0.1);
+  EXPECT_EQ(Hits("broken").size(), hits);  // the upstream never saw it
+
+  const std::string state = BackendOf(Backends(*gateway_, key_), "tripping");
+  EXPECT_NE(state.find("\"breaker\":\"open\""), std::string::npos) << state;
+  EXPECT_NE(state.find("\"trips\":1"), std::string::npos) << state;
+  const std::string audit = ReadFile(gateway_->audit_log());
+  EXPECT_NE(audit.find("breaker_open"), std::string::npos);
+  EXPECT_NE(audit.find("model:tripping/1"), std::string::npos);
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  EXPECT_NE(metrics.find("pillar_backend_breaker_state{model=\"tripping\",version=\"1\"} 1"),
+            std::string::npos);
+
+  // After the trip: one probe reaches the upstream, fails, and opens the breaker again.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  EXPECT_EQ(Infer("tripping").status, 502);
+  EXPECT_EQ(Hits("broken").size(), hits + 1);
+  EXPECT_EQ(Infer("tripping").status, 503);
+  EXPECT_EQ(Hits("broken").size(), hits + 1);
+}
+
+TEST_F(RemoteTest, FailingActiveChecksTakeAnEndpointOutBeforeAnyRequestFails) {
+  const std::string checked = "http://127.0.0.1:" + std::to_string(more_bad_ports_[2]);
+  const std::filesystem::path unready =
+      bad_dir_->path() / ("unready." + std::to_string(more_bad_ports_[2]));
+  std::ofstream(unready).close();
+  std::string state;
+  for (int i = 0; i < 50; ++i) {  // two failed checks, 200 ms apart
+    state = BackendOf(Backends(*gateway_, key_), "checked");
+    if (state.find("\"health\":\"unhealthy\"") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  ASSERT_NE(state.find("{\"url\":\"" + checked +
+                       "\",\"zone\":\"\",\"priority\":1,\"weight\":1,"
+                       "\"health\":\"unhealthy\""),
+            std::string::npos)
+      << state;
+  // Out of service: every request goes to the other endpoint.
+  const size_t before = ReadFile(bad_dir_->path() / "auth.log").size();
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("checked").status, 200);
+  EXPECT_EQ(ReadFile(bad_dir_->path() / "auth.log").size(), before);
+  std::filesystem::remove(unready);
+  for (int i = 0; i < 50; ++i) {
+    state = BackendOf(Backends(*gateway_, key_), "checked");
+    if (state.find("\"health\":\"unhealthy\"") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(state.find("\"health\":\"unhealthy\""), std::string::npos) << state;
+}
+
+TEST_F(RemoteTest, TheBackendsCommandShowsTheLiveState) {
+  for (int i = 0; i < 4; ++i) Infer("tripping");  // open, or opened again
+  const std::string command =
+      "PILLAR_API_KEY=" + key_ + " " + testing::PillarBinary() +
+      " backends --admin http://127.0.0.1:" + std::to_string(gateway_->admin_port()) + " 2>&1";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string out;
+  char buffer[4096];
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+  EXPECT_EQ(::pclose(pipe), 0) << out;
+  EXPECT_NE(out.find("tripping/1  breaker open"), std::string::npos) << out;
+  EXPECT_NE(out.find("http://127.0.0.1:" + std::to_string(bad_port_)), std::string::npos) << out;
+  EXPECT_NE(out.find("sim/1  breaker closed"), std::string::npos) << out;
+  // Without a key: refused, with the reason.
+  FILE* anonymous = ::popen((testing::PillarBinary() + " backends --admin http://127.0.0.1:" +
+                             std::to_string(gateway_->admin_port()) + " 2>&1")
+                                .c_str(),
+                            "r");
+  ASSERT_NE(anonymous, nullptr);
+  out.clear();
+  for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, anonymous)) > 0;) out.append(buffer, n);
+  EXPECT_NE(::pclose(anonymous), 0);
+  EXPECT_NE(out.find("no key"), std::string::npos) << out;
 }
 
 }  // namespace

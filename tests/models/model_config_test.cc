@@ -209,6 +209,77 @@ model = "digits"
             std::string::npos);
 }
 
+TEST(ModelConfigTest, BreakersAndHealthChecksAreReadStrictly) {
+  const std::string remote = R"(platform = "remote"
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+[remote]
+endpoints = ["http://10.0.0.5:8000"]
+)";
+  absl::StatusOr<ModelConfig> defaults = ModelConfig::Parse(remote, "m.toml");
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_FALSE(defaults->remote.breaker.enabled());
+  EXPECT_TRUE(defaults->remote.backend_breaker.enabled());
+  EXPECT_TRUE(defaults->remote.health_check.enabled);
+  EXPECT_EQ(defaults->remote.health_check.interval_ms, 10'000);
+
+  absl::StatusOr<ModelConfig> set = ModelConfig::Parse(remote + R"([remote.breaker]
+failure_count = 3
+interval_ms = 5000
+status_codes = ["500-504", "429"]
+error_reasons = ["timeout"]
+trip_duration_ms = 7000
+accept_retry_after = false
+half_open_probes = 2
+[remote.backend_breaker]
+failure_percentage = 0
+[remote.health_check]
+path = "/health"
+interval_ms = 500
+unhealthy_threshold = 3
+)",
+                                                       "m.toml");
+  ASSERT_TRUE(set.ok()) << set.status();
+  const models::BreakerRule& rule = set->remote.breaker;
+  EXPECT_EQ(rule.failure_count, 3);
+  EXPECT_EQ(rule.interval_ms, 5000);
+  ASSERT_EQ(rule.status_codes.size(), 2u);
+  EXPECT_EQ(rule.status_codes[0], std::make_pair(500, 504));
+  EXPECT_EQ(rule.status_codes[1], std::make_pair(429, 429));
+  EXPECT_TRUE(rule.count_timeout);
+  EXPECT_FALSE(rule.count_connect);
+  EXPECT_FALSE(rule.count_bad_reply);
+  EXPECT_EQ(rule.trip_duration_ms, 7000);
+  EXPECT_FALSE(rule.accept_retry_after);
+  EXPECT_EQ(rule.half_open_probes, 2);
+  EXPECT_FALSE(set->remote.backend_breaker.enabled());
+  EXPECT_EQ(set->remote.health_check.path, "/health");
+  EXPECT_EQ(set->remote.health_check.unhealthy_threshold, 3);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"[remote.breaker]\nstatus_codes = [\"600\"]\n", "is not a status"},
+      {"[remote.breaker]\nstatus_codes = [\"504-500\"]\n", "is not a status"},
+      {"[remote.breaker]\nerror_reasons = [\"dns\"]\n", "is not one of"},
+      {"[remote.breaker]\nfailure_percentage = 101\n", "failure_percentage"},
+      {"[remote.breaker]\ntrip = 1\n", "trip"},
+      {"[remote.health_check]\npath = \"/x y\"\n", "path must start with '/'"},
+      {"[remote.health_check]\npath = \"health\"\n", "path must start with '/'"},
+      {"[remote.health_check]\ninterval_ms = 0\n", "interval_ms"},
+  };
+
+  for (const auto& [text, error] : bad) {
+    absl::StatusOr<ModelConfig> c = ModelConfig::Parse(remote + text, "m.toml");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_NE(c.status().message().find(error), std::string::npos) << c.status();
+  }
+}
+
 TEST(ModelConfigTest, ASimulatedModelIsReadAsStrictlyAsAnyOther) {
   EXPECT_NE(SimulatedErrorFor("\"lognormal\"", "\"pareto\"")
                 .find("[simulated] latency must be \"fixed\", \"normal\", \"lognormal\" or "
