@@ -133,6 +133,40 @@ std::string_view PlatformName(Platform platform) {
   return "unknown";
 }
 
+bool IsValidModelName(std::string_view name) {
+  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
+  for (char c : name) {
+    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+    if (!alnum && c != '-' && c != '_' && c != '.') return false;
+  }
+  return true;
+}
+
+namespace {
+
+// At most four model names, each once: a fallback chain is a short list of lighter models.
+[[nodiscard]] absl::Status CheckFallback(const std::vector<std::string>& fallback,
+                                         std::string_view source) {
+  constexpr size_t kMaxFallbacks = 4;
+  if (fallback.size() > kMaxFallbacks) {
+    return Error(source, StrCat("fallback names at most ", kMaxFallbacks, " models"));
+  }
+  for (size_t i = 0; i < fallback.size(); ++i) {
+    if (!IsValidModelName(fallback[i])) {
+      return Error(source, StrCat("fallback '", fallback[i].substr(0, 64),
+                                  "' is not a model name (letters, digits, '.', '_', '-')"));
+    }
+    for (size_t j = 0; j < i; ++j) {
+      if (fallback[j] == fallback[i]) {
+        return Error(source, StrCat("fallback names '", fallback[i], "' twice"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
                                                std::string_view source) {
   PILLAR_ASSIGN_OR_RETURN(const toml::table root, ParseToml(toml_text, source));
@@ -146,6 +180,8 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
                                        {"remote", Platform::kRemote},
                                        {"simulated", Platform::kSimulated}}));
   PILLAR_RETURN_IF_ERROR(top.ReadInt("max_batch_size", config.max_batch_size, 0, kMaxBatchSize));
+  PILLAR_RETURN_IF_ERROR(top.ReadStrings("fallback", config.fallback));
+  PILLAR_RETURN_IF_ERROR(CheckFallback(config.fallback, source));
   PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
   PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
   PILLAR_RETURN_IF_ERROR(CheckTensorSizes(config, source));

@@ -50,6 +50,9 @@ struct InstanceConfig {
 enum class Platform { kTorchScript, kRemote, kSimulated };
 std::string_view PlatformName(Platform platform);  // as model.toml spells it
 
+// Model names as they appear in URLs: letters, digits, '-', '_', '.'; not starting with '.'.
+bool IsValidModelName(std::string_view name);
+
 struct ModelConfig {
   Platform platform = Platform::kTorchScript;
   // 0 disables batching: inputs then have exactly the declared shape.
@@ -65,6 +68,10 @@ struct ModelConfig {
   SimulatedConfig simulated;
   // [remote], read only when platform is kRemote.
   RemoteConfig remote;
+  // `fallback = ["digits-lite"]`: the models that answer, in order, when this one cannot (its
+  // breaker is open, its endpoints are out, it is overloaded, or it failed after its retries).
+  // Each is authorized for the caller like any request; its own fallbacks are not followed.
+  std::vector<std::string> fallback;
 
   // Parses and validates a model.toml; `source` names the file in error messages.
   [[nodiscard]] static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text,

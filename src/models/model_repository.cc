@@ -20,15 +20,6 @@ int64_t ModifiedNanos(const std::filesystem::path& path) {
 
 }  // namespace
 
-bool IsValidModelName(std::string_view name) {
-  if (name.empty() || name.size() > 128 || name[0] == '.') return false;
-  for (char c : name) {
-    const bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
-    if (!alnum && c != '-' && c != '_' && c != '.') return false;
-  }
-  return true;
-}
-
 std::string VersionSubject(std::string_view model, int64_t version) {
   return StrCat(model, "/", version);
 }

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "models/model_aliases.h"
+#include "models/model_config.h"
 #include "models/version_policy.h"
 
 namespace pillar::models {
@@ -77,8 +78,5 @@ class ModelRepository {
   std::map<std::string, VersionPolicy> policies_;
   AliasTrust alias_trust_;
 };
-
-// Model names as they appear in URLs: letters, digits, '-', '_', '.'; not starting with '.'.
-bool IsValidModelName(std::string_view name);
 
 }  // namespace pillar::models

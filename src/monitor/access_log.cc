@@ -80,6 +80,7 @@ void AccessLog::Write(const AccessRecord& r) {
     w.Key("version");
     w.String(r.version);
   }
+  text("fallback", r.fallback);
   text("principal", r.principal);
   number("duration_us", r.duration_us);
   number("queue_us", r.queue_us);

@@ -96,6 +96,8 @@ class Exchange {
   std::shared_ptr<const runtime::ModelRegistry> models;
   const runtime::ModelVersion* model = nullptr;
   std::optional<protocol::InferenceRequest> infer_request;
+  // The version of another model that answered for `model` (its fallback chain), if one did.
+  const runtime::ModelVersion* answered_by = nullptr;
   runtime::InferResult infer_result;  // outputs moved out once encoded
   std::string error;                  // the message of a failure, for logs
 

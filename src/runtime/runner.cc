@@ -23,6 +23,20 @@ bool IsBadGateway(const absl::Status& status) {
   return status.GetPayload(ToAbsl(kBadGatewayPayload)).has_value();
 }
 
+namespace {
+constexpr std::string_view kRefusedPayload = "pillar/upstream-refused";
+}  // namespace
+
+[[nodiscard]] absl::Status RefusedUpstream(std::string_view message) {
+  absl::Status status = BadGateway(message);
+  status.SetPayload(ToAbsl(kRefusedPayload), absl::Cord("4xx"));
+  return status;
+}
+
+bool IsRefusedUpstream(const absl::Status& status) {
+  return status.GetPayload(ToAbsl(kRefusedPayload)).has_value();
+}
+
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status) {
   auto payload = status.GetPayload(ToAbsl(kRetryAfterPayload));
   int64_t seconds;

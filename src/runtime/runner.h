@@ -75,6 +75,10 @@ inline constexpr std::string_view kRetryAfterPayload = "pillar/retry-after-secon
 inline constexpr std::string_view kBadGatewayPayload = "pillar/bad-gateway";
 [[nodiscard]] absl::Status BadGateway(std::string_view message);
 bool IsBadGateway(const absl::Status& status);
+// An upstream refused the request itself (a 4xx other than 429): a 502 that another model
+// would not fix, so no fallback is tried.
+[[nodiscard]] absl::Status RefusedUpstream(std::string_view message);
+bool IsRefusedUpstream(const absl::Status& status);
 // The retry hint carried by `status`, if any.
 std::optional<int64_t> RetryAfterSeconds(const absl::Status& status);
 

@@ -1,11 +1,19 @@
 #include "stages/execute_stage.h"
 
+#include "common/strings.h"
 #include "pipeline/chain.h"
+#include "policy/policy.h"
 #include "protocol/json_codec.h"
+#include "stages/access.h"
+#include "stages/exchange_event.h"
+#include "stages/route_stage.h"
 
 namespace pillar::stages {
 
 using runtime::InferResult;
+
+// The response header that names the model version that answered in the primary's place.
+constexpr char kFallbackHeader[] = "X-Pillar-Fallback";
 
 pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   if (ex.operation != pipeline::Operation::kInfer) {
@@ -20,29 +28,106 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   protocol::InferenceRequest request = std::move(*ex.infer_request);
   ex.infer_request.reset();
   if (ex.timeout_ms > 0) request.deadline_ns = ex.start_ns + ex.timeout_ms * 1'000'000;
+  Run(ex, *ex.model, std::move(request), 0, absl::OkStatus());
+  return pipeline::StageResult::kSuspend;
+}
+
+void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& version,
+                       protocol::InferenceRequest request, size_t next,
+                       absl::Status primary_error) {
+  // A copy for the fallbacks, only for a model that has some.
+  std::optional<protocol::InferenceRequest> spare;
+  if (fallback_.audit != nullptr && ex.model->config && next < ex.model->config->fallback.size()) {
+    spare = request;
+  }
   std::string id = request.id;
   // Nothing below may touch `ex` after Infer(): the callback may already have resumed it.
-  ex.model->runner->Infer(
-      std::move(request), [&ex, id = std::move(id)](absl::StatusOr<InferResult> result) mutable {
-        ex.post([&ex, id = std::move(id), result = std::move(result)]() mutable {
-          if (!result.ok()) {
-            ex.Fail(result.status());
-            ex.chain().Resume(ex, pipeline::StageResult::kStop);
-            return;
+  version.runner->Infer(
+      std::move(request),
+      [this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
+       primary_error = std::move(primary_error)](absl::StatusOr<InferResult> result) mutable {
+        ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
+                 primary_error = std::move(primary_error), result = std::move(result)]() mutable {
+          if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
+          absl::Status error = primary_error.ok() ? result.status() : primary_error;
+          if (spare && (!primary_error.ok() || FallsBack(ex, result.status()))) {
+            if (const runtime::ModelVersion* other = NextFallback(ex, next)) {
+              return Run(ex, *other, std::move(*spare), next, std::move(error));
+            }
           }
-          protocol::InferenceResponse response;
-          response.model_name = ex.model->name;
-          response.model_version = ex.model->version_text;
-          response.id = std::move(id);
-          response.outputs = std::move(result->outputs);
-          ex.response.body = protocol::EncodeInferenceResponse(response);
-          ex.infer_result.queue_ns = result->queue_ns;
-          ex.infer_result.compute_ns = result->compute_ns;
-          ex.infer_result.batch_size = result->batch_size;
-          ex.chain().Resume(ex, pipeline::StageResult::kContinue);
+          if (!primary_error.ok()) {  // a fallback failed too: the primary's error, noted
+            error = absl::Status(primary_error.code(),
+                                 StrCat(primary_error.message(), " (fallback ", version.name,
+                                        " failed too: ", result.status().message(), ")"));
+            primary_error.ForEachPayload([&](absl::string_view key, const absl::Cord& value) {
+              error.SetPayload(key, value);
+            });
+          }
+          ex.Fail(error);
+          ex.chain().Resume(ex, pipeline::StageResult::kStop);
         });
       });
-  return pipeline::StageResult::kSuspend;
+}
+
+bool ExecuteStage::FallsBack(const pipeline::Exchange& ex, const absl::Status& status) const {
+  if (runtime::IsBadGateway(status)) return !runtime::IsRefusedUpstream(status);
+  switch (status.code()) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kResourceExhausted:
+      return true;
+    case absl::StatusCode::kDeadlineExceeded:
+      // The model's own timeout, with time left before the caller's.
+      return ex.timeout_ms <= 0 ||
+             fallback_.clock->MonotonicNanos() < ex.start_ns + ex.timeout_ms * 1'000'000;
+    default:
+      return false;  // the request's own fault (400), or the server's (500): no other model helps
+  }
+}
+
+const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
+                                                        size_t& next) const {
+  const std::vector<std::string>& chain = ex.model->config->fallback;
+  while (next < chain.size()) {
+    const std::string& name = chain[next++];
+    if (name == ex.model->name) continue;
+    const policy::Rule* granted_by = nullptr;
+    const runtime::ModelVersion* version =
+        ResolveVersion(ex, name, "", fallback_.default_alias, &granted_by);
+    if (version == nullptr || !version->ready()) continue;  // unseen or down: no decision to make
+    const bool allowed = granted_by != nullptr;
+    auto explain = [&] {
+      return StrCat(allowed ? "fallback for " : "fallback refused for ", ex.model->resource,
+                    ": rule '", allowed ? granted_by->name : std::string("none"), "'");
+    };
+    audit::Event event =
+        ExchangeEvent(ex, audit::EventKind::kAuthorization, allowed, explain, *fallback_.clock);
+    event.resource = version->resource;
+    const bool recorded = fallback_.audit->Record(event);
+    if (allowed && recorded) return version;
+  }
+  return nullptr;
+}
+
+void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& version,
+                          std::string id, InferResult result) {
+  protocol::InferenceResponse response;
+  response.model_name = version.name;
+  response.model_version = version.version_text;
+  response.id = std::move(id);
+  response.outputs = std::move(result.outputs);
+  ex.response.body = protocol::EncodeInferenceResponse(response);
+  if (&version != ex.model) {
+    ex.answered_by = &version;
+    ex.response.headers.emplace_back(kFallbackHeader,
+                                     StrCat(version.name, "/", version.version_text));
+    if (fallback_.fallbacks != nullptr) {
+      fallback_.fallbacks->Get({ex.model->name, version.name}).Increment();
+    }
+  }
+  ex.infer_result.queue_ns = result.queue_ns;
+  ex.infer_result.compute_ns = result.compute_ns;
+  ex.infer_result.batch_size = result.batch_size;
+  ex.chain().Resume(ex, pipeline::StageResult::kContinue);
 }
 
 }  // namespace pillar::stages

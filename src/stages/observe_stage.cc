@@ -1,5 +1,7 @@
 #include "stages/observe_stage.h"
 
+#include "common/strings.h"
+
 namespace pillar::stages {
 
 using monitor::AccessLog;
@@ -107,6 +109,11 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   record.outcome = outcome;
   record.model = ex.model_name;
   record.version = ex.model ? version : std::string_view(ex.model_version);
+  std::string fallback;
+  if (ex.answered_by != nullptr) {
+    fallback = StrCat(ex.answered_by->name, "/", ex.answered_by->version_text);
+    record.fallback = fallback;
+  }
   if (ex.principal) record.principal = ex.principal->id;
   record.duration_us = double(total_ns) / 1e3;
   if (ran) {

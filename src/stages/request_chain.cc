@@ -23,8 +23,7 @@ std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts) {
   // What is asked: the action, the resource, and the model version among those the principal
   // may see (an invisible version answers 404 like a missing one). Takes the policy snapshot
   // the rest of the request is decided by.
-  chain.push_back(
-      std::make_unique<RouteStage>(parts.catalog, parts.policy, std::move(parts.default_alias)));
+  chain.push_back(std::make_unique<RouteStage>(parts.catalog, parts.policy, parts.default_alias));
   // Whether the policy allows it: 403, audited either way.
   chain.push_back(std::make_unique<AuthorizeStage>(parts.audit, parts.clock));
   // The Open Inference Protocol body into tensors, checked against the model's signature;
@@ -35,8 +34,18 @@ std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts) {
                                                &parts.metrics, parts.clock));
   // Content checks on what goes in and comes out (pass-through today).
   chain.push_back(std::make_unique<GuardStage>());
-  // Runs the operation: inference, metadata, readiness, metrics, the admin plane.
-  chain.push_back(std::make_unique<ExecuteStage>(std::move(parts.handlers)));
+  // Runs the operation: inference (following the model's fallback chain when it cannot
+  // answer), metadata, readiness, metrics, the admin plane.
+  chain.push_back(std::make_unique<ExecuteStage>(
+      std::move(parts.handlers),
+      FallbackParts{.audit = &parts.audit,
+                    .clock = &parts.clock,
+                    .fallbacks = &parts.metrics.AddCounter(
+                        "pillar_fallbacks_total",
+                        "Inference requests answered by a model of the requested model's "
+                        "fallback chain.",
+                        {"model", "fallback"}),
+                    .default_alias = parts.default_alias}));
   return chain;
 }
 

@@ -5,28 +5,30 @@
 
 namespace pillar::stages {
 
-const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
+const runtime::ModelVersion* ResolveVersion(const pipeline::Exchange& ex, std::string_view model,
+                                            std::string_view wanted, std::string_view default_alias,
+                                            const policy::Rule** granted_by) {
   // Versions ascend: walk down from the highest, so the common case (the highest version is
   // ready and visible) costs one policy evaluation however many versions the model has.
   const runtime::ModelRegistry& models = *ex.models;
-  std::string_view wanted = ex.model_version;
+  *granted_by = nullptr;
   if (!wanted.empty() && (wanted[0] < '0' || wanted[0] > '9')) {
-    const runtime::ModelVersion* target = models.AliasTarget(ex.model_name, wanted);
+    const runtime::ModelVersion* target = models.AliasTarget(model, wanted);
     if (target == nullptr) return nullptr;
     wanted = target->version_text;
-  } else if (wanted.empty() && !default_alias_.empty()) {
-    if (const runtime::ModelVersion* target = models.AliasTarget(ex.model_name, default_alias_);
+  } else if (wanted.empty() && !default_alias.empty()) {
+    if (const runtime::ModelVersion* target = models.AliasTarget(model, default_alias);
         target != nullptr && target->ready()) {
       const Access access = AccessTo(ex, *target);
       if (access.visible) {
-        ex.granted_by = access.granted_by;
+        *granted_by = access.granted_by;
         return target;
       }
     }
   }
   const runtime::ModelVersion* fallback = nullptr;  // the highest visible one, ready or not
   const policy::Rule* fallback_rule = nullptr;
-  auto versions = models.VersionsOf(ex.model_name);
+  auto versions = models.VersionsOf(model);
   for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
     const runtime::ModelVersion& v = **it;
     if (!wanted.empty() && v.version_text != wanted) continue;
@@ -34,7 +36,7 @@ const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
     if (!access.visible) continue;
     if (v.ready()) {
       // The decision on the chosen version is made here once; the authorize stage reuses it.
-      ex.granted_by = access.granted_by;
+      *granted_by = access.granted_by;
       return &v;
     }
     if (fallback == nullptr) {
@@ -42,7 +44,7 @@ const runtime::ModelVersion* RouteStage::Resolve(pipeline::Exchange& ex) const {
       fallback_rule = access.granted_by;
     }
   }
-  ex.granted_by = fallback_rule;
+  *granted_by = fallback_rule;
   return fallback;
 }
 
@@ -54,7 +56,8 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
     return pipeline::StageResult::kContinue;
   }
   ex.models = catalog_.Current();
-  const runtime::ModelVersion* model = Resolve(ex);
+  const runtime::ModelVersion* model =
+      ResolveVersion(ex, ex.model_name, ex.model_version, default_alias_, &ex.granted_by);
   if (model == nullptr) {
     bool model_visible = false;
     for (const auto& v : ex.models->VersionsOf(ex.model_name)) {

@@ -475,7 +475,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     }
     // Any other status: the upstream refused the request itself, which another replica of the
     // same model would refuse too.
-    Complete(*call, runtime::BadGateway(
+    Complete(*call, runtime::RefusedUpstream(
                         StrCat("upstream ", slot.endpoint.url, " answered ", reply->status)));
   }
 

@@ -195,8 +195,24 @@ class RemoteTest : public ::testing::Test {
                  Remote({"http://127.0.0.1:" + std::to_string(more_bad_ports_[2]), up},
                         auth + "model = \"good\"\n[remote.health_check]\ninterval_ms = 200\n"
                                "timeout_ms = 500\n"));
+    // Its only endpoint is down: the simulated "lite" on the gateway itself answers in its place.
+    WriteVersion(store, "lite", Simulated("latency_ms = 0\n"));
+    std::string hidden = Simulated("latency_ms = 0\n");
+    hidden.replace(hidden.find("tenant = \"demo\""), 15, "tenant = \"else\"");
+    WriteVersion(store, "hidden", hidden);
+    WriteVersion(store, "degrading",
+                 "fallback = [\"missing\", \"lite\"]\n" + Remote({closed}, auth));
+    WriteVersion(store, "guarded", "fallback = [\"hidden\"]\n" + Remote({closed}, auth));
+    WriteVersion(store, "picky",
+                 "fallback = [\"lite\"]\n" + Remote({bad}, auth + "model = \"notfound\"\n"));
+    WriteVersion(store, "open-primary",
+                 "fallback = [\"lite\"]\n" +
+                     Remote({bad}, auth + "model = \"broken\"\nconsecutive_failures = 1000\n"
+                                          "[remote.backend_breaker]\nfailure_count = 2\n"
+                                          "trip_duration_ms = 60000\n"));
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
+    tenant_key_ = gateway_->CreateKey("demo-user", {"--role", "user", "--tenant", "demo"});
     ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
   }
 
@@ -242,6 +258,7 @@ class RemoteTest : public ::testing::Test {
   static std::array<int, 3> more_bad_ports_;  // the same bad upstream, listening there too
   static std::string token_;
   static std::string key_;
+  static std::string tenant_key_;  // role user, tenant demo: sees demo's models only
 };
 
 testing::ServerProcess* RemoteTest::upstream_ = nullptr;
@@ -252,6 +269,7 @@ int RemoteTest::bad_port_ = 0;
 std::array<int, 3> RemoteTest::more_bad_ports_ = {0, 0, 0};
 std::string RemoteTest::token_;
 std::string RemoteTest::key_;
+std::string RemoteTest::tenant_key_;
 
 // The backends' live state from the admin API, as JSON.
 std::string Backends(testing::ServerProcess& server, const std::string& key) {
@@ -640,6 +658,63 @@ TEST_F(RemoteTest, TheBackendsCommandShowsTheLiveState) {
   for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, anonymous)) > 0;) out.append(buffer, n);
   EXPECT_NE(::pclose(anonymous), 0);
   EXPECT_NE(out.find("no key"), std::string::npos) << out;
+}
+
+TEST_F(RemoteTest, AModelThatCannotAnswerIsServedByItsFallback) {
+  HttpReply r = Infer("degrading");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.headers["x-pillar-fallback"], "lite/1");
+  EXPECT_NE(r.body.find("\"model_name\":\"lite\""), std::string::npos) << r.body;
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  EXPECT_NE(metrics.find("pillar_fallbacks_total{model=\"degrading\",fallback=\"lite\"} 1"),
+            std::string::npos);
+  std::string access;
+  for (int i = 0; i < 50 && access.find("\"fallback\":\"lite/1\"") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the access log's flush
+    access = ReadFile(gateway_->dir() / "access.log");
+  }
+  EXPECT_NE(access.find("\"model\":\"degrading\",\"version\":\"1\",\"fallback\":\"lite/1\""),
+            std::string::npos);
+  const std::string audit = ReadFile(gateway_->audit_log());
+  EXPECT_NE(audit.find("model:lite/1"), std::string::npos);
+}
+
+TEST_F(RemoteTest, AnOpenBreakerSendsEveryRequestToTheFallbackAtOnce) {
+  for (int i = 0; i < 2; ++i) {  // failed after their attempt, answered by the fallback
+    HttpReply r = Infer("open-primary");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.headers["x-pillar-fallback"], "lite/1");
+  }
+  const size_t hits = Hits("broken").size();
+  for (int i = 0; i < 10; ++i) {
+    double seconds = 0;
+    HttpReply r = Infer("open-primary", &seconds);
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.headers["x-pillar-fallback"], "lite/1");
+    EXPECT_LT(seconds, 0.1);
+  }
+  EXPECT_EQ(Hits("broken").size(), hits);  // the breaker kept them from the upstream
+}
+
+TEST_F(RemoteTest, AFallbackTheCallerMayNotSeeIsNeverUsed) {
+  // "hidden" belongs to another tenant: a user of tenant demo gets the primary's own error.
+  HttpReply r = Fetch(gateway_->data_port(), "POST", "/v2/models/guarded/infer", kTwoRows,
+                      {Bearer(tenant_key_)});
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.headers.count("x-pillar-fallback"), 0u);
+  EXPECT_EQ(r.body.find("hidden"), std::string::npos) << r.body;
+  // An administrator may use it.
+  HttpReply admin = Infer("guarded");
+  EXPECT_EQ(admin.status, 200) << admin.body;
+  EXPECT_EQ(admin.headers["x-pillar-fallback"], "hidden/1");
+}
+
+TEST_F(RemoteTest, ARefusalOfTheRequestItselfDoesNotFallBack) {
+  // The upstream answers 404 to what pillar sent: a configuration error no lighter model fixes.
+  HttpReply r = Infer("picky");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.headers.count("x-pillar-fallback"), 0u);
 }
 
 }  // namespace

@@ -280,6 +280,34 @@ unhealthy_threshold = 3
   }
 }
 
+TEST(ModelConfigTest, AFallbackChainIsAShortListOfModelNames) {
+  const std::string model = R"(platform = "simulated"
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+)";
+  absl::StatusOr<ModelConfig> ok =
+      ModelConfig::Parse("fallback = [\"digits-lite\", \"tiny\"]\n" + model, "m.toml");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->fallback, (std::vector<std::string>{"digits-lite", "tiny"}));
+  const std::pair<std::string, std::string> bad[] = {
+      {"fallback = [\"../x\"]\n", "is not a model name"},
+      {"fallback = [\"a\", \"a\"]\n", "names 'a' twice"},
+      {"fallback = [\"a\", \"b\", \"c\", \"d\", \"e\"]\n", "at most 4 models"},
+      {"fallback = \"a\"\n", "fallback"},
+  };
+  for (const auto& [line, error] : bad) {
+    absl::StatusOr<ModelConfig> c = ModelConfig::Parse(line + model, "m.toml");
+    ASSERT_FALSE(c.ok()) << line;
+    EXPECT_NE(c.status().message().find(error), std::string::npos) << c.status();
+  }
+}
+
 TEST(ModelConfigTest, ASimulatedModelIsReadAsStrictlyAsAnyOther) {
   EXPECT_NE(SimulatedErrorFor("\"lognormal\"", "\"pareto\"")
                 .find("[simulated] latency must be \"fixed\", \"normal\", \"lognormal\" or "
