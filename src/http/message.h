@@ -12,6 +12,9 @@ namespace pillar::http {
 
 // The header with which a client (or a pillar in front) says how long it will wait, in ms.
 inline constexpr std::string_view kTimeoutHeader = "X-Pillar-Timeout-Ms";
+// The priority class a caller asks for (high, normal, low): it may lower its own class, never
+// raise it above what its credential allows (stages/execute_stage.h).
+inline constexpr std::string_view kPriorityHeader = "X-Pillar-Priority";
 
 struct Route;
 
@@ -32,6 +35,8 @@ struct Request {
   // X-Pillar-Timeout-Ms: how long the client will wait, when it said so (1 ms .. a day); 0 when
   // absent or not a number in that range. Another pillar in front sends what it has left.
   int64_t timeout_ms = 0;
+  // X-Pillar-Priority as sent (cut to 16 bytes); empty when absent.
+  std::string priority;
 
   std::string_view Param(std::string_view name) const {
     for (const auto& [key, value] : params) {

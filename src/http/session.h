@@ -450,6 +450,11 @@ class Session final : public ResponseSink,
         request.timeout_ms = ms;
       }
     }
+    if (auto priority =
+            message.find(beast::string_view(kPriorityHeader.data(), kPriorityHeader.size()));
+        priority != message.end()) {
+      request.priority = std::string(ToStd(priority->value()).substr(0, 16));
+    }
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
 

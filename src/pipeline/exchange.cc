@@ -2,6 +2,7 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "runtime/admission.h"
 
 namespace pillar::pipeline {
 
@@ -56,6 +57,9 @@ void Exchange::Fail(const absl::Status& status) {
   response.body = std::move(body);
   if (std::optional<int64_t> retry = runtime::RetryAfterSeconds(status)) {
     response.headers.emplace_back("Retry-After", StrCat(*retry));
+  }
+  if (runtime::IsShedForDeadline(status)) {
+    response.headers.emplace_back(runtime::kShedHeader, "deadline");
   }
   if (response.status == 401) {
     response.headers.emplace_back("WWW-Authenticate", "Bearer realm=\"pillar\"");

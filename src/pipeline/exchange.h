@@ -75,6 +75,8 @@ class Exchange {
   std::string peer_identity;  // a verified client certificate's identity, on mTLS listeners
   int64_t start_ns = 0;
   int64_t timeout_ms = 0;  // what the client said it will wait (X-Pillar-Timeout-Ms); 0: unsaid
+  std::string priority;    // the class the client asked for (X-Pillar-Priority); empty: unsaid
+  bool shed = false;       // refused as load by its model's queue (counted by the observe stage)
 
   // --- Resolved by stages.
   std::shared_ptr<const identity::Principal> principal;

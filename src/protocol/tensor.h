@@ -31,12 +31,16 @@ std::optional<int64_t> ShapeElementCount(const std::vector<int64_t>& shape, int6
 
 // An inference request after decoding: the inputs, and which outputs the caller wants (empty
 // means all).
+// A request's class under load (runtime/admission.h): the lower class is refused first.
+enum class Priority : uint8_t { kHigh = 0, kNormal = 1, kLow = 2 };
+
 struct InferenceRequest {
   std::string id;
   // Not part of the body: when the caller stops waiting (steady-clock nanoseconds, as
   // Clock::MonotonicNanos counts them; 0: no deadline of its own). Runners do not start work
   // for a request past it, and a remote one tells its upstream what is left.
   int64_t deadline_ns = 0;
+  Priority priority = Priority::kNormal;  // not part of the body either
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;
 };

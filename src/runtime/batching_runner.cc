@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/strings.h"
+#include "runtime/admission.h"
 #include "runtime/signature.h"
 
 namespace pillar::runtime {
@@ -47,11 +48,43 @@ BatchingRunner::~BatchingRunner() {
   for (Pending& p : abandoned) std::move(p.done)(absl::UnavailableError("model is unloading"));
 }
 
-int64_t BatchingRunner::EstimatedWaitSeconds() const {
-  double batches =
+int64_t BatchingRunner::EstimatedWaitNanos() const {
+  // The batches ahead of a new request, run by every instance in turn. Its own run is not
+  // counted: the wait is the queue's, and a model slower than a deadline is not load.
+  const double batches =
       std::ceil(double(queue_.size()) / double(std::max<int64_t>(1, config_.max_batch_size)));
-  double seconds = batches * mean_batch_ns_ / 1e9 / double(instances_.size());
-  return std::max<int64_t>(1, static_cast<int64_t>(std::ceil(seconds)));
+  return static_cast<int64_t>(batches * mean_batch_ns_ / double(instances_.size()));
+}
+
+void BatchingRunner::NoteBatchTime(int64_t ns) {
+  absl::MutexLock lock(&mu_);
+  // A moving average over about the last ten batches, from the first one measured.
+  mean_batch_ns_ = batches_measured_++ == 0 ? double(ns) : 0.9 * mean_batch_ns_ + 0.1 * double(ns);
+}
+
+int64_t BatchingRunner::EstimatedWaitSeconds() const {
+  return std::max<int64_t>(1, (EstimatedWaitNanos() + 999'999'999) / 1'000'000'000);
+}
+
+std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceRequest& request) {
+  if (stopping_) return absl::UnavailableError("model is unloading");
+  const int64_t limit = QueueLimit(request.priority, config_.batching.max_queue_size);
+  if (static_cast<int64_t>(queue_.size()) >= limit) {
+    if (limit < config_.batching.max_queue_size) {
+      return Shed(StrCat("the model's queue is too full for ", PriorityName(request.priority),
+                         "-priority requests (", queue_.size(), " of ",
+                         config_.batching.max_queue_size, ")"),
+                  EstimatedWaitSeconds());
+    }
+    return Shed(
+        StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"),
+        EstimatedWaitSeconds());
+  }
+  // Only once a batch was measured: the prior says nothing of this model.
+  if (batches_measured_ > 0) {
+    return ShedByWait(EstimatedWaitNanos(), clock_.MonotonicNanos(), request.deadline_ns);
+  }
+  return std::nullopt;
 }
 
 void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback done) {
@@ -61,17 +94,9 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     return;
   }
   mu_.Lock();
-  if (stopping_) {
+  if (std::optional<absl::Status> refused = Refusal(request)) {
     mu_.Unlock();
-    std::move(done)(absl::UnavailableError("model is unloading"));
-    return;
-  }
-  if (static_cast<int64_t>(queue_.size()) >= config_.batching.max_queue_size) {
-    int64_t wait = EstimatedWaitSeconds();
-    mu_.Unlock();
-    std::move(done)(UnavailableWithRetry(
-        StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"),
-        wait));
+    std::move(done)(std::move(*refused));
     return;
   }
   queue_.push_back(Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
@@ -180,10 +205,7 @@ void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {
   absl::StatusOr<std::vector<protocol::Tensor>> outputs = backend.Execute(inputs);
   const int64_t end = clock_.MonotonicNanos();
   if (batch_sizes_ != nullptr) batch_sizes_->Observe(double(total_rows));
-  {
-    absl::MutexLock lock(&mu_);
-    mean_batch_ns_ = 0.9 * mean_batch_ns_ + 0.1 * double(end - start);
-  }
+  NoteBatchTime(end - start);
   if (outputs.ok() && outputs->size() != config_.outputs.size()) {
     outputs = absl::InternalError(StrCat("the model returned ", outputs->size(),
                                          " outputs; its config declares ", config_.outputs.size()));

@@ -53,7 +53,15 @@ class BatchingRunner final : public Runner {
   // computation for nobody.
   void DropExpired(std::vector<Pending>& batch);
   void RunBatch(Backend& backend, std::vector<Pending>& batch);
+  // How long a request queued now would wait for the batches ahead of it, from the measured batch
+  // time.
+  int64_t EstimatedWaitNanos() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EstimatedWaitSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void NoteBatchTime(int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // Why `request` may not queue now (unloading, its class's share of the queue is full, its
+  // estimated wait ends past its deadline); none when it may.
+  std::optional<absl::Status> Refusal(const protocol::InferenceRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const models::ModelConfig config_;
   std::vector<std::unique_ptr<Backend>> instances_;
@@ -66,6 +74,7 @@ class BatchingRunner final : public Runner {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Mean nanoseconds to run one batch, for wait estimates.
   double mean_batch_ns_ ABSL_GUARDED_BY(mu_) = 1e6;
+  int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
   // Instances executing a batch now, for the adaptive wait.
   int busy_instances_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<std::thread> threads_;

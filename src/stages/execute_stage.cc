@@ -4,6 +4,7 @@
 #include "pipeline/chain.h"
 #include "policy/policy.h"
 #include "protocol/json_codec.h"
+#include "runtime/admission.h"
 #include "stages/access.h"
 #include "stages/exchange_event.h"
 #include "stages/route_stage.h"
@@ -25,9 +26,15 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
     it->second(ex);
     return ex.failed() ? pipeline::StageResult::kStop : pipeline::StageResult::kContinue;
   }
+  absl::StatusOr<runtime::Priority> priority = PriorityOf(ex);
+  if (!priority.ok()) {
+    ex.Fail(priority.status());
+    return pipeline::StageResult::kStop;
+  }
   protocol::InferenceRequest request = std::move(*ex.infer_request);
   ex.infer_request.reset();
   if (ex.timeout_ms > 0) request.deadline_ns = ex.start_ns + ex.timeout_ms * 1'000'000;
+  request.priority = *priority;
   Run(ex, *ex.model, std::move(request), 0, absl::OkStatus());
   return pipeline::StageResult::kSuspend;
 }
@@ -63,10 +70,28 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
               error.SetPayload(key, value);
             });
           }
+          ex.shed = runtime::IsShed(error);
           ex.Fail(error);
           ex.chain().Resume(ex, pipeline::StageResult::kStop);
         });
       });
+}
+
+absl::StatusOr<runtime::Priority> ExecuteStage::PriorityOf(const pipeline::Exchange& ex) {
+  runtime::Priority ceiling = runtime::Priority::kNormal;
+  if (ex.principal != nullptr) {
+    if (auto it = ex.principal->attributes.find("priority");
+        it != ex.principal->attributes.end() && !it->second.empty()) {
+      // An attribute that names no class leaves the default: credentials are not requests.
+      ceiling = runtime::ParsePriority(it->second.front()).value_or(ceiling);
+    }
+  }
+  if (ex.priority.empty()) return ceiling;
+  std::optional<runtime::Priority> asked = runtime::ParsePriority(ex.priority);
+  if (!asked) {
+    return absl::InvalidArgumentError("X-Pillar-Priority must be high, normal or low");
+  }
+  return std::max(*asked, ceiling);  // a caller may lower its class, never raise it
 }
 
 bool ExecuteStage::FallsBack(const pipeline::Exchange& ex, const absl::Status& status) const {

@@ -12,6 +12,10 @@
 // and version that gave it (X-Pillar-Fallback, the access log's "fallback", and
 // pillar_fallbacks_total); when no fallback answers, the caller gets the primary's error.
 // Limits were charged to the primary by the admit stage; a fallback is not charged again.
+//
+// Priority classes: a request's class is what its caller asks in X-Pillar-Priority (high,
+// normal, low), bounded by its credential's `priority` attribute (normal when unset): a caller
+// may lower its class, never raise it. Queues refuse the lower class first (runtime/admission.h).
 #pragma once
 
 #include <functional>
@@ -22,6 +26,7 @@
 #include "common/clock.h"
 #include "monitor/metrics.h"
 #include "pipeline/stage.h"
+#include "runtime/admission.h"
 
 namespace pillar::stages {
 
@@ -48,6 +53,9 @@ class ExecuteStage final : public pipeline::Stage {
   // fallback list from index `next`. `primary_error` is the primary's failure, once it failed.
   void Run(pipeline::Exchange& ex, const runtime::ModelVersion& version,
            protocol::InferenceRequest request, size_t next, absl::Status primary_error);
+  // The request's class: the caller's X-Pillar-Priority, bounded by its credential's `priority`
+  // attribute (default normal); 400 for a header that names no class.
+  [[nodiscard]] static absl::StatusOr<runtime::Priority> PriorityOf(const pipeline::Exchange& ex);
   // Whether `status` from a model lets the request go to a fallback.
   bool FallsBack(const pipeline::Exchange& ex, const absl::Status& status) const;
   // The next fallback from index `next` that is ready and that the caller may use (each decision

@@ -23,6 +23,11 @@ ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Cloc
           metrics.AddHistogram("pillar_compute_duration_seconds",
                                "Model execution time of the batch an inference request ran in.",
                                {"model", "version"}, LatencyBuckets())),
+      shed_(metrics.AddCounter("pillar_shed_total",
+                               "Inference requests a model's queue refused at once as load: its "
+                               "class's share of the queue was full, or the estimated wait "
+                               "exceeded the request's deadline.",
+                               {"model", "version"})),
       overhead_(metrics
                     .AddHistogram("pillar_request_overhead_seconds",
                                   "Time an inference request spent in pillar outside model compute "
@@ -89,6 +94,7 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   const std::string_view version =
       ex.model ? std::string_view(ex.model->version_text) : std::string_view();
   requests_.Get({operation, model, version, outcome}).Increment();
+  if (ex.shed && ex.model) shed_.Get({model, version}).Increment();
   duration_.Get({operation}).Observe(double(total_ns) * 1e-9);
   const bool ran = ex.operation == pipeline::Operation::kInfer && ex.infer_result.batch_size > 0;
   if (ran) {

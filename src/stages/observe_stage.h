@@ -30,6 +30,7 @@ class ObserveStage final : public pipeline::Stage {
   monitor::Family<monitor::Histogram>& duration_;
   monitor::Family<monitor::Histogram>& queue_;
   monitor::Family<monitor::Histogram>& compute_;
+  monitor::Family<monitor::Counter>& shed_;
   monitor::Histogram& overhead_;
   monitor::Gauge& in_flight_;
   monitor::AccessLog& access_log_;

@@ -15,6 +15,7 @@
 
 #include "common/strings.h"
 #include "protocol/json_codec.h"
+#include "runtime/admission.h"
 #include "runtime/signature.h"
 #include "upstream/circuit_breaker.h"
 #include "upstream/endpoint_set.h"
@@ -66,10 +67,12 @@ struct Call {
   int64_t rows = 0;
   std::string body;  // encoded once; every attempt's request views it
   Clock::time_point arrived;
+  Clock::time_point started;  // when it took its place among the calls in flight
   Clock::time_point deadline;
   std::vector<bool> tried;
   std::string last_error;
   bool all_throttled = true;
+  bool all_shed_for_deadline = true;  // every reply so far was a shed for this caller's deadline
   // The deadline is the caller's (X-Pillar-Timeout-Ms), sooner than timeout_ms: an attempt cut
   // off by it says nothing of the endpoint.
   bool caller_deadline = false;
@@ -109,7 +112,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // Request ids for upstreams: unique per runner (a random prefix) and per request.
   const std::string id_prefix = HexEncode(RandomBytes(6));
   std::atomic<uint64_t> next_id{0};
-  int64_t retrying = 0;  // calls holding a place in the retry budget
+  int64_t retrying = 0;     // calls holding a place in the retry budget
+  double mean_call_ns = 0;  // moving average of a successful call's time (0: none yet)
   std::set<std::shared_ptr<asio::steady_timer>> backoffs;  // retries waiting, cut short at stop
   std::mt19937_64 jitter{std::random_device{}()};
   RetryMetrics retry_metrics;
@@ -131,21 +135,56 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     call->backend_probe = admission == CircuitBreaker::Admission::kProbe;
     if (in_flight < capacity()) {
       ++in_flight;
+      call->started = now;
       return Attempt(std::move(call));
     }
-    if (int64_t(queue.size()) >= config.remote.max_queue) {
+    if (std::optional<absl::Status> refused = QueueRefusal(*call)) {
       // Overload says nothing of the upstream's health: a probe place taken is given back.
       backend_breaker->Record(CircuitBreaker::Verdict::kIgnored, now, call->backend_probe);
-      return Finish(*call,
-                    runtime::UnavailableWithRetry("too many requests waiting for the upstream", 1));
+      return Finish(*call, std::move(*refused));
     }
     queue.push_back(std::move(call));
+  }
+
+  // Why `call` may not wait for a connection: its class's share of the queue is full, or its
+  // estimated wait (the calls queued ahead of it, served `capacity()` at a time at the measured
+  // time of a call) ends past its deadline. None when it may.
+  std::optional<absl::Status> QueueRefusal(const Call& call) const {
+    const protocol::Priority priority = call.request.priority;
+    const int64_t max_queue = config.remote.max_queue;
+    const int64_t limit = runtime::QueueLimit(priority, max_queue);
+    const int64_t waiting = int64_t(queue.size());
+    const int64_t wait_ns =
+        mean_call_ns <= 0 ? 0 : int64_t(double(waiting) * mean_call_ns / double(capacity()));
+    const int64_t retry_s = std::max<int64_t>(1, (wait_ns + 999'999'999) / 1'000'000'000);
+    if (waiting >= limit) {
+      return runtime::Shed(limit < max_queue
+                               ? StrCat("too many requests waiting for the upstream for ",
+                                        runtime::PriorityName(priority), "-priority requests (",
+                                        waiting, " of ", max_queue, ")")
+                               : std::string("too many requests waiting for the upstream"),
+                           retry_s);
+    }
+    if (mean_call_ns <= 0) return std::nullopt;  // not measured yet
+    const int64_t now_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+            .count();
+    return runtime::ShedByWait(
+        wait_ns, now_ns,
+        std::chrono::duration_cast<std::chrono::nanoseconds>(call.deadline.time_since_epoch())
+            .count());
   }
 
   // Ends `call` and lets the next queued one start. The next one starts from the io_context,
   // not from here: a queue of calls that each end at once would otherwise recurse once per call.
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result) {
     if (call.retrying) --retrying;
+    if (result.ok()) {  // how long a call holds its place, for the wait estimate
+      const double ns =
+          double(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call.started)
+                     .count());
+      mean_call_ns = mean_call_ns <= 0 ? ns : 0.9 * mean_call_ns + 0.1 * ns;
+    }
     RecordBackend(call, result.status());
     std::move(call.done)(std::move(result));
     --in_flight;
@@ -153,6 +192,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       std::shared_ptr<Call> next = std::move(queue.front());
       queue.pop_front();
       ++in_flight;
+      next->started = Clock::now();
       asio::post(io, [self = shared_from_this(), next = std::move(next)]() mutable {
         self->Attempt(std::move(next));
       });
@@ -167,7 +207,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     const Clock::time_point now = Clock::now();
     Verdict verdict = Verdict::kSuccess;
     std::chrono::milliseconds retry_after{0};
-    if (stopping || (!status.ok() && call.CutByCaller())) {
+    if (stopping || (!status.ok() && (call.CutByCaller() || runtime::IsShedForDeadline(status)))) {
       verdict = Verdict::kIgnored;
     } else if (!status.ok() && backend_breaker->rule().CountsStatus(StatusOf(status))) {
       verdict = Verdict::kFailure;
@@ -465,10 +505,15 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     if (throttled && reply->retry_after_s) {
       call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
     }
-    Record(*call, {.kind = AttemptOutcome::kStatus,
-                   .status = reply->status,
-                   .retry_after_s = reply->retry_after_s.value_or(0),
-                   .cut_by_caller = reply->status == 504 && call->caller_deadline});
+    // A pillar upstream that refused only because this caller's deadline is too short for its
+    // queue: nothing against the endpoint, and no pause for the others' requests.
+    const bool shed_for_caller = reply->status == 503 && reply->shed_for_deadline;
+    if (!shed_for_caller) call->all_shed_for_deadline = false;
+    Record(*call,
+           {.kind = AttemptOutcome::kStatus,
+            .status = reply->status,
+            .retry_after_s = reply->retry_after_s.value_or(0),
+            .cut_by_caller = shed_for_caller || (reply->status == 504 && call->caller_deadline)});
     if (reply->status >= 500 || reply->status == 429) {
       Failed(*call, StrCat("answered ", reply->status), throttled);
       return Attempt(std::move(call));
@@ -522,7 +567,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void Failed(Call& call, std::string_view why, bool throttled) {
     call.last_error =
         StrCat("upstream ", endpoints->slot(call.ticket.endpoint).endpoint.url, ": ", Redact(why));
-    if (!throttled) call.all_throttled = false;
+    if (!throttled) call.all_throttled = call.all_shed_for_deadline = false;
   }
 
   [[nodiscard]] absl::Status TimedOut(const Call& call) {
@@ -534,6 +579,12 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   }
 
   [[nodiscard]] absl::Status Exhausted(const Call& call) {
+    if (call.all_throttled && call.all_shed_for_deadline) {  // passed on as it came
+      return runtime::Shed(
+          StrCat("every upstream's queue is longer than the deadline (", call.last_error, ")"),
+          std::max<int64_t>(1, call.retry_after.value_or(1)),
+          /*for_deadline=*/true);
+    }
     if (call.all_throttled) {
       return runtime::UnavailableWithRetry(StrCat("every upstream is busy (", call.last_error, ")"),
                                            std::max<int64_t>(1, call.retry_after.value_or(1)));

@@ -154,6 +154,12 @@ class ConnectionImpl final : public UpstreamConnection,
       reply.retry_after_s =
           RetryAfterSeconds(std::string_view(it->value().data(), it->value().size()));
     }
+    // A pillar upstream that refused the request only because the caller's deadline is too short
+    // for its queue.
+    if (auto it = response.find("X-Pillar-Shed"); it != response.end()) {
+      reply.shed_for_deadline =
+          std::string_view(it->value().data(), it->value().size()) == "deadline";
+    }
     const bool keep_alive = response.keep_alive();
     if (response.body().size() > size_t(max_body_bytes_)) {  // a chunked body, counted as it came
       return Fail(http::error::body_limit, CallFailure::kDuringReply);

@@ -35,6 +35,7 @@ struct UpstreamReply {
   int status = 0;
   std::string body;
   std::optional<int64_t> retry_after_s;  // a Retry-After in seconds, when the reply had one
+  bool shed_for_deadline = false;        // X-Pillar-Shed: deadline (runtime/admission.h)
 };
 
 // How a call failed, for the caller's choice of retrying: a stale kept-alive connection that

@@ -97,6 +97,7 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(upstream_store, "pause", Simulated("latency_ms = 0\n"));
     WriteVersion(upstream_store, "good", Simulated("latency_ms = 0\n"));
     WriteVersion(upstream_store, "flaky", Simulated("latency_ms = 0\n"));
+    WriteVersion(upstream_store, "slowish", Simulated("latency_ms = 100\n"));
     upstream_->SetStore(upstream_store);
     token_ = upstream_->CreateKey("gateway");
     ASSERT_TRUE(upstream_->Start()) << upstream_->Log();
@@ -210,8 +211,12 @@ class RemoteTest : public ::testing::Test {
                      Remote({bad}, auth + "model = \"broken\"\nconsecutive_failures = 1000\n"
                                           "[remote.backend_breaker]\nfailure_count = 2\n"
                                           "trip_duration_ms = 60000\n"));
+    // One call at a time to a 100 ms model, four may wait.
+    WriteVersion(store, "narrow",
+                 Remote({up}, auth + "model = \"slowish\"\nconnections = 1\nmax_queue = 4\n"));
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
+    low_key_ = gateway_->CreateKey("batch-jobs", {"--role", "admin", "--attr", "priority=low"});
     tenant_key_ = gateway_->CreateKey("demo-user", {"--role", "user", "--tenant", "demo"});
     ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
   }
@@ -259,6 +264,7 @@ class RemoteTest : public ::testing::Test {
   static std::string token_;
   static std::string key_;
   static std::string tenant_key_;  // role user, tenant demo: sees demo's models only
+  static std::string low_key_;     // its requests are low priority, whatever they ask
 };
 
 testing::ServerProcess* RemoteTest::upstream_ = nullptr;
@@ -270,6 +276,7 @@ std::array<int, 3> RemoteTest::more_bad_ports_ = {0, 0, 0};
 std::string RemoteTest::token_;
 std::string RemoteTest::key_;
 std::string RemoteTest::tenant_key_;
+std::string RemoteTest::low_key_;
 
 // The backends' live state from the admin API, as JSON.
 std::string Backends(testing::ServerProcess& server, const std::string& key) {
@@ -461,12 +468,26 @@ TEST_F(RemoteTest, ATokenAnUpstreamEchoesIsRedacted) {
 // A caller that gives up early says nothing of the upstream: its cut-off attempts do not count
 // against the endpoint, or one client could take a healthy replica out for everyone.
 TEST_F(RemoteTest, ACallersShortDeadlineDoesNotCountAgainstTheEndpoint) {
+  int shed = 0;
   for (int i = 0; i < 8; ++i) {
     HttpReply r = Fetch(gateway_->data_port(), "POST", "/v2/models/patient/infer", kTwoRows,
                         {Bearer(key_), "X-Pillar-Timeout-Ms: 20"});
+    if (r.status == 503) {
+      // Once the upstream's queue holds the earlier ones (its model takes a second), it refuses
+      // at once what cannot start within 20 ms, and says why: passed on as it came.
+      ++shed;
+      EXPECT_EQ(r.headers["x-pillar-shed"], "deadline");
+      EXPECT_NE(r.body.find("longer than the deadline"), std::string::npos) << r.body;
+      continue;
+    }
     EXPECT_EQ(r.status, 504) << r.body;
     EXPECT_NE(r.body.find("within the caller's deadline"), std::string::npos) << r.body;
   }
+  EXPECT_GT(shed, 0);
+  // Neither the cut-off attempts nor the sheds paused or ejected the endpoint for others.
+  EXPECT_EQ(Infer("sim").status, 200);
+  HttpReply patient = Infer("patient");
+  EXPECT_EQ(patient.status, 200) << patient.body;
   const std::string metrics =
       Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
   const std::string up = "model=\"patient\",version=\"1\",endpoint=\"http://127.0.0.1:" +
@@ -715,6 +736,46 @@ TEST_F(RemoteTest, ARefusalOfTheRequestItselfDoesNotFallBack) {
   HttpReply r = Infer("picky");
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.headers.count("x-pillar-fallback"), 0u);
+}
+
+TEST_F(RemoteTest, AFullQueueShedsTheLowerClassAndHopelessDeadlinesAtOnce) {
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(Infer("narrow").status, 200);  // measures a call
+  // One call in flight and two waiting: half of the queue, all a low request may fill.
+  std::vector<std::thread> load;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 3; ++i) {
+    load.emplace_back([&] { ok += Infer("narrow").status == 200; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+  }
+  auto timed = [&](const std::vector<std::string>& headers, double* seconds) {
+    const auto start = std::chrono::steady_clock::now();
+    HttpReply r =
+        Fetch(gateway_->data_port(), "POST", "/v2/models/narrow/infer", kTwoRows, headers);
+    *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return r;
+  };
+  double seconds = 0;
+  HttpReply low = timed({Bearer(key_), "X-Pillar-Priority: low"}, &seconds);
+  EXPECT_EQ(low.status, 503) << low.body;
+  EXPECT_NE(low.body.find("low-priority"), std::string::npos) << low.body;
+  EXPECT_GE(std::stoi(low.headers["retry-after"].empty() ? "0" : low.headers["retry-after"]), 1);
+  EXPECT_LT(seconds, 0.05);
+  // A key whose attribute says low cannot ask for more.
+  HttpReply raised = timed({Bearer(low_key_), "X-Pillar-Priority: high"}, &seconds);
+  EXPECT_EQ(raised.status, 503) << raised.body;
+  EXPECT_NE(raised.body.find("low-priority"), std::string::npos) << raised.body;
+  // Two calls ahead of it at about 100 ms each: a 120 ms deadline cannot be met.
+  HttpReply hurried = timed({Bearer(key_), "X-Pillar-Timeout-Ms: 120"}, &seconds);
+  EXPECT_EQ(hurried.status, 503) << hurried.body;
+  EXPECT_NE(hurried.body.find("estimated wait"), std::string::npos) << hurried.body;
+  EXPECT_LT(seconds, 0.05);
+  HttpReply bad = timed({Bearer(key_), "X-Pillar-Priority: urgent"}, &seconds);
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  for (std::thread& t : load) t.join();
+  EXPECT_EQ(ok.load(), 3);  // the admitted ones were served
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  EXPECT_NE(metrics.find("pillar_shed_total{model=\"narrow\",version=\"1\"} 3"), std::string::npos);
 }
 
 }  // namespace
