@@ -34,6 +34,7 @@
 #include "runtime/model_watcher.h"
 #include "stages/request_chain.h"
 #include "state/state_store.h"
+#include "upstream/redis_breaker_sync.h"
 
 namespace pillar::app {
 namespace {
@@ -43,11 +44,33 @@ struct ServeOptions {
   std::string ports_file;   // where to write the bound ports once listening (tests use port 0)
 };
 
+// Breaker trips are shared through the limits' Redis when there is one ([limiter] backend =
+// "redis"); null otherwise.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<upstream::BreakerSync>> MakeBreakerSync(
+    const limits::LimiterConfig& limiter) {
+  if (limiter.backend != limits::LimiterConfig::Backend::kRedis) return nullptr;
+  upstream::RedisBreakerSyncOptions options;
+  options.host = limiter.redis_host;
+  options.port = limiter.redis_port;
+  options.timeout_ms = absl::ToInt64Milliseconds(limiter.redis_timeout);
+  options.key_prefix = limiter.redis_key_prefix;
+  if (!limiter.redis_password_file.empty()) {
+    absl::StatusOr<std::string> password = ReadSecretFile(limiter.redis_password_file, 4096);
+    if (!password.ok()) return password.status();
+    while (!password->empty() && (password->back() == '\n' || password->back() == '\r')) {
+      password->pop_back();
+    }
+    options.password = SecretString(std::move(*password));
+  }
+  return std::make_unique<upstream::RedisBreakerSync>(std::move(options));
+}
+
 // Watches the store and loads what it names: only versions signed by a trusted key for their
 // own name and version, and only aliases a trusted key signed, never older than seen before.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<runtime::ModelWatcher>> WatchModels(
     const Config& config, const std::vector<signing::PublicKey>& trusted,
-    models::HighWaterMarks& marks, monitor::MetricsRegistry& metrics, audit::AuditSink& audit) {
+    models::HighWaterMarks& marks, monitor::MetricsRegistry& metrics, audit::AuditSink& audit,
+    upstream::BreakerSync* breaker_sync) {
   const models::RepositoryOptions& options = config.repository;
   models::AliasTrust alias_trust{
       .trusted = trusted,
@@ -73,7 +96,8 @@ struct ServeOptions {
        .remote = {.metrics = upstream::UpstreamMetrics::Register(metrics),
                   .zone = config.zone,
                   .audit = &audit,
-                  .active_checks = true},
+                  .active_checks = true,
+                  .breaker_sync = breaker_sync},
        .torch_threads = config.torch_threads});
   return std::make_unique<runtime::ModelWatcher>(std::move(repository), std::move(loader),
                                                  options.poll, audit);
@@ -244,8 +268,11 @@ int RunServe(const ServeOptions& options) {
       signing::ReadPublicKeys(config->repository.trusted_keys);
   if (!trusted.ok()) return Fail("serve", trusted.status());
   models::HighWaterMarks high_water_marks(**store);
+  absl::StatusOr<std::unique_ptr<upstream::BreakerSync>> breaker_sync =
+      MakeBreakerSync(config->limiter);
+  if (!breaker_sync.ok()) return Fail("serve", breaker_sync.status());
   absl::StatusOr<std::unique_ptr<runtime::ModelWatcher>> watcher =
-      WatchModels(*config, *trusted, high_water_marks, metrics, audit);
+      WatchModels(*config, *trusted, high_water_marks, metrics, audit, breaker_sync->get());
   if (!watcher.ok()) return Fail("serve", watcher.status());
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<runtime::ModelReverifier> reverifier =

@@ -97,6 +97,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::shared_ptr<asio::ssl::context> tls;
   std::unique_ptr<EndpointSet> endpoints;
   audit::AuditSink* audit = nullptr;
+  BreakerSync* breaker_sync = nullptr;
+  std::vector<uint64_t> subscriptions;  // with breaker_sync
 
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
@@ -215,16 +217,61 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     }
     if (std::optional<CircuitBreaker::Transition> change =
             backend_breaker->Record(verdict, now, call.backend_probe, retry_after)) {
-      Report(*backend_breaker, *change, "", now);
-      if (retry_metrics.breaker != nullptr) retry_metrics.breaker->Set(double(change->to));
-      if (change->to == BreakerState::kOpen) Count(retry_metrics.trips);
+      BackendChanged(*change, now, /*from_peer=*/false);
+    }
+  }
+
+  void BackendChanged(CircuitBreaker::Transition change, Clock::time_point now, bool from_peer) {
+    Report(*backend_breaker, change, "", now, from_peer);
+    if (retry_metrics.breaker != nullptr) retry_metrics.breaker->Set(double(change.to));
+    if (change.to == BreakerState::kOpen) Count(retry_metrics.trips);
+    if (change.to == BreakerState::kOpen && !from_peer) {
+      PublishTrip(BreakerName(""), backend_breaker->open_until(), now);
+    }
+  }
+
+  // The name other instances know a breaker by: "<model>/<version>", and the endpoint's URL.
+  std::string BreakerName(std::string_view endpoint) const {
+    return endpoint.empty() ? StrCat(model_name, "/", version)
+                            : StrCat(model_name, "/", version, " ", endpoint);
+  }
+
+  void PublishTrip(const std::string& name, Clock::time_point until, Clock::time_point now) {
+    if (breaker_sync == nullptr) return;
+    const int64_t unix_now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    breaker_sync->Publish(name, unix_now + MillisUntil(until, now));
+  }
+
+  // A trip of breaker `endpoint` ("" for the version's own) seen by another instance.
+  void OnPeerTrip(std::string_view endpoint, int64_t until_unix_ms) {
+    if (stopping) return;
+    const Clock::time_point now = Clock::now();
+    const int64_t unix_now = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                 std::chrono::system_clock::now().time_since_epoch())
+                                 .count();
+    // At most a day: a clock far off, or a bad message, does not shut a model for good.
+    const int64_t left_ms = std::min<int64_t>(until_unix_ms - unix_now, 86'400'000);
+    if (left_ms <= 0) return;
+    const Clock::time_point until = now + std::chrono::milliseconds(left_ms);
+    if (endpoint.empty()) {
+      if (auto change = backend_breaker->Trip(until, now)) BackendChanged(*change, now, true);
+      return;
+    }
+    for (size_t e = 0; e < endpoints->size(); ++e) {
+      if (endpoints->slot(e).endpoint.url != endpoint) continue;
+      EndpointChange change;
+      change.endpoint = e;
+      change.breaker = endpoints->TripFromPeer(e, until, now);
+      if (change.breaker) Announce(change, now, /*from_peer=*/true);
     }
   }
 
   // A breaker's change of state: one log line and one audit record. `endpoint` is empty for
   // the backend's own breaker.
   void Report(const CircuitBreaker& breaker, CircuitBreaker::Transition change,
-              std::string_view endpoint, Clock::time_point now) {
+              std::string_view endpoint, Clock::time_point now, bool from_peer) {
     const std::string scope = endpoint.empty()
                                   ? StrCat("model '", model_name, "' version ", version)
                                   : StrCat("upstream ", endpoint, " of model '", model_name, "'");
@@ -232,7 +279,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
         change.to == BreakerState::kOpen
             ? StrCat("circuit breaker of ", scope, " opened for ",
                      MillisUntil(breaker.open_until(), now), " ms (",
-                     change.from == BreakerState::kHalfOpen
+                     from_peer ? std::string("tripped by another instance")
+                     : change.from == BreakerState::kHalfOpen
                          ? std::string("a half-open probe failed")
                          : StrCat(breaker.failures(now), " failures of ", breaker.requests(now),
                                   " requests in ", breaker.rule().interval_ms, " ms"),
@@ -293,7 +341,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   }
 
   // Logs, counts and audits what an endpoint's change says.
-  void Announce(const EndpointChange& change, Clock::time_point now) {
+  void Announce(const EndpointChange& change, Clock::time_point now, bool from_peer = false) {
     EndpointSlot& slot = endpoints->slot(change.endpoint);
     const EndpointMetrics& m = slot.metrics;
     if (m.state != nullptr) m.state->Set(double(slot.health.state(now)));
@@ -309,7 +357,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
     if (change.breaker) {
       if (m.breaker != nullptr) m.breaker->Set(double(change.breaker->to));
       if (change.breaker->to == BreakerState::kOpen) Count(m.trips);
-      Report(slot.breaker, *change.breaker, slot.endpoint.url, now);
+      Report(slot.breaker, *change.breaker, slot.endpoint.url, now, from_peer);
+      if (change.breaker->to == BreakerState::kOpen && !from_peer) {
+        PublishTrip(BreakerName(slot.endpoint.url), slot.breaker.open_until(), now);
+      }
     }
   }
 
@@ -652,6 +703,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
   state->version = std::string(version);
   state->resource = StrCat("model:", model_name, "/", version);
   state->audit = context.audit;
+  state->breaker_sync = context.breaker_sync;
   const models::RemoteConfig& remote = config.remote;
   if (remote.endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
   bool any_tls = false;
@@ -694,6 +746,24 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
 }
 
 RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(state)) {
+  if (BreakerSync* sync = state_->breaker_sync) {
+    // The version's breaker, and each endpoint's when it has one.
+    std::vector<std::string> scopes = {""};
+    if (state_->config.remote.breaker.enabled()) {
+      for (size_t e = 0; e < state_->endpoints->size(); ++e) {
+        scopes.push_back(state_->endpoints->slot(e).endpoint.url);
+      }
+    }
+    std::weak_ptr<State> weak = state_;
+    for (const std::string& scope : scopes) {
+      state_->subscriptions.push_back(
+          sync->Subscribe(state_->BreakerName(scope), [weak, scope](int64_t until_unix_ms) {
+            if (std::shared_ptr<State> s = weak.lock()) {
+              asio::post(s->io, [s, scope, until_unix_ms] { s->OnPeerTrip(scope, until_unix_ms); });
+            }
+          }));
+    }
+  }
   if (state_->checker) {
     asio::post(state_->io, [state = state_] {
       if (!state->stopping) state->checker->Start();
@@ -703,6 +773,7 @@ RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(stat
 }
 
 RemoteRunner::~RemoteRunner() {
+  for (uint64_t token : state_->subscriptions) state_->breaker_sync->Unsubscribe(token);
   asio::post(state_->io, [state = state_] { state->Stop(); });
   thread_.join();
 }

@@ -34,6 +34,7 @@
 #include "common/crypto.h"
 #include "models/model_config.h"
 #include "runtime/runner.h"
+#include "upstream/breaker_sync.h"
 #include "upstream/endpoint.h"
 #include "upstream/upstream_metrics.h"
 
@@ -50,6 +51,9 @@ struct RemoteContext {
   audit::AuditSink* audit = nullptr;
   // Whether [remote.health_check] runs (tests of passive health turn it off).
   bool active_checks = true;
+  // Shares breaker trips with other instances (null: they stay in this one); must outlive the
+  // runner.
+  BreakerSync* breaker_sync = nullptr;
 };
 
 class RemoteRunner final : public runtime::Runner {
