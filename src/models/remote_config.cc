@@ -171,6 +171,22 @@ constexpr size_t kMaxEndpoints = 64;
   return absl::OkStatus();
 }
 
+// [remote.hedge]
+[[nodiscard]] absl::Status ReadHedge(const toml::table& remote, std::string_view source,
+                                     HedgeConfig& out) {
+  const toml::node* node = remote.get("hedge");
+  if (node == nullptr) return absl::OkStatus();
+  if (!node->is_table()) {
+    return absl::InvalidArgumentError(StrCat(source, ": [remote.hedge] must be a table"));
+  }
+  TomlSection section(node->as_table(), "remote.hedge", source);
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("enabled", out.enabled));
+  PILLAR_RETURN_IF_ERROR(section.ReadDouble("quantile", out.quantile, 0.5, 0.999));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("min_delay_ms", out.min_delay_ms, 1, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("max_hedges", out.max_hedges, 1, 4));
+  return section.CheckNoUnknownKeys();
+}
+
 }  // namespace
 
 bool BreakerRule::CountsStatus(int status) const {
@@ -192,11 +208,13 @@ bool BreakerRule::CountsStatus(int status) const {
   section.Allow("breaker");
   section.Allow("backend_breaker");
   section.Allow("health_check");
+  section.Allow("hedge");
   const toml::table& table = *node->as_table();
   PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, out.endpoints));
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "breaker", source, out.breaker));
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "backend_breaker", source, out.backend_breaker));
   PILLAR_RETURN_IF_ERROR(ReadHealthCheck(table, source, out.health_check));
+  PILLAR_RETURN_IF_ERROR(ReadHedge(table, source, out.hedge));
   PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
   PILLAR_RETURN_IF_ERROR(section.ReadString("version", out.version));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("timeout_ms", out.timeout_ms, 1, kMaxConfigMillis));
@@ -240,6 +258,10 @@ bool BreakerRule::CountsStatus(int status) const {
   }
   PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, source));
   PILLAR_RETURN_IF_ERROR(CheckName("version", out.version, source));
+  if (out.hedge.enabled && !out.idempotent) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [remote.hedge] needs an idempotent model: a hedge sends it twice"));
+  }
   if (out.client_certificate.empty() != out.client_key.empty()) {
     return absl::InvalidArgumentError(
         StrCat(source, ": [remote] client_certificate and client_key go together"));

@@ -76,6 +76,17 @@ struct HealthCheck {
   int unhealthy_threshold = 2;
 };
 
+// Hedged requests: when a request's attempt has not answered after the `quantile` of the version's
+// recent attempt latencies (at least min_delay_ms), a second attempt goes to another endpoint, and
+// the first usable answer wins while the other is cancelled. Off by default (it adds load); for
+// idempotent models only, and each hedge needs a place in the retry budget.
+struct HedgeConfig {
+  bool enabled = false;
+  double quantile = 0.95;
+  int64_t min_delay_ms = 5;
+  int max_hedges = 1;  // extra attempts in flight at once per request
+};
+
 struct RemoteConfig {
   // `endpoints = ["http://...", { url = "http://...", weight = 2, priority = 2, zone = "b" }]`:
   // a string, or an inline table for a weight, priority or zone; each URL once.
@@ -123,6 +134,8 @@ struct RemoteConfig {
   BreakerRule backend_breaker = DefaultBackendBreaker();
   // [remote.health_check]
   HealthCheck health_check;
+  // [remote.hedge]
+  HedgeConfig hedge;
 
   static BreakerRule DefaultBackendBreaker() {
     BreakerRule rule;

@@ -44,6 +44,13 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
       "pillar_backend_breaker_refused_total",
       "Requests answered at once because the version's circuit breaker was open.",
       {"model", "version"});
+  m.hedges = &registry.AddCounter(
+      "pillar_upstream_hedges_total",
+      "Hedged attempts: a second attempt to another endpoint while the first was slow.",
+      {"model", "version"});
+  m.hedge_wins =
+      &registry.AddCounter("pillar_upstream_hedge_wins_total",
+                           "Requests a hedged attempt answered first.", {"model", "version"});
   return m;
 }
 
@@ -71,6 +78,8 @@ RetryMetrics UpstreamMetrics::ForRetries(std::string_view model, std::string_vie
   r.breaker = &backend_breaker->Get({model, version});
   r.trips = &backend_trips->Get({model, version});
   r.refused = &breaker_refused->Get({model, version});
+  r.hedges = &hedges->Get({model, version});
+  r.hedge_wins = &hedge_wins->Get({model, version});
   return r;
 }
 

@@ -34,6 +34,8 @@ struct RetryMetrics {
   monitor::Gauge* breaker = nullptr;             // the backend's breaker: 0 closed, 1 open, 2 half
   monitor::Counter* trips = nullptr;             // times the backend's breaker opened
   monitor::Counter* refused = nullptr;           // requests answered at once by an open breaker
+  monitor::Counter* hedges = nullptr;            // hedged attempts sent
+  monitor::Counter* hedge_wins = nullptr;        // requests a hedge answered first
 };
 
 struct UpstreamMetrics {
@@ -49,6 +51,8 @@ struct UpstreamMetrics {
   monitor::Family<monitor::Gauge>* backend_breaker = nullptr;
   monitor::Family<monitor::Counter>* backend_trips = nullptr;
   monitor::Family<monitor::Counter>* breaker_refused = nullptr;
+  monitor::Family<monitor::Counter>* hedges = nullptr;
+  monitor::Family<monitor::Counter>* hedge_wins = nullptr;
 
   static UpstreamMetrics Register(monitor::MetricsRegistry& registry);
   EndpointMetrics For(std::string_view model, std::string_view version,

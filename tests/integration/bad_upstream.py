@@ -24,6 +24,7 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
   broken       500
+  maybeslow    a valid reply, 500 ms late while a file slow.<port> exists in the working directory
 Each request for pause, flaky or broken appends its time (time.time()) to <model>.hits.
 GET /v2/health/ready answers 200, or 503 while a file unready.<port> exists in the working
 directory (the active health checks' test).
@@ -135,6 +136,16 @@ class Handler(BaseHTTPRequestHandler):
         if model == "noid":
             del good["id"]
             return self.reply(200, json.dumps(good).encode())
+        if model == "maybeslow":
+            try:
+                open("slow.%d" % self.server.server_address[1]).close()
+                time.sleep(0.5)
+            except OSError:
+                pass
+            try:
+                return self.reply(200, json.dumps(good).encode())
+            except OSError:
+                return  # a hedge won and pillar closed this connection
         if model == "good":
             return self.reply(200, json.dumps(good).encode())
         if model == "malformed":

@@ -214,6 +214,13 @@ class RemoteTest : public ::testing::Test {
     // One call at a time to a 100 ms model, four may wait.
     WriteVersion(store, "narrow",
                  Remote({up}, auth + "model = \"slowish\"\nconnections = 1\nmax_queue = 4\n"));
+    // Two replicas of one model; a second attempt after the median latency (at least 20 ms).
+    WriteVersion(store, "hedged",
+                 Remote({"http://127.0.0.1:" + std::to_string(more_bad_ports_[0]),
+                         "http://127.0.0.1:" + std::to_string(more_bad_ports_[1])},
+                        auth + "model = \"maybeslow\"\n[remote.health_check]\nenabled = false\n"
+                               "[remote.hedge]\nenabled = true\nquantile = 0.5\n"
+                               "min_delay_ms = 20\n"));
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     low_key_ = gateway_->CreateKey("batch-jobs", {"--role", "admin", "--attr", "priority=low"});
@@ -776,6 +783,29 @@ TEST_F(RemoteTest, AFullQueueShedsTheLowerClassAndHopelessDeadlinesAtOnce) {
   const std::string metrics =
       Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
   EXPECT_NE(metrics.find("pillar_shed_total{model=\"narrow\",version=\"1\"} 3"), std::string::npos);
+}
+
+TEST_F(RemoteTest, AHedgeToAnotherReplicaAnswersWhileOneIsSlow) {
+  for (int i = 0; i < 30; ++i) ASSERT_EQ(Infer("hedged").status, 200);  // latencies to hedge on
+  const std::filesystem::path slow =
+      bad_dir_->path() / ("slow." + std::to_string(more_bad_ports_[0]));
+  std::ofstream(slow).close();
+  double slowest = 0;
+  for (int i = 0; i < 20; ++i) {
+    double seconds = 0;
+    HttpReply r = Infer("hedged", &seconds);
+    EXPECT_EQ(r.status, 200) << r.body;
+    slowest = std::max(slowest, seconds);
+  }
+  std::filesystem::remove(slow);
+  // Without hedging, the requests sent to the slow replica would take 500 ms.
+  EXPECT_LT(slowest, 0.3);
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  const size_t at =
+      metrics.find("pillar_upstream_hedge_wins_total{model=\"hedged\",version=\"1\"} ");
+  ASSERT_NE(at, std::string::npos);
+  EXPECT_GT(std::stoi(metrics.substr(at + 61)), 0);
 }
 
 }  // namespace

@@ -271,6 +271,8 @@ unhealthy_threshold = 3
       {"[remote.health_check]\npath = \"/x y\"\n", "path must start with '/'"},
       {"[remote.health_check]\npath = \"health\"\n", "path must start with '/'"},
       {"[remote.health_check]\ninterval_ms = 0\n", "interval_ms"},
+      {"idempotent = false\n[remote.hedge]\nenabled = true\n", "needs an idempotent model"},
+      {"[remote.hedge]\nquantile = 1.5\n", "quantile"},
   };
 
   for (const auto& [text, error] : bad) {

@@ -1,0 +1,420 @@
+// RemoteRunner: one request's attempts (remote_state.h says how the files divide).
+#include <algorithm>
+#include <boost/asio/post.hpp>
+#include <cstdio>
+
+#include "common/strings.h"
+#include "runtime/admission.h"
+#include "runtime/signature.h"
+#include "upstream/remote_state.h"
+
+namespace pillar::upstream {
+namespace {
+
+namespace http = boost::beast::http;
+
+constexpr size_t kLargeReplyBytes = 1 << 20;
+// The header in which pillar tells an upstream how long it will wait (http::kTimeoutHeader, which
+// a pillar upstream reads; upstream/ does not include http/).
+constexpr char kTimeoutHeader[] = "X-Pillar-Timeout-Ms";
+// Attempt latencies kept for the hedge's quantile, and how many it needs first.
+constexpr size_t kLatencyWindow = 256;
+constexpr size_t kLatenciesForHedging = 20;
+
+}  // namespace
+
+// Text that came from an upstream (an error it put in a reply, a name) on its way to a client and
+// the logs: cut short, and without the token, which an upstream may echo back.
+std::string RemoteRunner::State::Redact(std::string_view text) const {
+  std::string out(text);
+  if (token && !token->empty()) {
+    const std::string_view secret = token->view();
+    for (size_t at; (at = out.find(secret)) != std::string::npos;) {
+      out.replace(at, secret.size(), "[redacted]");
+    }
+    // Text cut short before it got here may end in part of the token.
+    for (size_t n = std::min(out.size(), secret.size() - 1); n >= 4; --n) {
+      if (std::string_view(out).substr(out.size() - n) == secret.substr(0, n)) {
+        out.replace(out.size() - n, n, "[redacted]");
+        break;
+      }
+    }
+  }
+  if (out.size() > 512) out.resize(512);
+  return out;
+}
+
+// A place in the retry budget (Envoy's): at most max(min_retry_concurrency, retry_budget_percent
+// of the calls in flight) calls retry or hedge at once. A call keeps its place to its end.
+bool RemoteRunner::State::TakeRetryPlace(Call& call) {
+  if (call.retrying) return true;
+  const models::RemoteConfig& remote = config.remote;
+  const int64_t allowance = std::max<int64_t>(remote.min_retry_concurrency,
+                                              in_flight * remote.retry_budget_percent / 100);
+  if (retrying >= allowance) {
+    Count(metrics.budget_exhausted);
+    return false;
+  }
+  call.retrying = true;
+  ++retrying;
+  return true;
+}
+
+// Whether `call`, which has failed an attempt, may try again: a non-idempotent request that may
+// have reached an upstream may not; the budget must have a place; the back-off must end before
+// the deadline. Returns the wait before the next attempt, or the status to end the call with.
+absl::StatusOr<std::chrono::milliseconds> RemoteRunner::State::RetryWait(Call& call,
+                                                                         Clock::time_point now) {
+  const models::RemoteConfig& remote = config.remote;
+  if (!remote.idempotent && call.sent) return Exhausted(call);
+  if (!TakeRetryPlace(call)) {
+    call.last_error += " (not retried: the retry budget is spent)";
+    return Exhausted(call);
+  }
+  // Full jitter: uniform in [0, min(max, base x 2^(retries so far))].
+  const int64_t doublings = std::min(call.attempts - 1, 20);
+  const int64_t cap =
+      std::min(remote.retry_backoff_max_ms, remote.retry_backoff_base_ms << doublings);
+  const std::chrono::milliseconds wait(
+      std::uniform_int_distribution<int64_t>(0, std::max<int64_t>(cap, 0))(jitter));
+  if (now + wait >= call.deadline) return Exhausted(call);
+  return wait;
+}
+
+// Whether any endpoint is left for `call` to try (without taking anything).
+bool RemoteRunner::State::AnyLeft(const Call& call, Clock::time_point now) const {
+  for (size_t e = 0; e < endpoints->size(); ++e) {
+    if (!call.tried[e] && endpoints->slot(e).breaker.WouldAdmit(now) &&
+        !endpoints->slot(e).health.Throttled(now)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The call's next attempt: the first, or a retry after a back-off; or its end.
+void RemoteRunner::State::TryNext(std::shared_ptr<Call> call) {
+  if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
+  const Clock::time_point now = Clock::now();
+  if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+  if (call->attempts > 0 && AnyLeft(*call, now)) {
+    absl::StatusOr<std::chrono::milliseconds> wait = RetryWait(*call, now);
+    if (!wait.ok()) return Complete(*call, wait.status());
+    Count(metrics.retries);
+    if (wait->count() > 0) {
+      auto timer = std::make_shared<asio::steady_timer>(io, *wait);
+      timers.insert(timer);
+      timer->async_wait([self = shared_from_this(), call, timer](boost::system::error_code) {
+        self->timers.erase(timer);
+        self->StartAttempt(call, /*hedge=*/false);
+      });
+      return;
+    }
+  }
+  StartAttempt(std::move(call), /*hedge=*/false);
+}
+
+void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
+  if (call->completed) return;
+  if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
+  const Clock::time_point now = Clock::now();
+  if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+  std::optional<Ticket> ticket = endpoints->Start(call->tried, now);
+  if (!ticket) {
+    if (hedge) return;               // nobody to race: the first attempt goes on alone
+    if (call->last_error.empty()) {  // nothing tried: every endpoint is out or throttled
+      return Complete(*call, runtime::UnavailableWithRetry(
+                                 "every upstream endpoint is out of service or asked for a pause",
+                                 endpoints->WaitForAnEndpoint(call->tried, now).count()));
+    }
+    return Complete(*call, Exhausted(*call));
+  }
+  ++call->attempts;
+  auto attempt = std::make_shared<Attempt>();
+  attempt->ticket = *ticket;
+  attempt->hedge = hedge;
+  call->tried[ticket->endpoint] = true;
+  call->live.push_back(attempt);
+  if (hedge) {
+    ++call->hedges;
+    Count(metrics.hedges);
+  } else {
+    ArmHedge(call);
+  }
+  EndpointSlot& endpoint = endpoints->slot(ticket->endpoint);
+  while (!endpoint.idle.empty()) {
+    std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
+    endpoint.idle.pop_back();
+    if (connection->Idle()) {
+      attempt->connection = std::move(connection);
+      return Send(std::move(call), std::move(attempt), true);
+    }
+  }
+  Open(std::move(call), std::move(attempt));
+}
+
+// When hedging is on, a second attempt to another endpoint if this call's attempts have not
+// answered after the hedge delay, with a place in the retry budget.
+void RemoteRunner::State::ArmHedge(const std::shared_ptr<Call>& call) {
+  const models::HedgeConfig& hedge = config.remote.hedge;
+  if (!hedge.enabled || call->hedges >= hedge.max_hedges || call->hedge_timer) return;
+  std::optional<std::chrono::milliseconds> delay = HedgeDelay();
+  if (!delay || Clock::now() + *delay >= call->deadline) return;
+  call->hedge_timer = std::make_shared<asio::steady_timer>(io, *delay);
+  timers.insert(call->hedge_timer);
+  call->hedge_timer->async_wait([self = shared_from_this(), call](boost::system::error_code ec) {
+    self->timers.erase(call->hedge_timer);
+    call->hedge_timer.reset();
+    if (ec || call->completed || call->live.empty() || self->stopping) return;
+    if (!self->AnyLeft(*call, Clock::now()) || !self->TakeRetryPlace(*call)) return;
+    self->StartAttempt(call, /*hedge=*/true);
+    if (call->hedges < self->config.remote.hedge.max_hedges) self->ArmHedge(call);
+  });
+}
+
+void RemoteRunner::State::NoteLatency(double seconds) {
+  if (latencies.size() < kLatencyWindow) {
+    latencies.push_back(seconds);
+  } else {
+    latencies[next_latency] = seconds;
+    next_latency = (next_latency + 1) % kLatencyWindow;
+  }
+}
+
+// The configured quantile of the latest attempt latencies, at least min_delay_ms; none until
+// enough are known.
+std::optional<std::chrono::milliseconds> RemoteRunner::State::HedgeDelay() {
+  if (latencies.size() < kLatenciesForHedging) return std::nullopt;
+  std::vector<double> sorted = latencies;
+  const size_t k =
+      std::min(sorted.size() - 1, size_t(double(sorted.size()) * config.remote.hedge.quantile));
+  std::nth_element(sorted.begin(), sorted.begin() + ptrdiff_t(k), sorted.end());
+  const auto quantile =
+      std::chrono::ceil<std::chrono::milliseconds>(std::chrono::duration<double>(sorted[k]));
+  return std::max(quantile, std::chrono::milliseconds(config.remote.hedge.min_delay_ms));
+}
+
+void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt) {
+  const Clock::time_point connect_deadline = std::min(
+      call->deadline, Clock::now() + std::chrono::milliseconds(config.remote.connect_timeout_ms));
+  Connect(io, endpoints->slot(attempt->ticket.endpoint).endpoint, tls, connect_deadline,
+          [self = shared_from_this(), call,
+           attempt](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
+            if (self->stopping || attempt->cancelled) {
+              if (connection.ok()) (*connection)->Close();
+              self->Record(*attempt, {.kind = AttemptOutcome::kTimeout,
+                                      .status = 0,
+                                      .retry_after_s = 0,
+                                      .cut_by_caller = true});  // frees its probe places
+              if (self->stopping)
+                self->Complete(*call, absl::UnavailableError("model is unloading"));
+              return;
+            }
+            if (!connection.ok()) {
+              const bool timed_out =
+                  connection.status().code() == absl::StatusCode::kDeadlineExceeded;
+              self->Record(*attempt,
+                           {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
+                            .status = 0,
+                            .retry_after_s = 0,
+                            .cut_by_caller = call->CutByCaller()});
+              self->Failed(*call, *attempt, ToStd(connection.status().message()), false);
+              return self->AttemptFailed(std::move(call), attempt);
+            }
+            attempt->connection = std::move(*connection);
+            self->Send(std::move(call), std::move(attempt), false);
+          });
+}
+
+void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
+                               bool reused) {
+  EndpointSlot& slot = endpoints->slot(attempt->ticket.endpoint);
+  const Endpoint& endpoint = slot.endpoint;
+  auto request =
+      std::make_shared<HttpRequest>(http::verb::post, StrCat(endpoint.base_path, target), 11);
+  request->set(http::field::host, endpoint.host_header);
+  request->set(http::field::content_type, "application/json");
+  request->set(http::field::user_agent, "pillar");
+  if (token) request->set(http::field::authorization, StrCat("Bearer ", token->view()));
+  // What is left of the deadline, so that the upstream does not work for nobody (another pillar
+  // reads it; other servers ignore it).
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(call->deadline - Clock::now());
+  request->set(kTimeoutHeader, std::to_string(std::max<int64_t>(1, left.count())));
+  request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
+  request->prepare_payload();
+  call->sent = true;
+  busy.insert(attempt->connection);
+  ++slot.outstanding;
+  if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
+  const Clock::time_point sent = Clock::now();
+  UpstreamConnection* raw = attempt->connection.get();
+  raw->Call(std::move(request), call->deadline, config.remote.max_response_bytes,
+            [self = shared_from_this(), call, attempt, reused, sent](
+                absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+              self->busy.erase(attempt->connection);
+              EndpointSlot& slot = self->endpoints->slot(attempt->ticket.endpoint);
+              --slot.outstanding;
+              const EndpointMetrics& m = slot.metrics;
+              if (m.outstanding != nullptr) m.outstanding->Add(-1);
+              if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
+                const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+                // A moving average over about the last ten replies, for the picker.
+                slot.latency_s =
+                    slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+                if (m.latency != nullptr) m.latency->Observe(seconds);
+                self->NoteLatency(seconds);
+              }
+              self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure);
+            });
+}
+
+void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
+                                  bool reused, absl::StatusOr<UpstreamReply> reply,
+                                  CallFailure failure) {
+  if (attempt->cancelled) {  // another attempt answered; this one was cut off on purpose
+    return Record(
+        *attempt,
+        {.kind = AttemptOutcome::kTimeout, .status = 0, .retry_after_s = 0, .cut_by_caller = true});
+  }
+  if (!reply.ok()) {
+    // Not for a model that is not idempotent: the request may have been read before the close.
+    if (reused && failure == CallFailure::kBeforeReply && !stopping && config.remote.idempotent) {
+      // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the
+      // same endpoint gets the request again on a new connection, not a failure.
+      return Open(std::move(call), std::move(attempt));
+    }
+    const bool timed_out = failure == CallFailure::kDeadline;
+    Record(*attempt, {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
+                      .status = 0,
+                      .retry_after_s = 0,
+                      .cut_by_caller = timed_out && call->CutByCaller()});
+    Failed(*call, *attempt, ToStd(reply.status().message()), false);
+    return AttemptFailed(std::move(call), attempt);
+  }
+  if (reused && reply->status == 408 && !stopping) {
+    // The upstream timed the idle connection out as the request went out: nothing was done.
+    return Open(std::move(call), std::move(attempt));
+  }
+  EndpointSlot& slot = endpoints->slot(attempt->ticket.endpoint);
+  if (attempt->connection->open() && !stopping &&
+      int64_t(slot.idle.size()) < config.remote.connections) {
+    slot.idle.push_back(attempt->connection);
+  }
+  if (reply->status == 200) return OnOk(std::move(call), std::move(attempt), reused, *reply);
+  const bool throttled = reply->status == 429 || reply->status == 503;
+  if (throttled && reply->retry_after_s) {
+    call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
+  }
+  // A pillar upstream that refused only because this caller's deadline is too short for its
+  // queue: nothing against the endpoint, and no pause for the others' requests.
+  const bool shed_for_caller = reply->status == 503 && reply->shed_for_deadline;
+  if (!shed_for_caller) call->all_shed_for_deadline = false;
+  Record(*attempt,
+         {.kind = AttemptOutcome::kStatus,
+          .status = reply->status,
+          .retry_after_s = reply->retry_after_s.value_or(0),
+          .cut_by_caller = shed_for_caller || (reply->status == 504 && call->caller_deadline)});
+  if (reply->status >= 500 || reply->status == 429) {
+    Failed(*call, *attempt, StrCat("answered ", reply->status), throttled);
+    return AttemptFailed(std::move(call), attempt);
+  }
+  // Any other status: the upstream refused the request itself, which another replica of the
+  // same model would refuse too.
+  std::erase(call->live, attempt);
+  Complete(*call, runtime::RefusedUpstream(
+                      StrCat("upstream ", slot.endpoint.url, " answered ", reply->status)));
+}
+
+// A 200: decoded, matched to the request and the model's outputs, or a failed attempt.
+void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
+                               bool reused, const UpstreamReply& reply) {
+  // The decoder keeps the capacity of the largest document it parsed: a large reply gets a
+  // decoder of its own, so one does not pin its size for the life of the version.
+  std::optional<protocol::InferenceResponseDecoder> large;
+  if (reply.body.size() > kLargeReplyBytes) large.emplace();
+  absl::StatusOr<protocol::InferenceResponse> decoded =
+      (large ? *large : decoder).Decode(reply.body);
+  // A reply without an id is taken: the protocol makes echoing it optional, and a server that
+  // does not echo it gets only the idle check's protection (docs/formats/model_store.md).
+  if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {
+    // The reply answers another request: the connection is out of step with its upstream.
+    attempt->connection->Close();
+    if (reused && !stopping && config.remote.idempotent) {
+      return Open(std::move(call), std::move(attempt));
+    }
+    decoded = absl::InvalidArgumentError(
+        StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
+  }
+  absl::StatusOr<std::vector<protocol::Tensor>> outputs =
+      decoded.ok() ? runtime::MatchOutputs(config, call->rows, call->request.requested_outputs,
+                                           std::move(decoded->outputs))
+                   : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
+  if (!outputs.ok()) {
+    Record(*attempt, {.kind = AttemptOutcome::kBadReply,
+                      .status = 200,
+                      .retry_after_s = 0,
+                      .cut_by_caller = false});
+    Failed(*call, *attempt, StrCat("a reply pillar cannot use: ", outputs.status().message()),
+           false);
+    return AttemptFailed(std::move(call), attempt);
+  }
+  Record(*attempt,
+         {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
+  if (attempt->hedge) Count(metrics.hedge_wins);
+  std::erase(call->live, attempt);
+  CancelOthers(*call, attempt.get());
+  runtime::InferResult result;
+  result.outputs = std::move(*outputs);
+  result.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
+  Complete(*call, std::move(result));
+}
+
+void RemoteRunner::State::AttemptFailed(std::shared_ptr<Call> call,
+                                        const std::shared_ptr<Attempt>& attempt) {
+  std::erase(call->live, attempt);
+  if (call->completed || !call->live.empty()) return;  // a hedge of it is still out
+  TryNext(std::move(call));
+}
+
+// Cuts off the call's attempts still in flight but `winner`: their connections close, which is
+// how HTTP tells a server to stop, and their outcomes count for nothing.
+void RemoteRunner::State::CancelOthers(Call& call, const Attempt* winner) {
+  std::vector<std::shared_ptr<Attempt>> others;
+  others.swap(call.live);
+  for (const std::shared_ptr<Attempt>& other : others) {
+    if (other.get() == winner) continue;
+    other->cancelled = true;
+    if (other->connection) other->connection->Close();
+  }
+}
+
+void RemoteRunner::State::Failed(Call& call, const Attempt& attempt, std::string_view why,
+                                 bool throttled) {
+  call.last_error =
+      StrCat("upstream ", endpoints->slot(attempt.ticket.endpoint).endpoint.url, ": ", Redact(why));
+  if (!throttled) call.all_throttled = call.all_shed_for_deadline = false;
+}
+
+absl::Status RemoteRunner::State::TimedOut(const Call& call) const {
+  const std::string limit = call.caller_deadline ? std::string("the caller's deadline")
+                                                 : StrCat(config.remote.timeout_ms, " ms");
+  return absl::DeadlineExceededError(
+      StrCat("no answer from the upstream within ", limit,
+             call.last_error.empty() ? "" : StrCat(" (", call.last_error, ")")));
+}
+
+absl::Status RemoteRunner::State::Exhausted(const Call& call) const {
+  if (call.all_throttled && call.all_shed_for_deadline) {  // passed on as it came
+    return runtime::Shed(
+        StrCat("every upstream's queue is longer than the deadline (", call.last_error, ")"),
+        std::max<int64_t>(1, call.retry_after.value_or(1)), /*for_deadline=*/true);
+  }
+  if (call.all_throttled) {
+    return runtime::UnavailableWithRetry(StrCat("every upstream is busy (", call.last_error, ")"),
+                                         std::max<int64_t>(1, call.retry_after.value_or(1)));
+  }
+  return runtime::BadGateway(call.last_error);
+}
+
+}  // namespace pillar::upstream
