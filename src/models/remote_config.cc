@@ -221,6 +221,8 @@ bool BreakerRule::CountsStatus(int status) const {
   PILLAR_RETURN_IF_ERROR(
       section.ReadInt("connect_timeout_ms", out.connect_timeout_ms, 1, kMaxConfigMillis));
   PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("attempt_timeout_ms", out.attempt_timeout_ms, 0, kMaxConfigMillis));
+  PILLAR_RETURN_IF_ERROR(
       section.ReadInt("max_response_bytes", out.max_response_bytes, 1024, int64_t{1} << 32));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("connections", out.connections, 1, 1024));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("max_queue", out.max_queue, 0, 1 << 20));

@@ -95,6 +95,10 @@ struct RemoteConfig {
   std::string version;          // the upstream's version; empty: its default
   int64_t timeout_ms = 30'000;  // the whole call, every attempt included
   int64_t connect_timeout_ms = 2'000;  // one connection (and TLS handshake)
+  // One attempt (Envoy's per_try_timeout): an endpoint that has not answered within it is a
+  // failure of that endpoint, and the request moves on to another while its deadline allows.
+  // 0: an attempt may take the whole timeout_ms.
+  int64_t attempt_timeout_ms = 0;
   int64_t max_response_bytes = 64 << 20;
   int connections = 16;      // per endpoint, kept alive between requests
   int64_t max_queue = 1024;  // requests waiting for a connection; beyond: 503 + Retry-After

@@ -247,8 +247,12 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   ++slot.outstanding;
   if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
   const Clock::time_point sent = Clock::now();
+  const int64_t attempt_ms = config.remote.attempt_timeout_ms;
+  const Clock::time_point until =
+      attempt_ms > 0 ? std::min(call->deadline, sent + std::chrono::milliseconds(attempt_ms))
+                     : call->deadline;
   UpstreamConnection* raw = attempt->connection.get();
-  raw->Call(std::move(request), call->deadline, config.remote.max_response_bytes,
+  raw->Call(std::move(request), until, config.remote.max_response_bytes,
             [self = shared_from_this(), call, attempt, reused, sent](
                 absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
               self->busy.erase(attempt->connection);
