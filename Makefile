@@ -3,7 +3,7 @@
 BUILD ?= build
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=RelWithDebInfo
 
-.PHONY: all deps configure build run test bench fuzz clean
+.PHONY: all deps configure build run test bench fuzz clean gateway
 
 all: build
 
@@ -20,6 +20,11 @@ build: configure
 run: configure
 	@cmake --build $(BUILD) --target pillar
 	@scripts/run_demo.sh $(BUILD)/src/pillar
+
+# The two digit models behind a pillar gateway over two replicas (docs/resilience.md).
+gateway: configure
+	@cmake --build $(BUILD) --target pillar
+	@scripts/run_gateway_demo.sh $(BUILD)/src/pillar
 
 test: build
 	@scripts/run_tests.sh $(BUILD)

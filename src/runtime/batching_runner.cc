@@ -49,11 +49,11 @@ BatchingRunner::~BatchingRunner() {
 }
 
 int64_t BatchingRunner::EstimatedWaitNanos() const {
-  // The batches ahead of a new request, run by every instance in turn. Its own run is not
-  // counted: the wait is the queue's, and a model slower than a deadline is not load.
+  // The batches ahead of a new request, run by every instance in turn, then its own: a request
+  // that cannot be answered before its deadline is refused now rather than computed for nobody.
   const double batches =
       std::ceil(double(queue_.size()) / double(std::max<int64_t>(1, config_.max_batch_size)));
-  return static_cast<int64_t>(batches * mean_batch_ns_ / double(instances_.size()));
+  return static_cast<int64_t>((batches / double(instances_.size()) + 1) * mean_batch_ns_);
 }
 
 void BatchingRunner::NoteBatchTime(int64_t ns) {

@@ -53,8 +53,8 @@ class BatchingRunner final : public Runner {
   // computation for nobody.
   void DropExpired(std::vector<Pending>& batch);
   void RunBatch(Backend& backend, std::vector<Pending>& batch);
-  // How long a request queued now would wait for the batches ahead of it, from the measured batch
-  // time.
+  // How long a request queued now would take to be answered (the batches ahead of it, then its
+  // own), from the measured batch time.
   int64_t EstimatedWaitNanos() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EstimatedWaitSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteBatchTime(int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);

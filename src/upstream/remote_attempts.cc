@@ -67,7 +67,9 @@ absl::StatusOr<std::chrono::milliseconds> RemoteRunner::State::RetryWait(Call& c
                                                                          Clock::time_point now) {
   const models::RemoteConfig& remote = config.remote;
   if (!remote.idempotent && call.sent) return Exhausted(call);
-  if (!TakeRetryPlace(call)) {
+  // A retry after a connection that could not be made costs the upstreams nothing (the budget
+  // is there so that retries cannot multiply their load): it takes no place.
+  if (!call.last_was_refused_connection && !TakeRetryPlace(call)) {
     call.last_error += " (not retried: the retry budget is spent)";
     return Exhausted(call);
   }
@@ -97,6 +99,12 @@ void RemoteRunner::State::TryNext(std::shared_ptr<Call> call) {
   if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
   const Clock::time_point now = Clock::now();
   if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+  if (call->attempts == 0) {
+    // Admitted now, or out of the queue: one that cannot be answered in time is not sent.
+    if (std::optional<absl::Status> refused = DeadlineRefusal(*call, 0)) {
+      return Complete(*call, std::move(*refused));
+    }
+  }
   if (call->attempts > 0 && AnyLeft(*call, now)) {
     absl::StatusOr<std::chrono::milliseconds> wait = RetryWait(*call, now);
     if (!wait.ok()) return Complete(*call, wait.status());
@@ -219,6 +227,7 @@ void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attem
                             .retry_after_s = 0,
                             .cut_by_caller = call->CutByCaller()});
               self->Failed(*call, *attempt, ToStd(connection.status().message()), false);
+              call->last_was_refused_connection = !timed_out;
               return self->AttemptFailed(std::move(call), attempt);
             }
             attempt->connection = std::move(*connection);
@@ -395,6 +404,7 @@ void RemoteRunner::State::CancelOthers(Call& call, const Attempt* winner) {
 
 void RemoteRunner::State::Failed(Call& call, const Attempt& attempt, std::string_view why,
                                  bool throttled) {
+  call.last_was_refused_connection = false;  // the connect failure path sets it after this
   call.last_error =
       StrCat("upstream ", endpoints->slot(attempt.ticket.endpoint).endpoint.url, ": ", Redact(why));
   if (!throttled) call.all_throttled = call.all_shed_for_deadline = false;

@@ -48,16 +48,31 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
   queue.push_back(std::move(call));
 }
 
-// Why `call` may not wait for a connection: its class's share of the queue is full, or its
-// estimated wait (the calls queued ahead of it, served `capacity()` at a time at the measured
-// time of a call) ends past its deadline. None when it may.
+// The refusal of `call` when the calls ahead of it (served capacity() at a time) and its own, at
+// the measured time of a call, end past its deadline: it would be computed for nobody. None when
+// it may go on, or before any call was measured.
+std::optional<absl::Status> RemoteRunner::State::DeadlineRefusal(const Call& call,
+                                                                 int64_t calls_ahead) const {
+  if (mean_call_ns <= 0) return std::nullopt;
+  const auto ns = [](Clock::time_point t) {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  };
+  return runtime::ShedByWait(EstimatedNanos(calls_ahead), ns(Clock::now()), ns(call.deadline));
+}
+
+int64_t RemoteRunner::State::EstimatedNanos(int64_t calls_ahead) const {
+  return int64_t((double(calls_ahead) / double(capacity()) + 1) * mean_call_ns);
+}
+
+// Why `call` may not wait for a connection: its class's share of the queue is full, or the calls
+// queued ahead of it and its own would end past its deadline. None when it may.
 std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call) const {
   const protocol::Priority priority = call.request.priority;
   const int64_t max_queue = config.remote.max_queue;
   const int64_t limit = runtime::QueueLimit(priority, max_queue);
   const int64_t waiting = int64_t(queue.size());
-  const int64_t wait_ns =
-      mean_call_ns <= 0 ? 0 : int64_t(double(waiting) * mean_call_ns / double(capacity()));
+  // Those waiting, and about one more for the calls in flight, which free their places first.
+  const int64_t wait_ns = mean_call_ns <= 0 ? 0 : EstimatedNanos(waiting + 1);
   const int64_t retry_s = std::max<int64_t>(1, (wait_ns + 999'999'999) / 1'000'000'000);
   if (waiting >= limit) {
     return runtime::Shed(limit < max_queue
@@ -67,13 +82,7 @@ std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call) 
                              : std::string("too many requests waiting for the upstream"),
                          retry_s);
   }
-  if (mean_call_ns <= 0) return std::nullopt;  // not measured yet
-  const int64_t now_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
-  return runtime::ShedByWait(
-      wait_ns, now_ns,
-      std::chrono::duration_cast<std::chrono::nanoseconds>(call.deadline.time_since_epoch())
-          .count());
+  return DeadlineRefusal(call, waiting + 1);
 }
 
 // Ends `call` and lets the next queued one start. The next one starts from the io_context,

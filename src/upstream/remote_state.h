@@ -67,6 +67,8 @@ struct Call {
   bool sent = false;       // an attempt's request went out: an upstream may have seen it
   bool retrying = false;   // holds one of the retry budget's places
   bool completed = false;  // answered: whatever comes back later is dropped
+  // The last attempt failed to connect (refused, not timed out): nothing reached an upstream.
+  bool last_was_refused_connection = false;
   std::optional<int64_t> retry_after;
   std::shared_ptr<asio::steady_timer> hedge_timer;
 
@@ -118,6 +120,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // remote_runner.cc
   void Admit(std::shared_ptr<Call> call);
   std::optional<absl::Status> QueueRefusal(const Call& call) const;
+  std::optional<absl::Status> DeadlineRefusal(const Call& call, int64_t calls_ahead) const;
+  // How long a call with `calls_ahead` queued before it takes to be answered, estimated.
+  int64_t EstimatedNanos(int64_t calls_ahead) const;
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result);
   void Finish(Call& call, absl::Status status);
   runtime::UpstreamStatus Describe() const;
