@@ -15,8 +15,8 @@ namespace {
 // Every top-level key names a known section (a table, or [[mtls_client]]'s array of tables).
 [[nodiscard]] absl::Status CheckSections(const toml::table& root, std::string_view source) {
   static const std::set<std::string, std::less<>> kSections = {
-      "server",  "data",    "admin",  "limits",  "repository", "state",
-      "logging", "runtime", "policy", "limiter", "jwt",        "audit"};
+      "server",  "data",   "admin",   "limits", "repository", "state",   "logging",
+      "runtime", "policy", "limiter", "jwt",    "audit",      "upstream"};
   for (const auto& [key, value] : root) {
     if (key.str() == "mtls_client") {
       if (!value.is_array_of_tables()) {
@@ -42,7 +42,8 @@ namespace {
   return s.CheckNoUnknownKeys();
 }
 
-// [state], [logging], [runtime] and [policy]: a few keys each, read by the wiring alone.
+// [state], [logging], [runtime], [policy] and [upstream]: a few keys each, read by the wiring
+// alone.
 [[nodiscard]] absl::Status ReadWiringSections(const toml::table& root, std::string_view source,
                                               const std::string& base, Config& config) {
   TomlSection state(root["state"].as_table(), "state", source);
@@ -59,7 +60,12 @@ namespace {
   TomlSection policy(root["policy"].as_table(), "policy", source);
   PILLAR_RETURN_IF_ERROR(policy.ReadPath("file", config.policy_path, base));
   PILLAR_RETURN_IF_ERROR(policy.ReadMillis("reload_ms", config.policy_reload, 0, kMaxConfigMillis));
-  return policy.CheckNoUnknownKeys();
+  PILLAR_RETURN_IF_ERROR(policy.CheckNoUnknownKeys());
+  TomlSection upstream(root["upstream"].as_table(), "upstream", source);
+  PILLAR_RETURN_IF_ERROR(upstream.ReadPath("backends_file", config.backends_file, base));
+  PILLAR_RETURN_IF_ERROR(
+      upstream.ReadMillis("backends_reload_ms", config.backends_reload, 0, kMaxConfigMillis));
+  return upstream.CheckNoUnknownKeys();
 }
 
 }  // namespace

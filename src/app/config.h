@@ -46,6 +46,10 @@ struct Config {
   // [policy]
   std::string policy_path;  // empty: the built-in policy
   absl::Duration policy_reload = absl::Seconds(1);
+  // [upstream]: the backends file (models/backends_file.h); empty: none. Checked for changes
+  // every backends_reload (0: read once).
+  std::string backends_file;
+  absl::Duration backends_reload = absl::Seconds(1);
   limits::LimiterConfig limiter;            // [limiter]
   std::optional<identity::JwtOptions> jwt;  // [jwt]; nullopt: tokens are not accepted
   audit::AuditConfig audit;                 // [audit]

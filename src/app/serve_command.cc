@@ -13,6 +13,8 @@
 #include <functional>
 #include <thread>
 
+#include "absl/cleanup/cleanup.h"
+#include "app/backends_source.h"
 #include "app/commands.h"
 #include "app/config.h"
 #include "app/operation_handlers.h"
@@ -44,8 +46,13 @@ struct ServeOptions {
   std::string ports_file;   // where to write the bound ports once listening (tests use port 0)
 };
 
-// Breaker trips are shared through the limits' Redis when there is one ([limiter] backend =
-// "redis"); null otherwise.
+// What remote versions share in this server: breaker trips with other instances (through the
+// limits' Redis, when there is one), and the operator's backends file.
+struct RemoteParts {
+  std::unique_ptr<upstream::BreakerSync> breaker_sync;
+  std::unique_ptr<BackendsSource> backends;
+};
+
 [[nodiscard]] absl::StatusOr<std::unique_ptr<upstream::BreakerSync>> MakeBreakerSync(
     const limits::LimiterConfig& limiter) {
   if (limiter.backend != limits::LimiterConfig::Backend::kRedis) return nullptr;
@@ -65,12 +72,24 @@ struct ServeOptions {
   return std::make_unique<upstream::RedisBreakerSync>(std::move(options));
 }
 
+[[nodiscard]] absl::StatusOr<RemoteParts> MakeRemoteParts(const Config& config,
+                                                          audit::AuditSink& audit) {
+  RemoteParts parts;
+  absl::StatusOr<std::unique_ptr<upstream::BreakerSync>> sync = MakeBreakerSync(config.limiter);
+  if (!sync.ok()) return sync.status();
+  parts.breaker_sync = std::move(*sync);
+  parts.backends =
+      std::make_unique<BackendsSource>(config.backends_file, config.backends_reload, &audit);
+  if (absl::Status s = parts.backends->Load(); !s.ok()) return s;
+  return parts;
+}
+
 // Watches the store and loads what it names: only versions signed by a trusted key for their
 // own name and version, and only aliases a trusted key signed, never older than seen before.
 [[nodiscard]] absl::StatusOr<std::unique_ptr<runtime::ModelWatcher>> WatchModels(
     const Config& config, const std::vector<signing::PublicKey>& trusted,
     models::HighWaterMarks& marks, monitor::MetricsRegistry& metrics, audit::AuditSink& audit,
-    upstream::BreakerSync* breaker_sync) {
+    RemoteParts& remote) {
   const models::RepositoryOptions& options = config.repository;
   models::AliasTrust alias_trust{
       .trusted = trusted,
@@ -97,10 +116,13 @@ struct ServeOptions {
                   .zone = config.zone,
                   .audit = &audit,
                   .active_checks = true,
-                  .breaker_sync = breaker_sync},
+                  .breaker_sync = remote.breaker_sync.get()},
+       .backends = [backends = remote.backends.get()] { return backends->Current(); },
        .torch_threads = config.torch_threads});
-  return std::make_unique<runtime::ModelWatcher>(std::move(repository), std::move(loader),
-                                                 options.poll, audit);
+  auto watcher = std::make_unique<runtime::ModelWatcher>(std::move(repository), std::move(loader),
+                                                         options.poll, audit);
+  remote.backends->Start(watcher->catalog());
+  return watcher;
 }
 
 [[nodiscard]] absl::Status WritePortsFile(const std::string& path, uint16_t data, uint16_t admin) {
@@ -268,12 +290,12 @@ int RunServe(const ServeOptions& options) {
       signing::ReadPublicKeys(config->repository.trusted_keys);
   if (!trusted.ok()) return Fail("serve", trusted.status());
   models::HighWaterMarks high_water_marks(**store);
-  absl::StatusOr<std::unique_ptr<upstream::BreakerSync>> breaker_sync =
-      MakeBreakerSync(config->limiter);
-  if (!breaker_sync.ok()) return Fail("serve", breaker_sync.status());
+  absl::StatusOr<RemoteParts> remote = MakeRemoteParts(*config, audit);
+  if (!remote.ok()) return Fail("serve", remote.status());
   absl::StatusOr<std::unique_ptr<runtime::ModelWatcher>> watcher =
-      WatchModels(*config, *trusted, high_water_marks, metrics, audit, breaker_sync->get());
+      WatchModels(*config, *trusted, high_water_marks, metrics, audit, *remote);
   if (!watcher.ok()) return Fail("serve", watcher.status());
+  absl::Cleanup stop_backends = [&remote] { remote->backends->Stop(); };  // before the catalog
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<runtime::ModelReverifier> reverifier =
       StartReverifier(config->repository, catalog, *trusted, audit);
@@ -308,6 +330,7 @@ int RunServe(const ServeOptions& options) {
   // Unload the models while the event loop still exists: a request abandoned by a timed-out
   // drain is failed by its runner and posts its answer to that (stopped) loop.
   reverifier.reset();  // before the versions it checks go away
+  std::move(stop_backends).Invoke();
   (*watcher)->UnloadAll();
   watcher->reset();
   access_log.Flush();

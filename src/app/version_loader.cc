@@ -77,6 +77,35 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   return instances;
 }
 
+// A remote version's runner: the upstream batches and runs the model; pillar keeps connections
+// to it. The operator's backends file applies over the signed [remote] (the signed one when it
+// would not hold; the log says why); the version keeps its signed configuration, so that a later
+// file is applied to that, not to this.
+[[nodiscard]] absl::StatusOr<std::unique_ptr<runtime::Runner>> RemoteRunnerFor(
+    const VersionLoaderOptions& options, const models::VersionEntry& entry, const std::string& dir,
+    const models::ModelConfig& config) {
+  models::ModelConfig serving = config;
+  if (options.backends) {
+    absl::StatusOr<models::RemoteConfig> applied =
+        options.backends()->Apply(entry.model, config.remote);
+    if (applied.ok()) {
+      serving.remote = std::move(*applied);
+    } else {
+      std::fprintf(stderr, "pillar: %s: backends file not applied: %s\n", dir.c_str(),
+                   std::string(applied.status().message()).c_str());
+    }
+  }
+  absl::StatusOr<std::unique_ptr<upstream::RemoteRunner>> remote = upstream::RemoteRunner::Create(
+      serving, entry.model, std::to_string(entry.version), options.remote);
+  if (!remote.ok()) {
+    return absl::Status(remote.status().code(), StrCat(dir, ": ", remote.status().message()));
+  }
+  const size_t n = serving.remote.endpoints.size();
+  std::fprintf(stderr, "pillar: loaded %s version %lld from %zu upstream endpoint%s\n",
+               entry.model.c_str(), static_cast<long long>(entry.version), n, n == 1 ? "" : "s");
+  return std::unique_ptr<runtime::Runner>(std::move(*remote));
+}
+
 [[nodiscard]] absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
                                                           const models::VersionEntry& entry) {
   const std::string dir = entry.directory.string();
@@ -123,15 +152,9 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   runtime::LoadedVersion loaded;
   loaded.root_digest = std::move(root_digest);
   if (config->platform == models::Platform::kRemote) {
-    // The upstream batches and runs the model; pillar keeps connections to it.
-    absl::StatusOr<std::unique_ptr<upstream::RemoteRunner>> remote = upstream::RemoteRunner::Create(
-        *config, entry.model, std::to_string(entry.version), options.remote);
-    if (!remote.ok()) {
-      return absl::Status(remote.status().code(), StrCat(dir, ": ", remote.status().message()));
-    }
-    std::fprintf(stderr, "pillar: loaded %s version %lld from %zu upstream endpoint%s\n",
-                 entry.model.c_str(), static_cast<long long>(entry.version),
-                 config->remote.endpoints.size(), config->remote.endpoints.size() == 1 ? "" : "s");
+    absl::StatusOr<std::unique_ptr<runtime::Runner>> remote =
+        RemoteRunnerFor(options, entry, dir, *config);
+    if (!remote.ok()) return remote.status();
     loaded.runner = std::move(*remote);
     loaded.config = std::move(*config);
     return loaded;

@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "models/backends_file.h"
 #include "monitor/metrics.h"
 #include "runtime/model_registry.h"
 #include "signing/signing_key.h"
@@ -33,6 +34,8 @@ struct VersionLoaderOptions {
   std::function<void(std::string_view model, int64_t version)> verified;
   // What remote versions get from the server: metrics, its zone, the audit log.
   upstream::RemoteContext remote = {};
+  // The backends file in service, applied to a remote version as it loads (null: none).
+  std::function<std::shared_ptr<const models::BackendsFile>()> backends = {};
   // LibTorch's intra-op threads per model execution ([runtime] torch_threads), set when the
   // first TorchScript version loads the LibTorch module.
   int torch_threads = 1;

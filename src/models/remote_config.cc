@@ -196,27 +196,18 @@ bool BreakerRule::CountsStatus(int status) const {
   return false;
 }
 
-[[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
-                                             RemoteConfig& out) {
-  const toml::node* node = root.get("remote");
-  if (node == nullptr || !node->is_table()) {
-    return absl::InvalidArgumentError(
-        StrCat(source, ": platform = \"remote\" needs a [remote] table with its endpoints"));
-  }
-  TomlSection section(node->as_table(), "remote", source);
-  section.Allow("endpoints");
-  section.Allow("breaker");
-  section.Allow("backend_breaker");
-  section.Allow("health_check");
-  section.Allow("hedge");
-  const toml::table& table = *node->as_table();
+namespace {
+
+// The keys of a [remote] table that may change without a new signature (a backends file's
+// table): where traffic goes and how it is balanced, checked, broken, retried and timed.
+[[nodiscard]] absl::Status ReadOperationalKeys(TomlSection& section, const toml::table& table,
+                                               std::string_view source, RemoteConfig& out) {
+  if (table.contains("endpoints")) out.endpoints.clear();
   PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, out.endpoints));
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "breaker", source, out.breaker));
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "backend_breaker", source, out.backend_breaker));
   PILLAR_RETURN_IF_ERROR(ReadHealthCheck(table, source, out.health_check));
   PILLAR_RETURN_IF_ERROR(ReadHedge(table, source, out.hedge));
-  PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
-  PILLAR_RETURN_IF_ERROR(section.ReadString("version", out.version));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("timeout_ms", out.timeout_ms, 1, kMaxConfigMillis));
   PILLAR_RETURN_IF_ERROR(
       section.ReadInt("connect_timeout_ms", out.connect_timeout_ms, 1, kMaxConfigMillis));
@@ -233,19 +224,16 @@ bool BreakerRule::CountsStatus(int status) const {
   PILLAR_RETURN_IF_ERROR(
       section.ReadInt("max_ejection_ms", out.max_ejection_ms, 1, kMaxConfigMillis));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("max_ejection_percent", out.max_ejection_percent, 0, 100));
-  PILLAR_RETURN_IF_ERROR(section.ReadBool("idempotent", out.idempotent));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("retry_budget_percent", out.retry_budget_percent, 0, 100));
   PILLAR_RETURN_IF_ERROR(
       section.ReadInt("min_retry_concurrency", out.min_retry_concurrency, 0, 100'000));
   PILLAR_RETURN_IF_ERROR(
       section.ReadInt("retry_backoff_base_ms", out.retry_backoff_base_ms, 0, 60'000));
-  PILLAR_RETURN_IF_ERROR(
-      section.ReadInt("retry_backoff_max_ms", out.retry_backoff_max_ms, 0, 600'000));
-  PILLAR_RETURN_IF_ERROR(section.ReadString("credentials_file", out.credentials_file));
-  PILLAR_RETURN_IF_ERROR(section.ReadString("ca_file", out.ca_file));
-  PILLAR_RETURN_IF_ERROR(section.ReadString("client_certificate", out.client_certificate));
-  PILLAR_RETURN_IF_ERROR(section.ReadString("client_key", out.client_key));
-  PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
+  return section.ReadInt("retry_backoff_max_ms", out.retry_backoff_max_ms, 0, 600'000);
+}
+
+// What must hold of a whole [remote] configuration, however it was put together.
+[[nodiscard]] absl::Status CheckRemote(const RemoteConfig& out, std::string_view source) {
   if (out.endpoints.empty() || out.endpoints.size() > kMaxEndpoints) {
     return absl::InvalidArgumentError(
         StrCat(source, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
@@ -269,6 +257,46 @@ bool BreakerRule::CountsStatus(int status) const {
         StrCat(source, ": [remote] client_certificate and client_key go together"));
   }
   return absl::OkStatus();
+}
+
+void AllowSubtables(TomlSection& section) {
+  for (const char* key : {"endpoints", "breaker", "backend_breaker", "health_check", "hedge"}) {
+    section.Allow(key);
+  }
+}
+
+}  // namespace
+
+[[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
+                                             RemoteConfig& out) {
+  const toml::node* node = root.get("remote");
+  if (node == nullptr || !node->is_table()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": platform = \"remote\" needs a [remote] table with its endpoints"));
+  }
+  TomlSection section(node->as_table(), "remote", source);
+  AllowSubtables(section);
+  PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, *node->as_table(), source, out));
+  // What stays with the signature: who the upstream is told the model is, whether it may be sent
+  // twice, and what pillar presents to it.
+  PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("version", out.version));
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("idempotent", out.idempotent));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("credentials_file", out.credentials_file));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("ca_file", out.ca_file));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("client_certificate", out.client_certificate));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("client_key", out.client_key));
+  PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
+  return CheckRemote(out, source);
+}
+
+[[nodiscard]] absl::Status ApplyRemoteOverride(const toml::table& table, std::string_view name,
+                                               std::string_view source, RemoteConfig& out) {
+  TomlSection section(&table, std::string(name), source);
+  AllowSubtables(section);
+  PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, table, source, out));
+  PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
+  return CheckRemote(out, source);
 }
 
 }  // namespace pillar::models

@@ -62,6 +62,7 @@ struct BreakerRule {
   // Off when neither threshold is set.
   bool enabled() const { return failure_count > 0 || failure_percentage > 0; }
   bool CountsStatus(int status) const;
+  bool operator==(const BreakerRule&) const = default;
 };
 
 // Active health checks: a GET of each endpoint's readiness route every interval_ms. An endpoint
@@ -156,5 +157,13 @@ struct RemoteConfig {
 // model.toml; at least one endpoint is required.
 [[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,
                                              RemoteConfig& out);
+
+// Applies a backends file's table for one model (models/backends_file.h) onto `out`, the
+// version's signed [remote]: only the keys that say where traffic goes and how it is balanced,
+// checked, broken, retried and timed; `model`, `version`, `idempotent` and the credential and TLS
+// keys stay as signed (an unknown key is an error naming `name`). `endpoints`, when present,
+// replaces the list. The result is checked as a whole.
+[[nodiscard]] absl::Status ApplyRemoteOverride(const toml::table& table, std::string_view name,
+                                               std::string_view source, RemoteConfig& out);
 
 }  // namespace pillar::models

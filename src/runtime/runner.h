@@ -15,6 +15,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "models/remote_config.h"
 #include "protocol/tensor.h"
 
 namespace pillar::runtime {
@@ -62,6 +63,11 @@ class Runner {
   virtual bool Ready() const = 0;
   // What it knows of the servers behind it; none for a runner that runs the model itself.
   virtual std::optional<UpstreamStatus> Upstreams() const { return std::nullopt; }
+  // Takes a new [remote] configuration into service without a restart (a backends file
+  // changed); FailedPrecondition for a runner that runs the model itself.
+  [[nodiscard]] virtual absl::Status Reconfigure(const models::RemoteConfig& /*remote*/) {
+    return absl::FailedPreconditionError("not a remote model");
+  }
 };
 
 // The payload key under which a Unavailable status carries its retry hint, in seconds.

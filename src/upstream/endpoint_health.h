@@ -50,6 +50,8 @@ class EndpointHealth {
   enum class Outcome { kSuccess, kFailure, kThrottled, kInconclusive };
 
   explicit EndpointHealth(HealthOptions options) : options_(options) {}
+  // New thresholds for what comes next (the backends changed); what is known stays.
+  void SetOptions(HealthOptions options) { options_ = options; }
 
   EndpointState state(TimePoint now) const;
   // Whether a request may go to the endpoint now. For a half-open endpoint, true once: the

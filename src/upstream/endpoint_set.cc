@@ -20,7 +20,9 @@ HealthOptions HealthFrom(const models::RemoteConfig& remote) {
 
 EndpointSet::EndpointSet(const models::RemoteConfig& remote, std::vector<Endpoint> endpoints,
                          std::vector<EndpointMetrics> metrics, std::string_view zone, uint64_t seed)
-    : max_ejection_percent_(remote.max_ejection_percent), picker_(seed) {
+    : max_ejection_percent_(remote.max_ejection_percent),
+      health_options_(HealthFrom(remote)),
+      picker_(seed) {
   std::map<int, std::vector<size_t>> by_priority;
   for (size_t e = 0; e < endpoints.size(); ++e) {
     const models::RemoteEndpoint& spec = remote.endpoints[e];
@@ -177,6 +179,20 @@ EndpointChange EndpointSet::RecordCheck(size_t e, bool passed) {
     change.failed_checks = !passed;
   }
   return change;
+}
+
+void EndpointSet::CarryOver(EndpointSet& old) {
+  for (EndpointSlot& slot : slots_) {
+    for (EndpointSlot& before : old.slots_) {
+      if (before.endpoint.url != slot.endpoint.url) continue;
+      slot.health = before.health;
+      slot.health.SetOptions(health_options_);
+      if (before.breaker.rule() == slot.breaker.rule()) slot.breaker = before.breaker;
+      slot.latency_s = before.latency_s;
+      slot.idle = std::move(before.idle);
+      before.idle.clear();
+    }
+  }
 }
 
 std::optional<CircuitBreaker::Transition> EndpointSet::TripFromPeer(size_t e, TimePoint until,

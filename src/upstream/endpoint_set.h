@@ -105,6 +105,9 @@ class EndpointSet {
   EndpointChange Finish(const Ticket& ticket, const AttemptOutcome& outcome, TimePoint now);
   // An active health check's result.
   EndpointChange RecordCheck(size_t e, bool passed);
+  // Takes over what `old` knew of the endpoints it shares with this set (by URL): health (under
+  // this set's thresholds), the breaker when its rule is unchanged, latency, idle connections.
+  void CarryOver(EndpointSet& old);
   // A trip of an endpoint's breaker seen by another instance.
   std::optional<CircuitBreaker::Transition> TripFromPeer(size_t e, TimePoint until, TimePoint now);
   // The wait until some endpoint not `tried` may be sent a request.
@@ -128,6 +131,7 @@ class EndpointSet {
                                                 const AttemptOutcome& outcome);
 
   int max_ejection_percent_ = 10;
+  HealthOptions health_options_;
   std::vector<EndpointSlot> slots_;
   std::vector<std::vector<size_t>> groups_;  // endpoint indices by priority group, best first
   EndpointPicker picker_;

@@ -84,7 +84,8 @@ absl::StatusOr<std::chrono::milliseconds> RemoteRunner::State::RetryWait(Call& c
 }
 
 // Whether any endpoint is left for `call` to try (without taking anything).
-bool RemoteRunner::State::AnyLeft(const Call& call, Clock::time_point now) const {
+bool RemoteRunner::State::AnyLeft(Call& call, Clock::time_point now) {
+  SyncTried(call);
   for (size_t e = 0; e < endpoints->size(); ++e) {
     if (!call.tried[e] && endpoints->slot(e).breaker.WouldAdmit(now) &&
         !endpoints->slot(e).health.Throttled(now)) {
@@ -92,6 +93,24 @@ bool RemoteRunner::State::AnyLeft(const Call& call, Clock::time_point now) const
     }
   }
   return false;
+}
+
+// Maps what `call` tried onto the endpoints in service: by URL, when the set changed since
+// (Reconfigure), so that an endpoint kept across a change is still not tried twice.
+void RemoteRunner::State::SyncTried(Call& call) {
+  if (call.tried_in == endpoints) return;
+  std::vector<bool> tried(endpoints->size(), false);
+  if (call.tried_in != nullptr) {
+    for (size_t old = 0; old < call.tried_in->size() && old < call.tried.size(); ++old) {
+      if (!call.tried[old]) continue;
+      const std::string& url = call.tried_in->slot(old).endpoint.url;
+      for (size_t e = 0; e < endpoints->size(); ++e) {
+        if (endpoints->slot(e).endpoint.url == url) tried[e] = true;
+      }
+    }
+  }
+  call.tried = std::move(tried);
+  call.tried_in = endpoints;
 }
 
 // The call's next attempt: the first, or a retry after a back-off; or its end.
@@ -127,6 +146,7 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
   if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
   const Clock::time_point now = Clock::now();
   if (now >= call->deadline) return Complete(*call, TimedOut(*call));
+  SyncTried(*call);
   std::optional<Ticket> ticket = endpoints->Start(call->tried, now);
   if (!ticket) {
     if (hedge) return;               // nobody to race: the first attempt goes on alone
@@ -140,6 +160,7 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
   ++call->attempts;
   auto attempt = std::make_shared<Attempt>();
   attempt->ticket = *ticket;
+  attempt->set = endpoints;
   attempt->hedge = hedge;
   call->tried[ticket->endpoint] = true;
   call->live.push_back(attempt);
@@ -149,7 +170,7 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
   } else {
     ArmHedge(call);
   }
-  EndpointSlot& endpoint = endpoints->slot(ticket->endpoint);
+  EndpointSlot& endpoint = attempt->set->slot(ticket->endpoint);
   while (!endpoint.idle.empty()) {
     std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
     endpoint.idle.pop_back();
@@ -205,7 +226,7 @@ std::optional<std::chrono::milliseconds> RemoteRunner::State::HedgeDelay() {
 void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt) {
   const Clock::time_point connect_deadline = std::min(
       call->deadline, Clock::now() + std::chrono::milliseconds(config.remote.connect_timeout_ms));
-  Connect(io, endpoints->slot(attempt->ticket.endpoint).endpoint, tls, connect_deadline,
+  Connect(io, attempt->set->slot(attempt->ticket.endpoint).endpoint, tls, connect_deadline,
           [self = shared_from_this(), call,
            attempt](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
             if (self->stopping || attempt->cancelled) {
@@ -237,7 +258,7 @@ void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attem
 
 void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
                                bool reused) {
-  EndpointSlot& slot = endpoints->slot(attempt->ticket.endpoint);
+  EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
   const Endpoint& endpoint = slot.endpoint;
   auto request =
       std::make_shared<HttpRequest>(http::verb::post, StrCat(endpoint.base_path, target), 11);
@@ -265,7 +286,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
             [self = shared_from_this(), call, attempt, reused, sent](
                 absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
               self->busy.erase(attempt->connection);
-              EndpointSlot& slot = self->endpoints->slot(attempt->ticket.endpoint);
+              EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
               --slot.outstanding;
               const EndpointMetrics& m = slot.metrics;
               if (m.outstanding != nullptr) m.outstanding->Add(-1);
@@ -308,7 +329,7 @@ void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<At
     // The upstream timed the idle connection out as the request went out: nothing was done.
     return Open(std::move(call), std::move(attempt));
   }
-  EndpointSlot& slot = endpoints->slot(attempt->ticket.endpoint);
+  EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
   if (attempt->connection->open() && !stopping &&
       int64_t(slot.idle.size()) < config.remote.connections) {
     slot.idle.push_back(attempt->connection);
@@ -405,8 +426,8 @@ void RemoteRunner::State::CancelOthers(Call& call, const Attempt* winner) {
 void RemoteRunner::State::Failed(Call& call, const Attempt& attempt, std::string_view why,
                                  bool throttled) {
   call.last_was_refused_connection = false;  // the connect failure path sets it after this
-  call.last_error =
-      StrCat("upstream ", endpoints->slot(attempt.ticket.endpoint).endpoint.url, ": ", Redact(why));
+  call.last_error = StrCat("upstream ", attempt.set->slot(attempt.ticket.endpoint).endpoint.url,
+                           ": ", Redact(why));
   if (!throttled) call.all_throttled = call.all_shed_for_deadline = false;
 }
 

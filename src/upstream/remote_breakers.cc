@@ -29,14 +29,15 @@ int StatusOf(const absl::Status& status) {
 // Records an attempt's outcome for its endpoint: health, breaker, metrics, logs.
 void RemoteRunner::State::Record(const Attempt& attempt, AttemptOutcome outcome) {
   const Clock::time_point now = Clock::now();
-  const EndpointChange change = endpoints->Finish(attempt.ticket, outcome, now);
-  const EndpointMetrics& m = endpoints->slot(attempt.ticket.endpoint).metrics;
+  EndpointSet& set = *attempt.set;
+  const EndpointChange change = set.Finish(attempt.ticket, outcome, now);
+  const EndpointMetrics& m = set.slot(attempt.ticket.endpoint).metrics;
   using Outcome = EndpointHealth::Outcome;
   Count(change.outcome == Outcome::kSuccess     ? m.attempts_ok
         : change.outcome == Outcome::kThrottled ? m.attempts_throttled
         : change.outcome == Outcome::kFailure   ? m.attempts_failed
                                                 : nullptr);
-  Announce(change, now);
+  Announce(set, change, now);
 }
 
 // What a request's answer says of the backend as a whole, for its breaker.
@@ -102,7 +103,7 @@ void RemoteRunner::State::OnPeerTrip(std::string_view endpoint, int64_t until_un
     EndpointChange change;
     change.endpoint = e;
     change.breaker = endpoints->TripFromPeer(e, until, now);
-    if (change.breaker) Announce(change, now, /*from_peer=*/true);
+    if (change.breaker) Announce(*endpoints, change, now, /*from_peer=*/true);
   }
 }
 
@@ -144,9 +145,9 @@ void RemoteRunner::State::Report(const CircuitBreaker& breaker, CircuitBreaker::
 }
 
 // Logs, counts and audits what an endpoint's change says.
-void RemoteRunner::State::Announce(const EndpointChange& change, Clock::time_point now,
-                                   bool from_peer) {
-  EndpointSlot& slot = endpoints->slot(change.endpoint);
+void RemoteRunner::State::Announce(EndpointSet& set, const EndpointChange& change,
+                                   Clock::time_point now, bool from_peer) {
+  EndpointSlot& slot = set.slot(change.endpoint);
   const EndpointMetrics& m = slot.metrics;
   if (m.state != nullptr) m.state->Set(double(slot.health.state(now)));
   if (change.ejected) {
@@ -176,7 +177,7 @@ void RemoteRunner::State::OnCheck(size_t e, bool passed, std::string_view why) {
     std::fprintf(stderr, "pillar: upstream %s is out of service: its health checks fail (%s)\n",
                  endpoints->slot(e).endpoint.url.c_str(), Redact(why).c_str());
   }
-  Announce(change, Clock::now());
+  Announce(*endpoints, change, Clock::now());
 }
 
 }  // namespace pillar::upstream

@@ -23,6 +23,13 @@ int64_t MillisUntil(Clock::time_point at, Clock::time_point now) {
 }
 
 void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
+  // timeout_ms is read here, on the runner's thread: Reconfigure() may change it.
+  call->deadline = call->arrived + std::chrono::milliseconds(config.remote.timeout_ms);
+  if (call->request.deadline_ns > 0) {  // the client's own, when it is sooner
+    const Clock::time_point caller(std::chrono::nanoseconds(call->request.deadline_ns));
+    call->caller_deadline = caller < call->deadline;
+    call->deadline = std::min(call->deadline, caller);
+  }
   if (stopping) return Finish(*call, absl::UnavailableError("model is unloading"));
   const Clock::time_point now = Clock::now();
   const CircuitBreaker::Admission admission = backend_breaker->Admit(now);
@@ -171,6 +178,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     RemoteContext context) {
   auto state = std::make_shared<State>();
   state->config = config;
+  state->signed_remote = config.remote;
   state->model_name = std::string(model_name);
   state->version = std::string(version);
   state->resource = StrCat("model:", model_name, "/", version);
@@ -188,7 +196,8 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     metrics.push_back(context.metrics.For(model_name, version, endpoint->url));
     parsed.push_back(std::move(*endpoint));
   }
-  state->endpoints = std::make_unique<EndpointSet>(state->config.remote, parsed, metrics,
+  state->zone = context.zone;
+  state->endpoints = std::make_shared<EndpointSet>(state->config.remote, parsed, metrics,
                                                    context.zone, std::random_device{}());
   state->backend_breaker.emplace(remote.backend_breaker);
   state->metrics = context.metrics.ForRetries(model_name, version);
@@ -206,47 +215,131 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
   state->target =
       StrCat("/v2/models/", upstream_model,
              remote.version.empty() ? "" : StrCat("/versions/", remote.version), "/infer");
-  if (remote.health_check.enabled && context.active_checks) {
-    std::weak_ptr<State> weak = state;
-    state->checker = std::make_shared<HealthChecker>(
-        state->io, std::move(parsed), state->tls, state->token ? &*state->token : nullptr,
-        remote.health_check, [weak](size_t e, bool passed, std::string_view why) {
-          if (std::shared_ptr<State> s = weak.lock()) s->OnCheck(e, passed, why);
-        });
-  }
+  state->metric_families = context.metrics;
+  state->active_checks = context.active_checks;
   return std::unique_ptr<RemoteRunner>(new RemoteRunner(std::move(state)));
 }
 
+void RemoteRunner::State::StartChecks() {
+  if (checker) checker->Stop();
+  checker.reset();
+  if (!config.remote.health_check.enabled || !active_checks || stopping) return;
+  std::vector<Endpoint> targets;
+  for (size_t e = 0; e < endpoints->size(); ++e) targets.push_back(endpoints->slot(e).endpoint);
+  std::weak_ptr<State> weak = shared_from_this();
+  const EndpointSet* checked = endpoints.get();
+  checker = std::make_shared<HealthChecker>(
+      io, std::move(targets), tls, token ? &*token : nullptr, config.remote.health_check,
+      [weak, checked](size_t e, bool passed, std::string_view why) {
+        std::shared_ptr<State> s = weak.lock();
+        // A result for endpoints no longer in service is dropped (the checker was stopped).
+        if (s != nullptr && s->endpoints.get() == checked) s->OnCheck(e, passed, why);
+      });
+  checker->Start();
+}
+
+void RemoteRunner::State::SubscribeTrips() {
+  if (breaker_sync == nullptr) return;
+  // The version's breaker, and each endpoint's when it has one.
+  std::vector<std::string> scopes = {""};
+  if (config.remote.breaker.enabled()) {
+    for (size_t e = 0; e < endpoints->size(); ++e)
+      scopes.push_back(endpoints->slot(e).endpoint.url);
+  }
+  std::weak_ptr<State> weak = shared_from_this();
+  for (const std::string& scope : scopes) {
+    subscriptions.push_back(
+        breaker_sync->Subscribe(BreakerName(scope), [weak, scope](int64_t until_unix_ms) {
+          if (std::shared_ptr<State> s = weak.lock()) {
+            asio::post(s->io, [s, scope, until_unix_ms] { s->OnPeerTrip(scope, until_unix_ms); });
+          }
+        }));
+  }
+}
+
+void RemoteRunner::State::UnsubscribeTrips() {
+  for (uint64_t token : subscriptions) breaker_sync->Unsubscribe(token);
+  subscriptions.clear();
+}
+
+void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
+                                           std::vector<Endpoint> parsed,
+                                           std::shared_ptr<asio::ssl::context> new_tls) {
+  if (stopping) return;
+  if (tls == nullptr) tls = std::move(new_tls);
+  const bool breaker_changed = !(config.remote.backend_breaker == remote.backend_breaker);
+  config.remote = std::move(remote);
+  std::vector<EndpointMetrics> endpoint_metrics;
+  for (const Endpoint& endpoint : parsed) {
+    endpoint_metrics.push_back(metric_families.For(model_name, version, endpoint.url));
+  }
+  auto next = std::make_shared<EndpointSet>(config.remote, std::move(parsed), endpoint_metrics,
+                                            zone, std::random_device{}());
+  next->CarryOver(*endpoints);
+  // The idle connections of endpoints that left close now; busy ones when their call ends.
+  for (size_t e = 0; e < endpoints->size(); ++e) {
+    for (const auto& connection : endpoints->slot(e).idle) connection->Close();
+    endpoints->slot(e).idle.clear();
+  }
+  endpoints = std::move(next);
+  if (breaker_changed) backend_breaker.emplace(config.remote.backend_breaker);
+  StartChecks();
+  UnsubscribeTrips();
+  SubscribeTrips();
+  std::fprintf(stderr, "pillar: model %s version %s now has %zu upstream endpoint%s\n",
+               model_name.c_str(), version.c_str(), endpoints->size(),
+               endpoints->size() == 1 ? "" : "s");
+}
+
+absl::Status RemoteRunner::Reconfigure(const models::RemoteConfig& remote) {
+  models::RemoteConfig next = remote;
+  // What stays with the signature, whatever the caller passed.
+  const models::RemoteConfig& signed_remote = state_->signed_remote;
+  next.model = signed_remote.model;
+  next.version = signed_remote.version;
+  next.idempotent = signed_remote.idempotent;
+  next.credentials_file = signed_remote.credentials_file;
+  next.ca_file = signed_remote.ca_file;
+  next.client_certificate = signed_remote.client_certificate;
+  next.client_key = signed_remote.client_key;
+  if (next.endpoints.empty()) return absl::InvalidArgumentError("[remote] has no endpoints");
+  if (next.hedge.enabled && !next.idempotent) {
+    return absl::InvalidArgumentError("[remote.hedge] needs an idempotent model");
+  }
+  std::vector<Endpoint> parsed;
+  bool any_tls = false;
+  for (const models::RemoteEndpoint& spec : next.endpoints) {
+    absl::StatusOr<Endpoint> endpoint = ParseEndpoint(spec.url);
+    if (!endpoint.ok()) return endpoint.status();
+    any_tls = any_tls || endpoint->tls;
+    parsed.push_back(std::move(*endpoint));
+  }
+  std::shared_ptr<asio::ssl::context> tls;
+  if (any_tls) {  // read here, off the runner's thread; used only if it has none yet
+    absl::StatusOr<std::shared_ptr<asio::ssl::context>> made = MakeTlsContext(next);
+    if (!made.ok()) return made.status();
+    tls = std::move(*made);
+  }
+  asio::post(state_->io, [state = state_, next = std::move(next), parsed = std::move(parsed),
+                          tls = std::move(tls)]() mutable {
+    state->ApplyReconfigure(std::move(next), std::move(parsed), std::move(tls));
+  });
+  return absl::OkStatus();
+}
+
 RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(state)) {
-  if (BreakerSync* sync = state_->breaker_sync) {
-    // The version's breaker, and each endpoint's when it has one.
-    std::vector<std::string> scopes = {""};
-    if (state_->config.remote.breaker.enabled()) {
-      for (size_t e = 0; e < state_->endpoints->size(); ++e) {
-        scopes.push_back(state_->endpoints->slot(e).endpoint.url);
-      }
-    }
-    std::weak_ptr<State> weak = state_;
-    for (const std::string& scope : scopes) {
-      state_->subscriptions.push_back(
-          sync->Subscribe(state_->BreakerName(scope), [weak, scope](int64_t until_unix_ms) {
-            if (std::shared_ptr<State> s = weak.lock()) {
-              asio::post(s->io, [s, scope, until_unix_ms] { s->OnPeerTrip(scope, until_unix_ms); });
-            }
-          }));
-    }
-  }
-  if (state_->checker) {
-    asio::post(state_->io, [state = state_] {
-      if (!state->stopping) state->checker->Start();
-    });
-  }
+  asio::post(state_->io, [state = state_] {
+    state->SubscribeTrips();
+    state->StartChecks();
+  });
   thread_ = std::thread([state = state_] { state->io.run(); });
 }
 
 RemoteRunner::~RemoteRunner() {
-  for (uint64_t token : state_->subscriptions) state_->breaker_sync->Unsubscribe(token);
-  asio::post(state_->io, [state = state_] { state->Stop(); });
+  asio::post(state_->io, [state = state_] {
+    if (state->breaker_sync != nullptr) state->UnsubscribeTrips();
+    state->Stop();
+  });
   thread_.join();
 }
 
@@ -274,14 +367,6 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
   call->request = std::move(request);
   call->done = std::move(done);
   call->arrived = Clock::now();
-  call->deadline = call->arrived + std::chrono::milliseconds(state_->config.remote.timeout_ms);
-  if (call->request.deadline_ns > 0) {  // the client's own, when it is sooner
-    call->caller_deadline =
-        Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)) < call->deadline;
-    call->deadline = std::min(
-        call->deadline, Clock::time_point(std::chrono::nanoseconds(call->request.deadline_ns)));
-  }
-  call->tried.assign(state_->endpoints->size(), false);
   asio::post(state_->io,
              [state = state_, call = std::move(call)]() mutable { state->Admit(std::move(call)); });
 }

@@ -38,6 +38,7 @@ namespace asio = boost::asio;
 // hedge races the first.
 struct Attempt {
   Ticket ticket;
+  std::shared_ptr<EndpointSet> set;  // the endpoints it was chosen among (a change keeps them)
   std::shared_ptr<UpstreamConnection> connection;  // once connected
   bool hedge = false;
   bool cancelled = false;  // another attempt answered: this one's outcome says nothing
@@ -52,7 +53,8 @@ struct Call {
   Clock::time_point arrived;
   Clock::time_point started;  // when it took its place among the calls in flight
   Clock::time_point deadline;
-  std::vector<bool> tried;                     // by endpoint
+  std::vector<bool> tried;  // by endpoint of tried_in
+  std::shared_ptr<const EndpointSet> tried_in;
   std::vector<std::shared_ptr<Attempt>> live;  // attempts in flight
   std::string last_error;
   bool all_throttled = true;
@@ -80,7 +82,8 @@ int64_t MillisUntil(Clock::time_point at, Clock::time_point now);
 
 struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // --- Set by Create(), read-only afterwards.
-  models::ModelConfig config;
+  models::ModelConfig config;  // its [remote] changes with Reconfigure(), on the runner's thread
+  models::RemoteConfig signed_remote;  // as the version's signature has it
   std::string model_name;
   std::string version;
   std::string resource;  // model:<name>/<version>, for the audit log
@@ -89,8 +92,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::shared_ptr<asio::ssl::context> tls;
   audit::AuditSink* audit = nullptr;
   BreakerSync* breaker_sync = nullptr;
+  bool active_checks = true;
   std::vector<uint64_t> subscriptions;  // with breaker_sync
   RetryMetrics metrics;
+  UpstreamMetrics metric_families;  // for the endpoints a reconfiguration adds
   // Request ids for upstreams: unique per runner (a random prefix) and per request.
   const std::string id_prefix = HexEncode(RandomBytes(6));
   std::atomic<uint64_t> next_id{0};
@@ -99,7 +104,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
 
   // --- On the runner's thread only.
-  std::unique_ptr<EndpointSet> endpoints;
+  std::shared_ptr<EndpointSet> endpoints;  // in service; replaced whole by Reconfigure()
+  std::string zone;
   std::optional<CircuitBreaker> backend_breaker;
   std::shared_ptr<HealthChecker> checker;
   protocol::InferenceResponseDecoder decoder;
@@ -144,7 +150,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   bool TakeRetryPlace(Call& call);
   [[nodiscard]] absl::StatusOr<std::chrono::milliseconds> RetryWait(Call& call,
                                                                     Clock::time_point now);
-  bool AnyLeft(const Call& call, Clock::time_point now) const;
+  bool AnyLeft(Call& call, Clock::time_point now);
+  void SyncTried(Call& call);
   void NoteLatency(double seconds);
   std::optional<std::chrono::milliseconds> HedgeDelay();
   void Failed(Call& call, const Attempt& attempt, std::string_view why, bool throttled);
@@ -156,13 +163,23 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void Record(const Attempt& attempt, AttemptOutcome outcome);
   void RecordBackend(const Call& call, const absl::Status& status);
   void BackendChanged(CircuitBreaker::Transition change, Clock::time_point now, bool from_peer);
-  void Announce(const EndpointChange& change, Clock::time_point now, bool from_peer = false);
+  void Announce(EndpointSet& set, const EndpointChange& change, Clock::time_point now,
+                bool from_peer = false);
   void Report(const CircuitBreaker& breaker, CircuitBreaker::Transition change,
               std::string_view endpoint, Clock::time_point now, bool from_peer);
   std::string BreakerName(std::string_view endpoint) const;
   void PublishTrip(const std::string& name, Clock::time_point until, Clock::time_point now);
   void OnPeerTrip(std::string_view endpoint, int64_t until_unix_ms);
   void OnCheck(size_t e, bool passed, std::string_view why);
+
+  // remote_runner.cc
+  // Starts active checks of the endpoints in service (stopping those of the ones before).
+  void StartChecks();
+  // Subscribes the version's breaker and its endpoints' to trips of other instances.
+  void SubscribeTrips();
+  void UnsubscribeTrips();
+  void ApplyReconfigure(models::RemoteConfig remote, std::vector<Endpoint> parsed,
+                        std::shared_ptr<asio::ssl::context> new_tls);
 };
 
 }  // namespace pillar::upstream

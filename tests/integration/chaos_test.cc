@@ -124,6 +124,11 @@ class ChaosTest : public ::testing::Test {
     WriteVersion(store, "steady", Remote({u0}, auth + "model = \"digits\"\n"));
     WriteVersion(store, "slow", Remote({u2}, auth));
     gateway_->SetStore(store);
+    // The operator's backends file, watched every 100 ms; at first it says what model.toml says.
+    backends_ = gateway_->dir() / "backends.toml";
+    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) + "\n");
+    gateway_->AddConfig("[upstream]\nbackends_file = \"" + backends_.string() +
+                        "\"\nbackends_reload_ms = 100\n");
     key_ = gateway_->CreateKey("client");
     ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
   }
@@ -133,6 +138,25 @@ class ChaosTest : public ::testing::Test {
     for (auto& u : upstreams_) {
       if (u->running()) u->Stop();
     }
+  }
+
+  // A TOML array of the upstreams `which`, as URLs.
+  std::string Endpoints(const std::vector<int>& which) const {
+    std::string list;
+    for (int i : which) {
+      list += (list.empty() ? "\"" : ", \"") + std::string("http://127.0.0.1:") +
+              std::to_string(upstreams_[i]->data_port()) + "\"";
+    }
+    return "[" + list + "]";
+  }
+
+  // Replaces the backends file whole (written aside, then renamed), as an operator's tool would.
+  void WriteBackends(const std::string& text) {
+    const std::filesystem::path aside = backends_.string() + ".new";
+    std::ofstream(aside) << text;
+    std::filesystem::permissions(
+        aside, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    std::filesystem::rename(aside, backends_);
   }
 
   HttpReply Infer(const std::string& model, int timeout_ms, double* seconds) {
@@ -175,6 +199,7 @@ class ChaosTest : public ::testing::Test {
   std::unique_ptr<testing::ServerProcess> gateway_;
   std::string key_;
   std::string token_;  // the gateway's key at the upstreams
+  std::filesystem::path backends_;
 };
 
 TEST_F(ChaosTest, AReplicaKilledMidLoadFailsNoRequest) {
@@ -304,6 +329,62 @@ TEST_F(ChaosTest, AShortDeadlineEndsTheRequestAndTheUpstreamDropsIt) {
   EXPECT_NE(metrics.find("pillar_batch_size_count{model=\"slow\",version=\"1\"} 1\n"),
             std::string::npos)
       << metrics.substr(0, 200);
+}
+
+TEST_F(ChaosTest, TwentyEditsOfTheBackendsFileUnderLoadFailNoRequest) {
+  const std::vector<std::string> edits = {
+      "endpoints = " + Endpoints({0, 1}),
+      "endpoints = [{ url = \"http://127.0.0.1:" + std::to_string(upstreams_[1]->data_port()) +
+          "\", weight = 5 }, { url = \"http://127.0.0.1:" +
+          std::to_string(upstreams_[2]->data_port()) + "\", priority = 2 }]",
+      "endpoints = " + Endpoints({2}) + "\n[backends.digits.breaker]\nfailure_count = 3",
+      "endpoints = " + Endpoints({0, 1, 2}) + "\nattempt_timeout_ms = 300",
+  };
+  int edited = 0;
+  std::vector<Sample> samples = Load("digits", 4, 4.0, 2000, [&](double now) {
+    if (edited == 20) return -1.0;
+    WriteBackends("[backends.digits]\n" + edits[size_t(edited) % edits.size()] + "\n");
+    ++edited;
+    return now + 0.15;
+  });
+  EXPECT_EQ(edited, 20);
+  int failed = 0;
+  for (const Sample& s : samples) failed += s.status != 200;
+  EXPECT_EQ(failed, 0) << "of " << samples.size();
+  EXPECT_GT(samples.size(), 200u);
+
+  // An edit takes effect: only upstream 0 serves, as the admin view shows.
+  // The admin view of "digits" alone (other models use the same upstreams).
+  auto backends = [&] {
+    const std::string all =
+        Fetch(gateway_->admin_port(), "GET", "/admin/v1/backends", "", {Bearer(key_)}).body;
+    const size_t at = all.find("{\"model\":\"digits\"");
+    if (at == std::string::npos) return std::string();
+    return all.substr(at, all.find("{\"model\":", at + 1) - at);
+  };
+  auto url = [&](int i) {
+    return "\"url\":\"http://127.0.0.1:" + std::to_string(upstreams_[i]->data_port()) + "\"";
+  };
+  WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0}) + "\n");
+  std::string state;
+  for (int i = 0; i < 30; ++i) {
+    state = backends();
+    if (state.find(url(2)) == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(state.find(url(0)), std::string::npos) << state;
+  EXPECT_EQ(state.find(url(1)), std::string::npos) << state;
+  EXPECT_EQ(state.find(url(2)), std::string::npos) << state;
+
+  // A file that does not validate is refused with its file:line, and the last good one stays.
+  WriteBackends("[backends.digits]\nendpoints = " + Endpoints({1}) + "\nretries = 3\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_NE(gateway_->Log().find(backends_.string() + ":3"), std::string::npos) << gateway_->Log();
+  state = backends();
+  EXPECT_NE(state.find(url(0)), std::string::npos) << state;
+  EXPECT_EQ(state.find(url(1)), std::string::npos) << state;
+  double seconds = 0;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("digits", 2000, &seconds).status, 200);
 }
 
 }  // namespace

@@ -1,0 +1,163 @@
+#include "app/backends_source.h"
+
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "common/crypto.h"
+#include "common/strings.h"
+
+namespace pillar::app {
+namespace {
+
+constexpr uintmax_t kMaxBackendsBytes = 4 << 20;
+
+}  // namespace
+
+BackendsSource::BackendsSource(std::string path, absl::Duration interval, audit::AuditSink* audit)
+    : path_(std::move(path)),
+      interval_(interval),
+      audit_(audit),
+      current_(std::make_shared<models::BackendsFile>()) {}
+
+BackendsSource::~BackendsSource() { Stop(); }
+
+void BackendsSource::Stop() {
+  {
+    absl::MutexLock lock(&stop_mu_);
+    stop_ = true;
+  }
+  if (reconciler_.joinable()) reconciler_.join();
+  watcher_.reset();  // before the members its callback uses
+}
+
+absl::Status BackendsSource::Load() {
+  if (path_.empty()) return absl::OkStatus();
+  watcher_ = std::make_unique<FileWatcher>(path_, "backends file", interval_, kMaxBackendsBytes,
+                                           [this](const std::string& text) { return Apply(text); });
+  return watcher_->LoadNow();
+}
+
+void BackendsSource::Start(const runtime::ModelCatalog& catalog) {
+  if (path_.empty()) return;
+  {
+    absl::MutexLock lock(&mu_);
+    catalog_ = &catalog;
+  }
+  if (interval_ <= absl::ZeroDuration()) return;
+  watcher_->Start();
+  reconciler_ = std::thread([this] {
+    absl::MutexLock lock(&stop_mu_);
+    while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_)) {
+      stop_mu_.Unlock();
+      Reconcile();
+      stop_mu_.Lock();
+    }
+  });
+}
+
+std::shared_ptr<const models::BackendsFile> BackendsSource::Current() const {
+  absl::MutexLock lock(&mu_);
+  return current_;
+}
+
+absl::Status BackendsSource::Apply(const std::string& text) {
+  // It says where models' traffic goes, with their upstream credentials: as protected as
+  // pillar.toml. (Checked on the path after the read; the check guards against a careless mode,
+  // not a race with its owner.)
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    absl::Status refused = absl::PermissionDeniedError(
+        StrCat(path_,
+               ": group or others may write it; it decides where traffic and upstream "
+               "credentials go (chmod go-w)"));
+    Audit(false, std::string(refused.message()));
+    return refused;
+  }
+  absl::StatusOr<models::BackendsFile> parsed = models::BackendsFile::Parse(text, path_);
+  if (!parsed.ok()) {
+    Audit(false, std::string(parsed.status().message()));
+    return parsed.status();
+  }
+  // Every remote version in service must take it, or none does.
+  std::shared_ptr<const runtime::ModelRegistry> registry;
+  {
+    absl::MutexLock lock(&mu_);
+    if (catalog_ != nullptr) registry = catalog_->Current();
+  }
+  if (registry != nullptr) {
+    for (const auto& v : registry->versions()) {
+      if (!v->config || v->config->platform != models::Platform::kRemote) continue;
+      if (absl::StatusOr<models::RemoteConfig> applied = parsed->Apply(v->name, v->config->remote);
+          !applied.ok()) {
+        absl::Status refused =
+            absl::InvalidArgumentError(StrCat(applied.status().message(), " (for model ", v->name,
+                                              " version ", v->version_text, ")"));
+        Audit(false, std::string(refused.message()));
+        return refused;
+      }
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    current_ = std::make_shared<const models::BackendsFile>(std::move(*parsed));
+    ++generation_;
+  }
+  Audit(true, StrCat("sha256 ", HexEncode(Sha256(text))));
+  Reconcile();
+  return absl::OkStatus();
+}
+
+void BackendsSource::Reconcile() {
+  std::shared_ptr<const runtime::ModelRegistry> registry;
+  std::shared_ptr<const models::BackendsFile> file;
+  int64_t generation;
+  {
+    absl::MutexLock lock(&mu_);
+    if (catalog_ == nullptr) return;
+    registry = catalog_->Current();
+    file = current_;
+    generation = generation_;
+  }
+  std::map<std::pair<const runtime::Runner*, int64_t>, int64_t> seen;
+  for (const auto& v : registry->versions()) {
+    if (!v->config || v->config->platform != models::Platform::kRemote || !v->runner) continue;
+    const std::pair<const runtime::Runner*, int64_t> key(v->runner.get(), v->stamp);
+    int64_t had;
+    {
+      absl::MutexLock lock(&mu_);
+      auto it = applied_.find(key);
+      had = it == applied_.end() ? -1 : it->second;
+    }
+    seen[key] = generation;
+    if (had == generation) continue;
+    absl::StatusOr<models::RemoteConfig> applied = file->Apply(v->name, v->config->remote);
+    absl::Status s = applied.ok() ? v->runner->Reconfigure(*applied) : applied.status();
+    if (!s.ok()) {
+      std::fprintf(stderr, "pillar: backends file not applied to model %s version %s: %s\n",
+                   v->name.c_str(), v->version_text.c_str(), std::string(s.message()).c_str());
+    }
+  }
+  absl::MutexLock lock(&mu_);
+  applied_ = std::move(seen);
+}
+
+void BackendsSource::Audit(bool ok, const std::string& reason) {
+  if (audit_ == nullptr) return;
+  audit_->Record({.kind = audit::EventKind::kModel,
+                  .allowed = ok,
+                  .time_us = absl::GetCurrentTimeNanos() / 1000,
+                  .principal = "pillar",
+                  .tenant = {},
+                  .action = "backends_load",
+                  .resource = path_,
+                  .request_id = {},
+                  .remote = {},
+                  .explain = [&] {
+                    return ok ? reason : StrCat("refused, the previous file stays: ", reason);
+                  }});
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,71 @@
+#include "models/backends_file.h"
+
+#include <gtest/gtest.h>
+
+namespace pillar::models {
+namespace {
+
+RemoteConfig Signed() {
+  RemoteConfig remote;
+  remote.endpoints.push_back({"http://10.0.0.1:8000", 1, 1, ""});
+  remote.credentials_file = "/etc/pillar/upstream.token";
+  remote.model = "digits-upstream";
+  remote.timeout_ms = 5000;
+  return remote;
+}
+
+TEST(BackendsFileTest, ATableChangesOnlyWhatItNamesOfItsModel) {
+  absl::StatusOr<BackendsFile> file = BackendsFile::Parse(R"([backends.digits]
+endpoints = ["http://10.0.0.7:8000", { url = "http://10.0.0.8:8000", weight = 3, zone = "b" }]
+attempt_timeout_ms = 150
+[backends.digits.breaker]
+failure_count = 4
+)",
+                                                          "backends.toml");
+  ASSERT_TRUE(file.ok()) << file.status();
+  EXPECT_TRUE(file->Names("digits"));
+  absl::StatusOr<RemoteConfig> digits = file->Apply("digits", Signed());
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  ASSERT_EQ(digits->endpoints.size(), 2u);  // replaced, not appended
+  EXPECT_EQ(digits->endpoints[1].weight, 3);
+  EXPECT_EQ(digits->attempt_timeout_ms, 150);
+  EXPECT_EQ(digits->breaker.failure_count, 4);
+  EXPECT_EQ(digits->timeout_ms, 5000);  // not named: as signed
+  EXPECT_EQ(digits->credentials_file, "/etc/pillar/upstream.token");
+  EXPECT_EQ(digits->model, "digits-upstream");
+  // A model it does not name is served as signed.
+  absl::StatusOr<RemoteConfig> other = file->Apply("other", Signed());
+  ASSERT_TRUE(other.ok());
+  EXPECT_EQ(other->endpoints[0].url, "http://10.0.0.1:8000");
+}
+
+TEST(BackendsFileTest, WhatStaysWithTheSignatureCannotBeSetHere) {
+  for (const char* key :
+       {"credentials_file = \"/tmp/x\"", "ca_file = \"/tmp/ca\"", "model = \"other\"",
+        "version = \"2\"", "idempotent = false", "client_key = \"/tmp/k\""}) {
+    absl::StatusOr<BackendsFile> file =
+        BackendsFile::Parse(std::string("[backends.digits]\n") + key + "\n", "backends.toml");
+    ASSERT_FALSE(file.ok()) << key;
+    EXPECT_NE(file.status().message().find("backends.toml:2"), std::string::npos) << file.status();
+  }
+}
+
+TEST(BackendsFileTest, AFileThatDoesNotHoldIsRefusedWhole) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"[server]\nthreads = 2\n", "only [backends.<model>] tables"},
+      {"[backends.\"../x\"]\nendpoints = [\"http://a:1\"]\n", "does not name a model"},
+      {"[backends.digits]\nendpoints = []\n", "endpoints must list 1 to 64"},
+      {"[backends.digits]\nendpoints = [\"ftp://a\"]\n", "must start with http"},
+      {"[backends.digits]\nendpoints = [\"http://a:1\", \"http://a:1\"]\n", "listed twice"},
+      {"[backends.digits]\nretries = 3\n", "backends.toml:2"},
+      {"[backends.digits\n", "backends.toml:1"},
+  };
+  for (const auto& [text, error] : bad) {
+    absl::StatusOr<BackendsFile> file = BackendsFile::Parse(text, "backends.toml");
+    ASSERT_FALSE(file.ok()) << text;
+    EXPECT_NE(file.status().message().find(error), std::string::npos) << file.status();
+  }
+}
+
+}  // namespace
+}  // namespace pillar::models
