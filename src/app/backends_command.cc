@@ -28,8 +28,12 @@ struct BackendsOptions {
 // GET `path` from the admin listener with the key, waiting at most 10 s.
 [[nodiscard]] absl::StatusOr<std::string> AdminGet(const BackendsOptions& options,
                                                    std::string_view path) {
+  // The URL is not echoed: a mistaken one may carry a password.
+  if (options.admin.find('@') != std::string::npos) {
+    return absl::InvalidArgumentError("--admin must not carry credentials; give the key apart");
+  }
   absl::StatusOr<upstream::Endpoint> endpoint = upstream::ParseEndpoint(options.admin);
-  if (!endpoint.ok()) return endpoint.status();
+  if (!endpoint.ok()) return absl::InvalidArgumentError("--admin must be http[s]://host[:port]");
   SecretString key;
   if (!options.key_file.empty()) {
     absl::StatusOr<SecretString> read = upstream::ReadToken(options.key_file);

@@ -48,11 +48,11 @@ BatchingRunner::~BatchingRunner() {
   for (Pending& p : abandoned) std::move(p.done)(absl::UnavailableError("model is unloading"));
 }
 
-int64_t BatchingRunner::EstimatedWaitNanos() const {
+int64_t BatchingRunner::EstimatedWaitNanos(size_t ahead) const {
   // The batches ahead of a new request, run by every instance in turn, then its own: a request
   // that cannot be answered before its deadline is refused now rather than computed for nobody.
   const double batches =
-      std::ceil(double(queue_.size()) / double(std::max<int64_t>(1, config_.max_batch_size)));
+      std::ceil(double(ahead) / double(std::max<int64_t>(1, config_.max_batch_size)));
   return static_cast<int64_t>((batches / double(instances_.size()) + 1) * mean_batch_ns_);
 }
 
@@ -63,10 +63,11 @@ void BatchingRunner::NoteBatchTime(int64_t ns) {
 }
 
 int64_t BatchingRunner::EstimatedWaitSeconds() const {
-  return std::max<int64_t>(1, (EstimatedWaitNanos() + 999'999'999) / 1'000'000'000);
+  return std::max<int64_t>(1, (EstimatedWaitNanos(queue_.size()) + 999'999'999) / 1'000'000'000);
 }
 
-std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceRequest& request) {
+std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceRequest& request,
+                                                    size_t ahead) {
   if (stopping_) return absl::UnavailableError("model is unloading");
   const int64_t limit = QueueLimit(request.priority, config_.batching.max_queue_size);
   if (static_cast<int64_t>(queue_.size()) >= limit) {
@@ -80,9 +81,11 @@ std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceReq
         StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"),
         EstimatedWaitSeconds());
   }
-  // Only once a batch was measured: the prior says nothing of this model.
-  if (batches_measured_ > 0) {
-    return ShedByWait(EstimatedWaitNanos(), clock_.MonotonicNanos(), request.deadline_ns);
+  // Only once a batch was measured (the prior says nothing of this model), and only with
+  // requests ahead: one that would run at once is always taken, so that an estimate from a slow
+  // spell long past cannot refuse everything, and its run refreshes the estimate.
+  if (batches_measured_ > 0 && ahead > 0) {
+    return ShedByWait(EstimatedWaitNanos(ahead), clock_.MonotonicNanos(), request.deadline_ns);
   }
   return std::nullopt;
 }
@@ -94,12 +97,17 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     return;
   }
   mu_.Lock();
-  if (std::optional<absl::Status> refused = Refusal(request)) {
+  // Ordered by class, first come first served within one: behind those of its class or higher.
+  auto place = std::find_if(queue_.begin(), queue_.end(), [&](const Pending& queued) {
+    return queued.request.priority > request.priority;
+  });
+  if (std::optional<absl::Status> refused = Refusal(request, size_t(place - queue_.begin()))) {
     mu_.Unlock();
     std::move(done)(std::move(*refused));
     return;
   }
-  queue_.push_back(Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
+  queue_.insert(place,
+                Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
   mu_.Unlock();
   // All: an instance waiting for its batch to fill must see every arrival, not just an idle one.
   cv_.SignalAll();

@@ -53,14 +53,14 @@ class BatchingRunner final : public Runner {
   // computation for nobody.
   void DropExpired(std::vector<Pending>& batch);
   void RunBatch(Backend& backend, std::vector<Pending>& batch);
-  // How long a request queued now would take to be answered (the batches ahead of it, then its
-  // own), from the measured batch time.
-  int64_t EstimatedWaitNanos() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How long a request queued behind `ahead` others would take to be answered (the batches ahead
+  // of it, then its own), from the measured batch time.
+  int64_t EstimatedWaitNanos(size_t ahead) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EstimatedWaitSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteBatchTime(int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);
-  // Why `request` may not queue now (unloading, its class's share of the queue is full, its
-  // estimated wait ends past its deadline); none when it may.
-  std::optional<absl::Status> Refusal(const protocol::InferenceRequest& request)
+  // Why `request` may not queue now behind `ahead` others (unloading, its class's share of the
+  // queue is full, its estimated wait ends past its deadline); none when it may.
+  std::optional<absl::Status> Refusal(const protocol::InferenceRequest& request, size_t ahead)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const models::ModelConfig config_;

@@ -5,11 +5,14 @@
 namespace pillar::upstream {
 namespace {
 
-// An endpoint not measured yet counts as fast as the floor, so that it gets tried.
 constexpr double kLatencyFloorS = 1e-4;
 
-double Load(const Candidate& c) {
-  return double(c.outstanding + 1) * std::max(c.latency_s, kLatencyFloorS);
+// An endpoint not measured yet counts as the group's average, so that it gets tried as often as
+// an average one: not always (an endpoint that never answers a usable reply would otherwise
+// never be measured and win every draw), not never.
+double Load(const Candidate& c, double unmeasured_s) {
+  return double(c.outstanding + 1) *
+         std::max(c.latency_s > 0 ? c.latency_s : unmeasured_s, kLatencyFloorS);
 }
 
 }  // namespace
@@ -36,9 +39,17 @@ std::optional<size_t> EndpointPicker::Pick(const std::vector<Candidate>& candida
     total_weight += std::max(c.weight, 1);
   }
   if (group.size() == 1) return group.front()->index;
+  double measured_sum = 0;
+  int measured = 0;
+  for (const Candidate* c : group) {
+    if (c->latency_s <= 0) continue;
+    measured_sum += c->latency_s;
+    ++measured;
+  }
+  const double unmeasured_s = measured > 0 ? measured_sum / measured : kLatencyFloorS;
   const Candidate& first = Draw(group, total_weight);
   const Candidate& second = Draw(group, total_weight);
-  return (Load(second) < Load(first) ? second : first).index;
+  return (Load(second, unmeasured_s) < Load(first, unmeasured_s) ? second : first).index;
 }
 
 }  // namespace pillar::upstream

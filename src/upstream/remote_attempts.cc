@@ -118,8 +118,10 @@ void RemoteRunner::State::TryNext(std::shared_ptr<Call> call) {
   if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
   const Clock::time_point now = Clock::now();
   if (now >= call->deadline) return Complete(*call, TimedOut(*call));
-  if (call->attempts == 0) {
-    // Admitted now, or out of the queue: one that cannot be answered in time is not sent.
+  if (call->attempts == 0 && call->queued) {
+    // Out of the queue, under load (so the estimate is being refreshed by calls that end): one
+    // that can no longer be answered in time is not sent. A call admitted at once is always sent:
+    // an estimate from a slow spell long past must not refuse it, and its end refreshes it.
     if (std::optional<absl::Status> refused = DeadlineRefusal(*call, 0)) {
       return Complete(*call, std::move(*refused));
     }
@@ -269,7 +271,8 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   // What is left of the deadline, so that the upstream does not work for nobody (another pillar
   // reads it; other servers ignore it).
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(call->deadline - Clock::now());
-  request->set(kTimeoutHeader, std::to_string(std::max<int64_t>(1, left.count())));
+  attempt->budget_ms = std::max<int64_t>(1, left.count());
+  request->set(kTimeoutHeader, std::to_string(attempt->budget_ms));
   request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
   request->prepare_payload();
   call->sent = true;
@@ -336,13 +339,25 @@ void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<At
   }
   if (reply->status == 200) return OnOk(std::move(call), std::move(attempt), reused, *reply);
   const bool throttled = reply->status == 429 || reply->status == 503;
-  if (throttled && reply->retry_after_s) {
-    call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), *reply->retry_after_s);
-  }
   // A pillar upstream that refused only because this caller's deadline is too short for its
-  // queue: nothing against the endpoint, and no pause for the others' requests.
-  const bool shed_for_caller = reply->status == 503 && reply->shed_for_deadline;
-  if (!shed_for_caller) call->all_shed_for_deadline = false;
+  // queue: nothing against the endpoint, and no pause for the others' requests. Believed only
+  // for a caller that set a deadline of its own (else it is a plain 503 and pauses the endpoint),
+  // and taken as what it says of the endpoint's speed: it cannot answer within the time it was
+  // given, so the balancer sends it less.
+  const bool shed_for_caller =
+      reply->status == 503 && reply->shed_for_deadline && call->caller_deadline;
+  if (shed_for_caller) {
+    const double budget_s = double(attempt->budget_ms) / 1e3;
+    slot.latency_s = slot.latency_s == 0 ? budget_s : 0.9 * slot.latency_s + 0.1 * budget_s;
+  } else {
+    call->all_shed_for_deadline = false;
+  }
+  if (throttled && reply->retry_after_s) {
+    // What a shed says is about this caller's deadline: passed on, but never beyond a minute.
+    const int64_t said =
+        shed_for_caller ? std::min<int64_t>(*reply->retry_after_s, 60) : *reply->retry_after_s;
+    call->retry_after = std::min(call->retry_after.value_or(INT64_MAX), said);
+  }
   Record(*attempt,
          {.kind = AttemptOutcome::kStatus,
           .status = reply->status,

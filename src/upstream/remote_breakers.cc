@@ -46,7 +46,11 @@ void RemoteRunner::State::RecordBackend(const Call& call, const absl::Status& st
   const Clock::time_point now = Clock::now();
   Verdict verdict = Verdict::kSuccess;
   std::chrono::milliseconds retry_after{0};
-  if (stopping || (!status.ok() && (call.CutByCaller() || runtime::IsShedForDeadline(status)))) {
+  // Nothing is learnt of the backend from a request cut off by its caller, shed for its own
+  // deadline, or refused by the upstream as the request's fault (a 4xx): otherwise a caller could
+  // open the breaker for everyone with requests the upstream refuses.
+  if (stopping || (!status.ok() && (call.CutByCaller() || runtime::IsShedForDeadline(status) ||
+                                    runtime::IsRefusedUpstream(status)))) {
     verdict = Verdict::kIgnored;
   } else if (!status.ok() && backend_breaker->rule().CountsStatus(StatusOf(status))) {
     verdict = Verdict::kFailure;
@@ -91,8 +95,10 @@ void RemoteRunner::State::OnPeerTrip(std::string_view endpoint, int64_t until_un
                                std::chrono::system_clock::now().time_since_epoch())
                                .count();
   // At most a day: a clock far off, or a bad message, does not shut a model for good.
-  const int64_t left_ms = std::min<int64_t>(until_unix_ms - unix_now, 86'400'000);
-  if (left_ms <= 0) return;
+  // Compared before subtracting, which could overflow for a message from far in the past.
+  if (until_unix_ms <= unix_now) return;
+  const int64_t left_ms =
+      until_unix_ms - unix_now > 86'400'000 ? 86'400'000 : until_unix_ms - unix_now;
   const Clock::time_point until = now + std::chrono::milliseconds(left_ms);
   if (endpoint.empty()) {
     if (auto change = backend_breaker->Trip(until, now)) BackendChanged(*change, now, true);

@@ -47,12 +47,18 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
     call->started = now;
     return TryNext(std::move(call));
   }
-  if (std::optional<absl::Status> refused = QueueRefusal(*call)) {
+  // The queue is ordered by class, first come first served within one: a call goes behind
+  // those of its class or higher, ahead of the lower ones.
+  auto place = std::find_if(queue.begin(), queue.end(), [&](const std::shared_ptr<Call>& queued) {
+    return queued->request.priority > call->request.priority;
+  });
+  if (std::optional<absl::Status> refused = QueueRefusal(*call, place - queue.begin())) {
     // Overload says nothing of the upstream's health: a probe place taken is given back.
     backend_breaker->Record(CircuitBreaker::Verdict::kIgnored, now, call->backend_probe);
     return Finish(*call, std::move(*refused));
   }
-  queue.push_back(std::move(call));
+  call->queued = true;
+  queue.insert(place, std::move(call));
 }
 
 // The refusal of `call` when the calls ahead of it (served capacity() at a time) and its own, at
@@ -71,15 +77,16 @@ int64_t RemoteRunner::State::EstimatedNanos(int64_t calls_ahead) const {
   return int64_t((double(calls_ahead) / double(capacity()) + 1) * mean_call_ns);
 }
 
-// Why `call` may not wait for a connection: its class's share of the queue is full, or the calls
-// queued ahead of it and its own would end past its deadline. None when it may.
-std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call) const {
+// Why `call` may not wait for a connection: its class's share of the queue is full, or the
+// `ahead` calls it would queue behind and its own would end past its deadline. None when it may.
+std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call,
+                                                              int64_t ahead) const {
   const protocol::Priority priority = call.request.priority;
   const int64_t max_queue = config.remote.max_queue;
   const int64_t limit = runtime::QueueLimit(priority, max_queue);
   const int64_t waiting = int64_t(queue.size());
-  // Those waiting, and about one more for the calls in flight, which free their places first.
-  const int64_t wait_ns = mean_call_ns <= 0 ? 0 : EstimatedNanos(waiting + 1);
+  // Those ahead, and about one more for the calls in flight, which free their places first.
+  const int64_t wait_ns = mean_call_ns <= 0 ? 0 : EstimatedNanos(ahead + 1);
   const int64_t retry_s = std::max<int64_t>(1, (wait_ns + 999'999'999) / 1'000'000'000);
   if (waiting >= limit) {
     return runtime::Shed(limit < max_queue
@@ -89,7 +96,7 @@ std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call) 
                              : std::string("too many requests waiting for the upstream"),
                          retry_s);
   }
-  return DeadlineRefusal(call, waiting + 1);
+  return DeadlineRefusal(call, ahead + 1);
 }
 
 // Ends `call` and lets the next queued one start. The next one starts from the io_context,

@@ -41,7 +41,9 @@ struct Attempt {
   std::shared_ptr<EndpointSet> set;  // the endpoints it was chosen among (a change keeps them)
   std::shared_ptr<UpstreamConnection> connection;  // once connected
   bool hedge = false;
-  bool cancelled = false;  // another attempt answered: this one's outcome says nothing
+  bool cancelled = false;
+  int64_t budget_ms = 0;  // the time it told the upstream it has (X-Pillar-Timeout-Ms)  // another
+                          // attempt answered: this one's outcome says nothing
 };
 
 // One request, from admission to its answer.
@@ -69,6 +71,7 @@ struct Call {
   bool sent = false;       // an attempt's request went out: an upstream may have seen it
   bool retrying = false;   // holds one of the retry budget's places
   bool completed = false;  // answered: whatever comes back later is dropped
+  bool queued = false;     // waited for a place among the calls in flight
   // The last attempt failed to connect (refused, not timed out): nothing reached an upstream.
   bool last_was_refused_connection = false;
   std::optional<int64_t> retry_after;
@@ -125,7 +128,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
 
   // remote_runner.cc
   void Admit(std::shared_ptr<Call> call);
-  std::optional<absl::Status> QueueRefusal(const Call& call) const;
+  std::optional<absl::Status> QueueRefusal(const Call& call, int64_t ahead) const;
   std::optional<absl::Status> DeadlineRefusal(const Call& call, int64_t calls_ahead) const;
   // How long a call with `calls_ahead` queued before it takes to be answered, estimated.
   int64_t EstimatedNanos(int64_t calls_ahead) const;

@@ -69,6 +69,7 @@ class ConnectionImpl final : public UpstreamConnection,
     done_ = std::move(done);
     max_body_bytes_ = max_body_bytes;
     interim_replies_ = 0;
+    write_error_ = {};
     NewParser();
     tcp().expires_at(deadline);
     http::async_write(stream_, *request_, [self = this->shared_from_this()](error_code ec, size_t) {
@@ -100,9 +101,11 @@ class ConnectionImpl final : public UpstreamConnection,
 
  private:
   void OnWritten(const error_code& ec) {
-    if (ec)
-      return Fail(ec,
-                  ec == beast::error::timeout ? CallFailure::kDeadline : CallFailure::kBeforeReply);
+    if (ec == beast::error::timeout) return Fail(ec, CallFailure::kDeadline);
+    // A server may answer before it has read the whole request (a 413 for a body over its
+    // limit) and close: the write then fails, but its answer is there to read, and it says the
+    // request was refused, not that the server failed.
+    write_error_ = ec;
     Read();
   }
 
@@ -122,6 +125,7 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   void OnHeader(const error_code& ec) {
+    if (ec && write_error_) return Fail(write_error_, CallFailure::kBeforeReply);
     if (ec || parser_->is_done()) return OnRead(ec);
     if (const auto length = parser_->content_length();
         length && *length > uint64_t(max_body_bytes_)) {
@@ -133,6 +137,7 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   void OnRead(const error_code& ec) {
+    if (ec && write_error_) return Fail(write_error_, CallFailure::kBeforeReply);
     if (ec) {
       return Fail(ec, ec == beast::error::timeout                   ? CallFailure::kDeadline
                       : parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
@@ -165,6 +170,7 @@ class ConnectionImpl final : public UpstreamConnection,
       return Fail(http::error::body_limit, CallFailure::kDuringReply);
     }
     reply.body = std::move(response.body());
+    if (write_error_) Close();  // the server stopped reading: the connection is done
     parser_.reset();
     request_.reset();
     tcp().expires_never();
@@ -187,6 +193,7 @@ class ConnectionImpl final : public UpstreamConnection,
   beast::flat_buffer buffer_{kMaxBufferBytes};
   int64_t max_body_bytes_ = 0;
   int interim_replies_ = 0;
+  error_code write_error_;  // the request's write failed; the answer may still be readable
   std::optional<http::response_parser<http::string_body>> parser_;
   std::shared_ptr<const HttpRequest> request_;
   ReplyCallback done_;

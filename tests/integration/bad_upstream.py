@@ -25,6 +25,8 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   flaky        500
   broken       500
   maybeslow    a valid reply, 500 ms late while a file slow.<port> exists in the working directory
+  maybeshed    a valid reply, or while a file shed.<port> exists, 503 with X-Pillar-Shed: deadline
+               and Retry-After: 3600 (an upstream claiming every deadline is too short)
 Each request for pause, flaky or broken appends its time (time.time()) to <model>.hits.
 GET /v2/health/ready answers 200, or 503 while a file unready.<port> exists in the working
 directory (the active health checks' test).
@@ -136,6 +138,17 @@ class Handler(BaseHTTPRequestHandler):
         if model == "noid":
             del good["id"]
             return self.reply(200, json.dumps(good).encode())
+        if model == "maybeshed":
+            try:
+                open("shed.%d" % self.server.server_address[1]).close()
+                self.send_response(503)
+                self.send_header("X-Pillar-Shed", "deadline")
+                self.send_header("Retry-After", "3600")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            except OSError:
+                return self.reply(200, json.dumps(good).encode())
         if model == "maybeslow":
             try:
                 open("slow.%d" % self.server.server_address[1]).close()

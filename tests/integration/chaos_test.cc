@@ -97,6 +97,16 @@ class ChaosTest : public ::testing::Test {
     token_ = upstreams_[0]->CreateKey("gateway");
     const std::string& token = token_;
     for (auto& u : upstreams_) ASSERT_TRUE(u->Start()) << u->Log();
+    // An upstream that refuses bodies over 2 KiB with 413 and closes, before reading them (the
+    // gateway sends about 3 MB: more than the sockets buffer, so its write fails).
+    strict_ = std::make_unique<testing::ServerProcess>();
+    WriteVersion(
+        strict_->dir() / "store", "wide",
+        Simulated(0, 1).replace(Simulated(0, 1).find("shape = [4]"), 11, "shape = [262144]"));
+    strict_->SetStore(strict_->dir() / "store");
+    strict_->SetStatePath(upstreams_[0]->state_path());
+    strict_->AddConfig("[limits]\nbody_limit_bytes = 2048\n");
+    ASSERT_TRUE(strict_->Start()) << strict_->Log();
 
     gateway_ = std::make_unique<testing::ServerProcess>();
     const std::filesystem::path credentials = gateway_->dir() / "upstream.token";
@@ -123,6 +133,9 @@ class ChaosTest : public ::testing::Test {
                  Remote({u0}, auth + "model = \"slow\"\nconnections = 2\nmax_queue = 4\n"));
     WriteVersion(store, "steady", Remote({u0}, auth + "model = \"digits\"\n"));
     WriteVersion(store, "slow", Remote({u2}, auth));
+    std::string wide = Remote({strict_.get()}, auth + "consecutive_failures = 1\n");
+    wide.replace(wide.find("shape = [4]"), 11, "shape = [262144]");
+    WriteVersion(store, "wide", wide);
     gateway_->SetStore(store);
     // The operator's backends file, watched every 100 ms; at first it says what model.toml says.
     backends_ = gateway_->dir() / "backends.toml";
@@ -138,6 +151,7 @@ class ChaosTest : public ::testing::Test {
     for (auto& u : upstreams_) {
       if (u->running()) u->Stop();
     }
+    if (strict_ && strict_->running()) strict_->Stop();
   }
 
   // A TOML array of the upstreams `which`, as URLs.
@@ -197,6 +211,7 @@ class ChaosTest : public ::testing::Test {
 
   std::array<std::unique_ptr<testing::ServerProcess>, 3> upstreams_;
   std::unique_ptr<testing::ServerProcess> gateway_;
+  std::unique_ptr<testing::ServerProcess> strict_;
   std::string key_;
   std::string token_;  // the gateway's key at the upstreams
   std::filesystem::path backends_;
@@ -385,6 +400,30 @@ TEST_F(ChaosTest, TwentyEditsOfTheBackendsFileUnderLoadFailNoRequest) {
   EXPECT_EQ(state.find(url(1)), std::string::npos) << state;
   double seconds = 0;
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("digits", 2000, &seconds).status, 200);
+}
+
+// An upstream that answers 413 to a body over its limit and closes before reading it: the
+// gateway's write fails, but it reads the answer, and a refusal of the request is not a failure of
+// the endpoint (one bad request must not eject it for everyone; here one failure would).
+TEST_F(ChaosTest, AnUpstreamRefusingABodyItWillNotReadIsNotFailing) {
+  std::string data;
+  for (int i = 0; i < 262144; ++i) data += (i ? ",123456.789" : "123456.789");
+  const std::string body =
+      R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,262144],"data":[)" + data + "]}]}";
+  for (int i = 0; i < 5; ++i) {
+    HttpReply r =
+        Fetch(gateway_->data_port(), "POST", "/v2/models/wide/infer", body, {Bearer(key_)});
+    EXPECT_EQ(r.status, 502) << r.body;
+    EXPECT_NE(r.body.find("answered 413"), std::string::npos) << r.body;
+  }
+  const std::string state =
+      Fetch(gateway_->admin_port(), "GET", "/admin/v1/backends", "", {Bearer(key_)}).body;
+  const size_t at = state.find("{\"model\":\"wide\"");
+  ASSERT_NE(at, std::string::npos) << state;
+  EXPECT_NE(state.substr(at, 400).find("\"health\":\"healthy\",\"breaker\":\"closed\""),
+            std::string::npos)
+      << state.substr(at, 400);
+  EXPECT_NE(state.substr(at, 400).find("\"ejections\":0"), std::string::npos);
 }
 
 }  // namespace

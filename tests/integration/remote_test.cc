@@ -221,6 +221,11 @@ class RemoteTest : public ::testing::Test {
                         auth + "model = \"maybeslow\"\n[remote.health_check]\nenabled = false\n"
                                "[remote.hedge]\nenabled = true\nquantile = 0.5\n"
                                "min_delay_ms = 20\n"));
+    // Two replicas; one may claim that every deadline is too short for it.
+    WriteVersion(store, "shedding",
+                 Remote({"http://127.0.0.1:" + std::to_string(more_bad_ports_[0]),
+                         "http://127.0.0.1:" + std::to_string(more_bad_ports_[1])},
+                        auth + "model = \"maybeshed\"\n[remote.health_check]\nenabled = false\n"));
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     low_key_ = gateway_->CreateKey("batch-jobs", {"--role", "admin", "--attr", "priority=low"});
@@ -806,6 +811,33 @@ TEST_F(RemoteTest, AHedgeToAnotherReplicaAnswersWhileOneIsSlow) {
       metrics.find("pillar_upstream_hedge_wins_total{model=\"hedged\",version=\"1\"} ");
   ASSERT_NE(at, std::string::npos);
   EXPECT_GT(std::stoi(metrics.substr(at + 61)), 0);
+}
+
+// An upstream's 4xx is the request's fault: however many a caller sends, the version's breaker
+// stays closed and the endpoint in service for everyone.
+TEST_F(RemoteTest, RequestsAnUpstreamRefusesCannotOpenTheBreaker) {
+  for (int i = 0; i < 30; ++i) EXPECT_EQ(Infer("picky").status, 502);
+  const std::string state = BackendOf(Backends(*gateway_, key_), "picky");
+  EXPECT_NE(state.find("\"breaker\":\"closed\""), std::string::npos) << state;
+  EXPECT_NE(state.find("\"health\":\"healthy\""), std::string::npos) << state;
+  EXPECT_NE(state.find("\"trips\":0"), std::string::npos) << state;
+}
+
+// A replica that answers every request "X-Pillar-Shed: deadline" (with Retry-After: 3600) is not
+// believed without a caller's deadline (a plain 503: it is paused), and with one it is sent less
+// as the time it claims to need is taken as its latency; no request fails either way.
+TEST_F(RemoteTest, AReplicaClaimingEveryDeadlineIsTooShortCannotTakeTheTraffic) {
+  const std::filesystem::path shed =
+      bad_dir_->path() / ("shed." + std::to_string(more_bad_ports_[0]));
+  std::ofstream(shed).close();
+  for (int i = 0; i < 30; ++i) {
+    HttpReply deadline = Fetch(gateway_->data_port(), "POST", "/v2/models/shedding/infer", kTwoRows,
+                               {Bearer(key_), "X-Pillar-Timeout-Ms: 2000"});
+    EXPECT_EQ(deadline.status, 200) << deadline.body;
+    HttpReply plain = Infer("shedding");
+    EXPECT_EQ(plain.status, 200) << plain.body;
+  }
+  std::filesystem::remove(shed);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include "runtime/batching_runner.h"
@@ -116,6 +117,50 @@ TEST(AdmissionTest, UnderPressureTheLowerClassIsRefusedFirst) {
   auto normal = Submit(runner, Row(Priority::kNormal));
   auto high = Submit(runner, Row(Priority::kHigh));
   for (auto* f : {&running, &a, &b, &normal, &high}) EXPECT_TRUE(f->get().ok());
+}
+
+TEST(AdmissionTest, ARequestThatWouldRunAtOnceIsTakenWhateverTheEstimate) {
+  // A slow spell measured (300 ms batches); then, with nothing ahead, a request with a 100 ms
+  // deadline is still taken: only the requests ahead make a wait, and its run refreshes the
+  // estimate.
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<SleepyBackend>(300));
+  BatchingRunner runner(OneAtATime(16), std::move(instances), SystemClock());
+  ASSERT_TRUE(Submit(runner, Row()).get().ok());
+  const int64_t now = SystemClock().MonotonicNanos();
+  absl::StatusOr<InferResult> r = Submit(runner, Row(Priority::kNormal, now + 100'000'000)).get();
+  EXPECT_FALSE(IsShed(r.status())) << r.status();
+}
+
+TEST(AdmissionTest, AHigherClassQueuesAheadOfLowerOnesAndIsNotShedForThem) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<SleepyBackend>(100));
+  BatchingRunner runner(OneAtATime(16), std::move(instances), SystemClock());
+  ASSERT_TRUE(Submit(runner, Row()).get().ok());  // measured: 100 ms a batch
+  std::mutex mu;
+  std::vector<std::string> order;
+  auto submit = [&](Priority p, int64_t deadline_ns, std::string name) {
+    auto done = std::make_shared<std::promise<absl::StatusOr<InferResult>>>();
+    auto future = done->get_future();
+    runner.Infer(Row(p, deadline_ns), [&, done, name](absl::StatusOr<InferResult> r) {
+      {
+        std::lock_guard lock(mu);
+        order.push_back(name);
+      }
+      done->set_value(std::move(r));
+    });
+    return future;
+  };
+  auto running = submit(Priority::kLow, 0, "running");
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  auto low1 = submit(Priority::kLow, 0, "low1");
+  auto low2 = submit(Priority::kLow, 0, "low2");
+  // Two low ones wait (200 ms); a high one with 250 ms is not shed for them: it goes first.
+  auto high = submit(Priority::kHigh, SystemClock().MonotonicNanos() + 250'000'000, "high");
+  EXPECT_TRUE(high.get().ok());
+  for (auto* f : {&running, &low1, &low2}) EXPECT_TRUE(f->get().ok());
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<std::string>{"running", "high", "low1", "low2"}));
 }
 
 }  // namespace
