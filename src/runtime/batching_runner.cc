@@ -98,9 +98,11 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
   }
   mu_.Lock();
   // Ordered by class, first come first served within one: behind those of its class or higher.
-  auto place = std::find_if(queue_.begin(), queue_.end(), [&](const Pending& queued) {
-    return queued.request.priority > request.priority;
-  });
+  // Searched from the back, where a request of the common class stops at once.
+  auto place = queue_.end();
+  while (place != queue_.begin() && std::prev(place)->request.priority > request.priority) {
+    --place;
+  }
   if (std::optional<absl::Status> refused = Refusal(request, size_t(place - queue_.begin()))) {
     mu_.Unlock();
     std::move(done)(std::move(*refused));

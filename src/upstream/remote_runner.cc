@@ -49,9 +49,11 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
   }
   // The queue is ordered by class, first come first served within one: a call goes behind
   // those of its class or higher, ahead of the lower ones.
-  auto place = std::find_if(queue.begin(), queue.end(), [&](const std::shared_ptr<Call>& queued) {
-    return queued->request.priority > call->request.priority;
-  });
+  // Searched from the back, where a call of the common class stops at once.
+  auto place = queue.end();
+  while (place != queue.begin() && (*std::prev(place))->request.priority > call->request.priority) {
+    --place;
+  }
   if (std::optional<absl::Status> refused = QueueRefusal(*call, place - queue.begin())) {
     // Overload says nothing of the upstream's health: a probe place taken is given back.
     backend_breaker->Record(CircuitBreaker::Verdict::kIgnored, now, call->backend_probe);
