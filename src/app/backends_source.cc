@@ -1,6 +1,7 @@
 #include "app/backends_source.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <vector>
@@ -68,11 +69,14 @@ absl::Status BackendsSource::Apply(const std::string& text) {
   // pillar.toml. (Checked on the path after the read; the check guards against a careless mode,
   // not a race with its owner.)
   struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0 && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+  const bool found = ::stat(path_.c_str(), &st) == 0;
+  const bool stranger = found && st.st_uid != ::geteuid() && st.st_uid != 0;
+  if (stranger || (found && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
     absl::Status refused = absl::PermissionDeniedError(
         StrCat(path_,
-               ": group or others may write it; it decides where traffic and upstream "
-               "credentials go (chmod go-w)"));
+               stranger ? ": owned by a user other than pillar's or root"
+                        : ": group or others may write it",
+               "; it decides where traffic and upstream credentials go (chmod go-w, chown)"));
     Audit(false, std::string(refused.message()));
     return refused;
   }
@@ -111,6 +115,9 @@ absl::Status BackendsSource::Apply(const std::string& text) {
 }
 
 void BackendsSource::Reconcile() {
+  // One pass at a time (the watcher's, after a change, and the reconciler's): a pass that read an
+  // older file must not apply it after a newer one.
+  absl::MutexLock pass(&reconcile_mu_);
   std::shared_ptr<const runtime::ModelRegistry> registry;
   std::shared_ptr<const models::BackendsFile> file;
   int64_t generation;

@@ -62,6 +62,7 @@ class BackendsSource {
   // Which generation each version in service (by runner, and the stamp of its load) has.
   std::map<std::pair<const runtime::Runner*, int64_t>, int64_t> applied_ ABSL_GUARDED_BY(mu_);
 
+  absl::Mutex reconcile_mu_;  // one Reconcile() pass at a time
   absl::Mutex stop_mu_;
   bool stop_ ABSL_GUARDED_BY(stop_mu_) = false;
   std::thread reconciler_;

@@ -29,8 +29,9 @@ bool FileWatcher::Changed() {
   struct stat st {};
   Stamp now;
   if (::stat(path_.c_str(), &st) == 0) {
-    now = Stamp{st.st_dev, st.st_ino, int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-                st.st_size};
+    now =
+        Stamp{st.st_dev,  st.st_ino,  int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
+              st.st_size, st.st_mode, st.st_uid};
   }
   if (now == stamp_) return false;
   stamp_ = now;

@@ -48,6 +48,9 @@ class FileWatcher {
     ino_t inode = 0;
     int64_t mtime_ns = 0;
     off_t size = -1;
+    // Mode and owner too: a file refused for who may write it is taken once that is fixed.
+    mode_t mode = 0;
+    uid_t owner = 0;
     bool operator==(const Stamp&) const = default;
   };
   bool Changed();

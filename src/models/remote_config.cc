@@ -1,5 +1,7 @@
 #include "models/remote_config.h"
 
+#include <algorithm>
+#include <cctype>
 #include <set>
 
 #include "common/status_macros.h"
@@ -238,10 +240,18 @@ namespace {
     return absl::InvalidArgumentError(
         StrCat(source, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
   }
-  std::set<std::string_view> seen;
+  std::set<std::string> seen;
   for (const RemoteEndpoint& endpoint : out.endpoints) {
     PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, source));
-    if (!seen.insert(endpoint.url).second) {
+    // The same place spelled twice ("http://a:1" and "http://A:1/") is the same endpoint, and
+    // would count twice for weights, ejection shares and a group's healthy half.
+    std::string place(endpoint.url);
+    while (!place.empty() && place.back() == '/') place.pop_back();
+    const size_t host_end = std::min(place.size(), place.find('/', place.find("//") + 2));
+    for (size_t i = 0; i < host_end; ++i) {
+      place[i] = char(std::tolower(static_cast<unsigned char>(place[i])));
+    }
+    if (!seen.insert(place).second) {
       return absl::InvalidArgumentError(
           StrCat(source, ": [remote] endpoint '", endpoint.url, "' is listed twice"));
     }

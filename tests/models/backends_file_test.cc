@@ -57,6 +57,7 @@ TEST(BackendsFileTest, AFileThatDoesNotHoldIsRefusedWhole) {
       {"[backends.digits]\nendpoints = []\n", "endpoints must list 1 to 64"},
       {"[backends.digits]\nendpoints = [\"ftp://a\"]\n", "must start with http"},
       {"[backends.digits]\nendpoints = [\"http://a:1\", \"http://a:1\"]\n", "listed twice"},
+      {"[backends.digits]\nendpoints = [\"http://a:1\", \"http://A:1/\"]\n", "listed twice"},
       {"[backends.digits]\nretries = 3\n", "backends.toml:2"},
       {"[backends.digits\n", "backends.toml:1"},
   };
