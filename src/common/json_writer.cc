@@ -2,6 +2,8 @@
 
 #include <charconv>
 #include <cmath>
+#include <string>
+#include <string_view>
 
 namespace pillar {
 namespace {
@@ -121,6 +123,25 @@ void JsonWriter::String(std::string_view value) {
   AppendJsonString(out_, value);
 }
 
+namespace {
+
+// The shortest form that reads back to the same value. `to_chars` writes 1.1e20 as the 21-digit
+// integer 110000000000000000000, which is valid JSON but which readers that keep integers in 64
+// bits (simdjson among them) refuse; such a value is written in scientific form instead.
+template <typename T>
+void AppendShortestNumber(std::string& out, T value) {
+  char buf[48];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
+  const std::string_view text(buf, end - buf);
+  const size_t digits = text.size() - (text.front() == '-' ? 1 : 0);
+  if (digits > 18 && text.find_first_of(".e") == std::string_view::npos) {
+    end = std::to_chars(buf, buf + sizeof buf, value, std::chars_format::scientific).ptr;
+  }
+  out.append(buf, end);
+}
+
+}  // namespace
+
 void JsonWriter::Int(int64_t value) {
   Separate();
   char buf[24];
@@ -141,9 +162,7 @@ void JsonWriter::Double(double value) {
     out_.append("null");
     return;
   }
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);  // shortest round-trip form
-  out_.append(buf, end);
+  AppendShortestNumber(out_, value);
 }
 
 void JsonWriter::Float(float value) {
@@ -152,9 +171,7 @@ void JsonWriter::Float(float value) {
     out_.append("null");
     return;
   }
-  char buf[32];
-  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
-  out_.append(buf, end);
+  AppendShortestNumber(out_, value);
 }
 
 void JsonWriter::Bool(bool value) {

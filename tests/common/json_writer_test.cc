@@ -50,5 +50,19 @@ TEST(JsonWriterTest, NonFiniteNumbersBecomeNull) {
   EXPECT_EQ(w.str(), "[null,null,1.5]");
 }
 
+TEST(JsonWriterTest, LargeIntegralFloatsAreWrittenSoA64BitReaderAcceptsThem) {
+  // Found by the infer_reply fuzzer: to_chars wrote 1.1111111111121111e20 as a 21-digit integer,
+  // which simdjson (and so pillar's own decoder) refuses.
+  JsonWriter w;
+  w.BeginArray();
+  w.Double(1.111111111112111e20);
+  w.Double(-1e19);
+  w.Float(3e30f);
+  w.Double(123456789012345678.0);  // 18 digits: still an integer that fits
+  w.Double(1e15);                  // shorter in scientific form already
+  w.EndArray();
+  EXPECT_EQ(w.str(), "[1.111111111112111e+20,-1e+19,3e+30,123456789012345680,1e+15]");
+}
+
 }  // namespace
 }  // namespace pillar
