@@ -15,8 +15,8 @@ namespace {
 // Every top-level key names a known section (a table, or [[mtls_client]]'s array of tables).
 [[nodiscard]] absl::Status CheckSections(const toml::table& root, std::string_view source) {
   static const std::set<std::string, std::less<>> kSections = {
-      "server",  "data",   "admin",   "limits", "repository", "state",   "logging",
-      "runtime", "policy", "limiter", "jwt",    "audit",      "upstream"};
+      "server",  "data",   "admin",   "limits", "repository", "state",    "logging",
+      "runtime", "policy", "limiter", "jwt",    "audit",      "upstream", "jobs"};
   for (const auto& [key, value] : root) {
     if (key.str() == "mtls_client") {
       if (!value.is_array_of_tables()) {
@@ -84,6 +84,7 @@ namespace {
   PILLAR_ASSIGN_OR_RETURN(config.limiter, limits::ReadLimiterSection(root, source, base));
   PILLAR_ASSIGN_OR_RETURN(config.jwt, identity::ReadJwtSection(root, source, base));
   PILLAR_ASSIGN_OR_RETURN(config.audit, audit::ReadAuditSection(root, source, base));
+  PILLAR_ASSIGN_OR_RETURN(config.jobs, jobs::ReadJobsSection(root, source));
   PILLAR_ASSIGN_OR_RETURN(config.certificate_clients,
                           identity::ReadCertificateClients(root, source));
   return config;

@@ -18,6 +18,7 @@
 #include "http/listener_config.h"
 #include "http/server.h"
 #include "identity/identity_config.h"
+#include "jobs/job_options.h"
 #include "limits/limiter_config.h"
 #include "models/repository_options.h"
 
@@ -53,6 +54,7 @@ struct Config {
   limits::LimiterConfig limiter;            // [limiter]
   std::optional<identity::JwtOptions> jwt;  // [jwt]; nullopt: tokens are not accepted
   audit::AuditConfig audit;                 // [audit]
+  jobs::JobOptions jobs;                    // [jobs]
   std::map<std::string, identity::CertificateClient> certificate_clients;  // [[mtls_client]]
 };
 

@@ -63,6 +63,8 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->start_ns = request.received_ns;
   ex->timeout_ms = request.timeout_ms;
   ex->priority = std::move(request.priority);
+  ex->respond_async = request.respond_async;
+  ex->job_id = std::string(request.Param("job"));
   ex->post = [sink](absl::AnyInvocable<void() &&> task) { sink->Post(std::move(task)); };
   ex->on_complete = [this, sink = std::move(sink)](pipeline::Exchange& done) {
     done.response.headers.emplace_back("X-Request-Id", done.request_id);

@@ -18,6 +18,7 @@ http::Router DataRouter() {
   r.Add({"POST", "/v2/models/{model}/infer", int(Operation::kInfer), "infer", false});
   r.Add({"POST", "/v2/models/{model}/versions/{version}/infer", int(Operation::kInfer),
          "version_infer", false});
+  r.Add({"GET", "/v2/jobs/{job}", int(Operation::kJob), "job", false});
   return r;
 }
 

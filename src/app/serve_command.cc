@@ -27,6 +27,7 @@
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "jobs/job_queue.h"
 #include "limits/limiter_config.h"
 #include "models/high_water_marks.h"
 #include "models/model_repository.h"
@@ -243,9 +244,12 @@ int Drained(int64_t abandoned) {
 // One event loop per core.
 int ThreadsPerCore() { return int(std::max(1u, std::thread::hardware_concurrency())); }
 
-// Stops taking requests and waits, at most `timeout`, for those in flight to be answered;
-// returns how many were abandoned.
-int64_t Drain(RequestHandler& handler, http::HttpServer& server, absl::Duration timeout) {
+// Stops taking requests and new jobs, and waits, at most `timeout` in all, for the requests in
+// flight to be answered and then for the job runs in flight; returns how many requests were
+// abandoned.
+int64_t Drain(RequestHandler& handler, http::HttpServer& server, jobs::JobQueue& jobs,
+              absl::Duration timeout) {
+  jobs.StopClaiming();
   handler.SetDraining();
   server.SetDraining();
   server.StopAccepting();
@@ -256,7 +260,19 @@ int64_t Drain(RequestHandler& handler, http::HttpServer& server, absl::Duration 
   }
   const int64_t abandoned = handler.in_flight();
   server.Stop();
+  // Job runs get what is left of the drain; any still running then are given up, to be run
+  // again by the next instance.
+  const auto left = absl::FromChrono(deadline - std::chrono::steady_clock::now());
+  jobs.Stop(std::max(absl::ZeroDuration(), left));
   return abandoned;
+}
+
+// Lets the stop signals in, and returns once one arrived.
+void AwaitStopSignal(const sigset_t& signals) {
+  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
+  const int signal_number = WaitForStopSignal();
+  std::fprintf(stderr, "pillar: %s received; draining\n",
+               signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
 int RunServe(const ServeOptions& options) {
@@ -299,18 +315,20 @@ int RunServe(const ServeOptions& options) {
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<runtime::ModelReverifier> reverifier =
       StartReverifier(config->repository, catalog, *trusted, audit);
-  pipeline::Chain chain(
-      stages::RequestStages({.metrics = metrics,
-                             .access_log = access_log,
-                             .authenticator = authenticator,
-                             .audit = audit,
-                             .catalog = catalog,
-                             .policy = **policy,
-                             .default_alias = config->repository.default_alias,
-                             .limiter = *limiters->primary,
-                             .fallback_limiter = limiters->fallback.get(),
-                             .handlers = MakeOperationHandlers(catalog, metrics)}),
-      &metrics);
+  jobs::JobQueue job_queue(**store, config->jobs, metrics);
+  pipeline::Chain chain(stages::RequestStages({.metrics = metrics,
+                                               .access_log = access_log,
+                                               .authenticator = authenticator,
+                                               .audit = audit,
+                                               .catalog = catalog,
+                                               .policy = **policy,
+                                               .default_alias = config->repository.default_alias,
+                                               .limiter = *limiters->primary,
+                                               .fallback_limiter = limiters->fallback.get(),
+                                               .handlers = MakeOperationHandlers(catalog, metrics),
+                                               .jobs = &job_queue}),
+                        &metrics);
+  job_queue.Attach(chain);
   RequestHandler handler(chain, Readiness(catalog, config->strict_readiness), &access_log);
   http::Router data_router = DataRouter();
   http::Router admin_router = AdminRouter();
@@ -321,12 +339,10 @@ int RunServe(const ServeOptions& options) {
   if (!serving.ok()) return Fail("serve", serving.status());
   (*watcher)->Start();
   server.Start();
+  job_queue.Start();
   std::fputs(serving->c_str(), stderr);
-  pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
-  const int signal_number = WaitForStopSignal();
-  std::fprintf(stderr, "pillar: %s received; draining\n",
-               signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
-  const int64_t abandoned = Drain(handler, server, config->drain_timeout);
+  AwaitStopSignal(signals);
+  const int64_t abandoned = Drain(handler, server, job_queue, config->drain_timeout);
   // Unload the models while the event loop still exists: a request abandoned by a timed-out
   // drain is failed by its runner and posts its answer to that (stopped) loop.
   reverifier.reset();  // before the versions it checks go away

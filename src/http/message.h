@@ -15,6 +15,12 @@ inline constexpr std::string_view kTimeoutHeader = "X-Pillar-Timeout-Ms";
 // The priority class a caller asks for (high, normal, low): it may lower its own class, never
 // raise it above what its credential allows (stages/execute_stage.h).
 inline constexpr std::string_view kPriorityHeader = "X-Pillar-Priority";
+// RFC 7240 Prefer: a request with the preference respond-async is run as a job (jobs/).
+inline constexpr std::string_view kPreferHeader = "Prefer";
+
+// Whether a Prefer header's value (RFC 7240: preferences separated by commas, each a token with
+// an optional value and parameters) holds respond-async.
+bool PrefersRespondAsync(std::string_view prefer);
 
 struct Route;
 
@@ -37,6 +43,8 @@ struct Request {
   int64_t timeout_ms = 0;
   // X-Pillar-Priority as sent (cut to 16 bytes); empty when absent.
   std::string priority;
+  // True when a Prefer header holds the preference respond-async.
+  bool respond_async = false;
 
   std::string_view Param(std::string_view name) const {
     for (const auto& [key, value] : params) {

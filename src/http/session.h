@@ -455,6 +455,11 @@ class Session final : public ResponseSink,
         priority != message.end()) {
       request.priority = std::string(ToStd(priority->value()).substr(0, 16));
     }
+    auto [prefer, prefer_end] =
+        message.equal_range(beast::string_view(kPreferHeader.data(), kPreferHeader.size()));
+    for (; prefer != prefer_end; ++prefer) {
+      request.respond_async = request.respond_async || PrefersRespondAsync(ToStd(prefer->value()));
+    }
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
 

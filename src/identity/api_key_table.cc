@@ -144,4 +144,21 @@ absl::StatusOr<std::shared_ptr<const Principal>> ApiKeyTable::Verify(std::string
   return entry.principal;
 }
 
+absl::StatusOr<std::shared_ptr<const Principal>> ApiKeyTable::Current(std::string_view key_id,
+                                                                      int64_t now_us) const {
+  std::shared_ptr<const Table> table;
+  {
+    absl::ReaderMutexLock lock(&mu_);
+    table = table_;
+  }
+  auto it = table->find(ToAbsl(key_id));
+  if (it == table->end()) return absl::UnauthenticatedError("API key no longer exists");
+  const Entry& entry = it->second;
+  if (entry.revoked) return absl::UnauthenticatedError("API key revoked");
+  if (entry.expires_us != 0 && now_us >= entry.expires_us) {
+    return absl::UnauthenticatedError("API key expired");
+  }
+  return entry.principal;
+}
+
 }  // namespace pillar::identity

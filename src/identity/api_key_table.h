@@ -52,6 +52,12 @@ class ApiKeyTable {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view key_text,
                                                                         int64_t now_us) const;
 
+  // The principal of key `key_id` while the key is still good at `now_us` (neither revoked nor
+  // expired), without its secret: for work that a verified request left to run later (an
+  // asynchronous job), so that revoking the key stops that work too.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Current(std::string_view key_id,
+                                                                         int64_t now_us) const;
+
   size_t size() const;
 
  private:

@@ -45,4 +45,28 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Authenticate(
   return keys_->Verify(credential, now_us);
 }
 
+absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Reauthenticate(
+    const Principal& stored, int64_t now_us) const {
+  switch (stored.method) {
+    case AuthMethod::kApiKey:
+      return keys_->Current(stored.key_id, now_us);
+    case AuthMethod::kMtls: {
+      constexpr std::string_view kPrefix = "mtls:";
+      const std::string_view name = std::string_view(stored.id).substr(
+          stored.id.starts_with(kPrefix) ? kPrefix.size() : stored.id.size());
+      auto it = certificate_clients_.find(ToAbsl(name));
+      if (it == certificate_clients_.end()) {
+        return absl::UnauthenticatedError("client certificate is no longer a known client");
+      }
+      return it->second;
+    }
+    case AuthMethod::kJwt:
+      if (stored.expires_us != 0 && now_us >= stored.expires_us) {
+        return absl::UnauthenticatedError("the token that submitted this job has expired");
+      }
+      return std::make_shared<const Principal>(stored);
+  }
+  return absl::UnauthenticatedError("unknown authentication method");
+}
+
 }  // namespace pillar::identity

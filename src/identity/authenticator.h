@@ -39,6 +39,13 @@ class Authenticator {
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Authenticate(
       std::string_view authorization, std::string_view peer_identity, int64_t now_us) const;
 
+  // The principal `stored` (authenticated earlier, e.g. when an asynchronous job was submitted)
+  // as it stands at `now_us`: an API key's current principal while the key is good; a client
+  // certificate's while it is still configured; a token's while it has not expired.
+  // Unauthenticated, naming why, otherwise.
+  [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Reauthenticate(
+      const Principal& stored, int64_t now_us) const;
+
  private:
   const ApiKeyTable* keys_;
   const JwtVerifier* jwt_;

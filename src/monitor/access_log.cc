@@ -81,6 +81,7 @@ void AccessLog::Write(const AccessRecord& r) {
     w.String(r.version);
   }
   text("fallback", r.fallback);
+  text("job", r.job);
   text("principal", r.principal);
   number("duration_us", r.duration_us);
   number("queue_us", r.queue_us);

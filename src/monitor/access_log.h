@@ -32,6 +32,7 @@ struct AccessRecord {
   std::string_view model;
   std::string_view version;
   std::string_view fallback;   // "<model>/<version>" of the fallback that answered, if one did
+  std::string_view job;        // the asynchronous job submitted, run or read, if any
   std::string_view principal;  // "key:<id>", "jwt:<sub>", "mtls:<name>"
   double duration_us = -1;
   double queue_us = -1;

@@ -43,6 +43,7 @@ enum class Operation {
   kMetrics,
   kAdminModels,
   kAdminBackends,
+  kJob,  // an asynchronous job's state or result (GET /v2/jobs/{job})
 };
 
 // True for operations addressed to a model (the path names one).
@@ -77,6 +78,11 @@ class Exchange {
   int64_t timeout_ms = 0;  // what the client said it will wait (X-Pillar-Timeout-Ms); 0: unsaid
   std::string priority;    // the class the client asked for (X-Pillar-Priority); empty: unsaid
   bool shed = false;       // refused as load by its model's queue (counted by the observe stage)
+  bool respond_async = false;  // Prefer: respond-async: run the infer request as a job
+  std::string job_id;          // from the path, for kJob
+  // Set only by the job queue, for the run of an accepted job: the principal is the job's
+  // (re-checked by the authenticate stage), and its limits were charged when it was submitted.
+  bool job_run = false;
 
   // --- Resolved by stages.
   std::shared_ptr<const identity::Principal> principal;

@@ -14,6 +14,8 @@ std::string_view ActionOf(Operation op) {
       return "infer";
     case Operation::kMetrics:
       return "read_metrics";
+    case Operation::kJob:
+      return "read_job";
     case Operation::kServerMetadata:
     case Operation::kModelMetadata:
     case Operation::kModelReady:
@@ -33,6 +35,8 @@ std::string_view ResourceOf(Operation op) {
     case Operation::kAdminModels:
     case Operation::kAdminBackends:
       return "models";
+    case Operation::kJob:
+      return "jobs";
     default:
       return "";
   }

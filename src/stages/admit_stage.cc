@@ -100,6 +100,8 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
 }
 
 pipeline::StageResult AdmitStage::OnRequest(pipeline::Exchange& ex) {
+  // A job's limits were charged when it was submitted; its runs are bounded by the job queue.
+  if (ex.job_run) return pipeline::StageResult::kContinue;
   Charges charges;
   CollectCharges(ex, charges);
   if (charges.empty()) return pipeline::StageResult::kContinue;

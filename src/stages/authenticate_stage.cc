@@ -6,14 +6,18 @@ using identity::Principal;
 
 pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
   const int64_t now_us = clock_.UnixMicros();
+  // A job's run carries the principal that submitted it, checked again here: a key revoked
+  // since (or a token expired) stops the job as it would stop a request.
   absl::StatusOr<std::shared_ptr<const Principal>> who =
-      authenticator_.Authenticate(ex.authorization, ex.peer_identity, now_us);
+      ex.job_run && ex.principal != nullptr
+          ? authenticator_.Reauthenticate(*ex.principal, now_us)
+          : authenticator_.Authenticate(ex.authorization, ex.peer_identity, now_us);
   if (!who.ok()) {
     const std::string reason(who.status().message());
     audit_.Record({.kind = audit::EventKind::kAuthentication,
                    .allowed = false,
                    .time_us = now_us,
-                   .principal = ex.peer_identity,
+                   .principal = ex.job_run && ex.principal ? ex.principal->id : ex.peer_identity,
                    .tenant = {},
                    .action = "authenticate",
                    .resource = ex.target,

@@ -17,6 +17,9 @@ pipeline::StageResult AuthorizeStage::OnRequest(pipeline::Exchange& ex) {
     ex.Fail(absl::UnauthenticatedError("no authenticated principal"));
     return pipeline::StageResult::kStop;
   }
+  // A job is read by the principal that submitted it and by nobody else: the job stage decides
+  // (and audits) that once it has the job; no policy rule can widen it.
+  if (ex.operation == pipeline::Operation::kJob) return pipeline::StageResult::kContinue;
   const Plane plane = PlaneOf(ex);
   const Resource resource =
       ex.model != nullptr ? ResourceOf(*ex.model) : Resource{ex.resource, nullptr};

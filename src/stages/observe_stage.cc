@@ -73,6 +73,8 @@ std::string_view ObserveStage::OperationName(pipeline::Operation op) {
       return "admin_models";
     case pipeline::Operation::kAdminBackends:
       return "admin_backends";
+    case pipeline::Operation::kJob:
+      return "job";
   }
   return "unknown";
 }
@@ -121,6 +123,7 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     record.fallback = fallback;
   }
   if (ex.principal) record.principal = ex.principal->id;
+  record.job = ex.job_id;
   record.duration_us = double(total_ns) / 1e3;
   if (ran) {
     record.queue_us = double(ex.infer_result.queue_ns) / 1e3;

@@ -7,6 +7,7 @@
 #include "stages/authorize_stage.h"
 #include "stages/decode_stage.h"
 #include "stages/guard_stage.h"
+#include "stages/job_stage.h"
 #include "stages/observe_stage.h"
 #include "stages/route_stage.h"
 
@@ -32,6 +33,9 @@ std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts) {
   // Rate, concurrency and quota limits (429), held until the response for concurrency.
   chain.push_back(std::make_unique<AdmitStage>(parts.limiter, parts.fallback_limiter, parts.audit,
                                                &parts.metrics, parts.clock));
+  // Prefer: respond-async: the request, checked and charged, is stored as a job and answered
+  // 202; the job queue runs it through this chain later. Also answers GET /v2/jobs/{id}.
+  chain.push_back(std::make_unique<JobStage>(parts.jobs, parts.audit, parts.clock));
   // Content checks on what goes in and comes out (pass-through today).
   chain.push_back(std::make_unique<GuardStage>());
   // Runs the operation: inference (following the model's fallback chain when it cannot

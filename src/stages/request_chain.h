@@ -14,6 +14,7 @@
 #include "audit/audit_sink.h"
 #include "common/clock.h"
 #include "identity/authenticator.h"
+#include "jobs/job_queue.h"
 #include "limits/limiter.h"
 #include "monitor/access_log.h"
 #include "monitor/metrics.h"
@@ -40,6 +41,8 @@ struct ChainParts {
   std::map<pipeline::Operation, ExecuteStage::Handler> handlers;
   // Times requests, decides expiry and stamps audit events (tests: testing::FakeClock).
   Clock& clock = SystemClock();
+  // Where Prefer: respond-async requests become jobs; null: they run synchronously.
+  jobs::JobQueue* jobs = nullptr;
 };
 
 std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts);

@@ -7,6 +7,8 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/strings.h"
+#include "state/sqlite_job_table.h"
+#include "state/sqlite_util.h"
 #include "state/state_store.h"
 
 namespace pillar::state {
@@ -50,7 +52,36 @@ CREATE TABLE high_water (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 UPDATE meta SET value = 3 WHERE key = 'schema_version';
 )sql";
 
-constexpr int64_t kSchemaVersion = 3;
+// Schema 4: asynchronous jobs. The table is the queue: `state` and the two times say which jobs
+// may be claimed, `attempts` names the claim that may end a run.
+constexpr const char* kMigrateToV4 = R"sql(
+CREATE TABLE jobs (
+  id TEXT PRIMARY KEY,
+  owner TEXT NOT NULL,
+  principal TEXT NOT NULL,
+  model TEXT NOT NULL,
+  version TEXT NOT NULL,
+  request BLOB NOT NULL,
+  priority TEXT NOT NULL,
+  idempotent INTEGER NOT NULL,
+  state TEXT NOT NULL,
+  created_us INTEGER NOT NULL,
+  updated_us INTEGER NOT NULL,
+  not_before_us INTEGER NOT NULL,
+  lease_until_us INTEGER NOT NULL,
+  attempts INTEGER NOT NULL,
+  expires_us INTEGER NOT NULL,
+  status INTEGER NOT NULL,
+  content_type TEXT NOT NULL,
+  headers TEXT NOT NULL,
+  result BLOB NOT NULL
+);
+CREATE INDEX jobs_by_state ON jobs (state, created_us, id);
+CREATE INDEX jobs_by_owner ON jobs (owner, state);
+UPDATE meta SET value = 4 WHERE key = 'schema_version';
+)sql";
+
+constexpr int64_t kSchemaVersion = 4;
 
 // Roles: "a,b". Attributes: "name=v1,v2;name2=v3". The key CLI refuses names and values that
 // hold the separators, so the encoding is unambiguous.
@@ -86,25 +117,9 @@ std::map<std::string, std::vector<std::string>> DecodeAttributes(std::string_vie
   return out;
 }
 
-class Statement {
- public:
-  Statement(sqlite3* db, const char* sql) {
-    rc_ = sqlite3_prepare_v2(db, sql, -1, &stmt_, nullptr);
-  }
-  ~Statement() { sqlite3_finalize(stmt_); }
-  Statement(const Statement&) = delete;
-  Statement& operator=(const Statement&) = delete;
-  bool ok() const { return rc_ == SQLITE_OK; }
-  sqlite3_stmt* get() { return stmt_; }
-
- private:
-  sqlite3_stmt* stmt_ = nullptr;
-  int rc_;
-};
-
 class SqliteStateStore final : public StateStore {
  public:
-  explicit SqliteStateStore(sqlite3* db) : db_(db) {}
+  explicit SqliteStateStore(sqlite3* db) : db_(db), jobs_(db) {}
   ~SqliteStateStore() override { sqlite3_close(db_); }
 
   [[nodiscard]] absl::Status Init() {
@@ -124,7 +139,10 @@ class SqliteStateStore final : public StateStore {
     if (version < 2) {
       if (absl::Status s = Exec(kMigrateToV2); !s.ok()) return Rollback(s);
     }
-    if (absl::Status s = Exec(kMigrateToV3); !s.ok()) return Rollback(s);
+    if (version < 3) {
+      if (absl::Status s = Exec(kMigrateToV3); !s.ok()) return Rollback(s);
+    }
+    if (absl::Status s = Exec(kMigrateToV4); !s.ok()) return Rollback(s);
     return Exec("COMMIT");
   }
 
@@ -273,6 +291,45 @@ class SqliteStateStore final : public StateStore {
     return BumpAndCommit();
   }
 
+  [[nodiscard]] absl::Status PutJob(const JobRecord& job,
+                                    int64_t max_unfinished_per_owner) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.Put(job, max_unfinished_per_owner);
+  }
+
+  [[nodiscard]] absl::StatusOr<JobRecord> GetJob(const std::string& id) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.Get(id);
+  }
+
+  [[nodiscard]] absl::StatusOr<std::vector<JobRecord>> ClaimJobs(int64_t now_us,
+                                                                 int64_t lease_until_us,
+                                                                 int limit) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.Claim(now_us, lease_until_us, limit);
+  }
+
+  [[nodiscard]] absl::Status RenewJobs(const std::vector<std::pair<std::string, int64_t>>& claims,
+                                       int64_t lease_until_us) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.Renew(claims, lease_until_us);
+  }
+
+  [[nodiscard]] absl::StatusOr<bool> EndJobRun(const JobRecord& job) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.EndRun(job);
+  }
+
+  [[nodiscard]] absl::StatusOr<int64_t> DeleteExpiredJobs(int64_t now_us) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.DeleteExpired(now_us);
+  }
+
+  [[nodiscard]] absl::StatusOr<std::vector<JobCount>> CountJobs() override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.Count();
+  }
+
   [[nodiscard]] absl::StatusOr<int64_t> KeysGeneration() override {
     absl::MutexLock lock(&mu_);
     Statement select(db_, "SELECT value FROM meta WHERE key = 'keys_generation'");
@@ -312,29 +369,17 @@ class SqliteStateStore final : public StateStore {
   }
 
   static std::optional<int64_t> OptionalInt(sqlite3_stmt* stmt, int column) {
-    if (sqlite3_column_type(stmt, column) == SQLITE_NULL) return std::nullopt;
-    return sqlite3_column_int64(stmt, column);
+    return ColumnOptionalInt(stmt, column);
   }
 
-  static std::string Text(sqlite3_stmt* stmt, int column) {
-    const unsigned char* text = sqlite3_column_text(stmt, column);
-    return text ? std::string(reinterpret_cast<const char*>(text),
-                              size_t(sqlite3_column_bytes(stmt, column)))
-                : std::string();
-  }
+  static std::string Text(sqlite3_stmt* stmt, int column) { return ColumnText(stmt, column); }
 
   [[nodiscard]] absl::Status Error(std::string_view what) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return absl::InternalError(StrCat("sqlite: ", what, ": ", sqlite3_errmsg(db_)));
+    return SqliteError(db_, what);
   }
 
   [[nodiscard]] absl::Status Exec(const char* sql) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    char* message = nullptr;
-    if (sqlite3_exec(db_, sql, nullptr, nullptr, &message) != SQLITE_OK) {
-      absl::Status s = absl::InternalError(StrCat("sqlite: ", message ? message : "error"));
-      sqlite3_free(message);
-      return s;
-    }
-    return absl::OkStatus();
+    return SqliteExec(db_, sql);
   }
 
   [[nodiscard]] absl::Status Rollback(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -352,9 +397,24 @@ class SqliteStateStore final : public StateStore {
 
   absl::Mutex mu_;
   sqlite3* db_ ABSL_GUARDED_BY(mu_);
+  SqliteJobTable jobs_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace
+
+std::string_view JobStateName(JobState state) {
+  switch (state) {
+    case JobState::kQueued:
+      return "queued";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kDone:
+      return "done";
+    case JobState::kFailed:
+      return "failed";
+  }
+  return "queued";
+}
 
 [[nodiscard]] absl::StatusOr<std::unique_ptr<StateStore>> OpenSqliteStateStore(
     const std::string& path) {

@@ -1,6 +1,7 @@
 // The one interface to pillar's shared state. The embedded default is SQLite (one file, 0600);
 // Redis and PostgreSQL implementations serve many instances later. It holds the API keys and
-// the usage of quotas, and high-water marks. The schema is in docs/formats/api_keys.md.
+// the usage of quotas, high-water marks and asynchronous jobs. The schema is in
+// docs/formats/api_keys.md.
 //
 //   std::unique_ptr<StateStore> store = *OpenSqliteStateStore("/var/lib/pillar/state.db");
 //   PILLAR_RETURN_IF_ERROR(store->PutKey(record));
@@ -12,6 +13,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -40,6 +43,45 @@ struct QuotaUsage {
   std::string counter;       // "<limit name>|<subject>"
   int64_t period_start = 0;  // Unix seconds, start of the UTC day or month
   int64_t used = 0;
+};
+
+// An asynchronous inference job (jobs/job_queue.h): the request as accepted, who made it, and
+// once run, the response. The store is the queue: jobs are claimed by leases, so a job whose
+// runner died is taken again when its lease runs out, by this instance or another.
+enum class JobState { kQueued, kRunning, kDone, kFailed };
+std::string_view JobStateName(JobState state);
+
+struct JobRecord {
+  std::string id;         // 128 random bits, hex
+  std::string owner;      // the id of the principal that submitted it: the only one who sees it
+  std::string principal;  // that principal, encoded (identity/principal_codec.h)
+  std::string model;
+  std::string version;  // the version the submission was routed to
+  std::string request;  // the request body as accepted; never logged
+  std::string priority;
+  bool idempotent = true;  // whether a run cut short may be run again
+  JobState state = JobState::kQueued;
+  int64_t created_us = 0;
+  int64_t updated_us = 0;
+  int64_t not_before_us = 0;   // queued: not claimed before this time (a backoff)
+  int64_t lease_until_us = 0;  // running: the claim holds until then
+  int64_t attempts = 0;        // runs begun; a claim's identity
+  int64_t expires_us = 0;      // finished: deleted after this time
+  // The response, once finished.
+  int status = 0;
+  std::string content_type;
+  std::string headers;  // "Name: value" lines
+  std::string result;
+  // Filled by GetJob for a queued job: queued jobs ahead of it. By ClaimJobs: true when the job
+  // was running under a lease that ran out (its last run may or may not have happened).
+  int64_t queued_ahead = 0;
+  bool interrupted = false;
+};
+
+struct JobCount {
+  std::string model;
+  JobState state = JobState::kQueued;
+  int64_t count = 0;
 };
 
 class StateStore {
@@ -71,6 +113,28 @@ class StateStore {
   // caller learns at once whether it is behind (a replayed alias file). Never moves backwards.
   [[nodiscard]] virtual absl::StatusOr<int64_t> RaiseHighWater(const std::string& name,
                                                                int64_t value) = 0;
+
+  // Jobs. PutJob adds a queued job; ResourceExhausted when its owner already has
+  // `max_unfinished_per_owner` jobs queued or running (checked in the same transaction).
+  [[nodiscard]] virtual absl::Status PutJob(const JobRecord& job,
+                                            int64_t max_unfinished_per_owner) = 0;
+  // NotFound for an unknown id.
+  [[nodiscard]] virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
+  // Claims up to `limit` jobs, oldest first: queued ones due by `now_us`, and running ones whose
+  // lease ran out. Each becomes running until `lease_until_us`, its attempts counted up.
+  [[nodiscard]] virtual absl::StatusOr<std::vector<JobRecord>> ClaimJobs(int64_t now_us,
+                                                                         int64_t lease_until_us,
+                                                                         int limit) = 0;
+  // Moves the lease of each (id, attempts) claim still held; 0 gives the claims up.
+  [[nodiscard]] virtual absl::Status RenewJobs(
+      const std::vector<std::pair<std::string, int64_t>>& claims, int64_t lease_until_us) = 0;
+  // Ends the claim `job.attempts` of `job.id`: finished (state, status, content type, headers,
+  // result, updated and expiry times) or queued again (state, not_before_us). False when the
+  // claim is no longer held (its lease ran out and another run took the job).
+  [[nodiscard]] virtual absl::StatusOr<bool> EndJobRun(const JobRecord& job) = 0;
+  // Deletes finished jobs that expired by `now_us`; returns how many.
+  [[nodiscard]] virtual absl::StatusOr<int64_t> DeleteExpiredJobs(int64_t now_us) = 0;
+  [[nodiscard]] virtual absl::StatusOr<std::vector<JobCount>> CountJobs() = 0;
 };
 
 // Opens (creating when absent) the SQLite state file with mode 0600.

@@ -154,6 +154,7 @@ bool ServerProcess::Start() {
   WriteConfig();
   std::filesystem::path ports = dir_ / "ports";
   std::filesystem::path log = dir_ / "server.log";
+  std::filesystem::remove(ports);  // a restart must not read the ports of the previous run
   pid_ = ::fork();
   if (pid_ == 0) {
     ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test

@@ -1,0 +1,106 @@
+#include "identity/principal_codec.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+
+#include "common/json_writer.h"
+#include "common/strings.h"
+
+namespace pillar::identity {
+namespace {
+
+constexpr std::string_view kMethods[] = {"api_key", "jwt", "mtls"};
+
+[[nodiscard]] absl::Status Bad(std::string_view what) {
+  return absl::DataLossError(StrCat("stored principal: ", what));
+}
+
+[[nodiscard]] absl::StatusOr<std::vector<std::string>> Strings(simdjson::dom::element value) {
+  simdjson::dom::array array;
+  if (value.get_array().get(array) != simdjson::SUCCESS) return Bad("a list is not an array");
+  std::vector<std::string> out;
+  for (simdjson::dom::element item : array) {
+    std::string_view text;
+    if (item.get_string().get(text) != simdjson::SUCCESS) return Bad("a list holds a non-string");
+    out.emplace_back(text);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EncodePrincipal(const Principal& principal) {
+  JsonWriter w(256);
+  w.BeginObject();
+  w.Key("method");
+  w.String(kMethods[int(principal.method)]);
+  w.Key("id");
+  w.String(principal.id);
+  w.Key("tenant");
+  w.String(principal.tenant);
+  w.Key("key_id");
+  w.String(principal.key_id);
+  w.Key("expires_us");
+  w.Int(principal.expires_us);
+  w.Key("roles");
+  w.BeginArray();
+  for (const std::string& role : principal.roles) w.String(role);
+  w.EndArray();
+  w.Key("attributes");
+  w.BeginObject();
+  // Sorted, so that one principal always encodes to the same text.
+  std::vector<const Attributes::value_type*> sorted;
+  for (const auto& entry : principal.attributes) sorted.push_back(&entry);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->first < b->first; });
+  for (const auto* entry : sorted) {
+    w.Key(entry->first);
+    w.BeginArray();
+    for (const std::string& v : entry->second) w.String(v);
+    w.EndArray();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+[[nodiscard]] absl::StatusOr<Principal> DecodePrincipal(std::string_view text) {
+  simdjson::dom::parser parser;
+  simdjson::dom::object root;
+  if (parser.parse(text.data(), text.size()).get_object().get(root) != simdjson::SUCCESS) {
+    return Bad("not a JSON object");
+  }
+  Principal p;
+  std::string_view method, id, tenant, key_id;
+  if (root["method"].get_string().get(method) != simdjson::SUCCESS ||
+      root["id"].get_string().get(id) != simdjson::SUCCESS ||
+      root["tenant"].get_string().get(tenant) != simdjson::SUCCESS ||
+      root["key_id"].get_string().get(key_id) != simdjson::SUCCESS ||
+      root["expires_us"].get_int64().get(p.expires_us) != simdjson::SUCCESS) {
+    return Bad("a field is missing or of the wrong type");
+  }
+  const auto* found = std::find(std::begin(kMethods), std::end(kMethods), method);
+  if (found == std::end(kMethods)) return Bad(StrCat("unknown method '", method, "'"));
+  if (id.empty()) return Bad("empty id");
+  p.method = static_cast<AuthMethod>(found - std::begin(kMethods));
+  p.id = std::string(id);
+  p.tenant = std::string(tenant);
+  p.key_id = std::string(key_id);
+  simdjson::dom::element roles;
+  simdjson::dom::object attributes;
+  if (root["roles"].get(roles) != simdjson::SUCCESS ||
+      root["attributes"].get_object().get(attributes) != simdjson::SUCCESS) {
+    return Bad("roles or attributes missing");
+  }
+  absl::StatusOr<std::vector<std::string>> role_list = Strings(roles);
+  if (!role_list.ok()) return role_list.status();
+  p.roles = std::move(*role_list);
+  for (auto [name, values] : attributes) {
+    absl::StatusOr<std::vector<std::string>> list = Strings(values);
+    if (!list.ok()) return list.status();
+    p.attributes[std::string(name)] = std::move(*list);
+  }
+  return p;
+}
+
+}  // namespace pillar::identity

@@ -1,0 +1,32 @@
+// The [jobs] section of pillar.toml: how asynchronous jobs (Prefer: respond-async) are run and
+// kept. Each key is described in docs/configuration.md.
+//
+//   PILLAR_ASSIGN_OR_RETURN(jobs::JobOptions options, jobs::ReadJobsSection(root, "pillar.toml"));
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <cstdint>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace pillar::jobs {
+
+struct JobOptions {
+  int workers = 4;                                 // jobs this instance runs at once
+  absl::Duration keep = absl::Hours(24);           // a finished job is kept this long
+  absl::Duration run_timeout = absl::Seconds(60);  // each run's deadline
+  absl::Duration max_wait = absl::Hours(1);        // a job not begun by then fails
+  absl::Duration lease = absl::Seconds(10);        // a running job's claim, renewed at a third
+  absl::Duration poll = absl::Milliseconds(250);   // how often the store is asked for work
+  int64_t max_unfinished_per_principal = 100;      // queued or running, per submitter
+  // Runs refused as load (429, 503) are tried again, with backoff, up to this many runs in all.
+  int max_attempts = 5;
+};
+
+[[nodiscard]] absl::StatusOr<JobOptions> ReadJobsSection(const toml::table& root,
+                                                         std::string_view source);
+
+}  // namespace pillar::jobs

@@ -1,0 +1,291 @@
+#include "jobs/job_queue.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "common/strings.h"
+#include "identity/principal_codec.h"
+
+namespace pillar::jobs {
+
+using state::JobRecord;
+using state::JobState;
+
+namespace {
+
+constexpr int64_t kSweepIntervalUs = 60'000'000;
+constexpr int64_t kGaugeIntervalUs = 2'000'000;
+constexpr int64_t kMaxBackoffUs = 30'000'000;
+
+int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
+
+// The response headers a finished job keeps: those that say who answered and how to retry.
+std::string KeptHeaders(const http::Response& response) {
+  std::string out;
+  for (const auto& [name, value] : response.headers) {
+    if (EqualsIgnoreCase(name, "X-Pillar-Fallback") || EqualsIgnoreCase(name, "Retry-After")) {
+      StrAppend(&out, name, ": ", value, "\n");
+    }
+  }
+  return out;
+}
+
+// How long a run refused as load waits before the next: the upstream's Retry-After when it
+// gave one, else 1 s doubling per attempt; capped.
+int64_t BackoffUs(const http::Response& response, int64_t attempts) {
+  for (const auto& [name, value] : response.headers) {
+    int64_t seconds = 0;
+    if (EqualsIgnoreCase(name, "Retry-After") && ParseInt(value, &seconds) && seconds >= 0) {
+      return std::min(seconds * 1'000'000, kMaxBackoffUs);
+    }
+  }
+  return std::min<int64_t>(1'000'000LL << std::min<int64_t>(attempts - 1, 5), kMaxBackoffUs);
+}
+
+}  // namespace
+
+void JobQueue::Tasks::Post(Task task) {
+  absl::MutexLock lock(&mu);
+  if (closed) return;  // the queue stopped: the task (a late answer) is dropped
+  queue.push_back(std::move(task));
+}
+
+JobQueue::JobQueue(state::StateStore& store, JobOptions options, monitor::MetricsRegistry& metrics,
+                   const Clock& clock)
+    : store_(store),
+      options_(options),
+      clock_(clock),
+      jobs_(metrics.AddGauge("pillar_jobs", "Asynchronous jobs in the state store, by state.",
+                             {"model", "state"})),
+      finished_(metrics.AddCounter("pillar_jobs_finished_total",
+                                   "Asynchronous job runs this instance ended, by outcome "
+                                   "(done, failed, retried, lost: the claim had lapsed).",
+                                   {"model", "outcome"})),
+      store_errors_(metrics.AddCounter("pillar_job_store_errors_total",
+                                       "State store operations of the job queue that failed.")) {}
+
+JobQueue::~JobQueue() { Stop(absl::ZeroDuration()); }
+
+void JobQueue::Start() {
+  claiming_ = true;
+  thread_ = std::thread([this] { Loop(); });
+}
+
+void JobQueue::Stop(absl::Duration drain) {
+  if (!thread_.joinable()) return;
+  claiming_ = false;
+  const int64_t deadline = clock_.MonotonicNanos() + absl::ToInt64Nanoseconds(drain);
+  while (running_count_.load() > 0 && clock_.MonotonicNanos() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  tasks_->Post([this] {
+    // Runs still going: give their claims up, so the next claim comes at once, as interrupted.
+    std::vector<std::pair<std::string, int64_t>> claims;
+    for (const auto& [id, run] : running_) claims.emplace_back(id, run.attempts);
+    Report(store_.RenewJobs(claims, 0));
+    absl::MutexLock lock(&tasks_->mu);
+    tasks_->closed = true;
+  });
+  thread_.join();
+}
+
+void JobQueue::Submit(JobRecord job, absl::AnyInvocable<void(absl::Status) &&> done) {
+  tasks_->Post([this, job = std::move(job), done = std::move(done)]() mutable {
+    const int64_t now_us = clock_.UnixMicros();
+    job.state = JobState::kQueued;
+    job.created_us = job.updated_us = now_us;
+    absl::Status stored = store_.PutJob(job, options_.max_unfinished_per_principal);
+    if (stored.ok()) claim_now_ = true;
+    if (!stored.ok() && stored.code() != absl::StatusCode::kResourceExhausted) Report(stored);
+    std::move(done)(std::move(stored));
+  });
+}
+
+void JobQueue::Lookup(std::string id, std::string owner,
+                      absl::AnyInvocable<void(absl::StatusOr<JobRecord>) &&> done) {
+  tasks_->Post(
+      [this, id = std::move(id), owner = std::move(owner), done = std::move(done)]() mutable {
+        absl::StatusOr<JobRecord> job = store_.GetJob(id);
+        if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
+        if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
+        if (job.ok()) job->request.clear();
+        std::move(done)(std::move(job));
+      });
+}
+
+int64_t JobQueue::EstimatedWaitMs(int64_t queued_ahead) const {
+  const double run_ms = run_ms_.load(std::memory_order_relaxed);
+  if (run_ms < 0) return -1;
+  // The jobs ahead drain `workers` at a time; then this one runs.
+  return int64_t(run_ms * (double(queued_ahead / options_.workers) + 1.0));
+}
+
+void JobQueue::Loop() {
+  for (;;) {
+    std::deque<Task> batch;
+    {
+      absl::MutexLock lock(&tasks_->mu);
+      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(tasks_->mu) {
+        return !tasks_->queue.empty() || tasks_->closed;
+      };
+      tasks_->mu.AwaitWithTimeout(absl::Condition(&ready), options_.poll);
+      if (tasks_->closed && tasks_->queue.empty()) return;
+      batch.swap(tasks_->queue);
+    }
+    for (Task& task : batch) std::move(task)();
+    Tick(clock_.UnixMicros());
+  }
+}
+
+void JobQueue::Tick(int64_t now_us) {
+  if (now_us >= next_sweep_us_) {
+    next_sweep_us_ = now_us + kSweepIntervalUs;
+    Report(store_.DeleteExpiredJobs(now_us).status());
+  }
+  if (now_us >= next_renew_us_ && !running_.empty()) {
+    next_renew_us_ = now_us + Micros(options_.lease) / 3;
+    std::vector<std::pair<std::string, int64_t>> claims;
+    for (const auto& [id, run] : running_) claims.emplace_back(id, run.attempts);
+    Report(store_.RenewJobs(claims, now_us + Micros(options_.lease)));
+  }
+  Claim(now_us);
+  if (now_us >= next_gauges_us_) {
+    next_gauges_us_ = now_us + kGaugeIntervalUs;
+    RefreshGauges();
+  }
+}
+
+void JobQueue::Claim(int64_t now_us) {
+  const int free = options_.workers - int(running_.size());
+  if (!claiming_ || chain_ == nullptr || free <= 0) return;
+  if (!claim_now_ && now_us < next_claim_us_) return;
+  claim_now_ = false;
+  next_claim_us_ = now_us + Micros(options_.poll);
+  absl::StatusOr<std::vector<JobRecord>> claimed =
+      store_.ClaimJobs(now_us, now_us + Micros(options_.lease), free);
+  if (!claimed.ok()) return Report(claimed.status());
+  if (!claimed->empty()) next_renew_us_ = now_us + Micros(options_.lease) / 3;
+  for (JobRecord& job : *claimed) StartRun(std::move(job), now_us);
+}
+
+void JobQueue::StartRun(JobRecord job, int64_t now_us) {
+  if (job.interrupted && !job.idempotent) {
+    return FailUnrun(job,
+                     absl::UnavailableError(StrCat(
+                         "the job's run was interrupted (its instance stopped or lost its claim) "
+                         "and model '",
+                         job.model, "' is not idempotent, so it was not run again")),
+                     now_us);
+  }
+  if (now_us - job.created_us > Micros(options_.max_wait)) {
+    return FailUnrun(
+        job,
+        absl::DeadlineExceededError(StrCat("the job waited longer than ",
+                                           absl::FormatDuration(options_.max_wait), " to run")),
+        now_us);
+  }
+  absl::StatusOr<identity::Principal> principal = identity::DecodePrincipal(job.principal);
+  if (!principal.ok()) return FailUnrun(job, principal.status(), now_us);
+  auto* ex = new pipeline::Exchange;
+  ex->request_id = StrCat(job.id.substr(0, 16), "-", job.attempts);
+  ex->operation = pipeline::Operation::kInfer;
+  ex->listener = "jobs";
+  ex->method = "POST";
+  ex->target = StrCat("/v2/models/", job.model, "/versions/", job.version, "/infer");
+  ex->body = std::move(job.request);
+  ex->model_name = job.model;
+  ex->model_version = job.version;
+  ex->remote = "job";
+  ex->start_ns = clock_.MonotonicNanos();
+  ex->timeout_ms = absl::ToInt64Milliseconds(options_.run_timeout);
+  ex->priority = job.priority;
+  ex->job_id = job.id;
+  ex->job_run = true;
+  ex->principal = std::make_shared<const identity::Principal>(std::move(*principal));
+  ex->post = [tasks = tasks_](Task task) { tasks->Post(std::move(task)); };
+  ex->on_complete = [this, id = job.id](pipeline::Exchange& done) {
+    EndRun(id, done);
+    delete &done;
+  };
+  running_[job.id] = Run{job.attempts, job.idempotent, job.model, ex->start_ns};
+  running_count_ = int64_t(running_.size());
+  chain_->Start(*ex);  // may end at once (a refusal): EndRun then runs inside
+}
+
+void JobQueue::FailUnrun(const JobRecord& job, const absl::Status& status, int64_t now_us) {
+  pipeline::Exchange failed;
+  failed.Fail(status);
+  JobRecord end;
+  end.id = job.id;
+  end.attempts = job.attempts;
+  end.state = JobState::kFailed;
+  end.updated_us = now_us;
+  end.expires_us = now_us + Micros(options_.keep);
+  end.status = failed.response.status;
+  end.content_type = failed.response.content_type;
+  end.result = std::move(failed.response.body);
+  End(std::move(end), job.model, "failed");
+}
+
+void JobQueue::EndRun(const std::string& id, pipeline::Exchange& done) {
+  auto it = running_.find(id);
+  if (it == running_.end()) return;
+  const Run run = std::move(it->second);
+  running_.erase(it);
+  running_count_ = int64_t(running_.size());
+  const int64_t now_us = clock_.UnixMicros();
+  const double ran_ms = double(clock_.MonotonicNanos() - run.started_ns) / 1e6;
+  const double before = run_ms_.load(std::memory_order_relaxed);
+  run_ms_.store(before < 0 ? ran_ms : 0.8 * before + 0.2 * ran_ms, std::memory_order_relaxed);
+
+  const http::Response& response = done.response;
+  JobRecord end;
+  end.id = id;
+  end.attempts = run.attempts;
+  end.updated_us = now_us;
+  const bool refused_as_load = response.status == 429 || response.status == 503;
+  if (refused_as_load && run.idempotent && run.attempts < options_.max_attempts) {
+    end.state = JobState::kQueued;
+    end.not_before_us = now_us + BackoffUs(response, run.attempts);
+    return End(std::move(end), run.model, "retried");
+  }
+  end.state = response.status < 400 ? JobState::kDone : JobState::kFailed;
+  end.expires_us = now_us + Micros(options_.keep);
+  end.status = response.status;
+  end.content_type = response.content_type;
+  end.headers = KeptHeaders(response);
+  end.result = response.body;
+  End(std::move(end), run.model, end.state == JobState::kDone ? "done" : "failed");
+}
+
+void JobQueue::End(JobRecord end, std::string_view model, std::string_view outcome) {
+  absl::StatusOr<bool> ended = store_.EndJobRun(end);
+  if (!ended.ok()) return Report(ended.status());
+  finished_.Get({model, *ended ? outcome : "lost"}).Increment();
+  claim_now_ = true;
+}
+
+void JobQueue::RefreshGauges() {
+  absl::StatusOr<std::vector<state::JobCount>> counts = store_.CountJobs();
+  if (!counts.ok()) return Report(counts.status());
+  for (auto& [labels, seen] : gauge_labels_) seen = false;
+  for (const state::JobCount& c : *counts) {
+    const std::string_view state = state::JobStateName(c.state);
+    jobs_.Get({c.model, state}).Set(double(c.count));
+    gauge_labels_[{c.model, std::string(state)}] = true;
+  }
+  for (const auto& [labels, seen] : gauge_labels_) {
+    if (!seen) jobs_.Get({labels.first, labels.second}).Set(0);
+  }
+}
+
+void JobQueue::Report(const absl::Status& status) {
+  if (status.ok()) return;
+  store_errors_.Get({}).Increment();
+  std::string message(status.message());
+  if (message == last_error_) return;  // said once until it changes
+  std::fprintf(stderr, "pillar: jobs: %s\n", message.c_str());
+  last_error_ = std::move(message);
+}
+
+}  // namespace pillar::jobs

@@ -1,0 +1,122 @@
+// Asynchronous inference jobs: a request sent with `Prefer: respond-async` is accepted at once
+// (202 and a job URL) and run later through the same chain of stages as any request, as the
+// principal that submitted it. Jobs live in the state store, which is the queue: an instance
+// claims due jobs under a lease it renews while they run, so a job whose instance stopped or died
+// is taken again when the lease runs out (by a restarted instance, or another sharing the
+// store). A run cut short is run again only for an idempotent model; otherwise the job fails,
+// saying so. Runs refused as load (429, 503) are retried with backoff, up to max_attempts.
+//
+//   JobQueue jobs(store, options, metrics);
+//   jobs.Attach(chain);        // the chain runs the jobs; it is built with the job stage in it
+//   jobs.Start();
+//   ... jobs.Submit(record, done); jobs.Lookup(id, owner, done);   // from the job stage
+//   jobs.Stop(drain_timeout);  // waits for runs in flight, then gives their claims up
+// One thread does the store's I/O and drives the runs' exchanges (their `post` executor), so
+// nothing here blocks an event loop. Submit and Lookup may be called from any thread; their
+// callbacks run on the queue's thread.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/functional/any_invocable.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "jobs/job_options.h"
+#include "monitor/metrics.h"
+#include "pipeline/chain.h"
+#include "state/state_store.h"
+
+namespace pillar::jobs {
+
+class JobQueue {
+ public:
+  JobQueue(state::StateStore& store, JobOptions options, monitor::MetricsRegistry& metrics,
+           const Clock& clock = SystemClock());
+  ~JobQueue();
+  JobQueue(const JobQueue&) = delete;
+  JobQueue& operator=(const JobQueue&) = delete;
+
+  // The chain that runs the jobs; before Start, and it must outlive Stop.
+  void Attach(pipeline::Chain& chain) { chain_ = &chain; }
+  void Start();
+  // Takes no new jobs from the store (runs in flight go on); the first step of stopping.
+  void StopClaiming() { claiming_ = false; }
+  // Stops claiming, waits at most `drain` for the runs in flight, then gives up the claims of
+  // any still running (the next instance to claim them treats them as interrupted).
+  void Stop(absl::Duration drain);
+
+  // Stores `job` (the caller fills in id, owner, principal, model, version, request, priority and
+  // idempotent) as queued. ResourceExhausted when its owner has too many unfinished jobs.
+  void Submit(state::JobRecord job, absl::AnyInvocable<void(absl::Status) &&> done);
+  // The job `id` when `owner` submitted it; NotFound, alike, when it does not exist or is
+  // another's. The request body is not returned.
+  void Lookup(std::string id, std::string owner,
+              absl::AnyInvocable<void(absl::StatusOr<state::JobRecord>) &&> done);
+
+  // The expected wait, in ms, of a job with `queued_ahead` jobs before it, from the measured
+  // run time and the number of workers; -1 before any run was measured.
+  int64_t EstimatedWaitMs(int64_t queued_ahead) const;
+  const JobOptions& options() const { return options_; }
+
+ private:
+  using Task = absl::AnyInvocable<void() &&>;
+  // The queue's work: tasks posted from any thread. Shared with the exchanges of runs, which
+  // may post to it after Stop (a runner answering late); it drops those.
+  struct Tasks {
+    absl::Mutex mu;
+    std::deque<Task> queue ABSL_GUARDED_BY(mu);
+    bool closed ABSL_GUARDED_BY(mu) = false;
+    bool wake ABSL_GUARDED_BY(mu) = false;
+    void Post(Task task);
+  };
+  struct Run {
+    int64_t attempts = 0;
+    bool idempotent = true;
+    std::string model;
+    int64_t started_ns = 0;
+  };
+
+  void Loop();
+  void Tick(int64_t now_us);
+  void Claim(int64_t now_us);
+  void StartRun(state::JobRecord job, int64_t now_us);
+  // Ends a run that never reached the chain, as failed with `status`.
+  void FailUnrun(const state::JobRecord& job, const absl::Status& status, int64_t now_us);
+  void EndRun(const std::string& id, pipeline::Exchange& done);
+  void End(state::JobRecord end, std::string_view model, std::string_view outcome);
+  void RefreshGauges();
+  void Report(const absl::Status& status);
+
+  state::StateStore& store_;
+  const JobOptions options_;
+  const Clock& clock_;
+  pipeline::Chain* chain_ = nullptr;
+  std::shared_ptr<Tasks> tasks_ = std::make_shared<Tasks>();
+  std::thread thread_;
+  std::atomic<bool> claiming_{false};
+  std::atomic<int64_t> running_count_{0};
+  std::atomic<double> run_ms_{-1};  // moving average of run times; -1: none measured yet
+
+  // Touched on the queue's thread only.
+  std::map<std::string, Run> running_;
+  int64_t next_renew_us_ = 0;
+  int64_t next_claim_us_ = 0;
+  int64_t next_sweep_us_ = 0;
+  int64_t next_gauges_us_ = 0;
+  bool claim_now_ = true;
+  std::string last_error_;
+  std::map<std::pair<std::string, std::string>, bool> gauge_labels_;
+
+  monitor::Family<monitor::Gauge>& jobs_;        // {model, state}
+  monitor::Family<monitor::Counter>& finished_;  // {model, outcome}
+  monitor::Family<monitor::Counter>& store_errors_;
+};
+
+}  // namespace pillar::jobs

@@ -1,0 +1,39 @@
+// The `jobs` table of the SQLite state store (schema 4, docs/formats/api_keys.md): the
+// asynchronous-job methods of StateStore, each one transaction. The store owns the connection
+// and calls these with its mutex held.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "state/state_store.h"
+
+namespace pillar::state {
+
+class SqliteJobTable {
+ public:
+  explicit SqliteJobTable(sqlite3* db) : db_(db) {}
+
+  [[nodiscard]] absl::Status Put(const JobRecord& job, int64_t max_unfinished_per_owner);
+  [[nodiscard]] absl::StatusOr<JobRecord> Get(const std::string& id);
+  [[nodiscard]] absl::StatusOr<std::vector<JobRecord>> Claim(int64_t now_us, int64_t lease_until_us,
+                                                             int limit);
+  [[nodiscard]] absl::Status Renew(const std::vector<std::pair<std::string, int64_t>>& claims,
+                                   int64_t lease_until_us);
+  [[nodiscard]] absl::StatusOr<bool> EndRun(const JobRecord& job);
+  [[nodiscard]] absl::StatusOr<int64_t> DeleteExpired(int64_t now_us);
+  [[nodiscard]] absl::StatusOr<std::vector<JobCount>> Count();
+
+ private:
+  [[nodiscard]] absl::Status Rollback(absl::Status status);
+
+  sqlite3* db_;
+};
+
+}  // namespace pillar::state

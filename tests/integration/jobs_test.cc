@@ -1,0 +1,211 @@
+// Asynchronous jobs end to end through the real binary: Prefer: respond-async answers 202 and a
+// job URL, the job runs through the whole chain, its URL answers 202 (position, wait) until the
+// result; jobs survive SIGKILL of the server and are seen by their submitter alone.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+
+namespace pillar {
+namespace {
+
+using testing::Bearer;
+using testing::Fetch;
+using testing::HttpReply;
+
+void WriteVersion(const std::filesystem::path& store, const std::string& model, int latency_ms) {
+  const std::filesystem::path dir = store / model / "1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
+max_batch_size = 8
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+[access]
+tenant = "demo"
+[simulated]
+latency = "fixed"
+latency_ms = )" << latency_ms << "\n";
+}
+
+// A distinctive value, to show that payloads never reach the logs.
+constexpr char kBody[] =
+    R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,98765.4375]}]})";
+const std::string kAsync = "Prefer: respond-async";
+
+class JobsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const std::filesystem::path store = server_.dir() / "store";
+    WriteVersion(store, "quick", 20);
+    WriteVersion(store, "slow", 2500);
+    server_.SetStore(store);
+    server_.AddConfig("[jobs]\nworkers = 2\nlease_ms = 1000\npoll_ms = 50\n");
+    owner_ = server_.CreateKey("owner", {"--tenant", "demo", "--role", "user"});
+    other_ = server_.CreateKey("other", {"--tenant", "demo", "--role", "user"});
+    ASSERT_TRUE(server_.Start()) << server_.Log();
+  }
+  void TearDown() override {
+    if (server_.running()) {
+      EXPECT_EQ(server_.Stop(), 0) << server_.Log();
+    }
+  }
+
+  HttpReply Submit(const std::string& model, const std::string& key) {
+    return Fetch(server_.data_port(), "POST", "/v2/models/" + model + "/infer", kBody,
+                 {Bearer(key), kAsync});
+  }
+  HttpReply Get(const std::string& path, const std::string& key) {
+    return Fetch(server_.data_port(), "GET", path, "", {Bearer(key)});
+  }
+  // Polls the job until it is no longer 202, for at most `limit`.
+  HttpReply AwaitResult(const std::string& path, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    HttpReply r;
+    do {
+      r = Get(path, owner_);
+      if (r.status != 202) return r;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    } while (std::chrono::steady_clock::now() < deadline);
+    return r;
+  }
+
+  testing::ServerProcess server_;
+  std::string owner_;
+  std::string other_;
+};
+
+TEST_F(JobsTest, AcceptsRunsAndAnswersWithTheResult) {
+  HttpReply accepted = Submit("quick", owner_);
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers["location"];
+  ASSERT_EQ(location.rfind("/v2/jobs/", 0), 0u) << location;
+  EXPECT_EQ(location.size(), std::string("/v2/jobs/").size() + 32);
+  EXPECT_EQ(accepted.headers["preference-applied"], "respond-async");
+  EXPECT_NE(accepted.body.find("\"state\":\"queued\""), std::string::npos) << accepted.body;
+
+  HttpReply done = AwaitResult(location, std::chrono::seconds(10));
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_EQ(done.headers["x-pillar-job-state"], "done");
+  // The same answer the request gets when sent synchronously.
+  HttpReply sync =
+      Fetch(server_.data_port(), "POST", "/v2/models/quick/infer", kBody, {Bearer(owner_)});
+  ASSERT_EQ(sync.status, 200);
+  EXPECT_EQ(done.body, sync.body);
+  // Kept: asking again gives the result again.
+  EXPECT_EQ(Get(location, owner_).body, done.body);
+
+  // Payloads are never logged: not the request's values, not the result.
+  server_.Stop();
+  for (const char* file : {"access.log", "audit.log", "server.log"}) {
+    std::ifstream in(server_.dir() / file);
+    const std::string text((std::istreambuf_iterator<char>(in)), {});
+    EXPECT_EQ(text.find("98765"), std::string::npos) << file;
+  }
+}
+
+TEST_F(JobsTest, AnotherPrincipalGetsTheNotFoundOfAJobThatDoesNotExist) {
+  HttpReply accepted = Submit("quick", owner_);
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers["location"];
+  const std::string id = location.substr(std::string("/v2/jobs/").size());
+  HttpReply theirs = Get(location, other_);
+  EXPECT_EQ(theirs.status, 404) << theirs.body;
+  EXPECT_EQ(theirs.body.find("98765"), std::string::npos);
+  const std::string absent_id(32, 'a');
+  HttpReply absent = Get("/v2/jobs/" + absent_id, other_);
+  EXPECT_EQ(absent.status, 404);
+  // Alike but for the id they name.
+  std::string normalized = theirs.body;
+  normalized.replace(normalized.find(id), id.size(), absent_id);
+  EXPECT_EQ(normalized, absent.body);
+  EXPECT_EQ(Get("/v2/jobs/not-an-id", owner_).status, 404);
+  EXPECT_EQ(Fetch(server_.data_port(), "GET", location).status, 401);
+  // Still the owner's, finished.
+  EXPECT_EQ(AwaitResult(location, std::chrono::seconds(10)).status, 200);
+}
+
+TEST_F(JobsTest, BadRequestsAreRefusedAtOnceNotQueued) {
+  HttpReply bad =
+      Fetch(server_.data_port(), "POST", "/v2/models/quick/infer",
+            R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,3],"data":[1,2,3]}]})",
+            {Bearer(owner_), kAsync});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.headers.count("location"), 0u);
+  EXPECT_EQ(Fetch(server_.data_port(), "POST", "/v2/models/nothere/infer", kBody,
+                  {Bearer(owner_), kAsync})
+                .status,
+            404);
+}
+
+TEST_F(JobsTest, QueuedJobsSayTheirPositionAndWait) {
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 4; ++i) {
+    HttpReply r = Submit("slow", owner_);
+    ASSERT_EQ(r.status, 202) << r.body;
+    jobs.push_back(r.headers["location"]);
+  }
+  // Two workers: two run, two wait in order.
+  HttpReply last = Get(jobs[3], owner_);
+  ASSERT_EQ(last.status, 202) << last.body;
+  EXPECT_NE(last.body.find("\"state\":\"queued\""), std::string::npos) << last.body;
+  EXPECT_NE(last.body.find("\"position\":2"), std::string::npos) << last.body;
+  EXPECT_FALSE(last.headers["retry-after"].empty());
+  HttpReply first = Get(jobs[0], owner_);
+  EXPECT_NE(first.body.find("\"state\":\"running\""), std::string::npos) << first.body;
+  // Once a run was measured, the wait is estimated from it.
+  ASSERT_EQ(AwaitResult(jobs[0], std::chrono::seconds(10)).status, 200);
+  last = Get(jobs[3], owner_);
+  if (last.body.find("\"state\":\"queued\"") != std::string::npos) {
+    EXPECT_NE(last.body.find("\"estimated_wait_ms\":"), std::string::npos) << last.body;
+  }
+  for (const std::string& job : jobs) {
+    EXPECT_EQ(AwaitResult(job, std::chrono::seconds(15)).status, 200);
+  }
+}
+
+TEST_F(JobsTest, AJobSurvivesTheServerBeingKilledMidRun) {
+  HttpReply accepted = Submit("slow", owner_);
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers["location"];
+  // Wait until it runs, then kill the server under it.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (Get(location, owner_).body.find("\"state\":\"running\"") == std::string::npos) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the job never started";
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(::kill(server_.pid(), SIGKILL), 0);
+  server_.WaitForExit();
+  ASSERT_TRUE(server_.Start()) << server_.Log();
+  // Its claim lapses (1 s), the restarted server takes it again and runs it (the model is
+  // idempotent): the result arrives.
+  HttpReply done = AwaitResult(location, std::chrono::seconds(15));
+  ASSERT_EQ(done.status, 200) << done.body;
+  EXPECT_NE(done.body.find("\"model_name\":\"slow\""), std::string::npos) << done.body;
+  EXPECT_EQ(Get(location, other_).status, 404);
+}
+
+TEST_F(JobsTest, AStoppedServerGivesItsRunsUpAndTheNextRunsThem) {
+  HttpReply accepted = Submit("slow", owner_);
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers["location"];
+  HttpReply queued = Submit("slow", owner_);  // may or may not have begun: both must finish
+  ASSERT_EQ(queued.status, 202);
+  EXPECT_EQ(server_.Stop(), 0) << server_.Log();
+  ASSERT_TRUE(server_.Start()) << server_.Log();
+  EXPECT_EQ(AwaitResult(location, std::chrono::seconds(15)).status, 200);
+  EXPECT_EQ(AwaitResult(queued.headers["location"], std::chrono::seconds(15)).status, 200);
+}
+
+}  // namespace
+}  // namespace pillar
