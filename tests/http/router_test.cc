@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "http/message.h"
 #include "http/server.h"
 
 namespace pillar::http {
@@ -55,6 +56,18 @@ TEST(LoopbackTest, RecognisesLoopbackAddresses) {
   EXPECT_FALSE(IsLoopbackAddress("::"));
   EXPECT_FALSE(IsLoopbackAddress("10.0.0.1"));
   EXPECT_FALSE(IsLoopbackAddress("not an address"));
+}
+
+TEST(PreferTest, FindsRespondAsyncAmongPreferences) {
+  EXPECT_TRUE(PrefersRespondAsync("respond-async"));
+  EXPECT_TRUE(PrefersRespondAsync("Respond-Async"));
+  EXPECT_TRUE(PrefersRespondAsync("wait=10, respond-async"));
+  EXPECT_TRUE(PrefersRespondAsync(" respond-async ; foo=bar"));
+  EXPECT_TRUE(PrefersRespondAsync("return=minimal,respond-async=1"));
+  EXPECT_FALSE(PrefersRespondAsync(""));
+  EXPECT_FALSE(PrefersRespondAsync("return=minimal"));
+  EXPECT_FALSE(PrefersRespondAsync("respond-asynchronously"));
+  EXPECT_FALSE(PrefersRespondAsync("wait=respond-async"));
 }
 
 }  // namespace

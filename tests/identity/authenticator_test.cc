@@ -4,6 +4,7 @@
 
 #include "common/strings.h"
 #include "identity/api_key.h"
+#include "identity/principal_codec.h"
 #include "testing/jwt_signer.h"
 #include "testing/temp_dir.h"
 
@@ -75,6 +76,54 @@ TEST_F(AuthenticatorTest, ABadCredentialNeverFallsBackToTheCertificate) {
   Authenticator keys_only(keys_.get(), nullptr, {});
   EXPECT_EQ(keys_only.Authenticate("Bearer a.b.c", "", now).status().message(),
             "malformed API key");
+}
+
+// What an asynchronous job carries over a restart: every method's principal survives its
+// encoding, and is checked again when the job runs.
+TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
+  Authenticator auth(keys_.get(), jwt_.get(), clients_);
+  const int64_t now = kNowS * 1'000'000;
+  const std::string token = signer_.Sign(StrCat(
+      R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
+  for (auto who : {auth.Authenticate("Bearer " + key_.text, "", now),
+                   auth.Authenticate("bearer " + token, "", now),
+                   auth.Authenticate("", "spiffe://acme/svc/batch", now)}) {
+    ASSERT_TRUE(who.ok()) << who.status();
+    absl::StatusOr<Principal> decoded = DecodePrincipal(EncodePrincipal(**who));
+    ASSERT_TRUE(decoded.ok()) << decoded.status();
+    EXPECT_EQ(EncodePrincipal(*decoded), EncodePrincipal(**who));
+    EXPECT_EQ(decoded->id, (*who)->id);
+    EXPECT_EQ(decoded->method, (*who)->method);
+    EXPECT_EQ(decoded->attributes, (*who)->attributes);
+    auto again = auth.Reauthenticate(*decoded, now);
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_EQ((*again)->id, (*who)->id);
+  }
+  // A token past its expiry, a certificate no longer configured, a revoked key: refused.
+  Principal bob =
+      *DecodePrincipal(EncodePrincipal(**auth.Authenticate("bearer " + token, "", now)));
+  EXPECT_EQ(auth.Reauthenticate(bob, now + 61'000'000).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  Principal cert = **auth.Authenticate("", "spiffe://acme/svc/batch", now);
+  Authenticator without_clients(keys_.get(), jwt_.get(), {});
+  EXPECT_EQ(without_clients.Reauthenticate(cert, now).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  Principal key = **auth.Authenticate("Bearer " + key_.text, "", now);
+  ASSERT_TRUE(store_->RevokeKey(key_.id, now).ok());
+  ASSERT_TRUE(keys_->Refresh().ok());
+  EXPECT_EQ(auth.Reauthenticate(key, now).status().message(), "API key revoked");
+}
+
+TEST(PrincipalCodecTest, RefusesWhatItDidNotWrite) {
+  for (const char* bad : {"", "[]", "{}",
+                          R"({"method":"x","id":"a","tenant":"","key_id":"",)"
+                          R"("expires_us":0,"roles":[],"attributes":{}})",
+                          R"({"method":"jwt","id":"","tenant":"","key_id":"","expires_us":0,)"
+                          R"("roles":[],"attributes":{}})",
+                          R"({"method":"jwt","id":"a","tenant":"","key_id":"","expires_us":0,)"
+                          R"("roles":[1],"attributes":{}})"}) {
+    EXPECT_EQ(DecodePrincipal(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
 }
 
 }  // namespace

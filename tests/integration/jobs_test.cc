@@ -207,5 +207,35 @@ TEST_F(JobsTest, AStoppedServerGivesItsRunsUpAndTheNextRunsThem) {
   EXPECT_EQ(AwaitResult(queued.headers["location"], std::chrono::seconds(15)).status, 200);
 }
 
+TEST_F(JobsTest, RevokingTheKeyStopsItsQueuedJobs) {
+  std::vector<std::string> jobs;
+  for (int i = 0; i < 3; ++i) {  // two workers: the third waits
+    HttpReply r = Submit("slow", owner_);
+    ASSERT_EQ(r.status, 202) << r.body;
+    jobs.push_back(r.headers["location"]);
+  }
+  ASSERT_TRUE(server_.RevokeKey(owner_));
+  // The owner can no longer read them either; the server's own view says the third failed as
+  // its run was refused at authentication.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  while (Get(jobs[2], owner_).status != 401) {  // once the server has reloaded its keys
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  std::string line;
+  while (std::chrono::steady_clock::now() < deadline) {
+    std::ifstream in(server_.dir() / "access.log");
+    const std::string id = jobs[2].substr(std::string("/v2/jobs/").size());
+    for (std::string l; std::getline(in, l);) {
+      if (l.find("\"listener\":\"jobs\"") != std::string::npos && l.find(id) != std::string::npos) {
+        line = l;
+      }
+    }
+    if (!line.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(line.find("\"status\":401"), std::string::npos) << line;
+}
+
 }  // namespace
 }  // namespace pillar

@@ -108,6 +108,7 @@ TEST(SqliteStateStoreTest, MigratesASchemaOneFileInPlace) {
   EXPECT_FALSE((*keys)[0].expires_us.has_value());
   ASSERT_TRUE((*store)->AddQuotaUsage({{"q", 1, 1}}).ok());
   EXPECT_EQ(*(*store)->RaiseHighWater("aliases/digits", 3), 3);  // schema 3 reached too
+  EXPECT_EQ((*store)->GetJob("none").status().code(), absl::StatusCode::kNotFound);  // and 4
 }
 
 // A high-water mark only rises, across connections and reopenings: a replayed (older) signed

@@ -1,0 +1,149 @@
+// The jobs table of the state store: the store is the queue, so its claims, leases and ends are
+// what keeps a job from being lost or run twice at once.
+#include <gtest/gtest.h>
+
+#include "state/state_store.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::state {
+namespace {
+
+JobRecord Job(const std::string& id, const std::string& owner, int64_t created_us) {
+  JobRecord j;
+  j.id = id;
+  j.owner = owner;
+  j.principal = "{}";
+  j.model = "digits";
+  j.version = "1";
+  j.request = std::string("{\"inputs\":[]}\0binary", 20);
+  j.created_us = j.updated_us = created_us;
+  return j;
+}
+
+class JobTableTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto opened = OpenSqliteStateStore((dir_.path() / "s.db").string());
+    ASSERT_TRUE(opened.ok()) << opened.status();
+    store_ = std::move(*opened);
+  }
+  testing::TempDir dir_;
+  std::unique_ptr<StateStore> store_;
+};
+
+TEST_F(JobTableTest, KeepsTheRequestAndSaysThePositionOfAQueuedJob) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 20), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("c", "key:2", 20), 10).ok());
+  absl::StatusOr<JobRecord> c = store_->GetJob("c");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->request, Job("c", "", 0).request);  // binary-safe
+  EXPECT_EQ(c->state, JobState::kQueued);
+  EXPECT_EQ(c->queued_ahead, 2);  // a (earlier) and b (same time, smaller id)
+  EXPECT_EQ(store_->GetJob("zz").status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(store_->PutJob(Job("a", "key:1", 30), 10).code(), absl::StatusCode::kAlreadyExists);
+}
+
+TEST_F(JobTableTest, AnOwnerMayHaveOnlySoManyUnfinishedJobs) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 2).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), 2).ok());
+  EXPECT_EQ(store_->PutJob(Job("c", "key:1", 12), 2).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store_->PutJob(Job("d", "key:2", 12), 2).ok());  // others are not counted
+  // A finished job no longer counts.
+  auto claimed = store_->ClaimJobs(100, 200, 1);
+  ASSERT_TRUE(claimed.ok());
+  ASSERT_EQ(claimed->size(), 1u);
+  JobRecord end = (*claimed)[0];
+  end.state = JobState::kDone;
+  end.status = 200;
+  ASSERT_TRUE(*store_->EndJobRun(end));
+  EXPECT_TRUE(store_->PutJob(Job("c", "key:1", 12), 2).ok());
+}
+
+TEST_F(JobTableTest, ClaimsAreExclusiveUntilTheirLeaseLapses) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  auto first = store_->ClaimJobs(/*now=*/100, /*lease_until=*/200, 5);
+  ASSERT_TRUE(first.ok());
+  ASSERT_EQ(first->size(), 1u);
+  EXPECT_EQ((*first)[0].attempts, 1);
+  EXPECT_FALSE((*first)[0].interrupted);
+  EXPECT_TRUE(store_->ClaimJobs(150, 250, 5)->empty());  // held
+  ASSERT_TRUE(store_->RenewJobs({{"a", 1}}, 300).ok());
+  EXPECT_TRUE(store_->ClaimJobs(250, 350, 5)->empty());  // renewed
+  auto second = store_->ClaimJobs(301, 400, 5);          // lapsed: taken again, as interrupted
+  ASSERT_EQ(second->size(), 1u);
+  EXPECT_EQ((*second)[0].attempts, 2);
+  EXPECT_TRUE((*second)[0].interrupted);
+  // The first claim can no longer end the run, nor renew it; the second can.
+  JobRecord stale = (*first)[0];
+  stale.state = JobState::kDone;
+  EXPECT_FALSE(*store_->EndJobRun(stale));
+  ASSERT_TRUE(store_->RenewJobs({{"a", 1}}, 10'000).ok());
+  EXPECT_EQ(store_->GetJob("a")->lease_until_us, 400);
+  JobRecord current = (*second)[0];
+  current.state = JobState::kFailed;
+  current.status = 503;
+  current.result = "{\"error\":\"x\"}";
+  current.headers = "Retry-After: 2\n";
+  current.expires_us = 1000;
+  EXPECT_TRUE(*store_->EndJobRun(current));
+  absl::StatusOr<JobRecord> ended = store_->GetJob("a");
+  EXPECT_EQ(ended->state, JobState::kFailed);
+  EXPECT_EQ(ended->status, 503);
+  EXPECT_EQ(ended->result, "{\"error\":\"x\"}");
+  EXPECT_EQ(ended->headers, "Retry-After: 2\n");
+  EXPECT_TRUE(store_->ClaimJobs(10'000, 20'000, 5)->empty());  // finished jobs are not claimed
+}
+
+TEST_F(JobTableTest, AGivenUpClaimIsTakenAtOnceAndABackoffIsWaitedOut) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), 10).ok());
+  auto claimed = store_->ClaimJobs(100, 10'000, 5);
+  ASSERT_EQ(claimed->size(), 2u);
+  EXPECT_EQ((*claimed)[0].id, "a");                    // oldest first
+  ASSERT_TRUE(store_->RenewJobs({{"a", 1}}, 0).ok());  // given up (a stopping instance)
+  JobRecord requeued = (*claimed)[1];
+  requeued.state = JobState::kQueued;
+  requeued.not_before_us = 500;
+  ASSERT_TRUE(*store_->EndJobRun(requeued));
+  auto again = store_->ClaimJobs(200, 10'000, 5);
+  ASSERT_EQ(again->size(), 1u);
+  EXPECT_EQ((*again)[0].id, "a");
+  EXPECT_TRUE((*again)[0].interrupted);
+  auto later = store_->ClaimJobs(500, 10'000, 5);
+  ASSERT_EQ(later->size(), 1u);
+  EXPECT_EQ((*later)[0].id, "b");
+  EXPECT_FALSE((*later)[0].interrupted);
+  EXPECT_EQ((*later)[0].attempts, 2);
+}
+
+TEST_F(JobTableTest, ExpiredFinishedJobsAreDeletedAndCountsFollow) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), 10).ok());
+  auto claimed = store_->ClaimJobs(100, 10'000, 1);
+  JobRecord end = (*claimed)[0];
+  end.state = JobState::kDone;
+  end.expires_us = 1'000;
+  ASSERT_TRUE(*store_->EndJobRun(end));
+  auto counts = store_->CountJobs();
+  ASSERT_TRUE(counts.ok());
+  ASSERT_EQ(counts->size(), 2u);
+  EXPECT_EQ(*store_->DeleteExpiredJobs(999), 0);
+  EXPECT_EQ(*store_->DeleteExpiredJobs(1'000), 1);  // queued jobs are never expired this way
+  EXPECT_EQ(store_->GetJob("a").status().code(), absl::StatusCode::kNotFound);
+  counts = store_->CountJobs();
+  ASSERT_EQ(counts->size(), 1u);
+  EXPECT_EQ((*counts)[0].state, JobState::kQueued);
+  EXPECT_EQ((*counts)[0].count, 1);
+}
+
+TEST_F(JobTableTest, JobsSurviveReopening) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  store_.reset();
+  auto reopened = OpenSqliteStateStore((dir_.path() / "s.db").string());
+  ASSERT_TRUE(reopened.ok());
+  EXPECT_EQ((*reopened)->GetJob("a")->owner, "key:1");
+}
+
+}  // namespace
+}  // namespace pillar::state
