@@ -36,8 +36,18 @@ void BackendsSource::Stop() {
 
 absl::Status BackendsSource::Load() {
   if (path_.empty()) return absl::OkStatus();
-  watcher_ = std::make_unique<FileWatcher>(path_, "backends file", interval_, kMaxBackendsBytes,
-                                           [this](const std::string& text) { return Apply(text); });
+  // It says where models' traffic goes, with their upstream credentials: it must be as
+  // protected as pillar.toml, checked on the descriptor that is read (ReadTrustedFile).
+  watcher_ = std::make_unique<FileWatcher>(
+      path_, "backends file", interval_, kMaxBackendsBytes,
+      [this](const std::string& text) { return Apply(text); },
+      [this](const std::filesystem::path& path, std::uintmax_t max_bytes) {
+        absl::StatusOr<std::string> text = ReadTrustedFile(path, max_bytes);
+        if (text.status().code() == absl::StatusCode::kPermissionDenied) {
+          Audit(false, std::string(text.status().message()));
+        }
+        return text;
+      });
   return watcher_->LoadNow();
 }
 
@@ -65,21 +75,6 @@ std::shared_ptr<const models::BackendsFile> BackendsSource::Current() const {
 }
 
 absl::Status BackendsSource::Apply(const std::string& text) {
-  // It says where models' traffic goes, with their upstream credentials: as protected as
-  // pillar.toml. (Checked on the path after the read; the check guards against a careless mode,
-  // not a race with its owner.)
-  struct stat st {};
-  const bool found = ::stat(path_.c_str(), &st) == 0;
-  const bool stranger = found && st.st_uid != ::geteuid() && st.st_uid != 0;
-  if (stranger || (found && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0)) {
-    absl::Status refused = absl::PermissionDeniedError(
-        StrCat(path_,
-               stranger ? ": owned by a user other than pillar's or root"
-                        : ": group or others may write it",
-               "; it decides where traffic and upstream credentials go (chmod go-w, chown)"));
-    Audit(false, std::string(refused.message()));
-    return refused;
-  }
   absl::StatusOr<models::BackendsFile> parsed = models::BackendsFile::Parse(text, path_);
   if (!parsed.ok()) {
     Audit(false, std::string(parsed.status().message()));

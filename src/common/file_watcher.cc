@@ -10,12 +10,13 @@
 namespace pillar {
 
 FileWatcher::FileWatcher(std::string path, std::string what, absl::Duration interval,
-                         uintmax_t max_bytes, Apply apply)
+                         uintmax_t max_bytes, Apply apply, Reader read)
     : path_(std::move(path)),
       what_(std::move(what)),
       interval_(interval),
       max_bytes_(max_bytes),
-      apply_(std::move(apply)) {}
+      apply_(std::move(apply)),
+      read_(std::move(read)) {}
 
 FileWatcher::~FileWatcher() {
   {
@@ -40,7 +41,7 @@ bool FileWatcher::Changed() {
 
 absl::Status FileWatcher::LoadNow() {
   Changed();  // remember what was loaded, so the loop does not load it again
-  absl::StatusOr<std::string> content = ReadSmallFile(path_, max_bytes_);
+  absl::StatusOr<std::string> content = read_(path_, max_bytes_);
   if (!content.ok()) return content.status();
   return apply_(*content);
 }

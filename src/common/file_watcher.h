@@ -21,15 +21,20 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/files.h"
 
 namespace pillar {
 
 class FileWatcher {
  public:
   using Apply = std::function<absl::Status(const std::string& content)>;
+  // How the file is read (common/files.h): ReadSmallFile, or ReadTrustedFile for a file whose
+  // owner and mode must be checked on the descriptor that is read.
+  using Reader =
+      std::function<absl::StatusOr<std::string>(const std::filesystem::path&, std::uintmax_t)>;
 
   FileWatcher(std::string path, std::string what, absl::Duration interval, uintmax_t max_bytes,
-              Apply apply);
+              Apply apply, Reader read = ReadSmallFile);
   ~FileWatcher();
   FileWatcher(const FileWatcher&) = delete;
   FileWatcher& operator=(const FileWatcher&) = delete;
@@ -61,6 +66,7 @@ class FileWatcher {
   const absl::Duration interval_;
   const uintmax_t max_bytes_;
   const Apply apply_;
+  const Reader read_;
   Stamp stamp_;  // touched by LoadNow() before Start() and by the loop after
   std::string last_error_;
   std::atomic<int64_t> reloads_{0};

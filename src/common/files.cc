@@ -17,8 +17,10 @@ namespace {
 // Opens `path` once and checks, reads and closes that descriptor: what is checked is what is
 // read, even if the path is swapped meanwhile. O_NONBLOCK: opening a FIFO or a device must not
 // block (fstat refuses them right after; a regular file reads as usual).
+enum class Guard { kNone, kSecret, kTrusted };
+
 [[nodiscard]] absl::StatusOr<std::string> ReadOpened(const std::filesystem::path& path,
-                                                     std::uintmax_t max_bytes, bool secret) {
+                                                     std::uintmax_t max_bytes, Guard guard) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
     return errno == ENOENT ? absl::NotFoundError(StrCat(path.string(), ": no such file"))
@@ -33,9 +35,19 @@ namespace {
   if (!S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(StrCat(path.string(), ": not a regular file"));
   }
-  if (secret && (st.st_mode & 077) != 0) {
+  if (guard == Guard::kSecret && (st.st_mode & 077) != 0) {
     return absl::PermissionDeniedError(
         StrCat(path.string(), " is readable by group or others; chmod 600 it (it holds a secret)"));
+  }
+  if (guard == Guard::kTrusted) {
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+      return absl::PermissionDeniedError(
+          StrCat(path.string(), ": owned by a user other than pillar's or root; chown it"));
+    }
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+      return absl::PermissionDeniedError(
+          StrCat(path.string(), ": group or others may write it; chmod go-w it"));
+    }
   }
   if (std::uintmax_t(st.st_size) > max_bytes) {
     return absl::InvalidArgumentError(StrCat(path.string(), ": larger than ", max_bytes, " bytes"));
@@ -63,12 +75,17 @@ namespace {
 
 [[nodiscard]] absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
                                                         std::uintmax_t max_bytes) {
-  return ReadOpened(path, max_bytes, /*secret=*/false);
+  return ReadOpened(path, max_bytes, Guard::kNone);
 }
 
 [[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                                          std::uintmax_t max_bytes) {
-  return ReadOpened(path, max_bytes, /*secret=*/true);
+  return ReadOpened(path, max_bytes, Guard::kSecret);
+}
+
+[[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
+                                                          std::uintmax_t max_bytes) {
+  return ReadOpened(path, max_bytes, Guard::kTrusted);
 }
 
 }  // namespace pillar

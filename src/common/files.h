@@ -24,6 +24,12 @@ namespace pillar {
 [[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                                          std::uintmax_t max_bytes);
 
+// ReadSmallFile for a file that decides what pillar does with its traffic (the backends file):
+// PermissionDenied unless it is owned by pillar's user or root and neither group nor others may
+// write it. Checked on the descriptor that is read, so a swap of the path cannot slip past.
+[[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
+                                                          std::uintmax_t max_bytes);
+
 // Files that are replaced whole (ports, metrics, collective results) go through
 // PublishAtomically in common/env.h.
 

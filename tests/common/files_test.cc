@@ -52,5 +52,31 @@ TEST(FilesTest, ChecksWhatItReadsOnOneDescriptor) {
   EXPECT_EQ(*ReadSecretFile(dir.path() / "link", 100), "secret");
 }
 
+// A file that decides where traffic goes must not be writable by others; what is checked is the
+// file that is read, so swapping the path for a link to a loose file does not pass.
+TEST(FilesTest, TrustedFilesMustBeOwnedByUsAndWritableByNoOneElse) {
+  testing::TempDir dir;
+  const std::filesystem::path strict = dir.path() / "strict";
+  const std::filesystem::path loose = dir.path() / "loose";
+  std::ofstream(strict) << "ok";
+  std::ofstream(loose) << "loose";
+  ::chmod(strict.c_str(), 0644);
+  ::chmod(loose.c_str(), 0664);
+  EXPECT_EQ(*ReadTrustedFile(strict, 100), "ok");
+  absl::StatusOr<std::string> refused = ReadTrustedFile(loose, 100);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("group or others may write it"), std::string::npos);
+  std::filesystem::create_symlink(loose, dir.path() / "link");
+  EXPECT_EQ(ReadTrustedFile(dir.path() / "link", 100).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ::chmod(loose.c_str(), 0646);
+  EXPECT_EQ(ReadTrustedFile(loose, 100).status().code(), absl::StatusCode::kPermissionDenied);
+  ::chmod(loose.c_str(), 0600);
+  EXPECT_EQ(*ReadTrustedFile(dir.path() / "link", 100), "loose");
+  // Root-owned files are trusted too; a file of another user is not (only checkable as root).
+  EXPECT_TRUE(ReadTrustedFile("/etc/hostname", 1 << 16).ok() ||
+              !std::filesystem::exists("/etc/hostname"));
+}
+
 }  // namespace
 }  // namespace pillar

@@ -398,6 +398,21 @@ TEST_F(ChaosTest, TwentyEditsOfTheBackendsFileUnderLoadFailNoRequest) {
   state = backends();
   EXPECT_NE(state.find(url(0)), std::string::npos) << state;
   EXPECT_EQ(state.find(url(1)), std::string::npos) << state;
+  // A valid file that others may write is refused too (checked on the file read), and audited.
+  {
+    const std::filesystem::path aside = backends_.string() + ".new";
+    std::ofstream(aside) << "[backends.digits]\nendpoints = " << Endpoints({1}) << "\n";
+    std::filesystem::permissions(aside, std::filesystem::perms::owner_read |
+                                            std::filesystem::perms::owner_write |
+                                            std::filesystem::perms::group_write);
+    std::filesystem::rename(aside, backends_);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_NE(gateway_->Log().find("group or others may write it"), std::string::npos)
+      << gateway_->Log();
+  state = backends();
+  EXPECT_NE(state.find(url(0)), std::string::npos) << state;
+  EXPECT_EQ(state.find(url(1)), std::string::npos) << state;
   double seconds = 0;
   for (int i = 0; i < 20; ++i) EXPECT_EQ(Infer("digits", 2000, &seconds).status, 200);
 }
