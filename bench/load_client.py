@@ -136,6 +136,7 @@ def main():
         "ok_p99_ms": (quantile([r[1] for r in results if r[2] == 200], 0.99) or 0) * 1e3,
         "retried": len(retried),
         "retried_ok": sum(1 for s in retried if s == 200),
+        "retried_statuses": {str(k): retried.count(k) for k in set(retried)},
         "statuses": {str(k): sum(1 for r in results if r[2] == k) for k in set(r[2] for r in results)},
         "failure_samples": [s for w in workers for s in w.samples][:5],
     }))

@@ -15,10 +15,12 @@
 #      backends as the peer.
 # pillar runs as ./dev.sh run configures it (signed store, keys, policy, access and audit logs).
 # Usage: bench/run_resilience.sh [PILLAR_BINARY]
+#   BENCH_ROUNDS (3), BENCH_PARTS ("recovery shedding memory": the parts to run).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pillar=$(realpath "${1:-$root/build/src/pillar}")
 rounds=${BENCH_ROUNDS:-3}
+parts=" ${BENCH_PARTS:-recovery shedding memory} "
 work=$(mktemp -d /tmp/pillar-resilience-XXXXXX)
 out="$work/raw"
 mkdir -p "$out"
@@ -270,10 +272,12 @@ credentials_file = \"$work/upstream.token\"")
 for r in $(seq 1 "$rounds"); do
   echo "bench: round $r of $rounds" >&2
   for gw in pillar haproxy; do
-    recovery_round "$r" kill "$gw"
-    recovery_round "$r" stop "$gw"
-    shedding_round "$r" "$gw"
-    memory_round "$r" "$gw"
+    if [[ $parts == *" recovery "* ]]; then
+      recovery_round "$r" kill "$gw"
+      recovery_round "$r" stop "$gw"
+    fi
+    if [[ $parts == *" shedding "* ]]; then shedding_round "$r" "$gw"; fi
+    if [[ $parts == *" memory "* ]]; then memory_round "$r" "$gw"; fi
   done
 done
 

@@ -41,6 +41,10 @@ struct InferenceRequest {
   // for a request past it, and a remote one tells its upstream what is left.
   int64_t deadline_ns = 0;
   Priority priority = Priority::kNormal;  // not part of the body either
+  // Who asks (a hash of the principal and its connection; 0: unknown), so that a queue that told
+  // a caller to come back can keep a place for it (runtime/return_promises.h). Not part of the
+  // body.
+  uint64_t caller = 0;
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;
 };

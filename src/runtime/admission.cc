@@ -55,12 +55,21 @@ bool IsShedForDeadline(const absl::Status& status) {
   return payload.has_value() && *payload == "deadline";
 }
 
-std::optional<absl::Status> ShedByWait(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns) {
-  if (deadline_ns <= 0 || now_ns + wait_ns <= deadline_ns) return std::nullopt;
-  const int64_t seconds = (wait_ns + 999'999'999) / 1'000'000'000;
+bool MissesDeadline(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns) {
+  return deadline_ns > 0 && now_ns + wait_ns > deadline_ns;
+}
+
+int64_t CeilSeconds(int64_t ns) { return std::max<int64_t>(1, (ns + 999'999'999) / 1'000'000'000); }
+
+[[nodiscard]] absl::Status ShedForDeadline(int64_t wait_ns, int64_t retry_after_s) {
   return Shed(
       StrCat("the estimated wait (", wait_ns / 1'000'000, " ms) exceeds the request's deadline"),
-      seconds, /*for_deadline=*/true);
+      retry_after_s, /*for_deadline=*/true);
+}
+
+std::optional<absl::Status> ShedByWait(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns) {
+  if (!MissesDeadline(wait_ns, now_ns, deadline_ns)) return std::nullopt;
+  return ShedForDeadline(wait_ns, CeilSeconds(wait_ns));
 }
 
 }  // namespace pillar::runtime

@@ -42,5 +42,10 @@ bool IsShedForDeadline(const absl::Status& status);
 // The refusal for a request whose estimated wait (`wait_ns`, from now) ends past its deadline
 // (`deadline_ns`, 0: none); none when it may wait. The Retry-After is the estimate, rounded up.
 std::optional<absl::Status> ShedByWait(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns);
+// The same in two steps, for a runner that chooses the Retry-After itself (ReturnPromises).
+bool MissesDeadline(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns);
+[[nodiscard]] absl::Status ShedForDeadline(int64_t wait_ns, int64_t retry_after_s);
+// Nanoseconds rounded up to whole seconds, at least 1: a Retry-After.
+int64_t CeilSeconds(int64_t ns);
 
 }  // namespace pillar::runtime

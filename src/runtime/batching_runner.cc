@@ -66,6 +66,15 @@ int64_t BatchingRunner::EstimatedWaitSeconds() const {
   return std::max<int64_t>(1, (EstimatedWaitNanos(queue_.size()) + 999'999'999) / 1'000'000'000);
 }
 
+int64_t BatchingRunner::RetryAfter(const protocol::InferenceRequest& request, int64_t estimate_s) {
+  if (batches_measured_ == 0) return estimate_s;
+  // Rows a second at full batches: under the load that sheds, batches are full.
+  const double per_second = double(instances_.size()) *
+                            double(std::max<int64_t>(1, config_.max_batch_size)) * 1e9 /
+                            std::max(1.0, mean_batch_ns_);
+  return promises_.Promise(request.caller, clock_.MonotonicNanos(), per_second, estimate_s);
+}
+
 std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceRequest& request,
                                                     size_t ahead) {
   if (stopping_) return absl::UnavailableError("model is unloading");
@@ -75,17 +84,23 @@ std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceReq
       return Shed(StrCat("the model's queue is too full for ", PriorityName(request.priority),
                          "-priority requests (", queue_.size(), " of ",
                          config_.batching.max_queue_size, ")"),
-                  EstimatedWaitSeconds());
+                  RetryAfter(request, EstimatedWaitSeconds()));
     }
     return Shed(
         StrCat("the model's queue is full (", config_.batching.max_queue_size, " requests)"),
-        EstimatedWaitSeconds());
+        RetryAfter(request, EstimatedWaitSeconds()));
   }
   // Only once a batch was measured (the prior says nothing of this model), and only with
   // requests ahead: one that would run at once is always taken, so that an estimate from a slow
   // spell long past cannot refuse everything, and its run refreshes the estimate.
   if (batches_measured_ > 0 && ahead > 0) {
-    return ShedByWait(EstimatedWaitNanos(ahead), clock_.MonotonicNanos(), request.deadline_ns);
+    // Callers told to come back by then go ahead of it too.
+    const int64_t now = clock_.MonotonicNanos();
+    const int64_t wait_ns = EstimatedWaitNanos(
+        ahead + size_t(promises_.PendingBefore(now + EstimatedWaitNanos(ahead))));
+    if (MissesDeadline(wait_ns, now, request.deadline_ns)) {
+      return ShedForDeadline(wait_ns, RetryAfter(request, CeilSeconds(wait_ns)));
+    }
   }
   return std::nullopt;
 }
@@ -97,13 +112,19 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     return;
   }
   mu_.Lock();
+  // A caller this queue told to come back, back at the time it was told, takes the place kept
+  // for it: ahead of the queue, past the class shares and the wait estimate.
+  const bool promised = promises_.Redeem(request.caller, clock_.MonotonicNanos());
+  if (promised) request.priority = Priority::kHigh;
   // Ordered by class, first come first served within one: behind those of its class or higher.
   // Searched from the back, where a request of the common class stops at once.
   auto place = queue_.end();
   while (place != queue_.begin() && std::prev(place)->request.priority > request.priority) {
     --place;
   }
-  if (std::optional<absl::Status> refused = Refusal(request, size_t(place - queue_.begin()))) {
+  if (std::optional<absl::Status> refused =
+          promised && !stopping_ ? std::nullopt
+                                 : Refusal(request, size_t(place - queue_.begin()))) {
     mu_.Unlock();
     std::move(done)(std::move(*refused));
     return;

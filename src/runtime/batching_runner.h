@@ -22,6 +22,7 @@
 #include "models/model_config.h"
 #include "monitor/metrics.h"
 #include "runtime/backend.h"
+#include "runtime/return_promises.h"
 #include "runtime/runner.h"
 
 namespace pillar::runtime {
@@ -57,6 +58,10 @@ class BatchingRunner final : public Runner {
   // of it, then its own), from the measured batch time.
   int64_t EstimatedWaitNanos(size_t ahead) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int64_t EstimatedWaitSeconds() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The Retry-After for shedding `request` (estimated at `estimate_s`): a booked place when one
+  // is left (ReturnPromises).
+  int64_t RetryAfter(const protocol::InferenceRequest& request, int64_t estimate_s)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void NoteBatchTime(int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);
   // Why `request` may not queue now behind `ahead` others (unloading, its class's share of the
   // queue is full, its estimated wait ends past its deadline); none when it may.
@@ -77,6 +82,8 @@ class BatchingRunner final : public Runner {
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
   // Instances executing a batch now, for the adaptive wait.
   int busy_instances_ ABSL_GUARDED_BY(mu_) = 0;
+  // Places kept for the callers this queue told to come back.
+  ReturnPromises promises_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;
 };
 

@@ -16,6 +16,19 @@ using runtime::InferResult;
 // The response header that names the model version that answered in the primary's place.
 constexpr char kFallbackHeader[] = "X-Pillar-Fallback";
 
+namespace {
+
+// The caller as queues tell callers apart (never 0, which means unknown): the principal on one
+// client connection, so that several clients sharing a key are told apart, and a client that
+// comes back on its connection after a Retry-After finds the place kept for it.
+uint64_t CallerOf(const pipeline::Exchange& ex) {
+  const uint64_t hash = std::hash<std::string_view>{}(ex.principal->id) * 31 +
+                        std::hash<std::string_view>{}(ex.remote);
+  return hash == 0 ? 1 : hash;
+}
+
+}  // namespace
+
 pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   if (ex.operation != pipeline::Operation::kInfer) {
     auto it = handlers_.find(ex.operation);
@@ -35,6 +48,7 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   ex.infer_request.reset();
   if (ex.timeout_ms > 0) request.deadline_ns = ex.start_ns + ex.timeout_ms * 1'000'000;
   request.priority = *priority;
+  request.caller = CallerOf(ex);
   Run(ex, *ex.model, std::move(request), 0, absl::OkStatus());
   return pipeline::StageResult::kSuspend;
 }

@@ -118,7 +118,7 @@ void RemoteRunner::State::TryNext(std::shared_ptr<Call> call) {
   if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
   const Clock::time_point now = Clock::now();
   if (now >= call->deadline) return Complete(*call, TimedOut(*call));
-  if (call->attempts == 0 && call->queued) {
+  if (call->attempts == 0 && call->queued && !call->promised) {
     // Out of the queue, under load (so the estimate is being refreshed by calls that end): one
     // that can no longer be answered in time is not sent. A call admitted at once is always sent:
     // an estimate from a slow spell long past must not refuse it, and its end refreshes it.

@@ -17,6 +17,15 @@ void Count(monitor::Counter* counter) {
   if (counter != nullptr) counter->Increment();
 }
 
+namespace {
+
+// Steady-clock nanoseconds, as requests carry their deadlines.
+int64_t SteadyNanos(Clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+}  // namespace
+
 int64_t MillisUntil(Clock::time_point at, Clock::time_point now) {
   return std::max<int64_t>(0,
                            std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count());
@@ -42,6 +51,10 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
                              std::max<int64_t>(1, (wait_ms + 999) / 1000)));
   }
   call->backend_probe = admission == CircuitBreaker::Admission::kProbe;
+  // A caller told to come back, back at its time, takes the place kept for it: ahead of the
+  // queue, past the class shares and the wait estimate.
+  call->promised = promises.Redeem(call->request.caller, SteadyNanos(now));
+  if (call->promised) call->request.priority = protocol::Priority::kHigh;
   if (in_flight < capacity()) {
     ++in_flight;
     call->started = now;
@@ -54,7 +67,8 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
   while (place != queue.begin() && (*std::prev(place))->request.priority > call->request.priority) {
     --place;
   }
-  if (std::optional<absl::Status> refused = QueueRefusal(*call, place - queue.begin())) {
+  if (std::optional<absl::Status> refused =
+          call->promised ? std::nullopt : QueueRefusal(*call, place - queue.begin())) {
     // Overload says nothing of the upstream's health: a probe place taken is given back.
     backend_breaker->Record(CircuitBreaker::Verdict::kIgnored, now, call->backend_probe);
     return Finish(*call, std::move(*refused));
@@ -67,12 +81,19 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
 // the measured time of a call, end past its deadline: it would be computed for nobody. None when
 // it may go on, or before any call was measured.
 std::optional<absl::Status> RemoteRunner::State::DeadlineRefusal(const Call& call,
-                                                                 int64_t calls_ahead) const {
+                                                                 int64_t calls_ahead) {
   if (mean_call_ns <= 0) return std::nullopt;
-  const auto ns = [](Clock::time_point t) {
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-  };
-  return runtime::ShedByWait(EstimatedNanos(calls_ahead), ns(Clock::now()), ns(call.deadline));
+  const int64_t wait_ns = EstimatedNanos(calls_ahead);
+  if (!runtime::MissesDeadline(wait_ns, SteadyNanos(Clock::now()), SteadyNanos(call.deadline))) {
+    return std::nullopt;
+  }
+  return runtime::ShedForDeadline(wait_ns, RetryAfter(call, runtime::CeilSeconds(wait_ns)));
+}
+
+int64_t RemoteRunner::State::RetryAfter(const Call& call, int64_t estimate_s) {
+  if (mean_call_ns <= 0) return estimate_s;
+  return promises.Promise(call.request.caller, SteadyNanos(Clock::now()),
+                          double(capacity()) * 1e9 / mean_call_ns, estimate_s);
 }
 
 int64_t RemoteRunner::State::EstimatedNanos(int64_t calls_ahead) const {
@@ -81,16 +102,19 @@ int64_t RemoteRunner::State::EstimatedNanos(int64_t calls_ahead) const {
 
 // Why `call` may not wait for a connection: its class's share of the queue is full, or the
 // `ahead` calls it would queue behind and its own would end past its deadline. None when it may.
-std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call,
-                                                              int64_t ahead) const {
+std::optional<absl::Status> RemoteRunner::State::QueueRefusal(const Call& call, int64_t ahead) {
   const protocol::Priority priority = call.request.priority;
   const int64_t max_queue = config.remote.max_queue;
   const int64_t limit = runtime::QueueLimit(priority, max_queue);
   const int64_t waiting = int64_t(queue.size());
-  // Those ahead, and about one more for the calls in flight, which free their places first.
+  // Those ahead, and about one more for the calls in flight, which free their places first; and
+  // the callers told to come back by then, who will go ahead of it.
+  if (mean_call_ns > 0) {
+    ahead += promises.PendingBefore(SteadyNanos(Clock::now()) + EstimatedNanos(ahead + 1));
+  }
   const int64_t wait_ns = mean_call_ns <= 0 ? 0 : EstimatedNanos(ahead + 1);
-  const int64_t retry_s = std::max<int64_t>(1, (wait_ns + 999'999'999) / 1'000'000'000);
   if (waiting >= limit) {
+    const int64_t retry_s = RetryAfter(call, runtime::CeilSeconds(wait_ns));
     return runtime::Shed(limit < max_queue
                              ? StrCat("too many requests waiting for the upstream for ",
                                       runtime::PriorityName(priority), "-priority requests (",

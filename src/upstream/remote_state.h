@@ -24,6 +24,7 @@
 
 #include "common/crypto.h"
 #include "protocol/json_codec.h"
+#include "runtime/return_promises.h"
 #include "upstream/circuit_breaker.h"
 #include "upstream/endpoint_set.h"
 #include "upstream/health_checker.h"
@@ -72,6 +73,7 @@ struct Call {
   bool retrying = false;   // holds one of the retry budget's places
   bool completed = false;  // answered: whatever comes back later is dropped
   bool queued = false;     // waited for a place among the calls in flight
+  bool promised = false;   // took a place kept for a caller told to come back
   // The last attempt failed to connect (refused, not timed out): nothing reached an upstream.
   bool last_was_refused_connection = false;
   std::optional<int64_t> retry_after;
@@ -116,8 +118,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   int64_t in_flight = 0;
   std::deque<std::shared_ptr<Call>> queue;
   std::set<std::shared_ptr<UpstreamConnection>> busy;
-  int64_t retrying = 0;     // calls holding a place in the retry budget
-  double mean_call_ns = 0;  // moving average of a successful call's time (0: none yet)
+  int64_t retrying = 0;              // calls holding a place in the retry budget
+  double mean_call_ns = 0;           // moving average of a successful call's time (0: none yet)
+  runtime::ReturnPromises promises;  // places kept for the callers told to come back
   std::set<std::shared_ptr<asio::steady_timer>> timers;  // back-offs and hedges, cut at stop
   std::mt19937_64 jitter{std::random_device{}()};
   // The latest attempt latencies (a ring), for the hedge's quantile.
@@ -128,8 +131,11 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
 
   // remote_runner.cc
   void Admit(std::shared_ptr<Call> call);
-  std::optional<absl::Status> QueueRefusal(const Call& call, int64_t ahead) const;
-  std::optional<absl::Status> DeadlineRefusal(const Call& call, int64_t calls_ahead) const;
+  std::optional<absl::Status> QueueRefusal(const Call& call, int64_t ahead);
+  std::optional<absl::Status> DeadlineRefusal(const Call& call, int64_t calls_ahead);
+  // The Retry-After for shedding `call` (estimated at `estimate_s`): a booked place when one is
+  // left (runtime/return_promises.h).
+  int64_t RetryAfter(const Call& call, int64_t estimate_s);
   // How long a call with `calls_ahead` queued before it takes to be answered, estimated.
   int64_t EstimatedNanos(int64_t calls_ahead) const;
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result);

@@ -8,6 +8,8 @@
 #include <future>
 #include <mutex>
 
+#include "testing/fake_clock.h"
+
 namespace pillar::runtime {
 namespace {
 
@@ -176,6 +178,41 @@ TEST(BatchingRunnerTest, FullQueueRefusesAtOnceWithARetryHint) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_GE(RetryAfterSeconds(refused.status()).value_or(0), 1);
   b->Release();
+  EXPECT_TRUE(running.get().ok());
+  EXPECT_TRUE(q1.get().ok());
+  EXPECT_TRUE(q2.get().ok());
+}
+
+// Under load that does not let up, a caller told to come back finds its place kept: it is taken
+// although the queue is as full as when it was refused; a caller told nothing is not.
+TEST(BatchingRunnerTest, ACallerBackAfterItsRetryAfterIsTakenThoughTheQueueIsFull) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  testing::FakeClock clock;
+  BatchingRunner runner(Config(1, 0, 2), std::move(instances), clock);
+  auto from = [](uint64_t caller) {
+    protocol::InferenceRequest r = Request({1, 2}, 1);
+    r.caller = caller;
+    return r;
+  };
+  ASSERT_TRUE(Submit(runner, from(1)).get().ok());  // one batch measured
+  b->Hold();
+  auto running = Submit(runner, from(1));
+  b->WaitStarted(2);
+  auto q1 = Submit(runner, from(2));
+  auto q2 = Submit(runner, from(3));
+  absl::StatusOr<InferResult> refused = Submit(runner, from(42)).get();
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  const int64_t retry_s = RetryAfterSeconds(refused.status()).value_or(0);
+  ASSERT_GE(retry_s, 1);
+  clock.Advance(absl::Seconds(retry_s));
+  auto back = Submit(runner, from(42));  // its place: taken
+  absl::StatusOr<InferResult> stranger = Submit(runner, from(43)).get();
+  EXPECT_EQ(stranger.status().code(), absl::StatusCode::kUnavailable);  // no place: refused
+  b->Release();
+  EXPECT_TRUE(back.get().ok());
   EXPECT_TRUE(running.get().ok());
   EXPECT_TRUE(q1.get().ok());
   EXPECT_TRUE(q2.get().ok());
