@@ -61,6 +61,9 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Reauthenticate(
       return it->second;
     }
     case AuthMethod::kJwt:
+      if (jwt_ == nullptr) {
+        return absl::UnauthenticatedError("tokens are no longer accepted by this server");
+      }
       if (stored.expires_us != 0 && now_us >= stored.expires_us) {
         return absl::UnauthenticatedError("the token that submitted this job has expired");
       }

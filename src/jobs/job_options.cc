@@ -18,6 +18,10 @@ namespace pillar::jobs {
   PILLAR_RETURN_IF_ERROR(s.ReadMillis("poll_ms", o.poll, 10, 60'000));
   PILLAR_RETURN_IF_ERROR(
       s.ReadInt("max_unfinished_per_principal", o.max_unfinished_per_principal, 1, 1'000'000));
+  PILLAR_RETURN_IF_ERROR(
+      s.ReadInt("max_jobs_per_principal", o.max_jobs_per_principal, 1, 100'000'000));
+  PILLAR_RETURN_IF_ERROR(
+      s.ReadInt("max_bytes_per_principal", o.max_bytes_per_principal, 1 << 20, int64_t{1} << 40));
   PILLAR_RETURN_IF_ERROR(s.ReadInt("max_attempts", o.max_attempts, 1, 100));
   PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   if (o.poll >= o.lease) {

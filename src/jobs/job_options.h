@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "state/state_store.h"
 
 namespace pillar::jobs {
 
@@ -22,9 +23,17 @@ struct JobOptions {
   absl::Duration lease = absl::Seconds(10);        // a running job's claim, renewed at a third
   absl::Duration poll = absl::Milliseconds(250);   // how often the store is asked for work
   int64_t max_unfinished_per_principal = 100;      // queued or running, per submitter
+  int64_t max_jobs_per_principal = 10'000;         // kept, finished ones included
+  int64_t max_bytes_per_principal = int64_t{256} << 20;  // requests and results kept
   // Runs refused as load (429, 503) are tried again, with backoff, up to this many runs in all.
   int max_attempts = 5;
 };
+
+inline state::JobQuota QuotaOf(const JobOptions& o) {
+  return {.max_unfinished = o.max_unfinished_per_principal,
+          .max_jobs = o.max_jobs_per_principal,
+          .max_bytes = o.max_bytes_per_principal};
+}
 
 [[nodiscard]] absl::StatusOr<JobOptions> ReadJobsSection(const toml::table& root,
                                                          std::string_view source);

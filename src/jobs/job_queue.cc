@@ -16,6 +16,8 @@ namespace {
 constexpr int64_t kSweepIntervalUs = 60'000'000;
 constexpr int64_t kGaugeIntervalUs = 2'000'000;
 constexpr int64_t kMaxBackoffUs = 30'000'000;
+// How soon a run held back by a concurrency limit is tried again.
+constexpr int64_t kHeldBackUs = 500'000;
 
 int64_t Micros(absl::Duration d) { return absl::ToInt64Microseconds(d); }
 
@@ -59,7 +61,8 @@ JobQueue::JobQueue(state::StateStore& store, JobOptions options, monitor::Metric
                              {"model", "state"})),
       finished_(metrics.AddCounter("pillar_jobs_finished_total",
                                    "Asynchronous job runs this instance ended, by outcome "
-                                   "(done, failed, retried, lost: the claim had lapsed).",
+                                   "(done, failed, retried, held_back: its concurrency limit was "
+                                   "full, lost: the claim had lapsed).",
                                    {"model", "outcome"})),
       store_errors_(metrics.AddCounter("pillar_job_store_errors_total",
                                        "State store operations of the job queue that failed.")) {}
@@ -94,7 +97,7 @@ void JobQueue::Submit(JobRecord job, absl::AnyInvocable<void(absl::Status) &&> d
     const int64_t now_us = clock_.UnixMicros();
     job.state = JobState::kQueued;
     job.created_us = job.updated_us = now_us;
-    absl::Status stored = store_.PutJob(job, options_.max_unfinished_per_principal);
+    absl::Status stored = store_.PutJob(job, QuotaOf(options_));
     if (stored.ok()) claim_now_ = true;
     if (!stored.ok() && stored.code() != absl::StatusCode::kResourceExhausted) Report(stored);
     std::move(done)(std::move(stored));
@@ -148,11 +151,35 @@ void JobQueue::Tick(int64_t now_us) {
     for (const auto& [id, run] : running_) claims.emplace_back(id, run.attempts);
     Report(store_.RenewJobs(claims, now_us + Micros(options_.lease)));
   }
+  EndOverdueRuns(now_us);
   Claim(now_us);
   if (now_us >= next_gauges_us_) {
     next_gauges_us_ = now_us + kGaugeIntervalUs;
     RefreshGauges();
   }
+}
+
+void JobQueue::EndOverdueRuns(int64_t now_us) {
+  // A run is given its deadline and a second for the chain's own answer; past that (a model that
+  // hangs), the job fails and its worker is freed. The run's late answer, if any, is dropped.
+  const int64_t limit_ns = absl::ToInt64Nanoseconds(options_.run_timeout) + 1'000'000'000;
+  const int64_t now_ns = clock_.MonotonicNanos();
+  for (auto it = running_.begin(); it != running_.end();) {
+    if (now_ns - it->second.started_ns <= limit_ns) {
+      ++it;
+      continue;
+    }
+    JobRecord job;
+    job.id = it->first;
+    job.attempts = it->second.attempts;
+    job.model = it->second.model;
+    it = running_.erase(it);
+    FailUnrun(job,
+              absl::DeadlineExceededError(StrCat("the job's run did not end within ",
+                                                 absl::FormatDuration(options_.run_timeout))),
+              now_us);
+  }
+  running_count_ = int64_t(running_.size());
 }
 
 void JobQueue::Claim(int64_t now_us) {
@@ -170,11 +197,20 @@ void JobQueue::Claim(int64_t now_us) {
 
 void JobQueue::StartRun(JobRecord job, int64_t now_us) {
   if (job.interrupted && !job.idempotent) {
+    // It may or may not have run: not a 503, which clients read as "not done, safe to retry".
     return FailUnrun(job,
-                     absl::UnavailableError(StrCat(
+                     absl::InternalError(StrCat(
                          "the job's run was interrupted (its instance stopped or lost its claim) "
-                         "and model '",
-                         job.model, "' is not idempotent, so it was not run again")),
+                         "and may or may not have happened; model '",
+                         job.model,
+                         "' (or a model of its fallback chain) is not idempotent, so it "
+                         "was not run again")),
+                     now_us);
+  }
+  if (job.attempts > options_.max_attempts) {  // e.g. a job whose runs keep killing its instance
+    return FailUnrun(job,
+                     absl::InternalError(StrCat("the job was begun ", job.attempts - 1,
+                                                " times without an end; it is not run again")),
                      now_us);
   }
   if (now_us - job.created_us > Micros(options_.max_wait)) {
@@ -185,6 +221,9 @@ void JobQueue::StartRun(JobRecord job, int64_t now_us) {
         now_us);
   }
   absl::StatusOr<identity::Principal> principal = identity::DecodePrincipal(job.principal);
+  if (principal.ok() && principal->id != job.owner) {
+    principal = absl::DataLossError("stored principal: not the job's owner");
+  }
   if (!principal.ok()) return FailUnrun(job, principal.status(), now_us);
   auto* ex = new pipeline::Exchange;
   ex->request_id = StrCat(job.id.substr(0, 16), "-", job.attempts);
@@ -203,8 +242,8 @@ void JobQueue::StartRun(JobRecord job, int64_t now_us) {
   ex->job_run = true;
   ex->principal = std::make_shared<const identity::Principal>(std::move(*principal));
   ex->post = [tasks = tasks_](Task task) { tasks->Post(std::move(task)); };
-  ex->on_complete = [this, id = job.id](pipeline::Exchange& done) {
-    EndRun(id, done);
+  ex->on_complete = [this, id = job.id, attempts = job.attempts](pipeline::Exchange& done) {
+    EndRun(id, attempts, done);
     delete &done;
   };
   running_[job.id] = Run{job.attempts, job.idempotent, job.model, ex->start_ns};
@@ -227,9 +266,9 @@ void JobQueue::FailUnrun(const JobRecord& job, const absl::Status& status, int64
   End(std::move(end), job.model, "failed");
 }
 
-void JobQueue::EndRun(const std::string& id, pipeline::Exchange& done) {
+void JobQueue::EndRun(const std::string& id, int64_t attempts, pipeline::Exchange& done) {
   auto it = running_.find(id);
-  if (it == running_.end()) return;
+  if (it == running_.end() || it->second.attempts != attempts) return;  // given up on already
   const Run run = std::move(it->second);
   running_.erase(it);
   running_count_ = int64_t(running_.size());
@@ -243,6 +282,12 @@ void JobQueue::EndRun(const std::string& id, pipeline::Exchange& done) {
   end.id = id;
   end.attempts = run.attempts;
   end.updated_us = now_us;
+  if (done.held_back) {  // its concurrency limit was full: not run, so not an attempt
+    end.state = JobState::kQueued;
+    end.not_before_us = now_us + kHeldBackUs;
+    end.refund_attempt = true;
+    return End(std::move(end), run.model, "held_back");
+  }
   const bool refused_as_load = response.status == 429 || response.status == 503;
   if (refused_as_load && run.idempotent && run.attempts < options_.max_attempts) {
     end.state = JobState::kQueued;

@@ -89,7 +89,8 @@ class JobQueue {
   void StartRun(state::JobRecord job, int64_t now_us);
   // Ends a run that never reached the chain, as failed with `status`.
   void FailUnrun(const state::JobRecord& job, const absl::Status& status, int64_t now_us);
-  void EndRun(const std::string& id, pipeline::Exchange& done);
+  void EndRun(const std::string& id, int64_t attempts, pipeline::Exchange& done);
+  void EndOverdueRuns(int64_t now_us);
   void End(state::JobRecord end, std::string_view model, std::string_view outcome);
   void RefreshGauges();
   void Report(const absl::Status& status);

@@ -83,6 +83,9 @@ class Exchange {
   // Set only by the job queue, for the run of an accepted job: the principal is the job's
   // (re-checked by the authenticate stage), and its limits were charged when it was submitted.
   bool job_run = false;
+  // Set by the admit stage when a job's run found its concurrency limit full: the run is tried
+  // again, and does not count as one of the job's attempts.
+  bool held_back = false;
 
   // --- Resolved by stages.
   std::shared_ptr<const identity::Principal> principal;

@@ -55,7 +55,13 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
   out.clear();
   if (ex.policy == nullptr || ex.principal == nullptr) return;
   int64_t elements = -1;  // computed once, when a limit counts elements
+  // An asynchronous job is charged its rates and quotas when it is submitted, and holds its
+  // concurrency places while it runs (not while it waits in the job queue).
+  const bool submitting =
+      ex.respond_async && !ex.job_run && ex.operation == pipeline::Operation::kInfer;
   for (const LimitRule& rule : ex.policy->limits()) {
+    const bool concurrency = rule.kind == LimitRule::Kind::kConcurrency;
+    if (ex.job_run ? !concurrency : (concurrency && submitting)) continue;
     if (!Contains(rule.actions, ex.action) && !Contains(rule.actions, "*")) continue;
     bool resource_matches = false;
     for (const std::string& pattern : rule.resources) {
@@ -100,8 +106,6 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
 }
 
 pipeline::StageResult AdmitStage::OnRequest(pipeline::Exchange& ex) {
-  // A job's limits were charged when it was submitted; its runs are bounded by the job queue.
-  if (ex.job_run) return pipeline::StageResult::kContinue;
   Charges charges;
   CollectCharges(ex, charges);
   if (charges.empty()) return pipeline::StageResult::kContinue;
@@ -211,6 +215,8 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_princi
     }
   }
   ex.Fail(absl::ResourceExhaustedError(message));
+  // A job's run waits for its place (the job queue tries again soon) rather than failing.
+  ex.held_back = ex.job_run && rule != nullptr && rule->kind == LimitRule::Kind::kConcurrency;
   if (rule != nullptr) {
     // The body names the limit in fields a client can act on, not only in prose.
     JsonWriter w(256);

@@ -48,14 +48,15 @@ class ExecuteStage final : public pipeline::Stage {
   std::string_view name() const override { return "execute"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
 
+  // The request's class: the caller's X-Pillar-Priority, bounded by its credential's `priority`
+  // attribute (default normal); 400 for a header that names no class.
+  [[nodiscard]] static absl::StatusOr<runtime::Priority> PriorityOf(const pipeline::Exchange& ex);
+
  private:
   // Runs `request` on `version`; on a failure that allows it, moves on to the primary's
   // fallback list from index `next`. `primary_error` is the primary's failure, once it failed.
   void Run(pipeline::Exchange& ex, const runtime::ModelVersion& version,
            protocol::InferenceRequest request, size_t next, absl::Status primary_error);
-  // The request's class: the caller's X-Pillar-Priority, bounded by its credential's `priority`
-  // attribute (default normal); 400 for a header that names no class.
-  [[nodiscard]] static absl::StatusOr<runtime::Priority> PriorityOf(const pipeline::Exchange& ex);
   // Whether `status` from a model lets the request go to a fallback.
   bool FallsBack(const pipeline::Exchange& ex, const absl::Status& status) const;
   // The next fallback from index `next` that is ready and that the caller may use (each decision

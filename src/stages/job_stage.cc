@@ -9,6 +9,7 @@
 #include "pipeline/chain.h"
 #include "runtime/signature.h"
 #include "stages/exchange_event.h"
+#include "stages/execute_stage.h"
 
 namespace pillar::stages {
 
@@ -27,9 +28,21 @@ bool IsJobId(std::string_view id) {
          });
 }
 
-bool Idempotent(const runtime::ModelVersion& version) {
-  return !(version.config && version.config->platform == models::Platform::kRemote &&
-           !version.config->remote.idempotent);
+// Whether a run of the request cut short may run again: only if neither its model nor any model
+// of its fallback chain says it is not idempotent (a fallback may be what ran).
+bool Idempotent(const pipeline::Exchange& ex) {
+  auto unsafe = [](const runtime::ModelVersion& v) {
+    return v.config && v.config->platform == models::Platform::kRemote &&
+           !v.config->remote.idempotent;
+  };
+  if (unsafe(*ex.model)) return false;
+  if (!ex.model->config) return true;
+  for (const std::string& name : ex.model->config->fallback) {
+    for (const auto& version : ex.models->VersionsOf(name)) {
+      if (unsafe(*version)) return false;
+    }
+  }
+  return true;
 }
 
 std::string JobPath(std::string_view id) { return StrCat("/v2/jobs/", id); }
@@ -46,8 +59,12 @@ StageResult JobStage::OnRequest(pipeline::Exchange& ex) {
 }
 
 StageResult JobStage::Submit(pipeline::Exchange& ex) {
-  // The model's signature, as its runner will check it: a request that cannot run is refused
-  // now, not after the caller came back for it.
+  // The priority it asks for and the model's signature, as the run will check them: a request
+  // that cannot run is refused now, not after the caller came back for it.
+  if (absl::StatusOr<runtime::Priority> priority = ExecuteStage::PriorityOf(ex); !priority.ok()) {
+    ex.Fail(priority.status());
+    return StageResult::kStop;
+  }
   if (ex.model->config && ex.infer_request) {
     if (absl::StatusOr<int64_t> rows = runtime::CheckRequest(*ex.model->config, *ex.infer_request);
         !rows.ok()) {
@@ -63,7 +80,7 @@ StageResult JobStage::Submit(pipeline::Exchange& ex) {
   job.version = ex.model->version_text;
   job.request = ex.body;
   job.priority = ex.priority;
-  job.idempotent = Idempotent(*ex.model);
+  job.idempotent = Idempotent(ex);
   ex.job_id = job.id;
   // Nothing below may touch `ex` after Submit(): the callback may already have resumed it.
   queue_->Submit(std::move(job), [&ex](absl::Status stored) {
@@ -134,6 +151,10 @@ StageResult JobStage::Read(pipeline::Exchange& ex) {
 void JobStage::Answer(pipeline::Exchange& ex, const JobRecord& job) const {
   const std::string_view state = state::JobStateName(job.state);
   if (job.state == JobState::kDone || job.state == JobState::kFailed) {
+    if (job.status < 200 || job.status > 599) {  // not a status pillar stores: the file was edited
+      ex.Fail(absl::DataLossError(StrCat("job ", job.id, " holds no valid result")));
+      return;
+    }
     ex.response = {job.status, job.content_type, job.result, {}};
     for (std::string_view line : Split(job.headers, '\n')) {
       const size_t colon = line.find(": ");

@@ -1,5 +1,7 @@
 #include "state/sqlite_job_table.h"
 
+#include <algorithm>
+#include <map>
 #include <optional>
 #include <string_view>
 
@@ -48,24 +50,73 @@ JobRecord ReadJob(sqlite3_stmt* st) {
   return job;
 }
 
+// Up to `limit` of `candidates` (oldest first), fairly: each pick is the oldest job of an owner
+// with the fewest jobs running, so one owner's backlog cannot hold every worker while another's
+// job waits; with one owner waiting, it gets them all.
+std::vector<JobRecord> ShareAmongOwners(std::vector<JobRecord> candidates,
+                                        std::map<std::string, int64_t> running, int limit) {
+  std::vector<JobRecord> chosen;
+  std::vector<bool> taken(candidates.size(), false);
+  while (int(chosen.size()) < limit) {
+    int best = -1;
+    for (size_t i = 0; i < candidates.size(); ++i) {
+      if (taken[i]) continue;
+      if (best < 0 || running[candidates[i].owner] < running[candidates[size_t(best)].owner]) {
+        best = int(i);
+      }
+    }
+    if (best < 0) break;
+    taken[size_t(best)] = true;
+    ++running[candidates[size_t(best)].owner];
+    chosen.push_back(std::move(candidates[size_t(best)]));
+  }
+  return chosen;
+}
+
 }  // namespace
+
+absl::StatusOr<std::map<std::string, int64_t>> SqliteJobTable::RunningByOwner(int64_t now_us) {
+  Statement select(db_,
+                   "SELECT owner, COUNT(*) FROM jobs WHERE state = 'running' AND "
+                   "lease_until_us >= ? GROUP BY owner");
+  if (!select.ok()) return SqliteError(db_, "prepare running jobs");
+  select.Bind(1, now_us);
+  std::map<std::string, int64_t> running;
+  int rc;
+  while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
+    running[ColumnText(select.get(), 0)] = sqlite3_column_int64(select.get(), 1);
+  }
+  if (rc != SQLITE_DONE) return SqliteError(db_, "running jobs");
+  return running;
+}
 
 absl::Status SqliteJobTable::Rollback(absl::Status status) {
   (void)SqliteExec(db_, "ROLLBACK");
   return status;
 }
 
-absl::Status SqliteJobTable::Put(const JobRecord& job, int64_t max_unfinished_per_owner) {
+absl::Status SqliteJobTable::Put(const JobRecord& job, const JobQuota& quota) {
   PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "BEGIN IMMEDIATE"));
   Statement count(db_,
-                  "SELECT COUNT(*) FROM jobs WHERE owner = ? AND state IN ('queued', 'running')");
+                  "SELECT COUNT(*), COALESCE(SUM(state IN ('queued', 'running')), 0), "
+                  "COALESCE(SUM(length(request) + length(result)), 0) FROM jobs WHERE owner = ?");
   if (!count.ok()) return Rollback(SqliteError(db_, "prepare job count"));
   count.Bind(1, job.owner);
   if (sqlite3_step(count.get()) != SQLITE_ROW) return Rollback(SqliteError(db_, "job count"));
-  if (sqlite3_column_int64(count.get(), 0) >= max_unfinished_per_owner) {
-    return Rollback(absl::ResourceExhaustedError(
-        StrCat(job.owner, " has ", max_unfinished_per_owner,
-               " unfinished jobs, the most allowed; fetch or wait for some first")));
+  const int64_t jobs = sqlite3_column_int64(count.get(), 0);
+  const int64_t unfinished = sqlite3_column_int64(count.get(), 1);
+  const int64_t bytes = sqlite3_column_int64(count.get(), 2);
+  std::string refused;
+  if (unfinished >= quota.max_unfinished) {
+    refused = StrCat("has ", unfinished, " unfinished jobs, the most allowed; wait for some first");
+  } else if (jobs >= quota.max_jobs) {
+    refused = StrCat("has ", jobs, " jobs kept, the most allowed, until finished ones expire");
+  } else if (bytes + int64_t(job.request.size()) > quota.max_bytes) {
+    refused = StrCat("keeps ", bytes, " bytes of jobs; this one would pass the most allowed, ",
+                     quota.max_bytes);
+  }
+  if (!refused.empty()) {
+    return Rollback(absl::ResourceExhaustedError(StrCat(job.owner, " ", refused)));
   }
   Statement insert(db_, StrCat("INSERT INTO jobs (", kColumns,
                                ") VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
@@ -129,11 +180,16 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobTable::Claim(int64_t now_us, int
                             .c_str());
   if (!select.ok()) return Rollback(SqliteError(db_, "prepare job claim"));
   select.Bind(1, now_us);
-  select.Bind(2, int64_t{limit});
-  std::vector<JobRecord> jobs;
+  select.Bind(2, int64_t{std::max(64, limit * 8)});  // candidates to share fairly among owners
+  std::vector<JobRecord> candidates;
   int rc;
-  while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) jobs.push_back(ReadJob(select.get()));
+  while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
+    candidates.push_back(ReadJob(select.get()));
+  }
   if (rc != SQLITE_DONE) return Rollback(SqliteError(db_, "job claim"));
+  absl::StatusOr<std::map<std::string, int64_t>> running = RunningByOwner(now_us);
+  if (!running.ok()) return Rollback(running.status());
+  std::vector<JobRecord> jobs = ShareAmongOwners(std::move(candidates), *running, limit);
   Statement update(db_,
                    "UPDATE jobs SET state = 'running', lease_until_us = ?, updated_us = ?, "
                    "attempts = attempts + 1 WHERE id = ?");
@@ -178,7 +234,9 @@ absl::StatusOr<bool> SqliteJobTable::EndRun(const JobRecord& job) {
   Statement update(db_,
                    "UPDATE jobs SET state = ?, status = ?, content_type = ?, headers = ?, "
                    "result = ?, updated_us = ?, expires_us = ?, not_before_us = ?, "
-                   "lease_until_us = 0 WHERE id = ? AND attempts = ? AND state = 'running'");
+                   "lease_until_us = 0, attempts = attempts - ?, "
+                   "request = CASE WHEN ?1 IN ('done', 'failed') THEN X'' ELSE request END "
+                   "WHERE id = ? AND attempts = ? AND state = 'running'");
   if (!update.ok()) return SqliteError(db_, "prepare job end");
   update.Bind(1, JobStateName(job.state));
   update.Bind(2, int64_t{job.status});
@@ -188,8 +246,9 @@ absl::StatusOr<bool> SqliteJobTable::EndRun(const JobRecord& job) {
   update.Bind(6, job.updated_us);
   update.Bind(7, job.expires_us);
   update.Bind(8, job.not_before_us);
-  update.Bind(9, job.id);
-  update.Bind(10, job.attempts);
+  update.Bind(9, int64_t{job.refund_attempt});
+  update.Bind(10, job.id);
+  update.Bind(11, job.attempts);
   if (sqlite3_step(update.get()) != SQLITE_DONE) return SqliteError(db_, "job end");
   return sqlite3_changes(db_) == 1;
 }

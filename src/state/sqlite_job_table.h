@@ -6,6 +6,7 @@
 #include <sqlite3.h>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -20,7 +21,7 @@ class SqliteJobTable {
  public:
   explicit SqliteJobTable(sqlite3* db) : db_(db) {}
 
-  [[nodiscard]] absl::Status Put(const JobRecord& job, int64_t max_unfinished_per_owner);
+  [[nodiscard]] absl::Status Put(const JobRecord& job, const JobQuota& quota);
   [[nodiscard]] absl::StatusOr<JobRecord> Get(const std::string& id);
   [[nodiscard]] absl::StatusOr<std::vector<JobRecord>> Claim(int64_t now_us, int64_t lease_until_us,
                                                              int limit);
@@ -32,6 +33,8 @@ class SqliteJobTable {
 
  private:
   [[nodiscard]] absl::Status Rollback(absl::Status status);
+  // Jobs running under a live lease, by owner.
+  [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> RunningByOwner(int64_t now_us);
 
   sqlite3* db_;
 };

@@ -291,10 +291,9 @@ class SqliteStateStore final : public StateStore {
     return BumpAndCommit();
   }
 
-  [[nodiscard]] absl::Status PutJob(const JobRecord& job,
-                                    int64_t max_unfinished_per_owner) override {
+  [[nodiscard]] absl::Status PutJob(const JobRecord& job, const JobQuota& quota) override {
     absl::MutexLock lock(&mu_);
-    return jobs_.Put(job, max_unfinished_per_owner);
+    return jobs_.Put(job, quota);
   }
 
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(const std::string& id) override {

@@ -76,6 +76,15 @@ struct JobRecord {
   // was running under a lease that ran out (its last run may or may not have happened).
   int64_t queued_ahead = 0;
   bool interrupted = false;
+  // For EndJobRun: the run that ends did not count as an attempt (it was held back, not run).
+  bool refund_attempt = false;
+};
+
+// What one owner may keep in the jobs table (PutJob refuses a job past any of them).
+struct JobQuota {
+  int64_t max_unfinished = 100;            // queued or running
+  int64_t max_jobs = 10'000;               // in any state, finished ones included until they expire
+  int64_t max_bytes = int64_t{256} << 20;  // request and result bytes, all its jobs together
 };
 
 struct JobCount {
@@ -114,14 +123,14 @@ class StateStore {
   [[nodiscard]] virtual absl::StatusOr<int64_t> RaiseHighWater(const std::string& name,
                                                                int64_t value) = 0;
 
-  // Jobs. PutJob adds a queued job; ResourceExhausted when its owner already has
-  // `max_unfinished_per_owner` jobs queued or running (checked in the same transaction).
-  [[nodiscard]] virtual absl::Status PutJob(const JobRecord& job,
-                                            int64_t max_unfinished_per_owner) = 0;
+  // Jobs. PutJob adds a queued job; ResourceExhausted when its owner would pass `quota`
+  // (checked in the same transaction).
+  [[nodiscard]] virtual absl::Status PutJob(const JobRecord& job, const JobQuota& quota) = 0;
   // NotFound for an unknown id.
   [[nodiscard]] virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
-  // Claims up to `limit` jobs, oldest first: queued ones due by `now_us`, and running ones whose
-  // lease ran out. Each becomes running until `lease_until_us`, its attempts counted up.
+  // Claims up to `limit` jobs: queued ones due by `now_us`, and running ones whose lease ran out;
+  // oldest first, shared among owners (the oldest job of an owner with the fewest running goes
+  // first). Each becomes running until `lease_until_us`, its attempts counted up.
   [[nodiscard]] virtual absl::StatusOr<std::vector<JobRecord>> ClaimJobs(int64_t now_us,
                                                                          int64_t lease_until_us,
                                                                          int limit) = 0;
@@ -129,8 +138,9 @@ class StateStore {
   [[nodiscard]] virtual absl::Status RenewJobs(
       const std::vector<std::pair<std::string, int64_t>>& claims, int64_t lease_until_us) = 0;
   // Ends the claim `job.attempts` of `job.id`: finished (state, status, content type, headers,
-  // result, updated and expiry times) or queued again (state, not_before_us). False when the
-  // claim is no longer held (its lease ran out and another run took the job).
+  // result, updated and expiry times; the request is dropped then) or queued again (state,
+  // not_before_us, refund_attempt). False when the claim is no longer held (its lease ran out
+  // and another run took the job).
   [[nodiscard]] virtual absl::StatusOr<bool> EndJobRun(const JobRecord& job) = 0;
   // Deletes finished jobs that expired by `now_us`; returns how many.
   [[nodiscard]] virtual absl::StatusOr<int64_t> DeleteExpiredJobs(int64_t now_us) = 0;

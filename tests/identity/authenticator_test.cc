@@ -104,6 +104,9 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
       *DecodePrincipal(EncodePrincipal(**auth.Authenticate("bearer " + token, "", now)));
   EXPECT_EQ(auth.Reauthenticate(bob, now + 61'000'000).status().code(),
             absl::StatusCode::kUnauthenticated);
+  Authenticator without_tokens(keys_.get(), nullptr, clients_);
+  EXPECT_EQ(without_tokens.Reauthenticate(bob, now).status().code(),
+            absl::StatusCode::kUnauthenticated);  // a stored token, tokens no longer configured
   Principal cert = **auth.Authenticate("", "spiffe://acme/svc/batch", now);
   Authenticator without_clients(keys_.get(), jwt_.get(), {});
   EXPECT_EQ(without_clients.Reauthenticate(cert, now).status().code(),

@@ -18,7 +18,8 @@ using testing::Bearer;
 using testing::Fetch;
 using testing::HttpReply;
 
-void WriteVersion(const std::filesystem::path& store, const std::string& model, int latency_ms) {
+void WriteVersion(const std::filesystem::path& store, const std::string& model, int latency_ms,
+                  const std::string& extra = "") {
   const std::filesystem::path dir = store / model / "1";
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "model.toml") << R"(platform = "simulated"
@@ -35,7 +36,8 @@ shape = [2]
 tenant = "demo"
 [simulated]
 latency = "fixed"
-latency_ms = )" << latency_ms << "\n";
+latency_ms = )" << latency_ms << "\n"
+                                    << extra;
 }
 
 // A distinctive value, to show that payloads never reach the logs.
@@ -43,16 +45,44 @@ constexpr char kBody[] =
     R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,98765.4375]}]})";
 const std::string kAsync = "Prefer: respond-async";
 
+constexpr char kPolicy[] = R"toml(version = 1
+[[rule]]
+name = "admins"
+roles = ["admin"]
+plane = "any"
+actions = ["*"]
+resources = ["*"]
+
+[[rule]]
+name = "users"
+roles = ["user"]
+actions = ["infer", "read_metadata"]
+resources = ["*"]
+
+[[limit]]
+name = "one-at-a-time"
+per = "key"
+tenants = ["limited"]
+concurrency = 1
+)toml";
+
 class JobsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::filesystem::path store = server_.dir() / "store";
     WriteVersion(store, "quick", 20);
     WriteVersion(store, "slow", 2500);
+    WriteVersion(store, "hang", 20, "hang_rate = 1.0\n");
     server_.SetStore(store);
-    server_.AddConfig("[jobs]\nworkers = 2\nlease_ms = 1000\npoll_ms = 50\n");
+    const std::filesystem::path policy = server_.dir() / "policy.toml";
+    std::ofstream(policy) << kPolicy;
+    server_.AddConfig(
+        "[jobs]\nworkers = 2\nlease_ms = 1000\npoll_ms = 50\nrun_timeout_ms = 4000\n[policy]\nfile "
+        "= \"" +
+        policy.string() + "\"\n");
     owner_ = server_.CreateKey("owner", {"--tenant", "demo", "--role", "user"});
     other_ = server_.CreateKey("other", {"--tenant", "demo", "--role", "user"});
+    limited_ = server_.CreateKey("limited", {"--tenant", "limited", "--role", "user"});
     ASSERT_TRUE(server_.Start()) << server_.Log();
   }
   void TearDown() override {
@@ -83,6 +113,7 @@ class JobsTest : public ::testing::Test {
   testing::ServerProcess server_;
   std::string owner_;
   std::string other_;
+  std::string limited_;  // one request in flight at a time
 };
 
 TEST_F(JobsTest, AcceptsRunsAndAnswersWithTheResult) {
@@ -235,6 +266,63 @@ TEST_F(JobsTest, RevokingTheKeyStopsItsQueuedJobs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_NE(line.find("\"status\":401"), std::string::npos) << line;
+}
+
+// A job's run holds its concurrency places like a request (a job cannot walk around a limit),
+// but submitting takes none, and a run that finds the limit full waits for it instead of failing.
+TEST_F(JobsTest, JobRunsHoldConcurrencyPlacesAndWaitForThem) {
+  HttpReply first = Submit("slow", limited_);
+  HttpReply second = Submit("slow", limited_);
+  ASSERT_EQ(first.status, 202) << first.body;
+  ASSERT_EQ(second.status, 202) << second.body;
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  // Two workers, one place: one runs, the other waits.
+  int running = 0;
+  for (const HttpReply* r : {&first, &second}) {
+    const std::string body = Get(r->headers.at("location"), limited_).body;
+    running += body.find("\"state\":\"running\"") != std::string::npos;
+  }
+  EXPECT_EQ(running, 1);
+  // The run holds the key's one place: a synchronous request is refused meanwhile.
+  EXPECT_EQ(Fetch(server_.data_port(), "POST", "/v2/models/quick/infer", kBody, {Bearer(limited_)})
+                .status,
+            429);
+  for (const HttpReply* r : {&first, &second}) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+    HttpReply done;
+    do {
+      done = Get(r->headers.at("location"), limited_);
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    } while (done.status == 202 && std::chrono::steady_clock::now() < deadline);
+    EXPECT_EQ(done.status, 200) << done.body;
+  }
+}
+
+TEST_F(JobsTest, AJobThatCouldNotRunIsRefusedAtSubmission) {
+  HttpReply bad = Fetch(server_.data_port(), "POST", "/v2/models/quick/infer", kBody,
+                        {Bearer(owner_), kAsync, "X-Pillar-Priority: bogus"});
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  EXPECT_EQ(bad.headers.count("location"), 0u);
+}
+
+// A run that does not end (a model that hangs) fails its job after run_timeout_ms; one principal's
+// stuck jobs do not hold every worker from another's.
+TEST_F(JobsTest, AHangingRunFailsItsJobAndOthersAreNotStuckBehindIt) {
+  HttpReply hung1 = Submit("hang", owner_);
+  HttpReply hung2 = Submit("hang", owner_);
+  HttpReply after = Submit("quick", other_);
+  ASSERT_EQ(after.status, 202);
+  HttpReply failed = AwaitResult(hung1.headers["location"], std::chrono::seconds(15));
+  EXPECT_EQ(failed.status, 504) << failed.body;
+  EXPECT_EQ(failed.headers["x-pillar-job-state"], "failed");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+  HttpReply done;
+  do {
+    done = Get(after.headers["location"], other_);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  } while (done.status == 202 && std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(done.status, 200) << done.body;
+  (void)hung2;
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ JobRecord Job(const std::string& id, const std::string& owner, int64_t created_u
   return j;
 }
 
+JobQuota Cap(int64_t unfinished) { return {.max_unfinished = unfinished}; }
+
 class JobTableTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -32,23 +34,25 @@ class JobTableTest : public ::testing::Test {
 };
 
 TEST_F(JobTableTest, KeepsTheRequestAndSaysThePositionOfAQueuedJob) {
-  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
-  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 20), 10).ok());
-  ASSERT_TRUE(store_->PutJob(Job("c", "key:2", 20), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 20), Cap(10)).ok());
+  ASSERT_TRUE(store_->PutJob(Job("c", "key:2", 20), Cap(10)).ok());
   absl::StatusOr<JobRecord> c = store_->GetJob("c");
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->request, Job("c", "", 0).request);  // binary-safe
   EXPECT_EQ(c->state, JobState::kQueued);
   EXPECT_EQ(c->queued_ahead, 2);  // a (earlier) and b (same time, smaller id)
   EXPECT_EQ(store_->GetJob("zz").status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(store_->PutJob(Job("a", "key:1", 30), 10).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(store_->PutJob(Job("a", "key:1", 30), Cap(10)).code(),
+            absl::StatusCode::kAlreadyExists);
 }
 
 TEST_F(JobTableTest, AnOwnerMayHaveOnlySoManyUnfinishedJobs) {
-  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 2).ok());
-  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), 2).ok());
-  EXPECT_EQ(store_->PutJob(Job("c", "key:1", 12), 2).code(), absl::StatusCode::kResourceExhausted);
-  ASSERT_TRUE(store_->PutJob(Job("d", "key:2", 12), 2).ok());  // others are not counted
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(2)).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), Cap(2)).ok());
+  EXPECT_EQ(store_->PutJob(Job("c", "key:1", 12), Cap(2)).code(),
+            absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store_->PutJob(Job("d", "key:2", 12), Cap(2)).ok());  // others are not counted
   // A finished job no longer counts.
   auto claimed = store_->ClaimJobs(100, 200, 1);
   ASSERT_TRUE(claimed.ok());
@@ -57,11 +61,11 @@ TEST_F(JobTableTest, AnOwnerMayHaveOnlySoManyUnfinishedJobs) {
   end.state = JobState::kDone;
   end.status = 200;
   ASSERT_TRUE(*store_->EndJobRun(end));
-  EXPECT_TRUE(store_->PutJob(Job("c", "key:1", 12), 2).ok());
+  EXPECT_TRUE(store_->PutJob(Job("c", "key:1", 12), Cap(2)).ok());
 }
 
 TEST_F(JobTableTest, ClaimsAreExclusiveUntilTheirLeaseLapses) {
-  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
   auto first = store_->ClaimJobs(/*now=*/100, /*lease_until=*/200, 5);
   ASSERT_TRUE(first.ok());
   ASSERT_EQ(first->size(), 1u);
@@ -96,8 +100,8 @@ TEST_F(JobTableTest, ClaimsAreExclusiveUntilTheirLeaseLapses) {
 }
 
 TEST_F(JobTableTest, AGivenUpClaimIsTakenAtOnceAndABackoffIsWaitedOut) {
-  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
-  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), Cap(10)).ok());
   auto claimed = store_->ClaimJobs(100, 10'000, 5);
   ASSERT_EQ(claimed->size(), 2u);
   EXPECT_EQ((*claimed)[0].id, "a");                    // oldest first
@@ -118,8 +122,8 @@ TEST_F(JobTableTest, AGivenUpClaimIsTakenAtOnceAndABackoffIsWaitedOut) {
 }
 
 TEST_F(JobTableTest, ExpiredFinishedJobsAreDeletedAndCountsFollow) {
-  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
-  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), Cap(10)).ok());
   auto claimed = store_->ClaimJobs(100, 10'000, 1);
   JobRecord end = (*claimed)[0];
   end.state = JobState::kDone;
@@ -138,11 +142,57 @@ TEST_F(JobTableTest, ExpiredFinishedJobsAreDeletedAndCountsFollow) {
 }
 
 TEST_F(JobTableTest, JobsSurviveReopening) {
-  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), 10).ok());
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
   store_.reset();
   auto reopened = OpenSqliteStateStore((dir_.path() / "s.db").string());
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->GetJob("a")->owner, "key:1");
+}
+
+TEST_F(JobTableTest, AnOwnerMayKeepOnlySoManyJobsAndBytesAndAFinishedJobDropsItsRequest) {
+  const JobQuota quota{.max_unfinished = 100, .max_jobs = 3, .max_bytes = 50};
+  JobRecord big = Job("big", "key:1", 10);
+  big.request = std::string(60, 'x');
+  EXPECT_EQ(store_->PutJob(big, quota).code(), absl::StatusCode::kResourceExhausted);
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), quota).ok());  // 20 bytes
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), quota).ok());  // 40
+  EXPECT_EQ(store_->PutJob(Job("c", "key:1", 12), quota).code(),   // 60: over
+            absl::StatusCode::kResourceExhausted);
+  auto claimed = store_->ClaimJobs(100, 10'000, 1);
+  JobRecord end = (*claimed)[0];
+  end.state = JobState::kDone;
+  end.result = "ok";
+  end.expires_us = 1'000'000;
+  ASSERT_TRUE(*store_->EndJobRun(end));
+  EXPECT_TRUE(store_->GetJob("a")->request.empty());  // the request is not kept once finished
+  ASSERT_TRUE(store_->PutJob(Job("c", "key:1", 12), quota).ok());  // 2 + 20 + 20
+  EXPECT_EQ(store_->PutJob(Job("d", "key:1", 13), quota).code(),   // a 4th job, finished or not
+            absl::StatusCode::kResourceExhausted);
+}
+
+TEST_F(JobTableTest, AHeldBackRunIsNotCounted) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  JobRecord held = (*store_->ClaimJobs(100, 10'000, 1))[0];
+  ASSERT_EQ(held.attempts, 1);
+  held.state = JobState::kQueued;
+  held.refund_attempt = true;
+  ASSERT_TRUE(*store_->EndJobRun(held));
+  EXPECT_EQ((*store_->ClaimJobs(200, 10'000, 1))[0].attempts, 1);
+}
+
+TEST_F(JobTableTest, ClaimsShareWorkersAmongOwners) {
+  for (int i = 0; i < 5; ++i) {
+    ASSERT_TRUE(store_->PutJob(Job("a" + std::to_string(i), "key:busy", 10 + i), Cap(10)).ok());
+  }
+  ASSERT_TRUE(store_->PutJob(Job("b0", "key:other", 100), Cap(10)).ok());
+  auto first = store_->ClaimJobs(1'000, 10'000, 2);
+  ASSERT_EQ(first->size(), 2u);
+  EXPECT_EQ((*first)[0].id, "a0");
+  EXPECT_EQ((*first)[1].id, "b0");                  // not a1: its owner runs nothing yet
+  auto next = store_->ClaimJobs(1'000, 10'000, 2);  // only the busy owner waits: it gets both
+  ASSERT_EQ(next->size(), 2u);
+  EXPECT_EQ((*next)[0].id, "a1");
+  EXPECT_EQ((*next)[1].id, "a2");
 }
 
 }  // namespace
