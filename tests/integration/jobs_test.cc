@@ -83,6 +83,7 @@ class JobsTest : public ::testing::Test {
     owner_ = server_.CreateKey("owner", {"--tenant", "demo", "--role", "user"});
     other_ = server_.CreateKey("other", {"--tenant", "demo", "--role", "user"});
     limited_ = server_.CreateKey("limited", {"--tenant", "limited", "--role", "user"});
+    admin_ = server_.CreateKey("admin");
     ASSERT_TRUE(server_.Start()) << server_.Log();
   }
   void TearDown() override {
@@ -114,6 +115,7 @@ class JobsTest : public ::testing::Test {
   std::string owner_;
   std::string other_;
   std::string limited_;  // one request in flight at a time
+  std::string admin_;
 };
 
 TEST_F(JobsTest, AcceptsRunsAndAnswersWithTheResult) {
@@ -161,6 +163,12 @@ TEST_F(JobsTest, AnotherPrincipalGetsTheNotFoundOfAJobThatDoesNotExist) {
   normalized.replace(normalized.find(id), id.size(), absent_id);
   EXPECT_EQ(normalized, absent.body);
   EXPECT_EQ(Get("/v2/jobs/not-an-id", owner_).status, 404);
+  // Another tenant's key, and an admin's: the same 404 (a job is its submitter's alone).
+  for (const std::string& key : {limited_, admin_}) {
+    HttpReply r = Get(location, key);
+    EXPECT_EQ(r.status, 404) << r.body;
+    EXPECT_EQ(r.body.find("98765"), std::string::npos);
+  }
   EXPECT_EQ(Fetch(server_.data_port(), "GET", location).status, 401);
   // Still the owner's, finished.
   EXPECT_EQ(AwaitResult(location, std::chrono::seconds(10)).status, 200);
