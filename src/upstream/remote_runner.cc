@@ -141,7 +141,11 @@ void RemoteRunner::State::Complete(Call& call, absl::StatusOr<runtime::InferResu
   RecordBackend(call, result.status());
   std::move(call.done)(std::move(result));
   --in_flight;
-  if (!queue.empty() && in_flight < capacity()) {
+  StartQueued();
+}
+
+void RemoteRunner::State::StartQueued() {
+  while (!queue.empty() && in_flight < capacity()) {
     std::shared_ptr<Call> next = std::move(queue.front());
     queue.pop_front();
     ++in_flight;
@@ -319,6 +323,7 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
   StartChecks();
   UnsubscribeTrips();
   SubscribeTrips();
+  StartQueued();  // more endpoints or connections: the waiting calls need not wait for an end
   std::fprintf(stderr, "pillar: model %s version %s now has %zu upstream endpoint%s\n",
                model_name.c_str(), version.c_str(), endpoints->size(),
                endpoints->size() == 1 ? "" : "s");

@@ -139,6 +139,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // How long a call with `calls_ahead` queued before it takes to be answered, estimated.
   int64_t EstimatedNanos(int64_t calls_ahead) const;
   void Complete(Call& call, absl::StatusOr<runtime::InferResult> result);
+  // Starts queued calls while the calls in flight leave room (from the io_context, not here: a
+  // queue of calls that each end at once would otherwise recurse once per call).
+  void StartQueued();
   void Finish(Call& call, absl::Status status);
   runtime::UpstreamStatus Describe() const;
   void Stop();

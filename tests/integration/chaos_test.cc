@@ -420,6 +420,28 @@ TEST_F(ChaosTest, TwentyEditsOfTheBackendsFileUnderLoadFailNoRequest) {
 // An upstream that answers 413 to a body over its limit and closes before reading it: the
 // gateway's write fails, but it reads the answer, and a refusal of the request is not a failure of
 // the endpoint (one bad request must not eject it for everyone; here one failure would).
+// Raising a model's connections in the backends file starts the calls waiting for one at once,
+// not as the calls in flight end: three 300 ms calls through one connection end at 0.3, 0.6 and
+// 0.9 s; given three connections 0.1 s in, the last ends at about 0.6 s (the upstream model
+// batches the two that come together).
+TEST_F(ChaosTest, RaisingConnectionsStartsTheWaitingCallsAtOnce) {
+  const std::string table = "[backends.flooded]\nendpoints = " + Endpoints({0}) + "\n";
+  WriteBackends(table + "connections = 1\nmax_queue = 8\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // read every 100 ms
+  std::vector<double> seconds(3, 0);
+  std::vector<int> statuses(3, 0);
+  std::vector<std::thread> callers;
+  for (size_t i = 0; i < 3; ++i) {
+    callers.emplace_back([&, i] { statuses[i] = Infer("flooded", 5000, &seconds[i]).status; });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  WriteBackends(table + "connections = 3\nmax_queue = 8\n");
+  for (std::thread& t : callers) t.join();
+  EXPECT_EQ(statuses, (std::vector<int>{200, 200, 200}));
+  EXPECT_LT(*std::max_element(seconds.begin(), seconds.end()), 0.8)
+      << seconds[0] << " " << seconds[1] << " " << seconds[2];
+}
+
 TEST_F(ChaosTest, AnUpstreamRefusingABodyItWillNotReadIsNotFailing) {
   std::string data;
   for (int i = 0; i < 262144; ++i) data += (i ? ",123456.789" : "123456.789");
