@@ -191,7 +191,8 @@ void JobQueue::Claim(int64_t now_us) {
   absl::StatusOr<std::vector<JobRecord>> claimed =
       store_.ClaimJobs(now_us, now_us + Micros(options_.lease), free);
   if (!claimed.ok()) return Report(claimed.status());
-  if (!claimed->empty()) next_renew_us_ = now_us + Micros(options_.lease) / 3;
+  // (The renewal schedule is left alone: pushing it back on each claim starved the renewal of
+  // the runs already going, whose leases then lapsed under them.)
   for (JobRecord& job : *claimed) StartRun(std::move(job), now_us);
 }
 

@@ -45,6 +45,7 @@ struct InferenceRequest {
   // a caller to come back can keep a place for it (runtime/return_promises.h). Not part of the
   // body.
   uint64_t caller = 0;
+  uint64_t principal = 0;  // a hash of the principal alone (0: unknown)
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;
 };

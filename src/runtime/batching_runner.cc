@@ -72,7 +72,8 @@ int64_t BatchingRunner::RetryAfter(const protocol::InferenceRequest& request, in
   const double per_second = double(instances_.size()) *
                             double(std::max<int64_t>(1, config_.max_batch_size)) * 1e9 /
                             std::max(1.0, mean_batch_ns_);
-  return promises_.Promise(request.caller, clock_.MonotonicNanos(), per_second, estimate_s);
+  return promises_.Promise(request.caller, request.principal, clock_.MonotonicNanos(), per_second,
+                           estimate_s);
 }
 
 std::optional<absl::Status> BatchingRunner::Refusal(const protocol::InferenceRequest& request,
@@ -113,13 +114,15 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
   }
   mu_.Lock();
   // A caller this queue told to come back, back at the time it was told, takes the place kept
-  // for it: ahead of the queue, past the class shares and the wait estimate.
+  // for it: at the front of its class, past the class's share and the wait estimate.
   const bool promised = promises_.Redeem(request.caller, clock_.MonotonicNanos());
-  if (promised) request.priority = Priority::kHigh;
-  // Ordered by class, first come first served within one: behind those of its class or higher.
-  // Searched from the back, where a request of the common class stops at once.
+  // Ordered by class, first come first served within one: behind those of its class or higher
+  // (a promised one: at the front of its class). Searched from the back, where a request of the
+  // common class stops at once.
   auto place = queue_.end();
-  while (place != queue_.begin() && std::prev(place)->request.priority > request.priority) {
+  while (place != queue_.begin() &&
+         (std::prev(place)->request.priority > request.priority ||
+          (promised && std::prev(place)->request.priority == request.priority))) {
     --place;
   }
   if (std::optional<absl::Status> refused =

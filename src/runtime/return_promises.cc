@@ -7,23 +7,32 @@ namespace pillar::runtime {
 
 namespace {
 constexpr int64_t kSecondNs = 1'000'000'000;
+// How fast the share of callers who come back follows what they do (about the last 20 places).
+constexpr double kReturnWeight = 0.05;
 }  // namespace
 
-int64_t ReturnPromises::Promise(uint64_t caller, int64_t now_ns, double per_second,
-                                int64_t at_least_s) {
+int64_t ReturnPromises::Promise(uint64_t caller, uint64_t principal, int64_t now_ns,
+                                double per_second, int64_t at_least_s) {
   at_least_s = std::max<int64_t>(1, at_least_s);
   if (caller == 0 || !(per_second > 0)) return at_least_s;
   Expire(now_ns);
   if (outstanding_ >= options_.max_outstanding) return at_least_s;
+  // One place per caller (a connection waits for one answer at a time), and at most two seconds'
+  // worth per principal, however many connections it opens: no caller takes every place.
   const int64_t quota = std::max<int64_t>(1, int64_t(std::floor(per_second * options_.share)));
+  if (places_.contains(caller)) return at_least_s;
+  if (principal != 0) {
+    auto held = by_principal_.find(principal);
+    if (held != by_principal_.end() && held->second >= 2 * quota) return at_least_s;
+  }
   for (int64_t k = at_least_s; k <= options_.max_wait_s; ++k) {
     const int64_t due_ns = now_ns + k * kSecondNs;
     int64_t& booked = booked_[due_ns / kSecondNs];
     if (booked >= quota) continue;
     ++booked;
     ++pending_[due_ns / kSecondNs];
-    std::deque<int64_t>& places = places_[caller];
-    places.insert(std::upper_bound(places.begin(), places.end(), due_ns), due_ns);
+    if (principal != 0) ++by_principal_[principal];
+    places_[caller] = Place{due_ns, principal};
     ++outstanding_;
     return k;
   }
@@ -35,25 +44,29 @@ bool ReturnPromises::Redeem(uint64_t caller, int64_t now_ns) {
   Expire(now_ns);
   auto it = places_.find(caller);
   if (it == places_.end()) return false;
-  std::deque<int64_t>& places = it->second;
-  while (!places.empty() && places.front() + options_.late_ns < now_ns) {
-    Forget(places.front());  // missed
-    places.pop_front();
+  const Place place = it->second;
+  if (place.due_ns + options_.late_ns < now_ns) {  // missed
+    places_.erase(it);
+    Forget(place, /*redeemed=*/false);
+    return false;
   }
-  bool redeemed = false;
-  if (!places.empty() && places.front() - options_.early_ns <= now_ns) {
-    Forget(places.front());
-    places.pop_front();
-    redeemed = true;
-  }
-  if (places.empty()) places_.erase(it);
-  return redeemed;
+  if (place.due_ns - options_.early_ns > now_ns) return false;  // too early: kept
+  places_.erase(it);
+  Forget(place, /*redeemed=*/true);
+  return true;
 }
 
-void ReturnPromises::Forget(int64_t due_ns) {
+void ReturnPromises::Forget(const Place& place, bool redeemed) {
   --outstanding_;
-  auto it = pending_.find(due_ns / kSecondNs);
-  if (it != pending_.end() && --it->second <= 0) pending_.erase(it);
+  return_rate_ += kReturnWeight * ((redeemed ? 1.0 : 0.0) - return_rate_);
+  if (auto it = pending_.find(place.due_ns / kSecondNs);
+      it != pending_.end() && --it->second <= 0) {
+    pending_.erase(it);
+  }
+  if (auto it = by_principal_.find(place.principal);
+      it != by_principal_.end() && --it->second <= 0) {
+    by_principal_.erase(it);
+  }
 }
 
 int64_t ReturnPromises::PendingBefore(int64_t until_ns) const {
@@ -62,7 +75,9 @@ int64_t ReturnPromises::PendingBefore(int64_t until_ns) const {
   for (auto it = pending_.begin(); it != pending_.end() && it->first <= last; ++it) {
     pending += it->second;
   }
-  return pending;
+  // Only the share of callers who have been coming back: places booked by callers who never
+  // return (a client that reconnects, or one that means harm) must not count as load.
+  return int64_t(std::ceil(double(pending) * return_rate_));
 }
 
 void ReturnPromises::Expire(int64_t now_ns) {
@@ -71,13 +86,10 @@ void ReturnPromises::Expire(int64_t now_ns) {
   const int64_t oldest = (now_ns - options_.late_ns) / kSecondNs - 1;
   booked_.erase(booked_.begin(), booked_.lower_bound(oldest));
   for (auto it = places_.begin(); it != places_.end();) {
-    std::deque<int64_t>& places = it->second;
-    while (!places.empty() && places.front() + options_.late_ns < now_ns) {
-      Forget(places.front());
-      places.pop_front();
-    }
-    if (places.empty()) {
+    if (it->second.due_ns + options_.late_ns < now_ns) {
+      const Place place = it->second;
       places_.erase(it++);
+      Forget(place, /*redeemed=*/false);
     } else {
       ++it;
     }

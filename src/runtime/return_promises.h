@@ -3,10 +3,15 @@
 // then as now, and a caller who obeyed is refused again. So each such answer books a place: a
 // share of each coming second's measured capacity is kept for callers coming back, the caller is
 // told the first second with a place left, and a request from that caller in that second takes
-// its place, ahead of the queue (the runner admits it as high priority, past the class shares
-// and the wait estimate). Callers are told apart by a hash of their principal and connection (the
-// execute stage's), so a client sharing a key with others finds its own place when it comes back
-// on the same connection; one that comes back on a new connection is a new caller.
+// its place: at the front of its own priority class, past the class's share of the queue and the
+// wait estimate. Callers are told apart by a hash of their principal and connection (the execute
+// stage's), so a client sharing a key with others finds its own place when it comes back on the
+// same connection; one that comes back on a new connection is a new caller.
+//
+// Against abuse: one place per caller at a time, at most two seconds' worth per principal (how
+// many connections it opens does not matter), and the places counted in other requests' wait
+// estimates are weighted by the share of places recently taken, so places booked by callers who
+// never come back do not pass for load.
 //
 //   if (promises.Redeem(request.caller, now_ns)) { /* admit ahead of the queue */ }
 //   int64_t retry_s = promises.Promise(request.caller, now_ns, served_per_second, estimate_s);
@@ -14,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 
 #include "absl/container/flat_hash_map.h"
@@ -34,10 +38,12 @@ class ReturnPromises {
   ReturnPromises() : ReturnPromises(Options{}) {}
   explicit ReturnPromises(Options options) : options_(options) {}
 
-  // The Retry-After, in seconds (at least `at_least_s`, at least 1), for `caller` (0: unknown)
-  // shed at `now_ns` by a queue that serves `per_second` requests a second; books that second's
-  // place. With no place left within max_wait_s, or nothing measured yet, `at_least_s`, unbooked.
-  int64_t Promise(uint64_t caller, int64_t now_ns, double per_second, int64_t at_least_s);
+  // The Retry-After, in seconds (at least `at_least_s`, at least 1), for `caller` (0: unknown) of
+  // `principal` shed at `now_ns` by a queue that serves `per_second` requests a second; books that
+  // second's place. With no place left within max_wait_s, the caller or principal holding its
+  // share already, or nothing measured yet: `at_least_s`, unbooked.
+  int64_t Promise(uint64_t caller, uint64_t principal, int64_t now_ns, double per_second,
+                  int64_t at_least_s);
   // True, consuming it, when `caller` holds a place due at `now_ns`.
   bool Redeem(uint64_t caller, int64_t now_ns);
 
@@ -51,14 +57,22 @@ class ReturnPromises {
   void Expire(int64_t now_ns);
 
   const Options options_;
-  void Forget(int64_t due_ns);  // a place taken or missed
+  struct Place {
+    int64_t due_ns = 0;
+    uint64_t principal = 0;
+  };
+  void Forget(const Place& place, bool redeemed);  // a place taken or missed
 
   // Places booked per second (the second is due_ns / 1e9), taken or not: what was promised.
   std::map<int64_t, int64_t> booked_;
   // Of those, the places not yet taken or missed.
   std::map<int64_t, int64_t> pending_;
-  // Each caller's places, by when they are due, in order.
-  absl::flat_hash_map<uint64_t, std::deque<int64_t>> places_;
+  // Each caller's place.
+  absl::flat_hash_map<uint64_t, Place> places_;
+  // Places held per principal.
+  absl::flat_hash_map<uint64_t, int64_t> by_principal_;
+  // The share of places recently taken (a moving average; 1 until places were missed).
+  double return_rate_ = 1.0;
   int64_t outstanding_ = 0;
   int64_t next_sweep_ns_ = 0;
 };

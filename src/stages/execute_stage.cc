@@ -49,6 +49,7 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   if (ex.timeout_ms > 0) request.deadline_ns = ex.start_ns + ex.timeout_ms * 1'000'000;
   request.priority = *priority;
   request.caller = CallerOf(ex);
+  request.principal = std::hash<std::string_view>{}(ex.principal->id) | 1;
   Run(ex, *ex.model, std::move(request), 0, absl::OkStatus());
   return pipeline::StageResult::kSuspend;
 }

@@ -173,14 +173,17 @@ absl::StatusOr<JobRecord> SqliteJobTable::Get(const std::string& id) {
 absl::StatusOr<std::vector<JobRecord>> SqliteJobTable::Claim(int64_t now_us, int64_t lease_until_us,
                                                              int limit) {
   PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "BEGIN IMMEDIATE"));
+  // The candidates: each owner's `limit` oldest due jobs, so that a long backlog of one owner
+  // cannot fill the candidates and hide another's job from the fair choice below.
   Statement select(db_, StrCat("SELECT ", kColumns,
-                               " FROM jobs WHERE (state = 'queued' AND not_before_us <= ?1) OR "
-                               "(state = 'running' AND lease_until_us < ?1) "
-                               "ORDER BY created_us, id LIMIT ?2")
+                               " FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY owner ORDER BY "
+                               "created_us, id) AS n FROM jobs WHERE (state = 'queued' AND "
+                               "not_before_us <= ?1) OR (state = 'running' AND lease_until_us < "
+                               "?1)) WHERE n <= ?2 ORDER BY created_us, id")
                             .c_str());
   if (!select.ok()) return Rollback(SqliteError(db_, "prepare job claim"));
   select.Bind(1, now_us);
-  select.Bind(2, int64_t{std::max(64, limit * 8)});  // candidates to share fairly among owners
+  select.Bind(2, int64_t{limit});
   std::vector<JobRecord> candidates;
   int rc;
   while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {

@@ -51,10 +51,9 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
                              std::max<int64_t>(1, (wait_ms + 999) / 1000)));
   }
   call->backend_probe = admission == CircuitBreaker::Admission::kProbe;
-  // A caller told to come back, back at its time, takes the place kept for it: ahead of the
-  // queue, past the class shares and the wait estimate.
+  // A caller told to come back, back at its time, takes the place kept for it: at the front of
+  // its class, past the class's share of the queue and the wait estimate.
   call->promised = promises.Redeem(call->request.caller, SteadyNanos(now));
-  if (call->promised) call->request.priority = protocol::Priority::kHigh;
   if (in_flight < capacity()) {
     ++in_flight;
     call->started = now;
@@ -64,7 +63,10 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
   // those of its class or higher, ahead of the lower ones.
   // Searched from the back, where a call of the common class stops at once.
   auto place = queue.end();
-  while (place != queue.begin() && (*std::prev(place))->request.priority > call->request.priority) {
+  const protocol::Priority priority = call->request.priority;
+  while (place != queue.begin() &&
+         ((*std::prev(place))->request.priority > priority ||
+          (call->promised && (*std::prev(place))->request.priority == priority))) {
     --place;
   }
   if (std::optional<absl::Status> refused =
@@ -92,7 +94,7 @@ std::optional<absl::Status> RemoteRunner::State::DeadlineRefusal(const Call& cal
 
 int64_t RemoteRunner::State::RetryAfter(const Call& call, int64_t estimate_s) {
   if (mean_call_ns <= 0) return estimate_s;
-  return promises.Promise(call.request.caller, SteadyNanos(Clock::now()),
+  return promises.Promise(call.request.caller, call.request.principal, SteadyNanos(Clock::now()),
                           double(capacity()) * 1e9 / mean_call_ns, estimate_s);
 }
 

@@ -333,5 +333,29 @@ TEST_F(JobsTest, AHangingRunFailsItsJobAndOthersAreNotStuckBehindIt) {
   (void)hung2;
 }
 
+// Found by the second attacker review: claims made often (other jobs arriving) kept the renewal
+// from ever running, so a run longer than the lease lost its claim and the job ran again. A 2.5 s
+// run under a 1 s lease, with jobs claimed every 150 ms meanwhile, runs once.
+TEST_F(JobsTest, ALongRunKeepsItsClaimWhileOtherJobsAreClaimed) {
+  HttpReply accepted = Submit("slow", owner_);
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers["location"];
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(3000);
+  while (std::chrono::steady_clock::now() < until) {
+    EXPECT_EQ(Submit("quick", other_).status, 202);
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  }
+  ASSERT_EQ(AwaitResult(location, std::chrono::seconds(10)).status, 200);
+  server_.Stop();
+  const std::string id = location.substr(std::string("/v2/jobs/").size());
+  std::ifstream in(server_.dir() / "access.log");
+  int runs = 0;
+  for (std::string line; std::getline(in, line);) {
+    runs += line.find("\"listener\":\"jobs\"") != std::string::npos &&
+            line.find(id) != std::string::npos;
+  }
+  EXPECT_EQ(runs, 1);
+}
+
 }  // namespace
 }  // namespace pillar

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <future>
 #include <mutex>
+#include <thread>
 
 #include "testing/fake_clock.h"
 
@@ -14,6 +15,7 @@ namespace pillar::runtime {
 namespace {
 
 using protocol::DataType;
+using protocol::Priority;
 using protocol::Tensor;
 
 // Doubles every FP32 element; records the batch sizes it saw. Can be held shut to fill queues.
@@ -216,6 +218,53 @@ TEST(BatchingRunnerTest, ACallerBackAfterItsRetryAfterIsTakenThoughTheQueueIsFul
   EXPECT_TRUE(running.get().ok());
   EXPECT_TRUE(q1.get().ok());
   EXPECT_TRUE(q2.get().ok());
+}
+
+// Found by the second attacker review: a promised request was served as high priority, so a key
+// capped at low got ahead of everyone by being refused first. It keeps its class: at the front
+// of its class, behind the higher ones.
+TEST(BatchingRunnerTest, APromisedRequestKeepsItsClass) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  testing::FakeClock clock;
+  BatchingRunner runner(Config(1, 0, 4), std::move(instances), clock);
+  auto from = [](uint64_t caller, Priority priority) {
+    protocol::InferenceRequest r = Request({1, 2}, 1);
+    r.caller = caller;
+    r.priority = priority;
+    return r;
+  };
+  ASSERT_TRUE(Submit(runner, from(1, Priority::kNormal)).get().ok());  // one batch measured
+  b->Hold();
+  std::mutex mu;
+  std::vector<uint64_t> order;
+  auto submit = [&](uint64_t caller, Priority priority) {
+    runner.Infer(from(caller, priority), [&, caller](absl::StatusOr<InferResult> r) {
+      std::lock_guard lock(mu);
+      order.push_back(r.ok() ? caller : 0);
+    });
+  };
+  submit(1, Priority::kNormal);  // running
+  b->WaitStarted(2);
+  submit(2, Priority::kLow);  // low may fill half of the queue: 2 of 4
+  submit(3, Priority::kLow);
+  absl::StatusOr<InferResult> refused = Submit(runner, from(42, Priority::kLow)).get();
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
+  submit(4, Priority::kNormal);
+  clock.Advance(absl::Seconds(RetryAfterSeconds(refused.status()).value_or(1)));
+  submit(42, Priority::kLow);  // back: taken, at the front of the low ones, behind the normal one
+  b->Release();
+  for (int i = 0; i < 200; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (order.size() == 5) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<uint64_t>{1, 4, 42, 2, 3}));
 }
 
 TEST(BatchingRunnerTest, BackendErrorsReachEveryRequestOfTheBatch) {

@@ -195,5 +195,21 @@ TEST_F(JobTableTest, ClaimsShareWorkersAmongOwners) {
   EXPECT_EQ((*next)[1].id, "a2");
 }
 
+// Found by the second attacker review: with 64 or more jobs of one owner waiting, another
+// owner's job was never among the candidates.
+TEST_F(JobTableTest, AnotherOwnersJobIsClaimedWhateverTheBacklogAheadOfIt) {
+  for (int i = 0; i < 200; ++i) {
+    ASSERT_TRUE(store_
+                    ->PutJob(Job("a" + std::to_string(1000 + i), "key:busy", 10 + i),
+                             {.max_unfinished = 1000})
+                    .ok());
+  }
+  ASSERT_TRUE(store_->PutJob(Job("victim", "key:other", 5000), Cap(10)).ok());
+  ASSERT_EQ(store_->ClaimJobs(10'000, 20'000, 1)->size(), 1u);  // busy's oldest: it runs nothing
+  auto next = store_->ClaimJobs(10'000, 20'000, 1);
+  ASSERT_EQ(next->size(), 1u);
+  EXPECT_EQ((*next)[0].id, "victim");
+}
+
 }  // namespace
 }  // namespace pillar::state
