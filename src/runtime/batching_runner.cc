@@ -117,12 +117,14 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
   // for it: at the front of its class, past the class's share and the wait estimate.
   const bool promised = promises_.Redeem(request.caller, clock_.MonotonicNanos());
   // Ordered by class, first come first served within one: behind those of its class or higher
-  // (a promised one: at the front of its class). Searched from the back, where a request of the
-  // common class stops at once.
+  // (a promised one: at the front of its class, behind the promised ones before it). Searched from
+  // the back, where a request of the common class stops at once.
   auto place = queue_.end();
-  while (place != queue_.begin() &&
-         (std::prev(place)->request.priority > request.priority ||
-          (promised && std::prev(place)->request.priority == request.priority))) {
+  while (place != queue_.begin()) {
+    const Pending& before = *std::prev(place);
+    const bool pass = before.request.priority > request.priority ||
+                      (promised && before.request.priority == request.priority && !before.promised);
+    if (!pass) break;
     --place;
   }
   if (std::optional<absl::Status> refused =
@@ -132,8 +134,8 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     std::move(done)(std::move(*refused));
     return;
   }
-  queue_.insert(place,
-                Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos()});
+  queue_.insert(place, Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos(),
+                               promised});
   mu_.Unlock();
   // All: an instance waiting for its batch to fill must see every arrival, not just an idle one.
   cv_.SignalAll();

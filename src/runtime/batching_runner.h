@@ -45,6 +45,7 @@ class BatchingRunner final : public Runner {
     InferCallback done;
     int64_t rows;
     int64_t enqueued_ns;
+    bool promised = false;  // took a place kept for it (ReturnPromises)
   };
 
   void InstanceLoop(Backend& backend);

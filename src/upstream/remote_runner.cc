@@ -64,9 +64,11 @@ void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
   // Searched from the back, where a call of the common class stops at once.
   auto place = queue.end();
   const protocol::Priority priority = call->request.priority;
-  while (place != queue.begin() &&
-         ((*std::prev(place))->request.priority > priority ||
-          (call->promised && (*std::prev(place))->request.priority == priority))) {
+  while (place != queue.begin()) {
+    const Call& before = **std::prev(place);
+    const bool pass = before.request.priority > priority ||
+                      (call->promised && before.request.priority == priority && !before.promised);
+    if (!pass) break;
     --place;
   }
   if (std::optional<absl::Status> refused =
