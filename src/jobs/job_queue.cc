@@ -305,7 +305,7 @@ void JobQueue::EndRun(const std::string& id, int64_t attempts, pipeline::Exchang
 }
 
 void JobQueue::End(JobRecord end, std::string_view model, std::string_view outcome) {
-  absl::StatusOr<bool> ended = store_.EndJobRun(end);
+  absl::StatusOr<bool> ended = store_.EndJobRun(end, options_.max_bytes_per_principal);
   if (!ended.ok()) return Report(ended.status());
   finished_.Get({model, *ended ? outcome : "lost"}).Increment();
   claim_now_ = true;

@@ -233,7 +233,38 @@ absl::Status SqliteJobTable::Renew(const std::vector<std::pair<std::string, int6
   return SqliteExec(db_, "COMMIT");
 }
 
-absl::StatusOr<bool> SqliteJobTable::EndRun(const JobRecord& job) {
+absl::StatusOr<bool> SqliteJobTable::EndRun(const JobRecord& job, int64_t max_owner_bytes) {
+  const bool finished = job.state == JobState::kDone || job.state == JobState::kFailed;
+  if (!finished || max_owner_bytes <= 0 || job.result.empty()) return Update(job, job.result);
+  // A result counts against what its owner may keep, like the requests it submitted: one that
+  // would pass it is replaced by an error saying so (checked in the same transaction).
+  PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "BEGIN IMMEDIATE"));
+  Statement kept(db_,
+                 "SELECT COALESCE(SUM(length(result) + CASE WHEN id = ?1 THEN 0 ELSE "
+                 "length(request) END), 0) FROM jobs WHERE owner = (SELECT owner FROM jobs WHERE "
+                 "id = ?1)");
+  if (!kept.ok()) return Rollback(SqliteError(db_, "prepare job bytes"));
+  kept.Bind(1, job.id);
+  if (sqlite3_step(kept.get()) != SQLITE_ROW) return Rollback(SqliteError(db_, "job bytes"));
+  const int64_t bytes = sqlite3_column_int64(kept.get(), 0);
+  JobRecord end = job;
+  if (bytes + int64_t(job.result.size()) > max_owner_bytes) {
+    end.status = 507;
+    end.state = JobState::kFailed;
+    end.content_type = "application/json";
+    end.headers.clear();
+    end.result =
+        StrCat("{\"error\":\"the job's result (", job.result.size(), " bytes) would pass the ",
+               max_owner_bytes,
+               " bytes its principal's jobs may keep; fetch or let earlier ones expire\"}");
+  }
+  absl::StatusOr<bool> ended = Update(end, end.result);
+  if (!ended.ok()) return Rollback(ended.status());
+  PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "COMMIT"));
+  return ended;
+}
+
+absl::StatusOr<bool> SqliteJobTable::Update(const JobRecord& job, std::string_view result) {
   Statement update(db_,
                    "UPDATE jobs SET state = ?, status = ?, content_type = ?, headers = ?, "
                    "result = ?, updated_us = ?, expires_us = ?, not_before_us = ?, "
@@ -245,7 +276,7 @@ absl::StatusOr<bool> SqliteJobTable::EndRun(const JobRecord& job) {
   update.Bind(2, int64_t{job.status});
   update.Bind(3, job.content_type);
   update.Bind(4, job.headers);
-  update.BindBlob(5, job.result);
+  update.BindBlob(5, result);
   update.Bind(6, job.updated_us);
   update.Bind(7, job.expires_us);
   update.Bind(8, job.not_before_us);

@@ -27,12 +27,14 @@ class SqliteJobTable {
                                                              int limit);
   [[nodiscard]] absl::Status Renew(const std::vector<std::pair<std::string, int64_t>>& claims,
                                    int64_t lease_until_us);
-  [[nodiscard]] absl::StatusOr<bool> EndRun(const JobRecord& job);
+  [[nodiscard]] absl::StatusOr<bool> EndRun(const JobRecord& job, int64_t max_owner_bytes);
   [[nodiscard]] absl::StatusOr<int64_t> DeleteExpired(int64_t now_us);
   [[nodiscard]] absl::StatusOr<std::vector<JobCount>> Count();
 
  private:
   [[nodiscard]] absl::Status Rollback(absl::Status status);
+  // The UPDATE that ends a run (EndRun), with `result` as the stored body.
+  [[nodiscard]] absl::StatusOr<bool> Update(const JobRecord& job, std::string_view result);
   // Jobs running under a live lease, by owner.
   [[nodiscard]] absl::StatusOr<std::map<std::string, int64_t>> RunningByOwner(int64_t now_us);
 

@@ -314,9 +314,10 @@ class SqliteStateStore final : public StateStore {
     return jobs_.Renew(claims, lease_until_us);
   }
 
-  [[nodiscard]] absl::StatusOr<bool> EndJobRun(const JobRecord& job) override {
+  [[nodiscard]] absl::StatusOr<bool> EndJobRun(const JobRecord& job,
+                                               int64_t max_owner_bytes) override {
     absl::MutexLock lock(&mu_);
-    return jobs_.EndRun(job);
+    return jobs_.EndRun(job, max_owner_bytes);
   }
 
   [[nodiscard]] absl::StatusOr<int64_t> DeleteExpiredJobs(int64_t now_us) override {

@@ -141,7 +141,10 @@ class StateStore {
   // result, updated and expiry times; the request is dropped then) or queued again (state,
   // not_before_us, refund_attempt). False when the claim is no longer held (its lease ran out
   // and another run took the job).
-  [[nodiscard]] virtual absl::StatusOr<bool> EndJobRun(const JobRecord& job) = 0;
+  // A finished result that would take its owner's jobs past `max_owner_bytes` (0: unchecked) is
+  // stored as a 507 saying so instead.
+  [[nodiscard]] virtual absl::StatusOr<bool> EndJobRun(const JobRecord& job,
+                                                       int64_t max_owner_bytes) = 0;
   // Deletes finished jobs that expired by `now_us`; returns how many.
   [[nodiscard]] virtual absl::StatusOr<int64_t> DeleteExpiredJobs(int64_t now_us) = 0;
   [[nodiscard]] virtual absl::StatusOr<std::vector<JobCount>> CountJobs() = 0;

@@ -60,7 +60,7 @@ TEST_F(JobTableTest, AnOwnerMayHaveOnlySoManyUnfinishedJobs) {
   JobRecord end = (*claimed)[0];
   end.state = JobState::kDone;
   end.status = 200;
-  ASSERT_TRUE(*store_->EndJobRun(end));
+  ASSERT_TRUE(*store_->EndJobRun(end, 0));
   EXPECT_TRUE(store_->PutJob(Job("c", "key:1", 12), Cap(2)).ok());
 }
 
@@ -81,7 +81,7 @@ TEST_F(JobTableTest, ClaimsAreExclusiveUntilTheirLeaseLapses) {
   // The first claim can no longer end the run, nor renew it; the second can.
   JobRecord stale = (*first)[0];
   stale.state = JobState::kDone;
-  EXPECT_FALSE(*store_->EndJobRun(stale));
+  EXPECT_FALSE(*store_->EndJobRun(stale, 0));
   ASSERT_TRUE(store_->RenewJobs({{"a", 1}}, 10'000).ok());
   EXPECT_EQ(store_->GetJob("a")->lease_until_us, 400);
   JobRecord current = (*second)[0];
@@ -90,7 +90,7 @@ TEST_F(JobTableTest, ClaimsAreExclusiveUntilTheirLeaseLapses) {
   current.result = "{\"error\":\"x\"}";
   current.headers = "Retry-After: 2\n";
   current.expires_us = 1000;
-  EXPECT_TRUE(*store_->EndJobRun(current));
+  EXPECT_TRUE(*store_->EndJobRun(current, 0));
   absl::StatusOr<JobRecord> ended = store_->GetJob("a");
   EXPECT_EQ(ended->state, JobState::kFailed);
   EXPECT_EQ(ended->status, 503);
@@ -109,7 +109,7 @@ TEST_F(JobTableTest, AGivenUpClaimIsTakenAtOnceAndABackoffIsWaitedOut) {
   JobRecord requeued = (*claimed)[1];
   requeued.state = JobState::kQueued;
   requeued.not_before_us = 500;
-  ASSERT_TRUE(*store_->EndJobRun(requeued));
+  ASSERT_TRUE(*store_->EndJobRun(requeued, 0));
   auto again = store_->ClaimJobs(200, 10'000, 5);
   ASSERT_EQ(again->size(), 1u);
   EXPECT_EQ((*again)[0].id, "a");
@@ -128,7 +128,7 @@ TEST_F(JobTableTest, ExpiredFinishedJobsAreDeletedAndCountsFollow) {
   JobRecord end = (*claimed)[0];
   end.state = JobState::kDone;
   end.expires_us = 1'000;
-  ASSERT_TRUE(*store_->EndJobRun(end));
+  ASSERT_TRUE(*store_->EndJobRun(end, 0));
   auto counts = store_->CountJobs();
   ASSERT_TRUE(counts.ok());
   ASSERT_EQ(counts->size(), 2u);
@@ -163,7 +163,7 @@ TEST_F(JobTableTest, AnOwnerMayKeepOnlySoManyJobsAndBytesAndAFinishedJobDropsIts
   end.state = JobState::kDone;
   end.result = "ok";
   end.expires_us = 1'000'000;
-  ASSERT_TRUE(*store_->EndJobRun(end));
+  ASSERT_TRUE(*store_->EndJobRun(end, 0));
   EXPECT_TRUE(store_->GetJob("a")->request.empty());  // the request is not kept once finished
   ASSERT_TRUE(store_->PutJob(Job("c", "key:1", 12), quota).ok());  // 2 + 20 + 20
   EXPECT_EQ(store_->PutJob(Job("d", "key:1", 13), quota).code(),   // a 4th job, finished or not
@@ -176,7 +176,7 @@ TEST_F(JobTableTest, AHeldBackRunIsNotCounted) {
   ASSERT_EQ(held.attempts, 1);
   held.state = JobState::kQueued;
   held.refund_attempt = true;
-  ASSERT_TRUE(*store_->EndJobRun(held));
+  ASSERT_TRUE(*store_->EndJobRun(held, 0));
   EXPECT_EQ((*store_->ClaimJobs(200, 10'000, 1))[0].attempts, 1);
 }
 
@@ -209,6 +209,29 @@ TEST_F(JobTableTest, AnotherOwnersJobIsClaimedWhateverTheBacklogAheadOfIt) {
   auto next = store_->ClaimJobs(10'000, 20'000, 1);
   ASSERT_EQ(next->size(), 1u);
   EXPECT_EQ((*next)[0].id, "victim");
+}
+
+// Found by the second attacker review: results did not count against what an owner may keep.
+TEST_F(JobTableTest, AResultThatWouldPassTheOwnersBytesIsKeptAsAnError) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  ASSERT_TRUE(store_->PutJob(Job("b", "key:1", 11), Cap(10)).ok());  // 20 bytes of request
+  auto claimed = store_->ClaimJobs(100, 10'000, 1);
+  JobRecord end = (*claimed)[0];
+  end.state = JobState::kDone;
+  end.status = 200;
+  end.result = std::string(100, 'r');
+  ASSERT_TRUE(*store_->EndJobRun(end, 100));  // 100 + b's 20 > 100
+  absl::StatusOr<JobRecord> a = store_->GetJob("a");
+  EXPECT_EQ(a->state, JobState::kFailed);
+  EXPECT_EQ(a->status, 507);
+  EXPECT_NE(a->result.find("would pass the 100 bytes"), std::string::npos) << a->result;
+  // Within the budget, the result is kept as it is.
+  JobRecord b = (*store_->ClaimJobs(200, 10'000, 1))[0];
+  b.state = JobState::kDone;
+  b.status = 200;
+  b.result = std::string(50, 'r');
+  ASSERT_TRUE(*store_->EndJobRun(b, 1000));
+  EXPECT_EQ(store_->GetJob("b")->result, std::string(50, 'r'));
 }
 
 }  // namespace
