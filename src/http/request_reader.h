@@ -1,7 +1,8 @@
 // Internal to src/http: feeding a request's bytes to Beast's parser under pillar's limits, as
 // plain data with no I/O, so that the session (session.h) and the request fuzzer drive the same
 // code with the same reads: HeaderReader for the header, BodyReader for a body and a chunked
-// body's framing and trailers, and the checks of the header the session makes once it ends.
+// body's framing and trailers, the checks of the header the session makes once it ends, and
+// the pillar headers it reads from it.
 #pragma once
 
 #include <algorithm>
@@ -10,9 +11,11 @@
 #include <cstdint>
 #include <iterator>
 #include <optional>
+#include <string>
 #include <string_view>
 
 #include "common/strings.h"
+#include "http/message.h"
 
 namespace pillar::http::internal {
 
@@ -204,6 +207,29 @@ inline bool IsChunkedOnly(std::string_view value) {
   if (first == std::string_view::npos) return false;
   value = value.substr(first, value.find_last_not_of(" \t") + 1 - first);
   return EqualsIgnoreCase(value, "chunked");
+}
+
+// The headers with which a client tells pillar how to treat its request, read into `request`:
+// X-Pillar-Timeout-Ms (1 ms .. a day, else ignored), X-Pillar-Priority (cut to 16 bytes; the
+// execute stage judges it) and Prefer: respond-async (in any of the Prefer headers).
+inline void ReadPillarHeaders(const bhttp::request<bhttp::string_body>& message, Request& request) {
+  if (auto timeout = message.find(beast::string_view(kTimeoutHeader.data(), kTimeoutHeader.size()));
+      timeout != message.end()) {
+    int64_t ms = 0;
+    if (ParseInt(ToStd(timeout->value()), &ms) && ms >= 1 && ms <= 86'400'000) {
+      request.timeout_ms = ms;
+    }
+  }
+  if (auto priority =
+          message.find(beast::string_view(kPriorityHeader.data(), kPriorityHeader.size()));
+      priority != message.end()) {
+    request.priority = std::string(ToStd(priority->value()).substr(0, 16));
+  }
+  auto [prefer, prefer_end] =
+      message.equal_range(beast::string_view(kPreferHeader.data(), kPreferHeader.size()));
+  for (; prefer != prefer_end; ++prefer) {
+    request.respond_async = request.respond_async || PrefersRespondAsync(ToStd(prefer->value()));
+  }
 }
 
 }  // namespace pillar::http::internal

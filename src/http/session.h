@@ -442,24 +442,7 @@ class Session final : public ResponseSink,
     request.remote = remote_;
     request.peer_identity = peer_identity_;
     request.received_ns = SystemClock().MonotonicNanos();
-    if (auto timeout =
-            message.find(beast::string_view(kTimeoutHeader.data(), kTimeoutHeader.size()));
-        timeout != message.end()) {
-      int64_t ms = 0;
-      if (ParseInt(ToStd(timeout->value()), &ms) && ms >= 1 && ms <= 86'400'000) {
-        request.timeout_ms = ms;
-      }
-    }
-    if (auto priority =
-            message.find(beast::string_view(kPriorityHeader.data(), kPriorityHeader.size()));
-        priority != message.end()) {
-      request.priority = std::string(ToStd(priority->value()).substr(0, 16));
-    }
-    auto [prefer, prefer_end] =
-        message.equal_range(beast::string_view(kPreferHeader.data(), kPreferHeader.size()));
-    for (; prefer != prefer_end; ++prefer) {
-      request.respond_async = request.respond_async || PrefersRespondAsync(ToStd(prefer->value()));
-    }
+    ReadPillarHeaders(message, request);
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
 

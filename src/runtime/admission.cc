@@ -67,9 +67,4 @@ int64_t CeilSeconds(int64_t ns) { return std::max<int64_t>(1, (ns + 999'999'999)
       retry_after_s, /*for_deadline=*/true);
 }
 
-std::optional<absl::Status> ShedByWait(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns) {
-  if (!MissesDeadline(wait_ns, now_ns, deadline_ns)) return std::nullopt;
-  return ShedForDeadline(wait_ns, CeilSeconds(wait_ns));
-}
-
 }  // namespace pillar::runtime

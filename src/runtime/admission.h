@@ -4,7 +4,7 @@
 // of timing out in the queue. Shared by the runners (BatchingRunner, upstream::RemoteRunner).
 //
 //   if (queued >= QueueLimit(request.priority, max_queue)) return Shed(...);
-//   if (std::optional<absl::Status> s = ShedByWait(wait_ns, now_ns, request.deadline_ns)) ...
+//   if (MissesDeadline(wait_ns, now_ns, request.deadline_ns)) return ShedForDeadline(wait_ns, s);
 #pragma once
 
 #include <cstdint>
@@ -39,10 +39,9 @@ inline constexpr std::string_view kShedHeader = "X-Pillar-Shed";
 bool IsShed(const absl::Status& status);
 bool IsShedForDeadline(const absl::Status& status);
 
-// The refusal for a request whose estimated wait (`wait_ns`, from now) ends past its deadline
-// (`deadline_ns`, 0: none); none when it may wait. The Retry-After is the estimate, rounded up.
-std::optional<absl::Status> ShedByWait(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns);
-// The same in two steps, for a runner that chooses the Retry-After itself (ReturnPromises).
+// Whether a request whose estimated wait (`wait_ns`, from now) ends past its deadline
+// (`deadline_ns`, 0: none) should be refused, and the refusal, with the Retry-After the runner
+// chose (the estimate, or a place kept for it: ReturnPromises).
 bool MissesDeadline(int64_t wait_ns, int64_t now_ns, int64_t deadline_ns);
 [[nodiscard]] absl::Status ShedForDeadline(int64_t wait_ns, int64_t retry_after_s);
 // Nanoseconds rounded up to whole seconds, at least 1: a Retry-After.

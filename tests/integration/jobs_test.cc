@@ -18,26 +18,12 @@ using testing::Bearer;
 using testing::Fetch;
 using testing::HttpReply;
 
+// A simulated model of fixed latency, one instance.
 void WriteVersion(const std::filesystem::path& store, const std::string& model, int latency_ms,
                   const std::string& extra = "") {
-  const std::filesystem::path dir = store / model / "1";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
-max_batch_size = 8
-[[input]]
-name = "x"
-datatype = "FP32"
-shape = [4]
-[[output]]
-name = "y"
-datatype = "FP32"
-shape = [2]
-[access]
-tenant = "demo"
-[simulated]
-latency = "fixed"
-latency_ms = )" << latency_ms << "\n"
-                                    << extra;
+  testing::WriteSimulatedVersion(
+      store, model,
+      "latency = \"fixed\"\nlatency_ms = " + std::to_string(latency_ms) + "\n" + extra, 1);
 }
 
 // A distinctive value, to show that payloads never reach the logs.

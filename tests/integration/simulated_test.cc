@@ -16,29 +16,6 @@ using testing::Bearer;
 using testing::Fetch;
 using testing::HttpReply;
 
-void WriteVersion(const std::filesystem::path& store, const std::string& model,
-                  const std::string& simulated, const std::string& histogram = "") {
-  const std::filesystem::path dir = store / model / "1";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
-max_batch_size = 8
-[[input]]
-name = "x"
-datatype = "FP32"
-shape = [4]
-[[output]]
-name = "y"
-datatype = "FP32"
-shape = [2]
-[instance]
-count = 2
-[access]
-tenant = "demo"
-[simulated]
-)" << simulated;
-  if (!histogram.empty()) std::ofstream(dir / "latency_histogram.txt") << histogram;
-}
-
 constexpr char kTwoRows[] =
     R"({"inputs":[{"name":"x","datatype":"FP32","shape":[2,4],"data":[1,2,3,4,5,6,7,8]}]})";
 
@@ -47,11 +24,13 @@ class SimulatedTest : public ::testing::Test {
   static void SetUpTestSuite() {
     server_ = new testing::ServerProcess;
     const std::filesystem::path store = server_->dir() / "store";
-    WriteVersion(store, "sim", "latency = \"fixed\"\nlatency_ms = 40\n");
-    WriteVersion(store, "throttled", "throttle_rate = 1.0\nretry_after_s = 2\n");
-    WriteVersion(store, "failing", "error_rate = 1.0\n");
-    WriteVersion(store, "empirical", "latency = \"empirical\"\n", "# upper_ms count\n40 0\n60 1\n");
-    WriteVersion(store, "badhistogram", "latency = \"empirical\"\n", "10 1\n5 1\n");
+    using testing::WriteSimulatedVersion;
+    WriteSimulatedVersion(store, "sim", "latency = \"fixed\"\nlatency_ms = 40\n");
+    WriteSimulatedVersion(store, "throttled", "throttle_rate = 1.0\nretry_after_s = 2\n");
+    WriteSimulatedVersion(store, "failing", "error_rate = 1.0\n");
+    WriteSimulatedVersion(store, "empirical", "latency = \"empirical\"\n", 2,
+                          "# upper_ms count\n40 0\n60 1\n");
+    WriteSimulatedVersion(store, "badhistogram", "latency = \"empirical\"\n", 2, "10 1\n5 1\n");
     server_->SetStore(store);
     key_ = server_->CreateKey("simulated");
     ASSERT_TRUE(server_->Start()) << server_->Log();

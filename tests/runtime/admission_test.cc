@@ -28,11 +28,15 @@ TEST(AdmissionTest, TheLowerClassGetsLessOfTheQueue) {
 }
 
 TEST(AdmissionTest, AWaitPastTheDeadlineIsShedWithTheEstimateAsRetryAfter) {
-  EXPECT_EQ(ShedByWait(500'000'000, 1'000, 0), std::nullopt);  // no deadline: no estimate
-  EXPECT_EQ(ShedByWait(500'000'000, 0, 600'000'000), std::nullopt);
-  std::optional<absl::Status> shed = ShedByWait(2'500'000'000, 0, 600'000'000);
+  EXPECT_FALSE(MissesDeadline(500'000'000, 1'000, 0));  // no deadline: no estimate
+  EXPECT_FALSE(MissesDeadline(500'000'000, 0, 600'000'000));
+  EXPECT_TRUE(MissesDeadline(2'500'000'000, 0, 600'000'000));
+  EXPECT_EQ(CeilSeconds(2'500'000'000), 3);
+  EXPECT_EQ(CeilSeconds(1), 1);
+  std::optional<absl::Status> shed = ShedForDeadline(2'500'000'000, CeilSeconds(2'500'000'000));
   ASSERT_TRUE(shed.has_value());
   EXPECT_TRUE(IsShed(*shed));
+  EXPECT_TRUE(IsShedForDeadline(*shed));
   EXPECT_EQ(shed->code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(RetryAfterSeconds(*shed), 3);
   EXPECT_NE(shed->message().find("2500 ms"), absl::string_view::npos);

@@ -207,6 +207,30 @@ int ServerProcess::WaitForExit() {
 
 std::string ServerProcess::Log() const { return ReadFile(dir_ / "server.log"); }
 
+void WriteSimulatedVersion(const std::filesystem::path& store, const std::string& model,
+                           const std::string& simulated, int instances,
+                           const std::string& histogram) {
+  const std::filesystem::path dir = store / model / "1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
+max_batch_size = 8
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [2]
+[instance]
+count = )" << instances << R"(
+[access]
+tenant = "demo"
+[simulated]
+)" << simulated;
+  if (!histogram.empty()) std::ofstream(dir / "latency_histogram.txt") << histogram;
+}
+
 std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
                                     const std::string& digits_toml) {
   std::filesystem::path store = dir / "store";

@@ -102,6 +102,13 @@ class ServerProcess {
 std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
                                     const std::string& digits_toml = "");
 
+// Writes version 1 of a `platform = "simulated"` model into `store`: input "x" (FP32 [4]) and
+// output "y" (FP32 [2]), batches of 8, `instances` instances, tenant "demo", and `simulated` as
+// the body of its [simulated] table; `histogram`, when given, as its latency_histogram.txt.
+void WriteSimulatedVersion(const std::filesystem::path& store, const std::string& model,
+                           const std::string& simulated, int instances = 2,
+                           const std::string& histogram = "");
+
 // The model.toml of the demo's digits model with other batching settings.
 // With adaptive_delay false, every request waits the full delay: tests use it to hold requests
 // in flight.
