@@ -16,8 +16,6 @@
 namespace pillar::app {
 namespace {
 
-namespace http = boost::beast::http;
-
 struct BackendsOptions {
   std::string admin = "http://127.0.0.1:8001";
   std::string key_file;  // empty: the PILLAR_API_KEY environment variable
@@ -63,11 +61,10 @@ struct BackendsOptions {
           reply = connection.status();
           return;
         }
-        auto request = std::make_shared<upstream::HttpRequest>(
-            http::verb::get, StrCat(endpoint->base_path, path), 11);
-        request->set(http::field::host, endpoint->host_header);
-        request->set(http::field::authorization, StrCat("Bearer ", key.view()));
-        request->prepare_payload();
+        auto request = std::make_shared<upstream::UpstreamRequest>();
+        request->head =
+            upstream::RequestHead("GET", StrCat(endpoint->base_path, path), endpoint->host_header,
+                                  {{"Authorization", StrCat("Bearer ", key.view())}}, 0);
         (*connection)
             ->Call(std::move(request), deadline, 64 << 20,
                    [&, connection = *connection](absl::StatusOr<upstream::UpstreamReply> r,

@@ -6,8 +6,6 @@
 
 namespace pillar::upstream {
 
-namespace http = boost::beast::http;
-
 HealthChecker::HealthChecker(boost::asio::io_context& io, std::vector<Endpoint> endpoints,
                              std::shared_ptr<boost::asio::ssl::context> tls,
                              const SecretString* token, models::HealthCheck check, Report report)
@@ -66,14 +64,12 @@ void HealthChecker::Check(size_t e) {
 
 void HealthChecker::Send(size_t e, Clock::time_point deadline) {
   Target& target = targets_[e];
-  auto request = std::make_shared<HttpRequest>(http::verb::get,
-                                               StrCat(target.endpoint.base_path, check_.path), 11);
-  request->set(http::field::host, target.endpoint.host_header);
-  request->set(http::field::user_agent, "pillar-health-check");
-  if (token_ != nullptr && !token_->empty()) {
-    request->set(http::field::authorization, StrCat("Bearer ", token_->view()));
-  }
-  request->prepare_payload();
+  auto request = std::make_shared<UpstreamRequest>();
+  const std::string authorization =
+      token_ != nullptr && !token_->empty() ? StrCat("Bearer ", token_->view()) : std::string();
+  request->head = RequestHead(
+      "GET", StrCat(target.endpoint.base_path, check_.path), target.endpoint.host_header,
+      {{"User-Agent", "pillar-health-check"}, {"Authorization", authorization}}, 0);
   // A readiness reply is small: anything larger is not one.
   constexpr int64_t kMaxCheckReply = 64 << 10;
   target.connection->Call(

@@ -1,6 +1,7 @@
 // RemoteRunner: one request's attempts (remote_state.h says how the files divide).
 #include <algorithm>
 #include <boost/asio/post.hpp>
+#include <charconv>
 #include <cstdio>
 
 #include "common/strings.h"
@@ -10,8 +11,6 @@
 
 namespace pillar::upstream {
 namespace {
-
-namespace http = boost::beast::http;
 
 constexpr size_t kLargeReplyBytes = 1 << 20;
 // The header in which pillar tells an upstream how long it will wait (http::kTimeoutHeader, which
@@ -262,19 +261,22 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                                bool reused) {
   EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
   const Endpoint& endpoint = slot.endpoint;
-  auto request =
-      std::make_shared<HttpRequest>(http::verb::post, StrCat(endpoint.base_path, target), 11);
-  request->set(http::field::host, endpoint.host_header);
-  request->set(http::field::content_type, "application/json");
-  request->set(http::field::user_agent, "pillar");
-  if (token) request->set(http::field::authorization, StrCat("Bearer ", token->view()));
   // What is left of the deadline, so that the upstream does not work for nobody (another pillar
   // reads it; other servers ignore it).
   const auto left = std::chrono::ceil<std::chrono::milliseconds>(call->deadline - Clock::now());
   attempt->budget_ms = std::max<int64_t>(1, left.count());
-  request->set(kTimeoutHeader, std::to_string(attempt->budget_ms));
-  request->body() = boost::beast::span<const char>(call->body.data(), call->body.size());
-  request->prepare_payload();
+  char budget[24];
+  const std::string_view budget_text(
+      budget,
+      size_t(std::to_chars(budget, budget + sizeof budget, attempt->budget_ms).ptr - budget));
+  auto request = std::make_shared<UpstreamRequest>();
+  request->body = call->body;
+  request->head = RequestHead("POST", StrCat(endpoint.base_path, target), endpoint.host_header,
+                              {{"Content-Type", "application/json"},
+                               {"User-Agent", "pillar"},
+                               {"Authorization", authorization ? authorization->view() : ""},
+                               {kTimeoutHeader, budget_text}},
+                              call->body.size());
   call->sent = true;
   busy.insert(attempt->connection);
   ++slot.outstanding;

@@ -251,6 +251,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::StatusOr<SecretString> token = ReadToken(remote.credentials_file);
     if (!token.ok()) return token.status();
     state->token = std::move(*token);
+    state->authorization = SecretString(StrCat("Bearer ", state->token->view()));
   }
   const std::string upstream_model = remote.model.empty() ? std::string(model_name) : remote.model;
   state->target =

@@ -94,6 +94,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::string resource;  // model:<name>/<version>, for the audit log
   std::string target;    // /v2/models/<upstream model>[/versions/<v>]/infer, after the base path
   std::optional<SecretString> token;
+  std::optional<SecretString> authorization;  // "Bearer <token>", the field's value
   std::shared_ptr<asio::ssl::context> tls;
   audit::AuditSink* audit = nullptr;
   BreakerSync* breaker_sync = nullptr;

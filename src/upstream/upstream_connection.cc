@@ -3,19 +3,22 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <array>
+#include <boost/asio/connect.hpp>
 #include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/ssl/stream.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
-#include <boost/beast/http/write.hpp>
-#include <boost/beast/ssl/ssl_stream.hpp>
 #include <cerrno>
 #include <charconv>
+#include <type_traits>
 
 #include "common/strings.h"
 
@@ -33,7 +36,6 @@ constexpr size_t kMaxBufferBytes = 64 * 1024;
 constexpr int kMaxInterimReplies = 8;
 
 std::string Describe(const error_code& ec) {
-  if (ec == beast::error::timeout) return "no reply before the deadline";
   if (ec == http::error::body_limit) return "the reply is over max_response_bytes";
   if (ec == http::error::header_limit) return "the reply's header is over 16 KiB";
   if (ec == http::error::buffer_overflow) return "a chunk header or trailer is over 64 KiB";
@@ -52,17 +54,30 @@ std::optional<int64_t> RetryAfterSeconds(std::string_view value) {
   return std::min<int64_t>(seconds, 3600);
 }
 
-template <class Stream>
+// The socket type of the hot path: bound to an io_context's own executor, not asio's
+// polymorphic one, whose copies and dispatch showed in the proxy's profile.
+using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
+using Timer =
+    asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, asio::io_context::executor_type>;
+
+template <class Stream>  // Socket, or asio::ssl::stream<Socket>
 class ConnectionImpl final : public UpstreamConnection,
                              public std::enable_shared_from_this<ConnectionImpl<Stream>> {
  public:
   template <class... Args>
-  explicit ConnectionImpl(Args&&... args) : stream_(std::forward<Args>(args)...) {}
+  ConnectionImpl(asio::io_context& io, Args&&... args)
+      : stream_(io, std::forward<Args>(args)...), timer_(io) {}
 
   Stream& stream() { return stream_; }
-  beast::tcp_stream& tcp() { return beast::get_lowest_layer(stream_); }
+  Socket& socket() {
+    if constexpr (std::is_same_v<Stream, Socket>) {
+      return stream_;
+    } else {
+      return stream_.next_layer();
+    }
+  }
 
-  void Call(std::shared_ptr<const HttpRequest> request, Clock::time_point deadline,
+  void Call(std::shared_ptr<const UpstreamRequest> request, Clock::time_point deadline,
             int64_t max_body_bytes, ReplyCallback done) override {
     ++calls_;
     request_ = std::move(request);
@@ -70,9 +85,17 @@ class ConnectionImpl final : public UpstreamConnection,
     max_body_bytes_ = max_body_bytes;
     interim_replies_ = 0;
     write_error_ = {};
+    timed_out_ = false;
     NewParser();
-    tcp().expires_at(deadline);
-    http::async_write(stream_, *request_, [self = this->shared_from_this()](error_code ec, size_t) {
+    if (!open_) {  // closed while idle (a reconfiguration, a stop): fails as a stale one does
+      return asio::post(socket().get_executor(), [self = this->shared_from_this()] {
+        self->Fail(asio::error::not_connected, CallFailure::kBeforeReply);
+      });
+    }
+    ArmTimer(deadline);
+    const std::array<asio::const_buffer, 2> buffers = {asio::buffer(request_->head),
+                                                       asio::buffer(request_->body)};
+    asio::async_write(stream_, buffers, [self = this->shared_from_this()](error_code ec, size_t) {
       self->OnWritten(ec);
     });
   }
@@ -85,7 +108,7 @@ class ConnectionImpl final : public UpstreamConnection,
     // earlier reply, a TLS alert) or the end of the stream means the next reply read on it
     // would not be the reply to the next request: it is closed instead of reused.
     char byte;
-    const ssize_t n = ::recv(tcp().socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     Close();
     return false;
@@ -95,13 +118,25 @@ class ConnectionImpl final : public UpstreamConnection,
     if (!open_) return;
     open_ = false;
     error_code ignored;
-    tcp().socket().shutdown(tcp::socket::shutdown_both, ignored);
-    tcp().close();
+    timer_.cancel();
+    socket().shutdown(tcp::socket::shutdown_both, ignored);
+    socket().close(ignored);
   }
 
  private:
+  // One timer for the whole call (tcp_stream arms one per operation). A wait that ends after
+  // its call did is told apart by the call's number.
+  void ArmTimer(Clock::time_point deadline) {
+    timer_.expires_at(deadline);
+    timer_.async_wait([self = this->shared_from_this(), call = calls_](error_code ec) {
+      if (ec || call != self->calls_ || !self->done_) return;
+      self->timed_out_ = true;
+      self->Close();  // the write or read in progress ends with an error
+    });
+  }
+
   void OnWritten(const error_code& ec) {
-    if (ec == beast::error::timeout) return Fail(ec, CallFailure::kDeadline);
+    if (timed_out_) return Fail(ec, CallFailure::kDeadline);
     // A server may answer before it has read the whole request (a 413 for a body over its
     // limit) and close: the write then fails, but its answer is there to read, and it says the
     // request was refused, not that the server failed.
@@ -125,6 +160,7 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   void OnHeader(const error_code& ec) {
+    if (ec && timed_out_) return Fail(ec, CallFailure::kDeadline);
     if (ec && write_error_) return Fail(write_error_, CallFailure::kBeforeReply);
     if (ec || parser_->is_done()) return OnRead(ec);
     if (const auto length = parser_->content_length();
@@ -137,11 +173,11 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   void OnRead(const error_code& ec) {
+    if (ec && timed_out_) return Fail(ec, CallFailure::kDeadline);
     if (ec && write_error_) return Fail(write_error_, CallFailure::kBeforeReply);
     if (ec) {
-      return Fail(ec, ec == beast::error::timeout                   ? CallFailure::kDeadline
-                      : parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
-                                                                    : CallFailure::kBeforeReply);
+      return Fail(ec, parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
+                                                                  : CallFailure::kBeforeReply);
     }
     http::response<http::string_body>& response = parser_->get();
     if (response.result_int() / 100 == 1) {
@@ -171,101 +207,106 @@ class ConnectionImpl final : public UpstreamConnection,
     }
     reply.body = std::move(response.body());
     if (write_error_) Close();  // the server stopped reading: the connection is done
-    parser_.reset();
-    request_.reset();
-    tcp().expires_never();
     // Bytes after the reply were not asked for (a second reply, a body a 204 should not have):
     // whatever reads this connection next would take them for its own reply.
     if (!keep_alive || buffer_.size() != 0) Close();
-    std::move(done_)(std::move(reply), CallFailure::kNone);
+    End(std::move(reply), CallFailure::kNone);
   }
 
   void Fail(const error_code& ec, CallFailure failure) {
     Close();
+    End(absl::UnavailableError(timed_out_ ? std::string("no reply before the deadline")
+                                          : Describe(ec)),
+        failure);
+  }
+
+  void End(absl::StatusOr<UpstreamReply> reply, CallFailure failure) {
+    if (open_) timer_.cancel();
     parser_.reset();
     request_.reset();
-    std::move(done_)(absl::UnavailableError(Describe(ec)), failure);
+    std::move(std::exchange(done_, nullptr))(std::move(reply), failure);
   }
 
   Stream stream_;
+  Timer timer_;
   // Bounded: Beast limits a reply's header and body, not its chunk-size lines, chunk extensions
   // or trailers, which pass through this buffer.
   beast::flat_buffer buffer_{kMaxBufferBytes};
   int64_t max_body_bytes_ = 0;
   int interim_replies_ = 0;
   error_code write_error_;  // the request's write failed; the answer may still be readable
+  bool timed_out_ = false;  // the call's deadline passed: the connection was closed for it
   std::optional<http::response_parser<http::string_body>> parser_;
-  std::shared_ptr<const HttpRequest> request_;
+  std::shared_ptr<const UpstreamRequest> request_;
   ReplyCallback done_;
   bool open_ = true;
 };
 
-using PlainConnection = ConnectionImpl<beast::tcp_stream>;
-using TlsConnection = ConnectionImpl<beast::ssl_stream<beast::tcp_stream>>;
+using PlainConnection = ConnectionImpl<Socket>;
+using TlsConnection = ConnectionImpl<asio::ssl::stream<Socket>>;
 
-// One connection attempt: resolve (with a timer, since a resolver has no deadline of its own),
-// connect, and for TLS the handshake.
+// One connection attempt: resolve, connect, and for TLS the handshake, all within one timer's
+// deadline (a resolver has none of its own).
 struct Connector : std::enable_shared_from_this<Connector> {
   Connector(asio::io_context& io, Endpoint endpoint, std::shared_ptr<asio::ssl::context> tls,
             Clock::time_point deadline, ConnectCallback done)
       : io(io),
         endpoint(std::move(endpoint)),
         tls(std::move(tls)),
-        deadline(deadline),
         resolver(io),
         timer(io),
-        done(std::move(done)) {}
+        done(std::move(done)) {
+    timer.expires_at(deadline);
+  }
 
   void Start() {
+    if (endpoint.tls) {
+      tls_connection = std::make_shared<TlsConnection>(io, *tls);
+    } else {
+      plain_connection = std::make_shared<PlainConnection>(io);
+    }
+    timer.async_wait([self = shared_from_this()](error_code ec) {
+      if (ec || self->finished) return;
+      self->timed_out = true;
+      self->resolver.cancel();
+      self->Abandon();  // the connect or handshake in progress ends with an error
+    });
     error_code ec;
     const asio::ip::address address = asio::ip::make_address(endpoint.host, ec);
-    if (!ec) {
-      results = tcp::resolver::results_type::create(tcp::endpoint(address, endpoint.port),
-                                                    endpoint.host, std::to_string(endpoint.port));
-      return ConnectTo();
-    }
-    timer.expires_at(deadline);
-    timer.async_wait([self = shared_from_this()](error_code ec) {
-      if (!ec) self->resolver.cancel();
-    });
+    if (!ec)
+      return ConnectTo(tcp::resolver::results_type::create(
+          tcp::endpoint(address, endpoint.port), endpoint.host, std::to_string(endpoint.port)));
     resolver.async_resolve(
         endpoint.host, std::to_string(endpoint.port),
         [self = shared_from_this()](error_code ec, tcp::resolver::results_type r) {
-          self->timer.cancel();
+          if (self->timed_out)
+            return self->Finish(absl::UnavailableError("name resolution timed out"));
           if (ec) {
             return self->Finish(
-                absl::UnavailableError(ec == asio::error::operation_aborted
-                                           ? std::string("name resolution timed out")
-                                           : StrCat("cannot resolve the host: ", ec.message())));
+                absl::UnavailableError(StrCat("cannot resolve the host: ", ec.message())));
           }
-          self->results = std::move(r);
-          self->ConnectTo();
+          self->ConnectTo(std::move(r));
         });
   }
 
-  void ConnectTo() {
-    if (endpoint.tls) {
-      tls_connection = std::make_shared<TlsConnection>(io, *tls);
-      Connect(tls_connection->tcp());
-    } else {
-      plain_connection = std::make_shared<PlainConnection>(io);
-      Connect(plain_connection->tcp());
-    }
+  Socket& socket() { return endpoint.tls ? tls_connection->socket() : plain_connection->socket(); }
+
+  void Abandon() {
+    if (plain_connection) plain_connection->Close();
+    if (tls_connection) tls_connection->Close();
   }
 
-  void Connect(beast::tcp_stream& stream) {
-    stream.expires_at(deadline);
-    stream.async_connect(results, [self = shared_from_this()](error_code ec, const tcp::endpoint&) {
-      if (ec) {
-        return self->Finish(absl::UnavailableError(ec == beast::error::timeout
-                                                       ? std::string("the connection timed out")
-                                                       : StrCat("cannot connect: ", ec.message())));
-      }
-      if (self->endpoint.tls) return self->Handshake();
-      self->plain_connection->tcp().expires_never();
-      self->plain_connection->tcp().socket().set_option(tcp::no_delay(true));
-      self->Finish(std::shared_ptr<UpstreamConnection>(self->plain_connection));
-    });
+  void ConnectTo(const tcp::resolver::results_type& results) {
+    asio::async_connect(
+        socket(), results, [self = shared_from_this()](error_code ec, const tcp::endpoint&) {
+          if (self->timed_out)
+            return self->Finish(absl::UnavailableError("the connection timed out"));
+          if (ec)
+            return self->Finish(absl::UnavailableError(StrCat("cannot connect: ", ec.message())));
+          self->socket().set_option(tcp::no_delay(true), ec);
+          if (self->endpoint.tls) return self->Handshake();
+          self->Finish(std::shared_ptr<UpstreamConnection>(self->plain_connection));
+        });
   }
 
   void Handshake() {
@@ -280,40 +321,51 @@ struct Connector : std::enable_shared_from_this<Connector> {
     }
     stream.set_verify_mode(asio::ssl::verify_peer);
     stream.set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
-    stream.async_handshake(
-        asio::ssl::stream_base::client, [self = shared_from_this()](error_code ec) {
-          if (ec) {
-            return self->Finish(absl::UnavailableError(
-                ec == beast::error::timeout ? std::string("the TLS handshake timed out")
-                                            : StrCat("TLS handshake failed: ", ec.message())));
-          }
-          self->tls_connection->tcp().expires_never();
-          self->tls_connection->tcp().socket().set_option(tcp::no_delay(true));
-          self->Finish(std::shared_ptr<UpstreamConnection>(self->tls_connection));
-        });
+    stream.async_handshake(asio::ssl::stream_base::client, [self =
+                                                                shared_from_this()](error_code ec) {
+      if (self->timed_out)
+        return self->Finish(absl::UnavailableError("the TLS handshake timed out"));
+      if (ec) {
+        return self->Finish(absl::UnavailableError(StrCat("TLS handshake failed: ", ec.message())));
+      }
+      self->Finish(std::shared_ptr<UpstreamConnection>(self->tls_connection));
+    });
   }
 
   void Finish(absl::StatusOr<std::shared_ptr<UpstreamConnection>> result) {
-    if (!result.ok()) {
-      if (plain_connection) plain_connection->Close();
-      if (tls_connection) tls_connection->Close();
-    }
+    finished = true;
+    timer.cancel();
+    if (!result.ok()) Abandon();
     std::move(done)(std::move(result));
   }
 
   asio::io_context& io;
   const Endpoint endpoint;
   const std::shared_ptr<asio::ssl::context> tls;
-  const Clock::time_point deadline;
   tcp::resolver resolver;
-  asio::steady_timer timer;
-  tcp::resolver::results_type results;
+  Timer timer;
+  bool timed_out = false;
+  bool finished = false;
   std::shared_ptr<PlainConnection> plain_connection;
   std::shared_ptr<TlsConnection> tls_connection;
   ConnectCallback done;
 };
 
 }  // namespace
+
+std::string RequestHead(std::string_view method, std::string_view target, std::string_view host,
+                        std::initializer_list<std::pair<std::string_view, std::string_view>> fields,
+                        size_t body_bytes) {
+  std::string head;
+  head.reserve(128 + target.size() + host.size());
+  StrAppend(&head, method, " ", target, " HTTP/1.1\r\nHost: ", host, "\r\n");
+  for (const auto& [name, value] : fields) {
+    if (!value.empty()) StrAppend(&head, name, ": ", value, "\r\n");
+  }
+  if (body_bytes != 0 || method != "GET") StrAppend(&head, "Content-Length: ", body_bytes, "\r\n");
+  head += "\r\n";
+  return head;
+}
 
 void Connect(asio::io_context& io, const Endpoint& endpoint,
              std::shared_ptr<asio::ssl::context> tls, Clock::time_point deadline,
