@@ -27,6 +27,7 @@ namespace pillar::audit {
       "fsync", config.fsync,
       {{"batch", C::Fsync::kBatch}, {"interval", C::Fsync::kInterval}, {"off", C::Fsync::kOff}}));
   PILLAR_RETURN_IF_ERROR(s.ReadMillis("fsync_interval_ms", config.fsync_interval, 1, 60'000));
+  PILLAR_RETURN_IF_ERROR(s.ReadMillis("batch_delay_ms", config.batch_delay, 0, 1'000));
   PILLAR_RETURN_IF_ERROR(s.ReadInt("queue_capacity", config.queue_capacity, 16, 16'777'216));
   PILLAR_RETURN_IF_ERROR(s.ReadEnum("on_full", config.on_full,
                                     {{"drop", C::OnFull::kDrop}, {"refuse", C::OnFull::kRefuse}}));

@@ -39,6 +39,7 @@ struct AuditConfig {
   absl::Duration checkpoint_interval = absl::Seconds(60);
   Fsync fsync = Fsync::kInterval;
   absl::Duration fsync_interval = absl::Milliseconds(10);
+  absl::Duration batch_delay = absl::Milliseconds(2);  // AuditLogOptions::batch_delay
   size_t queue_capacity = 65536;
   OnFull on_full = OnFull::kDrop;
 };

@@ -16,6 +16,8 @@ namespace {
 
 constexpr absl::Duration kRetryDelay = absl::Milliseconds(100);
 constexpr absl::Duration kAlertEvery = absl::Seconds(10);
+// A batch this large is written without waiting out batch_delay.
+constexpr size_t kFullBatch = 1024;
 
 }  // namespace
 
@@ -295,6 +297,13 @@ bool AuditLog::TakeBatch(WriterState& state, bool& stopping) {
     };
     mu_.AwaitWithDeadline(absl::Condition(&ready), WakeDeadline(state));
     if (abandoned_) return false;
+    if (!queue_.empty() && !stopping_ && options_.batch_delay > absl::ZeroDuration()) {
+      auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return queue_.size() >= kFullBatch || stopping_ || abandoned_;
+      };
+      mu_.AwaitWithTimeout(absl::Condition(&full), options_.batch_delay);
+      if (abandoned_) return false;
+    }
     std::swap(state.batch, queue_);
   } else {
     // A batch that failed: retry it with whatever arrived since.

@@ -15,6 +15,7 @@ namespace pillar::audit {
   AuditLogOptions options;
   options.instance = config.instance.empty() ? DefaultInstanceName() : config.instance;
   options.checkpoint_interval = config.checkpoint_interval;
+  options.batch_delay = config.batch_delay;
   options.fsync_interval = config.fsync == C::Fsync::kBatch ? absl::ZeroDuration()
                            : config.fsync == C::Fsync::kOff ? absl::InfiniteDuration()
                                                             : config.fsync_interval;
