@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "common/crypto.h"
+#include "common/event_loop.h"
 #include "common/files.h"
 #include "http/session.h"
 
@@ -226,7 +227,10 @@ void HttpServer::Start() {
   for (auto& loop : impl_->loops) {
     impl_->work.push_back(net::make_work_guard(loop->context));
     net::post(loop->context, [loop = loop.get()] { loop->Sweep(); });
-    impl_->threads.emplace_back([loop = loop.get()] { loop->context.run(); });
+    impl_->threads.emplace_back([loop = loop.get()] {
+      const ScopedEventLoop running(loop->context);  // I/O for its requests stays on it
+      loop->context.run();
+    });
   }
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace pillar::upstream {
 namespace {
@@ -32,6 +33,7 @@ EndpointSet::EndpointSet(const models::RemoteConfig& remote, std::vector<Endpoin
                       .weight = spec.weight,
                       .local = !zone.empty() && spec.zone == zone,
                       .idle = {},
+                      .idle_count = 0,
                       .health = EndpointHealth(HealthFrom(remote)),
                       .breaker = CircuitBreaker(remote.breaker),
                       .metrics = e < metrics.size() ? metrics[e] : EndpointMetrics{},
@@ -190,6 +192,7 @@ void EndpointSet::CarryOver(EndpointSet& old) {
       if (before.breaker.rule() == slot.breaker.rule()) slot.breaker = before.breaker;
       slot.latency_s = before.latency_s;
       slot.idle = std::move(before.idle);
+      slot.idle_count = std::exchange(before.idle_count, 0);
       before.idle.clear();
     }
   }

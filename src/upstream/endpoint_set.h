@@ -68,7 +68,10 @@ struct EndpointSlot {
   int priority = 1;
   int weight = 1;
   bool local = false;  // in this gateway's zone
-  std::vector<std::shared_ptr<UpstreamConnection>> idle;
+  // Idle kept-alive connections by lane (the event loop they run on; RemoteRunner's), oldest
+  // first; `idle_count` in all.
+  std::vector<std::vector<std::shared_ptr<UpstreamConnection>>> idle;
+  int64_t idle_count = 0;
   EndpointHealth health;
   CircuitBreaker breaker;
   EndpointMetrics metrics;

@@ -130,9 +130,10 @@ void RemoteRunner::State::TryNext(std::shared_ptr<Call> call) {
     if (!wait.ok()) return Complete(*call, wait.status());
     Count(metrics.retries);
     if (wait->count() > 0) {
-      auto timer = std::make_shared<asio::steady_timer>(io, *wait);
+      auto timer = std::make_shared<asio::steady_timer>(*lanes[call->lane], *wait);
       timers.insert(timer);
       timer->async_wait([self = shared_from_this(), call, timer](boost::system::error_code) {
+        absl::MutexLock lock(&self->mu);
         self->timers.erase(timer);
         self->StartAttempt(call, /*hedge=*/false);
       });
@@ -171,16 +172,58 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
   } else {
     ArmHedge(call);
   }
-  EndpointSlot& endpoint = attempt->set->slot(ticket->endpoint);
-  while (!endpoint.idle.empty()) {
-    std::shared_ptr<UpstreamConnection> connection = std::move(endpoint.idle.back());
-    endpoint.idle.pop_back();
-    if (connection->Idle()) {
-      attempt->connection = std::move(connection);
-      return Send(std::move(call), std::move(attempt), true);
-    }
+  if (std::shared_ptr<UpstreamConnection> idle =
+          TakeIdle(attempt->set->slot(ticket->endpoint), call->lane)) {
+    attempt->connection = std::move(idle);
+    return Send(std::move(call), std::move(attempt), true);
   }
   Open(std::move(call), std::move(attempt));
+}
+
+size_t RemoteRunner::State::LaneOf(asio::io_context* loop) {
+  for (size_t lane = 0; lane < lanes.size(); ++lane) {
+    if (lanes[lane] == loop) return lane;
+  }
+  lanes.push_back(loop);
+  return lanes.size() - 1;
+}
+
+std::shared_ptr<UpstreamConnection> RemoteRunner::State::TakeIdle(EndpointSlot& slot, size_t lane) {
+  if (slot.idle.size() <= lane) return nullptr;
+  std::vector<std::shared_ptr<UpstreamConnection>>& idle = slot.idle[lane];
+  while (!idle.empty()) {  // the newest first: the least likely to have been timed out
+    std::shared_ptr<UpstreamConnection> connection = std::move(idle.back());
+    idle.pop_back();
+    --slot.idle_count;
+    if (connection->Idle()) return connection;
+  }
+  return nullptr;
+}
+
+void RemoteRunner::State::ReturnIdle(EndpointSlot& slot, size_t lane,
+                                     std::shared_ptr<UpstreamConnection> connection) {
+  if (slot.idle.size() <= lane) slot.idle.resize(lanes.size());
+  if (slot.idle_count >= config.remote.connections) {
+    size_t other = 0;
+    while (other < slot.idle.size() && (other == lane || slot.idle[other].empty())) ++other;
+    if (other == slot.idle.size()) return connection->Close();  // all idle ones are this lane's
+    std::vector<std::shared_ptr<UpstreamConnection>>& theirs = slot.idle[other];
+    asio::post(*lanes[other], [oldest = std::move(theirs.front())] { oldest->Close(); });
+    theirs.erase(theirs.begin());
+    --slot.idle_count;
+  }
+  slot.idle[lane].push_back(std::move(connection));
+  ++slot.idle_count;
+}
+
+void RemoteRunner::State::CloseIdle(EndpointSlot& slot) {
+  for (size_t lane = 0; lane < slot.idle.size(); ++lane) {
+    for (std::shared_ptr<UpstreamConnection>& connection : slot.idle[lane]) {
+      asio::post(*lanes[lane], [connection = std::move(connection)] { connection->Close(); });
+    }
+    slot.idle[lane].clear();
+  }
+  slot.idle_count = 0;
 }
 
 // When hedging is on, a second attempt to another endpoint if this call's attempts have not
@@ -190,9 +233,10 @@ void RemoteRunner::State::ArmHedge(const std::shared_ptr<Call>& call) {
   if (!hedge.enabled || call->hedges >= hedge.max_hedges || call->hedge_timer) return;
   std::optional<std::chrono::milliseconds> delay = HedgeDelay();
   if (!delay || Clock::now() + *delay >= call->deadline) return;
-  call->hedge_timer = std::make_shared<asio::steady_timer>(io, *delay);
+  call->hedge_timer = std::make_shared<asio::steady_timer>(*lanes[call->lane], *delay);
   timers.insert(call->hedge_timer);
   call->hedge_timer->async_wait([self = shared_from_this(), call](boost::system::error_code ec) {
+    absl::MutexLock lock(&self->mu);
     self->timers.erase(call->hedge_timer);
     call->hedge_timer.reset();
     if (ec || call->completed || call->live.empty() || self->stopping) return;
@@ -227,9 +271,11 @@ std::optional<std::chrono::milliseconds> RemoteRunner::State::HedgeDelay() {
 void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt) {
   const Clock::time_point connect_deadline = std::min(
       call->deadline, Clock::now() + std::chrono::milliseconds(config.remote.connect_timeout_ms));
-  Connect(io, attempt->set->slot(attempt->ticket.endpoint).endpoint, tls, connect_deadline,
+  Connect(*lanes[call->lane], attempt->set->slot(attempt->ticket.endpoint).endpoint, tls,
+          connect_deadline,
           [self = shared_from_this(), call,
            attempt](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
+            absl::MutexLock lock(&self->mu);
             if (self->stopping || attempt->cancelled) {
               if (connection.ok()) (*connection)->Close();
               self->Record(*attempt, {.kind = AttemptOutcome::kTimeout,
@@ -278,7 +324,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                                {kTimeoutHeader, budget_text}},
                               call->body.size());
   call->sent = true;
-  busy.insert(attempt->connection);
+  busy.emplace(attempt->connection, call->lane);
   ++slot.outstanding;
   if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
   const Clock::time_point sent = Clock::now();
@@ -290,6 +336,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   raw->Call(std::move(request), until, config.remote.max_response_bytes,
             [self = shared_from_this(), call, attempt, reused, sent](
                 absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+              absl::MutexLock lock(&self->mu);
               self->busy.erase(attempt->connection);
               EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
               --slot.outstanding;
@@ -335,9 +382,8 @@ void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<At
     return Open(std::move(call), std::move(attempt));
   }
   EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
-  if (attempt->connection->open() && !stopping &&
-      int64_t(slot.idle.size()) < config.remote.connections) {
-    slot.idle.push_back(attempt->connection);
+  if (attempt->connection->open() && !stopping) {
+    ReturnIdle(slot, call->lane, attempt->connection);
   }
   if (reply->status == 200) return OnOk(std::move(call), std::move(attempt), reused, *reply);
   const bool throttled = reply->status == 429 || reply->status == 503;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 #include <boost/asio/post.hpp>
-#include <future>
 #include <utility>
 
+#include "common/event_loop.h"
 #include "common/strings.h"
 #include "runtime/admission.h"
 #include "runtime/signature.h"
@@ -154,7 +154,9 @@ void RemoteRunner::State::StartQueued() {
     queue.pop_front();
     ++in_flight;
     next->started = Clock::now();
-    asio::post(io, [self = shared_from_this(), next = std::move(next)]() mutable {
+    asio::io_context& lane = *lanes[next->lane];  // before `next` moves into the task
+    asio::post(lane, [self = shared_from_this(), next = std::move(next)]() mutable {
+      absl::MutexLock lock(&self->mu);
       self->TryNext(std::move(next));
     });
   }
@@ -198,19 +200,19 @@ runtime::UpstreamStatus RemoteRunner::State::Describe() const {
 void RemoteRunner::State::Stop() {
   stopping = true;
   if (checker) checker->Stop();
-  for (const auto& timer : timers) timer->cancel();
+  for (const auto& timer : timers) {
+    asio::post(timer->get_executor(), [timer] { timer->cancel(); });
+  }
   std::deque<std::shared_ptr<Call>> waiting;
   waiting.swap(queue);
   for (const std::shared_ptr<Call>& call : waiting) {
     std::move(call->done)(absl::UnavailableError("model is unloading"));
   }
-  for (size_t e = 0; e < endpoints->size(); ++e) {
-    EndpointSlot& slot = endpoints->slot(e);
-    for (const auto& connection : slot.idle) connection->Close();
-    slot.idle.clear();
-  }
+  for (size_t e = 0; e < endpoints->size(); ++e) CloseIdle(endpoints->slot(e));
   // Busy connections end their calls with an error, which completes them.
-  for (const auto& connection : std::set(busy)) connection->Close();
+  for (const auto& [connection, lane] : busy) {
+    asio::post(*lanes[lane], [connection = connection] { connection->Close(); });
+  }
   work.reset();
 }
 
@@ -238,9 +240,12 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     parsed.push_back(std::move(*endpoint));
   }
   state->zone = context.zone;
-  state->endpoints = std::make_shared<EndpointSet>(state->config.remote, parsed, metrics,
-                                                   context.zone, std::random_device{}());
-  state->backend_breaker.emplace(remote.backend_breaker);
+  {
+    absl::MutexLock lock(&state->mu);  // not shared yet, which the analysis cannot know
+    state->endpoints = std::make_shared<EndpointSet>(state->config.remote, parsed, metrics,
+                                                     context.zone, std::random_device{}());
+    state->backend_breaker.emplace(remote.backend_breaker);
+  }
   state->metrics = context.metrics.ForRetries(model_name, version);
   if (any_tls) {
     absl::StatusOr<std::shared_ptr<asio::ssl::context>> tls = MakeTlsContext(remote);
@@ -274,8 +279,10 @@ void RemoteRunner::State::StartChecks() {
       io, std::move(targets), tls, token ? &*token : nullptr, config.remote.health_check,
       [weak, checked](size_t e, bool passed, std::string_view why) {
         std::shared_ptr<State> s = weak.lock();
+        if (s == nullptr) return;
+        absl::MutexLock lock(&s->mu);
         // A result for endpoints no longer in service is dropped (the checker was stopped).
-        if (s != nullptr && s->endpoints.get() == checked) s->OnCheck(e, passed, why);
+        if (s->endpoints.get() == checked) s->OnCheck(e, passed, why);
       });
   checker->Start();
 }
@@ -293,7 +300,10 @@ void RemoteRunner::State::SubscribeTrips() {
     subscriptions.push_back(
         breaker_sync->Subscribe(BreakerName(scope), [weak, scope](int64_t until_unix_ms) {
           if (std::shared_ptr<State> s = weak.lock()) {
-            asio::post(s->io, [s, scope, until_unix_ms] { s->OnPeerTrip(scope, until_unix_ms); });
+            asio::post(s->io, [s, scope, until_unix_ms] {
+              absl::MutexLock lock(&s->mu);
+              s->OnPeerTrip(scope, until_unix_ms);
+            });
           }
         }));
   }
@@ -319,10 +329,7 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
                                             zone, std::random_device{}());
   next->CarryOver(*endpoints);
   // The idle connections of endpoints that left close now; busy ones when their call ends.
-  for (size_t e = 0; e < endpoints->size(); ++e) {
-    for (const auto& connection : endpoints->slot(e).idle) connection->Close();
-    endpoints->slot(e).idle.clear();
-  }
+  for (size_t e = 0; e < endpoints->size(); ++e) CloseIdle(endpoints->slot(e));
   endpoints = std::move(next);
   if (breaker_changed) backend_breaker.emplace(config.remote.backend_breaker);
   StartChecks();
@@ -365,6 +372,7 @@ absl::Status RemoteRunner::Reconfigure(const models::RemoteConfig& remote) {
   }
   asio::post(state_->io, [state = state_, next = std::move(next), parsed = std::move(parsed),
                           tls = std::move(tls)]() mutable {
+    absl::MutexLock lock(&state->mu);
     state->ApplyReconfigure(std::move(next), std::move(parsed), std::move(tls));
   });
   return absl::OkStatus();
@@ -372,6 +380,7 @@ absl::Status RemoteRunner::Reconfigure(const models::RemoteConfig& remote) {
 
 RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(state)) {
   asio::post(state_->io, [state = state_] {
+    absl::MutexLock lock(&state->mu);
     state->SubscribeTrips();
     state->StartChecks();
   });
@@ -380,6 +389,7 @@ RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(stat
 
 RemoteRunner::~RemoteRunner() {
   asio::post(state_->io, [state = state_] {
+    absl::MutexLock lock(&state->mu);
     if (state->breaker_sync != nullptr) state->UnsubscribeTrips();
     state->Stop();
   });
@@ -387,11 +397,8 @@ RemoteRunner::~RemoteRunner() {
 }
 
 std::optional<runtime::UpstreamStatus> RemoteRunner::Upstreams() const {
-  auto promise = std::make_shared<std::promise<runtime::UpstreamStatus>>();
-  std::future<runtime::UpstreamStatus> future = promise->get_future();
-  asio::post(state_->io, [state = state_, promise] { promise->set_value(state->Describe()); });
-  if (future.wait_for(std::chrono::seconds(1)) != std::future_status::ready) return std::nullopt;
-  return future.get();
+  absl::MutexLock lock(&state_->mu);
+  return state_->Describe();
 }
 
 void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallback done) {
@@ -410,8 +417,15 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
   call->request = std::move(request);
   call->done = std::move(done);
   call->arrived = Clock::now();
-  asio::post(state_->io,
-             [state = state_, call = std::move(call)]() mutable { state->Admit(std::move(call)); });
+  if (asio::io_context* loop = ThisThreadEventLoop()) {  // a server loop: the call stays on it
+    absl::MutexLock lock(&state_->mu);
+    call->lane = state_->LaneOf(loop);
+    return state_->Admit(std::move(call));
+  }
+  asio::post(state_->io, [state = state_, call = std::move(call)]() mutable {
+    absl::MutexLock lock(&state->mu);
+    state->Admit(std::move(call));
+  });
 }
 
 }  // namespace pillar::upstream

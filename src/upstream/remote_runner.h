@@ -20,8 +20,11 @@
 //   an attempt cut off by it closes its connection, which is how HTTP tells a server to stop;
 // - errors name the endpoint by its URL, never its credentials: 502 for an upstream failure,
 //   504 at the deadline, 503 with the smallest Retry-After when every endpoint was throttled.
-// Everything runs on the runner's own thread and io_context, so one model's upstream cannot
-// take another's connections or threads. Breaker transitions are logged, counted and audited.
+// A call's I/O runs on the event loop of the server thread that called Infer() (on the runner's
+// own thread for callers without one): a proxied request is read, sent upstream, answered and
+// written back without crossing a thread. Each version has its own connections, queue and
+// limits, so one model's upstream cannot take another's connections; its own thread runs the
+// active checks and reconfigurations. Breaker transitions are logged, counted and audited.
 #pragma once
 
 #include <deque>
@@ -69,7 +72,7 @@ class RemoteRunner final : public runtime::Runner {
 
   void Infer(protocol::InferenceRequest request, runtime::InferCallback done) override;
   bool Ready() const override { return true; }
-  // Asks the runner's thread, waiting at most a second for it.
+  // The live state, read under the runner's lock (held only for short, non-blocking steps).
   std::optional<runtime::UpstreamStatus> Upstreams() const override;
   // Takes `remote` into service (the version's signed [remote] with a backends file applied; the
   // upstream model name, idempotence, credentials and TLS files stay as signed): endpoints kept

@@ -1,6 +1,13 @@
 // RemoteRunner's insides, shared by the files that implement it (not a door into upstream/:
-// include remote_runner.h). Everything here lives on the runner's own thread and io_context,
-// except what Infer() and Upstreams() post to it.
+// include remote_runner.h).
+//
+// Threads: what the runner knows (endpoints, breakers, queue, budget) is under one mutex, `mu`,
+// and each call's I/O (its connections and timers) runs on one event loop, its lane: the loop of
+// the server thread that called Infer(), so that a proxied request crosses no thread; or the
+// runner's own io_context, for callers that run no loop (jobs) and for the runner's own work
+// (active checks, reconfigurations, trips from other instances, stopping). Every handler takes
+// `mu` first. A connection or timer is only ever touched on its own lane: closing or cancelling
+// one from elsewhere is posted to its lane.
 //
 //   remote_runner.cc    creation, admission and the queue, completion, the live view, stop
 //   remote_attempts.cc  one request's attempts: choosing, connecting, sending, reading the
@@ -15,6 +22,7 @@
 #include <boost/asio/ssl/context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <random>
@@ -22,6 +30,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "common/crypto.h"
 #include "protocol/json_codec.h"
 #include "runtime/return_promises.h"
@@ -78,6 +88,7 @@ struct Call {
   bool last_was_refused_connection = false;
   std::optional<int64_t> retry_after;
   std::shared_ptr<asio::steady_timer> hedge_timer;
+  size_t lane = 0;  // the event loop its I/O runs on (State::lanes)
 
   bool CutByCaller() const { return caller_deadline && Clock::now() >= deadline; }
 };
@@ -106,93 +117,130 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   const std::string id_prefix = HexEncode(RandomBytes(6));
   std::atomic<uint64_t> next_id{0};
 
-  asio::io_context io;
+  asio::io_context io;  // the runner's own lane (0)
   asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
 
-  // --- On the runner's thread only.
-  std::shared_ptr<EndpointSet> endpoints;  // in service; replaced whole by Reconfigure()
+  // --- Under mu.
+  absl::Mutex mu;
+  // The event loops calls run on, by lane: the runner's own first, then each server loop as it
+  // first calls (as many as the server has threads).
+  std::vector<asio::io_context*> lanes ABSL_GUARDED_BY(mu) = {&io};
+  std::shared_ptr<EndpointSet> endpoints ABSL_GUARDED_BY(mu);  // replaced whole by Reconfigure()
   std::string zone;
-  std::optional<CircuitBreaker> backend_breaker;
-  std::shared_ptr<HealthChecker> checker;
-  protocol::InferenceResponseDecoder decoder;
-  bool stopping = false;
-  int64_t in_flight = 0;
-  std::deque<std::shared_ptr<Call>> queue;
-  std::set<std::shared_ptr<UpstreamConnection>> busy;
-  int64_t retrying = 0;              // calls holding a place in the retry budget
-  double mean_call_ns = 0;           // moving average of a successful call's time (0: none yet)
-  runtime::ReturnPromises promises;  // places kept for the callers told to come back
-  std::set<std::shared_ptr<asio::steady_timer>> timers;  // back-offs and hedges, cut at stop
-  std::mt19937_64 jitter{std::random_device{}()};
+  std::optional<CircuitBreaker> backend_breaker ABSL_GUARDED_BY(mu);
+  std::shared_ptr<HealthChecker> checker ABSL_GUARDED_BY(mu);
+  protocol::InferenceResponseDecoder decoder ABSL_GUARDED_BY(mu);
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  std::deque<std::shared_ptr<Call>> queue ABSL_GUARDED_BY(mu);
+  // Connections with a call on them, and their lanes.
+  std::map<std::shared_ptr<UpstreamConnection>, size_t> busy ABSL_GUARDED_BY(mu);
+  int64_t retrying ABSL_GUARDED_BY(mu) = 0;  // calls holding a place in the retry budget
+  // A moving average of a successful call's time (0: none yet).
+  double mean_call_ns ABSL_GUARDED_BY(mu) = 0;
+  // Places kept for the callers told to come back.
+  runtime::ReturnPromises promises ABSL_GUARDED_BY(mu);
+  // Back-offs and hedges, cut at stop.
+  std::set<std::shared_ptr<asio::steady_timer>> timers ABSL_GUARDED_BY(mu);
+  std::mt19937_64 jitter ABSL_GUARDED_BY(mu){std::random_device{}()};
   // The latest attempt latencies (a ring), for the hedge's quantile.
-  std::vector<double> latencies;
-  size_t next_latency = 0;
+  std::vector<double> latencies ABSL_GUARDED_BY(mu);
+  size_t next_latency ABSL_GUARDED_BY(mu) = 0;
 
-  int64_t capacity() const { return int64_t(endpoints->size()) * config.remote.connections; }
+  int64_t capacity() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
+    return int64_t(endpoints->size()) * config.remote.connections;
+  }
 
   // remote_runner.cc
-  void Admit(std::shared_ptr<Call> call);
-  std::optional<absl::Status> QueueRefusal(const Call& call, int64_t ahead);
-  std::optional<absl::Status> DeadlineRefusal(const Call& call, int64_t calls_ahead);
+  void Admit(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::optional<absl::Status> QueueRefusal(const Call& call, int64_t ahead)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::optional<absl::Status> DeadlineRefusal(const Call& call, int64_t calls_ahead)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The Retry-After for shedding `call` (estimated at `estimate_s`): a booked place when one is
   // left (runtime/return_promises.h).
-  int64_t RetryAfter(const Call& call, int64_t estimate_s);
+  int64_t RetryAfter(const Call& call, int64_t estimate_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // How long a call with `calls_ahead` queued before it takes to be answered, estimated.
-  int64_t EstimatedNanos(int64_t calls_ahead) const;
-  void Complete(Call& call, absl::StatusOr<runtime::InferResult> result);
+  int64_t EstimatedNanos(int64_t calls_ahead) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Complete(Call& call, absl::StatusOr<runtime::InferResult> result)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Starts queued calls while the calls in flight leave room (from the io_context, not here: a
   // queue of calls that each end at once would otherwise recurse once per call).
-  void StartQueued();
-  void Finish(Call& call, absl::Status status);
-  runtime::UpstreamStatus Describe() const;
-  void Stop();
+  void StartQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Finish(Call& call, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  runtime::UpstreamStatus Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Stop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // remote_attempts.cc
-  void TryNext(std::shared_ptr<Call> call);
-  void StartAttempt(std::shared_ptr<Call> call, bool hedge);
-  void ArmHedge(const std::shared_ptr<Call>& call);
-  void Open(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt);
-  void Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused);
+  // The lane of the server loop `loop`, added on its first call.
+  size_t LaneOf(asio::io_context* loop) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // An idle connection of `lane` to the endpoint, checked (Idle()); null when none is left.
+  std::shared_ptr<UpstreamConnection> TakeIdle(EndpointSlot& slot, size_t lane)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Keeps a connection whose call ended for the next call on `lane`. The endpoint keeps at most
+  // `connections` idle in all: past that the oldest idle one of another lane makes room (the
+  // traffic moved), or this one closes.
+  void ReturnIdle(EndpointSlot& slot, size_t lane, std::shared_ptr<UpstreamConnection> connection)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Closes the idle connections of `slot`, each on its own lane.
+  void CloseIdle(EndpointSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void TryNext(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void StartAttempt(std::shared_ptr<Call> call, bool hedge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void ArmHedge(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Open(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
-               absl::StatusOr<UpstreamReply> reply, CallFailure failure);
+               absl::StatusOr<UpstreamReply> reply, CallFailure failure)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
-            const UpstreamReply& reply);
+            const UpstreamReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // An attempt that failed: the call's next step once no other attempt of it is in flight.
-  void AttemptFailed(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt);
-  void CancelOthers(Call& call, const Attempt* winner);
-  bool TakeRetryPlace(Call& call);
+  void AttemptFailed(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void CancelOthers(Call& call, const Attempt* winner) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  bool TakeRetryPlace(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   [[nodiscard]] absl::StatusOr<std::chrono::milliseconds> RetryWait(Call& call,
-                                                                    Clock::time_point now);
-  bool AnyLeft(Call& call, Clock::time_point now);
-  void SyncTried(Call& call);
-  void NoteLatency(double seconds);
-  std::optional<std::chrono::milliseconds> HedgeDelay();
-  void Failed(Call& call, const Attempt& attempt, std::string_view why, bool throttled);
-  [[nodiscard]] absl::Status TimedOut(const Call& call) const;
-  [[nodiscard]] absl::Status Exhausted(const Call& call) const;
-  std::string Redact(std::string_view text) const;
+                                                                    Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  bool AnyLeft(Call& call, Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void SyncTried(Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void NoteLatency(double seconds) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::optional<std::chrono::milliseconds> HedgeDelay() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Failed(Call& call, const Attempt& attempt, std::string_view why, bool throttled)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  [[nodiscard]] absl::Status TimedOut(const Call& call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  [[nodiscard]] absl::Status Exhausted(const Call& call) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::string Redact(std::string_view text) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // remote_breakers.cc
-  void Record(const Attempt& attempt, AttemptOutcome outcome);
-  void RecordBackend(const Call& call, const absl::Status& status);
-  void BackendChanged(CircuitBreaker::Transition change, Clock::time_point now, bool from_peer);
+  void Record(const Attempt& attempt, AttemptOutcome outcome) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void RecordBackend(const Call& call, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void BackendChanged(CircuitBreaker::Transition change, Clock::time_point now, bool from_peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Announce(EndpointSet& set, const EndpointChange& change, Clock::time_point now,
-                bool from_peer = false);
+                bool from_peer = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Report(const CircuitBreaker& breaker, CircuitBreaker::Transition change,
-              std::string_view endpoint, Clock::time_point now, bool from_peer);
-  std::string BreakerName(std::string_view endpoint) const;
-  void PublishTrip(const std::string& name, Clock::time_point until, Clock::time_point now);
-  void OnPeerTrip(std::string_view endpoint, int64_t until_unix_ms);
-  void OnCheck(size_t e, bool passed, std::string_view why);
+              std::string_view endpoint, Clock::time_point now, bool from_peer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  std::string BreakerName(std::string_view endpoint) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void PublishTrip(const std::string& name, Clock::time_point until, Clock::time_point now)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void OnPeerTrip(std::string_view endpoint, int64_t until_unix_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void OnCheck(size_t e, bool passed, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // remote_runner.cc
   // Starts active checks of the endpoints in service (stopping those of the ones before).
-  void StartChecks();
+  void StartChecks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Subscribes the version's breaker and its endpoints' to trips of other instances.
-  void SubscribeTrips();
-  void UnsubscribeTrips();
+  void SubscribeTrips() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void UnsubscribeTrips() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ApplyReconfigure(models::RemoteConfig remote, std::vector<Endpoint> parsed,
-                        std::shared_ptr<asio::ssl::context> new_tls);
+                        std::shared_ptr<asio::ssl::context> new_tls)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 };
 
 }  // namespace pillar::upstream
