@@ -33,6 +33,7 @@ using error_code = boost::system::error_code;
 
 constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kMaxBufferBytes = 64 * 1024;
+constexpr size_t kReadBytes = 8 * 1024;
 constexpr int kMaxInterimReplies = 8;
 
 std::string Describe(const error_code& ec) {
@@ -66,7 +67,11 @@ class ConnectionImpl final : public UpstreamConnection,
  public:
   template <class... Args>
   ConnectionImpl(asio::io_context& io, Args&&... args)
-      : stream_(io, std::forward<Args>(args)...), timer_(io) {}
+      : stream_(io, std::forward<Args>(args)...), timer_(io) {
+    // Beast reads what the buffer has room for, 512 bytes at first: a reply of a few KiB then
+    // took several reads, and the buffer as many reallocations.
+    buffer_.reserve(kReadBytes);
+  }
 
   Stream& stream() { return stream_; }
   Socket& socket() {
