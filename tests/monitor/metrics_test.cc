@@ -36,6 +36,21 @@ TEST(MetricsTest, HistogramBucketsAreCumulative) {
       << text;
 }
 
+TEST(MetricsTest, LatencyBucketsTellSubMicrosecondStagesApart) {
+  MetricsRegistry registry;
+  auto& h = registry.AddHistogram("stage_seconds", "S.", {}, LatencyBuckets());
+  h.Get().Observe(80e-9);
+  h.Get().Observe(300e-9);
+  h.Get().Observe(2e-6);
+  const Histogram::Snapshot s = h.Get().Take();
+  ASSERT_GE(s.bounds.size(), 4u);
+  EXPECT_LT(s.bounds[0], 1e-6);
+  EXPECT_EQ(s.cumulative[0], 1u);  // <= 100 ns
+  EXPECT_EQ(s.cumulative[1], 1u);  // <= 250 ns
+  EXPECT_EQ(s.cumulative[2], 2u);  // <= 500 ns
+  EXPECT_EQ(s.count, 3u);
+}
+
 TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {
   MetricsRegistry registry;
   auto& c = registry.AddCounter("x_total", "X.");
