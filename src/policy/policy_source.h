@@ -1,5 +1,6 @@
 // The policy in force: the built-in one, or a file that is reloaded when it changes. A new
-// file that does not parse is refused, logged, counted, and the old policy stays.
+// file that does not parse, or that a user other than pillar's (or root) owns or group or others
+// may write, is refused, logged, counted, and the old policy stays.
 //
 //   auto source = PolicySource::Open("policy.toml", absl::Seconds(1));
 //   std::shared_ptr<const Policy> policy = (*source)->Current();   // hot path: one refcount
@@ -35,6 +36,7 @@ class PolicySource {
  private:
   PolicySource() = default;
   [[nodiscard]] absl::Status Apply(const std::string& path, const std::string& text);
+  void AuditLoad(const std::string& path, bool allowed, const std::string& reason);
 
   mutable absl::Mutex mu_;
   std::shared_ptr<const Policy> current_ ABSL_GUARDED_BY(mu_);
