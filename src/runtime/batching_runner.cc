@@ -30,8 +30,12 @@ BatchingRunner::BatchingRunner(models::ModelConfig config,
       instances_(std::move(instances)),
       clock_(clock),
       batch_sizes_(batch_sizes) {
-  for (auto& backend : instances_) {
-    threads_.emplace_back([this, b = backend.get()] { InstanceLoop(*b); });
+  {
+    absl::MutexLock lock(&mu_);
+    claimed_.assign(instances_.size(), false);
+  }
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    threads_.emplace_back([this, i] { InstanceLoop(i); });
   }
 }
 
@@ -41,6 +45,9 @@ BatchingRunner::~BatchingRunner() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
     abandoned.swap(queue_);
+    // An inline run is short by construction (MayRunInline, kInlineBudgetNs): waited for.
+    mu_.Await(absl::Condition(
+        +[](int* runs) { return *runs == 0; }, &inline_runs_));
   }
   cv_.SignalAll();
   for (const std::unique_ptr<Backend>& instance : instances_) instance->Interrupt();
@@ -56,10 +63,17 @@ int64_t BatchingRunner::EstimatedWaitNanos(size_t ahead) const {
   return static_cast<int64_t>((batches / double(instances_.size()) + 1) * mean_batch_ns_);
 }
 
-void BatchingRunner::NoteBatchTime(int64_t ns) {
+void BatchingRunner::EndExecution(size_t instance, int64_t ns) {
   absl::MutexLock lock(&mu_);
   // A moving average over about the last ten batches, from the first one measured.
   mean_batch_ns_ = batches_measured_++ == 0 ? double(ns) : 0.9 * mean_batch_ns_ + 0.1 * double(ns);
+  // Idle from now, before the answers go out: a caller that sends its next request as soon as
+  // it has its answer finds the model idle (and may run it inline).
+  --busy_instances_;
+  if (claimed_[instance]) {
+    claimed_[instance] = false;
+    cv_.SignalAll();  // its own thread may take batches again
+  }
 }
 
 int64_t BatchingRunner::EstimatedWaitSeconds() const {
@@ -134,16 +148,45 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     std::move(done)(std::move(*refused));
     return;
   }
-  queue_.insert(place, Pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos(),
-                               promised});
+  Pending pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos(), promised};
+  if (std::optional<size_t> instance = InlineInstance()) {
+    RunInline(*instance, std::move(pending));
+    mu_.Unlock();  // the last touch of this runner: the destructor may be waiting for the run
+    return;
+  }
+  queue_.insert(place, std::move(pending));
   mu_.Unlock();
   // All: an instance waiting for its batch to fill must see every arrival, not just an idle one.
   cv_.SignalAll();
 }
 
-std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch() {
+std::optional<size_t> BatchingRunner::InlineInstance() const {
+  // Not when the operator asked every request to wait for company (adaptive_delay off).
+  if (stopping_ || !config_.batching.adaptive_delay || !queue_.empty() || busy_instances_ > 0 ||
+      batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs)) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < instances_.size(); ++i) {
+    if (!claimed_[i] && instances_[i]->MayRunInline()) return i;
+  }
+  return std::nullopt;
+}
+
+void BatchingRunner::RunInline(size_t instance, Pending pending) {
+  claimed_[instance] = true;
+  ++busy_instances_;  // a request arriving meanwhile queues, and may wait for company
+  ++inline_runs_;
+  mu_.Unlock();
   std::vector<Pending> batch;
-  while (!stopping_ && queue_.empty()) cv_.Wait(&mu_);
+  batch.push_back(std::move(pending));
+  RunBatch(instance, batch);  // gives the instance back (EndExecution) before answering
+  mu_.Lock();
+  --inline_runs_;  // last: once it is 0 the destructor may go on
+}
+
+std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch(size_t instance) {
+  std::vector<Pending> batch;
+  while (!stopping_ && (queue_.empty() || claimed_[instance])) cv_.Wait(&mu_);
   if (stopping_) return batch;
   const int64_t max_rows = std::max<int64_t>(1, config_.max_batch_size);
   const int64_t deadline = queue_.front().enqueued_ns + config_.batching.max_queue_delay_us * 1000;
@@ -165,7 +208,7 @@ std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch() {
       cv_.WaitWithTimeout(&mu_, absl::Nanoseconds(deadline - now));
       if (queue_.empty()) return batch;  // another instance took them
     }
-    if (stopping_ || queue_.empty()) return batch;
+    if (stopping_ || queue_.empty() || claimed_[instance]) return batch;
   }
   int64_t rows = 0;
   batch.push_back(std::move(queue_.front()));
@@ -185,18 +228,19 @@ std::vector<BatchingRunner::Pending> BatchingRunner::NextBatch() {
   return batch;
 }
 
-void BatchingRunner::InstanceLoop(Backend& backend) {
+void BatchingRunner::InstanceLoop(size_t instance) {
   absl::MutexLock lock(&mu_);
   while (!stopping_) {
-    std::vector<Pending> batch = NextBatch();
+    std::vector<Pending> batch = NextBatch(instance);
     if (batch.empty()) continue;
     if (!queue_.empty()) cv_.Signal();  // let another instance start on the rest
     ++busy_instances_;
     mu_.Unlock();
     DropExpired(batch);
-    if (!batch.empty()) RunBatch(backend, batch);
+    const bool run = !batch.empty();
+    if (run) RunBatch(instance, batch);  // ends the execution itself (EndExecution)
     mu_.Lock();
-    --busy_instances_;
+    if (!run) --busy_instances_;
   }
 }
 
@@ -214,7 +258,7 @@ void BatchingRunner::DropExpired(std::vector<Pending>& batch) {
   batch.erase(std::remove_if(batch.begin(), batch.end(), expired), batch.end());
 }
 
-void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {
+void BatchingRunner::RunBatch(size_t instance, std::vector<Pending>& batch) {
   const int64_t start = clock_.MonotonicNanos();
   int64_t total_rows = 0;
   for (const Pending& p : batch) total_rows += p.rows;
@@ -238,10 +282,10 @@ void BatchingRunner::RunBatch(Backend& backend, std::vector<Pending>& batch) {
     }
   }
 
-  absl::StatusOr<std::vector<protocol::Tensor>> outputs = backend.Execute(inputs);
+  absl::StatusOr<std::vector<protocol::Tensor>> outputs = instances_[instance]->Execute(inputs);
   const int64_t end = clock_.MonotonicNanos();
+  EndExecution(instance, end - start);
   if (batch_sizes_ != nullptr) batch_sizes_->Observe(double(total_rows));
-  NoteBatchTime(end - start);
   if (outputs.ok() && outputs->size() != config_.outputs.size()) {
     outputs = absl::InternalError(StrCat("the model returned ", outputs->size(),
                                          " outputs; its config declares ", config_.outputs.size()));

@@ -4,6 +4,9 @@
 // With batching.adaptive_delay (the default) an instance waits for company only while another
 // instance is executing, i.e. while the model is under load and more requests are on their way:
 // an idle model runs a lone request at once, and a loaded one still batches what queues up.
+// A lone request for an idle model whose batches are measured to take at most kInlineBudgetNs
+// runs on the caller's thread (an event loop), on an instance claimed for it: the two thread
+// hand-offs (to an instance's thread and back) cost more than such a model's execution.
 //
 //   BatchingRunner runner(config, std::move(instances), SystemClock(), &batch_size_histogram);
 //   runner.Infer(std::move(request), std::move(done));
@@ -13,6 +16,7 @@
 
 #include <deque>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -29,6 +33,11 @@ namespace pillar::runtime {
 
 class BatchingRunner final : public Runner {
  public:
+  // The longest mean batch time of a model that runs lone requests inline, and how many batches
+  // must be measured first.
+  static constexpr int64_t kInlineBudgetNs = 200'000;
+  static constexpr int64_t kMeasuredBeforeInline = 16;
+
   // `batch_sizes` (may be null) observes the rows of every executed batch.
   BatchingRunner(models::ModelConfig config, std::vector<std::unique_ptr<Backend>> instances,
                  Clock& clock, monitor::Histogram* batch_sizes = nullptr);
@@ -48,13 +57,20 @@ class BatchingRunner final : public Runner {
     bool promised = false;  // took a place kept for it (ReturnPromises)
   };
 
-  void InstanceLoop(Backend& backend);
-  // Takes the next batch from the queue, waiting for it to fill up to the configured delay.
-  std::vector<Pending> NextBatch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void InstanceLoop(size_t instance);
+  // Takes the next batch from the queue for `instance`, waiting for it to fill up to the
+  // configured delay; empty when there is none for it (stopping, claimed for an inline run).
+  std::vector<Pending> NextBatch(size_t instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The instance a lone request may run on inline now; none when the model is busy, has a
+  // queue, is not measured fast, or has no instance that may.
+  std::optional<size_t> InlineInstance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunInline(size_t instance, Pending pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the requests whose caller's deadline passed while they queued, and removes them: no
   // computation for nobody.
   void DropExpired(std::vector<Pending>& batch);
-  void RunBatch(Backend& backend, std::vector<Pending>& batch);
+  // Runs `batch` on `instance`, which is counted busy (and claimed, for an inline run) until
+  // its execution ends, then answers each request.
+  void RunBatch(size_t instance, std::vector<Pending>& batch) ABSL_LOCKS_EXCLUDED(mu_);
   // How long a request queued behind `ahead` others would take to be answered (the batches ahead
   // of it, then its own), from the measured batch time.
   int64_t EstimatedWaitNanos(size_t ahead) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -63,7 +79,8 @@ class BatchingRunner final : public Runner {
   // is left (ReturnPromises).
   int64_t RetryAfter(const protocol::InferenceRequest& request, int64_t estimate_s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void NoteBatchTime(int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);
+  // Notes the batch time, and that `instance` is idle again.
+  void EndExecution(size_t instance, int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);
   // Why `request` may not queue now behind `ahead` others (unloading, its class's share of the
   // queue is full, its estimated wait ends past its deadline); none when it may.
   std::optional<absl::Status> Refusal(const protocol::InferenceRequest& request, size_t ahead)
@@ -81,8 +98,11 @@ class BatchingRunner final : public Runner {
   // Mean nanoseconds to run one batch, for wait estimates.
   double mean_batch_ns_ ABSL_GUARDED_BY(mu_) = 1e6;
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
-  // Instances executing a batch now, for the adaptive wait.
+  // Instances executing a batch now, inline runs included, for the adaptive wait.
   int busy_instances_ ABSL_GUARDED_BY(mu_) = 0;
+  // By instance: running a request inline on a caller's thread (its own thread leaves it be).
+  std::vector<bool> claimed_ ABSL_GUARDED_BY(mu_);
+  int inline_runs_ ABSL_GUARDED_BY(mu_) = 0;  // in progress, waited for by the destructor
   // Places kept for the callers this queue told to come back.
   ReturnPromises promises_ ABSL_GUARDED_BY(mu_);
   std::vector<std::thread> threads_;

@@ -73,6 +73,11 @@ absl::StatusOr<std::vector<protocol::Tensor>> SimulatedBackend::Execute(
   return ZeroOutputs(rows);
 }
 
+bool SimulatedBackend::MayRunInline() const {
+  const models::SimulatedConfig& s = config_.simulated;
+  return s.hang_rate == 0 && s.latency == models::LatencyDistribution::kFixed && s.latency_ms == 0;
+}
+
 void SimulatedBackend::Interrupt() {
   absl::MutexLock lock(&mu_);
   interrupted_ = true;

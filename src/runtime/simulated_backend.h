@@ -39,6 +39,8 @@ class SimulatedBackend final : public Backend {
   [[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> Execute(
       std::vector<protocol::Tensor>& inputs) override;
   void Interrupt() override;
+  // Only with no latency and no hangs: what the proxy benchmark's upstream serves.
+  bool MayRunInline() const override;
 
   // The next latency the settings draw, in milliseconds (tests of the distributions).
   double DrawLatencyMillis();
@@ -50,7 +52,7 @@ class SimulatedBackend final : public Backend {
 
   const models::ModelConfig config_;
   const std::optional<LatencyHistogram> histogram_;
-  std::mt19937_64 rng_;  // used by the one thread that runs this instance
+  std::mt19937_64 rng_;  // used by one thread at a time (runtime/backend.h)
 
   absl::Mutex mu_;
   bool interrupted_ ABSL_GUARDED_BY(mu_) = false;

@@ -75,6 +75,9 @@ class TorchBackend final : public Backend {
   TorchBackend(torch::jit::Module module, const models::ModelConfig& config, torch::Device device)
       : module_(std::move(module)), config_(config), device_(device) {}
 
+  // A forward pass runs to its end; BatchingRunner inlines only models measured to be fast.
+  bool MayRunInline() const override { return true; }
+
   [[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> Execute(
       std::vector<protocol::Tensor>& inputs) override {
     try {

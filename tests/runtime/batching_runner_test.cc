@@ -334,5 +334,162 @@ TEST(BatchingRunnerTest, WithoutAdaptiveDelayALoneRequestWaitsTheFullDelay) {
   EXPECT_GE(r->queue_ns, 300'000'000);
 }
 
+// Doubles like DoublingBackend, may run inline, and records where and how concurrently it ran.
+class InlineBackend final : public Backend {
+ public:
+  explicit InlineBackend(bool may_inline = true) : may_inline_(may_inline) {}
+  absl::StatusOr<std::vector<Tensor>> Execute(std::vector<Tensor>& inputs) override {
+    if (++running_ > 1) overlapped_ = true;
+    {
+      std::unique_lock lock(mu_);
+      threads_.push_back(std::this_thread::get_id());
+      ++started_;
+      started_cv_.notify_all();
+      cv_.wait(lock, [&] { return open_; });
+    }
+    if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    Tensor out{"y", DataType::kFp32, inputs[0].shape, inputs[0].data};
+    --running_;
+    return std::vector<Tensor>{std::move(out)};
+  }
+  bool MayRunInline() const override { return may_inline_; }
+  void Hold() {
+    std::lock_guard lock(mu_);
+    open_ = false;
+  }
+  void Release() {
+    {
+      std::lock_guard lock(mu_);
+      open_ = true;
+    }
+    cv_.notify_all();
+  }
+  void WaitStarted(int n) {
+    std::unique_lock lock(mu_);
+    started_cv_.wait(lock, [&] { return started_ >= n; });
+  }
+  std::thread::id last_thread() {
+    std::lock_guard lock(mu_);
+    return threads_.back();
+  }
+  std::atomic<bool> slow_{false};
+  std::atomic<bool> overlapped_{false};
+
+ private:
+  const bool may_inline_;
+  std::atomic<int> running_{0};
+  std::mutex mu_;
+  std::condition_variable cv_, started_cv_;
+  bool open_ = true;
+  int started_ = 0;
+  std::vector<std::thread::id> threads_;
+};
+
+// Runs requests one after another until the runner has measured enough batches to decide.
+void Warm(BatchingRunner& runner) {
+  for (int i = 0; i < BatchingRunner::kMeasuredBeforeInline; ++i) {
+    ASSERT_TRUE(Submit(runner, Request({1, 1}, 1)).get().ok());
+  }
+}
+
+// How many of `n` lone requests ran on this thread. An instance's thread counts itself idle a
+// moment after it answered, so the first after a batch on it may still queue.
+int InlineRuns(BatchingRunner& runner, InlineBackend& backend, int n) {
+  int runs = 0;
+  for (int i = 0; i < n; ++i) {
+    EXPECT_TRUE(Submit(runner, Request({1, 1}, 1)).get().ok());
+    runs += backend.last_thread() == std::this_thread::get_id();
+  }
+  return runs;
+}
+
+TEST(BatchingRunnerTest, ALoneRequestForAFastIdleModelRunsOnTheCallersThread) {
+  auto backend = std::make_unique<InlineBackend>();
+  InlineBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  Warm(runner);
+  EXPECT_GE(InlineRuns(runner, *b, 20), 19);
+  absl::StatusOr<InferResult> r = Submit(runner, Request({3, 4}, 1)).get();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(Floats(r->outputs[0]), (std::vector<float>{3, 4}));
+  EXPECT_EQ(b->last_thread(), std::this_thread::get_id());
+}
+
+TEST(BatchingRunnerTest, ABackendThatMayNotRunInlineAlwaysRunsOnItsOwnThread) {
+  auto backend = std::make_unique<InlineBackend>(/*may_inline=*/false);
+  InlineBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  Warm(runner);
+  EXPECT_EQ(InlineRuns(runner, *b, 20), 0);
+}
+
+TEST(BatchingRunnerTest, ASlowModelRunsOnItsOwnThread) {
+  auto backend = std::make_unique<InlineBackend>();
+  InlineBackend* b = backend.get();
+  b->slow_ = true;  // 1 ms a batch: over the inline budget
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  Warm(runner);
+  EXPECT_EQ(InlineRuns(runner, *b, 20), 0);
+}
+
+TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
+  auto backend = std::make_unique<InlineBackend>();
+  InlineBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  Warm(runner);
+  ASSERT_GE(InlineRuns(runner, *b, 20), 19);  // the last one too: the runner is idle now
+  b->Hold();
+  // The lone request runs inline on this thread, held inside the backend.
+  std::thread caller([&] { ASSERT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok()); });
+  b->WaitStarted(BatchingRunner::kMeasuredBeforeInline + 21);
+  // Meanwhile the model is busy: these queue, and the instance's own thread must wait for it.
+  auto second = Submit(runner, Request({5, 6}, 1));
+  auto third = Submit(runner, Request({7, 8}, 1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  b->Release();
+  caller.join();
+  absl::StatusOr<InferResult> r2 = second.get();
+  absl::StatusOr<InferResult> r3 = third.get();
+  ASSERT_TRUE(r2.ok() && r3.ok());
+  EXPECT_EQ(Floats(r2->outputs[0]), (std::vector<float>{5, 6}));
+  EXPECT_EQ(Floats(r3->outputs[0]), (std::vector<float>{7, 8}));
+  EXPECT_FALSE(b->overlapped_.load()) << "the backend ran two batches at once";
+}
+
+TEST(BatchingRunnerTest, DestructionWaitsForAnInlineRun) {
+  auto backend = std::make_unique<InlineBackend>();
+  InlineBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  auto runner =
+      std::make_unique<BatchingRunner>(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  Warm(*runner);
+  ASSERT_GE(InlineRuns(*runner, *b, 20), 19);
+  b->Hold();
+  std::atomic<bool> answered{false};
+  std::thread caller([&] {
+    runner->Infer(Request({1, 2}, 1), [&](absl::StatusOr<InferResult> r) {
+      EXPECT_TRUE(r.ok());
+      answered = true;
+    });
+  });
+  b->WaitStarted(BatchingRunner::kMeasuredBeforeInline + 21);
+  std::thread destroyer([&] { runner.reset(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(answered.load());
+  b->Release();
+  destroyer.join();
+  caller.join();
+  EXPECT_TRUE(answered.load());
+}
+
 }  // namespace
 }  // namespace pillar::runtime
