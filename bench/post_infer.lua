@@ -8,10 +8,18 @@ wrk.path = os.getenv("BENCH_PATH") or "/v2/models/digits/infer"
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer " .. os.getenv("BENCH_KEY")
 
-local non200 = 0
+-- Each wrk thread runs response() in a Lua state of its own, and done() in yet another: the
+-- count is a global of each thread's state, summed through the thread objects setup() kept.
+local threads = {}
+function setup(thread)
+  table.insert(threads, thread)
+end
+non200 = 0
 response = function(status, headers, body)
   if status ~= 200 then non200 = non200 + 1 end
 end
 done = function(summary, latency, requests)
-  io.write(string.format("non_200 %d\n", non200))
+  local total = 0
+  for _, thread in ipairs(threads) do total = total + (thread:get("non200") or 0) end
+  io.write(string.format("non_200 %d\n", total))
 end

@@ -17,6 +17,10 @@ def parse(path):
         out["p" + q] = float(m.group(1)) * unit[m.group(2)]
     m = re.search(r"non_200 (\d+)", text)
     out["non200"] = int(m.group(1)) if m else -1
+    # wrk's own count of errors (non-2xx/3xx), as a check on the script's.
+    m = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
+    if m:
+        out["non200"] = max(out["non200"], int(m.group(1)))
     errors = re.search(r"Socket errors: .*", text)
     out["errors"] = errors.group(0) if errors else ""
     return out
