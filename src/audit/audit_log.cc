@@ -16,7 +16,8 @@ namespace {
 
 constexpr absl::Duration kRetryDelay = absl::Milliseconds(100);
 constexpr absl::Duration kAlertEvery = absl::Seconds(10);
-// A batch this large is written without waiting out batch_delay.
+// A batch this large (or a quarter of queue_capacity) is written without waiting out
+// batch_delay.
 constexpr size_t kFullBatch = 1024;
 
 }  // namespace
@@ -298,8 +299,11 @@ bool AuditLog::TakeBatch(WriterState& state, bool& stopping) {
     mu_.AwaitWithDeadline(absl::Condition(&ready), WakeDeadline(state));
     if (abandoned_) return false;
     if (!queue_.empty() && !stopping_ && options_.batch_delay > absl::ZeroDuration()) {
-      auto full = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return queue_.size() >= kFullBatch || stopping_ || abandoned_;
+      // Full at a quarter of the capacity too: a small queue_capacity must not fill (and drop
+      // or refuse records) while the writer waits out the delay.
+      const size_t full_batch = std::clamp<size_t>(options_.queue_capacity / 4, 1, kFullBatch);
+      auto full = [this, full_batch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return queue_.size() >= full_batch || stopping_ || abandoned_;
       };
       mu_.AwaitWithTimeout(absl::Condition(&full), options_.batch_delay);
       if (abandoned_) return false;

@@ -51,8 +51,8 @@ struct AuditLogOptions {
   // Zero: fdatasync after every batch. InfiniteDuration(): leave it to the OS. Otherwise at
   // most this long between a record's write and its fdatasync.
   absl::Duration fsync_interval = absl::Milliseconds(10);
-  // How long the writer lets events gather after the first of a batch arrives, unless
-  // kFullBatch are queued first: one wake-up, one write and one store lock per batch, instead
+  // How long the writer lets events gather after the first of a batch arrives, unless 1,024
+  // (or a quarter of queue_capacity) are queued first: one wake-up, one write and one store lock per batch, instead
   // of per event or two under steady load (a writer woken per event took a futex, a stat, a
   // lock, a pread and a pwrite for every few requests). Zero: write as soon as one arrives.
   // Events wait for it in memory, as they wait for the writer anyway: no more is lost to a crash

@@ -613,6 +613,24 @@ class GatedStore final : public AuditStore {
   bool open_ = true;
 };
 
+TEST_F(AuditLogTest, ASmallQueueIsWrittenBeforeItFillsWhateverTheBatchDelay) {
+  AuditLogOptions options = Options(false);
+  options.queue_capacity = 16;
+  options.refuse_when_full = true;
+  options.batch_delay = absl::Seconds(30);  // the writer must not wait it out
+  std::unique_ptr<AuditLog> log = Open(options);
+  ASSERT_NE(log, nullptr);
+  // A quarter of the capacity is a full batch: 64 records in bursts of 4 are all taken.
+  for (int burst = 0; burst < 16; ++burst) {
+    RecordEvents(*log, 4, burst * 4);
+    ASSERT_TRUE(log->Flush(absl::Seconds(5)).ok()) << "burst " << burst;
+  }
+  log.reset();
+  const VerifyReport report = Verify(false);
+  ASSERT_TRUE(report.status.ok()) << report.Summary();
+  EXPECT_EQ(report.records, 1 + 64);
+}
+
 TEST_F(AuditLogTest, AFullQueueDropsAndCountsOrRefuses) {
   for (bool refuse : {false, true}) {
     fs::remove(path_);
