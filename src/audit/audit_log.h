@@ -52,11 +52,11 @@ struct AuditLogOptions {
   // most this long between a record's write and its fdatasync.
   absl::Duration fsync_interval = absl::Milliseconds(10);
   // How long the writer lets events gather after the first of a batch arrives, unless 1,024
-  // (or a quarter of queue_capacity) are queued first: one wake-up, one write and one store lock per batch, instead
-  // of per event or two under steady load (a writer woken per event took a futex, a stat, a
-  // lock, a pread and a pwrite for every few requests). Zero: write as soon as one arrives.
-  // Events wait for it in memory, as they wait for the writer anyway: no more is lost to a crash
-  // than fsync_interval already allows.
+  // (or a quarter of queue_capacity) are queued first: one wake-up, one write and one store lock
+  // per batch, instead of per event or two under steady load (a writer woken per event took a
+  // futex, a stat, a lock, a pread and a pwrite for every few requests). Zero: write as soon as one
+  // arrives. Events wait for it in memory, as they wait for the writer anyway: no more is lost to a
+  // crash than fsync_interval already allows.
   absl::Duration batch_delay = absl::Milliseconds(2);
   // Events accepted and not yet written (queued, or held by the writer while it writes or
   // retries them) at most; each is at most format::kMaxLineBytes.

@@ -1,10 +1,13 @@
-// A Runner executes inference for one model version. The in-process LibTorch runner batches
-// requests onto model instances; a remote upstream or a set of replicas implements the same
-// interface later, so the pipeline never knows which it talks to.
+// A Runner executes inference for one model version: the in-process batching runner (TorchScript
+// and simulated instances) or a remote one (upstream/), so the pipeline never knows which it
+// talks to.
 //
 //   runner.Infer(std::move(request), [](absl::StatusOr<InferResult> r) { ... });
-// Infer() never blocks on compute and calls `done` exactly once, on a runner thread or, for an
-// immediate refusal, before it returns. Implementations are thread-safe.
+// Infer() calls `done` exactly once: on a runner's thread, on the caller's thread before it
+// returns (an immediate refusal; a lone request a batching runner ran inline), or on an event
+// loop (a remote runner's I/O). `done` may run under the runner's lock: it must hand its work
+// off (the execute stage posts it to the request's loop) and never call into a runner.
+// Implementations are thread-safe.
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,15 @@ constexpr char kTimeoutHeader[] = "X-Pillar-Timeout-Ms";
 constexpr size_t kLatencyWindow = 256;
 constexpr size_t kLatenciesForHedging = 20;
 
+// A 200's body, decoded on the thread that read it, outside the runner's lock. Each thread's
+// decoder keeps the capacity of the largest document it parsed: a large reply gets a decoder of
+// its own, so that one does not pin its size for the life of the thread.
+absl::StatusOr<protocol::InferenceResponse> DecodeReply(const std::string& body) {
+  if (body.size() > kLargeReplyBytes) return protocol::InferenceResponseDecoder().Decode(body);
+  thread_local protocol::InferenceResponseDecoder decoder;
+  return decoder.Decode(body);
+}
+
 }  // namespace
 
 // Text that came from an upstream (an error it put in a reply, a name) on its way to a client and
@@ -169,11 +178,43 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
   if (hedge) {
     ++call->hedges;
     Count(metrics.hedges);
-  } else {
-    ArmHedge(call);
   }
+  EndpointSlot& slot = attempt->set->slot(ticket->endpoint);
+  // None idle on the call's loop, while the endpoint has all the connections it may keep and one
+  // idles on another loop: the call moves there rather than open one more, which would then
+  // close that one (a new connection per request when loops outnumber `connections`). Only a
+  // call with no other attempt and no hedge timer moves: all of a call's I/O is on one loop.
+  if (slot.idle.size() > call->lane && !slot.idle[call->lane].empty()) {
+    return Dispatch(std::move(call), std::move(attempt));
+  }
+  if (call->live.size() == 1 && !call->hedge_timer &&
+      slot.idle_count + slot.outstanding >= config.remote.connections) {
+    for (size_t lane = 0; lane < slot.idle.size(); ++lane) {
+      if (lane == call->lane || slot.idle[lane].empty()) continue;
+      call->lane = lane;
+      asio::post(*lanes[lane], [self = shared_from_this(), call, attempt]() mutable {
+        absl::MutexLock lock(&self->mu);
+        self->Dispatch(std::move(call), std::move(attempt));
+      });
+      return;
+    }
+  }
+  Dispatch(std::move(call), std::move(attempt));
+}
+
+void RemoteRunner::State::Dispatch(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt) {
+  if (call->completed || attempt->cancelled || stopping) {  // while it moved to its loop
+    Record(*attempt, {.kind = AttemptOutcome::kTimeout,
+                      .status = 0,
+                      .retry_after_s = 0,
+                      .cut_by_caller = true});  // frees its probe places
+    std::erase(call->live, attempt);
+    if (!call->completed) Complete(*call, absl::UnavailableError("model is unloading"));
+    return;
+  }
+  if (!attempt->hedge) ArmHedge(call);
   if (std::shared_ptr<UpstreamConnection> idle =
-          TakeIdle(attempt->set->slot(ticket->endpoint), call->lane)) {
+          TakeIdle(attempt->set->slot(attempt->ticket.endpoint), call->lane)) {
     attempt->connection = std::move(idle);
     return Send(std::move(call), std::move(attempt), true);
   }
@@ -336,6 +377,8 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   raw->Call(std::move(request), until, config.remote.max_response_bytes,
             [self = shared_from_this(), call, attempt, reused, sent](
                 absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+              std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded;
+              if (reply.ok() && reply->status == 200) decoded = DecodeReply(reply->body);
               absl::MutexLock lock(&self->mu);
               self->busy.erase(attempt->connection);
               EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
@@ -350,13 +393,15 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                 if (m.latency != nullptr) m.latency->Observe(seconds);
                 self->NoteLatency(seconds);
               }
-              self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure);
+              self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure,
+                            std::move(decoded));
             });
 }
 
-void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
-                                  bool reused, absl::StatusOr<UpstreamReply> reply,
-                                  CallFailure failure) {
+void RemoteRunner::State::OnReply(
+    std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
+    absl::StatusOr<UpstreamReply> reply, CallFailure failure,
+    std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded) {
   if (attempt->cancelled) {  // another attempt answered; this one was cut off on purpose
     return Record(
         *attempt,
@@ -385,7 +430,9 @@ void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<At
   if (attempt->connection->open() && !stopping) {
     ReturnIdle(slot, call->lane, attempt->connection);
   }
-  if (reply->status == 200) return OnOk(std::move(call), std::move(attempt), reused, *reply);
+  if (reply->status == 200) {
+    return OnOk(std::move(call), std::move(attempt), reused, std::move(*decoded));
+  }
   const bool throttled = reply->status == 429 || reply->status == 503;
   // A pillar upstream that refused only because this caller's deadline is too short for its
   // queue: nothing against the endpoint, and no pause for the others' requests. Believed only
@@ -424,13 +471,7 @@ void RemoteRunner::State::OnReply(std::shared_ptr<Call> call, std::shared_ptr<At
 
 // A 200: decoded, matched to the request and the model's outputs, or a failed attempt.
 void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
-                               bool reused, const UpstreamReply& reply) {
-  // The decoder keeps the capacity of the largest document it parsed: a large reply gets a
-  // decoder of its own, so one does not pin its size for the life of the version.
-  std::optional<protocol::InferenceResponseDecoder> large;
-  if (reply.body.size() > kLargeReplyBytes) large.emplace();
-  absl::StatusOr<protocol::InferenceResponse> decoded =
-      (large ? *large : decoder).Decode(reply.body);
+                               bool reused, absl::StatusOr<protocol::InferenceResponse> decoded) {
   // A reply without an id is taken: the protocol makes echoing it optional, and a server that
   // does not echo it gets only the idle check's protection (docs/formats/model_store.md).
   if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {

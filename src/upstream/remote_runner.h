@@ -72,7 +72,8 @@ class RemoteRunner final : public runtime::Runner {
 
   void Infer(protocol::InferenceRequest request, runtime::InferCallback done) override;
   bool Ready() const override { return true; }
-  // The live state, read under the runner's lock (held only for short, non-blocking steps).
+  // The live state, read under the runner's lock (held for bookkeeping only: replies are
+  // decoded and requests encoded outside it).
   std::optional<runtime::UpstreamStatus> Upstreams() const override;
   // Takes `remote` into service (the version's signed [remote] with a backends file applied; the
   // upstream model name, idempotence, credentials and TLS files stay as signed): endpoints kept

@@ -129,7 +129,6 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::string zone;
   std::optional<CircuitBreaker> backend_breaker ABSL_GUARDED_BY(mu);
   std::shared_ptr<HealthChecker> checker ABSL_GUARDED_BY(mu);
-  protocol::InferenceResponseDecoder decoder ABSL_GUARDED_BY(mu);
   bool stopping ABSL_GUARDED_BY(mu) = false;
   int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
   std::deque<std::shared_ptr<Call>> queue ABSL_GUARDED_BY(mu);
@@ -191,11 +190,16 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // `decoded`: a 200's body, decoded before the lock was taken.
   void OnReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
-               absl::StatusOr<UpstreamReply> reply, CallFailure failure)
+               absl::StatusOr<UpstreamReply> reply, CallFailure failure,
+               std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
-            const UpstreamReply& reply) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+            absl::StatusOr<protocol::InferenceResponse> decoded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Sends the attempt on an idle connection of its call's loop, or opens one.
+  void Dispatch(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // An attempt that failed: the call's next step once no other attempt of it is in flight.
   void AttemptFailed(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -166,7 +166,8 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "flaky",
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
-    WriteVersion(store, "dropsecond", Remote({bad}, auth + "idempotent = false\n"));
+    WriteVersion(store, "dropsecond",
+                 Remote({bad}, auth + "idempotent = false\nconnections = 1\n"));
     // Two dead endpoints first, the pillar upstream second; ejection may take the whole group.
     const std::string dead1 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
     const std::string dead2 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
@@ -226,7 +227,11 @@ class RemoteTest : public ::testing::Test {
                  Remote({"http://127.0.0.1:" + std::to_string(more_bad_ports_[0]),
                          "http://127.0.0.1:" + std::to_string(more_bad_ports_[1])},
                         auth + "model = \"maybeshed\"\n[remote.health_check]\nenabled = false\n"));
+    // Two connections at most, and more event loops than that: a call finds the endpoint's
+    // connections idle on other loops.
+    WriteVersion(store, "pooled", Remote({up}, auth + "model = \"good\"\nconnections = 2\n"));
     gateway_->SetStore(store);
+    gateway_->AddConfig("[server]\nthreads = 4\n");
     key_ = gateway_->CreateKey("client");
     low_key_ = gateway_->CreateKey("batch-jobs", {"--role", "admin", "--attr", "priority=low"});
     tenant_key_ = gateway_->CreateKey("demo-user", {"--role", "user", "--tenant", "demo"});
@@ -315,6 +320,24 @@ TEST_F(RemoteTest, ForwardsToThePillarUpstreamAndAnswersWithItsOutputs) {
   }
   HttpReply metadata = Fetch(gateway_->data_port(), "GET", "/v2/models/sim", "", {Bearer(key_)});
   EXPECT_NE(metadata.body.find(R"("platform":"remote")"), std::string::npos) << metadata.body;
+}
+
+TEST_F(RemoteTest, LoopsOutnumberingTheConnectionsShareThemInsteadOfOpeningNewOnes) {
+  auto accepted = [&] {
+    const std::string metrics =
+        Fetch(upstream_->admin_port(), "GET", "/metrics", "", {Bearer(token_)}).body;
+    const std::string name = "pillar_http_connections_total{listener=\"data\"} ";
+    const size_t at = metrics.find(name);
+    return at == std::string::npos ? -1 : std::stoll(metrics.substr(at + name.size()));
+  };
+  ASSERT_EQ(Infer("pooled").status, 200);
+  const int64_t before = accepted();
+  ASSERT_GE(before, 0);
+  // Each request on a connection of its own: the gateway's loops take them in turn.
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(Infer("pooled").status, 200);
+  // A connection per request or so before (75 of 100 were closed and opened again); now the
+  // two are shared, a few more at most (the other models' active checks share the upstream).
+  EXPECT_LE(accepted() - before, 10);
 }
 
 TEST_F(RemoteTest, AnEndpointThatIsDownIsPassedOverForTheNext) {
@@ -555,7 +578,8 @@ TEST_F(RemoteTest, ALowerPriorityGroupServesOnlyWhenTheOneAboveIsOut) {
 }
 
 // A model that is not idempotent is never sent twice: a request the upstream read and then closed
-// the connection on is answered 502, not resent.
+// the connection on is answered 502, not resent. (One connection: the second request reuses it,
+// from whichever of the gateway's loops takes it.)
 TEST_F(RemoteTest, ANonIdempotentRequestIsNeverSentTwice) {
   EXPECT_EQ(Infer("dropsecond").status, 200);
   EXPECT_EQ(Infer("dropsecond").status, 502);  // read by the upstream, then the connection closed
