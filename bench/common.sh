@@ -13,3 +13,9 @@ sign_demo_store() {
     "$pillar" model sign "$version" --key "$work/signing.key" 2>/dev/null
   done
 }
+
+# Removes what a benchmark run left in its work directory ($1) but its raw outputs ($1/raw):
+# the servers' audit and access logs of a run take gigabytes, and /tmp filled up after a few.
+prune_work() {
+  find "$1" -mindepth 1 -maxdepth 1 ! -name raw -exec rm -rf {} + 2>/dev/null || true
+}

@@ -21,6 +21,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   [[ -f "$work/nginx/nginx.pid" ]] && kill "$(cat "$work/nginx/nginx.pid")" 2>/dev/null || true
   wait 2>/dev/null || true
+  prune_work "$work"
 }
 trap cleanup EXIT
 

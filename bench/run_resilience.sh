@@ -29,6 +29,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -CONT "$p" 2>/dev/null || true; kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  prune_work "$work"
 }
 trap cleanup EXIT
 client="/usr/bin/python3 $root/bench/load_client.py"

@@ -22,6 +22,7 @@ pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
+  prune_work "$work"
 }
 trap cleanup EXIT
 
