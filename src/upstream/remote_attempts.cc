@@ -23,7 +23,7 @@ constexpr size_t kLatenciesForHedging = 20;
 // A 200's body, decoded on the thread that read it, outside the runner's lock. Each thread's
 // decoder keeps the capacity of the largest document it parsed: a large reply gets a decoder of
 // its own, so that one does not pin its size for the life of the thread.
-absl::StatusOr<protocol::InferenceResponse> DecodeReply(const std::string& body) {
+[[nodiscard]] absl::StatusOr<protocol::InferenceResponse> DecodeReply(const std::string& body) {
   if (body.size() > kLargeReplyBytes) return protocol::InferenceResponseDecoder().Decode(body);
   thread_local protocol::InferenceResponseDecoder decoder;
   return decoder.Decode(body);
