@@ -63,9 +63,11 @@ int64_t BatchingRunner::EstimatedWaitNanos(size_t ahead) const {
   return static_cast<int64_t>((batches / double(instances_.size()) + 1) * mean_batch_ns_);
 }
 
-void BatchingRunner::EndExecution(size_t instance, int64_t ns) {
+void BatchingRunner::EndExecution(size_t instance, int64_t ns, size_t input_bytes) {
   absl::MutexLock lock(&mu_);
-  // A moving average over about the last ten batches, from the first one measured.
+  // Moving averages over about the last ten batches, from the first one measured.
+  const double byte_ns = double(ns) / double(std::max<size_t>(1, input_bytes));
+  mean_byte_ns_ = batches_measured_ == 0 ? byte_ns : 0.9 * mean_byte_ns_ + 0.1 * byte_ns;
   mean_batch_ns_ = batches_measured_++ == 0 ? double(ns) : 0.9 * mean_batch_ns_ + 0.1 * double(ns);
   // Idle from now, before the answers go out: a caller that sends its next request as soon as
   // it has its answer finds the model idle (and may run it inline).
@@ -149,7 +151,13 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     return;
   }
   Pending pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos(), promised};
-  if (std::optional<size_t> instance = InlineInstance()) {
+  if (std::optional<size_t> instance = InlineInstance(pending)) {
+    if (pending.request.deadline_ns > 0 && pending.enqueued_ns >= pending.request.deadline_ns) {
+      mu_.Unlock();  // as DropExpired answers it on an instance's thread
+      std::move(pending.done)(
+          absl::DeadlineExceededError("the caller's deadline passed before the model ran"));
+      return;
+    }
     RunInline(*instance, std::move(pending));
     mu_.Unlock();  // the last touch of this runner: the destructor may be waiting for the run
     return;
@@ -160,10 +168,18 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
   cv_.SignalAll();
 }
 
-std::optional<size_t> BatchingRunner::InlineInstance() const {
+std::optional<size_t> BatchingRunner::InlineInstance(const Pending& pending) const {
   // Not when the operator asked every request to wait for company (adaptive_delay off).
   if (stopping_ || !config_.batching.adaptive_delay || !queue_.empty() || busy_instances_ > 0 ||
       batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs)) {
+    return std::nullopt;
+  }
+  // Nor a request larger than the model's usual ones would take past the budget: its own size,
+  // at the measured cost per input byte (which overestimates large inputs: the fixed cost of a
+  // batch is spread over few bytes), and never over kInlineMaxBytes whatever the measure says.
+  size_t bytes = 0;
+  for (const protocol::Tensor& t : pending.request.inputs) bytes += t.data.size();
+  if (bytes > kInlineMaxBytes || mean_byte_ns_ * double(bytes) > double(kInlineBudgetNs)) {
     return std::nullopt;
   }
   for (size_t i = 0; i < instances_.size(); ++i) {
@@ -233,7 +249,9 @@ void BatchingRunner::InstanceLoop(size_t instance) {
   while (!stopping_) {
     std::vector<Pending> batch = NextBatch(instance);
     if (batch.empty()) continue;
-    if (!queue_.empty()) cv_.Signal();  // let another instance start on the rest
+    // Let another instance start on the rest: every one, since the one a single wake-up reaches
+    // may be claimed by an inline run and go back to sleep.
+    if (!queue_.empty()) cv_.SignalAll();
     ++busy_instances_;
     mu_.Unlock();
     DropExpired(batch);
@@ -282,9 +300,11 @@ void BatchingRunner::RunBatch(size_t instance, std::vector<Pending>& batch) {
     }
   }
 
+  size_t input_bytes = 0;
+  for (const protocol::Tensor& t : inputs) input_bytes += t.data.size();
   absl::StatusOr<std::vector<protocol::Tensor>> outputs = instances_[instance]->Execute(inputs);
   const int64_t end = clock_.MonotonicNanos();
-  EndExecution(instance, end - start);
+  EndExecution(instance, end - start, input_bytes);
   if (batch_sizes_ != nullptr) batch_sizes_->Observe(double(total_rows));
   if (outputs.ok() && outputs->size() != config_.outputs.size()) {
     outputs = absl::InternalError(StrCat("the model returned ", outputs->size(),

@@ -4,9 +4,10 @@
 // With batching.adaptive_delay (the default) an instance waits for company only while another
 // instance is executing, i.e. while the model is under load and more requests are on their way:
 // an idle model runs a lone request at once, and a loaded one still batches what queues up.
-// A lone request for an idle model whose batches are measured to take at most kInlineBudgetNs
-// runs on the caller's thread (an event loop), on an instance claimed for it: the two thread
-// hand-offs (to an instance's thread and back) cost more than such a model's execution.
+// A lone request for an idle model whose batches are measured to take at most kInlineBudgetNs,
+// and whose own input is small enough to stay within it at the measured cost per byte, runs on
+// the caller's thread (an event loop), on an instance claimed for it: the two thread hand-offs
+// (to an instance's thread and back) cost more than such a model's execution.
 //
 //   BatchingRunner runner(config, std::move(instances), SystemClock(), &batch_size_histogram);
 //   runner.Infer(std::move(request), std::move(done));
@@ -36,6 +37,8 @@ class BatchingRunner final : public Runner {
   // The longest mean batch time of a model that runs lone requests inline, and how many batches
   // must be measured first.
   static constexpr int64_t kInlineBudgetNs = 200'000;
+  // The largest input (all tensors' bytes) a lone request may have to run inline.
+  static constexpr size_t kInlineMaxBytes = 64 << 10;
   static constexpr int64_t kMeasuredBeforeInline = 16;
 
   // `batch_sizes` (may be null) observes the rows of every executed batch.
@@ -63,7 +66,8 @@ class BatchingRunner final : public Runner {
   std::vector<Pending> NextBatch(size_t instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The instance a lone request may run on inline now; none when the model is busy, has a
   // queue, is not measured fast, or has no instance that may.
-  std::optional<size_t> InlineInstance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::optional<size_t> InlineInstance(const Pending& pending) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RunInline(size_t instance, Pending pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the requests whose caller's deadline passed while they queued, and removes them: no
   // computation for nobody.
@@ -80,7 +84,7 @@ class BatchingRunner final : public Runner {
   int64_t RetryAfter(const protocol::InferenceRequest& request, int64_t estimate_s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Notes the batch time, and that `instance` is idle again.
-  void EndExecution(size_t instance, int64_t ns) ABSL_LOCKS_EXCLUDED(mu_);
+  void EndExecution(size_t instance, int64_t ns, size_t input_bytes) ABSL_LOCKS_EXCLUDED(mu_);
   // Why `request` may not queue now behind `ahead` others (unloading, its class's share of the
   // queue is full, its estimated wait ends past its deadline); none when it may.
   std::optional<absl::Status> Refusal(const protocol::InferenceRequest& request, size_t ahead)
@@ -97,6 +101,8 @@ class BatchingRunner final : public Runner {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Mean nanoseconds to run one batch, for wait estimates.
   double mean_batch_ns_ ABSL_GUARDED_BY(mu_) = 1e6;
+  // Mean nanoseconds per input byte of a batch, for the size of what may run inline.
+  double mean_byte_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
   // Instances executing a batch now, inline runs included, for the adaptive wait.
   int busy_instances_ ABSL_GUARDED_BY(mu_) = 0;

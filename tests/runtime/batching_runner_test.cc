@@ -368,6 +368,10 @@ class InlineBackend final : public Backend {
     std::unique_lock lock(mu_);
     started_cv_.wait(lock, [&] { return started_ >= n; });
   }
+  int started() {
+    std::lock_guard lock(mu_);
+    return started_;
+  }
   std::thread::id last_thread() {
     std::lock_guard lock(mu_);
     return threads_.back();
@@ -436,6 +440,48 @@ TEST(BatchingRunnerTest, ASlowModelRunsOnItsOwnThread) {
   BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
   Warm(runner);
   EXPECT_EQ(InlineRuns(runner, *b, 20), 0);
+}
+
+TEST(BatchingRunnerTest, ALargeRequestRunsOnItsInstancesThreadNotInline) {
+  // No batching and a free dimension: only the body limit bounds a request's size.
+  models::ModelConfig config = Config(0, 2'000, 16);
+  config.inputs = {{"x", DataType::kFp32, {-1}}};
+  config.outputs = {{"y", DataType::kFp32, {-1}}};
+  auto backend = std::make_unique<InlineBackend>();
+  InlineBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(config, std::move(instances), SystemClock());
+  auto request = [](int64_t floats) {
+    protocol::InferenceRequest r;
+    r.inputs.push_back(
+        Tensor{"x", DataType::kFp32, {floats}, std::string(size_t(floats) * 4, '\0')});
+    return r;
+  };
+  for (int i = 0; i < BatchingRunner::kMeasuredBeforeInline + 1; ++i) {
+    ASSERT_TRUE(Submit(runner, request(2)).get().ok());
+  }
+  ASSERT_TRUE(Submit(runner, request(2)).get().ok());
+  EXPECT_EQ(b->last_thread(), std::this_thread::get_id());  // small: inline
+  // Over kInlineMaxBytes: on the instance's thread, however fast the small ones were.
+  ASSERT_TRUE(Submit(runner, request(int64_t(BatchingRunner::kInlineMaxBytes / 4) + 1)).get().ok());
+  EXPECT_NE(b->last_thread(), std::this_thread::get_id());
+}
+
+TEST(BatchingRunnerTest, ALoneRequestPastItsDeadlineIsNotRunInline) {
+  auto backend = std::make_unique<InlineBackend>();
+  InlineBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  Warm(runner);
+  ASSERT_GE(InlineRuns(runner, *b, 20), 19);
+  protocol::InferenceRequest late = Request({1, 2}, 1);
+  late.deadline_ns = 1;  // long past
+  const int executions = b->started();
+  absl::StatusOr<InferResult> r = Submit(runner, std::move(late)).get();
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kDeadlineExceeded) << r.status();
+  EXPECT_EQ(b->started(), executions);  // computed for nobody: not at all
 }
 
 TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
