@@ -64,6 +64,18 @@ pillar_port=$(sed -n 's/^data=//p' "$work/ports")
 admin_port=$(sed -n 's/^admin=//p' "$work/ports")
 wait_http "http://127.0.0.1:$pillar_port/v2/health/ready"
 
+# The same pillar with [audit] backend = "off" (same store, keys and access log settings), for
+# the audit-on/audit-off pair: what auditing every request costs.
+sed -e '/^\[audit\]/,$d' -e "s#$work/access.log#$work/access-noaudit.log#" "$work/pillar.toml" \
+  > "$work/pillar-noaudit.toml"
+printf '[audit]\nbackend = "off"\n' >> "$work/pillar-noaudit.toml"
+"$pillar" serve -c "$work/pillar-noaudit.toml" --ports-file "$work/ports-noaudit" \
+  2>"$work/pillar-noaudit.log" &
+pids+=($!)
+for _ in $(seq 1 300); do [[ -f "$work/ports-noaudit" ]] && break; sleep 0.1; done
+noaudit_port=$(sed -n 's/^data=//p' "$work/ports-noaudit")
+wait_http "http://127.0.0.1:$noaudit_port/v2/health/ready"
+
 # FastAPI + uvicorn with two worker processes (one per core), the same model file.
 fastapi_port=$(free_port)
 # OPENBLAS_NUM_THREADS=1 gives the peers the same fix pillar applies to itself: torch's thread
@@ -109,10 +121,12 @@ for r in $(seq 1 "$rounds"); do
   metrics "pillar_c1_r${r}_after"
   run_wrk "fastapi_infer_c1_r$r" 1 1 "http://127.0.0.1:$fastapi_port" post_infer.lua
   run_wrk "pillar_infer_c64_r$r" 2 64 "http://127.0.0.1:$pillar_port" post_infer.lua
+  run_wrk "noaudit_infer_c64_r$r" 2 64 "http://127.0.0.1:$noaudit_port" post_infer.lua
   run_wrk "fastapi_infer_c64_r$r" 2 64 "http://127.0.0.1:$fastapi_port" post_infer.lua
   run_wrk "plain_infer_c1_r$r" 1 1 "http://127.0.0.1:$plain_port" post_infer.lua
   run_wrk "plain_infer_c64_r$r" 2 64 "http://127.0.0.1:$plain_port" post_infer.lua
   BENCH_PATH=/v2 run_wrk "pillar_http_c64_r$r" 2 64 "http://127.0.0.1:$pillar_port" get_auth.lua
+  BENCH_PATH=/v2 run_wrk "noaudit_http_c64_r$r" 2 64 "http://127.0.0.1:$noaudit_port" get_auth.lua
   BENCH_PATH=/ BENCH_KEY="" run_wrk "nginx_http_c64_r$r" 2 64 "http://127.0.0.1:$nginx_port" get_auth.lua
 done
 
@@ -120,7 +134,8 @@ commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
 git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
 {
   echo "Commit $commit; pillar configured as ./dev.sh run does: signed store, built-in policy,"
-  echo "access log and audit log (signed checkpoints) on; $rounds rounds of ${seconds} s."
+  echo "access log and audit log (signed checkpoints) on; the audit-off pair is the same with"
+  echo "[audit] backend = \"off\"; $rounds rounds of ${seconds} s."
   echo
   /usr/bin/python3 "$root/bench/report.py" "$out" "$rounds"
 } | tee "$work/report.md"
