@@ -70,8 +70,15 @@ AuditLog::~AuditLog() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    writer_cv_.SignalAll();
   }
   if (thread_.joinable()) thread_.join();
+}
+
+size_t AuditLog::FullBatch() const {
+  // Full at a quarter of the capacity too: a small queue_capacity must not fill (and drop or
+  // refuse records) while the writer waits out the delay.
+  return std::clamp<size_t>(options_.queue_capacity / 4, 1, kFullBatch);
 }
 
 bool AuditLog::Record(const Event& event) {
@@ -92,6 +99,10 @@ bool AuditLog::Record(const Event& event) {
     if (queue_.size() + held_events_ < options_.queue_capacity) {
       queue_.Add(body);
       ++enqueued_;
+      // The writer waits for the first record of a batch, then for a full one or its delay: a
+      // wake-up at those two sizes only. (A wait on an absl::Condition would have every
+      // Record() evaluate it on unlocking, on the request's thread.)
+      if (queue_.size() == 1 || queue_.size() == FullBatch()) writer_cv_.Signal();
       return true;
     }
     if (options_.refuse_when_full) {
@@ -140,6 +151,7 @@ AuditLog::Abandoned AuditLog::Abandon() {
   {
     absl::MutexLock lock(&mu_);
     abandoned_ = true;
+    writer_cv_.SignalAll();
     result.unwritten = int64_t(queue_.size());
     queue_.clear();
   }
@@ -293,19 +305,18 @@ bool AuditLog::TakeBatch(WriterState& state, bool& stopping) {
   absl::MutexLock lock(&mu_);
   if (abandoned_) return false;  // Abandon() counts what the writer holds
   if (state.batch.empty()) {
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !queue_.empty() || stopping_ || abandoned_;
-    };
-    mu_.AwaitWithDeadline(absl::Condition(&ready), WakeDeadline(state));
+    // Until a record arrives, or a checkpoint or sync falls due (WaitWithDeadline: true when
+    // the deadline passed).
+    const absl::Time wake = WakeDeadline(state);
+    while (queue_.empty() && !stopping_ && !abandoned_) {
+      if (writer_cv_.WaitWithDeadline(&mu_, wake)) break;
+    }
     if (abandoned_) return false;
     if (!queue_.empty() && !stopping_ && options_.batch_delay > absl::ZeroDuration()) {
-      // Full at a quarter of the capacity too: a small queue_capacity must not fill (and drop
-      // or refuse records) while the writer waits out the delay.
-      const size_t full_batch = std::clamp<size_t>(options_.queue_capacity / 4, 1, kFullBatch);
-      auto full = [this, full_batch]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        return queue_.size() >= full_batch || stopping_ || abandoned_;
-      };
-      mu_.AwaitWithTimeout(absl::Condition(&full), options_.batch_delay);
+      const absl::Time until = absl::Now() + options_.batch_delay;
+      while (queue_.size() < FullBatch() && !stopping_ && !abandoned_) {
+        if (writer_cv_.WaitWithDeadline(&mu_, until)) break;
+      }
       if (abandoned_) return false;
     }
     std::swap(state.batch, queue_);

@@ -145,6 +145,8 @@ class AuditLog final : public AuditSink {
   bool TakeBatch(WriterState& state, bool& stopping);
   // When TakeBatch() stops waiting for events: a checkpoint or a sync falling due.
   absl::Time WakeDeadline(const WriterState& state) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Queued records that make a batch full (AuditLogOptions::batch_delay).
+  size_t FullBatch() const;
   // Writes state.batch (and a checkpoint when due); on a store error waits to retry, or gives up
   // when stopping.
   AfterWrite WriteHeldBatch(WriterState& state, absl::Time now, bool checkpoint_due, bool stopping);
@@ -161,6 +163,7 @@ class AuditLog final : public AuditSink {
   ChainHasher hasher_;  // writer thread only
 
   mutable absl::Mutex mu_;
+  absl::CondVar writer_cv_;  // the writer waits on it for records (TakeBatch)
   Bodies queue_ ABSL_GUARDED_BY(mu_);
   // Events (and their bytes) the writer has taken from the queue and not yet written: the
   // batch being written, or kept for a retry after a store error. They count against the
