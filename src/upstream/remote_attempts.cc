@@ -180,13 +180,13 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
     Count(metrics.hedges);
   }
   EndpointSlot& slot = attempt->set->slot(ticket->endpoint);
+  if (slot.idle.size() > call->lane && !slot.idle[call->lane].empty()) {
+    return Dispatch(std::move(call), std::move(attempt));
+  }
   // None idle on the call's loop, while the endpoint has all the connections it may keep and one
   // idles on another loop: the call moves there rather than open one more, which would then
   // close that one (a new connection per request when loops outnumber `connections`). Only a
   // call with no other attempt and no hedge timer moves: all of a call's I/O is on one loop.
-  if (slot.idle.size() > call->lane && !slot.idle[call->lane].empty()) {
-    return Dispatch(std::move(call), std::move(attempt));
-  }
   if (call->live.size() == 1 && !call->hedge_timer &&
       slot.idle_count + slot.outstanding >= config.remote.connections) {
     for (size_t lane = 0; lane < slot.idle.size(); ++lane) {

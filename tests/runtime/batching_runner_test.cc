@@ -18,23 +18,31 @@ using protocol::DataType;
 using protocol::Priority;
 using protocol::Tensor;
 
-// Doubles every FP32 element; records the batch sizes it saw. Can be held shut to fill queues.
+// Doubles every FP32 element; records the batch sizes it saw, the thread of its last run and
+// whether two runs ever overlapped. Can be held shut to fill queues, made slow, and allowed to
+// run inline (BatchingRunner's lone requests).
 class DoublingBackend final : public Backend {
  public:
+  explicit DoublingBackend(bool may_inline = false) : may_inline_(may_inline) {}
   absl::StatusOr<std::vector<Tensor>> Execute(std::vector<Tensor>& inputs) override {
+    if (++running_ > 1) overlapped_ = true;
     {
       std::unique_lock lock(mu_);
+      threads_.push_back(std::this_thread::get_id());
       ++started_;
       started_cv_.notify_all();
       cv_.wait(lock, [&] { return open_; });
       batches_.push_back(inputs[0].shape[0]);
     }
+    if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    --running_;
     if (fail_) return absl::InternalError("backend failed");
     Tensor out{"y", DataType::kFp32, inputs[0].shape, inputs[0].data};
     float* v = reinterpret_cast<float*>(out.data.data());
     for (size_t i = 0; i < out.data.size() / 4; ++i) v[i] *= 2;
     return std::vector<Tensor>{std::move(out)};
   }
+  bool MayRunInline() const override { return may_inline_; }
   void Hold() {
     std::lock_guard lock(mu_);
     open_ = false;
@@ -50,18 +58,31 @@ class DoublingBackend final : public Backend {
     std::unique_lock lock(mu_);
     started_cv_.wait(lock, [&] { return started_ >= n; });
   }
+  int started() {
+    std::lock_guard lock(mu_);
+    return started_;
+  }
+  std::thread::id last_thread() {
+    std::lock_guard lock(mu_);
+    return threads_.back();
+  }
   std::vector<int64_t> batches() {
     std::lock_guard lock(mu_);
     return batches_;
   }
   std::atomic<bool> fail_{false};
+  std::atomic<bool> slow_{false};
+  std::atomic<bool> overlapped_{false};
 
  private:
+  const bool may_inline_;
+  std::atomic<int> running_{0};
   std::mutex mu_;
   std::condition_variable cv_, started_cv_;
   bool open_ = true;
   int started_ = 0;
   std::vector<int64_t> batches_;
+  std::vector<std::thread::id> threads_;
 };
 
 models::ModelConfig Config(int64_t max_batch, int64_t delay_us, int64_t queue) {
@@ -334,61 +355,6 @@ TEST(BatchingRunnerTest, WithoutAdaptiveDelayALoneRequestWaitsTheFullDelay) {
   EXPECT_GE(r->queue_ns, 300'000'000);
 }
 
-// Doubles like DoublingBackend, may run inline, and records where and how concurrently it ran.
-class InlineBackend final : public Backend {
- public:
-  explicit InlineBackend(bool may_inline = true) : may_inline_(may_inline) {}
-  absl::StatusOr<std::vector<Tensor>> Execute(std::vector<Tensor>& inputs) override {
-    if (++running_ > 1) overlapped_ = true;
-    {
-      std::unique_lock lock(mu_);
-      threads_.push_back(std::this_thread::get_id());
-      ++started_;
-      started_cv_.notify_all();
-      cv_.wait(lock, [&] { return open_; });
-    }
-    if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    Tensor out{"y", DataType::kFp32, inputs[0].shape, inputs[0].data};
-    --running_;
-    return std::vector<Tensor>{std::move(out)};
-  }
-  bool MayRunInline() const override { return may_inline_; }
-  void Hold() {
-    std::lock_guard lock(mu_);
-    open_ = false;
-  }
-  void Release() {
-    {
-      std::lock_guard lock(mu_);
-      open_ = true;
-    }
-    cv_.notify_all();
-  }
-  void WaitStarted(int n) {
-    std::unique_lock lock(mu_);
-    started_cv_.wait(lock, [&] { return started_ >= n; });
-  }
-  int started() {
-    std::lock_guard lock(mu_);
-    return started_;
-  }
-  std::thread::id last_thread() {
-    std::lock_guard lock(mu_);
-    return threads_.back();
-  }
-  std::atomic<bool> slow_{false};
-  std::atomic<bool> overlapped_{false};
-
- private:
-  const bool may_inline_;
-  std::atomic<int> running_{0};
-  std::mutex mu_;
-  std::condition_variable cv_, started_cv_;
-  bool open_ = true;
-  int started_ = 0;
-  std::vector<std::thread::id> threads_;
-};
-
 // Runs requests one after another until the runner has measured enough batches to decide.
 void Warm(BatchingRunner& runner) {
   for (int i = 0; i < BatchingRunner::kMeasuredBeforeInline; ++i) {
@@ -398,7 +364,7 @@ void Warm(BatchingRunner& runner) {
 
 // How many of `n` lone requests ran on this thread. An instance's thread counts itself idle a
 // moment after it answered, so the first after a batch on it may still queue.
-int InlineRuns(BatchingRunner& runner, InlineBackend& backend, int n) {
+int InlineRuns(BatchingRunner& runner, DoublingBackend& backend, int n) {
   int runs = 0;
   for (int i = 0; i < n; ++i) {
     EXPECT_TRUE(Submit(runner, Request({1, 1}, 1)).get().ok());
@@ -408,8 +374,8 @@ int InlineRuns(BatchingRunner& runner, InlineBackend& backend, int n) {
 }
 
 TEST(BatchingRunnerTest, ALoneRequestForAFastIdleModelRunsOnTheCallersThread) {
-  auto backend = std::make_unique<InlineBackend>();
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
@@ -417,13 +383,13 @@ TEST(BatchingRunnerTest, ALoneRequestForAFastIdleModelRunsOnTheCallersThread) {
   EXPECT_GE(InlineRuns(runner, *b, 20), 19);
   absl::StatusOr<InferResult> r = Submit(runner, Request({3, 4}, 1)).get();
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(Floats(r->outputs[0]), (std::vector<float>{3, 4}));
+  EXPECT_EQ(Floats(r->outputs[0]), (std::vector<float>{6, 8}));
   EXPECT_EQ(b->last_thread(), std::this_thread::get_id());
 }
 
 TEST(BatchingRunnerTest, ABackendThatMayNotRunInlineAlwaysRunsOnItsOwnThread) {
-  auto backend = std::make_unique<InlineBackend>(/*may_inline=*/false);
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/false);
+  DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
@@ -432,8 +398,8 @@ TEST(BatchingRunnerTest, ABackendThatMayNotRunInlineAlwaysRunsOnItsOwnThread) {
 }
 
 TEST(BatchingRunnerTest, ASlowModelRunsOnItsOwnThread) {
-  auto backend = std::make_unique<InlineBackend>();
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
   b->slow_ = true;  // 1 ms a batch: over the inline budget
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
@@ -447,8 +413,8 @@ TEST(BatchingRunnerTest, ALargeRequestRunsOnItsInstancesThreadNotInline) {
   models::ModelConfig config = Config(0, 2'000, 16);
   config.inputs = {{"x", DataType::kFp32, {-1}}};
   config.outputs = {{"y", DataType::kFp32, {-1}}};
-  auto backend = std::make_unique<InlineBackend>();
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   BatchingRunner runner(config, std::move(instances), SystemClock());
@@ -469,8 +435,8 @@ TEST(BatchingRunnerTest, ALargeRequestRunsOnItsInstancesThreadNotInline) {
 }
 
 TEST(BatchingRunnerTest, ALoneRequestPastItsDeadlineIsNotRunInline) {
-  auto backend = std::make_unique<InlineBackend>();
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
@@ -485,8 +451,8 @@ TEST(BatchingRunnerTest, ALoneRequestPastItsDeadlineIsNotRunInline) {
 }
 
 TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
-  auto backend = std::make_unique<InlineBackend>();
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
@@ -505,14 +471,14 @@ TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
   absl::StatusOr<InferResult> r2 = second.get();
   absl::StatusOr<InferResult> r3 = third.get();
   ASSERT_TRUE(r2.ok() && r3.ok());
-  EXPECT_EQ(Floats(r2->outputs[0]), (std::vector<float>{5, 6}));
-  EXPECT_EQ(Floats(r3->outputs[0]), (std::vector<float>{7, 8}));
+  EXPECT_EQ(Floats(r2->outputs[0]), (std::vector<float>{10, 12}));
+  EXPECT_EQ(Floats(r3->outputs[0]), (std::vector<float>{14, 16}));
   EXPECT_FALSE(b->overlapped_.load()) << "the backend ran two batches at once";
 }
 
 TEST(BatchingRunnerTest, DestructionWaitsForAnInlineRun) {
-  auto backend = std::make_unique<InlineBackend>();
-  InlineBackend* b = backend.get();
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   auto runner =
