@@ -236,7 +236,8 @@ std::shared_ptr<UpstreamConnection> RemoteRunner::State::TakeIdle(EndpointSlot& 
     std::shared_ptr<UpstreamConnection> connection = std::move(idle.back());
     idle.pop_back();
     --slot.idle_count;
-    if (connection->Idle()) return connection;
+    // Whether the upstream closed it meanwhile is checked as the call starts (kNotSent).
+    if (connection->open()) return connection;
   }
   return nullptr;
 }
@@ -373,29 +374,37 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   const Clock::time_point until =
       attempt_ms > 0 ? std::min(call->deadline, sent + std::chrono::milliseconds(attempt_ms))
                      : call->deadline;
-  UpstreamConnection* raw = attempt->connection.get();
-  raw->Call(std::move(request), until, config.remote.max_response_bytes,
-            [self = shared_from_this(), call, attempt, reused, sent](
-                absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
-              std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded;
-              if (reply.ok() && reply->status == 200) decoded = DecodeReply(reply->body);
-              absl::MutexLock lock(&self->mu);
-              self->busy.erase(attempt->connection);
-              EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
-              --slot.outstanding;
-              const EndpointMetrics& m = slot.metrics;
-              if (m.outstanding != nullptr) m.outstanding->Add(-1);
-              if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
-                const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
-                // A moving average over about the last ten replies, for the picker.
-                slot.latency_s =
-                    slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
-                if (m.latency != nullptr) m.latency->Observe(seconds);
-                self->NoteLatency(seconds);
-              }
-              self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure,
-                            std::move(decoded));
-            });
+  // The write runs once the lock is released: on loopback a send also runs the receiver's side
+  // of TCP, long enough that the other event loops, whose calls need this lock, were seen to
+  // queue on it and sleep. Send runs on the call's lane, so this is that loop's next task.
+  asio::io_context& lane = *lanes[call->lane];  // before `call` moves into the task
+  asio::post(lane, [self = shared_from_this(), call = std::move(call), attempt = std::move(attempt),
+                    request = std::move(request), until, reused, sent,
+                    max_bytes = config.remote.max_response_bytes]() mutable {
+    UpstreamConnection* raw = attempt->connection.get();
+    raw->Call(std::move(request), until, max_bytes,
+              [self = std::move(self), call = std::move(call), attempt = std::move(attempt), reused,
+               sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+                std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded;
+                if (reply.ok() && reply->status == 200) decoded = DecodeReply(reply->body);
+                absl::MutexLock lock(&self->mu);
+                self->busy.erase(attempt->connection);
+                EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
+                --slot.outstanding;
+                const EndpointMetrics& m = slot.metrics;
+                if (m.outstanding != nullptr) m.outstanding->Add(-1);
+                if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
+                  const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+                  // A moving average over about the last ten replies, for the picker.
+                  slot.latency_s =
+                      slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+                  if (m.latency != nullptr) m.latency->Observe(seconds);
+                  self->NoteLatency(seconds);
+                }
+                self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply),
+                              failure, std::move(decoded));
+              });
+  });
 }
 
 void RemoteRunner::State::OnReply(
@@ -408,12 +417,12 @@ void RemoteRunner::State::OnReply(
         {.kind = AttemptOutcome::kTimeout, .status = 0, .retry_after_s = 0, .cut_by_caller = true});
   }
   if (!reply.ok()) {
-    // Not for a model that is not idempotent: the request may have been read before the close.
-    if (reused && failure == CallFailure::kBeforeReply && !stopping && config.remote.idempotent) {
-      // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the
-      // same endpoint gets the request again on a new connection, not a failure.
-      return Open(std::move(call), std::move(attempt));
-    }
+    // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the same
+    // endpoint gets the request again on a new connection, not a failure. After a write, not for
+    // a model that is not idempotent: the request may have been read before the close.
+    const bool not_sent = failure == CallFailure::kNotSent ||
+                          (failure == CallFailure::kBeforeReply && config.remote.idempotent);
+    if (reused && not_sent && !stopping) return Open(std::move(call), std::move(attempt));
     const bool timed_out = failure == CallFailure::kDeadline;
     Record(*attempt, {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
                       .status = 0,

@@ -13,14 +13,13 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
 #include <cerrno>
-#include <charconv>
 #include <type_traits>
 
 #include "common/strings.h"
+#include "upstream/reply_parser.h"
 
 namespace pillar::upstream {
 namespace {
@@ -40,19 +39,11 @@ std::string Describe(const error_code& ec) {
   if (ec == http::error::body_limit) return "the reply is over max_response_bytes";
   if (ec == http::error::header_limit) return "the reply's header is over 16 KiB";
   if (ec == http::error::buffer_overflow) return "a chunk header or trailer is over 64 KiB";
-  if (ec == http::error::bad_status) return "too many interim (1xx) replies";
+  if (ec == http::error::bad_status) return "the reply's status is not an HTTP status";
   if (ec == http::error::end_of_stream || ec == asio::error::eof) {
     return "the upstream closed the connection";
   }
   return ec.message();
-}
-
-std::optional<int64_t> RetryAfterSeconds(std::string_view value) {
-  int64_t seconds = 0;
-  auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-  // The HTTP-date form is not read: an upstream that sends it gets the default back-off.
-  if (ec != std::errc() || end != value.data() + value.size() || seconds < 0) return std::nullopt;
-  return std::min<int64_t>(seconds, 3600);
 }
 
 // The socket type of the hot path: bound to an io_context's own executor, not asio's
@@ -92,9 +83,13 @@ class ConnectionImpl final : public UpstreamConnection,
     write_error_ = {};
     timed_out_ = false;
     NewParser();
-    if (!open_) {  // closed while idle (a reconfiguration, a stop): fails as a stale one does
+    // Closed while idle (a reconfiguration, a stop), or closed by the upstream, or with bytes
+    // nobody asked for: nothing is written, and the caller may send the request elsewhere.
+    // Checked here, as the call starts on its own loop, and not where the caller chose the
+    // connection under its lock: it is a system call.
+    if (!open_ || (calls_ > 1 && !Idle())) {
       return asio::post(socket().get_executor(), [self = this->shared_from_this()] {
-        self->Fail(asio::error::not_connected, CallFailure::kBeforeReply);
+        self->Fail(asio::error::not_connected, CallFailure::kNotSent);
       });
     }
     ArmTimer(deadline);
@@ -184,33 +179,25 @@ class ConnectionImpl final : public UpstreamConnection,
       return Fail(ec, parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
                                                                   : CallFailure::kBeforeReply);
     }
-    http::response<http::string_body>& response = parser_->get();
-    if (response.result_int() / 100 == 1) {
+    if (parser_->status() / 100 == 1) {
       // 100 Continue, 103 Early Hints: interim replies, which HTTP/1.1 lets a server send before
       // the final one. Skipped (a few of them; the deadline bounds the rest).
       if (++interim_replies_ > kMaxInterimReplies) {
-        return Fail(http::error::bad_status, CallFailure::kDuringReply);
+        return Fail(http::error::bad_status, CallFailure::kDuringReply,
+                    "too many interim (1xx) replies");
       }
       NewParser();
       return Read();
     }
     UpstreamReply reply;
-    reply.status = int(response.result_int());
-    if (auto it = response.find(http::field::retry_after); it != response.end()) {
-      reply.retry_after_s =
-          RetryAfterSeconds(std::string_view(it->value().data(), it->value().size()));
-    }
-    // A pillar upstream that refused the request only because the caller's deadline is too short
-    // for its queue.
-    if (auto it = response.find("X-Pillar-Shed"); it != response.end()) {
-      reply.shed_for_deadline =
-          std::string_view(it->value().data(), it->value().size()) == "deadline";
-    }
-    const bool keep_alive = response.keep_alive();
-    if (response.body().size() > size_t(max_body_bytes_)) {  // a chunked body, counted as it came
+    reply.status = parser_->status();
+    reply.retry_after_s = parser_->retry_after_s();
+    reply.shed_for_deadline = parser_->shed_for_deadline();
+    const bool keep_alive = parser_->keep_alive();
+    if (parser_->body().size() > size_t(max_body_bytes_)) {  // a chunked body, counted as it came
       return Fail(http::error::body_limit, CallFailure::kDuringReply);
     }
-    reply.body = std::move(response.body());
+    reply.body = std::move(parser_->body());
     if (write_error_) Close();  // the server stopped reading: the connection is done
     // Bytes after the reply were not asked for (a second reply, a body a 204 should not have):
     // whatever reads this connection next would take them for its own reply.
@@ -218,10 +205,11 @@ class ConnectionImpl final : public UpstreamConnection,
     End(std::move(reply), CallFailure::kNone);
   }
 
-  void Fail(const error_code& ec, CallFailure failure) {
+  void Fail(const error_code& ec, CallFailure failure, std::string_view why = {}) {
     Close();
-    End(absl::UnavailableError(timed_out_ ? std::string("no reply before the deadline")
-                                          : Describe(ec)),
+    End(absl::UnavailableError(timed_out_     ? std::string("no reply before the deadline")
+                               : !why.empty() ? std::string(why)
+                                              : Describe(ec)),
         failure);
   }
 
@@ -241,7 +229,7 @@ class ConnectionImpl final : public UpstreamConnection,
   int interim_replies_ = 0;
   error_code write_error_;  // the request's write failed; the answer may still be readable
   bool timed_out_ = false;  // the call's deadline passed: the connection was closed for it
-  std::optional<http::response_parser<http::string_body>> parser_;
+  std::optional<ReplyParser> parser_;
   std::shared_ptr<const UpstreamRequest> request_;
   ReplyCallback done_;
   bool open_ = true;

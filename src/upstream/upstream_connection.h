@@ -59,8 +59,9 @@ struct UpstreamReply {
 };
 
 // How a call failed, for the caller's choice of retrying: a stale kept-alive connection that
-// the upstream had closed fails before any reply byte, which is safe to send again at once.
-enum class CallFailure { kNone, kBeforeReply, kDuringReply, kDeadline };
+// the upstream had closed fails before any reply byte, which is safe to send again at once; one
+// found stale before the request was written (kNotSent) is safe to send again for any model.
+enum class CallFailure { kNone, kNotSent, kBeforeReply, kDuringReply, kDeadline };
 
 class UpstreamConnection {
  public:
@@ -68,7 +69,9 @@ class UpstreamConnection {
 
   virtual ~UpstreamConnection() = default;
   // Writes `request` and reads the reply. The connection stays open for another call only when
-  // this one succeeded and both sides keep it alive; open() says so afterwards.
+  // this one succeeded and both sides keep it alive; open() says so afterwards. On a connection
+  // that carried a call before, Idle() is checked first: one that is not idle fails the call
+  // with kNotSent, having written nothing.
   virtual void Call(std::shared_ptr<const UpstreamRequest> request, Clock::time_point deadline,
                     int64_t max_body_bytes, ReplyCallback done) = 0;
   virtual bool open() const = 0;

@@ -20,6 +20,7 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   noid         a valid reply without the request's id
   wrongid      a valid reply carrying another request's id
   dropsecond   the second request on a connection is read and the connection closed unanswered
+  closeidle    a valid reply, then, 100 ms later, the idle connection closed (hits logged)
   pause        429 with Retry-After: 2
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
@@ -122,6 +123,15 @@ class Handler(BaseHTTPRequestHandler):
             padding = "x" * 188 if model == "echocut" else ""
             message = padding + "bad token " + (self.headers.get("Authorization") or "")
             return self.reply(200, json.dumps({"error": message}).encode())
+        if model == "closeidle":
+            with open("closeidle.hits", "a") as hits:
+                hits.write("%.6f\n" % time.time())
+            self.reply(200, json.dumps(good).encode())
+            self.wfile.flush()
+            time.sleep(0.1)
+            self.connection.shutdown(socket.SHUT_RDWR)
+            self.close_connection = True
+            return
         if model == "dropsecond":
             # The second request on a connection is read, logged, and never answered.
             self.served = getattr(self, "served", 0) + 1

@@ -166,8 +166,9 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "flaky",
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
-    WriteVersion(store, "dropsecond",
-                 Remote({bad}, auth + "idempotent = false\nconnections = 1\n"));
+    for (const char* model : {"dropsecond", "closeidle"}) {
+      WriteVersion(store, model, Remote({bad}, auth + "idempotent = false\nconnections = 1\n"));
+    }
     // Two dead endpoints first, the pillar upstream second; ejection may take the whole group.
     const std::string dead1 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
     const std::string dead2 = "http://127.0.0.1:" + std::to_string(testing::FreeLoopbackPort());
@@ -584,6 +585,16 @@ TEST_F(RemoteTest, ANonIdempotentRequestIsNeverSentTwice) {
   EXPECT_EQ(Infer("dropsecond").status, 200);
   EXPECT_EQ(Infer("dropsecond").status, 502);  // read by the upstream, then the connection closed
   EXPECT_EQ(Hits("dropsecond").size(), 2u);
+}
+
+// A kept-alive connection the upstream closed while it idled is found closed before anything is
+// written on it: even a request that may not be sent twice goes out once, on a new connection.
+TEST_F(RemoteTest, AConnectionClosedWhileIdleIsReplacedBeforeTheRequestGoesOut) {
+  EXPECT_EQ(Infer("closeidle").status, 200);
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // the close reaches the idle one
+  HttpReply r = Infer("closeidle");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Hits("closeidle").size(), 2u);
 }
 
 // A priority group mostly out passes its traffic to the next group before anything panics.
