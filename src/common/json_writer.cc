@@ -2,6 +2,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <string_view>
 
@@ -44,16 +45,38 @@ namespace {
 // True for bytes that can be copied as they are: printable ASCII other than '"' and '\\'.
 constexpr bool IsPlain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
 
+// The end of the run of plain bytes that starts at `i`, eight bytes at a time: a word has no byte
+// to escape when none is below 0x20, none has its high bit set, and none is '"' or '\\'. Most
+// strings a server writes (keys, names, ids, timestamps) are one run.
+size_t PlainRunEnd(std::string_view value, size_t i) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull;
+  constexpr uint64_t kHigh = 0x8080808080808080ull;
+  // A high bit set in each byte that is zero (exact for the bytes before the first such one,
+  // which is all the loop needs).
+  const auto zero_bytes = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
+  while (i + 8 <= value.size()) {
+    uint64_t word;
+    std::memcpy(&word, value.data() + i, 8);
+    const uint64_t special = ((word - kOnes * 0x20) & ~word) | word |
+                             zero_bytes(word ^ (kOnes * '"')) | zero_bytes(word ^ (kOnes * '\\'));
+    if ((special & kHigh) != 0) break;
+    i += 8;
+  }
+  while (i < value.size() && IsPlain(static_cast<unsigned char>(value[i]))) ++i;
+  return i;
+}
+
 }  // namespace
 
 void AppendJsonString(std::string& out, std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
+  // Room for the common case, a string that needs no escaping, in one step.
+  out.reserve(out.size() + value.size() + 2);
   out.push_back('"');
   size_t i = 0;
   while (i < value.size()) {
     // Copy the longest run of plain bytes at once; most strings are one run.
-    size_t run = i;
-    while (run < value.size() && IsPlain(static_cast<unsigned char>(value[run]))) ++run;
+    const size_t run = PlainRunEnd(value, i);
     out.append(value.data() + i, run - i);
     i = run;
     if (i == value.size()) break;

@@ -1,5 +1,7 @@
 #include "http/router.h"
 
+#include <algorithm>
+#include <iterator>
 #include <optional>
 
 namespace pillar::http {
@@ -31,41 +33,57 @@ std::optional<std::string> PercentDecode(std::string_view segment) {
   return out;
 }
 
-// Matches `path` against `pattern` segment by segment, without allocating unless a parameter
-// is captured; fills `params` on success.
+size_t Segments(std::string_view path) {
+  return size_t(std::count(path.begin(), path.end(), '/')) + 1;
+}
+
+// Matches `path` against `pattern` segment by segment; fills `params` on success. The captured
+// segments are decoded only once the whole path matched: a request's path is tried against
+// every route until one matches, and most share their first segments with several.
 bool MatchPattern(std::string_view pattern, std::string_view path,
                   std::vector<std::pair<std::string_view, std::string>>& params) {
-  params.clear();
+  std::pair<std::string_view, std::string_view> captured[8];
+  size_t captures = 0;
   while (true) {
     size_t want_end = pattern.find('/');
     size_t have_end = path.find('/');
     std::string_view want = pattern.substr(0, want_end);
     std::string_view have = path.substr(0, have_end);
     if (want.size() > 2 && want.front() == '{' && want.back() == '}') {
-      if (have.empty()) return false;
-      std::optional<std::string> value = PercentDecode(have);
-      if (!value) return false;
-      params.emplace_back(want.substr(1, want.size() - 2), std::move(*value));
+      if (have.empty() || captures == std::size(captured)) return false;
+      captured[captures++] = {want.substr(1, want.size() - 2), have};
     } else if (want != have) {
       return false;
     }
     if ((want_end == std::string_view::npos) != (have_end == std::string_view::npos)) return false;
-    if (want_end == std::string_view::npos) return true;
+    if (want_end == std::string_view::npos) break;
     pattern.remove_prefix(want_end + 1);
     path.remove_prefix(have_end + 1);
   }
+  params.clear();
+  for (size_t i = 0; i < captures; ++i) {
+    std::optional<std::string> value = PercentDecode(captured[i].second);
+    if (!value) return false;
+    params.emplace_back(captured[i].first, std::move(*value));
+  }
+  return true;
 }
 
 }  // namespace
 
-void Router::Add(Route route) { routes_.push_back(std::move(route)); }
+void Router::Add(Route route) {
+  segments_.push_back(Segments(route.pattern));
+  routes_.push_back(std::move(route));
+}
 
 RouteResult Router::Match(std::string_view method, std::string_view target) const {
   RouteResult result;
   std::string_view path = target.substr(0, target.find('?'));
+  const size_t segments = Segments(path);
   std::vector<std::pair<std::string_view, std::string>> params;
-  for (const Route& route : routes_) {
-    if (!MatchPattern(route.pattern, path, params)) continue;
+  for (size_t r = 0; r < routes_.size(); ++r) {
+    const Route& route = routes_[r];
+    if (segments_[r] != segments || !MatchPattern(route.pattern, path, params)) continue;
     if (route.method == method) {
       result.kind = RouteResult::Kind::kFound;
       result.route = &route;

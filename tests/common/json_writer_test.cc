@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <limits>
+#include <string>
+#include <utility>
 
 namespace pillar {
 namespace {
@@ -28,6 +30,37 @@ TEST(JsonWriterTest, EscapesControlCharactersAndQuotes) {
   std::string out;
   AppendJsonString(out, std::string("a\"b\\c\n\x01", 7));
   EXPECT_EQ(out, R"("a\"b\\c\n\u0001")");
+}
+
+// The writer scans plain text eight bytes at a time: every byte that must be escaped is found
+// wherever it falls in a word, at either end of a word, and in the tail after the last one.
+TEST(JsonWriterTest, EscapesEveryByteWhereverItFallsInALongString) {
+  const std::string plain = "abcdefghijklmnopqrstuvwxyz0123";
+  const std::pair<char, std::string> specials[] = {
+      {'"', "\\\""},       {'\\', "\\\\"}, {'\n', "\\n"}, {'\x1f', "\\u001f"},
+      {'\x00', "\\u0000"}, {' ', " "},     {'~', "~"},    {'\x7f', "\x7f"}};
+  for (const auto& [byte, escaped] : specials) {
+    for (size_t at = 0; at < plain.size(); ++at) {
+      std::string text = plain;
+      text[at] = byte;
+      std::string out;
+      AppendJsonString(out, text);
+      EXPECT_EQ(out, "\"" + plain.substr(0, at) + escaped + plain.substr(at + 1) + "\"")
+          << "byte " << int(byte) << " at " << at;
+    }
+  }
+  // A byte with its high bit set, valid or not as UTF-8, at every position.
+  for (size_t at = 0; at + 2 <= plain.size(); ++at) {
+    std::string text = plain;
+    text.replace(at, 2, "\xc3\xa9");  // é
+    std::string out;
+    AppendJsonString(out, text);
+    EXPECT_EQ(out, "\"" + text + "\"");
+    text[at + 1] = 'x';  // a lead byte without its continuation
+    out.clear();
+    AppendJsonString(out, text);
+    EXPECT_EQ(out, "\"" + plain.substr(0, at) + "\xef\xbf\xbdx" + plain.substr(at + 2) + "\"");
+  }
 }
 
 TEST(JsonWriterTest, ReplacesInvalidUtf8SoOutputIsAlwaysValid) {

@@ -47,6 +47,28 @@ TEST(RouterTest, PercentDecodesCapturesButNeverIntoASlash) {
   EXPECT_EQ(r.Match("GET", "/v2/models/a%00").kind, RouteResult::Kind::kNotFound);
 }
 
+// Routes are skipped by their number of segments before any is compared: a longer or shorter
+// route sharing the prefix never matches, and a 405 lists every method of the path's own routes.
+TEST(RouterTest, OnlyRoutesOfThePathsLengthAnswerIt) {
+  Router r;
+  r.Add({"GET", "/v2/models/{model}/ready", 1, "ready", false});
+  r.Add({"GET", "/v2/models/{model}", 2, "meta", false});
+  r.Add({"PUT", "/v2/models/{model}", 3, "put", false});
+  r.Add({"POST", "/v2/models/{model}/versions/{version}/infer", 4, "infer", false});
+  RouteResult m = r.Match("GET", "/v2/models/a");
+  ASSERT_EQ(m.kind, RouteResult::Kind::kFound);
+  EXPECT_EQ(m.route->id, 2);
+  ASSERT_EQ(m.params.size(), 1u);
+  EXPECT_EQ(m.params[0].second, "a");
+  m = r.Match("DELETE", "/v2/models/a");
+  EXPECT_EQ(m.kind, RouteResult::Kind::kMethodNotAllowed);
+  EXPECT_EQ(m.allowed, "GET, PUT");
+  m = r.Match("GET", "/v2/models/a/ready");
+  ASSERT_EQ(m.kind, RouteResult::Kind::kFound);
+  EXPECT_EQ(m.route->id, 1);
+  EXPECT_EQ(r.Match("POST", "/v2/models/a/versions/1/infer/x").kind, RouteResult::Kind::kNotFound);
+}
+
 TEST(LoopbackTest, RecognisesLoopbackAddresses) {
   EXPECT_TRUE(IsLoopbackAddress("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackAddress("127.8.9.10"));
