@@ -1,5 +1,7 @@
 #include "common/json_writer.h"
 
+#include <algorithm>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -42,27 +44,30 @@ size_t Utf8SequenceLength(std::string_view s, size_t i) {
 
 namespace {
 
-// True for bytes that can be copied as they are: printable ASCII other than '"' and '\\'.
-constexpr bool IsPlain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+static_assert(std::endian::native == std::endian::little, "PlainRunEnd reads words in order");
 
 // The end of the run of plain bytes that starts at `i`, eight bytes at a time: a word has no byte
 // to escape when none is below 0x20, none has its high bit set, and none is '"' or '\\'. Most
-// strings a server writes (keys, names, ids, timestamps) are one run.
+// strings a server writes (keys, names, ids, timestamps) are one run. The last few bytes are read
+// into a word padded with a plain byte.
 size_t PlainRunEnd(std::string_view value, size_t i) {
   constexpr uint64_t kOnes = 0x0101010101010101ull;
   constexpr uint64_t kHigh = 0x8080808080808080ull;
-  // A high bit set in each byte that is zero (exact for the bytes before the first such one,
-  // which is all the loop needs).
+  // A high bit set in each byte that is zero. Exact up to the first such byte (a borrow can only
+  // mark bytes above it), which is all that is read of it: the lowest marked byte.
   const auto zero_bytes = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
-  while (i + 8 <= value.size()) {
-    uint64_t word;
-    std::memcpy(&word, value.data() + i, 8);
-    const uint64_t special = ((word - kOnes * 0x20) & ~word) | word |
-                             zero_bytes(word ^ (kOnes * '"')) | zero_bytes(word ^ (kOnes * '\\'));
-    if ((special & kHigh) != 0) break;
-    i += 8;
+  while (i < value.size()) {
+    uint64_t word = kOnes * 'a';
+    const size_t n = std::min<size_t>(8, value.size() - i);
+    std::memcpy(&word, value.data() + i, n);
+    const uint64_t special =
+        (((word - kOnes * 0x20) & ~word) | word | zero_bytes(word ^ (kOnes * '"')) |
+         zero_bytes(word ^ (kOnes * '\\'))) &
+        kHigh;
+    // Bytes are in memory order in the word on a little-endian machine: the lowest first.
+    if (special != 0) return i + size_t(std::countr_zero(special)) / 8;
+    i += n;
   }
-  while (i < value.size() && IsPlain(static_cast<unsigned char>(value[i]))) ++i;
   return i;
 }
 
