@@ -85,17 +85,14 @@ bool AuditLog::Record(const Event& event) {
   // A limit check that admits is implied by the request's authorization record; only
   // refusals are worth a record of their own (they are all counted in metrics).
   if (event.kind == EventKind::kLimit && event.allowed) return true;
-  {
-    absl::MutexLock lock(&mu_);
-    if (abandoned_) return false;  // no writer left: accepting it would be a lie
-  }
   thread_local std::string body;
   body.clear();
-  AppendEventBody(body, event);
+  AppendEventBody(body, event);  // before the lock, which the other loops' records wait for
   bool alert = false;
   int64_t dropped = 0;
   {
     absl::MutexLock lock(&mu_);
+    if (abandoned_) return false;  // no writer left: accepting it would be a lie
     if (queue_.size() + held_events_ < options_.queue_capacity) {
       queue_.Add(body);
       ++enqueued_;

@@ -57,7 +57,7 @@ void Member(std::string& out, std::string_view key, std::string_view value) {
 
 void AppendEventBody(std::string& out, const Event& event) {
   out += ",\"type\":\"event\",\"time\":\"";
-  out += FormatUtcMicros(event.time_us);
+  AppendUtcMicros(out, event.time_us);
   out += "\",\"kind\":\"";
   out += EventKindName(event.kind);
   out += "\",\"decision\":\"";

@@ -39,6 +39,12 @@ std::string FormatUtc(int64_t unix_seconds) {
 }
 
 std::string FormatUtcMicros(int64_t unix_micros) {
+  std::string out;
+  AppendUtcMicros(out, unix_micros);
+  return out;
+}
+
+void AppendUtcMicros(std::string& out, int64_t unix_micros) {
   int64_t seconds = unix_micros / 1000000;
   int micros = static_cast<int>(unix_micros % 1000000);
   if (micros < 0) {
@@ -56,11 +62,10 @@ std::string FormatUtcMicros(int64_t unix_micros) {
     cached_size = std::strftime(cached, sizeof cached, "%Y-%m-%dT%H:%M:%S", &tm);
     cached_second = seconds;
   }
-  std::string out(cached, cached_size);
+  out.append(cached, cached_size);
   char fraction[9] = {'.', '0', '0', '0', '0', '0', '0', 'Z', '\0'};
   for (int i = 6; i >= 1; --i, micros /= 10) fraction[i] = char('0' + micros % 10);
   out.append(fraction, 8);
-  return out;
 }
 
 }  // namespace pillar

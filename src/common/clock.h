@@ -27,5 +27,7 @@ std::string FormatUtc(int64_t unix_seconds);
 // "2026-11-30T00:00:00.000123Z": the same to the microsecond, fixed width, so that such times
 // sort as text (audit records).
 std::string FormatUtcMicros(int64_t unix_micros);
+// The same, appended to `out` (no string of its own: audit records format one each).
+void AppendUtcMicros(std::string& out, int64_t unix_micros);
 
 }  // namespace pillar
