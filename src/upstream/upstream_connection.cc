@@ -104,6 +104,10 @@ class ConnectionImpl final : public UpstreamConnection,
 
   bool Idle() override {
     if (!open_) return false;
+    if (HoldsUnreadTls()) {  // what the peek below cannot see
+      Close();
+      return false;
+    }
     // An idle kept-alive connection has nothing to read. A byte (a late 408, the rest of some
     // earlier reply, a TLS alert) or the end of the stream means the next reply read on it
     // would not be the reply to the next request: it is closed instead of reused.
@@ -112,6 +116,19 @@ class ConnectionImpl final : public UpstreamConnection,
     if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
     Close();
     return false;
+  }
+
+  // Whether TLS took bytes off the socket that no reply has read: records OpenSSL holds, or
+  // bytes asio fed it that it has not read yet. An upstream's reply and whatever it sent after
+  // it (a second reply, a stray record) can arrive together; the socket then looks empty while
+  // the next call on the connection would read them as its reply.
+  bool HoldsUnreadTls() {
+    if constexpr (std::is_same_v<Stream, Socket>) {
+      return false;
+    } else {
+      SSL* ssl = stream_.native_handle();
+      return SSL_has_pending(ssl) == 1 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
+    }
   }
 
   void Close() override {
@@ -201,7 +218,7 @@ class ConnectionImpl final : public UpstreamConnection,
     if (write_error_) Close();  // the server stopped reading: the connection is done
     // Bytes after the reply were not asked for (a second reply, a body a 204 should not have):
     // whatever reads this connection next would take them for its own reply.
-    if (!keep_alive || buffer_.size() != 0) Close();
+    if (!keep_alive || buffer_.size() != 0 || HoldsUnreadTls()) Close();
     End(std::move(reply), CallFailure::kNone);
   }
 

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """An Open Inference Protocol server that answers badly on purpose, for pillar's remote tests.
 
-Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour). The model named in /v2/models/<name>/infer picks the misbehaviour:
+Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour; a port written
+tls:PORT serves TLS with cert.pem and key.pem of the working directory). The model named in
+/v2/models/<name>/infer picks the misbehaviour:
   good         a valid reply (output "y", FP32, shape [rows, 2])
   malformed    200 with a body that is not JSON
   wrongshape   200 with output "y" of shape [rows, 3]
@@ -21,6 +23,8 @@ Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour).
   wrongid      a valid reply carrying another request's id
   dropsecond   the second request on a connection is read and the connection closed unanswered
   closeidle    a valid reply, then, 100 ms later, the idle connection closed (hits logged)
+  corkextra    a valid reply without an id, then a second one (data 999), sent together in one
+               TCP segment (over TLS: two records that arrive together)
   pause        429 with Retry-After: 2
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
@@ -94,6 +98,14 @@ class Handler(BaseHTTPRequestHandler):
         if model == "early":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
             return self.reply(200, json.dumps(good).encode())
+        if model == "corkextra":
+            del good["id"]
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 1)
+            self.reply(200, json.dumps(good).encode())
+            good["outputs"][0]["data"] = [999] * (rows * 2)
+            self.reply(200, json.dumps(good).encode())
+            self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+            return
         if model == "extra":
             self.reply(200, json.dumps(good).encode())
             good["outputs"][0]["data"] = [999] * (rows * 2)
@@ -211,7 +223,15 @@ class Handler(BaseHTTPRequestHandler):
 if __name__ == "__main__":
     import threading
     ThreadingHTTPServer.request_queue_size = 128  # pillar opens many connections at once
-    servers = [ThreadingHTTPServer(("127.0.0.1", int(port)), Handler) for port in sys.argv[1:]]
+    import ssl
+    servers = []
+    for port in sys.argv[1:]:
+        server = ThreadingHTTPServer(("127.0.0.1", int(port.removeprefix("tls:"))), Handler)
+        if port.startswith("tls:"):
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain("cert.pem", "key.pem")
+            server.socket = context.wrap_socket(server.socket, server_side=True)
+        servers.append(server)
     for server in servers:
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()

@@ -104,6 +104,13 @@ class RemoteTest : public ::testing::Test {
 
     bad_dir_ = new testing::TempDir;
     bad_port_ = testing::FreeLoopbackPort();
+    tls_port_ = testing::FreeLoopbackPort();
+    const std::string certificate =
+        "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 "
+        "-addext subjectAltName=IP:127.0.0.1 -keyout " +
+        (bad_dir_->path() / "key.pem").string() + " -out " +
+        (bad_dir_->path() / "cert.pem").string() + " >/dev/null 2>&1";
+    ASSERT_EQ(std::system(certificate.c_str()), 0);
     for (int& port : more_bad_ports_) port = testing::FreeLoopbackPort();
     bad_pid_ = ::fork();
     if (bad_pid_ == 0) {
@@ -118,8 +125,9 @@ class RemoteTest : public ::testing::Test {
       const std::string port2 = std::to_string(more_bad_ports_[0]);
       const std::string port3 = std::to_string(more_bad_ports_[1]);
       const std::string port4 = std::to_string(more_bad_ports_[2]);
+      const std::string tls = "tls:" + std::to_string(tls_port_);
       ::execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(), port2.c_str(),
-              port3.c_str(), port4.c_str(), static_cast<char*>(nullptr));
+              port3.c_str(), port4.c_str(), tls.c_str(), static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ASSERT_GT(bad_pid_, 0);
@@ -127,7 +135,7 @@ class RemoteTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     ASSERT_TRUE(Listening(bad_port_));
-    for (int port : more_bad_ports_) {
+    for (int port : {more_bad_ports_[0], more_bad_ports_[1], more_bad_ports_[2], tls_port_}) {
       for (int i = 0; i < 200 && !Listening(port); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(25));
       }
@@ -166,6 +174,10 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "flaky",
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
+    WriteVersion(store, "tlsextra",
+                 Remote({"https://127.0.0.1:" + std::to_string(tls_port_)},
+                        auth + "model = \"corkextra\"\nconnections = 1\nca_file = \"" +
+                            (bad_dir_->path() / "cert.pem").string() + "\"\n"));
     for (const char* model : {"dropsecond", "closeidle"}) {
       WriteVersion(store, model, Remote({bad}, auth + "idempotent = false\nconnections = 1\n"));
     }
@@ -279,6 +291,7 @@ class RemoteTest : public ::testing::Test {
   static pid_t bad_pid_;
   static int bad_port_;
   static std::array<int, 3> more_bad_ports_;  // the same bad upstream, listening there too
+  static int tls_port_;                       // and there over TLS (its cert.pem)
   static std::string token_;
   static std::string key_;
   static std::string tenant_key_;  // role user, tenant demo: sees demo's models only
@@ -291,6 +304,7 @@ testing::TempDir* RemoteTest::bad_dir_ = nullptr;
 pid_t RemoteTest::bad_pid_ = -1;
 int RemoteTest::bad_port_ = 0;
 std::array<int, 3> RemoteTest::more_bad_ports_ = {0, 0, 0};
+int RemoteTest::tls_port_ = 0;
 std::string RemoteTest::token_;
 std::string RemoteTest::key_;
 std::string RemoteTest::tenant_key_;
@@ -585,6 +599,17 @@ TEST_F(RemoteTest, ANonIdempotentRequestIsNeverSentTwice) {
   EXPECT_EQ(Infer("dropsecond").status, 200);
   EXPECT_EQ(Infer("dropsecond").status, 502);  // read by the upstream, then the connection closed
   EXPECT_EQ(Hits("dropsecond").size(), 2u);
+}
+
+// Bytes an upstream sent after its reply are never read as the next request's reply, even when
+// they came in with the reply and TLS took them off the socket: the connection is not reused.
+// (No id in these replies: the check of the id would otherwise catch it.)
+TEST_F(RemoteTest, BytesAfterATlsReplyAreNeverTheNextReply) {
+  for (int i = 0; i < 6; ++i) {
+    HttpReply r = Infer("tlsextra");
+    EXPECT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body.find("999"), std::string::npos) << "an unasked-for reply answered: " << r.body;
+  }
 }
 
 // A kept-alive connection the upstream closed while it idled is found closed before anything is
