@@ -1,8 +1,9 @@
 #include "http/router.h"
 
 #include <algorithm>
-#include <iterator>
 #include <optional>
+
+#include "absl/container/inlined_vector.h"
 
 namespace pillar::http {
 namespace {
@@ -42,16 +43,15 @@ size_t Segments(std::string_view path) {
 // every route until one matches, and most share their first segments with several.
 bool MatchPattern(std::string_view pattern, std::string_view path,
                   std::vector<std::pair<std::string_view, std::string>>& params) {
-  std::pair<std::string_view, std::string_view> captured[8];
-  size_t captures = 0;
+  absl::InlinedVector<std::pair<std::string_view, std::string_view>, 4> captured;
   while (true) {
     size_t want_end = pattern.find('/');
     size_t have_end = path.find('/');
     std::string_view want = pattern.substr(0, want_end);
     std::string_view have = path.substr(0, have_end);
     if (want.size() > 2 && want.front() == '{' && want.back() == '}') {
-      if (have.empty() || captures == std::size(captured)) return false;
-      captured[captures++] = {want.substr(1, want.size() - 2), have};
+      if (have.empty()) return false;
+      captured.emplace_back(want.substr(1, want.size() - 2), have);
     } else if (want != have) {
       return false;
     }
@@ -61,10 +61,10 @@ bool MatchPattern(std::string_view pattern, std::string_view path,
     path.remove_prefix(have_end + 1);
   }
   params.clear();
-  for (size_t i = 0; i < captures; ++i) {
-    std::optional<std::string> value = PercentDecode(captured[i].second);
+  for (const auto& [name, text] : captured) {
+    std::optional<std::string> value = PercentDecode(text);
     if (!value) return false;
-    params.emplace_back(captured[i].first, std::move(*value));
+    params.emplace_back(name, std::move(*value));
   }
   return true;
 }

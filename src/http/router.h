@@ -1,6 +1,5 @@
 // Maps a method and a path to a registered route. Patterns are literal segments and
-// `{name}` captures of one segment (at most 8 in a pattern):
-// "/v2/models/{model}/versions/{version}/infer".
+// `{name}` captures of one segment: "/v2/models/{model}/versions/{version}/infer".
 //
 //   Router router;
 //   router.Add({"POST", "/v2/models/{model}/infer", kInfer, "infer", false});

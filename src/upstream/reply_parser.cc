@@ -31,8 +31,9 @@ void ReplyParser::on_field_impl(boost::beast::http::field name, string_view name
 }
 
 void ReplyParser::on_body_init_impl(const boost::optional<uint64_t>& length, error_code&) {
-  // Beast has held a declared length to the body limit before this is called.
-  if (length) body_.reserve(size_t(*length));
+  // Beast has held a declared length to the body limit before this is called. Room for at most
+  // 1 MiB up front: a length an upstream declares is not yet bytes it sent.
+  if (length) body_.reserve(size_t(std::min<uint64_t>(*length, 1 << 20)));
 }
 
 size_t ReplyParser::on_body_impl(string_view part, error_code&) {

@@ -69,6 +69,15 @@ TEST(RouterTest, OnlyRoutesOfThePathsLengthAnswerIt) {
   EXPECT_EQ(r.Match("POST", "/v2/models/a/versions/1/infer/x").kind, RouteResult::Kind::kNotFound);
 }
 
+TEST(RouterTest, CapturesAsManySegmentsAsThePatternNames) {
+  Router r;
+  r.Add({"GET", "/{a}/{b}/{c}/{d}/{e}/{f}/{g}/{h}/{i}/{j}", 1, "many", false});
+  RouteResult m = r.Match("GET", "/1/2/3/4/5/6/7/8/9/10");
+  ASSERT_EQ(m.kind, RouteResult::Kind::kFound);
+  ASSERT_EQ(m.params.size(), 10u);
+  EXPECT_EQ(m.params[9], (std::pair<std::string_view, std::string>{"j", "10"}));
+}
+
 TEST(LoopbackTest, RecognisesLoopbackAddresses) {
   EXPECT_TRUE(IsLoopbackAddress("127.0.0.1"));
   EXPECT_TRUE(IsLoopbackAddress("127.8.9.10"));
