@@ -19,3 +19,38 @@ sign_demo_store() {
 prune_work() {
   find "$1" -mindepth 1 -maxdepth 1 ! -name raw -exec rm -rf {} + 2>/dev/null || true
 }
+
+# The configuration `./dev.sh run` writes (scripts/run_demo.sh): two event loops, the built-in
+# policy, the access log and the audit log with signed checkpoints (its key made here), every
+# file in DIR.  Usage: demo_config PILLAR DIR STORE TRUSTED_PUB   (writes DIR/pillar.toml)
+demo_config() {
+  local pillar=$1 dir=$2 store=$3 trusted=$4
+  "$pillar" keygen --out "$dir/audit" >/dev/null 2>&1
+  cat > "$dir/pillar.toml" <<TOML
+[server]
+threads = 2
+[data]
+port = 0
+[admin]
+port = 0
+[repository]
+path = "$store"
+trusted_keys = ["$trusted"]
+[state]
+path = "$dir/state.db"
+[logging]
+access_log = "$dir/access.log"
+[audit]
+file = "$dir/audit.log"
+signing_key = "$dir/audit.key"
+public_keys = ["$dir/audit.pub"]
+TOML
+}
+
+# The commit a run measured, marked when the tree differs from it.  Usage: bench_commit ROOT
+bench_commit() {
+  local commit
+  commit=$(git -C "$1" rev-parse --short HEAD 2>/dev/null || echo unknown)
+  git -C "$1" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+  echo "$commit"
+}

@@ -36,26 +36,7 @@ wait_http() {  # url, [header]
 # pillar as `./dev.sh run` configures it (scripts/run_demo.sh): the signed demo store, the
 # built-in policy, the access log and the audit log (with signed checkpoints) on, 2 event-loop
 # threads (one per core).
-"$pillar" keygen --out "$work/audit" >/dev/null 2>&1
-cat > "$work/pillar.toml" <<TOML
-[server]
-threads = 2
-[data]
-port = 0
-[admin]
-port = 0
-[repository]
-path = "$work/store"
-trusted_keys = ["$work/signing.pub"]
-[state]
-path = "$work/state.db"
-[logging]
-access_log = "$work/access.log"
-[audit]
-file = "$work/audit.log"
-signing_key = "$work/audit.key"
-public_keys = ["$work/audit.pub"]
-TOML
+demo_config "$pillar" "$work" "$work/store" "$work/signing.pub"
 key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
 "$pillar" serve -c "$work/pillar.toml" --ports-file "$work/ports" 2>"$work/pillar.log" &
 pids+=($!)
@@ -130,8 +111,7 @@ for r in $(seq 1 "$rounds"); do
   BENCH_PATH=/ BENCH_KEY="" run_wrk "nginx_http_c64_r$r" 2 64 "http://127.0.0.1:$nginx_port" get_auth.lua
 done
 
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+commit=$(bench_commit "$root")
 {
   echo "Commit $commit; pillar configured as ./dev.sh run does: signed store, built-in policy,"
   echo "access log and audit log (signed checkpoints) on; the audit-off pair is the same with"

@@ -29,26 +29,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-"$pillar" keygen --out "$work/audit" >/dev/null 2>&1
-cat > "$work/pillar.toml" <<TOML
-[server]
-threads = 2
-[data]
-port = 0
-[admin]
-port = 0
-[repository]
-path = "$work/store"
-trusted_keys = ["$work/signing.pub"]
-[state]
-path = "$work/state.db"
-[logging]
-access_log = "$work/access.log"
-[audit]
-file = "$work/audit.log"
-signing_key = "$work/audit.key"
-public_keys = ["$work/audit.pub"]
-TOML
+demo_config "$pillar" "$work" "$work/store" "$work/signing.pub"
 key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
 row=$(sed -n 2p "$root/models/demo/heldout.csv")
 printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' "${row#*,}" > "$work/body.json"
@@ -106,8 +87,7 @@ for route in "${routes[@]}"; do
 done
 stop
 
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+commit=$(bench_commit "$root")
 {
   echo "Commit $commit; pillar configured as ./dev.sh run does (signed store, built-in policy,"
   echo "access log and audit log on); one connection, ${seconds} s per route."

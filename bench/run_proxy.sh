@@ -42,26 +42,7 @@ serve() {
   printf '%s\n' "$toml" > "$dir/store/sim/1/model.toml"
   "$pillar" keygen --out "$dir/signing" >/dev/null 2>&1
   "$pillar" model sign "$dir/store/sim/1" --key "$dir/signing.key" >/dev/null 2>&1
-  "$pillar" keygen --out "$dir/audit" >/dev/null 2>&1
-  cat > "$dir/pillar.toml" <<TOML
-[server]
-threads = 2
-[data]
-port = 0
-[admin]
-port = 0
-[repository]
-path = "$dir/store"
-trusted_keys = ["$dir/signing.pub"]
-[state]
-path = "$dir/state.db"
-[logging]
-access_log = "$dir/access.log"
-[audit]
-file = "$dir/audit.log"
-signing_key = "$dir/audit.key"
-public_keys = ["$dir/audit.pub"]
-TOML
+  demo_config "$pillar" "$dir" "$dir/store" "$dir/signing.pub"
   "$pillar" key create -c "$dir/pillar.toml" --name bench --role admin 2>/dev/null
 }
 
@@ -171,8 +152,7 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+commit=$(bench_commit "$root")
 {
   echo "Commit $commit; the pillar gateway as ./dev.sh run configures it (keys, policy, access"
   echo "and audit logs on); $rounds alternating rounds of ${seconds} s."

@@ -282,8 +282,7 @@ for r in $(seq 1 "$rounds"); do
   done
 done
 
-commit=$(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown)
-git -C "$root" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
+commit=$(bench_commit "$root")
 {
   echo "Commit $commit; the pillar gateway as ./dev.sh run configures it (keys, policy, access"
   echo "and audit logs on); HAProxy $(haproxy -v | head -1 | awk '{print $3}'); $rounds alternating rounds."
