@@ -75,8 +75,8 @@ class UpstreamConnection {
   virtual void Call(std::shared_ptr<const UpstreamRequest> request, Clock::time_point deadline,
                     int64_t max_body_bytes, ReplyCallback done) = 0;
   virtual bool open() const = 0;
-  // Whether an idle connection may carry the next call: open, with nothing waiting to be read
-  // (closes it otherwise).
+  // Whether an idle connection may carry the next call: open, with nothing waiting to be read,
+  // on the socket or, for TLS, already taken off it by OpenSSL (closes it otherwise).
   virtual bool Idle() = 0;
   virtual void Close() = 0;
   // Calls made on this connection, for telling a first use from a reuse.
