@@ -17,7 +17,7 @@ double Load(const Candidate& c, double unmeasured_s) {
 
 }  // namespace
 
-const Candidate& EndpointPicker::Draw(const std::vector<const Candidate*>& group,
+const Candidate& EndpointPicker::Draw(const absl::InlinedVector<const Candidate*, 8>& group,
                                       int64_t total_weight) {
   int64_t pick = std::uniform_int_distribution<int64_t>(0, total_weight - 1)(rng_);
   for (const Candidate* c : group) {
@@ -27,11 +27,11 @@ const Candidate& EndpointPicker::Draw(const std::vector<const Candidate*>& group
   return *group.back();
 }
 
-std::optional<size_t> EndpointPicker::Pick(const std::vector<Candidate>& candidates) {
+std::optional<size_t> EndpointPicker::Pick(const Candidates& candidates) {
   if (candidates.empty()) return std::nullopt;
   int best = candidates.front().priority;
   for (const Candidate& c : candidates) best = std::min(best, c.priority);
-  std::vector<const Candidate*> group;
+  absl::InlinedVector<const Candidate*, 8> group;
   int64_t total_weight = 0;
   for (const Candidate& c : candidates) {
     if (c.priority != best) continue;

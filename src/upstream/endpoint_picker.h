@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
+
 namespace pillar::upstream {
 
 struct Candidate {
@@ -25,16 +27,21 @@ struct Candidate {
   double latency_s = 0;  // recent latency (an average); 0 when not measured yet
 };
 
+// Inline up to 8: an attempt considers its endpoints on the request's path, and most backends
+// have a few.
+using Candidates = absl::InlinedVector<Candidate, 8>;
+
 class EndpointPicker {
  public:
   explicit EndpointPicker(uint64_t seed) : rng_(seed) {}
 
   // The index of the chosen candidate, or none when there is none.
-  std::optional<size_t> Pick(const std::vector<Candidate>& candidates);
+  std::optional<size_t> Pick(const Candidates& candidates);
 
  private:
   // A candidate of `group` drawn in proportion to its weight.
-  const Candidate& Draw(const std::vector<const Candidate*>& group, int64_t total_weight);
+  const Candidate& Draw(const absl::InlinedVector<const Candidate*, 8>& group,
+                        int64_t total_weight);
 
   std::mt19937_64 rng_;
 };

@@ -93,7 +93,7 @@ EndpointSet::Choice EndpointSet::Consider(const std::vector<size_t>& members,
 }
 
 std::optional<Ticket> EndpointSet::Start(const std::vector<bool>& tried, TimePoint now) {
-  std::vector<Candidate> panic;  // of the first group below half
+  Candidates panic;  // of the first group below half
   std::optional<size_t> chosen;
   for (const std::vector<size_t>& members : groups_) {
     Choice choice = Consider(members, tried, now);

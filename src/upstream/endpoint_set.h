@@ -120,9 +120,9 @@ class EndpointSet {
 
  private:
   struct Choice {
-    std::vector<Candidate> available;  // may be sent a request now
-    std::vector<Candidate> eligible;   // may be sent one in panic
-    bool serves = false;               // at least half healthy
+    Candidates available;  // may be sent a request now
+    Candidates eligible;   // may be sent one in panic
+    bool serves = false;   // at least half healthy
   };
   Choice Consider(const std::vector<size_t>& members, const std::vector<bool>& tried,
                   TimePoint now) const;
