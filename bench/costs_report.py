@@ -3,8 +3,7 @@
 
 For each route: instructions per request (callgrind, every thread, split by where they ran),
 allocations per request (calls to malloc), and system calls per request (perf stat on the
-kernel's syscall tracepoints), with
-the heaviest calls named.
+kernel's syscall tracepoints), with the heaviest calls named.
 """
 import re
 import subprocess

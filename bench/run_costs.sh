@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # What one request costs pillar, in counts that do not depend on how busy the machine is
 # (docs/benchmarks.md, "Per-request cost"): instructions and allocations (callgrind, every thread
-# of the process, during the load only) and system calls (strace -f -c), for GET /v2 with a key
-# and for an inference of the digits model, pillar configured as ./dev.sh run configures it.
-# System calls are counted by the kernel's tracepoints (perf stat), which do not slow the
-# process the way strace does: pillar chooses between running a request on its loop and handing
-# it to a model thread by measured times, so a slowed process would take the other path.
+# of the process, during the load only) and system calls (perf stat on the kernel's syscall
+# tracepoints, every thread), for GET /v2 with a key and for an inference of the digits model,
+# pillar configured as ./dev.sh run configures it. Not strace: it slows the process, and pillar
+# chooses between running a request on its loop and handing it to a model thread by measured
+# times, so a slowed process would take the other path. The count starts half a second before
+# the load and stops after it, so the idle threads' few calls of that time are included.
 # Load: one connection (wrk -t1 -c1), so that a request's work is not shared with others (an
 # inference runs alone, as a lone request does at low load).
 # Usage: bench/run_costs.sh [PILLAR_BINARY]     (writes bench/results/costs-latest.md)
