@@ -1,6 +1,7 @@
 #include "common/json_writer.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <charconv>
 #include <cmath>
@@ -46,28 +47,44 @@ namespace {
 
 static_assert(std::endian::native == std::endian::little, "PlainRunEnd reads words in order");
 
-// The end of the run of plain bytes that starts at `i`, eight bytes at a time: a word has no byte
-// to escape when none is below 0x20, none has its high bit set, and none is '"' or '\\'. Most
-// strings a server writes (keys, names, ids, timestamps) are one run. The last few bytes are read
-// into a word padded with a plain byte.
-size_t PlainRunEnd(std::string_view value, size_t i) {
+// Bytes that JSON strings may carry as they are: printable ASCII other than '"' and '\\'.
+constexpr std::array<bool, 256> kPlainByte = [] {
+  std::array<bool, 256> plain{};
+  for (int c = 0x20; c < 0x80; ++c) plain[c] = c != '"' && c != '\\';
+  return plain;
+}();
+
+// The special bytes of `word` (eight bytes of text, the first in its lowest byte), each marked
+// by its high bit: a byte is special when it is below 0x20, has its high bit set, or is '"' or
+// '\\'. Exact up to the first special byte (a borrow can only mark bytes above it), which is all
+// that is read of the result.
+uint64_t SpecialBytes(uint64_t word) {
   constexpr uint64_t kOnes = 0x0101010101010101ull;
   constexpr uint64_t kHigh = 0x8080808080808080ull;
-  // A high bit set in each byte that is zero. Exact up to the first such byte (a borrow can only
-  // mark bytes above it), which is all that is read of it: the lowest marked byte.
   const auto zero_bytes = [](uint64_t v) { return (v - kOnes) & ~v & kHigh; };
-  while (i < value.size()) {
-    uint64_t word = kOnes * 'a';
-    const size_t n = std::min<size_t>(8, value.size() - i);
-    std::memcpy(&word, value.data() + i, n);
-    const uint64_t special =
-        (((word - kOnes * 0x20) & ~word) | word | zero_bytes(word ^ (kOnes * '"')) |
-         zero_bytes(word ^ (kOnes * '\\'))) &
-        kHigh;
-    // Bytes are in memory order in the word on a little-endian machine: the lowest first.
-    if (special != 0) return i + size_t(std::countr_zero(special)) / 8;
-    i += n;
+  return (((word - kOnes * 0x20) & ~word) | word | zero_bytes(word ^ (kOnes * '"')) |
+          zero_bytes(word ^ (kOnes * '\\'))) &
+         kHigh;
+}
+
+uint64_t LoadWord(const char* p) {
+  uint64_t word;
+  std::memcpy(&word, p, sizeof word);  // a fixed size: one unaligned load, not a call
+  return word;
+}
+
+// The end of the run of plain bytes that starts at `i`, eight bytes at a time while a whole word
+// is left, then a byte at a time (no load of a variable size, which would be a call). Most strings
+// a server writes (keys, names, ids, timestamps) are one run.
+size_t PlainRunEnd(std::string_view value, size_t i) {
+  const size_t size = value.size();
+  for (; i + 8 <= size; i += 8) {
+    if (const uint64_t special = SpecialBytes(LoadWord(value.data() + i)); special != 0) {
+      // Bytes are in memory order in the word on a little-endian machine: the lowest first.
+      return i + size_t(std::countr_zero(special)) / 8;
+    }
   }
+  while (i < size && kPlainByte[static_cast<unsigned char>(value[i])]) ++i;
   return i;
 }
 
@@ -75,10 +92,14 @@ size_t PlainRunEnd(std::string_view value, size_t i) {
 
 void AppendJsonString(std::string& out, std::string_view value) {
   static constexpr char kHex[] = "0123456789abcdef";
-  // Room for the common case, a string that needs no escaping, in one step.
-  out.reserve(out.size() + value.size() + 2);
   out.push_back('"');
-  size_t i = 0;
+  size_t i = PlainRunEnd(value, 0);
+  out.append(value.data(), i);
+  if (i == value.size()) {  // the common case: nothing to escape
+    out.push_back('"');
+    return;
+  }
+  out.reserve(out.size() + value.size() - i + 8);
   while (i < value.size()) {
     // Copy the longest run of plain bytes at once; most strings are one run.
     const size_t run = PlainRunEnd(value, i);
@@ -175,6 +196,30 @@ void JsonWriter::Int(int64_t value) {
   char buf[24];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   out_.append(buf, end);
+}
+
+void JsonWriter::Thousandths(int64_t value) {
+  Separate();
+  // Integer arithmetic, not a double's shortest form: the same value (the decimal with at most
+  // three places reads back as value / 1000.0), never in scientific form, at a tenth of the cost.
+  char buf[32];
+  char* p = buf;
+  uint64_t magnitude = uint64_t(value);
+  if (value < 0) {
+    *p++ = '-';
+    magnitude = 0 - magnitude;
+  }
+  p = std::to_chars(p, buf + sizeof buf, magnitude / 1000).ptr;
+  if (uint64_t fraction = magnitude % 1000; fraction != 0) {
+    char digits[3] = {char('0' + fraction / 100), char('0' + fraction / 10 % 10),
+                      char('0' + fraction % 10)};
+    size_t n = 3;
+    while (digits[n - 1] == '0') --n;
+    *p++ = '.';
+    std::memcpy(p, digits, n);
+    p += n;
+  }
+  out_.append(buf, p);
 }
 
 void JsonWriter::Uint(uint64_t value) {

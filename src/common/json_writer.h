@@ -30,6 +30,9 @@ class JsonWriter {
   void String(std::string_view value);
   void Int(int64_t value);
   void Uint(uint64_t value);
+  // value / 1000 as a decimal with at most three places: 12500 is written 12.5, 3000 is written
+  // 3 (e.g. nanoseconds as microseconds).
+  void Thousandths(int64_t value);
   // Non-finite values have no JSON spelling; they are written as null.
   void Double(double value);
   void Float(float value);

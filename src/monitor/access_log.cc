@@ -3,7 +3,6 @@
 #include <fcntl.h>
 
 #include <algorithm>
-#include <type_traits>
 
 #include "common/clock.h"
 #include "common/json_writer.h"
@@ -60,16 +59,16 @@ void AccessLog::Write(const AccessRecord& r) {
     w.Key(key);
     w.String(value);
   };
-  // A negative value is not known. Counts are written as the integers they are (the text is
-  // the same; a double's shortest form costs ten times as much to find).
-  auto number = [&](std::string_view key, auto value) {
+  // A negative value is not known.
+  auto number = [&](std::string_view key, int64_t value) {
     if (value < 0) return;
     w.Key(key);
-    if constexpr (std::is_integral_v<decltype(value)>) {
-      w.Int(value);
-    } else {
-      w.Double(value);
-    }
+    w.Int(value);
+  };
+  auto micros = [&](std::string_view key, int64_t nanos) {
+    if (nanos < 0) return;
+    w.Key(key);
+    w.Thousandths(nanos);
   };
   text("request_id", r.request_id);
   text("listener", r.listener);
@@ -90,9 +89,9 @@ void AccessLog::Write(const AccessRecord& r) {
   text("fallback", r.fallback);
   text("job", r.job);
   text("principal", r.principal);
-  number("duration_us", r.duration_us);
-  number("queue_us", r.queue_us);
-  number("compute_us", r.compute_us);
+  micros("duration_us", r.duration_ns);
+  micros("queue_us", r.queue_ns);
+  micros("compute_us", r.compute_ns);
   number("batch_size", r.batch_size);
   number("request_bytes", r.request_bytes);
   number("response_bytes", r.response_bytes);

@@ -34,9 +34,10 @@ struct AccessRecord {
   std::string_view fallback;   // "<model>/<version>" of the fallback that answered, if one did
   std::string_view job;        // the asynchronous job submitted, run or read, if any
   std::string_view principal;  // "key:<id>", "jwt:<sub>", "mtls:<name>"
-  double duration_us = -1;
-  double queue_us = -1;
-  double compute_us = -1;
+  // Times in nanoseconds, written as microseconds with up to three decimals.
+  int64_t duration_ns = -1;
+  int64_t queue_ns = -1;
+  int64_t compute_ns = -1;
   int64_t batch_size = -1;
   int64_t request_bytes = -1;
   int64_t response_bytes = -1;

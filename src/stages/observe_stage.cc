@@ -124,10 +124,10 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   }
   if (ex.principal) record.principal = ex.principal->id;
   record.job = ex.job_id;
-  record.duration_us = double(total_ns) / 1e3;
+  record.duration_ns = total_ns;
   if (ran) {
-    record.queue_us = double(ex.infer_result.queue_ns) / 1e3;
-    record.compute_us = double(ex.infer_result.compute_ns) / 1e3;
+    record.queue_ns = ex.infer_result.queue_ns;
+    record.compute_ns = ex.infer_result.compute_ns;
     record.batch_size = ex.infer_result.batch_size;
   }
   record.request_bytes = int64_t(ex.body.size());

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <limits>
 #include <string>
 #include <utility>
@@ -61,6 +62,56 @@ TEST(JsonWriterTest, EscapesEveryByteWhereverItFallsInALongString) {
     AppendJsonString(out, text);
     EXPECT_EQ(out, "\"" + plain.substr(0, at) + "\xef\xbf\xbdx" + plain.substr(at + 2) + "\"");
   }
+}
+
+// Text shorter than a word is read a byte at a time, and the last partial word of longer text is
+// read overlapping the word before it: every length around a word's size, a special byte at
+// every position.
+TEST(JsonWriterTest, EscapesEveryByteInTextOfEveryLengthAroundAWord) {
+  for (size_t length = 0; length <= 25; ++length) {
+    const std::string plain = std::string("abcdefghijklmnopqrstuvwxyz").substr(0, length);
+    std::string out;
+    AppendJsonString(out, plain);
+    EXPECT_EQ(out, "\"" + plain + "\"");
+    for (size_t at = 0; at < length; ++at) {
+      std::string text = plain;
+      text[at] = '"';
+      out.clear();
+      AppendJsonString(out, text);
+      EXPECT_EQ(out, "\"" + plain.substr(0, at) + "\\\"" + plain.substr(at + 1) + "\"")
+          << "length " << length << ", at " << at;
+    }
+  }
+}
+
+// Thousandths writes the decimal that reads back as value / 1000.0, which is the text Double
+// writes whenever Double does not choose scientific form and the value is exact in a double
+// (beyond 2^53 Thousandths is the more precise).
+TEST(JsonWriterTest, ThousandthsWriteTheDecimalThatReadsBackAsTheQuotient) {
+  auto check = [](int64_t value) {
+    JsonWriter exact, shortest;
+    exact.Thousandths(value);
+    shortest.Double(double(value) / 1e3);
+    EXPECT_EQ(std::strtod(exact.str().c_str(), nullptr), double(value) / 1e3) << value;
+    EXPECT_EQ(exact.str().find_first_of("e+"), std::string::npos) << exact.str();
+    const bool exact_in_double = value > -(int64_t(1) << 53) && value < (int64_t(1) << 53);
+    if (exact_in_double && shortest.str().find('e') == std::string::npos) {
+      EXPECT_EQ(exact.str(), shortest.str()) << value;
+    }
+  };
+  for (int64_t value :
+       {int64_t(0), int64_t(1), int64_t(10), int64_t(999), int64_t(1000), int64_t(1001),
+        int64_t(12500), int64_t(-1), int64_t(-12500), int64_t(100'000'000),
+        int64_t(86'400'000'000'000), int64_t(1) << 52, -(int64_t(1) << 52),
+        std::numeric_limits<int64_t>::max(), std::numeric_limits<int64_t>::min()}) {
+    check(value);
+  }
+  JsonWriter w;
+  w.Thousandths(12500);
+  w.Thousandths(-3000);
+  w.Thousandths(7);
+  EXPECT_EQ(w.str(), "12.5,-3,0.007");
+  for (int64_t value = -2000; value <= 200000; value += 7) check(value);
 }
 
 TEST(JsonWriterTest, ReplacesInvalidUtf8SoOutputIsAlwaysValid) {

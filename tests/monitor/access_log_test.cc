@@ -21,7 +21,7 @@ TEST(AccessLogTest, WritesOneJsonObjectPerLineLeavingOutEmptyFields) {
     r.path = "/v2";
     r.status = 200;
     r.outcome = "success";
-    r.duration_us = 12.5;
+    r.duration_ns = 12500;
     log.Write(r);
     r.request_id = "id-2";
     r.error = "bad \"input\"\n";
