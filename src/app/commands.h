@@ -56,5 +56,7 @@ void AddAuditCommands(CLI::App& cli, Commands& commands);
 void AddBenchCommands(CLI::App& cli, Commands& commands);
 void AddHealthCommand(CLI::App& cli, Commands& commands);
 void AddBackendsCommand(CLI::App& cli, Commands& commands);
+// guard scan.
+void AddGuardCommands(CLI::App& cli, Commands& commands);
 
 }  // namespace pillar::app

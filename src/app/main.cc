@@ -27,6 +27,7 @@ int main(int argc, char** argv) {
   pillar::app::AddBenchCommands(cli, commands);
   pillar::app::AddHealthCommand(cli, commands);
   pillar::app::AddBackendsCommand(cli, commands);
+  pillar::app::AddGuardCommands(cli, commands);
 
   CLI11_PARSE(cli, argc, argv);
   return commands.RunParsed();

@@ -2,6 +2,7 @@
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
 #include <openssl/rand.h>
 
 #include <array>
@@ -58,6 +59,18 @@ std::string Sha1(std::string_view data) {
 std::string Sha256(std::string_view data) {
   const Sha256Hasher::Digest digest = Sha256Hasher::Hash(data);
   return std::string(reinterpret_cast<const char*>(digest.data()), digest.size());
+}
+
+std::string HmacSha256(std::string_view key, std::string_view data) {
+  unsigned char out[EVP_MAX_MD_SIZE];
+  unsigned int size = 0;
+  if (HMAC(EVP_sha256(), key.data(), int(key.size()),
+           reinterpret_cast<const unsigned char*>(data.data()), data.size(), out,
+           &size) == nullptr) {
+    std::fprintf(stderr, "pillar: HMAC-SHA256 failed\n");
+    std::abort();  // as RandomBytes: a keyed digest that silently failed would be a constant
+  }
+  return std::string(reinterpret_cast<const char*>(out), size);
 }
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {

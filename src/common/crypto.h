@@ -21,6 +21,8 @@ std::string RandomBytes(size_t n);
 
 // Raw 32-byte SHA-256 digest.
 std::string Sha256(std::string_view data);
+// Raw 32-byte HMAC-SHA256 of `data` under `key` (RFC 2104).
+std::string HmacSha256(std::string_view key, std::string_view data);
 // Raw 20-byte SHA-1 digest: only to name things others name by it (Redis scripts), never for
 // integrity or secrets.
 std::string Sha1(std::string_view data);

@@ -1,0 +1,103 @@
+// `pillar guard scan [FILE|-]`: the guard's recognizers and actions over any text, so users can
+// check their own data and logs with the configuration pillar serves with, and a labelled corpus
+// can be scored (bench/run_guard.sh). Findings are JSON lines with the type, byte offsets,
+// score and action, never the value.
+#include <cstdio>
+#include <string>
+
+#include "app/commands.h"
+#include "common/files.h"
+#include "common/json_writer.h"
+#include "common/strings.h"
+#include "guard/guard_config.h"
+#include "guard/screen.h"
+
+namespace pillar::app {
+namespace {
+
+// Far beyond any prompt; a file larger than this is scanned in pieces by the caller.
+constexpr uintmax_t kMaxInputBytes = uintmax_t(1) << 30;
+
+struct GuardScanOptions {
+  std::string input = "-";
+  std::string config_path;  // a TOML file with a [guard] table; the defaults when empty
+  bool redact = false;
+};
+
+[[nodiscard]] absl::StatusOr<std::string> ReadInput(const std::string& input) {
+  if (input != "-") return ReadSmallFile(input, kMaxInputBytes);
+  std::string text;
+  char buffer[1 << 16];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof buffer, stdin)) > 0) {
+    if (text.size() + n > kMaxInputBytes) {
+      return absl::InvalidArgumentError("standard input is larger than 1 GiB");
+    }
+    text.append(buffer, n);
+  }
+  if (std::ferror(stdin)) return absl::DataLossError("cannot read standard input");
+  return text;
+}
+
+std::string FindingJson(const guard::ScreenedFinding& s) {
+  JsonWriter w(160);
+  w.BeginObject();
+  w.Key("type");
+  w.String(guard::EntityName(s.finding.type));
+  w.Key("start");
+  w.Int(int64_t(s.finding.begin));
+  w.Key("end");
+  w.Int(int64_t(s.finding.end));
+  w.Key("score");
+  w.Double(double(int(s.finding.score * 100 + 0.5)) / 100);
+  w.Key("action");
+  w.String(guard::ActionName(s.action));
+  if (!s.finding.kind.empty()) {
+    w.Key("kind");
+    w.String(s.finding.kind);
+  }
+  w.EndObject();
+  return std::move(w).Take();
+}
+
+int RunGuardScan(const GuardScanOptions& options) {
+  absl::StatusOr<guard::GuardConfig> config = options.config_path.empty()
+                                                  ? guard::GuardConfig()
+                                                  : guard::LoadGuardConfig(options.config_path);
+  if (!config.ok()) return Fail("guard scan", config.status(), 2);
+  absl::StatusOr<std::string> text = ReadInput(options.input);
+  if (!text.ok()) return Fail("guard scan", text.status(), 2);
+  const guard::ScreenResult result = guard::Screen(*text, *config);
+  if (options.redact) {
+    if (result.blocked) {
+      std::fprintf(stderr, "pillar guard scan: blocked: %s\n", result.block_reason.c_str());
+      return 1;
+    }
+    std::fwrite(result.text.data(), 1, result.text.size(), stdout);
+    return 0;
+  }
+  for (const guard::ScreenedFinding& finding : result.findings) {
+    std::printf("%s\n", FindingJson(finding).c_str());
+  }
+  return result.findings.empty() ? 0 : 1;
+}
+
+}  // namespace
+
+void AddGuardCommands(CLI::App& cli, Commands& commands) {
+  CLI::App* guard = cli.add_subcommand("guard", "Content safety: personal data and secrets");
+  guard->require_subcommand(1);
+  auto scan = std::make_shared<GuardScanOptions>();
+  CLI::App* cmd = guard->add_subcommand(
+      "scan",
+      "Find personal data and secrets in a text; one JSON line per finding (type, byte offsets, "
+      "score, action), never the value. Exit 0 nothing found, 1 found (or blocked), 2 error");
+  cmd->add_option("input", scan->input, "The text to scan; '-' (the default) reads standard input");
+  cmd->add_option("-c,--config", scan->config_path,
+                  "A TOML file whose [guard] table says the actions (e.g. pillar.toml)");
+  cmd->add_flag("--redact", scan->redact,
+                "Print the text with the redactions applied instead of the findings");
+  commands.On(cmd, [scan] { return RunGuardScan(*scan); });
+}
+
+}  // namespace pillar::app

@@ -1,0 +1,61 @@
+// What the guard does with each kind of finding: allow it, redact it (with a type tag such as
+// <EMAIL_ADDRESS>, a mask, or a keyed hash), or block the text. Read from the [guard] table of a
+// TOML file:
+//
+//   [guard]
+//   min_score = 0.5            # findings scored below are ignored
+//   action = "redact"          # every type: "allow", "redact" or "block"
+//   redaction = "tag"          # "tag", "mask" or "hash"
+//   hash_key_file = "guard.key"  # the HMAC key for "hash" (0600); a random key per process if
+//   absent [guard.entities.CREDIT_CARD] action = "block" [guard.entities.EMAIL_ADDRESS] redaction =
+//   "mask" min_score = 0.8
+//
+// Defaults when nothing is said: every personal-data type redacted with its tag, SECRET blocked
+// (a credential in a prompt is refused, not passed on in part).
+#pragma once
+
+#include <toml++/toml.h>
+
+#include <array>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "guard/entity.h"
+
+namespace pillar::guard {
+
+enum class Action { kAllow, kRedact, kBlock };
+enum class Redaction { kTag, kMask, kHash };
+
+std::string_view ActionName(Action action);
+
+struct EntityRule {
+  Action action = Action::kRedact;
+  Redaction redaction = Redaction::kTag;
+  double min_score = 0.5;
+};
+
+struct GuardConfig {
+  std::array<EntityRule, kAllEntityTypes.size()> rules;
+  // The key of "hash" redactions: the same value hashes the same within one key, so redacted
+  // texts can still be joined on it, and without the key the hash cannot be reversed by trying
+  // every phone number.
+  std::string hash_key;
+
+  GuardConfig();
+  const EntityRule& rule(EntityType type) const { return rules[size_t(type)]; }
+  EntityRule& rule(EntityType type) { return rules[size_t(type)]; }
+  // The lowest min_score of any type: what the recognizers must report. Findings are resolved
+  // (overlaps, context) before actions are applied, so an allowed type is found like the rest.
+  double LowestScore() const;
+};
+
+// `guard` is the [guard] table (absent: the defaults); `base` resolves a relative key file.
+[[nodiscard]] absl::StatusOr<GuardConfig> ParseGuardConfig(const toml::table* guard,
+                                                           std::string_view source,
+                                                           const std::string& base);
+// Reads the [guard] table of the TOML file at `path` (a pillar.toml, or a file of its own).
+[[nodiscard]] absl::StatusOr<GuardConfig> LoadGuardConfig(const std::string& path);
+
+}  // namespace pillar::guard

@@ -1,0 +1,314 @@
+// Numbers: payment cards, CPF, CNPJ, SSN, NIF, phone numbers and IPv4 addresses. A candidate is a
+// run of digit groups joined by single separators (' ', '-', '.', '/', and ") " after a first
+// group in parentheses), optionally after a '+'. Its shape ("3.3.3-2" for 123.456.789-09, "(2)
+// 5-4" for (11) 98765-4321) says which forms it can be; the digits must then validate. When the
+// whole run is none of them, the runs of its space-separated groups are tried, longest first, so
+// that "em 2019 4111 1111 1111 1111" still yields the card.
+#include <array>
+#include <cstring>
+#include <string>
+
+#include "guard/checksums.h"
+#include "guard/recognizer_internal.h"
+
+namespace pillar::guard::internal {
+namespace {
+
+constexpr int kMaxGroups = 12;
+constexpr size_t kMaxDigits = 24;
+
+struct Run {
+  size_t begin = 0;  // the '+' or '(' if there is one, else the first digit
+  size_t end = 0;
+  bool plus = false;
+  bool paren = false;  // the first group is in parentheses
+  int count = 0;
+  std::array<size_t, kMaxGroups> group_begin{};
+  std::array<size_t, kMaxGroups> group_end{};
+  std::array<char, kMaxGroups> sep{};  // sep[k]: what comes before group k (k >= 1); ')' for ")"
+};
+
+// Group lengths as one character each ('1'..'9', then 'a' = 10 ... 'k' = 20 and beyond) and the
+// separators between them, with '(' and ')' around a first group in parentheses and a leading
+// '+': "3.3.3-2", "(2) 5-4", "+2 2 5 4", "g" (16 digits, no separator).
+struct Shape {
+  char text[3 * kMaxGroups + 4];
+  size_t size = 0;
+  std::string_view view() const { return {text, size}; }
+};
+
+struct Candidate {
+  std::string_view digits;
+  std::string_view shape;
+  bool plus;
+};
+
+char LengthChar(size_t n) {
+  return n <= 9 ? char('0' + n) : char('a' + std::min<size_t>(n, 20) - 10);
+}
+
+bool StartsWith(std::string_view s, std::string_view prefix) {
+  return s.substr(0, prefix.size()) == prefix;
+}
+
+int Prefix(std::string_view digits, size_t n) {
+  int v = 0;
+  for (size_t i = 0; i < n && i < digits.size(); ++i) v = v * 10 + (digits[i] - '0');
+  return v;
+}
+
+// Brands by their issuer prefixes (ISO/IEC 7812 IINs) and lengths.
+bool KnownCardBrand(std::string_view d) {
+  const size_t n = d.size();
+  const int p1 = Prefix(d, 1), p2 = Prefix(d, 2), p3 = Prefix(d, 3), p4 = Prefix(d, 4),
+            p6 = Prefix(d, 6);
+  if (p1 == 4) return n == 13 || n == 16 || n == 19;                           // Visa
+  if ((p2 >= 51 && p2 <= 55) || (p4 >= 2221 && p4 <= 2720)) return n == 16;    // Mastercard
+  if (p2 == 34 || p2 == 37) return n == 15;                                    // Amex
+  if (p4 == 6011 || p2 == 65 || (p3 >= 644 && p3 <= 649)) return n >= 16;      // Discover
+  if (p2 == 36 || p2 == 38 || (p3 >= 300 && p3 <= 305)) return n >= 14;        // Diners
+  if (p4 >= 3528 && p4 <= 3589) return n >= 16;                                // JCB
+  if (p2 == 62 || p2 == 50 || (p2 >= 56 && p2 <= 58) || p2 == 63 || p2 == 67)  // UnionPay, Maestro
+    return n >= 16;
+  if (p6 == 636368 || p6 == 438935 || p6 == 504175 || p6 == 451416 || p6 == 636297 || p4 == 5067 ||
+      p4 == 4576 || p4 == 4011 || p6 == 606282)  // Elo, Hipercard (Brazil)
+    return n == 16;
+  return false;
+}
+
+// Groups of four (the last shorter), Amex's 4-6-5, Diners' 4-6-4, or no separator at all; one
+// kind of separator, a space or a dash.
+bool CardGrouping(std::string_view shape) {
+  if (shape.size() == 1) return true;
+  if (shape == "4 6 5" || shape == "4-6-5" || shape == "4 6 4" || shape == "4-6-4") return true;
+  const char sep = shape.size() > 1 ? shape[1] : ' ';
+  if (sep != ' ' && sep != '-') return false;
+  for (size_t i = 0; i < shape.size(); i += 2) {
+    const bool last = i + 1 >= shape.size();
+    if (!last && (shape[i] != '4' || shape[i + 1] != sep)) return false;
+    if (last && (shape[i] < '1' || shape[i] > '4')) return false;
+  }
+  return true;
+}
+
+// Calling codes by their first digits: one code is a prefix of no other, so the first that is
+// known is the code. A subset: every code of one digit, and the two- and three-digit codes of
+// the regions pillar's users are most likely to see.
+size_t CallingCodeLength(std::string_view d) {
+  if (d.empty()) return 0;
+  if (d[0] == '1' || d[0] == '7') return 1;
+  static constexpr std::string_view kTwo[] = {
+      "20", "27", "30", "31", "32", "33", "34", "36", "39", "40", "41", "43", "44", "45", "46",
+      "47", "48", "49", "51", "52", "53", "54", "55", "56", "57", "58", "60", "61", "62", "63",
+      "64", "65", "66", "81", "82", "84", "86", "90", "91", "92", "93", "94", "95", "98"};
+  for (std::string_view code : kTwo) {
+    if (StartsWith(d, code)) return 2;
+  }
+  if (d.size() >= 3 && (d[0] == '2' || d[0] == '3' || d[0] == '4' || d[0] == '5' || d[0] == '6' ||
+                        d[0] == '8' || d[0] == '9')) {
+    return 3;  // the three-digit codes fill the rest of these zones
+  }
+  return 0;
+}
+
+bool NanpValid(std::string_view ten) {  // area code and exchange start 2-9
+  return ten.size() == 10 && ten[0] >= '2' && ten[3] >= '2';
+}
+
+bool BrazilNationalValid(std::string_view d) {  // DDD 11-99 without a 0, then 8 or 9 digits
+  if (d.size() != 10 && d.size() != 11) return false;
+  if (d[0] == '0' || d[1] == '0') return false;
+  return d.size() == 10 ? (d[2] >= '2' && d[2] <= '5') : d[2] == '9';
+}
+
+bool PortugalNationalValid(std::string_view d) {  // mobiles 91, 92, 93, 96; fixed lines 2x
+  if (d.size() != 9) return false;
+  return (d[0] == '9' && (d[1] == '1' || d[1] == '2' || d[1] == '3' || d[1] == '6')) ||
+         (d[0] == '2' && d[1] != '0');
+}
+
+double PhoneScore(const Candidate& c) {
+  const std::string_view d = c.digits, s = c.shape;
+  if (c.plus) {
+    if (d.size() < 8 || d.size() > 15) return 0;
+    const size_t code = CallingCodeLength(d);
+    if (code == 0) return 0;
+    const std::string_view national = d.substr(code);
+    if (d[0] == '1') return NanpValid(national) ? 0.85 : 0;
+    if (StartsWith(d, "55")) return BrazilNationalValid(national) ? 0.85 : 0;
+    if (StartsWith(d, "351")) return PortugalNationalValid(national) ? 0.85 : 0;
+    return 0.7;
+  }
+  // United States: (NXX) NXX-XXXX and the like, with or without the trunk 1.
+  if ((s == "(3) 3-4" || s == "(3)3-4" || s == "3-3-4" || s == "3.3.4" || s == "3 3 4") &&
+      NanpValid(d)) {
+    return 0.6;
+  }
+  if ((s == "1-3-3-4" || s == "1 3 3 4" || s == "1.3.3.4") && NanpValid(d.substr(1))) return 0.6;
+  // Brazil: (11) 98765-4321, (11) 3456-7890, 11 98765-4321, 98765-4321.
+  if ((s == "(2) 5-4" || s == "(2)5-4" || s == "(2) 4-4" || s == "(2)4-4") &&
+      BrazilNationalValid(d)) {
+    return 0.7;
+  }
+  if ((s == "2 5-4" || s == "2 4-4") && BrazilNationalValid(d)) return 0.55;
+  if (s == "5-4" && d[0] == '9') return 0.45;
+  // Portugal: 912 345 678, 212 345 678.
+  if ((s == "3 3 3" || s == "3-3-3" || s == "3.3.3") && PortugalNationalValid(d)) return 0.55;
+  if (s == "9" && PortugalNationalValid(d)) return 0.35;
+  if (s == "a" && NanpValid(d)) return 0.25;  // ten bare digits: needs a context word
+  if (s == "b" && BrazilNationalValid(d)) return 0.3;
+  return 0;
+}
+
+double CardScore(const Candidate& c) {
+  if (c.plus || c.digits.size() < 13 || c.digits.size() > 19) return 0;
+  if (!CardGrouping(c.shape) || !LuhnValid(c.digits)) return 0;
+  return KnownCardBrand(c.digits) ? 0.85 : 0.35;
+}
+
+double Ipv4Score(const Candidate& c, std::string_view text, const Run& run, int first) {
+  if (c.plus || c.shape.size() != 7) return 0;
+  for (int k = 0; k < 4; ++k) {
+    if (k > 0 && run.sep[size_t(first + k)] != '.') return 0;
+    const size_t b = run.group_begin[size_t(first + k)], e = run.group_end[size_t(first + k)];
+    if (e - b > 3 || (e - b > 1 && text[b] == '0')) return 0;
+    if (Prefix(text.substr(b, e - b), 3) > 255) return 0;
+  }
+  return 0.6;
+}
+
+void Classify(std::string_view text, const Run& run, int first, int last, std::vector<Finding>& out,
+              bool& found) {
+  char digits[kMaxDigits];
+  size_t nd = 0;
+  Shape shape;
+  const bool plus = run.plus && first == 0;
+  const bool paren = run.paren && first == 0;
+  if (plus) shape.text[shape.size++] = '+';
+  for (int k = first; k < last; ++k) {
+    const size_t b = run.group_begin[size_t(k)], e = run.group_end[size_t(k)];
+    std::memcpy(digits + nd, text.data() + b, e - b);
+    nd += e - b;
+    if (k > first) {
+      if (run.sep[size_t(k)] == ')') {
+        shape.text[shape.size++] = ')';
+        if (text[b - 1] == ' ') shape.text[shape.size++] = ' ';
+      } else {
+        shape.text[shape.size++] = run.sep[size_t(k)];
+      }
+    } else if (paren) {
+      shape.text[shape.size++] = '(';
+    }
+    shape.text[shape.size++] = LengthChar(e - b);
+  }
+  const Candidate c{std::string_view(digits, nd), shape.view(), plus};
+  const size_t begin = (plus || paren) ? run.begin : run.group_begin[size_t(first)];
+  const size_t end = run.group_end[size_t(last - 1)];
+  auto add = [&](EntityType type, double score, std::string_view kind = {}) {
+    if (score <= 0) return;
+    out.push_back({.type = type, .begin = begin, .end = end, .score = score, .kind = kind});
+    found = true;
+  };
+  const std::string_view s = c.shape, d = c.digits;
+  add(EntityType::kPhoneNumber, PhoneScore(c));
+  if (plus || paren) return;
+  add(EntityType::kCreditCard, CardScore(c));
+  add(EntityType::kIpAddress, Ipv4Score(c, text, run, first), "ipv4");
+  if (nd == 11 && CpfValid(d)) add(EntityType::kBrCpf, s == "3.3.3-2" ? 0.9 : s == "b" ? 0.45 : 0);
+  if (nd == 14 && CnpjValid(d)) {
+    add(EntityType::kBrCnpj, s == "2.3.3/4-2" ? 0.95 : s == "e" ? 0.45 : 0);
+  }
+  if (nd == 9 && SsnStructureValid(d)) {
+    add(EntityType::kUsSsn, s == "3-2-4" ? 0.6 : s == "3 2 4" ? 0.4 : s == "9" ? 0.15 : 0);
+  }
+  if (nd == 9 && NifValid(d)) add(EntityType::kPtNif, s == "9" ? 0.35 : s == "3 3 3" ? 0.3 : 0);
+}
+
+// Tries groups [first, last) whole, then its runs of space-separated groups, longest first;
+// what is left on either side of a find is tried the same way.
+void ClassifyRange(std::string_view text, const Run& run, int first, int last,
+                   std::vector<Finding>& out) {
+  for (int length = last - first; length >= 1; --length) {
+    for (int a = first; a + length <= last; ++a) {
+      const int b = a + length;
+      if (a > first && run.sep[size_t(a)] != ' ') continue;
+      if (b < last && run.sep[size_t(b)] != ' ') continue;
+      bool found = false;
+      Classify(text, run, a, b, out, found);
+      if (found) {
+        if (a > first) ClassifyRange(text, run, first, a, out);
+        if (b < last) ClassifyRange(text, run, b, last, out);
+        return;
+      }
+    }
+  }
+}
+
+bool IsSeparator(char c) { return c == ' ' || c == '-' || c == '.' || c == '/'; }
+
+}  // namespace
+
+size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
+  const size_t n = text.size();
+  Run run;
+  run.begin = i;
+  if (text[i] == '+') {
+    run.plus = true;
+    ++i;
+  } else if (text[i] == '(') {
+    run.paren = true;
+    ++i;
+  }
+  size_t digits = 0;
+  bool too_long = false;
+  while (true) {
+    const size_t b = i;
+    while (i < n && IsDigit(text[i])) ++i;
+    digits += i - b;
+    if (run.count == kMaxGroups || digits > kMaxDigits) {
+      too_long = true;
+    } else {
+      run.group_begin[size_t(run.count)] = b;
+      run.group_end[size_t(run.count)] = i;
+      ++run.count;
+    }
+    if (i >= n) break;
+    // What may join this group to the next: one separator, or a closing parenthesis (and a
+    // space) after a first group opened by one.
+    size_t next = i;
+    char sep = 0;
+    if (run.paren && run.count == 1 && text[i] == ')') {
+      sep = ')';
+      next = i + 1 + (i + 1 < n && text[i + 1] == ' ' ? 1 : 0);
+    } else if (IsSeparator(text[i])) {
+      sep = text[i];
+      next = i + 1;
+    }
+    if (sep == 0 || next >= n || !IsDigit(text[next])) break;
+    if (run.count < kMaxGroups) run.sep[size_t(run.count)] = sep;
+    i = next;
+  }
+  run.end = i;
+  if (run.paren && run.count == 1) return i;  // "(12)" and nothing after it
+  // Glued to a word ("12kg", "3rd"), the local part of an address, or longer than any entity:
+  // none of these is a number this scanner knows.
+  if (too_long) return i;
+  if (i < n && (IsWordByte(text[i]) || text[i] == '@')) {
+    while (i < n && IsWordByte(text[i])) ++i;
+    return i;
+  }
+  if (i < n && text[i] == ':' && !run.plus && !run.paren) {
+    if (const size_t end = Ipv6End(text, run.begin); end > run.begin) {
+      out.push_back({.type = EntityType::kIpAddress,
+                     .begin = run.begin,
+                     .end = end,
+                     .score = 0.7,
+                     .kind = "ipv6"});
+      return end;
+    }
+  }
+  ClassifyRange(text, run, 0, run.count, out);
+  return i;
+}
+
+}  // namespace pillar::guard::internal

@@ -1,0 +1,61 @@
+// What the recognizers' files share: byte classes, the context-word check, and each scanner's
+// entry point. Not part of guard's interface (recognizer.h is).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "guard/entity.h"
+
+namespace pillar::guard::internal {
+
+enum ByteClass : uint8_t {
+  kOther,  // spaces, punctuation
+  kDigit,  // 0-9
+  kUpper,  // A-Z
+  kLower,  // a-z
+  kUnder,  // '_'
+  kHigh,   // a byte of a multi-byte UTF-8 character: part of a word, never of an entity
+};
+
+inline constexpr std::array<uint8_t, 256> kByteClass = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[c] = kDigit;
+  for (int c = 'A'; c <= 'Z'; ++c) t[c] = kUpper;
+  for (int c = 'a'; c <= 'z'; ++c) t[c] = kLower;
+  t['_'] = kUnder;
+  for (int c = 0x80; c < 0x100; ++c) t[c] = kHigh;
+  return t;
+}();
+
+inline uint8_t ClassOf(char c) { return kByteClass[static_cast<unsigned char>(c)]; }
+inline bool IsDigit(char c) { return ClassOf(c) == kDigit; }
+inline bool IsAlpha(char c) { return ClassOf(c) == kUpper || ClassOf(c) == kLower; }
+inline bool IsAlnum(char c) { return IsDigit(c) || IsAlpha(c); }
+// Letters, digits, '_' and the bytes of non-ASCII characters: what an entity may not be glued to.
+inline bool IsWordByte(char c) { return ClassOf(c) != kOther; }
+inline bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
+inline bool IsBase64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
+
+// Whether a word that says what `type` is appears near [begin, end): in the 48 bytes before it
+// or the 16 after, case-insensitively (ASCII), at the start of a word. Returns the adjustment to
+// the score: positive for words that name the type ("cpf", "telefone"), negative for words that
+// say a number is something else ("order", "invoice"), 0 for none.
+double ContextAdjustment(std::string_view text, size_t begin, size_t end, EntityType type);
+
+// Each scanner starts at `i`, the first byte of what it may recognize (a word's first byte for
+// ScanWord, a digit or the '+' or '(' before one for ScanNumber, ...), appends what it finds
+// (unscored by context, unfiltered) and returns where scanning goes on: past what it consumed,
+// always beyond `i`.
+size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out);
+size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out);
+size_t ScanEmail(std::string_view text, size_t at_sign, std::vector<Finding>& out);
+size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out);
+// An IPv6 address starting at `i` ("2001:db8::1", "::1", "fe80::1%eth0" without the zone);
+// returns its end, or `i` when there is none.
+size_t Ipv6End(std::string_view text, size_t i);
+
+}  // namespace pillar::guard::internal

@@ -1,0 +1,63 @@
+#include "guard/screen.h"
+
+#include "common/crypto.h"
+#include "common/strings.h"
+#include "guard/recognizer.h"
+
+namespace pillar::guard {
+
+std::string Redacted(std::string_view value, EntityType type, Redaction redaction,
+                     std::string_view hash_key) {
+  switch (redaction) {
+    case Redaction::kTag:
+      return StrCat("<", EntityName(type), ">");
+    case Redaction::kHash:
+      return StrCat("<", EntityName(type), ":",
+                    HexEncode(HmacSha256(hash_key, value)).substr(0, 16), ">");
+    case Redaction::kMask:
+      break;
+  }
+  std::string masked(value);
+  // A card keeps its last four digits, as receipts print them (PCI DSS allows it).
+  size_t keep = type == EntityType::kCreditCard ? 4 : 0;
+  for (size_t i = masked.size(); i-- > 0;) {
+    const char c = masked[i];
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum) continue;
+    if (keep > 0) {
+      --keep;
+      continue;
+    }
+    masked[i] = '*';
+  }
+  return masked;
+}
+
+ScreenResult Screen(std::string_view text, const GuardConfig& config) {
+  RecognizerOptions options;
+  options.min_score = config.LowestScore();
+  ScreenResult result;
+  size_t copied = 0;
+  for (const Finding& f : Recognize(text, options)) {
+    const EntityRule& rule = config.rule(f.type);
+    if (f.score < rule.min_score) continue;
+    result.findings.push_back({f, rule.action});
+    if (rule.action == Action::kBlock && !result.blocked) {
+      result.blocked = true;
+      result.block_reason = StrCat(EntityName(f.type), " at bytes ", f.begin, "-", f.end);
+    }
+    if (rule.action != Action::kRedact || result.blocked) continue;
+    result.text.append(text.substr(copied, f.begin - copied));
+    result.text.append(
+        Redacted(text.substr(f.begin, f.end - f.begin), f.type, rule.redaction, config.hash_key));
+    copied = f.end;
+  }
+  if (result.blocked) {
+    result.text.clear();
+  } else {
+    result.text.append(text.substr(copied));
+  }
+  return result;
+}
+
+}  // namespace pillar::guard

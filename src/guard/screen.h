@@ -1,0 +1,39 @@
+// Screening a text with a GuardConfig: the recognizers' findings, the action each one gets, and
+// the text as it may go on (redacted), or the reason it may not (blocked). A block names the
+// entity type and its byte offsets, never the value.
+//
+//   ScreenResult r = Screen(prompt, config);
+//   if (r.blocked) return Refuse(400, r.block_reason);   // "CREDIT_CARD at bytes 12-31"
+//   Forward(r.text);                                      // "call <PHONE_NUMBER>"
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "guard/entity.h"
+#include "guard/guard_config.h"
+
+namespace pillar::guard {
+
+struct ScreenedFinding {
+  Finding finding;
+  Action action;
+};
+
+struct ScreenResult {
+  std::vector<ScreenedFinding> findings;  // in text order; those allowed included
+  bool blocked = false;
+  std::string block_reason;  // the first blocked finding's type and offsets
+  std::string text;          // the text with its redactions applied; empty when blocked
+};
+
+ScreenResult Screen(std::string_view text, const GuardConfig& config);
+
+// What replaces `value` (a finding of `type`) under `redaction`: "<EMAIL_ADDRESS>"; every letter
+// and digit masked with '*' (a card keeps its last four digits); or "<EMAIL_ADDRESS:" and 16 hex
+// characters of HMAC-SHA256(key, value) ">".
+std::string Redacted(std::string_view value, EntityType type, Redaction redaction,
+                     std::string_view hash_key);
+
+}  // namespace pillar::guard

@@ -1,0 +1,44 @@
+// Fuzzes the guard's recognizers and screening (guard::Recognize, guard::Screen): prompts and
+// model outputs are untrusted text. Whatever the bytes, findings lie inside the text, in order,
+// never overlapping, with scores in [0, 1]; a screened text that is not blocked is the input
+// with exactly the redacted spans replaced.
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "guard/recognizer.h"
+#include "guard/screen.h"
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view text(reinterpret_cast<const char*>(data), size);
+  pillar::guard::RecognizerOptions options;
+  options.min_score = 0;
+  size_t last_end = 0;
+  for (const pillar::guard::Finding& f : pillar::guard::Recognize(text, options)) {
+    if (f.begin >= f.end || f.end > text.size() || f.begin < last_end) __builtin_trap();
+    if (f.score < 0 || f.score > 1) __builtin_trap();
+    last_end = f.end;
+  }
+  static const pillar::guard::GuardConfig config;
+  const pillar::guard::ScreenResult r = pillar::guard::Screen(text, config);
+  if (r.blocked != r.text.empty() && !text.empty()) {
+    // A blocked text is empty; one that is not is never empty unless the input was, or every
+    // byte was redacted into a tag (which is never empty).
+    if (!r.blocked) __builtin_trap();
+  }
+  if (!r.blocked) {
+    std::string rebuilt;
+    size_t copied = 0;
+    for (const auto& s : r.findings) {
+      if (s.action != pillar::guard::Action::kRedact) continue;
+      rebuilt.append(text.substr(copied, s.finding.begin - copied));
+      rebuilt.append(pillar::guard::Redacted(
+          text.substr(s.finding.begin, s.finding.end - s.finding.begin), s.finding.type,
+          config.rule(s.finding.type).redaction, config.hash_key));
+      copied = s.finding.end;
+    }
+    rebuilt.append(text.substr(copied));
+    if (rebuilt != r.text) __builtin_trap();
+  }
+  return 0;
+}

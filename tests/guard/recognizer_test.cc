@@ -1,0 +1,169 @@
+#include "guard/recognizer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+namespace pillar::guard {
+namespace {
+
+struct Found {
+  std::string type;
+  std::string value;
+  bool operator==(const Found&) const = default;
+};
+
+std::ostream& operator<<(std::ostream& os, const Found& f) {
+  return os << f.type << " '" << f.value << "'";
+}
+
+std::vector<Found> Find(std::string_view text, double min_score = 0.5) {
+  RecognizerOptions options;
+  options.min_score = min_score;
+  std::vector<Found> found;
+  for (const Finding& f : Recognize(text, options)) {
+    found.push_back(
+        {std::string(EntityName(f.type)), std::string(text.substr(f.begin, f.end - f.begin))});
+  }
+  return found;
+}
+
+using V = std::vector<Found>;
+
+TEST(RecognizerTest, EmailAddresses) {
+  EXPECT_EQ(Find("write to maria.silva+x@example.com.br today"),
+            (V{{"EMAIL_ADDRESS", "maria.silva+x@example.com.br"}}));
+  EXPECT_EQ(Find("at the end: a@b.io."), (V{{"EMAIL_ADDRESS", "a@b.io"}}));
+  EXPECT_EQ(Find("not an address: a@b, @example.com, x@localhost, a@b.c1"), V{});
+}
+
+TEST(RecognizerTest, PaymentCardsValidateWithLuhnAndKeepTheirGrouping) {
+  EXPECT_EQ(Find("card 4111 1111 1111 1111 exp"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("5500-0000-0000-0004"), (V{{"CREDIT_CARD", "5500-0000-0000-0004"}}));
+  EXPECT_EQ(Find("amex 3782 822463 10005"), (V{{"CREDIT_CARD", "3782 822463 10005"}}));
+  EXPECT_EQ(Find("4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
+  // One digit off, mixed separators, glued to a word: none is a card.
+  EXPECT_EQ(Find("card 4111 1111 1111 1112"), V{});
+  EXPECT_EQ(Find("4111-1111 1111-1111"), V{});
+  EXPECT_EQ(Find("id4111111111111111"), V{});
+}
+
+TEST(RecognizerTest, ACardIsFoundInsideALongerRunOfNumbers) {
+  EXPECT_EQ(Find("paid in 2019 4111 1111 1111 1111 ok"),
+            (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+}
+
+TEST(RecognizerTest, BrazilianNumbersNeedTheirCheckDigits) {
+  EXPECT_EQ(Find("CPF 123.456.789-09"), (V{{"BR_CPF", "123.456.789-09"}}));
+  EXPECT_EQ(Find("o cpf 12345678909"), (V{{"BR_CPF", "12345678909"}}));
+  EXPECT_EQ(Find("CPF 123.456.789-08"), V{});
+  EXPECT_EQ(Find("CNPJ 11.222.333/0001-81"), (V{{"BR_CNPJ", "11.222.333/0001-81"}}));
+  EXPECT_EQ(Find("CNPJ 11.222.333/0001-82"), V{});
+}
+
+TEST(RecognizerTest, PortugueseNifNeedsItsCheckDigitAndAContext) {
+  EXPECT_EQ(Find("NIF: 123456789."), (V{{"PT_NIF", "123456789"}}));
+  EXPECT_EQ(Find("contribuinte n.o 501964843"), (V{{"PT_NIF", "501964843"}}));
+  EXPECT_EQ(Find("VAT PT123456789"), (V{{"PT_NIF", "PT123456789"}}));
+  EXPECT_EQ(Find("NIF: 123456788."), V{});
+  // Nine bare digits pass a mod-11 check one time in eleven: not without a word that says so.
+  EXPECT_EQ(Find("the value 123456789 was"), V{});
+}
+
+TEST(RecognizerTest, UsSocialSecurityNumbers) {
+  EXPECT_EQ(Find("SSN 078-05-1120"), (V{{"US_SSN", "078-05-1120"}}));
+  EXPECT_EQ(Find("ssn: 666-05-1120 or 900-12-3456"), V{});
+}
+
+TEST(RecognizerTest, PhoneNumbersInternationalAndNational) {
+  EXPECT_EQ(Find("call +1 415 555 2671"), (V{{"PHONE_NUMBER", "+1 415 555 2671"}}));
+  EXPECT_EQ(Find("+55 11 98765-4321"), (V{{"PHONE_NUMBER", "+55 11 98765-4321"}}));
+  EXPECT_EQ(Find("+351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));
+  EXPECT_EQ(Find("+44 20 7946 0958"), (V{{"PHONE_NUMBER", "+44 20 7946 0958"}}));
+  EXPECT_EQ(Find("(415) 555-2671"), (V{{"PHONE_NUMBER", "(415) 555-2671"}}));
+  EXPECT_EQ(Find("ligue (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
+  EXPECT_EQ(Find("telem\xc3\xb3vel 912 345 678"), (V{{"PHONE_NUMBER", "912 345 678"}}));
+  // A NANP area code cannot start with 1; Brazil's +55 needs a DDD and 8 or 9 digits.
+  EXPECT_EQ(Find("+1 115 555 2671"), V{});
+  EXPECT_EQ(Find("+55 11 1234"), V{});
+  EXPECT_EQ(Find("in 2024-01-15"), V{});
+}
+
+TEST(RecognizerTest, IpAddresses) {
+  EXPECT_EQ(Find("host 192.168.1.20:8080"), (V{{"IP_ADDRESS", "192.168.1.20"}}));
+  EXPECT_EQ(Find("client 2001:db8::8a2e:370:7334."),
+            (V{{"IP_ADDRESS", "2001:db8::8a2e:370:7334"}}));
+  EXPECT_EQ(Find("from fe80::1 and ::1"), (V{{"IP_ADDRESS", "fe80::1"}, {"IP_ADDRESS", "::1"}}));
+  EXPECT_EQ(Find("256.1.1.1 01.2.3.4 1.2.3 at 10:30:00"), V{});
+  // A dotted quad that the text calls a version is not an address.
+  EXPECT_EQ(Find("version 1.2.3.4"), V{});
+}
+
+TEST(RecognizerTest, Ibans) {
+  EXPECT_EQ(Find("IBAN PT50 0002 0123 1234 5678 9015 4, thanks"),
+            (V{{"IBAN_CODE", "PT50 0002 0123 1234 5678 9015 4"}}));
+  EXPECT_EQ(Find("DE89370400440532013000"), (V{{"IBAN_CODE", "DE89370400440532013000"}}));
+  EXPECT_EQ(Find("DE89370400440532013001 DE8937040044053201300"), V{});
+}
+
+TEST(RecognizerTest, SecretsByTheirIssuersFormats) {
+  auto kinds = [](std::string_view text) {
+    std::vector<std::string> out;
+    for (const Finding& f : Recognize(text, {})) {
+      out.push_back(std::string(EntityName(f.type)) + "/" + std::string(f.kind));
+    }
+    return out;
+  };
+  using S = std::vector<std::string>;
+  EXPECT_EQ(kinds("AKIAIOSFODNN7EXAMPLE"), (S{"SECRET/aws_access_key"}));
+  EXPECT_EQ(kinds("t=ghp_abcdefghijklmnopqrstuvwxyzABCDEF0123"), (S{"SECRET/github_token"}));
+  EXPECT_EQ(kinds("AIzaSyA1234567890abcdefghijklmnopqrstuv"), (S{"SECRET/google_api_key"}));
+  EXPECT_EQ(kinds("xoxb-123456789012-abcdefghijkl"), (S{"SECRET/slack_token"}));
+  EXPECT_EQ(kinds("sk_live_abcdefghijklmnopqrstuvwx"), (S{"SECRET/stripe_key"}));
+  EXPECT_EQ(kinds("pk_0123456789ab_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQ"),
+            (S{"SECRET/pillar_api_key"}));
+  EXPECT_EQ(kinds("Bearer eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N"),
+            (S{"SECRET/jwt"}));
+  EXPECT_EQ(kinds("-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXk=\n"
+                  "-----END OPENSSH PRIVATE KEY-----"),
+            (S{"SECRET/private_key"}));
+  // A key block cut short is still a leaked key.
+  EXPECT_EQ(kinds("-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIBYr"), (S{"SECRET/private_key"}));
+  // Near misses: one character short, a public key.
+  EXPECT_EQ(kinds("AKIAIOSFODNN7EXAMPL ghp_abc -----BEGIN PUBLIC KEY-----"), S{});
+}
+
+TEST(RecognizerTest, OffsetsAreBytesAndFindingsNeverOverlap) {
+  const std::string text = "\xc3\xa9 a@b.io 4111111111111111@x.io";
+  RecognizerOptions options;
+  const std::vector<Finding> found = Recognize(text, options);
+  ASSERT_EQ(found.size(), 2u);
+  EXPECT_EQ(found[0].begin, 3u);
+  EXPECT_EQ(found[0].end, 9u);
+  EXPECT_EQ(found[1].type, EntityType::kEmailAddress);
+  for (size_t i = 1; i < found.size(); ++i) EXPECT_LE(found[i - 1].end, found[i].begin);
+}
+
+TEST(RecognizerTest, AContextWordOfAnotherSentenceSaysNothing) {
+  EXPECT_EQ(Find("Release version 2.\nNIF: 123456789"), (V{{"PT_NIF", "123456789"}}));
+  EXPECT_EQ(Find("My NIF is below. The number 123456789 is"), V{});
+}
+
+TEST(RecognizerTest, DisabledTypesAreNotReported) {
+  RecognizerOptions options;
+  options.enabled[size_t(EntityType::kEmailAddress)] = false;
+  EXPECT_TRUE(Recognize("a@b.io", options).empty());
+}
+
+TEST(RecognizerTest, LongAndHostileInputsEndQuickly) {
+  // Long digit runs, separators without end, an unterminated key block: linear, no finding.
+  std::string text(200000, '1');
+  text += std::string(100000, '-') + "-----BEGIN X PRIVATE KEY-----";
+  for (int i = 0; i < 20000; ++i) text += "1 ";
+  for (int i = 0; i < 20000; ++i) text += "a@";
+  EXPECT_EQ(Find(text, 0.0).size(), 1u);  // only the key block
+}
+
+}  // namespace
+}  // namespace pillar::guard

@@ -1,0 +1,100 @@
+#include "guard/screen.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+
+#include "common/toml_parse.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::guard {
+namespace {
+
+GuardConfig Parse(std::string_view toml, const std::string& base = "/") {
+  absl::StatusOr<toml::table> table = ParseToml(toml, "test.toml");
+  EXPECT_TRUE(table.ok()) << table.status();
+  const toml::node* guard = table->get("guard");
+  absl::StatusOr<GuardConfig> config =
+      ParseGuardConfig(guard ? guard->as_table() : nullptr, "test.toml", base);
+  EXPECT_TRUE(config.ok()) << config.status();
+  return config.ok() ? *config : GuardConfig();
+}
+
+TEST(ScreenTest, DefaultsRedactPersonalDataWithTagsAndBlockSecrets) {
+  const GuardConfig config;
+  ScreenResult r = Screen("mail maria@example.com or call +351 912 345 678", config);
+  EXPECT_FALSE(r.blocked);
+  EXPECT_EQ(r.text, "mail <EMAIL_ADDRESS> or call <PHONE_NUMBER>");
+  ASSERT_EQ(r.findings.size(), 2u);
+  EXPECT_EQ(r.findings[0].action, Action::kRedact);
+
+  r = Screen("my key AKIAIOSFODNN7EXAMPLE", config);
+  EXPECT_TRUE(r.blocked);
+  EXPECT_EQ(r.block_reason, "SECRET at bytes 7-27");
+  EXPECT_TRUE(r.text.empty());
+}
+
+TEST(ScreenTest, MaskKeepsACardsLastFourAndHashIsKeyedAndStable) {
+  EXPECT_EQ(Redacted("4111 1111 1111 1111", EntityType::kCreditCard, Redaction::kMask, ""),
+            "**** **** **** 1111");
+  EXPECT_EQ(Redacted("a.b@c.io", EntityType::kEmailAddress, Redaction::kMask, ""), "*.*@*.**");
+  const std::string h1 = Redacted("a@b.io", EntityType::kEmailAddress, Redaction::kHash, "key-1");
+  EXPECT_EQ(h1, Redacted("a@b.io", EntityType::kEmailAddress, Redaction::kHash, "key-1"));
+  EXPECT_NE(h1, Redacted("a@b.io", EntityType::kEmailAddress, Redaction::kHash, "key-2"));
+  EXPECT_EQ(h1.rfind("<EMAIL_ADDRESS:", 0), 0u);
+  EXPECT_EQ(h1.size(), std::string("<EMAIL_ADDRESS:>").size() + 16);
+}
+
+TEST(ScreenTest, PerTypeRulesOverrideTheTablesDefaults) {
+  const GuardConfig config = Parse(R"(
+[guard]
+action = "allow"
+redaction = "mask"
+[guard.entities.CREDIT_CARD]
+action = "block"
+[guard.entities.EMAIL_ADDRESS]
+action = "redact"
+min_score = 0.95
+[guard.entities.PHONE_NUMBER]
+action = "redact"
+)");
+  ScreenResult r = Screen("a@b.io +351 912 345 678 AKIAIOSFODNN7EXAMPLE", config);
+  EXPECT_FALSE(r.blocked);  // SECRET follows the table's "allow"
+  // The address (0.9) is under its own 0.95; the phone is masked.
+  EXPECT_EQ(r.text, "a@b.io +*** *** *** *** AKIAIOSFODNN7EXAMPLE");
+  r = Screen("pay with 4111111111111111", config);
+  EXPECT_TRUE(r.blocked);
+  EXPECT_EQ(r.block_reason, "CREDIT_CARD at bytes 9-25");
+}
+
+TEST(ScreenTest, BadConfigurationsAreRefusedWithTheirReason) {
+  for (const char* bad :
+       {"[guard]\naction = \"drop\"", "[guard]\nmin_score = 2",
+        "[guard.entities.PASSPORT]\naction = \"block\"", "[guard]\nentities = 3",
+        "[guard]\nmode = \"strict\"", "[guard.entities.EMAIL_ADDRESS]\nactoin = \"block\""}) {
+    absl::StatusOr<toml::table> table = ParseToml(bad, "t.toml");
+    ASSERT_TRUE(table.ok());
+    const toml::node* guard = table->get("guard");
+    EXPECT_FALSE(ParseGuardConfig(guard->as_table(), "t.toml", "/").ok()) << bad;
+  }
+}
+
+TEST(ScreenTest, TheHashKeyFileMustBePrivate) {
+  testing::TempDir dir;
+  const std::string key = (dir.path() / "guard.key").string();
+  std::ofstream(key) << "0123456789abcdef0123456789abcdef";
+  ::chmod(key.c_str(), 0644);
+  absl::StatusOr<toml::table> table =
+      ParseToml("[guard]\nhash_key_file = \"guard.key\"\nredaction = \"hash\"", "t.toml");
+  ASSERT_TRUE(table.ok());
+  const toml::table* guard = table->get("guard")->as_table();
+  EXPECT_FALSE(ParseGuardConfig(guard, "t.toml", dir.path().string()).ok());
+  ::chmod(key.c_str(), 0600);
+  absl::StatusOr<GuardConfig> config = ParseGuardConfig(guard, "t.toml", dir.path().string());
+  ASSERT_TRUE(config.ok()) << config.status();
+  EXPECT_EQ(config->hash_key, "0123456789abcdef0123456789abcdef");
+}
+
+}  // namespace
+}  // namespace pillar::guard
