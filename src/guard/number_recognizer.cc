@@ -153,7 +153,9 @@ double PhoneScore(const Candidate& c) {
   if ((s == "2 5-4" || s == "2 4-4") && BrazilNationalValid(d)) return 0.55;
   if (s == "5-4" && d[0] == '9') return 0.45;
   // Portugal: 912 345 678, 212 345 678.
-  if ((s == "3 3 3" || s == "3-3-3" || s == "3.3.3") && PortugalNationalValid(d)) return 0.55;
+  // Grouped in threes, nine digits are as often a count written with spaces for thousands
+  // ("294 285 727 inhabitants"): a context word decides.
+  if ((s == "3 3 3" || s == "3-3-3" || s == "3.3.3") && PortugalNationalValid(d)) return 0.45;
   if (s == "9" && PortugalNationalValid(d)) return 0.35;
   if (s == "a" && NanpValid(d)) return 0.25;  // ten bare digits: needs a context word
   if (s == "b" && BrazilNationalValid(d)) return 0.3;
@@ -214,9 +216,11 @@ void Classify(std::string_view text, const Run& run, int first, int last, std::v
   if (plus || paren) return;
   add(EntityType::kCreditCard, CardScore(c));
   add(EntityType::kIpAddress, Ipv4Score(c, text, run, first), "ipv4");
-  if (nd == 11 && CpfValid(d)) add(EntityType::kBrCpf, s == "3.3.3-2" ? 0.9 : s == "b" ? 0.45 : 0);
+  // Bare, eleven or fourteen digits pass both check digits one time in a hundred: found, at the
+  // threshold, unless a word says they are something else.
+  if (nd == 11 && CpfValid(d)) add(EntityType::kBrCpf, s == "3.3.3-2" ? 0.9 : s == "b" ? 0.5 : 0);
   if (nd == 14 && CnpjValid(d)) {
-    add(EntityType::kBrCnpj, s == "2.3.3/4-2" ? 0.95 : s == "e" ? 0.45 : 0);
+    add(EntityType::kBrCnpj, s == "2.3.3/4-2" ? 0.95 : s == "e" ? 0.5 : 0);
   }
   if (nd == 9 && SsnStructureValid(d)) {
     add(EntityType::kUsSsn, s == "3-2-4" ? 0.6 : s == "3 2 4" ? 0.4 : s == "9" ? 0.15 : 0);
@@ -259,6 +263,18 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
     run.paren = true;
     ++i;
   }
+  // An IPv6 address whose first group starts with a digit ("2001:db8::1", "7ec4:1b80:...").
+  if (!run.plus && !run.paren) {
+    size_t hex = i;
+    while (hex < n && IsHex(text[hex])) ++hex;
+    if (hex < n && text[hex] == ':') {
+      if (const size_t end = Ipv6End(text, i); end > i) {
+        out.push_back(
+            {.type = EntityType::kIpAddress, .begin = i, .end = end, .score = 0.7, .kind = "ipv6"});
+        return end;
+      }
+    }
+  }
   size_t digits = 0;
   bool too_long = false;
   while (true) {
@@ -296,16 +312,6 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
   if (i < n && (IsWordByte(text[i]) || text[i] == '@')) {
     while (i < n && IsWordByte(text[i])) ++i;
     return i;
-  }
-  if (i < n && text[i] == ':' && !run.plus && !run.paren) {
-    if (const size_t end = Ipv6End(text, run.begin); end > run.begin) {
-      out.push_back({.type = EntityType::kIpAddress,
-                     .begin = run.begin,
-                     .end = end,
-                     .score = 0.7,
-                     .kind = "ipv6"});
-      return end;
-    }
   }
   ClassifyRange(text, run, 0, run.count, out);
   return i;

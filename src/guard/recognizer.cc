@@ -1,6 +1,8 @@
 #include "guard/recognizer.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 
 #include "guard/recognizer_internal.h"
@@ -90,25 +92,25 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
   lowered[size++] = ' ';
   copy(end, std::min(to, end + kAfter - 1));  // kBefore + kAfter bytes at most, with the space
   const std::string_view window(lowered, size);
-  double adjustment = 0;
+  bool names_other = false;
   for (const ContextWords& entry : kPositive) {
-    if (entry.type != type) continue;
     for (std::string_view word : entry.words) {
-      if (HasWord(window, word)) {
-        adjustment += 0.4;
-        break;
-      }
+      if (!HasWord(window, word)) continue;
+      if (entry.type == type) return 0.4;
+      names_other = names_other || NumberType(entry.type);
+      break;
     }
   }
+  // Only where nothing names the type: "NIF 123456789 na fatura" is a NIF on an invoice. A
+  // number that another number type's word introduces ("CNPJ: 38419862000120", which failed
+  // the CNPJ's check) is that type written wrong, not this one.
   if (NumberType(type)) {
+    if (names_other) return -0.4;
     for (std::string_view word : kNegative) {
-      if (HasWord(window, word)) {
-        adjustment -= 0.3;
-        break;
-      }
+      if (HasWord(window, word)) return -0.3;
     }
   }
-  return adjustment;
+  return 0;
 }
 
 }  // namespace internal
@@ -116,6 +118,113 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
 namespace {
 
 using namespace internal;
+
+// What the scanning loop does at a byte, from one table lookup.
+enum Act : uint8_t {
+  kPass,        // spaces and punctuation that begin nothing
+  kPlainWord,   // a word byte no format begins with: a word starting here is skipped whole
+  kFormatWord,  // capitals (IBAN, AWS and Google keys, "PT" NIFs) and the first letters of the
+                // token formats (eyJ..., pk_, ghp_, github_pat_, xox?-, sk_/sk-, rk_)
+  kNumber,      // a digit
+  kAtSign,      // an e-mail address around it
+  kNumberOpen,  // '+' or '(' before a phone number
+  kDash,        // "-----BEGIN ... PRIVATE KEY-----"
+  kColon,       // "::1"
+};
+
+constexpr std::array<uint8_t, 256> kAct = [] {
+  std::array<uint8_t, 256> t{};
+  for (int c = 0; c < 256; ++c) {
+    if (internal::kByteClass[size_t(c)] != kOther) t[size_t(c)] = kPlainWord;
+  }
+  for (int c = 'A'; c <= 'Z'; ++c) t[size_t(c)] = kFormatWord;
+  for (char c : {'e', 'p', 'g', 'x', 's', 'r'}) t[static_cast<unsigned char>(c)] = kFormatWord;
+  for (int c = '0'; c <= '9'; ++c) t[size_t(c)] = kNumber;
+  t['@'] = kAtSign;
+  t['+'] = kNumberOpen;
+  t['('] = kNumberOpen;
+  t['-'] = kDash;
+  t[':'] = kColon;
+  return t;
+}();
+
+// Word bytes among eight (the first in the lowest byte), each marked by its high bit: letters,
+// digits, '_' and bytes of non-ASCII characters. Each test "x in [lo, hi]" is two additions on
+// seven-bit bytes, which cannot carry into the next byte.
+uint64_t WordBytes(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = kOnes * 0x80;
+  const uint64_t x = word & ~kHigh;
+  const auto in = [&](uint64_t v, uint64_t lo, uint64_t hi) {
+    return (v + kOnes * (0x80 - lo)) & ~(v + kOnes * (0x7f - hi));
+  };
+  return ((word & kHigh) | in(x, '0', '9') | in(x | kOnes * 0x20, 'a', 'z') | in(x, '_', '_')) &
+         kHigh;
+}
+
+// The end of the word at `i`, eight bytes at a time while eight are left.
+size_t WordEnd(std::string_view text, size_t i) {
+  static_assert(std::endian::native == std::endian::little, "WordEnd reads words in order");
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    if (const uint64_t other = ~WordBytes(word) & 0x8080808080808080ull; other != 0) {
+      return i + size_t(std::countr_zero(other)) / 8;
+    }
+  }
+  while (i < text.size() && IsWordByte(text[i])) ++i;
+  return i;
+}
+
+// One pass over `text`, every scanner at the bytes it may begin at; appends what they find.
+// No entity starts inside a word, so a word is either handed to a scanner or skipped whole.
+void ScanAll(std::string_view text, std::vector<Finding>& raw) {
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const char c = text[i];
+    const uint8_t act = kAct[static_cast<unsigned char>(c)];
+    if (act == kPass) {
+      ++i;
+      continue;
+    }
+    const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
+    switch (act) {
+      case kPlainWord: {
+        const size_t start = i;
+        i = WordEnd(text, i);
+        // An IPv6 address may begin with any hex letter: known by the ':' after its first group.
+        if (word_start && i < n && text[i] == ':' && IsHex(c)) i = ScanWord(text, start, raw);
+        break;
+      }
+      case kFormatWord:
+        i = word_start ? ScanWord(text, i, raw) : WordEnd(text, i);
+        break;
+      case kNumber:
+        i = word_start ? ScanNumber(text, i, raw) : WordEnd(text, i);
+        break;
+      case kAtSign:
+        i = ScanEmail(text, i, raw);
+        break;
+      case kNumberOpen:
+        i = word_start && i + 1 < n && IsDigit(text[i + 1]) ? ScanNumber(text, i, raw) : i + 1;
+        break;
+      case kDash:
+        i = ScanPrivateKey(text, i, raw);
+        break;
+      default: {  // kColon
+        const size_t end = word_start && i + 1 < n && text[i + 1] == ':' ? Ipv6End(text, i) : i;
+        if (end > i) {
+          raw.push_back({.type = EntityType::kIpAddress,
+                         .begin = i,
+                         .end = end,
+                         .score = 0.7,
+                         .kind = "ipv6"});
+        }
+        i = std::max(end, i + 1);
+      }
+    }
+  }
+}
 
 // Findings in text order, none overlapping: where two claim the same bytes, the higher score
 // stays (then the longer).
@@ -141,48 +250,7 @@ std::vector<Finding> Resolve(std::vector<Finding> found) {
 
 std::vector<Finding> Recognize(std::string_view text, const RecognizerOptions& options) {
   std::vector<Finding> raw;
-  const size_t n = text.size();
-  size_t i = 0;
-  while (i < n) {
-    const char c = text[i];
-    const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
-    if (IsWordByte(c) && (!word_start || ClassOf(c) == kHigh)) {
-      // The rest of a word, or a word that starts with a non-ASCII character: no entity starts
-      // inside a word.
-      while (i < n && IsWordByte(text[i])) ++i;
-      continue;
-    }
-    switch (ClassOf(c)) {
-      case kDigit:
-        i = ScanNumber(text, i, raw);
-        break;
-      case kUpper:
-      case kLower:
-      case kUnder:
-        i = ScanWord(text, i, raw);
-        break;
-      default:
-        if (c == '@') {
-          i = ScanEmail(text, i, raw);
-        } else if ((c == '+' || c == '(') && word_start && i + 1 < n && IsDigit(text[i + 1])) {
-          i = ScanNumber(text, i, raw);
-        } else if (c == '-') {
-          i = ScanPrivateKey(text, i, raw);
-        } else if (c == ':' && word_start && i + 1 < n && text[i + 1] == ':') {
-          const size_t end = Ipv6End(text, i);
-          if (end > i) {
-            raw.push_back({.type = EntityType::kIpAddress,
-                           .begin = i,
-                           .end = end,
-                           .score = 0.7,
-                           .kind = "ipv6"});
-          }
-          i = std::max(end, i + 2);
-        } else {
-          ++i;
-        }
-    }
-  }
+  ScanAll(text, raw);
   std::vector<Finding> scored;
   scored.reserve(raw.size());
   for (Finding f : raw) {

@@ -42,8 +42,9 @@ inline bool IsBase64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
 
 // Whether a word that says what `type` is appears near [begin, end): in the 48 bytes before it
 // or the 16 after, case-insensitively (ASCII), at the start of a word. Returns the adjustment to
-// the score: positive for words that name the type ("cpf", "telefone"), negative for words that
-// say a number is something else ("order", "invoice"), 0 for none.
+// the score: positive for a word that names the type ("cpf", "telefone"); else, for numbers,
+// negative for a word that names another number type or says a number is something else
+// ("order", "invoice"); else 0.
 double ContextAdjustment(std::string_view text, size_t begin, size_t end, EntityType type);
 
 // Each scanner starts at `i`, the first byte of what it may recognize (a word's first byte for

@@ -169,13 +169,16 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out) {
       return word_end;
     }
   }
-  if (c == 'e' && StartsWith(rest, "eyJ")) {
+  // Each format is tried only when the word's first two bytes could begin it: most words are
+  // ordinary and cost one or two comparisons here.
+  const char second = word_end - i >= 2 ? text[i + 1] : '\0';
+  if (c == 'e' && second == 'y' && StartsWith(rest, "eyJ")) {
     if (const size_t end = JwtEnd(text, i); end > i) {
       Add(out, EntityType::kSecret, i, end, 0.95, "jwt");
       return end;
     }
   }
-  if (c == 'p') {
+  if (c == 'p' && second == 'k') {
     if (const size_t end = PillarKeyEnd(text, i); end > i) {
       Add(out, EntityType::kSecret, i, end, 0.99, "pillar_api_key");
       return end;
@@ -183,7 +186,9 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out) {
   }
   if (c == 'A' || c == 'g' || c == 'x' || c == 's' || c == 'r') {
     for (const TokenRule& rule : kTokenRules) {
-      if (!StartsWith(rest, rule.prefix)) continue;
+      if (rule.prefix[0] != c || rule.prefix[1] != second || !StartsWith(rest, rule.prefix)) {
+        continue;
+      }
       const size_t body = i + rule.prefix.size();
       const size_t end = RunEnd(text, body, rule.alphabet);
       const size_t length = end - body;

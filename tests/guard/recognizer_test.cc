@@ -150,6 +150,23 @@ TEST(RecognizerTest, AContextWordOfAnotherSentenceSaysNothing) {
   EXPECT_EQ(Find("My NIF is below. The number 123456789 is"), V{});
 }
 
+TEST(RecognizerTest, ANumberAnotherTypesWordIntroducesIsNotTakenForThisType) {
+  // Fourteen digits that fail the CNPJ check but pass Luhn with a Diners prefix.
+  EXPECT_EQ(Find("CNPJ: 38419862000120"), V{});
+  EXPECT_EQ(Find("card 38419862000120"), (V{{"CREDIT_CARD", "38419862000120"}}));
+}
+
+// Words are skipped eight bytes at a time: a format right after a word of any length, and
+// every byte that ends a word, wherever it falls in the eight.
+TEST(RecognizerTest, WordsOfEveryLengthEndWhereTheyEnd) {
+  for (size_t length = 1; length <= 20; ++length) {
+    for (const char* end : {" ", ",", "\n", "(", "@", "/", "\x7f", "\t", "\xc3\xa9 "}) {
+      const std::string text = std::string(length, 'w') + end + "a@b.io";
+      EXPECT_EQ(Find(text), (V{{"EMAIL_ADDRESS", "a@b.io"}})) << length << " " << int(end[0]);
+    }
+  }
+}
+
 TEST(RecognizerTest, DisabledTypesAreNotReported) {
   RecognizerOptions options;
   options.enabled[size_t(EntityType::kEmailAddress)] = false;
