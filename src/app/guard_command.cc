@@ -94,7 +94,7 @@ void AddGuardCommands(CLI::App& cli, Commands& commands) {
       "score, action), never the value. Exit 0 nothing found, 1 found (or blocked), 2 error");
   cmd->add_option("input", scan->input, "The text to scan; '-' (the default) reads standard input");
   cmd->add_option("-c,--config", scan->config_path,
-                  "A TOML file whose [guard] table says the actions (e.g. pillar.toml)");
+                  "A TOML file whose [guard] table says the actions (docs/guard.md)");
   cmd->add_flag("--redact", scan->redact,
                 "Print the text with the redactions applied instead of the findings");
   commands.On(cmd, [scan] { return RunGuardScan(*scan); });
