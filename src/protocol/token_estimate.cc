@@ -1,0 +1,47 @@
+#include "protocol/token_estimate.h"
+
+namespace pillar::protocol {
+
+int64_t EstimateTokens(std::string_view text) {
+  int64_t tokens = 0;
+  size_t i = 0;
+  const size_t n = text.size();
+  auto run = [&](auto in) {
+    const size_t start = i;
+    while (i < n && in(text[i])) ++i;
+    return int64_t(i - start);
+  };
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(text[i]);
+    if ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') {
+      const int64_t letters = run([](char x) {
+        const unsigned char u = static_cast<unsigned char>(x) | 0x20;
+        return u >= 'a' && u <= 'z';
+      });
+      tokens += (letters + 5) / 6;
+    } else if (c >= '0' && c <= '9') {
+      tokens += (run([](char x) { return x >= '0' && x <= '9'; }) + 2) / 3;
+    } else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') {
+      ++i;
+    } else if (c < 0x80) {
+      ++tokens;
+      ++i;
+    } else {
+      // One token per character: its lead byte, then its continuation bytes.
+      ++tokens;
+      ++i;
+      while (i < n && (static_cast<unsigned char>(text[i]) & 0xc0) == 0x80) ++i;
+    }
+  }
+  return tokens;
+}
+
+int64_t EstimateChatTokens(const std::vector<ChatMessage>& messages) {
+  int64_t tokens = 3;
+  for (const ChatMessage& m : messages) {
+    tokens += 3 + EstimateTokens(m.role) + EstimateTokens(m.text);
+  }
+  return tokens;
+}
+
+}  // namespace pillar::protocol
