@@ -1,8 +1,11 @@
 #include "app/operation_handlers.h"
 
+#include <set>
+
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "policy/policy.h"
+#include "protocol/openai_response.h"
 #include "stages/access.h"
 
 #ifndef PILLAR_VERSION
@@ -208,6 +211,28 @@ void AdminBackends(const runtime::ModelCatalog& catalog, Exchange& ex) {
   ex.response.body = std::move(w).Take();
 }
 
+// GET /v1/models: the models the principal may call (the infer action allowed on a ready
+// version), once each, in OpenAI's list shape. A model it may only read the metadata of is
+// not listed: the list is of what can be used.
+void ListModels(const runtime::ModelCatalog& catalog, Exchange& ex) {
+  const std::shared_ptr<const runtime::ModelRegistry> snapshot = catalog.Current();
+  std::set<std::string_view> names;
+  const policy::Plane plane = stages::PlaneOf(ex);
+  for (const auto& v : snapshot->versions()) {
+    if (names.contains(v->name) || !v->ready() ||
+        !ex.policy->Allowed(*ex.principal, plane, "infer", stages::ResourceOf(*v))) {
+      continue;
+    }
+    names.insert(v->name);
+  }
+  std::vector<protocol::ListedModel> listed;
+  for (std::string_view name : names) {
+    // pillar does not keep when a version was made; OpenAI's clients do not read it.
+    listed.push_back({.id = std::string(name), .created = 0, .owned_by = "pillar"});
+  }
+  ex.response.body = protocol::ModelListBody(listed);
+}
+
 }  // namespace
 
 std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
@@ -225,6 +250,7 @@ std::map<Operation, stages::ExecuteStage::Handler> MakeOperationHandlers(
   };
   handlers[Operation::kAdminModels] = [&catalog](Exchange& ex) { AdminModels(catalog, ex); };
   handlers[Operation::kAdminBackends] = [&catalog](Exchange& ex) { AdminBackends(catalog, ex); };
+  handlers[Operation::kListModels] = [&catalog](Exchange& ex) { ListModels(catalog, ex); };
   return handlers;
 }
 

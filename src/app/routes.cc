@@ -19,6 +19,8 @@ http::Router DataRouter() {
   r.Add({"POST", "/v2/models/{model}/versions/{version}/infer", int(Operation::kInfer),
          "version_infer", false});
   r.Add({"GET", "/v2/jobs/{job}", int(Operation::kJob), "job", false});
+  // OpenAI-compatible (docs/protocol.md).
+  r.Add({"GET", "/v1/models", int(Operation::kListModels), "openai_models", false});
   return r;
 }
 

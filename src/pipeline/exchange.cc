@@ -2,9 +2,12 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "protocol/openai_response.h"
 #include "runtime/admission.h"
 
 namespace pillar::pipeline {
+
+bool OpenAiShaped(Operation op) { return op == Operation::kListModels; }
 
 bool TargetsModel(Operation op) {
   return op == Operation::kModelMetadata || op == Operation::kModelReady || op == Operation::kInfer;
@@ -45,16 +48,49 @@ int HttpStatusFor(absl::StatusCode code) {
   }
 }
 
+namespace {
+
+// OpenAI's error types and codes by HTTP status, as its API and its clients use them (the
+// official clients choose their exception by the status; the type and code are for people).
+std::string OpenAiErrorBodyFor(int status, std::string_view message) {
+  std::string_view type = "invalid_request_error", code;
+  switch (status) {
+    case 401:
+      type = "authentication_error";
+      code = "invalid_api_key";
+      break;
+    case 403:
+      type = "permission_error";
+      break;
+    case 404:
+      code = "not_found";
+      break;
+    case 429:
+      type = "rate_limit_error";
+      code = "rate_limit_exceeded";
+      break;
+    default:
+      if (status >= 500) type = "server_error";
+  }
+  return protocol::OpenAiErrorBody(message, type, code);
+}
+
+}  // namespace
+
 void Exchange::Fail(const absl::Status& status) {
   response.status = runtime::IsBadGateway(status) ? 502 : HttpStatusFor(status.code());
   response.content_type = "application/json";
   error = std::string(status.message());
-  std::string body;
-  body.reserve(error.size() + 16);
-  body.append("{\"error\":");
-  AppendJsonString(body, error);
-  body.push_back('}');
-  response.body = std::move(body);
+  if (OpenAiShaped(operation)) {
+    response.body = OpenAiErrorBodyFor(response.status, error);
+  } else {
+    std::string body;
+    body.reserve(error.size() + 16);
+    body.append("{\"error\":");
+    AppendJsonString(body, error);
+    body.push_back('}');
+    response.body = std::move(body);
+  }
   if (std::optional<int64_t> retry = runtime::RetryAfterSeconds(status)) {
     response.headers.emplace_back("Retry-After", StrCat(*retry));
   }

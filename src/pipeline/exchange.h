@@ -43,8 +43,12 @@ enum class Operation {
   kMetrics,
   kAdminModels,
   kAdminBackends,
-  kJob,  // an asynchronous job's state or result (GET /v2/jobs/{job})
+  kJob,         // an asynchronous job's state or result (GET /v2/jobs/{job})
+  kListModels,  // the OpenAI-compatible model list (GET /v1/models)
 };
+
+// True for the OpenAI-compatible routes (/v1/...): their errors take OpenAI's shape.
+bool OpenAiShaped(Operation op);
 
 // True for operations addressed to a model (the path names one).
 bool TargetsModel(Operation op);

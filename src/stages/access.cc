@@ -17,6 +17,7 @@ std::string_view ActionOf(Operation op) {
     case Operation::kJob:
       return "read_job";
     case Operation::kServerMetadata:
+    case Operation::kListModels:
     case Operation::kModelMetadata:
     case Operation::kModelReady:
     case Operation::kAdminModels:
@@ -29,6 +30,7 @@ std::string_view ActionOf(Operation op) {
 std::string_view ResourceOf(Operation op) {
   switch (op) {
     case Operation::kServerMetadata:
+    case Operation::kListModels:
       return "server";
     case Operation::kMetrics:
       return "metrics";

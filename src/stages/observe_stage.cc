@@ -75,6 +75,8 @@ std::string_view ObserveStage::OperationName(pipeline::Operation op) {
       return "admin_backends";
     case pipeline::Operation::kJob:
       return "job";
+    case pipeline::Operation::kListModels:
+      return "openai_models";
   }
   return "unknown";
 }

@@ -197,6 +197,16 @@ TEST_F(AccessTest, EveryRouteAndRoleGetsExactlyWhatThePolicyGrants) {
         {"monitor", 404},
         {"lister_a", 404},
         {"none", 404}}},
+      // Any principal the policy lets read the server may ask for the OpenAI-compatible model
+      // list; what it lists is decided per model (OpenAiModelListShowsWhatThePrincipalMayCall).
+      {"openai_models",
+       {{"admin", 200},
+        {"user_a", 200},
+        {"reader_a", 200},
+        {"user_b", 200},
+        {"monitor", 403},
+        {"lister_a", 403},
+        {"none", 403}}},
       {"admin_models",
        {{"admin", 200},
         {"user_a", 403},
@@ -232,6 +242,36 @@ TEST_F(AccessTest, EveryRouteAndRoleGetsExactlyWhatThePolicyGrants) {
     }
   }
   EXPECT_GE(checked, 60);
+}
+
+TEST_F(AccessTest, OpenAiModelListShowsWhatThePrincipalMayCall) {
+  auto list = [](const std::string& key) {
+    HttpReply r = Fetch(server_->data_port(), "GET", "/v1/models", "", {Bearer(keys_[key])});
+    EXPECT_EQ(r.status, 200) << key << ": " << r.body;
+    return r.body;
+  };
+  auto item = [](const char* id) {
+    return StrCat("{\"id\":\"", id, "\",\"object\":\"model\",\"created\":0,",
+                  "\"owned_by\":\"pillar\"}");
+  };
+  EXPECT_EQ(list("admin"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha"), ",",
+                                  item("beta"), ",", item("gamma"), "]}"));
+  EXPECT_EQ(list("user_a"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha"), "]}"));
+  EXPECT_EQ(list("user_a_secret"),
+            StrCat("{\"object\":\"list\",\"data\":[", item("alpha"), ",", item("gamma"), "]}"));
+  EXPECT_EQ(list("user_b"), StrCat("{\"object\":\"list\",\"data\":[", item("beta"), "]}"));
+  // A reader may read metadata but call nothing: nothing is listed.
+  EXPECT_EQ(list("reader_a"), "{\"object\":\"list\",\"data\":[]}");
+  // Refusals on the /v1 routes are in OpenAI's error shape, as its clients expect.
+  HttpReply denied =
+      Fetch(server_->data_port(), "GET", "/v1/models", "", {Bearer(keys_["monitor"])});
+  EXPECT_EQ(denied.status, 403);
+  EXPECT_NE(denied.body.find("\"type\":\"permission_error\""), std::string::npos) << denied.body;
+  HttpReply anonymous = Fetch(server_->data_port(), "GET", "/v1/models", "", {});
+  EXPECT_EQ(anonymous.status, 401);
+  EXPECT_EQ(anonymous.body.rfind("{\"error\":{\"message\":", 0), 0u) << anonymous.body;
+  EXPECT_NE(anonymous.body.find("\"code\":\"invalid_api_key\""), std::string::npos)
+      << anonymous.body;
 }
 
 TEST_F(AccessTest, ATenantCannotReachAnotherTenantsModelThroughAnyRoute) {
