@@ -26,6 +26,7 @@ struct Run {
   std::array<size_t, kMaxGroups> group_begin{};
   std::array<size_t, kMaxGroups> group_end{};
   std::array<char, kMaxGroups> sep{};  // sep[k]: what comes before group k (k >= 1); ')' for ")"
+  std::array<size_t, kMaxGroups + 1> digits_before{};  // digits in the groups before group k
 };
 
 // Group lengths as one character each ('1'..'9', then 'a' = 10 ... 'k' = 20 and beyond) and the
@@ -237,6 +238,12 @@ void ClassifyRange(std::string_view text, const Run& run, int first, int last,
       const int b = a + length;
       if (a > first && run.sep[size_t(a)] != ' ') continue;
       if (b < last && run.sep[size_t(b)] != ' ') continue;
+      // Every entity has from 4 (an IPv4 address) to 19 digits (a card), and at most five
+      // groups (a card of 19 digits, a CNPJ), or seven for an international number written in
+      // pairs ("+49 30 12 34 56 78"): no other span is read.
+      const size_t digits = run.digits_before[size_t(b)] - run.digits_before[size_t(a)];
+      const int max_groups = a == 0 && run.plus ? 7 : 5;
+      if (digits < 4 || digits > 19 || length > max_groups) continue;
       bool found = false;
       Classify(text, run, a, b, out, found);
       if (found) {
@@ -286,6 +293,7 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
     } else {
       run.group_begin[size_t(run.count)] = b;
       run.group_end[size_t(run.count)] = i;
+      run.digits_before[size_t(run.count) + 1] = run.digits_before[size_t(run.count)] + (i - b);
       ++run.count;
     }
     if (i >= n) break;

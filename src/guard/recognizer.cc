@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cstdint>
 #include <cstring>
 
+#include "absl/container/flat_hash_map.h"
 #include "guard/recognizer_internal.h"
 
 namespace pillar::guard {
@@ -18,7 +20,7 @@ struct ContextWords {
 };
 
 const ContextWords kPositive[] = {
-    {EntityType::kEmailAddress, {"email", "e-mail", "mail", "correio"}},
+    {EntityType::kEmailAddress, {"email", "mail", "correio"}},
     {EntityType::kPhoneNumber,
      {"phone", "tel", "telephone", "telefone", "telemovel", "telem\xc3\xb3vel", "celular", "mobile",
       "cell", "call", "ligue", "liga", "contacto", "contato", "whatsapp", "fax", "sms"}},
@@ -47,17 +49,33 @@ bool NumberType(EntityType type) {
          type != EntityType::kIbanCode;
 }
 
-// Whether `word` occurs in `window` (lower case) as a whole word.
-bool HasWord(std::string_view window, std::string_view word) {
-  for (size_t at = window.find(word); at != std::string_view::npos;
-       at = window.find(word, at + 1)) {
-    const bool starts = at == 0 || !IsAlpha(window[at - 1]);
-    const size_t end = at + word.size();
-    const bool ends = end == window.size() || !IsAlpha(window[end]);
-    if (starts && ends) return true;
-  }
-  return false;
+// What each context word says: the types it names (a bit per EntityType) and whether it makes a
+// number something else. Two-word entries ("social security") are looked up as word pairs.
+struct WordMeaning {
+  uint32_t names = 0;
+  bool other = false;
+  bool starts_pair = false;  // the first word of a two-word entry
+};
+
+const absl::flat_hash_map<std::string_view, WordMeaning>& ContextTable() {
+  static const auto* table = [] {
+    auto* t = new absl::flat_hash_map<std::string_view, WordMeaning>;
+    for (const ContextWords& entry : kPositive) {
+      for (std::string_view word : entry.words) {
+        (*t)[word].names |= 1u << int(entry.type);
+        if (const size_t space = word.find(' '); space != std::string_view::npos) {
+          (*t)[word.substr(0, space)].starts_pair = true;
+        }
+      }
+    }
+    for (std::string_view word : kNegative) (*t)[word].other = true;
+    return t;
+  }();
+  return *table;
 }
+
+// Letters of a word: ASCII letters and the bytes of non-ASCII characters ("telemóvel").
+bool ContextLetter(char c) { return IsAlpha(c) || static_cast<unsigned char>(c) >= 0x80; }
 
 }  // namespace
 
@@ -92,25 +110,46 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
   lowered[size++] = ' ';
   copy(end, std::min(to, end + kAfter - 1));  // kBefore + kAfter bytes at most, with the space
   const std::string_view window(lowered, size);
-  bool names_other = false;
-  for (const ContextWords& entry : kPositive) {
-    for (std::string_view word : entry.words) {
-      if (!HasWord(window, word)) continue;
-      if (entry.type == type) return 0.4;
-      names_other = names_other || NumberType(entry.type);
-      break;
+  // The window's words, each looked up once, and each pair of neighbours.
+  const auto& table = ContextTable();
+  WordMeaning said;
+  std::string_view previous;
+  char pair[kBefore + kAfter + 1];
+  for (size_t k = 0; k < window.size();) {
+    if (!ContextLetter(window[k])) {
+      ++k;
+      continue;
     }
+    const size_t start = k;
+    while (k < window.size() && ContextLetter(window[k])) ++k;
+    const std::string_view word = window.substr(start, k - start);
+    const auto it = table.find(word);
+    if (it != table.end()) {
+      said.names |= it->second.names;
+      said.other = said.other || it->second.other;
+    }
+    if (!previous.empty() && previous.size() + 1 + word.size() <= sizeof pair) {
+      std::memcpy(pair, previous.data(), previous.size());
+      pair[previous.size()] = ' ';
+      std::memcpy(pair + previous.size() + 1, word.data(), word.size());
+      if (auto it = table.find(std::string_view(pair, previous.size() + 1 + word.size()));
+          it != table.end()) {
+        said.names |= it->second.names;
+      }
+    }
+    previous = it != table.end() && it->second.starts_pair ? word : std::string_view();
   }
+  if (said.names & (1u << int(type))) return 0.4;
   // Only where nothing names the type: "NIF 123456789 na fatura" is a NIF on an invoice. A
   // number that another number type's word introduces ("CNPJ: 38419862000120", which failed
   // the CNPJ's check) is that type written wrong, not this one.
-  if (NumberType(type)) {
-    if (names_other) return -0.4;
-    for (std::string_view word : kNegative) {
-      if (HasWord(window, word)) return -0.3;
-    }
+  if (!NumberType(type)) return 0;
+  uint32_t other_numbers = 0;
+  for (EntityType t : kAllEntityTypes) {
+    if (NumberType(t) && t != type) other_numbers |= 1u << int(t);
   }
-  return 0;
+  if (said.names & other_numbers) return -0.4;
+  return said.other ? -0.3 : 0;
 }
 
 }  // namespace internal
@@ -179,6 +218,7 @@ size_t WordEnd(std::string_view text, size_t i) {
 // No entity starts inside a word, so a word is either handed to a scanner or skipped whole.
 void ScanAll(std::string_view text, std::vector<Finding>& raw) {
   const size_t n = text.size();
+  RunMemo memo;
   size_t i = 0;
   while (i < n) {
     const char c = text[i];
@@ -193,11 +233,11 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
         const size_t start = i;
         i = WordEnd(text, i);
         // An IPv6 address may begin with any hex letter: known by the ':' after its first group.
-        if (word_start && i < n && text[i] == ':' && IsHex(c)) i = ScanWord(text, start, raw);
+        if (word_start && i < n && text[i] == ':' && IsHex(c)) i = ScanWord(text, start, raw, memo);
         break;
       }
       case kFormatWord:
-        i = word_start ? ScanWord(text, i, raw) : WordEnd(text, i);
+        i = word_start ? ScanWord(text, i, raw, memo) : WordEnd(text, i);
         break;
       case kNumber:
         i = word_start ? ScanNumber(text, i, raw) : WordEnd(text, i);
@@ -209,7 +249,7 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
         i = word_start && i + 1 < n && IsDigit(text[i + 1]) ? ScanNumber(text, i, raw) : i + 1;
         break;
       case kDash:
-        i = ScanPrivateKey(text, i, raw);
+        i = ScanPrivateKey(text, i, raw, memo);
         break;
       default: {  // kColon
         const size_t end = word_start && i + 1 < n && text[i + 1] == ':' ? Ipv6End(text, i) : i;
@@ -254,7 +294,8 @@ std::vector<Finding> Recognize(std::string_view text, const RecognizerOptions& o
   std::vector<Finding> scored;
   scored.reserve(raw.size());
   for (Finding f : raw) {
-    if (!options.enabled[size_t(f.type)]) continue;
+    // A context word adds at most 0.4: below that, the finding cannot reach the threshold.
+    if (!options.enabled[size_t(f.type)] || f.score + 0.4 < options.min_score) continue;
     f.score = std::clamp(f.score + ContextAdjustment(text, f.begin, f.end, f.type), 0.0, 1.0);
     if (f.score >= options.min_score) scored.push_back(f);
   }

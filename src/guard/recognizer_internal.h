@@ -47,16 +47,59 @@ inline bool IsBase64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
 // ("order", "invoice"); else 0.
 double ContextAdjustment(std::string_view text, size_t begin, size_t end, EntityType type);
 
+// The ends of the runs measured last, one per alphabet. Words joined by '-' are each a word
+// start, so a scanner can start again and again inside one run of its alphabet ("sk-sk-sk-...",
+// "eyJ-eyJ-..."); the run's end is then known without reading the run again, and no input makes
+// scanning quadratic.
+class RunMemo {
+ public:
+  using Alphabet = bool (*)(char);
+  // The end of the run of bytes from `i` that are in `in`.
+  size_t End(std::string_view text, size_t i, Alphabet in) {
+    for (const Entry& e : entries_) {
+      if (e.in == in && e.begin <= i && i < e.end) return e.end;
+    }
+    size_t end = i;
+    while (end < text.size() && in(text[end])) ++end;
+    entries_[next_] = {in, i, end};
+    next_ = (next_ + 1) % entries_.size();
+    return end;
+  }
+
+  // Where `needle` next occurs at or after `i` (npos for nowhere), searched once for all the
+  // starts that ask in turn (starts only move forward).
+  size_t Next(std::string_view text, size_t i, std::string_view needle) {
+    if (needle != needle_ || i < searched_from_ ||
+        (found_ != std::string_view::npos && found_ < i)) {
+      needle_ = needle;
+      searched_from_ = i;
+      found_ = text.find(needle, i);
+    }
+    return found_;
+  }
+
+ private:
+  struct Entry {
+    Alphabet in = nullptr;
+    size_t begin = 0, end = 0;
+  };
+  std::array<Entry, 4> entries_{};
+  size_t next_ = 0;
+  std::string_view needle_;
+  size_t searched_from_ = 0;
+  size_t found_ = 0;
+};
+
 // Each scanner starts at `i`, the first byte of what it may recognize (a word's first byte for
 // ScanWord, a digit or the '+' or '(' before one for ScanNumber, ...), appends what it finds
 // (unscored by context, unfiltered) and returns where scanning goes on: past what it consumed,
 // always beyond `i`.
-size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out);
+size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo);
 size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out);
 size_t ScanEmail(std::string_view text, size_t at_sign, std::vector<Finding>& out);
-size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out);
-// An IPv6 address starting at `i` ("2001:db8::1", "::1", "fe80::1%eth0" without the zone);
-// returns its end, or `i` when there is none.
+size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo);
+// An IPv6 address starting at `i` ("2001:db8::1", "::1"; a zone, "%eth0", is not part of it);
+// returns its end, or `i` when there is none. Reads at most 46 bytes.
 size_t Ipv6End(std::string_view text, size_t i);
 
 }  // namespace pillar::guard::internal

@@ -17,10 +17,12 @@ bool StartsWith(std::string_view s, std::string_view prefix) {
   return s.substr(0, prefix.size()) == prefix;
 }
 
-// The end of the run of bytes from `i` that satisfy `in`.
+// The end of the run of bytes from `i` that satisfy `in`, reading at most `limit` of them:
+// where what is longer than a limit is not what is looked for, the rest is not read.
 template <typename Pred>
-size_t RunEnd(std::string_view text, size_t i, Pred in) {
-  while (i < text.size() && in(text[i])) ++i;
+size_t RunEnd(std::string_view text, size_t i, Pred in, size_t limit = SIZE_MAX) {
+  const size_t stop = text.size() - i > limit ? i + limit : text.size();
+  while (i < stop && in(text[i])) ++i;
   return i;
 }
 
@@ -111,23 +113,23 @@ constexpr TokenRule kTokenRules[] = {
 
 // A JWT: three base64url segments joined by '.', the first two JSON objects ("eyJ" is how
 // base64url spells '{"'); the signature may be empty (alg "none").
-size_t JwtEnd(std::string_view text, size_t i) {
-  const size_t header = RunEnd(text, i, IsBase64Url);
+size_t JwtEnd(std::string_view text, size_t i, RunMemo& memo) {
+  const size_t header = memo.End(text, i, IsBase64Url);
   if (header - i < 10 || header >= text.size() || text[header] != '.') return i;
-  const size_t payload = RunEnd(text, header + 1, IsBase64Url);
+  const size_t payload = memo.End(text, header + 1, IsBase64Url);
   if (!StartsWith(text.substr(header + 1), "eyJ") || payload - header - 1 < 10) return i;
   if (payload >= text.size() || text[payload] != '.') return i;
-  return RunEnd(text, payload + 1, IsBase64Url);
+  return memo.End(text, payload + 1, IsBase64Url);
 }
 
 // pillar's API keys: "pk_", 12 lowercase hex characters, '_', 43 base64url characters.
-size_t PillarKeyEnd(std::string_view text, size_t i) {
+size_t PillarKeyEnd(std::string_view text, size_t i, RunMemo& memo) {
   if (!StartsWith(text.substr(i), "pk_") || i + 3 + 12 + 1 + 43 > text.size()) return i;
   for (size_t k = i + 3; k < i + 15; ++k) {
     if (!IsDigit(text[k]) && !(text[k] >= 'a' && text[k] <= 'f')) return i;
   }
   if (text[i + 15] != '_') return i;
-  const size_t end = RunEnd(text, i + 16, IsBase64Url);
+  const size_t end = memo.End(text, i + 16, IsBase64Url);
   return end - (i + 16) == 43 ? end : i;
 }
 
@@ -139,7 +141,8 @@ void Add(std::vector<Finding>& out, EntityType type, size_t begin, size_t end, d
 }  // namespace
 
 size_t Ipv6End(std::string_view text, size_t i) {
-  const size_t end = RunEnd(text, i, [](char c) { return IsHex(c) || c == ':' || c == '.'; });
+  const size_t end = RunEnd(
+      text, i, [](char c) { return IsHex(c) || c == ':' || c == '.'; }, 46);
   if (end - i < 3 || end - i > 45) return i;
   if (end < text.size() && IsWordByte(text[end])) return i;
   size_t colons = 0;
@@ -155,7 +158,7 @@ size_t Ipv6End(std::string_view text, size_t i) {
   return inet_pton(AF_INET6, buf, &addr) == 1 ? last : i;
 }
 
-size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out) {
+size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo) {
   const size_t word_end = RunEnd(text, i, IsWordByte);
   const std::string_view rest = text.substr(i);
   const char c = text[i];
@@ -173,13 +176,13 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out) {
   // ordinary and cost one or two comparisons here.
   const char second = word_end - i >= 2 ? text[i + 1] : '\0';
   if (c == 'e' && second == 'y' && StartsWith(rest, "eyJ")) {
-    if (const size_t end = JwtEnd(text, i); end > i) {
+    if (const size_t end = JwtEnd(text, i, memo); end > i) {
       Add(out, EntityType::kSecret, i, end, 0.95, "jwt");
       return end;
     }
   }
   if (c == 'p' && second == 'k') {
-    if (const size_t end = PillarKeyEnd(text, i); end > i) {
+    if (const size_t end = PillarKeyEnd(text, i, memo); end > i) {
       Add(out, EntityType::kSecret, i, end, 0.99, "pillar_api_key");
       return end;
     }
@@ -190,7 +193,7 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out) {
         continue;
       }
       const size_t body = i + rule.prefix.size();
-      const size_t end = RunEnd(text, body, rule.alphabet);
+      const size_t end = memo.End(text, body, rule.alphabet);
       const size_t length = end - body;
       if (length >= rule.min_rest && length <= rule.max_rest &&
           (end >= text.size() || !IsBase64Url(text[end]))) {
@@ -221,7 +224,8 @@ size_t ScanEmail(std::string_view text, size_t at, std::vector<Finding>& out) {
   size_t k = at + 1, end = at + 1, labels = 0;
   bool top_level_alpha = false;
   while (k < text.size() && k - at <= 253) {
-    const size_t label = RunEnd(text, k, [](char c) { return IsAlnum(c) || c == '-'; });
+    const size_t label = RunEnd(
+        text, k, [](char c) { return IsAlnum(c) || c == '-'; }, 64);
     if (label == k || text[k] == '-' || text[label - 1] == '-' || label - k > 63) break;
     top_level_alpha = label - k >= 2;
     for (size_t m = k; m < label && top_level_alpha; ++m) top_level_alpha = IsAlpha(text[m]);
@@ -240,30 +244,37 @@ size_t ScanEmail(std::string_view text, size_t at, std::vector<Finding>& out) {
   return end;
 }
 
-size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out) {
+bool PemByte(char c) {
+  return IsAlnum(c) || c == '+' || c == '/' || c == '=' || c == '\n' || c == '\r' || c == ' ' ||
+         c == ':' || c == ',' || c == '-';
+}
+bool Base64Line(char c) {
+  return IsAlnum(c) || c == '+' || c == '/' || c == '=' || c == '\n' || c == '\r';
+}
+
+size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo) {
   constexpr std::string_view kBegin = "-----BEGIN ";
   const std::string_view rest = text.substr(i);
   if (!StartsWith(rest, kBegin)) return i + 1;
   // "-----BEGIN RSA PRIVATE KEY-----", "... OPENSSH PRIVATE KEY-----", "... ENCRYPTED ...".
-  const size_t label_end = rest.find("-----", kBegin.size());
-  if (label_end == std::string_view::npos || label_end > 64) return i + 1;
+  const size_t label_end = rest.substr(0, 80).find("-----", kBegin.size());
+  if (label_end == std::string_view::npos) return i + 1;
   const std::string_view label = rest.substr(kBegin.size(), label_end - kBegin.size());
   if (label.size() < 11 || label.substr(label.size() - 11) != "PRIVATE KEY") return i + 1;
-  // To its END line; a block cut short (no END within 64 KiB) is a leaked key all the same, up
-  // to where its base64 stops.
-  const size_t body = label_end + 5;
-  size_t end = rest.substr(0, 65536).find("-----END ", body);
-  if (end != std::string_view::npos) {
-    const size_t close = rest.find("-----", end + 9);
-    end = close == std::string_view::npos ? end + 9 : close + 5;
-  } else {
-    end = RunEnd(rest, body, [](char c) {
-      return IsAlnum(c) || c == '+' || c == '/' || c == '=' || c == '\n' || c == '\r' || c == ' ' ||
-             c == ':' || c == ',' || c == '-';
-    });
+  // The block runs to its END line's closing dashes when the END line follows within bytes a
+  // block holds (base64, its headers, the END line); a block cut short is a leaked key all the
+  // same, up to where its base64 lines stop. The run and the END line are found once for all
+  // the blocks that start inside them (RunMemo), so no input makes this quadratic.
+  const size_t body = i + label_end + 5;
+  const size_t run = memo.End(text, body, PemByte);
+  size_t end = RunEnd(text, body, Base64Line, 65536);
+  if (const size_t at = memo.Next(text, body, "-----END ");
+      at != std::string_view::npos && at < run) {
+    const size_t close = text.substr(0, run).find("-----", at + 9);
+    end = close == std::string_view::npos ? run : close + 5;
   }
-  Add(out, EntityType::kSecret, i, i + end, 0.99, "private_key");
-  return i + end;
+  Add(out, EntityType::kSecret, i, end, 0.99, "private_key");
+  return end;
 }
 
 }  // namespace pillar::guard::internal

@@ -81,6 +81,7 @@ TEST(RecognizerTest, PhoneNumbersInternationalAndNational) {
   EXPECT_EQ(Find("+55 11 98765-4321"), (V{{"PHONE_NUMBER", "+55 11 98765-4321"}}));
   EXPECT_EQ(Find("+351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));
   EXPECT_EQ(Find("+44 20 7946 0958"), (V{{"PHONE_NUMBER", "+44 20 7946 0958"}}));
+  EXPECT_EQ(Find("+49 30 12 34 56 78"), (V{{"PHONE_NUMBER", "+49 30 12 34 56 78"}}));
   EXPECT_EQ(Find("(415) 555-2671"), (V{{"PHONE_NUMBER", "(415) 555-2671"}}));
   EXPECT_EQ(Find("ligue (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("telem\xc3\xb3vel 912 345 678"), (V{{"PHONE_NUMBER", "912 345 678"}}));
@@ -165,6 +166,41 @@ TEST(RecognizerTest, WordsOfEveryLengthEndWhereTheyEnd) {
       EXPECT_EQ(Find(text), (V{{"EMAIL_ADDRESS", "a@b.io"}})) << length << " " << int(end[0]);
     }
   }
+}
+
+// Inputs that restart a scanner inside what it has just read (words joined by '-' are each a
+// word start): quadratic scanning would take hours on a megabyte of each; linear, milliseconds.
+// Found by a review (helper-30); the suite's timeout is what fails here.
+TEST(RecognizerTest, RestartsInsideARunDoNotMakeScanningQuadratic) {
+  // The last "sk-" and "xoxb-" of their runs are followed by a token's length of their
+  // alphabets: one finding each.
+  const std::pair<const char*, size_t> patterns[] = {{"sk-", 1},
+                                                     {"eyJ-", 0},
+                                                     {"::", 0},
+                                                     {"1:", 0},
+                                                     {"pk_0123456789ab_x-", 0},
+                                                     {"-----BEGIN X PRIVATE KEY----- ", 0},
+                                                     {"1 ", 0},
+                                                     {"xoxb-", 1},
+                                                     {"a@b-", 0},
+                                                     {"1.1.1.1 order ", 0}};
+  for (const auto& [unit, expected] : patterns) {
+    std::string text;
+    while (text.size() < (1 << 20)) text += unit;
+    const std::vector<Finding> found = Recognize(text, {});
+    if (std::string_view(unit).find("PRIVATE") != std::string_view::npos) {
+      EXPECT_FALSE(found.empty()) << unit;  // each block cut short is a leaked key
+    } else {
+      EXPECT_EQ(found.size(), expected) << unit;
+    }
+  }
+  // A chain of key blocks with one END line after them: one block, to that END line.
+  std::string blocks;
+  for (int i = 0; i < 20000; ++i) blocks += "-----BEGIN RSA PRIVATE KEY----- ";
+  blocks += "-----END RSA PRIVATE KEY-----";
+  const std::vector<Finding> found = Recognize(blocks, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].end, blocks.size());
 }
 
 TEST(RecognizerTest, DisabledTypesAreNotReported) {
