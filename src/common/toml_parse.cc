@@ -1,5 +1,6 @@
 #include "common/toml_parse.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -14,8 +15,55 @@ std::string ResolvePath(const std::string& base, const std::string& path) {
   return (std::filesystem::path(base) / path).lexically_normal().string();
 }
 
+namespace {
+
+// toml++ parses nested arrays, inline tables and dotted keys by recursion: a 100 KB file of
+// "a.a.a...=1" or "[[[[..." overflows the stack (found by a review). No configuration nests
+// anywhere near this deep; deeper text is refused before it is parsed.
+constexpr int kMaxTomlNesting = 128;
+
+// The line (1-based) where the text nests arrays and inline tables, or dots keys, deeper than
+// kMaxTomlNesting outside strings and comments; 0 when it never does.
+int TooDeeplyNestedLine(std::string_view text) {
+  int line = 1, depth = 0, dots = 0;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (c == '\n') {
+      ++line;
+      dots = 0;
+    } else if (c == '#') {
+      while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
+    } else if (c == '"' || c == '\'') {
+      // A string, single- or multi-line; a basic string's escapes skip the byte after them.
+      const bool multi = text.substr(i, 3) == std::string(3, c);
+      const std::string_view close = multi ? text.substr(i, 3) : text.substr(i, 1);
+      size_t k = i + close.size();
+      while (k < text.size() && text.substr(k, close.size()) != close) {
+        if (c == '"' && text[k] == '\\') ++k;
+        if (k < text.size() && text[k] == '\n') ++line;
+        if (!multi && k < text.size() && text[k] == '\n') break;
+        ++k;
+      }
+      i = std::min(text.size(), k + close.size()) - 1;
+    } else if (c == '[' || c == '{') {
+      if (++depth > kMaxTomlNesting) return line;
+    } else if (c == ']' || c == '}') {
+      depth = std::max(0, depth - 1);
+    } else if (c == '.' && ++dots > kMaxTomlNesting) {
+      return line;
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+
 [[nodiscard]] absl::StatusOr<toml::table> ParseToml(std::string_view text,
                                                     std::string_view source) {
+  if (const int line = TooDeeplyNestedLine(text); line > 0) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ":", line, ": nested more than ", kMaxTomlNesting, " levels deep"));
+  }
   try {
     return toml::parse(text, std::string(source));
   } catch (const toml::parse_error& error) {

@@ -8,6 +8,7 @@
 
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string_view>
 
@@ -36,13 +37,18 @@ std::string_view EntityName(EntityType type);
 std::optional<EntityType> ParseEntityName(std::string_view name);
 
 // One entity found in a text: bytes [begin, end), a confidence in [0, 1], and for secrets the
-// kind of credential ("aws_access_key", "private_key", "jwt", ...); empty otherwise.
+// kind of credential ("aws_access_key", "private_key", "jwt", ...); empty otherwise. Where
+// findings overlapped, they were merged into one over all their bytes: `type` is the one
+// scored highest, and `overlapped` has a bit (1 << type) for each of the others, so that the
+// strictest action of them all applies to every byte (an e-mail address glued to a private key
+// must not carry the key out with it).
 struct Finding {
   EntityType type;
   size_t begin = 0;
   size_t end = 0;
   double score = 0;
   std::string_view kind;  // a static string
+  uint32_t overlapped = 0;
 };
 
 }  // namespace pillar::guard

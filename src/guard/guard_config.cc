@@ -67,6 +67,10 @@ double GuardConfig::LowestScore() const {
   }
   std::string key_file;
   PILLAR_RETURN_IF_ERROR(section.ReadPath("hash_key_file", key_file, base));
+  if (section.Contains("hash_key_file") && key_file.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [guard] hash_key_file is empty (leave it out for a random key)"));
+  }
   if (!key_file.empty()) {
     PILLAR_ASSIGN_OR_RETURN(std::string key, ReadSecretFile(key_file, 4096));
     if (key.size() < 16) {

@@ -25,6 +25,7 @@
 
 namespace pillar::guard {
 
+// In order of strictness: where findings merge, the greater applies.
 enum class Action { kAllow, kRedact, kBlock };
 enum class Redaction { kTag, kMask, kHash };
 

@@ -219,7 +219,9 @@ void Classify(std::string_view text, const Run& run, int first, int last, std::v
   add(EntityType::kIpAddress, Ipv4Score(c, text, run, first), "ipv4");
   // Bare, eleven or fourteen digits pass both check digits one time in a hundred: found, at the
   // threshold, unless a word says they are something else.
-  if (nd == 11 && CpfValid(d)) add(EntityType::kBrCpf, s == "3.3.3-2" ? 0.9 : s == "b" ? 0.5 : 0);
+  if (nd == 11 && CpfValid(d)) {
+    add(EntityType::kBrCpf, s == "3.3.3-2" ? 0.9 : s == "9-2" ? 0.8 : s == "b" ? 0.5 : 0);
+  }
   if (nd == 14 && CnpjValid(d)) {
     add(EntityType::kBrCnpj, s == "2.3.3/4-2" ? 0.95 : s == "e" ? 0.5 : 0);
   }
@@ -256,6 +258,25 @@ void ClassifyRange(std::string_view text, const Run& run, int first, int last,
 }
 
 bool IsSeparator(char c) { return c == ' ' || c == '-' || c == '.' || c == '/'; }
+
+// The length of an invisible or no-break space at `i`, read as a space between groups: a value
+// pasted from a document, or one that someone split to slip past a filter, is the same value.
+size_t WideSpaceLength(std::string_view text, size_t i) {
+  static constexpr std::string_view kSpaces[] = {
+      "\xc2\xa0",      // no-break space
+      "\xc2\xad",      // soft hyphen
+      "\xe2\x80\xaf",  // narrow no-break space
+      "\xe2\x80\x8b",  // zero-width space
+      "\xe2\x80\x8c",  // zero-width non-joiner
+      "\xe2\x80\x8d",  // zero-width joiner
+      "\xe2\x81\xa0",  // word joiner
+  };
+  if (static_cast<unsigned char>(text[i]) < 0x80) return 0;
+  for (std::string_view s : kSpaces) {
+    if (text.substr(i, s.size()) == s) return s.size();
+  }
+  return 0;
+}
 
 }  // namespace
 
@@ -307,6 +328,9 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
     } else if (IsSeparator(text[i])) {
       sep = text[i];
       next = i + 1;
+    } else if (const size_t wide = WideSpaceLength(text, i); wide > 0) {
+      sep = ' ';
+      next = i + wide;
     }
     if (sep == 0 || next >= n || !IsDigit(text[next])) break;
     if (run.count < kMaxGroups) run.sep[size_t(run.count)] = sep;

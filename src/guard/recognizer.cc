@@ -107,12 +107,14 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
     }
   };
   copy(from, begin);
+  const size_t before = size;
   lowered[size++] = ' ';
   copy(end, std::min(to, end + kAfter - 1));  // kBefore + kAfter bytes at most, with the space
   const std::string_view window(lowered, size);
   // The window's words, each looked up once, and each pair of neighbours.
   const auto& table = ContextTable();
   WordMeaning said;
+  uint32_t label = 0;  // what the last word before the value names ("CNPJ: 38419862000120")
   std::string_view previous;
   char pair[kBefore + kAfter + 1];
   for (size_t k = 0; k < window.size();) {
@@ -128,6 +130,7 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
       said.names |= it->second.names;
       said.other = said.other || it->second.other;
     }
+    if (k <= before) label = it != table.end() ? it->second.names : 0;
     if (!previous.empty() && previous.size() + 1 + word.size() <= sizeof pair) {
       std::memcpy(pair, previous.data(), previous.size());
       pair[previous.size()] = ' ';
@@ -141,14 +144,17 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
   }
   if (said.names & (1u << int(type))) return 0.4;
   // Only where nothing names the type: "NIF 123456789 na fatura" is a NIF on an invoice. A
-  // number that another number type's word introduces ("CNPJ: 38419862000120", which failed
-  // the CNPJ's check) is that type written wrong, not this one.
+  // number labelled as another identifier ("CNPJ: 38419862000120", which failed the CNPJ's
+  // check) is that identifier written wrong, not this one; the label is the word right before
+  // the value, so that "paid with 4111 1111 1111 1111 from my phone" is still a card.
   if (!NumberType(type)) return 0;
-  uint32_t other_numbers = 0;
+  uint32_t other_identifiers = 0;
   for (EntityType t : kAllEntityTypes) {
-    if (NumberType(t) && t != type) other_numbers |= 1u << int(t);
+    if (NumberType(t) && t != type && t != EntityType::kIpAddress) {
+      other_identifiers |= 1u << int(t);
+    }
   }
-  if (said.names & other_numbers) return -0.4;
+  if (label & other_identifiers) return -0.4;
   return said.other ? -0.3 : 0;
 }
 
@@ -174,7 +180,7 @@ enum Act : uint8_t {
 constexpr std::array<uint8_t, 256> kAct = [] {
   std::array<uint8_t, 256> t{};
   for (int c = 0; c < 256; ++c) {
-    if (internal::kByteClass[size_t(c)] != kOther) t[size_t(c)] = kPlainWord;
+    if (IsWordByte(char(c))) t[size_t(c)] = kPlainWord;
   }
   for (int c = 'A'; c <= 'Z'; ++c) t[size_t(c)] = kFormatWord;
   for (char c : {'e', 'p', 'g', 'x', 's', 'r'}) t[static_cast<unsigned char>(c)] = kFormatWord;
@@ -188,16 +194,15 @@ constexpr std::array<uint8_t, 256> kAct = [] {
 }();
 
 // Word bytes among eight (the first in the lowest byte), each marked by its high bit: letters,
-// digits, '_' and bytes of non-ASCII characters. Each test "x in [lo, hi]" is two additions on
-// seven-bit bytes, which cannot carry into the next byte.
+// digits and '_'. Each test "x in [lo, hi]" is two additions on seven-bit bytes, which cannot
+// carry into the next byte; bytes of non-ASCII characters are then taken out.
 uint64_t WordBytes(uint64_t word) {
   constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = kOnes * 0x80;
   const uint64_t x = word & ~kHigh;
   const auto in = [&](uint64_t v, uint64_t lo, uint64_t hi) {
     return (v + kOnes * (0x80 - lo)) & ~(v + kOnes * (0x7f - hi));
   };
-  return ((word & kHigh) | in(x, '0', '9') | in(x | kOnes * 0x20, 'a', 'z') | in(x, '_', '_')) &
-         kHigh;
+  return (in(x, '0', '9') | in(x | kOnes * 0x20, 'a', 'z') | in(x, '_', '_')) & ~word & kHigh;
 }
 
 // The end of the word at `i`, eight bytes at a time while eight are left.
@@ -266,8 +271,9 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
   }
 }
 
-// Findings in text order, none overlapping: where two claim the same bytes, the higher score
-// stays (then the longer).
+// Findings in text order, none overlapping: where two claim the same bytes they become one over
+// both spans, of the type scored higher (then the longer), the other's type kept in
+// `overlapped`.
 std::vector<Finding> Resolve(std::vector<Finding> found) {
   std::stable_sort(found.begin(), found.end(),
                    [](const Finding& a, const Finding& b) { return a.begin < b.begin; });
@@ -278,7 +284,13 @@ std::vector<Finding> Resolve(std::vector<Finding> found) {
       Finding& last = kept.back();
       const bool better = f.score > last.score ||
                           (f.score == last.score && f.end - f.begin > last.end - last.begin);
+      const size_t begin = std::min(last.begin, f.begin), end = std::max(last.end, f.end);
+      const uint32_t types =
+          last.overlapped | f.overlapped | (1u << int(last.type)) | (1u << int(f.type));
       if (better) last = f;
+      last.begin = begin;
+      last.end = end;
+      last.overlapped = types & ~(1u << int(last.type));
       continue;
     }
     kept.push_back(f);

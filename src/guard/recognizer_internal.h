@@ -18,7 +18,7 @@ enum ByteClass : uint8_t {
   kUpper,  // A-Z
   kLower,  // a-z
   kUnder,  // '_'
-  kHigh,   // a byte of a multi-byte UTF-8 character: part of a word, never of an entity
+  kHigh,   // a byte of a multi-byte UTF-8 character: a boundary, as spaces and punctuation are
 };
 
 inline constexpr std::array<uint8_t, 256> kByteClass = [] {
@@ -31,14 +31,18 @@ inline constexpr std::array<uint8_t, 256> kByteClass = [] {
   return t;
 }();
 
-inline uint8_t ClassOf(char c) { return kByteClass[static_cast<unsigned char>(c)]; }
-inline bool IsDigit(char c) { return ClassOf(c) == kDigit; }
-inline bool IsAlpha(char c) { return ClassOf(c) == kUpper || ClassOf(c) == kLower; }
-inline bool IsAlnum(char c) { return IsDigit(c) || IsAlpha(c); }
-// Letters, digits, '_' and the bytes of non-ASCII characters: what an entity may not be glued to.
-inline bool IsWordByte(char c) { return ClassOf(c) != kOther; }
-inline bool IsHex(char c) { return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
-inline bool IsBase64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
+constexpr uint8_t ClassOf(char c) { return kByteClass[static_cast<unsigned char>(c)]; }
+constexpr bool IsDigit(char c) { return ClassOf(c) == kDigit; }
+constexpr bool IsAlpha(char c) { return ClassOf(c) == kUpper || ClassOf(c) == kLower; }
+constexpr bool IsAlnum(char c) { return IsDigit(c) || IsAlpha(c); }
+// Letters, digits and '_': what an entity may not be glued to. Non-ASCII characters are
+// boundaries: a value after a no-break space, an ideographic colon or an accented letter is
+// still found (a guard errs on the side of finding).
+constexpr bool IsWordByte(char c) { return ClassOf(c) != kOther && ClassOf(c) != kHigh; }
+constexpr bool IsHex(char c) {
+  return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+constexpr bool IsBase64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
 
 // Whether a word that says what `type` is appears near [begin, end): in the 48 bytes before it
 // or the 16 after, case-insensitively (ASCII), at the start of a word. Returns the adjustment to
@@ -56,13 +60,25 @@ class RunMemo {
   using Alphabet = bool (*)(char);
   // The end of the run of bytes from `i` that are in `in`.
   size_t End(std::string_view text, size_t i, Alphabet in) {
-    for (const Entry& e : entries_) {
-      if (e.in == in && e.begin <= i && i < e.end) return e.end;
+    // One slot per alphabet (the scanners use fewer than eight): starts only move forward, so
+    // the last run of each alphabet is the only one a later start can fall in. A slot shared
+    // by two alphabets would be evicted by short runs of the other, and the long run read again
+    // from every start.
+    Entry* slot = nullptr;
+    for (Entry& e : entries_) {
+      if (e.in == in) {
+        if (e.begin <= i && i < e.end) return e.end;
+        slot = &e;
+        break;
+      }
+      if (e.in == nullptr) {
+        slot = &e;
+        break;
+      }
     }
     size_t end = i;
     while (end < text.size() && in(text[end])) ++end;
-    entries_[next_] = {in, i, end};
-    next_ = (next_ + 1) % entries_.size();
+    if (slot != nullptr) *slot = {in, i, end};
     return end;
   }
 
@@ -83,8 +99,7 @@ class RunMemo {
     Alphabet in = nullptr;
     size_t begin = 0, end = 0;
   };
-  std::array<Entry, 4> entries_{};
-  size_t next_ = 0;
+  std::array<Entry, 8> entries_{};
   std::string_view needle_;
   size_t searched_from_ = 0;
   size_t found_ = 0;

@@ -1,5 +1,7 @@
 #include "guard/screen.h"
 
+#include <algorithm>
+
 #include "common/crypto.h"
 #include "common/strings.h"
 #include "guard/recognizer.h"
@@ -41,12 +43,18 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config) {
   for (const Finding& f : Recognize(text, options)) {
     const EntityRule& rule = config.rule(f.type);
     if (f.score < rule.min_score) continue;
-    result.findings.push_back({f, rule.action});
-    if (rule.action == Action::kBlock && !result.blocked) {
+    // The strictest action of every type merged into the finding applies to all its bytes.
+    Action action = rule.action;
+    for (EntityType other : kAllEntityTypes) {
+      if ((f.overlapped >> int(other) & 1) == 0) continue;
+      action = std::max(action, config.rule(other).action);
+    }
+    result.findings.push_back({f, action});
+    if (action == Action::kBlock && !result.blocked) {
       result.blocked = true;
       result.block_reason = StrCat(EntityName(f.type), " at bytes ", f.begin, "-", f.end);
     }
-    if (rule.action != Action::kRedact || result.blocked) continue;
+    if (action != Action::kRedact || result.blocked) continue;
     result.text.append(text.substr(copied, f.begin - copied));
     result.text.append(
         Redacted(text.substr(f.begin, f.end - f.begin), f.type, rule.redaction, config.hash_key));

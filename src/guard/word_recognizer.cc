@@ -260,7 +260,8 @@ size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out
   const size_t label_end = rest.substr(0, 80).find("-----", kBegin.size());
   if (label_end == std::string_view::npos) return i + 1;
   const std::string_view label = rest.substr(kBegin.size(), label_end - kBegin.size());
-  if (label.size() < 11 || label.substr(label.size() - 11) != "PRIVATE KEY") return i + 1;
+  // "... PRIVATE KEY" and OpenPGP's "PGP PRIVATE KEY BLOCK".
+  if (label.find("PRIVATE KEY") == std::string_view::npos) return i + 1;
   // The block runs to its END line's closing dashes when the END line follows within bytes a
   // block holds (base64, its headers, the END line); a block cut short is a leaked key all the
   // same, up to where its base64 lines stop. The run and the END line are found once for all

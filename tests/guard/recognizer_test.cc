@@ -203,6 +203,62 @@ TEST(RecognizerTest, RestartsInsideARunDoNotMakeScanningQuadratic) {
   EXPECT_EQ(found[0].end, blocks.size());
 }
 
+// Found by a review (helper-30): ways a value escaped.
+TEST(RecognizerTest, ValuesAfterNonAsciiCharactersAndSplitByInvisibleSpacesAreFound) {
+  EXPECT_EQ(Find("card:\xc2\xa0"
+                 "4111 1111 1111 1111"),
+            (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("\xe5\x8d\xa1\xe5\x8f\xb7\xef\xbc\x9a"
+                 "4111111111111111\xe3\x80\x82"),
+            (V{{"CREDIT_CARD", "4111111111111111"}}));
+  EXPECT_EQ(Find("user@example.com\xe3\x80\x82"), (V{{"EMAIL_ADDRESS", "user@example.com"}}));
+  EXPECT_EQ(Find("4111\xe2\x80\x8b"
+                 "1111\xe2\x80\x8b"
+                 "1111\xe2\x80\x8b"
+                 "1111"),
+            (V{{"CREDIT_CARD",
+                "4111\xe2\x80\x8b"
+                "1111\xe2\x80\x8b"
+                "1111\xe2\x80\x8b"
+                "1111"}}));
+  EXPECT_EQ(Find("4111\xc2\xa0"
+                 "1111\xc2\xa0"
+                 "1111\xc2\xa0"
+                 "1111"),
+            (V{{"CREDIT_CARD",
+                "4111\xc2\xa0"
+                "1111\xc2\xa0"
+                "1111\xc2\xa0"
+                "1111"}}));
+}
+
+TEST(RecognizerTest, AWordOfAnotherTypeNearACardDoesNotHideIt) {
+  EXPECT_EQ(Find("Please charge 4111 1111 1111 1111 to the client"),
+            (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("paid with 4111111111111111 from my phone"),
+            (V{{"CREDIT_CARD", "4111111111111111"}}));
+  EXPECT_EQ(Find("CPF 529982247-25"), (V{{"BR_CPF", "529982247-25"}}));
+}
+
+TEST(RecognizerTest, OverlappingFindingsMergeAndKeepEveryType) {
+  const std::string text = "key eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.x@ex.io email";
+  const std::vector<Finding> found = Recognize(text, {});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].begin, 4u);
+  EXPECT_EQ(text.substr(found[0].end), " email");
+  // The address scored higher (its word is near): its type is the finding's, and the JWT's is
+  // kept beside it.
+  EXPECT_EQ(found[0].type, EntityType::kEmailAddress);
+  EXPECT_EQ(found[0].overlapped, 1u << int(EntityType::kSecret));
+}
+
+TEST(RecognizerTest, OpenPgpPrivateKeyBlocks) {
+  EXPECT_EQ(Find("-----BEGIN PGP PRIVATE KEY BLOCK-----\nlQOYBF0=\n-----END PGP PRIVATE KEY "
+                 "BLOCK-----")
+                .size(),
+            1u);
+}
+
 TEST(RecognizerTest, DisabledTypesAreNotReported) {
   RecognizerOptions options;
   options.enabled[size_t(EntityType::kEmailAddress)] = false;

@@ -4,6 +4,8 @@
 #include <sys/stat.h>
 
 #include <fstream>
+#include <string>
+#include <vector>
 
 #include "common/toml_parse.h"
 #include "testing/temp_dir.h"
@@ -33,6 +35,27 @@ TEST(ScreenTest, DefaultsRedactPersonalDataWithTagsAndBlockSecrets) {
   EXPECT_TRUE(r.blocked);
   EXPECT_EQ(r.block_reason, "SECRET at bytes 7-27");
   EXPECT_TRUE(r.text.empty());
+}
+
+// Found by a review (helper-30): an address glued to a key won over it and the key went out
+// "redacted" as an address. Merged, the key's block applies.
+TEST(ScreenTest, ASecretMergedWithAnotherFindingIsStillBlocked) {
+  const GuardConfig config;
+  const std::string key =
+      "-----BEGIN RSA PRIVATE "
+      "KEY-----\nMIIBOgIBAAJBAKj34GkxFhD90vcNLYLInFEX6Ppy1tPf9Cnzj4p4WGeKLs1P\n"
+      "-----END RSA PRIVATE KEY-----";
+  for (const std::string& text :
+       std::vector<std::string>{key + ".x@ex.io email",
+                                "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.x@ex.io (email)",
+                                "sk-ant-api03-" + std::string(95, 'a') + "@x.io"}) {
+    ScreenResult r = Screen(text, config);
+    EXPECT_TRUE(r.blocked) << text;
+    EXPECT_TRUE(r.text.empty());
+  }
+  ScreenResult card = Screen("4111 1111 1111 1111.john@example.com", config);
+  EXPECT_FALSE(card.blocked);
+  EXPECT_EQ(card.text.find("4111"), std::string::npos) << card.text;
 }
 
 TEST(ScreenTest, MaskKeepsACardsLastFourAndHashIsKeyedAndStable) {
@@ -72,7 +95,8 @@ TEST(ScreenTest, BadConfigurationsAreRefusedWithTheirReason) {
   for (const char* bad :
        {"[guard]\naction = \"drop\"", "[guard]\nmin_score = 2",
         "[guard.entities.PASSPORT]\naction = \"block\"", "[guard]\nentities = 3",
-        "[guard]\nmode = \"strict\"", "[guard.entities.EMAIL_ADDRESS]\nactoin = \"block\""}) {
+        "[guard]\nmode = \"strict\"", "[guard.entities.EMAIL_ADDRESS]\nactoin = \"block\"",
+        "[guard]\nhash_key_file = \"\""}) {
     absl::StatusOr<toml::table> table = ParseToml(bad, "t.toml");
     ASSERT_TRUE(table.ok());
     const toml::node* guard = table->get("guard");
