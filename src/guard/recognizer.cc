@@ -193,32 +193,6 @@ constexpr std::array<uint8_t, 256> kAct = [] {
   return t;
 }();
 
-// Word bytes among eight (the first in the lowest byte), each marked by its high bit: letters,
-// digits and '_'. Each test "x in [lo, hi]" is two additions on seven-bit bytes, which cannot
-// carry into the next byte; bytes of non-ASCII characters are then taken out.
-uint64_t WordBytes(uint64_t word) {
-  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = kOnes * 0x80;
-  const uint64_t x = word & ~kHigh;
-  const auto in = [&](uint64_t v, uint64_t lo, uint64_t hi) {
-    return (v + kOnes * (0x80 - lo)) & ~(v + kOnes * (0x7f - hi));
-  };
-  return (in(x, '0', '9') | in(x | kOnes * 0x20, 'a', 'z') | in(x, '_', '_')) & ~word & kHigh;
-}
-
-// The end of the word at `i`, eight bytes at a time while eight are left.
-size_t WordEnd(std::string_view text, size_t i) {
-  static_assert(std::endian::native == std::endian::little, "WordEnd reads words in order");
-  for (; i + 8 <= text.size(); i += 8) {
-    uint64_t word;
-    std::memcpy(&word, text.data() + i, sizeof word);
-    if (const uint64_t other = ~WordBytes(word) & 0x8080808080808080ull; other != 0) {
-      return i + size_t(std::countr_zero(other)) / 8;
-    }
-  }
-  while (i < text.size() && IsWordByte(text[i])) ++i;
-  return i;
-}
-
 // One pass over `text`, every scanner at the bytes it may begin at; appends what they find.
 // No entity starts inside a word, so a word is either handed to a scanner or skipped whole.
 void ScanAll(std::string_view text, std::vector<Finding>& raw) {
@@ -229,7 +203,9 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
     const char c = text[i];
     const uint8_t act = kAct[static_cast<unsigned char>(c)];
     if (act == kPass) {
-      ++i;
+      do {
+        ++i;
+      } while (i < n && kAct[static_cast<unsigned char>(text[i])] == kPass);
       continue;
     }
     const bool word_start = i == 0 || !IsWordByte(text[i - 1]);

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string_view>
 #include <vector>
 
@@ -43,6 +45,32 @@ constexpr bool IsHex(char c) {
   return IsDigit(c) || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
 }
 constexpr bool IsBase64Url(char c) { return IsAlnum(c) || c == '-' || c == '_'; }
+
+// Word bytes among eight (the first in the lowest byte), each marked by its high bit: letters,
+// digits and '_'. Each test "x in [lo, hi]" is two additions on seven-bit bytes, which cannot
+// carry into the next byte; bytes of non-ASCII characters are then taken out.
+inline uint64_t WordBytes(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ull, kHigh = kOnes * 0x80;
+  const uint64_t x = word & ~kHigh;
+  const auto in = [&](uint64_t v, uint64_t lo, uint64_t hi) {
+    return (v + kOnes * (0x80 - lo)) & ~(v + kOnes * (0x7f - hi));
+  };
+  return (in(x, '0', '9') | in(x | kOnes * 0x20, 'a', 'z') | in(x, '_', '_')) & ~word & kHigh;
+}
+
+// The end of the word at `i`, eight bytes at a time while eight are left.
+inline size_t WordEnd(std::string_view text, size_t i) {
+  static_assert(std::endian::native == std::endian::little, "WordEnd reads words in order");
+  for (; i + 8 <= text.size(); i += 8) {
+    uint64_t word;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    if (const uint64_t other = ~WordBytes(word) & 0x8080808080808080ull; other != 0) {
+      return i + size_t(std::countr_zero(other)) / 8;
+    }
+  }
+  while (i < text.size() && IsWordByte(text[i])) ++i;
+  return i;
+}
 
 // Whether a word that says what `type` is appears near [begin, end): in the 48 bytes before it
 // or the 16 after, case-insensitively (ASCII), at the start of a word. Returns the adjustment to

@@ -159,7 +159,7 @@ size_t Ipv6End(std::string_view text, size_t i) {
 }
 
 size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo) {
-  const size_t word_end = RunEnd(text, i, IsWordByte);
+  const size_t word_end = WordEnd(text, i);
   const std::string_view rest = text.substr(i);
   const char c = text[i];
   if (c >= 'A' && c <= 'Z' && word_end - i >= 4) {
