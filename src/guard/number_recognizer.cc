@@ -78,12 +78,12 @@ bool KnownCardBrand(std::string_view d) {
 }
 
 // Groups of four (the last shorter), Amex's 4-6-5, Diners' 4-6-4, or no separator at all; one
-// kind of separator, a space or a dash.
+// kind of separator, a space, a dash or a dot.
 bool CardGrouping(std::string_view shape) {
   if (shape.size() == 1) return true;
   if (shape == "4 6 5" || shape == "4-6-5" || shape == "4 6 4" || shape == "4-6-4") return true;
   const char sep = shape.size() > 1 ? shape[1] : ' ';
-  if (sep != ' ' && sep != '-') return false;
+  if (sep != ' ' && sep != '-' && sep != '.') return false;
   for (size_t i = 0; i < shape.size(); i += 2) {
     const bool last = i + 1 >= shape.size();
     if (!last && (shape[i] != '4' || shape[i + 1] != sep)) return false;

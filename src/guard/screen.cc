@@ -20,6 +20,14 @@ std::string Redacted(std::string_view value, EntityType type, Redaction redactio
       break;
   }
   std::string masked(value);
+  if (type == EntityType::kSecret) {
+    // Every byte but line breaks and spaces: a key's punctuation (+/=-_.) would say which bytes
+    // are not letters.
+    for (char& c : masked) {
+      if (c != '\n' && c != '\r' && c != ' ') c = '*';
+    }
+    return masked;
+  }
   // A card keeps its last four digits, as receipts print them (PCI DSS allows it).
   size_t keep = type == EntityType::kCreditCard ? 4 : 0;
   for (size_t i = masked.size(); i-- > 0;) {

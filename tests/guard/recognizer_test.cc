@@ -43,6 +43,7 @@ TEST(RecognizerTest, PaymentCardsValidateWithLuhnAndKeepTheirGrouping) {
   EXPECT_EQ(Find("5500-0000-0000-0004"), (V{{"CREDIT_CARD", "5500-0000-0000-0004"}}));
   EXPECT_EQ(Find("amex 3782 822463 10005"), (V{{"CREDIT_CARD", "3782 822463 10005"}}));
   EXPECT_EQ(Find("4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
+  EXPECT_EQ(Find("4111.1111.1111.1111"), (V{{"CREDIT_CARD", "4111.1111.1111.1111"}}));
   // One digit off, mixed separators, glued to a word: none is a card.
   EXPECT_EQ(Find("card 4111 1111 1111 1112"), V{});
   EXPECT_EQ(Find("4111-1111 1111-1111"), V{});

@@ -62,6 +62,9 @@ TEST(ScreenTest, MaskKeepsACardsLastFourAndHashIsKeyedAndStable) {
   EXPECT_EQ(Redacted("4111 1111 1111 1111", EntityType::kCreditCard, Redaction::kMask, ""),
             "**** **** **** 1111");
   EXPECT_EQ(Redacted("a.b@c.io", EntityType::kEmailAddress, Redaction::kMask, ""), "*.*@*.**");
+  // A secret's punctuation is masked too: it would say which bytes are not letters.
+  EXPECT_EQ(Redacted("sk-a_b+c/d=\ne", EntityType::kSecret, Redaction::kMask, ""),
+            "***********\n*");
   const std::string h1 = Redacted("a@b.io", EntityType::kEmailAddress, Redaction::kHash, "key-1");
   EXPECT_EQ(h1, Redacted("a@b.io", EntityType::kEmailAddress, Redaction::kHash, "key-1"));
   EXPECT_NE(h1, Redacted("a@b.io", EntityType::kEmailAddress, Redaction::kHash, "key-2"));
