@@ -22,15 +22,20 @@ namespace {
 // anywhere near this deep; deeper text is refused before it is parsed.
 constexpr int kMaxTomlNesting = 128;
 
-// The line (1-based) where the text nests arrays and inline tables, or dots keys, deeper than
-// kMaxTomlNesting outside strings and comments; 0 when it never does.
+// The line (1-based) where the text nests arrays and inline tables, or dots a key, deeper than
+// kMaxTomlNesting outside strings and comments; 0 when it never does. Dots count only in a
+// line's key (before its '='): a value may hold any number of floats.
 int TooDeeplyNestedLine(std::string_view text) {
   int line = 1, depth = 0, dots = 0;
+  bool in_key = true;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '\n') {
       ++line;
       dots = 0;
+      in_key = depth == 0;
+    } else if (c == '=') {
+      in_key = false;
     } else if (c == '#') {
       while (i + 1 < text.size() && text[i + 1] != '\n') ++i;
     } else if (c == '"' || c == '\'') {
@@ -49,7 +54,7 @@ int TooDeeplyNestedLine(std::string_view text) {
       if (++depth > kMaxTomlNesting) return line;
     } else if (c == ']' || c == '}') {
       depth = std::max(0, depth - 1);
-    } else if (c == '.' && ++dots > kMaxTomlNesting) {
+    } else if (c == '.' && in_key && ++dots > kMaxTomlNesting) {
       return line;
     }
   }

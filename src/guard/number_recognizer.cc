@@ -48,10 +48,6 @@ char LengthChar(size_t n) {
   return n <= 9 ? char('0' + n) : char('a' + std::min<size_t>(n, 20) - 10);
 }
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 int Prefix(std::string_view digits, size_t n) {
   int v = 0;
   for (size_t i = 0; i < n && i < digits.size(); ++i) v = v * 10 + (digits[i] - '0');
@@ -103,7 +99,7 @@ size_t CallingCodeLength(std::string_view d) {
       "47", "48", "49", "51", "52", "53", "54", "55", "56", "57", "58", "60", "61", "62", "63",
       "64", "65", "66", "81", "82", "84", "86", "90", "91", "92", "93", "94", "95", "98"};
   for (std::string_view code : kTwo) {
-    if (StartsWith(d, code)) return 2;
+    if (d.starts_with(code)) return 2;
   }
   if (d.size() >= 3 && (d[0] == '2' || d[0] == '3' || d[0] == '4' || d[0] == '5' || d[0] == '6' ||
                         d[0] == '8' || d[0] == '9')) {
@@ -136,11 +132,11 @@ double PhoneScore(const Candidate& c) {
     if (code == 0) return 0;
     const std::string_view national = d.substr(code);
     if (d[0] == '1') return NanpValid(national) ? 0.85 : 0;
-    if (StartsWith(d, "55")) return BrazilNationalValid(national) ? 0.85 : 0;
-    if (StartsWith(d, "351")) return PortugalNationalValid(national) ? 0.85 : 0;
+    if (d.starts_with("55")) return BrazilNationalValid(national) ? 0.85 : 0;
+    if (d.starts_with("351")) return PortugalNationalValid(national) ? 0.85 : 0;
     return 0.7;
   }
-  // United States: (NXX) NXX-XXXX and the like, with or without the trunk 1.
+  // United States: (415) 555-2671, 415-555-2671 and the like, with or without the trunk 1.
   if ((s == "(3) 3-4" || s == "(3)3-4" || s == "3-3-4" || s == "3.3.4" || s == "3 3 4") &&
       NanpValid(d)) {
     return 0.6;

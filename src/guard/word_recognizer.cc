@@ -13,10 +13,6 @@
 namespace pillar::guard::internal {
 namespace {
 
-bool StartsWith(std::string_view s, std::string_view prefix) {
-  return s.substr(0, prefix.size()) == prefix;
-}
-
 // The end of the run of bytes from `i` that satisfy `in`, reading at most `limit` of them:
 // where what is longer than a limit is not what is looked for, the rest is not read.
 template <typename Pred>
@@ -117,14 +113,14 @@ size_t JwtEnd(std::string_view text, size_t i, RunMemo& memo) {
   const size_t header = memo.End(text, i, IsBase64Url);
   if (header - i < 10 || header >= text.size() || text[header] != '.') return i;
   const size_t payload = memo.End(text, header + 1, IsBase64Url);
-  if (!StartsWith(text.substr(header + 1), "eyJ") || payload - header - 1 < 10) return i;
+  if (!text.substr(header + 1).starts_with("eyJ") || payload - header - 1 < 10) return i;
   if (payload >= text.size() || text[payload] != '.') return i;
   return memo.End(text, payload + 1, IsBase64Url);
 }
 
 // pillar's API keys: "pk_", 12 lowercase hex characters, '_', 43 base64url characters.
 size_t PillarKeyEnd(std::string_view text, size_t i, RunMemo& memo) {
-  if (!StartsWith(text.substr(i), "pk_") || i + 3 + 12 + 1 + 43 > text.size()) return i;
+  if (!text.substr(i).starts_with("pk_") || i + 3 + 12 + 1 + 43 > text.size()) return i;
   for (size_t k = i + 3; k < i + 15; ++k) {
     if (!IsDigit(text[k]) && !(text[k] >= 'a' && text[k] <= 'f')) return i;
   }
@@ -175,7 +171,7 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunM
   // Each format is tried only when the word's first two bytes could begin it: most words are
   // ordinary and cost one or two comparisons here.
   const char second = word_end - i >= 2 ? text[i + 1] : '\0';
-  if (c == 'e' && second == 'y' && StartsWith(rest, "eyJ")) {
+  if (c == 'e' && second == 'y' && rest.starts_with("eyJ")) {
     if (const size_t end = JwtEnd(text, i, memo); end > i) {
       Add(out, EntityType::kSecret, i, end, 0.95, "jwt");
       return end;
@@ -189,7 +185,7 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunM
   }
   if (c == 'A' || c == 'g' || c == 'x' || c == 's' || c == 'r') {
     for (const TokenRule& rule : kTokenRules) {
-      if (rule.prefix[0] != c || rule.prefix[1] != second || !StartsWith(rest, rule.prefix)) {
+      if (rule.prefix[0] != c || rule.prefix[1] != second || !rest.starts_with(rule.prefix)) {
         continue;
       }
       const size_t body = i + rule.prefix.size();
@@ -255,7 +251,7 @@ bool Base64Line(char c) {
 size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo) {
   constexpr std::string_view kBegin = "-----BEGIN ";
   const std::string_view rest = text.substr(i);
-  if (!StartsWith(rest, kBegin)) return i + 1;
+  if (!rest.starts_with(kBegin)) return i + 1;
   // "-----BEGIN RSA PRIVATE KEY-----", "... OPENSSH PRIVATE KEY-----", "... ENCRYPTED ...".
   const size_t label_end = rest.substr(0, 80).find("-----", kBegin.size());
   if (label_end == std::string_view::npos) return i + 1;

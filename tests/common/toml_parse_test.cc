@@ -26,6 +26,10 @@ TEST(TomlParseTest, NestingDeeperThanAnyConfigurationIsRefusedBeforeParsing) {
                            std::string(500, '.') + "\"\nlit = '" + std::string(300, '{') +
                            "'\nmulti = \"\"\"\n" + std::string(300, '.') + "\n\"\"\"\nf = 1.5\n" +
                            "list = [[1, 2], [3]]\n";
+  std::string floats = "buckets = [";
+  for (int i = 0; i < 300; ++i) floats += "0.5, ";
+  floats += "1.5]\n";
+  ASSERT_TRUE(ParseToml(floats, "floats.toml").ok()) << "a value may hold any number of floats";
   absl::StatusOr<toml::table> ok = ParseToml(fine, "fine.toml");
   ASSERT_TRUE(ok.ok()) << ok.status();
   EXPECT_EQ(ok->at_path("a.b.c.f").value<double>(), 1.5);
