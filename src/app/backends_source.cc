@@ -88,7 +88,7 @@ absl::Status BackendsSource::Apply(const std::string& text) {
   }
   if (registry != nullptr) {
     for (const auto& v : registry->versions()) {
-      if (!v->config || v->config->platform != models::Platform::kRemote) continue;
+      if (!v->config || !v->config->networked()) continue;
       if (absl::StatusOr<models::RemoteConfig> applied = parsed->Apply(v->name, v->config->remote);
           !applied.ok()) {
         absl::Status refused =
@@ -125,7 +125,7 @@ void BackendsSource::Reconcile() {
   }
   std::map<std::pair<const runtime::Runner*, int64_t>, int64_t> seen;
   for (const auto& v : registry->versions()) {
-    if (!v->config || v->config->platform != models::Platform::kRemote || !v->runner) continue;
+    if (!v->config || !v->config->networked() || !v->runner) continue;
     const std::pair<const runtime::Runner*, int64_t> key(v->runner.get(), v->stamp);
     int64_t had;
     {

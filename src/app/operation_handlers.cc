@@ -211,15 +211,16 @@ void AdminBackends(const runtime::ModelCatalog& catalog, Exchange& ex) {
   ex.response.body = std::move(w).Take();
 }
 
-// GET /v1/models: the models the principal may call (the infer action allowed on a ready
-// version), once each, in OpenAI's list shape. A model it may only read the metadata of is
-// not listed: the list is of what can be used.
+// GET /v1/models: the language models the principal may call (the infer action allowed on a
+// ready version), once each, in OpenAI's list shape. A model it may only read the metadata of is
+// not listed, nor a model of tensors (the /v1 routes cannot call it): the list is of what can be
+// used here.
 void ListModels(const runtime::ModelCatalog& catalog, Exchange& ex) {
   const std::shared_ptr<const runtime::ModelRegistry> snapshot = catalog.Current();
   std::set<std::string_view> names;
   const policy::Plane plane = stages::PlaneOf(ex);
   for (const auto& v : snapshot->versions()) {
-    if (names.contains(v->name) || !v->ready() ||
+    if (names.contains(v->name) || !v->ready() || !v->config || !v->config->speaks_openai() ||
         !ex.policy->Allowed(*ex.principal, plane, "infer", stages::ResourceOf(*v))) {
       continue;
     }

@@ -21,6 +21,10 @@ http::Router DataRouter() {
   r.Add({"GET", "/v2/jobs/{job}", int(Operation::kJob), "job", false});
   // OpenAI-compatible (docs/protocol.md).
   r.Add({"GET", "/v1/models", int(Operation::kListModels), "openai_models", false});
+  r.Add({"POST", "/v1/chat/completions", int(Operation::kChatCompletions), "chat_completions",
+         false});
+  r.Add({"POST", "/v1/completions", int(Operation::kCompletions), "completions", false});
+  r.Add({"POST", "/v1/embeddings", int(Operation::kEmbeddings), "embeddings", false});
   return r;
 }
 

@@ -12,6 +12,7 @@
 #include "runtime/batching_runner.h"
 #include "runtime/latency_histogram.h"
 #include "runtime/simulated_backend.h"
+#include "runtime/simulated_llm_runner.h"
 #include "signing/model_manifest.h"
 #include "torch_module/torch_module.h"
 #include "upstream/remote_runner.h"
@@ -151,7 +152,14 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   if (!config.ok()) return config.status();
   runtime::LoadedVersion loaded;
   loaded.root_digest = std::move(root_digest);
-  if (config->platform == models::Platform::kRemote) {
+  if (config->speaks_openai() && config->platform == models::Platform::kSimulated) {
+    loaded.runner = std::make_unique<runtime::SimulatedLlmRunner>(*config);
+    std::fprintf(stderr, "pillar: loaded %s version %lld, a simulated language model\n",
+                 entry.model.c_str(), static_cast<long long>(entry.version));
+    loaded.config = std::move(*config);
+    return loaded;
+  }
+  if (config->networked()) {
     absl::StatusOr<std::unique_ptr<runtime::Runner>> remote =
         RemoteRunnerFor(options, entry, dir, *config);
     if (!remote.ok()) return remote.status();

@@ -33,7 +33,7 @@ absl::StatusOr<BackendsFile> BackendsFile::Parse(std::string_view text, std::str
       // Checked now against the defaults, so that a typo is refused even for a model that is
       // not loaded; Apply() checks again against each version's own configuration.
       RemoteConfig probe;
-      probe.endpoints.push_back({"http://placeholder", 1, 1, ""});
+      probe.endpoints.push_back({"http://placeholder", 1, 1, "", ""});
       if (absl::Status s =
               ApplyRemoteOverride(*entry.as_table(), StrCat("backends.", name), source, probe);
           !s.ok()) {

@@ -129,6 +129,8 @@ std::string_view PlatformName(Platform platform) {
       return "remote";
     case Platform::kSimulated:
       return "simulated";
+    case Platform::kOpenAi:
+      return "openai";
   }
   return "unknown";
 }
@@ -165,6 +167,40 @@ namespace {
   return absl::OkStatus();
 }
 
+// [remote], for the platforms served over the network, and what must be absent from the others.
+[[nodiscard]] absl::Status ReadNetworkTables(const toml::table& root, std::string_view source,
+                                             ModelConfig& config) {
+  if (config.platform == Platform::kRemote || config.platform == Platform::kOpenAi) {
+    // OpenAI-compatible servers have no readiness route of their own; the model list is the one
+    // route they all answer.
+    if (config.platform == Platform::kOpenAi) config.remote.health_check.path = "/v1/models";
+    PILLAR_RETURN_IF_ERROR(ReadRemoteSection(root, source, config.remote));
+    // The upstream batches and runs its own instances; [remote] sets the connections and queue.
+    for (const char* table : {"batching", "instance"}) {
+      if (root.contains(table)) {
+        return Error(source, StrCat("[", table, "] does not apply to platform = \"",
+                                    PlatformName(config.platform), "\""));
+      }
+    }
+  } else if (root.contains("remote")) {
+    return Error(source, "[remote] is only for platform = \"remote\" or \"openai\"");
+  }
+  if (config.platform == Platform::kRemote) {
+    bool openai_keys =
+        config.remote.api_key_header != "authorization" || !config.remote.api_version.empty();
+    for (const RemoteEndpoint& endpoint : config.remote.endpoints) {
+      openai_keys = openai_keys || !endpoint.model.empty();
+    }
+    if (openai_keys) {
+      return Error(source,
+                   "[remote] api_key_header, api_version and an endpoint's model are only for "
+                   "platform = \"openai\"");
+    }
+  }
+
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
@@ -178,13 +214,28 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   PILLAR_RETURN_IF_ERROR(top.ReadEnum("platform", config.platform,
                                       {{"torchscript", Platform::kTorchScript},
                                        {"remote", Platform::kRemote},
-                                       {"simulated", Platform::kSimulated}}));
+                                       {"simulated", Platform::kSimulated},
+                                       {"openai", Platform::kOpenAi}}));
   PILLAR_RETURN_IF_ERROR(top.ReadInt("max_batch_size", config.max_batch_size, 0, kMaxBatchSize));
   PILLAR_RETURN_IF_ERROR(top.ReadStrings("fallback", config.fallback));
   PILLAR_RETURN_IF_ERROR(CheckFallback(config.fallback, source));
-  PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
-  PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
-  PILLAR_RETURN_IF_ERROR(CheckTensorSizes(config, source));
+  // [simulated] first: its api says whether the model has tensors at all.
+  if (config.platform == Platform::kSimulated) {
+    PILLAR_RETURN_IF_ERROR(ReadSimulatedSection(root, source, config.simulated));
+  } else if (root.contains("simulated")) {
+    return Error(source, "[simulated] is only for platform = \"simulated\"");
+  }
+  if (config.speaks_openai()) {
+    if (root.contains("input") || root.contains("output") || config.max_batch_size != 0) {
+      return Error(source,
+                   "a language model (OpenAI API) has no [[input]], [[output]] or "
+                   "max_batch_size: its requests and answers are OpenAI's");
+    }
+  } else {
+    PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
+    PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
+    PILLAR_RETURN_IF_ERROR(CheckTensorSizes(config, source));
+  }
   top.Allow("input");
   top.Allow("output");
   top.Allow("batching");
@@ -194,22 +245,7 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   top.Allow("remote");
   PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
   PILLAR_RETURN_IF_ERROR(ParseAccess(root, source, config.access));
-  if (config.platform == Platform::kSimulated) {
-    PILLAR_RETURN_IF_ERROR(ReadSimulatedSection(root, source, config.simulated));
-  } else if (root.contains("simulated")) {
-    return Error(source, "[simulated] is only for platform = \"simulated\"");
-  }
-  if (config.platform == Platform::kRemote) {
-    PILLAR_RETURN_IF_ERROR(ReadRemoteSection(root, source, config.remote));
-    // The upstream batches and runs its own instances; [remote] sets the connections and queue.
-    for (const char* table : {"batching", "instance"}) {
-      if (root.contains(table)) {
-        return Error(source, StrCat("[", table, "] does not apply to platform = \"remote\""));
-      }
-    }
-  } else if (root.contains("remote")) {
-    return Error(source, "[remote] is only for platform = \"remote\"");
-  }
+  PILLAR_RETURN_IF_ERROR(ReadNetworkTables(root, source, config));
 
   for (const char* table : {"batching", "instance"}) {
     if (root.contains(table) && !root.get(table)->is_table()) {

@@ -45,9 +45,10 @@ struct InstanceConfig {
   DeviceKind kind = DeviceKind::kAuto;
 };
 
-// What executes the model: LibTorch in process, other model servers over the network, or a
-// simulation of a model server.
-enum class Platform { kTorchScript, kRemote, kSimulated };
+// What executes the model: LibTorch in process, other model servers over the network (Open
+// Inference Protocol ones, or language models behind OpenAI-compatible APIs), or a simulation of
+// a model server.
+enum class Platform { kTorchScript, kRemote, kSimulated, kOpenAi };
 std::string_view PlatformName(Platform platform);  // as model.toml spells it
 
 // Model names as they appear in URLs: letters, digits, '-', '_', '.'; not starting with '.'.
@@ -66,12 +67,21 @@ struct ModelConfig {
   Attributes access;
   // [simulated], read only when platform is kSimulated.
   SimulatedConfig simulated;
-  // [remote], read only when platform is kRemote.
+  // [remote], read only when platform is kRemote or kOpenAi.
   RemoteConfig remote;
   // `fallback = ["digits-lite"]`: the models that answer, in order, when this one cannot (its
   // breaker is open, its endpoints are out, it is overloaded, or it failed after its retries).
   // Each is authorized for the caller like any request; its own fallbacks are not followed.
   std::vector<std::string> fallback;
+
+  // A language model, answered on the OpenAI-compatible routes (/v1/chat/completions ...) and not
+  // on the Open Inference Protocol's: platform "openai", or a simulated one with api = "openai".
+  // Served by other servers over the network: [remote] applies (and backends files).
+  bool networked() const { return platform == Platform::kRemote || platform == Platform::kOpenAi; }
+  bool speaks_openai() const {
+    return platform == Platform::kOpenAi ||
+           (platform == Platform::kSimulated && simulated.api == SimulatedApi::kOpenAi);
+  }
 
   // Parses and validates a model.toml; `source` names the file in error messages.
   [[nodiscard]] static absl::StatusOr<ModelConfig> Parse(std::string_view toml_text,

@@ -52,6 +52,30 @@ constexpr size_t kMaxEndpoints = 64;
       StrCat(source, ": [remote] ", key, " must be up to 128 letters, digits, '.', '_' or '-'"));
 }
 
+// api_key_header: an HTTP field name (a token of letters, digits and '-').
+[[nodiscard]] absl::Status CheckHeaderName(std::string_view name, std::string_view source) {
+  bool ok = !name.empty() && name.size() <= 64;
+  for (char c : name) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '-' || c == '_');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(source, ": [remote] api_key_header must be a header name (letters, digits, '-')"));
+}
+
+// api_version goes into the request line's query: letters, digits, '.', '-' and '_' only.
+[[nodiscard]] absl::Status CheckQueryValue(std::string_view value, std::string_view source) {
+  bool ok = value.size() <= 64;
+  for (char c : value) {
+    ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                c == '.' || c == '_' || c == '-');
+  }
+  if (ok) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      StrCat(source, ": [remote] api_version must be up to 64 letters, digits, '.', '_' or '-'"));
+}
+
 // `endpoints`: each a URL string, or an inline table with url, weight, priority and zone.
 [[nodiscard]] absl::Status ReadEndpoints(const toml::table& remote, std::string_view source,
                                          std::vector<RemoteEndpoint>& out) {
@@ -72,6 +96,7 @@ constexpr size_t kMaxEndpoints = 64;
       PILLAR_RETURN_IF_ERROR(fields.ReadInt("weight", endpoint.weight, 1, 1000));
       PILLAR_RETURN_IF_ERROR(fields.ReadInt("priority", endpoint.priority, 1, 100));
       PILLAR_RETURN_IF_ERROR(fields.ReadString("zone", endpoint.zone));
+      PILLAR_RETURN_IF_ERROR(fields.ReadString("model", endpoint.model));
       PILLAR_RETURN_IF_ERROR(fields.CheckNoUnknownKeys());
     } else {
       return absl::InvalidArgumentError(
@@ -257,6 +282,9 @@ namespace {
     }
   }
   PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, source));
+  for (const RemoteEndpoint& endpoint : out.endpoints) {
+    PILLAR_RETURN_IF_ERROR(CheckName("endpoint model", endpoint.model, source));
+  }
   PILLAR_RETURN_IF_ERROR(CheckName("version", out.version, source));
   if (out.hedge.enabled && !out.idempotent) {
     return absl::InvalidArgumentError(
@@ -281,8 +309,8 @@ void AllowSubtables(TomlSection& section) {
                                              RemoteConfig& out) {
   const toml::node* node = root.get("remote");
   if (node == nullptr || !node->is_table()) {
-    return absl::InvalidArgumentError(
-        StrCat(source, ": platform = \"remote\" needs a [remote] table with its endpoints"));
+    return absl::InvalidArgumentError(StrCat(
+        source, ": platform = \"remote\" or \"openai\" needs a [remote] table with its endpoints"));
   }
   TomlSection section(node->as_table(), "remote", source);
   AllowSubtables(section);
@@ -296,7 +324,11 @@ void AllowSubtables(TomlSection& section) {
   PILLAR_RETURN_IF_ERROR(section.ReadString("ca_file", out.ca_file));
   PILLAR_RETURN_IF_ERROR(section.ReadString("client_certificate", out.client_certificate));
   PILLAR_RETURN_IF_ERROR(section.ReadString("client_key", out.client_key));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("api_key_header", out.api_key_header));
+  PILLAR_RETURN_IF_ERROR(section.ReadString("api_version", out.api_version));
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
+  PILLAR_RETURN_IF_ERROR(CheckHeaderName(out.api_key_header, source));
+  PILLAR_RETURN_IF_ERROR(CheckQueryValue(out.api_version, source));
   return CheckRemote(out, source);
 }
 

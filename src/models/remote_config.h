@@ -30,6 +30,9 @@ struct RemoteEndpoint {
   int weight = 1;    // its share of its priority group's traffic (1..1000)
   int priority = 1;  // 1 first; a higher number only when every endpoint above is out (1..100)
   std::string zone;  // where it runs: preferred by a gateway in the same zone ([server] zone)
+  // platform = "openai": this endpoint's name for the model, when it is not [remote] model (one
+  // deployment calls it "gpt-4o-mini", another "llama-3-8b-instruct").
+  std::string model;
 };
 
 // A circuit breaker's rule, in the vocabulary of Azure API Management's backend circuit breaker
@@ -130,6 +133,11 @@ struct RemoteConfig {
   std::string ca_file;
   std::string client_certificate;
   std::string client_key;
+  // platform = "openai": the header the credential goes in ("authorization" sends it as
+  // "Bearer <token>"; Azure OpenAI's "api-key" sends it as it is), and the api-version query
+  // parameter Azure OpenAI requires (empty: none).
+  std::string api_key_header = "authorization";
+  std::string api_version;
   // [remote.breaker]: each endpoint's circuit breaker (off unless a threshold is set: outlier
   // ejection above already takes a failing endpoint out). [remote.backend_breaker]: the whole
   // version's, on the outcome of each request after its retries; on by default, so that a

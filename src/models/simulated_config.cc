@@ -31,10 +31,35 @@ namespace pillar::models {
   int64_t seed = int64_t(out.seed);
   PILLAR_RETURN_IF_ERROR(section.ReadInt("seed", seed, 0, INT64_MAX));
   out.seed = uint64_t(seed);
+  PILLAR_RETURN_IF_ERROR(section.ReadEnum(
+      "api", out.api,
+      {{"inference", SimulatedApi::kInference}, {"openai", SimulatedApi::kOpenAi}}));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadDouble("time_to_first_token_ms", out.time_to_first_token_ms, 0, kMaxMs));
+  PILLAR_RETURN_IF_ERROR(section.ReadDouble("tokens_per_second", out.tokens_per_second, 0.01, 1e7));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("completion_tokens", out.completion_tokens, 1, 1 << 20));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("embedding_dimensions", out.embedding_dimensions, 1, 1 << 14));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("max_concurrency", out.max_concurrency, 1, 1 << 20));
+  PILLAR_RETURN_IF_ERROR(section.ReadDouble("stream_cut_rate", out.stream_cut_rate, 0, 1));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadDouble("malformed_chunk_rate", out.malformed_chunk_rate, 0, 1));
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
-  if (out.error_rate + out.throttle_rate + out.hang_rate > 1 + 1e-9) {
+  if (out.api == SimulatedApi::kInference) {
+    for (std::string_view key :
+         {"time_to_first_token_ms", "tokens_per_second", "completion_tokens",
+          "embedding_dimensions", "max_concurrency", "stream_cut_rate", "malformed_chunk_rate"}) {
+      if (section.Contains(key)) {
+        return absl::InvalidArgumentError(
+            StrCat(source, ": [simulated] ", key, " is only for api = \"openai\""));
+      }
+    }
+  }
+  if (out.error_rate + out.throttle_rate + out.hang_rate + out.stream_cut_rate +
+          out.malformed_chunk_rate >
+      1 + 1e-9) {
     return absl::InvalidArgumentError(
-        StrCat(source, ": [simulated] error_rate + throttle_rate + hang_rate is over 1"));
+        StrCat(source, ": [simulated] the rates of its faults add up to over 1"));
   }
   return absl::OkStatus();
 }

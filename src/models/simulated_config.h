@@ -9,6 +9,12 @@
 //   latency_sigma = 0.5     # lognormal: the standard deviation of the latency's logarithm
 //   error_rate = 0.01
 //   seed = 7
+//
+// With api = "openai" the simulation is of a language model behind an OpenAI-compatible API
+// (runtime/simulated_llm_runner.h): deterministic completions of completion_tokens tokens, the
+// first after time_to_first_token_ms and the others at tokens_per_second, usage that adds up,
+// embeddings of embedding_dimensions; the rates above draw its faults, and stream_cut_rate and
+// malformed_chunk_rate those only a stream can have.
 #pragma once
 
 #include <toml++/toml.h>
@@ -21,6 +27,9 @@
 namespace pillar::models {
 
 enum class LatencyDistribution { kFixed, kNormal, kLogNormal, kEmpirical };
+
+// The API a simulated model answers: the Open Inference Protocol's tensors, or OpenAI's.
+enum class SimulatedApi { kInference, kOpenAi };
 
 struct SimulatedConfig {
   // The version's file that holds the histogram of an empirical distribution
@@ -39,6 +48,18 @@ struct SimulatedConfig {
   int64_t retry_after_s = 1;
   int64_t hang_ms = 60'000;
   uint64_t seed = 1;
+
+  // api = "openai" only.
+  SimulatedApi api = SimulatedApi::kInference;
+  double time_to_first_token_ms = 20;
+  double tokens_per_second = 100;
+  int64_t completion_tokens = 16;  // per choice, unless the request's max_tokens is lower
+  int64_t embedding_dimensions = 8;
+  int64_t max_concurrency = 1024;  // generations at once; beyond: 503 with Retry-After
+  // A stream that stops after half its tokens without [DONE], and one with a chunk that is not
+  // JSON, drawn like the other faults.
+  double stream_cut_rate = 0;
+  double malformed_chunk_rate = 0;
 };
 
 // Reads the [simulated] table of `root` (absent: all defaults) into `out`, with the strict errors

@@ -7,10 +7,16 @@
 
 namespace pillar::pipeline {
 
-bool OpenAiShaped(Operation op) { return op == Operation::kListModels; }
+bool GeneratesText(Operation op) {
+  return op == Operation::kChatCompletions || op == Operation::kCompletions ||
+         op == Operation::kEmbeddings;
+}
+
+bool OpenAiShaped(Operation op) { return op == Operation::kListModels || GeneratesText(op); }
 
 bool TargetsModel(Operation op) {
-  return op == Operation::kModelMetadata || op == Operation::kModelReady || op == Operation::kInfer;
+  return op == Operation::kModelMetadata || op == Operation::kModelReady ||
+         op == Operation::kInfer || GeneratesText(op);
 }
 
 int HttpStatusFor(absl::StatusCode code) {

@@ -45,7 +45,15 @@ enum class Operation {
   kAdminBackends,
   kJob,         // an asynchronous job's state or result (GET /v2/jobs/{job})
   kListModels,  // the OpenAI-compatible model list (GET /v1/models)
+  // A language model's OpenAI-compatible calls (POST /v1/chat/completions, /v1/completions,
+  // /v1/embeddings): the model is named in the body.
+  kChatCompletions,
+  kCompletions,
+  kEmbeddings,
 };
+
+// True for the calls to a language model (the three above).
+bool GeneratesText(Operation op);
 
 // True for the OpenAI-compatible routes (/v1/...): their errors take OpenAI's shape.
 bool OpenAiShaped(Operation op);
@@ -111,6 +119,8 @@ class Exchange {
   std::shared_ptr<const runtime::ModelRegistry> models;
   const runtime::ModelVersion* model = nullptr;
   std::optional<protocol::InferenceRequest> infer_request;
+  // A language model's call, read from the body by the route stage (which needs its model).
+  std::optional<runtime::GenerateRequest> generate;
   // The version of another model that answered for `model` (its fallback chain), if one did.
   const runtime::ModelVersion* answered_by = nullptr;
   runtime::InferResult infer_result;  // outputs moved out once encoded

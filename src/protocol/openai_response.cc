@@ -204,16 +204,12 @@ std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector
   return std::move(w).Take();
 }
 
-[[nodiscard]] absl::StatusOr<TokenUsage> ParseUsage(std::string_view json) {
+namespace {
+
+// The "usage" member of `top`: NotFound when there is none.
+[[nodiscard]] absl::StatusOr<TokenUsage> ReadUsage(simdjson::dom::object top) {
   // Far above any real count, and low enough that a sum cannot overflow.
   constexpr int64_t kMaxCount = int64_t(1) << 40;
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  simdjson::dom::object top;
-  if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS ||
-      root.get(top) != simdjson::SUCCESS) {
-    return absl::InvalidArgumentError("the reply is not a JSON object");
-  }
   simdjson::dom::element usage_element;
   if (top["usage"].get(usage_element) != simdjson::SUCCESS || usage_element.is_null()) {
     return absl::NotFoundError("the reply has no usage");
@@ -239,6 +235,46 @@ std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector
                                              out.total_tokens(), ")"));
   }
   return out;
+}
+
+}  // namespace
+
+[[nodiscard]] absl::StatusOr<TokenUsage> ParseUsage(std::string_view json) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  simdjson::dom::object top;
+  if (parser.parse(json.data(), json.size()).get(root) != simdjson::SUCCESS ||
+      root.get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("the reply is not a JSON object");
+  }
+  return ReadUsage(top);
+}
+
+[[nodiscard]] absl::StatusOr<ReplyUsage> CheckGeneratedReply(std::string_view body,
+                                                             bool embeddings) {
+  // Each thread's parser keeps the capacity of the largest reply it read: a large one gets a
+  // parser of its own, so that one does not pin its size for the life of the thread.
+  thread_local simdjson::dom::parser cached;
+  simdjson::dom::parser large;
+  simdjson::dom::parser& parser = body.size() > (size_t(1) << 20) ? large : cached;
+  simdjson::dom::element root;
+  simdjson::dom::object top;
+  if (parser.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS ||
+      root.get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("the reply is not a JSON object");
+  }
+  if (simdjson::dom::element e; top["error"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    return absl::InvalidArgumentError("the reply is an error, not an answer");
+  }
+  const char* member = embeddings ? "data" : "choices";
+  simdjson::dom::array items;
+  if (top[member].get(items) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(StrCat("the reply has no \"", member, "\" array"));
+  }
+  absl::StatusOr<TokenUsage> usage = ReadUsage(top);
+  if (usage.ok()) return ReplyUsage{*usage, true};
+  if (absl::IsNotFound(usage.status())) return ReplyUsage{};
+  return usage.status();
 }
 
 }  // namespace pillar::protocol

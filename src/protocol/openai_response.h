@@ -64,4 +64,15 @@ std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector
 // InvalidArgument when it is malformed (negative, not integers).
 [[nodiscard]] absl::StatusOr<TokenUsage> ParseUsage(std::string_view json);
 
+struct ReplyUsage {
+  TokenUsage usage;
+  bool reported = false;  // the reply had a "usage"
+};
+// An upstream's 200 to a call, checked before it goes to the client: a JSON object holding its
+// "choices" (embeddings: its "data") array and no "error" member (a 200 with an error inside is
+// a failure); its usage when it reports one (a malformed one is an error). InvalidArgument
+// saying what is wrong.
+[[nodiscard]] absl::StatusOr<ReplyUsage> CheckGeneratedReply(std::string_view body,
+                                                             bool embeddings);
+
 }  // namespace pillar::protocol

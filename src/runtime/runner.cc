@@ -4,6 +4,24 @@
 
 namespace pillar::runtime {
 
+std::string_view OpenAiPath(OpenAiRoute route) {
+  switch (route) {
+    case OpenAiRoute::kChatCompletions:
+      return "/v1/chat/completions";
+    case OpenAiRoute::kCompletions:
+      return "/v1/completions";
+    case OpenAiRoute::kEmbeddings:
+      return "/v1/embeddings";
+  }
+  return "/v1/chat/completions";
+}
+
+void Runner::Generate(GenerateRequest, InferCallback done) {
+  std::move(done)(absl::FailedPreconditionError(
+      "the model does not speak the OpenAI API: call it with the Open Inference Protocol "
+      "(/v2/models/{model}/infer)"));
+}
+
 [[nodiscard]] absl::Status WithRetryAfter(absl::Status status, int64_t seconds) {
   status.SetPayload(ToAbsl(kRetryAfterPayload), absl::Cord(StrCat(seconds)));
   return status;

@@ -19,18 +19,48 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "models/remote_config.h"
+#include "protocol/openai_response.h"
 #include "protocol/tensor.h"
 
 namespace pillar::runtime {
 
 struct InferResult {
   std::vector<protocol::Tensor> outputs;
-  int64_t queue_ns = 0;    // waiting for a batch and an instance
-  int64_t compute_ns = 0;  // the batch's execution, shared by its requests
-  int64_t batch_size = 0;  // rows in the batch this request ran in
+  // A language model's answer (Generate): the OpenAI-compatible JSON body as the client gets it,
+  // and the tokens it used, from the answer's "usage".
+  std::string body;
+  protocol::TokenUsage usage;
+  bool usage_reported = true;  // false: the upstream's answer said nothing of its usage
+  int64_t queue_ns = 0;        // waiting for a batch and an instance
+  int64_t compute_ns = 0;      // the batch's execution, shared by its requests
+  int64_t batch_size = 0;      // rows in the batch this request ran in
 };
 
 using InferCallback = absl::AnyInvocable<void(absl::StatusOr<InferResult>) &&>;
+
+// The OpenAI-compatible operations a language model answers.
+enum class OpenAiRoute { kChatCompletions, kCompletions, kEmbeddings };
+// The path of `route` on an OpenAI-compatible server: "/v1/chat/completions" ...
+std::string_view OpenAiPath(OpenAiRoute route);
+
+// One call to a language model: the client's body, already checked by the protocol's parser
+// (protocol/openai_request.h), with what a runner needs of it read out.
+struct GenerateRequest {
+  OpenAiRoute route = OpenAiRoute::kChatCompletions;
+  std::string body;
+  std::string model;  // as the client named it, which answers carry
+  bool stream = false;
+  std::optional<int64_t> max_tokens;
+  int64_t n = 1;
+  int64_t inputs = 1;         // embeddings: how many texts
+  int64_t prompt_tokens = 0;  // estimated on arrival (protocol/token_estimate.h)
+  // As InferenceRequest carries them (protocol/tensor.h): when the caller stops waiting, its
+  // class, and who it is, for the queues.
+  int64_t deadline_ns = 0;
+  protocol::Priority priority = protocol::Priority::kNormal;
+  uint64_t caller = 0;
+  uint64_t principal = 0;
+};
 
 // What a runner in front of other model servers knows of them, for `pillar backends` and the
 // admin API (GET /admin/v1/backends).
@@ -63,6 +93,9 @@ class Runner {
   // InvalidArgument when the request does not match the model's signature; Unavailable with a
   // retry-after payload (see RetryAfterSeconds) when the queue is full.
   virtual void Infer(protocol::InferenceRequest request, InferCallback done) = 0;
+  // Runs a language model's call (models that speak OpenAI's API); `done` as for Infer(), with
+  // the answer's body and usage. FailedPrecondition for a model of tensors.
+  virtual void Generate(GenerateRequest request, InferCallback done);
   virtual bool Ready() const = 0;
   // What it knows of the servers behind it; none for a runner that runs the model itself.
   virtual std::optional<UpstreamStatus> Upstreams() const { return std::nullopt; }

@@ -11,6 +11,9 @@ policy::Plane PlaneOf(const pipeline::Exchange& ex) {
 std::string_view ActionOf(Operation op) {
   switch (op) {
     case Operation::kInfer:
+    case Operation::kChatCompletions:
+    case Operation::kCompletions:
+    case Operation::kEmbeddings:
       return "infer";
     case Operation::kMetrics:
       return "read_metrics";

@@ -30,7 +30,8 @@ uint64_t CallerOf(const pipeline::Exchange& ex) {
 }  // namespace
 
 pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
-  if (ex.operation != pipeline::Operation::kInfer) {
+  const bool generates = pipeline::GeneratesText(ex.operation);
+  if (ex.operation != pipeline::Operation::kInfer && !generates) {
     auto it = handlers_.find(ex.operation);
     if (it == handlers_.end()) {
       ex.Fail(absl::UnimplementedError("no handler for this operation"));
@@ -44,28 +45,40 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
     ex.Fail(priority.status());
     return pipeline::StageResult::kStop;
   }
+  const int64_t deadline_ns = ex.timeout_ms > 0 ? ex.start_ns + ex.timeout_ms * 1'000'000 : 0;
+  const uint64_t caller = CallerOf(ex);
+  const uint64_t principal = std::hash<std::string_view>{}(ex.principal->id) | 1;
+  if (generates) {
+    runtime::GenerateRequest request = std::move(*ex.generate);
+    ex.generate.reset();
+    request.deadline_ns = deadline_ns;
+    request.priority = *priority;
+    request.caller = caller;
+    request.principal = principal;
+    Run(ex, *ex.model, std::move(request), 0, absl::OkStatus());
+    return pipeline::StageResult::kSuspend;
+  }
   protocol::InferenceRequest request = std::move(*ex.infer_request);
   ex.infer_request.reset();
-  if (ex.timeout_ms > 0) request.deadline_ns = ex.start_ns + ex.timeout_ms * 1'000'000;
+  request.deadline_ns = deadline_ns;
   request.priority = *priority;
-  request.caller = CallerOf(ex);
-  request.principal = std::hash<std::string_view>{}(ex.principal->id) | 1;
+  request.caller = caller;
+  request.principal = principal;
   Run(ex, *ex.model, std::move(request), 0, absl::OkStatus());
   return pipeline::StageResult::kSuspend;
 }
 
-void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& version,
-                       protocol::InferenceRequest request, size_t next,
-                       absl::Status primary_error) {
+void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& version, Work work,
+                       size_t next, absl::Status primary_error) {
   // A copy for the fallbacks, only for a model that has some.
-  std::optional<protocol::InferenceRequest> spare;
+  std::optional<Work> spare;
   if (fallback_.audit != nullptr && ex.model->config && next < ex.model->config->fallback.size()) {
-    spare = request;
+    spare = work;
   }
-  std::string id = request.id;
+  std::string id;
+  if (const auto* infer = std::get_if<protocol::InferenceRequest>(&work)) id = infer->id;
   // Nothing below may touch `ex` after Infer(): the callback may already have resumed it.
-  version.runner->Infer(
-      std::move(request),
+  runtime::InferCallback done =
       [this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
        primary_error = std::move(primary_error)](absl::StatusOr<InferResult> result) mutable {
         ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
@@ -89,7 +102,12 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
           ex.Fail(error);
           ex.chain().Resume(ex, pipeline::StageResult::kStop);
         });
-      });
+      };
+  if (auto* generate = std::get_if<runtime::GenerateRequest>(&work)) {
+    version.runner->Generate(std::move(*generate), std::move(done));
+  } else {
+    version.runner->Infer(std::get<protocol::InferenceRequest>(std::move(work)), std::move(done));
+  }
 }
 
 absl::StatusOr<runtime::Priority> ExecuteStage::PriorityOf(const pipeline::Exchange& ex) {
@@ -134,6 +152,10 @@ const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
     const runtime::ModelVersion* version =
         ResolveVersion(ex, name, "", fallback_.default_alias, &granted_by);
     if (version == nullptr || !version->ready()) continue;  // unseen or down: no decision to make
+    // A language model falls back to another language model, a model of tensors to another
+    // model of tensors: the other kind cannot read the request.
+    const bool language_model = version->config && version->config->speaks_openai();
+    if (language_model != pipeline::GeneratesText(ex.operation)) continue;
     const bool allowed = granted_by != nullptr;
     auto explain = [&] {
       return StrCat(allowed ? "fallback for " : "fallback refused for ", ex.model->resource,
@@ -150,12 +172,17 @@ const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
 
 void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& version,
                           std::string id, InferResult result) {
-  protocol::InferenceResponse response;
-  response.model_name = version.name;
-  response.model_version = version.version_text;
-  response.id = std::move(id);
-  response.outputs = std::move(result.outputs);
-  ex.response.body = protocol::EncodeInferenceResponse(response);
+  if (pipeline::GeneratesText(ex.operation)) {
+    ex.response.body = std::move(result.body);
+    ex.infer_result.usage = result.usage;
+  } else {
+    protocol::InferenceResponse response;
+    response.model_name = version.name;
+    response.model_version = version.version_text;
+    response.id = std::move(id);
+    response.outputs = std::move(result.outputs);
+    ex.response.body = protocol::EncodeInferenceResponse(response);
+  }
   if (&version != ex.model) {
     ex.answered_by = &version;
     ex.response.headers.emplace_back(kFallbackHeader,

@@ -1,7 +1,9 @@
 // Stage: execute. For an infer request it hands the decoded tensors to the routed version's
 // Runner and suspends the exchange until the result comes back (then encodes the protocol
-// response on the connection's thread). Every other operation is answered by a synchronous
-// handler the application registers for it (metadata, readiness, metrics ...).
+// response on the connection's thread); a language model's call (chat completions, completions,
+// embeddings) goes to the runner's Generate, whose answer is the OpenAI-compatible body. Every
+// other operation is answered by a synchronous handler the application registers for it (metadata,
+// readiness, metrics ...).
 //
 // Graceful degradation: when the version cannot answer (503: its breaker is open, its endpoints
 // are out, it is overloaded; 502: it failed after its retries; 504 from its own timeout while
@@ -21,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <string>
+#include <variant>
 
 #include "audit/audit_sink.h"
 #include "common/clock.h"
@@ -53,10 +56,13 @@ class ExecuteStage final : public pipeline::Stage {
   [[nodiscard]] static absl::StatusOr<runtime::Priority> PriorityOf(const pipeline::Exchange& ex);
 
  private:
-  // Runs `request` on `version`; on a failure that allows it, moves on to the primary's
-  // fallback list from index `next`. `primary_error` is the primary's failure, once it failed.
-  void Run(pipeline::Exchange& ex, const runtime::ModelVersion& version,
-           protocol::InferenceRequest request, size_t next, absl::Status primary_error);
+  // An inference or a language model's call.
+  using Work = std::variant<protocol::InferenceRequest, runtime::GenerateRequest>;
+
+  // Runs `work` on `version`; on a failure that allows it, moves on to the primary's fallback
+  // list from index `next`. `primary_error` is the primary's failure, once it failed.
+  void Run(pipeline::Exchange& ex, const runtime::ModelVersion& version, Work work, size_t next,
+           absl::Status primary_error);
   // Whether `status` from a model lets the request go to a fallback.
   bool FallsBack(const pipeline::Exchange& ex, const absl::Status& status) const;
   // The next fallback from index `next` that is ready and that the caller may use (each decision

@@ -32,8 +32,7 @@ bool IsJobId(std::string_view id) {
 // of its fallback chain says it is not idempotent (a fallback may be what ran).
 bool Idempotent(const pipeline::Exchange& ex) {
   auto unsafe = [](const runtime::ModelVersion& v) {
-    return v.config && v.config->platform == models::Platform::kRemote &&
-           !v.config->remote.idempotent;
+    return v.config && v.config->networked() && !v.config->remote.idempotent;
   };
   if (unsafe(*ex.model)) return false;
   if (!ex.model->config) return true;

@@ -77,6 +77,12 @@ std::string_view ObserveStage::OperationName(pipeline::Operation op) {
       return "job";
     case pipeline::Operation::kListModels:
       return "openai_models";
+    case pipeline::Operation::kChatCompletions:
+      return "chat_completions";
+    case pipeline::Operation::kCompletions:
+      return "completions";
+    case pipeline::Operation::kEmbeddings:
+      return "embeddings";
   }
   return "unknown";
 }

@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "stages/access.h"
+#include "stages/openai_call.h"
 
 namespace pillar::stages {
 
@@ -48,12 +49,41 @@ const runtime::ModelVersion* ResolveVersion(const pipeline::Exchange& ex, std::s
   return fallback;
 }
 
+namespace {
+
+// A language model is called on the OpenAI-compatible routes, a model of tensors with the Open
+// Inference Protocol: the other kind cannot read the request.
+[[nodiscard]] absl::Status CheckKind(pipeline::Operation op, const runtime::ModelVersion& model) {
+  const bool language_model = model.config && model.config->speaks_openai();
+  if (op == pipeline::Operation::kInfer && language_model) {
+    return absl::InvalidArgumentError(
+        StrCat("model '", model.name,
+               "' is a language model: call it on the OpenAI-compatible routes "
+               "(/v1/chat/completions, /v1/completions, /v1/embeddings)"));
+  }
+  if (pipeline::GeneratesText(op) && !language_model) {
+    return absl::InvalidArgumentError(
+        StrCat("model '", model.name,
+               "' is not a language model: call it with the Open Inference Protocol (/v2/models/",
+               model.name, "/infer)"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
   ex.policy = policy_.Current();
   ex.action = ActionOf(ex.operation);
   if (!pipeline::TargetsModel(ex.operation)) {
     ex.resource = ResourceOf(ex.operation);
     return pipeline::StageResult::kContinue;
+  }
+  if (pipeline::GeneratesText(ex.operation)) {
+    if (absl::Status read = DecodeOpenAiCall(ex, openai_limits_); !read.ok()) {
+      ex.Fail(read);
+      return pipeline::StageResult::kStop;
+    }
   }
   ex.models = catalog_.Current();
   const runtime::ModelVersion* model =
@@ -73,9 +103,15 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
   }
   ex.model = model;
   ex.resource = model->resource;
-  if (ex.operation == pipeline::Operation::kInfer && !model->ready()) {
+  const bool runs =
+      ex.operation == pipeline::Operation::kInfer || pipeline::GeneratesText(ex.operation);
+  if (runs && !model->ready()) {
     ex.Fail(absl::UnavailableError(StrCat("model '", model->name, "' version ", model->version,
                                           " is not ready: ", model->Reason())));
+    return pipeline::StageResult::kStop;
+  }
+  if (absl::Status kind = CheckKind(ex.operation, *model); runs && !kind.ok()) {
+    ex.Fail(kind);
     return pipeline::StageResult::kStop;
   }
   return pipeline::StageResult::kContinue;

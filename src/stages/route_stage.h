@@ -11,6 +11,7 @@
 
 #include "pipeline/stage.h"
 #include "policy/policy_source.h"
+#include "protocol/openai_request.h"
 #include "runtime/model_catalog.h"
 
 namespace pillar::stages {
@@ -27,8 +28,11 @@ const runtime::ModelVersion* ResolveVersion(const pipeline::Exchange& ex, std::s
 class RouteStage final : public pipeline::Stage {
  public:
   RouteStage(const runtime::ModelCatalog& catalog, const policy::PolicySource& policy,
-             std::string default_alias = "prod")
-      : catalog_(catalog), policy_(policy), default_alias_(std::move(default_alias)) {}
+             std::string default_alias = "prod", protocol::OpenAiLimits openai_limits = {})
+      : catalog_(catalog),
+        policy_(policy),
+        default_alias_(std::move(default_alias)),
+        openai_limits_(openai_limits) {}
   std::string_view name() const override { return "route"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
 
@@ -36,6 +40,7 @@ class RouteStage final : public pipeline::Stage {
   const runtime::ModelCatalog& catalog_;
   const policy::PolicySource& policy_;
   const std::string default_alias_;
+  const protocol::OpenAiLimits openai_limits_;
 };
 
 }  // namespace pillar::stages

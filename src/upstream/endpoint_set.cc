@@ -31,6 +31,7 @@ EndpointSet::EndpointSet(const models::RemoteConfig& remote, std::vector<Endpoin
                       .zone = spec.zone,
                       .priority = spec.priority,
                       .weight = spec.weight,
+                      .model = spec.model,
                       .local = !zone.empty() && spec.zone == zone,
                       .idle = {},
                       .idle_count = 0,

@@ -67,6 +67,7 @@ struct EndpointSlot {
   std::string zone;
   int priority = 1;
   int weight = 1;
+  std::string model;   // its own name for the model (platform = "openai"); empty: [remote] model
   bool local = false;  // in this gateway's zone
   // Idle kept-alive connections by lane (the event loop they run on; RemoteRunner's), oldest
   // first; `idle_count` in all.

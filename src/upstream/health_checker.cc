@@ -8,10 +8,11 @@ namespace pillar::upstream {
 
 HealthChecker::HealthChecker(boost::asio::io_context& io, std::vector<Endpoint> endpoints,
                              std::shared_ptr<boost::asio::ssl::context> tls,
-                             const SecretString* token, models::HealthCheck check, Report report)
+                             const UpstreamCredential* credential, models::HealthCheck check,
+                             Report report)
     : io_(io),
       tls_(std::move(tls)),
-      token_(token),
+      credential_(credential),
       check_(std::move(check)),
       report_(std::move(report)) {
   for (Endpoint& endpoint : endpoints) {
@@ -65,11 +66,13 @@ void HealthChecker::Check(size_t e) {
 void HealthChecker::Send(size_t e, Clock::time_point deadline) {
   Target& target = targets_[e];
   auto request = std::make_shared<UpstreamRequest>();
-  const std::string authorization =
-      token_ != nullptr && !token_->empty() ? StrCat("Bearer ", token_->view()) : std::string();
-  request->head = RequestHead(
-      "GET", StrCat(target.endpoint.base_path, check_.path), target.endpoint.host_header,
-      {{"User-Agent", "pillar-health-check"}, {"Authorization", authorization}}, 0);
+  const bool present = credential_ != nullptr && !credential_->value.empty();
+  request->head = RequestHead("GET", StrCat(target.endpoint.base_path, check_.path),
+                              target.endpoint.host_header,
+                              {{"User-Agent", "pillar-health-check"},
+                               {present ? std::string_view(credential_->header) : "Authorization",
+                                present ? credential_->value.view() : ""}},
+                              0);
   // A readiness reply is small: anything larger is not one.
   constexpr int64_t kMaxCheckReply = 64 << 10;
   target.connection->Call(

@@ -22,6 +22,7 @@
 #include "models/remote_config.h"
 #include "upstream/endpoint.h"
 #include "upstream/upstream_connection.h"
+#include "upstream/upstream_credentials.h"
 
 namespace pillar::upstream {
 
@@ -30,11 +31,10 @@ class HealthChecker : public std::enable_shared_from_this<HealthChecker> {
   // `why` is empty for a pass, the failure otherwise (never with credentials).
   using Report = std::function<void(size_t endpoint, bool passed, std::string_view why)>;
 
-  // `token` (may be null) is sent as the bearer token, as with inference; it must outlive the
-  // checker.
+  // `credential` (may be null) is presented as with inference; it must outlive the checker.
   HealthChecker(boost::asio::io_context& io, std::vector<Endpoint> endpoints,
-                std::shared_ptr<boost::asio::ssl::context> tls, const SecretString* token,
-                models::HealthCheck check, Report report);
+                std::shared_ptr<boost::asio::ssl::context> tls,
+                const UpstreamCredential* credential, models::HealthCheck check, Report report);
 
   // The first checks are spread over the first interval, so a gateway with many endpoints does
   // not check them all at once.
@@ -57,7 +57,7 @@ class HealthChecker : public std::enable_shared_from_this<HealthChecker> {
   boost::asio::io_context& io_;
   std::vector<Target> targets_;
   std::shared_ptr<boost::asio::ssl::context> tls_;
-  const SecretString* token_;
+  const UpstreamCredential* credential_;
   models::HealthCheck check_;
   Report report_;
   bool stopped_ = false;

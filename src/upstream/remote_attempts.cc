@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "common/strings.h"
+#include "protocol/openai_request.h"
 #include "runtime/admission.h"
 #include "runtime/signature.h"
 #include "upstream/remote_state.h"
@@ -358,13 +359,15 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
       budget,
       size_t(std::to_chars(budget, budget + sizeof budget, attempt->budget_ms).ptr - budget));
   auto request = std::make_shared<UpstreamRequest>();
-  request->body = call->body;
-  request->head = RequestHead("POST", StrCat(endpoint.base_path, target), endpoint.host_header,
+  const std::string path = TargetFor(*call, *attempt, slot);
+  request->body = attempt->body.empty() ? std::string_view(call->body) : attempt->body;
+  request->head = RequestHead("POST", StrCat(endpoint.base_path, path), endpoint.host_header,
                               {{"Content-Type", "application/json"},
                                {"User-Agent", "pillar"},
-                               {"Authorization", authorization ? authorization->view() : ""},
+                               {credential ? std::string_view(credential->header) : "Authorization",
+                                credential ? credential->value.view() : ""},
                                {kTimeoutHeader, budget_text}},
-                              call->body.size());
+                              request->body.size());
   call->sent = true;
   busy.emplace(attempt->connection, call->lane);
   ++slot.outstanding;
@@ -385,8 +388,17 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
     raw->Call(std::move(request), until, max_bytes,
               [self = std::move(self), call = std::move(call), attempt = std::move(attempt), reused,
                sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+                // A 200 is read here, outside the lock: decoded, or (a language model's) checked.
                 std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded;
-                if (reply.ok() && reply->status == 200) decoded = DecodeReply(reply->body);
+                std::optional<absl::StatusOr<protocol::ReplyUsage>> usage;
+                if (reply.ok() && reply->status == 200) {
+                  if (call->openai_route) {
+                    usage = protocol::CheckGeneratedReply(
+                        reply->body, *call->openai_route == runtime::OpenAiRoute::kEmbeddings);
+                  } else {
+                    decoded = DecodeReply(reply->body);
+                  }
+                }
                 absl::MutexLock lock(&self->mu);
                 self->busy.erase(attempt->connection);
                 EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
@@ -402,7 +414,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                   self->NoteLatency(seconds);
                 }
                 self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply),
-                              failure, std::move(decoded));
+                              failure, std::move(decoded), std::move(usage));
               });
   });
 }
@@ -410,7 +422,8 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
 void RemoteRunner::State::OnReply(
     std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
     absl::StatusOr<UpstreamReply> reply, CallFailure failure,
-    std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded) {
+    std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded,
+    std::optional<absl::StatusOr<protocol::ReplyUsage>> usage) {
   if (attempt->cancelled) {  // another attempt answered; this one was cut off on purpose
     return Record(
         *attempt,
@@ -438,6 +451,10 @@ void RemoteRunner::State::OnReply(
   EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
   if (attempt->connection->open() && !stopping) {
     ReturnIdle(slot, call->lane, attempt->connection);
+  }
+  if (reply->status == 200 && usage) {
+    return OnGenerated(std::move(call), std::move(attempt), std::move(reply->body),
+                       std::move(*usage));
   }
   if (reply->status == 200) {
     return OnOk(std::move(call), std::move(attempt), reused, std::move(*decoded));
@@ -512,6 +529,46 @@ void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attem
   CancelOthers(*call, attempt.get());
   runtime::InferResult result;
   result.outputs = std::move(*outputs);
+  result.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
+  Complete(*call, std::move(result));
+}
+
+std::string RemoteRunner::State::TargetFor(const Call& call, Attempt& attempt,
+                                           const EndpointSlot& slot) {
+  if (!call.openai_route) return target;
+  attempt.body.clear();
+  if (!slot.model.empty() && slot.model != upstream_model) {
+    // The body parsed when the request arrived, so it parses again.
+    absl::StatusOr<std::string> body =
+        protocol::RewriteForUpstream(call.client_body, slot.model, false);
+    if (body.ok()) attempt.body = std::move(*body);
+  }
+  return StrCat(runtime::OpenAiPath(*call.openai_route), query);
+}
+
+// A language model's 200, checked on the thread that read it: passed on as it came, or a failed
+// attempt (a 200 with an error inside, or one without its choices, is not an answer).
+void RemoteRunner::State::OnGenerated(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
+                                      std::string body,
+                                      absl::StatusOr<protocol::ReplyUsage> usage) {
+  if (!usage.ok()) {
+    Record(*attempt, {.kind = AttemptOutcome::kBadReply,
+                      .status = 200,
+                      .retry_after_s = 0,
+                      .cut_by_caller = false});
+    Failed(*call, *attempt, StrCat("a reply pillar cannot use: ", usage.status().message()), false);
+    return AttemptFailed(std::move(call), attempt);
+  }
+  Record(*attempt,
+         {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
+  if (attempt->hedge) Count(metrics.hedge_wins);
+  std::erase(call->live, attempt);
+  CancelOthers(*call, attempt.get());
+  runtime::InferResult result;
+  result.body = std::move(body);
+  result.usage = usage->usage;
+  result.usage_reported = usage->reported;
   result.compute_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
   Complete(*call, std::move(result));

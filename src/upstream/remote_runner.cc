@@ -6,6 +6,7 @@
 
 #include "common/event_loop.h"
 #include "common/strings.h"
+#include "protocol/openai_request.h"
 #include "runtime/admission.h"
 #include "runtime/signature.h"
 #include "upstream/remote_state.h"
@@ -256,9 +257,11 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::StatusOr<SecretString> token = ReadToken(remote.credentials_file);
     if (!token.ok()) return token.status();
     state->token = std::move(*token);
-    state->authorization = SecretString(StrCat("Bearer ", state->token->view()));
+    state->credential = CredentialFor(remote, *state->token);
   }
   const std::string upstream_model = remote.model.empty() ? std::string(model_name) : remote.model;
+  state->upstream_model = upstream_model;
+  if (!remote.api_version.empty()) state->query = StrCat("?api-version=", remote.api_version);
   state->target =
       StrCat("/v2/models/", upstream_model,
              remote.version.empty() ? "" : StrCat("/versions/", remote.version), "/infer");
@@ -276,7 +279,7 @@ void RemoteRunner::State::StartChecks() {
   std::weak_ptr<State> weak = shared_from_this();
   const EndpointSet* checked = endpoints.get();
   checker = std::make_shared<HealthChecker>(
-      io, std::move(targets), tls, token ? &*token : nullptr, config.remote.health_check,
+      io, std::move(targets), tls, credential ? &*credential : nullptr, config.remote.health_check,
       [weak, checked](size_t e, bool passed, std::string_view why) {
         std::shared_ptr<State> s = weak.lock();
         if (s == nullptr) return;
@@ -402,6 +405,10 @@ std::optional<runtime::UpstreamStatus> RemoteRunner::Upstreams() const {
 }
 
 void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallback done) {
+  if (state_->config.platform == models::Platform::kOpenAi) {
+    return std::move(done)(absl::FailedPreconditionError(
+        "the model is a language model: call it on the OpenAI-compatible routes"));
+  }
   absl::StatusOr<int64_t> rows = runtime::CheckRequest(state_->config, request);
   if (!rows.ok()) return std::move(done)(rows.status());
   auto call = std::make_shared<Call>();
@@ -416,6 +423,30 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
   call->upstream_id = std::exchange(request.id, std::move(client_id));
   call->request = std::move(request);
   call->done = std::move(done);
+  Start(std::move(call));
+}
+
+void RemoteRunner::Generate(runtime::GenerateRequest request, runtime::InferCallback done) {
+  if (state_->config.platform != models::Platform::kOpenAi) {
+    return Runner::Generate(std::move(request), std::move(done));
+  }
+  auto call = std::make_shared<Call>();
+  // The upstream's name for the model; the body parsed when the request arrived.
+  absl::StatusOr<std::string> body =
+      protocol::RewriteForUpstream(request.body, state_->upstream_model, false);
+  if (!body.ok()) return std::move(done)(body.status());
+  call->body = std::move(*body);
+  call->openai_route = request.route;
+  call->client_body = std::move(request.body);
+  call->request.deadline_ns = request.deadline_ns;
+  call->request.priority = request.priority;
+  call->request.caller = request.caller;
+  call->request.principal = request.principal;
+  call->done = std::move(done);
+  Start(std::move(call));
+}
+
+void RemoteRunner::Start(std::shared_ptr<Call> call) {
   call->arrived = Clock::now();
   if (asio::io_context* loop = ThisThreadEventLoop()) {  // a server loop: the call stays on it
     absl::MutexLock lock(&state_->mu);

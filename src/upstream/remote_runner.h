@@ -43,6 +43,8 @@
 
 namespace pillar::upstream {
 
+struct Call;  // one request, from admission to its answer (remote_state.h)
+
 // What the server around a remote version gives it.
 struct RemoteContext {
   // Gets this version's endpoints, labelled with the model's name, version and endpoint URL
@@ -71,6 +73,12 @@ class RemoteRunner final : public runtime::Runner {
   RemoteRunner& operator=(const RemoteRunner&) = delete;
 
   void Infer(protocol::InferenceRequest request, runtime::InferCallback done) override;
+  // platform = "openai": the call goes to the endpoints' OpenAI-compatible route with the same
+  // admission, choice of endpoint, retries, breakers and deadline as an inference; the body the
+  // client sent, but for "model" (the upstream's name: [remote] model, or the endpoint's own);
+  // a 200 is checked (an object with its choices or data, no error inside, a well-formed usage)
+  // and passed on as it came.
+  void Generate(runtime::GenerateRequest request, runtime::InferCallback done) override;
   bool Ready() const override { return true; }
   // The live state, read under the runner's lock (held for bookkeeping only: replies are
   // decoded and requests encoded outside it).
@@ -85,6 +93,8 @@ class RemoteRunner final : public runtime::Runner {
  private:
   struct State;
   explicit RemoteRunner(std::shared_ptr<State> state);
+  // Admits `call` on the caller's event loop (or the runner's own thread, for callers without one).
+  void Start(std::shared_ptr<Call> call);
 
   std::shared_ptr<State> state_;
   std::thread thread_;

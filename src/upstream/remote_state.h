@@ -34,12 +34,14 @@
 #include "absl/synchronization/mutex.h"
 #include "common/crypto.h"
 #include "protocol/json_codec.h"
+#include "protocol/openai_response.h"
 #include "runtime/return_promises.h"
 #include "upstream/circuit_breaker.h"
 #include "upstream/endpoint_set.h"
 #include "upstream/health_checker.h"
 #include "upstream/remote_runner.h"
 #include "upstream/upstream_connection.h"
+#include "upstream/upstream_credentials.h"
 
 namespace pillar::upstream {
 
@@ -53,8 +55,10 @@ struct Attempt {
   std::shared_ptr<UpstreamConnection> connection;  // once connected
   bool hedge = false;
   bool cancelled = false;
-  int64_t budget_ms = 0;  // the time it told the upstream it has (X-Pillar-Timeout-Ms)  // another
-                          // attempt answered: this one's outcome says nothing
+  int64_t budget_ms = 0;  // the time it told the upstream it has (X-Pillar-Timeout-Ms)
+  // A language model's call to an endpoint with its own name for the model: the body with that
+  // name (empty: the call's body).
+  std::string body;
 };
 
 // One request, from admission to its answer.
@@ -63,6 +67,10 @@ struct Call {
   runtime::InferCallback done;
   int64_t rows = 0;
   std::string body;  // encoded once; every attempt's request views it
+  // A language model's call (platform = "openai", Generate()): its route, and the client's body
+  // for the endpoints that name the model their own way.
+  std::optional<runtime::OpenAiRoute> openai_route;
+  std::string client_body;
   Clock::time_point arrived;
   Clock::time_point started;  // when it took its place among the calls in flight
   Clock::time_point deadline;
@@ -104,8 +112,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::string version;
   std::string resource;  // model:<name>/<version>, for the audit log
   std::string target;    // /v2/models/<upstream model>[/versions/<v>]/infer, after the base path
+  std::string upstream_model;  // [remote] model, or the model's own name
+  std::string query;           // platform = "openai": "?api-version=..." when configured
   std::optional<SecretString> token;
-  std::optional<SecretString> authorization;  // "Bearer <token>", the field's value
+  std::optional<UpstreamCredential> credential;  // the token as the upstream takes it
   std::shared_ptr<asio::ssl::context> tls;
   audit::AuditSink* audit = nullptr;
   BreakerSync* breaker_sync = nullptr;
@@ -190,13 +200,21 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // `decoded`: a 200's body, decoded before the lock was taken.
+  // `decoded`: a 200's body, decoded before the lock was taken; `usage`: a language model's 200,
+  // checked before the lock was taken.
   void OnReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
                absl::StatusOr<UpstreamReply> reply, CallFailure failure,
-               std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded)
+               std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded,
+               std::optional<absl::StatusOr<protocol::ReplyUsage>> usage)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
             absl::StatusOr<protocol::InferenceResponse> decoded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A language model's 200: `usage` read from its body before the lock was taken.
+  void OnGenerated(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, std::string body,
+                   absl::StatusOr<protocol::ReplyUsage> usage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The request line's target and the body of `attempt` of `call`.
+  std::string TargetFor(const Call& call, Attempt& attempt, const EndpointSlot& slot)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Sends the attempt on an idle connection of its call's loop, or opens one.
   void Dispatch(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

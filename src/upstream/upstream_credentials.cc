@@ -51,4 +51,11 @@ namespace asio = boost::asio;
   return tls;
 }
 
+UpstreamCredential CredentialFor(const models::RemoteConfig& remote, const SecretString& token) {
+  if (remote.api_key_header == "authorization") {
+    return {"Authorization", SecretString(StrCat("Bearer ", token.view()))};
+  }
+  return {remote.api_key_header, SecretString(std::string(token.view()))};
+}
+
 }  // namespace pillar::upstream

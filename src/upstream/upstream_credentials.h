@@ -20,6 +20,15 @@ namespace pillar::upstream {
 // or control bytes. FailedPrecondition saying which rule it breaks, never showing the token.
 [[nodiscard]] absl::StatusOr<SecretString> ReadToken(const std::string& path);
 
+// What goes in the request's head to present the token: `header: value`, as [remote]
+// api_key_header says ("authorization": "Bearer <token>"; any other name, Azure OpenAI's
+// "api-key" among them: the token as it is).
+struct UpstreamCredential {
+  std::string header;
+  SecretString value;
+};
+UpstreamCredential CredentialFor(const models::RemoteConfig& remote, const SecretString& token);
+
 // A TLS 1.2+ client context: the CA bundle of [remote] ca_file (or the system's), and the client
 // certificate and key when both are configured.
 [[nodiscard]] absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> MakeTlsContext(

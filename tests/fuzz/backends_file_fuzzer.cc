@@ -10,7 +10,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       std::string_view(reinterpret_cast<const char*>(data), size), "fuzz");
   if (!file.ok()) return 0;
   pillar::models::RemoteConfig signed_remote;
-  signed_remote.endpoints.push_back({"http://10.0.0.1:8000", 1, 1, "a"});
+  signed_remote.endpoints.push_back({"http://10.0.0.1:8000", 1, 1, "a", ""});
   for (std::string_view model : {"digits", "m", "a"}) {
     absl::StatusOr<pillar::models::RemoteConfig> applied = file->Apply(model, signed_remote);
     if (!applied.ok()) continue;

@@ -96,7 +96,22 @@ void MakeStore(const fs::path& store) {
     toml = toml.substr(0, toml.find("\n[access]"));
     std::ofstream(dir / "model.toml") << toml << "\n[access]\ntenant = \"" << m.tenant
                                       << "\"\nclassification = \"" << m.classification << "\"\n";
+    // And a language model with the same owner, for the OpenAI-compatible routes.
+    const fs::path chat = store / (std::string(m.name) + "-chat") / "1";
+    fs::create_directories(chat);
+    std::ofstream(chat / "model.toml")
+        << "platform = \"simulated\"\n[access]\ntenant = \"" << m.tenant
+        << "\"\nclassification = \"" << m.classification
+        << "\"\n[simulated]\napi = \"openai\"\ntime_to_first_token_ms = 0\n";
   }
+}
+
+// The body of a call to `model`'s language model on an OpenAI-compatible route.
+std::string OpenAiBody(const std::string& route, const std::string& model) {
+  const std::string name = "\"model\":\"" + model + "-chat\"";
+  if (route == "embeddings") return "{" + name + ",\"input\":\"hello\"}";
+  if (route == "completions") return "{" + name + ",\"prompt\":\"hello\"}";
+  return "{" + name + ",\"messages\":[{\"role\":\"user\",\"content\":\"hello\"}]}";
 }
 
 // One real held-out digit, the body every request here sends.
@@ -139,8 +154,13 @@ class AccessTest : public ::testing::Test {
       size_t at = path.find(name);
       if (at != std::string::npos) path.replace(at, name.size(), value);
     }
-    return Fetch(port, route.method, path, route.method == "POST" ? InferBody() : "",
-                 {Bearer(keys_[key])});
+    std::string body;
+    if (route.pattern.starts_with("/v1/")) {
+      body = route.method == "POST" ? OpenAiBody(route.name, model) : "";
+    } else if (route.method == "POST") {
+      body = InferBody();
+    }
+    return Fetch(port, route.method, path, body, {Bearer(keys_[key])});
   }
 
   static testing::ServerProcess* server_;
@@ -221,7 +241,11 @@ TEST_F(AccessTest, EveryRouteAndRoleGetsExactlyWhatThePolicyGrants) {
         name == "model_version_ready") {
       return "model_metadata";
     }
-    if (name == "version_infer") return "infer";
+    // A language model's calls are the infer action on the model the body names.
+    if (name == "version_infer" || name == "chat_completions" || name == "completions" ||
+        name == "embeddings") {
+      return "infer";
+    }
     if (name == "admin_backends") return "admin_models";  // the same action on "models"
     return name;
   };
@@ -254,12 +278,13 @@ TEST_F(AccessTest, OpenAiModelListShowsWhatThePrincipalMayCall) {
     return StrCat("{\"id\":\"", id, "\",\"object\":\"model\",\"created\":0,",
                   "\"owned_by\":\"pillar\"}");
   };
-  EXPECT_EQ(list("admin"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha"), ",",
-                                  item("beta"), ",", item("gamma"), "]}"));
-  EXPECT_EQ(list("user_a"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha"), "]}"));
-  EXPECT_EQ(list("user_a_secret"),
-            StrCat("{\"object\":\"list\",\"data\":[", item("alpha"), ",", item("gamma"), "]}"));
-  EXPECT_EQ(list("user_b"), StrCat("{\"object\":\"list\",\"data\":[", item("beta"), "]}"));
+  // Language models only: a model of tensors cannot be called on the /v1 routes.
+  EXPECT_EQ(list("admin"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha-chat"), ",",
+                                  item("beta-chat"), ",", item("gamma-chat"), "]}"));
+  EXPECT_EQ(list("user_a"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha-chat"), "]}"));
+  EXPECT_EQ(list("user_a_secret"), StrCat("{\"object\":\"list\",\"data\":[", item("alpha-chat"),
+                                          ",", item("gamma-chat"), "]}"));
+  EXPECT_EQ(list("user_b"), StrCat("{\"object\":\"list\",\"data\":[", item("beta-chat"), "]}"));
   // A reader may read metadata but call nothing: nothing is listed.
   EXPECT_EQ(list("reader_a"), "{\"object\":\"list\",\"data\":[]}");
   // Refusals on the /v1 routes are in OpenAI's error shape, as its clients expect.

@@ -86,7 +86,7 @@ TEST_F(AuthTest, EveryRouteRejectsBadCredentialsWith401) {
                                 << " refused a valid key: " << ok.body;
     }
   }
-  EXPECT_EQ(checked_routes, 12);  // 9 data-plane routes and 3 admin routes need a key
+  EXPECT_EQ(checked_routes, 15);  // 12 data-plane routes and 3 admin routes need a key
 }
 
 TEST_F(AuthTest, MessagesNameTheProblem) {

@@ -7,7 +7,7 @@ namespace {
 
 RemoteConfig Signed() {
   RemoteConfig remote;
-  remote.endpoints.push_back({"http://10.0.0.1:8000", 1, 1, ""});
+  remote.endpoints.push_back({"http://10.0.0.1:8000", 1, 1, "", ""});
   remote.credentials_file = "/etc/pillar/upstream.token";
   remote.model = "digits-upstream";
   remote.timeout_ms = 5000;

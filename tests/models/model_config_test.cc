@@ -48,7 +48,7 @@ std::string ErrorFor(std::string_view from, std::string_view to) {
 
 TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
   EXPECT_NE(ErrorFor("torchscript", "onnx")
-                .find("platform must be \"torchscript\", \"remote\" or \"simulated\""),
+                .find("platform must be \"torchscript\", \"remote\", \"simulated\" or \"openai\""),
             std::string::npos);
   EXPECT_NE(ErrorFor("platform = \"torchscript\"", "").find("model.platform is missing"),
             std::string::npos);
@@ -320,7 +320,7 @@ TEST(ModelConfigTest, ASimulatedModelIsReadAsStrictlyAsAnyOther) {
   EXPECT_NE(SimulatedErrorFor("error_rate = 0.1", "error_rate = 1.5").find("error_rate"),
             std::string::npos);
   EXPECT_NE(SimulatedErrorFor("error_rate = 0.1", "error_rate = 0.95")
-                .find("error_rate + throttle_rate + hang_rate is over 1"),
+                .find("the rates of its faults add up to over 1"),
             std::string::npos);
   EXPECT_NE(SimulatedErrorFor("latency_ms = 20", "latency_ms = -1").find("latency_ms"),
             std::string::npos);

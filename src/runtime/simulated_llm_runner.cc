@@ -1,0 +1,232 @@
+#include "runtime/simulated_llm_runner.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <chrono>
+#include <cmath>
+#include <random>
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "common/clock.h"
+#include "common/event_loop.h"
+#include "common/strings.h"
+
+namespace pillar::runtime {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// Words of at most six letters: each is one token by EstimateTokens, with the space before it.
+constexpr std::array<std::string_view, 32> kWords = {
+    "the", "model", "answer", "is",   "a",    "short", "simple", "reply", "from",  "pillar", "with",
+    "no",  "real",  "words",  "in",   "it",   "only",  "tokens", "that",  "count", "one",    "each",
+    "for", "tests", "and",    "load", "runs", "of",    "your",   "own",   "data",  "here"};
+
+// FNV-1a: a hash that is the same on every run and build, so that answers replay.
+uint64_t StableHash(std::string_view bytes, uint64_t seed) {
+  uint64_t h = 1469598103934665603ULL ^ seed;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+std::string Words(uint64_t seed, int64_t count) {
+  std::mt19937_64 rng(seed);
+  std::string text;
+  text.reserve(size_t(count) * 6);
+  for (int64_t i = 0; i < count; ++i) {
+    if (i > 0) text.push_back(' ');
+    text.append(kWords[rng() % kWords.size()]);
+  }
+  return text;
+}
+
+std::vector<float> UnitVector(uint64_t seed, int64_t dimensions) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> v(static_cast<size_t>(dimensions));
+  double norm = 0;
+  for (float& x : v) {
+    x = normal(rng);
+    norm += double(x) * x;
+  }
+  const float scale = norm > 0 ? float(1 / std::sqrt(norm)) : 0;
+  for (float& x : v) x *= scale;
+  return v;
+}
+
+// What a call answers, and after how long.
+struct Outcome {
+  absl::StatusOr<InferResult> result;
+  std::chrono::nanoseconds delay{0};
+};
+
+std::chrono::nanoseconds Millis(double ms) { return std::chrono::nanoseconds(int64_t(ms * 1e6)); }
+
+}  // namespace
+
+// A call waiting for its answer's time.
+struct PendingCall {
+  std::unique_ptr<asio::steady_timer> timer;
+  InferCallback done;
+  absl::StatusOr<InferResult> result;
+};
+
+struct SimulatedLlmRunner::State : std::enable_shared_from_this<State> {
+  explicit State(const models::ModelConfig& config) : sim(config.simulated), rng(sim.seed) {}
+
+  // The answer to `request` and when it is due, drawn from the settings.
+  Outcome Draw(const GenerateRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  InferResult Answer(const GenerateRequest& request) const;
+  void Finish(const std::shared_ptr<PendingCall>& call, bool cancelled);
+
+  const models::SimulatedConfig sim;
+  asio::io_context io;  // for callers that run no event loop
+  asio::executor_work_guard<asio::io_context::executor_type> work = asio::make_work_guard(io);
+
+  absl::Mutex mu;
+  std::mt19937_64 rng ABSL_GUARDED_BY(mu);
+  int64_t in_flight ABSL_GUARDED_BY(mu) = 0;
+  uint64_t calls ABSL_GUARDED_BY(mu) = 0;
+  bool stopping ABSL_GUARDED_BY(mu) = false;
+  std::set<std::shared_ptr<PendingCall>> pending ABSL_GUARDED_BY(mu);
+};
+
+Outcome SimulatedLlmRunner::State::Draw(const GenerateRequest& request) {
+  const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+  double edge = sim.throttle_rate;
+  if (r < edge) {
+    return {WithRetryAfter(absl::ResourceExhaustedError("simulated: throttled"), sim.retry_after_s),
+            {}};
+  }
+  if (r < (edge += sim.hang_rate)) {
+    return {absl::DeadlineExceededError(StrCat("simulated: no answer in ", sim.hang_ms, " ms")),
+            Millis(double(sim.hang_ms))};
+  }
+  if (r < (edge += sim.error_rate)) {
+    return {absl::InternalError("simulated: the model failed"), Millis(sim.time_to_first_token_ms)};
+  }
+  InferResult answer = Answer(request);
+  const int64_t per_choice =
+      request.route == OpenAiRoute::kEmbeddings ? 1 : answer.usage.completion_tokens / request.n;
+  const double ms = sim.time_to_first_token_ms +
+                    double(std::max<int64_t>(per_choice - 1, 0)) * 1e3 / sim.tokens_per_second;
+  return {std::move(answer), Millis(ms)};
+}
+
+InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) const {
+  InferResult result;
+  const uint64_t seed = StableHash(request.body, sim.seed);
+  result.usage.prompt_tokens = request.prompt_tokens;
+  if (request.route == OpenAiRoute::kEmbeddings) {
+    std::vector<std::vector<float>> vectors;
+    for (int64_t i = 0; i < request.inputs; ++i) {
+      vectors.push_back(UnitVector(seed + uint64_t(i), sim.embedding_dimensions));
+    }
+    result.body = protocol::EmbeddingsBody(request.model, vectors, result.usage);
+    return result;
+  }
+  const int64_t tokens = std::min(request.max_tokens.value_or(INT64_MAX), sim.completion_tokens);
+  protocol::Completion completion;
+  completion.id = StrCat(request.route == OpenAiRoute::kChatCompletions ? "chatcmpl-" : "cmpl-",
+                         "sim", seed % 1'000'000'007);
+  completion.model = request.model;
+  completion.created = SystemClock().UnixMicros() / 1'000'000;
+  for (int64_t i = 0; i < request.n; ++i) {
+    completion.choices.push_back(Words(seed + uint64_t(i) * 7919, tokens));
+  }
+  completion.finish_reason = tokens < sim.completion_tokens ? "length" : "stop";
+  completion.usage = {.prompt_tokens = request.prompt_tokens,
+                      .completion_tokens = tokens * request.n};
+  result.usage = completion.usage;
+  result.body = request.route == OpenAiRoute::kChatCompletions
+                    ? protocol::ChatCompletionBody(completion)
+                    : protocol::TextCompletionBody(completion);
+  return result;
+}
+
+void SimulatedLlmRunner::State::Finish(const std::shared_ptr<PendingCall>& call, bool cancelled) {
+  {
+    absl::MutexLock lock(&mu);
+    if (pending.erase(call) == 0) return;  // answered already
+    --in_flight;
+  }
+  if (cancelled) call->result = absl::UnavailableError("model is unloading");
+  std::move(call->done)(std::move(call->result));
+}
+
+SimulatedLlmRunner::SimulatedLlmRunner(const models::ModelConfig& config)
+    : state_(std::make_shared<State>(config)) {
+  thread_ = std::thread([state = state_] { state->io.run(); });
+}
+
+SimulatedLlmRunner::~SimulatedLlmRunner() {
+  {
+    absl::MutexLock lock(&state_->mu);
+    state_->stopping = true;
+    // Each timer is cancelled on its own loop; its handler answers the call.
+    for (const std::shared_ptr<PendingCall>& call : state_->pending) {
+      asio::post(call->timer->get_executor(), [call] { call->timer->cancel(); });
+    }
+    state_->work.reset();
+  }
+  thread_.join();
+  // Calls whose loop is the runner's own were answered by the handlers it ran; others answer
+  // on their loops, which outlive the models.
+}
+
+void SimulatedLlmRunner::Infer(protocol::InferenceRequest, InferCallback done) {
+  std::move(done)(absl::FailedPreconditionError(
+      "the model is a language model: call it on the OpenAI-compatible routes "
+      "(/v1/chat/completions, /v1/completions, /v1/embeddings)"));
+}
+
+void SimulatedLlmRunner::Generate(GenerateRequest request, InferCallback done) {
+  State& s = *state_;
+  auto call = std::make_shared<PendingCall>();
+  call->done = std::move(done);
+  {
+    absl::MutexLock lock(&s.mu);
+    if (s.stopping) {
+      call->result = absl::UnavailableError("model is unloading");
+    } else if (s.in_flight >= s.sim.max_concurrency) {
+      call->result = UnavailableWithRetry(
+          StrCat("the simulated model runs at most ", s.sim.max_concurrency, " calls at once"), 1);
+    } else {
+      Outcome outcome = s.Draw(request);
+      std::chrono::nanoseconds delay = outcome.delay;
+      call->result = std::move(outcome.result);
+      if (request.deadline_ns > 0) {
+        const int64_t left = request.deadline_ns - SystemClock().MonotonicNanos();
+        if (left < delay.count()) {  // the caller stops waiting first: so does the model
+          delay = std::chrono::nanoseconds(std::max<int64_t>(left, 0));
+          call->result = absl::DeadlineExceededError(
+              "the caller's deadline passed before the simulated model answered");
+        }
+      }
+      if (delay.count() > 0) {
+        asio::io_context* loop = ThisThreadEventLoop();
+        call->timer = std::make_unique<asio::steady_timer>(loop != nullptr ? *loop : s.io, delay);
+        ++s.in_flight;
+        s.pending.insert(call);
+        // Armed under the lock, so that a cancel the destructor posts comes after it.
+        call->timer->async_wait([state = state_, call](boost::system::error_code ec) {
+          state->Finish(call, bool(ec));
+        });
+        return;
+      }
+    }
+  }
+  std::move(call->done)(std::move(call->result));  // at once: a refusal, or no delay
+}
+
+}  // namespace pillar::runtime

@@ -1,0 +1,72 @@
+#include "stages/openai_call.h"
+
+#include "common/strings.h"
+#include "models/model_config.h"
+#include "protocol/token_estimate.h"
+
+namespace pillar::stages {
+namespace {
+
+int64_t EstimateAll(const std::vector<std::string>& texts) {
+  int64_t tokens = 0;
+  for (const std::string& text : texts) tokens += protocol::EstimateTokens(text);
+  return tokens;
+}
+
+}  // namespace
+
+[[nodiscard]] absl::Status DecodeOpenAiCall(pipeline::Exchange& ex,
+                                            const protocol::OpenAiLimits& limits) {
+  runtime::GenerateRequest call;
+  switch (ex.operation) {
+    case pipeline::Operation::kChatCompletions: {
+      absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(ex.body, limits);
+      if (!chat.ok()) return chat.status();
+      call.route = runtime::OpenAiRoute::kChatCompletions;
+      call.model = std::move(chat->model);
+      call.stream = chat->stream;
+      call.max_tokens = chat->max_tokens;
+      call.n = chat->n;
+      call.prompt_tokens = protocol::EstimateChatTokens(chat->messages);
+      break;
+    }
+    case pipeline::Operation::kCompletions: {
+      absl::StatusOr<protocol::CompletionRequest> completion =
+          protocol::ParseCompletionRequest(ex.body, limits);
+      if (!completion.ok()) return completion.status();
+      call.route = runtime::OpenAiRoute::kCompletions;
+      call.model = std::move(completion->model);
+      call.stream = completion->stream;
+      call.max_tokens = completion->max_tokens;
+      call.n = completion->n;
+      call.prompt_tokens = EstimateAll(completion->prompts);
+      break;
+    }
+    case pipeline::Operation::kEmbeddings: {
+      absl::StatusOr<protocol::EmbeddingsRequest> embeddings =
+          protocol::ParseEmbeddingsRequest(ex.body, limits);
+      if (!embeddings.ok()) return embeddings.status();
+      call.route = runtime::OpenAiRoute::kEmbeddings;
+      call.model = std::move(embeddings->model);
+      call.inputs = int64_t(embeddings->inputs.size());
+      call.prompt_tokens = EstimateAll(embeddings->inputs);
+      break;
+    }
+    default:
+      return absl::InternalError("not an OpenAI-compatible call");
+  }
+  if (call.stream) {
+    return absl::UnimplementedError("streamed answers (\"stream\": true) are not served yet");
+  }
+  // A name no model can have is answered like a model nobody may see, and kept out of the logs'
+  // model field, which holds only names a model could have.
+  if (!models::IsValidModelName(call.model)) {
+    return absl::NotFoundError("The model does not exist or you do not have access to it.");
+  }
+  ex.model_name = call.model;
+  call.body = ex.body;
+  ex.generate = std::move(call);
+  return absl::OkStatus();
+}
+
+}  // namespace pillar::stages

@@ -1,0 +1,191 @@
+// The OpenAI-compatible gateway through real processes on loopback: a pillar gateway whose
+// language models are platform = "openai", in front of another pillar serving simulated ones
+// ([simulated] api = "openai"). The same keys, policy, limits and fallbacks as inference; errors
+// in OpenAI's shape.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "testing/http_client.h"
+#include "testing/server_process.h"
+
+namespace pillar {
+namespace {
+
+using testing::Bearer;
+using testing::Fetch;
+using testing::HttpReply;
+
+void WriteVersion(const std::filesystem::path& store, const std::string& model,
+                  const std::string& toml) {
+  std::filesystem::create_directories(store / model / "1");
+  std::ofstream(store / model / "1" / "model.toml") << toml;
+}
+
+// A simulated language model answering `tokens` tokens, quickly.
+std::string SimulatedLlm(const std::string& settings, int tokens = 8) {
+  return "platform = \"simulated\"\n[access]\ntenant = \"demo\"\n[simulated]\napi = \"openai\"\n"
+         "time_to_first_token_ms = 5\ntokens_per_second = 2000\ncompletion_tokens = " +
+         std::to_string(tokens) + "\n" + settings;
+}
+
+// A language model behind an OpenAI-compatible endpoint that calls it `upstream_model`.
+std::string OpenAi(const std::string& url, const std::string& upstream_model,
+                   const std::string& credentials, const std::string& top = "") {
+  return "platform = \"openai\"\n" + top + "[access]\ntenant = \"demo\"\n[remote]\n" +
+         "endpoints = [{ url = \"" + url + "\", model = \"" + upstream_model + "\" }]\n" +
+         "credentials_file = \"" + credentials + "\"\n";
+}
+
+constexpr char kChat[] =
+    R"({"model":"assistant","messages":[{"role":"system","content":"Be brief."},)"
+    R"({"role":"user","content":"What is pillar?"}],"max_tokens":64})";
+
+class LlmTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    upstream_ = new testing::ServerProcess;
+    const std::filesystem::path up_store = upstream_->dir() / "store";
+    WriteVersion(up_store, "chat", SimulatedLlm(""));
+    WriteVersion(up_store, "lite", SimulatedLlm("", 3));
+    WriteVersion(up_store, "broken", SimulatedLlm("error_rate = 1.0\n"));
+    WriteVersion(up_store, "throttled", SimulatedLlm("throttle_rate = 1.0\nretry_after_s = 2\n"));
+    upstream_->SetStore(up_store);
+    const std::string token = upstream_->CreateKey("gateway");
+    ASSERT_TRUE(upstream_->Start()) << upstream_->Log();
+
+    gateway_ = new testing::ServerProcess;
+    const std::filesystem::path credentials = gateway_->dir() / "upstream.token";
+    std::ofstream(credentials) << token << "\n";
+    std::filesystem::permissions(
+        credentials, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+    const std::string up = "http://127.0.0.1:" + std::to_string(upstream_->data_port());
+    const std::string c = credentials.string();
+    const std::filesystem::path store = gateway_->dir() / "store";
+    WriteVersion(store, "assistant", OpenAi(up, "chat", c));
+    WriteVersion(store, "assistant-lite", OpenAi(up, "lite", c));
+    WriteVersion(store, "primary", OpenAi(up, "broken", c, "fallback = [\"assistant-lite\"]\n"));
+    WriteVersion(store, "busy", OpenAi(up, "throttled", c));
+    testing::WriteSimulatedVersion(store, "tensors", "latency_ms = 0\n");
+    gateway_->SetStore(store);
+    key_ = gateway_->CreateKey("client");
+    other_key_ = gateway_->CreateKey("other-tenant", {"--role", "user", "--tenant", "other"});
+    ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
+  }
+  static void TearDownTestSuite() {
+    EXPECT_EQ(gateway_->Stop(), 0) << gateway_->Log();
+    EXPECT_EQ(upstream_->Stop(), 0) << upstream_->Log();
+    delete gateway_;
+    delete upstream_;
+  }
+
+  static HttpReply Post(const std::string& path, const std::string& body,
+                        const std::string& key = key_) {
+    std::vector<std::string> headers = {"Content-Type: application/json"};
+    if (!key.empty()) headers.push_back(Bearer(key));
+    return Fetch(gateway_->data_port(), "POST", path, body, headers);
+  }
+
+  static testing::ServerProcess* upstream_;
+  static testing::ServerProcess* gateway_;
+  static std::string key_;
+  static std::string other_key_;
+};
+
+testing::ServerProcess* LlmTest::upstream_ = nullptr;
+testing::ServerProcess* LlmTest::gateway_ = nullptr;
+std::string LlmTest::key_;
+std::string LlmTest::other_key_;
+
+TEST_F(LlmTest, AChatCompletionCrossesTheGatewayWithUsageThatAddsUp) {
+  HttpReply r = Post("/v1/chat/completions", kChat);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("object":"chat.completion")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("role":"assistant")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("finish_reason":"stop")"), std::string::npos) << r.body;
+  // The upstream was asked for its own name of the model.
+  EXPECT_NE(r.body.find(R"("model":"chat")"), std::string::npos) << r.body;
+  // Two messages of 3 and 4 tokens, their roles, 3 around each and 3 for the reply; eight words
+  // back.
+  EXPECT_NE(r.body.find(R"("prompt_tokens":18,"completion_tokens":8,"total_tokens":26)"),
+            std::string::npos)
+      << r.body;
+  // The same body twice: the same answer (the simulation is seeded).
+  EXPECT_EQ(Post("/v1/chat/completions", kChat).body.substr(r.body.find("\"choices\"")),
+            r.body.substr(r.body.find("\"choices\"")));
+}
+
+TEST_F(LlmTest, CompletionsAndEmbeddingsToo) {
+  HttpReply r = Post("/v1/completions",
+                     R"({"model":"assistant","prompt":["one","two"],"max_tokens":2,"n":1})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("object":"text_completion")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("finish_reason":"length")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":2)"), std::string::npos) << r.body;
+  r = Post("/v1/embeddings", R"({"model":"assistant","input":["a b c","d"]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("object":"embedding","index":1)"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("prompt_tokens":4)"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, TheModelListHoldsWhatTheKeyMayCall) {
+  HttpReply r = Fetch(gateway_->data_port(), "GET", "/v1/models", "", {Bearer(key_)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("id":"assistant")"), std::string::npos) << r.body;
+  r = Fetch(gateway_->data_port(), "GET", "/v1/models", "", {Bearer(other_key_)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("assistant"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, ErrorsTakeOpenAisShape) {
+  HttpReply r = Post("/v1/chat/completions", kChat, "");
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_NE(r.body.find(R"("type":"authentication_error")"), std::string::npos) << r.body;
+  // A model of another tenant is answered like a model that does not exist.
+  r = Post("/v1/chat/completions", kChat, other_key_);
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_NE(r.body.find(R"({"error":{"message":)"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions",
+           R"({"model":"nothing","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(r.status, 404) << r.body;
+  r = Post("/v1/chat/completions", R"({"model":"assistant","messages":[]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("messages must hold from 1"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("type":"invalid_request_error")"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", R"({"model":"assistant","model":"tensors","messages":[]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("appears twice"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, ALanguageModelAndAModelOfTensorsAreNotConfused) {
+  HttpReply r = Post("/v1/chat/completions",
+                     R"({"model":"tensors","messages":[{"role":"user","content":"x"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("is not a language model"), std::string::npos) << r.body;
+  r = Post("/v2/models/assistant/infer",
+           R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("is a language model"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, AFailingModelFallsBackToALighterOneAndSaysSo) {
+  HttpReply r = Post("/v1/chat/completions",
+                     R"({"model":"primary","messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-pillar-fallback"), "assistant-lite/1");
+  EXPECT_NE(r.body.find(R"("completion_tokens":3)"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, AThrottledUpstreamIsPassedOnWithItsWait) {
+  HttpReply r = Post("/v1/chat/completions",
+                     R"({"model":"busy","messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "2");
+  EXPECT_NE(r.body.find(R"("type":"server_error")"), std::string::npos) << r.body;
+}
+
+}  // namespace
+}  // namespace pillar
