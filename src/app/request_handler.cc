@@ -66,9 +66,14 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->respond_async = request.respond_async;
   ex->job_id = std::string(request.Param("job"));
   ex->post = [sink](absl::AnyInvocable<void() &&> task) { sink->Post(std::move(task)); };
+  ex->sink = sink;
   ex->on_complete = [this, sink = std::move(sink)](pipeline::Exchange& done) {
-    done.response.headers.emplace_back("X-Request-Id", done.request_id);
-    sink->Send(std::move(done.response));
+    if (done.streaming) {  // its head and events went out as they came
+      sink->EndStream();
+    } else {
+      done.response.headers.emplace_back("X-Request-Id", done.request_id);
+      sink->Send(std::move(done.response));
+    }
     delete &done;
     in_flight_.fetch_sub(1);
   };

@@ -88,6 +88,17 @@ class ResponseSink {
   virtual ~ResponseSink() = default;
   // Sends the response; callable from any thread, once per request.
   virtual void Send(Response response) = 0;
+  // A streamed response (server-sent events, in place of Send): its head with no length (chunked
+  // transfer coding; to an HTTP/1.0 client, the body ends with the connection), then its pieces,
+  // then its end. Each piece is written after the ones before it; `written` runs on the
+  // connection's executor once it is on the wire, with false when the client is gone or too slow
+  // to take it within the write timeout (nothing more will be written then: the producer stops).
+  // A producer that waits for `written` before the next piece holds at most one piece per
+  // stream. Called on the connection's executor (Post), in order: StartStream, WriteChunk...,
+  // EndStream.
+  virtual void StartStream(Response head) = 0;
+  virtual void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written) = 0;
+  virtual void EndStream() = 0;
   // Runs `task` on the connection's executor.
   virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
 };

@@ -23,6 +23,7 @@
 #include <boost/beast/http.hpp>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <iterator>
 #include <memory>
 #include <optional>
@@ -487,19 +488,27 @@ class Session final : public ResponseSink,
   // Serializes the response head by hand: pillar's responses are a status line, a handful of
   // headers and a sized body, and Beast's generic serializer cost more than the rest of a cheap
   // request. Header values come from pillar's own code; CR and LF are dropped all the same.
-  void Write(Response response) {
+  // `streamed`: no length is known (chunked, or to the connection's end for HTTP/1.0).
+  void BuildHead(const Response& response, bool streamed) {
     // The request is answered: what it held goes back to the budget.
     core_.Release(reserved_);
     reserved_ = 0;
     body_charged_ = 0;
-    response_keep_alive_ = keep_alive_ && !core_.draining.load(std::memory_order_relaxed);
+    response_keep_alive_ =
+        keep_alive_ && !(streamed && http10_) && !core_.draining.load(std::memory_order_relaxed);
     head_.clear();
     head_.append("HTTP/1.1 ");
     StrAppend(&head_, response.status, " ",
               ToStd(bhttp::obsolete_reason(bhttp::int_to_status(unsigned(response.status)))),
               "\r\nServer: pillar\r\nContent-Type: ");
     AppendHeaderValue(response.content_type);
-    StrAppend(&head_, "\r\nContent-Length: ", response.body.size(), "\r\n");
+    if (!streamed) {
+      StrAppend(&head_, "\r\nContent-Length: ", response.body.size(), "\r\n");
+    } else if (!http10_) {
+      head_.append("\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");
+    } else {
+      head_.append("\r\nCache-Control: no-cache\r\n");
+    }
     for (const auto& [name, value] : response.headers) {
       AppendHeaderValue(name);
       head_.append(": ");
@@ -512,6 +521,10 @@ class Session final : public ResponseSink,
       head_.append("Connection: keep-alive\r\n");
     }
     head_.append("\r\n");
+  }
+
+  void Write(Response response) {
+    BuildHead(response, false);
     body_ = std::move(response.body);
     Arm(Waiting::kWrite, core_.limits.write_timeout);
     core_.writing.fetch_add(1);
@@ -524,12 +537,109 @@ class Session final : public ResponseSink,
                          self->Close();
                          return;
                        }
-                       if (!self->response_keep_alive_) {
-                         self->Shutdown();
-                         return;
-                       }
-                       self->WaitForRequest();
+                       self->Answered();
                      });
+  }
+
+  // The response is on the wire: the next request, or the end of the connection.
+  void Answered() {
+    if (!response_keep_alive_) {
+      Shutdown();
+      return;
+    }
+    WaitForRequest();
+  }
+
+  // --- Streamed responses (ResponseSink::StartStream). Pieces queue in `stream_queue_` and are
+  // written one at a time; each write has the write timeout, and the stream has none while it
+  // waits for its producer (whose own deadline bounds it).
+  struct StreamPiece {
+    std::string bytes;
+    absl::AnyInvocable<void(bool) &&> written;
+    bool last = false;
+  };
+
+  void StartStream(Response head) override {
+    BuildHead(head, true);
+    core_.writing.fetch_add(1);
+    streaming_ = true;
+    stream_queue_.push_back({std::move(head_), nullptr, false});
+    head_.clear();
+    PumpStream();
+  }
+
+  void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written) override {
+    if (!streaming_ || stream_failed_) {
+      if (written) std::move(written)(false);
+      return;
+    }
+    if (bytes.empty()) {  // an empty chunk would end the body
+      if (written) std::move(written)(true);
+      return;
+    }
+    std::string framed;
+    if (http10_) {
+      framed = std::move(bytes);
+    } else {
+      framed.reserve(bytes.size() + 12);
+      framed = Hex(bytes.size(), 1);
+      framed.append("\r\n");
+      framed.append(bytes);
+      framed.append("\r\n");
+    }
+    stream_queue_.push_back({std::move(framed), std::move(written), false});
+    PumpStream();
+  }
+
+  void EndStream() override {
+    if (!streaming_) return;
+    stream_queue_.push_back({http10_ ? std::string() : std::string("0\r\n\r\n"), nullptr, true});
+    PumpStream();
+  }
+
+  void PumpStream() {
+    if (stream_writing_ || stream_queue_.empty()) return;
+    if (stream_failed_) return FailStream();
+    stream_writing_ = true;
+    Arm(Waiting::kWrite, core_.limits.write_timeout);
+    net::async_write(stream_, net::buffer(stream_queue_.front().bytes),
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                       self->OnStreamWritten(ec);
+                     });
+  }
+
+  void OnStreamWritten(beast::error_code ec) {
+    stream_writing_ = false;
+    Disarm();
+    StreamPiece piece = std::move(stream_queue_.front());
+    stream_queue_.pop_front();
+    if (ec) {
+      stream_failed_ = true;
+      if (piece.written) std::move(piece.written)(false);
+      return FailStream();
+    }
+    if (piece.written) std::move(piece.written)(true);
+    if (piece.last) {
+      streaming_ = false;
+      core_.writing.fetch_sub(1);
+      return Answered();
+    }
+    PumpStream();
+  }
+
+  // The client went away or stopped reading: every piece still queued is told so, and the
+  // connection closes (a stream cut short has no clean end to write).
+  void FailStream() {
+    std::deque<StreamPiece> pieces;
+    pieces.swap(stream_queue_);
+    for (StreamPiece& piece : pieces) {
+      if (piece.written) std::move(piece.written)(false);
+    }
+    if (streaming_) {
+      streaming_ = false;
+      core_.writing.fetch_sub(1);
+    }
+    Close();
   }
 
   void AppendHeaderValue(std::string_view value) {
@@ -579,6 +689,11 @@ class Session final : public ResponseSink,
   bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;
+  // A streamed response in progress: pieces waiting to be written, the one being written first.
+  bool streaming_ = false;
+  bool stream_writing_ = false;
+  bool stream_failed_ = false;
+  std::deque<StreamPiece> stream_queue_;
   bool response_keep_alive_ = true;
   bool keep_alive_ = true;
   bool http10_ = false;

@@ -2,6 +2,7 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "http/server.h"
 #include "protocol/openai_response.h"
 #include "runtime/admission.h"
 
@@ -82,6 +83,21 @@ std::string OpenAiErrorBodyFor(int status, std::string_view message) {
 }
 
 }  // namespace
+
+std::string StreamErrorEvent(const absl::Status& status) {
+  const int code = runtime::IsBadGateway(status) ? 502 : HttpStatusFor(status.code());
+  return StrCat("data: ", OpenAiErrorBodyFor(code, ToStd(status.message())), "\n\n");
+}
+
+void Exchange::StartStream(Response head) {
+  streaming = true;
+  sink->StartStream(std::move(head));
+}
+
+void Exchange::WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written) {
+  streamed_bytes += int64_t(bytes.size());
+  sink->WriteChunk(std::move(bytes), std::move(written));
+}
 
 void Exchange::Fail(const absl::Status& status) {
   response.status = runtime::IsBadGateway(status) ? 502 : HttpStatusFor(status.code());

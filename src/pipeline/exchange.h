@@ -23,6 +23,10 @@
 #include "runtime/model_registry.h"
 #include "runtime/runner.h"
 
+namespace pillar::http {
+class ResponseSink;
+}  // namespace pillar::http
+
 namespace pillar::policy {
 class Policy;
 struct Rule;
@@ -74,6 +78,11 @@ class Exchange {
   void Fail(const absl::Status& status);
   bool failed() const { return response.status >= 400; }
 
+  // A streamed answer on the connection (http::ResponseSink's StartStream and WriteChunk), on
+  // the exchange's thread; the listener ends the stream after the chain's response half.
+  void StartStream(Response head);
+  void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written);
+
   // --- The request, set by the listener.
   std::string request_id;
   Operation operation = Operation::kServerMetadata;
@@ -121,6 +130,14 @@ class Exchange {
   std::optional<protocol::InferenceRequest> infer_request;
   // A language model's call, read from the body by the route stage (which needs its model).
   std::optional<runtime::GenerateRequest> generate;
+  // A streamed answer ("stream": true): the connection it is written to (null where nothing can
+  // stream: a job's run), whether its head went out (the status cannot change any more, and the
+  // chain's response half runs once the stream ends), the version whose events it carries, and
+  // the bytes of events written.
+  std::shared_ptr<http::ResponseSink> sink;
+  bool streaming = false;
+  const runtime::ModelVersion* streaming_from = nullptr;
+  int64_t streamed_bytes = 0;
   // The version of another model that answered for `model` (its fallback chain), if one did.
   const runtime::ModelVersion* answered_by = nullptr;
   runtime::InferResult infer_result;  // outputs moved out once encoded
@@ -150,5 +167,9 @@ class Exchange {
 
 // The HTTP status for an absl status code.
 int HttpStatusFor(absl::StatusCode code);
+
+// The event that ends a stream which failed after its head went out (its status cannot say so
+// any more): data: {"error":{...}} in OpenAI's shape, as its clients read an error mid-stream.
+std::string StreamErrorEvent(const absl::Status& status);
 
 }  // namespace pillar::pipeline

@@ -157,11 +157,35 @@ std::string ChatChunkEvent(std::string_view id, std::string_view model, int64_t 
   return Event(std::move(w).Take());
 }
 
+std::string TextChunkEvent(std::string_view id, std::string_view model, int64_t created,
+                           int64_t index, std::string_view text, std::string_view finish_reason) {
+  JsonWriter w(160 + text.size());
+  w.BeginObject();
+  WriteHead(w, id, "text_completion", model, created);
+  w.Key("choices");
+  w.BeginArray();
+  w.BeginObject();
+  w.Key("index");
+  w.Int(index);
+  w.Key("text");
+  w.String(text);
+  w.Key("finish_reason");
+  if (finish_reason.empty()) {
+    w.Null();
+  } else {
+    w.String(finish_reason);
+  }
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  return Event(std::move(w).Take());
+}
+
 std::string UsageChunkEvent(std::string_view id, std::string_view model, int64_t created,
-                            const TokenUsage& usage) {
+                            const TokenUsage& usage, bool chat) {
   JsonWriter w(192);
   w.BeginObject();
-  WriteHead(w, id, "chat.completion.chunk", model, created);
+  WriteHead(w, id, chat ? "chat.completion.chunk" : "text_completion", model, created);
   w.Key("choices");
   w.BeginArray();
   w.EndArray();

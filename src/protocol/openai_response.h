@@ -51,9 +51,13 @@ std::string TextCompletionBody(const Completion& completion);
 std::string ChatChunkEvent(std::string_view id, std::string_view model, int64_t created,
                            int64_t index, std::string_view content, bool first,
                            std::string_view finish_reason);
-// The usage chunk a stream ends with when the client asked for it (empty choices).
+// One event of a text completion stream (POST /v1/completions with "stream": true).
+std::string TextChunkEvent(std::string_view id, std::string_view model, int64_t created,
+                           int64_t index, std::string_view text, std::string_view finish_reason);
+// The usage chunk a stream ends with when the client asked for it (empty choices); of a chat
+// stream, or (chat false) of a text completion stream.
 std::string UsageChunkEvent(std::string_view id, std::string_view model, int64_t created,
-                            const TokenUsage& usage);
+                            const TokenUsage& usage, bool chat = true);
 inline constexpr std::string_view kDoneEvent = "data: [DONE]\n\n";
 
 // {"object":"list","data":[{"object":"embedding","index":i,"embedding":[...]}],...}

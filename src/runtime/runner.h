@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -43,6 +44,24 @@ enum class OpenAiRoute { kChatCompletions, kCompletions, kEmbeddings };
 // The path of `route` on an OpenAI-compatible server: "/v1/chat/completions" ...
 std::string_view OpenAiPath(OpenAiRoute route);
 
+// The events of a streamed answer (server-sent events), as a runner hands them on.
+enum class EventKind {
+  kChunk,  // a chunk of the answer ("data: {chat.completion.chunk}")
+  kUsage,  // the chunk with the usage (choices empty), which pillar always asks for
+  kDone,   // "data: [DONE]", the last
+};
+
+// Where a streamed answer goes, event by event, in order (GenerateRequest::events).
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // One whole event ("data: ...\n\n"). `next` runs (on any thread) once the client has taken
+  // it, with false when the client is gone: a producer sends the next event only after
+  // next(true), so a stream holds at most one event however slowly its client reads, and stops
+  // (its call ends Cancelled) on next(false).
+  virtual void Event(EventKind kind, std::string event, absl::AnyInvocable<void(bool) &&> next) = 0;
+};
+
 // One call to a language model: the client's body, already checked by the protocol's parser
 // (protocol/openai_request.h), with what a runner needs of it read out.
 struct GenerateRequest {
@@ -50,10 +69,15 @@ struct GenerateRequest {
   std::string body;
   std::string model;  // as the client named it, which answers carry
   bool stream = false;
+  bool include_usage = false;  // the client asked for the usage chunk (stream_options)
   std::optional<int64_t> max_tokens;
   int64_t n = 1;
   int64_t inputs = 1;         // embeddings: how many texts
   int64_t prompt_tokens = 0;  // estimated on arrival (protocol/token_estimate.h)
+  // stream: where the events go. The call's `done` then comes after the last event (its body
+  // empty, its usage from the usage chunk), or with the failure; a failure after an event was
+  // taken cannot be answered as a status any more (the response began).
+  std::shared_ptr<EventSink> events;
   // As InferenceRequest carries them (protocol/tensor.h): when the caller stops waiting, its
   // class, and who it is, for the queues.
   int64_t deadline_ns = 0;

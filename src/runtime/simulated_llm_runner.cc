@@ -8,6 +8,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <random>
 #include <set>
 
@@ -74,11 +75,23 @@ std::chrono::nanoseconds Millis(double ms) { return std::chrono::nanoseconds(int
 
 }  // namespace
 
-// A call waiting for its answer's time.
+// A call waiting for its answer's time; a streamed one, for its next token's.
 struct PendingCall {
   std::unique_ptr<asio::steady_timer> timer;
   InferCallback done;
   absl::StatusOr<InferResult> result;
+
+  // A streamed answer: the completion it streams word by word, where it is, and the events made
+  // but not yet taken by the client (each waits for the one before).
+  std::shared_ptr<EventSink> events;
+  bool chat = true;
+  protocol::Completion completion;
+  std::vector<std::vector<std::string_view>> words;  // of each choice, viewing completion
+  int64_t next_token = 0;
+  int64_t cut_at = -1;        // the stream stops here, without [DONE]
+  int64_t malformed_at = -1;  // a chunk that is not JSON goes out here
+  std::chrono::nanoseconds interval{0};
+  std::deque<std::pair<EventKind, std::string>> queue;
 };
 
 struct SimulatedLlmRunner::State : std::enable_shared_from_this<State> {
@@ -87,7 +100,17 @@ struct SimulatedLlmRunner::State : std::enable_shared_from_this<State> {
   // The answer to `request` and when it is due, drawn from the settings.
   Outcome Draw(const GenerateRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   InferResult Answer(const GenerateRequest& request) const;
-  void Finish(const std::shared_ptr<PendingCall>& call, bool cancelled);
+  // Sets `call` up to stream `request`'s answer (the completion Answer() makes, in events).
+  void PrepareStream(PendingCall& call, const GenerateRequest& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The call's time came (or its timer was cancelled: the runner is stopping).
+  void OnTimer(const std::shared_ptr<PendingCall>& call, bool cancelled);
+  // A stream's next token: its events, then the wait for the one after.
+  void StreamStep(const std::shared_ptr<PendingCall>& call);
+  // Hands the stream's next event to the client, or waits for the next token, or ends.
+  void Pump(const std::shared_ptr<PendingCall>& call);
+  // Ends the call with `result` (once).
+  void Finish(const std::shared_ptr<PendingCall>& call, absl::StatusOr<InferResult> result);
 
   const models::SimulatedConfig sim;
   asio::io_context io;  // for callers that run no event loop
@@ -154,14 +177,119 @@ InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) co
   return result;
 }
 
-void SimulatedLlmRunner::State::Finish(const std::shared_ptr<PendingCall>& call, bool cancelled) {
+void SimulatedLlmRunner::State::PrepareStream(PendingCall& call, const GenerateRequest& request) {
+  InferResult answer = Answer(request);
+  call.events = request.events;
+  call.chat = request.route == OpenAiRoute::kChatCompletions;
+  call.completion.id = StrCat(call.chat ? "chatcmpl-" : "cmpl-", "sim",
+                              StableHash(request.body, sim.seed) % 1'000'000'007);
+  call.completion.model = request.model;
+  call.completion.created = SystemClock().UnixMicros() / 1'000'000;
+  call.completion.usage = answer.usage;
+  const int64_t tokens = answer.usage.completion_tokens / std::max<int64_t>(request.n, 1);
+  call.completion.finish_reason = tokens < sim.completion_tokens ? "length" : "stop";
+  const uint64_t seed = StableHash(request.body, sim.seed);
+  for (int64_t i = 0; i < request.n; ++i) {
+    call.completion.choices.push_back(Words(seed + uint64_t(i) * 7919, tokens));
+  }
+  for (const std::string& text : call.completion.choices) {
+    std::vector<std::string_view> words;
+    for (size_t at = 0; at < text.size();) {
+      const size_t end = std::min(text.find(' ', at), text.size());
+      words.push_back(std::string_view(text).substr(at, end - at));
+      at = end + 1;
+    }
+    call.words.push_back(std::move(words));
+  }
+  call.interval = Millis(1e3 / sim.tokens_per_second);
+  // The stream's own faults, drawn after the call's outcome: a cut, or a chunk that is not JSON,
+  // half way through.
+  const double r = std::uniform_real_distribution<double>(0, 1)(rng);
+  if (r < sim.stream_cut_rate) {
+    call.cut_at = tokens / 2;
+  } else if (r < sim.stream_cut_rate + sim.malformed_chunk_rate) {
+    call.malformed_at = tokens / 2;
+  }
+}
+
+void SimulatedLlmRunner::State::OnTimer(const std::shared_ptr<PendingCall>& call, bool cancelled) {
+  if (cancelled) return Finish(call, absl::UnavailableError("model is unloading"));
+  if (call->events == nullptr || !call->result.ok()) return Finish(call, std::move(call->result));
+  StreamStep(call);
+}
+
+void SimulatedLlmRunner::State::StreamStep(const std::shared_ptr<PendingCall>& call) {
+  PendingCall& c = *call;
+  const protocol::Completion& done = c.completion;
+  if (c.next_token == c.cut_at) {
+    return Finish(call, absl::DataLossError("simulated: the stream was cut"));
+  }
+  const int64_t t = c.next_token++;
+  for (size_t i = 0; i < c.words.size(); ++i) {
+    if (t >= int64_t(c.words[i].size())) continue;
+    const std::string piece = StrCat(t > 0 ? " " : "", c.words[i][size_t(t)]);
+    c.queue.emplace_back(EventKind::kChunk,
+                         c.chat ? protocol::ChatChunkEvent(done.id, done.model, done.created,
+                                                           int64_t(i), piece, t == 0, "")
+                                : protocol::TextChunkEvent(done.id, done.model, done.created,
+                                                           int64_t(i), piece, ""));
+  }
+  if (t == c.malformed_at) c.queue.emplace_back(EventKind::kChunk, "data: {\"choices\":[\n\n");
+  if (c.next_token >= int64_t(c.words.empty() ? 0 : c.words[0].size())) {
+    for (size_t i = 0; i < c.words.size(); ++i) {
+      c.queue.emplace_back(EventKind::kChunk,
+                           c.chat
+                               ? protocol::ChatChunkEvent(done.id, done.model, done.created,
+                                                          int64_t(i), "", false, done.finish_reason)
+                               : protocol::TextChunkEvent(done.id, done.model, done.created,
+                                                          int64_t(i), "", done.finish_reason));
+    }
+    c.queue.emplace_back(
+        EventKind::kUsage,
+        protocol::UsageChunkEvent(done.id, done.model, done.created, done.usage, c.chat));
+    c.queue.emplace_back(EventKind::kDone, std::string(protocol::kDoneEvent));
+    c.next_token = INT64_MAX;  // nothing more to make
+  }
+  Pump(call);
+}
+
+void SimulatedLlmRunner::State::Pump(const std::shared_ptr<PendingCall>& call) {
+  if (call->queue.empty() && call->next_token == INT64_MAX) {
+    InferResult result;
+    result.usage = call->completion.usage;
+    return Finish(call, std::move(result));
+  }
+  if (call->queue.empty()) {  // the next token, after its interval
+    {
+      absl::MutexLock lock(&mu);
+      if (!stopping) {
+        call->timer->expires_after(call->interval);
+        call->timer->async_wait([self = shared_from_this(), call](boost::system::error_code ec) {
+          if (ec) return self->OnTimer(call, true);
+          self->StreamStep(call);
+        });
+        return;
+      }
+    }
+    return Finish(call, absl::UnavailableError("model is unloading"));
+  }
+  auto [kind, event] = std::move(call->queue.front());
+  call->queue.pop_front();
+  call->events->Event(kind, std::move(event), [self = shared_from_this(), call](bool ok) {
+    if (!ok) return self->Finish(call, absl::CancelledError("the client went away"));
+    // On the stream's own loop, where its timer is.
+    asio::post(call->timer->get_executor(), [self, call] { self->Pump(call); });
+  });
+}
+
+void SimulatedLlmRunner::State::Finish(const std::shared_ptr<PendingCall>& call,
+                                       absl::StatusOr<InferResult> result) {
   {
     absl::MutexLock lock(&mu);
     if (pending.erase(call) == 0) return;  // answered already
     --in_flight;
   }
-  if (cancelled) call->result = absl::UnavailableError("model is unloading");
-  std::move(call->done)(std::move(call->result));
+  std::move(call->done)(std::move(result));
 }
 
 SimulatedLlmRunner::SimulatedLlmRunner(const models::ModelConfig& config)
@@ -205,7 +333,12 @@ void SimulatedLlmRunner::Generate(GenerateRequest request, InferCallback done) {
       Outcome outcome = s.Draw(request);
       std::chrono::nanoseconds delay = outcome.delay;
       call->result = std::move(outcome.result);
-      if (request.deadline_ns > 0) {
+      if (request.events != nullptr && call->result.ok()) {
+        // Streamed: the first token after the time to first token, the rest as Pump() goes.
+        s.PrepareStream(*call, request);
+        delay = Millis(s.sim.time_to_first_token_ms);
+      }
+      if (request.deadline_ns > 0 && call->events == nullptr) {
         const int64_t left = request.deadline_ns - SystemClock().MonotonicNanos();
         if (left < delay.count()) {  // the caller stops waiting first: so does the model
           delay = std::chrono::nanoseconds(std::max<int64_t>(left, 0));
@@ -213,14 +346,14 @@ void SimulatedLlmRunner::Generate(GenerateRequest request, InferCallback done) {
               "the caller's deadline passed before the simulated model answered");
         }
       }
-      if (delay.count() > 0) {
+      if (delay.count() > 0 || call->events != nullptr) {
         asio::io_context* loop = ThisThreadEventLoop();
         call->timer = std::make_unique<asio::steady_timer>(loop != nullptr ? *loop : s.io, delay);
         ++s.in_flight;
         s.pending.insert(call);
         // Armed under the lock, so that a cancel the destructor posts comes after it.
         call->timer->async_wait([state = state_, call](boost::system::error_code ec) {
-          state->Finish(call, bool(ec));
+          state->OnTimer(call, bool(ec));
         });
         return;
       }

@@ -27,6 +27,39 @@ uint64_t CallerOf(const pipeline::Exchange& ex) {
   return hash == 0 ? 1 : hash;
 }
 
+// A streamed answer's events on their way to the client: on the exchange's thread, the head
+// with the first event (the status is 200 from then on), each event written before the
+// producer may send the next. The usage chunk, which pillar always asks upstreams for, reaches
+// only a client that asked for it.
+class ExchangeEvents final : public runtime::EventSink {
+ public:
+  ExchangeEvents(pipeline::Exchange& ex, bool include_usage)
+      : ex_(ex), include_usage_(include_usage) {}
+
+  void Event(runtime::EventKind kind, std::string event,
+             absl::AnyInvocable<void(bool) &&> next) override {
+    if (kind == runtime::EventKind::kUsage && !include_usage_) return std::move(next)(true);
+    ex_.post([&ex = ex_, event = std::move(event), next = std::move(next)]() mutable {
+      if (!ex.streaming) {
+        pipeline::Response head;
+        head.status = 200;
+        head.content_type = "text/event-stream";
+        head.headers.emplace_back("X-Request-Id", ex.request_id);
+        if (ex.streaming_from != nullptr && ex.streaming_from != ex.model) {
+          head.headers.emplace_back(kFallbackHeader, StrCat(ex.streaming_from->name, "/",
+                                                            ex.streaming_from->version_text));
+        }
+        ex.StartStream(std::move(head));
+      }
+      ex.WriteChunk(std::move(event), std::move(next));
+    });
+  }
+
+ private:
+  pipeline::Exchange& ex_;
+  const bool include_usage_;
+};
+
 }  // namespace
 
 pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
@@ -51,6 +84,13 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
   if (generates) {
     runtime::GenerateRequest request = std::move(*ex.generate);
     ex.generate.reset();
+    if (request.stream) {
+      if (ex.sink == nullptr) {
+        ex.Fail(absl::InvalidArgumentError("this call cannot be streamed"));
+        return pipeline::StageResult::kStop;
+      }
+      request.events = std::make_shared<ExchangeEvents>(ex, request.include_usage);
+    }
     request.deadline_ns = deadline_ns;
     request.priority = *priority;
     request.caller = caller;
@@ -84,6 +124,7 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
         ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
                  primary_error = std::move(primary_error), result = std::move(result)]() mutable {
           if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
+          if (ex.streaming) return EndStreamWithError(ex, result.status());
           absl::Status error = primary_error.ok() ? result.status() : primary_error;
           if (spare && (!primary_error.ok() || FallsBack(ex, result.status()))) {
             if (const runtime::ModelVersion* other = NextFallback(ex, next)) {
@@ -104,6 +145,7 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
         });
       };
   if (auto* generate = std::get_if<runtime::GenerateRequest>(&work)) {
+    ex.streaming_from = &version;
     version.runner->Generate(std::move(*generate), std::move(done));
   } else {
     version.runner->Infer(std::get<protocol::InferenceRequest>(std::move(work)), std::move(done));
@@ -168,6 +210,14 @@ const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
     if (allowed && recorded) return version;
   }
   return nullptr;
+}
+
+// A stream that failed after its head went out: no other model may take over (the client has
+// part of this one's answer), and the status cannot say so; the error is the stream's last event.
+void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status& status) {
+  ex.error = std::string(status.message());
+  ex.WriteChunk(pipeline::StreamErrorEvent(status),
+                [&ex](bool) { ex.chain().Resume(ex, pipeline::StageResult::kContinue); });
 }
 
 void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& version,

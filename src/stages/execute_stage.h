@@ -70,6 +70,7 @@ class ExecuteStage final : public pipeline::Stage {
   const runtime::ModelVersion* NextFallback(pipeline::Exchange& ex, size_t& next) const;
   void Answer(pipeline::Exchange& ex, const runtime::ModelVersion& version, std::string id,
               runtime::InferResult result);
+  static void EndStreamWithError(pipeline::Exchange& ex, const absl::Status& status);
 
   std::map<pipeline::Operation, Handler> handlers_;
   FallbackParts fallback_;

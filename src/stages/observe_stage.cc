@@ -139,7 +139,7 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     record.batch_size = ex.infer_result.batch_size;
   }
   record.request_bytes = int64_t(ex.body.size());
-  record.response_bytes = int64_t(ex.response.body.size());
+  record.response_bytes = ex.streaming ? ex.streamed_bytes : int64_t(ex.response.body.size());
   record.error = ex.error;
   access_log_.Write(record);
 }

@@ -25,6 +25,7 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
       call.route = runtime::OpenAiRoute::kChatCompletions;
       call.model = std::move(chat->model);
       call.stream = chat->stream;
+      call.include_usage = chat->include_usage;
       call.max_tokens = chat->max_tokens;
       call.n = chat->n;
       call.prompt_tokens = protocol::EstimateChatTokens(chat->messages);
@@ -37,6 +38,7 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
       call.route = runtime::OpenAiRoute::kCompletions;
       call.model = std::move(completion->model);
       call.stream = completion->stream;
+      call.include_usage = completion->include_usage;
       call.max_tokens = completion->max_tokens;
       call.n = completion->n;
       call.prompt_tokens = EstimateAll(completion->prompts);
@@ -54,9 +56,6 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
     }
     default:
       return absl::InternalError("not an OpenAI-compatible call");
-  }
-  if (call.stream) {
-    return absl::UnimplementedError("streamed answers (\"stream\": true) are not served yet");
   }
   // A name no model can have is answered like a model nobody may see, and kept out of the logs'
   // model field, which holds only names a model could have.

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <map>
@@ -174,10 +175,48 @@ class RawConnection {
   std::string buffer_;
 };
 
-// Answers every request with its method, target and body (and its Authorization, when any).
+// Streams `pieces` pieces ("piece 0\n" ...), each after the one before is written, then ends; or
+// without end until the client is gone (pieces < 0). Counts what it was told.
+struct Streamer : std::enable_shared_from_this<Streamer> {
+  std::shared_ptr<ResponseSink> sink;
+  int pieces = 3;
+  int sent = 0;
+  std::atomic<int>* refused = nullptr;  // pieces the sink said it could not write
+
+  void Next() {
+    if (pieces >= 0 && sent == pieces) return sink->EndStream();
+    sink->WriteChunk("piece " + std::to_string(sent++) + "\n",
+                     [self = shared_from_this()](bool ok) {
+                       if (!ok) {
+                         if (self->refused != nullptr) self->refused->fetch_add(1);
+                         return;
+                       }
+                       if (self->pieces < 0) {  // endless: paced, so a closed client is seen
+                         std::this_thread::sleep_for(std::chrono::milliseconds(5));
+                       }
+                       self->Next();
+                     });
+  }
+};
+
+// Answers every request with its method, target and body (and its Authorization, when any);
+// GET /stream and /endless stream instead.
 class Echo : public Handler {
  public:
+  std::atomic<int> refused{0};
+
   void Handle(Request request, std::shared_ptr<ResponseSink> sink) override {
+    if (request.route->id == 3 || request.route->id == 4) {
+      auto streamer = std::make_shared<Streamer>();
+      streamer->sink = sink;
+      streamer->pieces = request.route->id == 3 ? 3 : -1;
+      streamer->refused = &refused;
+      sink->Post([streamer] {
+        streamer->sink->StartStream(Response{200, "text/event-stream", "", {{"X-Kind", "s"}}});
+        streamer->Next();
+      });
+      return;
+    }
     Response response;
     response.content_type = "text/plain";
     response.body = request.method + " " + request.target + " " + request.body;
@@ -221,6 +260,8 @@ class SessionLimitsTest : public ::testing::Test {
     limits_ = limits;
     router_.Add({"GET", "/echo", 1, "echo", true});
     router_.Add({"POST", "/echo", 2, "echo", true});
+    router_.Add({"GET", "/stream", 3, "stream", true});
+    router_.Add({"GET", "/endless", 4, "endless", true});
     server_ = std::make_unique<HttpServer>(limits, handler_, &metrics_, 2);
     absl::StatusOr<uint16_t> port = server_->AddListener(ListenerOptions{}, router_);
     ASSERT_TRUE(port.ok()) << port.status();
@@ -801,6 +842,53 @@ TEST_F(SessionLimitsTest, BodySentAtAnOrdinaryRateIsUnaffectedByTheMinimumRate) 
   EXPECT_EQ(r.body.size(), std::string("POST /echo ").size() + 6 * 32 * 1024);
   EXPECT_EQ(Rejected("body_too_slow"), 0);
   EXPECT_EQ(WaitForInflight(0), 0);
+}
+
+TEST_F(SessionLimitsTest, AStreamedResponseIsChunkedAndTheConnectionServesTheNextRequest) {
+  Start(Limits{});
+  RawConnection c(port_);
+  ASSERT_TRUE(c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::string all;
+  for (int i = 0; i < 100 && all.find("0\r\n\r\n") == std::string::npos; ++i) {
+    ASSERT_TRUE(c.Readable(5000));
+    all += c.ReadUntilClosed(50);
+  }
+  const size_t body = all.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << all;
+  const std::string head = all.substr(0, body);
+  EXPECT_NE(head.find("Transfer-Encoding: chunked"), std::string::npos) << head;
+  EXPECT_EQ(head.find("Content-Length"), std::string::npos) << head;
+  EXPECT_NE(head.find("X-Kind: s"), std::string::npos) << head;
+  EXPECT_EQ(all.substr(body + 4),
+            "8\r\npiece 0\n\r\n8\r\npiece 1\n\r\n8\r\npiece 2\n\r\n0\r\n\r\n");
+  // The connection is kept alive for the next request.
+  ASSERT_TRUE(c.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(c.ReadReply().status, 200);
+}
+
+TEST_F(SessionLimitsTest, AStreamToAnHttp10ClientEndsWithTheConnection) {
+  Start(Limits{});
+  RawConnection c(port_);
+  ASSERT_TRUE(c.Send("GET /stream HTTP/1.0\r\n\r\n"));
+  const std::string all = c.ReadUntilClosed();
+  const size_t body = all.find("\r\n\r\n");
+  ASSERT_NE(body, std::string::npos) << all;
+  EXPECT_EQ(all.find("chunked"), std::string::npos) << all;
+  EXPECT_NE(all.find("Connection: close"), std::string::npos) << all;
+  EXPECT_EQ(all.substr(body + 4), "piece 0\npiece 1\npiece 2\n");
+}
+
+TEST_F(SessionLimitsTest, AClientThatLeavesMidStreamStopsItsProducer) {
+  Start(Limits{});
+  {
+    RawConnection c(port_);
+    ASSERT_TRUE(c.Send("GET /endless HTTP/1.1\r\nHost: x\r\n\r\n"));
+    ASSERT_TRUE(c.Readable(5000));
+  }  // closed: the next pieces cannot be written
+  for (int i = 0; i < 500 && handler_.refused.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_GE(handler_.refused.load(), 1);
 }
 
 }  // namespace

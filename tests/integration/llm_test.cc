@@ -4,6 +4,7 @@
 // in OpenAI's shape.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -55,6 +56,7 @@ class LlmTest : public ::testing::Test {
     WriteVersion(up_store, "throttled", SimulatedLlm("throttle_rate = 1.0\nretry_after_s = 2\n"));
     upstream_->SetStore(up_store);
     const std::string token = upstream_->CreateKey("gateway");
+    upstream_key_ = token;
     ASSERT_TRUE(upstream_->Start()) << upstream_->Log();
 
     gateway_ = new testing::ServerProcess;
@@ -93,12 +95,25 @@ class LlmTest : public ::testing::Test {
   static testing::ServerProcess* gateway_;
   static std::string key_;
   static std::string other_key_;
+  static std::string upstream_key_;
 };
 
 testing::ServerProcess* LlmTest::upstream_ = nullptr;
 testing::ServerProcess* LlmTest::gateway_ = nullptr;
 std::string LlmTest::key_;
 std::string LlmTest::other_key_;
+std::string LlmTest::upstream_key_;
+
+// The "data: " payloads of a stream, in order.
+std::vector<std::string> Events(const std::string& body) {
+  std::vector<std::string> events;
+  for (size_t at = 0; (at = body.find("data: ", at)) != std::string::npos;) {
+    const size_t end = body.find("\n\n", at);
+    events.push_back(body.substr(at + 6, end - at - 6));
+    at = end;
+  }
+  return events;
+}
 
 TEST_F(LlmTest, AChatCompletionCrossesTheGatewayWithUsageThatAddsUp) {
   HttpReply r = Post("/v1/chat/completions", kChat);
@@ -185,6 +200,42 @@ TEST_F(LlmTest, AThrottledUpstreamIsPassedOnWithItsWait) {
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(r.Header("retry-after"), "2");
   EXPECT_NE(r.body.find(R"("type":"server_error")"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, ASimulatedModelStreamsItsAnswerTokenByToken) {
+  const std::string body =
+      R"({"model":"chat","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  HttpReply r =
+      Fetch(upstream_->data_port(), "POST", "/v1/chat/completions", body, {Bearer(upstream_key_)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "text/event-stream");
+  EXPECT_EQ(r.Header("transfer-encoding"), "chunked");
+  const std::vector<std::string> events = Events(r.body);
+  // Eight tokens, the finish chunk, [DONE]; no usage chunk, which the client did not ask for.
+  ASSERT_EQ(events.size(), 10u) << r.body;
+  EXPECT_NE(events[0].find(R"("delta":{"role":"assistant","content":)"), std::string::npos);
+  EXPECT_NE(events[8].find(R"("finish_reason":"stop")"), std::string::npos) << events[8];
+  EXPECT_EQ(events[9], "[DONE]");
+  EXPECT_EQ(r.body.find("usage"), std::string::npos);
+  // Asked for: the usage chunk comes before [DONE], and adds up.
+  const std::string with_usage =
+      R"({"model":"chat","stream":true,"stream_options":{"include_usage":true},)"
+      R"("messages":[{"role":"user","content":"hi"}]})";
+  r = Fetch(upstream_->data_port(), "POST", "/v1/chat/completions", with_usage,
+            {Bearer(upstream_key_)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<std::string> counted = Events(r.body);
+  ASSERT_EQ(counted.size(), 11u) << r.body;
+  EXPECT_NE(counted[9].find(R"("choices":[],"usage":{"prompt_tokens":8,"completion_tokens":8)"),
+            std::string::npos)
+      << counted[9];
+  // Eight words, one per chunk.
+  std::string streamed;
+  for (size_t i = 0; i < 8; ++i) {
+    const size_t at = events[i].find(R"("content":")") + 11;
+    streamed += events[i].substr(at, events[i].find('"', at) - at);
+  }
+  EXPECT_EQ(std::count(streamed.begin(), streamed.end(), ' '), 7) << streamed;
 }
 
 }  // namespace

@@ -72,6 +72,28 @@ HttpReply HttpConnection::ReadReply() {
     }
     pos = end + 2;
   }
+  if (reply.Header("transfer-encoding") == "chunked") {  // a streamed answer, decoded
+    auto fill = [&] {
+      ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+      if (n > 0) buffer_.append(chunk, size_t(n));
+      return n > 0;
+    };
+    for (;;) {
+      size_t line;
+      while ((line = buffer_.find("\r\n")) == std::string::npos) {
+        if (!fill()) return reply;
+      }
+      const size_t size = std::strtoul(buffer_.substr(0, line).c_str(), nullptr, 16);
+      while (buffer_.size() < line + 2 + size + 2) {
+        if (!fill()) return reply;
+      }
+      reply.body.append(buffer_, line + 2, size);
+      buffer_.erase(0, line + 2 + size + 2);
+      if (size == 0) break;
+    }
+    reply.status = status;
+    return reply;
+  }
   size_t length = std::strtoul(reply.Header("content-length").c_str(), nullptr, 10);
   while (buffer_.size() < length) {
     ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
