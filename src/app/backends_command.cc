@@ -66,12 +66,14 @@ struct BackendsOptions {
             upstream::RequestHead("GET", StrCat(endpoint->base_path, path), endpoint->host_header,
                                   {{"Authorization", StrCat("Bearer ", key.view())}}, 0);
         (*connection)
-            ->Call(std::move(request), deadline, 64 << 20,
-                   [&, connection = *connection](absl::StatusOr<upstream::UpstreamReply> r,
-                                                 upstream::CallFailure) {
-                     reply = std::move(r);
-                     connection->Close();
-                   });
+            ->Call(
+                std::move(request), deadline, 64 << 20,
+                [&, connection = *connection](absl::StatusOr<upstream::UpstreamReply> r,
+                                              upstream::CallFailure) {
+                  reply = std::move(r);
+                  connection->Close();
+                },
+                nullptr);
       });
   io.run();
   if (!reply.ok()) return reply.status();

@@ -274,6 +274,32 @@ namespace {
   return ReadUsage(top);
 }
 
+[[nodiscard]] absl::StatusOr<StreamChunk> CheckStreamChunk(std::string_view data) {
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  simdjson::dom::object top;
+  if (parser.parse(data.data(), data.size()).get(root) != simdjson::SUCCESS ||
+      root.get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("a chunk of the stream is not a JSON object");
+  }
+  if (simdjson::dom::element e; top["error"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    return absl::InvalidArgumentError("the stream carried an error");
+  }
+  simdjson::dom::array choices;
+  if (top["choices"].get(choices) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("a chunk of the stream has no \"choices\" array");
+  }
+  StreamChunk chunk;
+  chunk.usage_only = choices.size() == 0;
+  absl::StatusOr<TokenUsage> usage = ReadUsage(top);
+  if (usage.ok()) {
+    chunk.usage = *usage;
+  } else if (!absl::IsNotFound(usage.status())) {
+    return usage.status();
+  }
+  return chunk;
+}
+
 [[nodiscard]] absl::StatusOr<ReplyUsage> CheckGeneratedReply(std::string_view body,
                                                              bool embeddings) {
   // Each thread's parser keeps the capacity of the largest reply it read: a large one gets a

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -67,6 +68,15 @@ std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector
 // The "usage" member of a completion or of a stream's last chunk. NotFound when there is none;
 // InvalidArgument when it is malformed (negative, not integers).
 [[nodiscard]] absl::StatusOr<TokenUsage> ParseUsage(std::string_view json);
+
+// One event of an upstream's stream (its data, not [DONE]), checked before it goes on: a JSON
+// object with a "choices" array and no "error" member; the usage when it carries one (the usage
+// chunk, whose choices are empty). InvalidArgument saying what is wrong.
+struct StreamChunk {
+  bool usage_only = false;  // no choices: the usage chunk
+  std::optional<TokenUsage> usage;
+};
+[[nodiscard]] absl::StatusOr<StreamChunk> CheckStreamChunk(std::string_view data);
 
 struct ReplyUsage {
   TokenUsage usage;

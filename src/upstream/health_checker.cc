@@ -84,7 +84,8 @@ void HealthChecker::Send(size_t e, Clock::time_point deadline) {
           return self->Done(e, false, StrCat("the readiness route answered ", reply->status));
         }
         self->Done(e, true, "");
-      });
+      },
+      nullptr);
 }
 
 void HealthChecker::Done(size_t e, bool passed, std::string_view why) {

@@ -273,7 +273,10 @@ void RemoteRunner::State::CloseIdle(EndpointSlot& slot) {
 // answered after the hedge delay, with a place in the retry budget.
 void RemoteRunner::State::ArmHedge(const std::shared_ptr<Call>& call) {
   const models::HedgeConfig& hedge = config.remote.hedge;
-  if (!hedge.enabled || call->hedges >= hedge.max_hedges || call->hedge_timer) return;
+  // A stream is not hedged: two would race to the client.
+  if (!hedge.enabled || call->hedges >= hedge.max_hedges || call->hedge_timer || call->events) {
+    return;
+  }
   std::optional<std::chrono::milliseconds> delay = HedgeDelay();
   if (!delay || Clock::now() + *delay >= call->deadline) return;
   call->hedge_timer = std::make_shared<asio::steady_timer>(*lanes[call->lane], *delay);
@@ -369,6 +372,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                                {kTimeoutHeader, budget_text}},
                               request->body.size());
   call->sent = true;
+  if (call->events) attempt->relay = std::make_shared<StreamRelay>(call, *lanes[call->lane]);
   busy.emplace(attempt->connection, call->lane);
   ++slot.outstanding;
   if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
@@ -385,37 +389,39 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                     request = std::move(request), until, reused, sent,
                     max_bytes = config.remote.max_response_bytes]() mutable {
     UpstreamConnection* raw = attempt->connection.get();
-    raw->Call(std::move(request), until, max_bytes,
-              [self = std::move(self), call = std::move(call), attempt = std::move(attempt), reused,
-               sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
-                // A 200 is read here, outside the lock: decoded, or (a language model's) checked.
-                std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded;
-                std::optional<absl::StatusOr<protocol::ReplyUsage>> usage;
-                if (reply.ok() && reply->status == 200) {
-                  if (call->openai_route) {
-                    usage = protocol::CheckGeneratedReply(
-                        reply->body, *call->openai_route == runtime::OpenAiRoute::kEmbeddings);
-                  } else {
-                    decoded = DecodeReply(reply->body);
-                  }
-                }
-                absl::MutexLock lock(&self->mu);
-                self->busy.erase(attempt->connection);
-                EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
-                --slot.outstanding;
-                const EndpointMetrics& m = slot.metrics;
-                if (m.outstanding != nullptr) m.outstanding->Add(-1);
-                if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
-                  const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
-                  // A moving average over about the last ten replies, for the picker.
-                  slot.latency_s =
-                      slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
-                  if (m.latency != nullptr) m.latency->Observe(seconds);
-                  self->NoteLatency(seconds);
-                }
-                self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply),
-                              failure, std::move(decoded), std::move(usage));
-              });
+    std::shared_ptr<BodySink> relay = attempt->relay;
+    raw->Call(
+        std::move(request), until, max_bytes,
+        [self = std::move(self), call = std::move(call), attempt = std::move(attempt), reused,
+         sent](absl::StatusOr<UpstreamReply> reply, CallFailure failure) mutable {
+          // A 200 is read here, outside the lock: decoded, or (a language model's) checked.
+          std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded;
+          std::optional<absl::StatusOr<protocol::ReplyUsage>> usage;
+          if (reply.ok() && reply->status == 200 && !call->events) {
+            if (call->openai_route) {
+              usage = protocol::CheckGeneratedReply(
+                  reply->body, *call->openai_route == runtime::OpenAiRoute::kEmbeddings);
+            } else {
+              decoded = DecodeReply(reply->body);
+            }
+          }
+          absl::MutexLock lock(&self->mu);
+          self->busy.erase(attempt->connection);
+          EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
+          --slot.outstanding;
+          const EndpointMetrics& m = slot.metrics;
+          if (m.outstanding != nullptr) m.outstanding->Add(-1);
+          if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
+            const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+            // A moving average over about the last ten replies, for the picker.
+            slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+            if (m.latency != nullptr) m.latency->Observe(seconds);
+            self->NoteLatency(seconds);
+          }
+          self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure,
+                        std::move(decoded), std::move(usage));
+        },
+        std::move(relay));
   });
 }
 
@@ -430,19 +436,7 @@ void RemoteRunner::State::OnReply(
         {.kind = AttemptOutcome::kTimeout, .status = 0, .retry_after_s = 0, .cut_by_caller = true});
   }
   if (!reply.ok()) {
-    // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the same
-    // endpoint gets the request again on a new connection, not a failure. After a write, not for
-    // a model that is not idempotent: the request may have been read before the close.
-    const bool not_sent = failure == CallFailure::kNotSent ||
-                          (failure == CallFailure::kBeforeReply && config.remote.idempotent);
-    if (reused && not_sent && !stopping) return Open(std::move(call), std::move(attempt));
-    const bool timed_out = failure == CallFailure::kDeadline;
-    Record(*attempt, {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
-                      .status = 0,
-                      .retry_after_s = 0,
-                      .cut_by_caller = timed_out && call->CutByCaller()});
-    Failed(*call, *attempt, ToStd(reply.status().message()), false);
-    return AttemptFailed(std::move(call), attempt);
+    return OnNoReply(std::move(call), std::move(attempt), reused, reply.status(), failure);
   }
   if (reused && reply->status == 408 && !stopping) {
     // The upstream timed the idle connection out as the request went out: nothing was done.
@@ -452,6 +446,7 @@ void RemoteRunner::State::OnReply(
   if (attempt->connection->open() && !stopping) {
     ReturnIdle(slot, call->lane, attempt->connection);
   }
+  if (reply->status == 200 && attempt->relay) return OnStreamEnd(std::move(call), attempt);
   if (reply->status == 200 && usage) {
     return OnGenerated(std::move(call), std::move(attempt), std::move(reply->body),
                        std::move(*usage));
@@ -493,6 +488,36 @@ void RemoteRunner::State::OnReply(
   std::erase(call->live, attempt);
   Complete(*call, runtime::RefusedUpstream(
                       StrCat("upstream ", slot.endpoint.url, " answered ", reply->status)));
+}
+
+// An attempt that got no reply: a stale connection, a connect or read failure, the deadline, a
+// stream the relay stopped (a bad chunk, or a client gone).
+void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
+                                    bool reused, const absl::Status& status, CallFailure failure) {
+  // A kept-alive connection the upstream had closed meanwhile: nothing reached it, so the same
+  // endpoint gets the request again on a new connection, not a failure. After a write, not for
+  // a model that is not idempotent: the request may have been read before the close.
+  const bool not_sent = failure == CallFailure::kNotSent ||
+                        (failure == CallFailure::kBeforeReply && config.remote.idempotent);
+  if (reused && not_sent && !stopping) return Open(std::move(call), std::move(attempt));
+  const bool timed_out = failure == CallFailure::kDeadline;
+  const StreamRelay* relay = attempt->relay.get();
+  if (relay != nullptr && relay->cancelled()) {  // the client went away: nobody's fault here
+    Record(
+        *attempt,
+        {.kind = AttemptOutcome::kTimeout, .status = 0, .retry_after_s = 0, .cut_by_caller = true});
+    std::erase(call->live, attempt);
+    return Complete(*call, absl::CancelledError("the client went away"));
+  }
+  const bool bad_stream = relay != nullptr && !relay->error().empty();
+  Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
+                            : timed_out ? AttemptOutcome::kTimeout
+                                        : AttemptOutcome::kConnect,
+                    .status = 0,
+                    .retry_after_s = 0,
+                    .cut_by_caller = timed_out && call->CutByCaller()});
+  Failed(*call, *attempt, bad_stream ? relay->error() : ToStd(status.message()), false);
+  return AttemptFailed(std::move(call), attempt);
 }
 
 // A 200: decoded, matched to the request and the model's outputs, or a failed attempt.
@@ -541,7 +566,7 @@ std::string RemoteRunner::State::TargetFor(const Call& call, Attempt& attempt,
   if (!slot.model.empty() && slot.model != upstream_model) {
     // The body parsed when the request arrived, so it parses again.
     absl::StatusOr<std::string> body =
-        protocol::RewriteForUpstream(call.client_body, slot.model, false);
+        protocol::RewriteForUpstream(call.client_body, slot.model, call.events != nullptr);
     if (body.ok()) attempt.body = std::move(*body);
   }
   return StrCat(runtime::OpenAiPath(*call.openai_route), query);
@@ -578,6 +603,8 @@ void RemoteRunner::State::AttemptFailed(std::shared_ptr<Call> call,
                                         const std::shared_ptr<Attempt>& attempt) {
   std::erase(call->live, attempt);
   if (call->completed || !call->live.empty()) return;  // a hedge of it is still out
+  // Part of a streamed answer reached the client: no other endpoint may take over.
+  if (call->committed.load()) return Complete(*call, runtime::BadGateway(call->last_error));
   TryNext(std::move(call));
 }
 

@@ -432,12 +432,15 @@ void RemoteRunner::Generate(runtime::GenerateRequest request, runtime::InferCall
   }
   auto call = std::make_shared<Call>();
   // The upstream's name for the model; the body parsed when the request arrived.
+  // A stream asks for its usage, which pillar counts (the client gets the usage chunk only if it
+  // asked for it too).
   absl::StatusOr<std::string> body =
-      protocol::RewriteForUpstream(request.body, state_->upstream_model, false);
+      protocol::RewriteForUpstream(request.body, state_->upstream_model, request.stream);
   if (!body.ok()) return std::move(done)(body.status());
   call->body = std::move(*body);
   call->openai_route = request.route;
   call->client_body = std::move(request.body);
+  call->events = std::move(request.events);
   call->request.deadline_ns = request.deadline_ns;
   call->request.priority = request.priority;
   call->request.caller = request.caller;

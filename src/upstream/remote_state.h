@@ -35,6 +35,7 @@
 #include "common/crypto.h"
 #include "protocol/json_codec.h"
 #include "protocol/openai_response.h"
+#include "protocol/sse_reader.h"
 #include "runtime/return_promises.h"
 #include "upstream/circuit_breaker.h"
 #include "upstream/endpoint_set.h"
@@ -46,6 +47,40 @@
 namespace pillar::upstream {
 
 namespace asio = boost::asio;
+
+struct Call;
+
+// A streamed answer's body on its way from an upstream to the client (remote_stream.cc): read
+// as server-sent events, each checked (JSON, no error inside), the usage kept, and handed to the
+// call's EventSink one at a time; the connection reads on once the client took the last one.
+// The first event handed on commits the call to this attempt: after it, a failure ends the
+// stream instead of trying another endpoint. Runs on the call's lane.
+class StreamRelay final : public BodySink, public std::enable_shared_from_this<StreamRelay> {
+ public:
+  StreamRelay(std::shared_ptr<Call> call, asio::io_context& lane)
+      : call_(std::move(call)), lane_(lane) {}
+  void OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) override;
+
+  // Why the stream cannot be used (empty: it can), whether it ended with [DONE], whether the
+  // client went away, and the usage it reported (zero when none).
+  const std::string& error() const { return error_; }
+  bool done() const { return done_; }
+  bool cancelled() const { return cancelled_; }
+  protocol::TokenUsage usage() const { return usage_; }
+
+ private:
+  void Take(const protocol::SseEvent& event);
+  void Forward(absl::AnyInvocable<void(bool) &&> more);
+
+  std::shared_ptr<Call> call_;
+  asio::io_context& lane_;
+  protocol::SseReader reader_{1 << 20};
+  std::deque<std::pair<runtime::EventKind, std::string>> queue_;
+  protocol::TokenUsage usage_;
+  std::string error_;
+  bool done_ = false;
+  bool cancelled_ = false;
+};
 
 // One attempt of a request at one endpoint. A request has more than one in flight only while a
 // hedge races the first.
@@ -59,6 +94,7 @@ struct Attempt {
   // A language model's call to an endpoint with its own name for the model: the body with that
   // name (empty: the call's body).
   std::string body;
+  std::shared_ptr<StreamRelay> relay;  // a streamed call's
 };
 
 // One request, from admission to its answer.
@@ -71,6 +107,10 @@ struct Call {
   // for the endpoints that name the model their own way.
   std::optional<runtime::OpenAiRoute> openai_route;
   std::string client_body;
+  // A streamed call: where its events go, and whether one went (no other attempt may then
+  // take over: the client has part of this one's answer).
+  std::shared_ptr<runtime::EventSink> events;
+  std::atomic<bool> committed{false};
   Clock::time_point arrived;
   Clock::time_point started;  // when it took its place among the calls in flight
   Clock::time_point deadline;
@@ -207,11 +247,16 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
                std::optional<absl::StatusOr<protocol::InferenceResponse>> decoded,
                std::optional<absl::StatusOr<protocol::ReplyUsage>> usage)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
+                 const absl::Status& status, CallFailure failure) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, bool reused,
             absl::StatusOr<protocol::InferenceResponse> decoded) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A language model's 200: `usage` read from its body before the lock was taken.
   void OnGenerated(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, std::string body,
                    absl::StatusOr<protocol::ReplyUsage> usage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A streamed call's 200 ended: its events were all handed on, or it failed.
+  void OnStreamEnd(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The request line's target and the body of `attempt` of `call`.
   std::string TargetFor(const Call& call, Attempt& attempt, const EndpointSlot& slot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -74,10 +74,12 @@ class ConnectionImpl final : public UpstreamConnection,
   }
 
   void Call(std::shared_ptr<const UpstreamRequest> request, Clock::time_point deadline,
-            int64_t max_body_bytes, ReplyCallback done) override {
+            int64_t max_body_bytes, ReplyCallback done, std::shared_ptr<BodySink> stream) override {
     ++calls_;
     request_ = std::move(request);
     done_ = std::move(done);
+    stream_sink_ = std::move(stream);
+    awaiting_sink_ = false;
     max_body_bytes_ = max_body_bytes;
     interim_replies_ = 0;
     write_error_ = {};
@@ -138,6 +140,17 @@ class ConnectionImpl final : public UpstreamConnection,
     timer_.cancel();
     socket().shutdown(tcp::socket::shutdown_both, ignored);
     socket().close(ignored);
+    if (awaiting_sink_) {
+      // No read is in progress to fail: the call ends here (on the loop, after this returns).
+      awaiting_sink_ = false;
+      asio::post(socket().get_executor(), [self = this->shared_from_this(), call = calls_] {
+        if (call == self->calls_ && self->done_) {
+          self->End(absl::UnavailableError(self->timed_out_ ? "no reply before the deadline"
+                                                            : "the connection was closed"),
+                    self->timed_out_ ? CallFailure::kDeadline : CallFailure::kDuringReply);
+        }
+      });
+    }
   }
 
  private:
@@ -184,6 +197,7 @@ class ConnectionImpl final : public UpstreamConnection,
         length && *length > uint64_t(max_body_bytes_)) {
       return Fail(http::error::body_limit, CallFailure::kDuringReply);
     }
+    if (stream_sink_ && parser_->status() == 200) return ReadStreamed();
     http::async_read(
         stream_, buffer_, *parser_,
         [self = this->shared_from_this()](error_code ec, size_t) { self->OnRead(ec); });
@@ -222,6 +236,39 @@ class ConnectionImpl final : public UpstreamConnection,
     End(std::move(reply), CallFailure::kNone);
   }
 
+  // A streamed reply's body: what each read brings goes to the sink, and the next read waits for
+  // it to be taken.
+  void ReadStreamed() {
+    http::async_read_some(
+        stream_, buffer_, *parser_,
+        [self = this->shared_from_this()](error_code ec, size_t) { self->OnStreamed(ec); });
+  }
+
+  void OnStreamed(const error_code& ec) {
+    if (ec) return OnRead(ec);
+    if (parser_->body().size() > size_t(max_body_bytes_)) {
+      return Fail(http::error::body_limit, CallFailure::kDuringReply);
+    }
+    std::string piece = std::move(parser_->body());
+    parser_->body().clear();
+    const bool done = parser_->is_done();
+    if (piece.empty()) return done ? OnRead(ec) : ReadStreamed();
+    awaiting_sink_ = true;
+    stream_sink_->OnBody(
+        std::move(piece), [self = this->shared_from_this(), call = calls_, done](bool go_on) {
+          asio::post(self->socket().get_executor(), [self, call, done, go_on] {
+            if (call != self->calls_ || !self->done_ || !self->awaiting_sink_) return;
+            self->awaiting_sink_ = false;
+            if (!go_on) {
+              return self->Fail(asio::error::operation_aborted, CallFailure::kDuringReply,
+                                "the stream was stopped");
+            }
+            if (done) return self->OnRead(error_code{});
+            self->ReadStreamed();
+          });
+        });
+  }
+
   void Fail(const error_code& ec, CallFailure failure, std::string_view why = {}) {
     Close();
     End(absl::UnavailableError(timed_out_     ? std::string("no reply before the deadline")
@@ -234,6 +281,8 @@ class ConnectionImpl final : public UpstreamConnection,
     if (open_) timer_.cancel();
     parser_.reset();
     request_.reset();
+    stream_sink_.reset();
+    awaiting_sink_ = false;
     std::move(std::exchange(done_, nullptr))(std::move(reply), failure);
   }
 
@@ -249,6 +298,8 @@ class ConnectionImpl final : public UpstreamConnection,
   std::optional<ReplyParser> parser_;
   std::shared_ptr<const UpstreamRequest> request_;
   ReplyCallback done_;
+  std::shared_ptr<BodySink> stream_sink_;
+  bool awaiting_sink_ = false;  // a streamed piece is with the sink: no read is in progress
   bool open_ = true;
 };
 

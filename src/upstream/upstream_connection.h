@@ -58,6 +58,17 @@ struct UpstreamReply {
   bool shed_for_deadline = false;        // X-Pillar-Shed: deadline (runtime/admission.h)
 };
 
+// Takes a streamed reply's body (the body of a 200 to a call given a sink) as it arrives: each
+// piece once, in order, on the connection's loop. The connection reads on only once `more(true)`
+// runs (on any thread: it hops to the connection's loop); more(false) stops the call (its
+// callback gets an error, the connection closes). So a reply is held one piece at a time, at the
+// pace of whoever takes it.
+class BodySink {
+ public:
+  virtual ~BodySink() = default;
+  virtual void OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) = 0;
+};
+
 // How a call failed, for the caller's choice of retrying: a stale kept-alive connection that
 // the upstream had closed fails before any reply byte, which is safe to send again at once; one
 // found stale before the request was written (kNotSent) is safe to send again for any model.
@@ -71,9 +82,11 @@ class UpstreamConnection {
   // Writes `request` and reads the reply. The connection stays open for another call only when
   // this one succeeded and both sides keep it alive; open() says so afterwards. On a connection
   // that carried a call before, Idle() is checked first: one that is not idle fails the call
-  // with kNotSent, having written nothing.
+  // with kNotSent, having written nothing. With `stream`, the body of a 200 goes to it as it
+  // arrives (the reply's `body` is then empty); any other reply is read whole.
   virtual void Call(std::shared_ptr<const UpstreamRequest> request, Clock::time_point deadline,
-                    int64_t max_body_bytes, ReplyCallback done) = 0;
+                    int64_t max_body_bytes, ReplyCallback done,
+                    std::shared_ptr<BodySink> stream) = 0;
   virtual bool open() const = 0;
   // Whether an idle connection may carry the next call: open, with nothing waiting to be read,
   // on the socket or, for TLS, already taken off it by OpenSSL (closes it otherwise).

@@ -54,6 +54,8 @@ class LlmTest : public ::testing::Test {
     WriteVersion(up_store, "lite", SimulatedLlm("", 3));
     WriteVersion(up_store, "broken", SimulatedLlm("error_rate = 1.0\n"));
     WriteVersion(up_store, "throttled", SimulatedLlm("throttle_rate = 1.0\nretry_after_s = 2\n"));
+    WriteVersion(up_store, "cut", SimulatedLlm("stream_cut_rate = 1.0\n"));
+    WriteVersion(up_store, "garbled", SimulatedLlm("malformed_chunk_rate = 1.0\n"));
     upstream_->SetStore(up_store);
     const std::string token = upstream_->CreateKey("gateway");
     upstream_key_ = token;
@@ -71,6 +73,19 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "assistant-lite", OpenAi(up, "lite", c));
     WriteVersion(store, "primary", OpenAi(up, "broken", c, "fallback = [\"assistant-lite\"]\n"));
     WriteVersion(store, "busy", OpenAi(up, "throttled", c));
+    WriteVersion(store, "cutter", OpenAi(up, "cut", c));
+    WriteVersion(store, "garbler", OpenAi(up, "garbled", c));
+    // The failing endpoint first; the good one (the same server, named another way) only once
+    // the first is out, which one failure does.
+    const std::string local = "http://localhost:" + std::to_string(upstream_->data_port());
+    WriteVersion(store, "failover",
+                 "platform = \"openai\"\n[access]\ntenant = \"demo\"\n[remote]\n"
+                 "consecutive_failures = 1\nmax_ejection_percent = 100\n"
+                 "endpoints = [{ url = \"" +
+                     up + "\", model = \"broken\" }, { url = \"" + local +
+                     "\", model = \"chat\", priority = 2 }]\n"
+                     "credentials_file = \"" +
+                     c + "\"\n");
     testing::WriteSimulatedVersion(store, "tensors", "latency_ms = 0\n");
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
@@ -236,6 +251,58 @@ TEST_F(LlmTest, ASimulatedModelStreamsItsAnswerTokenByToken) {
     streamed += events[i].substr(at, events[i].find('"', at) - at);
   }
   EXPECT_EQ(std::count(streamed.begin(), streamed.end(), ' '), 7) << streamed;
+}
+
+constexpr char kStreamedChat[] =
+    R"({"model":"assistant","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+
+TEST_F(LlmTest, AStreamCrossesTheGatewayChunkByChunk) {
+  HttpReply r = Post("/v1/chat/completions", kStreamedChat);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("content-type"), "text/event-stream");
+  std::vector<std::string> events = Events(r.body);
+  ASSERT_EQ(events.size(), 10u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  // pillar asked the upstream for the usage, and the client did not: it is not passed on.
+  EXPECT_EQ(r.body.find("usage"), std::string::npos) << r.body;
+  std::string asked = kStreamedChat;
+  asked.insert(1, R"("stream_options":{"include_usage":true},)");
+  r = Post("/v1/chat/completions", asked);
+  ASSERT_EQ(r.status, 200) << r.body;
+  events = Events(r.body);
+  ASSERT_EQ(events.size(), 11u) << r.body;
+  EXPECT_NE(events[9].find(R"("usage":{"prompt_tokens":8,"completion_tokens":8)"),
+            std::string::npos)
+      << events[9];
+}
+
+TEST_F(LlmTest, AStreamCutAfterItBeganEndsWithAnErrorEventNotAHang) {
+  for (const char* model : {"cutter", "garbler"}) {
+    std::string body = kStreamedChat;
+    body.replace(body.find("assistant"), 9, model);
+    HttpReply r = Post("/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << model << ": " << r.body;  // the head went with the first token
+    const std::vector<std::string> events = Events(r.body);
+    ASSERT_GE(events.size(), 2u) << r.body;
+    EXPECT_NE(events.back().find(R"({"error":{"message":)"), std::string::npos)
+        << model << ": " << r.body;
+    EXPECT_EQ(r.body.find("[DONE]"), std::string::npos) << r.body;
+    EXPECT_NE(events.back().find("upstream http://127.0.0.1:"), std::string::npos) << r.body;
+  }
+  // The connection to the gateway is still good for the next call.
+  EXPECT_EQ(Post("/v1/chat/completions", kChat).status, 200);
+}
+
+TEST_F(LlmTest, AStreamFailsOverBeforeItsFirstByte) {
+  std::string body = kStreamedChat;
+  body.replace(body.find("assistant"), 9, "failover");
+  for (int i = 0; i < 3; ++i) {
+    HttpReply r = Post("/v1/chat/completions", body);
+    ASSERT_EQ(r.status, 200) << r.body;
+    const std::vector<std::string> events = Events(r.body);
+    ASSERT_EQ(events.size(), 10u) << r.body;
+    EXPECT_EQ(events.back(), "[DONE]");
+  }
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+// RemoteRunner: a streamed answer relayed from an upstream to the client (remote_state.h says
+// how the files divide).
+#include <boost/asio/post.hpp>
+
+#include "common/strings.h"
+#include "upstream/remote_state.h"
+
+namespace pillar::upstream {
+
+void StreamRelay::OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) {
+  if (cancelled_ || !error_.empty()) return std::move(more)(false);
+  absl::Status read = reader_.Feed(piece, [this](const protocol::SseEvent& event) { Take(event); });
+  if (!read.ok() && error_.empty()) error_ = StrCat("the stream's framing: ", read.message());
+  if (!error_.empty()) return std::move(more)(false);
+  Forward(std::move(more));
+}
+
+// One event of the upstream's stream, checked and queued for the client.
+void StreamRelay::Take(const protocol::SseEvent& event) {
+  if (!error_.empty()) return;
+  if (done_) {
+    error_ = "the stream went on after [DONE]";
+    return;
+  }
+  if (event.data == "[DONE]") {
+    done_ = true;
+    queue_.emplace_back(runtime::EventKind::kDone, std::string(protocol::kDoneEvent));
+    return;
+  }
+  absl::StatusOr<protocol::StreamChunk> chunk = protocol::CheckStreamChunk(event.data);
+  if (!chunk.ok()) {
+    error_ = std::string(chunk.status().message());
+    return;
+  }
+  if (chunk->usage) usage_ = *chunk->usage;
+  queue_.emplace_back(chunk->usage_only ? runtime::EventKind::kUsage : runtime::EventKind::kChunk,
+                      StrCat("data: ", event.data, "\n\n"));
+}
+
+// Hands the queued events on one at a time; once the client took the last, the connection
+// reads on.
+void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
+  if (queue_.empty()) return std::move(more)(true);
+  auto [kind, event] = std::move(queue_.front());
+  queue_.pop_front();
+  call_->committed.store(true);
+  call_->events->Event(kind, std::move(event),
+                       [self = shared_from_this(), more = std::move(more)](bool taken) mutable {
+                         // On the call's lane, where the relay and its connection live.
+                         asio::post(self->lane_, [self, more = std::move(more), taken]() mutable {
+                           if (!taken) {
+                             self->cancelled_ = true;
+                             return std::move(more)(false);
+                           }
+                           self->Forward(std::move(more));
+                         });
+                       });
+}
+
+// A streamed call whose 200 came to its end: whole, with [DONE], or cut short by the upstream.
+void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
+                                      std::shared_ptr<Attempt> attempt) {
+  const StreamRelay& relay = *attempt->relay;
+  if (!relay.error().empty() || !relay.done()) {
+    Record(*attempt, {.kind = AttemptOutcome::kBadReply,
+                      .status = 200,
+                      .retry_after_s = 0,
+                      .cut_by_caller = false});
+    Failed(*call, *attempt,
+           relay.error().empty() ? "the stream ended before [DONE]" : relay.error(), false);
+    return AttemptFailed(std::move(call), attempt);
+  }
+  Record(*attempt,
+         {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
+  std::erase(call->live, attempt);
+  runtime::InferResult result;
+  result.usage = relay.usage();
+  result.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
+  Complete(*call, std::move(result));
+}
+
+}  // namespace pillar::upstream
