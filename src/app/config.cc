@@ -15,8 +15,8 @@ namespace {
 // Every top-level key names a known section (a table, or [[mtls_client]]'s array of tables).
 [[nodiscard]] absl::Status CheckSections(const toml::table& root, std::string_view source) {
   static const std::set<std::string, std::less<>> kSections = {
-      "server",  "data",   "admin",   "limits", "repository", "state",    "logging",
-      "runtime", "policy", "limiter", "jwt",    "audit",      "upstream", "jobs"};
+      "server", "data",    "admin", "limits", "repository", "state", "logging", "runtime",
+      "policy", "limiter", "jwt",   "audit",  "upstream",   "jobs",  "guard"};
   for (const auto& [key, value] : root) {
     if (key.str() == "mtls_client") {
       if (!value.is_array_of_tables()) {
@@ -87,6 +87,11 @@ namespace {
   PILLAR_ASSIGN_OR_RETURN(config.jobs, jobs::ReadJobsSection(root, source));
   PILLAR_ASSIGN_OR_RETURN(config.certificate_clients,
                           identity::ReadCertificateClients(root, source));
+  if (const toml::node* guard = root.get("guard"); guard != nullptr) {
+    PILLAR_ASSIGN_OR_RETURN(guard::GuardConfig parsed,
+                            guard::ParseGuardConfig(guard->as_table(), source, base));
+    config.guard = std::make_shared<const guard::GuardConfig>(std::move(parsed));
+  }
   return config;
 }
 

@@ -9,12 +9,14 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "audit/audit_config.h"
+#include "guard/guard_config.h"
 #include "http/listener_config.h"
 #include "http/server.h"
 #include "identity/identity_config.h"
@@ -55,6 +57,8 @@ struct Config {
   std::optional<identity::JwtOptions> jwt;  // [jwt]; nullopt: tokens are not accepted
   audit::AuditConfig audit;                 // [audit]
   jobs::JobOptions jobs;                    // [jobs]
+  // [guard]: content safety for language models' calls; null without the section.
+  std::shared_ptr<const guard::GuardConfig> guard;
   std::map<std::string, identity::CertificateClient> certificate_clients;  // [[mtls_client]]
 };
 

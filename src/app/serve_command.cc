@@ -326,7 +326,8 @@ int RunServe(const ServeOptions& options) {
                                                .limiter = *limiters->primary,
                                                .fallback_limiter = limiters->fallback.get(),
                                                .handlers = MakeOperationHandlers(catalog, metrics),
-                                               .jobs = &job_queue}),
+                                               .jobs = &job_queue,
+                                               .guard = config->guard}),
                         &metrics);
   job_queue.Attach(chain);
   RequestHandler handler(chain, Readiness(catalog, config->strict_readiness), &access_log);

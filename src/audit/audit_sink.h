@@ -20,8 +20,16 @@ namespace pillar::audit {
 // kModel: what the server serves (a version loaded, unloaded, withdrawn because its files no
 // longer verify, an alias moved); kKey: API key changes; kPolicy: a policy file taken into
 // service or refused.
-enum class EventKind : uint8_t { kAuthentication, kAuthorization, kLimit, kModel, kKey, kPolicy };
-inline constexpr int kEventKinds = 6;
+enum class EventKind : uint8_t {
+  kAuthentication,
+  kAuthorization,
+  kLimit,
+  kModel,
+  kKey,
+  kPolicy,
+  kContent,  // the content guard's findings in a call (types and offsets, never the text)
+};
+inline constexpr int kEventKinds = 7;
 
 std::string_view EventKindName(EventKind kind);
 // "allow"/"deny" for decisions (authentication, authorization, limit); "ok"/"failed" for

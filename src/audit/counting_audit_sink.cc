@@ -16,6 +16,8 @@ std::string_view EventKindName(EventKind kind) {
       return "key";
     case EventKind::kPolicy:
       return "policy";
+    case EventKind::kContent:
+      return "content";
   }
   return "unknown";
 }
@@ -25,6 +27,7 @@ std::string_view DecisionName(EventKind kind, bool allowed) {
     case EventKind::kAuthentication:
     case EventKind::kAuthorization:
     case EventKind::kLimit:
+    case EventKind::kContent:
       return allowed ? "allow" : "deny";
     case EventKind::kModel:
     case EventKind::kKey:

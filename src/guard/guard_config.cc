@@ -51,19 +51,92 @@ double GuardConfig::LowestScore() const {
   return lowest;
 }
 
+const GuardConfig& GuardConfig::For(std::string_view model, std::string_view tenant) const {
+  if (auto it = models.find(model); it != models.end()) return *it->second;
+  if (auto it = tenants.find(tenant); it != tenants.end()) return *it->second;
+  return *this;
+}
+
+namespace {
+
+// [guard.entities.TYPE]: one type's rule over the table's.
+[[nodiscard]] absl::Status ReadEntities(const toml::table* guard, std::string_view source,
+                                        GuardConfig& config) {
+  const toml::node* node = guard == nullptr ? nullptr : guard->get("entities");
+  if (node == nullptr) return absl::OkStatus();
+  const toml::table* entities = node->as_table();
+  if (entities == nullptr) {
+    return absl::InvalidArgumentError(StrCat(source, ": [guard] entities must be a table"));
+  }
+  for (const auto& [name, value] : *entities) {
+    const std::optional<EntityType> type = ParseEntityName(name.str());
+    if (!type) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [guard.entities] unknown type '", name.str(), "' (see docs/guard.md)"));
+    }
+    TomlSection entity(value.as_table(), StrCat("guard.entities.", name.str()), source);
+    if (value.as_table() == nullptr) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [guard.entities] ", name.str(), " must be a table"));
+    }
+    PILLAR_RETURN_IF_ERROR(ReadRule(entity, config.rule(*type)));
+    PILLAR_RETURN_IF_ERROR(entity.CheckNoUnknownKeys());
+  }
+  return absl::OkStatus();
+}
+
+// [guard.models] or [guard.tenants]: a table of tables, each parsed over `parent`.
+[[nodiscard]] absl::Status ReadOverrides(
+    const toml::table* guard, std::string_view key, std::string_view source,
+    const std::string& base, const GuardConfig& parent,
+    std::map<std::string, std::shared_ptr<const GuardConfig>, std::less<>>& out) {
+  const toml::node* node = guard == nullptr ? nullptr : guard->get(key);
+  if (node == nullptr) return absl::OkStatus();
+  if (node->as_table() == nullptr) {
+    return absl::InvalidArgumentError(StrCat(source, ": [guard] ", key, " must be a table"));
+  }
+  for (const auto& [name, value] : *node->as_table()) {
+    if (value.as_table() == nullptr || value.as_table()->contains("models") ||
+        value.as_table()->contains("tenants")) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [guard.", key, ".", name.str(), "] must be a table of guard settings"));
+    }
+    PILLAR_ASSIGN_OR_RETURN(GuardConfig one,
+                            ParseGuardConfig(value.as_table(), source, base, &parent));
+    out[std::string(name.str())] = std::make_shared<const GuardConfig>(std::move(one));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 [[nodiscard]] absl::StatusOr<GuardConfig> ParseGuardConfig(const toml::table* guard,
                                                            std::string_view source,
-                                                           const std::string& base) {
+                                                           const std::string& base,
+                                                           const GuardConfig* inherited) {
   GuardConfig config;
+  if (inherited != nullptr) {
+    config.rules = inherited->rules;
+    config.hash_key = inherited->hash_key;
+    config.prompts = inherited->prompts;
+    config.answers = inherited->answers;
+    config.hold_back_bytes = inherited->hold_back_bytes;
+  }
   TomlSection section(guard, "guard", source);
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("prompts", config.prompts));
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("answers", config.answers));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("hold_back_bytes", config.hold_back_bytes, 0, 1 << 16));
   // The table's own keys are every type's defaults; [guard.entities.TYPE] overrides them.
   EntityRule defaults;
   const bool action_set = section.Contains("action");
+  const bool redaction_set = section.Contains("redaction");
+  const bool score_set = section.Contains("min_score");
   PILLAR_RETURN_IF_ERROR(ReadRule(section, defaults));
   for (EntityType type : kAllEntityTypes) {
-    const Action keep = config.rule(type).action;
-    config.rule(type) = defaults;
-    if (!action_set) config.rule(type).action = keep;
+    EntityRule& rule = config.rule(type);
+    if (action_set) rule.action = defaults.action;
+    if (redaction_set) rule.redaction = defaults.redaction;
+    if (score_set) rule.min_score = defaults.min_score;
   }
   std::string key_file;
   PILLAR_RETURN_IF_ERROR(section.ReadPath("hash_key_file", key_file, base));
@@ -80,27 +153,12 @@ double GuardConfig::LowestScore() const {
     config.hash_key = std::move(key);
   }
   section.Allow("entities");
-  if (guard != nullptr) {
-    if (const toml::node* node = guard->get("entities"); node != nullptr) {
-      const toml::table* entities = node->as_table();
-      if (entities == nullptr) {
-        return absl::InvalidArgumentError(StrCat(source, ": [guard] entities must be a table"));
-      }
-      for (const auto& [name, value] : *entities) {
-        const std::optional<EntityType> type = ParseEntityName(name.str());
-        if (!type) {
-          return absl::InvalidArgumentError(StrCat(source, ": [guard.entities] unknown type '",
-                                                   name.str(), "' (see docs/guard.md)"));
-        }
-        TomlSection entity(value.as_table(), StrCat("guard.entities.", name.str()), source);
-        if (value.as_table() == nullptr) {
-          return absl::InvalidArgumentError(
-              StrCat(source, ": [guard.entities] ", name.str(), " must be a table"));
-        }
-        PILLAR_RETURN_IF_ERROR(ReadRule(entity, config.rule(*type)));
-        PILLAR_RETURN_IF_ERROR(entity.CheckNoUnknownKeys());
-      }
-    }
+  PILLAR_RETURN_IF_ERROR(ReadEntities(guard, source, config));
+  if (inherited == nullptr) {  // after this table's own rules, which the overrides start from
+    section.Allow("models");
+    section.Allow("tenants");
+    PILLAR_RETURN_IF_ERROR(ReadOverrides(guard, "models", source, base, config, config.models));
+    PILLAR_RETURN_IF_ERROR(ReadOverrides(guard, "tenants", source, base, config, config.tenants));
   }
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
   return config;

@@ -17,6 +17,8 @@
 #include <toml++/toml.h>
 
 #include <array>
+#include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -39,6 +41,16 @@ struct EntityRule {
 
 struct GuardConfig {
   std::array<EntityRule, kAllEntityTypes.size()> rules;
+  // Serving (pillar serve's [guard]): whether a language model's prompts and answers are
+  // screened, and what a streamed answer holds back so that a value split across chunks is
+  // seen whole (guard/screen.h ScreenPrefix).
+  bool prompts = true;
+  bool answers = true;
+  int64_t hold_back_bytes = 128;
+  // [guard.models.NAME] and [guard.tenants.NAME]: the same keys, over this table's, for one
+  // model or one tenant's principals (a model's table first, then a tenant's).
+  std::map<std::string, std::shared_ptr<const GuardConfig>, std::less<>> models;
+  std::map<std::string, std::shared_ptr<const GuardConfig>, std::less<>> tenants;
   // The key of "hash" redactions: the same value hashes the same within one key, so redacted
   // texts can still be joined on it, and without the key the hash cannot be reversed by trying
   // every phone number.
@@ -50,12 +62,16 @@ struct GuardConfig {
   // The lowest min_score of any type: what the recognizers must report. Findings are resolved
   // (overlaps, context) before actions are applied, so an allowed type is found like the rest.
   double LowestScore() const;
+  // The configuration for a call to `model` by a principal of `tenant`.
+  const GuardConfig& For(std::string_view model, std::string_view tenant) const;
 };
 
 // `guard` is the [guard] table (absent: the defaults); `base` resolves a relative key file.
+// `inherited`: the values a [guard.models.NAME] or [guard.tenants.NAME] table starts from.
 [[nodiscard]] absl::StatusOr<GuardConfig> ParseGuardConfig(const toml::table* guard,
                                                            std::string_view source,
-                                                           const std::string& base);
+                                                           const std::string& base,
+                                                           const GuardConfig* inherited = nullptr);
 // Reads the [guard] table of the TOML file at `path` (a pillar.toml, or a file of its own).
 [[nodiscard]] absl::StatusOr<GuardConfig> LoadGuardConfig(const std::string& path);
 

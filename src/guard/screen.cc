@@ -76,4 +76,43 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config) {
   return result;
 }
 
+PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
+                          bool final) {
+  const ScreenResult whole = Screen(text, config);
+  size_t release = final ? text.size() : text.size() - std::min(hold_back, text.size());
+  // A finding that reaches past the release point is held back whole (and the ones after it).
+  for (const ScreenedFinding& f : whole.findings) {
+    if (f.finding.begin < release && f.finding.end > release) release = f.finding.begin;
+  }
+  // Nor is a UTF-8 character cut in two: continuation bytes stay with their lead byte.
+  while (release > 0 && release < text.size() &&
+         (static_cast<unsigned char>(text[release]) & 0xC0) == 0x80) {
+    --release;
+  }
+  PrefixResult result;
+  result.consumed = release;
+  size_t copied = 0;
+  for (const ScreenedFinding& f : whole.findings) {
+    if (f.finding.end > release) break;
+    result.findings.push_back(f);
+    if (f.action == Action::kBlock && !result.blocked) {
+      result.blocked = true;
+      result.block_reason =
+          StrCat(EntityName(f.finding.type), " at bytes ", f.finding.begin, "-", f.finding.end);
+    }
+    if (f.action != Action::kRedact) continue;
+    const EntityRule& rule = config.rule(f.finding.type);
+    result.released.append(text.substr(copied, f.finding.begin - copied));
+    result.released.append(Redacted(text.substr(f.finding.begin, f.finding.end - f.finding.begin),
+                                    f.finding.type, rule.redaction, config.hash_key));
+    copied = f.finding.end;
+  }
+  if (result.blocked) {
+    result.released.clear();
+  } else {
+    result.released.append(text.substr(copied, release - copied));
+  }
+  return result;
+}
+
 }  // namespace pillar::guard

@@ -30,6 +30,21 @@ struct ScreenResult {
 
 ScreenResult Screen(std::string_view text, const GuardConfig& config);
 
+// A stream's text screened as it arrives: the part that may go out now and how many bytes of
+// `text` it stands for. The last `hold_back` bytes are kept back (and any finding that reaches
+// into them, and a UTF-8 character cut in two), so that a value split across two chunks is
+// still seen whole; `final` releases everything. The caller keeps text[consumed:] and appends
+// the next chunk to it.
+struct PrefixResult {
+  std::string released;  // redacted; empty when blocked
+  size_t consumed = 0;
+  std::vector<ScreenedFinding> findings;  // those in the released part
+  bool blocked = false;
+  std::string block_reason;
+};
+PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
+                          bool final);
+
 // What replaces `value` (a finding of `type`) under `redaction`: "<EMAIL_ADDRESS>"; every letter
 // and digit masked with '*' (a card keeps its last four digits); or "<EMAIL_ADDRESS:" and 16 hex
 // characters of HMAC-SHA256(key, value) ">".

@@ -44,11 +44,12 @@ namespace pillar::models {
   PILLAR_RETURN_IF_ERROR(section.ReadDouble("stream_cut_rate", out.stream_cut_rate, 0, 1));
   PILLAR_RETURN_IF_ERROR(
       section.ReadDouble("malformed_chunk_rate", out.malformed_chunk_rate, 0, 1));
+  PILLAR_RETURN_IF_ERROR(section.ReadBool("echo", out.echo));
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
   if (out.api == SimulatedApi::kInference) {
-    for (std::string_view key :
-         {"time_to_first_token_ms", "tokens_per_second", "completion_tokens",
-          "embedding_dimensions", "max_concurrency", "stream_cut_rate", "malformed_chunk_rate"}) {
+    for (std::string_view key : {"time_to_first_token_ms", "tokens_per_second", "completion_tokens",
+                                 "embedding_dimensions", "max_concurrency", "stream_cut_rate",
+                                 "malformed_chunk_rate", "echo"}) {
       if (section.Contains(key)) {
         return absl::InvalidArgumentError(
             StrCat(source, ": [simulated] ", key, " is only for api = \"openai\""));

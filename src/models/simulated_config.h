@@ -60,6 +60,9 @@ struct SimulatedConfig {
   // JSON, drawn like the other faults.
   double stream_cut_rate = 0;
   double malformed_chunk_rate = 0;
+  // The answer repeats the last message (or prompt) word by word instead of drawn words: what a
+  // test of the content guard's answer screening sends its values through.
+  bool echo = false;
 };
 
 // Reads the [simulated] table of `root` (absent: all defaults) into `out`, with the strict errors

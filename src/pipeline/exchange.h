@@ -135,6 +135,15 @@ class Exchange {
   // chain's response half runs once the stream ends), the version whose events it carries, and
   // the bytes of events written.
   std::shared_ptr<http::ResponseSink> sink;
+  // Set by a stage that screens a streamed answer (the guard): wraps the sink the execute stage
+  // hands the runner, so that every event passes through it first.
+  absl::AnyInvocable<std::shared_ptr<runtime::EventSink>(std::shared_ptr<runtime::EventSink>)>
+      wrap_events;
+  // The guard's findings in this call ("prompt EMAIL_ADDRESS redact 12-29; ..."), types and
+  // offsets only, for its audit record; and why it withheld the answer, when it did.
+  std::string content_findings;
+  bool content_blocked = false;
+  absl::Status answer_blocked;
   bool streaming = false;
   const runtime::ModelVersion* streaming_from = nullptr;
   int64_t streamed_bytes = 0;

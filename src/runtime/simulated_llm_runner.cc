@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/event_loop.h"
 #include "common/strings.h"
+#include "protocol/openai_request.h"
 
 namespace pillar::runtime {
 
@@ -65,6 +66,35 @@ std::vector<float> UnitVector(uint64_t seed, int64_t dimensions) {
   return v;
 }
 
+// The last message's (or prompt's) text, for an echo: empty when the body has none.
+std::string LastText(const GenerateRequest& request) {
+  if (request.route == OpenAiRoute::kChatCompletions) {
+    absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(request.body, {});
+    if (chat.ok() && !chat->messages.empty()) return chat->messages.back().text;
+  } else if (request.route == OpenAiRoute::kCompletions) {
+    absl::StatusOr<protocol::CompletionRequest> completion =
+        protocol::ParseCompletionRequest(request.body, {});
+    if (completion.ok() && !completion->prompts.empty()) return completion->prompts.back();
+  }
+  return std::string();
+}
+
+// The words of `text` (runs of non-blanks), joined by single spaces, at most `limit` of them.
+std::string FirstWords(std::string_view text, int64_t limit, int64_t* count) {
+  std::string out;
+  *count = 0;
+  for (size_t at = 0; at < text.size() && *count < limit;) {
+    at = text.find_first_not_of(" \t\r\n", at);
+    if (at == std::string_view::npos) break;
+    const size_t end = std::min(text.find_first_of(" \t\r\n", at), text.size());
+    if (!out.empty()) out.push_back(' ');
+    out.append(text.substr(at, end - at));
+    ++*count;
+    at = end;
+  }
+  return out;
+}
+
 // What a call answers, and after how long.
 struct Outcome {
   absl::StatusOr<InferResult> result;
@@ -100,6 +130,8 @@ struct SimulatedLlmRunner::State : std::enable_shared_from_this<State> {
   // The answer to `request` and when it is due, drawn from the settings.
   Outcome Draw(const GenerateRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   InferResult Answer(const GenerateRequest& request) const;
+  // A chat or text completion's choices, usage and finish reason.
+  protocol::Completion Compose(const GenerateRequest& request) const;
   // Sets `call` up to stream `request`'s answer (the completion Answer() makes, in events).
   void PrepareStream(PendingCall& call, const GenerateRequest& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
@@ -146,11 +178,30 @@ Outcome SimulatedLlmRunner::State::Draw(const GenerateRequest& request) {
   return {std::move(answer), Millis(ms)};
 }
 
+protocol::Completion SimulatedLlmRunner::State::Compose(const GenerateRequest& request) const {
+  const uint64_t seed = StableHash(request.body, sim.seed);
+  int64_t tokens = std::min(request.max_tokens.value_or(INT64_MAX), sim.completion_tokens);
+  std::string echoed;
+  if (sim.echo) echoed = FirstWords(LastText(request), tokens, &tokens);
+  protocol::Completion completion;
+  completion.id = StrCat(request.route == OpenAiRoute::kChatCompletions ? "chatcmpl-" : "cmpl-",
+                         "sim", seed % 1'000'000'007);
+  completion.model = request.model;
+  completion.created = SystemClock().UnixMicros() / 1'000'000;
+  for (int64_t i = 0; i < request.n; ++i) {
+    completion.choices.push_back(sim.echo ? echoed : Words(seed + uint64_t(i) * 7919, tokens));
+  }
+  completion.finish_reason = tokens < sim.completion_tokens && !sim.echo ? "length" : "stop";
+  completion.usage = {.prompt_tokens = request.prompt_tokens,
+                      .completion_tokens = tokens * request.n};
+  return completion;
+}
+
 InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) const {
   InferResult result;
-  const uint64_t seed = StableHash(request.body, sim.seed);
   result.usage.prompt_tokens = request.prompt_tokens;
   if (request.route == OpenAiRoute::kEmbeddings) {
+    const uint64_t seed = StableHash(request.body, sim.seed);
     std::vector<std::vector<float>> vectors;
     for (int64_t i = 0; i < request.inputs; ++i) {
       vectors.push_back(UnitVector(seed + uint64_t(i), sim.embedding_dimensions));
@@ -158,18 +209,7 @@ InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) co
     result.body = protocol::EmbeddingsBody(request.model, vectors, result.usage);
     return result;
   }
-  const int64_t tokens = std::min(request.max_tokens.value_or(INT64_MAX), sim.completion_tokens);
-  protocol::Completion completion;
-  completion.id = StrCat(request.route == OpenAiRoute::kChatCompletions ? "chatcmpl-" : "cmpl-",
-                         "sim", seed % 1'000'000'007);
-  completion.model = request.model;
-  completion.created = SystemClock().UnixMicros() / 1'000'000;
-  for (int64_t i = 0; i < request.n; ++i) {
-    completion.choices.push_back(Words(seed + uint64_t(i) * 7919, tokens));
-  }
-  completion.finish_reason = tokens < sim.completion_tokens ? "length" : "stop";
-  completion.usage = {.prompt_tokens = request.prompt_tokens,
-                      .completion_tokens = tokens * request.n};
+  const protocol::Completion completion = Compose(request);
   result.usage = completion.usage;
   result.body = request.route == OpenAiRoute::kChatCompletions
                     ? protocol::ChatCompletionBody(completion)
@@ -178,20 +218,9 @@ InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) co
 }
 
 void SimulatedLlmRunner::State::PrepareStream(PendingCall& call, const GenerateRequest& request) {
-  InferResult answer = Answer(request);
   call.events = request.events;
   call.chat = request.route == OpenAiRoute::kChatCompletions;
-  call.completion.id = StrCat(call.chat ? "chatcmpl-" : "cmpl-", "sim",
-                              StableHash(request.body, sim.seed) % 1'000'000'007);
-  call.completion.model = request.model;
-  call.completion.created = SystemClock().UnixMicros() / 1'000'000;
-  call.completion.usage = answer.usage;
-  const int64_t tokens = answer.usage.completion_tokens / std::max<int64_t>(request.n, 1);
-  call.completion.finish_reason = tokens < sim.completion_tokens ? "length" : "stop";
-  const uint64_t seed = StableHash(request.body, sim.seed);
-  for (int64_t i = 0; i < request.n; ++i) {
-    call.completion.choices.push_back(Words(seed + uint64_t(i) * 7919, tokens));
-  }
+  call.completion = Compose(request);
   for (const std::string& text : call.completion.choices) {
     std::vector<std::string_view> words;
     for (size_t at = 0; at < text.size();) {
@@ -201,6 +230,7 @@ void SimulatedLlmRunner::State::PrepareStream(PendingCall& call, const GenerateR
     }
     call.words.push_back(std::move(words));
   }
+  const int64_t tokens = call.words.empty() ? 0 : int64_t(call.words[0].size());
   call.interval = Millis(1e3 / sim.tokens_per_second);
   // The stream's own faults, drawn after the call's outcome: a cut, or a chunk that is not JSON,
   // half way through.

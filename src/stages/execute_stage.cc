@@ -90,6 +90,7 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
         return pipeline::StageResult::kStop;
       }
       request.events = std::make_shared<ExchangeEvents>(ex, request.include_usage);
+      if (ex.wrap_events) request.events = ex.wrap_events(std::move(request.events));
     }
     request.deadline_ns = deadline_ns;
     request.priority = *priority;
@@ -124,7 +125,13 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
         ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
                  primary_error = std::move(primary_error), result = std::move(result)]() mutable {
           if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
+          // The guard stopped the answer: that, not the stop it caused, is what the client hears.
+          if (!ex.answer_blocked.ok()) result = ex.answer_blocked;
           if (ex.streaming) return EndStreamWithError(ex, result.status());
+          if (!ex.answer_blocked.ok()) {
+            ex.Fail(ex.answer_blocked);
+            return ex.chain().Resume(ex, pipeline::StageResult::kStop);
+          }
           absl::Status error = primary_error.ok() ? result.status() : primary_error;
           if (spare && (!primary_error.ok() || FallsBack(ex, result.status()))) {
             if (const runtime::ModelVersion* other = NextFallback(ex, next)) {

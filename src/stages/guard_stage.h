@@ -1,18 +1,48 @@
-// Stage: guard. Input guards run on the request half and output guards on the response half
-// (R-SEC-10/11: PII redaction, rules, output limiting). They arrive in a later issue; the stage
-// is in the chain and timed so that they slot in without changing the request path.
+// Stage: guard. Content safety for the calls to language models (guard/, docs/guard.md), in both
+// directions, as [guard] configures it per model and tenant:
+// - the prompt (each message's text, each prompt or input) is screened before the call: a
+//   block answers 400 naming the entity type and where it is, never the value; redactions
+//   rewrite the body the model gets;
+// - the answer is screened after it: a block withholds it (403); redactions rewrite it. A
+//   streamed answer is screened chunk by chunk, holding back the last hold_back_bytes of each
+//   choice's text (and any finding that reaches into them) so that a value split across chunks
+//   is seen whole; a block ends the stream with an error event.
+// Every finding is counted (pillar_guard_findings_total{direction,type,action}) and every call
+// with one audited (kind "content"), with types and offsets, never the text.
 #pragma once
 
+#include <memory>
+
+#include "audit/audit_sink.h"
+#include "common/clock.h"
+#include "guard/guard_config.h"
+#include "guard/screen.h"
+#include "monitor/metrics.h"
 #include "pipeline/stage.h"
 
 namespace pillar::stages {
 
 class GuardStage final : public pipeline::Stage {
  public:
+  // `config` null: nothing is screened (no [guard] section).
+  GuardStage(std::shared_ptr<const guard::GuardConfig> config, audit::AuditSink* audit,
+             monitor::MetricsRegistry* metrics, const Clock& clock);
   std::string_view name() const override { return "guard"; }
-  pipeline::StageResult OnRequest(pipeline::Exchange&) override {
-    return pipeline::StageResult::kContinue;
-  }
+  pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
+  void OnResponse(pipeline::Exchange& ex) override;
+
+  // Counts `findings` of one direction ("prompt", "answer") and notes them for the call's
+  // audit record.
+  void Note(pipeline::Exchange& ex, std::string_view direction,
+            const std::vector<guard::ScreenedFinding>& findings) const;
+
+ private:
+  void ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+
+  std::shared_ptr<const guard::GuardConfig> config_;
+  audit::AuditSink* audit_;
+  monitor::Family<monitor::Counter>* findings_ = nullptr;
+  const Clock& clock_;
 };
 
 }  // namespace pillar::stages

@@ -36,8 +36,10 @@ std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts) {
   // Prefer: respond-async: the request, checked and charged, is stored as a job and answered
   // 202; the job queue runs it through this chain later. Also answers GET /v2/jobs/{id}.
   chain.push_back(std::make_unique<JobStage>(parts.jobs, parts.audit, parts.clock));
-  // Content checks on what goes in and comes out (pass-through today).
-  chain.push_back(std::make_unique<GuardStage>());
+  // Content safety for language models: personal data and secrets in prompts and answers
+  // redacted or blocked as [guard] says (a stream screened chunk by chunk).
+  chain.push_back(std::make_unique<GuardStage>(std::move(parts.guard), &parts.audit, &parts.metrics,
+                                               parts.clock));
   // Runs the operation: inference (following the model's fallback chain when it cannot
   // answer), metadata, readiness, metrics, the admin plane.
   chain.push_back(std::make_unique<ExecuteStage>(

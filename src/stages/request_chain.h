@@ -13,6 +13,7 @@
 
 #include "audit/audit_sink.h"
 #include "common/clock.h"
+#include "guard/guard_config.h"
 #include "identity/authenticator.h"
 #include "jobs/job_queue.h"
 #include "limits/limiter.h"
@@ -43,6 +44,8 @@ struct ChainParts {
   Clock& clock = SystemClock();
   // Where Prefer: respond-async requests become jobs; null: they run synchronously.
   jobs::JobQueue* jobs = nullptr;
+  // [guard]: content safety for language models' calls; null: none.
+  std::shared_ptr<const guard::GuardConfig> guard;
 };
 
 std::vector<std::unique_ptr<pipeline::Stage>> RequestStages(ChainParts parts);

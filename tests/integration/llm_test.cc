@@ -55,6 +55,7 @@ class LlmTest : public ::testing::Test {
     WriteVersion(up_store, "broken", SimulatedLlm("error_rate = 1.0\n"));
     WriteVersion(up_store, "throttled", SimulatedLlm("throttle_rate = 1.0\nretry_after_s = 2\n"));
     WriteVersion(up_store, "cut", SimulatedLlm("stream_cut_rate = 1.0\n"));
+    WriteVersion(up_store, "echo", SimulatedLlm("echo = true\n", 64));
     WriteVersion(up_store, "garbled", SimulatedLlm("malformed_chunk_rate = 1.0\n"));
     upstream_->SetStore(up_store);
     const std::string token = upstream_->CreateKey("gateway");
@@ -87,6 +88,13 @@ class LlmTest : public ::testing::Test {
                      "credentials_file = \"" +
                      c + "\"\n");
     testing::WriteSimulatedVersion(store, "tensors", "latency_ms = 0\n");
+    WriteVersion(store, "echo", OpenAi(up, "echo", c));
+    WriteVersion(store, "echo-open", OpenAi(up, "echo", c));
+    // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
+    // blocked; echo-open lets prompts through unscreened, so that its answers carry values.
+    gateway_->AddConfig(
+        "[guard]\nhold_back_bytes = 32\n[guard.entities.CREDIT_CARD]\naction = \"block\"\n"
+        "[guard.models.echo-open]\nprompts = false\n");
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     other_key_ = gateway_->CreateKey("other-tenant", {"--role", "user", "--tenant", "other"});
@@ -303,6 +311,83 @@ TEST_F(LlmTest, AStreamFailsOverBeforeItsFirstByte) {
     ASSERT_EQ(events.size(), 10u) << r.body;
     EXPECT_EQ(events.back(), "[DONE]");
   }
+}
+
+std::string Say(const std::string& model, const std::string& text, bool stream = false) {
+  return R"({"model":")" + model + R"(","stream":)" + (stream ? "true" : "false") +
+         R"(,"messages":[{"role":"user","content":")" + text + R"("}]})";
+}
+
+// The text of a streamed answer's chunks, joined.
+std::string StreamedText(const std::string& body) {
+  std::string text;
+  for (const std::string& event : Events(body)) {
+    const size_t at = event.find(R"("content":")");
+    if (at == std::string::npos) continue;
+    const size_t begin = at + 11;
+    text += event.substr(begin, event.find('"', begin) - begin);
+  }
+  return text;
+}
+
+TEST_F(LlmTest, ThePromptsPersonalDataIsRedactedBeforeTheModelSeesIt) {
+  HttpReply r = Post("/v1/chat/completions", Say("echo", "mail zq.unique@example.org now"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  // The echo says what the model was sent.
+  EXPECT_NE(r.body.find(R"("content":"mail <EMAIL_ADDRESS> now")"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("zq.unique"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, ABlockedPromptIs400NamingTheTypeAndPlaceNeverTheValue) {
+  HttpReply r = Post("/v1/chat/completions", Say("echo", "card 4111 1111 1111 1111 please"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD at bytes 5-24 of messages[0].content"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  // A secret is blocked by default.
+  r = Post("/v1/completions", R"({"model":"echo","prompt":"key AKIAIOSFODNN7EXAMPLE"})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("SECRET at bytes 4-24 of prompt"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, TheAnswerIsScreenedTooWholeOrStreamed) {
+  HttpReply r = Post("/v1/chat/completions", Say("echo-open", "call +1 415 555 2671 today"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("content":"call <PHONE_NUMBER> today")"), std::string::npos) << r.body;
+  // Streamed, the number comes a word per chunk: the hold-back sees it whole.
+  r = Post("/v1/chat/completions", Say("echo-open", "call +1 415 555 2671 today", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(StreamedText(r.body), "call <PHONE_NUMBER> today") << r.body;
+  EXPECT_EQ(r.body.find("2671"), std::string::npos) << r.body;
+  EXPECT_EQ(Events(r.body).back(), "[DONE]");
+}
+
+TEST_F(LlmTest, ABlockedAnswerIsWithheldAndAStreamEndsWithTheReason) {
+  HttpReply r = Post("/v1/chat/completions", Say("echo-open", "the key AKIAIOSFODNN7EXAMPLE ok"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("answer was blocked by the content guard: SECRET"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("echo-open", "the key AKIAIOSFODNN7EXAMPLE ok", true));
+  ASSERT_EQ(r.status, 200) << r.body;  // "the" went out before the key arrived
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("blocked by the content guard: SECRET"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.body.find("[DONE]"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, GuardDecisionsAreCountedAndAuditedWithoutTheText) {
+  ASSERT_EQ(Post("/v1/chat/completions", Say("echo", "write to zq.audit@example.org")).status, 200);
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  EXPECT_NE(
+      metrics.body.find(
+          R"(pillar_guard_findings_total{direction="prompt",type="EMAIL_ADDRESS",action="redact"})"),
+      std::string::npos);
+  std::ifstream in(gateway_->audit_log());
+  const std::string audit((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(audit.find(R"("kind":"content","decision":"allow")"), std::string::npos);
+  EXPECT_NE(audit.find("prompt EMAIL_ADDRESS redact"), std::string::npos);
+  EXPECT_EQ(audit.find("zq.audit"), std::string::npos);
 }
 
 }  // namespace

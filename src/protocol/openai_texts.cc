@@ -1,0 +1,209 @@
+#include "protocol/openai_texts.h"
+
+#include <simdjson.h>
+
+#include "common/json_writer.h"
+#include "common/strings.h"
+
+namespace pillar::protocol {
+namespace {
+
+using simdjson::dom::array;
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+using simdjson::dom::object;
+
+// Whether `path` is `pattern`, where '#' in the pattern stands for an array index.
+bool MatchPath(std::string_view path, std::string_view pattern) {
+  size_t p = 0;
+  for (size_t q = 0; q < pattern.size(); ++q) {
+    if (pattern[q] == '#') {
+      const size_t digits = p;
+      while (p < path.size() && path[p] >= '0' && path[p] <= '9') ++p;
+      if (p == digits) return false;
+      continue;
+    }
+    if (p >= path.size() || path[p] != pattern[q]) return false;
+    ++p;
+  }
+  return p == path.size();
+}
+
+using PathTest = bool (*)(std::string_view path);
+
+// Copies `e` to `out` minified, replacing the strings whose path passes `is_text` by `edit`.
+void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::string& out) {
+  switch (e.type()) {
+    case element_type::OBJECT: {
+      out.push_back('{');
+      bool first = true;
+      for (auto field : object(e)) {
+        if (!first) out.push_back(',');
+        first = false;
+        AppendJsonString(out, field.key);
+        out.push_back(':');
+        const size_t mark = path.size();
+        path.push_back('.');
+        path.append(field.key);
+        Copy(field.value, path, is_text, edit, out);
+        path.resize(mark);
+      }
+      out.push_back('}');
+      return;
+    }
+    case element_type::ARRAY: {
+      out.push_back('[');
+      size_t index = 0;
+      for (element item : array(e)) {
+        if (index > 0) out.push_back(',');
+        const size_t mark = path.size();
+        StrAppend(&path, "[", index++, "]");
+        Copy(item, path, is_text, edit, out);
+        path.resize(mark);
+      }
+      out.push_back(']');
+      return;
+    }
+    case element_type::STRING:
+      if (is_text(path)) {
+        const std::string_view text(e);
+        std::optional<std::string> replaced = edit(std::string_view(path).substr(1), text);
+        AppendJsonString(out, replaced ? std::string_view(*replaced) : text);
+        return;
+      }
+      [[fallthrough]];
+    default:
+      out.append(simdjson::minify(e));
+  }
+}
+
+[[nodiscard]] absl::StatusOr<std::string> Edit(std::string_view body, PathTest is_text,
+                                               TextEdit edit) {
+  simdjson::dom::parser parser;
+  element root;
+  if (parser.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS ||
+      root.type() != element_type::OBJECT) {
+    return absl::InvalidArgumentError("the body is not a JSON object");
+  }
+  std::string out;
+  out.reserve(body.size() + 16);
+  std::string path;
+  Copy(root, path, is_text, edit, out);
+  return out;
+}
+
+bool RequestText(std::string_view p) {
+  return MatchPath(p, ".messages[#].content") || MatchPath(p, ".messages[#].content[#].text") ||
+         MatchPath(p, ".prompt") || MatchPath(p, ".prompt[#]") || MatchPath(p, ".input") ||
+         MatchPath(p, ".input[#]");
+}
+
+bool AnswerText(std::string_view p) {
+  return MatchPath(p, ".choices[#].message.content") || MatchPath(p, ".choices[#].text");
+}
+
+// One choice of a chunk, its delta's (or its own) text replaced.
+void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& out) {
+  int64_t index = position;
+  if (int64_t i; choice["index"].get(i) == simdjson::SUCCESS) index = i;
+  element finish;
+  const bool finished =
+      choice["finish_reason"].get(finish) == simdjson::SUCCESS && !finish.is_null();
+  out.push_back('{');
+  bool first = true;
+  auto key = [&](std::string_view k) {
+    if (!first) out.push_back(',');
+    first = false;
+    AppendJsonString(out, k);
+    out.push_back(':');
+  };
+  for (auto field : choice) {
+    std::string_view text;
+    if (field.key == "text" && field.value.get(text) == simdjson::SUCCESS) {
+      key("text");
+      AppendJsonString(out, edit(index, text, finished));
+      continue;
+    }
+    object delta;
+    key(field.key);
+    if (field.key != "delta" || field.value.get(delta) != simdjson::SUCCESS) {
+      out.append(simdjson::minify(field.value));
+      continue;
+    }
+    out.push_back('{');
+    bool delta_first = true;
+    std::string_view content;
+    bool has_content = false;
+    for (auto member : delta) {
+      if (member.key == "content" && member.value.get(content) == simdjson::SUCCESS) {
+        has_content = true;
+        continue;
+      }
+      if (!delta_first) out.push_back(',');
+      delta_first = false;
+      AppendJsonString(out, member.key);
+      out.push_back(':');
+      out.append(simdjson::minify(member.value));
+    }
+    const std::string replaced = edit(index, content, finished);
+    if (has_content || !replaced.empty()) {
+      if (!delta_first) out.push_back(',');
+      out.append("\"content\":");
+      AppendJsonString(out, replaced);
+    }
+    out.push_back('}');
+  }
+  out.push_back('}');
+}
+
+}  // namespace
+
+[[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit) {
+  return Edit(body, RequestText, edit);
+}
+
+[[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit) {
+  return Edit(body, AnswerText, edit);
+}
+
+[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit) {
+  simdjson::dom::parser parser;
+  element root;
+  object top;
+  if (parser.parse(data.data(), data.size()).get(root) != simdjson::SUCCESS ||
+      root.get(top) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("a chunk of the stream is not a JSON object");
+  }
+  std::string out;
+  out.reserve(data.size() + 16);
+  out.push_back('{');
+  bool first = true;
+  for (auto field : top) {
+    if (!first) out.push_back(',');
+    first = false;
+    AppendJsonString(out, field.key);
+    out.push_back(':');
+    array choices;
+    if (field.key != "choices" || field.value.get(choices) != simdjson::SUCCESS) {
+      out.append(simdjson::minify(field.value));
+      continue;
+    }
+    out.push_back('[');
+    int64_t position = 0;
+    for (element choice : choices) {
+      if (position > 0) out.push_back(',');
+      object o;
+      if (choice.get(o) == simdjson::SUCCESS) {
+        CopyChoice(o, position, edit, out);
+      } else {
+        out.append(simdjson::minify(choice));
+      }
+      ++position;
+    }
+    out.push_back(']');
+  }
+  out.push_back('}');
+  return out;
+}
+
+}  // namespace pillar::protocol
