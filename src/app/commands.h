@@ -58,5 +58,7 @@ void AddHealthCommand(CLI::App& cli, Commands& commands);
 void AddBackendsCommand(CLI::App& cli, Commands& commands);
 // guard scan.
 void AddGuardCommands(CLI::App& cli, Commands& commands);
+// usage: tokens from the access log, for chargeback.
+void AddUsageCommand(CLI::App& cli, Commands& commands);
 
 }  // namespace pillar::app

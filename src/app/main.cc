@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   pillar::app::AddHealthCommand(cli, commands);
   pillar::app::AddBackendsCommand(cli, commands);
   pillar::app::AddGuardCommands(cli, commands);
+  pillar::app::AddUsageCommand(cli, commands);
 
   CLI11_PARSE(cli, argc, argv);
   return commands.RunParsed();

@@ -89,12 +89,16 @@ void AccessLog::Write(const AccessRecord& r) {
   text("fallback", r.fallback);
   text("job", r.job);
   text("principal", r.principal);
+  text("tenant", r.tenant);
   micros("duration_us", r.duration_ns);
   micros("queue_us", r.queue_ns);
   micros("compute_us", r.compute_ns);
   number("batch_size", r.batch_size);
   number("request_bytes", r.request_bytes);
   number("response_bytes", r.response_bytes);
+  number("prompt_tokens", r.prompt_tokens);
+  number("completion_tokens", r.completion_tokens);
+  micros("first_token_us", r.first_token_ns);
   text("error", r.error);
   w.EndObject();
   Write(std::string_view(w.str()));

@@ -34,6 +34,7 @@ struct AccessRecord {
   std::string_view fallback;   // "<model>/<version>" of the fallback that answered, if one did
   std::string_view job;        // the asynchronous job submitted, run or read, if any
   std::string_view principal;  // "key:<id>", "jwt:<sub>", "mtls:<name>"
+  std::string_view tenant;     // the principal's, when it has one
   // Times in nanoseconds, written as microseconds with up to three decimals.
   int64_t duration_ns = -1;
   int64_t queue_ns = -1;
@@ -41,6 +42,11 @@ struct AccessRecord {
   int64_t batch_size = -1;
   int64_t request_bytes = -1;
   int64_t response_bytes = -1;
+  // A language model's call: the tokens it used (the model's usage, else pillar's estimate of the
+  // prompt) and when its first token reached the client (streams).
+  int64_t prompt_tokens = -1;
+  int64_t completion_tokens = -1;
+  int64_t first_token_ns = -1;
   std::string_view error;
 };
 

@@ -145,6 +145,8 @@ class Exchange {
   bool content_blocked = false;
   absl::Status answer_blocked;
   bool streaming = false;
+  int64_t first_event_ns = 0;           // monotonic, when the first event went to the client
+  int64_t estimated_prompt_tokens = 0;  // pillar's estimate, for answers without a usage
   const runtime::ModelVersion* streaming_from = nullptr;
   int64_t streamed_bytes = 0;
   // The version of another model that answered for `model` (its fallback chain), if one did.

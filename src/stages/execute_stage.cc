@@ -41,6 +41,7 @@ class ExchangeEvents final : public runtime::EventSink {
     if (kind == runtime::EventKind::kUsage && !include_usage_) return std::move(next)(true);
     ex_.post([&ex = ex_, event = std::move(event), next = std::move(next)]() mutable {
       if (!ex.streaming) {
+        ex.first_event_ns = SystemClock().MonotonicNanos();
         pipeline::Response head;
         head.status = 200;
         head.content_type = "text/event-stream";
@@ -232,6 +233,9 @@ void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& v
   if (pipeline::GeneratesText(ex.operation)) {
     ex.response.body = std::move(result.body);
     ex.infer_result.usage = result.usage;
+    if (!result.usage_reported) {  // the upstream said nothing: the prompt as pillar counted it
+      ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens, .completion_tokens = 0};
+    }
   } else {
     protocol::InferenceResponse response;
     response.model_name = version.name;

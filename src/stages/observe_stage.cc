@@ -34,6 +34,20 @@ ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Cloc
                                   "and queueing: parsing, stages, encoding.",
                                   {}, LatencyBuckets())
                     .Get()),
+      tokens_(metrics.AddCounter(
+          "pillar_llm_tokens_total",
+          "Tokens of language models' answered calls (the model's usage; the prompt as pillar "
+          "estimated it when the model reported none), by model, tenant, principal and kind "
+          "(prompt, completion).",
+          {"model", "tenant", "principal", "kind"})),
+      first_token_(metrics.AddHistogram(
+          "pillar_llm_time_to_first_token_seconds",
+          "Time from a streamed call's arrival to its first event reaching the client.", {"model"},
+          LatencyBuckets())),
+      token_rate_(metrics.AddHistogram(
+          "pillar_llm_tokens_per_second",
+          "Completion tokens per second of a streamed answer, after its first token.", {"model"},
+          {1, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000})),
       in_flight_(
           metrics.AddGauge("pillar_inflight_requests", "Requests inside the chain now.").Get()),
       access_log_(access_log),
@@ -113,6 +127,9 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     overhead_.Observe(double(total_ns - ex.infer_result.queue_ns - ex.infer_result.compute_ns) *
                       1e-9);
   }
+  const bool answered = pipeline::GeneratesText(ex.operation) && ex.model != nullptr &&
+                        (ex.streaming || ex.response.status < 400);
+  if (answered) ObserveTokens(ex, total_ns);
   if (!access_log_.enabled()) return;
   AccessRecord record;
   record.request_id = ex.request_id;
@@ -130,7 +147,15 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     fallback = StrCat(ex.answered_by->name, "/", ex.answered_by->version_text);
     record.fallback = fallback;
   }
-  if (ex.principal) record.principal = ex.principal->id;
+  if (ex.principal) {
+    record.principal = ex.principal->id;
+    record.tenant = ex.principal->tenant;
+  }
+  if (answered) {
+    record.prompt_tokens = ex.infer_result.usage.prompt_tokens;
+    record.completion_tokens = ex.infer_result.usage.completion_tokens;
+    if (ex.first_event_ns > 0) record.first_token_ns = ex.first_event_ns - ex.start_ns;
+  }
   record.job = ex.job_id;
   record.duration_ns = total_ns;
   if (ran) {
@@ -142,6 +167,22 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   record.response_bytes = ex.streaming ? ex.streamed_bytes : int64_t(ex.response.body.size());
   record.error = ex.error;
   access_log_.Write(record);
+}
+
+void ObserveStage::ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns) {
+  const protocol::TokenUsage& usage = ex.infer_result.usage;
+  const std::string_view tenant = ex.principal ? std::string_view(ex.principal->tenant) : "";
+  const std::string_view principal = ex.principal ? std::string_view(ex.principal->id) : "";
+  const std::string_view model = ex.model->name;
+  tokens_.Get({model, tenant, principal, "prompt"}).Increment(uint64_t(usage.prompt_tokens));
+  tokens_.Get({model, tenant, principal, "completion"})
+      .Increment(uint64_t(usage.completion_tokens));
+  if (ex.first_event_ns <= 0) return;
+  first_token_.Get({model}).Observe(double(ex.first_event_ns - ex.start_ns) * 1e-9);
+  const double after_first = double(total_ns - (ex.first_event_ns - ex.start_ns)) * 1e-9;
+  if (usage.completion_tokens > 1 && after_first > 0) {
+    token_rate_.Get({model}).Observe(double(usage.completion_tokens - 1) / after_first);
+  }
 }
 
 }  // namespace pillar::stages

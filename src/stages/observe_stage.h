@@ -1,6 +1,8 @@
 // Stage: observe. First in the chain so that its response half runs last and sees everything:
 // it counts in-flight requests, then records the outcome, the latencies (whole request, queue,
-// compute, and pillar's own overhead) and writes the access log line.
+// compute, and pillar's own overhead), a language model's tokens (by model, tenant and key),
+// time to first token and token rate, and writes the access log line (with the tokens, which
+// `pillar usage` adds up for chargeback).
 #pragma once
 
 #include <atomic>
@@ -26,12 +28,18 @@ class ObserveStage final : public pipeline::Stage {
   static std::string_view OperationName(pipeline::Operation op);
 
  private:
+  // A language model's call that was answered: its tokens, time to first token, token rate.
+  void ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns);
+
   monitor::Family<monitor::Counter>& requests_;
   monitor::Family<monitor::Histogram>& duration_;
   monitor::Family<monitor::Histogram>& queue_;
   monitor::Family<monitor::Histogram>& compute_;
   monitor::Family<monitor::Counter>& shed_;
   monitor::Histogram& overhead_;
+  monitor::Family<monitor::Counter>& tokens_;
+  monitor::Family<monitor::Histogram>& first_token_;
+  monitor::Family<monitor::Histogram>& token_rate_;
   monitor::Gauge& in_flight_;
   monitor::AccessLog& access_log_;
   Clock& clock_;

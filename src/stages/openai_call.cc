@@ -63,6 +63,7 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
     return absl::NotFoundError("The model does not exist or you do not have access to it.");
   }
   ex.model_name = call.model;
+  ex.estimated_prompt_tokens = call.prompt_tokens;
   call.body = ex.body;
   ex.generate = std::move(call);
   return absl::OkStatus();

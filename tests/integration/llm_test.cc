@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "testing/http_client.h"
@@ -98,6 +100,7 @@ class LlmTest : public ::testing::Test {
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     other_key_ = gateway_->CreateKey("other-tenant", {"--role", "user", "--tenant", "other"});
+    billed_key_ = gateway_->CreateKey("billed", {"--role", "user", "--tenant", "demo"});
     ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
   }
   static void TearDownTestSuite() {
@@ -119,6 +122,7 @@ class LlmTest : public ::testing::Test {
   static std::string key_;
   static std::string other_key_;
   static std::string upstream_key_;
+  static std::string billed_key_;
 };
 
 testing::ServerProcess* LlmTest::upstream_ = nullptr;
@@ -126,6 +130,7 @@ testing::ServerProcess* LlmTest::gateway_ = nullptr;
 std::string LlmTest::key_;
 std::string LlmTest::other_key_;
 std::string LlmTest::upstream_key_;
+std::string LlmTest::billed_key_;
 
 // The "data: " payloads of a stream, in order.
 std::vector<std::string> Events(const std::string& body) {
@@ -388,6 +393,42 @@ TEST_F(LlmTest, GuardDecisionsAreCountedAndAuditedWithoutTheText) {
   EXPECT_NE(audit.find(R"("kind":"content","decision":"allow")"), std::string::npos);
   EXPECT_NE(audit.find("prompt EMAIL_ADDRESS redact"), std::string::npos);
   EXPECT_EQ(audit.find("zq.audit"), std::string::npos);
+}
+
+TEST_F(LlmTest, TokensAreMeteredAndAddedUpPerTenantForChargeback) {
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, billed_key_).status, 200);
+  ASSERT_EQ(Post("/v1/chat/completions", kChat, billed_key_).status, 200);
+  ASSERT_EQ(Post("/v1/chat/completions", kStreamedChat, billed_key_).status, 200);
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  EXPECT_NE(metrics.body.find(R"(pillar_llm_tokens_total{model="assistant",tenant="demo",)"),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_NE(metrics.body.find("pillar_llm_time_to_first_token_seconds_bucket"), std::string::npos);
+  // The access log is written in batches: asked until the three calls are in it.
+  const std::string log = (gateway_->dir() / "access.log").string();
+  std::string out, err;
+  for (int i = 0; i < 60; ++i) {
+    ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "tenant,model"}, &out, &err), 0)
+        << err;
+    if (out.find("demo,assistant,") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  // Two calls of 18 + 8 tokens and a stream of 8 + 8 (the upstream's own count of its prompt).
+  EXPECT_NE(out.find("tenant,model,requests,prompt_tokens,completion_tokens,total_tokens\n"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("demo,assistant,3,44,24,68\n"), std::string::npos) << out;
+  ASSERT_EQ(testing::RunPillar(
+                {"usage", "--log", log, "--by", "tenant", "--format", "json", "--since", "1h"},
+                &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find(R"({"tenant":"demo","requests":3,"prompt_tokens":44,)"), std::string::npos)
+      << out;
+  // Nothing from the future.
+  ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--since", "2999-01-01"}, &out, &err), 0);
+  EXPECT_EQ(out, "tenant,model,requests,prompt_tokens,completion_tokens,total_tokens\n");
+  EXPECT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "color"}, &out, &err), 2);
 }
 
 }  // namespace
