@@ -224,6 +224,14 @@ using simdjson::dom::object;
   EmbeddingsRequest request;
   PILLAR_RETURN_IF_ERROR(ReadModel(top, request.model));
   PILLAR_RETURN_IF_ERROR(ReadTexts(top, "input", limits.max_inputs, request.inputs));
+  element format;
+  if (top["encoding_format"].get(format) == simdjson::SUCCESS && !format.is_null()) {
+    std::string_view value;
+    if (format.get(value) != simdjson::SUCCESS || (value != "float" && value != "base64")) {
+      return Invalid("encoding_format", "must be \"float\" or \"base64\"");
+    }
+    request.base64 = value == "base64";
+  }
   return request;
 }
 

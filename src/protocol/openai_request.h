@@ -58,6 +58,9 @@ struct CompletionRequest {
 struct EmbeddingsRequest {
   std::string model;
   std::vector<std::string> inputs;  // a string input is one
+  // encoding_format "base64" (what the official clients ask for by default): each embedding as
+  // the base64 of its little-endian float32 values; else "float", arrays of numbers.
+  bool base64 = false;
 };
 
 // InvalidArgument naming the field (e.g. "messages[2].role must be one of ...") when the body is

@@ -2,6 +2,9 @@
 
 #include <simdjson.h>
 
+#include <cstring>
+
+#include "common/crypto.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 
@@ -195,7 +198,7 @@ std::string UsageChunkEvent(std::string_view id, std::string_view model, int64_t
 }
 
 std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector<float>>& vectors,
-                           const TokenUsage& usage) {
+                           const TokenUsage& usage, bool base64) {
   JsonWriter w(128);
   w.BeginObject();
   w.Key("object");
@@ -209,9 +212,20 @@ std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector
     w.Key("index");
     w.Int(int64_t(i));
     w.Key("embedding");
-    w.BeginArray();
-    for (float v : vectors[i]) w.Float(v);
-    w.EndArray();
+    if (base64) {
+      std::string bytes;
+      bytes.reserve(vectors[i].size() * 4);
+      for (float v : vectors[i]) {
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        for (int b = 0; b < 4; ++b) bytes.push_back(char(bits >> (8 * b)));
+      }
+      w.String(Base64Encode(bytes));
+    } else {
+      w.BeginArray();
+      for (float v : vectors[i]) w.Float(v);
+      w.EndArray();
+    }
     w.EndObject();
   }
   w.EndArray();

@@ -62,8 +62,10 @@ std::string UsageChunkEvent(std::string_view id, std::string_view model, int64_t
 inline constexpr std::string_view kDoneEvent = "data: [DONE]\n\n";
 
 // {"object":"list","data":[{"object":"embedding","index":i,"embedding":[...]}],...}
+// `base64`: each embedding as the base64 of its little-endian float32 values (encoding_format
+// "base64").
 std::string EmbeddingsBody(std::string_view model, const std::vector<std::vector<float>>& vectors,
-                           const TokenUsage& usage);
+                           const TokenUsage& usage, bool base64 = false);
 
 // The "usage" member of a completion or of a stream's last chunk. NotFound when there is none;
 // InvalidArgument when it is malformed (negative, not integers).

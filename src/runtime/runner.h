@@ -72,8 +72,9 @@ struct GenerateRequest {
   bool include_usage = false;  // the client asked for the usage chunk (stream_options)
   std::optional<int64_t> max_tokens;
   int64_t n = 1;
-  int64_t inputs = 1;         // embeddings: how many texts
-  int64_t prompt_tokens = 0;  // estimated on arrival (protocol/token_estimate.h)
+  int64_t inputs = 1;              // embeddings: how many texts
+  bool base64_embeddings = false;  // embeddings: encoding_format "base64"
+  int64_t prompt_tokens = 0;       // estimated on arrival (protocol/token_estimate.h)
   // stream: where the events go. The call's `done` then comes after the last event (its body
   // empty, its usage from the usage chunk), or with the failure; a failure after an event was
   // taken cannot be answered as a status any more (the response began).

@@ -206,7 +206,8 @@ InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) co
     for (int64_t i = 0; i < request.inputs; ++i) {
       vectors.push_back(UnitVector(seed + uint64_t(i), sim.embedding_dimensions));
     }
-    result.body = protocol::EmbeddingsBody(request.model, vectors, result.usage);
+    result.body =
+        protocol::EmbeddingsBody(request.model, vectors, result.usage, request.base64_embeddings);
     return result;
   }
   const protocol::Completion completion = Compose(request);

@@ -217,8 +217,9 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_princi
   ex.Fail(absl::ResourceExhaustedError(message));
   // A job's run waits for its place (the job queue tries again soon) rather than failing.
   ex.held_back = ex.job_run && rule != nullptr && rule->kind == LimitRule::Kind::kConcurrency;
-  if (rule != nullptr) {
-    // The body names the limit in fields a client can act on, not only in prose.
+  // The body names the limit in fields a client can act on, not only in prose (the OpenAI-
+  // compatible routes keep OpenAI's error shape, which their clients parse).
+  if (rule != nullptr && !pipeline::OpenAiShaped(ex.operation)) {
     JsonWriter w(256);
     w.BeginObject();
     w.Key("error");

@@ -51,6 +51,7 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
       call.route = runtime::OpenAiRoute::kEmbeddings;
       call.model = std::move(embeddings->model);
       call.inputs = int64_t(embeddings->inputs.size());
+      call.base64_embeddings = embeddings->base64;
       call.prompt_tokens = EstimateAll(embeddings->inputs);
       break;
     }
