@@ -17,6 +17,18 @@ chmod 700 "$root/.pillar" "$demo"
 [[ -f "$demo/audit.key" ]] || "$pillar" keygen --out "$demo/audit" >/dev/null 2>&1
 rm -rf "$demo/store"
 cp -r "$root/models/demo/store" "$demo/store"
+# And a simulated language model for the OpenAI-compatible routes (docs/protocol.md).
+mkdir -p "$demo/store/assistant/1"
+cat > "$demo/store/assistant/1/model.toml" <<TOML
+platform = "simulated"
+[access]
+tenant = "demo"
+[simulated]
+api = "openai"
+time_to_first_token_ms = 50
+tokens_per_second = 40
+completion_tokens = 24
+TOML
 for version in "$demo"/store/*/*/; do
   "$pillar" model sign "$version" --key "$demo/demo-signing.key" 2>/dev/null
 done
@@ -47,6 +59,9 @@ access_log = "$demo/access.log"
 file = "$demo/audit.log"
 signing_key = "$demo/audit.key"
 public_keys = ["$demo/audit.pub"]
+
+# Content safety for language models: personal data redacted, secrets blocked (docs/guard.md).
+[guard]
 TOML
 
 stamp=$(date -u +%Y-%m-%dT%H:%M:%SZ)
@@ -76,6 +91,12 @@ cat <<MSG
   curl -s -H 'Authorization: Bearer $key' \\
     http://127.0.0.1:$port/v2/models/digits/infer \\
     -d '$body'
+
+  A simulated language model on the OpenAI-compatible routes, streamed, with an e-mail address
+  the guard redacts before the model sees it:
+
+  curl -sN -H 'Authorization: Bearer $key' http://127.0.0.1:$port/v1/chat/completions \\
+    -d '{"model":"assistant","stream":true,"messages":[{"role":"user","content":"mail me at jo@example.org"}]}'
 
   Without the key the same call gets 401; the user key gets 403 on the admin plane:
   curl -s -H 'Authorization: Bearer $admin_key' http://127.0.0.1:$admin_port/admin/v1/models

@@ -94,6 +94,50 @@ action = "redact"
   EXPECT_EQ(r.block_reason, "CREDIT_CARD at bytes 9-25");
 }
 
+TEST(ScreenTest, ModelAndTenantTablesOverrideTheirParents) {
+  const GuardConfig config = Parse(R"(
+[guard]
+hold_back_bytes = 40
+[guard.entities.CREDIT_CARD]
+action = "block"
+[guard.models.open]
+prompts = false
+[guard.tenants.acme]
+redaction = "mask"
+)");
+  EXPECT_EQ(config.hold_back_bytes, 40);
+  EXPECT_FALSE(config.For("open", "acme").prompts);  // the model's table comes first
+  EXPECT_TRUE(config.For("open", "acme").answers);
+  // Each inherits its parent's rules: cards stay blocked.
+  EXPECT_EQ(config.For("open", "").rule(EntityType::kCreditCard).action, Action::kBlock);
+  EXPECT_EQ(config.For("other", "acme").rule(EntityType::kEmailAddress).redaction,
+            Redaction::kMask);
+  EXPECT_EQ(config.For("other", "acme").rule(EntityType::kCreditCard).action, Action::kBlock);
+  EXPECT_EQ(&config.For("other", "globex"), &config);
+}
+
+TEST(ScreenTest, AStreamIsReleasedClearOfTheHoldBackAndOfAFindingReachingIntoIt) {
+  const GuardConfig config;
+  // Nothing found: all but the last 8 bytes go out.
+  PrefixResult r = ScreenPrefix("hello there, friend", config, 8, false);
+  EXPECT_EQ(r.released, "hello there");
+  EXPECT_EQ(r.consumed, 11u);
+  // A phone number that reaches into the window is held back whole.
+  r = ScreenPrefix("call +1 415 555 2671", config, 4, false);
+  EXPECT_EQ(r.released, "call ");
+  r = ScreenPrefix("call +1 415 555 2671 now", config, 4, true);
+  EXPECT_EQ(r.released, "call <PHONE_NUMBER> now");
+  EXPECT_EQ(r.consumed, 24u);
+  // A UTF-8 character is never cut in two ("é" is two bytes).
+  r = ScreenPrefix("caf\xc3\xa9s", config, 2, false);
+  EXPECT_EQ(r.released, "caf");
+  // A secret blocks, naming where.
+  r = ScreenPrefix("key AKIAIOSFODNN7EXAMPLE", config, 0, true);
+  EXPECT_TRUE(r.blocked);
+  EXPECT_EQ(r.block_reason, "SECRET at bytes 4-24");
+  EXPECT_EQ(r.released, "");
+}
+
 TEST(ScreenTest, BadConfigurationsAreRefusedWithTheirReason) {
   for (const char* bad :
        {"[guard]\naction = \"drop\"", "[guard]\nmin_score = 2",
