@@ -7,6 +7,7 @@
 //   pillar usage --log access.log --log access.log.1 --since 7d --format json
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -123,10 +124,16 @@ struct Scan {
     }
     std::vector<std::string> key;
     for (const std::string& k : by) key.push_back(KeyOf(k, record, ts_us));
+    // A count far beyond any real one is a tampered line, not a total to overflow.
+    constexpr int64_t kMaxCount = int64_t(1) << 40;
+    if (prompt > kMaxCount || completion > kMaxCount) {
+      ++scan.skipped;
+      continue;
+    }
     Totals& t = scan.groups[key];
     ++t.requests;
-    t.prompt += prompt;
-    t.completion += completion;
+    t.prompt = std::min(t.prompt + prompt, INT64_MAX / 2);
+    t.completion = std::min(t.completion + completion, INT64_MAX / 2);
   }
   if (in.bad()) return absl::DataLossError(StrCat("error reading ", path));
   return absl::OkStatus();

@@ -84,6 +84,18 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
   for (const ScreenedFinding& f : whole.findings) {
     if (f.finding.begin < release && f.finding.end > release) release = f.finding.begin;
   }
+  // Nor is a run of non-blank bytes that has not ended yet: a value is only recognized whole
+  // (a JWT's second '.', a key's last character), and once its start went out its rest would
+  // not be recognized at all. Up to a bound, past which the run goes out as the window says.
+  constexpr size_t kMaxHeldRun = 64 * 1024;
+  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  if (!final && release > 0 && release < text.size() && !blank(text[release - 1])) {
+    size_t start = release;
+    while (start > 0 && !blank(text[start - 1])) --start;
+    size_t end = release;
+    while (end < text.size() && !blank(text[end])) ++end;
+    if (end == text.size() && text.size() - start <= kMaxHeldRun) release = start;
+  }
   // Nor is a UTF-8 character cut in two: continuation bytes stay with their lead byte.
   while (release > 0 && release < text.size() &&
          (static_cast<unsigned char>(text[release]) & 0xC0) == 0x80) {

@@ -32,8 +32,9 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config);
 
 // A stream's text screened as it arrives: the part that may go out now and how many bytes of
 // `text` it stands for. The last `hold_back` bytes are kept back (and any finding that reaches
-// into them, and a UTF-8 character cut in two), so that a value split across two chunks is
-// still seen whole; `final` releases everything. The caller keeps text[consumed:] and appends
+// into them, a run of non-blank bytes that has not ended yet, up to 64 KiB, and a UTF-8
+// character cut in two), so that a value split across chunks is still seen whole; `final`
+// releases everything. The caller keeps text[consumed:] and appends
 // the next chunk to it.
 struct PrefixResult {
   std::string released;  // redacted; empty when blocked

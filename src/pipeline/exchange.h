@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -143,9 +144,13 @@ class Exchange {
   // offsets only, for its audit record; and why it withheld the answer, when it did.
   std::string content_findings;
   bool content_blocked = false;
+  // Set by the guard: whether a fallback is screened as the model asked for is (a fallback that
+  // is not is passed over, so no fallback answers under laxer screening). Null: any may answer.
+  std::function<bool(const runtime::ModelVersion&)> fallback_screened_alike;
   absl::Status answer_blocked;
   bool streaming = false;
   int64_t first_event_ns = 0;           // monotonic, when the first event went to the client
+  int64_t streamed_chunks = 0;          // chunks of the answer written (about a token each)
   int64_t estimated_prompt_tokens = 0;  // pillar's estimate, for answers without a usage
   const runtime::ModelVersion* streaming_from = nullptr;
   int64_t streamed_bytes = 0;

@@ -31,8 +31,30 @@ bool MatchPath(std::string_view path, std::string_view pattern) {
 
 using PathTest = bool (*)(std::string_view path);
 
+// The last member name of a path (".a[0].b" -> "b"; an array item -> "").
+std::string_view LastKey(std::string_view path) {
+  if (path.empty() || path.back() == ']') return {};
+  const size_t dot = path.rfind('.');
+  return dot == std::string_view::npos ? path : path.substr(dot + 1);
+}
+
+// Members that hold names and codes, not text anyone wrote: never screened.
+bool Structural(std::string_view key) {
+  return key == "model" || key == "role" || key == "type" || key == "id" || key == "tool_call_id" ||
+         key == "object" || key == "finish_reason" || key == "url" || key == "encoding_format" ||
+         key == "detail";
+}
+
+// An answer's token-by-token log probabilities repeat its text a token at a time, which no
+// screen sees whole: they are withheld (null) wherever the answer is screened.
+bool Withheld(std::string_view path) { return MatchPath(path, ".choices[#].logprobs"); }
+
 // Copies `e` to `out` minified, replacing the strings whose path passes `is_text` by `edit`.
 void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::string& out) {
+  if (Withheld(path)) {
+    out.append("null");
+    return;
+  }
   switch (e.type()) {
     case element_type::OBJECT: {
       out.push_back('{');
@@ -92,18 +114,25 @@ void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::st
   return out;
 }
 
-bool RequestText(std::string_view p) {
-  return MatchPath(p, ".messages[#].content") || MatchPath(p, ".messages[#].content[#].text") ||
-         MatchPath(p, ".prompt") || MatchPath(p, ".prompt[#]") || MatchPath(p, ".input") ||
-         MatchPath(p, ".input[#]");
+// Every string a client wrote: message contents and parts, names, tool call arguments, tool
+// descriptions, prompts, inputs, stop words, metadata ... all but the structural members.
+bool RequestText(std::string_view p) { return !Structural(LastKey(p)); }
+
+// Every string of an answer's choices but the structural members: contents and their parts,
+// refusals, tool call arguments.
+bool AnswerText(std::string_view p) {
+  return p.starts_with(".choices[") && !Structural(LastKey(p));
 }
 
-bool AnswerText(std::string_view p) {
-  return MatchPath(p, ".choices[#].message.content") || MatchPath(p, ".choices[#].text");
+// Strings of a chunk's delta other than its content: screened one by one.
+bool DeltaText(std::string_view p) {
+  const std::string_view key = LastKey(p);
+  return !Structural(key) && key != "name" && key != "content";
 }
 
 // One choice of a chunk, its delta's (or its own) text replaced.
-void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& out) {
+[[nodiscard]] absl::Status CopyChoice(object choice, int64_t position, ChunkEdit edit,
+                                      TextEdit other, std::string& out) {
   int64_t index = position;
   if (int64_t i; choice["index"].get(i) == simdjson::SUCCESS) index = i;
   element finish;
@@ -119,13 +148,20 @@ void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& ou
   };
   for (auto field : choice) {
     std::string_view text;
-    if (field.key == "text" && field.value.get(text) == simdjson::SUCCESS) {
+    if (field.key == "text") {
+      if (field.value.get(text) != simdjson::SUCCESS) {
+        return absl::InvalidArgumentError("a chunk's text is not a string");
+      }
       key("text");
       AppendJsonString(out, edit(index, text, finished));
       continue;
     }
     object delta;
     key(field.key);
+    if (field.key == "logprobs") {  // see Withheld()
+      out.append("null");
+      continue;
+    }
     if (field.key != "delta" || field.value.get(delta) != simdjson::SUCCESS) {
       out.append(simdjson::minify(field.value));
       continue;
@@ -135,7 +171,11 @@ void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& ou
     std::string_view content;
     bool has_content = false;
     for (auto member : delta) {
-      if (member.key == "content" && member.value.get(content) == simdjson::SUCCESS) {
+      if (member.key == "content") {
+        if (member.value.is_null()) continue;
+        if (member.value.get(content) != simdjson::SUCCESS) {
+          return absl::InvalidArgumentError("a chunk's content is not a string");
+        }
         has_content = true;
         continue;
       }
@@ -143,7 +183,8 @@ void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& ou
       delta_first = false;
       AppendJsonString(out, member.key);
       out.push_back(':');
-      out.append(simdjson::minify(member.value));
+      std::string path = StrCat(".choices[", position, "].delta.", member.key);
+      Copy(member.value, path, DeltaText, other, out);
     }
     const std::string replaced = edit(index, content, finished);
     if (has_content || !replaced.empty()) {
@@ -154,6 +195,7 @@ void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& ou
     out.push_back('}');
   }
   out.push_back('}');
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -166,7 +208,8 @@ void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& ou
   return Edit(body, AnswerText, edit);
 }
 
-[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit) {
+[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
+                                                         TextEdit other) {
   simdjson::dom::parser parser;
   element root;
   object top;
@@ -194,7 +237,9 @@ void CopyChoice(object choice, int64_t position, ChunkEdit edit, std::string& ou
       if (position > 0) out.push_back(',');
       object o;
       if (choice.get(o) == simdjson::SUCCESS) {
-        CopyChoice(o, position, edit, out);
+        if (absl::Status copied = CopyChoice(o, position, edit, other, out); !copied.ok()) {
+          return copied;
+        }
       } else {
         out.append(simdjson::minify(choice));
       }

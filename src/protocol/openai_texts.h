@@ -24,20 +24,26 @@ namespace pillar::protocol {
 using TextEdit =
     absl::FunctionRef<std::optional<std::string>(std::string_view where, std::string_view text)>;
 
-// A request's texts: each message's content (a string, or the "text" of its parts), "prompt"
-// and "input" (a string, or each string of an array). The body must have parsed
-// (protocol/openai_request.h).
+// A request's texts: every string a client wrote (message contents and parts, names, tool call
+// arguments, tool descriptions, prompts, inputs, stop words, metadata ...), all but the members
+// that hold names and codes (model, role, type, id, tool_call_id, object, url, encoding_format,
+// detail). The body must have parsed (protocol/openai_request.h).
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit);
 
-// An answer's texts: each choice's message.content (chat) or text (completions).
+// An answer's texts: every string of its choices but the structural members (contents and
+// their parts, refusals, tool call arguments). Each choice's "logprobs", which repeat the text a
+// token at a time where no screen sees it whole, is withheld (null).
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit);
 
 // A stream chunk's texts (an event's data): for each choice, its delta.content (chat) or text
 // (completions), with the choice's "index" and whether it finished in this chunk (a non-null
 // finish_reason). `edit` returns what goes out in its place (a chat delta without content gets
-// one when the edit returns text for it).
+// one when the edit returns text for it). The delta's other strings (a refusal, tool call
+// arguments) go through `other` one by one; "logprobs" is withheld (null). A content or text
+// that is not a string is an error: nothing the guard cannot read goes out.
 using ChunkEdit =
     absl::FunctionRef<std::string(int64_t index, std::string_view text, bool finished)>;
-[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit);
+[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
+                                                         TextEdit other);
 
 }  // namespace pillar::protocol

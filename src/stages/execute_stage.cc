@@ -39,7 +39,8 @@ class ExchangeEvents final : public runtime::EventSink {
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
     if (kind == runtime::EventKind::kUsage && !include_usage_) return std::move(next)(true);
-    ex_.post([&ex = ex_, event = std::move(event), next = std::move(next)]() mutable {
+    ex_.post([&ex = ex_, kind, event = std::move(event), next = std::move(next)]() mutable {
+      if (kind == runtime::EventKind::kChunk) ++ex.streamed_chunks;
       if (!ex.streaming) {
         ex.first_event_ns = SystemClock().MonotonicNanos();
         pipeline::Response head;
@@ -206,6 +207,7 @@ const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
     // model of tensors: the other kind cannot read the request.
     const bool language_model = version->config && version->config->speaks_openai();
     if (language_model != pipeline::GeneratesText(ex.operation)) continue;
+    if (ex.fallback_screened_alike && !ex.fallback_screened_alike(*version)) continue;
     const bool allowed = granted_by != nullptr;
     auto explain = [&] {
       return StrCat(allowed ? "fallback for " : "fallback refused for ", ex.model->resource,
@@ -224,6 +226,10 @@ const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
 // part of this one's answer), and the status cannot say so; the error is the stream's last event.
 void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status& status) {
   ex.error = std::string(status.message());
+  // What the client got is charged: the prompt as pillar counted it, and about a token per chunk
+  // (a client that leaves once it has what it wanted does not get it free).
+  ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens,
+                           .completion_tokens = ex.streamed_chunks};
   ex.WriteChunk(pipeline::StreamErrorEvent(status),
                 [&ex](bool) { ex.chain().Resume(ex, pipeline::StageResult::kContinue); });
 }

@@ -2,8 +2,10 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <map>
 
+#include "common/json_writer.h"
 #include "common/strings.h"
 #include "protocol/openai_response.h"
 #include "protocol/openai_texts.h"
@@ -20,21 +22,33 @@ class GuardedEvents final : public runtime::EventSink {
  public:
   GuardedEvents(std::shared_ptr<runtime::EventSink> inner, pipeline::Exchange& ex,
                 std::shared_ptr<const guard::GuardConfig> root, const guard::GuardConfig& config,
-                const GuardStage& stage)
-      : inner_(std::move(inner)), ex_(ex), root_(std::move(root)), config_(config), stage_(stage) {}
+                const GuardStage& stage, int64_t choices)
+      : inner_(std::move(inner)),
+        ex_(ex),
+        root_(std::move(root)),
+        config_(config),
+        stage_(stage),
+        choices_(choices) {}
 
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
     if (blocked_) return std::move(next)(false);
     if (kind != runtime::EventKind::kChunk) return Flush(kind, std::move(event), std::move(next));
     const std::string_view data = Data(event);
-    last_chunk_ = std::string(data);
-    absl::StatusOr<std::string> edited =
-        protocol::EditChunkTexts(data, [this](int64_t index, std::string_view text, bool finished) {
+    if (head_.empty()) head_ = ChunkHead(data);
+    absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
+        data,
+        [this](int64_t index, std::string_view text, bool finished) {
           return Release(index, text, finished);
+        },
+        [this](std::string_view where, std::string_view text) -> std::optional<std::string> {
+          return ScreenWhole(where, text);
         });
+    if (!edited.ok() && !blocked_) {  // nothing the guard cannot read goes out
+      Stop(runtime::BadGateway(
+          StrCat("the upstream's stream cannot be screened: ", edited.status().message())));
+    }
     if (blocked_) return std::move(next)(false);
-    if (!edited.ok()) return inner_->Event(kind, std::move(event), std::move(next));
     inner_->Event(kind, StrCat("data: ", *edited, "\n\n"), std::move(next));
   }
 
@@ -45,19 +59,62 @@ class GuardedEvents final : public runtime::EventSink {
     return event;
   }
 
+  // The members of a chunk the flush chunk repeats: "id", "object", "created", "model".
+  static std::string ChunkHead(std::string_view data) {
+    simdjson::dom::parser parser;
+    simdjson::dom::object top;
+    if (parser.parse(data.data(), data.size()).get(top) != simdjson::SUCCESS) return "{";
+    std::string head = "{";
+    for (const char* key : {"id", "object", "created", "model"}) {
+      simdjson::dom::element e;
+      if (top[key].get(e) != simdjson::SUCCESS) continue;
+      StrAppend(&head, head.size() > 1 ? "," : "", "\"", key, "\":", simdjson::minify(e));
+    }
+    return head;
+  }
+
+  void Stop(absl::Status status) {
+    blocked_ = true;
+    ex_.answer_blocked = std::move(status);
+  }
+
+  // A string of a delta other than its content (a refusal, a tool call's arguments), whole.
+  std::optional<std::string> ScreenWhole(std::string_view where, std::string_view text) {
+    guard::ScreenResult r = guard::Screen(text, config_);
+    stage_.Note(ex_, "answer", r.findings);
+    if (r.blocked && !blocked_) {
+      ex_.content_blocked = true;
+      Stop(absl::PermissionDeniedError(StrCat(
+          "the model's answer was blocked by the content guard: ", r.block_reason, " of ", where)));
+    }
+    if (r.blocked || r.text == text) return std::nullopt;
+    return std::move(r.text);
+  }
+
   // What of choice `index`'s text may go out now.
   std::string Release(int64_t index, std::string_view text, bool finished) {
+    // Text is held per choice: only the choices the request asked for, so that an upstream
+    // cannot make the guard hold text for choices without end.
+    if (index < 0 || index >= choices_) {
+      if (!blocked_) {
+        Stop(runtime::BadGateway(
+            StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
+      }
+      return std::string();
+    }
     std::string& held = held_[index];
     held.append(text);
     guard::PrefixResult r =
         guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes), finished);
     stage_.Note(ex_, "answer", r.findings);
     if (r.blocked) {
-      blocked_ = true;
-      ex_.content_blocked = true;
-      ex_.answer_blocked = absl::PermissionDeniedError(
-          StrCat("the model's answer was blocked by the content guard: ", r.block_reason,
-                 " of the streamed choice ", index));
+      if (!blocked_) {
+        ex_.content_blocked = true;
+        Stop(
+            absl::PermissionDeniedError(StrCat("the model's answer was blocked by the content "
+                                               "guard: ",
+                                               r.block_reason, " of the streamed choice ", index)));
+      }
       return std::string();
     }
     held.erase(0, r.consumed);
@@ -74,11 +131,14 @@ class GuardedEvents final : public runtime::EventSink {
       std::string text = Release(index, "", true);
       if (blocked_) return std::move(next)(false);
       if (text.empty()) continue;
-      absl::StatusOr<std::string> chunk =
-          protocol::EditChunkTexts(last_chunk_, [&](int64_t i, std::string_view, bool) {
-            return i == index ? std::move(text) : std::string();
-          });
-      if (chunk.ok()) flushed += StrCat("data: ", *chunk, "\n\n");
+      // A chunk of its own: the stream's id, object, created and model, and this choice's text.
+      std::string chunk = head_;
+      const bool chat = head_.find("\"text_completion\"") == std::string::npos;
+      StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[{\"index\":", index,
+                chat ? ",\"delta\":{\"content\":" : ",\"text\":");
+      AppendJsonString(chunk, text);
+      chunk.append(chat ? "},\"finish_reason\":null}]}" : ",\"finish_reason\":null}]}");
+      StrAppend(&flushed, "data: ", chunk, "\n\n");
     }
     if (flushed.empty()) return inner_->Event(kind, std::move(event), std::move(next));
     inner_->Event(
@@ -94,8 +154,9 @@ class GuardedEvents final : public runtime::EventSink {
   std::shared_ptr<const guard::GuardConfig> root_;  // keeps config_ alive
   const guard::GuardConfig& config_;
   const GuardStage& stage_;
+  const int64_t choices_;                // the request's n
   std::map<int64_t, std::string> held_;  // by choice index: text not yet released
-  std::string last_chunk_;
+  std::string head_;                     // "{" and the first chunk's id, object, created, model
   bool blocked_ = false;
 };
 
@@ -131,6 +192,10 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
     return pipeline::StageResult::kContinue;
   }
   const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
+  ex.fallback_screened_alike = [root = config_, used = &config,
+                                tenant = ex.principal->tenant](const runtime::ModelVersion& v) {
+    return &root->For(v.name, tenant) == used;
+  };
   if (config.prompts) {
     std::string blocked;
     bool redacted = false;
@@ -157,9 +222,10 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
     if (redacted) ex.generate->body = std::move(*body);
   }
   if (config.answers && ex.generate->stream) {
-    ex.wrap_events = [&ex, root = config_, &config,
-                      this](std::shared_ptr<runtime::EventSink> inner) {
-      return std::make_shared<GuardedEvents>(std::move(inner), ex, root, config, *this);
+    ex.wrap_events = [&ex, root = config_, &config, this,
+                      choices = std::max<int64_t>(ex.generate->n, 1)](
+                         std::shared_ptr<runtime::EventSink> inner) {
+      return std::make_shared<GuardedEvents>(std::move(inner), ex, root, config, *this, choices);
     };
   }
   return pipeline::StageResult::kContinue;

@@ -110,7 +110,9 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   in_flight_.Add(-1);
   const int64_t total_ns = clock_.MonotonicNanos() - ex.start_ns;
   const std::string_view operation = OperationName(ex.operation);
-  const std::string_view outcome = Outcome(ex.response.status);
+  // A stream that failed after it began keeps its 200: its outcome says it was cut.
+  const std::string_view outcome =
+      ex.streaming && !ex.error.empty() ? std::string_view("cut") : Outcome(ex.response.status);
   // Metric labels name only models the server has: a name taken from the path of a request
   // for an unknown model would let any client mint new time series without end. The access
   // log still records what was asked.

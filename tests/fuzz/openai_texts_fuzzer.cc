@@ -44,7 +44,8 @@ void CheckEdits(std::string_view body) {
     if (!replaced.ok() || !IsJson(*replaced)) __builtin_trap();
   }
   absl::StatusOr<std::string> chunk = EditChunkTexts(
-      body, [](int64_t, std::string_view text, bool) { return std::string(text) + "\"x"; });
+      body, [](int64_t, std::string_view text, bool) { return std::string(text) + "\"x"; },
+      replace);
   if (chunk.ok() && !IsJson(*chunk)) __builtin_trap();
 }
 

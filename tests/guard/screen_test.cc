@@ -129,8 +129,11 @@ TEST(ScreenTest, AStreamIsReleasedClearOfTheHoldBackAndOfAFindingReachingIntoIt)
   EXPECT_EQ(r.released, "call <PHONE_NUMBER> now");
   EXPECT_EQ(r.consumed, 24u);
   // A UTF-8 character is never cut in two ("é" is two bytes).
-  r = ScreenPrefix("caf\xc3\xa9s", config, 2, false);
+  r = ScreenPrefix("caf\xc3\xa9 ab", config, 4, false);
   EXPECT_EQ(r.released, "caf");
+  // Nor a run of non-blanks still arriving: a token is recognized only whole.
+  r = ScreenPrefix("key eyJhbGciOiJIUzI1NiJ9.eyJzdWIi", config, 2, false);
+  EXPECT_EQ(r.released, "key ");
   // A secret blocks, naming where.
   r = ScreenPrefix("key AKIAIOSFODNN7EXAMPLE", config, 0, true);
   EXPECT_TRUE(r.blocked);

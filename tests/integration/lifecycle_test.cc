@@ -165,7 +165,8 @@ TEST(LifecycleTest, LoadFailuresArePerModelAndReadinessSaysSo) {
   EXPECT_NE(broken.body.find("cannot load TorchScript"), std::string::npos) << broken.body;
   HttpReply ready = Fetch(port, "GET", "/v2/models/badconfig/ready", "", {Bearer(key)});
   EXPECT_EQ(ready.status, 400);
-  EXPECT_NE(ready.body.find(R"(platform must be \"torchscript\", \"remote\" or \"simulated\")"),
+  EXPECT_NE(ready.body.find(
+                R"(platform must be \"torchscript\", \"remote\", \"simulated\" or \"openai\")"),
             std::string::npos)
       << ready.body;
   HttpReply admin = Fetch(server.admin_port(), "GET", "/admin/v1/models", "", {Bearer(key)});

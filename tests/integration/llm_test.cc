@@ -3,6 +3,10 @@
 // ([simulated] api = "openai"). The same keys, policy, limits and fallbacks as inference; errors
 // in OpenAI's shape.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -12,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "testing/free_port.h"
 #include "testing/http_client.h"
 #include "testing/server_process.h"
 
@@ -64,6 +69,20 @@ class LlmTest : public ::testing::Test {
     upstream_key_ = token;
     ASSERT_TRUE(upstream_->Start()) << upstream_->Log();
 
+    // An upstream that answers badly on purpose (bad_openai_upstream.py).
+    bad_port_ = testing::FreeLoopbackPort();
+    bad_pid_ = ::fork();
+    if (bad_pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);  // never outlive a crashed test
+      const std::string script =
+          (testing::SourceDir() / "tests/integration/bad_openai_upstream.py").string();
+      const std::string port = std::to_string(bad_port_);
+      ::execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(),
+              static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    ASSERT_GT(bad_pid_, 0);
+
     gateway_ = new testing::ServerProcess;
     const std::filesystem::path credentials = gateway_->dir() / "upstream.token";
     std::ofstream(credentials) << token << "\n";
@@ -92,11 +111,17 @@ class LlmTest : public ::testing::Test {
     testing::WriteSimulatedVersion(store, "tensors", "latency_ms = 0\n");
     WriteVersion(store, "echo", OpenAi(up, "echo", c));
     WriteVersion(store, "echo-open", OpenAi(up, "echo", c));
+    // Screened more laxly than echo, to which it falls back when its upstream fails.
+    WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
+    const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
+    for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs"}) {
+      WriteVersion(store, model, OpenAi(bad, model, c));
+    }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
     // blocked; echo-open lets prompts through unscreened, so that its answers carry values.
     gateway_->AddConfig(
         "[guard]\nhold_back_bytes = 32\n[guard.entities.CREDIT_CARD]\naction = \"block\"\n"
-        "[guard.models.echo-open]\nprompts = false\n");
+        "[guard.models.echo-open]\nprompts = false\n[guard.models.lax]\nprompts = false\n");
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     other_key_ = gateway_->CreateKey("other-tenant", {"--role", "user", "--tenant", "other"});
@@ -104,6 +129,10 @@ class LlmTest : public ::testing::Test {
     ASSERT_TRUE(gateway_->Start()) << gateway_->Log();
   }
   static void TearDownTestSuite() {
+    if (bad_pid_ > 0) {
+      ::kill(bad_pid_, SIGKILL);
+      ::waitpid(bad_pid_, nullptr, 0);
+    }
     EXPECT_EQ(gateway_->Stop(), 0) << gateway_->Log();
     EXPECT_EQ(upstream_->Stop(), 0) << upstream_->Log();
     delete gateway_;
@@ -123,6 +152,8 @@ class LlmTest : public ::testing::Test {
   static std::string other_key_;
   static std::string upstream_key_;
   static std::string billed_key_;
+  static int bad_port_;
+  static pid_t bad_pid_;
 };
 
 testing::ServerProcess* LlmTest::upstream_ = nullptr;
@@ -131,6 +162,8 @@ std::string LlmTest::key_;
 std::string LlmTest::other_key_;
 std::string LlmTest::upstream_key_;
 std::string LlmTest::billed_key_;
+int LlmTest::bad_port_ = 0;
+pid_t LlmTest::bad_pid_ = -1;
 
 // The "data: " payloads of a stream, in order.
 std::vector<std::string> Events(const std::string& body) {
@@ -304,6 +337,14 @@ TEST_F(LlmTest, AStreamCutAfterItBeganEndsWithAnErrorEventNotAHang) {
   }
   // The connection to the gateway is still good for the next call.
   EXPECT_EQ(Post("/v1/chat/completions", kChat).status, 200);
+  // What the client got of a cut stream is charged, not given free.
+  const std::string log = (gateway_->dir() / "access.log").string();
+  std::string out, err;
+  for (int i = 0; i < 60 && out.find("\ncutter,") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "model"}, &out, &err), 0) << err;
+  }
+  EXPECT_NE(out.find("\ncutter,1,8,4,12\n"), std::string::npos) << out;
 }
 
 TEST_F(LlmTest, AStreamFailsOverBeforeItsFirstByte) {
@@ -429,6 +470,50 @@ TEST_F(LlmTest, TokensAreMeteredAndAddedUpPerTenantForChargeback) {
   ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--since", "2999-01-01"}, &out, &err), 0);
   EXPECT_EQ(out, "tenant,model,requests,prompt_tokens,completion_tokens,total_tokens\n");
   EXPECT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "color"}, &out, &err), 2);
+}
+
+TEST_F(LlmTest, AnUpstreamCannotGetValuesPastTheGuardNorMakeItHoldWithoutEnd) {
+  // Chunks of choices the request did not ask for: refused (before anything went out: 502), not
+  // held.
+  HttpReply r = Post("/v1/chat/completions", Say("indices", "hi", true));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("a choice 1 the request did not ask for"), std::string::npos) << r.body;
+  // A JWT dripped four characters a chunk is seen whole.
+  r = Post("/v1/chat/completions", Say("jwtdrip", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("eyJ"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("SECRET"), std::string::npos) << r.body;
+  // A chunk the guard cannot read does not go out.
+  r = Post("/v1/chat/completions", Say("parts", "hi", true));
+  EXPECT_EQ(r.body.find("x@example.org"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("cannot be screened"), std::string::npos) << r.body;
+  // Log probabilities repeat the text token by token: withheld; the content is redacted.
+  r = Post("/v1/chat/completions", Say("logprobs", "hi"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("content":"mail <EMAIL_ADDRESS>")"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("logprobs":null)"), std::string::npos) << r.body;
+  // A tool call's arguments are screened like the content.
+  r = Post("/v1/chat/completions", Say("toolargs", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {
+  const std::string body =
+      R"({"model":"echo","messages":[{"role":"user","name":"zq.name@example.org","content":"x"}],)"
+      R"("user":"card 4111 1111 1111 1111"})";
+  HttpReply r = Post("/v1/chat/completions", body);
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD at bytes 5-24 of user"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
+  // lax lets prompts through unscreened; its fallback echo would screen them: it is not used,
+  // so no model answers under laxer screening than its own.
+  HttpReply r = Post("/v1/chat/completions", Say("lax", "mail zq.lax@example.org"));
+  EXPECT_NE(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-pillar-fallback"), "");
 }
 
 }  // namespace

@@ -8,6 +8,9 @@
 namespace pillar::protocol {
 namespace {
 
+std::optional<std::string> Keep(std::string_view, std::string_view) { return std::nullopt; }
+const TextEdit kKeep = Keep;
+
 TEST(OpenAiTextsTest, ARequestsTextsAreFoundWhereverTheyAreAndTheRestKept) {
   const std::string body =
       R"({"model":"m","tools":[{"type":"function","function":{"name":"f","description":"d"}}],)"
@@ -21,11 +24,13 @@ TEST(OpenAiTextsTest, ARequestsTextsAreFoundWhereverTheyAreAndTheRestKept) {
         return std::optional<std::string>(std::string(text) + "!");
       });
   ASSERT_TRUE(out.ok()) << out.status();
+  // Every string a client wrote, not the names and codes (model, role, type, id, url).
   EXPECT_EQ(seen,
-            (std::vector<std::string>{"messages[0].content=a", "messages[1].content[0].text=b"}));
+            (std::vector<std::string>{"tools[0].function.name=f", "tools[0].function.description=d",
+                                      "messages[0].content=a", "messages[1].content[0].text=b"}));
   EXPECT_EQ(
       *out,
-      R"({"model":"m","tools":[{"type":"function","function":{"name":"f","description":"d"}}],)"
+      R"({"model":"m","tools":[{"type":"function","function":{"name":"f!","description":"d!"}}],)"
       R"("messages":[{"role":"system","content":"a!"},{"role":"user","content":[)"
       R"({"type":"text","text":"b!"},{"type":"image_url","image_url":{"url":"u"}}]},)"
       R"({"role":"assistant","content":null,"tool_calls":[{"id":"t"}]}]})");
@@ -62,7 +67,8 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
       [&](int64_t index, std::string_view text, bool finished) {
         seen.push_back(std::to_string(index) + ":" + std::string(text) + (finished ? "!" : ""));
         return index == 4 ? std::string("held") : std::string(text.substr(0, 1));
-      });
+      },
+      kKeep);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(seen, (std::vector<std::string>{"3:ab", "4:!"}));
   // A delta without content gets one when there is text to release.
@@ -70,9 +76,28 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
       *out,
       R"({"id":"c","choices":[{"index":3,"delta":{"role":"assistant","content":"a"},)"
       R"("finish_reason":null},{"index":4,"delta":{"content":"held"},"finish_reason":"stop"}]})");
-  EXPECT_FALSE(EditChunkTexts("{not json", [](int64_t, std::string_view, bool) {
-                 return std::string();
-               }).ok());
+  const ChunkEdit none = [](int64_t, std::string_view, bool) { return std::string(); };
+  EXPECT_FALSE(EditChunkTexts("{not json", none, kKeep).ok());
+  // Content the guard cannot read as text is an error, not copied.
+  EXPECT_FALSE(
+      EditChunkTexts(R"({"choices":[{"index":0,"delta":{"content":[{"text":"x"}]}}]})", none, kKeep)
+          .ok());
+  // A delta's other strings go through the other edit; log probabilities are withheld.
+  std::vector<std::string> others;
+  out = EditChunkTexts(
+      R"({"choices":[{"index":0,"delta":{"refusal":"no","tool_calls":[{"id":"t","function":)"
+      R"({"name":"f","arguments":"{}"}}]},"logprobs":{"content":[{"token":"x"}]}}]})",
+      none, [&](std::string_view where, std::string_view text) {
+        others.push_back(std::string(where) + "=" + std::string(text));
+        return std::optional<std::string>("R");
+      });
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(others,
+            (std::vector<std::string>{"choices[0].delta.refusal=no",
+                                      "choices[0].delta.tool_calls[0].function.arguments={}"}));
+  EXPECT_EQ(*out,
+            R"({"choices":[{"index":0,"delta":{"refusal":"R","tool_calls":[{"id":"t","function":)"
+            R"({"name":"f","arguments":"R"}}]},"logprobs":null}]})");
 }
 
 }  // namespace

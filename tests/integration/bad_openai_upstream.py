@@ -1,0 +1,100 @@
+#!/usr/bin/python3
+"""An OpenAI-compatible upstream that answers badly on purpose, for tests/integration/llm_test.cc.
+
+Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answer:
+  indices   a stream whose chunks name choices 1..300 (the request asked for one)
+  jwtdrip   a stream that sends a JWT four characters per chunk
+  parts     a stream whose chunk's content is an array, not a string
+  logprobs  an answer whose logprobs repeat an e-mail address token by token
+  toolargs  an answer whose tool call arguments hold an access key
+GET (the health check) answers 200.
+"""
+import json
+import socket
+import sys
+import threading
+
+JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9l"
+       "IiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
+
+
+def chunk(index, content):
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+            "choices": [{"index": index, "delta": {"content": content}, "finish_reason": None}]}
+
+
+def stream(model):
+    if model == "indices":
+        events = [chunk(i, "x") for i in range(1, 301)]
+    elif model == "jwtdrip":
+        text = "token " + JWT + " end"
+        events = [chunk(0, text[i:i + 4]) for i in range(0, len(text), 4)]
+    else:  # parts
+        events = [chunk(0, "hi"), chunk(0, [{"type": "text", "text": "x@example.org"}])]
+    events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+    out = b""
+    for e in events:
+        data = ("data: " + json.dumps(e) + "\n\n").encode()
+        out += b"%x\r\n%s\r\n" % (len(data), data)
+    done = b"data: [DONE]\n\n"
+    out += b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+            b"Connection: close\r\n\r\n" + out)
+
+
+def answer(model):
+    message = {"role": "assistant", "content": "fine"}
+    choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+    if model == "logprobs":
+        message["content"] = "mail zq.lp@example.org"
+        choice["logprobs"] = {"content": [{"token": t, "logprob": -0.1} for t in
+                                          ["mail", " zq", ".lp", "@example", ".org"]]}
+    else:  # toolargs
+        message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
+            "name": "store", "arguments": json.dumps({"key": "AKIAIOSFODNN7EXAMPLE"})}}]
+    body = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "bad",
+                       "choices": [choice],
+                       "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                 "total_tokens": 2}}).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
+def handle(connection):
+    try:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            piece = connection.recv(65536)
+            if not piece:
+                return
+            data += piece
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = 0
+        for line in head.split(b"\r\n"):
+            if line.lower().startswith(b"content-length:"):
+                length = int(line.split(b":")[1])
+        while len(body) < length:
+            piece = connection.recv(65536)
+            if not piece:
+                return
+            body += piece
+        if head.startswith(b"GET"):
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
+            return
+        model = json.loads(body).get("model", "")
+        connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts")
+                           else answer(model))
+    except Exception:
+        pass
+    finally:
+        connection.close()
+
+
+server = socket.socket()
+server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+server.bind(("127.0.0.1", int(sys.argv[1])))
+server.listen(64)
+while True:
+    c, _ = server.accept()
+    threading.Thread(target=handle, args=(c,), daemon=True).start()
