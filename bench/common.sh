@@ -21,7 +21,8 @@ prune_work() {
 }
 
 # The configuration `./dev.sh run` writes (scripts/run_demo.sh): two event loops, the built-in
-# policy, the access log and the audit log with signed checkpoints (its key made here), every
+# policy, the access log, the audit log with signed checkpoints (its key made here) and the
+# content guard, every
 # file in DIR.  Usage: demo_config PILLAR DIR STORE TRUSTED_PUB   (writes DIR/pillar.toml)
 demo_config() {
   local pillar=$1 dir=$2 store=$3 trusted=$4
@@ -44,6 +45,7 @@ access_log = "$dir/access.log"
 file = "$dir/audit.log"
 signing_key = "$dir/audit.key"
 public_keys = ["$dir/audit.pub"]
+[guard]
 TOML
 }
 
