@@ -7,6 +7,7 @@
 //   absl::StatusOr<Verdict> v = limiter.AdmitNow(charges, request_id);   // synchronous ones
 //   limiter.Admit(charges, request_id, [](absl::StatusOr<Verdict> v) {...});  // any
 //   limiter.Release(concurrency_charges, request_id);   // when the response is on its way
+//   limiter.Settle(token_adjustments, admitted_unix_s);  // a call's tokens, once it is counted
 // An error status (never a refusal) means the limiter could not decide: its store is down.
 #pragma once
 
@@ -39,6 +40,9 @@ inline constexpr std::string_view kOwnCounterMark = "!principal";
 struct Verdict {
   bool allowed = true;
   // For a refusal: the limit, the subject it counted, and the numbers the response carries.
+  // For an admission with charges in tokens: the tightest of them after its charge (the one
+  // with the fewest tokens remaining), in `charge_index`, `limit`, `remaining` and `reset_ms`;
+  // charge_index is -1 when the request had none.
   const policy::LimitRule* rule = nullptr;
   std::string subject;
   int charge_index = -1;       // which of the request's charges refused
@@ -64,7 +68,20 @@ class Limiter {
   }
   // Gives back the concurrency slots `lease` took; other charges are ignored.
   virtual void Release(std::span<const Charge> charges, std::string_view lease) = 0;
+  // Corrects rate and quota counters by each charge's cost, which may be negative: a call
+  // reserves tokens on arrival (its estimated prompt and the most it may generate) and settles
+  // the difference with what it used once that is known. A settlement is never refused: a
+  // counter may go past its limit (the next request then waits), or back down to empty but not
+  // below. A quota settles in the period it was charged in (`admitted_unix_s`); a refund for a
+  // period that has ended is dropped, and a further charge counts in the current period.
+  virtual void Settle(std::span<const Charge> charges, int64_t admitted_unix_s) = 0;
 };
+
+// Whether a verdict for an admission should describe `charge`: rates and quotas in tokens.
+inline bool ReportsRemaining(const Charge& charge) {
+  return charge.rule->unit == policy::LimitRule::Unit::kTokens &&
+         charge.rule->kind != policy::LimitRule::Kind::kConcurrency;
+}
 
 // The start of the quota period holding `unix_s` (UTC), and the start of the next one.
 int64_t PeriodStart(policy::LimitRule::Period period, int64_t unix_s);

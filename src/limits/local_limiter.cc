@@ -240,13 +240,7 @@ void LocalLimiter::Take(const Charge& charge, Counter& counter, int64_t now_ns, 
         counter.period_start = start;
         counter.used = 0;
       }
-      counter.period = rule.period;
-      counter.used += charge.cost;
-      if (options_.store != nullptr) {
-        auto& pending = unflushed_[KeyFor(charge)];
-        if (pending.first != start) pending = {start, 0};
-        pending.second += charge.cost;
-      }
+      AddUsage(charge, counter, start, charge.cost);
       return;
     }
   }
@@ -267,8 +261,78 @@ absl::StatusOr<Verdict> LocalLimiter::AdmitNow(std::span<const Charge> charges, 
       return *std::move(refused);
     }
   }
-  for (size_t i = 0; i < charges.size(); ++i) Take(charges[i], *counters[i], now_ns, now_s);
-  return Verdict{};
+  Verdict admitted;
+  for (size_t i = 0; i < charges.size(); ++i) {
+    Take(charges[i], *counters[i], now_ns, now_s);
+    if (ReportsRemaining(charges[i])) {
+      Describe(charges[i], int(i), *counters[i], now_ns, now_s, admitted);
+    }
+  }
+  return admitted;
+}
+
+void LocalLimiter::Describe(const Charge& charge, int index, const Counter& counter, int64_t now_ns,
+                            int64_t now_s, Verdict& out) const {
+  const LimitRule& rule = *charge.rule;
+  int64_t limit = 0;
+  int64_t remaining = 0;
+  int64_t reset_ms = 0;
+  if (rule.kind == LimitRule::Kind::kRate) {
+    const double interval_ns = double(kNanosPerSecond) * double(options_.divisor) / rule.rate;
+    limit = Scaled(rule.burst);
+    const double ahead_ns = double(std::max(counter.tat_ns, now_ns) - now_ns);
+    remaining = int64_t(std::clamp(
+        std::floor((interval_ns * double(limit) - ahead_ns) / interval_ns), 0.0, double(limit)));
+    reset_ms = ClampedMillis(ahead_ns);
+  } else if (rule.kind == LimitRule::Kind::kQuota) {
+    limit = Scaled(rule.quota);
+    remaining = std::max<int64_t>(0, limit - counter.used);
+    reset_ms = (PeriodEnd(rule.period, now_s) - now_s) * 1000;
+  } else {
+    return;
+  }
+  if (out.charge_index >= 0 && remaining >= out.remaining) return;
+  out.charge_index = index;
+  out.limit = limit;
+  out.remaining = remaining;
+  out.reset_ms = reset_ms;
+}
+
+void LocalLimiter::Settle(std::span<const Charge> charges, int64_t admitted_unix_s) {
+  const int64_t now_ns = options_.clock->MonotonicNanos();
+  const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
+  absl::MutexLock lock(&mu_);
+  for (const Charge& charge : charges) {
+    const LimitRule& rule = *charge.rule;
+    if (charge.cost == 0 || rule.kind == LimitRule::Kind::kConcurrency) continue;
+    if (rule.kind == LimitRule::Kind::kRate) {
+      auto it = counters_.find(KeyFor(charge));
+      // A bucket that was pruned has refilled: nothing to give back.
+      if (it == counters_.end() && charge.cost < 0) continue;
+      Counter& c = it != counters_.end() ? it->second : CounterFor(charge);
+      const double interval_ns = double(kNanosPerSecond) * double(options_.divisor) / rule.rate;
+      const double tat = double(std::max(c.tat_ns, now_ns)) + interval_ns * double(charge.cost);
+      c.tat_ns = int64_t(std::clamp(tat, double(now_ns), kMaxTatNs));
+      continue;
+    }
+    const int64_t start = PeriodStart(rule.period, now_s);
+    if (charge.cost < 0 && PeriodStart(rule.period, admitted_unix_s) != start) continue;
+    Counter& c = CounterFor(charge);
+    if (c.period_start != start) {
+      c.period_start = start;
+      c.used = 0;
+    }
+    AddUsage(charge, c, start, std::max(charge.cost, -c.used));  // never below empty
+  }
+}
+
+void LocalLimiter::AddUsage(const Charge& charge, Counter& counter, int64_t start, int64_t units) {
+  counter.period = charge.rule->period;
+  counter.used += units;
+  if (options_.store == nullptr || units == 0) return;
+  auto& pending = unflushed_[KeyFor(charge)];
+  if (pending.first != start) pending = {start, 0};
+  pending.second += units;
 }
 
 void LocalLimiter::Release(std::span<const Charge> charges, std::string_view) {

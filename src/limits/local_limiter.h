@@ -45,6 +45,7 @@ class LocalLimiter final : public Limiter {
   [[nodiscard]] absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
                                                  std::string_view lease) override;
   void Release(std::span<const Charge> charges, std::string_view lease) override;
+  void Settle(std::span<const Charge> charges, int64_t admitted_unix_s) override;
 
  private:
   struct Counter {
@@ -62,6 +63,14 @@ class LocalLimiter final : public Limiter {
                                int64_t now_s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Take(const Charge& charge, Counter& counter, int64_t now_ns, int64_t now_s)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `units` (negative: gives back) to a quota counter of the period starting at `start`,
+  // and to what the store has not been told yet.
+  void AddUsage(const Charge& charge, Counter& counter, int64_t start, int64_t units)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // What is left of `charge`'s limit after its charge (Verdict's admission fields).
+  // Kept in `out` when it has fewer units remaining than what `out` describes already.
+  void Describe(const Charge& charge, int index, const Counter& counter, int64_t now_ns,
+                int64_t now_s, Verdict& out) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FlushLoop();
   // Drops counters that hold nothing a fresh one would not: rate buckets that refilled, idle
   // concurrency counters, quotas of past periods. Keeps memory bounded by the principals

@@ -14,13 +14,15 @@ namespace {
 
 using policy::LimitRule;
 
-// ARGV: lease, lease TTL (us), then per key: kind, cost, a, b.
+// ARGV: lease, lease TTL (us), then per key: kind, cost, a, b, report.
 //   r (rate):        a = emission interval (us per unit), b = burst (units)
 //   c (concurrency): a = maximum in flight
 //   q (quota):       a = quota, b = end of the period (Unix s); the key names the period
-// Returns {1} when every charge fits (and takes them all), else
+//   report:          1 for a charge the admission's reply describes (ReportsRemaining)
+// Returns {1} when every charge fits (and takes them all), or {1, index, limit, remaining,
+// reset_ms} for the reported charge with the fewest units left after it; else
 // {0, index, limit, remaining, reset_ms, retry_after_ms, renews_at_s} for the first that does
-// not (and takes none). Numbers written back are formatted explicitly: Lua would print a
+// not fit (and takes none). Numbers written back are formatted explicitly: Lua would print a
 // microsecond timestamp with 14 significant digits and lose precision.
 constexpr const char* kScript = R"lua(
 local t = redis.call('TIME')
@@ -30,7 +32,7 @@ local lease = ARGV[1]
 local lease_ttl_us = tonumber(ARGV[2])
 local new_tat = {}  -- per key: the new TAT (rate) or the usage before (quota)
 for i = 1, #KEYS do
-  local o = 2 + (i - 1) * 4
+  local o = 2 + (i - 1) * 5
   local kind, cost = ARGV[o + 1], tonumber(ARGV[o + 2])
   local a, b = tonumber(ARGV[o + 3]), tonumber(ARGV[o + 4])
   if kind == 'r' then
@@ -64,12 +66,23 @@ for i = 1, #KEYS do
     end
   end
 end
+local best = nil
+local function describe(i, limit, remaining, reset_ms)
+  if remaining < 0 then remaining = 0 end
+  if remaining > limit then remaining = limit end
+  if best == nil or remaining < best[3] then best = {i - 1, limit, remaining, reset_ms} end
+end
 for i = 1, #KEYS do
-  local o = 2 + (i - 1) * 4
+  local o = 2 + (i - 1) * 5
   local kind, cost, b = ARGV[o + 1], tonumber(ARGV[o + 2]), tonumber(ARGV[o + 4])
+  local a, report = tonumber(ARGV[o + 3]), ARGV[o + 5] == '1'
   if kind == 'r' then
     redis.call('SET', KEYS[i], string.format('%.3f', new_tat[i]),
                'PX', math.ceil((new_tat[i] - now_us) / 1000) + 1000)
+    if report then
+      describe(i, b, math.floor((a * b - (new_tat[i] - now_us)) / a),
+               math.ceil((new_tat[i] - now_us) / 1000))
+    end
   elseif kind == 'c' then
     redis.call('ZADD', KEYS[i], string.format('%.0f', now_us + lease_ttl_us), lease)
     redis.call('PEXPIRE', KEYS[i], math.ceil(lease_ttl_us / 1000) + 1000)
@@ -77,9 +90,41 @@ for i = 1, #KEYS do
     redis.call('INCRBY', KEYS[i], cost)
     -- The key names its period; it expires a day after the period ends.
     if new_tat[i] == 0 then redis.call('EXPIREAT', KEYS[i], b + 86400) end
+    if report then describe(i, a, a - new_tat[i] - cost, (b - now_s) * 1000) end
   end
 end
+if best ~= nil then return {1, best[1], best[2], best[3], best[4]} end
 return {1}
+)lua";
+
+// A settlement (Limiter::Settle), never refused. ARGV per key: kind, units (negative: a
+// refund), a (rate: emission interval, us per unit; quota: end of the period, Unix s). A rate's
+// arrival time moves by the units, not back past now; a quota's usage, not below zero.
+constexpr const char* kSettleScript = R"lua(
+local t = redis.call('TIME')
+local now_us = tonumber(t[1]) * 1000000 + tonumber(t[2])
+for i = 1, #KEYS do
+  local o = (i - 1) * 3
+  local kind, units, a = ARGV[o + 1], tonumber(ARGV[o + 2]), tonumber(ARGV[o + 3])
+  if kind == 'r' then
+    local tat = tonumber(redis.call('GET', KEYS[i]) or 0)
+    if tat < now_us then tat = now_us end
+    local nt = tat + units * a
+    if nt > now_us then
+      redis.call('SET', KEYS[i], string.format('%.3f', nt), 'PX', math.ceil((nt - now_us) / 1000) + 1000)
+    else
+      redis.call('DEL', KEYS[i])
+    end
+  else
+    local used = tonumber(redis.call('GET', KEYS[i]) or 0)
+    if used + units < 0 then units = -used end
+    if units ~= 0 then
+      redis.call('INCRBY', KEYS[i], units)
+      redis.call('EXPIREAT', KEYS[i], a + 86400)
+    end
+  end
+end
+return 1
 )lua";
 
 constexpr size_t kMaxBatch = 512;
@@ -98,7 +143,21 @@ std::string FormatDouble(double v) {
       reply->element[0]->type != REDIS_REPLY_INTEGER) {
     return absl::UnavailableError("redis: unexpected reply to the limit script");
   }
-  if (reply->element[0]->integer == 1) return Verdict{};
+  if (reply->element[0]->integer == 1) {
+    Verdict admitted;
+    if (reply->elements == 5) {
+      for (size_t i = 1; i < 5; ++i) {
+        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
+          return absl::UnavailableError("redis: unexpected admission reply");
+        }
+      }
+      admitted.charge_index = int(reply->element[1]->integer);
+      admitted.limit = reply->element[2]->integer;
+      admitted.remaining = reply->element[3]->integer;
+      admitted.reset_ms = reply->element[4]->integer;
+    }
+    return admitted;
+  }
   if (reply->elements != 7) return absl::UnavailableError("redis: unexpected refusal reply");
   int64_t v[7];
   for (size_t i = 0; i < 7; ++i) {
@@ -177,7 +236,7 @@ void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease
   }
   const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
   Command command;
-  command.args.reserve(6 + charges.size() * 5);
+  command.args.reserve(6 + charges.size() * 6);
   command.args.push_back("EVALSHA");
   command.args.push_back(script_sha_);
   command.args.push_back(StrCat(charges.size()));
@@ -204,6 +263,7 @@ void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease
                                                  StrCat(PeriodEnd(r.period, now_s))});
         break;
     }
+    command.args.push_back(ReportsRemaining(c) ? "1" : "0");
   }
   command.done = std::move(done);
   Enqueue(std::move(command));
@@ -227,6 +287,38 @@ void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lea
     if (c.rule->kind != LimitRule::Kind::kConcurrency) continue;
     Enqueue(Command{{"ZREM", Key('c', c, 0), std::string(lease)}, nullptr});
   }
+}
+
+void RedisLimiter::Settle(std::span<const Charge> charges, int64_t admitted_unix_s) {
+  const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
+  Command command;
+  command.args = {"EVAL", kSettleScript, ""};
+  std::vector<std::string> args;
+  size_t keys = 0;
+  for (const Charge& c : charges) {
+    const LimitRule& r = *c.rule;
+    if (c.cost == 0 || r.kind == LimitRule::Kind::kConcurrency) continue;
+    if (r.kind == LimitRule::Kind::kRate) {
+      command.args.push_back(Key('r', c, now_s));
+      args.insert(args.end(), {"r", StrCat(c.cost), FormatDouble(1e6 / r.rate)});
+    } else {
+      const bool period_ended =
+          PeriodStart(r.period, admitted_unix_s) != PeriodStart(r.period, now_s);
+      if (c.cost < 0 && period_ended) continue;
+      command.args.push_back(Key('q', c, now_s));
+      args.insert(args.end(), {"q", StrCat(c.cost), StrCat(PeriodEnd(r.period, now_s))});
+    }
+    ++keys;
+  }
+  if (keys == 0) return;
+  if (!up_.load()) {  // lost: the reservation stands as the charge
+    if (errors_ != nullptr) errors_->Increment();
+    return;
+  }
+  command.args[2] = StrCat(keys);
+  command.args.insert(command.args.end(), std::make_move_iterator(args.begin()),
+                      std::make_move_iterator(args.end()));
+  Enqueue(std::move(command));
 }
 
 bool RedisLimiter::Connect() {
@@ -348,6 +440,8 @@ void RedisLimiter::Run(std::vector<Command>& batch, bool retry_missing_script) {
       absl::StatusOr<Verdict> verdict = ParseReply(reply);
       if (!verdict.ok() && errors_ != nullptr) errors_->Increment();
       std::move(c.done)(std::move(verdict));
+    } else if (reply->type == REDIS_REPLY_ERROR && errors_ != nullptr) {
+      errors_->Increment();  // a release or settlement Redis refused
     }
     freeReplyObject(reply);
   }

@@ -56,6 +56,8 @@ class RedisLimiter final : public Limiter {
                                                  std::string_view lease) override;
   void Admit(std::span<const Charge> charges, std::string_view lease, Done done) override;
   void Release(std::span<const Charge> charges, std::string_view lease) override;
+  // Sent with the next batch; lost (and counted as an error) while Redis is down.
+  void Settle(std::span<const Charge> charges, int64_t admitted_unix_s) override;
 
   bool up() const { return up_.load(); }
 

@@ -201,6 +201,20 @@ namespace {
   return absl::OkStatus();
 }
 
+[[nodiscard]] absl::Status ReadGenerationSection(const toml::table& root, std::string_view source,
+                                                 GenerationConfig& out) {
+  const toml::node* node = root.get("generation");
+  if (node != nullptr && !node->is_table()) {
+    return Error(source, "'generation' must be a table");
+  }
+  TomlSection section(node == nullptr ? nullptr : node->as_table(), "generation", source);
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("max_tokens", out.max_tokens, 1, 1 << 20));
+  PILLAR_RETURN_IF_ERROR(section.ReadInt("max_n", out.max_n, 1, 128));
+  PILLAR_RETURN_IF_ERROR(
+      section.ReadInt("default_max_tokens", out.default_max_tokens, 0, out.max_tokens));
+  return section.CheckNoUnknownKeys();
+}
+
 }  // namespace
 
 absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
@@ -231,6 +245,9 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
                    "a language model (OpenAI API) has no [[input]], [[output]] or "
                    "max_batch_size: its requests and answers are OpenAI's");
     }
+    PILLAR_RETURN_IF_ERROR(ReadGenerationSection(root, source, config.generation));
+  } else if (root.contains("generation")) {
+    return Error(source, "[generation] is only for a language model (OpenAI API)");
   } else {
     PILLAR_ASSIGN_OR_RETURN(config.inputs, ParseTensors(root, "input", source));
     PILLAR_ASSIGN_OR_RETURN(config.outputs, ParseTensors(root, "output", source));
@@ -243,6 +260,7 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   top.Allow("access");
   top.Allow("simulated");
   top.Allow("remote");
+  top.Allow("generation");
   PILLAR_RETURN_IF_ERROR(top.CheckNoUnknownKeys());
   PILLAR_RETURN_IF_ERROR(ParseAccess(root, source, config.access));
   PILLAR_RETURN_IF_ERROR(ReadNetworkTables(root, source, config));

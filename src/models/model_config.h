@@ -54,6 +54,15 @@ std::string_view PlatformName(Platform platform);  // as model.toml spells it
 // Model names as they appear in URLs: letters, digits, '-', '_', '.'; not starting with '.'.
 bool IsValidModelName(std::string_view name);
 
+// [generation], for a language model: bounds on what one call may ask of it, checked once the
+// model is known (a request beyond them is refused with 400), and the completion length pillar
+// asks for when a request names none (so that a token limit reserves a bounded amount).
+struct GenerationConfig {
+  int64_t max_tokens = 1 << 20;    // the largest max_tokens (or max_completion_tokens) allowed
+  int64_t max_n = 8;               // the most choices per call
+  int64_t default_max_tokens = 0;  // sent upstream when the request names none; 0: none is sent
+};
+
 struct ModelConfig {
   Platform platform = Platform::kTorchScript;
   // 0 disables batching: inputs then have exactly the declared shape.
@@ -69,6 +78,8 @@ struct ModelConfig {
   SimulatedConfig simulated;
   // [remote], read only when platform is kRemote or kOpenAi.
   RemoteConfig remote;
+  // [generation], read only for a language model (speaks_openai()).
+  GenerationConfig generation;
   // `fallback = ["digits-lite"]`: the models that answer, in order, when this one cannot (its
   // breaker is open, its endpoints are out, it is overloaded, or it failed after its retries).
   // Each is authorized for the caller like any request; its own fallbacks are not followed.

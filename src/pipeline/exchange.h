@@ -121,8 +121,9 @@ class Exchange {
   // the route stage, and the action it asks for on it ("infer", "read_metadata" ...).
   std::string resource;
   std::string_view action;
-  // Filled by the admit stage for requests holding a concurrency slot; run once when the
-  // response is on its way (the admit stage's response half).
+  // Filled by the admit stage for requests holding a concurrency slot or a reservation of
+  // tokens; run once when the response is complete (the admit stage's response half): gives the
+  // slot back and settles the tokens the call used.
   absl::AnyInvocable<void(Exchange&) &&> release;
   // The model registry this request was routed in (kept to its end, so `model` stays valid
   // while a newer registry takes over) and the version it addresses.
@@ -152,6 +153,9 @@ class Exchange {
   int64_t first_event_ns = 0;           // monotonic, when the first event went to the client
   int64_t streamed_chunks = 0;          // chunks of the answer written (about a token each)
   int64_t estimated_prompt_tokens = 0;  // pillar's estimate, for answers without a usage
+  // What the call reserves of token limits (its estimated prompt and the most it may generate),
+  // set by the route stage; the admit stage settles it against the usage once answered.
+  int64_t reserved_tokens = 0;
   const runtime::ModelVersion* streaming_from = nullptr;
   int64_t streamed_bytes = 0;
   // The version of another model that answered for `model` (its fallback chain), if one did.

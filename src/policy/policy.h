@@ -66,7 +66,8 @@ struct Rule {
 struct LimitRule {
   enum class Per : uint8_t { kKey, kTenant, kModel };
   enum class Kind : uint8_t { kRate, kConcurrency, kQuota };
-  enum class Unit : uint8_t { kRequests, kElements };
+  // kTokens: a language model's tokens (prompt and completion), for rate and quota limits.
+  enum class Unit : uint8_t { kRequests, kElements, kTokens };
   enum class Period : uint8_t { kDay, kMonth };
 
   std::string name;

@@ -188,9 +188,10 @@ class PolicyParser {
     if (!limit_names_.insert(limit.name).second) {
       return Error(table, StrCat(owner, ": another limit has this name"));
     }
-    if (absl::Status s = CheckKeys(table, owner,
-                                   {"name", "per", "actions", "resources", "tenants", "unit",
-                                    "rate", "burst", "concurrency", "quota", "period"});
+    if (absl::Status s =
+            CheckKeys(table, owner,
+                      {"name", "per", "actions", "resources", "tenants", "unit", "rate",
+                       "rate_per_minute", "burst", "concurrency", "quota", "period"});
         !s.ok()) {
       return s;
     }
@@ -215,6 +216,12 @@ class PolicyParser {
       return s;
 
     const toml::node* rate = table.get("rate");
+    const toml::node* per_minute = table.get("rate_per_minute");
+    if (rate != nullptr && per_minute != nullptr) {
+      return Error(*per_minute, StrCat(owner, ": set rate or rate_per_minute, not both"));
+    }
+    const double rate_scale = per_minute != nullptr ? 60.0 : 1.0;
+    if (per_minute != nullptr) rate = per_minute;
     const toml::node* concurrency = table.get("concurrency");
     const toml::node* quota = table.get("quota");
     if ((rate != nullptr) + (concurrency != nullptr) + (quota != nullptr) != 1) {
@@ -226,9 +233,11 @@ class PolicyParser {
       limit.unit = LimitRule::Unit::kRequests;
     } else if (unit == "elements") {
       limit.unit = LimitRule::Unit::kElements;
+    } else if (unit == "tokens") {
+      limit.unit = LimitRule::Unit::kTokens;
     } else {
       return Error(*table.get("unit"),
-                   StrCat(owner, ": unit must be \"requests\" or \"elements\""));
+                   StrCat(owner, ": unit must be \"requests\", \"elements\" or \"tokens\""));
     }
     auto positive_int = [&](const toml::node* node, std::string_view key, int64_t max,
                             int64_t& out) -> absl::Status {
@@ -243,12 +252,20 @@ class PolicyParser {
       limit.kind = LimitRule::Kind::kRate;
       std::optional<double> value = rate->value<double>();
       // The lower bound (one unit per ~11.6 days) keeps the bucket's arithmetic in range.
-      if (!value || !std::isfinite(*value) || *value < 1e-6 || *value > 1e12) {
-        return Error(*rate,
-                     StrCat(owner, ": rate must be a number of units per second in [1e-6, 1e12]"));
+      if (!value || !std::isfinite(*value) || *value / rate_scale < 1e-6 ||
+          *value / rate_scale > 1e12) {
+        return Error(*rate, per_minute != nullptr
+                                ? StrCat(owner,
+                                         ": rate_per_minute must be a number of units per minute "
+                                         "in [6e-5, 6e13]")
+                                : StrCat(owner,
+                                         ": rate must be a number of units per second in "
+                                         "[1e-6, 1e12]"));
       }
-      limit.rate = *value;
-      limit.burst = std::max<int64_t>(1, int64_t(std::ceil(limit.rate)));
+      limit.rate = *value / rate_scale;
+      // By default a second's worth may arrive at once, or a minute's for a rate per minute (as
+      // a tokens-per-minute limit is meant: the minute's tokens, however they arrive in it).
+      limit.burst = std::max<int64_t>(1, int64_t(std::ceil(*value)));
       if (const toml::node* burst = table.get("burst")) {
         if (absl::Status s = positive_int(burst, "burst", kMaxAmount, limit.burst); !s.ok())
           return s;

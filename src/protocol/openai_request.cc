@@ -87,7 +87,8 @@ using simdjson::dom::object;
   std::optional<int64_t> completion_tokens;
   PILLAR_RETURN_IF_ERROR(
       ReadCount(top, "max_completion_tokens", limits.max_tokens, completion_tokens));
-  if (completion_tokens) max_tokens = completion_tokens;
+  // Both named: the larger bounds what an upstream (reading either) may generate.
+  if (completion_tokens) max_tokens = std::max(max_tokens.value_or(0), *completion_tokens);
   std::optional<int64_t> choices;
   PILLAR_RETURN_IF_ERROR(ReadCount(top, "n", limits.max_n, choices));
   n = choices.value_or(1);
@@ -237,7 +238,8 @@ using simdjson::dom::object;
 
 [[nodiscard]] absl::StatusOr<std::string> RewriteForUpstream(std::string_view body,
                                                              std::string_view upstream_model,
-                                                             bool include_usage) {
+                                                             bool include_usage,
+                                                             std::optional<int64_t> max_tokens) {
   simdjson::dom::parser parser;
   PILLAR_ASSIGN_OR_RETURN(object top, ParseTop(parser, body, OpenAiLimits{}));
   std::string out;
@@ -250,8 +252,16 @@ using simdjson::dom::object;
   };
   key("model");
   AppendJsonString(out, upstream_model);
+  if (max_tokens.has_value()) {
+    key("max_tokens");
+    out.append(std::to_string(*max_tokens));
+  }
   for (auto field : top) {
     if (field.key == "model" || (include_usage && field.key == "stream_options")) continue;
+    // Only set for a request that named no length; a null one is replaced.
+    if (max_tokens.has_value() &&
+        (field.key == "max_tokens" || field.key == "max_completion_tokens"))
+      continue;
     key(field.key);
     out.append(simdjson::minify(field.value));
   }

@@ -22,7 +22,7 @@ namespace pillar::protocol {
 
 struct OpenAiLimits {
   size_t max_messages = 1024;
-  int64_t max_n = 8;             // choices per request
+  int64_t max_n = 128;           // choices per request (a model's [generation] max_n is lower)
   int64_t max_tokens = 1 << 20;  // the largest max_tokens a request may ask for
   size_t max_stop = 4;           // as OpenAI's API allows
   size_t max_inputs = 2048;      // embeddings inputs (OpenAI's own limit)
@@ -42,7 +42,7 @@ struct ChatRequest {
   std::vector<ChatMessage> messages;
   bool stream = false;
   bool include_usage = false;         // stream_options.include_usage
-  std::optional<int64_t> max_tokens;  // max_completion_tokens, else max_tokens
+  std::optional<int64_t> max_tokens;  // the larger of max_tokens and max_completion_tokens
   int64_t n = 1;
 };
 
@@ -74,9 +74,10 @@ struct EmbeddingsRequest {
 
 // The body as the upstream gets it: every member as it came (minified), but "model" set to
 // `upstream_model` and, when `include_usage` (a stream whose usage pillar counts),
-// "stream_options" with "include_usage": true. `body` must have parsed with one of the above.
-[[nodiscard]] absl::StatusOr<std::string> RewriteForUpstream(std::string_view body,
-                                                             std::string_view upstream_model,
-                                                             bool include_usage);
+// "stream_options" with "include_usage": true, and "max_tokens" when `max_tokens` is given (the
+// model's default, for a request that named none). `body` must have parsed with one of the above.
+[[nodiscard]] absl::StatusOr<std::string> RewriteForUpstream(
+    std::string_view body, std::string_view upstream_model, bool include_usage,
+    std::optional<int64_t> max_tokens = std::nullopt);
 
 }  // namespace pillar::protocol

@@ -71,6 +71,7 @@ struct GenerateRequest {
   bool stream = false;
   bool include_usage = false;  // the client asked for the usage chunk (stream_options)
   std::optional<int64_t> max_tokens;
+  bool set_max_tokens = false;  // the model's default_max_tokens: the upstream is sent it
   int64_t n = 1;
   int64_t inputs = 1;              // embeddings: how many texts
   bool base64_embeddings = false;  // embeddings: encoding_format "base64"

@@ -11,6 +11,7 @@ namespace pillar::stages {
 
 using limits::Charge;
 using limits::Limiter;
+using limits::ReportsRemaining;
 using limits::Verdict;
 namespace {
 
@@ -33,7 +34,29 @@ int64_t Elements(const pipeline::Exchange& ex) {
 int64_t CeilSeconds(int64_t ms) { return std::max<int64_t>(0, (ms + 999) / 1000); }
 
 std::string_view UnitName(const LimitRule& rule) {
-  return rule.unit == LimitRule::Unit::kElements ? "elements" : "requests";
+  switch (rule.unit) {
+    case LimitRule::Unit::kElements:
+      return "elements";
+    case LimitRule::Unit::kTokens:
+      return "tokens";
+    default:
+      return "requests";
+  }
+}
+
+// The tokens the call used, as its answer's usage says (or as pillar estimated them for a stream
+// cut short); none when it was not answered.
+int64_t UsedTokens(const pipeline::Exchange& ex) {
+  const bool answered = ex.model != nullptr && (ex.streaming || ex.response.status < 400);
+  if (!answered) return 0;
+  return ex.infer_result.usage.prompt_tokens + ex.infer_result.usage.completion_tokens;
+}
+
+// OpenAI's names for what is left of a token limit; the reset as a duration ("12s").
+void AddTokenHeaders(const Verdict& v, std::vector<std::pair<std::string, std::string>>& h) {
+  h.emplace_back("x-ratelimit-limit-tokens", StrCat(v.limit));
+  h.emplace_back("x-ratelimit-remaining-tokens", StrCat(v.remaining));
+  h.emplace_back("x-ratelimit-reset-tokens", StrCat(CeilSeconds(v.reset_ms), "s"));
 }
 
 }  // namespace
@@ -101,6 +124,10 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
       charge.cost = elements;
       if (charge.cost == 0) continue;  // nothing to count (a metadata request)
     }
+    if (rule.kind != LimitRule::Kind::kConcurrency && rule.unit == LimitRule::Unit::kTokens) {
+      charge.cost = ex.reserved_tokens;
+      if (charge.cost == 0) continue;  // not a language model's call
+    }
     out.push_back(charge);
   }
 }
@@ -159,21 +186,33 @@ bool AdmitStage::Decide(pipeline::Exchange& ex, const Charges& charges,
     return false;
   }
   Record(ex, true);
+  if (verdict->charge_index >= 0) AddTokenHeaders(*verdict, ex.response.headers);
   HoldSlots(ex, charges, *admitted_by);
   return true;
 }
 
 void AdmitStage::HoldSlots(pipeline::Exchange& ex, const Charges& charges, Limiter& by) {
+  bool holds = false;
   for (const Charge& c : charges) {
-    if (c.rule->kind != LimitRule::Kind::kConcurrency) continue;
-    Limiter* limiter = &by;
-    ex.release = [limiter](pipeline::Exchange& done) {
-      Charges again;
-      CollectCharges(done, again);
-      limiter->Release(again, done.request_id);
-    };
-    return;
+    holds = holds || c.rule->kind == LimitRule::Kind::kConcurrency || ReportsRemaining(c);
   }
+  if (!holds) return;
+  Limiter* limiter = &by;
+  const int64_t admitted_s = clock_.UnixMicros() / 1'000'000;
+  ex.release = [limiter, admitted_s](pipeline::Exchange& done) {
+    Charges again;  // the same policy snapshot and call give the same charges
+    CollectCharges(done, again);
+    limiter->Release(again, done.request_id);
+    // What the call reserved in tokens becomes what it used.
+    const int64_t used = UsedTokens(done);
+    Charges settle;
+    for (Charge c : again) {
+      if (!ReportsRemaining(c) || c.cost == used) continue;
+      c.cost = used - c.cost;
+      settle.push_back(c);
+    }
+    if (!settle.empty()) limiter->Settle(settle, admitted_s);
+  };
 }
 
 void AdmitStage::OnResponse(pipeline::Exchange& ex) {
@@ -241,6 +280,7 @@ void AdmitStage::Refuse(pipeline::Exchange& ex, const Verdict& v, bool by_princi
   h.emplace_back("RateLimit-Limit", StrCat(v.limit));
   h.emplace_back("RateLimit-Remaining", StrCat(v.remaining));
   h.emplace_back("RateLimit-Reset", StrCat(CeilSeconds(v.reset_ms)));
+  if (rule != nullptr && rule->unit == LimitRule::Unit::kTokens) AddTokenHeaders(v, h);
 }
 
 void AdmitStage::Record(pipeline::Exchange& ex, bool allowed) {

@@ -70,6 +70,36 @@ namespace {
   return absl::OkStatus();
 }
 
+// The model's [generation] bounds: a call asking for more is refused (it would be refused or cut
+// by the upstream anyway, after pillar reserved its tokens); one naming no length gets the
+// model's default, which the upstream is sent.
+[[nodiscard]] absl::Status ApplyGeneration(const models::GenerationConfig& bounds,
+                                           runtime::GenerateRequest& call) {
+  if (call.route == runtime::OpenAiRoute::kEmbeddings) return absl::OkStatus();
+  if (call.max_tokens.has_value() && *call.max_tokens > bounds.max_tokens) {
+    return absl::InvalidArgumentError(StrCat(
+        "max_tokens ", *call.max_tokens, " is above this model's limit of ", bounds.max_tokens));
+  }
+  if (call.n > bounds.max_n) {
+    return absl::InvalidArgumentError(
+        StrCat("n ", call.n, " is above this model's limit of ", bounds.max_n, " choices"));
+  }
+  if (!call.max_tokens.has_value() && bounds.default_max_tokens > 0) {
+    call.max_tokens = bounds.default_max_tokens;
+    call.set_max_tokens = true;
+  }
+  return absl::OkStatus();
+}
+
+// The tokens a call reserves of token limits on arrival: its prompt as estimated, and the most it
+// may generate (n choices of max_tokens, when the request or the model's [generation] table
+// bounds them; otherwise its completion is charged once it is known).
+int64_t ReservedTokens(const runtime::GenerateRequest& call) {
+  const int64_t completion =
+      call.route == runtime::OpenAiRoute::kEmbeddings ? 0 : call.n * call.max_tokens.value_or(0);
+  return call.prompt_tokens + completion;
+}
+
 }  // namespace
 
 pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
@@ -113,6 +143,14 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
   if (absl::Status kind = CheckKind(ex.operation, *model); runs && !kind.ok()) {
     ex.Fail(kind);
     return pipeline::StageResult::kStop;
+  }
+  if (ex.generate.has_value() && model->config) {
+    if (absl::Status within = ApplyGeneration(model->config->generation, *ex.generate);
+        !within.ok()) {
+      ex.Fail(within);
+      return pipeline::StageResult::kStop;
+    }
+    ex.reserved_tokens = ReservedTokens(*ex.generate);
   }
   return pipeline::StageResult::kContinue;
 }

@@ -565,8 +565,8 @@ std::string RemoteRunner::State::TargetFor(const Call& call, Attempt& attempt,
   attempt.body.clear();
   if (!slot.model.empty() && slot.model != upstream_model) {
     // The body parsed when the request arrived, so it parses again.
-    absl::StatusOr<std::string> body =
-        protocol::RewriteForUpstream(call.client_body, slot.model, call.events != nullptr);
+    absl::StatusOr<std::string> body = protocol::RewriteForUpstream(
+        call.client_body, slot.model, call.events != nullptr, call.set_max_tokens);
     if (body.ok()) attempt.body = std::move(*body);
   }
   return StrCat(runtime::OpenAiPath(*call.openai_route), query);

@@ -434,8 +434,9 @@ void RemoteRunner::Generate(runtime::GenerateRequest request, runtime::InferCall
   // The upstream's name for the model; the body parsed when the request arrived.
   // A stream asks for its usage, which pillar counts (the client gets the usage chunk only if it
   // asked for it too).
-  absl::StatusOr<std::string> body =
-      protocol::RewriteForUpstream(request.body, state_->upstream_model, request.stream);
+  if (request.set_max_tokens) call->set_max_tokens = request.max_tokens;
+  absl::StatusOr<std::string> body = protocol::RewriteForUpstream(
+      request.body, state_->upstream_model, request.stream, call->set_max_tokens);
   if (!body.ok()) return std::move(done)(body.status());
   call->body = std::move(*body);
   call->openai_route = request.route;

@@ -107,6 +107,7 @@ struct Call {
   // for the endpoints that name the model their own way.
   std::optional<runtime::OpenAiRoute> openai_route;
   std::string client_body;
+  std::optional<int64_t> set_max_tokens;  // the model's default_max_tokens, for the upstream
   // A streamed call: where its events go, and whether one went (no other attempt may then
   // take over: the client has part of this one's answer).
   std::shared_ptr<runtime::EventSink> events;

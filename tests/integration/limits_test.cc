@@ -82,6 +82,14 @@ rate = 0.001
 burst = 40
 
 [[limit]]
+name = "tokens-daily"
+per = "tenant"
+tenants = ["tokens", "tokens2"]
+unit = "tokens"
+quota = 1000
+period = "day"
+
+[[limit]]
 name = "pixels"
 per = "key"
 tenants = ["elements"]
@@ -170,12 +178,21 @@ class SharedRedisTest : public ::testing::Test {
       servers_.push_back(std::make_unique<testing::ServerProcess>());
       testing::ServerProcess& s = *servers_.back();
       if (i > 0) s.SetStatePath(servers_[0]->state_path());
+      // The demo's models, and a simulated language model that answers 8 tokens.
+      const std::filesystem::path store = testing::CopyDemoStore(s.dir());
+      std::filesystem::create_directories(store / "chat" / "1");
+      std::ofstream(store / "chat" / "1" / "model.toml")
+          << "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+             "time_to_first_token_ms = 1\ntokens_per_second = 10000\ncompletion_tokens = 8\n";
+      s.SetStore(store);
       s.AddConfig("[policy]\nfile = \"" + WritePolicy(s) + "\"\n[server]\nthreads = 2\n" +
                   "[limiter]\nbackend = \"redis\"\nredis_port = " + std::to_string(redis_.port()) +
                   "\nredis_timeout_ms = 200\n" + limiter_config);
       if (i == 0) {
         quota_key_ = s.CreateKey("q", {"--role", "admin", "--tenant", "quota"});
         rate_key_ = s.CreateKey("r", {"--role", "admin", "--tenant", "rate"});
+        tokens_key_ = s.CreateKey("t", {"--role", "admin", "--tenant", "tokens"});
+        tokens2_key_ = s.CreateKey("t2", {"--role", "admin", "--tenant", "tokens2"});
       }
       ASSERT_TRUE(s.Start()) << s.Log();
       ports_.push_back(s.data_port());
@@ -190,8 +207,97 @@ class SharedRedisTest : public ::testing::Test {
   testing::RedisServer redis_;
   std::vector<std::unique_ptr<testing::ServerProcess>> servers_;
   std::vector<uint16_t> ports_;
-  std::string quota_key_, rate_key_;
+  std::string quota_key_, rate_key_, tokens_key_, tokens2_key_;
 };
+
+// The number after "key": in a JSON body (the tests' usage objects), or -1.
+int64_t JsonInt(const std::string& body, const std::string& key) {
+  const size_t at = body.find("\"" + key + "\":");
+  if (at == std::string::npos) return -1;
+  return std::stoll(body.substr(at + key.size() + 3));
+}
+
+struct TokenTally {
+  std::atomic<int> ok{0}, limited{0}, other{0};
+  std::atomic<int64_t> used{0};  // tokens, as the answers' usage says
+  std::atomic<int64_t> cost{0};  // one call's, as its usage says
+  std::atomic<bool> headers_ok{true};
+};
+
+// 64 clients over `ports`, `per_client` chat completions each, asking for `max_tokens`.
+void RaceChats(const std::vector<uint16_t>& ports, const std::string& key, int per_client,
+               int max_tokens, TokenTally& tally) {
+  const std::string body =
+      R"({"model":"chat","messages":[{"role":"user","content":"Count to three."}],"max_tokens":)" +
+      std::to_string(max_tokens) + "}";
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 64; ++c) {
+    clients.emplace_back([&, c] {
+      testing::HttpConnection conn(ports[size_t(c) % ports.size()]);
+      for (int i = 0; i < per_client; ++i) {
+        HttpReply r = conn.Request("POST", "/v1/chat/completions", body,
+                                   {Bearer(key), "Content-Type: application/json"});
+        if (r.status == 200) {
+          tally.ok++;
+          const int64_t used = JsonInt(r.body, "total_tokens");
+          tally.used += used;
+          tally.cost = used;
+          if (r.Header("x-ratelimit-remaining-tokens").empty()) tally.headers_ok = false;
+        } else if (r.status == 429) {
+          tally.limited++;
+          if (r.Header("retry-after").empty() || r.Header("x-ratelimit-limit-tokens") != "1000" ||
+              r.Header("x-ratelimit-remaining-tokens").empty()) {
+            tally.headers_ok = false;
+          }
+        } else {
+          tally.other++;
+        }
+      }
+    });
+  }
+  for (auto& t : clients) t.join();
+}
+
+// A token quota across three instances: each call reserves its estimated prompt and its
+// max_tokens on arrival and settles what its usage says once answered.
+TEST_F(SharedRedisTest, ThreeInstancesChargeExactlyTheTokenQuota) {
+  StartInstances("");
+  // Calls that use all they reserve (max_tokens = the 8 tokens the model answers): exactly as
+  // many as fit in 1000 tokens pass, not one more.
+  TokenTally exact;
+  RaceChats(ports_, tokens_key_, 3, 8, exact);
+  ASSERT_GT(exact.cost, 8);
+  EXPECT_EQ(exact.ok, 1000 / exact.cost) << "each call costs " << exact.cost;
+  EXPECT_EQ(exact.limited, 64 * 3 - exact.ok);
+  EXPECT_EQ(exact.other, 0);
+  EXPECT_LE(exact.used, 1000);
+  EXPECT_TRUE(exact.headers_ok);
+
+  // Calls that reserve 100 completion tokens and use 8: the difference comes back, so in the
+  // end the tokens used fill the quota to within one reservation, and never pass it.
+  TokenTally refunded;
+  RaceChats(ports_, tokens2_key_, 2, 100, refunded);
+  for (int round = 0; round < 40 && refunded.limited == 0; ++round) {
+    RaceChats(ports_, tokens2_key_, 1, 100, refunded);
+  }
+  // Settlements are sent after each answer; a last call, one at a time, sees them all.
+  for (size_t i = 0; i < 200; ++i) {
+    HttpReply r = Fetch(
+        ports_[i % 3], "POST", "/v1/chat/completions",
+        R"({"model":"chat","messages":[{"role":"user","content":"Count to three."}],"max_tokens":100})",
+        {Bearer(tokens2_key_), "Content-Type: application/json"});
+    if (r.status != 200) {
+      EXPECT_EQ(r.status, 429) << r.body;
+      break;
+    }
+    refunded.ok++;
+    refunded.used += JsonInt(r.body, "total_tokens");
+  }
+  EXPECT_EQ(refunded.other, 0);
+  EXPECT_LE(refunded.used, 1000);
+  EXPECT_GT(refunded.used, 1000 - (refunded.cost - 8 + 100)) << refunded.ok << " calls";
+  EXPECT_GT(refunded.ok, 1000 / (refunded.cost - 8 + 100)) << "refunds made room for more calls";
+}
 
 TEST_F(SharedRedisTest, ThreeInstancesLetExactlyTheLimitThroughInTotal) {
   StartInstances("");

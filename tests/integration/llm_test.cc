@@ -110,6 +110,9 @@ class LlmTest : public ::testing::Test {
                      c + "\"\n");
     testing::WriteSimulatedVersion(store, "tensors", "latency_ms = 0\n");
     WriteVersion(store, "echo", OpenAi(up, "echo", c));
+    WriteVersion(store, "capped",
+                 OpenAi(up, "chat", c,
+                        "[generation]\nmax_tokens = 16\nmax_n = 2\ndefault_max_tokens = 5\n"));
     WriteVersion(store, "echo-open", OpenAi(up, "echo", c));
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
@@ -514,6 +517,101 @@ TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
   HttpReply r = Post("/v1/chat/completions", Say("lax", "mail zq.lax@example.org"));
   EXPECT_NE(r.status, 200) << r.body;
   EXPECT_EQ(r.Header("x-pillar-fallback"), "");
+}
+
+TEST_F(LlmTest, AModelsGenerationBoundsAreEnforcedAndItsDefaultLengthSentUpstream) {
+  auto chat = [](const std::string& extra) {
+    return R"({"model":"capped","messages":[{"role":"user","content":"hi"}])" + extra + "}";
+  };
+  HttpReply r = Post("/v1/chat/completions", chat(R"(,"max_tokens":17)"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("max_tokens 17 is above this model's limit of 16"), std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find(R"("type":"invalid_request_error")"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", chat(R"(,"max_completion_tokens":17,"max_tokens":3)"));
+  EXPECT_EQ(r.status, 400) << "the larger of the two counts: " << r.body;
+  r = Post("/v1/chat/completions", chat(R"(,"n":3)"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("n 3 is above this model's limit of 2 choices"), std::string::npos)
+      << r.body;
+  // No length named: the upstream (which would answer 8 tokens) is asked for the default, 5.
+  r = Post("/v1/chat/completions", chat(""));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":5)"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", chat(R"(,"max_tokens":null,"stream":false)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":5)"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", chat(R"(,"max_tokens":16,"n":2)"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":16)"), std::string::npos) << r.body;
+}
+
+// Token limits on one instance (the embedded limiter), with a language model served in process.
+TEST(LlmLimitsTest, TokensAreReservedOnArrivalSettledOnTheAnswerAndRefusedPastTheLimit) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "chat", SimulatedLlm(""));
+  server.SetStore(store);
+  const std::string policy = (server.dir() / "policy.toml").string();
+  std::ofstream(policy) << R"toml(version = 1
+[[rule]]
+name = "admins"
+roles = ["admin"]
+plane = "any"
+actions = ["*"]
+resources = ["*"]
+
+[[limit]]
+name = "daily-tokens"
+per = "key"
+unit = "tokens"
+quota = 300
+period = "day"
+)toml";
+  server.AddConfig("[policy]\nfile = \"" + policy + "\"\n");
+  const std::string key = server.CreateKey("metered");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto call = [&](int max_tokens) {
+    return Fetch(server.data_port(), "POST", "/v1/chat/completions",
+                 R"({"model":"chat","messages":[{"role":"user","content":"Count to three."}],)"
+                 R"("max_tokens":)" +
+                     std::to_string(max_tokens) + "}",
+                 {Bearer(key), "Content-Type: application/json"});
+  };
+  // Reserves its prompt and 100 tokens; answers 8 (the model's length) and keeps only those.
+  HttpReply r = call(100);
+  ASSERT_EQ(r.status, 200) << r.body;
+  const size_t at = r.body.find(R"("prompt_tokens":)");
+  ASSERT_NE(at, std::string::npos) << r.body;
+  const int prompt = std::stoi(r.body.substr(at + 16));
+  EXPECT_EQ(r.Header("x-ratelimit-limit-tokens"), "300");
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), std::to_string(300 - prompt - 100));
+  // The first call's 92 unused tokens came back: a second reservation of as much fits, and its
+  // admission says what is left after it.
+  r = call(100);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), std::to_string(300 - 2 * prompt - 108));
+  // A call that does not fit in what is left: 429 in OpenAI's shape, with the numbers.
+  const int left = 300 - 2 * (prompt + 8);
+  r = call(left - prompt + 1);
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.body.find(R"({"error":{"message":"quota 'daily-tokens')"), std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find("300 tokens per day"), std::string::npos) << r.body;
+  EXPECT_EQ(r.Header("x-ratelimit-limit-tokens"), "300");
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), std::to_string(left));
+  EXPECT_FALSE(r.Header("retry-after").empty());
+  // One that fits exactly passes; then nothing more does.
+  r = call(left - prompt);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), "0");
+  // It used 8 of its reservation: what it did not use is left, and a call that fits it passes.
+  const int after = left - prompt - 8;
+  r = call(after - prompt + 1);
+  EXPECT_EQ(r.status, 429) << r.body;
+  r = call(after - prompt);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
 }  // namespace

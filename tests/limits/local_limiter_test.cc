@@ -68,6 +68,72 @@ TEST(LocalLimiterTest, GcraRefillsAtTheRateAndSaysWhenToRetry) {
   EXPECT_TRUE(limiter.AdmitNow({&other, 1}, "")->allowed);
 }
 
+TEST(LocalLimiterTest, TokensAreReservedAndSettled) {
+  auto policy = Limits(
+      "[[limit]]\nname = \"t\"\nper = \"tenant\"\nunit = \"tokens\"\nquota = 1000\n"
+      "period = \"day\"\n");
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  ExpectTokensSettle(limiter, policy->limits()[0], clock.UnixMicros() / 1'000'000);
+}
+
+TEST(LocalLimiterTest, ARefundForAnEndedPeriodIsDroppedAndAFurtherChargeCountsNow) {
+  auto policy = Limits(
+      "[[limit]]\nname = \"t\"\nper = \"tenant\"\nunit = \"tokens\"\nquota = 1000\n"
+      "period = \"day\"\n");
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  const int64_t yesterday = clock.UnixMicros() / 1'000'000;
+  Charge call{&policy->limits()[0], "a", 600};
+  ASSERT_TRUE(limiter.AdmitNow({&call, 1}, "")->allowed);
+  clock.Advance(int64_t(86'400) * 1'000'000'000);
+  call.cost = 100;
+  ASSERT_TRUE(limiter.AdmitNow({&call, 1}, "")->allowed);  // today: 100
+  Charge refund{&policy->limits()[0], "a", -600};
+  limiter.Settle({&refund, 1}, yesterday);  // yesterday's call: today's count is not touched
+  Charge more{&policy->limits()[0], "a", 50};
+  limiter.Settle({&more, 1}, yesterday);  // it went on past midnight: counted today
+  call.cost = 851;
+  EXPECT_FALSE(limiter.AdmitNow({&call, 1}, "")->allowed);
+  call.cost = 850;
+  EXPECT_TRUE(limiter.AdmitNow({&call, 1}, "")->allowed);
+}
+
+TEST(LocalLimiterTest, ATokenRatePerMinuteRefillsAndARefundStopsAtAFullBucket) {
+  auto policy = Limits(
+      "[[limit]]\nname = \"tpm\"\nper = \"key\"\nunit = \"tokens\"\n"
+      "rate_per_minute = 600\n");
+  const LimitRule& tpm = policy->limits()[0];
+  EXPECT_DOUBLE_EQ(tpm.rate, 10);
+  EXPECT_EQ(tpm.burst, 600);  // a minute's worth
+  FakeClock clock;
+  LocalLimiter limiter({.clock = &clock});
+  Charge call{&tpm, "k", 600};
+  auto v = limiter.AdmitNow({&call, 1}, "");
+  ASSERT_TRUE(v->allowed);
+  EXPECT_EQ(v->remaining, 0);
+  EXPECT_EQ(v->reset_ms, 60'000);
+  call.cost = 1;
+  v = limiter.AdmitNow({&call, 1}, "");
+  EXPECT_FALSE(v->allowed);
+  EXPECT_EQ(v->retry_after_ms, 100);
+  Charge refund{&tpm, "k", -300};
+  limiter.Settle({&refund, 1}, 0);
+  call.cost = 300;
+  EXPECT_TRUE(limiter.AdmitNow({&call, 1}, "")->allowed);
+  Charge too_much{&tpm, "k", -100'000};
+  limiter.Settle({&too_much, 1}, 0);  // a full bucket, not a fuller one
+  call.cost = 601;
+  EXPECT_FALSE(limiter.AdmitNow({&call, 1}, "")->allowed);
+  call.cost = 600;
+  EXPECT_TRUE(limiter.AdmitNow({&call, 1}, "")->allowed);
+  clock.Advance(6'000'000'000);  // six seconds: 60 tokens
+  call.cost = 61;
+  EXPECT_FALSE(limiter.AdmitNow({&call, 1}, "")->allowed);
+  call.cost = 60;
+  EXPECT_TRUE(limiter.AdmitNow({&call, 1}, "")->allowed);
+}
+
 TEST(LocalLimiterTest, ElementsAreUnitsAndARequestBiggerThanTheBurstCanNeverPass) {
   auto policy = Limits(
       "[[limit]]\nname = \"e\"\nper = \"key\"\nunit = \"elements\"\nrate = 1000\nburst = 640\n");

@@ -75,6 +75,37 @@ TEST(RedisLimiterTest, APrincipalsOwnCounterIsApartFromATenantOfTheSameName) {
   EXPECT_FALSE(limiter.AdmitNow({&tenant, 1}, "d")->allowed);
 }
 
+TEST(RedisLimiterTest, TokensAreReservedAndSettled) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits(
+      "[[limit]]\nname = \"t\"\nper = \"tenant\"\nunit = \"tokens\"\nquota = 1000\n"
+      "period = \"day\"\n"
+      "[[limit]]\nname = \"tpm\"\nper = \"tenant\"\nunit = \"tokens\"\n"
+      "rate_per_minute = 0.06\nburst = 500\n");
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  // Settlements are pipelined on the limiter's one connection: each lands before the admission
+  // that follows it.
+  ExpectTokensSettle(limiter, policy->limits()[0], absl::ToUnixSeconds(absl::Now()));
+  // A rate (one token in 1000 s: nothing refills here) settles the same way, and an admission
+  // describes the charge with the fewest tokens left.
+  const LimitRule& tpm = policy->limits()[1];
+  Charge both[] = {{&policy->limits()[0], "tenant-b", 400}, {&tpm, "tenant-b", 400}};
+  auto v = limiter.AdmitNow(both, "h");
+  ASSERT_TRUE(v.ok());
+  ASSERT_TRUE(v->allowed);
+  EXPECT_EQ(v->charge_index, 1);
+  EXPECT_EQ(v->limit, 500);
+  EXPECT_EQ(v->remaining, 100);
+  Charge refund{&tpm, "tenant-b", -300};
+  limiter.Settle({&refund, 1}, absl::ToUnixSeconds(absl::Now()));
+  Charge rate{&tpm, "tenant-b", 401};
+  EXPECT_FALSE(limiter.AdmitNow({&rate, 1}, "i")->allowed);
+  rate.cost = 400;
+  EXPECT_TRUE(limiter.AdmitNow({&rate, 1}, "j")->allowed);
+}
+
 TEST(RedisLimiterTest, RefusalsCarryTheNumbersAndConcurrencyLeasesAreReleased) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());

@@ -326,6 +326,22 @@ TEST(ModelConfigTest, ASimulatedModelIsReadAsStrictlyAsAnyOther) {
             std::string::npos);
   EXPECT_NE(SimulatedErrorFor("retry_after_s = 3", "retry_after_s = 0").find("retry_after_s"),
             std::string::npos);
+  // [generation] bounds a language model's calls; on a model of tensors it is a mistake.
+  absl::StatusOr<ModelConfig> llm = ModelConfig::Parse(
+      "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n[generation]\nmax_tokens = 64\n"
+      "max_n = 2\ndefault_max_tokens = 32\n",
+      "m.toml");
+  ASSERT_TRUE(llm.ok()) << llm.status();
+  EXPECT_EQ(llm->generation.max_tokens, 64);
+  EXPECT_EQ(llm->generation.max_n, 2);
+  EXPECT_EQ(llm->generation.default_max_tokens, 32);
+  EXPECT_FALSE(ModelConfig::Parse("platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+                                  "[generation]\nmax_tokens = 64\ndefault_max_tokens = 65\n",
+                                  "m.toml")
+                   .ok());
+  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"cpu\"\n[generation]\nmax_tokens = 5")
+                .find("[generation] is only for a language model"),
+            std::string::npos);
   // The simulation's table on a real model is a mistake, not something to ignore.
   EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"cpu\"\n[simulated]\nlatency_ms = 5")
                 .find("[simulated] is only for platform = \"simulated\""),

@@ -169,6 +169,15 @@ TEST(PolicyTest, ErrorsNameTheFileTheLineAndWhatIsWrong) {
       "bad.toml:6: limit 'l': period must be \"day\" or \"month\"");
   EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"user\"\nrate = 1\n"),
             "bad.toml:4: limit 'l': per must be \"key\", \"tenant\" or \"model\"");
+  EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"key\"\nrate = 1\n"
+                  "rate_per_minute = 60\n"),
+            "bad.toml:6: limit 'l': set rate or rate_per_minute, not both");
+  EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"key\"\nunit = \"words\"\n"
+                  "rate = 1\n"),
+            "bad.toml:5: limit 'l': unit must be \"requests\", \"elements\" or \"tokens\"");
+  EXPECT_EQ(error("version = 1\n[[limit]]\nname = \"l\"\nper = \"key\"\nunit = \"tokens\"\n"
+                  "concurrency = 1\n"),
+            "bad.toml:5: limit 'l': a concurrency limit counts requests");
   EXPECT_EQ(error("version = 1\nrule = 3\n"),
             "bad.toml:2: 'rule' must be an array of tables: [[rule]]");
   EXPECT_NE(error("version = 1\n[[rule]\n").find("bad.toml:2"), std::string::npos);
@@ -184,6 +193,20 @@ TEST(PolicyTest, LimitsParseWithDefaults) {
   EXPECT_EQ(l.burst, 5);
   EXPECT_EQ(l.actions, std::vector<std::string>{"infer"});
   EXPECT_EQ(l.resources, std::vector<std::string>{"model:*"});
+}
+
+TEST(PolicyTest, ATokensPerMinuteLimitHoldsAMinutesWorth) {
+  auto policy = Policy::Parse(
+      "version = 1\n[[limit]]\nname = \"tpm\"\nper = \"tenant\"\nunit = \"tokens\"\n"
+      "rate_per_minute = 90000\n[[limit]]\nname = \"tpd\"\nper = \"key\"\nunit = \"tokens\"\n"
+      "quota = 2000000\nperiod = \"day\"\n",
+      "p.toml");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  const LimitRule& tpm = (*policy)->limits()[0];
+  EXPECT_EQ(tpm.unit, LimitRule::Unit::kTokens);
+  EXPECT_DOUBLE_EQ(tpm.rate, 1500);
+  EXPECT_EQ(tpm.burst, 90000);
+  EXPECT_EQ((*policy)->limits()[1].unit, LimitRule::Unit::kTokens);
 }
 
 TEST(PolicyTest, EveryRoleOfAPrincipalCountsHoweverManyItHas) {

@@ -102,6 +102,20 @@ TEST(OpenAiRequestTest, TheUpstreamGetsItsModelNameAndUsageInStreamsAndEverythin
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(*out, R"({"model":"m\"2","input":"x"})");
   EXPECT_FALSE(RewriteForUpstream(R"({"model": "a", "model": "b"})", "m", false).ok());
+  // The model's default length, for a request that named none (or named null).
+  out =
+      RewriteForUpstream(R"({"model": "chat", "max_tokens": null, "prompt": "x"})", "m", false, 5);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out, R"({"model":"m","max_tokens":5,"prompt":"x"})");
+}
+
+TEST(OpenAiRequestTest, TheLargerOfMaxTokensAndMaxCompletionTokensBoundsTheCall) {
+  auto chat =
+      ParseChatRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":40,)"
+                       R"("max_completion_tokens":30})",
+                       {});
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  EXPECT_EQ(chat->max_tokens, 40);
 }
 
 }  // namespace
