@@ -8,6 +8,35 @@
 
 namespace pillar::guard {
 
+std::string RedactAll(std::string_view text) {
+  // Addresses are kept: errors name the upstream endpoints that failed, and the access log
+  // records each client's address on purpose (operations.md).
+  RecognizerOptions options;
+  options.enabled[size_t(EntityType::kIpAddress)] = false;
+  const std::vector<Finding> found = Recognize(text, options);
+  if (found.empty()) return std::string(text);
+  std::string out;
+  size_t at = 0;
+  for (const Finding& f : found) {
+    if (f.begin < at) continue;  // within one replaced already
+    StrAppend(&out, text.substr(at, f.begin - at), "<", EntityName(f.type), ">");
+    at = f.end;
+  }
+  out.append(text.substr(at));
+  return out;
+}
+
+absl::Status RedactAll(const absl::Status& status) {
+  if (status.ok()) return status;
+  const std::string_view text(status.message().data(), status.message().size());
+  std::string message = RedactAll(text);
+  if (message == text) return status;
+  absl::Status out(status.code(), message);
+  status.ForEachPayload(
+      [&](absl::string_view key, const absl::Cord& value) { out.SetPayload(key, value); });
+  return out;
+}
+
 std::string Redacted(std::string_view value, EntityType type, Redaction redaction,
                      std::string_view hash_key) {
   switch (redaction) {

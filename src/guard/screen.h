@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "guard/entity.h"
 #include "guard/guard_config.h"
 
@@ -45,6 +46,14 @@ struct PrefixResult {
 };
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
                           bool final);
+
+// `text` with every finding, of every type the recognizers know but IP addresses, replaced by its
+// type tag ("<EMAIL_ADDRESS>"), whatever a configuration allows: for what pillar itself keeps of
+// text a client sent (an error message that quotes the request, in the access log).
+std::string RedactAll(std::string_view text);
+// The same status with RedactAll applied to its message (its code and payloads kept): for the
+// errors a client is answered with, which may quote its request or an upstream's reply.
+absl::Status RedactAll(const absl::Status& status);
 
 // What replaces `value` (a finding of `type`) under `redaction`: "<EMAIL_ADDRESS>"; every letter
 // and digit masked with '*' (a card keeps its last four digits); or "<EMAIL_ADDRESS:" and 16 hex

@@ -2,6 +2,8 @@
 
 #include <memory>
 
+#include "guard/screen.h"
+
 namespace pillar::stages {
 
 pipeline::StageResult DecodeStage::OnRequest(pipeline::Exchange& ex) {
@@ -11,7 +13,7 @@ pipeline::StageResult DecodeStage::OnRequest(pipeline::Exchange& ex) {
   if (decoder == nullptr) decoder = std::make_unique<protocol::InferenceRequestDecoder>(limits_);
   absl::StatusOr<protocol::InferenceRequest> request = decoder->Decode(ex.body);
   if (!request.ok()) {
-    ex.Fail(request.status());
+    ex.Fail(guard::RedactAll(request.status()));  // it may quote the request
     return pipeline::StageResult::kStop;
   }
   ex.infer_request = std::move(*request);

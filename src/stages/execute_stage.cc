@@ -1,6 +1,7 @@
 #include "stages/execute_stage.h"
 
 #include "common/strings.h"
+#include "guard/screen.h"
 #include "pipeline/chain.h"
 #include "policy/policy.h"
 #include "protocol/json_codec.h"
@@ -149,7 +150,8 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
             });
           }
           ex.shed = runtime::IsShed(error);
-          ex.Fail(error);
+          // It may quote the request (a tensor's name) or an upstream's reply.
+          ex.Fail(guard::RedactAll(error));
           ex.chain().Resume(ex, pipeline::StageResult::kStop);
         });
       };

@@ -1,6 +1,7 @@
 #include "stages/observe_stage.h"
 
 #include "common/strings.h"
+#include "guard/screen.h"
 
 namespace pillar::stages {
 
@@ -167,7 +168,13 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   }
   record.request_bytes = int64_t(ex.body.size());
   record.response_bytes = ex.streaming ? ex.streamed_bytes : int64_t(ex.response.body.size());
-  record.error = ex.error;
+  // An error may quote what the client sent (a tensor's name, a field): what a recognizer finds
+  // in it is not kept.
+  std::string error;
+  if (!ex.error.empty()) {
+    error = guard::RedactAll(ex.error);
+    record.error = error;
+  }
   access_log_.Write(record);
 }
 

@@ -172,3 +172,21 @@ TEST(ScreenTest, TheHashKeyFileMustBePrivate) {
 
 }  // namespace
 }  // namespace pillar::guard
+
+namespace pillar::guard {
+namespace {
+
+TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
+  EXPECT_EQ(RedactAll("unknown input 'mail a.b@example.org, card 4111 1111 1111 1111'"),
+            "unknown input 'mail <EMAIL_ADDRESS>, card <CREDIT_CARD>'");
+  EXPECT_EQ(RedactAll("nothing here"), "nothing here");
+  absl::Status status = absl::InvalidArgumentError("name 'AKIAZQSEEDED7F3A2XYZ'");
+  status.SetPayload("retry", absl::Cord("2"));
+  const absl::Status redacted = RedactAll(status);
+  EXPECT_EQ(redacted.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(redacted.message(), "name '<SECRET>'");
+  EXPECT_TRUE(redacted.GetPayload("retry").has_value());
+}
+
+}  // namespace
+}  // namespace pillar::guard

@@ -519,6 +519,81 @@ TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
   EXPECT_EQ(r.Header("x-pillar-fallback"), "");
 }
 
+// Every byte of every file under `dir`, with its path, for the search below.
+std::vector<std::pair<std::string, std::string>> FilesUnder(const std::filesystem::path& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    files.emplace_back(entry.path().string(), std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  return files;
+}
+
+// Seeded values that exist nowhere else, sent through every route in every way a client can,
+// and then looked for in every file both pillars wrote (access and audit logs, state, their
+// logs), their metrics, and the error bodies: none may hold one.
+TEST_F(LlmTest, NothingSensitiveIsWrittenAnywhere) {
+  const std::vector<std::string> seeded = {
+      "zq.seeded.7f3a@example.org",  // e-mail
+      "4539148803436467",            // a card (valid Luhn), whole
+      "4539 1488 0343 6467",         // and as people write it
+      "AKIAZQSEEDED7F3A2XYZ",        // a cloud access key
+      "739.182.645-64",              // a CPF
+  };
+  const std::string text =
+      "mail zq.seeded.7f3a@example.org key AKIAZQSEEDED7F3A2XYZ cpf "
+      "739.182.645-64";
+  std::vector<HttpReply> replies;
+  for (const char* model : {"echo", "echo-open", "assistant"}) {
+    for (bool stream : {false, true})
+      replies.push_back(Post("/v1/chat/completions", Say(model, text, stream)));
+  }
+  replies.push_back(Post("/v1/chat/completions", Say("echo", "card 4539 1488 0343 6467")));
+  replies.push_back(Post("/v1/chat/completions", Say("echo-open", "card 4539148803436467", true)));
+  replies.push_back(
+      Post("/v1/completions", R"({"model":"echo","prompt":")" + text + R"(","stream":true})"));
+  replies.push_back(Post("/v1/embeddings", R"({"model":"assistant","input":[")" + text + R"("]})"));
+  replies.push_back(Post("/v1/chat/completions",
+                         R"({"model":"echo","user":"zq.seeded.7f3a@example.org","messages":[)"
+                         R"({"role":"user","name":"AKIAZQSEEDED7F3A2XYZ","content":"hi"}]})"));
+  // Refused before the guard: bad JSON, a bad field, a model no one has, a bad credential.
+  replies.push_back(
+      Post("/v1/chat/completions", R"({"model":"echo","messages":[{"content":")" + text));
+  replies.push_back(Post("/v1/chat/completions", R"({"model":"echo","messages":[{"role":")" + text +
+                                                     R"(","content":"x"}]})"));
+  replies.push_back(Post("/v1/chat/completions", Say("zq.seeded.7f3a@example.org", text)));
+  replies.push_back(Post("/v1/chat/completions", Say("echo", text), "AKIAZQSEEDED7F3A2XYZ"));
+  replies.push_back(Post("/v2/models/tensors/infer", R"({"inputs":[{"name":")" + text +
+                                                         R"(","datatype":"FP32","shape":[4],)"
+                                                         R"("data":[1,2,3,4]}]})"));
+  for (const HttpReply& r : replies) {
+    for (const std::string& value : seeded) {
+      EXPECT_EQ(r.body.find(value), std::string::npos) << r.status << " " << r.body;
+    }
+  }
+  // The access log and audit log are written in batches: give them time to land.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  ASSERT_EQ(metrics.status, 200);
+  HttpReply upstream_metrics =
+      Fetch(upstream_->admin_port(), "GET", "/metrics", "", {Bearer(upstream_key_)});
+  std::vector<std::pair<std::string, std::string>> written = FilesUnder(gateway_->dir());
+  for (auto& file : FilesUnder(upstream_->dir())) written.push_back(std::move(file));
+  written.emplace_back("gateway log", gateway_->Log());
+  written.emplace_back("upstream log", upstream_->Log());
+  written.emplace_back("gateway metrics", metrics.body);
+  written.emplace_back("upstream metrics", upstream_metrics.body);
+  bool access_log_seen = false;
+  for (const auto& [path, bytes] : written) {
+    access_log_seen = access_log_seen || (path.ends_with("access.log") && !bytes.empty());
+    for (const std::string& value : seeded) {
+      EXPECT_EQ(bytes.find(value), std::string::npos) << value << " is in " << path;
+    }
+  }
+  EXPECT_TRUE(access_log_seen) << "the search looked where the logs are";
+}
+
 TEST_F(LlmTest, AModelsGenerationBoundsAreEnforcedAndItsDefaultLengthSentUpstream) {
   auto chat = [](const std::string& extra) {
     return R"({"model":"capped","messages":[{"role":"user","content":"hi"}])" + extra + "}";
