@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev
   libboost-dev libssl-dev libabsl-dev libsqlite3-dev libsimdjson-dev
-  libtomlplusplus-dev libcli11-dev libhiredis-dev redis-server libsodium-dev
+  libtomlplusplus-dev libcli11-dev libhiredis-dev redis-server libsodium-dev libre2-dev
   libpq-dev postgresql libxxhash-dev libopenmpi-dev openmpi-bin libgloo-dev
   libtorch-dev libopenblas0-pthread
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev

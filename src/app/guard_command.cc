@@ -79,7 +79,34 @@ int RunGuardScan(const GuardScanOptions& options) {
   for (const guard::ScreenedFinding& finding : result.findings) {
     std::printf("%s\n", FindingJson(finding).c_str());
   }
-  return result.findings.empty() ? 0 : 1;
+  for (const guard::DenyMatch& m : result.denied) {
+    std::printf("{\"type\":\"DENY\",\"rule\":\"%s\",\"start\":%zu,\"end\":%zu,\"action\":\"%s\"}\n",
+                m.rule->name.c_str(), m.begin, m.end,
+                std::string(guard::DenyActionName(m.rule->action)).c_str());
+  }
+  // The whole text as one message a user wrote (the guard scores each message on its own).
+  bool injection = false;
+  if (config->injection.enabled) {
+    const guard::InjectionScore score = guard::ScoreInjection(*text);
+    if (score.score >= config->injection.threshold) {
+      injection = true;
+      JsonWriter w(160);
+      w.BeginObject();
+      w.Key("type");
+      w.String("PROMPT_INJECTION");
+      w.Key("score");
+      w.Double(double(int(score.score * 100 + 0.5)) / 100);
+      w.Key("action");
+      w.String(guard::DenyActionName(config->injection.action));
+      w.Key("signals");
+      w.BeginArray();
+      for (std::string_view signal : score.signals) w.String(signal);
+      w.EndArray();
+      w.EndObject();
+      std::printf("%s\n", std::move(w).Take().c_str());
+    }
+  }
+  return result.findings.empty() && result.denied.empty() && !injection ? 0 : 1;
 }
 
 }  // namespace

@@ -85,6 +85,59 @@ namespace {
   return absl::OkStatus();
 }
 
+// [[guard.deny]]: the rules, which replace the inherited ones when the table has any.
+[[nodiscard]] absl::Status ReadDeny(const toml::table* guard, std::string_view source,
+                                    GuardConfig& config) {
+  const toml::node* node = guard == nullptr ? nullptr : guard->get("deny");
+  if (node == nullptr) return absl::OkStatus();
+  const toml::array* tables = node->as_array();
+  if (tables == nullptr || !tables->is_array_of_tables()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [guard] deny must be an array of tables: [[guard.deny]]"));
+  }
+  std::vector<DenyRule> rules;
+  for (const toml::node& item : *tables) {
+    DenyRule rule;
+    TomlSection table(item.as_table(), StrCat("guard.deny #", rules.size() + 1), source);
+    PILLAR_RETURN_IF_ERROR(table.ReadString("name", rule.name));
+    if (rule.name.empty() || rule.name.size() > 64 ||
+        rule.name.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789-_.") != std::string::npos) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [[guard.deny]] #", rules.size() + 1,
+                 ": name must be 1 to 64 letters, digits, '-', '_' or '.'"));
+    }
+    PILLAR_RETURN_IF_ERROR(table.ReadStrings("words", rule.words));
+    PILLAR_RETURN_IF_ERROR(table.ReadStrings("patterns", rule.patterns));
+    PILLAR_RETURN_IF_ERROR(table.ReadEnum(
+        "action", rule.action, {{"flag", DenyAction::kFlag}, {"block", DenyAction::kBlock}}));
+    PILLAR_RETURN_IF_ERROR(table.CheckNoUnknownKeys());
+    rules.push_back(std::move(rule));
+  }
+  absl::StatusOr<std::shared_ptr<const DenyList>> list = DenyList::Build(std::move(rules));
+  if (!list.ok()) {
+    return absl::InvalidArgumentError(StrCat(source, ": [[guard.deny]] ", list.status().message()));
+  }
+  config.deny = std::move(*list);
+  return absl::OkStatus();
+}
+
+// [guard.injection], over the inherited settings.
+[[nodiscard]] absl::Status ReadInjection(const toml::table* guard, std::string_view source,
+                                         InjectionConfig& out) {
+  const toml::node* node = guard == nullptr ? nullptr : guard->get("injection");
+  if (node == nullptr) return absl::OkStatus();
+  if (node->as_table() == nullptr) {
+    return absl::InvalidArgumentError(StrCat(source, ": [guard] injection must be a table"));
+  }
+  TomlSection table(node->as_table(), "guard.injection", source);
+  PILLAR_RETURN_IF_ERROR(table.ReadBool("enabled", out.enabled));
+  PILLAR_RETURN_IF_ERROR(table.ReadDouble("threshold", out.threshold, 0.01, 1));
+  PILLAR_RETURN_IF_ERROR(table.ReadEnum(
+      "action", out.action, {{"flag", DenyAction::kFlag}, {"block", DenyAction::kBlock}}));
+  return table.CheckNoUnknownKeys();
+}
+
 // [guard.models] or [guard.tenants]: a table of tables, each parsed over `parent`.
 [[nodiscard]] absl::Status ReadOverrides(
     const toml::table* guard, std::string_view key, std::string_view source,
@@ -121,6 +174,8 @@ namespace {
     config.prompts = inherited->prompts;
     config.answers = inherited->answers;
     config.hold_back_bytes = inherited->hold_back_bytes;
+    config.deny = inherited->deny;
+    config.injection = inherited->injection;
   }
   TomlSection section(guard, "guard", source);
   PILLAR_RETURN_IF_ERROR(section.ReadBool("prompts", config.prompts));
@@ -154,6 +209,10 @@ namespace {
   }
   section.Allow("entities");
   PILLAR_RETURN_IF_ERROR(ReadEntities(guard, source, config));
+  section.Allow("deny");
+  PILLAR_RETURN_IF_ERROR(ReadDeny(guard, source, config));
+  section.Allow("injection");
+  PILLAR_RETURN_IF_ERROR(ReadInjection(guard, source, config.injection));
   if (inherited == nullptr) {  // after this table's own rules, which the overrides start from
     section.Allow("models");
     section.Allow("tenants");

@@ -23,7 +23,9 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "guard/deny_list.h"
 #include "guard/entity.h"
+#include "guard/injection.h"
 
 namespace pillar::guard {
 
@@ -47,6 +49,10 @@ struct GuardConfig {
   bool prompts = true;
   bool answers = true;
   int64_t hold_back_bytes = 128;
+  // [[guard.deny]]: words and patterns matched in prompts and answers (null: none), and
+  // [guard.injection]: the prompt-injection heuristics, over what users and tools wrote.
+  std::shared_ptr<const DenyList> deny;
+  InjectionConfig injection;
   // [guard.models.NAME] and [guard.tenants.NAME]: the same keys, over this table's, for one
   // model or one tenant's principals (a model's table first, then a tenant's).
   std::map<std::string, std::shared_ptr<const GuardConfig>, std::less<>> models;

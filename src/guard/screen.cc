@@ -72,6 +72,14 @@ std::string Redacted(std::string_view value, EntityType type, Redaction redactio
   return masked;
 }
 
+namespace {
+
+std::string DenyReason(const DenyMatch& m) {
+  return StrCat("deny rule '", m.rule->name, "' at bytes ", m.begin, "-", m.end);
+}
+
+}  // namespace
+
 ScreenResult Screen(std::string_view text, const GuardConfig& config) {
   RecognizerOptions options;
   options.min_score = config.LowestScore();
@@ -97,6 +105,14 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config) {
         Redacted(text.substr(f.begin, f.end - f.begin), f.type, rule.redaction, config.hash_key));
     copied = f.end;
   }
+  if (config.deny != nullptr) {
+    result.denied = config.deny->Match(text);
+    for (const DenyMatch& m : result.denied) {
+      if (m.rule->action != DenyAction::kBlock || result.blocked) continue;
+      result.blocked = true;
+      result.block_reason = DenyReason(m);
+    }
+  }
   if (result.blocked) {
     result.text.clear();
   } else {
@@ -105,31 +121,52 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config) {
   return result;
 }
 
-PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
-                          bool final) {
-  const ScreenResult whole = Screen(text, config);
-  size_t release = final ? text.size() : text.size() - std::min(hold_back, text.size());
-  // A finding that reaches past the release point is held back whole (and the ones after it).
-  for (const ScreenedFinding& f : whole.findings) {
-    if (f.finding.begin < release && f.finding.end > release) release = f.finding.begin;
-  }
+namespace {
+
+// How much of `text` a stream may release now (ScreenPrefix). Each rule below only moves the
+// point back, so they are applied until none moves it: a finding held back whole must not be
+// cut by the point another rule chose.
+size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hold_back,
+                    bool final) {
+  if (final) return text.size();
+  size_t release = text.size() - std::min(hold_back, text.size());
   // Nor is a run of non-blank bytes that has not ended yet: a value is only recognized whole
   // (a JWT's second '.', a key's last character), and once its start went out its rest would
   // not be recognized at all. Up to a bound, past which the run goes out as the window says.
   constexpr size_t kMaxHeldRun = 64 * 1024;
   auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
-  if (!final && release > 0 && release < text.size() && !blank(text[release - 1])) {
-    size_t start = release;
-    while (start > 0 && !blank(text[start - 1])) --start;
-    size_t end = release;
-    while (end < text.size() && !blank(text[end])) ++end;
-    if (end == text.size() && text.size() - start <= kMaxHeldRun) release = start;
+  for (size_t before = text.size() + 1; release != before;) {
+    before = release;
+    // A finding that reaches past the point is held back whole (and the ones after it), and so
+    // is a deny rule's match.
+    for (const ScreenedFinding& f : whole.findings) {
+      if (f.finding.begin < release && f.finding.end > release) release = f.finding.begin;
+    }
+    for (const DenyMatch& m : whole.denied) {
+      if (m.begin < release && m.end > release) release = m.begin;
+    }
+    if (release > 0 && release < text.size() && !blank(text[release - 1])) {
+      size_t start = release;
+      while (start > 0 && !blank(text[start - 1])) --start;
+      size_t end = release;
+      while (end < text.size() && !blank(text[end])) ++end;
+      if (end == text.size() && text.size() - start <= kMaxHeldRun) release = start;
+    }
+    // Nor is a UTF-8 character cut in two: continuation bytes stay with their lead byte.
+    while (release > 0 && release < text.size() &&
+           (static_cast<unsigned char>(text[release]) & 0xC0) == 0x80) {
+      --release;
+    }
   }
-  // Nor is a UTF-8 character cut in two: continuation bytes stay with their lead byte.
-  while (release > 0 && release < text.size() &&
-         (static_cast<unsigned char>(text[release]) & 0xC0) == 0x80) {
-    --release;
-  }
+  return release;
+}
+
+}  // namespace
+
+PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
+                          bool final) {
+  const ScreenResult whole = Screen(text, config);
+  const size_t release = ReleasePoint(text, whole, hold_back, final);
   PrefixResult result;
   result.consumed = release;
   size_t copied = 0;
@@ -147,6 +184,14 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
     result.released.append(Redacted(text.substr(f.finding.begin, f.finding.end - f.finding.begin),
                                     f.finding.type, rule.redaction, config.hash_key));
     copied = f.finding.end;
+  }
+  for (const DenyMatch& m : whole.denied) {
+    if (m.end > release) continue;  // seen again, whole, with the text that follows
+    result.denied.push_back(m);
+    if (m.rule->action == DenyAction::kBlock && !result.blocked) {
+      result.blocked = true;
+      result.block_reason = DenyReason(m);
+    }
   }
   if (result.blocked) {
     result.released.clear();

@@ -24,6 +24,7 @@ struct ScreenedFinding {
 
 struct ScreenResult {
   std::vector<ScreenedFinding> findings;  // in text order; those allowed included
+  std::vector<DenyMatch> denied;          // the deny rules the text matches (flags included)
   bool blocked = false;
   std::string block_reason;  // the first blocked finding's type and offsets
   std::string text;          // the text with its redactions applied; empty when blocked
@@ -41,6 +42,7 @@ struct PrefixResult {
   std::string released;  // redacted; empty when blocked
   size_t consumed = 0;
   std::vector<ScreenedFinding> findings;  // those in the released part
+  std::vector<DenyMatch> denied;          // the deny rules matched in the released part
   bool blocked = false;
   std::string block_reason;
 };

@@ -3,10 +3,12 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <map>
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "protocol/openai_request.h"
 #include "protocol/openai_response.h"
 #include "protocol/openai_texts.h"
 #include "stages/exchange_event.h"
@@ -81,7 +83,7 @@ class GuardedEvents final : public runtime::EventSink {
   // A string of a delta other than its content (a refusal, a tool call's arguments), whole.
   std::optional<std::string> ScreenWhole(std::string_view where, std::string_view text) {
     guard::ScreenResult r = guard::Screen(text, config_);
-    stage_.Note(ex_, "answer", r.findings);
+    stage_.Note(ex_, "answer", r.findings, r.denied);
     if (r.blocked && !blocked_) {
       ex_.content_blocked = true;
       Stop(absl::PermissionDeniedError(StrCat(
@@ -106,7 +108,7 @@ class GuardedEvents final : public runtime::EventSink {
     held.append(text);
     guard::PrefixResult r =
         guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes), finished);
-    stage_.Note(ex_, "answer", r.findings);
+    stage_.Note(ex_, "answer", r.findings, r.denied);
     if (r.blocked) {
       if (!blocked_) {
         ex_.content_blocked = true;
@@ -174,17 +176,72 @@ GuardStage::GuardStage(std::shared_ptr<const guard::GuardConfig> config, audit::
   }
 }
 
+void GuardStage::Count(pipeline::Exchange& ex, std::string_view direction, std::string_view type,
+                       std::string_view action) const {
+  if (findings_ != nullptr) findings_->Get({direction, type, action}).Increment();
+  if (ex.content_findings.size() < 4096) {
+    StrAppend(&ex.content_findings, ex.content_findings.empty() ? "" : "; ", direction, " ", type,
+              " ", action);
+  }
+}
+
 void GuardStage::Note(pipeline::Exchange& ex, std::string_view direction,
-                      const std::vector<guard::ScreenedFinding>& findings) const {
+                      const std::vector<guard::ScreenedFinding>& findings,
+                      const std::vector<guard::DenyMatch>& denied) const {
   for (const guard::ScreenedFinding& f : findings) {
-    const std::string_view type = guard::EntityName(f.finding.type);
-    const std::string_view action = guard::ActionName(f.action);
-    if (findings_ != nullptr) findings_->Get({direction, type, action}).Increment();
-    if (ex.content_findings.size() < 4096) {
-      StrAppend(&ex.content_findings, ex.content_findings.empty() ? "" : "; ", direction, " ", type,
-                " ", action);
+    Count(ex, direction, guard::EntityName(f.finding.type), guard::ActionName(f.action));
+  }
+  for (const guard::DenyMatch& m : denied) {
+    Count(ex, direction, StrCat("deny:", m.rule->name), guard::DenyActionName(m.rule->action));
+  }
+}
+
+namespace {
+
+std::string FormatScore(double score) {
+  char text[16];
+  std::snprintf(text, sizeof text, "%.2f", score);
+  return text;
+}
+
+}  // namespace
+
+bool GuardStage::ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
+  if (!config.injection.enabled) return true;
+  // The operator's own messages (system, developer) and the model's are not scored.
+  std::vector<std::pair<std::string, std::string>> texts;  // where, text
+  if (ex.generate->route == runtime::OpenAiRoute::kChatCompletions) {
+    absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(ex.generate->body, {});
+    if (!chat.ok()) return true;  // read when the call arrived: not a chat body any more
+    for (size_t i = 0; i < chat->messages.size(); ++i) {
+      const std::string& role = chat->messages[i].role;
+      if (role == "user" || role == "tool" || role == "function") {
+        texts.emplace_back(StrCat("messages[", i, "]"), std::move(chat->messages[i].text));
+      }
+    }
+  } else if (ex.generate->route == runtime::OpenAiRoute::kCompletions) {
+    absl::StatusOr<protocol::CompletionRequest> completion =
+        protocol::ParseCompletionRequest(ex.generate->body, {});
+    if (!completion.ok()) return true;
+    for (size_t i = 0; i < completion->prompts.size(); ++i) {
+      texts.emplace_back(StrCat("prompt[", i, "]"), std::move(completion->prompts[i]));
     }
   }
+  for (const auto& [where, text] : texts) {
+    const guard::InjectionScore s = guard::ScoreInjection(text);
+    if (s.score < config.injection.threshold) continue;
+    Count(ex, "prompt", "PROMPT_INJECTION", guard::DenyActionName(config.injection.action));
+    if (config.injection.action != guard::DenyAction::kBlock) continue;
+    std::string signals;
+    for (std::string_view signal : s.signals)
+      StrAppend(&signals, signals.empty() ? "" : ", ", signal);
+    ex.content_blocked = true;
+    ex.Fail(absl::InvalidArgumentError(
+        StrCat("the prompt was blocked by the content guard: PROMPT_INJECTION (score ",
+               FormatScore(s.score), ": ", signals, ") in ", where)));
+    return false;
+  }
+  return true;
 }
 
 pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
@@ -203,7 +260,7 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
         ex.generate->body,
         [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
           guard::ScreenResult r = guard::Screen(text, config);
-          Note(ex, "prompt", r.findings);
+          Note(ex, "prompt", r.findings, r.denied);
           if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);
           if (r.blocked || r.text == text) return std::nullopt;
           redacted = true;
@@ -220,6 +277,7 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
       return pipeline::StageResult::kStop;
     }
     if (redacted) ex.generate->body = std::move(*body);
+    if (!ScreenInjection(ex, config)) return pipeline::StageResult::kStop;
   }
   if (config.answers && ex.generate->stream) {
     ex.wrap_events = [&ex, root = config_, &config, this,
@@ -238,7 +296,7 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
       ex.response.body,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
         guard::ScreenResult r = guard::Screen(text, config);
-        Note(ex, "answer", r.findings);
+        Note(ex, "answer", r.findings, r.denied);
         if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);
         if (r.blocked || r.text == text) return std::nullopt;
         redacted = true;

@@ -31,13 +31,19 @@ class GuardStage final : public pipeline::Stage {
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
 
-  // Counts `findings` of one direction ("prompt", "answer") and notes them for the call's
-  // audit record.
+  // Counts `findings` and deny rules' matches of one direction ("prompt", "answer") and notes
+  // them for the call's audit record; a rule's matches as the type "deny:NAME".
   void Note(pipeline::Exchange& ex, std::string_view direction,
-            const std::vector<guard::ScreenedFinding>& findings) const;
+            const std::vector<guard::ScreenedFinding>& findings,
+            const std::vector<guard::DenyMatch>& denied) const;
 
  private:
   void ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+  // The prompt-injection heuristics over what the call's users and tools wrote; false (and the
+  // exchange failed) when they block it.
+  bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+  void Count(pipeline::Exchange& ex, std::string_view direction, std::string_view type,
+             std::string_view action) const;
 
   std::shared_ptr<const guard::GuardConfig> config_;
   audit::AuditSink* audit_;

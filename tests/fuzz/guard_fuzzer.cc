@@ -1,11 +1,14 @@
 // Fuzzes the guard's recognizers and screening (guard::Recognize, guard::Screen): prompts and
 // model outputs are untrusted text. Whatever the bytes, findings lie inside the text, in order,
 // never overlapping, with scores in [0, 1]; a screened text that is not blocked is the input
-// with exactly the redacted spans replaced.
+// with exactly the redacted spans replaced. The injection score lies in [0, 1), and a deny
+// rule's match lies inside the text.
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "guard/deny_list.h"
+#include "guard/injection.h"
 #include "guard/recognizer.h"
 #include "guard/screen.h"
 
@@ -39,6 +42,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     rebuilt.append(text.substr(copied));
     if (rebuilt != r.text) __builtin_trap();
+  }
+  const pillar::guard::InjectionScore injection = pillar::guard::ScoreInjection(text);
+  if (injection.score < 0 || injection.score >= 1) __builtin_trap();
+  static const auto deny = [] {
+    pillar::guard::DenyRule words;
+    words.name = "w";
+    words.words = {"project nightingale", "ágata"};
+    pillar::guard::DenyRule patterns;
+    patterns.name = "p";
+    patterns.patterns = {"(a+)+b", "db-[0-9]+\\.corp"};
+    return *pillar::guard::DenyList::Build({words, patterns});
+  }();
+  for (const pillar::guard::DenyMatch& m : deny->Match(text)) {
+    if (m.begin > m.end || m.end > text.size()) __builtin_trap();
   }
   return 0;
 }

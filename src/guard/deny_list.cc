@@ -1,0 +1,124 @@
+#include "guard/deny_list.h"
+
+#include <re2/re2.h>
+
+#include "common/strings.h"
+
+namespace pillar::guard {
+
+std::string_view DenyActionName(DenyAction action) {
+  return action == DenyAction::kBlock ? "block" : "flag";
+}
+
+// A rule as one expression: alternatives, each of which captures the span a match reports in
+// one group of its own (the words' alternative keeps the characters around a word out of it).
+struct DenyList::Compiled {
+  std::unique_ptr<RE2> re;
+  std::vector<int> span_groups;  // the capturing group of each alternative
+};
+
+namespace {
+
+// "Blue  Harbor" -> "blue\s+harbor", each word quoted.
+std::string PhraseExpression(std::string_view phrase) {
+  std::string out;
+  size_t at = 0;
+  while (at < phrase.size()) {
+    while (at < phrase.size() && (phrase[at] == ' ' || phrase[at] == '\t')) ++at;
+    size_t end = at;
+    while (end < phrase.size() && phrase[end] != ' ' && phrase[end] != '\t') ++end;
+    if (end == at) break;
+    if (!out.empty()) out += "\\s+";
+    out += RE2::QuoteMeta(std::string(phrase.substr(at, end - at)));
+    at = end;
+  }
+  return out;
+}
+
+[[nodiscard]] absl::Status CheckRule(const DenyRule& rule) {
+  if (rule.words.empty() && rule.patterns.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("deny rule '", rule.name, "' has no words and no patterns"));
+  }
+  if (rule.words.size() + rule.patterns.size() > DenyList::kMaxEntriesPerRule) {
+    return absl::InvalidArgumentError(StrCat("deny rule '", rule.name, "' has more than ",
+                                             DenyList::kMaxEntriesPerRule, " entries"));
+  }
+  for (const auto* list : {&rule.words, &rule.patterns}) {
+    for (const std::string& entry : *list) {
+      if (entry.empty() || entry.size() > DenyList::kMaxEntryBytes) {
+        return absl::InvalidArgumentError(StrCat("deny rule '", rule.name,
+                                                 "': an entry is empty or longer than ",
+                                                 DenyList::kMaxEntryBytes, " bytes"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+DenyList::~DenyList() = default;
+
+absl::StatusOr<std::shared_ptr<const DenyList>> DenyList::Build(std::vector<DenyRule> rules) {
+  if (rules.size() > kMaxRules) {
+    return absl::InvalidArgumentError(StrCat("more than ", kMaxRules, " deny rules"));
+  }
+  std::shared_ptr<DenyList> list(new DenyList);
+  for (const DenyRule& rule : rules) {
+    if (absl::Status s = CheckRule(rule); !s.ok()) return s;
+    Compiled compiled;
+    std::string expression;
+    int groups = 0;
+    if (!rule.words.empty()) {
+      std::string words;
+      for (const std::string& w : rule.words) {
+        StrAppend(&words, words.empty() ? "" : "|", PhraseExpression(w));
+      }
+      // Whole words: not next to a letter or digit of any script.
+      expression = StrCat("(?i:(?:^|[^\\pL\\pN_])(", words, ")(?:[^\\pL\\pN_]|$))");
+      compiled.span_groups.push_back(++groups);
+    }
+    for (const std::string& pattern : rule.patterns) {
+      RE2 alone(pattern, RE2::Quiet);
+      if (!alone.ok()) {
+        return absl::InvalidArgumentError(StrCat("deny rule '", rule.name, "': pattern '", pattern,
+                                                 "' does not compile: ", alone.error()));
+      }
+      StrAppend(&expression, expression.empty() ? "" : "|", "(", pattern, ")");
+      compiled.span_groups.push_back(++groups);
+      groups += alone.NumberOfCapturingGroups();
+    }
+    compiled.re = std::make_unique<RE2>(expression, RE2::Quiet);
+    if (!compiled.re->ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("deny rule '", rule.name, "' does not compile: ", compiled.re->error()));
+    }
+    list->compiled_.push_back(std::move(compiled));
+  }
+  list->rules_ = std::move(rules);
+  return std::shared_ptr<const DenyList>(std::move(list));
+}
+
+std::vector<DenyMatch> DenyList::Match(std::string_view text) const {
+  std::vector<DenyMatch> matches;
+  const re2::StringPiece input(text.data(), text.size());
+  std::vector<re2::StringPiece> groups;
+  for (size_t i = 0; i < compiled_.size(); ++i) {
+    const Compiled& c = compiled_[i];
+    groups.assign(size_t(c.span_groups.back()) + 1, re2::StringPiece());
+    if (!c.re->Match(input, 0, input.size(), RE2::UNANCHORED, groups.data(), int(groups.size()))) {
+      continue;
+    }
+    for (int g : c.span_groups) {
+      const re2::StringPiece& span = groups[size_t(g)];
+      if (span.data() == nullptr) continue;
+      const size_t begin = size_t(span.data() - text.data());
+      matches.push_back({&rules_[i], begin, begin + span.size()});
+      break;
+    }
+  }
+  return matches;
+}
+
+}  // namespace pillar::guard

@@ -1,0 +1,85 @@
+#include "guard/injection.h"
+
+#include <re2/re2.h>
+#include <re2/set.h>
+
+#include <algorithm>
+#include <memory>
+
+namespace pillar::guard {
+namespace {
+
+struct Sign {
+  std::string_view name;
+  double weight;
+  const char* expression;
+};
+
+// Bounded gaps ([^.\n]{0,40}) keep a sign within one sentence; \b is ASCII, so Portuguese words
+// are written to end in an ASCII letter.
+constexpr Sign kSigns[] = {
+    {"override_instructions", 0.7,
+     R"((?i)\b(ignore|disregard|forget|override|bypass|skip)\b[^.\n]{0,40}\b(previous|prior|above|)"
+     R"(earlier|preceding|all|any|your|the|system|initial|original)\b[^.\n]{0,30}\b(instructions?|)"
+     R"(rules|prompts?|directions|guidelines|guardrails|constraints|polic(y|ies))\b)"},
+    {"override_instructions", 0.7,
+     R"((?i)\b(ignore|ignora|desconsidere|esque[çc]a|esque[çc]am)\b[^.\n]{0,40})"
+     R"((instru[çc][õo]es|regras|orienta[çc][õo]es|diretrizes))"},
+    {"reveal_prompt", 0.6,
+     R"((?i)\b(reveal|show|print|repeat|output|display|tell me|leak|dump|write out)\b[^.\n]{0,40})"
+     R"((system prompt|your (initial |original |hidden |secret |full )?(instructions|prompt|rules))"
+     R"(|the (hidden|secret|initial|original) (prompt|instructions)))"},
+    {"reveal_prompt", 0.6,
+     R"((?i)\b(mostre|revele|repita|imprima|diga)\b[^.\n]{0,40}(prompt do sistema|)"
+     R"(suas instru[çc][õo]es|instru[çc][õo]es (iniciais|ocultas|secretas|do sistema)))"},
+    {"persona_without_rules", 0.6,
+     R"((?i)\b(you are now|from now on,? you|act as|pretend (to be|you are|that you)|roleplay as|)"
+     R"(simulate)\b[^.\n]{0,60}\b(dan|jailbr[eo]ak\w*|unrestricted|unfiltered|uncensored|)"
+     R"(no (rules|limits|restrictions|filters)|without (any )?(rules|limits|restrictions|filters)))"},
+    {"jailbreak_term", 0.5,
+     R"((?i)\b(developer mode|dan mode|jailbreak mode|god mode|do anything now|modo desenvolvedor))"},
+    {"template_tokens", 0.6,
+     R"((<\|im_start\|>|<\|im_end\|>|<\|system\|>|<\|endoftext\|>|\[/?INST\]|<<SYS>>|)"
+     R"(<\|start_header_id\|>|<\|eot_id\|>))"},
+    {"role_header", 0.3, R"((?im)^\s*(#{2,}\s*)?(system|assistant|sistema)\s*(prompt)?\s*:)"},
+    {"new_instructions", 0.4,
+     R"((?i)\b(new|updated|real|actual|novas|verdadeiras)\s+(instructions|rules|task|)"
+     R"(instru[çc][õo]es|regras)\s*:)"},
+};
+
+// One pass over the text for every sign (RE2::Set), built once.
+const re2::RE2::Set& Signs() {
+  static const re2::RE2::Set* set = [] {
+    re2::RE2::Options options;
+    options.set_log_errors(false);
+    auto* s = new re2::RE2::Set(options, re2::RE2::UNANCHORED);
+    for (const Sign& sign : kSigns) {
+      if (s->Add(sign.expression, nullptr) < 0) std::abort();  // a bug in the table above
+    }
+    if (!s->Compile()) std::abort();
+    return s;
+  }();
+  return *set;
+}
+
+}  // namespace
+
+InjectionScore ScoreInjection(std::string_view text) {
+  InjectionScore result;
+  std::vector<int> found;
+  if (!Signs().Match(re2::StringPiece(text.data(), text.size()), &found)) return result;
+  std::sort(found.begin(), found.end());
+  double keep = 1;
+  for (int i : found) {
+    const Sign& sign = kSigns[size_t(i)];
+    bool seen = false;  // a sign written in two languages counts once
+    for (std::string_view s : result.signals) seen = seen || s == sign.name;
+    if (seen) continue;
+    result.signals.push_back(sign.name);
+    keep *= 1 - sign.weight;
+  }
+  result.score = 1 - keep;
+  return result;
+}
+
+}  // namespace pillar::guard
