@@ -84,7 +84,7 @@ namespace {
   PILLAR_ASSIGN_OR_RETURN(config.limiter, limits::ReadLimiterSection(root, source, base));
   PILLAR_ASSIGN_OR_RETURN(config.jwt, identity::ReadJwtSection(root, source, base));
   PILLAR_ASSIGN_OR_RETURN(config.audit, audit::ReadAuditSection(root, source, base));
-  PILLAR_ASSIGN_OR_RETURN(config.jobs, jobs::ReadJobsSection(root, source));
+  PILLAR_ASSIGN_OR_RETURN(config.jobs, jobs::ReadJobsSection(root, source, base));
   PILLAR_ASSIGN_OR_RETURN(config.certificate_clients,
                           identity::ReadCertificateClients(root, source));
   if (const toml::node* guard = root.get("guard"); guard != nullptr) {

@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <thread>
 
@@ -71,6 +72,27 @@ struct RemoteParts {
     options.password = SecretString(std::move(*password));
   }
   return std::make_unique<upstream::RedisBreakerSync>(std::move(options));
+}
+
+// The keys job payloads are sealed with at rest: [jobs] payload_keys, or jobs.key beside the
+// state file, made on the first start.
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const jobs::PayloadSealer>> OpenPayloadSealer(
+    const Config& config) {
+  std::vector<std::string> keys = config.jobs.payload_keys;
+  if (keys.empty()) {
+    const std::string path =
+        (std::filesystem::path(config.state_path).parent_path() / "jobs.key").string();
+    absl::StatusOr<bool> made = jobs::PayloadSealer::CreateKeyIfMissing(path);
+    if (!made.ok()) return made.status();
+    if (*made) {
+      std::fprintf(stderr,
+                   "pillar: made %s, the key job payloads are sealed with at rest; keep it with "
+                   "the state file (docs/operations.md)\n",
+                   path.c_str());
+    }
+    keys.push_back(path);
+  }
+  return jobs::PayloadSealer::Load(keys);
 }
 
 [[nodiscard]] absl::StatusOr<RemoteParts> MakeRemoteParts(const Config& config,
@@ -315,7 +337,9 @@ int RunServe(const ServeOptions& options) {
   runtime::ModelCatalog& catalog = (*watcher)->catalog();
   std::unique_ptr<runtime::ModelReverifier> reverifier =
       StartReverifier(config->repository, catalog, *trusted, audit);
-  jobs::JobQueue job_queue(**store, config->jobs, metrics);
+  absl::StatusOr<std::shared_ptr<const jobs::PayloadSealer>> sealer = OpenPayloadSealer(*config);
+  if (!sealer.ok()) return Fail("serve", sealer.status());
+  jobs::JobQueue job_queue(**store, config->jobs, *std::move(sealer), metrics);
   pipeline::Chain chain(stages::RequestStages({.metrics = metrics,
                                                .access_log = access_log,
                                                .authenticator = authenticator,

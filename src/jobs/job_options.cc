@@ -7,7 +7,8 @@
 namespace pillar::jobs {
 
 [[nodiscard]] absl::StatusOr<JobOptions> ReadJobsSection(const toml::table& root,
-                                                         std::string_view source) {
+                                                         std::string_view source,
+                                                         const std::string& base) {
   JobOptions o;
   TomlSection s(root["jobs"].as_table(), "jobs", source);
   PILLAR_RETURN_IF_ERROR(s.ReadInt("workers", o.workers, 1, 1024));
@@ -23,6 +24,11 @@ namespace pillar::jobs {
   PILLAR_RETURN_IF_ERROR(
       s.ReadInt("max_bytes_per_principal", o.max_bytes_per_principal, 1 << 20, int64_t{1} << 40));
   PILLAR_RETURN_IF_ERROR(s.ReadInt("max_attempts", o.max_attempts, 1, 100));
+  PILLAR_RETURN_IF_ERROR(s.ReadPaths("payload_keys", o.payload_keys, base));
+  if (s.Contains("payload_keys") && o.payload_keys.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [jobs] payload_keys is empty (leave it out for the default key)"));
+  }
   PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
   if (o.poll >= o.lease) {
     return absl::InvalidArgumentError(StrCat(

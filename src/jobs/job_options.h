@@ -7,7 +7,9 @@
 #include <toml++/toml.h>
 
 #include <cstdint>
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -27,6 +29,9 @@ struct JobOptions {
   int64_t max_bytes_per_principal = int64_t{256} << 20;  // requests and results kept
   // Runs refused as load (429, 503) are tried again, with backoff, up to this many runs in all.
   int max_attempts = 5;
+  // The keys that seal job payloads at rest (jobs/payload_sealer.h): the first seals, all open.
+  // Empty: jobs.key beside the state file, made on first start.
+  std::vector<std::string> payload_keys;
 };
 
 inline state::JobQuota QuotaOf(const JobOptions& o) {
@@ -35,7 +40,9 @@ inline state::JobQuota QuotaOf(const JobOptions& o) {
           .max_bytes = o.max_bytes_per_principal};
 }
 
+// Relative paths are taken from `base`.
 [[nodiscard]] absl::StatusOr<JobOptions> ReadJobsSection(const toml::table& root,
-                                                         std::string_view source);
+                                                         std::string_view source,
+                                                         const std::string& base);
 
 }  // namespace pillar::jobs

@@ -52,9 +52,11 @@ void JobQueue::Tasks::Post(Task task) {
   queue.push_back(std::move(task));
 }
 
-JobQueue::JobQueue(state::StateStore& store, JobOptions options, monitor::MetricsRegistry& metrics,
+JobQueue::JobQueue(state::StateStore& store, JobOptions options,
+                   std::shared_ptr<const PayloadSealer> sealer, monitor::MetricsRegistry& metrics,
                    const Clock& clock)
     : store_(store),
+      sealer_(std::move(sealer)),
       options_(options),
       clock_(clock),
       jobs_(metrics.AddGauge("pillar_jobs", "Asynchronous jobs in the state store, by state.",
@@ -97,6 +99,7 @@ void JobQueue::Submit(JobRecord job, absl::AnyInvocable<void(absl::Status) &&> d
     const int64_t now_us = clock_.UnixMicros();
     job.state = JobState::kQueued;
     job.created_us = job.updated_us = now_us;
+    job.request = sealer_->Seal(job.id, "request", job.request);
     absl::Status stored = store_.PutJob(job, QuotaOf(options_));
     if (stored.ok()) claim_now_ = true;
     if (!stored.ok() && stored.code() != absl::StatusCode::kResourceExhausted) Report(stored);
@@ -112,8 +115,23 @@ void JobQueue::Lookup(std::string id, std::string owner,
         if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
         if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
         if (job.ok()) job->request.clear();
+        if (job.ok()) job = OpenResult(*std::move(job));
         std::move(done)(std::move(job));
       });
+}
+
+absl::StatusOr<JobRecord> JobQueue::OpenResult(JobRecord job) {
+  if (job.state != JobState::kDone && job.state != JobState::kFailed) return job;
+  // A result past its owner's byte allowance is replaced, in the store, by the store's own
+  // message saying so, which holds nothing of the job's and is not sealed.
+  if (job.status == 507 && !job.result.starts_with(PayloadSealer::kMagic)) return job;
+  absl::StatusOr<std::string> result = sealer_->Open(job.id, "result", job.result);
+  if (!result.ok()) {
+    Report(result.status());
+    return absl::DataLossError(StrCat("job ", job.id, ": ", result.status().message()));
+  }
+  job.result = std::move(*result);
+  return job;
 }
 
 int64_t JobQueue::EstimatedWaitMs(int64_t queued_ahead) const {
@@ -232,7 +250,9 @@ void JobQueue::StartRun(JobRecord job, int64_t now_us) {
   ex->listener = "jobs";
   ex->method = "POST";
   ex->target = StrCat("/v2/models/", job.model, "/versions/", job.version, "/infer");
-  ex->body = std::move(job.request);
+  absl::StatusOr<std::string> request = sealer_->Open(job.id, "request", job.request);
+  if (!request.ok()) return FailUnrun(job, request.status(), now_us);
+  ex->body = std::move(*request);
   ex->model_name = job.model;
   ex->model_version = job.version;
   ex->remote = "job";
@@ -305,6 +325,9 @@ void JobQueue::EndRun(const std::string& id, int64_t attempts, pipeline::Exchang
 }
 
 void JobQueue::End(JobRecord end, std::string_view model, std::string_view outcome) {
+  if (end.state == JobState::kDone || end.state == JobState::kFailed) {
+    end.result = sealer_->Seal(end.id, "result", end.result);
+  }
   absl::StatusOr<bool> ended = store_.EndJobRun(end, options_.max_bytes_per_principal);
   if (!ended.ok()) return Report(ended.status());
   finished_.Get({model, *ended ? outcome : "lost"}).Increment();

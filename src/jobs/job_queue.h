@@ -29,6 +29,7 @@
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
 #include "jobs/job_options.h"
+#include "jobs/payload_sealer.h"
 #include "monitor/metrics.h"
 #include "pipeline/chain.h"
 #include "state/state_store.h"
@@ -37,7 +38,9 @@ namespace pillar::jobs {
 
 class JobQueue {
  public:
-  JobQueue(state::StateStore& store, JobOptions options, monitor::MetricsRegistry& metrics,
+  // `sealer` seals every job's request and result in the store (jobs/payload_sealer.h).
+  JobQueue(state::StateStore& store, JobOptions options,
+           std::shared_ptr<const PayloadSealer> sealer, monitor::MetricsRegistry& metrics,
            const Clock& clock = SystemClock());
   ~JobQueue();
   JobQueue(const JobQueue&) = delete;
@@ -64,6 +67,7 @@ class JobQueue {
   // run time and the number of workers; -1 before any run was measured.
   int64_t EstimatedWaitMs(int64_t queued_ahead) const;
   const JobOptions& options() const { return options_; }
+  const PayloadSealer& sealer() const { return *sealer_; }
 
  private:
   using Task = absl::AnyInvocable<void() &&>;
@@ -94,8 +98,11 @@ class JobQueue {
   void End(state::JobRecord end, std::string_view model, std::string_view outcome);
   void RefreshGauges();
   void Report(const absl::Status& status);
+  // A finished job's result as its owner gets it: opened (jobs/payload_sealer.h).
+  absl::StatusOr<state::JobRecord> OpenResult(state::JobRecord job);
 
   state::StateStore& store_;
+  const std::shared_ptr<const PayloadSealer> sealer_;
   const JobOptions options_;
   const Clock& clock_;
   pipeline::Chain* chain_ = nullptr;

@@ -124,13 +124,23 @@ TEST_F(JobsTest, AcceptsRunsAndAnswersWithTheResult) {
   // Kept: asking again gives the result again.
   EXPECT_EQ(Get(location, owner_).body, done.body);
 
-  // Payloads are never logged: not the request's values, not the result.
+  // Payloads are never logged, and are sealed at rest: neither the request's values nor the
+  // result is in any file the server wrote, the state database and its journal included.
   server_.Stop();
-  for (const char* file : {"access.log", "audit.log", "server.log"}) {
-    std::ifstream in(server_.dir() / file);
-    const std::string text((std::istreambuf_iterator<char>(in)), {});
-    EXPECT_EQ(text.find("98765"), std::string::npos) << file;
+  bool state_seen = false;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(server_.dir())) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    state_seen = state_seen || entry.path() == server_.state_path();
+    EXPECT_EQ(bytes.find("98765"), std::string::npos) << entry.path();
+    EXPECT_EQ(bytes.find("\"outputs\":["), std::string::npos) << entry.path();
   }
+  EXPECT_TRUE(state_seen) << "the search looked where the jobs are";
+  // The key they are sealed with was made on the first start, beside the state file, 0600.
+  const auto key = std::filesystem::status(server_.state_path().parent_path() / "jobs.key");
+  EXPECT_EQ(key.permissions() & std::filesystem::perms::all,
+            std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
 TEST_F(JobsTest, AnotherPrincipalGetsTheNotFoundOfAJobThatDoesNotExist) {
