@@ -297,6 +297,8 @@ void AwaitStopSignal(const sigset_t& signals) {
                signal_number == SIGTERM ? "SIGTERM" : "SIGINT");
 }
 
+// One function: the composition root. Each part is made after what it depends on and torn down
+// in reverse by scope; split up, that order would be spread over functions read together anyway.
 int RunServe(const ServeOptions& options) {
   absl::StatusOr<Config> config = LoadConfig(options.config_path);
   if (!config.ok()) return Fail("serve", config.status());

@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/strings.h"
 #include "models/model_repository.h"
+#include "protocol/bpe_tokenizer.h"
 #include "runtime/batching_runner.h"
 #include "runtime/latency_histogram.h"
 #include "runtime/simulated_backend.h"
@@ -107,12 +108,22 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   return std::unique_ptr<runtime::Runner>(std::move(*remote));
 }
 
+// A language model's tokenizer.tiktoken, when its version has one (null when not).
+[[nodiscard]] absl::StatusOr<std::shared_ptr<const protocol::BpeTokenizer>> TokenizerOf(
+    const std::string& dir, const std::map<std::string, std::string, std::less<>>& contents) {
+  auto it = contents.find(protocol::BpeTokenizer::kFileName);
+  if (it == contents.end()) return nullptr;
+  return protocol::BpeTokenizer::Parse(it->second,
+                                       StrCat(dir, "/", protocol::BpeTokenizer::kFileName));
+}
+
 [[nodiscard]] absl::StatusOr<runtime::LoadedVersion> Load(const VersionLoaderOptions& options,
                                                           const models::VersionEntry& entry) {
   const std::string dir = entry.directory.string();
   // Every file a platform may need, read (and checked) once; a platform's absent file is absent.
   const std::vector<std::string> wanted = {std::string(kConfigFile), std::string(kWeightsFile),
-                                           std::string(models::SimulatedConfig::kHistogramFile)};
+                                           std::string(models::SimulatedConfig::kHistogramFile),
+                                           std::string(protocol::BpeTokenizer::kFileName)};
   std::map<std::string, std::string, std::less<>> contents;
   std::string root_digest;
   if (options.require_signatures) {
@@ -152,6 +163,12 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   if (!config.ok()) return config.status();
   runtime::LoadedVersion loaded;
   loaded.root_digest = std::move(root_digest);
+  if (config->speaks_openai()) {
+    absl::StatusOr<std::shared_ptr<const protocol::BpeTokenizer>> tokenizer =
+        TokenizerOf(dir, contents);
+    if (!tokenizer.ok()) return tokenizer.status();
+    loaded.tokenizer = std::move(*tokenizer);
+  }
   if (config->speaks_openai() && config->platform == models::Platform::kSimulated) {
     loaded.runner = std::make_unique<runtime::SimulatedLlmRunner>(*config);
     std::fprintf(stderr, "pillar: loaded %s version %lld, a simulated language model\n",

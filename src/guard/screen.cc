@@ -26,12 +26,12 @@ std::string RedactAll(std::string_view text) {
   return out;
 }
 
-absl::Status RedactAll(const absl::Status& status) {
+[[nodiscard]] absl::Status RedactAll(const absl::Status& status) {
   if (status.ok()) return status;
   const std::string_view text(status.message().data(), status.message().size());
   std::string message = RedactAll(text);
   if (message == text) return status;
-  absl::Status out(status.code(), message);
+  absl::Status out = absl::Status(status.code(), message);
   status.ForEachPayload(
       [&](absl::string_view key, const absl::Cord& value) { out.SetPayload(key, value); });
   return out;

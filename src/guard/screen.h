@@ -55,7 +55,7 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
 std::string RedactAll(std::string_view text);
 // The same status with RedactAll applied to its message (its code and payloads kept): for the
 // errors a client is answered with, which may quote its request or an upstream's reply.
-absl::Status RedactAll(const absl::Status& status);
+[[nodiscard]] absl::Status RedactAll(const absl::Status& status);
 
 // What replaces `value` (a finding of `type`) under `redaction`: "<EMAIL_ADDRESS>"; every letter
 // and digit masked with '*' (a card keeps its last four digits); or "<EMAIL_ADDRESS:" and 16 hex

@@ -36,12 +36,15 @@ int64_t EstimateTokens(std::string_view text) {
   return tokens;
 }
 
-int64_t EstimateChatTokens(const std::vector<ChatMessage>& messages) {
+int64_t CountChatTokens(const std::vector<ChatMessage>& messages,
+                        absl::FunctionRef<int64_t(std::string_view)> count) {
   int64_t tokens = 3;
-  for (const ChatMessage& m : messages) {
-    tokens += 3 + EstimateTokens(m.role) + EstimateTokens(m.text);
-  }
+  for (const ChatMessage& m : messages) tokens += 3 + count(m.role) + count(m.text);
   return tokens;
+}
+
+int64_t EstimateChatTokens(const std::vector<ChatMessage>& messages) {
+  return CountChatTokens(messages, EstimateTokens);
 }
 
 }  // namespace pillar::protocol

@@ -39,6 +39,7 @@ std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult sca
       v->attributes = loaded->config.access;
       v->config = std::move(loaded->config);
       v->runner = std::move(loaded->runner);
+      v->tokenizer = std::move(loaded->tokenizer);
       v->root_digest = std::move(loaded->root_digest);
     } else {
       v->status = loaded.status();

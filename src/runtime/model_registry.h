@@ -24,6 +24,7 @@
 #include "common/attributes.h"
 #include "models/model_config.h"
 #include "models/model_repository.h"
+#include "protocol/bpe_tokenizer.h"
 #include "runtime/runner.h"
 
 namespace pillar::runtime {
@@ -43,6 +44,9 @@ struct ModelVersion {
   // The signed root digest of what was loaded; empty when signatures are not required.
   std::string root_digest;
   std::unique_ptr<Runner> runner;
+  // A language model's tokenizer (its signed tokenizer.tiktoken), which counts its prompts on
+  // arrival; null: the estimator counts them.
+  std::shared_ptr<const protocol::BpeTokenizer> tokenizer;
 
   bool ready() const { return status.ok() && runner != nullptr && runner->Ready() && !withdrawn(); }
 
@@ -73,6 +77,7 @@ struct LoadedVersion {
   models::ModelConfig config;
   std::unique_ptr<Runner> runner;
   std::string root_digest;  // empty when signatures are not required
+  std::shared_ptr<const protocol::BpeTokenizer> tokenizer;  // a language model's, if it has one
 };
 
 using RunnerLoader = std::function<absl::StatusOr<LoadedVersion>(const models::VersionEntry&)>;

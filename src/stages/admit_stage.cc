@@ -45,10 +45,10 @@ std::string_view UnitName(const LimitRule& rule) {
 }
 
 // The tokens the call used, as its answer's usage says (or as pillar estimated them for a stream
-// cut short); none when it was not answered.
+// cut short); none when no model answered it. An answer withheld afterwards (the guard blocked
+// it) is still charged: the model did the work, and a caller must not be able to have it done
+// for free by asking for what will be withheld.
 int64_t UsedTokens(const pipeline::Exchange& ex) {
-  const bool answered = ex.model != nullptr && (ex.streaming || ex.response.status < 400);
-  if (!answered) return 0;
   return ex.infer_result.usage.prompt_tokens + ex.infer_result.usage.completion_tokens;
 }
 

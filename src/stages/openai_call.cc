@@ -70,4 +70,34 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
   return absl::OkStatus();
 }
 
+void CountPromptTokens(const protocol::BpeTokenizer& tokenizer, pipeline::Exchange& ex) {
+  if (!ex.generate.has_value()) return;
+  runtime::GenerateRequest& call = *ex.generate;
+  auto count = [&](std::string_view text) { return tokenizer.Count(text); };
+  auto count_all = [&](const std::vector<std::string>& texts) {
+    int64_t tokens = 0;
+    for (const std::string& text : texts) tokens += tokenizer.Count(text);
+    return tokens;
+  };
+  // The body parsed when the call arrived, so it parses again; if not, the estimate stands.
+  switch (call.route) {
+    case runtime::OpenAiRoute::kChatCompletions:
+      if (auto chat = protocol::ParseChatRequest(call.body, {}); chat.ok()) {
+        call.prompt_tokens = protocol::CountChatTokens(chat->messages, count);
+      }
+      break;
+    case runtime::OpenAiRoute::kCompletions:
+      if (auto completion = protocol::ParseCompletionRequest(call.body, {}); completion.ok()) {
+        call.prompt_tokens = count_all(completion->prompts);
+      }
+      break;
+    case runtime::OpenAiRoute::kEmbeddings:
+      if (auto embeddings = protocol::ParseEmbeddingsRequest(call.body, {}); embeddings.ok()) {
+        call.prompt_tokens = count_all(embeddings->inputs);
+      }
+      break;
+  }
+  ex.estimated_prompt_tokens = call.prompt_tokens;
+}
+
 }  // namespace pillar::stages

@@ -7,6 +7,7 @@
 
 #include "absl/status/status.h"
 #include "pipeline/exchange.h"
+#include "protocol/bpe_tokenizer.h"
 #include "protocol/openai_request.h"
 
 namespace pillar::stages {
@@ -15,5 +16,10 @@ namespace pillar::stages {
 // pillar serves; NotFound when the model it names cannot be a model's name here.
 [[nodiscard]] absl::Status DecodeOpenAiCall(pipeline::Exchange& ex,
                                             const protocol::OpenAiLimits& limits);
+
+// The call's prompt counted again with its model's tokenizer (the version's tokenizer.tiktoken),
+// in place of the estimate it arrived with: what token limits reserve and, for an answer
+// without a usage, what is charged.
+void CountPromptTokens(const protocol::BpeTokenizer& tokenizer, pipeline::Exchange& ex);
 
 }  // namespace pillar::stages

@@ -150,6 +150,7 @@ pipeline::StageResult RouteStage::OnRequest(pipeline::Exchange& ex) {
       ex.Fail(within);
       return pipeline::StageResult::kStop;
     }
+    if (model->tokenizer != nullptr) CountPromptTokens(*model->tokenizer, ex);
     ex.reserved_tokens = ReservedTokens(*ex.generate);
   }
   return pipeline::StageResult::kContinue;

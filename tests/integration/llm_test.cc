@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/escaping.h"
 #include "testing/free_port.h"
 #include "testing/http_client.h"
 #include "testing/server_process.h"
@@ -734,6 +735,79 @@ period = "day"
   EXPECT_EQ(r.status, 429) << r.body;
   r = call(after - prompt);
   EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
+// An answer the guard withholds is charged all the same: the model did the work.
+TEST(LlmLimitsTest, AWithheldAnswerIsStillCharged) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "echo", SimulatedLlm("echo = true\n", 64));
+  server.SetStore(store);
+  const std::string policy = (server.dir() / "policy.toml").string();
+  std::ofstream(policy) << R"toml(version = 1
+[[rule]]
+name = "admins"
+roles = ["admin"]
+plane = "any"
+actions = ["*"]
+resources = ["*"]
+
+[[limit]]
+name = "daily-tokens"
+per = "key"
+unit = "tokens"
+quota = 1000
+period = "day"
+)toml";
+  server.AddConfig("[policy]\nfile = \"" + policy +
+                   "\"\n[guard]\n[guard.models.echo]\nprompts = false\n");
+  const std::string key = server.CreateKey("metered");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto call = [&](const std::string& text) {
+    return Fetch(server.data_port(), "POST", "/v1/chat/completions",
+                 R"({"model":"echo","max_tokens":100,"messages":[{"role":"user","content":")" +
+                     text + R"("}]})",
+                 {Bearer(key), "Content-Type: application/json"});
+  };
+  // The model says the key back; the guard withholds the answer (a secret is blocked).
+  HttpReply r = call("say AKIAZQSEEDED7F3A2XYZ");
+  EXPECT_EQ(r.status, 403) << r.body;
+  // The next admission shows what the withheld call was charged: its usage, not nothing.
+  r = call("hi");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const int64_t remaining = std::stoll(r.Header("x-ratelimit-remaining-tokens"));
+  const size_t at = r.body.find(R"("prompt_tokens":)");
+  ASSERT_NE(at, std::string::npos);
+  const int64_t second_reserved = std::stoll(r.body.substr(at + 16)) + 100;
+  EXPECT_LT(remaining, 1000 - second_reserved) << "the withheld call was refunded";
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
+// A language model whose version holds tokenizer.tiktoken has its prompts counted with it.
+TEST(LlmTokenizerTest, AVersionsTokenizerCountsItsPrompts) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "chat", SimulatedLlm(""));
+  // Every byte, then "he", "th" and "the" (the simulated model reports the prompt as counted).
+  std::ofstream vocabulary(store / "chat" / "1" / "tokenizer.tiktoken");
+  int rank = 0;
+  for (int b = 0; b < 256; ++b) {
+    vocabulary << absl::Base64Escape(std::string(1, char(b))) << " " << rank++ << "\n";
+  }
+  for (const char* merge : {"he", "th", "the"}) {
+    vocabulary << absl::Base64Escape(merge) << " " << rank++ << "\n";
+  }
+  vocabulary.close();
+  server.SetStore(store);
+  const std::string key = server.CreateKey("counted");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpReply r = Fetch(server.data_port(), "POST", "/v1/chat/completions",
+                      R"({"model":"chat","messages":[{"role":"user","content":"then then"}]})",
+                      {Bearer(key), "Content-Type: application/json"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  // 3 + (3 + "user": 4 + "then then": "then" 2, " then" 3) = 15; the estimator would say 9.
+  EXPECT_NE(r.body.find(R"("prompt_tokens":15,)"), std::string::npos) << r.body;
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 

@@ -44,7 +44,7 @@ std::unique_ptr<runtime::ModelCatalog> Registry() {
       [config](const models::VersionEntry& entry) -> absl::StatusOr<runtime::LoadedVersion> {
         if (entry.model == "broken") return absl::InvalidArgumentError("bad toml");
         if (entry.version == 2) return absl::InternalError("cannot load version 2");
-        return runtime::LoadedVersion{config, std::make_unique<EchoRunner>(), ""};
+        return runtime::LoadedVersion{config, std::make_unique<EchoRunner>(), "", nullptr};
       },
       nullptr));
 }
