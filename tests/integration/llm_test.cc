@@ -3,8 +3,10 @@
 // ([simulated] api = "openai"). The same keys, policy, limits and fallbacks as inference; errors
 // in OpenAI's shape.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -734,6 +736,72 @@ period = "day"
   r = call(after - prompt + 1);
   EXPECT_EQ(r.status, 429) << r.body;
   r = call(after - prompt);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
+// Resident memory of a process, in KiB.
+int64_t ResidentKib(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return -1;
+}
+
+// A client that asks for a long stream and never reads it: pillar holds a bounded amount for it
+// (the model's next event waits until the socket took the last one), and once nothing has been
+// taken for the write timeout the connection is closed and the model stops.
+TEST(LlmStreamTest, AClientThatDoesNotReadIsBoundedThenCut) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  // 200,000 tokens as fast as they can go: some 36 MB of events if they were buffered (the
+  // simulated model itself holds about 5 MB for its answer's words).
+  WriteVersion(store, "long",
+               "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+               "time_to_first_token_ms = 0\ntokens_per_second = 10000000\n"
+               "completion_tokens = 200000\n");
+  server.SetStore(store);
+  server.AddConfig("[limits]\nwrite_timeout_ms = 1000\n[guard]\n");
+  const std::string key = server.CreateKey("reader");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const int64_t idle_kib = ResidentKib(server.pid());
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 4096;  // the client's receive buffer, as small as the kernel allows
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(server.data_port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body =
+      R"({"model":"long","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, request.data(), request.size()), ssize_t(request.size()));
+  // Never read. Sample the server's memory while it is stuck writing.
+  int64_t peak_kib = idle_kib;
+  for (int i = 0; i < 25; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    peak_kib = std::max(peak_kib, ResidentKib(server.pid()));
+  }
+  EXPECT_LT(peak_kib - idle_kib, 16 * 1024) << "KiB held for one unread stream";
+  // Cut: the connection is closed by now (write timeout 1 s); reading drains what the kernel
+  // held and then sees the end.
+  char buffer[65536];
+  int64_t read_total = 0;
+  ssize_t n;
+  while ((n = ::read(fd, buffer, sizeof buffer)) > 0) read_total += n;
+  ::close(fd);
+  EXPECT_LT(read_total, 8 << 20) << "the stream was cut, not written whole";
+  // The call ended, charged what was written, and the server serves on.
+  HttpReply r =
+      Fetch(server.data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"long","max_tokens":3,"messages":[{"role":"user","content":"x"}]})",
+            {Bearer(key), "Content-Type: application/json"});
   EXPECT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
