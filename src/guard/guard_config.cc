@@ -138,6 +138,28 @@ namespace {
   return table.CheckNoUnknownKeys();
 }
 
+// [guard.classifier], over the inherited settings.
+[[nodiscard]] absl::Status ReadClassifier(const toml::table* guard, std::string_view source,
+                                          ClassifierConfig& out) {
+  const toml::node* node = guard == nullptr ? nullptr : guard->get("classifier");
+  if (node == nullptr) return absl::OkStatus();
+  if (node->as_table() == nullptr) {
+    return absl::InvalidArgumentError(StrCat(source, ": [guard] classifier must be a table"));
+  }
+  TomlSection table(node->as_table(), "guard.classifier", source);
+  PILLAR_RETURN_IF_ERROR(table.ReadString("model", out.model));
+  PILLAR_RETURN_IF_ERROR(table.ReadStrings("block", out.block));
+  PILLAR_RETURN_IF_ERROR(table.ReadInt("max_tokens", out.max_tokens, 1, 4096));
+  std::string on_error = out.allow_on_error ? "allow" : "block";
+  PILLAR_RETURN_IF_ERROR(table.ReadString("on_error", on_error));
+  if (on_error != "allow" && on_error != "block") {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [guard.classifier] on_error must be \"block\" or \"allow\""));
+  }
+  out.allow_on_error = on_error == "allow";
+  return table.CheckNoUnknownKeys();
+}
+
 // [guard.models] or [guard.tenants]: a table of tables, each parsed over `parent`.
 [[nodiscard]] absl::Status ReadOverrides(
     const toml::table* guard, std::string_view key, std::string_view source,
@@ -176,6 +198,7 @@ namespace {
     config.hold_back_bytes = inherited->hold_back_bytes;
     config.deny = inherited->deny;
     config.injection = inherited->injection;
+    config.classifier = inherited->classifier;
   }
   TomlSection section(guard, "guard", source);
   PILLAR_RETURN_IF_ERROR(section.ReadBool("prompts", config.prompts));
@@ -213,6 +236,8 @@ namespace {
   PILLAR_RETURN_IF_ERROR(ReadDeny(guard, source, config));
   section.Allow("injection");
   PILLAR_RETURN_IF_ERROR(ReadInjection(guard, source, config.injection));
+  section.Allow("classifier");
+  PILLAR_RETURN_IF_ERROR(ReadClassifier(guard, source, config.classifier));
   if (inherited == nullptr) {  // after this table's own rules, which the overrides start from
     section.Allow("models");
     section.Allow("tenants");

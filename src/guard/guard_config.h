@@ -23,6 +23,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "guard/classifier.h"
 #include "guard/deny_list.h"
 #include "guard/entity.h"
 #include "guard/injection.h"
@@ -53,6 +54,8 @@ struct GuardConfig {
   // [guard.injection]: the prompt-injection heuristics, over what users and tools wrote.
   std::shared_ptr<const DenyList> deny;
   InjectionConfig injection;
+  // [guard.classifier]: a model that judges what users and tools wrote (guard/classifier.h).
+  ClassifierConfig classifier;
   // [guard.models.NAME] and [guard.tenants.NAME]: the same keys, over this table's, for one
   // model or one tenant's principals (a model's table first, then a tenant's).
   std::map<std::string, std::shared_ptr<const GuardConfig>, std::less<>> models;

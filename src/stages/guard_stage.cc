@@ -8,9 +8,12 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "pipeline/chain.h"
 #include "protocol/openai_request.h"
 #include "protocol/openai_response.h"
 #include "protocol/openai_texts.h"
+#include "protocol/token_estimate.h"
+#include "runtime/model_registry.h"
 #include "stages/exchange_event.h"
 
 namespace pillar::stages {
@@ -206,28 +209,59 @@ std::string FormatScore(double score) {
 
 }  // namespace
 
-bool GuardStage::ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
-  if (!config.injection.enabled) return true;
-  // The operator's own messages (system, developer) and the model's are not scored.
-  std::vector<std::pair<std::string, std::string>> texts;  // where, text
-  if (ex.generate->route == runtime::OpenAiRoute::kChatCompletions) {
-    absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(ex.generate->body, {});
-    if (!chat.ok()) return true;  // read when the call arrived: not a chat body any more
+namespace {
+
+// What users and tools wrote in a call, with where (the operator's own system and developer
+// messages, and the model's, are not in it): what the injection heuristics and the classifier
+// judge. The body was read when the call arrived, so it parses again.
+std::vector<std::pair<std::string, std::string>> UserTexts(const runtime::GenerateRequest& call) {
+  std::vector<std::pair<std::string, std::string>> texts;
+  if (call.route == runtime::OpenAiRoute::kChatCompletions) {
+    absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(call.body, {});
+    if (!chat.ok()) return texts;
     for (size_t i = 0; i < chat->messages.size(); ++i) {
       const std::string& role = chat->messages[i].role;
       if (role == "user" || role == "tool" || role == "function") {
         texts.emplace_back(StrCat("messages[", i, "]"), std::move(chat->messages[i].text));
       }
     }
-  } else if (ex.generate->route == runtime::OpenAiRoute::kCompletions) {
+  } else if (call.route == runtime::OpenAiRoute::kCompletions) {
     absl::StatusOr<protocol::CompletionRequest> completion =
-        protocol::ParseCompletionRequest(ex.generate->body, {});
-    if (!completion.ok()) return true;
+        protocol::ParseCompletionRequest(call.body, {});
+    if (!completion.ok()) return texts;
     for (size_t i = 0; i < completion->prompts.size(); ++i) {
       texts.emplace_back(StrCat("prompt[", i, "]"), std::move(completion->prompts[i]));
     }
   }
-  for (const auto& [where, text] : texts) {
+  return texts;
+}
+
+// The classifier's version: the newest ready version of its model that is a language model.
+const runtime::ModelVersion* ClassifierVersion(const runtime::ModelRegistry& models,
+                                               std::string_view name) {
+  const auto versions = models.VersionsOf(name);
+  for (auto it = versions.rbegin(); it != versions.rend(); ++it) {
+    const runtime::ModelVersion& v = **it;
+    if (v.ready() && v.config && v.config->speaks_openai()) return &v;
+  }
+  return nullptr;
+}
+
+// The text of a chat completion's first choice; empty when there is none.
+std::string FirstChoiceText(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element doc;
+  if (parser.parse(body.data(), body.size()).get(doc) != simdjson::SUCCESS) return "";
+  std::string_view content;
+  if (doc["choices"].at(0)["message"]["content"].get(content) != simdjson::SUCCESS) return "";
+  return std::string(content);
+}
+
+}  // namespace
+
+bool GuardStage::ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
+  if (!config.injection.enabled) return true;
+  for (const auto& [where, text] : UserTexts(*ex.generate)) {
     const guard::InjectionScore s = guard::ScoreInjection(text);
     if (s.score < config.injection.threshold) continue;
     Count(ex, "prompt", "PROMPT_INJECTION", guard::DenyActionName(config.injection.action));
@@ -286,7 +320,93 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
       return std::make_shared<GuardedEvents>(std::move(inner), ex, root, config, *this, choices);
     };
   }
+  if (config.prompts && config.classifier.enabled()) return Classify(ex, config);
   return pipeline::StageResult::kContinue;
+}
+
+pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex,
+                                           const guard::GuardConfig& config) {
+  const guard::ClassifierConfig& classifier = config.classifier;
+  std::string joined;
+  for (const auto& [where, text] : UserTexts(*ex.generate)) {
+    StrAppend(&joined, joined.empty() ? "" : "\n\n", text);
+  }
+  if (joined.empty()) return pipeline::StageResult::kContinue;
+  const runtime::ModelVersion* version =
+      ex.models == nullptr ? nullptr : ClassifierVersion(*ex.models, classifier.model);
+  if (version == nullptr) {
+    const bool go_on = ClassifierFailed(
+        ex, classifier,
+        absl::UnavailableError(StrCat("model '", classifier.model, "' is not ready")));
+    return go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop;
+  }
+  JsonWriter w(joined.size() + 128);
+  w.BeginObject();
+  w.Key("model");
+  w.String(classifier.model);
+  w.Key("max_tokens");
+  w.Int(classifier.max_tokens);
+  w.Key("messages");
+  w.BeginArray();
+  w.BeginObject();
+  w.Key("role");
+  w.String("user");
+  w.Key("content");
+  w.String(joined);
+  w.EndObject();
+  w.EndArray();
+  w.EndObject();
+  runtime::GenerateRequest call;
+  call.route = runtime::OpenAiRoute::kChatCompletions;
+  call.body = std::move(w).Take();
+  call.model = classifier.model;
+  call.max_tokens = classifier.max_tokens;
+  call.prompt_tokens = protocol::EstimateTokens(joined);
+  call.deadline_ns = ex.timeout_ms > 0 ? ex.start_ns + ex.timeout_ms * 1'000'000 : 0;
+  // Nothing below may touch `ex` after Generate(): the callback may already have resumed it.
+  version->runner->Generate(
+      std::move(call), [this, &ex, &config](absl::StatusOr<runtime::InferResult> result) mutable {
+        ex.post([this, &ex, &config, result = std::move(result)]() mutable {
+          const bool go_on = OnVerdict(ex, config.classifier, std::move(result));
+          ex.chain().Resume(
+              ex, go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop);
+        });
+      });
+  return pipeline::StageResult::kSuspend;
+}
+
+bool GuardStage::OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                           absl::StatusOr<runtime::InferResult> result) const {
+  if (!result.ok()) return ClassifierFailed(ex, classifier, result.status());
+  absl::StatusOr<guard::ClassifierVerdict> verdict =
+      guard::ParseClassifierVerdict(FirstChoiceText(result->body));
+  if (!verdict.ok()) return ClassifierFailed(ex, classifier, verdict.status());
+  if (verdict->safe) return true;
+  const std::vector<std::string> blocking = classifier.Blocking(verdict->categories);
+  // Counted by verdict, not by category: the categories are the classifier's words, and a
+  // metric's labels must stay few.
+  Count(ex, "prompt", "CLASSIFIER", blocking.empty() ? "flag" : "block");
+  for (const std::string& category : verdict->categories) {
+    if (ex.content_findings.size() < 4096) {
+      StrAppend(&ex.content_findings, "; prompt classifier:", category);
+    }
+  }
+  if (blocking.empty()) return true;
+  std::string named;
+  for (const std::string& c : blocking) StrAppend(&named, named.empty() ? "" : ", ", c);
+  ex.content_blocked = true;
+  ex.Fail(absl::PermissionDeniedError(
+      StrCat("the prompt was blocked by the content classifier: ", named)));
+  return false;
+}
+
+bool GuardStage::ClassifierFailed(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                                  const absl::Status& why) const {
+  Count(ex, "prompt", "CLASSIFIER", "error");
+  if (classifier.allow_on_error) return true;
+  ex.Fail(absl::UnavailableError(
+      StrCat("the content classifier cannot judge the prompt now: ", why.message())));
+  return false;
 }
 
 void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const {

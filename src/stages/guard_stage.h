@@ -44,6 +44,14 @@ class GuardStage final : public pipeline::Stage {
   bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   void Count(pipeline::Exchange& ex, std::string_view direction, std::string_view type,
              std::string_view action) const;
+  // The classifier hook: asks its model about what users and tools wrote (suspending the
+  // chain), then lets the call go on, or fails it (403 on a blocking verdict; 503 when the
+  // classifier cannot answer, unless on_error = "allow"). Both return whether the call goes on.
+  pipeline::StageResult Classify(pipeline::Exchange& ex, const guard::GuardConfig& config);
+  bool OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                 absl::StatusOr<runtime::InferResult> result) const;
+  bool ClassifierFailed(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                        const absl::Status& why) const;
 
   std::shared_ptr<const guard::GuardConfig> config_;
   audit::AuditSink* audit_;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/toml_parse.h"
+#include "guard/classifier.h"
 #include "guard/guard_config.h"
 #include "guard/injection.h"
 #include "guard/screen.h"
@@ -168,6 +169,31 @@ TEST(InjectionTest, OverridesRevealsPersonasAndTemplateTokensScore) {
   EXPECT_EQ(s.signals[0], "override_instructions");
   EXPECT_EQ(s.signals[1], "template_tokens");
   EXPECT_NEAR(s.score, 1 - 0.3 * 0.4, 1e-9);
+}
+
+TEST(ClassifierTest, VerdictsAreReadStrictlyAndCategoriesBlockAsConfigured) {
+  EXPECT_TRUE(ParseClassifierVerdict("safe")->safe);
+  EXPECT_TRUE(ParseClassifierVerdict("  SAFE\n")->safe);
+  absl::StatusOr<ClassifierVerdict> v = ParseClassifierVerdict("unsafe\nS1,S10");
+  ASSERT_TRUE(v.ok());
+  EXPECT_FALSE(v->safe);
+  EXPECT_EQ(v->categories, (std::vector<std::string>{"S1", "S10"}));
+  EXPECT_EQ(ParseClassifierVerdict("unsafe")->categories, std::vector<std::string>{"unsafe"});
+  for (const char* bad : {"", "maybe", "safe but", "unsafe S1 <script>", "Safe.", "unsafe S1;"}) {
+    EXPECT_FALSE(ParseClassifierVerdict(bad).ok()) << bad;
+  }
+  EXPECT_FALSE(ParseClassifierVerdict("unsafe " + std::string(33, 'x')).ok());
+  ClassifierConfig config;
+  config.model = "guard";
+  EXPECT_EQ(config.Blocking({"S1", "S2"}).size(), 2u) << "no list: every category blocks";
+  config.block = {"S2"};
+  EXPECT_EQ(config.Blocking({"S1", "S2"}), std::vector<std::string>{"S2"});
+  EXPECT_TRUE(config.Blocking({"S1"}).empty());
+  const GuardConfig parsed = Parse(
+      "[guard]\n[guard.classifier]\nmodel = \"llama-guard\"\nblock = [\"S1\"]\n"
+      "on_error = \"allow\"\n");
+  EXPECT_EQ(parsed.classifier.model, "llama-guard");
+  EXPECT_TRUE(parsed.classifier.allow_on_error);
 }
 
 }  // namespace

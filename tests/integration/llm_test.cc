@@ -113,6 +113,8 @@ class LlmTest : public ::testing::Test {
                      c + "\"\n");
     testing::WriteSimulatedVersion(store, "tensors", "latency_ms = 0\n");
     WriteVersion(store, "echo", OpenAi(up, "echo", c));
+    WriteVersion(store, "judged", OpenAi(up, "chat", c));
+    WriteVersion(store, "judged-open", OpenAi(up, "chat", c));
     WriteVersion(store, "capped",
                  OpenAi(up, "chat", c,
                         "[generation]\nmax_tokens = 16\nmax_n = 2\ndefault_max_tokens = 5\n"));
@@ -130,7 +132,11 @@ class LlmTest : public ::testing::Test {
         "[[guard.deny]]\nname = \"codenames\"\nwords = [\"project nightingale\"]\n"
         "[[guard.deny]]\nname = \"watch\"\nwords = [\"harbor\"]\naction = \"flag\"\n"
         "[guard.models.echo-open]\nprompts = false\n[guard.models.lax]\nprompts = false\n"
-        "[guard.models.echo.injection]\naction = \"block\"\n");
+        "[guard.models.echo.injection]\naction = \"block\"\n"
+        // The classifier is echo-open, which says the user's text back: a test's prompt is its
+        // verdict.
+        "[guard.models.judged.classifier]\nmodel = \"echo-open\"\nblock = [\"S1\"]\n"
+        "[guard.models.judged-open.classifier]\nmodel = \"echo-open\"\non_error = \"allow\"\n");
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     other_key_ = gateway_->CreateKey("other-tenant", {"--role", "user", "--tenant", "other"});
@@ -642,6 +648,43 @@ TEST_F(LlmTest, DenyRulesAndInjectionHeuristicsBlockOrFlagWithoutQuotingTheText)
        R"(pillar_guard_findings_total{direction="prompt",type="PROMPT_INJECTION",action="flag"})",
        R"(pillar_guard_findings_total{direction="answer",type="deny:codenames",action="block"})"}) {
     EXPECT_NE(metrics.body.find(series), std::string::npos) << series;
+  }
+}
+
+TEST_F(LlmTest, TheClassifierJudgesWhatTheUserWroteAndBlocksItsCategories) {
+  // Safe: the call goes on to its model.
+  HttpReply r = Post("/v1/chat/completions", Say("judged", "safe"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Unsafe in a blocked category: 403 naming it, the model never called.
+  r = Post("/v1/chat/completions", Say("judged", "unsafe S1"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("the prompt was blocked by the content classifier: S1"), std::string::npos)
+      << r.body;
+  // Unsafe in another category: flagged, not blocked.
+  r = Post("/v1/chat/completions", Say("judged", "unsafe S5"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  // An answer that is not a verdict is the classifier failing: 503, or let through where
+  // on_error = "allow".
+  r = Post("/v1/chat/completions", Say("judged", "hello there"));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("the content classifier cannot judge the prompt now"), std::string::npos)
+      << r.body;
+  r = Post("/v1/chat/completions", Say("judged-open", "hello there"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  // Only what the user wrote is judged: a system message saying "unsafe S1" is not.
+  r = Post("/v1/chat/completions",
+           R"({"model":"judged","messages":[{"role":"system","content":"unsafe S1"},)"
+           R"({"role":"user","content":"safe"}]})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  for (const char* action : {"block", "flag", "error"}) {
+    EXPECT_NE(
+        metrics.body.find(
+            std::string(
+                R"(pillar_guard_findings_total{direction="prompt",type="CLASSIFIER",action=")") +
+            action + R"("})"),
+        std::string::npos)
+        << action;
   }
 }
 
