@@ -92,6 +92,15 @@ using simdjson::dom::object;
   std::optional<int64_t> choices;
   PILLAR_RETURN_IF_ERROR(ReadCount(top, "n", limits.max_n, choices));
   n = choices.value_or(1);
+  // Other servers' own names for the length (llama.cpp's n_predict, TGI's max_new_tokens,
+  // Ollama's num_predict, max_length): an upstream reading one would not be bound by the
+  // max_tokens pillar checked, capped and reserved tokens for.
+  for (std::string_view alias : {"n_predict", "max_new_tokens", "num_predict", "max_length"}) {
+    element e;
+    if (top[alias].get(e) == simdjson::SUCCESS) {
+      return Invalid(alias, "is not accepted: the length of an answer is max_tokens");
+    }
+  }
   return absl::OkStatus();
 }
 

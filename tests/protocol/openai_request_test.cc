@@ -109,6 +109,22 @@ TEST(OpenAiRequestTest, TheUpstreamGetsItsModelNameAndUsageInStreamsAndEverythin
   EXPECT_EQ(*out, R"({"model":"m","max_tokens":5,"prompt":"x"})");
 }
 
+TEST(OpenAiRequestTest, OtherServersNamesForTheLengthAreRefused) {
+  for (const char* alias : {"n_predict", "max_new_tokens", "num_predict", "max_length"}) {
+    const std::string body =
+        std::string(R"({"model":"m","messages":[{"role":"user","content":"x"}],")") + alias +
+        R"(":-1})";
+    absl::StatusOr<ChatRequest> chat = ParseChatRequest(body, {});
+    ASSERT_FALSE(chat.ok()) << alias;
+    EXPECT_NE(chat.status().message().find("the length of an answer is max_tokens"),
+              std::string::npos)
+        << chat.status();
+    EXPECT_FALSE(ParseCompletionRequest(
+                     std::string(R"({"model":"m","prompt":"x",")") + alias + R"(":5})", {})
+                     .ok());
+  }
+}
+
 TEST(OpenAiRequestTest, TheLargerOfMaxTokensAndMaxCompletionTokensBoundsTheCall) {
   auto chat =
       ParseChatRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":40,)"
