@@ -99,7 +99,7 @@ void JobQueue::Submit(JobRecord job, absl::AnyInvocable<void(absl::Status) &&> d
     const int64_t now_us = clock_.UnixMicros();
     job.state = JobState::kQueued;
     job.created_us = job.updated_us = now_us;
-    job.request = sealer_->Seal(job.id, "request", job.request);
+    job.request = sealer_->Seal(job.id, "request", job.request, RequestBinding(job));
     absl::Status stored = store_.PutJob(job, QuotaOf(options_));
     if (stored.ok()) claim_now_ = true;
     if (!stored.ok() && stored.code() != absl::StatusCode::kResourceExhausted) Report(stored);
@@ -120,12 +120,41 @@ void JobQueue::Lookup(std::string id, std::string owner,
       });
 }
 
+namespace {
+
+// What a sealed payload is bound to besides its job and field (jobs/payload_sealer.h): each
+// part with its length, so that no two different sets of parts read alike.
+std::string Bound(std::initializer_list<std::string_view> parts) {
+  std::string out;
+  for (std::string_view p : parts) StrAppend(&out, p.size(), ":", p, ";");
+  return out;
+}
+
+}  // namespace
+
+std::string JobQueue::RequestBinding(const JobRecord& job) {
+  return Bound({job.owner, job.principal, job.model, job.version});
+}
+
+std::string JobQueue::ResultBinding(const JobRecord& job) {
+  return Bound({job.owner, std::to_string(job.status), job.content_type, job.headers});
+}
+
 absl::StatusOr<JobRecord> JobQueue::OpenResult(JobRecord job) {
   if (job.state != JobState::kDone && job.state != JobState::kFailed) return job;
-  // A result past its owner's byte allowance is replaced, in the store, by the store's own
-  // message saying so, which holds nothing of the job's and is not sealed.
-  if (job.status == 507 && !job.result.starts_with(PayloadSealer::kMagic)) return job;
-  absl::StatusOr<std::string> result = sealer_->Open(job.id, "result", job.result);
+  // A result past its owner's byte allowance is replaced, in the store, by a message saying so,
+  // unsealed. Nothing of that row is served as it is (a writer of the store could put anything
+  // there): the answer is made here.
+  if (job.status == 507 && !job.result.starts_with(PayloadSealer::kMagic)) {
+    job.content_type = "application/json";
+    job.headers.clear();
+    job.result =
+        StrCat("{\"error\":\"the job's result would pass the ", options_.max_bytes_per_principal,
+               " bytes its principal's jobs may keep; fetch or let earlier ones expire\"}");
+    return job;
+  }
+  absl::StatusOr<std::string> result =
+      sealer_->Open(job.id, "result", job.result, ResultBinding(job));
   if (!result.ok()) {
     Report(result.status());
     return absl::DataLossError(StrCat("job ", job.id, ": ", result.status().message()));
@@ -191,6 +220,7 @@ void JobQueue::EndOverdueRuns(int64_t now_us) {
     job.id = it->first;
     job.attempts = it->second.attempts;
     job.model = it->second.model;
+    job.owner = it->second.owner;
     it = running_.erase(it);
     FailUnrun(job,
               absl::DeadlineExceededError(StrCat("the job's run did not end within ",
@@ -250,7 +280,8 @@ void JobQueue::StartRun(JobRecord job, int64_t now_us) {
   ex->listener = "jobs";
   ex->method = "POST";
   ex->target = StrCat("/v2/models/", job.model, "/versions/", job.version, "/infer");
-  absl::StatusOr<std::string> request = sealer_->Open(job.id, "request", job.request);
+  absl::StatusOr<std::string> request =
+      sealer_->Open(job.id, "request", job.request, RequestBinding(job));
   if (!request.ok()) return FailUnrun(job, request.status(), now_us);
   ex->body = std::move(*request);
   ex->model_name = job.model;
@@ -267,7 +298,7 @@ void JobQueue::StartRun(JobRecord job, int64_t now_us) {
     EndRun(id, attempts, done);
     delete &done;
   };
-  running_[job.id] = Run{job.attempts, job.idempotent, job.model, ex->start_ns};
+  running_[job.id] = Run{job.attempts, job.owner, job.idempotent, job.model, ex->start_ns};
   running_count_ = int64_t(running_.size());
   chain_->Start(*ex);  // may end at once (a refusal): EndRun then runs inside
 }
@@ -277,6 +308,7 @@ void JobQueue::FailUnrun(const JobRecord& job, const absl::Status& status, int64
   failed.Fail(status);
   JobRecord end;
   end.id = job.id;
+  end.owner = job.owner;
   end.attempts = job.attempts;
   end.state = JobState::kFailed;
   end.updated_us = now_us;
@@ -301,6 +333,7 @@ void JobQueue::EndRun(const std::string& id, int64_t attempts, pipeline::Exchang
   const http::Response& response = done.response;
   JobRecord end;
   end.id = id;
+  end.owner = run.owner;
   end.attempts = run.attempts;
   end.updated_us = now_us;
   if (done.held_back) {  // its concurrency limit was full: not run, so not an attempt
@@ -326,7 +359,7 @@ void JobQueue::EndRun(const std::string& id, int64_t attempts, pipeline::Exchang
 
 void JobQueue::End(JobRecord end, std::string_view model, std::string_view outcome) {
   if (end.state == JobState::kDone || end.state == JobState::kFailed) {
-    end.result = sealer_->Seal(end.id, "result", end.result);
+    end.result = sealer_->Seal(end.id, "result", end.result, ResultBinding(end));
   }
   absl::StatusOr<bool> ended = store_.EndJobRun(end, options_.max_bytes_per_principal);
   if (!ended.ok()) return Report(ended.status());

@@ -82,6 +82,7 @@ class JobQueue {
   };
   struct Run {
     int64_t attempts = 0;
+    std::string owner;  // what its result is sealed for
     bool idempotent = true;
     std::string model;
     int64_t started_ns = 0;
@@ -100,6 +101,10 @@ class JobQueue {
   void Report(const absl::Status& status);
   // A finished job's result as its owner gets it: opened (jobs/payload_sealer.h).
   absl::StatusOr<state::JobRecord> OpenResult(state::JobRecord job);
+  // What a job's sealed request and result are bound to (besides its id): who owns it and who
+  // it runs as, and what the answer says of itself.
+  static std::string RequestBinding(const state::JobRecord& job);
+  static std::string ResultBinding(const state::JobRecord& job);
 
   state::StateStore& store_;
   const std::shared_ptr<const PayloadSealer> sealer_;

@@ -19,8 +19,9 @@ constexpr size_t kOverhead = PayloadSealer::kMagic.size() + kIdBytes + kHeaderBy
                              crypto_secretstream_xchacha20poly1305_ABYTES;
 
 // What the payload is bound to: a sealed request of one job is not a result, nor another job's.
-std::string AssociatedData(std::string_view job_id, std::string_view field) {
-  return StrCat("pillar job ", job_id, " ", field);
+std::string AssociatedData(std::string_view job_id, std::string_view field,
+                           std::string_view context) {
+  return StrCat("pillar job ", job_id, " ", field, " ", context);
 }
 
 std::array<uint8_t, kIdBytes> KeyId(std::string_view key) {
@@ -105,7 +106,7 @@ std::string PayloadSealer::key_id() const {
 }
 
 std::string PayloadSealer::Seal(std::string_view job_id, std::string_view field,
-                                std::string_view plaintext) const {
+                                std::string_view plaintext, std::string_view context) const {
   const Key& key = keys_[0];
   std::string out(kOverhead + plaintext.size(), '\0');
   auto* bytes = reinterpret_cast<unsigned char*>(out.data());
@@ -115,7 +116,7 @@ std::string PayloadSealer::Seal(std::string_view job_id, std::string_view field,
   crypto_secretstream_xchacha20poly1305_state state;
   crypto_secretstream_xchacha20poly1305_init_push(
       &state, header, reinterpret_cast<const unsigned char*>(key.bytes.data()));
-  const std::string ad = AssociatedData(job_id, field);
+  const std::string ad = AssociatedData(job_id, field, context);
   crypto_secretstream_xchacha20poly1305_push(
       &state, header + kHeaderBytes, nullptr,
       reinterpret_cast<const unsigned char*>(plaintext.data()), plaintext.size(),
@@ -126,7 +127,8 @@ std::string PayloadSealer::Seal(std::string_view job_id, std::string_view field,
 }
 
 absl::StatusOr<std::string> PayloadSealer::Open(std::string_view job_id, std::string_view field,
-                                                std::string_view sealed) const {
+                                                std::string_view sealed,
+                                                std::string_view context) const {
   if (sealed.size() < kOverhead || sealed.substr(0, kMagic.size()) != kMagic) {
     return absl::DataLossError(StrCat("the job's ", field, " is not a sealed payload"));
   }
@@ -148,7 +150,7 @@ absl::StatusOr<std::string> PayloadSealer::Open(std::string_view job_id, std::st
   }
   std::string out(sealed.size() - kOverhead, '\0');
   unsigned char tag = 0;
-  const std::string ad = AssociatedData(job_id, field);
+  const std::string ad = AssociatedData(job_id, field, context);
   const size_t cipher_at = kMagic.size() + kIdBytes + kHeaderBytes;
   const int opened = crypto_secretstream_xchacha20poly1305_pull(
       &state, reinterpret_cast<unsigned char*>(out.data()), nullptr, &tag, bytes + cipher_at,

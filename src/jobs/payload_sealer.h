@@ -39,13 +39,17 @@ class PayloadSealer {
   [[nodiscard]] static absl::StatusOr<std::shared_ptr<const PayloadSealer>> FromKeys(
       std::vector<std::string> keys);
 
-  std::string Seal(std::string_view job_id, std::string_view field,
-                   std::string_view plaintext) const;
+  // `context`: what else the payload is bound to (the job queue binds a request to its owner,
+  // principal, model and version, and a result to its owner, status, content type and headers),
+  // so that none of it can be changed in the store without the payload failing to open.
+  std::string Seal(std::string_view job_id, std::string_view field, std::string_view plaintext,
+                   std::string_view context = {}) const;
   // DataLoss when the bytes are not a payload sealed for this job and field (truncated,
   // altered, another job's, or not sealed at all); NotFound naming the key id when no key given
   // has it.
   [[nodiscard]] absl::StatusOr<std::string> Open(std::string_view job_id, std::string_view field,
-                                                 std::string_view sealed) const;
+                                                 std::string_view sealed,
+                                                 std::string_view context = {}) const;
   // The sealing key's id, 8 hexadecimal characters (the first four bytes of its BLAKE2b hash).
   std::string key_id() const;
 

@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <thread>
 
@@ -207,6 +208,41 @@ TEST_F(JobsTest, QueuedJobsSayTheirPositionAndWait) {
   for (const std::string& job : jobs) {
     EXPECT_EQ(AwaitResult(job, std::chrono::seconds(15)).status, 200);
   }
+}
+
+// A writer of the state database changes what is around a sealed result: whose it is, or how
+// it is served. The result is bound to both: it does not open, and nothing of the row is served.
+TEST_F(JobsTest, AResultMovedToAnotherOwnerOrReframedInTheStoreDoesNotOpen) {
+  const std::string mine = Submit("quick", owner_).headers["location"];
+  const std::string theirs = Submit("quick", other_).headers["location"];
+  ASSERT_EQ(AwaitResult(mine, std::chrono::seconds(10)).status, 200);
+  for (int i = 0; i < 200 && Get(theirs, other_).status == 202; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  server_.Stop();
+  const std::string id = mine.substr(std::string("/v2/jobs/").size());
+  const std::string other_id = theirs.substr(std::string("/v2/jobs/").size());
+  auto sql = [&](const std::string& statement) {
+    const std::string command =
+        "/usr/bin/python3 -c \"import sqlite3,sys; c=sqlite3.connect(sys.argv[1]); "
+        "c.execute(sys.argv[2]); c.commit()\" '" +
+        server_.state_path().string() + "' \"" + statement + "\"";
+    ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  };
+  // The owner's result handed to the other key: refused, not served.
+  sql("UPDATE jobs SET owner = (SELECT owner FROM jobs WHERE id = '" + other_id +
+      "') WHERE id = '" + id + "'");
+  // The other's result reframed as HTML with headers of the writer's choosing.
+  sql("UPDATE jobs SET content_type = 'text/html', headers = 'Set-Cookie: s=1' WHERE id = '" +
+      other_id + "'");
+  ASSERT_TRUE(server_.Start()) << server_.Log();
+  HttpReply moved = Get(mine, other_);
+  EXPECT_EQ(moved.status, 500) << moved.body;
+  EXPECT_EQ(moved.body.find("outputs"), std::string::npos) << moved.body;
+  HttpReply reframed = Get(theirs, other_);
+  EXPECT_EQ(reframed.status, 500) << reframed.body;
+  EXPECT_EQ(reframed.headers.count("set-cookie"), 0u);
+  EXPECT_NE(reframed.body.find("does not open"), std::string::npos) << reframed.body;
 }
 
 TEST_F(JobsTest, AJobSurvivesTheServerBeingKilledMidRun) {

@@ -30,6 +30,11 @@ TEST(PayloadSealerTest, APayloadOpensOnlyForItsJobAndField) {
   // Each seal draws a fresh header: the same payload twice is not the same bytes.
   EXPECT_NE(sealer->Seal("job-1", "request", body), sealed);
   EXPECT_EQ(*sealer->Open("job-1", "result", sealer->Seal("job-1", "result", "")), "");
+  // And to its context: another owner, status or framing does not open it.
+  const std::string bound = sealer->Seal("job-1", "result", body, "5:alice;3:200;");
+  EXPECT_TRUE(sealer->Open("job-1", "result", bound, "5:alice;3:200;").ok());
+  EXPECT_FALSE(sealer->Open("job-1", "result", bound, "3:bob;3:200;").ok());
+  EXPECT_FALSE(sealer->Open("job-1", "result", bound).ok());
 }
 
 TEST(PayloadSealerTest, EveryAlteredOrShortenedByteIsRefused) {
