@@ -3,6 +3,7 @@
 #include "app/routes.h"
 #include "common/crypto.h"
 #include "common/strings.h"
+#include "guard/screen.h"
 
 namespace pillar::app {
 
@@ -26,11 +27,15 @@ void RequestHandler::OnRejected(const http::Rejection& rejection) {
   record.listener = rejection.listener;
   record.remote = rejection.remote;
   record.method = rejection.method;
-  record.path = rejection.target;
+  // What was read of a refused request is the client's, and may hold anything: what the
+  // guard's recognizers find in it is not kept.
+  const std::string path = guard::RedactAll(rejection.target);
+  const std::string error = guard::RedactAll(rejection.message);
+  record.path = path;
   record.status = rejection.status;
   record.outcome = "rejected";
   record.reason = rejection.reason;
-  record.error = rejection.message;
+  record.error = error;
   access_log_->Write(record);
 }
 

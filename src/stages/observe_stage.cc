@@ -1,5 +1,7 @@
 #include "stages/observe_stage.h"
 
+#include <array>
+
 #include "common/strings.h"
 #include "guard/screen.h"
 
@@ -107,6 +109,21 @@ pipeline::StageResult ObserveStage::OnRequest(pipeline::Exchange&) {
   return pipeline::StageResult::kContinue;
 }
 
+namespace {
+
+// A failed request's path, model and version are as the client sent them and may hold anything:
+// what the guard's recognizers find in them is not kept (`storage` holds the redacted texts).
+// A request that succeeded named a model and version that exist.
+void RedactClientText(AccessRecord& record, std::array<std::string, 3>& storage) {
+  storage = {guard::RedactAll(record.path), guard::RedactAll(record.model),
+             guard::RedactAll(record.version)};
+  record.path = storage[0];
+  record.model = storage[1];
+  record.version = storage[2];
+}
+
+}  // namespace
+
 void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   in_flight_.Add(-1);
   const int64_t total_ns = clock_.MonotonicNanos() - ex.start_ns;
@@ -145,6 +162,8 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   record.outcome = outcome;
   record.model = ex.model_name;
   record.version = ex.model ? version : std::string_view(ex.model_version);
+  std::array<std::string, 3> redacted;
+  if (ex.response.status >= 400) RedactClientText(record, redacted);
   std::string fallback;
   if (ex.answered_by != nullptr) {
     fallback = StrCat(ex.answered_by->name, "/", ex.answered_by->version_text);

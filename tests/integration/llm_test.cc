@@ -584,6 +584,16 @@ TEST_F(LlmTest, NothingSensitiveIsWrittenAnywhere) {
       EXPECT_EQ(r.body.find(value), std::string::npos) << r.status << " " << r.body;
     }
   }
+  // In the path: the error may say back to the client what it asked for, but what is kept (the
+  // access log's path, model and version) may not hold it.
+  const int port = gateway_->data_port();
+  EXPECT_EQ(Fetch(port, "GET", "/v2/models/AKIAZQSEEDED7F3A2XYZ", "", {Bearer(key_)}).status, 404);
+  EXPECT_EQ(
+      Fetch(port, "GET", "/v2/models/echo/versions/4539148803436467", "", {Bearer(key_)}).status,
+      404);
+  Fetch(port, "POST", "/v2/models/zq.seeded.7f3a@example.org/infer", "{}", {Bearer(key_)});
+  Fetch(port, "GET", "/zq.seeded.7f3a@example.org/739.182.645-64", "", {Bearer(key_)});
+  Post("/v1/chat/completions", Say("AKIAZQSEEDED7F3A2XYZ", "hi"));
   // The access log and audit log are written in batches: give them time to land.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
   HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
