@@ -63,6 +63,22 @@ class ExchangeEvents final : public runtime::EventSink {
   const bool include_usage_;
 };
 
+// A language model's call that ran out of time was cut while its model worked, and may have done
+// all of that work: it is charged what it reserved (its estimated prompt and its max_tokens), or
+// what it streamed if that is more. Refunding it would let a caller have the work done for free
+// by asking for less time than it takes.
+void KeepReservationIfOutOfTime(pipeline::Exchange& ex, const absl::Status& status) {
+  if (!pipeline::GeneratesText(ex.operation) ||
+      status.code() != absl::StatusCode::kDeadlineExceeded) {
+    return;
+  }
+  protocol::TokenUsage& usage = ex.infer_result.usage;
+  const int64_t charged = usage.prompt_tokens + usage.completion_tokens;
+  if (ex.reserved_tokens <= charged) return;
+  usage.prompt_tokens = ex.estimated_prompt_tokens;
+  usage.completion_tokens = std::max<int64_t>(0, ex.reserved_tokens - ex.estimated_prompt_tokens);
+}
+
 }  // namespace
 
 pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
@@ -150,6 +166,7 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
             });
           }
           ex.shed = runtime::IsShed(error);
+          KeepReservationIfOutOfTime(ex, error);
           // It may quote the request (a tensor's name) or an upstream's reply.
           ex.Fail(guard::RedactAll(error));
           ex.chain().Resume(ex, pipeline::StageResult::kStop);
@@ -232,6 +249,7 @@ void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status
   // (a client that leaves once it has what it wanted does not get it free).
   ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens,
                            .completion_tokens = ex.streamed_chunks};
+  KeepReservationIfOutOfTime(ex, status);
   ex.WriteChunk(pipeline::StreamErrorEvent(status),
                 [&ex](bool) { ex.chain().Resume(ex, pipeline::StageResult::kContinue); });
 }

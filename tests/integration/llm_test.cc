@@ -905,6 +905,49 @@ period = "day"
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
+// A call cut by its deadline keeps what it reserved: the model may have done all the work.
+TEST(LlmLimitsTest, ACallThatRunsOutOfTimeKeepsItsReservation) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "slow",
+               "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+               "time_to_first_token_ms = 3000\ntokens_per_second = 10\ncompletion_tokens = 8\n");
+  server.SetStore(store);
+  const std::string policy = (server.dir() / "policy.toml").string();
+  std::ofstream(policy) << R"toml(version = 1
+[[rule]]
+name = "admins"
+roles = ["admin"]
+plane = "any"
+actions = ["*"]
+resources = ["*"]
+
+[[limit]]
+name = "daily-tokens"
+per = "key"
+unit = "tokens"
+quota = 1000
+period = "day"
+)toml";
+  server.AddConfig("[policy]\nfile = \"" + policy + "\"\n");
+  const std::string key = server.CreateKey("metered");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string body =
+      R"({"model":"slow","max_tokens":100,"messages":[{"role":"user","content":"hi"}]})";
+  HttpReply cut =
+      Fetch(server.data_port(), "POST", "/v1/chat/completions", body,
+            {Bearer(key), "Content-Type: application/json", "X-Pillar-Timeout-Ms: 300"});
+  EXPECT_EQ(cut.status, 504) << cut.body;
+  // It kept its reservation (its prompt and 100): the next admission shows it.
+  HttpReply r =
+      Fetch(server.data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"slow","max_tokens":1,"messages":[{"role":"user","content":"hi"}]})",
+            {Bearer(key), "Content-Type: application/json", "X-Pillar-Timeout-Ms: 300"});
+  const int64_t remaining = std::stoll(r.Header("x-ratelimit-remaining-tokens"));
+  EXPECT_LT(remaining, 1000 - 100) << "a call cut by its deadline was refunded";
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 // A language model whose version holds tokenizer.tiktoken has its prompts counted with it.
 TEST(LlmTokenizerTest, AVersionsTokenizerCountsItsPrompts) {
   testing::ServerProcess server;
