@@ -11,8 +11,8 @@
 // The text is first split as cl100k_base splits it (contractions, runs of letters with the
 // character before them, up to three digits, runs of other symbols, line breaks and spaces),
 // then each piece is merged pair by pair, the lowest rank first, as tiktoken does. A piece
-// longer than 256 bytes is counted in 256-byte slices, which keeps the merge's cost linear in
-// the text (a merge is quadratic in its piece) at the price of a token or so per slice.
+// longer than 64 bytes is counted in 64-byte slices, which keeps the merge's cost linear in the
+// text (a merge is quadratic in its piece) at the price of a token or so per slice.
 #pragma once
 
 #include <cstdint>
@@ -28,7 +28,7 @@ namespace pillar::protocol {
 class BpeTokenizer {
  public:
   static constexpr std::string_view kFileName = "tokenizer.tiktoken";
-  static constexpr size_t kMaxPieceBytes = 256;
+  static constexpr size_t kMaxPieceBytes = 64;
 
   // InvalidArgument naming `source` and the line that is not "<base64> <rank>", a rank or a
   // token that appears twice, or a vocabulary without all 256 single bytes (which every text

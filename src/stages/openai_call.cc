@@ -73,10 +73,21 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
 void CountPromptTokens(const protocol::BpeTokenizer& tokenizer, pipeline::Exchange& ex) {
   if (!ex.generate.has_value()) return;
   runtime::GenerateRequest& call = *ex.generate;
-  auto count = [&](std::string_view text) { return tokenizer.Count(text); };
+  // This runs before the limits are checked, on the event loop: the tokenizer counts the
+  // first 64 KiB of the call's text, the estimator the rest, so that no body (up to the body
+  // limit) costs more than a few milliseconds, whoever sends it.
+  size_t budget = kTokenizerBudgetBytes;
+  auto count = [&](std::string_view text) -> int64_t {
+    size_t cut = std::min(text.size(), budget);
+    while (cut > 0 && cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) {
+      --cut;  // not inside a UTF-8 character
+    }
+    budget -= cut;
+    return tokenizer.Count(text.substr(0, cut)) + protocol::EstimateTokens(text.substr(cut));
+  };
   auto count_all = [&](const std::vector<std::string>& texts) {
     int64_t tokens = 0;
-    for (const std::string& text : texts) tokens += tokenizer.Count(text);
+    for (const std::string& text : texts) tokens += count(text);
     return tokens;
   };
   // The body parsed when the call arrived, so it parses again; if not, the estimate stands.

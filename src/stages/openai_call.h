@@ -20,6 +20,8 @@ namespace pillar::stages {
 // The call's prompt counted again with its model's tokenizer (the version's tokenizer.tiktoken),
 // in place of the estimate it arrived with: what token limits reserve and, for an answer
 // without a usage, what is charged.
+// The first kTokenizerBudgetBytes of the call's text are counted with it, the rest estimated.
+inline constexpr size_t kTokenizerBudgetBytes = 64 * 1024;
 void CountPromptTokens(const protocol::BpeTokenizer& tokenizer, pipeline::Exchange& ex);
 
 }  // namespace pillar::stages

@@ -50,7 +50,7 @@ TEST(BpeTokenizerTest, TheTextIsSplitAsCl100kSplitsIt) {
   EXPECT_EQ(bpe->Count("a  b"), 4);    // "a" " " " b" -> 1 + 1 + 2
   EXPECT_EQ(bpe->Count("don't"), 5);   // "don" "'t"
   EXPECT_EQ(bpe->Count("x\n\ny"), 4);  // "x" "\n\n" "y"
-  // A piece longer than 256 bytes is merged in slices: the cost stays linear.
+  // A piece longer than 64 bytes is merged in slices: the cost stays linear.
   auto xx = Tokenizer({"xx"});
   EXPECT_EQ(xx->Count(std::string(600, 'x')), 300);
   EXPECT_EQ(xx->Count(std::string(1 << 20, 'x')), 1 << 19);
