@@ -2,6 +2,10 @@
 
 #include <re2/re2.h>
 
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+
 #include "common/strings.h"
 
 namespace pillar::guard {
@@ -19,7 +23,39 @@ struct DenyList::Compiled {
 
 namespace {
 
-// "Blue  Harbor" -> "blue\s+harbor", each word quoted.
+// Characters that print as nothing (soft hyphen, zero-width space and joiners, word joiner,
+// byte order mark): allowed anywhere inside a word and between words, so that one of them does
+// not hide a word from a rule.
+constexpr const char* kInvisible = "\\x{00AD}\\x{200B}-\\x{200D}\\x{2060}\\x{FEFF}";
+
+// One word: each character as itself (quoted), an ASCII letter or digit also as its fullwidth
+// form (the expression ignores case, which folds those too), with invisible characters allowed
+// between characters.
+std::string WordExpression(std::string_view word) {
+  std::string out;
+  for (size_t at = 0; at < word.size();) {
+    const unsigned char c = static_cast<unsigned char>(word[at]);
+    size_t length = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    length = std::min(length, word.size() - at);
+    if (!out.empty()) StrAppend(&out, "[", kInvisible, "]*");
+    if (std::isalnum(c)) {
+      // U+FF10 is the fullwidth '0', U+FF21 'A', U+FF41 'a'.
+      const int fullwidth = std::isdigit(c)   ? 0xFF10 + (c - '0')
+                            : std::isupper(c) ? 0xFF21 + (c - 'A')
+                                              : 0xFF41 + (c - 'a');
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%X", fullwidth);
+      StrAppend(&out, "[", std::string(1, char(c)), "\\x{", hex, "}]");
+    } else {
+      out += RE2::QuoteMeta(std::string(word.substr(at, length)));
+    }
+    at += length;
+  }
+  return out;
+}
+
+// "Blue  Harbor" -> each word's expression, joined by any run of blanks of any script or
+// invisible characters.
 std::string PhraseExpression(std::string_view phrase) {
   std::string out;
   size_t at = 0;
@@ -28,8 +64,8 @@ std::string PhraseExpression(std::string_view phrase) {
     size_t end = at;
     while (end < phrase.size() && phrase[end] != ' ' && phrase[end] != '\t') ++end;
     if (end == at) break;
-    if (!out.empty()) out += "\\s+";
-    out += RE2::QuoteMeta(std::string(phrase.substr(at, end - at)));
+    if (!out.empty()) StrAppend(&out, "[\\s\\p{Z}", kInvisible, "]+");
+    out += WordExpression(phrase.substr(at, end - at));
     at = end;
   }
   return out;

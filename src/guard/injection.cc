@@ -62,10 +62,40 @@ const re2::RE2::Set& Signs() {
   return *set;
 }
 
+// `text` without the characters that print as nothing (soft hyphen U+00AD, zero-width space and
+// joiners U+200B-U+200D, word joiner U+2060, byte order mark U+FEFF), which would otherwise
+// split a sign's words where a reader sees none.
+std::string_view Visible(std::string_view text, std::string& storage) {
+  auto invisible_at = [&](size_t i) -> size_t {  // its length in bytes, or 0
+    const auto b = [&](size_t k) { return static_cast<unsigned char>(text[i + k]); };
+    if (i + 1 < text.size() && b(0) == 0xC2 && b(1) == 0xAD) return 2;
+    if (i + 2 >= text.size()) return 0;
+    if (b(0) == 0xE2 && b(1) == 0x80 && b(2) >= 0x8B && b(2) <= 0x8D) return 3;
+    if (b(0) == 0xE2 && b(1) == 0x81 && b(2) == 0xA0) return 3;
+    if (b(0) == 0xEF && b(1) == 0xBB && b(2) == 0xBF) return 3;
+    return 0;
+  };
+  size_t i = 0;
+  while (i < text.size() && invisible_at(i) == 0) ++i;
+  if (i == text.size()) return text;
+  storage.assign(text.substr(0, i));
+  while (i < text.size()) {
+    const size_t skip = invisible_at(i);
+    if (skip > 0) {
+      i += skip;
+    } else {
+      storage.push_back(text[i++]);
+    }
+  }
+  return storage;
+}
+
 }  // namespace
 
-InjectionScore ScoreInjection(std::string_view text) {
+InjectionScore ScoreInjection(std::string_view raw) {
   InjectionScore result;
+  std::string storage;
+  const std::string_view text = Visible(raw, storage);
   std::vector<int> found;
   if (!Signs().Match(re2::StringPiece(text.data(), text.size()), &found)) return result;
   std::sort(found.begin(), found.end());
