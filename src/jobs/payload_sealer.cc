@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sodium.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -50,6 +51,43 @@ std::array<uint8_t, kIdBytes> KeyId(std::string_view key) {
   return key;
 }
 
+// A key file, read strictly: a regular file (not a link, which whoever can write the directory
+// could point anywhere), owned by this user or root, that group and others may not read.
+// Checked on the descriptor that is read, so a swap of the path cannot slip past.
+[[nodiscard]] absl::StatusOr<std::string> ReadKeyFile(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    return errno == ELOOP
+               ? absl::PermissionDeniedError(StrCat(path, ": a job payload key may not be a link"))
+               : absl::NotFoundError(StrCat(path, ": ", std::strerror(errno)));
+  }
+  struct stat st {};
+  std::string text;
+  absl::Status status;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = absl::PermissionDeniedError(StrCat(path, ": not a regular file"));
+  } else if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    status = absl::PermissionDeniedError(
+        StrCat(path, ": owned by another user; a job payload key must be pillar's or root's"));
+  } else if ((st.st_mode & 077) != 0) {
+    status = absl::PermissionDeniedError(
+        StrCat(path, " is readable or writable by group or others; chmod 600 it"));
+  } else if (st.st_size > 256) {
+    status = absl::InvalidArgumentError(StrCat(path, ": too large for a job payload key"));
+  } else {
+    text.resize(size_t(st.st_size));
+    if (::read(fd, text.data(), text.size()) != ssize_t(text.size())) {
+      status = absl::DataLossError(StrCat(path, ": cannot be read"));
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) {
+    sodium_memzero(text.data(), text.size());
+    return status;
+  }
+  return text;
+}
+
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<const PayloadSealer>> PayloadSealer::FromKeys(
@@ -70,7 +108,7 @@ absl::StatusOr<std::shared_ptr<const PayloadSealer>> PayloadSealer::Load(
     const std::vector<std::string>& key_files) {
   std::vector<std::string> keys;
   for (const std::string& path : key_files) {
-    absl::StatusOr<std::string> text = ReadSecretFile(path, 256);
+    absl::StatusOr<std::string> text = ReadKeyFile(path);
     if (!text.ok()) return text.status();
     absl::StatusOr<std::string> key = DecodeKey(path, std::move(*text));
     if (!key.ok()) return key.status();

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 #include <string>
@@ -88,6 +89,17 @@ TEST(PayloadSealerTest, KeyFilesAreMadePrivateAndReadStrictly) {
   EXPECT_NE(PayloadSealer::Load({bad}).status().message().find("64 hexadecimal characters"),
             std::string::npos);
   EXPECT_FALSE(PayloadSealer::Load({(dir.path() / "none.key").string()}).ok());
+  // A link (whoever can write the directory could point it at a key of their own) and a file of
+  // another user are refused.
+  ::chmod(path.c_str(), 0600);
+  const std::string link = (dir.path() / "link.key").string();
+  ASSERT_EQ(::symlink(path.c_str(), link.c_str()), 0);
+  EXPECT_EQ(PayloadSealer::Load({link}).status().code(), absl::StatusCode::kPermissionDenied);
+  if (::geteuid() == 0) {
+    ASSERT_EQ(::chown(path.c_str(), 65534, 65534), 0);
+    EXPECT_NE(PayloadSealer::Load({path}).status().message().find("owned by another user"),
+              std::string::npos);
+  }
 }
 
 }  // namespace
