@@ -92,6 +92,11 @@ using simdjson::dom::object;
   std::optional<int64_t> choices;
   PILLAR_RETURN_IF_ERROR(ReadCount(top, "n", limits.max_n, choices));
   n = choices.value_or(1);
+  // Completions' best_of: the upstream generates that many choices (and returns n of them), so
+  // that is how many count against the caps and are reserved.
+  std::optional<int64_t> best_of;
+  PILLAR_RETURN_IF_ERROR(ReadCount(top, "best_of", limits.max_n, best_of));
+  n = std::max(n, best_of.value_or(1));
   // Other servers' own names for the length (llama.cpp's n_predict, TGI's max_new_tokens,
   // Ollama's num_predict, max_length): an upstream reading one would not be bound by the
   // max_tokens pillar checked, capped and reserved tokens for.

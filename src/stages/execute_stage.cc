@@ -5,6 +5,8 @@
 #include "pipeline/chain.h"
 #include "policy/policy.h"
 #include "protocol/json_codec.h"
+#include "protocol/openai_texts.h"
+#include "protocol/token_estimate.h"
 #include "runtime/admission.h"
 #include "stages/access.h"
 #include "stages/exchange_event.h"
@@ -62,6 +64,19 @@ class ExchangeEvents final : public runtime::EventSink {
   pipeline::Exchange& ex_;
   const bool include_usage_;
 };
+
+// An answer that came without a usage: a token per chunk of a stream, or the estimate of the
+// answer's texts, so that an upstream that says nothing does not make its answers free.
+int64_t EstimatedCompletion(const pipeline::Exchange& ex) {
+  if (ex.streaming) return ex.streamed_chunks;
+  int64_t tokens = 0;
+  (void)protocol::EditAnswerTexts(
+      ex.response.body, [&](std::string_view, std::string_view text) -> std::optional<std::string> {
+        tokens += protocol::EstimateTokens(text);
+        return std::nullopt;
+      });
+  return tokens;
+}
 
 // A language model's call that ran out of time was cut while its model worked, and may have done
 // all of that work: it is charged what it reserved (its estimated prompt and its max_tokens), or
@@ -259,8 +274,9 @@ void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& v
   if (pipeline::GeneratesText(ex.operation)) {
     ex.response.body = std::move(result.body);
     ex.infer_result.usage = result.usage;
-    if (!result.usage_reported) {  // the upstream said nothing: the prompt as pillar counted it
-      ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens, .completion_tokens = 0};
+    if (!result.usage_reported) {  // the upstream said nothing: pillar counts it
+      ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens,
+                               .completion_tokens = EstimatedCompletion(ex)};
     }
   } else {
     protocol::InferenceResponse response;

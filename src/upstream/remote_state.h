@@ -67,6 +67,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool done() const { return done_; }
   bool cancelled() const { return cancelled_; }
   protocol::TokenUsage usage() const { return usage_; }
+  bool usage_reported() const { return usage_reported_; }  // a usage chunk came
 
  private:
   void Take(const protocol::SseEvent& event);
@@ -77,6 +78,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   protocol::SseReader reader_{1 << 20};
   std::deque<std::pair<runtime::EventKind, std::string>> queue_;
   protocol::TokenUsage usage_;
+  bool usage_reported_ = false;
   std::string error_;
   bool done_ = false;
   bool cancelled_ = false;

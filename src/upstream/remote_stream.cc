@@ -32,7 +32,10 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
     error_ = std::string(chunk.status().message());
     return;
   }
-  if (chunk->usage) usage_ = *chunk->usage;
+  if (chunk->usage) {
+    usage_ = *chunk->usage;
+    usage_reported_ = true;
+  }
   queue_.emplace_back(chunk->usage_only ? runtime::EventKind::kUsage : runtime::EventKind::kChunk,
                       StrCat("data: ", event.data, "\n\n"));
 }
@@ -75,6 +78,7 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
   std::erase(call->live, attempt);
   runtime::InferResult result;
   result.usage = relay.usage();
+  result.usage_reported = relay.usage_reported();
   result.compute_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
   Complete(*call, std::move(result));

@@ -7,6 +7,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   parts     a stream whose chunk's content is an array, not a string
   logprobs  an answer whose logprobs repeat an e-mail address token by token
   toolargs  an answer whose tool call arguments hold an access key
+  nousage   an answer of six words without a usage
+  nousagestream  a stream of five chunks that ends without a usage chunk
 GET (the health check) answers 200.
 """
 import json
@@ -29,6 +31,8 @@ def stream(model):
     elif model == "jwtdrip":
         text = "token " + JWT + " end"
         events = [chunk(0, text[i:i + 4]) for i in range(0, len(text), 4)]
+    elif model == "nousagestream":
+        events = [chunk(0, w) for w in ["one", " two", " three", " four", " five"]]
     else:  # parts
         events = [chunk(0, "hi"), chunk(0, [{"type": "text", "text": "x@example.org"}])]
     events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
@@ -50,13 +54,17 @@ def answer(model):
         message["content"] = "mail zq.lp@example.org"
         choice["logprobs"] = {"content": [{"token": t, "logprob": -0.1} for t in
                                           ["mail", " zq", ".lp", "@example", ".org"]]}
+    elif model == "nousage":
+        message["content"] = "one two three four five six"
     else:  # toolargs
         message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
             "name": "store", "arguments": json.dumps({"key": "AKIAIOSFODNN7EXAMPLE"})}}]
-    body = json.dumps({"id": "c", "object": "chat.completion", "created": 1, "model": "bad",
-                       "choices": [choice],
-                       "usage": {"prompt_tokens": 1, "completion_tokens": 1,
-                                 "total_tokens": 2}}).encode()
+    reply = {"id": "c", "object": "chat.completion", "created": 1, "model": "bad",
+             "choices": [choice],
+             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
+    if model == "nousage":
+        del reply["usage"]
+    body = json.dumps(reply).encode()
     return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
@@ -83,7 +91,7 @@ def handle(connection):
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
         model = json.loads(body).get("model", "")
-        connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts")
+        connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream")
                            else answer(model))
     except Exception:
         pass

@@ -122,7 +122,8 @@ class LlmTest : public ::testing::Test {
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
-    for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs"}) {
+    for (const char* model :
+         {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -696,6 +697,32 @@ TEST_F(LlmTest, TheClassifierJudgesWhatTheUserWroteAndBlocksItsCategories) {
         std::string::npos)
         << action;
   }
+}
+
+// The completion tokens the metrics hold for `model`, or -1.
+int64_t CompletionTokens(const std::string& metrics, const std::string& model) {
+  for (size_t at = 0; (at = metrics.find("pillar_llm_tokens_total{model=\"" + model + "\"", at)) !=
+                      std::string::npos;
+       ++at) {
+    const size_t end = metrics.find('\n', at);
+    const std::string line = metrics.substr(at, end - at);
+    if (line.find("kind=\"completion\"") == std::string::npos) continue;
+    return std::stoll(line.substr(line.rfind(' ') + 1));
+  }
+  return -1;
+}
+
+// An upstream that reports no usage is counted by pillar: its answer's text, or a token per
+// chunk of its stream; never nothing.
+TEST_F(LlmTest, AnAnswerWithoutAUsageIsCountedNotFree) {
+  ASSERT_EQ(Post("/v1/chat/completions", Say("nousage", "hi")).status, 200);
+  HttpReply streamed = Post("/v1/chat/completions", Say("nousagestream", "hi", true));
+  ASSERT_EQ(streamed.status, 200);
+  ASSERT_NE(streamed.body.find("[DONE]"), std::string::npos) << streamed.body;
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  EXPECT_EQ(CompletionTokens(metrics, "nousage"), 6) << metrics;
+  EXPECT_GE(CompletionTokens(metrics, "nousagestream"), 5) << metrics;
 }
 
 TEST_F(LlmTest, AModelsGenerationBoundsAreEnforcedAndItsDefaultLengthSentUpstream) {

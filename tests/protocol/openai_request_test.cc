@@ -125,6 +125,13 @@ TEST(OpenAiRequestTest, OtherServersNamesForTheLengthAreRefused) {
   }
 }
 
+TEST(OpenAiRequestTest, BestOfCountsAsTheChoicesGenerated) {
+  auto completion = ParseCompletionRequest(R"({"model":"m","prompt":"x","n":2,"best_of":5})", {});
+  ASSERT_TRUE(completion.ok()) << completion.status();
+  EXPECT_EQ(completion->n, 5);
+  EXPECT_FALSE(ParseCompletionRequest(R"({"model":"m","prompt":"x","best_of":0})", {}).ok());
+}
+
 TEST(OpenAiRequestTest, TheLargerOfMaxTokensAndMaxCompletionTokensBoundsTheCall) {
   auto chat =
       ParseChatRequest(R"({"model":"m","messages":[{"role":"user","content":"x"}],"max_tokens":40,)"
