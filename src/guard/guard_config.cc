@@ -150,6 +150,23 @@ namespace {
   PILLAR_RETURN_IF_ERROR(table.ReadString("model", out.model));
   PILLAR_RETURN_IF_ERROR(table.ReadStrings("block", out.block));
   PILLAR_RETURN_IF_ERROR(table.ReadInt("max_tokens", out.max_tokens, 1, 4096));
+  PILLAR_RETURN_IF_ERROR(table.ReadInt("severity_threshold", out.severity_threshold, 1, 7));
+  table.Allow("thresholds");
+  if (const toml::node* thresholds = node->as_table()->get("thresholds")) {
+    if (thresholds->as_table() == nullptr) {
+      return absl::InvalidArgumentError(
+          StrCat(source, ": [guard.classifier] thresholds must be a table: { Violence = 4 }"));
+    }
+    for (const auto& [category, value] : *thresholds->as_table()) {
+      const std::optional<int64_t> level = value.value<int64_t>();
+      if (!level || *level < 1 || *level > 7) {
+        return absl::InvalidArgumentError(StrCat(source, ": [guard.classifier] thresholds.",
+                                                 category.str(),
+                                                 " must be a severity from 1 to 7"));
+      }
+      out.thresholds[std::string(category.str())] = int(*level);
+    }
+  }
   std::string on_error = out.allow_on_error ? "allow" : "block";
   PILLAR_RETURN_IF_ERROR(table.ReadString("on_error", on_error));
   if (on_error != "allow" && on_error != "block") {

@@ -382,7 +382,7 @@ bool GuardStage::OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig
       guard::ParseClassifierVerdict(FirstChoiceText(result->body));
   if (!verdict.ok()) return ClassifierFailed(ex, classifier, verdict.status());
   if (verdict->safe) return true;
-  const std::vector<std::string> blocking = classifier.Blocking(verdict->categories);
+  const std::vector<std::string> blocking = guard::Blocking(classifier, *verdict);
   // Counted by verdict, not by category: the categories are the classifier's words, and a
   // metric's labels must stay few.
   Count(ex, "prompt", "CLASSIFIER", blocking.empty() ? "flag" : "block");

@@ -208,15 +208,35 @@ TEST(ClassifierTest, VerdictsAreReadStrictlyAndCategoriesBlockAsConfigured) {
   EXPECT_FALSE(ParseClassifierVerdict("unsafe " + std::string(33, 'x')).ok());
   ClassifierConfig config;
   config.model = "guard";
-  EXPECT_EQ(config.Blocking({"S1", "S2"}).size(), 2u) << "no list: every category blocks";
+  const ClassifierVerdict both = *ParseClassifierVerdict("unsafe S1 S2");
+  EXPECT_EQ(Blocking(config, both).size(), 2u) << "no list: every category blocks";
   config.block = {"S2"};
-  EXPECT_EQ(config.Blocking({"S1", "S2"}), std::vector<std::string>{"S2"});
-  EXPECT_TRUE(config.Blocking({"S1"}).empty());
+  EXPECT_EQ(Blocking(config, both), std::vector<std::string>{"S2"});
+  EXPECT_TRUE(Blocking(config, *ParseClassifierVerdict("unsafe S1")).empty());
+  // Severities, as Azure AI Content Safety gives them: each category against its threshold.
+  absl::StatusOr<ClassifierVerdict> rated = ParseClassifierVerdict(
+      R"({"categoriesAnalysis":[{"category":"Hate","severity":2},)"
+      R"({"category":"Violence","severity":4},{"category":"Sexual","severity":0}]})");
+  ASSERT_TRUE(rated.ok()) << rated.status();
+  EXPECT_FALSE(rated->safe);
+  EXPECT_EQ(rated->categories, (std::vector<std::string>{"Hate", "Violence"}));
+  EXPECT_EQ(Blocking(config, *rated), std::vector<std::string>{"Violence"}) << "default 4";
+  config.thresholds = {{"Hate", 2}, {"Violence", 6}};
+  EXPECT_EQ(Blocking(config, *rated), std::vector<std::string>{"Hate"});
+  EXPECT_TRUE(
+      ParseClassifierVerdict(R"({"categoriesAnalysis":[{"category":"Hate","severity":0}]})")->safe);
+  for (const char* bad : {R"({"categoriesAnalysis":[{"category":"Hate","severity":9}]})",
+                          R"({"categoriesAnalysis":[{"category":"<b>","severity":1}]})",
+                          R"({"categories":[]})", "{"}) {
+    EXPECT_FALSE(ParseClassifierVerdict(bad).ok()) << bad;
+  }
   const GuardConfig parsed = Parse(
       "[guard]\n[guard.classifier]\nmodel = \"llama-guard\"\nblock = [\"S1\"]\n"
-      "on_error = \"allow\"\n");
+      "on_error = \"allow\"\nseverity_threshold = 3\nthresholds = { Violence = 6 }\n");
   EXPECT_EQ(parsed.classifier.model, "llama-guard");
   EXPECT_TRUE(parsed.classifier.allow_on_error);
+  EXPECT_EQ(parsed.classifier.severity_threshold, 3);
+  EXPECT_EQ(parsed.classifier.thresholds.at("Violence"), 6);
 }
 
 }  // namespace

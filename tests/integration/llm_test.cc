@@ -674,6 +674,16 @@ TEST_F(LlmTest, TheClassifierJudgesWhatTheUserWroteAndBlocksItsCategories) {
   // Unsafe in another category: flagged, not blocked.
   r = Post("/v1/chat/completions", Say("judged", "unsafe S5"));
   EXPECT_EQ(r.status, 200) << r.body;
+  // Severities (Azure AI Content Safety's shape) against the default threshold, 4.
+  r = Post(
+      "/v1/chat/completions",
+      Say("judged", R"({\"categoriesAnalysis\":[{\"category\":\"Violence\",\"severity\":5}]})"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("content classifier: Violence"), std::string::npos) << r.body;
+  r = Post(
+      "/v1/chat/completions",
+      Say("judged", R"({\"categoriesAnalysis\":[{\"category\":\"Violence\",\"severity\":3}]})"));
+  EXPECT_EQ(r.status, 200) << r.body;
   // An answer that is not a verdict is the classifier failing: 503, or let through where
   // on_error = "allow".
   r = Post("/v1/chat/completions", Say("judged", "hello there"));
