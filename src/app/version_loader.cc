@@ -7,6 +7,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 #include "models/model_repository.h"
 #include "protocol/bpe_tokenizer.h"
@@ -110,9 +111,10 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
 
 // A language model's tokenizer.tiktoken, when its version has one (null when not).
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const protocol::BpeTokenizer>> TokenizerOf(
-    const std::string& dir, const std::map<std::string, std::string, std::less<>>& contents) {
+    const std::string& dir, const std::map<std::string, std::string, std::less<>>& contents,
+    const models::ModelConfig& config) {
   auto it = contents.find(protocol::BpeTokenizer::kFileName);
-  if (it == contents.end()) return nullptr;
+  if (it == contents.end() || !config.speaks_openai()) return nullptr;
   return protocol::BpeTokenizer::Parse(it->second,
                                        StrCat(dir, "/", protocol::BpeTokenizer::kFileName));
 }
@@ -163,12 +165,7 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   if (!config.ok()) return config.status();
   runtime::LoadedVersion loaded;
   loaded.root_digest = std::move(root_digest);
-  if (config->speaks_openai()) {
-    absl::StatusOr<std::shared_ptr<const protocol::BpeTokenizer>> tokenizer =
-        TokenizerOf(dir, contents);
-    if (!tokenizer.ok()) return tokenizer.status();
-    loaded.tokenizer = std::move(*tokenizer);
-  }
+  PILLAR_ASSIGN_OR_RETURN(loaded.tokenizer, TokenizerOf(dir, contents, *config));
   if (config->speaks_openai() && config->platform == models::Platform::kSimulated) {
     loaded.runner = std::make_unique<runtime::SimulatedLlmRunner>(*config);
     std::fprintf(stderr, "pillar: loaded %s version %lld, a simulated language model\n",

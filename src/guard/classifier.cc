@@ -64,7 +64,7 @@ std::vector<std::string> Blocking(const ClassifierConfig& config,
   return blocking;
 }
 
-absl::StatusOr<ClassifierVerdict> ParseClassifierVerdict(std::string_view text) {
+[[nodiscard]] absl::StatusOr<ClassifierVerdict> ParseClassifierVerdict(std::string_view text) {
   std::vector<std::string_view> words;
   for (size_t at = 0; at < text.size();) {
     const char c = text[at];

@@ -140,7 +140,7 @@ std::string JobQueue::ResultBinding(const JobRecord& job) {
   return Bound({job.owner, std::to_string(job.status), job.content_type, job.headers});
 }
 
-absl::StatusOr<JobRecord> JobQueue::OpenResult(JobRecord job) {
+[[nodiscard]] absl::StatusOr<JobRecord> JobQueue::OpenResult(JobRecord job) {
   if (job.state != JobState::kDone && job.state != JobState::kFailed) return job;
   // A result past its owner's byte allowance is replaced, in the store, by a message saying so,
   // unsealed. Nothing of that row is served as it is (a writer of the store could put anything
