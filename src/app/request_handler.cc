@@ -29,7 +29,7 @@ void RequestHandler::OnRejected(const http::Rejection& rejection) {
   record.method = rejection.method;
   // What was read of a refused request is the client's, and may hold anything: what the
   // guard's recognizers find in it is not kept.
-  const std::string path = guard::RedactAll(rejection.target);
+  const std::string path = guard::RedactPath(rejection.target);
   const std::string error = guard::RedactAll(rejection.message);
   record.path = path;
   record.status = rejection.status;

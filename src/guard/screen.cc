@@ -26,6 +26,27 @@ std::string RedactAll(std::string_view text) {
   return out;
 }
 
+std::string RedactPath(std::string_view path) {
+  if (path.find('%') == std::string_view::npos) return RedactAll(path);
+  auto hex = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  std::string decoded;
+  decoded.reserve(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 2 < path.size() && hex(path[i + 1]) >= 0 && hex(path[i + 2]) >= 0) {
+      decoded.push_back(char(hex(path[i + 1]) * 16 + hex(path[i + 2])));
+      i += 2;
+    } else {
+      decoded.push_back(path[i]);
+    }
+  }
+  return RedactAll(decoded);
+}
+
 [[nodiscard]] absl::Status RedactAll(const absl::Status& status) {
   if (status.ok()) return status;
   const std::string_view text(status.message().data(), status.message().size());

@@ -53,6 +53,10 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
 // type tag ("<EMAIL_ADDRESS>"), whatever a configuration allows: for what pillar itself keeps of
 // text a client sent (an error message that quotes the request, in the access log).
 std::string RedactAll(std::string_view text);
+// RedactAll for a request's path: percent-encoded bytes are decoded first (so that
+// "AKIA%5A..." is seen as what it names), and the decoded path is what comes back.
+std::string RedactPath(std::string_view path);
+
 // The same status with RedactAll applied to its message (its code and payloads kept): for the
 // errors a client is answered with, which may quote its request or an upstream's reply.
 [[nodiscard]] absl::Status RedactAll(const absl::Status& status);

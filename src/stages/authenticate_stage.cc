@@ -1,5 +1,7 @@
 #include "stages/authenticate_stage.h"
 
+#include "guard/screen.h"
+
 namespace pillar::stages {
 
 using identity::Principal;
@@ -14,13 +16,16 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
           : authenticator_.Authenticate(ex.authorization, ex.peer_identity, now_us);
   if (!who.ok()) {
     const std::string reason(who.status().message());
+    // The path as the client sent it, which may hold anything: what the guard's recognizers
+    // find in it is not kept.
+    const std::string resource = guard::RedactPath(ex.target);
     audit_.Record({.kind = audit::EventKind::kAuthentication,
                    .allowed = false,
                    .time_us = now_us,
                    .principal = ex.job_run && ex.principal ? ex.principal->id : ex.peer_identity,
                    .tenant = {},
                    .action = "authenticate",
-                   .resource = ex.target,
+                   .resource = resource,
                    .request_id = ex.request_id,
                    .remote = ex.remote,
                    .explain = [&] { return reason; }});

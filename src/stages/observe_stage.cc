@@ -114,12 +114,13 @@ namespace {
 // A failed request's path, model and version are as the client sent them and may hold anything:
 // what the guard's recognizers find in them is not kept (`storage` holds the redacted texts).
 // A request that succeeded named a model and version that exist.
-void RedactClientText(AccessRecord& record, std::array<std::string, 3>& storage) {
-  storage = {guard::RedactAll(record.path), guard::RedactAll(record.model),
-             guard::RedactAll(record.version)};
+void RedactClientText(AccessRecord& record, std::array<std::string, 4>& storage) {
+  storage = {guard::RedactPath(record.path), guard::RedactAll(record.model),
+             guard::RedactAll(record.version), guard::RedactAll(record.job)};
   record.path = storage[0];
   record.model = storage[1];
   record.version = storage[2];
+  record.job = storage[3];
 }
 
 }  // namespace
@@ -162,8 +163,6 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   record.outcome = outcome;
   record.model = ex.model_name;
   record.version = ex.model ? version : std::string_view(ex.model_version);
-  std::array<std::string, 3> redacted;
-  if (ex.response.status >= 400) RedactClientText(record, redacted);
   std::string fallback;
   if (ex.answered_by != nullptr) {
     fallback = StrCat(ex.answered_by->name, "/", ex.answered_by->version_text);
@@ -194,6 +193,8 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     error = guard::RedactAll(ex.error);
     record.error = error;
   }
+  std::array<std::string, 4> redacted;
+  if (ex.response.status >= 400) RedactClientText(record, redacted);
   access_log_.Write(record);
 }
 

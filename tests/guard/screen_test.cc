@@ -186,6 +186,10 @@ TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
   EXPECT_EQ(redacted.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(redacted.message(), "name '<SECRET>'");
   EXPECT_TRUE(redacted.GetPayload("retry").has_value());
+  // A path is decoded first: an encoded value is seen as what it names.
+  EXPECT_EQ(RedactPath("/v2/models/AKIA%5AQSEEDED7F3A2XYZ/infer"), "/v2/models/<SECRET>/infer");
+  EXPECT_EQ(RedactPath("/v2/models/digits/infer"), "/v2/models/digits/infer");
+  EXPECT_EQ(RedactPath("/a%2"), "/a%2");
 }
 
 }  // namespace

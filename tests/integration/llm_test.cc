@@ -594,6 +594,12 @@ TEST_F(LlmTest, NothingSensitiveIsWrittenAnywhere) {
       404);
   Fetch(port, "POST", "/v2/models/zq.seeded.7f3a@example.org/infer", "{}", {Bearer(key_)});
   Fetch(port, "GET", "/zq.seeded.7f3a@example.org/739.182.645-64", "", {Bearer(key_)});
+  // As a job id, without a credential (refused at authentication: the audit log's resource),
+  // and percent-encoded.
+  Fetch(port, "GET", "/v2/jobs/AKIAZQSEEDED7F3A2XYZ", "", {Bearer(key_)});
+  Fetch(port, "POST", "/v2/models/4539148803436467/infer", "{}", {});
+  Fetch(port, "POST", "/v2/models/AKIA%5AQSEEDED7F3A2XYZ/infer", "{}", {Bearer(key_)});
+  Fetch(port, "GET", "/v2/models/zq.seeded.7f3a%40example.org", "", {});
   Post("/v1/chat/completions", Say("AKIAZQSEEDED7F3A2XYZ", "hi"));
   // The access log and audit log are written in batches: give them time to land.
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
