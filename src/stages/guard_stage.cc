@@ -214,8 +214,8 @@ namespace {
 // What users and tools wrote in a call, with where (the operator's own system and developer
 // messages, and the model's, are not in it): what the injection heuristics and the classifier
 // judge. The body was read when the call arrived, so it parses again.
-std::vector<std::pair<std::string, std::string>> UserTexts(const runtime::GenerateRequest& call) {
-  std::vector<std::pair<std::string, std::string>> texts;
+GuardStage::UserTextList UserTexts(const runtime::GenerateRequest& call) {
+  GuardStage::UserTextList texts;
   if (call.route == runtime::OpenAiRoute::kChatCompletions) {
     absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(call.body, {});
     if (!chat.ok()) return texts;
@@ -259,9 +259,10 @@ std::string FirstChoiceText(std::string_view body) {
 
 }  // namespace
 
-bool GuardStage::ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
+bool GuardStage::ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config,
+                                 const UserTextList& texts) const {
   if (!config.injection.enabled) return true;
-  for (const auto& [where, text] : UserTexts(*ex.generate)) {
+  for (const auto& [where, text] : texts) {
     const guard::InjectionScore s = guard::ScoreInjection(text);
     if (s.score < config.injection.threshold) continue;
     Count(ex, "prompt", "PROMPT_INJECTION", guard::DenyActionName(config.injection.action));
@@ -311,8 +312,13 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
       return pipeline::StageResult::kStop;
     }
     if (redacted) ex.generate->body = std::move(*body);
-    if (!ScreenInjection(ex, config)) return pipeline::StageResult::kStop;
   }
+  // What users and tools wrote, read once for the injection heuristics and the classifier.
+  UserTextList texts;
+  if (config.prompts && (config.injection.enabled || config.classifier.enabled())) {
+    texts = UserTexts(*ex.generate);
+  }
+  if (config.prompts && !ScreenInjection(ex, config, texts)) return pipeline::StageResult::kStop;
   if (config.answers && ex.generate->stream) {
     ex.wrap_events = [&ex, root = config_, &config, this,
                       choices = std::max<int64_t>(ex.generate->n, 1)](
@@ -320,15 +326,15 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
       return std::make_shared<GuardedEvents>(std::move(inner), ex, root, config, *this, choices);
     };
   }
-  if (config.prompts && config.classifier.enabled()) return Classify(ex, config);
+  if (config.prompts && config.classifier.enabled()) return Classify(ex, config, texts);
   return pipeline::StageResult::kContinue;
 }
 
-pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex,
-                                           const guard::GuardConfig& config) {
+pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex, const guard::GuardConfig& config,
+                                           const UserTextList& texts) {
   const guard::ClassifierConfig& classifier = config.classifier;
   std::string joined;
-  for (const auto& [where, text] : UserTexts(*ex.generate)) {
+  for (const auto& [where, text] : texts) {
     StrAppend(&joined, joined.empty() ? "" : "\n\n", text);
   }
   if (joined.empty()) return pipeline::StageResult::kContinue;

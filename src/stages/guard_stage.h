@@ -28,6 +28,8 @@ class GuardStage final : public pipeline::Stage {
   GuardStage(std::shared_ptr<const guard::GuardConfig> config, audit::AuditSink* audit,
              monitor::MetricsRegistry* metrics, const Clock& clock);
   std::string_view name() const override { return "guard"; }
+  // What users and tools wrote in a call, with where: ("messages[1]", text).
+  using UserTextList = std::vector<std::pair<std::string, std::string>>;
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
 
@@ -41,13 +43,15 @@ class GuardStage final : public pipeline::Stage {
   void ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   // The prompt-injection heuristics over what the call's users and tools wrote; false (and the
   // exchange failed) when they block it.
-  bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+  bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config,
+                       const UserTextList& texts) const;
   void Count(pipeline::Exchange& ex, std::string_view direction, std::string_view type,
              std::string_view action) const;
   // The classifier hook: asks its model about what users and tools wrote (suspending the
   // chain), then lets the call go on, or fails it (403 on a blocking verdict; 503 when the
   // classifier cannot answer, unless on_error = "allow"). Both return whether the call goes on.
-  pipeline::StageResult Classify(pipeline::Exchange& ex, const guard::GuardConfig& config);
+  pipeline::StageResult Classify(pipeline::Exchange& ex, const guard::GuardConfig& config,
+                                 const UserTextList& texts);
   bool OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
                  absl::StatusOr<runtime::InferResult> result) const;
   bool ClassifierFailed(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,

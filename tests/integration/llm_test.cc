@@ -768,29 +768,25 @@ TEST_F(LlmTest, AModelsGenerationBoundsAreEnforcedAndItsDefaultLengthSentUpstrea
   EXPECT_NE(r.body.find(R"("completion_tokens":16)"), std::string::npos) << r.body;
 }
 
+// Gives `server` a policy of admins and a quota of `quota` tokens per key and day, with `more`
+// configuration after it.
+void MeterTokens(testing::ServerProcess& server, int quota, const std::string& more = "") {
+  const std::string policy = (server.dir() / "policy.toml").string();
+  std::ofstream(policy) << "version = 1\n[[rule]]\nname = \"admins\"\nroles = [\"admin\"]\n"
+                           "plane = \"any\"\nactions = [\"*\"]\nresources = [\"*\"]\n"
+                           "[[limit]]\nname = \"daily-tokens\"\nper = \"key\"\nunit = \"tokens\"\n"
+                           "quota = "
+                        << quota << "\nperiod = \"day\"\n";
+  server.AddConfig("[policy]\nfile = \"" + policy + "\"\n" + more);
+}
+
 // Token limits on one instance (the embedded limiter), with a language model served in process.
 TEST(LlmLimitsTest, TokensAreReservedOnArrivalSettledOnTheAnswerAndRefusedPastTheLimit) {
   testing::ServerProcess server;
   const std::filesystem::path store = server.dir() / "store";
   WriteVersion(store, "chat", SimulatedLlm(""));
   server.SetStore(store);
-  const std::string policy = (server.dir() / "policy.toml").string();
-  std::ofstream(policy) << R"toml(version = 1
-[[rule]]
-name = "admins"
-roles = ["admin"]
-plane = "any"
-actions = ["*"]
-resources = ["*"]
-
-[[limit]]
-name = "daily-tokens"
-per = "key"
-unit = "tokens"
-quota = 300
-period = "day"
-)toml";
-  server.AddConfig("[policy]\nfile = \"" + policy + "\"\n");
+  MeterTokens(server, 300);
   const std::string key = server.CreateKey("metered");
   ASSERT_TRUE(server.Start()) << server.Log();
   auto call = [&](int max_tokens) {
@@ -908,24 +904,7 @@ TEST(LlmLimitsTest, AWithheldAnswerIsStillCharged) {
   const std::filesystem::path store = server.dir() / "store";
   WriteVersion(store, "echo", SimulatedLlm("echo = true\n", 64));
   server.SetStore(store);
-  const std::string policy = (server.dir() / "policy.toml").string();
-  std::ofstream(policy) << R"toml(version = 1
-[[rule]]
-name = "admins"
-roles = ["admin"]
-plane = "any"
-actions = ["*"]
-resources = ["*"]
-
-[[limit]]
-name = "daily-tokens"
-per = "key"
-unit = "tokens"
-quota = 1000
-period = "day"
-)toml";
-  server.AddConfig("[policy]\nfile = \"" + policy +
-                   "\"\n[guard]\n[guard.models.echo]\nprompts = false\n");
+  MeterTokens(server, 1000, "[guard]\n[guard.models.echo]\nprompts = false\n");
   const std::string key = server.CreateKey("metered");
   ASSERT_TRUE(server.Start()) << server.Log();
   auto call = [&](const std::string& text) {
@@ -956,23 +935,7 @@ TEST(LlmLimitsTest, ACallThatRunsOutOfTimeKeepsItsReservation) {
                "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
                "time_to_first_token_ms = 3000\ntokens_per_second = 10\ncompletion_tokens = 8\n");
   server.SetStore(store);
-  const std::string policy = (server.dir() / "policy.toml").string();
-  std::ofstream(policy) << R"toml(version = 1
-[[rule]]
-name = "admins"
-roles = ["admin"]
-plane = "any"
-actions = ["*"]
-resources = ["*"]
-
-[[limit]]
-name = "daily-tokens"
-per = "key"
-unit = "tokens"
-quota = 1000
-period = "day"
-)toml";
-  server.AddConfig("[policy]\nfile = \"" + policy + "\"\n");
+  MeterTokens(server, 1000);
   const std::string key = server.CreateKey("metered");
   ASSERT_TRUE(server.Start()) << server.Log();
   const std::string body =
