@@ -107,6 +107,12 @@ constexpr int64_t kMaxTensorElements = 64 * 1024 * 1024;
 [[nodiscard]] absl::Status CheckTensorSizes(const ModelConfig& config, std::string_view source) {
   for (const std::vector<TensorSpec>* specs : {&config.inputs, &config.outputs}) {
     for (const TensorSpec& spec : *specs) {
+      if (spec.datatype == protocol::DataType::kBytes &&
+          config.platform == Platform::kTorchScript) {
+        return Error(source, StrCat("'", spec.name,
+                                    "' is BYTES: a TorchScript model has no tensors of strings "
+                                    "(BYTES is for remote and simulated models)"));
+      }
       std::vector<int64_t> smallest = spec.shape;  // a free dimension counts as 1
       for (int64_t& d : smallest) d = std::max<int64_t>(d, 1);
       smallest.push_back(std::max<int64_t>(config.max_batch_size, 1));

@@ -141,6 +141,9 @@ class Exchange {
   // hands the runner, so that every event passes through it first.
   absl::AnyInvocable<std::shared_ptr<runtime::EventSink>(std::shared_ptr<runtime::EventSink>)>
       wrap_events;
+  // Set by a stage that screens a model's answer of tensors (the guard, for BYTES outputs): sees,
+  // and may rewrite, the outputs before they are encoded; an error fails the call with it.
+  absl::AnyInvocable<absl::Status(std::vector<protocol::Tensor>&)> screen_outputs;
   // The guard's findings in this call ("prompt EMAIL_ADDRESS redact 12-29; ..."), types and
   // offsets only, for its audit record; and why it withheld the answer, when it did.
   std::string content_findings;

@@ -14,7 +14,7 @@ struct TypeInfo {
   size_t size;
 };
 
-constexpr std::array<TypeInfo, 11> kTypes = {{
+constexpr std::array<TypeInfo, 12> kTypes = {{
     {DataType::kBool, "BOOL", 1},
     {DataType::kUint8, "UINT8", 1},
     {DataType::kUint16, "UINT16", 2},
@@ -26,6 +26,7 @@ constexpr std::array<TypeInfo, 11> kTypes = {{
     {DataType::kInt64, "INT64", 8},
     {DataType::kFp32, "FP32", 4},
     {DataType::kFp64, "FP64", 8},
+    {DataType::kBytes, "BYTES", 0},
 }};
 
 }  // namespace
@@ -38,7 +39,7 @@ size_t ElementSize(DataType type) { return kTypes[static_cast<size_t>(type)].siz
   for (const TypeInfo& info : kTypes) {
     if (info.name == name) return info.type;
   }
-  if (name == "BYTES" || name == "FP16" || name == "BF16") {
+  if (name == "FP16" || name == "BF16") {
     return absl::InvalidArgumentError(StrCat("datatype ", name, " is not supported"));
   }
   return absl::InvalidArgumentError(StrCat("unknown datatype '", name, "'"));

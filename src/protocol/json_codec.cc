@@ -113,6 +113,14 @@ template <typename T>
       return AppendFloat<float>(out, value);
     case DataType::kFp64:
       return AppendFloat<double>(out, value);
+    case DataType::kBytes: {
+      // JSON carries text only: a string (the parser checked its UTF-8).
+      std::string_view text;
+      if (value.get_string().get(text) != simdjson::SUCCESS) return Invalid("is not a string");
+      if (text.size() > kMaxBytesElement) return Invalid("is too long");
+      AppendBytesElement(out, text);
+      return absl::OkStatus();
+    }
   }
   return Invalid("has an unknown datatype");
 }
@@ -507,6 +515,14 @@ void AppendTensorData(std::string& out, const Tensor& tensor) {
       break;
     case DataType::kFp64:
       ForEachElement<double>(tensor, [&](double v) { w.Double(v); });
+      break;
+    case DataType::kBytes:
+      // Whole elements only: a runner's malformed data ends the array early rather than read
+      // past it (CheckRequest and MatchOutputs refuse such data before it gets here).
+      (void)ForEachBytesElement(tensor.data, [&](std::string_view element) {
+        w.String(element);
+        return true;
+      });
       break;
   }
   w.EndArray();

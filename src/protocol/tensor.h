@@ -1,6 +1,8 @@
 // A named, typed, shaped tensor as it crosses the protocol: the elements are stored as raw
 // little-endian bytes of `datatype`, row-major, so runners can hand them to a framework without
-// another conversion.
+// another conversion. A BYTES element is its length as 4 little-endian bytes, then its bytes
+// (the layout of Triton's and KServe's binary tensor data), so a tensor's data is still the
+// concatenation of its rows.
 //
 //   Tensor t{"pixels", DataType::kFp32, {1, 64}, bytes};
 //   int64_t n = t.ElementCount();  // 64
@@ -9,8 +11,11 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "protocol/datatype.h"
 
 namespace pillar::protocol {
@@ -23,7 +28,25 @@ struct Tensor {
 
   // Product of the dimensions; an empty shape is a scalar of one element.
   int64_t ElementCount() const;
+  // Whether `data` holds exactly ElementCount() whole elements.
+  bool DataFillsShape() const;
 };
+
+// The largest BYTES element: its length must fit the 4-byte prefix.
+inline constexpr size_t kMaxBytesElement = 0xffffffffu;
+
+// Appends one BYTES element (`element.size()` <= kMaxBytesElement) to a tensor's data.
+void AppendBytesElement(std::string& data, std::string_view element);
+
+// Calls `fn` with each element of BYTES data, in order, until it returns false. False when the
+// data is not a run of whole elements (a length that runs past the end), whatever `fn` saw.
+[[nodiscard]] bool ForEachBytesElement(std::string_view data,
+                                       absl::FunctionRef<bool(std::string_view)> fn);
+
+// The byte range [begin, end) of `tensor.data` that holds elements [first, first + count), for
+// any datatype; nullopt when they are not all in it.
+std::optional<std::pair<size_t, size_t>> ElementRange(const Tensor& tensor, int64_t first,
+                                                      int64_t count);
 
 // Product of `shape`, or nullopt when a dimension is negative or the product overflows
 // `limit`.

@@ -315,7 +315,7 @@ void BatchingRunner::RunBatch(size_t instance, std::vector<Pending>& batch) {
   }
   if (outputs.ok() && config_.max_batch_size > 0) {
     for (const protocol::Tensor& t : *outputs) {
-      if (t.shape.empty() || t.shape[0] != total_rows || t.data.size() % size_t(total_rows) != 0) {
+      if (t.shape.empty() || t.shape[0] != total_rows || !t.DataFillsShape()) {
         outputs = absl::InternalError(
             StrCat("output '", t.name, "' does not have ", total_rows, " rows as its batch"));
         break;
@@ -333,30 +333,41 @@ void BatchingRunner::RunBatch(size_t instance, std::vector<Pending>& batch) {
     result.queue_ns = start - p.enqueued_ns;
     result.compute_ns = end - start;
     result.batch_size = total_rows;
-    for (size_t o = 0; o < outputs->size(); ++o) {
-      const protocol::Tensor& all = (*outputs)[o];
-      const std::string& name = config_.outputs[o].name;
-      if (!p.request.requested_outputs.empty() &&
-          std::find(p.request.requested_outputs.begin(), p.request.requested_outputs.end(), name) ==
-              p.request.requested_outputs.end()) {
-        continue;
-      }
-      protocol::Tensor out;
-      out.name = name;
-      out.datatype = all.datatype;
-      out.shape = all.shape;
-      if (batch.size() == 1) {
-        out.data = all.data;
-      } else {
-        size_t row_bytes = all.data.size() / size_t(total_rows);
-        out.shape[0] = p.rows;
-        out.data.assign(all.data, size_t(row) * row_bytes, size_t(p.rows) * row_bytes);
-      }
-      result.outputs.push_back(std::move(out));
-    }
+    result.outputs = RowsOf(*outputs, p.request.requested_outputs, row, p.rows, batch.size() == 1);
     row += p.rows;
     std::move(p.done)(std::move(result));
   }
+}
+
+std::vector<protocol::Tensor> BatchingRunner::RowsOf(const std::vector<protocol::Tensor>& outputs,
+                                                     const std::vector<std::string>& requested,
+                                                     int64_t first_row, int64_t rows,
+                                                     bool whole) const {
+  std::vector<protocol::Tensor> mine;
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    const protocol::Tensor& all = outputs[o];
+    const std::string& name = config_.outputs[o].name;
+    if (!requested.empty() &&
+        std::find(requested.begin(), requested.end(), name) == requested.end()) {
+      continue;
+    }
+    protocol::Tensor out;
+    out.name = name;
+    out.datatype = all.datatype;
+    out.shape = all.shape;
+    if (whole) {
+      out.data = all.data;
+    } else {
+      // Rows by elements, not bytes: a BYTES row has no one size. The range exists: the output
+      // was checked to fill its shape, whose first dimension is the batch's rows.
+      const int64_t per_row = all.ElementCount() / all.shape[0];
+      const auto [begin, end] = *protocol::ElementRange(all, first_row * per_row, rows * per_row);
+      out.shape[0] = rows;
+      out.data.assign(all.data, begin, end - begin);
+    }
+    mine.push_back(std::move(out));
+  }
+  return mine;
 }
 
 }  // namespace pillar::runtime

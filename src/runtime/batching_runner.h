@@ -75,6 +75,11 @@ class BatchingRunner final : public Runner {
   // Runs `batch` on `instance`, which is counted busy (and claimed, for an inline run) until
   // its execution ends, then answers each request.
   void RunBatch(size_t instance, std::vector<Pending>& batch) ABSL_LOCKS_EXCLUDED(mu_);
+  // One request's part of a batch's outputs: rows [first_row, first_row + rows) of those it
+  // asked for (all of them when `whole`, the batch being its alone).
+  std::vector<protocol::Tensor> RowsOf(const std::vector<protocol::Tensor>& outputs,
+                                       const std::vector<std::string>& requested, int64_t first_row,
+                                       int64_t rows, bool whole) const;
   // How long a request queued behind `ahead` others would take to be answered (the batches ahead
   // of it, then its own), from the measured batch time.
   int64_t EstimatedWaitNanos(size_t ahead) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -47,8 +47,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
           batched ? "[-1," : "", ShapeText(spec.shape).substr(batched ? 1 : 0)));
     }
     // The decoder guarantees this for network input; runners may be called by other code.
-    if (int64_t(it->data.size()) !=
-        it->ElementCount() * int64_t(protocol::ElementSize(it->datatype))) {
+    if (!it->DataFillsShape()) {
       return absl::InvalidArgumentError(StrCat("input '", spec.name, "': ", it->data.size(),
                                                " bytes of data do not fill shape ",
                                                ShapeText(it->shape)));
@@ -111,6 +110,10 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
     if (!shape_ok) {
       return absl::InvalidArgumentError(
           StrCat("output '", spec.name, "' has a shape the model does not declare"));
+    }
+    if (!it->DataFillsShape()) {
+      return absl::InvalidArgumentError(
+          StrCat("output '", spec.name, "': its data does not fill its shape"));
     }
     if (wanted) matched.push_back(std::move(*it));
   }

@@ -70,7 +70,7 @@ absl::StatusOr<std::vector<protocol::Tensor>> SimulatedBackend::Execute(
   const int64_t rows = config_.max_batch_size > 0 && !inputs.empty() && !inputs[0].shape.empty()
                            ? inputs[0].shape[0]
                            : 0;
-  return ZeroOutputs(rows);
+  return Outputs(inputs, rows);
 }
 
 bool SimulatedBackend::MayRunInline() const {
@@ -89,7 +89,8 @@ bool SimulatedBackend::Wait(double millis) {
   return !mu_.AwaitWithTimeout(interrupted, absl::Milliseconds(millis));
 }
 
-std::vector<protocol::Tensor> SimulatedBackend::ZeroOutputs(int64_t rows) const {
+std::vector<protocol::Tensor> SimulatedBackend::Outputs(const std::vector<protocol::Tensor>& inputs,
+                                                        int64_t rows) const {
   std::vector<protocol::Tensor> outputs;
   outputs.reserve(config_.outputs.size());
   for (const models::TensorSpec& spec : config_.outputs) {
@@ -98,10 +99,35 @@ std::vector<protocol::Tensor> SimulatedBackend::ZeroOutputs(int64_t rows) const 
     t.datatype = spec.datatype;
     if (config_.max_batch_size > 0) t.shape.push_back(rows);
     for (int64_t d : spec.shape) t.shape.push_back(d < 0 ? 1 : d);  // a free dimension: 1
-    t.data.assign(size_t(t.ElementCount()) * protocol::ElementSize(t.datatype), '\0');
+    if (const protocol::Tensor* echoed = EchoedInput(inputs, t)) {
+      t.shape = echoed->shape;
+      t.data = echoed->data;
+    } else if (t.datatype == protocol::DataType::kBytes) {
+      t.data.assign(size_t(t.ElementCount()) * 4, '\0');  // empty strings: each a zero length
+    } else {
+      t.data.assign(size_t(t.ElementCount()) * protocol::ElementSize(t.datatype), '\0');
+    }
     outputs.push_back(std::move(t));
   }
   return outputs;
+}
+
+const protocol::Tensor* SimulatedBackend::EchoedInput(const std::vector<protocol::Tensor>& inputs,
+                                                      const protocol::Tensor& output) const {
+  if (output.datatype != protocol::DataType::kBytes) return nullptr;
+  const size_t batched = config_.max_batch_size > 0 ? 1 : 0;
+  const models::TensorSpec& spec =
+      *std::find_if(config_.outputs.begin(), config_.outputs.end(),
+                    [&](const models::TensorSpec& s) { return s.name == output.name; });
+  for (const protocol::Tensor& in : inputs) {
+    if (in.datatype != output.datatype || in.shape.size() != output.shape.size()) continue;
+    bool fits = batched == 0 || in.shape[0] == output.shape[0];
+    for (size_t d = 0; fits && d < spec.shape.size(); ++d) {
+      fits = spec.shape[d] < 0 || spec.shape[d] == in.shape[d + batched];
+    }
+    if (fits) return &in;
+  }
+  return nullptr;
 }
 
 }  // namespace pillar::runtime

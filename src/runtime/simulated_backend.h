@@ -1,9 +1,10 @@
 // One instance of a simulated model server (platform = "simulated"): each Execute draws an
 // outcome and a latency from the version's [simulated] settings (models/simulated_config.h),
 // waits that long on its instance thread, and answers with zero-filled outputs of the declared
-// shapes, or the drawn failure. Under a BatchingRunner, instance.count is how many requests the
-// simulated server works on at once, and the runner's queue and its 503 with Retry-After behave
-// as they do for a real model.
+// shapes (a BYTES output echoes the first BYTES input of its shape, as a text model's stand-in,
+// or holds empty strings), or the drawn failure. Under a BatchingRunner, instance.count is how many
+// requests the simulated server works on at once, and the runner's queue and its 503 with
+// Retry-After behave as they do for a real model.
 //
 //   std::vector<std::unique_ptr<Backend>> instances;
 //   for (int i = 0; i < config.instance.count; ++i)
@@ -48,7 +49,11 @@ class SimulatedBackend final : public Backend {
  private:
   // Waits `millis` unless interrupted first; false when interrupted.
   bool Wait(double millis);
-  std::vector<protocol::Tensor> ZeroOutputs(int64_t rows) const;
+  std::vector<protocol::Tensor> Outputs(const std::vector<protocol::Tensor>& inputs,
+                                        int64_t rows) const;
+  // The first BYTES input whose shape `output` (a BYTES output, its free dimensions 1) may take.
+  const protocol::Tensor* EchoedInput(const std::vector<protocol::Tensor>& inputs,
+                                      const protocol::Tensor& output) const;
 
   const models::ModelConfig config_;
   const std::optional<LatencyHistogram> histogram_;

@@ -279,6 +279,12 @@ void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& v
                                .completion_tokens = EstimatedCompletion(ex)};
     }
   } else {
+    if (ex.screen_outputs) {
+      if (absl::Status screened = ex.screen_outputs(result.outputs); !screened.ok()) {
+        ex.Fail(screened);
+        return ex.chain().Resume(ex, pipeline::StageResult::kStop);
+      }
+    }
     protocol::InferenceResponse response;
     response.model_name = version.name;
     response.model_version = version.version_text;

@@ -7,6 +7,9 @@
 //   streamed answer is screened chunk by chunk, holding back the last hold_back_bytes of each
 //   choice's text (and any finding that reaches into them) so that a value split across chunks
 //   is seen whole; a block ends the stream with an error event.
+// The same screening covers the BYTES tensors of the inference routes (POST /v2/.../infer): each
+// element of a BYTES input is screened as a prompt (400 on a block), each element of a BYTES
+// output as an answer (403), wherever the model runs.
 // Every finding is counted (pillar_guard_findings_total{direction,type,action}) and every call
 // with one audited (kind "content"), with types and offsets, never the text.
 #pragma once
@@ -40,6 +43,9 @@ class GuardStage final : public pipeline::Stage {
             const std::vector<guard::DenyMatch>& denied) const;
 
  private:
+  // The inference routes: BYTES inputs screened now, BYTES outputs when the answer comes
+  // (through ex.screen_outputs).
+  pipeline::StageResult ScreenTensors(pipeline::Exchange& ex) const;
   void ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   // The prompt-injection heuristics over what the call's users and tools wrote; false (and the
   // exchange failed) when they block it.

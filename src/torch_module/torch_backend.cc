@@ -42,6 +42,7 @@ c10::ScalarType ToTorch(DataType type) {
     case DataType::kUint16:
     case DataType::kUint32:
     case DataType::kUint64:
+    case DataType::kBytes:  // no tensors of strings (model configs refuse them)
       break;
   }
   return c10::ScalarType::Undefined;

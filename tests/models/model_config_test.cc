@@ -55,6 +55,10 @@ TEST(ModelConfigTest, RejectsWhatCannotBeServed) {
   EXPECT_NE(ErrorFor("max_batch_size = 8", "max_batch_size = -1").find("max_batch_size"),
             std::string::npos);
   EXPECT_NE(ErrorFor("\"FP32\"", "\"FP99\"").find("unknown datatype"), std::string::npos);
+  // LibTorch has no tensors of strings: a TorchScript model that declares BYTES is refused at
+  // load, not at its first request.
+  EXPECT_NE(ErrorFor("\"INT64\"", "\"BYTES\"").find("'y' is BYTES: a TorchScript model"),
+            std::string::npos);
   EXPECT_NE(ErrorFor("[4, -1]", "[0]").find("positive integers or -1"), std::string::npos);
   EXPECT_NE(ErrorFor("name = \"y\"", "name = \"\"").find("has no name"), std::string::npos);
   EXPECT_NE(

@@ -28,6 +28,52 @@ std::string Error(std::string_view body) {
   return std::string(r.status().message());
 }
 
+std::vector<std::string> Strings(const Tensor& t) {
+  std::vector<std::string> out;
+  EXPECT_TRUE(ForEachBytesElement(t.data, [&](std::string_view e) {
+    out.emplace_back(e);
+    return true;
+  }));
+  return out;
+}
+
+TEST(JsonCodecTest, BytesTensorsAreStringsFlatOrNestedAndReadBackTheSame) {
+  auto r = Decode(
+      R"({"inputs":[{"name":"text","shape":[2,2],"datatype":"BYTES",
+                     "data":[["ol\u00e1","", "a\"b\nc"],["x"]]}]})");
+  EXPECT_FALSE(r.ok());  // nested rows must match the shape: 3 entries where 2 are declared
+  r = Decode(
+      R"({"inputs":[{"name":"text","shape":[2,2],"datatype":"BYTES",
+                     "data":[["ol\u00e1",""],["a\"b\nc","\u0000z"]]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Tensor& t = r->inputs[0];
+  EXPECT_EQ(t.datatype, DataType::kBytes);
+  EXPECT_EQ(Strings(t),
+            (std::vector<std::string>{"ol\xc3\xa1", "", "a\"b\nc", std::string("\0z", 2)}));
+  EXPECT_TRUE(t.DataFillsShape());
+  // Encoded, the elements are the same strings, escaped where JSON needs it.
+  InferenceResponse response{.model_name = "m", .model_version = "1", .id = "", .outputs = {t}};
+  const std::string json = EncodeInferenceResponse(response);
+  EXPECT_NE(json.find(R"("datatype":"BYTES","shape":[2,2],"data":["olá","","a\"b\nc","\u0000z"])"),
+            std::string::npos)
+      << json;
+  InferenceResponseDecoder replies;
+  auto back = replies.Decode(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->outputs[0].data, t.data);
+
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","data":["a",1]}]})")
+                .find("'data' element 1 is not a string for datatype BYTES"),
+            std::string::npos);
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[2],"datatype":"BYTES","data":["a"]}]})")
+                .find("has 1 elements but 'shape' needs 2"),
+            std::string::npos);
+  EXPECT_NE(Error("{\"inputs\":[{\"name\":\"x\",\"shape\":[1],\"datatype\":\"BYTES\","
+                  "\"data\":[\"\xff\"]}]}")
+                .find("malformed JSON"),
+            std::string::npos);
+}
+
 TEST(JsonCodecTest, DecodesFlatData) {
   auto r = Decode(
       R"({"id":"7","inputs":[{"name":"x","shape":[2,2],"datatype":"FP32","data":[1,2.5,3,4]}],
@@ -121,8 +167,8 @@ TEST(JsonCodecTest, PreciseErrors) {
   EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1]}]})")
                 .find("has 1 elements but 'shape' needs 3"),
             std::string::npos);
-  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","data":["a"]}]})")
-                .find("BYTES is not supported"),
+  EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP16","data":[1]}]})")
+                .find("FP16 is not supported"),
             std::string::npos);
   EXPECT_NE(
       Error(
