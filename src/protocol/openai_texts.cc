@@ -130,9 +130,106 @@ bool DeltaText(std::string_view p) {
   return !Structural(key) && key != "name" && key != "content";
 }
 
+// A delta's string `key` that an upstream streams in fragments: every one but the structural
+// members and a function's name.
+bool Fragmented(std::string_view key) { return !Structural(key) && key != "name"; }
+
+// The members of a tool call's (or the legacy function_call's) function: fragmented strings
+// through `held`, the rest copied (and screened through `other`).
+void CopyFunction(object function, int64_t index, DeltaField field, std::string& path,
+                  HeldEdit held, TextEdit other, std::string& out) {
+  out.push_back('{');
+  bool first = true;
+  for (auto member : function) {
+    if (!first) out.push_back(',');
+    first = false;
+    AppendJsonString(out, member.key);
+    out.push_back(':');
+    std::string_view fragment;
+    if (Fragmented(member.key) && member.value.get(fragment) == simdjson::SUCCESS) {
+      field.key = std::string(member.key);
+      AppendJsonString(out, held(index, field, fragment));
+      continue;
+    }
+    const size_t size = path.size();
+    StrAppend(&path, ".", member.key);
+    Copy(member.value, path, DeltaText, other, out);
+    path.resize(size);
+  }
+  out.push_back('}');
+}
+
+// A delta's "tool_calls": each call's function through CopyFunction, keyed by the call's "index"
+// (its position when it has none), the rest copied.
+void CopyToolCalls(array calls, int64_t index, std::string& path, HeldEdit held, TextEdit other,
+                   std::string& out) {
+  out.push_back('[');
+  int64_t position = 0;
+  for (element call : calls) {
+    if (position > 0) out.push_back(',');
+    const size_t size = path.size();
+    StrAppend(&path, "[", position, "]");
+    object o;
+    if (call.get(o) != simdjson::SUCCESS) {
+      Copy(call, path, DeltaText, other, out);
+      path.resize(size);
+      ++position;
+      continue;
+    }
+    DeltaField field{.place = DeltaField::Place::kToolCall, .call = position, .key = ""};
+    if (int64_t i; o["index"].get(i) == simdjson::SUCCESS) field.call = i;
+    out.push_back('{');
+    bool first = true;
+    for (auto member : o) {
+      if (!first) out.push_back(',');
+      first = false;
+      AppendJsonString(out, member.key);
+      out.push_back(':');
+      const size_t at = path.size();
+      StrAppend(&path, ".", member.key);
+      object function;
+      if (member.key == "function" && member.value.get(function) == simdjson::SUCCESS) {
+        CopyFunction(function, index, field, path, held, other, out);
+      } else {
+        Copy(member.value, path, DeltaText, other, out);
+      }
+      path.resize(at);
+    }
+    out.push_back('}');
+    path.resize(size);
+    ++position;
+  }
+  out.push_back(']');
+}
+
+// A delta's members but its content: fragmented strings through `held`, tool calls and the
+// legacy function call by their functions, the rest copied.
+void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t position,
+                     HeldEdit held, TextEdit other, std::string& out) {
+  std::string path = StrCat(".choices[", position, "].delta.", key);
+  std::string_view fragment;
+  array calls;
+  object function;
+  if (Fragmented(key) && value.get(fragment) == simdjson::SUCCESS) {
+    AppendJsonString(
+        out,
+        held(index,
+             DeltaField{.place = DeltaField::Place::kDelta, .call = 0, .key = std::string(key)},
+             fragment));
+  } else if (key == "tool_calls" && value.get(calls) == simdjson::SUCCESS) {
+    CopyToolCalls(calls, index, path, held, other, out);
+  } else if (key == "function_call" && value.get(function) == simdjson::SUCCESS) {
+    CopyFunction(function, index,
+                 DeltaField{.place = DeltaField::Place::kFunctionCall, .call = 0, .key = ""}, path,
+                 held, other, out);
+  } else {
+    Copy(value, path, DeltaText, other, out);
+  }
+}
+
 // One choice of a chunk, its delta's (or its own) text replaced.
 [[nodiscard]] absl::Status CopyChoice(object choice, int64_t position, ChunkEdit edit,
-                                      TextEdit other, std::string& out) {
+                                      HeldEdit held, TextEdit other, std::string& out) {
   int64_t index = position;
   if (int64_t i; choice["index"].get(i) == simdjson::SUCCESS) index = i;
   element finish;
@@ -183,8 +280,7 @@ bool DeltaText(std::string_view p) {
       delta_first = false;
       AppendJsonString(out, member.key);
       out.push_back(':');
-      std::string path = StrCat(".choices[", position, "].delta.", member.key);
-      Copy(member.value, path, DeltaText, other, out);
+      CopyDeltaMember(member.key, member.value, index, position, held, other, out);
     }
     const std::string replaced = edit(index, content, finished);
     if (has_content || !replaced.empty()) {
@@ -209,7 +305,7 @@ bool DeltaText(std::string_view p) {
 }
 
 [[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
-                                                         TextEdit other) {
+                                                         HeldEdit held, TextEdit other) {
   simdjson::dom::parser parser;
   element root;
   object top;
@@ -237,7 +333,7 @@ bool DeltaText(std::string_view p) {
       if (position > 0) out.push_back(',');
       object o;
       if (choice.get(o) == simdjson::SUCCESS) {
-        if (absl::Status copied = CopyChoice(o, position, edit, other, out); !copied.ok()) {
+        if (absl::Status copied = CopyChoice(o, position, edit, held, other, out); !copied.ok()) {
           return copied;
         }
       } else {
@@ -248,6 +344,27 @@ bool DeltaText(std::string_view p) {
     out.push_back(']');
   }
   out.push_back('}');
+  return out;
+}
+
+std::string DeltaChoice(int64_t index, const DeltaField& field, std::string_view text) {
+  std::string out = StrCat("{\"index\":", index, ",\"delta\":{");
+  std::string value;
+  AppendJsonString(value, field.key);
+  value.push_back(':');
+  AppendJsonString(value, text);
+  switch (field.place) {
+    case DeltaField::Place::kDelta:
+      out.append(value);
+      break;
+    case DeltaField::Place::kToolCall:
+      StrAppend(&out, "\"tool_calls\":[{\"index\":", field.call, ",\"function\":{", value, "}}]");
+      break;
+    case DeltaField::Place::kFunctionCall:
+      StrAppend(&out, "\"function_call\":{", value, "}");
+      break;
+  }
+  out.append("},\"finish_reason\":null}");
   return out;
 }
 

@@ -38,12 +38,34 @@ using TextEdit =
 // A stream chunk's texts (an event's data): for each choice, its delta.content (chat) or text
 // (completions), with the choice's "index" and whether it finished in this chunk (a non-null
 // finish_reason). `edit` returns what goes out in its place (a chat delta without content gets
-// one when the edit returns text for it). The delta's other strings (a refusal, tool call
-// arguments) go through `other` one by one; "logprobs" is withheld (null). A content or text
-// that is not a string is an error: nothing the guard cannot read goes out.
+// one when the edit returns text for it). The delta's other texts, which an upstream streams in
+// fragments too (a refusal, reasoning, a tool call's arguments), go through `held`, which returns
+// what goes out in place of each fragment (a guard holds them whole until their choice finishes:
+// DeltaChoice writes them out then). Strings deeper in a delta go through `other` one by one;
+// "logprobs" is withheld (null). A content or text that is not a string is an error: nothing the
+// guard cannot read goes out.
 using ChunkEdit =
     absl::FunctionRef<std::string(int64_t index, std::string_view text, bool finished)>;
+
+// Where a fragment of a delta belongs: a string member of the delta itself ("refusal",
+// "reasoning_content"), of a tool call's function (call: the tool call's "index"), or of the
+// legacy "function_call" ("arguments").
+struct DeltaField {
+  enum class Place { kDelta, kToolCall, kFunctionCall };
+  Place place = Place::kDelta;
+  int64_t call = 0;  // for kToolCall
+  std::string key;
+  auto operator<=>(const DeltaField&) const = default;
+};
+using HeldEdit = absl::FunctionRef<std::string(int64_t index, const DeltaField& field,
+                                               std::string_view fragment)>;
+
 [[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
-                                                         TextEdit other);
+                                                         HeldEdit held, TextEdit other);
+
+// One choice of a chat chunk that carries `text` at `field` of choice `index`'s delta:
+// {"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"..."}}]},
+//  "finish_reason":null}.
+std::string DeltaChoice(int64_t index, const DeltaField& field, std::string_view text);
 
 }  // namespace pillar::protocol

@@ -42,10 +42,16 @@ class GuardedEvents final : public runtime::EventSink {
     if (kind != runtime::EventKind::kChunk) return Flush(kind, std::move(event), std::move(next));
     const std::string_view data = Data(event);
     if (head_.empty()) head_ = ChunkHead(data);
+    finished_.clear();
     absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
         data,
         [this](int64_t index, std::string_view text, bool finished) {
+          if (finished) finished_.push_back(index);
           return Release(index, text, finished);
+        },
+        [this](int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
+          Hold(index, field, fragment);
+          return std::string();
         },
         [this](std::string_view where, std::string_view text) -> std::optional<std::string> {
           return ScreenWhole(where, text);
@@ -54,8 +60,12 @@ class GuardedEvents final : public runtime::EventSink {
       Stop(runtime::BadGateway(
           StrCat("the upstream's stream cannot be screened: ", edited.status().message())));
     }
+    // What was held of the choices that finish goes out before the chunk that says so.
+    std::string events;
+    for (int64_t index : finished_) ReleaseFields(index, events);
     if (blocked_) return std::move(next)(false);
-    inner_->Event(kind, StrCat("data: ", *edited, "\n\n"), std::move(next));
+    StrAppend(&events, "data: ", *edited, "\n\n");
+    inner_->Event(kind, std::move(events), std::move(next));
   }
 
  private:
@@ -97,6 +107,45 @@ class GuardedEvents final : public runtime::EventSink {
     return std::move(r.text);
   }
 
+  // A fragment of a delta's other texts (a tool call's arguments, a refusal, reasoning): held
+  // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
+  // up to kMaxHeldFields bytes a call.
+  void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
+    if (blocked_ || fragment.empty()) return;
+    if (index < 0 || index >= choices_) {
+      return Stop(runtime::BadGateway(
+          StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
+    }
+    held_field_bytes_ += fragment.size();
+    if (held_field_bytes_ > kMaxHeldFields || held_fields_.size() >= kMaxFields) {
+      return Stop(runtime::BadGateway(
+          StrCat("the upstream's stream holds more tool calls and other texts than the guard "
+                 "screens (",
+                 kMaxHeldFields >> 20, " MiB, ", kMaxFields, " fields)")));
+    }
+    held_fields_[{index, field}].append(fragment);
+  }
+
+  // Appends the events that carry what is held of choice `index`'s other texts, each screened
+  // whole, and lets go of them; on a block, stops instead.
+  void ReleaseFields(int64_t index, std::string& events) {
+    auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
+    while (it != held_fields_.end() && it->first.first == index && !blocked_) {
+      const protocol::DeltaField& field = it->first.second;
+      const std::string where =
+          field.place == protocol::DeltaField::Place::kToolCall
+              ? StrCat("the tool call ", field.call, "'s ", field.key, " of choice ", index)
+              : StrCat(field.key, " of choice ", index);
+      std::optional<std::string> screened = ScreenWhole(where, it->second);
+      if (blocked_) break;
+      std::string chunk = head_;
+      StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[",
+                protocol::DeltaChoice(index, field, screened ? *screened : it->second), "]}");
+      StrAppend(&events, "data: ", chunk, "\n\n");
+      it = held_fields_.erase(it);
+    }
+  }
+
   // What of choice `index`'s text may go out now.
   std::string Release(int64_t index, std::string_view text, bool finished) {
     // Text is held per choice: only the choices the request asked for, so that an upstream
@@ -131,6 +180,10 @@ class GuardedEvents final : public runtime::EventSink {
   // finished goes out in a chunk of its own.
   void Flush(runtime::EventKind kind, std::string event, absl::AnyInvocable<void(bool) &&> next) {
     std::string flushed;
+    while (!held_fields_.empty() && !blocked_) {
+      ReleaseFields(held_fields_.begin()->first.first, flushed);
+    }
+    if (blocked_) return std::move(next)(false);
     for (auto& entry : held_) {
       const int64_t index = entry.first;
       if (entry.second.empty()) continue;
@@ -162,7 +215,13 @@ class GuardedEvents final : public runtime::EventSink {
   const GuardStage& stage_;
   const int64_t choices_;                // the request's n
   std::map<int64_t, std::string> held_;  // by choice index: text not yet released
-  std::string head_;                     // "{" and the first chunk's id, object, created, model
+  // A choice's other texts, by where they go; held whole until it finishes.
+  static constexpr size_t kMaxHeldFields = size_t(1) << 20;
+  static constexpr size_t kMaxFields = 1024;
+  std::map<std::pair<int64_t, protocol::DeltaField>, std::string> held_fields_;
+  size_t held_field_bytes_ = 0;
+  std::vector<int64_t> finished_;  // the choices the chunk being edited finishes
+  std::string head_;               // "{" and the first chunk's id, object, created, model
   bool blocked_ = false;
 };
 

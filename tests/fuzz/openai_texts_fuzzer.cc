@@ -45,6 +45,11 @@ void CheckEdits(std::string_view body) {
   }
   absl::StatusOr<std::string> chunk = EditChunkTexts(
       body, [](int64_t, std::string_view text, bool) { return std::string(text) + "\"x"; },
+      [](int64_t index, const pillar::protocol::DeltaField& field, std::string_view fragment) {
+        // What a guard writes out later must be JSON too.
+        if (!IsJson(pillar::protocol::DeltaChoice(index, field, fragment))) __builtin_trap();
+        return std::string(fragment.substr(0, 2)) + "\\\"";
+      },
       replace);
   if (chunk.ok() && !IsJson(*chunk)) __builtin_trap();
 }

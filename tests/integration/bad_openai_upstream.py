@@ -7,6 +7,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   parts     a stream whose chunk's content is an array, not a string
   logprobs  an answer whose logprobs repeat an e-mail address token by token
   toolargs  an answer whose tool call arguments hold an access key
+  toolstream  a stream whose tool call's arguments carry an access key cut in two fragments
+  toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
+            and a refusal with another
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
 GET (the health check) answers 200.
@@ -25,8 +28,34 @@ def chunk(index, content):
             "choices": [{"index": index, "delta": {"content": content}, "finish_reason": None}]}
 
 
+def tool_chunk(call, arguments, first=False):
+    function = {"arguments": arguments}
+    tool = {"index": call, "function": function}
+    if first:
+        tool.update({"id": "t%d" % call, "type": "function"})
+        function["name"] = "store"
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+            "choices": [{"index": 0, "delta": {"tool_calls": [tool]}, "finish_reason": None}]}
+
+
+def refusal_chunk(text):
+    return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+            "choices": [{"index": 0, "delta": {"refusal": text}, "finish_reason": None}]}
+
+
 def stream(model):
-    if model == "indices":
+    finish = "stop"
+    if model == "toolstream":
+        events = [tool_chunk(0, "", True), tool_chunk(0, '{"key": "AKIAIOSF'),
+                  tool_chunk(0, 'ODNN7EXAMPLE"}')]
+        finish = "tool_calls"
+    elif model == "toolstreamok":
+        events = [tool_chunk(0, "", True), tool_chunk(0, '{"to": "zq.tool@'),
+                  tool_chunk(1, "", True), tool_chunk(1, '{"n": 1}'),
+                  tool_chunk(0, 'example.org"}'), refusal_chunk("ask zq.ref"),
+                  refusal_chunk("@example.org")]
+        finish = "tool_calls"
+    elif model == "indices":
         events = [chunk(i, "x") for i in range(1, 301)]
     elif model == "jwtdrip":
         text = "token " + JWT + " end"
@@ -36,7 +65,7 @@ def stream(model):
     else:  # parts
         events = [chunk(0, "hi"), chunk(0, [{"type": "text", "text": "x@example.org"}])]
     events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
-                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]})
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     out = b""
     for e in events:
         data = ("data: " + json.dumps(e) + "\n\n").encode()
@@ -91,7 +120,8 @@ def handle(connection):
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
         model = json.loads(body).get("model", "")
-        connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream")
+        connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream",
+                                                         "toolstream", "toolstreamok")
                            else answer(model))
     except Exception:
         pass

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -122,8 +123,8 @@ class LlmTest : public ::testing::Test {
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
-    for (const char* model :
-         {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream"}) {
+    for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage",
+                              "nousagestream", "toolstream", "toolstreamok"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -513,6 +514,51 @@ TEST_F(LlmTest, AnUpstreamCannotGetValuesPastTheGuardNorMakeItHoldWithoutEnd) {
   r = Post("/v1/chat/completions", Say("toolargs", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, AStreamedToolCallsArgumentsAreScreenedWholeNotFragmentByFragment) {
+  // An access key cut in two fragments of a tool call's arguments: seen whole, the stream ends
+  // with the reason, and neither half went out.
+  HttpReply r = Post("/v1/chat/completions", Say("toolstream", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("blocked by the content guard: SECRET"), std::string::npos)
+      << r.body;
+  // Two tool calls and a refusal, an address cut in two in the first call and in the refusal:
+  // each is released whole, redacted, before the chunk that finishes the choice.
+  r = Post("/v1/chat/completions", Say("toolstreamok", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
+  std::map<int, std::string> arguments;
+  std::string refusal;
+  size_t finished_at = 0;
+  const std::vector<std::string> events = Events(r.body);
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i].find(R"("finish_reason":"tool_calls")") != std::string::npos) finished_at = i;
+    for (size_t at = 0; (at = events[i].find(R"({"index":)", at + 1)) != std::string::npos;) {
+      const size_t args = events[i].find(R"("arguments":")", at);
+      if (args == std::string::npos || events[i].rfind(R"({"index":)", args) != at) continue;
+      const int call = std::stoi(events[i].substr(at + 9));
+      const size_t begin = args + 13;
+      // The arguments are JSON text inside a JSON string: read up to the unescaped quote.
+      size_t end = begin;
+      while (end < events[i].size() && events[i][end] != '"') end += events[i][end] == '\\' ? 2 : 1;
+      arguments[call] += events[i].substr(begin, end - begin);
+    }
+    if (const size_t at = events[i].find(R"("refusal":")"); at != std::string::npos) {
+      refusal += events[i].substr(at + 11, events[i].find('"', at + 11) - at - 11);
+    }
+  }
+  EXPECT_EQ(arguments[0], R"({\"to\": \"<EMAIL_ADDRESS>\"})") << r.body;
+  EXPECT_EQ(arguments[1], R"({\"n\": 1})") << r.body;
+  EXPECT_EQ(refusal, "ask <EMAIL_ADDRESS>") << r.body;
+  // Released before the chunk that finishes the choice, which comes before [DONE].
+  EXPECT_GT(finished_at, 0u) << r.body;
+  EXPECT_EQ(events.back(), "[DONE]");
+  for (size_t i = finished_at; i < events.size(); ++i) {
+    EXPECT_EQ(events[i].find("EMAIL_ADDRESS"), std::string::npos) << r.body;
+  }
 }
 
 TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {

@@ -59,6 +59,11 @@ TEST(OpenAiTextsTest, AnAnswersChoicesAreFound) {
                   R"("choices[0].message.content:hi"}},{"index":1,"text":"choices[1].text:yo"}]})");
 }
 
+// A held edit that keeps every fragment as it came.
+std::string KeepFragment(int64_t, const DeltaField&, std::string_view fragment) {
+  return std::string(fragment);
+}
+
 TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
   std::vector<std::string> seen;
   absl::StatusOr<std::string> out = EditChunkTexts(
@@ -68,7 +73,7 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
         seen.push_back(std::to_string(index) + ":" + std::string(text) + (finished ? "!" : ""));
         return index == 4 ? std::string("held") : std::string(text.substr(0, 1));
       },
-      kKeep);
+      KeepFragment, kKeep);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(seen, (std::vector<std::string>{"3:ab", "4:!"}));
   // A delta without content gets one when there is text to release.
@@ -77,27 +82,52 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
       R"({"id":"c","choices":[{"index":3,"delta":{"role":"assistant","content":"a"},)"
       R"("finish_reason":null},{"index":4,"delta":{"content":"held"},"finish_reason":"stop"}]})");
   const ChunkEdit none = [](int64_t, std::string_view, bool) { return std::string(); };
-  EXPECT_FALSE(EditChunkTexts("{not json", none, kKeep).ok());
+  EXPECT_FALSE(EditChunkTexts("{not json", none, KeepFragment, kKeep).ok());
   // Content the guard cannot read as text is an error, not copied.
-  EXPECT_FALSE(
-      EditChunkTexts(R"({"choices":[{"index":0,"delta":{"content":[{"text":"x"}]}}]})", none, kKeep)
-          .ok());
-  // A delta's other strings go through the other edit; log probabilities are withheld.
-  std::vector<std::string> others;
-  out = EditChunkTexts(
-      R"({"choices":[{"index":0,"delta":{"refusal":"no","tool_calls":[{"id":"t","function":)"
-      R"({"name":"f","arguments":"{}"}}]},"logprobs":{"content":[{"token":"x"}]}}]})",
-      none, [&](std::string_view where, std::string_view text) {
+  EXPECT_FALSE(EditChunkTexts(R"({"choices":[{"index":0,"delta":{"content":[{"text":"x"}]}}]})",
+                              none, KeepFragment, kKeep)
+                   .ok());
+}
+
+TEST(OpenAiTextsTest, ADeltasOtherTextsGoWhereTheyCanBeHeldWhole) {
+  std::vector<std::string> held, others;
+  absl::StatusOr<std::string> out = EditChunkTexts(
+      R"({"choices":[{"index":2,"delta":{"refusal":"no","reasoning_content":"hm",)"
+      R"("tool_calls":[{"index":5,"id":"t","function":{"name":"f","arguments":"{a"}},)"
+      R"({"function":{"arguments":":1}"}}],"function_call":{"arguments":"x"},)"
+      R"("audio":{"transcript":"deep"}},"logprobs":{"content":[{"token":"x"}]}}]})",
+      [](int64_t, std::string_view, bool) { return std::string(); },
+      [&](int64_t index, const DeltaField& field, std::string_view fragment) {
+        held.push_back(std::to_string(index) + "/" + std::to_string(int(field.place)) + "/" +
+                       std::to_string(field.call) + "/" + field.key + "=" + std::string(fragment));
+        return std::string("H");
+      },
+      [&](std::string_view where, std::string_view text) {
         others.push_back(std::string(where) + "=" + std::string(text));
         return std::optional<std::string>("R");
       });
   ASSERT_TRUE(out.ok()) << out.status();
-  EXPECT_EQ(others,
-            (std::vector<std::string>{"choices[0].delta.refusal=no",
-                                      "choices[0].delta.tool_calls[0].function.arguments={}"}));
-  EXPECT_EQ(*out,
-            R"({"choices":[{"index":0,"delta":{"refusal":"R","tool_calls":[{"id":"t","function":)"
-            R"({"name":"f","arguments":"R"}}]},"logprobs":null}]})");
+  // Tool calls by their "index" (their position when they have none); the legacy function_call.
+  EXPECT_EQ(held, (std::vector<std::string>{"2/0/0/refusal=no", "2/0/0/reasoning_content=hm",
+                                            "2/1/5/arguments={a", "2/1/1/arguments=:1}",
+                                            "2/2/0/arguments=x"}));
+  // A string deeper in the delta is screened by itself; log probabilities are withheld.
+  EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.audio.transcript=deep"});
+  EXPECT_EQ(*out, R"({"choices":[{"index":2,"delta":{"refusal":"H","reasoning_content":"H",)"
+                  R"("tool_calls":[{"index":5,"id":"t","function":{"name":"f","arguments":"H"}},)"
+                  R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
+                  R"("audio":{"transcript":"R"}},"logprobs":null}]})");
+  // What a guard writes out once it has them whole.
+  EXPECT_EQ(
+      DeltaChoice(2,
+                  DeltaField{.place = DeltaField::Place::kToolCall, .call = 5, .key = "arguments"},
+                  "{\"a\":1}"),
+      R"({"index":2,"delta":{"tool_calls":[{"index":5,"function":{"arguments":"{\"a\":1}"}}]},)"
+      R"("finish_reason":null})");
+  EXPECT_EQ(
+      DeltaChoice(0, DeltaField{.place = DeltaField::Place::kDelta, .call = 0, .key = "refusal"},
+                  "no"),
+      R"({"index":0,"delta":{"refusal":"no"},"finish_reason":null})");
 }
 
 }  // namespace
