@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "common/strings.h"
+#include "guard/text_fold.h"
 
 namespace pillar::guard {
 
@@ -136,23 +137,34 @@ absl::StatusOr<std::shared_ptr<const DenyList>> DenyList::Build(std::vector<Deny
   return std::shared_ptr<const DenyList>(std::move(list));
 }
 
+std::optional<DenyMatch> DenyList::MatchRule(size_t i, std::string_view text) const {
+  const Compiled& c = compiled_[i];
+  const re2::StringPiece input(text.data(), text.size());
+  std::vector<re2::StringPiece> groups(size_t(c.span_groups.back()) + 1, re2::StringPiece());
+  if (!c.re->Match(input, 0, input.size(), RE2::UNANCHORED, groups.data(), int(groups.size()))) {
+    return std::nullopt;
+  }
+  for (int g : c.span_groups) {
+    const re2::StringPiece& span = groups[size_t(g)];
+    if (span.data() == nullptr) continue;
+    const size_t begin = size_t(span.data() - text.data());
+    return DenyMatch{&rules_[i], begin, begin + span.size()};
+  }
+  return std::nullopt;
+}
+
 std::vector<DenyMatch> DenyList::Match(std::string_view text) const {
   std::vector<DenyMatch> matches;
-  const re2::StringPiece input(text.data(), text.size());
-  std::vector<re2::StringPiece> groups;
+  // A rule matches the text as it is or as a reader sees it (text_fold.h): a zero-width space
+  // between two words parts them in the first, look-alike letters are letters in the second.
+  const FoldedText folded(text);
   for (size_t i = 0; i < compiled_.size(); ++i) {
-    const Compiled& c = compiled_[i];
-    groups.assign(size_t(c.span_groups.back()) + 1, re2::StringPiece());
-    if (!c.re->Match(input, 0, input.size(), RE2::UNANCHORED, groups.data(), int(groups.size()))) {
-      continue;
+    std::optional<DenyMatch> m = MatchRule(i, text);
+    if (!m && folded.changed()) {
+      m = MatchRule(i, folded.text());
+      if (m) *m = DenyMatch{m->rule, folded.Begin(m->begin), folded.End(m->end)};
     }
-    for (int g : c.span_groups) {
-      const re2::StringPiece& span = groups[size_t(g)];
-      if (span.data() == nullptr) continue;
-      const size_t begin = size_t(span.data() - text.data());
-      matches.push_back({&rules_[i], begin, begin + span.size()});
-      break;
-    }
+    if (m) matches.push_back(*m);
   }
   return matches;
 }

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -58,6 +59,8 @@ class DenyList {
  private:
   DenyList() = default;
   struct Compiled;
+  // Rule i's first match in `text`.
+  std::optional<DenyMatch> MatchRule(size_t i, std::string_view text) const;
   std::vector<DenyRule> rules_;
   std::vector<Compiled> compiled_;
 };

@@ -8,6 +8,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "guard/recognizer_internal.h"
+#include "guard/text_fold.h"
 
 namespace pillar::guard {
 namespace internal {
@@ -276,7 +277,10 @@ std::vector<Finding> Resolve(std::vector<Finding> found) {
 
 }  // namespace
 
-std::vector<Finding> Recognize(std::string_view text, const RecognizerOptions& options) {
+std::vector<Finding> Recognize(std::string_view original, const RecognizerOptions& options) {
+  // The recognizers read the text as a reader sees it (text_fold.h); findings are where it was.
+  const FoldedText folded(original);
+  const std::string_view text = folded.text();
   std::vector<Finding> raw;
   ScanAll(text, raw);
   std::vector<Finding> scored;
@@ -287,7 +291,14 @@ std::vector<Finding> Recognize(std::string_view text, const RecognizerOptions& o
     f.score = std::clamp(f.score + ContextAdjustment(text, f.begin, f.end, f.type), 0.0, 1.0);
     if (f.score >= options.min_score) scored.push_back(f);
   }
-  return Resolve(std::move(scored));
+  std::vector<Finding> resolved = Resolve(std::move(scored));
+  if (folded.changed()) {
+    for (Finding& f : resolved) {
+      f.begin = folded.Begin(f.begin);
+      f.end = folded.End(f.end);
+    }
+  }
+  return resolved;
 }
 
 }  // namespace pillar::guard

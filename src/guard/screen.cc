@@ -5,6 +5,7 @@
 #include "common/crypto.h"
 #include "common/strings.h"
 #include "guard/recognizer.h"
+#include "guard/text_fold.h"
 
 namespace pillar::guard {
 
@@ -58,8 +59,12 @@ std::string RedactPath(std::string_view path) {
   return out;
 }
 
-std::string Redacted(std::string_view value, EntityType type, Redaction redaction,
+std::string Redacted(std::string_view original, EntityType type, Redaction redaction,
                      std::string_view hash_key) {
+  // As the recognizers read it: a value written with look-alikes hashes like its plain form, and
+  // its fullwidth digits are masked like ASCII ones.
+  const FoldedText folded(original);
+  const std::string_view value = folded.text();
   switch (redaction) {
     case Redaction::kTag:
       return StrCat("<", EntityName(type), ">");

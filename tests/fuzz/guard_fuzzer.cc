@@ -2,7 +2,8 @@
 // model outputs are untrusted text. Whatever the bytes, findings lie inside the text, in order,
 // never overlapping, with scores in [0, 1]; a screened text that is not blocked is the input
 // with exactly the redacted spans replaced. The injection score lies in [0, 1), and a deny
-// rule's match lies inside the text.
+// rule's match lies inside the text. Folding look-alikes (text_fold.h) never lengthens a text,
+// and its way back to the original is in range and in order.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -11,9 +12,18 @@
 #include "guard/injection.h"
 #include "guard/recognizer.h"
 #include "guard/screen.h"
+#include "guard/text_fold.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  const pillar::guard::FoldedText folded(text);
+  if (folded.text().size() > text.size()) __builtin_trap();
+  for (size_t i = 0, previous = 0; i <= folded.text().size(); ++i) {
+    const size_t begin = folded.Begin(i), end = folded.End(i);
+    if (begin < previous || begin > text.size() || end > text.size()) __builtin_trap();
+    if (i > 0 && end <= folded.Begin(i - 1)) __builtin_trap();
+    previous = begin;
+  }
   pillar::guard::RecognizerOptions options;
   options.min_score = 0;
   size_t last_end = 0;

@@ -1,0 +1,117 @@
+#include "guard/text_fold.h"
+
+#include <optional>
+
+namespace pillar::guard {
+namespace {
+
+constexpr char kDrop = 0;
+
+// The code point of the UTF-8 sequence at text[at] and its length; nullopt for an ASCII byte or
+// an invalid sequence (kept as bytes).
+struct CodePoint {
+  uint32_t value;
+  size_t length;
+};
+std::optional<CodePoint> Decode(std::string_view text, size_t at) {
+  const auto byte = [&](size_t i) { return static_cast<unsigned char>(text[at + i]); };
+  const unsigned char lead = byte(0);
+  size_t length;
+  uint32_t value;
+  if (lead >= 0xC2 && lead < 0xE0) {
+    length = 2;
+    value = lead & 0x1F;
+  } else if (lead >= 0xE0 && lead < 0xF0) {
+    length = 3;
+    value = lead & 0x0F;
+  } else if (lead >= 0xF0 && lead < 0xF5) {
+    length = 4;
+    value = lead & 0x07;
+  } else {
+    return std::nullopt;
+  }
+  if (text.size() - at < length) return std::nullopt;
+  for (size_t i = 1; i < length; ++i) {
+    if ((byte(i) & 0xC0) != 0x80) return std::nullopt;
+    value = value << 6 | (byte(i) & 0x3F);
+  }
+  return CodePoint{value, length};
+}
+
+bool Invisible(uint32_t c) {
+  return c == 0x00AD || c == 0x034F || c == 0x061C || c == 0x115F || c == 0x1160 || c == 0x17B4 ||
+         c == 0x17B5 || (c >= 0x180B && c <= 0x180F) || (c >= 0x200B && c <= 0x200F) ||
+         (c >= 0x202A && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) || c == 0x3164 ||
+         (c >= 0xFE00 && c <= 0xFE0F) || c == 0xFEFF || c == 0xFFA0 ||
+         (c >= 0x1D173 && c <= 0x1D17A) || (c >= 0xE0000 && c <= 0xE0FFF);
+}
+
+bool Blank(uint32_t c) {
+  return c == 0x0085 || c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+         c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// The ASCII byte `c` folds to, kDrop to drop it, or nullopt to keep it.
+std::optional<char> FoldOf(uint32_t c) {
+  if (c < 0x80) return std::nullopt;
+  if (Invisible(c)) return kDrop;
+  if (Blank(c)) return ' ';
+  if (c >= 0xFF01 && c <= 0xFF5E) return char(c - 0xFF01 + 0x21);
+  if (c == 0xFE6B) return '@';
+  if ((c >= 0x2010 && c <= 0x2015) || c == 0x2212 || c == 0xFE63) return '-';
+  // Thirteen alphabets of 52 letters (A-Z, a-z) from U+1D400; their holes are unassigned.
+  if (c >= 0x1D400 && c < 0x1D400 + 13 * 52) {
+    const uint32_t i = (c - 0x1D400) % 52;
+    return i < 26 ? char('A' + i) : char('a' + i - 26);
+  }
+  // Five sets of ten digits from U+1D7CE.
+  if (c >= 0x1D7CE && c <= 0x1D7FF) return char('0' + (c - 0x1D7CE) % 10);
+  return std::nullopt;
+}
+
+}  // namespace
+
+FoldedText::FoldedText(std::string_view text) : original_(text) {
+  size_t at = 0;
+  // Most text folds nothing: find the first character that does before copying anything.
+  std::optional<CodePoint> cp;
+  std::optional<char> fold;
+  for (; at < text.size(); at += cp ? cp->length : 1) {
+    cp = static_cast<unsigned char>(text[at]) < 0x80 ? std::nullopt : Decode(text, at);
+    if (cp && (fold = FoldOf(cp->value))) break;
+  }
+  if (at == text.size()) return;
+  folded_.reserve(text.size());
+  from_.reserve(text.size() + 1);
+  folded_.append(text.substr(0, at));
+  for (uint32_t i = 0; i < at; ++i) from_.push_back(i);
+  while (at < text.size()) {
+    cp = static_cast<unsigned char>(text[at]) < 0x80 ? std::nullopt : Decode(text, at);
+    fold = cp ? FoldOf(cp->value) : std::nullopt;
+    if (!fold) {  // kept: each byte from itself
+      const size_t length = cp ? cp->length : 1;
+      folded_.append(text.substr(at, length));
+      for (size_t i = 0; i < length; ++i) from_.push_back(uint32_t(at + i));
+    } else if (*fold != kDrop) {
+      folded_.push_back(*fold);
+      from_.push_back(uint32_t(at));
+    }
+    at += cp ? cp->length : 1;
+  }
+  from_.push_back(uint32_t(text.size()));
+}
+
+size_t FoldedText::Begin(size_t at) const { return changed() ? from_[at] : at; }
+
+size_t FoldedText::End(size_t end) const {
+  if (!changed() || end == 0) return end;
+  const size_t from = from_[end - 1];
+  // A folded character (ASCII where the original has a sequence) ends with its sequence.
+  if (static_cast<unsigned char>(folded_[end - 1]) < 0x80 &&
+      static_cast<unsigned char>(original_[from]) >= 0x80) {
+    return from + Decode(original_, from)->length;
+  }
+  return from + 1;
+}
+
+}  // namespace pillar::guard

@@ -1,0 +1,53 @@
+// A text with its look-alike characters folded to the ASCII they stand for, as a reader sees
+// them, and the way back to the original's offsets: so that "zq＠example.org", a card written in
+// fullwidth or mathematical digits, an access key with a zero-width space or a variation
+// selector inside, or "123‐45‐6789" with Unicode hyphens are recognized like their plain forms.
+//
+//   FoldedText folded(text);
+//   for (Finding f : Scan(folded.text())) { f.begin = folded.Begin(f.begin); ... End(f.end) }
+//
+// What folds (a conservative part of NFKC, plus the invisible characters NFKC keeps):
+// - characters that print as nothing are dropped: the soft hyphen, zero-width space and joiners,
+//   direction marks and embeddings, word joiner and invisible operators, variation selectors,
+//   the byte order mark, tag characters, the Hangul fillers;
+// - blanks of other scripts and line separators (NBSP, NEL, U+2000-U+200A, U+2028, U+2029,
+//   U+202F, U+205F, U+3000) become a space;
+// - fullwidth ASCII (U+FF01-U+FF5E) and the small '@' (U+FE6B) become ASCII;
+// - mathematical letters and digits (U+1D400-U+1D7FF: bold, italic, script, fraktur,
+//   double-struck, sans-serif, monospace) become ASCII letters and digits;
+// - hyphens and dashes (U+2010-U+2015, U+2212, U+FE63, U+FF0D) become '-'.
+// Every other byte is kept as it is, invalid UTF-8 included. A folded character is one byte, so
+// the folded text is never longer than the original.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pillar::guard {
+
+class FoldedText {
+ public:
+  explicit FoldedText(std::string_view text);
+  FoldedText(const FoldedText&) = delete;
+  FoldedText& operator=(const FoldedText&) = delete;
+
+  // The folded text; the original itself when nothing in it folds (no copy is made then).
+  std::string_view text() const { return changed() ? std::string_view(folded_) : original_; }
+  bool changed() const { return !from_.empty(); }
+
+  // The original offset where the character of folded byte `at` begins (the original's size for
+  // `at` == text().size()).
+  size_t Begin(size_t at) const;
+  // The original offset just past the character of folded byte `end` - 1: [Begin(b), End(e)) is
+  // the original of folded [b, e), with the invisible characters inside it.
+  size_t End(size_t end) const;
+
+ private:
+  std::string_view original_;
+  std::string folded_;
+  std::vector<uint32_t> from_;  // by folded byte: the original offset it came from
+};
+
+}  // namespace pillar::guard

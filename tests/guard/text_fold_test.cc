@@ -1,0 +1,100 @@
+#include "guard/text_fold.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "guard/deny_list.h"
+#include "guard/recognizer.h"
+#include "guard/screen.h"
+
+namespace pillar::guard {
+namespace {
+
+TEST(TextFoldTest, PlainTextIsNotCopied) {
+  const std::string text = "olá, maria@example.com \xff";  // accents and invalid UTF-8 kept
+  FoldedText folded(text);
+  EXPECT_FALSE(folded.changed());
+  EXPECT_EQ(folded.text().data(), text.data());
+  EXPECT_EQ(folded.Begin(3), 3u);
+  EXPECT_EQ(folded.End(5), 5u);
+}
+
+TEST(TextFoldTest, LookAlikesFoldAndOffsetsLeadBack) {
+  // "a" U+FF20 (fullwidth @, 3 bytes) "b" U+200B (zero-width space, dropped) "c" U+1D7D1
+  // (bold 3, 4 bytes) U+00A0 (no-break space, 2 bytes) U+2011 (non-breaking hyphen) "\xff".
+  const std::string text = "a\uff20b\u200bc\U0001d7d1\u00a0\u2011\xff";
+  FoldedText folded(text);
+  ASSERT_TRUE(folded.changed());
+  EXPECT_EQ(folded.text(), "a@bc3 -\xff");
+  EXPECT_EQ(folded.Begin(1), 1u);  // '@' is the fullwidth one at byte 1
+  EXPECT_EQ(folded.End(2), 4u);    // and ends with its three bytes
+  EXPECT_EQ(folded.Begin(3), 8u);  // 'c' comes after the dropped space
+  EXPECT_EQ(folded.End(5), 13u);   // '3' is U+1D7D1, four bytes from 9
+  EXPECT_EQ(folded.Begin(8), text.size());
+  EXPECT_EQ(folded.End(8), text.size());
+  // The span of "b" through "c" holds the zero-width space between them.
+  EXPECT_EQ(folded.End(4) - folded.Begin(2), 5u);
+  // Mathematical letters of every alphabet: bold, italic, script, fraktur, monospace.
+  FoldedText letters("\U0001d400\U0001d44e\U0001d4b8\U0001d52f\U0001d68c");
+  EXPECT_EQ(letters.text(), "Aacrc");
+}
+
+TEST(TextFoldTest, RecognizersAndRulesSeeThroughLookAlikes) {
+  const GuardConfig config;
+  // A fullwidth '@', a card in bold digits, an SSN with non-breaking hyphens, a key with a
+  // zero-width space and a variation selector inside: each is found where it was, whole.
+  const std::string mail = "write zq\uff20example.org now";
+  ScreenResult r = Screen(mail, config);
+  ASSERT_EQ(r.findings.size(), 1u) << mail;
+  EXPECT_EQ(r.findings[0].finding.type, EntityType::kEmailAddress);
+  EXPECT_EQ(r.findings[0].finding.begin, 6u);
+  EXPECT_EQ(r.findings[0].finding.end, mail.size() - 4);
+  EXPECT_EQ(r.text, "write <EMAIL_ADDRESS> now");
+
+  std::string card = "card ";
+  for (char d : std::string("4111111111111111")) {
+    const uint32_t c = 0x1D7CE + uint32_t(d - '0');  // bold digits
+    card += {char(0xF0), char(0x80 | (c >> 12 & 0x3F)), char(0x80 | (c >> 6 & 0x3F)),
+             char(0x80 | (c & 0x3F))};
+  }
+  std::vector<Finding> found = Recognize(card, RecognizerOptions{});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].type, EntityType::kCreditCard);
+  EXPECT_EQ(found[0].begin, 5u);
+  EXPECT_EQ(found[0].end, card.size());
+  // Masked as the digits they stand for, the last four kept.
+  EXPECT_EQ(Redacted(card.substr(5), EntityType::kCreditCard, Redaction::kMask, ""),
+            "************1111");
+
+  found = Recognize("ssn 078\u201105\u20111120", RecognizerOptions{});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].type, EntityType::kUsSsn);
+
+  r = Screen("key AKIAIOSF\u200bODNN7\ufe0fEXAMPLE ok", config);
+  EXPECT_TRUE(r.blocked);
+  EXPECT_EQ(r.block_reason, "SECRET at bytes 4-30");
+
+  // Deny words through mathematical letters, NEL and a variation selector inside a word.
+  auto list = DenyList::Build({DenyRule{.name = "codenames",
+                                        .action = DenyAction::kBlock,
+                                        .words = {"project nightingale"},
+                                        .patterns = {}}});
+  ASSERT_TRUE(list.ok()) << list.status();
+  for (const char* text : {
+           "about \U0001d429\U0001d42b\U0001d428\U0001d423\U0001d41e\U0001d41c\U0001d42d "
+           "nightingale",                      // bold "project"
+           "about project\u0085nightingale",   // NEL between the words
+           "about proj\ufe0fect nightingale",  // a variation selector inside
+           "about project\u200bnightingale",   // a zero-width space parting them
+       }) {
+    const std::vector<DenyMatch> m = (*list)->Match(text);
+    ASSERT_EQ(m.size(), 1u) << text;
+    EXPECT_EQ(m[0].begin, 6u) << text;  // where the phrase was, whole
+    EXPECT_EQ(m[0].end, std::string_view(text).size()) << text;
+  }
+  EXPECT_TRUE((*list)->Match("about projectnightingale").empty());
+}
+
+}  // namespace
+}  // namespace pillar::guard
