@@ -28,6 +28,10 @@ struct ClassifierConfig {
   int severity_threshold = 4;
   bool allow_on_error = false;  // when the classifier cannot answer: let the call through
   int64_t max_tokens = 32;      // the verdict's length, asked of the classifier
+  // What it judges (judge = ["prompts", "answers"]): what users and tools wrote, before the
+  // call; the model's answer (not streamed), after it, with the prompt as its context.
+  bool judge_prompts = true;
+  bool judge_answers = false;
 
   bool enabled() const { return !model.empty(); }
 };

@@ -167,6 +167,19 @@ namespace {
       out.thresholds[std::string(category.str())] = int(*level);
     }
   }
+  std::vector<std::string> judge;
+  PILLAR_RETURN_IF_ERROR(table.ReadStrings("judge", judge));
+  if (table.Contains("judge")) {
+    out.judge_prompts = out.judge_answers = false;
+    for (const std::string& what : judge) {
+      if (what != "prompts" && what != "answers") {
+        return absl::InvalidArgumentError(
+            StrCat(source, ": [guard.classifier] judge holds \"prompts\" and \"answers\", not \"",
+                   what, "\""));
+      }
+      (what == "prompts" ? out.judge_prompts : out.judge_answers) = true;
+    }
+  }
   std::string on_error = out.allow_on_error ? "allow" : "block";
   PILLAR_RETURN_IF_ERROR(table.ReadString("on_error", on_error));
   if (on_error != "allow" && on_error != "block") {

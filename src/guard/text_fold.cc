@@ -1,5 +1,6 @@
 #include "guard/text_fold.h"
 
+#include <cstring>
 #include <optional>
 
 namespace pillar::guard {
@@ -69,18 +70,47 @@ std::optional<char> FoldOf(uint32_t c) {
   return std::nullopt;
 }
 
+// Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
+// U+00AD: C2; U+034F: CD; U+061C: D8; U+115F to U+180F: E1; U+2000 to U+2212: E2; U+3000 and
+// U+3164: E3; U+FE00 to U+FFA0: EF; U+1D173 to U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters
+// with accents (C3, C4 ...) and most scripts never fold, and are passed over without decoding.
+constexpr bool MayFold(unsigned char lead) {
+  return lead == 0xC2 || lead == 0xCD || lead == 0xD8 || lead == 0xE1 || lead == 0xE2 ||
+         lead == 0xE3 || lead == 0xEF || lead == 0xF0 || lead == 0xF3;
+}
+
+// The offset of the first character of `text` that folds, from `at`; text.size() when none does.
+size_t FirstFolding(std::string_view text, size_t at) {
+  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
+  while (at < text.size()) {
+    // Eight ASCII bytes at a time: most text is mostly ASCII.
+    if (uint64_t word; text.size() - at >= 8) {
+      std::memcpy(&word, text.data() + at, 8);
+      if ((word & kHighBits) == 0) {
+        at += 8;
+        continue;
+      }
+    }
+    const auto lead = static_cast<unsigned char>(text[at]);
+    if (lead < 0x80 || !MayFold(lead)) {
+      ++at;  // an ASCII byte, or a lead or continuation byte of a character that does not fold
+      continue;
+    }
+    const std::optional<CodePoint> cp = Decode(text, at);
+    if (cp && FoldOf(cp->value)) return at;
+    at += cp ? cp->length : 1;
+  }
+  return text.size();
+}
+
 }  // namespace
 
 FoldedText::FoldedText(std::string_view text) : original_(text) {
-  size_t at = 0;
   // Most text folds nothing: find the first character that does before copying anything.
+  size_t at = FirstFolding(text, 0);
+  if (at == text.size()) return;
   std::optional<CodePoint> cp;
   std::optional<char> fold;
-  for (; at < text.size(); at += cp ? cp->length : 1) {
-    cp = static_cast<unsigned char>(text[at]) < 0x80 ? std::nullopt : Decode(text, at);
-    if (cp && (fold = FoldOf(cp->value))) break;
-  }
-  if (at == text.size()) return;
   folded_.reserve(text.size());
   from_.reserve(text.size() + 1);
   folded_.append(text.substr(0, at));

@@ -144,6 +144,10 @@ class Exchange {
   // Set by a stage that screens a model's answer of tensors (the guard, for BYTES outputs): sees,
   // and may rewrite, the outputs before they are encoded; an error fails the call with it.
   absl::AnyInvocable<absl::Status(std::vector<protocol::Tensor>&)> screen_outputs;
+  // Set by a stage that judges a language model's whole answer (the guard's classifier): called
+  // with the answer in `response`, it calls `done` on the exchange's thread with whether the
+  // call goes on (having failed the exchange when not).
+  absl::AnyInvocable<void(absl::AnyInvocable<void(bool) &&> done) &&> judge_answer;
   // The guard's findings in this call ("prompt EMAIL_ADDRESS redact 12-29; ..."), types and
   // offsets only, for its audit record; and why it withheld the answer, when it did.
   std::string content_findings;

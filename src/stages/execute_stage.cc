@@ -303,6 +303,13 @@ void ExecuteStage::Answer(pipeline::Exchange& ex, const runtime::ModelVersion& v
   ex.infer_result.queue_ns = result.queue_ns;
   ex.infer_result.compute_ns = result.compute_ns;
   ex.infer_result.batch_size = result.batch_size;
+  if (ex.judge_answer && !ex.streaming && pipeline::GeneratesText(ex.operation)) {
+    auto judge = std::move(ex.judge_answer);
+    return std::move(judge)([&ex](bool go_on) {
+      ex.chain().Resume(ex,
+                        go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop);
+    });
+  }
   ex.chain().Resume(ex, pipeline::StageResult::kContinue);
 }
 

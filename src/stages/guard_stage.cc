@@ -462,11 +462,26 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
     if (redacted) ex.generate->body = std::move(*body);
   }
   // What users and tools wrote, read once for the injection heuristics and the classifier.
+  const guard::ClassifierConfig& classifier = config.classifier;
+  const bool judge_prompt = config.prompts && classifier.enabled() && classifier.judge_prompts;
+  const bool judge_answer = config.answers && classifier.enabled() && classifier.judge_answers &&
+                            !ex.generate->stream &&
+                            ex.operation != pipeline::Operation::kEmbeddings;
   UserTextList texts;
-  if (config.prompts && (config.injection.enabled || config.classifier.enabled())) {
+  if ((config.prompts && config.injection.enabled) || judge_prompt || judge_answer) {
     texts = UserTexts(*ex.generate);
   }
   if (config.prompts && !ScreenInjection(ex, config, texts)) return pipeline::StageResult::kStop;
+  std::string prompt;
+  for (const auto& [where, text] : texts) {
+    StrAppend(&prompt, prompt.empty() ? "" : "\n\n", text);
+  }
+  if (judge_answer) {
+    ex.judge_answer = [this, &ex, root = config_, &classifier,
+                       prompt](absl::AnyInvocable<void(bool) &&> done) mutable {
+      JudgeAnswer(ex, classifier, prompt, std::move(done));
+    };
+  }
   if (config.answers && ex.generate->stream) {
     ex.wrap_events = [&ex, root = config_, &config, this,
                       choices = std::max<int64_t>(ex.generate->n, 1)](
@@ -474,27 +489,18 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
       return std::make_shared<GuardedEvents>(std::move(inner), ex, root, config, *this, choices);
     };
   }
-  if (config.prompts && config.classifier.enabled()) return Classify(ex, config, texts);
+  if (judge_prompt) return Classify(ex, config, prompt);
   return pipeline::StageResult::kContinue;
 }
 
-pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex, const guard::GuardConfig& config,
-                                           const UserTextList& texts) {
-  const guard::ClassifierConfig& classifier = config.classifier;
-  std::string joined;
-  for (const auto& [where, text] : texts) {
-    StrAppend(&joined, joined.empty() ? "" : "\n\n", text);
-  }
-  if (joined.empty()) return pipeline::StageResult::kContinue;
-  const runtime::ModelVersion* version =
-      ex.models == nullptr ? nullptr : ClassifierVersion(*ex.models, classifier.model);
-  if (version == nullptr) {
-    const bool go_on = ClassifierFailed(
-        ex, classifier,
-        absl::UnavailableError(StrCat("model '", classifier.model, "' is not ready")));
-    return go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop;
-  }
-  JsonWriter w(joined.size() + 128);
+namespace {
+
+// The classifier's call: `messages` (role, text) as a chat completion of its model.
+runtime::GenerateRequest ClassifierCall(const guard::ClassifierConfig& classifier,
+                                        const GuardStage::Messages& messages, int64_t deadline_ns) {
+  size_t size = 128;
+  for (const auto& [role, text] : messages) size += text.size() + 32;
+  JsonWriter w(size);
   w.BeginObject();
   w.Key("model");
   w.String(classifier.model);
@@ -502,12 +508,16 @@ pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex, const guard::
   w.Int(classifier.max_tokens);
   w.Key("messages");
   w.BeginArray();
-  w.BeginObject();
-  w.Key("role");
-  w.String("user");
-  w.Key("content");
-  w.String(joined);
-  w.EndObject();
+  int64_t tokens = 0;
+  for (const auto& [role, text] : messages) {
+    w.BeginObject();
+    w.Key("role");
+    w.String(role);
+    w.Key("content");
+    w.String(text);
+    w.EndObject();
+    tokens += protocol::EstimateTokens(text);
+  }
   w.EndArray();
   w.EndObject();
   runtime::GenerateRequest call;
@@ -515,34 +525,91 @@ pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex, const guard::
   call.body = std::move(w).Take();
   call.model = classifier.model;
   call.max_tokens = classifier.max_tokens;
-  call.prompt_tokens = protocol::EstimateTokens(joined);
-  call.deadline_ns = ex.timeout_ms > 0 ? ex.start_ns + ex.timeout_ms * 1'000'000 : 0;
-  // Nothing below may touch `ex` after Generate(): the callback may already have resumed it.
-  version->runner->Generate(
-      std::move(call), [this, &ex, &config](absl::StatusOr<runtime::InferResult> result) mutable {
-        ex.post([this, &ex, &config, result = std::move(result)]() mutable {
-          const bool go_on = OnVerdict(ex, config.classifier, std::move(result));
-          ex.chain().Resume(
-              ex, go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop);
-        });
+  call.prompt_tokens = tokens;
+  call.deadline_ns = deadline_ns;
+  return call;
+}
+
+// Every text of an answer's choices (contents, refusals, tool call arguments), joined.
+std::string AnswerTexts(std::string_view body) {
+  std::string joined;
+  (void)protocol::EditAnswerTexts(
+      body, [&](std::string_view, std::string_view text) -> std::optional<std::string> {
+        if (!text.empty()) StrAppend(&joined, joined.empty() ? "" : "\n\n", text);
+        return std::nullopt;
       });
+  return joined;
+}
+
+}  // namespace
+
+pipeline::StageResult GuardStage::Classify(pipeline::Exchange& ex, const guard::GuardConfig& config,
+                                           const std::string& prompt) {
+  const guard::ClassifierConfig& classifier = config.classifier;
+  if (prompt.empty()) return pipeline::StageResult::kContinue;
+  const runtime::ModelVersion* version =
+      ex.models == nullptr ? nullptr : ClassifierVersion(*ex.models, classifier.model);
+  if (version == nullptr) {
+    const bool go_on = ClassifierFailed(
+        ex, classifier, "prompt",
+        absl::UnavailableError(StrCat("model '", classifier.model, "' is not ready")));
+    return go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop;
+  }
+  AskClassifier(ex, *version, classifier, "prompt", {{"user", prompt}}, [&ex](bool go_on) {
+    ex.chain().Resume(ex, go_on ? pipeline::StageResult::kContinue : pipeline::StageResult::kStop);
+  });
   return pipeline::StageResult::kSuspend;
 }
 
+void GuardStage::JudgeAnswer(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                             const std::string& prompt,
+                             absl::AnyInvocable<void(bool) &&> done) const {
+  std::string answer = AnswerTexts(ex.response.body);
+  if (answer.empty()) return std::move(done)(true);
+  const runtime::ModelVersion* version =
+      ex.models == nullptr ? nullptr : ClassifierVersion(*ex.models, classifier.model);
+  if (version == nullptr) {
+    return std::move(done)(ClassifierFailed(
+        ex, classifier, "answer",
+        absl::UnavailableError(StrCat("model '", classifier.model, "' is not ready"))));
+  }
+  // The prompt as the answer's context, as Llama Guard judges a response.
+  AskClassifier(ex, *version, classifier, "answer",
+                {{"user", prompt}, {"assistant", std::move(answer)}}, std::move(done));
+}
+
+void GuardStage::AskClassifier(pipeline::Exchange& ex, const runtime::ModelVersion& version,
+                               const guard::ClassifierConfig& classifier,
+                               std::string_view direction, const Messages& messages,
+                               absl::AnyInvocable<void(bool) &&> then) const {
+  const int64_t deadline_ns = ex.timeout_ms > 0 ? ex.start_ns + ex.timeout_ms * 1'000'000 : 0;
+  // Nothing below may touch `ex` after Generate(): the callback may already have resumed it.
+  version.runner->Generate(
+      ClassifierCall(classifier, messages, deadline_ns),
+      [this, &ex, &classifier, direction,
+       then = std::move(then)](absl::StatusOr<runtime::InferResult> result) mutable {
+        ex.post([this, &ex, &classifier, direction, then = std::move(then),
+                 result = std::move(result)]() mutable {
+          std::move(then)(OnVerdict(ex, classifier, direction, std::move(result)));
+        });
+      });
+}
+
 bool GuardStage::OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                           std::string_view direction,
                            absl::StatusOr<runtime::InferResult> result) const {
-  if (!result.ok()) return ClassifierFailed(ex, classifier, result.status());
+  if (!result.ok()) return ClassifierFailed(ex, classifier, direction, result.status());
   absl::StatusOr<guard::ClassifierVerdict> verdict =
       guard::ParseClassifierVerdict(FirstChoiceText(result->body));
-  if (!verdict.ok()) return ClassifierFailed(ex, classifier, verdict.status());
+  if (!verdict.ok()) return ClassifierFailed(ex, classifier, direction, verdict.status());
   if (verdict->safe) return true;
   const std::vector<std::string> blocking = guard::Blocking(classifier, *verdict);
   // Counted by verdict, not by category: the categories are the classifier's words, and a
   // metric's labels must stay few.
-  Count(ex, "prompt", "CLASSIFIER", blocking.empty() ? "flag" : "block");
+  Count(ex, direction, "CLASSIFIER", blocking.empty() ? "flag" : "block");
   for (const std::string& category : verdict->categories) {
     if (ex.content_findings.size() < 4096) {
-      StrAppend(&ex.content_findings, "; prompt classifier:", category);
+      StrAppend(&ex.content_findings, "; ", direction, " classifier:", category);
     }
   }
   if (blocking.empty()) return true;
@@ -550,16 +617,17 @@ bool GuardStage::OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig
   for (const std::string& c : blocking) StrAppend(&named, named.empty() ? "" : ", ", c);
   ex.content_blocked = true;
   ex.Fail(absl::PermissionDeniedError(
-      StrCat("the prompt was blocked by the content classifier: ", named)));
+      StrCat(direction == "prompt" ? "the prompt" : "the model's answer",
+             " was blocked by the content classifier: ", named)));
   return false;
 }
 
 bool GuardStage::ClassifierFailed(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
-                                  const absl::Status& why) const {
-  Count(ex, "prompt", "CLASSIFIER", "error");
+                                  std::string_view direction, const absl::Status& why) const {
+  Count(ex, direction, "CLASSIFIER", "error");
   if (classifier.allow_on_error) return true;
   ex.Fail(absl::UnavailableError(
-      StrCat("the content classifier cannot judge the prompt now: ", why.message())));
+      StrCat("the content classifier cannot judge the ", direction, " now: ", why.message())));
   return false;
 }
 

@@ -55,13 +55,27 @@ class GuardStage final : public pipeline::Stage {
              std::string_view action) const;
   // The classifier hook: asks its model about what users and tools wrote (suspending the
   // chain), then lets the call go on, or fails it (403 on a blocking verdict; 503 when the
-  // classifier cannot answer, unless on_error = "allow"). Both return whether the call goes on.
+  // classifier cannot answer, unless on_error = "allow").
   pipeline::StageResult Classify(pipeline::Exchange& ex, const guard::GuardConfig& config,
-                                 const UserTextList& texts);
+                                 const std::string& prompt);
+  // The same for the model's whole answer (judge = ["answers"]), with the prompt as its
+  // context, from the execute stage (Exchange::judge_answer); `done` hears whether it goes on.
+  void JudgeAnswer(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
+                   const std::string& prompt, absl::AnyInvocable<void(bool) &&> done) const;
+
+ public:
+  using Messages = std::vector<std::pair<std::string, std::string>>;  // (role, text)
+
+ private:
+  void AskClassifier(pipeline::Exchange& ex, const runtime::ModelVersion& version,
+                     const guard::ClassifierConfig& classifier, std::string_view direction,
+                     const Messages& messages, absl::AnyInvocable<void(bool) &&> then) const;
+  // A verdict, or why there is none, for `direction` ("prompt", "answer"): whether the call
+  // goes on.
   bool OnVerdict(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
-                 absl::StatusOr<runtime::InferResult> result) const;
+                 std::string_view direction, absl::StatusOr<runtime::InferResult> result) const;
   bool ClassifierFailed(pipeline::Exchange& ex, const guard::ClassifierConfig& classifier,
-                        const absl::Status& why) const;
+                        std::string_view direction, const absl::Status& why) const;
 
   std::shared_ptr<const guard::GuardConfig> config_;
   audit::AuditSink* audit_;

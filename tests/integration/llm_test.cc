@@ -116,6 +116,7 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "echo", OpenAi(up, "echo", c));
     WriteVersion(store, "judged", OpenAi(up, "chat", c));
     WriteVersion(store, "judged-open", OpenAi(up, "chat", c));
+    WriteVersion(store, "judged-answers", OpenAi(up, "echo", c));
     WriteVersion(store, "capped",
                  OpenAi(up, "chat", c,
                         "[generation]\nmax_tokens = 16\nmax_n = 2\ndefault_max_tokens = 5\n"));
@@ -138,7 +139,11 @@ class LlmTest : public ::testing::Test {
         // The classifier is echo-open, which says the user's text back: a test's prompt is its
         // verdict.
         "[guard.models.judged.classifier]\nmodel = \"echo-open\"\nblock = [\"S1\"]\n"
-        "[guard.models.judged-open.classifier]\nmodel = \"echo-open\"\non_error = \"allow\"\n");
+        "[guard.models.judged-open.classifier]\nmodel = \"echo-open\"\non_error = \"allow\"\n"
+        // Judges answers only: the echo's answer is what the user wrote, and the classifier's
+        // verdict is what it is shown last, the answer.
+        "[guard.models.judged-answers.classifier]\nmodel = \"echo-open\"\njudge = [\"answers\"]\n"
+        "block = [\"S1\"]\n");
     gateway_->SetStore(store);
     key_ = gateway_->CreateKey("client");
     other_key_ = gateway_->CreateKey("other-tenant", {"--role", "user", "--tenant", "other"});
@@ -776,6 +781,39 @@ int64_t CompletionTokens(const std::string& metrics, const std::string& model) {
 
 // An upstream that reports no usage is counted by pillar: its answer's text, or a token per
 // chunk of its stream; never nothing.
+TEST_F(LlmTest, TheClassifierJudgesTheModelsAnswerWhereTold) {
+  // The prompt is not judged (judge = ["answers"]); the answer, "unsafe S1", is: withheld, 403.
+  HttpReply r = Post("/v1/chat/completions", Say("judged-answers", "unsafe S1"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("the model's answer was blocked by the content classifier: S1"),
+            std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.body.find("unsafe"), std::string::npos) << r.body;
+  r = Post("/v1/completions", R"({"model":"judged-answers","prompt":"unsafe S1"})");
+  EXPECT_EQ(r.status, 403) << r.body;
+  // A safe answer goes out; one flagged in a category that does not block too.
+  r = Post("/v1/chat/completions", Say("judged-answers", "safe"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("content":"safe")"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("judged-answers", "unsafe S5"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  // An answer that is not a verdict: the classifier failed, 503 (on_error = "block").
+  r = Post("/v1/chat/completions", Say("judged-answers", "hello there"));
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("cannot judge the answer now"), std::string::npos) << r.body;
+  // A streamed answer is not judged (it would have to be held whole): documented, shown.
+  r = Post("/v1/chat/completions", Say("judged-answers", "unsafe S1", true));
+  EXPECT_EQ(r.status, 200) << r.body;
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  EXPECT_NE(
+      metrics.body.find(
+          R"(pillar_guard_findings_total{direction="answer",type="CLASSIFIER",action="block"})"),
+      std::string::npos);
+  std::ifstream in(gateway_->audit_log());
+  const std::string audit((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(audit.find("answer classifier:S1"), std::string::npos);
+}
+
 TEST_F(LlmTest, AnAnswerWithoutAUsageIsCountedNotFree) {
   ASSERT_EQ(Post("/v1/chat/completions", Say("nousage", "hi")).status, 200);
   HttpReply streamed = Post("/v1/chat/completions", Say("nousagestream", "hi", true));
