@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "common/json_writer.h"
 #include "common/strings.h"
 #include "identity/principal_codec.h"
 
@@ -156,8 +157,19 @@ std::string JobQueue::ResultBinding(const JobRecord& job) {
   absl::StatusOr<std::string> result =
       sealer_->Open(job.id, "result", job.result, ResultBinding(job));
   if (!result.ok()) {
+    // Answered 500 with a message made here (the row's own framing is not to be trusted), the
+    // job's state still said (X-Pillar-Job-State).
     Report(result.status());
-    return absl::DataLossError(StrCat("job ", job.id, ": ", result.status().message()));
+    JsonWriter w;
+    w.BeginObject();
+    w.Key("error");
+    w.String(StrCat("job ", job.id, ": ", result.status().message()));
+    w.EndObject();
+    job.status = 500;
+    job.content_type = "application/json";
+    job.headers.clear();
+    job.result = std::move(w).Take();
+    return job;
   }
   job.result = std::move(*result);
   return job;

@@ -99,7 +99,8 @@ class JobQueue {
   void End(state::JobRecord end, std::string_view model, std::string_view outcome);
   void RefreshGauges();
   void Report(const absl::Status& status);
-  // A finished job's result as its owner gets it: opened (jobs/payload_sealer.h).
+  // A finished job's result as its owner gets it: opened (jobs/payload_sealer.h), or, when it
+  // does not open, a 500 with a message made here.
   [[nodiscard]] absl::StatusOr<state::JobRecord> OpenResult(state::JobRecord job);
   // What a job's sealed request and result are bound to (besides its id): who owns it and who
   // it runs as, and what the answer says of itself.

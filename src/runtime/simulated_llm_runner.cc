@@ -121,6 +121,7 @@ struct PendingCall {
   int64_t cut_at = -1;        // the stream stops here, without [DONE]
   int64_t malformed_at = -1;  // a chunk that is not JSON goes out here
   std::chrono::nanoseconds interval{0};
+  int64_t deadline_ns = 0;  // when the caller stops waiting (0: never); the stream stops then
   std::deque<std::pair<EventKind, std::string>> queue;
 };
 
@@ -220,6 +221,7 @@ InferResult SimulatedLlmRunner::State::Answer(const GenerateRequest& request) co
 
 void SimulatedLlmRunner::State::PrepareStream(PendingCall& call, const GenerateRequest& request) {
   call.events = request.events;
+  call.deadline_ns = request.deadline_ns;
   call.chat = request.route == OpenAiRoute::kChatCompletions;
   call.completion = Compose(request);
   for (const std::string& text : call.completion.choices) {
@@ -254,6 +256,11 @@ void SimulatedLlmRunner::State::StreamStep(const std::shared_ptr<PendingCall>& c
   const protocol::Completion& done = c.completion;
   if (c.next_token == c.cut_at) {
     return Finish(call, absl::DataLossError("simulated: the stream was cut"));
+  }
+  // As a server that honours the caller's deadline: it stops generating once it passed.
+  if (c.deadline_ns > 0 && SystemClock().MonotonicNanos() >= c.deadline_ns) {
+    return Finish(call, absl::DeadlineExceededError(
+                            "the caller's deadline passed while the simulated model streamed"));
   }
   const int64_t t = c.next_token++;
   for (size_t i = 0; i < c.words.size(); ++i) {

@@ -152,6 +152,7 @@ void JobStage::Answer(pipeline::Exchange& ex, const JobRecord& job) const {
   if (job.state == JobState::kDone || job.state == JobState::kFailed) {
     if (job.status < 200 || job.status > 599) {  // not a status pillar stores: the file was edited
       ex.Fail(absl::DataLossError(StrCat("job ", job.id, " holds no valid result")));
+      ex.response.headers.emplace_back(kJobStateHeader, std::string(state));
       return;
     }
     ex.response = {job.status, job.content_type, job.result, {}};

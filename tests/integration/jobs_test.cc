@@ -239,10 +239,13 @@ TEST_F(JobsTest, AResultMovedToAnotherOwnerOrReframedInTheStoreDoesNotOpen) {
   HttpReply moved = Get(mine, other_);
   EXPECT_EQ(moved.status, 500) << moved.body;
   EXPECT_EQ(moved.body.find("outputs"), std::string::npos) << moved.body;
+  EXPECT_EQ(moved.headers["x-pillar-job-state"], "done");  // the state is still said
   HttpReply reframed = Get(theirs, other_);
   EXPECT_EQ(reframed.status, 500) << reframed.body;
   EXPECT_EQ(reframed.headers.count("set-cookie"), 0u);
   EXPECT_NE(reframed.body.find("does not open"), std::string::npos) << reframed.body;
+  EXPECT_EQ(reframed.headers["x-pillar-job-state"], "done");
+  EXPECT_EQ(reframed.headers["content-type"], "application/json");
 }
 
 TEST_F(JobsTest, AJobSurvivesTheServerBeingKilledMidRun) {

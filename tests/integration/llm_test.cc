@@ -1038,6 +1038,31 @@ TEST(LlmLimitsTest, ACallThatRunsOutOfTimeKeepsItsReservation) {
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
+// A simulated model honours the caller's deadline while it streams, as a real server's
+// cancellation would: the stream ends with an error event soon after it, not when the answer is
+// done.
+TEST(LlmStreamTest, ASimulatedStreamStopsAtTheCallersDeadline) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "slow",
+               "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+               "time_to_first_token_ms = 10\ntokens_per_second = 10\ncompletion_tokens = 60\n");
+  server.SetStore(store);
+  const std::string key = server.CreateKey("client");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const auto start = std::chrono::steady_clock::now();
+  HttpReply r =
+      Fetch(server.data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"slow","stream":true,"messages":[{"role":"user","content":"hi"}]})",
+            {Bearer(key), "Content-Type: application/json", "X-Pillar-Timeout-Ms: 500"});
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 200) << r.body;  // the head went out with the first token
+  EXPECT_NE(Events(r.body).back().find("deadline"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("[DONE]"), std::string::npos) << r.body;
+  EXPECT_LT(took, std::chrono::seconds(3)) << "the stream ran to its end (6 s)";
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 // A language model whose version holds tokenizer.tiktoken has its prompts counted with it.
 TEST(LlmTokenizerTest, AVersionsTokenizerCountsItsPrompts) {
   testing::ServerProcess server;
