@@ -584,16 +584,6 @@ TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
 }
 
 // Every byte of every file under `dir`, with its path, for the search below.
-std::vector<std::pair<std::string, std::string>> FilesUnder(const std::filesystem::path& dir) {
-  std::vector<std::pair<std::string, std::string>> files;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (!entry.is_regular_file()) continue;
-    std::ifstream in(entry.path(), std::ios::binary);
-    files.emplace_back(entry.path().string(), std::string(std::istreambuf_iterator<char>(in), {}));
-  }
-  return files;
-}
-
 // Seeded values that exist nowhere else, sent through every route in every way a client can,
 // and then looked for in every file both pillars wrote (access and audit logs, state, their
 // logs), their metrics, and the error bodies: none may hold one.
@@ -658,8 +648,8 @@ TEST_F(LlmTest, NothingSensitiveIsWrittenAnywhere) {
   ASSERT_EQ(metrics.status, 200);
   HttpReply upstream_metrics =
       Fetch(upstream_->admin_port(), "GET", "/metrics", "", {Bearer(upstream_key_)});
-  std::vector<std::pair<std::string, std::string>> written = FilesUnder(gateway_->dir());
-  for (auto& file : FilesUnder(upstream_->dir())) written.push_back(std::move(file));
+  std::vector<std::pair<std::string, std::string>> written = testing::FilesUnder(gateway_->dir());
+  for (auto& file : testing::FilesUnder(upstream_->dir())) written.push_back(std::move(file));
   written.emplace_back("gateway log", gateway_->Log());
   written.emplace_back("upstream log", upstream_->Log());
   written.emplace_back("gateway metrics", metrics.body);

@@ -3,6 +3,7 @@
 // screened by the guard in both directions like a language model's prompts and answers.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -210,6 +211,64 @@ TEST_F(TextTensorsTest, TextWhereNumbersAreDeclaredIsRefusedAndTheOtherWayRound)
   r = Infer("echo", R"({"inputs":[{"name":"text","datatype":"BYTES","shape":[1,1],"data":[1]}]})");
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("is not a string for datatype BYTES"), std::string::npos) << r.body;
+}
+
+// Seeded values that exist nowhere else, sent in BYTES tensors every way a client can (screened,
+// blocked, answered back, as a job, refused before the guard), then looked for in every file
+// the gateway wrote, its log and its metrics, and in the replies: none may hold one.
+TEST_F(TextTensorsTest, NothingSensitiveIsWrittenAnywhere) {
+  const std::vector<std::string> seeded = {"zq.tensor.51c@example.org", "4539148803436467",
+                                           "AKIAZQTENSORS7C2XYZQ", "+1 415 555 2671"};
+  const std::vector<std::string> texts = {"mail zq.tensor.51c@example.org",
+                                          "key AKIAZQTENSORS7C2XYZQ", "card 4539148803436467",
+                                          "call +1 415 555 2671"};
+  std::vector<HttpReply> replies;
+  for (const char* model : {"echo", "echo-open", "remote-open"}) {
+    for (const std::string& text : texts) replies.push_back(Infer(model, Texts({"x", text})));
+  }
+  // As a job: its request and result are kept, sealed.
+  HttpReply job = Fetch(gateway_->data_port(), "POST", "/v2/models/echo-open/infer",
+                        Texts({"mail zq.tensor.51c@example.org"}),
+                        {"Content-Type: application/json", "Prefer: respond-async", Bearer(key_)});
+  EXPECT_EQ(job.status, 202) << job.body;
+  // Refused before the guard: a value where a number belongs, in a tensor's name, and in data
+  // that does not fill the shape.
+  replies.push_back(Infer("echo", R"({"inputs":[{"name":"text","datatype":"BYTES","shape":[1,2],)"
+                                  R"("data":["zq.tensor.51c@example.org"]}]})"));
+  replies.push_back(Infer("echo", R"({"inputs":[{"name":"AKIAZQTENSORS7C2XYZQ","datatype":"BYTES",)"
+                                  R"("shape":[1,1],"data":["x"]}]})"));
+  replies.push_back(Infer("echo", R"({"inputs":[{"name":"text","datatype":"FP32","shape":[1,1],)"
+                                  R"("data":["4539148803436467"]}]})"));
+  for (const HttpReply& r : replies) {
+    for (const std::string& value : seeded) {
+      EXPECT_EQ(r.body.find(value), std::string::npos) << r.status << " " << r.body;
+    }
+  }
+  if (const std::string location = job.headers["location"]; !location.empty()) {
+    for (int i = 0; i < 100; ++i) {
+      HttpReply done = Fetch(gateway_->data_port(), "GET", location, "", {Bearer(key_)});
+      if (done.status != 202) {
+        EXPECT_EQ(done.status, 200) << done.body;
+        EXPECT_NE(done.body.find("mail <EMAIL_ADDRESS>"), std::string::npos) << done.body;
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  // The access log and audit log are written in batches: give them time to land.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  std::vector<std::pair<std::string, std::string>> written = testing::FilesUnder(gateway_->dir());
+  written.emplace_back("gateway log", gateway_->Log());
+  written.emplace_back("gateway metrics", metrics.body);
+  bool access_log_seen = false;
+  for (const auto& [path, bytes] : written) {
+    access_log_seen = access_log_seen || (path.ends_with("access.log") && !bytes.empty());
+    for (const std::string& value : seeded) {
+      EXPECT_EQ(bytes.find(value), std::string::npos) << value << " is in " << path;
+    }
+  }
+  EXPECT_TRUE(access_log_seen) << "the search looked where the logs are";
 }
 
 }  // namespace

@@ -231,6 +231,16 @@ tenant = "demo"
   if (!histogram.empty()) std::ofstream(dir / "latency_histogram.txt") << histogram;
 }
 
+std::vector<std::pair<std::string, std::string>> FilesUnder(const std::filesystem::path& dir) {
+  std::vector<std::pair<std::string, std::string>> files;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    std::ifstream in(entry.path(), std::ios::binary);
+    files.emplace_back(entry.path().string(), std::string(std::istreambuf_iterator<char>(in), {}));
+  }
+  return files;
+}
+
 std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
                                     const std::string& digits_toml) {
   std::filesystem::path store = dir / "store";

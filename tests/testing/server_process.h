@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "testing/temp_dir.h"
@@ -96,6 +97,10 @@ class ServerProcess {
   uint16_t data_port_ = 0;
   uint16_t admin_port_ = 0;
 };
+
+// Every regular file under `dir`, as (path, contents): what a test looks through for values that
+// must not have been written.
+std::vector<std::pair<std::string, std::string>> FilesUnder(const std::filesystem::path& dir);
 
 // Copies the demo store into `dir` and, when `digits_toml` is not empty, replaces the model.toml
 // of digits version 1 with it. Returns the new store's path.
