@@ -124,11 +124,9 @@ bool AnswerText(std::string_view p) {
   return p.starts_with(".choices[") && !Structural(LastKey(p));
 }
 
-// Strings of a chunk's delta other than its content: screened one by one.
-bool DeltaText(std::string_view p) {
-  const std::string_view key = LastKey(p);
-  return !Structural(key) && key != "name" && key != "content";
-}
+// Strings of a chunk other than a delta's content and its fragmented texts (which the chunk
+// edit and the held edit get): every one but the structural members, screened one by one.
+bool ChunkText(std::string_view p) { return !Structural(LastKey(p)); }
 
 // A delta's string `key` that an upstream streams in fragments: every one but the structural
 // members and a function's name.
@@ -153,7 +151,7 @@ void CopyFunction(object function, int64_t index, DeltaField field, std::string&
     }
     const size_t size = path.size();
     StrAppend(&path, ".", member.key);
-    Copy(member.value, path, DeltaText, other, out);
+    Copy(member.value, path, ChunkText, other, out);
     path.resize(size);
   }
   out.push_back('}');
@@ -171,7 +169,7 @@ void CopyToolCalls(array calls, int64_t index, std::string& path, HeldEdit held,
     StrAppend(&path, "[", position, "]");
     object o;
     if (call.get(o) != simdjson::SUCCESS) {
-      Copy(call, path, DeltaText, other, out);
+      Copy(call, path, ChunkText, other, out);
       path.resize(size);
       ++position;
       continue;
@@ -191,7 +189,7 @@ void CopyToolCalls(array calls, int64_t index, std::string& path, HeldEdit held,
       if (member.key == "function" && member.value.get(function) == simdjson::SUCCESS) {
         CopyFunction(function, index, field, path, held, other, out);
       } else {
-        Copy(member.value, path, DeltaText, other, out);
+        Copy(member.value, path, ChunkText, other, out);
       }
       path.resize(at);
     }
@@ -223,7 +221,7 @@ void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t
                  DeltaField{.place = DeltaField::Place::kFunctionCall, .call = 0, .key = ""}, path,
                  held, other, out);
   } else {
-    Copy(value, path, DeltaText, other, out);
+    Copy(value, path, ChunkText, other, out);
   }
 }
 
@@ -260,7 +258,10 @@ void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t
       continue;
     }
     if (field.key != "delta" || field.value.get(delta) != simdjson::SUCCESS) {
-      out.append(simdjson::minify(field.value));
+      // Another member (a "message" some servers send in chunks, an extension): its strings
+      // screened whole, as an answer's.
+      std::string path = StrCat(".choices[", position, "].", field.key);
+      Copy(field.value, path, ChunkText, other, out);
       continue;
     }
     out.push_back('{');
@@ -324,7 +325,8 @@ void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t
     out.push_back(':');
     array choices;
     if (field.key != "choices" || field.value.get(choices) != simdjson::SUCCESS) {
-      out.append(simdjson::minify(field.value));
+      std::string path = StrCat(".", field.key);
+      Copy(field.value, path, ChunkText, other, out);
       continue;
     }
     out.push_back('[');
@@ -337,7 +339,8 @@ void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t
           return copied;
         }
       } else {
-        out.append(simdjson::minify(choice));
+        std::string path = StrCat(".choices[", position, "]");
+        Copy(choice, path, ChunkText, other, out);
       }
       ++position;
     }

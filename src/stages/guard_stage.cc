@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "absl/functional/function_ref.h"
 #include "common/json_writer.h"
@@ -116,6 +117,9 @@ class GuardedEvents final : public runtime::EventSink {
       return Stop(runtime::BadGateway(
           StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
     }
+    // What was held of a finished choice went out, screened: more of it would be screened
+    // apart from the rest, and a client that joins them would have a value no screen saw whole.
+    if (finished_choices_.contains(index)) return StopAfterFinish(index);
     held_field_bytes_ += fragment.size();
     if (held_field_bytes_ > kMaxHeldFields || held_fields_.size() >= kMaxFields) {
       return Stop(runtime::BadGateway(
@@ -146,6 +150,11 @@ class GuardedEvents final : public runtime::EventSink {
     }
   }
 
+  void StopAfterFinish(int64_t index) {
+    Stop(runtime::BadGateway(
+        StrCat("the upstream's stream goes on with choice ", index, " after it finished")));
+  }
+
   // What of choice `index`'s text may go out now.
   std::string Release(int64_t index, std::string_view text, bool finished) {
     // Text is held per choice: only the choices the request asked for, so that an upstream
@@ -157,6 +166,11 @@ class GuardedEvents final : public runtime::EventSink {
       }
       return std::string();
     }
+    if (finished_choices_.contains(index)) {
+      if (!text.empty() && !blocked_) StopAfterFinish(index);
+      return std::string();
+    }
+    if (finished) finished_choices_.insert(index);
     std::string& held = held_[index];
     held.append(text);
     guard::PrefixResult r =
@@ -220,8 +234,9 @@ class GuardedEvents final : public runtime::EventSink {
   static constexpr size_t kMaxFields = 1024;
   std::map<std::pair<int64_t, protocol::DeltaField>, std::string> held_fields_;
   size_t held_field_bytes_ = 0;
-  std::vector<int64_t> finished_;  // the choices the chunk being edited finishes
-  std::string head_;               // "{" and the first chunk's id, object, created, model
+  std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
+  std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out
+  std::string head_;                    // "{" and the first chunk's id, object, created, model
   bool blocked_ = false;
 };
 

@@ -8,6 +8,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   logprobs  an answer whose logprobs repeat an e-mail address token by token
   toolargs  an answer whose tool call arguments hold an access key
   toolstream  a stream whose tool call's arguments carry an access key cut in two fragments
+  toolafterfinish  a stream whose tool call's arguments go on after its choice finished
+  chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
+            access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
             and a refusal with another
   nousage   an answer of six words without a usage
@@ -49,6 +52,18 @@ def stream(model):
         events = [tool_chunk(0, "", True), tool_chunk(0, '{"key": "AKIAIOSF'),
                   tool_chunk(0, 'ODNN7EXAMPLE"}')]
         finish = "tool_calls"
+    elif model == "toolafterfinish":
+        events = [tool_chunk(0, "", True), tool_chunk(0, '{"key": "AKIAIOSF'),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
+                  tool_chunk(0, 'ODNN7EXAMPLE"}')]
+        finish = "tool_calls"
+    elif model == "chunkmessage":
+        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "extra": {"note": "mail zq.extra@example.org"},
+                   "choices": [{"index": 0, "delta": {"content": "hi"},
+                                "message": {"content": "mail zq.msg@example.org"},
+                                "finish_reason": None}]}]
     elif model == "toolstreamok":
         events = [tool_chunk(0, "", True), tool_chunk(0, '{"to": "zq.tool@'),
                   tool_chunk(1, "", True), tool_chunk(1, '{"n": 1}'),
@@ -121,7 +136,8 @@ def handle(connection):
             return
         model = json.loads(body).get("model", "")
         connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream",
-                                                         "toolstream", "toolstreamok")
+                                                         "toolstream", "toolstreamok",
+                                                         "toolafterfinish", "chunkmessage")
                            else answer(model))
     except Exception:
         pass

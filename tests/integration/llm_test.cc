@@ -124,8 +124,9 @@ class LlmTest : public ::testing::Test {
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
-    for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage",
-                              "nousagestream", "toolstream", "toolstreamok"}) {
+    for (const char* model :
+         {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream",
+          "toolstream", "toolstreamok", "toolafterfinish", "chunkmessage"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -564,6 +565,21 @@ TEST_F(LlmTest, AStreamedToolCallsArgumentsAreScreenedWholeNotFragmentByFragment
   for (size_t i = finished_at; i < events.size(); ++i) {
     EXPECT_EQ(events[i].find("EMAIL_ADDRESS"), std::string::npos) << r.body;
   }
+}
+
+TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewhere) {
+  // Arguments after their choice finished would be screened apart from what went out at the
+  // finish: the stream ends there (502 in-band), and the key never goes out whole.
+  HttpReply r = Post("/v1/chat/completions", Say("toolafterfinish", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("after it finished"), std::string::npos) << r.body;
+  // Strings in a chunk outside its deltas (a "message", a member of the upstream's own) are
+  // screened too.
+  r = Post("/v1/chat/completions", Say("chunkmessage", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("mail <EMAIL_ADDRESS>"), std::string::npos) << r.body;
 }
 
 TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {

@@ -111,10 +111,12 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsGoWhereTheyCanBeHeldWhole) {
   EXPECT_EQ(held, (std::vector<std::string>{"2/0/0/refusal=no", "2/0/0/reasoning_content=hm",
                                             "2/1/5/arguments={a", "2/1/1/arguments=:1}",
                                             "2/2/0/arguments=x"}));
-  // A string deeper in the delta is screened by itself; log probabilities are withheld.
-  EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.audio.transcript=deep"});
+  // A string deeper in the delta (and a function's name) is screened by itself; log
+  // probabilities are withheld.
+  EXPECT_EQ(others, (std::vector<std::string>{"choices[0].delta.tool_calls[0].function.name=f",
+                                              "choices[0].delta.audio.transcript=deep"}));
   EXPECT_EQ(*out, R"({"choices":[{"index":2,"delta":{"refusal":"H","reasoning_content":"H",)"
-                  R"("tool_calls":[{"index":5,"id":"t","function":{"name":"f","arguments":"H"}},)"
+                  R"("tool_calls":[{"index":5,"id":"t","function":{"name":"R","arguments":"H"}},)"
                   R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
                   R"("audio":{"transcript":"R"}},"logprobs":null}]})");
   // What a guard writes out once it has them whole.
@@ -128,6 +130,27 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsGoWhereTheyCanBeHeldWhole) {
       DeltaChoice(0, DeltaField{.place = DeltaField::Place::kDelta, .call = 0, .key = "refusal"},
                   "no"),
       R"({"index":0,"delta":{"refusal":"no"},"finish_reason":null})");
+}
+
+TEST(OpenAiTextsTest, StringsElsewhereInAChunkAreScreenedWhole) {
+  std::vector<std::string> others;
+  absl::StatusOr<std::string> out = EditChunkTexts(
+      R"({"id":"c","extra":{"note":"n1"},"choices":[{"index":0,"message":{"content":"m1"},)"
+      R"("delta":{"tool_calls":[{"index":0,"function":{"name":"f1"}}]},"finish_reason":null},"s"]})",
+      [](int64_t, std::string_view, bool) { return std::string(); }, KeepFragment,
+      [&](std::string_view where, std::string_view text) {
+        others.push_back(std::string(where) + "=" + std::string(text));
+        return std::optional<std::string>("R");
+      });
+  ASSERT_TRUE(out.ok()) << out.status();
+  // Structural members ("id", "finish_reason") are kept; a function's name is screened.
+  EXPECT_EQ(others, (std::vector<std::string>{"extra.note=n1", "choices[0].message.content=m1",
+                                              "choices[0].delta.tool_calls[0].function.name=f1",
+                                              "choices[1]=s"}));
+  EXPECT_EQ(*out,
+            R"({"id":"c","extra":{"note":"R"},"choices":[{"index":0,"message":{"content":"R"},)"
+            R"("delta":{"tool_calls":[{"index":0,"function":{"name":"R"}}]},)"
+            R"("finish_reason":null},"R"]})");
 }
 
 }  // namespace
