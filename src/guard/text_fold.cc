@@ -36,6 +36,11 @@ std::optional<CodePoint> Decode(std::string_view text, size_t at) {
     if ((byte(i) & 0xC0) != 0x80) return std::nullopt;
     value = value << 6 | (byte(i) & 0x3F);
   }
+  // Overlong forms and surrogates are not characters: kept as the bytes they are.
+  if ((length == 3 && (value < 0x800 || (value >= 0xD800 && value <= 0xDFFF))) ||
+      (length == 4 && (value < 0x10000 || value > 0x10FFFF))) {
+    return std::nullopt;
+  }
   return CodePoint{value, length};
 }
 
@@ -50,6 +55,39 @@ bool Invisible(uint32_t c) {
 bool Blank(uint32_t c) {
   return c == 0x0085 || c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Letterlike symbols (U+2100-U+213F) that stand in the holes of the mathematical alphabets
+// (script, fraktur and double-struck capitals, the italic h, script e, g and o).
+std::optional<char> LetterlikeOf(uint32_t c) {
+  struct Pair {
+    uint32_t code;
+    char letter;
+  };
+  static constexpr Pair kLetterlike[] = {
+      {0x2102, 'C'}, {0x210A, 'g'}, {0x210B, 'H'}, {0x210C, 'H'}, {0x210D, 'H'}, {0x210E, 'h'},
+      {0x2110, 'I'}, {0x2111, 'I'}, {0x2112, 'L'}, {0x2115, 'N'}, {0x2119, 'P'}, {0x211A, 'Q'},
+      {0x211B, 'R'}, {0x211C, 'R'}, {0x211D, 'R'}, {0x2124, 'Z'}, {0x2128, 'Z'}, {0x212C, 'B'},
+      {0x212D, 'C'}, {0x212F, 'e'}, {0x2130, 'E'}, {0x2131, 'F'}, {0x2133, 'M'}, {0x2134, 'o'},
+  };
+  for (const Pair& p : kLetterlike) {
+    if (p.code == c) return p.letter;
+  }
+  return std::nullopt;
+}
+
+// Superscript, subscript and circled digits and letters, as NFKC reads them.
+std::optional<char> CompatibilityOf(uint32_t c) {
+  if (c == 0x00B9) return '1';
+  if (c == 0x00B2 || c == 0x00B3) return char('2' + (c - 0x00B2));
+  if (c == 0x2070) return '0';
+  if (c >= 0x2074 && c <= 0x2079) return char('4' + (c - 0x2074));
+  if (c >= 0x2080 && c <= 0x2089) return char('0' + (c - 0x2080));
+  if (c >= 0x2460 && c <= 0x2468) return char('1' + (c - 0x2460));  // circled 1-9
+  if (c == 0x24EA) return '0';
+  if (c >= 0x24B6 && c <= 0x24CF) return char('A' + (c - 0x24B6));  // circled letters
+  if (c >= 0x24D0 && c <= 0x24E9) return char('a' + (c - 0x24D0));
+  return std::nullopt;
 }
 
 // The ASCII byte `c` folds to, kDrop to drop it, or nullopt to keep it.
@@ -67,11 +105,12 @@ std::optional<char> FoldOf(uint32_t c) {
   }
   // Five sets of ten digits from U+1D7CE.
   if (c >= 0x1D7CE && c <= 0x1D7FF) return char('0' + (c - 0x1D7CE) % 10);
-  return std::nullopt;
+  if (c >= 0x2100 && c <= 0x213F) return LetterlikeOf(c);
+  return CompatibilityOf(c);
 }
 
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
-// U+00AD: C2; U+034F: CD; U+061C: D8; U+115F to U+180F: E1; U+2000 to U+2212: E2; U+3000 and
+// U+00B9: C2; U+034F: CD; U+061C: D8; U+115F to U+180F: E1; U+2000 to U+24EA: E2; U+3000 and
 // U+3164: E3; U+FE00 to U+FFA0: EF; U+1D173 to U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters
 // with accents (C3, C4 ...) and most scripts never fold, and are passed over without decoding.
 constexpr bool MayFold(unsigned char lead) {

@@ -14,7 +14,9 @@
 //   U+202F, U+205F, U+3000) become a space;
 // - fullwidth ASCII (U+FF01-U+FF5E) and the small '@' (U+FE6B) become ASCII;
 // - mathematical letters and digits (U+1D400-U+1D7FF: bold, italic, script, fraktur,
-//   double-struck, sans-serif, monospace) become ASCII letters and digits;
+//   double-struck, sans-serif, monospace, and the letterlike symbols in their holes, such as
+//   U+210E) become ASCII letters and digits, and so do superscript, subscript and circled digits
+//   and circled letters;
 // - hyphens and dashes (U+2010-U+2015, U+2212, U+FE63, U+FF0D) become '-'.
 // Every other byte is kept as it is, invalid UTF-8 included. A folded character is one byte, so
 // the folded text is never longer than the original.

@@ -38,6 +38,12 @@ TEST(TextFoldTest, LookAlikesFoldAndOffsetsLeadBack) {
   // Mathematical letters of every alphabet: bold, italic, script, fraktur, monospace.
   FoldedText letters("\U0001d400\U0001d44e\U0001d4b8\U0001d52f\U0001d68c");
   EXPECT_EQ(letters.text(), "Aacrc");
+  // The letterlike symbols in the alphabets' holes, circled, superscript and subscript forms.
+  FoldedText holes("\u210e\u2102\u211d\u24b6\u24d1\u2460\u00b2\u2079\u2080");
+  EXPECT_EQ(holes.text(), "hCRAb1290");
+  // An overlong form or a surrogate is not a character: kept as bytes, not folded.
+  FoldedText overlong("\uff20\xe0\x82\xa0\xed\xa0\x80");
+  EXPECT_EQ(overlong.text(), "@\xe0\x82\xa0\xed\xa0\x80");
 }
 
 TEST(TextFoldTest, RecognizersAndRulesSeeThroughLookAlikes) {
