@@ -69,6 +69,7 @@ std::optional<char> LetterlikeOf(uint32_t c) {
       {0x2110, 'I'}, {0x2111, 'I'}, {0x2112, 'L'}, {0x2115, 'N'}, {0x2119, 'P'}, {0x211A, 'Q'},
       {0x211B, 'R'}, {0x211C, 'R'}, {0x211D, 'R'}, {0x2124, 'Z'}, {0x2128, 'Z'}, {0x212C, 'B'},
       {0x212D, 'C'}, {0x212F, 'e'}, {0x2130, 'E'}, {0x2131, 'F'}, {0x2133, 'M'}, {0x2134, 'o'},
+      {0x2113, 'l'}, {0x212A, 'K'},  // script small l, the Kelvin sign
   };
   for (const Pair& p : kLetterlike) {
     if (p.code == c) return p.letter;
@@ -87,6 +88,22 @@ std::optional<char> CompatibilityOf(uint32_t c) {
   if (c == 0x24EA) return '0';
   if (c >= 0x24B6 && c <= 0x24CF) return char('A' + (c - 0x24B6));  // circled letters
   if (c >= 0x24D0 && c <= 0x24E9) return char('a' + (c - 0x24D0));
+  if (c >= 0x2474 && c <= 0x247C) return char('1' + (c - 0x2474));  // parenthesized 1-9
+  if (c >= 0x2488 && c <= 0x2490) return char('1' + (c - 0x2488));  // 1-9 with a full stop
+  if (c >= 0x24F5 && c <= 0x24FD) return char('1' + (c - 0x24F5));  // double circled 1-9
+  // Dingbat circled digits 1-9: negative, sans-serif, negative sans-serif.
+  for (uint32_t first : {0x2776u, 0x2780u, 0x278Au}) {
+    if (c >= first && c <= first + 8) return char('1' + (c - first));
+  }
+  // Subscript letters (a e o x, then h k l m n p s t).
+  static constexpr char kSubscripts[] = "aeox?hklmnpst";
+  if (c >= 0x2090 && c <= 0x209C && c != 0x2094) return kSubscripts[c - 0x2090];
+  // Roman numerals that are letters: I V X L C D M, in capitals and small.
+  if (c >= 0x2160 && c <= 0x217F) {
+    const uint32_t i = (c - 0x2160) % 16;
+    const char* kRoman = "I???V????X??LCDM";  // positions 0, 4, 9, 12-15 (others are numbers)
+    if (kRoman[i] != '?') return char(c < 0x2170 ? kRoman[i] : kRoman[i] + 32);
+  }
   return std::nullopt;
 }
 

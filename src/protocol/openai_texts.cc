@@ -2,7 +2,10 @@
 
 #include <simdjson.h>
 
+#include <optional>
+
 #include "common/json_writer.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::protocol {
@@ -124,112 +127,126 @@ bool AnswerText(std::string_view p) {
   return p.starts_with(".choices[") && !Structural(LastKey(p));
 }
 
-// Strings of a chunk other than a delta's content and its fragmented texts (which the chunk
-// edit and the held edit get): every one but the structural members, screened one by one.
-bool ChunkText(std::string_view p) { return !Structural(LastKey(p)); }
+// In an answer, a "url" is text a user sees (an annotation's link): not structural there.
+bool AnswerStructural(std::string_view key) { return key != "url" && Structural(key); }
 
-// A delta's string `key` that an upstream streams in fragments: every one but the structural
-// members and a function's name.
-bool Fragmented(std::string_view key) { return !Structural(key) && key != "name"; }
+// Strings of a chunk other than a delta's (which the chunk edit and the held edit get): every
+// one but the structural members, screened one by one.
+bool ChunkText(std::string_view p) { return !AnswerStructural(LastKey(p)); }
 
-// The members of a tool call's (or the legacy function_call's) function: fragmented strings
-// through `held`, the rest copied (and screened through `other`).
-void CopyFunction(object function, int64_t index, DeltaField field, std::string& path,
-                  HeldEdit held, TextEdit other, std::string& out) {
+// The "index" of an element of a list that clients merge by it (a choice, a tool call): the
+// position when it has none; nullopt when it is anything but one non-negative integer (a float,
+// a string, a duplicate), which a client and the guard could read as different elements.
+std::optional<int64_t> ElementIndex(object o, int64_t position) {
+  std::optional<int64_t> index;
+  for (auto member : o) {
+    if (member.key != "index") continue;
+    int64_t i;
+    if (index || member.value.type() != element_type::INT64 ||
+        member.value.get(i) != simdjson::SUCCESS || i < 0) {
+      return std::nullopt;
+    }
+    index = i;
+  }
+  return index.value_or(position);
+}
+
+// Whether `a`, the list `key` of a delta, is one whose elements clients merge across chunks by
+// their "index", joining their strings as they do a delta's: a list of objects that carry one,
+// and "tool_calls" whatever its elements say (an element without one is taken at its position).
+bool MergedByIndex(std::string_view key, array a) {
+  bool indexed = true;
+  for (element e : a) {
+    object o;
+    if (e.get(o) != simdjson::SUCCESS) return false;
+    element i;
+    indexed = indexed && o["index"].get(i) == simdjson::SUCCESS;
+  }
+  return a.size() > 0 && (indexed || key == "tool_calls");
+}
+
+[[nodiscard]] absl::Status CopyHeld(element value, int64_t index, DeltaField& field,
+                                    std::string& path, HeldEdit held, TextEdit other,
+                                    std::string& out);
+
+// The members of an object of a delta (the delta itself, or an object inside it): every string
+// but the structural members through `held`, keyed by where it is (clients join the fragments
+// of each across chunks), objects and merged lists likewise, the rest copied.
+[[nodiscard]] absl::Status CopyHeldObject(object o, int64_t index, DeltaField& field,
+                                          std::string& path, HeldEdit held, TextEdit other,
+                                          std::string& out) {
   out.push_back('{');
   bool first = true;
-  for (auto member : function) {
+  for (auto member : o) {
     if (!first) out.push_back(',');
     first = false;
     AppendJsonString(out, member.key);
     out.push_back(':');
-    std::string_view fragment;
-    if (Fragmented(member.key) && member.value.get(fragment) == simdjson::SUCCESS) {
-      field.key = std::string(member.key);
-      AppendJsonString(out, held(index, field, fragment));
-      continue;
-    }
     const size_t size = path.size();
     StrAppend(&path, ".", member.key);
-    Copy(member.value, path, ChunkText, other, out);
+    if (AnswerStructural(member.key) || member.key == "index") {
+      Copy(member.value, path, ChunkText, other, out);
+    } else {
+      field.path.push_back({std::string(member.key), -1});
+      absl::Status copied = CopyHeld(member.value, index, field, path, held, other, out);
+      field.path.pop_back();
+      if (!copied.ok()) return copied;
+    }
     path.resize(size);
   }
   out.push_back('}');
+  return absl::OkStatus();
 }
 
-// A delta's "tool_calls": each call's function through CopyFunction, keyed by the call's "index"
-// (its position when it has none), the rest copied.
-void CopyToolCalls(array calls, int64_t index, std::string& path, HeldEdit held, TextEdit other,
-                   std::string& out) {
+// A value at `field` of choice `index`'s delta.
+[[nodiscard]] absl::Status CopyHeld(element value, int64_t index, DeltaField& field,
+                                    std::string& path, HeldEdit held, TextEdit other,
+                                    std::string& out) {
+  std::string_view fragment;
+  object o;
+  array a;
+  if (value.get(fragment) == simdjson::SUCCESS) {
+    AppendJsonString(out, held(index, field, fragment));
+    return absl::OkStatus();
+  }
+  if (value.get(o) == simdjson::SUCCESS) {
+    return CopyHeldObject(o, index, field, path, held, other, out);
+  }
+  if (value.get(a) != simdjson::SUCCESS || !MergedByIndex(field.path.back().key, a)) {
+    Copy(value, path, ChunkText, other, out);  // a list clients extend: each string by itself
+    return absl::OkStatus();
+  }
   out.push_back('[');
   int64_t position = 0;
-  for (element call : calls) {
+  for (element e : a) {
     if (position > 0) out.push_back(',');
+    object element_object;
+    if (e.get(element_object) != simdjson::SUCCESS) {  // MergedByIndex saw only objects
+      return absl::InternalError("a merged list's element is not an object");
+    }
+    const std::optional<int64_t> element_index = ElementIndex(element_object, position);
+    if (!element_index) {
+      return absl::InvalidArgumentError(
+          StrCat("a chunk's \"", field.path.back().key, "\" has an index that is not an integer"));
+    }
+    field.path.back().element = *element_index;
     const size_t size = path.size();
     StrAppend(&path, "[", position, "]");
-    object o;
-    if (call.get(o) != simdjson::SUCCESS) {
-      Copy(call, path, ChunkText, other, out);
-      path.resize(size);
-      ++position;
-      continue;
-    }
-    DeltaField field{.place = DeltaField::Place::kToolCall, .call = position, .key = ""};
-    if (int64_t i; o["index"].get(i) == simdjson::SUCCESS) field.call = i;
-    out.push_back('{');
-    bool first = true;
-    for (auto member : o) {
-      if (!first) out.push_back(',');
-      first = false;
-      AppendJsonString(out, member.key);
-      out.push_back(':');
-      const size_t at = path.size();
-      StrAppend(&path, ".", member.key);
-      object function;
-      if (member.key == "function" && member.value.get(function) == simdjson::SUCCESS) {
-        CopyFunction(function, index, field, path, held, other, out);
-      } else {
-        Copy(member.value, path, ChunkText, other, out);
-      }
-      path.resize(at);
-    }
-    out.push_back('}');
+    PILLAR_RETURN_IF_ERROR(CopyHeldObject(element_object, index, field, path, held, other, out));
     path.resize(size);
+    field.path.back().element = -1;
     ++position;
   }
   out.push_back(']');
-}
-
-// A delta's members but its content: fragmented strings through `held`, tool calls and the
-// legacy function call by their functions, the rest copied.
-void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t position,
-                     HeldEdit held, TextEdit other, std::string& out) {
-  std::string path = StrCat(".choices[", position, "].delta.", key);
-  std::string_view fragment;
-  array calls;
-  object function;
-  if (Fragmented(key) && value.get(fragment) == simdjson::SUCCESS) {
-    AppendJsonString(
-        out,
-        held(index,
-             DeltaField{.place = DeltaField::Place::kDelta, .call = 0, .key = std::string(key)},
-             fragment));
-  } else if (key == "tool_calls" && value.get(calls) == simdjson::SUCCESS) {
-    CopyToolCalls(calls, index, path, held, other, out);
-  } else if (key == "function_call" && value.get(function) == simdjson::SUCCESS) {
-    CopyFunction(function, index,
-                 DeltaField{.place = DeltaField::Place::kFunctionCall, .call = 0, .key = ""}, path,
-                 held, other, out);
-  } else {
-    Copy(value, path, ChunkText, other, out);
-  }
+  return absl::OkStatus();
 }
 
 // One choice of a chunk, its delta's (or its own) text replaced.
 [[nodiscard]] absl::Status CopyChoice(object choice, int64_t position, ChunkEdit edit,
                                       HeldEdit held, TextEdit other, std::string& out) {
-  int64_t index = position;
-  if (int64_t i; choice["index"].get(i) == simdjson::SUCCESS) index = i;
+  const std::optional<int64_t> read = ElementIndex(choice, position);
+  if (!read) return absl::InvalidArgumentError("a chunk's choice index is not an integer");
+  const int64_t index = *read;
   element finish;
   const bool finished =
       choice["finish_reason"].get(finish) == simdjson::SUCCESS && !finish.is_null();
@@ -281,7 +298,14 @@ void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t
       delta_first = false;
       AppendJsonString(out, member.key);
       out.push_back(':');
-      CopyDeltaMember(member.key, member.value, index, position, held, other, out);
+      std::string path = StrCat(".choices[", position, "].delta.", member.key);
+      DeltaField field;
+      if (AnswerStructural(member.key)) {
+        Copy(member.value, path, ChunkText, other, out);
+      } else {
+        field.path.push_back({std::string(member.key), -1});
+        PILLAR_RETURN_IF_ERROR(CopyHeld(member.value, index, field, path, held, other, out));
+      }
     }
     const std::string replaced = edit(index, content, finished);
     if (has_content || !replaced.empty()) {
@@ -351,24 +375,24 @@ void CopyDeltaMember(std::string_view key, element value, int64_t index, int64_t
 }
 
 std::string DeltaChoice(int64_t index, const DeltaField& field, std::string_view text) {
-  std::string out = StrCat("{\"index\":", index, ",\"delta\":{");
+  // From the innermost member out: "arguments":"..." in {"index":1,"function":{...}} in [...].
   std::string value;
-  AppendJsonString(value, field.key);
-  value.push_back(':');
   AppendJsonString(value, text);
-  switch (field.place) {
-    case DeltaField::Place::kDelta:
-      out.append(value);
-      break;
-    case DeltaField::Place::kToolCall:
-      StrAppend(&out, "\"tool_calls\":[{\"index\":", field.call, ",\"function\":{", value, "}}]");
-      break;
-    case DeltaField::Place::kFunctionCall:
-      StrAppend(&out, "\"function_call\":{", value, "}");
-      break;
+  for (size_t i = field.path.size(); i-- > 0;) {
+    const DeltaField::Segment& segment = field.path[i];
+    std::string member;
+    AppendJsonString(member, segment.key);
+    member.push_back(':');
+    if (segment.element >= 0) {
+      value =
+          StrCat(member, "[{\"index\":", segment.element, value.empty() ? "" : ",", value, "}]");
+    } else {
+      value = StrCat(member, value);
+    }
+    // Every level but the innermost value is an object's member list.
+    if (i > 0 && field.path[i - 1].element < 0) value = StrCat("{", value, "}");
   }
-  out.append("},\"finish_reason\":null}");
-  return out;
+  return StrCat("{\"index\":", index, ",\"delta\":{", value, "},\"finish_reason\":null}");
 }
 
 }  // namespace pillar::protocol

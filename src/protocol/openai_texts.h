@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
@@ -38,23 +39,27 @@ using TextEdit =
 // A stream chunk's texts (an event's data): for each choice, its delta.content (chat) or text
 // (completions), with the choice's "index" and whether it finished in this chunk (a non-null
 // finish_reason). `edit` returns what goes out in its place (a chat delta without content gets
-// one when the edit returns text for it). The delta's other texts, which an upstream streams in
-// fragments too (a refusal, reasoning, a tool call's arguments), go through `held`, which returns
-// what goes out in place of each fragment (a guard holds them whole until their choice finishes:
-// DeltaChoice writes them out then). Strings deeper in a delta go through `other` one by one;
-// "logprobs" is withheld (null). A content or text that is not a string is an error: nothing the
-// guard cannot read goes out.
+// one when the edit returns text for it). Every other string of a delta but the structural
+// members (a refusal, reasoning, a tool call's arguments and name, an audio transcript ...),
+// which clients join across chunks, goes through `held`, keyed by where it is, which returns
+// what goes out in place of each fragment (a guard holds them whole until their choice
+// finishes; DeltaChoice writes them out then). Every other string of the chunk goes through
+// `other` one by one; "logprobs" is withheld (null). A content or text that is not a string, or
+// a choice's or merged element's "index" that is not one non-negative integer, is an error:
+// nothing the guard cannot read, or could read otherwise than a client, goes out.
 using ChunkEdit =
     absl::FunctionRef<std::string(int64_t index, std::string_view text, bool finished)>;
 
-// Where a fragment of a delta belongs: a string member of the delta itself ("refusal",
-// "reasoning_content"), of a tool call's function (call: the tool call's "index"), or of the
-// legacy "function_call" ("arguments").
+// Where a fragment of a delta belongs: the members from the delta down to the string
+// ("refusal"; "audio", "transcript"), each an element of a list merged by index where it is one
+// ("tool_calls" element 1, "function", "arguments").
 struct DeltaField {
-  enum class Place { kDelta, kToolCall, kFunctionCall };
-  Place place = Place::kDelta;
-  int64_t call = 0;  // for kToolCall
-  std::string key;
+  struct Segment {
+    std::string key;
+    int64_t element = -1;  // >= 0: `key` is a list, and this is its element with that "index"
+    auto operator<=>(const Segment&) const = default;
+  };
+  std::vector<Segment> path;
   auto operator<=>(const DeltaField&) const = default;
 };
 using HeldEdit = absl::FunctionRef<std::string(int64_t index, const DeltaField& field,

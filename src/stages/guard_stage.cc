@@ -101,8 +101,10 @@ class GuardedEvents final : public runtime::EventSink {
     stage_.Note(ex_, "answer", r.findings, r.denied);
     if (r.blocked && !blocked_) {
       ex_.content_blocked = true;
-      Stop(absl::PermissionDeniedError(StrCat(
-          "the model's answer was blocked by the content guard: ", r.block_reason, " of ", where)));
+      // `where` holds member names the upstream chose: they may carry values too.
+      Stop(absl::PermissionDeniedError(
+          StrCat("the model's answer was blocked by the content guard: ", r.block_reason, " of ",
+                 guard::RedactAll(where))));
     }
     if (r.blocked || r.text == text) return std::nullopt;
     return std::move(r.text);
@@ -133,13 +135,17 @@ class GuardedEvents final : public runtime::EventSink {
   // Appends the events that carry what is held of choice `index`'s other texts, each screened
   // whole, and lets go of them; on a block, stops instead.
   void ReleaseFields(int64_t index, std::string& events) {
+    // What goes out now was screened whole; more of the choice would be screened apart from it.
+    finished_choices_.insert(index);
     auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
     while (it != held_fields_.end() && it->first.first == index && !blocked_) {
       const protocol::DeltaField& field = it->first.second;
-      const std::string where =
-          field.place == protocol::DeltaField::Place::kToolCall
-              ? StrCat("the tool call ", field.call, "'s ", field.key, " of choice ", index)
-              : StrCat(field.key, " of choice ", index);
+      std::string where = "delta";
+      for (const protocol::DeltaField::Segment& segment : field.path) {
+        StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
+        if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
+      }
+      StrAppend(&where, " of choice ", index);
       std::optional<std::string> screened = ScreenWhole(where, it->second);
       if (blocked_) break;
       std::string chunk = head_;
@@ -654,7 +660,10 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
         guard::ScreenResult r = guard::Screen(text, config);
         Note(ex, "answer", r.findings, r.denied);
-        if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);
+        // `where` holds member names the upstream chose: they may carry values too.
+        if (r.blocked && blocked.empty()) {
+          blocked = StrCat(r.block_reason, " of ", guard::RedactAll(where));
+        }
         if (r.blocked || r.text == text) return std::nullopt;
         redacted = true;
         return std::move(r.text);

@@ -41,6 +41,9 @@ TEST(TextFoldTest, LookAlikesFoldAndOffsetsLeadBack) {
   // The letterlike symbols in the alphabets' holes, circled, superscript and subscript forms.
   FoldedText holes("\u210e\u2102\u211d\u24b6\u24d1\u2460\u00b2\u2079\u2080");
   EXPECT_EQ(holes.text(), "hCRAb1290");
+  FoldedText more(
+      "\u212a\u2113\u2776\u2780\u278a\u2474\u2488\u24f5\u2090\u2093\u2160\u2179\u216c\u217f");
+  EXPECT_EQ(more.text(), "Kl111111axIxLm");
   // An overlong form or a surrogate is not a character: kept as bytes, not folded.
   FoldedText overlong("\uff20\xe0\x82\xa0\xed\xa0\x80");
   EXPECT_EQ(overlong.text(), "@\xe0\x82\xa0\xed\xa0\x80");

@@ -9,6 +9,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   toolargs  an answer whose tool call arguments hold an access key
   toolstream  a stream whose tool call's arguments carry an access key cut in two fragments
   toolafterfinish  a stream whose tool call's arguments go on after its choice finished
+  usagesplit  a stream whose tool call's arguments are cut by a chunk without choices
+  audiosplit  a stream whose delta.audio.transcript carries an access key in two fragments
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -58,6 +60,17 @@ def stream(model):
                    "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]},
                   tool_chunk(0, 'ODNN7EXAMPLE"}')]
         finish = "tool_calls"
+    elif model == "usagesplit":
+        events = [tool_chunk(0, "", True), tool_chunk(0, '{"key": "AKIAIOSF'),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": []},
+                  tool_chunk(0, 'ODNN7EXAMPLE"}')]
+        finish = "tool_calls"
+    elif model == "audiosplit":
+        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"audio": {"transcript": part}},
+                                "finish_reason": None}]}
+                  for part in ["key AKIAIOSF", "ODNN7EXAMPLE ok"]]
     elif model == "chunkmessage":
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "extra": {"note": "mail zq.extra@example.org"},
@@ -137,7 +150,8 @@ def handle(connection):
         model = json.loads(body).get("model", "")
         connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream",
                                                          "toolstream", "toolstreamok",
-                                                         "toolafterfinish", "chunkmessage")
+                                                         "toolafterfinish", "chunkmessage",
+                                                         "usagesplit", "audiosplit")
                            else answer(model))
     except Exception:
         pass

@@ -124,9 +124,9 @@ class LlmTest : public ::testing::Test {
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
-    for (const char* model :
-         {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream",
-          "toolstream", "toolstreamok", "toolafterfinish", "chunkmessage"}) {
+    for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage",
+                              "nousagestream", "toolstream", "toolstreamok", "toolafterfinish",
+                              "chunkmessage", "usagesplit", "audiosplit"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -574,6 +574,18 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
   EXPECT_NE(Events(r.body).back().find("after it finished"), std::string::npos) << r.body;
+  // A chunk without choices (as a usage chunk) releases what was held: the choice is finished
+  // from then on.
+  r = Post("/v1/chat/completions", Say("usagesplit", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("after it finished"), std::string::npos) << r.body;
+  // Every string of a delta that clients join across chunks is held whole, not only the ones
+  // pillar knows: a key cut in two in an audio transcript is seen.
+  r = Post("/v1/chat/completions", Say("audiosplit", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("SECRET"), std::string::npos) << r.body;
   // Strings in a chunk outside its deltas (a "message", a member of the upstream's own) are
   // screened too.
   r = Post("/v1/chat/completions", Say("chunkmessage", "hi", true));

@@ -89,17 +89,27 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
                    .ok());
 }
 
-TEST(OpenAiTextsTest, ADeltasOtherTextsGoWhereTheyCanBeHeldWhole) {
+// "2:tool_calls[5].function.arguments" for a held fragment's key.
+std::string Where(int64_t index, const DeltaField& field) {
+  std::string out = std::to_string(index) + ":";
+  for (size_t i = 0; i < field.path.size(); ++i) {
+    out += (i > 0 ? "." : "") + field.path[i].key;
+    if (field.path[i].element >= 0) out += "[" + std::to_string(field.path[i].element) + "]";
+  }
+  return out;
+}
+
+TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
   std::vector<std::string> held, others;
   absl::StatusOr<std::string> out = EditChunkTexts(
-      R"({"choices":[{"index":2,"delta":{"refusal":"no","reasoning_content":"hm",)"
-      R"("tool_calls":[{"index":5,"id":"t","function":{"name":"f","arguments":"{a"}},)"
+      R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"no","reasoning_content":"hm",)"
+      R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"f","arguments":"{a"}},)"
       R"({"function":{"arguments":":1}"}}],"function_call":{"arguments":"x"},)"
-      R"("audio":{"transcript":"deep"}},"logprobs":{"content":[{"token":"x"}]}}]})",
+      R"("audio":{"id":"a1","transcript":"deep"},"annotations":[{"title":"t1"}]},)"
+      R"("logprobs":{"content":[{"token":"x"}]}}]})",
       [](int64_t, std::string_view, bool) { return std::string(); },
       [&](int64_t index, const DeltaField& field, std::string_view fragment) {
-        held.push_back(std::to_string(index) + "/" + std::to_string(int(field.place)) + "/" +
-                       std::to_string(field.call) + "/" + field.key + "=" + std::string(fragment));
+        held.push_back(Where(index, field) + "=" + std::string(fragment));
         return std::string("H");
       },
       [&](std::string_view where, std::string_view text) {
@@ -107,50 +117,66 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsGoWhereTheyCanBeHeldWhole) {
         return std::optional<std::string>("R");
       });
   ASSERT_TRUE(out.ok()) << out.status();
-  // Tool calls by their "index" (their position when they have none); the legacy function_call.
-  EXPECT_EQ(held, (std::vector<std::string>{"2/0/0/refusal=no", "2/0/0/reasoning_content=hm",
-                                            "2/1/5/arguments={a", "2/1/1/arguments=:1}",
-                                            "2/2/0/arguments=x"}));
-  // A string deeper in the delta (and a function's name) is screened by itself; log
-  // probabilities are withheld.
-  EXPECT_EQ(others, (std::vector<std::string>{"choices[0].delta.tool_calls[0].function.name=f",
-                                              "choices[0].delta.audio.transcript=deep"}));
-  EXPECT_EQ(*out, R"({"choices":[{"index":2,"delta":{"refusal":"H","reasoning_content":"H",)"
-                  R"("tool_calls":[{"index":5,"id":"t","function":{"name":"R","arguments":"H"}},)"
-                  R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
-                  R"("audio":{"transcript":"R"}},"logprobs":null}]})");
-  // What a guard writes out once it has them whole.
+  // Every string clients join across chunks, by where it is: tool calls by their "index" (their
+  // position when they have none), a function's name too; structural members are kept.
+  EXPECT_EQ(held,
+            (std::vector<std::string>{
+                "2:refusal=no", "2:reasoning_content=hm", "2:tool_calls[5].function.name=f",
+                "2:tool_calls[5].function.arguments={a", "2:tool_calls[1].function.arguments=:1}",
+                "2:function_call.arguments=x", "2:audio.transcript=deep"}));
+  // A list clients extend rather than merge: each string screened by itself; log probabilities
+  // are withheld.
+  EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.annotations[0].title=t1"});
   EXPECT_EQ(
-      DeltaChoice(2,
-                  DeltaField{.place = DeltaField::Place::kToolCall, .call = 5, .key = "arguments"},
-                  "{\"a\":1}"),
+      *out,
+      R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"H","reasoning_content":"H",)"
+      R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"H","arguments":"H"}},)"
+      R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
+      R"("audio":{"id":"a1","transcript":"H"},"annotations":[{"title":"R"}]},"logprobs":null}]})");
+  // What a guard writes out once it has them whole.
+  const DeltaField arguments{.path = {{"tool_calls", 5}, {"function", -1}, {"arguments", -1}}};
+  EXPECT_EQ(
+      DeltaChoice(2, arguments, "{\"a\":1}"),
       R"({"index":2,"delta":{"tool_calls":[{"index":5,"function":{"arguments":"{\"a\":1}"}}]},)"
       R"("finish_reason":null})");
-  EXPECT_EQ(
-      DeltaChoice(0, DeltaField{.place = DeltaField::Place::kDelta, .call = 0, .key = "refusal"},
-                  "no"),
-      R"({"index":0,"delta":{"refusal":"no"},"finish_reason":null})");
+  EXPECT_EQ(DeltaChoice(0, DeltaField{.path = {{"refusal", -1}}}, "no"),
+            R"({"index":0,"delta":{"refusal":"no"},"finish_reason":null})");
+  EXPECT_EQ(DeltaChoice(1, DeltaField{.path = {{"audio", -1}, {"transcript", -1}}}, "t"),
+            R"({"index":1,"delta":{"audio":{"transcript":"t"}},"finish_reason":null})");
+}
+
+TEST(OpenAiTextsTest, AnIndexAClientCouldReadOtherwiseIsRefused) {
+  const ChunkEdit none = [](int64_t, std::string_view, bool) { return std::string(); };
+  for (
+      const char* chunk : {
+          R"({"choices":[{"index":0,"index":1,"delta":{"content":"x"}}]})",  // duplicated
+          R"({"choices":[{"index":1.0,"delta":{"content":"x"}}]})",          // a float
+          R"({"choices":[{"index":"1","delta":{"content":"x"}}]})",          // a string
+          R"({"choices":[{"index":-1,"delta":{"content":"x"}}]})",           // negative
+          R"({"choices":[{"index":18446744073709551615,"delta":{"content":"x"}}]})",
+          R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1.5,"function":{"arguments":"x"}}]}}]})",
+      }) {
+    EXPECT_FALSE(EditChunkTexts(chunk, none, KeepFragment, kKeep).ok()) << chunk;
+  }
 }
 
 TEST(OpenAiTextsTest, StringsElsewhereInAChunkAreScreenedWhole) {
   std::vector<std::string> others;
   absl::StatusOr<std::string> out = EditChunkTexts(
       R"({"id":"c","extra":{"note":"n1"},"choices":[{"index":0,"message":{"content":"m1"},)"
-      R"("delta":{"tool_calls":[{"index":0,"function":{"name":"f1"}}]},"finish_reason":null},"s"]})",
+      R"("delta":{},"finish_reason":null,"annotation":{"url":"u1"}},"s"]})",
       [](int64_t, std::string_view, bool) { return std::string(); }, KeepFragment,
       [&](std::string_view where, std::string_view text) {
         others.push_back(std::string(where) + "=" + std::string(text));
         return std::optional<std::string>("R");
       });
   ASSERT_TRUE(out.ok()) << out.status();
-  // Structural members ("id", "finish_reason") are kept; a function's name is screened.
+  // Structural members ("id", "finish_reason") are kept; a link a user sees ("url") is not one.
   EXPECT_EQ(others, (std::vector<std::string>{"extra.note=n1", "choices[0].message.content=m1",
-                                              "choices[0].delta.tool_calls[0].function.name=f1",
-                                              "choices[1]=s"}));
+                                              "choices[0].annotation.url=u1", "choices[1]=s"}));
   EXPECT_EQ(*out,
             R"({"id":"c","extra":{"note":"R"},"choices":[{"index":0,"message":{"content":"R"},)"
-            R"("delta":{"tool_calls":[{"index":0,"function":{"name":"R"}}]},)"
-            R"("finish_reason":null},"R"]})");
+            R"("delta":{},"finish_reason":null,"annotation":{"url":"R"}},"R"]})");
 }
 
 }  // namespace
