@@ -2,7 +2,9 @@
 
 #include <simdjson.h>
 
+#include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "common/json_writer.h"
 #include "common/status_macros.h"
@@ -151,18 +153,35 @@ std::optional<int64_t> ElementIndex(object o, int64_t position) {
   return index.value_or(position);
 }
 
-// Whether `a`, the list `key` of a delta, is one whose elements clients merge across chunks by
-// their "index", joining their strings as they do a delta's: a list of objects that carry one,
-// and "tool_calls" whatever its elements say (an element without one is taken at its position).
-bool MergedByIndex(std::string_view key, array a) {
-  bool indexed = true;
+// How clients take the list `key` of a delta across chunks: merged, its elements by their
+// "index" (their strings joined as a delta's are), when an element carries one, and for
+// "tool_calls" (an element without one is taken at its position); extended otherwise. A list
+// that mixes indexed elements with others is refused: a client could merge what the guard saw
+// apart.
+enum class ListKind { kExtended, kMerged, kRefused };
+ListKind KindOf(std::string_view key, array a) {
+  size_t objects = 0, indexed = 0;
   for (element e : a) {
     object o;
-    if (e.get(o) != simdjson::SUCCESS) return false;
+    if (e.get(o) != simdjson::SUCCESS) continue;
+    ++objects;
     element i;
-    indexed = indexed && o["index"].get(i) == simdjson::SUCCESS;
+    if (o["index"].get(i) == simdjson::SUCCESS) ++indexed;
   }
-  return a.size() > 0 && (indexed || key == "tool_calls");
+  if (indexed == 0 && key != "tool_calls") return ListKind::kExtended;
+  return objects == a.size() && (indexed == objects || key == "tool_calls") ? ListKind::kMerged
+                                                                            : ListKind::kRefused;
+}
+
+// Whether `o` names a member twice: clients keep one (the last), so the guard must not read
+// both.
+bool HasDuplicateKeys(object o) {
+  std::vector<std::string_view> keys;
+  for (auto member : o) {
+    if (std::find(keys.begin(), keys.end(), member.key) != keys.end()) return true;
+    keys.push_back(member.key);
+  }
+  return false;
 }
 
 [[nodiscard]] absl::Status CopyHeld(element value, int64_t index, DeltaField& field,
@@ -175,6 +194,9 @@ bool MergedByIndex(std::string_view key, array a) {
 [[nodiscard]] absl::Status CopyHeldObject(object o, int64_t index, DeltaField& field,
                                           std::string& path, HeldEdit held, TextEdit other,
                                           std::string& out) {
+  if (HasDuplicateKeys(o)) {
+    return absl::InvalidArgumentError("a chunk's delta names a member twice");
+  }
   out.push_back('{');
   bool first = true;
   for (auto member : o) {
@@ -212,7 +234,13 @@ bool MergedByIndex(std::string_view key, array a) {
   if (value.get(o) == simdjson::SUCCESS) {
     return CopyHeldObject(o, index, field, path, held, other, out);
   }
-  if (value.get(a) != simdjson::SUCCESS || !MergedByIndex(field.path.back().key, a)) {
+  const ListKind kind =
+      value.get(a) == simdjson::SUCCESS ? KindOf(field.path.back().key, a) : ListKind::kExtended;
+  if (kind == ListKind::kRefused) {
+    return absl::InvalidArgumentError(StrCat("a chunk's \"", field.path.back().key,
+                                             "\" mixes elements with an index and without"));
+  }
+  if (kind == ListKind::kExtended) {
     Copy(value, path, ChunkText, other, out);  // a list clients extend: each string by itself
     return absl::OkStatus();
   }
@@ -221,7 +249,7 @@ bool MergedByIndex(std::string_view key, array a) {
   for (element e : a) {
     if (position > 0) out.push_back(',');
     object element_object;
-    if (e.get(element_object) != simdjson::SUCCESS) {  // MergedByIndex saw only objects
+    if (e.get(element_object) != simdjson::SUCCESS) {  // KindOf saw only objects
       return absl::InternalError("a merged list's element is not an object");
     }
     const std::optional<int64_t> element_index = ElementIndex(element_object, position);
@@ -246,6 +274,9 @@ bool MergedByIndex(std::string_view key, array a) {
                                       HeldEdit held, TextEdit other, std::string& out) {
   const std::optional<int64_t> read = ElementIndex(choice, position);
   if (!read) return absl::InvalidArgumentError("a chunk's choice index is not an integer");
+  if (HasDuplicateKeys(choice)) {
+    return absl::InvalidArgumentError("a chunk's choice names a member twice");
+  }
   const int64_t index = *read;
   element finish;
   const bool finished =
@@ -280,6 +311,9 @@ bool MergedByIndex(std::string_view key, array a) {
       std::string path = StrCat(".choices[", position, "].", field.key);
       Copy(field.value, path, ChunkText, other, out);
       continue;
+    }
+    if (HasDuplicateKeys(delta)) {
+      return absl::InvalidArgumentError("a chunk's delta names a member twice");
     }
     out.push_back('{');
     bool delta_first = true;
@@ -337,6 +371,9 @@ bool MergedByIndex(std::string_view key, array a) {
   if (parser.parse(data.data(), data.size()).get(root) != simdjson::SUCCESS ||
       root.get(top) != simdjson::SUCCESS) {
     return absl::InvalidArgumentError("a chunk of the stream is not a JSON object");
+  }
+  if (HasDuplicateKeys(top)) {
+    return absl::InvalidArgumentError("a chunk of the stream names a member twice");
   }
   std::string out;
   out.reserve(data.size() + 16);

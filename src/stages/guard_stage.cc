@@ -172,6 +172,16 @@ class GuardedEvents final : public runtime::EventSink {
       }
       return std::string();
     }
+    // Choices first appear in order: clients that place a choice by its order of arrival
+    // rather than its index would join texts the guard screened apart.
+    if (index > last_choice_ + 1) {
+      if (!blocked_) {
+        Stop(runtime::BadGateway(StrCat("the upstream's stream has choice ", index,
+                                        " before choice ", last_choice_ + 1)));
+      }
+      return std::string();
+    }
+    last_choice_ = std::max(last_choice_, index);
     if (finished_choices_.contains(index)) {
       if (!text.empty() && !blocked_) StopAfterFinish(index);
       return std::string();
@@ -242,6 +252,7 @@ class GuardedEvents final : public runtime::EventSink {
   size_t held_field_bytes_ = 0;
   std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
   std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out
+  int64_t last_choice_ = -1;            // the highest choice index seen so far
   std::string head_;                    // "{" and the first chunk's id, object, created, model
   bool blocked_ = false;
 };

@@ -11,6 +11,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   toolafterfinish  a stream whose tool call's arguments go on after its choice finished
   usagesplit  a stream whose tool call's arguments are cut by a chunk without choices
   audiosplit  a stream whose delta.audio.transcript carries an access key in two fragments
+  choiceorder  a stream of two choices whose first chunk is for choice 1
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -71,6 +72,8 @@ def stream(model):
                    "choices": [{"index": 0, "delta": {"audio": {"transcript": part}},
                                 "finish_reason": None}]}
                   for part in ["key AKIAIOSF", "ODNN7EXAMPLE ok"]]
+    elif model == "choiceorder":
+        events = [chunk(1, "key AKIAIOSF"), chunk(0, "ODNN7EXAMPLE ok")]
     elif model == "chunkmessage":
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "extra": {"note": "mail zq.extra@example.org"},
@@ -151,7 +154,7 @@ def handle(connection):
         connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream",
                                                          "toolstream", "toolstreamok",
                                                          "toolafterfinish", "chunkmessage",
-                                                         "usagesplit", "audiosplit")
+                                                         "usagesplit", "audiosplit", "choiceorder")
                            else answer(model))
     except Exception:
         pass

@@ -126,7 +126,7 @@ class LlmTest : public ::testing::Test {
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
     for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage",
                               "nousagestream", "toolstream", "toolstreamok", "toolafterfinish",
-                              "chunkmessage", "usagesplit", "audiosplit"}) {
+                              "chunkmessage", "usagesplit", "audiosplit", "choiceorder"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -586,6 +586,14 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
   EXPECT_NE(Events(r.body).back().find("SECRET"), std::string::npos) << r.body;
+  // Choices appear in order: a client that places them by arrival would join choice 1's text
+  // to choice 0's.
+  r = Post(
+      "/v1/chat/completions",
+      R"({"model":"choiceorder","stream":true,"n":2,"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("choice 1 before choice 0"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
   // Strings in a chunk outside its deltas (a "message", a member of the upstream's own) are
   // screened too.
   r = Post("/v1/chat/completions", Say("chunkmessage", "hi", true));

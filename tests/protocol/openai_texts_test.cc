@@ -155,6 +155,15 @@ TEST(OpenAiTextsTest, AnIndexAClientCouldReadOtherwiseIsRefused) {
           R"({"choices":[{"index":-1,"delta":{"content":"x"}}]})",           // negative
           R"({"choices":[{"index":18446744073709551615,"delta":{"content":"x"}}]})",
           R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1.5,"function":{"arguments":"x"}}]}}]})",
+          // A member named twice: a client keeps the last, the guard would read both.
+          R"({"choices":[{"index":0,"delta":{"content":"a"},"delta":{"content":"b"}}]})",
+          R"({"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]})",
+          R"({"choices":[{"index":0,"text":"a","text":"b"}]})",
+          R"({"choices":[],"choices":[{"index":0,"delta":{"content":"b"}}]})",
+          R"({"choices":[{"index":0,"delta":{"audio":{"transcript":"a","transcript":"b"}}}]})",
+          // A list that mixes elements merged by index with others.
+          R"({"choices":[{"index":0,"delta":{"foo":[{"index":0,"text":"a"},"x"]}}]})",
+          R"({"choices":[{"index":0,"delta":{"foo":[{"index":0,"text":"a"},{"x":1}]}}]})",
       }) {
     EXPECT_FALSE(EditChunkTexts(chunk, none, KeepFragment, kKeep).ok()) << chunk;
   }
