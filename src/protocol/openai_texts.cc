@@ -153,35 +153,28 @@ std::optional<int64_t> ElementIndex(object o, int64_t position) {
   return index.value_or(position);
 }
 
-// How clients take the list `key` of a delta across chunks: merged, its elements by their
-// "index" (their strings joined as a delta's are), when an element carries one, and for
-// "tool_calls" (an element without one is taken at its position); extended otherwise. A list
-// that mixes indexed elements with others is refused: a client could merge what the guard saw
-// apart.
+// How the guard takes a list in a delta across chunks: a list of objects is merged, its
+// elements by their "index" (their position when they have none), their strings held and
+// screened joined, since clients merge such lists by index (or by position) and join their
+// strings as a delta's; a list of other values is extended, each string screened by itself. A
+// list that mixes objects with other values is refused. Keying an element without an index by
+// its position can join what a client keeps apart (a false positive), never the other way.
 enum class ListKind { kExtended, kMerged, kRefused };
-ListKind KindOf(std::string_view key, array a) {
-  size_t objects = 0, indexed = 0;
-  for (element e : a) {
-    object o;
-    if (e.get(o) != simdjson::SUCCESS) continue;
-    ++objects;
-    element i;
-    if (o["index"].get(i) == simdjson::SUCCESS) ++indexed;
-  }
-  if (indexed == 0 && key != "tool_calls") return ListKind::kExtended;
-  return objects == a.size() && (indexed == objects || key == "tool_calls") ? ListKind::kMerged
-                                                                            : ListKind::kRefused;
+ListKind KindOf(array a) {
+  size_t objects = 0;
+  for (element e : a) objects += e.type() == element_type::OBJECT ? 1 : 0;
+  if (objects == 0) return ListKind::kExtended;
+  return objects == a.size() ? ListKind::kMerged : ListKind::kRefused;
 }
 
 // Whether `o` names a member twice: clients keep one (the last), so the guard must not read
-// both.
+// both. Sorted, not compared pairwise: an upstream's object may have a hundred thousand members.
 bool HasDuplicateKeys(object o) {
   std::vector<std::string_view> keys;
-  for (auto member : o) {
-    if (std::find(keys.begin(), keys.end(), member.key) != keys.end()) return true;
-    keys.push_back(member.key);
-  }
-  return false;
+  for (auto member : o) keys.push_back(member.key);
+  if (keys.size() < 2) return false;
+  std::sort(keys.begin(), keys.end());
+  return std::adjacent_find(keys.begin(), keys.end()) != keys.end();
 }
 
 [[nodiscard]] absl::Status CopyHeld(element value, int64_t index, DeltaField& field,
@@ -234,11 +227,10 @@ bool HasDuplicateKeys(object o) {
   if (value.get(o) == simdjson::SUCCESS) {
     return CopyHeldObject(o, index, field, path, held, other, out);
   }
-  const ListKind kind =
-      value.get(a) == simdjson::SUCCESS ? KindOf(field.path.back().key, a) : ListKind::kExtended;
+  const ListKind kind = value.get(a) == simdjson::SUCCESS ? KindOf(a) : ListKind::kExtended;
   if (kind == ListKind::kRefused) {
-    return absl::InvalidArgumentError(StrCat("a chunk's \"", field.path.back().key,
-                                             "\" mixes elements with an index and without"));
+    return absl::InvalidArgumentError(
+        StrCat("a chunk's \"", field.path.back().key, "\" mixes objects with other values"));
   }
   if (kind == ListKind::kExtended) {
     Copy(value, path, ChunkText, other, out);  // a list clients extend: each string by itself
@@ -269,9 +261,59 @@ bool HasDuplicateKeys(object o) {
   return absl::OkStatus();
 }
 
+// A choice's delta: its content through `edit`, every other string but the structural
+// members through `held` (CopyHeld).
+[[nodiscard]] absl::Status CopyDelta(object delta, int64_t index, int64_t position, bool finished,
+                                     ChunkEdit edit, HeldEdit held, TextEdit other,
+                                     std::string& out) {
+  if (HasDuplicateKeys(delta)) {
+    return absl::InvalidArgumentError("a chunk's delta names a member twice");
+  }
+  out.push_back('{');
+  bool first = true;
+  std::string_view content;
+  bool has_content = false;
+  for (auto member : delta) {
+    if (member.key == "content") {
+      if (member.value.is_null()) continue;
+      if (member.value.get(content) != simdjson::SUCCESS) {
+        return absl::InvalidArgumentError("a chunk's content is not a string");
+      }
+      has_content = true;
+      continue;
+    }
+    if (!first) out.push_back(',');
+    first = false;
+    AppendJsonString(out, member.key);
+    out.push_back(':');
+    std::string path = StrCat(".choices[", position, "].delta.", member.key);
+    if (AnswerStructural(member.key)) {
+      Copy(member.value, path, ChunkText, other, out);
+      continue;
+    }
+    DeltaField field;
+    field.path.push_back({std::string(member.key), -1});
+    PILLAR_RETURN_IF_ERROR(CopyHeld(member.value, index, field, path, held, other, out));
+  }
+  const std::string replaced = edit(index, content, finished);
+  if (has_content || !replaced.empty()) {
+    if (!first) out.push_back(',');
+    out.append("\"content\":");
+    AppendJsonString(out, replaced);
+  }
+  out.push_back('}');
+  return absl::OkStatus();
+}
+
 // One choice of a chunk, its delta's (or its own) text replaced.
 [[nodiscard]] absl::Status CopyChoice(object choice, int64_t position, ChunkEdit edit,
                                       HeldEdit held, TextEdit other, std::string& out) {
+  // A choice must say its index: a client that reads a missing one as 0 would join it to
+  // choice 0, which the guard would not.
+  element given;
+  if (choice["index"].get(given) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError("a chunk's choice has no index");
+  }
   const std::optional<int64_t> read = ElementIndex(choice, position);
   if (!read) return absl::InvalidArgumentError("a chunk's choice index is not an integer");
   if (HasDuplicateKeys(choice)) {
@@ -312,42 +354,7 @@ bool HasDuplicateKeys(object o) {
       Copy(field.value, path, ChunkText, other, out);
       continue;
     }
-    if (HasDuplicateKeys(delta)) {
-      return absl::InvalidArgumentError("a chunk's delta names a member twice");
-    }
-    out.push_back('{');
-    bool delta_first = true;
-    std::string_view content;
-    bool has_content = false;
-    for (auto member : delta) {
-      if (member.key == "content") {
-        if (member.value.is_null()) continue;
-        if (member.value.get(content) != simdjson::SUCCESS) {
-          return absl::InvalidArgumentError("a chunk's content is not a string");
-        }
-        has_content = true;
-        continue;
-      }
-      if (!delta_first) out.push_back(',');
-      delta_first = false;
-      AppendJsonString(out, member.key);
-      out.push_back(':');
-      std::string path = StrCat(".choices[", position, "].delta.", member.key);
-      DeltaField field;
-      if (AnswerStructural(member.key)) {
-        Copy(member.value, path, ChunkText, other, out);
-      } else {
-        field.path.push_back({std::string(member.key), -1});
-        PILLAR_RETURN_IF_ERROR(CopyHeld(member.value, index, field, path, held, other, out));
-      }
-    }
-    const std::string replaced = edit(index, content, finished);
-    if (has_content || !replaced.empty()) {
-      if (!delta_first) out.push_back(',');
-      out.append("\"content\":");
-      AppendJsonString(out, replaced);
-    }
-    out.push_back('}');
+    PILLAR_RETURN_IF_ERROR(CopyDelta(delta, index, position, finished, edit, held, other, out));
   }
   out.push_back('}');
   return absl::OkStatus();

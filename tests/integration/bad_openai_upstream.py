@@ -11,6 +11,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   toolafterfinish  a stream whose tool call's arguments go on after its choice finished
   usagesplit  a stream whose tool call's arguments are cut by a chunk without choices
   audiosplit  a stream whose delta.audio.transcript carries an access key in two fragments
+  listshape  a stream whose delta list carries a key's first half without an index, then its
+            second half with one
   choiceorder  a stream of two choices whose first chunk is for choice 1
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
@@ -72,6 +74,13 @@ def stream(model):
                    "choices": [{"index": 0, "delta": {"audio": {"transcript": part}},
                                 "finish_reason": None}]}
                   for part in ["key AKIAIOSF", "ODNN7EXAMPLE ok"]]
+    elif model == "listshape":
+        def details(item):
+            return {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                    "choices": [{"index": 0, "delta": {"reasoning_details": [item]},
+                                 "finish_reason": None}]}
+        events = [details({"type": "reasoning.text", "text": "key AKIAIOSF"}),
+                  details({"index": 0, "type": "reasoning.text", "text": "ODNN7EXAMPLE"})]
     elif model == "choiceorder":
         events = [chunk(1, "key AKIAIOSF"), chunk(0, "ODNN7EXAMPLE ok")]
     elif model == "chunkmessage":
@@ -154,7 +163,8 @@ def handle(connection):
         connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream",
                                                          "toolstream", "toolstreamok",
                                                          "toolafterfinish", "chunkmessage",
-                                                         "usagesplit", "audiosplit", "choiceorder")
+                                                         "usagesplit", "audiosplit", "choiceorder",
+                                                         "listshape")
                            else answer(model))
     except Exception:
         pass

@@ -124,9 +124,10 @@ class LlmTest : public ::testing::Test {
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
-    for (const char* model : {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage",
-                              "nousagestream", "toolstream", "toolstreamok", "toolafterfinish",
-                              "chunkmessage", "usagesplit", "audiosplit", "choiceorder"}) {
+    for (const char* model :
+         {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream",
+          "toolstream", "toolstreamok", "toolafterfinish", "chunkmessage", "usagesplit",
+          "audiosplit", "choiceorder", "listshape"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -583,6 +584,12 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   // Every string of a delta that clients join across chunks is held whole, not only the ones
   // pillar knows: a key cut in two in an audio transcript is seen.
   r = Post("/v1/chat/completions", Say("audiosplit", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("SECRET"), std::string::npos) << r.body;
+  // A list of objects is held by element whether its elements say their index or not: a client
+  // merging by position joins the two halves, and so does the guard.
+  r = Post("/v1/chat/completions", Say("listshape", "hi", true));
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
   EXPECT_NE(Events(r.body).back().find("SECRET"), std::string::npos) << r.body;

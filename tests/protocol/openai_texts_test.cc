@@ -105,7 +105,7 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
       R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"no","reasoning_content":"hm",)"
       R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"f","arguments":"{a"}},)"
       R"({"function":{"arguments":":1}"}}],"function_call":{"arguments":"x"},)"
-      R"("audio":{"id":"a1","transcript":"deep"},"annotations":[{"title":"t1"}]},)"
+      R"("audio":{"id":"a1","transcript":"deep"},"tags":["t1"]},)"
       R"("logprobs":{"content":[{"token":"x"}]}}]})",
       [](int64_t, std::string_view, bool) { return std::string(); },
       [&](int64_t index, const DeltaField& field, std::string_view fragment) {
@@ -126,13 +126,13 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
                 "2:function_call.arguments=x", "2:audio.transcript=deep"}));
   // A list clients extend rather than merge: each string screened by itself; log probabilities
   // are withheld.
-  EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.annotations[0].title=t1"});
+  EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.tags[0]=t1"});
   EXPECT_EQ(
       *out,
       R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"H","reasoning_content":"H",)"
       R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"H","arguments":"H"}},)"
       R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
-      R"("audio":{"id":"a1","transcript":"H"},"annotations":[{"title":"R"}]},"logprobs":null}]})");
+      R"("audio":{"id":"a1","transcript":"H"},"tags":["R"]},"logprobs":null}]})");
   // What a guard writes out once it has them whole.
   const DeltaField arguments{.path = {{"tool_calls", 5}, {"function", -1}, {"arguments", -1}}};
   EXPECT_EQ(
@@ -161,9 +161,10 @@ TEST(OpenAiTextsTest, AnIndexAClientCouldReadOtherwiseIsRefused) {
           R"({"choices":[{"index":0,"text":"a","text":"b"}]})",
           R"({"choices":[],"choices":[{"index":0,"delta":{"content":"b"}}]})",
           R"({"choices":[{"index":0,"delta":{"audio":{"transcript":"a","transcript":"b"}}}]})",
-          // A list that mixes elements merged by index with others.
+          // A list that mixes objects with other values; a choice without an index.
           R"({"choices":[{"index":0,"delta":{"foo":[{"index":0,"text":"a"},"x"]}}]})",
-          R"({"choices":[{"index":0,"delta":{"foo":[{"index":0,"text":"a"},{"x":1}]}}]})",
+          R"({"choices":[{"index":0,"delta":{"foo":["x",{"text":"a"}]}}]})",
+          R"({"choices":[{"delta":{"content":"x"}}]})",
       }) {
     EXPECT_FALSE(EditChunkTexts(chunk, none, KeepFragment, kKeep).ok()) << chunk;
   }
