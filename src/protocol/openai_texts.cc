@@ -181,6 +181,19 @@ bool HasDuplicateKeys(object o) {
                                     std::string& path, HeldEdit held, TextEdit other,
                                     std::string& out);
 
+// A structural member `key` of an object in a delta: a string through `held` as structural (a
+// guard checks it comes in one piece), anything else copied.
+void CopyStructural(std::string_view key, element value, int64_t index, DeltaField& field,
+                    std::string& path, HeldEdit held, TextEdit other, std::string& out) {
+  std::string_view text;
+  if (value.get(text) != simdjson::SUCCESS) return Copy(value, path, ChunkText, other, out);
+  field.path.push_back({std::string(key), -1});
+  field.structural = true;
+  AppendJsonString(out, held(index, field, text));
+  field.structural = false;
+  field.path.pop_back();
+}
+
 // The members of an object of a delta (the delta itself, or an object inside it): every string
 // but the structural members through `held`, keyed by where it is (clients join the fragments
 // of each across chunks), objects and merged lists likewise, the rest copied.
@@ -199,8 +212,10 @@ bool HasDuplicateKeys(object o) {
     out.push_back(':');
     const size_t size = path.size();
     StrAppend(&path, ".", member.key);
-    if (AnswerStructural(member.key) || member.key == "index") {
+    if (member.key == "index") {
       Copy(member.value, path, ChunkText, other, out);
+    } else if (AnswerStructural(member.key)) {
+      CopyStructural(member.key, member.value, index, field, path, held, other, out);
     } else {
       field.path.push_back({std::string(member.key), -1});
       absl::Status copied = CopyHeld(member.value, index, field, path, held, other, out);
@@ -287,11 +302,11 @@ bool HasDuplicateKeys(object o) {
     AppendJsonString(out, member.key);
     out.push_back(':');
     std::string path = StrCat(".choices[", position, "].delta.", member.key);
+    DeltaField field;
     if (AnswerStructural(member.key)) {
-      Copy(member.value, path, ChunkText, other, out);
+      CopyStructural(member.key, member.value, index, field, path, held, other, out);
       continue;
     }
-    DeltaField field;
     field.path.push_back({std::string(member.key), -1});
     PILLAR_RETURN_IF_ERROR(CopyHeld(member.value, index, field, path, held, other, out));
   }

@@ -60,6 +60,9 @@ struct DeltaField {
     auto operator<=>(const Segment&) const = default;
   };
   std::vector<Segment> path;
+  // A structural member ("id", "role", "type" ...): not held nor screened, but clients join its
+  // fragments too, so a guard lets it come in one piece only (HeldEdit returns it as it is).
+  bool structural = false;
   auto operator<=>(const DeltaField&) const = default;
 };
 using HeldEdit = absl::FunctionRef<std::string(int64_t index, const DeltaField& field,

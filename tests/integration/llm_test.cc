@@ -127,7 +127,7 @@ class LlmTest : public ::testing::Test {
     for (const char* model :
          {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream",
           "toolstream", "toolstreamok", "toolafterfinish", "chunkmessage", "usagesplit",
-          "audiosplit", "choiceorder", "listshape"}) {
+          "audiosplit", "choiceorder", "listshape", "idsplit"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -593,6 +593,12 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
   EXPECT_NE(Events(r.body).back().find("SECRET"), std::string::npos) << r.body;
+  // A structural member (a tool call's id) is not screened, but it must come in one piece:
+  // clients join its fragments.
+  r = Post("/v1/chat/completions", Say("idsplit", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(Events(r.body).back().find("names a thing in parts"), std::string::npos) << r.body;
   // Choices appear in order: a client that places them by arrival would join choice 1's text
   // to choice 0's.
   r = Post(

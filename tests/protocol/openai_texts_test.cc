@@ -100,7 +100,7 @@ std::string Where(int64_t index, const DeltaField& field) {
 }
 
 TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
-  std::vector<std::string> held, others;
+  std::vector<std::string> held, others, structural;
   absl::StatusOr<std::string> out = EditChunkTexts(
       R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"no","reasoning_content":"hm",)"
       R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"f","arguments":"{a"}},)"
@@ -109,6 +109,10 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
       R"("logprobs":{"content":[{"token":"x"}]}}]})",
       [](int64_t, std::string_view, bool) { return std::string(); },
       [&](int64_t index, const DeltaField& field, std::string_view fragment) {
+        if (field.structural) {  // checked for coming in one piece, kept as it is
+          structural.push_back(Where(index, field) + "=" + std::string(fragment));
+          return std::string(fragment);
+        }
         held.push_back(Where(index, field) + "=" + std::string(fragment));
         return std::string("H");
       },
@@ -124,6 +128,9 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
                 "2:refusal=no", "2:reasoning_content=hm", "2:tool_calls[5].function.name=f",
                 "2:tool_calls[5].function.arguments={a", "2:tool_calls[1].function.arguments=:1}",
                 "2:function_call.arguments=x", "2:audio.transcript=deep"}));
+  EXPECT_EQ(structural,
+            (std::vector<std::string>{"2:role=assistant", "2:tool_calls[5].id=t",
+                                      "2:tool_calls[5].type=function", "2:audio.id=a1"}));
   // A list clients extend rather than merge: each string screened by itself; log probabilities
   // are withheld.
   EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.tags[0]=t1"});
