@@ -114,8 +114,10 @@ class GuardedEvents final : public runtime::EventSink {
   // A fragment of a delta's other texts (a tool call's arguments, a refusal, reasoning): held
   // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
   // up to kMaxHeldFields bytes a call.
-  // A structural member (an id, a role, a type) goes out as it is, but only in one piece: clients
-  // join its fragments as they do a text's, and it is not screened.
+  // A structural member (an id, a role, a type) goes out as it is, in one piece: clients join
+  // its fragments as they do a text's, so a second, different value ends the call, and a value
+  // is screened as a client that joins its repeats would have it (repeated), any finding a
+  // block (a member cannot be redacted).
   std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
     if (blocked_) return std::string();
     auto [it, inserted] = structural_.try_emplace({index, field}, value);
@@ -125,14 +127,42 @@ class GuardedEvents final : public runtime::EventSink {
         Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
         return std::string();
       }
-    } else if (it->second.empty()) {
-      it->second = std::string(value);  // filling an empty one joins nothing
-    } else if (!value.empty() && it->second != value) {
+    } else if (value.empty() || it->second == value) {
+      return std::string(value);  // screened when it first came
+    } else if (!it->second.empty()) {
       Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
                                       " that names a thing in parts")));
       return std::string();
+    } else {
+      it->second = std::string(value);  // filling an empty one joins nothing
     }
+    if (!value.empty() && !StructuralIsClean(index, field, value)) return std::string();
     return std::string(value);
+  }
+
+  bool StructuralIsClean(int64_t index, const protocol::DeltaField& field, std::string_view value) {
+    std::string repeated(value);
+    while (repeated.size() < std::max<size_t>(2 * value.size(), 512)) repeated.append(value);
+    const guard::ScreenResult r = guard::Screen(repeated, config_);
+    // What was found, not where: the offsets are the repeated text's.
+    std::string found =
+        r.blocked ? r.block_reason.substr(0, r.block_reason.find(" at bytes")) : std::string();
+    for (const guard::ScreenedFinding& f : r.findings) {
+      if (found.empty() && f.action != guard::Action::kAllow) {
+        found = std::string(guard::EntityName(f.finding.type));
+      }
+    }
+    if (found.empty()) return true;
+    std::string where = "delta";
+    for (const protocol::DeltaField::Segment& segment : field.path) {
+      StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
+      if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
+    }
+    ex_.content_blocked = true;
+    Stop(absl::PermissionDeniedError(
+        StrCat("the model's answer was blocked by the content guard: ", guard::RedactAll(found),
+               " in the member ", guard::RedactAll(where), " of choice ", index)));
+    return false;
   }
 
   void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {

@@ -13,6 +13,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   audiosplit  a stream whose delta.audio.transcript carries an access key in two fragments
   listshape  a stream whose delta list carries a key's first half without an index, then its
             second half with one
+  idrotate  a stream whose tool call id says a key's halves the other way round, twice
   idsplit   a stream whose tool call id carries an access key in two fragments
   choiceorder  a stream of two choices whose first chunk is for choice 1
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
@@ -88,6 +89,13 @@ def stream(model):
                        {"index": 0, "id": part, "type": "function",
                         "function": {"arguments": ""}}]}, "finish_reason": None}]}
                   for part in ["AKIAIOSF", "ODNN7EXAMPLE"]]
+        finish = "tool_calls"
+    elif model == "idrotate":
+        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"tool_calls": [
+                       {"index": 0, "id": "ODNN7EXAMPLE AKIAIOSF", "type": "function",
+                        "function": {"arguments": ""}}]}, "finish_reason": None}]}
+                  for _ in range(2)]
         finish = "tool_calls"
     elif model == "choiceorder":
         events = [chunk(1, "key AKIAIOSF"), chunk(0, "ODNN7EXAMPLE ok")]
@@ -172,7 +180,7 @@ def handle(connection):
                                                          "toolstream", "toolstreamok",
                                                          "toolafterfinish", "chunkmessage",
                                                          "usagesplit", "audiosplit", "choiceorder",
-                                                         "listshape", "idsplit")
+                                                         "listshape", "idsplit", "idrotate")
                            else answer(model))
     except Exception:
         pass

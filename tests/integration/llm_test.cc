@@ -127,7 +127,7 @@ class LlmTest : public ::testing::Test {
     for (const char* model :
          {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream",
           "toolstream", "toolstreamok", "toolafterfinish", "chunkmessage", "usagesplit",
-          "audiosplit", "choiceorder", "listshape", "idsplit"}) {
+          "audiosplit", "choiceorder", "listshape", "idsplit", "idrotate"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -599,6 +599,12 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
   EXPECT_NE(Events(r.body).back().find("names a thing in parts"), std::string::npos) << r.body;
+  // Nor is one sent whole and repeated, its halves the other way round: a client joining the
+  // repeats would have the key. It is screened as repeated.
+  r = Post("/v1/chat/completions", Say("idrotate", "hi", true));
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("SECRET in the member delta.tool_calls[0].id"), std::string::npos)
+      << r.body;
   // Choices appear in order: a client that places them by arrival would join choice 1's text
   // to choice 0's.
   r = Post(
