@@ -25,6 +25,17 @@ namespace {
 // before it and not yet released, and only the part clear of the hold-back window goes out
 // (guard::ScreenPrefix); a choice that finishes releases the rest. A block stops the producer and
 // leaves the reason in the exchange, which ends the stream with it.
+// Where a held or structural member is, for messages ("delta.tool_calls[1].function.name"): the
+// upstream chose the names, so each is cut short (and messages pass it through RedactAll).
+std::string Where(const protocol::DeltaField& field) {
+  std::string where = "delta";
+  for (const protocol::DeltaField::Segment& segment : field.path) {
+    StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
+    if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
+  }
+  return where;
+}
+
 class GuardedEvents final : public runtime::EventSink {
  public:
   GuardedEvents(std::shared_ptr<runtime::EventSink> inner, pipeline::Exchange& ex,
@@ -153,11 +164,7 @@ class GuardedEvents final : public runtime::EventSink {
       }
     }
     if (found.empty()) return true;
-    std::string where = "delta";
-    for (const protocol::DeltaField::Segment& segment : field.path) {
-      StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
-      if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
-    }
+    const std::string where = Where(field);
     ex_.content_blocked = true;
     Stop(absl::PermissionDeniedError(
         StrCat("the model's answer was blocked by the content guard: ", guard::RedactAll(found),
@@ -192,12 +199,7 @@ class GuardedEvents final : public runtime::EventSink {
     auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
     while (it != held_fields_.end() && it->first.first == index && !blocked_) {
       const protocol::DeltaField& field = it->first.second;
-      std::string where = "delta";
-      for (const protocol::DeltaField::Segment& segment : field.path) {
-        StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
-        if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
-      }
-      StrAppend(&where, " of choice ", index);
+      const std::string where = StrCat(Where(field), " of choice ", index);
       std::optional<std::string> screened = ScreenWhole(where, it->second);
       if (blocked_) break;
       std::string chunk = head_;
