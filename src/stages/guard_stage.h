@@ -4,9 +4,8 @@
 //   block answers 400 naming the entity type and where it is, never the value; redactions
 //   rewrite the body the model gets;
 // - the answer is screened after it: a block withholds it (403); redactions rewrite it. A
-//   streamed answer is screened chunk by chunk, holding back the last hold_back_bytes of each
-//   choice's text (and any finding that reaches into them) so that a value split across chunks
-//   is seen whole; a block ends the stream with an error event.
+//   streamed answer goes through GuardEvents (guarded_events.h), which lets out only what it
+//   saw whole; a block ends the stream with an error event.
 // The same screening covers the BYTES tensors of the inference routes (POST /v2/.../infer): each
 // element of a BYTES input is screened as a prompt (400 on a block), each element of a BYTES
 // output as an answer (403), wherever the model runs.

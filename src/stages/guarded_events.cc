@@ -1,0 +1,320 @@
+#include "stages/guarded_events.h"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "common/json_writer.h"
+#include "common/strings.h"
+#include "guard/screen.h"
+#include "protocol/openai_texts.h"
+#include "runtime/runner.h"
+#include "stages/guard_stage.h"
+
+namespace pillar::stages {
+namespace {
+
+// Where a held or structural member is, for messages ("delta.tool_calls[1].function.name"): the
+// upstream chose the names, so each is cut short (and messages pass it through RedactAll).
+std::string Where(const protocol::DeltaField& field) {
+  std::string where = "delta";
+  for (const protocol::DeltaField::Segment& segment : field.path) {
+    StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
+    if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
+  }
+  return where;
+}
+
+// See guarded_events.h.
+class GuardedEvents final : public runtime::EventSink {
+ public:
+  GuardedEvents(std::shared_ptr<runtime::EventSink> inner, pipeline::Exchange& ex,
+                std::shared_ptr<const guard::GuardConfig> root, const guard::GuardConfig& config,
+                const GuardStage& stage, int64_t choices)
+      : inner_(std::move(inner)),
+        ex_(ex),
+        root_(std::move(root)),
+        config_(config),
+        stage_(stage),
+        choices_(choices) {}
+
+  void Event(runtime::EventKind kind, std::string event,
+             absl::AnyInvocable<void(bool) &&> next) override {
+    if (blocked_) return std::move(next)(false);
+    if (kind != runtime::EventKind::kChunk) return Flush(kind, std::move(event), std::move(next));
+    const std::string_view data = Data(event);
+    if (head_.empty()) head_ = ChunkHead(data);
+    finished_.clear();
+    absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
+        data,
+        [this](int64_t index, std::string_view text, bool finished) {
+          if (finished) finished_.push_back(index);
+          return Release(index, text, finished);
+        },
+        [this](int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
+          if (field.structural) return Structural(index, field, fragment);
+          Hold(index, field, fragment);
+          return std::string();
+        },
+        [this](std::string_view where, std::string_view text) -> std::optional<std::string> {
+          return ScreenWhole(where, text);
+        });
+    if (!edited.ok() && !blocked_) {  // nothing the guard cannot read goes out
+      Stop(runtime::BadGateway(
+          StrCat("the upstream's stream cannot be screened: ", edited.status().message())));
+    }
+    // What was held of the choices that finish goes out before the chunk that says so.
+    std::string events;
+    for (int64_t index : finished_) ReleaseFields(index, events);
+    if (blocked_) return std::move(next)(false);
+    StrAppend(&events, "data: ", *edited, "\n\n");
+    inner_->Event(kind, std::move(events), std::move(next));
+  }
+
+ private:
+  static std::string_view Data(std::string_view event) {
+    if (event.starts_with("data: ")) event.remove_prefix(6);
+    while (!event.empty() && event.back() == '\n') event.remove_suffix(1);
+    return event;
+  }
+
+  // The members of a chunk the flush chunk repeats: "id", "object", "created", "model".
+  static std::string ChunkHead(std::string_view data) {
+    simdjson::dom::parser parser;
+    simdjson::dom::object top;
+    if (parser.parse(data.data(), data.size()).get(top) != simdjson::SUCCESS) return "{";
+    std::string head = "{";
+    for (const char* key : {"id", "object", "created", "model"}) {
+      simdjson::dom::element e;
+      if (top[key].get(e) != simdjson::SUCCESS) continue;
+      StrAppend(&head, head.size() > 1 ? "," : "", "\"", key, "\":", simdjson::minify(e));
+    }
+    return head;
+  }
+
+  void Stop(absl::Status status) {
+    blocked_ = true;
+    ex_.answer_blocked = std::move(status);
+  }
+
+  // A string of a delta other than its content (a refusal, a tool call's arguments), whole.
+  std::optional<std::string> ScreenWhole(std::string_view where, std::string_view text) {
+    guard::ScreenResult r = guard::Screen(text, config_);
+    stage_.Note(ex_, "answer", r.findings, r.denied);
+    if (r.blocked && !blocked_) {
+      ex_.content_blocked = true;
+      // `where` holds member names the upstream chose: they may carry values too.
+      Stop(absl::PermissionDeniedError(
+          StrCat("the model's answer was blocked by the content guard: ", r.block_reason, " of ",
+                 guard::RedactAll(where))));
+    }
+    if (r.blocked || r.text == text) return std::nullopt;
+    return std::move(r.text);
+  }
+
+  // A fragment of a delta's other texts (a tool call's arguments, a refusal, reasoning): held
+  // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
+  // up to kMaxHeldFields bytes a call.
+  // A structural member (an id, a role, a type) goes out as it is, in one piece: clients join
+  // its fragments as they do a text's, so a second, different value ends the call, and a value
+  // is screened as a client that joins its repeats would have it (repeated), any finding a
+  // block (a member cannot be redacted).
+  std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
+    if (blocked_) return std::string();
+    auto [it, inserted] = structural_.try_emplace({index, field}, value);
+    if (inserted) {
+      structural_bytes_ += value.size();
+      if (structural_bytes_ > kMaxHeldFields || structural_.size() > kMaxFields) {
+        Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
+        return std::string();
+      }
+    } else if (value.empty() || it->second == value) {
+      return std::string(value);  // screened when it first came
+    } else if (!it->second.empty()) {
+      Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
+                                      " that names a thing in parts")));
+      return std::string();
+    } else {
+      it->second = std::string(value);  // filling an empty one joins nothing
+    }
+    if (!value.empty() && !StructuralIsClean(index, field, value)) return std::string();
+    return std::string(value);
+  }
+
+  bool StructuralIsClean(int64_t index, const protocol::DeltaField& field, std::string_view value) {
+    std::string repeated(value);
+    while (repeated.size() < std::max<size_t>(2 * value.size(), 512)) repeated.append(value);
+    const guard::ScreenResult r = guard::Screen(repeated, config_);
+    // What was found, not where: the offsets are the repeated text's.
+    std::string found =
+        r.blocked ? r.block_reason.substr(0, r.block_reason.find(" at bytes")) : std::string();
+    for (const guard::ScreenedFinding& f : r.findings) {
+      if (found.empty() && f.action != guard::Action::kAllow) {
+        found = std::string(guard::EntityName(f.finding.type));
+      }
+    }
+    if (found.empty()) return true;
+    const std::string where = Where(field);
+    ex_.content_blocked = true;
+    Stop(absl::PermissionDeniedError(
+        StrCat("the model's answer was blocked by the content guard: ", guard::RedactAll(found),
+               " in the member ", guard::RedactAll(where), " of choice ", index)));
+    return false;
+  }
+
+  void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
+    if (blocked_ || fragment.empty()) return;
+    if (index < 0 || index >= choices_) {
+      return Stop(runtime::BadGateway(
+          StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
+    }
+    // What was held of a finished choice went out, screened: more of it would be screened
+    // apart from the rest, and a client that joins them would have a value no screen saw whole.
+    if (finished_choices_.contains(index)) return StopAfterFinish(index);
+    held_field_bytes_ += fragment.size();
+    if (held_field_bytes_ > kMaxHeldFields || held_fields_.size() >= kMaxFields) {
+      return Stop(runtime::BadGateway(
+          StrCat("the upstream's stream holds more tool calls and other texts than the guard "
+                 "screens (",
+                 kMaxHeldFields >> 20, " MiB, ", kMaxFields, " fields)")));
+    }
+    held_fields_[{index, field}].append(fragment);
+  }
+
+  // Appends the events that carry what is held of choice `index`'s other texts, each screened
+  // whole, and lets go of them; on a block, stops instead.
+  void ReleaseFields(int64_t index, std::string& events) {
+    // What goes out now was screened whole; more of the choice would be screened apart from it.
+    finished_choices_.insert(index);
+    auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
+    while (it != held_fields_.end() && it->first.first == index && !blocked_) {
+      const protocol::DeltaField& field = it->first.second;
+      const std::string where = StrCat(Where(field), " of choice ", index);
+      std::optional<std::string> screened = ScreenWhole(where, it->second);
+      if (blocked_) break;
+      std::string chunk = head_;
+      StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[",
+                protocol::DeltaChoice(index, field, screened ? *screened : it->second), "]}");
+      StrAppend(&events, "data: ", chunk, "\n\n");
+      it = held_fields_.erase(it);
+    }
+  }
+
+  void StopAfterFinish(int64_t index) {
+    Stop(runtime::BadGateway(
+        StrCat("the upstream's stream goes on with choice ", index, " after it finished")));
+  }
+
+  // What of choice `index`'s text may go out now.
+  std::string Release(int64_t index, std::string_view text, bool finished) {
+    // Text is held per choice: only the choices the request asked for, so that an upstream
+    // cannot make the guard hold text for choices without end.
+    if (index < 0 || index >= choices_) {
+      if (!blocked_) {
+        Stop(runtime::BadGateway(
+            StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
+      }
+      return std::string();
+    }
+    // Choices first appear in order: clients that place a choice by its order of arrival
+    // rather than its index would join texts the guard screened apart.
+    if (index > last_choice_ + 1) {
+      if (!blocked_) {
+        Stop(runtime::BadGateway(StrCat("the upstream's stream has choice ", index,
+                                        " before choice ", last_choice_ + 1)));
+      }
+      return std::string();
+    }
+    last_choice_ = std::max(last_choice_, index);
+    if (finished_choices_.contains(index)) {
+      if (!text.empty() && !blocked_) StopAfterFinish(index);
+      return std::string();
+    }
+    if (finished) finished_choices_.insert(index);
+    std::string& held = held_[index];
+    held.append(text);
+    guard::PrefixResult r =
+        guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes), finished);
+    stage_.Note(ex_, "answer", r.findings, r.denied);
+    if (r.blocked) {
+      if (!blocked_) {
+        ex_.content_blocked = true;
+        Stop(
+            absl::PermissionDeniedError(StrCat("the model's answer was blocked by the content "
+                                               "guard: ",
+                                               r.block_reason, " of the streamed choice ", index)));
+      }
+      return std::string();
+    }
+    held.erase(0, r.consumed);
+    return std::move(r.released);
+  }
+
+  // Before the usage chunk or [DONE]: what is still held of choices that never said they
+  // finished goes out in a chunk of its own.
+  void Flush(runtime::EventKind kind, std::string event, absl::AnyInvocable<void(bool) &&> next) {
+    std::string flushed;
+    while (!held_fields_.empty() && !blocked_) {
+      ReleaseFields(held_fields_.begin()->first.first, flushed);
+    }
+    if (blocked_) return std::move(next)(false);
+    for (auto& entry : held_) {
+      const int64_t index = entry.first;
+      if (entry.second.empty()) continue;
+      std::string text = Release(index, "", true);
+      if (blocked_) return std::move(next)(false);
+      if (text.empty()) continue;
+      // A chunk of its own: the stream's id, object, created and model, and this choice's text.
+      std::string chunk = head_;
+      const bool chat = head_.find("\"text_completion\"") == std::string::npos;
+      StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[{\"index\":", index,
+                chat ? ",\"delta\":{\"content\":" : ",\"text\":");
+      AppendJsonString(chunk, text);
+      chunk.append(chat ? "},\"finish_reason\":null}]}" : ",\"finish_reason\":null}]}");
+      StrAppend(&flushed, "data: ", chunk, "\n\n");
+    }
+    if (flushed.empty()) return inner_->Event(kind, std::move(event), std::move(next));
+    inner_->Event(
+        runtime::EventKind::kChunk, std::move(flushed),
+        [inner = inner_, kind, event = std::move(event), next = std::move(next)](bool ok) mutable {
+          if (!ok) return std::move(next)(false);
+          inner->Event(kind, std::move(event), std::move(next));
+        });
+  }
+
+  std::shared_ptr<runtime::EventSink> inner_;
+  pipeline::Exchange& ex_;
+  std::shared_ptr<const guard::GuardConfig> root_;  // keeps config_ alive
+  const guard::GuardConfig& config_;
+  const GuardStage& stage_;
+  const int64_t choices_;                // the request's n
+  std::map<int64_t, std::string> held_;  // by choice index: text not yet released
+  // A choice's other texts, by where they go; held whole until it finishes.
+  static constexpr size_t kMaxHeldFields = size_t(1) << 20;
+  static constexpr size_t kMaxFields = 1024;
+  std::map<std::pair<int64_t, protocol::DeltaField>, std::string> held_fields_;
+  // The structural members seen, by where they are: the first value of each.
+  std::map<std::pair<int64_t, protocol::DeltaField>, std::string> structural_;
+  size_t structural_bytes_ = 0;
+  size_t held_field_bytes_ = 0;
+  std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
+  std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out
+  int64_t last_choice_ = -1;            // the highest choice index seen so far
+  std::string head_;                    // "{" and the first chunk's id, object, created, model
+  bool blocked_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<runtime::EventSink> GuardEvents(std::shared_ptr<runtime::EventSink> inner,
+                                                pipeline::Exchange& ex,
+                                                std::shared_ptr<const guard::GuardConfig> root,
+                                                const guard::GuardConfig& config,
+                                                const GuardStage& stage, int64_t choices) {
+  return std::make_shared<GuardedEvents>(std::move(inner), ex, std::move(root), config, stage,
+                                         choices);
+}
+
+}  // namespace pillar::stages
