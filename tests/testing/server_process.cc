@@ -241,6 +241,21 @@ std::vector<std::pair<std::string, std::string>> FilesUnder(const std::filesyste
   return files;
 }
 
+std::vector<std::string> SeededValuesWritten(
+    const std::vector<std::pair<std::string, std::string>>& written,
+    const std::vector<std::string>& seeded) {
+  std::vector<std::string> found;
+  bool access_log_seen = false;
+  for (const auto& [path, bytes] : written) {
+    access_log_seen = access_log_seen || (path.ends_with("access.log") && !bytes.empty());
+    for (const std::string& value : seeded) {
+      if (bytes.find(value) != std::string::npos) found.push_back(value + " is in " + path);
+    }
+  }
+  if (!access_log_seen) found.push_back("no access.log was searched");
+  return found;
+}
+
 std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
                                     const std::string& digits_toml) {
   std::filesystem::path store = dir / "store";

@@ -102,6 +102,13 @@ class ServerProcess {
 // must not have been written.
 std::vector<std::pair<std::string, std::string>> FilesUnder(const std::filesystem::path& dir);
 
+// What of `seeded` is in `written` (as FilesUnder gives it), one line for each "VALUE is in
+// PATH"; and a line saying so when no non-empty access.log is among `written`, since a search
+// that did not look where the logs are proves nothing. Empty: none of it was written.
+std::vector<std::string> SeededValuesWritten(
+    const std::vector<std::pair<std::string, std::string>>& written,
+    const std::vector<std::string>& seeded);
+
 // Copies the demo store into `dir` and, when `digits_toml` is not empty, replaces the model.toml
 // of digits version 1 with it. Returns the new store's path.
 std::filesystem::path CopyDemoStore(const std::filesystem::path& dir,
