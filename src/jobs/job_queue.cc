@@ -116,7 +116,7 @@ void JobQueue::Lookup(std::string id, std::string owner,
         if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
         if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
         if (job.ok()) job->request.clear();
-        if (job.ok()) job = OpenResult(*std::move(job));
+        if (job.ok()) *job = OpenResult(*std::move(job));
         std::move(done)(std::move(job));
       });
 }
@@ -141,7 +141,7 @@ std::string JobQueue::ResultBinding(const JobRecord& job) {
   return Bound({job.owner, std::to_string(job.status), job.content_type, job.headers});
 }
 
-[[nodiscard]] absl::StatusOr<JobRecord> JobQueue::OpenResult(JobRecord job) {
+JobRecord JobQueue::OpenResult(JobRecord job) {
   if (job.state != JobState::kDone && job.state != JobState::kFailed) return job;
   // A result past its owner's byte allowance is replaced, in the store, by a message saying so,
   // unsealed. Nothing of that row is served as it is (a writer of the store could put anything

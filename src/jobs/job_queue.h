@@ -101,7 +101,7 @@ class JobQueue {
   void Report(const absl::Status& status);
   // A finished job's result as its owner gets it: opened (jobs/payload_sealer.h), or, when it
   // does not open, a 500 with a message made here.
-  [[nodiscard]] absl::StatusOr<state::JobRecord> OpenResult(state::JobRecord job);
+  state::JobRecord OpenResult(state::JobRecord job);
   // What a job's sealed request and result are bound to (besides its id): who owns it and who
   // it runs as, and what the answer says of itself.
   static std::string RequestBinding(const state::JobRecord& job);
