@@ -149,33 +149,58 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config) {
 
 namespace {
 
+bool AsciiBlank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+// Where the window of the last `hold_back` bytes begins in `text`, counted as a reader sees
+// them: a character that prints as nothing counts for nothing, and a run of blanks (of any
+// script) for one, since padding made of either would otherwise push a value's start out of the
+// window before its end arrives. Never more than hold_back + kMaxHeldRun bytes back.
+size_t WindowStart(std::string_view text, size_t hold_back) {
+  const FoldedText folded(text);
+  const std::string_view f = folded.text();
+  size_t at = f.size();
+  for (size_t counted = 0; at > 0 && counted < hold_back; ++counted) {
+    if (!AsciiBlank(f[at - 1])) {
+      --at;
+      continue;
+    }
+    while (at > 0 && AsciiBlank(f[at - 1])) --at;
+  }
+  const size_t start = folded.Begin(at);
+  const size_t bound = hold_back + kMaxHeldRun;
+  return text.size() > bound ? std::max(start, text.size() - bound) : start;
+}
+
 // How much of `text` a stream may release now (ScreenPrefix). Each rule below only moves the
 // point back, so they are applied until none moves it: a finding held back whole must not be
-// cut by the point another rule chose.
+// cut by the point another rule chose. Nothing is held back for more than kMaxHeldRun bytes
+// past the window: past that, a match still growing is taken as it stands.
 size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hold_back,
                     bool final) {
   if (final) return text.size();
-  size_t release = text.size() - std::min(hold_back, text.size());
-  // Nor is a run of non-blank bytes that has not ended yet: a value is only recognized whole
-  // (a JWT's second '.', a key's last character), and once its start went out its rest would
-  // not be recognized at all. Up to a bound, past which the run goes out as the window says.
-  constexpr size_t kMaxHeldRun = 64 * 1024;
-  auto blank = [](char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; };
+  size_t release = WindowStart(text, hold_back);
+  // Whether a hold back to `begin` stays within the bound.
+  auto holdable = [&](size_t begin) { return text.size() - begin <= kMaxHeldRun + hold_back; };
   for (size_t before = text.size() + 1; release != before;) {
     before = release;
     // A finding that reaches past the point is held back whole (and the ones after it), and so
     // is a deny rule's match.
     for (const ScreenedFinding& f : whole.findings) {
-      if (f.finding.begin < release && f.finding.end > release) release = f.finding.begin;
+      if (f.finding.begin < release && f.finding.end > release && holdable(f.finding.begin)) {
+        release = f.finding.begin;
+      }
     }
     for (const DenyMatch& m : whole.denied) {
-      if (m.begin < release && m.end > release) release = m.begin;
+      if (m.begin < release && m.end > release && holdable(m.begin)) release = m.begin;
     }
-    if (release > 0 && release < text.size() && !blank(text[release - 1])) {
+    // Nor is a run of non-blank bytes that has not ended yet: a value is only recognized whole
+    // (a JWT's second '.', a key's last character), and once its start went out its rest would
+    // not be recognized at all. Up to the bound, past which the run goes out as the window says.
+    if (release > 0 && release < text.size() && !AsciiBlank(text[release - 1])) {
       size_t start = release;
-      while (start > 0 && !blank(text[start - 1])) --start;
+      while (start > 0 && !AsciiBlank(text[start - 1])) --start;
       size_t end = release;
-      while (end < text.size() && !blank(text[end])) ++end;
+      while (end < text.size() && !AsciiBlank(text[end])) ++end;
       if (end == text.size() && text.size() - start <= kMaxHeldRun) release = start;
     }
     // Nor is a UTF-8 character cut in two: continuation bytes stay with their lead byte.
@@ -189,6 +214,27 @@ size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hol
 
 }  // namespace
 
+std::string RepeatedFinding(std::string_view value, const GuardConfig& config) {
+  if (value.empty()) return std::string();
+  // A client may show the value once, or joined with its repeats any number of times: the
+  // value, twice and three times over (a match needs its ends on a boundary, which a longer run
+  // may take away), then repeated to 512 bytes (a match that spans copies), a line each.
+  std::string repeated;
+  for (int times = 1; times <= 3; ++times) {
+    for (int i = 0; i < times; ++i) repeated.append(value);
+    repeated.push_back('\n');
+  }
+  const size_t start = repeated.size();
+  while (repeated.size() - start < std::max<size_t>(2 * value.size(), 512)) repeated.append(value);
+  const ScreenResult r = Screen(repeated, config);
+  // What was found, not where: the offsets are the repeated text's.
+  if (r.blocked) return r.block_reason.substr(0, r.block_reason.find(" at bytes"));
+  for (const ScreenedFinding& f : r.findings) {
+    if (f.action != Action::kAllow) return std::string(EntityName(f.finding.type));
+  }
+  return std::string();
+}
+
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
                           bool final) {
   const ScreenResult whole = Screen(text, config);
@@ -197,7 +243,8 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
   result.consumed = release;
   size_t copied = 0;
   for (const ScreenedFinding& f : whole.findings) {
-    if (f.finding.end > release) break;
+    // A finding the point cuts is one past the bound (ReleasePoint): taken as it stands.
+    if (f.finding.begin >= release) break;
     result.findings.push_back(f);
     if (f.action == Action::kBlock && !result.blocked) {
       result.blocked = true;
@@ -207,12 +254,13 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
     if (f.action != Action::kRedact) continue;
     const EntityRule& rule = config.rule(f.finding.type);
     result.released.append(text.substr(copied, f.finding.begin - copied));
-    result.released.append(Redacted(text.substr(f.finding.begin, f.finding.end - f.finding.begin),
+    const size_t end = std::min(f.finding.end, release);
+    result.released.append(Redacted(text.substr(f.finding.begin, end - f.finding.begin),
                                     f.finding.type, rule.redaction, config.hash_key));
-    copied = f.finding.end;
+    copied = end;
   }
   for (const DenyMatch& m : whole.denied) {
-    if (m.end > release) continue;  // seen again, whole, with the text that follows
+    if (m.begin >= release) continue;  // seen again, whole, with the text that follows
     result.denied.push_back(m);
     if (m.rule->action == DenyAction::kBlock && !result.blocked) {
       result.blocked = true;

@@ -32,12 +32,21 @@ struct ScreenResult {
 
 ScreenResult Screen(std::string_view text, const GuardConfig& config);
 
+// A value that must go out as it is (a streamed answer's id, role or type) screened as a client
+// would show it: once, or joined with its repeats. What it finds that is not allowed (an entity
+// type, or "deny rule 'NAME'"), without offsets; empty when nothing. Such a value cannot be
+// redacted, so any finding stands for a block.
+std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
+
 // A stream's text screened as it arrives: the part that may go out now and how many bytes of
-// `text` it stands for. The last `hold_back` bytes are kept back (and any finding that reaches
-// into them, a run of non-blank bytes that has not ended yet, up to 64 KiB, and a UTF-8
-// character cut in two), so that a value split across chunks is still seen whole; `final`
-// releases everything. The caller keeps text[consumed:] and appends
-// the next chunk to it.
+// `text` it stands for. The last `hold_back` bytes are kept back, counted as a reader sees them
+// (a character that prints as nothing counts for nothing, a run of blanks for one), and so are
+// any finding or deny rule's match that reaches into them, a run of non-blank bytes that has
+// not ended yet, and a UTF-8 character cut in two, so that a value split across chunks is still
+// seen whole; but never more than hold_back + kMaxHeldRun bytes. `final` releases everything.
+// The caller keeps text[consumed:] and appends the next chunk to it.
+// The longest run of non-blank bytes, or growing match, a stream holds back past its window.
+inline constexpr size_t kMaxHeldRun = 64 * 1024;
 struct PrefixResult {
   std::string released;  // redacted; empty when blocked
   size_t consumed = 0;

@@ -1,5 +1,6 @@
 #include "guard/text_fold.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 
@@ -55,6 +56,18 @@ bool Invisible(uint32_t c) {
 bool Blank(uint32_t c) {
   return c == 0x0085 || c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+}
+
+// Hyphens, dashes and the signs that print as one: the general punctuation dashes and the minus
+// sign, the modifier minus, the Armenian, Hebrew, Canadian syllabics and Mongolian hyphens, the
+// hyphen bullet, the heavy minus, the supplemental punctuation dashes, the wave dashes and the
+// katakana marks, the vertical and small forms, and the Yezidi hyphen.
+bool Dash(uint32_t c) {
+  static constexpr uint32_t kDashes[] = {0x02D7, 0x058A, 0x05BE, 0x1400, 0x1806, 0x2010, 0x2011,
+                                         0x2012, 0x2013, 0x2014, 0x2015, 0x2043, 0x2212, 0x2796,
+                                         0x2E17, 0x2E1A, 0x2E3A, 0x2E3B, 0x2E40, 0x301C, 0x3030,
+                                         0x30A0, 0x30FC, 0xFE31, 0xFE32, 0xFE58, 0xFE63, 0x10EAD};
+  return std::binary_search(std::begin(kDashes), std::end(kDashes), c);
 }
 
 // Letterlike symbols (U+2100-U+213F) that stand in the holes of the mathematical alphabets
@@ -114,7 +127,7 @@ std::optional<char> FoldOf(uint32_t c) {
   if (Blank(c)) return ' ';
   if (c >= 0xFF01 && c <= 0xFF5E) return char(c - 0xFF01 + 0x21);
   if (c == 0xFE6B) return '@';
-  if ((c >= 0x2010 && c <= 0x2015) || c == 0x2212 || c == 0xFE63) return '-';
+  if (Dash(c)) return '-';
   // Thirteen alphabets of 52 letters (A-Z, a-z) from U+1D400; their holes are unassigned.
   if (c >= 0x1D400 && c < 0x1D400 + 13 * 52) {
     const uint32_t i = (c - 0x1D400) % 52;
@@ -127,12 +140,14 @@ std::optional<char> FoldOf(uint32_t c) {
 }
 
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
-// U+00B9: C2; U+034F: CD; U+061C: D8; U+115F to U+180F: E1; U+2000 to U+24EA: E2; U+3000 and
-// U+3164: E3; U+FE00 to U+FFA0: EF; U+1D173 to U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters
-// with accents (C3, C4 ...) and most scripts never fold, and are passed over without decoding.
+// U+00B9: C2; U+02D7: CB; U+034F: CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to U+180F: E1;
+// U+2000 to U+2E40: E2; U+3000 to U+3164: E3; U+FE00 to U+FFA0: EF; U+10EAD and U+1D173 to
+// U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters with accents (C3, C4 ...) and most scripts
+// never fold, and are passed over without decoding.
 constexpr bool MayFold(unsigned char lead) {
-  return lead == 0xC2 || lead == 0xCD || lead == 0xD8 || lead == 0xE1 || lead == 0xE2 ||
-         lead == 0xE3 || lead == 0xEF || lead == 0xF0 || lead == 0xF3;
+  return lead == 0xC2 || lead == 0xCB || lead == 0xCD || lead == 0xD6 || lead == 0xD8 ||
+         lead == 0xE1 || lead == 0xE2 || lead == 0xE3 || lead == 0xEF || lead == 0xF0 ||
+         lead == 0xF3;
 }
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.

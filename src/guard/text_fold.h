@@ -17,7 +17,9 @@
 //   double-struck, sans-serif, monospace, and the letterlike symbols in their holes, such as
 //   U+210E) become ASCII letters and digits, and so do superscript, subscript and circled digits
 //   and circled letters;
-// - hyphens and dashes (U+2010-U+2015, U+2212, U+FE63, U+FF0D) become '-'.
+// - hyphens, dashes and the signs that print as one (U+2010-U+2015, U+2212, U+FE63, U+FF0D,
+//   the modifier minus, the Armenian, Hebrew, Mongolian and Canadian hyphens, the hyphen
+//   bullet, the wave dashes, the katakana marks ...) become '-'.
 // Every other byte is kept as it is, invalid UTF-8 included. A folded character is one byte, so
 // the folded text is never longer than the original.
 #pragma once

@@ -54,8 +54,59 @@ bool Structural(std::string_view key) {
 // screen sees whole: they are withheld (null) wherever the answer is screened.
 bool Withheld(std::string_view path) { return MatchPath(path, ".choices[#].logprobs"); }
 
-// Copies `e` to `out` minified, replacing the strings whose path passes `is_text` by `edit`.
-void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::string& out) {
+// The member names of the OpenAI API's requests, answers and chunks (and of the JSON schemas
+// tools declare), sorted: any other name is one a client or an upstream chose, which can carry
+// a value as well as a string can.
+// clang-format off
+constexpr std::string_view kKnownNames[] = {
+    "additionalProperties", "annotations", "arguments", "audio", "audio_tokens", "bytes",
+    "cached_tokens", "choices", "code", "completion_tokens", "completion_tokens_details",
+    "content", "created", "data", "delta", "description", "detail", "embedding", "encoding_format",
+    "enum", "error", "expires_at", "file", "file_id", "finish_reason", "format",
+    "frequency_penalty", "function", "function_call", "id", "image_url", "include_usage", "index",
+    "input", "input_audio", "items", "json_schema", "logit_bias", "logprob", "logprobs",
+    "max_completion_tokens", "max_tokens", "message", "messages", "metadata", "model", "n", "name",
+    "object", "parallel_tool_calls", "parameters", "presence_penalty", "prompt", "prompt_tokens",
+    "prompt_tokens_details", "properties", "reasoning", "reasoning_content", "reasoning_tokens",
+    "refusal", "required", "response_format", "role", "schema", "seed", "service_tier", "stop",
+    "stop_reason", "stream", "stream_options", "strict", "suffix", "system_fingerprint",
+    "temperature", "text", "title", "token", "tool_call_id", "tool_calls", "tool_choice", "tools",
+    "top_logprobs", "top_p", "total_tokens", "transcript", "type", "url", "usage", "user"};
+// clang-format on
+static_assert(std::is_sorted(std::begin(kKnownNames), std::end(kKnownNames)));
+
+bool KnownName(std::string_view name) {
+  return std::binary_search(std::begin(kKnownNames), std::end(kKnownNames), name);
+}
+
+// A member's name, `name`, of the object at `path`: one the API does not know goes through
+// `edit` as the text at "a member's name in PATH" (a client sees names as it sees strings);
+// what replaces it, if anything, renames the member.
+std::optional<std::string> ScreenedName(std::string_view name, std::string_view path,
+                                        TextEdit edit) {
+  if (KnownName(name)) return std::nullopt;
+  const std::string where =
+      StrCat("a member's name in ", path.empty() ? std::string_view("the body") : path.substr(1));
+  return edit(where, name);
+}
+
+// Numbers of fewer characters cannot spell any value the guard looks for.
+constexpr size_t kShortestTextualNumber = 7;
+
+// What of a body Copy hands to `edit`, which returns what replaces it, if anything.
+struct Texts {
+  PathTest is_text;  // the strings whose path passes
+  bool numbers;      // and the numbers whose path passes, read as their text (a replacement is
+                     // written as a string): a client shows an answer's numbers as well, and a
+                     // number can spell a card
+  bool names;        // and the member names the API does not know (ScreenedName)
+  TextEdit edit;
+};
+
+// Copies `e` to `out` minified, replacing what `texts` says.
+void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
+  const PathTest is_text = texts.is_text;
+  const TextEdit edit = texts.edit;
   if (Withheld(path)) {
     out.append("null");
     return;
@@ -67,12 +118,15 @@ void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::st
       for (auto field : object(e)) {
         if (!first) out.push_back(',');
         first = false;
-        AppendJsonString(out, field.key);
+        const std::optional<std::string> renamed =
+            texts.names ? ScreenedName(field.key, path, edit) : std::nullopt;
+        const std::string_view name = renamed ? std::string_view(*renamed) : field.key;
+        AppendJsonString(out, name);
         out.push_back(':');
         const size_t mark = path.size();
         path.push_back('.');
-        path.append(field.key);
-        Copy(field.value, path, is_text, edit, out);
+        path.append(name);
+        Copy(field.value, path, texts, out);
         path.resize(mark);
       }
       out.push_back('}');
@@ -85,7 +139,7 @@ void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::st
         if (index > 0) out.push_back(',');
         const size_t mark = path.size();
         StrAppend(&path, "[", index++, "]");
-        Copy(item, path, is_text, edit, out);
+        Copy(item, path, texts, out);
         path.resize(mark);
       }
       out.push_back(']');
@@ -98,14 +152,25 @@ void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::st
         AppendJsonString(out, replaced ? std::string_view(*replaced) : text);
         return;
       }
-      [[fallthrough]];
+      break;
+    case element_type::INT64:
+    case element_type::UINT64:
+    case element_type::DOUBLE: {
+      if (!texts.numbers || !is_text(path)) break;
+      const std::string text = simdjson::minify(e);
+      if (text.size() < kShortestTextualNumber) break;
+      std::optional<std::string> replaced = edit(std::string_view(path).substr(1), text);
+      if (!replaced) break;
+      AppendJsonString(out, *replaced);
+      return;
+    }
     default:
-      out.append(simdjson::minify(e));
+      break;
   }
+  out.append(simdjson::minify(e));
 }
 
-[[nodiscard]] absl::StatusOr<std::string> Edit(std::string_view body, PathTest is_text,
-                                               TextEdit edit) {
+[[nodiscard]] absl::StatusOr<std::string> Edit(std::string_view body, const Texts& texts) {
   simdjson::dom::parser parser;
   element root;
   if (parser.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS ||
@@ -115,7 +180,7 @@ void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::st
   std::string out;
   out.reserve(body.size() + 16);
   std::string path;
-  Copy(root, path, is_text, edit, out);
+  Copy(root, path, texts, out);
   return out;
 }
 
@@ -123,18 +188,18 @@ void Copy(element e, std::string& path, PathTest is_text, TextEdit edit, std::st
 // descriptions, prompts, inputs, stop words, metadata ... all but the structural members.
 bool RequestText(std::string_view p) { return !Structural(LastKey(p)); }
 
-// Every string of an answer's choices but the structural members: contents and their parts,
-// refusals, tool call arguments.
-bool AnswerText(std::string_view p) {
+// Every string of an answer (and of a chunk, but its deltas' texts), the structural members
+// too: a client shows an answer's names and codes as they come (its id, its model, a tool
+// call's id), so a value there reaches it as well.
+bool AnswerText(std::string_view) { return true; }
+
+// The texts of an answer's choices that a model wrote: its strings but the structural members.
+bool ChoiceText(std::string_view p) {
   return p.starts_with(".choices[") && !Structural(LastKey(p));
 }
 
-// In an answer, a "url" is text a user sees (an annotation's link): not structural there.
+// In a delta, a "url" is text a user sees (an annotation's link): not structural there.
 bool AnswerStructural(std::string_view key) { return key != "url" && Structural(key); }
-
-// Strings of a chunk other than a delta's (which the chunk edit and the held edit get): every
-// one but the structural members, screened one by one.
-bool ChunkText(std::string_view p) { return !AnswerStructural(LastKey(p)); }
 
 // The "index" of an element of a list that clients merge by it (a choice, a tool call): the
 // position when it has none; nullopt when it is anything but one non-negative integer (a float,
@@ -156,9 +221,10 @@ std::optional<int64_t> ElementIndex(object o, int64_t position) {
 // How the guard takes a list in a delta across chunks: a list of objects is merged, its
 // elements by their "index" (their position when they have none), their strings held and
 // screened joined, since clients merge such lists by index (or by position) and join their
-// strings as a delta's; a list of other values is extended, each string screened by itself. A
-// list that mixes objects with other values is refused. Keying an element without an index by
-// its position can join what a client keeps apart (a false positive), never the other way.
+// strings as a delta's. Any other list (of strings, numbers, or mixed) is refused: clients
+// extend it, or join it as text, in ways the guard cannot screen whole. Keying an element
+// without an index by its position can join what a client keeps apart (a false positive), never
+// the other way.
 enum class ListKind { kExtended, kMerged, kRefused };
 ListKind KindOf(array a) {
   size_t objects = 0;
@@ -182,16 +248,24 @@ bool HasDuplicateKeys(object o) {
                                     std::string& out);
 
 // A structural member `key` of an object in a delta: a string through `held` as structural (a
-// guard checks it comes in one piece), anything else copied.
-void CopyStructural(std::string_view key, element value, int64_t index, DeltaField& field,
-                    std::string& path, HeldEdit held, TextEdit other, std::string& out) {
+// guard checks it comes in one piece), or null. Anything else is refused: its strings would be
+// screened chunk by chunk, where clients join them across chunks.
+[[nodiscard]] absl::Status CopyStructural(std::string_view key, element value, int64_t index,
+                                          DeltaField& field, HeldEdit held, std::string& out) {
   std::string_view text;
-  if (value.get(text) != simdjson::SUCCESS) return Copy(value, path, ChunkText, other, out);
+  if (value.is_null()) {
+    out.append("null");
+    return absl::OkStatus();
+  }
+  if (value.get(text) != simdjson::SUCCESS) {
+    return absl::InvalidArgumentError(StrCat("a chunk's \"", key, "\" is not a string"));
+  }
   field.path.push_back({std::string(key), -1});
   field.structural = true;
   AppendJsonString(out, held(index, field, text));
   field.structural = false;
   field.path.pop_back();
+  return absl::OkStatus();
 }
 
 // The members of an object of a delta (the delta itself, or an object inside it): every string
@@ -208,16 +282,18 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
   for (auto member : o) {
     if (!first) out.push_back(',');
     first = false;
-    AppendJsonString(out, member.key);
+    const std::optional<std::string> renamed = ScreenedName(member.key, path, other);
+    const std::string_view name = renamed ? std::string_view(*renamed) : member.key;
+    AppendJsonString(out, name);
     out.push_back(':');
     const size_t size = path.size();
-    StrAppend(&path, ".", member.key);
+    StrAppend(&path, ".", name);
     if (member.key == "index") {
-      Copy(member.value, path, ChunkText, other, out);
+      Copy(member.value, path, {AnswerText, true, true, other}, out);
     } else if (AnswerStructural(member.key)) {
-      CopyStructural(member.key, member.value, index, field, path, held, other, out);
+      PILLAR_RETURN_IF_ERROR(CopyStructural(member.key, member.value, index, field, held, out));
     } else {
-      field.path.push_back({std::string(member.key), -1});
+      field.path.push_back({std::string(name), -1});
       absl::Status copied = CopyHeld(member.value, index, field, path, held, other, out);
       field.path.pop_back();
       if (!copied.ok()) return copied;
@@ -242,14 +318,29 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
   if (value.get(o) == simdjson::SUCCESS) {
     return CopyHeldObject(o, index, field, path, held, other, out);
   }
-  const ListKind kind = value.get(a) == simdjson::SUCCESS ? KindOf(a) : ListKind::kExtended;
-  if (kind == ListKind::kRefused) {
-    return absl::InvalidArgumentError(
-        StrCat("a chunk's \"", field.path.back().key, "\" mixes objects with other values"));
-  }
-  if (kind == ListKind::kExtended) {
-    Copy(value, path, ChunkText, other, out);  // a list clients extend: each string by itself
+  if (value.is_null()) {
+    out.append("null");
     return absl::OkStatus();
+  }
+  if (value.get(a) != simdjson::SUCCESS) {
+    // A number or a boolean: clients join these as text too (openai-node's refusal and
+    // arguments), so it must come in one piece, like a structural member, and is screened so.
+    const std::string text = simdjson::minify(value);
+    field.structural = true;
+    held(index, field, text);
+    field.structural = false;
+    out.append(text);
+    return absl::OkStatus();
+  }
+  if (a.size() == 0) {
+    out.append("[]");
+    return absl::OkStatus();
+  }
+  // A list of other values than objects, which clients extend or join as text, has no place in
+  // a delta the guard could screen whole.
+  if (KindOf(a) != ListKind::kMerged) {
+    return absl::InvalidArgumentError(
+        StrCat("a chunk's \"", field.path.back().key, "\" is a list of other values than objects"));
   }
   out.push_back('[');
   int64_t position = 0;
@@ -299,15 +390,18 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
     }
     if (!first) out.push_back(',');
     first = false;
-    AppendJsonString(out, member.key);
+    std::string path = StrCat(".choices[", position, "].delta");
+    const std::optional<std::string> renamed = ScreenedName(member.key, path, other);
+    const std::string_view name = renamed ? std::string_view(*renamed) : member.key;
+    AppendJsonString(out, name);
     out.push_back(':');
-    std::string path = StrCat(".choices[", position, "].delta.", member.key);
+    StrAppend(&path, ".", name);
     DeltaField field;
     if (AnswerStructural(member.key)) {
-      CopyStructural(member.key, member.value, index, field, path, held, other, out);
+      PILLAR_RETURN_IF_ERROR(CopyStructural(member.key, member.value, index, field, held, out));
       continue;
     }
-    field.path.push_back({std::string(member.key), -1});
+    field.path.push_back({std::string(name), -1});
     PILLAR_RETURN_IF_ERROR(CopyHeld(member.value, index, field, path, held, other, out));
   }
   const std::string replaced = edit(index, content, finished);
@@ -357,7 +451,9 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
       continue;
     }
     object delta;
-    key(field.key);
+    const std::optional<std::string> renamed =
+        ScreenedName(field.key, StrCat(".choices[", position, "]"), other);
+    key(renamed ? std::string_view(*renamed) : field.key);
     if (field.key == "logprobs") {  // see Withheld()
       out.append("null");
       continue;
@@ -365,8 +461,9 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
     if (field.key != "delta" || field.value.get(delta) != simdjson::SUCCESS) {
       // Another member (a "message" some servers send in chunks, an extension): its strings
       // screened whole, as an answer's.
-      std::string path = StrCat(".choices[", position, "].", field.key);
-      Copy(field.value, path, ChunkText, other, out);
+      std::string path =
+          StrCat(".choices[", position, "].", renamed ? std::string_view(*renamed) : field.key);
+      Copy(field.value, path, {AnswerText, true, true, other}, out);
       continue;
     }
     PILLAR_RETURN_IF_ERROR(CopyDelta(delta, index, position, finished, edit, held, other, out));
@@ -378,11 +475,19 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
 }  // namespace
 
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit) {
-  return Edit(body, RequestText, edit);
+  return Edit(body, {RequestText, false, true, edit});
 }
 
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit) {
-  return Edit(body, AnswerText, edit);
+  return Edit(body, {AnswerText, true, true, edit});
+}
+
+void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each) {
+  (void)Edit(body, {ChoiceText, false, false,
+                    [&](std::string_view, std::string_view text) -> std::optional<std::string> {
+                      each(text);
+                      return std::nullopt;
+                    }});
 }
 
 [[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
@@ -404,12 +509,14 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
   for (auto field : top) {
     if (!first) out.push_back(',');
     first = false;
-    AppendJsonString(out, field.key);
+    const std::optional<std::string> renamed = ScreenedName(field.key, "", other);
+    const std::string_view name = renamed ? std::string_view(*renamed) : field.key;
+    AppendJsonString(out, name);
     out.push_back(':');
     array choices;
     if (field.key != "choices" || field.value.get(choices) != simdjson::SUCCESS) {
-      std::string path = StrCat(".", field.key);
-      Copy(field.value, path, ChunkText, other, out);
+      std::string path = StrCat(".", name);
+      Copy(field.value, path, {AnswerText, true, true, other}, out);
       continue;
     }
     out.push_back('[');
@@ -423,7 +530,7 @@ void CopyStructural(std::string_view key, element value, int64_t index, DeltaFie
         }
       } else {
         std::string path = StrCat(".choices[", position, "]");
-        Copy(choice, path, ChunkText, other, out);
+        Copy(choice, path, {AnswerText, true, true, other}, out);
       }
       ++position;
     }

@@ -28,13 +28,22 @@ using TextEdit =
 // A request's texts: every string a client wrote (message contents and parts, names, tool call
 // arguments, tool descriptions, prompts, inputs, stop words, metadata ...), all but the members
 // that hold names and codes (model, role, type, id, tool_call_id, object, url, encoding_format,
-// detail). The body must have parsed (protocol/openai_request.h).
+// detail), and every member name the API does not know (at "a member's name in PATH"; a
+// replacement renames the member). The body must have parsed (protocol/openai_request.h).
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit);
 
-// An answer's texts: every string of its choices but the structural members (contents and
-// their parts, refusals, tool call arguments). Each choice's "logprobs", which repeat the text a
-// token at a time where no screen sees it whole, is withheld (null).
+// An answer's texts: every string of it (contents and their parts, refusals, tool call
+// arguments, and the names and codes a client shows too: its id, model, a tool call's id, an
+// extension member's strings), every number of seven characters or more, read as its text (a
+// replacement is written as a string), and every member name the API does not know (at "a
+// member's name in PATH"; a replacement renames the member). Each choice's "logprobs", which
+// repeat the text a token at a time where no screen sees it whole, is withheld (null).
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit);
+
+// What the model wrote in an answer's choices (contents and their parts, refusals, tool call
+// arguments: their strings but the structural members), in order: for estimates and judges.
+// Nothing when the body is not a JSON object.
+void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each);
 
 // A stream chunk's texts (an event's data): for each choice, its delta.content (chat) or text
 // (completions), with the choice's "index" and whether it finished in this chunk (a non-null
@@ -43,8 +52,11 @@ using TextEdit =
 // members (a refusal, reasoning, a tool call's arguments and name, an audio transcript ...),
 // which clients join across chunks, goes through `held`, keyed by where it is, which returns
 // what goes out in place of each fragment (a guard holds them whole until their choice
-// finishes; DeltaChoice writes them out then). Every other string of the chunk goes through
-// `other` one by one; "logprobs" is withheld (null). A content or text that is not a string, or
+// finishes; DeltaChoice writes them out then); a number or a boolean there goes through `held`
+// as a structural member, and a list of other values than objects, or a structural member that
+// is neither a string nor null, is an error. Every other string of the chunk (its id and model
+// too), number and unknown member name goes through `other` one by one, as EditAnswerTexts
+// says; "logprobs" is withheld (null). A content or text that is not a string, or
 // a choice's or merged element's "index" that is not one non-negative integer, is an error:
 // nothing the guard cannot read, or could read otherwise than a client, goes out.
 using ChunkEdit =

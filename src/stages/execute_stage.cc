@@ -70,11 +70,8 @@ class ExchangeEvents final : public runtime::EventSink {
 int64_t EstimatedCompletion(const pipeline::Exchange& ex) {
   if (ex.streaming) return ex.streamed_chunks;
   int64_t tokens = 0;
-  (void)protocol::EditAnswerTexts(
-      ex.response.body, [&](std::string_view, std::string_view text) -> std::optional<std::string> {
-        tokens += protocol::EstimateTokens(text);
-        return std::nullopt;
-      });
+  protocol::ForEachChoiceText(
+      ex.response.body, [&](std::string_view text) { tokens += protocol::EstimateTokens(text); });
   return tokens;
 }
 

@@ -14,6 +14,7 @@
 #include "protocol/openai_texts.h"
 #include "protocol/token_estimate.h"
 #include "runtime/model_registry.h"
+#include "runtime/runner.h"
 #include "stages/exchange_event.h"
 #include "stages/guarded_events.h"
 
@@ -325,11 +326,9 @@ runtime::GenerateRequest ClassifierCall(const guard::ClassifierConfig& classifie
 // Every text of an answer's choices (contents, refusals, tool call arguments), joined.
 std::string AnswerTexts(std::string_view body) {
   std::string joined;
-  (void)protocol::EditAnswerTexts(
-      body, [&](std::string_view, std::string_view text) -> std::optional<std::string> {
-        if (!text.empty()) StrAppend(&joined, joined.empty() ? "" : "\n\n", text);
-        return std::nullopt;
-      });
+  protocol::ForEachChoiceText(body, [&](std::string_view text) {
+    if (!text.empty()) StrAppend(&joined, joined.empty() ? "" : "\n\n", text);
+  });
   return joined;
 }
 
@@ -425,7 +424,6 @@ bool GuardStage::ClassifierFailed(pipeline::Exchange& ex, const guard::Classifie
 
 void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
   std::string blocked;
-  bool redacted = false;
   absl::StatusOr<std::string> body = protocol::EditAnswerTexts(
       ex.response.body,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
@@ -436,17 +434,21 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
           blocked = StrCat(r.block_reason, " of ", guard::RedactAll(where));
         }
         if (r.blocked || r.text == text) return std::nullopt;
-        redacted = true;
         return std::move(r.text);
       });
-  if (!body.ok()) return;  // checked where it was read: not an answer this stage rewrites
+  if (!body.ok()) {  // nothing the guard cannot read goes out
+    ex.Fail(runtime::BadGateway(
+        StrCat("the model's answer cannot be screened: ", body.status().message())));
+    return;
+  }
   if (!blocked.empty()) {
     ex.content_blocked = true;
     ex.Fail(absl::PermissionDeniedError(
         StrCat("the model's answer was blocked by the content guard: ", blocked)));
     return;
   }
-  if (redacted) ex.response.body = std::move(*body);
+  // Always the edited answer, redacted or not: its log probabilities are withheld.
+  ex.response.body = std::move(*body);
 }
 
 void GuardStage::OnResponse(pipeline::Exchange& ex) {

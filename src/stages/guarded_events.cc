@@ -43,7 +43,9 @@ class GuardedEvents final : public runtime::EventSink {
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
     if (blocked_) return std::move(next)(false);
-    if (kind != runtime::EventKind::kChunk) return Flush(kind, std::move(event), std::move(next));
+    if (kind == runtime::EventKind::kDone) return Flush(kind, std::move(event), std::move(next));
+    // A chunk, or the usage chunk (whose choices are empty, but whose other members a client
+    // reads as well): nothing of it goes out unscreened.
     const std::string_view data = Data(event);
     if (head_.empty()) head_ = ChunkHead(data);
     finished_.clear();
@@ -59,11 +61,15 @@ class GuardedEvents final : public runtime::EventSink {
           return std::string();
         },
         [this](std::string_view where, std::string_view text) -> std::optional<std::string> {
-          return ScreenWhole(where, text);
+          return ScreenChunkString(where, text);
         });
     if (!edited.ok() && !blocked_) {  // nothing the guard cannot read goes out
       Stop(runtime::BadGateway(
           StrCat("the upstream's stream cannot be screened: ", edited.status().message())));
+    }
+    if (blocked_) return std::move(next)(false);
+    if (kind == runtime::EventKind::kUsage) {
+      return Flush(kind, StrCat("data: ", *edited, "\n\n"), std::move(next));
     }
     // What was held of the choices that finish goes out before the chunk that says so.
     std::string events;
@@ -99,6 +105,22 @@ class GuardedEvents final : public runtime::EventSink {
     ex_.answer_blocked = std::move(status);
   }
 
+  // A string of a chunk outside its deltas (its id and model, a choice's finish_reason, a
+  // member of the upstream's own), whole. Every chunk repeats the stream's id and model: a value
+  // found clean at the same place last time is not screened again.
+  std::optional<std::string> ScreenChunkString(std::string_view where, std::string_view text) {
+    auto it = clean_.find(where);
+    if (it != clean_.end() && it->second == text) return std::nullopt;
+    std::optional<std::string> screened = ScreenWhole(where, text);
+    if (blocked_ || screened) return screened;
+    if (it != clean_.end()) {
+      it->second = std::string(text);
+    } else if (clean_.size() < kMaxClean) {
+      clean_.emplace(std::string(where), std::string(text));
+    }
+    return std::nullopt;
+  }
+
   // A string of a delta other than its content (a refusal, a tool call's arguments), whole.
   std::optional<std::string> ScreenWhole(std::string_view where, std::string_view text) {
     guard::ScreenResult r = guard::Screen(text, config_);
@@ -123,9 +145,15 @@ class GuardedEvents final : public runtime::EventSink {
   // block (a member cannot be redacted).
   std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
     if (blocked_) return std::string();
+    // A place that held text before: a client would join this value to that text.
+    if (held_fields_.contains({index, Unflagged(field)})) {
+      Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
+                                      " as text and as a name or number")));
+      return std::string();
+    }
     auto [it, inserted] = structural_.try_emplace({index, field}, value);
     if (inserted) {
-      structural_bytes_ += value.size();
+      structural_bytes_ += value.size() + PathBytes(field);
       if (structural_bytes_ > kMaxHeldFields || structural_.size() > kMaxFields) {
         Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
         return std::string();
@@ -144,17 +172,7 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
   bool StructuralIsClean(int64_t index, const protocol::DeltaField& field, std::string_view value) {
-    std::string repeated(value);
-    while (repeated.size() < std::max<size_t>(2 * value.size(), 512)) repeated.append(value);
-    const guard::ScreenResult r = guard::Screen(repeated, config_);
-    // What was found, not where: the offsets are the repeated text's.
-    std::string found =
-        r.blocked ? r.block_reason.substr(0, r.block_reason.find(" at bytes")) : std::string();
-    for (const guard::ScreenedFinding& f : r.findings) {
-      if (found.empty() && f.action != guard::Action::kAllow) {
-        found = std::string(guard::EntityName(f.finding.type));
-      }
-    }
+    const std::string found = guard::RepeatedFinding(value, config_);
     if (found.empty()) return true;
     const std::string where = Where(field);
     ex_.content_blocked = true;
@@ -173,14 +191,36 @@ class GuardedEvents final : public runtime::EventSink {
     // What was held of a finished choice went out, screened: more of it would be screened
     // apart from the rest, and a client that joins them would have a value no screen saw whole.
     if (finished_choices_.contains(index)) return StopAfterFinish(index);
-    held_field_bytes_ += fragment.size();
-    if (held_field_bytes_ > kMaxHeldFields || held_fields_.size() >= kMaxFields) {
+    auto [held, inserted] = held_fields_.try_emplace({index, field});
+    if (inserted && structural_.contains({index, Flagged(field)})) {
+      held_fields_.erase(held);
+      return Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ",
+                                             index, " as text and as a name or number")));
+    }
+    held_field_bytes_ += fragment.size() + (inserted ? PathBytes(field) : 0);
+    if (held_field_bytes_ > kMaxHeldFields || held_fields_.size() > kMaxFields) {
       return Stop(runtime::BadGateway(
           StrCat("the upstream's stream holds more tool calls and other texts than the guard "
                  "screens (",
                  kMaxHeldFields >> 20, " MiB, ", kMaxFields, " fields)")));
     }
-    held_fields_[{index, field}].append(fragment);
+    held->second.append(fragment);
+  }
+
+  static protocol::DeltaField Flagged(protocol::DeltaField field) {
+    field.structural = true;
+    return field;
+  }
+  static protocol::DeltaField Unflagged(protocol::DeltaField field) {
+    field.structural = false;
+    return field;
+  }
+  // What keeping a place costs besides its text: the names on its path (an upstream chooses
+  // them, and they can be long).
+  static size_t PathBytes(const protocol::DeltaField& field) {
+    size_t bytes = 0;
+    for (const protocol::DeltaField::Segment& segment : field.path) bytes += segment.key.size();
+    return bytes;
   }
 
   // Appends the events that carry what is held of choice `index`'s other texts, each screened
@@ -233,8 +273,16 @@ class GuardedEvents final : public runtime::EventSink {
       return std::string();
     }
     if (finished) finished_choices_.insert(index);
-    std::string& held = held_[index];
+    HeldText& held_text = held_[index];
+    std::string& held = held_text.text;
     held.append(text);
+    held_text.blank = held_text.blank || text.find_first_of(" \t\r\n") != std::string_view::npos;
+    // Text without a blank, within the bound, is one run that has not ended: ScreenPrefix would
+    // hold all of it back. Not screening it again for each chunk keeps a long run linear.
+    if (!finished && !held_text.blank && held.size() <= guard::kMaxHeldRun &&
+        config_.hold_back_bytes > 0) {
+      return std::string();
+    }
     guard::PrefixResult r =
         guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes), finished);
     stage_.Note(ex_, "answer", r.findings, r.denied);
@@ -249,6 +297,7 @@ class GuardedEvents final : public runtime::EventSink {
       return std::string();
     }
     held.erase(0, r.consumed);
+    held_text.blank = held.find_first_of(" \t\r\n") != std::string::npos;
     return std::move(r.released);
   }
 
@@ -262,7 +311,7 @@ class GuardedEvents final : public runtime::EventSink {
     if (blocked_) return std::move(next)(false);
     for (auto& entry : held_) {
       const int64_t index = entry.first;
-      if (entry.second.empty()) continue;
+      if (entry.second.text.empty()) continue;
       std::string text = Release(index, "", true);
       if (blocked_) return std::move(next)(false);
       if (text.empty()) continue;
@@ -289,8 +338,12 @@ class GuardedEvents final : public runtime::EventSink {
   std::shared_ptr<const guard::GuardConfig> root_;  // keeps config_ alive
   const guard::GuardConfig& config_;
   const GuardStage& stage_;
-  const int64_t choices_;                // the request's n
-  std::map<int64_t, std::string> held_;  // by choice index: text not yet released
+  const int64_t choices_;  // the request's n
+  struct HeldText {
+    std::string text;    // not yet released
+    bool blank = false;  // whether `text` has an ASCII blank
+  };
+  std::map<int64_t, HeldText> held_;  // by choice index
   // A choice's other texts, by where they go; held whole until it finishes.
   static constexpr size_t kMaxHeldFields = size_t(1) << 20;
   static constexpr size_t kMaxFields = 1024;
@@ -298,6 +351,9 @@ class GuardedEvents final : public runtime::EventSink {
   // The structural members seen, by where they are: the first value of each.
   std::map<std::pair<int64_t, protocol::DeltaField>, std::string> structural_;
   size_t structural_bytes_ = 0;
+  // The last value found clean at each place outside the deltas, for the first few places.
+  static constexpr size_t kMaxClean = 16;
+  std::map<std::string, std::string, std::less<>> clean_;
   size_t held_field_bytes_ = 0;
   std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
   std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out

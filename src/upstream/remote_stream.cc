@@ -1,5 +1,6 @@
 // RemoteRunner: a streamed answer relayed from an upstream to the client (remote_state.h says
 // how the files divide).
+#include <algorithm>
 #include <boost/asio/post.hpp>
 
 #include "common/strings.h"
@@ -36,8 +37,14 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
     usage_ = *chunk->usage;
     usage_reported_ = true;
   }
+  // A chunk sent over several "data:" lines arrives joined by line breaks, which can only be
+  // blanks between its JSON tokens (it parsed): they become spaces, so that it goes out as one
+  // line and the client's reader frames it as the upstream did.
+  std::string out = StrCat("data: ", event.data, "\n\n");
+  std::replace_if(
+      out.begin() + 6, out.end() - 2, [](char c) { return c == '\n' || c == '\r'; }, ' ');
   queue_.emplace_back(chunk->usage_only ? runtime::EventKind::kUsage : runtime::EventKind::kChunk,
-                      StrCat("data: ", event.data, "\n\n"));
+                      std::move(out));
 }
 
 // Hands the queued events on one at a time; once the client took the last, the connection

@@ -79,6 +79,16 @@ TEST(TextFoldTest, RecognizersAndRulesSeeThroughLookAlikes) {
   found = Recognize("ssn 078\u201105\u20111120", RecognizerOptions{});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].type, EntityType::kUsSsn);
+  // Found by a review (helper-39): the modifier minus and the Armenian hyphen read as '-' too,
+  // and so does every other dash the fold knows.
+  for (const char* dash : {"\u02d7", "\u058a", "\u05be", "\u1806", "\u2043", "\u2796", "\u2e3a",
+                           "\u30fc", "\ufe58", "\U00010ead"}) {
+    const std::string ssn = std::string("ssn 078") + dash + "05" + dash + "1120";
+    found = Recognize(ssn, RecognizerOptions{});
+    ASSERT_EQ(found.size(), 1u) << ssn;
+    EXPECT_EQ(found[0].type, EntityType::kUsSsn) << ssn;
+    EXPECT_EQ(FoldedText(dash).text(), "-") << ssn;
+  }
 
   r = Screen("key AKIAIOSF\u200bODNN7\ufe0fEXAMPLE ok", config);
   EXPECT_TRUE(r.blocked);

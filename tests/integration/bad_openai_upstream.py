@@ -22,6 +22,20 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             and a refusal with another
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
+  usagefirst  a stream that opens with a chunk without choices whose system_fingerprint is an
+            access key, sent over several "data:" lines
+  usagelast  a stream whose last chunk without choices carries an e-mail address in a member of
+            its own, sent over several "data:" lines
+  idwhole   a stream whose tool call id is a card number, once
+  idobject  a stream whose delta's role is an object carrying a key's halves, in two chunks
+  refusalnumbers  a stream whose refusal is a card number in two numbers
+  refusallist  a stream whose refusal is a key's halves in two lists of strings
+  padded    a stream whose content is a card cut in two, soft hyphens and a blank before the cut
+  membername  a stream whose delta has a member named by an access key
+  answerhead  an answer whose system_fingerprint is an access key
+  answerlogprobs  a clean answer whose logprobs carry an access key token by token
+  answernumber  an answer whose content is a card number written as a JSON number
+  answername  an answer whose message has a member named by an e-mail address
 GET (the health check) answers 200.
 """
 import json
@@ -53,9 +67,48 @@ def refusal_chunk(text):
             "choices": [{"index": 0, "delta": {"refusal": text}, "finish_reason": None}]}
 
 
+def delta_chunk(delta, **extra):
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+             "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+    chunk.update(extra)
+    return chunk
+
+
+def usage_chunk(**extra):
+    chunk = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+             "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                      "total_tokens": 2}}
+    chunk.update(extra)
+    return chunk
+
+
+# Sent over several "data:" lines, one per member: an SSE reader joins them with line breaks.
+MULTILINE = "multiline"
+
+
 def stream(model):
     finish = "stop"
-    if model == "toolstream":
+    if model == "usagefirst":
+        events = [(MULTILINE, usage_chunk(system_fingerprint="AKIAIOSFODNN7EXAMPLE")),
+                  chunk(0, "hi")]
+    elif model == "usagelast":
+        events = [chunk(0, "hi"), chunk(0, " there")]
+    elif model == "idwhole":
+        events = [delta_chunk({"role": "assistant", "tool_calls": [
+            {"index": 0, "id": "4111 1111 1111 1111", "type": "function",
+             "function": {"name": "f", "arguments": ""}}]})]
+        finish = "tool_calls"
+    elif model == "idobject":
+        events = [delta_chunk({"role": {"x": "AKIAIOSF"}}), delta_chunk({"role": {"x": "ODNN7EXAMPLE"}})]
+    elif model == "refusalnumbers":
+        events = [delta_chunk({"refusal": 4111111}), delta_chunk({"refusal": 111111111})]
+    elif model == "refusallist":
+        events = [delta_chunk({"refusal": ["AKIAIOSF"]}), delta_chunk({"refusal": ["ODNN7EXAMPLE"]})]
+    elif model == "padded":
+        events = [chunk(0, "card 4111 1111 1111" + "\u00ad" * 16 + " "), chunk(0, "1111 ok")]
+    elif model == "membername":
+        events = [delta_chunk({"content": "hi", "AKIAIOSFODNN7EXAMPLE": "x"})]
+    elif model == "toolstream":
         events = [tool_chunk(0, "", True), tool_chunk(0, '{"key": "AKIAIOSF'),
                   tool_chunk(0, 'ODNN7EXAMPLE"}')]
         finish = "tool_calls"
@@ -122,9 +175,15 @@ def stream(model):
         events = [chunk(0, "hi"), chunk(0, [{"type": "text", "text": "x@example.org"}])]
     events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if model == "usagelast":
+        events.append((MULTILINE, usage_chunk(note="mail zq.usage@example.org")))
     out = b""
     for e in events:
-        data = ("data: " + json.dumps(e) + "\n\n").encode()
+        if isinstance(e, tuple):  # (MULTILINE, chunk)
+            data = ("data: " + json.dumps(e[1], indent=1).replace("\n", "\ndata: ") +
+                    "\n\n").encode()
+        else:
+            data = ("data: " + json.dumps(e) + "\n\n").encode()
         out += b"%x\r\n%s\r\n" % (len(data), data)
     done = b"data: [DONE]\n\n"
     out += b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
@@ -135,10 +194,20 @@ def stream(model):
 def answer(model):
     message = {"role": "assistant", "content": "fine"}
     choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
+    extra = {}
     if model == "logprobs":
         message["content"] = "mail zq.lp@example.org"
         choice["logprobs"] = {"content": [{"token": t, "logprob": -0.1} for t in
                                           ["mail", " zq", ".lp", "@example", ".org"]]}
+    elif model == "answerhead":
+        extra["system_fingerprint"] = "AKIAIOSFODNN7EXAMPLE"
+    elif model == "answerlogprobs":
+        choice["logprobs"] = {"content": [{"token": t, "logprob": -0.1} for t in
+                                          ["key ", "AKIAIOSF", "ODNN7EXAMPLE"]]}
+    elif model == "answernumber":
+        message["content"] = 4111111111111111
+    elif model == "answername":
+        message["zq.name@example.org"] = "x"
     elif model == "nousage":
         message["content"] = "one two three four five six"
     else:  # toolargs
@@ -149,6 +218,7 @@ def answer(model):
              "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}
     if model == "nousage":
         del reply["usage"]
+    reply.update(extra)
     body = json.dumps(reply).encode()
     return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
@@ -176,12 +246,7 @@ def handle(connection):
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
         model = json.loads(body).get("model", "")
-        connection.sendall(stream(model) if model in ("indices", "jwtdrip", "parts", "nousagestream",
-                                                         "toolstream", "toolstreamok",
-                                                         "toolafterfinish", "chunkmessage",
-                                                         "usagesplit", "audiosplit", "choiceorder",
-                                                         "listshape", "idsplit", "idrotate")
-                           else answer(model))
+        connection.sendall(stream(model) if json.loads(body).get("stream") else answer(model))
     except Exception:
         pass
     finally:

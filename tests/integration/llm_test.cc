@@ -125,9 +125,12 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
     for (const char* model :
-         {"indices", "jwtdrip", "parts", "logprobs", "toolargs", "nousage", "nousagestream",
-          "toolstream", "toolstreamok", "toolafterfinish", "chunkmessage", "usagesplit",
-          "audiosplit", "choiceorder", "listshape", "idsplit", "idrotate"}) {
+         {"indices",      "jwtdrip",        "parts",        "logprobs",     "toolargs",
+          "nousage",      "nousagestream",  "toolstream",   "toolstreamok", "toolafterfinish",
+          "chunkmessage", "usagesplit",     "audiosplit",   "choiceorder",  "listshape",
+          "idsplit",      "idrotate",       "usagefirst",   "usagelast",    "idwhole",
+          "idobject",     "refusalnumbers", "refusallist",  "padded",       "membername",
+          "answerhead",   "answerlogprobs", "answernumber", "answername"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -383,6 +386,12 @@ TEST_F(LlmTest, AStreamFailsOverBeforeItsFirstByte) {
   }
 }
 
+// A stream's last event; empty when the body has none (an answer that is not a stream).
+std::string LastEvent(const std::string& body) {
+  const std::vector<std::string> events = Events(body);
+  return events.empty() ? std::string() : events.back();
+}
+
 std::string Say(const std::string& model, const std::string& text, bool stream = false) {
   return R"({"model":")" + model + R"(","stream":)" + (stream ? "true" : "false") +
          R"(,"messages":[{"role":"user","content":")" + text + R"("}]})";
@@ -619,6 +628,75 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("mail <EMAIL_ADDRESS>"), std::string::npos) << r.body;
+}
+
+// Found by a review (helper-39): what a client reads of an answer besides its texts (the usage
+// chunk, names, numbers, member names, log probabilities) went out unscreened, and padding
+// pushed a value's start out of the window.
+TEST_F(LlmTest, EverythingAClientReadsOfAnAnswerIsScreened) {
+  const std::string usage = R"(,"stream_options":{"include_usage":true})";
+  auto with_usage = [&](const std::string& model) {
+    std::string body = Say(model, "hi", true);
+    return body.insert(body.size() - 1, usage);
+  };
+  // The chunk without choices (the usage chunk) is screened like any other, even first, and
+  // one sent over several "data:" lines goes out as one line.
+  // Blocked before anything went out: the call answers 403.
+  HttpReply r = Post("/v1/chat/completions", with_usage("usagefirst"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("SECRET at bytes 0-20 of system_fingerprint"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", with_usage("usagelast"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("note":"mail <EMAIL_ADDRESS>")"), std::string::npos) << r.body;
+  for (const std::string& event : Events(r.body)) {
+    EXPECT_EQ(event.find('\n'), std::string::npos) << event;
+  }
+  EXPECT_EQ(LastEvent(r.body), "[DONE]");
+  // A structural member is screened as it is, not only joined with its repeats.
+  r = Post("/v1/chat/completions", Say("idwhole", "hi", true));
+  EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD in the member delta.tool_calls[0].id"), std::string::npos)
+      << r.body;
+  // A structural member that is not a string, numbers and lists of strings that clients join
+  // as text: refused (before anything went out: 502), or held to one piece (the first number
+  // went out, the second, which a client would join to it, ends the stream).
+  for (const char* model : {"idobject", "refusallist"}) {
+    r = Post("/v1/chat/completions", Say(model, "hi", true));
+    EXPECT_EQ(r.status, 502) << model << ": " << r.body;
+    EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << model << ": " << r.body;
+  }
+  r = Post("/v1/chat/completions", Say("refusalnumbers", "hi", true));
+  EXPECT_EQ(r.body.find("111111111"), std::string::npos) << r.body;
+  EXPECT_NE(LastEvent(r.body).find("names a thing in parts"), std::string::npos) << r.body;
+  // Soft hyphens and a blank before the cut count for one byte of the window.
+  r = Post("/v1/chat/completions", Say("padded", "hi", true));
+  EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD"), std::string::npos) << r.body;
+  // A member named by a value.
+  r = Post("/v1/chat/completions", Say("membername", "hi", true));
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("SECRET at bytes 0-20 of a member's name in choices[0].delta"),
+            std::string::npos)
+      << r.body;
+  // Whole answers: every string, names and numbers included, and the log probabilities are
+  // withheld even when nothing else changed.
+  r = Post("/v1/chat/completions", Say("answerhead", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answerlogprobs", "hi"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("logprobs":null)"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answernumber", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answername", "hi"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("<EMAIL_ADDRESS>":"x")"), std::string::npos) << r.body;
 }
 
 TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {

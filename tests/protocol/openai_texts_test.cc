@@ -48,15 +48,20 @@ TEST(OpenAiTextsTest, ARequestsTextsAreFoundWhereverTheyAreAndTheRestKept) {
                }).ok());
 }
 
-TEST(OpenAiTextsTest, AnAnswersChoicesAreFound) {
+// Every string of an answer, names and codes too (a client shows them), and its logprobs
+// withheld.
+TEST(OpenAiTextsTest, EveryStringOfAnAnswerIsFound) {
   absl::StatusOr<std::string> out = EditAnswerTexts(
-      R"({"choices":[{"index":0,"message":{"role":"assistant","content":"hi"}},{"index":1,"text":"yo"}]})",
+      R"({"id":"c","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},)"
+      R"("logprobs":{"content":[{"token":"hi"}]}},{"index":1,"text":"yo"}],"usage":{"n":"u"}})",
       [](std::string_view where, std::string_view text) {
         return std::optional<std::string>(std::string(where) + ":" + std::string(text));
       });
   ASSERT_TRUE(out.ok());
-  EXPECT_EQ(*out, R"({"choices":[{"index":0,"message":{"role":"assistant","content":)"
-                  R"("choices[0].message.content:hi"}},{"index":1,"text":"choices[1].text:yo"}]})");
+  EXPECT_EQ(*out, R"({"id":"id:c","choices":[{"index":0,"message":{"role":)"
+                  R"("choices[0].message.role:assistant","content":)"
+                  R"("choices[0].message.content:hi"},"logprobs":null},)"
+                  R"({"index":1,"text":"choices[1].text:yo"}],"usage":{"n":"usage.n:u"}})");
 }
 
 // A held edit that keeps every fragment as it came.
@@ -105,7 +110,7 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
       R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"no","reasoning_content":"hm",)"
       R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"f","arguments":"{a"}},)"
       R"({"function":{"arguments":":1}"}}],"function_call":{"arguments":"x"},)"
-      R"("audio":{"id":"a1","transcript":"deep"},"tags":["t1"]},)"
+      R"("audio":{"id":"a1","transcript":"deep","expires_at":5}},)"
       R"("logprobs":{"content":[{"token":"x"}]}}]})",
       [](int64_t, std::string_view, bool) { return std::string(); },
       [&](int64_t index, const DeltaField& field, std::string_view fragment) {
@@ -128,18 +133,17 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
                 "2:refusal=no", "2:reasoning_content=hm", "2:tool_calls[5].function.name=f",
                 "2:tool_calls[5].function.arguments={a", "2:tool_calls[1].function.arguments=:1}",
                 "2:function_call.arguments=x", "2:audio.transcript=deep"}));
-  EXPECT_EQ(structural,
-            (std::vector<std::string>{"2:role=assistant", "2:tool_calls[5].id=t",
-                                      "2:tool_calls[5].type=function", "2:audio.id=a1"}));
-  // A list clients extend rather than merge: each string screened by itself; log probabilities
-  // are withheld.
-  EXPECT_EQ(others, std::vector<std::string>{"choices[0].delta.tags[0]=t1"});
+  EXPECT_EQ(structural, (std::vector<std::string>{"2:role=assistant", "2:tool_calls[5].id=t",
+                                                  "2:tool_calls[5].type=function", "2:audio.id=a1",
+                                                  "2:audio.expires_at=5"}));
+  // A number is taken as a structural member: in one piece. Log probabilities are withheld.
+  EXPECT_TRUE(others.empty());
   EXPECT_EQ(
       *out,
       R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"H","reasoning_content":"H",)"
       R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"H","arguments":"H"}},)"
       R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
-      R"("audio":{"id":"a1","transcript":"H"},"tags":["R"]},"logprobs":null}]})");
+      R"("audio":{"id":"a1","transcript":"H","expires_at":5}},"logprobs":null}]})");
   // What a guard writes out once it has them whole.
   const DeltaField arguments{.path = {{"tool_calls", 5}, {"function", -1}, {"arguments", -1}}};
   EXPECT_EQ(
@@ -172,28 +176,40 @@ TEST(OpenAiTextsTest, AnIndexAClientCouldReadOtherwiseIsRefused) {
           R"({"choices":[{"index":0,"delta":{"foo":[{"index":0,"text":"a"},"x"]}}]})",
           R"({"choices":[{"index":0,"delta":{"foo":["x",{"text":"a"}]}}]})",
           R"({"choices":[{"delta":{"content":"x"}}]})",
+          // A list of other values than objects, which clients extend or join as text; a
+          // structural member that is not a string, whose strings clients would join.
+          R"({"choices":[{"index":0,"delta":{"refusal":["AKIAIOSF"]}}]})",
+          R"({"choices":[{"index":0,"delta":{"role":{"x":"a"}}}]})",
+          R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":[1]}]}}]})",
       }) {
     EXPECT_FALSE(EditChunkTexts(chunk, none, KeepFragment, kKeep).ok()) << chunk;
   }
 }
 
 TEST(OpenAiTextsTest, StringsElsewhereInAChunkAreScreenedWhole) {
-  std::vector<std::string> others;
+  std::vector<std::string> others, names;
   absl::StatusOr<std::string> out = EditChunkTexts(
       R"({"id":"c","extra":{"note":"n1"},"choices":[{"index":0,"message":{"content":"m1"},)"
       R"("delta":{},"finish_reason":null,"annotation":{"url":"u1"}},"s"]})",
       [](int64_t, std::string_view, bool) { return std::string(); }, KeepFragment,
-      [&](std::string_view where, std::string_view text) {
+      [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
+        if (where.starts_with("a member's name")) {
+          names.push_back(std::string(where) + "=" + std::string(text));
+          return text == "extra" ? std::optional<std::string>("X") : std::nullopt;
+        }
         others.push_back(std::string(where) + "=" + std::string(text));
         return std::optional<std::string>("R");
       });
   ASSERT_TRUE(out.ok()) << out.status();
-  // Structural members ("id", "finish_reason") are kept; a link a user sees ("url") is not one.
-  EXPECT_EQ(others, (std::vector<std::string>{"extra.note=n1", "choices[0].message.content=m1",
+  // Names and codes too ("id"): a client shows them as they come.
+  EXPECT_EQ(others, (std::vector<std::string>{"id=c", "X.note=n1", "choices[0].message.content=m1",
                                               "choices[0].annotation.url=u1", "choices[1]=s"}));
-  EXPECT_EQ(*out,
-            R"({"id":"c","extra":{"note":"R"},"choices":[{"index":0,"message":{"content":"R"},)"
-            R"("delta":{},"finish_reason":null,"annotation":{"url":"R"}},"R"]})");
+  // And the names the API does not know, which a replacement renames.
+  EXPECT_EQ(names, (std::vector<std::string>{"a member's name in the body=extra",
+                                             "a member's name in X=note",
+                                             "a member's name in choices[0]=annotation"}));
+  EXPECT_EQ(*out, R"({"id":"R","X":{"note":"R"},"choices":[{"index":0,"message":{"content":"R"},)"
+                  R"("delta":{},"finish_reason":null,"annotation":{"url":"R"}},"R"]})");
 }
 
 }  // namespace
