@@ -99,20 +99,24 @@ void Exchange::WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> w
   sink->WriteChunk(std::move(bytes), std::move(written));
 }
 
+void Exchange::ReplaceError(std::string message) {
+  error = std::move(message);
+  if (OpenAiShaped(operation)) {
+    response.body = OpenAiErrorBodyFor(response.status, error);
+    return;
+  }
+  std::string body;
+  body.reserve(error.size() + 16);
+  body.append("{\"error\":");
+  AppendJsonString(body, error);
+  body.push_back('}');
+  response.body = std::move(body);
+}
+
 void Exchange::Fail(const absl::Status& status) {
   response.status = runtime::IsBadGateway(status) ? 502 : HttpStatusFor(status.code());
   response.content_type = "application/json";
-  error = std::string(status.message());
-  if (OpenAiShaped(operation)) {
-    response.body = OpenAiErrorBodyFor(response.status, error);
-  } else {
-    std::string body;
-    body.reserve(error.size() + 16);
-    body.append("{\"error\":");
-    AppendJsonString(body, error);
-    body.push_back('}');
-    response.body = std::move(body);
-  }
+  ReplaceError(std::string(status.message()));
   if (std::optional<int64_t> retry = runtime::RetryAfterSeconds(status)) {
     response.headers.emplace_back("Retry-After", StrCat(*retry));
   }

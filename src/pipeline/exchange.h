@@ -78,6 +78,8 @@ class Exchange {
   // place where absl status codes become HTTP: 400, 401, 403, 404, 413, 429, 503, 500 ...
   void Fail(const absl::Status& status);
   bool failed() const { return response.status >= 400; }
+  // A failed request's message replaced by `message`, its status and headers kept.
+  void ReplaceError(std::string message);
 
   // A streamed answer on the connection (http::ResponseSink's StartStream and WriteChunk), on
   // the exchange's thread; the listener ends the stream after the chain's response half.

@@ -451,8 +451,26 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
   ex.response.body = std::move(*body);
 }
 
+void GuardStage::ScreenError(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
+  if (config.deny == nullptr || ex.error.empty()) return;
+  const std::vector<guard::DenyMatch> denied = config.deny->Match(ex.error);
+  if (denied.empty()) return;
+  Note(ex, "answer", {}, denied);
+  for (const guard::DenyMatch& m : denied) {
+    if (m.rule->action != guard::DenyAction::kBlock) continue;
+    ex.content_blocked = true;
+    ex.ReplaceError(StrCat("the model's error was withheld by the content guard: deny rule '",
+                           m.rule->name, "'"));
+    return;
+  }
+}
+
 void GuardStage::OnResponse(pipeline::Exchange& ex) {
   if (config_ == nullptr || ex.model == nullptr || ex.principal == nullptr) return;
+  if ((pipeline::GeneratesText(ex.operation) || ex.operation == pipeline::Operation::kInfer) &&
+      ex.failed() && config_->For(ex.model->name, ex.principal->tenant).answers) {
+    ScreenError(ex, config_->For(ex.model->name, ex.principal->tenant));
+  }
   if (pipeline::GeneratesText(ex.operation)) {
     const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
     if (config.answers && !ex.streaming && !ex.failed() &&

@@ -46,6 +46,10 @@ class GuardStage final : public pipeline::Stage {
   // (through ex.screen_outputs).
   pipeline::StageResult ScreenTensors(pipeline::Exchange& ex) const;
   void ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+  // A failed call's message can quote the model's or its server's own words (a remote server's
+  // error, a name from its reply): it is held to the deny rules too (a recognizer's values in it
+  // were tagged already, guard::RedactAll); a block withholds it, its status kept.
+  void ScreenError(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   // The prompt-injection heuristics over what the call's users and tools wrote; false (and the
   // exchange failed) when they block it.
   bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config,

@@ -9,6 +9,7 @@ tls:PORT serves TLS with cert.pem and key.pem of the working directory). The mod
   wrongshape   200 with output "y" of shape [rows, 3]
   wrongtype    200 with output "y" as INT64
   errorinside  200 whose body is an error
+  errordenied  200 whose body is an error that names a codename a deny rule blocks
   huge         200 with a 2 MiB body
   drip         200 whose body arrives a byte every 100 ms
   reset        the connection shut down mid-reply
@@ -195,6 +196,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, json.dumps(good).encode())
         if model == "errorinside":
             return self.reply(200, b'{"error": "CUDA error: out of memory"}')
+        if model == "errordenied":
+            return self.reply(200, b'{"error": "we discussed project nightingale yesterday"}')
         if model == "huge":
             return self.reply(200, b" " * (2 << 20))
         if model == "drip":

@@ -164,9 +164,9 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "throttled", Remote({up}, auth));
     WriteVersion(store, "failing", Remote({up}, auth));
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
-    for (const char* model :
-         {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "reset", "notfound",
-          "early", "extra", "late408", "chunkext", "echo", "echocut", "noid", "wrongid"}) {
+    for (const char* model : {"good", "malformed", "wrongshape", "wrongtype", "errorinside",
+                              "errordenied", "reset", "notfound", "early", "extra", "late408",
+                              "chunkext", "echo", "echocut", "noid", "wrongid"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -244,7 +244,10 @@ class RemoteTest : public ::testing::Test {
     // connections idle on other loops.
     WriteVersion(store, "pooled", Remote({up}, auth + "model = \"good\"\nconnections = 2\n"));
     gateway_->SetStore(store);
-    gateway_->AddConfig("[server]\nthreads = 4\n");
+    // A deny rule: an upstream's error that quotes a codename is withheld.
+    gateway_->AddConfig(
+        "[server]\nthreads = 4\n[[guard.deny]]\nname = \"codenames\"\n"
+        "words = [\"project nightingale\"]\n");
     key_ = gateway_->CreateKey("client");
     low_key_ = gateway_->CreateKey("batch-jobs", {"--role", "admin", "--attr", "priority=low"});
     tenant_key_ = gateway_->CreateKey("demo-user", {"--role", "user", "--tenant", "demo"});
@@ -428,6 +431,15 @@ TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
     EXPECT_NE(r.body.find(BadEndpoint()), std::string::npos) << model << ": " << r.body;
     EXPECT_NE(r.body.find(why), std::string::npos) << model << ": " << r.body;
   }
+  // Found by a review (helper-39): an upstream's error is held to the deny rules too (its
+  // personal data was tagged already); a block withholds the message, the status kept.
+  HttpReply r = Infer("errordenied");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find("nightingale"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("the model's error was withheld by the content guard: deny rule "
+                        "'codenames'"),
+            std::string::npos)
+      << r.body;
 }
 
 TEST_F(RemoteTest, AnUpstreamsRetryAfterKeepsRequestsAwayUntilThen) {
