@@ -4,6 +4,7 @@
 // 5-4" for (11) 98765-4321) says which forms it can be; the digits must then validate. When the
 // whole run is none of them, the runs of its space-separated groups are tried, longest first, so
 // that "em 2019 4111 1111 1111 1111" still yields the card.
+#include <algorithm>
 #include <array>
 #include <cstring>
 #include <string>
@@ -200,17 +201,24 @@ void Classify(std::string_view text, const Run& run, int first, int last, std::v
     }
     shape.text[shape.size++] = LengthChar(e - b);
   }
-  const Candidate c{std::string_view(digits, nd), shape.view(), plus};
-  const size_t begin = (plus || paren) ? run.begin : run.group_begin[size_t(first)];
+  Candidate c{std::string_view(digits, nd), shape.view(), plus};
+  size_t begin = (plus || paren) ? run.begin : run.group_begin[size_t(first)];
   const size_t end = run.group_end[size_t(last - 1)];
   auto add = [&](EntityType type, double score, std::string_view kind = {}) {
     if (score <= 0) return;
     out.push_back({.type = type, .begin = begin, .end = end, .score = score, .kind = kind});
     found = true;
   };
-  const std::string_view s = c.shape, d = c.digits;
   add(EntityType::kPhoneNumber, PhoneScore(c));
-  if (plus || paren) return;
+  if (plus || paren) {
+    // Only a phone number is written after a '+' or with its first group in parentheses; what is
+    // not one is read without them ("+4111111111111111" is a card with a sign before it).
+    if (found || (paren && run.sep[size_t(first + 1)] == ')' && last > first + 1)) return;
+    c.plus = false;
+    c.shape.remove_prefix(1);
+    begin = run.group_begin[size_t(first)];
+  }
+  const std::string_view s = c.shape, d = c.digits;
   add(EntityType::kCreditCard, CardScore(c));
   add(EntityType::kIpAddress, Ipv4Score(c, text, run, first), "ipv4");
   // Bare, eleven or fourteen digits pass both check digits one time in a hundred: found, at the
@@ -227,11 +235,22 @@ void Classify(std::string_view text, const Run& run, int first, int last, std::v
   if (nd == 9 && NifValid(d)) add(EntityType::kPtNif, s == "9" ? 0.35 : s == "3 3 3" ? 0.3 : 0);
 }
 
+void Take(std::string_view text, const Run& run, int first, int last, int a, int b,
+          const std::vector<Finding>& found, std::vector<Finding>& out);
+
+// A finding this strong is taken at once; a weaker one only if no other span of its length is
+// stronger ("1111 4111 1111 1111 1111": the first four groups pass Luhn for no known issuer,
+// the last four are the card).
+constexpr double kStrongFind = 0.5;
+
 // Tries groups [first, last) whole, then its runs of space-separated groups, longest first;
 // what is left on either side of a find is tried the same way.
 void ClassifyRange(std::string_view text, const Run& run, int first, int last,
                    std::vector<Finding>& out) {
+  std::vector<Finding> found_here, weak;
   for (int length = last - first; length >= 1; --length) {
+    int weak_at = -1;
+    weak.clear();
     for (int a = first; a + length <= last; ++a) {
       const int b = a + length;
       if (a > first && run.sep[size_t(a)] != ' ') continue;
@@ -243,14 +262,27 @@ void ClassifyRange(std::string_view text, const Run& run, int first, int last,
       const int max_groups = a == 0 && run.plus ? 7 : 5;
       if (digits < 4 || digits > 19 || length > max_groups) continue;
       bool found = false;
-      Classify(text, run, a, b, out, found);
-      if (found) {
-        if (a > first) ClassifyRange(text, run, first, a, out);
-        if (b < last) ClassifyRange(text, run, b, last, out);
-        return;
+      found_here.clear();
+      Classify(text, run, a, b, found_here, found);
+      if (!found) continue;
+      double best = 0;
+      for (const Finding& f : found_here) best = std::max(best, f.score);
+      if (best >= kStrongFind) return Take(text, run, first, last, a, b, found_here, out);
+      if (weak_at < 0) {
+        weak_at = a;
+        weak.swap(found_here);
       }
     }
+    if (weak_at >= 0) return Take(text, run, first, last, weak_at, weak_at + length, weak, out);
   }
+}
+
+// Takes the findings of groups [a, b) and tries what is left of [first, last) on either side.
+void Take(std::string_view text, const Run& run, int first, int last, int a, int b,
+          const std::vector<Finding>& found, std::vector<Finding>& out) {
+  out.insert(out.end(), found.begin(), found.end());
+  if (a > first) ClassifyRange(text, run, first, a, out);
+  if (b < last) ClassifyRange(text, run, b, last, out);
 }
 
 bool IsSeparator(char c) { return c == ' ' || c == '-' || c == '.' || c == '/'; }
@@ -333,7 +365,12 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
     i = next;
   }
   run.end = i;
-  if (run.paren && run.count == 1) return i;  // "(12)" and nothing after it
+  // A '(' that no ')' closes right after the first group only opens a bracket around the
+  // number: "(4111 1111 1111 1111)", "(078-05-1120)" are read without it.
+  if (run.paren && (run.count == 1 || run.sep[1] != ')')) {
+    run.paren = false;
+    run.begin = run.group_begin[0];
+  }
   // Glued to a word ("12kg", "3rd"), the local part of an address, or longer than any entity:
   // none of these is a number this scanner knows.
   if (too_long) return i;
