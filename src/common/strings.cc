@@ -33,6 +33,11 @@ bool EqualsIgnoreCase(std::string_view a, std::string_view b) {
   return true;
 }
 
+std::string Quoted(std::string_view value, size_t max) {
+  if (value.size() > max) return StrCat("(", value.size(), " bytes)");
+  return StrCat("'", value, "'");
+}
+
 std::string JoinInts(const std::vector<int64_t>& values, std::string_view separator) {
   std::string out;
   for (size_t i = 0; i < values.size(); ++i) {

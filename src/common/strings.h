@@ -62,6 +62,11 @@ bool ParseInt(std::string_view text, T* out) {
 std::vector<std::string_view> Split(std::string_view text, char separator);
 bool EqualsIgnoreCase(std::string_view a, std::string_view b);
 std::string JoinInts(const std::vector<int64_t>& values, std::string_view separator);
+
+// A value someone else chose, as a message quotes it: "'value'" when it is at most `max` bytes,
+// else "(N bytes)". Whole or not at all: a value cut short (a card's first twelve digits) is
+// one no screen would recognize, and what pillar quotes it redacts (guard::RedactAll).
+std::string Quoted(std::string_view value, size_t max);
 // Lowercase hex of `value`, zero-padded to `width` digits.
 std::string Hex(uint64_t value, int width);
 

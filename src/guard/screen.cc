@@ -149,13 +149,14 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config) {
 
 namespace {
 
-bool AsciiBlank(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+bool AsciiBlank(char c) { return kBlankBytes.find(c) != std::string_view::npos; }
 
 // Where the window of the last `hold_back` bytes begins in `text`, counted as a reader sees
 // them: a character that prints as nothing counts for nothing, and a run of blanks (of any
 // script) for one, since padding made of either would otherwise push a value's start out of the
-// window before its end arrives. Never more than hold_back + kMaxHeldRun bytes back.
-size_t WindowStart(std::string_view text, size_t hold_back) {
+// window before its end arrives. Never more than hold_back + kMaxHeldRun bytes back: `padded`
+// says when that bound cut it.
+size_t WindowStart(std::string_view text, size_t hold_back, bool& padded) {
   const FoldedText folded(text);
   const std::string_view f = folded.text();
   size_t at = f.size();
@@ -168,17 +169,18 @@ size_t WindowStart(std::string_view text, size_t hold_back) {
   }
   const size_t start = folded.Begin(at);
   const size_t bound = hold_back + kMaxHeldRun;
-  return text.size() > bound ? std::max(start, text.size() - bound) : start;
+  padded = text.size() > bound && start < text.size() - bound;
+  return padded ? text.size() - bound : start;
 }
 
 // How much of `text` a stream may release now (ScreenPrefix). Each rule below only moves the
 // point back, so they are applied until none moves it: a finding held back whole must not be
 // cut by the point another rule chose. Nothing is held back for more than kMaxHeldRun bytes
 // past the window: past that, a match still growing is taken as it stands.
-size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hold_back,
-                    bool final) {
+size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hold_back, bool final,
+                    bool& padded) {
   if (final) return text.size();
-  size_t release = WindowStart(text, hold_back);
+  size_t release = WindowStart(text, hold_back, padded);
   // Whether a hold back to `begin` stays within the bound.
   auto holdable = [&](size_t begin) { return text.size() - begin <= kMaxHeldRun + hold_back; };
   for (size_t before = text.size() + 1; release != before;) {
@@ -216,12 +218,14 @@ size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hol
 
 std::string RepeatedFinding(std::string_view value, const GuardConfig& config) {
   if (value.empty()) return std::string();
-  // A client may show the value once, or joined with its repeats any number of times: the
-  // value, twice and three times over (a match needs its ends on a boundary, which a longer run
-  // may take away), then repeated to 512 bytes (a match that spans copies), a line each.
+  // A client may show the value once, or joined with its repeats any number of times: each
+  // count of copies whose join is up to kLongestValue bytes (a match needs its ends on a
+  // boundary, which one more copy may take away), then repeated to 512 bytes (a match that spans
+  // copies), a line each.
+  constexpr size_t kLongestValue = 80;  // a card, an IBAN, a key, a phone number written out
   std::string repeated;
-  for (int times = 1; times <= 3; ++times) {
-    for (int i = 0; i < times; ++i) repeated.append(value);
+  for (size_t times = 1; times == 1 || (times - 1) * value.size() < kLongestValue; ++times) {
+    for (size_t i = 0; i < times; ++i) repeated.append(value);
     repeated.push_back('\n');
   }
   const size_t start = repeated.size();
@@ -238,8 +242,8 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config) {
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
                           bool final) {
   const ScreenResult whole = Screen(text, config);
-  const size_t release = ReleasePoint(text, whole, hold_back, final);
   PrefixResult result;
+  const size_t release = ReleasePoint(text, whole, hold_back, final, result.padded);
   result.consumed = release;
   size_t copied = 0;
   for (const ScreenedFinding& f : whole.findings) {

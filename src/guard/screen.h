@@ -33,9 +33,9 @@ struct ScreenResult {
 ScreenResult Screen(std::string_view text, const GuardConfig& config);
 
 // A value that must go out as it is (a streamed answer's id, role or type) screened as a client
-// would show it: once, or joined with its repeats. What it finds that is not allowed (an entity
-// type, or "deny rule 'NAME'"), without offsets; empty when nothing. Such a value cannot be
-// redacted, so any finding stands for a block.
+// would show it: once, or joined with its repeats (any number of them up to a value's length). What
+// it finds that is not allowed (an entity type, or "deny rule 'NAME'"), without offsets; empty when
+// nothing. Such a value cannot be redacted, so any finding stands for a block.
 std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
 
 // A stream's text screened as it arrives: the part that may go out now and how many bytes of
@@ -45,11 +45,16 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
 // not ended yet, and a UTF-8 character cut in two, so that a value split across chunks is still
 // seen whole; but never more than hold_back + kMaxHeldRun bytes. `final` releases everything.
 // The caller keeps text[consumed:] and appends the next chunk to it.
+// The bytes that separate words, as the recognizers and deny rules read them (RE2's \s and \v).
+inline constexpr std::string_view kBlankBytes = " \t\n\v\f\r";
 // The longest run of non-blank bytes, or growing match, a stream holds back past its window.
 inline constexpr size_t kMaxHeldRun = 64 * 1024;
 struct PrefixResult {
   std::string released;  // redacted; empty when blocked
   size_t consumed = 0;
+  // The window reached back further than kMaxHeldRun past it: the text is padded with blanks or
+  // characters that print as nothing, so that a value's start would go out before its end.
+  bool padded = false;
   std::vector<ScreenedFinding> findings;  // those in the released part
   std::vector<DenyMatch> denied;          // the deny rules matched in the released part
   bool blocked = false;

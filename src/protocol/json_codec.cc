@@ -234,9 +234,10 @@ struct DataWalker {
   return s;
 }
 
-// A tensor name as an error message shows it: the sender chose it, so it is cut short (a name
-// of a megabyte must not become a megabyte of error body and log line).
-std::string_view Shown(std::string_view name) { return name.substr(0, 64); }
+// A tensor name as an error message shows it: the sender chose it, so a long one is not quoted
+// (a name of a megabyte must not become a megabyte of error body and log line), and a short one
+// whole (common/strings.h Quoted).
+std::string Shown(std::string_view name) { return Quoted(name, 64); }
 
 [[nodiscard]] absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), StrCat(prefix, s.message()));
@@ -289,7 +290,7 @@ std::string_view Shown(std::string_view name) { return name.substr(0, 64); }
     // "parameters" and extensions are accepted and ignored.
   }
   if (!has_name) return Invalid(StrCat("an ", what, " has no 'name'"));
-  std::string prefix = StrCat(what, " '", Shown(tensor.name), "': ");
+  std::string prefix = StrCat(what, " ", Shown(tensor.name), ": ");
   if (!has_type) return Invalid(prefix + "missing 'datatype'");
   if (!has_shape) return Invalid(prefix + "missing 'shape'");
   if (!has_data) return Invalid(prefix + "missing 'data'");
@@ -347,7 +348,7 @@ struct InferenceRequestDecoder::Impl {
           PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(input, "input", limits, body_size));
           for (const Tensor& other : request.inputs) {
             if (other.name == tensor.name) {
-              return Invalid(StrCat("input '", Shown(tensor.name), "' appears twice"));
+              return Invalid(StrCat("input ", Shown(tensor.name), " appears twice"));
             }
           }
           request.inputs.push_back(std::move(tensor));
@@ -393,7 +394,7 @@ struct InferenceResponseDecoder::Impl {
       PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(output, "output", limits, body_size));
       for (const Tensor& other : response.outputs) {
         if (other.name == tensor.name) {
-          return Invalid(StrCat("output '", Shown(tensor.name), "' appears twice"));
+          return Invalid(StrCat("output ", Shown(tensor.name), " appears twice"));
         }
       }
       response.outputs.push_back(std::move(tensor));
@@ -417,7 +418,12 @@ struct InferenceResponseDecoder::Impl {
         // A server that reports a failure with a success status.
         std::string_view message;
         if (field.value.get_string().get(message) != simdjson::SUCCESS) message = "(not a string)";
-        return Invalid(StrCat("the reply carries an error: ", message.substr(0, 256)));
+        // Quoted whole or not at all: a value cut short is one no screen would recognize
+        // (pillar redacts what it quotes, guard::RedactAll).
+        return Invalid(message.size() <= 1024
+                           ? StrCat("the reply carries an error: ", message)
+                           : StrCat("the reply carries an error (", message.size(),
+                                    " bytes, too long to quote)"));
       }
       bool* seen = field.key == "outputs"         ? &has_outputs
                    : field.key == "model_name"    ? &has_name

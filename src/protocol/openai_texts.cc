@@ -3,6 +3,8 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <optional>
 #include <vector>
 
@@ -93,6 +95,20 @@ std::optional<std::string> ScreenedName(std::string_view name, std::string_view 
 // Numbers of fewer characters cannot spell any value the guard looks for.
 constexpr size_t kShortestTextualNumber = 7;
 
+// A number as clients show it: a whole number written with an exponent or a fraction
+// (4.111111111111111e15, 12345678909.0) as its digits, as JavaScript prints it (and Python's
+// float prints the same digits); any other as written.
+std::string NumberText(element e) {
+  double d;
+  if (e.type() == element_type::DOUBLE && e.get(d) == simdjson::SUCCESS && std::isfinite(d) &&
+      d == std::trunc(d) && std::fabs(d) < 1e21) {
+    char buffer[32];
+    const int n = std::snprintf(buffer, sizeof(buffer), "%.0f", d);
+    if (n > 0 && size_t(n) < sizeof(buffer)) return std::string(buffer, size_t(n));
+  }
+  return simdjson::minify(e);
+}
+
 // What of a body Copy hands to `edit`, which returns what replaces it, if anything.
 struct Texts {
   PathTest is_text;  // the strings whose path passes
@@ -157,7 +173,7 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
     case element_type::UINT64:
     case element_type::DOUBLE: {
       if (!texts.numbers || !is_text(path)) break;
-      const std::string text = simdjson::minify(e);
+      const std::string text = NumberText(e);
       if (text.size() < kShortestTextualNumber) break;
       std::optional<std::string> replaced = edit(std::string_view(path).substr(1), text);
       if (!replaced) break;
@@ -277,6 +293,11 @@ bool HasDuplicateKeys(object o) {
   if (HasDuplicateKeys(o)) {
     return absl::InvalidArgumentError("a chunk's delta names a member twice");
   }
+  // What the guard keeps per place grows with its depth; OpenAI's deltas are four deep.
+  if (field.path.size() >= kMaxDeltaDepth) {
+    return absl::InvalidArgumentError(
+        StrCat("a chunk's delta nests deeper than ", kMaxDeltaDepth, " members"));
+  }
   out.push_back('{');
   bool first = true;
   for (auto member : o) {
@@ -325,11 +346,10 @@ bool HasDuplicateKeys(object o) {
   if (value.get(a) != simdjson::SUCCESS) {
     // A number or a boolean: clients join these as text too (openai-node's refusal and
     // arguments), so it must come in one piece, like a structural member, and is screened so.
-    const std::string text = simdjson::minify(value);
-    field.structural = true;
-    held(index, field, text);
-    field.structural = false;
-    out.append(text);
+    field.structural = field.number = true;
+    held(index, field, NumberText(value));
+    field.structural = field.number = false;
+    out.append(simdjson::minify(value));
     return absl::OkStatus();
   }
   if (a.size() == 0) {

@@ -53,12 +53,14 @@ void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string
 // which clients join across chunks, goes through `held`, keyed by where it is, which returns
 // what goes out in place of each fragment (a guard holds them whole until their choice
 // finishes; DeltaChoice writes them out then); a number or a boolean there goes through `held`
-// as a structural member, and a list of other values than objects, or a structural member that
-// is neither a string nor null, is an error. Every other string of the chunk (its id and model
-// too), number and unknown member name goes through `other` one by one, as EditAnswerTexts
-// says; "logprobs" is withheld (null). A content or text that is not a string, or
-// a choice's or merged element's "index" that is not one non-negative integer, is an error:
+// as a structural member (flagged `number`, as clients show it: 4.1e15 as 4100000000000000),
+// and a list of other values than objects, a structural member that is neither a string nor
+// null, or a delta nested more than kMaxDeltaDepth members deep is an error. Every other string of
+// the chunk (its id and model too), number and unknown member name goes through `other` one by one,
+// as EditAnswerTexts says; "logprobs" is withheld (null). A content or text that is not a string,
+// or a choice's or merged element's "index" that is not one non-negative integer, is an error:
 // nothing the guard cannot read, or could read otherwise than a client, goes out.
+inline constexpr size_t kMaxDeltaDepth = 16;
 using ChunkEdit =
     absl::FunctionRef<std::string(int64_t index, std::string_view text, bool finished)>;
 
@@ -75,6 +77,9 @@ struct DeltaField {
   // A structural member ("id", "role", "type" ...): not held nor screened, but clients join its
   // fragments too, so a guard lets it come in one piece only (HeldEdit returns it as it is).
   bool structural = false;
+  // A number or a boolean, held as a structural member: openai-python adds a place's repeats,
+  // openai-node joins them as text, so a guard lets it come once only.
+  bool number = false;
   auto operator<=>(const DeltaField&) const = default;
 };
 using HeldEdit = absl::FunctionRef<std::string(int64_t index, const DeltaField& field,

@@ -82,7 +82,7 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
   for (const protocol::Tensor& t : outputs) {
     if (std::none_of(config.outputs.begin(), config.outputs.end(),
                      [&](const models::TensorSpec& s) { return s.name == t.name; })) {
-      return absl::InvalidArgumentError(StrCat("undeclared output '", t.name.substr(0, 64), "'"));
+      return absl::InvalidArgumentError(StrCat("undeclared output ", Quoted(t.name, 64)));
     }
   }
   std::vector<protocol::Tensor> matched;

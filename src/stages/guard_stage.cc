@@ -162,8 +162,8 @@ std::string ScreenElements(std::vector<protocol::Tensor>& tensors, const guard::
       guard::ScreenResult r = guard::Screen(element, config);
       note(r);
       if (r.blocked) {
-        blocked = StrCat(r.block_reason, " of element ", index, " of ", what, " '",
-                         std::string_view(t.name).substr(0, 64), "'");
+        blocked =
+            StrCat(r.block_reason, " of element ", index, " of ", what, " ", Quoted(t.name, 64));
         return false;
       }
       redacted = redacted || r.text != element;

@@ -9,6 +9,7 @@
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "guard/screen.h"
+#include "guard/text_fold.h"
 #include "protocol/openai_texts.h"
 #include "runtime/runner.h"
 #include "stages/guard_stage.h"
@@ -17,11 +18,11 @@ namespace pillar::stages {
 namespace {
 
 // Where a held or structural member is, for messages ("delta.tool_calls[1].function.name"): the
-// upstream chose the names, so each is cut short (and messages pass it through RedactAll).
+// upstream chose the names, so a long one is not quoted (and messages pass it through RedactAll).
 std::string Where(const protocol::DeltaField& field) {
   std::string where = "delta";
   for (const protocol::DeltaField::Segment& segment : field.path) {
-    StrAppend(&where, ".", std::string_view(segment.key).substr(0, 64));
+    StrAppend(&where, ".", segment.key.size() <= 64 ? segment.key : Quoted(segment.key, 64));
     if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
   }
   return where;
@@ -47,7 +48,6 @@ class GuardedEvents final : public runtime::EventSink {
     // A chunk, or the usage chunk (whose choices are empty, but whose other members a client
     // reads as well): nothing of it goes out unscreened.
     const std::string_view data = Data(event);
-    if (head_.empty()) head_ = ChunkHead(data);
     finished_.clear();
     absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
         data,
@@ -68,6 +68,8 @@ class GuardedEvents final : public runtime::EventSink {
           StrCat("the upstream's stream cannot be screened: ", edited.status().message())));
     }
     if (blocked_) return std::move(next)(false);
+    // From the chunk as screened: the chunks the guard writes repeat these members.
+    if (head_.empty()) head_ = ChunkHead(*edited);
     if (kind == runtime::EventKind::kUsage) {
       return Flush(kind, StrCat("data: ", *edited, "\n\n"), std::move(next));
     }
@@ -80,6 +82,13 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
  private:
+  // A choice's text that is not released yet.
+  struct HeldText {
+    std::string text;         // not yet released
+    bool blank = false;       // whether `text` has an ASCII blank
+    bool ends_blank = false;  // whether `text`, as read (folded), ends with a blank
+  };
+
   static std::string_view Data(std::string_view event) {
     if (event.starts_with("data: ")) event.remove_prefix(6);
     while (!event.empty() && event.back() == '\n') event.remove_suffix(1);
@@ -144,7 +153,7 @@ class GuardedEvents final : public runtime::EventSink {
   // is screened as a client that joins its repeats would have it (repeated), any finding a
   // block (a member cannot be redacted).
   std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
-    if (blocked_) return std::string();
+    if (blocked_ || !Placed(index, field)) return std::string();
     // A place that held text before: a client would join this value to that text.
     if (held_fields_.contains({index, Unflagged(field)})) {
       Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
@@ -158,6 +167,11 @@ class GuardedEvents final : public runtime::EventSink {
         Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
         return std::string();
       }
+    } else if (field.number) {
+      // openai-python adds a number's repeats, openai-node joins them: neither is screened.
+      Stop(runtime::BadGateway(
+          StrCat("the upstream's stream sends a number of choice ", index, " twice at one place")));
+      return std::string();
     } else if (value.empty() || it->second == value) {
       return std::string(value);  // screened when it first came
     } else if (!it->second.empty()) {
@@ -183,14 +197,7 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
   void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
-    if (blocked_ || fragment.empty()) return;
-    if (index < 0 || index >= choices_) {
-      return Stop(runtime::BadGateway(
-          StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
-    }
-    // What was held of a finished choice went out, screened: more of it would be screened
-    // apart from the rest, and a client that joins them would have a value no screen saw whole.
-    if (finished_choices_.contains(index)) return StopAfterFinish(index);
+    if (blocked_ || fragment.empty() || !Placed(index, field)) return;
     auto [held, inserted] = held_fields_.try_emplace({index, field});
     if (inserted && structural_.contains({index, Flagged(field)})) {
       held_fields_.erase(held);
@@ -207,12 +214,47 @@ class GuardedEvents final : public runtime::EventSink {
     held->second.append(fragment);
   }
 
+  // Whether a fragment of choice `index` may go to `field`; if not, stops the call. The choice
+  // must be one the request asked for and not finished (what was held of a finished choice went
+  // out, screened: more of it would be screened apart from the rest, and a client that joins
+  // them would have a value no screen saw whole). The elements of a list merged by index must
+  // first appear in order of their index: openai-python places an element at its position in
+  // the list it has, so one sent before its elder would be joined to whatever is there.
+  bool Placed(int64_t index, const protocol::DeltaField& field) {
+    if (index < 0 || index >= choices_) {
+      Stop(runtime::BadGateway(
+          StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
+      return false;
+    }
+    if (finished_choices_.contains(index)) {
+      StopAfterFinish(index);
+      return false;
+    }
+    protocol::DeltaField list;  // the path to each list of the field's, then into its element
+    for (const protocol::DeltaField::Segment& segment : field.path) {
+      list.path.push_back({segment.key, -1});
+      if (segment.element < 0) continue;
+      auto [seen, inserted] = list_elements_.try_emplace({index, list}, -1);
+      if (segment.element > seen->second + 1) {
+        Stop(runtime::BadGateway(StrCat("the upstream's stream sends element ", segment.element,
+                                        " of a list of choice ", index, " before element ",
+                                        seen->second + 1)));
+        return false;
+      }
+      seen->second = std::max(seen->second, segment.element);
+      list.path.back().element = segment.element;
+    }
+    return true;
+  }
+
+  // The same place taken as a structural member (a number, in a delta's held places) or as
+  // text.
   static protocol::DeltaField Flagged(protocol::DeltaField field) {
-    field.structural = true;
+    field.structural = field.number = true;
     return field;
   }
   static protocol::DeltaField Unflagged(protocol::DeltaField field) {
-    field.structural = false;
+    field.structural = field.number = false;
     return field;
   }
   // What keeping a place costs besides its text: the names on its path (an upstream chooses
@@ -276,16 +318,16 @@ class GuardedEvents final : public runtime::EventSink {
     HeldText& held_text = held_[index];
     std::string& held = held_text.text;
     held.append(text);
-    held_text.blank = held_text.blank || text.find_first_of(" \t\r\n") != std::string_view::npos;
-    // Text without a blank, within the bound, is one run that has not ended: ScreenPrefix would
-    // hold all of it back. Not screening it again for each chunk keeps a long run linear.
-    if (!finished && !held_text.blank && held.size() <= guard::kMaxHeldRun &&
-        config_.hold_back_bytes > 0) {
-      return std::string();
-    }
+    if (!finished && Unchanged(held_text, text)) return std::string();
     guard::PrefixResult r =
         guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes), finished);
     stage_.Note(ex_, "answer", r.findings, r.denied);
+    if (r.padded && !blocked_) {
+      Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
+                                      "'s text with more than ", guard::kMaxHeldRun >> 10,
+                                      " KiB of blanks or characters that print as nothing")));
+      return std::string();
+    }
     if (r.blocked) {
       if (!blocked_) {
         ex_.content_blocked = true;
@@ -297,8 +339,27 @@ class GuardedEvents final : public runtime::EventSink {
       return std::string();
     }
     held.erase(0, r.consumed);
-    held_text.blank = held.find_first_of(" \t\r\n") != std::string::npos;
+    held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;
     return std::move(r.released);
+  }
+
+  // Whether screening `held` again, now that `text` was appended to it, would release nothing
+  // and find nothing new, so that a text that grows a little at a time costs linear time: when
+  // it is still one run without a blank, within the bound (ScreenPrefix holds all of it), or
+  // when what was appended prints as nothing, or as blanks after a blank (the text as read
+  // did not change, and neither did the window). Within the bound only: past it ScreenPrefix
+  // must see it to say so.
+  bool Unchanged(HeldText& held, std::string_view text) {
+    const guard::FoldedText folded(text);
+    const std::string_view seen = folded.text();
+    const bool blanks_only = seen.find_first_not_of(guard::kBlankBytes) == std::string_view::npos;
+    const bool was_blank = held.ends_blank;
+    if (!seen.empty()) held.ends_blank = guard::kBlankBytes.find(seen.back()) != std::string::npos;
+    held.blank = held.blank || text.find_first_of(guard::kBlankBytes) != std::string_view::npos;
+    if (config_.hold_back_bytes == 0) return false;
+    const size_t bound = size_t(config_.hold_back_bytes) + guard::kMaxHeldRun;
+    if (!held.blank && held.text.size() <= guard::kMaxHeldRun) return true;
+    return held.text.size() <= bound && (seen.empty() || (blanks_only && was_blank));
   }
 
   // Before the usage chunk or [DONE]: what is still held of choices that never said they
@@ -338,11 +399,7 @@ class GuardedEvents final : public runtime::EventSink {
   std::shared_ptr<const guard::GuardConfig> root_;  // keeps config_ alive
   const guard::GuardConfig& config_;
   const GuardStage& stage_;
-  const int64_t choices_;  // the request's n
-  struct HeldText {
-    std::string text;    // not yet released
-    bool blank = false;  // whether `text` has an ASCII blank
-  };
+  const int64_t choices_;             // the request's n
   std::map<int64_t, HeldText> held_;  // by choice index
   // A choice's other texts, by where they go; held whole until it finishes.
   static constexpr size_t kMaxHeldFields = size_t(1) << 20;
@@ -354,6 +411,8 @@ class GuardedEvents final : public runtime::EventSink {
   // The last value found clean at each place outside the deltas, for the first few places.
   static constexpr size_t kMaxClean = 16;
   std::map<std::string, std::string, std::less<>> clean_;
+  // By choice and list (its path, elements up to it included): the highest element seen.
+  std::map<std::pair<int64_t, protocol::DeltaField>, int64_t> list_elements_;
   size_t held_field_bytes_ = 0;
   std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
   std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out

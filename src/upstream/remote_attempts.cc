@@ -531,8 +531,11 @@ void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attem
     if (reused && !stopping && config.remote.idempotent) {
       return Open(std::move(call), std::move(attempt));
     }
+    // Quoted whole or not at all: a value cut short is one no screen would recognize.
     decoded = absl::InvalidArgumentError(
-        StrCat("the reply's id '", decoded->id.substr(0, 64), "' is not the request's"));
+        decoded->id.size() <= 64
+            ? StrCat("the reply's id '", decoded->id, "' is not the request's")
+            : StrCat("the reply's id (", decoded->id.size(), " bytes) is not the request's"));
   }
   absl::StatusOr<std::vector<protocol::Tensor>> outputs =
       decoded.ok() ? runtime::MatchOutputs(config, call->rows, call->request.requested_outputs,

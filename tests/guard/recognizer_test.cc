@@ -63,8 +63,7 @@ TEST(RecognizerTest, BracketsSignsAndAWeakerSpanDoNotHideAValue) {
   EXPECT_EQ(Find("(078-05-1120)"), (V{{"US_SSN", "078-05-1120"}}));
   EXPECT_EQ(Find("(123.456.789-09)"), (V{{"BR_CPF", "123.456.789-09"}}));
   EXPECT_EQ(Find("+4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
-  EXPECT_EQ(Find("pay 1111 4111 1111 1111 1111 now"),
-            (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("pay 1111 4111 1111 1111 1111 now"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
   // Phone numbers keep their brackets and signs.
   EXPECT_EQ(Find("call (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("call +351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));

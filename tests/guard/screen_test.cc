@@ -169,6 +169,15 @@ deny = [{ name = "tickets", patterns = ['ticket-[0-9]{4,}'], action = "flag" }]
   EXPECT_EQ(r.consumed, run.size() - 32);
   ASSERT_EQ(r.denied.size(), 1u);
   EXPECT_EQ(r.denied[0].begin, 4u);
+  EXPECT_FALSE(r.padded);  // a run without blanks past the bound is not padding
+  // Padding past the bound (80 KB of soft hyphens) is said, for the caller to refuse.
+  std::string padding;
+  for (int i = 0; i < 40000; ++i) padding += "\u00ad";
+  r = ScreenPrefix("card 4111 1111 1111" + padding, config, 32, false);
+  EXPECT_TRUE(r.padded);
+  // Form feeds are blanks, as RE2's \s reads them: forty of them count for one.
+  r = ScreenPrefix("see project" + std::string(40, '\f'), denying, 32, false);
+  EXPECT_EQ(r.released, "");
   r = ScreenPrefix(run.substr(0, 1000), flagging, 32, false);
   EXPECT_EQ(r.consumed, 4u);  // within the bound, held back from the match's start
   EXPECT_TRUE(r.denied.empty());
@@ -267,6 +276,10 @@ TEST(RepeatedFindingTest, AValueOrWhatItsRepeatsJoinIntoIsFound) {
   EXPECT_EQ(RepeatedFinding("call_zq.1@example.org", config), "EMAIL_ADDRESS");
   EXPECT_EQ(RepeatedFinding("AKIAZQSEEDED7F3A2XYZ", config), "SECRET");
   EXPECT_EQ(RepeatedFinding("", config), "");
+  // Found by a review (helper-40): four copies of "4242" join into a card, and so do four of
+  // "4242 ".
+  EXPECT_EQ(RepeatedFinding("4242", config), "CREDIT_CARD");
+  EXPECT_EQ(RepeatedFinding("4242 ", config), "CREDIT_CARD");
   // A deny rule blocks by its name, with no offsets into the repeated text.
   const GuardConfig denying = Parse(R"([guard]
 deny = [{ name = "codenames", words = ["nightingale"], action = "block" }]

@@ -32,6 +32,16 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   refusallist  a stream whose refusal is a key's halves in two lists of strings
   padded    a stream whose content is a card cut in two, soft hyphens and a blank before the cut
   membername  a stream whose delta has a member named by an access key
+  headiban  a stream whose id is an IBAN, whose text is flushed at [DONE] without a finish
+  numberafterfinish  a stream whose refusal is a card's first twelve digits, then, after its
+            choice finished, the last four as a number
+  idfour    a stream whose tool call id is "4242", four times (a card when joined)
+  refusalfloat  a stream whose refusal is a card written as 4.111111111111111e15
+  formfeed  a stream whose content is a deny phrase padded with forty form feeds
+  padmore   a stream whose content is a card cut in two, 80 KB of soft hyphens before the cut
+  listorder  a stream whose delta list sends element 1 before element 0
+  deep      a stream whose delta nests twenty objects deep
+  answerfloat  an answer whose content is a card written as a float
   answerhead  an answer whose system_fingerprint is an access key
   answerlogprobs  a clean answer whose logprobs carry an access key token by token
   answernumber  an answer whose content is a card number written as a JSON number
@@ -106,6 +116,38 @@ def stream(model):
         events = [delta_chunk({"refusal": ["AKIAIOSF"]}), delta_chunk({"refusal": ["ODNN7EXAMPLE"]})]
     elif model == "padded":
         events = [chunk(0, "card 4111 1111 1111" + "\u00ad" * 16 + " "), chunk(0, "1111 ok")]
+    elif model == "headiban":
+        events = [delta_chunk({"role": "assistant", "content": "hello there"},
+                              id="DE89370400440532013000")]
+        finish = None
+    elif model == "numberafterfinish":
+        events = [delta_chunk({"refusal": "card 4111 1111 1111 "}),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                  delta_chunk({"refusal": 1111})]
+    elif model == "idfour":
+        events = [delta_chunk({"tool_calls": [{"index": 0, "id": "4242", "type": "function",
+                                               "function": {"name": "f", "arguments": ""}}]})
+                  for _ in range(4)]
+        finish = "tool_calls"
+    elif model == "refusalfloat":
+        events = ['{"id":"c","object":"chat.completion.chunk","created":1,"model":"bad",'
+                  '"choices":[{"index":0,"delta":{"refusal":4.111111111111111e15},'
+                  '"finish_reason":null}]}']
+    elif model == "formfeed":
+        events = [chunk(0, "we discussed project "), chunk(0, "\f" * 40),
+                  chunk(0, "nightingale today")]
+    elif model == "padmore":
+        events = ([chunk(0, "card 4111 1111 1111")] + [chunk(0, "\u00ad" * 4000)] * 10 +
+                  [chunk(0, " 1111 ok")])
+    elif model == "listorder":
+        events = [delta_chunk({"annotations": [{"index": 1, "id": "zq@exa"}]}),
+                  delta_chunk({"annotations": [{"index": 0, "id": "mple.org"}]})]
+    elif model == "deep":
+        nested = {"text": "x"}
+        for _ in range(20):
+            nested = {"inner": nested}
+        events = [delta_chunk({"extra": nested})]
     elif model == "membername":
         events = [delta_chunk({"content": "hi", "AKIAIOSFODNN7EXAMPLE": "x"})]
     elif model == "toolstream":
@@ -173,8 +215,10 @@ def stream(model):
         events = [chunk(0, w) for w in ["one", " two", " three", " four", " five"]]
     else:  # parts
         events = [chunk(0, "hi"), chunk(0, [{"type": "text", "text": "x@example.org"}])]
-    events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
-                   "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if finish is not None:
+        events.append({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                       "model": "bad",
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
     if model == "usagelast":
         events.append((MULTILINE, usage_chunk(note="mail zq.usage@example.org")))
     out = b""
@@ -182,6 +226,8 @@ def stream(model):
         if isinstance(e, tuple):  # (MULTILINE, chunk)
             data = ("data: " + json.dumps(e[1], indent=1).replace("\n", "\ndata: ") +
                     "\n\n").encode()
+        elif isinstance(e, str):  # written by hand
+            data = ("data: " + e + "\n\n").encode()
         else:
             data = ("data: " + json.dumps(e) + "\n\n").encode()
         out += b"%x\r\n%s\r\n" % (len(data), data)
@@ -206,6 +252,8 @@ def answer(model):
                                           ["key ", "AKIAIOSF", "ODNN7EXAMPLE"]]}
     elif model == "answernumber":
         message["content"] = 4111111111111111
+    elif model == "answerfloat":
+        message["content"] = 4.111111111111111e15
     elif model == "answername":
         message["zq.name@example.org"] = "x"
     elif model == "nousage":

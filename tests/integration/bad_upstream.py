@@ -19,7 +19,7 @@ tls:PORT serves TLS with cert.pem and key.pem of the working directory). The mod
   late408      a valid reply, then, 200 ms later on the idle connection, 408 and a close
   chunkext     a chunked reply whose first chunk header never ends
   echo         200 whose error repeats the request's Authorization header
-  echocut      the same, padded so that the error is cut inside the token
+  echocut      the same, padded so that an error cut at 256 bytes is cut inside the token
   noid         a valid reply without the request's id
   wrongid      a valid reply carrying another request's id
   dropsecond   the second request on a connection is read and the connection closed unanswered
@@ -132,7 +132,8 @@ class Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         if model in ("echo", "echocut"):
-            # echocut: pillar's decoder cuts an error at 256 bytes, in the middle of the token.
+            # echocut: an error cut at 256 bytes (as pillar's decoder once did) is cut inside the
+            # token; pillar now quotes an error whole (up to 1 KiB) or not at all.
             padding = "x" * 188 if model == "echocut" else ""
             message = padding + "bad token " + (self.headers.get("Authorization") or "")
             return self.reply(200, json.dumps({"error": message}).encode())

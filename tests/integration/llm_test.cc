@@ -125,12 +125,14 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
     for (const char* model :
-         {"indices",      "jwtdrip",        "parts",        "logprobs",     "toolargs",
-          "nousage",      "nousagestream",  "toolstream",   "toolstreamok", "toolafterfinish",
-          "chunkmessage", "usagesplit",     "audiosplit",   "choiceorder",  "listshape",
-          "idsplit",      "idrotate",       "usagefirst",   "usagelast",    "idwhole",
-          "idobject",     "refusalnumbers", "refusallist",  "padded",       "membername",
-          "answerhead",   "answerlogprobs", "answernumber", "answername"}) {
+         {"indices",           "jwtdrip",        "parts",        "logprobs",     "toolargs",
+          "nousage",           "nousagestream",  "toolstream",   "toolstreamok", "toolafterfinish",
+          "chunkmessage",      "usagesplit",     "audiosplit",   "choiceorder",  "listshape",
+          "idsplit",           "idrotate",       "usagefirst",   "usagelast",    "idwhole",
+          "idobject",          "refusalnumbers", "refusallist",  "padded",       "membername",
+          "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
+          "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
+          "listorder",         "deep",           "answerfloat"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -669,7 +671,8 @@ TEST_F(LlmTest, EverythingAClientReadsOfAnAnswerIsScreened) {
   }
   r = Post("/v1/chat/completions", Say("refusalnumbers", "hi", true));
   EXPECT_EQ(r.body.find("111111111"), std::string::npos) << r.body;
-  EXPECT_NE(LastEvent(r.body).find("names a thing in parts"), std::string::npos) << r.body;
+  EXPECT_NE(LastEvent(r.body).find("sends a number of choice 0 twice"), std::string::npos)
+      << r.body;
   // Soft hyphens and a blank before the cut count for one byte of the window.
   r = Post("/v1/chat/completions", Say("padded", "hi", true));
   EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
@@ -697,6 +700,44 @@ TEST_F(LlmTest, EverythingAClientReadsOfAnAnswerIsScreened) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
   EXPECT_NE(r.body.find(R"("<EMAIL_ADDRESS>":"x")"), std::string::npos) << r.body;
+}
+
+// Found by a review (helper-40), after the one above.
+TEST_F(LlmTest, WhatTheGuardWritesItselfAndWhatClientsJoinOrAddIsScreenedToo) {
+  // The chunks the guard writes repeat the stream's id as screened, not as it came.
+  HttpReply r = Post("/v1/chat/completions", Say("headiban", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("DE8937"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("hello there"), std::string::npos) << r.body;
+  // A number after its choice finished; a value joined from four copies; a card written as a
+  // float (as clients print it: 4111111111111111); a list's element 1 before element 0; a
+  // delta twenty deep.
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {"numberafterfinish", "after it finished"},
+      {"idfour", "CREDIT_CARD in the member delta.tool_calls[0].id"},
+      {"refusalfloat", "CREDIT_CARD in the member delta.refusal"},
+      {"listorder", "sends element 1 of a list of choice 0 before element 0"},
+      {"deep", "nests deeper than 16 members"},
+  };
+  for (const auto& [model, why] : refused) {
+    r = Post("/v1/chat/completions", Say(model, "hi", true));
+    EXPECT_NE(r.body.find(why), std::string::npos) << model << ": " << r.body;
+    EXPECT_EQ(r.body.find("4242"), std::string::npos) << model << ": " << r.body;
+    EXPECT_EQ(r.body.find("4111111111111111"), std::string::npos) << model << ": " << r.body;
+    EXPECT_EQ(r.body.find("mple.org"), std::string::npos) << model << ": " << r.body;
+  }
+  // Form feeds are blanks, as the deny rules read them: forty of them count for one.
+  r = Post("/v1/chat/completions", Say("formfeed", "hi", true));
+  EXPECT_EQ(r.body.find("nightingale"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("deny rule 'codenames'"), std::string::npos) << r.body;
+  // Padding past the bound ends the stream rather than letting the card's start go.
+  r = Post("/v1/chat/completions", Say("padmore", "hi", true));
+  EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  EXPECT_NE(LastEvent(r.body).find("pads choice 0's text"), std::string::npos) << r.body;
+  // A whole answer's float is read as clients print it.
+  r = Post("/v1/chat/completions", Say("answerfloat", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
 }
 
 TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {

@@ -520,7 +520,7 @@ TEST_F(RemoteTest, ATokenAnUpstreamEchoesIsRedacted) {
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.body.find(token_), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("bad token Bearer [redacted]"), std::string::npos) << r.body;
-  // Cut inside the token before pillar saw it: what is left of the token goes too.
+  // Padded so that a cut at 256 bytes would fall inside the token: quoted whole, redacted.
   r = Infer("echocut");
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.body.find(token_.substr(0, 8)), std::string::npos) << r.body;
