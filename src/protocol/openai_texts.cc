@@ -112,9 +112,8 @@ std::string NumberText(element e) {
 // What of a body Copy hands to `edit`, which returns what replaces it, if anything.
 struct Texts {
   PathTest is_text;  // the strings whose path passes
-  bool numbers;      // and the numbers whose path passes, read as their text (a replacement is
-                     // written as a string): a client shows an answer's numbers as well, and a
-                     // number can spell a card
+  PathTest numbers;  // and the numbers whose path passes this (none if null), read as their
+                     // text (a replacement is written as a string): a number can spell a card
   bool names;        // and the member names the API does not know (ScreenedName)
   TextEdit edit;
 };
@@ -172,7 +171,7 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
     case element_type::INT64:
     case element_type::UINT64:
     case element_type::DOUBLE: {
-      if (!texts.numbers || !is_text(path)) break;
+      if (texts.numbers == nullptr || !texts.numbers(path)) break;
       const std::string text = NumberText(e);
       if (text.size() < kShortestTextualNumber) break;
       std::optional<std::string> replaced = edit(std::string_view(path).substr(1), text);
@@ -203,6 +202,19 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
 // Every string a client wrote: message contents and parts, names, tool call arguments, tool
 // descriptions, prompts, inputs, stop words, metadata ... all but the structural members.
 bool RequestText(std::string_view p) { return !Structural(LastKey(p)); }
+
+// The numbers a client wrote as data, not as parameters: in messages (a tool's result given as
+// a number), metadata, tools' schemas, prompts and inputs. A seed or a token budget is no one's
+// personal data, and a large seed can pass Luhn.
+bool RequestNumber(std::string_view p) {
+  for (std::string_view data : {".messages", ".metadata", ".tools", ".prompt", ".input"}) {
+    if (p.starts_with(data) &&
+        (p.size() == data.size() || p[data.size()] == '.' || p[data.size()] == '[')) {
+      return RequestText(p);
+    }
+  }
+  return false;
+}
 
 // Every string of an answer (and of a chunk, but its deltas' texts), the structural members
 // too: a client shows an answer's names and codes as they come (its id, its model, a tool
@@ -310,7 +322,7 @@ bool HasDuplicateKeys(object o) {
     const size_t size = path.size();
     StrAppend(&path, ".", name);
     if (member.key == "index") {
-      Copy(member.value, path, {AnswerText, true, true, other}, out);
+      Copy(member.value, path, {AnswerText, AnswerText, true, other}, out);
     } else if (AnswerStructural(member.key)) {
       PILLAR_RETURN_IF_ERROR(CopyStructural(member.key, member.value, index, field, held, out));
     } else {
@@ -483,7 +495,7 @@ bool HasDuplicateKeys(object o) {
       // screened whole, as an answer's.
       std::string path =
           StrCat(".choices[", position, "].", renamed ? std::string_view(*renamed) : field.key);
-      Copy(field.value, path, {AnswerText, true, true, other}, out);
+      Copy(field.value, path, {AnswerText, AnswerText, true, other}, out);
       continue;
     }
     PILLAR_RETURN_IF_ERROR(CopyDelta(delta, index, position, finished, edit, held, other, out));
@@ -495,15 +507,15 @@ bool HasDuplicateKeys(object o) {
 }  // namespace
 
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit) {
-  return Edit(body, {RequestText, false, true, edit});
+  return Edit(body, {RequestText, RequestNumber, true, edit});
 }
 
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit) {
-  return Edit(body, {AnswerText, true, true, edit});
+  return Edit(body, {AnswerText, AnswerText, true, edit});
 }
 
 void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each) {
-  (void)Edit(body, {ChoiceText, false, false,
+  (void)Edit(body, {ChoiceText, nullptr, false,
                     [&](std::string_view, std::string_view text) -> std::optional<std::string> {
                       each(text);
                       return std::nullopt;
@@ -536,7 +548,7 @@ void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string
     array choices;
     if (field.key != "choices" || field.value.get(choices) != simdjson::SUCCESS) {
       std::string path = StrCat(".", name);
-      Copy(field.value, path, {AnswerText, true, true, other}, out);
+      Copy(field.value, path, {AnswerText, AnswerText, true, other}, out);
       continue;
     }
     out.push_back('[');
@@ -550,7 +562,7 @@ void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string
         }
       } else {
         std::string path = StrCat(".choices[", position, "]");
-        Copy(choice, path, {AnswerText, true, true, other}, out);
+        Copy(choice, path, {AnswerText, AnswerText, true, other}, out);
       }
       ++position;
     }

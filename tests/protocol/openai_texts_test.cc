@@ -43,6 +43,22 @@ TEST(OpenAiTextsTest, ARequestsTextsAreFoundWhereverTheyAreAndTheRestKept) {
                                })
                   .ok());
   EXPECT_EQ(seen, (std::vector<std::string>{"prompt[0]", "prompt[1]", "input"}));
+  // Numbers written as data (metadata, messages), not parameters (a seed), and unknown names.
+  seen.clear();
+  absl::StatusOr<std::string> numbers = EditRequestTexts(
+      R"({"model":"m","seed":4111111111111111,"max_tokens":12345678,)"
+      R"("metadata":{"card":4111111111111111,"n":12},"messages":[{"role":"user","content":"x"}]})",
+      [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
+        seen.push_back(std::string(where) + "=" + std::string(text));
+        if (text == "4111111111111111") return "<CREDIT_CARD>";
+        return std::nullopt;
+      });
+  ASSERT_TRUE(numbers.ok()) << numbers.status();
+  EXPECT_EQ(seen,
+            (std::vector<std::string>{"a member's name in metadata=card",
+                                      "metadata.card=4111111111111111", "messages[0].content=x"}));
+  EXPECT_NE(numbers->find(R"("seed":4111111111111111)"), std::string::npos) << *numbers;
+  EXPECT_NE(numbers->find(R"("card":"<CREDIT_CARD>")"), std::string::npos) << *numbers;
   EXPECT_FALSE(EditRequestTexts("[1]", [](std::string_view, std::string_view) {
                  return std::optional<std::string>();
                }).ok());
