@@ -253,8 +253,10 @@ void ClassifyRange(std::string_view text, const Run& run, int first, int last,
     weak.clear();
     for (int a = first; a + length <= last; ++a) {
       const int b = a + length;
-      if (a > first && run.sep[size_t(a)] != ' ') continue;
-      if (b < last && run.sep[size_t(b)] != ' ') continue;
+      // A span starts and ends at a space, or at the ')' that closes a first group: "(1) 4111
+      // 1111 1111 1111" is a number in brackets, then a card.
+      if (a > first && run.sep[size_t(a)] != ' ' && run.sep[size_t(a)] != ')') continue;
+      if (b < last && run.sep[size_t(b)] != ' ' && run.sep[size_t(b)] != ')') continue;
       // Every entity has from 4 (an IPv4 address) to 19 digits (a card), and at most five
       // groups (a card of 19 digits, a CNPJ), or seven for an international number written in
       // pairs ("+49 30 12 34 56 78"): no other span is read.
@@ -306,6 +308,19 @@ size_t WideSpaceLength(std::string_view text, size_t i) {
   return 0;
 }
 
+// An IPv6 address whose first group starts with a digit at `i` ("2001:db8::1",
+// "7ec4:1b80:..."): found, and its end returned; 0 if there is none.
+size_t LeadingIpv6(std::string_view text, size_t i, std::vector<Finding>& out) {
+  size_t hex = i;
+  while (hex < text.size() && IsHex(text[hex])) ++hex;
+  if (hex >= text.size() || text[hex] != ':') return 0;
+  const size_t end = Ipv6End(text, i);
+  if (end <= i) return 0;
+  out.push_back(
+      {.type = EntityType::kIpAddress, .begin = i, .end = end, .score = 0.7, .kind = "ipv6"});
+  return end;
+}
+
 }  // namespace
 
 size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
@@ -319,25 +334,25 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
     run.paren = true;
     ++i;
   }
-  // An IPv6 address whose first group starts with a digit ("2001:db8::1", "7ec4:1b80:...").
   if (!run.plus && !run.paren) {
-    size_t hex = i;
-    while (hex < n && IsHex(text[hex])) ++hex;
-    if (hex < n && text[hex] == ':') {
-      if (const size_t end = Ipv6End(text, i); end > i) {
-        out.push_back(
-            {.type = EntityType::kIpAddress, .begin = i, .end = end, .score = 0.7, .kind = "ipv6"});
-        return end;
-      }
-    }
+    if (const size_t end = LeadingIpv6(text, i, out); end > 0) return end;
   }
   size_t digits = 0;
   bool too_long = false;
+  size_t restart = 0;  // > 0: where to scan again, the run being longer than any entity
   while (true) {
     const size_t b = i;
     while (i < n && IsDigit(text[i])) ++i;
     digits += i - b;
-    if (run.count == kMaxGroups || digits > kMaxDigits) {
+    if (run.count > 0 && (run.count == kMaxGroups || digits > kMaxDigits)) {
+      // More groups than any entity has: the groups so far are read, and the scan starts again
+      // four groups back (an entity has at most five), so that a card after ten single digits
+      // is still seen, and each group is read a bounded number of times.
+      restart = run.count > 4 ? run.group_begin[size_t(run.count - 4)] : b;
+      i = run.group_end[size_t(run.count - 1)];
+      break;
+    }
+    if (digits > kMaxDigits) {
       too_long = true;
     } else {
       run.group_begin[size_t(run.count)] = b;
@@ -370,6 +385,10 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
   if (run.paren && (run.count == 1 || run.sep[1] != ')')) {
     run.paren = false;
     run.begin = run.group_begin[0];
+  }
+  if (restart > 0) {
+    ClassifyRange(text, run, 0, run.count, out);
+    return restart;
   }
   // Glued to a word ("12kg", "3rd"), the local part of an address, or longer than any entity:
   // none of these is a number this scanner knows.

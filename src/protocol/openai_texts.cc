@@ -3,9 +3,10 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
-#include <cstdio>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "common/json_writer.h"
@@ -96,15 +97,35 @@ std::optional<std::string> ScreenedName(std::string_view name, std::string_view 
 constexpr size_t kShortestTextualNumber = 7;
 
 // A number as clients show it: a whole number written with an exponent or a fraction
-// (4.111111111111111e15, 12345678909.0) as its digits, as JavaScript prints it (and Python's
-// float prints the same digits); any other as written.
+// (4.111111111111111e15, 12345678909.0) as JavaScript prints it, the shortest digits that read
+// back as the same double, then zeros (4.111111111111117e18 is 4111111111111117000, not the
+// double's exact 4111111111111116800); Python's float prints the same digits. Any other as
+// written.
 std::string NumberText(element e) {
   double d;
   if (e.type() == element_type::DOUBLE && e.get(d) == simdjson::SUCCESS && std::isfinite(d) &&
       d == std::trunc(d) && std::fabs(d) < 1e21) {
-    char buffer[32];
-    const int n = std::snprintf(buffer, sizeof(buffer), "%.0f", d);
-    if (n > 0 && size_t(n) < sizeof(buffer)) return std::string(buffer, size_t(n));
+    // The shortest digits in scientific form ("4.111111111111117e+18"), then the exponent
+    // written out as zeros.
+    char buffer[40];
+    const std::to_chars_result r =
+        std::to_chars(buffer, buffer + sizeof(buffer), d, std::chars_format::scientific);
+    const std::string_view written(buffer, size_t(r.ptr - buffer));
+    const size_t e_at = written.find('e');
+    int exponent = 0;
+    if (r.ec == std::errc() && e_at != std::string_view::npos &&
+        std::from_chars(written.data() + e_at + (written[e_at + 1] == '+' ? 2 : 1),
+                        written.data() + written.size(), exponent)
+                .ec == std::errc()) {
+      std::string digits;
+      for (char c : written.substr(0, e_at)) {
+        if (c != '.') digits.push_back(c);
+      }
+      const bool negative = digits.front() == '-';
+      const int significant = int(digits.size()) - (negative ? 1 : 0);
+      if (exponent >= significant - 1) digits.append(size_t(exponent - (significant - 1)), '0');
+      return digits;
+    }
   }
   return simdjson::minify(e);
 }
@@ -207,7 +228,8 @@ bool RequestText(std::string_view p) { return !Structural(LastKey(p)); }
 // a number), metadata, tools' schemas, prompts and inputs. A seed or a token budget is no one's
 // personal data, and a large seed can pass Luhn.
 bool RequestNumber(std::string_view p) {
-  for (std::string_view data : {".messages", ".metadata", ".tools", ".prompt", ".input"}) {
+  for (std::string_view data : {".messages", ".metadata", ".tools", ".functions", ".prompt",
+                                ".input", ".response_format"}) {
     if (p.starts_with(data) &&
         (p.size() == data.size() || p[data.size()] == '.' || p[data.size()] == '[')) {
       return RequestText(p);
@@ -376,6 +398,7 @@ bool HasDuplicateKeys(object o) {
   }
   out.push_back('[');
   int64_t position = 0;
+  std::set<int64_t> indices;
   for (element e : a) {
     if (position > 0) out.push_back(',');
     object element_object;
@@ -386,6 +409,12 @@ bool HasDuplicateKeys(object o) {
     if (!element_index) {
       return absl::InvalidArgumentError(
           StrCat("a chunk's \"", field.path.back().key, "\" has an index that is not an integer"));
+    }
+    // openai-python keeps a list as it first sees it, by position: two elements of one index
+    // would be two places to it and one to the guard.
+    if (!indices.insert(*element_index).second) {
+      return absl::InvalidArgumentError(StrCat("a chunk's \"", field.path.back().key,
+                                               "\" has two elements of index ", *element_index));
     }
     field.path.back().element = *element_index;
     const size_t size = path.size();

@@ -255,7 +255,10 @@ const runtime::ModelVersion* ExecuteStage::NextFallback(pipeline::Exchange& ex,
 
 // A stream that failed after its head went out: no other model may take over (the client has
 // part of this one's answer), and the status cannot say so; the error is the stream's last event.
-void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status& status) {
+void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status& raw) {
+  // It may quote the upstream's stream (a usage that does not add up), as a whole answer's
+  // error may (Run).
+  const absl::Status status = guard::RedactAll(raw);
   ex.error = std::string(status.message());
   // What the client got is charged: the prompt as pillar counted it, and about a token per chunk
   // (a client that leaves once it has what it wanted does not get it free).

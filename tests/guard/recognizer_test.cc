@@ -64,6 +64,14 @@ TEST(RecognizerTest, BracketsSignsAndAWeakerSpanDoNotHideAValue) {
   EXPECT_EQ(Find("(123.456.789-09)"), (V{{"BR_CPF", "123.456.789-09"}}));
   EXPECT_EQ(Find("+4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
   EXPECT_EQ(Find("pay 1111 4111 1111 1111 1111 now"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  // Found by the next review (helper-41): a number in brackets before a card, and a card after
+  // more groups than any entity has.
+  EXPECT_EQ(Find("(1) 4111 1111 1111 1111"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("a (12) 4111 1111 1111 1111"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("1 1 1 1 1 1 1 1 1 1 4111 1111 1111 1111"),
+            (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("4111 1111 1111 1111 1 1 1 1 1 1 1 1 1 1 1 1 1 1"),
+            (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
   // Phone numbers keep their brackets and signs.
   EXPECT_EQ(Find("call (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("call +351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));

@@ -42,6 +42,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   listorder  a stream whose delta list sends element 1 before element 0
   deep      a stream whose delta nests twenty objects deep
   answerfloat  an answer whose content is a card written as a float
+  usagecard  a stream whose usage's total_tokens is a card number (it does not add up)
   answerhead  an answer whose system_fingerprint is an access key
   answerlogprobs  a clean answer whose logprobs carry an access key token by token
   answernumber  an answer whose content is a card number written as a JSON number
@@ -148,6 +149,8 @@ def stream(model):
         for _ in range(20):
             nested = {"inner": nested}
         events = [delta_chunk({"extra": nested})]
+    elif model == "usagecard":
+        events = [chunk(0, "hi")]
     elif model == "membername":
         events = [delta_chunk({"content": "hi", "AKIAIOSFODNN7EXAMPLE": "x"})]
     elif model == "toolstream":
@@ -219,6 +222,10 @@ def stream(model):
         events.append({"id": "c", "object": "chat.completion.chunk", "created": 1,
                        "model": "bad",
                        "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]})
+    if model == "usagecard":
+        events.append({"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                       "choices": [], "usage": {"prompt_tokens": 1, "completion_tokens": 1,
+                                                "total_tokens": 4111111111111111}})
     if model == "usagelast":
         events.append((MULTILINE, usage_chunk(note="mail zq.usage@example.org")))
     out = b""

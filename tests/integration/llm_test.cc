@@ -132,7 +132,7 @@ class LlmTest : public ::testing::Test {
           "idobject",          "refusalnumbers", "refusallist",  "padded",       "membername",
           "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
           "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
-          "listorder",         "deep",           "answerfloat"}) {
+          "listorder",         "deep",           "answerfloat",  "usagecard"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -738,6 +738,13 @@ TEST_F(LlmTest, WhatTheGuardWritesItselfAndWhatClientsJoinOrAddIsScreenedToo) {
   r = Post("/v1/chat/completions", Say("answerfloat", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  // A stream's error that quotes the upstream (a usage that does not add up) is redacted like
+  // a whole answer's (review helper-41).
+  std::string body = Say("usagecard", "hi", true);
+  body.insert(body.size() - 1, R"(,"stream_options":{"include_usage":true})");
+  r = Post("/v1/chat/completions", body);
+  EXPECT_EQ(r.body.find("4111111111111111"), std::string::npos) << r.body;
+  EXPECT_NE(LastEvent(r.body).find("<CREDIT_CARD>"), std::string::npos) << r.body;
 }
 
 TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {
