@@ -96,38 +96,57 @@ std::optional<std::string> ScreenedName(std::string_view name, std::string_view 
 // Numbers of fewer characters cannot spell any value the guard looks for.
 constexpr size_t kShortestTextualNumber = 7;
 
+// A whole double below 1e21 as JavaScript prints it: the shortest digits that read back as the
+// same double, then zeros (4.111111111111117e18 is 4111111111111117000, not the double's exact
+// 4111111111111116800); Python's float prints the same digits. Empty if it cannot be written.
+std::string JavaScriptDigits(double d) {
+  // The shortest digits in scientific form ("4.111111111111117e+18"), then the exponent
+  // written out as zeros.
+  char buffer[40];
+  const std::to_chars_result r =
+      std::to_chars(buffer, buffer + sizeof(buffer), d, std::chars_format::scientific);
+  const std::string_view written(buffer, size_t(r.ptr - buffer));
+  const size_t e_at = written.find('e');
+  int exponent = 0;
+  if (r.ec != std::errc() || e_at == std::string_view::npos ||
+      std::from_chars(written.data() + e_at + (written[e_at + 1] == '+' ? 2 : 1),
+                      written.data() + written.size(), exponent)
+              .ec != std::errc()) {
+    return std::string();
+  }
+  std::string digits;
+  for (char c : written.substr(0, e_at)) {
+    if (c != '.') digits.push_back(c);
+  }
+  const int significant = int(digits.size()) - (digits.front() == '-' ? 1 : 0);
+  if (exponent >= significant - 1) digits.append(size_t(exponent - (significant - 1)), '0');
+  return digits;
+}
+
 // A number as clients show it: a whole number written with an exponent or a fraction
-// (4.111111111111111e15, 12345678909.0) as JavaScript prints it, the shortest digits that read
-// back as the same double, then zeros (4.111111111111117e18 is 4111111111111117000, not the
-// double's exact 4111111111111116800); Python's float prints the same digits. Any other as
+// (4.111111111111111e15, 12345678909.0) as JavaScript prints it (JavaScriptDigits); an integer
+// past 2^53, which JavaScript reads as the nearest double, as written and as JavaScript prints
+// it, both ("4242424242424240001 4242424242424240000"): Python keeps the integer. Any other as
 // written.
 std::string NumberText(element e) {
   double d;
   if (e.type() == element_type::DOUBLE && e.get(d) == simdjson::SUCCESS && std::isfinite(d) &&
       d == std::trunc(d) && std::fabs(d) < 1e21) {
-    // The shortest digits in scientific form ("4.111111111111117e+18"), then the exponent
-    // written out as zeros.
-    char buffer[40];
-    const std::to_chars_result r =
-        std::to_chars(buffer, buffer + sizeof(buffer), d, std::chars_format::scientific);
-    const std::string_view written(buffer, size_t(r.ptr - buffer));
-    const size_t e_at = written.find('e');
-    int exponent = 0;
-    if (r.ec == std::errc() && e_at != std::string_view::npos &&
-        std::from_chars(written.data() + e_at + (written[e_at + 1] == '+' ? 2 : 1),
-                        written.data() + written.size(), exponent)
-                .ec == std::errc()) {
-      std::string digits;
-      for (char c : written.substr(0, e_at)) {
-        if (c != '.') digits.push_back(c);
-      }
-      const bool negative = digits.front() == '-';
-      const int significant = int(digits.size()) - (negative ? 1 : 0);
-      if (exponent >= significant - 1) digits.append(size_t(exponent - (significant - 1)), '0');
-      return digits;
+    if (std::string digits = JavaScriptDigits(d); !digits.empty()) return digits;
+  }
+  std::string written = simdjson::minify(e);
+  constexpr double kExact = 9007199254740992.0;  // 2^53: integers beyond lose digits as doubles
+  int64_t i;
+  uint64_t u;
+  const double value = e.get(i) == simdjson::SUCCESS   ? double(i)
+                       : e.get(u) == simdjson::SUCCESS ? double(u)
+                                                       : 0;
+  if (e.type() != element_type::DOUBLE && std::fabs(value) >= kExact) {
+    if (std::string shown = JavaScriptDigits(value); !shown.empty() && shown != written) {
+      StrAppend(&written, " ", shown);
     }
   }
-  return simdjson::minify(e);
+  return written;
 }
 
 // What of a body Copy hands to `edit`, which returns what replaces it, if anything.

@@ -71,7 +71,9 @@ TEST(OpenAiTextsTest, ARequestsTextsAreFoundWhereverTheyAreAndTheRestKept) {
 TEST(OpenAiTextsTest, NumbersAreReadAsClientsPrintThem) {
   std::vector<std::string> seen;
   ASSERT_TRUE(EditAnswerTexts(R"({"a":4.111111111111117e18,"b":4.111111111111111e15,)"
-                              R"("c":12345678909.0,"d":1.5e300,"e":123456.5,"f":12})",
+                              R"("c":12345678909.0,"d":1.5e300,"e":123456.5,"f":12,)"
+                              R"("g":4242424242424240001,"h":-4242424242424240001,)"
+                              R"("i":9007199254740992})",
                               [&](std::string_view where, std::string_view text) {
                                 if (!where.starts_with("a member's name")) {
                                   seen.push_back(std::string(text));
@@ -79,8 +81,11 @@ TEST(OpenAiTextsTest, NumbersAreReadAsClientsPrintThem) {
                                 return std::optional<std::string>();
                               })
                   .ok());
-  EXPECT_EQ(seen, (std::vector<std::string>{"4111111111111117000", "4111111111111111",
-                                            "12345678909", "1.5e+300", "123456.5"}));
+  // An integer past 2^53 both as written (Python) and as JavaScript reads it (review helper-42).
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "4111111111111117000", "4111111111111111", "12345678909", "1.5e+300",
+                      "123456.5", "4242424242424240001 4242424242424240000",
+                      "-4242424242424240001 -4242424242424240000", "9007199254740992"}));
 }
 
 TEST(OpenAiTextsTest, EveryStringOfAnAnswerIsFound) {
