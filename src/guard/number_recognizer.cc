@@ -243,10 +243,31 @@ void Take(std::string_view text, const Run& run, int first, int last, int a, int
 // the last four are the card).
 constexpr double kStrongFind = 0.5;
 
+bool ClassifySpans(std::string_view text, const Run& run, int first, int last, bool any_separator,
+                   std::vector<Finding>& out);
+
 // Tries groups [first, last) whole, then its runs of space-separated groups, longest first;
-// what is left on either side of a find is tried the same way.
+// what is left on either side of a find is tried the same way. When none is anything, the runs
+// that start or end at another separator are tried too: "4111 1111 1111 1111.5" and
+// "4111-1111-1111-1111-5" hold a card.
 void ClassifyRange(std::string_view text, const Run& run, int first, int last,
                    std::vector<Finding>& out) {
+  if (ClassifySpans(text, run, first, last, false, out)) return;
+  // Only a run with another separator inside has more spans to try.
+  for (int k = first + 1; k < last; ++k) {
+    if (run.sep[size_t(k)] != ' ' && run.sep[size_t(k)] != ')') {
+      ClassifySpans(text, run, first, last, true, out);
+      return;
+    }
+  }
+}
+
+// One pass of ClassifyRange; whether it found anything.
+bool ClassifySpans(std::string_view text, const Run& run, int first, int last, bool any_separator,
+                   std::vector<Finding>& out) {
+  auto edge = [&](int k) {
+    return any_separator || run.sep[size_t(k)] == ' ' || run.sep[size_t(k)] == ')';
+  };
   std::vector<Finding> found_here, weak;
   for (int length = last - first; length >= 1; --length) {
     int weak_at = -1;
@@ -255,8 +276,7 @@ void ClassifyRange(std::string_view text, const Run& run, int first, int last,
       const int b = a + length;
       // A span starts and ends at a space, or at the ')' that closes a first group: "(1) 4111
       // 1111 1111 1111" is a number in brackets, then a card.
-      if (a > first && run.sep[size_t(a)] != ' ' && run.sep[size_t(a)] != ')') continue;
-      if (b < last && run.sep[size_t(b)] != ' ' && run.sep[size_t(b)] != ')') continue;
+      if ((a > first && !edge(a)) || (b < last && !edge(b))) continue;
       // Every entity has from 4 (an IPv4 address) to 19 digits (a card), and at most five
       // groups (a card of 19 digits, a CNPJ), or seven for an international number written in
       // pairs ("+49 30 12 34 56 78"): no other span is read.
@@ -269,14 +289,21 @@ void ClassifyRange(std::string_view text, const Run& run, int first, int last,
       if (!found) continue;
       double best = 0;
       for (const Finding& f : found_here) best = std::max(best, f.score);
-      if (best >= kStrongFind) return Take(text, run, first, last, a, b, found_here, out);
+      if (best >= kStrongFind) {
+        Take(text, run, first, last, a, b, found_here, out);
+        return true;
+      }
       if (weak_at < 0) {
         weak_at = a;
         weak.swap(found_here);
       }
     }
-    if (weak_at >= 0) return Take(text, run, first, last, weak_at, weak_at + length, weak, out);
+    if (weak_at >= 0) {
+      Take(text, run, first, last, weak_at, weak_at + length, weak, out);
+      return true;
+    }
   }
+  return false;
 }
 
 // Takes the findings of groups [a, b) and tries what is left of [first, last) on either side.

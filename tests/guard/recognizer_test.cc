@@ -72,6 +72,11 @@ TEST(RecognizerTest, BracketsSignsAndAWeakerSpanDoNotHideAValue) {
             (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
   EXPECT_EQ(Find("4111 1111 1111 1111 1 1 1 1 1 1 1 1 1 1 1 1 1 1"),
             (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  // Found by review helper-43: a card followed by a fraction or one more group of digits.
+  EXPECT_EQ(Find("card 4111 1111 1111 1111.5 ok"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("card 4111111111111111.0"), (V{{"CREDIT_CARD", "4111111111111111"}}));
+  EXPECT_EQ(Find("card 1.4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
+  EXPECT_EQ(Find("card 4111-1111-1111-1111-5 ok"), (V{{"CREDIT_CARD", "4111-1111-1111-1111"}}));
   // Phone numbers keep their brackets and signs.
   EXPECT_EQ(Find("call (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("call +351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));
