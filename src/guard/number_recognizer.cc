@@ -421,6 +421,9 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
   // none of these is a number this scanner knows.
   if (too_long) return i;
   if (i < n && (IsWordByte(text[i]) || text[i] == '@')) {
+    // Only the last group is glued: the groups before it are still read ("4111 1111 1111 1111
+    // 1st"), a finding ending before the glued group.
+    if (run.count > 1) ClassifyRange(text, run, 0, run.count - 1, out);
     while (i < n && IsWordByte(text[i])) ++i;
     return i;
   }

@@ -77,6 +77,10 @@ TEST(RecognizerTest, BracketsSignsAndAWeakerSpanDoNotHideAValue) {
   EXPECT_EQ(Find("card 4111111111111111.0"), (V{{"CREDIT_CARD", "4111111111111111"}}));
   EXPECT_EQ(Find("card 1.4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
   EXPECT_EQ(Find("card 4111-1111-1111-1111-5 ok"), (V{{"CREDIT_CARD", "4111-1111-1111-1111"}}));
+  // Found by review helper-44: a word glued to the last group hid the groups before it.
+  EXPECT_EQ(Find("card 4111 1111 1111 1111 1st try"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("card 4111-1111-1111-1111-5x"), (V{{"CREDIT_CARD", "4111-1111-1111-1111"}}));
+  EXPECT_EQ(Find("ssn 078-05-1120 1st"), (V{{"US_SSN", "078-05-1120"}}));
   // Phone numbers keep their brackets and signs.
   EXPECT_EQ(Find("call (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("call +351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));
