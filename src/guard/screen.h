@@ -38,6 +38,11 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config);
 // nothing. Such a value cannot be redacted, so any finding stands for a block.
 std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
 
+// The bytes that separate words, as the recognizers and deny rules read them (RE2's \s and \v).
+inline constexpr std::string_view kBlankBytes = " \t\n\v\f\r";
+// The longest run of non-blank bytes, or growing match, a stream holds back past its window.
+inline constexpr size_t kMaxHeldRun = 64 * 1024;
+
 // A stream's text screened as it arrives: the part that may go out now and how many bytes of
 // `text` it stands for. The last `hold_back` bytes are kept back, counted as a reader sees them
 // (a character that prints as nothing counts for nothing, a run of blanks for one), and so are
@@ -45,10 +50,6 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
 // not ended yet, and a UTF-8 character cut in two, so that a value split across chunks is still
 // seen whole; but never more than hold_back + kMaxHeldRun bytes. `final` releases everything.
 // The caller keeps text[consumed:] and appends the next chunk to it.
-// The bytes that separate words, as the recognizers and deny rules read them (RE2's \s and \v).
-inline constexpr std::string_view kBlankBytes = " \t\n\v\f\r";
-// The longest run of non-blank bytes, or growing match, a stream holds back past its window.
-inline constexpr size_t kMaxHeldRun = 64 * 1024;
 struct PrefixResult {
   std::string released;  // redacted; empty when blocked
   size_t consumed = 0;

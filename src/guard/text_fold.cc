@@ -67,6 +67,7 @@ bool Dash(uint32_t c) {
                                          0x2012, 0x2013, 0x2014, 0x2015, 0x2043, 0x2212, 0x2796,
                                          0x2E17, 0x2E1A, 0x2E3A, 0x2E3B, 0x2E40, 0x301C, 0x3030,
                                          0x30A0, 0x30FC, 0xFE31, 0xFE32, 0xFE58, 0xFE63, 0x10EAD};
+  static_assert(std::is_sorted(std::begin(kDashes), std::end(kDashes)));
   return std::binary_search(std::begin(kDashes), std::end(kDashes), c);
 }
 

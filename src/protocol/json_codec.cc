@@ -15,6 +15,9 @@
 namespace pillar::protocol {
 namespace {
 
+// The longest tensor name an error message quotes (whole; a longer one by its length).
+constexpr size_t kShownName = 64;
+
 using simdjson::dom::element;
 using simdjson::dom::element_type;
 
@@ -234,11 +237,6 @@ struct DataWalker {
   return s;
 }
 
-// A tensor name as an error message shows it: the sender chose it, so a long one is not quoted
-// (a name of a megabyte must not become a megabyte of error body and log line), and a short one
-// whole (common/strings.h Quoted).
-std::string Shown(std::string_view name) { return Quoted(name, 64); }
-
 [[nodiscard]] absl::Status Prefix(std::string_view prefix, const absl::Status& s) {
   return absl::Status(s.code(), StrCat(prefix, s.message()));
 }
@@ -290,7 +288,7 @@ std::string Shown(std::string_view name) { return Quoted(name, 64); }
     // "parameters" and extensions are accepted and ignored.
   }
   if (!has_name) return Invalid(StrCat("an ", what, " has no 'name'"));
-  std::string prefix = StrCat(what, " ", Shown(tensor.name), ": ");
+  std::string prefix = StrCat(what, " ", Quoted(tensor.name, kShownName), ": ");
   if (!has_type) return Invalid(prefix + "missing 'datatype'");
   if (!has_shape) return Invalid(prefix + "missing 'shape'");
   if (!has_data) return Invalid(prefix + "missing 'data'");
@@ -348,7 +346,7 @@ struct InferenceRequestDecoder::Impl {
           PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(input, "input", limits, body_size));
           for (const Tensor& other : request.inputs) {
             if (other.name == tensor.name) {
-              return Invalid(StrCat("input ", Shown(tensor.name), " appears twice"));
+              return Invalid(StrCat("input ", Quoted(tensor.name, kShownName), " appears twice"));
             }
           }
           request.inputs.push_back(std::move(tensor));
@@ -394,7 +392,7 @@ struct InferenceResponseDecoder::Impl {
       PILLAR_ASSIGN_OR_RETURN(Tensor tensor, DecodeTensor(output, "output", limits, body_size));
       for (const Tensor& other : response.outputs) {
         if (other.name == tensor.name) {
-          return Invalid(StrCat("output ", Shown(tensor.name), " appears twice"));
+          return Invalid(StrCat("output ", Quoted(tensor.name, kShownName), " appears twice"));
         }
       }
       response.outputs.push_back(std::move(tensor));

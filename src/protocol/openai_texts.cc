@@ -3,8 +3,6 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <charconv>
-#include <cmath>
 #include <optional>
 #include <set>
 #include <vector>
@@ -12,6 +10,7 @@
 #include "common/json_writer.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "protocol/number_text.h"
 
 namespace pillar::protocol {
 namespace {
@@ -82,79 +81,29 @@ bool KnownName(std::string_view name) {
   return std::binary_search(std::begin(kKnownNames), std::end(kKnownNames), name);
 }
 
-// A member's name, `name`, of the object at `path`: one the API does not know goes through
-// `edit` as the text at "a member's name in PATH" (a client sees names as it sees strings);
-// what replaces it, if anything, renames the member.
-std::optional<std::string> ScreenedName(std::string_view name, std::string_view path,
-                                        TextEdit edit) {
-  if (KnownName(name)) return std::nullopt;
+// A member's name, `name`, of the object at `path`, as it goes out: one the API does not know
+// goes through `edit` as the text at "a member's name in PATH" (a client sees names as it sees
+// strings), and what replaces it, kept in `renamed`, renames the member.
+std::string_view MemberName(std::string_view name, std::string_view path, TextEdit edit,
+                            std::string& renamed) {
+  if (KnownName(name)) return name;
   const std::string where =
       StrCat("a member's name in ", path.empty() ? std::string_view("the body") : path.substr(1));
-  return edit(where, name);
+  std::optional<std::string> replaced = edit(where, name);
+  if (!replaced) return name;
+  renamed = std::move(*replaced);
+  return renamed;
 }
 
 // Numbers of fewer characters cannot spell any value the guard looks for.
 constexpr size_t kShortestTextualNumber = 7;
-
-// A whole double below 1e21 as JavaScript prints it: the shortest digits that read back as the
-// same double, then zeros (4.111111111111117e18 is 4111111111111117000, not the double's exact
-// 4111111111111116800); Python's float prints the same digits. Empty if it cannot be written.
-std::string JavaScriptDigits(double d) {
-  // The shortest digits in scientific form ("4.111111111111117e+18"), then the exponent
-  // written out as zeros.
-  char buffer[40];
-  const std::to_chars_result r =
-      std::to_chars(buffer, buffer + sizeof(buffer), d, std::chars_format::scientific);
-  const std::string_view written(buffer, size_t(r.ptr - buffer));
-  const size_t e_at = written.find('e');
-  int exponent = 0;
-  if (r.ec != std::errc() || e_at == std::string_view::npos ||
-      std::from_chars(written.data() + e_at + (written[e_at + 1] == '+' ? 2 : 1),
-                      written.data() + written.size(), exponent)
-              .ec != std::errc()) {
-    return std::string();
-  }
-  std::string digits;
-  for (char c : written.substr(0, e_at)) {
-    if (c != '.') digits.push_back(c);
-  }
-  const int significant = int(digits.size()) - (digits.front() == '-' ? 1 : 0);
-  if (exponent >= significant - 1) digits.append(size_t(exponent - (significant - 1)), '0');
-  return digits;
-}
-
-// A number as clients show it: a whole number written with an exponent or a fraction
-// (4.111111111111111e15, 12345678909.0) as JavaScript prints it (JavaScriptDigits); an integer
-// past 2^53, which JavaScript reads as the nearest double, as written and as JavaScript prints
-// it, both ("4242424242424240001 4242424242424240000"): Python keeps the integer. Any other as
-// written.
-std::string NumberText(element e) {
-  double d;
-  if (e.type() == element_type::DOUBLE && e.get(d) == simdjson::SUCCESS && std::isfinite(d) &&
-      d == std::trunc(d) && std::fabs(d) < 1e21) {
-    if (std::string digits = JavaScriptDigits(d); !digits.empty()) return digits;
-  }
-  std::string written = simdjson::minify(e);
-  constexpr double kExact = 9007199254740992.0;  // 2^53: integers beyond lose digits as doubles
-  int64_t i;
-  uint64_t u;
-  const double value = e.get(i) == simdjson::SUCCESS   ? double(i)
-                       : e.get(u) == simdjson::SUCCESS ? double(u)
-                                                       : 0;
-  if (e.type() != element_type::DOUBLE && std::fabs(value) >= kExact) {
-    if (std::string shown = JavaScriptDigits(value); !shown.empty() && shown != written) {
-      StrAppend(&written, " ", shown);
-    }
-  }
-  return written;
-}
 
 // What of a body Copy hands to `edit`, which returns what replaces it, if anything.
 struct Texts {
   PathTest is_text;  // the strings whose path passes
   PathTest numbers;  // and the numbers whose path passes this (none if null), read as their
                      // text (a replacement is written as a string): a number can spell a card
-  bool names;        // and the member names the API does not know (ScreenedName)
+  bool names;        // and the member names the API does not know (MemberName)
   TextEdit edit;
 };
 
@@ -173,9 +122,9 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
       for (auto field : object(e)) {
         if (!first) out.push_back(',');
         first = false;
-        const std::optional<std::string> renamed =
-            texts.names ? ScreenedName(field.key, path, edit) : std::nullopt;
-        const std::string_view name = renamed ? std::string_view(*renamed) : field.key;
+        std::string renamed;
+        const std::string_view name =
+            texts.names ? MemberName(field.key, path, edit, renamed) : field.key;
         AppendJsonString(out, name);
         out.push_back(':');
         const size_t mark = path.size();
@@ -294,12 +243,11 @@ std::optional<int64_t> ElementIndex(object o, int64_t position) {
 // extend it, or join it as text, in ways the guard cannot screen whole. Keying an element
 // without an index by its position can join what a client keeps apart (a false positive), never
 // the other way.
-enum class ListKind { kExtended, kMerged, kRefused };
-ListKind KindOf(array a) {
-  size_t objects = 0;
-  for (element e : a) objects += e.type() == element_type::OBJECT ? 1 : 0;
-  if (objects == 0) return ListKind::kExtended;
-  return objects == a.size() ? ListKind::kMerged : ListKind::kRefused;
+bool AllObjects(array a) {
+  for (element e : a) {
+    if (e.type() != element_type::OBJECT) return false;
+  }
+  return true;
 }
 
 // Whether `o` names a member twice: clients keep one (the last), so the guard must not read
@@ -356,8 +304,8 @@ bool HasDuplicateKeys(object o) {
   for (auto member : o) {
     if (!first) out.push_back(',');
     first = false;
-    const std::optional<std::string> renamed = ScreenedName(member.key, path, other);
-    const std::string_view name = renamed ? std::string_view(*renamed) : member.key;
+    std::string renamed;
+    const std::string_view name = MemberName(member.key, path, other, renamed);
     AppendJsonString(out, name);
     out.push_back(':');
     const size_t size = path.size();
@@ -411,7 +359,7 @@ bool HasDuplicateKeys(object o) {
   }
   // A list of other values than objects, which clients extend or join as text, has no place in
   // a delta the guard could screen whole.
-  if (KindOf(a) != ListKind::kMerged) {
+  if (!AllObjects(a)) {
     return absl::InvalidArgumentError(
         StrCat("a chunk's \"", field.path.back().key, "\" is a list of other values than objects"));
   }
@@ -421,7 +369,7 @@ bool HasDuplicateKeys(object o) {
   for (element e : a) {
     if (position > 0) out.push_back(',');
     object element_object;
-    if (e.get(element_object) != simdjson::SUCCESS) {  // KindOf saw only objects
+    if (e.get(element_object) != simdjson::SUCCESS) {  // AllObjects saw only objects
       return absl::InternalError("a merged list's element is not an object");
     }
     const std::optional<int64_t> element_index = ElementIndex(element_object, position);
@@ -471,8 +419,8 @@ bool HasDuplicateKeys(object o) {
     if (!first) out.push_back(',');
     first = false;
     std::string path = StrCat(".choices[", position, "].delta");
-    const std::optional<std::string> renamed = ScreenedName(member.key, path, other);
-    const std::string_view name = renamed ? std::string_view(*renamed) : member.key;
+    std::string renamed;
+    const std::string_view name = MemberName(member.key, path, other, renamed);
     AppendJsonString(out, name);
     out.push_back(':');
     StrAppend(&path, ".", name);
@@ -514,6 +462,7 @@ bool HasDuplicateKeys(object o) {
       choice["finish_reason"].get(finish) == simdjson::SUCCESS && !finish.is_null();
   out.push_back('{');
   bool first = true;
+  const std::string choice_path = StrCat(".choices[", position, "]");
   auto key = [&](std::string_view k) {
     if (!first) out.push_back(',');
     first = false;
@@ -531,9 +480,9 @@ bool HasDuplicateKeys(object o) {
       continue;
     }
     object delta;
-    const std::optional<std::string> renamed =
-        ScreenedName(field.key, StrCat(".choices[", position, "]"), other);
-    key(renamed ? std::string_view(*renamed) : field.key);
+    std::string renamed;
+    const std::string_view name = MemberName(field.key, choice_path, other, renamed);
+    key(name);
     if (field.key == "logprobs") {  // see Withheld()
       out.append("null");
       continue;
@@ -541,8 +490,7 @@ bool HasDuplicateKeys(object o) {
     if (field.key != "delta" || field.value.get(delta) != simdjson::SUCCESS) {
       // Another member (a "message" some servers send in chunks, an extension): its strings
       // screened whole, as an answer's.
-      std::string path =
-          StrCat(".choices[", position, "].", renamed ? std::string_view(*renamed) : field.key);
+      std::string path = StrCat(choice_path, ".", name);
       Copy(field.value, path, {AnswerText, AnswerText, true, other}, out);
       continue;
     }
@@ -589,8 +537,8 @@ void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string
   for (auto field : top) {
     if (!first) out.push_back(',');
     first = false;
-    const std::optional<std::string> renamed = ScreenedName(field.key, "", other);
-    const std::string_view name = renamed ? std::string_view(*renamed) : field.key;
+    std::string renamed;
+    const std::string_view name = MemberName(field.key, "", other, renamed);
     AppendJsonString(out, name);
     out.push_back(':');
     array choices;

@@ -76,8 +76,9 @@ struct DeltaField {
     auto operator<=>(const Segment&) const = default;
   };
   std::vector<Segment> path;
-  // A structural member ("id", "role", "type" ...): not held nor screened, but clients join its
-  // fragments too, so a guard lets it come in one piece only (HeldEdit returns it as it is).
+  // A structural member ("id", "role", "type" ...): not held, since it must go out as it is, but
+  // clients join its fragments too, so a guard lets it come in one piece only and screens it as
+  // clients would show it (HeldEdit returns it as it is).
   bool structural = false;
   // A number or a boolean, held as a structural member: openai-python adds a place's repeats,
   // openai-node joins them as text, so a guard lets it come once only.

@@ -467,18 +467,14 @@ void GuardStage::ScreenError(pipeline::Exchange& ex, const guard::GuardConfig& c
 
 void GuardStage::OnResponse(pipeline::Exchange& ex) {
   if (config_ == nullptr || ex.model == nullptr || ex.principal == nullptr) return;
-  if ((pipeline::GeneratesText(ex.operation) || ex.operation == pipeline::Operation::kInfer) &&
-      ex.failed() && config_->For(ex.model->name, ex.principal->tenant).answers) {
-    ScreenError(ex, config_->For(ex.model->name, ex.principal->tenant));
-  }
-  if (pipeline::GeneratesText(ex.operation)) {
-    const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
-    if (config.answers && !ex.streaming && !ex.failed() &&
-        ex.operation != pipeline::Operation::kEmbeddings) {
-      ScreenAnswer(ex, config);
-    }
-  } else if (ex.operation != pipeline::Operation::kInfer) {
-    return;
+  const bool text = pipeline::GeneratesText(ex.operation);
+  if (!text && ex.operation != pipeline::Operation::kInfer) return;
+  const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
+  if (config.answers && ex.failed()) {
+    ScreenError(ex, config);
+  } else if (config.answers && text && !ex.streaming &&
+             ex.operation != pipeline::Operation::kEmbeddings) {
+    ScreenAnswer(ex, config);
   }
   if (audit_ == nullptr || ex.content_findings.empty()) return;
   audit_->Record(ExchangeEvent(

@@ -145,13 +145,11 @@ class GuardedEvents final : public runtime::EventSink {
     return std::move(r.text);
   }
 
-  // A fragment of a delta's other texts (a tool call's arguments, a refusal, reasoning): held
-  // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
-  // up to kMaxHeldFields bytes a call.
-  // A structural member (an id, a role, a type) goes out as it is, in one piece: clients join
-  // its fragments as they do a text's, so a second, different value ends the call, and a value
-  // is screened as a client that joins its repeats would have it (repeated), any finding a
-  // block (a member cannot be redacted).
+  // A structural member (an id, a role, a type) or a number goes out as it is, in one piece:
+  // clients join its fragments as they do a text's, so a second, different value ends the call
+  // (a number may come once only: openai-python adds its repeats), and a value is screened as a
+  // client would show it, once or joined with its repeats, any finding a block (a member cannot
+  // be redacted).
   std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
     if (blocked_ || !Placed(index, field)) return std::string();
     // A place that held text before: a client would join this value to that text.
@@ -196,6 +194,9 @@ class GuardedEvents final : public runtime::EventSink {
     return false;
   }
 
+  // A fragment of a delta's other texts (a tool call's arguments, a refusal, reasoning): held
+  // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
+  // up to kMaxHeldFields bytes and kMaxFields places a call.
   void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
     if (blocked_ || fragment.empty() || !Placed(index, field)) return;
     auto [held, inserted] = held_fields_.try_emplace({index, field});
@@ -221,11 +222,7 @@ class GuardedEvents final : public runtime::EventSink {
   // first appear in order of their index: openai-python places an element at its position in
   // the list it has, so one sent before its elder would be joined to whatever is there.
   bool Placed(int64_t index, const protocol::DeltaField& field) {
-    if (index < 0 || index >= choices_) {
-      Stop(runtime::BadGateway(
-          StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
-      return false;
-    }
+    if (!Asked(index)) return false;
     if (finished_choices_.contains(index)) {
       StopAfterFinish(index);
       return false;
@@ -245,6 +242,18 @@ class GuardedEvents final : public runtime::EventSink {
       list.path.back().element = segment.element;
     }
     return true;
+  }
+
+  // Whether choice `index` is one the request asked for (its n); if not, stops the call. Text is
+  // held per choice, so that an upstream cannot make the guard hold text for choices without
+  // end.
+  bool Asked(int64_t index) {
+    if (index >= 0 && index < choices_) return true;
+    if (!blocked_) {
+      Stop(runtime::BadGateway(
+          StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
+    }
+    return false;
   }
 
   // The same place taken as a structural member (a number, in a delta's held places) or as
@@ -291,15 +300,7 @@ class GuardedEvents final : public runtime::EventSink {
 
   // What of choice `index`'s text may go out now.
   std::string Release(int64_t index, std::string_view text, bool finished) {
-    // Text is held per choice: only the choices the request asked for, so that an upstream
-    // cannot make the guard hold text for choices without end.
-    if (index < 0 || index >= choices_) {
-      if (!blocked_) {
-        Stop(runtime::BadGateway(
-            StrCat("the upstream's stream has a choice ", index, " the request did not ask for")));
-      }
-      return std::string();
-    }
+    if (!Asked(index)) return std::string();
     // Choices first appear in order: clients that place a choice by its order of arrival
     // rather than its index would join texts the guard screened apart.
     if (index > last_choice_ + 1) {

@@ -255,7 +255,6 @@ TEST(RepeatedFindingTest, TheIdsUpstreamsSendAreClean) {
   const std::string alnum = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
   const std::string hex = "0123456789abcdef";
   const std::string digits = "0123456789";
-  int screened = 0;
   for (int i = 0; i < 2000; ++i) {
     const std::string uuid = StrCat(draw(hex, 8), "-", draw(hex, 4), "-4", draw(hex, 3), "-a",
                                     draw(hex, 3), "-", draw(hex, 12));
@@ -265,10 +264,8 @@ TEST(RepeatedFindingTest, TheIdsUpstreamsSendAreClean) {
           StrCat("chatcmpl-tool-", draw(hex, 32)), StrCat("chatcmpl-", draw(digits, 3)),
           StrCat("call_", draw(digits, 9)), std::string("assistant"), std::string("function")}) {
       EXPECT_EQ(RepeatedFinding(id, config), "") << id;
-      ++screened;
     }
   }
-  EXPECT_EQ(screened, 18000);
 }
 
 TEST(RepeatedFindingTest, AValueOrWhatItsRepeatsJoinIntoIsFound) {
