@@ -372,10 +372,18 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
     while (i < n && IsDigit(text[i])) ++i;
     digits += i - b;
     if (run.count > 0 && (run.count == kMaxGroups || digits > kMaxDigits)) {
-      // More groups than any entity has: the groups so far are read, and the scan starts again
-      // four groups back (an entity has at most five), so that a card after ten single digits
-      // is still seen, and each group is read a bounded number of times.
-      restart = run.count > 4 ? run.group_begin[size_t(run.count - 4)] : b;
+      // More groups or digits than any entity has: the groups so far are read, and the scan
+      // starts again at the earliest of the last four groups (an entity has at most five) that
+      // can still begin one with this group (at most 19 digits), so that a card after ten single
+      // digits, and an SSN after a card ("4111111111111111-078-05-1120"), are still seen. Each
+      // group is read a bounded number of times: the restart is never the run's first group.
+      restart = b;
+      for (int k = std::max(1, run.count - 4); k < run.count; ++k) {
+        if (run.digits_before[size_t(run.count)] - run.digits_before[size_t(k)] + (i - b) <= 19) {
+          restart = run.group_begin[size_t(k)];
+          break;
+        }
+      }
       i = run.group_end[size_t(run.count - 1)];
       break;
     }

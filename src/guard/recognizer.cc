@@ -50,6 +50,26 @@ bool NumberType(EntityType type) {
          type != EntityType::kIbanCode;
 }
 
+// Whether an identifier of `type` can have `digits` digits: the label penalty below counts only
+// for a label the value could have been.
+bool DigitsFit(EntityType type, size_t digits) {
+  switch (type) {
+    case EntityType::kPhoneNumber:
+      return digits >= 7 && digits <= 15;
+    case EntityType::kCreditCard:
+      return digits >= 13 && digits <= 19;
+    case EntityType::kUsSsn:
+    case EntityType::kPtNif:
+      return digits == 9;
+    case EntityType::kBrCpf:
+      return digits == 11;
+    case EntityType::kBrCnpj:
+      return digits == 14;
+    default:
+      return false;
+  }
+}
+
 // What each context word says: the types it names (a bit per EntityType) and whether it makes a
 // number something else. Two-word entries ("social security") are looked up as word pairs.
 struct WordMeaning {
@@ -147,11 +167,15 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
   // Only where nothing names the type: "NIF 123456789 na fatura" is a NIF on an invoice. A
   // number labelled as another identifier ("CNPJ: 38419862000120", which failed the CNPJ's
   // check) is that identifier written wrong, not this one; the label is the word right before
-  // the value, so that "paid with 4111 1111 1111 1111 from my phone" is still a card.
+  // the value, so that "paid with 4111 1111 1111 1111 from my phone" is still a card. A label
+  // whose identifier never has this many digits says nothing: "ssn 4111111111111111" is a card
+  // with a misleading word before it, not a social security number written wrong.
   if (!NumberType(type)) return 0;
+  size_t digits = 0;
+  for (size_t k = begin; k < end; ++k) digits += IsDigit(text[k]) ? 1 : 0;
   uint32_t other_identifiers = 0;
   for (EntityType t : kAllEntityTypes) {
-    if (NumberType(t) && t != type && t != EntityType::kIpAddress) {
+    if (NumberType(t) && t != type && t != EntityType::kIpAddress && DigitsFit(t, digits)) {
       other_identifiers |= 1u << int(t);
     }
   }

@@ -81,6 +81,18 @@ TEST(RecognizerTest, BracketsSignsAndAWeakerSpanDoNotHideAValue) {
   EXPECT_EQ(Find("card 4111 1111 1111 1111 1st try"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
   EXPECT_EQ(Find("card 4111-1111-1111-1111-5x"), (V{{"CREDIT_CARD", "4111-1111-1111-1111"}}));
   EXPECT_EQ(Find("ssn 078-05-1120 1st"), (V{{"US_SSN", "078-05-1120"}}));
+  // Found by review helper-44 too: an SSN joined to a card in one run, past the most digits any
+  // entity has.
+  EXPECT_EQ(Find("4111111111111111-078-05-1120"),
+            (V{{"CREDIT_CARD", "4111111111111111"}, {"US_SSN", "078-05-1120"}}));
+  EXPECT_EQ(Find("4111-1111-1111-1111-123-45-6789"),
+            (V{{"CREDIT_CARD", "4111-1111-1111-1111"}, {"US_SSN", "123-45-6789"}}));
+  // Where the card may take the SSN's first group (a 19-digit card that passes Luhn), the two
+  // merge into one finding over both.
+  EXPECT_EQ(Find("4111-1111-1111-1111-078-05-1120"),
+            (V{{"CREDIT_CARD", "4111-1111-1111-1111-078-05-1120"}}));
+  EXPECT_EQ(Find("4111111111111111-123.456.789-09"),
+            (V{{"CREDIT_CARD", "4111111111111111"}, {"BR_CPF", "123.456.789-09"}}));
   // Phone numbers keep their brackets and signs.
   EXPECT_EQ(Find("call (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("call +351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));
@@ -187,6 +199,10 @@ TEST(RecognizerTest, ANumberAnotherTypesWordIntroducesIsNotTakenForThisType) {
   // Fourteen digits that fail the CNPJ check but pass Luhn with a Diners prefix.
   EXPECT_EQ(Find("CNPJ: 38419862000120"), V{});
   EXPECT_EQ(Find("card 38419862000120"), (V{{"CREDIT_CARD", "38419862000120"}}));
+  // Found by review helper-44: a label whose identifier never has this many digits says nothing.
+  EXPECT_EQ(Find("ssn 4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
+  EXPECT_EQ(Find("NIF: 4111 1111 1111 1111"), (V{{"CREDIT_CARD", "4111 1111 1111 1111"}}));
+  EXPECT_EQ(Find("cpf 4111111111111111"), (V{{"CREDIT_CARD", "4111111111111111"}}));
 }
 
 // Words are skipped eight bytes at a time: a format right after a word of any length, and

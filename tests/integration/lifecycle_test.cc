@@ -42,9 +42,10 @@ TEST(LifecycleTest, VersionFlag) {
 
 TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
   testing::ServerProcess server;
-  // Each request waits up to 3 s for a batch to fill: long enough to be in flight at SIGTERM,
-  // and while readiness is polled, even when the suite runs beside the fuzzers on two cores.
-  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 3000000, 100, 1)));
+  // Each request waits up to 6 s for a batch to fill: long enough to be in flight at SIGTERM,
+  // and while readiness is polled, even when the suite runs beside the fuzzers on two cores (at
+  // 3 s, one run under load saw a request finish before the signal).
+  server.SetStore(testing::CopyDemoStore(server.dir(), testing::DigitsToml(64, 6000000, 100, 1)));
   std::string key = server.CreateKey("drain");
   ASSERT_TRUE(server.Start()) << server.Log();
 
@@ -61,8 +62,9 @@ TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
                                  OneDigitBody(), {Bearer(key)});
     });
   }
-  for (int i = 0; i < 500 && InFlight(server, key) < kClients; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  const auto started = std::chrono::steady_clock::now() + std::chrono::seconds(4);
+  while (InFlight(server, key) < kClients && std::chrono::steady_clock::now() < started) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));  // polling, bounded
   }
   EXPECT_EQ(InFlight(server, key), kClients);
   ::kill(server.pid(), SIGTERM);
