@@ -27,8 +27,7 @@ std::string RedactAll(std::string_view text) {
   return out;
 }
 
-std::string RedactPath(std::string_view path) {
-  if (path.find('%') == std::string_view::npos) return RedactAll(path);
+std::string PercentDecoded(std::string_view text, bool plus_is_space) {
   auto hex = [](char c) -> int {
     if (c >= '0' && c <= '9') return c - '0';
     if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -36,16 +35,21 @@ std::string RedactPath(std::string_view path) {
     return -1;
   };
   std::string decoded;
-  decoded.reserve(path.size());
-  for (size_t i = 0; i < path.size(); ++i) {
-    if (path[i] == '%' && i + 2 < path.size() && hex(path[i + 1]) >= 0 && hex(path[i + 2]) >= 0) {
-      decoded.push_back(char(hex(path[i + 1]) * 16 + hex(path[i + 2])));
+  decoded.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '%' && i + 2 < text.size() && hex(text[i + 1]) >= 0 && hex(text[i + 2]) >= 0) {
+      decoded.push_back(char(hex(text[i + 1]) * 16 + hex(text[i + 2])));
       i += 2;
     } else {
-      decoded.push_back(path[i]);
+      decoded.push_back(plus_is_space && text[i] == '+' ? ' ' : text[i]);
     }
   }
-  return RedactAll(decoded);
+  return decoded;
+}
+
+std::string RedactPath(std::string_view path) {
+  if (path.find('%') == std::string_view::npos) return RedactAll(path);
+  return RedactAll(PercentDecoded(path, false));
 }
 
 [[nodiscard]] absl::Status RedactAll(const absl::Status& status) {
@@ -237,6 +241,40 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config) {
     if (f.action != Action::kAllow) return std::string(EntityName(f.finding.type));
   }
   return std::string();
+}
+
+namespace {
+
+// A URL as the server it names reads it, and as a model reads a data: URL: written, then
+// percent-decoded ('+' a space, as in a query), then a data: URL's base64 payload decoded, but
+// for pictures, sound and video, whose bytes are no text.
+std::string UrlAsRead(std::string_view url) {
+  std::string read(url);
+  read.push_back('\n');
+  read.append(PercentDecoded(url, true));
+  if (url.size() < 5 || !EqualsIgnoreCase(url.substr(0, 5), "data:")) return read;
+  const size_t comma = url.find(',');
+  if (comma == std::string_view::npos) return read;
+  const std::string_view head = url.substr(5, comma - 5);
+  auto starts = [](std::string_view text, std::string_view prefix) {
+    return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
+  };
+  const bool binary = (starts(head, "image/") && !starts(head, "image/svg+xml")) ||
+                      starts(head, "audio/") || starts(head, "video/");
+  const bool base64 = head.size() >= 7 && EqualsIgnoreCase(head.substr(head.size() - 7), ";base64");
+  if (binary || !base64) return read;
+  absl::StatusOr<std::string> payload = Base64Decode(PercentDecoded(url.substr(comma + 1), false));
+  if (payload.ok()) {
+    read.push_back('\n');
+    read.append(*payload);
+  }
+  return read;
+}
+
+}  // namespace
+
+ScreenResult ScreenUrl(std::string_view url, const GuardConfig& config) {
+  return Screen(UrlAsRead(url), config);
 }
 
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,

@@ -38,6 +38,15 @@ ScreenResult Screen(std::string_view text, const GuardConfig& config);
 // nothing. Such a value cannot be redacted, so any finding stands for a block.
 std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
 
+// A URL a request gives (an image's, a file's) screened as its server reads it, and as a model
+// reads a data: URL: as written, percent-decoded, and a data: URL's base64 text decoded (but
+// pictures', sounds' and videos'). The result's offsets and text are those of that reading, not
+// of `url`: a URL cannot be redacted without pointing elsewhere, so a caller refuses it instead.
+ScreenResult ScreenUrl(std::string_view url, const GuardConfig& config);
+
+// `text` with its %XX escapes decoded (and '+' read as a space where `plus_is_space`).
+std::string PercentDecoded(std::string_view text, bool plus_is_space);
+
 // The bytes that separate words, as the recognizers and deny rules read them (RE2's \s and \v).
 inline constexpr std::string_view kBlankBytes = " \t\n\v\f\r";
 // The longest run of non-blank bytes, or growing match, a stream holds back past its window.

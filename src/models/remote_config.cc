@@ -13,10 +13,29 @@ namespace {
 
 constexpr size_t kMaxEndpoints = 64;
 
+// An endpoint as an error may show it: without the credentials, query or fragment a refused one
+// may carry (the error reaches logs, and an admin's client as a version's "not ready" reason).
+std::string Shown(std::string_view url) {
+  url = url.substr(0, 200);
+  const size_t scheme = url.find("://");
+  const size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
+  std::string shown(url.substr(0, start));
+  std::string_view rest = url.substr(start);
+  rest = rest.substr(0, rest.find_first_of("?#"));
+  const std::string_view authority = rest.substr(0, rest.find('/'));
+  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
+    shown.append("(credentials)@");
+    rest.remove_prefix(at + 1);
+  }
+  shown.append(rest);
+  if (url.find_first_of("?#", start) != std::string_view::npos) shown.append("?(query)");
+  return shown;
+}
+
 [[nodiscard]] absl::Status CheckEndpoint(std::string_view url, std::string_view source) {
   auto error = [&](std::string_view why) {
     return absl::InvalidArgumentError(
-        StrCat(source, ": [remote] endpoint '", url.substr(0, 200), "' ", why));
+        StrCat(source, ": [remote] endpoint '", Shown(url), "' ", why));
   };
   std::string_view rest;
   if (url.substr(0, 7) == "http://") {

@@ -161,6 +161,9 @@ class Exchange {
   bool streaming = false;
   int64_t first_event_ns = 0;           // monotonic, when the first event went to the client
   int64_t streamed_chunks = 0;          // chunks of the answer written (about a token each)
+  // The estimated tokens of the texts of the chunks the model sent (written or not): what a
+  // stream cut before its usage came is charged, when more than a token a chunk.
+  int64_t streamed_tokens = 0;
   int64_t estimated_prompt_tokens = 0;  // pillar's estimate, for answers without a usage
   // What the call reserves of token limits (its estimated prompt and the most it may generate),
   // set by the route stage; the admit stage settles it against the usage once answered.

@@ -188,9 +188,12 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
   return out;
 }
 
-// Every string a client wrote: message contents and parts, names, tool call arguments, tool
-// descriptions, prompts, inputs, stop words, metadata ... all but the structural members.
-bool RequestText(std::string_view p) { return !Structural(LastKey(p)); }
+// Every string a client wrote: message contents and parts, names, tool call arguments and ids,
+// tool descriptions, prompts, inputs, stop words, metadata, URLs ... all but the model, which
+// names what pillar serves, and each message's role, which is one of six words
+// (openai_request.h). A model may read any of the others: a chat template writes a tool call's
+// id into the prompt, and an upstream fetches an image's URL.
+bool RequestText(std::string_view p) { return p != ".model" && !MatchPath(p, ".messages[#].role"); }
 
 // The numbers a client wrote as data, not as parameters: in messages (a tool's result given as
 // a number), metadata, tools' schemas, prompts and inputs. A seed or a token budget is no one's

@@ -26,12 +26,12 @@ using TextEdit =
     absl::FunctionRef<std::optional<std::string>(std::string_view where, std::string_view text)>;
 
 // A request's texts: every string a client wrote (message contents and parts, names, tool call
-// arguments, tool descriptions, prompts, inputs, stop words, metadata ...), all but the members
-// that hold names and codes (model, role, type, id, tool_call_id, object, url, encoding_format,
-// detail), every number of seven characters or more in messages, metadata, tools, prompts and
-// inputs (read as its text, as EditAnswerTexts says; parameters such as a seed are not), and
-// every member name the API does not know (at "a member's name in PATH"; a replacement renames
-// the member). The body must have parsed (protocol/openai_request.h).
+// arguments and ids, tool descriptions, prompts, inputs, stop words, metadata, URLs ...), all but
+// the top-level "model" and each message's "role" (one of six words), every number of seven
+// characters or more in messages, metadata, tools, prompts and inputs (read as its text, as
+// EditAnswerTexts says; parameters such as a seed are not), and every member name the API does not
+// know (at "a member's name in PATH"; a replacement renames the member). The body must have parsed
+// (protocol/openai_request.h).
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit);
 
 // An answer's texts: every string of it (contents and their parts, refusals, tool call

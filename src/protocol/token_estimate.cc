@@ -39,7 +39,10 @@ int64_t EstimateTokens(std::string_view text) {
 int64_t CountChatTokens(const std::vector<ChatMessage>& messages,
                         absl::FunctionRef<int64_t(std::string_view)> count) {
   int64_t tokens = 3;
-  for (const ChatMessage& m : messages) tokens += 3 + count(m.role) + count(m.text);
+  for (const ChatMessage& m : messages) {
+    tokens += 3 + count(m.role) + count(m.text);
+    if (!m.tool_text.empty()) tokens += count(m.tool_text);
+  }
   return tokens;
 }
 

@@ -1,5 +1,7 @@
 #include "stages/execute_stage.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "guard/screen.h"
 #include "pipeline/chain.h"
@@ -30,6 +32,22 @@ uint64_t CallerOf(const pipeline::Exchange& ex) {
   return hash == 0 ? 1 : hash;
 }
 
+// The estimated tokens of a stream event's choice texts ("data: {...}" and its blank line, or
+// several such events the guard wrote together).
+int64_t ChunkTokens(std::string_view event) {
+  int64_t tokens = 0;
+  while (!event.empty()) {
+    const size_t end = event.find("\n\n");
+    std::string_view one = event.substr(0, end);
+    event = end == std::string_view::npos ? std::string_view() : event.substr(end + 2);
+    if (!one.starts_with("data: ")) continue;
+    one.remove_prefix(6);
+    protocol::ForEachChoiceText(
+        one, [&](std::string_view text) { tokens += protocol::EstimateTokens(text); });
+  }
+  return tokens;
+}
+
 // A streamed answer's events on their way to the client: on the exchange's thread, the head
 // with the first event (the status is 200 from then on), each event written before the
 // producer may send the next. The usage chunk, which pillar always asks upstreams for, reaches
@@ -42,8 +60,14 @@ class ExchangeEvents final : public runtime::EventSink {
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
     if (kind == runtime::EventKind::kUsage && !include_usage_) return std::move(next)(true);
-    ex_.post([&ex = ex_, kind, event = std::move(event), next = std::move(next)]() mutable {
-      if (kind == runtime::EventKind::kChunk) ++ex.streamed_chunks;
+    // Counted here, on the producer's side: a client that leaves before the usage chunk is
+    // charged the texts the model sent, however many tokens it put in a chunk.
+    const int64_t tokens = kind == runtime::EventKind::kChunk ? ChunkTokens(event) : 0;
+    ex_.post([&ex = ex_, kind, tokens, event = std::move(event), next = std::move(next)]() mutable {
+      if (kind == runtime::EventKind::kChunk) {
+        ++ex.streamed_chunks;
+        ex.streamed_tokens += tokens;
+      }
       if (!ex.streaming) {
         ex.first_event_ns = SystemClock().MonotonicNanos();
         pipeline::Response head;
@@ -65,10 +89,17 @@ class ExchangeEvents final : public runtime::EventSink {
   const bool include_usage_;
 };
 
-// An answer that came without a usage: a token per chunk of a stream, or the estimate of the
-// answer's texts, so that an upstream that says nothing does not make its answers free.
+// What a stream that ended without a usage generated: a token per chunk written, or the
+// estimate of the texts the model sent if that is more.
+int64_t StreamedCompletion(const pipeline::Exchange& ex) {
+  return std::max(ex.streamed_chunks, ex.streamed_tokens);
+}
+
+// An answer that came without a usage: what a stream generated (StreamedCompletion), or the
+// estimate of the answer's texts, so that an upstream that says nothing does not make its
+// answers free.
 int64_t EstimatedCompletion(const pipeline::Exchange& ex) {
-  if (ex.streaming) return ex.streamed_chunks;
+  if (ex.streaming) return StreamedCompletion(ex);
   int64_t tokens = 0;
   protocol::ForEachChoiceText(
       ex.response.body, [&](std::string_view text) { tokens += protocol::EstimateTokens(text); });
@@ -260,10 +291,10 @@ void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status
   // error may (Run).
   const absl::Status status = guard::RedactAll(raw);
   ex.error = std::string(status.message());
-  // What the client got is charged: the prompt as pillar counted it, and about a token per chunk
+  // What the model generated is charged: the prompt as pillar counted it, and the texts it sent
   // (a client that leaves once it has what it wanted does not get it free).
   ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens,
-                           .completion_tokens = ex.streamed_chunks};
+                           .completion_tokens = StreamedCompletion(ex)};
   KeepReservationIfOutOfTime(ex, status);
   ex.WriteChunk(pipeline::StreamErrorEvent(status),
                 [&ex](bool) { ex.chain().Resume(ex, pipeline::StageResult::kContinue); });

@@ -64,18 +64,33 @@ std::string FormatScore(double score) {
 
 namespace {
 
-// What users and tools wrote in a call, with where (the operator's own system and developer
-// messages, and the model's, are not in it): what the injection heuristics and the classifier
-// judge. The body was read when the call arrived, so it parses again.
+// What a URL's screening found that is not allowed (guard::ScreenUrl): its type, or the deny
+// rule's reason, without offsets (they are those of the URL as read); empty when nothing.
+std::string UrlFinding(const guard::ScreenResult& r) {
+  if (r.blocked) return r.block_reason.substr(0, r.block_reason.find(" at bytes"));
+  for (const guard::ScreenedFinding& f : r.findings) {
+    if (f.action != guard::Action::kAllow) return std::string(guard::EntityName(f.finding.type));
+  }
+  return std::string();
+}
+
+// What a call's messages say, with where: what the injection heuristics and the classifier
+// judge. Every role's: the caller writes the system and developer messages and the model's
+// earlier turns too (a forged assistant turn or tool call is an injection like any other), and
+// an operator's own system prompt does not pass through here. The body was read when the call
+// arrived, so it parses again.
 GuardStage::UserTextList UserTexts(const runtime::GenerateRequest& call) {
   GuardStage::UserTextList texts;
   if (call.route == runtime::OpenAiRoute::kChatCompletions) {
     absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(call.body, {});
     if (!chat.ok()) return texts;
     for (size_t i = 0; i < chat->messages.size(); ++i) {
-      const std::string& role = chat->messages[i].role;
-      if (role == "user" || role == "tool" || role == "function") {
-        texts.emplace_back(StrCat("messages[", i, "]"), std::move(chat->messages[i].text));
+      protocol::ChatMessage& message = chat->messages[i];
+      if (!message.tool_text.empty()) {
+        StrAppend(&message.text, message.text.empty() ? "" : "\n", message.tool_text);
+      }
+      if (!message.text.empty()) {
+        texts.emplace_back(StrCat("messages[", i, "]"), std::move(message.text));
       }
     }
   } else if (call.route == runtime::OpenAiRoute::kCompletions) {
@@ -235,6 +250,15 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
     absl::StatusOr<std::string> body = protocol::EditRequestTexts(
         ex.generate->body,
         [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
+          if (where.ends_with(".url")) {  // an image's or a file's: read, not rewritten
+            guard::ScreenResult r = guard::ScreenUrl(text, config);
+            Note(ex, "prompt", r.findings, r.denied);
+            const std::string found = UrlFinding(r);
+            if (!found.empty() && blocked.empty()) {
+              blocked = StrCat(found, " in ", where, " (a URL is not rewritten)");
+            }
+            return std::nullopt;
+          }
           guard::ScreenResult r = guard::Screen(text, config);
           Note(ex, "prompt", r.findings, r.denied);
           if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);

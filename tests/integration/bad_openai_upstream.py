@@ -22,6 +22,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             and a refusal with another
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
+  bigstall  a stream of two chunks of 120 words each, then 3 s of nothing before the rest
   usagefirst  a stream that opens with a chunk without choices whose system_fingerprint is an
             access key, sent over several "data:" lines
   usagelast  a stream whose last chunk without choices carries an e-mail address in a member of
@@ -53,6 +54,7 @@ import json
 import socket
 import sys
 import threading
+import time
 
 JWT = ("eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9l"
        "IiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c")
@@ -279,6 +281,15 @@ def answer(model):
             b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
 
 
+def stall_head():
+    out = b""
+    for e in [chunk(0, " word" * 120), chunk(0, " more" * 120)]:
+        data = ("data: " + json.dumps(e) + "\n\n").encode()
+        out += b"%x\r\n%s\r\n" % (len(data), data)
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + out)
+
+
 def handle(connection):
     try:
         data = b""
@@ -301,6 +312,11 @@ def handle(connection):
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
         model = json.loads(body).get("model", "")
+        if model == "bigstall":  # two chunks of 120 words each, then a stall before the rest
+            connection.sendall(stall_head())
+            time.sleep(3)
+            connection.sendall(stream("nousagestream").split(b"\r\n\r\n", 1)[1])
+            return
         connection.sendall(stream(model) if json.loads(body).get("stream") else answer(model))
     except Exception:
         pass

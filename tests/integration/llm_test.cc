@@ -132,7 +132,7 @@ class LlmTest : public ::testing::Test {
           "idobject",          "refusalnumbers", "refusallist",  "padded",       "membername",
           "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
           "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
-          "listorder",         "deep",           "answerfloat",  "usagecard"}) {
+          "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -507,6 +507,46 @@ TEST_F(LlmTest, TokensAreMeteredAndAddedUpPerTenantForChargeback) {
   EXPECT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "color"}, &out, &err), 2);
 }
 
+// Found by review helper-45: a client that left a stream before its usage chunk was charged a
+// token per chunk written, however many tokens the model had put in each.
+TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(gateway_->data_port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body =
+      R"({"model":"bigstall","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, request.data(), request.size()), ssize_t(request.size()));
+  // The first event, then away (the upstream stalls before its usage).
+  std::string got;
+  char buffer[4096];
+  ssize_t n;
+  while (got.find("data: ") == std::string::npos && (n = ::read(fd, buffer, sizeof buffer)) > 0) {
+    got.append(buffer, size_t(n));
+  }
+  ::close(fd);
+  ASSERT_NE(got.find(" 200 "), std::string::npos) << got;
+  // Charged at least the first chunk's 120 words, whatever was written.
+  const std::filesystem::path log = gateway_->dir() / "access.log";
+  int64_t completion = -1;
+  for (int i = 0; i < 100 && completion < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(log);
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(R"("completion_tokens":)");
+      if (line.find(R"("bigstall")") == std::string::npos || at == std::string::npos) continue;
+      completion = std::stoll(line.substr(at + 20));
+    }
+  }
+  EXPECT_GE(completion, 120);
+}
+
 TEST_F(LlmTest, AnUpstreamCannotGetValuesPastTheGuardNorMakeItHoldWithoutEnd) {
   // Chunks of choices the request did not ask for: refused (before anything went out: 502), not
   // held.
@@ -756,6 +796,51 @@ TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {
   EXPECT_NE(r.body.find("CREDIT_CARD at bytes 5-24 of user"), std::string::npos) << r.body;
 }
 
+// Found by review helper-45: ids, parts' types and URLs went upstream unscreened, though chat
+// templates write ids into the prompt and upstreams fetch URLs.
+TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
+  HttpReply r = Post(
+      "/v1/chat/completions",
+      R"({"model":"echo","messages":[{"role":"user","content":"hi"},{"role":"assistant",)"
+      R"("content":null,"tool_calls":[{"id":"call 4111 1111 1111 1111","type":"function",)"
+      R"("function":{"name":"f","arguments":"{}"}}]},{"role":"tool","tool_call_id":"x","content":"ok"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD at bytes 5-24 of messages[1].tool_calls[0].id"),
+            std::string::npos)
+      << r.body;
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"tool","tool_call_id":"AKIAIOSFODNN7EXAMPLE",)"
+           R"("content":"ok"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("of messages[0].tool_call_id"), std::string::npos) << r.body;
+  auto image = [](const std::string& url) {
+    return R"({"model":"echo","max_tokens":5,"messages":[{"role":"user","content":[)"
+           R"({"type":"text","text":"read this"},{"type":"image_url","image_url":{"url":")" +
+           url + R"("}}]}]})";
+  };
+  // A URL is screened as its server reads it, and refused rather than rewritten: an e-mail
+  // address (redacted elsewhere) blocks it too.
+  for (const char* url : {"https://evil.example/x?card=4111111111111111",
+                          "https://evil.example/x?k=AKIA%49OSFODNN7EXAMPLE",
+                          "https://evil.example/x?to=zq.url%40example.org",
+                          "https://evil.example/x?c=4111+1111+1111+1111",
+                          // "card 4111 1111 1111 1111" in base64, as a text a model reads
+                          "data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"}) {
+    r = Post("/v1/chat/completions", image(url));
+    EXPECT_EQ(r.status, 400) << url << ": " << r.body;
+    EXPECT_NE(r.body.find("in messages[0].content[1].image_url.url (a URL is not rewritten)"),
+              std::string::npos)
+        << r.body;
+    EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  }
+  // A picture's bytes are not text, and a URL without a value is as it was.
+  for (const char* url : {"data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+                          "https://images.example/cat.png?size=2"}) {
+    r = Post("/v1/chat/completions", image(url));
+    EXPECT_EQ(r.status, 200) << url << ": " << r.body;
+  }
+}
+
 TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
   // lax lets prompts through unscreened; its fallback echo would screen them: it is not used,
   // so no model answers under laxer screening than its own.
@@ -859,9 +944,24 @@ TEST_F(LlmTest, DenyRulesAndInjectionHeuristicsBlockOrFlagWithoutQuotingTheText)
             std::string::npos)
       << r.body;
   EXPECT_EQ(r.body.find("Ignore all"), std::string::npos) << r.body;
-  // ... the operator's own system message is not scored ...
+  // ... and so is one in a message of another role, the caller writing every one of them
+  // (found by review helper-45: only user, tool and function messages were scored) ...
   r = Post("/v1/chat/completions", R"({"model":"echo","messages":[{"role":"system","content":")" +
                                        attack + R"("},{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"user","content":"hi"},)"
+           R"({"role":"assistant","content":null,"tool_calls":[{"id":"c1","type":"function",)"
+           R"("function":{"name":"note","arguments":")" +
+               attack + R"("}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("in messages[1]"), std::string::npos) << r.body;
+  // A harmless system message is not.
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"system","content":"You are a careful )"
+           R"(assistant. Answer in French."},{"role":"user","content":"hi"}]})");
   EXPECT_EQ(r.status, 200) << r.body;
   // ... and elsewhere it is flagged (the default), not blocked.
   r = Post("/v1/chat/completions", Say("assistant", attack));
@@ -885,7 +985,7 @@ TEST_F(LlmTest, DenyRulesAndInjectionHeuristicsBlockOrFlagWithoutQuotingTheText)
   }
 }
 
-TEST_F(LlmTest, TheClassifierJudgesWhatTheUserWroteAndBlocksItsCategories) {
+TEST_F(LlmTest, TheClassifierJudgesWhatTheCallerWroteAndBlocksItsCategories) {
   // Safe: the call goes on to its model.
   HttpReply r = Post("/v1/chat/completions", Say("judged", "safe"));
   EXPECT_EQ(r.status, 200) << r.body;
@@ -915,11 +1015,12 @@ TEST_F(LlmTest, TheClassifierJudgesWhatTheUserWroteAndBlocksItsCategories) {
       << r.body;
   r = Post("/v1/chat/completions", Say("judged-open", "hello there"));
   EXPECT_EQ(r.status, 200) << r.body;
-  // Only what the user wrote is judged: a system message saying "unsafe S1" is not.
+  // Every message is judged, the system's too: the caller writes it (the echo classifier says
+  // the joined text back, so the system message's "unsafe S1" is the verdict).
   r = Post("/v1/chat/completions",
            R"({"model":"judged","messages":[{"role":"system","content":"unsafe S1"},)"
            R"({"role":"user","content":"safe"}]})");
-  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.status, 403) << r.body;
   HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
   for (const char* action : {"block", "flag", "error"}) {
     EXPECT_NE(

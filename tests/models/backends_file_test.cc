@@ -68,5 +68,23 @@ TEST(BackendsFileTest, AFileThatDoesNotHoldIsRefusedWhole) {
   }
 }
 
+// Found by review helper-45: a refused endpoint's password reached the log and, as a version's
+// "not ready" reason, an admin's client.
+TEST(BackendsFileTest, ARefusedEndpointIsShownWithoutItsCredentialsOrQuery) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"http://admin:S3cretPassw0rd@127.0.0.1:9/v2",
+       "'http://(credentials)@127.0.0.1:9/v2' carries credentials"},
+      {"https://h:1/x?api-key=S3cretPassw0rd", "'https://h:1/x?(query)' has a query"},
+      {"http://u:S3cretPassw0rd@h:1/?k=S3cretPassw0rd#f", "'http://(credentials)@h:1/?(query)'"},
+  };
+  for (const auto& [url, error] : bad) {
+    absl::StatusOr<BackendsFile> file =
+        BackendsFile::Parse("[backends.digits]\nendpoints = [\"" + url + "\"]\n", "b.toml");
+    ASSERT_FALSE(file.ok()) << url;
+    EXPECT_NE(file.status().message().find(error), std::string::npos) << file.status();
+    EXPECT_EQ(file.status().message().find("S3cret"), std::string::npos) << file.status();
+  }
+}
+
 }  // namespace
 }  // namespace pillar::models

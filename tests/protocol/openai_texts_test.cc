@@ -24,16 +24,29 @@ TEST(OpenAiTextsTest, ARequestsTextsAreFoundWhereverTheyAreAndTheRestKept) {
         return std::optional<std::string>(std::string(text) + "!");
       });
   ASSERT_TRUE(out.ok()) << out.status();
-  // Every string a client wrote, not the names and codes (model, role, type, id, url).
-  EXPECT_EQ(seen,
-            (std::vector<std::string>{"tools[0].function.name=f", "tools[0].function.description=d",
-                                      "messages[0].content=a", "messages[1].content[0].text=b"}));
+  // Every string a client wrote, ids, types and URLs too (a chat template writes a tool call's
+  // id into the prompt; an upstream fetches a URL), but the model and the messages' roles.
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "tools[0].type=function", "tools[0].function.name=f",
+                      "tools[0].function.description=d", "messages[0].content=a",
+                      "messages[1].content[0].type=text", "messages[1].content[0].text=b",
+                      "messages[1].content[1].type=image_url",
+                      "messages[1].content[1].image_url.url=u", "messages[2].tool_calls[0].id=t"}));
   EXPECT_EQ(
       *out,
-      R"({"model":"m","tools":[{"type":"function","function":{"name":"f!","description":"d!"}}],)"
+      R"({"model":"m","tools":[{"type":"function!","function":{"name":"f!","description":"d!"}}],)"
       R"("messages":[{"role":"system","content":"a!"},{"role":"user","content":[)"
-      R"({"type":"text","text":"b!"},{"type":"image_url","image_url":{"url":"u"}}]},)"
-      R"({"role":"assistant","content":null,"tool_calls":[{"id":"t"}]}]})");
+      R"({"type":"text!","text":"b!"},{"type":"image_url!","image_url":{"url":"u!"}}]},)"
+      R"({"role":"assistant","content":null,"tool_calls":[{"id":"t!"}]}]})");
+  // A member named "model" or "role" elsewhere is text like any other.
+  seen.clear();
+  ASSERT_TRUE(EditRequestTexts(R"({"model":"m","metadata":{"model":"x","role":"y"}})",
+                               [&](std::string_view where, std::string_view) {
+                                 seen.push_back(std::string(where));
+                                 return std::optional<std::string>();
+                               })
+                  .ok());
+  EXPECT_EQ(seen, (std::vector<std::string>{"metadata.model", "metadata.role"}));
   // Prompts and inputs, strings or arrays of them.
   seen.clear();
   ASSERT_TRUE(EditRequestTexts(R"({"model":"m","prompt":["x","y"],"input":"z"})",
