@@ -218,6 +218,31 @@ TEST(ScreenTest, TheHashKeyFileMustBePrivate) {
 namespace pillar::guard {
 namespace {
 
+// A URL is read as its server reads it, and a data: URL as a model does.
+TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
+  const GuardConfig config;
+  auto types = [&](std::string_view url) {
+    std::vector<std::string> found;
+    for (const ScreenedFinding& f : ScreenUrl(url, config).findings) {
+      found.emplace_back(EntityName(f.finding.type));
+    }
+    return found;
+  };
+  using V = std::vector<std::string>;
+  EXPECT_EQ(types("https://a.example/cat.png?size=2"), V{});
+  EXPECT_EQ(types("https://a.example/?to=zq%40example.org"), (V{"EMAIL_ADDRESS"}));
+  EXPECT_EQ(types("https://a.example/?c=4111+1111+1111+1111"), (V{"CREDIT_CARD"}));
+  EXPECT_TRUE(ScreenUrl("https://a.example/?k=AKIA%49OSFODNN7EXAMPLE", config).blocked);
+  // "card 4111 1111 1111 1111": text in a data: URL, bytes in a picture's.
+  EXPECT_EQ(types("data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"), (V{"CREDIT_CARD"}));
+  EXPECT_EQ(types("DATA:application/json;BASE64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"),
+            (V{"CREDIT_CARD"}));
+  EXPECT_EQ(types("data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"), V{});
+  EXPECT_EQ(types("data:text/plain,card%204111%201111%201111%201111"), (V{"CREDIT_CARD"}));
+  // Not base64 after all: read as written.
+  EXPECT_EQ(types("data:text/plain;base64,!!!"), V{});
+}
+
 TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
   EXPECT_EQ(RedactAll("unknown input 'mail a.b@example.org, card 4111 1111 1111 1111'"),
             "unknown input 'mail <EMAIL_ADDRESS>, card <CREDIT_CARD>'");
