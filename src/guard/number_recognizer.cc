@@ -348,6 +348,37 @@ size_t LeadingIpv6(std::string_view text, size_t i, std::vector<Finding>& out) {
   return end;
 }
 
+// What may join the group that ends at `i` to the next: one separator, or a closing
+// parenthesis (and a space) after a first group opened by one. Where the next group would
+// begin, with `sep` set to the separator (')' for ") "); `sep` stays 0 when nothing joins.
+size_t NextGroup(std::string_view text, size_t i, const Run& run, char& sep) {
+  if (run.paren && run.count == 1 && text[i] == ')') {
+    sep = ')';
+    return i + 1 + (i + 1 < text.size() && text[i + 1] == ' ' ? 1 : 0);
+  }
+  if (IsSeparator(text[i])) {
+    sep = text[i];
+    return i + 1;
+  }
+  if (const size_t wide = WideSpaceLength(text, i); wide > 0) {
+    sep = ' ';
+    return i + wide;
+  }
+  return i;
+}
+
+// Where to scan again when a run grows past any entity at a group of `digits` digits that
+// begins at `next`: the earliest of the run's last four groups that can begin an entity with
+// it (at most 19 digits in all), never the first group; else `next`.
+size_t RestartAt(const Run& run, size_t next, size_t digits) {
+  for (int k = std::max(1, run.count - 4); k < run.count; ++k) {
+    if (run.digits_before[size_t(run.count)] - run.digits_before[size_t(k)] + digits <= 19) {
+      return run.group_begin[size_t(k)];
+    }
+  }
+  return next;
+}
+
 }  // namespace
 
 size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
@@ -377,13 +408,7 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
       // can still begin one with this group (at most 19 digits), so that a card after ten single
       // digits, and an SSN after a card ("4111111111111111-078-05-1120"), are still seen. Each
       // group is read a bounded number of times: the restart is never the run's first group.
-      restart = b;
-      for (int k = std::max(1, run.count - 4); k < run.count; ++k) {
-        if (run.digits_before[size_t(run.count)] - run.digits_before[size_t(k)] + (i - b) <= 19) {
-          restart = run.group_begin[size_t(k)];
-          break;
-        }
-      }
+      restart = RestartAt(run, b, i - b);
       i = run.group_end[size_t(run.count - 1)];
       break;
     }
@@ -396,20 +421,8 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out) {
       ++run.count;
     }
     if (i >= n) break;
-    // What may join this group to the next: one separator, or a closing parenthesis (and a
-    // space) after a first group opened by one.
-    size_t next = i;
     char sep = 0;
-    if (run.paren && run.count == 1 && text[i] == ')') {
-      sep = ')';
-      next = i + 1 + (i + 1 < n && text[i + 1] == ' ' ? 1 : 0);
-    } else if (IsSeparator(text[i])) {
-      sep = text[i];
-      next = i + 1;
-    } else if (const size_t wide = WideSpaceLength(text, i); wide > 0) {
-      sep = ' ';
-      next = i + wide;
-    }
+    const size_t next = NextGroup(text, i, run, sep);
     if (sep == 0 || next >= n || !IsDigit(text[next])) break;
     if (run.count < kMaxGroups) run.sep[size_t(run.count)] = sep;
     i = next;

@@ -98,6 +98,20 @@ const absl::flat_hash_map<std::string_view, WordMeaning>& ContextTable() {
 // Letters of a word: ASCII letters and the bytes of non-ASCII characters ("telemóvel").
 bool ContextLetter(char c) { return IsAlpha(c) || static_cast<unsigned char>(c) >= 0x80; }
 
+// Whether `label` (a bit per type) names another number type than `type` that `value` could
+// have been, by its count of digits.
+bool LabelledAsAnother(uint32_t label, EntityType type, std::string_view value) {
+  size_t digits = 0;
+  for (char c : value) digits += IsDigit(c) ? 1 : 0;
+  for (EntityType t : kAllEntityTypes) {
+    if ((label & (1u << int(t))) && NumberType(t) && t != type && t != EntityType::kIpAddress &&
+        DigitsFit(t, digits)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 }  // namespace
 
 double ContextAdjustment(std::string_view text, size_t begin, size_t end, EntityType type) {
@@ -171,15 +185,7 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
   // whose identifier never has this many digits says nothing: "ssn 4111111111111111" is a card
   // with a misleading word before it, not a social security number written wrong.
   if (!NumberType(type)) return 0;
-  size_t digits = 0;
-  for (size_t k = begin; k < end; ++k) digits += IsDigit(text[k]) ? 1 : 0;
-  uint32_t other_identifiers = 0;
-  for (EntityType t : kAllEntityTypes) {
-    if (NumberType(t) && t != type && t != EntityType::kIpAddress && DigitsFit(t, digits)) {
-      other_identifiers |= 1u << int(t);
-    }
-  }
-  if (label & other_identifiers) return -0.4;
+  if (LabelledAsAnother(label, type, text.substr(begin, end - begin))) return -0.4;
   return said.other ? -0.3 : 0;
 }
 

@@ -159,8 +159,8 @@ class Exchange {
   std::function<bool(const runtime::ModelVersion&)> fallback_screened_alike;
   absl::Status answer_blocked;
   bool streaming = false;
-  int64_t first_event_ns = 0;           // monotonic, when the first event went to the client
-  int64_t streamed_chunks = 0;          // chunks of the answer written (about a token each)
+  int64_t first_event_ns = 0;   // monotonic, when the first event went to the client
+  int64_t streamed_chunks = 0;  // chunks of the answer written (about a token each)
   // The estimated tokens of the texts of the chunks the model sent (written or not): what a
   // stream cut before its usage came is charged, when more than a token a chunk.
   int64_t streamed_tokens = 0;

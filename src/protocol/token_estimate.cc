@@ -1,6 +1,47 @@
 #include "protocol/token_estimate.h"
 
+#include <simdjson.h>
+
 namespace pillar::protocol {
+namespace {
+
+// The strings of a delta, but its names and codes, down to a bounded depth.
+int64_t DeltaTokens(simdjson::dom::element e, int depth) {
+  if (depth > 16) return 0;
+  std::string_view text;
+  if (e.get(text) == simdjson::SUCCESS) return EstimateTokens(text);
+  int64_t tokens = 0;
+  simdjson::dom::array list;
+  if (e.get(list) == simdjson::SUCCESS) {
+    for (simdjson::dom::element item : list) tokens += DeltaTokens(item, depth + 1);
+    return tokens;
+  }
+  simdjson::dom::object members;
+  if (e.get(members) != simdjson::SUCCESS) return 0;
+  for (auto member : members) {
+    if (member.key == "role" || member.key == "type" || member.key == "id") continue;
+    tokens += DeltaTokens(member.value, depth + 1);
+  }
+  return tokens;
+}
+
+}  // namespace
+
+int64_t EstimateChunkTokens(std::string_view data) {
+  // One parser a thread: a stream's chunks are parsed one after another, each a few hundred
+  // bytes, and a parser's buffers are worth keeping.
+  thread_local simdjson::dom::parser parser;
+  simdjson::dom::array choices;
+  if (parser.parse(data.data(), data.size())["choices"].get(choices) != simdjson::SUCCESS) return 0;
+  int64_t tokens = 0;
+  for (simdjson::dom::element choice : choices) {
+    simdjson::dom::element part;
+    if (choice["delta"].get(part) == simdjson::SUCCESS) tokens += DeltaTokens(part, 0);
+    std::string_view text;
+    if (choice["text"].get(text) == simdjson::SUCCESS) tokens += EstimateTokens(text);
+  }
+  return tokens;
+}
 
 int64_t EstimateTokens(std::string_view text) {
   int64_t tokens = 0;

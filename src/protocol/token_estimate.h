@@ -19,6 +19,11 @@ namespace pillar::protocol {
 
 int64_t EstimateTokens(std::string_view text);
 
+// The estimated tokens of a stream chunk's choice texts (an event's data): each choice's delta
+// strings but its role, types and ids, or a completion's text. What a stream that ends before
+// its usage chunk generated is this, added up. 0 for anything but a JSON object.
+int64_t EstimateChunkTokens(std::string_view data);
+
 // A chat request's prompt: each message's text and role, and the few tokens chat templates add
 // around each message (3) and before the reply (3), as OpenAI documents its own count.
 int64_t EstimateChatTokens(const std::vector<ChatMessage>& messages);

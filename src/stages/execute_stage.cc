@@ -42,8 +42,7 @@ int64_t ChunkTokens(std::string_view event) {
     event = end == std::string_view::npos ? std::string_view() : event.substr(end + 2);
     if (!one.starts_with("data: ")) continue;
     one.remove_prefix(6);
-    protocol::ForEachChoiceText(
-        one, [&](std::string_view text) { tokens += protocol::EstimateTokens(text); });
+    tokens += protocol::EstimateChunkTokens(one);
   }
   return tokens;
 }
