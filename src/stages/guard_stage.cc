@@ -231,6 +231,47 @@ pipeline::StageResult GuardStage::ScreenTensors(pipeline::Exchange& ex) const {
   return pipeline::StageResult::kContinue;
 }
 
+bool GuardStage::ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
+  std::string blocked;
+  bool redacted = false;
+  absl::StatusOr<std::string> body = protocol::EditRequestTexts(
+      ex.generate->body,
+      [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
+        if (where.ends_with(".url")) {  // an image's or a file's: read, not rewritten
+          guard::ScreenResult r = guard::ScreenUrl(text, config);
+          const std::string found = UrlFinding(r);
+          // Counted and audited as what happens to the call: a finding redacted elsewhere
+          // blocks it here.
+          for (guard::ScreenedFinding& f : r.findings) {
+            if (f.action != guard::Action::kAllow) f.action = guard::Action::kBlock;
+          }
+          Note(ex, "prompt", r.findings, r.denied);
+          if (!found.empty() && blocked.empty()) {
+            blocked = StrCat(found, " in ", where, " (a URL is not rewritten)");
+          }
+          return std::nullopt;
+        }
+        guard::ScreenResult r = guard::Screen(text, config);
+        Note(ex, "prompt", r.findings, r.denied);
+        if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);
+        if (r.blocked || r.text == text) return std::nullopt;
+        redacted = true;
+        return std::move(r.text);
+      });
+  if (!body.ok()) {
+    ex.Fail(body.status());
+    return false;
+  }
+  if (!blocked.empty()) {
+    ex.content_blocked = true;
+    ex.Fail(absl::InvalidArgumentError(
+        StrCat("the prompt was blocked by the content guard: ", blocked)));
+    return false;
+  }
+  if (redacted) ex.generate->body = std::move(*body);
+  return true;
+}
+
 pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
   if (config_ == nullptr || ex.model == nullptr || ex.principal == nullptr) {
     return pipeline::StageResult::kContinue;
@@ -244,40 +285,7 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
                                 tenant = ex.principal->tenant](const runtime::ModelVersion& v) {
     return &root->For(v.name, tenant) == used;
   };
-  if (config.prompts) {
-    std::string blocked;
-    bool redacted = false;
-    absl::StatusOr<std::string> body = protocol::EditRequestTexts(
-        ex.generate->body,
-        [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
-          if (where.ends_with(".url")) {  // an image's or a file's: read, not rewritten
-            guard::ScreenResult r = guard::ScreenUrl(text, config);
-            Note(ex, "prompt", r.findings, r.denied);
-            const std::string found = UrlFinding(r);
-            if (!found.empty() && blocked.empty()) {
-              blocked = StrCat(found, " in ", where, " (a URL is not rewritten)");
-            }
-            return std::nullopt;
-          }
-          guard::ScreenResult r = guard::Screen(text, config);
-          Note(ex, "prompt", r.findings, r.denied);
-          if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);
-          if (r.blocked || r.text == text) return std::nullopt;
-          redacted = true;
-          return std::move(r.text);
-        });
-    if (!body.ok()) {
-      ex.Fail(body.status());
-      return pipeline::StageResult::kStop;
-    }
-    if (!blocked.empty()) {
-      ex.content_blocked = true;
-      ex.Fail(absl::InvalidArgumentError(
-          StrCat("the prompt was blocked by the content guard: ", blocked)));
-      return pipeline::StageResult::kStop;
-    }
-    if (redacted) ex.generate->body = std::move(*body);
-  }
+  if (config.prompts && !ScreenPrompt(ex, config)) return pipeline::StageResult::kStop;
   // What users and tools wrote, read once for the injection heuristics and the classifier.
   const guard::ClassifierConfig& classifier = config.classifier;
   const bool judge_prompt = config.prompts && classifier.enabled() && classifier.judge_prompts;

@@ -50,6 +50,9 @@ class GuardStage final : public pipeline::Stage {
   // error, a name from its reply): it is held to the deny rules too (a recognizer's values in it
   // were tagged already, guard::RedactAll); a block withholds it, its status kept.
   void ScreenError(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+  // The prompt's texts screened (redacted in ex.generate->body, or blocked); false (and the
+  // exchange failed) when they are blocked.
+  bool ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   // The prompt-injection heuristics over what the call's users and tools wrote; false (and the
   // exchange failed) when they block it.
   bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config,
