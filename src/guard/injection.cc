@@ -97,7 +97,27 @@ InjectionScore ScoreInjection(std::string_view raw) {
   std::string storage;
   const std::string_view text = Visible(raw, storage);
   std::vector<int> found;
-  if (!Signs().Match(re2::StringPiece(text.data(), text.size()), &found)) return result;
+  Signs().Match(re2::StringPiece(text.data(), text.size()), &found);
+  // A sign's words keep to one sentence and line ([^.\n] gaps), but a line break alone, which
+  // a model reads past, does not end a sentence: "Ignore all previous\ninstructions". Read again
+  // with such breaks as spaces (a blank line still ends it, and line starts still count for the
+  // role headers, from the first reading).
+  if (text.find('\n') != std::string_view::npos) {
+    std::string joined(text);
+    for (size_t i = 0; i < joined.size(); ++i) {
+      if (joined[i] != '\n') continue;
+      size_t before = i, after = i + 1;
+      if (before > 0 && joined[before - 1] == '\r') --before;
+      if (after < joined.size() && joined[after] == '\r') ++after;
+      const bool blank_line = (before > 0 && joined[before - 1] == '\n') ||
+                              (after < joined.size() && joined[after] == '\n');
+      if (!blank_line) joined[i] = ' ';
+    }
+    std::vector<int> more;
+    Signs().Match(re2::StringPiece(joined.data(), joined.size()), &more);
+    found.insert(found.end(), more.begin(), more.end());
+  }
+  if (found.empty()) return result;
   std::sort(found.begin(), found.end());
   double keep = 1;
   for (int i : found) {

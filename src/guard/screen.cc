@@ -245,29 +245,77 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config) {
 
 namespace {
 
-// A URL as the server it names reads it, and as a model reads a data: URL: written, then
-// percent-decoded ('+' a space, as in a query), then a data: URL's base64 payload decoded, but
-// for pictures, sound and video, whose bytes are no text.
+// Base64 as lenient decoders read it (Python's urllib for data: URLs, most MIME readers): bytes
+// outside the alphabet (standard or URL-safe) skipped, the end at the first '='.
+std::string LenientBase64(std::string_view text) {
+  std::string out;
+  out.reserve(text.size() * 3 / 4);
+  uint32_t bits = 0;
+  int count = 0;
+  for (char c : text) {
+    int v;
+    if (c >= 'A' && c <= 'Z') {
+      v = c - 'A';
+    } else if (c >= 'a' && c <= 'z') {
+      v = c - 'a' + 26;
+    } else if (c >= '0' && c <= '9') {
+      v = c - '0' + 52;
+    } else if (c == '+' || c == '-') {
+      v = 62;
+    } else if (c == '/' || c == '_') {
+      v = 63;
+    } else if (c == '=') {
+      break;
+    } else {
+      continue;
+    }
+    bits = (bits << 6) | uint32_t(v);
+    if (++count == 4) {
+      out.push_back(char(bits >> 16));
+      out.push_back(char(bits >> 8));
+      out.push_back(char(bits));
+      bits = 0;
+      count = 0;
+    }
+  }
+  if (count >= 2) out.push_back(char(bits >> (6 * count - 8)));
+  if (count == 3) out.push_back(char(bits >> 2));
+  return out;
+}
+
+// A URL as the server it names reads it, and as a model reads a data: URL or a file's bytes:
+// written, then percent-decoded ('+' a space, as in a query), then a data: URL's payload (its
+// base64 decoded leniently), but for pictures, sounds and videos, whose bytes are no text; a
+// value without a scheme (a file's bytes given bare) is read as base64 too.
 std::string UrlAsRead(std::string_view url) {
   std::string read(url);
   read.push_back('\n');
-  read.append(PercentDecoded(url, true));
-  if (url.size() < 5 || !EqualsIgnoreCase(url.substr(0, 5), "data:")) return read;
-  const size_t comma = url.find(',');
-  if (comma == std::string_view::npos) return read;
-  const std::string_view head = url.substr(5, comma - 5);
-  auto starts = [](std::string_view text, std::string_view prefix) {
-    return text.size() >= prefix.size() && EqualsIgnoreCase(text.substr(0, prefix.size()), prefix);
-  };
-  const bool binary = (starts(head, "image/") && !starts(head, "image/svg+xml")) ||
-                      starts(head, "audio/") || starts(head, "video/");
-  const bool base64 = head.size() >= 7 && EqualsIgnoreCase(head.substr(head.size() - 7), ";base64");
-  if (binary || !base64) return read;
-  absl::StatusOr<std::string> payload = Base64Decode(PercentDecoded(url.substr(comma + 1), false));
-  if (payload.ok()) {
-    read.push_back('\n');
-    read.append(*payload);
+  const std::string decoded = PercentDecoded(url, true);
+  read.append(decoded);
+  std::string_view value = decoded;
+  // URL parsers strip leading blanks and controls.
+  while (!value.empty() && static_cast<unsigned char>(value.front()) <= ' ') value.remove_prefix(1);
+  const bool data = value.size() >= 5 && EqualsIgnoreCase(value.substr(0, 5), "data:");
+  if (!data) {
+    if (value.find("://") == std::string_view::npos) {
+      read.push_back('\n');
+      read.append(LenientBase64(value));
+    }
+    return read;
   }
+  const size_t comma = value.find(',');
+  if (comma == std::string_view::npos) return read;
+  // The media type and its parameters, blanks dropped and lower-cased: "image/png;base64".
+  std::string head;
+  for (char c : value.substr(5, comma - 5)) {
+    if (static_cast<unsigned char>(c) > ' ')
+      head.push_back(c >= 'A' && c <= 'Z' ? char(c + 32) : c);
+  }
+  const bool binary = (head.starts_with("image/") && !head.starts_with("image/svg+xml")) ||
+                      head.starts_with("audio/") || head.starts_with("video/");
+  if (binary || !head.ends_with(";base64")) return read;
+  read.push_back('\n');
+  read.append(LenientBase64(value.substr(comma + 1)));
   return read;
 }
 

@@ -195,18 +195,30 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
 // id into the prompt, and an upstream fetches an image's URL.
 bool RequestText(std::string_view p) { return p != ".model" && !MatchPath(p, ".messages[#].role"); }
 
-// The numbers a client wrote as data, not as parameters: in messages (a tool's result given as
-// a number), metadata, tools' schemas, prompts and inputs. A seed or a token budget is no one's
-// personal data, and a large seed can pass Luhn.
+// The numbers a client wrote as data: every one but the generation parameters the API knows at
+// the top level. A seed or a token budget is no one's personal data (and a large seed can pass
+// Luhn); a number anywhere else (a tool's result, metadata, a member of the client's own) can
+// carry a card to the model.
 bool RequestNumber(std::string_view p) {
-  for (std::string_view data : {".messages", ".metadata", ".tools", ".functions", ".prompt",
-                                ".input", ".response_format"}) {
-    if (p.starts_with(data) &&
-        (p.size() == data.size() || p[data.size()] == '.' || p[data.size()] == '[')) {
-      return RequestText(p);
-    }
+  static constexpr std::string_view kParameters[] = {".seed",
+                                                     ".max_tokens",
+                                                     ".max_completion_tokens",
+                                                     ".temperature",
+                                                     ".top_p",
+                                                     ".n",
+                                                     ".best_of",
+                                                     ".presence_penalty",
+                                                     ".frequency_penalty",
+                                                     ".logprobs",
+                                                     ".top_logprobs",
+                                                     ".dimensions",
+                                                     ".top_k",
+                                                     ".min_p",
+                                                     ".repetition_penalty"};
+  for (std::string_view parameter : kParameters) {
+    if (p == parameter) return false;
   }
-  return false;
+  return RequestText(p);
 }
 
 // Every string of an answer (and of a chunk, but its deltas' texts), the structural members
@@ -511,6 +523,28 @@ bool HasDuplicateKeys(object o) {
 
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit) {
   return Edit(body, {AnswerText, AnswerText, true, edit});
+}
+
+void ForEachRequestText(
+    std::string_view body,
+    absl::FunctionRef<void(std::string_view where, std::string_view text)> each) {
+  (void)Edit(body,
+             {RequestText, nullptr, false,
+              [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
+                each(where, text);
+                return std::nullopt;
+              }});
+}
+
+bool IsLink(std::string_view where, std::string_view text) {
+  for (std::string_view key : {".url", ".uri", ".file_url", ".image_url", ".file_data"}) {
+    if (where.size() >= key.size() &&
+        EqualsIgnoreCase(where.substr(where.size() - key.size()), key)) {
+      return true;
+    }
+  }
+  while (!text.empty() && static_cast<unsigned char>(text.front()) <= ' ') text.remove_prefix(1);
+  return text.size() >= 5 && EqualsIgnoreCase(text.substr(0, 5), "data:");
 }
 
 void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each) {

@@ -28,8 +28,8 @@ using TextEdit =
 // A request's texts: every string a client wrote (message contents and parts, names, tool call
 // arguments and ids, tool descriptions, prompts, inputs, stop words, metadata, URLs ...), all but
 // the top-level "model" and each message's "role" (one of six words), every number of seven
-// characters or more in messages, metadata, tools, prompts and inputs (read as its text, as
-// EditAnswerTexts says; parameters such as a seed are not), and every member name the API does not
+// characters or more but the top-level generation parameters (seed, max_tokens, temperature
+// ...), read as its text as EditAnswerTexts says, and every member name the API does not
 // know (at "a member's name in PATH"; a replacement renames the member). The body must have parsed
 // (protocol/openai_request.h).
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit);
@@ -41,6 +41,18 @@ using TextEdit =
 // member's name in PATH"; a replacement renames the member). Each choice's "logprobs", which
 // repeat the text a token at a time where no screen sees it whole, is withheld (null).
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit);
+
+// Every string of a request that EditRequestTexts hands its edit, read only: for estimates and
+// the injection heuristics.
+void ForEachRequestText(
+    std::string_view body,
+    absl::FunctionRef<void(std::string_view where, std::string_view text)> each);
+
+// Whether a request's string at `where` is a link or a file's bytes rather than prompt text: a
+// "url", "uri", "file_url", "image_url" or "file_data" member (of any case), or any string that
+// is a data: URL. A fetcher or a decoder reads it, not the model's tokenizer: it is screened as
+// guard::ScreenUrl says, and neither counted as prompt tokens nor scored as an injection.
+bool IsLink(std::string_view where, std::string_view text);
 
 // What the model wrote in an answer's choices (contents and their parts, refusals, tool call
 // arguments: their strings but the structural members), in order: for estimates and judges.

@@ -74,33 +74,29 @@ std::string UrlFinding(const guard::ScreenResult& r) {
   return std::string();
 }
 
-// What a call's messages say, with where: what the injection heuristics and the classifier
-// judge. Every role's: the caller writes the system and developer messages and the model's
-// earlier turns too (a forged assistant turn or tool call is an injection like any other), and
-// an operator's own system prompt does not pass through here. The body was read when the call
-// arrived, so it parses again.
+// What a call's prompt says, with where: what the injection heuristics and the classifier
+// judge. Every string a model may read (protocol::EditRequestTexts, but links and files' bytes),
+// joined by the message, prompt or member it is in ("messages[1]", "tools[0]", "suffix"), so
+// that a sign split across a message's parts is seen whole. Every role's: the caller writes the
+// system and developer messages and the model's earlier turns too (a forged assistant turn or
+// tool call is an injection like any other), and tool descriptions and schemas reach the
+// model's prompt through its chat template. Embeddings' inputs are not instructions.
 GuardStage::UserTextList UserTexts(const runtime::GenerateRequest& call) {
   GuardStage::UserTextList texts;
-  if (call.route == runtime::OpenAiRoute::kChatCompletions) {
-    absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(call.body, {});
-    if (!chat.ok()) return texts;
-    for (size_t i = 0; i < chat->messages.size(); ++i) {
-      protocol::ChatMessage& message = chat->messages[i];
-      if (!message.tool_text.empty()) {
-        StrAppend(&message.text, message.text.empty() ? "" : "\n", message.tool_text);
-      }
-      if (!message.text.empty()) {
-        texts.emplace_back(StrCat("messages[", i, "]"), std::move(message.text));
-      }
+  if (call.route == runtime::OpenAiRoute::kEmbeddings) return texts;
+  protocol::ForEachRequestText(call.body, [&](std::string_view where, std::string_view text) {
+    if (protocol::IsLink(where, text) || text.empty()) return;
+    // The message, prompt or member: up to the first index if it comes before the first '.'.
+    const size_t dot = where.find('.'), close = where.find(']');
+    const std::string_view place = close != std::string_view::npos && close < dot
+                                       ? where.substr(0, close + 1)
+                                       : where.substr(0, dot);
+    if (texts.empty() || texts.back().first != place) {
+      texts.emplace_back(std::string(place), std::string(text));
+    } else {
+      StrAppend(&texts.back().second, "\n", text);
     }
-  } else if (call.route == runtime::OpenAiRoute::kCompletions) {
-    absl::StatusOr<protocol::CompletionRequest> completion =
-        protocol::ParseCompletionRequest(call.body, {});
-    if (!completion.ok()) return texts;
-    for (size_t i = 0; i < completion->prompts.size(); ++i) {
-      texts.emplace_back(StrCat("prompt[", i, "]"), std::move(completion->prompts[i]));
-    }
-  }
+  });
   return texts;
 }
 
@@ -237,7 +233,7 @@ bool GuardStage::ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& 
   absl::StatusOr<std::string> body = protocol::EditRequestTexts(
       ex.generate->body,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
-        if (where.ends_with(".url")) {  // an image's or a file's: read, not rewritten
+        if (protocol::IsLink(where, text)) {  // an image's or a file's: read, not rewritten
           guard::ScreenResult r = guard::ScreenUrl(text, config);
           const std::string found = UrlFinding(r);
           // Counted and audited as what happens to the call: a finding redacted elsewhere

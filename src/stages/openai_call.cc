@@ -2,6 +2,7 @@
 
 #include "common/strings.h"
 #include "models/model_config.h"
+#include "protocol/openai_texts.h"
 #include "protocol/token_estimate.h"
 
 namespace pillar::stages {
@@ -10,6 +11,25 @@ namespace {
 int64_t EstimateAll(const std::vector<std::string>& texts) {
   int64_t tokens = 0;
   for (const std::string& text : texts) tokens += protocol::EstimateTokens(text);
+  return tokens;
+}
+
+// A prompt's tokens: every string of the request a model may read (its messages' texts and
+// names, tool calls, tool descriptions and schemas, a completion's suffix ...; not links and
+// files' bytes, protocol::IsLink), and for a chat the few tokens templates add around each
+// message and its role (protocol::CountChatTokens). Counting only the messages' texts let a
+// prompt hide most of its size from the limits in a tool's description.
+int64_t CountRequestTokens(std::string_view body,
+                           const std::vector<protocol::ChatMessage>* messages,
+                           absl::FunctionRef<int64_t(std::string_view)> count) {
+  int64_t tokens = 0;
+  if (messages != nullptr) {
+    tokens = 3;
+    for (const protocol::ChatMessage& m : *messages) tokens += 3 + count(m.role);
+  }
+  protocol::ForEachRequestText(body, [&](std::string_view where, std::string_view text) {
+    if (!protocol::IsLink(where, text)) tokens += count(text);
+  });
   return tokens;
 }
 
@@ -28,7 +48,7 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
       call.include_usage = chat->include_usage;
       call.max_tokens = chat->max_tokens;
       call.n = chat->n;
-      call.prompt_tokens = protocol::EstimateChatTokens(chat->messages);
+      call.prompt_tokens = CountRequestTokens(ex.body, &chat->messages, protocol::EstimateTokens);
       break;
     }
     case pipeline::Operation::kCompletions: {
@@ -41,7 +61,7 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
       call.include_usage = completion->include_usage;
       call.max_tokens = completion->max_tokens;
       call.n = completion->n;
-      call.prompt_tokens = EstimateAll(completion->prompts);
+      call.prompt_tokens = CountRequestTokens(ex.body, nullptr, protocol::EstimateTokens);
       break;
     }
     case pipeline::Operation::kEmbeddings: {
@@ -94,12 +114,12 @@ void CountPromptTokens(const protocol::BpeTokenizer& tokenizer, pipeline::Exchan
   switch (call.route) {
     case runtime::OpenAiRoute::kChatCompletions:
       if (auto chat = protocol::ParseChatRequest(call.body, {}); chat.ok()) {
-        call.prompt_tokens = protocol::CountChatTokens(chat->messages, count);
+        call.prompt_tokens = CountRequestTokens(call.body, &chat->messages, count);
       }
       break;
     case runtime::OpenAiRoute::kCompletions:
       if (auto completion = protocol::ParseCompletionRequest(call.body, {}); completion.ok()) {
-        call.prompt_tokens = count_all(completion->prompts);
+        call.prompt_tokens = CountRequestTokens(call.body, nullptr, count);
       }
       break;
     case runtime::OpenAiRoute::kEmbeddings:

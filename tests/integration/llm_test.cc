@@ -547,6 +547,32 @@ TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
   EXPECT_GE(completion, 120);
 }
 
+// Found by review helper-46: the prompt's estimate counted only the messages' texts, so that a
+// prompt could hide most of its size from the limits (and from a cut stream's charge) in a
+// tool's description.
+TEST_F(LlmTest, ThePromptsEstimateCountsEveryTextAModelReads) {
+  std::string words;
+  for (int i = 0; i < 2000; ++i) words += " lorem";
+  HttpReply r = Post("/v1/chat/completions",
+                     R"({"model":"nousage","messages":[{"role":"user","content":"hi"}],)"
+                     R"("tools":[{"type":"function","function":{"name":"f","description":")" +
+                         words + R"("}}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  // nousage reports no usage: the access log holds pillar's own count of the prompt.
+  int64_t prompt = -1;
+  for (int i = 0; i < 100 && prompt < 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream in(gateway_->dir() / "access.log");
+    for (std::string line; std::getline(in, line);) {
+      const size_t at = line.find(R"("prompt_tokens":)");
+      if (line.find(R"("nousage")") == std::string::npos || at == std::string::npos) continue;
+      const int64_t tokens = std::stoll(line.substr(at + 16));
+      if (tokens >= 1000) prompt = tokens;
+    }
+  }
+  EXPECT_GE(prompt, 2000);
+}
+
 TEST_F(LlmTest, AnUpstreamCannotGetValuesPastTheGuardNorMakeItHoldWithoutEnd) {
   // Chunks of choices the request did not ask for: refused (before anything went out: 502), not
   // held.
@@ -833,12 +859,54 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
         << r.body;
     EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
   }
+  // Found by review helper-46: data: URLs read as leniently as Python's urllib does, and the
+  // other places that hold links and files' bytes.
+  const std::string b64 = "a2V5IEFLSUFJT1NGT0ROTjdFWEFNUExFIGNhcmQgNDExMTExMTExMTExMTExMQ==";
+  for (const std::string& url :
+       std::vector<std::string>{"data:text/plain;base64,a2V5 IEFL SUFJ T1NG T0RO TjdF WEFN UExF "
+                                "IGNh cmQg NDEx MTEx MTEx MTEx MTEx MQ==",
+                                "data:text/"
+                                "plain;base64,a2V5*IEFL*SUFJ*T1NG*T0RO*TjdF*WEFN*UExF*IGNh*cmQg*"
+                                "NDEx*MTEx*MTEx*MTEx*MTEx*MQ==",
+                                " data:text/plain;base64," + b64, "data:text/plain; base64," + b64,
+                                "data:text/plain;base64," + b64 + "x"}) {
+    r = Post("/v1/chat/completions", image(url));
+    EXPECT_EQ(r.status, 400) << url << ": " << r.body;
+  }
+  for (const std::string& part : std::vector<std::string>{
+           R"({"type":"file","file":{"filename":"a.txt","file_data":"data:text/plain;base64,)" +
+               b64 + R"("}})",
+           R"({"type":"file","file":{"filename":"a.txt","file_data":")" + b64 + R"("}})",
+           R"({"type":"image_url","image_url":"data:text/plain;base64,)" + b64 + R"("})"}) {
+    r = Post("/v1/chat/completions",
+             R"({"model":"echo","messages":[{"role":"user","content":[)" + part + "]}]}");
+    EXPECT_EQ(r.status, 400) << part << ": " << r.body;
+    EXPECT_NE(r.body.find("(a URL is not rewritten)"), std::string::npos) << r.body;
+  }
   // A picture's bytes are not text, and a URL without a value is as it was.
   for (const char* url : {"data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
                           "https://images.example/cat.png?size=2"}) {
     r = Post("/v1/chat/completions", image(url));
     EXPECT_EQ(r.status, 200) << url << ": " << r.body;
   }
+}
+
+// Found by review helper-46: numbers outside messages, metadata, tools, prompts and inputs
+// went upstream unscreened; every number but the generation parameters is screened now.
+TEST_F(LlmTest, NumbersAnywhereButTheParametersAreScreened) {
+  for (const char* extra : {R"("x_card":4111111111111111)", R"("user":4111111111111111)",
+                            R"("stop":[4111111111111111])", R"("extra":{"a":4111111111111111})"}) {
+    HttpReply r =
+        Post("/v1/chat/completions",
+             std::string(R"({"model":"echo","messages":[{"role":"user","content":"hi"}],)") +
+                 extra + "}");
+    EXPECT_EQ(r.status, 400) << extra << ": " << r.body;
+    EXPECT_NE(r.body.find("CREDIT_CARD"), std::string::npos) << r.body;
+  }
+  HttpReply r = Post(
+      "/v1/chat/completions",
+      R"({"model":"echo","seed":4111111111111111,"messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
@@ -958,6 +1026,24 @@ TEST_F(LlmTest, DenyRulesAndInjectionHeuristicsBlockOrFlagWithoutQuotingTheText)
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("in messages[1]"), std::string::npos) << r.body;
+  // ... and one in any other place a model reads: a message's name, a refusal part, a tool's
+  // description (found by review helper-46).
+  for (const std::string& message :
+       {R"({"role":"user","name":")" + attack + R"(","content":"hi"})",
+        R"({"role":"assistant","content":[{"type":"refusal","refusal":")" + attack + R"("}]})",
+        R"({"role":"user","content":[{"type":"input_text","text":")" + attack + R"("}]})"}) {
+    r = Post("/v1/chat/completions",
+             R"({"model":"echo","messages":[)" + message + R"(,{"role":"user","content":"hi"}]})");
+    EXPECT_EQ(r.status, 400) << message << ": " << r.body;
+    EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
+  }
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"user","content":"hi"}],"tools":[{"type":)"
+           R"("function","function":{"name":"f","description":")" +
+               attack + R"("}}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("in tools[0]"), std::string::npos) << r.body;
   // A harmless system message is not.
   r = Post("/v1/chat/completions",
            R"({"model":"echo","messages":[{"role":"system","content":"You are a careful )"
