@@ -241,6 +241,17 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
   EXPECT_EQ(types("data:text/plain,card%204111%201111%201111%201111"), (V{"CREDIT_CARD"}));
   // Not base64 after all: read as written.
   EXPECT_EQ(types("data:text/plain;base64,!!!"), V{});
+  // Read as leniently as Python's urllib reads it (found by review helper-46): bytes outside
+  // the alphabet skipped, a leading blank, "; base64", the URL-safe alphabet, a file's bare
+  // base64.
+  for (const char* url : {"data:text/plain;base64,Y2Fy ZCA0 MTEx IDEx MTEg MTEx MSAx MTEx",
+                          "data:text/plain;base64,Y2Fy*ZCA0*MTEx*IDEx*MTEg*MTEx*MSAx*MTEx",
+                          " \tdata:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+                          "data:text/plain; BASE64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+                          "data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx==x",
+                          "Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"}) {
+    EXPECT_EQ(types(url), (V{"CREDIT_CARD"})) << url;
+  }
 }
 
 TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {

@@ -265,5 +265,15 @@ TEST(OpenAiTextsTest, StringsElsewhereInAChunkAreScreenedWhole) {
                   R"("delta":{},"finish_reason":null,"annotation":{"url":"R"}},"R"]})");
 }
 
+TEST(OpenAiTextsTest, LinksAreToldApartFromPromptText) {
+  EXPECT_TRUE(IsLink("messages[0].content[1].image_url.url", "https://a.example/x.png"));
+  EXPECT_TRUE(IsLink("messages[0].content[1].image_url", "https://a.example/x.png"));
+  EXPECT_TRUE(IsLink("messages[0].content[0].file.file_data", "Y2FyZA=="));
+  EXPECT_TRUE(IsLink("x.URL", "anything"));
+  EXPECT_TRUE(IsLink("messages[0].content", " data:text/plain,hi"));
+  EXPECT_FALSE(IsLink("messages[0].content", "see https://a.example/x.png"));
+  EXPECT_FALSE(IsLink("metadata.curl", "https://a.example"));
+}
+
 }  // namespace
 }  // namespace pillar::protocol
