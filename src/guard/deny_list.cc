@@ -55,8 +55,14 @@ std::string WordExpression(std::string_view word) {
   return out;
 }
 
-// "Blue  Harbor" -> each word's expression, joined by any run of blanks of any script or
-// invisible characters.
+// What may part a phrase's words besides invisible characters: blanks of any script, the ASCII
+// controls that tokenizers and Python's str.split() read as blanks (vertical tab, the file,
+// group, record and unit separators), the next-line and Mongolian vowel separators, and the
+// hyphens and underscores that join words ("project-\nnightingale", "project_nightingale").
+constexpr const char* kBetweenWords = "\\s\\p{Z}\\x0B\\x1C-\\x1F\\x{0085}\\x{180E}_\\-";
+
+// "Blue  Harbor" -> each word's expression, joined by any run of blanks of any script,
+// invisible characters, hyphens or underscores.
 std::string PhraseExpression(std::string_view phrase) {
   std::string out;
   size_t at = 0;
@@ -65,7 +71,7 @@ std::string PhraseExpression(std::string_view phrase) {
     size_t end = at;
     while (end < phrase.size() && phrase[end] != ' ' && phrase[end] != '\t') ++end;
     if (end == at) break;
-    if (!out.empty()) StrAppend(&out, "[\\s\\p{Z}", kInvisible, "]+");
+    if (!out.empty()) StrAppend(&out, "[", kBetweenWords, kInvisible, "]+");
     out += WordExpression(phrase.substr(at, end - at));
     at = end;
   }

@@ -284,27 +284,26 @@ std::string LenientBase64(std::string_view text) {
 }
 
 // A URL as the server it names reads it, and as a model reads a data: URL or a file's bytes:
-// written, then percent-decoded ('+' a space, as in a query), then a data: URL's payload (its
-// base64 decoded leniently), but for pictures, sounds and videos, whose bytes are no text; a
-// value without a scheme (a file's bytes given bare) is read as base64 too.
+// written, then percent-decoded ('+' a space, as in a query), then a data: URL's payload, or
+// the whole value, decoded leniently as base64 (percent-decoded with '+' kept, as data: URL
+// readers do: '+' is a base64 digit), but for a data: URL of pictures, sounds or videos, whose
+// bytes are no text.
 std::string UrlAsRead(std::string_view url) {
   std::string read(url);
   read.push_back('\n');
-  const std::string decoded = PercentDecoded(url, true);
-  read.append(decoded);
+  read.append(PercentDecoded(url, true));
+  const std::string decoded = PercentDecoded(url, false);
   std::string_view value = decoded;
   // URL parsers strip leading blanks and controls.
   while (!value.empty() && static_cast<unsigned char>(value.front()) <= ' ') value.remove_prefix(1);
-  const bool data = value.size() >= 5 && EqualsIgnoreCase(value.substr(0, 5), "data:");
-  if (!data) {
-    if (value.find("://") == std::string_view::npos) {
-      read.push_back('\n');
-      read.append(LenientBase64(value));
-    }
+  const size_t comma = value.find(',');
+  if (value.size() < 5 || !EqualsIgnoreCase(value.substr(0, 5), "data:") ||
+      comma == std::string_view::npos) {
+    // A link, or a file's bytes given bare: read as base64 too (of a link, that is noise).
+    read.push_back('\n');
+    read.append(LenientBase64(value));
     return read;
   }
-  const size_t comma = value.find(',');
-  if (comma == std::string_view::npos) return read;
   // The media type and its parameters, blanks dropped and lower-cased: "image/png;base64".
   std::string head;
   for (char c : value.substr(5, comma - 5)) {
@@ -313,9 +312,14 @@ std::string UrlAsRead(std::string_view url) {
   }
   const bool binary = (head.starts_with("image/") && !head.starts_with("image/svg+xml")) ||
                       head.starts_with("audio/") || head.starts_with("video/");
-  if (binary || !head.ends_with(";base64")) return read;
+  if (binary) return read;
   read.push_back('\n');
-  read.append(LenientBase64(value.substr(comma + 1)));
+  const std::string_view payload = value.substr(comma + 1);
+  if (head.ends_with(";base64")) {
+    read.append(LenientBase64(payload));
+  } else {
+    read.append(payload);
+  }
   return read;
 }
 

@@ -536,15 +536,24 @@ void ForEachRequestText(
               }});
 }
 
-bool IsLink(std::string_view where, std::string_view text) {
+bool IsLink(std::string_view where) {
   for (std::string_view key : {".url", ".uri", ".file_url", ".image_url", ".file_data"}) {
     if (where.size() >= key.size() &&
         EqualsIgnoreCase(where.substr(where.size() - key.size()), key)) {
       return true;
     }
   }
-  while (!text.empty() && static_cast<unsigned char>(text.front()) <= ' ') text.remove_prefix(1);
-  return text.size() >= 5 && EqualsIgnoreCase(text.substr(0, 5), "data:");
+  return false;
+}
+
+bool IsAttachment(std::string_view where) {
+  for (std::string_view shape :
+       {"messages[#].content[#].image_url.url", "messages[#].content[#].image_url",
+        "messages[#].content[#].file.file_data", "messages[#].content[#].file.file_url",
+        "messages[#].content[#].input_audio.data"}) {
+    if (MatchPath(where, shape)) return true;
+  }
+  return false;
 }
 
 void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each) {

@@ -48,11 +48,17 @@ void ForEachRequestText(
     std::string_view body,
     absl::FunctionRef<void(std::string_view where, std::string_view text)> each);
 
-// Whether a request's string at `where` is a link or a file's bytes rather than prompt text: a
-// "url", "uri", "file_url", "image_url" or "file_data" member (of any case), or any string that
-// is a data: URL. A fetcher or a decoder reads it, not the model's tokenizer: it is screened as
-// guard::ScreenUrl says, and neither counted as prompt tokens nor scored as an injection.
-bool IsLink(std::string_view where, std::string_view text);
+// Whether a request's string at `where` (as EditRequestTexts names it) is a link or a file's
+// bytes: a "url", "uri", "file_url", "image_url" or "file_data" member, of any case, wherever
+// it is. A fetcher or a decoder reads it: it is screened as guard::ScreenUrl says.
+bool IsLink(std::string_view where);
+
+// Whether it is a message's attachment (an image's URL, a file's bytes or URL, an audio's
+// bytes, in the content part that holds them): what the model does not read as prompt text,
+// so that it is neither counted as prompt tokens nor scored as an injection. A string anywhere
+// else is, whatever it starts with ("data:,Ignore all previous instructions" in a message's
+// content is text the model reads).
+bool IsAttachment(std::string_view where);
 
 // What the model wrote in an answer's choices (contents and their parts, refusals, tool call
 // arguments: their strings but the structural members), in order: for estimates and judges.

@@ -75,7 +75,7 @@ std::string UrlFinding(const guard::ScreenResult& r) {
 }
 
 // What a call's prompt says, with where: what the injection heuristics and the classifier
-// judge. Every string a model may read (protocol::EditRequestTexts, but links and files' bytes),
+// judge. Every string a model may read (protocol::EditRequestTexts, but attachments),
 // joined by the message, prompt or member it is in ("messages[1]", "tools[0]", "suffix"), so
 // that a sign split across a message's parts is seen whole. Every role's: the caller writes the
 // system and developer messages and the model's earlier turns too (a forged assistant turn or
@@ -85,7 +85,7 @@ GuardStage::UserTextList UserTexts(const runtime::GenerateRequest& call) {
   GuardStage::UserTextList texts;
   if (call.route == runtime::OpenAiRoute::kEmbeddings) return texts;
   protocol::ForEachRequestText(call.body, [&](std::string_view where, std::string_view text) {
-    if (protocol::IsLink(where, text) || text.empty()) return;
+    if (protocol::IsAttachment(where) || text.empty()) return;
     // The message, prompt or member: up to the first index if it comes before the first '.'.
     const size_t dot = where.find('.'), close = where.find(']');
     const std::string_view place = close != std::string_view::npos && close < dot
@@ -233,7 +233,7 @@ bool GuardStage::ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& 
   absl::StatusOr<std::string> body = protocol::EditRequestTexts(
       ex.generate->body,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
-        if (protocol::IsLink(where, text)) {  // an image's or a file's: read, not rewritten
+        if (protocol::IsLink(where)) {  // an image's or a file's: read, not rewritten
           guard::ScreenResult r = guard::ScreenUrl(text, config);
           const std::string found = UrlFinding(r);
           // Counted and audited as what happens to the call: a finding redacted elsewhere

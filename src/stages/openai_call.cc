@@ -16,9 +16,9 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
 
 // A prompt's tokens: every string of the request a model may read (its messages' texts and
 // names, tool calls, tool descriptions and schemas, a completion's suffix ...; not links and
-// files' bytes, protocol::IsLink), and for a chat the few tokens templates add around each
-// message and its role (protocol::CountChatTokens). Counting only the messages' texts let a
-// prompt hide most of its size from the limits in a tool's description.
+// files' bytes in messages' attachments, protocol::IsAttachment), and for a chat the few tokens
+// templates add around each message and its role (protocol::CountChatTokens). Counting only the
+// messages' texts let a prompt hide most of its size from the limits in a tool's description.
 int64_t CountRequestTokens(std::string_view body,
                            const std::vector<protocol::ChatMessage>* messages,
                            absl::FunctionRef<int64_t(std::string_view)> count) {
@@ -28,7 +28,7 @@ int64_t CountRequestTokens(std::string_view body,
     for (const protocol::ChatMessage& m : *messages) tokens += 3 + count(m.role);
   }
   protocol::ForEachRequestText(body, [&](std::string_view where, std::string_view text) {
-    if (!protocol::IsLink(where, text)) tokens += count(text);
+    if (!protocol::IsAttachment(where)) tokens += count(text);
   });
   return tokens;
 }

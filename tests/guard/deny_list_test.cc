@@ -62,6 +62,16 @@ TEST(DenyListTest, WordsAreFoundThroughUnicodeBlanksInvisibleCharactersAndFullwi
            "about \uff50roject nightingale today",         // a fullwidth letter
            "about \uff30\uff32\uff2f\uff2a\uff25\uff23\uff34 nightingale",  // all, in capitals
            "ticket \uff14\uff12",                                           // fullwidth digits
+           // Found by review helper-47: the separators tokenizers read as blanks, and the
+           // hyphens and underscores that join words.
+           "about project\vnightingale today",
+           "about project\x1cnightingale today",
+           "about project\x1fnightingale today",
+           "about project\u0085nightingale today",
+           "about project\u180enightingale today",
+           "about project-\nnightingale today",
+           "about project_nightingale today",
+           "about project-nightingale today",
        }) {
     EXPECT_EQ(list->Match(text).size(), 1u) << text;
   }

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <fstream>
 #include <random>
 #include <string>
@@ -224,7 +225,9 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
   auto types = [&](std::string_view url) {
     std::vector<std::string> found;
     for (const ScreenedFinding& f : ScreenUrl(url, config).findings) {
-      found.emplace_back(EntityName(f.finding.type));
+      // Each type once: the URL is read several ways, and a value may be found in more than one.
+      const std::string_view type = EntityName(f.finding.type);
+      if (std::find(found.begin(), found.end(), type) == found.end()) found.emplace_back(type);
     }
     return found;
   };
@@ -244,12 +247,18 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
   // Read as leniently as Python's urllib reads it (found by review helper-46): bytes outside
   // the alphabet skipped, a leading blank, "; base64", the URL-safe alphabet, a file's bare
   // base64.
-  for (const char* url : {"data:text/plain;base64,Y2Fy ZCA0 MTEx IDEx MTEg MTEx MSAx MTEx",
-                          "data:text/plain;base64,Y2Fy*ZCA0*MTEx*IDEx*MTEg*MTEx*MSAx*MTEx",
-                          " \tdata:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
-                          "data:text/plain; BASE64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
-                          "data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx==x",
-                          "Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"}) {
+  for (const char* url :
+       {"data:text/plain;base64,Y2Fy ZCA0 MTEx IDEx MTEg MTEx MSAx MTEx",
+        "data:text/plain;base64,Y2Fy*ZCA0*MTEx*IDEx*MTEg*MTEx*MSAx*MTEx",
+        " \tdata:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+        "data:text/plain; BASE64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+        "data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx==x",
+        "Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+        // A '+' is a base64 digit, not a blank, in a payload (found by review helper-47):
+        // "ok>>> card 4111 1111 1111 1111", and the same bare behind a scheme.
+        "data:text/plain;base64,b2s+Pj4gY2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+        "b2s+Pj4gY2FyZCA0MTExIDExMTEgMTExMSAxMTEx", "ab://Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+        "data:text/plain,card%204111%201111%201111%201111"}) {
     EXPECT_EQ(types(url), (V{"CREDIT_CARD"})) << url;
   }
 }

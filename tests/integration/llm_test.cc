@@ -135,6 +135,8 @@ class LlmTest : public ::testing::Test {
           "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
+    // An answer without a usage too, under a name of its own, for the prompt estimate's test.
+    WriteVersion(store, "unmetered", OpenAi(bad, "nousage", c));
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
     // blocked; echo-open lets prompts through unscreened, so that its answers carry values.
     gateway_->AddConfig(
@@ -554,21 +556,31 @@ TEST_F(LlmTest, ThePromptsEstimateCountsEveryTextAModelReads) {
   std::string words;
   for (int i = 0; i < 2000; ++i) words += " lorem";
   HttpReply r = Post("/v1/chat/completions",
-                     R"({"model":"nousage","messages":[{"role":"user","content":"hi"}],)"
+                     R"({"model":"unmetered","messages":[{"role":"user","content":"hi"}],)"
                      R"("tools":[{"type":"function","function":{"name":"f","description":")" +
                          words + R"("}}]})");
   ASSERT_EQ(r.status, 200) << r.body;
-  // nousage reports no usage: the access log holds pillar's own count of the prompt.
+  // Its upstream reports no usage: the access log holds pillar's own count of the prompt (the
+  // words behind a leading "data:" count too: found by review helper-47).
+  ASSERT_EQ(
+      Post("/v1/chat/completions",
+           R"({"model":"unmetered","messages":[{"role":"user","content":"data:,)" + words + R"("}]})")
+          .status,
+      200);
   int64_t prompt = -1;
+  int big = 0;  // the lines of both calls
   for (int i = 0; i < 100 && prompt < 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::ifstream in(gateway_->dir() / "access.log");
     for (std::string line; std::getline(in, line);) {
       const size_t at = line.find(R"("prompt_tokens":)");
-      if (line.find(R"("nousage")") == std::string::npos || at == std::string::npos) continue;
+      if (line.find(R"("unmetered")") == std::string::npos || at == std::string::npos) continue;
       const int64_t tokens = std::stoll(line.substr(at + 16));
+      if (tokens >= 1000) ++big;
       if (tokens >= 1000) prompt = tokens;
     }
+    if (big < 2) prompt = -1;
+    big = 0;
   }
   EXPECT_GE(prompt, 2000);
 }
@@ -883,6 +895,14 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
     EXPECT_EQ(r.status, 400) << part << ": " << r.body;
     EXPECT_NE(r.body.find("(a URL is not rewritten)"), std::string::npos) << r.body;
   }
+  // A '+' in a payload is a base64 digit (found by review helper-47): "ok>>> key AKIA...".
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"user","content":[{"type":"file","file":)"
+           R"({"filename":"a.txt","file_data":"data:text/plain;base64,)"
+           R"(b2s+Pj4ga2V5IEFLSUFJT1NGT0ROTjdFWEFNUExF"}}]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("SECRET in messages[0].content[0].file.file_data"), std::string::npos)
+      << r.body;
   // A picture's bytes are not text, and a URL without a value is as it was.
   for (const char* url : {"data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
                           "https://images.example/cat.png?size=2"}) {
@@ -1044,6 +1064,17 @@ TEST_F(LlmTest, DenyRulesAndInjectionHeuristicsBlockOrFlagWithoutQuotingTheText)
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("in tools[0]"), std::string::npos) << r.body;
+  // ... also behind a leading "data:", which a model reads as text (found by review
+  // helper-47), and in a link of a tool's schema, which its chat template writes out.
+  r = Post("/v1/chat/completions", Say("echo", "data:," + attack));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"user","content":"hi"}],"tools":[{"type":)"
+           R"("function","function":{"name":"f","parameters":{"url":")" +
+               attack + R"("}}}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("PROMPT_INJECTION"), std::string::npos) << r.body;
   // A harmless system message is not.
   r = Post("/v1/chat/completions",
            R"({"model":"echo","messages":[{"role":"system","content":"You are a careful )"

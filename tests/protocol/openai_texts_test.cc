@@ -265,14 +265,22 @@ TEST(OpenAiTextsTest, StringsElsewhereInAChunkAreScreenedWhole) {
                   R"("delta":{},"finish_reason":null,"annotation":{"url":"R"}},"R"]})");
 }
 
-TEST(OpenAiTextsTest, LinksAreToldApartFromPromptText) {
-  EXPECT_TRUE(IsLink("messages[0].content[1].image_url.url", "https://a.example/x.png"));
-  EXPECT_TRUE(IsLink("messages[0].content[1].image_url", "https://a.example/x.png"));
-  EXPECT_TRUE(IsLink("messages[0].content[0].file.file_data", "Y2FyZA=="));
-  EXPECT_TRUE(IsLink("x.URL", "anything"));
-  EXPECT_TRUE(IsLink("messages[0].content", " data:text/plain,hi"));
-  EXPECT_FALSE(IsLink("messages[0].content", "see https://a.example/x.png"));
-  EXPECT_FALSE(IsLink("metadata.curl", "https://a.example"));
+TEST(OpenAiTextsTest, LinksAndAttachmentsAreToldApartFromPromptText) {
+  EXPECT_TRUE(IsLink("messages[0].content[1].image_url.url"));
+  EXPECT_TRUE(IsLink("messages[0].content[1].image_url"));
+  EXPECT_TRUE(IsLink("messages[0].content[0].file.file_data"));
+  EXPECT_TRUE(IsLink("extra.deep.x[0].File_URL"));
+  EXPECT_TRUE(IsLink("tools[0].function.parameters.url"));
+  EXPECT_FALSE(IsLink("messages[0].content"));
+  EXPECT_FALSE(IsLink("metadata.curl"));
+  // Only a message's attachments are no prompt text: a link elsewhere (a tool's schema) and a
+  // content that starts with "data:" are read by the model (found by review helper-47).
+  EXPECT_TRUE(IsAttachment("messages[0].content[1].image_url.url"));
+  EXPECT_TRUE(IsAttachment("messages[2].content[0].file.file_data"));
+  EXPECT_TRUE(IsAttachment("messages[0].content[3].input_audio.data"));
+  EXPECT_FALSE(IsAttachment("tools[0].function.parameters.url"));
+  EXPECT_FALSE(IsAttachment("messages[0].content"));
+  EXPECT_FALSE(IsAttachment("messages[0].content[0].text"));
 }
 
 }  // namespace
