@@ -283,6 +283,25 @@ std::string LenientBase64(std::string_view text) {
   return out;
 }
 
+// Whether `bytes` begin as a picture, a sound or a video of the formats models take do: PNG,
+// JPEG, GIF, WebP and WAV (RIFF), MP3, Ogg, FLAC, MP4 and WebM. A data: URL that declares such a
+// type but holds text is read as text.
+bool KnownMediaBytes(std::string_view bytes) {
+  for (std::string_view magic :
+       {std::string_view("\x89PNG\r\n\x1a\n", 8), std::string_view("\xff\xd8\xff"),
+        std::string_view("GIF87a"), std::string_view("GIF89a"), std::string_view("RIFF"),
+        std::string_view("ID3"), std::string_view("OggS"), std::string_view("fLaC"),
+        std::string_view("\x1a\x45\xdf\xa3")}) {
+    if (bytes.starts_with(magic)) return true;
+  }
+  // An MP3 frame's sync word, and an MP4's "ftyp" box after its size.
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0xff &&
+      (static_cast<unsigned char>(bytes[1]) & 0xe0) == 0xe0) {
+    return true;
+  }
+  return bytes.size() >= 8 && bytes.substr(4, 4) == "ftyp";
+}
+
 // A URL as the server it names reads it, and as a model reads a data: URL or a file's bytes:
 // written, then percent-decoded ('+' a space, as in a query), then a data: URL's payload, or
 // the whole value, decoded leniently as base64 (percent-decoded with '+' kept, as data: URL
@@ -310,11 +329,15 @@ std::string UrlAsRead(std::string_view url) {
     if (static_cast<unsigned char>(c) > ' ')
       head.push_back(c >= 'A' && c <= 'Z' ? char(c + 32) : c);
   }
+  const std::string_view payload = value.substr(comma + 1);
   const bool binary = (head.starts_with("image/") && !head.starts_with("image/svg+xml")) ||
                       head.starts_with("audio/") || head.starts_with("video/");
-  if (binary) return read;
+  // A picture's, sound's or video's bytes are no text, if they are what they say they are.
+  if (binary && head.ends_with(";base64") &&
+      KnownMediaBytes(LenientBase64(payload.substr(0, 64)))) {
+    return read;
+  }
   read.push_back('\n');
-  const std::string_view payload = value.substr(comma + 1);
   if (head.ends_with(";base64")) {
     read.append(LenientBase64(payload));
   } else {

@@ -562,11 +562,11 @@ TEST_F(LlmTest, ThePromptsEstimateCountsEveryTextAModelReads) {
   ASSERT_EQ(r.status, 200) << r.body;
   // Its upstream reports no usage: the access log holds pillar's own count of the prompt (the
   // words behind a leading "data:" count too: found by review helper-47).
-  ASSERT_EQ(
-      Post("/v1/chat/completions",
-           R"({"model":"unmetered","messages":[{"role":"user","content":"data:,)" + words + R"("}]})")
-          .status,
-      200);
+  ASSERT_EQ(Post("/v1/chat/completions",
+                 R"({"model":"unmetered","messages":[{"role":"user","content":"data:,)" + words +
+                     R"("}]})")
+                .status,
+            200);
   int64_t prompt = -1;
   int big = 0;  // the lines of both calls
   for (int i = 0; i < 100 && prompt < 0; ++i) {
@@ -885,6 +885,9 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
     r = Post("/v1/chat/completions", image(url));
     EXPECT_EQ(r.status, 400) << url << ": " << r.body;
   }
+  // A "picture" whose bytes are text is read as text.
+  r = Post("/v1/chat/completions", image("data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"));
+  EXPECT_EQ(r.status, 400) << r.body;
   for (const std::string& part : std::vector<std::string>{
            R"({"type":"file","file":{"filename":"a.txt","file_data":"data:text/plain;base64,)" +
                b64 + R"("}})",
@@ -904,7 +907,7 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
   EXPECT_NE(r.body.find("SECRET in messages[0].content[0].file.file_data"), std::string::npos)
       << r.body;
   // A picture's bytes are not text, and a URL without a value is as it was.
-  for (const char* url : {"data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
+  for (const char* url : {"data:image/png;base64,iVBORw0KGgogY2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
                           "https://images.example/cat.png?size=2"}) {
     r = Post("/v1/chat/completions", image(url));
     EXPECT_EQ(r.status, 200) << url << ": " << r.body;
