@@ -1,9 +1,9 @@
-// Fuzzes the guard's recognizers and screening (guard::Recognize, guard::Screen): prompts and
-// model outputs are untrusted text. Whatever the bytes, findings lie inside the text, in order,
-// never overlapping, with scores in [0, 1]; a screened text that is not blocked is the input
-// with exactly the redacted spans replaced. The injection score lies in [0, 1), and a deny
-// rule's match lies inside the text. Folding look-alikes (text_fold.h) never lengthens a text,
-// and its way back to the original is in range and in order.
+// Fuzzes the guard's recognizers and screening (guard::Recognize, guard::Screen,
+// guard::ScreenUrl): prompts, links and model outputs are untrusted text. Whatever the bytes,
+// findings lie inside the text, in order, never overlapping, with scores in [0, 1]; a screened text
+// that is not blocked is the input with exactly the redacted spans replaced. The injection score
+// lies in [0, 1), and a deny rule's match lies inside the text. Folding look-alikes (text_fold.h)
+// never lengthens a text, and its way back to the original is in range and in order.
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -52,6 +52,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
     rebuilt.append(text.substr(copied));
     if (rebuilt != r.text) __builtin_trap();
+  }
+  // A link read every way its readers read it (percent-decoded, base64 leniently): findings
+  // within what was read, a block naming a reason.
+  const pillar::guard::ScreenResult link = pillar::guard::ScreenUrl(text, config);
+  if (link.blocked && link.block_reason.empty()) __builtin_trap();
+  for (const auto& s : link.findings) {
+    if (s.finding.begin >= s.finding.end) __builtin_trap();
   }
   const pillar::guard::InjectionScore injection = pillar::guard::ScoreInjection(text);
   if (injection.score < 0 || injection.score >= 1) __builtin_trap();

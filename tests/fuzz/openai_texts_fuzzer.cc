@@ -43,6 +43,12 @@ void CheckEdits(std::string_view body) {
     absl::StatusOr<std::string> replaced = edit(body, replace);
     if (!replaced.ok() || !IsJson(*replaced)) __builtin_trap();
   }
+  // What the estimates and the injection heuristics read lies inside the body.
+  pillar::protocol::ForEachRequestText(body, [&](std::string_view where, std::string_view text) {
+    if (text.size() > body.size()) __builtin_trap();
+    (void)pillar::protocol::IsLink(where);
+    (void)pillar::protocol::IsAttachment(where);
+  });
   absl::StatusOr<std::string> chunk = EditChunkTexts(
       body, [](int64_t, std::string_view text, bool) { return std::string(text) + "\"x"; },
       [](int64_t index, const pillar::protocol::DeltaField& field, std::string_view fragment) {
