@@ -27,7 +27,8 @@ namespace {
 // Characters that print as nothing (soft hyphen, zero-width space and joiners, word joiner,
 // byte order mark): allowed anywhere inside a word and between words, so that one of them does
 // not hide a word from a rule.
-constexpr const char* kInvisible = "\\x{00AD}\\x{200B}-\\x{200D}\\x{2060}\\x{FEFF}";
+constexpr const char* kInvisible =
+    "\\x{00AD}\\x{200B}-\\x{200D}\\x{2060}\\x{FEFF}\\x{FFF9}-\\x{FFFB}";
 
 // One word: each character as itself (quoted), an ASCII letter or digit also as its fullwidth
 // form (the expression ignores case, which folds those too), with invisible characters allowed
@@ -55,11 +56,14 @@ std::string WordExpression(std::string_view word) {
   return out;
 }
 
-// What may part a phrase's words besides invisible characters: blanks of any script, the ASCII
-// controls that tokenizers and Python's str.split() read as blanks (vertical tab, the file,
-// group, record and unit separators), the next-line and Mongolian vowel separators, and the
+// What may part a phrase's words besides invisible characters: blanks of any script, combining
+// marks after a blank, every C0 and C1 control (tokenizers and Python's str.split() read some
+// as blanks, terminals show others as nothing), the Mongolian vowel separator, the characters
+// that print as a blank without being one (the braille blank, the Hangul fillers), and the
 // hyphens and underscores that join words ("project-\nnightingale", "project_nightingale").
-constexpr const char* kBetweenWords = "\\s\\p{Z}\\x0B\\x1C-\\x1F\\x{0085}\\x{180E}_\\-";
+constexpr const char* kBetweenWords =
+    "\\s\\p{Z}\\p{M}\\x00-\\x1F\\x7F-\\x{9F}\\x{180E}\\x{2800}\\x{3164}\\x{115F}\\x{1160}\\x{FFA0}_"
+    "\\-";
 
 // "Blue  Harbor" -> each word's expression, joined by any run of blanks of any script,
 // invisible characters, hyphens or underscores.

@@ -283,30 +283,38 @@ std::string LenientBase64(std::string_view text) {
   return out;
 }
 
-// Whether `bytes` begin as a picture, a sound or a video of the formats models take do: PNG,
-// JPEG, GIF, WebP and WAV (RIFF), MP3, Ogg, FLAC, MP4 and WebM. A data: URL that declares such a
-// type but holds text is read as text.
-bool KnownMediaBytes(std::string_view bytes) {
-  for (std::string_view magic :
-       {std::string_view("\x89PNG\r\n\x1a\n", 8), std::string_view("\xff\xd8\xff"),
-        std::string_view("GIF87a"), std::string_view("GIF89a"), std::string_view("RIFF"),
-        std::string_view("ID3"), std::string_view("OggS"), std::string_view("fLaC"),
-        std::string_view("\x1a\x45\xdf\xa3")}) {
-    if (bytes.starts_with(magic)) return true;
+// Decoded bytes as a reader takes them: text (no more than one byte in fifty a control
+// character) whole; anything else (a picture's, a sound's, a compressed file's bytes) as its runs
+// of at least 12 printable ASCII characters, as `strings` shows them, which is where text hidden
+// in such bytes, a metadata field or a text behind a format's signature, can be read. Reading
+// the binary bytes whole would find an e-mail address in a random megabyte now and then.
+void AppendAsRead(std::string_view bytes, std::string& read) {
+  auto printable = [](unsigned char c) {
+    return (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r';
+  };
+  size_t controls = 0;
+  for (unsigned char c : bytes) controls += (c < 0x80 && !printable(c)) ? 1 : 0;
+  read.push_back('\n');
+  if (controls * 50 <= bytes.size()) {
+    read.append(bytes);
+    return;
   }
-  // An MP3 frame's sync word, and an MP4's "ftyp" box after its size.
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0xff &&
-      (static_cast<unsigned char>(bytes[1]) & 0xe0) == 0xe0) {
-    return true;
+  constexpr size_t kShortestRun = 12;
+  for (size_t i = 0; i < bytes.size();) {
+    size_t end = i;
+    while (end < bytes.size() && printable(static_cast<unsigned char>(bytes[end]))) ++end;
+    if (end - i >= kShortestRun) {
+      read.append(bytes.substr(i, end - i));
+      read.push_back('\n');
+    }
+    i = end + 1;
   }
-  return bytes.size() >= 8 && bytes.substr(4, 4) == "ftyp";
 }
 
 // A URL as the server it names reads it, and as a model reads a data: URL or a file's bytes:
 // written, then percent-decoded ('+' a space, as in a query), then a data: URL's payload, or
-// the whole value, decoded leniently as base64 (percent-decoded with '+' kept, as data: URL
-// readers do: '+' is a base64 digit), but for a data: URL of pictures, sounds or videos, whose
-// bytes are no text.
+// the whole value, decoded (leniently as base64, percent-decoded with '+' kept, as data: URL
+// readers do: '+' is a base64 digit) and read as AppendAsRead says, whatever type it declares.
 std::string UrlAsRead(std::string_view url) {
   std::string read(url);
   read.push_back('\n');
@@ -319,29 +327,20 @@ std::string UrlAsRead(std::string_view url) {
   if (value.size() < 5 || !EqualsIgnoreCase(value.substr(0, 5), "data:") ||
       comma == std::string_view::npos) {
     // A link, or a file's bytes given bare: read as base64 too (of a link, that is noise).
-    read.push_back('\n');
-    read.append(LenientBase64(value));
+    AppendAsRead(LenientBase64(value), read);
     return read;
   }
-  // The media type and its parameters, blanks dropped and lower-cased: "image/png;base64".
+  // The media type's parameters, blanks dropped and lower-cased: "image/png;base64".
   std::string head;
   for (char c : value.substr(5, comma - 5)) {
     if (static_cast<unsigned char>(c) > ' ')
       head.push_back(c >= 'A' && c <= 'Z' ? char(c + 32) : c);
   }
   const std::string_view payload = value.substr(comma + 1);
-  const bool binary = (head.starts_with("image/") && !head.starts_with("image/svg+xml")) ||
-                      head.starts_with("audio/") || head.starts_with("video/");
-  // A picture's, sound's or video's bytes are no text, if they are what they say they are.
-  if (binary && head.ends_with(";base64") &&
-      KnownMediaBytes(LenientBase64(payload.substr(0, 64)))) {
-    return read;
-  }
-  read.push_back('\n');
   if (head.ends_with(";base64")) {
-    read.append(LenientBase64(payload));
+    AppendAsRead(LenientBase64(payload), read);
   } else {
-    read.append(payload);
+    AppendAsRead(payload, read);
   }
   return read;
 }

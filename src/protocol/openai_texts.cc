@@ -226,6 +226,10 @@ bool RequestNumber(std::string_view p) {
 // call's id), so a value there reaches it as well.
 bool AnswerText(std::string_view) { return true; }
 
+// The numbers of an answer but an embedding's vector: its values can encode anything (no screen
+// could tell), and reading thousands of floats as text would cost more than the call.
+bool AnswerNumber(std::string_view p) { return !MatchPath(p, ".data[#].embedding[#]"); }
+
 // The texts of an answer's choices that a model wrote: its strings but the structural members.
 bool ChoiceText(std::string_view p) {
   return p.starts_with(".choices[") && !Structural(LastKey(p));
@@ -522,7 +526,7 @@ bool HasDuplicateKeys(object o) {
 }
 
 [[nodiscard]] absl::StatusOr<std::string> EditAnswerTexts(std::string_view body, TextEdit edit) {
-  return Edit(body, {AnswerText, AnswerText, true, edit});
+  return Edit(body, {AnswerText, AnswerNumber, true, edit});
 }
 
 void ForEachRequestText(
@@ -537,11 +541,18 @@ void ForEachRequestText(
 }
 
 bool IsLink(std::string_view where) {
-  for (std::string_view key : {".url", ".uri", ".file_url", ".image_url", ".file_data"}) {
-    if (where.size() >= key.size() &&
-        EqualsIgnoreCase(where.substr(where.size() - key.size()), key)) {
-      return true;
+  // Any member on the way names a link: an image_url given as a list or an object of its own.
+  std::string_view previous;
+  for (size_t at = 0; at < where.size();) {
+    size_t end = where.find_first_of(".[]", at);
+    if (end == std::string_view::npos) end = where.size();
+    const std::string_view name = where.substr(at, end - at);
+    for (std::string_view key : {"url", "uri", "file_url", "image_url", "file_data"}) {
+      if (EqualsIgnoreCase(name, key)) return true;
     }
+    if (name == "data" && previous == "input_audio") return true;  // a sound's bytes
+    if (!name.empty()) previous = name;
+    at = end + 1;
   }
   return false;
 }

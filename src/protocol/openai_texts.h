@@ -49,8 +49,9 @@ void ForEachRequestText(
     absl::FunctionRef<void(std::string_view where, std::string_view text)> each);
 
 // Whether a request's string at `where` (as EditRequestTexts names it) is a link or a file's
-// bytes: a "url", "uri", "file_url", "image_url" or "file_data" member, of any case, wherever
-// it is. A fetcher or a decoder reads it: it is screened as guard::ScreenUrl says.
+// bytes: under a "url", "uri", "file_url", "image_url" or "file_data" member, of any case,
+// wherever it is (an image_url given as a list or an object too), or an input_audio's "data". A
+// fetcher or a decoder reads it: it is screened as guard::ScreenUrl says.
 bool IsLink(std::string_view where);
 
 // Whether it is a message's attachment (an image's URL, a file's bytes or URL, an audio's

@@ -500,8 +500,7 @@ void GuardStage::OnResponse(pipeline::Exchange& ex) {
   const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
   if (config.answers && ex.failed()) {
     ScreenError(ex, config);
-  } else if (config.answers && text && !ex.streaming &&
-             ex.operation != pipeline::Operation::kEmbeddings) {
+  } else if (config.answers && text && !ex.streaming) {  // embeddings' answers too
     ScreenAnswer(ex, config);
   }
   if (audit_ == nullptr || ex.content_findings.empty()) return;

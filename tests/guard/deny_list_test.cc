@@ -72,6 +72,13 @@ TEST(DenyListTest, WordsAreFoundThroughUnicodeBlanksInvisibleCharactersAndFullwi
            "about project-\nnightingale today",
            "about project_nightingale today",
            "about project-nightingale today",
+           // Found by review helper-48: what prints as a blank without being one, controls.
+           "about project\u2800nightingale today",
+           "about project\u3164nightingale today",
+           "about project\x7fnightingale today",
+           "about project\u0080nightingale today",
+           "about project \u0301nightingale today",
+           "about project\ufff9nightingale today",
        }) {
     EXPECT_EQ(list->Match(text).size(), 1u) << text;
   }

@@ -240,10 +240,30 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
   EXPECT_EQ(types("data:text/plain;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"), (V{"CREDIT_CARD"}));
   EXPECT_EQ(types("DATA:application/json;BASE64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"),
             (V{"CREDIT_CARD"}));
-  // A picture that is text after all is read as text (found by review helper-47); a real one's
-  // bytes are not read: a PNG's signature then a card's digits.
+  // A picture that is text after all is read as text (found by review helper-47), behind a
+  // PNG's signature too (helper-48); binary bytes are read as their printable runs, where a
+  // value can hide, and not whole.
   EXPECT_EQ(types("data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"), (V{"CREDIT_CARD"}));
-  EXPECT_EQ(types("data:image/png;base64,iVBORw0KGgogY2FyZCA0MTExIDExMTEgMTExMSAxMTEx"), V{});
+  EXPECT_EQ(types("data:image/png;base64,iVBORw0KGgogY2FyZCA0MTExIDExMTEgMTExMSAxMTEx"),
+            (V{"CREDIT_CARD"}));
+  EXPECT_EQ(
+      types("data:image/png;base64,pU3KGCUwux1tEyze1iN7LtkeP3IfyxlxF0SU1kk8nVw0YL4xIB5p/"
+            "tqg7ui5mX9cfCmZ/a/"
+            "lkyU81lSvTfrXFCegrrP+6SMvivIhH57kkcWxC+y1Vjv8Hm+TQn7LyP4pVeXNjkbcjtS3wnZNKlpNdncG+"
+            "F2GkAJK1r2jQBvpyMvMyTX2zR9hImrhUziuGjQATTO6DSRqIGNhcmQgNDExMSAxMTExIDExMTEgMTExMSDATIG"
+            "xuvI+O/nu9fefK0k0r4f1UgtpuUsNmC6Fu1W2cqhyY3rNdGb8tg4Oj/"
+            "GEY7DksropcDR08GSsaPcA9bArPcZm9FveqizK7c0rUVdBDk3uSvKzT0MKBzRH3mNsDoBslXumhNZDH7Xq10JN"
+            "CeFdAkxYSPI9H6b3Nh1/YY0VMucOIOKmZo3n9H6EZ+VG1T7I4qEle9s="),
+      (V{"CREDIT_CARD"}));
+  EXPECT_EQ(
+      types("data:image/png;base64,pU3KGCUwux1tEyze1iN7LtkeP3IfyxlxF0SU1kk8nVw0YL4xIB5p/"
+            "tqg7ui5mX9cfCmZ/a/"
+            "lkyU81lSvTfrXFCegrrP+6SMvivIhH57kkcWxC+y1Vjv8Hm+TQn7LyP4pVeXNjkbcjtS3wnZNKlpNdncG+"
+            "F2GkAJK1r2jQBvpyMvMyTX2zR9hImrhUziuGjQATTO6DSRqY2FyZCA0MTEBMSAxMTExIDEBMTExIDExMTHATIG"
+            "xuvI+O/nu9fefK0k0r4f1UgtpuUsNmC6Fu1W2cqhyY3rNdGb8tg4Oj/"
+            "GEY7DksropcDR08GSsaPcA9bArPcZm9FveqizK7c0rUVdBDk3uSvKzT0MKBzRH3mNsDoBslXumhNZDH7Xq10JN"
+            "CeFdAkxYSPI9H6b3Nh1/YY0VMucOIOKmZo3n9H6EZ+VG1T7I4qEle9s="),
+      V{});
   EXPECT_EQ(types("data:text/plain,card%204111%201111%201111%201111"), (V{"CREDIT_CARD"}));
   // Not base64 after all: read as written.
   EXPECT_EQ(types("data:text/plain;base64,!!!"), V{});

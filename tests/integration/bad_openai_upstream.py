@@ -23,6 +23,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
   bigstall  a stream of two chunks of 120 words each, then 3 s of nothing before the rest
+  embsecret  an embeddings answer with an access key in a member of its own
+  embplain  an embeddings answer of three numbers
   usagefirst  a stream that opens with a chunk without choices whose system_fingerprint is an
             access key, sent over several "data:" lines
   usagelast  a stream whose last chunk without choices carries an e-mail address in a member of
@@ -246,7 +248,20 @@ def stream(model):
             b"Connection: close\r\n\r\n" + out)
 
 
+def embeddings(model):
+    item = {"object": "embedding", "index": 0, "embedding": [0.1, -0.2, 0.3]}
+    if model == "embsecret":
+        item["text"] = "key AKIAIOSFODNN7EXAMPLE"
+    reply = {"object": "list", "data": [item], "model": "bad",
+             "usage": {"prompt_tokens": 1, "total_tokens": 1}}
+    body = json.dumps(reply).encode()
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+
+
 def answer(model):
+    if model.startswith("emb"):
+        return embeddings(model)
     message = {"role": "assistant", "content": "fine"}
     choice = {"index": 0, "message": message, "finish_reason": "stop", "logprobs": None}
     extra = {}

@@ -132,7 +132,8 @@ class LlmTest : public ::testing::Test {
           "idobject",          "refusalnumbers", "refusallist",  "padded",       "membername",
           "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
           "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
-          "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall"}) {
+          "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall",
+          "embsecret",         "embplain"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -885,6 +886,17 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
     r = Post("/v1/chat/completions", image(url));
     EXPECT_EQ(r.status, 400) << url << ": " << r.body;
   }
+  // A sound's bytes, and an image_url given as a list (found by review helper-48).
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"user","content":[{"type":"input_audio",)"
+           R"("input_audio":{"format":"wav","data":")" +
+               b64 + R"("}}]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
+  r = Post("/v1/chat/completions",
+           R"({"model":"echo","messages":[{"role":"user","content":[{"type":"image_url",)"
+           R"("image_url":{"url":["data:text/plain;base64,)" +
+               b64 + R"("]}}]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
   // A "picture" whose bytes are text is read as text.
   r = Post("/v1/chat/completions", image("data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"));
   EXPECT_EQ(r.status, 400) << r.body;
@@ -907,8 +919,11 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
   EXPECT_NE(r.body.find("SECRET in messages[0].content[0].file.file_data"), std::string::npos)
       << r.body;
   // A picture's bytes are not text, and a URL without a value is as it was.
-  for (const char* url : {"data:image/png;base64,iVBORw0KGgogY2FyZCA0MTExIDExMTEgMTExMSAxMTEx",
-                          "https://images.example/cat.png?size=2"}) {
+  for (const char* url :
+       {"data:image/"
+        "png;base64,iVBORw0KGgrn7udhXvNfMOSbSC4VyudQByAeEmF7D+2n4WR3lv8CK+"
+        "qO0CqCoXWTDyM3zTeUxSIIAG1rGvDAy9YlZYqsLJ+qB9E8RH4zBR7u+Vpg5WFD1sQ7ytdsAIqbCmtfyTMVSm0=",
+        "https://images.example/cat.png?size=2"}) {
     r = Post("/v1/chat/completions", image(url));
     EXPECT_EQ(r.status, 200) << url << ": " << r.body;
   }
@@ -930,6 +945,16 @@ TEST_F(LlmTest, NumbersAnywhereButTheParametersAreScreened) {
       "/v1/chat/completions",
       R"({"model":"echo","seed":4111111111111111,"messages":[{"role":"user","content":"hi"}]})");
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// Found by review helper-48: an embeddings answer went out unscreened.
+TEST_F(LlmTest, AnEmbeddingsAnswerIsScreenedButItsVector) {
+  HttpReply r = Post("/v1/embeddings", R"({"model":"embsecret","input":"hi"})");
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+  r = Post("/v1/embeddings", R"({"model":"embplain","input":"hi"})");
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("[0.1,-0.2,0.3]"), std::string::npos) << r.body;
 }
 
 TEST_F(LlmTest, AFallbackScreenedMoreStrictlyIsPassedOver) {
