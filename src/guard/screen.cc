@@ -288,21 +288,27 @@ std::string LenientBase64(std::string_view text) {
 // of at least 12 printable ASCII characters, as `strings` shows them, which is where text hidden
 // in such bytes, a metadata field or a text behind a format's signature, can be read. Reading
 // the binary bytes whole would find an e-mail address in a random megabyte now and then.
-void AppendAsRead(std::string_view bytes, std::string& read) {
-  auto printable = [](unsigned char c) {
-    return (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r';
-  };
+bool Printable(unsigned char c) {
+  return (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r';
+}
+
+// Whether decoded bytes read as text: at most one byte in fifty an ASCII control character.
+bool ReadsAsText(std::string_view bytes) {
   size_t controls = 0;
-  for (unsigned char c : bytes) controls += (c < 0x80 && !printable(c)) ? 1 : 0;
+  for (unsigned char c : bytes) controls += (c < 0x80 && !Printable(c)) ? 1 : 0;
+  return controls * 50 <= bytes.size();
+}
+
+void AppendAsRead(std::string_view bytes, std::string& read) {
   read.push_back('\n');
-  if (controls * 50 <= bytes.size()) {
+  if (ReadsAsText(bytes)) {
     read.append(bytes);
     return;
   }
   constexpr size_t kShortestRun = 12;
   for (size_t i = 0; i < bytes.size();) {
     size_t end = i;
-    while (end < bytes.size() && printable(static_cast<unsigned char>(bytes[end]))) ++end;
+    while (end < bytes.size() && Printable(static_cast<unsigned char>(bytes[end]))) ++end;
     if (end - i >= kShortestRun) {
       read.append(bytes.substr(i, end - i));
       read.push_back('\n');
@@ -311,14 +317,10 @@ void AppendAsRead(std::string_view bytes, std::string& read) {
   }
 }
 
-// A URL as the server it names reads it, and as a model reads a data: URL or a file's bytes:
-// written, then percent-decoded ('+' a space, as in a query), then a data: URL's payload, or
-// the whole value, decoded (leniently as base64, percent-decoded with '+' kept, as data: URL
-// readers do: '+' is a base64 digit) and read as AppendAsRead says, whatever type it declares.
-std::string UrlAsRead(std::string_view url) {
-  std::string read(url);
-  read.push_back('\n');
-  read.append(PercentDecoded(url, true));
+// What a link's value holds, decoded: a data: URL's payload (its base64 decoded leniently,
+// percent-decoded with '+' kept, as data: URL readers do: '+' is a base64 digit), or the whole
+// value read as base64 when it is no data: URL (bytes given bare; of a link, that is noise).
+std::string Payload(std::string_view url) {
   const std::string decoded = PercentDecoded(url, false);
   std::string_view value = decoded;
   // URL parsers strip leading blanks and controls.
@@ -326,9 +328,7 @@ std::string UrlAsRead(std::string_view url) {
   const size_t comma = value.find(',');
   if (value.size() < 5 || !EqualsIgnoreCase(value.substr(0, 5), "data:") ||
       comma == std::string_view::npos) {
-    // A link, or a file's bytes given bare: read as base64 too (of a link, that is noise).
-    AppendAsRead(LenientBase64(value), read);
-    return read;
+    return LenientBase64(value);
   }
   // The media type's parameters, blanks dropped and lower-cased: "image/png;base64".
   std::string head;
@@ -337,15 +337,34 @@ std::string UrlAsRead(std::string_view url) {
       head.push_back(c >= 'A' && c <= 'Z' ? char(c + 32) : c);
   }
   const std::string_view payload = value.substr(comma + 1);
-  if (head.ends_with(";base64")) {
-    AppendAsRead(LenientBase64(payload), read);
-  } else {
-    AppendAsRead(payload, read);
-  }
+  return head.ends_with(";base64") ? LenientBase64(payload) : std::string(payload);
+}
+
+// A URL as the server it names reads it, and as a model reads a data: URL or a file's bytes:
+// written, then percent-decoded ('+' a space, as in a query), then its Payload read as
+// AppendAsRead says, whatever type it declares.
+std::string UrlAsRead(std::string_view url) {
+  std::string read(url);
+  read.push_back('\n');
+  read.append(PercentDecoded(url, true));
+  AppendAsRead(Payload(url), read);
   return read;
 }
 
 }  // namespace
+
+std::string AttachmentText(std::string_view value) {
+  std::string_view trimmed = value;
+  while (!trimmed.empty() && static_cast<unsigned char>(trimmed.front()) <= ' ') {
+    trimmed.remove_prefix(1);
+  }
+  // A link the upstream fetches: what it holds is not known here.
+  const bool data = trimmed.size() >= 5 && EqualsIgnoreCase(trimmed.substr(0, 5), "data:");
+  if (!data && trimmed.find("://") != std::string_view::npos) return std::string();
+  std::string payload = Payload(value);
+  if (!ReadsAsText(payload)) return std::string();
+  return payload;
+}
 
 ScreenResult ScreenUrl(std::string_view url, const GuardConfig& config) {
   return Screen(UrlAsRead(url), config);

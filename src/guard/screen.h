@@ -44,6 +44,13 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config);
 // of `url`: a URL cannot be redacted without pointing elsewhere, so a caller refuses it instead.
 ScreenResult ScreenUrl(std::string_view url, const GuardConfig& config);
 
+// The text an attachment holds (a data: URL's payload, or a file's bytes given bare as base64),
+// decoded as ScreenUrl reads it, when its bytes read as text (a text file, a CSV, a JSON
+// document); empty for a picture's, a sound's or a compressed file's bytes and for a link the
+// upstream fetches. A model reads such a text as it reads a message: the injection heuristics
+// score it and the prompt's estimate counts it.
+std::string AttachmentText(std::string_view value);
+
 // `text` with its %XX escapes decoded (and '+' read as a space where `plus_is_space`).
 std::string PercentDecoded(std::string_view text, bool plus_is_space);
 

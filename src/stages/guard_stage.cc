@@ -85,7 +85,13 @@ GuardStage::UserTextList UserTexts(const runtime::GenerateRequest& call) {
   GuardStage::UserTextList texts;
   if (call.route == runtime::OpenAiRoute::kEmbeddings) return texts;
   protocol::ForEachRequestText(call.body, [&](std::string_view where, std::string_view text) {
-    if (protocol::IsAttachment(where) || text.empty()) return;
+    // An attachment is read for the text it holds, if it holds text (a text file).
+    std::string attached;
+    if (protocol::IsAttachment(where)) {
+      attached = guard::AttachmentText(text);
+      text = attached;
+    }
+    if (text.empty()) return;
     // The message, prompt or member: up to the first index if it comes before the first '.'.
     const size_t dot = where.find('.'), close = where.find(']');
     const std::string_view place = close != std::string_view::npos && close < dot

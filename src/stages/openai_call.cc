@@ -1,6 +1,7 @@
 #include "stages/openai_call.h"
 
 #include "common/strings.h"
+#include "guard/screen.h"
 #include "models/model_config.h"
 #include "protocol/openai_texts.h"
 #include "protocol/token_estimate.h"
@@ -15,10 +16,10 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
 }
 
 // A prompt's tokens: every string of the request a model may read (its messages' texts and
-// names, tool calls, tool descriptions and schemas, a completion's suffix ...; not links and
-// files' bytes in messages' attachments, protocol::IsAttachment), and for a chat the few tokens
-// templates add around each message and its role (protocol::CountChatTokens). Counting only the
-// messages' texts let a prompt hide most of its size from the limits in a tool's description.
+// names, tool calls, tool descriptions and schemas, a completion's suffix ...; of a message's
+// attachments, protocol::IsAttachment, only the text a text file holds), and for a chat the few
+// tokens templates add around each message and its role (protocol::CountChatTokens). Counting only
+// the messages' texts let a prompt hide most of its size from the limits in a tool's description.
 int64_t CountRequestTokens(std::string_view body,
                            const std::vector<protocol::ChatMessage>* messages,
                            absl::FunctionRef<int64_t(std::string_view)> count) {
@@ -28,7 +29,9 @@ int64_t CountRequestTokens(std::string_view body,
     for (const protocol::ChatMessage& m : *messages) tokens += 3 + count(m.role);
   }
   protocol::ForEachRequestText(body, [&](std::string_view where, std::string_view text) {
-    if (!protocol::IsAttachment(where)) tokens += count(text);
+    // An attachment counts for the text it holds, if it holds text (a text file).
+    tokens +=
+        count(protocol::IsAttachment(where) ? guard::AttachmentText(text) : std::string(text));
   });
   return tokens;
 }

@@ -286,6 +286,15 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
   }
 }
 
+// What a model reads of an attachment: a text file's text, nothing of a picture or a link.
+TEST(AttachmentTextTest, ATextFileIsReadAndPicturesAndLinksAreNot) {
+  EXPECT_EQ(AttachmentText("data:text/plain;base64,aGVsbG8gd29ybGQ="), "hello world");
+  EXPECT_EQ(AttachmentText("aGVsbG8gd29ybGQ="), "hello world");
+  EXPECT_EQ(AttachmentText("data:text/csv,a%2Cb%0A1%2C2"), "a,b\n1,2");
+  EXPECT_EQ(AttachmentText("data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"), "");
+  EXPECT_EQ(AttachmentText("https://files.example/notes.txt"), "");
+}
+
 TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
   EXPECT_EQ(RedactAll("unknown input 'mail a.b@example.org, card 4111 1111 1111 1111'"),
             "unknown input 'mail <EMAIL_ADDRESS>, card <CREDIT_CARD>'");
