@@ -24,11 +24,14 @@ struct DenyList::Compiled {
 
 namespace {
 
-// Characters that print as nothing (soft hyphen, zero-width space and joiners, word joiner,
-// byte order mark): allowed anywhere inside a word and between words, so that one of them does
-// not hide a word from a rule.
+// Characters that print as nothing (those text_fold.h drops: soft hyphen, zero-width spaces and
+// joiners, direction marks and isolates, invisible operators, variation selectors, byte order
+// mark, interlinear annotation marks, musical format controls, tags): allowed anywhere inside a
+// word and between words, so that one of them does not hide a word from a rule.
 constexpr const char* kInvisible =
-    "\\x{00AD}\\x{200B}-\\x{200D}\\x{2060}\\x{FEFF}\\x{FFF9}-\\x{FFFB}";
+    "\\x{00AD}\\x{034F}\\x{061C}\\x{17B4}\\x{17B5}\\x{180B}-\\x{180F}\\x{200B}-\\x{200F}"
+    "\\x{202A}-\\x{202E}\\x{2060}-\\x{206F}\\x{FE00}-\\x{FE0F}\\x{FEFF}\\x{FFF9}-\\x{FFFB}"
+    "\\x{1D173}-\\x{1D17A}\\x{E0000}-\\x{E0FFF}";
 
 // One word: each character as itself (quoted), an ASCII letter or digit also as its fullwidth
 // form (the expression ignores case, which folds those too), with invisible characters allowed

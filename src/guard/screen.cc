@@ -245,8 +245,9 @@ std::string RepeatedFinding(std::string_view value, const GuardConfig& config) {
 
 namespace {
 
-// Base64 as lenient decoders read it (Python's urllib for data: URLs, most MIME readers): bytes
-// outside the alphabet (standard or URL-safe) skipped, the end at the first '='.
+// Base64 as lenient decoders read it (Python's urllib and binascii for data: URLs, most MIME
+// readers): bytes outside the alphabet (standard or URL-safe) skipped, a '=' ending a group but
+// not the data.
 std::string LenientBase64(std::string_view text) {
   std::string out;
   out.reserve(text.size() * 3 / 4);
@@ -265,7 +266,13 @@ std::string LenientBase64(std::string_view text) {
     } else if (c == '/' || c == '_') {
       v = 63;
     } else if (c == '=') {
-      break;
+      // Padding ends a group, not the data (as Python's binascii reads it): what the group
+      // holds is kept, and decoding goes on with the next one.
+      if (count >= 2) out.push_back(char(bits >> (6 * count - 8)));
+      if (count == 3) out.push_back(char(bits >> 2));
+      bits = 0;
+      count = 0;
+      continue;
     } else {
       continue;
     }
@@ -288,6 +295,24 @@ std::string LenientBase64(std::string_view text) {
 // of at least 12 printable ASCII characters, as `strings` shows them, which is where text hidden
 // in such bytes, a metadata field or a text behind a format's signature, can be read. Reading
 // the binary bytes whole would find an e-mail address in a random megabyte now and then.
+void AppendUtf8(std::string& out, uint32_t c) {
+  if (c < 0x80) {
+    out.push_back(char(c));
+  } else if (c < 0x800) {
+    out.push_back(char(0xc0 | (c >> 6)));
+    out.push_back(char(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out.push_back(char(0xe0 | (c >> 12)));
+    out.push_back(char(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(char(0x80 | (c & 0x3f)));
+  } else {
+    out.push_back(char(0xf0 | (c >> 18)));
+    out.push_back(char(0x80 | ((c >> 12) & 0x3f)));
+    out.push_back(char(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(char(0x80 | (c & 0x3f)));
+  }
+}
+
 bool Printable(unsigned char c) {
   return (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r';
 }
@@ -299,16 +324,76 @@ bool ReadsAsText(std::string_view bytes) {
   return controls * 50 <= bytes.size();
 }
 
-void AppendAsRead(std::string_view bytes, std::string& read) {
+// UTF-16 text (a byte order mark, or a NUL in every other byte of its start) as UTF-8: readers
+// take such a file as text. Anything else comes back as it is.
+std::string FromUtf16(std::string bytes) {
+  if (bytes.size() < 4) return bytes;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  bool little = b(0) == 0xff && b(1) == 0xfe, big = b(0) == 0xfe && b(1) == 0xff;
+  size_t start = little || big ? 2 : 0;
+  if (start == 0) {
+    size_t odd_nuls = 0, even_nuls = 0;
+    const size_t sample = std::min<size_t>(bytes.size() & ~size_t(1), 512);
+    for (size_t i = 0; i < sample; i += 2) {
+      even_nuls += b(i) == 0;
+      odd_nuls += b(i + 1) == 0;
+    }
+    little = odd_nuls * 10 >= sample / 2 * 9 && even_nuls * 10 < sample / 2;
+    big = even_nuls * 10 >= sample / 2 * 9 && odd_nuls * 10 < sample / 2;
+    if (!little && !big) return bytes;
+  }
+  std::string out;
+  out.reserve(bytes.size() / 2);
+  for (size_t i = start; i + 1 < bytes.size(); i += 2) {
+    uint32_t unit = little ? (b(i) | (b(i + 1) << 8)) : ((b(i) << 8) | b(i + 1));
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 3 < bytes.size()) {  // a surrogate pair
+      const uint32_t low = little ? (b(i + 2) | (b(i + 3) << 8)) : ((b(i + 2) << 8) | b(i + 3));
+      if (low >= 0xdc00 && low <= 0xdfff) {
+        unit = 0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00);
+        i += 2;
+      }
+    }
+    AppendUtf8(out, unit);
+  }
+  return out;
+}
+
+// The length of the UTF-8 character at bytes[i] (2 to 4), or 0 if none starts there.
+size_t Utf8Length(std::string_view bytes, size_t i) {
+  const unsigned char c = static_cast<unsigned char>(bytes[i]);
+  const size_t n = c >= 0xc2 && c <= 0xdf   ? 2
+                   : c >= 0xe0 && c <= 0xef ? 3
+                   : c >= 0xf0 && c <= 0xf4 ? 4
+                                            : 0;
+  if (n == 0 || i + n > bytes.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(bytes[i + k]) & 0xc0) != 0x80) return 0;
+  }
+  return n;
+}
+
+void AppendAsRead(std::string_view raw, std::string& read) {
+  const std::string text = FromUtf16(std::string(raw));
+  const std::string_view bytes = text;
   read.push_back('\n');
   if (ReadsAsText(bytes)) {
     read.append(bytes);
     return;
   }
-  constexpr size_t kShortestRun = 12;
+  // Runs of printable characters, ASCII or whole UTF-8 ones (a no-break space between a card's
+  // groups), of at least 8 bytes: an SSN or a short address is 9 to 11.
+  constexpr size_t kShortestRun = 8;
   for (size_t i = 0; i < bytes.size();) {
     size_t end = i;
-    while (end < bytes.size() && Printable(static_cast<unsigned char>(bytes[end]))) ++end;
+    while (end < bytes.size()) {
+      if (Printable(static_cast<unsigned char>(bytes[end]))) {
+        ++end;
+      } else if (const size_t n = Utf8Length(bytes, end); n > 0) {
+        end += n;
+      } else {
+        break;
+      }
+    }
     if (end - i >= kShortestRun) {
       read.append(bytes.substr(i, end - i));
       read.push_back('\n');
@@ -361,7 +446,7 @@ std::string AttachmentText(std::string_view value) {
   // A link the upstream fetches: what it holds is not known here.
   const bool data = trimmed.size() >= 5 && EqualsIgnoreCase(trimmed.substr(0, 5), "data:");
   if (!data && trimmed.find("://") != std::string_view::npos) return std::string();
-  std::string payload = Payload(value);
+  std::string payload = FromUtf16(Payload(value));
   if (!ReadsAsText(payload)) return std::string();
   return payload;
 }

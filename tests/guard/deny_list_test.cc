@@ -79,6 +79,9 @@ TEST(DenyListTest, WordsAreFoundThroughUnicodeBlanksInvisibleCharactersAndFullwi
            "about project\u0080nightingale today",
            "about project \u0301nightingale today",
            "about project\ufff9nightingale today",
+           "about project\u200enightingale today",
+           "about project\u202enightingale today",
+           "about project\U000E0020nightingale today",
        }) {
     EXPECT_EQ(list->Match(text).size(), 1u) << text;
   }

@@ -897,6 +897,12 @@ TEST_F(LlmTest, IdsTypesAndUrlsAClientWritesAreScreenedToo) {
            R"("image_url":{"url":["data:text/plain;base64,)" +
                b64 + R"("]}}]}]})");
   EXPECT_EQ(r.status, 400) << r.body;
+  // A text file in UTF-16 is text too (found by review helper-49).
+  r = Post(
+      "/v1/chat/completions",
+      R"({"model":"echo","messages":[{"role":"user","content":[{"type":"file","file":)"
+      R"({"filename":"a.txt","file_data":"data:text/plain;base64,//5rAGUAeQAgAEEASwBJAEEASQBPAFMARgBPAEQATgBOADcARQBYAEEATQBQAEwARQA="}}]}]})");
+  EXPECT_EQ(r.status, 400) << r.body;
   // A "picture" whose bytes are text is read as text.
   r = Post("/v1/chat/completions", image("data:image/png;base64,Y2FyZCA0MTExIDExMTEgMTExMSAxMTEx"));
   EXPECT_EQ(r.status, 400) << r.body;
