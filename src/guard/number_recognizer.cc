@@ -360,6 +360,18 @@ size_t NextGroup(std::string_view text, size_t i, const Run& run, char& sep) {
     sep = text[i];
     return i + 1;
   }
+  // A blank other than a space, read as one: a tab, a line break (one, or CRLF), a form feed, a
+  // vertical tab, the ASCII file, group, record and unit separators. A reader sees the groups
+  // apart as with a space ("4111\t1111\t1111\t1111" is a card to a model).
+  if (const char c = text[i];
+      c == '\t' || c == '\n' || c == '\v' || c == '\f' || (c >= '\x1c' && c <= '\x1f')) {
+    sep = ' ';
+    return i + 1;
+  }
+  if (text[i] == '\r') {
+    sep = ' ';
+    return i + 1 + (i + 1 < text.size() && text[i + 1] == '\n' ? 1 : 0);
+  }
   if (const size_t wide = WideSpaceLength(text, i); wide > 0) {
     sep = ' ';
     return i + wide;

@@ -1,6 +1,7 @@
 #include "guard/screen.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "common/crypto.h"
 #include "common/strings.h"
@@ -252,7 +253,7 @@ std::string LenientBase64(std::string_view text) {
   std::string out;
   out.reserve(text.size() * 3 / 4);
   uint32_t bits = 0;
-  int count = 0;
+  int count = 0, pads = 0;
   for (char c : text) {
     int v;
     if (c >= 'A' && c <= 'Z') {
@@ -266,16 +267,20 @@ std::string LenientBase64(std::string_view text) {
     } else if (c == '/' || c == '_') {
       v = 63;
     } else if (c == '=') {
-      // Padding ends a group, not the data (as Python's binascii reads it): what the group
-      // holds is kept, and decoding goes on with the next one.
-      if (count >= 2) out.push_back(char(bits >> (6 * count - 8)));
+      // As Python's binascii reads it: a '=' that does not complete its group is skipped, the
+      // group going on; one that does ends the group, and decoding goes on with the next (where
+      // Python stops: reading more than it does only screens more).
+      if (count < 2 || count + ++pads < 4) continue;
+      out.push_back(char(bits >> (6 * count - 8)));
       if (count == 3) out.push_back(char(bits >> 2));
       bits = 0;
       count = 0;
+      pads = 0;
       continue;
     } else {
       continue;
     }
+    pads = 0;
     bits = (bits << 6) | uint32_t(v);
     if (++count == 4) {
       out.push_back(char(bits >> 16));
@@ -313,8 +318,10 @@ void AppendUtf8(std::string& out, uint32_t c) {
   }
 }
 
+// Printable ASCII and the blanks text holds (tab, line breaks, form feed, vertical tab, the file,
+// group, record and unit separators).
 bool Printable(unsigned char c) {
-  return (c >= 0x20 && c < 0x7f) || c == '\t' || c == '\n' || c == '\r';
+  return (c >= 0x20 && c < 0x7f) || (c >= '\t' && c <= '\r') || (c >= 0x1c && c <= 0x1f);
 }
 
 // Whether decoded bytes read as text: at most one byte in fifty an ASCII control character.
@@ -324,9 +331,38 @@ bool ReadsAsText(std::string_view bytes) {
   return controls * 50 <= bytes.size();
 }
 
-// UTF-16 text (a byte order mark, or a NUL in every other byte of its start) as UTF-8: readers
-// take such a file as text. Anything else comes back as it is.
+// UTF-32 text (a byte order mark, or three NULs in every four bytes of its start) as UTF-8; else
+// nullopt.
+std::optional<std::string> FromUtf32(const std::string& bytes) {
+  if (bytes.size() < 8) return std::nullopt;
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  bool little = b(0) == 0xff && b(1) == 0xfe && b(2) == 0 && b(3) == 0;
+  bool big = b(0) == 0 && b(1) == 0 && b(2) == 0xfe && b(3) == 0xff;
+  const size_t start = little || big ? 4 : 0;
+  if (start == 0) {
+    size_t le = 0, be = 0, units = 0;
+    for (size_t i = 0; i + 3 < std::min<size_t>(bytes.size(), 512); i += 4, ++units) {
+      le += b(i + 2) == 0 && b(i + 3) == 0;
+      be += b(i) == 0 && b(i + 1) == 0;
+    }
+    little = le * 10 >= units * 9 && be * 10 < units * 9;
+    big = be * 10 >= units * 9 && le * 10 < units * 9;
+    if (!little && !big) return std::nullopt;
+  }
+  std::string out;
+  for (size_t i = start; i + 3 < bytes.size(); i += 4) {
+    const uint32_t c = little ? b(i) | b(i + 1) << 8 | b(i + 2) << 16 | uint32_t(b(i + 3)) << 24
+                              : uint32_t(b(i)) << 24 | b(i + 1) << 16 | b(i + 2) << 8 | b(i + 3);
+    if (c <= 0x10ffff) AppendUtf8(out, c);
+  }
+  return out;
+}
+
+// UTF-16 text (a byte order mark, or a NUL in every other byte of its start) as UTF-8, and
+// UTF-32 text as FromUtf32 says: readers take such a file as text. Anything else comes back as
+// it is.
 std::string FromUtf16(std::string bytes) {
+  if (std::optional<std::string> wide = FromUtf32(bytes)) return *std::move(wide);
   if (bytes.size() < 4) return bytes;
   const auto b = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
   bool little = b(0) == 0xff && b(1) == 0xfe, big = b(0) == 0xfe && b(1) == 0xff;

@@ -93,6 +93,12 @@ TEST(RecognizerTest, BracketsSignsAndAWeakerSpanDoNotHideAValue) {
             (V{{"CREDIT_CARD", "4111-1111-1111-1111-078-05-1120"}}));
   EXPECT_EQ(Find("4111111111111111-123.456.789-09"),
             (V{{"CREDIT_CARD", "4111111111111111"}, {"BR_CPF", "123.456.789-09"}}));
+  // Found by review helper-50: groups parted by another blank than a space.
+  EXPECT_EQ(Find("card 4111\t1111\t1111\t1111"), (V{{"CREDIT_CARD", "4111\t1111\t1111\t1111"}}));
+  EXPECT_EQ(Find("card 4111\n1111 1111 1111"), (V{{"CREDIT_CARD", "4111\n1111 1111 1111"}}));
+  EXPECT_EQ(Find("card 4111\r\n1111\f1111\v1111"),
+            (V{{"CREDIT_CARD", "4111\r\n1111\f1111\v1111"}}));
+  EXPECT_EQ(Find("ssn 078\f05\f1120"), (V{{"US_SSN", "078\f05\f1120"}}));
   // Phone numbers keep their brackets and signs.
   EXPECT_EQ(Find("call (11) 98765-4321"), (V{{"PHONE_NUMBER", "(11) 98765-4321"}}));
   EXPECT_EQ(Find("call +351 912 345 678"), (V{{"PHONE_NUMBER", "+351 912 345 678"}}));

@@ -428,6 +428,10 @@ TEST_F(LlmTest, ABlockedPromptIs400NamingTheTypeAndPlaceNeverTheValue) {
   EXPECT_NE(r.body.find("CREDIT_CARD at bytes 5-24 of messages[0].content"), std::string::npos)
       << r.body;
   EXPECT_EQ(r.body.find("4111"), std::string::npos) << r.body;
+  // Groups parted by tabs or line breaks are a card to a model (found by review helper-50).
+  r = Post("/v1/chat/completions", Say("echo", "card 4111\\t1111\\n1111\\f1111 please"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD"), std::string::npos) << r.body;
   // A secret is blocked by default.
   r = Post("/v1/completions", R"({"model":"echo","prompt":"key AKIAIOSFODNN7EXAMPLE"})");
   EXPECT_EQ(r.status, 400) << r.body;
