@@ -142,33 +142,6 @@ using simdjson::dom::object;
   return absl::OkStatus();
 }
 
-// The names and arguments of a message's tool calls and function_call, where they are strings
-// (the upstream judges the rest of their shape).
-void ReadToolText(object message, ChatMessage& out) {
-  auto add = [&](element call) {
-    object function;
-    if (call.get(function) != simdjson::SUCCESS) return;
-    for (const char* key : {"name", "arguments"}) {
-      std::string_view text;
-      if (function[key].get(text) != simdjson::SUCCESS) continue;
-      if (!out.tool_text.empty()) out.tool_text.push_back('\n');
-      out.tool_text.append(text);
-    }
-  };
-  array calls;
-  if (message["tool_calls"].get(calls) == simdjson::SUCCESS) {
-    for (element call : calls) {
-      object o;
-      element function;
-      if (call.get(o) == simdjson::SUCCESS && o["function"].get(function) == simdjson::SUCCESS) {
-        add(function);
-      }
-    }
-  }
-  element function_call;
-  if (message["function_call"].get(function_call) == simdjson::SUCCESS) add(function_call);
-}
-
 [[nodiscard]] absl::Status ReadMessages(object top, const OpenAiLimits& limits,
                                         std::vector<ChatMessage>& out) {
   array messages;
@@ -204,7 +177,6 @@ void ReadToolText(object message, ChatMessage& out) {
     } else if (role != "assistant") {
       return Invalid(StrCat(field, ".content"), "is required");
     }
-    ReadToolText(o, message);
     out.push_back(std::move(message));
   }
   return absl::OkStatus();

@@ -34,9 +34,6 @@ struct ChatMessage {
   // The text of the message: its content string, or its text parts joined by newlines. Other
   // parts (images, audio) are not text and are counted in `other_parts`.
   std::string text;
-  // What an assistant message's tool calls (and a legacy function_call) say: each function's
-  // name and arguments, joined by newlines. A model reads them as part of the prompt.
-  std::string tool_text;
   size_t other_parts = 0;
 };
 

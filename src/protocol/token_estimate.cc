@@ -77,18 +77,4 @@ int64_t EstimateTokens(std::string_view text) {
   return tokens;
 }
 
-int64_t CountChatTokens(const std::vector<ChatMessage>& messages,
-                        absl::FunctionRef<int64_t(std::string_view)> count) {
-  int64_t tokens = 3;
-  for (const ChatMessage& m : messages) {
-    tokens += 3 + count(m.role) + count(m.text);
-    if (!m.tool_text.empty()) tokens += count(m.tool_text);
-  }
-  return tokens;
-}
-
-int64_t EstimateChatTokens(const std::vector<ChatMessage>& messages) {
-  return CountChatTokens(messages, EstimateTokens);
-}
-
 }  // namespace pillar::protocol

@@ -24,11 +24,4 @@ int64_t EstimateTokens(std::string_view text);
 // its usage chunk generated is this, added up. 0 for anything but a JSON object.
 int64_t EstimateChunkTokens(std::string_view data);
 
-// A chat request's prompt: each message's text and role, and the few tokens chat templates add
-// around each message (3) and before the reply (3), as OpenAI documents its own count.
-int64_t EstimateChatTokens(const std::vector<ChatMessage>& messages);
-// The same with another count of a text's tokens (a tokenizer's: bpe_tokenizer.h).
-int64_t CountChatTokens(const std::vector<ChatMessage>& messages,
-                        absl::FunctionRef<int64_t(std::string_view)> count);
-
 }  // namespace pillar::protocol

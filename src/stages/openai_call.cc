@@ -18,8 +18,9 @@ int64_t EstimateAll(const std::vector<std::string>& texts) {
 // A prompt's tokens: every string of the request a model may read (its messages' texts and
 // names, tool calls, tool descriptions and schemas, a completion's suffix ...; of a message's
 // attachments, protocol::IsAttachment, only the text a text file holds), and for a chat the few
-// tokens templates add around each message and its role (protocol::CountChatTokens). Counting only
-// the messages' texts let a prompt hide most of its size from the limits in a tool's description.
+// tokens templates add around each message and its role (3 each, 3 for the reply, as OpenAI
+// documents its count). Counting only the messages' texts let a prompt hide most of its size from
+// the limits in a tool's description.
 int64_t CountRequestTokens(std::string_view body,
                            const std::vector<protocol::ChatMessage>* messages,
                            absl::FunctionRef<int64_t(std::string_view)> count) {
