@@ -49,20 +49,25 @@ def instructions(directory):
     return total, places
 
 
+# The allocating entry points: glibc's malloc (its operator new calls it), or tcmalloc's malloc
+# and its own operator new, which does not (the pillar binary links tcmalloc).
+ALLOCATORS = re.compile(r"malloc\.c:malloc \[|:(tc_)?malloc \[.*tcmalloc|"
+                        r":(operator new\(unsigned long\)|tc_new) \[.*tcmalloc")
+
+
 def allocations(directory):
-    """Calls to malloc, in every thread: the sum of its callers' call counts."""
+    """Calls to the allocator, in every thread: the sum of its callers' call counts."""
     calls = 0
     for path in Path(directory).iterdir():
         lines = annotate(path, "--tree=caller").splitlines()
         for i, line in enumerate(lines):
-            if "*  " in line and re.search(r"malloc\.c:malloc \[", line):
+            if "*  " in line and ALLOCATORS.search(line):
                 j = i - 1
                 while j >= 0 and "<" in lines[j]:
                     m = re.search(r"\(([\d,]+)x\)", lines[j])
                     if m:
                         calls += number(m.group(1))
                     j -= 1
-                break
     return calls
 
 

@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config clang clang-format libclang-rt-14-dev
   libboost-dev libssl-dev libabsl-dev libsqlite3-dev libsimdjson-dev
   libtomlplusplus-dev libcli11-dev libhiredis-dev redis-server libsodium-dev libre2-dev
-  libpq-dev postgresql libxxhash-dev libopenmpi-dev openmpi-bin libgloo-dev
+  libgoogle-perftools-dev libpq-dev postgresql libxxhash-dev libopenmpi-dev openmpi-bin libgloo-dev
   libtorch-dev libopenblas0-pthread
   libgtest-dev libgmock-dev libbenchmark-dev nlohmann-json3-dev
   python3 python3-torch python3-sklearn python3-numpy

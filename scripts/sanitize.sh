@@ -9,7 +9,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-$root/build-asan}
-cmake -S "$root" -B "$build" -G Ninja -DPILLAR_BUILD_BENCHMARKS=OFF \
+cmake -S "$root" -B "$build" -G Ninja -DPILLAR_BUILD_BENCHMARKS=OFF -DPILLAR_TCMALLOC=OFF \
   -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="-fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined -Wno-maybe-uninitialized" \
   >/dev/null

@@ -18,10 +18,10 @@ static_assert(kEventTextMembers * (format::kMaxEscapedBytesPerByte * format::kMa
                   format::kMaxLineBytes,
               "an event of maximal, fully escaped fields must fit in one line");
 
-void Member(std::string& out, std::string_view key, std::string_view value) {
-  out += ",\"";
-  out += key;
-  out += "\":";
+template <JsonName Name>
+void Member(std::string& out, std::string_view value) {
+  out += ',';
+  out.append(Name.text, sizeof Name.text);
   AppendJsonString(out, value.substr(0, format::kMaxFieldBytes));
 }
 
@@ -63,13 +63,13 @@ void AppendEventBody(std::string& out, const Event& event) {
   out += "\",\"decision\":\"";
   out += DecisionName(event.kind, event.allowed);
   out += '"';
-  Member(out, "principal", event.principal);
-  Member(out, "tenant", event.tenant);
-  Member(out, "action", event.action);
-  Member(out, "resource", event.resource);
-  Member(out, "reason", event.explain());
-  Member(out, "request_id", event.request_id);
-  Member(out, "remote", event.remote);
+  Member<"principal">(out, event.principal);
+  Member<"tenant">(out, event.tenant);
+  Member<"action">(out, event.action);
+  Member<"resource">(out, event.resource);
+  Member<"reason">(out, event.explain());
+  Member<"request_id">(out, event.request_id);
+  Member<"remote">(out, event.remote);
   out += '}';
 }
 
@@ -79,7 +79,7 @@ std::string HeaderBody(const Header& header) {
   out += "\",\"format\":\"";
   out += format::kFormatName;
   out += '"';
-  Member(out, "instance", header.instance);
+  Member<"instance">(out, header.instance);
   out += '}';
   return out;
 }
@@ -108,9 +108,9 @@ std::string CheckpointBody(const Checkpoint& checkpoint) {
   out += FormatUtcMicros(checkpoint.time_us);
   out += "\",\"count\":";
   out += std::to_string(checkpoint.count);
-  Member(out, "head", checkpoint.head);
-  Member(out, "key", checkpoint.key_id);
-  Member(out, "signature", Base64Encode(checkpoint.signature));
+  Member<"head">(out, checkpoint.head);
+  Member<"key">(out, checkpoint.key_id);
+  Member<"signature">(out, Base64Encode(checkpoint.signature));
   out += '}';
   return out;
 }

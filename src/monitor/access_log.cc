@@ -48,60 +48,74 @@ absl::Status AccessLog::Open(const std::string& destination, absl::Duration flus
   return absl::OkStatus();
 }
 
+namespace {
+
+// The members of a line, skipped when not known (an empty text, a negative number).
+template <JsonName Name>
+void Text(JsonWriter& w, std::string_view value) {
+  if (value.empty()) return;
+  w.Key<Name>();
+  w.String(value);
+}
+
+template <JsonName Name>
+void Number(JsonWriter& w, int64_t value) {
+  if (value < 0) return;
+  w.Key<Name>();
+  w.Int(value);
+}
+
+template <JsonName Name>
+void Micros(JsonWriter& w, int64_t nanos) {
+  if (nanos < 0) return;
+  w.Key<Name>();
+  w.Thousandths(nanos);
+}
+
+}  // namespace
+
 void AccessLog::Write(const AccessRecord& r) {
   if (file_ == nullptr) return;
-  JsonWriter w(320);
+  // Each thread builds its lines in a string of its own, kept between lines: no allocation.
+  thread_local std::string line;
+  line.clear();
+  JsonWriter w(std::move(line));
   w.BeginObject();
-  w.Key("ts_us");
+  w.Key<"ts_us">();
   w.Int(SystemClock().UnixMicros());
-  auto text = [&](std::string_view key, std::string_view value) {
-    if (value.empty()) return;
-    w.Key(key);
-    w.String(value);
-  };
-  // A negative value is not known.
-  auto number = [&](std::string_view key, int64_t value) {
-    if (value < 0) return;
-    w.Key(key);
-    w.Int(value);
-  };
-  auto micros = [&](std::string_view key, int64_t nanos) {
-    if (nanos < 0) return;
-    w.Key(key);
-    w.Thousandths(nanos);
-  };
-  text("request_id", r.request_id);
-  text("listener", r.listener);
-  text("remote", r.remote);
-  text("method", r.method);
-  text("path", r.path);
-  text("operation", r.operation);
-  w.Key("status");
+  Text<"request_id">(w, r.request_id);
+  Text<"listener">(w, r.listener);
+  Text<"remote">(w, r.remote);
+  Text<"method">(w, r.method);
+  Text<"path">(w, r.path);
+  Text<"operation">(w, r.operation);
+  w.Key<"status">();
   w.Int(r.status);
-  text("outcome", r.outcome);
-  text("reason", r.reason);
+  Text<"outcome">(w, r.outcome);
+  Text<"reason">(w, r.reason);
   if (!r.model.empty()) {
-    w.Key("model");
+    w.Key<"model">();
     w.String(r.model);
-    w.Key("version");
+    w.Key<"version">();
     w.String(r.version);
   }
-  text("fallback", r.fallback);
-  text("job", r.job);
-  text("principal", r.principal);
-  text("tenant", r.tenant);
-  micros("duration_us", r.duration_ns);
-  micros("queue_us", r.queue_ns);
-  micros("compute_us", r.compute_ns);
-  number("batch_size", r.batch_size);
-  number("request_bytes", r.request_bytes);
-  number("response_bytes", r.response_bytes);
-  number("prompt_tokens", r.prompt_tokens);
-  number("completion_tokens", r.completion_tokens);
-  micros("first_token_us", r.first_token_ns);
-  text("error", r.error);
+  Text<"fallback">(w, r.fallback);
+  Text<"job">(w, r.job);
+  Text<"principal">(w, r.principal);
+  Text<"tenant">(w, r.tenant);
+  Micros<"duration_us">(w, r.duration_ns);
+  Micros<"queue_us">(w, r.queue_ns);
+  Micros<"compute_us">(w, r.compute_ns);
+  Number<"batch_size">(w, r.batch_size);
+  Number<"request_bytes">(w, r.request_bytes);
+  Number<"response_bytes">(w, r.response_bytes);
+  Number<"prompt_tokens">(w, r.prompt_tokens);
+  Number<"completion_tokens">(w, r.completion_tokens);
+  Micros<"first_token_us">(w, r.first_token_ns);
+  Text<"error">(w, r.error);
   w.EndObject();
-  Write(std::string_view(w.str()));
+  line = std::move(w).Take();
+  Write(std::string_view(line));
 }
 
 void AccessLog::Write(std::string_view line) {
