@@ -224,12 +224,17 @@ constexpr std::array<uint8_t, 256> kAct = [] {
   return t;
 }();
 
+// The shortest run of word bytes and '-' a glued credential makes (an AWS key is 20 bytes, and
+// needs one before it to be glued): shorter words, most of them, are not searched inside.
+constexpr size_t kMinGluedRun = 21;
+
 // One pass over `text`, every scanner at the bytes it may begin at; appends what they find.
 // No entity starts inside a word, so a word is either handed to a scanner or skipped whole.
 void ScanAll(std::string_view text, std::vector<Finding>& raw) {
   const size_t n = text.size();
   RunMemo memo;
   size_t i = 0;
+  size_t glued_until = 0;  // the end of the last run ScanGluedTokens searched
   while (i < n) {
     const char c = text[i];
     const uint8_t act = kAct[static_cast<unsigned char>(c)];
@@ -240,6 +245,16 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
       continue;
     }
     const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
+    if (word_start && i >= glued_until &&
+        (act == kPlainWord || act == kFormatWord || act == kNumber)) {
+      // A word and the words joined to it by '-', searched once for credentials glued inside:
+      // the words after a '-' are word starts too, of the run already searched.
+      glued_until = WordEnd(text, i);
+      while (glued_until < n && text[glued_until] == '-') {
+        glued_until = WordEnd(text, glued_until + 1);
+      }
+      if (glued_until - i >= kMinGluedRun) ScanGluedTokens(text, i + 1, glued_until, raw, memo);
+    }
     switch (act) {
       case kPlainWord: {
         const size_t start = i;

@@ -139,6 +139,11 @@ class RunMemo {
 // always beyond `i`.
 size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo);
 size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out);
+// Credentials glued to the word before them ("key%20AKIA...", "tokenghp_..."), whose prefix
+// starts inside the run [begin, end) of base64url bytes: the prefixes of four bytes and more,
+// JWTs and pillar keys, each with its own length and end as at a word's start.
+void ScanGluedTokens(std::string_view text, size_t begin, size_t end, std::vector<Finding>& out,
+                     RunMemo& memo);
 size_t ScanEmail(std::string_view text, size_t at_sign, std::vector<Finding>& out);
 size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo);
 // An IPv6 address starting at `i` ("2001:db8::1", "::1"; a zone, "%eth0", is not part of it);

@@ -358,6 +358,25 @@ std::optional<std::string> FromUtf32(const std::string& bytes) {
   return out;
 }
 
+// bytes[start...] as UTF-16 in the byte order given, as UTF-8.
+std::string DecodeUtf16(std::string_view bytes, size_t start, bool little) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  std::string out;
+  out.reserve(bytes.size() / 2);
+  for (size_t i = start; i + 1 < bytes.size(); i += 2) {
+    uint32_t unit = little ? (b(i) | (b(i + 1) << 8)) : ((b(i) << 8) | b(i + 1));
+    if (unit >= 0xd800 && unit <= 0xdbff && i + 3 < bytes.size()) {  // a surrogate pair
+      const uint32_t low = little ? (b(i + 2) | (b(i + 3) << 8)) : ((b(i + 2) << 8) | b(i + 3));
+      if (low >= 0xdc00 && low <= 0xdfff) {
+        unit = 0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00);
+        i += 2;
+      }
+    }
+    AppendUtf8(out, unit);
+  }
+  return out;
+}
+
 // UTF-16 text (a byte order mark, or a NUL in every other byte of its start) as UTF-8, and
 // UTF-32 text as FromUtf32 says: readers take such a file as text. Anything else comes back as
 // it is.
@@ -378,20 +397,7 @@ std::string FromUtf16(std::string bytes) {
     big = even_nuls * 10 >= sample / 2 * 9 && odd_nuls * 10 < sample / 2;
     if (!little && !big) return bytes;
   }
-  std::string out;
-  out.reserve(bytes.size() / 2);
-  for (size_t i = start; i + 1 < bytes.size(); i += 2) {
-    uint32_t unit = little ? (b(i) | (b(i + 1) << 8)) : ((b(i) << 8) | b(i + 1));
-    if (unit >= 0xd800 && unit <= 0xdbff && i + 3 < bytes.size()) {  // a surrogate pair
-      const uint32_t low = little ? (b(i + 2) | (b(i + 3) << 8)) : ((b(i + 2) << 8) | b(i + 3));
-      if (low >= 0xdc00 && low <= 0xdfff) {
-        unit = 0x10000 + ((unit - 0xd800) << 10) + (low - 0xdc00);
-        i += 2;
-      }
-    }
-    AppendUtf8(out, unit);
-  }
-  return out;
+  return DecodeUtf16(bytes, start, little);
 }
 
 // The length of the UTF-8 character at bytes[i] (2 to 4), or 0 if none starts there.
@@ -408,9 +414,9 @@ size_t Utf8Length(std::string_view bytes, size_t i) {
   return n;
 }
 
-void AppendAsRead(std::string_view raw, std::string& read) {
-  const std::string text = FromUtf16(std::string(raw));
-  const std::string_view bytes = text;
+// Bytes as a reader takes them: whole when they read as text, else their runs of printable
+// characters.
+void AppendReading(std::string_view bytes, std::string& read) {
   read.push_back('\n');
   if (ReadsAsText(bytes)) {
     read.append(bytes);
@@ -435,6 +441,31 @@ void AppendAsRead(std::string_view raw, std::string& read) {
       read.push_back('\n');
     }
     i = end + 1;
+  }
+}
+
+// UTF-16 that FromUtf16 did not take for it, its start in another script ("姓名: 4111 ..." in
+// UTF-16, whose first 256 characters have no NUL byte): the whole of `bytes` has ASCII
+// characters in one byte order (a NUL high byte and a printable low one), at least eight and
+// one unit in a hundred, where random bytes have one in seven hundred. nullopt otherwise.
+std::optional<std::string> LooseUtf16(std::string_view bytes) {
+  const auto b = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
+  const size_t units = bytes.size() / 2;
+  size_t little = 0, big = 0;
+  for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
+    little += b(i + 1) == 0 && b(i) != 0 && Printable(b(i));
+    big += b(i) == 0 && b(i + 1) != 0 && Printable(b(i + 1));
+  }
+  const size_t ascii = std::max(little, big);
+  if (ascii < 8 || ascii * 100 < units || little == big) return std::nullopt;
+  return DecodeUtf16(bytes, 0, little > big);
+}
+
+void AppendAsRead(std::string_view raw, std::string& read) {
+  const std::string text = FromUtf16(std::string(raw));
+  AppendReading(text, read);
+  if (text == raw) {
+    if (std::optional<std::string> wide = LooseUtf16(raw)) AppendReading(*wide, read);
   }
 }
 

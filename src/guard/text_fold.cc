@@ -140,6 +140,46 @@ std::optional<char> FoldOf(uint32_t c) {
   return CompatibilityOf(c);
 }
 
+// How many bytes from text[at], an ASCII byte, print as nothing (0: it prints, or is a blank):
+// the C0 controls other than the blanks (NUL, BEL, backspace, ESC ...) and DEL, each alone, and
+// a terminal's colour or cursor sequence whole ("\x1b[1;31m", "\x1b[2K": ESC '[', numbers of at
+// most three digits between ';' or ':', at most two intermediate bytes, a final letter). Values
+// have been split by both ("4111\x1b[0m1111\x1b[0m...", "AKIA\0IOSF..."): a terminal shows
+// them whole, and a model reads past them. A sequence whose numbers are longer is not one a
+// terminal sends, and hides its digits from no reader: only its ESC is dropped, so that
+// "\x1b[4111111111111111m" is still read as digits.
+// The ASCII bytes that print as nothing: the C0 controls but the blanks (tab, line breaks, form
+// feed, vertical tab, the file, group, record and unit separators), and DEL.
+constexpr bool InvisibleAscii(unsigned char c) {
+  return (c < 0x20 && !(c >= '\t' && c <= '\r') && !(c >= 0x1C && c <= 0x1F)) || c == 0x7F;
+}
+
+size_t InvisibleAsciiLength(std::string_view text, size_t at) {
+  const auto c = static_cast<unsigned char>(text[at]);
+  if (!InvisibleAscii(c)) return 0;
+  if (c != 0x1B || at + 1 >= text.size() || text[at + 1] != '[') return 1;
+  constexpr size_t kMaxSequence = 32;
+  size_t i = at + 2, digits = 0, intermediates = 0;
+  if (i < text.size() && (text[i] == '?' || text[i] == '<' || text[i] == '=' || text[i] == '>')) {
+    ++i;  // a private marker
+  }
+  for (; i < text.size() && i - at < kMaxSequence; ++i) {
+    const auto b = static_cast<unsigned char>(text[i]);
+    if (b >= '0' && b <= '9' && intermediates == 0) {
+      if (++digits > 3) return 1;
+    } else if ((b == ';' || b == ':') && intermediates == 0) {
+      digits = 0;
+    } else if (b >= 0x20 && b <= 0x2F && intermediates < 2) {
+      ++intermediates;
+    } else if (b >= 0x40 && b <= 0x7E) {
+      return i + 1 - at;  // the final byte
+    } else {
+      return 1;
+    }
+  }
+  return 1;
+}
+
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
 // U+00B9: C2; U+02D7: CB; U+034F: CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to U+180F: E1;
 // U+2000 to U+2E40: E2; U+3000 to U+3164: E3; U+FE00 to U+FFA0: EF; U+10EAD and U+1D173 to
@@ -153,17 +193,27 @@ constexpr bool MayFold(unsigned char lead) {
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.
 size_t FirstFolding(std::string_view text, size_t at) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
   constexpr uint64_t kHighBits = 0x8080808080808080ULL;
   while (at < text.size()) {
-    // Eight ASCII bytes at a time: most text is mostly ASCII.
+    // Eight ASCII bytes at a time: most text is mostly that. A byte below 0x20 (a borrow from
+    // it marks its high bit) or DEL (0x7F + 1 carries into the high bit) has each byte of the
+    // word looked at, since blanks are controls that stay; a byte with its high bit set sends
+    // the word to the loop below.
     if (uint64_t word; text.size() - at >= 8) {
       std::memcpy(&word, text.data() + at, 8);
       if ((word & kHighBits) == 0) {
-        at += 8;
-        continue;
+        // A line break or a tab: about one word in ten of prose.
+        if ((((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) == 0 ||
+            std::none_of(text.data() + at, text.data() + at + 8,
+                         [](char c) { return InvisibleAscii(static_cast<unsigned char>(c)); })) {
+          at += 8;
+          continue;
+        }
       }
     }
     const auto lead = static_cast<unsigned char>(text[at]);
+    if (InvisibleAscii(lead)) return at;
     if (lead < 0x80 || !MayFold(lead)) {
       ++at;  // an ASCII byte, or a lead or continuation byte of a character that does not fold
       continue;
@@ -188,6 +238,10 @@ FoldedText::FoldedText(std::string_view text) : original_(text) {
   folded_.append(text.substr(0, at));
   for (uint32_t i = 0; i < at; ++i) from_.push_back(i);
   while (at < text.size()) {
+    if (InvisibleAscii(static_cast<unsigned char>(text[at]))) {
+      at += InvisibleAsciiLength(text, at);
+      continue;
+    }
     cp = static_cast<unsigned char>(text[at]) < 0x80 ? std::nullopt : Decode(text, at);
     fold = cp ? FoldOf(cp->value) : std::nullopt;
     if (!fold) {  // kept: each byte from itself

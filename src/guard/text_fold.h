@@ -9,7 +9,9 @@
 // What folds (a conservative part of NFKC, plus the invisible characters NFKC keeps):
 // - characters that print as nothing are dropped: the soft hyphen, zero-width space and joiners,
 //   direction marks and embeddings, word joiner and invisible operators, variation selectors,
-//   the byte order mark, tag characters, the Hangul fillers;
+//   the byte order mark, tag characters, the Hangul fillers; the ASCII controls other than the
+//   blanks (NUL, BEL, ESC, DEL ...), and a terminal's colour and cursor sequences whole
+//   ("\x1b[1;31m");
 // - blanks of other scripts and line separators (NBSP, NEL, U+2000-U+200A, U+2028, U+2029,
 //   U+202F, U+205F, U+3000) become a space;
 // - fullwidth ASCII (U+FF01-U+FF5E) and the small '@' (U+FE6B) become ASCII;
@@ -20,7 +22,8 @@
 // - hyphens, dashes and the signs that print as one (U+2010-U+2015, U+2212, U+FE63, U+FF0D,
 //   the modifier minus, the Armenian, Hebrew, Mongolian and Canadian hyphens, the hyphen
 //   bullet, the wave dashes, the katakana marks ...) become '-'.
-// Every other byte is kept as it is, invalid UTF-8 included. A folded character is one byte, so
+// Every other byte is kept as it is, invalid UTF-8 included (and tabs, line breaks and the ASCII
+// separators, which part values as a space does). A folded character is one byte, so
 // the folded text is never longer than the original.
 #pragma once
 

@@ -134,7 +134,78 @@ void Add(std::vector<Finding>& out, EntityType type, size_t begin, size_t end, d
   out.push_back({.type = type, .begin = begin, .end = end, .score = score, .kind = kind});
 }
 
+// A credential by its issuer's prefix (a JWT, a pillar key, kTokenRules) at `i`; its end, or `i`.
+// `glued`: `i` is inside a word, where only the prefixes of four bytes and more count ("sk-" is
+// too common a part of words).
+size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<Finding>& out,
+                 RunMemo& memo, bool glued) {
+  const std::string_view rest = text.substr(i);
+  const char c = text[i];
+  // Each format is tried only when the first two bytes could begin it: most words are
+  // ordinary and cost one or two comparisons here.
+  const char second = word_end - i >= 2 ? text[i + 1] : '\0';
+  if (c == 'e' && second == 'y' && rest.starts_with("eyJ")) {
+    if (const size_t end = JwtEnd(text, i, memo); end > i) {
+      Add(out, EntityType::kSecret, i, end, 0.95, "jwt");
+      return end;
+    }
+  }
+  if (c == 'p' && second == 'k') {
+    if (const size_t end = PillarKeyEnd(text, i, memo); end > i) {
+      Add(out, EntityType::kSecret, i, end, 0.99, "pillar_api_key");
+      return end;
+    }
+  }
+  if (c == 'A' || c == 'g' || c == 'x' || c == 's' || c == 'r') {
+    for (const TokenRule& rule : kTokenRules) {
+      if (rule.prefix[0] != c || rule.prefix[1] != second || !rest.starts_with(rule.prefix) ||
+          (glued && rule.prefix.size() < 4)) {
+        continue;
+      }
+      const size_t body = i + rule.prefix.size();
+      const size_t end = memo.End(text, body, rule.alphabet);
+      const size_t length = end - body;
+      if (length >= rule.min_rest && length <= rule.max_rest &&
+          (end >= text.size() || !IsBase64Url(text[end]))) {
+        Add(out, EntityType::kSecret, i, end, rule.score, rule.kind);
+        return end;
+      }
+    }
+  }
+  return i;
+}
+
 }  // namespace
+
+void ScanGluedTokens(std::string_view text, size_t begin, size_t end, std::vector<Finding>& out,
+                     RunMemo& memo) {
+  // The pairs the prefixes begin with; a byte that begins none costs one comparison.
+  const auto may_begin = [](char c, char second) {
+    switch (c) {
+      case 'A':
+        return second == 'K' || second == 'S' || second == 'I';
+      case 'g':
+        return second == 'h';
+      case 'x':
+        return second == 'o';
+      case 's':
+      case 'r':
+        return second == 'k';
+      case 'e':
+        return second == 'y';
+      case 'p':
+        return second == 'k';
+      default:
+        return false;
+    }
+  };
+  for (size_t i = begin; i + 1 < end; ++i) {
+    if (!may_begin(text[i], text[i + 1])) continue;
+    if (const size_t found = ScanToken(text, i, end, out, memo, /*glued=*/true); found > i) {
+      i = found - 1;
+    }
+  }
+}
 
 size_t Ipv6End(std::string_view text, size_t i) {
   const size_t end = RunEnd(
@@ -168,35 +239,8 @@ size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunM
       return word_end;
     }
   }
-  // Each format is tried only when the word's first two bytes could begin it: most words are
-  // ordinary and cost one or two comparisons here.
-  const char second = word_end - i >= 2 ? text[i + 1] : '\0';
-  if (c == 'e' && second == 'y' && rest.starts_with("eyJ")) {
-    if (const size_t end = JwtEnd(text, i, memo); end > i) {
-      Add(out, EntityType::kSecret, i, end, 0.95, "jwt");
-      return end;
-    }
-  }
-  if (c == 'p' && second == 'k') {
-    if (const size_t end = PillarKeyEnd(text, i, memo); end > i) {
-      Add(out, EntityType::kSecret, i, end, 0.99, "pillar_api_key");
-      return end;
-    }
-  }
-  if (c == 'A' || c == 'g' || c == 'x' || c == 's' || c == 'r') {
-    for (const TokenRule& rule : kTokenRules) {
-      if (rule.prefix[0] != c || rule.prefix[1] != second || !rest.starts_with(rule.prefix)) {
-        continue;
-      }
-      const size_t body = i + rule.prefix.size();
-      const size_t end = memo.End(text, body, rule.alphabet);
-      const size_t length = end - body;
-      if (length >= rule.min_rest && length <= rule.max_rest &&
-          (end >= text.size() || !IsBase64Url(text[end]))) {
-        Add(out, EntityType::kSecret, i, end, rule.score, rule.kind);
-        return end;
-      }
-    }
+  if (const size_t end = ScanToken(text, i, word_end, out, memo, /*glued=*/false); end > i) {
+    return end;
   }
   if (IsHex(c) && word_end < text.size() && text[word_end] == ':') {
     if (const size_t end = Ipv6End(text, i); end > i) {

@@ -185,6 +185,24 @@ TEST(RecognizerTest, SecretsByTheirIssuersFormats) {
   EXPECT_EQ(kinds("AKIAIOSFODNN7EXAMPL ghp_abc -----BEGIN PUBLIC KEY-----"), S{});
 }
 
+// Found by a review (helper-50): a credential glued to the word or the percent escape before it
+// was not found, only at a word's start.
+TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
+  EXPECT_EQ(Find("key%20AKIAIOSFODNN7EXAMPLE"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
+  EXPECT_EQ(Find("myAKIAIOSFODNN7EXAMPLE ok"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
+  EXPECT_EQ(Find("tokenghp_abcdefghijklmnopqrstuvwxyzABCDEF0123."),
+            (V{{"SECRET", "ghp_abcdefghijklmnopqrstuvwxyzABCDEF0123"}}));
+  EXPECT_EQ(Find("auth-xoxb-123456789012-abcdefghijkl"),
+            (V{{"SECRET", "xoxb-123456789012-abcdefghijkl"}}));
+  EXPECT_EQ(Find("Bearer:tokeneyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jV"),
+            (V{{"SECRET", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jV"}}));
+  // The same length and end rules as at a word's start: a key with more after it is not one,
+  // and the short, common "sk-" counts only at a word's start.
+  EXPECT_EQ(Find("myAKIAIOSFODNN7EXAMPLEX"), V{});
+  EXPECT_EQ(Find("task-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"), V{});
+  EXPECT_EQ(Find("Pneumonoultramicroscopicsilicovolcanoconiosis"), V{});
+}
+
 TEST(RecognizerTest, OffsetsAreBytesAndFindingsNeverOverlap) {
   const std::string text = "\xc3\xa9 a@b.io 4111111111111111@x.io";
   RecognizerOptions options;
@@ -215,10 +233,13 @@ TEST(RecognizerTest, ANumberAnotherTypesWordIntroducesIsNotTakenForThisType) {
 // every byte that ends a word, wherever it falls in the eight.
 TEST(RecognizerTest, WordsOfEveryLengthEndWhereTheyEnd) {
   for (size_t length = 1; length <= 20; ++length) {
-    for (const char* end : {" ", ",", "\n", "(", "@", "/", "\x7f", "\t", "\xc3\xa9 "}) {
+    for (const char* end : {" ", ",", "\n", "(", "@", "/", "\t", "\xc3\xa9 "}) {
       const std::string text = std::string(length, 'w') + end + "a@b.io";
       EXPECT_EQ(Find(text), (V{{"EMAIL_ADDRESS", "a@b.io"}})) << length << " " << int(end[0]);
     }
+    // DEL prints as nothing (text_fold.h): the word goes on through it.
+    const std::string text = std::string(length, 'w') + "\x7f" + "a@b.io";
+    EXPECT_EQ(Find(text), (V{{"EMAIL_ADDRESS", text}})) << length;
   }
 }
 
@@ -326,6 +347,10 @@ TEST(RecognizerTest, LongAndHostileInputsEndQuickly) {
   for (int i = 0; i < 20000; ++i) text += "1 ";
   for (int i = 0; i < 20000; ++i) text += "a@";
   EXPECT_EQ(Find(text, 0.0).size(), 1u);  // only the key block
+  // Words of prefixes, each a glued credential's start: still one pass.
+  std::string prefixes = "x";
+  for (int i = 0; i < 50000; ++i) prefixes += "AKIAeyJpk_ghp_xoxb-";
+  EXPECT_EQ(Find(prefixes, 0.0).size(), 0u);
 }
 
 }  // namespace

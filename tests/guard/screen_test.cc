@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/strings.h"
 #include "common/toml_parse.h"
 #include "testing/temp_dir.h"
@@ -295,6 +296,19 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
   EXPECT_EQ(types("data:image/png;base64,iVBORw0KGgoAAQIDY2FyZCA0MTExwqAxMTExwqAxMTExwqAxMTExAAEC"),
             (V{"CREDIT_CARD"}));
   EXPECT_EQ(types("data:text/plain,card%204111%201111%201111%201111"), (V{"CREDIT_CARD"}));
+  // Found by review helper-50: UTF-16 without a byte order mark whose start is in another
+  // script (no NUL byte among its first 512) was read as binary, and the card after it lost.
+  for (const bool little : {true, false}) {
+    std::string wide;
+    for (int i = 0; i < 150; ++i) wide += little ? "\xd3\x59\x0d\x54" : "\x59\xd3\x54\x0d";
+    const std::string cjk = wide;  // "姓名" 150 times
+    for (char c : std::string(" card 4111 1111 1111 1111")) {
+      wide += little ? std::string{c, '\0'} : std::string{'\0', c};
+    }
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(wide))), (V{"CREDIT_CARD"}))
+        << little;
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(cjk))), V{}) << little;
+  }
   // Not base64 after all: read as written.
   EXPECT_EQ(types("data:text/plain;base64,!!!"), V{});
   // Read as leniently as Python's urllib reads it (found by review helper-46): bytes outside

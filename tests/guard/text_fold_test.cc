@@ -11,6 +11,8 @@
 namespace pillar::guard {
 namespace {
 
+using namespace std::string_literals;
+
 TEST(TextFoldTest, PlainTextIsNotCopied) {
   const std::string text = "olá, maria@example.com \xff";  // accents and invalid UTF-8 kept
   FoldedText folded(text);
@@ -113,6 +115,62 @@ TEST(TextFoldTest, RecognizersAndRulesSeeThroughLookAlikes) {
     EXPECT_EQ(m[0].end, std::string_view(text).size()) << text;
   }
   EXPECT_TRUE((*list)->Match("about projectnightingale").empty());
+}
+
+// Found by a review (helper-50): values split by NUL bytes or a terminal's colour sequences were
+// not read whole, though a terminal shows them whole and a model reads past them.
+TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothing) {
+  const std::string text = "a\0b\x1b[1;31mc\x1b[0m\x7f"s +
+                           "d\x1b[?25l\x07"
+                           "e";
+  FoldedText folded(text);
+  ASSERT_TRUE(folded.changed());
+  EXPECT_EQ(folded.text(), "abcde");
+  EXPECT_EQ(folded.Begin(1), 2u);   // 'b' after the NUL
+  EXPECT_EQ(folded.Begin(2), 10u);  // 'c' after "\x1b[1;31m"
+  EXPECT_EQ(folded.End(4), 17u);    // 'd' ends at 17, after "\x1b[0m" and DEL
+  EXPECT_EQ(folded.Begin(5), text.size());
+  // Blanks are not controls that print as nothing: a tab or a line break parts values.
+  EXPECT_FALSE(FoldedText("a\tb\nc\rd\x1c").changed());
+  // A "sequence" with a number no terminal sends hides nothing: only its ESC goes.
+  EXPECT_EQ(FoldedText("\x1b[4111111111111111m").text(), "[4111111111111111m");
+  // Nor does one cut short or unknown: "\x1b[" at the end, OSC, an ESC before a letter.
+  EXPECT_EQ(FoldedText("x\x1b[").text(), "x[");
+  EXPECT_EQ(FoldedText("\x1b]8;;http://a\x1b\\").text(), "]8;;http://a\\");
+  EXPECT_EQ(FoldedText("\x1b"
+                       "cAB")
+                .text(),
+            "cAB");
+  // Eight printable bytes at a time, and a control anywhere among them found.
+  for (size_t at = 0; at < 16; ++at) {
+    std::string plain(16, 'x');
+    plain[at] = '\x01';
+    EXPECT_EQ(FoldedText(plain).text(), std::string(15, 'x')) << at;
+    plain[at] = '\x7f';
+    EXPECT_EQ(FoldedText(plain).text(), std::string(15, 'x')) << at;
+  }
+
+  const GuardConfig config;
+  const std::string card = "card 4111\x1b[0m1111\x1b[0m1111\x1b[0m1111 ok";
+  std::vector<Finding> found = Recognize(card, RecognizerOptions{});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].type, EntityType::kCreditCard);
+  EXPECT_EQ(found[0].begin, 5u);
+  EXPECT_EQ(found[0].end, card.size() - 3);
+  const std::string nul_card =
+      "card 4111\0"
+      "1111\0"
+      "1111\0"
+      "1111 ok"s;
+  found = Recognize(nul_card, RecognizerOptions{});
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].type, EntityType::kCreditCard);
+  ScreenResult r = Screen("key AKIA\0IOSFODNN7EXAMPLE ok"s, config);
+  EXPECT_TRUE(r.blocked);
+  EXPECT_EQ(r.block_reason, "SECRET at bytes 4-25");
+  r = Screen("mail zq\x1b[1mexample\x1b[0m@example.org", config);
+  ASSERT_EQ(r.findings.size(), 1u);
+  EXPECT_EQ(r.findings[0].finding.type, EntityType::kEmailAddress);
 }
 
 }  // namespace
