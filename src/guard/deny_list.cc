@@ -170,12 +170,19 @@ std::vector<DenyMatch> DenyList::Match(std::string_view text) const {
   std::vector<DenyMatch> matches;
   // A rule matches the text as it is or as a reader sees it (text_fold.h): a zero-width space
   // between two words parts them in the first, look-alike letters are letters in the second.
-  const FoldedText folded(text);
+  // With controls, as a terminal shows it too: "ign\x1b[0more" is a word to it.
+  const bool controls = FoldedText::HasControls(text);
+  const FoldedText folded(text,
+                          controls ? FoldedText::Controls::kPart : FoldedText::Controls::kKeep);
+  std::optional<FoldedText> shown;
+  if (controls) shown.emplace(text, FoldedText::Controls::kDrop);
   for (size_t i = 0; i < compiled_.size(); ++i) {
     std::optional<DenyMatch> m = MatchRule(i, text);
-    if (!m && folded.changed()) {
-      m = MatchRule(i, folded.text());
-      if (m) *m = DenyMatch{m->rule, folded.Begin(m->begin), folded.End(m->end)};
+    const FoldedText* views[] = {&folded, shown ? &*shown : nullptr};
+    for (const FoldedText* view : views) {
+      if (m || view == nullptr || !view->changed()) continue;
+      m = MatchRule(i, view->text());
+      if (m) *m = DenyMatch{m->rule, view->Begin(m->begin), view->End(m->end)};
     }
     if (m) matches.push_back(*m);
   }

@@ -228,13 +228,46 @@ constexpr std::array<uint8_t, 256> kAct = [] {
 // needs one before it to be glued): shorter words, most of them, are not searched inside.
 constexpr size_t kMinGluedRun = 21;
 
+// Searches each run of word bytes joined by '-' or '.' once for credentials glued inside it
+// (the words after a '-' are word starts too, of the run already searched), from the run's
+// first word start or from where a scanner stopped inside a word.
+class GluedSearch {
+ public:
+  // At `i`, a word byte the scanning loop is at.
+  void At(std::string_view text, size_t i, std::vector<Finding>& raw, RunMemo& memo) {
+    if (i < searched_until_) return;
+    const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
+    size_t end = WordEnd(text, i);
+    while (end + 1 < text.size() && (text[end] == '-' || text[end] == '.') &&
+           IsWordByte(text[end + 1])) {
+      end = WordEnd(text, end + 1);
+    }
+    searched_until_ = end;
+    // At a word's start, a glued credential needs a byte before it; inside one, where a scanner
+    // stopped ("+1 1tokenAKIA...": the number took "+1 1"), it may start at once.
+    if (word_start && end - i >= kMinGluedRun) ScanGluedTokens(text, i + 1, end, raw, memo);
+    if (!word_start && end - i >= kMinGluedRun - 1) ScanGluedTokens(text, i, end, raw, memo);
+  }
+  // Over (from, to], what a number scanner consumed: the words it began, which the loop skips
+  // ("12 1AKIA...": the number took the "1" and the word with it).
+  void Across(std::string_view text, size_t from, size_t to, std::vector<Finding>& raw,
+              RunMemo& memo) {
+    for (size_t p = from + 1; p < to && p < text.size(); ++p) {
+      if (!IsWordByte(text[p - 1]) && IsWordByte(text[p])) At(text, p, raw, memo);
+    }
+  }
+
+ private:
+  size_t searched_until_ = 0;
+};
+
 // One pass over `text`, every scanner at the bytes it may begin at; appends what they find.
 // No entity starts inside a word, so a word is either handed to a scanner or skipped whole.
 void ScanAll(std::string_view text, std::vector<Finding>& raw) {
   const size_t n = text.size();
   RunMemo memo;
   size_t i = 0;
-  size_t glued_until = 0;  // the end of the last run ScanGluedTokens searched
+  GluedSearch glued;
   while (i < n) {
     const char c = text[i];
     const uint8_t act = kAct[static_cast<unsigned char>(c)];
@@ -245,16 +278,7 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
       continue;
     }
     const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
-    if (word_start && i >= glued_until &&
-        (act == kPlainWord || act == kFormatWord || act == kNumber)) {
-      // A word and the words joined to it by '-', searched once for credentials glued inside:
-      // the words after a '-' are word starts too, of the run already searched.
-      glued_until = WordEnd(text, i);
-      while (glued_until < n && text[glued_until] == '-') {
-        glued_until = WordEnd(text, glued_until + 1);
-      }
-      if (glued_until - i >= kMinGluedRun) ScanGluedTokens(text, i + 1, glued_until, raw, memo);
-    }
+    if (act == kPlainWord || act == kFormatWord || act == kNumber) glued.At(text, i, raw, memo);
     switch (act) {
       case kPlainWord: {
         const size_t start = i;
@@ -267,13 +291,25 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
         i = word_start ? ScanWord(text, i, raw, memo) : WordEnd(text, i);
         break;
       case kNumber:
-        i = word_start ? ScanNumber(text, i, raw) : WordEnd(text, i);
+        if (word_start) {
+          const size_t start = i;
+          i = ScanNumber(text, i, raw);
+          glued.Across(text, start, i, raw, memo);
+        } else {
+          i = WordEnd(text, i);
+        }
         break;
       case kAtSign:
         i = ScanEmail(text, i, raw);
         break;
       case kNumberOpen:
-        i = word_start && i + 1 < n && IsDigit(text[i + 1]) ? ScanNumber(text, i, raw) : i + 1;
+        if (word_start && i + 1 < n && IsDigit(text[i + 1])) {
+          const size_t start = i;
+          i = ScanNumber(text, i, raw);
+          glued.Across(text, start, i, raw, memo);
+        } else {
+          ++i;
+        }
         break;
       case kDash:
         i = ScanPrivateKey(text, i, raw, memo);
@@ -323,27 +359,34 @@ std::vector<Finding> Resolve(std::vector<Finding> found) {
 }  // namespace
 
 std::vector<Finding> Recognize(std::string_view original, const RecognizerOptions& options) {
-  // The recognizers read the text as a reader sees it (text_fold.h); findings are where it was.
-  const FoldedText folded(original);
-  const std::string_view text = folded.text();
+  // The recognizers read the text as a reader sees it (text_fold.h), and where it has controls,
+  // as each of its two readers does; findings are where they were in the original.
   std::vector<Finding> raw;
-  ScanAll(text, raw);
   std::vector<Finding> scored;
-  scored.reserve(raw.size());
-  for (Finding f : raw) {
-    // A context word adds at most 0.4: below that, the finding cannot reach the threshold.
-    if (!options.enabled[size_t(f.type)] || f.score + 0.4 < options.min_score) continue;
-    f.score = std::clamp(f.score + ContextAdjustment(text, f.begin, f.end, f.type), 0.0, 1.0);
-    if (f.score >= options.min_score) scored.push_back(f);
-  }
-  std::vector<Finding> resolved = Resolve(std::move(scored));
-  if (folded.changed()) {
-    for (Finding& f : resolved) {
-      f.begin = folded.Begin(f.begin);
-      f.end = folded.End(f.end);
+  const auto read = [&](FoldedText::Controls controls) {
+    const FoldedText folded(original, controls);
+    const std::string_view text = folded.text();
+    raw.clear();
+    ScanAll(text, raw);
+    for (Finding f : raw) {
+      // A context word adds at most 0.4: below that, the finding cannot reach the threshold.
+      if (!options.enabled[size_t(f.type)] || f.score + 0.4 < options.min_score) continue;
+      f.score = std::clamp(f.score + ContextAdjustment(text, f.begin, f.end, f.type), 0.0, 1.0);
+      if (f.score < options.min_score) continue;
+      if (folded.changed()) {
+        f.begin = folded.Begin(f.begin);
+        f.end = folded.End(f.end);
+      }
+      scored.push_back(f);
     }
+  };
+  if (!FoldedText::HasControls(original)) {
+    read(FoldedText::Controls::kKeep);
+  } else {
+    read(FoldedText::Controls::kPart);
+    read(FoldedText::Controls::kDrop);
   }
-  return resolved;
+  return Resolve(std::move(scored));
 }
 
 }  // namespace pillar::guard

@@ -86,15 +86,17 @@ double ContextAdjustment(std::string_view text, size_t begin, size_t end, Entity
 class RunMemo {
  public:
   using Alphabet = bool (*)(char);
-  // The end of the run of bytes from `i` that are in `in`.
-  size_t End(std::string_view text, size_t i, Alphabet in) {
-    // One slot per alphabet (the scanners use fewer than eight): starts only move forward, so
+  // The end of the run of bytes from `i` that are in `in`. `lane` gives one alphabet more than
+  // one slot, for a scanner that measures runs of it at several places of one value (a JWT's
+  // three segments): sharing one, each would evict the other's long run.
+  size_t End(std::string_view text, size_t i, Alphabet in, int lane = 0) {
+    // One slot per alphabet (the scanners use fewer than twelve): starts only move forward, so
     // the last run of each alphabet is the only one a later start can fall in. A slot shared
     // by two alphabets would be evicted by short runs of the other, and the long run read again
     // from every start.
     Entry* slot = nullptr;
     for (Entry& e : entries_) {
-      if (e.in == in) {
+      if (e.in == in && e.lane == lane) {
         if (e.begin <= i && i < e.end) return e.end;
         slot = &e;
         break;
@@ -106,7 +108,7 @@ class RunMemo {
     }
     size_t end = i;
     while (end < text.size() && in(text[end])) ++end;
-    if (slot != nullptr) *slot = {in, i, end};
+    if (slot != nullptr) *slot = {in, lane, i, end};
     return end;
   }
 
@@ -125,9 +127,10 @@ class RunMemo {
  private:
   struct Entry {
     Alphabet in = nullptr;
+    int lane = 0;
     size_t begin = 0, end = 0;
   };
-  std::array<Entry, 8> entries_{};
+  std::array<Entry, 12> entries_{};
   std::string_view needle_;
   size_t searched_from_ = 0;
   size_t found_ = 0;

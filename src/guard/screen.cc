@@ -444,28 +444,35 @@ void AppendReading(std::string_view bytes, std::string& read) {
   }
 }
 
-// UTF-16 that FromUtf16 did not take for it, its start in another script ("姓名: 4111 ..." in
-// UTF-16, whose first 256 characters have no NUL byte): the whole of `bytes` has ASCII
-// characters in one byte order (a NUL high byte and a printable low one), at least eight and
-// one unit in a hundred, where random bytes have one in seven hundred. nullopt otherwise.
-std::optional<std::string> LooseUtf16(std::string_view bytes) {
-  const auto b = [&](size_t i) { return static_cast<unsigned char>(bytes[i]); };
-  const size_t units = bytes.size() / 2;
-  size_t little = 0, big = 0;
+// Whether `bytes`, read as UTF-16 in the byte order given, holds a run of 8 ASCII characters (a
+// NUL high byte, a printable low one): UTF-16 text that FromUtf16 did not take for it, its start
+// in another script ("姓名: 4111 ..." with no NUL among its first 512 bytes), and the card or key
+// in it. Random bytes hold such a run once in 10^22; one ASCII character here and there is no
+// evidence either way ("一" is 00 4E in UTF-16LE, an 'N' read the other way).
+bool HasUtf16AsciiRun(std::string_view bytes, bool little) {
+  constexpr size_t kRun = 8;
+  size_t run = 0;
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
-    little += b(i + 1) == 0 && b(i) != 0 && Printable(b(i));
-    big += b(i) == 0 && b(i + 1) != 0 && Printable(b(i + 1));
+    const auto low = static_cast<unsigned char>(bytes[little ? i : i + 1]);
+    const auto high = static_cast<unsigned char>(bytes[little ? i + 1 : i]);
+    run = high == 0 && low != 0 && Printable(low) ? run + 1 : 0;
+    if (run == kRun) return true;
   }
-  const size_t ascii = std::max(little, big);
-  if (ascii < 8 || ascii * 100 < units || little == big) return std::nullopt;
-  return DecodeUtf16(bytes, 0, little > big);
+  return false;
 }
 
 void AppendAsRead(std::string_view raw, std::string& read) {
   const std::string text = FromUtf16(std::string(raw));
   AppendReading(text, read);
-  if (text == raw) {
-    if (std::optional<std::string> wide = LooseUtf16(raw)) AppendReading(*wide, read);
+  if (text != raw) return;
+  // Read in each byte order that holds such a run, and at both alignments: UTF-16 inside
+  // another format need not start at an even offset.
+  for (const size_t offset : {size_t(0), size_t(1)}) {
+    if (raw.size() <= offset) break;
+    const std::string_view bytes = raw.substr(offset);
+    for (const bool little : {true, false}) {
+      if (HasUtf16AsciiRun(bytes, little)) AppendReading(DecodeUtf16(bytes, 0, little), read);
+    }
   }
 }
 

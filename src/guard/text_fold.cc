@@ -140,24 +140,39 @@ std::optional<char> FoldOf(uint32_t c) {
   return CompatibilityOf(c);
 }
 
-// How many bytes from text[at], an ASCII byte, print as nothing (0: it prints, or is a blank):
-// the C0 controls other than the blanks (NUL, BEL, backspace, ESC ...) and DEL, each alone, and
-// a terminal's colour or cursor sequence whole ("\x1b[1;31m", "\x1b[2K": ESC '[', numbers of at
-// most three digits between ';' or ':', at most two intermediate bytes, a final letter). Values
-// have been split by both ("4111\x1b[0m1111\x1b[0m...", "AKIA\0IOSF..."): a terminal shows
-// them whole, and a model reads past them. A sequence whose numbers are longer is not one a
-// terminal sends, and hides its digits from no reader: only its ESC is dropped, so that
-// "\x1b[4111111111111111m" is still read as digits.
 // The ASCII bytes that print as nothing: the C0 controls but the blanks (tab, line breaks, form
 // feed, vertical tab, the file, group, record and unit separators), and DEL.
 constexpr bool InvisibleAscii(unsigned char c) {
   return (c < 0x20 && !(c >= '\t' && c <= '\r') && !(c >= 0x1C && c <= 0x1F)) || c == 0x7F;
 }
 
-size_t InvisibleAsciiLength(std::string_view text, size_t at) {
-  const auto c = static_cast<unsigned char>(text[at]);
-  if (!InvisibleAscii(c)) return 0;
-  if (c != 0x1B || at + 1 >= text.size() || text[at + 1] != '[') return 1;
+// The length of the control sequence a terminal reads at ESC `at`, as Controls::kDrop drops it
+// whole: CSI ("\x1b[1;31m", "\x1b[2K", "\x1b[m": '[', numbers of at most three digits past
+// their leading zeros between ';' or ':', at most two intermediate bytes, a final byte), OSC
+// ("\x1b]8;;url\x1b\\", to BEL or ST, within 512 bytes), a character-set choice ("\x1b(B") and
+// a two-byte escape ("\x1b7"); 1 (the ESC alone) for anything else. A CSI "number" longer
+// than that is no number a terminal takes: its digits stay for the recognizers.
+//
+// `terminal` false (Controls::kPart, a model's reading): only colours ("\x1b[31m", "\x1b[m"),
+// whose letter is always 'm'; of any other sequence, the ESC alone. A model reads
+// "\x1b[AKIA..." or "\x1b[1;31AKIA..." with the key's 'A', where a terminal moves the cursor
+// and shows "KIA...", and reads an OSC's URL, which a terminal hides.
+size_t EscapeLength(std::string_view text, size_t at, bool terminal) {
+  if (at + 1 >= text.size()) return 1;
+  const auto next = static_cast<unsigned char>(text[at + 1]);
+  if (!terminal && next != '[') return 1;
+  if (next == ']') {
+    constexpr size_t kMaxOsc = 512;
+    for (size_t i = at + 2; i < text.size() && i - at < kMaxOsc; ++i) {
+      if (text[i] == '\a') return i + 1 - at;
+      if (text[i] == '\x1b') return i + 1 < text.size() && text[i + 1] == '\\' ? i + 2 - at : 1;
+    }
+    return 1;
+  }
+  if (next >= 0x20 && next <= 0x2F) {  // ESC ( B and the like
+    return at + 2 < text.size() && text[at + 2] >= 0x30 && text[at + 2] <= 0x7E ? 3 : 1;
+  }
+  if (next != '[') return next >= 0x30 && next <= 0x7E ? 2 : 1;
   constexpr size_t kMaxSequence = 32;
   size_t i = at + 2, digits = 0, intermediates = 0;
   if (i < text.size() && (text[i] == '?' || text[i] == '<' || text[i] == '=' || text[i] == '>')) {
@@ -166,18 +181,23 @@ size_t InvisibleAsciiLength(std::string_view text, size_t at) {
   for (; i < text.size() && i - at < kMaxSequence; ++i) {
     const auto b = static_cast<unsigned char>(text[i]);
     if (b >= '0' && b <= '9' && intermediates == 0) {
-      if (++digits > 3) return 1;
+      if ((digits > 0 || b != '0') && ++digits > 3) return 1;
     } else if ((b == ';' || b == ':') && intermediates == 0) {
       digits = 0;
     } else if (b >= 0x20 && b <= 0x2F && intermediates < 2) {
       ++intermediates;
     } else if (b >= 0x40 && b <= 0x7E) {
-      return i + 1 - at;  // the final byte
+      return terminal || b == 'm' ? i + 1 - at : 1;  // the final byte
     } else {
       return 1;
     }
   }
   return 1;
+}
+
+// How many bytes from text[at], an InvisibleAscii byte, a terminal shows nothing for.
+size_t InvisibleAsciiLength(std::string_view text, size_t at, bool terminal) {
+  return text[at] == '\x1b' ? EscapeLength(text, at, terminal) : 1;
 }
 
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
@@ -192,7 +212,7 @@ constexpr bool MayFold(unsigned char lead) {
 }
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.
-size_t FirstFolding(std::string_view text, size_t at) {
+size_t FirstFolding(std::string_view text, size_t at, bool drop_controls) {
   constexpr uint64_t kOnes = 0x0101010101010101ULL;
   constexpr uint64_t kHighBits = 0x8080808080808080ULL;
   while (at < text.size()) {
@@ -204,7 +224,7 @@ size_t FirstFolding(std::string_view text, size_t at) {
       std::memcpy(&word, text.data() + at, 8);
       if ((word & kHighBits) == 0) {
         // A line break or a tab: about one word in ten of prose.
-        if ((((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) == 0 ||
+        if (!drop_controls || (((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) == 0 ||
             std::none_of(text.data() + at, text.data() + at + 8,
                          [](char c) { return InvisibleAscii(static_cast<unsigned char>(c)); })) {
           at += 8;
@@ -213,7 +233,7 @@ size_t FirstFolding(std::string_view text, size_t at) {
       }
     }
     const auto lead = static_cast<unsigned char>(text[at]);
-    if (InvisibleAscii(lead)) return at;
+    if (drop_controls && InvisibleAscii(lead)) return at;
     if (lead < 0x80 || !MayFold(lead)) {
       ++at;  // an ASCII byte, or a lead or continuation byte of a character that does not fold
       continue;
@@ -227,9 +247,28 @@ size_t FirstFolding(std::string_view text, size_t at) {
 
 }  // namespace
 
-FoldedText::FoldedText(std::string_view text) : original_(text) {
+bool FoldedText::HasControls(std::string_view text) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
+  size_t at = 0;
+  for (; text.size() - at >= 8; at += 8) {  // as FirstFolding: a look at each byte of a marked word
+    uint64_t word;
+    std::memcpy(&word, text.data() + at, 8);
+    if ((((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) == 0) continue;
+    for (size_t i = at; i < at + 8; ++i) {
+      if (InvisibleAscii(static_cast<unsigned char>(text[i]))) return true;
+    }
+  }
+  for (; at < text.size(); ++at) {
+    if (InvisibleAscii(static_cast<unsigned char>(text[at]))) return true;
+  }
+  return false;
+}
+
+FoldedText::FoldedText(std::string_view text, Controls controls) : original_(text) {
+  const bool drop_controls = controls != Controls::kKeep;
   // Most text folds nothing: find the first character that does before copying anything.
-  size_t at = FirstFolding(text, 0);
+  size_t at = FirstFolding(text, 0, drop_controls);
   if (at == text.size()) return;
   std::optional<CodePoint> cp;
   std::optional<char> fold;
@@ -238,8 +277,12 @@ FoldedText::FoldedText(std::string_view text) : original_(text) {
   folded_.append(text.substr(0, at));
   for (uint32_t i = 0; i < at; ++i) from_.push_back(i);
   while (at < text.size()) {
-    if (InvisibleAscii(static_cast<unsigned char>(text[at]))) {
-      at += InvisibleAsciiLength(text, at);
+    if (drop_controls && InvisibleAscii(static_cast<unsigned char>(text[at]))) {
+      if (controls == Controls::kPart && (folded_.empty() || folded_.back() != ' ')) {
+        folded_.push_back(' ');
+        from_.push_back(uint32_t(at));
+      }
+      at += InvisibleAsciiLength(text, at, controls == Controls::kDrop);
       continue;
     }
     cp = static_cast<unsigned char>(text[at]) < 0x80 ? std::nullopt : Decode(text, at);

@@ -9,9 +9,9 @@
 // What folds (a conservative part of NFKC, plus the invisible characters NFKC keeps):
 // - characters that print as nothing are dropped: the soft hyphen, zero-width space and joiners,
 //   direction marks and embeddings, word joiner and invisible operators, variation selectors,
-//   the byte order mark, tag characters, the Hangul fillers; the ASCII controls other than the
-//   blanks (NUL, BEL, ESC, DEL ...), and a terminal's colour and cursor sequences whole
-//   ("\x1b[1;31m");
+//   the byte order mark, tag characters, the Hangul fillers; and, with Controls::kDrop, the
+//   ASCII controls other than the blanks (NUL, BEL, ESC, DEL ...) and a terminal's control
+//   sequences whole ("\x1b[1;31m", "\x1b(B", "\x1b]8;;url\x1b\\"), as a terminal shows them;
 // - blanks of other scripts and line separators (NBSP, NEL, U+2000-U+200A, U+2028, U+2029,
 //   U+202F, U+205F, U+3000) become a space;
 // - fullwidth ASCII (U+FF01-U+FF5E) and the small '@' (U+FE6B) become ASCII;
@@ -36,7 +36,16 @@ namespace pillar::guard {
 
 class FoldedText {
  public:
-  explicit FoldedText(std::string_view text);
+  // Controls (NUL, ESC and the sequences it begins ...) make two readings of one text: a model
+  // reads a NUL or an escape as a break between values ("KEY=AKIA...\0CARD=4111...",
+  // "\x1b[31m4111..."), a terminal shows the values around it joined ("4111\x1b[0m1111...").
+  // kPart reads each control or sequence as one space, kDrop drops it, kKeep leaves it as it
+  // is. Callers that must find what either reader sees read kPart and kDrop (HasControls says
+  // when they differ from kKeep).
+  enum class Controls { kKeep, kPart, kDrop };
+  explicit FoldedText(std::string_view text, Controls controls = Controls::kKeep);
+  // Whether `text` has a control that Controls::kDrop drops.
+  static bool HasControls(std::string_view text);
   FoldedText(const FoldedText&) = delete;
   FoldedText& operator=(const FoldedText&) = delete;
 

@@ -112,10 +112,10 @@ constexpr TokenRule kTokenRules[] = {
 size_t JwtEnd(std::string_view text, size_t i, RunMemo& memo) {
   const size_t header = memo.End(text, i, IsBase64Url);
   if (header - i < 10 || header >= text.size() || text[header] != '.') return i;
-  const size_t payload = memo.End(text, header + 1, IsBase64Url);
+  const size_t payload = memo.End(text, header + 1, IsBase64Url, /*lane=*/1);
   if (!text.substr(header + 1).starts_with("eyJ") || payload - header - 1 < 10) return i;
   if (payload >= text.size() || text[payload] != '.') return i;
-  return memo.End(text, payload + 1, IsBase64Url);
+  return memo.End(text, payload + 1, IsBase64Url, /*lane=*/2);
 }
 
 // pillar's API keys: "pk_", 12 lowercase hex characters, '_', 43 base64url characters.

@@ -198,6 +198,12 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
             (V{{"SECRET", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jV"}}));
   // The same length and end rules as at a word's start: a key with more after it is not one,
   // and the short, common "sk-" counts only at a word's start.
+  // Found by review helper-51: after digit groups that took the word's first byte, and a
+  // short JWT whose first segment is under the run's length.
+  EXPECT_EQ(Find("12 1AKIAIOSFODNN7EXAMPLE"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
+  EXPECT_EQ(Find("+1 1tokenAKIAIOSFODNN7EXAMPLE"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
+  EXPECT_EQ(Find("x tokeneyJhIjoxfQ.eyJhIjoxfQ.c2ln"),
+            (V{{"SECRET", "eyJhIjoxfQ.eyJhIjoxfQ.c2ln"}}));
   EXPECT_EQ(Find("myAKIAIOSFODNN7EXAMPLEX"), V{});
   EXPECT_EQ(Find("task-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"), V{});
   EXPECT_EQ(Find("Pneumonoultramicroscopicsilicovolcanoconiosis"), V{});
@@ -351,6 +357,14 @@ TEST(RecognizerTest, LongAndHostileInputsEndQuickly) {
   std::string prefixes = "x";
   for (int i = 0; i < 50000; ++i) prefixes += "AKIAeyJpk_ghp_xoxb-";
   EXPECT_EQ(Find(prefixes, 0.0).size(), 0u);
+  // Found by review helper-51: a JWT's three segments measured in one slot of the memo evicted
+  // each other, and every "eyJ" of one word read the whole run again.
+  std::string jwts = "x";
+  for (int i = 0; i < 100000; ++i) jwts += "eyJ";
+  jwts += ".eyJAAAAAAAAAAAA ";
+  for (int i = 0; i < 50000; ++i) jwts += "eyJ-";
+  jwts += ".eyJAAAAAAAAAAAA ";
+  EXPECT_EQ(Find(jwts, 0.0).size(), 0u);
 }
 
 }  // namespace

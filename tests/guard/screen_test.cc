@@ -308,6 +308,22 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
     EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(wide))), (V{"CREDIT_CARD"}))
         << little;
     EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(cjk))), V{}) << little;
+    // Found by review helper-51: characters such as "一" (00 4E in UTF-16LE) outnumbering the
+    // ASCII ones flipped a vote on the byte order; a long text kept its ASCII under 1 %; and
+    // UTF-16 inside another format may start at an odd offset.
+    std::string tail;
+    for (int i = 0; i < 30; ++i) tail += little ? "\x00\x4e\x2a\x4e" : "\x4e\x00\x4e\x2a";
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(wide + tail))),
+              (V{"CREDIT_CARD"}))
+        << little;
+    std::string longer;
+    for (int i = 0; i < 20; ++i) longer += cjk;
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(longer + wide))),
+              (V{"CREDIT_CARD"}))
+        << little;
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode("\x01" + wide))),
+              (V{"CREDIT_CARD"}))
+        << little;
   }
   // Not base64 after all: read as written.
   EXPECT_EQ(types("data:text/plain;base64,!!!"), V{});

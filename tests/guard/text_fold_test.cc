@@ -118,38 +118,58 @@ TEST(TextFoldTest, RecognizersAndRulesSeeThroughLookAlikes) {
 }
 
 // Found by a review (helper-50): values split by NUL bytes or a terminal's colour sequences were
-// not read whole, though a terminal shows them whole and a model reads past them.
-TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothing) {
+// not read whole, though a terminal shows them whole. Controls::kDrop reads them so.
+TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
+  constexpr auto kDrop = FoldedText::Controls::kDrop;
   const std::string text = "a\0b\x1b[1;31mc\x1b[0m\x7f"s +
                            "d\x1b[?25l\x07"
                            "e";
-  FoldedText folded(text);
+  FoldedText folded(text, kDrop);
   ASSERT_TRUE(folded.changed());
   EXPECT_EQ(folded.text(), "abcde");
   EXPECT_EQ(folded.Begin(1), 2u);   // 'b' after the NUL
   EXPECT_EQ(folded.Begin(2), 10u);  // 'c' after "\x1b[1;31m"
   EXPECT_EQ(folded.End(4), 17u);    // 'd' ends at 17, after "\x1b[0m" and DEL
   EXPECT_EQ(folded.Begin(5), text.size());
+  // The default keeps them; kPart reads each as one space, as a model reads a break.
+  EXPECT_FALSE(FoldedText(text).changed());
+  FoldedText parted(text, FoldedText::Controls::kPart);
+  EXPECT_EQ(parted.text(), "a b c d [?25l e");  // a cursor's sequence is its bytes to a model
+  EXPECT_EQ(parted.Begin(7), 17u);              // the space of its ESC
+  // To a model, a sequence without a number is its bytes: "[A" stays, where a terminal moves.
+  EXPECT_EQ(FoldedText("k \x1b[AKIA", FoldedText::Controls::kPart).text(), "k [AKIA");
+  EXPECT_EQ(FoldedText("k \x1b[AKIA", kDrop).text(), "k KIA");
+  EXPECT_TRUE(FoldedText::HasControls(text));
   // Blanks are not controls that print as nothing: a tab or a line break parts values.
-  EXPECT_FALSE(FoldedText("a\tb\nc\rd\x1c").changed());
-  // A "sequence" with a number no terminal sends hides nothing: only its ESC goes.
-  EXPECT_EQ(FoldedText("\x1b[4111111111111111m").text(), "[4111111111111111m");
-  // Nor does one cut short or unknown: "\x1b[" at the end, OSC, an ESC before a letter.
-  EXPECT_EQ(FoldedText("x\x1b[").text(), "x[");
-  EXPECT_EQ(FoldedText("\x1b]8;;http://a\x1b\\").text(), "]8;;http://a\\");
-  EXPECT_EQ(FoldedText("\x1b"
-                       "cAB")
+  EXPECT_FALSE(FoldedText::HasControls("a\tb\nc\rd\x1c and more than eight bytes"));
+  EXPECT_FALSE(FoldedText("a\tb\nc\rd\x1c", kDrop).changed());
+  // A "number" no terminal takes hides nothing: only its ESC goes. Leading zeros are no digits
+  // (found by review helper-51), and "tput sgr0" (ESC ( B, ESC [ m), a hyperlink (OSC 8) and a
+  // two-byte escape go whole.
+  EXPECT_EQ(FoldedText("\x1b[4111111111111111m", kDrop).text(), "[4111111111111111m");
+  EXPECT_EQ(FoldedText("1\x1b[0000m2\x1b(B\x1b[m3\x1b]8;;http://a\x1b\\4\x1b]0;t\a5\x1b"
+                       "7"
+                       "6",
+                       kDrop)
                 .text(),
-            "cAB");
+            "123456");
+  // Cut short: only the ESC goes.
+  EXPECT_EQ(FoldedText("x\x1b[", kDrop).text(), "x[");
+  EXPECT_EQ(FoldedText("x\x1b]8;;http://a", kDrop).text(), "x]8;;http://a");
   // Eight printable bytes at a time, and a control anywhere among them found.
   for (size_t at = 0; at < 16; ++at) {
     std::string plain(16, 'x');
     plain[at] = '\x01';
-    EXPECT_EQ(FoldedText(plain).text(), std::string(15, 'x')) << at;
+    EXPECT_EQ(FoldedText(plain, kDrop).text(), std::string(15, 'x')) << at;
+    EXPECT_TRUE(FoldedText::HasControls(plain)) << at;
     plain[at] = '\x7f';
-    EXPECT_EQ(FoldedText(plain).text(), std::string(15, 'x')) << at;
+    EXPECT_EQ(FoldedText(plain, kDrop).text(), std::string(15, 'x')) << at;
+    EXPECT_TRUE(FoldedText::HasControls(plain)) << at;
   }
+}
 
+// The recognizers read both: a value joined by controls, and values parted by them.
+TEST(TextFoldTest, RecognizersReadTextWithControlsAsATerminalAndAsAModel) {
   const GuardConfig config;
   const std::string card = "card 4111\x1b[0m1111\x1b[0m1111\x1b[0m1111 ok";
   std::vector<Finding> found = Recognize(card, RecognizerOptions{});
@@ -157,12 +177,12 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothing) {
   EXPECT_EQ(found[0].type, EntityType::kCreditCard);
   EXPECT_EQ(found[0].begin, 5u);
   EXPECT_EQ(found[0].end, card.size() - 3);
-  const std::string nul_card =
+  found = Recognize(
       "card 4111\0"
       "1111\0"
       "1111\0"
-      "1111 ok"s;
-  found = Recognize(nul_card, RecognizerOptions{});
+      "1111 ok"s,
+      RecognizerOptions{});
   ASSERT_EQ(found.size(), 1u);
   EXPECT_EQ(found[0].type, EntityType::kCreditCard);
   ScreenResult r = Screen("key AKIA\0IOSFODNN7EXAMPLE ok"s, config);
@@ -171,6 +191,30 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothing) {
   r = Screen("mail zq\x1b[1mexample\x1b[0m@example.org", config);
   ASSERT_EQ(r.findings.size(), 1u);
   EXPECT_EQ(r.findings[0].finding.type, EntityType::kEmailAddress);
+  // Found by review helper-51: values parted by NULs (an environment block, find -print0), by a
+  // BEL or DEL, or a colour reset glued to the next word were lost when controls were only
+  // dropped; "\x1b[AKIA..." lost its 'A' to a cursor movement.
+  const std::string environ =
+      "AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE\0GITHUB_TOKEN=ghp_"
+      "a1B2c3D4e5a1B2c3D4e5a1B2c3D4e5abcdef"
+      "\0CARD=4111111111111111\0SSN=078-05-1120\0HOME=/root\0"s;
+  std::vector<std::string> types;
+  for (const Finding& f : Recognize(environ, RecognizerOptions{})) {
+    types.emplace_back(EntityName(f.type));
+  }
+  EXPECT_EQ(types, (std::vector<std::string>{"SECRET", "SECRET", "CREDIT_CARD", "US_SSN"}));
+  for (const std::string& text :
+       {"key AKIAIOSFODNN7EXAMPLE\0secret"s, "card 4111 1111 1111 1111\a99"s,
+        "ssn 078-05-1120\x7f"
+        "abc"s,
+        "key \x1b[33mAKIAIOSFODNN7EXAMPLE\x1b[0mfoo"s, "key \x1b[AKIAIOSFODNN7EXAMPLE"s,
+        "iban \x1b[DE89370400440532013000"s, "c 4111\x1b[0000m1111\x1b[0000m1111\x1b[0000m1111"s,
+        "c 4111\x1b(B\x1b[m1111\x1b(B\x1b[m1111\x1b(B\x1b[m1111"s, "c 078-05-\x1b]8;;\x1b\\1120"s,
+        "card \x1b[31m4111111111111111\x1b[32m2024"s}) {
+    EXPECT_EQ(Recognize(text, RecognizerOptions{}).size(), 1u) << text;
+  }
+  r = Screen("mail \x1b[john.smith@example.com ok", config);
+  EXPECT_EQ(r.text, "mail \x1b[<EMAIL_ADDRESS> ok");
 }
 
 }  // namespace
