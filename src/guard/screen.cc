@@ -68,7 +68,12 @@ std::string Redacted(std::string_view original, EntityType type, Redaction redac
                      std::string_view hash_key) {
   // As the recognizers read it: a value written with look-alikes hashes like its plain form, and
   // its fullwidth digits are masked like ASCII ones.
-  const FoldedText folded(original);
+  // A value with controls inside is masked as a terminal shows it, its sequences dropped: the
+  // digits and letters of "\x1b[0m" masked would leave "\x1b[**", a sequence that swallows the
+  // text after it on a terminal (found by review helper-52).
+  const FoldedText folded(original, FoldedText::HasControls(original)
+                                        ? FoldedText::Controls::kDrop
+                                        : FoldedText::Controls::kKeep);
   const std::string_view value = folded.text();
   switch (redaction) {
     case Redaction::kTag:

@@ -147,11 +147,10 @@ constexpr bool InvisibleAscii(unsigned char c) {
 }
 
 // The length of the control sequence a terminal reads at ESC `at`, as Controls::kDrop drops it
-// whole: CSI ("\x1b[1;31m", "\x1b[2K", "\x1b[m": '[', numbers of at most three digits past
-// their leading zeros between ';' or ':', at most two intermediate bytes, a final byte), OSC
-// ("\x1b]8;;url\x1b\\", to BEL or ST, within 512 bytes), a character-set choice ("\x1b(B") and
-// a two-byte escape ("\x1b7"); 1 (the ESC alone) for anything else. A CSI "number" longer
-// than that is no number a terminal takes: its digits stay for the recognizers.
+// whole: CSI ("\x1b[1;31m", "\x1b[2K", "\x1b[m": '[', numbers between ';' or ':', at most two
+// intermediate bytes, a final byte; within 256 bytes), OSC ("\x1b]8;;url\x1b\\") and the other
+// string sequences (DCS, APC, PM, SOS) to their terminator within 4 KiB, a character-set choice
+// ("\x1b(B") and a two-byte escape ("\x1b7"); 1 (the ESC alone) for anything else.
 //
 // `terminal` false (Controls::kPart, a model's reading): only colours ("\x1b[31m", "\x1b[m"),
 // whose letter is always 'm'; of any other sequence, the ESC alone. A model reads
@@ -161,10 +160,13 @@ size_t EscapeLength(std::string_view text, size_t at, bool terminal) {
   if (at + 1 >= text.size()) return 1;
   const auto next = static_cast<unsigned char>(text[at + 1]);
   if (!terminal && next != '[') return 1;
-  if (next == ']') {
-    constexpr size_t kMaxOsc = 512;
-    for (size_t i = at + 2; i < text.size() && i - at < kMaxOsc; ++i) {
-      if (text[i] == '\a') return i + 1 - at;
+  if (next == ']' || next == 'P' || next == '_' || next == '^' || next == 'X') {
+    // OSC, and the device control, application, privacy and start-of-string strings: to their
+    // terminator (BEL for OSC, ST for all), within a bound, so that text full of unterminated
+    // ones is still read in linear time.
+    constexpr size_t kMaxString = 4096;
+    for (size_t i = at + 2; i < text.size() && i - at < kMaxString; ++i) {
+      if (text[i] == '\a' && next == ']') return i + 1 - at;
       if (text[i] == '\x1b') return i + 1 < text.size() && text[i + 1] == '\\' ? i + 2 - at : 1;
     }
     return 1;
@@ -173,15 +175,17 @@ size_t EscapeLength(std::string_view text, size_t at, bool terminal) {
     return at + 2 < text.size() && text[at + 2] >= 0x30 && text[at + 2] <= 0x7E ? 3 : 1;
   }
   if (next != '[') return next >= 0x30 && next <= 0x7E ? 2 : 1;
-  constexpr size_t kMaxSequence = 32;
+  // A terminal takes numbers of any length; a model's reading (kPart) keeps a long one's digits
+  // ("\x1b[4111111111111111m"), the terminal's may drop them.
+  const size_t max_sequence = terminal ? 256 : 32;
   size_t i = at + 2, digits = 0, intermediates = 0;
   if (i < text.size() && (text[i] == '?' || text[i] == '<' || text[i] == '=' || text[i] == '>')) {
     ++i;  // a private marker
   }
-  for (; i < text.size() && i - at < kMaxSequence; ++i) {
+  for (; i < text.size() && i - at < max_sequence; ++i) {
     const auto b = static_cast<unsigned char>(text[i]);
     if (b >= '0' && b <= '9' && intermediates == 0) {
-      if ((digits > 0 || b != '0') && ++digits > 3) return 1;
+      if ((digits > 0 || b != '0') && ++digits > 3 && !terminal) return 1;
     } else if ((b == ';' || b == ':') && intermediates == 0) {
       digits = 0;
     } else if (b >= 0x20 && b <= 0x2F && intermediates < 2) {

@@ -143,10 +143,12 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
   // Blanks are not controls that print as nothing: a tab or a line break parts values.
   EXPECT_FALSE(FoldedText::HasControls("a\tb\nc\rd\x1c and more than eight bytes"));
   EXPECT_FALSE(FoldedText("a\tb\nc\rd\x1c", kDrop).changed());
-  // A "number" no terminal takes hides nothing: only its ESC goes. Leading zeros are no digits
-  // (found by review helper-51), and "tput sgr0" (ESC ( B, ESC [ m), a hyperlink (OSC 8) and a
-  // two-byte escape go whole.
-  EXPECT_EQ(FoldedText("\x1b[4111111111111111m", kDrop).text(), "[4111111111111111m");
+  // A terminal takes a number of any length and shows nothing of it; a model reads its digits,
+  // which kPart keeps ("tput sgr0" (ESC ( B, ESC [ m), a hyperlink (OSC 8) and a two-byte escape
+  // go whole in the terminal's reading).
+  EXPECT_EQ(FoldedText("\x1b[4111111111111111m", kDrop).text(), "");
+  EXPECT_EQ(FoldedText("\x1b[4111111111111111m", FoldedText::Controls::kPart).text(),
+            " [4111111111111111m");
   EXPECT_EQ(FoldedText("1\x1b[0000m2\x1b(B\x1b[m3\x1b]8;;http://a\x1b\\4\x1b]0;t\a5\x1b"
                        "7"
                        "6",
@@ -210,9 +212,18 @@ TEST(TextFoldTest, RecognizersReadTextWithControlsAsATerminalAndAsAModel) {
         "key \x1b[33mAKIAIOSFODNN7EXAMPLE\x1b[0mfoo"s, "key \x1b[AKIAIOSFODNN7EXAMPLE"s,
         "iban \x1b[DE89370400440532013000"s, "c 4111\x1b[0000m1111\x1b[0000m1111\x1b[0000m1111"s,
         "c 4111\x1b(B\x1b[m1111\x1b(B\x1b[m1111\x1b(B\x1b[m1111"s, "c 078-05-\x1b]8;;\x1b\\1120"s,
-        "card \x1b[31m4111111111111111\x1b[32m2024"s}) {
+        "card \x1b[31m4111111111111111\x1b[32m2024"s,
+        // Found by review helper-52: numbers of any length, long sequences, device control and
+        // application strings, an OSC over 512 bytes, all as a terminal takes them.
+        "k AKIA\x1b[1000mIOSFODNN7EXAMPLE"s,
+        "k AKIA\x1b[1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1;1mIOSFODNN7EXAMPLE"s,
+        "k AKIA\x1bPqqq\x1b\\IOSFODNN7EXAMPLE"s, "k AKIA\x1b_app\x1b\\IOSFODNN7EXAMPLE"s,
+        "k AKIA\x1b]0;"s + std::string(600, 'x') + "\aIOSFODNN7EXAMPLE"}) {
     EXPECT_EQ(Recognize(text, RecognizerOptions{}).size(), 1u) << text;
   }
+  // Masked as a terminal shows it: no sequence is left half masked to swallow what follows.
+  EXPECT_EQ(Redacted("078\x1b[0m-05-1120", EntityType::kUsSsn, Redaction::kMask, ""),
+            "***-**-****");
   r = Screen("mail \x1b[john.smith@example.com ok", config);
   EXPECT_EQ(r.text, "mail \x1b[<EMAIL_ADDRESS> ok");
 }
