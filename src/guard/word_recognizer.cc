@@ -165,8 +165,12 @@ size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<F
       const size_t body = i + rule.prefix.size();
       const size_t end = memo.End(text, body, rule.alphabet);
       const size_t length = end - body;
+      // A token of a fixed length may have a name's suffix after it ("AKIA..._prod",
+      // "ghp_...-old"; found by review helper-52): its own alphabet ended it at the right length.
+      const bool fixed = rule.min_rest == rule.max_rest;
       if (length >= rule.min_rest && length <= rule.max_rest &&
-          (end >= text.size() || !IsBase64Url(text[end]))) {
+          (end >= text.size() || !IsBase64Url(text[end]) ||
+           (fixed && (text[end] == '-' || text[end] == '_')))) {
         Add(out, EntityType::kSecret, i, end, rule.score, rule.kind);
         return end;
       }

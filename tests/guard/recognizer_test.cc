@@ -205,6 +205,10 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
   EXPECT_EQ(Find("x tokeneyJhIjoxfQ.eyJhIjoxfQ.c2ln"),
             (V{{"SECRET", "eyJhIjoxfQ.eyJhIjoxfQ.c2ln"}}));
   EXPECT_EQ(Find("myAKIAIOSFODNN7EXAMPLEX"), V{});
+  // A name's suffix after a token of a fixed length (found by review helper-52).
+  EXPECT_EQ(Find("AKIAIOSFODNN7EXAMPLE_prod"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
+  EXPECT_EQ(Find("xghp_abcdefghijklmnopqrstuvwxyzABCDEF0123-y"),
+            (V{{"SECRET", "ghp_abcdefghijklmnopqrstuvwxyzABCDEF0123"}}));
   EXPECT_EQ(Find("task-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"), V{});
   EXPECT_EQ(Find("Pneumonoultramicroscopicsilicovolcanoconiosis"), V{});
 }
