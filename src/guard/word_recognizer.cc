@@ -72,12 +72,18 @@ size_t IbanEnd(std::string_view text, size_t i) {
   return IbanChecksumValid(std::string_view(compact, size)) ? end : i;
 }
 
+// Where inside a word a prefix may begin a glued token: never (sk_live_, sk-proj-: "disk_live_",
+// "task-proj-" are parts of words, found by review helper-53), anywhere, or after a byte its
+// own alphabet does not have ("keyAKIA...", but not "SOUTHEASTASIA...").
+enum class Glue { kNever, kAnywhere, kAfterOtherAlphabet };
+
 struct TokenRule {
   std::string_view prefix;
   std::string_view kind;
   size_t min_rest, max_rest;  // bytes after the prefix
   bool (*alphabet)(char);
   double score;
+  Glue glue;
 };
 
 bool AwsAlphabet(char c) { return (c >= 'A' && c <= 'Z') || (c >= '2' && c <= '7'); }
@@ -89,22 +95,22 @@ constexpr size_t kUnbounded = 512;
 
 // Credentials by their issuers' documented prefixes and alphabets.
 constexpr TokenRule kTokenRules[] = {
-    {"AKIA", "aws_access_key", 16, 16, AwsAlphabet, 0.95},
-    {"ASIA", "aws_access_key", 16, 16, AwsAlphabet, 0.95},
-    {"AIza", "google_api_key", 35, 35, UrlAlphabet, 0.9},
-    {"ghp_", "github_token", 36, 36, AlnumAlphabet, 0.95},
-    {"gho_", "github_token", 36, 36, AlnumAlphabet, 0.95},
-    {"ghu_", "github_token", 36, 36, AlnumAlphabet, 0.95},
-    {"ghs_", "github_token", 36, 36, AlnumAlphabet, 0.95},
-    {"ghr_", "github_token", 36, 36, AlnumAlphabet, 0.95},
-    {"github_pat_", "github_token", 82, 82, UrlAlphabet, 0.95},
-    {"xoxb-", "slack_token", 20, kUnbounded, SlackAlphabet, 0.9},
-    {"xoxp-", "slack_token", 20, kUnbounded, SlackAlphabet, 0.9},
-    {"xoxa-", "slack_token", 20, kUnbounded, SlackAlphabet, 0.9},
-    {"sk_live_", "stripe_key", 24, kUnbounded, AlnumAlphabet, 0.95},
-    {"rk_live_", "stripe_key", 24, kUnbounded, AlnumAlphabet, 0.95},
-    {"sk-proj-", "openai_key", 40, kUnbounded, UrlAlphabet, 0.9},
-    {"sk-", "openai_key", 40, kUnbounded, UrlAlphabet, 0.7},
+    {"AKIA", "aws_access_key", 16, 16, AwsAlphabet, 0.95, Glue::kAfterOtherAlphabet},
+    {"ASIA", "aws_access_key", 16, 16, AwsAlphabet, 0.95, Glue::kAfterOtherAlphabet},
+    {"AIza", "google_api_key", 35, 35, UrlAlphabet, 0.9, Glue::kAnywhere},
+    {"ghp_", "github_token", 36, 36, AlnumAlphabet, 0.95, Glue::kAnywhere},
+    {"gho_", "github_token", 36, 36, AlnumAlphabet, 0.95, Glue::kAnywhere},
+    {"ghu_", "github_token", 36, 36, AlnumAlphabet, 0.95, Glue::kAnywhere},
+    {"ghs_", "github_token", 36, 36, AlnumAlphabet, 0.95, Glue::kAnywhere},
+    {"ghr_", "github_token", 36, 36, AlnumAlphabet, 0.95, Glue::kAnywhere},
+    {"github_pat_", "github_token", 82, 82, UrlAlphabet, 0.95, Glue::kAnywhere},
+    {"xoxb-", "slack_token", 20, kUnbounded, SlackAlphabet, 0.9, Glue::kAnywhere},
+    {"xoxp-", "slack_token", 20, kUnbounded, SlackAlphabet, 0.9, Glue::kAnywhere},
+    {"xoxa-", "slack_token", 20, kUnbounded, SlackAlphabet, 0.9, Glue::kAnywhere},
+    {"sk_live_", "stripe_key", 24, kUnbounded, AlnumAlphabet, 0.95, Glue::kNever},
+    {"rk_live_", "stripe_key", 24, kUnbounded, AlnumAlphabet, 0.95, Glue::kNever},
+    {"sk-proj-", "openai_key", 40, kUnbounded, UrlAlphabet, 0.9, Glue::kNever},
+    {"sk-", "openai_key", 40, kUnbounded, UrlAlphabet, 0.7, Glue::kNever},
 };
 
 // A JWT: three base64url segments joined by '.', the first two JSON objects ("eyJ" is how
@@ -135,8 +141,7 @@ void Add(std::vector<Finding>& out, EntityType type, size_t begin, size_t end, d
 }
 
 // A credential by its issuer's prefix (a JWT, a pillar key, kTokenRules) at `i`; its end, or `i`.
-// `glued`: `i` is inside a word, where only the prefixes of four bytes and more count ("sk-" is
-// too common a part of words).
+// `glued`: `i` is inside a word, where only the rules whose Glue allows it count.
 size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<Finding>& out,
                  RunMemo& memo, bool glued) {
   const std::string_view rest = text.substr(i);
@@ -158,8 +163,11 @@ size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<F
   }
   if (c == 'A' || c == 'g' || c == 'x' || c == 's' || c == 'r') {
     for (const TokenRule& rule : kTokenRules) {
-      if (rule.prefix[0] != c || rule.prefix[1] != second || !rest.starts_with(rule.prefix) ||
-          (glued && rule.prefix.size() < 4)) {
+      if (rule.prefix[0] != c || rule.prefix[1] != second || !rest.starts_with(rule.prefix)) {
+        continue;
+      }
+      if (glued && (rule.glue == Glue::kNever ||
+                    (rule.glue == Glue::kAfterOtherAlphabet && rule.alphabet(text[i - 1])))) {
         continue;
       }
       const size_t body = i + rule.prefix.size();

@@ -205,6 +205,12 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
   EXPECT_EQ(Find("x tokeneyJhIjoxfQ.eyJhIjoxfQ.c2ln"),
             (V{{"SECRET", "eyJhIjoxfQ.eyJhIjoxfQ.c2ln"}}));
   EXPECT_EQ(Find("myAKIAIOSFODNN7EXAMPLEX"), V{});
+  // Prefixes that are parts of words count only at a word's start, and an AWS key's only after a
+  // byte of another alphabet (found by review helper-53).
+  EXPECT_EQ(Find("disk_live_snapshotReplicationEnabledForVolume = true"), V{});
+  EXPECT_EQ(Find("https://example.com/blog/how-to-manage-your-task-proj-deadlines-effectively-in"),
+            V{});
+  EXPECT_EQ(Find("SOUTHEASTASIAEMERGINGMARKETSX_INDEX"), V{});
   // A name's suffix after a token of a fixed length (found by review helper-52).
   EXPECT_EQ(Find("AKIAIOSFODNN7EXAMPLE_prod"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
   EXPECT_EQ(Find("xghp_abcdefghijklmnopqrstuvwxyzABCDEF0123-y"),
