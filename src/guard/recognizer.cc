@@ -224,8 +224,8 @@ constexpr std::array<uint8_t, 256> kAct = [] {
   return t;
 }();
 
-// The shortest run of word bytes and '-' a glued credential makes (an AWS key is 20 bytes, and
-// needs one before it to be glued): shorter words, most of them, are not searched inside.
+// The shortest run of words joined by '-' or '.' a glued credential makes (an AWS key is 20 bytes,
+// and needs one before it to be glued): shorter words, most of them, are not searched inside.
 constexpr size_t kMinGluedRun = 21;
 
 // Searches each run of word bytes joined by '-' or '.' once for credentials glued inside it

@@ -90,8 +90,9 @@ class RunMemo {
   // one slot, for a scanner that measures runs of it at several places of one value (a JWT's
   // three segments): sharing one, each would evict the other's long run.
   size_t End(std::string_view text, size_t i, Alphabet in, int lane = 0) {
-    // One slot per alphabet (the scanners use fewer than twelve): starts only move forward, so
-    // the last run of each alphabet is the only one a later start can fall in. A slot shared
+    // One slot per alphabet and lane (the scanners use fewer than twelve): starts mostly move
+    // forward (the glued search reads a run ahead of the loop, then the loop reads it), so the
+    // last run of each alphabet is the one a later start most likely falls in. A slot shared
     // by two alphabets would be evicted by short runs of the other, and the long run read again
     // from every start.
     Entry* slot = nullptr;
@@ -143,8 +144,9 @@ class RunMemo {
 size_t ScanWord(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo);
 size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out);
 // Credentials glued to the word before them ("key%20AKIA...", "tokenghp_..."), whose prefix
-// starts inside the run [begin, end) of base64url bytes: the prefixes of four bytes and more,
-// JWTs and pillar keys, each with its own length and end as at a word's start.
+// starts inside [begin, end), a run of words joined by '-' or '.': the token rules whose glue
+// allows it (not sk_live_, sk-proj-, which end common words), JWTs and pillar keys, each with
+// its own length and end as at a word's start.
 void ScanGluedTokens(std::string_view text, size_t begin, size_t end, std::vector<Finding>& out,
                      RunMemo& memo);
 size_t ScanEmail(std::string_view text, size_t at_sign, std::vector<Finding>& out);

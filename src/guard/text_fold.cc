@@ -204,6 +204,15 @@ size_t InvisibleAsciiLength(std::string_view text, size_t at, bool terminal) {
   return text[at] == '\x1b' ? EscapeLength(text, at, terminal) : 1;
 }
 
+// Whether the eight ASCII-or-not bytes of `word` may hold an InvisibleAscii byte: one below
+// 0x20 (a borrow from it marks its high bit) or DEL (0x7F + 1 carries into the high bit). Blanks
+// are marked too, so a marked word is looked at byte by byte.
+constexpr bool MayHoldControl(uint64_t word) {
+  constexpr uint64_t kOnes = 0x0101010101010101ULL;
+  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
+  return (((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) != 0;
+}
+
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
 // U+00B9: C2; U+02D7: CB; U+034F: CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to U+180F: E1;
 // U+2000 to U+2E40: E2; U+3000 to U+3164: E3; U+FE00 to U+FFA0: EF; U+10EAD and U+1D173 to
@@ -217,18 +226,16 @@ constexpr bool MayFold(unsigned char lead) {
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.
 size_t FirstFolding(std::string_view text, size_t at, bool drop_controls) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
   constexpr uint64_t kHighBits = 0x8080808080808080ULL;
   while (at < text.size()) {
-    // Eight ASCII bytes at a time: most text is mostly that. A byte below 0x20 (a borrow from
-    // it marks its high bit) or DEL (0x7F + 1 carries into the high bit) has each byte of the
-    // word looked at, since blanks are controls that stay; a byte with its high bit set sends
-    // the word to the loop below.
+    // Eight ASCII bytes at a time: most text is mostly that. A word that may hold a control is
+    // looked at byte by byte (blanks are controls that stay); a byte with its high bit set
+    // sends the word to the loop below.
     if (uint64_t word; text.size() - at >= 8) {
       std::memcpy(&word, text.data() + at, 8);
       if ((word & kHighBits) == 0) {
         // A line break or a tab: about one word in ten of prose.
-        if (!drop_controls || (((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) == 0 ||
+        if (!drop_controls || !MayHoldControl(word) ||
             std::none_of(text.data() + at, text.data() + at + 8,
                          [](char c) { return InvisibleAscii(static_cast<unsigned char>(c)); })) {
           at += 8;
@@ -252,13 +259,11 @@ size_t FirstFolding(std::string_view text, size_t at, bool drop_controls) {
 }  // namespace
 
 bool FoldedText::HasControls(std::string_view text) {
-  constexpr uint64_t kOnes = 0x0101010101010101ULL;
-  constexpr uint64_t kHighBits = 0x8080808080808080ULL;
   size_t at = 0;
   for (; text.size() - at >= 8; at += 8) {  // as FirstFolding: a look at each byte of a marked word
     uint64_t word;
     std::memcpy(&word, text.data() + at, 8);
-    if ((((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) == 0) continue;
+    if (!MayHoldControl(word)) continue;
     for (size_t i = at; i < at + 8; ++i) {
       if (InvisibleAscii(static_cast<unsigned char>(text[i]))) return true;
     }

@@ -39,9 +39,10 @@ class FoldedText {
   // Controls (NUL, ESC and the sequences it begins ...) make two readings of one text: a model
   // reads a NUL or an escape as a break between values ("KEY=AKIA...\0CARD=4111...",
   // "\x1b[31m4111..."), a terminal shows the values around it joined ("4111\x1b[0m1111...").
-  // kPart reads each control or sequence as one space, kDrop drops it, kKeep leaves it as it
-  // is. Callers that must find what either reader sees read kPart and kDrop (HasControls says
-  // when they differ from kKeep).
+  // kPart reads each control and colour sequence as one space (other sequences as the bytes
+  // after their ESC, which a model reads), kDrop drops controls and every terminal sequence
+  // whole, kKeep leaves them as they are. Callers that must find what either reader sees read kPart
+  // and kDrop (HasControls says when they differ from kKeep).
   enum class Controls { kKeep, kPart, kDrop };
   explicit FoldedText(std::string_view text, Controls controls = Controls::kKeep);
   // Whether `text` has a control that Controls::kDrop drops.

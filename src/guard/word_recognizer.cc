@@ -200,9 +200,6 @@ void ScanGluedTokens(std::string_view text, size_t begin, size_t end, std::vecto
         return second == 'h';
       case 'x':
         return second == 'o';
-      case 's':
-      case 'r':
-        return second == 'k';
       case 'e':
         return second == 'y';
       case 'p':
