@@ -2,12 +2,14 @@
 
 #include <hiredis/hiredis.h>
 
+#include <atomic>
+#include <boost/asio/post.hpp>
 #include <cstdio>
 
 #include "absl/synchronization/notification.h"
-#include "absl/time/clock.h"
-#include "common/crypto.h"
+#include "common/event_loop.h"
 #include "common/strings.h"
+#include "limits/resp_command.h"
 
 namespace pillar::limits {
 namespace {
@@ -127,8 +129,6 @@ end
 return 1
 )lua";
 
-constexpr size_t kMaxBatch = 512;
-
 std::string FormatDouble(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6f", v);
@@ -177,32 +177,114 @@ std::string FormatDouble(double v) {
   return verdict;
 }
 
+bool IsNoScript(const redisReply* reply) {
+  return reply->type == REDIS_REPLY_ERROR &&
+         std::string_view(reply->str, reply->len).starts_with("NOSCRIPT");
+}
+
+// Wraps the reply of an EVALSHA: a NOSCRIPT answer (Redis lost its scripts: SCRIPT FLUSH, a
+// failover to a replica without them) loads `script` again and sends `command` once more, on the
+// same connection and so in order after the load.
+RedisLink::Reply LoadingScriptIfLost(const char* script, std::string command,
+                                     RedisLink::Reply reply) {
+  return [script, command = std::move(command), reply = std::move(reply)](
+             RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
+    if (answer.ok() && IsNoScript(*answer)) {
+      std::fprintf(stderr, "pillar: limit store redis had lost a limit script; loading it again\n");
+      link.Send(RespCommand().Add("SCRIPT").Add("LOAD").Add(script).Take(), nullptr);
+      link.Send(command, std::move(reply));
+      return;
+    }
+    std::move(reply)(link, std::move(answer));
+  };
+}
+
+// A reply nobody waits for: Redis's refusal is counted as an error, and so is a command lost to
+// an outage when `count_outage` (a settlement; a release is not lost: its lease expires).
+RedisLink::Reply CountingErrors(monitor::Counter* errors, bool count_outage) {
+  return [errors, count_outage](RedisLink&, absl::StatusOr<const redisReply*> answer) {
+    if (errors == nullptr) return;
+    if (answer.ok() ? (*answer)->type == REDIS_REPLY_ERROR : count_outage) errors->Increment();
+  };
+}
+
+std::atomic<uint64_t> next_serial{1};
+
+// The connection a thread last used, per limiter: a server's loop finds its own without a lock.
+struct CachedLink {
+  uint64_t serial = 0;
+  const boost::asio::io_context* loop = nullptr;
+  std::shared_ptr<RedisLink> link;
+};
+thread_local CachedLink cached_link;
+
 }  // namespace
 
 RedisLimiter::RedisLimiter(RedisLimiterOptions options)
-    : password_(std::move(options.password)),
-      options_(std::move(options)),
-      script_sha_(HexEncode(Sha1(kScript))) {
+    : options_([&] {
+        RedisLimiterOptions kept = options;
+        WipeString(kept.password);  // the group keeps the one copy
+        return kept;
+      }()),
+      serial_(next_serial.fetch_add(1)),
+      group_(std::make_shared<RedisLinkGroup>(
+          RedisLinkOptions{
+              .host = options.host,
+              .port = options.port,
+              .timeout = options.timeout,
+              .max_pending = options.max_pending,
+              .scripts = {kScript, kSettleScript},
+              .up_gauge = options.metrics == nullptr
+                              ? nullptr
+                              : &options.metrics
+                                     ->AddGauge("pillar_limiter_backend_up",
+                                                "1 while the shared limit store (Redis) answers, "
+                                                "else 0.")
+                                     .Get(),
+          },
+          SecretString(std::move(options.password)))),
+      own_work_(own_loop_.get_executor()) {
   if (options_.metrics != nullptr) {
-    up_gauge_ = &options_.metrics
-                     ->AddGauge("pillar_limiter_backend_up",
-                                "1 while the shared limit store (Redis) answers, else 0.")
-                     .Get();
     errors_ = &options_.metrics
                    ->AddCounter("pillar_limiter_backend_errors_total",
                                 "Limit decisions the shared store (Redis) could not make.")
                    .Get();
   }
-  thread_ = std::thread([this] { Loop(); });
+  own_link_ = RedisLink::Open(own_loop_, group_);
+  // The first connection is made now, so that up() says early whether Redis answers.
+  boost::asio::post(own_loop_, [link = own_link_] { link->ConnectNow(); });
+  own_thread_ = std::thread([this] { own_loop_.run(); });
 }
 
 RedisLimiter::~RedisLimiter() {
+  std::vector<std::shared_ptr<RedisLink>> links;
   {
     absl::MutexLock lock(&mu_);
-    stopping_ = true;
+    links.swap(links_);
   }
-  thread_.join();
-  if (context_ != nullptr) redisFree(context_);
+  // A loop still running closes its link itself; a loop already destroyed has closed it.
+  for (const std::shared_ptr<RedisLink>& link : links) {
+    if (!link->closed()) {
+      boost::asio::post(link->loop(), [link] { link->Close("the limiter is stopping"); });
+    }
+  }
+  boost::asio::post(own_loop_, [link = own_link_] { link->Close("the limiter is stopping"); });
+  own_work_.reset();
+  own_thread_.join();
+}
+
+uint64_t RedisLimiter::commands() const {
+  uint64_t n = own_link_->commands();
+  absl::MutexLock lock(&mu_);
+  for (const std::shared_ptr<RedisLink>& link : links_) n += link->commands();
+  return n;
+}
+
+uint64_t RedisLimiter::writes() const {
+  uint64_t n = own_link_->writes();
+  absl::MutexLock lock(&mu_);
+  for (const std::shared_ptr<RedisLink>& link : links_) n += link->writes();
+  return n;
 }
 
 std::string RedisLimiter::Key(char kind, const Charge& charge, int64_t now_s) const {
@@ -212,286 +294,142 @@ std::string RedisLimiter::Key(char kind, const Charge& charge, int64_t now_s) co
   return key;
 }
 
-void RedisLimiter::Enqueue(Command command) {
-  {
-    absl::MutexLock lock(&mu_);
-    if (queue_.size() < options_.max_pending) {
-      queue_.push_back(std::move(command));
-      return;
-    }
+RedisLink& RedisLimiter::LinkOn(boost::asio::io_context& loop) {
+  CachedLink& cache = cached_link;
+  if (cache.serial == serial_ && cache.loop == &loop && !cache.link->closed()) {
+    return *cache.link;
   }
-  if (errors_ != nullptr) errors_->Increment();
-  if (command.done) std::move(command.done)(absl::UnavailableError("redis: too many pending"));
+  absl::MutexLock lock(&mu_);
+  std::erase_if(links_, [](const std::shared_ptr<RedisLink>& l) { return l->closed(); });
+  std::shared_ptr<RedisLink> found;
+  for (const std::shared_ptr<RedisLink>& link : links_) {
+    if (&link->loop() == &loop) found = link;
+  }
+  if (found == nullptr) {
+    found = RedisLink::Open(loop, group_);
+    links_.push_back(found);
+  }
+  cache = {serial_, &loop, found};
+  return *found;
 }
 
-void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease, Done done) {
-  if (!up_.load() && options_.clock->MonotonicNanos() < retry_at_ns_.load()) {
-    if (errors_ != nullptr) errors_->Increment();
-    std::move(done)(absl::UnavailableError("limit store redis unreachable"));
-    return;
-  }
-  if (charges.empty()) {
-    std::move(done)(Verdict{});
-    return;
-  }
+void RedisLimiter::Dispatch(std::string command, RedisLink::Reply reply, bool own_thread) {
+  boost::asio::io_context* loop = own_thread ? nullptr : ThisThreadEventLoop();
+  if (loop != nullptr) return LinkOn(*loop).Send(command, std::move(reply));
+  boost::asio::post(
+      own_loop_, [link = own_link_, command = std::move(command),
+                  reply = std::move(reply)]() mutable { link->Send(command, std::move(reply)); });
+}
+
+std::string RedisLimiter::AdmitCommand(std::span<const Charge> charges,
+                                       std::string_view lease) const {
   const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
-  Command command;
-  command.args.reserve(6 + charges.size() * 6);
-  command.args.push_back("EVALSHA");
-  command.args.push_back(script_sha_);
-  command.args.push_back(StrCat(charges.size()));
+  RespCommand command;
+  command.Add("EVALSHA").Add(group_->script_shas()[0]).Add(int64_t(charges.size()));
   for (const Charge& c : charges) {
     const char kind = c.rule->kind == LimitRule::Kind::kRate          ? 'r'
                       : c.rule->kind == LimitRule::Kind::kConcurrency ? 'c'
                                                                       : 'q';
-    command.args.push_back(Key(kind, c, now_s));
+    command.Add(Key(kind, c, now_s));
   }
-  command.args.push_back(std::string(lease));
-  command.args.push_back(StrCat(absl::ToInt64Microseconds(options_.lease_ttl)));
+  command.Add(lease).Add(absl::ToInt64Microseconds(options_.lease_ttl));
   for (const Charge& c : charges) {
     const LimitRule& r = *c.rule;
     switch (r.kind) {
       case LimitRule::Kind::kRate:
-        command.args.insert(command.args.end(),
-                            {"r", StrCat(c.cost), FormatDouble(1e6 / r.rate), StrCat(r.burst)});
+        command.Add("r").Add(c.cost).Add(FormatDouble(1e6 / r.rate)).Add(r.burst);
         break;
       case LimitRule::Kind::kConcurrency:
-        command.args.insert(command.args.end(), {"c", "1", StrCat(r.max_concurrent), "0"});
+        command.Add("c").Add("1").Add(r.max_concurrent).Add("0");
         break;
       case LimitRule::Kind::kQuota:
-        command.args.insert(command.args.end(), {"q", StrCat(c.cost), StrCat(r.quota),
-                                                 StrCat(PeriodEnd(r.period, now_s))});
+        command.Add("q").Add(c.cost).Add(r.quota).Add(PeriodEnd(r.period, now_s));
         break;
     }
-    command.args.push_back(ReportsRemaining(c) ? "1" : "0");
+    command.Add(ReportsRemaining(c) ? "1" : "0");
   }
-  command.done = std::move(done);
-  Enqueue(std::move(command));
+  return command.Take();
+}
+
+void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease, Done done) {
+  if (charges.empty()) {
+    std::move(done)(Verdict{});
+    return;
+  }
+  std::string command = AdmitCommand(charges, lease);
+  RedisLink::Reply reply = [errors = errors_, done = std::move(done)](
+                               RedisLink&, absl::StatusOr<const redisReply*> answer) mutable {
+    absl::StatusOr<Verdict> verdict =
+        answer.ok() ? ParseReply(*answer) : absl::StatusOr<Verdict>(answer.status());
+    if (!verdict.ok() && errors != nullptr) errors->Increment();
+    std::move(done)(std::move(verdict));
+  };
+  std::string resend = command;
+  Dispatch(std::move(command), LoadingScriptIfLost(kScript, std::move(resend), std::move(reply)));
 }
 
 absl::StatusOr<Verdict> RedisLimiter::AdmitNow(std::span<const Charge> charges,
                                                std::string_view lease) {
+  if (charges.empty()) return Verdict{};
   absl::Notification ready;
   absl::StatusOr<Verdict> result;
-  Admit(charges, lease, [&](absl::StatusOr<Verdict> v) {
-    result = std::move(v);
+  std::string command = AdmitCommand(charges, lease);
+  RedisLink::Reply reply = [&](RedisLink&, absl::StatusOr<const redisReply*> answer) {
+    result = answer.ok() ? ParseReply(*answer) : absl::StatusOr<Verdict>(answer.status());
+    if (!result.ok() && errors_ != nullptr) errors_->Increment();
     ready.Notify();
-  });
+  };
+  std::string resend = command;
+  Dispatch(std::move(command), LoadingScriptIfLost(kScript, std::move(resend), std::move(reply)),
+           /*own_thread=*/true);
   ready.WaitForNotification();
   return result;
 }
 
 void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lease) {
-  if (!up_.load()) return;  // the lease expires on its own after lease_ttl
   for (const Charge& c : charges) {
     if (c.rule->kind != LimitRule::Kind::kConcurrency) continue;
-    Enqueue(Command{{"ZREM", Key('c', c, 0), std::string(lease)}, nullptr});
+    // While Redis is down the lease is not released here: it expires on its own (lease_ttl).
+    Dispatch(RespCommand().Add("ZREM").Add(Key('c', c, 0)).Add(lease).Take(),
+             CountingErrors(errors_, /*count_outage=*/false));
   }
 }
 
-void RedisLimiter::Settle(std::span<const Charge> charges, int64_t admitted_unix_s) {
+std::string RedisLimiter::SettleCommand(std::span<const Charge> charges,
+                                        int64_t admitted_unix_s) const {
   const int64_t now_s = options_.clock->UnixMicros() / 1'000'000;
-  Command command;
-  command.args = {"EVAL", kSettleScript, ""};
-  std::vector<std::string> args;
-  size_t keys = 0;
+  int64_t count = 0;
+  std::vector<std::string> key_list;
+  std::vector<std::string> arg_list;
   for (const Charge& c : charges) {
     const LimitRule& r = *c.rule;
     if (c.cost == 0 || r.kind == LimitRule::Kind::kConcurrency) continue;
     if (r.kind == LimitRule::Kind::kRate) {
-      command.args.push_back(Key('r', c, now_s));
-      args.insert(args.end(), {"r", StrCat(c.cost), FormatDouble(1e6 / r.rate)});
+      key_list.push_back(Key('r', c, now_s));
+      arg_list.insert(arg_list.end(), {"r", StrCat(c.cost), FormatDouble(1e6 / r.rate)});
     } else {
       const bool period_ended =
           PeriodStart(r.period, admitted_unix_s) != PeriodStart(r.period, now_s);
       if (c.cost < 0 && period_ended) continue;
-      command.args.push_back(Key('q', c, now_s));
-      args.insert(args.end(), {"q", StrCat(c.cost), StrCat(PeriodEnd(r.period, now_s))});
+      key_list.push_back(Key('q', c, now_s));
+      arg_list.insert(arg_list.end(), {"q", StrCat(c.cost), StrCat(PeriodEnd(r.period, now_s))});
     }
-    ++keys;
+    ++count;
   }
-  if (keys == 0) return;
-  if (!up_.load()) {  // lost: the reservation stands as the charge
-    if (errors_ != nullptr) errors_->Increment();
-    return;
-  }
-  command.args[2] = StrCat(keys);
-  command.args.insert(command.args.end(), std::make_move_iterator(args.begin()),
-                      std::make_move_iterator(args.end()));
-  Enqueue(std::move(command));
+  if (count == 0) return "";
+  RespCommand command;
+  command.Add("EVALSHA").Add(group_->script_shas()[1]).Add(count);
+  for (const std::string& key : key_list) command.Add(key);
+  for (const std::string& arg : arg_list) command.Add(arg);
+  return command.Take();
 }
 
-bool RedisLimiter::Connect() {
-  timeval tv{};
-  const int64_t us = absl::ToInt64Microseconds(options_.timeout);
-  tv.tv_sec = us / 1'000'000;
-  tv.tv_usec = us % 1'000'000;
-  redisContext* c = redisConnectWithTimeout(options_.host.c_str(), options_.port, tv);
-  std::string error;
-  if (c == nullptr) {
-    error = "out of memory";
-  } else if (c->err) {
-    error = c->errstr;
-  } else {
-    redisSetTimeout(c, tv);
-    auto command = [&](std::vector<std::string> args) -> redisReply* {
-      std::vector<const char*> argv;
-      std::vector<size_t> lens;
-      for (const std::string& a : args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      return static_cast<redisReply*>(
-          redisCommandArgv(c, int(argv.size()), argv.data(), lens.data()));
-    };
-    if (!password_.empty()) {
-      // Straight from password_: a std::string argument would be a copy freed unwiped.
-      const char* argv[] = {"AUTH", password_.data()};
-      const size_t lens[] = {4, password_.size()};
-      auto* r = static_cast<redisReply*>(redisCommandArgv(c, 2, argv, lens));
-      if (r == nullptr || r->type == REDIS_REPLY_ERROR) error = "AUTH refused";
-      if (r) freeReplyObject(r);
-    }
-    if (error.empty()) {
-      redisReply* r = command({"SCRIPT", "LOAD", kScript});
-      if (r != nullptr && r->type == REDIS_REPLY_STRING) {
-        if (std::string_view(r->str, r->len) != script_sha_) error = "script digest mismatch";
-      } else {
-        error = r == nullptr                   ? std::string(c->errstr)
-                : r->type == REDIS_REPLY_ERROR ? std::string(r->str, r->len)
-                                               : "SCRIPT LOAD failed";
-      }
-      if (r) freeReplyObject(r);
-    }
-  }
-  if (!error.empty()) {
-    if (c != nullptr) redisFree(c);
-    Disconnect(error);
-    return false;
-  }
-  context_ = c;
-  if (!up_.exchange(true) || !last_error_.empty()) {
-    std::fprintf(stderr, "pillar: limit store redis %s:%d reachable\n", options_.host.c_str(),
-                 options_.port);
-  }
-  last_error_.clear();
-  if (up_gauge_ != nullptr) up_gauge_->Set(1);
-  return true;
-}
-
-void RedisLimiter::Disconnect(std::string_view why_view) {
-  const std::string why(why_view);  // it may point into the context freed below
-  if (context_ != nullptr) {
-    redisFree(context_);
-    context_ = nullptr;
-  }
-  const bool was_up = up_.exchange(false);
-  if (up_gauge_ != nullptr) up_gauge_->Set(0);
-  // Fail fast for a while, then let the loop try again.
-  retry_at_ns_.store(options_.clock->MonotonicNanos() +
-                     absl::ToInt64Nanoseconds(absl::Milliseconds(200)));
-  if (was_up || last_error_.empty()) {
-    std::fprintf(stderr, "pillar: limit store redis %s:%d unreachable: %s\n", options_.host.c_str(),
-                 options_.port, why.c_str());
-  }
-  last_error_ = why;
-}
-
-bool RedisLimiter::LoadScript() {
-  auto* r = static_cast<redisReply*>(redisCommand(context_, "SCRIPT LOAD %s", kScript));
-  const bool ok = r != nullptr && r->type == REDIS_REPLY_STRING &&
-                  std::string_view(r->str, r->len) == script_sha_;
-  if (r != nullptr) freeReplyObject(r);
-  return ok;
-}
-
-void RedisLimiter::Run(std::vector<Command>& batch, bool retry_missing_script) {
-  if (context_ == nullptr && !Connect()) {
-    for (Command& c : batch) {
-      if (errors_ != nullptr && c.done) errors_->Increment();
-      if (c.done)
-        std::move(c.done)(absl::UnavailableError(StrCat("redis unreachable: ", last_error_)));
-    }
-    return;
-  }
-  std::vector<const char*> argv;
-  std::vector<size_t> lens;
-  for (Command& c : batch) {
-    argv.clear();
-    lens.clear();
-    for (const std::string& a : c.args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
-    }
-    redisAppendCommandArgv(context_, int(argv.size()), argv.data(), lens.data());
-  }
-  size_t answered = 0;
-  std::vector<Command> missing_script;  // answered NOSCRIPT: Redis lost the script (a SCRIPT
-                                        // FLUSH, a failover to a replica without it)
-  for (; answered < batch.size(); ++answered) {
-    void* raw = nullptr;
-    if (redisGetReply(context_, &raw) != REDIS_OK || raw == nullptr) break;
-    auto* reply = static_cast<redisReply*>(raw);
-    Command& c = batch[answered];
-    if (c.done && retry_missing_script && reply->type == REDIS_REPLY_ERROR &&
-        std::string_view(reply->str, reply->len).starts_with("NOSCRIPT")) {
-      missing_script.push_back(std::move(c));
-    } else if (c.done) {
-      absl::StatusOr<Verdict> verdict = ParseReply(reply);
-      if (!verdict.ok() && errors_ != nullptr) errors_->Increment();
-      std::move(c.done)(std::move(verdict));
-    } else if (reply->type == REDIS_REPLY_ERROR && errors_ != nullptr) {
-      errors_->Increment();  // a release or settlement Redis refused
-    }
-    freeReplyObject(reply);
-  }
-  if (answered < batch.size()) {
-    Disconnect(context_->errstr[0] ? context_->errstr : "connection lost");
-    for (size_t i = answered; i < batch.size(); ++i) {
-      if (batch[i].done) {
-        if (errors_ != nullptr) errors_->Increment();
-        std::move(batch[i].done)(absl::UnavailableError(StrCat("redis: ", last_error_)));
-      }
-    }
-  }
-  if (missing_script.empty()) return;
-  if (context_ != nullptr && LoadScript()) {
-    std::fprintf(stderr, "pillar: limit store redis had lost the limit script; loaded it again\n");
-    Run(missing_script, /*retry_missing_script=*/false);
-    return;
-  }
-  for (Command& c : missing_script) {
-    if (errors_ != nullptr) errors_->Increment();
-    std::move(c.done)(absl::UnavailableError("redis: the limit script cannot be loaded"));
-  }
-}
-
-void RedisLimiter::Loop() {
-  // The first connection is made here, before any Admit() can pass `up_`.
-  Connect();
-  std::vector<Command> batch;
-  while (true) {
-    {
-      absl::MutexLock lock(&mu_);
-      auto ready = [this]()
-                       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || !queue_.empty(); };
-      // While down, wake up to retry the connection even without traffic, so recovery does
-      // not wait for a request that fail-fast would never let through.
-      mu_.AwaitWithTimeout(absl::Condition(&ready),
-                           up_.load() ? absl::Seconds(1) : absl::Milliseconds(200));
-      if (stopping_ && queue_.empty()) return;
-      const size_t n = std::min(queue_.size(), kMaxBatch);
-      batch.assign(std::make_move_iterator(queue_.begin()),
-                   std::make_move_iterator(queue_.begin() + long(n)));
-      queue_.erase(queue_.begin(), queue_.begin() + long(n));
-    }
-    if (batch.empty()) {
-      if (context_ == nullptr) Connect();
-      continue;
-    }
-    Run(batch, /*retry_missing_script=*/true);
-    batch.clear();
-  }
+void RedisLimiter::Settle(std::span<const Charge> charges, int64_t admitted_unix_s) {
+  std::string command = SettleCommand(charges, admitted_unix_s);
+  if (command.empty()) return;
+  std::string resend = command;
+  Dispatch(std::move(command), LoadingScriptIfLost(kSettleScript, std::move(resend),
+                                                   CountingErrors(errors_, /*count_outage=*/true)));
 }
 
 }  // namespace pillar::limits

@@ -5,15 +5,17 @@
 //
 //   RedisLimiter limiter({.host = "127.0.0.1", .port = 6379});
 //   limiter.Admit(charges, request_id, [](absl::StatusOr<Verdict> v) { ... });
-// One connection, driven by one thread that pipelines whatever requests are waiting into a
-// single write, so throughput does not cost a round trip per request. When Redis cannot be
-// reached, Admit() answers Unavailable at once (the admit stage then fails closed or falls
-// back, as configured), the thread retries the connection with backoff, and the gauge
-// pillar_limiter_backend_up and one log line per episode say so.
+// Called on a server's event loop, a command goes out on that loop's own connection
+// (RedisLink), pipelined with the other commands of the same turn of the loop, and its answer
+// comes back on that loop: one round trip, no thread hand-off. Other threads (the CLI, tests,
+// AdmitNow) use the limiter's own thread and connection. When Redis cannot be reached, a call
+// is answered Unavailable at once (the admit stage then fails closed or falls back, as
+// configured), the connections retry with backoff, and the gauge pillar_limiter_backend_up and
+// one log line per episode say so.
 #pragma once
 
-#include <atomic>
-#include <deque>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -24,9 +26,8 @@
 #include "common/clock.h"
 #include "common/crypto.h"
 #include "limits/limiter.h"
+#include "limits/redis_link.h"
 #include "monitor/metrics.h"
-
-struct redisContext;
 
 namespace pillar::limits {
 
@@ -39,7 +40,7 @@ struct RedisLimiterOptions {
   absl::Duration timeout = absl::Milliseconds(250);  // connect and each reply
   std::string key_prefix = "pillar";
   absl::Duration lease_ttl = absl::Seconds(60);  // a crashed holder's slot frees after it
-  size_t max_pending = 65536;                    // beyond it, Admit() answers Unavailable
+  size_t max_pending = 65536;  // per connection; beyond it, Admit() answers Unavailable
   monitor::MetricsRegistry* metrics = nullptr;
   // Names the quota period a charge falls in (sent to Redis with it) and times reconnections.
   const Clock* clock = &SystemClock();
@@ -51,48 +52,42 @@ class RedisLimiter final : public Limiter {
   ~RedisLimiter() override;
 
   bool synchronous() const override { return false; }
-  // Blocks until Redis answers (CLI, tests); the request path uses Admit().
+  // Blocks until Redis answers, through the limiter's own thread (CLI, tests); the request path
+  // uses Admit().
   [[nodiscard]] absl::StatusOr<Verdict> AdmitNow(std::span<const Charge> charges,
                                                  std::string_view lease) override;
   void Admit(std::span<const Charge> charges, std::string_view lease, Done done) override;
   void Release(std::span<const Charge> charges, std::string_view lease) override;
-  // Sent with the next batch; lost (and counted as an error) while Redis is down.
+  // Lost (and counted as an error) while Redis is down.
   void Settle(std::span<const Charge> charges, int64_t admitted_unix_s) override;
 
-  bool up() const { return up_.load(); }
+  bool up() const { return group_->up(); }
+  // Over every connection so far: commands sent and writes made (tests of pipelining).
+  uint64_t commands() const;
+  uint64_t writes() const;
 
  private:
-  struct Command {
-    std::vector<std::string> args;
-    Done done;  // empty for fire-and-forget commands (releases)
-  };
-
-  void Loop();
-  bool Connect() ABSL_LOCKS_EXCLUDED(mu_);
-  void Disconnect(std::string_view why);
-  // Sends `batch` pipelined and hands each reply to its command; commands answered NOSCRIPT
-  // are retried once after loading the script again.
-  void Run(std::vector<Command>& batch, bool retry_missing_script);
-  bool LoadScript();
-  void Enqueue(Command command);
+  // The EVALSHA of the limit script for `charges`, and the settlement's (empty: nothing to settle).
+  std::string AdmitCommand(std::span<const Charge> charges, std::string_view lease) const;
+  std::string SettleCommand(std::span<const Charge> charges, int64_t admitted_unix_s) const;
+  // Sends `command` on the calling loop's connection, or through the limiter's thread.
+  void Dispatch(std::string command, RedisLink::Reply reply, bool own_thread = false);
+  RedisLink& LinkOn(boost::asio::io_context& loop);
   std::string Key(char kind, const Charge& charge, int64_t now_s) const;
 
-  // Declared before options_, which is then built from the options without the password.
-  SecretString password_;
-  const RedisLimiterOptions options_;
-  redisContext* context_ = nullptr;  // owned by the loop thread
-  const std::string script_sha_;     // SHA-1 of the script, as EVALSHA names it
-  // Touched by the loop thread only.
-  std::atomic<bool> up_{false};
-  std::atomic<int64_t> retry_at_ns_{0};  // while down, Admit() fails fast until then
-  std::string last_error_;
-  monitor::Gauge* up_gauge_ = nullptr;
+  const RedisLimiterOptions options_;  // without the password, which the group keeps
+  const uint64_t serial_;              // tells this limiter's links apart in a thread's cache
   monitor::Counter* errors_ = nullptr;
+  const std::shared_ptr<RedisLinkGroup> group_;
 
-  absl::Mutex mu_;
-  std::vector<Command> queue_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  std::thread thread_;
+  mutable absl::Mutex mu_;
+  std::vector<std::shared_ptr<RedisLink>> links_ ABSL_GUARDED_BY(mu_);  // one per loop
+
+  // The limiter's own thread, for callers that run no event loop.
+  boost::asio::io_context own_loop_;
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> own_work_;
+  std::shared_ptr<RedisLink> own_link_;
+  std::thread own_thread_;
 };
 
 }  // namespace pillar::limits

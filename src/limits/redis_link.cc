@@ -1,0 +1,449 @@
+#include "limits/redis_link.h"
+
+#include <hiredis/hiredis.h>
+#include <hiredis/read.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdio>
+
+#include "common/strings.h"
+#include "limits/resp_command.h"
+
+namespace pillar::limits {
+namespace asio = boost::asio;
+namespace {
+
+// What a reply may hold before it is complete: pillar's replies are a few hundred bytes, so a
+// server that sends more without ending a reply is not one pillar talks to.
+constexpr size_t kMaxUnparsedBytes = size_t{1} << 20;
+// The most elements an array reply may declare (pillar's have at most 7): hiredis allocates an
+// array for the count it reads, before any element arrives.
+constexpr int kMaxArrayElements = 1024;
+
+std::chrono::steady_clock::duration ToSteady(absl::Duration d) {
+  return std::chrono::nanoseconds(absl::ToInt64Nanoseconds(d));
+}
+
+// hiredis's own reply functions, with arrays bounded (kMaxArrayElements).
+redisReplyObjectFunctions BoundedFunctions() {
+  redisReader* probe = redisReaderCreate();
+  redisReplyObjectFunctions functions = *probe->fn;
+  redisReaderFree(probe);
+  return functions;
+}
+
+const redisReplyObjectFunctions& DefaultFunctions() {
+  static const redisReplyObjectFunctions functions = BoundedFunctions();
+  return functions;
+}
+
+void* CreateBoundedArray(const redisReadTask* task, int elements) {
+  if (elements < 0 || elements > kMaxArrayElements) return nullptr;  // the reader fails: OOM
+  return DefaultFunctions().createArray(task, elements);
+}
+
+redisReader* NewReader() {
+  static redisReplyObjectFunctions functions = [] {
+    redisReplyObjectFunctions f = DefaultFunctions();
+    f.createArray = CreateBoundedArray;
+    return f;
+  }();
+  return redisReaderCreateWithFunctions(&functions);
+}
+
+// The links of one io_context. Registered after the link's socket and timer made the loop's
+// reactor, so the io_context shuts it down first, while the reactor still works.
+class LinkService final : public asio::execution_context::service {
+ public:
+  using key_type = LinkService;
+  static asio::execution_context::id id;
+
+  explicit LinkService(asio::execution_context& context) : service(context) {}
+
+  void Add(std::shared_ptr<RedisLink> link) {
+    absl::MutexLock lock(&mu_);
+    std::erase_if(links_, [](const std::shared_ptr<RedisLink>& l) { return l->closed(); });
+    links_.push_back(std::move(link));
+  }
+
+ private:
+  void shutdown() override {
+    std::vector<std::shared_ptr<RedisLink>> links;
+    {
+      absl::MutexLock lock(&mu_);
+      links.swap(links_);
+    }
+    for (const std::shared_ptr<RedisLink>& link : links) {
+      if (!link->closed()) link->Close("the event loop is stopping");
+    }
+  }
+
+  absl::Mutex mu_;
+  std::vector<std::shared_ptr<RedisLink>> links_ ABSL_GUARDED_BY(mu_);
+};
+
+asio::execution_context::id LinkService::id;
+
+std::vector<std::string> Shas(const std::vector<std::string>& scripts) {
+  std::vector<std::string> shas;
+  for (const std::string& script : scripts) shas.push_back(HexEncode(Sha1(script)));
+  return shas;
+}
+
+}  // namespace
+
+RedisLinkGroup::RedisLinkGroup(RedisLinkOptions options, SecretString password)
+    : options_(std::move(options)),
+      password_(std::move(password)),
+      script_shas_(Shas(options_.scripts)) {}
+
+bool RedisLinkGroup::up() const { return up_.load(std::memory_order_acquire); }
+
+void RedisLinkGroup::LinkUp(bool was_down) {
+  absl::MutexLock lock(&mu_);
+  if (was_down) --links_down_;
+  ++links_up_;
+  Report();
+}
+
+void RedisLinkGroup::LinkDown(bool was_up, std::string_view why) {
+  absl::MutexLock lock(&mu_);
+  if (was_up) --links_up_;
+  ++links_down_;
+  last_error_ = std::string(why);
+  Report();
+}
+
+void RedisLinkGroup::LinkClosed(bool was_up, bool was_down) {
+  absl::MutexLock lock(&mu_);
+  if (was_up) --links_up_;
+  if (was_down) --links_down_;
+  Report();
+}
+
+void RedisLinkGroup::Report() {
+  const bool up = links_up_ > 0 && links_down_ == 0;
+  up_.store(up, std::memory_order_release);
+  if (options_.up_gauge != nullptr) options_.up_gauge->Set(up ? 1 : 0);
+  // One line per change between reachable and not (a link that is merely connecting, or closed,
+  // changes nothing to say).
+  const Reported now = up ? Reported::kUp : links_down_ > 0 ? Reported::kDown : reported_;
+  if (now == reported_) return;
+  reported_ = now;
+  if (up) {
+    std::fprintf(stderr, "pillar: limit store redis %s:%d reachable\n", options_.host.c_str(),
+                 options_.port);
+  } else {
+    std::fprintf(stderr, "pillar: limit store redis %s:%d unreachable: %s\n", options_.host.c_str(),
+                 options_.port, last_error_.c_str());
+  }
+}
+
+std::shared_ptr<RedisLink> RedisLink::Open(asio::io_context& loop,
+                                           std::shared_ptr<RedisLinkGroup> group) {
+  std::shared_ptr<RedisLink> link(new RedisLink(loop, std::move(group)));
+  asio::use_service<LinkService>(loop).Add(link);
+  return link;
+}
+
+RedisLink::RedisLink(asio::io_context& loop, std::shared_ptr<RedisLinkGroup> group)
+    : loop_(loop),
+      group_(std::move(group)),
+      socket_(std::make_unique<asio::ip::tcp::socket>(loop)),
+      resolver_(std::make_unique<asio::ip::tcp::resolver>(loop)),
+      timer_(std::make_unique<asio::steady_timer>(loop)) {}
+
+RedisLink::~RedisLink() {
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  WipeString(writing_);
+  WipeString(out_);
+}
+
+void RedisLink::Send(std::string_view command, Reply reply) {
+  commands_.fetch_add(1, std::memory_order_relaxed);
+  if (state_ == State::kClosed) {
+    if (reply) std::move(reply)(*this, absl::UnavailableError("redis: the connection is closed"));
+    return;
+  }
+  if (state_ == State::kIdle ||
+      (state_ == State::kDown && std::chrono::steady_clock::now() >= retry_at_)) {
+    Connect();
+  }
+  if (state_ == State::kDown) {  // failing fast until the next attempt
+    if (reply) std::move(reply)(*this, absl::UnavailableError("limit store redis unreachable"));
+    return;
+  }
+  if (waiting_.size() >= group_->options().max_pending) {
+    if (reply) std::move(reply)(*this, absl::UnavailableError("redis: too many pending"));
+    return;
+  }
+  Enqueue(command, std::move(reply));
+}
+
+void RedisLink::ConnectNow() {
+  if (state_ == State::kIdle) Connect();
+}
+
+void RedisLink::Enqueue(std::string_view command, Reply reply) {
+  out_.append(command);
+  waiting_.push_back(
+      {std::chrono::steady_clock::now() + ToSteady(group_->options().timeout), std::move(reply)});
+  ArmTimer();
+  ScheduleFlush();
+}
+
+void RedisLink::Connect() {
+  const RedisLinkOptions& options = group_->options();
+  ++generation_;
+  state_ = State::kConnecting;
+  connect_deadline_ = std::chrono::steady_clock::now() + ToSteady(options.timeout);
+  if (reader_ != nullptr) redisReaderFree(reader_);
+  reader_ = NewReader();
+  QueueHandshake();
+  ArmTimer();
+  const uint64_t generation = generation_;
+  boost::system::error_code ec;
+  const asio::ip::address address = asio::ip::make_address(options.host, ec);
+  if (!ec) {
+    socket_->async_connect(
+        {address, uint16_t(options.port)},
+        [self = shared_from_this(), generation](const boost::system::error_code& error) {
+          self->OnConnected(generation, error);
+        });
+    return;
+  }
+  resolver_->async_resolve(
+      options.host, StrCat(options.port),
+      [self = shared_from_this(), generation](const boost::system::error_code& error,
+                                              asio::ip::tcp::resolver::results_type results) {
+        if (generation != self->generation_ || self->state_ != State::kConnecting) return;
+        if (error) return self->Fail(StrCat("cannot resolve: ", error.message()));
+        asio::async_connect(
+            *self->socket_, results,
+            [self, generation](const boost::system::error_code& e, const asio::ip::tcp::endpoint&) {
+              self->OnConnected(generation, e);
+            });
+      });
+}
+
+void RedisLink::QueueHandshake() {
+  const std::vector<std::string>& scripts = group_->options().scripts;
+  const std::vector<std::string>& shas = group_->script_shas();
+  if (!group_->password().empty()) {
+    // Built in place, not by RespCommand, whose intermediate buffer would be freed unwiped.
+    const std::string_view password = group_->password().view();
+    const std::string length = StrCat(password.size());
+    std::string auth;
+    auth.reserve(20 + length.size() + password.size());
+    StrAppend(&auth, "*2\r\n$4\r\nAUTH\r\n$", length, "\r\n", password, "\r\n");
+    Enqueue(auth, [](RedisLink& link, absl::StatusOr<const redisReply*> reply) {
+      if (reply.ok() && (*reply)->type == REDIS_REPLY_ERROR) link.Fail("AUTH refused");
+    });
+    WipeString(auth);
+    wipe_after_write_ = true;
+  }
+  for (size_t i = 0; i < scripts.size(); ++i) {
+    const bool last = i + 1 == scripts.size();
+    Enqueue(RespCommand().Add("SCRIPT").Add("LOAD").Add(scripts[i]).Take(),
+            [sha = shas[i], last](RedisLink& link, absl::StatusOr<const redisReply*> reply) {
+              if (!reply.ok()) return;
+              const redisReply* r = *reply;
+              if (r->type != REDIS_REPLY_STRING || std::string_view(r->str, r->len) != sha) {
+                return link.Fail(r->type == REDIS_REPLY_ERROR
+                                     ? StrCat("SCRIPT LOAD: ", std::string_view(r->str, r->len))
+                                     : std::string("SCRIPT LOAD: digest mismatch"));
+              }
+              if (last && link.state_ == State::kHandshake) {
+                const bool was_down = link.counted_down_;
+                link.state_ = State::kUp;
+                link.counted_down_ = false;
+                link.counted_up_ = true;
+                link.group_->LinkUp(was_down);
+              }
+            });
+  }
+}
+
+void RedisLink::OnConnected(uint64_t generation, const boost::system::error_code& error) {
+  if (generation != generation_ || state_ != State::kConnecting) return;
+  if (error) return Fail(StrCat("cannot connect: ", error.message()));
+  boost::system::error_code ignored;
+  socket_->set_option(asio::ip::tcp::no_delay(true), ignored);  // writes are batched here
+  state_ = State::kHandshake;
+  StartRead();
+  ScheduleFlush();
+}
+
+void RedisLink::ScheduleFlush() {
+  if (flush_posted_ || writing_in_flight_) return;
+  if (state_ != State::kHandshake && state_ != State::kUp) return;
+  // Posted, not written now: the commands of every request this turn of the loop handles leave
+  // together.
+  flush_posted_ = true;
+  asio::post(loop_, [self = shared_from_this()] {
+    self->flush_posted_ = false;
+    self->Flush();
+  });
+}
+
+void RedisLink::Flush() {
+  if (writing_in_flight_ || out_.empty()) return;
+  if (state_ != State::kHandshake && state_ != State::kUp) return;
+  writing_.swap(out_);
+  writing_in_flight_ = true;
+  writes_.fetch_add(1, std::memory_order_relaxed);
+  asio::async_write(
+      *socket_, asio::buffer(writing_),
+      [self = shared_from_this(), generation = generation_](
+          const boost::system::error_code& error, size_t) { self->OnWritten(generation, error); });
+}
+
+void RedisLink::OnWritten(uint64_t generation, const boost::system::error_code& error) {
+  writing_in_flight_ = false;
+  if (wipe_after_write_) {
+    WipeString(writing_);
+    wipe_after_write_ = false;
+  }
+  writing_.clear();
+  if (state_ == State::kClosed) return;
+  // An older connection's write: that connection is gone, this one may have waited for it.
+  if (error && generation == generation_) return Fail(StrCat("write failed: ", error.message()));
+  ScheduleFlush();
+}
+
+void RedisLink::StartRead() {
+  if (reading_) return;  // the previous connection's read has not come back yet
+  reading_ = true;
+  socket_->async_read_some(asio::buffer(read_buffer_),
+                           [self = shared_from_this(), generation = generation_](
+                               const boost::system::error_code& error, size_t bytes) {
+                             self->reading_ = false;
+                             self->OnRead(generation, error, bytes);
+                           });
+}
+
+void RedisLink::OnRead(uint64_t generation, const boost::system::error_code& error, size_t bytes) {
+  if (state_ == State::kClosed) return;
+  if (generation != generation_) {  // a new connection is waiting for this buffer
+    if (state_ == State::kHandshake || state_ == State::kUp) StartRead();
+    return;
+  }
+  if (error) {
+    return Fail(error == asio::error::eof ? std::string("connection closed by redis")
+                                          : StrCat("read failed: ", error.message()));
+  }
+  if (redisReaderFeed(reader_, read_buffer_.data(), bytes) != REDIS_OK) {
+    return Fail(StrCat("bad reply: ", reader_->errstr));
+  }
+  if (!DeliverReplies(generation)) return;
+  if (reader_->len - reader_->pos > kMaxUnparsedBytes) return Fail("reply too large");
+  StartRead();
+}
+
+bool RedisLink::DeliverReplies(uint64_t generation) {
+  while (true) {
+    void* raw = nullptr;
+    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
+      Fail(StrCat("bad reply: ", reader_->errstr));
+      return false;
+    }
+    if (raw == nullptr) return true;
+    auto* reply = static_cast<redisReply*>(raw);
+    if (waiting_.empty()) {
+      freeReplyObject(reply);
+      Fail("a reply to no command");
+      return false;
+    }
+    Reply callback = std::move(waiting_.front().reply);
+    waiting_.pop_front();
+    if (callback) std::move(callback)(*this, reply);
+    freeReplyObject(reply);
+    if (generation != generation_ || state_ == State::kClosed || state_ == State::kDown) {
+      return false;  // the callback dropped the connection (AUTH refused, a bad script load)
+    }
+  }
+}
+
+void RedisLink::Fail(std::string_view why_view) {
+  if (state_ == State::kClosed || state_ == State::kDown) return;
+  const std::string why(why_view);  // it may point into what is freed below
+  ++generation_;
+  boost::system::error_code ignored;
+  socket_->close(ignored);
+  resolver_->cancel();
+  WipeString(out_);  // it may hold AUTH
+  wipe_after_write_ = wipe_after_write_ && writing_in_flight_;
+  state_ = State::kDown;
+  retry_at_ = std::chrono::steady_clock::now() + ToSteady(group_->options().retry_interval);
+  const bool was_up = counted_up_;
+  if (!counted_down_) {
+    counted_up_ = false;
+    counted_down_ = true;
+    group_->LinkDown(was_up, why);
+  }
+  FailWaiting(StrCat("redis: ", why));
+  ArmTimer();  // for the next attempt
+}
+
+void RedisLink::FailWaiting(std::string_view why) {
+  std::deque<Waiting> waiting;
+  waiting.swap(waiting_);
+  for (Waiting& w : waiting) {
+    if (w.reply) std::move(w.reply)(*this, absl::UnavailableError(ToAbsl(why)));
+  }
+}
+
+void RedisLink::Close(std::string_view why_view) {
+  if (state_ == State::kClosed) return;
+  const std::string why(why_view);
+  state_ = State::kClosed;
+  ++generation_;
+  group_->LinkClosed(counted_up_, counted_down_);
+  counted_up_ = counted_down_ = false;
+  // Destroying them cancels what is in flight; those handlers hold this link and find it closed.
+  socket_.reset();
+  resolver_.reset();
+  timer_.reset();
+  timer_armed_ = false;
+  WipeString(out_);
+  closed_.store(true, std::memory_order_release);
+  FailWaiting(StrCat("redis: ", why));
+}
+
+void RedisLink::ArmTimer() {
+  if (timer_armed_ || state_ == State::kClosed || state_ == State::kIdle) return;
+  SteadyTime at;
+  if (state_ == State::kDown) {
+    at = retry_at_;
+  } else if (state_ == State::kConnecting) {
+    at = connect_deadline_;
+  } else if (!waiting_.empty()) {
+    at = waiting_.front().deadline;
+  } else {
+    return;  // up and idle: nothing to time
+  }
+  timer_armed_ = true;
+  timer_->expires_at(at);
+  timer_->async_wait([self = shared_from_this()](const boost::system::error_code& error) {
+    self->OnTimer(error);
+  });
+}
+
+void RedisLink::OnTimer(const boost::system::error_code& error) {
+  if (state_ == State::kClosed) return;
+  timer_armed_ = false;
+  const SteadyTime now = std::chrono::steady_clock::now();
+  if (state_ == State::kDown) {
+    if (now >= retry_at_) Connect();
+  } else if (state_ == State::kConnecting && now >= connect_deadline_) {
+    Fail("no connection within the timeout");
+  } else if (!waiting_.empty() && now >= waiting_.front().deadline) {
+    Fail("no reply within the timeout");
+  }
+  (void)error;  // a cancelled wait is rearmed like an expired one: the checks above decide
+  ArmTimer();
+}
+
+}  // namespace pillar::limits

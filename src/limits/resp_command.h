@@ -1,0 +1,29 @@
+// One Redis command in RESP, the protocol's request form (an array of bulk strings), built
+// argument by argument into one string that can be appended to a connection's output as is.
+//
+//   RespCommand command;
+//   command.Add("EVALSHA").Add(sha).Add(int64_t{1}).Add(key);
+//   link.Send(command.Take(), ...);
+// Binary-safe: an argument may hold any bytes, CR and LF included.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace pillar::limits {
+
+class RespCommand {
+ public:
+  RespCommand() = default;
+  RespCommand& Add(std::string_view argument);
+  RespCommand& Add(int64_t argument);
+  // The command: its argument count, then the arguments. Leaves the builder empty.
+  [[nodiscard]] std::string Take();
+
+ private:
+  std::string arguments_;
+  int64_t count_ = 0;
+};
+
+}  // namespace pillar::limits
