@@ -80,6 +80,14 @@ bool RedisServer::Start() {
   return false;
 }
 
+void RedisServer::Pause() {
+  if (pid_ > 0) ::kill(pid_, SIGSTOP);
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) ::kill(pid_, SIGCONT);
+}
+
 void RedisServer::Kill() {
   if (pid_ <= 0) return;
   ::kill(pid_, SIGKILL);

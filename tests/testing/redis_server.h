@@ -28,6 +28,9 @@ class RedisServer {
   bool Start();
   // SIGKILL: no goodbye to clients, like a crashed or unplugged server.
   void Kill();
+  // SIGSTOP and SIGCONT: a server that hangs with its connections open, then comes back.
+  void Pause();
+  void Resume();
   int port() const { return port_; }
   // Requires AUTH with this password (set before Start()).
   void SetPassword(std::string password) { password_ = std::move(password); }

@@ -1,0 +1,330 @@
+// The Redis limiter called from event loops, as the server calls it: each loop's connection
+// (RedisLink) against a real redis-server the test starts, pauses and kills, and against a fake
+// one that answers what Redis never would.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "common/event_loop.h"
+#include "common/strings.h"
+#include "limits/limits_testing.h"
+#include "limits/redis_limiter.h"
+#include "testing/redis_server.h"
+
+namespace pillar::limits {
+namespace {
+
+namespace asio = boost::asio;
+using policy::LimitRule;
+
+RedisLimiterOptions Options(int port) {
+  RedisLimiterOptions o;
+  o.port = port;
+  o.timeout = absl::Milliseconds(200);
+  return o;
+}
+
+bool WaitUp(const RedisLimiter& limiter) {
+  for (int i = 0; i < 500 && !limiter.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  return limiter.up();
+}
+
+// An event loop on its own thread, as one of the server's: ThisThreadEventLoop() names it.
+class LoopThread {
+ public:
+  LoopThread() : work_(loop_.get_executor()) {
+    thread_ = std::thread([this] {
+      ScopedEventLoop running(loop_);
+      id_ = std::this_thread::get_id();
+      started_.Notify();
+      loop_.run();
+    });
+    started_.WaitForNotification();
+  }
+  ~LoopThread() { Stop(); }
+
+  // Runs `task` on the loop and waits for it to return.
+  void Run(absl::AnyInvocable<void()> task) {
+    absl::Notification done;
+    asio::post(loop_, [&] {
+      task();
+      done.Notify();
+    });
+    done.WaitForNotification();
+  }
+  void Stop() {
+    work_.reset();
+    loop_.stop();
+    if (thread_.joinable()) thread_.join();
+  }
+  std::thread::id id() const { return id_; }
+  asio::io_context& loop() { return loop_; }
+
+ private:
+  asio::io_context loop_;
+  asio::executor_work_guard<asio::io_context::executor_type> work_;
+  std::thread thread_;
+  std::thread::id id_;
+  absl::Notification started_;
+};
+
+// Waits for `count` answers that `Admit` calls made from a loop will give.
+struct Answers {
+  absl::Mutex mu;
+  std::vector<absl::StatusOr<Verdict>> verdicts ABSL_GUARDED_BY(mu);
+  std::vector<std::thread::id> threads ABSL_GUARDED_BY(mu);
+
+  Limiter::Done Collect() {
+    return [this](absl::StatusOr<Verdict> v) {
+      absl::MutexLock lock(&mu);
+      verdicts.push_back(std::move(v));
+      threads.push_back(std::this_thread::get_id());
+    };
+  }
+  bool Await(size_t count, absl::Duration within = absl::Seconds(5)) {
+    absl::MutexLock lock(&mu);
+    auto enough = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) { return verdicts.size() >= count; };
+    return mu.AwaitWithTimeout(absl::Condition(&enough), within);
+  }
+};
+
+// Connections the server has, the one asking included.
+int Clients(const testing::RedisServer& redis) {
+  const std::string list = redis.Command("CLIENT LIST");
+  int n = 0;
+  for (size_t at = list.find("id="); at != std::string::npos; at = list.find("id=", at + 1)) ++n;
+  return n;
+}
+
+bool AwaitClients(const testing::RedisServer& redis, int expected) {
+  for (int i = 0; i < 200; ++i) {
+    if (Clients(redis) == expected) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+TEST(RedisLinkTest, CommandsOfOneLoopTurnLeaveInOneWriteAndAreAnsweredOnThatLoop) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 150\nperiod = \"day\"\n");
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers answers;
+  const uint64_t writes_before = limiter.writes();
+  const uint64_t commands_before = limiter.commands();
+  loop.Run([&] {
+    for (int i = 0; i < 200; ++i) {
+      Charge c{&policy->limits()[0], "k", 1};
+      limiter.Admit({&c, 1}, StrCat("lease-", i), answers.Collect());
+    }
+  });
+  ASSERT_TRUE(answers.Await(200));
+  absl::MutexLock lock(&answers.mu);
+  int admitted = 0;
+  for (const absl::StatusOr<Verdict>& v : answers.verdicts) {
+    ASSERT_TRUE(v.ok()) << v.status();
+    admitted += v->allowed;
+  }
+  EXPECT_EQ(admitted, 150);                                             // exact: the quota binds
+  for (std::thread::id id : answers.threads) EXPECT_EQ(id, loop.id());  // no hand-off back
+  // The loop's new connection: its handshake (two script loads) and the 200 admissions, all in
+  // the first write (they were queued while it connected).
+  EXPECT_EQ(limiter.commands() - commands_before, 200u);
+  EXPECT_LE(limiter.writes() - writes_before, 2u);
+}
+
+TEST(RedisLinkTest, AStalledRedisIsAnOutageWithinTheTimeoutAndRecoveryIsAutomatic) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers warm;
+  loop.Run([&] { limiter.Admit({&c, 1}, "a", warm.Collect()); });
+  ASSERT_TRUE(warm.Await(1));
+
+  redis.Pause();  // connections stay open; nothing answers
+  Answers stalled;
+  const absl::Time start = absl::Now();
+  loop.Run([&] { limiter.Admit({&c, 1}, "b", stalled.Collect()); });
+  ASSERT_TRUE(stalled.Await(1));
+  const absl::Duration waited = absl::Now() - start;
+  EXPECT_GE(waited, absl::Milliseconds(150));
+  EXPECT_LT(waited, absl::Seconds(1));
+  {
+    absl::MutexLock lock(&stalled.mu);
+    EXPECT_EQ(stalled.verdicts[0].status().code(), absl::StatusCode::kUnavailable);
+  }
+  EXPECT_FALSE(limiter.up());
+  // While down: answered at once.
+  Answers fast;
+  const absl::Time fast_start = absl::Now();
+  loop.Run([&] { limiter.Admit({&c, 1}, "c", fast.Collect()); });
+  ASSERT_TRUE(fast.Await(1));
+  EXPECT_LT(absl::Now() - fast_start, absl::Milliseconds(100));
+
+  redis.Resume();
+  bool ok = false;
+  for (int i = 0; i < 100 && !ok; ++i) {
+    Answers again;
+    loop.Run([&] { limiter.Admit({&c, 1}, "d", again.Collect()); });
+    ASSERT_TRUE(again.Await(1));
+    absl::MutexLock lock(&again.mu);
+    ok = again.verdicts[0].ok() && again.verdicts[0]->allowed;
+    if (!ok) absl::SleepFor(absl::Milliseconds(20));
+  }
+  EXPECT_TRUE(ok);
+  EXPECT_TRUE(WaitUp(limiter));
+}
+
+TEST(RedisLinkTest, ALoopDestroyedBeforeItsLimiterClosesItsConnection) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  ASSERT_TRUE(AwaitClients(redis, 2));  // the limiter's own connection, and the asking one
+  {
+    auto loop = std::make_unique<LoopThread>();
+    Answers answers;
+    loop->Run([&] { limiter.Admit({&c, 1}, "a", answers.Collect()); });
+    ASSERT_TRUE(answers.Await(1));
+    EXPECT_TRUE(AwaitClients(redis, 3));
+    loop.reset();  // as the server's loops go before the limiter (app/serve_command.cc)
+  }
+  EXPECT_TRUE(AwaitClients(redis, 2));
+  EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "b")->allowed);  // the limiter goes on without it
+  // A new loop (perhaps at the same address) gets a connection of its own.
+  LoopThread again;
+  Answers answers;
+  again.Run([&] { limiter.Admit({&c, 1}, "c", answers.Collect()); });
+  ASSERT_TRUE(answers.Await(1));
+  absl::MutexLock lock(&answers.mu);
+  EXPECT_TRUE(answers.verdicts[0].ok() && answers.verdicts[0]->allowed);
+}
+
+TEST(RedisLinkTest, ALimiterDestroyedWhileItsLoopRunsClosesTheLoopsConnection) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  LoopThread loop;
+  auto limiter = std::make_unique<RedisLimiter>(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(*limiter));
+  Answers answers;
+  loop.Run([&] { limiter->Admit({&c, 1}, "a", answers.Collect()); });
+  ASSERT_TRUE(answers.Await(1));
+  ASSERT_TRUE(AwaitClients(redis, 3));
+  limiter.reset();
+  EXPECT_TRUE(AwaitClients(redis, 1));
+  loop.Run([] {});  // the loop still runs
+}
+
+// A server on loopback that answers the first bytes each connection sends with `reply`, then
+// holds the connection open until the test ends.
+class FakeRedis {
+ public:
+  explicit FakeRedis(std::string reply) : reply_(std::move(reply)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listener_, 4) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      std::abort();
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      while (true) {  // every connection: the limiter's own, and the loop's
+        const int client = ::accept(listener_, nullptr, nullptr);
+        if (client < 0) return;
+        clients_.push_back(client);
+        char buffer[4096];
+        if (::read(client, buffer, sizeof buffer) <= 0) continue;
+        for (size_t sent = 0; sent < reply_.size();) {
+          const ssize_t n = ::write(client, reply_.data() + sent, reply_.size() - sent);
+          if (n <= 0) break;
+          sent += size_t(n);
+        }
+      }
+    });
+  }
+  ~FakeRedis() {
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+    for (int client : clients_) ::close(client);
+  }
+  int port() const { return port_; }
+
+ private:
+  const std::string reply_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::vector<int> clients_;  // the server thread's, until it ends
+  std::thread thread_;
+};
+
+struct NotRedis {
+  std::string reply;
+  std::string reason;  // in the error the caller gets
+};
+
+class NotRedisTest : public ::testing::TestWithParam<NotRedis> {};
+
+TEST_P(NotRedisTest, IsAnOutageNotACrash) {
+  FakeRedis fake(GetParam().reply);
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 10\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiter limiter(Options(fake.port()));
+  LoopThread loop;
+  Answers answers;
+  loop.Run([&] { limiter.Admit({&c, 1}, "a", answers.Collect()); });
+  ASSERT_TRUE(answers.Await(1, absl::Seconds(3)));
+  absl::MutexLock lock(&answers.mu);
+  const absl::Status& status = answers.verdicts[0].status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(ToStd(status.message()).find(GetParam().reason), std::string::npos) << status;
+  EXPECT_FALSE(limiter.up());
+}
+
+std::string Big(size_t n) { return std::string(n, 'x'); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Replies, NotRedisTest,
+    ::testing::Values(
+        // Not RESP at all.
+        NotRedis{"HTTP/1.1 400 Bad Request\r\n\r\n", "Protocol error"},
+        // An array that claims two billion elements (refused before hiredis allocates for it),
+        // and one nested past the reader's depth.
+        NotRedis{"*2147483647\r\n", "bad reply"},
+        NotRedis{"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "depth"},
+        // A bulk string longer than any reply pillar reads, sent in full.
+        NotRedis{"$2000000\r\n" + Big(2000000) + "\r\n", "reply too large"},
+        // Script loads answered with the wrong digest, and with a status where a digest belongs.
+        NotRedis{"$40\r\n0000000000000000000000000000000000000000\r\n", "digest mismatch"},
+        NotRedis{"+OK\r\n+OK\r\n+OK\r\n", "digest mismatch"},
+        // Nothing: the connection stays open and silent.
+        NotRedis{"", "no reply within the timeout"}));
+
+}  // namespace
+}  // namespace pillar::limits
