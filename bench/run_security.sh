@@ -39,6 +39,15 @@ PILLAR_JWT_DIR="$work" PILLAR_REDIS_PORT="$redis_port" "$build/bench/security_be
 /usr/bin/python3 "$root/bench/pyjwt_peer.py" "$work" > "$out/pyjwt.txt"
 # Redis's own round trip on this machine, for scale: PING from one client.
 redis-benchmark -p "$redis_port" -n 20000 -c 1 -t ping --csv > "$out/redis_ping.csv" 2>/dev/null
+# And the limit script's own round trip (the three limits of the policy below, as pillar sends
+# them): the floor of what a limited request can add, and what issue 16 measures the added p50
+# against.
+script=$(awk '/kScript = R"lua\(/{f=1;next} /\)lua";/{if(f){exit}} f' "$root/src/limits/redis_limiter.cc")
+sha=$(redis-cli -p "$redis_port" --raw SCRIPT LOAD "$script")
+period_end=$(( $(date +%s) / 86400 * 86400 + 86400 ))
+redis-benchmark -p "$redis_port" -n 20000 -c 1 --csv EVALSHA "$sha" 3 b:r:key b:q:tenant b:c:model \
+  lease 60000000 r 1 1.000000 1000000 0 q 1 1000000000000 "$period_end" 0 c 1 100000 0 0 \
+  > "$out/redis_script.csv" 2>/dev/null
 redis-cli -p "$redis_port" flushall >/dev/null
 
 # The 1,000-rule policy: the bench key holds role7, role8, bench (and user, for the built-in

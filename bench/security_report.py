@@ -38,8 +38,16 @@ def main():
         cells = [c.strip('"') for c in line.strip().split(",")]
         if cells[0].startswith("PING") and len(cells) > 3:
             ping = float(cells[4])  # p50 latency, ms
+    script = None
+    for line in open(f"{out}/redis_script.csv"):
+        cells = [c.strip('"') for c in line.strip().split(",")]
+        if cells[0].upper().startswith("EVALSHA") and len(cells) > 4:
+            script = float(cells[4])  # p50 latency, ms
     if ping is not None:
         print(f"\nFor scale: redis-benchmark PING from one client, p50 {ping * 1000:.0f} us on this machine.")
+    if script is not None:
+        print(f"The limit script itself (EVALSHA with the three limits, redis-benchmark, one client): "
+              f"p50 {script * 1000:.0f} us.")
     pyjwt = dict(line.split() for line in open(f"{out}/pyjwt.txt"))
     print("\nJWT verification (us per token):\n")
     print("| alg | PyJWT | pillar, new token | ratio | pillar, repeated token | ratio |")
@@ -74,6 +82,14 @@ def main():
     re99 = med([r[2] for r in runs[("shared", "c1")]])
     print(f"\nRedis adds {1000 * (re50 - on50):.0f} us at p50 and {1000 * (re99 - on99):.0f} us at p99"
           " per request over the embedded limiter (one round trip, pipelined).")
+    ratios = [s[0] / o[0] for s, o in zip(runs[("shared", "c64")], runs[("on", "c64")])]
+    print(f"Limits in Redis against embedded, 64 connections, per round: "
+          f"{med(ratios):.2f}x [{min(ratios):.2f}-{max(ratios):.2f}x] (goal >= 0.85x).")
+    if script is not None:
+        budget = script * 1000 + 20
+        added = 1000 * (re50 - on50)
+        print(f"Added p50 {added:.0f} us against the script's round trip + 20 us = {budget:.0f} us: "
+              f"{'met' if added <= budget else 'not met'}.")
 
 
 if __name__ == "__main__":

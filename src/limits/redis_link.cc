@@ -21,6 +21,12 @@ constexpr size_t kMaxUnparsedBytes = size_t{1} << 20;
 // The most elements an array reply may declare (pillar's have at most 7): hiredis allocates an
 // array for the count it reads, before any element arrives.
 constexpr int kMaxArrayElements = 1024;
+// Writes whose replies are awaited at once, per connection: a few, not one per turn of the loop,
+// so that under load each batch holds what a round trip gathered and Redis reads it at once
+// (writing every turn's commands at once cut throughput by a quarter). Two, not one: with one, a
+// request's admission waited behind the previous request's release (measured: +30 to +50 us at
+// the median with one client); four gained nothing over two at 64 clients.
+constexpr size_t kBatchesInFlight = 2;
 
 std::chrono::steady_clock::duration ToSteady(absl::Duration d) {
   return std::chrono::nanoseconds(absl::ToInt64Nanoseconds(d));
@@ -188,6 +194,7 @@ void RedisLink::ConnectNow() {
 
 void RedisLink::Enqueue(std::string_view command, Reply reply) {
   out_.append(command);
+  ++unwritten_;
   waiting_.push_back(
       {std::chrono::steady_clock::now() + ToSteady(group_->options().timeout), std::move(reply)});
   ArmTimer();
@@ -277,10 +284,15 @@ void RedisLink::OnConnected(uint64_t generation, const boost::system::error_code
 }
 
 void RedisLink::ScheduleFlush() {
-  if (flush_posted_ || writing_in_flight_) return;
+  if (flush_posted_ || writing_in_flight_ || batches_.size() >= kBatchesInFlight ||
+      unwritten_ == 0) {
+    return;
+  }
   if (state_ != State::kHandshake && state_ != State::kUp) return;
   // Posted, not written now: the commands of every request this turn of the loop handles leave
-  // together.
+  // together. And only when the previous write is answered in full: what comes meanwhile waits
+  // for it and leaves as the next batch, so under load a batch holds everything one round trip
+  // gathered, and Redis reads it at once rather than one small write at a time.
   flush_posted_ = true;
   asio::post(loop_, [self = shared_from_this()] {
     self->flush_posted_ = false;
@@ -289,9 +301,11 @@ void RedisLink::ScheduleFlush() {
 }
 
 void RedisLink::Flush() {
-  if (writing_in_flight_ || out_.empty()) return;
+  if (writing_in_flight_ || batches_.size() >= kBatchesInFlight || out_.empty()) return;
   if (state_ != State::kHandshake && state_ != State::kUp) return;
   writing_.swap(out_);
+  batches_.push_back(unwritten_);
+  unwritten_ = 0;
   writing_in_flight_ = true;
   writes_.fetch_add(1, std::memory_order_relaxed);
   asio::async_write(
@@ -349,13 +363,17 @@ bool RedisLink::DeliverReplies(uint64_t generation) {
       Fail(StrCat("bad reply: ", reader_->errstr));
       return false;
     }
-    if (raw == nullptr) return true;
+    if (raw == nullptr) {
+      ScheduleFlush();  // the batch may be answered in full
+      return true;
+    }
     auto* reply = static_cast<redisReply*>(raw);
-    if (waiting_.empty()) {
+    if (batches_.empty()) {  // a reply to a command still in out_, or to none
       freeReplyObject(reply);
       Fail("a reply to no command");
       return false;
     }
+    if (--batches_.front() == 0) batches_.pop_front();
     Reply callback = std::move(waiting_.front().reply);
     waiting_.pop_front();
     if (callback) std::move(callback)(*this, reply);
@@ -374,6 +392,8 @@ void RedisLink::Fail(std::string_view why_view) {
   socket_->close(ignored);
   resolver_->cancel();
   WipeString(out_);  // it may hold AUTH
+  unwritten_ = 0;
+  batches_.clear();
   wipe_after_write_ = wipe_after_write_ && writing_in_flight_;
   state_ = State::kDown;
   retry_at_ = std::chrono::steady_clock::now() + ToSteady(group_->options().retry_interval);
@@ -408,6 +428,8 @@ void RedisLink::Close(std::string_view why_view) {
   timer_.reset();
   timer_armed_ = false;
   WipeString(out_);
+  unwritten_ = 0;
+  batches_.clear();
   closed_.store(true, std::memory_order_release);
   FailWaiting(StrCat("redis: ", why));
 }

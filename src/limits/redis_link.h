@@ -1,7 +1,9 @@
-// One pipelined connection to Redis, driven by one event loop (an asio io_context): the commands
-// sent during one turn of the loop leave in one write, the replies are parsed as they arrive
-// (hiredis's reader) and handed, in order, to their commands' callbacks on that loop. A request
-// whose limits live in Redis therefore costs one round trip and no thread hand-off.
+// One pipelined connection to Redis, driven by one event loop (an asio io_context): commands
+// leave in batches, at most two writes awaiting their replies (so the commands of one turn of the
+// loop leave together when the connection is idle, and under load what gathers during a round
+// trip leaves as the next batch); the replies are parsed as they arrive (hiredis's
+// reader) and handed, in order, to their commands' callbacks on that loop. A request whose
+// limits live in Redis therefore costs one round trip and no thread hand-off.
 //
 //   auto group = std::make_shared<RedisLinkGroup>(options, std::move(password));
 //   std::shared_ptr<RedisLink> link = RedisLink::Open(loop, group);
@@ -165,6 +167,8 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   SteadyTime retry_at_{};
   std::deque<Waiting> waiting_;  // sent or queued, in order; replies answer the front
   std::string out_;              // commands not yet written
+  size_t unwritten_ = 0;         // commands in out_
+  std::deque<size_t> batches_;   // per write awaiting replies: how many it still waits for
   std::string writing_;          // the write in flight (one at a time, across connections)
   bool writing_in_flight_ = false;
   bool wipe_after_write_ = false;  // writing_ holds AUTH's password
