@@ -50,9 +50,13 @@ def instructions(directory):
 
 
 # The allocating entry points: glibc's malloc (its operator new calls it), or tcmalloc's malloc
-# and its own operator new, which does not (the pillar binary links tcmalloc).
-ALLOCATORS = re.compile(r"malloc\.c:malloc \[|:(tc_)?malloc \[.*tcmalloc|"
-                        r":(operator new\(unsigned long\)|tc_new) \[.*tcmalloc")
+# and its own operator new, which does not (the pillar binary links tcmalloc). tcmalloc's entry
+# points are aliases of one another, so callgrind names them all by one of them
+# ("operator new[](unsigned long)"), in an object it cannot name ("[???]": Debian's tcmalloc has
+# no symbols file); libstdc++'s operator new, which calls glibc's malloc, is not counted again.
+ALLOCATORS = re.compile(r"malloc\.c:malloc \[|"
+                        r"\?\?\?:(malloc|tc_\w+|operator new(\[\])?\(unsigned long\)) "
+                        r"\[(\?\?\?|[^\]]*tcmalloc[^\]]*)\]")
 
 
 def allocations(directory):
