@@ -182,7 +182,10 @@ std::vector<DenyMatch> DenyList::Match(std::string_view text) const {
     for (const FoldedText* view : views) {
       if (m || view == nullptr || !view->changed()) continue;
       m = MatchRule(i, view->text());
-      if (m) *m = DenyMatch{m->rule, view->Begin(m->begin), view->End(m->end)};
+      if (m) {
+        const auto [begin, end] = view->Span(m->begin, m->end);
+        *m = DenyMatch{m->rule, begin, end};
+      }
     }
     if (m) matches.push_back(*m);
   }

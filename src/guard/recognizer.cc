@@ -5,6 +5,7 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+#include <tuple>
 
 #include "absl/container/flat_hash_map.h"
 #include "guard/recognizer_internal.h"
@@ -373,10 +374,7 @@ std::vector<Finding> Recognize(std::string_view original, const RecognizerOption
       if (!options.enabled[size_t(f.type)] || f.score + 0.4 < options.min_score) continue;
       f.score = std::clamp(f.score + ContextAdjustment(text, f.begin, f.end, f.type), 0.0, 1.0);
       if (f.score < options.min_score) continue;
-      if (folded.changed()) {
-        f.begin = folded.Begin(f.begin);
-        f.end = folded.End(f.end);
-      }
+      if (folded.changed()) std::tie(f.begin, f.end) = folded.Span(f.begin, f.end);
       scored.push_back(f);
     }
   };

@@ -199,6 +199,13 @@ size_t EscapeLength(std::string_view text, size_t at, bool terminal) {
   return 1;
 }
 
+// Whether text[at] is a control a terminal acts on: an invisible one, or a carriage return that
+// does not end a line ("\r\n" is a line break, a lone '\r' returns to the line's start).
+bool TerminalControl(std::string_view text, size_t at) {
+  const auto c = static_cast<unsigned char>(text[at]);
+  return InvisibleAscii(c) || (c == '\r' && (at + 1 == text.size() || text[at + 1] != '\n'));
+}
+
 // How many bytes from text[at], an InvisibleAscii byte, a terminal shows nothing for.
 size_t InvisibleAsciiLength(std::string_view text, size_t at, bool terminal) {
   return text[at] == '\x1b' ? EscapeLength(text, at, terminal) : 1;
@@ -235,16 +242,18 @@ size_t FirstFolding(std::string_view text, size_t at, bool drop_controls) {
       std::memcpy(&word, text.data() + at, 8);
       if ((word & kHighBits) == 0) {
         // A line break or a tab: about one word in ten of prose.
-        if (!drop_controls || !MayHoldControl(word) ||
-            std::none_of(text.data() + at, text.data() + at + 8,
-                         [](char c) { return InvisibleAscii(static_cast<unsigned char>(c)); })) {
+        bool control = false;
+        if (drop_controls && MayHoldControl(word)) {
+          for (size_t i = at; i < at + 8 && !control; ++i) control = TerminalControl(text, i);
+        }
+        if (!control) {
           at += 8;
           continue;
         }
       }
     }
     const auto lead = static_cast<unsigned char>(text[at]);
-    if (drop_controls && InvisibleAscii(lead)) return at;
+    if (drop_controls && TerminalControl(text, at)) return at;
     if (lead < 0x80 || !MayFold(lead)) {
       ++at;  // an ASCII byte, or a lead or continuation byte of a character that does not fold
       continue;
@@ -265,17 +274,18 @@ bool FoldedText::HasControls(std::string_view text) {
     std::memcpy(&word, text.data() + at, 8);
     if (!MayHoldControl(word)) continue;
     for (size_t i = at; i < at + 8; ++i) {
-      if (InvisibleAscii(static_cast<unsigned char>(text[i]))) return true;
+      if (TerminalControl(text, i)) return true;
     }
   }
   for (; at < text.size(); ++at) {
-    if (InvisibleAscii(static_cast<unsigned char>(text[at]))) return true;
+    if (TerminalControl(text, at)) return true;
   }
   return false;
 }
 
 FoldedText::FoldedText(std::string_view text, Controls controls) : original_(text) {
   const bool drop_controls = controls != Controls::kKeep;
+  const bool terminal = controls == Controls::kDrop;
   // Most text folds nothing: find the first character that does before copying anything.
   size_t at = FirstFolding(text, 0, drop_controls);
   if (at == text.size()) return;
@@ -285,31 +295,92 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
   from_.reserve(text.size() + 1);
   folded_.append(text.substr(0, at));
   for (uint32_t i = 0; i < at; ++i) from_.push_back(i);
+  Cursor cursor{folded_.size(), folded_.rfind('\n') + 1};  // npos + 1: the text's start
   while (at < text.size()) {
-    if (drop_controls && InvisibleAscii(static_cast<unsigned char>(text[at]))) {
+    const auto byte = static_cast<unsigned char>(text[at]);
+    if (terminal && (byte == '\b' || byte == '\r')) {
+      MoveBack(cursor, byte == '\r');
+      ++at;
+      continue;
+    }
+    if (drop_controls && InvisibleAscii(byte)) {
       if (controls == Controls::kPart && (folded_.empty() || folded_.back() != ' ')) {
         folded_.push_back(' ');
         from_.push_back(uint32_t(at));
+        cursor.at = folded_.size();
       }
-      at += InvisibleAsciiLength(text, at, controls == Controls::kDrop);
+      at += InvisibleAsciiLength(text, at, terminal);
       continue;
     }
-    cp = static_cast<unsigned char>(text[at]) < 0x80 ? std::nullopt : Decode(text, at);
+    cp = byte < 0x80 ? std::nullopt : Decode(text, at);
     fold = cp ? FoldOf(cp->value) : std::nullopt;
+    const size_t length = cp ? cp->length : 1;
     if (!fold) {  // kept: each byte from itself
-      const size_t length = cp ? cp->length : 1;
-      folded_.append(text.substr(at, length));
-      for (size_t i = 0; i < length; ++i) from_.push_back(uint32_t(at + i));
+      Write(text.substr(at, length), at, cursor);
     } else if (*fold != kDrop) {
-      folded_.push_back(*fold);
-      from_.push_back(uint32_t(at));
+      Write(std::string_view(&*fold, 1), at, cursor);
     }
-    at += cp ? cp->length : 1;
+    at += length;
   }
   from_.push_back(uint32_t(text.size()));
 }
 
+void FoldedText::MoveBack(Cursor& cursor, bool to_line_start) const {
+  if (to_line_start) {
+    cursor.at = cursor.line_start;
+    return;
+  }
+  if (cursor.at == cursor.line_start) return;  // a backspace stops at the line's start
+  --cursor.at;
+  while (cursor.at > cursor.line_start &&
+         (static_cast<unsigned char>(folded_[cursor.at]) & 0xC0) == 0x80) {
+    --cursor.at;  // back over a whole character
+  }
+}
+
+void FoldedText::Write(std::string_view bytes, size_t from, Cursor& cursor) {
+  // A line break ends the line where the terminal wrote last: the next line starts after all of
+  // it. So does an overwrite that would move too much of the line (a character of another
+  // length, far from the line's end): the text is then read on as if appended, which keeps the
+  // fold linear in the text's length.
+  constexpr size_t kMaxShift = 256;
+  const bool line_break =
+      bytes.size() == 1 && (bytes[0] == '\n' || bytes[0] == '\v' || bytes[0] == '\f');
+  if (cursor.at < folded_.size() && !line_break) {
+    size_t old_length = 1;
+    while (cursor.at + old_length < folded_.size() &&
+           (static_cast<unsigned char>(folded_[cursor.at + old_length]) & 0xC0) == 0x80) {
+      ++old_length;
+    }
+    if (old_length == bytes.size() || folded_.size() - cursor.at <= kMaxShift) {
+      folded_.replace(cursor.at, old_length, bytes);  // in place when the lengths agree
+      if (old_length != bytes.size()) {
+        from_.erase(from_.begin() + long(cursor.at), from_.begin() + long(cursor.at + old_length));
+        from_.insert(from_.begin() + long(cursor.at), bytes.size(), 0);
+      }
+      for (size_t i = 0; i < bytes.size(); ++i) from_[cursor.at + i] = uint32_t(from + i);
+      cursor.at += bytes.size();
+      overwritten_ = true;
+      return;
+    }
+  }
+  folded_.append(bytes);
+  for (size_t i = 0; i < bytes.size(); ++i) from_.push_back(uint32_t(from + i));
+  cursor.at = folded_.size();
+  if (line_break) cursor.line_start = cursor.at;
+}
+
 size_t FoldedText::Begin(size_t at) const { return changed() ? from_[at] : at; }
+
+std::pair<size_t, size_t> FoldedText::Span(size_t begin, size_t end) const {
+  if (!overwritten_ || begin >= end) return {Begin(begin), End(end)};
+  size_t first = original_.size(), last = 0;
+  for (size_t i = begin; i < end; ++i) {
+    first = std::min(first, size_t(from_[i]));
+    last = std::max(last, End(i + 1));
+  }
+  return {first, last};
+}
 
 size_t FoldedText::End(size_t end) const {
   if (!changed() || end == 0) return end;

@@ -12,6 +12,8 @@
 //   the byte order mark, tag characters, the Hangul fillers; and, with Controls::kDrop, the
 //   ASCII controls other than the blanks (NUL, BEL, ESC, DEL ...) and a terminal's control
 //   sequences whole ("\x1b[1;31m", "\x1b(B", "\x1b]8;;url\x1b\\"), as a terminal shows them;
+//   there, too, a backspace or a carriage return moves back within the line, and what follows
+//   overwrites what was there ("AKIAIOSX\bFODNN7..." shows "AKIAIOSFODNN7...");
 // - blanks of other scripts and line separators (NBSP, NEL, U+2000-U+200A, U+2028, U+2029,
 //   U+202F, U+205F, U+3000) become a space;
 // - fullwidth ASCII (U+FF01-U+FF5E) and the small '@' (U+FE6B) become ASCII;
@@ -30,6 +32,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace pillar::guard {
@@ -45,7 +48,8 @@ class FoldedText {
   // and kDrop (HasControls says when they differ from kKeep).
   enum class Controls { kKeep, kPart, kDrop };
   explicit FoldedText(std::string_view text, Controls controls = Controls::kKeep);
-  // Whether `text` has a control that Controls::kDrop drops.
+  // Whether `text` has a control that Controls::kDrop drops or follows: a carriage return not
+  // followed by a line feed counts.
   static bool HasControls(std::string_view text);
   FoldedText(const FoldedText&) = delete;
   FoldedText& operator=(const FoldedText&) = delete;
@@ -58,13 +62,29 @@ class FoldedText {
   // `at` == text().size()).
   size_t Begin(size_t at) const;
   // The original offset just past the character of folded byte `end` - 1: [Begin(b), End(e)) is
-  // the original of folded [b, e), with the invisible characters inside it.
+  // the original of folded [b, e), with the invisible characters inside it, unless the text
+  // was overwritten (Span).
   size_t End(size_t end) const;
+  // The original range [first, last) holding every byte folded [begin, end) came from. A
+  // terminal's overwrites (Controls::kDrop) put later bytes before earlier ones: the range then
+  // spans both, and what lies between.
+  std::pair<size_t, size_t> Span(size_t begin, size_t end) const;
 
  private:
+  // Where a terminal writes next in folded_ (Controls::kDrop): the end, unless a backspace or a
+  // carriage return moved it back within the current line.
+  struct Cursor {
+    size_t at;
+    size_t line_start;
+  };
+  void MoveBack(Cursor& cursor, bool to_line_start) const;
+  // Writes one character, from original offset `from`, at the cursor.
+  void Write(std::string_view bytes, size_t from, Cursor& cursor);
+
   std::string_view original_;
   std::string folded_;
   std::vector<uint32_t> from_;  // by folded byte: the original offset it came from
+  bool overwritten_ = false;    // from_ is not in order
 };
 
 }  // namespace pillar::guard

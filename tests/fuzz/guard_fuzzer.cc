@@ -3,7 +3,8 @@
 // findings lie inside the text, in order, never overlapping, with scores in [0, 1]; a screened text
 // that is not blocked is the input with exactly the redacted spans replaced. The injection score
 // lies in [0, 1), and a deny rule's match lies inside the text. Folding look-alikes (text_fold.h)
-// never lengthens a text, and its way back to the original is in range and in order.
+// never lengthens a text, and its way back to the original is in range and in order (or, for a
+// terminal's overwrites, in range).
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,6 +24,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (begin < previous || begin > text.size() || end > text.size()) __builtin_trap();
     if (i > 0 && end <= folded.Begin(i - 1)) __builtin_trap();
     previous = begin;
+  }
+  // As a terminal shows it, overwrites included: each byte's way back, and any range's, is in
+  // the text and not empty.
+  const pillar::guard::FoldedText shown(text, pillar::guard::FoldedText::Controls::kDrop);
+  if (shown.text().size() > text.size()) __builtin_trap();
+  for (size_t i = 0; i < shown.text().size(); ++i) {
+    const auto [first, last] = shown.Span(i, i + 1);
+    if (first >= last || last > text.size()) __builtin_trap();
+    const auto [from, to] = shown.Span(0, i + 1);
+    if (from > first || to < last || to > text.size()) __builtin_trap();
   }
   pillar::guard::RecognizerOptions options;
   options.min_score = 0;

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <utility>
 
+#include "absl/time/clock.h"
 #include "guard/deny_list.h"
 #include "guard/recognizer.h"
 #include "guard/screen.h"
@@ -141,8 +143,11 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
   EXPECT_EQ(FoldedText("k \x1b[AKIA", kDrop).text(), "k KIA");
   EXPECT_TRUE(FoldedText::HasControls(text));
   // Blanks are not controls that print as nothing: a tab or a line break parts values.
-  EXPECT_FALSE(FoldedText::HasControls("a\tb\nc\rd\x1c and more than eight bytes"));
-  EXPECT_FALSE(FoldedText("a\tb\nc\rd\x1c", kDrop).changed());
+  EXPECT_FALSE(FoldedText::HasControls("a\tb\nc\r\nd\x1c and more than eight bytes"));
+  EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\x1c", kDrop).changed());
+  // A carriage return that ends no line moves a terminal back to the line's start.
+  EXPECT_TRUE(FoldedText::HasControls("a\tb\nc\rd\x1c and more than eight bytes"));
+  EXPECT_TRUE(FoldedText::HasControls("ends with\r"));
   // A terminal takes a number of any length and shows nothing of it; a model reads its digits,
   // which kPart keeps ("tput sgr0" (ESC ( B, ESC [ m), a hyperlink (OSC 8) and a two-byte escape
   // go whole in the terminal's reading).
@@ -226,6 +231,42 @@ TEST(TextFoldTest, RecognizersReadTextWithControlsAsATerminalAndAsAModel) {
             "***-**-****");
   r = Screen("mail \x1b[john.smith@example.com ok", config);
   EXPECT_EQ(r.text, "mail \x1b[<EMAIL_ADDRESS> ok");
+}
+
+// Found by review helper-52: a terminal's backspace and carriage return move back within the
+// line, and what follows overwrites what was there, so a value can be shown whole that no
+// reading of the bytes in order holds.
+TEST(TextFoldTest, ATerminalsOverwritesAreReadAsItShowsThem) {
+  constexpr auto kDrop = FoldedText::Controls::kDrop;
+  EXPECT_EQ(FoldedText("AKIAIOSX\bFODNN7", kDrop).text(), "AKIAIOSFODNN7");
+  EXPECT_EQ(FoldedText("abc\b\bX", kDrop).text(), "aXc");  // the cursor moves; nothing is erased
+  EXPECT_EQ(FoldedText("\b\bab", kDrop).text(), "ab");     // not past the line's start
+  EXPECT_EQ(FoldedText("one\n??O\rAK", kDrop).text(), "one\nAKO");
+  EXPECT_EQ(FoldedText("a\r\nb\rc", kDrop).text(), "a\r\nc");  // a line ends with CR LF
+  EXPECT_EQ(FoldedText("é\bx", kDrop).text(), "x");            // back over a whole character
+  const FoldedText over("????????ODNN7EXAMPLE\rAKIAIOSF", kDrop);
+  EXPECT_EQ(over.text(), "AKIAIOSFODNN7EXAMPLE");
+  // The original range of what was overwritten holds both the value's parts.
+  EXPECT_EQ(over.Span(0, 20), (std::pair<size_t, size_t>{8, 29}));
+
+  for (const std::string& text :
+       {"k AKIAIOSX\bFODNN7EXAMPLE"s, "????????ODNN7EXAMPLE\rAKIAIOSF"s,
+        "card 4111 1111 1111 11XX\b\b11"s, "ssn 000-00-1120\r\x1b[Cssn 078-05"s}) {
+    const std::vector<Finding> found = Recognize(text, RecognizerOptions{});
+    ASSERT_EQ(found.size(), 1u) << text;
+    const std::string redacted = RedactAll(text);
+    EXPECT_EQ(redacted.find("AKIA"), std::string::npos) << redacted;
+    EXPECT_EQ(redacted.find("1111"), std::string::npos) << redacted;
+    EXPECT_EQ(redacted.find("1120"), std::string::npos) << redacted;
+  }
+  // Linear in the text's length: a long line overwritten from its start, character by
+  // character, with characters of another length.
+  std::string long_line(1 << 20, 'a');
+  long_line += '\r';
+  for (int i = 0; i < (1 << 18); ++i) long_line += "é";
+  const absl::Time start = absl::Now();
+  (void)Recognize(long_line, RecognizerOptions{});
+  EXPECT_LT(absl::Now() - start, absl::Seconds(2));
 }
 
 }  // namespace
