@@ -3,6 +3,7 @@
 #include <fcntl.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "common/clock.h"
 #include "common/json_writer.h"
@@ -11,8 +12,9 @@
 namespace pillar::monitor {
 
 namespace {
-constexpr size_t kFlushBytes = 64 * 1024;
-}
+constexpr size_t kFlushBytes = 64 * 1024;         // the log's thread is woken to write
+constexpr size_t kMaxBuffered = 8 * 1024 * 1024;  // beyond, lines are dropped
+}  // namespace
 
 AccessLog::~AccessLog() {
   {
@@ -37,12 +39,16 @@ absl::Status AccessLog::Open(const std::string& destination, absl::Duration flus
     owned_ = true;
   }
   flusher_ = std::thread([this, flush_interval] {
-    absl::MutexLock lock(&mu_);
-    while (!stopping_) {
-      mu_.AwaitWithTimeout(absl::Condition(&stopping_), flush_interval);
-      if (!buffer_.empty()) {
-        FlushLocked();
+    while (true) {
+      {
+        absl::MutexLock lock(&mu_);
+        auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+          return stopping_ || buffer_.size() >= kFlushBytes;
+        };
+        mu_.AwaitWithTimeout(absl::Condition(&due), flush_interval);
+        if (stopping_) return;  // the destructor writes what is left
       }
+      WriteOut();
     }
   });
   return absl::OkStatus();
@@ -121,35 +127,53 @@ void AccessLog::Write(const AccessRecord& r) {
 void AccessLog::Write(std::string_view line) {
   if (file_ == nullptr) return;
   absl::MutexLock lock(&mu_);
+  if (buffer_.size() + line.size() + 1 > kMaxBuffered) {  // the log's thread cannot keep up
+    if (!dropping_) {
+      std::fprintf(stderr, "pillar: the access log is not written fast enough; lines are lost\n");
+    }
+    dropping_ = true;
+    ++lost_lines_;
+    return;
+  }
   buffer_.append(line);
   buffer_.push_back('\n');
-  if (buffer_.size() >= kFlushBytes) {
-    FlushLocked();
-  }
 }
 
-void AccessLog::FlushLocked() {
-  if (buffer_.empty()) return;
-  const bool ok = std::fwrite(buffer_.data(), 1, buffer_.size(), file_) == buffer_.size() &&
+void AccessLog::WriteOut() {
+  absl::MutexLock write_lock(&write_mu_);
+  int64_t dropped = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (buffer_.empty()) return;
+    writing_.swap(buffer_);  // the serving threads go on with the other buffer
+    if (dropping_) {
+      dropped = std::exchange(lost_lines_, 0);
+      dropping_ = false;
+    }
+  }
+  if (dropped > 0) {
+    std::fprintf(stderr, "pillar: the access log is written again (%lld lines were lost)\n",
+                 static_cast<long long>(dropped));
+  }
+  const bool ok = std::fwrite(writing_.data(), 1, writing_.size(), file_) == writing_.size() &&
                   std::fflush(file_) == 0;
   if (!ok) {
     // A full disk must not stop serving; say so once per episode, and count what was lost.
-    lost_lines_ += int64_t(std::count(buffer_.begin(), buffer_.end(), '\n'));
+    failed_lines_ += int64_t(std::count(writing_.begin(), writing_.end(), '\n'));
     if (!failing_)
       std::fprintf(stderr, "pillar: the access log cannot be written; lines are lost\n");
     std::clearerr(file_);
   } else if (failing_) {
     std::fprintf(stderr, "pillar: the access log is written again (%lld lines were lost)\n",
-                 static_cast<long long>(lost_lines_));
+                 static_cast<long long>(std::exchange(failed_lines_, 0)));
   }
   failing_ = !ok;
-  buffer_.clear();
+  writing_.clear();
 }
 
 void AccessLog::Flush() {
   if (file_ == nullptr) return;
-  absl::MutexLock lock(&mu_);
-  FlushLocked();
+  WriteOut();
 }
 
 }  // namespace pillar::monitor

@@ -1,6 +1,8 @@
 // The structured access log: one JSON object per line and per request, with its request id.
-// Lines are buffered and flushed at least every `flush_interval`, so logging costs no syscall
-// per request on the hot path.
+// Lines are buffered and written by the log's own thread at least every `flush_interval`, and
+// as soon as 64 KiB are waiting, so logging costs no syscall on the threads that serve: they
+// only append to a buffer. A disk that stalls does not stall them either: past 8 MiB waiting,
+// lines are dropped and counted (one message per episode says how many), as on a full disk.
 //
 //   AccessLog log;  PILLAR_RETURN_IF_ERROR(log.Open("-"));   // "-" stdout, "" off, else a file
 //   log.Write(line);
@@ -67,15 +69,22 @@ class AccessLog {
   void Flush();
 
  private:
-  void FlushLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes what is buffered and writes it, in order with every other write.
+  void WriteOut() ABSL_LOCKS_EXCLUDED(mu_);
 
   std::FILE* file_ = nullptr;
   bool owned_ = false;
+  // Held while a taken buffer is written, so that buffers reach the file in the order taken;
+  // the serving threads never take it.
+  absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
+  std::string writing_ ABSL_GUARDED_BY(write_mu_);  // the buffer being written, kept for reuse
+  bool failing_ ABSL_GUARDED_BY(write_mu_) = false;
+  int64_t failed_lines_ ABSL_GUARDED_BY(write_mu_) = 0;  // lost to failed writes this episode
   absl::Mutex mu_;
   std::string buffer_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
-  bool failing_ ABSL_GUARDED_BY(mu_) = false;
-  int64_t lost_lines_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t lost_lines_ ABSL_GUARDED_BY(mu_) = 0;  // since the last message that said so
+  bool dropping_ ABSL_GUARDED_BY(mu_) = false;   // the buffer is full: lines are dropped
   std::thread flusher_;
 };
 
