@@ -2,6 +2,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include <algorithm>
 #include <atomic>
 #include <boost/asio/post.hpp>
 #include <cstdio>
@@ -135,9 +136,27 @@ std::string FormatDouble(double v) {
   return buf;
 }
 
+// Whether the numbers of a verdict are ones the script can give: a server that answers other
+// numbers (a Retry-After of centuries, a negative remaining) is not trusted with them, since
+// they go to the client as headers (review helper-54).
+bool Plausible(const Verdict& v) {
+  constexpr int64_t kMaxMs = int64_t{400} * 86'400'000;  // longer than any period
+  constexpr int64_t kMaxUnits = int64_t{1} << 53;        // what the script's numbers hold exactly
+  return v.charge_index >= -1 && v.charge_index < 4096 && v.limit >= 0 && v.limit <= kMaxUnits &&
+         v.remaining >= 0 && v.remaining <= v.limit && v.reset_ms >= 0 && v.reset_ms <= kMaxMs &&
+         (v.retry_after_ms == -1 || (v.retry_after_ms >= 0 && v.retry_after_ms <= kMaxMs)) &&
+         v.renews_at_s >= 0 && v.renews_at_s < (int64_t{1} << 33);
+}
+
+[[nodiscard]] absl::StatusOr<Verdict> Checked(Verdict v) {
+  if (!Plausible(v)) return absl::UnavailableError("redis: implausible numbers in the reply");
+  return v;
+}
+
 [[nodiscard]] absl::StatusOr<Verdict> ParseReply(const redisReply* reply) {
   if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::UnavailableError(StrCat("redis: ", std::string_view(reply->str, reply->len)));
+    return absl::UnavailableError(
+        StrCat("redis: ", std::string_view(reply->str, std::min<size_t>(reply->len, 200))));
   }
   if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
       reply->element[0]->type != REDIS_REPLY_INTEGER) {
@@ -151,12 +170,15 @@ std::string FormatDouble(double v) {
           return absl::UnavailableError("redis: unexpected admission reply");
         }
       }
+      if (reply->element[1]->integer < 0 || reply->element[1]->integer >= 4096) {
+        return absl::UnavailableError("redis: implausible numbers in the reply");
+      }
       admitted.charge_index = int(reply->element[1]->integer);
       admitted.limit = reply->element[2]->integer;
       admitted.remaining = reply->element[3]->integer;
       admitted.reset_ms = reply->element[4]->integer;
     }
-    return admitted;
+    return Checked(admitted);
   }
   if (reply->elements != 7) return absl::UnavailableError("redis: unexpected refusal reply");
   int64_t v[7];
@@ -166,6 +188,8 @@ std::string FormatDouble(double v) {
     }
     v[i] = reply->element[i]->integer;
   }
+  if (v[1] < 1 || v[1] > 4096)
+    return absl::UnavailableError("redis: implausible numbers in the reply");
   Verdict verdict;
   verdict.allowed = false;
   verdict.charge_index = int(v[1] - 1);
@@ -174,7 +198,17 @@ std::string FormatDouble(double v) {
   verdict.reset_ms = v[4];
   verdict.retry_after_ms = v[5];
   verdict.renews_at_s = v[6];
-  return verdict;
+  return Checked(verdict);
+}
+
+// Once per episode (ten seconds), not once per request that found the script gone.
+void ReportLostScript() {
+  static std::atomic<int64_t> last_ns{0};
+  const int64_t now = SystemClock().MonotonicNanos();
+  int64_t last = last_ns.load(std::memory_order_relaxed);
+  if (now - last < int64_t{10'000'000'000} && last != 0) return;
+  if (!last_ns.compare_exchange_strong(last, now)) return;
+  std::fprintf(stderr, "pillar: limit store redis had lost a limit script; loading it again\n");
 }
 
 bool IsNoScript(const redisReply* reply) {
@@ -190,7 +224,7 @@ RedisLink::Reply LoadingScriptIfLost(const char* script, std::string command,
   return [script, command = std::move(command), reply = std::move(reply)](
              RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
     if (answer.ok() && IsNoScript(*answer)) {
-      std::fprintf(stderr, "pillar: limit store redis had lost a limit script; loading it again\n");
+      ReportLostScript();
       link.Send(RespCommand().Add("SCRIPT").Add("LOAD").Add(script).Take(), nullptr);
       link.Send(command, std::move(reply));
       return;

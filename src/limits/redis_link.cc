@@ -9,18 +9,13 @@
 #include <cstdio>
 
 #include "common/strings.h"
+#include "limits/reply_reader.h"
 #include "limits/resp_command.h"
 
 namespace pillar::limits {
 namespace asio = boost::asio;
 namespace {
 
-// What a reply may hold before it is complete: pillar's replies are a few hundred bytes, so a
-// server that sends more without ending a reply is not one pillar talks to.
-constexpr size_t kMaxUnparsedBytes = size_t{1} << 20;
-// The most elements an array reply may declare (pillar's have at most 7): hiredis allocates an
-// array for the count it reads, before any element arrives.
-constexpr int kMaxArrayElements = 1024;
 // Writes whose replies are awaited at once, per connection: a few, not one per turn of the loop,
 // so that under load each batch holds what a round trip gathered and Redis reads it at once
 // (writing every turn's commands at once cut throughput by a quarter). Two, not one: with one, a
@@ -30,33 +25,6 @@ constexpr size_t kBatchesInFlight = 2;
 
 std::chrono::steady_clock::duration ToSteady(absl::Duration d) {
   return std::chrono::nanoseconds(absl::ToInt64Nanoseconds(d));
-}
-
-// hiredis's own reply functions, with arrays bounded (kMaxArrayElements).
-redisReplyObjectFunctions BoundedFunctions() {
-  redisReader* probe = redisReaderCreate();
-  redisReplyObjectFunctions functions = *probe->fn;
-  redisReaderFree(probe);
-  return functions;
-}
-
-const redisReplyObjectFunctions& DefaultFunctions() {
-  static const redisReplyObjectFunctions functions = BoundedFunctions();
-  return functions;
-}
-
-void* CreateBoundedArray(const redisReadTask* task, int elements) {
-  if (elements < 0 || elements > kMaxArrayElements) return nullptr;  // the reader fails: OOM
-  return DefaultFunctions().createArray(task, elements);
-}
-
-redisReader* NewReader() {
-  static redisReplyObjectFunctions functions = [] {
-    redisReplyObjectFunctions f = DefaultFunctions();
-    f.createArray = CreateBoundedArray;
-    return f;
-  }();
-  return redisReaderCreateWithFunctions(&functions);
 }
 
 // The links of one io_context. Registered after the link's socket and timer made the loop's
@@ -92,6 +60,21 @@ class LinkService final : public asio::execution_context::service {
 
 asio::execution_context::id LinkService::id;
 
+// `text` from Redis (an error's message) as a log line may quote it: controls and bytes outside
+// ASCII escaped, at most 200 bytes, so that a server cannot write lines of its own into pillar's.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (size_t i = 0; i < text.size() && out.size() < 200; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c >= 0x20 && c < 0x7F) {
+      out.push_back(char(c));
+    } else {
+      StrAppend(&out, "\\x", Hex(c, 2));
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> Shas(const std::vector<std::string>& scripts) {
   std::vector<std::string> shas;
   for (const std::string& script : scripts) shas.push_back(HexEncode(Sha1(script)));
@@ -123,10 +106,11 @@ void RedisLinkGroup::LinkDown(bool was_up, std::string_view why) {
 }
 
 void RedisLinkGroup::LinkClosed(bool was_up, bool was_down) {
+  // Counted out, but reported on by the next link that connects or fails: a link closed at
+  // shutdown says nothing of whether Redis answers.
   absl::MutexLock lock(&mu_);
   if (was_up) --links_up_;
   if (was_down) --links_down_;
-  Report();
 }
 
 void RedisLinkGroup::Report() {
@@ -162,9 +146,8 @@ RedisLink::RedisLink(asio::io_context& loop, std::shared_ptr<RedisLinkGroup> gro
       timer_(std::make_unique<asio::steady_timer>(loop)) {}
 
 RedisLink::~RedisLink() {
-  if (reader_ != nullptr) redisReaderFree(reader_);
   WipeString(writing_);
-  WipeString(out_);
+  WipeString(handshake_);
 }
 
 void RedisLink::Send(std::string_view command, Reply reply) {
@@ -206,8 +189,7 @@ void RedisLink::Connect() {
   ++generation_;
   state_ = State::kConnecting;
   connect_deadline_ = std::chrono::steady_clock::now() + ToSteady(options.timeout);
-  if (reader_ != nullptr) redisReaderFree(reader_);
-  reader_ = NewReader();
+  reader_ = std::make_unique<ReplyReader>();
   QueueHandshake();
   ArmTimer();
   const uint64_t generation = generation_;
@@ -238,39 +220,55 @@ void RedisLink::Connect() {
 void RedisLink::QueueHandshake() {
   const std::vector<std::string>& scripts = group_->options().scripts;
   const std::vector<std::string>& shas = group_->script_shas();
-  if (!group_->password().empty()) {
-    // Built in place, not by RespCommand, whose intermediate buffer would be freed unwiped.
-    const std::string_view password = group_->password().view();
-    const std::string length = StrCat(password.size());
-    std::string auth;
-    auth.reserve(20 + length.size() + password.size());
-    StrAppend(&auth, "*2\r\n$4\r\nAUTH\r\n$", length, "\r\n", password, "\r\n");
-    Enqueue(auth, [](RedisLink& link, absl::StatusOr<const redisReply*> reply) {
-      if (reply.ok() && (*reply)->type == REDIS_REPLY_ERROR) link.Fail("AUTH refused");
+  const auto wait_for = [this](Reply reply) {
+    waiting_.push_back(
+        {std::chrono::steady_clock::now() + ToSteady(group_->options().timeout), std::move(reply)});
+    ++handshake_commands_;
+  };
+  std::vector<std::string> loads;
+  size_t size = 0;
+  for (const std::string& script : scripts) {
+    loads.push_back(RespCommand().Add("SCRIPT").Add("LOAD").Add(script).Take());
+    size += loads.back().size();
+  }
+  // One buffer, sized first: the password is never in a buffer that grows (and is freed
+  // unwiped), and is wiped once written (review helper-54 found it in freed blocks).
+  WipeString(handshake_);
+  handshake_commands_ = 0;
+  const std::string_view password = group_->password().view();
+  const std::string length = StrCat(password.size());
+  handshake_.reserve(size + (password.empty() ? 0 : 20 + length.size() + password.size()));
+  if (!password.empty()) {
+    StrAppend(&handshake_, "*2\r\n$4\r\nAUTH\r\n$", length, "\r\n", password, "\r\n");
+    wait_for([](RedisLink& link, absl::StatusOr<const redisReply*> reply) {
+      const bool ok = reply.ok() && (*reply)->type == REDIS_REPLY_STATUS &&
+                      std::string_view((*reply)->str, (*reply)->len) == "OK";
+      if (reply.ok() && !ok) link.Fail("AUTH refused");
     });
-    WipeString(auth);
-    wipe_after_write_ = true;
   }
-  for (size_t i = 0; i < scripts.size(); ++i) {
-    const bool last = i + 1 == scripts.size();
-    Enqueue(RespCommand().Add("SCRIPT").Add("LOAD").Add(scripts[i]).Take(),
-            [sha = shas[i], last](RedisLink& link, absl::StatusOr<const redisReply*> reply) {
-              if (!reply.ok()) return;
-              const redisReply* r = *reply;
-              if (r->type != REDIS_REPLY_STRING || std::string_view(r->str, r->len) != sha) {
-                return link.Fail(r->type == REDIS_REPLY_ERROR
-                                     ? StrCat("SCRIPT LOAD: ", std::string_view(r->str, r->len))
-                                     : std::string("SCRIPT LOAD: digest mismatch"));
-              }
-              if (last && link.state_ == State::kHandshake) {
-                const bool was_down = link.counted_down_;
-                link.state_ = State::kUp;
-                link.counted_down_ = false;
-                link.counted_up_ = true;
-                link.group_->LinkUp(was_down);
-              }
-            });
+  for (size_t i = 0; i < loads.size(); ++i) {
+    handshake_ += loads[i];
+    wait_for([sha = shas[i]](RedisLink& link, absl::StatusOr<const redisReply*> reply) {
+      if (!reply.ok()) return;
+      const redisReply* r = *reply;
+      if (r->type != REDIS_REPLY_STRING || std::string_view(r->str, r->len) != sha) {
+        return link.Fail(r->type == REDIS_REPLY_ERROR
+                             ? StrCat("SCRIPT LOAD: ", std::string_view(r->str, r->len))
+                             : std::string("SCRIPT LOAD: digest mismatch"));
+      }
+    });
   }
+}
+
+void RedisLink::MarkUp() {
+  state_ = State::kUp;
+  if (!counted_up_) {
+    const bool was_down = counted_down_;
+    counted_down_ = false;
+    counted_up_ = true;
+    group_->LinkUp(was_down);
+  }
+  ScheduleFlush();  // the requests' commands, held back while the handshake was answered
 }
 
 void RedisLink::OnConnected(uint64_t generation, const boost::system::error_code& error) {
@@ -280,19 +278,25 @@ void RedisLink::OnConnected(uint64_t generation, const boost::system::error_code
   socket_->set_option(asio::ip::tcp::no_delay(true), ignored);  // writes are batched here
   state_ = State::kHandshake;
   StartRead();
+  if (handshake_commands_ == 0) return MarkUp();
   ScheduleFlush();
 }
 
+bool RedisLink::WriteDue() const {
+  if (writing_in_flight_ || batches_.size() >= kBatchesInFlight) return false;
+  // The handshake goes alone: a request's command is not written before AUTH and the scripts
+  // are answered, so that a refused AUTH lets no command run (review helper-54: with a password
+  // Redis did not need, the commands behind a refused AUTH took quota and slots).
+  if (state_ == State::kHandshake) return handshake_commands_ > 0 && !handshake_.empty();
+  return state_ == State::kUp && unwritten_ > 0;
+}
+
 void RedisLink::ScheduleFlush() {
-  if (flush_posted_ || writing_in_flight_ || batches_.size() >= kBatchesInFlight ||
-      unwritten_ == 0) {
-    return;
-  }
-  if (state_ != State::kHandshake && state_ != State::kUp) return;
+  if (flush_posted_ || !WriteDue()) return;
   // Posted, not written now: the commands of every request this turn of the loop handles leave
-  // together. And only when the previous write is answered in full: what comes meanwhile waits
-  // for it and leaves as the next batch, so under load a batch holds everything one round trip
-  // gathered, and Redis reads it at once rather than one small write at a time.
+  // together. And only when fewer than kBatchesInFlight writes await their replies: what comes
+  // meanwhile waits and leaves as the next batch, so under load a batch holds everything one
+  // round trip gathered, and Redis reads it at once rather than one small write at a time.
   flush_posted_ = true;
   asio::post(loop_, [self = shared_from_this()] {
     self->flush_posted_ = false;
@@ -301,11 +305,16 @@ void RedisLink::ScheduleFlush() {
 }
 
 void RedisLink::Flush() {
-  if (writing_in_flight_ || batches_.size() >= kBatchesInFlight || out_.empty()) return;
-  if (state_ != State::kHandshake && state_ != State::kUp) return;
-  writing_.swap(out_);
-  batches_.push_back(unwritten_);
-  unwritten_ = 0;
+  if (!WriteDue()) return;
+  if (state_ == State::kHandshake) {
+    writing_.swap(handshake_);
+    wipe_after_write_ = true;
+    batches_.push_back(handshake_commands_);
+  } else {
+    writing_.swap(out_);
+    batches_.push_back(unwritten_);
+    unwritten_ = 0;
+  }
   writing_in_flight_ = true;
   writes_.fetch_add(1, std::memory_order_relaxed);
   asio::async_write(
@@ -344,54 +353,68 @@ void RedisLink::OnRead(uint64_t generation, const boost::system::error_code& err
     if (state_ == State::kHandshake || state_ == State::kUp) StartRead();
     return;
   }
+  if (error && state_ == State::kUp && waiting_.empty()) {
+    // Closed while idle (Redis's `timeout`, a proxy's idle limit): not an outage. The next
+    // command connects again; only a failure then says that Redis is down.
+    return Rest();
+  }
   if (error) {
     return Fail(error == asio::error::eof ? std::string("connection closed by redis")
                                           : StrCat("read failed: ", error.message()));
   }
-  if (redisReaderFeed(reader_, read_buffer_.data(), bytes) != REDIS_OK) {
-    return Fail(StrCat("bad reply: ", reader_->errstr));
+  if (absl::Status fed = reader_->Feed(std::string_view(read_buffer_.data(), bytes)); !fed.ok()) {
+    return Fail(ToStd(fed.message()));
   }
   if (!DeliverReplies(generation)) return;
-  if (reader_->len - reader_->pos > kMaxUnparsedBytes) return Fail("reply too large");
   StartRead();
 }
 
 bool RedisLink::DeliverReplies(uint64_t generation) {
   while (true) {
-    void* raw = nullptr;
-    if (redisReaderGetReply(reader_, &raw) != REDIS_OK) {
-      Fail(StrCat("bad reply: ", reader_->errstr));
+    absl::StatusOr<ReplyReader::Reply> reply = reader_->Next();
+    if (!reply.ok()) {
+      Fail(ToStd(reply.status().message()));
       return false;
     }
-    if (raw == nullptr) {
+    if (*reply == nullptr) {
       ScheduleFlush();  // the batch may be answered in full
       return true;
     }
-    auto* reply = static_cast<redisReply*>(raw);
-    if (batches_.empty()) {  // a reply to a command still in out_, or to none
-      freeReplyObject(reply);
+    if (batches_.empty()) {  // a reply to a command not yet written, or to none
       Fail("a reply to no command");
       return false;
     }
     if (--batches_.front() == 0) batches_.pop_front();
     Reply callback = std::move(waiting_.front().reply);
     waiting_.pop_front();
-    if (callback) std::move(callback)(*this, reply);
-    freeReplyObject(reply);
+    if (callback) std::move(callback)(*this, reply->get());
     if (generation != generation_ || state_ == State::kClosed || state_ == State::kDown) {
       return false;  // the callback dropped the connection (AUTH refused, a bad script load)
     }
+    if (state_ == State::kHandshake && --handshake_commands_ == 0) MarkUp();
   }
+}
+
+void RedisLink::Rest() {
+  ++generation_;
+  boost::system::error_code ignored;
+  socket_->close(ignored);
+  unwritten_ = 0;
+  batches_.clear();
+  state_ = State::kIdle;  // still counted up: nothing says otherwise
 }
 
 void RedisLink::Fail(std::string_view why_view) {
   if (state_ == State::kClosed || state_ == State::kDown) return;
-  const std::string why(why_view);  // it may point into what is freed below
+  // A copy (it may point into what is freed below), printable: it may quote Redis's words.
+  const std::string why = Printable(why_view);
   ++generation_;
   boost::system::error_code ignored;
   socket_->close(ignored);
   resolver_->cancel();
-  WipeString(out_);  // it may hold AUTH
+  out_.clear();
+  WipeString(handshake_);
+  handshake_commands_ = 0;
   unwritten_ = 0;
   batches_.clear();
   wipe_after_write_ = wipe_after_write_ && writing_in_flight_;
@@ -427,7 +450,9 @@ void RedisLink::Close(std::string_view why_view) {
   resolver_.reset();
   timer_.reset();
   timer_armed_ = false;
-  WipeString(out_);
+  out_.clear();
+  WipeString(handshake_);
+  handshake_commands_ = 0;
   unwritten_ = 0;
   batches_.clear();
   closed_.store(true, std::memory_order_release);

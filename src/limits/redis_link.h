@@ -11,12 +11,15 @@
 //              [](RedisLink&, absl::StatusOr<const redisReply*> reply) { ... });
 //
 // Every connection first sends AUTH (when a password is set) and SCRIPT LOAD for each of the
-// group's scripts, pipelined ahead of the commands that wait for it; an error in either drops
-// the connection. A command has `timeout` from the moment it is sent to get its reply, connecting
-// included; a connection that misses it, closes, or sends what is not RESP is dropped, and every
-// command waiting on it is answered Unavailable. While dropped, Send() answers Unavailable at once
-// until `retry_interval` has passed; the link then connects again, on the next command or on its
-// own timer, whichever comes first (so the backend gauge recovers without traffic).
+// group's scripts, and writes the commands that wait for it only once those are answered; an
+// error in either drops the connection, and so does a reply past ReplyReader's bounds. A
+// connection Redis closes while nothing waits (its idle `timeout`) is not an outage: the next
+// command connects again. A command has `timeout` from the moment it is sent to get its reply,
+// connecting included; a connection that misses it, closes, or sends what is not RESP is dropped,
+// and every command waiting on it is answered Unavailable. While dropped, Send() answers
+// Unavailable at once until `retry_interval` has passed; the link then connects again, on the next
+// command or on its own timer, whichever comes first (so the backend gauge recovers without
+// traffic).
 //
 // Lifetime: the loop owns its links (an asio service of the io_context), and closes them when it
 // is destroyed, before the reactor they use; Close() does the same earlier, on the loop's thread.
@@ -42,9 +45,9 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/crypto.h"
+#include "limits/reply_reader.h"
 #include "monitor/metrics.h"
 
-struct redisReader;
 struct redisReply;
 
 namespace pillar::limits {
@@ -137,8 +140,12 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
 
   void Connect();
   void OnConnected(uint64_t generation, const boost::system::error_code& error);
-  // Queues AUTH and the script loads, each checked by its reply; the last one marks the link up.
+  // Builds AUTH and the script loads in handshake_, each checked by its reply; once all are
+  // answered, MarkUp() lets the requests' commands go.
   void QueueHandshake();
+  void MarkUp();
+  // Whether a write may start now, and of what: the handshake alone, or the requests' commands.
+  bool WriteDue() const;
   void Enqueue(std::string_view command, Reply reply);
   void ScheduleFlush();
   void Flush();
@@ -149,6 +156,8 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   bool DeliverReplies(uint64_t generation);
   // Drops the connection: every waiting command is answered Unavailable.
   void Fail(std::string_view why);
+  // Closes a connection Redis closed while nothing waited, without calling the link down.
+  void Rest();
   void FailWaiting(std::string_view why);
   void ArmTimer();
   void OnTimer(const boost::system::error_code& error);
@@ -159,19 +168,21 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   std::unique_ptr<boost::asio::ip::tcp::socket> socket_;
   std::unique_ptr<boost::asio::ip::tcp::resolver> resolver_;
   std::unique_ptr<boost::asio::steady_timer> timer_;
-  redisReader* reader_ = nullptr;
+  std::unique_ptr<ReplyReader> reader_;  // one per connection
 
   State state_ = State::kIdle;
   uint64_t generation_ = 0;  // one per connection: handlers of an older one do nothing
   SteadyTime connect_deadline_{};
   SteadyTime retry_at_{};
-  std::deque<Waiting> waiting_;  // sent or queued, in order; replies answer the front
-  std::string out_;              // commands not yet written
-  size_t unwritten_ = 0;         // commands in out_
-  std::deque<size_t> batches_;   // per write awaiting replies: how many it still waits for
-  std::string writing_;          // the write in flight (one at a time, across connections)
+  std::deque<Waiting> waiting_;    // sent or queued, in order; replies answer the front
+  std::string out_;                // commands not yet written
+  std::string handshake_;          // AUTH and the script loads, not yet written (wiped)
+  size_t handshake_commands_ = 0;  // of the handshake, not yet answered
+  size_t unwritten_ = 0;           // commands in out_
+  std::deque<size_t> batches_;     // per write awaiting replies: how many it still waits for
+  std::string writing_;            // the write in flight (one at a time, across connections)
   bool writing_in_flight_ = false;
-  bool wipe_after_write_ = false;  // writing_ holds AUTH's password
+  bool wipe_after_write_ = false;  // writing_ holds the handshake, AUTH's password in it
   bool flush_posted_ = false;
   bool reading_ = false;  // a read in flight into read_buffer_ (one at a time)
   bool timer_armed_ = false;

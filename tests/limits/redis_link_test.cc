@@ -237,6 +237,51 @@ TEST(RedisLinkTest, ALimiterDestroyedWhileItsLoopRunsClosesTheLoopsConnection) {
   loop.Run([] {});  // the loop still runs
 }
 
+TEST(RedisLinkTest, ARedisThatClosesIdleConnectionsIsNoOutage) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  ASSERT_EQ(redis.Command("CONFIG SET timeout 1"), "+OK\r\n");
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  for (int round = 0; round < 2; ++round) {
+    Answers answers;
+    loop.Run([&] { limiter.Admit({&c, 1}, "a", answers.Collect()); });
+    ASSERT_TRUE(answers.Await(1));
+    {
+      absl::MutexLock lock(&answers.mu);
+      ASSERT_TRUE(answers.verdicts[0].ok()) << answers.verdicts[0].status();
+    }
+    // Redis closes both connections, the loop's and the limiter's own, after a second idle.
+    for (int i = 0; i < 25; ++i) {
+      absl::SleepFor(absl::Milliseconds(100));
+      EXPECT_TRUE(limiter.up()) << "after " << (i + 1) * 100 << " ms idle";
+    }
+  }
+}
+
+TEST(RedisLinkTest, NoCommandRunsBehindARefusedAuth) {
+  testing::RedisServer redis;  // no password: Redis would run what follows a refused AUTH
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiterOptions options = Options(redis.port());
+  options.password = "not-the-password";
+  RedisLimiter limiter(options);
+  LoopThread loop;
+  for (int i = 0; i < 5; ++i) {
+    Answers answers;
+    loop.Run([&] { limiter.Admit({&c, 1}, "a", answers.Collect()); });
+    ASSERT_TRUE(answers.Await(1));
+    absl::MutexLock lock(&answers.mu);
+    EXPECT_EQ(answers.verdicts[0].status().code(), absl::StatusCode::kUnavailable);
+    absl::SleepFor(absl::Milliseconds(250));  // past the backoff: the next one connects again
+  }
+  EXPECT_EQ(redis.Command("DBSIZE"), ":0\r\n");  // no counter was charged
+}
+
 // A server on loopback that answers the first bytes each connection sends with `reply`, then
 // holds the connection open until the test ends.
 class FakeRedis {
@@ -309,6 +354,13 @@ TEST_P(NotRedisTest, IsAnOutageNotACrash) {
 
 std::string Big(size_t n) { return std::string(n, 'x'); }
 
+std::string WideNested() {
+  std::string reply;
+  for (int depth = 0; depth < 6; ++depth) reply += "*1024\r\n";
+  for (int i = 0; i < 20000; ++i) reply += ":1\r\n";
+  return reply;
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Replies, NotRedisTest,
     ::testing::Values(
@@ -316,8 +368,11 @@ INSTANTIATE_TEST_SUITE_P(
         NotRedis{"HTTP/1.1 400 Bad Request\r\n\r\n", "Protocol error"},
         // An array that claims two billion elements (refused before hiredis allocates for it),
         // and one nested past the reader's depth.
-        NotRedis{"*2147483647\r\n", "bad reply"},
+        NotRedis{"*2147483647\r\n", "reply too large"},
         NotRedis{"*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n*1\r\n:1\r\n", "depth"},
+        // Arrays of 1,024 nested seven deep, each value parsed as it comes, so that nothing waits
+        // unparsed (review helper-54: memory grew by gigabytes until the timeout).
+        NotRedis{WideNested(), "reply too large"},
         // A bulk string longer than any reply pillar reads, sent in full.
         NotRedis{"$2000000\r\n" + Big(2000000) + "\r\n", "reply too large"},
         // Script loads answered with the wrong digest, and with a status where a digest belongs.
