@@ -242,6 +242,21 @@ RedisLink::Reply CountingErrors(monitor::Counter* errors, bool count_outage) {
   };
 }
 
+// Wraps an admission's reply: when the admission failed after its command was written, Redis may
+// still run it (a stall past the timeout) and take its concurrency slots, which no release would
+// then give back until the lease expires (review helper-54); their ZREMs go first on the next
+// connection.
+RedisLink::Reply ReleasingIfLost(std::vector<std::string> releases, RedisLink::Reply reply) {
+  if (releases.empty()) return reply;
+  return [releases = std::move(releases), reply = std::move(reply)](
+             RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
+    if (!answer.ok() && link.may_have_run()) {
+      for (std::string& release : releases) link.SendOnReconnect(std::move(release));
+    }
+    std::move(reply)(link, std::move(answer));
+  };
+}
+
 std::atomic<uint64_t> next_serial{1};
 
 // The connection a thread last used, per limiter: a server's loop finds its own without a lock.
@@ -399,7 +414,9 @@ void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease
     std::move(done)(std::move(verdict));
   };
   std::string resend = command;
-  Dispatch(std::move(command), LoadingScriptIfLost(kScript, std::move(resend), std::move(reply)));
+  Dispatch(std::move(command),
+           LoadingScriptIfLost(kScript, std::move(resend),
+                               ReleasingIfLost(ReleaseCommands(charges, lease), std::move(reply))));
 }
 
 absl::StatusOr<Verdict> RedisLimiter::AdmitNow(std::span<const Charge> charges,
@@ -414,18 +431,28 @@ absl::StatusOr<Verdict> RedisLimiter::AdmitNow(std::span<const Charge> charges,
     ready.Notify();
   };
   std::string resend = command;
-  Dispatch(std::move(command), LoadingScriptIfLost(kScript, std::move(resend), std::move(reply)),
+  Dispatch(std::move(command),
+           LoadingScriptIfLost(kScript, std::move(resend),
+                               ReleasingIfLost(ReleaseCommands(charges, lease), std::move(reply))),
            /*own_thread=*/true);
   ready.WaitForNotification();
   return result;
 }
 
-void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lease) {
+std::vector<std::string> RedisLimiter::ReleaseCommands(std::span<const Charge> charges,
+                                                       std::string_view lease) const {
+  std::vector<std::string> commands;
   for (const Charge& c : charges) {
     if (c.rule->kind != LimitRule::Kind::kConcurrency) continue;
-    // While Redis is down the lease is not released here: it expires on its own (lease_ttl).
-    Dispatch(RespCommand().Add("ZREM").Add(Key('c', c, 0)).Add(lease).Take(),
-             CountingErrors(errors_, /*count_outage=*/false));
+    commands.push_back(RespCommand().Add("ZREM").Add(Key('c', c, 0)).Add(lease).Take());
+  }
+  return commands;
+}
+
+void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lease) {
+  // While Redis is down the lease is not released here: it expires on its own (lease_ttl).
+  for (std::string& release : ReleaseCommands(charges, lease)) {
+    Dispatch(std::move(release), CountingErrors(errors_, /*count_outage=*/false));
   }
 }
 

@@ -70,6 +70,9 @@ class RedisLimiter final : public Limiter {
   // The EVALSHA of the limit script for `charges`, and the settlement's (empty: nothing to settle).
   std::string AdmitCommand(std::span<const Charge> charges, std::string_view lease) const;
   std::string SettleCommand(std::span<const Charge> charges, int64_t admitted_unix_s) const;
+  // A ZREM for each concurrency slot of `charges`, as Release() sends them.
+  std::vector<std::string> ReleaseCommands(std::span<const Charge> charges,
+                                           std::string_view lease) const;
   // Sends `command` on the calling loop's connection, or through the limiter's thread.
   void Dispatch(std::string command, RedisLink::Reply reply, bool own_thread = false);
   RedisLink& LinkOn(boost::asio::io_context& loop);

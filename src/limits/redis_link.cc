@@ -260,8 +260,15 @@ void RedisLink::QueueHandshake() {
   }
 }
 
+void RedisLink::SendOnReconnect(std::string command) {
+  if (state_ == State::kClosed || deferred_.size() >= kMaxDeferred) return;
+  deferred_.push_back(std::move(command));
+}
+
 void RedisLink::MarkUp() {
   state_ = State::kUp;
+  for (const std::string& command : deferred_) Enqueue(command, nullptr);
+  deferred_.clear();
   if (!counted_up_) {
     const bool was_down = counted_down_;
     counted_down_ = false;
@@ -416,6 +423,8 @@ void RedisLink::Fail(std::string_view why_view) {
   WipeString(handshake_);
   handshake_commands_ = 0;
   unwritten_ = 0;
+  size_t written = 0;  // the waiting commands that were written: the first ones
+  for (size_t batch : batches_) written += batch;
   batches_.clear();
   wipe_after_write_ = wipe_after_write_ && writing_in_flight_;
   state_ = State::kDown;
@@ -426,16 +435,18 @@ void RedisLink::Fail(std::string_view why_view) {
     counted_down_ = true;
     group_->LinkDown(was_up, why);
   }
-  FailWaiting(StrCat("redis: ", why));
+  FailWaiting(StrCat("redis: ", why), written);
   ArmTimer();  // for the next attempt
 }
 
-void RedisLink::FailWaiting(std::string_view why) {
+void RedisLink::FailWaiting(std::string_view why, size_t written) {
   std::deque<Waiting> waiting;
   waiting.swap(waiting_);
-  for (Waiting& w : waiting) {
-    if (w.reply) std::move(w.reply)(*this, absl::UnavailableError(ToAbsl(why)));
+  for (size_t i = 0; i < waiting.size(); ++i) {
+    failing_written_ = i < written;
+    if (waiting[i].reply) std::move(waiting[i].reply)(*this, absl::UnavailableError(ToAbsl(why)));
   }
+  failing_written_ = false;
 }
 
 void RedisLink::Close(std::string_view why_view) {
@@ -456,7 +467,7 @@ void RedisLink::Close(std::string_view why_view) {
   unwritten_ = 0;
   batches_.clear();
   closed_.store(true, std::memory_order_release);
-  FailWaiting(StrCat("redis: ", why));
+  FailWaiting(StrCat("redis: ", why), /*written=*/0);  // nothing runs once the loop is gone
 }
 
 void RedisLink::ArmTimer() {

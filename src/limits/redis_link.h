@@ -117,6 +117,14 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   // On the loop's thread: connects now if the link never has (a client that wants to know early
   // whether Redis answers).
   void ConnectNow();
+  // During a Reply's call with an error: whether its command had been written, so that Redis
+  // may still run it (a reply cut off by the timeout, a connection dropped after the write).
+  bool may_have_run() const { return failing_written_; }
+  // On the loop's thread: sends `command` (one whole RESP command, its reply unread) first thing
+  // on the next connection, once its handshake is answered: what undoes a command that may have
+  // run after the link gave up on it. At most kMaxDeferred wait; more are dropped.
+  void SendOnReconnect(std::string command);
+  static constexpr size_t kMaxDeferred = 4096;
   // On the loop's thread, or while the loop is destroyed: answers what waits with Unavailable
   // naming `why`, closes the socket and lets go of every asio object.
   void Close(std::string_view why);
@@ -158,7 +166,8 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   void Fail(std::string_view why);
   // Closes a connection Redis closed while nothing waited, without calling the link down.
   void Rest();
-  void FailWaiting(std::string_view why);
+  // Answers every waiting command with Unavailable; the first `written` had been written.
+  void FailWaiting(std::string_view why, size_t written);
   void ArmTimer();
   void OnTimer(const boost::system::error_code& error);
 
@@ -186,6 +195,8 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   bool flush_posted_ = false;
   bool reading_ = false;  // a read in flight into read_buffer_ (one at a time)
   bool timer_armed_ = false;
+  bool failing_written_ = false;       // see may_have_run()
+  std::vector<std::string> deferred_;  // SendOnReconnect's commands
   // How the group counts this link (RedisLinkGroup::LinkUp, LinkDown).
   bool counted_up_ = false;
   bool counted_down_ = false;

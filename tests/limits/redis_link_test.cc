@@ -193,6 +193,38 @@ TEST(RedisLinkTest, AStalledRedisIsAnOutageWithinTheTimeoutAndRecoveryIsAutomati
   EXPECT_TRUE(WaitUp(limiter));
 }
 
+TEST(RedisLinkTest, ASlotTakenByAnAdmissionGivenUpOnIsReleasedOnTheNextConnection) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 5\n");
+  Charge c{&policy->limits()[0], "m", 1};
+  RedisLimiter limiter(Options(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers warm;
+  loop.Run([&] { limiter.Admit({&c, 1}, "warm", warm.Collect()); });
+  ASSERT_TRUE(warm.Await(1));
+  loop.Run([&] { limiter.Release({&c, 1}, "warm"); });
+  // Written while Redis stalls: pillar gives up on it at the timeout, and Redis runs it (taking
+  // the slot) when it comes back (review helper-54: the slot then stayed taken for lease_ttl).
+  redis.Pause();
+  Answers lost;
+  loop.Run([&] { limiter.Admit({&c, 1}, "lost", lost.Collect()); });
+  ASSERT_TRUE(lost.Await(1));
+  {
+    absl::MutexLock lock(&lost.mu);
+    EXPECT_EQ(lost.verdicts[0].status().code(), absl::StatusCode::kUnavailable);
+  }
+  redis.Resume();
+  bool released = false;
+  for (int i = 0; i < 300 && !released; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    released = redis.Command("ZSCORE pillar:c:slots:m lost") == "$-1\r\n" &&
+               redis.Command("ZSCORE pillar:c:slots:m warm") == "$-1\r\n" && limiter.up();
+  }
+  EXPECT_TRUE(released) << redis.Command("ZRANGE pillar:c:slots:m 0 -1");
+}
+
 TEST(RedisLinkTest, ALoopDestroyedBeforeItsLimiterClosesItsConnection) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
