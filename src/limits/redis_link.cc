@@ -220,10 +220,11 @@ void RedisLink::Connect() {
 void RedisLink::QueueHandshake() {
   const std::vector<std::string>& scripts = group_->options().scripts;
   const std::vector<std::string>& shas = group_->script_shas();
-  const auto wait_for = [this](Reply reply) {
-    waiting_.push_back(
+  // Ahead of the commands that wait (queued before a reconnection), as it is written first.
+  std::vector<Waiting> entries;
+  const auto wait_for = [&](Reply reply) {
+    entries.push_back(
         {std::chrono::steady_clock::now() + ToSteady(group_->options().timeout), std::move(reply)});
-    ++handshake_commands_;
   };
   std::vector<std::string> loads;
   size_t size = 0;
@@ -234,7 +235,6 @@ void RedisLink::QueueHandshake() {
   // One buffer, sized first: the password is never in a buffer that grows (and is freed
   // unwiped), and is wiped once written (review helper-54 found it in freed blocks).
   WipeString(handshake_);
-  handshake_commands_ = 0;
   const std::string_view password = group_->password().view();
   const std::string length = StrCat(password.size());
   handshake_.reserve(size + (password.empty() ? 0 : 20 + length.size() + password.size()));
@@ -258,6 +258,9 @@ void RedisLink::QueueHandshake() {
       }
     });
   }
+  handshake_commands_ = entries.size();
+  waiting_.insert(waiting_.begin(), std::make_move_iterator(entries.begin()),
+                  std::make_move_iterator(entries.end()));
 }
 
 void RedisLink::SendOnReconnect(std::string command) {
@@ -267,7 +270,21 @@ void RedisLink::SendOnReconnect(std::string command) {
 
 void RedisLink::MarkUp() {
   state_ = State::kUp;
-  for (const std::string& command : deferred_) Enqueue(command, nullptr);
+  // Ahead of the commands queued while connecting (review helper-55: behind them, an admission
+  // found the slots these release still taken). Each is saved again if this connection fails
+  // before it is answered.
+  std::string first;
+  const auto deadline = std::chrono::steady_clock::now() + ToSteady(group_->options().timeout);
+  for (size_t i = deferred_.size(); i-- > 0;) {
+    first.insert(0, deferred_[i]);
+    waiting_.push_front(
+        {deadline, [command = std::move(deferred_[i])](
+                       RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
+           if (!answer.ok()) link.SendOnReconnect(std::move(command));
+         }});
+  }
+  unwritten_ += deferred_.size();
+  out_.insert(0, first);
   deferred_.clear();
   if (!counted_up_) {
     const bool was_down = counted_down_;
@@ -360,10 +377,12 @@ void RedisLink::OnRead(uint64_t generation, const boost::system::error_code& err
     if (state_ == State::kHandshake || state_ == State::kUp) StartRead();
     return;
   }
-  if (error && state_ == State::kUp && waiting_.empty()) {
-    // Closed while idle (Redis's `timeout`, a proxy's idle limit): not an outage. The next
-    // command connects again; only a failure then says that Redis is down.
-    return Rest();
+  if (error && state_ == State::kUp && batches_.empty()) {
+    // Closed with nothing written awaiting a reply (Redis's idle `timeout`, a proxy's idle
+    // limit): not an outage by itself. Connect again at once, keeping the commands not yet
+    // written: only a failure to connect says that Redis is down (and says it now, not at the
+    // next request: review helper-55 found a Redis that died while pillar was idle unnoticed).
+    return Reconnect();
   }
   if (error) {
     return Fail(error == asio::error::eof ? std::string("connection closed by redis")
@@ -402,13 +421,10 @@ bool RedisLink::DeliverReplies(uint64_t generation) {
   }
 }
 
-void RedisLink::Rest() {
-  ++generation_;
+void RedisLink::Reconnect() {
   boost::system::error_code ignored;
   socket_->close(ignored);
-  unwritten_ = 0;
-  batches_.clear();
-  state_ = State::kIdle;  // still counted up: nothing says otherwise
+  Connect();  // still counted up: nothing says otherwise yet
 }
 
 void RedisLink::Fail(std::string_view why_view) {

@@ -13,13 +13,13 @@
 // Every connection first sends AUTH (when a password is set) and SCRIPT LOAD for each of the
 // group's scripts, and writes the commands that wait for it only once those are answered; an
 // error in either drops the connection, and so does a reply past ReplyReader's bounds. A
-// connection Redis closes while nothing waits (its idle `timeout`) is not an outage: the next
-// command connects again. A command has `timeout` from the moment it is sent to get its reply,
-// connecting included; a connection that misses it, closes, or sends what is not RESP is dropped,
-// and every command waiting on it is answered Unavailable. While dropped, Send() answers
-// Unavailable at once until `retry_interval` has passed; the link then connects again, on the next
-// command or on its own timer, whichever comes first (so the backend gauge recovers without
-// traffic).
+// connection Redis closes while nothing written waits (its idle `timeout`) is not an outage by
+// itself: the link connects again at once, and only a failure then calls it down. A command has
+// `timeout` from the moment it is sent to get its reply, connecting included; a connection that
+// misses it, closes, or sends what is not RESP is dropped, and every command waiting on it is
+// answered Unavailable. While dropped, Send() answers Unavailable at once until `retry_interval`
+// has passed; the link then connects again, on the next command or on its own timer, whichever
+// comes first (so the backend gauge recovers without traffic).
 //
 // Lifetime: the loop owns its links (an asio service of the io_context), and closes them when it
 // is destroyed, before the reactor they use; Close() does the same earlier, on the loop's thread.
@@ -164,8 +164,9 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   bool DeliverReplies(uint64_t generation);
   // Drops the connection: every waiting command is answered Unavailable.
   void Fail(std::string_view why);
-  // Closes a connection Redis closed while nothing waited, without calling the link down.
-  void Rest();
+  // Connects again after Redis closed a connection with nothing written awaiting a reply,
+  // without calling the link down, keeping the commands not yet written.
+  void Reconnect();
   // Answers every waiting command with Unavailable; the first `written` had been written.
   void FailWaiting(std::string_view why, size_t written);
   void ArmTimer();
