@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -17,6 +18,7 @@
 
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
+#include "common/crypto.h"
 #include "common/event_loop.h"
 #include "common/strings.h"
 #include "limits/limits_testing.h"
@@ -460,6 +462,147 @@ INSTANTIATE_TEST_SUITE_P(
         NotRedis{"+OK\r\n+OK\r\n+OK\r\n", "digest mismatch"},
         // Nothing: the connection stays open and silent.
         NotRedis{"", "no reply within the timeout"}));
+
+// A server on loopback that speaks enough of Redis's protocol to get past pillar's handshake
+// (it answers SCRIPT LOAD with the script's digest) and answers AUTH and EVALSHA as told.
+class ScriptedRedis {
+ public:
+  ScriptedRedis(std::string auth_reply, std::string eval_reply)
+      : auth_reply_(std::move(auth_reply)), eval_reply_(std::move(eval_reply)) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t length = sizeof address;
+    if (::bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+        ::listen(listener_, 4) != 0 ||
+        ::getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
+      std::abort();
+    }
+    port_ = ntohs(address.sin_port);
+    thread_ = std::thread([this] {
+      std::vector<pollfd> fds = {{listener_, POLLIN, 0}};
+      std::vector<std::string> pending(1);
+      while (!stop_.load()) {
+        if (::poll(fds.data(), fds.size(), 50) <= 0) continue;
+        if (fds[0].revents != 0) {
+          const int client = ::accept(listener_, nullptr, nullptr);
+          if (client < 0) return;
+          fds.push_back({client, POLLIN, 0});
+          pending.emplace_back();
+        }
+        for (size_t i = 1; i < fds.size(); ++i) {
+          if (fds[i].revents == 0 || fds[i].fd < 0) continue;
+          char buffer[65536];
+          const ssize_t n = ::read(fds[i].fd, buffer, sizeof buffer);
+          if (n <= 0) {
+            ::close(fds[i].fd);
+            fds[i].fd = -1;  // poll skips it
+            continue;
+          }
+          pending[i].append(buffer, size_t(n));
+          Answer(fds[i].fd, pending[i]);
+        }
+      }
+      for (size_t i = 1; i < fds.size(); ++i) {
+        if (fds[i].fd >= 0) ::close(fds[i].fd);
+      }
+    });
+  }
+  ~ScriptedRedis() {
+    stop_.store(true);
+    thread_.join();
+    ::close(listener_);
+  }
+  int port() const { return port_; }
+
+ private:
+  // Answers each whole command at the front of `in` ("*N\r\n" then N "$len\r\nbytes\r\n").
+  void Answer(int fd, std::string& in) {
+    while (true) {
+      size_t at = 0;
+      std::vector<std::string> args;
+      const auto line = [&](size_t from) { return in.find("\r\n", from); };
+      size_t end = line(0);
+      if (in.empty() || in[0] != '*' || end == std::string::npos) return;
+      const int count = std::stoi(in.substr(1, end - 1));
+      at = end + 2;
+      for (int i = 0; i < count; ++i) {
+        end = line(at);
+        if (end == std::string::npos) return;
+        const size_t size = std::stoul(in.substr(at + 1, end - at - 1));
+        if (in.size() < end + 2 + size + 2) return;
+        args.push_back(in.substr(end + 2, size));
+        at = end + 2 + size + 2;
+      }
+      in.erase(0, at);
+      std::string reply = "+OK\r\n";
+      if (args[0] == "SCRIPT") {
+        reply = StrCat("$40\r\n", HexEncode(Sha1(args[2])), "\r\n");
+      } else if (args[0] == "AUTH") {
+        reply = auth_reply_;
+      } else if (args[0] == "EVALSHA") {
+        reply = eval_reply_;
+      } else if (args[0] == "ZREM") {
+        reply = ":1\r\n";
+      }
+      if (::write(fd, reply.data(), reply.size()) < 0) return;
+    }
+  }
+
+  const std::string auth_reply_;
+  const std::string eval_reply_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+struct Scripted {
+  std::string auth_reply;  // to AUTH; empty: no password is sent
+  std::string eval_reply;  // to the limit script
+  bool plausible;          // a verdict, not an outage
+};
+
+class ScriptedRedisTest : public ::testing::TestWithParam<Scripted> {};
+
+// Review helper-54: a Redis that answers numbers no limit gives (a Retry-After of centuries, a
+// negative remaining) had them sent to clients as headers, and an array taken for AUTH's OK.
+TEST_P(ScriptedRedisTest, OnlyRepliesAPillarScriptCanGiveAreVerdicts) {
+  ScriptedRedis fake(GetParam().auth_reply, GetParam().eval_reply);
+  auto policy = Limits("[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 10\n");
+  Charge c{&policy->limits()[0], "k", 1};
+  RedisLimiterOptions options = Options(fake.port());
+  if (!GetParam().auth_reply.empty()) options.password = "secret";
+  RedisLimiter limiter(options);
+  LoopThread loop;
+  Answers answers;
+  loop.Run([&] { limiter.Admit({&c, 1}, "a", answers.Collect()); });
+  ASSERT_TRUE(answers.Await(1, absl::Seconds(3)));
+  absl::MutexLock lock(&answers.mu);
+  const absl::StatusOr<Verdict>& v = answers.verdicts[0];
+  EXPECT_EQ(v.ok(), GetParam().plausible) << v.status();
+  if (!v.ok()) {
+    EXPECT_EQ(v.status().code(), absl::StatusCode::kUnavailable);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Replies, ScriptedRedisTest,
+    ::testing::Values(
+        // What the script gives: an admission, a refusal with its numbers (the fake is Redis
+        // enough for them to be verdicts).
+        Scripted{"", "*1\r\n:1\r\n", true},
+        Scripted{"+OK\r\n", "*7\r\n:0\r\n:1\r\n:10\r\n:0\r\n:100\r\n:100\r\n:0\r\n", true},
+        // A negative remaining; a Retry-After of thirty thousand years; a refusal naming a
+        // charge the request does not have; an admission describing charge 9999.
+        Scripted{"", "*7\r\n:0\r\n:1\r\n:10\r\n:-5\r\n:100\r\n:100\r\n:0\r\n", false},
+        Scripted{"", "*7\r\n:0\r\n:1\r\n:10\r\n:0\r\n:100\r\n:999999999999999\r\n:0\r\n", false},
+        Scripted{"", "*7\r\n:0\r\n:0\r\n:10\r\n:0\r\n:100\r\n:100\r\n:0\r\n", false},
+        Scripted{"", "*5\r\n:1\r\n:9999\r\n:10\r\n:5\r\n:100\r\n", false},
+        // AUTH answered with what is not +OK.
+        Scripted{"*1\r\n:1\r\n", "*1\r\n:1\r\n", false},
+        Scripted{"+NOPE\r\n", "*1\r\n:1\r\n", false}));
 
 }  // namespace
 }  // namespace pillar::limits
