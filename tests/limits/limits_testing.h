@@ -8,8 +8,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "common/clock.h"
 #include "limits/limiter.h"
+#include "limits/redis_limiter.h"
 #include "policy/policy.h"
 #include "testing/fake_clock.h"
 
@@ -64,6 +66,20 @@ inline void ExpectTokensSettle(Limiter& limiter, const policy::LimitRule& quota,
   EXPECT_EQ(v->remaining, 950);
   call.cost = 950;
   EXPECT_TRUE(limiter.AdmitNow({&call, 1}, "g")->allowed);
+}
+
+// A Redis limiter for a test's redis-server on `port`, with a timeout short enough for tests.
+inline RedisLimiterOptions RedisOptions(int port) {
+  RedisLimiterOptions o;
+  o.port = port;
+  o.timeout = absl::Milliseconds(200);
+  return o;
+}
+
+// Waits (up to 5 s) until `limiter` has connected.
+inline bool WaitUp(const RedisLimiter& limiter) {
+  for (int i = 0; i < 500 && !limiter.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
+  return limiter.up();
 }
 
 }  // namespace pillar::limits

@@ -15,18 +15,6 @@ namespace {
 
 using policy::LimitRule;
 
-RedisLimiterOptions Options(int port) {
-  RedisLimiterOptions o;
-  o.port = port;
-  o.timeout = absl::Milliseconds(200);
-  return o;
-}
-
-bool WaitUp(const RedisLimiter& limiter) {
-  for (int i = 0; i < 500 && !limiter.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  return limiter.up();
-}
-
 TEST(RedisLimiterTest, ThreeInstancesSharingOneRedisAdmitExactlyTheLimit) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
@@ -35,7 +23,7 @@ TEST(RedisLimiterTest, ThreeInstancesSharingOneRedisAdmitExactlyTheLimit) {
       "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 0.0001\nburst = 400\n");
   std::vector<std::unique_ptr<RedisLimiter>> instances;
   for (int i = 0; i < 3; ++i) {
-    instances.push_back(std::make_unique<RedisLimiter>(Options(redis.port())));
+    instances.push_back(std::make_unique<RedisLimiter>(RedisOptions(redis.port())));
     ASSERT_TRUE(WaitUp(*instances.back()));
   }
   // 64 clients spread over the three instances, 20 requests each: the burst of 400 binds.
@@ -65,7 +53,7 @@ TEST(RedisLimiterTest, APrincipalsOwnCounterIsApartFromATenantOfTheSameName) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"tenant\"\nquota = 1\nperiod = \"day\"\n");
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   Charge principal{&policy->limits()[0], "key:abc", 1, /*by_principal=*/true};
   Charge tenant{&policy->limits()[0], "key:abc", 1};
@@ -83,7 +71,7 @@ TEST(RedisLimiterTest, TokensAreReservedAndSettled) {
       "period = \"day\"\n"
       "[[limit]]\nname = \"tpm\"\nper = \"tenant\"\nunit = \"tokens\"\n"
       "rate_per_minute = 0.06\nburst = 500\n");
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   // Settlements are pipelined on the limiter's one connection: each lands before the admission
   // that follows it.
@@ -112,7 +100,7 @@ TEST(RedisLimiterTest, RefusalsCarryTheNumbersAndConcurrencyLeasesAreReleased) {
   auto policy = Limits(
       "[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 2\n"
       "[[limit]]\nname = \"c\"\nper = \"model\"\nconcurrency = 1\n");
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   Charge rate{&policy->limits()[0], "k", 1};
   EXPECT_TRUE(limiter.AdmitNow({&rate, 1}, "a")->allowed);
@@ -140,7 +128,7 @@ TEST(RedisLimiterTest, AnOutageIsAnErrorNotARefusalAndRecoveryIsAutomatic) {
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   monitor::MetricsRegistry metrics;
-  RedisLimiterOptions options = Options(redis.port());
+  RedisLimiterOptions options = RedisOptions(redis.port());
   options.metrics = &metrics;
   RedisLimiter limiter(options);
   ASSERT_TRUE(WaitUp(limiter));
@@ -176,7 +164,7 @@ TEST(RedisLimiterTest, AFlushedScriptIsLoadedAgainWithoutFailingTheRequest) {
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 5\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   EXPECT_TRUE(limiter.AdmitNow({&c, 1}, "")->allowed);
   ASSERT_EQ(redis.Command("SCRIPT FLUSH"), "+OK\r\n");
@@ -194,12 +182,12 @@ TEST(RedisLimiterTest, AuthenticatesWithThePasswordAndTreatsARefusalAsAnOutage) 
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 5\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiterOptions right = Options(redis.port());
+  RedisLimiterOptions right = RedisOptions(redis.port());
   right.password = "s3cret-for-tests";
   RedisLimiter with_password(right);
   ASSERT_TRUE(WaitUp(with_password));
   EXPECT_TRUE(with_password.AdmitNow({&c, 1}, "")->allowed);
-  RedisLimiterOptions wrong = Options(redis.port());
+  RedisLimiterOptions wrong = RedisOptions(redis.port());
   wrong.password = "guess";
   RedisLimiter without(wrong);
   absl::SleepFor(absl::Milliseconds(300));

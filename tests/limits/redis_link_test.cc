@@ -31,18 +31,6 @@ namespace {
 namespace asio = boost::asio;
 using policy::LimitRule;
 
-RedisLimiterOptions Options(int port) {
-  RedisLimiterOptions o;
-  o.port = port;
-  o.timeout = absl::Milliseconds(200);
-  return o;
-}
-
-bool WaitUp(const RedisLimiter& limiter) {
-  for (int i = 0; i < 500 && !limiter.up(); ++i) absl::SleepFor(absl::Milliseconds(10));
-  return limiter.up();
-}
-
 // An event loop on its own thread, as one of the server's: ThisThreadEventLoop() names it.
 class LoopThread {
  public:
@@ -122,7 +110,7 @@ TEST(RedisLinkTest, CommandsOfOneLoopTurnLeaveInOneWriteAndAreAnsweredOnThatLoop
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 150\nperiod = \"day\"\n");
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   LoopThread loop;
   Answers answers;
@@ -154,7 +142,7 @@ TEST(RedisLinkTest, AStalledRedisIsAnOutageWithinTheTimeoutAndRecoveryIsAutomati
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   LoopThread loop;
   Answers warm;
@@ -200,7 +188,7 @@ TEST(RedisLinkTest, ASlotTakenByAnAdmissionGivenUpOnIsReleasedOnTheNextConnectio
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 5\n");
   Charge c{&policy->limits()[0], "m", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   LoopThread loop;
   Answers warm;
@@ -232,7 +220,7 @@ TEST(RedisLinkTest, SlotsAreReleasedBeforeTheCommandsQueuedWhileReconnecting) {
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 1\n");
   Charge c{&policy->limits()[0], "m", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   LoopThread loop;
   Answers warm;
@@ -260,7 +248,7 @@ TEST(RedisLinkTest, ARedisThatDiesWhileIdleIsReportedDownWithoutTraffic) {
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   LoopThread loop;
   Answers warm;
@@ -280,7 +268,7 @@ TEST(RedisLinkTest, ALoopDestroyedBeforeItsLimiterClosesItsConnection) {
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   ASSERT_TRUE(AwaitClients(redis, 2));  // the limiter's own connection, and the asking one
   {
@@ -308,7 +296,7 @@ TEST(RedisLinkTest, ALimiterDestroyedWhileItsLoopRunsClosesTheLoopsConnection) {
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
   LoopThread loop;
-  auto limiter = std::make_unique<RedisLimiter>(Options(redis.port()));
+  auto limiter = std::make_unique<RedisLimiter>(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(*limiter));
   Answers answers;
   loop.Run([&] { limiter->Admit({&c, 1}, "a", answers.Collect()); });
@@ -325,7 +313,7 @@ TEST(RedisLinkTest, ARedisThatClosesIdleConnectionsIsNoOutage) {
   ASSERT_EQ(redis.Command("CONFIG SET timeout 1"), "+OK\r\n");
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiter limiter(Options(redis.port()));
+  RedisLimiter limiter(RedisOptions(redis.port()));
   ASSERT_TRUE(WaitUp(limiter));
   LoopThread loop;
   for (int round = 0; round < 2; ++round) {
@@ -349,7 +337,7 @@ TEST(RedisLinkTest, NoCommandRunsBehindARefusedAuth) {
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 1000\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiterOptions options = Options(redis.port());
+  RedisLimiterOptions options = RedisOptions(redis.port());
   options.password = "not-the-password";
   RedisLimiter limiter(options);
   LoopThread loop;
@@ -424,7 +412,7 @@ TEST_P(NotRedisTest, IsAnOutageNotACrash) {
   FakeRedis fake(GetParam().reply);
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 10\nperiod = \"day\"\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiter limiter(Options(fake.port()));
+  RedisLimiter limiter(RedisOptions(fake.port()));
   LoopThread loop;
   Answers answers;
   loop.Run([&] { limiter.Admit({&c, 1}, "a", answers.Collect()); });
@@ -574,7 +562,7 @@ TEST_P(ScriptedRedisTest, OnlyRepliesAPillarScriptCanGiveAreVerdicts) {
   ScriptedRedis fake(GetParam().auth_reply, GetParam().eval_reply);
   auto policy = Limits("[[limit]]\nname = \"r\"\nper = \"key\"\nrate = 10\nburst = 10\n");
   Charge c{&policy->limits()[0], "k", 1};
-  RedisLimiterOptions options = Options(fake.port());
+  RedisLimiterOptions options = RedisOptions(fake.port());
   if (!GetParam().auth_reply.empty()) options.password = "secret";
   RedisLimiter limiter(options);
   LoopThread loop;
