@@ -177,6 +177,17 @@ void OnStopSignal(int number) {
   if (::sigaction(SIGTERM, &action, nullptr) != 0 || ::sigaction(SIGINT, &action, nullptr) != 0) {
     return absl::InternalError("cannot install the SIGTERM/SIGINT handler");
   }
+  // A write to a pipe or socket whose reader went away (the access log on a pipe to a log
+  // shipper that restarted, hiredis's write() to a Redis that closed) raises SIGPIPE, whose
+  // default action ends the server with every connection on it. Ignored, the write fails with
+  // EPIPE, which each writer handles as the error it is. (The shell commands a health check
+  // runs get the default back before their exec.)
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  if (::sigaction(SIGPIPE, &ignore, nullptr) != 0) {
+    return absl::InternalError("cannot ignore SIGPIPE");
+  }
   return absl::OkStatus();
 }
 

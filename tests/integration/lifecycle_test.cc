@@ -1,8 +1,11 @@
 // Start-up, readiness, overload and shutdown of the real binary: load failures stay per model,
 // a full queue answers 503 with Retry-After, SIGTERM drains in-flight requests and exits 0,
 // plaintext is refused off loopback, TLS works when configured.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -118,6 +121,38 @@ TEST(LifecycleTest, SigtermDeliveredToALibrarysThreadStillDrains) {
   }
   EXPECT_EQ(server.WaitForExit(), 0) << server.Log();
   EXPECT_NE(server.Log().find("SIGTERM received; draining"), std::string::npos) << server.Log();
+}
+
+// A log shipper reading the access log from a pipe (or `pillar serve | tee`) may go away; the
+// server's next write to the pipe then fails with EPIPE, and the signal that comes with it must
+// not end the process (it did: exit 141, every connection dropped).
+TEST(LifecycleTest, AnAccessLogReaderThatGoesAwayEndsNoServing) {
+  testing::ServerProcess server;
+  const std::filesystem::path fifo = server.dir() / "access.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // Opened first, so that the server's open for writing does not wait for a reader.
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  ASSERT_GE(reader, 0);
+  server.SetAccessLog(fifo.string());
+  std::string key = server.CreateKey("tests");
+  ASSERT_TRUE(server.Start());
+  ASSERT_EQ(Fetch(server.data_port(), "GET", "/v2", "", {Bearer(key)}).status, 200);
+  // The log's line reaches the pipe: the server writes to it.
+  pollfd ready{reader, POLLIN, 0};
+  ASSERT_EQ(::poll(&ready, 1, 10000), 1);
+  char line[4096];
+  EXPECT_GT(::read(reader, line, sizeof(line)), 0);
+  ::close(reader);
+
+  // Over several of the log's flush intervals (500 ms), so that it writes to the
+  // pipe with no reader more than once.
+  for (int i = 0; i < 25; ++i) {
+    ASSERT_EQ(Fetch(server.data_port(), "GET", "/v2", "", {Bearer(key)}).status, 200) << i;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(server.Log().find("the access log cannot be written"), std::string::npos)
+      << server.Log();
+  EXPECT_EQ(server.Stop(), 0);
 }
 
 TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {

@@ -98,7 +98,8 @@ void ServerProcess::WriteConfig() {
   }
   out << repository_config_ << "[state]\npath = \"" << state_path().string()
       << "\"\nkey_refresh_ms = 50\n"
-      << "[logging]\naccess_log = \"" << (dir_ / "access.log").string() << "\"\n"
+      << "[logging]\naccess_log = \""
+      << (access_log_.empty() ? (dir_ / "access.log").string() : access_log_) << "\"\n"
       << "[audit]\nfile = \"" << audit_log().string() << "\"\nsigning_key = \"" << audit_key
       << ".key\"\npublic_keys = [\"" << audit_public_key().string() << "\"]\n"
       << audit_config_ << extra_config_;

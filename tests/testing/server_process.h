@@ -51,6 +51,8 @@ class ServerProcess {
   std::filesystem::path audit_log() const { return dir_ / "audit.log"; }
   std::filesystem::path audit_public_key() const { return dir_ / "audit.pub"; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
+  // Where the access log goes instead of dir()/access.log ("-" for the server's stdout).
+  void SetAccessLog(const std::string& destination) { access_log_ = destination; }
   // By default Start() signs every version of the store with a key of its own and trusts only
   // that key, as a deployment would (the committed demo store is copied first, never written).
   // Off: the store is served as it is, signatures still required.
@@ -86,6 +88,7 @@ class ServerProcess {
   TempDir temp_;
   std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;
+  std::string access_log_;
   std::filesystem::path state_path_;
   std::string repository_config_;
   std::string audit_config_;
