@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <fstream>
@@ -79,30 +80,51 @@ void RenderProcessMetrics(std::string& out, double start_time_seconds) {
   out.push_back('\n');
 }
 
+// This thread's shard: given in turn when the thread first asks.
+size_t ThisThreadShard() {
+  static std::atomic<size_t> next{0};
+  thread_local const size_t shard =
+      next.fetch_add(1, std::memory_order_relaxed) % Histogram::kShards;
+  return shard;
+}
+
 }  // namespace
 
 Histogram::Histogram(std::vector<double> bounds)
-    : bounds_(std::move(bounds)), buckets_(new std::atomic<uint64_t>[bounds_.size() + 1]) {
-  for (size_t i = 0; i <= bounds_.size(); ++i) buckets_[i].store(0, std::memory_order_relaxed);
+    : bounds_(std::move(bounds)),
+      lines_per_shard_((1 + bounds_.size() + 1 + 7) / 8),
+      lines_(new Line[kShards * lines_per_shard_]) {
+  for (size_t i = 0; i < kShards * lines_per_shard_; ++i) {
+    for (auto& cell : lines_[i].cells) cell.store(0, std::memory_order_relaxed);
+  }
 }
 
 void Histogram::Observe(double value) {
-  size_t i = static_cast<size_t>(std::lower_bound(bounds_.begin(), bounds_.end(), value) -
-                                 bounds_.begin());
-  buckets_[i].fetch_add(1, std::memory_order_relaxed);
-  sum_.fetch_add(value, std::memory_order_relaxed);
+  const size_t bucket = static_cast<size_t>(
+      std::lower_bound(bounds_.begin(), bounds_.end(), value) - bounds_.begin());
+  const size_t shard = ThisThreadShard();
+  Cell(shard, 1 + bucket).fetch_add(1, std::memory_order_relaxed);
+  std::atomic<uint64_t>& sum = Cell(shard, 0);
+  uint64_t bits = sum.load(std::memory_order_relaxed);
+  while (!sum.compare_exchange_weak(bits,
+                                    std::bit_cast<uint64_t>(std::bit_cast<double>(bits) + value),
+                                    std::memory_order_relaxed)) {
+  }
 }
 
 Histogram::Snapshot Histogram::Take() const {
   Snapshot s;
   s.bounds = bounds_;
-  uint64_t total = 0;
-  for (size_t i = 0; i <= bounds_.size(); ++i) {
-    total += buckets_[i].load(std::memory_order_relaxed);
-    s.cumulative.push_back(total);
+  s.cumulative.assign(bounds_.size() + 1, 0);
+  for (size_t shard = 0; shard < kShards; ++shard) {
+    s.sum += std::bit_cast<double>(Cell(shard, 0).load(std::memory_order_relaxed));
+    for (size_t i = 0; i <= bounds_.size(); ++i) {
+      s.cumulative[i] += Cell(shard, 1 + i).load(std::memory_order_relaxed);
+    }
   }
+  uint64_t total = 0;
+  for (uint64_t& c : s.cumulative) c = total += c;
   s.count = total;
-  s.sum = sum_.load(std::memory_order_relaxed);
   return s;
 }
 

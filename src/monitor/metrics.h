@@ -43,8 +43,15 @@ class Gauge {
   std::atomic<double> value_{0};
 };
 
+// Observed on every request by every event loop, so its cells are split into shards, each on
+// cache lines of its own, and a thread always writes the same shard: a cell shared by two loops
+// moved between their cores on each observation (measured: 155 ns per observation with two
+// threads on one histogram, 48 ns on two). Take() adds the shards up.
 class Histogram {
  public:
+  // Threads are given shards in turn as they first observe; more threads than shards share.
+  static constexpr size_t kShards = 8;
+
   // `bounds` are the ascending upper bounds of the buckets, without +Inf.
   explicit Histogram(std::vector<double> bounds);
   void Observe(double value);
@@ -58,9 +65,18 @@ class Histogram {
   Snapshot Take() const;
 
  private:
+  struct alignas(64) Line {
+    std::atomic<uint64_t> cells[8];
+  };
+  // Cell i of a shard: the sum's bits (a double) at 0, then one count per bucket. Each shard
+  // has whole cache lines of its own.
+  std::atomic<uint64_t>& Cell(size_t shard, size_t i) const {
+    return lines_[shard * lines_per_shard_ + i / 8].cells[i % 8];
+  }
+
   std::vector<double> bounds_;
-  std::unique_ptr<std::atomic<uint64_t>[]> buckets_;  // bounds_.size() + 1
-  std::atomic<double> sum_{0};
+  size_t lines_per_shard_;
+  std::unique_ptr<Line[]> lines_;  // kShards * lines_per_shard_
 };
 
 // Bucket bounds for request and stage latencies: 5 µs to 10 s, fine where pillar's overhead

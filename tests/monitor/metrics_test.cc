@@ -69,5 +69,36 @@ TEST(MetricsTest, ConcurrentUpdatesAreNotLost) {
   EXPECT_EQ(h.Get().Take().count, 40000u);
 }
 
+// More threads than shards, each observing its own value: every bucket and the sum add up over
+// the shards (the values are binary fractions, so the sum is exact).
+TEST(MetricsTest, HistogramShardsAddUpOverMoreThreadsThanShards) {
+  MetricsRegistry registry;
+  auto& h = registry.AddHistogram("x_h", "H.", {}, {0.25, 1, 4});
+  const double values[] = {0.125, 0.5, 2, 8};  // one per bucket, +Inf last
+  const int threads = int(Histogram::kShards) * 2 + 3;
+  std::vector<std::thread> running;
+  for (int t = 0; t < threads; ++t) {
+    running.emplace_back([&, t] {
+      for (int i = 0; i < 1000; ++i) h.Get().Observe(values[t % 4]);
+    });
+  }
+  for (auto& t : running) t.join();
+  uint64_t per_bucket[4] = {};
+  double sum = 0;
+  for (int t = 0; t < threads; ++t) {
+    per_bucket[t % 4] += 1000;
+    sum += 1000 * values[t % 4];
+  }
+  const Histogram::Snapshot s = h.Get().Take();
+  ASSERT_EQ(s.cumulative.size(), 4u);
+  uint64_t expected = 0;
+  for (size_t i = 0; i < 4; ++i) {
+    expected += per_bucket[i];
+    EXPECT_EQ(s.cumulative[i], expected) << i;
+  }
+  EXPECT_EQ(s.count, uint64_t(threads) * 1000);
+  EXPECT_EQ(s.sum, sum);
+}
+
 }  // namespace
 }  // namespace pillar::monitor
