@@ -21,10 +21,7 @@ ApiKeyTable::ApiKeyTable(state::StateStore& store, ApiKeyTableOptions options)
 }
 
 ApiKeyTable::~ApiKeyTable() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  wakeup_.Stop();
   if (background_.joinable()) background_.join();
   (void)FlushLastUsed();  // best effort: a failure here only loses bookkeeping
 }
@@ -94,11 +91,7 @@ void ApiKeyTable::BackgroundLoop() {
   std::string last_error;  // logged once per distinct error, not every interval
   const int64_t touch_ns = absl::ToInt64Nanoseconds(options_.touch_interval);
   int64_t next_touch_ns = options_.clock->MonotonicNanos() + touch_ns;
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.refresh_interval);
-    if (stopping_) break;
-    mu_.Unlock();
+  while (wakeup_.Wait(options_.refresh_interval)) {
     absl::Status s = Refresh();
     if (s.ok() && options_.clock->MonotonicNanos() >= next_touch_ns) {
       s = FlushLastUsed();
@@ -113,7 +106,6 @@ void ApiKeyTable::BackgroundLoop() {
       last_error.clear();
       std::fprintf(stderr, "pillar: key table refresh works again\n");
     }
-    mu_.Lock();
   }
 }
 

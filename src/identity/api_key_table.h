@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/wakeup.h"
 #include "identity/principal.h"
 #include "state/state_store.h"
 
@@ -78,7 +79,7 @@ class ApiKeyTable {
   mutable absl::Mutex mu_;
   std::shared_ptr<const Table> table_ ABSL_GUARDED_BY(mu_);
   int64_t generation_ ABSL_GUARDED_BY(mu_) = -1;
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Wakeup wakeup_;         // the refresh thread sleeps on it, not on mu_ (common/wakeup.h says why)
   absl::Mutex flush_mu_;  // serializes FlushLastUsed
   absl::flat_hash_map<std::string, int64_t> flushed_ ABSL_GUARDED_BY(flush_mu_);
   std::thread background_;

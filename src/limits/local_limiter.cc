@@ -59,10 +59,7 @@ std::string& KeyFor(const Charge& charge) {
 LocalLimiter::LocalLimiter(LocalLimiterOptions options) : options_(options) {}
 
 LocalLimiter::~LocalLimiter() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  wakeup_.Stop();
   if (flusher_.joinable()) flusher_.join();
   if (absl::Status s = FlushQuotas(); !s.ok()) {
     std::fprintf(stderr, "pillar: quota usage not saved at exit: %s\n",
@@ -124,11 +121,7 @@ absl::Status LocalLimiter::FlushQuotas() {
 
 void LocalLimiter::FlushLoop() {
   bool failing = false;
-  absl::MutexLock lock(&mu_);
-  while (!stopping_) {
-    mu_.AwaitWithTimeout(absl::Condition(&stopping_), options_.flush_interval);
-    if (stopping_) break;
-    mu_.Unlock();
+  while (wakeup_.Wait(options_.flush_interval)) {
     absl::Status s = FlushQuotas();
     Prune();
     if (!s.ok() && !failing) {
@@ -136,7 +129,6 @@ void LocalLimiter::FlushLoop() {
                    std::string(s.message()).c_str());
     }
     failing = !s.ok();
-    mu_.Lock();
   }
 }
 

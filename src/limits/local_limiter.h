@@ -19,6 +19,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
+#include "common/wakeup.h"
 #include "limits/limiter.h"
 #include "state/state_store.h"
 
@@ -82,7 +83,7 @@ class LocalLimiter final : public Limiter {
   absl::flat_hash_map<std::string, Counter> counters_ ABSL_GUARDED_BY(mu_);
   // Quota usage not yet written: counter key -> (period start, units).
   absl::flat_hash_map<std::string, std::pair<int64_t, int64_t>> unflushed_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Wakeup wakeup_;  // the flush thread sleeps on it, not on mu_ (common/wakeup.h says why)
   absl::Mutex flush_mu_;
   std::thread flusher_;
 };

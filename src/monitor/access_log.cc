@@ -17,10 +17,7 @@ constexpr size_t kMaxBuffered = 8 * 1024 * 1024;  // beyond, lines are dropped
 }  // namespace
 
 AccessLog::~AccessLog() {
-  {
-    absl::MutexLock lock(&mu_);
-    stopping_ = true;
-  }
+  wakeup_.Stop();
   if (flusher_.joinable()) flusher_.join();
   Flush();
   if (owned_ && file_ != nullptr) std::fclose(file_);
@@ -38,18 +35,9 @@ absl::Status AccessLog::Open(const std::string& destination, absl::Duration flus
     }
     owned_ = true;
   }
+  // The destructor writes what is left once the thread is gone.
   flusher_ = std::thread([this, flush_interval] {
-    while (true) {
-      {
-        absl::MutexLock lock(&mu_);
-        auto due = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-          return stopping_ || buffer_.size() >= kFlushBytes;
-        };
-        mu_.AwaitWithTimeout(absl::Condition(&due), flush_interval);
-        if (stopping_) return;  // the destructor writes what is left
-      }
-      WriteOut();
-    }
+    while (wakeup_.Wait(flush_interval)) WriteOut();
   });
   return absl::OkStatus();
 }
@@ -126,17 +114,22 @@ void AccessLog::Write(const AccessRecord& r) {
 
 void AccessLog::Write(std::string_view line) {
   if (file_ == nullptr) return;
-  absl::MutexLock lock(&mu_);
-  if (buffer_.size() + line.size() + 1 > kMaxBuffered) {  // the log's thread cannot keep up
-    if (!dropping_) {
-      std::fprintf(stderr, "pillar: the access log is not written fast enough; lines are lost\n");
+  {
+    absl::MutexLock lock(&mu_);
+    if (buffer_.size() + line.size() + 1 > kMaxBuffered) {  // the log's thread cannot keep up
+      if (!dropping_) {
+        std::fprintf(stderr, "pillar: the access log is not written fast enough; lines are lost\n");
+      }
+      dropping_ = true;
+      ++lost_lines_;
+      return;
     }
-    dropping_ = true;
-    ++lost_lines_;
-    return;
+    const bool below = buffer_.size() < kFlushBytes;
+    buffer_.append(line);
+    buffer_.push_back('\n');
+    if (!below || buffer_.size() < kFlushBytes) return;
   }
-  buffer_.append(line);
-  buffer_.push_back('\n');
+  wakeup_.Notify();  // the line that filled the buffer: the log's thread writes it now
 }
 
 void AccessLog::WriteOut() {

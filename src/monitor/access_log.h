@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/wakeup.h"
 
 namespace pillar::monitor {
 
@@ -82,9 +83,9 @@ class AccessLog {
   int64_t failed_lines_ ABSL_GUARDED_BY(write_mu_) = 0;  // lost to failed writes this episode
   absl::Mutex mu_;
   std::string buffer_ ABSL_GUARDED_BY(mu_);
-  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t lost_lines_ ABSL_GUARDED_BY(mu_) = 0;  // since the last message that said so
   bool dropping_ ABSL_GUARDED_BY(mu_) = false;   // the buffer is full: lines are dropped
+  Wakeup wakeup_;  // the log's thread sleeps on it, not on mu_ (common/wakeup.h says why)
   std::thread flusher_;
 };
 

@@ -1,0 +1,53 @@
+#include "common/wakeup.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+namespace pillar {
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+TEST(WakeupTest, ANotificationGivenBeforeTheWaitIsKeptAndTakenOnce) {
+  Wakeup wakeup;
+  wakeup.Notify();
+  const auto start = Steady::now();
+  EXPECT_TRUE(wakeup.Wait(absl::Seconds(30)));
+  EXPECT_LT(Steady::now() - start, std::chrono::seconds(10));
+  // Taken: the next wait runs to its timeout.
+  const auto again = Steady::now();
+  EXPECT_TRUE(wakeup.Wait(absl::Milliseconds(50)));
+  EXPECT_GE(Steady::now() - again, std::chrono::milliseconds(50));
+}
+
+TEST(WakeupTest, NotifyEndsAWaitInProgress) {
+  Wakeup wakeup;
+  std::thread notifier([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    wakeup.Notify();
+  });
+  const auto start = Steady::now();
+  EXPECT_TRUE(wakeup.Wait(absl::Seconds(30)));
+  EXPECT_LT(Steady::now() - start, std::chrono::seconds(10));
+  notifier.join();
+}
+
+TEST(WakeupTest, StopEndsThisWaitAndEveryLaterOne) {
+  Wakeup wakeup;
+  EXPECT_FALSE(wakeup.stopped());
+  std::thread stopper([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    wakeup.Stop();
+  });
+  const auto start = Steady::now();
+  EXPECT_FALSE(wakeup.Wait(absl::Seconds(30)));
+  stopper.join();
+  EXPECT_FALSE(wakeup.Wait(absl::Seconds(30)));
+  EXPECT_LT(Steady::now() - start, std::chrono::seconds(10));
+  EXPECT_TRUE(wakeup.stopped());
+}
+
+}  // namespace
+}  // namespace pillar
