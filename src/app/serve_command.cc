@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -300,6 +301,29 @@ int64_t Drain(RequestHandler& handler, http::HttpServer& server, jobs::JobQueue&
   return abandoned;
 }
 
+// A connection holds a descriptor, and max_connections (10,000 by default) are admitted, but
+// the soft limit on descriptors is often 1,024 while the hard one is far higher. The soft limit
+// is raised to the hard one, as Go's runtime and most servers do; a limit still short of the
+// connections admitted plus pillar's own files (models, logs, state, upstream pools) is said at
+// start, since past it connections wait in the backlog (the acceptors pause, server.cc).
+void RaiseOpenFileLimit(size_t max_connections) {
+  rlimit limit{};
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (limit.rlim_cur < limit.rlim_max) {
+    rlimit raised = limit;
+    raised.rlim_cur = limit.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
+  }
+  constexpr rlim_t kOwnFiles = 256;
+  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < rlim_t(max_connections) + kOwnFiles) {
+    std::fprintf(stderr,
+                 "pillar: the open-file limit (%llu) is below max_connections (%zu) and pillar's "
+                 "own files: connections past it wait (raise `ulimit -n`, or LimitNOFILE= in a "
+                 "systemd unit)\n",
+                 static_cast<unsigned long long>(limit.rlim_cur), max_connections);
+  }
+}
+
 // Lets the stop signals in, and returns once one arrived.
 void AwaitStopSignal(const sigset_t& signals) {
   pthread_sigmask(SIG_UNBLOCK, &signals, nullptr);
@@ -315,6 +339,7 @@ int RunServe(const ServeOptions& options) {
   if (!config.ok()) return Fail("serve", config.status());
   sigset_t signals;
   if (absl::Status s = BlockStopSignals(signals); !s.ok()) return Fail("serve", s);
+  RaiseOpenFileLimit(config->limits.max_connections);
   absl::StatusOr<std::unique_ptr<state::StateStore>> store =
       state::OpenSqliteStateStore(config->state_path);
   if (!store.ok()) return Fail("serve", store.status());

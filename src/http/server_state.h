@@ -66,6 +66,9 @@ struct Listener {
   const Router& router;
   std::unique_ptr<ssl::context> tls;
   std::optional<tcp::acceptor> acceptor;
+  // Waits before the next accept after one failed (HttpServer::Impl::PauseAccepting).
+  std::optional<net::steady_timer> accept_pause;
+  bool accept_failing = false;  // since the last accept that succeeded; loop 0 only
   monitor::Counter* accepted = nullptr;
   monitor::Gauge* open = nullptr;
 

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "testing/http_client.h"
@@ -269,6 +270,65 @@ TEST(LifecycleTest, ConnectionsBeyondTheLimitAreClosedAndCounted) {
   EXPECT_NE(metrics.body.find(
                 R"(pillar_http_rejected_total{listener="data",reason="too_many_connections"} )"),
             std::string::npos);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
+// CPU seconds the process has used (user and system), from /proc.
+double CpuSeconds(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  std::istringstream fields(text.substr(text.rfind(')') + 2));  // after "pid (comm) "
+  std::string field;
+  double ticks = 0;
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i == 14 || i == 15) ticks += std::stod(field);  // utime, stime
+  }
+  return ticks / double(::sysconf(_SC_CLK_TCK));
+}
+
+// Out of descriptors, accept() fails and leaves the connection in the backlog: accepting again at
+// once failed at once again, and the loop that accepts spun a whole core (3 CPU-seconds in 3 s)
+// while the connections it serves waited. The acceptors now pause; the ones already served are
+// served, and connections are accepted again once descriptors are free.
+TEST(LifecycleTest, OutOfDescriptorsTheAcceptorsPauseInsteadOfSpinning) {
+  testing::ServerProcess server;
+  server.SetOpenFileLimit(160);
+  std::string key = server.CreateKey("descriptors");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  EXPECT_NE(server.Log().find("the open-file limit (160) is below max_connections"),
+            std::string::npos)
+      << server.Log();
+  HttpConnection kept(server.data_port());
+  ASSERT_EQ(kept.Request("GET", "/v2", "", {Bearer(key)}).status, 200);
+
+  // More connections than descriptors: the kernel completes them into the backlog.
+  std::vector<std::unique_ptr<HttpConnection>> flood;
+  for (int i = 0; i < 200; ++i) {
+    flood.push_back(std::make_unique<HttpConnection>(server.data_port(), 2000));
+    ASSERT_TRUE(flood.back()->connected()) << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // accepted what it could
+  const double before = CpuSeconds(server.pid());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  EXPECT_LT(CpuSeconds(server.pid()) - before, 0.4);  // a spinning acceptor: about 1.5
+  EXPECT_EQ(kept.Request("GET", "/v2", "", {Bearer(key)}).status, 200);
+
+  flood.clear();
+  HttpReply after;
+  for (int i = 0; i < 200 && after.status != 200; ++i) {
+    after = Fetch(server.data_port(), "GET", "/v2", "", {Bearer(key)});
+    if (after.status != 200) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(after.status, 200);
+  HttpReply metrics = Fetch(server.admin_port(), "GET", "/metrics", "", {Bearer(key)});
+  EXPECT_NE(
+      metrics.body.find(R"(pillar_http_rejected_total{listener="data",reason="accept_failed"} )"),
+      std::string::npos);
+  EXPECT_NE(server.Log().find("listener 'data' cannot accept connections: Too many open files"),
+            std::string::npos)
+      << server.Log();
+  EXPECT_NE(server.Log().find("listener 'data' accepts connections again"), std::string::npos)
+      << server.Log();
   EXPECT_EQ(server.Stop(), 0);
 }
 

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -162,6 +163,10 @@ bool ServerProcess::Start() {
     int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
     ::dup2(fd, 1);
     ::dup2(fd, 2);
+    if (open_file_limit_ > 0) {
+      const rlimit limit{rlim_t(open_file_limit_), rlim_t(open_file_limit_)};
+      ::setrlimit(RLIMIT_NOFILE, &limit);
+    }
     std::string binary = PillarBinary();
     std::string config = config_path().string();
     std::string ports_file = ports.string();

@@ -51,6 +51,8 @@ class ServerProcess {
   std::filesystem::path audit_log() const { return dir_ / "audit.log"; }
   std::filesystem::path audit_public_key() const { return dir_ / "audit.pub"; }
   void SetStore(const std::filesystem::path& store) { store_ = store; }
+  // The server's soft and hard limit on open files (none set: the test's own).
+  void SetOpenFileLimit(int files) { open_file_limit_ = files; }
   // Where the access log goes instead of dir()/access.log ("-" for the server's stdout).
   void SetAccessLog(const std::string& destination) { access_log_ = destination; }
   // By default Start() signs every version of the store with a key of its own and trusts only
@@ -89,6 +91,7 @@ class ServerProcess {
   std::filesystem::path dir_ = temp_.path();
   std::filesystem::path store_;
   std::string access_log_;
+  int open_file_limit_ = 0;
   std::filesystem::path state_path_;
   std::string repository_config_;
   std::string audit_config_;
