@@ -7,6 +7,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -303,25 +304,30 @@ int64_t Drain(RequestHandler& handler, http::HttpServer& server, jobs::JobQueue&
 
 // A connection holds a descriptor, and max_connections (10,000 by default) are admitted, but
 // the soft limit on descriptors is often 1,024 while the hard one is far higher. The soft limit
-// is raised to the hard one, as Go's runtime and most servers do; a limit still short of the
-// connections admitted plus pillar's own files (models, logs, state, upstream pools) is said at
-// start, since past it connections wait in the backlog (the acceptors pause, server.cc).
-void RaiseOpenFileLimit(size_t max_connections) {
+// is raised to the hard one, as Go's runtime and most servers do. What is left short of that is
+// kept for pillar's own files (models, logs, state, upstream pools): max_connections is lowered
+// to fit, and says so. Otherwise clients holding connections could exhaust the descriptors, and
+// every file pillar opens would fail while they held them (the model store's scan and the
+// signature checks among them).
+size_t ConnectionsWithinOpenFileLimit(size_t max_connections) {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return max_connections;
   if (limit.rlim_cur < limit.rlim_max) {
     rlimit raised = limit;
     raised.rlim_cur = limit.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
-  constexpr rlim_t kOwnFiles = 256;
-  if (limit.rlim_cur != RLIM_INFINITY && limit.rlim_cur < rlim_t(max_connections) + kOwnFiles) {
-    std::fprintf(stderr,
-                 "pillar: the open-file limit (%llu) is below max_connections (%zu) and pillar's "
-                 "own files: connections past it wait (raise `ulimit -n`, or LimitNOFILE= in a "
-                 "systemd unit)\n",
-                 static_cast<unsigned long long>(limit.rlim_cur), max_connections);
-  }
+  if (limit.rlim_cur == RLIM_INFINITY) return max_connections;
+  const rlim_t own = std::max<rlim_t>(64, limit.rlim_cur / 4);
+  const size_t fits = limit.rlim_cur > own ? size_t(limit.rlim_cur - own) : 1;
+  if (fits >= max_connections) return max_connections;
+  std::fprintf(stderr,
+               "pillar: max_connections lowered from %zu to %zu: the open-file limit is %llu, and "
+               "%llu are kept for pillar's own files (raise `ulimit -n`, or LimitNOFILE= in a "
+               "systemd unit)\n",
+               max_connections, fits, static_cast<unsigned long long>(limit.rlim_cur),
+               static_cast<unsigned long long>(own));
+  return fits;
 }
 
 // Lets the stop signals in, and returns once one arrived.
@@ -339,7 +345,7 @@ int RunServe(const ServeOptions& options) {
   if (!config.ok()) return Fail("serve", config.status());
   sigset_t signals;
   if (absl::Status s = BlockStopSignals(signals); !s.ok()) return Fail("serve", s);
-  RaiseOpenFileLimit(config->limits.max_connections);
+  config->limits.max_connections = ConnectionsWithinOpenFileLimit(config->limits.max_connections);
   absl::StatusOr<std::unique_ptr<state::StateStore>> store =
       state::OpenSqliteStateStore(config->state_path);
   if (!store.ok()) return Fail("serve", store.status());

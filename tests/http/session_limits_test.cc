@@ -5,10 +5,12 @@
 // test decides exactly how its bytes are split, and the metrics registry shows what the server
 // holds.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,18 +55,24 @@ struct Reply {
 // segment (TCP_NODELAY), and parses the server's replies (Content-Length bodies only).
 class RawConnection {
  public:
-  explicit RawConnection(uint16_t port) {
+  // Connected at once, or (connect_now false) only a socket until Connect().
+  explicit RawConnection(uint16_t port, bool connect_now = true) : port_(port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
     ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (connect_now) Connect();
+  }
+
+  bool Connect() {
     sockaddr_in address{};
     address.sin_family = AF_INET;
-    address.sin_port = htons(port);
+    address.sin_port = htons(port_);
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-      ::close(fd_);
-      fd_ = -1;
+    if (fd_ >= 0 && ::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+      return true;
     }
+    Close();
+    return false;
   }
   ~RawConnection() { Close(); }
   RawConnection(const RawConnection&) = delete;
@@ -172,6 +180,7 @@ class RawConnection {
   }
 
   int fd_ = -1;
+  uint16_t port_;
   std::string buffer_;
 };
 
@@ -312,6 +321,52 @@ class SessionLimitsTest : public ::testing::Test {
   std::unique_ptr<HttpServer> server_;
   uint16_t port_ = 0;
 };
+
+// Out of descriptors, accept() fails and leaves the connection in the backlog; accepting again
+// at once failed at once again, and the accepting loop spun a whole core while the connections it
+// serves waited. The acceptor pauses instead, the connections already open are served, and the
+// backlog is accepted once descriptors are free. (This process's own limit is lowered: the
+// server's accepts run out while the test's sockets, made before, connect without new ones.)
+TEST_F(SessionLimitsTest, OutOfDescriptorsTheAcceptorPausesAndAcceptsAgain) {
+  Start(Limits{});
+  RawConnection kept(port_);
+  ASSERT_TRUE(kept.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+  ASSERT_EQ(kept.ReadReply().status, 200);
+  std::vector<std::unique_ptr<RawConnection>> waiting;
+  for (int i = 0; i < 20; ++i) waiting.push_back(std::make_unique<RawConnection>(port_, false));
+
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  int lowest_free = 0;  // descriptors are allocated lowest first: a limit here leaves none
+  while (::fcntl(lowest_free, F_GETFD) != -1) ++lowest_free;
+  rlimit low = saved;
+  low.rlim_cur = rlim_t(lowest_free);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  for (auto& c : waiting) ASSERT_TRUE(c->Connect());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the accepts fail
+  rusage before{};
+  ::getrusage(RUSAGE_SELF, &before);
+  std::this_thread::sleep_for(std::chrono::milliseconds(1000));
+  rusage after{};
+  ::getrusage(RUSAGE_SELF, &after);
+  const auto seconds = [](const rusage& u) {
+    return double(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+           double(u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1e-6;
+  };
+  const double failed = Rejected("accept_failed");
+  ASSERT_TRUE(kept.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+  const int kept_status = kept.ReadReply().status;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+
+  EXPECT_LT(seconds(after) - seconds(before), 0.3);  // spinning: about 1 s of CPU
+  EXPECT_GE(failed, 1);
+  EXPECT_LE(failed, 20);  // one every 100 ms at most
+  EXPECT_EQ(kept_status, 200);
+  for (auto& c : waiting) {  // accepted now, each in turn
+    ASSERT_TRUE(c->Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+    EXPECT_EQ(c->ReadReply(5000).status, 200);
+  }
+}
 
 TEST_F(SessionLimitsTest, HeaderBytesAreCountedWhenEveryWriteEndsInAFieldName) {
   Limits limits;
