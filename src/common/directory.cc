@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "common/files.h"
 #include "common/strings.h"
 
 namespace pillar {
@@ -25,6 +26,9 @@ constexpr size_t kMaxDepth = 32;
     return absl::InvalidArgumentError(StrCat(what, " is a symbolic link; links are not followed"));
   }
   if (error == ENOTDIR) return absl::InvalidArgumentError(StrCat(what, ": not a directory"));
+  if (IsResourceShortage(error)) {
+    return absl::ResourceExhaustedError(StrCat("cannot open ", what, ": ", std::strerror(error)));
+  }
   return absl::PermissionDeniedError(StrCat("cannot open ", what, ": ", std::strerror(error)));
 }
 

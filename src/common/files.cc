@@ -12,6 +12,10 @@
 
 namespace pillar {
 
+bool IsResourceShortage(int error) {
+  return error == EMFILE || error == ENFILE || error == ENOMEM || error == ENOBUFS;
+}
+
 namespace {
 
 // Opens `path` once and checks, reads and closes that descriptor: what is checked is what is
@@ -23,9 +27,11 @@ enum class Guard { kNone, kSecret, kTrusted };
                                                      std::uintmax_t max_bytes, Guard guard) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
   if (fd < 0) {
-    return errno == ENOENT ? absl::NotFoundError(StrCat(path.string(), ": no such file"))
-                           : absl::NotFoundError(StrCat(
-                                 path.string(), ": cannot be opened: ", std::strerror(errno)));
+    const int error = errno;
+    if (error == ENOENT) return absl::NotFoundError(StrCat(path.string(), ": no such file"));
+    const std::string message = StrCat(path.string(), ": cannot be opened: ", std::strerror(error));
+    return IsResourceShortage(error) ? absl::ResourceExhaustedError(message)
+                                     : absl::NotFoundError(message);
   }
   const absl::Cleanup close_fd = [fd] { ::close(fd); };
   struct stat st {};

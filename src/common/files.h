@@ -14,8 +14,15 @@
 
 namespace pillar {
 
-// NotFound when the file is missing or unreadable; InvalidArgument when it is not a regular
-// file or is larger than `max_bytes`. Messages name the path.
+// An errno that says the process or the system ran short (descriptors, memory), not that a file
+// is missing or wrong. The readers below report it as ResourceExhausted, so that whoever checks
+// files on a schedule (the model store's scan, the signature checks) tries again later instead
+// of concluding that the files changed.
+[[nodiscard]] bool IsResourceShortage(int error);
+
+// NotFound when the file is missing or unreadable; ResourceExhausted on a shortage (above);
+// InvalidArgument when it is not a regular file or is larger than `max_bytes`. Messages name the
+// path.
 [[nodiscard]] absl::StatusOr<std::string> ReadSmallFile(const std::filesystem::path& path,
                                                         std::uintmax_t max_bytes);
 

@@ -31,13 +31,16 @@ std::optional<int64_t> ParseVersion(std::string_view name) {
   return v;
 }
 
-std::vector<int64_t> VersionsIn(const std::filesystem::path& model_dir) {
+std::vector<int64_t> VersionsIn(const std::filesystem::path& model_dir, std::error_code* error) {
   std::vector<int64_t> versions;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(model_dir, ec)) {
-    const std::optional<int64_t> v = ParseVersion(entry.path().filename().string());
-    if (v && entry.is_directory(ec) && !entry.is_symlink(ec)) versions.push_back(*v);
+  std::filesystem::directory_iterator it(model_dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    const std::optional<int64_t> v = ParseVersion(it->path().filename().string());
+    if (v && it->is_directory(type_ec) && !it->is_symlink(type_ec)) versions.push_back(*v);
   }
+  if (error != nullptr) *error = ec;
   std::sort(versions.begin(), versions.end());
   return versions;
 }
@@ -53,15 +56,21 @@ ModelRepository::ModelRepository(std::filesystem::path root, VersionPolicy defau
 ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
   ScanResult result;
   std::error_code ec;
-  std::filesystem::directory_iterator models(root_, ec);
-  if (ec) {
-    result.model_errors.emplace_back(
-        "", absl::NotFoundError(StrCat("model store ", root_.string(), ": ", ec.message())));
-    return result;
-  }
   std::vector<std::filesystem::path> model_dirs;
-  for (const auto& entry : models) {
-    if (entry.is_directory(ec)) model_dirs.push_back(entry.path());
+  std::filesystem::directory_iterator it(root_, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    std::error_code type_ec;
+    if (it->is_directory(type_ec)) model_dirs.push_back(it->path());
+  }
+  if (ec) {
+    const std::string message = StrCat("model store ", root_.string(), ": ", ec.message());
+    if (ec == std::errc::no_such_file_or_directory) {
+      result.model_errors.emplace_back("", absl::NotFoundError(message));
+    } else {
+      result.unreadable = absl::UnavailableError(message);
+      result.model_errors.emplace_back("", result.unreadable);
+    }
+    return result;
   }
   std::sort(model_dirs.begin(), model_dirs.end());
   for (const std::filesystem::path& dir : model_dirs) {
@@ -73,7 +82,14 @@ ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
       }
       continue;
     }
-    const std::vector<int64_t> available = VersionsIn(dir);
+    std::error_code listing;
+    const std::vector<int64_t> available = VersionsIn(dir, &listing);
+    if (listing && listing != std::errc::no_such_file_or_directory) {
+      result.unreadable = absl::UnavailableError(
+          StrCat("model ", name, ": ", dir.string(), ": ", listing.message()));
+      result.model_errors.emplace_back(name, result.unreadable);
+      return result;
+    }
     auto policy = policies_.find(name);
     const VersionPolicy& chosen_policy =
         policy == policies_.end() ? default_policy_ : policy->second;

@@ -44,6 +44,10 @@ struct ScanResult {
   std::vector<std::pair<std::string, absl::Status>> model_errors;
   // Each model's aliases (aliases.json); their targets are scanned whatever the version policy.
   ModelAliasTargets aliases;
+  // Not OK when a directory of the store could not be listed for a reason other than its absence
+  // (out of descriptors or memory, an I/O error, a permission): the scan does not say what the
+  // store holds, and what is served must not change on it (ModelWatcher keeps it as it is).
+  absl::Status unreadable;
 };
 
 // The subject a version's signature must name: "<model>/<version>".
@@ -58,8 +62,10 @@ inline constexpr int64_t kMaxVersion = 999'999'999'999'999'999;
 std::optional<int64_t> ParseVersion(std::string_view name);
 
 // The versions in a model directory, ascending: its subdirectories whose names ParseVersion
-// takes (a link to a directory is not one).
-std::vector<int64_t> VersionsIn(const std::filesystem::path& model_dir);
+// takes (a link to a directory is not one). `error`, when given, is set when the directory
+// could not be listed whole (what was listed is returned).
+std::vector<int64_t> VersionsIn(const std::filesystem::path& model_dir,
+                                std::error_code* error = nullptr);
 
 class ModelRepository {
  public:

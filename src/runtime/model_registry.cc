@@ -17,9 +17,11 @@ std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult sca
             return v->name == entry.model && v->version == entry.version &&
                    v->directory == entry.directory;
           });
+      // A version that failed to load is tried again only when its files change, unless it
+      // failed for a shortage of the moment (descriptors, memory): that one is tried again now.
       if (same != previous->versions_.end() &&
           (((*same)->runner != nullptr && !(*same)->withdrawn()) ||
-           (*same)->stamp == entry.stamp)) {
+           ((*same)->stamp == entry.stamp && !absl::IsResourceExhausted((*same)->status)))) {
         kept[size_t(same - previous->versions_.begin())] = true;
         registry->versions_.push_back(*same);
         continue;

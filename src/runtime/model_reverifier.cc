@@ -6,8 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "absl/time/clock.h"
+#include "common/files.h"
 #include "common/strings.h"
 #include "models/model_repository.h"
 #include "signing/model_manifest.h"
@@ -58,10 +60,15 @@ namespace {
 
 // What changes when any file of a version does: every regular file's path, size, inode,
 // modification and change time. A stat per file, no reading: cheap enough to run every second.
-std::string Fingerprint(const std::filesystem::path& dir) {
+// Nothing when it could not be listed for a shortage (out of descriptors): that says nothing of
+// the files. Any other error listing it (gone, unreadable) is a fingerprint of its own, a change
+// that the full check then judges.
+std::optional<std::string> Fingerprint(const std::filesystem::path& dir) {
   std::vector<std::string> entries;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir, ec)) {
+  std::filesystem::recursive_directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    const std::filesystem::directory_entry& entry = *it;
     struct stat st;
     if (::lstat(entry.path().c_str(), &st) != 0) continue;
     // ctime too: whoever edits a file in place can set its mtime back (utime), never its
@@ -70,6 +77,10 @@ std::string Fingerprint(const std::filesystem::path& dir) {
                              uint64_t(st.st_ino), "\t", int64_t(st.st_mtim.tv_sec), ".",
                              int64_t(st.st_mtim.tv_nsec), "\t", int64_t(st.st_ctim.tv_sec), ".",
                              int64_t(st.st_ctim.tv_nsec), "\t", uint32_t(st.st_mode)));
+  }
+  if (ec) {
+    if (IsResourceShortage(ec.value())) return std::nullopt;
+    return StrCat("cannot list: ", ec.message(), "\n");
   }
   std::sort(entries.begin(), entries.end());
   std::string out;
@@ -85,11 +96,15 @@ int ModelReverifier::CheckChanged() {
   std::map<std::string, std::string> seen;
   for (const auto& v : registry->versions()) {
     if (!v->ready()) continue;
-    std::string fingerprint = Fingerprint(v->directory);
+    std::optional<std::string> fingerprint = Fingerprint(v->directory);
     auto known = fingerprints_.find(v->directory.string());
+    if (!fingerprint) {  // not read this time: the last one stands
+      if (known != fingerprints_.end()) seen[known->first] = known->second;
+      continue;
+    }
     // A version seen for the first time was verified when it loaded.
-    const bool changed = known != fingerprints_.end() && known->second != fingerprint;
-    seen[v->directory.string()] = std::move(fingerprint);
+    const bool changed = known != fingerprints_.end() && known->second != *fingerprint;
+    seen[v->directory.string()] = *std::move(fingerprint);
     if (changed && !CheckVersion(*v)) ++withdrawn;
   }
   fingerprints_ = std::move(seen);
@@ -114,6 +129,13 @@ bool ModelReverifier::CheckVersion(ModelVersion& v) {
   // same goes for files re-signed in place with different content: the served bytes are no
   // longer what the store says this version is.
   std::string reason;
+  if (!verified.ok() && absl::IsResourceExhausted(verified.status())) {
+    // Out of descriptors or memory: the files could not be read, which says nothing of them.
+    std::fprintf(stderr, "pillar: model %s version %lld: its files cannot be checked now (%s)\n",
+                 v.name.c_str(), static_cast<long long>(v.version),
+                 std::string(verified.status().message()).c_str());
+    return true;
+  }
   if (!verified.ok()) {
     reason = StrCat("signature check failed while serving: ", verified.status().message());
   } else if (!v.root_digest.empty() && verified->root_digest != v.root_digest) {

@@ -71,9 +71,25 @@ bool ModelWatcher::CheckNow() {
   // Versions retired earlier go once the registry snapshots of their last requests are gone.
   std::erase_if(retired_, [](const auto& v) { return v.use_count() == 1; });
   const std::shared_ptr<const ModelRegistry> before = catalog_.Current();
+  models::ScanResult scan = repository_.Scan(&before->aliases());
+  if (!scan.unreadable.ok()) {
+    // Not what the store holds: out of descriptors, an I/O error. Unloading on it would take
+    // every model out of service for a moment's shortage; the next scan sees the store again.
+    if (unreadable_ != scan.unreadable.message()) {
+      unreadable_ = std::string(scan.unreadable.message());
+      std::fprintf(stderr,
+                   "pillar: cannot read the model store (%s); what is served stays as it is\n",
+                   unreadable_.c_str());
+    }
+    return false;
+  }
+  if (!unreadable_.empty()) {
+    unreadable_.clear();
+    std::fprintf(stderr, "pillar: the model store can be read again\n");
+  }
   ModelRegistry::Versions retired;
   std::shared_ptr<const ModelRegistry> after =
-      ModelRegistry::Build(repository_.Scan(&before->aliases()), loader_, before.get(), &retired);
+      ModelRegistry::Build(std::move(scan), loader_, before.get(), &retired);
   if (SameRegistry(*before, *after)) return false;
   catalog_.Publish(after);
   Report(before.get(), *after, retired);

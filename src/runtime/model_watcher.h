@@ -49,6 +49,7 @@ class ModelWatcher {
   ModelCatalog catalog_;
   // Versions no registry names any more, destroyed here once no request holds them.
   ModelRegistry::Versions retired_;
+  std::string unreadable_;  // why the last scan could not read the store; empty when it could
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread thread_;

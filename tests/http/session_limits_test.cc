@@ -20,6 +20,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -28,6 +29,7 @@
 #include "http/server.h"
 #include "http/session.h"
 #include "monitor/metrics.h"
+#include "testing/descriptor_shortage.h"
 
 namespace pillar::http {
 namespace {
@@ -335,13 +337,8 @@ TEST_F(SessionLimitsTest, OutOfDescriptorsTheAcceptorPausesAndAcceptsAgain) {
   std::vector<std::unique_ptr<RawConnection>> waiting;
   for (int i = 0; i < 20; ++i) waiting.push_back(std::make_unique<RawConnection>(port_, false));
 
-  rlimit saved{};
-  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
-  int lowest_free = 0;  // descriptors are allocated lowest first: a limit here leaves none
-  while (::fcntl(lowest_free, F_GETFD) != -1) ++lowest_free;
-  rlimit low = saved;
-  low.rlim_cur = rlim_t(lowest_free);
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::optional<testing::DescriptorShortage> shortage;
+  shortage.emplace();
   for (auto& c : waiting) ASSERT_TRUE(c->Connect());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the accepts fail
   rusage before{};
@@ -356,7 +353,7 @@ TEST_F(SessionLimitsTest, OutOfDescriptorsTheAcceptorPausesAndAcceptsAgain) {
   const double failed = Rejected("accept_failed");
   ASSERT_TRUE(kept.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
   const int kept_status = kept.ReadReply().status;
-  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  shortage.reset();
 
   EXPECT_LT(seconds(after) - seconds(before), 0.3);  // spinning: about 1 s of CPU
   EXPECT_GE(failed, 1);

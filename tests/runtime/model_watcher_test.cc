@@ -1,0 +1,145 @@
+// What the model watcher publishes when the store cannot be read: out of descriptors, the scan
+// does not say what the store holds, and what is served stays as it is (it once unloaded every
+// model); a version whose load failed for such a shortage is loaded again at the next scan, not
+// left failed until its files change. And the signature checks while serving: files that could
+// not be read for a shortage withdraw nothing (they once withdrew every version).
+#include "runtime/model_watcher.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "runtime/model_reverifier.h"
+#include "signing/model_manifest.h"
+#include "signing/signing_key.h"
+#include "testing/descriptor_shortage.h"
+#include "testing/temp_dir.h"
+
+namespace pillar::runtime {
+namespace {
+
+class IdleRunner final : public Runner {
+ public:
+  void Infer(protocol::InferenceRequest, InferCallback done) override {
+    std::move(done)(absl::UnimplementedError("not in this test"));
+  }
+  bool Ready() const override { return true; }
+};
+
+class NoAudit final : public audit::AuditSink {
+ public:
+  bool Record(const audit::Event&) override { return true; }
+};
+
+class ModelWatcherTest : public ::testing::Test {
+ protected:
+  void AddVersion(const std::string& model, int version) {
+    const std::filesystem::path dir = dir_.path() / model / std::to_string(version);
+    std::filesystem::create_directories(dir);
+    std::ofstream(dir / "model.toml") << "platform = \"simulated\"\n";
+  }
+  models::ModelRepository Repository() const {
+    return models::ModelRepository(dir_.path(), models::VersionPolicy::Latest(), {});
+  }
+  // Loads every version, or fails as a shortage would while `short_` is set.
+  RunnerLoader Loader() {
+    return [this](const models::VersionEntry&) -> absl::StatusOr<LoadedVersion> {
+      ++loads_;
+      if (short_) return absl::ResourceExhaustedError("cannot open model.pt: Too many open files");
+      LoadedVersion loaded;
+      loaded.runner = std::make_unique<IdleRunner>();
+      return loaded;
+    };
+  }
+  static std::vector<std::string> Ready(const ModelWatcher& watcher) {
+    std::vector<std::string> names;
+    for (const auto& v : const_cast<ModelWatcher&>(watcher).catalog().Current()->versions()) {
+      if (v->ready()) names.push_back(v->name);
+    }
+    return names;
+  }
+
+  testing::TempDir dir_;
+  NoAudit audit_;
+  int loads_ = 0;
+  bool short_ = false;
+};
+
+TEST_F(ModelWatcherTest, AStoreThatCannotBeListedKeepsWhatIsServed) {
+  AddVersion("a", 1);
+  AddVersion("b", 1);
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  ASSERT_EQ(Ready(watcher), (std::vector<std::string>{"a", "b"}));
+  {
+    testing::DescriptorShortage shortage;
+    models::ScanResult scan = Repository().Scan();
+    EXPECT_FALSE(scan.unreadable.ok());
+    EXPECT_FALSE(watcher.CheckNow());  // nothing published
+  }
+  EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a", "b"}));
+  EXPECT_FALSE(watcher.CheckNow());  // readable again, nothing changed
+  EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST_F(ModelWatcherTest, AMissingStoreIsNotUnreadableAndUnloads) {
+  AddVersion("a", 1);
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  ASSERT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+  std::filesystem::remove_all(dir_.path() / "a");
+  EXPECT_TRUE(Repository().Scan().unreadable.ok());
+  EXPECT_TRUE(watcher.CheckNow());
+  EXPECT_TRUE(Ready(watcher).empty());
+}
+
+TEST_F(ModelWatcherTest, AVersionThatFailedForAShortageIsLoadedAgainAtTheNextScan) {
+  AddVersion("a", 1);
+  short_ = true;
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  EXPECT_TRUE(Ready(watcher).empty());
+  EXPECT_EQ(loads_, 1);
+  short_ = false;
+  EXPECT_TRUE(watcher.CheckNow());  // same files, loaded again
+  EXPECT_EQ(loads_, 2);
+  EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+}
+
+TEST_F(ModelWatcherTest, AVersionThatFailedOtherwiseWaitsForItsFilesToChange) {
+  AddVersion("a", 1);
+  int loads = 0;
+  ModelWatcher watcher(
+      Repository(),
+      [&](const models::VersionEntry&) -> absl::StatusOr<LoadedVersion> {
+        ++loads;
+        return absl::InvalidArgumentError("model.toml: bad shape");
+      },
+      absl::ZeroDuration(), audit_);
+  EXPECT_FALSE(watcher.CheckNow());
+  EXPECT_EQ(loads, 1);
+}
+
+TEST_F(ModelWatcherTest, SignatureChecksWithdrawNothingForAShortageAndStillCatchAChange) {
+  AddVersion("a", 1);
+  const std::filesystem::path version = dir_.path() / "a" / "1";
+  std::ofstream(version / "model.pt") << "weights";
+  const signing::SigningKey key = signing::GenerateSigningKey();
+  ASSERT_TRUE(signing::SignModel(version.string(), "a/1", key).ok());
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  ModelReverifier reverifier(watcher.catalog(), {key.public_key}, absl::Hours(1), absl::Hours(1),
+                             audit_);
+  ASSERT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(reverifier.CheckChanged(), 0);  // the first look: fingerprints taken
+  {
+    testing::DescriptorShortage shortage;
+    EXPECT_EQ(reverifier.CheckNow(), 0);
+    EXPECT_EQ(reverifier.CheckChanged(), 0);
+  }
+  EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+  EXPECT_EQ(reverifier.CheckChanged(), 0);  // the shortage was no change either
+
+  std::ofstream(version / "model.pt") << "other weights";
+  EXPECT_EQ(reverifier.CheckChanged(), 1);
+  EXPECT_TRUE(Ready(watcher).empty());
+}
+
+}  // namespace
+}  // namespace pillar::runtime
