@@ -169,9 +169,12 @@ int RunModelList(const ModelStoreOptions& options) {
   if (!store.ok()) return Fail("model list", store.status());
   std::vector<std::string> names;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(store->root, ec)) {
-    const std::string name = entry.path().filename().string();
-    if (entry.is_directory(ec) && models::IsValidModelName(name) &&
+  // increment(ec), not ++: the operator throws on a read error, and nothing here catches.
+  for (fs::directory_iterator it(store->root, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    const std::string name = it->path().filename().string();
+    std::error_code type_ec;
+    if (it->is_directory(type_ec) && models::IsValidModelName(name) &&
         (options.name.empty() || options.name == name)) {
       names.push_back(name);
     }
@@ -195,9 +198,11 @@ int RunModelList(const ModelStoreOptions& options) {
       const fs::path dir = model_dir / std::to_string(v);
       uint64_t bytes = 0;
       int count = 0;
-      for (const auto& f : fs::recursive_directory_iterator(dir, ec)) {
-        if (f.is_regular_file(ec)) {
-          bytes += f.file_size(ec);
+      for (fs::recursive_directory_iterator f(dir, ec);
+           !ec && f != fs::recursive_directory_iterator(); f.increment(ec)) {
+        std::error_code file_ec;
+        if (f->is_regular_file(file_ec)) {
+          bytes += f->file_size(file_ec);
           ++count;
         }
       }

@@ -94,7 +94,11 @@ class ModelDirectory {
 [[nodiscard]] absl::Status SyncTree(const fs::path& dir) {
   std::error_code ec;
   std::vector<fs::path> paths = {dir};
-  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) paths.push_back(entry.path());
+  // increment(ec), not ++: the operator throws on a read error.
+  for (fs::recursive_directory_iterator it(dir, ec);
+       !ec && it != fs::recursive_directory_iterator(); it.increment(ec)) {
+    paths.push_back(it->path());
+  }
   if (ec) return absl::InternalError(StrCat("cannot list ", dir.string(), ": ", ec.message()));
   for (const fs::path& p : paths) {
     const int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
@@ -179,8 +183,10 @@ std::optional<int64_t> SameContent(const ModelStoreOptions& store, const fs::pat
 // push that died: it never became a version, and goes.
 void RemoveDeadStaging(const fs::path& model_dir) {
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(model_dir, ec)) {
-    if (entry.path().filename().string().starts_with(".push-")) fs::remove_all(entry.path(), ec);
+  for (fs::directory_iterator it(model_dir, ec); !ec && it != fs::directory_iterator();
+       it.increment(ec)) {
+    std::error_code remove_ec;
+    if (it->path().filename().string().starts_with(".push-")) fs::remove_all(it->path(), remove_ec);
   }
 }
 

@@ -141,5 +141,26 @@ TEST_F(ModelWatcherTest, SignatureChecksWithdrawNothingForAShortageAndStillCatch
   EXPECT_TRUE(Ready(watcher).empty());
 }
 
+// A walk of a version's files that fails midway (here: one descriptor left, so the directory
+// opens and its subdirectory does not) is no verdict and no crash: the iterator's ++ throws on
+// such an error, and the signature checks' thread ended the process with it.
+TEST_F(ModelWatcherTest, AWalkThatFailsMidwayEndsNothing) {
+  AddVersion("a", 1);
+  const std::filesystem::path version = dir_.path() / "a" / "1";
+  std::filesystem::create_directories(version / "extra");
+  std::ofstream(version / "extra" / "vocab.txt") << "a\nb\n";
+  const signing::SigningKey key = signing::GenerateSigningKey();
+  ASSERT_TRUE(signing::SignModel(version.string(), "a/1", key).ok());
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  ModelReverifier reverifier(watcher.catalog(), {key.public_key}, absl::Hours(1), absl::Hours(1),
+                             audit_);
+  EXPECT_EQ(reverifier.CheckChanged(), 0);
+  {
+    testing::DescriptorShortage shortage(/*spare=*/1);
+    EXPECT_EQ(reverifier.CheckChanged(), 0);
+  }
+  EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+}
+
 }  // namespace
 }  // namespace pillar::runtime
