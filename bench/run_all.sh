@@ -47,8 +47,10 @@ wait_http "http://127.0.0.1:$pillar_port/v2/health/ready"
 
 # The same pillar with [audit] backend = "off" (same store, keys and access log settings), for
 # the audit-on/audit-off pair: what auditing every request costs.
-sed -e '/^\[audit\]/,$d' -e "s#$work/access.log#$work/access-noaudit.log#" "$work/pillar.toml" \
-  > "$work/pillar-noaudit.toml"
+# Only the [audit] table goes: the tables after it ([guard]) stay, so that the pair differs in
+# auditing alone.
+awk '/^\[/ { skip = ($0 == "[audit]") } !skip' "$work/pillar.toml" |
+  sed -e "s#$work/access.log#$work/access-noaudit.log#" > "$work/pillar-noaudit.toml"
 printf '[audit]\nbackend = "off"\n' >> "$work/pillar-noaudit.toml"
 "$pillar" serve -c "$work/pillar-noaudit.toml" --ports-file "$work/ports-noaudit" \
   2>"$work/pillar-noaudit.log" &
