@@ -33,7 +33,8 @@ struct CkptOptions {
 namespace fs = std::filesystem;
 
 bool IsCheckpointDir(const std::string& path) {
-  return fs::exists(fs::path(path) / ckpt::format::kManifestFile);
+  std::error_code ec;  // not the throwing overload: unreadable is not a checkpoint
+  return fs::exists(fs::path(path) / ckpt::format::kManifestFile, ec);
 }
 
 // The checkpoint directory `options` names: `run` itself, or a step of the run (the newest when

@@ -81,8 +81,9 @@ int RunModelShow(const SigningOptions& options) {
   std::printf("version    %s\n", options.dir.c_str());
   std::printf("root       sha256:%s\n", signing::RootDigest(*files).c_str());
   if (trusted.empty()) {
+    std::error_code ec;  // not the throwing overload: an unreadable directory is "none"
     const bool present =
-        std::filesystem::exists(std::filesystem::path(options.dir) / signing::kManifestFile);
+        std::filesystem::exists(std::filesystem::path(options.dir) / signing::kManifestFile, ec);
     std::printf("signature  %s\n", present ? "present, not checked (give --trusted-key)" : "none");
   } else {
     // Shows whatever subject it names; `verify` is the check that it names this place.

@@ -339,7 +339,8 @@ std::string_view ActionName(AliasAction action) {
     target = *previous;
   }
   const fs::path version_dir = model_dir / std::to_string(target);
-  if (!fs::is_directory(version_dir)) {
+  std::error_code ec;  // the throwing overload would end the command on an unreadable store
+  if (!fs::is_directory(version_dir, ec)) {
     return absl::NotFoundError(StrCat("no version ", target, " of model '", move.name, "'"));
   }
   if (absl::Status s = store.CheckServable(version_dir, VersionSubject(move.name, target)).status();
