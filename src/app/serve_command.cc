@@ -302,14 +302,16 @@ int64_t Drain(RequestHandler& handler, http::HttpServer& server, jobs::JobQueue&
   return abandoned;
 }
 
-// A connection holds a descriptor, and max_connections (10,000 by default) are admitted, but
-// the soft limit on descriptors is often 1,024 while the hard one is far higher. The soft limit
-// is raised to the hard one, as Go's runtime and most servers do. What is left short of that is
-// kept for pillar's own files (models, logs, state, upstream pools): max_connections is lowered
-// to fit, and says so. Otherwise clients holding connections could exhaust the descriptors, and
-// every file pillar opens would fail while they held them (the model store's scan and the
-// signature checks among them).
+// A connection holds a descriptor, and each of the two listeners (data, admin) admits
+// max_connections (10,000 by default), but the soft limit on descriptors is often 1,024 while the
+// hard one is far higher. The soft limit is raised to the hard one, as Go's runtime and most
+// servers do. A quarter of it (at least 64) is kept for pillar's own files (models, logs, state,
+// upstream pools), and max_connections is lowered, saying so, until both listeners fit in the
+// rest. Otherwise clients holding connections could exhaust the descriptors, and every file
+// pillar opens would fail while they held them (the model store's scan and the signature checks
+// among them).
 size_t ConnectionsWithinOpenFileLimit(size_t max_connections) {
+  constexpr size_t kListeners = 2;
   rlimit limit{};
   if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return max_connections;
   if (limit.rlim_cur < limit.rlim_max) {
@@ -319,12 +321,13 @@ size_t ConnectionsWithinOpenFileLimit(size_t max_connections) {
   }
   if (limit.rlim_cur == RLIM_INFINITY) return max_connections;
   const rlim_t own = std::max<rlim_t>(64, limit.rlim_cur / 4);
-  const size_t fits = limit.rlim_cur > own ? size_t(limit.rlim_cur - own) : 1;
+  const size_t fits =
+      limit.rlim_cur > own ? std::max<size_t>(1, size_t(limit.rlim_cur - own) / kListeners) : 1;
   if (fits >= max_connections) return max_connections;
   std::fprintf(stderr,
-               "pillar: max_connections lowered from %zu to %zu: the open-file limit is %llu, and "
-               "%llu are kept for pillar's own files (raise `ulimit -n`, or LimitNOFILE= in a "
-               "systemd unit)\n",
+               "pillar: max_connections lowered from %zu to %zu on each listener: the open-file "
+               "limit is %llu, and %llu are kept for pillar's own files (raise `ulimit -n`, or "
+               "LimitNOFILE= in a systemd unit)\n",
                max_connections, fits, static_cast<unsigned long long>(limit.rlim_cur),
                static_cast<unsigned long long>(own));
   return fits;

@@ -117,7 +117,7 @@ struct HttpServer::Impl {
                          listener.options.name.c_str());
           }
           {
-            if (core.connections.load() >= core.limits.max_connections) {
+            if (listener.connections->load() >= core.limits.max_connections) {
               listener.Reject(core, "too_many_connections");
               beast::error_code ignored;
               socket.close(ignored);

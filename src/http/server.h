@@ -59,6 +59,7 @@ struct Limits {
   absl::Duration idle_timeout = absl::Seconds(60);
   absl::Duration write_timeout = absl::Seconds(30);
   absl::Duration tls_handshake_timeout = absl::Seconds(10);
+  // Open connections on each listener; more are closed on accept and counted.
   size_t max_connections = 10000;
 };
 

@@ -38,7 +38,6 @@ struct Core {
   Handler& handler;
   Stats stats;
   std::atomic<bool> draining{false};
-  std::atomic<size_t> connections{0};
   std::atomic<int64_t> writing{0};
   // Bytes reserved by requests read but not answered yet (Limits::inflight_bytes_limit).
   std::atomic<size_t> inflight_bytes{0};
@@ -69,6 +68,10 @@ struct Listener {
   // Waits before the next accept after one failed (HttpServer::Impl::PauseAccepting).
   std::optional<net::steady_timer> accept_pause;
   bool accept_failing = false;  // since the last accept that succeeded; loop 0 only
+  // Open connections on this listener, held to Limits::max_connections each: with one count
+  // for both, clients of the data plane could take every place and lock out the admin plane's
+  // probes and metrics (review helper-56). Behind a pointer: a Listener is moved into place.
+  std::unique_ptr<std::atomic<size_t>> connections = std::make_unique<std::atomic<size_t>>(0);
   monitor::Counter* accepted = nullptr;
   monitor::Gauge* open = nullptr;
 

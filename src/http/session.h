@@ -61,13 +61,13 @@ class Session final : public ResponseSink,
         core_(core),
         listener_(listener),
         loop_(loop) {
-    ++core_.connections;
+    ++*listener_.connections;
     if (listener_.open) listener_.open->Add(1);
   }
 
   ~Session() override {
     core_.Release(reserved_);  // the connection went away before its request was answered
-    --core_.connections;
+    --*listener_.connections;
     if (listener_.open) listener_.open->Add(-1);
   }
 
