@@ -10,7 +10,9 @@
 #include <cstring>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar {
@@ -124,64 +126,71 @@ absl::StatusOr<File> Directory::OpenFile(std::string_view relative) const {
   return File(fd, uint64_t(st.st_size), shown);
 }
 
+namespace {
+
+// Lists the directory open at `fd` (closed here) into `files`, depth first: a subdirectory is
+// listed as soon as it is met, while its parent stays open, so the walk holds at most one
+// descriptor per level (kMaxDepth). Opening every sibling before descending, as it once did, held
+// one per subdirectory: a store writer who added thousands of empty ones ran the process out of
+// descriptors, and the check that walked them took the shortage for "cannot check now" (review
+// helper-56). Directories count toward `max_entries` with the files.
+[[nodiscard]] absl::Status ListInto(int fd, const std::string& shown, const std::string& prefix,
+                                    size_t max_entries, size_t& entries,
+                                    std::vector<std::string>& files) {
+  DIR* dir = ::fdopendir(fd);  // owns fd from here
+  if (dir == nullptr) {
+    const int error = errno;
+    ::close(fd);
+    return OpenError(StrCat(shown, "/", prefix), error);
+  }
+  const absl::Cleanup close_dir = [dir] { ::closedir(dir); };
+  for (;;) {
+    errno = 0;
+    const dirent* entry = ::readdir(dir);
+    if (entry == nullptr) {
+      if (errno != 0) return OpenError(StrCat(shown, "/", prefix), errno);
+      return absl::OkStatus();
+    }
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") continue;
+    const std::string relative = StrCat(prefix, name);
+    if (++entries > max_entries) {
+      return absl::InvalidArgumentError(
+          StrCat(shown, ": more than ", max_entries, " files and directories"));
+    }
+    struct stat st {};
+    if (::fstatat(::dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return OpenError(StrCat(shown, "/", relative), errno);
+    }
+    if (S_ISLNK(st.st_mode)) {
+      return absl::InvalidArgumentError(
+          StrCat(shown, ": ", relative, " is a symbolic link; sign and serve real files only"));
+    }
+    if (S_ISDIR(st.st_mode)) {
+      if (std::count(relative.begin(), relative.end(), '/') + 1 >= long(kMaxDepth)) {
+        return absl::InvalidArgumentError(
+            StrCat(shown, ": directories nest deeper than ", kMaxDepth, " levels"));
+      }
+      const int sub = ::openat(::dirfd(dir), entry->d_name, kOpenDirFlags);
+      if (sub < 0) return OpenError(StrCat(shown, "/", relative), errno);
+      PILLAR_RETURN_IF_ERROR(
+          ListInto(sub, shown, StrCat(relative, "/"), max_entries, entries, files));
+    } else if (!S_ISREG(st.st_mode)) {
+      return absl::InvalidArgumentError(StrCat(shown, ": ", relative, " is not a regular file"));
+    } else {
+      files.push_back(relative);
+    }
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<std::string>> Directory::ListFiles(size_t max_files) const {
-  std::vector<std::string> files;
-  // Directories still to list: a descriptor and the relative prefix of their entries.
-  std::vector<std::pair<int, std::string>> pending;
   const int first = ::openat(fd_, ".", kOpenDirFlags);
   if (first < 0) return OpenError(path_, errno);
-  pending.emplace_back(first, "");
-  absl::Status failure;
-  while (!pending.empty() && failure.ok()) {
-    auto [fd, prefix] = std::move(pending.back());
-    pending.pop_back();
-    DIR* dir = ::fdopendir(fd);  // owns fd from here
-    if (dir == nullptr) {
-      ::close(fd);
-      failure = OpenError(StrCat(path_, "/", prefix), errno);
-      break;
-    }
-    while (failure.ok()) {
-      errno = 0;
-      const dirent* entry = ::readdir(dir);
-      if (entry == nullptr) {
-        if (errno != 0) failure = OpenError(StrCat(path_, "/", prefix), errno);
-        break;
-      }
-      const std::string_view name = entry->d_name;
-      if (name == "." || name == "..") continue;
-      const std::string relative = StrCat(prefix, name);
-      struct stat st {};
-      if (::fstatat(::dirfd(dir), entry->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-        failure = OpenError(StrCat(path_, "/", relative), errno);
-      } else if (S_ISLNK(st.st_mode)) {
-        failure = absl::InvalidArgumentError(
-            StrCat(path_, ": ", relative, " is a symbolic link; sign and serve real files only"));
-      } else if (S_ISDIR(st.st_mode)) {
-        if (std::count(relative.begin(), relative.end(), '/') + 1 >= long(kMaxDepth)) {
-          failure = absl::InvalidArgumentError(
-              StrCat(path_, ": directories nest deeper than ", kMaxDepth, " levels"));
-          break;
-        }
-        const int sub = ::openat(::dirfd(dir), entry->d_name, kOpenDirFlags);
-        if (sub < 0) {
-          failure = OpenError(StrCat(path_, "/", relative), errno);
-        } else {
-          pending.emplace_back(sub, StrCat(relative, "/"));
-        }
-      } else if (!S_ISREG(st.st_mode)) {
-        failure =
-            absl::InvalidArgumentError(StrCat(path_, ": ", relative, " is not a regular file"));
-      } else if (files.size() >= max_files) {
-        failure = absl::InvalidArgumentError(StrCat(path_, ": more than ", max_files, " files"));
-      } else {
-        files.push_back(relative);
-      }
-    }
-    ::closedir(dir);
-  }
-  for (auto& [fd, prefix] : pending) ::close(fd);
-  if (!failure.ok()) return failure;
+  std::vector<std::string> files;
+  size_t entries = 0;
+  PILLAR_RETURN_IF_ERROR(ListInto(first, path_, "", max_files, entries, files));
   std::sort(files.begin(), files.end());
   return files;
 }

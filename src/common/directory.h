@@ -61,7 +61,8 @@ class Directory {
   [[nodiscard]] absl::StatusOr<File> OpenFile(std::string_view relative) const;
 
   // Every regular file beneath, as sorted relative '/'-separated paths. A symbolic link or any
-  // other kind of file is an error naming it; more than `max_files` files is an error.
+  // other kind of file is an error naming it; more than `max_files` files and directories is an
+  // error. Holds at most one descriptor per level of nesting.
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> ListFiles(size_t max_files) const;
 
  private:

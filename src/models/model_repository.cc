@@ -64,11 +64,11 @@ ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
   }
   if (ec) {
     const std::string message = StrCat("model store ", root_.string(), ": ", ec.message());
-    if (ec == std::errc::no_such_file_or_directory) {
-      result.model_errors.emplace_back("", absl::NotFoundError(message));
-    } else {
-      result.unreadable = absl::UnavailableError(message);
+    if (IsResourceShortage(ec.value())) {
+      result.unreadable = absl::ResourceExhaustedError(message);
       result.model_errors.emplace_back("", result.unreadable);
+    } else {
+      result.model_errors.emplace_back("", absl::NotFoundError(message));
     }
     return result;
   }
@@ -84,8 +84,8 @@ ScanResult ModelRepository::Scan(const ModelAliasTargets* last_good) const {
     }
     std::error_code listing;
     const std::vector<int64_t> available = VersionsIn(dir, &listing);
-    if (listing && listing != std::errc::no_such_file_or_directory) {
-      result.unreadable = absl::UnavailableError(
+    if (listing && IsResourceShortage(listing.value())) {
+      result.unreadable = absl::ResourceExhaustedError(
           StrCat("model ", name, ": ", dir.string(), ": ", listing.message()));
       result.model_errors.emplace_back(name, result.unreadable);
       return result;

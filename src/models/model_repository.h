@@ -44,9 +44,12 @@ struct ScanResult {
   std::vector<std::pair<std::string, absl::Status>> model_errors;
   // Each model's aliases (aliases.json); their targets are scanned whatever the version policy.
   ModelAliasTargets aliases;
-  // Not OK when a directory of the store could not be listed for a reason other than its absence
-  // (out of descriptors or memory, an I/O error, a permission): the scan does not say what the
-  // store holds, and what is served must not change on it (ModelWatcher keeps it as it is).
+  // Not OK when a directory of the store could not be listed for a shortage of the process or
+  // the system (out of descriptors or memory): the scan does not say what the store holds, and
+  // what is served must not change on it (ModelWatcher keeps it as it is). Any other error (a
+  // permission, an I/O error) is the store's state, reported in model_errors: a directory that
+  // cannot be listed has no versions, so that a writer of the store cannot freeze what is served
+  // with one unlistable directory (review helper-56).
   absl::Status unreadable;
 };
 

@@ -162,5 +162,26 @@ TEST_F(ModelWatcherTest, AWalkThatFailsMidwayEndsNothing) {
   EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
 }
 
+// A writer of the store who adds thousands of empty directories to a version, with the files
+// changed: the check's walk once opened every sibling directory before descending, ran the
+// process out of descriptors and took that for "cannot check now", so the change was never
+// caught (review helper-56). The walk now holds one descriptor per level: the change withdraws.
+TEST_F(ModelWatcherTest, ThousandsOfDirectoriesDoNotHideAChange) {
+  AddVersion("a", 1);
+  const std::filesystem::path version = dir_.path() / "a" / "1";
+  std::ofstream(version / "model.pt") << "weights";
+  const signing::SigningKey key = signing::GenerateSigningKey();
+  ASSERT_TRUE(signing::SignModel(version.string(), "a/1", key).ok());
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  ModelReverifier reverifier(watcher.catalog(), {key.public_key}, absl::Hours(1), absl::Hours(1),
+                             audit_);
+  ASSERT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+  for (int i = 0; i < 500; ++i) std::filesystem::create_directory(version / std::to_string(i));
+  std::ofstream(version / "model.pt") << "other weights";
+  testing::DescriptorShortage shortage(/*spare=*/64);  // a process with 64 descriptors to spare
+  EXPECT_EQ(reverifier.CheckNow(), 1);
+  EXPECT_TRUE(Ready(watcher).empty());
+}
+
 }  // namespace
 }  // namespace pillar::runtime
