@@ -296,10 +296,11 @@ double CpuSeconds(pid_t pid) {
 TEST(LifecycleTest, ClientsHoldingConnectionsCannotExhaustTheDescriptors) {
   testing::ServerProcess server;
   server.SetOpenFileLimit(160);
+  server.AddConfig("[server]\nthreads = 2\n");
   std::string key = server.CreateKey("descriptors");
   ASSERT_TRUE(server.Start()) << server.Log();
-  EXPECT_NE(server.Log().find("max_connections lowered from 10000 to 48 on each listener: the "
-                              "open-file limit is 160, and 64 are kept"),
+  EXPECT_NE(server.Log().find("max_connections lowered from 10000 to 44 on each listener: the "
+                              "open-file limit is 160, and 72 are kept"),
             std::string::npos)
       << server.Log();
   HttpConnection kept(server.data_port());
