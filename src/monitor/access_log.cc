@@ -1,8 +1,14 @@
 #include "monitor/access_log.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <utility>
 
 #include "common/clock.h"
@@ -20,21 +26,34 @@ AccessLog::~AccessLog() {
   wakeup_.Stop();
   if (flusher_.joinable()) flusher_.join();
   Flush();
-  if (owned_ && file_ != nullptr) std::fclose(file_);
+  {
+    absl::MutexLock lock(&write_mu_);
+    if (failed_lines_ > 0) {
+      std::fprintf(stderr, "pillar: the access log lost %lld lines it could not write\n",
+                   static_cast<long long>(failed_lines_));
+    }
+  }
+  if (owned_ && fd_ >= 0) ::close(fd_);
 }
 
 absl::Status AccessLog::Open(const std::string& destination, absl::Duration flush_interval) {
   if (destination.empty()) return absl::OkStatus();
   if (destination == "-") {
-    file_ = stdout;
+    std::fflush(stdout);
+    fd_ = STDOUT_FILENO;
   } else {
-    // 0640: access logs name callers and paths; not for every local user.
-    int fd = ::open(destination.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0640);
-    if (fd < 0 || (file_ = ::fdopen(fd, "a")) == nullptr) {
-      return absl::PermissionDeniedError(StrCat("cannot open access log ", destination));
+    // 0640: access logs name callers and paths; not for every local user. O_NONBLOCK: opening
+    // a FIFO nobody reads fails (ENXIO) instead of waiting, and a full one does not block.
+    fd_ = ::open(destination.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0640);
+    if (fd_ < 0) {
+      return absl::PermissionDeniedError(
+          StrCat("cannot open access log ", destination, ": ",
+                 errno == ENXIO ? "a FIFO that nobody reads" : std::strerror(errno)));
     }
     owned_ = true;
   }
+  struct stat st {};
+  stream_ = ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode);
   // The destructor writes what is left once the thread is gone.
   flusher_ = std::thread([this, flush_interval] {
     while (wakeup_.Wait(flush_interval)) WriteOut();
@@ -69,7 +88,7 @@ void Micros(JsonWriter& w, int64_t nanos) {
 }  // namespace
 
 void AccessLog::Write(const AccessRecord& r) {
-  if (file_ == nullptr) return;
+  if (fd_ < 0) return;
   // Each thread builds its lines in a string of its own, kept between lines: no allocation.
   thread_local std::string line;
   line.clear();
@@ -113,7 +132,7 @@ void AccessLog::Write(const AccessRecord& r) {
 }
 
 void AccessLog::Write(std::string_view line) {
-  if (file_ == nullptr) return;
+  if (fd_ < 0) return;
   {
     absl::MutexLock lock(&mu_);
     if (buffer_.size() + line.size() + 1 > kMaxBuffered) {  // the log's thread cannot keep up
@@ -148,14 +167,18 @@ void AccessLog::WriteOut() {
     std::fprintf(stderr, "pillar: the access log is written again (%lld lines were lost)\n",
                  static_cast<long long>(dropped));
   }
-  const bool ok = std::fwrite(writing_.data(), 1, writing_.size(), file_) == writing_.size() &&
-                  std::fflush(file_) == 0;
+  // A line cut by a failed write is ended first, so that the reader's next line is whole.
+  if (cut_line_ && WriteSome("\n") == 1) cut_line_ = false;
+  const size_t written = cut_line_ ? 0 : WriteSome(writing_);
+  const bool ok = written == writing_.size();
   if (!ok) {
-    // A full disk must not stop serving; say so once per episode, and count what was lost.
-    failed_lines_ += int64_t(std::count(writing_.begin(), writing_.end(), '\n'));
+    // A full disk or a reader that stopped must not stop serving; say so once per episode, and
+    // count what was lost (a line cut short among it).
+    failed_lines_ +=
+        int64_t(std::count(writing_.begin() + ptrdiff_t(written), writing_.end(), '\n'));
+    if (written > 0 && writing_[written - 1] != '\n') cut_line_ = true;
     if (!failing_)
       std::fprintf(stderr, "pillar: the access log cannot be written; lines are lost\n");
-    std::clearerr(file_);
   } else if (failing_) {
     std::fprintf(stderr, "pillar: the access log is written again (%lld lines were lost)\n",
                  static_cast<long long>(std::exchange(failed_lines_, 0)));
@@ -164,8 +187,28 @@ void AccessLog::WriteOut() {
   writing_.clear();
 }
 
+size_t AccessLog::WriteSome(std::string_view data) const {
+  constexpr int kStreamPatienceMs = 1000;
+  size_t written = 0;
+  while (written < data.size()) {
+    size_t chunk = data.size() - written;
+    if (stream_) {
+      // A pipe that polls writable has room for PIPE_BUF bytes: a write of at most that much
+      // does not block, whatever the descriptor's own flags (stdout may be a blocking pipe).
+      pollfd ready{fd_, POLLOUT, 0};
+      if (::poll(&ready, 1, kStreamPatienceMs) != 1 || (ready.revents & POLLOUT) == 0) break;
+      chunk = std::min<size_t>(chunk, PIPE_BUF);
+    }
+    const ssize_t n = ::write(fd_, data.data() + written, chunk);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
+    written += size_t(n);
+  }
+  return written;
+}
+
 void AccessLog::Flush() {
-  if (file_ == nullptr) return;
+  if (fd_ < 0) return;
   WriteOut();
 }
 

@@ -3,6 +3,9 @@
 // as soon as 64 KiB are waiting, so logging costs no syscall on the threads that serve: they
 // only append to a buffer. A disk that stalls does not stall them either: past 8 MiB waiting,
 // lines are dropped and counted (one message per episode says how many), as on a full disk.
+// A pipe, FIFO or terminal is written only as far as it takes the bytes within a second: a
+// reader that stops reading costs the lines, never the server or its shutdown (a stalled FIFO
+// reader once kept SIGTERM from ending it); a FIFO nobody reads is refused at Open().
 //
 //   AccessLog log;  PILLAR_RETURN_IF_ERROR(log.Open("-"));   // "-" stdout, "" off, else a file
 //   log.Write(line);
@@ -62,7 +65,7 @@ class AccessLog {
 
   [[nodiscard]] absl::Status Open(const std::string& destination,
                                   absl::Duration flush_interval = absl::Milliseconds(500));
-  bool enabled() const { return file_ != nullptr; }
+  bool enabled() const { return fd_ >= 0; }
   // Writes `record` as one JSON object on one line, with the current time as ts_us.
   void Write(const AccessRecord& record);
   // `line` is one JSON object without the trailing newline.
@@ -73,14 +76,19 @@ class AccessLog {
   // Takes what is buffered and writes it, in order with every other write.
   void WriteOut() ABSL_LOCKS_EXCLUDED(mu_);
 
-  std::FILE* file_ = nullptr;
+  // Writes `data` whole, or as much as a pipe takes within kStreamPatience; the bytes written.
+  size_t WriteSome(std::string_view data) const;
+
+  int fd_ = -1;
   bool owned_ = false;
+  bool stream_ = false;  // not a regular file: a pipe, FIFO, socket or terminal
   // Held while a taken buffer is written, so that buffers reach the file in the order taken;
   // the serving threads never take it.
   absl::Mutex write_mu_ ABSL_ACQUIRED_BEFORE(mu_);
   std::string writing_ ABSL_GUARDED_BY(write_mu_);  // the buffer being written, kept for reuse
   bool failing_ ABSL_GUARDED_BY(write_mu_) = false;
   int64_t failed_lines_ ABSL_GUARDED_BY(write_mu_) = 0;  // lost to failed writes this episode
+  bool cut_line_ ABSL_GUARDED_BY(write_mu_) = false;     // a write stopped inside a line
   absl::Mutex mu_;
   std::string buffer_ ABSL_GUARDED_BY(mu_);
   int64_t lost_lines_ ABSL_GUARDED_BY(mu_) = 0;  // since the last message that said so

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -154,6 +155,35 @@ TEST(LifecycleTest, AnAccessLogReaderThatGoesAwayEndsNoServing) {
   EXPECT_NE(server.Log().find("the access log cannot be written"), std::string::npos)
       << server.Log();
   EXPECT_EQ(server.Stop(), 0);
+}
+
+// A log shipper that hangs keeps its end of the FIFO open and stops reading: the pipe fills, and
+// the log's thread blocked in write() for good, holding the lock the final flush needs, so
+// SIGTERM never ended the server (review helper-56). A pipe now gets what it takes within a
+// second; the rest is counted as lost.
+TEST(LifecycleTest, AnAccessLogReaderThatStopsReadingDoesNotHoldUpShutdown) {
+  testing::ServerProcess server;
+  const std::filesystem::path fifo = server.dir() / "access.fifo";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // never read
+  ASSERT_GE(reader, 0);
+  server.SetAccessLog(fifo.string());
+  std::string key = server.CreateKey("tests");
+  ASSERT_TRUE(server.Start());
+  HttpConnection connection(server.data_port());
+  for (int i = 0; i < 600; ++i) {  // some 200 KB of lines: more than the pipe holds
+    ASSERT_EQ(connection.Request("GET", "/v2", "", {Bearer(key)}).status, 200) << i;
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // the log's thread writes
+  const auto start = std::chrono::steady_clock::now();
+  ::kill(server.pid(), SIGTERM);
+  auto exited = std::async(std::launch::async, [&] { return server.WaitForExit(); });
+  const bool in_time = exited.wait_for(std::chrono::seconds(15)) == std::future_status::ready;
+  ::close(reader);  // lets a stuck server go, so that the test ends either way
+  EXPECT_TRUE(in_time) << "SIGTERM did not end the server within 15 s";
+  EXPECT_EQ(exited.get(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(15));
+  EXPECT_NE(server.Log().find("lines it could not write"), std::string::npos) << server.Log();
 }
 
 TEST(LifecycleTest, FullQueueAnswers503WithRetryAfter) {
