@@ -117,14 +117,21 @@ void ModelWatcher::Report(const ModelRegistry* before, const ModelRegistry& afte
   for (const auto& v : after.versions()) {
     if (had(v)) continue;
     if (v->status.ok()) {
+      failures_.erase(v->resource);
       Audit(audit_, "load", v->resource, true, "");
     } else {
+      // A load retried at every scan (it failed for a shortage) is said once per reason, not
+      // once per poll_ms (review helper-56).
+      std::string& reported = failures_[v->resource];
+      if (reported == v->status.message()) continue;
+      reported = std::string(v->status.message());
       std::fprintf(stderr, "pillar: model %s version %lld failed to load: %s\n", v->name.c_str(),
                    static_cast<long long>(v->version), std::string(v->status.message()).c_str());
       Audit(audit_, "load", v->resource, false, std::string(v->status.message()));
     }
   }
   for (const auto& v : retired) {
+    if (!v->status.ok()) continue;  // never loaded: nothing leaves service
     std::fprintf(stderr, "pillar: model %s version %lld leaves service\n", v->name.c_str(),
                  static_cast<long long>(v->version));
     Audit(audit_, "unload", v->resource, true, "");

@@ -10,7 +10,9 @@
 //   watcher.Start();   ...   // stops (and joins) when destroyed
 #pragma once
 
+#include <map>
 #include <memory>
+#include <string>
 #include <thread>
 
 #include "absl/synchronization/mutex.h"
@@ -49,6 +51,7 @@ class ModelWatcher {
   ModelCatalog catalog_;
   // Versions no registry names any more, destroyed here once no request holds them.
   ModelRegistry::Versions retired_;
+  std::map<std::string, std::string> failures_;  // a failed version's resource -> reason reported
   std::string unreadable_;  // why the last scan could not read the store; empty when it could
   absl::Mutex mu_;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

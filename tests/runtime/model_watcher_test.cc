@@ -28,7 +28,13 @@ class IdleRunner final : public Runner {
 
 class NoAudit final : public audit::AuditSink {
  public:
-  bool Record(const audit::Event&) override { return true; }
+  bool Record(const audit::Event& event) override {
+    if (event.action == "load" && !event.allowed) ++failed_loads;
+    if (event.action == "unload") ++unloads;
+    return true;
+  }
+  int failed_loads = 0;
+  int unloads = 0;
 };
 
 class ModelWatcherTest : public ::testing::Test {
@@ -97,9 +103,15 @@ TEST_F(ModelWatcherTest, AVersionThatFailedForAShortageIsLoadedAgainAtTheNextSca
   ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
   EXPECT_TRUE(Ready(watcher).empty());
   EXPECT_EQ(loads_, 1);
+  // Tried again at each scan while the shortage lasts, audited once.
+  EXPECT_TRUE(watcher.CheckNow());
+  EXPECT_TRUE(watcher.CheckNow());
+  EXPECT_EQ(loads_, 3);
+  EXPECT_EQ(audit_.failed_loads, 1);
+  EXPECT_EQ(audit_.unloads, 0);  // a version that never loaded does not leave service
   short_ = false;
   EXPECT_TRUE(watcher.CheckNow());  // same files, loaded again
-  EXPECT_EQ(loads_, 2);
+  EXPECT_EQ(loads_, 4);
   EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
 }
 
