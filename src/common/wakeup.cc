@@ -12,11 +12,6 @@ void Wakeup::Stop() {
   stopped_ = true;
 }
 
-bool Wakeup::stopped() const {
-  absl::MutexLock lock(&mu_);
-  return stopped_;
-}
-
 bool Wakeup::Wait(absl::Duration timeout) {
   absl::MutexLock lock(&mu_);
   auto woken = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return notified_ || stopped_; };

@@ -21,12 +21,11 @@ class Wakeup {
   void Notify();
   // Ends every wait, now and later.
   void Stop();
-  [[nodiscard]] bool stopped() const;
   // Waits until Notify(), Stop() or `timeout`; false once stopped. Takes the notification.
   [[nodiscard]] bool Wait(absl::Duration timeout);
 
  private:
-  mutable absl::Mutex mu_;
+  absl::Mutex mu_;
   bool notified_ ABSL_GUARDED_BY(mu_) = false;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
 };

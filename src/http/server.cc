@@ -107,33 +107,41 @@ struct HttpServer::Impl {
     listener.acceptor->async_accept(
         loop.context, [this, &listener, &loop](beast::error_code ec, tcp::socket socket) {
           if (ec == net::error::operation_aborted || !listener.acceptor->is_open()) return;
-          if (ec) {
+          if (ec && IsResourceShortage(ec.value())) {
             PauseAccepting(listener, ec);
             return;
           }
-          if (listener.accept_failing) {
-            listener.accept_failing = false;
-            std::fprintf(stderr, "pillar: listener '%s' accepts connections again\n",
-                         listener.options.name.c_str());
-          }
-          {
-            if (listener.connections->load() >= core.limits.max_connections) {
-              listener.Reject(core, "too_many_connections");
-              beast::error_code ignored;
-              socket.close(ignored);
-            } else {
-              if (listener.accepted) listener.accepted->Increment();
-              beast::error_code ignored;
-              socket.set_option(tcp::no_delay(true), ignored);
-              if (listener.tls) {
-                std::make_shared<Session<true>>(std::move(socket), core, listener, loop)->Run();
-              } else {
-                std::make_shared<Session<false>>(std::move(socket), core, listener, loop)->Run();
-              }
+          if (ec) {
+            // Another failure (a connection aborted before it was taken) is that connection's:
+            // pausing for it would let a client slow every accept down.
+            listener.Reject(core, "accept_failed");
+          } else {
+            if (listener.accept_failing) {
+              listener.accept_failing = false;
+              std::fprintf(stderr, "pillar: listener '%s' accepts connections again\n",
+                           listener.options.name.c_str());
             }
+            Take(listener, loop, std::move(socket));
           }
           Accept(listener);
         });
+  }
+
+  // A connection accepted: served on `loop`, or closed and counted when the listener is full.
+  void Take(Listener& listener, Loop& loop, tcp::socket socket) {
+    beast::error_code ignored;
+    if (listener.connections->load() >= core.limits.max_connections) {
+      listener.Reject(core, "too_many_connections");
+      socket.close(ignored);
+      return;
+    }
+    if (listener.accepted) listener.accepted->Increment();
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (listener.tls) {
+      std::make_shared<Session<true>>(std::move(socket), core, listener, loop)->Run();
+    } else {
+      std::make_shared<Session<false>>(std::move(socket), core, listener, loop)->Run();
+    }
   }
 
   // accept() fails when the process or the system is out of descriptors or memory (EMFILE,

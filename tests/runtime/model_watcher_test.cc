@@ -44,6 +44,16 @@ class ModelWatcherTest : public ::testing::Test {
     std::filesystem::create_directories(dir);
     std::ofstream(dir / "model.toml") << "platform = \"simulated\"\n";
   }
+  // Version 1 of model "a", with a weights file and a subdirectory, signed with key_.
+  std::filesystem::path SignedVersion() {
+    AddVersion("a", 1);
+    const std::filesystem::path version = dir_.path() / "a" / "1";
+    std::filesystem::create_directories(version / "extra");
+    std::ofstream(version / "extra" / "vocab.txt") << "a\nb\n";
+    std::ofstream(version / "model.pt") << "weights";
+    EXPECT_TRUE(signing::SignModel(version.string(), "a/1", key_).ok());
+    return version;
+  }
   models::ModelRepository Repository() const {
     return models::ModelRepository(dir_.path(), models::VersionPolicy::Latest(), {});
   }
@@ -66,6 +76,7 @@ class ModelWatcherTest : public ::testing::Test {
   }
 
   testing::TempDir dir_;
+  const signing::SigningKey key_ = signing::GenerateSigningKey();
   NoAudit audit_;
   int loads_ = 0;
   bool short_ = false;
@@ -130,13 +141,9 @@ TEST_F(ModelWatcherTest, AVersionThatFailedOtherwiseWaitsForItsFilesToChange) {
 }
 
 TEST_F(ModelWatcherTest, SignatureChecksWithdrawNothingForAShortageAndStillCatchAChange) {
-  AddVersion("a", 1);
-  const std::filesystem::path version = dir_.path() / "a" / "1";
-  std::ofstream(version / "model.pt") << "weights";
-  const signing::SigningKey key = signing::GenerateSigningKey();
-  ASSERT_TRUE(signing::SignModel(version.string(), "a/1", key).ok());
+  const std::filesystem::path version = SignedVersion();
   ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
-  ModelReverifier reverifier(watcher.catalog(), {key.public_key}, absl::Hours(1), absl::Hours(1),
+  ModelReverifier reverifier(watcher.catalog(), {key_.public_key}, absl::Hours(1), absl::Hours(1),
                              audit_);
   ASSERT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
   EXPECT_EQ(reverifier.CheckChanged(), 0);  // the first look: fingerprints taken
@@ -157,14 +164,9 @@ TEST_F(ModelWatcherTest, SignatureChecksWithdrawNothingForAShortageAndStillCatch
 // opens and its subdirectory does not) is no verdict and no crash: the iterator's ++ throws on
 // such an error, and the signature checks' thread ended the process with it.
 TEST_F(ModelWatcherTest, AWalkThatFailsMidwayEndsNothing) {
-  AddVersion("a", 1);
-  const std::filesystem::path version = dir_.path() / "a" / "1";
-  std::filesystem::create_directories(version / "extra");
-  std::ofstream(version / "extra" / "vocab.txt") << "a\nb\n";
-  const signing::SigningKey key = signing::GenerateSigningKey();
-  ASSERT_TRUE(signing::SignModel(version.string(), "a/1", key).ok());
+  const std::filesystem::path version = SignedVersion();
   ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
-  ModelReverifier reverifier(watcher.catalog(), {key.public_key}, absl::Hours(1), absl::Hours(1),
+  ModelReverifier reverifier(watcher.catalog(), {key_.public_key}, absl::Hours(1), absl::Hours(1),
                              audit_);
   EXPECT_EQ(reverifier.CheckChanged(), 0);
   {
@@ -179,13 +181,9 @@ TEST_F(ModelWatcherTest, AWalkThatFailsMidwayEndsNothing) {
 // process out of descriptors and took that for "cannot check now", so the change was never
 // caught (review helper-56). The walk now holds one descriptor per level: the change withdraws.
 TEST_F(ModelWatcherTest, ThousandsOfDirectoriesDoNotHideAChange) {
-  AddVersion("a", 1);
-  const std::filesystem::path version = dir_.path() / "a" / "1";
-  std::ofstream(version / "model.pt") << "weights";
-  const signing::SigningKey key = signing::GenerateSigningKey();
-  ASSERT_TRUE(signing::SignModel(version.string(), "a/1", key).ok());
+  const std::filesystem::path version = SignedVersion();
   ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
-  ModelReverifier reverifier(watcher.catalog(), {key.public_key}, absl::Hours(1), absl::Hours(1),
+  ModelReverifier reverifier(watcher.catalog(), {key_.public_key}, absl::Hours(1), absl::Hours(1),
                              audit_);
   ASSERT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
   for (int i = 0; i < 500; ++i) std::filesystem::create_directory(version / std::to_string(i));
