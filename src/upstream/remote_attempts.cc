@@ -364,6 +364,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   auto request = std::make_shared<UpstreamRequest>();
   const std::string path = TargetFor(*call, *attempt, slot);
   request->body = attempt->body.empty() ? std::string_view(call->body) : attempt->body;
+  request->resend_safe = config.remote.idempotent;
   request->head = RequestHead("POST", StrCat(endpoint.base_path, path), endpoint.host_header,
                               {{"Content-Type", "application/json"},
                                {"User-Agent", "pillar"},

@@ -55,6 +55,8 @@ using Timer =
 template <class Stream>  // Socket, or asio::ssl::stream<Socket>
 class ConnectionImpl final : public UpstreamConnection,
                              public std::enable_shared_from_this<ConnectionImpl<Stream>> {
+  static constexpr bool kTls = !std::is_same_v<Stream, Socket>;
+
  public:
   template <class... Args>
   ConnectionImpl(asio::io_context& io, Args&&... args)
@@ -89,7 +91,7 @@ class ConnectionImpl final : public UpstreamConnection,
     // nobody asked for: nothing is written, and the caller may send the request elsewhere.
     // Checked here, as the call starts on its own loop, and not where the caller chose the
     // connection under its lock: it is a system call.
-    if (!open_ || (calls_ > 1 && !Idle())) {
+    if (!open_ || (calls_ > 1 && !IdleFor(*request_))) {
       return asio::post(socket().get_executor(), [self = this->shared_from_this()] {
         self->Fail(asio::error::not_connected, CallFailure::kNotSent);
       });
@@ -115,7 +117,14 @@ class ConnectionImpl final : public UpstreamConnection,
     // would not be the reply to the next request: it is closed instead of reused.
     char byte;
     const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return true;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      if constexpr (!kTls) {
+        // Empty now, in this handler: a wait armed here misses nothing that comes after.
+        readable_ = false;
+        ArmWait();
+      }
+      return true;
+    }
     Close();
     return false;
   }
@@ -183,10 +192,157 @@ class ConnectionImpl final : public UpstreamConnection,
   // The header first, so that a declared length over the limit ends the call before any of
   // the body is read (Beast's own body_limit was seen to let a 2 MiB body through a 1 MiB
   // limit when the header and the body arrived together), then the body.
-  void Read() {
-    http::async_read_header(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](error_code ec, size_t) { self->OnHeader(ec); });
+  void Read() { ReadUntil(Until::kHeader, &ConnectionImpl::OnHeader); }
+
+  // What a read waits for, as Beast's async_read_header, async_read and async_read_some do.
+  enum class Until { kHeader, kMessage, kProgress };
+  using Then = void (ConnectionImpl::*)(const error_code&);
+
+  void ReadUntil(Until until, Then then) {
+    if constexpr (kTls) {
+      auto handler = [self = this->shared_from_this(), then](error_code ec, size_t) {
+        ((*self).*then)(ec);
+      };
+      switch (until) {
+        case Until::kHeader:
+          return http::async_read_header(stream_, buffer_, *parser_, std::move(handler));
+        case Until::kMessage:
+          return http::async_read(stream_, buffer_, *parser_, std::move(handler));
+        case Until::kProgress:
+          return http::async_read_some(stream_, buffer_, *parser_, std::move(handler));
+      }
+    } else {
+      until_ = until;
+      then_ = then;
+      Pump();
+    }
+  }
+
+  // Parses what the buffer holds and reads what the socket holds until the read's condition,
+  // an error, or a socket with nothing yet (the standing wait then calls Pump again). Runs
+  // `then_` in this handler, as Beast's reads would after they completed.
+  void Pump() {
+    error_code ec;
+    for (;;) {
+      if (buffer_.size() > 0) {
+        const size_t used = parser_->put(buffer_.data(), ec);
+        buffer_.consume(used);
+        if (ec != http::error::need_more) {
+          if (ec || Reached()) break;
+          if (used > 0) continue;  // on with what is left (a body after its header)
+        }
+        ec = {};
+      }
+      if (!Receive(ec)) return;  // the wait calls again
+      if (ec == asio::error::eof) {
+        if (!parser_->got_some()) {
+          ec = http::error::end_of_stream;
+          break;
+        }
+        ec = {};
+        parser_->put_eof(ec);  // ends a body delimited by the close, or partial_message
+        break;
+      }
+      if (ec) break;
+    }
+    ((*this).*then_)(ec);
+  }
+
+  bool Reached() const {
+    switch (until_) {
+      case Until::kHeader:
+        return parser_->is_header_done();
+      case Until::kMessage:
+        return parser_->is_done();
+      case Until::kProgress:
+        return true;
+    }
+    return true;
+  }
+
+  // Reads what the socket holds into the buffer: true with bytes, the end of the stream (eof)
+  // or an error in `ec`; false when it has nothing yet and the standing wait will call Pump.
+  bool Receive(error_code& ec) {
+    if (!open_) {  // closed for the deadline or by Close(): the read in progress fails
+      ec = asio::error::operation_aborted;
+      return true;
+    }
+    if (!readable_ && waiting_) {
+      reading_ = true;
+      return false;
+    }
+    const size_t size = std::min(buffer_.max_size() - buffer_.size(),
+                                 std::max(kReadBytes, buffer_.capacity() - buffer_.size()));
+    if (size == 0) {
+      ec = http::error::buffer_overflow;
+      return true;
+    }
+    const asio::mutable_buffer space = buffer_.prepare(size);
+    for (;;) {
+      const ssize_t n = ::recv(socket().native_handle(), space.data(), size, MSG_DONTWAIT);
+      if (n > 0) {
+        buffer_.commit(size_t(n));
+        // A short read emptied the socket: whatever comes next wakes the wait armed now, in
+        // the handler that read, before the loop polls again.
+        readable_ = size_t(n) == size;
+        if (!readable_) ArmWait();
+        return true;
+      }
+      readable_ = false;
+      if (n == 0) {
+        ec = asio::error::eof;
+        return true;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        ArmWait();
+        reading_ = true;
+        return false;
+      }
+      ec = error_code(errno, boost::system::system_category());
+      return true;
+    }
+  }
+
+  // The standing wait: a plain connection keeps one queued from its first read on. It holds
+  // the connection weakly, so an idle connection its pool dropped is destroyed (its socket
+  // closed, the wait cancelled) rather than kept by its own wait; a call in progress is held by
+  // its timer.
+  void ArmWait() {
+    if (waiting_ || !open_) return;
+    waiting_ = true;
+    socket().async_wait(Socket::wait_read, [weak = this->weak_from_this()](error_code ec) {
+      if (auto self = weak.lock()) self->OnReadable(ec);
+    });
+  }
+
+  void OnReadable(const error_code& ec) {
+    waiting_ = false;
+    if (ec) {  // the socket was closed: a read waiting on it fails
+      if (std::exchange(reading_, false)) ((*this).*then_)(ec);
+      return;
+    }
+    readable_ = true;
+    if (std::exchange(reading_, false)) return Pump();
+    if (done_ || !open_) return;  // a call in progress reads it when it is ready to
+    // Idle: a close by the upstream, bytes nobody asked for, or a stale wake-up.
+    char byte;
+    const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      readable_ = false;
+      return ArmWait();
+    }
+    Close();
+  }
+
+  // Whether this idle connection may carry `request`. A plain one whose wait has seen nothing
+  // since its last reply was read is taken as it is, unless the request may not be sent again:
+  // then the socket is asked (a close the loop has not polled yet fails the call unsent).
+  bool IdleFor(const UpstreamRequest& request) {
+    if constexpr (!kTls) {
+      if (open_ && waiting_ && !readable_ && request.resend_safe) return true;
+    }
+    return Idle();
   }
 
   void OnHeader(const error_code& ec) {
@@ -198,9 +354,7 @@ class ConnectionImpl final : public UpstreamConnection,
       return Fail(http::error::body_limit, CallFailure::kDuringReply);
     }
     if (stream_sink_ && parser_->status() == 200) return ReadStreamed();
-    http::async_read(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](error_code ec, size_t) { self->OnRead(ec); });
+    ReadUntil(Until::kMessage, &ConnectionImpl::OnRead);
   }
 
   void OnRead(const error_code& ec) {
@@ -238,11 +392,7 @@ class ConnectionImpl final : public UpstreamConnection,
 
   // A streamed reply's body: what each read brings goes to the sink, and the next read waits for
   // it to be taken.
-  void ReadStreamed() {
-    http::async_read_some(
-        stream_, buffer_, *parser_,
-        [self = this->shared_from_this()](error_code ec, size_t) { self->OnStreamed(ec); });
-  }
+  void ReadStreamed() { ReadUntil(Until::kProgress, &ConnectionImpl::OnStreamed); }
 
   void OnStreamed(const error_code& ec) {
     if (ec) return OnRead(ec);
@@ -301,6 +451,12 @@ class ConnectionImpl final : public UpstreamConnection,
   std::shared_ptr<BodySink> stream_sink_;
   bool awaiting_sink_ = false;  // a streamed piece is with the sink: no read is in progress
   bool open_ = true;
+  // Plain connections' reads (Pump): the read in progress, its condition and what follows it.
+  Until until_ = Until::kHeader;
+  Then then_ = nullptr;
+  bool reading_ = false;   // a read waits for the standing wait
+  bool waiting_ = false;   // the standing wait is queued
+  bool readable_ = false;  // it fired (or the last read filled its space): read before waiting
 };
 
 using PlainConnection = ConnectionImpl<Socket>;

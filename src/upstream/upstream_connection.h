@@ -15,6 +15,14 @@
 // The request is written as pillar built it, head and body in one gather write, and a call
 // arms one timer: this is the proxy's hot path, where Beast's serializer and its per-operation
 // timers of tcp_stream cost more than the rest of the gateway's work on a reply.
+//
+// A plain connection reads by readiness: it keeps a wait for the socket to become readable
+// queued at all times, armed right after each read that emptied the socket, and reads with a
+// non-blocking recv only once the wait fired. Asio's reads try the socket first and, on
+// loopback, the reply is never there yet: that failed recv, and the MSG_PEEK with which a reused
+// connection was checked for a close, were two of the proxy's seven system calls per request.
+// The standing wait also sees an upstream's close while the connection is idle, which closes it
+// there and then. (TLS connections read through Beast, which reads through OpenSSL.)
 #pragma once
 
 #include <boost/asio/io_context.hpp>
@@ -42,6 +50,10 @@ using Clock = std::chrono::steady_clock;
 struct UpstreamRequest {
   std::string head;
   std::string_view body;
+  // Whether the request may be sent again after a reused connection failed before any reply
+  // byte (an idempotent model's). When it may not, a reused plain connection is also checked
+  // with a system call for a close its loop has not seen yet, before anything is written.
+  bool resend_safe = true;
 };
 
 // The head of an HTTP/1.1 request: the request line, Host, `fields` (those with a value), and
