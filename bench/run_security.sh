@@ -45,8 +45,9 @@ redis-benchmark -p "$redis_port" -n 20000 -c 1 -t ping --csv > "$out/redis_ping.
 script=$(awk '/kScript = R"lua\(/{f=1;next} /\)lua";/{if(f){exit}} f' "$root/src/limits/redis_limiter.cc")
 sha=$(redis-cli -p "$redis_port" --raw SCRIPT LOAD "$script")
 period_end=$(( $(date +%s) / 86400 * 86400 + 86400 ))
+# One admission (a batch of one): one spec of three charges, the lease TTL, spec 1 and its lease.
 redis-benchmark -p "$redis_port" -n 20000 -c 1 --csv EVALSHA "$sha" 3 b:r:key b:q:tenant b:c:model \
-  lease 60000000 r 1 1.000000 1000000 0 q 1 1000000000000 "$period_end" 0 c 1 100000 0 0 \
+  1 3 r 1 1.000000 1000000 0 q 1 1000000000000 "$period_end" 0 c 1 100000 0 0 60000000 1 lease \
   > "$out/redis_script.csv" 2>/dev/null
 redis-cli -p "$redis_port" flushall >/dev/null
 

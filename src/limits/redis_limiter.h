@@ -27,6 +27,7 @@
 #include "common/crypto.h"
 #include "limits/limiter.h"
 #include "limits/redis_link.h"
+#include "limits/resp_command.h"
 #include "monitor/metrics.h"
 
 namespace pillar::limits {
@@ -47,7 +48,13 @@ struct RedisLimiterOptions {
 };
 
 class RedisLimiter final : public Limiter {
+  struct Batch;
+
  public:
+  // One loop's connection and the admissions it gathers during a turn; used on that loop's
+  // thread only (internal; public for the thread's cache in the .cc).
+  struct LoopLink;
+
   explicit RedisLimiter(RedisLimiterOptions options);
   ~RedisLimiter() override;
 
@@ -67,15 +74,31 @@ class RedisLimiter final : public Limiter {
   uint64_t writes() const;
 
  private:
-  // The EVALSHA of the limit script for `charges`, and the settlement's (empty: nothing to settle).
-  std::string AdmitCommand(std::span<const Charge> charges, std::string_view lease) const;
+  // The most admissions one call of the limit script decides.
+  static constexpr size_t kMaxBatch = 256;
+
+  // Adds one request's admission to `batch`: its charges' keys and arguments (shared with an
+  // admission of the same charges already there), its lease, and its ZREMs.
+  void Gather(Batch& batch, std::span<const Charge> charges, std::string_view lease,
+              Done done) const;
+  // Sends what `on` gathered as one command, if anything.
+  static void Flush(LoopLink& on);
+  // The settlement's EVALSHA (empty: nothing to settle).
   std::string SettleCommand(std::span<const Charge> charges, int64_t admitted_unix_s) const;
   // A ZREM for each concurrency slot of `charges`, as Release() sends them.
   std::vector<std::string> ReleaseCommands(std::span<const Charge> charges,
                                            std::string_view lease) const;
   // Sends `command` on the calling loop's connection, or through the limiter's thread.
   void Dispatch(std::string command, RedisLink::Reply reply, bool own_thread = false);
-  RedisLink& LinkOn(boost::asio::io_context& loop);
+  // This loop's connection, from the thread's cache or made now.
+  LoopLink& LinkOn(boost::asio::io_context& loop);
+  // A batch of one, through the limiter's own thread.
+  void SendAlone(Batch batch);
+  // One EVALSHA of the limit script deciding every admission of `batch`, on `link`.
+  static void SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup& group,
+                        int64_t lease_ttl_us, monitor::Counter* errors);
+  // The charges' keys (added to `keys`) and the script's arguments for them.
+  RespCommand Spec(std::span<const Charge> charges, RespCommand& keys) const;
   std::string Key(char kind, const Charge& charge, int64_t now_s) const;
 
   const RedisLimiterOptions options_;  // without the password, which the group keeps
@@ -84,7 +107,7 @@ class RedisLimiter final : public Limiter {
   const std::shared_ptr<RedisLinkGroup> group_;
 
   mutable absl::Mutex mu_;
-  std::vector<std::shared_ptr<RedisLink>> links_ ABSL_GUARDED_BY(mu_);  // one per loop
+  std::vector<std::shared_ptr<LoopLink>> links_ ABSL_GUARDED_BY(mu_);  // one per loop
 
   // The limiter's own thread, for callers that run no event loop.
   boost::asio::io_context own_loop_;

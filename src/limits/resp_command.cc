@@ -18,6 +18,12 @@ RespCommand& RespCommand::Add(int64_t argument) {
   return Add(std::string_view(digits, size_t(end - digits)));
 }
 
+RespCommand& RespCommand::AddEncoded(std::string_view arguments, int64_t count) {
+  arguments_.append(arguments);
+  count_ += count;
+  return *this;
+}
+
 std::string RespCommand::Take() {
   std::string command = StrCat("*", count_, "\r\n");
   command += arguments_;

@@ -18,6 +18,11 @@ class RespCommand {
   RespCommand() = default;
   RespCommand& Add(std::string_view argument);
   RespCommand& Add(int64_t argument);
+  // `count` arguments already in RESP's bulk-string form (what another builder's Add wrote).
+  RespCommand& AddEncoded(std::string_view arguments, int64_t count);
+  // What Add wrote so far, without the argument count: parts to join into one command later.
+  std::string_view encoded() const { return arguments_; }
+  int64_t count() const { return count_; }
   // The command: its argument count, then the arguments. Leaves the builder empty.
   [[nodiscard]] std::string Take();
 

@@ -106,7 +106,7 @@ bool AwaitClients(const testing::RedisServer& redis, int expected) {
   return false;
 }
 
-TEST(RedisLinkTest, CommandsOfOneLoopTurnLeaveInOneWriteAndAreAnsweredOnThatLoop) {
+TEST(RedisLinkTest, AdmissionsOfOneLoopTurnAreOneCommandAnsweredOnThatLoop) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
   auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 150\nperiod = \"day\"\n");
@@ -131,10 +131,63 @@ TEST(RedisLinkTest, CommandsOfOneLoopTurnLeaveInOneWriteAndAreAnsweredOnThatLoop
   }
   EXPECT_EQ(admitted, 150);                                             // exact: the quota binds
   for (std::thread::id id : answers.threads) EXPECT_EQ(id, loop.id());  // no hand-off back
-  // The loop's new connection: its handshake (two script loads) and the 200 admissions, all in
-  // the first write (they were queued while it connected).
-  EXPECT_EQ(limiter.commands() - commands_before, 200u);
+  // The 200 admissions of the turn are one call of the limit script, in the first write after
+  // the new connection's handshake (two script loads).
+  EXPECT_EQ(limiter.commands() - commands_before, 1u);
   EXPECT_LE(limiter.writes() - writes_before, 2u);
+}
+
+// One call of the script decides a turn's admissions in order, each against what those before
+// it took and all or nothing: a refused admission takes none of its charges, and admissions of
+// other charges in the same call are decided on their own counters.
+TEST(RedisLinkTest, AdmissionsInOneCommandAreDecidedInOrderAsIfEachWereAlone) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits(
+      "[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 5\nperiod = \"day\"\n"
+      "[[limit]]\nname = \"c\"\nper = \"key\"\nconcurrency = 3\n");
+  RedisLimiter limiter(RedisOptions(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  const auto turn = [&](std::string_view subject, int from, int count) {
+    Answers answers;
+    const uint64_t commands_before = limiter.commands();
+    loop.Run([&] {
+      for (int i = from; i < from + count; ++i) {
+        Charge both[2] = {{&policy->limits()[0], subject, 1}, {&policy->limits()[1], subject, 1}};
+        limiter.Admit(both, StrCat(subject, "-", i), answers.Collect());
+        // Another subject's admission in the same call, on counters of its own.
+        Charge other{&policy->limits()[0], "other", 1};
+        limiter.Admit({&other, 1}, StrCat("other-", i), answers.Collect());
+      }
+    });
+    EXPECT_TRUE(answers.Await(size_t(2 * count)));
+    EXPECT_EQ(limiter.commands() - commands_before, 1u);
+    absl::MutexLock lock(&answers.mu);
+    std::string outcome;  // per admission of `subject`: its verdict and the charge that refused
+    int others = 0;
+    for (size_t i = 0; i < answers.verdicts.size(); ++i) {
+      const absl::StatusOr<Verdict>& v = answers.verdicts[i];
+      if (!v.ok()) return StrCat("error: ", v.status().message());
+      if (i % 2 == 1) {
+        others += v->allowed;
+      } else {
+        outcome += v->allowed ? "+" : StrCat(v->charge_index);
+      }
+    }
+    return StrCat(outcome, " ", others);
+  };
+  // Three slots: the fourth and fifth are refused by the concurrency limit (charge 1) and take
+  // no quota; the other subject's quota of 5 admits five.
+  EXPECT_EQ(turn("k", 0, 5), "+++11 5");
+  Charge both[2] = {{&policy->limits()[0], "k", 1}, {&policy->limits()[1], "k", 1}};
+  loop.Run([&] {
+    for (int i = 0; i < 3; ++i) limiter.Release(both, StrCat("k-", i));
+  });
+  // Two units of quota are left (three taken, not five): two admitted, then the quota refuses
+  // (charge 0) while slots are free; the other subject has none left.
+  EXPECT_EQ(turn("k", 5, 4), "++00 0");
+  EXPECT_EQ(redis.Command("ZCARD pillar:c:c:k"), ":2\r\n");
 }
 
 TEST(RedisLinkTest, AStalledRedisIsAnOutageWithinTheTimeoutAndRecoveryIsAutomatic) {
@@ -580,19 +633,25 @@ TEST_P(ScriptedRedisTest, OnlyRepliesAPillarScriptCanGiveAreVerdicts) {
 INSTANTIATE_TEST_SUITE_P(
     Replies, ScriptedRedisTest,
     ::testing::Values(
-        // What the script gives: an admission, a refusal with its numbers (the fake is Redis
-        // enough for them to be verdicts).
-        Scripted{"", "*1\r\n:1\r\n", true},
-        Scripted{"+OK\r\n", "*7\r\n:0\r\n:1\r\n:10\r\n:0\r\n:100\r\n:100\r\n:0\r\n", true},
+        // What the script gives, one verdict per admission of the batch (here one): an
+        // admission, a refusal with its numbers (the fake is Redis enough for them to be
+        // verdicts).
+        Scripted{"", "*1\r\n*1\r\n:1\r\n", true},
+        Scripted{"+OK\r\n", "*1\r\n*7\r\n:0\r\n:1\r\n:10\r\n:0\r\n:100\r\n:100\r\n:0\r\n", true},
         // A negative remaining; a Retry-After of thirty thousand years; a refusal naming a
         // charge the request does not have; an admission describing charge 9999.
-        Scripted{"", "*7\r\n:0\r\n:1\r\n:10\r\n:-5\r\n:100\r\n:100\r\n:0\r\n", false},
-        Scripted{"", "*7\r\n:0\r\n:1\r\n:10\r\n:0\r\n:100\r\n:999999999999999\r\n:0\r\n", false},
-        Scripted{"", "*7\r\n:0\r\n:0\r\n:10\r\n:0\r\n:100\r\n:100\r\n:0\r\n", false},
-        Scripted{"", "*5\r\n:1\r\n:9999\r\n:10\r\n:5\r\n:100\r\n", false},
+        Scripted{"", "*1\r\n*7\r\n:0\r\n:1\r\n:10\r\n:-5\r\n:100\r\n:100\r\n:0\r\n", false},
+        Scripted{"", "*1\r\n*7\r\n:0\r\n:1\r\n:10\r\n:0\r\n:100\r\n:999999999999999\r\n:0\r\n",
+                 false},
+        Scripted{"", "*1\r\n*7\r\n:0\r\n:0\r\n:10\r\n:0\r\n:100\r\n:100\r\n:0\r\n", false},
+        Scripted{"", "*1\r\n*5\r\n:1\r\n:9999\r\n:10\r\n:5\r\n:100\r\n", false},
+        // Not one verdict per admission: a verdict alone, not in the batch's array; two for one
+        // admission; none.
+        Scripted{"", "*1\r\n:1\r\n", false}, Scripted{"", "*2\r\n*1\r\n:1\r\n*1\r\n:1\r\n", false},
+        Scripted{"", "*0\r\n", false},
         // AUTH answered with what is not +OK.
-        Scripted{"*1\r\n:1\r\n", "*1\r\n:1\r\n", false},
-        Scripted{"+NOPE\r\n", "*1\r\n:1\r\n", false}));
+        Scripted{"*1\r\n:1\r\n", "*1\r\n*1\r\n:1\r\n", false},
+        Scripted{"+NOPE\r\n", "*1\r\n*1\r\n:1\r\n", false}));
 
 }  // namespace
 }  // namespace pillar::limits
