@@ -42,7 +42,7 @@ redis-benchmark -p "$redis_port" -n 20000 -c 1 -t ping --csv > "$out/redis_ping.
 # And the limit script's own round trip (the three limits of the policy below, as pillar sends
 # them): the floor of what a limited request can add, and what issue 16 measures the added p50
 # against.
-script=$(awk '/kScript = R"lua\(/{f=1;next} /\)lua";/{if(f){exit}} f' "$root/src/limits/redis_limiter.cc")
+script=$(awk '/kAdmitScript = R"lua\(/{f=1;next} /\)lua";/{if(f){exit}} f' "$root/src/limits/redis_scripts.cc")
 sha=$(redis-cli -p "$redis_port" --raw SCRIPT LOAD "$script")
 period_end=$(( $(date +%s) / 86400 * 86400 + 86400 ))
 # One admission (a batch of one): one spec of three charges, the lease TTL, spec 1 and its lease.
