@@ -337,6 +337,11 @@ void RedisLimiter::Gather(Batch& batch, std::span<const Charge> charges, std::st
   }
 }
 
+// The script's reply to a full batch (an array of one array of at most seven integers per
+// admission) stays within what a reply may hold, or every full batch would drop the connection.
+static_assert(RedisLimiter::kMaxBatch <= size_t(ReplyReader::kMaxElements) &&
+              1 + RedisLimiter::kMaxBatch * (1 + 7) <= ReplyReader::kMaxObjects);
+
 void RedisLimiter::SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup& group,
                              int64_t lease_ttl_us, monitor::Counter* errors) {
   RespCommand command;

@@ -68,15 +68,15 @@ class RedisLimiter final : public Limiter {
   // Lost (and counted as an error) while Redis is down.
   void Settle(std::span<const Charge> charges, int64_t admitted_unix_s) override;
 
+  // The most admissions one call of the limit script decides.
+  static constexpr size_t kMaxBatch = 256;
+
   bool up() const { return group_->up(); }
   // Over every connection so far: commands sent and writes made (tests of pipelining).
   uint64_t commands() const;
   uint64_t writes() const;
 
  private:
-  // The most admissions one call of the limit script decides.
-  static constexpr size_t kMaxBatch = 256;
-
   // Adds one request's admission to `batch`: its charges' keys and arguments (shared with an
   // admission of the same charges already there), its lease, and its ZREMs.
   void Gather(Batch& batch, std::span<const Charge> charges, std::string_view lease,

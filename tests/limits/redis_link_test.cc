@@ -137,6 +137,35 @@ TEST(RedisLinkTest, AdmissionsOfOneLoopTurnAreOneCommandAnsweredOnThatLoop) {
   EXPECT_LE(limiter.writes() - writes_before, 2u);
 }
 
+// A turn with more admissions than one call takes is sent in calls of kMaxBatch: a full call's
+// reply stays within what a reply may hold, and the quota is exact over all of them.
+TEST(RedisLinkTest, ATurnLargerThanOneCallIsSentInFullCalls) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"q\"\nper = \"key\"\nquota = 500\nperiod = \"day\"\n");
+  RedisLimiter limiter(RedisOptions(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers answers;
+  const uint64_t commands_before = limiter.commands();
+  constexpr int kAdmissions = int(2 * RedisLimiter::kMaxBatch + 88);
+  loop.Run([&] {
+    for (int i = 0; i < kAdmissions; ++i) {
+      Charge c{&policy->limits()[0], "k", 1};
+      limiter.Admit({&c, 1}, StrCat("lease-", i), answers.Collect());
+    }
+  });
+  ASSERT_TRUE(answers.Await(kAdmissions));
+  EXPECT_EQ(limiter.commands() - commands_before, 3u);
+  absl::MutexLock lock(&answers.mu);
+  int admitted = 0;
+  for (const absl::StatusOr<Verdict>& v : answers.verdicts) {
+    ASSERT_TRUE(v.ok()) << v.status();
+    admitted += v->allowed;
+  }
+  EXPECT_EQ(admitted, 500);
+}
+
 // One call of the script decides a turn's admissions in order, each against what those before
 // it took and all or nothing: a refused admission takes none of its charges, and admissions of
 // other charges in the same call are decided on their own counters.
