@@ -78,6 +78,11 @@ struct EndpointSlot {
   EndpointMetrics metrics;
   int64_t outstanding = 0;  // attempts in flight
   double latency_s = 0;     // moving average of its replies' latency (0: none yet)
+  // Its replies have echoed the request's id: from then on a reply without one is not taken
+  // (an unasked reply an upstream sent out of step looks just like that).
+  bool echoes_id = false;
+  // Until then its connections carry one call each (RemoteRunner::State::OutOfStep).
+  std::chrono::steady_clock::time_point no_reuse_until{};
 };
 
 // A change of an endpoint's breaker or health, for the logs, the audit log and other instances.

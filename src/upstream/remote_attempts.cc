@@ -239,12 +239,14 @@ std::shared_ptr<UpstreamConnection> RemoteRunner::State::TakeIdle(EndpointSlot& 
     --slot.idle_count;
     // Whether the upstream closed it meanwhile is checked as the call starts (kNotSent).
     if (connection->open()) return connection;
+    if (connection->unasked_bytes()) OutOfStep(slot);  // it wrote while the connection idled
   }
   return nullptr;
 }
 
 void RemoteRunner::State::ReturnIdle(EndpointSlot& slot, size_t lane,
                                      std::shared_ptr<UpstreamConnection> connection) {
+  if (Clock::now() < slot.no_reuse_until) return connection->Close();
   if (slot.idle.size() <= lane) slot.idle.resize(lanes.size());
   if (slot.idle_count >= config.remote.connections) {
     size_t other = 0;
@@ -267,6 +269,18 @@ void RemoteRunner::State::CloseIdle(EndpointSlot& slot) {
     slot.idle[lane].clear();
   }
   slot.idle_count = 0;
+}
+
+void RemoteRunner::State::OutOfStep(EndpointSlot& slot) {
+  const bool already = Clock::now() < slot.no_reuse_until;
+  slot.no_reuse_until = Clock::now() + kNoReuseFor;
+  CloseIdle(slot);
+  if (already) return;
+  std::fprintf(stderr,
+               "pillar: upstream %s sent a reply nobody asked for; its connections carry one "
+               "request each for the next %lld s, so that no stray reply answers another "
+               "request\n",
+               slot.endpoint.url.c_str(), static_cast<long long>(kNoReuseFor.count()));
 }
 
 // When hedging is on, a second attempt to another endpoint if this call's attempts have not
@@ -409,6 +423,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
           absl::MutexLock lock(&self->mu);
           self->busy.erase(attempt->connection);
           EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
+          if (attempt->connection->unasked_bytes()) self->OutOfStep(slot);
           --slot.outstanding;
           const EndpointMetrics& m = slot.metrics;
           if (m.outstanding != nullptr) m.outstanding->Add(-1);
@@ -524,17 +539,24 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
 // A 200: decoded, matched to the request and the model's outputs, or a failed attempt.
 void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
                                bool reused, absl::StatusOr<protocol::InferenceResponse> decoded) {
-  // A reply without an id is taken: the protocol makes echoing it optional, and a server that
-  // does not echo it gets only the idle check's protection (docs/formats/model_store.md).
-  if (decoded.ok() && !decoded->id.empty() && decoded->id != call->upstream_id) {
+  // A reply without an id is taken from a server that has never echoed one (the protocol asks
+  // for the echo, not every server gives it; such a server has the idle checks and OutOfStep's
+  // protection only), not from one that has (docs/formats/model_store.md).
+  EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
+  if (decoded.ok() && !decoded->id.empty() && decoded->id == call->upstream_id) {
+    slot.echoes_id = true;
+  }
+  if (decoded.ok() && (decoded->id.empty() ? slot.echoes_id : decoded->id != call->upstream_id)) {
     // The reply answers another request: the connection is out of step with its upstream.
     attempt->connection->Close();
+    OutOfStep(slot);
     if (reused && !stopping && config.remote.idempotent) {
       return Open(std::move(call), std::move(attempt));
     }
     // Quoted whole or not at all: a value cut short is one no screen would recognize.
     decoded = absl::InvalidArgumentError(
-        decoded->id.size() <= 64
+        decoded->id.empty() ? std::string("the reply has no id, where this upstream's have")
+        : decoded->id.size() <= 64
             ? StrCat("the reply's id '", decoded->id, "' is not the request's")
             : StrCat("the reply's id (", decoded->id.size(), " bytes) is not the request's"));
   }

@@ -236,6 +236,12 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Closes the idle connections of `slot`, each on its own lane.
   void CloseIdle(EndpointSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The endpoint sent bytes nobody asked for (a second reply, a reply with another request's
+  // id): any kept-alive connection to it may hold the next stray reply, which would be read as
+  // the answer to whatever request goes out on it next. For kNoReuseFor its connections carry
+  // one call each, and its idle ones close now.
+  void OutOfStep(EndpointSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  static constexpr std::chrono::seconds kNoReuseFor{60};
   void TryNext(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void StartAttempt(std::shared_ptr<Call> call, bool hedge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ArmHedge(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -109,6 +109,7 @@ class ConnectionImpl final : public UpstreamConnection,
   bool Idle() override {
     if (!open_) return false;
     if (HoldsUnreadTls()) {  // what the peek below cannot see
+      unasked_bytes_ = true;
       Close();
       return false;
     }
@@ -125,6 +126,7 @@ class ConnectionImpl final : public UpstreamConnection,
       }
       return true;
     }
+    unasked_bytes_ = n > 0;
     Close();
     return false;
   }
@@ -332,6 +334,7 @@ class ConnectionImpl final : public UpstreamConnection,
       readable_ = false;
       return ArmWait();
     }
+    unasked_bytes_ = n > 0;
     Close();
   }
 
@@ -386,7 +389,8 @@ class ConnectionImpl final : public UpstreamConnection,
     if (write_error_) Close();  // the server stopped reading: the connection is done
     // Bytes after the reply were not asked for (a second reply, a body a 204 should not have):
     // whatever reads this connection next would take them for its own reply.
-    if (!keep_alive || buffer_.size() != 0 || HoldsUnreadTls()) Close();
+    if (buffer_.size() != 0 || HoldsUnreadTls()) unasked_bytes_ = true;
+    if (!keep_alive || unasked_bytes_) Close();
     End(std::move(reply), CallFailure::kNone);
   }
 

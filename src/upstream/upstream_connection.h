@@ -106,9 +106,14 @@ class UpstreamConnection {
   virtual void Close() = 0;
   // Calls made on this connection, for telling a first use from a reuse.
   int64_t calls() const { return calls_; }
+  // Whether it was closed because the upstream sent bytes nobody asked for (after a reply, or
+  // while it idled): an upstream out of step with its requests, whose next stray reply could
+  // be read as another request's answer.
+  bool unasked_bytes() const { return unasked_bytes_; }
 
  protected:
   int64_t calls_ = 0;
+  bool unasked_bytes_ = false;
 };
 
 using ConnectCallback =

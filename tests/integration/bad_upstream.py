@@ -17,6 +17,9 @@ tls:PORT serves TLS with cert.pem and key.pem of the working directory). The mod
   early        103 Early Hints, then a valid reply
   extra        a valid reply followed by a second, unasked-for one (data 999)
   late408      a valid reply, then, 200 ms later on the idle connection, 408 and a close
+  strayahead   from the second request on a connection, an unasked reply (data 999, no id)
+               before each answer: read as that request's answer unless pillar catches it
+  strayaheadnoid  the same from a server that echoes no ids at all
   chunkext     a chunked reply whose first chunk header never ends
   echo         200 whose error repeats the request's Authorization header
   echocut      the same, padded so that an error cut at 256 bytes is cut inside the token
@@ -107,6 +110,19 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, json.dumps(good).encode())
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
             return
+        if model in ("strayahead", "strayaheadnoid"):
+            # Out of step: from the second request on a connection, an unasked reply (999s, no
+            # id) goes out first, then the answer (with the request's id, but for strayaheadnoid).
+            if model == "strayaheadnoid":
+                del good["id"]
+            if getattr(self, "answered", False):
+                stray = {"model_name": model, "model_version": "1",
+                         "outputs": [{"name": "y", "datatype": "FP32", "shape": [rows, 2],
+                                      "data": [999] * (rows * 2)}]}
+                self.reply(200, json.dumps(stray).encode())
+                self.wfile.flush()
+            self.answered = True
+            return self.reply(200, json.dumps(good).encode())
         if model == "extra":
             self.reply(200, json.dumps(good).encode())
             good["outputs"][0]["data"] = [999] * (rows * 2)
