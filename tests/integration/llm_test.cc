@@ -171,6 +171,19 @@ class LlmTest : public ::testing::Test {
     delete upstream_;
   }
 
+  // The gateway's audit log once it holds `text`, or as it is after five seconds: records reach
+  // the file from the audit writer's thread, after the response that caused them.
+  static std::string AuditOnceItHolds(std::string_view text) {
+    std::string audit;
+    for (int i = 0; i < 250; ++i) {
+      std::ifstream in(gateway_->audit_log());
+      audit.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+      if (audit.find(text) != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return audit;
+  }
+
   static HttpReply Post(const std::string& path, const std::string& body,
                         const std::string& key = key_) {
     std::vector<std::string> headers = {"Content-Type: application/json"};
@@ -490,8 +503,7 @@ TEST_F(LlmTest, GuardDecisionsAreCountedAndAuditedWithoutTheText) {
       metrics.body.find(
           R"(pillar_guard_findings_total{direction="prompt",type="EMAIL_ADDRESS",action="redact"})"),
       std::string::npos);
-  std::ifstream in(gateway_->audit_log());
-  const std::string audit((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string audit = AuditOnceItHolds("prompt EMAIL_ADDRESS redact");
   EXPECT_NE(audit.find(R"("kind":"content","decision":"allow")"), std::string::npos);
   EXPECT_NE(audit.find("prompt EMAIL_ADDRESS redact"), std::string::npos);
   EXPECT_EQ(audit.find("zq.audit"), std::string::npos);
@@ -1246,9 +1258,8 @@ TEST_F(LlmTest, TheClassifierJudgesTheModelsAnswerWhereTold) {
       metrics.body.find(
           R"(pillar_guard_findings_total{direction="answer",type="CLASSIFIER",action="block"})"),
       std::string::npos);
-  std::ifstream in(gateway_->audit_log());
-  const std::string audit((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  EXPECT_NE(audit.find("answer classifier:S1"), std::string::npos);
+  EXPECT_NE(AuditOnceItHolds("answer classifier:S1").find("answer classifier:S1"),
+            std::string::npos);
 }
 
 TEST_F(LlmTest, AnAnswerWithoutAUsageIsCountedNotFree) {
