@@ -20,6 +20,7 @@ Chain::Chain(std::vector<std::unique_ptr<Stage>> stages, monitor::MetricsRegistr
   }
   for (const auto& stage : stages_) {
     stage_seconds_.push_back(family ? &family->Get({stage->name()}) : nullptr);
+    times_response_.push_back(stage->TimesResponse());
   }
 }
 
@@ -61,6 +62,7 @@ void Chain::Resume(Exchange& ex, StageResult result) {
 void Chain::Finish(Exchange& ex, int64_t now) {
   for (size_t i = ex.next_stage_; i-- > 0;) {
     stages_[i]->OnResponse(ex);
+    if (!times_response_[i]) continue;
     const int64_t after = clock_.MonotonicNanos();
     ex.stage_ns[i] += after - now;
     now = after;

@@ -35,6 +35,7 @@ class Chain {
 
   std::vector<std::unique_ptr<Stage>> stages_;
   std::vector<monitor::Histogram*> stage_seconds_;
+  std::vector<bool> times_response_;  // Stage::TimesResponse, per stage
   Clock& clock_;
 };
 

@@ -28,6 +28,11 @@ class Stage {
   virtual std::string_view name() const = 0;
   virtual StageResult OnRequest(Exchange& ex) = 0;
   virtual void OnResponse(Exchange&) {}
+  // Whether OnResponse does work worth timing apart. Every stage's OnResponse runs either way;
+  // the chain reads the clock only after those that say so (most stages have none, and a clock
+  // reading costs more than an empty call), and the time of the others counts to the next timed
+  // one's.
+  virtual bool TimesResponse() const { return false; }
 };
 
 }  // namespace pillar::pipeline

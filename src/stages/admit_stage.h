@@ -26,6 +26,7 @@ class AdmitStage final : public pipeline::Stage {
   std::string_view name() const override { return "admit"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
+  bool TimesResponse() const override { return true; }
 
   using Charges = absl::InlinedVector<limits::Charge, 8>;
   // The charges the policy's limits put on this request (exposed for tests and benchmarks).

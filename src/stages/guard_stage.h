@@ -34,6 +34,7 @@ class GuardStage final : public pipeline::Stage {
   using UserTextList = std::vector<std::pair<std::string, std::string>>;
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
+  bool TimesResponse() const override { return true; }
 
   // Counts `findings` and deny rules' matches of one direction ("prompt", "answer") and notes
   // them for the call's audit record; a rule's matches as the type "deny:NAME".

@@ -21,6 +21,7 @@ class ObserveStage final : public pipeline::Stage {
   std::string_view name() const override { return "observe"; }
   pipeline::StageResult OnRequest(pipeline::Exchange& ex) override;
   void OnResponse(pipeline::Exchange& ex) override;
+  bool TimesResponse() const override { return true; }
 
   // The outcome label for an HTTP status: success, invalid, unauthenticated, forbidden,
   // not_found, overloaded, error.

@@ -4,6 +4,8 @@
 
 #include <deque>
 
+#include "testing/fake_clock.h"
+
 namespace pillar::pipeline {
 namespace {
 
@@ -90,6 +92,55 @@ TEST(ChainTest, ASuspendedStageResumesWhereItLeftOff) {
   EXPECT_EQ(log, (std::vector<std::string>{"a.request", "c.request", "c.response", "a.response"}));
   EXPECT_NE(metrics.Render().find("pillar_stage_duration_seconds_count{stage=\"suspend\"} 1"),
             std::string::npos);
+}
+
+// Spends `request_ns` and `response_ns` of a fake clock in its halves.
+class Spender final : public Stage {
+ public:
+  Spender(std::string name, testing::FakeClock& clock, int64_t request_ns, int64_t response_ns,
+          bool timed, std::vector<std::string>& log)
+      : name_(std::move(name)),
+        clock_(clock),
+        request_ns_(request_ns),
+        response_ns_(response_ns),
+        timed_(timed),
+        log_(log) {}
+  std::string_view name() const override { return name_; }
+  StageResult OnRequest(Exchange&) override {
+    clock_.Advance(request_ns_);
+    return StageResult::kContinue;
+  }
+  void OnResponse(Exchange&) override {
+    clock_.Advance(response_ns_);
+    log_.push_back(name_ + ".response");
+  }
+  bool TimesResponse() const override { return timed_; }
+
+ private:
+  std::string name_;
+  testing::FakeClock& clock_;
+  int64_t request_ns_, response_ns_;
+  bool timed_;
+  std::vector<std::string>& log_;
+};
+
+// The clock is read after the OnResponse of the stages that time theirs only; the others' still
+// run, and their time counts to the next timed stage's.
+TEST(ChainTest, OnlyStagesThatTimeTheirResponseHalfCostAClockReading) {
+  testing::FakeClock clock;
+  std::vector<std::string> log;
+  std::vector<std::unique_ptr<Stage>> stages;
+  stages.push_back(std::make_unique<Spender>("timed", clock, 10, 100, true, log));
+  stages.push_back(std::make_unique<Spender>("untimed", clock, 20, 1000, false, log));
+  stages.push_back(std::make_unique<Spender>("last", clock, 30, 10000, true, log));
+  Chain chain(std::move(stages), nullptr, clock);
+  Harness run;
+  chain.Start(run.ex);
+  ASSERT_TRUE(run.done);
+  EXPECT_EQ(log, (std::vector<std::string>{"last.response", "untimed.response", "timed.response"}));
+  EXPECT_EQ(run.ex.stage_ns[2], 30 + 10000);
+  EXPECT_EQ(run.ex.stage_ns[1], 20);
+  EXPECT_EQ(run.ex.stage_ns[0], 10 + 1000 + 100);
 }
 
 TEST(ExchangeTest, FailMapsStatusCodesAndAddsHeaders) {
