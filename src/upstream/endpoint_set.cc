@@ -192,6 +192,10 @@ void EndpointSet::CarryOver(EndpointSet& old) {
       slot.health.SetOptions(health_options_);
       if (before.breaker.rule() == slot.breaker.rule()) slot.breaker = before.breaker;
       slot.latency_s = before.latency_s;
+      // What the endpoint showed of its replies outlives a reload: it is the same server.
+      slot.echoes_id = before.echoes_id;
+      slot.no_reuse_until = before.no_reuse_until;
+      slot.out_of_step = before.out_of_step;
       slot.idle = std::move(before.idle);
       slot.idle_count = std::exchange(before.idle_count, 0);
       before.idle.clear();

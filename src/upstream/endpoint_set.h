@@ -78,11 +78,13 @@ struct EndpointSlot {
   EndpointMetrics metrics;
   int64_t outstanding = 0;  // attempts in flight
   double latency_s = 0;     // moving average of its replies' latency (0: none yet)
-  // Its replies have echoed the request's id: from then on a reply without one is not taken
-  // (an unasked reply an upstream sent out of step looks just like that).
+  // Its replies have echoed the request's id: from then on a reply without one on a reused
+  // connection is not taken (an unasked reply an upstream sent out of step looks just like that).
   bool echoes_id = false;
-  // Until then its connections carry one call each (RemoteRunner::State::OutOfStep).
+  // Until then its connections carry one call each (RemoteRunner::State::OutOfStep); the
+  // episodes so far, each twice as long as the one before.
   std::chrono::steady_clock::time_point no_reuse_until{};
+  int out_of_step = 0;
 };
 
 // A change of an endpoint's breaker or health, for the logs, the audit log and other instances.

@@ -272,15 +272,18 @@ void RemoteRunner::State::CloseIdle(EndpointSlot& slot) {
 }
 
 void RemoteRunner::State::OutOfStep(EndpointSlot& slot) {
-  const bool already = Clock::now() < slot.no_reuse_until;
-  slot.no_reuse_until = Clock::now() + kNoReuseFor;
   CloseIdle(slot);
-  if (already) return;
+  const Clock::time_point now = Clock::now();
+  if (now < slot.no_reuse_until) return;  // one episode, however many strays it shows
+  slot.out_of_step = std::min(slot.out_of_step + 1, 30);
+  const std::chrono::seconds window = std::min<std::chrono::seconds>(
+      kNoReuseFor * (int64_t{1} << std::min(slot.out_of_step - 1, 20)), kMaxNoReuse);
+  slot.no_reuse_until = now + window;
   std::fprintf(stderr,
-               "pillar: upstream %s sent a reply nobody asked for; its connections carry one "
-               "request each for the next %lld s, so that no stray reply answers another "
-               "request\n",
-               slot.endpoint.url.c_str(), static_cast<long long>(kNoReuseFor.count()));
+               "pillar: upstream %s sent a reply nobody asked for (time %d); its connections "
+               "carry one request each for the next %lld s, so that no stray reply answers "
+               "another request\n",
+               slot.endpoint.url.c_str(), slot.out_of_step, static_cast<long long>(window.count()));
 }
 
 // When hedging is on, a second attempt to another endpoint if this call's attempts have not
@@ -546,10 +549,15 @@ void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attem
   if (decoded.ok() && !decoded->id.empty() && decoded->id == call->upstream_id) {
     slot.echoes_id = true;
   }
-  if (decoded.ok() && (decoded->id.empty() ? slot.echoes_id : decoded->id != call->upstream_id)) {
-    // The reply answers another request: the connection is out of step with its upstream.
+  // Without an id, from an endpoint whose replies carry one, on a connection that carried a call
+  // before: a stray, or a server that omits it now and then; a new connection tells them apart
+  // (nothing can be out of step on it), so the request goes there, and the endpoint is not
+  // called out of step for it.
+  const bool missing_id = decoded.ok() && decoded->id.empty() && slot.echoes_id && reused;
+  if (decoded.ok() && (missing_id || (!decoded->id.empty() && decoded->id != call->upstream_id))) {
+    // The reply may answer another request: the connection is out of step with its upstream.
     attempt->connection->Close();
-    OutOfStep(slot);
+    if (!missing_id) OutOfStep(slot);
     if (reused && !stopping && config.remote.idempotent) {
       return Open(std::move(call), std::move(attempt));
     }

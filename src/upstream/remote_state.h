@@ -238,10 +238,13 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void CloseIdle(EndpointSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The endpoint sent bytes nobody asked for (a second reply, a reply with another request's
   // id): any kept-alive connection to it may hold the next stray reply, which would be read as
-  // the answer to whatever request goes out on it next. For kNoReuseFor its connections carry
-  // one call each, and its idle ones close now.
+  // the answer to whatever request goes out on it next. For a while its connections carry one
+  // call each, and its idle ones close now: kNoReuseFor the first time, twice as long each time
+  // it does so again (a server that stays out of step soon loses reuse for good), at most
+  // kMaxNoReuse.
   void OutOfStep(EndpointSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   static constexpr std::chrono::seconds kNoReuseFor{60};
+  static constexpr std::chrono::hours kMaxNoReuse{24};
   void TryNext(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void StartAttempt(std::shared_ptr<Call> call, bool hedge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ArmHedge(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -389,6 +389,11 @@ class ConnectionImpl final : public UpstreamConnection,
     if (write_error_) Close();  // the server stopped reading: the connection is done
     // Bytes after the reply were not asked for (a second reply, a body a 204 should not have):
     // whatever reads this connection next would take them for its own reply.
+    // Line ends after a reply (a server that ends a body with one too many) answer nothing.
+    const std::string_view rest(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    if (!rest.empty() && rest.find_first_not_of("\r\n") == std::string_view::npos) {
+      buffer_.consume(rest.size());
+    }
     if (buffer_.size() != 0 || HoldsUnreadTls()) unasked_bytes_ = true;
     if (!keep_alive || unasked_bytes_) Close();
     End(std::move(reply), CallFailure::kNone);

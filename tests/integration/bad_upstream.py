@@ -20,6 +20,9 @@ tls:PORT serves TLS with cert.pem and key.pem of the working directory). The mod
   strayahead   from the second request on a connection, an unasked reply (data 999, no id)
                before each answer: read as that request's answer unless pillar catches it
   strayaheadnoid  the same from a server that echoes no ids at all
+  mixedid      echoes the request's id but on every other request (of all connections)
+  crlfafter    a valid reply and one CRLF too many; the client port of each request goes to
+               crlfafter.ports
   chunkext     a chunked reply whose first chunk header never ends
   echo         200 whose error repeats the request's Authorization header
   echocut      the same, padded so that an error cut at 256 bytes is cut inside the token
@@ -51,6 +54,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    mixed_served = 0
 
     def log_message(self, *args):
         pass
@@ -109,6 +113,19 @@ class Handler(BaseHTTPRequestHandler):
             good["outputs"][0]["data"] = [999] * (rows * 2)
             self.reply(200, json.dumps(good).encode())
             self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_CORK, 0)
+            return
+        if model == "mixedid":
+            # Echoes the id but on every other request (of all connections), from the second on.
+            Handler.mixed_served += 1
+            if Handler.mixed_served % 2 == 0:
+                del good["id"]
+            return self.reply(200, json.dumps(good).encode())
+        if model == "crlfafter":
+            # One line end too many after each reply; the port tells the connections apart.
+            with open("crlfafter.ports", "a") as ports:
+                ports.write("%d\n" % self.client_address[1])
+            self.reply(200, json.dumps(good).encode())
+            self.wfile.write(b"\r\n")
             return
         if model in ("strayahead", "strayaheadnoid"):
             # Out of step: from the second request on a connection, an unasked reply (999s, no

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -178,7 +179,7 @@ class RemoteTest : public ::testing::Test {
                  Remote({"https://127.0.0.1:" + std::to_string(tls_port_)},
                         auth + "model = \"corkextra\"\nconnections = 1\nca_file = \"" +
                             (bad_dir_->path() / "cert.pem").string() + "\"\n"));
-    for (const char* model : {"strayahead", "strayaheadnoid"}) {
+    for (const char* model : {"strayahead", "strayaheadnoid", "mixedid", "crlfafter"}) {
       WriteVersion(store, model, Remote({bad}, auth + "connections = 1\n"));
     }
     for (const char* model : {"dropsecond", "closeidle"}) {
@@ -515,9 +516,10 @@ TEST_F(RemoteTest, RepliesNeverCrossFromOneRequestToAnother) {
 // Review helper-57: an upstream out of step sends an unasked reply that arrives after the next
 // request went out, where no idle check can see it; it was taken as that request's answer
 // (another client's, when the upstream mixes them up). From a server that echoes ids, a reply
-// without one is not taken: the request goes again on a new connection. From one that echoes
-// none, the answer that follows the stray is seen as unasked, and the endpoint's connections
-// then carry one request each: one stray can cross, no more.
+// without one on a reused connection is not taken: the request goes again on a new connection.
+// From one that echoes none, the answer that follows the stray is seen as unasked, and the
+// endpoint's connections then carry one request each: past the strays already on their way
+// (one here, with a single connection), none crosses.
 TEST_F(RemoteTest, AnUnaskedReplyAheadOfTheAnswerNeverAnswersAnotherRequest) {
   for (int i = 0; i < 6; ++i) {
     HttpReply r = Infer("strayahead");
@@ -531,6 +533,25 @@ TEST_F(RemoteTest, AnUnaskedReplyAheadOfTheAnswerNeverAnswersAnotherRequest) {
     crossed += r.body.find("999") != std::string::npos;
   }
   EXPECT_LE(crossed, 1);
+}
+
+// Review helper-58: a server that omits the id now and then, having echoed it before, had those
+// replies refused (502). A reply without an id on a new connection cannot be a stray: taken.
+TEST_F(RemoteTest, AServerThatOmitsTheIdNowAndThenIsStillAnswered) {
+  for (int i = 0; i < 9; ++i) {
+    HttpReply r = Infer("mixedid");
+    EXPECT_EQ(r.status, 200) << "request " << i << ": " << r.body;
+  }
+}
+
+// A line end too many after a reply is no reply: the connection is kept, not closed as out of
+// step (which would cost a connection per request for a minute).
+TEST_F(RemoteTest, ALineEndAfterAReplyKeepsTheConnection) {
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(Infer("crlfafter").status, 200);
+  std::ifstream in(bad_dir_->path() / "crlfafter.ports");
+  std::set<std::string> ports;
+  for (std::string port; std::getline(in, port);) ports.insert(port);
+  EXPECT_EQ(ports.size(), 1u);
 }
 
 TEST_F(RemoteTest, AnEndlessChunkHeaderEndsAtItsBound) {

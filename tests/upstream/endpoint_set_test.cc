@@ -174,5 +174,23 @@ TEST(EndpointSetTest, TheBreakerCountsOnlyWhatItsRuleNames) {
   EXPECT_EQ(change.breaker->to, BreakerState::kOpen);
 }
 
+// Review helper-58: a reload of the backends file made every endpoint a stranger again, so an
+// upstream that had sent stray replies got its connections reused at once, and one whose replies
+// echo ids had a reply without one taken again.
+TEST(EndpointSetTest, WhatAnEndpointShowedOfItsRepliesOutlivesAReload) {
+  const models::RemoteConfig remote = Remote({{}, {}});
+  EndpointSet before(remote, Parsed(remote), {}, "", 1);
+  before.slot(0).echoes_id = true;
+  before.slot(1).no_reuse_until = kStart + seconds(120);
+  before.slot(1).out_of_step = 2;
+  EndpointSet after(remote, Parsed(remote), {}, "", 1);
+  after.CarryOver(before);
+  EXPECT_TRUE(after.slot(0).echoes_id);
+  EXPECT_FALSE(after.slot(1).echoes_id);
+  EXPECT_EQ(after.slot(1).no_reuse_until, kStart + seconds(120));
+  EXPECT_EQ(after.slot(1).out_of_step, 2);
+  EXPECT_EQ(after.slot(0).out_of_step, 0);
+}
+
 }  // namespace
 }  // namespace pillar::upstream
