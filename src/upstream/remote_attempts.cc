@@ -362,6 +362,18 @@ void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attem
               return self->AttemptFailed(std::move(call), attempt);
             }
             attempt->connection = std::move(*connection);
+            attempt->connection->OnUnaskedWhileIdle(
+                [weak = std::weak_ptr<State>(self),
+                 url = attempt->set->slot(attempt->ticket.endpoint).endpoint.url] {
+                  std::shared_ptr<State> state = weak.lock();
+                  if (state == nullptr) return;
+                  absl::MutexLock lock(&state->mu);
+                  // In the endpoints now in force: a reload carries idle connections over.
+                  for (size_t e = 0; state->endpoints && e < state->endpoints->size(); ++e) {
+                    EndpointSlot& slot = state->endpoints->slot(e);
+                    if (slot.endpoint.url == url) state->OutOfStep(slot);
+                  }
+                });
             self->Send(std::move(call), std::move(attempt), false);
           });
 }

@@ -336,6 +336,7 @@ class ConnectionImpl final : public UpstreamConnection,
     }
     unasked_bytes_ = n > 0;
     Close();
+    if (unasked_bytes_ && on_unasked_) std::exchange(on_unasked_, nullptr)();
   }
 
   // Whether this idle connection may carry `request`. A plain one whose wait has seen nothing

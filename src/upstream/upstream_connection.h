@@ -110,10 +110,14 @@ class UpstreamConnection {
   // while it idled): an upstream out of step with its requests, whose next stray reply could
   // be read as another request's answer.
   bool unasked_bytes() const { return unasked_bytes_; }
+  // Runs, on the connection's loop, when it closes for unasked bytes while it idles (its owner
+  // learns then, not when it next takes the connection from its pool).
+  void OnUnaskedWhileIdle(absl::AnyInvocable<void()> hook) { on_unasked_ = std::move(hook); }
 
  protected:
   int64_t calls_ = 0;
   bool unasked_bytes_ = false;
+  absl::AnyInvocable<void()> on_unasked_;
 };
 
 using ConnectCallback =

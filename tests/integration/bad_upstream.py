@@ -20,6 +20,7 @@ tls:PORT serves TLS with cert.pem and key.pem of the working directory). The mod
   strayahead   from the second request on a connection, an unasked reply (data 999, no id)
                before each answer: read as that request's answer unless pillar catches it
   strayaheadnoid  the same from a server that echoes no ids at all
+  idlejunk     a valid reply, then, 100 ms later on the idle connection, bytes nobody asked for
   mixedid      echoes the request's id but on every other request (of all connections)
   crlfafter    a valid reply and one CRLF too many; the client port of each request goes to
                crlfafter.ports
@@ -120,6 +121,14 @@ class Handler(BaseHTTPRequestHandler):
             if Handler.mixed_served % 2 == 0:
                 del good["id"]
             return self.reply(200, json.dumps(good).encode())
+        if model == "idlejunk":
+            # A valid reply, then, 100 ms later on the idle connection, bytes nobody asked for.
+            self.reply(200, json.dumps(good).encode())
+            self.wfile.flush()
+            time.sleep(0.1)
+            self.wfile.write(b"junk")
+            self.wfile.flush()
+            return
         if model == "crlfafter":
             # One line end too many after each reply; the port tells the connections apart.
             with open("crlfafter.ports", "a") as ports:

@@ -179,7 +179,7 @@ class RemoteTest : public ::testing::Test {
                  Remote({"https://127.0.0.1:" + std::to_string(tls_port_)},
                         auth + "model = \"corkextra\"\nconnections = 1\nca_file = \"" +
                             (bad_dir_->path() / "cert.pem").string() + "\"\n"));
-    for (const char* model : {"strayahead", "strayaheadnoid", "mixedid", "crlfafter"}) {
+    for (const char* model : {"strayahead", "strayaheadnoid", "mixedid", "crlfafter", "idlejunk"}) {
       WriteVersion(store, model, Remote({bad}, auth + "connections = 1\n"));
     }
     for (const char* model : {"dropsecond", "closeidle"}) {
@@ -542,6 +542,27 @@ TEST_F(RemoteTest, AServerThatOmitsTheIdNowAndThenIsStillAnswered) {
     HttpReply r = Infer("mixedid");
     EXPECT_EQ(r.status, 200) << "request " << i << ": " << r.body;
   }
+}
+
+// Review helper-58: bytes to an idle connection were news to the pool only when it next took
+// that connection, so the endpoint went on being trusted meanwhile. Now they call the endpoint
+// out of step as they come.
+TEST_F(RemoteTest, BytesToAnIdleConnectionCallTheEndpointOutOfStepAtOnce) {
+  const auto episodes = [] {
+    const std::string log = gateway_->Log();
+    size_t n = 0;
+    for (size_t at = log.find("nobody asked for"); at != std::string::npos;
+         at = log.find("nobody asked for", at + 1)) {
+      ++n;
+    }
+    return n;
+  };
+  const size_t before = episodes();
+  EXPECT_EQ(Infer("idlejunk").status, 200);
+  for (int i = 0; i < 100 && episodes() == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(episodes(), before + 1) << gateway_->Log();
 }
 
 // A line end too many after a reply is no reply: the connection is kept, not closed as out of
