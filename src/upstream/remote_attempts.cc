@@ -246,7 +246,8 @@ std::shared_ptr<UpstreamConnection> RemoteRunner::State::TakeIdle(EndpointSlot& 
 
 void RemoteRunner::State::ReturnIdle(EndpointSlot& slot, size_t lane,
                                      std::shared_ptr<UpstreamConnection> connection) {
-  if (Clock::now() < slot.no_reuse_until) return connection->Close();
+  // (The clock is read only for an endpoint that has been out of step.)
+  if (slot.out_of_step > 0 && Clock::now() < slot.no_reuse_until) return connection->Close();
   if (slot.idle.size() <= lane) slot.idle.resize(lanes.size());
   if (slot.idle_count >= config.remote.connections) {
     size_t other = 0;
