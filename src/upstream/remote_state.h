@@ -14,6 +14,7 @@
 //                       reply, retries with their budget and back-off, hedges
 //   remote_breakers.cc  breakers and health as they change: logs, metrics, the audit log,
 //                       trips shared with other instances, active checks' results
+//   remote_pool.cc      the lanes, each endpoint's idle connections, endpoints out of step
 #pragma once
 
 #include <atomic>
@@ -223,7 +224,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   runtime::UpstreamStatus Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Stop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
-  // remote_attempts.cc
+  // remote_pool.cc
   // The lane of the server loop `loop`, added on its first call.
   size_t LaneOf(asio::io_context* loop) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // An idle connection of `lane` to the endpoint, checked (Idle()); null when none is left.
@@ -245,6 +246,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void OutOfStep(EndpointSlot& slot) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   static constexpr std::chrono::seconds kNoReuseFor{60};
   static constexpr std::chrono::hours kMaxNoReuse{24};
+
+  // remote_attempts.cc
   void TryNext(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void StartAttempt(std::shared_ptr<Call> call, bool hedge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ArmHedge(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

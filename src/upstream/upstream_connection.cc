@@ -116,9 +116,8 @@ class ConnectionImpl final : public UpstreamConnection,
     // An idle kept-alive connection has nothing to read. A byte (a late 408, the rest of some
     // earlier reply, a TLS alert) or the end of the stream means the next reply read on it
     // would not be the reply to the next request: it is closed instead of reused.
-    char byte;
-    const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    const IdleBytes held = Peek();
+    if (held == IdleBytes::kNone) {
       if constexpr (!kTls) {
         // Empty now, in this handler: a wait armed here misses nothing that comes after.
         readable_ = false;
@@ -126,9 +125,28 @@ class ConnectionImpl final : public UpstreamConnection,
       }
       return true;
     }
-    unasked_bytes_ = n > 0;
+    unasked_bytes_ = held == IdleBytes::kUnasked;
     Close();
     return false;
+  }
+
+  // What an idle connection's socket holds: nothing, bytes nobody asked for, or its end (or an
+  // error). On a plain connection, line ends are taken off and dropped (a server that ends a
+  // reply with one too many, sent apart from it), up to 64 bytes of them.
+  enum class IdleBytes { kNone, kUnasked, kEnd };
+  IdleBytes Peek() {
+    const int fd = socket().native_handle();
+    for (int round = 0;; ++round) {
+      char bytes[16];
+      const ssize_t n = ::recv(fd, bytes, sizeof bytes, MSG_PEEK | MSG_DONTWAIT);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return IdleBytes::kNone;
+      if (n <= 0) return IdleBytes::kEnd;
+      const bool line_ends =
+          std::string_view(bytes, size_t(n)).find_first_not_of("\r\n") == std::string_view::npos;
+      if (kTls || !line_ends || round == 4) return IdleBytes::kUnasked;
+      if (::recv(fd, bytes, size_t(n), MSG_DONTWAIT) != n) return IdleBytes::kEnd;
+    }
   }
 
   // Whether TLS took bytes off the socket that no reply has read: records OpenSSL holds, or
@@ -328,13 +346,12 @@ class ConnectionImpl final : public UpstreamConnection,
     if (std::exchange(reading_, false)) return Pump();
     if (done_ || !open_) return;  // a call in progress reads it when it is ready to
     // Idle: a close by the upstream, bytes nobody asked for, or a stale wake-up.
-    char byte;
-    const ssize_t n = ::recv(socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    const IdleBytes held = Peek();
+    if (held == IdleBytes::kNone) {
       readable_ = false;
       return ArmWait();
     }
-    unasked_bytes_ = n > 0;
+    unasked_bytes_ = held == IdleBytes::kUnasked;
     Close();
     if (unasked_bytes_ && on_unasked_) std::exchange(on_unasked_, nullptr)();
   }
