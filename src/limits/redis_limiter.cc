@@ -284,8 +284,8 @@ RedisLimiter::LoopLink& RedisLimiter::LinkOn(boost::asio::io_context& loop) {
   return *found;
 }
 
-void RedisLimiter::Dispatch(std::string command, RedisLink::Reply reply, bool own_thread) {
-  boost::asio::io_context* loop = own_thread ? nullptr : ThisThreadEventLoop();
+void RedisLimiter::Dispatch(std::string command, RedisLink::Reply reply) {
+  boost::asio::io_context* loop = ThisThreadEventLoop();
   if (loop != nullptr) return LinkOn(*loop).link->Send(command, std::move(reply));
   boost::asio::post(
       own_loop_, [link = own_link_, command = std::move(command),

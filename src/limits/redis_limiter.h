@@ -89,7 +89,7 @@ class RedisLimiter final : public Limiter {
   std::vector<std::string> ReleaseCommands(std::span<const Charge> charges,
                                            std::string_view lease) const;
   // Sends `command` on the calling loop's connection, or through the limiter's thread.
-  void Dispatch(std::string command, RedisLink::Reply reply, bool own_thread = false);
+  void Dispatch(std::string command, RedisLink::Reply reply);
   // This loop's connection, from the thread's cache or made now.
   LoopLink& LinkOn(boost::asio::io_context& loop);
   // A batch of one, through the limiter's own thread.
