@@ -10,8 +10,9 @@
 // one from elsewhere is posted to its lane.
 //
 //   remote_runner.cc    creation, admission and the queue, completion, the live view, stop
-//   remote_attempts.cc  one request's attempts: choosing, connecting, sending, reading the
-//                       reply, retries with their budget and back-off, hedges
+//   remote_attempts.cc  one request's attempts: choosing, connecting, sending, retries with
+//                       their budget and back-off, hedges
+//   remote_replies.cc   what an attempt's reply means: an answer, or a failed attempt
 //   remote_breakers.cc  breakers and health as they change: logs, metrics, the audit log,
 //                       trips shared with other instances, active checks' results
 //   remote_pool.cc      the lanes, each endpoint's idle connections, endpoints out of step
@@ -247,7 +248,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   static constexpr std::chrono::seconds kNoReuseFor{60};
   static constexpr std::chrono::hours kMaxNoReuse{24};
 
-  // remote_attempts.cc
+  // remote_attempts.cc (and the replies' handlers, remote_replies.cc)
   void TryNext(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void StartAttempt(std::shared_ptr<Call> call, bool hedge) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void ArmHedge(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

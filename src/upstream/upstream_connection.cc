@@ -4,13 +4,9 @@
 #include <sys/socket.h>
 
 #include <array>
-#include <boost/asio/connect.hpp>
-#include <boost/asio/ip/address.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <boost/asio/ssl/stream.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/error.hpp>
@@ -19,11 +15,14 @@
 #include <type_traits>
 
 #include "common/strings.h"
+#include "upstream/connection_parts.h"
 #include "upstream/reply_parser.h"
 
 namespace pillar::upstream {
 namespace {
 
+using internal::Socket;
+using internal::Timer;
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
@@ -45,12 +44,6 @@ std::string Describe(const error_code& ec) {
   }
   return ec.message();
 }
-
-// The socket type of the hot path: bound to an io_context's own executor, not asio's
-// polymorphic one, whose copies and dispatch showed in the proxy's profile.
-using Socket = asio::basic_stream_socket<tcp, asio::io_context::executor_type>;
-using Timer =
-    asio::basic_waitable_timer<Clock, asio::wait_traits<Clock>, asio::io_context::executor_type>;
 
 template <class Stream>  // Socket, or asio::ssl::stream<Socket>
 class ConnectionImpl final : public UpstreamConnection,
@@ -489,113 +482,24 @@ class ConnectionImpl final : public UpstreamConnection,
 using PlainConnection = ConnectionImpl<Socket>;
 using TlsConnection = ConnectionImpl<asio::ssl::stream<Socket>>;
 
-// One connection attempt: resolve, connect, and for TLS the handshake, all within one timer's
-// deadline (a resolver has none of its own).
-struct Connector : std::enable_shared_from_this<Connector> {
-  Connector(asio::io_context& io, Endpoint endpoint, std::shared_ptr<asio::ssl::context> tls,
-            Clock::time_point deadline, ConnectCallback done)
-      : io(io),
-        endpoint(std::move(endpoint)),
-        tls(std::move(tls)),
-        resolver(io),
-        timer(io),
-        done(std::move(done)) {
-    timer.expires_at(deadline);
-  }
-
-  void Start() {
-    if (endpoint.tls) {
-      tls_connection = std::make_shared<TlsConnection>(io, *tls);
-    } else {
-      plain_connection = std::make_shared<PlainConnection>(io);
-    }
-    timer.async_wait([self = shared_from_this()](error_code ec) {
-      if (ec || self->finished) return;
-      self->timed_out = true;
-      self->resolver.cancel();
-      self->Abandon();  // the connect or handshake in progress ends with an error
-    });
-    error_code ec;
-    const asio::ip::address address = asio::ip::make_address(endpoint.host, ec);
-    if (!ec)
-      return ConnectTo(tcp::resolver::results_type::create(
-          tcp::endpoint(address, endpoint.port), endpoint.host, std::to_string(endpoint.port)));
-    resolver.async_resolve(
-        endpoint.host, std::to_string(endpoint.port),
-        [self = shared_from_this()](error_code ec, tcp::resolver::results_type r) {
-          if (self->timed_out)
-            return self->Finish(absl::UnavailableError("name resolution timed out"));
-          if (ec) {
-            return self->Finish(
-                absl::UnavailableError(StrCat("cannot resolve the host: ", ec.message())));
-          }
-          self->ConnectTo(std::move(r));
-        });
-  }
-
-  Socket& socket() { return endpoint.tls ? tls_connection->socket() : plain_connection->socket(); }
-
-  void Abandon() {
-    if (plain_connection) plain_connection->Close();
-    if (tls_connection) tls_connection->Close();
-  }
-
-  void ConnectTo(const tcp::resolver::results_type& results) {
-    asio::async_connect(
-        socket(), results, [self = shared_from_this()](error_code ec, const tcp::endpoint&) {
-          if (self->timed_out)
-            return self->Finish(absl::UnavailableError("the connection timed out"));
-          if (ec)
-            return self->Finish(absl::UnavailableError(StrCat("cannot connect: ", ec.message())));
-          self->socket().set_option(tcp::no_delay(true), ec);
-          if (self->endpoint.tls) return self->Handshake();
-          self->Finish(std::shared_ptr<UpstreamConnection>(self->plain_connection));
-        });
-  }
-
-  void Handshake() {
-    auto& stream = tls_connection->stream();
-    error_code not_an_address;
-    asio::ip::make_address(endpoint.host, not_an_address);
-    // Server Name Indication is for names only; an address is checked against the certificate's
-    // IP entries by the same verification.
-    if (not_an_address &&
-        !SSL_set_tlsext_host_name(stream.native_handle(), endpoint.host.c_str())) {
-      return Finish(absl::InternalError("cannot set the TLS server name"));
-    }
-    stream.set_verify_mode(asio::ssl::verify_peer);
-    stream.set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
-    stream.async_handshake(asio::ssl::stream_base::client, [self =
-                                                                shared_from_this()](error_code ec) {
-      if (self->timed_out)
-        return self->Finish(absl::UnavailableError("the TLS handshake timed out"));
-      if (ec) {
-        return self->Finish(absl::UnavailableError(StrCat("TLS handshake failed: ", ec.message())));
-      }
-      self->Finish(std::shared_ptr<UpstreamConnection>(self->tls_connection));
-    });
-  }
-
-  void Finish(absl::StatusOr<std::shared_ptr<UpstreamConnection>> result) {
-    finished = true;
-    timer.cancel();
-    if (!result.ok()) Abandon();
-    std::move(done)(std::move(result));
-  }
-
-  asio::io_context& io;
-  const Endpoint endpoint;
-  const std::shared_ptr<asio::ssl::context> tls;
-  tcp::resolver resolver;
-  Timer timer;
-  bool timed_out = false;
-  bool finished = false;
-  std::shared_ptr<PlainConnection> plain_connection;
-  std::shared_ptr<TlsConnection> tls_connection;
-  ConnectCallback done;
-};
-
 }  // namespace
+
+namespace internal {
+
+Unconnected NewPlainConnection(asio::io_context& io) {
+  auto connection = std::make_shared<PlainConnection>(io);
+  Socket& socket = connection->socket();
+  return {std::move(connection), &socket, nullptr};
+}
+
+Unconnected NewTlsConnection(asio::io_context& io, asio::ssl::context& tls) {
+  auto connection = std::make_shared<TlsConnection>(io, tls);
+  Socket& socket = connection->socket();
+  asio::ssl::stream<Socket>& stream = connection->stream();
+  return {std::move(connection), &socket, &stream};
+}
+
+}  // namespace internal
 
 std::string RequestHead(std::string_view method, std::string_view target, std::string_view host,
                         std::initializer_list<std::pair<std::string_view, std::string_view>> fields,
@@ -609,12 +513,6 @@ std::string RequestHead(std::string_view method, std::string_view target, std::s
   if (body_bytes != 0 || method != "GET") StrAppend(&head, "Content-Length: ", body_bytes, "\r\n");
   head += "\r\n";
   return head;
-}
-
-void Connect(asio::io_context& io, const Endpoint& endpoint,
-             std::shared_ptr<asio::ssl::context> tls, Clock::time_point deadline,
-             ConnectCallback done) {
-  std::make_shared<Connector>(io, endpoint, std::move(tls), deadline, std::move(done))->Start();
 }
 
 }  // namespace pillar::upstream
