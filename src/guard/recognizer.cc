@@ -38,6 +38,9 @@ const ContextWords kPositive[] = {
     {EntityType::kBrCpf, {"cpf"}},
     {EntityType::kBrCnpj, {"cnpj"}},
     {EntityType::kPtNif, {"nif", "contribuinte", "fiscal", "nipc", "vat"}},
+    {EntityType::kSecret,
+     {"aws", "key", "secret", "token", "credential", "credentials", "access", "chave", "segredo",
+      "credencial", "credenciais", "acesso"}},
 };
 
 // Words that say a number is something else: an order, an invoice, a version.

@@ -217,6 +217,15 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
             (V{{"SECRET", "ghp_abcdefghijklmnopqrstuvwxyzABCDEF0123"}}));
   EXPECT_EQ(Find("task-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"), V{});
   EXPECT_EQ(Find("Pneumonoultramicroscopicsilicovolcanoconiosis"), V{});
+  // An upper-case name that begins like an AWS key, is as long as one, and goes on with a
+  // suffix is a name: a key without a digit (one in 28) and with a suffix needs a word that says
+  // it is a key (found by review; the old false positive).
+  EXPECT_EQ(Find("region = ASIAPACIFICREGIONXYZ_X"), V{});
+  EXPECT_EQ(Find("AKIASTRATEGICPARTNER-EU is the team"), V{});
+  EXPECT_EQ(Find("aws_access_key_id=AKIAQWERTYUIOPASDFGH_prod"),
+            (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
+  EXPECT_EQ(Find("AKIAQWERTYUIOPASDFGH"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
+  EXPECT_EQ(Find("AKIAIOSFODNN7EXAMPLE_prod"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
 }
 
 TEST(RecognizerTest, OffsetsAreBytesAndFindingsNeverOverlap) {
