@@ -182,12 +182,16 @@ size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<F
         continue;
       }
       const size_t body = i + rule.prefix.size();
-      const size_t end = memo.End(text, body, rule.alphabet);
+      size_t end = memo.End(text, body, rule.alphabet);
+      // A token may have a name's suffix after it, after a '-' or '_' ("AKIA..._prod",
+      // "ghp_...-old", found by review helper-52; "xoxb-..._prod"): where its own alphabet ended
+      // it, or, for a fixed length in an alphabet with both, right at that length ("AIza..._prod").
+      if (rule.min_rest == rule.max_rest && end - body > rule.max_rest &&
+          (text[body + rule.max_rest] == '-' || text[body + rule.max_rest] == '_')) {
+        end = body + rule.max_rest;
+      }
       const size_t length = end - body;
-      // A token of a fixed length may have a name's suffix after it ("AKIA..._prod",
-      // "ghp_...-old"; found by review helper-52): its own alphabet ended it at the right length.
-      const bool fixed = rule.min_rest == rule.max_rest;
-      const bool suffix = fixed && end < text.size() && (text[end] == '-' || text[end] == '_');
+      const bool suffix = end < text.size() && (text[end] == '-' || text[end] == '_');
       if (length >= rule.min_rest && length <= rule.max_rest &&
           (end >= text.size() || !IsBase64Url(text[end]) || suffix)) {
         Add(out, EntityType::kSecret, i, end,

@@ -226,6 +226,15 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
             (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("AKIAQWERTYUIOPASDFGH"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("AKIAIOSFODNN7EXAMPLE_prod"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
+  // A suffix after a token of a variable length, where its alphabet ended it; and after a fixed
+  // length whose alphabet has '-' and '_' too, at the length the format requires.
+  EXPECT_EQ(Find("SLACK=xoxb-123456789012-abcdefghijkl_prod"),
+            (V{{"SECRET", "xoxb-123456789012-abcdefghijkl"}}));
+  EXPECT_EQ(Find("sk_live_abcdefghijklmnopqrstuvwx12_old"),
+            (V{{"SECRET", "sk_live_abcdefghijklmnopqrstuvwx12"}}));
+  EXPECT_EQ(Find("AIzaSyA1234567890abcdefghijklmnopqrstuv_prod"),
+            (V{{"SECRET", "AIzaSyA1234567890abcdefghijklmnopqrstuv"}}));
+  EXPECT_EQ(Find("AIzaSyA1234567890abcdefghijklmnopqrstuvw"), V{});  // one too many
 }
 
 TEST(RecognizerTest, OffsetsAreBytesAndFindingsNeverOverlap) {
