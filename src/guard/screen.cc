@@ -449,13 +449,16 @@ void AppendReading(std::string_view bytes, std::string& read) {
   }
 }
 
-// Whether `bytes`, read as UTF-16 in the byte order given, holds a run of 8 ASCII characters (a
+// Whether `bytes`, read as UTF-16 in the byte order given, holds a run of 4 ASCII characters (a
 // NUL high byte, a printable low one): UTF-16 text that FromUtf16 did not take for it, its start
 // in another script ("姓名: 4111 ..." with no NUL among its first 512 bytes), and the card or key
-// in it. Random bytes hold such a run once in 10^22; one ASCII character here and there is no
-// evidence either way ("一" is 00 4E in UTF-16LE, an 'N' read the other way).
+// in it. Four, not more: a card's groups parted by ideographic spaces and a short e-mail address
+// among CJK characters have no longer run (8 missed them). Random bytes hold such a run at one
+// position in 2 x 10^11 (95/65536 to the 4th), about once in 100 GB of binary for the four
+// readings, each of which only costs a second reading; one or two ASCII characters here and there
+// are no evidence either way ("一" is 00 4E in UTF-16LE, an 'N' read the other way).
 bool HasUtf16AsciiRun(std::string_view bytes, bool little) {
-  constexpr size_t kRun = 8;
+  constexpr size_t kRun = 4;
   size_t run = 0;
   for (size_t i = 0; i + 1 < bytes.size(); i += 2) {
     const auto low = static_cast<unsigned char>(bytes[little ? i : i + 1]);

@@ -324,6 +324,24 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
     EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode("\x01" + wide))),
               (V{"CREDIT_CARD"}))
         << little;
+    // Values whose ASCII runs are shorter than 8 characters: a card's groups parted by
+    // ideographic spaces (U+3000), a short e-mail address between CJK characters.
+    std::string parted = cjk;
+    const auto unit = [&](uint16_t u) {
+      const char lo = char(u & 0xff), hi = char(u >> 8);
+      parted += little ? std::string{lo, hi} : std::string{hi, lo};
+    };
+    for (char c : std::string("4111 1111 1111 1111")) unit(c == ' ' ? 0x3000 : uint16_t(c));
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(parted))),
+              (V{"CREDIT_CARD"}))
+        << little;
+    parted = cjk;
+    unit(0x90ae);  // 邮
+    for (char c : std::string("a@b.io")) unit(uint16_t(c));
+    unit(0x3002);  // 。
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(parted))),
+              (V{"EMAIL_ADDRESS"}))
+        << little;
   }
   // Not base64 after all: read as written.
   EXPECT_EQ(types("data:text/plain;base64,!!!"), V{});
