@@ -1,7 +1,9 @@
 // The identity of a TLS client that presented a certificate the listener verified: its
-// subject common name, first URI SAN (SPIFFE IDs live there) or first DNS SAN.
+// subject common name, its URI SAN (SPIFFE IDs live there) or its DNS SAN, when it has exactly
+// one of the kind the listener names clients by.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "http/server.h"
@@ -10,7 +12,17 @@ typedef struct ssl_st SSL;
 
 namespace pillar::http {
 
-// Empty when the client sent no certificate, or the chosen name is absent.
-std::string PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which);
+struct PeerCertificate {
+  // Empty when the client sent no certificate, the chosen name is absent or given more than once,
+  // or the certificate is outside its validity dates now.
+  std::string identity;
+  // How long from now the certificate stays valid (its notAfter), when `identity` is set: a
+  // resumed session or a kept-alive connection names nobody past it.
+  int64_t valid_for_ns = 0;
+};
+
+// Read once per connection, after its handshake, resumed or not: a resumed session carries the
+// certificate it was verified with, whose dates are checked again here.
+PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which);
 
 }  // namespace pillar::http

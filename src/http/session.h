@@ -146,8 +146,10 @@ class Session final : public ResponseSink,
               self->Close();
               return;
             }
-            self->peer_identity_ = PeerIdentity(self->stream_.native_handle(),
+            PeerCertificate peer = PeerIdentity(self->stream_.native_handle(),
                                                 self->listener_.options.client_identity);
+            self->peer_identity_ = std::move(peer.identity);
+            self->peer_valid_until_ns_ = SystemClock().MonotonicNanos() + peer.valid_for_ns;
             self->WaitForRequest();
           });
     } else {
@@ -441,8 +443,9 @@ class Session final : public ResponseSink,
     request.authorization = std::string(ToStd(message[bhttp::field::authorization]));
     request.body = std::move(message.body());
     request.remote = remote_;
-    request.peer_identity = peer_identity_;
     request.received_ns = SystemClock().MonotonicNanos();
+    // A connection kept alive past its certificate's end names nobody from then on.
+    if (request.received_ns < peer_valid_until_ns_) request.peer_identity = peer_identity_;
     ReadPillarHeaders(message, request);
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
@@ -698,7 +701,8 @@ class Session final : public ResponseSink,
   bool keep_alive_ = true;
   bool http10_ = false;
   std::string remote_;
-  std::string peer_identity_;  // from the client certificate, fixed for the connection
+  std::string peer_identity_;        // from the client certificate, fixed for the connection
+  int64_t peer_valid_until_ns_ = 0;  // monotonic: the certificate's notAfter
   std::string extra_header_;
 };
 

@@ -16,6 +16,8 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "http/server.h"
 #include "testing/temp_dir.h"
@@ -53,16 +55,22 @@ void AddExtension(X509* cert, X509* issuer, int nid, const char* value) {
   X509_EXTENSION_free(ext);
 }
 
-// A certificate for `key` named `cn`, signed by `issuer` (self-signed when null).
-CertPtr Issue(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, long serial) {
+// A certificate for `key` named `cn`, signed by `issuer` (self-signed when null), valid from a
+// minute ago for `valid_s` seconds.
+CertPtr Issue(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, long serial,
+              long valid_s = 3600, const char* second_cn = nullptr) {
   CertPtr cert(X509_new(), X509_free);
   X509_set_version(cert.get(), 2);
   ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial);
   X509_gmtime_adj(X509_getm_notBefore(cert.get()), -60);
-  X509_gmtime_adj(X509_getm_notAfter(cert.get()), 3600);
+  X509_gmtime_adj(X509_getm_notAfter(cert.get()), valid_s);
   X509_set_pubkey(cert.get(), key);
   X509_NAME_add_entry_by_txt(X509_get_subject_name(cert.get()), "CN", MBSTRING_ASC,
                              reinterpret_cast<const unsigned char*>(cn), -1, -1, 0);
+  if (second_cn != nullptr) {
+    X509_NAME_add_entry_by_txt(X509_get_subject_name(cert.get()), "CN", MBSTRING_ASC,
+                               reinterpret_cast<const unsigned char*>(second_cn), -1, -1, 0);
+  }
   X509* signer = issuer != nullptr ? issuer : cert.get();
   X509_set_issuer_name(cert.get(), X509_get_subject_name(signer));
   if (issuer == nullptr) {
@@ -106,6 +114,49 @@ struct Exchange {
   std::string body;
   bool reused = false;
   SessionPtr session{nullptr, SSL_SESSION_free};
+};
+
+// A TLS connection kept open for several GET /whoami, each answered body returned.
+class KeptAlive {
+ public:
+  KeptAlive(SSL_CTX* ctx, uint16_t port) : ssl_(SSL_new(ctx), SSL_free) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval timeout{10, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::connect(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    SSL_set_fd(ssl_.get(), fd_);
+    EXPECT_EQ(SSL_connect(ssl_.get()), 1) << OpenSslErrors();
+  }
+  ~KeptAlive() { ::close(fd_); }
+
+  // The body of one more answer on this connection ("<no answer>" when none came whole).
+  std::string Get() {
+    const std::string request = "GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    if (SSL_write(ssl_.get(), request.data(), int(request.size())) != int(request.size())) {
+      return "<no answer>";
+    }
+    std::string response;
+    char buffer[4096];
+    for (;;) {
+      const size_t end = response.find("\r\n\r\n");
+      const size_t header = response.find("Content-Length: ");
+      if (end != std::string::npos && header != std::string::npos) {
+        const size_t length = std::stoul(response.substr(header + 16));
+        if (response.size() >= end + 4 + length) return response.substr(end + 4, length);
+      }
+      const int n = SSL_read(ssl_.get(), buffer, sizeof buffer);
+      if (n <= 0) return "<no answer>";
+      response.append(buffer, size_t(n));
+    }
+  }
+
+ private:
+  SslPtr ssl_;
+  int fd_ = -1;
 };
 
 class TlsTest : public ::testing::Test {
@@ -239,6 +290,63 @@ TEST_F(TlsTest, MutualTlsSessionsResumeOverTls13) { ExpectResumption(TLS1_3_VERS
 TEST_F(TlsTest, OptionalClientCertificatesResumeOverTls12) {
   options_.client_certificates = ListenerOptions::ClientCertificates::kOptional;
   ExpectResumption(TLS1_2_VERSION);
+}
+
+// Found by review helper-59: a session resumed after the client certificate it was verified
+// with expired still carried its identity (OpenSSL 3.0 renews a TLS 1.3 session's time with
+// every ticket it issues, so a client resuming often enough kept it for good); and a kept-alive
+// connection keeps it past the certificate's end too.
+TEST_F(TlsTest, AnExpiredClientCertificateNamesNobody) {
+  client_cert_ = Issue(client_key_.get(), "client-1", ca_.get(), ca_key_.get(), 4, 2);
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  struct Client {
+    CtxPtr ctx;
+    Exchange first;
+    std::unique_ptr<KeptAlive> kept;  // made now, kept alive past the certificate's end
+  };
+  std::vector<Client> clients;
+  for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    Client& client = clients.emplace_back(Client{ClientContext(version), {}, nullptr});
+    client.first = Get(client.ctx.get(), *port);
+    ASSERT_EQ(client.first.error, "");
+    EXPECT_EQ(client.first.body, "client-1");
+    ASSERT_NE(client.first.session, nullptr);
+    client.kept = std::make_unique<KeptAlive>(client.ctx.get(), *port);
+    EXPECT_EQ(client.kept->Get(), "client-1");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(3100));
+  for (Client& client : clients) {
+    Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
+    ASSERT_EQ(resumed.error, "");
+    EXPECT_TRUE(resumed.reused);
+    EXPECT_EQ(resumed.status, 200);
+    EXPECT_EQ(resumed.body, "");
+    EXPECT_EQ(client.kept->Get(), "");
+    // A new handshake with it fails: the certificate no longer verifies.
+    EXPECT_NE(Get(client.ctx.get(), *port).error, "");
+  }
+  server.Stop();
+}
+
+// Found by review helper-59: of two common names, the first was taken; other tools read the last.
+TEST_F(TlsTest, ACertificateWithTwoCommonNamesNamesNobody) {
+  client_cert_ =
+      Issue(client_key_.get(), "batch-service", ca_.get(), ca_key_.get(), 5, 3600, "nobody");
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  Exchange exchange = Get(ctx.get(), *port);
+  ASSERT_EQ(exchange.error, "");
+  EXPECT_EQ(exchange.status, 200);
+  EXPECT_EQ(exchange.body, "");
+  server.Stop();
 }
 
 TEST_F(TlsTest, APrivateKeyItsGroupOrOthersCanReadIsRefused) {
