@@ -34,6 +34,13 @@ ListenerOptions ListenerNamed(std::string name, uint16_t port) {
     return absl::InvalidArgumentError(
         StrCat(source, ": [", listener.name, "] needs both tls_certificate and tls_private_key"));
   }
+  if (!listener.client_ca.empty() &&
+      listener.client_certificates == Options::ClientCertificates::kNone) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [", listener.name,
+               "] has client_ca but asks clients for no certificate: set client_certificates = "
+               "\"optional\" or \"require\", or remove client_ca"));
+  }
   return s.CheckNoUnknownKeys();
 }
 

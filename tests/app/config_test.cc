@@ -124,6 +124,10 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   EXPECT_NE(error("[data]\nport = 70000\n").find("port must be"), std::string::npos);
   EXPECT_NE(error("[server]\nthreads = -1\n").find("threads must be"), std::string::npos);
   EXPECT_NE(error("[data]\ntls_certificate = \"c.pem\"\n").find("needs both"), std::string::npos);
+  // A CA to check clients by, with no client asked for a certificate: no mutual TLS at all
+  // (found by review helper-59: the server started so).
+  EXPECT_NE(error("[data]\nclient_ca = \"ca.pem\"\n").find("client_certificates"),
+            std::string::npos);
   EXPECT_NE(error("[repository]\nversion_policy = \"newest\"\n").find("version policy"),
             std::string::npos);
   EXPECT_NE(error("[repository.policies]\nx = 3\n").find("must be a string"), std::string::npos);

@@ -349,6 +349,48 @@ TEST_F(TlsTest, ACertificateWithTwoCommonNamesNamesNobody) {
   server.Stop();
 }
 
+// Found by review helper-59: OpenSSL's default list let TLS 1.2 clients pick key exchange
+// without forward secrecy (AES128-SHA, RSA) or CBC suites with SHA-1.
+TEST_F(TlsTest, Tls12OffersOnlyForwardSecretAeadSuites) {
+  options_.client_certificates = ListenerOptions::ClientCertificates::kNone;
+  options_.client_ca.clear();
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  for (const char* suite : {"ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384",
+                            "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"}) {
+    CtxPtr ctx = ClientContext(TLS1_2_VERSION);
+    ASSERT_EQ(SSL_CTX_set_cipher_list(ctx.get(), suite), 1) << suite;
+    const Exchange exchange = Get(ctx.get(), *port);
+    const bool aead = std::string_view(suite).find("GCM") != std::string_view::npos ||
+                      std::string_view(suite).find("CHACHA20") != std::string_view::npos;
+    EXPECT_EQ(exchange.error.empty(), aead) << suite << ": " << exchange.error;
+  }
+  server.Stop();
+}
+
+// Found by review helper-59: a key of another type than the certificate's (an RSA key for an EC
+// certificate) loaded, and every handshake then failed.
+TEST_F(TlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
+  KeyPtr rsa(EVP_PKEY_Q_keygen(nullptr, nullptr, "RSA", size_t(2048)), EVP_PKEY_free);
+  ASSERT_NE(rsa, nullptr);
+  for (EVP_PKEY* key : {rsa.get(), client_key_.get()}) {
+    WritePem(options_.tls_private_key, nullptr, key, 0600);
+    WhoAmI handler;
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+    ASSERT_FALSE(port.ok());
+    // The same type's wrong key is refused as OpenSSL loads it; another type's by the check.
+    EXPECT_NE(port.status().message().find(options_.tls_private_key), std::string::npos)
+        << port.status();
+    if (key == rsa.get()) {
+      EXPECT_NE(port.status().message().find("does not match"), std::string::npos) << port.status();
+    }
+  }
+}
+
 TEST_F(TlsTest, APrivateKeyItsGroupOrOthersCanReadIsRefused) {
   WhoAmI handler;
   for (mode_t mode : {0644, 0640, 0604}) {
