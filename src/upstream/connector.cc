@@ -1,9 +1,9 @@
 // Connect() (upstream_connection.h): one connection attempt to an endpoint.
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/address.hpp>
-#include <boost/asio/ssl/host_name_verification.hpp>
 #include <string>
 
 #include "common/strings.h"
@@ -74,16 +74,23 @@ struct Connector : std::enable_shared_from_this<Connector> {
 
   void Handshake() {
     asio::ssl::stream<internal::Socket>& stream = *unconnected.tls;
+    SSL* ssl = stream.native_handle();
     error_code not_an_address;
     asio::ip::make_address(endpoint.host, not_an_address);
-    // Server Name Indication is for names only; an address is checked against the certificate's
-    // IP entries by the same verification.
-    if (not_an_address &&
-        !SSL_set_tlsext_host_name(stream.native_handle(), endpoint.host.c_str())) {
-      return Finish(absl::InternalError("cannot set the TLS server name"));
-    }
+    // The certificate must name the endpoint's host in its subject alternative names: never by
+    // its subject CN, which OpenSSL falls back to when there is no DNS name (found by review
+    // helper-59: any certificate of the same CA without SANs, a client's or a machine's, could
+    // stand in for the upstream), and a wildcard only as a whole label. Server Name Indication
+    // is for names only; an address is matched against the certificate's IP entries.
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    X509_VERIFY_PARAM_set_hostflags(
+        param, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+    const bool named = not_an_address
+                           ? SSL_set1_host(ssl, endpoint.host.c_str()) == 1 &&
+                                 SSL_set_tlsext_host_name(ssl, endpoint.host.c_str())
+                           : X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host.c_str()) == 1;
+    if (!named) return Finish(absl::InternalError("cannot set the TLS server name"));
     stream.set_verify_mode(asio::ssl::verify_peer);
-    stream.set_verify_callback(asio::ssl::host_name_verification(endpoint.host));
     stream.async_handshake(asio::ssl::stream_base::client, [self =
                                                                 shared_from_this()](error_code ec) {
       if (self->timed_out)

@@ -2,7 +2,8 @@
 """An Open Inference Protocol server that answers badly on purpose, for pillar's remote tests.
 
 Usage: bad_upstream.py PORT [PORT...] (one server per port, the same behaviour; a port written
-tls:PORT serves TLS with cert.pem and key.pem of the working directory). The model named in
+tls:PORT serves TLS with cert.pem and key.pem of the working directory, tls:PORT:NAME with
+NAME.pem and NAME.key). The model named in
 /v2/models/<name>/infer picks the misbehaviour:
   good         a valid reply (output "y", FP32, shape [rows, 2])
   malformed    200 with a body that is not JSON
@@ -272,10 +273,14 @@ if __name__ == "__main__":
     import ssl
     servers = []
     for port in sys.argv[1:]:
-        server = ThreadingHTTPServer(("127.0.0.1", int(port.removeprefix("tls:"))), Handler)
+        number, _, name = port.removeprefix("tls:").partition(":")
+        server = ThreadingHTTPServer(("127.0.0.1", int(number)), Handler)
         if port.startswith("tls:"):
             context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            context.load_cert_chain("cert.pem", "key.pem")
+            if name:
+                context.load_cert_chain(name + ".pem", name + ".key")
+            else:
+                context.load_cert_chain("cert.pem", "key.pem")
             server.socket = context.wrap_socket(server.socket, server_side=True)
         servers.append(server)
     for server in servers:

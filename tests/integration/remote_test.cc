@@ -17,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "testing/free_port.h"
 #include "testing/http_client.h"
@@ -112,6 +113,19 @@ class RemoteTest : public ::testing::Test {
         (bad_dir_->path() / "key.pem").string() + " -out " +
         (bad_dir_->path() / "cert.pem").string() + " >/dev/null 2>&1";
     ASSERT_EQ(std::system(certificate.c_str()), 0);
+    // Two more TLS upstreams for "localhost": one whose certificate names it only in its
+    // subject CN (no SAN), one that names it as a DNS SAN.
+    for (const auto& [name, extra] : {std::pair<std::string, std::string>{"cnonly", ""},
+                                      std::pair<std::string, std::string>{
+                                          "dnsname", " -addext subjectAltName=DNS:localhost"}}) {
+      const std::string command =
+          "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=localhost" + extra +
+          " -keyout " + (bad_dir_->path() / (name + ".key")).string() + " -out " +
+          (bad_dir_->path() / (name + ".pem")).string() + " >/dev/null 2>&1";
+      ASSERT_EQ(std::system(command.c_str()), 0);
+    }
+    cn_only_port_ = testing::FreeLoopbackPort();
+    dns_name_port_ = testing::FreeLoopbackPort();
     for (int& port : more_bad_ports_) port = testing::FreeLoopbackPort();
     bad_pid_ = ::fork();
     if (bad_pid_ == 0) {
@@ -127,8 +141,11 @@ class RemoteTest : public ::testing::Test {
       const std::string port3 = std::to_string(more_bad_ports_[1]);
       const std::string port4 = std::to_string(more_bad_ports_[2]);
       const std::string tls = "tls:" + std::to_string(tls_port_);
+      const std::string cn_only = "tls:" + std::to_string(cn_only_port_) + ":cnonly";
+      const std::string dns_name = "tls:" + std::to_string(dns_name_port_) + ":dnsname";
       ::execl("/usr/bin/python3", "python3", script.c_str(), port.c_str(), port2.c_str(),
-              port3.c_str(), port4.c_str(), tls.c_str(), static_cast<char*>(nullptr));
+              port3.c_str(), port4.c_str(), tls.c_str(), cn_only.c_str(), dns_name.c_str(),
+              static_cast<char*>(nullptr));
       ::_exit(127);
     }
     ASSERT_GT(bad_pid_, 0);
@@ -136,7 +153,8 @@ class RemoteTest : public ::testing::Test {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
     }
     ASSERT_TRUE(Listening(bad_port_));
-    for (int port : {more_bad_ports_[0], more_bad_ports_[1], more_bad_ports_[2], tls_port_}) {
+    for (int port : {more_bad_ports_[0], more_bad_ports_[1], more_bad_ports_[2], tls_port_,
+                     cn_only_port_, dns_name_port_}) {
       for (int i = 0; i < 200 && !Listening(port); ++i) {
         std::this_thread::sleep_for(std::chrono::milliseconds(25));
       }
@@ -179,6 +197,14 @@ class RemoteTest : public ::testing::Test {
                  Remote({"https://127.0.0.1:" + std::to_string(tls_port_)},
                         auth + "model = \"corkextra\"\nconnections = 1\nca_file = \"" +
                             (bad_dir_->path() / "cert.pem").string() + "\"\n"));
+    for (const auto& [model, port, name] :
+         {std::tuple<const char*, int, const char*>{"cnonly", cn_only_port_, "cnonly"},
+          std::tuple<const char*, int, const char*>{"dnsname", dns_name_port_, "dnsname"}}) {
+      WriteVersion(store, model,
+                   Remote({"https://localhost:" + std::to_string(port)},
+                          auth + "model = \"good\"\nca_file = \"" +
+                              (bad_dir_->path() / (std::string(name) + ".pem")).string() + "\"\n"));
+    }
     for (const char* model : {"strayahead", "strayaheadnoid", "mixedid", "crlfafter", "idlejunk"}) {
       WriteVersion(store, model, Remote({bad}, auth + "connections = 1\n"));
     }
@@ -299,6 +325,8 @@ class RemoteTest : public ::testing::Test {
   static int bad_port_;
   static std::array<int, 3> more_bad_ports_;  // the same bad upstream, listening there too
   static int tls_port_;                       // and there over TLS (its cert.pem)
+  static int cn_only_port_;   // over TLS for "localhost", named only by the subject CN
+  static int dns_name_port_;  // over TLS for "localhost", named by a DNS SAN
   static std::string token_;
   static std::string key_;
   static std::string tenant_key_;  // role user, tenant demo: sees demo's models only
@@ -312,6 +340,8 @@ pid_t RemoteTest::bad_pid_ = -1;
 int RemoteTest::bad_port_ = 0;
 std::array<int, 3> RemoteTest::more_bad_ports_ = {0, 0, 0};
 int RemoteTest::tls_port_ = 0;
+int RemoteTest::cn_only_port_ = 0;
+int RemoteTest::dns_name_port_ = 0;
 std::string RemoteTest::token_;
 std::string RemoteTest::key_;
 std::string RemoteTest::tenant_key_;
@@ -688,6 +718,17 @@ TEST_F(RemoteTest, BytesAfterATlsReplyAreNeverTheNextReply) {
     EXPECT_EQ(r.status, 200) << r.body;
     EXPECT_EQ(r.body.find("999"), std::string::npos) << "an unasked-for reply answered: " << r.body;
   }
+}
+
+// Found by review helper-59: an upstream's certificate that names the host only in its subject
+// CN was taken for it (OpenSSL's host check falls back to the CN without a DNS SAN); any other
+// certificate of the same CA without SANs (a client's, a machine's) could stand in for it.
+TEST_F(RemoteTest, AnUpstreamIsNamedByItsCertificatesSubjectAltNamesOnly) {
+  HttpReply r = Infer("cnonly");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("certificate verify failed"), std::string::npos) << r.body;
+  r = Infer("dnsname");
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 // A kept-alive connection the upstream closed while it idled is found closed before anything is
