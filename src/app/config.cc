@@ -68,6 +68,36 @@ namespace {
   return upstream.CheckNoUnknownKeys();
 }
 
+// Each [[mtls_client]] against the listeners whose certificates may name it: a listener it names
+// must ask for certificates; and where both listeners do, by different CAs or by different names
+// of the certificate, each must say which it is for (found by review helper-59: a certificate
+// from the CA trusted for tenants on [data] could name the admins' client of [admin]).
+[[nodiscard]] absl::Status CheckCertificateClients(const Config& config, std::string_view source) {
+  using Certificates = http::ListenerOptions::ClientCertificates;
+  const auto asks = [](const http::ListenerOptions& l) {
+    return l.client_certificates != Certificates::kNone;
+  };
+  const bool ambiguous = asks(config.data) && asks(config.admin) &&
+                         (config.data.client_ca != config.admin.client_ca ||
+                          config.data.client_identity != config.admin.client_identity);
+  for (const auto& [identity, client] : config.certificate_clients) {
+    if (ambiguous && client.listeners.empty()) {
+      return absl::InvalidArgumentError(StrCat(
+          source, ": [[mtls_client]] '", identity,
+          "' must say which listeners it is for (listeners = [\"data\"] or [\"admin\"]): [data] "
+          "and [admin] trust different client CAs or name clients by different fields"));
+    }
+    for (const std::string& name : client.listeners) {
+      if (!asks(name == "data" ? config.data : config.admin)) {
+        return absl::InvalidArgumentError(
+            StrCat(source, ": [[mtls_client]] '", identity, "' is for [", name,
+                   "], which asks for no client certificate (client_certificates)"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 [[nodiscard]] absl::StatusOr<Config> ParseConfig(std::string_view text, std::string_view source,
@@ -87,6 +117,7 @@ namespace {
   PILLAR_ASSIGN_OR_RETURN(config.jobs, jobs::ReadJobsSection(root, source, base));
   PILLAR_ASSIGN_OR_RETURN(config.certificate_clients,
                           identity::ReadCertificateClients(root, source));
+  PILLAR_RETURN_IF_ERROR(CheckCertificateClients(config, source));
   if (const toml::node* guard = root.get("guard"); guard != nullptr) {
     PILLAR_ASSIGN_OR_RETURN(guard::GuardConfig parsed,
                             guard::ParseGuardConfig(guard->as_table(), source, base));

@@ -1,5 +1,7 @@
 #include "identity/authenticator.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "identity/api_key.h"
 
@@ -15,20 +17,25 @@ Authenticator::Authenticator(const ApiKeyTable* keys, const JwtVerifier* jwt,
     principal->tenant = client.tenant;
     principal->roles = client.roles;
     principal->attributes = client.attributes;
-    certificate_clients_.emplace(identity, std::move(principal));
+    certificate_clients_.emplace(identity, Mapped{std::move(principal), client.listeners});
   }
 }
 
 absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Authenticate(
-    std::string_view authorization, std::string_view peer_identity, int64_t now_us) const {
+    std::string_view authorization, std::string_view peer_identity, std::string_view listener,
+    int64_t now_us) const {
   if (authorization.empty()) {
     if (peer_identity.empty()) return absl::UnauthenticatedError("missing Authorization header");
     auto it = certificate_clients_.find(ToAbsl(peer_identity));
-    if (it == certificate_clients_.end()) {
-      return absl::UnauthenticatedError(
-          StrCat("client certificate '", peer_identity.substr(0, 256), "' is not a known client"));
+    const bool here = it != certificate_clients_.end() &&
+                      (it->second.listeners.empty() ||
+                       std::find(it->second.listeners.begin(), it->second.listeners.end(),
+                                 listener) != it->second.listeners.end());
+    if (!here) {
+      return absl::UnauthenticatedError(StrCat("client certificate '", peer_identity.substr(0, 256),
+                                               "' is not a known client on this listener"));
     }
-    return it->second;
+    return it->second.principal;
   }
   constexpr std::string_view kBearer = "bearer ";
   if (authorization.size() <= kBearer.size() ||
@@ -58,7 +65,7 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Reauthenticate(
       if (it == certificate_clients_.end()) {
         return absl::UnauthenticatedError("client certificate is no longer a known client");
       }
-      return it->second;
+      return it->second.principal;
     }
     case AuthMethod::kJwt:
       if (jwt_ == nullptr) {

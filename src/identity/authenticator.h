@@ -7,13 +7,14 @@
 //
 //   Authenticator auth(&keys, jwt.get(), clients);
 //   absl::StatusOr<std::shared_ptr<const Principal>> who =
-//       auth.Authenticate(authorization_header, peer_identity, now_us);
+//       auth.Authenticate(authorization_header, peer_identity, "data", now_us);
 #pragma once
 
 #include <map>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "identity/api_key_table.h"
@@ -28,6 +29,10 @@ struct CertificateClient {
   std::string tenant;
   std::vector<std::string> roles;
   Attributes attributes;
+  // The listeners (their names: "data", "admin") on which a certificate may name this client;
+  // empty: any that asks for client certificates. Listeners that trust different CAs must be
+  // named (app/config.cc refuses otherwise): a name is only as good as the CA that vouched for it.
+  std::vector<std::string> listeners;
 };
 
 class Authenticator {
@@ -36,8 +41,11 @@ class Authenticator {
   Authenticator(const ApiKeyTable* keys, const JwtVerifier* jwt,
                 const std::map<std::string, CertificateClient>& certificate_clients);
 
+  // `listener`: the name of the listener the request came in on, whose CA verified
+  // `peer_identity`.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Authenticate(
-      std::string_view authorization, std::string_view peer_identity, int64_t now_us) const;
+      std::string_view authorization, std::string_view peer_identity, std::string_view listener,
+      int64_t now_us) const;
 
   // The principal `stored` (authenticated earlier, e.g. when an asynchronous job was submitted)
   // as it stands at `now_us`: an API key's current principal while the key is good; a client
@@ -49,7 +57,11 @@ class Authenticator {
  private:
   const ApiKeyTable* keys_;
   const JwtVerifier* jwt_;
-  absl::flat_hash_map<std::string, std::shared_ptr<const Principal>> certificate_clients_;
+  struct Mapped {
+    std::shared_ptr<const Principal> principal;
+    std::vector<std::string> listeners;  // empty: any
+  };
+  absl::flat_hash_map<std::string, Mapped> certificate_clients_;
 };
 
 }  // namespace pillar::identity

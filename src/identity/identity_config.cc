@@ -55,7 +55,15 @@ namespace pillar::identity {
     PILLAR_RETURN_IF_ERROR(s.ReadString("tenant", client.tenant));
     PILLAR_RETURN_IF_ERROR(s.ReadStrings("roles", client.roles));
     PILLAR_RETURN_IF_ERROR(s.ReadStringTable("attributes", attributes));
+    PILLAR_RETURN_IF_ERROR(s.ReadStrings("listeners", client.listeners));
     PILLAR_RETURN_IF_ERROR(s.CheckNoUnknownKeys());
+    for (const std::string& listener : client.listeners) {
+      if (listener != "data" && listener != "admin") {
+        return absl::InvalidArgumentError(StrCat(source, ": [[mtls_client]] '", identity,
+                                                 "': listeners holds '", listener,
+                                                 "'; the listeners are \"data\" and \"admin\""));
+      }
+    }
     if (identity.empty()) {
       return absl::InvalidArgumentError(StrCat(source, ": [[mtls_client]] needs identity"));
     }

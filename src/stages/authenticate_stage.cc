@@ -1,5 +1,6 @@
 #include "stages/authenticate_stage.h"
 
+#include "common/strings.h"
 #include "guard/screen.h"
 
 namespace pillar::stages {
@@ -13,7 +14,7 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
   absl::StatusOr<std::shared_ptr<const Principal>> who =
       ex.job_run && ex.principal != nullptr
           ? authenticator_.Reauthenticate(*ex.principal, now_us)
-          : authenticator_.Authenticate(ex.authorization, ex.peer_identity, now_us);
+          : authenticator_.Authenticate(ex.authorization, ex.peer_identity, ex.listener, now_us);
   if (!who.ok()) {
     const std::string reason(who.status().message());
     // The path as the client sent it, which may hold anything: what the guard's recognizers
@@ -22,7 +23,12 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
     audit_.Record({.kind = audit::EventKind::kAuthentication,
                    .allowed = false,
                    .time_us = now_us,
-                   .principal = ex.job_run && ex.principal ? ex.principal->id : ex.peer_identity,
+                   // A certificate's name as its principal would be written, never bare: a
+                   // certificate named "key:0123..." must not be taken for that key (found by
+                   // review helper-59).
+                   .principal = ex.job_run && ex.principal ? ex.principal->id
+                                : ex.peer_identity.empty() ? std::string()
+                                                           : StrCat("mtls:", ex.peer_identity),
                    .tenant = {},
                    .action = "authenticate",
                    .resource = resource,

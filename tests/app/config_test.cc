@@ -128,6 +128,24 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   // (found by review helper-59: the server started so).
   EXPECT_NE(error("[data]\nclient_ca = \"ca.pem\"\n").find("client_certificates"),
             std::string::npos);
+  // Listeners that trust different CAs (or name clients by different fields): each client must
+  // say where its name counts, and only where certificates are asked for (review helper-59).
+  const std::string two_cas =
+      "[data]\nclient_ca = \"tenants.pem\"\nclient_certificates = \"optional\"\n"
+      "[admin]\nclient_ca = \"ops.pem\"\nclient_certificates = \"require\"\n";
+  EXPECT_NE(error(two_cas + "[[mtls_client]]\nidentity = \"ops-admin\"\nroles = [\"admin\"]\n")
+                .find("must say which listeners"),
+            std::string::npos);
+  EXPECT_TRUE(ParseConfig(two_cas + "[[mtls_client]]\nidentity = \"ops-admin\"\n"
+                                    "listeners = [\"admin\"]\n",
+                          "p.toml", "")
+                  .ok());
+  EXPECT_NE(error("[[mtls_client]]\nidentity = \"x\"\nlisteners = [\"data\"]\n")
+                .find("asks for no client certificate"),
+            std::string::npos);
+  EXPECT_NE(error("[[mtls_client]]\nidentity = \"x\"\nlisteners = [\"metrics\"]\n")
+                .find("the listeners are"),
+            std::string::npos);
   EXPECT_NE(error("[repository]\nversion_policy = \"newest\"\n").find("version policy"),
             std::string::npos);
   EXPECT_NE(error("[repository.policies]\nx = 3\n").find("must be a string"), std::string::npos);

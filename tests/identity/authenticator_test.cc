@@ -30,7 +30,7 @@ class AuthenticatorTest : public ::testing::Test {
     options.issuer = "idp";
     options.audiences = {"pillar"};
     jwt_ = std::make_unique<JwtVerifier>(options, *Jwks::Parse(testing::JwksJson({&signer_})));
-    clients_["spiffe://acme/svc/batch"] = {"acme", {"user"}, {{"team", {"batch"}}}};
+    clients_["spiffe://acme/svc/batch"] = {"acme", {"user"}, {{"team", {"batch"}}}, {}};
   }
 
   testing::TempDir dir_;
@@ -45,16 +45,16 @@ class AuthenticatorTest : public ::testing::Test {
 TEST_F(AuthenticatorTest, EveryMethodYieldsOnePrincipalShape) {
   Authenticator auth(keys_.get(), jwt_.get(), clients_);
   const int64_t now = kNowS * 1'000'000;
-  auto key = auth.Authenticate("Bearer " + key_.text, "", now);
+  auto key = auth.Authenticate("Bearer " + key_.text, "", "data", now);
   ASSERT_TRUE(key.ok()) << key.status();
   EXPECT_EQ((*key)->method, AuthMethod::kApiKey);
   const std::string token = signer_.Sign(StrCat(
       R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
-  auto jwt = auth.Authenticate("bearer " + token, "", now);
+  auto jwt = auth.Authenticate("bearer " + token, "", "data", now);
   ASSERT_TRUE(jwt.ok()) << jwt.status();
   EXPECT_EQ((*jwt)->id, "jwt:bob");
   EXPECT_EQ((*jwt)->roles, std::vector<std::string>{"admin"});
-  auto cert = auth.Authenticate("", "spiffe://acme/svc/batch", now);
+  auto cert = auth.Authenticate("", "spiffe://acme/svc/batch", "data", now);
   ASSERT_TRUE(cert.ok()) << cert.status();
   EXPECT_EQ((*cert)->id, "mtls:spiffe://acme/svc/batch");
   EXPECT_EQ((*cert)->method, AuthMethod::kMtls);
@@ -62,19 +62,35 @@ TEST_F(AuthenticatorTest, EveryMethodYieldsOnePrincipalShape) {
   EXPECT_EQ((*cert)->attributes.at("team"), std::vector<std::string>{"batch"});
 }
 
+// Found by review helper-59: a name was a name whichever listener's CA vouched for it, so a
+// certificate from the CA a data listener trusts for tenants could name the admins' client.
+TEST_F(AuthenticatorTest, ACertificateNamesAClientOnlyOnItsListeners) {
+  clients_["ops-admin"] = {"", {"admin"}, {}, {"admin"}};
+  Authenticator auth(keys_.get(), jwt_.get(), clients_);
+  const int64_t now = kNowS * 1'000'000;
+  auto on_admin = auth.Authenticate("", "ops-admin", "admin", now);
+  ASSERT_TRUE(on_admin.ok()) << on_admin.status();
+  EXPECT_EQ((*on_admin)->id, "mtls:ops-admin");
+  auto on_data = auth.Authenticate("", "ops-admin", "data", now);
+  EXPECT_EQ(on_data.status().code(), absl::StatusCode::kUnauthenticated);
+  // A client without listeners is one on any listener that asks for certificates.
+  EXPECT_TRUE(auth.Authenticate("", "spiffe://acme/svc/batch", "admin", now).ok());
+}
+
 TEST_F(AuthenticatorTest, ABadCredentialNeverFallsBackToTheCertificate) {
   Authenticator auth(keys_.get(), jwt_.get(), clients_);
   const int64_t now = kNowS * 1'000'000;
   // A verified certificate does not rescue a wrong key sent alongside it.
   auto who = auth.Authenticate("Bearer pk_000000000000_" + std::string(43, 'A'),
-                               "spiffe://acme/svc/batch", now);
+                               "spiffe://acme/svc/batch", "data", now);
   EXPECT_EQ(who.status().code(), absl::StatusCode::kUnauthenticated);
-  EXPECT_EQ(auth.Authenticate("", "spiffe://other", now).status().message(),
-            "client certificate 'spiffe://other' is not a known client");
-  EXPECT_EQ(auth.Authenticate("", "", now).status().message(), "missing Authorization header");
+  EXPECT_EQ(auth.Authenticate("", "spiffe://other", "data", now).status().message(),
+            "client certificate 'spiffe://other' is not a known client on this listener");
+  EXPECT_EQ(auth.Authenticate("", "", "data", now).status().message(),
+            "missing Authorization header");
   // Without a JWT verifier, a token is just a malformed key.
   Authenticator keys_only(keys_.get(), nullptr, {});
-  EXPECT_EQ(keys_only.Authenticate("Bearer a.b.c", "", now).status().message(),
+  EXPECT_EQ(keys_only.Authenticate("Bearer a.b.c", "", "data", now).status().message(),
             "malformed API key");
 }
 
@@ -85,9 +101,9 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   const int64_t now = kNowS * 1'000'000;
   const std::string token = signer_.Sign(StrCat(
       R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
-  for (auto who : {auth.Authenticate("Bearer " + key_.text, "", now),
-                   auth.Authenticate("bearer " + token, "", now),
-                   auth.Authenticate("", "spiffe://acme/svc/batch", now)}) {
+  for (auto who : {auth.Authenticate("Bearer " + key_.text, "", "data", now),
+                   auth.Authenticate("bearer " + token, "", "data", now),
+                   auth.Authenticate("", "spiffe://acme/svc/batch", "data", now)}) {
     ASSERT_TRUE(who.ok()) << who.status();
     absl::StatusOr<Principal> decoded = DecodePrincipal(EncodePrincipal(**who));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
@@ -101,17 +117,17 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   }
   // A token past its expiry, a certificate no longer configured, a revoked key: refused.
   Principal bob =
-      *DecodePrincipal(EncodePrincipal(**auth.Authenticate("bearer " + token, "", now)));
+      *DecodePrincipal(EncodePrincipal(**auth.Authenticate("bearer " + token, "", "data", now)));
   EXPECT_EQ(auth.Reauthenticate(bob, now + 61'000'000).status().code(),
             absl::StatusCode::kUnauthenticated);
   Authenticator without_tokens(keys_.get(), nullptr, clients_);
   EXPECT_EQ(without_tokens.Reauthenticate(bob, now).status().code(),
             absl::StatusCode::kUnauthenticated);  // a stored token, tokens no longer configured
-  Principal cert = **auth.Authenticate("", "spiffe://acme/svc/batch", now);
+  Principal cert = **auth.Authenticate("", "spiffe://acme/svc/batch", "data", now);
   Authenticator without_clients(keys_.get(), jwt_.get(), {});
   EXPECT_EQ(without_clients.Reauthenticate(cert, now).status().code(),
             absl::StatusCode::kUnauthenticated);
-  Principal key = **auth.Authenticate("Bearer " + key_.text, "", now);
+  Principal key = **auth.Authenticate("Bearer " + key_.text, "", "data", now);
   ASSERT_TRUE(store_->RevokeKey(key_.id, now).ok());
   ASSERT_TRUE(keys_->Refresh().ok());
   EXPECT_EQ(auth.Reauthenticate(key, now).status().message(), "API key revoked");
