@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <ctime>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <thread>
 
 #include "common/strings.h"
@@ -138,6 +140,12 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
                          quiet +
                          " && openssl req -x509 -newkey rsa:2048 -nodes -days 1"
                          " -subj /CN=batch-service -keyout rogue.key -out rogue.pem" +
+                         quiet +
+                         " && openssl req -newkey rsa:2048 -nodes -subj /CN=key:0123456789ab"
+                         " -keyout posing.key -out posing.csr" +
+                         quiet +
+                         " && openssl x509 -req -in posing.csr -CA ca.pem -CAkey ca.key"
+                         " -CAcreateserial -days 1 -out posing.pem" +
                          quiet)
                             .c_str()),
             0);
@@ -158,6 +166,18 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
   EXPECT_EQ(curl("-H 'Authorization: Bearer " + key + "'"), "200");  // keys still work
   // Same subject, not signed by the trusted CA: the handshake fails, nothing is served.
   EXPECT_EQ(curl("--cert " + d + "/rogue.pem --key " + d + "/rogue.key"), "000");
+  // A trusted CA's certificate that no [[mtls_client]] lists, named like an API key's principal:
+  // refused, and its refusal recorded as the certificate's, never as that key's (found by
+  // review helper-59).
+  EXPECT_EQ(curl("--cert " + d + "/posing.pem --key " + d + "/posing.key"), "401");
+  std::string audit;
+  for (int i = 0; i < 100 && audit.find("key:0123456789ab") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the writer's batch delay
+    std::ifstream in(server.audit_log());
+    audit.assign(std::istreambuf_iterator<char>(in), {});
+  }
+  EXPECT_NE(audit.find(R"("principal":"mtls:key:0123456789ab")"), std::string::npos) << audit;
+  EXPECT_EQ(audit.find(R"("principal":"key:0123456789ab")"), std::string::npos);
 }
 
 TEST(IdentitiesTest, AClientCertificateNamedByItsUriSan) {
