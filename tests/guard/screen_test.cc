@@ -332,15 +332,13 @@ TEST(ScreenUrlTest, AUrlIsReadDecodedAndADataUrlsTextToo) {
       parted += little ? std::string{lo, hi} : std::string{hi, lo};
     };
     for (char c : std::string("4111 1111 1111 1111")) unit(c == ' ' ? 0x3000 : uint16_t(c));
-    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(parted))),
-              (V{"CREDIT_CARD"}))
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(parted))), (V{"CREDIT_CARD"}))
         << little;
     parted = cjk;
     unit(0x90ae);  // 邮
     for (char c : std::string("a@b.io")) unit(uint16_t(c));
     unit(0x3002);  // 。
-    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(parted))),
-              (V{"EMAIL_ADDRESS"}))
+    EXPECT_EQ(types(StrCat("data:text/plain;base64,", Base64Encode(parted))), (V{"EMAIL_ADDRESS"}))
         << little;
   }
   // Not base64 after all: read as written.
