@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -33,6 +34,7 @@ constexpr uint32_t kMaxHeaderBytes = 16 * 1024;
 constexpr size_t kMaxBufferBytes = 64 * 1024;
 constexpr size_t kReadBytes = 8 * 1024;
 constexpr int kMaxInterimReplies = 8;
+constexpr size_t kMaxSkippedLineEnds = 64;
 
 std::string Describe(const error_code& ec) {
   if (ec == http::error::body_limit) return "the reply is over max_response_bytes";
@@ -77,6 +79,7 @@ class ConnectionImpl final : public UpstreamConnection,
     awaiting_sink_ = false;
     max_body_bytes_ = max_body_bytes;
     interim_replies_ = 0;
+    skipped_line_ends_ = 0;
     write_error_ = {};
     timed_out_ = false;
     NewParser();
@@ -237,6 +240,10 @@ class ConnectionImpl final : public UpstreamConnection,
   void Pump() {
     error_code ec;
     for (;;) {
+      if (buffer_.size() > 0 && !parser_->got_some() && !SkipLineEnds()) {
+        ec = http::error::bad_line_ending;
+        break;
+      }
       if (buffer_.size() > 0) {
         const size_t used = parser_->put(buffer_.data(), ec);
         buffer_.consume(used);
@@ -259,6 +266,18 @@ class ConnectionImpl final : public UpstreamConnection,
       if (ec) break;
     }
     ((*this).*then_)(ec);
+  }
+
+  // Line ends before a reply's status line answer nothing: the end of a server's previous reply
+  // (one line end too many) that came after the next request went out. Skipped, as RFC 9112
+  // has servers skip them before a request line, up to kMaxSkippedLineEnds a call; false past
+  // that (a stream out of step, not a stray line end).
+  bool SkipLineEnds() {
+    const std::string_view held(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    const size_t ends = std::min(held.find_first_not_of("\r\n"), held.size());
+    skipped_line_ends_ += ends;
+    buffer_.consume(ends);
+    return skipped_line_ends_ <= kMaxSkippedLineEnds;
   }
 
   bool Reached() const {
@@ -463,8 +482,9 @@ class ConnectionImpl final : public UpstreamConnection,
   beast::flat_buffer buffer_{kMaxBufferBytes};
   int64_t max_body_bytes_ = 0;
   int interim_replies_ = 0;
-  error_code write_error_;  // the request's write failed; the answer may still be readable
-  bool timed_out_ = false;  // the call's deadline passed: the connection was closed for it
+  size_t skipped_line_ends_ = 0;  // before this call's reply (SkipLineEnds)
+  error_code write_error_;        // the request's write failed; the answer may still be readable
+  bool timed_out_ = false;        // the call's deadline passed: the connection was closed for it
   std::optional<ReplyParser> parser_;
   std::shared_ptr<const UpstreamRequest> request_;
   ReplyCallback done_;
