@@ -11,11 +11,13 @@
 #include <boost/beast/core.hpp>
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
 
+#include "common/strings.h"
 #include "http/server.h"
 #include "monitor/metrics.h"
 
@@ -75,8 +77,36 @@ struct Listener {
   monitor::Counter* accepted = nullptr;
   monitor::Gauge* open = nullptr;
 
+  // Failed TLS handshakes said on stderr, at most one line per kHandshakeLogInterval per listener
+  // (a scan must not flood the log), with how many were not said since.
+  struct HandshakeLog {
+    std::atomic<int64_t> last_ns{0};  // 0: never
+    std::atomic<int64_t> unsaid{0};
+  };
+  std::unique_ptr<HandshakeLog> handshake_log = std::make_unique<HandshakeLog>();
+
   void Reject(Core& core, std::string_view reason) const {
     if (core.stats.rejected) core.stats.rejected->Get({options.name, reason}).Increment();
+  }
+
+  // A TLS handshake that failed: counted (reason "tls_handshake"), and said with its peer and
+  // OpenSSL's reason (a certificate expired or from another CA, an old protocol), which neither
+  // the access log nor the audit log sees: no request was read.
+  void HandshakeFailed(Core& core, std::string_view remote, std::string_view why,
+                       int64_t now_ns) const {
+    Reject(core, "tls_handshake");
+    constexpr int64_t kHandshakeLogInterval = 10'000'000'000;
+    int64_t last = handshake_log->last_ns.load(std::memory_order_relaxed);
+    if ((last != 0 && now_ns - last < kHandshakeLogInterval) ||
+        !handshake_log->last_ns.compare_exchange_strong(last, now_ns)) {
+      handshake_log->unsaid.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    const int64_t unsaid = handshake_log->unsaid.exchange(0);
+    std::fprintf(
+        stderr, "pillar: listener '%s': TLS handshake from %.*s failed: %.*s%s\n",
+        options.name.c_str(), int(remote.size()), remote.data(), int(why.size()), why.data(),
+        unsaid > 0 ? StrCat(" (and ", unsaid, " more since the last such line)").c_str() : "");
   }
 };
 

@@ -142,7 +142,8 @@ class Session final : public ResponseSink,
           ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
             self->Disarm();
             if (ec) {
-              self->listener_.Reject(self->core_, "tls_handshake");
+              self->listener_.HandshakeFailed(self->core_, self->remote_, ec.message(),
+                                              SystemClock().MonotonicNanos());
               self->Close();
               return;
             }

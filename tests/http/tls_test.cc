@@ -13,6 +13,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -389,6 +390,33 @@ TEST_F(TlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
       EXPECT_NE(port.status().message().find("does not match"), std::string::npos) << port.status();
     }
   }
+}
+
+// Found by review helper-59: a failed handshake (an expired certificate, another CA's, an old
+// protocol) was only counted, never said: neither log sees a connection that sent no request.
+TEST_F(TlsTest, AFailedHandshakeIsSaidOnStderrAtAMeasuredRate) {
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  KeyPtr stranger_key = NewKey();
+  CertPtr stranger = Issue(stranger_key.get(), "client-1", nullptr, nullptr, 9);  // self-signed
+  ::testing::internal::CaptureStderr();
+  for (int i = 0; i < 3; ++i) {
+    CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+    ASSERT_EQ(SSL_CTX_use_certificate(ctx.get(), stranger.get()), 1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey(ctx.get(), stranger_key.get()), 1);
+    EXPECT_NE(Get(ctx.get(), *port).error, "");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's side of it
+  server.Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("pillar: listener 'data': TLS handshake from 127.0.0.1:"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("certificate"), std::string::npos) << said;
+  // One line for the three: the next comes ten seconds later at the earliest.
+  EXPECT_EQ(std::count(said.begin(), said.end(), '\n'), 1) << said;
 }
 
 TEST_F(TlsTest, APrivateKeyItsGroupOrOthersCanReadIsRefused) {
