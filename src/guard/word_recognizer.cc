@@ -114,16 +114,6 @@ constexpr TokenRule kTokenRules[] = {
     {"sk-", "openai_key", 40, kUnbounded, UrlAlphabet, 0.7, Glue::kNever},
 };
 
-// An AWS key id whose 16 characters are all letters (one key in 28 has no digit) with a suffix
-// after it reads as a name first ("ASIAPACIFICREGIONXYZ_X"): it counts as a key when a word
-// near it says so ("aws_access_key_id=AKIA..._prod"), the context's 0.4 lifting it past 0.5.
-constexpr double kNameLikeKeyScore = 0.35;
-
-bool NamesLikeAnAwsKey(const TokenRule& rule, std::string_view body) {
-  return rule.alphabet == AwsAlphabet &&
-         std::none_of(body.begin(), body.end(), [](char c) { return IsDigit(c); });
-}
-
 // A JWT: three base64url segments joined by '.', the first two JSON objects ("eyJ" is how
 // base64url spells '{"'); the signature may be empty (alg "none").
 size_t JwtEnd(std::string_view text, size_t i, RunMemo& memo) {
@@ -194,10 +184,7 @@ size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<F
       const bool suffix = end < text.size() && (text[end] == '-' || text[end] == '_');
       if (length >= rule.min_rest && length <= rule.max_rest &&
           (end >= text.size() || !IsBase64Url(text[end]) || suffix)) {
-        Add(out, EntityType::kSecret, i, end,
-            suffix && NamesLikeAnAwsKey(rule, text.substr(body, length)) ? kNameLikeKeyScore
-                                                                         : rule.score,
-            rule.kind);
+        Add(out, EntityType::kSecret, i, end, rule.score, rule.kind);
         return end;
       }
     }

@@ -217,13 +217,13 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
             (V{{"SECRET", "ghp_abcdefghijklmnopqrstuvwxyzABCDEF0123"}}));
   EXPECT_EQ(Find("task-abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMN"), V{});
   EXPECT_EQ(Find("Pneumonoultramicroscopicsilicovolcanoconiosis"), V{});
-  // An upper-case name that begins like an AWS key, is as long as one, and goes on with a
-  // suffix is a name: a key without a digit (one in 28) and with a suffix needs a word that says
-  // it is a key (found by review; the old false positive).
-  EXPECT_EQ(Find("region = ASIAPACIFICREGIONXYZ_X"), V{});
-  EXPECT_EQ(Find("AKIASTRATEGICPARTNER-EU is the team"), V{});
-  EXPECT_EQ(Find("aws_access_key_id=AKIAQWERTYUIOPASDFGH_prod"),
+  // A key id without a digit (one in 28) with a name's suffix or in italics is a key: an
+  // upper-case name shaped like one ("ASIAPACIFICREGIONXYZ_X") is masked with it, the lesser harm
+  // (review helper-60 found keys missed when such names were scored down).
+  EXPECT_EQ(Find("AKIAQWERTYUIOPASDFGH_prod"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
+  EXPECT_EQ(Find("the key is _AKIAQWERTYUIOPASDFGH_ now"),
             (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
+  EXPECT_EQ(Find("| ASIAQWERTYUIOPASDFGH- |"), (V{{"SECRET", "ASIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("AKIAQWERTYUIOPASDFGH"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("AKIAIOSFODNN7EXAMPLE_prod"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
   // A suffix after a token of a variable length, where its alphabet ended it; and after a fixed
