@@ -3,6 +3,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
+#include <cstring>
+#include <ctime>
 #include <optional>
 
 namespace pillar::http {
@@ -55,7 +58,94 @@ std::optional<int64_t> SecondsLeft(X509* cert) {
   return int64_t(days) * 86400 + seconds;
 }
 
+// Seconds from now to the earliest notAfter of the chain `ssl`'s client was verified with, its
+// leaf, intermediates and root: from the verified chain after a full handshake, from what the
+// session carries after a resumption (KeepChainEndInSessions); nullopt when neither is known.
+std::optional<int64_t> ChainSecondsLeft(SSL* ssl) {
+  SSL_SESSION* session = SSL_get_session(ssl);
+  if (SSL_session_reused(ssl) == 1) {
+    void* data = nullptr;
+    size_t size = 0;
+    int64_t end = 0;
+    if (session == nullptr || SSL_SESSION_get0_ticket_appdata(session, &data, &size) != 1 ||
+        size != sizeof end) {
+      return std::nullopt;
+    }
+    std::memcpy(&end, data, sizeof end);
+    return end - int64_t(std::time(nullptr));
+  }
+  STACK_OF(X509)* chain = SSL_get0_verified_chain(ssl);
+  if (chain == nullptr) return std::nullopt;
+  std::optional<int64_t> earliest;
+  for (int i = 0; i < sk_X509_num(chain); ++i) {
+    int days = 0, seconds = 0;
+    if (ASN1_TIME_diff(&days, &seconds, nullptr, X509_get0_notAfter(sk_X509_value(chain, i))) !=
+        1) {
+      return std::nullopt;
+    }
+    const int64_t left = int64_t(days) * 86400 + seconds;
+    earliest = earliest ? std::min(*earliest, left) : left;
+  }
+  return earliest;
+}
+
+// The chain's end as the session keeps it (ticket application data, which tickets carry):
+// written once, after the full handshake that verified the chain.
+void NoteChainEnd(SSL* ssl) {
+  SSL_SESSION* session = SSL_get_session(ssl);
+  if (session == nullptr || SSL_session_reused(ssl) == 1) return;
+  void* data = nullptr;
+  size_t size = 0;
+  if (SSL_SESSION_get0_ticket_appdata(session, &data, &size) == 1 && size == sizeof(int64_t)) {
+    return;
+  }
+  const std::optional<int64_t> left = ChainSecondsLeft(ssl);
+  if (!left) return;
+  const int64_t end = int64_t(std::time(nullptr)) + *left;
+  SSL_SESSION_set1_ticket_appdata(session, &end, sizeof end);
+}
+
+int OnTicketMade(SSL* ssl, void* /*arg*/) {
+  NoteChainEnd(ssl);
+  return 1;
+}
+
+// A ticket whose chain has ended since is not resumed: the client makes a full handshake, whose
+// verification refuses the chain. Other statuses as OpenSSL decides them without a callback.
+SSL_TICKET_RETURN OnTicketRead(SSL* /*ssl*/, SSL_SESSION* session,
+                               const unsigned char* /*key_name*/, size_t /*key_name_size*/,
+                               SSL_TICKET_STATUS status, void* /*arg*/) {
+  switch (status) {
+    case SSL_TICKET_SUCCESS:
+    case SSL_TICKET_SUCCESS_RENEW: {
+      void* data = nullptr;
+      size_t size = 0;
+      int64_t end = 0;
+      if (SSL_SESSION_get0_ticket_appdata(session, &data, &size) == 1 && size == sizeof end) {
+        std::memcpy(&end, data, sizeof end);
+        if (end <= int64_t(std::time(nullptr))) return SSL_TICKET_RETURN_IGNORE_RENEW;
+      }
+      return status == SSL_TICKET_SUCCESS ? SSL_TICKET_RETURN_USE : SSL_TICKET_RETURN_USE_RENEW;
+    }
+    case SSL_TICKET_EMPTY:
+    case SSL_TICKET_NO_DECRYPT:
+      return SSL_TICKET_RETURN_IGNORE_RENEW;
+    case SSL_TICKET_NONE:
+      return SSL_TICKET_RETURN_IGNORE;
+    default:
+      return SSL_TICKET_RETURN_ABORT;
+  }
+}
+
+// Past this, a validity is "no end" (RFC 5280's 99991231235959Z): nanoseconds from now would
+// overflow (found by review helper-60: certificates valid past 2318 named nobody).
+constexpr int64_t kLongestValiditySeconds = int64_t(100) * 366 * 86400;
+
 }  // namespace
+
+bool KeepChainEndInSessions(SSL_CTX* context) {
+  return SSL_CTX_set_session_ticket_cb(context, OnTicketMade, OnTicketRead, nullptr) == 1;
+}
 
 PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   X509* cert = SSL_get0_peer_certificate(ssl);
@@ -64,8 +154,15 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return {};
   // The handshake checked the dates, but a resumed session does not verify again (found by
   // review helper-59: a certificate past its end kept its identity through resumptions).
-  const std::optional<int64_t> left = SecondsLeft(cert);
+  // Nor are its intermediates' and root's dates (found by review helper-60): their earliest end,
+  // kept in the session from the full handshake, bounds it too.
+  NoteChainEnd(ssl);  // for a resumption by session id, which no ticket carried
+  std::optional<int64_t> left = SecondsLeft(cert);
+  if (const std::optional<int64_t> chain = ChainSecondsLeft(ssl); left && chain) {
+    left = std::min(*left, *chain);
+  }
   if (!left || *left <= 0) return {};
+  left = std::min(*left, kLongestValiditySeconds);
   std::string identity;
   switch (which) {
     case ListenerOptions::ClientIdentity::kSubjectCn:

@@ -9,6 +9,7 @@
 #include "http/server.h"
 
 typedef struct ssl_st SSL;
+typedef struct ssl_ctx_st SSL_CTX;
 
 namespace pillar::http {
 
@@ -20,6 +21,11 @@ struct PeerCertificate {
   // resumed session or a kept-alive connection names nobody past it.
   int64_t valid_for_ns = 0;
 };
+
+// Has the sessions of a listener's context carry the end of the chain their client was verified
+// with (the earliest notAfter of its leaf, intermediates and root) in their tickets, and resumes
+// none past it: a resumption verifies nothing again. False when OpenSSL refuses the callbacks.
+bool KeepChainEndInSessions(SSL_CTX* context);
 
 // Read once per connection, after its handshake, resumed or not: a resumed session carries the
 // certificate it was verified with, whose dates are checked again here.

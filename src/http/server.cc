@@ -12,6 +12,7 @@
 #include "common/crypto.h"
 #include "common/event_loop.h"
 #include "common/files.h"
+#include "http/peer_identity.h"
 #include "http/session.h"
 
 namespace pillar::http {
@@ -260,6 +261,10 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
         mode |= ssl::verify_fail_if_no_peer_cert;
       }
       context->set_verify_mode(mode);
+      if (!KeepChainEndInSessions(context->native_handle())) {
+        return absl::InternalError(
+            StrCat("listener '", options.name, "': cannot set the TLS ticket callbacks"));
+      }
     }
   } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
     return absl::InvalidArgumentError(

@@ -59,7 +59,7 @@ void AddExtension(X509* cert, X509* issuer, int nid, const char* value) {
 // A certificate for `key` named `cn`, signed by `issuer` (self-signed when null), valid from a
 // minute ago for `valid_s` seconds.
 CertPtr Issue(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key, long serial,
-              long valid_s = 3600, const char* second_cn = nullptr) {
+              long valid_s = 3600, const char* second_cn = nullptr, bool ca = false) {
   CertPtr cert(X509_new(), X509_free);
   X509_set_version(cert.get(), 2);
   ASN1_INTEGER_set(X509_get_serialNumber(cert.get()), serial);
@@ -74,7 +74,7 @@ CertPtr Issue(EVP_PKEY* key, const char* cn, X509* issuer, EVP_PKEY* issuer_key,
   }
   X509* signer = issuer != nullptr ? issuer : cert.get();
   X509_set_issuer_name(cert.get(), X509_get_subject_name(signer));
-  if (issuer == nullptr) {
+  if (issuer == nullptr || ca) {
     AddExtension(cert.get(), signer, NID_basic_constraints, "critical,CA:TRUE");
     AddExtension(cert.get(), signer, NID_key_usage, "critical,keyCertSign,cRLSign");
   } else {
@@ -321,15 +321,72 @@ TEST_F(TlsTest, AnExpiredClientCertificateNamesNobody) {
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(3100));
   for (Client& client : clients) {
+    // Its ticket is not resumed (the chain it carries has ended): the full handshake that
+    // follows refuses the certificate.
     Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
-    ASSERT_EQ(resumed.error, "");
-    EXPECT_TRUE(resumed.reused);
-    EXPECT_EQ(resumed.status, 200);
-    EXPECT_EQ(resumed.body, "");
+    EXPECT_FALSE(resumed.reused);
+    EXPECT_NE(resumed.error, "");
     EXPECT_EQ(client.kept->Get(), "");
     // A new handshake with it fails: the certificate no longer verifies.
     EXPECT_NE(Get(client.ctx.get(), *port).error, "");
   }
+  server.Stop();
+}
+
+// Found by review helper-60: only the leaf's end was checked again, so a session verified through
+// an intermediate CA that has ended since still named its client, resumed or kept alive.
+TEST_F(TlsTest, AChainThatEndedNamesNobody) {
+  KeyPtr intermediate_key = NewKey();
+  CertPtr intermediate = Issue(intermediate_key.get(), "pillar test intermediate", ca_.get(),
+                               ca_key_.get(), 6, 2, nullptr, /*ca=*/true);
+  client_cert_ =
+      Issue(client_key_.get(), "client-1", intermediate.get(), intermediate_key.get(), 7);
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  struct Client {
+    CtxPtr ctx;
+    Exchange first;
+    std::unique_ptr<KeptAlive> kept;
+  };
+  std::vector<Client> clients;
+  for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    Client& client = clients.emplace_back(Client{ClientContext(version), {}, nullptr});
+    ASSERT_EQ(SSL_CTX_add1_chain_cert(client.ctx.get(), intermediate.get()), 1);
+    client.first = Get(client.ctx.get(), *port);
+    ASSERT_EQ(client.first.error, "");
+    EXPECT_EQ(client.first.body, "client-1");
+    client.kept = std::make_unique<KeptAlive>(client.ctx.get(), *port);
+    EXPECT_EQ(client.kept->Get(), "client-1");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(3100));
+  for (Client& client : clients) {
+    // The ticket is not resumed: the full handshake that follows refuses the chain.
+    Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
+    EXPECT_FALSE(resumed.reused);
+    EXPECT_NE(resumed.error, "");
+    EXPECT_EQ(client.kept->Get(), "");
+  }
+  server.Stop();
+}
+
+// Found by review helper-60: a certificate valid past 2318 (nanoseconds from now overflowed)
+// or with RFC 5280's "no end" (99991231235959Z) named nobody.
+TEST_F(TlsTest, ACertificateWithoutAnEndNamesItsClient) {
+  client_cert_ = Issue(client_key_.get(), "client-1", ca_.get(), ca_key_.get(), 8);
+  ASSERT_EQ(ASN1_TIME_set_string(X509_getm_notAfter(client_cert_.get()), "99991231235959Z"), 1);
+  ASSERT_GT(X509_sign(client_cert_.get(), ca_key_.get(), EVP_sha256()), 0);
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  KeptAlive kept(ctx.get(), *port);
+  EXPECT_EQ(kept.Get(), "client-1");
+  EXPECT_EQ(kept.Get(), "client-1");
   server.Stop();
 }
 
