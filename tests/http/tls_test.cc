@@ -375,6 +375,10 @@ TEST_F(TlsTest, AChainThatEndedNamesNobody) {
 // Found by review helper-60: a certificate valid past 2318 (nanoseconds from now overflowed)
 // or with RFC 5280's "no end" (99991231235959Z) named nobody.
 TEST_F(TlsTest, ACertificateWithoutAnEndNamesItsClient) {
+  // The CA too: the chain's earliest end bounds the identity.
+  ASSERT_EQ(ASN1_TIME_set_string(X509_getm_notAfter(ca_.get()), "99991231235959Z"), 1);
+  ASSERT_GT(X509_sign(ca_.get(), ca_key_.get(), EVP_sha256()), 0);
+  WritePem(options_.client_ca, ca_.get(), nullptr, 0644);
   client_cert_ = Issue(client_key_.get(), "client-1", ca_.get(), ca_key_.get(), 8);
   ASSERT_EQ(ASN1_TIME_set_string(X509_getm_notAfter(client_cert_.get()), "99991231235959Z"), 1);
   ASSERT_GT(X509_sign(client_cert_.get(), ca_key_.get(), EVP_sha256()), 0);
