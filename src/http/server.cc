@@ -34,6 +34,9 @@ constexpr std::chrono::milliseconds kAcceptPause{100};
 // A PEM private key, even RSA 16384 with its chain of comments, is far below this.
 constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
 
+// OpenSSL's pass phrase callback for keys: none is ever given (no terminal is asked).
+int NoPassPhrase(char* /*buffer*/, int /*size*/, int /*writing*/, void* /*arg*/) { return 0; }
+
 // The private key is read by ReadSecretFile, which refuses a file its group or others may read
 // (as ssh refuses such a key), and OpenSSL loads the bytes read just after that check instead
 // of opening the path again on its own.
@@ -43,9 +46,18 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
     return absl::Status(pem.status().code(), StrCat("listener '", options.name,
                                                     "': tls_private_key ", pem.status().message()));
   }
+  // An encrypted key would have OpenSSL ask for its pass phrase on the terminal, and start-up
+  // wait there for nobody (found by review helper-60): refused, saying why.
+  const bool encrypted = pem->find("ENCRYPTED") != std::string::npos;
+  SSL_CTX_set_default_passwd_cb(context.native_handle(), NoPassPhrase);
   beast::error_code ec;
-  context.use_private_key(net::buffer(*pem), ssl::context::pem, ec);
+  if (!encrypted) context.use_private_key(net::buffer(*pem), ssl::context::pem, ec);
   OPENSSL_cleanse(pem->data(), pem->size());
+  if (encrypted) {
+    return absl::InvalidArgumentError(
+        StrCat("listener '", options.name, "': tls_private_key ", options.tls_private_key,
+               " is encrypted: pillar reads unencrypted keys, kept secret by their mode (0600)"));
+  }
   if (ec) {
     return absl::InvalidArgumentError(StrCat("listener '", options.name, "': tls_private_key ",
                                              options.tls_private_key, ": ", ec.message()));

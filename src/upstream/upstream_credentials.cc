@@ -60,8 +60,17 @@ namespace asio = boost::asio;
     if (!pem.ok()) {
       return absl::FailedPreconditionError(StrCat("[remote] client_key: ", pem.status().message()));
     }
-    tls->use_private_key(asio::buffer(*pem), asio::ssl::context::pem, ec);
+    // An encrypted key would have OpenSSL ask for its pass phrase on the terminal (found by
+    // review helper-60: start-up waited there).
+    const bool encrypted = pem->find("ENCRYPTED") != std::string::npos;
+    SSL_CTX_set_default_passwd_cb(tls->native_handle(), [](char*, int, int, void*) { return 0; });
+    if (!encrypted) tls->use_private_key(asio::buffer(*pem), asio::ssl::context::pem, ec);
     WipeString(*pem);
+    if (encrypted) {
+      return absl::FailedPreconditionError(
+          StrCat("[remote] client_key ", remote.client_key,
+                 " is encrypted: pillar reads unencrypted keys, kept secret by their mode (0600)"));
+    }
     if (ec || SSL_CTX_check_private_key(tls->native_handle()) != 1) {
       ERR_clear_error();
       return absl::FailedPreconditionError(StrCat(

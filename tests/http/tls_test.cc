@@ -498,6 +498,23 @@ TEST_F(TlsTest, APrivateKeyItsGroupOrOthersCanReadIsRefused) {
   EXPECT_TRUE(port.ok()) << port.status();
 }
 
+// Found by review helper-60: OpenSSL asked for an encrypted key's pass phrase on the terminal,
+// and start-up waited there.
+TEST_F(TlsTest, AnEncryptedPrivateKeyIsRefusedSayingSo) {
+  BIO* bio = BIO_new_file(options_.tls_private_key.c_str(), "w");
+  ASSERT_NE(bio, nullptr);
+  static char kPass[] = "secret";
+  ASSERT_EQ(PEM_write_bio_PrivateKey(bio, server_key_.get(), EVP_aes_256_cbc(),
+                                     reinterpret_cast<unsigned char*>(kPass), 6, nullptr, nullptr),
+            1);
+  BIO_free(bio);
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+  ASSERT_FALSE(port.ok());
+  EXPECT_NE(port.status().message().find("is encrypted"), std::string::npos) << port.status();
+}
+
 TEST_F(TlsTest, AMissingOrMalformedPrivateKeyNamesTheFile) {
   WhoAmI handler;
   HttpServer server(Limits{}, handler, nullptr, 1);

@@ -53,6 +53,18 @@ TEST_F(UpstreamCredentialsTest, AClientKeyOthersCanReadIsRefused) {
   }
 }
 
+// Found by review helper-60: OpenSSL asked for the pass phrase on the terminal.
+TEST_F(UpstreamCredentialsTest, AnEncryptedClientKeyIsRefusedSayingSo) {
+  const std::string command = "openssl pkey -in " + Path("client.key") + " -aes256 -passout " +
+                              "pass:secret -out " + Path("locked.key") + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(command.c_str()), 0);
+  ASSERT_EQ(::chmod(Path("locked.key").c_str(), 0600), 0);
+  remote_.client_key = Path("locked.key");
+  absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> tls = MakeTlsContext(remote_);
+  ASSERT_FALSE(tls.ok());
+  EXPECT_NE(tls.status().message().find("is encrypted"), std::string::npos) << tls.status();
+}
+
 TEST_F(UpstreamCredentialsTest, AKeyThatIsNotTheCertificatesIsRefused) {
   remote_.client_key = Path("other.key");
   absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> tls = MakeTlsContext(remote_);
