@@ -221,8 +221,7 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
   // upper-case name shaped like one ("ASIAPACIFICREGIONXYZ_X") is masked with it, the lesser harm
   // (review helper-60 found keys missed when such names were scored down).
   EXPECT_EQ(Find("AKIAQWERTYUIOPASDFGH_prod"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
-  EXPECT_EQ(Find("the key is _AKIAQWERTYUIOPASDFGH_ now"),
-            (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
+  EXPECT_EQ(Find("the key is _AKIAQWERTYUIOPASDFGH_ now"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("| ASIAQWERTYUIOPASDFGH- |"), (V{{"SECRET", "ASIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("AKIAQWERTYUIOPASDFGH"), (V{{"SECRET", "AKIAQWERTYUIOPASDFGH"}}));
   EXPECT_EQ(Find("AKIAIOSFODNN7EXAMPLE_prod"), (V{{"SECRET", "AKIAIOSFODNN7EXAMPLE"}}));
