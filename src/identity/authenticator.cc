@@ -33,7 +33,8 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Authenticate(
                                  listener) != it->second.listeners.end());
     if (!here) {
       return absl::UnauthenticatedError(StrCat("client certificate '", peer_identity.substr(0, 256),
-                                               "' is not a known client on this listener"));
+                                               "' is not a known client on listener '",
+                                               listener.substr(0, 64), "'"));
     }
     return it->second.principal;
   }

@@ -85,7 +85,7 @@ TEST_F(AuthenticatorTest, ABadCredentialNeverFallsBackToTheCertificate) {
                                "spiffe://acme/svc/batch", "data", now);
   EXPECT_EQ(who.status().code(), absl::StatusCode::kUnauthenticated);
   EXPECT_EQ(auth.Authenticate("", "spiffe://other", "data", now).status().message(),
-            "client certificate 'spiffe://other' is not a known client on this listener");
+            "client certificate 'spiffe://other' is not a known client on listener 'data'");
   EXPECT_EQ(auth.Authenticate("", "", "data", now).status().message(),
             "missing Authorization header");
   // Without a JWT verifier, a token is just a malformed key.
