@@ -63,6 +63,7 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->body = std::move(request.body);
   ex->remote = std::move(request.remote);
   ex->peer_identity = std::move(request.peer_identity);
+  ex->peer_unnamed = request.peer_unnamed;
   ex->model_name = std::string(request.Param("model"));
   ex->model_version = std::string(request.Param("version"));
   ex->start_ns = request.received_ns;

@@ -34,6 +34,9 @@ struct Request {
   // The verified client certificate's identity (per the listener's client_identity), when the
   // listener asks for client certificates and the client sent a valid one; else empty.
   std::string peer_identity;
+  // A verified client certificate came that names nobody: two names of the kind the listener
+  // reads, or past the end of its chain (peer_identity is then empty).
+  bool peer_unnamed = false;
   const Route* route = nullptr;
   // Captured path parameters, in pattern order, e.g. {"model", "digits"}.
   std::vector<std::pair<std::string_view, std::string>> params;

@@ -152,6 +152,8 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   // With verify_peer, a certificate that failed verification ends the handshake; checking the
   // result again keeps that true even if the verify mode changes.
   if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return {};
+  PeerCertificate unnamed;
+  unnamed.verified = true;
   // The handshake checked the dates, but a resumed session does not verify again (found by
   // review helper-59: a certificate past its end kept its identity through resumptions).
   // Nor are its intermediates' and root's dates (found by review helper-60): their earliest end,
@@ -161,7 +163,7 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   if (const std::optional<int64_t> chain = ChainSecondsLeft(ssl); left && chain) {
     left = std::min(*left, *chain);
   }
-  if (!left || *left <= 0) return {};
+  if (!left || *left <= 0) return unnamed;
   left = std::min(*left, kLongestValiditySeconds);
   std::string identity;
   switch (which) {
@@ -177,10 +179,10 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   }
   // Identities become principal ids and log fields: refuse control characters outright.
   for (char c : identity) {
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return {};
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return unnamed;
   }
-  if (identity.empty()) return {};
-  return {std::move(identity), *left * 1'000'000'000};
+  if (identity.empty()) return unnamed;
+  return {std::move(identity), *left * 1'000'000'000, true};
 }
 
 }  // namespace pillar::http

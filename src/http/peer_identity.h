@@ -20,6 +20,8 @@ struct PeerCertificate {
   // How long from now the certificate stays valid (its notAfter), when `identity` is set: a
   // resumed session or a kept-alive connection names nobody past it.
   int64_t valid_for_ns = 0;
+  // The client sent a certificate that verified (identity may still be empty).
+  bool verified = false;
 };
 
 // Has the sessions of a listener's context carry the end of the chain their client was verified

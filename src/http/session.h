@@ -150,6 +150,7 @@ class Session final : public ResponseSink,
             PeerCertificate peer = PeerIdentity(self->stream_.native_handle(),
                                                 self->listener_.options.client_identity);
             self->peer_identity_ = std::move(peer.identity);
+            self->peer_verified_ = peer.verified;
             self->peer_valid_until_ns_ = SystemClock().MonotonicNanos() + peer.valid_for_ns;
             self->WaitForRequest();
           });
@@ -447,6 +448,7 @@ class Session final : public ResponseSink,
     request.received_ns = SystemClock().MonotonicNanos();
     // A connection kept alive past its certificate's end names nobody from then on.
     if (request.received_ns < peer_valid_until_ns_) request.peer_identity = peer_identity_;
+    request.peer_unnamed = peer_verified_ && request.peer_identity.empty();
     ReadPillarHeaders(message, request);
     keep_alive_ = message.keep_alive();
     http10_ = message.version() == 10;
@@ -704,6 +706,7 @@ class Session final : public ResponseSink,
   std::string remote_;
   std::string peer_identity_;        // from the client certificate, fixed for the connection
   int64_t peer_valid_until_ns_ = 0;  // monotonic: the certificate's notAfter
+  bool peer_verified_ = false;       // a certificate came and verified (named or not)
   std::string extra_header_;
 };
 

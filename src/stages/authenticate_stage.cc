@@ -15,6 +15,13 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
       ex.job_run && ex.principal != nullptr
           ? authenticator_.Reauthenticate(*ex.principal, now_us)
           : authenticator_.Authenticate(ex.authorization, ex.peer_identity, ex.listener, now_us);
+  if (!who.ok() && ex.peer_unnamed && ex.authorization.empty() && !ex.job_run) {
+    // Not "missing Authorization header": a certificate came, and verified, but names nobody
+    // (review helper-60: such refusals were recorded as if nothing had been presented).
+    who = absl::UnauthenticatedError(
+        "the client certificate names nobody: more than one name of the kind this listener "
+        "reads, or past the end of its chain");
+  }
   if (!who.ok()) {
     const std::string reason(who.status().message());
     // The path as the client sent it, which may hold anything: what the guard's recognizers

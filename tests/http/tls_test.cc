@@ -105,6 +105,7 @@ class WhoAmI : public Handler {
     Response response;
     response.content_type = "text/plain";
     response.body = request.peer_identity;
+    if (request.peer_unnamed) response.body = "<unnamed>";
     sink->Send(std::move(response));
   }
 };
@@ -326,7 +327,7 @@ TEST_F(TlsTest, AnExpiredClientCertificateNamesNobody) {
     Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
     EXPECT_FALSE(resumed.reused);
     EXPECT_NE(resumed.error, "");
-    EXPECT_EQ(client.kept->Get(), "");
+    EXPECT_EQ(client.kept->Get(), "<unnamed>");
     // A new handshake with it fails: the certificate no longer verifies.
     EXPECT_NE(Get(client.ctx.get(), *port).error, "");
   }
@@ -367,7 +368,7 @@ TEST_F(TlsTest, AChainThatEndedNamesNobody) {
     Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
     EXPECT_FALSE(resumed.reused);
     EXPECT_NE(resumed.error, "");
-    EXPECT_EQ(client.kept->Get(), "");
+    EXPECT_EQ(client.kept->Get(), "<unnamed>");
   }
   server.Stop();
 }
@@ -407,7 +408,7 @@ TEST_F(TlsTest, ACertificateWithTwoCommonNamesNamesNobody) {
   Exchange exchange = Get(ctx.get(), *port);
   ASSERT_EQ(exchange.error, "");
   EXPECT_EQ(exchange.status, 200);
-  EXPECT_EQ(exchange.body, "");
+  EXPECT_EQ(exchange.body, "<unnamed>");  // a certificate came, and names nobody
   server.Stop();
 }
 

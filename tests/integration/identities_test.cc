@@ -146,6 +146,12 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
                          quiet +
                          " && openssl x509 -req -in posing.csr -CA ca.pem -CAkey ca.key"
                          " -CAcreateserial -days 1 -out posing.pem" +
+                         quiet +
+                         " && openssl req -newkey rsa:2048 -nodes"
+                         " -subj /CN=batch-service/CN=nobody -keyout twice.key -out twice.csr" +
+                         quiet +
+                         " && openssl x509 -req -in twice.csr -CA ca.pem -CAkey ca.key"
+                         " -CAcreateserial -days 1 -out twice.pem" +
                          quiet)
                             .c_str()),
             0);
@@ -178,6 +184,11 @@ TEST(IdentitiesTest, ClientCertificatesOnAMutualTlsListener) {
   }
   EXPECT_NE(audit.find(R"("principal":"mtls:key:0123456789ab")"), std::string::npos) << audit;
   EXPECT_EQ(audit.find(R"("principal":"key:0123456789ab")"), std::string::npos);
+  // Two common names: the certificate names nobody, and the refusal says so (review helper-60:
+  // it read "missing Authorization header").
+  const std::string twice = Shell("curl -sk --max-time 10 --cert " + d + "/twice.pem --key " + d +
+                                  "/twice.key " + url + "/v2/models/digits");
+  EXPECT_NE(twice.find("names nobody"), std::string::npos) << twice;
 }
 
 TEST(IdentitiesTest, AClientCertificateNamedByItsUriSan) {
