@@ -59,6 +59,9 @@ struct Rule {
   std::vector<std::string> actions;    // "*": every action
   std::vector<std::string> resources;  // glob patterns
   std::vector<Condition> conditions;   // all must hold
+  // Decision::Explain's text for a decision by this rule ("allowed by rule 'x' (file:12)"),
+  // written once with the policy: every allowed request's audit record carries it.
+  std::string allowed_by, denied_by;
 };
 
 // A limit on requests (R-SEC-8). Counted per key, per tenant or per model; applied to the
