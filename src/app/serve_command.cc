@@ -302,35 +302,40 @@ int64_t Drain(RequestHandler& handler, http::HttpServer& server, jobs::JobQueue&
   return abandoned;
 }
 
-// A connection holds a descriptor, and each of the two listeners (data, admin) admits
-// max_connections (10,000 by default), but the soft limit on descriptors is often 1,024 while the
-// hard one is far higher. The soft limit is raised to the hard one, as Go's runtime and most
-// servers do. A quarter of it (at least 64), and four per event loop, are kept for pillar's own
-// files (models, logs, state, upstream pools), and max_connections is lowered, saying so, until
-// both listeners fit in the rest. Otherwise clients holding connections could exhaust the
-// descriptors, and every file pillar opens would fail while they held them (the model store's scan
-// and the signature checks among them).
-size_t ConnectionsWithinOpenFileLimit(size_t max_connections, int threads) {
-  constexpr size_t kListeners = 2;
+// Raises the soft limit on descriptors to the hard one, as Go's runtime and most servers do (the
+// soft one is often 1,024 while the hard one is far higher); returns the limit then in force
+// (RLIM_INFINITY when there is none, or when it cannot be read).
+rlim_t RaiseOpenFileLimit() {
   rlimit limit{};
-  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return max_connections;
+  if (::getrlimit(RLIMIT_NOFILE, &limit) != 0) return RLIM_INFINITY;
   if (limit.rlim_cur < limit.rlim_max) {
     rlimit raised = limit;
     raised.rlim_cur = limit.rlim_max;
     if (::setrlimit(RLIMIT_NOFILE, &raised) == 0) limit = raised;
   }
-  if (limit.rlim_cur == RLIM_INFINITY) return max_connections;
+  return limit.rlim_cur;
+}
+
+// A connection holds a descriptor, and each of the two listeners (data, admin) admits
+// max_connections (10,000 by default). A quarter of `open_files` (at least 64), and four per
+// event loop, are kept for pillar's own files (models, logs, state, upstream pools), and
+// max_connections is lowered, saying so, until both listeners fit in the rest. Otherwise clients
+// holding connections could exhaust the descriptors, and every file pillar opens would fail while
+// they held them (the model store's scan and the signature checks among them).
+size_t ConnectionsWithin(rlim_t open_files, size_t max_connections, int threads) {
+  constexpr size_t kListeners = 2;
+  if (open_files == RLIM_INFINITY) return max_connections;
   // Each event loop holds an epoll, an eventfd and a timer of its own (review helper-56: 24
   // threads filled the quarter of a limit of 256).
-  const rlim_t own = std::max<rlim_t>(64, limit.rlim_cur / 4) + 4 * rlim_t(std::max(threads, 1));
+  const rlim_t own = std::max<rlim_t>(64, open_files / 4) + 4 * rlim_t(std::max(threads, 1));
   const size_t fits =
-      limit.rlim_cur > own ? std::max<size_t>(1, size_t(limit.rlim_cur - own) / kListeners) : 1;
+      open_files > own ? std::max<size_t>(1, size_t(open_files - own) / kListeners) : 1;
   if (fits >= max_connections) return max_connections;
   std::fprintf(stderr,
                "pillar: max_connections lowered from %zu to %zu on each listener: the open-file "
                "limit is %llu, and %llu are kept for pillar's own files (raise `ulimit -n`, or "
                "LimitNOFILE= in a systemd unit)\n",
-               max_connections, fits, static_cast<unsigned long long>(limit.rlim_cur),
+               max_connections, fits, static_cast<unsigned long long>(open_files),
                static_cast<unsigned long long>(own));
   return fits;
 }
@@ -350,8 +355,9 @@ int RunServe(const ServeOptions& options) {
   if (!config.ok()) return Fail("serve", config.status());
   sigset_t signals;
   if (absl::Status s = BlockStopSignals(signals); !s.ok()) return Fail("serve", s);
-  config->limits.max_connections = ConnectionsWithinOpenFileLimit(
-      config->limits.max_connections, config->threads > 0 ? config->threads : ThreadsPerCore());
+  config->limits.max_connections =
+      ConnectionsWithin(RaiseOpenFileLimit(), config->limits.max_connections,
+                        config->threads > 0 ? config->threads : ThreadsPerCore());
   absl::StatusOr<std::unique_ptr<state::StateStore>> store =
       state::OpenSqliteStateStore(config->state_path);
   if (!store.ok()) return Fail("serve", store.status());
