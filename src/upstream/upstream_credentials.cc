@@ -1,10 +1,10 @@
 #include "upstream/upstream_credentials.h"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include "common/files.h"
 #include "common/strings.h"
+#include "common/tls_keys.h"
 
 namespace pillar::upstream {
 
@@ -37,7 +37,7 @@ namespace asio = boost::asio;
                    asio::ssl::context::no_sslv3 | asio::ssl::context::no_tlsv1 |
                    asio::ssl::context::no_tlsv1_1);
   // The listeners' policy (http/server.cc): TLS 1.2 suites with forward secrecy and AEAD only.
-  if (SSL_CTX_set_cipher_list(tls->native_handle(), "ECDHE+AESGCM:ECDHE+CHACHA20") != 1) {
+  if (SSL_CTX_set_cipher_list(tls->native_handle(), kTls12Suites) != 1) {
     return absl::InternalError("cannot set the TLS suites");
   }
   boost::system::error_code ec;
@@ -60,22 +60,11 @@ namespace asio = boost::asio;
     if (!pem.ok()) {
       return absl::FailedPreconditionError(StrCat("[remote] client_key: ", pem.status().message()));
     }
-    // An encrypted key would have OpenSSL ask for its pass phrase on the terminal (found by
-    // review helper-60: start-up waited there).
-    const bool encrypted = pem->find("ENCRYPTED") != std::string::npos;
-    SSL_CTX_set_default_passwd_cb(tls->native_handle(), [](char*, int, int, void*) { return 0; });
-    if (!encrypted) tls->use_private_key(asio::buffer(*pem), asio::ssl::context::pem, ec);
+    const absl::Status loaded = UsePrivateKeyPem(tls->native_handle(), *pem);
     WipeString(*pem);
-    if (encrypted) {
+    if (!loaded.ok()) {
       return absl::FailedPreconditionError(
-          StrCat("[remote] client_key ", remote.client_key,
-                 " is encrypted: pillar reads unencrypted keys, kept secret by their mode (0600)"));
-    }
-    if (ec || SSL_CTX_check_private_key(tls->native_handle()) != 1) {
-      ERR_clear_error();
-      return absl::FailedPreconditionError(StrCat(
-          "[remote] client_key ", remote.client_key, " is not the key of client_certificate ",
-          remote.client_certificate, ec ? StrCat(": ", ec.message()) : std::string()));
+          StrCat("[remote] client_key ", remote.client_key, " ", loaded.message()));
     }
   }
   return tls;
