@@ -47,66 +47,53 @@ std::string CommonName(X509* cert) {
   return out;
 }
 
-// Seconds from now to the certificate's notAfter (negative once past it); nullopt when it is not
-// valid yet or its dates do not parse.
-std::optional<int64_t> SecondsLeft(X509* cert) {
-  if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0) return std::nullopt;
+int64_t Now() { return int64_t(std::time(nullptr)); }
+
+// Unix seconds of `time`; nullopt when it does not parse.
+std::optional<int64_t> UnixSeconds(const ASN1_TIME* time) {
   int days = 0, seconds = 0;
-  if (ASN1_TIME_diff(&days, &seconds, nullptr, X509_get0_notAfter(cert)) != 1) {
-    return std::nullopt;
-  }
-  return int64_t(days) * 86400 + seconds;
+  if (ASN1_TIME_diff(&days, &seconds, nullptr, time) != 1) return std::nullopt;
+  return Now() + int64_t(days) * 86400 + seconds;
 }
 
-// Seconds from now to the earliest notAfter of the chain `ssl`'s client was verified with, its
-// leaf, intermediates and root: from the verified chain after a full handshake, from what the
-// session carries after a resumption (KeepChainEndInSessions); nullopt when neither is known.
-std::optional<int64_t> ChainSecondsLeft(SSL* ssl) {
-  SSL_SESSION* session = SSL_get_session(ssl);
-  if (SSL_session_reused(ssl) == 1) {
-    void* data = nullptr;
-    size_t size = 0;
-    int64_t end = 0;
-    if (session == nullptr || SSL_SESSION_get0_ticket_appdata(session, &data, &size) != 1 ||
-        size != sizeof end) {
-      return std::nullopt;
-    }
-    std::memcpy(&end, data, sizeof end);
-    return end - int64_t(std::time(nullptr));
+// The end of the chain a session's client was verified with, as the session keeps it (its
+// ticket's application data, which tickets carry); nullopt when it keeps none.
+std::optional<int64_t> KeptChainEnd(SSL_SESSION* session) {
+  void* data = nullptr;
+  size_t size = 0;
+  int64_t end = 0;
+  if (session == nullptr || SSL_SESSION_get0_ticket_appdata(session, &data, &size) != 1 ||
+      size != sizeof end) {
+    return std::nullopt;
   }
+  std::memcpy(&end, data, sizeof end);
+  return end;
+}
+
+// The earliest notAfter (unix seconds) of the chain `ssl`'s client was verified with, its leaf,
+// intermediates and root: kept in the session after a resumption (a resumption verifies nothing
+// again); after a full handshake, read from the verified chain and kept in the session for the
+// resumptions to come (by ticket, or by session id). Nullopt when unknown.
+std::optional<int64_t> ChainEnd(SSL* ssl) {
+  SSL_SESSION* session = SSL_get_session(ssl);
+  if (SSL_session_reused(ssl) == 1) return KeptChainEnd(session);
+  if (std::optional<int64_t> kept = KeptChainEnd(session)) return kept;
   STACK_OF(X509)* chain = SSL_get0_verified_chain(ssl);
   if (chain == nullptr) return std::nullopt;
   std::optional<int64_t> earliest;
   for (int i = 0; i < sk_X509_num(chain); ++i) {
-    int days = 0, seconds = 0;
-    if (ASN1_TIME_diff(&days, &seconds, nullptr, X509_get0_notAfter(sk_X509_value(chain, i))) !=
-        1) {
-      return std::nullopt;
-    }
-    const int64_t left = int64_t(days) * 86400 + seconds;
-    earliest = earliest ? std::min(*earliest, left) : left;
+    const std::optional<int64_t> end = UnixSeconds(X509_get0_notAfter(sk_X509_value(chain, i)));
+    if (!end) return std::nullopt;
+    earliest = std::min(earliest.value_or(*end), *end);
+  }
+  if (earliest && session != nullptr) {
+    SSL_SESSION_set1_ticket_appdata(session, &*earliest, sizeof *earliest);
   }
   return earliest;
 }
 
-// The chain's end as the session keeps it (ticket application data, which tickets carry):
-// written once, after the full handshake that verified the chain.
-void NoteChainEnd(SSL* ssl) {
-  SSL_SESSION* session = SSL_get_session(ssl);
-  if (session == nullptr || SSL_session_reused(ssl) == 1) return;
-  void* data = nullptr;
-  size_t size = 0;
-  if (SSL_SESSION_get0_ticket_appdata(session, &data, &size) == 1 && size == sizeof(int64_t)) {
-    return;
-  }
-  const std::optional<int64_t> left = ChainSecondsLeft(ssl);
-  if (!left) return;
-  const int64_t end = int64_t(std::time(nullptr)) + *left;
-  SSL_SESSION_set1_ticket_appdata(session, &end, sizeof end);
-}
-
 int OnTicketMade(SSL* ssl, void* /*arg*/) {
-  NoteChainEnd(ssl);
+  ChainEnd(ssl);  // kept in the session, which the ticket carries
   return 1;
 }
 
@@ -117,16 +104,11 @@ SSL_TICKET_RETURN OnTicketRead(SSL* /*ssl*/, SSL_SESSION* session,
                                SSL_TICKET_STATUS status, void* /*arg*/) {
   switch (status) {
     case SSL_TICKET_SUCCESS:
-    case SSL_TICKET_SUCCESS_RENEW: {
-      void* data = nullptr;
-      size_t size = 0;
-      int64_t end = 0;
-      if (SSL_SESSION_get0_ticket_appdata(session, &data, &size) == 1 && size == sizeof end) {
-        std::memcpy(&end, data, sizeof end);
-        if (end <= int64_t(std::time(nullptr))) return SSL_TICKET_RETURN_IGNORE_RENEW;
+    case SSL_TICKET_SUCCESS_RENEW:
+      if (const std::optional<int64_t> end = KeptChainEnd(session); end && *end <= Now()) {
+        return SSL_TICKET_RETURN_IGNORE_RENEW;
       }
       return status == SSL_TICKET_SUCCESS ? SSL_TICKET_RETURN_USE : SSL_TICKET_RETURN_USE_RENEW;
-    }
     case SSL_TICKET_EMPTY:
     case SSL_TICKET_NO_DECRYPT:
       return SSL_TICKET_RETURN_IGNORE_RENEW;
@@ -155,16 +137,16 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   PeerCertificate unnamed;
   unnamed.verified = true;
   // The handshake checked the dates, but a resumed session does not verify again (found by
-  // review helper-59: a certificate past its end kept its identity through resumptions).
-  // Nor are its intermediates' and root's dates (found by review helper-60): their earliest end,
-  // kept in the session from the full handshake, bounds it too.
-  NoteChainEnd(ssl);  // for a resumption by session id, which no ticket carried
-  std::optional<int64_t> left = SecondsLeft(cert);
-  if (const std::optional<int64_t> chain = ChainSecondsLeft(ssl); left && chain) {
-    left = std::min(*left, *chain);
+  // review helper-59: a certificate past its end kept its identity through resumptions), nor
+  // are its intermediates' and root's dates (found by review helper-60): the leaf's start, and
+  // the earliest end of the whole chain, bound the identity.
+  if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0) return unnamed;
+  std::optional<int64_t> end = UnixSeconds(X509_get0_notAfter(cert));
+  if (const std::optional<int64_t> chain = ChainEnd(ssl); end && chain) {
+    end = std::min(*end, *chain);
   }
-  if (!left || *left <= 0) return unnamed;
-  left = std::min(*left, kLongestValiditySeconds);
+  if (!end || *end <= Now()) return unnamed;
+  const int64_t left = std::min(*end - Now(), kLongestValiditySeconds);
   std::string identity;
   switch (which) {
     case ListenerOptions::ClientIdentity::kSubjectCn:
@@ -182,7 +164,7 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return unnamed;
   }
   if (identity.empty()) return unnamed;
-  return {std::move(identity), *left * 1'000'000'000, true};
+  return {std::move(identity), left * 1'000'000'000, true};
 }
 
 }  // namespace pillar::http
