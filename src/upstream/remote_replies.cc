@@ -136,24 +136,37 @@ void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attem
                                            std::move(decoded->outputs))
                    : absl::StatusOr<std::vector<protocol::Tensor>>(decoded.status());
   if (!outputs.ok()) {
-    Record(*attempt, {.kind = AttemptOutcome::kBadReply,
-                      .status = 200,
-                      .retry_after_s = 0,
-                      .cut_by_caller = false});
-    Failed(*call, *attempt, StrCat("a reply pillar cannot use: ", outputs.status().message()),
-           false);
-    return AttemptFailed(std::move(call), attempt);
+    return Unusable(std::move(call), attempt,
+                    StrCat("a reply pillar cannot use: ", outputs.status().message()));
   }
+  runtime::InferResult result;
+  result.outputs = std::move(*outputs);
+  Answered(std::move(call), attempt, std::move(result));
+}
+
+// A 200 that answers the call: the attempt won, the others are cut off.
+void RemoteRunner::State::Answered(std::shared_ptr<Call> call,
+                                   const std::shared_ptr<Attempt>& attempt,
+                                   runtime::InferResult result) {
   Record(*attempt,
          {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
   if (attempt->hedge) Count(metrics.hedge_wins);
   std::erase(call->live, attempt);
   CancelOthers(*call, attempt.get());
-  runtime::InferResult result;
-  result.outputs = std::move(*outputs);
   result.compute_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
   Complete(*call, std::move(result));
+}
+
+// A 200 that is no answer (a body pillar cannot use, a stream cut short): a failed attempt.
+void RemoteRunner::State::Unusable(std::shared_ptr<Call> call,
+                                   const std::shared_ptr<Attempt>& attempt, std::string_view why) {
+  Record(*attempt, {.kind = AttemptOutcome::kBadReply,
+                    .status = 200,
+                    .retry_after_s = 0,
+                    .cut_by_caller = false});
+  Failed(*call, *attempt, why, false);
+  AttemptFailed(std::move(call), attempt);
 }
 
 // A language model's 200, checked on the thread that read it: passed on as it came, or a failed
@@ -162,25 +175,14 @@ void RemoteRunner::State::OnGenerated(std::shared_ptr<Call> call, std::shared_pt
                                       std::string body,
                                       absl::StatusOr<protocol::ReplyUsage> usage) {
   if (!usage.ok()) {
-    Record(*attempt, {.kind = AttemptOutcome::kBadReply,
-                      .status = 200,
-                      .retry_after_s = 0,
-                      .cut_by_caller = false});
-    Failed(*call, *attempt, StrCat("a reply pillar cannot use: ", usage.status().message()), false);
-    return AttemptFailed(std::move(call), attempt);
+    return Unusable(std::move(call), attempt,
+                    StrCat("a reply pillar cannot use: ", usage.status().message()));
   }
-  Record(*attempt,
-         {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
-  if (attempt->hedge) Count(metrics.hedge_wins);
-  std::erase(call->live, attempt);
-  CancelOthers(*call, attempt.get());
   runtime::InferResult result;
   result.body = std::move(body);
   result.usage = usage->usage;
   result.usage_reported = usage->reported;
-  result.compute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
-  Complete(*call, std::move(result));
+  Answered(std::move(call), attempt, std::move(result));
 }
 
 }  // namespace pillar::upstream

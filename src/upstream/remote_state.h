@@ -270,6 +270,11 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // A language model's 200: `usage` read from its body before the lock was taken.
   void OnGenerated(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt, std::string body,
                    absl::StatusOr<protocol::ReplyUsage> usage) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A 200 that answers the call (the attempt won), and one that is no answer (a failed attempt).
+  void Answered(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt,
+                runtime::InferResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Unusable(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt,
+                std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A streamed call's 200 ended: its events were all handed on, or it failed.
   void OnStreamEnd(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -72,23 +72,13 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
                                       std::shared_ptr<Attempt> attempt) {
   const StreamRelay& relay = *attempt->relay;
   if (!relay.error().empty() || !relay.done()) {
-    Record(*attempt, {.kind = AttemptOutcome::kBadReply,
-                      .status = 200,
-                      .retry_after_s = 0,
-                      .cut_by_caller = false});
-    Failed(*call, *attempt,
-           relay.error().empty() ? "the stream ended before [DONE]" : relay.error(), false);
-    return AttemptFailed(std::move(call), attempt);
+    return Unusable(std::move(call), attempt,
+                    relay.error().empty() ? "the stream ended before [DONE]" : relay.error());
   }
-  Record(*attempt,
-         {.kind = AttemptOutcome::kOk, .status = 200, .retry_after_s = 0, .cut_by_caller = false});
-  std::erase(call->live, attempt);
   runtime::InferResult result;
   result.usage = relay.usage();
   result.usage_reported = relay.usage_reported();
-  result.compute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
-  Complete(*call, std::move(result));
+  Answered(std::move(call), attempt, std::move(result));
 }
 
 }  // namespace pillar::upstream
