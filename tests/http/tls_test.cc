@@ -254,14 +254,11 @@ class TlsTest : public ::testing::Test {
 
   // Connects twice, the second time resuming the first connection's session.
   void ExpectResumption(int version) {
-    WhoAmI handler;
-    HttpServer server(Limits{}, handler, nullptr, 1);
-    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-    ASSERT_TRUE(port.ok()) << port.status();
-    server.Start();
+    std::unique_ptr<HttpServer> server = StartServer();
+    ASSERT_NE(port_, 0);
     CtxPtr ctx = ClientContext(version);
 
-    Exchange first = Get(ctx.get(), *port);
+    Exchange first = Get(ctx.get(), port_);
     ASSERT_EQ(first.error, "");
     EXPECT_EQ(first.status, 200);
     EXPECT_EQ(first.body, "client-1");
@@ -269,16 +266,66 @@ class TlsTest : public ::testing::Test {
     ASSERT_NE(first.session, nullptr);
     ASSERT_EQ(SSL_SESSION_is_resumable(first.session.get()), 1);
 
-    Exchange second = Get(ctx.get(), *port, first.session.get());
+    Exchange second = Get(ctx.get(), port_, first.session.get());
     ASSERT_EQ(second.error, "");
     EXPECT_TRUE(second.reused);
     EXPECT_EQ(second.status, 200);
     // The identity survives resumption: it comes from the certificate stored in the session.
     EXPECT_EQ(second.body, "client-1");
-    server.Stop();
+    server->Stop();
+  }
+
+  // A server with this test's listener options, started, answering with WhoAmI; its port in
+  // port_ (0 when the listener was refused).
+  std::unique_ptr<HttpServer> StartServer() {
+    auto server = std::make_unique<HttpServer>(Limits{}, handler_, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server->AddListener(options_, router_);
+    EXPECT_TRUE(port.ok()) << port.status();
+    port_ = port.value_or(0);
+    server->Start();
+    return server;
+  }
+
+  // Connects over TLS 1.2 and 1.3 (sending `intermediate` along when given), then waits until
+  // the chain has ended (3.1 s: it ends 2 s after the test made it): the session resumed and the
+  // connection kept alive since name nobody, and a new handshake fails.
+  void ExpectNobodyOnceTheChainEnded(X509* intermediate) {
+    std::unique_ptr<HttpServer> server = StartServer();
+    ASSERT_NE(port_, 0);
+    struct Client {
+      CtxPtr ctx;
+      Exchange first;
+      std::unique_ptr<KeptAlive> kept;  // made now, kept alive past the chain's end
+    };
+    std::vector<Client> clients;
+    for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+      Client& client = clients.emplace_back(Client{ClientContext(version), {}, nullptr});
+      if (intermediate != nullptr) {
+        ASSERT_EQ(SSL_CTX_add1_chain_cert(client.ctx.get(), intermediate), 1);
+      }
+      client.first = Get(client.ctx.get(), port_);
+      ASSERT_EQ(client.first.error, "");
+      EXPECT_EQ(client.first.body, "client-1");
+      ASSERT_NE(client.first.session, nullptr);
+      client.kept = std::make_unique<KeptAlive>(client.ctx.get(), port_);
+      EXPECT_EQ(client.kept->Get(), "client-1");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(3100));
+    for (Client& client : clients) {
+      // Its ticket is not resumed (the chain it carries has ended): the full handshake that
+      // follows refuses the chain.
+      Exchange resumed = Get(client.ctx.get(), port_, client.first.session.get());
+      EXPECT_FALSE(resumed.reused);
+      EXPECT_NE(resumed.error, "");
+      EXPECT_EQ(client.kept->Get(), "<unnamed>");
+      EXPECT_NE(Get(client.ctx.get(), port_).error, "");
+    }
+    server->Stop();
   }
 
   testing::TempDir dir_;
+  WhoAmI handler_;
+  uint16_t port_ = 0;
   KeyPtr ca_key_, server_key_, client_key_;
   CertPtr ca_, server_cert_, client_cert_;
   Router router_;
@@ -300,38 +347,7 @@ TEST_F(TlsTest, OptionalClientCertificatesResumeOverTls12) {
 // connection keeps it past the certificate's end too.
 TEST_F(TlsTest, AnExpiredClientCertificateNamesNobody) {
   client_cert_ = Issue(client_key_.get(), "client-1", ca_.get(), ca_key_.get(), 4, 2);
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-  ASSERT_TRUE(port.ok()) << port.status();
-  server.Start();
-  struct Client {
-    CtxPtr ctx;
-    Exchange first;
-    std::unique_ptr<KeptAlive> kept;  // made now, kept alive past the certificate's end
-  };
-  std::vector<Client> clients;
-  for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
-    Client& client = clients.emplace_back(Client{ClientContext(version), {}, nullptr});
-    client.first = Get(client.ctx.get(), *port);
-    ASSERT_EQ(client.first.error, "");
-    EXPECT_EQ(client.first.body, "client-1");
-    ASSERT_NE(client.first.session, nullptr);
-    client.kept = std::make_unique<KeptAlive>(client.ctx.get(), *port);
-    EXPECT_EQ(client.kept->Get(), "client-1");
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(3100));
-  for (Client& client : clients) {
-    // Its ticket is not resumed (the chain it carries has ended): the full handshake that
-    // follows refuses the certificate.
-    Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
-    EXPECT_FALSE(resumed.reused);
-    EXPECT_NE(resumed.error, "");
-    EXPECT_EQ(client.kept->Get(), "<unnamed>");
-    // A new handshake with it fails: the certificate no longer verifies.
-    EXPECT_NE(Get(client.ctx.get(), *port).error, "");
-  }
-  server.Stop();
+  ExpectNobodyOnceTheChainEnded(nullptr);
 }
 
 // Found by review helper-60: only the leaf's end was checked again, so a session verified through
@@ -342,35 +358,7 @@ TEST_F(TlsTest, AChainThatEndedNamesNobody) {
                                ca_key_.get(), 6, 2, nullptr, /*ca=*/true);
   client_cert_ =
       Issue(client_key_.get(), "client-1", intermediate.get(), intermediate_key.get(), 7);
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-  ASSERT_TRUE(port.ok()) << port.status();
-  server.Start();
-  struct Client {
-    CtxPtr ctx;
-    Exchange first;
-    std::unique_ptr<KeptAlive> kept;
-  };
-  std::vector<Client> clients;
-  for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
-    Client& client = clients.emplace_back(Client{ClientContext(version), {}, nullptr});
-    ASSERT_EQ(SSL_CTX_add1_chain_cert(client.ctx.get(), intermediate.get()), 1);
-    client.first = Get(client.ctx.get(), *port);
-    ASSERT_EQ(client.first.error, "");
-    EXPECT_EQ(client.first.body, "client-1");
-    client.kept = std::make_unique<KeptAlive>(client.ctx.get(), *port);
-    EXPECT_EQ(client.kept->Get(), "client-1");
-  }
-  std::this_thread::sleep_for(std::chrono::milliseconds(3100));
-  for (Client& client : clients) {
-    // The ticket is not resumed: the full handshake that follows refuses the chain.
-    Exchange resumed = Get(client.ctx.get(), *port, client.first.session.get());
-    EXPECT_FALSE(resumed.reused);
-    EXPECT_NE(resumed.error, "");
-    EXPECT_EQ(client.kept->Get(), "<unnamed>");
-  }
-  server.Stop();
+  ExpectNobodyOnceTheChainEnded(intermediate.get());
 }
 
 // Found by review helper-60: a certificate valid past 2318 (nanoseconds from now overflowed)
@@ -383,33 +371,27 @@ TEST_F(TlsTest, ACertificateWithoutAnEndNamesItsClient) {
   client_cert_ = Issue(client_key_.get(), "client-1", ca_.get(), ca_key_.get(), 8);
   ASSERT_EQ(ASN1_TIME_set_string(X509_getm_notAfter(client_cert_.get()), "99991231235959Z"), 1);
   ASSERT_GT(X509_sign(client_cert_.get(), ca_key_.get(), EVP_sha256()), 0);
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-  ASSERT_TRUE(port.ok()) << port.status();
-  server.Start();
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
-  KeptAlive kept(ctx.get(), *port);
+  KeptAlive kept(ctx.get(), port_);
   EXPECT_EQ(kept.Get(), "client-1");
   EXPECT_EQ(kept.Get(), "client-1");
-  server.Stop();
+  server->Stop();
 }
 
 // Found by review helper-59: of two common names, the first was taken; other tools read the last.
 TEST_F(TlsTest, ACertificateWithTwoCommonNamesNamesNobody) {
   client_cert_ =
       Issue(client_key_.get(), "batch-service", ca_.get(), ca_key_.get(), 5, 3600, "nobody");
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-  ASSERT_TRUE(port.ok()) << port.status();
-  server.Start();
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
-  Exchange exchange = Get(ctx.get(), *port);
+  Exchange exchange = Get(ctx.get(), port_);
   ASSERT_EQ(exchange.error, "");
   EXPECT_EQ(exchange.status, 200);
   EXPECT_EQ(exchange.body, "<unnamed>");  // a certificate came, and names nobody
-  server.Stop();
+  server->Stop();
 }
 
 // Found by review helper-59: OpenSSL's default list let TLS 1.2 clients pick key exchange
@@ -417,21 +399,18 @@ TEST_F(TlsTest, ACertificateWithTwoCommonNamesNamesNobody) {
 TEST_F(TlsTest, Tls12OffersOnlyForwardSecretAeadSuites) {
   options_.client_certificates = ListenerOptions::ClientCertificates::kNone;
   options_.client_ca.clear();
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-  ASSERT_TRUE(port.ok()) << port.status();
-  server.Start();
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
   for (const char* suite : {"ECDHE-ECDSA-AES128-SHA", "ECDHE-ECDSA-AES256-SHA384",
                             "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-ECDSA-CHACHA20-POLY1305"}) {
     CtxPtr ctx = ClientContext(TLS1_2_VERSION);
     ASSERT_EQ(SSL_CTX_set_cipher_list(ctx.get(), suite), 1) << suite;
-    const Exchange exchange = Get(ctx.get(), *port);
+    const Exchange exchange = Get(ctx.get(), port_);
     const bool aead = std::string_view(suite).find("GCM") != std::string_view::npos ||
                       std::string_view(suite).find("CHACHA20") != std::string_view::npos;
     EXPECT_EQ(exchange.error.empty(), aead) << suite << ": " << exchange.error;
   }
-  server.Stop();
+  server->Stop();
 }
 
 // Found by review helper-59: a key of another type than the certificate's (an RSA key for an EC
@@ -457,11 +436,8 @@ TEST_F(TlsTest, AKeyThatIsNotTheCertificatesIsRefused) {
 // Found by review helper-59: a failed handshake (an expired certificate, another CA's, an old
 // protocol) was only counted, never said: neither log sees a connection that sent no request.
 TEST_F(TlsTest, AFailedHandshakeIsSaidOnStderrAtAMeasuredRate) {
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
-  ASSERT_TRUE(port.ok()) << port.status();
-  server.Start();
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
   KeyPtr stranger_key = NewKey();
   CertPtr stranger = Issue(stranger_key.get(), "client-1", nullptr, nullptr, 9);  // self-signed
   ::testing::internal::CaptureStderr();
@@ -469,10 +445,10 @@ TEST_F(TlsTest, AFailedHandshakeIsSaidOnStderrAtAMeasuredRate) {
     CtxPtr ctx = ClientContext(TLS1_3_VERSION);
     ASSERT_EQ(SSL_CTX_use_certificate(ctx.get(), stranger.get()), 1);
     ASSERT_EQ(SSL_CTX_use_PrivateKey(ctx.get(), stranger_key.get()), 1);
-    EXPECT_NE(Get(ctx.get(), *port).error, "");
+    EXPECT_NE(Get(ctx.get(), port_).error, "");
   }
   std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's side of it
-  server.Stop();
+  server->Stop();
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("pillar: listener 'data': TLS handshake from 127.0.0.1:"), std::string::npos)
       << said;
