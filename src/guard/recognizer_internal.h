@@ -149,6 +149,10 @@ size_t ScanNumber(std::string_view text, size_t i, std::vector<Finding>& out);
 // its own length and end as at a word's start.
 void ScanGluedTokens(std::string_view text, size_t begin, size_t end, std::vector<Finding>& out,
                      RunMemo& memo);
+// Whether a credential format ScanToken knows may begin with `first`, `second` (exact for the
+// two bytes: what it says no to, ScanToken finds nothing at); `glued`: inside a word, where only
+// the formats whose Glue allows it count.
+bool MayBeginToken(char first, char second, bool glued);
 size_t ScanEmail(std::string_view text, size_t at_sign, std::vector<Finding>& out);
 size_t ScanPrivateKey(std::string_view text, size_t i, std::vector<Finding>& out, RunMemo& memo);
 // An IPv6 address starting at `i` ("2001:db8::1", "::1"; a zone, "%eth0", is not part of it);

@@ -114,6 +114,37 @@ constexpr TokenRule kTokenRules[] = {
     {"sk-", "openai_key", 40, kUnbounded, UrlAlphabet, 0.7, Glue::kNever},
 };
 
+// The first two bytes of every format ScanToken tries (a JWT's "ey", a pillar key's "pk", the
+// token rules' prefixes), as a mask of second bytes ('A' to 'z': bit 0 to 57) by first byte,
+// for any word start and for the starts inside a word that a format's Glue allows.
+struct PrefixPairs {
+  std::array<uint64_t, 128> any{};
+  std::array<uint64_t, 128> glued{};
+};
+
+constexpr bool InPairTable(std::string_view prefix) {
+  return prefix.size() >= 2 && static_cast<unsigned char>(prefix[0]) < 128 && prefix[1] >= 'A' &&
+         prefix[1] <= 'z';
+}
+
+constexpr PrefixPairs kPrefixPairs = [] {
+  PrefixPairs pairs;
+  const auto add = [&](std::string_view prefix, bool glued) {
+    if (!InPairTable(prefix)) return;  // refused by the static_assert below
+    const uint64_t bit = uint64_t{1} << (prefix[1] - 'A');
+    pairs.any[size_t(prefix[0])] |= bit;
+    if (glued) pairs.glued[size_t(prefix[0])] |= bit;
+  };
+  add("ey", true);
+  add("pk", true);
+  for (const TokenRule& rule : kTokenRules) add(rule.prefix, rule.glue != Glue::kNever);
+  return pairs;
+}();
+
+static_assert(std::all_of(std::begin(kTokenRules), std::end(kTokenRules),
+                          [](const TokenRule& rule) { return InPairTable(rule.prefix); }),
+              "every prefix must have a place in kPrefixPairs");
+
 // A JWT: three base64url segments joined by '.', the first two JSON objects ("eyJ" is how
 // base64url spells '{"'); the signature may be empty (alg "none").
 size_t JwtEnd(std::string_view text, size_t i, RunMemo& memo) {
@@ -194,27 +225,17 @@ size_t ScanToken(std::string_view text, size_t i, size_t word_end, std::vector<F
 
 }  // namespace
 
+bool MayBeginToken(char first, char second, bool glued) {
+  const auto c = static_cast<unsigned char>(first);
+  if (c >= 128 || second < 'A' || second > 'z') return false;
+  const uint64_t bit = uint64_t{1} << (second - 'A');
+  return ((glued ? kPrefixPairs.glued : kPrefixPairs.any)[c] & bit) != 0;
+}
+
 void ScanGluedTokens(std::string_view text, size_t begin, size_t end, std::vector<Finding>& out,
                      RunMemo& memo) {
-  // The pairs the prefixes begin with; a byte that begins none costs one comparison.
-  const auto may_begin = [](char c, char second) {
-    switch (c) {
-      case 'A':
-        return second == 'K' || second == 'S' || second == 'I';
-      case 'g':
-        return second == 'h';
-      case 'x':
-        return second == 'o';
-      case 'e':
-        return second == 'y';
-      case 'p':
-        return second == 'k';
-      default:
-        return false;
-    }
-  };
   for (size_t i = begin; i + 1 < end; ++i) {
-    if (!may_begin(text[i], text[i + 1])) continue;
+    if (!MayBeginToken(text[i], text[i + 1], /*glued=*/true)) continue;
     if (const size_t found = ScanToken(text, i, end, out, memo, /*glued=*/true); found > i) {
       i = found - 1;
     }

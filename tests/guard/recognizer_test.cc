@@ -194,6 +194,11 @@ TEST(RecognizerTest, CredentialsGluedToTheWordBeforeThem) {
             (V{{"SECRET", "ghp_abcdefghijklmnopqrstuvwxyzABCDEF0123"}}));
   EXPECT_EQ(Find("auth-xoxb-123456789012-abcdefghijkl"),
             (V{{"SECRET", "xoxb-123456789012-abcdefghijkl"}}));
+  // A fine-grained GitHub token glued on was missed: the pairs searched inside words were a
+  // list of their own, which had "gh" but not "gi" (now taken from the rules themselves).
+  const std::string pat = "github_pat_" + std::string(22, 'A') + "_" + std::string(59, 'b');
+  EXPECT_EQ(Find("token" + pat + " ok"), (V{{"SECRET", pat}}));
+  EXPECT_EQ(Find("x-" + pat), (V{{"SECRET", pat}}));
   EXPECT_EQ(Find("Bearer:tokeneyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jV"),
             (V{{"SECRET", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jV"}}));
   // The same length and end rules as at a word's start: a key with more after it is not one,
