@@ -237,11 +237,13 @@ constexpr size_t kMinGluedRun = 21;
 // first word start or from where a scanner stopped inside a word.
 class GluedSearch {
  public:
-  // At `i`, a word byte the scanning loop is at.
-  void At(std::string_view text, size_t i, std::vector<Finding>& raw, RunMemo& memo) {
-    if (i < searched_until_) return;
+  // At `i`, a word byte the scanning loop is at; returns the end of its word (WordEnd), which
+  // the loop needs too.
+  size_t At(std::string_view text, size_t i, std::vector<Finding>& raw, RunMemo& memo) {
+    const size_t word_end = WordEnd(text, i);
+    if (i < searched_until_) return word_end;
     const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
-    size_t end = WordEnd(text, i);
+    size_t end = word_end;
     while (end + 1 < text.size() && (text[end] == '-' || text[end] == '.') &&
            IsWordByte(text[end + 1])) {
       end = WordEnd(text, end + 1);
@@ -251,19 +253,28 @@ class GluedSearch {
     // stopped ("+1 1tokenAKIA...": the number took "+1 1"), it may start at once.
     if (word_start && end - i >= kMinGluedRun) ScanGluedTokens(text, i + 1, end, raw, memo);
     if (!word_start && end - i >= kMinGluedRun - 1) ScanGluedTokens(text, i, end, raw, memo);
+    return word_end;
   }
   // Over (from, to], what a number scanner consumed: the words it began, which the loop skips
   // ("12 1AKIA...": the number took the "1" and the word with it).
   void Across(std::string_view text, size_t from, size_t to, std::vector<Finding>& raw,
               RunMemo& memo) {
     for (size_t p = from + 1; p < to && p < text.size(); ++p) {
-      if (!IsWordByte(text[p - 1]) && IsWordByte(text[p])) At(text, p, raw, memo);
+      if (!IsWordByte(text[p - 1]) && IsWordByte(text[p])) (void)At(text, p, raw, memo);
     }
   }
 
  private:
   size_t searched_until_ = 0;
 };
+
+// Past a word no format begins with, at its start `i` (it ends at `end`); but an IPv6 address
+// may begin with any hex letter, known by the ':' after its first group ("fe80::1").
+size_t SkipWord(std::string_view text, size_t i, size_t end, std::vector<Finding>& raw,
+                RunMemo& memo) {
+  return end < text.size() && text[end] == ':' && IsHex(text[i]) ? ScanWord(text, i, raw, memo)
+                                                                 : end;
+}
 
 // One pass over `text`, every scanner at the bytes it may begin at; appends what they find.
 // No entity starts inside a word, so a word is either handed to a scanner or skipped whole.
@@ -282,17 +293,22 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
       continue;
     }
     const bool word_start = i == 0 || !IsWordByte(text[i - 1]);
-    if (act == kPlainWord || act == kFormatWord || act == kNumber) glued.At(text, i, raw, memo);
+    const size_t word_end = act == kPlainWord || act == kFormatWord || act == kNumber
+                                ? glued.At(text, i, raw, memo)
+                                : i;
     switch (act) {
-      case kPlainWord: {
-        const size_t start = i;
-        i = WordEnd(text, i);
-        // An IPv6 address may begin with any hex letter: known by the ':' after its first group.
-        if (word_start && i < n && text[i] == ':' && IsHex(c)) i = ScanWord(text, start, raw, memo);
+      case kPlainWord:
+        i = word_start ? SkipWord(text, i, word_end, raw, memo) : word_end;
         break;
-      }
       case kFormatWord:
-        i = word_start ? ScanWord(text, i, raw, memo) : WordEnd(text, i);
+        if (!word_start) {
+          i = word_end;
+        } else if (c >= 'a' && !MayBeginToken(c, i + 1 < n ? text[i + 1] : '\0', false)) {
+          // "pedido", "server": a lowercase letter begins nothing but credentials.
+          i = SkipWord(text, i, word_end, raw, memo);
+        } else {
+          i = ScanWord(text, i, raw, memo);
+        }
         break;
       case kNumber:
         if (word_start) {
@@ -300,7 +316,7 @@ void ScanAll(std::string_view text, std::vector<Finding>& raw) {
           i = ScanNumber(text, i, raw);
           glued.Across(text, start, i, raw, memo);
         } else {
-          i = WordEnd(text, i);
+          i = word_end;
         }
         break;
       case kAtSign:
@@ -367,8 +383,7 @@ std::vector<Finding> Recognize(std::string_view original, const RecognizerOption
   // as each of its two readers does; findings are where they were in the original.
   std::vector<Finding> raw;
   std::vector<Finding> scored;
-  const auto read = [&](FoldedText::Controls controls) {
-    const FoldedText folded(original, controls);
+  const auto read = [&](const FoldedText& folded) {
     const std::string_view text = folded.text();
     raw.clear();
     ScanAll(text, raw);
@@ -381,11 +396,11 @@ std::vector<Finding> Recognize(std::string_view original, const RecognizerOption
       scored.push_back(f);
     }
   };
-  if (!FoldedText::HasControls(original)) {
-    read(FoldedText::Controls::kKeep);
+  if (const FoldedText kept(original, FoldedText::Controls::kKeep); !kept.has_controls()) {
+    read(kept);
   } else {
-    read(FoldedText::Controls::kPart);
-    read(FoldedText::Controls::kDrop);
+    read(FoldedText(original, FoldedText::Controls::kPart));
+    read(FoldedText(original, FoldedText::Controls::kDrop));
   }
   return Resolve(std::move(scored));
 }

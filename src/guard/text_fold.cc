@@ -1,6 +1,7 @@
 #include "guard/text_fold.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstring>
 #include <optional>
 
@@ -211,14 +212,25 @@ size_t InvisibleAsciiLength(std::string_view text, size_t at, bool terminal) {
   return text[at] == '\x1b' ? EscapeLength(text, at, terminal) : 1;
 }
 
-// Whether the eight ASCII-or-not bytes of `word` may hold an InvisibleAscii byte: one below
-// 0x20 (a borrow from it marks its high bit) or DEL (0x7F + 1 carries into the high bit). Blanks
-// are marked too, so a marked word is looked at byte by byte.
-constexpr bool MayHoldControl(uint64_t word) {
+// The bytes among eight (the first in the lowest byte) that TerminalControl may be true of,
+// each marked by its high bit: the InvisibleAscii bytes and '\r' (a line break when '\n' follows
+// it). Exact, so a scan looks at a marked byte and at no other: a tab or a line break, about one
+// word in ten of prose, is not marked. Each test "x in [lo, hi]" is two additions on seven-bit
+// bytes, which cannot carry into the next byte; bytes with the high bit set are then taken out.
+constexpr uint64_t ControlCandidates(uint64_t word) {
   constexpr uint64_t kOnes = 0x0101010101010101ULL;
   constexpr uint64_t kHighBits = 0x8080808080808080ULL;
-  return (((word - kOnes * 0x20) | (word + kOnes)) & ~word & kHighBits) != 0;
+  const uint64_t x = word & ~kHighBits;
+  const auto in = [&](uint64_t lo, uint64_t hi) {
+    return (x + kOnes * (0x80 - lo)) & ~(x + kOnes * (0x7F - hi));
+  };
+  return (in(0x00, 0x08) | in(0x0D, 0x1B) | in(0x7F, 0x7F)) & ~word & kHighBits;
 }
+static_assert(ControlCandidates(0x2020202020202020ULL) == 0);  // blanks
+static_assert(ControlCandidates(0x0C0B0A0920091C1FULL) == 0);  // tab, line breaks, separators
+static_assert(ControlCandidates(0xC3A3E280AF7E4161ULL) == 0);  // letters, '~', non-ASCII bytes
+static_assert(ControlCandidates(0x7F202020201B0D08ULL) == 0x8000000000808080ULL);
+static_assert(ControlCandidates(0x0E0E0E0E0E0E0E00ULL) == 0x8080808080808080ULL);
 
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
 // U+00B9: C2; U+02D7: CB; U+034F: CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to U+180F: E1;
@@ -232,30 +244,34 @@ constexpr bool MayFold(unsigned char lead) {
 }
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.
-size_t FirstFolding(std::string_view text, size_t at, bool drop_controls) {
+// With `drop_controls`, a control (TerminalControl) is one that folds; without, one is noted in
+// `controls` and passed over.
+size_t FirstFolding(std::string_view text, size_t at, bool drop_controls, bool& controls) {
   constexpr uint64_t kHighBits = 0x8080808080808080ULL;
   while (at < text.size()) {
-    // Eight ASCII bytes at a time: most text is mostly that. A word that may hold a control is
-    // looked at byte by byte (blanks are controls that stay); a byte with its high bit set
-    // sends the word to the loop below.
+    // Eight bytes at a time while eight are left: most text is mostly ASCII that is no control.
+    // A word with a byte to look at (a control, or one with its high bit set) goes on from that
+    // byte: the ones before it are neither.
     if (uint64_t word; text.size() - at >= 8) {
       std::memcpy(&word, text.data() + at, 8);
-      if ((word & kHighBits) == 0) {
-        // A line break or a tab: about one word in ten of prose.
-        bool control = false;
-        if (drop_controls && MayHoldControl(word)) {
-          for (size_t i = at; i < at + 8 && !control; ++i) control = TerminalControl(text, i);
-        }
-        if (!control) {
-          at += 8;
-          continue;
-        }
+      const uint64_t look = (word & kHighBits) | ControlCandidates(word);
+      if (look == 0) {
+        at += 8;
+        continue;
       }
+      at += size_t(std::countr_zero(look)) / 8;
     }
     const auto lead = static_cast<unsigned char>(text[at]);
-    if (drop_controls && TerminalControl(text, at)) return at;
-    if (lead < 0x80 || !MayFold(lead)) {
-      ++at;  // an ASCII byte, or a lead or continuation byte of a character that does not fold
+    if (lead < 0x80) {
+      if (TerminalControl(text, at)) {
+        if (drop_controls) return at;
+        controls = true;
+      }
+      ++at;
+      continue;
+    }
+    if (!MayFold(lead)) {
+      ++at;  // a lead or continuation byte of a character that does not fold
       continue;
     }
     const std::optional<CodePoint> cp = Decode(text, at);
@@ -269,13 +285,17 @@ size_t FirstFolding(std::string_view text, size_t at, bool drop_controls) {
 
 bool FoldedText::HasControls(std::string_view text) {
   size_t at = 0;
-  for (; text.size() - at >= 8; at += 8) {  // as FirstFolding: a look at each byte of a marked word
+  while (text.size() - at >= 8) {  // as FirstFolding: from each marked byte of eight
     uint64_t word;
     std::memcpy(&word, text.data() + at, 8);
-    if (!MayHoldControl(word)) continue;
-    for (size_t i = at; i < at + 8; ++i) {
-      if (TerminalControl(text, i)) return true;
+    const uint64_t marked = ControlCandidates(word);
+    if (marked == 0) {
+      at += 8;
+      continue;
     }
+    at += size_t(std::countr_zero(marked)) / 8;
+    if (TerminalControl(text, at)) return true;
+    ++at;
   }
   for (; at < text.size(); ++at) {
     if (TerminalControl(text, at)) return true;
@@ -287,7 +307,7 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
   const bool drop_controls = controls != Controls::kKeep;
   const bool terminal = controls == Controls::kDrop;
   // Most text folds nothing: find the first character that does before copying anything.
-  size_t at = FirstFolding(text, 0, drop_controls);
+  size_t at = FirstFolding(text, 0, drop_controls, has_controls_);
   if (at == text.size()) return;
   std::optional<CodePoint> cp;
   std::optional<char> fold;
@@ -298,6 +318,7 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
   Cursor cursor{folded_.size(), folded_.rfind('\n') + 1};  // npos + 1: the text's start
   while (at < text.size()) {
     const auto byte = static_cast<unsigned char>(text[at]);
+    if ((byte < 0x20 || byte == 0x7F) && !has_controls_) has_controls_ = TerminalControl(text, at);
     if (terminal && (byte == '\b' || byte == '\r')) {
       MoveBack(cursor, byte == '\r');
       ++at;

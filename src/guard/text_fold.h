@@ -51,6 +51,9 @@ class FoldedText {
   // Whether `text` has a control that Controls::kDrop drops or follows: a carriage return not
   // followed by a line feed counts.
   static bool HasControls(std::string_view text);
+  // HasControls(original), found in the same pass as the folding (one read of the text where
+  // a caller would otherwise make two: most texts have no controls, and are then read once).
+  bool has_controls() const { return has_controls_; }
   FoldedText(const FoldedText&) = delete;
   FoldedText& operator=(const FoldedText&) = delete;
 
@@ -85,6 +88,7 @@ class FoldedText {
   std::string folded_;
   std::vector<uint32_t> from_;  // by folded byte: the original offset it came from
   bool overwritten_ = false;    // from_ is not in order
+  bool has_controls_ = false;
 };
 
 }  // namespace pillar::guard

@@ -175,6 +175,41 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
   }
 }
 
+// has_controls() is HasControls() found in the folding's own pass: for every ASCII byte at
+// every place among sixteen, with and without a character that folds before it (the fast pass
+// then hands over to the one that copies) and in each mode.
+TEST(TextFoldTest, ControlsSeenByTheFoldingAreThoseHasControlsFinds) {
+  const std::string fullwidth_a = "\xEF\xBC\xA1";  // U+FF21, folds to 'A'
+  for (int byte = 0; byte < 0x80; ++byte) {
+    for (size_t at = 0; at < 16; ++at) {
+      for (const bool folds_before : {false, true}) {
+        std::string text(16, 'x');
+        text[at] = char(byte);
+        if (folds_before) text.insert(0, fullwidth_a);
+        const bool expected = FoldedText::HasControls(text);
+        EXPECT_EQ(expected, byte == '\r' ||
+                                (byte < 0x20 && (byte < '\t' || byte > '\r') &&
+                                 (byte < 0x1C || byte > 0x1F)) ||
+                                byte == 0x7F)
+            << byte << " at " << at;
+        for (const auto mode : {FoldedText::Controls::kKeep, FoldedText::Controls::kPart,
+                                FoldedText::Controls::kDrop}) {
+          EXPECT_EQ(FoldedText(text, mode).has_controls(), expected)
+              << byte << " at " << at << " mode " << int(mode) << " folds before " << folds_before;
+        }
+      }
+    }
+  }
+  // A carriage return that ends a line is none, at the end of eight bytes or not.
+  for (size_t at = 0; at < 15; ++at) {
+    std::string text(16, 'x');
+    text[at] = '\r';
+    text[at + 1] = '\n';
+    EXPECT_FALSE(FoldedText(text).has_controls()) << at;
+    EXPECT_FALSE(FoldedText::HasControls(text)) << at;
+  }
+}
+
 // The recognizers read both: a value joined by controls, and values parted by them.
 TEST(TextFoldTest, RecognizersReadTextWithControlsAsATerminalAndAsAModel) {
   const GuardConfig config;
