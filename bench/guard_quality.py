@@ -3,7 +3,8 @@
 guard_corpus.py (docs/benchmarks.md, "Content safety"). A finding counts only when its type and
 its exact byte span match a label; anything else found is a false positive.
 
-Usage: guard_quality.py PILLAR TEXT_FILE LABELS_FILE   (prints a Markdown table)
+Usage: guard_quality.py PILLAR TEXT_FILE LABELS_FILE [--config FILE] [--types T,T] [--misses]
+(prints a Markdown table; --config: the [guard] table scan reads; --types: only these rows)
 """
 import bisect
 import collections
@@ -23,7 +24,13 @@ for row in map(json.loads, open(labels_path)):
     gold.add((row["type"], base + row["start"], base + row["end"]))
     if not row["context"]:
         bare.add((row["type"], base + row["start"], base + row["end"]))
-run = subprocess.run([pillar, "guard", "scan", text_path], capture_output=True, text=True)
+def option(name):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else None
+
+
+config, only = option("--config"), option("--types")
+run = subprocess.run([pillar, "guard", "scan", text_path] + (["-c", config] if config else []),
+                     capture_output=True, text=True)
 if run.returncode not in (0, 1):
     sys.exit(f"pillar guard scan failed: {run.stderr}")
 found = {(f["type"], f["start"], f["end"]) for f in map(json.loads, run.stdout.splitlines())}
@@ -44,6 +51,8 @@ print("| entity type | labelled | found | precision | recall | recall with a nam
       "| recall without |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
 for t in types:
+    if only and t not in only.split(","):
+        continue
     labelled = tp[t] + fn[t]
     p = tp[t] / (tp[t] + fp[t]) if tp[t] + fp[t] else 1.0
     r = tp[t] / labelled if labelled else 1.0
@@ -52,6 +61,8 @@ for t in types:
     rn = sum(g in found for g in named) / max(1, len(named))
     ru = sum(g in found for g in unnamed) / max(1, len(unnamed))
     print(f"| {t} | {labelled} | {tp[t] + fp[t]} | {p:.3f} | {r:.3f} | {rn:.3f} | {ru:.3f} |")
+if only:
+    sys.exit(0)
 all_tp, all_fp, all_fn = sum(tp.values()), sum(fp.values()), sum(fn.values())
 print(f"| all | {all_tp + all_fn} | {all_tp + all_fp} | {all_tp / max(1, all_tp + all_fp):.3f} "
       f"| {all_tp / max(1, all_tp + all_fn):.3f} | | |")
