@@ -22,6 +22,7 @@ ListenerOptions ListenerNamed(std::string name, uint16_t port) {
   PILLAR_RETURN_IF_ERROR(s.ReadPath("tls_private_key", listener.tls_private_key, base));
   PILLAR_RETURN_IF_ERROR(s.ReadBool("allow_plaintext", listener.allow_plaintext));
   PILLAR_RETURN_IF_ERROR(s.ReadPath("client_ca", listener.client_ca, base));
+  PILLAR_RETURN_IF_ERROR(s.ReadPath("client_crl", listener.client_crl, base));
   PILLAR_RETURN_IF_ERROR(s.ReadEnum("client_certificates", listener.client_certificates,
                                     {{"none", Options::ClientCertificates::kNone},
                                      {"optional", Options::ClientCertificates::kOptional},
@@ -40,6 +41,12 @@ ListenerOptions ListenerNamed(std::string name, uint16_t port) {
         StrCat(source, ": [", listener.name,
                "] has client_ca but asks clients for no certificate: set client_certificates = "
                "\"optional\" or \"require\", or remove client_ca"));
+  }
+  if (!listener.client_crl.empty() && listener.client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat(source, ": [", listener.name,
+               "] has client_crl without client_ca: the CRLs are checked "
+               "against the CAs client_ca trusts"));
   }
   return s.CheckNoUnknownKeys();
 }

@@ -8,6 +8,8 @@
 #include <ctime>
 #include <optional>
 
+#include "common/strings.h"
+
 namespace pillar::http {
 namespace {
 
@@ -165,6 +167,12 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   }
   if (identity.empty()) return unnamed;
   return {std::move(identity), left * 1'000'000'000, true};
+}
+
+std::string HandshakeFailure(SSL* ssl, std::string_view error) {
+  const long verified = SSL_get_verify_result(ssl);
+  if (verified == X509_V_OK) return std::string(error);
+  return StrCat(error, ": ", X509_verify_cert_error_string(verified));
 }
 
 }  // namespace pillar::http

@@ -33,4 +33,8 @@ bool KeepChainEndInSessions(SSL_CTX* context);
 // certificate it was verified with, whose dates are checked again here.
 PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which);
 
+// Why a handshake failed, for the listener's log: `error` ("certificate verify failed"), and
+// when the client's certificate was what failed, why ("certificate revoked", "CRL has expired").
+std::string HandshakeFailure(SSL* ssl, std::string_view error);
+
 }  // namespace pillar::http

@@ -13,6 +13,7 @@
 #include "common/files.h"
 #include "common/tls_keys.h"
 #include "http/peer_identity.h"
+#include "http/revocation.h"
 #include "http/session.h"
 
 namespace pillar::http {
@@ -74,15 +75,47 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
 // nothing.
 [[nodiscard]] absl::Status SetSessionIdContext(const ListenerOptions& options,
                                                ssl::context& context) {
-  const std::string id =
-      Sha256(StrCat("pillar listener\n", options.name, "\n", options.client_ca, "\n",
-                    int(options.client_certificates), "\n", int(options.client_identity)));
+  const std::string id = Sha256(StrCat("pillar listener\n", options.name, "\n", options.client_ca,
+                                       "\n", int(options.client_certificates), "\n",
+                                       int(options.client_identity), "\n", options.client_crl));
   static_assert(SSL_MAX_SID_CTX_LENGTH >= 32, "a SHA-256 digest is the session id context");
   if (SSL_CTX_set_session_id_context(context.native_handle(),
                                      reinterpret_cast<const unsigned char*>(id.data()),
                                      unsigned(id.size())) != 1) {
     return absl::InternalError(
         StrCat("listener '", options.name, "': cannot set the TLS session id context"));
+  }
+  return absl::OkStatus();
+}
+
+// Mutual TLS: the listener asks for client certificates and verifies them against client_ca
+// (and client_crl); the chain's end travels in session tickets (peer_identity.h).
+[[nodiscard]] absl::Status VerifyClients(const ListenerOptions& options, ssl::context& context) {
+  if (options.client_certificates == ListenerOptions::ClientCertificates::kNone) {
+    return absl::OkStatus();
+  }
+  if (options.client_ca.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("listener '", options.name, "': client certificates need client_ca"));
+  }
+  beast::error_code ec;
+  context.load_verify_file(options.client_ca, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(StrCat("client_ca ", options.client_ca, ": ", ec.message()));
+  }
+  if (!options.client_crl.empty()) {
+    if (absl::Status s = UseClientCrls(context.native_handle(), options.client_crl); !s.ok()) {
+      return absl::Status(s.code(), StrCat("listener '", options.name, "': ", s.message()));
+    }
+  }
+  auto mode = ssl::verify_peer;
+  if (options.client_certificates == ListenerOptions::ClientCertificates::kRequire) {
+    mode |= ssl::verify_fail_if_no_peer_cert;
+  }
+  context.set_verify_mode(mode);
+  if (!KeepChainEndInSessions(context.native_handle())) {
+    return absl::InternalError(
+        StrCat("listener '", options.name, "': cannot set the TLS ticket callbacks"));
   }
   return absl::OkStatus();
 }
@@ -236,29 +269,15 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     if (absl::Status s = LoadPrivateKey(options, *context); !s.ok()) return s;
     if (absl::Status s = HardenTls(options, *context); !s.ok()) return s;
     if (absl::Status s = SetSessionIdContext(options, *context); !s.ok()) return s;
-    if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
-      if (options.client_ca.empty()) {
-        return absl::InvalidArgumentError(
-            StrCat("listener '", options.name, "': client certificates need client_ca"));
-      }
-      context->load_verify_file(options.client_ca, ec);
-      if (ec) {
-        return absl::InvalidArgumentError(
-            StrCat("client_ca ", options.client_ca, ": ", ec.message()));
-      }
-      auto mode = ssl::verify_peer;
-      if (options.client_certificates == ListenerOptions::ClientCertificates::kRequire) {
-        mode |= ssl::verify_fail_if_no_peer_cert;
-      }
-      context->set_verify_mode(mode);
-      if (!KeepChainEndInSessions(context->native_handle())) {
-        return absl::InternalError(
-            StrCat("listener '", options.name, "': cannot set the TLS ticket callbacks"));
-      }
-    }
+    if (absl::Status s = VerifyClients(options, *context); !s.ok()) return s;
   } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
     return absl::InvalidArgumentError(
         StrCat("listener '", options.name, "': client certificates need TLS"));
+  }
+  if (!options.client_crl.empty() &&
+      options.client_certificates == ListenerOptions::ClientCertificates::kNone) {
+    return absl::InvalidArgumentError(
+        StrCat("listener '", options.name, "': client_crl without client certificates"));
   }
   beast::error_code ec;
   std::string address = options.address == "localhost" ? "127.0.0.1" : options.address;

@@ -75,6 +75,9 @@ struct ListenerOptions {
   // against the bundle. "optional" lets clients without one in (they then authenticate with a
   // key or token); "require" refuses the handshake without one.
   std::string client_ca;
+  // PEM CRLs of the CAs in client_ca (http/revocation.h): checked for every certificate of a
+  // client's chain. Empty: no revocation check.
+  std::string client_crl;
   enum class ClientCertificates { kNone, kOptional, kRequire };
   ClientCertificates client_certificates = ClientCertificates::kNone;
   // Which name of a verified client certificate becomes Request::peer_identity.

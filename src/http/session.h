@@ -142,8 +142,10 @@ class Session final : public ResponseSink,
           ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
             self->Disarm();
             if (ec) {
-              self->listener_.HandshakeFailed(self->core_, self->remote_, ec.message(),
-                                              SystemClock().MonotonicNanos());
+              self->listener_.HandshakeFailed(
+                  self->core_, self->remote_,
+                  HandshakeFailure(self->stream_.native_handle(), ec.message()),
+                  SystemClock().MonotonicNanos());
               self->Close();
               return;
             }

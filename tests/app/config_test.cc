@@ -128,6 +128,9 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   // (found by review helper-59: the server started so).
   EXPECT_NE(error("[data]\nclient_ca = \"ca.pem\"\n").find("client_certificates"),
             std::string::npos);
+  // CRLs are checked against the CAs of client_ca: without one, they would check nothing.
+  EXPECT_NE(error("[admin]\nclient_crl = \"ca.crl\"\n").find("client_crl without client_ca"),
+            std::string::npos);
   // Listeners that trust different CAs (or name clients by different fields): each client must
   // say where its name counts, and only where certificates are asked for (review helper-59).
   const std::string two_cas =
@@ -183,6 +186,7 @@ reload_ms = 0
 client_ca = "ca.pem"
 client_certificates = "require"
 client_identity = "san_uri"
+client_crl = "ca.crl"
 )",
                                          "p.toml", "/etc/pillar");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -196,6 +200,7 @@ client_identity = "san_uri"
   EXPECT_EQ(c->jwt->jwks_path, "/etc/pillar/keys.json");
   EXPECT_EQ(c->jwt->reload_interval, absl::ZeroDuration());
   EXPECT_EQ(c->data.client_ca, "/etc/pillar/ca.pem");
+  EXPECT_EQ(c->data.client_crl, "/etc/pillar/ca.crl");
   EXPECT_EQ(c->data.client_certificates, http::ListenerOptions::ClientCertificates::kRequire);
   EXPECT_EQ(c->data.client_identity, http::ListenerOptions::ClientIdentity::kSanUri);
   // Defaults: no [jwt] means no tokens; the file audit log, synced at intervals.

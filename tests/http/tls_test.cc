@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -94,6 +96,43 @@ void WritePem(const std::filesystem::path& path, X509* cert, EVP_PKEY* key, mode
   if (key != nullptr) {
     EXPECT_EQ(PEM_write_bio_PrivateKey(bio, key, nullptr, nullptr, 0, nullptr, nullptr), 1);
   }
+  BIO_free(bio);
+  ASSERT_EQ(::chmod(path.c_str(), mode), 0);
+}
+
+using CrlPtr = std::unique_ptr<X509_CRL, decltype(&X509_CRL_free)>;
+
+// A CRL of `issuer` revoking `serials`, issued a minute ago, next updated in `next_update_s`.
+CrlPtr MakeCrl(X509* issuer, EVP_PKEY* issuer_key, std::vector<long> serials,
+               long next_update_s = 3600) {
+  CrlPtr crl(X509_CRL_new(), X509_CRL_free);
+  X509_CRL_set_version(crl.get(), 1);
+  X509_CRL_set_issuer_name(crl.get(), X509_get_subject_name(issuer));
+  const time_t now = ::time(nullptr);
+  ASN1_TIME* last = ASN1_TIME_adj(nullptr, now, 0, -60);
+  ASN1_TIME* next = ASN1_TIME_adj(nullptr, now, 0, next_update_s);
+  X509_CRL_set1_lastUpdate(crl.get(), last);
+  X509_CRL_set1_nextUpdate(crl.get(), next);
+  for (long serial : serials) {
+    X509_REVOKED* revoked = X509_REVOKED_new();
+    ASN1_INTEGER* number = ASN1_INTEGER_new();
+    ASN1_INTEGER_set(number, serial);
+    X509_REVOKED_set_serialNumber(revoked, number);
+    X509_REVOKED_set_revocationDate(revoked, last);
+    X509_CRL_add0_revoked(crl.get(), revoked);
+    ASN1_INTEGER_free(number);
+  }
+  ASN1_TIME_free(last);
+  ASN1_TIME_free(next);
+  X509_CRL_sort(crl.get());
+  EXPECT_GT(X509_CRL_sign(crl.get(), issuer_key, EVP_sha256()), 0) << OpenSslErrors();
+  return crl;
+}
+
+void WriteCrls(const std::filesystem::path& path, std::vector<X509_CRL*> crls, mode_t mode) {
+  BIO* bio = BIO_new_file(path.c_str(), "w");
+  ASSERT_NE(bio, nullptr) << path;
+  for (X509_CRL* crl : crls) EXPECT_EQ(PEM_write_bio_X509_CRL(bio, crl), 1);
   BIO_free(bio);
   ASSERT_EQ(::chmod(path.c_str(), mode), 0);
 }
@@ -506,6 +545,103 @@ TEST_F(TlsTest, AMissingOrMalformedPrivateKeyNamesTheFile) {
   ASSERT_FALSE(port.ok());
   EXPECT_EQ(port.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(port.status().message().find("garbage.key"), std::string::npos) << port.status();
+}
+
+// Revocation ([data] client_crl): a revoked certificate names nobody and gets no connection,
+// the others go on; a chain with a CA whose CRL is missing is refused (failed closed).
+TEST_F(TlsTest, ARevokedClientCertificateIsRefusedAndOthersAreNot) {
+  KeyPtr other_key = NewKey();
+  CertPtr other = Issue(other_key.get(), "client-2", ca_.get(), ca_key_.get(), 11);
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {3});  // client-1's serial
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  WriteCrls(options_.client_crl, {crl.get()}, 0644);
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
+  ::testing::internal::CaptureStderr();
+  for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    CtxPtr revoked = ClientContext(version);
+    EXPECT_NE(Get(revoked.get(), port_).error, "") << version;
+    CtxPtr ctx = ClientContext(version);
+    ASSERT_EQ(SSL_CTX_use_certificate(ctx.get(), other.get()), 1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey(ctx.get(), other_key.get()), 1);
+    const Exchange exchange = Get(ctx.get(), port_);
+    ASSERT_EQ(exchange.error, "") << version;
+    EXPECT_EQ(exchange.body, "client-2");
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // the server's side of it
+  server->Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("certificate revoked"), std::string::npos) << said;
+}
+
+TEST_F(TlsTest, AChainWhoseCaHasNoCrlIsRefused) {
+  KeyPtr intermediate_key = NewKey();
+  CertPtr intermediate = Issue(intermediate_key.get(), "pillar test intermediate", ca_.get(),
+                               ca_key_.get(), 12, 3600, nullptr, /*ca=*/true);
+  client_cert_ =
+      Issue(client_key_.get(), "client-1", intermediate.get(), intermediate_key.get(), 13);
+  const CrlPtr root_crl = MakeCrl(ca_.get(), ca_key_.get(), {});
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  for (const bool intermediate_crl : {false, true}) {
+    const CrlPtr crl = MakeCrl(intermediate.get(), intermediate_key.get(), {});
+    // The intermediate's CRL is checked against the CA that signed it: it goes in client_ca.
+    BIO* bio = BIO_new_file(options_.client_ca.c_str(), "w");
+    ASSERT_EQ(PEM_write_bio_X509(bio, ca_.get()), 1);
+    ASSERT_EQ(PEM_write_bio_X509(bio, intermediate.get()), 1);
+    BIO_free(bio);
+    std::vector<X509_CRL*> crls = {root_crl.get()};
+    if (intermediate_crl) crls.push_back(crl.get());
+    WriteCrls(options_.client_crl, crls, 0644);
+    std::unique_ptr<HttpServer> server = StartServer();
+    ASSERT_NE(port_, 0);
+    CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+    ASSERT_EQ(SSL_CTX_add1_chain_cert(ctx.get(), intermediate.get()), 1);
+    const Exchange exchange = Get(ctx.get(), port_);
+    EXPECT_EQ(exchange.error.empty(), intermediate_crl) << exchange.error;
+    if (intermediate_crl) {
+      EXPECT_EQ(exchange.body, "client-1");
+    }
+    server->Stop();
+  }
+}
+
+// A CRL file that cannot be used stops the listener at start, saying why, never serves without.
+TEST_F(TlsTest, AClientCrlThatCannotBeUsedIsRefusedAtStart) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  KeyPtr stranger_key = NewKey();
+  CertPtr stranger = Issue(stranger_key.get(), "another CA", nullptr, nullptr, 14);
+  const CrlPtr expired = MakeCrl(ca_.get(), ca_key_.get(), {}, -30);
+  const CrlPtr foreign = MakeCrl(stranger.get(), stranger_key.get(), {});
+  const CrlPtr good = MakeCrl(ca_.get(), ca_key_.get(), {});
+  const auto refused = [&](const char* expected, bool names_the_file = true) {
+    WhoAmI handler;
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+    ASSERT_FALSE(port.ok()) << expected;
+    EXPECT_NE(port.status().message().find(expected), std::string::npos) << port.status();
+    EXPECT_EQ(port.status().message().find(options_.client_crl) != std::string::npos,
+              names_the_file)
+        << port.status();
+  };
+  WriteCrls(options_.client_crl, {expired.get()}, 0644);
+  refused("past its nextUpdate");
+  WriteCrls(options_.client_crl, {good.get(), foreign.get()}, 0644);
+  refused("not signed by a CA of client_ca");
+  WriteCrls(options_.client_crl, {}, 0644);
+  refused("no CRL in it");
+  {
+    std::FILE* f = std::fopen(options_.client_crl.c_str(), "w");
+    std::fputs("-----BEGIN X509 CRL-----\nAAAA\n-----END X509 CRL-----\n", f);
+    std::fclose(f);
+  }
+  refused("does not parse");
+  // Whoever may write it could take a revocation back.
+  WriteCrls(options_.client_crl, {good.get()}, 0666);
+  refused("client_crl");
+  ::chmod(options_.client_crl.c_str(), 0644);
+  options_.client_certificates = ListenerOptions::ClientCertificates::kNone;
+  options_.client_ca.clear();
+  refused("client_crl without client certificates", /*names_the_file=*/false);
 }
 
 }  // namespace

@@ -1,0 +1,35 @@
+// Certificate revocation for a listener's client certificates ([data] / [admin] client_crl):
+// the CRLs in a PEM file are checked for every certificate of a client's chain, so a revoked
+// certificate (a stolen laptop's, a departed operator's) authenticates nobody, without
+// replacing the CA.
+//
+//   PILLAR_RETURN_IF_ERROR(UseClientCrls(ssl_ctx, options.client_crl));   // after the CA
+//
+// Every CA that issues in a chain must have its CRL in the file: a chain with a certificate
+// whose issuer has none fails its handshake ("unable to get certificate CRL"), as does one
+// whose CRL has passed its nextUpdate. Revocation is failed closed: an out-of-date list refuses
+// every client, never admits a revoked one. The file is read at start; a new list takes effect
+// when pillar restarts (session tickets do not outlive the process, so no session verified under
+// the old list is resumed).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+
+typedef struct ssl_ctx_st SSL_CTX;
+
+namespace pillar::http {
+
+// The largest CRL file read (a CA with many revocations publishes a few MB).
+inline constexpr std::uintmax_t kMaxCrlFileBytes = 64 << 20;
+
+// Adds the CRLs of the PEM file `path` to the verification of `ctx`, whose client CA bundle is
+// loaded, and turns on revocation checks for the whole chain. InvalidArgument, naming the file,
+// when it holds no CRL or a malformed one, a CRL that no CA of the bundle signed, or one past its
+// nextUpdate; PermissionDenied when someone other than pillar's user or root owns it or its group
+// or others may write it (whoever can write it can take a revocation back).
+[[nodiscard]] absl::Status UseClientCrls(SSL_CTX* ctx, const std::string& path);
+
+}  // namespace pillar::http
