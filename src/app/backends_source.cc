@@ -9,6 +9,7 @@
 #include "absl/time/clock.h"
 #include "common/crypto.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::app {
 namespace {
@@ -60,6 +61,7 @@ void BackendsSource::Start(const runtime::ModelCatalog& catalog) {
   if (interval_ <= absl::ZeroDuration()) return;
   watcher_->Start();
   reconciler_ = std::thread([this] {
+    NameThisThread("backends");
     absl::MutexLock lock(&stop_mu_);
     while (!stop_mu_.AwaitWithTimeout(absl::Condition(&stop_), interval_)) {
       stop_mu_.Unlock();

@@ -10,6 +10,7 @@
 #include "audit/audit_log_format.h"
 #include "audit/audit_record.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::audit {
 namespace {
@@ -62,7 +63,10 @@ absl::StatusOr<std::unique_ptr<AuditLog>> AuditLog::Start(std::unique_ptr<AuditS
   }
   if (absl::Status s = log->store_->Sync(); !s.ok()) return s;
   log->next_checkpoint_ = absl::Now() + log->options_.checkpoint_interval;
-  log->thread_ = std::thread([raw = log.get()] { raw->Run(); });
+  log->thread_ = std::thread([raw = log.get()] {
+    NameThisThread("audit-writer");
+    raw->Run();
+  });
   return log;
 }
 

@@ -7,6 +7,7 @@
 #include "absl/time/clock.h"
 #include "ckpt/checkpoint_format.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::ckpt {
 Source HostSource(std::string name, DType dtype, std::vector<int64_t> shape,
@@ -32,8 +33,16 @@ absl::StatusOr<std::unique_ptr<CheckpointManager>> CheckpointManager::Open(Optio
   if (m->durable_) {
     if (absl::Status s = m->durable_->Prepare(); !s.ok()) return s;
   }
-  m->writer_ = std::thread([raw = m.get()] { raw->WriteLoop(); });
-  if (m->durable_) m->drainer_ = std::thread([raw = m.get()] { raw->DrainLoop(); });
+  m->writer_ = std::thread([raw = m.get()] {
+    NameThisThread("ckpt-writer");
+    raw->WriteLoop();
+  });
+  if (m->durable_) {
+    m->drainer_ = std::thread([raw = m.get()] {
+      NameThisThread("ckpt-drainer");
+      raw->DrainLoop();
+    });
+  }
   return m;
 }
 

@@ -6,6 +6,7 @@
 
 #include "common/files.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar {
 
@@ -47,7 +48,10 @@ absl::Status FileWatcher::LoadNow() {
 }
 
 void FileWatcher::Start() {
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("file-watcher");
+    Loop();
+  });
 }
 
 void FileWatcher::Loop() {

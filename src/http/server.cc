@@ -11,6 +11,7 @@
 #include "common/crypto.h"
 #include "common/event_loop.h"
 #include "common/files.h"
+#include "common/thread_name.h"
 #include "common/tls_keys.h"
 #include "http/peer_identity.h"
 #include "http/revocation.h"
@@ -313,7 +314,8 @@ void HttpServer::Start() {
   for (auto& loop : impl_->loops) {
     impl_->work.push_back(net::make_work_guard(loop->context));
     net::post(loop->context, [loop = loop.get()] { loop->Sweep(); });
-    impl_->threads.emplace_back([loop = loop.get()] {
+    impl_->threads.emplace_back([loop = loop.get(), n = impl_->threads.size()] {
+      NameThisThread(StrCat("loop-", n));
       const ScopedEventLoop running(loop->context);  // I/O for its requests stays on it
       loop->context.run();
     });

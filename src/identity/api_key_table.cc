@@ -5,6 +5,7 @@
 #include "absl/time/clock.h"
 #include "common/crypto.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "identity/api_key.h"
 
 namespace pillar::identity {
@@ -16,7 +17,10 @@ constexpr int64_t kLastUsedPrecisionUs = 1'000'000;
 ApiKeyTable::ApiKeyTable(state::StateStore& store, ApiKeyTableOptions options)
     : store_(store), options_(options), table_(std::make_shared<Table>()) {
   if (options_.refresh_interval > absl::ZeroDuration()) {
-    background_ = std::thread([this] { BackgroundLoop(); });
+    background_ = std::thread([this] {
+      NameThisThread("key-table");
+      BackgroundLoop();
+    });
   }
 }
 

@@ -5,6 +5,7 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "identity/principal_codec.h"
 
 namespace pillar::jobs {
@@ -74,7 +75,10 @@ JobQueue::~JobQueue() { Stop(absl::ZeroDuration()); }
 
 void JobQueue::Start() {
   claiming_ = true;
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] {
+    NameThisThread("jobs");
+    Loop();
+  });
 }
 
 void JobQueue::Stop(absl::Duration drain) {

@@ -7,6 +7,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::limits {
 
@@ -88,7 +89,10 @@ absl::Status LocalLimiter::LoadQuotas() {
     }
   }
   if (options_.flush_interval > absl::ZeroDuration()) {
-    flusher_ = std::thread([this] { FlushLoop(); });
+    flusher_ = std::thread([this] {
+      NameThisThread("limits-flush");
+      FlushLoop();
+    });
   }
   return absl::OkStatus();
 }

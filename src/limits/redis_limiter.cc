@@ -10,6 +10,7 @@
 #include "absl/synchronization/notification.h"
 #include "common/event_loop.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "limits/redis_scripts.h"
 #include "limits/resp_command.h"
 
@@ -218,7 +219,10 @@ RedisLimiter::RedisLimiter(RedisLimiterOptions options)
   own_link_ = RedisLink::Open(own_loop_, group_);
   // The first connection is made now, so that up() says early whether Redis answers.
   boost::asio::post(own_loop_, [link = own_link_] { link->ConnectNow(); });
-  own_thread_ = std::thread([this] { own_loop_.run(); });
+  own_thread_ = std::thread([this] {
+    NameThisThread("limits-redis");
+    own_loop_.run();
+  });
 }
 
 RedisLimiter::~RedisLimiter() {

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::monitor {
 
@@ -56,6 +57,7 @@ absl::Status AccessLog::Open(const std::string& destination, absl::Duration flus
   stream_ = ::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode);
   // The destructor writes what is left once the thread is gone.
   flusher_ = std::thread([this, flush_interval] {
+    NameThisThread("access-log");
     while (wakeup_.Wait(flush_interval)) WriteOut();
   });
   return absl::OkStatus();

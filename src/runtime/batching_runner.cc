@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "runtime/admission.h"
 #include "runtime/signature.h"
 
@@ -35,7 +36,10 @@ BatchingRunner::BatchingRunner(models::ModelConfig config,
     claimed_.assign(instances_.size(), false);
   }
   for (size_t i = 0; i < instances_.size(); ++i) {
-    threads_.emplace_back([this, i] { InstanceLoop(i); });
+    threads_.emplace_back([this, i] {
+      NameThisThread(StrCat("instance-", i));
+      InstanceLoop(i);
+    });
   }
 }
 

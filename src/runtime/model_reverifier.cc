@@ -11,6 +11,7 @@
 #include "absl/time/clock.h"
 #include "common/files.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "models/model_repository.h"
 #include "signing/model_manifest.h"
 
@@ -35,6 +36,7 @@ ModelReverifier::~ModelReverifier() {
 
 void ModelReverifier::Start() {
   thread_ = std::thread([this] {
+    NameThisThread("reverifier");
     absl::Time next_full = absl::Now() + interval_;
     absl::MutexLock lock(&mu_);
     while (!stopping_) {

@@ -4,6 +4,7 @@
 
 #include "absl/time/clock.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::runtime {
 namespace {
@@ -57,6 +58,7 @@ ModelWatcher::~ModelWatcher() {
 void ModelWatcher::Start() {
   if (interval_ <= absl::ZeroDuration()) return;
   thread_ = std::thread([this] {
+    NameThisThread("model-watcher");
     for (;;) {
       {
         absl::MutexLock lock(&mu_);

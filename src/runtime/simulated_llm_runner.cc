@@ -17,6 +17,7 @@
 #include "common/clock.h"
 #include "common/event_loop.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "protocol/openai_request.h"
 
 namespace pillar::runtime {
@@ -332,7 +333,10 @@ void SimulatedLlmRunner::State::Finish(const std::shared_ptr<PendingCall>& call,
 
 SimulatedLlmRunner::SimulatedLlmRunner(const models::ModelConfig& config)
     : state_(std::make_shared<State>(config)) {
-  thread_ = std::thread([state = state_] { state->io.run(); });
+  thread_ = std::thread([state = state_] {
+    NameThisThread("simulated-llm");
+    state->io.run();
+  });
 }
 
 SimulatedLlmRunner::~SimulatedLlmRunner() {

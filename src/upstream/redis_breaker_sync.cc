@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "common/thread_name.h"
 
 namespace pillar::upstream {
 namespace {
@@ -69,7 +70,10 @@ RedisBreakerSync::RedisBreakerSync(RedisBreakerSyncOptions options)
       instance_(HexEncode(RandomBytes(8))),
       channel_(StrCat(options_.key_prefix, ":breakers")) {
   if (::pipe(wake_pipe_) != 0) wake_pipe_[0] = wake_pipe_[1] = -1;
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    NameThisThread("breaker-sync");
+    Run();
+  });
 }
 
 RedisBreakerSync::~RedisBreakerSync() {

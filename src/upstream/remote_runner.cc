@@ -6,6 +6,7 @@
 
 #include "common/event_loop.h"
 #include "common/strings.h"
+#include "common/thread_name.h"
 #include "protocol/openai_request.h"
 #include "runtime/admission.h"
 #include "runtime/signature.h"
@@ -387,7 +388,10 @@ RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(stat
     state->SubscribeTrips();
     state->StartChecks();
   });
-  thread_ = std::thread([state = state_] { state->io.run(); });
+  thread_ = std::thread([state = state_] {
+    NameThisThread(StrCat("remote:", state->model_name));
+    state->io.run();
+  });
 }
 
 RemoteRunner::~RemoteRunner() {
