@@ -77,15 +77,19 @@ namespace {
   const auto asks = [](const http::ListenerOptions& l) {
     return l.client_certificates != Certificates::kNone;
   };
+  // Revocation lists are part of the trust (found by review helper-61: a certificate revoked on
+  // [data], whose client_crl lists it, named its client on an [admin] with the same CA and none).
   const bool ambiguous = asks(config.data) && asks(config.admin) &&
                          (config.data.client_ca != config.admin.client_ca ||
+                          config.data.client_crl != config.admin.client_crl ||
                           config.data.client_identity != config.admin.client_identity);
   for (const auto& [identity, client] : config.certificate_clients) {
     if (ambiguous && client.listeners.empty()) {
       return absl::InvalidArgumentError(StrCat(
           source, ": [[mtls_client]] '", identity,
           "' must say which listeners it is for (listeners = [\"data\"] or [\"admin\"]): [data] "
-          "and [admin] trust different client CAs or name clients by different fields"));
+          "and [admin] trust different client CAs, check different revocation lists or name "
+          "clients by different fields"));
     }
     for (const std::string& name : client.listeners) {
       if (!asks(name == "data" ? config.data : config.admin)) {

@@ -143,6 +143,14 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
                                     "listeners = [\"admin\"]\n",
                           "p.toml", "")
                   .ok());
+  // The same CA, revoked certificates on one listener only: as ambiguous (review helper-61).
+  const std::string one_crl =
+      "[data]\nclient_ca = \"ca.pem\"\nclient_certificates = \"optional\"\n"
+      "client_crl = \"ca.crl\"\n"
+      "[admin]\nclient_ca = \"ca.pem\"\nclient_certificates = \"require\"\n";
+  EXPECT_NE(error(one_crl + "[[mtls_client]]\nidentity = \"ops-admin\"\nroles = [\"admin\"]\n")
+                .find("revocation lists"),
+            std::string::npos);
   EXPECT_NE(error("[[mtls_client]]\nidentity = \"x\"\nlisteners = [\"data\"]\n")
                 .find("asks for no client certificate"),
             std::string::npos);

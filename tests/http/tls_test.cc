@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -102,14 +103,16 @@ void WritePem(const std::filesystem::path& path, X509* cert, EVP_PKEY* key, mode
 
 using CrlPtr = std::unique_ptr<X509_CRL, decltype(&X509_CRL_free)>;
 
-// A CRL of `issuer` revoking `serials`, issued a minute ago, next updated in `next_update_s`.
+// A CRL of `issuer` revoking `serials`, issued `last_update_s` from now (a minute ago), next
+// updated in `next_update_s`; `extend` adds extensions before it is signed.
 CrlPtr MakeCrl(X509* issuer, EVP_PKEY* issuer_key, std::vector<long> serials,
-               long next_update_s = 3600) {
+               long next_update_s = 3600, long last_update_s = -60,
+               const std::function<void(X509_CRL*)>& extend = nullptr) {
   CrlPtr crl(X509_CRL_new(), X509_CRL_free);
   X509_CRL_set_version(crl.get(), 1);
   X509_CRL_set_issuer_name(crl.get(), X509_get_subject_name(issuer));
   const time_t now = ::time(nullptr);
-  ASN1_TIME* last = ASN1_TIME_adj(nullptr, now, 0, -60);
+  ASN1_TIME* last = ASN1_TIME_adj(nullptr, now, 0, last_update_s);
   ASN1_TIME* next = ASN1_TIME_adj(nullptr, now, 0, next_update_s);
   X509_CRL_set1_lastUpdate(crl.get(), last);
   X509_CRL_set1_nextUpdate(crl.get(), next);
@@ -125,6 +128,7 @@ CrlPtr MakeCrl(X509* issuer, EVP_PKEY* issuer_key, std::vector<long> serials,
   ASN1_TIME_free(last);
   ASN1_TIME_free(next);
   X509_CRL_sort(crl.get());
+  if (extend) extend(crl.get());
   EXPECT_GT(X509_CRL_sign(crl.get(), issuer_key, EVP_sha256()), 0) << OpenSslErrors();
   return crl;
 }
@@ -635,6 +639,32 @@ TEST_F(TlsTest, AClientCrlThatCannotBeUsedIsRefusedAtStart) {
     std::fclose(f);
   }
   refused("does not parse");
+  // Found by review helper-61: of two CRLs of one issuer, OpenSSL uses the newest within its
+  // dates, and an older list took over when the newer expired; a delta CRL was read as a whole
+  // list (the base's revocations lost); an indirect one was passed over; a CRL dated ahead
+  // refused every client until then.
+  const CrlPtr newer = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, -30);
+  WriteCrls(options_.client_crl, {good.get(), newer.get()}, 0644);
+  refused("two CRLs of");
+  const CrlPtr delta = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [](X509_CRL* crl) {
+    ASN1_INTEGER* base = ASN1_INTEGER_new();
+    ASN1_INTEGER_set(base, 5);
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_delta_crl, base, 1, 0), 1);
+    ASN1_INTEGER_free(base);
+  });
+  WriteCrls(options_.client_crl, {delta.get()}, 0644);
+  refused("is a delta CRL");
+  const CrlPtr indirect = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [](X509_CRL* crl) {
+    ISSUING_DIST_POINT* idp = ISSUING_DIST_POINT_new();
+    idp->indirectCRL = 1;
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_issuing_distribution_point, idp, 1, 0), 1);
+    ISSUING_DIST_POINT_free(idp);
+  });
+  WriteCrls(options_.client_crl, {indirect.get()}, 0644);
+  refused("is an indirect CRL");
+  const CrlPtr ahead = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, 600);
+  WriteCrls(options_.client_crl, {ahead.get()}, 0644);
+  refused("dated in the future");
   // Whoever may write it could take a revocation back.
   WriteCrls(options_.client_crl, {good.get()}, 0666);
   refused("client_crl");
@@ -642,6 +672,33 @@ TEST_F(TlsTest, AClientCrlThatCannotBeUsedIsRefusedAtStart) {
   options_.client_certificates = ListenerOptions::ClientCertificates::kNone;
   options_.client_ca.clear();
   refused("client_crl without client certificates", /*names_the_file=*/false);
+}
+
+// Found by review helper-61: a CA whose key was rolled over has two certificates of one name;
+// its CRL, signed with the second key, was refused at start when the first came first.
+TEST_F(TlsTest, ACrlSignedByEitherOfTwoCasOfOneNameIsTaken) {
+  KeyPtr rolled_key = NewKey();
+  CertPtr rolled = Issue(rolled_key.get(), "pillar test CA", nullptr, nullptr, 15);
+  BIO* bio = BIO_new_file(options_.client_ca.c_str(), "w");
+  ASSERT_EQ(PEM_write_bio_X509(bio, ca_.get()), 1);
+  ASSERT_EQ(PEM_write_bio_X509(bio, rolled.get()), 1);
+  BIO_free(bio);
+  const CrlPtr crl = MakeCrl(rolled.get(), rolled_key.get(), {});
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  WriteCrls(options_.client_crl, {crl.get()}, 0644);
+  WhoAmI handler;
+  HttpServer server(Limits{}, handler, nullptr, 1);
+  EXPECT_TRUE(server.AddListener(options_, router_).ok());
+}
+
+// Found by review helper-61: once the revocation lists passed their nextUpdate, new handshakes
+// failed but sessions verified before kept resuming (a TLS 1.3 ticket renews itself) and
+// kept-alive connections kept their identity. The lists' end now bounds them as the chain's does.
+TEST_F(TlsTest, SessionsEndWithTheRevocationLists) {
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {}, 2);
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  WriteCrls(options_.client_crl, {crl.get()}, 0644);
+  ExpectNobodyOnceTheChainEnded(nullptr);
 }
 
 }  // namespace
