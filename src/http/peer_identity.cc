@@ -1,7 +1,6 @@
 #include "http/peer_identity.h"
 
 #include <openssl/ssl.h>
-#include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "http/revocation.h"
 
 namespace pillar::http {
 namespace {
@@ -73,29 +73,6 @@ std::optional<int64_t> KeptChainEnd(SSL_SESSION* session) {
   return end;
 }
 
-// The earliest nextUpdate (unix seconds) of the revocation lists `ssl`'s listener checks
-// certificates against (client_crl); nullopt when it checks none. Past it, the lists say nothing
-// of what was revoked since, and a full handshake fails (found by review helper-61: sessions
-// verified before kept resuming, and a TLS 1.3 ticket renews itself).
-std::optional<int64_t> RevocationEnd(SSL* ssl) {
-  X509_STORE* store = SSL_CTX_get_cert_store(SSL_get_SSL_CTX(ssl));
-  if (store == nullptr ||
-      (X509_VERIFY_PARAM_get_flags(X509_STORE_get0_param(store)) & X509_V_FLAG_CRL_CHECK) == 0) {
-    return std::nullopt;
-  }
-  std::optional<int64_t> earliest;
-  X509_STORE_lock(store);
-  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
-  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
-    X509_CRL* crl = X509_OBJECT_get0_X509_CRL(sk_X509_OBJECT_value(objects, i));
-    const ASN1_TIME* next = crl != nullptr ? X509_CRL_get0_nextUpdate(crl) : nullptr;
-    const std::optional<int64_t> end = next != nullptr ? UnixSeconds(next) : std::nullopt;
-    if (end) earliest = std::min(earliest.value_or(*end), *end);
-  }
-  X509_STORE_unlock(store);
-  return earliest;
-}
-
 // The earliest notAfter (unix seconds) of the chain `ssl`'s client was verified with, its leaf,
 // intermediates and root, and of the revocation lists it was checked against: kept in the
 // session after a resumption (a resumption verifies nothing again); after a full handshake,
@@ -107,7 +84,7 @@ std::optional<int64_t> ChainEnd(SSL* ssl) {
   if (std::optional<int64_t> kept = KeptChainEnd(session)) return kept;
   STACK_OF(X509)* chain = SSL_get0_verified_chain(ssl);
   if (chain == nullptr) return std::nullopt;
-  std::optional<int64_t> earliest = RevocationEnd(ssl);
+  std::optional<int64_t> earliest = RevocationEnd(SSL_get_SSL_CTX(ssl));
   for (int i = 0; i < sk_X509_num(chain); ++i) {
     const std::optional<int64_t> end = UnixSeconds(X509_get0_notAfter(sk_X509_value(chain, i)));
     if (!end) return std::nullopt;

@@ -7,6 +7,8 @@
 #include <openssl/x509_vfy.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
+#include <ctime>
 #include <memory>
 #include <vector>
 
@@ -120,6 +122,27 @@ std::string NotACompleteList(X509_CRL* crl) {
   }
   X509_STORE_set_flags(store, X509_V_FLAG_CRL_CHECK | X509_V_FLAG_CRL_CHECK_ALL);
   return absl::OkStatus();
+}
+
+std::optional<int64_t> RevocationEnd(SSL_CTX* ctx) {
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  if (store == nullptr ||
+      (X509_VERIFY_PARAM_get_flags(X509_STORE_get0_param(store)) & X509_V_FLAG_CRL_CHECK) == 0) {
+    return std::nullopt;
+  }
+  std::optional<int64_t> earliest;
+  X509_STORE_lock(store);
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
+  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
+    X509_CRL* crl = X509_OBJECT_get0_X509_CRL(sk_X509_OBJECT_value(objects, i));
+    const ASN1_TIME* next = crl != nullptr ? X509_CRL_get0_nextUpdate(crl) : nullptr;
+    int days = 0, seconds = 0;
+    if (next == nullptr || ASN1_TIME_diff(&days, &seconds, nullptr, next) != 1) continue;
+    const int64_t end = int64_t(std::time(nullptr)) + int64_t(days) * 86400 + seconds;
+    earliest = std::min(earliest.value_or(end), end);
+  }
+  X509_STORE_unlock(store);
+  return earliest;
 }
 
 }  // namespace pillar::http

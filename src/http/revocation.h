@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/status/status.h"
@@ -31,5 +32,10 @@ inline constexpr std::uintmax_t kMaxCrlFileBytes = 64 << 20;
 // nextUpdate; PermissionDenied when someone other than pillar's user or root owns it or its group
 // or others may write it (whoever can write it can take a revocation back).
 [[nodiscard]] absl::Status UseClientCrls(SSL_CTX* ctx, const std::string& path);
+
+// The earliest nextUpdate (unix seconds) of the CRLs `ctx` checks client certificates against;
+// nullopt when it checks none. Past it, the lists say nothing of what was revoked since: a full
+// handshake fails, and sessions verified before end there (peer_identity.h).
+std::optional<int64_t> RevocationEnd(SSL_CTX* ctx);
 
 }  // namespace pillar::http

@@ -5,9 +5,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <list>
+#include <optional>
 #include <thread>
 
+#include "absl/time/time.h"
 #include "common/crypto.h"
 #include "common/event_loop.h"
 #include "common/files.h"
@@ -119,6 +122,35 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
         StrCat("listener '", options.name, "': cannot set the TLS ticket callbacks"));
   }
   return absl::OkStatus();
+}
+
+// Unix seconds of `time`; nullopt when it does not parse.
+std::optional<int64_t> UnixSeconds(const ASN1_TIME* time) {
+  int days = 0, seconds = 0;
+  if (time == nullptr || ASN1_TIME_diff(&days, &seconds, nullptr, time) != 1) return std::nullopt;
+  return int64_t(std::time(nullptr)) + int64_t(days) * 86400 + seconds;
+}
+
+// When what the TLS listener relies on stops being valid, as a metric an alert can watch: its
+// certificate's end, and its client CRLs' earliest nextUpdate, past which every client they
+// cover is refused. The CRLs are read only at start, so that end is said on stderr too.
+void PublishTlsExpiry(const ListenerOptions& options, SSL_CTX* ctx,
+                      monitor::Family<monitor::Gauge>* gauge) {
+  const std::optional<int64_t> certificate =
+      UnixSeconds(X509_get0_notAfter(SSL_CTX_get0_certificate(ctx)));
+  if (gauge != nullptr && certificate) {
+    gauge->Get({options.name, "certificate"}).Set(double(*certificate));
+  }
+  const std::optional<int64_t> crls = RevocationEnd(ctx);
+  if (!crls) return;
+  if (gauge != nullptr) gauge->Get({options.name, "client_crl"}).Set(double(*crls));
+  const std::string until =
+      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(*crls), absl::UTCTimeZone());
+  std::fprintf(stderr,
+               "pillar: listener '%s': client_crl is current until %s; it is read at start: "
+               "restart pillar with a current one before then, or every client it covers is "
+               "refused\n",
+               options.name.c_str(), until.c_str());
 }
 
 }  // namespace
@@ -235,6 +267,11 @@ HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry
         &metrics->AddGauge("pillar_http_open_connections", "Open connections.", {"listener"});
     impl_->core.stats.accepted = &metrics->AddCounter("pillar_http_connections_total",
                                                       "Accepted connections.", {"listener"});
+    impl_->core.stats.tls_expiry = &metrics->AddGauge(
+        "pillar_tls_expiry_timestamp_seconds",
+        "When what a TLS listener relies on stops being valid (unix seconds): its certificate, "
+        "and the earliest nextUpdate of the client CRLs it checks, which are read at start.",
+        {"listener", "what"});
     impl_->core.stats.inflight_bytes =
         &metrics
              ->AddGauge("pillar_http_inflight_bytes",
@@ -271,6 +308,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     if (absl::Status s = HardenTls(options, *context); !s.ok()) return s;
     if (absl::Status s = SetSessionIdContext(options, *context); !s.ok()) return s;
     if (absl::Status s = VerifyClients(options, *context); !s.ok()) return s;
+    PublishTlsExpiry(options, context->native_handle(), impl_->core.stats.tls_expiry);
   } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
     return absl::InvalidArgumentError(
         StrCat("listener '", options.name, "': client certificates need TLS"));

@@ -33,6 +33,7 @@ struct Stats {
   monitor::Family<monitor::Gauge>* open = nullptr;
   monitor::Family<monitor::Counter>* accepted = nullptr;
   monitor::Gauge* inflight_bytes = nullptr;
+  monitor::Family<monitor::Gauge>* tls_expiry = nullptr;
 };
 
 struct Core {

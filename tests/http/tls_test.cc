@@ -23,7 +23,9 @@
 #include <thread>
 #include <vector>
 
+#include "common/strings.h"
 #include "http/server.h"
+#include "monitor/metrics.h"
 #include "testing/temp_dir.h"
 
 namespace pillar::http {
@@ -576,6 +578,32 @@ TEST_F(TlsTest, ARevokedClientCertificateIsRefusedAndOthersAreNot) {
   server->Stop();
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("certificate revoked"), std::string::npos) << said;
+}
+
+// The CRLs are read at start and refuse every client once past their nextUpdate: when that is,
+// and when the listener's certificate ends, are metrics an alert can watch, and the CRLs' end
+// is said at start.
+TEST_F(TlsTest, WhenTheCertificateAndTheCrlsEndIsPublished) {
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {}, 7200);
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  WriteCrls(options_.client_crl, {crl.get()}, 0644);
+  monitor::MetricsRegistry metrics;
+  ::testing::internal::CaptureStderr();
+  HttpServer server(Limits{}, handler_, &metrics, 1);
+  ASSERT_TRUE(server.AddListener(options_, router_).ok());
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("listener 'data': client_crl is current until "), std::string::npos) << said;
+  const std::string text = metrics.Render();
+  const auto value = [&](std::string_view what) -> double {
+    const std::string key =
+        StrCat("pillar_tls_expiry_timestamp_seconds{listener=\"data\",what=\"", what, "\"} ");
+    const size_t at = text.find(key);
+    if (at == std::string::npos) return 0;
+    return std::stod(text.substr(at + key.size()));
+  };
+  const double now = double(::time(nullptr));
+  EXPECT_NEAR(value("client_crl"), now + 7200, 5) << text;
+  EXPECT_NEAR(value("certificate"), now + 3600, 5) << text;  // Issue's default validity
 }
 
 TEST_F(TlsTest, AChainWhoseCaHasNoCrlIsRefused) {
