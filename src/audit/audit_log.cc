@@ -204,7 +204,7 @@ bool AuditLog::WriteBatch(const Bodies& bodies, bool checkpoint_due) {
     r.payload = std::string_view(lines.data() + start, lines.size() - start);
     r.chain = chain = hasher_.Link(chain, r.payload);
     lines += ' ';
-    lines += ChainHex(r.chain);
+    AppendChainHex(lines, r.chain);
     lines += '\n';
   };
   if (seq == 0) {

@@ -11,13 +11,20 @@ Chain ChainHasher::Link(const Chain& previous, std::string_view payload) {
 }
 
 std::string ChainHex(const Chain& chain) {
+  std::string hex;
+  AppendChainHex(hex, chain);
+  return hex;
+}
+
+void AppendChainHex(std::string& out, const Chain& chain) {
   static constexpr char kDigits[] = "0123456789abcdef";
-  std::string hex(format::kChainHexChars, '0');
+  const size_t at = out.size();
+  out.resize(at + format::kChainHexChars);
+  char* hex = out.data() + at;
   for (size_t i = 0; i < chain.size(); ++i) {
     hex[2 * i] = kDigits[chain[i] >> 4];
     hex[2 * i + 1] = kDigits[chain[i] & 15];
   }
-  return hex;
 }
 
 namespace {

@@ -28,6 +28,9 @@ class ChainHasher {
 
 // 64 lowercase hex digits.
 std::string ChainHex(const Chain& chain);
+// The same digits appended to `out`: the writer spells one per record into its batch, where a
+// string of their own would be one more allocation a record.
+void AppendChainHex(std::string& out, const Chain& chain);
 // False unless `hex` is exactly 64 lowercase hex digits.
 bool ParseChainHex(std::string_view hex, Chain* chain);
 
