@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/files.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::http {
@@ -28,18 +29,37 @@ std::string NameOf(const X509_NAME* name) {
   return buffer;
 }
 
-// Whether a certificate of `store` named as the CRL's issuer signed it (any of them: a CA whose
-// key was rolled over has two certificates of one name).
-bool SignedByStoreCa(X509_STORE* store, X509_CRL* crl) {
+// The CAs of `store` named as the CRL's issuer (a CA whose key was rolled over has two).
+size_t CasNamed(X509_STORE* store, X509_CRL* crl, bool* signed_by_one) {
+  *signed_by_one = false;
   StoreCtxPtr ctx(X509_STORE_CTX_new(), X509_STORE_CTX_free);
-  if (ctx == nullptr || X509_STORE_CTX_init(ctx.get(), store, nullptr, nullptr) != 1) return false;
+  if (ctx == nullptr || X509_STORE_CTX_init(ctx.get(), store, nullptr, nullptr) != 1) return 0;
   STACK_OF(X509)* named = X509_STORE_CTX_get1_certs(ctx.get(), X509_CRL_get_issuer(crl));
-  bool signed_by_one = false;
-  for (int i = 0; named != nullptr && i < sk_X509_num(named) && !signed_by_one; ++i) {
-    signed_by_one = X509_CRL_verify(crl, X509_get0_pubkey(sk_X509_value(named, i))) == 1;
+  const size_t count = named == nullptr ? 0 : size_t(sk_X509_num(named));
+  for (size_t i = 0; i < count && !*signed_by_one; ++i) {
+    *signed_by_one = X509_CRL_verify(crl, X509_get0_pubkey(sk_X509_value(named, int(i)))) == 1;
   }
   sk_X509_pop_free(named, X509_free);
-  return signed_by_one;
+  return count;
+}
+
+// The extensions OpenSSL reads in a CRL and in its entries: any other that is critical fails
+// every handshake the CRL is used in ("unhandled critical CRL extension").
+bool KnownCrlExtension(int nid) {
+  return nid == NID_crl_number || nid == NID_delta_crl || nid == NID_issuing_distribution_point ||
+         nid == NID_authority_key_identifier;
+}
+bool KnownEntryExtension(int nid) { return nid == NID_crl_reason || nid == NID_invalidity_date; }
+
+bool HasUnknownCritical(const STACK_OF(X509_EXTENSION) * extensions, bool (*known)(int)) {
+  for (int i = 0; i < sk_X509_EXTENSION_num(extensions); ++i) {
+    X509_EXTENSION* extension = sk_X509_EXTENSION_value(extensions, i);
+    if (X509_EXTENSION_get_critical(extension) == 1 &&
+        !known(OBJ_obj2nid(X509_EXTENSION_get_object(extension)))) {
+      return true;
+    }
+  }
+  return false;
 }
 
 // Why OpenSSL would not read `crl` as the complete list of its issuer's revocations, which is
@@ -52,10 +72,86 @@ std::string NotACompleteList(X509_CRL* crl) {
   }
   auto* idp = static_cast<ISSUING_DIST_POINT*>(
       X509_CRL_get_ext_d2i(crl, NID_issuing_distribution_point, nullptr, nullptr));
-  if (idp == nullptr) return {};
-  const bool partial = idp->indirectCRL > 0 || idp->onlysomereasons != nullptr;
-  ISSUING_DIST_POINT_free(idp);
-  return partial ? "is an indirect CRL or lists only some reasons: give the CA's complete CRL" : "";
+  if (idp != nullptr) {
+    const bool partial =
+        idp->indirectCRL > 0 || idp->onlysomereasons != nullptr || idp->onlyattr > 0;
+    ISSUING_DIST_POINT_free(idp);
+    if (partial) {
+      return "is an indirect CRL, or lists only some reasons or attribute certificates: give "
+             "the CA's complete CRL";
+    }
+  }
+  // Found by review helper-62: each of these starts, then fails every handshake it is used in.
+  if (HasUnknownCritical(X509_CRL_get0_extensions(crl), KnownCrlExtension)) {
+    return "has a critical extension OpenSSL does not read";
+  }
+  STACK_OF(X509_REVOKED)* revoked = X509_CRL_get_REVOKED(crl);
+  for (int i = 0; i < sk_X509_REVOKED_num(revoked); ++i) {
+    const X509_REVOKED* entry = sk_X509_REVOKED_value(revoked, i);
+    if (HasUnknownCritical(X509_REVOKED_get0_extensions(entry), KnownEntryExtension)) {
+      return "has an entry with a critical extension OpenSSL does not read";
+    }
+  }
+  if (X509_CRL_get0_nextUpdate(crl) == nullptr) {
+    return "has no nextUpdate (RFC 5280 requires one): nothing would say when it is stale";
+  }
+  return {};
+}
+
+// Whether `store` holds a CRL.
+bool HoldsCrls(X509_STORE* store) {
+  X509_STORE_lock(store);
+  bool found = false;
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
+  for (int i = 0; i < sk_X509_OBJECT_num(objects) && !found; ++i) {
+    found = X509_OBJECT_get_type(sk_X509_OBJECT_value(objects, i)) == X509_LU_CRL;
+  }
+  X509_STORE_unlock(store);
+  return found;
+}
+
+// Whether `crl` can be one of the lists a listener checks, beside the ones `loaded` before it:
+// the complete list of a CA of `store`, the only one of its issuer, within its dates.
+[[nodiscard]] absl::Status CheckCrl(X509_STORE* store, X509_CRL* crl,
+                                    const std::vector<CrlPtr>& loaded, const std::string& path) {
+  const std::string issuer = NameOf(X509_CRL_get_issuer(crl));
+  // One CRL an issuer: of two, OpenSSL uses the newest that is within its dates, so an older
+  // list would quietly take over when the newer expires (found by review helper-61).
+  for (const CrlPtr& seen : loaded) {
+    if (X509_NAME_cmp(X509_CRL_get_issuer(seen.get()), X509_CRL_get_issuer(crl)) == 0) {
+      return absl::InvalidArgumentError(StrCat("client_crl ", path, ": two CRLs of ", issuer,
+                                               ": give each CA's current CRL once"));
+    }
+  }
+  if (const std::string why = NotACompleteList(crl); !why.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("client_crl ", path, ": the CRL of ", issuer, " ", why));
+  }
+  bool signed_by_one = false;
+  const size_t named = CasNamed(store, crl, &signed_by_one);
+  if (!signed_by_one) {
+    return absl::InvalidArgumentError(StrCat("client_crl ", path, ": the CRL of ", issuer,
+                                             " is not signed by a CA of client_ca"));
+  }
+  // Found by review helper-62: the certificates of the other key are checked against a list
+  // their issuer did not sign, and fail; one list a name cannot hold both keys' revocations.
+  if (named > 1) {
+    return absl::InvalidArgumentError(
+        StrCat("client_crl ", path, ": client_ca holds ", named, " CAs named ", issuer,
+               " (a rolled key?): their certificates cannot be checked against one CRL; "
+               "trust one of them, or give the new one a name of its own"));
+  }
+  if (X509_cmp_current_time(X509_CRL_get0_lastUpdate(crl)) > 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "client_crl ", path, ": the CRL of ", issuer,
+        " is dated in the future (every client would be refused until then): check the clocks"));
+  }
+  if (X509_cmp_current_time(X509_CRL_get0_nextUpdate(crl)) <= 0) {
+    return absl::InvalidArgumentError(
+        StrCat("client_crl ", path, ": the CRL of ", issuer,
+               " is past its nextUpdate (every client would be refused): fetch a current one"));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -68,6 +164,14 @@ std::string NotACompleteList(X509_CRL* crl) {
   BioPtr bio(BIO_new_mem_buf(pem->data(), int(pem->size())), BIO_free);
   if (bio == nullptr) return absl::ResourceExhaustedError("client_crl: out of memory");
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  // Found by review helper-62: OpenSSL loads the CRLs of the client_ca bundle too, where none of
+  // the checks here would have read them (a newer one there, not listing a revocation, won).
+  if (HoldsCrls(store)) {
+    return absl::InvalidArgumentError(
+        StrCat("client_crl ", path,
+               ": client_ca holds CRLs too: keep the CAs there and every CRL in "
+               "client_crl"));
+  }
   std::vector<CrlPtr> loaded;
   ERR_clear_error();
   for (;;) {
@@ -80,34 +184,7 @@ std::string NotACompleteList(X509_CRL* crl) {
       return absl::InvalidArgumentError(
           StrCat("client_crl ", path, ": CRL ", loaded.size() + 1, " does not parse"));
     }
-    const std::string issuer = NameOf(X509_CRL_get_issuer(crl.get()));
-    // One CRL an issuer: of two, OpenSSL uses the newest that is within its dates, so an older
-    // list would quietly take over when the newer expires (found by review helper-61).
-    for (const CrlPtr& seen : loaded) {
-      if (X509_NAME_cmp(X509_CRL_get_issuer(seen.get()), X509_CRL_get_issuer(crl.get())) == 0) {
-        return absl::InvalidArgumentError(StrCat("client_crl ", path, ": two CRLs of ", issuer,
-                                                 ": give each CA's current CRL once"));
-      }
-    }
-    if (const std::string why = NotACompleteList(crl.get()); !why.empty()) {
-      return absl::InvalidArgumentError(
-          StrCat("client_crl ", path, ": the CRL of ", issuer, " ", why));
-    }
-    if (!SignedByStoreCa(store, crl.get())) {
-      return absl::InvalidArgumentError(StrCat("client_crl ", path, ": the CRL of ", issuer,
-                                               " is not signed by a CA of client_ca"));
-    }
-    if (X509_cmp_current_time(X509_CRL_get0_lastUpdate(crl.get())) > 0) {
-      return absl::InvalidArgumentError(StrCat(
-          "client_crl ", path, ": the CRL of ", issuer,
-          " is dated in the future (every client would be refused until then): check the clocks"));
-    }
-    const ASN1_TIME* next_update = X509_CRL_get0_nextUpdate(crl.get());
-    if (next_update != nullptr && X509_cmp_current_time(next_update) <= 0) {
-      return absl::InvalidArgumentError(
-          StrCat("client_crl ", path, ": the CRL of ", issuer,
-                 " is past its nextUpdate (every client would be refused): fetch a current one"));
-    }
+    PILLAR_RETURN_IF_ERROR(CheckCrl(store, crl.get(), loaded, path));
     loaded.push_back(std::move(crl));
   }
   if (loaded.empty()) {

@@ -20,7 +20,7 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
     // (review helper-60: such refusals were recorded as if nothing had been presented).
     who = absl::UnauthenticatedError(
         "the client certificate names nobody: more than one name of the kind this listener "
-        "reads, or past the end of its chain");
+        "reads, or past the end of its chain or of the revocation lists it was checked against");
   }
   if (!who.ok()) {
     const std::string reason(who.status().message());

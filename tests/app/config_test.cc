@@ -151,6 +151,15 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
   EXPECT_NE(error(one_crl + "[[mtls_client]]\nidentity = \"ops-admin\"\nroles = [\"admin\"]\n")
                 .find("revocation lists"),
             std::string::npos);
+  // Nor for both listeners by name (review helper-62); for one of them, it is what it says.
+  EXPECT_NE(error(one_crl + "[[mtls_client]]\nidentity = \"ops-admin\"\n"
+                            "listeners = [\"data\", \"admin\"]\n")
+                .find("is for both listeners"),
+            std::string::npos);
+  EXPECT_TRUE(ParseConfig(one_crl + "[[mtls_client]]\nidentity = \"ops-admin\"\n"
+                                    "listeners = [\"admin\"]\n",
+                          "p.toml", "")
+                  .ok());
   EXPECT_NE(error("[[mtls_client]]\nidentity = \"x\"\nlisteners = [\"data\"]\n")
                 .find("asks for no client certificate"),
             std::string::npos);

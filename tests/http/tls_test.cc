@@ -105,8 +105,11 @@ void WritePem(const std::filesystem::path& path, X509* cert, EVP_PKEY* key, mode
 
 using CrlPtr = std::unique_ptr<X509_CRL, decltype(&X509_CRL_free)>;
 
+constexpr long kNoNextUpdate = -1'000'000'000;
+
 // A CRL of `issuer` revoking `serials`, issued `last_update_s` from now (a minute ago), next
-// updated in `next_update_s`; `extend` adds extensions before it is signed.
+// updated in `next_update_s` (kNoNextUpdate: never said); `extend` adds extensions before it is
+// signed.
 CrlPtr MakeCrl(X509* issuer, EVP_PKEY* issuer_key, std::vector<long> serials,
                long next_update_s = 3600, long last_update_s = -60,
                const std::function<void(X509_CRL*)>& extend = nullptr) {
@@ -117,7 +120,7 @@ CrlPtr MakeCrl(X509* issuer, EVP_PKEY* issuer_key, std::vector<long> serials,
   ASN1_TIME* last = ASN1_TIME_adj(nullptr, now, 0, last_update_s);
   ASN1_TIME* next = ASN1_TIME_adj(nullptr, now, 0, next_update_s);
   X509_CRL_set1_lastUpdate(crl.get(), last);
-  X509_CRL_set1_nextUpdate(crl.get(), next);
+  if (next_update_s != kNoNextUpdate) X509_CRL_set1_nextUpdate(crl.get(), next);
   for (long serial : serials) {
     X509_REVOKED* revoked = X509_REVOKED_new();
     ASN1_INTEGER* number = ASN1_INTEGER_new();
@@ -703,20 +706,72 @@ TEST_F(TlsTest, AClientCrlThatCannotBeUsedIsRefusedAtStart) {
 }
 
 // Found by review helper-61: a CA whose key was rolled over has two certificates of one name;
-// its CRL, signed with the second key, was refused at start when the first came first.
-TEST_F(TlsTest, ACrlSignedByEitherOfTwoCasOfOneNameIsTaken) {
+// its CRL, signed with the second key, was refused at start when the first came first. Then by
+// helper-62: taken, it failed every certificate of the first key (checked against a list their
+// issuer did not sign). Two CAs of one name with a CRL are refused at start, saying why.
+TEST_F(TlsTest, TwoCasOfOneNameWithACrlAreRefusedSayingWhy) {
   KeyPtr rolled_key = NewKey();
   CertPtr rolled = Issue(rolled_key.get(), "pillar test CA", nullptr, nullptr, 15);
   BIO* bio = BIO_new_file(options_.client_ca.c_str(), "w");
   ASSERT_EQ(PEM_write_bio_X509(bio, ca_.get()), 1);
   ASSERT_EQ(PEM_write_bio_X509(bio, rolled.get()), 1);
   BIO_free(bio);
-  const CrlPtr crl = MakeCrl(rolled.get(), rolled_key.get(), {});
   options_.client_crl = (dir_.path() / "ca.crl").string();
-  WriteCrls(options_.client_crl, {crl.get()}, 0644);
-  WhoAmI handler;
-  HttpServer server(Limits{}, handler, nullptr, 1);
-  EXPECT_TRUE(server.AddListener(options_, router_).ok());
+  for (X509* signer : {ca_.get(), rolled.get()}) {
+    const CrlPtr crl = MakeCrl(signer, signer == ca_.get() ? ca_key_.get() : rolled_key.get(), {});
+    WriteCrls(options_.client_crl, {crl.get()}, 0644);
+    WhoAmI handler;
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+    ASSERT_FALSE(port.ok());
+    EXPECT_NE(port.status().message().find("holds 2 CAs named"), std::string::npos)
+        << port.status();
+  }
+}
+
+// Found by review helper-62: OpenSSL loads CRLs from the client_ca bundle too, unchecked (a
+// newer one there, without the revocation, let the revoked client in); and lists OpenSSL would
+// not use for every certificate started, then refused every client.
+TEST_F(TlsTest, CrlsThatWouldNotBeCheckedAsGivenAreRefusedAtStart) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  const CrlPtr good = MakeCrl(ca_.get(), ca_key_.get(), {3});
+  WriteCrls(options_.client_crl, {good.get()}, 0644);
+  const auto refused = [&](const char* expected) {
+    WhoAmI handler;
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    absl::StatusOr<uint16_t> port = server.AddListener(options_, router_);
+    ASSERT_FALSE(port.ok()) << expected;
+    EXPECT_NE(port.status().message().find(expected), std::string::npos) << port.status();
+  };
+  {
+    const CrlPtr newer = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -10);
+    BIO* bio = BIO_new_file(options_.client_ca.c_str(), "w");
+    ASSERT_EQ(PEM_write_bio_X509(bio, ca_.get()), 1);
+    ASSERT_EQ(PEM_write_bio_X509_CRL(bio, newer.get()), 1);
+    BIO_free(bio);
+    refused("client_ca holds CRLs too");
+    WritePem(options_.client_ca, ca_.get(), nullptr, 0644);
+  }
+  const CrlPtr no_next = MakeCrl(ca_.get(), ca_key_.get(), {}, kNoNextUpdate);
+  WriteCrls(options_.client_crl, {no_next.get()}, 0644);
+  refused("has no nextUpdate");
+  const CrlPtr attributes = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [](X509_CRL* crl) {
+    ISSUING_DIST_POINT* idp = ISSUING_DIST_POINT_new();
+    idp->onlyattr = 1;
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_issuing_distribution_point, idp, 1, 0), 1);
+    ISSUING_DIST_POINT_free(idp);
+  });
+  WriteCrls(options_.client_crl, {attributes.get()}, 0644);
+  refused("attribute certificates");
+  const CrlPtr critical = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [](X509_CRL* crl) {
+    ASN1_INTEGER* number = ASN1_INTEGER_new();
+    ASN1_INTEGER_set(number, 1);
+    // An extension OpenSSL does not read in a CRL (a certificate's key usage), marked critical.
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_inhibit_any_policy, number, 1, 0), 1);
+    ASN1_INTEGER_free(number);
+  });
+  WriteCrls(options_.client_crl, {critical.get()}, 0644);
+  refused("critical extension OpenSSL does not read");
 }
 
 // Found by review helper-61: once the revocation lists passed their nextUpdate, new handshakes
