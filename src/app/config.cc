@@ -91,15 +91,15 @@ namespace {
           "and [admin] trust different client CAs, check different revocation lists or name "
           "clients by different fields"));
     }
-    // One CA, two revocation lists: a certificate one of them revokes would still name this
-    // client on the other listener (found by review helper-62), which no one means.
-    if (client.listeners.size() > 1 && config.data.client_ca == config.admin.client_ca &&
-        config.data.client_crl != config.admin.client_crl) {
+    // Two revocation lists: a certificate one of them revokes would still name this client on
+    // the other listener (found by review helper-62). Whether the CAs are one is not told by
+    // their paths (a symlink, a copy: helper-63), so any two lists refuse a client of both.
+    if (client.listeners.size() > 1 && config.data.client_crl != config.admin.client_crl) {
       return absl::InvalidArgumentError(StrCat(
           source, ": [[mtls_client]] '", identity,
-          "' is for both listeners, which trust the same CA but check different revocation "
-          "lists (client_crl): a certificate one revokes would still name it on the other; give "
-          "both listeners the same client_crl, or this client one listener"));
+          "' is for both listeners, which check different revocation lists (client_crl): a "
+          "certificate one revokes would still name it on the other; give both listeners the "
+          "same client_crl, or this client one listener"));
     }
     for (const std::string& name : client.listeners) {
       if (!asks(name == "data" ? config.data : config.admin)) {

@@ -88,6 +88,18 @@ std::string NotACompleteList(X509_CRL* crl) {
   STACK_OF(X509_REVOKED)* revoked = X509_CRL_get_REVOKED(crl);
   for (int i = 0; i < sk_X509_REVOKED_num(revoked); ++i) {
     const X509_REVOKED* entry = sk_X509_REVOKED_value(revoked, i);
+    // Found by review helper-63: an entry naming another issuer (an indirect CRL's, critical or
+    // not) moves it and every entry after it to that issuer, and removeFromCRL (a delta CRL's)
+    // reads as "not revoked": either way the CA's own revocation silently does nothing.
+    if (X509_REVOKED_get_ext_by_NID(entry, NID_certificate_issuer, -1) >= 0) {
+      return "has an entry naming another issuer (an indirect CRL's): give the CA's own CRL";
+    }
+    auto* reason = static_cast<ASN1_ENUMERATED*>(
+        X509_REVOKED_get_ext_d2i(entry, NID_crl_reason, nullptr, nullptr));
+    const bool removed =
+        reason != nullptr && ASN1_ENUMERATED_get(reason) == CRL_REASON_REMOVE_FROM_CRL;
+    ASN1_ENUMERATED_free(reason);
+    if (removed) return "has an entry removed from the CRL (a delta CRL's): give the complete CRL";
     if (HasUnknownCritical(X509_REVOKED_get0_extensions(entry), KnownEntryExtension)) {
       return "has an entry with a critical extension OpenSSL does not read";
     }

@@ -160,6 +160,16 @@ TEST(ConfigTest, MistakesAreErrorsNotDefaults) {
                                     "listeners = [\"admin\"]\n",
                           "p.toml", "")
                   .ok());
+  // One CA by two paths (review helper-63: a symlink or a copy of the bundle passed as another
+  // CA): two lists still refuse a client of both.
+  const std::string one_ca_two_paths =
+      "[data]\nclient_ca = \"ca.pem\"\nclient_certificates = \"optional\"\n"
+      "client_crl = \"ca.crl\"\n"
+      "[admin]\nclient_ca = \"./ca.pem\"\nclient_certificates = \"require\"\n";
+  EXPECT_NE(error(one_ca_two_paths + "[[mtls_client]]\nidentity = \"ops-admin\"\n"
+                                     "listeners = [\"data\", \"admin\"]\n")
+                .find("is for both listeners"),
+            std::string::npos);
   EXPECT_NE(error("[[mtls_client]]\nidentity = \"x\"\nlisteners = [\"data\"]\n")
                 .find("asks for no client certificate"),
             std::string::npos);

@@ -772,6 +772,37 @@ TEST_F(TlsTest, CrlsThatWouldNotBeCheckedAsGivenAreRefusedAtStart) {
   });
   WriteCrls(options_.client_crl, {critical.get()}, 0644);
   refused("critical extension OpenSSL does not read");
+  // Found by review helper-63: entries OpenSSL reads as not revoking the CA's certificate.
+  const CrlPtr other_issuer = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [](X509_CRL* crl) {
+    X509_REVOKED* entry = X509_REVOKED_new();
+    ASN1_INTEGER* serial = ASN1_INTEGER_new();
+    ASN1_INTEGER_set(serial, 3);
+    X509_REVOKED_set_serialNumber(entry, serial);
+    ASN1_INTEGER_free(serial);
+    GENERAL_NAMES* names = GENERAL_NAMES_new();
+    GENERAL_NAME* name = GENERAL_NAME_new();
+    ASN1_IA5STRING* uri = ASN1_IA5STRING_new();
+    ASN1_STRING_set(uri, "urn:other", -1);
+    GENERAL_NAME_set0_value(name, GEN_URI, uri);
+    sk_GENERAL_NAME_push(names, name);
+    EXPECT_EQ(X509_REVOKED_add1_ext_i2d(entry, NID_certificate_issuer, names, 0, 0), 1);
+    GENERAL_NAMES_free(names);
+    ASN1_TIME* now = ASN1_TIME_adj(nullptr, ::time(nullptr), 0, -60);
+    X509_REVOKED_set_revocationDate(entry, now);
+    ASN1_TIME_free(now);
+    X509_CRL_add0_revoked(crl, entry);
+  });
+  WriteCrls(options_.client_crl, {other_issuer.get()}, 0644);
+  refused("naming another issuer");
+  const CrlPtr removed = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, -60, [](X509_CRL* crl) {
+    X509_REVOKED* entry = sk_X509_REVOKED_value(X509_CRL_get_REVOKED(crl), 0);
+    ASN1_ENUMERATED* reason = ASN1_ENUMERATED_new();
+    ASN1_ENUMERATED_set(reason, CRL_REASON_REMOVE_FROM_CRL);
+    EXPECT_EQ(X509_REVOKED_add1_ext_i2d(entry, NID_crl_reason, reason, 0, 0), 1);
+    ASN1_ENUMERATED_free(reason);
+  });
+  WriteCrls(options_.client_crl, {removed.get()}, 0644);
+  refused("removed from the CRL");
 }
 
 // Found by review helper-61: once the revocation lists passed their nextUpdate, new handshakes
