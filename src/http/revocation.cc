@@ -29,7 +29,21 @@ std::string NameOf(const X509_NAME* name) {
   return buffer;
 }
 
-// The CAs of `store` named as the CRL's issuer (a CA whose key was rolled over has two).
+// Whether the CRL's authority key identifier, when it has one, names `ca` (OpenSSL finds a CRL's
+// issuer by it: a CRL whose identifier names another key is never used, and every certificate
+// it should cover fails "unable to get certificate CRL"; found by review helper-63).
+bool IdentifiesCa(X509_CRL* crl, X509* ca) {
+  auto* akid = static_cast<AUTHORITY_KEYID*>(
+      X509_CRL_get_ext_d2i(crl, NID_authority_key_identifier, nullptr, nullptr));
+  if (akid == nullptr) return true;
+  X509_get_extension_flags(ca);  // reads the CA's own key identifier, which the check compares
+  const bool names = X509_check_akid(ca, akid) == X509_V_OK;
+  AUTHORITY_KEYID_free(akid);
+  return names;
+}
+
+// The CAs of `store` named as the CRL's issuer (a CA whose key was rolled over has two); in
+// `signed_by_one`, whether one of them signed it and is the CA its key identifier names.
 size_t CasNamed(X509_STORE* store, X509_CRL* crl, bool* signed_by_one) {
   *signed_by_one = false;
   StoreCtxPtr ctx(X509_STORE_CTX_new(), X509_STORE_CTX_free);
@@ -37,7 +51,8 @@ size_t CasNamed(X509_STORE* store, X509_CRL* crl, bool* signed_by_one) {
   STACK_OF(X509)* named = X509_STORE_CTX_get1_certs(ctx.get(), X509_CRL_get_issuer(crl));
   const size_t count = named == nullptr ? 0 : size_t(sk_X509_num(named));
   for (size_t i = 0; i < count && !*signed_by_one; ++i) {
-    *signed_by_one = X509_CRL_verify(crl, X509_get0_pubkey(sk_X509_value(named, int(i)))) == 1;
+    X509* ca = sk_X509_value(named, int(i));
+    *signed_by_one = X509_CRL_verify(crl, X509_get0_pubkey(ca)) == 1 && IdentifiesCa(crl, ca);
   }
   sk_X509_pop_free(named, X509_free);
   return count;
@@ -142,8 +157,10 @@ bool HoldsCrls(X509_STORE* store) {
   bool signed_by_one = false;
   const size_t named = CasNamed(store, crl, &signed_by_one);
   if (!signed_by_one) {
-    return absl::InvalidArgumentError(StrCat("client_crl ", path, ": the CRL of ", issuer,
-                                             " is not signed by a CA of client_ca"));
+    return absl::InvalidArgumentError(
+        StrCat("client_crl ", path, ": the CRL of ", issuer,
+               " is not signed by a CA of client_ca (or its authority key identifier names "
+               "another key)"));
   }
   // Found by review helper-62: the certificates of the other key are checked against a list
   // their issuer did not sign, and fail; one list a name cannot hold both keys' revocations.

@@ -803,6 +803,33 @@ TEST_F(TlsTest, CrlsThatWouldNotBeCheckedAsGivenAreRefusedAtStart) {
   });
   WriteCrls(options_.client_crl, {removed.get()}, 0644);
   refused("removed from the CRL");
+  // Found by review helper-63: a key identifier naming another key started, then no certificate
+  // found its CRL. (OpenSSL compares it with the CA's own identifier: the CA gets one.)
+  AddExtension(ca_.get(), ca_.get(), NID_subject_key_identifier, "hash");
+  ASSERT_GT(X509_sign(ca_.get(), ca_key_.get(), EVP_sha256()), 0);
+  WritePem(options_.client_ca, ca_.get(), nullptr, 0644);
+  const CrlPtr same_key = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [&](X509_CRL* crl) {
+    AUTHORITY_KEYID* akid = AUTHORITY_KEYID_new();
+    akid->keyid = ASN1_OCTET_STRING_dup(X509_get0_subject_key_id(ca_.get()));
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_authority_key_identifier, akid, 0, 0), 1);
+    AUTHORITY_KEYID_free(akid);
+  });
+  WriteCrls(options_.client_crl, {same_key.get()}, 0644);
+  {
+    WhoAmI handler;
+    HttpServer server(Limits{}, handler, nullptr, 1);
+    EXPECT_TRUE(server.AddListener(options_, router_).ok());
+  }
+  const CrlPtr other_key = MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [](X509_CRL* crl) {
+    AUTHORITY_KEYID* akid = AUTHORITY_KEYID_new();
+    akid->keyid = ASN1_OCTET_STRING_new();
+    ASN1_OCTET_STRING_set(akid->keyid, reinterpret_cast<const unsigned char*>("another key id"),
+                          14);
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_authority_key_identifier, akid, 0, 0), 1);
+    AUTHORITY_KEYID_free(akid);
+  });
+  WriteCrls(options_.client_crl, {other_key.get()}, 0644);
+  refused("names another key");
 }
 
 // Found by review helper-61: once the revocation lists passed their nextUpdate, new handshakes
