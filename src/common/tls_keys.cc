@@ -4,6 +4,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
+#include <ctime>
 #include <memory>
 
 namespace pillar {
@@ -33,6 +34,12 @@ int NoPassPhrase(char* /*buffer*/, int /*size*/, int /*writing*/, void* /*arg*/)
     return absl::InvalidArgumentError("does not match the certificate");
   }
   return absl::OkStatus();
+}
+
+std::optional<int64_t> UnixSeconds(const ASN1_TIME* time) {
+  int days = 0, seconds = 0;
+  if (time == nullptr || ASN1_TIME_diff(&days, &seconds, nullptr, time) != 1) return std::nullopt;
+  return int64_t(std::time(nullptr)) + int64_t(days) * 86400 + seconds;
 }
 
 }  // namespace pillar

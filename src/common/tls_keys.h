@@ -1,15 +1,19 @@
 // What pillar's TLS contexts share, as a server (http/) and as a client of upstreams (upstream/):
-// the TLS 1.2 suites it allows, and how it loads a private key it read from a secret file.
+// the TLS 1.2 suites it allows, how it loads a private key it read from a secret file, and how
+// it reads the dates of certificates and CRLs.
 //
 //   PILLAR_ASSIGN_OR_RETURN(std::string pem, ReadSecretFile(path, kMaxPrivateKeyBytes));
 //   absl::Status loaded = UsePrivateKeyPem(ctx, pem);   // after the certificate
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "absl/status/status.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
+typedef struct asn1_string_st ASN1_TIME;
 
 namespace pillar {
 
@@ -23,5 +27,9 @@ inline constexpr char kTls12Suites[] = "ECDHE+AESGCM:ECDHE+CHACHA20";
 // PEM private key, or is not the certificate's key (a key of another type than the
 // certificate's loads, and every handshake fails).
 [[nodiscard]] absl::Status UsePrivateKeyPem(SSL_CTX* ctx, std::string_view pem);
+
+// The unix seconds of `time` (a certificate's notAfter, a CRL's nextUpdate); nullopt when it is
+// null or does not parse.
+std::optional<int64_t> UnixSeconds(const ASN1_TIME* time);
 
 }  // namespace pillar

@@ -171,14 +171,16 @@ std::vector<DenyMatch> DenyList::Match(std::string_view text) const {
   // A rule matches the text as it is or as a reader sees it (text_fold.h): a zero-width space
   // between two words parts them in the first, look-alike letters are letters in the second.
   // With controls, as a terminal shows it too: "ign\x1b[0more" is a word to it.
-  const bool controls = FoldedText::HasControls(text);
-  const FoldedText folded(text,
-                          controls ? FoldedText::Controls::kPart : FoldedText::Controls::kKeep);
+  // Most texts have none: their one reading is made in the pass that finds there are none.
+  std::optional<FoldedText> folded(std::in_place, text);
   std::optional<FoldedText> shown;
-  if (controls) shown.emplace(text, FoldedText::Controls::kDrop);
+  if (folded->has_controls()) {
+    folded.emplace(text, FoldedText::Controls::kPart);
+    shown.emplace(text, FoldedText::Controls::kDrop);
+  }
   for (size_t i = 0; i < compiled_.size(); ++i) {
     std::optional<DenyMatch> m = MatchRule(i, text);
-    const FoldedText* views[] = {&folded, shown ? &*shown : nullptr};
+    const FoldedText* views[] = {&*folded, shown ? &*shown : nullptr};
     for (const FoldedText* view : views) {
       if (m || view == nullptr || !view->changed()) continue;
       m = MatchRule(i, view->text());

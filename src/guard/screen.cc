@@ -71,10 +71,9 @@ std::string Redacted(std::string_view original, EntityType type, Redaction redac
   // A value with controls inside is masked as a terminal shows it, its sequences dropped: the
   // digits and letters of "\x1b[0m" masked would leave "\x1b[**", a sequence that swallows the
   // text after it on a terminal (found by review helper-52).
-  const FoldedText folded(original, FoldedText::HasControls(original)
-                                        ? FoldedText::Controls::kDrop
-                                        : FoldedText::Controls::kKeep);
-  const std::string_view value = folded.text();
+  std::optional<FoldedText> folded(std::in_place, original);
+  if (folded->has_controls()) folded.emplace(original, FoldedText::Controls::kDrop);
+  const std::string_view value = folded->text();
   switch (redaction) {
     case Redaction::kTag:
       return StrCat("<", EntityName(type), ">");

@@ -283,26 +283,6 @@ size_t FirstFolding(std::string_view text, size_t at, bool drop_controls, bool& 
 
 }  // namespace
 
-bool FoldedText::HasControls(std::string_view text) {
-  size_t at = 0;
-  while (text.size() - at >= 8) {  // as FirstFolding: from each marked byte of eight
-    uint64_t word;
-    std::memcpy(&word, text.data() + at, 8);
-    const uint64_t marked = ControlCandidates(word);
-    if (marked == 0) {
-      at += 8;
-      continue;
-    }
-    at += size_t(std::countr_zero(marked)) / 8;
-    if (TerminalControl(text, at)) return true;
-    ++at;
-  }
-  for (; at < text.size(); ++at) {
-    if (TerminalControl(text, at)) return true;
-  }
-  return false;
-}
-
 FoldedText::FoldedText(std::string_view text, Controls controls) : original_(text) {
   const bool drop_controls = controls != Controls::kKeep;
   const bool terminal = controls == Controls::kDrop;

@@ -45,14 +45,13 @@ class FoldedText {
   // kPart reads each control and colour sequence as one space (other sequences as the bytes
   // after their ESC, which a model reads), kDrop drops controls and every terminal sequence
   // whole, kKeep leaves them as they are. Callers that must find what either reader sees read kPart
-  // and kDrop (HasControls says when they differ from kKeep).
+  // and kDrop (has_controls() says when they differ from kKeep).
   enum class Controls { kKeep, kPart, kDrop };
   explicit FoldedText(std::string_view text, Controls controls = Controls::kKeep);
-  // Whether `text` has a control that Controls::kDrop drops or follows: a carriage return not
-  // followed by a line feed counts.
-  static bool HasControls(std::string_view text);
-  // HasControls(original), found in the same pass as the folding (one read of the text where
-  // a caller would otherwise make two: most texts have no controls, and are then read once).
+  // Whether the original has a control that Controls::kDrop drops or follows (a carriage return
+  // not followed by a line feed counts), found in the folding's own pass, in every mode: a
+  // caller reads a text as kKeep, and only when it has controls reads it again as kPart and
+  // kDrop (most texts have none, and are read once).
   bool has_controls() const { return has_controls_; }
   FoldedText(const FoldedText&) = delete;
   FoldedText& operator=(const FoldedText&) = delete;

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "common/strings.h"
+#include "common/tls_keys.h"
 #include "http/revocation.h"
 
 namespace pillar::http {
@@ -51,13 +52,6 @@ std::string CommonName(X509* cert) {
 }
 
 int64_t Now() { return int64_t(std::time(nullptr)); }
-
-// Unix seconds of `time`; nullopt when it does not parse.
-std::optional<int64_t> UnixSeconds(const ASN1_TIME* time) {
-  int days = 0, seconds = 0;
-  if (ASN1_TIME_diff(&days, &seconds, nullptr, time) != 1) return std::nullopt;
-  return Now() + int64_t(days) * 86400 + seconds;
-}
 
 // The end of the chain a session's client was verified with, as the session keeps it (its
 // ticket's application data, which tickets carry); nullopt when it keeps none.

@@ -8,13 +8,13 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
-#include <ctime>
 #include <memory>
 #include <vector>
 
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
+#include "common/tls_keys.h"
 
 namespace pillar::http {
 namespace {
@@ -77,11 +77,13 @@ bool HasUnknownCritical(const STACK_OF(X509_EXTENSION) * extensions, bool (*know
   return false;
 }
 
-// Why OpenSSL would not read `crl` as the complete list of its issuer's revocations, which is
-// what the check needs (found by review helper-61); empty when it would. Without OpenSSL's
-// extended CRL support, a delta CRL is taken for a complete list (the revocations only in its
-// base are lost), and an indirect or reason-partitioned CRL is passed over.
-std::string NotACompleteList(X509_CRL* crl) {
+// Why OpenSSL would not use `crl` as the complete list of its issuer's revocations, which is
+// what the check needs; empty when it would. Without OpenSSL's extended CRL support, a delta CRL
+// is taken for a complete list (the revocations only in its base are lost) and an indirect or
+// reason-partitioned one is passed over (review helper-61); some entries revoke nothing (helper-
+// 63); a critical extension OpenSSL does not read, or no nextUpdate, makes the list one that
+// fails every handshake or is never stale (helper-62).
+std::string WhyUnusable(X509_CRL* crl) {
   if (X509_CRL_get_ext_by_NID(crl, NID_delta_crl, -1) >= 0) {
     return "is a delta CRL: give the complete (base) CRL";
   }
@@ -150,7 +152,7 @@ bool HoldsCrls(X509_STORE* store) {
                                                ": give each CA's current CRL once"));
     }
   }
-  if (const std::string why = NotACompleteList(crl); !why.empty()) {
+  if (const std::string why = WhyUnusable(crl); !why.empty()) {
     return absl::InvalidArgumentError(
         StrCat("client_crl ", path, ": the CRL of ", issuer, " ", why));
   }
@@ -241,11 +243,9 @@ std::optional<int64_t> RevocationEnd(SSL_CTX* ctx) {
   STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
   for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
     X509_CRL* crl = X509_OBJECT_get0_X509_CRL(sk_X509_OBJECT_value(objects, i));
-    const ASN1_TIME* next = crl != nullptr ? X509_CRL_get0_nextUpdate(crl) : nullptr;
-    int days = 0, seconds = 0;
-    if (next == nullptr || ASN1_TIME_diff(&days, &seconds, nullptr, next) != 1) continue;
-    const int64_t end = int64_t(std::time(nullptr)) + int64_t(days) * 86400 + seconds;
-    earliest = std::min(earliest.value_or(end), end);
+    const std::optional<int64_t> end =
+        UnixSeconds(crl != nullptr ? X509_CRL_get0_nextUpdate(crl) : nullptr);
+    if (end) earliest = std::min(earliest.value_or(*end), *end);
   }
   X509_STORE_unlock(store);
   return earliest;

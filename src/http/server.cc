@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <ctime>
 #include <list>
 #include <optional>
 #include <thread>
@@ -122,13 +121,6 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
         StrCat("listener '", options.name, "': cannot set the TLS ticket callbacks"));
   }
   return absl::OkStatus();
-}
-
-// Unix seconds of `time`; nullopt when it does not parse.
-std::optional<int64_t> UnixSeconds(const ASN1_TIME* time) {
-  int days = 0, seconds = 0;
-  if (time == nullptr || ASN1_TIME_diff(&days, &seconds, nullptr, time) != 1) return std::nullopt;
-  return int64_t(std::time(nullptr)) + int64_t(days) * 86400 + seconds;
 }
 
 // When what the TLS listener relies on stops being valid, as a metric an alert can watch: its

@@ -141,13 +141,13 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
   // To a model, a sequence without a number is its bytes: "[A" stays, where a terminal moves.
   EXPECT_EQ(FoldedText("k \x1b[AKIA", FoldedText::Controls::kPart).text(), "k [AKIA");
   EXPECT_EQ(FoldedText("k \x1b[AKIA", kDrop).text(), "k KIA");
-  EXPECT_TRUE(FoldedText::HasControls(text));
+  EXPECT_TRUE(FoldedText(text).has_controls());
   // Blanks are not controls that print as nothing: a tab or a line break parts values.
-  EXPECT_FALSE(FoldedText::HasControls("a\tb\nc\r\nd\x1c and more than eight bytes"));
+  EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\x1c and more than eight bytes").has_controls());
   EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\x1c", kDrop).changed());
   // A carriage return that ends no line moves a terminal back to the line's start.
-  EXPECT_TRUE(FoldedText::HasControls("a\tb\nc\rd\x1c and more than eight bytes"));
-  EXPECT_TRUE(FoldedText::HasControls("ends with\r"));
+  EXPECT_TRUE(FoldedText("a\tb\nc\rd\x1c and more than eight bytes").has_controls());
+  EXPECT_TRUE(FoldedText("ends with\r").has_controls());
   // A terminal takes a number of any length and shows nothing of it; a model reads its digits,
   // which kPart keeps ("tput sgr0" (ESC ( B, ESC [ m), a hyperlink (OSC 8) and a two-byte escape
   // go whole in the terminal's reading).
@@ -168,17 +168,17 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
     std::string plain(16, 'x');
     plain[at] = '\x01';
     EXPECT_EQ(FoldedText(plain, kDrop).text(), std::string(15, 'x')) << at;
-    EXPECT_TRUE(FoldedText::HasControls(plain)) << at;
+    EXPECT_TRUE(FoldedText(plain).has_controls()) << at;
     plain[at] = '\x7f';
     EXPECT_EQ(FoldedText(plain, kDrop).text(), std::string(15, 'x')) << at;
-    EXPECT_TRUE(FoldedText::HasControls(plain)) << at;
+    EXPECT_TRUE(FoldedText(plain).has_controls()) << at;
   }
 }
 
-// has_controls() is HasControls() found in the folding's own pass: for every ASCII byte at
-// every place among sixteen, with and without a character that folds before it (the fast pass
-// then hands over to the one that copies) and in each mode.
-TEST(TextFoldTest, ControlsSeenByTheFoldingAreThoseHasControlsFinds) {
+// has_controls(), for every ASCII byte at every place among sixteen (eight at a time, then the
+// tail), with and without a character that folds before it (the fast pass then hands over to the
+// one that copies), in each mode.
+TEST(TextFoldTest, TheFoldingFindsEveryControlAndNoOtherByte) {
   const std::string fullwidth_a = "\xEF\xBC\xA1";  // U+FF21, folds to 'A'
   for (int byte = 0; byte < 0x80; ++byte) {
     for (size_t at = 0; at < 16; ++at) {
@@ -186,12 +186,11 @@ TEST(TextFoldTest, ControlsSeenByTheFoldingAreThoseHasControlsFinds) {
         std::string text(16, 'x');
         text[at] = char(byte);
         if (folds_before) text.insert(0, fullwidth_a);
-        const bool expected = FoldedText::HasControls(text);
-        EXPECT_EQ(expected, byte == '\r' ||
-                                (byte < 0x20 && (byte < '\t' || byte > '\r') &&
-                                 (byte < 0x1C || byte > 0x1F)) ||
-                                byte == 0x7F)
-            << byte << " at " << at;
+        // A lone carriage return, and the C0 controls but tab, line breaks and separators, and
+        // DEL (a '\r' here is followed by 'x', or ends the text).
+        const bool expected =
+            byte == '\r' || byte == 0x7F ||
+            (byte < 0x20 && (byte < '\t' || byte > '\r') && (byte < 0x1C || byte > 0x1F));
         for (const auto mode : {FoldedText::Controls::kKeep, FoldedText::Controls::kPart,
                                 FoldedText::Controls::kDrop}) {
           EXPECT_EQ(FoldedText(text, mode).has_controls(), expected)
@@ -206,7 +205,7 @@ TEST(TextFoldTest, ControlsSeenByTheFoldingAreThoseHasControlsFinds) {
     text[at] = '\r';
     text[at + 1] = '\n';
     EXPECT_FALSE(FoldedText(text).has_controls()) << at;
-    EXPECT_FALSE(FoldedText::HasControls(text)) << at;
+    EXPECT_FALSE(FoldedText(text, FoldedText::Controls::kDrop).has_controls()) << at;
   }
 }
 
