@@ -1,7 +1,5 @@
 #include "common/file_watcher.h"
 
-#include <sys/stat.h>
-
 #include <cstdio>
 
 #include "common/files.h"
@@ -28,13 +26,7 @@ FileWatcher::~FileWatcher() {
 }
 
 bool FileWatcher::Changed() {
-  struct stat st {};
-  Stamp now;
-  if (::stat(path_.c_str(), &st) == 0) {
-    now =
-        Stamp{st.st_dev,  st.st_ino,  int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec,
-              st.st_size, st.st_mode, st.st_uid};
-  }
+  const FileStamp now = StampOf(path_);
   if (now == stamp_) return false;
   stamp_ = now;
   return true;

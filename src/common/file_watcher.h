@@ -10,8 +10,6 @@
 // distinct content, prefixed with `what`.
 #pragma once
 
-#include <sys/types.h>
-
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -48,16 +46,6 @@ class FileWatcher {
   int64_t failures() const { return failures_.load(); }
 
  private:
-  struct Stamp {
-    dev_t device = 0;
-    ino_t inode = 0;
-    int64_t mtime_ns = 0;
-    off_t size = -1;
-    // Mode and owner too: a file refused for who may write it is taken once that is fixed.
-    mode_t mode = 0;
-    uid_t owner = 0;
-    bool operator==(const Stamp&) const = default;
-  };
   bool Changed();
   void Loop();
 
@@ -67,7 +55,7 @@ class FileWatcher {
   const uintmax_t max_bytes_;
   const Apply apply_;
   const Reader read_;
-  Stamp stamp_;  // touched by LoadNow() before Start() and by the loop after
+  FileStamp stamp_;  // touched by LoadNow() before Start() and by the loop after
   std::string last_error_;
   std::atomic<int64_t> reloads_{0};
   std::atomic<int64_t> failures_{0};

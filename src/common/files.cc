@@ -94,4 +94,12 @@ enum class Guard { kNone, kSecret, kTrusted };
   return ReadOpened(path, max_bytes, Guard::kTrusted);
 }
 
+FileStamp StampOf(const std::filesystem::path& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) return {};
+  return FileStamp{
+      st.st_dev,  st.st_ino,  int64_t(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+      st.st_size, st.st_mode, st.st_uid};
+}
+
 }  // namespace pillar

@@ -5,6 +5,8 @@
 //   PILLAR_ASSIGN_OR_RETURN(std::string text, ReadSmallFile("pillar.toml", 1 << 20));
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -36,6 +38,21 @@ namespace pillar {
 // write it. Checked on the descriptor that is read, so a swap of the path cannot slip past.
 [[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
                                                           std::uintmax_t max_bytes);
+
+// What a file is now, as stat() sees it through symlinks, for watchers that poll (policy, JWKS,
+// a listener's TLS files): it differs when the file was replaced (a rename, a symlink swap), or
+// rewritten, or its mode or owner changed (a file refused for who may write it is taken once
+// that is fixed). A file that cannot be stat'ed has the default stamp.
+struct FileStamp {
+  dev_t device = 0;
+  ino_t inode = 0;
+  int64_t mtime_ns = 0;
+  off_t size = -1;
+  mode_t mode = 0;
+  uid_t owner = 0;
+  bool operator==(const FileStamp&) const = default;
+};
+FileStamp StampOf(const std::filesystem::path& path);
 
 // Files that are replaced whole (ports, metrics, collective results) go through
 // PublishAtomically in common/env.h.

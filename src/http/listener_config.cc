@@ -31,6 +31,7 @@ ListenerOptions ListenerNamed(std::string name, uint16_t port) {
                                     {{"subject_cn", Options::ClientIdentity::kSubjectCn},
                                      {"san_uri", Options::ClientIdentity::kSanUri},
                                      {"san_dns", Options::ClientIdentity::kSanDns}}));
+  PILLAR_RETURN_IF_ERROR(s.ReadMillis("tls_reload_ms", listener.tls_reload, 0, 86'400'000));
   if (listener.tls_certificate.empty() != listener.tls_private_key.empty()) {
     return absl::InvalidArgumentError(
         StrCat(source, ": [", listener.name, "] needs both tls_certificate and tls_private_key"));

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <ctime>
+#include <memory>
 #include <optional>
 
 #include "common/strings.h"
@@ -53,6 +54,18 @@ std::string CommonName(X509* cert) {
 
 int64_t Now() { return int64_t(std::time(nullptr)); }
 
+// The earliest notAfter of `chain` and nextUpdate of the CRLs `ctx` checks; nullopt when a
+// certificate's end cannot be read.
+std::optional<int64_t> EarliestEnd(STACK_OF(X509) * chain, SSL_CTX* ctx) {
+  std::optional<int64_t> earliest = RevocationEnd(ctx);
+  for (int i = 0; i < sk_X509_num(chain); ++i) {
+    const std::optional<int64_t> end = UnixSeconds(X509_get0_notAfter(sk_X509_value(chain, i)));
+    if (!end) return std::nullopt;
+    earliest = std::min(earliest.value_or(*end), *end);
+  }
+  return earliest;
+}
+
 // The end of the chain a session's client was verified with, as the session keeps it (its
 // ticket's application data, which tickets carry); nullopt when it keeps none.
 std::optional<int64_t> KeptChainEnd(SSL_SESSION* session) {
@@ -78,12 +91,7 @@ std::optional<int64_t> ChainEnd(SSL* ssl) {
   if (std::optional<int64_t> kept = KeptChainEnd(session)) return kept;
   STACK_OF(X509)* chain = SSL_get0_verified_chain(ssl);
   if (chain == nullptr) return std::nullopt;
-  std::optional<int64_t> earliest = RevocationEnd(SSL_get_SSL_CTX(ssl));
-  for (int i = 0; i < sk_X509_num(chain); ++i) {
-    const std::optional<int64_t> end = UnixSeconds(X509_get0_notAfter(sk_X509_value(chain, i)));
-    if (!end) return std::nullopt;
-    earliest = std::min(earliest.value_or(*end), *end);
-  }
+  const std::optional<int64_t> earliest = EarliestEnd(chain, SSL_get_SSL_CTX(ssl));
   if (earliest && session != nullptr) {
     SSL_SESSION_set1_ticket_appdata(session, &*earliest, sizeof *earliest);
   }
@@ -127,11 +135,12 @@ bool KeepChainEndInSessions(SSL_CTX* context) {
   return SSL_CTX_set_session_ticket_cb(context, OnTicketMade, OnTicketRead, nullptr) == 1;
 }
 
-PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
-  X509* cert = SSL_get0_peer_certificate(ssl);
-  // With verify_peer, a certificate that failed verification ends the handshake; checking the
-  // result again keeps that true even if the verify mode changes.
-  if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return {};
+namespace {
+
+// `cert`, verified, named by `which`, until the earliest of its own end and `chain_end` (the end
+// of its chain and of the CRLs it was checked against; nullopt when unknown).
+PeerCertificate Named(X509* cert, std::optional<int64_t> chain_end,
+                      ListenerOptions::ClientIdentity which) {
   PeerCertificate unnamed;
   unnamed.verified = true;
   // The handshake checked the dates, but a resumed session does not verify again (found by
@@ -140,9 +149,7 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   // the earliest end of the whole chain, bound the identity.
   if (X509_cmp_current_time(X509_get0_notBefore(cert)) >= 0) return unnamed;
   std::optional<int64_t> end = UnixSeconds(X509_get0_notAfter(cert));
-  if (const std::optional<int64_t> chain = ChainEnd(ssl); end && chain) {
-    end = std::min(*end, *chain);
-  }
+  if (end && chain_end) end = std::min(*end, *chain_end);
   if (!end || *end <= Now()) return unnamed;
   const int64_t left = std::min(*end - Now(), kLongestValiditySeconds);
   std::string identity;
@@ -162,7 +169,44 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
     if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) return unnamed;
   }
   if (identity.empty()) return unnamed;
-  return {std::move(identity), left * 1'000'000'000, true};
+  return {std::move(identity), left * 1'000'000'000, true, {}};
+}
+
+}  // namespace
+
+PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  // With verify_peer, a certificate that failed verification ends the handshake; checking the
+  // result again keeps that true even if the verify mode changes.
+  if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return {};
+  return Named(cert, ChainEnd(ssl), which);
+}
+
+PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, ListenerOptions::ClientIdentity which) {
+  X509* cert = SSL_get0_peer_certificate(ssl);
+  PeerCertificate failed;
+  if (cert == nullptr) {
+    failed.failure = "no certificate";
+    return failed;
+  }
+  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> check(X509_STORE_CTX_new(),
+                                                                        X509_STORE_CTX_free);
+  // As OpenSSL verifies a client in a handshake (ssl_verify_cert_chain): the store's parameters
+  // (the CRL checks), the TLS client purpose, then the context's own parameters.
+  if (check == nullptr ||
+      X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert,
+                          SSL_get_peer_cert_chain(ssl)) != 1 ||
+      X509_STORE_CTX_set_default(check.get(), "ssl_client") != 1 ||
+      X509_VERIFY_PARAM_set1(X509_STORE_CTX_get0_param(check.get()), SSL_CTX_get0_param(current)) !=
+          1) {
+    failed.failure = "cannot set up the certificate check";
+    return failed;
+  }
+  if (X509_verify_cert(check.get()) != 1) {
+    failed.failure = X509_verify_cert_error_string(X509_STORE_CTX_get_error(check.get()));
+    return failed;
+  }
+  return Named(cert, EarliestEnd(X509_STORE_CTX_get0_chain(check.get()), current), which);
 }
 
 std::string HandshakeFailure(SSL* ssl, std::string_view error) {

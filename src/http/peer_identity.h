@@ -22,6 +22,8 @@ struct PeerCertificate {
   int64_t valid_for_ns = 0;
   // The client sent a certificate that verified (identity may still be empty).
   bool verified = false;
+  // Why it did not verify (ReverifyPeer), as OpenSSL says it ("certificate revoked").
+  std::string failure;
 };
 
 // Has the sessions of a listener's context carry the end of the chain their client was verified
@@ -32,6 +34,13 @@ bool KeepChainEndInSessions(SSL_CTX* context);
 // Read once per connection, after its handshake, resumed or not: a resumed session carries the
 // certificate it was verified with, whose dates are checked again here.
 PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which);
+
+// The client of `ssl`, verified at its handshake under another context of the listener, checked
+// again against `current`'s CAs and CRLs as a handshake would check it: its certificate, with the
+// chain it sent when the connection's handshake was a full one (a resumed session keeps only the
+// client's own certificate: its intermediates must then be in the CA bundle). Named as
+// PeerIdentity names it, until the end of the chain now verified and of `current`'s CRLs.
+PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, ListenerOptions::ClientIdentity which);
 
 // Why a handshake failed, for the listener's log: `error` ("certificate verify failed"), and
 // when the client's certificate was what failed, why ("certificate revoked", "CRL has expired").

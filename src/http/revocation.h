@@ -8,8 +8,8 @@
 // Every CA that issues in a chain must have its CRL in the file: a chain with a certificate
 // whose issuer has none fails its handshake ("unable to get certificate CRL"), as does one
 // whose CRL has passed its nextUpdate. Revocation is failed closed: an out-of-date list refuses
-// every client, never admits a revoked one. The file is read at start; a new list takes effect
-// when pillar restarts (session tickets do not outlive the process, so no session verified under
+// every client, never admits a revoked one. The file is read at start and again when it changes
+// (http/tls_context.h: a new context, whose ticket keys are new, so no session verified under
 // the old list is resumed).
 #pragma once
 

@@ -3,12 +3,14 @@
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <list>
 #include <optional>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/crypto.h"
 #include "common/event_loop.h"
@@ -23,8 +25,13 @@ namespace pillar::http {
 
 using internal::Core;
 using internal::Listener;
+using internal::ListenerTls;
 using internal::Loop;
+using internal::MakeTlsContext;
+using internal::PublishTlsExpiry;
 using internal::Session;
+using internal::StampTlsFiles;
+using internal::TlsFileStamps;
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
@@ -34,116 +41,6 @@ namespace {
 
 // How long the acceptors wait after a failed accept (Impl::PauseAccepting).
 constexpr std::chrono::milliseconds kAcceptPause{100};
-
-// A PEM private key, even RSA 16384 with its chain of comments, is far below this.
-constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
-
-// The private key is read by ReadSecretFile, which refuses a file its group or others may read
-// (as ssh refuses such a key), and OpenSSL loads the bytes read just after that check instead
-// of opening the path again on its own.
-[[nodiscard]] absl::Status LoadPrivateKey(const ListenerOptions& options, ssl::context& context) {
-  absl::StatusOr<std::string> pem = ReadSecretFile(options.tls_private_key, kMaxPrivateKeyBytes);
-  if (!pem.ok()) {
-    return absl::Status(pem.status().code(), StrCat("listener '", options.name,
-                                                    "': tls_private_key ", pem.status().message()));
-  }
-  const absl::Status loaded = UsePrivateKeyPem(context.native_handle(), *pem);
-  OPENSSL_cleanse(pem->data(), pem->size());
-  if (!loaded.ok()) {
-    return absl::InvalidArgumentError(StrCat("listener '", options.name, "': tls_private_key ",
-                                             options.tls_private_key, " ", loaded.message()));
-  }
-  return absl::OkStatus();
-}
-
-// What OpenSSL leaves to the application (found by review helper-59): the TLS 1.2 suites
-// (kTls12Suites), the server's order of preference, no renegotiation (refused by OpenSSL 3's
-// default, said here), and buffers released while a connection idles.
-[[nodiscard]] absl::Status HardenTls(const ListenerOptions& options, ssl::context& context) {
-  SSL_CTX* ctx = context.native_handle();
-  if (SSL_CTX_set_cipher_list(ctx, kTls12Suites) != 1) {
-    return absl::InternalError(StrCat("listener '", options.name, "': cannot set TLS suites"));
-  }
-  SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
-  SSL_CTX_set_mode(ctx, SSL_MODE_RELEASE_BUFFERS);
-  return absl::OkStatus();
-}
-
-// Without a session id context, OpenSSL answers every attempt to resume a session (by id or
-// ticket; TLS 1.2, and TLS 1.3 in OpenSSL 3.0 too) on a listener that verifies client
-// certificates with a fatal alert (SESSION_ID_CONTEXT_UNINITIALIZED): the connection fails, and
-// the client must reconnect without its session. The context is a digest of the listener's
-// name and its client certificate rules, so a session is resumed only under the rules it was
-// verified by. It is set on every TLS listener; on those that ask for no certificate it changes
-// nothing.
-[[nodiscard]] absl::Status SetSessionIdContext(const ListenerOptions& options,
-                                               ssl::context& context) {
-  const std::string id = Sha256(StrCat("pillar listener\n", options.name, "\n", options.client_ca,
-                                       "\n", int(options.client_certificates), "\n",
-                                       int(options.client_identity), "\n", options.client_crl));
-  static_assert(SSL_MAX_SID_CTX_LENGTH >= 32, "a SHA-256 digest is the session id context");
-  if (SSL_CTX_set_session_id_context(context.native_handle(),
-                                     reinterpret_cast<const unsigned char*>(id.data()),
-                                     unsigned(id.size())) != 1) {
-    return absl::InternalError(
-        StrCat("listener '", options.name, "': cannot set the TLS session id context"));
-  }
-  return absl::OkStatus();
-}
-
-// Mutual TLS: the listener asks for client certificates and verifies them against client_ca
-// (and client_crl); the chain's end travels in session tickets (peer_identity.h).
-[[nodiscard]] absl::Status VerifyClients(const ListenerOptions& options, ssl::context& context) {
-  if (options.client_certificates == ListenerOptions::ClientCertificates::kNone) {
-    return absl::OkStatus();
-  }
-  if (options.client_ca.empty()) {
-    return absl::InvalidArgumentError(
-        StrCat("listener '", options.name, "': client certificates need client_ca"));
-  }
-  beast::error_code ec;
-  context.load_verify_file(options.client_ca, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(StrCat("client_ca ", options.client_ca, ": ", ec.message()));
-  }
-  if (!options.client_crl.empty()) {
-    if (absl::Status s = UseClientCrls(context.native_handle(), options.client_crl); !s.ok()) {
-      return absl::Status(s.code(), StrCat("listener '", options.name, "': ", s.message()));
-    }
-  }
-  auto mode = ssl::verify_peer;
-  if (options.client_certificates == ListenerOptions::ClientCertificates::kRequire) {
-    mode |= ssl::verify_fail_if_no_peer_cert;
-  }
-  context.set_verify_mode(mode);
-  if (!KeepChainEndInSessions(context.native_handle())) {
-    return absl::InternalError(
-        StrCat("listener '", options.name, "': cannot set the TLS ticket callbacks"));
-  }
-  return absl::OkStatus();
-}
-
-// When what the TLS listener relies on stops being valid, as a metric an alert can watch: its
-// certificate's end, and its client CRLs' earliest nextUpdate, past which every client they
-// cover is refused. The CRLs are read only at start, so that end is said on stderr too.
-void PublishTlsExpiry(const ListenerOptions& options, SSL_CTX* ctx,
-                      monitor::Family<monitor::Gauge>* gauge) {
-  const std::optional<int64_t> certificate =
-      UnixSeconds(X509_get0_notAfter(SSL_CTX_get0_certificate(ctx)));
-  if (gauge != nullptr && certificate) {
-    gauge->Get({options.name, "certificate"}).Set(double(*certificate));
-  }
-  const std::optional<int64_t> crls = RevocationEnd(ctx);
-  if (!crls) return;
-  if (gauge != nullptr) gauge->Get({options.name, "client_crl"}).Set(double(*crls));
-  const std::string until =
-      absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::FromUnixSeconds(*crls), absl::UTCTimeZone());
-  std::fprintf(stderr,
-               "pillar: listener '%s': client_crl is current until %s; it is read at start: "
-               "restart pillar with a current one before then, or every client it covers is "
-               "refused\n",
-               options.name.c_str(), until.c_str());
-}
 
 }  // namespace
 
@@ -238,6 +135,75 @@ struct HttpServer::Impl {
     });
   }
 
+  // The TLS listeners' files, checked every `tls_reload` of each on a thread of their own
+  // ("tls-watcher"); a listener whose files changed and pass the checks made at start gets a new
+  // context for its next connections (ListenerTls). A change that does not pass is said once and
+  // the files in use stay.
+  void WatchTls() {
+    absl::Duration tick = absl::InfiniteDuration();
+    for (const Listener& listener : listeners) {
+      if (listener.tls && listener.options.tls_reload > absl::ZeroDuration()) {
+        tick = std::min(tick, listener.options.tls_reload);
+      }
+    }
+    if (tick == absl::InfiniteDuration()) return;
+    tls_watcher = std::thread([this, tick] {
+      NameThisThread("tls-watcher");
+      std::vector<absl::Time> checked(listeners.size(), absl::Now());
+      absl::MutexLock lock(&watch_mu);
+      while (!watch_stopping) {
+        watch_mu.AwaitWithTimeout(absl::Condition(&watch_stopping), tick);
+        if (watch_stopping) break;
+        watch_mu.Unlock();
+        size_t i = 0;
+        for (Listener& listener : listeners) {
+          const absl::Duration every = listener.options.tls_reload;
+          if (listener.tls && every > absl::ZeroDuration() && absl::Now() - checked[i] >= every) {
+            checked[i] = absl::Now();
+            ReloadTls(listener);
+          }
+          ++i;
+        }
+        watch_mu.Lock();
+      }
+    });
+  }
+
+  void ReloadTls(Listener& listener) {
+    const TlsFileStamps stamps = StampTlsFiles(listener.options);  // before they are read
+    if (stamps == listener.tls->stamps()) return;
+    const std::string& name = listener.options.name;
+    absl::StatusOr<std::shared_ptr<ssl::context>> made = MakeTlsContext(listener.options);
+    if (!made.ok()) {
+      listener.tls->set_stamps(stamps);  // tried again when a file changes again
+      if (core.stats.tls_reloads) core.stats.tls_reloads->Get({name, "refused"}).Increment();
+      std::string_view why(made.status().message().data(), made.status().message().size());
+      if (const std::string prefix = StrCat("listener '", name, "': "); why.starts_with(prefix)) {
+        why.remove_prefix(prefix.size());
+      }
+      std::fprintf(stderr,
+                   "pillar: listener '%s': its TLS files changed but cannot be used, the ones "
+                   "read before stay in use: %.*s\n",
+                   name.c_str(), int(why.size()), why.data());
+      return;
+    }
+    PublishTlsExpiry(listener.options, (*made)->native_handle(), core.stats.tls_expiry);
+    listener.tls->Replace(*std::move(made), stamps);
+    if (core.stats.tls_reloads) core.stats.tls_reloads->Get({name, "reloaded"}).Increment();
+    std::fprintf(stderr,
+                 "pillar: listener '%s': TLS files reloaded: new connections use them, and a "
+                 "client verified before is checked again at its next request\n",
+                 name.c_str());
+  }
+
+  void StopWatchingTls() {
+    {
+      absl::MutexLock lock(&watch_mu);
+      watch_stopping = true;
+    }
+    if (tls_watcher.joinable()) tls_watcher.join();
+  }
+
   std::vector<std::unique_ptr<Loop>> loops;
   // Keep the loops running while no socket operation is pending, e.g. during a drain, when the
   // listeners are closed and every open request waits on a model.
@@ -246,6 +212,9 @@ struct HttpServer::Impl {
   Core core;
   std::list<Listener> listeners;
   std::vector<std::thread> threads;
+  std::thread tls_watcher;
+  absl::Mutex watch_mu;
+  bool watch_stopping ABSL_GUARDED_BY(watch_mu) = false;
 };
 
 HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics,
@@ -262,8 +231,13 @@ HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry
     impl_->core.stats.tls_expiry = &metrics->AddGauge(
         "pillar_tls_expiry_timestamp_seconds",
         "When what a TLS listener relies on stops being valid (unix seconds): its certificate, "
-        "and the earliest nextUpdate of the client CRLs it checks, which are read at start.",
+        "and the earliest nextUpdate of the client CRLs it checks.",
         {"listener", "what"});
+    impl_->core.stats.tls_reloads = &metrics->AddCounter(
+        "pillar_tls_reloads_total",
+        "Changes of a TLS listener's files (certificate, key, client CA, client CRLs): "
+        "reloaded, or refused (the files read before stay in use).",
+        {"listener", "outcome"});
     impl_->core.stats.inflight_bytes =
         &metrics
              ->AddGauge("pillar_http_inflight_bytes",
@@ -284,23 +258,13 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
         ", which is not a loopback address: configure tls_certificate and tls_private_key, or set "
         "allow_plaintext = true"));
   }
-  std::unique_ptr<ssl::context> context;
+  std::unique_ptr<ListenerTls> context;
   if (tls) {
-    context = std::make_unique<ssl::context>(ssl::context::tls_server);
-    context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
-                         ssl::context::no_sslv3 | ssl::context::no_tlsv1 |
-                         ssl::context::no_tlsv1_1 | ssl::context::single_dh_use);
-    beast::error_code ec;
-    context->use_certificate_chain_file(options.tls_certificate, ec);
-    if (ec) {
-      return absl::InvalidArgumentError(
-          StrCat("tls_certificate ", options.tls_certificate, ": ", ec.message()));
-    }
-    if (absl::Status s = LoadPrivateKey(options, *context); !s.ok()) return s;
-    if (absl::Status s = HardenTls(options, *context); !s.ok()) return s;
-    if (absl::Status s = SetSessionIdContext(options, *context); !s.ok()) return s;
-    if (absl::Status s = VerifyClients(options, *context); !s.ok()) return s;
-    PublishTlsExpiry(options, context->native_handle(), impl_->core.stats.tls_expiry);
+    const TlsFileStamps stamps = StampTlsFiles(options);  // before the files are read
+    absl::StatusOr<std::shared_ptr<ssl::context>> made = MakeTlsContext(options);
+    if (!made.ok()) return made.status();
+    PublishTlsExpiry(options, (*made)->native_handle(), impl_->core.stats.tls_expiry);
+    context = std::make_unique<ListenerTls>(*std::move(made), stamps);
   } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
     return absl::InvalidArgumentError(
         StrCat("listener '", options.name, "': client certificates need TLS"));
@@ -341,6 +305,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
 }
 
 void HttpServer::Start() {
+  impl_->WatchTls();
   for (auto& loop : impl_->loops) {
     impl_->work.push_back(net::make_work_guard(loop->context));
     net::post(loop->context, [loop = loop.get()] { loop->Sweep(); });
@@ -367,6 +332,7 @@ int64_t HttpServer::ResponsesInProgress() const { return impl_->core.writing.loa
 void HttpServer::SetDraining() { impl_->core.draining = true; }
 
 void HttpServer::Stop() {
+  impl_->StopWatchingTls();
   impl_->work.clear();
   for (auto& loop : impl_->loops) loop->context.stop();
   for (std::thread& t : impl_->threads) {

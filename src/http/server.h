@@ -83,6 +83,10 @@ struct ListenerOptions {
   // Which name of a verified client certificate becomes Request::peer_identity.
   enum class ClientIdentity { kSubjectCn, kSanUri, kSanDns };
   ClientIdentity client_identity = ClientIdentity::kSubjectCn;
+  // How often the TLS files above are checked for changes; a change that passes the checks made
+  // at start replaces them for the connections that follow (http/tls_context.h). Zero: read at
+  // start only.
+  absl::Duration tls_reload = absl::Seconds(1);
 };
 
 // The session a request arrived on, for answering it. Shared ownership keeps the connection

@@ -19,6 +19,7 @@
 
 #include "common/strings.h"
 #include "http/server.h"
+#include "http/tls_context.h"
 #include "monitor/metrics.h"
 
 namespace pillar::http::internal {
@@ -34,6 +35,7 @@ struct Stats {
   monitor::Family<monitor::Counter>* accepted = nullptr;
   monitor::Gauge* inflight_bytes = nullptr;
   monitor::Family<monitor::Gauge>* tls_expiry = nullptr;
+  monitor::Family<monitor::Counter>* tls_reloads = nullptr;
 };
 
 struct Core {
@@ -66,7 +68,7 @@ struct Core {
 struct Listener {
   ListenerOptions options;
   const Router& router;
-  std::unique_ptr<ssl::context> tls;
+  std::unique_ptr<ListenerTls> tls;  // null on a plaintext listener
   std::optional<tcp::acceptor> acceptor;
   // Waits before the next accept after one failed (HttpServer::Impl::PauseAccepting).
   std::optional<net::steady_timer> accept_pause;
@@ -96,6 +98,22 @@ struct Listener {
   void HandshakeFailed(Core& core, std::string_view remote, std::string_view why,
                        int64_t now_ns) const {
     Reject(core, "tls_handshake");
+    SayTls(StrCat("TLS handshake from ", remote, " failed: ", why), now_ns);
+  }
+
+  // A client verified before the listener's TLS files changed that does not verify under the
+  // new ones (revoked since, its CA gone): said like a failed handshake. Its request goes on
+  // naming nobody (the authentication stage refuses or audits it).
+  void ReverifyFailed(std::string_view remote, std::string_view why, int64_t now_ns) const {
+    SayTls(StrCat("the client on ", remote,
+                  ", verified before the TLS files changed, does not verify under them: ", why,
+                  "; it names nobody from now on and its connection closes"),
+           now_ns);
+  }
+
+  // At most one line per kHandshakeLogInterval per listener (a scan must not flood the log),
+  // with how many were not said since.
+  void SayTls(std::string_view line, int64_t now_ns) const {
     constexpr int64_t kHandshakeLogInterval = 10'000'000'000;
     int64_t last = handshake_log->last_ns.load(std::memory_order_relaxed);
     if ((last != 0 && now_ns - last < kHandshakeLogInterval) ||
@@ -105,8 +123,8 @@ struct Listener {
     }
     const int64_t unsaid = handshake_log->unsaid.exchange(0);
     std::fprintf(
-        stderr, "pillar: listener '%s': TLS handshake from %.*s failed: %.*s%s\n",
-        options.name.c_str(), int(remote.size()), remote.data(), int(why.size()), why.data(),
+        stderr, "pillar: listener '%s': %.*s%s\n", options.name.c_str(), int(line.size()),
+        line.data(),
         unsaid > 0 ? StrCat(" (and ", unsaid, " more since the last such line)").c_str() : "");
   }
 };

@@ -57,7 +57,8 @@ class Session final : public ResponseSink,
 
  public:
   Session(tcp::socket&& socket, Core& core, Listener& listener, Loop& loop)
-      : stream_(MakeStream(std::move(socket), listener)),
+      : tls_(CurrentTls(listener)),
+        stream_(MakeStream(std::move(socket), tls_.context.get())),
         core_(core),
         listener_(listener),
         loop_(loop) {
@@ -93,9 +94,17 @@ class Session final : public ResponseSink,
  private:
   enum class Waiting { kNothing, kIdle, kRequest, kHandshake, kWrite, kShutdown };
 
-  static Stream MakeStream(tcp::socket&& socket, Listener& listener) {
+  static ListenerTls::Current CurrentTls(const Listener& listener) {
     if constexpr (kTls) {
-      return Stream(std::move(socket), *listener.tls);
+      return listener.tls->Get();
+    } else {
+      return {};
+    }
+  }
+
+  static Stream MakeStream(tcp::socket&& socket, ssl::context* context) {
+    if constexpr (kTls) {
+      return Stream(std::move(socket), *context);
     } else {
       return Stream(std::move(socket));
     }
@@ -448,11 +457,17 @@ class Session final : public ResponseSink,
     request.body = std::move(message.body());
     request.remote = remote_;
     request.received_ns = SystemClock().MonotonicNanos();
+    bool peer_still_verified = true;
+    if constexpr (kTls) {
+      if (peer_verified_ && listener_.tls->generation() != tls_.generation) {
+        peer_still_verified = VerifyPeerAgain(request.received_ns);
+      }
+    }
     // A connection kept alive past its certificate's end names nobody from then on.
     if (request.received_ns < peer_valid_until_ns_) request.peer_identity = peer_identity_;
     request.peer_unnamed = peer_verified_ && request.peer_identity.empty();
     ReadPillarHeaders(message, request);
-    keep_alive_ = message.keep_alive();
+    keep_alive_ = message.keep_alive() && peer_still_verified;
     http10_ = message.version() == 10;
 
     RouteResult route = listener_.router.Match(request.method, request.target);
@@ -656,6 +671,25 @@ class Session final : public ResponseSink,
     }
   }
 
+  // The listener's TLS files changed since this client was verified (a new CRL, a new CA
+  // bundle): its chain is checked against the current ones before this request is read as its.
+  // False when the client no longer verifies: it names nobody, and its connection closes after
+  // this answer.
+  [[nodiscard]] bool VerifyPeerAgain(int64_t now_ns) {
+    const ListenerTls::Current current = listener_.tls->Get();
+    PeerCertificate peer = ReverifyPeer(stream_.native_handle(), current.context->native_handle(),
+                                        listener_.options.client_identity);
+    tls_.generation = current.generation;
+    if (!peer.verified) {
+      listener_.ReverifyFailed(remote_, peer.failure, SystemClock().MonotonicNanos());
+      peer_identity_.clear();
+      return false;
+    }
+    peer_identity_ = std::move(peer.identity);
+    peer_valid_until_ns_ = now_ns + peer.valid_for_ns;
+    return true;
+  }
+
   void Shutdown() {
     if constexpr (kTls) {
       Arm(Waiting::kShutdown, absl::Seconds(2));
@@ -674,6 +708,9 @@ class Session final : public ResponseSink,
     Socket().close(ignored);
   }
 
+  // The TLS context this connection was made with (null on a plaintext one), and its
+  // generation, which the client was verified under: declared before the stream, which uses it.
+  ListenerTls::Current tls_;
   Stream stream_;
   Core& core_;
   Listener& listener_;

@@ -214,6 +214,7 @@ client_ca = "ca.pem"
 client_certificates = "require"
 client_identity = "san_uri"
 client_crl = "ca.crl"
+tls_reload_ms = 250
 )",
                                          "p.toml", "/etc/pillar");
   ASSERT_TRUE(c.ok()) << c.status();
@@ -230,6 +231,8 @@ client_crl = "ca.crl"
   EXPECT_EQ(c->data.client_crl, "/etc/pillar/ca.crl");
   EXPECT_EQ(c->data.client_certificates, http::ListenerOptions::ClientCertificates::kRequire);
   EXPECT_EQ(c->data.client_identity, http::ListenerOptions::ClientIdentity::kSanUri);
+  EXPECT_EQ(c->data.tls_reload, absl::Milliseconds(250));
+  EXPECT_EQ(c->admin.tls_reload, absl::Seconds(1));
   // Defaults: no [jwt] means no tokens; the file audit log, synced at intervals.
   Config defaults = *ParseConfig("", "p.toml", "");
   EXPECT_FALSE(defaults.jwt.has_value());

@@ -170,6 +170,24 @@ void AddAuthorityKeyId(X509_CRL* crl, const ASN1_OCTET_STRING* key_id) {
   AUTHORITY_KEYID_free(akid);
 }
 
+// Writes `path` whole, as tools that publish certificates and CRLs do: `write` makes a file
+// beside it, which then takes its place.
+void ReplaceFile(const std::filesystem::path& path,
+                 const std::function<void(const std::filesystem::path&)>& write) {
+  const std::filesystem::path staged = path.string() + ".new";
+  write(staged);
+  std::filesystem::rename(staged, path);
+}
+
+// Polls `done` every 20 ms for up to 5 s.
+bool Eventually(const std::function<bool()>& done) {
+  for (int i = 0; i < 250; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return done();
+}
+
 // Answers every request with the verified client identity the server saw.
 class WhoAmI : public Handler {
  public:
@@ -349,8 +367,8 @@ class TlsTest : public ::testing::Test {
 
   // A server with this test's listener options, started, answering with WhoAmI; its port in
   // port_ (0 when the listener was refused).
-  std::unique_ptr<HttpServer> StartServer() {
-    auto server = std::make_unique<HttpServer>(Limits{}, handler_, nullptr, 1);
+  std::unique_ptr<HttpServer> StartServer(monitor::MetricsRegistry* metrics = nullptr) {
+    auto server = std::make_unique<HttpServer>(Limits{}, handler_, metrics, 1);
     absl::StatusOr<uint16_t> port = server->AddListener(options_, router_);
     EXPECT_TRUE(port.ok()) << port.status();
     port_ = port.value_or(0);
@@ -823,6 +841,167 @@ TEST_F(TlsTest, SessionsEndWithTheRevocationLists) {
   options_.client_crl = (dir_.path() / "ca.crl").string();
   WriteCrls(options_.client_crl, {crl.get()});
   ExpectNobodyOnceTheChainEnded(nullptr);
+}
+
+// The listener's TLS files are read again when they change ([data] tls_reload_ms): a CRL
+// published while pillar runs refuses the certificate it revokes at once, on new connections,
+// on sessions resumed from tickets of before (a new context has new ticket keys) and on
+// connections kept alive since (their chain is checked again at their next request), and the
+// other clients go on.
+TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
+  KeyPtr other_key = NewKey();
+  CertPtr other = Issue(other_key.get(), "client-2", ca_.get(), ca_key_.get(), 11);
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {none.get()});
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  struct Client {
+    CtxPtr ctx;
+    Exchange first;
+    std::unique_ptr<KeptAlive> kept;
+  };
+  std::vector<Client> revoked, others;
+  for (int version : {TLS1_2_VERSION, TLS1_3_VERSION}) {
+    Client& client = revoked.emplace_back(Client{ClientContext(version), {}, nullptr});
+    client.first = Get(client.ctx.get(), port_);
+    ASSERT_EQ(client.first.body, "client-1") << client.first.error;
+    client.kept = std::make_unique<KeptAlive>(client.ctx.get(), port_);
+    EXPECT_EQ(client.kept->Get(), "client-1");
+    Client& other_client = others.emplace_back(Client{ClientContext(version), {}, nullptr});
+    ASSERT_EQ(SSL_CTX_use_certificate(other_client.ctx.get(), other.get()), 1);
+    ASSERT_EQ(SSL_CTX_use_PrivateKey(other_client.ctx.get(), other_key.get()), 1);
+    other_client.kept = std::make_unique<KeptAlive>(other_client.ctx.get(), port_);
+    EXPECT_EQ(other_client.kept->Get(), "client-2");
+  }
+  ::testing::internal::CaptureStderr();
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {3});  // client-1's serial
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {crl.get()}); });
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"data\",outcome=\"reloaded\"} 1") !=
+           std::string::npos;
+  }));
+  for (Client& client : revoked) {
+    // Its request is read as nobody's, then the connection closes.
+    EXPECT_EQ(client.kept->Get(), "<unnamed>");
+    EXPECT_EQ(client.kept->Get(), "<no answer>");
+    const Exchange resumed = Get(client.ctx.get(), port_, client.first.session.get());
+    EXPECT_FALSE(resumed.reused);
+    EXPECT_NE(resumed.error, "");
+    EXPECT_NE(Get(client.ctx.get(), port_).error, "");
+  }
+  for (Client& client : others) {
+    EXPECT_EQ(client.kept->Get(), "client-2");
+    EXPECT_EQ(Get(client.ctx.get(), port_).body, "client-2");
+  }
+  server->Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("listener 'data': TLS files reloaded"), std::string::npos) << said;
+  EXPECT_NE(said.find("does not verify under them: certificate revoked"), std::string::npos)
+      << said;
+}
+
+// Found by looking at what a CRL read only at start meant: once it passed its nextUpdate, every
+// client was refused until pillar restarted. A current CRL put in its place lets them in again.
+TEST_F(TlsTest, AnExpiredCrlReplacedLetsTheClientsInAgain) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr ending = MakeCrl(ca_.get(), ca_key_.get(), {}, 2);
+  WriteCrls(options_.client_crl, {ending.get()});
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_NE(Get(ctx.get(), port_).error, "");  // failed closed
+  const CrlPtr current = MakeCrl(ca_.get(), ca_key_.get(), {});
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {current.get()}); });
+  EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).body == "client-1"; }));
+  server->Stop();
+}
+
+// A change that would not be accepted at start is refused as a whole, said once, and the files
+// read before stay in use until the files change again.
+TEST_F(TlsTest, ATlsFileChangeThatCannotBeUsedKeepsTheFilesInUse) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {none.get()});
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  const auto refused = [&](int n) {
+    return metrics.Render().find(
+               StrCat("pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} ", n)) !=
+           std::string::npos;
+  };
+  ::testing::internal::CaptureStderr();
+  // A CRL file that does not parse, then a private key others may read.
+  const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3});
+  ReplaceFile(options_.client_crl, [&](const auto& path) {
+    WriteCrls(path, {revoking.get()});
+    std::filesystem::resize_file(path, std::filesystem::file_size(path) / 2);
+  });
+  EXPECT_TRUE(Eventually([&] { return refused(1); })) << metrics.Render();
+  EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
+  ASSERT_EQ(::chmod(options_.tls_private_key.c_str(), 0644), 0);
+  EXPECT_TRUE(Eventually([&] { return refused(2); })) << metrics.Render();
+  EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_TRUE(refused(2)) << "an unchanged refused file is tried once";
+  // Both put right: the revoking CRL is taken.
+  ASSERT_EQ(::chmod(options_.tls_private_key.c_str(), 0600), 0);
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {revoking.get()}); });
+  EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).error != ""; }));
+  server->Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("its TLS files changed but cannot be used, the ones read before stay in "
+                      "use: client_crl"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("tls_private_key"), std::string::npos) << said;
+}
+
+// A renewed server certificate (and key) is served to the connections that follow; the ones
+// made before go on.
+TEST_F(TlsTest, ARenewedCertificateIsServedWithoutARestart) {
+  options_.tls_reload = absl::Milliseconds(50);
+  std::unique_ptr<HttpServer> server = StartServer();
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  KeptAlive kept(ctx.get(), port_);
+  EXPECT_EQ(kept.Get(), "client-1");
+  KeyPtr renewed_key = NewKey();
+  CertPtr renewed = Issue(renewed_key.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 20);
+  ReplaceFile(options_.tls_private_key,
+              [&](const auto& path) { WritePem(path, nullptr, renewed_key.get(), 0600); });
+  ReplaceFile(options_.tls_certificate,
+              [&](const auto& path) { WritePem(path, renewed.get(), nullptr); });
+  const auto served_serial = [&]() -> long {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(port_);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    long serial = -1;
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0) {
+      SslPtr ssl(SSL_new(ctx.get()), SSL_free);
+      SSL_set_fd(ssl.get(), fd);
+      if (SSL_connect(ssl.get()) == 1) {
+        serial = ASN1_INTEGER_get(X509_get0_serialNumber(SSL_get0_peer_certificate(ssl.get())));
+      }
+    }
+    ::close(fd);
+    return serial;
+  };
+  EXPECT_TRUE(Eventually([&] { return served_serial() == 20; }));
+  EXPECT_EQ(kept.Get(), "client-1");
+  EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
+  server->Stop();
 }
 
 }  // namespace

@@ -1,0 +1,83 @@
+// Internal to src/http: a TLS listener's context, made from its files (certificate chain, private
+// key, client CA bundle, client CRLs) with every check they get, at start and again whenever
+// they change (ListenerTls, TlsReloader in server.cc). A connection is made with the context
+// current when it was accepted and keeps it; the next connections get the new one.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/ssl.hpp>
+#include <cstdint>
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "common/files.h"
+#include "http/server.h"
+#include "monitor/metrics.h"
+
+namespace pillar::http::internal {
+
+// The listener's TLS context from its files as they are now: InvalidArgument or
+// PermissionDenied naming the file that cannot be used (the private key readable by others, a
+// CRL that would not be checked as given: http/revocation.h).
+[[nodiscard]] absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> MakeTlsContext(
+    const ListenerOptions& options);
+
+// Sets pillar_tls_expiry_timestamp_seconds for the listener (`gauge` may be null): its
+// certificate's end, and its client CRLs' earliest nextUpdate, which is said on stderr too.
+void PublishTlsExpiry(const ListenerOptions& options, SSL_CTX* ctx,
+                      monitor::Family<monitor::Gauge>* gauge);
+
+// What a TLS listener's files were when its context was made (any of them may change alone).
+struct TlsFileStamps {
+  FileStamp certificate, private_key, client_ca, client_crl;
+  bool operator==(const TlsFileStamps&) const = default;
+};
+TlsFileStamps StampTlsFiles(const ListenerOptions& options);
+
+// The context a TLS listener makes its new connections with, replaced whole when its files
+// change. Each replacement has a new generation: a connection verified under an older one has
+// its client's chain checked again against the current CAs and CRLs at its next request.
+class ListenerTls {
+ public:
+  ListenerTls(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps)
+      : context_(std::move(context)), stamps_(stamps) {}
+
+  struct Current {
+    std::shared_ptr<boost::asio::ssl::context> context;
+    uint64_t generation = 0;
+  };
+  Current Get() const {
+    absl::MutexLock lock(&mu_);
+    return {context_, generation_.load(std::memory_order_relaxed)};
+  }
+  // Read on every request of a TLS connection that verified a client: no lock.
+  uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+
+  void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps) {
+    absl::MutexLock lock(&mu_);
+    context_ = std::move(context);
+    stamps_ = stamps;
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+
+  // The files' stamps when the current context was made, or when a reload of them was last
+  // refused (so that a refused change is said once, and tried again when they change again).
+  TlsFileStamps stamps() const {
+    absl::MutexLock lock(&mu_);
+    return stamps_;
+  }
+  void set_stamps(TlsFileStamps stamps) {
+    absl::MutexLock lock(&mu_);
+    stamps_ = stamps;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::shared_ptr<boost::asio::ssl::context> context_ ABSL_GUARDED_BY(mu_);
+  TlsFileStamps stamps_ ABSL_GUARDED_BY(mu_);
+  std::atomic<uint64_t> generation_{0};
+};
+
+}  // namespace pillar::http::internal
