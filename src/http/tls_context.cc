@@ -1,10 +1,14 @@
 #include "http/tls_context.h"
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 
 #include <cstdio>
+#include <memory>
 #include <optional>
+#include <string_view>
 
 #include "absl/time/time.h"
 #include "common/crypto.h"
@@ -76,6 +80,47 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
   return absl::OkStatus();
 }
 
+// A client CA bundle of thousands of CAs is still far below this.
+constexpr std::uintmax_t kMaxCaBundleBytes = 16 << 20;
+
+// The client CA bundle decides who may authenticate: whoever can write it can add a CA of
+// their own and name any client. So it is read as a trusted file (owned by pillar's user or
+// root, written by nobody else; checked on the descriptor read), as the CRLs are, and OpenSSL
+// takes the bytes read instead of opening the path again. Certificates and CRLs go to the store
+// as load_verify_file would put them (CRLs there are refused later, UseClientCrls).
+[[nodiscard]] absl::Status LoadClientCas(const ListenerOptions& options, ssl::context& context) {
+  absl::StatusOr<std::string> pem = ReadTrustedFile(options.client_ca, kMaxCaBundleBytes);
+  if (!pem.ok()) {
+    return absl::Status(pem.status().code(), StrCat("listener '", options.name, "': client_ca ",
+                                                    pem.status().message()));
+  }
+  const auto refused = [&](std::string_view why) {
+    return absl::InvalidArgumentError(StrCat("client_ca ", options.client_ca, ": ", why));
+  };
+  std::unique_ptr<BIO, decltype(&BIO_free)> bio(BIO_new_mem_buf(pem->data(), int(pem->size())),
+                                                BIO_free);
+  using Infos = std::unique_ptr<STACK_OF(X509_INFO), void (*)(STACK_OF(X509_INFO)*)>;
+  Infos infos(
+      bio == nullptr ? nullptr : PEM_X509_INFO_read_bio(bio.get(), nullptr, nullptr, nullptr),
+      [](STACK_OF(X509_INFO) * list) { sk_X509_INFO_pop_free(list, X509_INFO_free); });
+  ERR_clear_error();
+  if (infos == nullptr) return refused("not a PEM bundle of certificates");
+  X509_STORE* store = SSL_CTX_get_cert_store(context.native_handle());
+  int certificates = 0;
+  for (int i = 0; i < sk_X509_INFO_num(infos.get()); ++i) {
+    const X509_INFO* info = sk_X509_INFO_value(infos.get(), i);
+    if (info->x509 != nullptr) {
+      if (X509_STORE_add_cert(store, info->x509) != 1) return refused("a certificate is refused");
+      ++certificates;
+    }
+    if (info->crl != nullptr && X509_STORE_add_crl(store, info->crl) != 1) {
+      return refused("a CRL is refused");
+    }
+  }
+  if (certificates == 0) return refused("holds no certificate");
+  return absl::OkStatus();
+}
+
 // Mutual TLS: the listener asks for client certificates and verifies them against client_ca
 // (and client_crl); the chain's end travels in session tickets (peer_identity.h).
 [[nodiscard]] absl::Status VerifyClients(const ListenerOptions& options, ssl::context& context) {
@@ -86,11 +131,7 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
     return absl::InvalidArgumentError(
         StrCat("listener '", options.name, "': client certificates need client_ca"));
   }
-  boost::system::error_code ec;
-  context.load_verify_file(options.client_ca, ec);
-  if (ec) {
-    return absl::InvalidArgumentError(StrCat("client_ca ", options.client_ca, ": ", ec.message()));
-  }
+  PILLAR_RETURN_IF_ERROR(LoadClientCas(options, context));
   if (!options.client_crl.empty()) {
     if (absl::Status s = UseClientCrls(context.native_handle(), options.client_crl); !s.ok()) {
       return absl::Status(s.code(), StrCat("listener '", options.name, "': ", s.message()));

@@ -179,6 +179,13 @@ void ReplaceFile(const std::filesystem::path& path,
   std::filesystem::rename(staged, path);
 }
 
+void WriteText(const std::filesystem::path& path, const std::string& text) {
+  FILE* file = std::fopen(path.c_str(), "w");
+  ASSERT_NE(file, nullptr) << path;
+  std::fwrite(text.data(), 1, text.size(), file);
+  std::fclose(file);
+}
+
 // Polls `done` every 20 ms for up to 5 s.
 bool Eventually(const std::function<bool()>& done) {
   for (int i = 0; i < 250; ++i) {
@@ -841,6 +848,25 @@ TEST_F(TlsTest, SessionsEndWithTheRevocationLists) {
   options_.client_crl = (dir_.path() / "ca.crl").string();
   WriteCrls(options_.client_crl, {crl.get()});
   ExpectNobodyOnceTheChainEnded(nullptr);
+}
+
+// The client CA bundle decides who may authenticate, so whoever may write it could name any
+// client: like the CRLs, it must be owned by pillar's user (or root) and written by nobody else.
+TEST_F(TlsTest, AClientCaBundleOthersMayWriteIsRefused) {
+  for (mode_t mode : {0664, 0646}) {
+    ASSERT_EQ(::chmod(options_.client_ca.c_str(), mode), 0);
+    const absl::Status status = ListenerStatus();
+    EXPECT_EQ(status.code(), absl::StatusCode::kPermissionDenied) << status;
+    EXPECT_NE(status.message().find("client_ca"), std::string::npos) << status;
+  }
+  ASSERT_EQ(::chmod(options_.client_ca.c_str(), 0644), 0);
+  EXPECT_TRUE(ListenerStatus().ok());
+  for (const char* content : {"", "not a certificate\n"}) {
+    WriteText(options_.client_ca, content);
+    const absl::Status status = ListenerStatus();
+    EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+    EXPECT_NE(status.message().find("holds no certificate"), std::string::npos) << status;
+  }
 }
 
 // The listener's TLS files are read again when they change ([data] tls_reload_ms): a CRL
