@@ -209,6 +209,40 @@ inline bool IsChunkedOnly(std::string_view value) {
   return EqualsIgnoreCase(value, "chunked");
 }
 
+// Why a request's header, once it ended, frames nothing pillar will read (answered 400, the
+// connection closed): a header that must be single twice, or a Transfer-Encoding other than
+// `chunked` or in an HTTP/1.0 request. Nullopt when its framing is sound. Checked before the
+// parser's is_done(): Beast reads a body of any other coding as no body, and what follows the
+// header must never be read as a request (Content-Length along with it is refused by Beast
+// already).
+struct FramingError {
+  std::string message;
+  std::string_view reason;  // the access log's and the rejection counter's
+};
+inline std::optional<FramingError> CheckFraming(const bhttp::request_header<>& request) {
+  for (bhttp::field field : kSingletonHeaders) {
+    auto range = request.equal_range(field);
+    if (range.first != range.second && std::next(range.first) != range.second) {
+      return FramingError{StrCat("duplicate header '", ToStd(bhttp::to_string(field)), "'"),
+                          "duplicate_header"};
+    }
+  }
+  auto te = request.find(bhttp::field::transfer_encoding);
+  if (te == request.end()) return std::nullopt;
+  // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing (an HTTP/1.0 hop
+  // in front may frame the body otherwise). Beast decodes it and keeps the connection alive;
+  // pillar has no HTTP/1.0 clients that chunk, so it refuses the request and closes.
+  if (request.version() < 11) {
+    return FramingError{"Transfer-Encoding in an HTTP/1.0 request",
+                        "unsupported_transfer_encoding"};
+  }
+  if (!IsChunkedOnly(ToStd(te->value()))) {
+    return FramingError{"unsupported Transfer-Encoding: pillar accepts only chunked",
+                        "unsupported_transfer_encoding"};
+  }
+  return std::nullopt;
+}
+
 // The headers with which a client tells pillar how to treat its request, read into `request`:
 // X-Pillar-Timeout-Ms (1 ms .. a day, else ignored), X-Pillar-Priority (cut to 16 bytes; the
 // execute stage judges it) and Prefer: respond-async (in any of the Prefer headers).

@@ -36,6 +36,7 @@
 #include "common/strings.h"
 #include "http/peer_identity.h"
 #include "http/request_reader.h"
+#include "http/response_head.h"
 #include "http/server.h"
 #include "http/server_state.h"
 
@@ -259,30 +260,9 @@ class Session final : public ResponseSink,
 
   void OnHeader() {
     const auto& request = parser_->get();
-    for (bhttp::field field : kSingletonHeaders) {
-      auto range = request.equal_range(field);
-      if (range.first != range.second && std::next(range.first) != range.second) {
-        Reject(400, StrCat("duplicate header '", ToStd(bhttp::to_string(field)), "'"),
-               "duplicate_header");
-        return;
-      }
-    }
-    // Checked before is_done(): Beast reads a body of any other coding as no body, and what
-    // follows the header must never be read as a request (Content-Length along with it is
-    // refused by Beast already).
-    if (auto te = request.find(bhttp::field::transfer_encoding); te != request.end()) {
-      // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing (an HTTP/1.0
-      // hop in front may frame the body otherwise). Beast decodes it and keeps the connection
-      // alive; pillar has no HTTP/1.0 clients that chunk, so it refuses the request and closes.
-      if (request.version() < 11) {
-        Reject(400, "Transfer-Encoding in an HTTP/1.0 request", "unsupported_transfer_encoding");
-        return;
-      }
-      if (!IsChunkedOnly(ToStd(te->value()))) {
-        Reject(400, "unsupported Transfer-Encoding: pillar accepts only chunked",
-               "unsupported_transfer_encoding");
-        return;
-      }
+    if (std::optional<FramingError> error = CheckFraming(request)) {
+      Reject(400, std::move(error->message), error->reason);
+      return;
     }
     if (parser_->is_done()) {
       // No body: what it holds is bounded by max_connections x header_limit_bytes, and
@@ -508,42 +488,16 @@ class Session final : public ResponseSink,
     Write(std::move(response));
   }
 
-  // Serializes the response head by hand: pillar's responses are a status line, a handful of
-  // headers and a sized body, and Beast's generic serializer cost more than the rest of a cheap
-  // request. Header values come from pillar's own code; CR and LF are dropped all the same.
+  // The request is answered: what it held goes back to the budget, and its head is made.
   // `streamed`: no length is known (chunked, or to the connection's end for HTTP/1.0).
   void BuildHead(const Response& response, bool streamed) {
-    // The request is answered: what it held goes back to the budget.
     core_.Release(reserved_);
     reserved_ = 0;
     body_charged_ = 0;
     response_keep_alive_ =
         keep_alive_ && !(streamed && http10_) && !core_.draining.load(std::memory_order_relaxed);
     head_.clear();
-    head_.append("HTTP/1.1 ");
-    StrAppend(&head_, response.status, " ",
-              ToStd(bhttp::obsolete_reason(bhttp::int_to_status(unsigned(response.status)))),
-              "\r\nServer: pillar\r\nContent-Type: ");
-    AppendHeaderValue(response.content_type);
-    if (!streamed) {
-      StrAppend(&head_, "\r\nContent-Length: ", response.body.size(), "\r\n");
-    } else if (!http10_) {
-      head_.append("\r\nTransfer-Encoding: chunked\r\nCache-Control: no-cache\r\n");
-    } else {
-      head_.append("\r\nCache-Control: no-cache\r\n");
-    }
-    for (const auto& [name, value] : response.headers) {
-      AppendHeaderValue(name);
-      head_.append(": ");
-      AppendHeaderValue(value);
-      head_.append("\r\n");
-    }
-    if (!response_keep_alive_) {
-      head_.append("Connection: close\r\n");
-    } else if (http10_) {
-      head_.append("Connection: keep-alive\r\n");
-    }
-    head_.append("\r\n");
+    AppendResponseHead(response, {streamed, response_keep_alive_, http10_}, head_);
   }
 
   void Write(Response response) {
@@ -663,12 +617,6 @@ class Session final : public ResponseSink,
       core_.writing.fetch_sub(1);
     }
     Close();
-  }
-
-  void AppendHeaderValue(std::string_view value) {
-    for (char c : value) {
-      if (c != '\r' && c != '\n') head_.push_back(c);
-    }
   }
 
   // The listener's TLS files changed since this client was verified (a new CRL, a new CA

@@ -9,8 +9,8 @@
 // and a header both accept must parse the same; a body must get the same result and the same
 // bytes both ways, and a chunked body accepted must have no chunk-size line, nor trailer
 // section, over the header's byte limit (one read on top of a line just under it once passed
-// lines of twice the limit). A Transfer-Encoding the session accepts (IsChunkedOnly, in HTTP/1.1)
-// must be one Beast frames as chunked: any other is read by Beast as no body, and the body's
+// lines of twice the limit). A Transfer-Encoding the session accepts (CheckFraming) must be
+// one Beast frames as chunked: any other is read by Beast as no body, and the body's
 // bytes as the next request. Trailer fields never survive as headers: after a body, the fields
 // are the header's, whatever came after it.
 #include <boost/beast/core.hpp>
@@ -29,8 +29,8 @@ namespace {
 
 namespace bhttp = boost::beast::http;
 using pillar::http::internal::BodyReader;
+using pillar::http::internal::CheckFraming;
 using pillar::http::internal::HeaderReader;
-using pillar::http::internal::IsChunkedOnly;
 using pillar::http::internal::RequestParser;
 
 constexpr size_t kHeaderLimit = 16 * 1024;
@@ -127,12 +127,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       (split_reader.bytes() != reader.bytes() || split_parser.get().target() != request.target())) {
     __builtin_trap();  // how the header was split changed what it says
   }
-  if (auto te = request.find(bhttp::field::transfer_encoding); te != request.end()) {
-    if (request.version() < 11) return 0;  // HTTP/1.0: the session answers 400 and closes
-    if (!IsChunkedOnly(std::string_view(te->value().data(), te->value().size()))) {
-      return 0;  // the session answers 400 and closes the connection
-    }
-    if (!parser.chunked()) __builtin_trap();  // accepted, but its body would be a request
+  // The session's own check of the header's framing: what it refuses gets 400 and a close.
+  if (CheckFraming(request)) return 0;
+  if (request.find(bhttp::field::transfer_encoding) != request.end() && !parser.chunked()) {
+    __builtin_trap();  // accepted, but its body would be read as a request
   }
   if (!parser.is_done()) {
     const auto header_fields = std::distance(request.begin(), request.end());
