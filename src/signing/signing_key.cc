@@ -121,7 +121,9 @@ SigningKey GenerateSigningKey() {
 }
 
 [[nodiscard]] absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path) {
-  absl::StatusOr<std::string> text = ReadSmallFile(path, 4096);
+  // A trusted public key says whose models load (or whose audit checkpoints verify): whoever
+  // could write the file could put their own key there. Read as the policy is.
+  absl::StatusOr<std::string> text = ReadTrustedFile(path, 4096);
   if (!text.ok()) return text.status();
   auto parsed = ParseLine(path, *text, kPublicTag, crypto_sign_PUBLICKEYBYTES);
   if (!parsed.ok()) return parsed.status();

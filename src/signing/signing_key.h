@@ -33,6 +33,8 @@ SigningKey GenerateSigningKey();
 // Writes `<prefix>.key` (created 0600, never overwritten) and `<prefix>.pub`.
 [[nodiscard]] absl::Status WriteKeyPair(const SigningKey& key, const std::string& prefix);
 [[nodiscard]] absl::StatusOr<SigningKey> ReadPrivateKey(const std::string& path);
+// PermissionDenied unless the file is owned by pillar's user or root and neither its group nor
+// others may write it (a trusted key says whose models load).
 [[nodiscard]] absl::StatusOr<PublicKey> ReadPublicKey(const std::string& path);
 [[nodiscard]] absl::StatusOr<std::vector<PublicKey>> ReadPublicKeys(
     const std::vector<std::string>& paths);

@@ -1,6 +1,7 @@
 #include "identity/jwt_verifier.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <fstream>
 
@@ -162,6 +163,33 @@ TEST_F(JwtVerifierTest, TheJwksFileIsReloadedWhenItChanges) {
     if (!refused) absl::SleepFor(absl::Milliseconds(10));
   }
   EXPECT_TRUE(refused);
+}
+
+// The key set says whose tokens make principals: a file others may write is refused at start
+// and on reload, and the keys read before stay.
+TEST_F(JwtVerifierTest, AJwksFileOthersMayWriteIsRefused) {
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "jwks.json").string();
+  std::ofstream(path) << testing::JwksJson({&rsa_});
+  options_.jwks_path = path;
+  options_.reload_interval = absl::Milliseconds(10);
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  EXPECT_EQ(JwtVerifier::Create(options_).status().code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);
+  auto verifier = JwtVerifier::Create(options_);
+  ASSERT_TRUE(verifier.ok()) << verifier.status();
+  std::ofstream(path) << testing::JwksJson({&rsa_, &ed_});
+  ASSERT_EQ(::chmod(path.c_str(), 0664), 0);
+  absl::SleepFor(absl::Milliseconds(150));
+  EXPECT_FALSE((*verifier)->Verify(ed_.Sign(Claims()), kNow * 1'000'000).ok());
+  EXPECT_TRUE((*verifier)->Verify(rsa_.Sign(Claims()), kNow * 1'000'000).ok());
+  ASSERT_EQ(::chmod(path.c_str(), 0644), 0);  // put right: taken
+  bool accepted = false;
+  for (int i = 0; i < 300 && !accepted; ++i) {
+    accepted = (*verifier)->Verify(ed_.Sign(Claims()), kNow * 1'000'000).ok();
+    if (!accepted) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(accepted);
 }
 
 TEST_F(JwtVerifierTest, ACachedTokenStillExpires) {

@@ -326,6 +326,14 @@ TEST(SigningKeyTest, KeyFilesRoundTripAndAReadablePrivateKeyIsRefused) {
   EXPECT_FALSE(Verify(*pub, "n", Sign(*again, "m")));
   ::chmod((prefix + ".key").c_str(), 0640);
   EXPECT_EQ(ReadPrivateKey(prefix + ".key").status().code(), absl::StatusCode::kPermissionDenied);
+  // Whoever may write a trusted public key could put their own there: refused.
+  for (mode_t mode : {0664, 0646}) {
+    ::chmod((prefix + ".pub").c_str(), mode);
+    EXPECT_EQ(ReadPublicKey(prefix + ".pub").status().code(), absl::StatusCode::kPermissionDenied)
+        << mode;
+  }
+  ::chmod((prefix + ".pub").c_str(), 0644);
+  EXPECT_TRUE(ReadPublicKey(prefix + ".pub").ok());
   std::ofstream(prefix + ".pub") << "pillar-ed25519-public-v1 0000000000000000 AAAA\n";
   EXPECT_FALSE(ReadPublicKey(prefix + ".pub").ok());
 }
