@@ -192,13 +192,17 @@ PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, ListenerOptions::Client
   std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> check(X509_STORE_CTX_new(),
                                                                         X509_STORE_CTX_free);
   // As OpenSSL verifies a client in a handshake (ssl_verify_cert_chain): the store's parameters
-  // (the CRL checks), the TLS client purpose, then the context's own parameters.
-  if (check == nullptr ||
-      X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert,
-                          SSL_get_peer_cert_chain(ssl)) != 1 ||
-      X509_STORE_CTX_set_default(check.get(), "ssl_client") != 1 ||
-      X509_VERIFY_PARAM_set1(X509_STORE_CTX_get0_param(check.get()), SSL_CTX_get0_param(current)) !=
-          1) {
+  // (the CRL checks), the security level's key sizes and digests (found by review helper-64),
+  // the TLS client purpose, then the context's own parameters.
+  if (check == nullptr || X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert,
+                                              SSL_get_peer_cert_chain(ssl)) != 1) {
+    failed.failure = "cannot set up the certificate check";
+    return failed;
+  }
+  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(check.get());
+  X509_VERIFY_PARAM_set_auth_level(param, SSL_CTX_get_security_level(current));
+  if (X509_STORE_CTX_set_default(check.get(), "ssl_client") != 1 ||
+      X509_VERIFY_PARAM_set1(param, SSL_CTX_get0_param(current)) != 1) {
     failed.failure = "cannot set up the certificate check";
     return failed;
   }

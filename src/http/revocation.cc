@@ -232,6 +232,60 @@ bool HoldsCrls(X509_STORE* store) {
   return absl::OkStatus();
 }
 
+namespace {
+
+// The CRLs `ctx` checks clients against, each with a reference of its own.
+std::vector<CrlPtr> CrlsOf(SSL_CTX* ctx) {
+  std::vector<CrlPtr> crls;
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  if (store == nullptr) return crls;
+  X509_STORE_lock(store);
+  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
+  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
+    X509_CRL* crl = X509_OBJECT_get0_X509_CRL(sk_X509_OBJECT_value(objects, i));
+    if (crl != nullptr && X509_CRL_up_ref(crl) == 1) crls.emplace_back(crl, X509_CRL_free);
+  }
+  X509_STORE_unlock(store);
+  return crls;
+}
+
+// Negative when `next` is older than `now` (both of one issuer), zero when as old.
+int CompareAge(X509_CRL* next, X509_CRL* now) {
+  using NumberPtr = std::unique_ptr<ASN1_INTEGER, decltype(&ASN1_INTEGER_free)>;
+  NumberPtr next_number(
+      static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(next, NID_crl_number, nullptr, nullptr)),
+      ASN1_INTEGER_free);
+  NumberPtr now_number(
+      static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(now, NID_crl_number, nullptr, nullptr)),
+      ASN1_INTEGER_free);
+  if (next_number != nullptr && now_number != nullptr) {
+    return ASN1_INTEGER_cmp(next_number.get(), now_number.get());
+  }
+  return ASN1_TIME_compare(X509_CRL_get0_lastUpdate(next), X509_CRL_get0_lastUpdate(now));
+}
+
+}  // namespace
+
+[[nodiscard]] absl::Status CheckCrlsNotOlder(SSL_CTX* now, SSL_CTX* next) {
+  const std::vector<CrlPtr> in_use = CrlsOf(now);
+  if (in_use.empty()) return absl::OkStatus();
+  const std::vector<CrlPtr> coming = CrlsOf(next);
+  for (const CrlPtr& old : in_use) {
+    for (const CrlPtr& crl : coming) {
+      if (X509_NAME_cmp(X509_CRL_get_issuer(crl.get()), X509_CRL_get_issuer(old.get())) != 0) {
+        continue;
+      }
+      if (CompareAge(crl.get(), old.get()) < 0) {
+        return absl::InvalidArgumentError(
+            StrCat("client_crl: the CRL of ", NameOf(X509_CRL_get_issuer(crl.get())),
+                   " is older than the one in use (a lower crlNumber or an earlier lastUpdate): "
+                   "it would take back the revocations made since"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 std::optional<int64_t> RevocationEnd(SSL_CTX* ctx) {
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
   if (store == nullptr ||

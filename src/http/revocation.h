@@ -33,6 +33,12 @@ inline constexpr std::uintmax_t kMaxCrlFileBytes = 64 << 20;
 // or others may write it (whoever can write it can take a revocation back).
 [[nodiscard]] absl::Status UseClientCrls(SSL_CTX* ctx, const std::string& path);
 
+// Refuses `next` (a listener's new context) when, for a CA whose CRL `now` checks, its CRL is
+// older than the one in use: a lower crlNumber, or, when either has none, an earlier lastUpdate.
+// CRLs are fetched from unauthenticated places, and a signature says nothing of freshness: an
+// older list put in the file (replayed) would take back the revocations made since.
+[[nodiscard]] absl::Status CheckCrlsNotOlder(SSL_CTX* now, SSL_CTX* next);
+
 // The earliest nextUpdate (unix seconds) of the CRLs `ctx` checks client certificates against;
 // nullopt when it checks none. Past it, the lists say nothing of what was revoked since: a full
 // handshake fails, and sessions verified before end there (peer_identity.h).

@@ -3,14 +3,12 @@
 #include <openssl/crypto.h>
 #include <openssl/ssl.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <list>
 #include <optional>
 #include <thread>
 
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/crypto.h"
 #include "common/event_loop.h"
@@ -20,9 +18,11 @@
 #include "http/peer_identity.h"
 #include "http/revocation.h"
 #include "http/session.h"
+#include "http/tls_watcher.h"
 
 namespace pillar::http {
 
+using internal::CheckSharedReload;
 using internal::Core;
 using internal::Listener;
 using internal::ListenerTls;
@@ -32,6 +32,7 @@ using internal::PublishTlsExpiry;
 using internal::Session;
 using internal::StampTlsFiles;
 using internal::TlsFileStamps;
+using internal::TlsWatcher;
 namespace net = boost::asio;
 namespace ssl = boost::asio::ssl;
 namespace beast = boost::beast;
@@ -135,75 +136,6 @@ struct HttpServer::Impl {
     });
   }
 
-  // The TLS listeners' files, checked every `tls_reload` of each on a thread of their own
-  // ("tls-watcher"); a listener whose files changed and pass the checks made at start gets a new
-  // context for its next connections (ListenerTls). A change that does not pass is said once and
-  // the files in use stay.
-  void WatchTls() {
-    absl::Duration tick = absl::InfiniteDuration();
-    for (const Listener& listener : listeners) {
-      if (listener.tls && listener.options.tls_reload > absl::ZeroDuration()) {
-        tick = std::min(tick, listener.options.tls_reload);
-      }
-    }
-    if (tick == absl::InfiniteDuration()) return;
-    tls_watcher = std::thread([this, tick] {
-      NameThisThread("tls-watcher");
-      std::vector<absl::Time> checked(listeners.size(), absl::Now());
-      absl::MutexLock lock(&watch_mu);
-      while (!watch_stopping) {
-        watch_mu.AwaitWithTimeout(absl::Condition(&watch_stopping), tick);
-        if (watch_stopping) break;
-        watch_mu.Unlock();
-        size_t i = 0;
-        for (Listener& listener : listeners) {
-          const absl::Duration every = listener.options.tls_reload;
-          if (listener.tls && every > absl::ZeroDuration() && absl::Now() - checked[i] >= every) {
-            checked[i] = absl::Now();
-            ReloadTls(listener);
-          }
-          ++i;
-        }
-        watch_mu.Lock();
-      }
-    });
-  }
-
-  void ReloadTls(Listener& listener) {
-    const TlsFileStamps stamps = StampTlsFiles(listener.options);  // before they are read
-    if (stamps == listener.tls->stamps()) return;
-    const std::string& name = listener.options.name;
-    absl::StatusOr<std::shared_ptr<ssl::context>> made = MakeTlsContext(listener.options);
-    if (!made.ok()) {
-      listener.tls->set_stamps(stamps);  // tried again when a file changes again
-      if (core.stats.tls_reloads) core.stats.tls_reloads->Get({name, "refused"}).Increment();
-      std::string_view why(made.status().message().data(), made.status().message().size());
-      if (const std::string prefix = StrCat("listener '", name, "': "); why.starts_with(prefix)) {
-        why.remove_prefix(prefix.size());
-      }
-      std::fprintf(stderr,
-                   "pillar: listener '%s': its TLS files changed but cannot be used, the ones "
-                   "read before stay in use: %.*s\n",
-                   name.c_str(), int(why.size()), why.data());
-      return;
-    }
-    PublishTlsExpiry(listener.options, (*made)->native_handle(), core.stats.tls_expiry);
-    listener.tls->Replace(*std::move(made), stamps);
-    if (core.stats.tls_reloads) core.stats.tls_reloads->Get({name, "reloaded"}).Increment();
-    std::fprintf(stderr,
-                 "pillar: listener '%s': TLS files reloaded: new connections use them, and a "
-                 "client verified before is checked again at its next request\n",
-                 name.c_str());
-  }
-
-  void StopWatchingTls() {
-    {
-      absl::MutexLock lock(&watch_mu);
-      watch_stopping = true;
-    }
-    if (tls_watcher.joinable()) tls_watcher.join();
-  }
-
   std::vector<std::unique_ptr<Loop>> loops;
   // Keep the loops running while no socket operation is pending, e.g. during a drain, when the
   // listeners are closed and every open request waits on a model.
@@ -212,9 +144,7 @@ struct HttpServer::Impl {
   Core core;
   std::list<Listener> listeners;
   std::vector<std::thread> threads;
-  std::thread tls_watcher;
-  absl::Mutex watch_mu;
-  bool watch_stopping ABSL_GUARDED_BY(watch_mu) = false;
+  std::unique_ptr<TlsWatcher> tls_watcher;  // made by Start(), once the listeners are known
 };
 
 HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry* metrics,
@@ -238,6 +168,11 @@ HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry
         "Changes of a TLS listener's files (certificate, key, client CA, client CRLs): "
         "reloaded, or refused (the files read before stay in use).",
         {"listener", "outcome"});
+    impl_->core.stats.tls_rechecks = &metrics->AddCounter(
+        "pillar_tls_client_rechecks_total",
+        "Clients of connections made before their listener's TLS files changed, checked again "
+        "against the new ones at their next request: verified, or refused (they name nobody).",
+        {"listener", "outcome"});
     impl_->core.stats.inflight_bytes =
         &metrics
              ->AddGauge("pillar_http_inflight_bytes",
@@ -258,6 +193,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
         ", which is not a loopback address: configure tls_certificate and tls_private_key, or set "
         "allow_plaintext = true"));
   }
+  if (absl::Status s = CheckSharedReload(impl_->listeners, options); !s.ok()) return s;
   std::unique_ptr<ListenerTls> context;
   if (tls) {
     const TlsFileStamps stamps = StampTlsFiles(options);  // before the files are read
@@ -305,7 +241,8 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
 }
 
 void HttpServer::Start() {
-  impl_->WatchTls();
+  impl_->tls_watcher = std::make_unique<TlsWatcher>(impl_->listeners, impl_->core);
+  impl_->tls_watcher->Start();
   for (auto& loop : impl_->loops) {
     impl_->work.push_back(net::make_work_guard(loop->context));
     net::post(loop->context, [loop = loop.get()] { loop->Sweep(); });
@@ -332,7 +269,7 @@ int64_t HttpServer::ResponsesInProgress() const { return impl_->core.writing.loa
 void HttpServer::SetDraining() { impl_->core.draining = true; }
 
 void HttpServer::Stop() {
-  impl_->StopWatchingTls();
+  if (impl_->tls_watcher) impl_->tls_watcher->Stop();
   impl_->work.clear();
   for (auto& loop : impl_->loops) loop->context.stop();
   for (std::thread& t : impl_->threads) {

@@ -437,17 +437,21 @@ class Session final : public ResponseSink,
     request.body = std::move(message.body());
     request.remote = remote_;
     request.received_ns = SystemClock().MonotonicNanos();
-    bool peer_still_verified = true;
+    // A connection made before the listener's TLS files changed: its client is checked again,
+    // and it closes after this answer, so that its context (the old CRLs with it) goes and no
+    // client keeps one alive (found by review helper-64).
+    bool same_tls_files = true;
     if constexpr (kTls) {
-      if (peer_verified_ && listener_.tls->generation() != tls_.generation) {
-        peer_still_verified = VerifyPeerAgain(request.received_ns);
+      if (listener_.tls->generation() != tls_.generation) {
+        same_tls_files = false;
+        if (peer_verified_) VerifyPeerAgain(request.received_ns);
       }
     }
     // A connection kept alive past its certificate's end names nobody from then on.
     if (request.received_ns < peer_valid_until_ns_) request.peer_identity = peer_identity_;
     request.peer_unnamed = peer_verified_ && request.peer_identity.empty();
     ReadPillarHeaders(message, request);
-    keep_alive_ = message.keep_alive() && peer_still_verified;
+    keep_alive_ = message.keep_alive() && same_tls_files;
     http10_ = message.version() == 10;
 
     RouteResult route = listener_.router.Match(request.method, request.target);
@@ -621,21 +625,19 @@ class Session final : public ResponseSink,
 
   // The listener's TLS files changed since this client was verified (a new CRL, a new CA
   // bundle): its chain is checked against the current ones before this request is read as its.
-  // False when the client no longer verifies: it names nobody, and its connection closes after
-  // this answer.
-  [[nodiscard]] bool VerifyPeerAgain(int64_t now_ns) {
+  // A client that no longer verifies names nobody.
+  void VerifyPeerAgain(int64_t now_ns) {
     const ListenerTls::Current current = listener_.tls->Get();
     PeerCertificate peer = ReverifyPeer(stream_.native_handle(), current.context->native_handle(),
                                         listener_.options.client_identity);
     tls_.generation = current.generation;
+    listener_.Rechecked(core_, remote_, peer.verified, peer.failure, now_ns);
     if (!peer.verified) {
-      listener_.ReverifyFailed(remote_, peer.failure, SystemClock().MonotonicNanos());
       peer_identity_.clear();
-      return false;
+      return;
     }
     peer_identity_ = std::move(peer.identity);
     peer_valid_until_ns_ = now_ns + peer.valid_for_ns;
-    return true;
   }
 
   void Shutdown() {

@@ -80,6 +80,9 @@ constexpr std::uintmax_t kMaxPrivateKeyBytes = 1 << 20;
   return absl::OkStatus();
 }
 
+// A certificate chain, even of RSA 16384 certificates with comments, is far below this.
+constexpr std::uintmax_t kMaxCertificateChainBytes = 1 << 20;
+
 // A client CA bundle of thousands of CAs is still far below this.
 constexpr std::uintmax_t kMaxCaBundleBytes = 16 << 20;
 
@@ -157,8 +160,18 @@ constexpr std::uintmax_t kMaxCaBundleBytes = 16 << 20;
   context->set_options(ssl::context::default_workarounds | ssl::context::no_sslv2 |
                        ssl::context::no_sslv3 | ssl::context::no_tlsv1 | ssl::context::no_tlsv1_1 |
                        ssl::context::single_dh_use);
+  // Read by pillar (a regular file of bounded size, opened without blocking: a FIFO or a device
+  // in its place hung or spun the reload, found by review helper-64), and trusted as client_ca
+  // is: whoever could write it could break every reload that follows (a change is taken whole).
+  absl::StatusOr<std::string> chain =
+      ReadTrustedFile(options.tls_certificate, kMaxCertificateChainBytes);
+  if (!chain.ok()) {
+    return absl::Status(
+        chain.status().code(),
+        StrCat("listener '", options.name, "': tls_certificate ", chain.status().message()));
+  }
   boost::system::error_code ec;
-  context->use_certificate_chain_file(options.tls_certificate, ec);
+  context->use_certificate_chain(boost::asio::buffer(*chain), ec);
   if (ec) {
     return absl::InvalidArgumentError(
         StrCat("tls_certificate ", options.tls_certificate, ": ", ec.message()));

@@ -920,7 +920,10 @@ TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
     EXPECT_NE(Get(client.ctx.get(), port_).error, "");
   }
   for (Client& client : others) {
+    // Checked again and still named; then closed, so that no connection keeps the old files
+    // (and their CRLs) in memory (found by review helper-64).
     EXPECT_EQ(client.kept->Get(), "client-2");
+    EXPECT_EQ(client.kept->Get(), "<no answer>");
     EXPECT_EQ(Get(client.ctx.get(), port_).body, "client-2");
   }
   server->Stop();
@@ -928,6 +931,13 @@ TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
   EXPECT_NE(said.find("listener 'data': TLS files reloaded"), std::string::npos) << said;
   EXPECT_NE(said.find("does not verify under them: certificate revoked"), std::string::npos)
       << said;
+  const std::string text = metrics.Render();
+  EXPECT_NE(text.find("pillar_tls_client_rechecks_total{listener=\"data\",outcome=\"refused\"} 2"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(text.find("pillar_tls_client_rechecks_total{listener=\"data\",outcome=\"verified\"} 2"),
+            std::string::npos)
+      << text;
 }
 
 // Found by looking at what a CRL read only at start meant: once it passed its nextUpdate, every
@@ -1028,6 +1038,151 @@ TEST_F(TlsTest, ARenewedCertificateIsServedWithoutARestart) {
   EXPECT_EQ(kept.Get(), "client-1");
   EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
   server->Stop();
+}
+
+// Found by review helper-64: a change refused for a reason that passes with time (a CRL
+// published with a lastUpdate a little ahead of pillar's clock) was never tried again, and the
+// revocation it carried never took effect. A refused change is tried again while it stays.
+TEST_F(TlsTest, ARefusedChangeIsTriedAgainUntilItIsGood) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {none.get()});
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  const CrlPtr ahead = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, 2);  // dated 2 s ahead
+  ::testing::internal::CaptureStderr();
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {ahead.get()}); });
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
+  EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).error != ""; }));  // now revoked
+  server->Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  ASSERT_NE(said.find("is dated in the future"), std::string::npos) << said;
+  EXPECT_EQ(said.find("cannot be used"), said.rfind("cannot be used")) << "said once: " << said;
+}
+
+// Found by review helper-64: [data] and [admin] checking clients against the same files
+// reloaded on their own, so a change refused on one (its own key briefly unreadable) or read
+// later there left a revoked certificate good on it while the other refused it. Listeners that
+// share their client files are read again together, at one interval, and replaced together.
+TEST_F(TlsTest, ListenersThatShareClientFilesReloadTogether) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {none.get()});
+  ListenerOptions admin = options_;
+  admin.name = "admin";
+  admin.tls_private_key = (dir_.path() / "admin.key").string();
+  WritePem(admin.tls_private_key, nullptr, server_key_.get(), 0600);
+  {
+    HttpServer server(Limits{}, handler_, nullptr, 1);
+    ASSERT_TRUE(server.AddListener(options_, router_).ok());
+    ListenerOptions slower = admin;
+    slower.tls_reload = absl::Seconds(5);
+    const absl::Status refused = server.AddListener(slower, router_).status();
+    EXPECT_NE(refused.message().find("give them the same tls_reload_ms"), std::string::npos)
+        << refused;
+  }
+  monitor::MetricsRegistry metrics;
+  HttpServer server(Limits{}, handler_, &metrics, 1);
+  const absl::StatusOr<uint16_t> data_port = server.AddListener(options_, router_);
+  const absl::StatusOr<uint16_t> admin_port = server.AddListener(admin, router_);
+  ASSERT_TRUE(data_port.ok() && admin_port.ok());
+  server.Start();
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  // [admin]'s key cannot be used for a while: the revoking CRL waits on both listeners.
+  ASSERT_EQ(::chmod(admin.tls_private_key.c_str(), 0640), 0);
+  const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3});
+  ::testing::internal::CaptureStderr();
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {revoking.get()}); });
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(Get(ctx.get(), *data_port).body, "client-1");
+  EXPECT_EQ(Get(ctx.get(), *admin_port).body, "client-1");
+  ASSERT_EQ(::chmod(admin.tls_private_key.c_str(), 0600), 0);
+  EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), *admin_port).error != ""; }));
+  EXPECT_NE(Get(ctx.get(), *data_port).error, "");
+  server.Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("listener 'admin': its TLS files changed but cannot be used, the ones read "
+                      "before stay in use on every listener that shares its client files"),
+            std::string::npos)
+      << said;
+}
+
+// Found by review helper-64: an older CRL of a CA (a replayed one, still within its dates) put in
+// the file took back the revocations made since. Refused; the same list again is taken.
+TEST_F(TlsTest, AnOlderCrlThanTheOneInUseIsRefused) {
+  const auto numbered = [&](long number, std::vector<long> serials, long last_update_s) {
+    return MakeCrl(ca_.get(), ca_key_.get(), std::move(serials), 3600, last_update_s,
+                   [number](X509_CRL* crl) {
+                     ASN1_INTEGER* value = ASN1_INTEGER_new();
+                     ASN1_INTEGER_set(value, number);
+                     EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
+                     ASN1_INTEGER_free(value);
+                   });
+  };
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr current = numbered(7, {3}, -60);
+  WriteCrls(options_.client_crl, {current.get()});
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  EXPECT_NE(Get(ctx.get(), port_).error, "");  // revoked
+  ::testing::internal::CaptureStderr();
+  // Number 6, though issued later by its dates: the number says which list is newer.
+  const CrlPtr older = numbered(6, {}, -30);
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {older.get()}); });
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_NE(Get(ctx.get(), port_).error, "");  // still revoked
+  const CrlPtr newer = numbered(8, {}, -30);   // the CA took it back itself: taken
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {newer.get()}); });
+  EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).body == "client-1"; }));
+  server->Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("is older than the one in use"), std::string::npos) << said;
+}
+
+// Found by review helper-64: the certificate chain was opened by OpenSSL by its path, so a FIFO
+// put in its place hung the reload thread (and the shutdown that waits for it) and a file others
+// could write could stop every reload after it. It is read as client_ca is.
+TEST_F(TlsTest, ACertificateFileThatCannotBeReadSafelyIsRefused) {
+  options_.tls_reload = absl::Milliseconds(50);
+  ASSERT_EQ(::chmod(options_.tls_certificate.c_str(), 0664), 0);
+  EXPECT_EQ(ListenerStatus().code(), absl::StatusCode::kPermissionDenied);
+  ASSERT_EQ(::chmod(options_.tls_certificate.c_str(), 0644), 0);
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  ::testing::internal::CaptureStderr();
+  std::filesystem::remove(options_.tls_certificate);
+  ASSERT_EQ(::mkfifo(options_.tls_certificate.c_str(), 0644), 0);
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
+           std::string::npos;
+  }));
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
+  server->Stop();  // does not wait on a FIFO
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("not a regular file"), std::string::npos) << said;
 }
 
 }  // namespace
