@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/cleanup/cleanup.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar {
@@ -89,8 +90,45 @@ enum class Guard { kNone, kSecret, kTrusted };
   return ReadOpened(path, max_bytes, Guard::kSecret);
 }
 
+namespace {
+
+// The directories from `path`'s parent up to the root: owned by pillar's user or root, and not
+// written by others unless sticky. A directory its group may write is taken: /etc/pillar shared
+// with a group of operators is common, and they are the writers of pillar.toml too.
+[[nodiscard]] absl::Status CheckDirectories(const std::filesystem::path& path,
+                                            const std::filesystem::path& named) {
+  std::filesystem::path dir = path.parent_path();
+  for (;;) {
+    struct stat st {};
+    if (::stat(dir.c_str(), &st) != 0) {
+      return absl::NotFoundError(StrCat(dir.string(), ": ", std::strerror(errno)));
+    }
+    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+      return absl::PermissionDeniedError(
+          StrCat(named.string(), ": its directory ", dir.string(),
+                 " is owned by a user other than pillar's or root, who could replace it"));
+    }
+    if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0) {
+      return absl::PermissionDeniedError(StrCat(named.string(), ": anyone may write its directory ",
+                                                dir.string(),
+                                                " and could replace it; chmod o-w the directory"));
+    }
+    if (!dir.has_relative_path()) return absl::OkStatus();  // the root
+    dir = dir.parent_path();
+  }
+}
+
+}  // namespace
+
 [[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
                                                           std::uintmax_t max_bytes) {
+  std::error_code ec;
+  const std::filesystem::path given = std::filesystem::absolute(path, ec).lexically_normal();
+  if (!ec) {
+    PILLAR_RETURN_IF_ERROR(CheckDirectories(given, path));
+    const std::filesystem::path target = std::filesystem::canonical(given, ec);
+    if (!ec && target != given) PILLAR_RETURN_IF_ERROR(CheckDirectories(target, path));
+  }
   return ReadOpened(path, max_bytes, Guard::kTrusted);
 }
 

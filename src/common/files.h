@@ -35,7 +35,12 @@ namespace pillar {
 
 // ReadSmallFile for a file that decides what pillar does with its traffic (the backends file):
 // PermissionDenied unless it is owned by pillar's user or root and neither group nor others may
-// write it. Checked on the descriptor that is read, so a swap of the path cannot slip past.
+// write it. Checked on the descriptor that is read, so a swap of the path cannot slip past. The
+// directories on its way, those of the path as given and of where its symlinks lead, must be
+// owned by pillar's user or root and not writable by others: whoever may write one could put
+// another file or a symlink in its place (one to a root-owned bundle of every public CA, say).
+// Its group may write one (operators sharing /etc/pillar), and others may write one with the
+// sticky bit (/tmp): they cannot replace an entry they do not own.
 [[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
                                                           std::uintmax_t max_bytes);
 

@@ -78,5 +78,41 @@ TEST(FilesTest, TrustedFilesMustBeOwnedByUsAndWritableByNoOneElse) {
               !std::filesystem::exists("/etc/hostname"));
 }
 
+// Found by review helper-64: a trusted file's own owner and mode say nothing if anyone may
+// write its directory: they can put another file, or a symlink to any root-owned file, in its
+// place. The directories of the path, and of where its symlinks lead, are checked too.
+TEST(FilesTest, TrustedFilesMustBeInDirectoriesNoOneElseMayWrite) {
+  testing::TempDir dir;
+  const std::filesystem::path shared = dir.path() / "shared";
+  std::filesystem::create_directory(shared);
+  std::ofstream(shared / "ca.pem") << "ok";
+  ::chmod((shared / "ca.pem").c_str(), 0644);
+  ::chmod(shared.c_str(), 0755);
+  EXPECT_EQ(*ReadTrustedFile(shared / "ca.pem", 100), "ok");
+  for (mode_t mode : {0757, 0777}) {
+    ::chmod(shared.c_str(), mode);
+    absl::StatusOr<std::string> refused = ReadTrustedFile(shared / "ca.pem", 100);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << mode;
+    EXPECT_NE(refused.status().message().find("anyone may write its directory"), std::string::npos)
+        << refused.status();
+  }
+  // Its group may: operators sharing the configuration's directory.
+  ::chmod(shared.c_str(), 0775);
+  EXPECT_EQ(*ReadTrustedFile(shared / "ca.pem", 100), "ok");
+  // Sticky, as /tmp: others may not replace what they do not own.
+  ::chmod(shared.c_str(), 01777);
+  EXPECT_EQ(*ReadTrustedFile(shared / "ca.pem", 100), "ok");
+  // A symlink from a safe directory into one others may write leads to what they control.
+  ::chmod(shared.c_str(), 0777);
+  const std::filesystem::path safe = dir.path() / "safe";
+  std::filesystem::create_directory(safe);
+  ::chmod(safe.c_str(), 0755);
+  std::filesystem::create_symlink(shared / "ca.pem", safe / "ca.pem");
+  EXPECT_EQ(ReadTrustedFile(safe / "ca.pem", 100).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ::chmod(shared.c_str(), 0755);
+  EXPECT_EQ(*ReadTrustedFile(safe / "ca.pem", 100), "ok");
+}
+
 }  // namespace
 }  // namespace pillar
