@@ -280,12 +280,19 @@ TEST_F(SharedRedisTest, ThreeInstancesChargeExactlyTheTokenQuota) {
   for (int round = 0; round < 40 && refunded.limited == 0; ++round) {
     RaceChats(ports_, tokens2_key_, 1, 100, refunded);
   }
-  // Settlements are sent after each answer; a last call, one at a time, sees them all.
+  // Settlements are sent after each answer, without holding it: a call right after may reach
+  // Redis before the last ones (seen once with the suite's load: 183 tokens still reserved). A
+  // refused call is tried again a few times, 200 ms apart, so that the last call sees them all.
+  int waits = 0;
   for (size_t i = 0; i < 200; ++i) {
     HttpReply r = Fetch(
         ports_[i % 3], "POST", "/v1/chat/completions",
         R"({"model":"chat","messages":[{"role":"user","content":"Count to three."}],"max_tokens":100})",
         {Bearer(tokens2_key_), "Content-Type: application/json"});
+    if (r.status == 429 && ++waits <= 5) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      continue;
+    }
     if (r.status != 200) {
       EXPECT_EQ(r.status, 429) << r.body;
       break;
