@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "absl/cleanup/cleanup.h"
 #include "common/status_macros.h"
@@ -46,7 +48,7 @@ enum class Guard { kNone, kSecret, kTrusted };
     return absl::PermissionDeniedError(
         StrCat(path.string(), " is readable by group or others; chmod 600 it (it holds a secret)"));
   }
-  if (guard == Guard::kTrusted) {
+  if (guard == Guard::kTrusted || guard == Guard::kSecret) {
     if (st.st_uid != ::geteuid() && st.st_uid != 0) {
       return absl::PermissionDeniedError(
           StrCat(path.string(), ": owned by a user other than pillar's or root; chown it"));
@@ -85,51 +87,96 @@ enum class Guard { kNone, kSecret, kTrusted };
   return ReadOpened(path, max_bytes, Guard::kNone);
 }
 
-[[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
-                                                         std::uintmax_t max_bytes) {
-  return ReadOpened(path, max_bytes, Guard::kSecret);
-}
-
 namespace {
 
-// The directories from `path`'s parent up to the root: owned by pillar's user or root, and not
-// written by others unless sticky. A directory its group may write is taken: /etc/pillar shared
-// with a group of operators is common, and they are the writers of pillar.toml too.
-[[nodiscard]] absl::Status CheckDirectories(const std::filesystem::path& path,
-                                            const std::filesystem::path& named) {
-  std::filesystem::path dir = path.parent_path();
-  for (;;) {
-    struct stat st {};
-    if (::stat(dir.c_str(), &st) != 0) {
-      return absl::NotFoundError(StrCat(dir.string(), ": ", std::strerror(errno)));
-    }
-    if (st.st_uid != ::geteuid() && st.st_uid != 0) {
-      return absl::PermissionDeniedError(
-          StrCat(named.string(), ": its directory ", dir.string(),
-                 " is owned by a user other than pillar's or root, who could replace it"));
-    }
-    if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0) {
-      return absl::PermissionDeniedError(StrCat(named.string(), ": anyone may write its directory ",
-                                                dir.string(),
-                                                " and could replace it; chmod o-w the directory"));
-    }
-    if (!dir.has_relative_path()) return absl::OkStatus();  // the root
-    dir = dir.parent_path();
+// A directory whose entries decide which file a trusted path names: owned by pillar's user or
+// root, and not written by others unless sticky. A directory its group may write is taken:
+// /etc/pillar shared with a group of operators is common, and they write pillar.toml too.
+[[nodiscard]] absl::Status CheckDirectory(const std::filesystem::path& dir,
+                                          const std::filesystem::path& named) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) != 0) {
+    return absl::NotFoundError(
+        StrCat(named.string(), ": ", dir.string(), ": ", std::strerror(errno)));
   }
+  if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+    return absl::PermissionDeniedError(
+        StrCat(named.string(), ": the directory ", dir.string(),
+               " is owned by a user other than pillar's or root, who could replace it"));
+  }
+  if ((st.st_mode & S_IWOTH) != 0 && (st.st_mode & S_ISVTX) == 0) {
+    return absl::PermissionDeniedError(StrCat(named.string(), ": anyone may write the directory ",
+                                              dir.string(),
+                                              " and could replace it; chmod o-w the directory"));
+  }
+  return absl::OkStatus();
+}
+
+// Resolves `path` one component at a time, as the kernel does, following each symlink (at most
+// 40) and each "..", and checks every directory it goes through: the file it names is decided
+// by those directories' entries alone. Returns the path with no symlink left, which is what is
+// then opened, so that what was checked is what is read. Checking the path as given and its
+// canonical form missed a symlink's hop through a directory anyone may write, and a ".." after
+// a symlink (found by review helper-65).
+[[nodiscard]] absl::StatusOr<std::filesystem::path> ResolveTrusted(
+    const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
+  std::vector<std::string> rest;  // components still to walk, the next one last
+  for (const auto& part : absolute.relative_path()) rest.insert(rest.begin(), part.string());
+  std::filesystem::path at = "/";
+  PILLAR_RETURN_IF_ERROR(CheckDirectory(at, path));
+  int links = 0;
+  while (!rest.empty()) {
+    const std::string part = std::move(rest.back());
+    rest.pop_back();
+    if (part.empty() || part == ".") continue;
+    if (part == "..") {  // `at` has no symlink in it: its parent is where ".." leads
+      at = at.parent_path();
+      continue;
+    }
+    const std::filesystem::path next = at / part;
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0) {
+      if (errno == ENOENT) return absl::NotFoundError(StrCat(path.string(), ": no such file"));
+      return absl::NotFoundError(
+          StrCat(path.string(), ": ", next.string(), ": ", std::strerror(errno)));
+    }
+    if (S_ISLNK(st.st_mode)) {
+      if (++links > 40)
+        return absl::InvalidArgumentError(StrCat(path.string(), ": too many symlinks"));
+      const std::filesystem::path target = std::filesystem::read_symlink(next, ec);
+      if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
+      std::vector<std::string> parts;
+      for (const auto& piece : target.relative_path()) parts.push_back(piece.string());
+      for (auto it = parts.rbegin(); it != parts.rend(); ++it) rest.push_back(*it);
+      if (target.is_absolute()) {
+        at = "/";
+      }
+      continue;
+    }
+    at = next;
+    if (S_ISDIR(st.st_mode) && !rest.empty()) PILLAR_RETURN_IF_ERROR(CheckDirectory(at, path));
+  }
+  return at;
 }
 
 }  // namespace
 
 [[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
                                                           std::uintmax_t max_bytes) {
-  std::error_code ec;
-  const std::filesystem::path given = std::filesystem::absolute(path, ec).lexically_normal();
-  if (!ec) {
-    PILLAR_RETURN_IF_ERROR(CheckDirectories(given, path));
-    const std::filesystem::path target = std::filesystem::canonical(given, ec);
-    if (!ec && target != given) PILLAR_RETURN_IF_ERROR(CheckDirectories(target, path));
-  }
-  return ReadOpened(path, max_bytes, Guard::kTrusted);
+  PILLAR_ASSIGN_OR_RETURN(const std::filesystem::path resolved, ResolveTrusted(path));
+  return ReadOpened(resolved, max_bytes, Guard::kTrusted);
+}
+
+// A secret is trusted as well: whoever could replace a TLS key or a signing key (its owner, a
+// writer of its directory) could hold every reload hostage or sign in pillar's name (found by
+// review helper-65 for the TLS key).
+[[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
+                                                         std::uintmax_t max_bytes) {
+  PILLAR_ASSIGN_OR_RETURN(const std::filesystem::path resolved, ResolveTrusted(path));
+  return ReadOpened(resolved, max_bytes, Guard::kSecret);
 }
 
 FileStamp StampOf(const std::filesystem::path& path) {

@@ -29,18 +29,21 @@ namespace pillar {
                                                         std::uintmax_t max_bytes);
 
 // ReadSmallFile for a secret (a signing key, a password): PermissionDenied when the file's group
-// or others may read it, as ssh refuses such a private key, so a leak is refused, not used.
+// or others may read it, as ssh refuses such a private key, so a leak is refused, not used; and
+// held to ReadTrustedFile's owner and directory rules (whoever could replace it could sign in
+// pillar's name, or break every reload of a TLS listener).
 [[nodiscard]] absl::StatusOr<std::string> ReadSecretFile(const std::filesystem::path& path,
                                                          std::uintmax_t max_bytes);
 
 // ReadSmallFile for a file that decides what pillar does with its traffic (the backends file):
 // PermissionDenied unless it is owned by pillar's user or root and neither group nor others may
 // write it. Checked on the descriptor that is read, so a swap of the path cannot slip past. The
-// directories on its way, those of the path as given and of where its symlinks lead, must be
-// owned by pillar's user or root and not writable by others: whoever may write one could put
-// another file or a symlink in its place (one to a root-owned bundle of every public CA, say).
-// Its group may write one (operators sharing /etc/pillar), and others may write one with the
-// sticky bit (/tmp): they cannot replace an entry they do not own.
+// path is resolved one component at a time, following its symlinks and "..", and every
+// directory it goes through must be owned by pillar's user or root and not writable by others:
+// whoever may write one could put another file or a symlink in its place (one to a root-owned
+// bundle of every public CA, say). Its group may write one (operators sharing /etc/pillar), and
+// others may write one with the sticky bit (/tmp): they cannot replace an entry they do not own.
+// The file read is the one resolved, so what was checked is what is read.
 [[nodiscard]] absl::StatusOr<std::string> ReadTrustedFile(const std::filesystem::path& path,
                                                           std::uintmax_t max_bytes);
 

@@ -93,7 +93,7 @@ TEST(FilesTest, TrustedFilesMustBeInDirectoriesNoOneElseMayWrite) {
     ::chmod(shared.c_str(), mode);
     absl::StatusOr<std::string> refused = ReadTrustedFile(shared / "ca.pem", 100);
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << mode;
-    EXPECT_NE(refused.status().message().find("anyone may write its directory"), std::string::npos)
+    EXPECT_NE(refused.status().message().find("anyone may write the directory"), std::string::npos)
         << refused.status();
   }
   // Its group may: operators sharing the configuration's directory.
@@ -112,6 +112,35 @@ TEST(FilesTest, TrustedFilesMustBeInDirectoriesNoOneElseMayWrite) {
             absl::StatusCode::kPermissionDenied);
   ::chmod(shared.c_str(), 0755);
   EXPECT_EQ(*ReadTrustedFile(safe / "ca.pem", 100), "ok");
+  // Found by review helper-65: a symlink's hop through a directory anyone may write, to a file
+  // in a safe one, and a ".." after a symlink into such a directory, passed a check of the path
+  // as given and of its canonical form. Every directory the path goes through is checked.
+  const std::filesystem::path open_dir = dir.path() / "open";
+  std::filesystem::create_directory(open_dir);
+  std::filesystem::create_symlink(shared / "ca.pem", open_dir / "hop.pem");
+  std::filesystem::create_symlink(open_dir / "hop.pem", safe / "via-hop.pem");
+  std::filesystem::create_directory(open_dir / "sub");
+  std::filesystem::create_symlink(open_dir / "sub", safe / "lnk");
+  std::ofstream(open_dir / "ca.pem") << "planted";
+  ::chmod((open_dir / "ca.pem").c_str(), 0644);
+  ::chmod(open_dir.c_str(), 0755);
+  EXPECT_EQ(*ReadTrustedFile(safe / "via-hop.pem", 100), "ok");
+  EXPECT_EQ(*ReadTrustedFile(safe / "lnk" / ".." / "ca.pem", 100), "planted");  // as the kernel
+  ::chmod(open_dir.c_str(), 0777);
+  for (const std::filesystem::path& path : {safe / "via-hop.pem", safe / "lnk" / ".." / "ca.pem"}) {
+    absl::StatusOr<std::string> refused = ReadTrustedFile(path, 100);
+    EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied) << path;
+    EXPECT_NE(refused.status().message().find(open_dir.string()), std::string::npos)
+        << refused.status();
+  }
+  // Secrets too: a key in a directory anyone may write could be replaced.
+  std::ofstream(open_dir / "tls.key") << "secret";
+  ::chmod((open_dir / "tls.key").c_str(), 0600);
+  EXPECT_EQ(ReadSecretFile(open_dir / "tls.key", 100).status().code(),
+            absl::StatusCode::kPermissionDenied);
+  ::chmod(open_dir.c_str(), 0755);
+  EXPECT_EQ(*ReadSecretFile(open_dir / "tls.key", 100), "secret");
+  ::chmod(open_dir.c_str(), 0700);
 }
 
 }  // namespace
