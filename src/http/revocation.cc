@@ -8,7 +8,9 @@
 #include <openssl/x509v3.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "common/files.h"
@@ -266,24 +268,77 @@ int CompareAge(X509_CRL* next, X509_CRL* now) {
 
 }  // namespace
 
-[[nodiscard]] absl::Status CheckCrlsNotOlder(SSL_CTX* now, SSL_CTX* next) {
-  const std::vector<CrlPtr> in_use = CrlsOf(now);
-  if (in_use.empty()) return absl::OkStatus();
-  const std::vector<CrlPtr> coming = CrlsOf(next);
-  for (const CrlPtr& old : in_use) {
-    for (const CrlPtr& crl : coming) {
-      if (X509_NAME_cmp(X509_CRL_get_issuer(crl.get()), X509_CRL_get_issuer(old.get())) != 0) {
-        continue;
-      }
-      if (CompareAge(crl.get(), old.get()) < 0) {
-        return absl::InvalidArgumentError(
-            StrCat("client_crl: the CRL of ", NameOf(X509_CRL_get_issuer(crl.get())),
-                   " is older than the one in use (a lower crlNumber or an earlier lastUpdate): "
-                   "it would take back the revocations made since"));
-      }
+namespace {
+
+// A CRL's CA, as its history knows it: its name and the digest of the key that signed it (the
+// CA of the store whose key verifies it; CheckCrl made sure there is one).
+std::string CaOf(X509_STORE* store, X509_CRL* crl) {
+  unsigned char* name = nullptr;
+  const int length = i2d_X509_NAME(X509_CRL_get_issuer(crl), &name);
+  std::string key = length > 0 ? std::string(reinterpret_cast<char*>(name), size_t(length)) : "";
+  OPENSSL_free(name);
+  StoreCtxPtr ctx(X509_STORE_CTX_new(), X509_STORE_CTX_free);
+  if (ctx == nullptr || X509_STORE_CTX_init(ctx.get(), store, nullptr, nullptr) != 1) return key;
+  STACK_OF(X509)* named = X509_STORE_CTX_get1_certs(ctx.get(), X509_CRL_get_issuer(crl));
+  for (int i = 0; named != nullptr && i < sk_X509_num(named); ++i) {
+    X509* ca = sk_X509_value(named, i);
+    unsigned char digest[EVP_MAX_MD_SIZE];
+    unsigned int size = 0;
+    if (X509_CRL_verify(crl, X509_get0_pubkey(ca)) == 1 &&
+        X509_pubkey_digest(ca, EVP_sha256(), digest, &size) == 1) {
+      key.append("\n").append(reinterpret_cast<char*>(digest), size);
+      break;
+    }
+  }
+  sk_X509_pop_free(named, X509_free);
+  return key;
+}
+
+}  // namespace
+
+struct CrlHistory::Newest {
+  std::map<std::string, CrlPtr> by_ca;
+};
+
+CrlHistory::CrlHistory() : newest_(std::make_unique<Newest>()) {}
+CrlHistory::~CrlHistory() = default;
+
+[[nodiscard]] absl::Status CrlHistory::CheckNotOlder(SSL_CTX* ctx) const {
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  absl::MutexLock lock(&mu_);
+  for (const CrlPtr& crl : CrlsOf(ctx)) {
+    auto seen = newest_->by_ca.find(CaOf(store, crl.get()));
+    if (seen != newest_->by_ca.end() && CompareAge(crl.get(), seen->second.get()) < 0) {
+      return absl::InvalidArgumentError(
+          StrCat("client_crl: the CRL of ", NameOf(X509_CRL_get_issuer(crl.get())),
+                 " is older than one already used (a lower crlNumber or an earlier lastUpdate): "
+                 "it would take back the revocations made since"));
     }
   }
   return absl::OkStatus();
+}
+
+void CrlHistory::Remember(SSL_CTX* ctx) {
+  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+  absl::MutexLock lock(&mu_);
+  for (CrlPtr& crl : CrlsOf(ctx)) {
+    CrlPtr& newest =
+        newest_->by_ca.try_emplace(CaOf(store, crl.get()), nullptr, X509_CRL_free).first->second;
+    if (newest == nullptr || CompareAge(crl.get(), newest.get()) > 0) newest = std::move(crl);
+  }
+}
+
+bool SameCrls(SSL_CTX* a, SSL_CTX* b) {
+  const std::vector<CrlPtr> theirs = CrlsOf(b);
+  for (const CrlPtr& crl : CrlsOf(a)) {
+    for (const CrlPtr& other : theirs) {
+      if (X509_NAME_cmp(X509_CRL_get_issuer(crl.get()), X509_CRL_get_issuer(other.get())) == 0 &&
+          X509_CRL_match(crl.get(), other.get()) != 0) {
+        return false;
+      }
+    }
+  }
+  return true;
 }
 
 std::optional<int64_t> RevocationEnd(SSL_CTX* ctx) {

@@ -14,10 +14,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -33,11 +36,34 @@ inline constexpr std::uintmax_t kMaxCrlFileBytes = 64 << 20;
 // or others may write it (whoever can write it can take a revocation back).
 [[nodiscard]] absl::Status UseClientCrls(SSL_CTX* ctx, const std::string& path);
 
-// Refuses `next` (a listener's new context) when, for a CA whose CRL `now` checks, its CRL is
-// older than the one in use: a lower crlNumber, or, when either has none, an earlier lastUpdate.
-// CRLs are fetched from unauthenticated places, and a signature says nothing of freshness: an
-// older list put in the file (replayed) would take back the revocations made since.
-[[nodiscard]] absl::Status CheckCrlsNotOlder(SSL_CTX* now, SSL_CTX* next);
+// The newest CRL pillar has checked clients against for each CA, by the CA's name and key, for
+// the life of the process. CRLs are fetched from unauthenticated places and a signature says
+// nothing of freshness: an older list put in the file (replayed) would take back the
+// revocations made since, even after a file that left that CA's list out for a while (found by
+// review helper-65). A CA given a new key (a re-key after a compromise, its numbering restarted)
+// starts a history of its own.
+class CrlHistory {
+ public:
+  CrlHistory();
+  ~CrlHistory();
+  CrlHistory(const CrlHistory&) = delete;
+  CrlHistory& operator=(const CrlHistory&) = delete;
+
+  // InvalidArgument when `ctx` holds a CRL older than the newest seen of its CA: a lower
+  // crlNumber, or, when either has none, an earlier lastUpdate.
+  [[nodiscard]] absl::Status CheckNotOlder(SSL_CTX* ctx) const;
+  // Takes `ctx`'s CRLs as seen (the newer of each CA's stays).
+  void Remember(SSL_CTX* ctx);
+
+ private:
+  struct Newest;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<Newest> newest_ ABSL_GUARDED_BY(mu_);
+};
+
+// Whether every CA with a CRL in both `a` and `b` has the same CRL in each: listeners that
+// check one client against the same files must check it against the same lists.
+bool SameCrls(SSL_CTX* a, SSL_CTX* b);
 
 // The earliest nextUpdate (unix seconds) of the CRLs `ctx` checks client certificates against;
 // nullopt when it checks none. Past it, the lists say nothing of what was revoked since: a full

@@ -23,6 +23,7 @@
 namespace pillar::http {
 
 using internal::CheckSharedReload;
+using internal::CheckStartingCrls;
 using internal::Core;
 using internal::Listener;
 using internal::ListenerTls;
@@ -199,6 +200,11 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     const TlsFileStamps stamps = StampTlsFiles(options);  // before the files are read
     absl::StatusOr<std::shared_ptr<ssl::context>> made = MakeTlsContext(options);
     if (!made.ok()) return made.status();
+    if (absl::Status s = CheckStartingCrls(impl_->listeners, options, (*made)->native_handle(),
+                                           impl_->core.crl_history);
+        !s.ok()) {
+      return s;
+    }
     PublishTlsExpiry(options, (*made)->native_handle(), impl_->core.stats.tls_expiry);
     context = std::make_unique<ListenerTls>(*std::move(made), stamps);
   } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {

@@ -8,6 +8,7 @@
 #include <boost/asio/ssl.hpp>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
@@ -23,6 +24,11 @@ namespace pillar::http::internal {
 // CRL that would not be checked as given: http/revocation.h).
 [[nodiscard]] absl::StatusOr<std::shared_ptr<boost::asio::ssl::context>> MakeTlsContext(
     const ListenerOptions& options);
+
+// A digest of what `ctx` was made from as OpenSSL holds it (the certificate and its chain, the
+// client CAs and CRLs): equal for files rewritten with the same content, which then need no new
+// context (every connection made before would close for nothing).
+std::string ContextDigest(SSL_CTX* ctx);
 
 // Sets pillar_tls_expiry_timestamp_seconds for the listener (`gauge` may be null): its
 // certificate's end, and its client CRLs' earliest nextUpdate, which is said on stderr too.
@@ -42,7 +48,9 @@ TlsFileStamps StampTlsFiles(const ListenerOptions& options);
 class ListenerTls {
  public:
   ListenerTls(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps)
-      : context_(std::move(context)), stamps_(stamps) {}
+      : context_(std::move(context)),
+        digest_(ContextDigest(context_->native_handle())),
+        stamps_(stamps) {}
 
   struct Current {
     std::shared_ptr<boost::asio::ssl::context> context;
@@ -56,10 +64,17 @@ class ListenerTls {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
 
   void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps) {
+    std::string digest = ContextDigest(context->native_handle());
     absl::MutexLock lock(&mu_);
     context_ = std::move(context);
+    digest_ = std::move(digest);
     stamps_ = stamps;
     generation_.fetch_add(1, std::memory_order_release);
+  }
+
+  std::string digest() const {
+    absl::MutexLock lock(&mu_);
+    return digest_;
   }
 
   // The files' stamps when the current context was made, or when a reload of them was last
@@ -76,6 +91,7 @@ class ListenerTls {
  private:
   mutable absl::Mutex mu_;
   std::shared_ptr<boost::asio::ssl::context> context_ ABSL_GUARDED_BY(mu_);
+  std::string digest_ ABSL_GUARDED_BY(mu_);
   TlsFileStamps stamps_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
 };

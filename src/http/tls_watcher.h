@@ -1,13 +1,13 @@
 // Internal to src/http: the thread ("tls-watcher") that reads TLS listeners' files again when
 // they change ([data]/[admin] tls_reload_ms) and gives the listeners new contexts (ListenerTls).
 //
-// Listeners that ask for client certificates from the same client_ca and client_crl files (the
-// only ones [[mtls_client]] entries may span) are one group: their files are read and their
+// Listeners that both ask for client certificates ([data] and [admin]: [[mtls_client]] entries
+// may span them) are one group, however their files are named: their files are read and their
 // contexts replaced together, or not at all, so that a certificate revoked on one listener is
-// never still good on the other. A change that fails a check made at start, or would put back
-// an older CRL, is refused whole: said once, counted, tried again (a CRL dated a few seconds
-// ahead becomes good; a shortage of descriptors passes) at growing intervals, and the files in
-// use stay.
+// never still good on the other (review helper-65 named one file two ways and split them). A change
+// that fails a check made at start, or would put back an older CRL, is refused whole: said once,
+// counted, tried again (a CRL dated a few seconds ahead becomes good; a shortage of descriptors
+// passes) at growing intervals, and the files in use stay.
 #pragma once
 
 #include <list>
@@ -22,14 +22,20 @@
 
 namespace pillar::http::internal {
 
-// Whether `a` and `b` check client certificates against the same files: such listeners reload
-// together.
+// Whether `a` and `b` both ask for client certificates: such listeners reload together.
 bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b);
 
-// InvalidArgument when `options` shares its client files with one of `listeners` but not its
-// tls_reload_ms: they are read again together, at one interval.
+// InvalidArgument when `options` and one of `listeners` both ask for client certificates but
+// differ in tls_reload_ms: they are read again together, at one interval.
 [[nodiscard]] absl::Status CheckSharedReload(const std::list<Listener>& listeners,
                                              const ListenerOptions& options);
+
+// At start, for a listener whose context `made` was just made: InvalidArgument when another of
+// `listeners` read the same client_crl file (one inode) and got other lists (it changed between
+// the two reads); then the lists are remembered in `history`.
+[[nodiscard]] absl::Status CheckStartingCrls(const std::list<Listener>& listeners,
+                                             const ListenerOptions& options, SSL_CTX* made,
+                                             CrlHistory& history);
 
 class TlsWatcher {
  public:
