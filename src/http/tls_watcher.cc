@@ -159,22 +159,15 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
       return;
     }
   }
-  // Rewritten with the same content (a touch, a fetch of an unchanged CRL): nothing to replace,
-  // and no connection needs to close.
-  bool same = true;
-  for (size_t i = 0; i < made.size(); ++i) {
-    same = same && ContextDigest(made[i]->native_handle()) == group.members[i]->tls->digest();
-  }
-  if (same) {
-    for (size_t i = 0; i < made.size(); ++i) group.members[i]->tls->set_stamps(stamps[i]);
-    group.refused_stamps.clear();
-    group.refused_why.clear();
-    group.backoff = group.every;
-    return;
-  }
+  // A member whose files were rewritten with the same content (a touch, a fetch of an unchanged
+  // CRL) keeps its context, and no connection of it needs to close.
   for (size_t i = 0; i < group.members.size(); ++i) {
-    core_.crl_history.Remember(made[i]->native_handle());
     Listener& listener = *group.members[i];
+    if (ContextDigest(made[i]->native_handle()) == listener.tls->digest()) {
+      listener.tls->set_stamps(stamps[i]);
+      continue;
+    }
+    core_.crl_history.Remember(made[i]->native_handle());
     PublishTlsExpiry(listener.options, made[i]->native_handle(), core_.stats.tls_expiry);
     listener.tls->Replace(std::move(made[i]), stamps[i]);
     if (core_.stats.tls_reloads) {

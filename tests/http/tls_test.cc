@@ -1264,5 +1264,41 @@ TEST_F(TlsTest, AFileRewrittenWithTheSameContentChangesNothing) {
   server->Stop();
 }
 
+// In a group, a member whose own files did not change keeps its context: renewing [data]'s
+// certificate closes no connection of [admin].
+TEST_F(TlsTest, AGroupReplacesOnlyTheListenersWhoseFilesChanged) {
+  options_.tls_reload = absl::Milliseconds(50);
+  ListenerOptions admin = options_;
+  admin.name = "admin";
+  admin.tls_certificate = (dir_.path() / "admin.pem").string();
+  WritePem(admin.tls_certificate, server_cert_.get(), nullptr);
+  monitor::MetricsRegistry metrics;
+  HttpServer server(Limits{}, handler_, &metrics, 1);
+  const absl::StatusOr<uint16_t> data_port = server.AddListener(options_, router_);
+  const absl::StatusOr<uint16_t> admin_port = server.AddListener(admin, router_);
+  ASSERT_TRUE(data_port.ok() && admin_port.ok());
+  server.Start();
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  KeptAlive on_data(ctx.get(), *data_port);
+  KeptAlive on_admin(ctx.get(), *admin_port);
+  EXPECT_EQ(on_data.Get(), "client-1");
+  EXPECT_EQ(on_admin.Get(), "client-1");
+  CertPtr renewed = Issue(server_key_.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 21);
+  ReplaceFile(options_.tls_certificate,
+              [&](const auto& path) { WritePem(path, renewed.get(), nullptr); });
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"data\",outcome=\"reloaded\"} 1") !=
+           std::string::npos;
+  }));
+  EXPECT_EQ(on_data.Get(), "client-1");
+  EXPECT_EQ(on_data.Get(), "<no answer>");  // made before: closed after its answer
+  EXPECT_EQ(on_admin.Get(), "client-1");
+  EXPECT_EQ(on_admin.Get(), "client-1");  // admin's files are as they were
+  EXPECT_EQ(metrics.Render().find("pillar_tls_reloads_total{listener=\"admin\""),
+            std::string::npos);
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace pillar::http
