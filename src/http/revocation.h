@@ -36,8 +36,8 @@ inline constexpr std::uintmax_t kMaxCrlFileBytes = 64 << 20;
 // or others may write it (whoever can write it can take a revocation back).
 [[nodiscard]] absl::Status UseClientCrls(SSL_CTX* ctx, const std::string& path);
 
-// The newest CRL pillar has checked clients against for each CA, by the CA's name and key, for
-// the life of the process. CRLs are fetched from unauthenticated places and a signature says
+// The newest CRL a listener has checked clients against for each CA, by the CA's name and key,
+// for the life of the process. CRLs are fetched from unauthenticated places and a signature says
 // nothing of freshness: an older list put in the file (replayed) would take back the
 // revocations made since, even after a file that left that CA's list out for a while (found by
 // review helper-65). A CA given a new key (a re-key after a compromise, its numbering restarted)

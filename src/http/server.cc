@@ -200,8 +200,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     const TlsFileStamps stamps = StampTlsFiles(options);  // before the files are read
     absl::StatusOr<std::shared_ptr<ssl::context>> made = MakeTlsContext(options);
     if (!made.ok()) return made.status();
-    if (absl::Status s = CheckStartingCrls(impl_->listeners, options, (*made)->native_handle(),
-                                           impl_->core.crl_history);
+    if (absl::Status s = CheckStartingCrls(impl_->listeners, options, (*made)->native_handle());
         !s.ok()) {
       return s;
     }

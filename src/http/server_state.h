@@ -18,7 +18,6 @@
 #include <vector>
 
 #include "common/strings.h"
-#include "http/revocation.h"
 #include "http/server.h"
 #include "http/tls_context.h"
 #include "monitor/metrics.h"
@@ -48,8 +47,6 @@ struct Core {
   std::atomic<int64_t> writing{0};
   // Bytes reserved by requests read but not answered yet (Limits::inflight_bytes_limit).
   std::atomic<size_t> inflight_bytes{0};
-  // The newest client CRL of each CA the listeners have used (TLS reloads may not go back).
-  CrlHistory crl_history{};
 
   // Takes `bytes` from the in-flight budget; false, taking nothing, when they do not fit.
   [[nodiscard]] bool Reserve(size_t bytes) {

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/files.h"
+#include "http/revocation.h"
 #include "http/server.h"
 #include "monitor/metrics.h"
 
@@ -50,7 +51,9 @@ class ListenerTls {
   ListenerTls(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps)
       : context_(std::move(context)),
         digest_(ContextDigest(context_->native_handle())),
-        stamps_(stamps) {}
+        stamps_(stamps) {
+    crl_history_.Remember(context_->native_handle());
+  }
 
   struct Current {
     std::shared_ptr<boost::asio::ssl::context> context;
@@ -65,12 +68,16 @@ class ListenerTls {
 
   void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps) {
     std::string digest = ContextDigest(context->native_handle());
+    crl_history_.Remember(context->native_handle());
     absl::MutexLock lock(&mu_);
     context_ = std::move(context);
     digest_ = std::move(digest);
     stamps_ = stamps;
     generation_.fetch_add(1, std::memory_order_release);
   }
+
+  // The newest client CRL of each CA this listener has used: a reload may not go back.
+  const CrlHistory& crl_history() const { return crl_history_; }
 
   std::string digest() const {
     absl::MutexLock lock(&mu_);
@@ -94,6 +101,7 @@ class ListenerTls {
   std::string digest_ ABSL_GUARDED_BY(mu_);
   TlsFileStamps stamps_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
+  CrlHistory crl_history_;
 };
 
 }  // namespace pillar::http::internal

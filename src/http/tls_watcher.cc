@@ -49,8 +49,7 @@ bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b) {
 }
 
 [[nodiscard]] absl::Status CheckStartingCrls(const std::list<Listener>& listeners,
-                                             const ListenerOptions& options, SSL_CTX* made,
-                                             CrlHistory& history) {
+                                             const ListenerOptions& options, SSL_CTX* made) {
   if (!options.client_crl.empty()) {
     const FileStamp crl = StampOf(options.client_crl);
     for (const Listener& other : listeners) {
@@ -64,7 +63,6 @@ bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b) {
       }
     }
   }
-  history.Remember(made);
   return absl::OkStatus();
 }
 
@@ -141,7 +139,9 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
     const std::string& name = listener->options.name;
     absl::StatusOr<std::shared_ptr<ssl::context>> context = MakeTlsContext(listener->options);
     absl::Status checked = context.status();
-    if (checked.ok()) checked = core_.crl_history.CheckNotOlder((*context)->native_handle());
+    if (checked.ok()) {
+      checked = listener->tls->crl_history().CheckNotOlder((*context)->native_handle());
+    }
     if (!checked.ok()) {
       const std::string_view why(checked.message().data(), checked.message().size());
       return Refuse(group, std::move(stamps), name, WithoutListener(why, name), now);
@@ -167,7 +167,6 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
       listener.tls->set_stamps(stamps[i]);
       continue;
     }
-    core_.crl_history.Remember(made[i]->native_handle());
     PublishTlsExpiry(listener.options, made[i]->native_handle(), core_.stats.tls_expiry);
     listener.tls->Replace(std::move(made[i]), stamps[i]);
     if (core_.stats.tls_reloads) {

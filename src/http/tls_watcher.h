@@ -30,12 +30,11 @@ bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b);
 [[nodiscard]] absl::Status CheckSharedReload(const std::list<Listener>& listeners,
                                              const ListenerOptions& options);
 
-// At start, for a listener whose context `made` was just made: InvalidArgument when another of
+// At start, for a listener whose context `made` was just made: Unavailable when another of
 // `listeners` read the same client_crl file (one inode) and got other lists (it changed between
-// the two reads); then the lists are remembered in `history`.
+// the two reads).
 [[nodiscard]] absl::Status CheckStartingCrls(const std::list<Listener>& listeners,
-                                             const ListenerOptions& options, SSL_CTX* made,
-                                             CrlHistory& history);
+                                             const ListenerOptions& options, SSL_CTX* made);
 
 class TlsWatcher {
  public:

@@ -1300,5 +1300,42 @@ TEST_F(TlsTest, AGroupReplacesOnlyTheListenersWhoseFilesChanged) {
   server.Stop();
 }
 
+// The newest list of a CA is remembered per listener: [admin] checking its own, older list of a
+// CA than [data]'s still reloads its certificate.
+TEST_F(TlsTest, EachListenerRemembersItsOwnNewestCrls) {
+  const auto numbered = [&](long number) {
+    return MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [number](X509_CRL* crl) {
+      ASN1_INTEGER* value = ASN1_INTEGER_new();
+      ASN1_INTEGER_set(value, number);
+      EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
+      ASN1_INTEGER_free(value);
+    });
+  };
+  options_.tls_reload = absl::Milliseconds(50);
+  options_.client_crl = (dir_.path() / "data.crl").string();
+  const CrlPtr newer = numbered(7), older = numbered(5);
+  WriteCrls(options_.client_crl, {newer.get()});
+  ListenerOptions admin = options_;
+  admin.name = "admin";
+  admin.client_crl = (dir_.path() / "admin.crl").string();
+  WriteCrls(admin.client_crl, {older.get()});
+  admin.tls_certificate = (dir_.path() / "admin.pem").string();
+  WritePem(admin.tls_certificate, server_cert_.get(), nullptr);
+  monitor::MetricsRegistry metrics;
+  HttpServer server(Limits{}, handler_, &metrics, 1);
+  ASSERT_TRUE(server.AddListener(options_, router_).ok());
+  ASSERT_TRUE(server.AddListener(admin, router_).ok());
+  server.Start();
+  CertPtr renewed = Issue(server_key_.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 22);
+  ReplaceFile(admin.tls_certificate,
+              [&](const auto& path) { WritePem(path, renewed.get(), nullptr); });
+  EXPECT_TRUE(Eventually([&] {
+    return metrics.Render().find(
+               "pillar_tls_reloads_total{listener=\"admin\",outcome=\"reloaded\"} 1") !=
+           std::string::npos;
+  })) << metrics.Render();
+  server.Stop();
+}
+
 }  // namespace
 }  // namespace pillar::http
