@@ -144,8 +144,16 @@ namespace {
           StrCat(path.string(), ": ", next.string(), ": ", std::strerror(errno)));
     }
     if (S_ISLNK(st.st_mode)) {
-      if (++links > 40)
+      // Whoever owns a symlink can point it elsewhere, in /tmp too (found by review helper-66):
+      // it must be pillar's user's or root's, as a trusted file must.
+      if (st.st_uid != ::geteuid() && st.st_uid != 0) {
+        return absl::PermissionDeniedError(
+            StrCat(path.string(), ": the symlink ", next.string(),
+                   " is owned by a user other than pillar's or root, who could repoint it"));
+      }
+      if (++links > 40) {
         return absl::InvalidArgumentError(StrCat(path.string(), ": too many symlinks"));
+      }
       const std::filesystem::path target = std::filesystem::read_symlink(next, ec);
       if (ec) return absl::NotFoundError(StrCat(path.string(), ": ", ec.message()));
       std::vector<std::string> parts;
@@ -157,7 +165,11 @@ namespace {
       continue;
     }
     at = next;
-    if (S_ISDIR(st.st_mode) && !rest.empty()) PILLAR_RETURN_IF_ERROR(CheckDirectory(at, path));
+    if (rest.empty()) break;
+    if (!S_ISDIR(st.st_mode)) {  // "file/", "file/..": the kernel refuses them too
+      return absl::NotFoundError(StrCat(path.string(), ": ", at.string(), " is not a directory"));
+    }
+    PILLAR_RETURN_IF_ERROR(CheckDirectory(at, path));
   }
   return at;
 }

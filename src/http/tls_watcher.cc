@@ -148,6 +148,12 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
     }
     made.push_back(*std::move(context));
   }
+  // A file that changed while the members read it (renamed into place between two of them) may
+  // have given them different versions: read again at the next look (found by review
+  // helper-66), nothing said.
+  for (size_t i = 0; i < group.members.size(); ++i) {
+    if (StampTlsFiles(group.members[i]->options) != stamps[i]) return;
+  }
   // Members that read one CRL file (one inode when stamped) must have read the same lists: one
   // that read it before a new version landed and one after would part ways (found by review
   // helper-65). The files are changing: read again at the next look, nothing said.

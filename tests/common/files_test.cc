@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fstream>
 
@@ -141,6 +142,25 @@ TEST(FilesTest, TrustedFilesMustBeInDirectoriesNoOneElseMayWrite) {
   ::chmod(open_dir.c_str(), 0755);
   EXPECT_EQ(*ReadSecretFile(open_dir / "tls.key", 100), "secret");
   ::chmod(open_dir.c_str(), 0700);
+}
+
+// Found by review helper-66: a symlink in /tmp (sticky) owned by another user was followed, and
+// its owner could point it at any root-owned file (a bundle of every public CA as client_ca).
+TEST(FilesTest, ASymlinkOfAnotherUserIsNotFollowed) {
+  testing::TempDir dir;
+  std::ofstream(dir.path() / "ca.pem") << "ok";
+  ::chmod((dir.path() / "ca.pem").c_str(), 0644);
+  std::filesystem::create_symlink(dir.path() / "ca.pem", dir.path() / "link.pem");
+  EXPECT_EQ(*ReadTrustedFile(dir.path() / "link.pem", 100), "ok");
+  // A path that goes on past a file is refused, as the kernel refuses it.
+  EXPECT_EQ(ReadTrustedFile(dir.path() / "ca.pem" / "..", 100).status().code(),
+            absl::StatusCode::kNotFound);
+  if (::geteuid() != 0) GTEST_SKIP() << "giving a symlink to another user needs root";
+  ASSERT_EQ(::lchown((dir.path() / "link.pem").c_str(), 65534, 65534), 0);
+  absl::StatusOr<std::string> refused = ReadTrustedFile(dir.path() / "link.pem", 100);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kPermissionDenied);
+  EXPECT_NE(refused.status().message().find("who could repoint it"), std::string::npos)
+      << refused.status();
 }
 
 }  // namespace
