@@ -1323,7 +1323,9 @@ TEST_F(TlsTest, EachListenerRemembersItsOwnNewestCrls) {
   WritePem(admin.tls_certificate, server_cert_.get(), nullptr);
   monitor::MetricsRegistry metrics;
   HttpServer server(Limits{}, handler_, &metrics, 1);
-  ASSERT_TRUE(server.AddListener(options_, router_).ok());
+  const absl::StatusOr<uint16_t> data_port = server.AddListener(options_, router_);
+  ASSERT_TRUE(data_port.ok());
+  port_ = *data_port;
   ASSERT_TRUE(server.AddListener(admin, router_).ok());
   server.Start();
   CertPtr renewed = Issue(server_key_.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 22);
@@ -1334,6 +1336,18 @@ TEST_F(TlsTest, EachListenerRemembersItsOwnNewestCrls) {
                "pillar_tls_reloads_total{listener=\"admin\",outcome=\"reloaded\"} 1") !=
            std::string::npos;
   })) << metrics.Render();
+  // And the other way (review helper-66): [data] publishes a newer list revoking client-1 while
+  // [admin]'s own copy still lags: [data] takes it, and [admin]'s lag holds nothing back.
+  const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, -60, [](X509_CRL* crl) {
+    ASN1_INTEGER* value = ASN1_INTEGER_new();
+    ASN1_INTEGER_set(value, 10);
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
+    ASN1_INTEGER_free(value);
+  });
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {revoking.get()}); });
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).error != ""; }));
+  EXPECT_EQ(metrics.Render().find("outcome=\"refused\""), std::string::npos) << metrics.Render();
   server.Stop();
 }
 
