@@ -444,7 +444,9 @@ class Session final : public ResponseSink,
     if constexpr (kTls) {
       if (listener_.tls->generation() != tls_.generation) {
         same_tls_files = false;
-        if (peer_verified_) VerifyPeerAgain(request.received_ns);
+        if (peer_verified_ && listener_.tls->verify_generation() != tls_.verify_generation) {
+          VerifyPeerAgain(request.received_ns);
+        }
       }
     }
     // A connection kept alive past its certificate's end names nobody from then on.
@@ -631,6 +633,7 @@ class Session final : public ResponseSink,
     PeerCertificate peer = ReverifyPeer(stream_.native_handle(), current.context->native_handle(),
                                         listener_.options.client_identity);
     tls_.generation = current.generation;
+    tls_.verify_generation = current.verify_generation;
     listener_.Rechecked(core_, remote_, peer.verified, peer.failure, now_ns);
     if (!peer.verified) {
       peer_identity_.clear();

@@ -207,8 +207,11 @@ void PublishTlsExpiry(const ListenerOptions& options, SSL_CTX* ctx,
                    : "it is read at start (tls_reload_ms = 0): restart pillar with a new one");
 }
 
-std::string ContextDigest(SSL_CTX* ctx) {
-  std::string digests;
+namespace {
+
+// SHA-256 digests of `objects` (certificates and CRLs as OpenSSL holds them), one after another.
+template <typename Each>
+void AppendDigests(std::string& digests, const Each& each) {
   const auto add = [&digests](auto digest_of, auto* object) {
     unsigned char md[EVP_MAX_MD_SIZE];
     unsigned int size = 0;
@@ -217,21 +220,37 @@ std::string ContextDigest(SSL_CTX* ctx) {
     }
     digests.push_back('|');
   };
-  add(X509_digest, SSL_CTX_get0_certificate(ctx));
-  STACK_OF(X509)* chain = nullptr;
-  SSL_CTX_get0_chain_certs(ctx, &chain);
-  for (int i = 0; chain != nullptr && i < sk_X509_num(chain); ++i) {
-    add(X509_digest, sk_X509_value(chain, i));
-  }
-  X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  X509_STORE_lock(store);
-  STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
-  for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
-    X509_OBJECT* object = sk_X509_OBJECT_value(objects, i);
-    if (X509* cert = X509_OBJECT_get0_X509(object)) add(X509_digest, cert);
-    if (X509_CRL* crl = X509_OBJECT_get0_X509_CRL(object)) add(X509_CRL_digest, crl);
-  }
-  X509_STORE_unlock(store);
+  each(add);
+}
+
+}  // namespace
+
+std::string VerificationDigest(SSL_CTX* ctx) {
+  std::string digests;
+  AppendDigests(digests, [ctx](const auto& add) {
+    X509_STORE* store = SSL_CTX_get_cert_store(ctx);
+    X509_STORE_lock(store);
+    STACK_OF(X509_OBJECT)* objects = X509_STORE_get0_objects(store);
+    for (int i = 0; i < sk_X509_OBJECT_num(objects); ++i) {
+      X509_OBJECT* object = sk_X509_OBJECT_value(objects, i);
+      if (X509* cert = X509_OBJECT_get0_X509(object)) add(X509_digest, cert);
+      if (X509_CRL* crl = X509_OBJECT_get0_X509_CRL(object)) add(X509_CRL_digest, crl);
+    }
+    X509_STORE_unlock(store);
+  });
+  return Sha256(digests);
+}
+
+std::string ContextDigest(SSL_CTX* ctx) {
+  std::string digests = VerificationDigest(ctx);
+  AppendDigests(digests, [ctx](const auto& add) {
+    add(X509_digest, SSL_CTX_get0_certificate(ctx));
+    STACK_OF(X509)* chain = nullptr;
+    SSL_CTX_get0_chain_certs(ctx, &chain);
+    for (int i = 0; chain != nullptr && i < sk_X509_num(chain); ++i) {
+      add(X509_digest, sk_X509_value(chain, i));
+    }
+  });
   return Sha256(digests);
 }
 

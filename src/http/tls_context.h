@@ -30,6 +30,8 @@ namespace pillar::http::internal {
 // client CAs and CRLs): equal for files rewritten with the same content, which then need no new
 // context (every connection made before would close for nothing).
 std::string ContextDigest(SSL_CTX* ctx);
+// The part of it that clients are verified against: the client CAs and CRLs.
+std::string VerificationDigest(SSL_CTX* ctx);
 
 // Sets pillar_tls_expiry_timestamp_seconds for the listener (`gauge` may be null): its
 // certificate's end, and its client CRLs' earliest nextUpdate, which is said on stderr too.
@@ -51,6 +53,7 @@ class ListenerTls {
   ListenerTls(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps)
       : context_(std::move(context)),
         digest_(ContextDigest(context_->native_handle())),
+        verification_(VerificationDigest(context_->native_handle())),
         stamps_(stamps) {
     crl_history_.Remember(context_->native_handle());
   }
@@ -58,21 +61,32 @@ class ListenerTls {
   struct Current {
     std::shared_ptr<boost::asio::ssl::context> context;
     uint64_t generation = 0;
+    // Changes only when what clients are verified against (client CAs, CRLs) changed: a new
+    // certificate alone does not make a client verified before check again (a resumed
+    // connection, which holds only the client's own certificate, could not always pass).
+    uint64_t verify_generation = 0;
   };
   Current Get() const {
     absl::MutexLock lock(&mu_);
-    return {context_, generation_.load(std::memory_order_relaxed)};
+    return {context_, generation_.load(std::memory_order_relaxed),
+            verify_generation_.load(std::memory_order_relaxed)};
   }
-  // Read on every request of a TLS connection that verified a client: no lock.
+  // Read on every request of a TLS connection: no lock.
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
+  uint64_t verify_generation() const { return verify_generation_.load(std::memory_order_acquire); }
 
   void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps) {
     std::string digest = ContextDigest(context->native_handle());
+    std::string verification = VerificationDigest(context->native_handle());
     crl_history_.Remember(context->native_handle());
     absl::MutexLock lock(&mu_);
     context_ = std::move(context);
     digest_ = std::move(digest);
     stamps_ = stamps;
+    if (verification != verification_) {
+      verification_ = std::move(verification);
+      verify_generation_.fetch_add(1, std::memory_order_release);
+    }
     generation_.fetch_add(1, std::memory_order_release);
   }
 
@@ -99,8 +113,10 @@ class ListenerTls {
   mutable absl::Mutex mu_;
   std::shared_ptr<boost::asio::ssl::context> context_ ABSL_GUARDED_BY(mu_);
   std::string digest_ ABSL_GUARDED_BY(mu_);
+  std::string verification_ ABSL_GUARDED_BY(mu_);
   TlsFileStamps stamps_ ABSL_GUARDED_BY(mu_);
   std::atomic<uint64_t> generation_{0};
+  std::atomic<uint64_t> verify_generation_{0};
   CrlHistory crl_history_;
 };
 
