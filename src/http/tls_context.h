@@ -75,8 +75,9 @@ class ListenerTls {
   uint64_t generation() const { return generation_.load(std::memory_order_acquire); }
   uint64_t verify_generation() const { return verify_generation_.load(std::memory_order_acquire); }
 
-  void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps) {
-    std::string digest = ContextDigest(context->native_handle());
+  // `digest`: ContextDigest(context), which the caller has already compared with digest().
+  void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps,
+               std::string digest) {
     std::string verification = VerificationDigest(context->native_handle());
     crl_history_.Remember(context->native_handle());
     absl::MutexLock lock(&mu_);

@@ -28,7 +28,7 @@ std::string WithoutListener(std::string_view why, const std::string& name) {
 
 }  // namespace
 
-bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b) {
+bool BothVerifyClients(const ListenerOptions& a, const ListenerOptions& b) {
   using Certificates = ListenerOptions::ClientCertificates;
   return a.client_certificates != Certificates::kNone &&
          b.client_certificates != Certificates::kNone;
@@ -37,7 +37,7 @@ bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b) {
 [[nodiscard]] absl::Status CheckSharedReload(const std::list<Listener>& listeners,
                                              const ListenerOptions& options) {
   for (const Listener& other : listeners) {
-    if (ShareClientFiles(other.options, options) &&
+    if (BothVerifyClients(other.options, options) &&
         other.options.tls_reload != options.tls_reload) {
       return absl::InvalidArgumentError(StrCat(
           "listeners '", other.options.name, "' and '", options.name,
@@ -70,7 +70,7 @@ TlsWatcher::TlsWatcher(std::list<Listener>& listeners, Core& core) : core_(core)
   for (Listener& listener : listeners) {
     if (!listener.tls || listener.options.tls_reload <= absl::ZeroDuration()) continue;
     auto shared = std::find_if(groups_.begin(), groups_.end(), [&](const Group& group) {
-      return ShareClientFiles(group.members.front()->options, listener.options);
+      return BothVerifyClients(group.members.front()->options, listener.options);
     });
     if (shared != groups_.end()) {
       shared->members.push_back(&listener);
@@ -169,19 +169,20 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
   // CRL) keeps its context, and no connection of it needs to close.
   for (size_t i = 0; i < group.members.size(); ++i) {
     Listener& listener = *group.members[i];
-    if (ContextDigest(made[i]->native_handle()) == listener.tls->digest()) {
+    std::string digest = ContextDigest(made[i]->native_handle());
+    if (digest == listener.tls->digest()) {
       listener.tls->set_stamps(stamps[i]);
       continue;
     }
     PublishTlsExpiry(listener.options, made[i]->native_handle(), core_.stats.tls_expiry);
-    listener.tls->Replace(std::move(made[i]), stamps[i]);
+    listener.tls->Replace(std::move(made[i]), stamps[i], std::move(digest));
     if (core_.stats.tls_reloads) {
       core_.stats.tls_reloads->Get({listener.options.name, "reloaded"}).Increment();
     }
     std::fprintf(stderr,
                  "pillar: listener '%s': TLS files reloaded: new connections use them; a "
-                 "connection made before has its client checked again at its next request and "
-                 "closes after its answer\n",
+                 "connection made before closes after its next answer (its client checked again "
+                 "first if the client CAs or CRLs changed)\n",
                  listener.options.name.c_str());
   }
   group.refused_stamps.clear();

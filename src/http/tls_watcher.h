@@ -23,7 +23,7 @@
 namespace pillar::http::internal {
 
 // Whether `a` and `b` both ask for client certificates: such listeners reload together.
-bool ShareClientFiles(const ListenerOptions& a, const ListenerOptions& b);
+bool BothVerifyClients(const ListenerOptions& a, const ListenerOptions& b);
 
 // InvalidArgument when `options` and one of `listeners` both ask for client certificates but
 // differ in tls_reload_ms: they are read again together, at one interval.

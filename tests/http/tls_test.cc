@@ -195,6 +195,23 @@ bool Eventually(const std::function<bool()>& done) {
   return done();
 }
 
+// Whether `metrics` counts `n` reloads of `listener`'s TLS files with `outcome`.
+bool Reloads(const monitor::MetricsRegistry& metrics, std::string_view listener,
+             std::string_view outcome, int n) {
+  return metrics.Render().find(StrCat("pillar_tls_reloads_total{listener=\"", listener,
+                                      "\",outcome=\"", outcome, "\"} ", n)) != std::string::npos;
+}
+
+// MakeCrl's `extend` for a CRL numbered `number` (crlNumber).
+std::function<void(X509_CRL*)> Numbered(long number) {
+  return [number](X509_CRL* crl) {
+    ASN1_INTEGER* value = ASN1_INTEGER_new();
+    ASN1_INTEGER_set(value, number);
+    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
+    ASN1_INTEGER_free(value);
+  };
+}
+
 // Answers every request with the verified client identity the server saw.
 class WhoAmI : public Handler {
  public:
@@ -905,11 +922,7 @@ TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
   ::testing::internal::CaptureStderr();
   const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {3});  // client-1's serial
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {crl.get()}); });
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"data\",outcome=\"reloaded\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "reloaded", 1); }));
   for (Client& client : revoked) {
     // Its request is read as nobody's, then the connection closes.
     EXPECT_EQ(client.kept->Get(), "<unnamed>");
@@ -970,11 +983,7 @@ TEST_F(TlsTest, ATlsFileChangeThatCannotBeUsedKeepsTheFilesInUse) {
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
-  const auto refused = [&](int n) {
-    return metrics.Render().find(
-               StrCat("pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} ", n)) !=
-           std::string::npos;
-  };
+  const auto refused = [&](int n) { return Reloads(metrics, "data", "refused", n); };
   ::testing::internal::CaptureStderr();
   // A CRL file that does not parse, then a private key others may read.
   const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3});
@@ -1061,11 +1070,7 @@ TEST_F(TlsTest, ARefusedChangeIsTriedAgainUntilItIsGood) {
   const CrlPtr ahead = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, 2);  // dated 2 s ahead
   ::testing::internal::CaptureStderr();
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {ahead.get()}); });
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "refused", 1); }));
   EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
   EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).error != ""; }));  // now revoked
   server->Stop();
@@ -1111,11 +1116,7 @@ TEST_F(TlsTest, ListenersThatShareClientFilesReloadTogether) {
   const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3});
   ::testing::internal::CaptureStderr();
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {revoking.get()}); });
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "refused", 1); }));
   EXPECT_EQ(Get(ctx.get(), *data_port).body, "client-1");
   EXPECT_EQ(Get(ctx.get(), *admin_port).body, "client-1");
   ASSERT_EQ(::chmod(admin.tls_private_key.c_str(), 0600), 0);
@@ -1134,12 +1135,7 @@ TEST_F(TlsTest, ListenersThatShareClientFilesReloadTogether) {
 TEST_F(TlsTest, AnOlderCrlThanTheOneInUseIsRefused) {
   const auto numbered = [&](long number, std::vector<long> serials, long last_update_s) {
     return MakeCrl(ca_.get(), ca_key_.get(), std::move(serials), 3600, last_update_s,
-                   [number](X509_CRL* crl) {
-                     ASN1_INTEGER* value = ASN1_INTEGER_new();
-                     ASN1_INTEGER_set(value, number);
-                     EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
-                     ASN1_INTEGER_free(value);
-                   });
+                   Numbered(number));
   };
   options_.client_crl = (dir_.path() / "ca.crl").string();
   options_.tls_reload = absl::Milliseconds(50);
@@ -1154,11 +1150,7 @@ TEST_F(TlsTest, AnOlderCrlThanTheOneInUseIsRefused) {
   // Number 6, though issued later by its dates: the number says which list is newer.
   const CrlPtr older = numbered(6, {}, -30);
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {older.get()}); });
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "refused", 1); }));
   EXPECT_NE(Get(ctx.get(), port_).error, "");  // still revoked
   const CrlPtr newer = numbered(8, {}, -30);   // the CA took it back itself: taken
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {newer.get()}); });
@@ -1182,11 +1174,7 @@ TEST_F(TlsTest, ACertificateFileThatCannotBeReadSafelyIsRefused) {
   ::testing::internal::CaptureStderr();
   std::filesystem::remove(options_.tls_certificate);
   ASSERT_EQ(::mkfifo(options_.tls_certificate.c_str(), 0644), 0);
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"data\",outcome=\"refused\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "refused", 1); }));
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
   EXPECT_EQ(Get(ctx.get(), port_).body, "client-1");
   server->Stop();  // does not wait on a FIFO
@@ -1203,12 +1191,7 @@ TEST_F(TlsTest, AnOlderCrlIsRefusedEvenAfterAFileWithoutIt) {
   CertPtr b_ca = Issue(b_key.get(), "pillar test CA B", nullptr, nullptr, 50);
   WriteBundle(options_.client_ca, {ca_.get(), b_ca.get()}, {});
   const auto numbered = [](X509* ca, EVP_PKEY* key, long number, std::vector<long> serials) {
-    return MakeCrl(ca, key, std::move(serials), 3600, -60, [number](X509_CRL* crl) {
-      ASN1_INTEGER* value = ASN1_INTEGER_new();
-      ASN1_INTEGER_set(value, number);
-      EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
-      ASN1_INTEGER_free(value);
-    });
+    return MakeCrl(ca, key, std::move(serials), 3600, -60, Numbered(number));
   };
   const CrlPtr a7 = numbered(ca_.get(), ca_key_.get(), 7, {3});
   const CrlPtr a6 = numbered(ca_.get(), ca_key_.get(), 6, {});
@@ -1220,8 +1203,7 @@ TEST_F(TlsTest, AnOlderCrlIsRefusedEvenAfterAFileWithoutIt) {
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
   const auto count = [&](const char* outcome, int n) {
-    return metrics.Render().find(StrCat("pillar_tls_reloads_total{listener=\"data\",outcome=\"",
-                                        outcome, "\"} ", n)) != std::string::npos;
+    return Reloads(metrics, "data", outcome, n);
   };
   ::testing::internal::CaptureStderr();
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {b1.get()}); });
@@ -1292,11 +1274,7 @@ TEST_F(TlsTest, AGroupReplacesOnlyTheListenersWhoseFilesChanged) {
   CertPtr renewed = Issue(server_key_.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 21);
   ReplaceFile(options_.tls_certificate,
               [&](const auto& path) { WritePem(path, renewed.get(), nullptr); });
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"data\",outcome=\"reloaded\"} 1") !=
-           std::string::npos;
-  }));
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "reloaded", 1); }));
   EXPECT_EQ(on_data.Get(), "client-1");
   EXPECT_EQ(on_data.Get(), "<no answer>");  // made before: closed after its answer
   EXPECT_EQ(on_admin.Get(), "client-1");
@@ -1310,12 +1288,7 @@ TEST_F(TlsTest, AGroupReplacesOnlyTheListenersWhoseFilesChanged) {
 // CA than [data]'s still reloads its certificate.
 TEST_F(TlsTest, EachListenerRemembersItsOwnNewestCrls) {
   const auto numbered = [&](long number) {
-    return MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, [number](X509_CRL* crl) {
-      ASN1_INTEGER* value = ASN1_INTEGER_new();
-      ASN1_INTEGER_set(value, number);
-      EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
-      ASN1_INTEGER_free(value);
-    });
+    return MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, -60, Numbered(number));
   };
   options_.tls_reload = absl::Milliseconds(50);
   options_.client_crl = (dir_.path() / "data.crl").string();
@@ -1337,19 +1310,11 @@ TEST_F(TlsTest, EachListenerRemembersItsOwnNewestCrls) {
   CertPtr renewed = Issue(server_key_.get(), "127.0.0.1", ca_.get(), ca_key_.get(), 22);
   ReplaceFile(admin.tls_certificate,
               [&](const auto& path) { WritePem(path, renewed.get(), nullptr); });
-  EXPECT_TRUE(Eventually([&] {
-    return metrics.Render().find(
-               "pillar_tls_reloads_total{listener=\"admin\",outcome=\"reloaded\"} 1") !=
-           std::string::npos;
-  })) << metrics.Render();
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "admin", "reloaded", 1); }))
+      << metrics.Render();
   // And the other way (review helper-66): [data] publishes a newer list revoking client-1 while
   // [admin]'s own copy still lags: [data] takes it, and [admin]'s lag holds nothing back.
-  const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, -60, [](X509_CRL* crl) {
-    ASN1_INTEGER* value = ASN1_INTEGER_new();
-    ASN1_INTEGER_set(value, 10);
-    EXPECT_EQ(X509_CRL_add1_ext_i2d(crl, NID_crl_number, value, 0, 0), 1);
-    ASN1_INTEGER_free(value);
-  });
+  const CrlPtr revoking = MakeCrl(ca_.get(), ca_key_.get(), {3}, 3600, -60, Numbered(10));
   ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {revoking.get()}); });
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
   EXPECT_TRUE(Eventually([&] { return Get(ctx.get(), port_).error != ""; }));
