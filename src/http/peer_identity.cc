@@ -182,7 +182,8 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
   return Named(cert, ChainEnd(ssl), which);
 }
 
-PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, ListenerOptions::ClientIdentity which) {
+PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, STACK_OF(X509) * untrusted,
+                             ListenerOptions::ClientIdentity which) {
   X509* cert = SSL_get0_peer_certificate(ssl);
   PeerCertificate failed;
   if (cert == nullptr) {
@@ -194,8 +195,8 @@ PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, ListenerOptions::Client
   // As OpenSSL verifies a client in a handshake (ssl_verify_cert_chain): the store's parameters
   // (the CRL checks), the security level's key sizes and digests (found by review helper-64),
   // the TLS client purpose, then the context's own parameters.
-  if (check == nullptr || X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert,
-                                              SSL_get_peer_cert_chain(ssl)) != 1) {
+  if (check == nullptr ||
+      X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert, untrusted) != 1) {
     failed.failure = "cannot set up the certificate check";
     return failed;
   }

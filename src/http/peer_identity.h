@@ -10,6 +10,7 @@
 
 typedef struct ssl_st SSL;
 typedef struct ssl_ctx_st SSL_CTX;
+struct stack_st_X509;
 
 namespace pillar::http {
 
@@ -36,11 +37,14 @@ bool KeepChainEndInSessions(SSL_CTX* context);
 PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which);
 
 // The client of `ssl`, verified at its handshake under another context of the listener, checked
-// again against `current`'s CAs and CRLs as a handshake would check it: its certificate, with the
-// chain it sent when the connection's handshake was a full one (a resumed session keeps only the
-// client's own certificate: its intermediates must then be in the CA bundle). Named as
-// PeerIdentity names it, until the end of the chain now verified and of `current`'s CRLs.
-PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, ListenerOptions::ClientIdentity which);
+// again against `current`'s CAs and CRLs as a handshake would check it: its certificate, with
+// `untrusted` (may be null) as the certificates its chain may be built from besides the CA
+// bundle: the chain it sent when the connection's handshake was a full one, and the
+// intermediates the listener has seen verified (a resumed session keeps only the client's own
+// certificate: IntermediatePool). Named as PeerIdentity names it, until the end of the chain now
+// verified and of `current`'s CRLs.
+PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, stack_st_X509* untrusted,
+                             ListenerOptions::ClientIdentity which);
 
 // Why a handshake failed, for the listener's log: `error` ("certificate verify failed"), and
 // when the client's certificate was what failed, why ("certificate revoked", "CRL has expired").

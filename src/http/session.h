@@ -161,6 +161,10 @@ class Session final : public ResponseSink,
             }
             PeerCertificate peer = PeerIdentity(self->stream_.native_handle(),
                                                 self->listener_.options.client_identity);
+            if (peer.verified && SSL_session_reused(self->stream_.native_handle()) != 1) {
+              self->listener_.tls->intermediates().Remember(
+                  SSL_get0_verified_chain(self->stream_.native_handle()));
+            }
             self->peer_identity_ = std::move(peer.identity);
             self->peer_verified_ = peer.verified;
             self->peer_valid_until_ns_ = SystemClock().MonotonicNanos() + peer.valid_for_ns;
@@ -630,7 +634,9 @@ class Session final : public ResponseSink,
   // A client that no longer verifies names nobody.
   void VerifyPeerAgain(int64_t now_ns) {
     const ListenerTls::Current current = listener_.tls->Get();
-    PeerCertificate peer = ReverifyPeer(stream_.native_handle(), current.context->native_handle(),
+    SSL* ssl = stream_.native_handle();
+    const X509Stack untrusted = listener_.tls->intermediates().With(SSL_get_peer_cert_chain(ssl));
+    PeerCertificate peer = ReverifyPeer(ssl, current.context->native_handle(), untrusted.get(),
                                         listener_.options.client_identity);
     tls_.generation = current.generation;
     tls_.verify_generation = current.verify_generation;

@@ -14,6 +14,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/files.h"
+#include "http/intermediate_pool.h"
 #include "http/revocation.h"
 #include "http/server.h"
 #include "monitor/metrics.h"
@@ -94,6 +95,10 @@ class ListenerTls {
   // The newest client CRL of each CA this listener has used: a reload may not go back.
   const CrlHistory& crl_history() const { return crl_history_; }
 
+  // The intermediates its clients' verified chains had, for checking a client again after a
+  // reload (a resumed connection holds only its client's own certificate).
+  IntermediatePool& intermediates() { return intermediates_; }
+
   std::string digest() const {
     absl::MutexLock lock(&mu_);
     return digest_;
@@ -119,6 +124,7 @@ class ListenerTls {
   std::atomic<uint64_t> generation_{0};
   std::atomic<uint64_t> verify_generation_{0};
   CrlHistory crl_history_;
+  IntermediatePool intermediates_;
 };
 
 }  // namespace pillar::http::internal
