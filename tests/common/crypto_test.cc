@@ -31,6 +31,14 @@ TEST(CryptoTest, Base64UrlRejectsForeignCharactersAndNonCanonicalText) {
   EXPECT_FALSE(Base64UrlDecode("abcde").ok());  // a length no encoding produces
   EXPECT_FALSE(Base64UrlDecode("AB").ok());     // trailing bits set
   EXPECT_TRUE(Base64UrlDecode("AA").ok());
+  // In a whole group and in each length of a last, short one.
+  EXPECT_FALSE(Base64UrlDecode("AAAAab.d").ok());
+  EXPECT_FALSE(Base64UrlDecode("AAAAA=").ok());
+  EXPECT_FALSE(Base64UrlDecode("AAAAAA=").ok());
+  EXPECT_FALSE(Base64UrlDecode("AAB").ok());  // two trailing bits set
+  EXPECT_EQ(Base64UrlDecode("AAE").value_or("?"), std::string("\0\x01", 2));
+  EXPECT_EQ(Base64UrlDecode("_-8").value_or("?"), "\xff\xef");
+  EXPECT_EQ(Base64UrlDecode("").value_or("?"), "");
 }
 
 TEST(CryptoTest, HexEncodesLowercase) {
