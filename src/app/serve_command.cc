@@ -415,6 +415,10 @@ int RunServe(const ServeOptions& options) {
   http::Router admin_router = AdminRouter();
   const int threads = config->threads > 0 ? config->threads : ThreadsPerCore();
   http::HttpServer server(config->limits, handler, &metrics, threads);
+  // Each listener's newest client CRLs outlive a restart, so none older can be put back then.
+  server.KeepRevocationMarks([&state = **store](const std::string& name, int64_t value) {
+    return state.RaiseHighWater(name, value);
+  });
   absl::StatusOr<std::string> serving =
       Listen(server, *config, data_router, admin_router, options.ports_file, threads);
   if (!serving.ok()) return Fail("serve", serving.status());

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "common/crypto.h"
 #include "common/files.h"
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -300,32 +301,103 @@ struct CrlHistory::Newest {
   std::map<std::string, CrlPtr> by_ca;
 };
 
+namespace {
+
+// What a CRL's age is kept as in marks: its crlNumber plus one (0: none, or one past int64) and
+// its lastUpdate (unix seconds).
+struct CrlAge {
+  int64_t number = 0;
+  int64_t last_update = 0;
+};
+
+CrlAge AgeOf(X509_CRL* crl) {
+  CrlAge age;
+  std::unique_ptr<ASN1_INTEGER, decltype(&ASN1_INTEGER_free)> number(
+      static_cast<ASN1_INTEGER*>(X509_CRL_get_ext_d2i(crl, NID_crl_number, nullptr, nullptr)),
+      ASN1_INTEGER_free);
+  int64_t value = 0;
+  if (number != nullptr && ASN1_INTEGER_get_int64(&value, number.get()) == 1 && value >= 0 &&
+      value < INT64_MAX) {
+    age.number = value + 1;
+  }
+  age.last_update = UnixSeconds(X509_CRL_get0_lastUpdate(crl)).value_or(0);
+  return age;
+}
+
+}  // namespace
+
 CrlHistory::CrlHistory() : newest_(std::make_unique<Newest>()) {}
 CrlHistory::~CrlHistory() = default;
 
+void CrlHistory::KeepMarks(RaiseMark raise, std::string prefix) {
+  raise_ = std::move(raise);
+  prefix_ = std::move(prefix);
+}
+
 [[nodiscard]] absl::Status CrlHistory::CheckNotOlder(SSL_CTX* ctx) const {
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  absl::MutexLock lock(&mu_);
-  for (const CrlPtr& crl : CrlsOf(ctx)) {
-    auto seen = newest_->by_ca.find(CaOf(store, crl.get()));
-    if (seen != newest_->by_ca.end() && CompareAge(crl.get(), seen->second.get()) < 0) {
-      return absl::InvalidArgumentError(
-          StrCat("client_crl: the CRL of ", NameOf(X509_CRL_get_issuer(crl.get())),
-                 " is older than one already used (a lower crlNumber or an earlier lastUpdate): "
-                 "it would take back the revocations made since"));
+  const std::vector<CrlPtr> crls = CrlsOf(ctx);
+  const auto older = [](X509_CRL* crl, std::string_view than) {
+    return absl::InvalidArgumentError(
+        StrCat("client_crl: the CRL of ", NameOf(X509_CRL_get_issuer(crl)),
+               " is older than one already used", than,
+               " (a lower crlNumber or an earlier lastUpdate): it would take back the "
+               "revocations made since"));
+  };
+  std::vector<std::string> cas;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const CrlPtr& crl : crls) {
+      cas.push_back(CaOf(store, crl.get()));
+      auto seen = newest_->by_ca.find(cas.back());
+      if (seen != newest_->by_ca.end() && CompareAge(crl.get(), seen->second.get()) < 0) {
+        return older(crl.get(), "");
+      }
     }
+  }
+  if (!raise_) return absl::OkStatus();
+  for (size_t i = 0; i < crls.size(); ++i) {
+    // Raising to 0 reads a mark: every kept value is above it.
+    const std::string name = prefix_ + HexEncode(Sha256(cas[i]));
+    const CrlAge age = AgeOf(crls[i].get());
+    absl::StatusOr<int64_t> number = raise_(name + "/number", 0);
+    absl::StatusOr<int64_t> last_update = raise_(name + "/last_update", 0);
+    if (!number.ok() || !last_update.ok()) {
+      const absl::Status& failed = number.ok() ? last_update.status() : number.status();
+      return absl::UnavailableError(
+          StrCat("cannot read the client CRL marks in the state store: ", failed.message()));
+    }
+    // As CompareAge: by number when both have one, else by lastUpdate.
+    const bool is_older =
+        age.number != 0 && *number != 0 ? age.number < *number : age.last_update < *last_update;
+    if (is_older) return older(crls[i].get(), " before pillar last started");
   }
   return absl::OkStatus();
 }
 
-void CrlHistory::Remember(SSL_CTX* ctx) {
+[[nodiscard]] absl::Status CrlHistory::Remember(SSL_CTX* ctx) {
   X509_STORE* store = SSL_CTX_get_cert_store(ctx);
-  absl::MutexLock lock(&mu_);
-  for (CrlPtr& crl : CrlsOf(ctx)) {
-    CrlPtr& newest =
-        newest_->by_ca.try_emplace(CaOf(store, crl.get()), nullptr, X509_CRL_free).first->second;
-    if (newest == nullptr || CompareAge(crl.get(), newest.get()) > 0) newest = std::move(crl);
+  std::vector<CrlPtr> crls = CrlsOf(ctx);
+  std::vector<std::pair<std::string, CrlAge>> marks;
+  {
+    absl::MutexLock lock(&mu_);
+    for (CrlPtr& crl : crls) {
+      std::string ca = CaOf(store, crl.get());
+      if (raise_) marks.emplace_back(prefix_ + HexEncode(Sha256(ca)), AgeOf(crl.get()));
+      CrlPtr& newest =
+          newest_->by_ca.try_emplace(std::move(ca), nullptr, X509_CRL_free).first->second;
+      if (newest == nullptr || CompareAge(crl.get(), newest.get()) > 0) newest = std::move(crl);
+    }
   }
+  for (const auto& [name, age] : marks) {
+    absl::StatusOr<int64_t> raised = raise_(name + "/last_update", age.last_update);
+    if (raised.ok() && age.number != 0) raised = raise_(name + "/number", age.number);
+    if (!raised.ok()) {
+      return absl::UnavailableError(StrCat("cannot keep the client CRL marks in the state store: ",
+                                           raised.status().message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 bool SameCrls(SSL_CTX* a, SSL_CTX* b) {

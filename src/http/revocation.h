@@ -21,6 +21,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "http/server.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 
@@ -36,12 +37,13 @@ inline constexpr std::uintmax_t kMaxCrlFileBytes = 64 << 20;
 // or others may write it (whoever can write it can take a revocation back).
 [[nodiscard]] absl::Status UseClientCrls(SSL_CTX* ctx, const std::string& path);
 
-// The newest CRL a listener has checked clients against for each CA, by the CA's name and key,
-// for the life of the process. CRLs are fetched from unauthenticated places and a signature says
-// nothing of freshness: an older list put in the file (replayed) would take back the
-// revocations made since, even after a file that left that CA's list out for a while (found by
-// review helper-65). A CA given a new key (a re-key after a compromise, its numbering restarted)
-// starts a history of its own.
+// The newest CRL a listener has checked clients against for each CA, by the CA's name and key:
+// for the life of the process, and across restarts when given marks (KeepMarks). CRLs are
+// fetched from unauthenticated places and a signature says nothing of freshness: an older list
+// put in the file (replayed) would take back the revocations made since, even after a file that
+// left that CA's list out for a while (found by review helper-65), or after a restart. A CA
+// given a new key (a re-key after a compromise, its numbering restarted) starts a history of its
+// own.
 class CrlHistory {
  public:
   CrlHistory();
@@ -49,16 +51,24 @@ class CrlHistory {
   CrlHistory(const CrlHistory&) = delete;
   CrlHistory& operator=(const CrlHistory&) = delete;
 
+  // Also keeps each CA's newest crlNumber and lastUpdate in `raise`'s marks, named
+  // `prefix` + the digest of the CA's name and key + "/number" or "/last_update". Before use.
+  void KeepMarks(RaiseMark raise, std::string prefix);
+
   // InvalidArgument when `ctx` holds a CRL older than the newest seen of its CA: a lower
-  // crlNumber, or, when either has none, an earlier lastUpdate.
+  // crlNumber, or, when either has none, an earlier lastUpdate. Unavailable when the marks
+  // cannot be read (the history of this process was checked).
   [[nodiscard]] absl::Status CheckNotOlder(SSL_CTX* ctx) const;
-  // Takes `ctx`'s CRLs as seen (the newer of each CA's stays).
-  void Remember(SSL_CTX* ctx);
+  // Takes `ctx`'s CRLs as seen (the newer of each CA's stays). Unavailable when the marks could
+  // not be raised (this process's history has them).
+  [[nodiscard]] absl::Status Remember(SSL_CTX* ctx);
 
  private:
   struct Newest;
   mutable absl::Mutex mu_;
   std::unique_ptr<Newest> newest_ ABSL_GUARDED_BY(mu_);
+  RaiseMark raise_;
+  std::string prefix_;
 };
 
 // Whether every CA with a CRL in both `a` and `b` has the same CRL in each: listeners that

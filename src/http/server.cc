@@ -73,6 +73,8 @@ struct HttpServer::Impl {
 
   Loop& NextLoop() { return *loops[next_loop++ % loops.size()]; }
 
+  RaiseMark raise_mark;  // KeepRevocationMarks
+
   void Accept(Listener& listener) {
     Loop& loop = NextLoop();
     listener.acceptor->async_accept(
@@ -185,6 +187,8 @@ HttpServer::HttpServer(Limits limits, Handler& handler, monitor::MetricsRegistry
 
 HttpServer::~HttpServer() { Stop(); }
 
+void HttpServer::KeepRevocationMarks(RaiseMark raise) { impl_->raise_mark = std::move(raise); }
+
 absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
                                                  const Router& router) {
   const bool tls = !options.tls_certificate.empty() || !options.tls_private_key.empty();
@@ -206,6 +210,7 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     }
     PublishTlsExpiry(options, (*made)->native_handle(), impl_->core.stats.tls_expiry);
     context = std::make_unique<ListenerTls>(*std::move(made), stamps);
+    if (absl::Status s = context->StartHistory(options.name, impl_->raise_mark); !s.ok()) return s;
   } else if (options.client_certificates != ListenerOptions::ClientCertificates::kNone) {
     return absl::InvalidArgumentError(
         StrCat("listener '", options.name, "': client certificates need TLS"));

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -131,6 +132,10 @@ class Handler {
   virtual void OnRejected(const Rejection&) {}
 };
 
+// Stores max(stored, value) under `name` where it outlives the process (the state store's
+// high-water marks) and returns what is stored.
+using RaiseMark = std::function<absl::StatusOr<int64_t>(const std::string& name, int64_t value)>;
+
 class HttpServer {
  public:
   // `handler` and every router given to AddListener must outlive the server.
@@ -145,6 +150,11 @@ class HttpServer {
   // PermissionDenied for a private key file its group or others may read (chmod 600 it).
   [[nodiscard]] absl::StatusOr<uint16_t> AddListener(const ListenerOptions& options,
                                                      const Router& router);
+  // Keeps each TLS listener's newest client CRL of each CA (its crlNumber and lastUpdate) in
+  // `raise`'s marks, so that a CRL older than one used before a restart is refused at start as
+  // it is at a reload (a replayed list would take back revocations). Called before AddListener;
+  // without it the history lasts as long as the process.
+  void KeepRevocationMarks(RaiseMark raise);
   // Serves until Stop().
   void Start();
   // Closes the listening sockets; open connections are served on.

@@ -262,4 +262,19 @@ TlsFileStamps StampTlsFiles(const ListenerOptions& options) {
           stamp(options.client_crl)};
 }
 
+[[nodiscard]] absl::Status ListenerTls::StartHistory(const std::string& listener, RaiseMark raise) {
+  if (raise) crl_history_.KeepMarks(std::move(raise), StrCat("tls/", listener, "/crl/"));
+  SSL_CTX* ctx = context_->native_handle();
+  if (absl::Status checked = crl_history_.CheckNotOlder(ctx); !checked.ok()) {
+    return checked.code() == absl::StatusCode::kInvalidArgument
+               ? absl::InvalidArgumentError(StrCat(checked.message(),
+                                                   "; publish the current CRL, or if this list is "
+                                                   "meant, remove the marks named tls/",
+                                                   listener,
+                                                   "/crl/ from the state file's high_water table"))
+               : checked;
+  }
+  return crl_history_.Remember(ctx);
+}
+
 }  // namespace pillar::http::internal

@@ -55,9 +55,13 @@ class ListenerTls {
       : context_(std::move(context)),
         digest_(ContextDigest(context_->native_handle())),
         verification_(VerificationDigest(context_->native_handle())),
-        stamps_(stamps) {
-    crl_history_.Remember(context_->native_handle());
-  }
+        stamps_(stamps) {}
+
+  // Before the listener serves: its client CRL history, kept in `raise`'s marks when given
+  // (under "tls/<listener>/crl/"), so that a starting CRL older than one used before a restart is
+  // refused as at a reload (InvalidArgument; Unavailable when the marks cannot be read or
+  // kept); the starting CRLs are then the newest seen.
+  [[nodiscard]] absl::Status StartHistory(const std::string& listener, RaiseMark raise);
 
   struct Current {
     std::shared_ptr<boost::asio::ssl::context> context;
@@ -77,10 +81,12 @@ class ListenerTls {
   uint64_t verify_generation() const { return verify_generation_.load(std::memory_order_acquire); }
 
   // `digest`: ContextDigest(context), which the caller has already compared with digest().
-  void Replace(std::shared_ptr<boost::asio::ssl::context> context, TlsFileStamps stamps,
-               std::string digest) {
+  // Unavailable when its CRLs could not be kept in the marks: it is in use all the same (its
+  // revocations matter more), and this process's history has them.
+  [[nodiscard]] absl::Status Replace(std::shared_ptr<boost::asio::ssl::context> context,
+                                     TlsFileStamps stamps, std::string digest) {
     std::string verification = VerificationDigest(context->native_handle());
-    crl_history_.Remember(context->native_handle());
+    absl::Status remembered = crl_history_.Remember(context->native_handle());
     absl::MutexLock lock(&mu_);
     context_ = std::move(context);
     digest_ = std::move(digest);
@@ -90,6 +96,7 @@ class ListenerTls {
       verify_generation_.fetch_add(1, std::memory_order_release);
     }
     generation_.fetch_add(1, std::memory_order_release);
+    return remembered;
   }
 
   // The newest client CRL of each CA this listener has used: a reload may not go back.

@@ -141,6 +141,13 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
     absl::Status checked = context.status();
     if (checked.ok()) {
       checked = listener->tls->crl_history().CheckNotOlder((*context)->native_handle());
+      // The marks cannot be read (the state store failed): this process's history was checked,
+      // and a revocation matters more than a replay across a restart; said, not refused.
+      if (checked.code() == absl::StatusCode::kUnavailable) {
+        std::fprintf(stderr, "pillar: listener '%s': %.*s\n", name.c_str(),
+                     int(checked.message().size()), checked.message().data());
+        checked = absl::OkStatus();
+      }
     }
     if (!checked.ok()) {
       const std::string_view why(checked.message().data(), checked.message().size());
@@ -175,7 +182,11 @@ void TlsWatcher::Check(Group& group, absl::Time now) {
       continue;
     }
     PublishTlsExpiry(listener.options, made[i]->native_handle(), core_.stats.tls_expiry);
-    listener.tls->Replace(std::move(made[i]), stamps[i], std::move(digest));
+    if (absl::Status kept = listener.tls->Replace(std::move(made[i]), stamps[i], std::move(digest));
+        !kept.ok()) {
+      std::fprintf(stderr, "pillar: listener '%s': %.*s\n", listener.options.name.c_str(),
+                   int(kept.message().size()), kept.message().data());
+    }
     if (core_.stats.tls_reloads) {
       core_.stats.tls_reloads->Get({listener.options.name, "reloaded"}).Increment();
     }

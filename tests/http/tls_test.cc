@@ -26,6 +26,7 @@
 #include "common/strings.h"
 #include "http/server.h"
 #include "monitor/metrics.h"
+#include "state/state_store.h"
 #include "testing/temp_dir.h"
 
 namespace pillar::http {
@@ -1102,6 +1103,80 @@ TEST_F(TlsTest, AResumedClientWithAnIntermediateIsCheckedAgainAfterACaChange) {
       << text;
   EXPECT_EQ(text.find("outcome=\"refused\"} "), std::string::npos) << text;
   server->Stop();
+}
+
+// Found in the notes on the reload work: the history of each CA's newest CRL lasted as long as
+// the process, so an older list put in the file while pillar was down (a replay through the
+// fetcher that writes it) was taken at the next start, taking back the revocations made since.
+// With the state store's marks, it is refused at start as at a reload; a newer one starts.
+TEST_F(TlsTest, AnOlderCrlThanOneUsedBeforeARestartIsRefusedAtStart) {
+  absl::StatusOr<std::unique_ptr<state::StateStore>> store =
+      state::OpenSqliteStateStore((dir_.path() / "state.db").string());
+  ASSERT_TRUE(store.ok()) << store.status();
+  const auto numbered = [&](long number, long last_update_s) {
+    return MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, last_update_s, Numbered(number));
+  };
+  const auto unnumbered = [&](long last_update_s) {
+    return MakeCrl(ca_.get(), ca_key_.get(), {}, 3600, last_update_s);
+  };
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const auto start = [&](X509_CRL* crl) {
+    WriteCrls(options_.client_crl, {crl});
+    HttpServer server(Limits{}, handler_, nullptr, 1);
+    server.KeepRevocationMarks([&](const std::string& name, int64_t value) {
+      return (*store)->RaiseHighWater(name, value);
+    });
+    return server.AddListener(options_, router_).status();
+  };
+  const CrlPtr five = numbered(5, -120), six = numbered(6, -600), seven = numbered(7, -60);
+  ASSERT_TRUE(start(six.get()).ok());
+  // Older by number, though its lastUpdate is later.
+  const absl::Status refused = start(five.get());
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument) << refused;
+  EXPECT_NE(refused.message().find("older than one already used before pillar last started"),
+            std::string::npos)
+      << refused;
+  EXPECT_NE(refused.message().find("tls/data/crl/"), std::string::npos) << refused;
+  EXPECT_TRUE(start(six.get()).ok());
+  // Without a number, by lastUpdate: the marks keep the newest of either.
+  const CrlPtr earlier = unnumbered(-900), later = unnumbered(-30);
+  EXPECT_FALSE(start(earlier.get()).ok());
+  EXPECT_TRUE(start(later.get()).ok());
+  // A CRL taken at a reload is kept too: after it, the list started with is the older one.
+  WriteCrls(options_.client_crl, {seven.get()});
+  {
+    monitor::MetricsRegistry metrics;
+    HttpServer server(Limits{}, handler_, &metrics, 1);
+    server.KeepRevocationMarks([&](const std::string& name, int64_t value) {
+      return (*store)->RaiseHighWater(name, value);
+    });
+    const CrlPtr eight = numbered(8, -10);
+    ASSERT_TRUE(server.AddListener(options_, router_).ok());
+    server.Start();
+    ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {eight.get()}); });
+    EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "reloaded", 1); }));
+    server.Stop();
+  }
+  EXPECT_FALSE(start(seven.get()).ok());
+  // Another listener keeps its own history (as in one process: EachListenerRemembersItsOwn...).
+  options_.name = "admin";
+  EXPECT_TRUE(start(five.get()).ok());
+}
+
+// The marks cannot be read at start (the state store failed): the listener does not start, as
+// with any other store error; nothing is served on a history it could not check.
+TEST_F(TlsTest, CrlMarksThatCannotBeReadStopTheStart) {
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {crl.get()});
+  HttpServer server(Limits{}, handler_, nullptr, 1);
+  server.KeepRevocationMarks([](const std::string&, int64_t) -> absl::StatusOr<int64_t> {
+    return absl::InternalError("database is locked");
+  });
+  const absl::Status status = server.AddListener(options_, router_).status();
+  EXPECT_EQ(status.code(), absl::StatusCode::kUnavailable) << status;
+  EXPECT_NE(status.message().find("database is locked"), std::string::npos) << status;
 }
 
 // Found by review helper-64: a change refused for a reason that passes with time (a CRL
