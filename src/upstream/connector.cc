@@ -85,10 +85,11 @@ struct Connector : std::enable_shared_from_this<Connector> {
     X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
     X509_VERIFY_PARAM_set_hostflags(
         param, X509_CHECK_FLAG_NEVER_CHECK_SUBJECT | X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
-    const bool named = not_an_address
-                           ? SSL_set1_host(ssl, endpoint.host.c_str()) == 1 &&
-                                 SSL_set_tlsext_host_name(ssl, endpoint.host.c_str())
-                           : X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host.c_str()) == 1;
+    const std::string name = TlsServerName(endpoint);
+    const bool named =
+        not_an_address
+            ? SSL_set1_host(ssl, name.c_str()) == 1 && SSL_set_tlsext_host_name(ssl, name.c_str())
+            : X509_VERIFY_PARAM_set1_ip_asc(param, endpoint.host.c_str()) == 1;
     if (!named) return Finish(absl::InternalError("cannot set the TLS server name"));
     stream.set_verify_mode(asio::ssl::verify_peer);
     stream.async_handshake(asio::ssl::stream_base::client, [self =

@@ -72,4 +72,10 @@ namespace pillar::upstream {
   return e;
 }
 
+std::string TlsServerName(const Endpoint& endpoint) {
+  std::string_view name = endpoint.host;
+  if (name.size() > 1 && name.back() == '.') name.remove_suffix(1);
+  return std::string(name);
+}
+
 }  // namespace pillar::upstream

@@ -24,4 +24,10 @@ struct Endpoint {
 // InvalidArgument for anything but http[s]://host[:port][/path].
 [[nodiscard]] absl::StatusOr<Endpoint> ParseEndpoint(std::string_view url);
 
+// The name a TLS endpoint's certificate must carry and its Server Name Indication: its host
+// without the trailing dot of a fully qualified name ("gpu-2.internal." -> "gpu-2.internal"),
+// which is for resolving it only (RFC 6066 sends names without it, and OpenSSL matches no
+// certificate name against one with it).
+std::string TlsServerName(const Endpoint& endpoint);
+
 }  // namespace pillar::upstream

@@ -1,6 +1,12 @@
 #include "upstream/endpoint.h"
 
 #include <gtest/gtest.h>
+#include <openssl/evp.h>
+#include <openssl/x509.h>
+#include <openssl/x509v3.h>
+
+#include <memory>
+#include <string>
 
 namespace pillar::upstream {
 namespace {
@@ -35,6 +41,44 @@ TEST(EndpointTest, RefusesWhatIsNotAPlainBaseUrl) {
         "http://[::1]x", "http://h\r\nX: y", "http://h t", "http://h/a\r\nX: y", "http://h/a b"}) {
     EXPECT_FALSE(ParseEndpoint(url).ok()) << url;
   }
+}
+
+}  // namespace
+}  // namespace pillar::upstream
+
+namespace pillar::upstream {
+namespace {
+
+// Found in the notes on the remote backends: an endpoint named by a fully qualified name
+// ("gpu-2.internal.") sent it with the dot as its TLS server name and asked the certificate for
+// it, which no certificate names (OpenSSL matches none against it): the endpoint never
+// connected, and the error said only that verification failed.
+TEST(EndpointTest, ATlsNameIsTheHostWithoutTheDotOfAFullyQualifiedName) {
+  std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)> key(
+      EVP_PKEY_Q_keygen(nullptr, nullptr, "EC", "P-256"), EVP_PKEY_free);
+  std::unique_ptr<X509, decltype(&X509_free)> cert(X509_new(), X509_free);
+  X509_set_pubkey(cert.get(), key.get());
+  GENERAL_NAMES* names = GENERAL_NAMES_new();
+  GENERAL_NAME* dns = GENERAL_NAME_new();
+  ASN1_IA5STRING* text = ASN1_IA5STRING_new();
+  ASN1_STRING_set(text, "gpu-2.internal", -1);
+  GENERAL_NAME_set0_value(dns, GEN_DNS, text);
+  sk_GENERAL_NAME_push(names, dns);
+  ASSERT_EQ(X509_add1_ext_i2d(cert.get(), NID_subject_alt_name, names, 0, 0), 1);
+  GENERAL_NAMES_free(names);
+  const auto matches = [&](const std::string& name) {
+    return X509_check_host(cert.get(), name.c_str(), name.size(),
+                           X509_CHECK_FLAG_NEVER_CHECK_SUBJECT, nullptr) == 1;
+  };
+  absl::StatusOr<Endpoint> qualified = ParseEndpoint("https://gpu-2.internal.:8443");
+  ASSERT_TRUE(qualified.ok()) << qualified.status();
+  EXPECT_EQ(qualified->host, "gpu-2.internal.");  // resolved as given
+  EXPECT_EQ(TlsServerName(*qualified), "gpu-2.internal");
+  EXPECT_TRUE(matches(TlsServerName(*qualified)));
+  EXPECT_FALSE(matches(qualified->host));  // why the dot goes
+  absl::StatusOr<Endpoint> plain = ParseEndpoint("https://gpu-2.internal:8443");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(TlsServerName(*plain), "gpu-2.internal");
 }
 
 }  // namespace
