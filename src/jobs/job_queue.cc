@@ -119,6 +119,13 @@ void JobQueue::Lookup(std::string id, std::string owner,
         absl::StatusOr<JobRecord> job = store_.GetJob(id);
         if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
         if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
+        // Past its keep time a finished job is gone, whether or not the sweep (once a minute)
+        // has deleted it yet (found by review helper-67: results were served up to a minute
+        // past keep_ms).
+        if (job.ok() && (job->state == JobState::kDone || job->state == JobState::kFailed) &&
+            job->expires_us <= clock_.UnixMicros()) {
+          job = absl::NotFoundError(StrCat("no job ", id));
+        }
         if (job.ok()) job->request.clear();
         if (job.ok()) *job = OpenResult(*std::move(job));
         std::move(done)(std::move(job));

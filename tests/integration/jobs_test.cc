@@ -144,6 +144,35 @@ TEST_F(JobsTest, AcceptsRunsAndAnswersWithTheResult) {
             std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
 }
 
+// Found by review helper-67: a finished job was served until the sweep, which runs once a
+// minute, deleted it, up to a minute past keep_ms.
+TEST(JobsRetentionTest, AResultIsGoneOnceItsKeepTimeHasPassed) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "quick", 5);
+  server.SetStore(store);
+  server.AddConfig("[jobs]\nworkers = 1\npoll_ms = 50\nkeep_ms = 1500\n");
+  const std::string key = server.CreateKey("owner");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const HttpReply accepted =
+      Fetch(server.data_port(), "POST", "/v2/models/quick/infer", kBody, {Bearer(key), kAsync});
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers.at("location");
+  const auto submitted = std::chrono::steady_clock::now();
+  HttpReply r;
+  do {
+    r = Fetch(server.data_port(), "GET", location, "", {Bearer(key)});
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  } while (r.status == 202 &&
+           std::chrono::steady_clock::now() - submitted < std::chrono::seconds(10));
+  ASSERT_EQ(r.status, 200) << r.body;
+  // Kept for keep_ms from when it finished; then 404, as for a job that never was.
+  std::this_thread::sleep_for(std::chrono::milliseconds(1600));
+  r = Fetch(server.data_port(), "GET", location, "", {Bearer(key)});
+  EXPECT_EQ(r.status, 404) << r.body;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 TEST_F(JobsTest, AnotherPrincipalGetsTheNotFoundOfAJobThatDoesNotExist) {
   HttpReply accepted = Submit("quick", owner_);
   ASSERT_EQ(accepted.status, 202) << accepted.body;
