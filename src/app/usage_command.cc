@@ -1,7 +1,9 @@
 // `pillar usage`: language models' tokens added up from the access log, for chargeback, by
 // tenant, model, principal and day, as CSV or JSON. The access log is the record: every
-// answered call's line holds its tokens (the model's usage, or pillar's estimate of the prompt
-// when the model reported none), its tenant and principal, and its time.
+// charged call's line holds its tokens (the model's usage, or pillar's estimate of the prompt
+// when the model reported none; an answer the guard withheld, or a call cut by its deadline, is
+// charged too), its tenant and principal, and its time; a call a fallback answered counts for
+// the fallback's model.
 //
 //   pillar usage -c pillar.toml --since 2026-12-01 --by tenant,model
 //   pillar usage --log access.log --log access.log.1 --since 7d --format json
@@ -88,6 +90,10 @@ std::string KeyOf(std::string_view key, simdjson::dom::object record, int64_t ts
     return absl::FormatTime("%Y-%m-%d", absl::FromUnixMicros(ts_us), absl::UTCTimeZone());
   }
   std::string_view value;
+  // A call a fallback answered is the fallback's ("<model>/<version>"): it did the work.
+  if (key == "model" && record["fallback"].get(value) == simdjson::SUCCESS && !value.empty()) {
+    return std::string(value.substr(0, value.find('/')));
+  }
   if (record[key].get(value) != simdjson::SUCCESS) return "";
   return std::string(value);
 }

@@ -148,9 +148,14 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     overhead_.Observe(double(total_ns - ex.infer_result.queue_ns - ex.infer_result.compute_ns) *
                       1e-9);
   }
-  const bool answered = pipeline::GeneratesText(ex.operation) && ex.model != nullptr &&
-                        (ex.streaming || ex.response.status < 400);
-  if (answered) ObserveTokens(ex, total_ns);
+  // What a call was charged in tokens (admit_stage.cc) is counted wherever it was charged: an
+  // answer the guard withheld and a call cut by its deadline are charged too (found by review
+  // helper-67: their tokens reached neither the metric nor `pillar usage`).
+  const bool generated = pipeline::GeneratesText(ex.operation) && ex.model != nullptr;
+  const bool answered = generated && (ex.streaming || ex.response.status < 400);
+  const protocol::TokenUsage& usage = ex.infer_result.usage;
+  const bool charged = generated && (answered || usage.prompt_tokens + usage.completion_tokens > 0);
+  if (charged) ObserveTokens(ex, total_ns, answered);
   if (!access_log_.enabled()) return;
   AccessRecord record;
   record.request_id = ex.request_id;
@@ -172,10 +177,10 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     record.principal = ex.principal->id;
     record.tenant = ex.principal->tenant;
   }
-  if (answered) {
-    record.prompt_tokens = ex.infer_result.usage.prompt_tokens;
-    record.completion_tokens = ex.infer_result.usage.completion_tokens;
-    if (ex.first_event_ns > 0) record.first_token_ns = ex.first_event_ns - ex.start_ns;
+  if (charged) {
+    record.prompt_tokens = usage.prompt_tokens;
+    record.completion_tokens = usage.completion_tokens;
+    if (answered && ex.first_event_ns > 0) record.first_token_ns = ex.first_event_ns - ex.start_ns;
   }
   record.job = ex.job_id;
   record.duration_ns = total_ns;
@@ -198,15 +203,17 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   access_log_.Write(record);
 }
 
-void ObserveStage::ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns) {
+void ObserveStage::ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns, bool answered) {
   const protocol::TokenUsage& usage = ex.infer_result.usage;
   const std::string_view tenant = ex.principal ? std::string_view(ex.principal->tenant) : "";
   const std::string_view principal = ex.principal ? std::string_view(ex.principal->id) : "";
-  const std::string_view model = ex.model->name;
+  // The model that did the work: a fallback's tokens are its own (found by review helper-67:
+  // they were counted as the model asked for's).
+  const std::string_view model = ex.answered_by ? ex.answered_by->name : ex.model->name;
   tokens_.Get({model, tenant, principal, "prompt"}).Increment(uint64_t(usage.prompt_tokens));
   tokens_.Get({model, tenant, principal, "completion"})
       .Increment(uint64_t(usage.completion_tokens));
-  if (ex.first_event_ns <= 0) return;
+  if (!answered || ex.first_event_ns <= 0) return;
   first_token_.Get({model}).Observe(double(ex.first_event_ns - ex.start_ns) * 1e-9);
   const double after_first = double(total_ns - (ex.first_event_ns - ex.start_ns)) * 1e-9;
   if (usage.completion_tokens > 1 && after_first > 0) {

@@ -30,7 +30,7 @@ class ObserveStage final : public pipeline::Stage {
 
  private:
   // A language model's call that was answered: its tokens, time to first token, token rate.
-  void ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns);
+  void ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns, bool answered);
 
   monitor::Family<monitor::Counter>& requests_;
   monitor::Family<monitor::Histogram>& duration_;

@@ -298,6 +298,22 @@ TEST_F(LlmTest, AFailingModelFallsBackToALighterOneAndSaysSo) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.Header("x-pillar-fallback"), "assistant-lite/1");
   EXPECT_NE(r.body.find(R"("completion_tokens":3)"), std::string::npos) << r.body;
+  // Its tokens are the fallback's, in the metric and in chargeback (found by review helper-67:
+  // both named the model asked for).
+  HttpReply metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  EXPECT_NE(metrics.body.find(R"(pillar_llm_tokens_total{model="assistant-lite",)"),
+            std::string::npos)
+      << metrics.body;
+  EXPECT_EQ(metrics.body.find(R"(pillar_llm_tokens_total{model="primary",)"), std::string::npos)
+      << metrics.body;
+  const std::string log = (gateway_->dir() / "access.log").string();
+  std::string out, err;
+  for (int i = 0; i < 60 && out.find("\nassistant-lite,") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "model"}, &out, &err), 0) << err;
+  }
+  EXPECT_NE(out.find("\nassistant-lite,1,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\nprimary,"), std::string::npos) << out;
 }
 
 TEST_F(LlmTest, AThrottledUpstreamIsPassedOnWithItsWait) {
@@ -1457,6 +1473,15 @@ TEST(LlmLimitsTest, AWithheldAnswerIsStillCharged) {
   const int64_t second_reserved = std::stoll(r.body.substr(at + 16)) + 100;
   EXPECT_LT(remaining, 1000 - second_reserved) << "the withheld call was refunded";
   EXPECT_EQ(server.Stop(), 0) << server.Log();
+  // And what it was charged is in the record chargeback reads (found by review helper-67: a
+  // withheld answer's tokens reached neither the access log nor `pillar usage`).
+  std::string out, err;
+  ASSERT_EQ(
+      testing::RunPillar(
+          {"usage", "--log", (server.dir() / "access.log").string(), "--by", "model"}, &out, &err),
+      0)
+      << err;
+  EXPECT_NE(out.find("\necho,2,"), std::string::npos) << out;
 }
 
 // A call cut by its deadline keeps what it reserved: the model may have done all the work.
@@ -1484,6 +1509,16 @@ TEST(LlmLimitsTest, ACallThatRunsOutOfTimeKeepsItsReservation) {
   const int64_t remaining = std::stoll(r.Header("x-ratelimit-remaining-tokens"));
   EXPECT_LT(remaining, 1000 - 100) << "a call cut by its deadline was refunded";
   EXPECT_EQ(server.Stop(), 0) << server.Log();
+  // What it kept is in the record chargeback reads: its prompt and the 100 it reserved (found
+  // by review helper-67).
+  std::string out, err;
+  ASSERT_EQ(testing::RunPillar({"usage", "--log", (server.dir() / "access.log").string(), "--by",
+                                "model", "--format", "json"},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find(R"("model":"slow","requests":2,)"), std::string::npos) << out;
+  EXPECT_NE(out.find(R"("completion_tokens":101,)"), std::string::npos) << out;  // 100 and 1
 }
 
 // A simulated model honours the caller's deadline while it streams, as a real server's
