@@ -160,13 +160,10 @@ namespace {
 
 bool AsciiBlank(char c) { return kBlankBytes.find(c) != std::string_view::npos; }
 
-// Where the window of the last `hold_back` bytes begins in `text`, counted as a reader sees
-// them: a character that prints as nothing counts for nothing, and a run of blanks (of any
-// script) for one, since padding made of either would otherwise push a value's start out of the
-// window before its end arrives. Never more than hold_back + kMaxHeldRun bytes back: `padded`
-// says when that bound cut it.
-size_t WindowStart(std::string_view text, size_t hold_back, bool& padded) {
-  const FoldedText folded(text);
+// Where the window of the last `hold_back` bytes of `folded` begins in its original, counted as
+// its reader sees them: a character that prints as nothing counts for nothing, and a run of
+// blanks (of any script) for one.
+size_t WindowStartIn(const FoldedText& folded, size_t hold_back) {
   const std::string_view f = folded.text();
   size_t at = f.size();
   for (size_t counted = 0; at > 0 && counted < hold_back; ++counted) {
@@ -176,7 +173,31 @@ size_t WindowStart(std::string_view text, size_t hold_back, bool& padded) {
     }
     while (at > 0 && AsciiBlank(f[at - 1])) --at;
   }
-  const size_t start = folded.Begin(at);
+  // A terminal's overwrites put later bytes before earlier ones: the window holds every byte
+  // shown in it.
+  return at == f.size() ? folded.original().size() : folded.Span(at, f.size()).first;
+}
+
+// Where the window of the last `hold_back` bytes begins in `text`, counted as each reader sees
+// them (the text as it is; a model, which reads a control as a blank; a terminal, which shows
+// none and overwrites), the earliest of the three: padding made of characters that print as
+// nothing, of controls, or of a terminal sequence holding blanks would otherwise push a value's
+// start out of the window before its end arrives (found by review helper-67: a card around an
+// OSC-8 link, a deny phrase padded with controls). Never more than hold_back + kMaxHeldRun
+// bytes back: `padded` says when that bound cut it.
+size_t WindowStart(std::string_view text, size_t hold_back, bool& padded) {
+  const FoldedText kept(text);
+  size_t start = WindowStartIn(kept, hold_back);
+  if (kept.has_controls()) {
+    start =
+        std::min(start, WindowStartIn(FoldedText(text, FoldedText::Controls::kPart), hold_back));
+    // A terminal sequence still open at the end (its terminator to come) shows nothing of what
+    // it holds: the window is counted before it.
+    const size_t open = OpenSequenceStart(text);
+    start = std::min(
+        start,
+        WindowStartIn(FoldedText(text.substr(0, open), FoldedText::Controls::kDrop), hold_back));
+  }
   const size_t bound = hold_back + kMaxHeldRun;
   padded = text.size() > bound && start < text.size() - bound;
   return padded ? text.size() - bound : start;
@@ -537,9 +558,17 @@ ScreenResult ScreenUrl(std::string_view url, const GuardConfig& config) {
 }
 
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
-                          bool final) {
-  const ScreenResult whole = Screen(text, config);
+                          bool final, bool continues_line) {
   PrefixResult result;
+  // Found by review helper-67: backspaces reaching back past the window made a terminal show a
+  // key whose start had gone out with the line before them.
+  if (continues_line && FoldedText(text).has_controls() &&
+      FoldedText(text, FoldedText::Controls::kDrop).overwrites_before()) {
+    result.blocked = true;
+    result.block_reason = "a terminal overwrite of text already sent";
+    return result;
+  }
+  const ScreenResult whole = Screen(text, config);
   const size_t release = ReleasePoint(text, whole, hold_back, final, result.padded);
   result.consumed = release;
   size_t copied = 0;

@@ -65,7 +65,10 @@ inline constexpr size_t kMaxHeldRun = 64 * 1024;
 // any finding or deny rule's match that reaches into them, a run of non-blank bytes that has
 // not ended yet, and a UTF-8 character cut in two, so that a value split across chunks is still
 // seen whole; but never more than hold_back + kMaxHeldRun bytes. `final` releases everything.
-// The caller keeps text[consumed:] and appends the next chunk to it.
+// The caller keeps text[consumed:] and appends the next chunk to it. `continues_line`: what was
+// released before `text` ended within a line; a terminal overwrite reaching back into it
+// (a carriage return or backspaces on `text`'s first line, then a character) blocks, since what
+// a terminal then shows was partly released unscreened as it reads.
 struct PrefixResult {
   std::string released;  // redacted; empty when blocked
   size_t consumed = 0;
@@ -78,7 +81,7 @@ struct PrefixResult {
   std::string block_reason;
 };
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
-                          bool final);
+                          bool final, bool continues_line = false);
 
 // `text` with every finding, of every type the recognizers know but IP addresses, replaced by its
 // type tag ("<EMAIL_ADDRESS>"), whatever a configuration allows: for what pillar itself keeps of

@@ -200,6 +200,41 @@ size_t EscapeLength(std::string_view text, size_t at, bool terminal) {
   return 1;
 }
 
+// Whether the control sequence a terminal reads at ESC `at` is still open at the end of `text`
+// (EscapeLength, terminal): more bytes could make it longer.
+bool EscapeOpen(std::string_view text, size_t at) {
+  if (at + 1 >= text.size()) return true;
+  const auto next = static_cast<unsigned char>(text[at + 1]);
+  if (next == ']' || next == 'P' || next == '_' || next == '^' || next == 'X') {
+    constexpr size_t kMaxString = 4096;
+    if (text.size() - at >= kMaxString) return false;
+    for (size_t i = at + 2; i < text.size(); ++i) {
+      if (text[i] == '\a' && next == ']') return false;
+      if (text[i] == '\x1b') return i + 1 == text.size();
+    }
+    return true;
+  }
+  if (next >= 0x20 && next <= 0x2F) return at + 2 == text.size();
+  if (next != '[') return false;
+  return EscapeLength(text, at, true) == 1 && text.size() - at < 256 &&
+         text.find_first_not_of("0123456789;:?<=> !\"#$%&'()*+,-./", at + 2) == std::string::npos;
+}
+
+}  // namespace
+
+size_t OpenSequenceStart(std::string_view text) {
+  // The earliest still open: a string sequence holds the ESCs after it. Each look ends at the
+  // next ESC at the latest, so the scan is linear in the 4 KiB looked at.
+  constexpr size_t kLongest = 4096;
+  size_t at = text.find('\x1b', text.size() > kLongest ? text.size() - kLongest : 0);
+  for (; at != std::string_view::npos; at = text.find('\x1b', at + 1)) {
+    if (EscapeOpen(text, at)) return at;
+  }
+  return text.size();
+}
+
+namespace {
+
 // Whether text[at] is a control a terminal acts on: an invisible one, or a carriage return that
 // does not end a line ("\r\n" is a line break, a lone '\r' returns to the line's start).
 bool TerminalControl(std::string_view text, size_t at) {
@@ -326,7 +361,10 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
   from_.push_back(uint32_t(text.size()));
 }
 
-void FoldedText::MoveBack(Cursor& cursor, bool to_line_start) const {
+void FoldedText::MoveBack(Cursor& cursor, bool to_line_start) {
+  // The first line may continue one shown before the text: a return goes to that line's start,
+  // a backspace at the text's start goes into it.
+  if (cursor.line_start == 0 && (to_line_start || cursor.at == 0)) before_start_ = true;
   if (to_line_start) {
     cursor.at = cursor.line_start;
     return;
@@ -347,6 +385,13 @@ void FoldedText::Write(std::string_view bytes, size_t from, Cursor& cursor) {
   constexpr size_t kMaxShift = 256;
   const bool line_break =
       bytes.size() == 1 && (bytes[0] == '\n' || bytes[0] == '\v' || bytes[0] == '\f');
+  if (before_start_ && cursor.line_start == 0) {
+    if (line_break) {
+      before_start_ = false;
+    } else {
+      overwrites_before_ = true;
+    }
+  }
   if (cursor.at < folded_.size() && !line_break) {
     size_t old_length = 1;
     while (cursor.at + old_length < folded_.size() &&

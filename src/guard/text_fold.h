@@ -37,6 +37,11 @@
 
 namespace pillar::guard {
 
+// Where a terminal control sequence that `text` ends inside begins ("...\x1b]8;;a b c" with
+// its terminator still to come), text.size() when none: a terminal shows nothing of the bytes
+// from there once the sequence ends, so a stream counts none of them as shown yet.
+size_t OpenSequenceStart(std::string_view text);
+
 class FoldedText {
  public:
   // Controls (NUL, ESC and the sequences it begins ...) make two readings of one text: a model
@@ -55,6 +60,12 @@ class FoldedText {
   bool has_controls() const { return has_controls_; }
   FoldedText(const FoldedText&) = delete;
   FoldedText& operator=(const FoldedText&) = delete;
+
+  std::string_view original() const { return original_; }
+  // Controls::kDrop: whether a terminal would write over what came before the text (a carriage
+  // return, or backspaces past its start, on its first line, then a character): when the text
+  // continues a line shown before it, what it shows depends on that line.
+  bool overwrites_before() const { return overwrites_before_; }
 
   // The folded text; the original itself when nothing in it folds (no copy is made then).
   std::string_view text() const { return changed() ? std::string_view(folded_) : original_; }
@@ -79,7 +90,7 @@ class FoldedText {
     size_t at;
     size_t line_start;
   };
-  void MoveBack(Cursor& cursor, bool to_line_start) const;
+  void MoveBack(Cursor& cursor, bool to_line_start);
   // Writes one character, from original offset `from`, at the cursor.
   void Write(std::string_view bytes, size_t from, Cursor& cursor);
 
@@ -88,6 +99,9 @@ class FoldedText {
   std::vector<uint32_t> from_;  // by folded byte: the original offset it came from
   bool overwritten_ = false;    // from_ is not in order
   bool has_controls_ = false;
+  // On the first line, the cursor went back before the text's start (overwrites_before).
+  bool before_start_ = false;
+  bool overwrites_before_ = false;
 };
 
 }  // namespace pillar::guard

@@ -87,6 +87,8 @@ class GuardedEvents final : public runtime::EventSink {
     std::string text;         // not yet released
     bool blank = false;       // whether `text` has an ASCII blank
     bool ends_blank = false;  // whether `text`, as read (folded), ends with a blank
+    // What was released of it ended within a line, which `text` continues (ScreenPrefix).
+    bool continues_line = false;
   };
 
   static std::string_view Data(std::string_view event) {
@@ -320,8 +322,8 @@ class GuardedEvents final : public runtime::EventSink {
     std::string& held = held_text.text;
     held.append(text);
     if (!finished && Unchanged(held_text, text)) return std::string();
-    guard::PrefixResult r =
-        guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes), finished);
+    guard::PrefixResult r = guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes),
+                                                finished, held_text.continues_line);
     stage_.Note(ex_, "answer", r.findings, r.denied);
     if (r.padded && !blocked_) {
       Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
@@ -338,6 +340,10 @@ class GuardedEvents final : public runtime::EventSink {
                                                r.block_reason, " of the streamed choice ", index)));
       }
       return std::string();
+    }
+    if (r.consumed > 0) {
+      const char last = held[r.consumed - 1];
+      held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
     }
     held.erase(0, r.consumed);
     held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;

@@ -185,6 +185,81 @@ deny = [{ name = "tickets", patterns = ['ticket-[0-9]{4,}'], action = "flag" }]
   EXPECT_TRUE(r.denied.empty());
 }
 
+// A stream as guarded_events.cc feeds ScreenPrefix: chunk by chunk, what was not released kept
+// and screened again with the next; returns what a client got, and whether the stream was
+// blocked.
+struct Streamed {
+  std::string released;
+  bool blocked = false;
+};
+Streamed StreamThrough(const std::vector<std::string>& chunks, const GuardConfig& config,
+                       size_t hold_back) {
+  Streamed out;
+  std::string held;
+  bool continues_line = false;
+  for (size_t i = 0; i < chunks.size() && !out.blocked; ++i) {
+    held += chunks[i];
+    const PrefixResult r =
+        ScreenPrefix(held, config, hold_back, i + 1 == chunks.size(), continues_line);
+    if (r.blocked) {
+      out.blocked = true;
+      break;
+    }
+    out.released += r.released;
+    if (r.consumed > 0) continues_line = held[r.consumed - 1] != '\n';
+    held.erase(0, r.consumed);
+  }
+  return out;
+}
+
+// Found by review helper-67: the window was counted on the text as it is, each control a
+// character, so padding a terminal or a model reads as nothing, or as one blank, pushed a value's
+// start out before its end arrived.
+TEST(ScreenTest, AStreamsWindowIsCountedAsATerminalAndAModelReadIt) {
+  const GuardConfig config;
+  // A hyperlink (OSC 8) whose hidden text holds blanks: a terminal shows the card whole.
+  std::string link = "\x1b]8;;";
+  for (int i = 0; i < 80; ++i) link += "a ";
+  const Streamed linked =
+      StreamThrough({"card 4111 1111 1111 ", link, "\x1b\\", "1111 end"}, config, 128);
+  EXPECT_FALSE(linked.blocked);
+  EXPECT_EQ(linked.released.find("4111"), std::string::npos) << linked.released;
+  EXPECT_NE(linked.released.find("<CREDIT_CARD>"), std::string::npos) << linked.released;
+  // A deny phrase padded with controls, which a model reads as one blank.
+  const GuardConfig denying = Parse(R"([guard]
+deny = [{ name = "codenames", words = ["project nightingale"], action = "block" }]
+)");
+  std::string controls;
+  for (int i = 0; i < 100; ++i) controls += " \x01";
+  const Streamed padded =
+      StreamThrough({"see project", controls, " nightingale now"}, denying, 128);
+  EXPECT_TRUE(padded.blocked);
+  EXPECT_EQ(padded.released.find("project"), std::string::npos) << padded.released;
+}
+
+// Found by review helper-67: backspaces reaching back past the window made a terminal show a key
+// whose start had gone out in an earlier chunk. An overwrite of text already sent on its line
+// ends the stream; one within what is held, or after a line break, is screened as shown.
+TEST(ScreenTest, AStreamThatOverwritesWhatItSentIsBlocked) {
+  const GuardConfig config;
+  std::string words;
+  for (int i = 0; i < 100; ++i) words += "w ";
+  // "key AKIAIOSF" goes out with the first chunk; the backspaces go back over the words to it,
+  // and a terminal shows the key whole.
+  const Streamed overwritten = StreamThrough(
+      {"key AKIAIOSF " + words, std::string(201, '\b') + "ODNN7EXAMPLE" + std::string(200, ' ')},
+      config, 128);
+  EXPECT_TRUE(overwritten.blocked);
+  EXPECT_NE(overwritten.released.find("AKIAIOSF"), std::string::npos);  // what went out first
+  const Streamed returned = StreamThrough({"key AKIAIOSF " + words, "\rkey x"}, config, 128);
+  EXPECT_TRUE(returned.blocked);
+  // A carriage return that ends a line, and a new line's own corrections, are fine.
+  const Streamed lines = StreamThrough(
+      {std::string(200, 'x') + "\r", "\nsecond lin\bne and more words " + words}, config, 128);
+  EXPECT_FALSE(lines.blocked);
+  EXPECT_NE(lines.released.find("second lin\bne"), std::string::npos);
+}
+
 TEST(ScreenTest, BadConfigurationsAreRefusedWithTheirReason) {
   for (const char* bad :
        {"[guard]\naction = \"drop\"", "[guard]\nmin_score = 2",
