@@ -264,7 +264,8 @@ TlsFileStamps StampTlsFiles(const ListenerOptions& options) {
 
 [[nodiscard]] absl::Status ListenerTls::StartHistory(const std::string& listener, RaiseMark raise) {
   if (raise) crl_history_.KeepMarks(std::move(raise), StrCat("tls/", listener, "/crl/"));
-  SSL_CTX* ctx = context_->native_handle();
+  const std::shared_ptr<boost::asio::ssl::context> context = Get().context;
+  SSL_CTX* ctx = context->native_handle();
   if (absl::Status checked = crl_history_.CheckNotOlder(ctx); !checked.ok()) {
     return checked.code() == absl::StatusCode::kInvalidArgument
                ? absl::InvalidArgumentError(StrCat(checked.message(),
