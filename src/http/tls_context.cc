@@ -268,7 +268,7 @@ TlsFileStamps StampTlsFiles(const ListenerOptions& options) {
   SSL_CTX* ctx = context->native_handle();
   if (absl::Status checked = crl_history_.CheckNotOlder(ctx); !checked.ok()) {
     return checked.code() == absl::StatusCode::kInvalidArgument
-               ? absl::InvalidArgumentError(StrCat(checked.message(),
+               ? absl::InvalidArgumentError(StrCat("listener '", listener, "': ", checked.message(),
                                                    "; publish the current CRL, or if this list is "
                                                    "meant, remove the marks named tls/",
                                                    listener,
