@@ -220,15 +220,23 @@ struct FramingError {
   std::string_view reason;  // the access log's and the rejection counter's
 };
 inline std::optional<FramingError> CheckFraming(const bhttp::request_header<>& request) {
-  for (bhttp::field field : kSingletonHeaders) {
-    auto range = request.equal_range(field);
-    if (range.first != range.second && std::next(range.first) != range.second) {
-      return FramingError{StrCat("duplicate header '", ToStd(bhttp::to_string(field)), "'"),
-                          "duplicate_header"};
+  // One pass over the fields, by their enum: a request has a handful, and a lookup of each
+  // singleton by name cost more than the pass (callgrind).
+  int seen[std::size(kSingletonHeaders)] = {};
+  const bhttp::request_header<>::value_type* te = nullptr;
+  for (const auto& f : request) {
+    const bhttp::field name = f.name();
+    if (name == bhttp::field::unknown) continue;
+    for (size_t i = 0; i < std::size(kSingletonHeaders); ++i) {
+      if (name != kSingletonHeaders[i]) continue;
+      if (++seen[i] > 1) {
+        return FramingError{StrCat("duplicate header '", ToStd(bhttp::to_string(name)), "'"),
+                            "duplicate_header"};
+      }
+      if (name == bhttp::field::transfer_encoding) te = &f;
     }
   }
-  auto te = request.find(bhttp::field::transfer_encoding);
-  if (te == request.end()) return std::nullopt;
+  if (te == nullptr) return std::nullopt;
   // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing (an HTTP/1.0 hop
   // in front may frame the body otherwise). Beast decodes it and keeps the connection alive;
   // pillar has no HTTP/1.0 clients that chunk, so it refuses the request and closes.
@@ -247,22 +255,24 @@ inline std::optional<FramingError> CheckFraming(const bhttp::request_header<>& r
 // X-Pillar-Timeout-Ms (1 ms .. a day, else ignored), X-Pillar-Priority (cut to 16 bytes; the
 // execute stage judges it) and Prefer: respond-async (in any of the Prefer headers).
 inline void ReadPillarHeaders(const bhttp::request<bhttp::string_body>& message, Request& request) {
-  if (auto timeout = message.find(beast::string_view(kTimeoutHeader.data(), kTimeoutHeader.size()));
-      timeout != message.end()) {
-    int64_t ms = 0;
-    if (ParseInt(ToStd(timeout->value()), &ms) && ms >= 1 && ms <= 86'400'000) {
-      request.timeout_ms = ms;
+  // One pass over the fields: most requests have none of these, and three lookups by name cost
+  // more than the pass. Of a header sent twice, the first copy counts, as a lookup finds it.
+  bool timeout_seen = false, priority_seen = false;
+  for (const auto& f : message) {
+    if (f.name() == bhttp::field::prefer) {
+      request.respond_async = request.respond_async || PrefersRespondAsync(ToStd(f.value()));
+      continue;
     }
-  }
-  if (auto priority =
-          message.find(beast::string_view(kPriorityHeader.data(), kPriorityHeader.size()));
-      priority != message.end()) {
-    request.priority = std::string(ToStd(priority->value()).substr(0, 16));
-  }
-  auto [prefer, prefer_end] =
-      message.equal_range(beast::string_view(kPreferHeader.data(), kPreferHeader.size()));
-  for (; prefer != prefer_end; ++prefer) {
-    request.respond_async = request.respond_async || PrefersRespondAsync(ToStd(prefer->value()));
+    if (f.name() != bhttp::field::unknown) continue;
+    const std::string_view name = ToStd(f.name_string());
+    if (!timeout_seen && EqualsIgnoreCase(name, kTimeoutHeader)) {
+      timeout_seen = true;
+      int64_t ms = 0;
+      if (ParseInt(ToStd(f.value()), &ms) && ms >= 1 && ms <= 86'400'000) request.timeout_ms = ms;
+    } else if (!priority_seen && EqualsIgnoreCase(name, kPriorityHeader)) {
+      priority_seen = true;
+      request.priority = std::string(ToStd(f.value()).substr(0, 16));
+    }
   }
 }
 
