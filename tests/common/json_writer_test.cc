@@ -64,9 +64,10 @@ TEST(JsonWriterTest, EscapesEveryByteWhereverItFallsInALongString) {
   }
 }
 
-// Text shorter than a word is read a byte at a time, and the last partial word of longer text is
-// read overlapping the word before it: every length around a word's size, a special byte at
-// every position.
+// Text shorter than a word, and the last partial word of longer text, are read a byte at a time:
+// every length around a word's size, a special byte at every position, and a second byte after
+// it (a word read after an escaped '"' must not take the '#' after it, a borrow's neighbour, for
+// special).
 TEST(JsonWriterTest, EscapesEveryByteInTextOfEveryLengthAroundAWord) {
   for (size_t length = 0; length <= 25; ++length) {
     const std::string plain = std::string("abcdefghijklmnopqrstuvwxyz").substr(0, length);
@@ -80,6 +81,19 @@ TEST(JsonWriterTest, EscapesEveryByteInTextOfEveryLengthAroundAWord) {
       AppendJsonString(out, text);
       EXPECT_EQ(out, "\"" + plain.substr(0, at) + "\\\"" + plain.substr(at + 1) + "\"")
           << "length " << length << ", at " << at;
+      for (size_t second = at + 1; second < length; ++second) {
+        for (const char next : {'#', '!', '\n'}) {
+          std::string two = text;
+          two[second] = next;
+          std::string expected = "\"" + plain.substr(0, at) + "\\\"";
+          expected += plain.substr(at + 1, second - at - 1);
+          expected += next == '\n' ? std::string("\\n") : std::string(1, next);
+          expected += plain.substr(second + 1) + "\"";
+          out.clear();
+          AppendJsonString(out, two);
+          EXPECT_EQ(out, expected) << "length " << length << ", at " << at << ", " << second;
+        }
+      }
     }
   }
 }
