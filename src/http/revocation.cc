@@ -367,9 +367,11 @@ void CrlHistory::KeepMarks(RaiseMark raise, std::string prefix) {
       return absl::UnavailableError(
           StrCat("cannot read the client CRL marks in the state store: ", failed.message()));
     }
-    // As CompareAge: by number when both have one, else by lastUpdate.
+    // Older by either mark: the newest seen may have had no number, or one past int64, and the
+    // number mark then belongs to an older list (found by review helper-68: a list without a
+    // number in between let an older numbered one back at the next start).
     const bool is_older =
-        age.number != 0 && *number != 0 ? age.number < *number : age.last_update < *last_update;
+        (age.number != 0 && age.number < *number) || age.last_update < *last_update;
     if (is_older) return older(crls[i].get(), " before pillar last started");
   }
   return absl::OkStatus();

@@ -56,8 +56,9 @@ class CrlHistory {
   void KeepMarks(RaiseMark raise, std::string prefix);
 
   // InvalidArgument when `ctx` holds a CRL older than the newest seen of its CA: a lower
-  // crlNumber, or, when either has none, an earlier lastUpdate. Unavailable when the marks
-  // cannot be read (the history of this process was checked).
+  // crlNumber, or, when either has none, an earlier lastUpdate; against the marks, a lower
+  // crlNumber than the highest kept or an earlier lastUpdate than the latest kept. Unavailable
+  // when the marks cannot be read (the history of this process was checked).
   [[nodiscard]] absl::Status CheckNotOlder(SSL_CTX* ctx) const;
   // Takes `ctx`'s CRLs as seen (the newer of each CA's stays). Unavailable when the marks could
   // not be raised (this process's history has them).

@@ -1129,7 +1129,7 @@ TEST_F(TlsTest, AnOlderCrlThanOneUsedBeforeARestartIsRefusedAtStart) {
     });
     return server.AddListener(options_, router_).status();
   };
-  const CrlPtr five = numbered(5, -120), six = numbered(6, -600), seven = numbered(7, -60);
+  const CrlPtr five = numbered(5, -120), six = numbered(6, -600), seven = numbered(7, -25);
   ASSERT_TRUE(start(six.get()).ok());
   // Older by number, though its lastUpdate is later.
   const absl::Status refused = start(five.get());
@@ -1144,6 +1144,7 @@ TEST_F(TlsTest, AnOlderCrlThanOneUsedBeforeARestartIsRefusedAtStart) {
   EXPECT_FALSE(start(earlier.get()).ok());
   EXPECT_TRUE(start(later.get()).ok());
   // A CRL taken at a reload is kept too: after it, the list started with is the older one.
+  const CrlPtr eight = numbered(8, -10);
   WriteCrls(options_.client_crl, {seven.get()});
   {
     monitor::MetricsRegistry metrics;
@@ -1151,7 +1152,6 @@ TEST_F(TlsTest, AnOlderCrlThanOneUsedBeforeARestartIsRefusedAtStart) {
     server.KeepRevocationMarks([&](const std::string& name, int64_t value) {
       return (*store)->RaiseHighWater(name, value);
     });
-    const CrlPtr eight = numbered(8, -10);
     ASSERT_TRUE(server.AddListener(options_, router_).ok());
     server.Start();
     ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {eight.get()}); });
@@ -1159,6 +1159,12 @@ TEST_F(TlsTest, AnOlderCrlThanOneUsedBeforeARestartIsRefusedAtStart) {
     server.Stop();
   }
   EXPECT_FALSE(start(seven.get()).ok());
+  // A list without a number in between does not let an older numbered one back (found by
+  // review helper-68: the number mark stayed that of the older list).
+  const CrlPtr plain = unnumbered(-5), nine = numbered(9, -2);
+  EXPECT_TRUE(start(plain.get()).ok());
+  EXPECT_FALSE(start(eight.get()).ok());
+  EXPECT_TRUE(start(nine.get()).ok());
   // Another listener keeps its own history (as in one process: EachListenerRemembersItsOwn...).
   options_.name = "admin";
   EXPECT_TRUE(start(five.get()).ok());
