@@ -168,7 +168,11 @@ size_t EscapeLength(std::string_view text, size_t at, bool terminal) {
     constexpr size_t kMaxString = 4096;
     for (size_t i = at + 2; i < text.size() && i - at < kMaxString; ++i) {
       if (text[i] == '\a' && next == ']') return i + 1 - at;
-      if (text[i] == '\x1b') return i + 1 < text.size() && text[i + 1] == '\\' ? i + 2 - at : 1;
+      // Any other escape ends the string too (a terminal then reads that escape's own
+      // sequence), and the string's text is shown no more than with ST (found by review
+      // helper-68: "\x1b]8;;zz zz\x1b[m" hid a card's gap from the guard only).
+      if (text[i] == '\x1b')
+        return i + 1 < text.size() && text[i + 1] == '\\' ? i + 2 - at : i - at;
     }
     return 1;
   }
@@ -330,7 +334,10 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
   from_.reserve(text.size() + 1);
   folded_.append(text.substr(0, at));
   for (uint32_t i = 0; i < at; ++i) from_.push_back(i);
-  Cursor cursor{folded_.size(), folded_.rfind('\n') + 1};  // npos + 1: the text's start
+  // The line the cursor is on starts after the last line break before the first folding
+  // character: a line feed, a vertical tab or a form feed, as Write ends lines (found by review
+  // helper-68: a text with '\f' or '\v' read its last line as its first).
+  Cursor cursor{folded_.size(), folded_.find_last_of("\n\v\f") + 1};  // npos + 1: the start
   while (at < text.size()) {
     const auto byte = static_cast<unsigned char>(text[at]);
     if ((byte < 0x20 || byte == 0x7F) && !has_controls_) has_controls_ = TerminalControl(text, at);

@@ -253,6 +253,13 @@ TEST(ScreenTest, AStreamThatOverwritesWhatItSentIsBlocked) {
   EXPECT_NE(overwritten.released.find("AKIAIOSF"), std::string::npos);  // what went out first
   const Streamed returned = StreamThrough({"key AKIAIOSF " + words, "\rkey x"}, config, 128);
   EXPECT_TRUE(returned.blocked);
+  // A line begun by a form feed or a vertical tab is a line of its own, as a line feed's (found
+  // by review helper-68: "\fabc\rxyz" was read as overwriting the line sent before).
+  for (const char* br : {"\f", "\v", "\n"}) {
+    const Streamed broken =
+        StreamThrough({words + br + "abc", "\rxyz " + words + words}, config, 128);
+    EXPECT_FALSE(broken.blocked) << int(br[0]);
+  }
   // A carriage return that ends a line, and a new line's own corrections, are fine.
   const Streamed lines = StreamThrough(
       {std::string(200, 'x') + "\r", "\nsecond lin\bne and more words " + words}, config, 128);

@@ -160,6 +160,11 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
                        kDrop)
                 .text(),
             "123456");
+  // A string ended by another escape than ST ends there, its text shown no more than with ST
+  // (found by review helper-68), and that escape's own sequence is read next.
+  EXPECT_EQ(FoldedText("4111 1111 \x1b]8;;zz zz\x1b[m1111 1111", kDrop).text(),
+            "4111 1111 1111 1111");
+  EXPECT_EQ(FoldedText("a\x1b]\x1b[mb", kDrop).text(), "ab");
   // Cut short: only the ESC goes.
   EXPECT_EQ(FoldedText("x\x1b[", kDrop).text(), "x[");
   EXPECT_EQ(FoldedText("x\x1b]8;;http://a", kDrop).text(), "x]8;;http://a");
