@@ -76,6 +76,10 @@ class ExchangeEvents final : public runtime::EventSink {
         if (ex.streaming_from != nullptr && ex.streaming_from != ex.model) {
           head.headers.emplace_back(kFallbackHeader, StrCat(ex.streaming_from->name, "/",
                                                             ex.streaming_from->version_text));
+          // The fallback answers from here, however the stream ends: its tokens are its own
+          // (found by review helper-68: a stream cut by its deadline counted them for the
+          // model asked for).
+          ex.answered_by = ex.streaming_from;
         }
         ex.StartStream(std::move(head));
       }

@@ -1521,6 +1521,38 @@ TEST(LlmLimitsTest, ACallThatRunsOutOfTimeKeepsItsReservation) {
   EXPECT_NE(out.find(R"("completion_tokens":101,)"), std::string::npos) << out;  // 100 and 1
 }
 
+// Found by review helper-68: a stream a fallback answered, cut by its deadline, counted its tokens
+// for the model asked for (the fallback was noted only when an answer ended well).
+TEST(LlmLimitsTest, ACutStreamAFallbackAnsweredCountsForTheFallback) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "cheap",
+               "platform = \"simulated\"\nfallback = [\"big\"]\n[simulated]\napi = \"openai\"\n"
+               "throttle_rate = 1.0\n");
+  WriteVersion(store, "big",
+               "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+               "time_to_first_token_ms = 5\ntokens_per_second = 20\ncompletion_tokens = 100\n");
+  server.SetStore(store);
+  const std::string key = server.CreateKey("caller");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  HttpReply r =
+      Fetch(server.data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"cheap","stream":true,"messages":[{"role":"user","content":"hi"}]})",
+            {Bearer(key), "Content-Type: application/json", "X-Pillar-Timeout-Ms: 400"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-pillar-fallback"), "big/1");
+  EXPECT_EQ(r.body.find("[DONE]"), std::string::npos) << "the stream was to be cut";
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+  std::string out, err;
+  ASSERT_EQ(
+      testing::RunPillar(
+          {"usage", "--log", (server.dir() / "access.log").string(), "--by", "model"}, &out, &err),
+      0)
+      << err;
+  EXPECT_NE(out.find("\nbig,1,"), std::string::npos) << out;
+  EXPECT_EQ(out.find("\ncheap,"), std::string::npos) << out;
+}
+
 // A simulated model honours the caller's deadline while it streams, as a real server's
 // cancellation would: the stream ends with an error event soon after it, not when the answer is
 // done.
