@@ -213,6 +213,7 @@ size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hol
   size_t release = WindowStart(text, hold_back, padded);
   // Whether a hold back to `begin` stays within the bound.
   auto holdable = [&](size_t begin) { return text.size() - begin <= kMaxHeldRun + hold_back; };
+  const bool has_escape = text.find('\x1b') != std::string_view::npos;
   for (size_t before = text.size() + 1; release != before;) {
     before = release;
     // A finding that reaches past the point is held back whole (and the ones after it), and so
@@ -235,6 +236,9 @@ size_t ReleasePoint(std::string_view text, const ScreenResult& whole, size_t hol
       while (end < text.size() && !AsciiBlank(text[end])) ++end;
       if (end == text.size() && text.size() - start <= kMaxHeldRun) release = start;
     }
+    // Nor is a terminal sequence (found by review helper-68: a point after a line feed inside a
+    // hyperlink's string made the rest read as a new line, which a terminal does not start).
+    if (has_escape) release = SequenceStartAround(text, release);
     // Nor is a UTF-8 character cut in two: continuation bytes stay with their lead byte.
     while (release > 0 && release < text.size() &&
            (static_cast<unsigned char>(text[release]) & 0xC0) == 0x80) {

@@ -226,6 +226,16 @@ bool EscapeOpen(std::string_view text, size_t at) {
 
 }  // namespace
 
+size_t SequenceStartAround(std::string_view text, size_t at) {
+  constexpr size_t kLongest = 4096 + 2;
+  size_t esc = text.find('\x1b', at > kLongest ? at - kLongest : 0);
+  for (; esc != std::string_view::npos && esc < at; esc = text.find('\x1b', esc + 1)) {
+    const size_t length = EscapeOpen(text, esc) ? text.size() - esc : EscapeLength(text, esc, true);
+    if (esc + length > at) return esc;
+  }
+  return at;
+}
+
 size_t OpenSequenceStart(std::string_view text) {
   // The earliest still open: a string sequence holds the ESCs after it. Each look ends at the
   // next ESC at the latest, so the scan is linear in the 4 KiB looked at.

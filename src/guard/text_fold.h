@@ -42,6 +42,12 @@ namespace pillar::guard {
 // from there once the sequence ends, so a stream counts none of them as shown yet.
 size_t OpenSequenceStart(std::string_view text);
 
+// Where the terminal control sequence that offset `at` falls inside begins (its ESC before `at`,
+// the sequence reaching past it, or still open at the text's end), `at` when none does: a
+// stream is never cut inside one, whose bytes a terminal reads together (a line feed inside a
+// hyperlink's string ends no line).
+size_t SequenceStartAround(std::string_view text, size_t at);
+
 class FoldedText {
  public:
   // Controls (NUL, ESC and the sequences it begins ...) make two readings of one text: a model

@@ -253,6 +253,16 @@ TEST(ScreenTest, AStreamThatOverwritesWhatItSentIsBlocked) {
   EXPECT_NE(overwritten.released.find("AKIAIOSF"), std::string::npos);  // what went out first
   const Streamed returned = StreamThrough({"key AKIAIOSF " + words, "\rkey x"}, config, 128);
   EXPECT_TRUE(returned.blocked);
+  // A line feed inside a terminal string (a hyperlink's) ends no line: the stream is not cut
+  // there (found by review helper-68: the point after it made the overwrite look like a new
+  // line's, and a terminal showed the key).
+  std::string marks;
+  for (int i = 0; i < 70; ++i) marks += "\xcc\x81";  // combining acute accents
+  std::string tail = "\rAKIAIOSF\n";
+  for (int i = 0; i < 70; ++i) tail += "c ";
+  const Streamed linked =
+      StreamThrough({"XXXXXXXXODNN7EXAMPLE", "\x1b]8;;y\n", "\x1b\\-" + marks, tail}, config, 128);
+  EXPECT_TRUE(linked.blocked) << linked.released;
   // A line begun by a form feed or a vertical tab is a line of its own, as a line feed's (found
   // by review helper-68: "\fabc\rxyz" was read as overwriting the line sent before).
   for (const char* br : {"\f", "\v", "\n"}) {
