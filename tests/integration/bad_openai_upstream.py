@@ -4,6 +4,8 @@
 Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answer:
   indices   a stream whose chunks name choices 1..300 (the request asked for one)
   jwtdrip   a stream that sends a JWT four characters per chunk
+  overwrites  a stream of 6,000 chunks of backspace-and-a-letter (a terminal shows one letter,
+            so nothing can go out) and then an access key
   parts     a stream whose chunk's content is an array, not a string
   logprobs  an answer whose logprobs repeat an e-mail address token by token
   toolargs  an answer whose tool call arguments hold an access key
@@ -218,6 +220,9 @@ def stream(model):
     elif model == "jwtdrip":
         text = "token " + JWT + " end"
         events = [chunk(0, text[i:i + 4]) for i in range(0, len(text), 4)]
+    elif model == "overwrites":
+        events = [chunk(0, "start x")] + [chunk(0, "\bx") for _ in range(6000)]
+        events.append(chunk(0, " key " + "AKIAIOSF" + "ODNN7EXAMPLE" + " end"))
     elif model == "nousagestream":
         events = [chunk(0, w) for w in ["one", " two", " three", " four", " five"]]
     else:  # parts
