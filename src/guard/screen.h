@@ -83,6 +83,9 @@ struct PrefixResult {
 PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size_t hold_back,
                           bool final, bool continues_line = false);
 
+// How a deny rule's match is named in a block reason: "deny rule 'codenames' at bytes 4-23".
+std::string DenyReason(const DenyMatch& match);
+
 // `text` with every finding, of every type the recognizers know but IP addresses, replaced by its
 // type tag ("<EMAIL_ADDRESS>"), whatever a configuration allows: for what pillar itself keeps of
 // text a client sent (an error message that quotes the request, in the access log).

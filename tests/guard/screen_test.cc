@@ -256,12 +256,14 @@ TEST(ScreenTest, AStreamThatOverwritesWhatItSentIsBlocked) {
   // A line feed inside a terminal string (a hyperlink's) ends no line: the stream is not cut
   // there (found by review helper-68: the point after it made the overwrite look like a new
   // line's, and a terminal showed the key).
+  const std::string kLinkOpen = "\x1b]8;;";  // OSC 8, a hyperlink; its text follows
+  const std::string kStringEnd = "\x1b\\";   // ST, which ends it
   std::string marks;
   for (int i = 0; i < 70; ++i) marks += "\xcc\x81";  // combining acute accents
   std::string tail = "\rAKIAIOSF\n";
   for (int i = 0; i < 70; ++i) tail += "c ";
-  const Streamed linked =
-      StreamThrough({"XXXXXXXXODNN7EXAMPLE", "\x1b]8;;y\n", "\x1b\\-" + marks, tail}, config, 128);
+  const Streamed linked = StreamThrough(
+      {"XXXXXXXXODNN7EXAMPLE", kLinkOpen + "y\n", kStringEnd + "-" + marks, tail}, config, 128);
   EXPECT_TRUE(linked.blocked) << linked.released;
   // A line begun by a form feed or a vertical tab is a line of its own, as a line feed's (found
   // by review helper-68: "\fabc\rxyz" was read as overwriting the line sent before).

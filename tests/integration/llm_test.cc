@@ -191,6 +191,18 @@ class LlmTest : public ::testing::Test {
     return Fetch(gateway_->data_port(), "POST", path, body, headers);
   }
 
+  // `pillar usage --by model` over the gateway's access log, asked again (the log is written in
+  // batches) until it holds `line`, for at most 6 s.
+  static std::string UsageByModelOnceItHas(std::string_view line) {
+    const std::string log = (gateway_->dir() / "access.log").string();
+    std::string out, err;
+    for (int i = 0; i < 60 && out.find(line) == std::string::npos; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      EXPECT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "model"}, &out, &err), 0) << err;
+    }
+    return out;
+  }
+
   static testing::ServerProcess* upstream_;
   static testing::ServerProcess* gateway_;
   static std::string key_;
@@ -306,12 +318,7 @@ TEST_F(LlmTest, AFailingModelFallsBackToALighterOneAndSaysSo) {
       << metrics.body;
   EXPECT_EQ(metrics.body.find(R"(pillar_llm_tokens_total{model="primary",)"), std::string::npos)
       << metrics.body;
-  const std::string log = (gateway_->dir() / "access.log").string();
-  std::string out, err;
-  for (int i = 0; i < 60 && out.find("\nassistant-lite,") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "model"}, &out, &err), 0) << err;
-  }
+  const std::string out = UsageByModelOnceItHas("\nassistant-lite,");
   EXPECT_NE(out.find("\nassistant-lite,1,"), std::string::npos) << out;
   EXPECT_EQ(out.find("\nprimary,"), std::string::npos) << out;
 }
@@ -399,12 +406,7 @@ TEST_F(LlmTest, AStreamCutAfterItBeganEndsWithAnErrorEventNotAHang) {
   // The connection to the gateway is still good for the next call.
   EXPECT_EQ(Post("/v1/chat/completions", kChat).status, 200);
   // What the client got of a cut stream is charged, not given free.
-  const std::string log = (gateway_->dir() / "access.log").string();
-  std::string out, err;
-  for (int i = 0; i < 60 && out.find("\ncutter,") == std::string::npos; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    ASSERT_EQ(testing::RunPillar({"usage", "--log", log, "--by", "model"}, &out, &err), 0) << err;
-  }
+  const std::string out = UsageByModelOnceItHas("\ncutter,");
   EXPECT_NE(out.find("\ncutter,1,8,4,12\n"), std::string::npos) << out;
 }
 
