@@ -332,7 +332,6 @@ class GuardedEvents final : public runtime::EventSink {
         held.size() < held_text.screened + held_text.screened / 4) {
       return std::string();
     }
-    held_text.screened = held.size();
     guard::PrefixResult r = guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes),
                                                 finished, held_text.continues_line);
     stage_.Note(ex_, "answer", r.findings, r.denied);
@@ -357,6 +356,8 @@ class GuardedEvents final : public runtime::EventSink {
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
     }
     held.erase(0, r.consumed);
+    // Growth is counted from what is held now: after a release, from what is left of it.
+    held_text.screened = held.size();
     held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;
     return std::move(r.released);
   }
