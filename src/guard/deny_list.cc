@@ -17,9 +17,12 @@ std::string_view DenyActionName(DenyAction action) {
 
 // A rule as one expression: alternatives, each of which captures the span a match reports in
 // one group of its own (the words' alternative keeps the characters around a word out of it).
+// `open`: its phrases of more than one word as the end of a text may begin them (OpenStart);
+// null when it has none.
 struct DenyList::Compiled {
   std::unique_ptr<RE2> re;
   std::vector<int> span_groups;  // the capturing group of each alternative
+  std::unique_ptr<RE2> open;
 };
 
 namespace {
@@ -68,20 +71,47 @@ constexpr const char* kBetweenWords =
     "\\s\\p{Z}\\p{M}\\x00-\\x1F\\x7F-\\x{9F}\\x{180E}\\x{2800}\\x{3164}\\x{115F}\\x{1160}\\x{FFA0}_"
     "\\-";
 
-// "Blue  Harbor" -> each word's expression, joined by any run of blanks of any script,
-// invisible characters, hyphens or underscores.
-std::string PhraseExpression(std::string_view phrase) {
-  std::string out;
+// The words of a phrase, parted by spaces or tabs.
+std::vector<std::string_view> PhraseWords(std::string_view phrase) {
+  std::vector<std::string_view> words;
   size_t at = 0;
   while (at < phrase.size()) {
     while (at < phrase.size() && (phrase[at] == ' ' || phrase[at] == '\t')) ++at;
     size_t end = at;
     while (end < phrase.size() && phrase[end] != ' ' && phrase[end] != '\t') ++end;
-    if (end == at) break;
-    if (!out.empty()) StrAppend(&out, "[", kBetweenWords, kInvisible, "]+");
-    out += WordExpression(phrase.substr(at, end - at));
+    if (end > at) words.push_back(phrase.substr(at, end - at));
     at = end;
   }
+  return words;
+}
+
+// "Blue  Harbor" -> each word's expression, joined by any run of blanks of any script,
+// invisible characters, hyphens or underscores.
+std::string PhraseExpression(std::string_view phrase) {
+  std::string out;
+  for (std::string_view word : PhraseWords(phrase)) {
+    if (!out.empty()) StrAppend(&out, "[", kBetweenWords, kInvisible, "]+");
+    out += WordExpression(word);
+  }
+  return out;
+}
+
+// A phrase of words w1..wn as the end of a text may begin it: w1, then as many of w2..wn-1 in
+// order as came, each after what may part words, then anything but what parts words (the start
+// of the next word, or of something else: held a little longer, never missed) up to the end.
+// Nested, "w1(?:SEP+w2(?:SEP+w3)?)?", so that its size grows with the phrase's, not its square.
+// Empty for a phrase of one word: a word still arriving is held back as any run of non-blank
+// bytes is (screen.h).
+std::string OpenPhraseExpression(std::string_view phrase) {
+  const std::vector<std::string_view> words = PhraseWords(phrase);
+  if (words.size() < 2) return std::string();
+  const std::string between = StrCat("[", kBetweenWords, kInvisible, "]");
+  std::string out = WordExpression(words[0]);
+  for (size_t i = 1; i + 1 < words.size(); ++i) {
+    StrAppend(&out, "(?:", between, "+", WordExpression(words[i]));
+  }
+  for (size_t i = 1; i + 1 < words.size(); ++i) out += ")?";
+  StrAppend(&out, between, "*[^", kBetweenWords, "]*");
   return out;
 }
 
@@ -122,12 +152,23 @@ absl::StatusOr<std::shared_ptr<const DenyList>> DenyList::Build(std::vector<Deny
     int groups = 0;
     if (!rule.words.empty()) {
       std::string words;
+      std::string open;
       for (const std::string& w : rule.words) {
         StrAppend(&words, words.empty() ? "" : "|", PhraseExpression(w));
+        const std::string begun = OpenPhraseExpression(w);
+        if (!begun.empty()) StrAppend(&open, open.empty() ? "" : "|", begun);
       }
       // Whole words: not next to a letter or digit of any script.
       expression = StrCat("(?i:(?:^|[^\\pL\\pN_])(", words, ")(?:[^\\pL\\pN_]|$))");
       compiled.span_groups.push_back(++groups);
+      if (!open.empty()) {
+        compiled.open =
+            std::make_unique<RE2>(StrCat("(?i:(?:^|[^\\pL\\pN_])(", open, ")$)"), RE2::Quiet);
+        if (!compiled.open->ok()) {
+          return absl::InvalidArgumentError(
+              StrCat("deny rule '", rule.name, "' does not compile: ", compiled.open->error()));
+        }
+      }
     }
     for (const std::string& pattern : rule.patterns) {
       RE2 alone(pattern, RE2::Quiet);
@@ -164,6 +205,43 @@ std::optional<DenyMatch> DenyList::MatchRule(size_t i, std::string_view text) co
     return DenyMatch{&rules_[i], begin, begin + span.size()};
   }
   return std::nullopt;
+}
+
+size_t DenyList::OpenStartIn(std::string_view text) const {
+  size_t start = std::string_view::npos;
+  const re2::StringPiece input(text.data(), text.size());
+  for (const Compiled& c : compiled_) {
+    // RE2 reports the leftmost match: for an expression anchored at the end, the earliest start.
+    re2::StringPiece groups[2];
+    if (c.open != nullptr && c.open->Match(input, 0, input.size(), RE2::UNANCHORED, groups, 2) &&
+        groups[1].data() != nullptr) {
+      start = std::min(start, size_t(groups[1].data() - text.data()));
+    }
+  }
+  return start;
+}
+
+size_t DenyList::OpenStart(std::string_view text) const {
+  size_t start = OpenStartIn(text);
+  const FoldedText kept(text);
+  if (!kept.has_controls()) {
+    if (kept.changed()) {
+      const size_t folded = OpenStartIn(kept.text());
+      if (folded != std::string_view::npos) {
+        start = std::min(start, kept.Span(folded, kept.text().size()).first);
+      }
+    }
+    return start;
+  }
+  for (FoldedText::Controls controls : {FoldedText::Controls::kPart, FoldedText::Controls::kDrop}) {
+    const FoldedText view(text, controls);
+    if (!view.changed()) continue;
+    const size_t folded = OpenStartIn(view.text());
+    if (folded != std::string_view::npos) {
+      start = std::min(start, view.Span(folded, view.text().size()).first);
+    }
+  }
+  return start;
 }
 
 std::vector<DenyMatch> DenyList::Match(std::string_view text) const {

@@ -54,6 +54,13 @@ class DenyList {
 
   // Each rule `text` matches, at its first match, in the order of the rules.
   std::vector<DenyMatch> Match(std::string_view text) const;
+  // Where the earliest phrase of more than one word that the end of `text` may still complete
+  // begins (as Match reads the text): `text` ends within or after one of the phrase's words,
+  // the words before it there in order, whatever parts them ("see project ---- nigh" for
+  // "project nightingale"); npos when none. A stream holds such a start back, however far the
+  // rest is (found by review helper-68: padding between a phrase's words longer than the window
+  // let its first word go out before its last came). Patterns have no such reading.
+  size_t OpenStart(std::string_view text) const;
   const std::vector<DenyRule>& rules() const { return rules_; }
 
  private:
@@ -61,6 +68,8 @@ class DenyList {
   struct Compiled;
   // Rule i's first match in `text`.
   std::optional<DenyMatch> MatchRule(size_t i, std::string_view text) const;
+  // OpenStart in one reading of the text.
+  size_t OpenStartIn(std::string_view text) const;
   std::vector<DenyRule> rules_;
   std::vector<Compiled> compiled_;
 };

@@ -60,12 +60,25 @@ size_t WindowStart(std::string_view text, const FoldedText& kept, size_t hold_ba
 // point back, so they are applied until none moves it: a finding held back whole must not be
 // cut by the point another rule chose. Nothing is held back for more than kMaxHeldRun bytes
 // past the window: past that, a match still growing is taken as it stands.
-size_t ReleasePoint(std::string_view text, const FoldedText& kept, const ScreenResult& whole,
-                    size_t hold_back, bool final, bool& padded) {
+size_t ReleasePoint(std::string_view text, const FoldedText& kept, const GuardConfig& config,
+                    const ScreenResult& whole, size_t hold_back, bool final, bool& padded) {
   if (final) return text.size();
   size_t release = WindowStart(text, kept, hold_back, padded);
   // Whether a hold back to `begin` stays within the bound.
   auto holdable = [&](size_t begin) { return text.size() - begin <= kMaxHeldRun + hold_back; };
+  // A deny phrase the text's end may still complete is held back from its start however far
+  // its first word is, the window being counted in bytes and a phrase's words parted by any
+  // run of what parts them (found by review helper-68: dashes, underscores, combining marks,
+  // braille blanks or C1 controls between the words). Past the bound, the padding is said.
+  const size_t open = config.deny != nullptr && release < text.size() ? config.deny->OpenStart(text)
+                                                                      : std::string_view::npos;
+  if (open < release) {
+    if (holdable(open)) {
+      release = open;
+    } else {
+      padded = true;
+    }
+  }
   const bool has_escape = text.find('\x1b') != std::string_view::npos;
   for (size_t before = text.size() + 1; release != before;) {
     before = release;
@@ -117,7 +130,7 @@ PrefixResult ScreenPrefix(std::string_view text, const GuardConfig& config, size
     return result;
   }
   const ScreenResult whole = Screen(text, config);
-  const size_t release = ReleasePoint(text, kept, whole, hold_back, final, result.padded);
+  const size_t release = ReleasePoint(text, kept, config, whole, hold_back, final, result.padded);
   result.consumed = release;
   size_t copied = 0;
   for (const ScreenedFinding& f : whole.findings) {

@@ -85,5 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (const pillar::guard::DenyMatch& m : deny->Match(text)) {
     if (m.begin > m.end || m.end > text.size()) __builtin_trap();
   }
+  // A phrase the end may still complete begins inside the text.
+  const size_t open = deny->OpenStart(text);
+  if (open != std::string_view::npos && open >= text.size()) __builtin_trap();
   return 0;
 }

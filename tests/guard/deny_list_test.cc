@@ -89,6 +89,32 @@ TEST(DenyListTest, WordsAreFoundThroughUnicodeBlanksInvisibleCharactersAndFullwi
   EXPECT_TRUE(list->Match("ticket 421").empty());
 }
 
+TEST(DenyListTest, OpenStartIsWhereAPhraseTheEndMayStillCompleteBegins) {
+  absl::StatusOr<std::shared_ptr<const DenyList>> list = DenyList::Build(
+      {DenyRule{"codenames", DenyAction::kBlock, {"project blue nightingale", "harbor"}, {}},
+       DenyRule{"tickets", DenyAction::kFlag, {}, {"ticket-[0-9]+"}}});
+  ASSERT_TRUE(list.ok()) << list.status();
+  const DenyList& deny = **list;
+  constexpr size_t npos = std::string_view::npos;
+  EXPECT_EQ(deny.OpenStart("see project"), 4u);
+  EXPECT_EQ(deny.OpenStart("see Project - _ - blue"), 4u);
+  EXPECT_EQ(deny.OpenStart("see project blue\u2800\u2800nigh"), 4u);
+  EXPECT_EQ(deny.OpenStart("see pro\u200Bject blue ni\u200Bg"), 4u);  // as a reader sees it
+  EXPECT_EQ(deny.OpenStart("see project\x01\x01blue"), 4u);           // as a model reads it
+  // A word still arriving is taken as the next one's start, whatever it is: held until it ends.
+  EXPECT_EQ(deny.OpenStart("see project red"), 4u);
+  EXPECT_EQ(deny.OpenStart("see project red "), npos);
+  EXPECT_EQ(deny.OpenStart("see project blue green "), npos);
+  EXPECT_EQ(deny.OpenStart("see project green blue"), npos);
+  EXPECT_EQ(deny.OpenStart("see subproject"), npos);  // whole words only
+  EXPECT_EQ(deny.OpenStart("the harb"), npos);        // one word: held as a run of non-blanks
+  EXPECT_EQ(deny.OpenStart("ticket-12"), npos);       // patterns have no such reading
+  // A phrase of 512 words (the longest entry) builds: the expression nests, it is not squared.
+  std::string words;
+  for (int i = 0; i < 512; ++i) words += i == 0 ? "a" : " a";
+  EXPECT_TRUE(DenyList::Build({DenyRule{"long", DenyAction::kBlock, {words}, {}}}).ok());
+}
+
 TEST(DenyListTest, PatternsAreRe2AndEachRuleReportsItsFirstMatch) {
   auto list =
       Build({Rule("hosts", {}, {R"(db-(\d+)\.corp)", "(?i)secret-(a|b)"}, DenyAction::kFlag),

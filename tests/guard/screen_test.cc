@@ -237,6 +237,51 @@ deny = [{ name = "codenames", words = ["project nightingale"], action = "block" 
   EXPECT_EQ(padded.released.find("project"), std::string::npos) << padded.released;
 }
 
+// Found by review helper-68: the window counts a phrase's parting characters that are not blanks
+// (dashes, underscores, combining marks, braille blanks, C1 controls) as bytes, so padding
+// between a deny phrase's words longer than the window let its first word go out before its
+// last came, and the rest matched nothing. A phrase the end may still complete is held whole.
+TEST(ScreenTest, ADenyPhrasePaddedPastTheWindowIsHeldWholeAndBlocks) {
+  const GuardConfig denying = Parse(R"([guard]
+deny = [{ name = "codenames", words = ["project nightingale"], action = "block" }]
+)");
+  auto repeat = [](std::string_view piece, int n) {
+    std::string out;
+    for (int i = 0; i < n; ++i) out += piece;
+    return out;
+  };
+  const std::vector<std::string> pads = {repeat(" -", 80),      repeat(" _", 80),
+                                         repeat(" \u2800", 50), " " + repeat("\u0301", 80),
+                                         repeat("\u0081", 80),  repeat("-", 300)};
+  for (const std::string& pad : pads) {
+    const Streamed streamed =
+        StreamThrough({"see project", pad, " ", "night", "ingale and more"}, denying, 128);
+    EXPECT_TRUE(streamed.blocked) << pad;
+    EXPECT_EQ(streamed.released.find("project"), std::string::npos) << streamed.released;
+  }
+  // A phrase longer than the window is seen whole too.
+  const GuardConfig long_phrase = Parse(R"([guard]
+deny = [{ name = "leak", words = ["the quarterly numbers for the northern region are not yet public"]}]
+)");
+  const Streamed long_streamed = StreamThrough(
+      {"so: the quarterly numbers ", "for the northern region ", "are not yet public. ok"},
+      long_phrase, 16);
+  EXPECT_TRUE(long_streamed.blocked);
+  EXPECT_EQ(long_streamed.released.find("quarterly"), std::string::npos);
+  // A phrase's start is held only while the end may still complete it: once another word came,
+  // the text goes out as the window says.
+  PrefixResult r = ScreenPrefix(
+      "see project" + repeat(" -", 80) + " alpha and more" + std::string(200, 'x') + " ", denying,
+      32, false);
+  EXPECT_FALSE(r.blocked);
+  EXPECT_NE(r.released.find("project"), std::string::npos);
+  r = ScreenPrefix("see project" + repeat(" -", 80) + " nigh", denying, 32, false);
+  EXPECT_EQ(r.released, "see ");
+  // Past the bound, the padding is said (a stream ends), the start not let go.
+  r = ScreenPrefix("see project" + repeat(" -", int(kMaxHeldRun)), denying, 32, false);
+  EXPECT_TRUE(r.padded);
+}
+
 // Found by review helper-67: backspaces reaching back past the window made a terminal show a key
 // whose start had gone out in an earlier chunk. An overwrite of text already sent on its line
 // ends the stream; one within what is held, or after a line break, is screened as shown.
