@@ -64,6 +64,7 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->remote = std::move(request.remote);
   ex->peer_identity = std::move(request.peer_identity);
   ex->peer_unnamed = request.peer_unnamed;
+  ex->peer_certificate = std::move(request.peer_certificate);
   ex->model_name = std::string(request.Param("model"));
   ex->model_version = std::string(request.Param("version"));
   ex->start_ns = request.received_ns;

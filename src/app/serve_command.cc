@@ -419,6 +419,10 @@ int RunServe(const ServeOptions& options) {
   server.KeepRevocationMarks([&state = **store](const std::string& name, int64_t value) {
     return state.RaiseHighWater(name, value);
   });
+  // A job submitted with a client certificate runs only while the certificate still verifies.
+  authenticator.SetCertificateCheck([&server](std::string_view listener, std::string_view der) {
+    return server.VerifyClientCertificate(listener, der);
+  });
   absl::StatusOr<std::string> serving =
       Listen(server, *config, data_router, admin_router, options.ports_file, threads);
   if (!serving.ok()) return Fail("serve", serving.status());

@@ -37,6 +37,10 @@ struct Request {
   // A verified client certificate came that names nobody: two names of the kind the listener
   // reads, or past the end of its chain (peer_identity is then empty).
   bool peer_unnamed = false;
+  // That certificate and the ones the client sent with it (DER, one after the other), only on a
+  // request to be run as a job (respond_async) from a named client: the job checks it again
+  // against the listener's CAs and CRLs when it runs.
+  std::string peer_certificate;
   const Route* route = nullptr;
   // Captured path parameters, in pattern order, e.g. {"model", "digits"}.
   std::vector<std::pair<std::string_view, std::string>> params;

@@ -184,7 +184,37 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which) {
 
 PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, STACK_OF(X509) * untrusted,
                              ListenerOptions::ClientIdentity which) {
+  return ReverifyCertificate(SSL_get0_peer_certificate(ssl), current, untrusted, which);
+}
+
+namespace {
+
+bool AppendDer(X509* cert, std::string& out) {
+  const int size = i2d_X509(cert, nullptr);
+  if (size <= 0) return false;
+  const size_t at = out.size();
+  out.resize(at + size_t(size));
+  unsigned char* to = reinterpret_cast<unsigned char*>(out.data() + at);
+  return i2d_X509(cert, &to) == size;
+}
+
+}  // namespace
+
+std::string PeerChainDer(SSL* ssl) {
+  std::string der;
   X509* cert = SSL_get0_peer_certificate(ssl);
+  if (cert == nullptr || !AppendDer(cert, der)) return std::string();
+  // The server's view of the chain a client sent holds no leaf; a resumed session holds none.
+  STACK_OF(X509)* sent = SSL_get_peer_cert_chain(ssl);
+  for (int i = 0; sent != nullptr && i < sk_X509_num(sent); ++i) {
+    X509* other = sk_X509_value(sent, i);
+    if (X509_cmp(other, cert) != 0 && !AppendDer(other, der)) return std::string();
+  }
+  return der;
+}
+
+PeerCertificate ReverifyCertificate(X509* cert, SSL_CTX* current, STACK_OF(X509) * untrusted,
+                                    ListenerOptions::ClientIdentity which) {
   PeerCertificate failed;
   if (cert == nullptr) {
     failed.failure = "no certificate";

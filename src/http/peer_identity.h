@@ -11,6 +11,7 @@
 typedef struct ssl_st SSL;
 typedef struct ssl_ctx_st SSL_CTX;
 struct stack_st_X509;
+typedef struct x509_st X509;
 
 namespace pillar::http {
 
@@ -45,6 +46,13 @@ PeerCertificate PeerIdentity(SSL* ssl, ListenerOptions::ClientIdentity which);
 // verified and of `current`'s CRLs.
 PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, stack_st_X509* untrusted,
                              ListenerOptions::ClientIdentity which);
+// ReverifyPeer for a certificate kept apart from its connection (a job's: jobs/).
+PeerCertificate ReverifyCertificate(X509* cert, SSL_CTX* current, stack_st_X509* untrusted,
+                                    ListenerOptions::ClientIdentity which);
+
+// The client certificate of `ssl`, then the certificates it sent with it, each in DER, one
+// after the other; empty without one. What a job keeps to check its client again.
+std::string PeerChainDer(SSL* ssl);
 
 // Why a handshake failed, for the listener's log: `error` ("certificate verify failed"), and
 // when the client's certificate was what failed, why ("certificate revoked", "CRL has expired").

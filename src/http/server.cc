@@ -1,6 +1,7 @@
 #include "http/server.h"
 
 #include <openssl/crypto.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 #include <chrono>
@@ -248,6 +249,49 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     listener.accepted = &impl_->core.stats.accepted->Get({options.name});
   impl_->Accept(listener);
   return listener.acceptor->local_endpoint().port();
+}
+
+absl::StatusOr<std::string> HttpServer::VerifyClientCertificate(std::string_view listener,
+                                                                std::string_view der) const {
+  // The listeners are all added before the server starts, and never removed.
+  const Listener* found = nullptr;
+  for (const Listener& l : impl_->listeners) {
+    if (l.options.name == listener) found = &l;
+  }
+  if (found == nullptr || found->tls == nullptr ||
+      found->options.client_certificates == ListenerOptions::ClientCertificates::kNone) {
+    return absl::UnauthenticatedError(
+        StrCat("the ", listener, " listener no longer asks for client certificates"));
+  }
+  const unsigned char* at = reinterpret_cast<const unsigned char*>(der.data());
+  const unsigned char* const end = at + der.size();
+  std::unique_ptr<X509, decltype(&X509_free)> cert(d2i_X509(nullptr, &at, long(der.size())),
+                                                   X509_free);
+  internal::X509Stack sent(sk_X509_new_null());
+  while (cert != nullptr && sent != nullptr && at < end) {
+    X509* other = d2i_X509(nullptr, &at, long(end - at));
+    if (other == nullptr || sk_X509_push(sent.get(), other) <= 0) {
+      X509_free(other);
+      sent.reset();
+    }
+  }
+  if (cert == nullptr || sent == nullptr) {
+    ERR_clear_error();  // this thread's next TLS call must not read d2i's errors as its own
+    return absl::UnauthenticatedError("the stored client certificate does not parse");
+  }
+  const ListenerTls::Current current = found->tls->Get();
+  const internal::X509Stack untrusted = found->tls->intermediates().With(sent.get());
+  if (untrusted == nullptr) return absl::UnavailableError("cannot check the client certificate");
+  const PeerCertificate peer = ReverifyCertificate(cert.get(), current.context->native_handle(),
+                                                   untrusted.get(), found->options.client_identity);
+  if (!peer.verified) {
+    return absl::UnauthenticatedError(
+        StrCat("the client certificate no longer verifies: ", peer.failure));
+  }
+  if (peer.identity.empty()) {
+    return absl::UnauthenticatedError("the client certificate names nobody");
+  }
+  return peer.identity;
 }
 
 void HttpServer::Start() {

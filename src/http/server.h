@@ -155,6 +155,13 @@ class HttpServer {
   // it is at a reload (a replayed list would take back revocations). Called before AddListener;
   // without it the history lasts as long as the process.
   void KeepRevocationMarks(RaiseMark raise);
+  // The client certificate in `der` (Request::peer_certificate: it first, then certificates its
+  // chain may be built from) checked again as `listener`
+  // verifies clients now (its client CAs and CRLs, the dates, the chain's intermediates it has
+  // seen): the name it gives the client, or Unauthenticated saying why not. Thread-safe; for a
+  // job that runs long after its request (jobs/).
+  [[nodiscard]] absl::StatusOr<std::string> VerifyClientCertificate(std::string_view listener,
+                                                                    std::string_view der) const;
   // Serves until Stop().
   void Start();
   // Closes the listening sockets; open connections are served on.

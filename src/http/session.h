@@ -457,6 +457,11 @@ class Session final : public ResponseSink,
     if (request.received_ns < peer_valid_until_ns_) request.peer_identity = peer_identity_;
     request.peer_unnamed = peer_verified_ && request.peer_identity.empty();
     ReadPillarHeaders(message, request);
+    if constexpr (kTls) {
+      if (request.respond_async && !request.peer_identity.empty()) {
+        request.peer_certificate = PeerChainDer(stream_.native_handle());
+      }
+    }
     keep_alive_ = message.keep_alive() && same_tls_files;
     http10_ = message.version() == 10;
 

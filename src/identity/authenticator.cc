@@ -66,6 +66,24 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Reauthenticate(
       if (it == certificate_clients_.end()) {
         return absl::UnauthenticatedError("client certificate is no longer a known client");
       }
+      // Listed is not enough: the certificate may have been revoked, have expired, or its CA
+      // left the bundle since (found by review helper-67).
+      if (stored.certificate.empty() || !certificate_check_) {
+        return absl::UnauthenticatedError(
+            "the job was stored without the client certificate that submitted it, which cannot "
+            "be checked again: submit it again");
+      }
+      const std::vector<std::string>& listeners = it->second.listeners;
+      if (!listeners.empty() &&
+          std::find(listeners.begin(), listeners.end(), stored.listener) == listeners.end()) {
+        return absl::UnauthenticatedError(StrCat("client certificate is no longer a client of the ",
+                                                 stored.listener, " listener"));
+      }
+      absl::StatusOr<std::string> named = certificate_check_(stored.listener, stored.certificate);
+      if (!named.ok()) return absl::UnauthenticatedError(named.status().message());
+      if (*named != name) {
+        return absl::UnauthenticatedError("the client certificate names another client now");
+      }
       return it->second.principal;
     }
     case AuthMethod::kJwt:
@@ -74,6 +92,11 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Reauthenticate(
       }
       if (stored.expires_us != 0 && now_us >= stored.expires_us) {
         return absl::UnauthenticatedError("the token that submitted this job has expired");
+      }
+      // A key taken out of the JWKS (a leaked one, rotated away) stops its tokens' jobs too.
+      if (stored.signing_key.empty() || !jwt_->Trusts(stored.signing_key)) {
+        return absl::UnauthenticatedError(
+            "the key that signed the token that submitted this job is no longer in the JWKS");
       }
       return std::make_shared<const Principal>(stored);
   }

@@ -10,6 +10,7 @@
 //       auth.Authenticate(authorization_header, peer_identity, "data", now_us);
 #pragma once
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -49,10 +50,21 @@ class Authenticator {
 
   // The principal `stored` (authenticated earlier, e.g. when an asynchronous job was submitted)
   // as it stands at `now_us`: an API key's current principal while the key is good; a client
-  // certificate's while it is still configured; a token's while it has not expired.
-  // Unauthenticated, naming why, otherwise.
+  // certificate's while it is still configured and its certificate (Principal::certificate)
+  // still verifies on its listener, naming the same client (CertificateCheck); a token's while
+  // it has not expired and the key that signed it is still in the JWKS. Unauthenticated, naming
+  // why, otherwise; a certificate or a token that cannot be checked (stored without what checks
+  // it, or no CertificateCheck set) is refused.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Reauthenticate(
       const Principal& stored, int64_t now_us) const;
+
+  // Verifies a client certificate chain (DER, the client's first) again as the named listener
+  // verifies clients now: the name it gives the client, or why not (http::HttpServer::
+  // VerifyClientCertificate). Thread-safe.
+  using CertificateCheck = std::function<absl::StatusOr<std::string>(std::string_view listener,
+                                                                     std::string_view certificate)>;
+  // Set before requests are served.
+  void SetCertificateCheck(CertificateCheck check) { certificate_check_ = std::move(check); }
 
  private:
   const ApiKeyTable* keys_;
@@ -62,6 +74,7 @@ class Authenticator {
     std::vector<std::string> listeners;  // empty: any
   };
   absl::flat_hash_map<std::string, Mapped> certificate_clients_;
+  CertificateCheck certificate_check_;
 };
 
 }  // namespace pillar::identity

@@ -4,8 +4,11 @@
 #include <openssl/core_names.h>
 #include <openssl/evp.h>
 #include <openssl/param_build.h>
+#include <openssl/x509.h>
 #include <simdjson.h>
 #include <sodium.h>
+
+#include <algorithm>
 
 #include "common/crypto.h"
 #include "common/strings.h"
@@ -216,7 +219,14 @@ absl::StatusOr<std::shared_ptr<const Jwks>> Jwks::Parse(std::string_view json) {
                                                kid.empty() ? "" : "'", ": ",
                                                key.status().message()));
     }
-    jwks->keys_.push_back({std::string(kid), algorithm, std::move(*key)});
+    // The key's public part, for what must know it is still in the set (a job's token).
+    const int der_size = i2d_PUBKEY(key->get(), nullptr);
+    std::string der(size_t(std::max(der_size, 0)), '\0');
+    unsigned char* to = reinterpret_cast<unsigned char*>(der.data());
+    if (der_size <= 0 || i2d_PUBKEY(key->get(), &to) != der_size) {
+      return absl::InternalError(StrCat("JWKS key #", index, ": cannot encode its public part"));
+    }
+    jwks->keys_.push_back({std::string(kid), algorithm, std::move(*key), HexEncode(Sha256(der))});
   }
   if (jwks->keys_.empty()) {
     return absl::InvalidArgumentError("JWKS holds no RS256, ES256 or EdDSA signing key");
@@ -236,6 +246,11 @@ const JwksKey* Jwks::Find(std::string_view kid, JwtAlgorithm algorithm) const {
     found = &key;
   }
   return found;
+}
+
+bool Jwks::Holds(std::string_view fingerprint) const {
+  return std::any_of(keys_.begin(), keys_.end(),
+                     [&](const JwksKey& k) { return k.fingerprint == fingerprint; });
 }
 
 }  // namespace pillar::identity

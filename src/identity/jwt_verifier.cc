@@ -196,9 +196,11 @@ struct JwsHeader {
 // The principal the claims name, with the tenant, roles and attributes `options` maps from
 // them; it expires at `exp` (seconds).
 [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> PrincipalFromClaims(
-    simdjson::dom::object& claims, const JwtOptions& options, double exp) {
+    simdjson::dom::object& claims, const JwtOptions& options, double exp,
+    std::string_view signing_key) {
   auto principal = std::make_shared<Principal>();
   principal->method = AuthMethod::kJwt;
+  principal->signing_key = std::string(signing_key);
   std::string_view subject;
   if (claims[options.subject_claim].get_string().get(subject) != simdjson::SUCCESS ||
       subject.empty()) {
@@ -315,7 +317,12 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
   PILLAR_ASSIGN_OR_RETURN(const double exp,
                           CheckValidityPeriod(claims, now_us, options_.clock_skew, not_before_us));
   PILLAR_RETURN_IF_ERROR(CheckIssuerAndAudience(claims, options_));
-  return PrincipalFromClaims(claims, options_, exp);
+  return PrincipalFromClaims(claims, options_, exp, key->fingerprint);
+}
+
+bool JwtVerifier::Trusts(std::string_view signing_key) const {
+  const std::shared_ptr<const Jwks> jwks = CurrentKeys();
+  return jwks != nullptr && jwks->Holds(signing_key);
 }
 
 }  // namespace pillar::identity

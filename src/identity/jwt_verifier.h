@@ -52,6 +52,9 @@ class JwtVerifier {
 
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view token,
                                                                         int64_t now_us) const;
+  // Whether the key set holds the key of Principal::signing_key now (a job's token is run only
+  // while the key that signed it is still trusted).
+  bool Trusts(std::string_view signing_key) const;
 
  private:
   std::shared_ptr<const Jwks> CurrentKeys() const {

@@ -32,6 +32,13 @@ struct Principal {
   std::string key_id;
   // Unix microseconds after which the credential is no longer accepted; 0 when unbounded.
   int64_t expires_us = 0;
+  // What checks the credential again when a job runs as this principal (jobs/): a token's
+  // signing key (the hex SHA-256 of its SubjectPublicKeyInfo), which must still be in the JWKS;
+  // a client certificate's chain (http::Request::peer_certificate) and the listener that
+  // verified it, set when a job is submitted, which must still verify there.
+  std::string signing_key;
+  std::string certificate;
+  std::string listener;
 };
 
 }  // namespace pillar::identity

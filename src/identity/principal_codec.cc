@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "common/crypto.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
 
@@ -60,6 +61,17 @@ std::string EncodePrincipal(const Principal& principal) {
     w.EndArray();
   }
   w.EndObject();
+  // What checks the credential again (principal.h); absent when empty, as before they existed.
+  if (!principal.signing_key.empty()) {
+    w.Key("signing_key");
+    w.String(principal.signing_key);
+  }
+  if (!principal.certificate.empty()) {
+    w.Key("certificate");
+    w.String(Base64Encode(principal.certificate));
+    w.Key("listener");
+    w.String(principal.listener);
+  }
   w.EndObject();
   return std::move(w).Take();
 }
@@ -99,6 +111,21 @@ std::string EncodePrincipal(const Principal& principal) {
     absl::StatusOr<std::vector<std::string>> list = Strings(values);
     if (!list.ok()) return list.status();
     p.attributes[std::string(name)] = std::move(*list);
+  }
+  // Optional: records stored before these fields existed have none (and such a job's run
+  // refuses a token or a certificate it cannot check again: authenticator.h).
+  std::string_view signing_key, certificate, listener;
+  if (root["signing_key"].get_string().get(signing_key) == simdjson::SUCCESS) {
+    p.signing_key = std::string(signing_key);
+  }
+  if (root["certificate"].get_string().get(certificate) == simdjson::SUCCESS) {
+    absl::StatusOr<std::string> der = Base64Decode(certificate);
+    if (!der.ok() || der->empty()) return Bad("certificate is not base64");
+    if (root["listener"].get_string().get(listener) != simdjson::SUCCESS || listener.empty()) {
+      return Bad("a certificate without its listener");
+    }
+    p.certificate = std::move(*der);
+    p.listener = std::string(listener);
   }
   return p;
 }

@@ -97,8 +97,9 @@ class Exchange {
   std::string model_name;     // from the path, for model operations
   std::string model_version;  // from the path; empty means the policy's choice
   std::string remote;
-  std::string peer_identity;  // a verified client certificate's identity, on mTLS listeners
-  bool peer_unnamed = false;  // a verified certificate that names nobody (http::Request)
+  std::string peer_identity;     // a verified client certificate's identity, on mTLS listeners
+  bool peer_unnamed = false;     // a verified certificate that names nobody (http::Request)
+  std::string peer_certificate;  // its chain in DER, only on a job's submission (http::Request)
   int64_t start_ns = 0;
   int64_t timeout_ms = 0;  // what the client said it will wait (X-Pillar-Timeout-Ms); 0: unsaid
   std::string priority;    // the class the client asked for (X-Pillar-Priority); empty: unsaid

@@ -74,7 +74,20 @@ StageResult JobStage::Submit(pipeline::Exchange& ex) {
   JobRecord job;
   job.id = HexEncode(RandomBytes(16));
   job.owner = ex.principal->id;
-  job.principal = identity::EncodePrincipal(*ex.principal);
+  if (ex.principal->method == identity::AuthMethod::kMtls) {
+    // The run checks the certificate again, on the listener that verified it (a revoked or
+    // expired certificate runs no more jobs than it makes requests).
+    if (ex.peer_certificate.empty()) {
+      ex.Fail(absl::InternalError("the client certificate of this request was not kept"));
+      return StageResult::kStop;
+    }
+    identity::Principal submitter = *ex.principal;
+    submitter.certificate = ex.peer_certificate;
+    submitter.listener = std::string(ex.listener);
+    job.principal = identity::EncodePrincipal(submitter);
+  } else {
+    job.principal = identity::EncodePrincipal(*ex.principal);
+  }
   job.model = ex.model->name;
   job.version = ex.model->version_text;
   job.request = ex.body;

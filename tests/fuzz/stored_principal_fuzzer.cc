@@ -15,7 +15,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text = EncodePrincipal(*decoded);
   auto again = DecodePrincipal(text);
   if (!again.ok() || EncodePrincipal(*again) != text || again->id != decoded->id ||
-      again->method != decoded->method || again->expires_us != decoded->expires_us) {
+      again->method != decoded->method || again->expires_us != decoded->expires_us ||
+      again->certificate != decoded->certificate || again->listener != decoded->listener ||
+      again->signing_key != decoded->signing_key) {
     __builtin_trap();
   }
   return 0;

@@ -23,6 +23,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "http/server.h"
 #include "monitor/metrics.h"
@@ -217,12 +218,25 @@ std::function<void(X509_CRL*)> Numbered(long number) {
 class WhoAmI : public Handler {
  public:
   void Handle(Request request, std::shared_ptr<ResponseSink> sink) override {
+    {
+      absl::MutexLock lock(&mu_);
+      certificate_ = request.peer_certificate;
+    }
     Response response;
     response.content_type = "text/plain";
     response.body = request.peer_identity;
     if (request.peer_unnamed) response.body = "<unnamed>";
     sink->Send(std::move(response));
   }
+  // The peer_certificate of the last request.
+  std::string certificate() const {
+    absl::MutexLock lock(&mu_);
+    return certificate_;
+  }
+
+ private:
+  mutable absl::Mutex mu_;
+  std::string certificate_ ABSL_GUARDED_BY(mu_);
 };
 
 struct Exchange {
@@ -256,8 +270,7 @@ class KeptAlive {
   bool reused() const { return SSL_session_reused(ssl_.get()) == 1; }
 
   // The body of one more answer on this connection ("<no answer>" when none came whole).
-  std::string Get() {
-    const std::string request = "GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+  std::string Get(const std::string& request = "GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") {
     if (SSL_write(ssl_.get(), request.data(), int(request.size())) != int(request.size())) {
       return "<no answer>";
     }
@@ -658,6 +671,56 @@ TEST_F(TlsTest, ARevokedClientCertificateIsRefusedAndOthersAreNot) {
   server->Stop();
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("certificate revoked"), std::string::npos) << said;
+}
+
+// What a job keeps of its client (jobs/): the certificate of a request that asks to run as a job,
+// and only of such a request; checked again later as the listener verifies clients then (found
+// by review helper-67: a certificate revoked since still ran its queued jobs).
+TEST_F(TlsTest, AJobsCertificateIsVerifiedAgainAsTheListenerVerifiesClientsNow) {
+  router_.Add({"POST", "/whoami", 1, "whoami", true});
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {none.get()});
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  KeptAlive client(ctx.get(), port_);
+  EXPECT_EQ(client.Get(), "client-1");
+  EXPECT_EQ(handler_.certificate(), "");  // not a job: nothing kept
+  EXPECT_EQ(client.Get("POST /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nPrefer: respond-async\r\n"
+                       "Content-Length: 0\r\n\r\n"),
+            "client-1");
+  const std::string der = handler_.certificate();
+  const unsigned char* at = reinterpret_cast<const unsigned char*>(der.data());
+  CertPtr kept(d2i_X509(nullptr, &at, long(der.size())), X509_free);
+  ASSERT_NE(kept, nullptr);
+  EXPECT_EQ(X509_cmp(kept.get(), client_cert_.get()), 0);
+
+  absl::StatusOr<std::string> named = server->VerifyClientCertificate("data", der);
+  ASSERT_TRUE(named.ok()) << named.status();
+  EXPECT_EQ(*named, "client-1");
+  EXPECT_EQ(server->VerifyClientCertificate("admin", der).status().code(),
+            absl::StatusCode::kUnauthenticated);  // no such listener here
+  EXPECT_EQ(
+      server->VerifyClientCertificate("data", der.substr(0, der.size() / 2)).status().message(),
+      "the stored client certificate does not parse");
+  // Another CA's certificate of the same name does not verify.
+  KeyPtr rogue_key = NewKey();
+  CertPtr rogue = Issue(rogue_key.get(), "client-1", nullptr, nullptr, 3);
+  std::string rogue_der(size_t(i2d_X509(rogue.get(), nullptr)), '\0');
+  unsigned char* to = reinterpret_cast<unsigned char*>(rogue_der.data());
+  i2d_X509(rogue.get(), &to);
+  EXPECT_EQ(server->VerifyClientCertificate("data", rogue_der).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // Revoked since: refused, saying so.
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {3});  // client-1's serial
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {crl.get()}); });
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "reloaded", 1); }));
+  EXPECT_EQ(server->VerifyClientCertificate("data", der).status().message(),
+            "the client certificate no longer verifies: certificate revoked");
+  server->Stop();
 }
 
 // The CRLs are read at start and refuse every client once past their nextUpdate: when that is,

@@ -98,16 +98,32 @@ TEST_F(AuthenticatorTest, ABadCredentialNeverFallsBackToTheCertificate) {
 // encoding, and is checked again when the job runs.
 TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   Authenticator auth(keys_.get(), jwt_.get(), clients_);
+  // Stands for the listener's check (http::HttpServer::VerifyClientCertificate, tested with
+  // real certificates in the jobs integration test): "good" verifies, anything else does not.
+  auth.SetCertificateCheck(
+      [](std::string_view listener, std::string_view der) -> absl::StatusOr<std::string> {
+        if (listener == "data" && der == "good") return std::string("spiffe://acme/svc/batch");
+        if (der == "other") return std::string("spiffe://acme/svc/other");
+        return absl::UnauthenticatedError("the client certificate no longer verifies: revoked");
+      });
   const int64_t now = kNowS * 1'000'000;
   const std::string token = signer_.Sign(StrCat(
       R"({"iss":"idp","aud":"pillar","sub":"bob","roles":["admin"],"exp":)", kNowS + 60, "}"));
+  auto with_certificate = [](const Principal& p, std::string der) {
+    Principal out = p;
+    out.certificate = std::move(der);
+    out.listener = "data";
+    return out;
+  };
   for (auto who : {auth.Authenticate("Bearer " + key_.text, "", "data", now),
                    auth.Authenticate("bearer " + token, "", "data", now),
                    auth.Authenticate("", "spiffe://acme/svc/batch", "data", now)}) {
     ASSERT_TRUE(who.ok()) << who.status();
-    absl::StatusOr<Principal> decoded = DecodePrincipal(EncodePrincipal(**who));
+    const Principal stored =
+        (*who)->method == AuthMethod::kMtls ? with_certificate(**who, "good") : **who;
+    absl::StatusOr<Principal> decoded = DecodePrincipal(EncodePrincipal(stored));
     ASSERT_TRUE(decoded.ok()) << decoded.status();
-    EXPECT_EQ(EncodePrincipal(*decoded), EncodePrincipal(**who));
+    EXPECT_EQ(EncodePrincipal(*decoded), EncodePrincipal(stored));
     EXPECT_EQ(decoded->id, (*who)->id);
     EXPECT_EQ(decoded->method, (*who)->method);
     EXPECT_EQ(decoded->attributes, (*who)->attributes);
@@ -123,9 +139,36 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   Authenticator without_tokens(keys_.get(), nullptr, clients_);
   EXPECT_EQ(without_tokens.Reauthenticate(bob, now).status().code(),
             absl::StatusCode::kUnauthenticated);  // a stored token, tokens no longer configured
-  Principal cert = **auth.Authenticate("", "spiffe://acme/svc/batch", "data", now);
+  Principal cert =
+      with_certificate(**auth.Authenticate("", "spiffe://acme/svc/batch", "data", now), "good");
   Authenticator without_clients(keys_.get(), jwt_.get(), {});
   EXPECT_EQ(without_clients.Reauthenticate(cert, now).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // Found by review helper-67: a listed client's certificate was enough, revoked or not. It
+  // must still verify on its listener, naming the same client; one stored without it (before
+  // it was kept), or with no way to check it, is refused.
+  EXPECT_EQ(auth.Reauthenticate(with_certificate(cert, "revoked"), now).status().message(),
+            "the client certificate no longer verifies: revoked");
+  EXPECT_EQ(auth.Reauthenticate(with_certificate(cert, "other"), now).status().message(),
+            "the client certificate names another client now");
+  Principal unkept = cert;
+  unkept.certificate.clear();
+  EXPECT_EQ(auth.Reauthenticate(unkept, now).status().code(), absl::StatusCode::kUnauthenticated);
+  Authenticator unchecked(keys_.get(), jwt_.get(), clients_);
+  EXPECT_EQ(unchecked.Reauthenticate(cert, now).status().code(),
+            absl::StatusCode::kUnauthenticated);
+  // A token whose signing key left the JWKS (rotated away after a leak): refused.
+  testing::JwtSigner rotated = testing::JwtSigner::Make(testing::JwtSigner::kEdDsa, "e");
+  JwtOptions options;
+  options.issuer = "idp";
+  options.audiences = {"pillar"};
+  JwtVerifier rotated_verifier(options, *Jwks::Parse(testing::JwksJson({&rotated})));
+  Authenticator after_rotation(keys_.get(), &rotated_verifier, clients_);
+  EXPECT_EQ(after_rotation.Reauthenticate(bob, now).status().message(),
+            "the key that signed the token that submitted this job is no longer in the JWKS");
+  Principal unsigned_bob = bob;
+  unsigned_bob.signing_key.clear();
+  EXPECT_EQ(auth.Reauthenticate(unsigned_bob, now).status().code(),
             absl::StatusCode::kUnauthenticated);
   Principal key = **auth.Authenticate("Bearer " + key_.text, "", "data", now);
   ASSERT_TRUE(store_->RevokeKey(key_.id, now).ok());
@@ -141,6 +184,14 @@ TEST(PrincipalCodecTest, RefusesWhatItDidNotWrite) {
                           R"("roles":[],"attributes":{}})",
                           R"({"method":"jwt","id":"a","tenant":"","key_id":"","expires_us":0,)"
                           R"("roles":[1],"attributes":{}})"}) {
+    EXPECT_EQ(DecodePrincipal(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
+  }
+  // A certificate that is not base64, or comes without its listener.
+  for (const char* bad : {R"({"method":"mtls","id":"mtls:a","tenant":"","key_id":"",)"
+                          R"("expires_us":0,"roles":[],"attributes":{},"certificate":"%%",)"
+                          R"("listener":"data"})",
+                          R"({"method":"mtls","id":"mtls:a","tenant":"","key_id":"",)"
+                          R"("expires_us":0,"roles":[],"attributes":{},"certificate":"AAAA"})"}) {
     EXPECT_EQ(DecodePrincipal(bad).status().code(), absl::StatusCode::kDataLoss) << bad;
   }
 }

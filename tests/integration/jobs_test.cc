@@ -5,6 +5,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <thread>
@@ -338,6 +339,108 @@ TEST_F(JobsTest, RevokingTheKeyStopsItsQueuedJobs) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   EXPECT_NE(line.find("\"status\":401"), std::string::npos) << line;
+}
+
+std::string Shell(const std::string& command) {
+  std::string out;
+  if (FILE* pipe = ::popen(command.c_str(), "r")) {
+    char buffer[4096];
+    for (size_t n; (n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0;) out.append(buffer, n);
+    ::pclose(pipe);
+  }
+  return out;
+}
+
+// The status of the run of job `id` in the access log (its "jobs" listener line); 0 while none.
+int RunStatus(const std::filesystem::path& access_log, const std::string& id) {
+  std::ifstream in(access_log);
+  int status = 0;
+  for (std::string l; std::getline(in, l);) {
+    if (l.find("\"listener\":\"jobs\"") == std::string::npos || l.find(id) == std::string::npos) {
+      continue;
+    }
+    const size_t at = l.find("\"status\":");
+    if (at != std::string::npos) status = std::atoi(l.c_str() + at + 9);
+  }
+  return status;
+}
+
+// Found by review helper-67: a job submitted with a client certificate was checked at its run only
+// for the client still being listed, so a certificate revoked since still ran its queued jobs.
+// The job keeps the certificate and its run verifies it again against the listener's current
+// CRLs, as a request would be (a revoked certificate no longer even connects).
+TEST(JobsMtlsTest, ACertificateRevokedSinceRunsNoneOfItsQueuedJobs) {
+  testing::ServerProcess server;
+  const std::string d = server.dir().string();
+  const std::string quiet = " >/dev/null 2>&1";
+  std::ofstream(d + "/ca.cnf") << "[ca]\ndefault_ca = d\n[d]\ndatabase = " << d
+                               << "/index.txt\ncrlnumber = " << d
+                               << "/crlnumber\ndefault_md = sha256\ndefault_crl_days = 1\n";
+  std::ofstream(d + "/index.txt");
+  std::ofstream(d + "/crlnumber") << "01\n";
+  const std::string ca = " -config " + d + "/ca.cnf -keyfile ca.key -cert ca.pem";
+  ASSERT_EQ(std::system(("cd " + d +
+                         " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+                         " -days 1 -subj /CN=test-ca -keyout ca.key -out ca.pem" +
+                         quiet +
+                         " && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+                         " -days 1 -subj /CN=127.0.0.1 -keyout server.key -out server.pem" +
+                         quiet +
+                         " && openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes"
+                         " -subj /CN=batch-service -keyout client.key -out client.csr" +
+                         quiet +
+                         " && openssl x509 -req -in client.csr -CA ca.pem -CAkey ca.key"
+                         " -CAcreateserial -days 1 -out client.pem" +
+                         quiet + " && openssl ca" + ca + " -gencrl -out ca.crl" + quiet +
+                         " && chmod 600 server.key")
+                            .c_str()),
+            0);
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "slow", 2500);
+  server.SetStore(store);
+  server.AddDataConfig("tls_certificate = \"" + d + "/server.pem\"\ntls_private_key = \"" + d +
+                       "/server.key\"\nclient_ca = \"" + d + "/ca.pem\"\nclient_crl = \"" + d +
+                       "/ca.crl\"\nclient_certificates = \"require\"\ntls_reload_ms = 50\n");
+  server.AddConfig(
+      "[[mtls_client]]\nidentity = \"batch-service\"\ntenant = \"demo\"\nroles = "
+      "[\"user\"]\n[jobs]\nworkers = 1\nlease_ms = 1000\npoll_ms = 50\nrun_timeout_ms = 8000\n");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string curl = "curl -sk --max-time 10 --cert " + d + "/client.pem --key " + d +
+                           "/client.key https://127.0.0.1:" + std::to_string(server.data_port());
+  std::vector<std::string> ids;
+  for (int i = 0; i < 2; ++i) {  // one worker: the second waits
+    const std::string reply = Shell(curl + "/v2/models/slow/infer -H '" + kAsync +
+                                    "' -H 'Content-Type: application/json' -d '" + kBody + "'");
+    const size_t at = reply.find("\"id\":\"");
+    ASSERT_NE(at, std::string::npos) << reply;
+    ids.push_back(reply.substr(at + 6, 32));
+  }
+  // Revoked once the first is running.
+  for (int i = 0; i < 200; ++i) {
+    if (Shell(curl + "/v2/jobs/" + ids[0]).find("\"state\":\"running\"") != std::string::npos) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(std::system(("cd " + d + " && openssl ca" + ca + " -revoke client.pem" + quiet +
+                         " && openssl ca" + ca + " -gencrl -out ca.crl.new" + quiet +
+                         " && mv ca.crl.new ca.crl")
+                            .c_str()),
+            0);
+  // The first ran under the certificate as it was; the second's run is refused once the new
+  // CRL is in use.
+  const std::filesystem::path log = server.dir() / "access.log";
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (RunStatus(log, ids[1]) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(RunStatus(log, ids[0]), 200);
+  EXPECT_EQ(RunStatus(log, ids[1]), 401);
+  // The revoked certificate no longer connects at all.
+  EXPECT_EQ(Shell(curl + "/v2/jobs/" + ids[1] + " -o /dev/null -w '%{http_code}'"), "000");
+  std::ifstream in(server.audit_log());
+  const std::string audit((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(audit.find("certificate revoked"), std::string::npos);
 }
 
 // A job's run holds its concurrency places like a request (a job cannot walk around a limit),
