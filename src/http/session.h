@@ -39,6 +39,7 @@
 #include "http/response_head.h"
 #include "http/server.h"
 #include "http/server_state.h"
+#include "http/tls_client.h"
 
 namespace pillar::http::internal {
 
@@ -159,15 +160,8 @@ class Session final : public ResponseSink,
               self->Close();
               return;
             }
-            PeerCertificate peer = PeerIdentity(self->stream_.native_handle(),
-                                                self->listener_.options.client_identity);
-            if (peer.verified && SSL_session_reused(self->stream_.native_handle()) != 1) {
-              self->listener_.tls->intermediates().Remember(
-                  SSL_get0_verified_chain(self->stream_.native_handle()));
-            }
-            self->peer_identity_ = std::move(peer.identity);
-            self->peer_verified_ = peer.verified;
-            self->peer_valid_until_ns_ = SystemClock().MonotonicNanos() + peer.valid_for_ns;
+            self->client_.Handshaken(self->stream_.native_handle(), self->listener_,
+                                     SystemClock().MonotonicNanos());
             self->WaitForRequest();
           });
     } else {
@@ -441,26 +435,14 @@ class Session final : public ResponseSink,
     request.body = std::move(message.body());
     request.remote = remote_;
     request.received_ns = SystemClock().MonotonicNanos();
-    // A connection made before the listener's TLS files changed: its client is checked again,
-    // and it closes after this answer, so that its context (the old CRLs with it) goes and no
-    // client keeps one alive (found by review helper-64).
+    ReadPillarHeaders(message, request);
+    // A connection made before the listener's TLS files changed closes after this answer, its
+    // client checked again first (TlsClient::Check).
     bool same_tls_files = true;
     if constexpr (kTls) {
-      if (listener_.tls->generation() != tls_.generation) {
-        same_tls_files = false;
-        if (peer_verified_ && listener_.tls->verify_generation() != tls_.verify_generation) {
-          VerifyPeerAgain(request.received_ns);
-        }
-      }
-    }
-    // A connection kept alive past its certificate's end names nobody from then on.
-    if (request.received_ns < peer_valid_until_ns_) request.peer_identity = peer_identity_;
-    request.peer_unnamed = peer_verified_ && request.peer_identity.empty();
-    ReadPillarHeaders(message, request);
-    if constexpr (kTls) {
-      if (request.respond_async && !request.peer_identity.empty()) {
-        request.peer_certificate = PeerChainDer(stream_.native_handle());
-      }
+      SSL* ssl = stream_.native_handle();
+      same_tls_files = client_.Check(ssl, listener_, core_, remote_, tls_, request.received_ns);
+      client_.Name(ssl, request);
     }
     keep_alive_ = message.keep_alive() && same_tls_files;
     http10_ = message.version() == 10;
@@ -634,26 +616,6 @@ class Session final : public ResponseSink,
     Close();
   }
 
-  // The listener's TLS files changed since this client was verified (a new CRL, a new CA
-  // bundle): its chain is checked against the current ones before this request is read as its.
-  // A client that no longer verifies names nobody.
-  void VerifyPeerAgain(int64_t now_ns) {
-    const ListenerTls::Current current = listener_.tls->Get();
-    SSL* ssl = stream_.native_handle();
-    const X509Stack untrusted = listener_.tls->intermediates().With(SSL_get_peer_cert_chain(ssl));
-    PeerCertificate peer = ReverifyPeer(ssl, current.context->native_handle(), untrusted.get(),
-                                        listener_.options.client_identity);
-    tls_.generation = current.generation;
-    tls_.verify_generation = current.verify_generation;
-    listener_.Rechecked(core_, remote_, peer.verified, peer.failure, now_ns);
-    if (!peer.verified) {
-      peer_identity_.clear();
-      return;
-    }
-    peer_identity_ = std::move(peer.identity);
-    peer_valid_until_ns_ = now_ns + peer.valid_for_ns;
-  }
-
   void Shutdown() {
     if constexpr (kTls) {
       Arm(Waiting::kShutdown, absl::Seconds(2));
@@ -707,9 +669,7 @@ class Session final : public ResponseSink,
   bool keep_alive_ = true;
   bool http10_ = false;
   std::string remote_;
-  std::string peer_identity_;        // from the client certificate, fixed for the connection
-  int64_t peer_valid_until_ns_ = 0;  // monotonic: the certificate's notAfter
-  bool peer_verified_ = false;       // a certificate came and verified (named or not)
+  TlsClient client_;  // a TLS connection's client certificate, kept current
   std::string extra_header_;
 };
 
