@@ -338,6 +338,7 @@ absl::Status FileAuditStore::RecoverHead(uint64_t size) {
 
 absl::Status FileAuditStore::Commit(std::span<const EncodedRecord> records,
                                     std::string_view lines) {
+  if (!behind_) behind_.emplace(end_);
   absl::Status written = WriteAll(fd_, lines, end_);
   if (!written.ok()) {
     // Take back whatever part of the batch reached the file (ENOSPC halfway). Should that fail
@@ -355,6 +356,7 @@ absl::Status FileAuditStore::Commit(std::span<const EncodedRecord> records,
     head_ = ChainHead{.next_seq = records.back().seq + 1, .chain = records.back().chain};
   }
   end_ += lines.size();
+  behind_->Wrote(fd_, end_);
   Abort();
   return absl::OkStatus();
 }

@@ -21,11 +21,13 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "audit/audit_store.h"
+#include "common/drop_behind.h"
 #include "common/env.h"
 
 namespace pillar::audit {
@@ -86,6 +88,9 @@ class FileAuditStore final : public AuditStore {
   // commits and by the records it checked; kept when a check fails, so a log altered under the
   // store stays refused until what it knows is back.
   uint64_t end_ = UINT64_MAX;
+  // What this writer appended is dropped from the page cache behind it (common/drop_behind.h);
+  // from the end the file had at its first commit.
+  std::optional<DropBehind> behind_;
   uint64_t last_start_ = 0;
   ChainHead head_;
   uint64_t repaired_bytes_ = 0;

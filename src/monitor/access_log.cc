@@ -187,6 +187,15 @@ void AccessLog::WriteOut() {
   }
   failing_ = !ok;
   writing_.clear();
+  unadvised_bytes_ += written;
+  if (!stream_ && unadvised_bytes_ >= DropBehind::kStep) {
+    unadvised_bytes_ = 0;
+    struct stat st;
+    if (::fstat(fd_, &st) == 0) {
+      if (!behind_) behind_.emplace(uint64_t(st.st_size) - std::min<uint64_t>(st.st_size, written));
+      behind_->Wrote(fd_, uint64_t(st.st_size));
+    }
+  }
 }
 
 size_t AccessLog::WriteSome(std::string_view data) const {

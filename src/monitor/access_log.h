@@ -12,7 +12,9 @@
 // Write() is thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -20,6 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "common/drop_behind.h"
 #include "common/wakeup.h"
 
 namespace pillar::monitor {
@@ -89,6 +92,11 @@ class AccessLog {
   bool failing_ ABSL_GUARDED_BY(write_mu_) = false;
   int64_t failed_lines_ ABSL_GUARDED_BY(write_mu_) = 0;  // lost to failed writes this episode
   bool cut_line_ ABSL_GUARDED_BY(write_mu_) = false;     // a write stopped inside a line
+  // A regular file's lines are dropped from the page cache behind the writer
+  // (common/drop_behind.h), looked at each DropBehind::kStep bytes written (the file may be
+  // appended to by others: its end is read then).
+  std::optional<DropBehind> behind_ ABSL_GUARDED_BY(write_mu_);
+  uint64_t unadvised_bytes_ ABSL_GUARDED_BY(write_mu_) = 0;
   absl::Mutex mu_;
   std::string buffer_ ABSL_GUARDED_BY(mu_);
   int64_t lost_lines_ ABSL_GUARDED_BY(mu_) = 0;  // since the last message that said so
