@@ -140,6 +140,13 @@ std::string OpenPhraseExpression(std::string_view phrase) {
     return absl::InvalidArgumentError(StrCat("deny rule '", rule.name, "' has more than ",
                                              DenyList::kMaxEntriesPerRule, " entries"));
   }
+  for (const std::string& phrase : rule.words) {
+    if (PhraseWords(phrase).size() > DenyList::kMaxPhraseWords) {
+      return absl::InvalidArgumentError(StrCat("deny rule '", rule.name,
+                                               "': a phrase has more than ",
+                                               DenyList::kMaxPhraseWords, " words"));
+    }
+  }
   for (const auto* list : {&rule.words, &rule.patterns}) {
     for (const std::string& entry : *list) {
       if (entry.empty() || entry.size() > DenyList::kMaxEntryBytes) {

@@ -45,6 +45,11 @@ class DenyList {
   static constexpr size_t kMaxRules = 256;
   static constexpr size_t kMaxEntriesPerRule = 4096;
   static constexpr size_t kMaxEntryBytes = 1024;
+  // Words of one phrase: RE2's DFA for a phrase of many repeated words ("a a a ... z") holds a
+  // state per word, each as large as the phrase, and past its memory falls back to the NFA, whose
+  // time grows with the words alive at once (found by review helper-69: 512 words, 4 KB of
+  // streamed text took over 20 s).
+  static constexpr size_t kMaxPhraseWords = 64;
 
   // InvalidArgument naming the rule and what is wrong (a pattern that does not compile, an
   // empty rule, a bound passed).

@@ -69,9 +69,10 @@ size_t ReleasePoint(std::string_view text, const FoldedText& kept, const GuardCo
   // A deny phrase the text's end may still complete is held back from its start however far
   // its first word is, the window being counted in bytes and a phrase's words parted by any
   // run of what parts them (found by review helper-68: dashes, underscores, combining marks,
-  // braille blanks or C1 controls between the words). Past the bound, the padding is said.
-  const size_t open = config.deny != nullptr && release < text.size() ? config.deny->OpenStart(text)
-                                                                      : std::string_view::npos;
+  // braille blanks or C1 controls between the words). Past the bound, the padding is said. With
+  // no window too (hold_back_bytes = 0: found by review helper-69).
+  const size_t open =
+      config.deny != nullptr ? config.deny->OpenStart(text) : std::string_view::npos;
   if (open < release) {
     if (holdable(open)) {
       release = open;
