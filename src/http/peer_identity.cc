@@ -198,17 +198,51 @@ bool AppendDer(X509* cert, std::string& out) {
   return i2d_X509(cert, &to) == size;
 }
 
+using StoreCheck = std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)>;
+
+// `cert` verified as OpenSSL verifies a client in a handshake (ssl_verify_cert_chain) against
+// `current`: the store's parameters (the CRL checks), the security level's key sizes and digests
+// (found by review helper-64), the TLS client purpose, then the context's own parameters. Null,
+// with `failure` said, when it does not verify.
+StoreCheck Verify(X509* cert, SSL_CTX* current, STACK_OF(X509) * untrusted, std::string& failure) {
+  StoreCheck check(X509_STORE_CTX_new(), X509_STORE_CTX_free);
+  if (cert == nullptr) {
+    failure = "no certificate";
+    return StoreCheck(nullptr, X509_STORE_CTX_free);
+  }
+  if (check == nullptr ||
+      X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert, untrusted) != 1) {
+    failure = "cannot set up the certificate check";
+    return StoreCheck(nullptr, X509_STORE_CTX_free);
+  }
+  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(check.get());
+  X509_VERIFY_PARAM_set_auth_level(param, SSL_CTX_get_security_level(current));
+  if (X509_STORE_CTX_set_default(check.get(), "ssl_client") != 1 ||
+      X509_VERIFY_PARAM_set1(param, SSL_CTX_get0_param(current)) != 1) {
+    failure = "cannot set up the certificate check";
+    return StoreCheck(nullptr, X509_STORE_CTX_free);
+  }
+  if (X509_verify_cert(check.get()) != 1) {
+    failure = X509_verify_cert_error_string(X509_STORE_CTX_get_error(check.get()));
+    return StoreCheck(nullptr, X509_STORE_CTX_free);
+  }
+  return check;
+}
+
 }  // namespace
 
-std::string PeerChainDer(SSL* ssl) {
+std::string VerifiedChainDer(SSL* ssl, SSL_CTX* current, STACK_OF(X509) * untrusted,
+                             size_t max_bytes) {
+  std::string failure;
+  const StoreCheck check = Verify(SSL_get0_peer_certificate(ssl), current, untrusted, failure);
+  if (check == nullptr) return std::string();
+  STACK_OF(X509)* chain = X509_STORE_CTX_get0_chain(check.get());
+  // Without its last certificate, the trust anchor, which must still be in client_ca when the
+  // chain is checked again; a client certificate that is its own anchor is kept.
+  const int kept = std::max(1, sk_X509_num(chain) - 1);
   std::string der;
-  X509* cert = SSL_get0_peer_certificate(ssl);
-  if (cert == nullptr || !AppendDer(cert, der)) return std::string();
-  // The server's view of the chain a client sent holds no leaf; a resumed session holds none.
-  STACK_OF(X509)* sent = SSL_get_peer_cert_chain(ssl);
-  for (int i = 0; sent != nullptr && i < sk_X509_num(sent); ++i) {
-    X509* other = sk_X509_value(sent, i);
-    if (X509_cmp(other, cert) != 0 && !AppendDer(other, der)) return std::string();
+  for (int i = 0; i < kept; ++i) {
+    if (!AppendDer(sk_X509_value(chain, i), der) || der.size() > max_bytes) return std::string();
   }
   return der;
 }
@@ -216,31 +250,8 @@ std::string PeerChainDer(SSL* ssl) {
 PeerCertificate ReverifyCertificate(X509* cert, SSL_CTX* current, STACK_OF(X509) * untrusted,
                                     ListenerOptions::ClientIdentity which) {
   PeerCertificate failed;
-  if (cert == nullptr) {
-    failed.failure = "no certificate";
-    return failed;
-  }
-  std::unique_ptr<X509_STORE_CTX, decltype(&X509_STORE_CTX_free)> check(X509_STORE_CTX_new(),
-                                                                        X509_STORE_CTX_free);
-  // As OpenSSL verifies a client in a handshake (ssl_verify_cert_chain): the store's parameters
-  // (the CRL checks), the security level's key sizes and digests (found by review helper-64),
-  // the TLS client purpose, then the context's own parameters.
-  if (check == nullptr ||
-      X509_STORE_CTX_init(check.get(), SSL_CTX_get_cert_store(current), cert, untrusted) != 1) {
-    failed.failure = "cannot set up the certificate check";
-    return failed;
-  }
-  X509_VERIFY_PARAM* param = X509_STORE_CTX_get0_param(check.get());
-  X509_VERIFY_PARAM_set_auth_level(param, SSL_CTX_get_security_level(current));
-  if (X509_STORE_CTX_set_default(check.get(), "ssl_client") != 1 ||
-      X509_VERIFY_PARAM_set1(param, SSL_CTX_get0_param(current)) != 1) {
-    failed.failure = "cannot set up the certificate check";
-    return failed;
-  }
-  if (X509_verify_cert(check.get()) != 1) {
-    failed.failure = X509_verify_cert_error_string(X509_STORE_CTX_get_error(check.get()));
-    return failed;
-  }
+  const StoreCheck check = Verify(cert, current, untrusted, failed.failure);
+  if (check == nullptr) return failed;
   return Named(cert, EarliestEnd(X509_STORE_CTX_get0_chain(check.get()), current), which);
 }
 

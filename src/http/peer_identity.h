@@ -50,9 +50,15 @@ PeerCertificate ReverifyPeer(SSL* ssl, SSL_CTX* current, stack_st_X509* untruste
 PeerCertificate ReverifyCertificate(X509* cert, SSL_CTX* current, stack_st_X509* untrusted,
                                     ListenerOptions::ClientIdentity which);
 
-// The client certificate of `ssl`, then the certificates it sent with it, each in DER, one
-// after the other; empty without one. What a job keeps to check its client again.
-std::string PeerChainDer(SSL* ssl);
+// The chain the client of `ssl` verifies with now under `current` (with `untrusted` as
+// ReverifyPeer takes it), its certificate first, without the trust anchor, each in DER, one after
+// the other: what a job keeps to check its client again when it runs. Only certificates of the
+// verified chain, never others the client sent (found by review helper-69: a client could store
+// 100 KiB of them with each job), nor the resumed session's lack of them (a chain built with the
+// listener's intermediates, not lost at a restart). Empty when it does not verify, or when it
+// takes more than `max_bytes`.
+std::string VerifiedChainDer(SSL* ssl, SSL_CTX* current, stack_st_X509* untrusted,
+                             size_t max_bytes);
 
 // Why a handshake failed, for the listener's log: `error` ("certificate verify failed"), and
 // when the client's certificate was what failed, why ("certificate revoked", "CRL has expired").

@@ -442,7 +442,7 @@ class Session final : public ResponseSink,
     if constexpr (kTls) {
       SSL* ssl = stream_.native_handle();
       same_tls_files = client_.Check(ssl, listener_, core_, remote_, tls_, request.received_ns);
-      client_.Name(ssl, request);
+      client_.Name(ssl, listener_, request);
     }
     keep_alive_ = message.keep_alive() && same_tls_files;
     http10_ = message.version() == 10;

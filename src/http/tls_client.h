@@ -52,14 +52,20 @@ class TlsClient {
     return false;
   }
 
+  // The most a job keeps of its client's chain (a leaf and two intermediates take 3 to 6 KiB).
+  static constexpr size_t kMaxKeptChain = 32 * 1024;
+
   // The request's client: its identity while the certificate's chain has not ended (a connection
   // kept alive past it names nobody from then on), whether a verified certificate names nobody,
   // and, for a request that will run as a job, the chain the job checks again when it runs.
-  void Name(SSL* ssl, Request& request) const {
+  void Name(SSL* ssl, const Listener& listener, Request& request) const {
     if (request.received_ns < valid_until_ns_) request.peer_identity = identity_;
     request.peer_unnamed = verified_ && request.peer_identity.empty();
     if (request.respond_async && !request.peer_identity.empty()) {
-      request.peer_certificate = PeerChainDer(ssl);
+      const ListenerTls::Current current = listener.tls->Get();
+      const X509Stack untrusted = listener.tls->intermediates().With(SSL_get_peer_cert_chain(ssl));
+      request.peer_certificate =
+          VerifiedChainDer(ssl, current.context->native_handle(), untrusted.get(), kMaxKeptChain);
     }
   }
 

@@ -248,9 +248,4 @@ const JwksKey* Jwks::Find(std::string_view kid, JwtAlgorithm algorithm) const {
   return found;
 }
 
-bool Jwks::Holds(std::string_view fingerprint) const {
-  return std::any_of(keys_.begin(), keys_.end(),
-                     [&](const JwksKey& k) { return k.fingerprint == fingerprint; });
-}
-
 }  // namespace pillar::identity

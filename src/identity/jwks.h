@@ -38,8 +38,6 @@ class Jwks {
   // is what stops algorithm confusion (an RSA public key used as an HMAC secret).
   const JwksKey* Find(std::string_view kid, JwtAlgorithm algorithm) const;
   const std::vector<JwksKey>& keys() const { return keys_; }
-  // Whether a key of this fingerprint is in the set.
-  bool Holds(std::string_view fingerprint) const;
 
  private:
   std::vector<JwksKey> keys_;

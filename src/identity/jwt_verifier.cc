@@ -201,6 +201,7 @@ struct JwsHeader {
   auto principal = std::make_shared<Principal>();
   principal->method = AuthMethod::kJwt;
   principal->signing_key = std::string(signing_key);
+  principal->issuer = options.issuer;
   std::string_view subject;
   if (claims[options.subject_claim].get_string().get(subject) != simdjson::SUCCESS ||
       subject.empty()) {
@@ -317,12 +318,33 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
   PILLAR_ASSIGN_OR_RETURN(const double exp,
                           CheckValidityPeriod(claims, now_us, options_.clock_skew, not_before_us));
   PILLAR_RETURN_IF_ERROR(CheckIssuerAndAudience(claims, options_));
-  return PrincipalFromClaims(claims, options_, exp, key->fingerprint);
+  // What a job's run checks again (Trusts): the key as this token named it, and the issuer.
+  return PrincipalFromClaims(
+      claims, options_, exp,
+      StrCat(JwtAlgorithmName(header.alg), ":", key->fingerprint, ":", header.kid));
 }
 
-bool JwtVerifier::Trusts(std::string_view signing_key) const {
+bool JwtVerifier::Trusts(const Principal& stored) const {
+  if (stored.issuer != options_.issuer) return false;
+  // "<alg>:<fingerprint>:<kid>": the key the token's header named, looked up as a request's
+  // token would be now (the same kid, the same algorithm), which must be the same key.
+  const std::string_view key = stored.signing_key;
+  const size_t alg_end = key.find(':');
+  if (alg_end == std::string_view::npos) return false;
+  const std::string_view alg = key.substr(0, alg_end);
+  const std::string_view rest = key.substr(alg_end + 1);
+  const size_t fingerprint_end = rest.find(':');
+  if (fingerprint_end == std::string_view::npos) return false;
+  const std::string_view fingerprint = rest.substr(0, fingerprint_end);
+  const std::string_view kid = rest.substr(fingerprint_end + 1);
   const std::shared_ptr<const Jwks> jwks = CurrentKeys();
-  return jwks != nullptr && jwks->Holds(signing_key);
+  if (jwks == nullptr) return false;
+  for (JwtAlgorithm a : {JwtAlgorithm::kRs256, JwtAlgorithm::kEs256, JwtAlgorithm::kEdDsa}) {
+    if (JwtAlgorithmName(a) != alg) continue;
+    const JwksKey* found = jwks->Find(kid, a);
+    return found != nullptr && found->fingerprint == fingerprint;
+  }
+  return false;
 }
 
 }  // namespace pillar::identity

@@ -52,9 +52,11 @@ class JwtVerifier {
 
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Verify(std::string_view token,
                                                                         int64_t now_us) const;
-  // Whether the key set holds the key of Principal::signing_key now (a job's token is run only
-  // while the key that signed it is still trusted).
-  bool Trusts(std::string_view signing_key) const;
+  // Whether a token this verifier accepted for `stored` (a job's principal) would still be
+  // accepted now as far as its issuer and key go: the same issuer is trusted, and the kid its
+  // header named (Principal::signing_key) finds the same key in the JWKS (found by review
+  // helper-69: the same key republished under another kid refuses the token, not its job).
+  bool Trusts(const Principal& stored) const;
 
  private:
   std::shared_ptr<const Jwks> CurrentKeys() const {

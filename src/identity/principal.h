@@ -33,10 +33,12 @@ struct Principal {
   // Unix microseconds after which the credential is no longer accepted; 0 when unbounded.
   int64_t expires_us = 0;
   // What checks the credential again when a job runs as this principal (jobs/): a token's
-  // signing key (the hex SHA-256 of its SubjectPublicKeyInfo), which must still be in the JWKS;
-  // a client certificate's chain (http::Request::peer_certificate) and the listener that
-  // verified it, set when a job is submitted, which must still verify there.
+  // signing key as its header named it ("<alg>:<hex SHA-256 of the key's SubjectPublicKeyInfo>:
+  // <kid>"), which the JWKS must still give for that kid, and its issuer, which must still be
+  // the trusted one; a client certificate's chain (http::Request::peer_certificate) and the
+  // listener that verified it, set when a job is submitted, which must still verify there.
   std::string signing_key;
+  std::string issuer;
   std::string certificate;
   std::string listener;
 };

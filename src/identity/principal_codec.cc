@@ -65,6 +65,8 @@ std::string EncodePrincipal(const Principal& principal) {
   if (!principal.signing_key.empty()) {
     w.Key("signing_key");
     w.String(principal.signing_key);
+    w.Key("issuer");
+    w.String(principal.issuer);
   }
   if (!principal.certificate.empty()) {
     w.Key("certificate");
@@ -116,7 +118,12 @@ std::string EncodePrincipal(const Principal& principal) {
   // refuses a token or a certificate it cannot check again: authenticator.h).
   std::string_view signing_key, certificate, listener;
   if (root["signing_key"].get_string().get(signing_key) == simdjson::SUCCESS) {
+    std::string_view issuer;
+    if (root["issuer"].get_string().get(issuer) != simdjson::SUCCESS) {
+      return Bad("a signing key without its issuer");
+    }
     p.signing_key = std::string(signing_key);
+    p.issuer = std::string(issuer);
   }
   if (root["certificate"].get_string().get(certificate) == simdjson::SUCCESS) {
     absl::StatusOr<std::string> der = Base64Decode(certificate);

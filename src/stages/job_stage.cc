@@ -78,7 +78,9 @@ StageResult JobStage::Submit(pipeline::Exchange& ex) {
     // The run checks the certificate again, on the listener that verified it (a revoked or
     // expired certificate runs no more jobs than it makes requests).
     if (ex.peer_certificate.empty()) {
-      ex.Fail(absl::InternalError("the client certificate of this request was not kept"));
+      ex.Fail(absl::InvalidArgumentError(
+          "the client certificate's chain cannot be kept with the job: it does not verify now, "
+          "or is longer than 32 KiB"));
       return StageResult::kStop;
     }
     identity::Principal submitter = *ex.principal;

@@ -97,9 +97,11 @@ absl::Status SqliteJobTable::Rollback(absl::Status status) {
 
 absl::Status SqliteJobTable::Put(const JobRecord& job, const JobQuota& quota) {
   PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "BEGIN IMMEDIATE"));
-  Statement count(db_,
-                  "SELECT COUNT(*), COALESCE(SUM(state IN ('queued', 'running')), 0), "
-                  "COALESCE(SUM(length(request) + length(result)), 0) FROM jobs WHERE owner = ?");
+  Statement count(
+      db_,
+      "SELECT COUNT(*), COALESCE(SUM(state IN ('queued', 'running')), 0), "
+      "COALESCE(SUM(length(request) + length(result) + length(principal)), 0) FROM jobs "
+      "WHERE owner = ?");
   if (!count.ok()) return Rollback(SqliteError(db_, "prepare job count"));
   count.Bind(1, job.owner);
   if (sqlite3_step(count.get()) != SQLITE_ROW) return Rollback(SqliteError(db_, "job count"));
@@ -111,7 +113,7 @@ absl::Status SqliteJobTable::Put(const JobRecord& job, const JobQuota& quota) {
     refused = StrCat("has ", unfinished, " unfinished jobs, the most allowed; wait for some first");
   } else if (jobs >= quota.max_jobs) {
     refused = StrCat("has ", jobs, " jobs kept, the most allowed, until finished ones expire");
-  } else if (bytes + int64_t(job.request.size()) > quota.max_bytes) {
+  } else if (bytes + int64_t(job.request.size() + job.principal.size()) > quota.max_bytes) {
     refused = StrCat("keeps ", bytes, " bytes of jobs; this one would pass the most allowed, ",
                      quota.max_bytes);
   }
@@ -240,9 +242,9 @@ absl::StatusOr<bool> SqliteJobTable::EndRun(const JobRecord& job, int64_t max_ow
   // would pass it is replaced by an error saying so (checked in the same transaction).
   PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "BEGIN IMMEDIATE"));
   Statement kept(db_,
-                 "SELECT COALESCE(SUM(length(result) + CASE WHEN id = ?1 THEN 0 ELSE "
-                 "length(request) END), 0) FROM jobs WHERE owner = (SELECT owner FROM jobs WHERE "
-                 "id = ?1)");
+                 "SELECT COALESCE(SUM(length(result) + length(principal) + CASE WHEN id = ?1 "
+                 "THEN 0 ELSE length(request) END), 0) FROM jobs WHERE owner = (SELECT owner "
+                 "FROM jobs WHERE id = ?1)");
   if (!kept.ok()) return Rollback(SqliteError(db_, "prepare job bytes"));
   kept.Bind(1, job.id);
   if (sqlite3_step(kept.get()) != SQLITE_ROW) return Rollback(SqliteError(db_, "job bytes"));

@@ -17,7 +17,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (!again.ok() || EncodePrincipal(*again) != text || again->id != decoded->id ||
       again->method != decoded->method || again->expires_us != decoded->expires_us ||
       again->certificate != decoded->certificate || again->listener != decoded->listener ||
-      again->signing_key != decoded->signing_key) {
+      again->signing_key != decoded->signing_key || again->issuer != decoded->issuer) {
     __builtin_trap();
   }
   return 0;

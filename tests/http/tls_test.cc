@@ -697,6 +697,22 @@ TEST_F(TlsTest, AJobsCertificateIsVerifiedAgainAsTheListenerVerifiesClientsNow) 
   CertPtr kept(d2i_X509(nullptr, &at, long(der.size())), X509_free);
   ASSERT_NE(kept, nullptr);
   EXPECT_EQ(X509_cmp(kept.get(), client_cert_.get()), 0);
+  // Only the verified chain without its anchor: here the client's certificate alone, however
+  // many others the client sent (found by review helper-69: each job kept them all).
+  EXPECT_EQ(at, reinterpret_cast<const unsigned char*>(der.data()) + der.size());
+  {
+    CtxPtr padded_ctx = ClientContext(TLS1_3_VERSION);
+    for (long serial = 100; serial < 110; ++serial) {
+      KeyPtr junk_key = NewKey();
+      CertPtr junk = Issue(junk_key.get(), "junk", nullptr, nullptr, serial);
+      ASSERT_EQ(SSL_CTX_add_extra_chain_cert(padded_ctx.get(), junk.release()), 1);
+    }
+    KeptAlive padded(padded_ctx.get(), port_);
+    EXPECT_EQ(padded.Get("POST /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nPrefer: respond-async\r\n"
+                         "Content-Length: 0\r\n\r\n"),
+              "client-1");
+    EXPECT_EQ(handler_.certificate(), der);
+  }
 
   absl::StatusOr<std::string> named = server->VerifyClientCertificate("data", der);
   ASSERT_TRUE(named.ok()) << named.status();

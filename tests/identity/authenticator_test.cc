@@ -164,8 +164,29 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   options.audiences = {"pillar"};
   JwtVerifier rotated_verifier(options, *Jwks::Parse(testing::JwksJson({&rotated})));
   Authenticator after_rotation(keys_.get(), &rotated_verifier, clients_);
-  EXPECT_EQ(after_rotation.Reauthenticate(bob, now).status().message(),
-            "the key that signed the token that submitted this job is no longer in the JWKS");
+  const std::string not_now =
+      "the token that submitted this job would not be accepted now: its issuer is no longer the "
+      "trusted one, or the JWKS no longer gives its key for its kid";
+  EXPECT_EQ(after_rotation.Reauthenticate(bob, now).status().message(), not_now);
+  // The same key republished under another kid: the token's header names a kid the set no
+  // longer has, so the token would be refused, and so is its job (found by review helper-69).
+  std::string renamed = signer_.Jwk();
+  const size_t kid_at = renamed.find("\"kid\":\"e\"");
+  ASSERT_NE(kid_at, std::string::npos) << renamed;
+  renamed.replace(kid_at, 9, "\"kid\":\"e2\"");
+  JwtVerifier renamed_verifier(options, *Jwks::Parse("{\"keys\":[" + renamed + "]}"));
+  EXPECT_FALSE(renamed_verifier.Verify(token, now).ok());
+  Authenticator after_rename(keys_.get(), &renamed_verifier, clients_);
+  EXPECT_EQ(after_rename.Reauthenticate(bob, now).status().message(), not_now);
+  // Another issuer trusted since (a restart with a new [jwt] issuer): refused too.
+  JwtOptions other_issuer = options;
+  other_issuer.issuer = "other-idp";
+  JwtVerifier other_verifier(other_issuer, *Jwks::Parse(testing::JwksJson({&signer_})));
+  Authenticator after_issuer(keys_.get(), &other_verifier, clients_);
+  EXPECT_EQ(after_issuer.Reauthenticate(bob, now).status().message(), not_now);
+  // The same issuer and key: accepted.
+  JwtVerifier same_verifier(options, *Jwks::Parse(testing::JwksJson({&signer_})));
+  EXPECT_TRUE(Authenticator(keys_.get(), &same_verifier, clients_).Reauthenticate(bob, now).ok());
   Principal unsigned_bob = bob;
   unsigned_bob.signing_key.clear();
   EXPECT_EQ(auth.Reauthenticate(unsigned_bob, now).status().code(),

@@ -168,6 +168,12 @@ TEST_F(JobTableTest, AnOwnerMayKeepOnlySoManyJobsAndBytesAndAFinishedJobDropsIts
   ASSERT_TRUE(store_->PutJob(Job("c", "key:1", 12), quota).ok());  // 2 + 20 + 20
   EXPECT_EQ(store_->PutJob(Job("d", "key:1", 13), quota).code(),   // a 4th job, finished or not
             absl::StatusCode::kResourceExhausted);
+  // The stored principal counts too (found by review helper-69: a client certificate's chain
+  // kept with each job was not counted).
+  JobRecord heavy = Job("e", "key:2", 14);
+  heavy.request = "x";
+  heavy.principal = std::string(60, 'p');
+  EXPECT_EQ(store_->PutJob(heavy, quota).code(), absl::StatusCode::kResourceExhausted);
 }
 
 TEST_F(JobTableTest, AHeldBackRunIsNotCounted) {
