@@ -282,6 +282,9 @@ deny = [{ name = "leak", words = ["the quarterly numbers for the northern region
   r = ScreenPrefix("see project " + std::string(kMaxHeldRun + 1000, 'Q'), denying, 32, false);
   EXPECT_FALSE(r.padded);
   EXPECT_NE(r.released.find("project"), std::string::npos);
+  // With no window too (found by review helper-69: hold_back_bytes = 0 let the first word out).
+  r = ScreenPrefix("the project ", denying, 0, false);
+  EXPECT_EQ(r.released, "the");
   // Past the bound, the padding is said (a stream ends), the start not let go.
   r = ScreenPrefix("see project" + repeat(" -", int(kMaxHeldRun)), denying, 32, false);
   EXPECT_TRUE(r.padded);
