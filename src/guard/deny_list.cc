@@ -96,15 +96,12 @@ std::string PhraseExpression(std::string_view phrase) {
   return out;
 }
 
-// The start of a word still arriving: up to `chars` characters that are not blanks or controls
-// (a hyphen, an underscore or a combining mark may be inside a word: "bravo-", "cafe\u0301"),
-// each with any invisible characters before it, which count for nothing. Bounded by the longest
-// word that may come (found by review helper-69: an unbounded one kept a phrase's first word open
-// over a 120 KB run without blanks after it, and the stream ended as padded).
-std::string PartialWordExpression(size_t chars) {
-  return StrCat("(?:[", kInvisible, "]*[^\\s\\p{Z}\\x00-\\x1F\\x7F-\\x{9F}", kInvisible, "]){0,",
-                chars, "}[", kInvisible, "]*");
-}
+// The start of a word still arriving: characters that are not blanks or controls (a hyphen, an
+// underscore or a combining mark may be inside a word: "bravo-", "cafe\u0301"), invisible ones
+// among them. Unbounded: a run longer than the word that may come can still be cut back to it by
+// a terminal's backspaces (found by review helper-70: "red - - foxQQQQQQQQ" then eight
+// backspaces); a run past the stream's bound goes out as any long run does (screen_prefix.cc).
+std::string PartialWordExpression() { return StrCat("[^\\s\\p{Z}\\x00-\\x1F\\x7F-\\x{9F}]*"); }
 
 // A phrase of words w1..wn as the end of a text may begin it: w1, then as many of w2..wn-1 in
 // order as came, each after what may part words, then what may part words and the start of the
@@ -117,17 +114,11 @@ std::string OpenPhraseExpression(std::string_view phrase) {
   if (words.size() < 2) return std::string();
   const std::string between = StrCat("[", kBetweenWords, kInvisible, "]");
   std::string out = WordExpression(words[0]);
-  size_t longest = 0;  // in characters, of the words that may be arriving
-  for (size_t i = 1; i < words.size(); ++i) {
-    const size_t chars = size_t(std::count_if(words[i].begin(), words[i].end(), [](char c) {
-      return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
-    }));
-    longest = std::max(longest, chars);
-    if (i + 1 < words.size()) StrAppend(&out, "(?:", between, "+", WordExpression(words[i]));
+  for (size_t i = 1; i + 1 < words.size(); ++i) {
+    StrAppend(&out, "(?:", between, "+", WordExpression(words[i]));
   }
   for (size_t i = 1; i + 1 < words.size(); ++i) out += ")?";
-  // RE2 counts repeats up to 1,000: a longer word is held for its first 1,000 characters.
-  StrAppend(&out, between, "*", PartialWordExpression(std::min<size_t>(longest, 1000)));
+  StrAppend(&out, between, "*", PartialWordExpression());
   return out;
 }
 

@@ -96,8 +96,8 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Reauthenticate(
       // A key taken out of the JWKS (a leaked one, rotated away) stops its tokens' jobs too.
       if (stored.signing_key.empty() || !jwt_->Trusts(stored)) {
         return absl::UnauthenticatedError(
-            "the token that submitted this job would not be accepted now: its issuer is no "
-            "longer the trusted one, or the JWKS no longer gives its key for its kid");
+            "the token that submitted this job would not be accepted now: its issuer or "
+            "audience is no longer trusted, or the JWKS no longer gives its key for its kid");
       }
       return std::make_shared<const Principal>(stored);
   }

@@ -4,6 +4,7 @@
 #include <openssl/evp.h>
 #include <simdjson.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/crypto.h"
@@ -202,6 +203,8 @@ struct JwsHeader {
   principal->method = AuthMethod::kJwt;
   principal->signing_key = std::string(signing_key);
   principal->issuer = options.issuer;
+  if (!ReadStrings(claims, "aud", false, principal->audiences))
+    return Refuse("aud must be strings");
   std::string_view subject;
   if (claims[options.subject_claim].get_string().get(subject) != simdjson::SUCCESS ||
       subject.empty()) {
@@ -326,6 +329,14 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
 
 bool JwtVerifier::Trusts(const Principal& stored) const {
   if (stored.issuer != options_.issuer) return false;
+  // One of the token's audiences still accepted (found by review helper-70: a restart with other
+  // `audiences` refused the token but ran its jobs).
+  if (std::none_of(stored.audiences.begin(), stored.audiences.end(), [&](const std::string& a) {
+        return std::find(options_.audiences.begin(), options_.audiences.end(), a) !=
+               options_.audiences.end();
+      })) {
+    return false;
+  }
   // "<alg>:<fingerprint>:<kid>": the key the token's header named, looked up as a request's
   // token would be now (the same kid, the same algorithm), which must be the same key.
   const std::string_view key = stored.signing_key;

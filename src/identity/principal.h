@@ -39,6 +39,7 @@ struct Principal {
   // listener that verified it, set when a job is submitted, which must still verify there.
   std::string signing_key;
   std::string issuer;
+  std::vector<std::string> audiences;  // the token's `aud`: one must still be accepted
   std::string certificate;
   std::string listener;
 };

@@ -67,6 +67,10 @@ std::string EncodePrincipal(const Principal& principal) {
     w.String(principal.signing_key);
     w.Key("issuer");
     w.String(principal.issuer);
+    w.Key("audiences");
+    w.BeginArray();
+    for (const std::string& a : principal.audiences) w.String(a);
+    w.EndArray();
   }
   if (!principal.certificate.empty()) {
     w.Key("certificate");
@@ -119,11 +123,16 @@ std::string EncodePrincipal(const Principal& principal) {
   std::string_view signing_key, certificate, listener;
   if (root["signing_key"].get_string().get(signing_key) == simdjson::SUCCESS) {
     std::string_view issuer;
-    if (root["issuer"].get_string().get(issuer) != simdjson::SUCCESS) {
-      return Bad("a signing key without its issuer");
+    simdjson::dom::element audiences;
+    if (root["issuer"].get_string().get(issuer) != simdjson::SUCCESS ||
+        root["audiences"].get(audiences) != simdjson::SUCCESS) {
+      return Bad("a signing key without its issuer and audiences");
     }
+    absl::StatusOr<std::vector<std::string>> audience_list = Strings(audiences);
+    if (!audience_list.ok()) return audience_list.status();
     p.signing_key = std::string(signing_key);
     p.issuer = std::string(issuer);
+    p.audiences = std::move(*audience_list);
   }
   if (root["certificate"].get_string().get(certificate) == simdjson::SUCCESS) {
     absl::StatusOr<std::string> der = Base64Decode(certificate);

@@ -282,6 +282,15 @@ deny = [{ name = "leak", words = ["the quarterly numbers for the northern region
   r = ScreenPrefix("see project " + std::string(kMaxHeldRun + 1000, 'Q'), denying, 32, false);
   EXPECT_FALSE(r.padded);
   EXPECT_NE(r.released.find("project"), std::string::npos);
+  // A word longer than the phrase's, then backspaces that cut it back to it (found by review
+  // helper-70: a terminal showed the phrase whole).
+  const GuardConfig fox = Parse(R"([guard]
+deny = [{ name = "fox", words = ["red fox"], action = "block" }]
+)");
+  const Streamed cut_back = StreamThrough(
+      {"red", repeat(" -", 100) + " foxQQQQQQQQ", std::string(8, '\b') + " is here."}, fox, 128);
+  EXPECT_TRUE(cut_back.blocked);
+  EXPECT_EQ(cut_back.released.find("red"), std::string::npos) << cut_back.released;
   // With no window too (found by review helper-69: hold_back_bytes = 0 let the first word out).
   r = ScreenPrefix("the project ", denying, 0, false);
   EXPECT_EQ(r.released, "the");

@@ -165,8 +165,8 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   JwtVerifier rotated_verifier(options, *Jwks::Parse(testing::JwksJson({&rotated})));
   Authenticator after_rotation(keys_.get(), &rotated_verifier, clients_);
   const std::string not_now =
-      "the token that submitted this job would not be accepted now: its issuer is no longer the "
-      "trusted one, or the JWKS no longer gives its key for its kid";
+      "the token that submitted this job would not be accepted now: its issuer or audience is no "
+      "longer trusted, or the JWKS no longer gives its key for its kid";
   EXPECT_EQ(after_rotation.Reauthenticate(bob, now).status().message(), not_now);
   // The same key republished under another kid: the token's header names a kid the set no
   // longer has, so the token would be refused, and so is its job (found by review helper-69).
@@ -184,6 +184,15 @@ TEST_F(AuthenticatorTest, AStoredPrincipalIsCheckedAgainWhenItsWorkRuns) {
   JwtVerifier other_verifier(other_issuer, *Jwks::Parse(testing::JwksJson({&signer_})));
   Authenticator after_issuer(keys_.get(), &other_verifier, clients_);
   EXPECT_EQ(after_issuer.Reauthenticate(bob, now).status().message(), not_now);
+  // No audience of the token accepted any more (found by review helper-70): refused.
+  JwtOptions other_audience = options;
+  other_audience.audiences = {"other-service"};
+  JwtVerifier audience_verifier(other_audience, *Jwks::Parse(testing::JwksJson({&signer_})));
+  EXPECT_EQ(Authenticator(keys_.get(), &audience_verifier, clients_)
+                .Reauthenticate(bob, now)
+                .status()
+                .message(),
+            not_now);
   // The same issuer and key: accepted.
   JwtVerifier same_verifier(options, *Jwks::Parse(testing::JwksJson({&signer_})));
   EXPECT_TRUE(Authenticator(keys_.get(), &same_verifier, clients_).Reauthenticate(bob, now).ok());
