@@ -356,6 +356,30 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
       ++at;
       continue;
     }
+    if (terminal && byte == '\t' && cursor.at < folded_.size()) {
+      // Over what the line shows, a tab moves the cursor to the next stop (every 8 columns)
+      // without writing (found by review helper-68: "AKIAIOSF000\r\tODNN7EXAMPLE" showed the
+      // key whole). Columns are counted a character each, as the rest of this reading does.
+      size_t column = 0;
+      for (size_t i = cursor.line_start; i < cursor.at; ++i) {
+        column += (static_cast<unsigned char>(folded_[i]) & 0xC0) != 0x80;
+      }
+      size_t moves = 8 - column % 8;
+      for (; moves > 0 && cursor.at < folded_.size(); --moves) {
+        const char shown = folded_[cursor.at];
+        if (shown == '\n' || shown == '\v' || shown == '\f') break;
+        ++cursor.at;
+        while (cursor.at < folded_.size() &&
+               (static_cast<unsigned char>(folded_[cursor.at]) & 0xC0) == 0x80) {
+          ++cursor.at;  // over a whole character
+        }
+      }
+      // Past the line's end, the cells it moves over show blank: one blank stands for them (a
+      // reading is never longer than its text, and the recognizers read a run of blanks as one).
+      if (moves > 0) Write(" ", at, cursor);
+      ++at;
+      continue;
+    }
     if (drop_controls && InvisibleAscii(byte)) {
       if (controls == Controls::kPart && (folded_.empty() || folded_.back() != ' ')) {
         folded_.push_back(' ');

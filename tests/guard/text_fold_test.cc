@@ -283,6 +283,12 @@ TEST(TextFoldTest, ATerminalsOverwritesAreReadAsItShowsThem) {
   EXPECT_EQ(FoldedText("one\n??O\rAK", kDrop).text(), "one\nAKO");
   EXPECT_EQ(FoldedText("a\r\nb\rc", kDrop).text(), "a\r\nc");  // a line ends with CR LF
   EXPECT_EQ(FoldedText("é\bx", kDrop).text(), "x");            // back over a whole character
+  // A tab over what a line shows moves to the next stop without writing; past the line's end its
+  // cells show blank (found by review helper-68).
+  EXPECT_EQ(FoldedText("AKIAIOSF000000000000\r\tODNN7EXAMPLE", kDrop).text(),
+            "AKIAIOSFODNN7EXAMPLE");
+  EXPECT_EQ(FoldedText("abcdefghij\rxy\tZ", kDrop).text(), "xycdefghZj");
+  EXPECT_EQ(FoldedText("xy\r\tz", kDrop).text(), "xy z");
   const FoldedText over("????????ODNN7EXAMPLE\rAKIAIOSF", kDrop);
   EXPECT_EQ(over.text(), "AKIAIOSFODNN7EXAMPLE");
   // The original range of what was overwritten holds both the value's parts.
@@ -290,7 +296,8 @@ TEST(TextFoldTest, ATerminalsOverwritesAreReadAsItShowsThem) {
 
   for (const std::string& text :
        {"k AKIAIOSX\bFODNN7EXAMPLE"s, "????????ODNN7EXAMPLE\rAKIAIOSF"s,
-        "card 4111 1111 1111 11XX\b\b11"s, "ssn 000-00-1120\r\x1b[Cssn 078-05"s}) {
+        "AKIAIOSF000000000000\r\tODNN7EXAMPLE"s, "card 4111 1111 1111 11XX\b\b11"s,
+        "ssn 000-00-1120\r\x1b[Cssn 078-05"s}) {
     const std::vector<Finding> found = Recognize(text, RecognizerOptions{});
     ASSERT_EQ(found.size(), 1u) << text;
     const std::string redacted = RedactAll(text);
