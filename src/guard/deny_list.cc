@@ -101,11 +101,11 @@ std::string PhraseExpression(std::string_view phrase) {
 // among them. Unbounded: a run longer than the word that may come can still be cut back to it by
 // a terminal's backspaces (found by review helper-70: "red - - foxQQQQQQQQ" then eight
 // backspaces); a run past the stream's bound goes out as any long run does (screen_prefix.cc).
-std::string PartialWordExpression() { return StrCat("[^\\s\\p{Z}\\x00-\\x1F\\x7F-\\x{9F}]*"); }
+constexpr const char* kPartialWord = "[^\\s\\p{Z}\\x00-\\x1F\\x7F-\\x{9F}]*";
 
 // A phrase of words w1..wn as the end of a text may begin it: w1, then as many of w2..wn-1 in
 // order as came, each after what may part words, then what may part words and the start of the
-// next word (PartialWordExpression: any word's start, not only the next one's, so a text is held
+// next word (kPartialWord: any word's start, not only the next one's, so a text is held
 // a little longer, never missed) up to the end. Nested, "w1(?:SEP+w2(?:SEP+w3)?)?", so that its
 // size grows with the phrase's, not its square. Empty for a phrase of one word: a word still
 // arriving is held back as any run of non-blank bytes is (screen.h).
@@ -118,7 +118,7 @@ std::string OpenPhraseExpression(std::string_view phrase) {
     StrAppend(&out, "(?:", between, "+", WordExpression(words[i]));
   }
   for (size_t i = 1; i + 1 < words.size(); ++i) out += ")?";
-  StrAppend(&out, between, "*", PartialWordExpression());
+  StrAppend(&out, between, "*", kPartialWord);
   return out;
 }
 

@@ -77,12 +77,12 @@ size_t ReleasePoint(std::string_view text, const FoldedText& kept, const GuardCo
     // Past the bound: padding, unless the text ends in one run without blanks that alone passes
     // it (a long base64 blob after a phrase's first word), which goes out as any such run does
     // (found by review helper-69: such a stream ended as padded).
-    size_t run = text.size();
-    while (run > 0 && !AsciiBlank(text[run - 1])) --run;
     if (holdable(open)) {
       release = open;
-    } else if (text.size() - run <= kMaxHeldRun) {
-      padded = true;
+    } else {
+      size_t run = text.size();
+      while (run > 0 && !AsciiBlank(text[run - 1])) --run;
+      if (text.size() - run <= kMaxHeldRun) padded = true;
     }
   }
   const bool has_escape = text.find('\x1b') != std::string_view::npos;

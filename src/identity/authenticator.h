@@ -52,7 +52,7 @@ class Authenticator {
   // as it stands at `now_us`: an API key's current principal while the key is good; a client
   // certificate's while it is still configured and its certificate (Principal::certificate)
   // still verifies on its listener, naming the same client (CertificateCheck); a token's while
-  // it has not expired and the key that signed it is still in the JWKS. Unauthenticated, naming
+  // it has not expired and JwtVerifier::Trusts it (issuer, audience, key). Unauthenticated, naming
   // why, otherwise; a certificate or a token that cannot be checked (stored without what checks
   // it, or no CertificateCheck set) is refused.
   [[nodiscard]] absl::StatusOr<std::shared_ptr<const Principal>> Reauthenticate(

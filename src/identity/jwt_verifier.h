@@ -54,9 +54,9 @@ class JwtVerifier {
                                                                         int64_t now_us) const;
   // Whether a token this verifier accepted for `stored` (a job's principal) would still be
   // accepted now as far as its issuer, audience and key go: the same issuer is trusted, one of
-  // its audiences is accepted, and the kid its
-  // header named (Principal::signing_key) finds the same key in the JWKS (found by review
-  // helper-69: the same key republished under another kid refuses the token, not its job).
+  // its audiences is accepted, and the kid its header named (Principal::signing_key) finds the
+  // same key in the JWKS (found by review helpers 69 and 70: the same key republished under
+  // another kid, or other audiences, refused the token, not its job).
   bool Trusts(const Principal& stored) const;
 
  private:
