@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Where pillar's CPU goes under load, as the kernel samples it (perf record, cpu-clock, call
 # graphs): pillar configured as ./dev.sh run configures it, GET /v2 with a key at 64 connections
-# (wrk -t1 -c64) for BENCH_SECONDS, after 3 s of warm-up. Prints the requests/s and the top
+# (wrk -t1 -c64) for BENCH_SECONDS, after 3 s of warm-up; ROUTE=infer posts a held-out digit to
+# /v2/models/digits/infer instead. Prints the requests/s and the top
 # symbols; keeps perf.data in the work directory with BENCH_KEEP=1. With PERF=0 it only measures
 # the requests/s, for comparing two binaries in alternating rounds:
 #   for i in 1 2; do PERF=0 bench/run_profile.sh old/pillar; PERF=0 bench/run_profile.sh build/src/pillar; done
@@ -30,9 +31,18 @@ server=$!
 for _ in $(seq 1 600); do [[ -s "$work/ports" ]] && break; sleep 0.1; done
 port=$(sed -n 's/^data=//p' "$work/ports")
 export BENCH_KEY="$key"
-BENCH_PATH=/v2 wrk -t1 -c64 -d3s -s "$root/bench/get_auth.lua" "http://127.0.0.1:$port" >/dev/null
-BENCH_PATH=/v2 wrk -t1 -c64 -d"${seconds}s" -s "$root/bench/get_auth.lua" \
-  "http://127.0.0.1:$port" > "$work/wrk.txt" &
+if [[ "${ROUTE:-get}" == infer ]]; then
+  row=$(sed -n 2p "$root/models/demo/heldout.csv")
+  printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' \
+    "${row#*,}" > "$work/body.json"
+  export BENCH_PATH=/v2/models/digits/infer BENCH_BODY_FILE="$work/body.json"
+  script="$root/bench/post_infer.lua"
+else
+  export BENCH_PATH=/v2
+  script="$root/bench/get_auth.lua"
+fi
+wrk -t1 -c64 -d3s -s "$script" "http://127.0.0.1:$port" >/dev/null
+wrk -t1 -c64 -d"${seconds}s" -s "$script" "http://127.0.0.1:$port" > "$work/wrk.txt" &
 load=$!
 if [[ "${PERF:-1}" != 0 ]]; then
   sleep 1
@@ -41,6 +51,9 @@ if [[ "${PERF:-1}" != 0 ]]; then
 fi
 wait "$load"
 echo "$(basename "$(dirname "$pillar")")/$(basename "$pillar"): $(awk '/Requests\/sec/{print $2}' "$work/wrk.txt") requests/s"
+if grep -q "Non-2xx" "$work/wrk.txt"; then
+  echo "bench: WARNING: $(grep "Non-2xx" "$work/wrk.txt" | tr -s ' ') (see $work/pillar.log)" >&2
+fi
 if [[ "${PERF:-1}" != 0 ]]; then
   perf report -i "$work/perf.data" --no-children --sort sym 2>/dev/null | grep -E '^ +[0-9.]+%' | head -25
 fi

@@ -158,6 +158,9 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     return;
   }
   Pending pending{std::move(request), std::move(done), *rows, clock_.MonotonicNanos(), promised};
+  const int64_t gap = std::clamp<int64_t>(pending.enqueued_ns - last_arrival_ns_, 0, kMaxGapNs);
+  mean_gap_ns_ = 0.9 * mean_gap_ns_ + 0.1 * double(gap);
+  last_arrival_ns_ = pending.enqueued_ns;
   if (std::optional<size_t> instance = InlineInstance(pending)) {
     if (pending.request.deadline_ns > 0 && pending.enqueued_ns >= pending.request.deadline_ns) {
       mu_.Unlock();  // as DropExpired answers it on an instance's thread
@@ -181,6 +184,10 @@ std::optional<size_t> BatchingRunner::InlineInstance(const Pending& pending) con
       batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs)) {
     return std::nullopt;
   }
+  // Nor while requests come faster than a batch runs: the next would wait behind this one's run
+  // where it could have shared one execution with it (at 64 connections to the demo's model,
+  // three batches in four were lone inline runs, each paying the model's whole fixed cost).
+  if (mean_gap_ns_ < mean_batch_ns_) return std::nullopt;
   // Nor a request larger than the model's usual ones would take past the budget: its own size,
   // at the measured cost per input byte (which overestimates large inputs: the fixed cost of a
   // batch is spread over few bytes), and never over kInlineMaxBytes whatever the measure says.

@@ -7,7 +7,10 @@
 // A lone request for an idle model whose batches are measured to take at most kInlineBudgetNs,
 // and whose own input is small enough to stay within it at the measured cost per byte, runs on
 // the caller's thread (an event loop), on an instance claimed for it: the two thread hand-offs
-// (to an instance's thread and back) cost more than such a model's execution.
+// (to an instance's thread and back) cost more than such a model's execution. Not while requests
+// arrive faster than a batch runs (the mean gap between arrivals under the mean batch time):
+// then the next ones would queue behind each lone run, and running them together costs one
+// execution instead of one each.
 //
 //   BatchingRunner runner(config, std::move(instances), SystemClock(), &batch_size_histogram);
 //   runner.Infer(std::move(request), std::move(done));
@@ -109,6 +112,11 @@ class BatchingRunner final : public Runner {
   // Mean nanoseconds per input byte of a batch, for the size of what may run inline.
   double mean_byte_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
+  // Mean nanoseconds between arrivals (each gap counted at most kMaxGapNs, so that a load
+  // after a quiet spell is seen within a few hundred requests), and the last arrival.
+  static constexpr int64_t kMaxGapNs = 1'000'000;
+  double mean_gap_ns_ ABSL_GUARDED_BY(mu_) = kMaxGapNs;
+  int64_t last_arrival_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Instances executing a batch now, inline runs included, for the adaptive wait.
   int busy_instances_ ABSL_GUARDED_BY(mu_) = 0;
   // By instance: running a request inline on a caller's thread (its own thread leaves it be).

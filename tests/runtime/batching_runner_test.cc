@@ -35,6 +35,7 @@ class DoublingBackend final : public Backend {
       batches_.push_back(inputs[0].shape[0]);
     }
     if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (clock_ != nullptr) clock_->Advance(run_ns_);
     --running_;
     if (fail_) return absl::InternalError("backend failed");
     Tensor out{"y", DataType::kFp32, inputs[0].shape, inputs[0].data};
@@ -73,6 +74,9 @@ class DoublingBackend final : public Backend {
   std::atomic<bool> fail_{false};
   std::atomic<bool> slow_{false};
   std::atomic<bool> overlapped_{false};
+  // Each run takes run_ns_ of this clock, when set.
+  testing::FakeClock* clock_ = nullptr;
+  int64_t run_ns_ = 0;
 
  private:
   const bool may_inline_;
@@ -474,6 +478,49 @@ TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
   EXPECT_EQ(Floats(r2->outputs[0]), (std::vector<float>{10, 12}));
   EXPECT_EQ(Floats(r3->outputs[0]), (std::vector<float>{14, 16}));
   EXPECT_FALSE(b->overlapped_.load()) << "the backend ran two batches at once";
+}
+
+// At 64 connections to the demo's model, three batches in four were lone inline runs, each
+// paying the model's whole fixed cost while the next requests waited behind it. While requests
+// arrive faster than a batch runs, a lone one for an idle model queues for the instance's thread
+// instead; once they come slower again, lone requests run inline again.
+TEST(BatchingRunnerTest, RequestsArrivingFasterThanABatchRunsAreNotRunInline) {
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
+  testing::FakeClock clock;
+  b->clock_ = &clock;
+  b->run_ns_ = 50'000;
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(64, 2'000, 64), std::move(instances), clock);
+  auto lone = [&](absl::Duration after) {
+    clock.Advance(after);
+    EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+    return b->last_thread() == std::this_thread::get_id();
+  };
+  for (int i = 0; i < BatchingRunner::kMeasuredBeforeInline; ++i) lone(absl::Milliseconds(1));
+  int inline_runs = 0;
+  for (int i = 0; i < 10; ++i) inline_runs += lone(absl::Milliseconds(1));
+  ASSERT_GE(inline_runs, 9);  // a millisecond apart: lone runs inline
+  // A burst 5 us apart while a run holds the model: they queue (the model is busy).
+  b->Hold();
+  std::thread caller([&] { EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok()); });
+  b->WaitStarted(BatchingRunner::kMeasuredBeforeInline + 11);
+  std::vector<std::future<absl::StatusOr<InferResult>>> burst;
+  for (int i = 0; i < 30; ++i) {
+    clock.Advance(absl::Microseconds(5));
+    burst.push_back(Submit(runner, Request({1, 2}, 1)));
+  }
+  b->Release();
+  caller.join();
+  for (auto& f : burst) EXPECT_TRUE(f.get().ok());
+  // The model is idle, but requests have been coming every few microseconds, faster than its
+  // 50 us runs: the next one goes to the instance's thread.
+  EXPECT_FALSE(lone(absl::Microseconds(5)));
+  // A millisecond apart again: inline again within a few arrivals.
+  inline_runs = 0;
+  for (int i = 0; i < 20; ++i) inline_runs += i >= 10 && lone(absl::Milliseconds(1));
+  EXPECT_GE(inline_runs, 9);
 }
 
 TEST(BatchingRunnerTest, DestructionWaitsForAnInlineRun) {
