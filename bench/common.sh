@@ -49,6 +49,15 @@ public_keys = ["$dir/audit.pub"]
 TOML
 }
 
+# A real held-out digit (the first row of models/demo/heldout.csv) as an Open Inference Protocol
+# request body.  Usage: digit_body ROOT FILE
+digit_body() {
+  local row
+  row=$(sed -n 2p "$1/models/demo/heldout.csv")
+  printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' \
+    "${row#*,}" > "$2"
+}
+
 # The commit a run measured, marked when the tree differs from it.  Usage: bench_commit ROOT
 bench_commit() {
   local commit

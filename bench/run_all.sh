@@ -82,8 +82,7 @@ nginx -c "$work/nginx/nginx.conf"
 wait_http "http://127.0.0.1:$nginx_port/"
 
 # A real held-out digit as the request body.
-row=$(sed -n 2p "$root/models/demo/heldout.csv")
-printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' "${row#*,}" > "$work/body.json"
+digit_body "$root" "$work/body.json"
 export BENCH_KEY="$key" BENCH_BODY_FILE="$work/body.json"
 
 run_wrk() {  # name threads connections url script

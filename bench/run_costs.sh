@@ -32,8 +32,7 @@ trap cleanup EXIT
 
 demo_config "$pillar" "$work" "$work/store" "$work/signing.pub"
 key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
-row=$(sed -n 2p "$root/models/demo/heldout.csv")
-printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' "${row#*,}" > "$work/body.json"
+digit_body "$root" "$work/body.json"
 export BENCH_KEY="$key" BENCH_BODY_FILE="$work/body.json"
 
 start() {  # [wrapper...]: starts pillar, sets $server and $port

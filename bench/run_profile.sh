@@ -32,9 +32,7 @@ for _ in $(seq 1 600); do [[ -s "$work/ports" ]] && break; sleep 0.1; done
 port=$(sed -n 's/^data=//p' "$work/ports")
 export BENCH_KEY="$key"
 if [[ "${ROUTE:-get}" == infer ]]; then
-  row=$(sed -n 2p "$root/models/demo/heldout.csv")
-  printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' \
-    "${row#*,}" > "$work/body.json"
+  digit_body "$root" "$work/body.json"
   export BENCH_PATH=/v2/models/digits/infer BENCH_BODY_FILE="$work/body.json"
   script="$root/bench/post_infer.lua"
 else

@@ -127,8 +127,7 @@ file = \"$work/policy.toml\"
 backend = \"redis\"
 redis_port = $redis_port"
 
-row=$(sed -n 2p "$root/models/demo/heldout.csv")
-printf '{"inputs":[{"name":"pixels","shape":[1,64],"datatype":"FP32","data":[%s]}]}' "${row#*,}" > "$work/body.json"
+digit_body "$root" "$work/body.json"
 export BENCH_KEY="$key" BENCH_BODY_FILE="$work/body.json" BENCH_PATH=/v2/models/digits/infer
 for port in "$off_port" "$on_port" "$shared_port"; do
   code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $key" \
