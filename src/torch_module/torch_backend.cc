@@ -271,25 +271,21 @@ bool SameOutputs(const std::vector<protocol::Tensor>& a, const std::vector<proto
   return true;
 }
 
-// The best of a few executions of `inputs`, in microseconds: up to three to warm up (the
-// profiling executor specializes a graph on its first runs), then up to 20 timed, all within
-// about 200 ms once the first warm-up and one timed run are done: a slow model adds seconds to
-// its load, not minutes.
+// The best of a few executions of `inputs`, in microseconds, after three to warm up (the
+// profiling executor specializes a graph on its first runs); within about 200 ms.
 [[nodiscard]] absl::StatusOr<double> BestMicros(Backend& backend,
                                                 const std::vector<protocol::Tensor>& inputs) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point stop = Clock::now() + std::chrono::milliseconds(200);
-  double best = -1;
+  double best = 0;
   for (int run = 0; run < 23; ++run) {
     std::vector<protocol::Tensor> copy = inputs;
     const Clock::time_point start = Clock::now();
     absl::StatusOr<std::vector<protocol::Tensor>> out = backend.Execute(copy);
     if (!out.ok()) return out.status();
-    const Clock::time_point end = Clock::now();
-    const double us = std::chrono::duration<double, std::micro>(end - start).count();
-    const bool late = end > stop;
-    if (run >= 3 || (run >= 1 && late)) best = best < 0 ? us : std::min(best, us);
-    if (best >= 0 && late) break;
+    const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    if (run == 3 || (run > 3 && us < best)) best = us;
+    if (run >= 3 && Clock::now() > stop) break;
   }
   return best;
 }
@@ -373,7 +369,7 @@ std::unique_ptr<TorchBackend> Optimize(const torch::jit::Module& module, TorchBa
     note = StrCat("served as saved: optimizing failed: ", what.substr(0, what.find('\n')));
     return nullptr;
   }
-  // One row, and a full batch of at most 16 rows and 4 MiB of input.
+  // One row, and a full batch of at most 64 rows and 16 MiB of input.
   std::vector<int64_t> probes = {config.max_batch_size > 0 ? 1 : 0};
   if (config.max_batch_size > 1) {
     size_t row_bytes = 0;
@@ -383,7 +379,7 @@ std::unique_ptr<TorchBackend> Optimize(const torch::jit::Module& module, TorchBa
       row_bytes += elements * protocol::ElementSize(spec.datatype);
     }
     const int64_t rows = std::min<int64_t>(
-        {config.max_batch_size, 16, int64_t((size_t(4) << 20) / std::max<size_t>(1, row_bytes))});
+        {config.max_batch_size, 64, int64_t((size_t(16) << 20) / std::max<size_t>(1, row_bytes))});
     if (rows > 1) probes.push_back(rows);
   }
   uint32_t state = 2026;
