@@ -273,8 +273,7 @@ bool SameOutputs(const std::vector<protocol::Tensor>& a, const std::vector<proto
 
 // The best of a few executions of `inputs`, in microseconds, after three to warm up (the
 // profiling executor specializes a graph on its first runs); within about 200 ms.
-[[nodiscard]] absl::StatusOr<double> BestMicros(Backend& backend,
-                                                const std::vector<protocol::Tensor>& inputs) {
+absl::StatusOr<double> BestMicros(Backend& backend, const std::vector<protocol::Tensor>& inputs) {
   using Clock = std::chrono::steady_clock;
   const Clock::time_point stop = Clock::now() + std::chrono::milliseconds(200);
   double best = 0;
