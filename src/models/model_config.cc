@@ -288,7 +288,6 @@ absl::StatusOr<ModelConfig> ModelConfig::Parse(std::string_view toml_text,
   PILLAR_RETURN_IF_ERROR(instance.ReadInt("count", config.instance.count, 1, kMaxInstances));
   std::string kind = "auto";
   PILLAR_RETURN_IF_ERROR(instance.ReadString("kind", kind));
-  PILLAR_RETURN_IF_ERROR(instance.ReadBool("optimize", config.instance.optimize));
   PILLAR_RETURN_IF_ERROR(instance.CheckNoUnknownKeys());
   if (kind == "auto") {
     config.instance.kind = DeviceKind::kAuto;

@@ -43,9 +43,6 @@ enum class DeviceKind { kAuto, kCpu, kCuda };
 struct InstanceConfig {
   int count = 1;
   DeviceKind kind = DeviceKind::kAuto;
-  // TorchScript on CPU: freeze the module and optimize it for inference, kept only when it
-  // computes what the module as saved does and faster (torch_module/torch_backend.cc).
-  bool optimize = true;
 };
 
 // What executes the model: LibTorch in process, other model servers over the network (Open

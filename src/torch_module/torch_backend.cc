@@ -4,15 +4,9 @@
 
 #include <ATen/Parallel.h>
 #include <dlfcn.h>
-#include <torch/csrc/jit/passes/freeze_module.h>
-#include <torch/csrc/jit/passes/frozen_graph_optimizations.h>
 #include <torch/cuda.h>
 #include <torch/script.h>
 
-#include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <cstdio>
 #include <cstring>
 #include <istream>
 #include <mutex>
@@ -84,8 +78,6 @@ class TorchBackend final : public Backend {
 
   // A forward pass runs to its end; BatchingRunner inlines only models measured to be fast.
   bool MayRunInline() const override { return true; }
-
-  const torch::jit::Module& module() const { return module_; }
 
   [[nodiscard]] absl::StatusOr<std::vector<protocol::Tensor>> Execute(
       std::vector<protocol::Tensor>& inputs) override {
@@ -196,99 +188,6 @@ protocol::Tensor ZeroInput(const models::TensorSpec& spec, bool batched) {
   return t;
 }
 
-// A probe of `rows` rows for `spec` (0: an unbatched input); -1 dimensions become 1. Floating-point
-// elements are drawn from a fixed sequence in [0, 1), so that every weight a row meets counts in
-// a comparison (zeros would leave a linear layer's weights out); other types are zero, which no
-// embedding or index input can find out of range.
-protocol::Tensor ProbeInput(const models::TensorSpec& spec, int64_t rows, uint32_t& state) {
-  protocol::Tensor t;
-  t.name = spec.name;
-  t.datatype = spec.datatype;
-  if (rows > 0) t.shape.push_back(rows);
-  for (int64_t d : spec.shape) t.shape.push_back(d == -1 ? 1 : d);
-  t.data.assign(size_t(t.ElementCount()) * protocol::ElementSize(spec.datatype), '\0');
-  auto next = [&state] {
-    state = state * 1664525u + 1013904223u;  // a linear congruential sequence: reproducible
-    return double(state >> 8) / double(1u << 24);
-  };
-  if (spec.datatype == DataType::kFp32) {
-    for (size_t i = 0; i < t.data.size(); i += 4) {
-      const float v = float(next());
-      std::memcpy(t.data.data() + i, &v, 4);
-    }
-  } else if (spec.datatype == DataType::kFp64) {
-    for (size_t i = 0; i < t.data.size(); i += 8) {
-      const double v = next();
-      std::memcpy(t.data.data() + i, &v, 8);
-    }
-  }
-  return t;
-}
-
-// Whether two executions agree: floating-point outputs within rounding (|a - b| <= 1e-5 +
-// 1e-4 |b|, NaN where the other has NaN), every other output byte for byte. `why` says where not.
-bool SameOutputs(const std::vector<protocol::Tensor>& a, const std::vector<protocol::Tensor>& b,
-                 std::string& why) {
-  if (a.size() != b.size()) {
-    why = "a different number of outputs";
-    return false;
-  }
-  auto close = [](double x, double y) {
-    if (std::isnan(x) || std::isnan(y)) return std::isnan(x) && std::isnan(y);
-    return x == y || std::fabs(x - y) <= 1e-5 + 1e-4 * std::fabs(y);
-  };
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (a[i].datatype != b[i].datatype || a[i].shape != b[i].shape ||
-        a[i].data.size() != b[i].data.size()) {
-      why = StrCat("output '", b[i].name, "' has another type or shape");
-      return false;
-    }
-    const std::string& x = a[i].data;
-    const std::string& y = b[i].data;
-    bool same = true;
-    if (a[i].datatype == DataType::kFp32) {
-      for (size_t k = 0; same && k < x.size(); k += 4) {
-        float u, v;
-        std::memcpy(&u, x.data() + k, 4);
-        std::memcpy(&v, y.data() + k, 4);
-        same = close(u, v);
-      }
-    } else if (a[i].datatype == DataType::kFp64) {
-      for (size_t k = 0; same && k < x.size(); k += 8) {
-        double u, v;
-        std::memcpy(&u, x.data() + k, 8);
-        std::memcpy(&v, y.data() + k, 8);
-        same = close(u, v);
-      }
-    } else {
-      same = x == y;
-    }
-    if (!same) {
-      why = StrCat("output '", b[i].name, "' differs beyond rounding");
-      return false;
-    }
-  }
-  return true;
-}
-
-// The best of a few executions of `inputs`, in microseconds, after three to warm up (the
-// profiling executor specializes a graph on its first runs); within about 200 ms.
-absl::StatusOr<double> BestMicros(Backend& backend, const std::vector<protocol::Tensor>& inputs) {
-  using Clock = std::chrono::steady_clock;
-  const Clock::time_point stop = Clock::now() + std::chrono::milliseconds(200);
-  double best = 0;
-  for (int run = 0; run < 23; ++run) {
-    std::vector<protocol::Tensor> copy = inputs;
-    const Clock::time_point start = Clock::now();
-    absl::StatusOr<std::vector<protocol::Tensor>> out = backend.Execute(copy);
-    if (!out.ok()) return out.status();
-    const double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    if (run == 3 || (run > 3 && us < best)) best = us;
-    if (run >= 3 && Clock::now() > stop) break;
-  }
-  return best;
-}
-
 // The module is loaded RTLD_LOCAL, so the BLAS that LibTorch brought in is not in the global
 // scope RTLD_DEFAULT searches; a handle to this library searches its dependencies too.
 void* FindBlasSetThreads() {
@@ -343,86 +242,6 @@ bool CudaAvailable() { return torch::cuda::is_available(); }
   return absl::InvalidArgumentError("unknown device kind");
 }
 
-namespace {
-
-// Archives larger than this are served as saved: freezing holds a second copy of the weights
-// while it runs, and such a model's time is in its arithmetic, not the interpreter.
-constexpr size_t kMaxOptimizedBytes = size_t(256) << 20;
-
-// Freezing inlines a module's weights as constants; optimize_for_inference then folds and fuses
-// what it can (batch norms into convolutions, linear layers into oneDNN's where that is faster):
-// the demo's MLP runs 24 % faster for one row and 35 % for 64. Not every model survives it, and
-// fused arithmetic rounds differently, so the result replaces `plain` only when, on a probe of
-// one row and one of a full batch, it computes the same outputs within rounding (SameOutputs)
-// and takes less time. `note` says what was decided and why.
-std::unique_ptr<TorchBackend> Optimize(const torch::jit::Module& module, TorchBackend& plain,
-                                       const models::ModelConfig& config, torch::Device device,
-                                       std::string& note) {
-  std::unique_ptr<TorchBackend> optimized;
-  try {
-    torch::jit::Module frozen = torch::jit::freeze(module);
-    torch::jit::optimize_for_inference(frozen);
-    optimized = std::make_unique<TorchBackend>(std::move(frozen), config, device);
-  } catch (const std::exception& e) {
-    const std::string what = e.what();
-    note = StrCat("served as saved: optimizing failed: ", what.substr(0, what.find('\n')));
-    return nullptr;
-  }
-  // One row, and a full batch of at most 64 rows and 16 MiB of input.
-  std::vector<int64_t> probes = {config.max_batch_size > 0 ? 1 : 0};
-  if (config.max_batch_size > 1) {
-    size_t row_bytes = 0;
-    for (const models::TensorSpec& spec : config.inputs) {
-      size_t elements = 1;
-      for (int64_t d : spec.shape) elements *= size_t(d == -1 ? 1 : d);
-      row_bytes += elements * protocol::ElementSize(spec.datatype);
-    }
-    const int64_t rows = std::min<int64_t>(
-        {config.max_batch_size, 64, int64_t((size_t(16) << 20) / std::max<size_t>(1, row_bytes))});
-    if (rows > 1) probes.push_back(rows);
-  }
-  uint32_t state = 2026;
-  double plain_us = 0, optimized_us = 0;
-  for (int64_t rows : probes) {
-    std::vector<protocol::Tensor> probe;
-    for (const models::TensorSpec& spec : config.inputs) {
-      probe.push_back(ProbeInput(spec, rows, state));
-    }
-    const std::string named = rows <= 1 ? std::string("one row") : StrCat(rows, " rows");
-    std::vector<protocol::Tensor> a = probe, b = probe;
-    absl::StatusOr<std::vector<protocol::Tensor>> want = plain.Execute(a);
-    absl::StatusOr<std::vector<protocol::Tensor>> got = optimized->Execute(b);
-    if (!want.ok() || !got.ok()) {
-      note = StrCat("served as saved: a probe of ", named,
-                    " failed: ", (want.ok() ? got : want).status().message());
-      return nullptr;
-    }
-    std::string why;
-    if (!SameOutputs(*got, *want, why)) {
-      note = StrCat("served as saved: optimized, its ", why, " on a probe of ", named);
-      return nullptr;
-    }
-    absl::StatusOr<double> p = BestMicros(plain, probe);
-    absl::StatusOr<double> o = BestMicros(*optimized, probe);
-    if (!p.ok() || !o.ok()) {
-      note = "served as saved: a timed probe failed";
-      return nullptr;
-    }
-    plain_us += *p;
-    optimized_us += *o;
-  }
-  char times[64];
-  std::snprintf(times, sizeof times, "%.1f us against %.1f us", optimized_us, plain_us);
-  if (optimized_us >= plain_us) {
-    note = StrCat("served as saved: optimized, its probes took ", times);
-    return nullptr;
-  }
-  note = StrCat("optimized for inference: its probes took ", times);
-  return optimized;
-}
-
-}  // namespace
-
 [[nodiscard]] absl::StatusOr<std::unique_ptr<Backend>> LoadTorchBackend(
     std::string_view model_bytes, std::string_view source, const models::ModelConfig& config,
     const std::string& device) {
@@ -433,7 +252,7 @@ std::unique_ptr<TorchBackend> Optimize(const torch::jit::Module& module, TorchBa
     std::istream stream(&buffer);
     torch::jit::Module module = torch::jit::load(stream, torch_device);
     module.eval();
-    backend = std::make_unique<TorchBackend>(module, config, torch_device);
+    backend = std::make_unique<TorchBackend>(std::move(module), config, torch_device);
   } catch (const std::exception& e) {
     std::string what = e.what();
     // c10 messages carry a long C++ backtrace after the first line; keep the first line.
@@ -461,13 +280,6 @@ std::unique_ptr<TorchBackend> Optimize(const torch::jit::Module& module, TorchBa
       return absl::InvalidArgumentError(
           StrCat(source, ": output '", spec.name, "' has a shape that does not match model.toml"));
     }
-  }
-  if (config.instance.optimize && device == "cpu" && model_bytes.size() <= kMaxOptimizedBytes) {
-    std::string note;
-    std::unique_ptr<TorchBackend> optimized =
-        Optimize(backend->module(), *backend, config, torch::Device(torch::kCPU), note);
-    std::fprintf(stderr, "pillar: %.*s: %s\n", int(source.size()), source.data(), note.c_str());
-    if (optimized != nullptr) return optimized;
   }
   return backend;
 }

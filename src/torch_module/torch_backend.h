@@ -7,9 +7,7 @@
 //       "cpu");
 // The module is read from bytes in memory, never from a path: a server loads exactly the bytes
 // it verified against the version's signature. Loading validates the module against the config
-// by running one zero-filled row through it; with [instance] optimize (the default) a CPU module
-// is then frozen and optimized for inference, and served so only when it answers the same as
-// saved, faster (the decision is printed on stderr).
+// by running one zero-filled row through it.
 #pragma once
 
 #include <memory>

@@ -94,18 +94,6 @@ TEST(ModelConfigTest, MistypedOrMisspelledKeysAreErrorsNotDefaults) {
             std::string::npos);
 }
 
-TEST(ModelConfigTest, InstanceOptimizeIsABooleanOnByDefault) {
-  absl::StatusOr<ModelConfig> on = ModelConfig::Parse(kGood, "m.toml");
-  ASSERT_TRUE(on.ok()) << on.status();
-  EXPECT_TRUE(on->instance.optimize);
-  absl::StatusOr<ModelConfig> off =
-      ModelConfig::Parse(std::string(kGood) + "optimize = false\n", "m.toml");
-  ASSERT_TRUE(off.ok()) << off.status();
-  EXPECT_FALSE(off->instance.optimize);
-  EXPECT_NE(ErrorFor("kind = \"cpu\"", "kind = \"cpu\"\noptimize = \"no\"").find("optimize"),
-            std::string::npos);
-}
-
 TEST(ModelConfigTest, SyntaxErrorsNameTheFileAndLine) {
   absl::StatusOr<ModelConfig> c = ModelConfig::Parse("platform = \n", "store/m/1/model.toml");
   ASSERT_FALSE(c.ok());
