@@ -2,9 +2,11 @@
 # Where pillar's CPU goes under load, as the kernel samples it (perf record, cpu-clock, call
 # graphs): pillar configured as ./dev.sh run configures it, GET /v2 with a key at 64 connections
 # (wrk -t1 -c64) for BENCH_SECONDS, after 3 s of warm-up; ROUTE=infer posts a held-out digit to
-# /v2/models/digits/infer instead. Prints the requests/s and the top
-# symbols; keeps perf.data in the work directory with BENCH_KEEP=1. With PERF=0 it only measures
-# the requests/s, for comparing two binaries in alternating rounds:
+# /v2/models/digits/infer instead; AUDIT=off runs it with [audit] backend = "off". Prints the
+# requests/s, pillar's CPU time per request by thread (user + system, from /proc over the run: a
+# steadier measure of what a change costs than requests/s on a shared machine) and the top
+# symbols; keeps perf.data in the work directory with BENCH_KEEP=1. With PERF=0 it does not
+# sample, for comparing two binaries in alternating rounds:
 #   for i in 1 2; do PERF=0 bench/run_profile.sh old/pillar; PERF=0 bench/run_profile.sh build/src/pillar; done
 # Usage: bench/run_profile.sh [PILLAR_BINARY]
 set -euo pipefail
@@ -25,6 +27,9 @@ cleanup() {
 trap cleanup EXIT
 sign_demo_store "$pillar" "$root" "$work" >/dev/null 2>&1
 demo_config "$pillar" "$work" "$work/store" "$work/signing.pub"
+if [[ "${AUDIT:-on}" == off ]]; then
+  sed -i 's/^\[audit\]$/[audit]\nbackend = "off"/' "$work/pillar.toml"
+fi
 key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
 "$pillar" serve -c "$work/pillar.toml" --ports-file "$work/ports" 2>>"$work/pillar.log" &
 server=$!
@@ -39,7 +44,14 @@ else
   export BENCH_PATH=/v2
   script="$root/bench/get_auth.lua"
 fi
+# CPU ticks (user + system) of each of the server's threads, summed by thread name.
+thread_ticks() {
+  for task in /proc/"$server"/task/*; do
+    echo "$(cat "$task/comm") $(awk '{print $14 + $15}' "$task/stat")"
+  done | awk '{t[$1] += $2} END {for (k in t) print k, t[k]}' | sort
+}
 wrk -t1 -c64 -d3s -s "$script" "http://127.0.0.1:$port" >/dev/null
+thread_ticks > "$work/ticks.before"
 wrk -t1 -c64 -d"${seconds}s" -s "$script" "http://127.0.0.1:$port" > "$work/wrk.txt" &
 load=$!
 if [[ "${PERF:-1}" != 0 ]]; then
@@ -48,7 +60,12 @@ if [[ "${PERF:-1}" != 0 ]]; then
     2>/dev/null
 fi
 wait "$load"
+thread_ticks > "$work/ticks.after"
 echo "$(basename "$(dirname "$pillar")")/$(basename "$pillar"): $(awk '/Requests\/sec/{print $2}' "$work/wrk.txt") requests/s"
+requests=$(awk '/requests in/{print $1}' "$work/wrk.txt")
+join "$work/ticks.before" "$work/ticks.after" | awk -v n="$requests" -v hz="$(getconf CLK_TCK)" '
+  { us = ($3 - $2) / hz * 1e6 / n; total += us; if (us >= 0.01) printf "  %-14s %6.2f us of CPU a request\n", $1, us }
+  END { printf "  %-14s %6.2f us of CPU a request\n", "all threads", total }'
 if grep -q "Non-2xx" "$work/wrk.txt"; then
   echo "bench: WARNING: $(grep "Non-2xx" "$work/wrk.txt" | tr -s ' ') (see $work/pillar.log)" >&2
 fi
