@@ -330,6 +330,13 @@ size_t FirstFolding(std::string_view text, size_t at, bool drop_controls, bool& 
   return text.size();
 }
 
+// UTF-8 characters in `text`: its bytes that are not continuation bytes.
+size_t Characters(std::string_view text) {
+  return size_t(std::count_if(text.begin(), text.end(), [](char c) {
+    return (static_cast<unsigned char>(c) & 0xC0) != 0x80;
+  }));
+}
+
 }  // namespace
 
 FoldedText::FoldedText(std::string_view text, Controls controls) : original_(text) {
@@ -348,6 +355,8 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
   // character: a line feed, a vertical tab or a form feed, as Write ends lines (found by review
   // helper-68: a text with '\f' or '\v' read its last line as its first).
   Cursor cursor{folded_.size(), folded_.find_last_of("\n\v\f") + 1};  // npos + 1: the start
+  cursor.line_chars = cursor.column =
+      Characters(std::string_view(folded_).substr(cursor.line_start));
   while (at < text.size()) {
     const auto byte = static_cast<unsigned char>(text[at]);
     if ((byte < 0x20 || byte == 0x7F) && !has_controls_) has_controls_ = TerminalControl(text, at);
@@ -360,15 +369,12 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
       // Over what the line shows, a tab moves the cursor to the next stop (every 8 columns)
       // without writing (found by review helper-68: "AKIAIOSF000\r\tODNN7EXAMPLE" showed the
       // key whole). Columns are counted a character each, as the rest of this reading does.
-      size_t column = 0;
-      for (size_t i = cursor.line_start; i < cursor.at; ++i) {
-        column += (static_cast<unsigned char>(folded_[i]) & 0xC0) != 0x80;
-      }
-      size_t moves = 8 - column % 8;
+      size_t moves = 8 - cursor.column % 8;
       for (; moves > 0 && cursor.at < folded_.size(); --moves) {
         const char shown = folded_[cursor.at];
         if (shown == '\n' || shown == '\v' || shown == '\f') break;
         ++cursor.at;
+        ++cursor.column;
         while (cursor.at < folded_.size() &&
                (static_cast<unsigned char>(folded_[cursor.at]) & 0xC0) == 0x80) {
           ++cursor.at;  // over a whole character
@@ -385,6 +391,7 @@ FoldedText::FoldedText(std::string_view text, Controls controls) : original_(tex
         folded_.push_back(' ');
         from_.push_back(uint32_t(at));
         cursor.at = folded_.size();
+        cursor.column = ++cursor.line_chars;
       }
       at += InvisibleAsciiLength(text, at, terminal);
       continue;
@@ -408,10 +415,12 @@ void FoldedText::MoveBack(Cursor& cursor, bool to_line_start) {
   if (cursor.line_start == 0 && (to_line_start || cursor.at == 0)) before_start_ = true;
   if (to_line_start) {
     cursor.at = cursor.line_start;
+    cursor.column = 0;
     return;
   }
   if (cursor.at == cursor.line_start) return;  // a backspace stops at the line's start
   --cursor.at;
+  --cursor.column;
   while (cursor.at > cursor.line_start &&
          (static_cast<unsigned char>(folded_[cursor.at]) & 0xC0) == 0x80) {
     --cursor.at;  // back over a whole character
@@ -447,6 +456,7 @@ void FoldedText::Write(std::string_view bytes, size_t from, Cursor& cursor) {
       }
       for (size_t i = 0; i < bytes.size(); ++i) from_[cursor.at + i] = uint32_t(from + i);
       cursor.at += bytes.size();
+      ++cursor.column;  // one character for another: the line's count stays
       overwritten_ = true;
       return;
     }
@@ -454,7 +464,13 @@ void FoldedText::Write(std::string_view bytes, size_t from, Cursor& cursor) {
   folded_.append(bytes);
   for (size_t i = 0; i < bytes.size(); ++i) from_.push_back(uint32_t(from + i));
   cursor.at = folded_.size();
-  if (line_break) cursor.line_start = cursor.at;
+  if (line_break) {
+    cursor.line_start = cursor.at;
+    cursor.line_chars = 0;
+  } else {
+    ++cursor.line_chars;
+  }
+  cursor.column = cursor.line_chars;
 }
 
 size_t FoldedText::Begin(size_t at) const { return changed() ? from_[at] : at; }

@@ -95,6 +95,11 @@ class FoldedText {
   struct Cursor {
     size_t at;
     size_t line_start;
+    // Characters of the current line before `at`, and in all: kept as the cursor moves, so that a
+    // tab finds its column without counting the line again (counting it made a long line and
+    // many tabs quadratic: 1 MB and 200,000 tabs took 21 s).
+    size_t column = 0;
+    size_t line_chars = 0;
   };
   void MoveBack(Cursor& cursor, bool to_line_start);
   // Writes one character, from original offset `from`, at the cursor.
