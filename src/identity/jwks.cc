@@ -174,6 +174,13 @@ std::string_view JwtAlgorithmName(JwtAlgorithm alg) {
   return "?";
 }
 
+std::optional<JwtAlgorithm> JwtAlgorithmNamed(std::string_view name) {
+  for (JwtAlgorithm alg : {JwtAlgorithm::kRs256, JwtAlgorithm::kEs256, JwtAlgorithm::kEdDsa}) {
+    if (JwtAlgorithmName(alg) == name) return alg;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<std::shared_ptr<const Jwks>> Jwks::Parse(std::string_view json) {
   simdjson::dom::parser parser;
   simdjson::dom::element root;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,6 +21,8 @@ namespace pillar::identity {
 
 enum class JwtAlgorithm { kRs256, kEs256, kEdDsa };
 std::string_view JwtAlgorithmName(JwtAlgorithm alg);
+// The algorithm JwtAlgorithmName spells `name`; none for any other ("none", HS256, PS256, ...).
+std::optional<JwtAlgorithm> JwtAlgorithmNamed(std::string_view name);
 
 struct JwksKey {
   std::string kid;  // may be empty

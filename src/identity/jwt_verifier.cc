@@ -138,16 +138,12 @@ struct JwsHeader {
   std::string_view alg_name, kid_view;
   if (header["alg"].get_string().get(alg_name) != simdjson::SUCCESS) return Refuse("no alg");
   JwsHeader out;
-  if (alg_name == "RS256") {
-    out.alg = JwtAlgorithm::kRs256;
-  } else if (alg_name == "ES256") {
-    out.alg = JwtAlgorithm::kEs256;
-  } else if (alg_name == "EdDSA") {
-    out.alg = JwtAlgorithm::kEdDsa;
-  } else {
+  const std::optional<JwtAlgorithm> alg = JwtAlgorithmNamed(alg_name);
+  if (!alg) {
     // "none", HS256 (the classic confusion with an RSA public key as secret) and the rest.
     return Refuse(StrCat("algorithm '", alg_name.substr(0, 16), "' is not accepted"));
   }
+  out.alg = *alg;
   if (header["crit"].error() == simdjson::SUCCESS) return Refuse("unsupported 'crit' header");
   if (header["kid"].get_string().get(kid_view) != simdjson::SUCCESS) kid_view = {};
   out.kid = std::string(kid_view);  // the parser's buffer is reused for the claims
@@ -178,6 +174,14 @@ struct JwsHeader {
   return exp;
 }
 
+// Whether one of a token's audiences is one `options` accepts.
+bool AcceptsAudience(const std::vector<std::string>& audiences, const JwtOptions& options) {
+  return std::any_of(audiences.begin(), audiences.end(), [&](const std::string& a) {
+    return std::find(options.audiences.begin(), options.audiences.end(), a) !=
+           options.audiences.end();
+  });
+}
+
 [[nodiscard]] absl::Status CheckIssuerAndAudience(simdjson::dom::object& claims,
                                                   const JwtOptions& options) {
   std::string_view iss;
@@ -186,11 +190,7 @@ struct JwsHeader {
   }
   std::vector<std::string> audiences;
   if (!ReadStrings(claims, "aud", false, audiences)) return Refuse("aud must be strings");
-  bool audience_ok = false;
-  for (const std::string& a : audiences) {
-    for (const std::string& want : options.audiences) audience_ok = audience_ok || a == want;
-  }
-  if (!audience_ok) return Refuse("wrong audience");
+  if (!AcceptsAudience(audiences, options)) return Refuse("wrong audience");
   return absl::OkStatus();
 }
 
@@ -331,12 +331,7 @@ bool JwtVerifier::Trusts(const Principal& stored) const {
   if (stored.issuer != options_.issuer) return false;
   // One of the token's audiences still accepted (found by review helper-70: a restart with other
   // `audiences` refused the token but ran its jobs).
-  if (std::none_of(stored.audiences.begin(), stored.audiences.end(), [&](const std::string& a) {
-        return std::find(options_.audiences.begin(), options_.audiences.end(), a) !=
-               options_.audiences.end();
-      })) {
-    return false;
-  }
+  if (!AcceptsAudience(stored.audiences, options_)) return false;
   // "<alg>:<fingerprint>:<kid>": the key the token's header named, looked up as a request's
   // token would be now (the same kid, the same algorithm), which must be the same key.
   const std::string_view key = stored.signing_key;
@@ -348,14 +343,11 @@ bool JwtVerifier::Trusts(const Principal& stored) const {
   if (fingerprint_end == std::string_view::npos) return false;
   const std::string_view fingerprint = rest.substr(0, fingerprint_end);
   const std::string_view kid = rest.substr(fingerprint_end + 1);
+  const std::optional<JwtAlgorithm> algorithm = JwtAlgorithmNamed(alg);
   const std::shared_ptr<const Jwks> jwks = CurrentKeys();
-  if (jwks == nullptr) return false;
-  for (JwtAlgorithm a : {JwtAlgorithm::kRs256, JwtAlgorithm::kEs256, JwtAlgorithm::kEdDsa}) {
-    if (JwtAlgorithmName(a) != alg) continue;
-    const JwksKey* found = jwks->Find(kid, a);
-    return found != nullptr && found->fingerprint == fingerprint;
-  }
-  return false;
+  if (!algorithm || jwks == nullptr) return false;
+  const JwksKey* found = jwks->Find(kid, *algorithm);
+  return found != nullptr && found->fingerprint == fingerprint;
 }
 
 }  // namespace pillar::identity
