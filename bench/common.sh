@@ -16,7 +16,9 @@ sign_demo_store() {
 
 # Removes what a benchmark run left in its work directory ($1) but its raw outputs ($1/raw):
 # the servers' audit and access logs of a run take gigabytes, and /tmp filled up after a few.
+# BENCH_KEEP=1 keeps everything (perf.data, callgrind files, the servers' logs).
 prune_work() {
+  [[ -z "${BENCH_KEEP:-}" ]] || return 0
   find "$1" -mindepth 1 -maxdepth 1 ! -name raw -exec rm -rf {} + 2>/dev/null || true
 }
 

@@ -26,7 +26,7 @@ server=""
 cleanup() {
   [[ -n "$server" ]] && kill "$server" 2>/dev/null || true
   wait 2>/dev/null || true
-  [[ -n "${BENCH_KEEP:-}" ]] || prune_work "$work"
+  prune_work "$work"
 }
 trap cleanup EXIT
 

@@ -22,7 +22,7 @@ server=""
 cleanup() {
   [[ -n "$server" ]] && kill "$server" 2>/dev/null || true
   wait 2>/dev/null || true
-  [[ -n "${BENCH_KEEP:-}" ]] || prune_work "$work"
+  prune_work "$work"
 }
 trap cleanup EXIT
 sign_demo_store "$pillar" "$root" "$work" >/dev/null 2>&1
