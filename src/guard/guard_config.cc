@@ -226,6 +226,7 @@ namespace {
     config.prompts = inherited->prompts;
     config.answers = inherited->answers;
     config.hold_back_bytes = inherited->hold_back_bytes;
+    config.strip_answer_controls = inherited->strip_answer_controls;
     config.deny = inherited->deny;
     config.injection = inherited->injection;
     config.classifier = inherited->classifier;
@@ -234,6 +235,13 @@ namespace {
   PILLAR_RETURN_IF_ERROR(section.ReadBool("prompts", config.prompts));
   PILLAR_RETURN_IF_ERROR(section.ReadBool("answers", config.answers));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("hold_back_bytes", config.hold_back_bytes, 0, 1 << 16));
+  std::string answer_controls = config.strip_answer_controls ? "strip" : "keep";
+  PILLAR_RETURN_IF_ERROR(section.ReadString("answer_controls", answer_controls));
+  if (answer_controls != "strip" && answer_controls != "keep") {
+    return absl::InvalidArgumentError(StrCat(source, ": [guard] answer_controls is \"strip\" or ",
+                                             "\"keep\", not \"", answer_controls, "\""));
+  }
+  config.strip_answer_controls = answer_controls == "strip";
   // The table's own keys are every type's defaults; [guard.entities.TYPE] overrides them.
   EntityRule defaults;
   const bool action_set = section.Contains("action");

@@ -50,6 +50,9 @@ struct GuardConfig {
   bool prompts = true;
   bool answers = true;
   int64_t hold_back_bytes = 128;
+  // answer_controls = "strip" (true) or "keep": whether an answer's display controls are removed
+  // before it is screened and sent (guard/display_controls.h).
+  bool strip_answer_controls = true;
   // [[guard.deny]]: words and patterns matched in prompts and answers (null: none), and
   // [guard.injection]: the prompt-injection heuristics, over what users and tools wrote.
   std::shared_ptr<const DenyList> deny;

@@ -54,6 +54,15 @@ bool Invisible(uint32_t c) {
          (c >= 0x1D173 && c <= 0x1D17A) || (c >= 0xE0000 && c <= 0xE0FFF);
 }
 
+// Combining marks: an accent, a stroke or an enclosing circle drawn on the character before
+// them, which a reader still reads as that character ("4\u0303111 1111 ..." shows a card's first
+// group with a tilde on its 4).
+bool CombiningMark(uint32_t c) {
+  return (c >= 0x0300 && c <= 0x036F) || (c >= 0x1AB0 && c <= 0x1AFF) ||
+         (c >= 0x1DC0 && c <= 0x1DFF) || (c >= 0x20D0 && c <= 0x20FF) ||
+         (c >= 0xFE20 && c <= 0xFE2F);
+}
+
 bool Blank(uint32_t c) {
   return c == 0x0085 || c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
          c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
@@ -125,7 +134,7 @@ std::optional<char> CompatibilityOf(uint32_t c) {
 // The ASCII byte `c` folds to, kDrop to drop it, or nullopt to keep it.
 std::optional<char> FoldOf(uint32_t c) {
   if (c < 0x80) return std::nullopt;
-  if (Invisible(c)) return kDrop;
+  if (Invisible(c) || CombiningMark(c)) return kDrop;
   if (Blank(c)) return ' ';
   if (c >= 0xFF01 && c <= 0xFF5E) return char(c - 0xFF01 + 0x21);
   if (c == 0xFE6B) return '@';
@@ -139,12 +148,6 @@ std::optional<char> FoldOf(uint32_t c) {
   if (c >= 0x1D7CE && c <= 0x1D7FF) return char('0' + (c - 0x1D7CE) % 10);
   if (c >= 0x2100 && c <= 0x213F) return LetterlikeOf(c);
   return CompatibilityOf(c);
-}
-
-// The ASCII bytes that print as nothing: the C0 controls but the blanks (tab, line breaks, form
-// feed, vertical tab, the file, group, record and unit separators), and DEL.
-constexpr bool InvisibleAscii(unsigned char c) {
-  return (c < 0x20 && !(c >= '\t' && c <= '\r') && !(c >= 0x1C && c <= 0x1F)) || c == 0x7F;
 }
 
 // The length of the control sequence a terminal reads at ESC `at`, as Controls::kDrop drops it
@@ -226,6 +229,10 @@ bool EscapeOpen(std::string_view text, size_t at) {
 
 }  // namespace
 
+size_t TerminalSequenceLength(std::string_view text, size_t at) {
+  return EscapeLength(text, at, /*terminal=*/true);
+}
+
 size_t SequenceStartAround(std::string_view text, size_t at) {
   constexpr size_t kLongest = 4096 + 2;
   size_t esc = text.find('\x1b', at > kLongest ? at - kLongest : 0);
@@ -282,14 +289,14 @@ static_assert(ControlCandidates(0x7F202020201B0D08ULL) == 0x8000000000808080ULL)
 static_assert(ControlCandidates(0x0E0E0E0E0E0E0E00ULL) == 0x8080808080808080ULL);
 
 // Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
-// U+00B9: C2; U+02D7: CB; U+034F: CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to U+180F: E1;
-// U+2000 to U+2E40: E2; U+3000 to U+3164: E3; U+FE00 to U+FFA0: EF; U+10EAD and U+1D173 to
-// U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters with accents (C3, C4 ...) and most scripts
-// never fold, and are passed over without decoding.
+// U+00B9: C2; U+02D7: CB; U+0300 to U+036F: CC, CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to
+// U+1DFF: E1; U+2000 to U+2E40: E2; U+3000 to U+3164: E3; U+FE00 to U+FFA0: EF; U+10EAD and
+// U+1D173 to U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters with accents (C3, C4 ...) and most
+// scripts never fold, and are passed over without decoding.
 constexpr bool MayFold(unsigned char lead) {
-  return lead == 0xC2 || lead == 0xCB || lead == 0xCD || lead == 0xD6 || lead == 0xD8 ||
-         lead == 0xE1 || lead == 0xE2 || lead == 0xE3 || lead == 0xEF || lead == 0xF0 ||
-         lead == 0xF3;
+  return lead == 0xC2 || lead == 0xCB || lead == 0xCC || lead == 0xCD || lead == 0xD6 ||
+         lead == 0xD8 || lead == 0xE1 || lead == 0xE2 || lead == 0xE3 || lead == 0xEF ||
+         lead == 0xF0 || lead == 0xF3;
 }
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.

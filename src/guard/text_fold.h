@@ -9,7 +9,9 @@
 // What folds (a conservative part of NFKC, plus the invisible characters NFKC keeps):
 // - characters that print as nothing are dropped: the soft hyphen, zero-width space and joiners,
 //   direction marks and embeddings, word joiner and invisible operators, variation selectors,
-//   the byte order mark, tag characters, the Hangul fillers; and, with Controls::kDrop, the
+//   the byte order mark, tag characters, the Hangul fillers, and the combining marks (accents,
+//   strokes and circles drawn on the character before them: "4\u0303111" reads "4111"); and,
+//   with Controls::kDrop, the
 //   ASCII controls other than the blanks (NUL, BEL, ESC, DEL ...) and a terminal's control
 //   sequences whole ("\x1b[1;31m", "\x1b(B", "\x1b]8;;url\x1b\\"), as a terminal shows them;
 //   there, too, a backspace or a carriage return moves back within the line, and what follows
@@ -36,6 +38,16 @@
 #include <vector>
 
 namespace pillar::guard {
+
+// The ASCII bytes that print as nothing: the C0 controls but the blanks (tab, line breaks, form
+// feed, vertical tab, the file, group, record and unit separators), and DEL.
+constexpr bool InvisibleAscii(unsigned char c) {
+  return (c < 0x20 && !(c >= '\t' && c <= '\r') && !(c >= 0x1C && c <= 0x1F)) || c == 0x7F;
+}
+
+// The length of the control sequence a terminal reads at the ESC text[at], as Controls::kDrop
+// drops it whole (1: the ESC alone, when no whole sequence follows it).
+size_t TerminalSequenceLength(std::string_view text, size_t at);
 
 // Where a terminal control sequence that `text` ends inside begins ("...\x1b]8;;a b c" with
 // its terminator still to come), text.size() when none: a terminal shows nothing of the bytes

@@ -8,6 +8,7 @@
 #include "absl/functional/function_ref.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "guard/display_controls.h"
 #include "pipeline/chain.h"
 #include "protocol/openai_request.h"
 #include "protocol/openai_response.h"
@@ -461,13 +462,17 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
   absl::StatusOr<std::string> body = protocol::EditAnswerTexts(
       ex.response.body,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
+        // As shown: without its display controls, unless the configuration keeps them.
+        std::string storage;
+        const std::string_view sent = text;
+        if (config.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
         guard::ScreenResult r = guard::Screen(text, config);
         Note(ex, "answer", r.findings, r.denied);
         // `where` holds member names the upstream chose: they may carry values too.
         if (r.blocked && blocked.empty()) {
           blocked = StrCat(r.block_reason, " of ", guard::RedactAll(where));
         }
-        if (r.blocked || r.text == text) return std::nullopt;
+        if (r.blocked || r.text == sent) return std::nullopt;
         return std::move(r.text);
       });
   if (!body.ok()) {  // nothing the guard cannot read goes out

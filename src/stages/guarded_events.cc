@@ -8,6 +8,7 @@
 
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "guard/display_controls.h"
 #include "guard/screen.h"
 #include "guard/text_fold.h"
 #include "protocol/openai_texts.h"
@@ -133,8 +134,12 @@ class GuardedEvents final : public runtime::EventSink {
     return std::nullopt;
   }
 
-  // A string of a delta other than its content (a refusal, a tool call's arguments), whole.
+  // A string of a delta other than its content (a refusal, a tool call's arguments), whole, as
+  // shown (without its display controls, unless the configuration keeps them).
   std::optional<std::string> ScreenWhole(std::string_view where, std::string_view text) {
+    std::string storage;
+    const std::string_view sent = text;
+    if (config_.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
     guard::ScreenResult r = guard::Screen(text, config_);
     stage_.Note(ex_, "answer", r.findings, r.denied);
     if (r.blocked && !blocked_) {
@@ -144,7 +149,7 @@ class GuardedEvents final : public runtime::EventSink {
           StrCat("the model's answer was blocked by the content guard: ", r.block_reason, " of ",
                  guard::RedactAll(where))));
     }
-    if (r.blocked || r.text == text) return std::nullopt;
+    if (r.blocked || r.text == sent) return std::nullopt;
     return std::move(r.text);
   }
 
@@ -187,6 +192,13 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
   bool StructuralIsClean(int64_t index, const protocol::DeltaField& field, std::string_view value) {
+    if (config_.strip_answer_controls && guard::HasDisplayControls(value)) {
+      // It cannot be edited (clients join its fragments): what a terminal would do with it is
+      // not passed on.
+      Stop(runtime::BadGateway(StrCat("the upstream's stream sends display controls in the member ",
+                                      guard::RedactAll(Where(field)), " of choice ", index)));
+      return false;
+    }
     const std::string found = guard::RepeatedFinding(value, config_);
     if (found.empty()) return true;
     const std::string where = Where(field);
@@ -319,6 +331,11 @@ class GuardedEvents final : public runtime::EventSink {
       return std::string();
     }
     if (finished) finished_choices_.insert(index);
+    // Held as shown: a chunk's display controls go before it joins the text (each is whole in
+    // its chunk; an escape sequence cut by the chunk's end loses its ESC, and what comes of it in
+    // the next chunk is shown as text, and screened as such).
+    std::string storage;
+    if (config_.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
     HeldText& held_text = held_[index];
     std::string& held = held_text.text;
     held.append(text);

@@ -121,6 +121,22 @@ TEST(TextFoldTest, RecognizersAndRulesSeeThroughLookAlikes) {
 
 // Found by a review (helper-50): values split by NUL bytes or a terminal's colour sequences were
 // not read whole, though a terminal shows them whole. Controls::kDrop reads them so.
+TEST(TextFoldTest, CombiningMarksReadAsTheCharacterTheyAreDrawnOn) {
+  // A tilde, an acute, a stroke and an enclosing circle on a card's digits: a reader reads the
+  // digits, and so does the guard; the finding spans the marks, the redaction takes them too.
+  const std::string card = "card 4\u0303111 1\u0301111 1\u20dd111 11\u033611 end";
+  std::vector<Finding> found = Recognize(card, RecognizerOptions{});
+  ASSERT_EQ(found.size(), 1u) << card;
+  EXPECT_EQ(found[0].type, EntityType::kCreditCard);
+  EXPECT_EQ(found[0].begin, 5u);
+  EXPECT_EQ(found[0].end, card.size() - 4);
+  EXPECT_EQ(Screen(card, GuardConfig()).text, "card <CREDIT_CARD> end");
+  // Decomposed accents in words fold to the letters (the reading only: the text is unchanged).
+  const std::string word = "nu\u0301mero";
+  EXPECT_EQ(FoldedText(word).text(), "numero");
+  EXPECT_EQ(FoldedText(word).original(), word);
+}
+
 TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
   constexpr auto kDrop = FoldedText::Controls::kDrop;
   const std::string text = "a\0b\x1b[1;31mc\x1b[0m\x7f"s +

@@ -7,6 +7,10 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   overwrites  a stream of 6,000 chunks of backspace-and-a-letter (a terminal shows one letter,
             so nothing can go out) and then an access key
   parts     a stream whose chunk's content is an array, not a string
+  controls  a stream whose content has colours, a hyperlink, a right-to-left override, a
+            backspace and a lone carriage return in it
+  controlsname  a stream whose tool call's name and id have a terminal sequence in them
+  controlsanswer  an answer whose content has a colour and a right-to-left override in it
   logprobs  an answer whose logprobs repeat an e-mail address token by token
   toolargs  an answer whose tool call arguments hold an access key
   toolstream  a stream whose tool call's arguments carry an access key cut in two fragments
@@ -223,6 +227,14 @@ def stream(model):
     elif model == "overwrites":
         events = [chunk(0, "start x")] + [chunk(0, "\bx") for _ in range(6000)]
         events.append(chunk(0, " key " + "AKIAIOSF" + "ODNN7EXAMPLE" + " end"))
+    elif model == "controls":
+        events = [chunk(0, "red \x1b[31mtext\x1b[0m and "), chunk(0, "\u202eright\u202c, a\bb"),
+                  chunk(0, " \x1b]8;;http://x\x1b\\link\x1b]8;;\x1b\\ done\r")]
+    elif model == "controlsname":
+        events = [tool_chunk(0, "{}", first=True)]
+        call = events[0]["choices"][0]["delta"]["tool_calls"][0]
+        call["function"]["name"] = "st\x1b[2Kore"
+        call["id"] = "t\x1b[2K0"
     elif model == "nousagestream":
         events = [chunk(0, w) for w in ["one", " two", " three", " four", " five"]]
     else:  # parts
@@ -283,6 +295,8 @@ def answer(model):
         message["content"] = 4111111111111111
     elif model == "answerfloat":
         message["content"] = 4.111111111111111e15
+    elif model == "controlsanswer":
+        message["content"] = "ok \x1b[31mred\x1b[0m \u202eX"
     elif model == "answername":
         message["zq.name@example.org"] = "x"
     elif model == "nousage":

@@ -133,7 +133,8 @@ class LlmTest : public ::testing::Test {
           "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
           "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
           "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall",
-          "embsecret",         "embplain",       "overwrites"}) {
+          "embsecret",         "embplain",       "overwrites",   "controls",     "controlsname",
+          "controlsanswer"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -145,6 +146,8 @@ class LlmTest : public ::testing::Test {
         "[[guard.deny]]\nname = \"codenames\"\nwords = [\"project nightingale\"]\n"
         "[[guard.deny]]\nname = \"watch\"\nwords = [\"harbor\"]\naction = \"flag\"\n"
         "[guard.models.echo-open]\nprompts = false\n[guard.models.lax]\nprompts = false\n"
+        // Passes an answer's display controls on, read as a terminal shows them.
+        "[guard.models.overwrites]\nanswer_controls = \"keep\"\n"
         "[guard.models.echo.injection]\naction = \"block\"\n"
         // The classifier is echo-open, which says the user's text back: a test's prompt is its
         // verdict.
@@ -651,6 +654,30 @@ TEST_F(LlmTest, AnUpstreamCannotGetValuesPastTheGuardNorMakeItHoldWithoutEnd) {
   r = Post("/v1/chat/completions", Say("toolargs", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_EQ(r.body.find("AKIA"), std::string::npos) << r.body;
+}
+
+TEST_F(LlmTest, AnAnswersDisplayControlsDoNotReachTheClient) {
+  // Colours, a hyperlink, a right-to-left override, a backspace and a lone carriage return: a
+  // terminal or a page would show the text out of the order it is written in. They are taken out
+  // of each chunk before it is screened, and the rest goes on as written.
+  HttpReply r = Post("/v1/chat/completions", Say("controls", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(StreamedText(r.body), "red text and right, ab link done") << r.body;
+  for (const char* control : {"\\u001b", "\\u0008", "\\b", "\\r", "\u202e", "\u202c"}) {
+    EXPECT_EQ(r.body.find(control), std::string::npos) << control << " in " << r.body;
+  }
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << r.body;
+  // Whole answers too.
+  r = Post("/v1/chat/completions", Say("controlsanswer", "hi"));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("content":"ok red X")"), std::string::npos) << r.body;
+  // A tool call's id cannot be edited (clients join its fragments): the call fails instead (here
+  // before its first byte went out, so with a status).
+  r = Post("/v1/chat/completions", Say("controlsname", "hi", true));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find("\\u001b"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("display controls in the member delta.tool_calls[0].id"), std::string::npos)
+      << r.body;
 }
 
 TEST_F(LlmTest, AStreamedToolCallsArgumentsAreScreenedWholeNotFragmentByFragment) {

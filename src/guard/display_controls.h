@@ -1,0 +1,50 @@
+// A model's answer as a reader will see it, made certain: without the bytes that make a terminal
+// or a page show text in another place or order than it is written in.
+//
+//   std::string storage;
+//   text = WithoutDisplayControls(text, storage);   // a copy only when it has any
+//   Screen(text, config);                           // what is screened is what is shown
+//
+// Why: the guard finds values in the text as written. A terminal that reads "AKIAIOSFXX\b\b
+// ODNN7EXAMPLE" shows an access key the text does not hold; so do a cursor movement
+// ("ESC [ 2 D"), a carriage return that ends no line, and a page that lays out
+// "\u202eELPMAXE7NNDOFSOIAIKA" right to left. The guard's terminal reading (FoldedText,
+// Controls::kDrop) follows backspaces and carriage returns, but no model of a terminal is every
+// terminal: wide characters, line wrapping and the sequences that move the cursor differ from one
+// to the next (review helper-68). Without these bytes no reader moves back over what it showed,
+// and what it shows is the text in order, which is what the guard screens. An answer with them is
+// rare (a model writes them when asked to, or when an upstream is hostile), and what they would
+// have done is display, not content: [guard] answer_controls = "strip" (the default) removes them
+// from every text of an answer a client reads, "keep" passes them on, read as guard.md says.
+//
+// What goes:
+// - the ASCII controls that print as nothing (InvisibleAscii: NUL, BEL, backspace, ESC, DEL ...)
+//   and a carriage return not followed by a line feed; tab, line feed, vertical tab, form feed and
+//   CRLF stay;
+// - an ESC's whole sequence as a terminal reads it (TerminalSequenceLength: "ESC [ 1 ; 31 m",
+//   "ESC ] 8 ;; url ESC \\"); of one cut at the text's end, the ESC alone, so that the rest, if it
+//   comes in the next chunk, shows as the text it then is;
+// - the C1 controls U+0080-U+009F (a terminal may read U+009B as "ESC ["), and the bidirectional
+//   formatting characters: the marks U+200E, U+200F and U+061C, the embeddings and overrides
+//   U+202A-U+202E, the isolates U+2066-U+2069.
+// Each is whole in the text it is removed from; the rest is left byte for byte (invalid UTF-8
+// included), so a text of valid UTF-8 stays valid.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace pillar::guard {
+
+// The length of the display control at text[at] (as above), 0 when there is none.
+size_t DisplayControlLength(std::string_view text, size_t at);
+
+bool HasDisplayControls(std::string_view text);
+
+// `text` without its display controls.
+std::string WithoutDisplayControls(std::string_view text);
+// The same, kept in `storage` when `text` has any (a view of `storage`); `text` itself when it
+// has none, without a copy.
+std::string_view WithoutDisplayControls(std::string_view text, std::string& storage);
+
+}  // namespace pillar::guard
