@@ -41,6 +41,22 @@ TEST(ScreenTest, DefaultsRedactPersonalDataWithTagsAndBlockSecrets) {
   EXPECT_TRUE(r.text.empty());
 }
 
+TEST(ScreenTest, ABareNifIsRedactedByDefaultUnlessAWordMakesItSomethingElse) {
+  const GuardConfig config;
+  EXPECT_EQ(Screen("o valor 123456789 foi pago", config).text, "o valor <PT_NIF> foi pago");
+  EXPECT_EQ(Screen("o valor 123 456 789 foi pago", config).text, "o valor <PT_NIF> foi pago");
+  EXPECT_EQ(Screen("NIF: 123456789", config).text, "NIF: <PT_NIF>");
+  // A word that makes the number something else, a failed check, and a raised threshold.
+  EXPECT_EQ(Screen("fatura 123456789", config).text, "fatura 123456789");
+  EXPECT_EQ(Screen("o valor 123456780 foi pago", config).text, "o valor 123456780 foi pago");
+  const GuardConfig named = Parse("[guard.entities.PT_NIF]\nmin_score = 0.5\n");
+  EXPECT_EQ(Screen("o valor 123456789 foi pago", named).text, "o valor 123456789 foi pago");
+  EXPECT_EQ(Screen("NIF: 123456789", named).text, "NIF: <PT_NIF>");
+  // A table-wide min_score is every type's.
+  const GuardConfig table = Parse("[guard]\nmin_score = 0.5\n");
+  EXPECT_EQ(Screen("o valor 123456789 foi pago", table).text, "o valor 123456789 foi pago");
+}
+
 // Found by a review (helper-30): an address glued to a key won over it and the key went out
 // "redacted" as an address. Merged, the key's block applies.
 TEST(ScreenTest, ASecretMergedWithAnotherFindingIsStillBlocked) {
