@@ -375,11 +375,50 @@ class GuardedEvents final : public runtime::EventSink {
       const char last = held[r.consumed - 1];
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
     }
+    if (!r.released.empty() && !JoinedIsClean(index, r.released)) return std::string();
     held.erase(0, r.consumed);
     // Growth is counted from what is held now: after a release, from what is left of it.
     held_text.screened = held.size();
     held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;
     return std::move(r.released);
+  }
+
+  // Whether `released`, choice `index`'s text about to go out, is clean as a client that prints
+  // every chunk's first choice shows it: after the text of the choice released before it. Each
+  // choice's text is screened on its own; with n > 1, a value whose first part ends one choice's
+  // release and whose rest begins another's (a key's halves in choices 0 and 1) is seen only
+  // here. A finding or blocking deny match that reaches into `released` from the other choice's
+  // text stops the call (what went out cannot be redacted). Only the last kJoinedTail bytes that
+  // went out are kept, and `released`'s first kJoinedTail are read: a value longer than that is
+  // not joined (each screen is bounded, however the choices alternate).
+  bool JoinedIsClean(int64_t index, std::string_view released) {
+    if (choices_ <= 1) return true;
+    if (joined_choice_ >= 0 && joined_choice_ != index && !joined_tail_.empty()) {
+      std::string joined = joined_tail_;
+      const size_t boundary = joined.size();
+      joined.append(released.substr(0, kJoinedTail));
+      const guard::ScreenResult r = guard::Screen(joined, config_);
+      bool across = false;
+      for (const guard::ScreenedFinding& f : r.findings) {
+        across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
+      }
+      for (const guard::DenyMatch& m : r.denied) {
+        across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
+      }
+      if (across) {
+        stage_.Note(ex_, "answer", r.findings, r.denied);
+        ex_.content_blocked = true;
+        Stop(absl::PermissionDeniedError(StrCat(
+            "the model's answer was blocked by the content guard: a value across the streamed "
+            "choices ",
+            joined_choice_, " and ", index, ", as a client that prints them in turn shows it")));
+        return false;
+      }
+    }
+    joined_choice_ = index;
+    joined_tail_.append(released);
+    if (joined_tail_.size() > kJoinedTail) joined_tail_.erase(0, joined_tail_.size() - kJoinedTail);
+    return true;
   }
 
   // Whether screening `held` again, now that `text` was appended to it, would release nothing
@@ -440,6 +479,10 @@ class GuardedEvents final : public runtime::EventSink {
   const GuardStage& stage_;
   const int64_t choices_;             // the request's n
   std::map<int64_t, HeldText> held_;  // by choice index
+  // With n > 1: the end of the choices' texts as they went out, and the choice it is from.
+  static constexpr size_t kJoinedTail = 4096;
+  std::string joined_tail_;
+  int64_t joined_choice_ = -1;
   // A choice's other texts, by where they go; held whole until it finishes.
   static constexpr size_t kMaxHeldFields = size_t(1) << 20;
   static constexpr size_t kMaxFields = 1024;

@@ -22,6 +22,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   idrotate  a stream whose tool call id says a key's halves the other way round, twice
   idsplit   a stream whose tool call id carries an access key in two fragments
   choiceorder  a stream of two choices whose first chunk is for choice 1
+  choicesplit  a stream of two choices: choice 0 ends with an access key's first half, choice 1
+            begins with its second (a client printing each chunk's first choice shows the key)
+  choicesplitok  the same with a blank between the halves
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -207,6 +210,15 @@ def stream(model):
         finish = "tool_calls"
     elif model == "choiceorder":
         events = [chunk(1, "key AKIAIOSF"), chunk(0, "ODNN7EXAMPLE ok")]
+    elif model in ("choicesplit", "choicesplitok"):
+        gap = " " if model == "choicesplitok" else ""
+        finish = None
+        events = [chunk(0, "key AKIAIOSF"),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+                  chunk(1, gap + "ODNN7EXAMPLE end"),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
     elif model == "chunkmessage":
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "extra": {"note": "mail zq.extra@example.org"},
