@@ -9,6 +9,7 @@
 #include "common/files.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "guard/display_controls.h"
 #include "guard/guard_config.h"
 #include "guard/screen.h"
 
@@ -67,6 +68,11 @@ int RunGuardScan(const GuardScanOptions& options) {
   if (!config.ok()) return Fail("guard scan", config.status(), 2);
   absl::StatusOr<std::string> text = ReadInput(options.input);
   if (!text.ok()) return Fail("guard scan", text.status(), 2);
+  if (options.redact && config->strip_answer_controls) {
+    // What is printed is shown: without its display controls, as an answer goes out (the
+    // findings without --redact are the text's as given, with their offsets).
+    *text = guard::WithoutDisplayControls(*text);
+  }
   const guard::ScreenResult result = guard::Screen(*text, *config);
   if (options.redact) {
     if (result.blocked) {
@@ -123,7 +129,9 @@ void AddGuardCommands(CLI::App& cli, Commands& commands) {
   cmd->add_option("-c,--config", scan->config_path,
                   "A TOML file whose [guard] table says the actions (docs/guard.md)");
   cmd->add_flag("--redact", scan->redact,
-                "Print the text with the redactions applied instead of the findings");
+                "Print the text with the redactions applied instead of the findings (and "
+                "without its display controls, as answers go out, unless the [guard] table "
+                "says answer_controls = \"keep\")");
   commands.On(cmd, [scan] { return RunGuardScan(*scan); });
 }
 

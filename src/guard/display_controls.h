@@ -26,7 +26,13 @@
 //   comes in the next chunk, shows as the text it then is;
 // - the C1 controls U+0080-U+009F (a terminal may read U+009B as "ESC ["), and the bidirectional
 //   formatting characters: the marks U+200E, U+200F and U+061C, the embeddings and overrides
-//   U+202A-U+202E, the isolates U+2066-U+2069.
+//   U+202A-U+202E, the isolates U+2066-U+2069;
+// - the characters the guard reads as nothing that a display may draw: the soft hyphen U+00AD
+//   (a terminal draws '-'), the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0 and the Khmer
+//   inherent vowels U+17B4, U+17B5 (blanks), the Mongolian vowel separator U+180E (a space in
+//   older fonts), U+FFF0-U+FFF8 and the shorthand format controls U+1BCA0-U+1BCA3 (a box where
+//   unassigned or unsupported): shown, they would part what the guard reads as joined
+//   ("XX\u00adAKIA..." is a key after a boundary on a terminal, review helper-72).
 // Each is whole in the text it is removed from; the rest is left byte for byte (invalid UTF-8
 // included), so a text of valid UTF-8 stays valid.
 #pragma once

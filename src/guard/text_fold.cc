@@ -1,9 +1,12 @@
 #include "guard/text_fold.h"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstring>
 #include <optional>
+
+#include "guard/combining_marks.h"
 
 namespace pillar::guard {
 namespace {
@@ -51,16 +54,8 @@ bool Invisible(uint32_t c) {
          c == 0x17B5 || (c >= 0x180B && c <= 0x180F) || (c >= 0x200B && c <= 0x200F) ||
          (c >= 0x202A && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) || c == 0x3164 ||
          (c >= 0xFE00 && c <= 0xFE0F) || c == 0xFEFF || c == 0xFFA0 ||
+         (c >= 0xFFF0 && c <= 0xFFF8) || (c >= 0x1BCA0 && c <= 0x1BCA3) ||
          (c >= 0x1D173 && c <= 0x1D17A) || (c >= 0xE0000 && c <= 0xE0FFF);
-}
-
-// Combining marks: an accent, a stroke or an enclosing circle drawn on the character before
-// them, which a reader still reads as that character ("4\u0303111 1111 ..." shows a card's first
-// group with a tilde on its 4).
-bool CombiningMark(uint32_t c) {
-  return (c >= 0x0300 && c <= 0x036F) || (c >= 0x1AB0 && c <= 0x1AFF) ||
-         (c >= 0x1DC0 && c <= 0x1DFF) || (c >= 0x20D0 && c <= 0x20FF) ||
-         (c >= 0xFE20 && c <= 0xFE2F);
 }
 
 bool Blank(uint32_t c) {
@@ -134,7 +129,7 @@ std::optional<char> CompatibilityOf(uint32_t c) {
 // The ASCII byte `c` folds to, kDrop to drop it, or nullopt to keep it.
 std::optional<char> FoldOf(uint32_t c) {
   if (c < 0x80) return std::nullopt;
-  if (Invisible(c) || CombiningMark(c)) return kDrop;
+  if (Invisible(c) || IsCombiningMark(c)) return kDrop;
   if (Blank(c)) return ' ';
   if (c >= 0xFF01 && c <= 0xFF5E) return char(c - 0xFF01 + 0x21);
   if (c == 0xFE6B) return '@';
@@ -288,16 +283,33 @@ static_assert(ControlCandidates(0xC3A3E280AF7E4161ULL) == 0);  // letters, '~', 
 static_assert(ControlCandidates(0x7F202020201B0D08ULL) == 0x8000000000808080ULL);
 static_assert(ControlCandidates(0x0E0E0E0E0E0E0E00ULL) == 0x8080808080808080ULL);
 
-// Whether a character led by `lead` may fold: the lead bytes of every range above (U+0085 to
-// U+00B9: C2; U+02D7: CB; U+0300 to U+036F: CC, CD; U+058A and U+05BE: D6; U+061C: D8; U+115F to
-// U+1DFF: E1; U+2000 to U+2E40: E2; U+3000 to U+3164: E3; U+FE00 to U+FFA0: EF; U+10EAD and
-// U+1D173 to U+1D7FF: F0; U+E0000 to U+E0FFF: F3). Letters with accents (C3, C4 ...) and most
-// scripts never fold, and are passed over without decoding.
-constexpr bool MayFold(unsigned char lead) {
-  return lead == 0xC2 || lead == 0xCB || lead == 0xCC || lead == 0xCD || lead == 0xD6 ||
-         lead == 0xD8 || lead == 0xE1 || lead == 0xE2 || lead == 0xE3 || lead == 0xEF ||
-         lead == 0xF0 || lead == 0xF3;
+// The UTF-8 lead byte of `c`.
+constexpr unsigned LeadByte(uint32_t c) {
+  return c < 0x80 ? c : c < 0x800 ? 0xC0 | c >> 6 : c < 0x10000 ? 0xE0 | c >> 12 : 0xF0 | c >> 18;
 }
+
+// The lead bytes of every character that may fold: those of the ranges above (U+0085 to U+00B9:
+// C2; U+02D7: CB; U+058A and U+05BE: D6; U+061C: D8; U+115F to U+180F: E1; U+2000 to U+2E40: E2;
+// U+3000 to U+3164: E3; U+FE00 to U+FFF8: EF; U+10EAD, U+1BCA0 to U+1BCA3 and U+1D173 to
+// U+1D7FF: F0; U+E0000 to U+E0FFF: F3) and of the combining marks (guard/combining_marks.h).
+// Letters with accents (C3, C4 ...) and the letters of most scripts never fold, and are passed
+// over without decoding.
+constexpr std::array<bool, 256> MakeFoldLeads() {
+  std::array<bool, 256> leads{};
+  for (unsigned lead : {0xC2u, 0xCBu, 0xD6u, 0xD8u, 0xE1u, 0xE2u, 0xE3u, 0xEFu, 0xF0u, 0xF3u}) {
+    leads[lead] = true;
+  }
+  for (const CodeRange& range : kCombiningMarks) {
+    for (unsigned lead = LeadByte(range.first); lead <= LeadByte(range.last); ++lead) {
+      leads[lead] = true;
+    }
+  }
+  return leads;
+}
+constexpr std::array<bool, 256> kFoldLeads = MakeFoldLeads();
+
+constexpr bool MayFold(unsigned char lead) { return kFoldLeads[lead]; }
+static_assert(!MayFold(0xC3) && !MayFold(0xC4) && MayFold(0xCC) && MayFold(0xCD));
 
 // The offset of the first character of `text` that folds, from `at`; text.size() when none does.
 // With `drop_controls`, a control (TerminalControl) is one that folds; without, one is noted in

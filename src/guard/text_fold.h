@@ -9,8 +9,9 @@
 // What folds (a conservative part of NFKC, plus the invisible characters NFKC keeps):
 // - characters that print as nothing are dropped: the soft hyphen, zero-width space and joiners,
 //   direction marks and embeddings, word joiner and invisible operators, variation selectors,
-//   the byte order mark, tag characters, the Hangul fillers, and the combining marks (accents,
-//   strokes and circles drawn on the character before them: "4\u0303111" reads "4111"); and,
+//   the byte order mark, tag characters, the Hangul fillers, the default-ignorable U+FFF0-U+FFF8
+//   and U+1BCA0-U+1BCA3, and the combining marks (guard/combining_marks.h: accents, strokes,
+//   circles and vowel signs drawn on the character before them: "4\u0303111" reads "4111"); and,
 //   with Controls::kDrop, the
 //   ASCII controls other than the blanks (NUL, BEL, ESC, DEL ...) and a terminal's control
 //   sequences whole ("\x1b[1;31m", "\x1b(B", "\x1b]8;;url\x1b\\"), as a terminal shows them;

@@ -4,12 +4,16 @@
 // that is not blocked is the input with exactly the redacted spans replaced. The injection score
 // lies in [0, 1), and a deny rule's match lies inside the text. Folding look-alikes (text_fold.h)
 // never lengthens a text, and its way back to the original is in range and in order (or, for a
-// terminal's overwrites, in range).
+// terminal's overwrites, in range). Taking out display controls (display_controls.h) leaves none,
+// never lengthens a text, and keeps valid UTF-8 valid.
+#include <simdjson.h>
+
 #include <cstdint>
 #include <string>
 #include <string_view>
 
 #include "guard/deny_list.h"
+#include "guard/display_controls.h"
 #include "guard/injection.h"
 #include "guard/recognizer.h"
 #include "guard/screen.h"
@@ -34,6 +38,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (first >= last || last > text.size()) __builtin_trap();
     const auto [from, to] = shown.Span(0, i + 1);
     if (from > first || to < last || to > text.size()) __builtin_trap();
+  }
+  // Without its display controls: never longer, none left, and a second pass changes nothing;
+  // what it leaves of valid UTF-8 is valid UTF-8 (only whole characters and sequences go).
+  const std::string stripped = pillar::guard::WithoutDisplayControls(text);
+  if (stripped.size() > text.size() || pillar::guard::HasDisplayControls(stripped)) {
+    __builtin_trap();
+  }
+  if (pillar::guard::WithoutDisplayControls(stripped) != stripped) __builtin_trap();
+  if (simdjson::validate_utf8(text.data(), text.size()) &&
+      !simdjson::validate_utf8(stripped.data(), stripped.size())) {
+    __builtin_trap();
   }
   pillar::guard::RecognizerOptions options;
   options.min_score = 0;

@@ -131,6 +131,21 @@ TEST(TextFoldTest, CombiningMarksReadAsTheCharacterTheyAreDrawnOn) {
   EXPECT_EQ(found[0].begin, 5u);
   EXPECT_EQ(found[0].end, card.size() - 4);
   EXPECT_EQ(Screen(card, GuardConfig()).text, "card <CREDIT_CARD> end");
+  // Marks of every script, not only the Latin accents (review helper-72): an enclosing
+  // circle, a Japanese voicing mark, a Hebrew point, an Arabic vowel, a Thai vowel, a Devanagari
+  // nukta, a musical mark.
+  for (const char* mark :
+       {"\u0489", "\u3099", "\u05b0", "\u064b", "\u0e31", "\u093c", "\U0001d167", "\U0001e000"}) {
+    const std::string marked = std::string("card 4") + mark + "111 1111 1111 1111 end";
+    found = Recognize(marked, RecognizerOptions{});
+    ASSERT_EQ(found.size(), 1u) << marked;
+    EXPECT_EQ(found[0].type, EntityType::kCreditCard) << marked;
+  }
+  // Default-ignorable characters print as nothing: they join what is around them.
+  for (const std::string& text : {std::string("key AKIAIOSF\U0001bca0ODNN7EXAMPLE ok"),
+                                  std::string("key AKIAIOSF\ufff8ODNN7EXAMPLE ok")}) {
+    EXPECT_TRUE(Screen(text, GuardConfig()).blocked) << text;
+  }
   // Decomposed accents in words fold to the letters (the reading only: the text is unchanged).
   const std::string word = "nu\u0301mero";
   EXPECT_EQ(FoldedText(word).text(), "numero");

@@ -10,7 +10,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   controls  a stream whose content has colours, a hyperlink, a right-to-left override, a
             backspace and a lone carriage return in it
   controlsname  a stream whose tool call's name and id have a terminal sequence in them
-  controlsanswer  an answer whose content has a colour and a right-to-left override in it
+  controlsanswer  an answer whose content has a colour, a right-to-left override, a soft hyphen
+            and a Hangul filler in it
   logprobs  an answer whose logprobs repeat an e-mail address token by token
   toolargs  an answer whose tool call arguments hold an access key
   toolstream  a stream whose tool call's arguments carry an access key cut in two fragments
@@ -25,6 +26,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   choicesplit  a stream of two choices: choice 0 ends with an access key's first half, choice 1
             begins with its second (a client printing each chunk's first choice shows the key)
   choicesplitok  the same with a blank between the halves
+  choicesplit3  a stream of three choices: one chunk ends choice 0 with an access key's first half
+            and carries choice 1, the next begins choice 2 with the second half (a client
+            printing each chunk's first choice shows the key)
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -50,7 +54,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   idfour    a stream whose tool call id is "4242", four times (a card when joined)
   refusalfloat  a stream whose refusal is a card written as 4.111111111111111e15
   formfeed  a stream whose content is a deny phrase padded with forty form feeds
-  padmore   a stream whose content is a card cut in two, 80 KB of soft hyphens before the cut
+  padmore   a stream whose content is a card cut in two, 120 KB of zero-width spaces before the cut
   listorder  a stream whose delta list sends element 1 before element 0
   deep      a stream whose delta nests twenty objects deep
   answerfloat  an answer whose content is a card written as a float
@@ -152,7 +156,7 @@ def stream(model):
         events = [chunk(0, "we discussed project "), chunk(0, "\f" * 40),
                   chunk(0, "nightingale today")]
     elif model == "padmore":
-        events = ([chunk(0, "card 4111 1111 1111")] + [chunk(0, "\u00ad" * 4000)] * 10 +
+        events = ([chunk(0, "card 4111 1111 1111")] + [chunk(0, "\u200b" * 4000)] * 10 +
                   [chunk(0, " 1111 ok")])
     elif model == "listorder":
         events = [delta_chunk({"annotations": [{"index": 1, "id": "zq@exa"}]}),
@@ -219,6 +223,15 @@ def stream(model):
                   chunk(1, gap + "ODNN7EXAMPLE end"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
+    elif model == "choicesplit3":
+        finish = None
+        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"content": "key AKIAIOSF"},
+                                "finish_reason": "stop"},
+                               {"index": 1, "delta": {"content": "zz"}, "finish_reason": "stop"}]},
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 2, "delta": {"content": "ODNN7EXAMPLE ok"},
+                                "finish_reason": "stop"}]}]
     elif model == "chunkmessage":
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "extra": {"note": "mail zq.extra@example.org"},
@@ -308,7 +321,7 @@ def answer(model):
     elif model == "answerfloat":
         message["content"] = 4.111111111111111e15
     elif model == "controlsanswer":
-        message["content"] = "ok \x1b[31mred\x1b[0m \u202eX"
+        message["content"] = "ok \x1b[31mred\x1b[0m \u202eX\u00ad\u3164"
     elif model == "answername":
         message["zq.name@example.org"] = "x"
     elif model == "nousage":

@@ -56,6 +56,21 @@ TEST_F(GuardCliTest, TheConfigurationDecidesAndABlockSaysWhereNotWhat) {
   EXPECT_EQ(err.find("4111"), std::string::npos);
 }
 
+TEST_F(GuardCliTest, RedactedTextIsPrintedWithoutItsDisplayControlsUnlessKept) {
+  // Backspaces over a wide character: a terminal would show the key whole (review helper-72).
+  const std::string text = "key AKIAIOSF\u4e2d\b\bODNN7EXAMPLE and zq.x@example.org\x1b[0m\n";
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"guard", "scan", "--redact", Write("t.txt", text)}, &out, &err), 0)
+      << err;
+  EXPECT_EQ(out, "key AKIAIOSF\u4e2dODNN7EXAMPLE and <EMAIL_ADDRESS>\n");
+  const std::string keep = Write("keep.toml", "[guard]\nanswer_controls = \"keep\"\n");
+  EXPECT_EQ(testing::RunPillar({"guard", "scan", "-c", keep, "--redact", Write("t.txt", text)},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_EQ(out, "key AKIAIOSF\u4e2d\b\bODNN7EXAMPLE and <EMAIL_ADDRESS>\x1b[0m\n");
+}
+
 TEST_F(GuardCliTest, ABadConfigurationOrAMissingFileIsAnErrorNotAScan) {
   std::string out, err;
   const std::string bad = Write("bad.toml", "[guard]\naction = \"shred\"\n");

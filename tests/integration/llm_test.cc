@@ -125,16 +125,16 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
     for (const char* model :
-         {"indices",           "jwtdrip",        "parts",        "logprobs",     "toolargs",
-          "nousage",           "nousagestream",  "toolstream",   "toolstreamok", "toolafterfinish",
-          "chunkmessage",      "usagesplit",     "audiosplit",   "choiceorder",  "listshape",
-          "idsplit",           "idrotate",       "usagefirst",   "usagelast",    "idwhole",
-          "idobject",          "refusalnumbers", "refusallist",  "padded",       "membername",
-          "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
-          "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
-          "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall",
-          "embsecret",         "embplain",       "overwrites",   "controls",     "controlsname",
-          "controlsanswer",    "choicesplit",    "choicesplitok"}) {
+         {"indices",           "jwtdrip",        "parts",         "logprobs",     "toolargs",
+          "nousage",           "nousagestream",  "toolstream",    "toolstreamok", "toolafterfinish",
+          "chunkmessage",      "usagesplit",     "audiosplit",    "choiceorder",  "listshape",
+          "idsplit",           "idrotate",       "usagefirst",    "usagelast",    "idwhole",
+          "idobject",          "refusalnumbers", "refusallist",   "padded",       "membername",
+          "answerhead",        "answerlogprobs", "answernumber",  "answername",   "headiban",
+          "numberafterfinish", "idfour",         "refusalfloat",  "formfeed",     "padmore",
+          "listorder",         "deep",           "answerfloat",   "usagecard",    "bigstall",
+          "embsecret",         "embplain",       "overwrites",    "controls",     "controlsname",
+          "controlsanswer",    "choicesplit",    "choicesplitok", "choicesplit3"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -779,6 +779,17 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
   EXPECT_NE(LastEvent(r.body).find("a value across the streamed choices 0 and 1"),
+            std::string::npos)
+      << r.body;
+  // And for a client that prints each chunk's first choice only: choice 1 shares choice 0's
+  // chunk and is not shown, so the key's halves in choices 0 and 2 are shown joined (review
+  // helper-72).
+  r = Post(
+      "/v1/chat/completions",
+      R"({"model":"choicesplit3","stream":true,"n":3,"messages":[{"role":"user","content":"hi"}]})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(LastEvent(r.body).find("a value across the streamed choices 0 and 2"),
             std::string::npos)
       << r.body;
   // With a blank between them, a client shows two words, and both choices go out.
