@@ -491,7 +491,12 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
 }
 
 void GuardStage::ScreenError(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
-  if (config.deny == nullptr || ex.error.empty()) return;
+  if (ex.error.empty()) return;
+  // A client prints an error's message too, and it may quote the upstream's.
+  if (config.strip_answer_controls && guard::HasDisplayControls(ex.error)) {
+    ex.ReplaceError(guard::WithoutDisplayControls(ex.error));
+  }
+  if (config.deny == nullptr) return;
   const std::vector<guard::DenyMatch> denied = config.deny->Match(ex.error);
   if (denied.empty()) return;
   Note(ex, "answer", {}, denied);

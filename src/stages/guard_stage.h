@@ -49,7 +49,8 @@ class GuardStage final : public pipeline::Stage {
   void ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   // A failed call's message can quote the model's or its server's own words (a remote server's
   // error, a name from its reply): it is held to the deny rules too (a recognizer's values in it
-  // were tagged already, guard::RedactAll); a block withholds it, its status kept.
+  // were tagged already, guard::RedactAll); a block withholds it, its status kept. A client
+  // prints it: it loses its display controls as an answer does (answer_controls).
   void ScreenError(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
   // The prompt's texts screened (redacted in ex.generate->body, or blocked); false (and the
   // exchange failed) when they are blocked.

@@ -11,6 +11,7 @@ NAME.pem and NAME.key). The model named in
   wrongtype    200 with output "y" as INT64
   errorinside  200 whose body is an error
   errordenied  200 whose body is an error that names a codename a deny rule blocks
+  errorcontrols  200 whose body is an error with terminal sequences in it
   huge         200 with a 2 MiB body
   drip         200 whose body arrives a byte every 100 ms
   reset        the connection shut down mid-reply
@@ -242,6 +243,8 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(200, b'{"error": "CUDA error: out of memory"}')
         if model == "errordenied":
             return self.reply(200, b'{"error": "we discussed project nightingale yesterday"}')
+        if model == "errorcontrols":
+            return self.reply(200, b'{"error": "bad \\u001b[2J\\u001b[Hthing"}')
         if model == "huge":
             return self.reply(200, b" " * (2 << 20))
         if model == "drip":

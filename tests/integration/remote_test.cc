@@ -184,8 +184,8 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "failing", Remote({up}, auth));
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
     for (const char* model : {"good", "malformed", "wrongshape", "wrongtype", "errorinside",
-                              "errordenied", "reset", "notfound", "early", "extra", "late408",
-                              "chunkext", "echo", "echocut", "noid", "wrongid"}) {
+                              "errordenied", "errorcontrols", "reset", "notfound", "early", "extra",
+                              "late408", "chunkext", "echo", "echocut", "noid", "wrongid"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -474,6 +474,11 @@ TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
                         "'codenames'"),
             std::string::npos)
       << r.body;
+  // A client prints an error's message: it goes without its display controls.
+  r = Infer("errorcontrols");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_EQ(r.body.find("\\u001b"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("the reply carries an error: bad thing"), std::string::npos) << r.body;
 }
 
 TEST_F(RemoteTest, AnUpstreamsRetryAfterKeepsRequestsAwayUntilThen) {
