@@ -29,7 +29,8 @@ constexpr bool DisplayControl(uint32_t c) {
   return (c >= 0x80 && c <= 0x9F) || c == 0x00AD || c == 0x061C || c == 0x115F || c == 0x1160 ||
          c == 0x17B4 || c == 0x17B5 || c == 0x180E || c == 0x200E || c == 0x200F ||
          (c >= 0x202A && c <= 0x202E) || (c >= 0x2066 && c <= 0x2069) || c == 0x3164 ||
-         c == 0xFFA0 || (c >= 0xFFF0 && c <= 0xFFF8) || (c >= 0x1BCA0 && c <= 0x1BCA3);
+         c == 0xFFA0 || (c >= 0xFFF0 && c <= 0xFFFB) || (c >= 0x13430 && c <= 0x1343F) ||
+         (c >= 0x1BCA0 && c <= 0x1BCA3);
 }
 
 // The length of the well-formed UTF-8 sequence at text[at] (2 to 4 bytes) and its code point;
@@ -45,6 +46,27 @@ size_t Sequence(std::string_view text, size_t at, uint32_t& c) {
     c = c << 6 | (next & 0x3F);
   }
   return length;
+}
+
+// Takes off the end of `shown` a lead byte without all its continuation bytes (invalid UTF-8,
+// which is otherwise kept as it is): joined to what follows a removed control, it could make a
+// new character, and that one a display control ("\xc2\x1a\x9a" would leave U+009A, found by
+// fuzz_guard).
+// Repeated while the end is such a lead ("\xc2\xc2" + removed + "\xad" would leave U+00AD).
+void DropCutSequence(std::string& shown) {
+  while (!shown.empty()) {
+    size_t lead = shown.size();
+    while (lead > 0 && shown.size() - lead < 4 &&
+           (static_cast<unsigned char>(shown[lead - 1]) & 0xC0) == 0x80) {
+      --lead;
+    }
+    if (lead == 0) return;
+    const auto byte = static_cast<unsigned char>(shown[lead - 1]);
+    if (byte < 0xC0) return;  // ASCII, or continuation bytes without a lead: nothing to join
+    const size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2;
+    if (shown.size() - (lead - 1) >= length) return;  // a whole sequence
+    shown.resize(lead - 1);
+  }
 }
 
 }  // namespace
@@ -78,6 +100,7 @@ std::string WithoutDisplayControls(std::string_view text) {
       continue;
     }
     shown.append(text.substr(kept, at - kept));
+    DropCutSequence(shown);
     at += length;
     kept = at;
   }

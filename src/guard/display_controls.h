@@ -18,7 +18,8 @@
 // from every text of an answer a client reads, "keep" passes them on, read as guard.md says.
 //
 // What goes:
-// - the ASCII controls that print as nothing (InvisibleAscii: NUL, BEL, backspace, ESC, DEL ...)
+// - the ASCII controls that print as nothing (InvisibleAscii: NUL, BEL, backspace, ESC, DEL, the
+//   file, group, record and unit separators ...)
 //   and a carriage return not followed by a line feed; tab, line feed, vertical tab, form feed and
 //   CRLF stay;
 // - an ESC's whole sequence as a terminal reads it (TerminalSequenceLength: "ESC [ 1 ; 31 m",
@@ -30,11 +31,14 @@
 // - the characters the guard reads as nothing that a display may draw: the soft hyphen U+00AD
 //   (a terminal draws '-'), the Hangul fillers U+115F, U+1160, U+3164 and U+FFA0 and the Khmer
 //   inherent vowels U+17B4, U+17B5 (blanks), the Mongolian vowel separator U+180E (a space in
-//   older fonts), U+FFF0-U+FFF8 and the shorthand format controls U+1BCA0-U+1BCA3 (a box where
-//   unassigned or unsupported): shown, they would part what the guard reads as joined
+//   older fonts), U+FFF0-U+FFF8, the interlinear annotation marks U+FFF9-U+FFFB, the Egyptian
+//   hieroglyph format controls U+13430-U+1343F and the shorthand format controls
+//   U+1BCA0-U+1BCA3 (nothing on a terminal, a box where unassigned or unsupported): shown, they
+//   would part what the guard reads as joined
 //   ("XX\u00adAKIA..." is a key after a boundary on a terminal, review helper-72).
 // Each is whole in the text it is removed from; the rest is left byte for byte (invalid UTF-8
-// included), so a text of valid UTF-8 stays valid.
+// included: only a lead byte cut short right before a removed control goes with it, so that
+// the removal joins no new character), so a text of valid UTF-8 stays valid.
 #pragma once
 
 #include <string>

@@ -54,8 +54,9 @@ bool Invisible(uint32_t c) {
          c == 0x17B5 || (c >= 0x180B && c <= 0x180F) || (c >= 0x200B && c <= 0x200F) ||
          (c >= 0x202A && c <= 0x202E) || (c >= 0x2060 && c <= 0x206F) || c == 0x3164 ||
          (c >= 0xFE00 && c <= 0xFE0F) || c == 0xFEFF || c == 0xFFA0 ||
-         (c >= 0xFFF0 && c <= 0xFFF8) || (c >= 0x1BCA0 && c <= 0x1BCA3) ||
-         (c >= 0x1D173 && c <= 0x1D17A) || (c >= 0xE0000 && c <= 0xE0FFF);
+         (c >= 0xFFF0 && c <= 0xFFFB) || (c >= 0x13430 && c <= 0x1343F) ||
+         (c >= 0x1BCA0 && c <= 0x1BCA3) || (c >= 0x1D173 && c <= 0x1D17A) ||
+         (c >= 0xE0000 && c <= 0xE0FFF);
 }
 
 bool Blank(uint32_t c) {
@@ -275,10 +276,11 @@ constexpr uint64_t ControlCandidates(uint64_t word) {
   const auto in = [&](uint64_t lo, uint64_t hi) {
     return (x + kOnes * (0x80 - lo)) & ~(x + kOnes * (0x7F - hi));
   };
-  return (in(0x00, 0x08) | in(0x0D, 0x1B) | in(0x7F, 0x7F)) & ~word & kHighBits;
+  return (in(0x00, 0x08) | in(0x0D, 0x1F) | in(0x7F, 0x7F)) & ~word & kHighBits;
 }
 static_assert(ControlCandidates(0x2020202020202020ULL) == 0);  // blanks
-static_assert(ControlCandidates(0x0C0B0A0920091C1FULL) == 0);  // tab, line breaks, separators
+static_assert(ControlCandidates(0x0C0B0A0920090C0BULL) == 0);  // tab, line breaks
+static_assert(ControlCandidates(0x1F1E1D1C20202020ULL) == 0x8080808000000000ULL);  // separators
 static_assert(ControlCandidates(0xC3A3E280AF7E4161ULL) == 0);  // letters, '~', non-ASCII bytes
 static_assert(ControlCandidates(0x7F202020201B0D08ULL) == 0x8000000000808080ULL);
 static_assert(ControlCandidates(0x0E0E0E0E0E0E0E00ULL) == 0x8080808080808080ULL);

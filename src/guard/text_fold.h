@@ -41,9 +41,11 @@
 namespace pillar::guard {
 
 // The ASCII bytes that print as nothing: the C0 controls but the blanks (tab, line breaks, form
-// feed, vertical tab, the file, group, record and unit separators), and DEL.
+// feed, vertical tab), and DEL. The file, group, record and unit separators are among them: a
+// terminal shows nothing for them, where a model reads a break (review helper-73:
+// "AKIAIOSF\x1fODNN7EXAMPLE" is a key on a terminal).
 constexpr bool InvisibleAscii(unsigned char c) {
-  return (c < 0x20 && !(c >= '\t' && c <= '\r') && !(c >= 0x1C && c <= 0x1F)) || c == 0x7F;
+  return (c < 0x20 && !(c >= '\t' && c <= '\r')) || c == 0x7F;
 }
 
 // The length of the control sequence a terminal reads at the ESC text[at], as Controls::kDrop

@@ -167,6 +167,7 @@ class Exchange {
   // stream cut before its usage came is charged, when more than a token a chunk.
   int64_t streamed_tokens = 0;
   int64_t estimated_prompt_tokens = 0;  // pillar's estimate, for answers without a usage
+  int64_t choices_asked = 1;            // the request's n: an answer may hold no more choices
   // What the call reserves of token limits (its estimated prompt and the most it may generate),
   // set by the route stage; the admit stage settles it against the usage once answered.
   int64_t reserved_tokens = 0;

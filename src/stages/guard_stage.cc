@@ -284,6 +284,17 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
     return pipeline::StageResult::kContinue;
   }
   const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
+  if (config.answers && ex.generate->stream && ex.generate->n > 1) {
+    // Each choice's text can be screened as it streams, but not every way a client joins them:
+    // chunks of several choices printed in turn, each chunk's first or last choice, each choice
+    // gathered and then printed back to back (reviews helper-72 and helper-73 showed a key split
+    // across choices shown whole by each). A whole answer's choices are screened joined.
+    ex.Fail(absl::InvalidArgumentError(
+        "n > 1 cannot be streamed through the content guard (a client may join the choices' "
+        "texts in ways no screen of the stream can follow): ask for n = 1, or for the answer "
+        "whole"));
+    return pipeline::StageResult::kStop;
+  }
   ex.fallback_screened_alike = [root = config_, used = &config,
                                 tenant = ex.principal->tenant](const runtime::ModelVersion& v) {
     return &root->For(v.name, tenant) == used;
@@ -457,7 +468,59 @@ bool GuardStage::ClassifierFailed(pipeline::Exchange& ex, const guard::Classifie
   return false;
 }
 
+namespace {
+
+// How many choices an answer carries (0 when it has no list of them).
+size_t ChoiceCount(std::string_view body) {
+  simdjson::dom::parser parser;
+  simdjson::dom::array choices;
+  if (parser.parse(body.data(), body.size()).get_object()["choices"].get(choices) !=
+      simdjson::SUCCESS) {
+    return 0;
+  }
+  return choices.size();
+}
+
+// A client may print an answer's texts back to back (a choice's content, refusal and tool call
+// arguments, each choice after the one before): they are screened joined too, as redacted, and
+// a value that reaches from one text into the next (a key's halves in choices 0 and 1, review
+// helper-73) is a block's reason; empty when there is none.
+std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config) {
+  std::string joined;
+  std::vector<size_t> ends;  // where each text ends in `joined`
+  protocol::ForEachChoiceText(body, [&](std::string_view text) {
+    joined.append(text);
+    ends.push_back(joined.size());
+  });
+  if (ends.size() < 2) return std::string();
+  const guard::ScreenResult r = guard::Screen(joined, config);
+  auto across = [&](size_t begin, size_t end) {
+    const auto next = std::upper_bound(ends.begin(), ends.end() - 1, begin);
+    return next != ends.end() - 1 && *next < end;
+  };
+  for (const guard::ScreenedFinding& f : r.findings) {
+    if (f.action != guard::Action::kAllow && across(f.finding.begin, f.finding.end)) {
+      return StrCat(guard::EntityName(f.finding.type), " across the texts of the answer");
+    }
+  }
+  for (const guard::DenyMatch& m : r.denied) {
+    if (m.rule->action == guard::DenyAction::kBlock && across(m.begin, m.end)) {
+      return StrCat("deny rule '", m.rule->name, "' across the texts of the answer");
+    }
+  }
+  return std::string();
+}
+
+}  // namespace
+
 void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
+  // Each choice is screened, and joined with the others: one the request did not ask for would
+  // be shown by a client that prints every choice (review helper-73: two for n = 1).
+  if (const size_t choices = ChoiceCount(ex.response.body); int64_t(choices) > ex.choices_asked) {
+    ex.Fail(runtime::BadGateway(StrCat("the upstream's answer has ", choices,
+                                       " choices; the request asked for ", ex.choices_asked)));
+    return;
+  }
   std::string blocked;
   absl::StatusOr<std::string> body = protocol::EditAnswerTexts(
       ex.response.body,
@@ -480,6 +543,7 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
         StrCat("the model's answer cannot be screened: ", body.status().message())));
     return;
   }
+  if (blocked.empty()) blocked = AcrossTexts(*body, config);
   if (!blocked.empty()) {
     ex.content_blocked = true;
     ex.Fail(absl::PermissionDeniedError(

@@ -51,7 +51,6 @@ class GuardedEvents final : public runtime::EventSink {
     // reads as well): nothing of it goes out unscreened.
     const std::string_view data = Data(event);
     finished_.clear();
-    first_of_chunk_ = true;
     absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
         data,
         [this](int64_t index, std::string_view text, bool finished) {
@@ -317,7 +316,6 @@ class GuardedEvents final : public runtime::EventSink {
 
   // What of choice `index`'s text may go out now.
   std::string Release(int64_t index, std::string_view text, bool finished) {
-    const bool first_of_chunk = std::exchange(first_of_chunk_, false);
     if (!Asked(index)) return std::string();
     // Choices first appear in order: clients that place a choice by its order of arrival
     // rather than its index would join texts the guard screened apart.
@@ -378,68 +376,11 @@ class GuardedEvents final : public runtime::EventSink {
       const char last = held[r.consumed - 1];
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
     }
-    if (!r.released.empty() && !JoinedIsClean(index, r.released, first_of_chunk)) {
-      return std::string();
-    }
     held.erase(0, r.consumed);
     // Growth is counted from what is held now: after a release, from what is left of it.
     held_text.screened = held.size();
     held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;
     return std::move(r.released);
-  }
-
-  // The end of the choices' texts as one kind of client shows them, and the choice it is from.
-  struct Joined {
-    std::string tail;
-    int64_t choice = -1;
-  };
-  static constexpr size_t kJoinedTail = 4096;
-
-  // Whether `released`, choice `index`'s text about to go out, is clean as the clients that
-  // print a stream's choices in turn show it (n > 1): after the text of the choice shown before
-  // it. Each choice's text is screened on its own, so a value whose first part ends one choice's
-  // release and whose rest begins another's (a key's halves in choices 0 and 1) is seen only
-  // here. Two such clients: one that prints every choice of each chunk in order (`in_turn_`: the
-  // releases as they go out), and one that prints each chunk's first choice only (`first_only_`:
-  // the releases of the first choice of a chunk; review helper-72 showed a key across choices 0
-  // and 2 with choice 1 between them in one chunk). A finding or blocking deny match that reaches
-  // into `released` from the other choice's text stops the call (what went out cannot be
-  // redacted). Only the last kJoinedTail bytes that went out are kept, and `released`'s first
-  // kJoinedTail are read: a value longer than that is not joined, and each screen is bounded
-  // however the choices alternate.
-  bool JoinedIsClean(int64_t index, std::string_view released, bool first_of_chunk) {
-    if (choices_ <= 1) return true;
-    if (!JoinedIsClean(in_turn_, index, released)) return false;
-    return !first_of_chunk || JoinedIsClean(first_only_, index, released);
-  }
-
-  bool JoinedIsClean(Joined& shown, int64_t index, std::string_view released) {
-    if (shown.choice >= 0 && shown.choice != index && !shown.tail.empty()) {
-      std::string joined = shown.tail;
-      const size_t boundary = joined.size();
-      joined.append(released.substr(0, kJoinedTail));
-      const guard::ScreenResult r = guard::Screen(joined, config_);
-      bool across = false;
-      for (const guard::ScreenedFinding& f : r.findings) {
-        across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
-      }
-      for (const guard::DenyMatch& m : r.denied) {
-        across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
-      }
-      if (across) {
-        stage_.Note(ex_, "answer", r.findings, r.denied);
-        ex_.content_blocked = true;
-        Stop(absl::PermissionDeniedError(StrCat(
-            "the model's answer was blocked by the content guard: a value across the streamed "
-            "choices ",
-            shown.choice, " and ", index, ", as a client that prints them in turn shows it")));
-        return false;
-      }
-    }
-    shown.choice = index;
-    shown.tail.append(released);
-    if (shown.tail.size() > kJoinedTail) shown.tail.erase(0, shown.tail.size() - kJoinedTail);
-    return true;
   }
 
   // Whether screening `held` again, now that `text` was appended to it, would release nothing
@@ -472,7 +413,6 @@ class GuardedEvents final : public runtime::EventSink {
     for (auto& entry : held_) {
       const int64_t index = entry.first;
       if (entry.second.text.empty()) continue;
-      first_of_chunk_ = true;  // each flushed choice goes out in a chunk of its own
       std::string text = Release(index, "", true);
       if (blocked_) return std::move(next)(false);
       if (text.empty()) continue;
@@ -501,11 +441,6 @@ class GuardedEvents final : public runtime::EventSink {
   const GuardStage& stage_;
   const int64_t choices_;             // the request's n
   std::map<int64_t, HeldText> held_;  // by choice index
-  // With n > 1: the choices' texts as two kinds of clients show them (JoinedIsClean), and
-  // whether the next Release() is of the first choice of the chunk being edited.
-  Joined in_turn_;
-  Joined first_only_;
-  bool first_of_chunk_ = false;
   // A choice's other texts, by where they go; held whole until it finishes.
   static constexpr size_t kMaxHeldFields = size_t(1) << 20;
   static constexpr size_t kMaxFields = 1024;

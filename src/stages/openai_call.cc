@@ -1,5 +1,7 @@
 #include "stages/openai_call.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "guard/screen.h"
 #include "models/model_config.h"
@@ -89,6 +91,7 @@ int64_t CountRequestTokens(std::string_view body,
   }
   ex.model_name = call.model;
   ex.estimated_prompt_tokens = call.prompt_tokens;
+  ex.choices_asked = std::max<int64_t>(call.n, 1);
   call.body = ex.body;
   ex.generate = std::move(call);
   return absl::OkStatus();

@@ -45,6 +45,10 @@ TEST(DisplayControlsTest, EachKindGoesWholeAndTheRestStaysByteForByte) {
       // a shorthand format control.
       {"id XX\u00adAKIA \u3164\u115f\u1160\uffa0\u17b4\u17b5\u180e\ufff0\ufff8\U0001bca0|",
        "id XXAKIA |"},
+      // And what a terminal shows nothing for (review helper-73): the ASCII separators, the
+      // interlinear annotation marks, the Egyptian hieroglyph format controls.
+      {"AKIAIOSF\x1c\x1d\x1e\x1fODNN7EXAMPLE \ufff9\ufffa\ufffb\U00013430\U0001343f.",
+       "AKIAIOSFODNN7EXAMPLE ."},
       {"\x1b", ""},
   };
   for (const Case& c : cases) {
@@ -55,10 +59,20 @@ TEST(DisplayControlsTest, EachKindGoesWholeAndTheRestStaysByteForByte) {
   // Look-alikes of the bidirectional controls' bytes are kept: U+2069's neighbours, U+202F (a
   // narrow no-break space), U+0100, and a lone lead byte at the end.
   for (const std::string& text :
-       {"\u206a\u2065\u202f\u0100\u00a0\u00ac\u3165\ufff9\u180d"s, "x\xe2\x80"s, "\xd8"s,
+       {"\u206a\u2065\u202f\u0100\u00a0\u00ac\u3165\ufffc\u180d"s, "x\xe2\x80"s, "\xd8"s,
         "\xef\xbf"s, "\xf0\x9b\xb2"s, "\xc2\xad"s.substr(0, 1)}) {
     EXPECT_FALSE(HasDisplayControls(text)) << text;
   }
+}
+
+// Found by fuzz_guard: in invalid UTF-8, a lead byte cut short before a removed control would
+// have joined what follows it into a new character, and that one a display control.
+TEST(DisplayControlsTest, ARemovalJoinsNoNewCharacter) {
+  EXPECT_EQ(WithoutDisplayControls("\xc2\x1a\x9a["), "\x9a[");
+  EXPECT_EQ(WithoutDisplayControls("\x16\xc2\xc2\x16\xad"), "\xad");
+  EXPECT_EQ(WithoutDisplayControls("\xe2\x80\x07\xae!"), "\xae!");
+  // A whole character before a removal stays.
+  EXPECT_EQ(WithoutDisplayControls("\xc3\xa9\x07\x80"), "\xc3\xa9\x80");
 }
 
 TEST(DisplayControlsTest, WhatATerminalWouldJoinIsScreenedJoined) {

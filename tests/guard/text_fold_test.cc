@@ -142,8 +142,13 @@ TEST(TextFoldTest, CombiningMarksReadAsTheCharacterTheyAreDrawnOn) {
     EXPECT_EQ(found[0].type, EntityType::kCreditCard) << marked;
   }
   // Default-ignorable characters print as nothing: they join what is around them.
+  // So do the interlinear annotation marks and the Egyptian hieroglyph format controls, and
+  // the ASCII separators on a terminal (review helper-73).
   for (const std::string& text : {std::string("key AKIAIOSF\U0001bca0ODNN7EXAMPLE ok"),
-                                  std::string("key AKIAIOSF\ufff8ODNN7EXAMPLE ok")}) {
+                                  std::string("key AKIAIOSF\ufff8ODNN7EXAMPLE ok"),
+                                  std::string("key AKIAIOSF\ufff9ODNN7EXAMPLE ok"),
+                                  std::string("key AKIAIOSF\U00013430ODNN7EXAMPLE ok"),
+                                  std::string("key AKIAIOSF\x1fODNN7EXAMPLE ok")}) {
     EXPECT_TRUE(Screen(text, GuardConfig()).blocked) << text;
   }
   // Decomposed accents in words fold to the letters (the reading only: the text is unchanged).
@@ -174,10 +179,24 @@ TEST(TextFoldTest, ControlsAndTerminalSequencesPrintAsNothingToATerminal) {
   EXPECT_EQ(FoldedText("k \x1b[AKIA", kDrop).text(), "k KIA");
   EXPECT_TRUE(FoldedText(text).has_controls());
   // Blanks are not controls that print as nothing: a tab or a line break parts values.
-  EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\x1c and more than eight bytes").has_controls());
-  EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\x1c", kDrop).changed());
+  EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\v\f and more than eight bytes").has_controls());
+  EXPECT_FALSE(FoldedText("a\tb\nc\r\nd\v\f", kDrop).changed());
+  // The ASCII separators are, to a terminal (review helper-73): a model reads a break.
+  EXPECT_TRUE(FoldedText("a\x1c and more than eight bytes").has_controls());
+  EXPECT_EQ(FoldedText("a\x1c"
+                       "b\x1f"
+                       "c",
+                       kDrop)
+                .text(),
+            "abc");
+  EXPECT_EQ(FoldedText("a\x1c"
+                       "b\x1f"
+                       "c",
+                       FoldedText::Controls::kPart)
+                .text(),
+            "a b c");
   // A carriage return that ends no line moves a terminal back to the line's start.
-  EXPECT_TRUE(FoldedText("a\tb\nc\rd\x1c and more than eight bytes").has_controls());
+  EXPECT_TRUE(FoldedText("a\tb\nc\rd\f and more than eight bytes").has_controls());
   EXPECT_TRUE(FoldedText("ends with\r").has_controls());
   // A terminal takes a number of any length and shows nothing of it; a model reads its digits,
   // which kPart keeps ("tput sgr0" (ESC ( B, ESC [ m), a hyperlink (OSC 8) and a two-byte escape
@@ -222,11 +241,10 @@ TEST(TextFoldTest, TheFoldingFindsEveryControlAndNoOtherByte) {
         std::string text(16, 'x');
         text[at] = char(byte);
         if (folds_before) text.insert(0, fullwidth_a);
-        // A lone carriage return, and the C0 controls but tab, line breaks and separators, and
-        // DEL (a '\r' here is followed by 'x', or ends the text).
+        // A lone carriage return, and the C0 controls but tab and line breaks, and DEL (a '\r'
+        // here is followed by 'x', or ends the text).
         const bool expected =
-            byte == '\r' || byte == 0x7F ||
-            (byte < 0x20 && (byte < '\t' || byte > '\r') && (byte < 0x1C || byte > 0x1F));
+            byte == '\r' || byte == 0x7F || (byte < 0x20 && (byte < '\t' || byte > '\r'));
         for (const auto mode : {FoldedText::Controls::kKeep, FoldedText::Controls::kPart,
                                 FoldedText::Controls::kDrop}) {
           EXPECT_EQ(FoldedText(text, mode).has_controls(), expected)

@@ -25,10 +25,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   choiceorder  a stream of two choices whose first chunk is for choice 1
   choicesplit  a stream of two choices: choice 0 ends with an access key's first half, choice 1
             begins with its second (a client printing each chunk's first choice shows the key)
-  choicesplitok  the same with a blank between the halves
-  choicesplit3  a stream of three choices: one chunk ends choice 0 with an access key's first half
-            and carries choice 1, the next begins choice 2 with the second half (a client
-            printing each chunk's first choice shows the key)
+  wholesplit  an answer of two choices: the first ends with an access key's first half, the
+            second begins with its second
+  wholesplitok  the same with a blank between the halves
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -214,24 +213,14 @@ def stream(model):
         finish = "tool_calls"
     elif model == "choiceorder":
         events = [chunk(1, "key AKIAIOSF"), chunk(0, "ODNN7EXAMPLE ok")]
-    elif model in ("choicesplit", "choicesplitok"):
-        gap = " " if model == "choicesplitok" else ""
+    elif model == "choicesplit":
         finish = None
         events = [chunk(0, "key AKIAIOSF"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
-                  chunk(1, gap + "ODNN7EXAMPLE end"),
+                  chunk(1, "ODNN7EXAMPLE end"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
-    elif model == "choicesplit3":
-        finish = None
-        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
-                   "choices": [{"index": 0, "delta": {"content": "key AKIAIOSF"},
-                                "finish_reason": "stop"},
-                               {"index": 1, "delta": {"content": "zz"}, "finish_reason": "stop"}]},
-                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
-                   "choices": [{"index": 2, "delta": {"content": "ODNN7EXAMPLE ok"},
-                                "finish_reason": "stop"}]}]
     elif model == "chunkmessage":
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "extra": {"note": "mail zq.extra@example.org"},
@@ -322,6 +311,12 @@ def answer(model):
         message["content"] = 4.111111111111111e15
     elif model == "controlsanswer":
         message["content"] = "ok \x1b[31mred\x1b[0m \u202eX\u00ad\u3164"
+    elif model in ("wholesplit", "wholesplitok"):
+        message["content"] = "key AKIAIOSF"
+        second = {"role": "assistant",
+                  "content": (" " if model == "wholesplitok" else "") + "ODNN7EXAMPLE end"}
+        extra["choices"] = [choice, {"index": 1, "message": second, "finish_reason": "stop",
+                                     "logprobs": None}]
     elif model == "answername":
         message["zq.name@example.org"] = "x"
     elif model == "nousage":
