@@ -106,11 +106,18 @@ bool IsAttachment(std::string_view where) {
 }
 
 void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each) {
-  (void)Edit(body, {ChoiceText, nullptr, false,
-                    [&](std::string_view, std::string_view text) -> std::optional<std::string> {
-                      each(text);
-                      return std::nullopt;
-                    }});
+  ForEachChoiceTextAt(body, [&](std::string_view, std::string_view text) { each(text); });
+}
+
+void ForEachChoiceTextAt(
+    std::string_view body,
+    absl::FunctionRef<void(std::string_view path, std::string_view text)> each) {
+  (void)Edit(body,
+             {ChoiceText, nullptr, false,
+              [&](std::string_view path, std::string_view text) -> std::optional<std::string> {
+                each(path, text);
+                return std::nullopt;
+              }});
 }
 
 }  // namespace pillar::protocol

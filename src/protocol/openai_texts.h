@@ -65,6 +65,10 @@ bool IsAttachment(std::string_view where);
 // arguments: their strings but the structural members), in order: for estimates and judges.
 // Nothing when the body is not a JSON object.
 void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each);
+// The same, with each text's path ("choices[0].message.content").
+void ForEachChoiceTextAt(
+    std::string_view body,
+    absl::FunctionRef<void(std::string_view path, std::string_view text)> each);
 
 // A stream chunk's texts (an event's data): for each choice, its delta.content (chat) or text
 // (completions), with the choice's "index" and whether it finished in this chunk (a non-null

@@ -3,7 +3,9 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
+#include <vector>
 
 #include "absl/functional/function_ref.h"
 #include "common/json_writer.h"
@@ -470,55 +472,127 @@ bool GuardStage::ClassifierFailed(pipeline::Exchange& ex, const guard::Classifie
 
 namespace {
 
-// How many choices an answer carries (0 when it has no list of them).
-size_t ChoiceCount(std::string_view body) {
-  simdjson::dom::parser parser;
-  simdjson::dom::array choices;
-  if (parser.parse(body.data(), body.size()).get_object()["choices"].get(choices) !=
-      simdjson::SUCCESS) {
-    return 0;
+// Whether `e`, or an object inside it, names a member twice: clients keep one copy (Python's,
+// JavaScript's and Go's parsers the last), where the guard's walk reads every copy and its count
+// of the choices the first (review helper-74: "choices":[],"choices":[...] passed both).
+bool NamesAMemberTwice(simdjson::dom::element e) {
+  if (simdjson::dom::array a; e.get(a) == simdjson::SUCCESS) {
+    for (simdjson::dom::element item : a) {
+      if (NamesAMemberTwice(item)) return true;
+    }
+    return false;
   }
-  return choices.size();
+  simdjson::dom::object o;
+  if (e.get(o) != simdjson::SUCCESS) return false;
+  std::vector<std::string_view> keys;
+  for (auto member : o) {
+    if (NamesAMemberTwice(member.value)) return true;
+    keys.push_back(member.key);
+  }
+  std::sort(keys.begin(), keys.end());  // not pairwise: an object may have 100,000 members
+  return std::adjacent_find(keys.begin(), keys.end()) != keys.end();
 }
 
-// A client may print an answer's texts back to back (a choice's content, refusal and tool call
-// arguments, each choice after the one before): they are screened joined too, as redacted, and
-// a value that reaches from one text into the next (a key's halves in choices 0 and 1, review
-// helper-73) is a block's reason; empty when there is none.
-std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config) {
-  std::string joined;
-  std::vector<size_t> ends;  // where each text ends in `joined`
-  protocol::ForEachChoiceText(body, [&](std::string_view text) {
-    joined.append(text);
-    ends.push_back(joined.size());
-  });
-  if (ends.size() < 2) return std::string();
-  const guard::ScreenResult r = guard::Screen(joined, config);
-  auto across = [&](size_t begin, size_t end) {
-    const auto next = std::upper_bound(ends.begin(), ends.end() - 1, begin);
-    return next != ends.end() - 1 && *next < end;
-  };
-  for (const guard::ScreenedFinding& f : r.findings) {
-    if (f.action != guard::Action::kAllow && across(f.finding.begin, f.finding.end)) {
-      return StrCat(guard::EntityName(f.finding.type), " across the texts of the answer");
-    }
+// Why a whole answer cannot go out as the guard reads it, empty when it can: a member named
+// twice, more choices than the request asked for (a client printing every choice would show one
+// nobody asked for), or choices out of the order of their index (a client that sorts them
+// would join their texts in an order the guard did not read).
+std::string AnswerShapeError(std::string_view body, int64_t asked) {
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(body.data(), body.size()).get(root) != simdjson::SUCCESS) {
+    return std::string();  // EditAnswerTexts says why
   }
-  for (const guard::DenyMatch& m : r.denied) {
-    if (m.rule->action == guard::DenyAction::kBlock && across(m.begin, m.end)) {
-      return StrCat("deny rule '", m.rule->name, "' across the texts of the answer");
+  if (NamesAMemberTwice(root)) return "the upstream's answer names a member twice";
+  simdjson::dom::array choices;
+  if (root["choices"].get(choices) != simdjson::SUCCESS) return std::string();
+  if (int64_t(choices.size()) > asked) {
+    return StrCat("the upstream's answer has ", choices.size(), " choices; the request asked for ",
+                  asked);
+  }
+  int64_t position = 0;
+  for (simdjson::dom::element choice : choices) {
+    int64_t index = position;
+    if (simdjson::dom::element i; choice["index"].get(i) == simdjson::SUCCESS &&
+                                  (i.get(index) != simdjson::SUCCESS || index != position)) {
+      return "the upstream's answer lists its choices out of the order of their index";
     }
+    ++position;
   }
   return std::string();
+}
+
+// The order in which a client that prints a choice's texts one kind after another shows them:
+// its content (or a completion's text), its refusal, its tool calls' arguments, the rest (the
+// tools' names among them).
+int TextRank(std::string_view path) {
+  const size_t after = path.find("].");  // past "choices[N]"
+  const std::string_view rest = after == std::string_view::npos ? path : path.substr(after + 2);
+  if (rest.starts_with("message.content") || rest.starts_with("text")) return 0;
+  if (rest.starts_with("message.refusal")) return 1;
+  if ((rest.starts_with("message.tool_calls") || rest.starts_with("message.function_call")) &&
+      rest.ends_with(".arguments")) {
+    return 2;
+  }
+  return 3;  // a tool's name, an audio's transcript, an extension's strings
+}
+
+// What a client that prints an answer's texts back to back shows was screened text by text;
+// joined, it is screened again, as redacted, in the order they come and in the order of their
+// kinds within each choice (TextRank). A finding there that is not allowed, or a blocking deny
+// rule's match, was made by the joining (a key's halves in two choices, a phone number whose
+// naming word is in the text before it: review helpers 73 and 74) and is a block's reason;
+// empty when there is none.
+std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config) {
+  struct Text {
+    int64_t choice;  // its position in "choices"
+    int rank;
+    size_t order;      // in the answer
+    std::string text;  // a copy: the walk's views do not outlive it
+  };
+  std::vector<Text> texts;
+  protocol::ForEachChoiceTextAt(body, [&](std::string_view path, std::string_view text) {
+    int64_t choice = 0;  // "choices[N]...": the walk writes N as it found it, in digits
+    const size_t open = path.find('[');
+    if (open != std::string_view::npos) {
+      std::from_chars(path.data() + open + 1, path.data() + path.size(), choice);
+    }
+    texts.push_back({choice, TextRank(path), texts.size(), std::string(text)});
+  });
+  if (texts.size() < 2) return std::string();
+  auto screen = [&](const std::vector<Text>& in_order) -> std::string {
+    std::string joined;
+    for (const Text& t : in_order) joined.append(t.text);
+    const guard::ScreenResult r = guard::Screen(joined, config);
+    for (const guard::ScreenedFinding& f : r.findings) {
+      if (f.action != guard::Action::kAllow) {
+        return StrCat(guard::EntityName(f.finding.type), " across the texts of the answer");
+      }
+    }
+    for (const guard::DenyMatch& m : r.denied) {
+      if (m.rule->action == guard::DenyAction::kBlock) {
+        return StrCat("deny rule '", m.rule->name, "' across the texts of the answer");
+      }
+    }
+    return std::string();
+  };
+  if (std::string why = screen(texts); !why.empty()) return why;
+  // The choices come in the order of their index (AnswerShapeError); within each, by kind.
+  std::vector<Text> by_kind = texts;
+  std::stable_sort(by_kind.begin(), by_kind.end(), [](const Text& a, const Text& b) {
+    return a.choice != b.choice ? a.choice < b.choice : a.rank < b.rank;
+  });
+  const bool reordered =
+      !std::equal(texts.begin(), texts.end(), by_kind.begin(),
+                  [](const Text& a, const Text& b) { return a.order == b.order; });
+  return reordered ? screen(by_kind) : std::string();
 }
 
 }  // namespace
 
 void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& config) const {
-  // Each choice is screened, and joined with the others: one the request did not ask for would
-  // be shown by a client that prints every choice (review helper-73: two for n = 1).
-  if (const size_t choices = ChoiceCount(ex.response.body); int64_t(choices) > ex.choices_asked) {
-    ex.Fail(runtime::BadGateway(StrCat("the upstream's answer has ", choices,
-                                       " choices; the request asked for ", ex.choices_asked)));
+  if (std::string why = AnswerShapeError(ex.response.body, ex.choices_asked); !why.empty()) {
+    ex.Fail(runtime::BadGateway(std::move(why)));
     return;
   }
   std::string blocked;

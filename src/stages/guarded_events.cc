@@ -123,6 +123,7 @@ class GuardedEvents final : public runtime::EventSink {
   // member of the upstream's own), whole. Every chunk repeats the stream's id and model: a value
   // found clean at the same place last time is not screened again.
   std::optional<std::string> ScreenChunkString(std::string_view where, std::string_view text) {
+    if (where.starts_with("choices[") && !OneValue(where, text)) return std::nullopt;
     auto it = clean_.find(where);
     if (it != clean_.end() && it->second == text) return std::nullopt;
     std::optional<std::string> screened = ScreenWhole(where, text);
@@ -133,6 +134,29 @@ class GuardedEvents final : public runtime::EventSink {
       clean_.emplace(std::string(where), std::string(text));
     }
     return std::nullopt;
+  }
+
+  // Whether a string of a choice outside its delta (a "message" some upstreams add, a
+  // finish_reason) is the one value its place has had in the stream; if not, stops the call.
+  // Each is screened whole in its chunk, so one that came in parts would reach a client that
+  // joins them (review helper-74: "message.content" of two chunks made a key) unscreened.
+  bool OneValue(std::string_view where, std::string_view text) {
+    if (text.empty()) return true;
+    auto [it, inserted] = choice_places_.try_emplace(std::string(where), text);
+    if (inserted) {
+      choice_place_bytes_ += where.size() + text.size();
+      if (choice_place_bytes_ > kMaxHeldFields || choice_places_.size() > kMaxFields) {
+        Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
+        return false;
+      }
+      return true;
+    }
+    if (it->second == text) return true;
+    // The place's names are the upstream's: a long one is not quoted whole.
+    const std::string named = where.size() <= 128 ? std::string(where) : Quoted(where, 64);
+    Stop(runtime::BadGateway(StrCat("the upstream's stream changes the member ",
+                                    guard::RedactAll(named), " between chunks")));
+    return false;
   }
 
   // A string of a delta other than its content (a refusal, a tool call's arguments), whole, as
@@ -450,6 +474,9 @@ class GuardedEvents final : public runtime::EventSink {
   size_t structural_bytes_ = 0;
   // The last value found clean at each place outside the deltas, for the first few places.
   static constexpr size_t kMaxClean = 16;
+  // The strings of the choices outside their deltas, by place: the one value each may have.
+  std::map<std::string, std::string, std::less<>> choice_places_;
+  size_t choice_place_bytes_ = 0;
   std::map<std::string, std::string, std::less<>> clean_;
   // By choice and list (its path, elements up to it included): the highest element seen.
   std::map<std::pair<int64_t, protocol::DeltaField>, int64_t> list_elements_;

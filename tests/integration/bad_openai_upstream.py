@@ -28,6 +28,12 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   wholesplit  an answer of two choices: the first ends with an access key's first half, the
             second begins with its second
   wholesplitok  the same with a blank between the halves
+  answerdup  an answer that names "choices" twice, the first empty
+  answerrev  an answer of two choices listed index 1 first
+  answertoolfirst  an answer whose tool call (listed before the content) has an access key's
+            second half, and whose content ends with its first
+  answerparts  an answer whose content is two parts: "my phone is " and a bare number
+  messagesplit  a stream whose chunks carry choices[0].message.content, an access key's halves
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -221,6 +227,14 @@ def stream(model):
                   chunk(1, "ODNN7EXAMPLE end"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
+    elif model == "messagesplit":
+        events = []
+        for half in ("key AKIAIOSF", "ODNN7EXAMPLE ok"):
+            events.append({"id": "c", "object": "chat.completion.chunk", "created": 1,
+                           "model": "bad",
+                           "choices": [{"index": 0, "delta": {},
+                                        "message": {"role": "assistant", "content": half},
+                                        "finish_reason": None}]})
     elif model == "chunkmessage":
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "extra": {"note": "mail zq.extra@example.org"},
@@ -311,6 +325,24 @@ def answer(model):
         message["content"] = 4.111111111111111e15
     elif model == "controlsanswer":
         message["content"] = "ok \x1b[31mred\x1b[0m \u202eX\u00ad\u3164"
+    elif model == "answerdup":
+        body = ('{"id":"c","object":"chat.completion","created":1,"model":"bad","choices":[],'
+                '"choices":[{"index":0,"message":{"role":"assistant","content":"fine"},'
+                '"finish_reason":"stop"}]}').encode()
+        return (b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    elif model == "answerrev":
+        second = {"role": "assistant", "content": "two"}
+        extra["choices"] = [{"index": 1, "message": second, "finish_reason": "stop"}, choice]
+    elif model == "answertoolfirst":
+        message.clear()
+        message["role"] = "assistant"
+        message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
+            "name": "store", "arguments": "ODNN7EXAMPLE ok"}}]
+        message["content"] = "key AKIAIOSF"
+    elif model == "answerparts":
+        message["content"] = [{"type": "text", "text": "my phone is "},
+                              {"type": "text", "text": "2025550143 ok"}]
     elif model in ("wholesplit", "wholesplitok"):
         message["content"] = "key AKIAIOSF"
         second = {"role": "assistant",

@@ -124,17 +124,60 @@ class LlmTest : public ::testing::Test {
     // Screened more laxly than echo, to which it falls back when its upstream fails.
     WriteVersion(store, "lax", OpenAi(up, "broken", c, "fallback = [\"echo\"]\n"));
     const std::string bad = "http://127.0.0.1:" + std::to_string(bad_port_);
-    for (const char* model :
-         {"indices",           "jwtdrip",        "parts",        "logprobs",     "toolargs",
-          "nousage",           "nousagestream",  "toolstream",   "toolstreamok", "toolafterfinish",
-          "chunkmessage",      "usagesplit",     "audiosplit",   "choiceorder",  "listshape",
-          "idsplit",           "idrotate",       "usagefirst",   "usagelast",    "idwhole",
-          "idobject",          "refusalnumbers", "refusallist",  "padded",       "membername",
-          "answerhead",        "answerlogprobs", "answernumber", "answername",   "headiban",
-          "numberafterfinish", "idfour",         "refusalfloat", "formfeed",     "padmore",
-          "listorder",         "deep",           "answerfloat",  "usagecard",    "bigstall",
-          "embsecret",         "embplain",       "overwrites",   "controls",     "controlsname",
-          "controlsanswer",    "choicesplit",    "wholesplit",   "wholesplitok"}) {
+    for (const char* model : {"indices",
+                              "jwtdrip",
+                              "parts",
+                              "logprobs",
+                              "toolargs",
+                              "nousage",
+                              "nousagestream",
+                              "toolstream",
+                              "toolstreamok",
+                              "toolafterfinish",
+                              "chunkmessage",
+                              "usagesplit",
+                              "audiosplit",
+                              "choiceorder",
+                              "listshape",
+                              "idsplit",
+                              "idrotate",
+                              "usagefirst",
+                              "usagelast",
+                              "idwhole",
+                              "idobject",
+                              "refusalnumbers",
+                              "refusallist",
+                              "padded",
+                              "membername",
+                              "answerhead",
+                              "answerlogprobs",
+                              "answernumber",
+                              "answername",
+                              "headiban",
+                              "numberafterfinish",
+                              "idfour",
+                              "refusalfloat",
+                              "formfeed",
+                              "padmore",
+                              "listorder",
+                              "deep",
+                              "answerfloat",
+                              "usagecard",
+                              "bigstall",
+                              "embsecret",
+                              "embplain",
+                              "overwrites",
+                              "controls",
+                              "controlsname",
+                              "controlsanswer",
+                              "choicesplit",
+                              "wholesplit",
+                              "wholesplitok",
+                              "answerdup",
+                              "answerrev",
+                              "answertoolfirst",
+                              "answerparts",
+                              "messagesplit"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -787,6 +830,33 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
            R"({"model":"wholesplitok","n":2,"messages":[{"role":"user","content":"hi"}]})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find(R"("content":" ODNN7EXAMPLE end")"), std::string::npos) << r.body;
+  // Read as clients read it (review helper-74): a member named twice (a client keeps the last
+  // "choices", the guard counted the first) and choices out of the order of their index (a
+  // client that sorts them joins their texts otherwise) are 502s; a choice's texts are also
+  // joined kind by kind (content, refusal, tool call arguments), and a value the joining makes,
+  // a naming word in one part for a number in the next included, blocks.
+  r = Post("/v1/chat/completions", Say("answerdup", "hi"));
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("the upstream's answer names a member twice"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions",
+           R"({"model":"answerrev","n":2,"messages":[{"role":"user","content":"hi"}]})");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("out of the order of their index"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answertoolfirst", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("SECRET across the texts of the answer"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answerparts", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("PHONE_NUMBER across the texts of the answer"), std::string::npos)
+      << r.body;
+  EXPECT_EQ(r.body.find("2025550143"), std::string::npos) << r.body;
+  // A choice's member outside its delta (a "message" some upstreams add) keeps one value: in
+  // parts, a client that joins them would show what no screen saw whole.
+  r = Post("/v1/chat/completions", Say("messagesplit", "hi", true));
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find("changes the member choices[0].message.content between chunks"),
+            std::string::npos)
+      << r.body;
   // And an answer with more choices than the request asked for is not passed on.
   r = Post("/v1/chat/completions", Say("wholesplitok", "hi"));
   EXPECT_EQ(r.status, 502) << r.body;
