@@ -298,6 +298,14 @@ bool HasDuplicateKeys(object o) {
       out.append("null");
       continue;
     }
+    if (field.key == "message") {
+      // Some servers repeat each chunk's text as a choice's "message" beside its delta
+      // (text-generation-webui), where a client that adds them up would read, as it comes,
+      // what the guard holds back of the delta's, and no screen sees whole: withheld, as the
+      // log probabilities are (review helper-74 showed a key added up so).
+      out.append("null");
+      continue;
+    }
     if (field.key != "delta" || field.value.get(delta) != simdjson::SUCCESS) {
       // Another member (a "message" some servers send in chunks, an extension): its strings
       // screened whole, as an answer's.

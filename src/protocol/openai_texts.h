@@ -82,9 +82,10 @@ void ForEachChoiceTextAt(
 // and a list of other values than objects, a structural member that is neither a string nor
 // null, or a delta nested more than kMaxDeltaDepth members deep is an error. Every other string of
 // the chunk (its id and model too), number and unknown member name goes through `other` one by one,
-// as EditAnswerTexts says; "logprobs" is withheld (null). A content or text that is not a string,
-// or a choice's or merged element's "index" that is not one non-negative integer, is an error:
-// nothing the guard cannot read, or could read otherwise than a client, goes out.
+// as EditAnswerTexts says; a choice's "logprobs" and "message" are withheld (null). A content or
+// text that is not a string, or a choice's or merged element's "index" that is not one
+// non-negative integer, is an error: nothing the guard cannot read, or could read otherwise than
+// a client, goes out.
 inline constexpr size_t kMaxDeltaDepth = 16;
 using ChunkEdit =
     absl::FunctionRef<std::string(int64_t index, std::string_view text, bool finished)>;

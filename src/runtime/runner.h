@@ -73,6 +73,7 @@ struct GenerateRequest {
   std::optional<int64_t> max_tokens;
   bool set_max_tokens = false;  // the model's default_max_tokens: the upstream is sent it
   int64_t n = 1;
+  int64_t prompts = 1;             // a completion's prompts: it is answered with n choices for each
   int64_t inputs = 1;              // embeddings: how many texts
   bool base64_embeddings = false;  // embeddings: encoding_format "base64"
   int64_t prompt_tokens = 0;       // estimated on arrival (protocol/token_estimate.h)

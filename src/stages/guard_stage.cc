@@ -286,15 +286,15 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
     return pipeline::StageResult::kContinue;
   }
   const guard::GuardConfig& config = config_->For(ex.model->name, ex.principal->tenant);
-  if (config.answers && ex.generate->stream && ex.generate->n > 1) {
+  if (config.answers && ex.generate->stream && ex.choices_asked > 1) {
     // Each choice's text can be screened as it streams, but not every way a client joins them:
     // chunks of several choices printed in turn, each chunk's first or last choice, each choice
     // gathered and then printed back to back (reviews helper-72 and helper-73 showed a key split
     // across choices shown whole by each). A whole answer's choices are screened joined.
     ex.Fail(absl::InvalidArgumentError(
-        "n > 1 cannot be streamed through the content guard (a client may join the choices' "
-        "texts in ways no screen of the stream can follow): ask for n = 1, or for the answer "
-        "whole"));
+        "more than one choice (n > 1, or a list of prompts) cannot be streamed through the "
+        "content guard (a client may join the choices' texts in ways no screen of the stream "
+        "can follow): ask for one, or for the answer whole"));
     return pipeline::StageResult::kStop;
   }
   ex.fallback_screened_alike = [root = config_, used = &config,
@@ -325,8 +325,7 @@ pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {
   }
   if (config.answers && ex.generate->stream) {
     ex.wrap_events = [&ex, root = config_, &config, this,
-                      choices = std::max<int64_t>(ex.generate->n, 1)](
-                         std::shared_ptr<runtime::EventSink> inner) {
+                      choices = ex.choices_asked](std::shared_ptr<runtime::EventSink> inner) {
       return GuardEvents(std::move(inner), ex, root, config, *this, choices);
     };
   }
@@ -523,26 +522,27 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
 }
 
 // The order in which a client that prints a choice's texts one kind after another shows them:
-// its content (or a completion's text), its refusal, its tool calls' arguments, the rest (the
-// tools' names among them).
+// its reasoning (a reasoning model's interface shows it first), its content (or a completion's
+// text), its refusal, its tool calls' arguments, the rest (the tools' names among them).
 int TextRank(std::string_view path) {
   const size_t after = path.find("].");  // past "choices[N]"
   const std::string_view rest = after == std::string_view::npos ? path : path.substr(after + 2);
-  if (rest.starts_with("message.content") || rest.starts_with("text")) return 0;
-  if (rest.starts_with("message.refusal")) return 1;
+  if (rest.starts_with("message.reasoning")) return 0;  // reasoning_content, reasoning
+  if (rest.starts_with("message.content") || rest.starts_with("text")) return 1;
+  if (rest.starts_with("message.refusal")) return 2;
   if ((rest.starts_with("message.tool_calls") || rest.starts_with("message.function_call")) &&
       rest.ends_with(".arguments")) {
-    return 2;
+    return 3;
   }
-  return 3;  // a tool's name, an audio's transcript, an extension's strings
+  return 4;  // a tool's name, an audio's transcript, an extension's strings
 }
 
 // What a client that prints an answer's texts back to back shows was screened text by text;
 // joined, it is screened again, as redacted, in the order they come and in the order of their
-// kinds within each choice (TextRank). A finding there that is not allowed, or a blocking deny
-// rule's match, was made by the joining (a key's halves in two choices, a phone number whose
-// naming word is in the text before it: review helpers 73 and 74) and is a block's reason;
-// empty when there is none.
+// kinds within each choice (TextRank), each choice on a line of its own. A finding there that
+// is not allowed, or a blocking deny rule's match, was made by the joining (a key's halves in a
+// choice's reasoning and content, a phone number whose naming word is in the part before it:
+// review helpers 73 to 75) and is a block's reason; empty when there is none.
 std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config) {
   struct Text {
     int64_t choice;  // its position in "choices"
@@ -561,8 +561,13 @@ std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config)
   });
   if (texts.size() < 2) return std::string();
   auto screen = [&](const std::vector<Text>& in_order) -> std::string {
+    // Choices are answers of their own: a line apart, as a client that prints them shows them
+    // (joined without one, two short numbers made a card; review helper-75).
     std::string joined;
-    for (const Text& t : in_order) joined.append(t.text);
+    for (size_t i = 0; i < in_order.size(); ++i) {
+      if (i > 0 && in_order[i].choice != in_order[i - 1].choice) joined.push_back('\n');
+      joined.append(in_order[i].text);
+    }
     const guard::ScreenResult r = guard::Screen(joined, config);
     for (const guard::ScreenedFinding& f : r.findings) {
       if (f.action != guard::Action::kAllow) {

@@ -51,6 +51,7 @@ class GuardedEvents final : public runtime::EventSink {
     // reads as well): nothing of it goes out unscreened.
     const std::string_view data = Data(event);
     finished_.clear();
+    editing_chunk_ = true;
     absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
         data,
         [this](int64_t index, std::string_view text, bool finished) {
@@ -65,6 +66,7 @@ class GuardedEvents final : public runtime::EventSink {
         [this](std::string_view where, std::string_view text) -> std::optional<std::string> {
           return ScreenChunkString(where, text);
         });
+    editing_chunk_ = false;
     if (!edited.ok() && !blocked_) {  // nothing the guard cannot read goes out
       Stop(runtime::BadGateway(
           StrCat("the upstream's stream cannot be screened: ", edited.status().message())));
@@ -123,7 +125,6 @@ class GuardedEvents final : public runtime::EventSink {
   // member of the upstream's own), whole. Every chunk repeats the stream's id and model: a value
   // found clean at the same place last time is not screened again.
   std::optional<std::string> ScreenChunkString(std::string_view where, std::string_view text) {
-    if (where.starts_with("choices[") && !OneValue(where, text)) return std::nullopt;
     auto it = clean_.find(where);
     if (it != clean_.end() && it->second == text) return std::nullopt;
     std::optional<std::string> screened = ScreenWhole(where, text);
@@ -134,29 +135,6 @@ class GuardedEvents final : public runtime::EventSink {
       clean_.emplace(std::string(where), std::string(text));
     }
     return std::nullopt;
-  }
-
-  // Whether a string of a choice outside its delta (a "message" some upstreams add, a
-  // finish_reason) is the one value its place has had in the stream; if not, stops the call.
-  // Each is screened whole in its chunk, so one that came in parts would reach a client that
-  // joins them (review helper-74: "message.content" of two chunks made a key) unscreened.
-  bool OneValue(std::string_view where, std::string_view text) {
-    if (text.empty()) return true;
-    auto [it, inserted] = choice_places_.try_emplace(std::string(where), text);
-    if (inserted) {
-      choice_place_bytes_ += where.size() + text.size();
-      if (choice_place_bytes_ > kMaxHeldFields || choice_places_.size() > kMaxFields) {
-        Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
-        return false;
-      }
-      return true;
-    }
-    if (it->second == text) return true;
-    // The place's names are the upstream's: a long one is not quoted whole.
-    const std::string named = where.size() <= 128 ? std::string(where) : Quoted(where, 64);
-    Stop(runtime::BadGateway(StrCat("the upstream's stream changes the member ",
-                                    guard::RedactAll(named), " between chunks")));
-    return false;
   }
 
   // A string of a delta other than its content (a refusal, a tool call's arguments), whole, as
@@ -325,12 +303,61 @@ class GuardedEvents final : public runtime::EventSink {
       const std::string where = StrCat(Where(field), " of choice ", index);
       std::optional<std::string> screened = ScreenWhole(where, it->second);
       if (blocked_) break;
+      const std::string& sent = screened ? *screened : it->second;
+      if (!ShownIsClean(index, sent, ++field_serial_)) break;
       std::string chunk = head_;
       StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[",
-                protocol::DeltaChoice(index, field, screened ? *screened : it->second), "]}");
+                protocol::DeltaChoice(index, field, sent), "]}");
       StrAppend(&events, "data: ", chunk, "\n\n");
       it = held_fields_.erase(it);
     }
+    // The choice's last text goes out after them, in the chunk that says it finished.
+    if (auto last = final_text_.find(index); last != final_text_.end() && !blocked_) {
+      (void)ShownIsClean(index, last->second, kContent);
+      final_text_.erase(last);
+    }
+  }
+
+  // Whether `text`, about to go out for choice `index`, is clean as a client that prints all of
+  // a choice's texts as they come shows it: its content and, once the choice finishes, its
+  // reasoning, refusal and tool calls' arguments (held whole until then), each after the one
+  // before. Each is screened on its own; where the kind of text changes (`kind`: kContent, or a
+  // held text's serial), the end of what went out and `text` are screened joined, and a finding
+  // (or blocking deny rule) reaching into `text` stops the call (review helper-75: reasoning
+  // "key AKIAIOSF" then content "ODNN7EXAMPLE ok"). Bounded: the last kShownTail bytes, at most
+  // once per held text and once after them.
+  static constexpr int kContent = 0;
+  static constexpr size_t kShownTail = 16 * 1024;
+  bool ShownIsClean(int64_t index, std::string_view text, int kind) {
+    if (text.empty()) return true;
+    Shown& shown = shown_[index];
+    if (shown.kind != kind && !shown.tail.empty()) {
+      std::string joined = shown.tail;
+      const size_t boundary = joined.size();
+      joined.append(text);
+      const guard::ScreenResult r = guard::Screen(joined, config_);
+      bool across = false;
+      for (const guard::ScreenedFinding& f : r.findings) {
+        across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
+      }
+      for (const guard::DenyMatch& m : r.denied) {
+        across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
+      }
+      if (across) {
+        stage_.Note(ex_, "answer", r.findings, r.denied);
+        ex_.content_blocked = true;
+        Stop(absl::PermissionDeniedError(
+            StrCat("the model's answer was blocked by the content guard: a value across the "
+                   "texts of the streamed choice ",
+                   index, ", as a client that prints them as they come shows it")));
+        return false;
+      }
+    }
+    shown.kind = kind;
+    shown.tail.append(text);
+    // Trimmed once past twice the bound: each byte is moved a bounded number of times.
+    if (shown.tail.size() > 2 * kShownTail) shown.tail.erase(0, shown.tail.size() - kShownTail);
+    return true;
   }
 
   void StopAfterFinish(int64_t index) {
@@ -395,6 +422,15 @@ class GuardedEvents final : public runtime::EventSink {
                                                r.block_reason, " of the streamed choice ", index)));
       }
       return std::string();
+    }
+    if (!r.released.empty()) {
+      // The last text of a choice finishing in the chunk being edited goes out after what was
+      // held of its other texts (ReleaseFields): checked there, in that order.
+      if (finished && editing_chunk_) {
+        final_text_[index] = r.released;
+      } else if (!ShownIsClean(index, r.released, kContent)) {
+        return std::string();
+      }
     }
     if (r.consumed > 0) {
       const char last = held[r.consumed - 1];
@@ -465,6 +501,17 @@ class GuardedEvents final : public runtime::EventSink {
   const GuardStage& stage_;
   const int64_t choices_;             // the request's n
   std::map<int64_t, HeldText> held_;  // by choice index
+  // What a client was shown of each choice (ShownIsClean): the end of it, and the kind of text
+  // it was (kContent, or a held text's serial).
+  struct Shown {
+    std::string tail;
+    int kind = kContent;
+  };
+  std::map<int64_t, Shown> shown_;
+  int field_serial_ = kContent;
+  // The last text of each choice finishing in the chunk being edited, and whether one is.
+  std::map<int64_t, std::string> final_text_;
+  bool editing_chunk_ = false;
   // A choice's other texts, by where they go; held whole until it finishes.
   static constexpr size_t kMaxHeldFields = size_t(1) << 20;
   static constexpr size_t kMaxFields = 1024;
@@ -474,9 +521,6 @@ class GuardedEvents final : public runtime::EventSink {
   size_t structural_bytes_ = 0;
   // The last value found clean at each place outside the deltas, for the first few places.
   static constexpr size_t kMaxClean = 16;
-  // The strings of the choices outside their deltas, by place: the one value each may have.
-  std::map<std::string, std::string, std::less<>> choice_places_;
-  size_t choice_place_bytes_ = 0;
   std::map<std::string, std::string, std::less<>> clean_;
   // By choice and list (its path, elements up to it included): the highest element seen.
   std::map<std::pair<int64_t, protocol::DeltaField>, int64_t> list_elements_;

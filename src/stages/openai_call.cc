@@ -67,6 +67,7 @@ int64_t CountRequestTokens(std::string_view body,
       call.include_usage = completion->include_usage;
       call.max_tokens = completion->max_tokens;
       call.n = completion->n;
+      call.prompts = int64_t(completion->prompts.size());
       call.prompt_tokens = CountRequestTokens(ex.body, nullptr, protocol::EstimateTokens);
       break;
     }
@@ -91,7 +92,8 @@ int64_t CountRequestTokens(std::string_view body,
   }
   ex.model_name = call.model;
   ex.estimated_prompt_tokens = call.prompt_tokens;
-  ex.choices_asked = std::max<int64_t>(call.n, 1);
+  // n choices for each prompt of a completion (a list of prompts is answered prompt by prompt).
+  ex.choices_asked = std::max<int64_t>(call.n, 1) * std::max<int64_t>(call.prompts, 1);
   call.body = ex.body;
   ex.generate = std::move(call);
   return absl::OkStatus();

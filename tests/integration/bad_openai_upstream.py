@@ -34,6 +34,11 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             second half, and whose content ends with its first
   answerparts  an answer whose content is two parts: "my phone is " and a bare number
   messagesplit  a stream whose chunks carry choices[0].message.content, an access key's halves
+  reasoningsplit  a stream whose reasoning_content is an access key's first half and whose
+            content, in the chunk that finishes, its second
+  answerreasoning  an answer whose content (listed first) is an access key's second half and
+            whose reasoning_content is its first
+  answerdigits  an answer of two choices, "4111111111" and "111111"
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -227,6 +232,12 @@ def stream(model):
                   chunk(1, "ODNN7EXAMPLE end"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
+    elif model == "reasoningsplit":
+        finish = None
+        events = [delta_chunk({"role": "assistant", "reasoning_content": "key AKIAIOSF"}),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"content": "ODNN7EXAMPLE ok"},
+                                "finish_reason": "stop"}]}]
     elif model == "messagesplit":
         events = []
         for half in ("key AKIAIOSF", "ODNN7EXAMPLE ok"):
@@ -340,6 +351,14 @@ def answer(model):
         message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
             "name": "store", "arguments": "ODNN7EXAMPLE ok"}}]
         message["content"] = "key AKIAIOSF"
+    elif model == "answerreasoning":
+        message["content"] = "ODNN7EXAMPLE ok"
+        message["reasoning_content"] = "key AKIAIOSF"
+    elif model == "answerdigits":
+        message["content"] = "4111111111"
+        second = {"role": "assistant", "content": "111111"}
+        extra["choices"] = [choice, {"index": 1, "message": second, "finish_reason": "stop",
+                                     "logprobs": None}]
     elif model == "answerparts":
         message["content"] = [{"type": "text", "text": "my phone is "},
                               {"type": "text", "text": "2025550143 ok"}]
