@@ -30,6 +30,15 @@ using simdjson::dom::object;
 // In a delta, a "url" is text a user sees (an annotation's link): not structural there.
 bool AnswerStructural(std::string_view key) { return key != "url" && Structural(key); }
 
+// A member of a delta's object at `path` that goes out in one piece: the structural ones, and a
+// tool's name, which OpenAI, vLLM and llama.cpp send whole with its call's first delta and a
+// client may take from there, adding only arguments after (held, it went out empty first and
+// whole at the end: review helper-76).
+bool DeltaStructural(std::string_view key, std::string_view path) {
+  return AnswerStructural(key) ||
+         (key == "name" && (path.ends_with(".function") || path.ends_with(".function_call")));
+}
+
 // The "index" of an element of a list that clients merge by it (a choice, a tool call): the
 // position when it has none; nullopt when it is anything but one non-negative integer (a float,
 // a string, a duplicate), which a client and the guard could read as different elements.
@@ -120,10 +129,11 @@ bool HasDuplicateKeys(object o) {
     AppendJsonString(out, name);
     out.push_back(':');
     const size_t size = path.size();
+    const bool structural = DeltaStructural(member.key, path);
     StrAppend(&path, ".", name);
     if (member.key == "index") {
       Copy(member.value, path, {AnswerText, AnswerText, true, other}, out);
-    } else if (AnswerStructural(member.key)) {
+    } else if (structural) {
       PILLAR_RETURN_IF_ERROR(CopyStructural(member.key, member.value, index, field, held, out));
     } else {
       field.path.push_back({std::string(name), -1});
@@ -254,8 +264,9 @@ bool HasDuplicateKeys(object o) {
 }
 
 // One choice of a chunk, its delta's (or its own) text replaced.
-[[nodiscard]] absl::Status CopyChoice(object choice, int64_t position, ChunkEdit edit,
-                                      HeldEdit held, TextEdit other, std::string& out) {
+[[nodiscard]] absl::Status CopyChoice(object choice, int64_t position, ChunkRoute route,
+                                      ChunkEdit edit, HeldEdit held, TextEdit other,
+                                      std::string& out) {
   // A choice must say its index: a client that reads a missing one as 0 would join it to
   // choice 0, which the guard would not.
   element given;
@@ -282,6 +293,16 @@ bool HasDuplicateKeys(object o) {
   };
   for (auto field : choice) {
     std::string_view text;
+    // A chat client reads a choice's delta, a completions client its text: the other one is
+    // withheld (null), as the log probabilities are. Read as one text, both would go out cut
+    // where the guard released each, and a client of either would see what it joined where
+    // the guard saw something else (review helper-76).
+    if ((field.key == "text" && route == ChunkRoute::kChat) ||
+        (field.key == "delta" && route == ChunkRoute::kCompletions)) {
+      key(field.key);
+      out.append("null");
+      continue;
+    }
     if (field.key == "text") {
       if (field.value.get(text) != simdjson::SUCCESS) {
         return absl::InvalidArgumentError("a chunk's text is not a string");
@@ -321,8 +342,9 @@ bool HasDuplicateKeys(object o) {
 
 }  // namespace
 
-[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
-                                                         HeldEdit held, TextEdit other) {
+[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkRoute route,
+                                                         ChunkEdit edit, HeldEdit held,
+                                                         TextEdit other) {
   simdjson::dom::parser parser;
   element root;
   object top;
@@ -356,7 +378,8 @@ bool HasDuplicateKeys(object o) {
       if (position > 0) out.push_back(',');
       object o;
       if (choice.get(o) == simdjson::SUCCESS) {
-        if (absl::Status copied = CopyChoice(o, position, edit, held, other, out); !copied.ok()) {
+        if (absl::Status copied = CopyChoice(o, position, route, edit, held, other, out);
+            !copied.ok()) {
           return copied;
         }
       } else {

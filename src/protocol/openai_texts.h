@@ -112,8 +112,12 @@ struct DeltaField {
 using HeldEdit = absl::FunctionRef<std::string(int64_t index, const DeltaField& field,
                                                std::string_view fragment)>;
 
-[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkEdit edit,
-                                                         HeldEdit held, TextEdit other);
+// Which route's client reads the chunk: a chat client reads each choice's delta, a completions
+// client its text; the other member is withheld (null).
+enum class ChunkRoute { kChat, kCompletions };
+[[nodiscard]] absl::StatusOr<std::string> EditChunkTexts(std::string_view data, ChunkRoute route,
+                                                         ChunkEdit edit, HeldEdit held,
+                                                         TextEdit other);
 
 // One choice of a chat chunk that carries `text` at `field` of choice `index`'s delta:
 // {"index":0,"delta":{"tool_calls":[{"index":1,"function":{"arguments":"..."}}]},

@@ -54,6 +54,8 @@ class GuardedEvents final : public runtime::EventSink {
     editing_chunk_ = true;
     absl::StatusOr<std::string> edited = protocol::EditChunkTexts(
         data,
+        ex_.operation == pipeline::Operation::kCompletions ? protocol::ChunkRoute::kCompletions
+                                                           : protocol::ChunkRoute::kChat,
         [this](int64_t index, std::string_view text, bool finished) {
           if (finished) finished_.push_back(index);
           return Release(index, text, finished);

@@ -49,8 +49,11 @@ void CheckEdits(std::string_view body) {
     (void)pillar::protocol::IsLink(where);
     (void)pillar::protocol::IsAttachment(where);
   });
+  // Either route's reading: the last byte's low bit chooses.
+  const auto route = !body.empty() && (body.back() & 1) ? pillar::protocol::ChunkRoute::kCompletions
+                                                        : pillar::protocol::ChunkRoute::kChat;
   absl::StatusOr<std::string> chunk = EditChunkTexts(
-      body, [](int64_t, std::string_view text, bool) { return std::string(text) + "\"x"; },
+      body, route, [](int64_t, std::string_view text, bool) { return std::string(text) + "\"x"; },
       [](int64_t index, const pillar::protocol::DeltaField& field, std::string_view fragment) {
         // What a guard writes out later must be JSON too.
         if (!IsJson(pillar::protocol::DeltaChoice(index, field, fragment))) __builtin_trap();

@@ -39,6 +39,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   answerreasoning  an answer whose content (listed first) is an access key's second half and
             whose reasoning_content is its first
   answerdigits  an answer of two choices, "4111111111" and "111111"
+  textanddelta  a stream whose choices carry both a text and a delta's content, an access key's
+            halves in the two
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -232,6 +234,14 @@ def stream(model):
                   chunk(1, "ODNN7EXAMPLE end"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
+    elif model == "textanddelta":
+        finish = None
+        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"content": "key AKIAIOSF"}, "text": "zz ",
+                                "finish_reason": None}]},
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "text": "ODNN7EXAMPLE ok",
+                                "delta": {"content": " and more"}, "finish_reason": "stop"}]}]
     elif model == "reasoningsplit":
         finish = None
         events = [delta_chunk({"role": "assistant", "reasoning_content": "key AKIAIOSF"}),

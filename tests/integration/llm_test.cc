@@ -180,7 +180,8 @@ class LlmTest : public ::testing::Test {
                               "messagesplit",
                               "reasoningsplit",
                               "answerreasoning",
-                              "answerdigits"}) {
+                              "answerdigits",
+                              "textanddelta"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -722,7 +723,7 @@ TEST_F(LlmTest, AnAnswersDisplayControlsDoNotReachTheClient) {
   r = Post("/v1/chat/completions", Say("controlsname", "hi", true));
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.body.find("\\u001b"), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find("display controls in the member delta.tool_calls[0].id"), std::string::npos)
+  EXPECT_NE(r.body.find("display controls in the member delta.tool_calls[0]."), std::string::npos)
       << r.body;
 }
 
@@ -763,6 +764,13 @@ TEST_F(LlmTest, AStreamedToolCallsArgumentsAreScreenedWholeNotFragmentByFragment
   EXPECT_EQ(arguments[0], R"({\"to\": \"<EMAIL_ADDRESS>\"})") << r.body;
   EXPECT_EQ(arguments[1], R"({\"n\": 1})") << r.body;
   EXPECT_EQ(refusal, "ask <EMAIL_ADDRESS>") << r.body;
+  // A tool's name goes out whole with its call's first delta, as the upstream sent it, for the
+  // clients that take it from there (review helper-76: it went out empty, then whole at the end).
+  const auto first_call = std::find_if(events.begin(), events.end(), [](const std::string& e) {
+    return e.find(R"("tool_calls")") != std::string::npos;
+  });
+  ASSERT_NE(first_call, events.end()) << r.body;
+  EXPECT_NE(first_call->find(R"("name":"store")"), std::string::npos) << *first_call;
   // Released before the chunk that finishes the choice, which comes before [DONE].
   EXPECT_GT(finished_at, 0u) << r.body;
   EXPECT_EQ(events.back(), "[DONE]");
@@ -874,6 +882,14 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   EXPECT_NE(r.body.find("PHONE_NUMBER across the texts of the answer"), std::string::npos)
       << r.body;
   EXPECT_EQ(r.body.find("2025550143"), std::string::npos) << r.body;
+  // A chat client reads a choice's delta, a completions client its text: with both in a chunk,
+  // the other one is withheld, or each client would read its member cut where the guard released
+  // the two as one text (review helper-76).
+  r = Post("/v1/chat/completions", Say("textanddelta", "hi", true));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("text":null)"), std::string::npos) << r.body;
+  EXPECT_EQ(StreamedText(r.body), "key AKIAIOSF and more") << r.body;
   // A choice's "message" in a chunk (some servers repeat each chunk's text there) is withheld:
   // a client that adds it up would read what the guard holds back of the delta (review
   // helper-74; refusing a second value there broke text-generation-webui's streams, review

@@ -125,6 +125,7 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
   absl::StatusOr<std::string> out = EditChunkTexts(
       R"({"id":"c","choices":[{"index":3,"delta":{"role":"assistant","content":"ab"},"finish_reason":null},)"
       R"({"index":4,"delta":{},"finish_reason":"stop"}]})",
+      ChunkRoute::kChat,
       [&](int64_t index, std::string_view text, bool finished) {
         seen.push_back(std::to_string(index) + ":" + std::string(text) + (finished ? "!" : ""));
         return index == 4 ? std::string("held") : std::string(text.substr(0, 1));
@@ -138,10 +139,10 @@ TEST(OpenAiTextsTest, AChunksDeltasAreEditedByChoiceIndex) {
       R"({"id":"c","choices":[{"index":3,"delta":{"role":"assistant","content":"a"},)"
       R"("finish_reason":null},{"index":4,"delta":{"content":"held"},"finish_reason":"stop"}]})");
   const ChunkEdit none = [](int64_t, std::string_view, bool) { return std::string(); };
-  EXPECT_FALSE(EditChunkTexts("{not json", none, KeepFragment, kKeep).ok());
+  EXPECT_FALSE(EditChunkTexts("{not json", ChunkRoute::kChat, none, KeepFragment, kKeep).ok());
   // Content the guard cannot read as text is an error, not copied.
   EXPECT_FALSE(EditChunkTexts(R"({"choices":[{"index":0,"delta":{"content":[{"text":"x"}]}}]})",
-                              none, KeepFragment, kKeep)
+                              ChunkRoute::kChat, none, KeepFragment, kKeep)
                    .ok());
 }
 
@@ -163,7 +164,7 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
       R"({"function":{"arguments":":1}"}}],"function_call":{"arguments":"x"},)"
       R"("audio":{"id":"a1","transcript":"deep","expires_at":5}},)"
       R"("logprobs":{"content":[{"token":"x"}]}}]})",
-      [](int64_t, std::string_view, bool) { return std::string(); },
+      ChunkRoute::kChat, [](int64_t, std::string_view, bool) { return std::string(); },
       [&](int64_t index, const DeltaField& field, std::string_view fragment) {
         if (field.structural) {  // checked for coming in one piece, kept as it is
           structural.push_back(Where(index, field) + "=" + std::string(fragment));
@@ -178,21 +179,24 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
       });
   ASSERT_TRUE(out.ok()) << out.status();
   // Every string clients join across chunks, by where it is: tool calls by their "index" (their
-  // position when they have none), a function's name too; structural members are kept.
+  // position when they have none); structural members are kept, a function's name among them (it
+  // comes whole with its call's first delta, and a client may take it from there: review
+  // helper-76).
   EXPECT_EQ(held,
+            (std::vector<std::string>{"2:refusal=no", "2:reasoning_content=hm",
+                                      "2:tool_calls[5].function.arguments={a",
+                                      "2:tool_calls[1].function.arguments=:1}",
+                                      "2:function_call.arguments=x", "2:audio.transcript=deep"}));
+  EXPECT_EQ(structural,
             (std::vector<std::string>{
-                "2:refusal=no", "2:reasoning_content=hm", "2:tool_calls[5].function.name=f",
-                "2:tool_calls[5].function.arguments={a", "2:tool_calls[1].function.arguments=:1}",
-                "2:function_call.arguments=x", "2:audio.transcript=deep"}));
-  EXPECT_EQ(structural, (std::vector<std::string>{"2:role=assistant", "2:tool_calls[5].id=t",
-                                                  "2:tool_calls[5].type=function", "2:audio.id=a1",
-                                                  "2:audio.expires_at=5"}));
+                "2:role=assistant", "2:tool_calls[5].id=t", "2:tool_calls[5].type=function",
+                "2:tool_calls[5].function.name=f", "2:audio.id=a1", "2:audio.expires_at=5"}));
   // A number is taken as a structural member: in one piece. Log probabilities are withheld.
   EXPECT_TRUE(others.empty());
   EXPECT_EQ(
       *out,
       R"({"choices":[{"index":2,"delta":{"role":"assistant","refusal":"H","reasoning_content":"H",)"
-      R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"H","arguments":"H"}},)"
+      R"("tool_calls":[{"index":5,"id":"t","type":"function","function":{"name":"f","arguments":"H"}},)"
       R"({"function":{"arguments":"H"}}],"function_call":{"arguments":"H"},)"
       R"("audio":{"id":"a1","transcript":"H","expires_at":5}},"logprobs":null}]})");
   // What a guard writes out once it has them whole.
@@ -235,7 +239,7 @@ TEST(OpenAiTextsTest, AnIndexAClientCouldReadOtherwiseIsRefused) {
           // Two elements of one index in one list: openai-python keeps both, by position.
           R"({"choices":[{"index":0,"delta":{"foo":[{"index":0,"id":""},{"index":0,"id":"x"}]}}]})",
       }) {
-    EXPECT_FALSE(EditChunkTexts(chunk, none, KeepFragment, kKeep).ok()) << chunk;
+    EXPECT_FALSE(EditChunkTexts(chunk, ChunkRoute::kChat, none, KeepFragment, kKeep).ok()) << chunk;
   }
 }
 
@@ -244,7 +248,8 @@ TEST(OpenAiTextsTest, StringsElsewhereInAChunkAreScreenedWhole) {
   absl::StatusOr<std::string> out = EditChunkTexts(
       R"({"id":"c","extra":{"note":"n1"},"choices":[{"index":0,"message":{"content":"m1"},)"
       R"("delta":{},"finish_reason":null,"annotation":{"url":"u1"}},"s"]})",
-      [](int64_t, std::string_view, bool) { return std::string(); }, KeepFragment,
+      ChunkRoute::kChat, [](int64_t, std::string_view, bool) { return std::string(); },
+      KeepFragment,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
         if (where.starts_with("a member's name")) {
           names.push_back(std::string(where) + "=" + std::string(text));
