@@ -164,7 +164,14 @@ class GuardedEvents final : public runtime::EventSink {
   // client would show it, once or joined with its repeats, any finding a block (a member cannot
   // be redacted).
   std::string Structural(int64_t index, const protocol::DeltaField& field, std::string_view value) {
-    if (blocked_ || !Placed(index, field)) return std::string();
+    if (blocked_) return std::string();
+    // The same name again, or nothing, adds nothing a client shows, even after the choice
+    // finished (a usage chunk that repeats the finished choice's role: review helper-77).
+    if (auto seen = structural_.find({index, field});
+        seen != structural_.end() && !field.number && (value.empty() || seen->second == value)) {
+      return std::string(value);
+    }
+    if (!Placed(index, field)) return std::string();
     // A place that held text before: a client would join this value to that text.
     if (held_fields_.contains({index, Unflagged(field)})) {
       Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
@@ -299,25 +306,100 @@ class GuardedEvents final : public runtime::EventSink {
   void ReleaseFields(int64_t index, std::string& events) {
     // What goes out now was screened whole; more of the choice would be screened apart from it.
     finished_choices_.insert(index);
+    std::vector<FieldOut> out;
     auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
     while (it != held_fields_.end() && it->first.first == index && !blocked_) {
       const protocol::DeltaField& field = it->first.second;
       const std::string where = StrCat(Where(field), " of choice ", index);
       std::optional<std::string> screened = ScreenWhole(where, it->second);
-      if (blocked_) break;
-      const std::string& sent = screened ? *screened : it->second;
-      if (!ShownIsClean(index, sent, ++field_serial_)) break;
+      if (blocked_) return;
+      out.push_back({field, screened ? std::move(*screened) : std::move(it->second)});
+      it = held_fields_.erase(it);
+    }
+    if (!KindsAreClean(index, out)) return;
+    for (const FieldOut& field : out) {
+      if (!ShownIsClean(index, field.sent, ++field_serial_)) return;
       std::string chunk = head_;
       StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[",
-                protocol::DeltaChoice(index, field, sent), "]}");
+                protocol::DeltaChoice(index, field.field, field.sent), "]}");
       StrAppend(&events, "data: ", chunk, "\n\n");
-      it = held_fields_.erase(it);
     }
     // The choice's last text goes out after them, in the chunk that says it finished.
     if (auto last = final_text_.find(index); last != final_text_.end() && !blocked_) {
       (void)ShownIsClean(index, last->second, kContent);
       final_text_.erase(last);
     }
+  }
+
+  // A held text of a finishing choice as it goes out (screened whole, redacted).
+  struct FieldOut {
+    protocol::DeltaField field;
+    std::string sent;
+  };
+
+  // The order in which a client that rebuilds a choice shows its kinds of text: reasoning above
+  // the answer (as a reasoning model's interface does), its content, its refusal, its tool
+  // calls' arguments, the rest; AcrossTexts orders a whole answer's texts so.
+  static int FieldRank(const protocol::DeltaField& field) {
+    if (field.path.empty()) return 4;
+    const std::string& first = field.path.front().key;
+    if (first == "reasoning_content" || first == "reasoning") return 0;
+    if (first == "refusal") return 2;
+    if ((first == "tool_calls" || first == "function_call") &&
+        field.path.back().key == "arguments") {
+      return 3;
+    }
+    return 4;
+  }
+  static constexpr int kContentRank = 1;
+
+  // Whether choice `index`, finishing, is clean as a client that rebuilds it by kind shows it:
+  // its reasoning, content, refusal and tool calls' arguments one after another, whatever order
+  // they came or go out in (review helper-77: content ending "the key is AKIAIOSF" and
+  // arguments "ODNN7EXAMPLE ok", reasoning "the key is AKIAIOSF" above content "ODNN7EXAMPLE
+  // ok"). Each junction between two kinds is screened: the end of one (kShownTail bytes) and the
+  // start of the next; a finding (or blocking deny rule) reaching across stops the call before
+  // any held text goes out. Once per choice.
+  bool KindsAreClean(int64_t index, const std::vector<FieldOut>& fields) {
+    struct Part {
+      int rank;
+      std::string_view text;
+    };
+    std::vector<Part> parts;
+    for (const FieldOut& field : fields) parts.push_back({FieldRank(field.field), field.sent});
+    if (parts.empty()) return true;
+    const Content& content = content_[index];
+    std::string content_text;  // its start, and its end when they differ
+    if (!content.head.empty()) {
+      content_text = content.head;
+      parts.push_back({kContentRank, content_text});
+    }
+    std::stable_sort(parts.begin(), parts.end(),
+                     [](const Part& a, const Part& b) { return a.rank < b.rank; });
+    for (size_t i = 1; i < parts.size(); ++i) {
+      const std::string_view before =
+          parts[i - 1].rank == kContentRank ? std::string_view(content.tail) : parts[i - 1].text;
+      std::string joined(before.substr(before.size() - std::min(before.size(), kShownTail)));
+      const size_t boundary = joined.size();
+      joined.append(parts[i].text.substr(0, kShownTail));
+      const guard::ScreenResult r = guard::Screen(joined, config_);
+      bool across = false;
+      for (const guard::ScreenedFinding& f : r.findings) {
+        across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
+      }
+      for (const guard::DenyMatch& m : r.denied) {
+        across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
+      }
+      if (!across) continue;
+      stage_.Note(ex_, "answer", r.findings, r.denied);
+      ex_.content_blocked = true;
+      Stop(absl::PermissionDeniedError(
+          StrCat("the model's answer was blocked by the content guard: a value across the "
+                 "texts of the streamed choice ",
+                 index, ", as a client that shows them kind by kind shows it")));
+      return false;
+    }
+    return true;
   }
 
   // Whether `text`, about to go out for choice `index`, is clean as a client that prints all of
@@ -426,6 +508,14 @@ class GuardedEvents final : public runtime::EventSink {
       return std::string();
     }
     if (!r.released.empty()) {
+      Content& content = content_[index];
+      if (content.head.size() < kShownTail) {
+        content.head.append(r.released.substr(0, kShownTail - content.head.size()));
+      }
+      content.tail.append(r.released);
+      if (content.tail.size() > 2 * kShownTail) {
+        content.tail.erase(0, content.tail.size() - kShownTail);
+      }
       // The last text of a choice finishing in the chunk being edited goes out after what was
       // held of its other texts (ReleaseFields): checked there, in that order.
       if (finished && editing_chunk_) {
@@ -468,19 +558,30 @@ class GuardedEvents final : public runtime::EventSink {
   // finished goes out in a chunk of its own.
   void Flush(runtime::EventKind kind, std::string event, absl::AnyInvocable<void(bool) &&> next) {
     std::string flushed;
-    while (!held_fields_.empty() && !blocked_) {
-      ReleaseFields(held_fields_.begin()->first.first, flushed);
+    // Each choice that never said it finished: what is held of its content is released first
+    // (its end goes out last, after its other texts, as at a finish), so that the kinds of its
+    // texts are checked with all of its content (KindsAreClean).
+    std::set<int64_t> open;
+    for (const auto& entry : held_fields_) open.insert(entry.first.first);
+    for (const auto& entry : held_) {
+      if (!entry.second.text.empty()) open.insert(entry.first);
     }
-    if (blocked_) return std::move(next)(false);
-    for (auto& entry : held_) {
-      const int64_t index = entry.first;
-      if (entry.second.text.empty()) continue;
-      std::string text = Release(index, "", true);
+    for (const int64_t index : open) {
+      std::string text;
+      if (auto held = held_.find(index); held != held_.end() && !held->second.text.empty()) {
+        editing_chunk_ = true;  // the end is checked after the held texts, in ReleaseFields
+        text = Release(index, "", true);
+        editing_chunk_ = false;
+      }
+      if (blocked_) return std::move(next)(false);
+      ReleaseFields(index, flushed);
       if (blocked_) return std::move(next)(false);
       if (text.empty()) continue;
-      // A chunk of its own: the stream's id, object, created and model, and this choice's text.
+      // A chunk of its own: the stream's id, object, created and model, and this choice's text,
+      // where the route's clients read it (review helper-77: chosen by the upstream's "object",
+      // a completions client got it as a delta it does not read).
       std::string chunk = head_;
-      const bool chat = head_.find("\"text_completion\"") == std::string::npos;
+      const bool chat = ex_.operation != pipeline::Operation::kCompletions;
       StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[{\"index\":", index,
                 chat ? ",\"delta\":{\"content\":" : ",\"text\":");
       AppendJsonString(chunk, text);
@@ -510,6 +611,12 @@ class GuardedEvents final : public runtime::EventSink {
     int kind = kContent;
   };
   std::map<int64_t, Shown> shown_;
+  // The start and the end of each choice's content as released (KindsAreClean).
+  struct Content {
+    std::string head;
+    std::string tail;
+  };
+  std::map<int64_t, Content> content_;
   int field_serial_ = kContent;
   // The last text of each choice finishing in the chunk being edited, and whether one is.
   std::map<int64_t, std::string> final_text_;

@@ -41,6 +41,13 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   answerdigits  an answer of two choices, "4111111111" and "111111"
   textanddelta  a stream whose choices carry both a text and a delta's content, an access key's
             halves in the two
+  contentargs  a stream whose content, 2 KB of words, ends with an access key's first half, and
+            whose tool call's arguments are its second
+  reasoningfirst  a stream whose reasoning is an access key's first half and whose content
+            begins with its second, then 2 KB of words
+  rolerepeat  a stream whose usage chunk repeats the finished choice's role
+  textnofinish  a completions stream (chunks with "text", object chat.completion.chunk) that ends
+            without a finish_reason
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -234,6 +241,35 @@ def stream(model):
                   chunk(1, "ODNN7EXAMPLE end"),
                   {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                    "choices": [{"index": 1, "delta": {}, "finish_reason": "stop"}]}]
+    elif model in ("contentargs", "reasoningfirst"):
+        fill = " ".join("word%d" % i for i in range(300))
+        finish = None
+        if model == "contentargs":
+            events = [delta_chunk({"role": "assistant", "content": fill + " the key is AKIAIOSF"}),
+                      tool_chunk(0, "ODNN7EXAMPLE ok", first=True),
+                      {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}]
+        else:
+            events = [delta_chunk({"role": "assistant", "reasoning_content": "the key is AKIAIOSF"}),
+                      delta_chunk({"content": "ODNN7EXAMPLE ok. " + fill}),
+                      {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                       "choices": [{"index": 0, "delta": {"content": " end."},
+                                    "finish_reason": "stop"}]}]
+    elif model == "rolerepeat":
+        finish = None
+        events = [delta_chunk({"role": "assistant", "content": "hello"}),
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"role": "assistant"},
+                                "finish_reason": "stop"}]},
+                  {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "delta": {"role": "assistant"},
+                                "finish_reason": "stop"}],
+                   "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}]
+    elif model == "textnofinish":
+        finish = None
+        events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                   "choices": [{"index": 0, "text": w, "finish_reason": None}]}
+                  for w in ["Hello", " world,", " no finish", " reason here."]]
     elif model == "textanddelta":
         finish = None
         events = [{"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",

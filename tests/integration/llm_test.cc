@@ -181,7 +181,11 @@ class LlmTest : public ::testing::Test {
                               "reasoningsplit",
                               "answerreasoning",
                               "answerdigits",
-                              "textanddelta"}) {
+                              "textanddelta",
+                              "contentargs",
+                              "reasoningfirst",
+                              "rolerepeat",
+                              "textnofinish"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -890,6 +894,34 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find(R"("text":null)"), std::string::npos) << r.body;
   EXPECT_EQ(StreamedText(r.body), "key AKIAIOSF and more") << r.body;
+  // A client that rebuilds a streamed choice shows its kinds of text one after another
+  // (reasoning, content, refusal, tool arguments) whatever order they came in: at the finish,
+  // each junction is screened before any held text goes out (review helper-77).
+  r = Post("/v1/chat/completions", Say("contentargs", "hi", true));
+  EXPECT_EQ(r.body.find("ODNN7"), std::string::npos) << r.body.substr(r.body.size() - 2048);
+  EXPECT_NE(LastEvent(r.body).find("as a client that shows them kind by kind"), std::string::npos)
+      << LastEvent(r.body);
+  r = Post("/v1/chat/completions", Say("reasoningfirst", "hi", true));
+  EXPECT_EQ(r.body.find("AKIAIOSF"), std::string::npos) << r.body.substr(0, 2048);
+  EXPECT_NE(LastEvent(r.body).find("as a client that shows them kind by kind"), std::string::npos)
+      << LastEvent(r.body);
+  // A finished choice's role repeated unchanged (in a usage chunk) adds nothing: it passes.
+  std::string repeat = Say("rolerepeat", "hi", true);
+  repeat.insert(repeat.size() - 1, R"(,"stream_options":{"include_usage":true})");
+  r = Post("/v1/chat/completions", repeat);
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(StreamedText(r.body), "hello") << r.body;
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << r.body;
+  // What is held of a completion that never says it finished goes out where a completions
+  // client reads it, whatever the upstream's "object" says (review helper-77).
+  r = Post("/v1/completions", R"({"model":"textnofinish","prompt":"hi","stream":true})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::string text;
+  for (const std::string& event : Events(r.body)) {
+    const size_t at = event.find(R"("text":")");
+    if (at != std::string::npos) text += event.substr(at + 8, event.find('"', at + 8) - at - 8);
+  }
+  EXPECT_EQ(text, "Hello world, no finish reason here.") << r.body;
   // A choice's "message" in a chunk (some servers repeat each chunk's text there) is withheld:
   // a client that adds it up would read what the guard holds back of the delta (review
   // helper-74; refusing a second value there broke text-generation-webui's streams, review
