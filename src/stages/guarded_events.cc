@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <map>
 #include <set>
 #include <utility>
@@ -352,52 +353,58 @@ class GuardedEvents final : public runtime::EventSink {
     return 4;
   }
   static constexpr int kContentRank = 1;
+  static constexpr int kRanks = 5;
 
   // Whether choice `index`, finishing, is clean as a client that rebuilds it by kind shows it:
-  // its reasoning, content, refusal and tool calls' arguments one after another, whatever order
-  // they came or go out in (review helper-77: content ending "the key is AKIAIOSF" and
-  // arguments "ODNN7EXAMPLE ok", reasoning "the key is AKIAIOSF" above content "ODNN7EXAMPLE
-  // ok"). Each junction between two kinds is screened: the end of one (kShownTail bytes) and the
-  // start of the next; a finding (or blocking deny rule) reaching across stops the call before
-  // any held text goes out. Once per choice.
+  // its reasoning, content, refusal, tool calls' arguments (each call's after the one before) and
+  // the rest, one after another, whatever order they came or go out in (review helper-77:
+  // content ending "the key is AKIAIOSF" and arguments "ODNN7EXAMPLE ok"; reasoning above
+  // content). The kinds are read in that order with a running end of what came before them
+  // (kKindWindow bytes, as long as the longest run a choice's content holds back): each kind is
+  // screened after that end, and a finding (or blocking deny rule) reaching into it stops the
+  // call before any held text goes out; a kind of several texts (two calls' arguments) is
+  // screened so even first (review helper-78: a key in three texts, a 60 KB JWT across reasoning
+  // and content). At most five screens of a bounded size, once per choice.
+  static constexpr size_t kKindWindow = guard::kMaxHeldRun;
   bool KindsAreClean(int64_t index, const std::vector<FieldOut>& fields) {
-    struct Part {
-      int rank;
-      std::string_view text;
-    };
-    std::vector<Part> parts;
-    for (const FieldOut& field : fields) parts.push_back({FieldRank(field.field), field.sent});
-    if (parts.empty()) return true;
-    const Content& content = content_[index];
-    std::string content_text;  // its start, and its end when they differ
-    if (!content.head.empty()) {
-      content_text = content.head;
-      parts.push_back({kContentRank, content_text});
+    if (fields.empty()) return true;
+    std::array<std::string, kRanks> kinds;
+    std::array<int, kRanks> counts{};
+    for (const FieldOut& field : fields) {
+      const int rank = FieldRank(field.field);
+      kinds[rank].append(field.sent);
+      ++counts[rank];
     }
-    std::stable_sort(parts.begin(), parts.end(),
-                     [](const Part& a, const Part& b) { return a.rank < b.rank; });
-    for (size_t i = 1; i < parts.size(); ++i) {
-      const std::string_view before =
-          parts[i - 1].rank == kContentRank ? std::string_view(content.tail) : parts[i - 1].text;
-      std::string joined(before.substr(before.size() - std::min(before.size(), kShownTail)));
-      const size_t boundary = joined.size();
-      joined.append(parts[i].text.substr(0, kShownTail));
-      const guard::ScreenResult r = guard::Screen(joined, config_);
-      bool across = false;
-      for (const guard::ScreenedFinding& f : r.findings) {
-        across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
+    const Content& content = content_[index];
+    std::string before;  // the end of what a client shows before the next kind
+    for (int rank = 0; rank < kRanks; ++rank) {
+      const std::string_view next =
+          rank == kContentRank ? std::string_view(content.head) : std::string_view(kinds[rank]);
+      if (next.empty()) continue;
+      if (!before.empty() || counts[rank] > 1) {
+        std::string joined = before;
+        const size_t boundary = joined.size();
+        joined.append(next);
+        const guard::ScreenResult r = guard::Screen(joined, config_);
+        bool across = false;
+        for (const guard::ScreenedFinding& f : r.findings) {
+          across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
+        }
+        for (const guard::DenyMatch& m : r.denied) {
+          across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
+        }
+        if (across) {
+          stage_.Note(ex_, "answer", r.findings, r.denied);
+          ex_.content_blocked = true;
+          Stop(absl::PermissionDeniedError(
+              StrCat("the model's answer was blocked by the content guard: a value across the "
+                     "texts of the streamed choice ",
+                     index, ", as a client that shows them kind by kind shows it")));
+          return false;
+        }
       }
-      for (const guard::DenyMatch& m : r.denied) {
-        across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
-      }
-      if (!across) continue;
-      stage_.Note(ex_, "answer", r.findings, r.denied);
-      ex_.content_blocked = true;
-      Stop(absl::PermissionDeniedError(
-          StrCat("the model's answer was blocked by the content guard: a value across the "
-                 "texts of the streamed choice ",
-                 index, ", as a client that shows them kind by kind shows it")));
-      return false;
+      before.append(rank == kContentRank ? std::string_view(content.tail) : next);
+      if (before.size() > kKindWindow) before.erase(0, before.size() - kKindWindow);
     }
     return true;
   }
@@ -509,12 +516,12 @@ class GuardedEvents final : public runtime::EventSink {
     }
     if (!r.released.empty()) {
       Content& content = content_[index];
-      if (content.head.size() < kShownTail) {
-        content.head.append(r.released.substr(0, kShownTail - content.head.size()));
+      if (content.head.size() < kKindWindow) {
+        content.head.append(r.released.substr(0, kKindWindow - content.head.size()));
       }
       content.tail.append(r.released);
-      if (content.tail.size() > 2 * kShownTail) {
-        content.tail.erase(0, content.tail.size() - kShownTail);
+      if (content.tail.size() > 2 * kKindWindow) {
+        content.tail.erase(0, content.tail.size() - kKindWindow);
       }
       // The last text of a choice finishing in the chunk being edited goes out after what was
       // held of its other texts (ReleaseFields): checked there, in that order.

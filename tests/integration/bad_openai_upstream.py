@@ -48,6 +48,10 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   rolerepeat  a stream whose usage chunk repeats the finished choice's role
   textnofinish  a completions stream (chunks with "text", object chat.completion.chunk) that ends
             without a finish_reason
+  threekinds  a stream whose reasoning, content and refusal each hold a third of an access key
+  twocalls  a stream of two tool calls whose arguments hold an access key's halves
+  longjwt   a stream whose reasoning holds the first 50,000 bytes of a 60 KB JWT and whose
+            content the rest
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -84,6 +88,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   answername  an answer whose message has a member named by an e-mail address
 GET (the health check) answers 200.
 """
+import base64
 import json
 import socket
 import sys
@@ -255,6 +260,22 @@ def stream(model):
                       {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
                        "choices": [{"index": 0, "delta": {"content": " end."},
                                     "finish_reason": "stop"}]}]
+    elif model == "threekinds":
+        events = [delta_chunk({"role": "assistant", "content": ""}),
+                  delta_chunk({"reasoning_content": "the key is AKIA"}),
+                  delta_chunk({"content": "IOSFODNN"}),
+                  delta_chunk({"refusal": "7EXAMPLE ok"})]
+    elif model == "twocalls":
+        events = [tool_chunk(0, "the key is AKIAIOSF", True), tool_chunk(1, "ODNN7EXAMPLE ok", True)]
+        finish = "tool_calls"
+    elif model == "longjwt":
+        def b64(raw):
+            return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        token = ".".join([b64(b'{"alg":"HS256","typ":"JWT"}'),
+                          b64(json.dumps({"sub": "u", "d": "x" * 45000}).encode()),
+                          b64(bytes(range(32)))])
+        events = [delta_chunk({"role": "assistant", "reasoning_content": "token " + token[:50000]}),
+                  delta_chunk({"content": token[50000:] + " ok"})]
     elif model == "rolerepeat":
         finish = None
         events = [delta_chunk({"role": "assistant", "content": "hello"}),

@@ -185,7 +185,10 @@ class LlmTest : public ::testing::Test {
                               "contentargs",
                               "reasoningfirst",
                               "rolerepeat",
-                              "textnofinish"}) {
+                              "textnofinish",
+                              "threekinds",
+                              "twocalls",
+                              "longjwt"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -905,6 +908,14 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   EXPECT_EQ(r.body.find("AKIAIOSF"), std::string::npos) << r.body.substr(0, 2048);
   EXPECT_NE(LastEvent(r.body).find("as a client that shows them kind by kind"), std::string::npos)
       << LastEvent(r.body);
+  // The kinds are read with the running end of all that came before them, so a value in three
+  // texts, in two calls' arguments, or a 60 KB token across reasoning and content is seen whole
+  // (review helper-78).
+  for (const char* model : {"threekinds", "twocalls", "longjwt"}) {
+    r = Post("/v1/chat/completions", Say(model, "hi", true));
+    EXPECT_NE(LastEvent(r.body).find("as a client that shows them kind by kind"), std::string::npos)
+        << model << ": " << LastEvent(r.body);
+  }
   // A finished choice's role repeated unchanged (in a usage chunk) adds nothing: it passes.
   std::string repeat = Say("rolerepeat", "hi", true);
   repeat.insert(repeat.size() - 1, R"(,"stream_options":{"include_usage":true})");
