@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <vector>
@@ -527,14 +528,15 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
 int TextRank(std::string_view path) {
   const size_t after = path.find("].");  // past "choices[N]"
   const std::string_view rest = after == std::string_view::npos ? path : path.substr(after + 2);
-  if (rest.starts_with("message.reasoning")) return 0;  // reasoning_content, reasoning
-  if (rest.starts_with("message.content") || rest.starts_with("text")) return 1;
-  if (rest.starts_with("message.refusal")) return 2;
+  if (rest.starts_with("message.reasoning_content")) return 0;
+  if (rest.starts_with("message.reasoning")) return 1;  // a client reads one or the other
+  if (rest.starts_with("message.content") || rest.starts_with("text")) return 2;
+  if (rest.starts_with("message.refusal")) return 3;
   if ((rest.starts_with("message.tool_calls") || rest.starts_with("message.function_call")) &&
       rest.ends_with(".arguments")) {
-    return 3;
+    return 4;
   }
-  return 4;  // a tool's name, an audio's transcript, an extension's strings
+  return 5;  // a tool's name, an audio's transcript, an extension's strings
 }
 
 // What a client that prints an answer's texts back to back shows was screened text by text;
@@ -590,7 +592,27 @@ std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config)
   const bool reordered =
       !std::equal(texts.begin(), texts.end(), by_kind.begin(),
                   [](const Text& a, const Text& b) { return a.order == b.order; });
-  return reordered ? screen(by_kind) : std::string();
+  if (reordered) {
+    if (std::string why = screen(by_kind); !why.empty()) return why;
+  }
+  // And each kind of a choice after each earlier kind alone, the kinds between left out, as a
+  // client that shows some kinds and not others does (review helper-79: content, a refusal a
+  // tool-calling interface does not show, then arguments).
+  for (size_t begin = 0; begin < by_kind.size();) {
+    size_t end = begin;
+    while (end < by_kind.size() && by_kind[end].choice == by_kind[begin].choice) ++end;
+    std::array<std::string, 6> kinds;
+    for (size_t i = begin; i < end; ++i) kinds[size_t(by_kind[i].rank)].append(by_kind[i].text);
+    for (size_t first = 0; first < kinds.size(); ++first) {
+      for (size_t second = first + 2; second < kinds.size() && !kinds[first].empty(); ++second) {
+        if (kinds[second].empty()) continue;
+        std::vector<Text> pair = {{0, 0, 0, kinds[first]}, {0, 1, 1, kinds[second]}};
+        if (std::string why = screen(pair); !why.empty()) return why;
+      }
+    }
+    begin = end;
+  }
+  return std::string();
 }
 
 }  // namespace

@@ -341,19 +341,22 @@ class GuardedEvents final : public runtime::EventSink {
   // The order in which a client that rebuilds a choice shows its kinds of text: reasoning above
   // the answer (as a reasoning model's interface does), its content, its refusal, its tool
   // calls' arguments, the rest; AcrossTexts orders a whole answer's texts so.
+  // The two reasoning members are kinds of their own: a client reads one or the other (review
+  // helper-79: "reasoning" and "reasoning_content" both sent, a key across one and the content).
   static int FieldRank(const protocol::DeltaField& field) {
-    if (field.path.empty()) return 4;
+    if (field.path.empty()) return 5;
     const std::string& first = field.path.front().key;
-    if (first == "reasoning_content" || first == "reasoning") return 0;
-    if (first == "refusal") return 2;
+    if (first == "reasoning_content") return 0;
+    if (first == "reasoning") return 1;
+    if (first == "refusal") return 3;
     if ((first == "tool_calls" || first == "function_call") &&
         field.path.back().key == "arguments") {
-      return 3;
+      return 4;
     }
-    return 4;
+    return 5;
   }
-  static constexpr int kContentRank = 1;
-  static constexpr int kRanks = 5;
+  static constexpr int kContentRank = 2;
+  static constexpr int kRanks = 6;
 
   // Whether choice `index`, finishing, is clean as a client that rebuilds it by kind shows it:
   // its reasoning, content, refusal, tool calls' arguments (each call's after the one before) and
@@ -406,7 +409,45 @@ class GuardedEvents final : public runtime::EventSink {
       before.append(rank == kContentRank ? std::string_view(content.tail) : next);
       if (before.size() > kKindWindow) before.erase(0, before.size() - kKindWindow);
     }
+    // And each kind after each earlier one alone, the kinds between left out, as a client that
+    // shows some kinds and not others does (review helper-79: content, a refusal a tool-calling
+    // interface does not show, then arguments). At most fifteen pairs, each bounded.
+    for (int first = 0; first < kRanks; ++first) {
+      const std::string_view end_of =
+          first == kContentRank ? std::string_view(content.tail) : std::string_view(kinds[first]);
+      if (end_of.empty()) continue;
+      for (int second = first + 1; second < kRanks; ++second) {
+        const std::string_view start_of = second == kContentRank ? std::string_view(content.head)
+                                                                 : std::string_view(kinds[second]);
+        if (start_of.empty()) continue;
+        std::string joined(end_of.substr(end_of.size() - std::min(end_of.size(), kKindWindow)));
+        const size_t boundary = joined.size();
+        joined.append(start_of.substr(0, kKindWindow));
+        if (!JoinIsClean(index, joined, boundary)) return false;
+      }
+    }
     return true;
+  }
+
+  // Whether `joined` has no finding (or blocking deny rule's match) reaching past `boundary`,
+  // where a text a client shows after another begins; if it has, stops the call.
+  bool JoinIsClean(int64_t index, const std::string& joined, size_t boundary) {
+    const guard::ScreenResult r = guard::Screen(joined, config_);
+    bool across = false;
+    for (const guard::ScreenedFinding& f : r.findings) {
+      across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
+    }
+    for (const guard::DenyMatch& m : r.denied) {
+      across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
+    }
+    if (!across) return true;
+    stage_.Note(ex_, "answer", r.findings, r.denied);
+    ex_.content_blocked = true;
+    Stop(absl::PermissionDeniedError(
+        StrCat("the model's answer was blocked by the content guard: a value across the texts "
+               "of the streamed choice ",
+               index, ", as a client that shows them kind by kind shows it")));
+    return false;
   }
 
   // Whether `text`, about to go out for choice `index`, is clean as a client that prints all of

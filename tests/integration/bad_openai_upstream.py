@@ -52,6 +52,11 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   twocalls  a stream of two tool calls whose arguments hold an access key's halves
   longjwt   a stream whose reasoning holds the first 50,000 bytes of a 60 KB JWT and whose
             content the rest
+  tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
+            "zz", and content its second half
+  refusalskip  a stream whose content is an access key's first half, refusal "x", and a tool
+            call's arguments its second half
+  answerrefusalskip  the same as a whole answer
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -276,6 +281,14 @@ def stream(model):
                           b64(bytes(range(32)))])
         events = [delta_chunk({"role": "assistant", "reasoning_content": "token " + token[:50000]}),
                   delta_chunk({"content": token[50000:] + " ok"})]
+    elif model == "tworeasonings":
+        events = [delta_chunk({"role": "assistant", "reasoning": "key AKIAIOSF"}),
+                  delta_chunk({"reasoning_content": "zz"}),
+                  delta_chunk({"content": "ODNN7EXAMPLE ok"})]
+    elif model == "refusalskip":
+        events = [delta_chunk({"role": "assistant", "content": "key AKIAIOSF"}),
+                  delta_chunk({"refusal": "x"}), tool_chunk(0, "ODNN7EXAMPLE ok", True)]
+        finish = "tool_calls"
     elif model == "rolerepeat":
         finish = None
         events = [delta_chunk({"role": "assistant", "content": "hello"}),
@@ -418,6 +431,11 @@ def answer(model):
         message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
             "name": "store", "arguments": "ODNN7EXAMPLE ok"}}]
         message["content"] = "key AKIAIOSF"
+    elif model == "answerrefusalskip":
+        message["content"] = "key AKIAIOSF"
+        message["refusal"] = "x"
+        message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
+            "name": "store", "arguments": "ODNN7EXAMPLE ok"}}]
     elif model == "answerreasoning":
         message["content"] = "ODNN7EXAMPLE ok"
         message["reasoning_content"] = "key AKIAIOSF"

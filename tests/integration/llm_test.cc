@@ -188,7 +188,10 @@ class LlmTest : public ::testing::Test {
                               "textnofinish",
                               "threekinds",
                               "twocalls",
-                              "longjwt"}) {
+                              "longjwt",
+                              "tworeasonings",
+                              "refusalskip",
+                              "answerrefusalskip"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -911,11 +914,16 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   // The kinds are read with the running end of all that came before them, so a value in three
   // texts, in two calls' arguments, or a 60 KB token across reasoning and content is seen whole
   // (review helper-78).
-  for (const char* model : {"threekinds", "twocalls", "longjwt"}) {
+  // And each kind after each earlier one alone, for a client that shows some kinds and not
+  // others (review helper-79: one of two reasoning members; a refusal left out).
+  for (const char* model : {"threekinds", "twocalls", "longjwt", "tworeasonings", "refusalskip"}) {
     r = Post("/v1/chat/completions", Say(model, "hi", true));
     EXPECT_NE(LastEvent(r.body).find("as a client that shows them kind by kind"), std::string::npos)
         << model << ": " << LastEvent(r.body);
   }
+  r = Post("/v1/chat/completions", Say("answerrefusalskip", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("SECRET across the texts of the answer"), std::string::npos) << r.body;
   // A finished choice's role repeated unchanged (in a usage chunk) adds nothing: it passes.
   std::string repeat = Say("rolerepeat", "hi", true);
   repeat.insert(repeat.size() - 1, R"(,"stream_options":{"include_usage":true})");
