@@ -388,23 +388,7 @@ class GuardedEvents final : public runtime::EventSink {
         std::string joined = before;
         const size_t boundary = joined.size();
         joined.append(next);
-        const guard::ScreenResult r = guard::Screen(joined, config_);
-        bool across = false;
-        for (const guard::ScreenedFinding& f : r.findings) {
-          across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
-        }
-        for (const guard::DenyMatch& m : r.denied) {
-          across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
-        }
-        if (across) {
-          stage_.Note(ex_, "answer", r.findings, r.denied);
-          ex_.content_blocked = true;
-          Stop(absl::PermissionDeniedError(
-              StrCat("the model's answer was blocked by the content guard: a value across the "
-                     "texts of the streamed choice ",
-                     index, ", as a client that shows them kind by kind shows it")));
-          return false;
-        }
+        if (!JoinIsClean(index, joined, boundary)) return false;
       }
       before.append(rank == kContentRank ? std::string_view(content.tail) : next);
       if (before.size() > kKindWindow) before.erase(0, before.size() - kKindWindow);
@@ -431,7 +415,11 @@ class GuardedEvents final : public runtime::EventSink {
 
   // Whether `joined` has no finding (or blocking deny rule's match) reaching past `boundary`,
   // where a text a client shows after another begins; if it has, stops the call.
-  bool JoinIsClean(int64_t index, const std::string& joined, size_t boundary) {
+  // `client` says how the client that shows the join reads the choice.
+  static constexpr std::string_view kByKind = "shows them kind by kind";
+  static constexpr std::string_view kAsTheyCome = "prints them as they come";
+  bool JoinIsClean(int64_t index, const std::string& joined, size_t boundary,
+                   std::string_view client = kByKind) {
     const guard::ScreenResult r = guard::Screen(joined, config_);
     bool across = false;
     for (const guard::ScreenedFinding& f : r.findings) {
@@ -446,7 +434,7 @@ class GuardedEvents final : public runtime::EventSink {
     Stop(absl::PermissionDeniedError(
         StrCat("the model's answer was blocked by the content guard: a value across the texts "
                "of the streamed choice ",
-               index, ", as a client that shows them kind by kind shows it")));
+               index, ", as a client that ", client, " shows it")));
     return false;
   }
 
@@ -467,23 +455,7 @@ class GuardedEvents final : public runtime::EventSink {
       std::string joined = shown.tail;
       const size_t boundary = joined.size();
       joined.append(text);
-      const guard::ScreenResult r = guard::Screen(joined, config_);
-      bool across = false;
-      for (const guard::ScreenedFinding& f : r.findings) {
-        across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
-      }
-      for (const guard::DenyMatch& m : r.denied) {
-        across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
-      }
-      if (across) {
-        stage_.Note(ex_, "answer", r.findings, r.denied);
-        ex_.content_blocked = true;
-        Stop(absl::PermissionDeniedError(
-            StrCat("the model's answer was blocked by the content guard: a value across the "
-                   "texts of the streamed choice ",
-                   index, ", as a client that prints them as they come shows it")));
-        return false;
-      }
+      if (!JoinIsClean(index, joined, boundary, kAsTheyCome)) return false;
     }
     shown.kind = kind;
     shown.tail.append(text);
