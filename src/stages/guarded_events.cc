@@ -15,6 +15,7 @@
 #include "guard/text_fold.h"
 #include "protocol/openai_texts.h"
 #include "runtime/runner.h"
+#include "stages/choice_joins.h"
 #include "stages/guard_stage.h"
 
 namespace pillar::stages {
@@ -307,7 +308,7 @@ class GuardedEvents final : public runtime::EventSink {
   void ReleaseFields(int64_t index, std::string& events) {
     // What goes out now was screened whole; more of the choice would be screened apart from it.
     finished_choices_.insert(index);
-    std::vector<FieldOut> out;
+    std::vector<ChoiceJoins::HeldOut> out;
     auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
     while (it != held_fields_.end() && it->first.first == index && !blocked_) {
       const protocol::DeltaField& field = it->first.second;
@@ -317,9 +318,9 @@ class GuardedEvents final : public runtime::EventSink {
       out.push_back({field, screened ? std::move(*screened) : std::move(it->second)});
       it = held_fields_.erase(it);
     }
-    if (!KindsAreClean(index, out)) return;
-    for (const FieldOut& field : out) {
-      if (!ShownIsClean(index, field.sent, ++field_serial_)) return;
+    if (!Clean(joins_.Finished(index, out))) return;
+    for (const ChoiceJoins::HeldOut& field : out) {
+      if (!Clean(joins_.Shown(index, field.sent, ++field_serial_))) return;
       std::string chunk = head_;
       StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[",
                 protocol::DeltaChoice(index, field.field, field.sent), "]}");
@@ -327,141 +328,18 @@ class GuardedEvents final : public runtime::EventSink {
     }
     // The choice's last text goes out after them, in the chunk that says it finished.
     if (auto last = final_text_.find(index); last != final_text_.end() && !blocked_) {
-      (void)ShownIsClean(index, last->second, kContent);
+      (void)Clean(joins_.Shown(index, last->second, ChoiceJoins::kContent));
       final_text_.erase(last);
     }
   }
 
-  // A held text of a finishing choice as it goes out (screened whole, redacted).
-  struct FieldOut {
-    protocol::DeltaField field;
-    std::string sent;
-  };
-
-  // The order in which a client that rebuilds a choice shows its kinds of text: reasoning above
-  // the answer (as a reasoning model's interface does), its content, its refusal, its tool
-  // calls' arguments, the rest; AcrossTexts orders a whole answer's texts so.
-  // The two reasoning members are kinds of their own: a client reads one or the other (review
-  // helper-79: "reasoning" and "reasoning_content" both sent, a key across one and the content).
-  static int FieldRank(const protocol::DeltaField& field) {
-    if (field.path.empty()) return 5;
-    const std::string& first = field.path.front().key;
-    if (first == "reasoning_content") return 0;
-    if (first == "reasoning") return 1;
-    if (first == "refusal") return 3;
-    if ((first == "tool_calls" || first == "function_call") &&
-        field.path.back().key == "arguments") {
-      return 4;
-    }
-    return 5;
-  }
-  static constexpr int kContentRank = 2;
-  static constexpr int kRanks = 6;
-
-  // Whether choice `index`, finishing, is clean as a client that rebuilds it by kind shows it:
-  // its reasoning, content, refusal, tool calls' arguments (each call's after the one before) and
-  // the rest, one after another, whatever order they came or go out in (review helper-77:
-  // content ending "the key is AKIAIOSF" and arguments "ODNN7EXAMPLE ok"; reasoning above
-  // content). The kinds are read in that order with a running end of what came before them
-  // (kKindWindow bytes, as long as the longest run a choice's content holds back): each kind is
-  // screened after that end, and a finding (or blocking deny rule) reaching into it stops the
-  // call before any held text goes out; a kind of several texts (two calls' arguments) is
-  // screened so even first (review helper-78: a key in three texts, a 60 KB JWT across reasoning
-  // and content). At most five screens of a bounded size, once per choice.
-  static constexpr size_t kKindWindow = guard::kMaxHeldRun;
-  bool KindsAreClean(int64_t index, const std::vector<FieldOut>& fields) {
-    if (fields.empty()) return true;
-    std::array<std::string, kRanks> kinds;
-    std::array<int, kRanks> counts{};
-    for (const FieldOut& field : fields) {
-      const int rank = FieldRank(field.field);
-      kinds[rank].append(field.sent);
-      ++counts[rank];
-    }
-    const Content& content = content_[index];
-    std::string before;  // the end of what a client shows before the next kind
-    for (int rank = 0; rank < kRanks; ++rank) {
-      const std::string_view next =
-          rank == kContentRank ? std::string_view(content.head) : std::string_view(kinds[rank]);
-      if (next.empty()) continue;
-      if (!before.empty() || counts[rank] > 1) {
-        std::string joined = before;
-        const size_t boundary = joined.size();
-        joined.append(next);
-        if (!JoinIsClean(index, joined, boundary)) return false;
-      }
-      before.append(rank == kContentRank ? std::string_view(content.tail) : next);
-      if (before.size() > kKindWindow) before.erase(0, before.size() - kKindWindow);
-    }
-    // And each kind after each earlier one alone, the kinds between left out, as a client that
-    // shows some kinds and not others does (review helper-79: content, a refusal a tool-calling
-    // interface does not show, then arguments). At most fifteen pairs, each bounded.
-    for (int first = 0; first < kRanks; ++first) {
-      const std::string_view end_of =
-          first == kContentRank ? std::string_view(content.tail) : std::string_view(kinds[first]);
-      if (end_of.empty()) continue;
-      for (int second = first + 1; second < kRanks; ++second) {
-        const std::string_view start_of = second == kContentRank ? std::string_view(content.head)
-                                                                 : std::string_view(kinds[second]);
-        if (start_of.empty()) continue;
-        std::string joined(end_of.substr(end_of.size() - std::min(end_of.size(), kKindWindow)));
-        const size_t boundary = joined.size();
-        joined.append(start_of.substr(0, kKindWindow));
-        if (!JoinIsClean(index, joined, boundary)) return false;
-      }
-    }
-    return true;
-  }
-
-  // Whether `joined` has no finding (or blocking deny rule's match) reaching past `boundary`,
-  // where a text a client shows after another begins; if it has, stops the call.
-  // `client` says how the client that shows the join reads the choice.
-  static constexpr std::string_view kByKind = "shows them kind by kind";
-  static constexpr std::string_view kAsTheyCome = "prints them as they come";
-  bool JoinIsClean(int64_t index, const std::string& joined, size_t boundary,
-                   std::string_view client = kByKind) {
-    const guard::ScreenResult r = guard::Screen(joined, config_);
-    bool across = false;
-    for (const guard::ScreenedFinding& f : r.findings) {
-      across = across || (f.action != guard::Action::kAllow && f.finding.end > boundary);
-    }
-    for (const guard::DenyMatch& m : r.denied) {
-      across = across || (m.rule->action == guard::DenyAction::kBlock && m.end > boundary);
-    }
-    if (!across) return true;
-    stage_.Note(ex_, "answer", r.findings, r.denied);
-    ex_.content_blocked = true;
-    Stop(absl::PermissionDeniedError(
-        StrCat("the model's answer was blocked by the content guard: a value across the texts "
-               "of the streamed choice ",
-               index, ", as a client that ", client, " shows it")));
+  // Whether `verdict` lets the call go on; if not, counts what the join found and stops it.
+  bool Clean(ChoiceJoins::Verdict verdict) {
+    if (verdict.ok()) return true;
+    stage_.Note(ex_, "answer", verdict.screen.findings, verdict.screen.denied);
+    if (absl::IsPermissionDenied(verdict.stop)) ex_.content_blocked = true;
+    Stop(std::move(verdict.stop));
     return false;
-  }
-
-  // Whether `text`, about to go out for choice `index`, is clean as a client that prints all of
-  // a choice's texts as they come shows it: its content and, once the choice finishes, its
-  // reasoning, refusal and tool calls' arguments (held whole until then), each after the one
-  // before. Each is screened on its own; where the kind of text changes (`kind`: kContent, or a
-  // held text's serial), the end of what went out and `text` are screened joined, and a finding
-  // (or blocking deny rule) reaching into `text` stops the call (review helper-75: reasoning
-  // "key AKIAIOSF" then content "ODNN7EXAMPLE ok"). Bounded: the last kShownTail bytes, at most
-  // once per held text and once after them.
-  static constexpr int kContent = 0;
-  static constexpr size_t kShownTail = 16 * 1024;
-  bool ShownIsClean(int64_t index, std::string_view text, int kind) {
-    if (text.empty()) return true;
-    Shown& shown = shown_[index];
-    if (shown.kind != kind && !shown.tail.empty()) {
-      std::string joined = shown.tail;
-      const size_t boundary = joined.size();
-      joined.append(text);
-      if (!JoinIsClean(index, joined, boundary, kAsTheyCome)) return false;
-    }
-    shown.kind = kind;
-    shown.tail.append(text);
-    // Trimmed once past twice the bound: each byte is moved a bounded number of times.
-    if (shown.tail.size() > 2 * kShownTail) shown.tail.erase(0, shown.tail.size() - kShownTail);
-    return true;
   }
 
   void StopAfterFinish(int64_t index) {
@@ -528,19 +406,12 @@ class GuardedEvents final : public runtime::EventSink {
       return std::string();
     }
     if (!r.released.empty()) {
-      Content& content = content_[index];
-      if (content.head.size() < kKindWindow) {
-        content.head.append(r.released.substr(0, kKindWindow - content.head.size()));
-      }
-      content.tail.append(r.released);
-      if (content.tail.size() > 2 * kKindWindow) {
-        content.tail.erase(0, content.tail.size() - kKindWindow);
-      }
+      joins_.ContentReleased(index, r.released);
       // The last text of a choice finishing in the chunk being edited goes out after what was
       // held of its other texts (ReleaseFields): checked there, in that order.
       if (finished && editing_chunk_) {
         final_text_[index] = r.released;
-      } else if (!ShownIsClean(index, r.released, kContent)) {
+      } else if (!Clean(joins_.Shown(index, r.released, ChoiceJoins::kContent))) {
         return std::string();
       }
     }
@@ -580,7 +451,7 @@ class GuardedEvents final : public runtime::EventSink {
     std::string flushed;
     // Each choice that never said it finished: what is held of its content is released first
     // (its end goes out last, after its other texts, as at a finish), so that the kinds of its
-    // texts are checked with all of its content (KindsAreClean).
+    // texts are checked with all of its content (ChoiceJoins::Finished).
     std::set<int64_t> open;
     for (const auto& entry : held_fields_) open.insert(entry.first.first);
     for (const auto& entry : held_) {
@@ -624,20 +495,9 @@ class GuardedEvents final : public runtime::EventSink {
   const GuardStage& stage_;
   const int64_t choices_;             // the request's n
   std::map<int64_t, HeldText> held_;  // by choice index
-  // What a client was shown of each choice (ShownIsClean): the end of it, and the kind of text
-  // it was (kContent, or a held text's serial).
-  struct Shown {
-    std::string tail;
-    int kind = kContent;
-  };
-  std::map<int64_t, Shown> shown_;
-  // The start and the end of each choice's content as released (KindsAreClean).
-  struct Content {
-    std::string head;
-    std::string tail;
-  };
-  std::map<int64_t, Content> content_;
-  int field_serial_ = kContent;
+  // Where a client joins the choices' texts (what was shown, each content's start and end).
+  ChoiceJoins joins_{config_};
+  int field_serial_ = ChoiceJoins::kContent;  // a held text's serial, for joins_.Shown
   // The last text of each choice finishing in the chunk being edited, and whether one is.
   std::map<int64_t, std::string> final_text_;
   bool editing_chunk_ = false;

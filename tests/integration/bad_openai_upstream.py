@@ -52,6 +52,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   twocalls  a stream of two tool calls whose arguments hold an access key's halves
   longjwt   a stream whose reasoning holds the first 50,000 bytes of a 60 KB JWT and whose
             content the rest
+  hugejwt     a JWT of 107 KB in a stream, 80 KB of it in reasoning_content, the rest in content
   tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
             "zz", and content its second half
   refusalskip  a stream whose content is an access key's first half, refusal "x", and a tool
@@ -281,6 +282,14 @@ def stream(model):
                           b64(bytes(range(32)))])
         events = [delta_chunk({"role": "assistant", "reasoning_content": "token " + token[:50000]}),
                   delta_chunk({"content": token[50000:] + " ok"})]
+    elif model == "hugejwt":
+        def b64(raw):
+            return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        token = ".".join([b64(b'{"alg":"HS256","typ":"JWT"}'),
+                          b64(json.dumps({"sub": "u", "d": "x" * 80000}).encode()),
+                          b64(bytes(range(32)))])
+        events = [delta_chunk({"role": "assistant", "reasoning_content": "token " + token[:80000]}),
+                  delta_chunk({"content": token[80000:] + " ok"})]
     elif model == "tworeasonings":
         events = [delta_chunk({"role": "assistant", "reasoning": "key AKIAIOSF"}),
                   delta_chunk({"reasoning_content": "zz"}),

@@ -1,0 +1,110 @@
+#include "stages/choice_joins.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+
+namespace pillar::stages {
+namespace {
+
+protocol::DeltaField Field(std::string key, std::string last = "") {
+  protocol::DeltaField field;
+  field.path.push_back({std::move(key), last.empty() ? -1 : 0});
+  if (!last.empty()) {
+    field.path.push_back({"function", -1});
+    field.path.push_back({std::move(last), -1});
+  }
+  return field;
+}
+
+const protocol::DeltaField kReasoning = Field("reasoning_content");
+const protocol::DeltaField kArguments = Field("tool_calls", "arguments");
+
+TEST(ChoiceJoinsTest, AKeySplitBetweenKindsStopsTheCall) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0, "ODNN7EXAMPLE ok");
+  const ChoiceJoins::Verdict verdict = joins.Finished(0, {{kReasoning, "the key is AKIAIOSF"}});
+  EXPECT_TRUE(absl::IsPermissionDenied(verdict.stop)) << verdict.stop;
+  EXPECT_NE(verdict.stop.message().find("shows them kind by kind"), std::string::npos);
+  ASSERT_FALSE(verdict.screen.findings.empty());  // counted and audited by the caller
+  EXPECT_EQ(verdict.screen.findings[0].finding.type, guard::EntityType::kSecret);
+}
+
+TEST(ChoiceJoinsTest, CleanKindsPass) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0, "the answer is 42");
+  EXPECT_TRUE(joins.Finished(0, {{kReasoning, "I think "}, {kArguments, "{\"x\":1}"}}).ok());
+  EXPECT_TRUE(joins.Shown(1, "hello", ChoiceJoins::kContent).ok());
+  EXPECT_TRUE(joins.Shown(1, "world", 1).ok());
+}
+
+// Found by review helper-79 (F4): a JWT longer than the window, split between reasoning and
+// content with more than the window on one side, was seen whole by no screen.
+TEST(ChoiceJoinsTest, ARunLongerThanTheWindowAcrossKindsStopsTheCall) {
+  const guard::GuardConfig config;
+  const std::string run(ChoiceJoins::kWindow + 16 * 1024, 'x');
+  {
+    ChoiceJoins joins(config);  // the long side before the point
+    joins.ContentReleased(0, "yz ok");
+    const ChoiceJoins::Verdict verdict = joins.Finished(0, {{kReasoning, "token eyJ" + run}});
+    EXPECT_EQ(verdict.stop.code(), absl::StatusCode::kUnavailable) << verdict.stop;
+    EXPECT_NE(verdict.stop.message().find("run without blanks longer than 64 KiB"),
+              std::string::npos);
+  }
+  {
+    ChoiceJoins joins(config);  // the long side after it: content released in pieces
+    for (size_t i = 0; i < run.size(); i += 4096) {
+      joins.ContentReleased(0, std::string_view(run).substr(i, 4096));
+    }
+    joins.ContentReleased(0, " ok");
+    const ChoiceJoins::Verdict verdict = joins.Finished(0, {{kReasoning, "token eyJ"}});
+    EXPECT_FALSE(verdict.ok());
+    EXPECT_FALSE(absl::IsPermissionDenied(verdict.stop)) << verdict.stop;
+  }
+  {
+    ChoiceJoins joins(config);  // content's long end, then arguments
+    joins.ContentReleased(0, "see " + run);
+    EXPECT_FALSE(joins.Finished(0, {{kArguments, "abc\"}"}}).ok());
+  }
+  // A long text with blanks, or a point between words, is screened as it is.
+  {
+    ChoiceJoins joins(config);
+    std::string words;
+    while (words.size() < 2 * ChoiceJoins::kWindow) words += "word ";
+    joins.ContentReleased(0, words);
+    EXPECT_TRUE(joins.Finished(0, {{kArguments, "{\"x\":1}"}}).ok());
+    ChoiceJoins spaced(config);
+    spaced.ContentReleased(0, " " + run);
+    EXPECT_TRUE(spaced.Finished(0, {{kReasoning, "token " + run}}).ok());
+  }
+}
+
+// As a client that prints texts as they come: the end shown (kShownTail bytes) and the next
+// kind of text.
+TEST(ChoiceJoinsTest, ShownTextsAreJoinedWhereTheKindChanges) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  EXPECT_TRUE(joins.Shown(0, "the key is AKIAIOSF", 1).ok());
+  const ChoiceJoins::Verdict verdict = joins.Shown(0, "ODNN7EXAMPLE ok", ChoiceJoins::kContent);
+  EXPECT_TRUE(absl::IsPermissionDenied(verdict.stop)) << verdict.stop;
+  EXPECT_NE(verdict.stop.message().find("prints them as they come"), std::string::npos);
+  // The same kind goes on: its own screen saw it (not joined again here).
+  ChoiceJoins same(config);
+  EXPECT_TRUE(same.Shown(0, "abc", ChoiceJoins::kContent).ok());
+  EXPECT_TRUE(same.Shown(0, "def", ChoiceJoins::kContent).ok());
+  // A run longer than the tail across a change of kind.
+  ChoiceJoins long_run(config);
+  EXPECT_TRUE(
+      long_run.Shown(0, std::string(ChoiceJoins::kShownTail * 3, 'q'), ChoiceJoins::kContent).ok());
+  EXPECT_FALSE(long_run.Shown(0, "qq", 1).ok());
+  EXPECT_TRUE(long_run.Shown(1, std::string(ChoiceJoins::kShownTail * 3, 'q'), 2).ok());
+  EXPECT_TRUE(long_run.Shown(1, " qq", 1).ok());
+}
+
+}  // namespace
+}  // namespace pillar::stages
