@@ -1,0 +1,27 @@
+// A whole (not streamed) answer of a language model as its clients read it (guard_stage.cc):
+// the checks that its texts, screened one by one, are also clean as clients join them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "guard/guard_config.h"
+
+namespace pillar::stages {
+
+// Why a whole answer cannot go out as the guard reads it, empty when it can: a member named
+// twice, more choices than the request asked for (a client printing every choice would show one
+// nobody asked for), or choices out of the order of their index (a client that sorts them
+// would join their texts in an order the guard did not read).
+std::string AnswerShapeError(std::string_view body, int64_t asked);
+
+// What a client that prints an answer's texts back to back shows was screened text by text;
+// joined, it is screened again, as redacted, in the order they come and in the order of their
+// kinds within each choice (TextRank), each choice on a line of its own. A finding there that
+// is not allowed, or a blocking deny rule's match, was made by the joining (a key's halves in a
+// choice's reasoning and content, a phone number whose naming word is in the part before it:
+// review helpers 73 to 75) and is a block's reason; empty when there is none.
+std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config);
+
+}  // namespace pillar::stages
