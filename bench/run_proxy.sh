@@ -142,6 +142,72 @@ for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gat
     || { echo "bench: $1 does not answer 200" >&2; exit 1; }
 done
 
+# PROFILE=1: where the pillar gateway's CPU goes at 64 connections (perf, cpu-clock, call graphs)
+# and its CPU time per request by thread, then exit without the comparison rounds.
+if [[ "${PROFILE:-0}" != 0 ]]; then
+  gateway_pid=${pids[1]}
+  thread_ticks() {
+    for task in /proc/"$gateway_pid"/task/*; do
+      echo "$(cat "$task/comm") $(awk '{print $14 + $15}' "$task/stat")"
+    done | awk '{t[$1] += $2} END {for (k in t) print k, t[k]}' | sort
+  }
+  thread_ticks > "$work/ticks.before"
+  run_wrk 2 64 "$gateway_port" profile.txt "$gateway_key" &
+  load=$!
+  sleep 1
+  perf record -e cpu-clock -F 2000 -g -p "$gateway_pid" -o "$work/perf.data" -- sleep $((seconds - 3)) \
+    2>/dev/null
+  wait "$load"
+  thread_ticks > "$work/ticks.after"
+  echo "gateway: $(awk '/Requests\/sec/{print $2}' "$out/profile.txt") requests/s"
+  requests=$(awk '/requests in/{print $1}' "$out/profile.txt")
+  join "$work/ticks.before" "$work/ticks.after" | awk -v n="$requests" -v hz="$(getconf CLK_TCK)" '
+    { us = ($3 - $2) / hz * 1e6 / n; total += us; if (us >= 0.01) printf "  %-14s %6.2f us of CPU a request\n", $1, us }
+    END { printf "  %-14s %6.2f us of CPU a request\n", "all threads", total }'
+  if [[ -n "${PROFILE_KEEP:-}" ]]; then cp "$work/perf.data" "$PROFILE_KEEP"; fi
+  perf report -i "$work/perf.data" --no-children --sort sym 2>/dev/null | grep -E '^ +[0-9.]+%' \
+    | head -"${PROFILE_TOP:-40}" || true
+  exit 0
+fi
+
+# CPU=1: the CPU time per request of each process (the gateway, the upstream, wrk) through
+# each gateway at 64 connections, from /proc, then exit without the comparison rounds.
+if [[ "${CPU:-0}" != 0 ]]; then
+  ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+  hz=$(getconf CLK_TCK)
+  for target in "pillar $gateway_port $gateway_key ${pids[1]}" \
+                "haproxy $haproxy_port $upstream_key ${pids[2]}" \
+                "nginx $nginx_port $upstream_key $(cat "$work/nginx/nginx.pid")"; do
+    set -- $target
+    gw_pids=$(pgrep -P "$4"; echo "$4")
+    gw_ticks() { local t=0; for p in $gw_pids; do t=$((t + $(ticks "$p"))); done; echo $t; }
+    # Context switches of the gateway's threads (voluntary: it waited; not: it was preempted).
+    gw_switches() {
+      for p in $gw_pids; do cat /proc/"$p"/task/*/status; done |
+        awk '/^voluntary_ctxt/{v += $2} /^nonvoluntary_ctxt/{n += $2} END {print v, n}'
+    }
+    read -r v0 nv0 < <(gw_switches)
+    g0=$(gw_ticks); u0=$(ticks "${pids[0]}")
+    BENCH_KEY=$3 wrk -t2 -c64 -d"${seconds}s" -s "$root/bench/post_infer.lua" \
+      "http://127.0.0.1:$2" > "$out/cpu_$1.txt" 2>&1 &
+    load=$!
+    w0=$(sleep 0.2; ticks "$load" 2>/dev/null || echo 0)
+    w1=$(while kill -0 "$load" 2>/dev/null; do ticks "$load" 2>/dev/null || true; sleep 0.5; done | tail -1)
+    wait "$load"
+    g1=$(gw_ticks); u1=$(ticks "${pids[0]}")
+    read -r v1 nv1 < <(gw_switches)
+    n=$(awk '/requests in/{print $1}' "$out/cpu_$1.txt")
+    awk -v name="$1" -v n="$n" -v hz="$hz" -v g="$((g1 - g0))" -v u="$((u1 - u0))" -v w="$((w1 - w0))" \
+      -v rps="$(awk '/Requests\/sec/{print $2}' "$out/cpu_$1.txt")" \
+      -v v="$((v1 - v0))" -v nv="$((nv1 - nv0))" 'BEGIN {
+        f = 1e6 / hz / n
+        printf "%-8s %8.0f requests/s; us of CPU a request: gateway %5.1f, upstream %5.1f, wrk %5.1f;" \
+          " gateway switches a request: %.3f waits, %.3f preempted\n",
+          name, rps, g * f, u * f, w * f, v / n, nv / n }'
+  done
+  exit 0
+fi
+
 for r in $(seq 1 "$rounds"); do
   echo "bench: round $r of $rounds" >&2
   for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gateway_key" \
