@@ -91,9 +91,6 @@ std::string_view MemberName(std::string_view name, std::string_view path, TextEd
   return renamed;
 }
 
-// Numbers of fewer characters cannot spell any value the guard looks for.
-constexpr size_t kShortestTextualNumber = 7;
-
 // Copies `e` to `out` minified, replacing what `texts` says.
 void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
   const PathTest is_text = texts.is_text;
@@ -149,7 +146,7 @@ void Copy(element e, std::string& path, const Texts& texts, std::string& out) {
     case element_type::DOUBLE: {
       if (texts.numbers == nullptr || !texts.numbers(path)) break;
       const std::string text = NumberText(e);
-      if (text.size() < kShortestTextualNumber) break;
+      if (text.size() < texts.shortest_number) break;
       std::optional<std::string> replaced = edit(std::string_view(path).substr(1), text);
       if (!replaced) break;
       AppendJsonString(out, *replaced);

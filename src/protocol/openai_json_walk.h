@@ -38,6 +38,9 @@ std::string_view MemberName(std::string_view name, std::string_view path, TextEd
 
 using PathTest = bool (*)(std::string_view path);
 
+// Numbers of fewer characters cannot spell any value the guard looks for alone.
+inline constexpr size_t kShortestTextualNumber = 7;
+
 // What of a body Copy hands to `edit`, which returns what replaces it, if anything.
 struct Texts {
   PathTest is_text;  // the strings whose path passes
@@ -45,6 +48,8 @@ struct Texts {
                      // text (a replacement is written as a string): a number can spell a card
   bool names;        // and the member names the API does not know (MemberName)
   TextEdit edit;
+  // Numbers shorter than this are not read as text (1: every one, for texts that are joined).
+  size_t shortest_number = kShortestTextualNumber;
 };
 
 // Copies `e` to `out` minified, replacing what `texts` says; `path` is where `e` is (restored

@@ -57,6 +57,10 @@ bool ChoiceText(std::string_view p) {
   return p.starts_with(".choices[") && !Structural(LastKey(p));
 }
 
+// And its numbers but the choices' and the list elements' indices: clients print a number where
+// a text was (a refusal of 1111 reads "1111": review helper-80).
+bool ChoiceNumber(std::string_view p) { return ChoiceText(p) && LastKey(p) != "index"; }
+
 }  // namespace
 
 [[nodiscard]] absl::StatusOr<std::string> EditRequestTexts(std::string_view body, TextEdit edit) {
@@ -113,11 +117,12 @@ void ForEachChoiceTextAt(
     std::string_view body,
     absl::FunctionRef<void(std::string_view path, std::string_view text)> each) {
   (void)Edit(body,
-             {ChoiceText, nullptr, false,
+             {ChoiceText, ChoiceNumber, false,
               [&](std::string_view path, std::string_view text) -> std::optional<std::string> {
                 each(path, text);
                 return std::nullopt;
-              }});
+              },
+              /*shortest_number=*/1});
 }
 
 }  // namespace pillar::protocol

@@ -62,7 +62,8 @@ bool IsLink(std::string_view where);
 bool IsAttachment(std::string_view where);
 
 // What the model wrote in an answer's choices (contents and their parts, refusals, tool call
-// arguments: their strings but the structural members), in order: for estimates and judges.
+// arguments: their strings but the structural members, and their numbers but indices, as
+// clients print them), in order: for estimates, judges and the guard's joined reading.
 // Nothing when the body is not a JSON object.
 void ForEachChoiceText(std::string_view body, absl::FunctionRef<void(std::string_view)> each);
 // The same, with each text's path ("choices[0].message.content").

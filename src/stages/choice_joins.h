@@ -9,6 +9,7 @@
 // stops the call too.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -42,16 +43,23 @@ class ChoiceJoins {
 
   // The kinds of text, as a client that rebuilds a choice shows them: reasoning (each of the
   // two members a kind of its own: a client reads one or the other, review helper-79), the
-  // content, a refusal, tool calls' arguments, the rest.
+  // content, a refusal, tool calls (their names and arguments), the rest.
   static constexpr int kContentRank = 2;
-  static constexpr int kRanks = 6;
+  static constexpr int kArgumentsRank = 4;
+  static constexpr int kRestRank = 5;
+  static constexpr int kToolNameRank = 6;   // a tool call's name (Rank), only ever in
+  static constexpr int kToolCallsRank = 7;  // the tool calls: each one's name, then arguments
+  static constexpr int kRanks = 8;
   static int Rank(const protocol::DeltaField& field);
 
   // The bytes of each side of a join that are screened: as long as the longest run a stream's
   // content holds back (guard::kMaxHeldRun).
   static constexpr size_t kWindow = guard::kMaxHeldRun;
-  // The end of what a client printing texts as they come was shown, screened with the next.
-  static constexpr size_t kShownTail = 16 * 1024;
+  // The end of what a client printing texts as they come was shown, screened with the next
+  // kind of text: 4 KiB, longer than any value with blanks but a private key block (a run
+  // without blanks longer than it ends the call, as above). Small, since every change of kind
+  // (content, then a tool's name, then content ...) screens it again.
+  static constexpr size_t kShownTail = 4 * 1024;
 
   // What is shown: kContent for a choice's content, or the serial of a held text.
   static constexpr int kContent = 0;
@@ -59,17 +67,37 @@ class ChoiceJoins {
   // `text` of choice `index`'s content went out (released by the stream's screen).
   void ContentReleased(int64_t index, std::string_view text);
 
-  // `text` (of `kind`) is about to go out for choice `index`: clean as a client that prints all
-  // of a choice's texts as they come shows it? Where the kind changes, the end of what went out
-  // and `text` are screened joined (review helper-75: reasoning "key AKIAIOSF", then content
-  // "ODNN7EXAMPLE ok"). Bounded: kShownTail bytes, at most once per held text and once after.
-  Verdict Shown(int64_t index, std::string_view text, int kind);
+  // `texts` (each of its own kind, in order) are about to go out for choice `index`: clean as a
+  // client that prints all of a choice's texts as they come shows them? Where the kind changes,
+  // the end of what went out (kShownTail bytes) and the texts are screened joined (review
+  // helper-75: reasoning "key AKIAIOSF", then content "ODNN7EXAMPLE ok"). Once for all of them,
+  // not once each: a choice finishing with a thousand held texts costs one screen of them
+  // (review helper-80: each joined to the tail, 2.5 s of CPU per MB).
+  struct ShownText {
+    std::string_view text;
+    int kind;
+  };
+  Verdict Shown(int64_t index, const std::vector<ShownText>& texts);
+  Verdict Shown(int64_t index, std::string_view text, int kind) {
+    return Shown(index, std::vector<ShownText>{{text, kind}});
+  }
+
+  // A structural member of choice `index` (a tool's name, its id, a number) is about to go out
+  // as it is: clients show it too (review helper-80: a key's halves in content and a tool's
+  // name; a card's last group sent as a number, which openai-node joins to a refusal as text).
+  // Screened after what was shown, as a text of a kind of its own, and kept as one of the
+  // choice's texts for Finished, of its kind by Rank. Roles and types are not: they are words
+  // of the API's vocabulary.
+  static constexpr int kStructural = -1;
+  Verdict Structural(int64_t index, const protocol::DeltaField& field, std::string_view value);
 
   // Choice `index` finishes with `held` (its held texts, screened whole): clean as a client that
-  // rebuilds it kind by kind shows it, in the order of Rank, whatever order the texts came or go
-  // out in, and each kind after each earlier kind alone (as a client that shows some kinds and
-  // not others does)? At most five joins in order and fifteen pairs, each of a bounded size,
-  // once per choice.
+  // rebuilds it kind by kind shows it, in the order of Rank (the kinds a client may not know,
+  // Rank's "rest", both first and last: a client may show them above the answer, as it does
+  // OpenRouter's reasoning_details or LiteLLM's thinking_blocks, review helper-80), whatever
+  // order the texts came or go out in, and each kind before and after each other kind alone (as
+  // a client that shows some kinds and not others, in its own order, does)? At most seven joins
+  // in order and thirty pairs, each of a bounded size, once per choice.
   Verdict Finished(int64_t index, const std::vector<HeldOut>& held);
 
  private:
@@ -81,7 +109,15 @@ class ChoiceJoins {
   };
   Verdict Join(int64_t index, Side before, Side after, std::string_view client) const;
 
-  struct ShownText {
+  // A finishing choice's texts by kind (Rank), each kind's texts joined in the order a client
+  // shows them, and how many texts each kind has.
+  struct Kinds {
+    std::array<std::string, kRanks> texts;
+    std::array<int, kRanks> counts{};
+  };
+  Kinds KindsOf(int64_t index, const std::vector<HeldOut>& held) const;
+
+  struct Printed {
     std::string tail;
     size_t total = 0;  // bytes shown in all
     int kind = kContent;
@@ -94,8 +130,9 @@ class ChoiceJoins {
   };
 
   const guard::GuardConfig& config_;
-  std::map<int64_t, ShownText> shown_;
+  std::map<int64_t, Printed> shown_;
   std::map<int64_t, Content> content_;
+  std::map<int64_t, std::vector<HeldOut>> kept_;  // by choice
 };
 
 }  // namespace pillar::stages

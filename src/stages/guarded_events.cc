@@ -202,6 +202,7 @@ class GuardedEvents final : public runtime::EventSink {
       it->second = std::string(value);  // filling an empty one joins nothing
     }
     if (!value.empty() && !StructuralIsClean(index, field, value)) return std::string();
+    if (!Clean(joins_.Structural(index, field, value))) return std::string();
     return std::string(value);
   }
 
@@ -319,8 +320,10 @@ class GuardedEvents final : public runtime::EventSink {
       it = held_fields_.erase(it);
     }
     if (!Clean(joins_.Finished(index, out))) return;
+    std::vector<ChoiceJoins::ShownText> shown;
+    for (const ChoiceJoins::HeldOut& field : out) shown.push_back({field.sent, ++field_serial_});
+    if (!Clean(joins_.Shown(index, shown))) return;
     for (const ChoiceJoins::HeldOut& field : out) {
-      if (!Clean(joins_.Shown(index, field.sent, ++field_serial_))) return;
       std::string chunk = head_;
       StrAppend(&chunk, chunk.size() > 1 ? "," : "", "\"choices\":[",
                 protocol::DeltaChoice(index, field.field, field.sent), "]}");

@@ -37,7 +37,7 @@ bool NamesAMemberTwice(simdjson::dom::element e) {
 
 // The order in which a client that prints a choice's texts one kind after another shows them:
 // its reasoning (a reasoning model's interface shows it first), its content (or a completion's
-// text), its refusal, its tool calls' arguments, the rest (the tools' names among them).
+// text), its refusal, its tool calls' arguments, the rest, the tools' names.
 int TextRank(std::string_view path) {
   const size_t after = path.find("].");  // past "choices[N]"
   const std::string_view rest = after == std::string_view::npos ? path : path.substr(after + 2);
@@ -45,11 +45,14 @@ int TextRank(std::string_view path) {
   if (rest.starts_with("message.reasoning")) return 1;  // a client reads one or the other
   if (rest.starts_with("message.content") || rest.starts_with("text")) return 2;
   if (rest.starts_with("message.refusal")) return 3;
-  if ((rest.starts_with("message.tool_calls") || rest.starts_with("message.function_call")) &&
-      rest.ends_with(".arguments")) {
-    return 4;
+  if (rest.starts_with("message.tool_calls") || rest.starts_with("message.function_call")) {
+    if (rest.ends_with(".arguments")) return 4;
+    // A tool's name, a kind of its own: a client may show it between the answer and the
+    // arguments, or not at all (review helper-80). Each call's name and arguments are also
+    // read together as written, with the answer's other texts in order.
+    if (rest.ends_with(".name")) return 6;
   }
-  return 5;  // a tool's name, an audio's transcript, an extension's strings
+  return 5;  // an audio's transcript, an extension's strings, a tool call's id
 }
 
 }  // namespace
@@ -131,17 +134,27 @@ std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config)
   if (reordered) {
     if (std::string why = screen(by_kind); !why.empty()) return why;
   }
+  // The kinds a client may not know (the rest: LiteLLM's thinking_blocks) shown
+  // above the others of their choice, as reasoning is (review helper-80).
+  std::vector<Text> rest_first = by_kind;
+  std::stable_sort(rest_first.begin(), rest_first.end(), [](const Text& a, const Text& b) {
+    return a.choice != b.choice ? a.choice < b.choice : (a.rank == 5) > (b.rank == 5);
+  });
+  if (!std::equal(rest_first.begin(), rest_first.end(), by_kind.begin(),
+                  [](const Text& a, const Text& b) { return a.order == b.order; })) {
+    if (std::string why = screen(rest_first); !why.empty()) return why;
+  }
   // And each kind of a choice after each earlier kind alone, the kinds between left out, as a
   // client that shows some kinds and not others does (review helper-79: content, a refusal a
   // tool-calling interface does not show, then arguments).
   for (size_t begin = 0; begin < by_kind.size();) {
     size_t end = begin;
     while (end < by_kind.size() && by_kind[end].choice == by_kind[begin].choice) ++end;
-    std::array<std::string, 6> kinds;
+    std::array<std::string, 7> kinds;
     for (size_t i = begin; i < end; ++i) kinds[size_t(by_kind[i].rank)].append(by_kind[i].text);
     for (size_t first = 0; first < kinds.size(); ++first) {
-      for (size_t second = first + 2; second < kinds.size() && !kinds[first].empty(); ++second) {
-        if (kinds[second].empty()) continue;
+      for (size_t second = 0; second < kinds.size() && !kinds[first].empty(); ++second) {
+        if (second == first || second == first + 1 || kinds[second].empty()) continue;
         std::vector<Text> pair = {{0, 0, 0, kinds[first]}, {0, 1, 1, kinds[second]}};
         if (std::string why = screen(pair); !why.empty()) return why;
       }

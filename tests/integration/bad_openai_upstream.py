@@ -58,6 +58,17 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   refusalskip  a stream whose content is an access key's first half, refusal "x", and a tool
             call's arguments its second half
   answerrefusalskip  the same as a whole answer
+  detailsabove  a stream whose content begins with an access key's second half and whose
+            reasoning_details (shown above it) holds its first
+  numberrefusal  a stream whose content is a card's first three groups and whose refusal is
+            the number 1111
+  contextafter  a stream whose content ends with a bare phone number and whose refusal names it
+  toolname  a stream whose content ends with an access key's first half and whose tool call is
+            named its second
+  answerthinking  a whole answer whose thinking_blocks hold an access key's first half and whose
+            content its second
+  answerrefusalnumber  a whole answer whose content is a card's first three groups and whose
+            refusal is the number 1111
   chunkmessage  a stream whose chunk carries an e-mail address in choices[0].message and an
             access key in a member of its own
   toolstreamok  a stream of two tool calls, the first's arguments an e-mail address cut in two,
@@ -290,6 +301,25 @@ def stream(model):
                           b64(bytes(range(32)))])
         events = [delta_chunk({"role": "assistant", "reasoning_content": "token " + token[:80000]}),
                   delta_chunk({"content": token[80000:] + " ok"})]
+    elif model in ("detailsabove", "numberrefusal", "contextafter", "toolname"):
+        words = " ".join("word%d" % i for i in range(100))
+        if model == "detailsabove":
+            events = [delta_chunk({"role": "assistant", "content": "ODNN7EXAMPLE is the rest. " + words}),
+                      delta_chunk({"reasoning_details": [{"type": "reasoning.text", "index": 0,
+                                                          "text": "the key is AKIAIOSF"}]}),
+                      delta_chunk({"content": " end."})]
+        elif model == "numberrefusal":
+            events = [delta_chunk({"role": "assistant", "content": "card 4111 1111 1111 "}),
+                      delta_chunk({"refusal": 1111})]
+        elif model == "contextafter":
+            events = [delta_chunk({"role": "assistant", "content": words + " reach me at 4155552671"}),
+                      delta_chunk({"refusal": " is my phone, call me"})]
+        else:
+            finish = "tool_calls"
+            events = [delta_chunk({"role": "assistant", "content": "the key is AKIAIOSF"}),
+                      delta_chunk({"tool_calls": [{"index": 0, "id": "t0", "type": "function",
+                                                   "function": {"name": "ODNN7EXAMPLE",
+                                                                "arguments": "{}"}}]})]
     elif model == "tworeasonings":
         events = [delta_chunk({"role": "assistant", "reasoning": "key AKIAIOSF"}),
                   delta_chunk({"reasoning_content": "zz"}),
@@ -440,6 +470,12 @@ def answer(model):
         message["tool_calls"] = [{"id": "t1", "type": "function", "function": {
             "name": "store", "arguments": "ODNN7EXAMPLE ok"}}]
         message["content"] = "key AKIAIOSF"
+    elif model == "answerthinking":
+        message["content"] = "ODNN7EXAMPLE is the rest"
+        message["thinking_blocks"] = [{"type": "thinking", "thinking": "the key is AKIAIOSF"}]
+    elif model == "answerrefusalnumber":
+        message["content"] = "card 4111 1111 1111 "
+        message["refusal"] = 1111
     elif model == "answerrefusalskip":
         message["content"] = "key AKIAIOSF"
         message["refusal"] = "x"

@@ -190,6 +190,12 @@ class LlmTest : public ::testing::Test {
                               "twocalls",
                               "longjwt",
                               "hugejwt",
+                              "detailsabove",
+                              "numberrefusal",
+                              "contextafter",
+                              "toolname",
+                              "answerthinking",
+                              "answerrefusalnumber",
                               "tworeasonings",
                               "refusalskip",
                               "answerrefusalskip"}) {
@@ -917,7 +923,10 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   // (review helper-78).
   // And each kind after each earlier one alone, for a client that shows some kinds and not
   // others (review helper-79: one of two reasoning members; a refusal left out).
-  for (const char* model : {"threekinds", "twocalls", "longjwt", "tworeasonings", "refusalskip"}) {
+  // And a kind a client may show above the others, numbers and names as texts, a naming word in
+  // the next text (review helper-80).
+  for (const char* model : {"threekinds", "twocalls", "longjwt", "tworeasonings", "refusalskip",
+                            "detailsabove", "numberrefusal", "contextafter", "toolname"}) {
     r = Post("/v1/chat/completions", Say(model, "hi", true));
     EXPECT_NE(LastEvent(r.body).find("as a client that shows them kind by kind"), std::string::npos)
         << model << ": " << LastEvent(r.body);
@@ -931,6 +940,12 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   r = Post("/v1/chat/completions", Say("answerrefusalskip", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("SECRET across the texts of the answer"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answerthinking", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("SECRET across the texts of the answer"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("answerrefusalnumber", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD across the texts of the answer"), std::string::npos) << r.body;
   // A finished choice's role repeated unchanged (in a usage chunk) adds nothing: it passes.
   std::string repeat = Say("rolerepeat", "hi", true);
   repeat.insert(repeat.size() - 1, R"(,"stream_options":{"include_usage":true})");

@@ -79,8 +79,8 @@ TEST(ChoiceJoinsTest, ARunLongerThanTheWindowAcrossKindsStopsTheCall) {
     joins.ContentReleased(0, words);
     EXPECT_TRUE(joins.Finished(0, {{kArguments, "{\"x\":1}"}}).ok());
     ChoiceJoins spaced(config);
-    spaced.ContentReleased(0, " " + run);
-    EXPECT_TRUE(spaced.Finished(0, {{kReasoning, "token " + run}}).ok());
+    spaced.ContentReleased(0, " " + run + " ");
+    EXPECT_TRUE(spaced.Finished(0, {{kReasoning, "token " + run + " "}}).ok());
   }
 }
 
@@ -104,6 +104,105 @@ TEST(ChoiceJoinsTest, ShownTextsAreJoinedWhereTheKindChanges) {
   EXPECT_FALSE(long_run.Shown(0, "qq", 1).ok());
   EXPECT_TRUE(long_run.Shown(1, std::string(ChoiceJoins::kShownTail * 3, 'q'), 2).ok());
   EXPECT_TRUE(long_run.Shown(1, " qq", 1).ok());
+}
+
+// Found by review helper-80: a kind of text a client may show above the answer (OpenRouter's
+// reasoning_details) was joined only after it; a number and a tool's name, which clients show
+// as text, were joined with nothing; a naming word after a number, in the next text, was not
+// counted.
+TEST(ChoiceJoinsTest, EveryKindIsJoinedBeforeAndAfterTheOthers) {
+  const guard::GuardConfig config;
+  protocol::DeltaField details;
+  details.path = {{"reasoning_details", 0}, {"text", -1}};
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0, "ODNN7EXAMPLE is the rest of it.");
+  EXPECT_TRUE(absl::IsPermissionDenied(joins.Finished(0, {{details, "the key is AKIAIOSF"}}).stop));
+}
+
+TEST(ChoiceJoinsTest, NumbersAndNamesAreTextsOfTheChoice) {
+  const guard::GuardConfig config;
+  protocol::DeltaField refusal = Field("refusal");
+  refusal.structural = refusal.number = true;
+  {
+    ChoiceJoins joins(config);  // a card's last group as a number, after the content
+    joins.ContentReleased(0, "card 4111 1111 1111 ");
+    EXPECT_TRUE(joins.Structural(0, refusal, "1111").ok());
+    EXPECT_TRUE(absl::IsPermissionDenied(joins.Finished(0, {}).stop));
+  }
+  {
+    ChoiceJoins joins(config);  // shown as it comes: stopped before it goes out
+    EXPECT_TRUE(joins.Shown(0, "card 4111 1111 1111 ", ChoiceJoins::kContent).ok());
+    EXPECT_TRUE(absl::IsPermissionDenied(joins.Structural(0, refusal, "1111").stop));
+  }
+  protocol::DeltaField name = Field("tool_calls", "name");
+  name.structural = true;
+  {
+    ChoiceJoins joins(config);
+    joins.ContentReleased(0, "the key is AKIAIOSF");
+    EXPECT_TRUE(joins.Structural(0, name, "ODNN7EXAMPLE").ok());
+    EXPECT_FALSE(joins.Finished(0, {}).ok());
+  }
+  {
+    ChoiceJoins joins(config);  // roles and types are the API's words, not the model's
+    protocol::DeltaField role = Field("role");
+    role.structural = true;
+    joins.ContentReleased(0, "hello");
+    EXPECT_TRUE(joins.Structural(0, role, "assistant").ok());
+    EXPECT_TRUE(joins.Structural(0, name, "get_weather").ok());
+    EXPECT_TRUE(joins.Finished(0, {{kArguments, "{\"city\":\"Lisbon\"}"}}).ok());
+  }
+}
+
+TEST(ChoiceJoinsTest, ANamingWordInTheNextTextCounts) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0, "reach me at 4155552671");
+  const ChoiceJoins::Verdict verdict =
+      joins.Finished(0, {{Field("refusal"), " is my phone, call me"}});
+  EXPECT_TRUE(absl::IsPermissionDenied(verdict.stop)) << verdict.stop;
+  // A value the earlier text had alone (and redacted) is not one the join made.
+  ChoiceJoins clean(config);
+  clean.ContentReleased(0, "write to <EMAIL_ADDRESS>");
+  EXPECT_TRUE(clean.Finished(0, {{Field("refusal"), " today"}}).ok());
+}
+
+// Found by review helper-80: a thousand held texts each joined to the end shown cost 2.5 s of
+// CPU per MB; they are joined once, all together, and a value across two of them is seen.
+TEST(ChoiceJoinsTest, HeldTextsAreShownTogether) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  std::string words;
+  while (words.size() < 30000) words += "1.1.1.1 order ";
+  EXPECT_TRUE(joins.Shown(0, words, ChoiceJoins::kContent).ok());
+  std::vector<std::string> texts(1000, " w");
+  texts[500] = " key AKIAIOSF";
+  texts[501] = "ODNN7EXAMPLE ";
+  std::vector<ChoiceJoins::ShownText> shown;
+  for (size_t i = 0; i < texts.size(); ++i) shown.push_back({texts[i], int(i) + 1});
+  EXPECT_TRUE(absl::IsPermissionDenied(joins.Shown(0, shown).stop));
+}
+
+// Two calls' arguments hold a key's halves, each call named between them: read as arguments
+// alone, and call by call with their names.
+TEST(ChoiceJoinsTest, ToolCallsAreReadAloneAndWithTheirNames) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  auto at = [](int64_t call, const char* key) {
+    protocol::DeltaField f;
+    f.path = {{"tool_calls", call}, {"function", -1}, {key, -1}};
+    return f;
+  };
+  protocol::DeltaField id;
+  id.path = {{"tool_calls", 0}, {"id", -1}};
+  id.structural = true;
+  protocol::DeltaField name0 = at(0, "name"), name1 = at(1, "name");
+  name0.structural = name1.structural = true;
+  EXPECT_TRUE(joins.Structural(0, id, "t0").ok());
+  EXPECT_TRUE(joins.Structural(0, name0, "store").ok());
+  EXPECT_TRUE(joins.Structural(0, name1, "store").ok());
+  const auto v = joins.Finished(
+      0, {{at(0, "arguments"), "the key is AKIAIOSF"}, {at(1, "arguments"), "ODNN7EXAMPLE ok"}});
+  EXPECT_FALSE(v.ok());
 }
 
 }  // namespace
