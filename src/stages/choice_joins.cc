@@ -10,12 +10,25 @@
 namespace pillar::stages {
 namespace {
 
+ChoiceJoins::Verdict Refused(absl::Status status) {
+  ChoiceJoins::Verdict verdict;
+  verdict.stop = std::move(status);
+  return verdict;
+}
+
 constexpr std::string_view kByKind = "shows them kind by kind";
 constexpr std::string_view kAsTheyCome = "prints them as they come";
 
-bool Blank(char c) { return guard::kBlankBytes.find(c) != std::string_view::npos; }
-bool HasBlank(std::string_view text) {
-  return text.find_first_of(guard::kBlankBytes) != std::string_view::npos;
+// The bytes of a credential that is one long token: a JWT's (base64url and '.'), an API key's,
+// a base64 blob's. A run of them crossing the point two texts meet can be a value longer than
+// the window; other runs without blanks (minified JSON: quotes, colons, commas, brackets) are
+// not one (review helper-81: a tool call's 5.8 KB of compact arguments was refused).
+bool TokenByte(char c) {
+  return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '_' || c == '.' || c == '+' || c == '/' || c == '=';
+}
+bool AllTokenBytes(std::string_view text) {
+  return std::all_of(text.begin(), text.end(), TokenByte);
 }
 
 }  // namespace
@@ -28,9 +41,9 @@ int ChoiceJoins::Rank(const protocol::DeltaField& field) {
   if (first == "refusal") return 3;
   if (first == "tool_calls" || first == "function_call") {
     const std::string& last = field.path.back().key;
-    if (last == "arguments") return kArgumentsRank;
-    if (last == "name") return kToolNameRank;
+    return last == "arguments" ? kArgumentsRank : kToolMemberRank;
   }
+  if (first == "content" || first == "text") return kContentRank;  // a whole answer's
   return kRestRank;
 }
 
@@ -77,16 +90,23 @@ ChoiceJoins::Verdict ChoiceJoins::Structural(int64_t index, const protocol::Delt
   if (value.empty() || field.path.empty()) return {};
   const std::string& key = field.path.back().key;
   if (!field.number && (key == "role" || key == "type")) return {};
-  Verdict verdict = Shown(index, value, kStructural);
+  // A tool call's id names the call for the client's code, which does not show it.
+  const std::string& first = field.path.front().key;
+  if (!field.number && key == "id" && (first == "tool_calls" || first == "function_call")) {
+    return {};
+  }
+  // Each a kind of its own: two in a row are joined too (review helper-81: a call's id
+  // "call_AKIAIOSF" and its name "ODNN7EXAMPLE", printed one after the other).
+  Verdict verdict = Shown(index, value, --structural_serial_);
   if (verdict.ok()) kept_[index].push_back({field, std::string(value)});
   return verdict;
 }
 
 ChoiceJoins::Kinds ChoiceJoins::KindsOf(int64_t index, const std::vector<HeldOut>& held) const {
   // The texts by kind. Tool calls twice: their arguments alone (a client that shows a call's
-  // arguments after the answer), and call by call, each one's name before its arguments (one
-  // that shows the name too: review helper-80, content ending "the key is AKIAIOSF" and a tool
-  // named "ODNN7EXAMPLE").
+  // arguments after the answer), and call by call, each one's other members (its name, its id)
+  // before its arguments (one that shows them too: review helper-80, content ending "the key
+  // is AKIAIOSF" and a tool named "ODNN7EXAMPLE"; helper-81, an id and a name).
   struct Placed {
     int rank;
     int64_t call;  // the tool call's index (tool calls only)
@@ -94,8 +114,9 @@ ChoiceJoins::Kinds ChoiceJoins::KindsOf(int64_t index, const std::vector<HeldOut
   };
   std::vector<Placed> texts;
   auto take = [&](const HeldOut& out) {
+    if (out.sent.empty()) return;
     const int rank = Rank(out.field);
-    const bool tool = rank == kArgumentsRank || rank == kToolNameRank;
+    const bool tool = rank == kArgumentsRank || rank == kToolMemberRank;
     texts.push_back({rank, tool ? out.field.path.front().element : 0, out.sent});
   };
   for (const HeldOut& out : held) take(out);
@@ -103,75 +124,168 @@ ChoiceJoins::Kinds ChoiceJoins::KindsOf(int64_t index, const std::vector<HeldOut
     for (const HeldOut& out : kept->second) take(out);
   }
   auto order = [](const Placed& p) {
-    const bool tool = p.rank == kArgumentsRank || p.rank == kToolNameRank;
+    const bool tool = p.rank == kArgumentsRank || p.rank == kToolMemberRank;
     return std::make_tuple(tool ? kArgumentsRank : p.rank, p.call, p.rank == kArgumentsRank);
   };
   std::stable_sort(texts.begin(), texts.end(),
                    [&](const Placed& a, const Placed& b) { return order(a) < order(b); });
   Kinds kinds;
   for (const Placed& text : texts) {
-    if (text.rank == kArgumentsRank || text.rank == kToolNameRank) {
+    if (text.rank == kArgumentsRank || text.rank == kToolMemberRank) {
       kinds.texts[kToolCallsRank].append(text.text);
       ++kinds.counts[kToolCallsRank];
     }
-    if (text.rank == kToolNameRank) continue;  // in the calls' kind only
+    if (text.rank == kToolMemberRank) {  // in the calls' kind, and each name on its own
+      if (std::find(kinds.names.begin(), kinds.names.end(), text.text) == kinds.names.end()) {
+        kinds.names.push_back(text.text);
+      }
+      continue;
+    }
     kinds.texts[text.rank].append(text.text);
     ++kinds.counts[text.rank];
+    if (text.rank == kRestRank) kinds.rest.push_back(text.text);
   }
   return kinds;
 }
 
+ChoiceJoins::Side ChoiceJoins::Reading::StartOf(int rank) const {
+  if (rank == kContentRank && content != nullptr) {
+    return {content->head, content->total > content->head.size()};
+  }
+  return {kinds.texts[rank], false};
+}
+
+ChoiceJoins::Side ChoiceJoins::Reading::EndOf(int rank) const {
+  if (rank == kContentRank && content != nullptr) {
+    return {content->tail, content->total > content->tail.size()};
+  }
+  return {kinds.texts[rank], false};
+}
+
 ChoiceJoins::Verdict ChoiceJoins::Finished(int64_t index, const std::vector<HeldOut>& held) {
   if (held.empty() && !kept_.contains(index)) return {};
-  const Kinds kinds_of = KindsOf(index, held);
-  const std::array<std::string, kRanks>& kinds = kinds_of.texts;
-  const std::array<int, kRanks>& counts = kinds_of.counts;
-  const Content& content = content_[index];
-  // A kind's start and end as a join screens them; content's were kept as it went out.
-  auto start_of = [&](int rank) -> Side {
-    if (rank == kContentRank) return {content.head, content.total > content.head.size()};
-    return {kinds[rank], false};
-  };
-  auto end_of = [&](int rank) -> Side {
-    if (rank == kContentRank) return {content.tail, content.total > content.tail.size()};
-    return {kinds[rank], false};
-  };
+  const Kinds kinds = KindsOf(index, held);
+  // A streamed choice's content was kept as it went out; a whole answer's is one of `held`.
+  const auto streamed = content_.find(index);
+  const Reading reading{kinds, streamed == content_.end() ? nullptr : &streamed->second};
+  Verdict verdict = InOrder(index, reading);
+  if (!verdict.ok()) return verdict;
+  return AnyOrder(index, reading);
+}
+
+ChoiceJoins::Verdict ChoiceJoins::InOrder(int64_t index, const Reading& reading) const {
+  const Kinds& kinds = reading.kinds;
   // In order: each kind after the running end of all before it; a kind of several texts (two
-  // calls' arguments) is screened so even first (review helper-78: a key in three texts).
+  // calls' arguments) is screened so even first (review helper-78: a key in three texts). The
+  // rest, which a client may show above the answer or below it, both first and last.
   for (const int calls : {kArgumentsRank, kToolCallsRank}) {
-    if (calls == kToolCallsRank && counts[kToolCallsRank] == counts[kArgumentsRank]) break;
+    if (calls == kToolCallsRank && kinds.counts[kToolCallsRank] == kinds.counts[kArgumentsRank]) {
+      break;
+    }
     std::string before;
     size_t before_total = 0;
     for (const int rank : {kRestRank, 0, 1, kContentRank, 3, calls, kRestRank}) {
-      const Side next = start_of(rank);
+      const Side next = reading.StartOf(rank);
       if (next.text.empty()) continue;
-      if (!before.empty() || counts[rank] > 1) {
+      if (!before.empty() || kinds.counts[rank] > 1) {
         Verdict verdict = Join(index, {before, before_total > before.size()}, next, kByKind);
         if (!verdict.ok()) return verdict;
       }
-      const Side end = end_of(rank);
+      const Side end = reading.EndOf(rank);
       before.append(end.text);
-      before_total += rank == kContentRank ? content.total : end.text.size();
+      before_total += rank == kContentRank && reading.content != nullptr ? reading.content->total
+                                                                         : end.text.size();
       if (before.size() > kWindow) before.erase(0, before.size() - kWindow);
     }
   }
-  // Each kind before and after each other one alone, the kinds between left out (review
-  // helper-79: content, a refusal a tool-calling interface does not show, then arguments).
-  for (int first = 0; first < kRanks; ++first) {
-    Side end = end_of(first);
-    if (end.text.empty()) continue;
-    if (end.text.size() > kWindow) end = {end.text.substr(end.text.size() - kWindow), true};
-    for (int second = 0; second < kRanks; ++second) {
-      // The calls' arguments are in both of their kinds.
-      if (second == first || (first >= kArgumentsRank && second >= kArgumentsRank &&
-                              first != kRestRank && second != kRestRank)) {
-        continue;
-      }
-      Side start = start_of(second);
-      if (start.text.empty()) continue;
-      if (start.text.size() > kWindow) start = {start.text.substr(0, kWindow), true};
-      Verdict verdict = Join(index, end, start, kByKind);
+  return {};
+}
+
+// A choice's arguments are in both of the calls' kinds, and its tools' names in the second:
+// never joined to what holds them.
+bool ChoiceJoins::Apart(const Piece& a, const Piece& b) {
+  const bool a_calls = a.rank == kArgumentsRank || a.rank == kToolCallsRank;
+  const bool b_calls = b.rank == kArgumentsRank || b.rank == kToolCallsRank;
+  const bool name_in = (a.rank == kToolMemberRank && b.rank == kToolCallsRank) ||
+                       (b.rank == kToolMemberRank && a.rank == kToolCallsRank);
+  return &a != &b && !(a_calls && b_calls) && !name_in;
+}
+
+ChoiceJoins::Side ChoiceJoins::Tail(Side side, size_t window) {
+  if (side.text.size() <= window) return side;
+  return {side.text.substr(side.text.size() - window), true};
+}
+
+ChoiceJoins::Side ChoiceJoins::Head(Side side, size_t window) {
+  if (side.text.size() <= window) return side;
+  return {side.text.substr(0, window), true};
+}
+
+ChoiceJoins::Verdict ChoiceJoins::AnyOrder(int64_t index, const Reading& reading) const {
+  const Kinds& kinds = reading.kinds;
+  // Any two texts, in either order, the others left out: each kind, and each of the rest's texts
+  // on its own (a client shows one member of the rest and not the others: review helper-81,
+  // reasoning_details' text with its id and format after it). And any three, the middle short
+  // (review helper-81: a card in reasoning, content " 1111 " and arguments, a refusal hidden
+  // between them).
+  std::vector<Piece> pieces;
+  for (const int rank : {0, 1, kContentRank, 3, kArgumentsRank, kToolCallsRank}) {
+    const Side start = reading.StartOf(rank);
+    if (start.text.empty()) continue;
+    if (rank == kToolCallsRank && kinds.counts[rank] == kinds.counts[kArgumentsRank]) continue;
+    pieces.push_back({start, reading.EndOf(rank), rank});
+  }
+  if (kinds.rest.size() > kMaxRestTexts) {
+    return Refused(
+        runtime::BadGateway(StrCat("the upstream's answer has more than ", kMaxRestTexts,
+                                   " texts of kinds the guard does not know in choice ", index)));
+  }
+  if (kinds.names.size() > kMaxRestTexts) {
+    return Refused(
+        runtime::BadGateway(StrCat("the upstream's answer names more than ", kMaxRestTexts,
+                                   " different tools in choice ", index)));
+  }
+  for (const std::string_view text : kinds.rest) pieces.push_back({{text}, {text}, kRestRank});
+  for (const std::string_view name : kinds.names) {
+    pieces.push_back({{name}, {name}, kToolMemberRank});
+  }
+  for (const Piece& first : pieces) {
+    for (const Piece& second : pieces) {
+      if (!Apart(first, second)) continue;
+      // A join with one of the rest's texts or a tool's name is screened over less: there can
+      // be many of them.
+      const bool piece = first.rank == kRestRank || second.rank == kRestRank ||
+                         first.rank == kToolMemberRank || second.rank == kToolMemberRank;
+      const size_t window = piece ? kShownTail : kWindow;
+      Verdict verdict = Join(index, Tail(first.end, window), Head(second.start, window), kByKind);
       if (!verdict.ok()) return verdict;
+    }
+  }
+  return Triples(index, pieces);
+}
+
+ChoiceJoins::Verdict ChoiceJoins::Triples(int64_t index, const std::vector<Piece>& pieces) const {
+  std::vector<const Piece*> middles;
+  for (const Piece& piece : pieces) {
+    if (piece.start.text.size() <= kShortText && !piece.start.cut) middles.push_back(&piece);
+  }
+  if (middles.size() > kMaxShortTexts) {
+    return Refused(runtime::BadGateway(StrCat("the upstream's answer has more than ",
+                                              kMaxShortTexts, " short texts in choice ", index)));
+  }
+  for (const Piece* middle : middles) {
+    for (const Piece& first : pieces) {
+      if (!Apart(first, *middle)) continue;
+      const Side end = Tail(first.end, kShortText * 4);
+      std::string after(middle->start.text);
+      for (const Piece& last : pieces) {
+        if (!Apart(last, *middle) || !Apart(first, last)) continue;
+        const Side start = Head(last.start, kShortText * 4);
+        after.resize(middle->start.text.size());
+        after.append(start.text);
+        Verdict verdict = Join(index, end, {after, start.cut}, kByKind);
+        if (!verdict.ok()) return verdict;
+      }
     }
   }
   return {};
@@ -217,15 +331,17 @@ ChoiceJoins::Verdict ChoiceJoins::Join(int64_t index, Side before, Side after,
     return verdict;
   }
   verdict.screen = {};
-  // A run without blanks across the point that fills a cut side was not screened whole.
-  if (before.text.empty() || after.text.empty() || Blank(before.text.back()) ||
-      Blank(after.text.front())) {
+  // A token across the point that fills a cut side was not screened whole.
+  if (before.text.empty() || after.text.empty() || !TokenByte(before.text.back()) ||
+      !TokenByte(after.text.front())) {
     return verdict;
   }
-  if ((before.cut && !HasBlank(before.text)) || (after.cut && !HasBlank(after.text))) {
+  const bool before_cut = before.cut && AllTokenBytes(before.text);
+  if (before_cut || (after.cut && AllTokenBytes(after.text))) {
     verdict.stop = runtime::BadGateway(
-        StrCat("the upstream's stream has a run without blanks longer than ", kWindow >> 10,
-               " KiB across the texts of choice ", index,
+        StrCat("the upstream's stream has a token longer than the ",
+               before_cut ? before.text.size() : after.text.size(),
+               " bytes screened across the texts of choice ", index,
                ", which the guard cannot screen whole as a client that ", client, " shows it"));
   }
   return verdict;

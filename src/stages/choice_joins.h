@@ -47,9 +47,15 @@ class ChoiceJoins {
   static constexpr int kContentRank = 2;
   static constexpr int kArgumentsRank = 4;
   static constexpr int kRestRank = 5;
-  static constexpr int kToolNameRank = 6;   // a tool call's name (Rank), only ever in
-  static constexpr int kToolCallsRank = 7;  // the tool calls: each one's name, then arguments
+  static constexpr int kToolMemberRank = 6;  // a tool call's name (Rank), only ever in
+  static constexpr int kToolCallsRank = 7;   // the tool calls: each one's members, then arguments
   static constexpr int kRanks = 8;
+  // Texts shorter than this may be the middle of a value split in three; how many a choice may
+  // have, and how many texts of kinds the guard does not know, so that joining them stays
+  // bounded (a choice past either is refused: 502).
+  static constexpr size_t kShortText = 64;
+  static constexpr size_t kMaxShortTexts = 24;
+  static constexpr size_t kMaxRestTexts = 24;
   static int Rank(const protocol::DeltaField& field);
 
   // The bytes of each side of a join that are screened: as long as the longest run a stream's
@@ -88,7 +94,6 @@ class ChoiceJoins {
   // Screened after what was shown, as a text of a kind of its own, and kept as one of the
   // choice's texts for Finished, of its kind by Rank. Roles and types are not: they are words
   // of the API's vocabulary.
-  static constexpr int kStructural = -1;
   Verdict Structural(int64_t index, const protocol::DeltaField& field, std::string_view value);
 
   // Choice `index` finishes with `held` (its held texts, screened whole): clean as a client that
@@ -114,8 +119,33 @@ class ChoiceJoins {
   struct Kinds {
     std::array<std::string, kRanks> texts;
     std::array<int, kRanks> counts{};
+    std::vector<std::string_view> rest;   // the rest's texts one by one
+    std::vector<std::string_view> names;  // the tools' names, each once
   };
   Kinds KindsOf(int64_t index, const std::vector<HeldOut>& held) const;
+
+  // A finishing choice's kinds, and its content as it went out (null: a whole answer's, which
+  // is among the kinds).
+  struct Content;
+  struct Reading {
+    const Kinds& kinds;
+    const Content* content;
+    Side StartOf(int rank) const;
+    Side EndOf(int rank) const;
+  };
+  // The kinds in the orders clients show them (Finished), and any two or three texts in any order.
+  Verdict InOrder(int64_t index, const Reading& reading) const;
+  Verdict AnyOrder(int64_t index, const Reading& reading) const;
+  // A text AnyOrder joins: a kind, or one of the rest's texts, or a tool's name.
+  struct Piece {
+    Side start;
+    Side end;
+    int rank;  // kRestRank for each of the rest's texts, kToolMemberRank for a name
+  };
+  Verdict Triples(int64_t index, const std::vector<Piece>& pieces) const;
+  static bool Apart(const Piece& a, const Piece& b);
+  static Side Tail(Side side, size_t window);  // its last `window` bytes
+  static Side Head(Side side, size_t window);  // its first
 
   struct Printed {
     std::string tail;
@@ -133,6 +163,7 @@ class ChoiceJoins {
   std::map<int64_t, Printed> shown_;
   std::map<int64_t, Content> content_;
   std::map<int64_t, std::vector<HeldOut>> kept_;  // by choice
+  int structural_serial_ = 0;  // the kind of each structural member shown: -1, -2 ...
 };
 
 }  // namespace pillar::stages

@@ -495,7 +495,14 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
         StrCat("the model's answer cannot be screened: ", body.status().message())));
     return;
   }
-  if (blocked.empty()) blocked = AcrossTexts(*body, config);
+  if (blocked.empty()) {
+    absl::StatusOr<std::string> across = AcrossTexts(*body, config);
+    if (!across.ok()) {
+      ex.Fail(across.status());
+      return;
+    }
+    blocked = std::move(*across);
+  }
   if (!blocked.empty()) {
     ex.content_blocked = true;
     ex.Fail(absl::PermissionDeniedError(

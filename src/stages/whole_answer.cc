@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "guard/screen.h"
 #include "protocol/openai_texts.h"
+#include "stages/choice_joins.h"
 
 namespace pillar::stages {
 namespace {
@@ -55,6 +56,26 @@ int TextRank(std::string_view path) {
   return 5;  // an audio's transcript, an extension's strings, a tool call's id
 }
 
+// Where a text of a whole answer's choice is, as a delta would place it: "message." and the
+// choice taken off, each "key[k]" an element of a list ("message.tool_calls[1].function.name":
+// tool_calls element 1, function, name).
+protocol::DeltaField FieldAt(std::string_view path) {
+  if (path.starts_with("message.")) path.remove_prefix(8);
+  protocol::DeltaField field;
+  while (!path.empty()) {
+    const size_t dot = path.find('.');
+    std::string_view part = path.substr(0, dot);
+    path = dot == std::string_view::npos ? std::string_view() : path.substr(dot + 1);
+    int64_t element = -1;
+    if (const size_t open = part.find('['); open != std::string_view::npos) {
+      std::from_chars(part.data() + open + 1, part.data() + part.size(), element);
+      part = part.substr(0, open);
+    }
+    field.path.push_back({std::string(part), element});
+  }
+  return field;
+}
+
 }  // namespace
 
 // See whole_answer.h.
@@ -84,11 +105,13 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
 }
 
 // See whole_answer.h.
-std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config) {
+[[nodiscard]] absl::StatusOr<std::string> AcrossTexts(std::string_view body,
+                                                      const guard::GuardConfig& config) {
   struct Text {
     int64_t choice;  // its position in "choices"
     int rank;
     size_t order;      // in the answer
+    std::string path;  // after "choices[N]."
     std::string text;  // a copy: the walk's views do not outlive it
   };
   std::vector<Text> texts;
@@ -98,18 +121,12 @@ std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config)
     if (open != std::string_view::npos) {
       std::from_chars(path.data() + open + 1, path.data() + path.size(), choice);
     }
-    texts.push_back({choice, TextRank(path), texts.size(), std::string(text)});
+    const size_t after = path.find("].");
+    const std::string_view within = after == std::string_view::npos ? "" : path.substr(after + 2);
+    texts.push_back({choice, TextRank(path), texts.size(), std::string(within), std::string(text)});
   });
   if (texts.size() < 2) return std::string();
-  auto screen = [&](const std::vector<Text>& in_order) -> std::string {
-    // Choices are answers of their own: a line apart, as a client that prints them shows them
-    // (joined without one, two short numbers made a card; review helper-75).
-    std::string joined;
-    for (size_t i = 0; i < in_order.size(); ++i) {
-      if (i > 0 && in_order[i].choice != in_order[i - 1].choice) joined.push_back('\n');
-      joined.append(in_order[i].text);
-    }
-    const guard::ScreenResult r = guard::Screen(joined, config);
+  auto reason = [](const guard::ScreenResult& r) -> std::string {
     for (const guard::ScreenedFinding& f : r.findings) {
       if (f.action != guard::Action::kAllow) {
         return StrCat(guard::EntityName(f.finding.type), " across the texts of the answer");
@@ -121,6 +138,16 @@ std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config)
       }
     }
     return std::string();
+  };
+  auto screen = [&](const std::vector<Text>& in_order) -> std::string {
+    // Choices are answers of their own: a line apart, as a client that prints them shows them
+    // (joined without one, two short numbers made a card; review helper-75).
+    std::string joined;
+    for (size_t i = 0; i < in_order.size(); ++i) {
+      if (i > 0 && in_order[i].choice != in_order[i - 1].choice) joined.push_back('\n');
+      joined.append(in_order[i].text);
+    }
+    return reason(guard::Screen(joined, config));
   };
   if (std::string why = screen(texts); !why.empty()) return why;
   // The choices come in the order of their index (AnswerShapeError); within each, by kind.
@@ -134,30 +161,23 @@ std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config)
   if (reordered) {
     if (std::string why = screen(by_kind); !why.empty()) return why;
   }
-  // The kinds a client may not know (the rest: LiteLLM's thinking_blocks) shown
-  // above the others of their choice, as reasoning is (review helper-80).
-  std::vector<Text> rest_first = by_kind;
-  std::stable_sort(rest_first.begin(), rest_first.end(), [](const Text& a, const Text& b) {
-    return a.choice != b.choice ? a.choice < b.choice : (a.rank == 5) > (b.rank == 5);
-  });
-  if (!std::equal(rest_first.begin(), rest_first.end(), by_kind.begin(),
-                  [](const Text& a, const Text& b) { return a.order == b.order; })) {
-    if (std::string why = screen(rest_first); !why.empty()) return why;
-  }
-  // And each kind of a choice after each earlier kind alone, the kinds between left out, as a
-  // client that shows some kinds and not others does (review helper-79: content, a refusal a
-  // tool-calling interface does not show, then arguments).
+  // And each choice's texts as a streamed choice's are read when it finishes (ChoiceJoins): in
+  // the orders clients show kinds in, any two in either order, any three with a short middle,
+  // tool calls with and without their names and ids, each side of a join windowed (review
+  // helper-81: whole answers read fewer orders than streams, and each pair of kinds whole).
   for (size_t begin = 0; begin < by_kind.size();) {
     size_t end = begin;
     while (end < by_kind.size() && by_kind[end].choice == by_kind[begin].choice) ++end;
-    std::array<std::string, 7> kinds;
-    for (size_t i = begin; i < end; ++i) kinds[size_t(by_kind[i].rank)].append(by_kind[i].text);
-    for (size_t first = 0; first < kinds.size(); ++first) {
-      for (size_t second = 0; second < kinds.size() && !kinds[first].empty(); ++second) {
-        if (second == first || second == first + 1 || kinds[second].empty()) continue;
-        std::vector<Text> pair = {{0, 0, 0, kinds[first]}, {0, 1, 1, kinds[second]}};
-        if (std::string why = screen(pair); !why.empty()) return why;
-      }
+    std::vector<ChoiceJoins::HeldOut> held;
+    for (size_t i = begin; i < end; ++i) {
+      held.push_back({FieldAt(by_kind[i].path), by_kind[i].text});
+    }
+    ChoiceJoins joins(config);
+    ChoiceJoins::Verdict verdict = joins.Finished(by_kind[begin].choice, held);
+    if (!verdict.ok()) {
+      if (!absl::IsPermissionDenied(verdict.stop)) return verdict.stop;
+      std::string why = reason(verdict.screen);
+      return why.empty() ? std::string("a value across the texts of the answer") : why;
     }
     begin = end;
   }

@@ -6,6 +6,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/status/statusor.h"
 #include "guard/guard_config.h"
 
 namespace pillar::stages {
@@ -22,6 +23,9 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 // is not allowed, or a blocking deny rule's match, was made by the joining (a key's halves in a
 // choice's reasoning and content, a phone number whose naming word is in the part before it:
 // review helpers 73 to 75) and is a block's reason; empty when there is none.
-std::string AcrossTexts(std::string_view body, const guard::GuardConfig& config);
+// A 502 when the answer cannot be read as clients join it (ChoiceJoins: too many texts, a
+// token longer than a join's window).
+[[nodiscard]] absl::StatusOr<std::string> AcrossTexts(std::string_view body,
+                                                      const guard::GuardConfig& config);
 
 }  // namespace pillar::stages

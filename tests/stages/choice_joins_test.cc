@@ -53,7 +53,7 @@ TEST(ChoiceJoinsTest, ARunLongerThanTheWindowAcrossKindsStopsTheCall) {
     joins.ContentReleased(0, "yz ok");
     const ChoiceJoins::Verdict verdict = joins.Finished(0, {{kReasoning, "token eyJ" + run}});
     EXPECT_EQ(verdict.stop.code(), absl::StatusCode::kUnavailable) << verdict.stop;
-    EXPECT_NE(verdict.stop.message().find("run without blanks longer than 64 KiB"),
+    EXPECT_NE(verdict.stop.message().find("a token longer than the 65536 bytes screened"),
               std::string::npos);
   }
   {
@@ -203,6 +203,86 @@ TEST(ChoiceJoinsTest, ToolCallsAreReadAloneAndWithTheirNames) {
   const auto v = joins.Finished(
       0, {{at(0, "arguments"), "the key is AKIAIOSF"}, {at(1, "arguments"), "ODNN7EXAMPLE ok"}});
   EXPECT_FALSE(v.ok());
+}
+
+// Found by review helper-81: runs without blanks that are no token (a tool call's compact JSON
+// arguments, a minified JSON in the content) were refused where they met another text.
+TEST(ChoiceJoinsTest, LongJsonWithoutBlanksIsNoToken) {
+  const guard::GuardConfig config;
+  std::string json = "{\"values\":[0";
+  for (int i = 1; json.size() < 80 * 1024; ++i) json += "," + std::to_string(7 * i);
+  json += "]}";
+  ChoiceJoins joins(config);
+  EXPECT_TRUE(joins.Shown(0, "I'll plot these values for you.", ChoiceJoins::kContent).ok());
+  EXPECT_TRUE(joins.Shown(0, std::vector<ChoiceJoins::ShownText>{{json, 1}}).ok());
+  EXPECT_TRUE(joins.Shown(0, "Done.", ChoiceJoins::kContent).ok());
+  joins.ContentReleased(0, json + " is the data");
+  protocol::DeltaField id;
+  id.path = {{"tool_calls", 0}, {"id", -1}};
+  id.structural = true;
+  EXPECT_TRUE(joins.Structural(0, id, "call_1").ok());
+  EXPECT_TRUE(joins.Finished(0, {{kArguments, json}, {kReasoning, "let me see"}}).ok());
+}
+
+// Found by review helper-81: the rest read as one text (OpenRouter's reasoning_details with an
+// id and a format after its text), values in three texts with a hidden one between, two
+// structural members in a row, and whole answers read in fewer orders than streams.
+TEST(ChoiceJoinsTest, EachOfTheRestsTextsIsJoinedOnItsOwn) {
+  const guard::GuardConfig config;
+  protocol::DeltaField text, format, id;
+  text.path = {{"reasoning_details", 0}, {"text", -1}};
+  format.path = {{"reasoning_details", 0}, {"format", -1}};
+  id.path = {{"reasoning_details", 0}, {"id", -1}};
+  id.structural = true;
+  ChoiceJoins joins(config);
+  EXPECT_TRUE(joins.Structural(0, id, "rs_1").ok());
+  joins.ContentReleased(0, "ODNN7EXAMPLE is the rest.");
+  const ChoiceJoins::Verdict verdict =
+      joins.Finished(0, {{text, "the key is AKIAIOSF"}, {format, "openai-responses-v1"}});
+  EXPECT_TRUE(absl::IsPermissionDenied(verdict.stop)) << verdict.stop;
+}
+
+TEST(ChoiceJoinsTest, AValueInThreeTextsIsSeenWhicheverIsHiddenBetween) {
+  const guard::GuardConfig config;
+  {
+    ChoiceJoins joins(config);
+    joins.ContentReleased(0, " 1111 ");
+    EXPECT_FALSE(joins
+                     .Finished(0, {{kReasoning, "my card is 4111 1111"},
+                                   {Field("refusal"), "no"},
+                                   {kArguments, "1111 thanks"}})
+                     .ok());
+  }
+  {
+    ChoiceJoins joins(config);
+    joins.ContentReleased(0, "SFODNN7E");
+    EXPECT_FALSE(joins
+                     .Finished(0, {{kReasoning, "the key is AKIAIO"},
+                                   {Field("refusal"), "no"},
+                                   {kArguments, "XAMPLE ok"}})
+                     .ok());
+  }
+  ChoiceJoins clean(config);
+  clean.ContentReleased(0, "Here is the plan.");
+  EXPECT_TRUE(clean
+                  .Finished(0, {{kReasoning, "Think first."},
+                                {Field("refusal"), "no"},
+                                {kArguments, "{\"step\":1}"}})
+                  .ok());
+}
+
+TEST(ChoiceJoinsTest, StructuralMembersInARowAreJoined) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  EXPECT_TRUE(joins.Shown(0, "ok ", ChoiceJoins::kContent).ok());
+  ChoiceJoins::Verdict last;
+  for (const char* key : {"x_zz", "refusal", "reasoning", "reasoning_content"}) {
+    protocol::DeltaField number = Field(key);
+    number.structural = number.number = true;
+    last = joins.Structural(0, number, std::string(key) == "x_zz" ? "4111" : "1111");
+    if (!last.ok()) break;
+  }
+  EXPECT_TRUE(absl::IsPermissionDenied(last.stop)) << last.stop;
 }
 
 }  // namespace

@@ -1,0 +1,53 @@
+#include "stages/whole_answer.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+namespace pillar::stages {
+namespace {
+
+std::string Answer(const std::string& message) {
+  return R"({"id":"c","object":"chat.completion","choices":[{"index":0,"message":)" + message +
+         R"(,"finish_reason":"stop"}]})";
+}
+
+std::string Across(const std::string& body) {
+  const guard::GuardConfig config;
+  absl::StatusOr<std::string> why = AcrossTexts(body, config);
+  return why.ok() ? *why : std::string(why.status().message());
+}
+
+// Found by review helper-81: a whole answer was read in fewer orders than a streamed one.
+TEST(WholeAnswerTest, ToolCallsAreReadWithTheirNamesWhateverTheMembersOrder) {
+  // Content, a refusal a tool-calling interface hides, a call's name and arguments.
+  EXPECT_EQ(Across(Answer(R"({"role":"assistant","content":"the key is AKIAIO","refusal":"no",
+      "tool_calls":[{"id":"t1","type":"function","function":{"name":"SFODNN7E",
+      "arguments":"XAMPLE ok"}}]})")),
+            "SECRET across the texts of the answer");
+  // Arguments written before the name: a client shows the name first.
+  EXPECT_EQ(Across(Answer(R"({"role":"assistant","tool_calls":[
+      {"id":"t1","type":"function","function":{"arguments":"the key is AKIAIOSF","name":"f"}},
+      {"id":"t2","type":"function","function":{"arguments":"{}","name":"ODNN7EXAMPLE"}}]})")),
+            "SECRET across the texts of the answer");
+  // A kind a client may show above the answer, with members after its text.
+  EXPECT_EQ(Across(Answer(R"({"role":"assistant","content":"ODNN7EXAMPLE is the rest.",
+      "reasoning_details":[{"type":"reasoning.text","text":"the key is AKIAIOSF",
+      "signature":null,"format":"anthropic-claude-v1","index":0}]})")),
+            "SECRET across the texts of the answer");
+  // A number where a client prints text.
+  EXPECT_EQ(
+      Across(Answer(R"({"role":"assistant","content":"card 4111 1111 1111 ","refusal":1111})")),
+      "CREDIT_CARD across the texts of the answer");
+}
+
+TEST(WholeAnswerTest, ACleanAnswerWithToolCallsPasses) {
+  EXPECT_EQ(Across(Answer(R"({"role":"assistant","content":"Let me check both cities.",
+      "tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather",
+      "arguments":"{\"city\":\"Lisbon\"}"}},{"id":"call_2","type":"function","function":{
+      "name":"get_weather","arguments":"{\"city\":\"Porto\"}"}}]})")),
+            "");
+}
+
+}  // namespace
+}  // namespace pillar::stages
