@@ -111,13 +111,14 @@ ChoiceJoins::Kinds ChoiceJoins::KindsOf(int64_t index, const std::vector<HeldOut
     int rank;
     int64_t call;  // the tool call's index (tool calls only)
     std::string_view text;
+    const protocol::DeltaField* field;
   };
   std::vector<Placed> texts;
   auto take = [&](const HeldOut& out) {
     if (out.sent.empty()) return;
     const int rank = Rank(out.field);
     const bool tool = rank == kArgumentsRank || rank == kToolMemberRank;
-    texts.push_back({rank, tool ? out.field.path.front().element : 0, out.sent});
+    texts.push_back({rank, tool ? out.field.path.front().element : 0, out.sent, &out.field});
   };
   for (const HeldOut& out : held) take(out);
   if (auto kept = kept_.find(index); kept != kept_.end()) {
@@ -143,7 +144,18 @@ ChoiceJoins::Kinds ChoiceJoins::KindsOf(int64_t index, const std::vector<HeldOut
     }
     kinds.texts[text.rank].append(text.text);
     ++kinds.counts[text.rank];
-    if (text.rank == kRestRank) kinds.rest.push_back(text.text);
+    if (text.rank != kRestRank) continue;
+    // The rest by member, its lists' elements in order: a client shows a member of each
+    // element one after the other (every reasoning_details[].text, not their formats: review
+    // helper-82, a key in four elements' texts).
+    std::string member;
+    for (const protocol::DeltaField::Segment& segment : text.field->path) {
+      StrAppend(&member, member.empty() ? "" : ".", segment.key);
+    }
+    auto group = std::find_if(kinds.rest.begin(), kinds.rest.end(),
+                              [&](const RestText& r) { return r.member == member; });
+    if (group == kinds.rest.end()) group = kinds.rest.insert(kinds.rest.end(), {member, {}});
+    group->text.append(text.text);
   }
   return kinds;
 }
@@ -245,18 +257,21 @@ ChoiceJoins::Verdict ChoiceJoins::AnyOrder(int64_t index, const Reading& reading
         runtime::BadGateway(StrCat("the upstream's answer names more than ", kMaxRestTexts,
                                    " different tools in choice ", index)));
   }
-  for (const std::string_view text : kinds.rest) pieces.push_back({{text}, {text}, kRestRank});
+  for (const RestText& rest : kinds.rest) {
+    pieces.push_back({{rest.text}, {rest.text}, kRestRank});
+  }
   for (const std::string_view name : kinds.names) {
     pieces.push_back({{name}, {name}, kToolMemberRank});
   }
   for (const Piece& first : pieces) {
     for (const Piece& second : pieces) {
       if (!Apart(first, second)) continue;
-      // A join with one of the rest's texts or a tool's name is screened over less: there can
-      // be many of them.
-      const bool piece = first.rank == kRestRank || second.rank == kRestRank ||
-                         first.rank == kToolMemberRank || second.rank == kToolMemberRank;
-      const size_t window = piece ? kShownTail : kWindow;
+      // A member of the rest or a tool's name is joined to the kinds, not to another such:
+      // there can be many of them. Over less: 4 KiB a side.
+      const bool first_piece = first.rank == kRestRank || first.rank == kToolMemberRank;
+      const bool second_piece = second.rank == kRestRank || second.rank == kToolMemberRank;
+      if (first_piece && second_piece) continue;
+      const size_t window = first_piece || second_piece ? kShownTail : kWindow;
       Verdict verdict = Join(index, Tail(first.end, window), Head(second.start, window), kByKind);
       if (!verdict.ok()) return verdict;
     }
@@ -265,22 +280,21 @@ ChoiceJoins::Verdict ChoiceJoins::AnyOrder(int64_t index, const Reading& reading
 }
 
 ChoiceJoins::Verdict ChoiceJoins::Triples(int64_t index, const std::vector<Piece>& pieces) const {
-  std::vector<const Piece*> middles;
+  // Kinds only (at most six): each kind between two others, the ends 4 KiB a side and the middle
+  // whole up to 4 KiB (a longer one holds no value whole but a token, which the pairs read).
+  std::vector<const Piece*> kinds;
   for (const Piece& piece : pieces) {
-    if (piece.start.text.size() <= kShortText && !piece.start.cut) middles.push_back(&piece);
+    if (piece.rank != kRestRank && piece.rank != kToolMemberRank) kinds.push_back(&piece);
   }
-  if (middles.size() > kMaxShortTexts) {
-    return Refused(runtime::BadGateway(StrCat("the upstream's answer has more than ",
-                                              kMaxShortTexts, " short texts in choice ", index)));
-  }
-  for (const Piece* middle : middles) {
-    for (const Piece& first : pieces) {
-      if (!Apart(first, *middle)) continue;
-      const Side end = Tail(first.end, kShortText * 4);
+  for (const Piece* middle : kinds) {
+    if (middle->start.text.size() > kShownTail || middle->start.cut) continue;
+    for (const Piece* first : kinds) {
+      if (!Apart(*first, *middle)) continue;
+      const Side end = Tail(first->end, kShownTail);
       std::string after(middle->start.text);
-      for (const Piece& last : pieces) {
-        if (!Apart(last, *middle) || !Apart(first, last)) continue;
-        const Side start = Head(last.start, kShortText * 4);
+      for (const Piece* last : kinds) {
+        if (!Apart(*last, *middle) || !Apart(*first, *last)) continue;
+        const Side start = Head(last->start, kShownTail);
         after.resize(middle->start.text.size());
         after.append(start.text);
         Verdict verdict = Join(index, end, {after, start.cut}, kByKind);
@@ -336,8 +350,12 @@ ChoiceJoins::Verdict ChoiceJoins::Join(int64_t index, Side before, Side after,
       !TokenByte(after.text.front())) {
     return verdict;
   }
-  const bool before_cut = before.cut && AllTokenBytes(before.text);
-  if (before_cut || (after.cut && AllTokenBytes(after.text))) {
+  // Only a side cut at the kinds' window, as long as the longest run content holds back: a
+  // shorter window (a piece's, the end shown as texts come) cuts signatures and encrypted
+  // reasoning that clients never join to anything (review helper-82).
+  const bool before_cut = before.cut && before.text.size() >= kWindow && AllTokenBytes(before.text);
+  const bool after_cut = after.cut && after.text.size() >= kWindow && AllTokenBytes(after.text);
+  if (before_cut || after_cut) {
     verdict.stop = runtime::BadGateway(
         StrCat("the upstream's stream has a token longer than the ",
                before_cut ? before.text.size() : after.text.size(),

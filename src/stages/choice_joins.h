@@ -50,12 +50,9 @@ class ChoiceJoins {
   static constexpr int kToolMemberRank = 6;  // a tool call's name (Rank), only ever in
   static constexpr int kToolCallsRank = 7;   // the tool calls: each one's members, then arguments
   static constexpr int kRanks = 8;
-  // Texts shorter than this may be the middle of a value split in three; how many a choice may
-  // have, and how many texts of kinds the guard does not know, so that joining them stays
-  // bounded (a choice past either is refused: 502).
-  static constexpr size_t kShortText = 64;
-  static constexpr size_t kMaxShortTexts = 24;
-  static constexpr size_t kMaxRestTexts = 24;
+  // How many members of kinds the guard does not know, and how many different tools, a choice
+  // may have, so that joining them stays bounded (a choice past either is refused: 502).
+  static constexpr size_t kMaxRestTexts = 16;
   static int Rank(const protocol::DeltaField& field);
 
   // The bytes of each side of a join that are screened: as long as the longest run a stream's
@@ -116,10 +113,14 @@ class ChoiceJoins {
 
   // A finishing choice's texts by kind (Rank), each kind's texts joined in the order a client
   // shows them, and how many texts each kind has.
+  struct RestText {
+    std::string member;  // its path's names ("reasoning_details.text")
+    std::string text;    // each element's, in order
+  };
   struct Kinds {
     std::array<std::string, kRanks> texts;
     std::array<int, kRanks> counts{};
-    std::vector<std::string_view> rest;   // the rest's texts one by one
+    std::vector<RestText> rest;           // the rest's texts by member
     std::vector<std::string_view> names;  // the tools' names, each once
   };
   Kinds KindsOf(int64_t index, const std::vector<HeldOut>& held) const;

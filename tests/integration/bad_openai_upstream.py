@@ -53,6 +53,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   longjwt   a stream whose reasoning holds the first 50,000 bytes of a 60 KB JWT and whose
             content the rest
   hugejwt     a JWT of 107 KB in a stream, 80 KB of it in reasoning_content, the rest in content
+  longsignature  a clean stream whose reasoning_details carry a 1,000-byte signature, as
+            OpenRouter sends Claude's thinking
   tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
             "zz", and content its second half
   refusalskip  a stream whose content is an access key's first half, refusal "x", and a tool
@@ -320,6 +322,12 @@ def stream(model):
                       delta_chunk({"tool_calls": [{"index": 0, "id": "t0", "type": "function",
                                                    "function": {"name": "ODNN7EXAMPLE",
                                                                 "arguments": "{}"}}]})]
+    elif model == "longsignature":
+        signature = ("EqQBCkgIARABGAIiQL" * 80)[:1000]
+        events = [delta_chunk({"role": "assistant", "reasoning_details": [
+                      {"type": "reasoning.text", "text": "Let me think.", "signature": signature,
+                       "format": "anthropic-claude-v1", "index": 0}]}),
+                  delta_chunk({"content": "The answer is 42."})]
     elif model == "tworeasonings":
         events = [delta_chunk({"role": "assistant", "reasoning": "key AKIAIOSF"}),
                   delta_chunk({"reasoning_content": "zz"}),

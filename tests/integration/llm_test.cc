@@ -190,6 +190,7 @@ class LlmTest : public ::testing::Test {
                               "twocalls",
                               "longjwt",
                               "hugejwt",
+                              "longsignature",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -947,6 +948,11 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   r = Post("/v1/chat/completions", Say("answerrefusalnumber", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("CREDIT_CARD across the texts of the answer"), std::string::npos) << r.body;
+  // A long signature beside reasoning is no token a client joins: it passes (review helper-82:
+  // refused past 256 bytes).
+  r = Post("/v1/chat/completions", Say("longsignature", "hi", true));
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << r.body.substr(0, 400);
+  EXPECT_EQ(StreamedText(r.body), "The answer is 42.");
   // A finished choice's role repeated unchanged (in a usage chunk) adds nothing: it passes.
   std::string repeat = Say("rolerepeat", "hi", true);
   repeat.insert(repeat.size() - 1, R"(,"stream_options":{"include_usage":true})");

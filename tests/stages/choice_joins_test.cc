@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -97,13 +98,13 @@ TEST(ChoiceJoinsTest, ShownTextsAreJoinedWhereTheKindChanges) {
   ChoiceJoins same(config);
   EXPECT_TRUE(same.Shown(0, "abc", ChoiceJoins::kContent).ok());
   EXPECT_TRUE(same.Shown(0, "def", ChoiceJoins::kContent).ok());
-  // A run longer than the tail across a change of kind.
+  // A token longer than the shown end across a change of kind is read as far as the end goes:
+  // only the kinds' 64 KiB window refuses one (review helper-82: signatures and encrypted
+  // reasoning were refused).
   ChoiceJoins long_run(config);
   EXPECT_TRUE(
       long_run.Shown(0, std::string(ChoiceJoins::kShownTail * 3, 'q'), ChoiceJoins::kContent).ok());
-  EXPECT_FALSE(long_run.Shown(0, "qq", 1).ok());
-  EXPECT_TRUE(long_run.Shown(1, std::string(ChoiceJoins::kShownTail * 3, 'q'), 2).ok());
-  EXPECT_TRUE(long_run.Shown(1, " qq", 1).ok());
+  EXPECT_TRUE(long_run.Shown(0, "qq", 1).ok());
 }
 
 // Found by review helper-80: a kind of text a client may show above the answer (OpenRouter's
@@ -283,6 +284,57 @@ TEST(ChoiceJoinsTest, StructuralMembersInARowAreJoined) {
     if (!last.ok()) break;
   }
   EXPECT_TRUE(absl::IsPermissionDenied(last.stop)) << last.stop;
+}
+
+// Found by review helper-82: a JWT in three texts whose middle is longer than the old 64 bytes,
+// a key in four reasoning_details elements' texts (a client joins every element's text), and
+// false refusals of signatures and encrypted reasoning longer than a piece's window.
+TEST(ChoiceJoinsTest, AJwtInThreeKindsIsSeen) {
+  const guard::GuardConfig config;
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0,
+                        "dWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ");
+  const ChoiceJoins::Verdict verdict = joins.Finished(
+      0, {{kReasoning, "the session token is eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJz"},
+          {Field("reasoning"), " "},
+          {kArguments, ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"}});
+  EXPECT_TRUE(absl::IsPermissionDenied(verdict.stop)) << verdict.stop;
+}
+
+TEST(ChoiceJoinsTest, AMembersTextsAcrossElementsAreOneText) {
+  const guard::GuardConfig config;
+  std::vector<ChoiceJoins::HeldOut> held;
+  const char* parts[] = {"the key is AKIA", "IOSF", "ODNN", "7EXAMPLE ok"};
+  for (int64_t i = 0; i < 4; ++i) {
+    protocol::DeltaField text, format;
+    text.path = {{"reasoning_details", i}, {"text", -1}};
+    format.path = {{"reasoning_details", i}, {"format", -1}};
+    held.push_back({format, "anthropic-claude-v1"});
+    held.push_back({text, parts[i]});
+  }
+  std::sort(held.begin(), held.end(),
+            [](const auto& a, const auto& b) { return a.field < b.field; });
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0, "Done.");
+  EXPECT_FALSE(joins.Finished(0, held).ok());
+}
+
+TEST(ChoiceJoinsTest, LongSignaturesAreNoLongerRefused) {
+  const guard::GuardConfig config;
+  for (const size_t size : {257, 1000, 4200, 20000}) {
+    std::string signature;
+    while (signature.size() < size) signature += "EqQBCkgIARABGAIiQL";
+    signature.resize(size);
+    protocol::DeltaField text, sig, format;
+    text.path = {{"reasoning_details", 0}, {"text", -1}};
+    sig.path = {{"reasoning_details", 0}, {"signature", -1}};
+    format.path = {{"reasoning_details", 0}, {"format", -1}};
+    ChoiceJoins joins(config);
+    joins.ContentReleased(0, "The answer is 42.");
+    const ChoiceJoins::Verdict verdict = joins.Finished(
+        0, {{format, "anthropic-claude-v1"}, {sig, signature}, {text, "Let me think."}});
+    EXPECT_TRUE(verdict.ok()) << size << ": " << verdict.stop;
+  }
 }
 
 }  // namespace
