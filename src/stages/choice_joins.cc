@@ -196,13 +196,18 @@ ChoiceJoins::Verdict ChoiceJoins::InOrder(int64_t index, const Reading& reading)
     }
     std::string before;
     size_t before_total = 0;
+    // Whether `before` ends with the rest's text: an image's data, encrypted reasoning, which no
+    // client joins to text, is not refused as a token the window cut (review helper-83).
+    bool rest_end = false;
     for (const int rank : {kRestRank, 0, 1, kContentRank, 3, calls, kRestRank}) {
       const Side next = reading.StartOf(rank);
       if (next.text.empty()) continue;
       if (!before.empty() || kinds.counts[rank] > 1) {
-        Verdict verdict = Join(index, {before, before_total > before.size()}, next, kByKind);
+        const Side end_before{before, before_total > before.size() && !rest_end};
+        Verdict verdict = Join(index, end_before, next, kByKind);
         if (!verdict.ok()) return verdict;
       }
+      rest_end = rank == kRestRank;
       const Side end = reading.EndOf(rank);
       before.append(end.text);
       before_total += rank == kContentRank && reading.content != nullptr ? reading.content->total

@@ -9,6 +9,7 @@
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "guard/display_controls.h"
+#include "guard/json_escapes.h"
 #include "pipeline/chain.h"
 #include "protocol/openai_request.h"
 #include "protocol/openai_response.h"
@@ -486,6 +487,13 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
         // `where` holds member names the upstream chose: they may carry values too.
         if (r.blocked && blocked.empty()) {
           blocked = StrCat(r.block_reason, " of ", guard::RedactAll(where));
+        }
+        // A value spelled with JSON escapes, which a client that parses the text decodes
+        // (structured outputs, tool arguments: review helper-83).
+        if (!r.blocked && blocked.empty()) {
+          if (std::string escaped = guard::EscapedFinding(text, config); !escaped.empty()) {
+            blocked = StrCat(escaped, " spelled with JSON escapes in ", guard::RedactAll(where));
+          }
         }
         if (r.blocked || r.text == sent) return std::nullopt;
         return std::move(r.text);

@@ -11,6 +11,7 @@
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "guard/display_controls.h"
+#include "guard/json_escapes.h"
 #include "guard/screen.h"
 #include "guard/text_fold.h"
 #include "protocol/openai_texts.h"
@@ -149,6 +150,12 @@ class GuardedEvents final : public runtime::EventSink {
     if (config_.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
     guard::ScreenResult r = guard::Screen(text, config_);
     stage_.Note(ex_, "answer", r.findings, r.denied);
+    if (!r.blocked) {
+      if (std::string escaped = guard::EscapedFinding(text, config_); !escaped.empty()) {
+        r.blocked = true;
+        r.block_reason = StrCat(escaped, " spelled with JSON escapes");
+      }
+    }
     if (r.blocked && !blocked_) {
       ex_.content_blocked = true;
       // `where` holds member names the upstream chose: they may carry values too.
@@ -392,6 +399,15 @@ class GuardedEvents final : public runtime::EventSink {
     guard::PrefixResult r = guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes),
                                                 finished, held_text.continues_line);
     stage_.Note(ex_, "answer", r.findings, r.denied);
+    // A value spelled with JSON escapes, which a client that parses the content decodes: what
+    // is held is screened decoded too (a value's raw run, without blanks, is held whole; one
+    // with blanks fits the window).
+    if (!r.blocked && guard::MayHaveJsonEscapes(held)) {
+      if (std::string escaped = guard::EscapedFinding(held, config_); !escaped.empty()) {
+        r.blocked = true;
+        r.block_reason = StrCat(escaped, " spelled with JSON escapes");
+      }
+    }
     if (r.padded && !blocked_) {
       Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
                                       "'s text with more than ", guard::kMaxHeldRun >> 10,

@@ -15,12 +15,15 @@
 #include "guard/deny_list.h"
 #include "guard/display_controls.h"
 #include "guard/injection.h"
+#include "guard/json_escapes.h"
 #include "guard/recognizer.h"
 #include "guard/screen.h"
 #include "guard/text_fold.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
+  // Decoding JSON escapes never grows a text: each escape is at least as long as what it names.
+  if (pillar::guard::JsonDecoded(text).size() > text.size()) __builtin_trap();
   const pillar::guard::FoldedText folded(text);
   if (folded.text().size() > text.size()) __builtin_trap();
   for (size_t i = 0, previous = 0; i <= folded.text().size(); ++i) {

@@ -53,6 +53,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   longjwt   a stream whose reasoning holds the first 50,000 bytes of a 60 KB JWT and whose
             content the rest
   hugejwt     a JWT of 107 KB in a stream, 80 KB of it in reasoning_content, the rest in content
+  escapedargs  a stream whose tool call's arguments spell an access key with a JSON escape
+  answerescaped  a whole answer whose content (JSON) spells an e-mail address with an escape
   longsignature  a clean stream whose reasoning_details carry a 1,000-byte signature, as
             OpenRouter sends Claude's thinking
   tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
@@ -322,6 +324,9 @@ def stream(model):
                       delta_chunk({"tool_calls": [{"index": 0, "id": "t0", "type": "function",
                                                    "function": {"name": "ODNN7EXAMPLE",
                                                                 "arguments": "{}"}}]})]
+    elif model == "escapedargs":
+        finish = "tool_calls"
+        events = [tool_chunk(0, '{"key": "AKIAIOSF\\u004fDNN7EXAMPLE"}', True)]
     elif model == "longsignature":
         signature = ("EqQBCkgIARABGAIiQL" * 80)[:1000]
         events = [delta_chunk({"role": "assistant", "reasoning_details": [
@@ -484,6 +489,8 @@ def answer(model):
     elif model == "answerrefusalnumber":
         message["content"] = "card 4111 1111 1111 "
         message["refusal"] = 1111
+    elif model == "answerescaped":
+        message["content"] = '{"mail": "bob\\u0040example.com"}'
     elif model == "answerrefusalskip":
         message["content"] = "key AKIAIOSF"
         message["refusal"] = "x"

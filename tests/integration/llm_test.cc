@@ -191,6 +191,8 @@ class LlmTest : public ::testing::Test {
                               "longjwt",
                               "hugejwt",
                               "longsignature",
+                              "escapedargs",
+                              "answerescaped",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -948,6 +950,14 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   r = Post("/v1/chat/completions", Say("answerrefusalnumber", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("CREDIT_CARD across the texts of the answer"), std::string::npos) << r.body;
+  // A value spelled with JSON escapes, which a client that parses the text decodes (review
+  // helper-83).
+  r = Post("/v1/chat/completions", Say("escapedargs", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("SECRET spelled with JSON escapes"), std::string::npos)
+      << LastEvent(r.body);
+  r = Post("/v1/chat/completions", Say("answerescaped", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("EMAIL_ADDRESS spelled with JSON escapes"), std::string::npos) << r.body;
   // A long signature beside reasoning is no token a client joins: it passes (review helper-82:
   // refused past 256 bytes).
   r = Post("/v1/chat/completions", Say("longsignature", "hi", true));

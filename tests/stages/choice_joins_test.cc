@@ -337,5 +337,19 @@ TEST(ChoiceJoinsTest, LongSignaturesAreNoLongerRefused) {
   }
 }
 
+// Found by review helper-83: an image's data (OpenRouter's delta.images) over 64 KiB, read in
+// the rest before the content, was refused as a token the window cut.
+TEST(ChoiceJoinsTest, TheRestsLongDataIsNoTokenAClientJoins) {
+  const guard::GuardConfig config;
+  protocol::DeltaField url;
+  url.path = {{"images", 0}, {"image_url", -1}, {"url", -1}};
+  std::string data = "data:image/png;base64,";
+  while (data.size() < 70000) data += "iVBORw0KGgoAAAANSUhEUg";
+  ChoiceJoins joins(config);
+  joins.ContentReleased(0, "Here is your image.");
+  const ChoiceJoins::Verdict verdict = joins.Finished(0, {{url, data}});
+  EXPECT_TRUE(verdict.ok()) << verdict.stop;
+}
+
 }  // namespace
 }  // namespace pillar::stages

@@ -1,0 +1,29 @@
+// A text as a JSON reader decodes it. A model's content (structured outputs) and a tool call's
+// arguments are JSON that clients parse (openai-node's parsed and parsed_arguments, every tool
+// runner): an escape such as \u004f is, to them, the character it names, so a value spelled with
+// escapes ("AKIAIOSF\u004fDNN7EXAMPLE", "bob\u0040example.com") reaches them whole where the
+// guard read none (review helper-83).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "guard/guard_config.h"
+
+namespace pillar::guard {
+
+// Whether `text` holds a backslash, the start of every JSON escape.
+inline bool MayHaveJsonEscapes(std::string_view text) {
+  return text.find('\\') != std::string_view::npos;
+}
+
+// `text` with its JSON string escapes decoded (\uXXXX, surrogate pairs included, \n, \t, \r,
+// \b, \f, \", \\, \/), wherever they are: inside or outside the JSON's strings, since a client
+// may decode a string the model wrote as a whole. A backslash that starts no escape is kept.
+std::string JsonDecoded(std::string_view text);
+
+// The type of a value that `text` read as JSON decodes it holds and `text` as it is does not
+// (more non-allowed findings of that type), empty when none: a value spelled with escapes.
+std::string EscapedFinding(std::string_view text, const GuardConfig& config);
+
+}  // namespace pillar::guard

@@ -1,0 +1,32 @@
+#include "guard/json_escapes.h"
+
+#include <gtest/gtest.h>
+
+namespace pillar::guard {
+namespace {
+
+TEST(JsonEscapesTest, EscapesAreDecodedAsAJsonReaderDecodesThem) {
+  EXPECT_EQ(JsonDecoded(R"(AKIAIOSF\u004fDNN7EXAMPLE)"), "AKIAIOSFODNN7EXAMPLE");
+  EXPECT_EQ(JsonDecoded(R"(bob\u0040example.com \"q\" a\/b \\u0041)"),
+            "bob@example.com \"q\" a/b \\u0041");
+  EXPECT_EQ(JsonDecoded(R"(\ud83d\ude00 \u00e9)"), "\xf0\x9f\x98\x80 \xc3\xa9");
+  // A lone surrogate, a cut escape and an unknown one are kept as written.
+  EXPECT_EQ(JsonDecoded(R"(\ud83d x \u00 \q)"), R"(\ud83d x \u00 \q)");
+  EXPECT_EQ(JsonDecoded("no escapes"), "no escapes");
+}
+
+// Found by review helper-83: a value spelled with escapes reaches a client that parses the text
+// (structured outputs, tool arguments) whole.
+TEST(JsonEscapesTest, AValueSpelledWithEscapesIsFound) {
+  const GuardConfig config;
+  EXPECT_EQ(EscapedFinding(R"({"key": "AKIAIOSF\u004fDNN7EXAMPLE"})", config), "SECRET");
+  EXPECT_EQ(EscapedFinding(R"({"card": "4111\u00201111\u00201111\u00201111"})", config),
+            "CREDIT_CARD");
+  EXPECT_EQ(EscapedFinding(R"({"mail": "bob\u0040example.com"})", config), "EMAIL_ADDRESS");
+  // What the text shows as it is is not counted twice, nor are escapes that hide nothing.
+  EXPECT_EQ(EscapedFinding(R"({"mail": "bob@example.com", "note": "caf\u00e9"})", config), "");
+  EXPECT_EQ(EscapedFinding(R"({"html": "\u003cb\u003e"})", config), "");
+}
+
+}  // namespace
+}  // namespace pillar::guard
