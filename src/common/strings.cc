@@ -58,4 +58,23 @@ std::string Hex(uint64_t value, int width) {
   return out;
 }
 
+void AppendUtf8(std::string& out, uint32_t code_point) {
+  const uint32_t c = code_point;
+  if (c < 0x80) {
+    out.push_back(char(c));
+  } else if (c < 0x800) {
+    out.push_back(char(0xc0 | (c >> 6)));
+    out.push_back(char(0x80 | (c & 0x3f)));
+  } else if (c < 0x10000) {
+    out.push_back(char(0xe0 | (c >> 12)));
+    out.push_back(char(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(char(0x80 | (c & 0x3f)));
+  } else {
+    out.push_back(char(0xf0 | (c >> 18)));
+    out.push_back(char(0x80 | ((c >> 12) & 0x3f)));
+    out.push_back(char(0x80 | ((c >> 6) & 0x3f)));
+    out.push_back(char(0x80 | (c & 0x3f)));
+  }
+}
+
 }  // namespace pillar

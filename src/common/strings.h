@@ -70,4 +70,7 @@ std::string Quoted(std::string_view value, size_t max);
 // Lowercase hex of `value`, zero-padded to `width` digits.
 std::string Hex(uint64_t value, int width);
 
+// `code_point` (up to U+10FFFF) appended to `out` as UTF-8.
+void AppendUtf8(std::string& out, uint32_t code_point);
+
 }  // namespace pillar

@@ -19,11 +19,14 @@ inline bool MayHaveJsonEscapes(std::string_view text) {
 
 // `text` with its JSON string escapes decoded (\uXXXX, surrogate pairs included, \n, \t, \r,
 // \b, \f, \", \\, \/), wherever they are: inside or outside the JSON's strings, since a client
-// may decode a string the model wrote as a whole. A backslash that starts no escape is kept.
+// may decode a string the model wrote as a whole. A backslash that starts no escape is kept; a
+// lone surrogate reads as a blank.
 std::string JsonDecoded(std::string_view text);
 
 // The type of a value that `text` read as JSON decodes it holds and `text` as it is does not
-// (more non-allowed findings of that type), empty when none: a value spelled with escapes.
+// show (no finding of the same characters), empty when none: a value spelled with escapes.
+// Decoded up to kMaxJsonLevels times, for JSON in a string of JSON.
+inline constexpr int kMaxJsonLevels = 4;
 std::string EscapedFinding(std::string_view text, const GuardConfig& config);
 
 }  // namespace pillar::guard

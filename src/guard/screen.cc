@@ -231,23 +231,6 @@ std::string LenientBase64(std::string_view text) {
 // of at least 12 printable ASCII characters, as `strings` shows them, which is where text hidden
 // in such bytes, a metadata field or a text behind a format's signature, can be read. Reading
 // the binary bytes whole would find an e-mail address in a random megabyte now and then.
-void AppendUtf8(std::string& out, uint32_t c) {
-  if (c < 0x80) {
-    out.push_back(char(c));
-  } else if (c < 0x800) {
-    out.push_back(char(0xc0 | (c >> 6)));
-    out.push_back(char(0x80 | (c & 0x3f)));
-  } else if (c < 0x10000) {
-    out.push_back(char(0xe0 | (c >> 12)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3f)));
-    out.push_back(char(0x80 | (c & 0x3f)));
-  } else {
-    out.push_back(char(0xf0 | (c >> 18)));
-    out.push_back(char(0x80 | ((c >> 12) & 0x3f)));
-    out.push_back(char(0x80 | ((c >> 6) & 0x3f)));
-    out.push_back(char(0x80 | (c & 0x3f)));
-  }
-}
 
 // Printable ASCII and the blanks text holds (tab, line breaks, form feed, vertical tab, the file,
 // group, record and unit separators).

@@ -493,6 +493,9 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
         if (!r.blocked && blocked.empty()) {
           if (std::string escaped = guard::EscapedFinding(text, config); !escaped.empty()) {
             blocked = StrCat(escaped, " spelled with JSON escapes in ", guard::RedactAll(where));
+          } else if (std::string parsed = ParsedFinding(text, config); !parsed.empty()) {
+            blocked = StrCat(parsed, " as a client that parses the JSON reads it in ",
+                             guard::RedactAll(where));
           }
         }
         if (r.blocked || r.text == sent) return std::nullopt;

@@ -18,6 +18,7 @@
 #include "runtime/runner.h"
 #include "stages/choice_joins.h"
 #include "stages/guard_stage.h"
+#include "stages/whole_answer.h"
 
 namespace pillar::stages {
 namespace {
@@ -99,7 +100,10 @@ class GuardedEvents final : public runtime::EventSink {
     // What was released of it ended within a line, which `text` continues (ScreenPrefix).
     bool continues_line = false;
     size_t screened = 0;  // the size of `text` when it was last screened
+    // The end of what was released, as the upstream wrote it, for the escaped reading.
+    std::string sent_tail;
   };
+  static constexpr size_t kSentTail = 4 * 1024;
 
   static std::string_view Data(std::string_view event) {
     if (event.starts_with("data: ")) event.remove_prefix(6);
@@ -154,6 +158,9 @@ class GuardedEvents final : public runtime::EventSink {
       if (std::string escaped = guard::EscapedFinding(text, config_); !escaped.empty()) {
         r.blocked = true;
         r.block_reason = StrCat(escaped, " spelled with JSON escapes");
+      } else if (std::string parsed = ParsedFinding(text, config_); !parsed.empty()) {
+        r.blocked = true;
+        r.block_reason = StrCat(parsed, " as a client that parses the JSON reads it");
       }
     }
     if (r.blocked && !blocked_) {
@@ -402,8 +409,11 @@ class GuardedEvents final : public runtime::EventSink {
     // A value spelled with JSON escapes, which a client that parses the content decodes: what
     // is held is screened decoded too (a value's raw run, without blanks, is held whole; one
     // with blanks fits the window).
+    // With the end of what went out: escapes make a value longer as written than the window
+    // counts it (review helper-84: an IBAN of \u escapes streamed in 3-byte chunks).
     if (!r.blocked && guard::MayHaveJsonEscapes(held)) {
-      if (std::string escaped = guard::EscapedFinding(held, config_); !escaped.empty()) {
+      const std::string read = held_text.sent_tail + held;
+      if (std::string escaped = guard::EscapedFinding(read, config_); !escaped.empty()) {
         r.blocked = true;
         r.block_reason = StrCat(escaped, " spelled with JSON escapes");
       }
@@ -435,6 +445,10 @@ class GuardedEvents final : public runtime::EventSink {
       }
     }
     if (r.consumed > 0) {
+      held_text.sent_tail.append(held, 0, r.consumed);
+      if (held_text.sent_tail.size() > 2 * kSentTail) {
+        held_text.sent_tail.erase(0, held_text.sent_tail.size() - kSentTail);
+      }
       const char last = held[r.consumed - 1];
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
     }

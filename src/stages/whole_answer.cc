@@ -5,10 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <set>
 #include <vector>
 
 #include "common/strings.h"
 #include "guard/screen.h"
+#include "protocol/number_text.h"
 #include "protocol/openai_texts.h"
 #include "stages/choice_joins.h"
 
@@ -74,6 +76,33 @@ protocol::DeltaField FieldAt(std::string_view path) {
     field.path.push_back({std::string(part), element});
   }
   return field;
+}
+
+// The values of `e` as a client that parses it reads them, each on a line (ParsedFinding).
+void AppendValues(simdjson::dom::element e, std::string& out, int depth) {
+  if (depth > 64) return;
+  switch (e.type()) {
+    case simdjson::dom::element_type::OBJECT:
+      for (simdjson::dom::key_value_pair member : simdjson::dom::object(e)) {
+        StrAppend(&out, std::string_view(member.key), "\n");
+        AppendValues(member.value, out, depth + 1);
+      }
+      return;
+    case simdjson::dom::element_type::ARRAY:
+      for (simdjson::dom::element item : simdjson::dom::array(e))
+        AppendValues(item, out, depth + 1);
+      return;
+    case simdjson::dom::element_type::STRING:
+      StrAppend(&out, std::string_view(e), "\n");
+      return;
+    case simdjson::dom::element_type::INT64:
+    case simdjson::dom::element_type::UINT64:
+    case simdjson::dom::element_type::DOUBLE:
+      StrAppend(&out, protocol::NumberText(e), "\n");
+      return;
+    default:
+      return;
+  }
 }
 
 }  // namespace
@@ -180,6 +209,30 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
       return why.empty() ? std::string("a value across the texts of the answer") : why;
     }
     begin = end;
+  }
+  return std::string();
+}
+
+// See whole_answer.h.
+std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || (text[first] != '{' && text[first] != '[')) {
+    return std::string();
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return std::string();
+  std::string reading;
+  AppendValues(root, reading, 0);
+  std::set<std::string> shown;
+  for (const guard::ScreenedFinding& f : guard::Screen(text, config).findings) {
+    shown.insert(std::string(text.substr(f.finding.begin, f.finding.end - f.finding.begin)));
+  }
+  for (const guard::ScreenedFinding& f : guard::Screen(reading, config).findings) {
+    if (f.action == guard::Action::kAllow) continue;
+    if (!shown.contains(reading.substr(f.finding.begin, f.finding.end - f.finding.begin))) {
+      return std::string(guard::EntityName(f.finding.type));
+    }
   }
   return std::string();
 }

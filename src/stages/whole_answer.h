@@ -28,4 +28,10 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 [[nodiscard]] absl::StatusOr<std::string> AcrossTexts(std::string_view body,
                                                       const guard::GuardConfig& config);
 
+// The type of a value a client that parses `text` as JSON reads in it (structured outputs, tool
+// arguments: its strings decoded, its numbers as clients print them, its keys, each on a line)
+// and `text` as it is does not show, empty when none or when `text` is no JSON object or list
+// (review helper-84: {"card":4.111111111111111e15} reads 4111111111111111).
+std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config);
+
 }  // namespace pillar::stages

@@ -10,8 +10,10 @@ TEST(JsonEscapesTest, EscapesAreDecodedAsAJsonReaderDecodesThem) {
   EXPECT_EQ(JsonDecoded(R"(bob\u0040example.com \"q\" a\/b \\u0041)"),
             "bob@example.com \"q\" a/b \\u0041");
   EXPECT_EQ(JsonDecoded(R"(\ud83d\ude00 \u00e9)"), "\xf0\x9f\x98\x80 \xc3\xa9");
-  // A lone surrogate, a cut escape and an unknown one are kept as written.
-  EXPECT_EQ(JsonDecoded(R"(\ud83d x \u00 \q)"), R"(\ud83d x \u00 \q)");
+  // A lone surrogate reads as a blank (its hex digits would glue to what follows: review
+  // helper-84); a cut escape and an unknown one are kept as written.
+  EXPECT_EQ(JsonDecoded(R"(\ud83d x \u00 \q)"), R"(  x \u00 \q)");
+  EXPECT_EQ(JsonDecoded(R"(\ud8004111)"), " 4111");
   EXPECT_EQ(JsonDecoded("no escapes"), "no escapes");
 }
 
@@ -26,6 +28,17 @@ TEST(JsonEscapesTest, AValueSpelledWithEscapesIsFound) {
   // What the text shows as it is is not counted twice, nor are escapes that hide nothing.
   EXPECT_EQ(EscapedFinding(R"({"mail": "bob@example.com", "note": "caf\u00e9"})", config), "");
   EXPECT_EQ(EscapedFinding(R"({"html": "\u003cb\u003e"})", config), "");
+}
+
+// Found by review helper-84: a decoy the decoding breaks stood for the value it made (counts
+// compared); a lone surrogate glued its digits to a card; JSON in a string of JSON.
+TEST(JsonEscapesTest, DecoysSurrogatesAndNestedJsonDoNotHideAValue) {
+  const GuardConfig config;
+  EXPECT_EQ(EscapedFinding(R"({"note":"ab@cd.com\u002dx","mail":"bob\u0040example.com"})", config),
+            "EMAIL_ADDRESS");
+  EXPECT_EQ(EscapedFinding(R"({"card":"\ud8004111111111111111"})", config), "CREDIT_CARD");
+  EXPECT_EQ(EscapedFinding(R"({"payload": "{\"k\":\"AKIAIOSF\\u004fDNN7EXAMPLE\"}"})", config),
+            "SECRET");
 }
 
 }  // namespace

@@ -55,6 +55,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   hugejwt     a JWT of 107 KB in a stream, 80 KB of it in reasoning_content, the rest in content
   escapedargs  a stream whose tool call's arguments spell an access key with a JSON escape
   answerescaped  a whole answer whose content (JSON) spells an e-mail address with an escape
+  escapedwindow  a stream whose content (JSON) spells an IBAN with escapes, longer as written
+            than the hold-back window, in 3-byte chunks
+  answerparsednumber  a whole answer whose content (JSON) holds a card as 4.111111111111111e15
   longsignature  a clean stream whose reasoning_details carry a 1,000-byte signature, as
             OpenRouter sends Claude's thinking
   tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
@@ -327,6 +330,12 @@ def stream(model):
     elif model == "escapedargs":
         finish = "tool_calls"
         events = [tool_chunk(0, '{"key": "AKIAIOSF\\u004fDNN7EXAMPLE"}', True)]
+    elif model == "escapedwindow":
+        escaped = "".join("\\u%04x" % ord(c) if c != " " else " "
+                          for c in "DE89 3704 0044 0532 0130 00")
+        text = '{"iban":"' + escaped + '"}'
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 3]}) for i in range(0, len(text), 3)]
     elif model == "longsignature":
         signature = ("EqQBCkgIARABGAIiQL" * 80)[:1000]
         events = [delta_chunk({"role": "assistant", "reasoning_details": [
@@ -491,6 +500,8 @@ def answer(model):
         message["refusal"] = 1111
     elif model == "answerescaped":
         message["content"] = '{"mail": "bob\\u0040example.com"}'
+    elif model == "answerparsednumber":
+        message["content"] = '{"card":4.111111111111111e15}'
     elif model == "answerrefusalskip":
         message["content"] = "key AKIAIOSF"
         message["refusal"] = "x"

@@ -193,6 +193,8 @@ class LlmTest : public ::testing::Test {
                               "longsignature",
                               "escapedargs",
                               "answerescaped",
+                              "escapedwindow",
+                              "answerparsednumber",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -958,6 +960,15 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   r = Post("/v1/chat/completions", Say("answerescaped", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("EMAIL_ADDRESS spelled with JSON escapes"), std::string::npos) << r.body;
+  // Escapes make a value longer as written than the window counts it; numbers in parsed JSON
+  // read as JavaScript prints them (review helper-84).
+  r = Post("/v1/chat/completions", Say("escapedwindow", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("spelled with JSON escapes"), std::string::npos)
+      << LastEvent(r.body);
+  r = Post("/v1/chat/completions", Say("answerparsednumber", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("CREDIT_CARD as a client that parses the JSON reads it"), std::string::npos)
+      << r.body;
   // A long signature beside reasoning is no token a client joins: it passes (review helper-82:
   // refused past 256 bytes).
   r = Post("/v1/chat/completions", Say("longsignature", "hi", true));

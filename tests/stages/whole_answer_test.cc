@@ -49,5 +49,15 @@ TEST(WholeAnswerTest, ACleanAnswerWithToolCallsPasses) {
             "");
 }
 
+// Found by review helper-84: a number in content or arguments that a client parses reads as
+// JavaScript prints it.
+TEST(WholeAnswerTest, ParsedJsonIsReadAsAClientReadsIt) {
+  const guard::GuardConfig config;
+  EXPECT_EQ(ParsedFinding(R"({"card":4.111111111111111e15})", config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"([{"n":5.555555555554444E15}])", config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"city":"Lisbon","days":3,"temp":21.5})", config), "");
+  EXPECT_EQ(ParsedFinding("not json 4.111111111111111e15", config), "");
+}
+
 }  // namespace
 }  // namespace pillar::stages
