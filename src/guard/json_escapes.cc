@@ -1,6 +1,6 @@
 #include "guard/json_escapes.h"
 
-#include <set>
+#include <map>
 
 #include "common/strings.h"
 #include "guard/screen.h"
@@ -101,26 +101,64 @@ std::string JsonDecoded(std::string_view text) {
   return out;
 }
 
+size_t TailShowing(std::string_view text, size_t visible) {
+  size_t seen = 0;
+  size_t i = text.size();
+  while (i > 0 && seen < visible) {
+    if (i >= 6) {
+      const int unit = CodeUnitAt(text, i - 6);
+      if (unit >= 0) {
+        const bool nothing =
+            (unit >= 0x200B && unit <= 0x200F) || (unit >= 0x2060 && unit <= 0x2064) ||
+            unit == 0xFEFF || unit == 0x00AD || unit == 0x034F || unit == 0x180E ||
+            (unit >= 0x0300 && unit <= 0x036F) || (unit >= 0xFE00 && unit <= 0xFE0F);
+        if (!nothing) ++seen;
+        i -= 6;
+        continue;
+      }
+    }
+    --i;
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++seen;
+  }
+  return text.size() - i;
+}
+
+std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config) {
+  std::map<std::string, int> values;
+  for (const ScreenedFinding& f : Screen(text, config).findings) {
+    ++values[std::string(text.substr(f.finding.begin, f.finding.end - f.finding.begin))];
+  }
+  return values;
+}
+
+std::string NewValue(std::string_view reading, const std::map<std::string, int>& shown,
+                     const GuardConfig& config) {
+  std::map<std::string, int> seen;
+  for (const ScreenedFinding& f : Screen(reading, config).findings) {
+    if (f.action == Action::kAllow) continue;
+    const std::string value(reading.substr(f.finding.begin, f.finding.end - f.finding.begin));
+    const auto it = shown.find(value);
+    if (++seen[value] > (it == shown.end() ? 0 : it->second)) {
+      return std::string(EntityName(f.finding.type));
+    }
+  }
+  return std::string();
+}
+
 std::string EscapedFinding(std::string_view text, const GuardConfig& config) {
   if (!MayHaveJsonEscapes(text)) return std::string();
-  // The values the text shows as it is, by what they are: one the decoded text shows that is
-  // not among them was spelled with escapes (review helper-84: counting them let a decoy that
-  // the decoding broke stand for the value it made).
-  std::set<std::string> shown;
-  for (const ScreenedFinding& f : Screen(text, config).findings) {
-    shown.insert(std::string(text.substr(f.finding.begin, f.finding.end - f.finding.begin)));
-  }
+  // The values the text shows as it is, by what they are and how often: one the decoded text
+  // shows more often was spelled with escapes (review helper-84: counting them by type let a
+  // decoy the decoding broke stand for the value it made; helper-85: a raw copy, redacted,
+  // stood for an escaped one the client decodes).
+  const std::map<std::string, int> shown = ValuesFound(text, config);
   // Decoded again while escapes remain: JSON in a string of JSON (review helper-84).
   std::string decoded(text);
   for (int level = 0; level < kMaxJsonLevels && MayHaveJsonEscapes(decoded); ++level) {
     std::string next = JsonDecoded(decoded);
     if (next == decoded) break;
     decoded = std::move(next);
-    for (const ScreenedFinding& f : Screen(decoded, config).findings) {
-      if (f.action == Action::kAllow) continue;
-      const std::string value = decoded.substr(f.finding.begin, f.finding.end - f.finding.begin);
-      if (!shown.contains(value)) return std::string(EntityName(f.finding.type));
-    }
+    if (std::string type = NewValue(decoded, shown, config); !type.empty()) return type;
   }
   return std::string();
 }

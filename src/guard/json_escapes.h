@@ -5,6 +5,7 @@
 // guard read none (review helper-83).
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -24,9 +25,24 @@ inline bool MayHaveJsonEscapes(std::string_view text) {
 std::string JsonDecoded(std::string_view text);
 
 // The type of a value that `text` read as JSON decodes it holds and `text` as it is does not
-// show (no finding of the same characters), empty when none: a value spelled with escapes.
+// show as often (findings of the same characters), empty when none: a value spelled with
+// escapes.
 // Decoded up to kMaxJsonLevels times, for JSON in a string of JSON.
 inline constexpr int kMaxJsonLevels = 4;
 std::string EscapedFinding(std::string_view text, const GuardConfig& config);
+
+// How many bytes at the end of `text` a reader that decodes its JSON escapes sees as at least
+// `visible` characters: an escape counts as one, or as none when it names a character that
+// prints as nothing (a zero-width space, a joiner, a soft hyphen, a combining mark); other bytes
+// count as they are. All of `text` when it shows fewer (review helper-85: 2,800 escaped
+// zero-width spaces pushed a card's start out of a tail counted in bytes).
+size_t TailShowing(std::string_view text, size_t visible);
+
+// The values Screen finds in `text` (every action's), each with how often it appears.
+std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config);
+// The type of a value `reading` holds (not allowed) more often than `shown` counts it, empty when
+// none: a value a client reads that the text as it is does not show.
+std::string NewValue(std::string_view reading, const std::map<std::string, int>& shown,
+                     const GuardConfig& config);
 
 }  // namespace pillar::guard

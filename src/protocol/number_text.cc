@@ -41,8 +41,17 @@ std::string JavaScriptDigits(double d) {
 std::string NumberText(simdjson::dom::element e) {
   double d;
   if (e.type() == simdjson::dom::element_type::DOUBLE && e.get(d) == simdjson::SUCCESS &&
-      std::isfinite(d) && d == std::trunc(d) && std::fabs(d) < 1e21) {
-    if (std::string digits = JavaScriptDigits(d); !digits.empty()) return digits;
+      std::isfinite(d) && std::fabs(d) < 1e21) {
+    if (d == std::trunc(d)) {
+      if (std::string digits = JavaScriptDigits(d); !digits.empty()) return digits;
+    } else if (std::fabs(d) >= 1e-6) {
+      // A fraction, as JavaScript prints it: the shortest digits in plain notation
+      // (4.1111111111111115e15 is 4111111111111111.5: review helper-85).
+      char buffer[64];
+      const std::to_chars_result r =
+          std::to_chars(buffer, buffer + sizeof(buffer), d, std::chars_format::fixed);
+      if (r.ec == std::errc()) return std::string(buffer, r.ptr);
+    }
   }
   std::string written = simdjson::minify(e);
   constexpr double kExact = 9007199254740992.0;  // 2^53: integers beyond lose digits as doubles

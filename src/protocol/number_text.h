@@ -15,7 +15,8 @@ namespace pillar::protocol {
 // double's exact 4111111111111116800; Python's float shows the same digits); an integer past
 // 2^53, which JavaScript reads as the nearest double, both as written and as JavaScript prints
 // it ("4242424242424240001 4242424242424240000"), since Python keeps the integer. Any other as
-// written (simdjson::minify).
+// written (simdjson::minify). A fraction below 1e21 (and from 1e-6) in plain notation, the
+// shortest digits that read back as the same double, as JavaScript prints it.
 std::string NumberText(simdjson::dom::element e);
 
 }  // namespace pillar::protocol

@@ -104,6 +104,7 @@ class GuardedEvents final : public runtime::EventSink {
     std::string sent_tail;
   };
   static constexpr size_t kSentTail = 4 * 1024;
+  static constexpr size_t kMaxSentTail = 64 * 1024;
 
   static std::string_view Data(std::string_view event) {
     if (event.starts_with("data: ")) event.remove_prefix(6);
@@ -446,8 +447,17 @@ class GuardedEvents final : public runtime::EventSink {
     }
     if (r.consumed > 0) {
       held_text.sent_tail.append(held, 0, r.consumed);
+      // Kept by what a reader that decodes escapes sees (4 KiB of it), not by bytes, up to
+      // kMaxSentTail; past that, escapes of nothing pad the text.
       if (held_text.sent_tail.size() > 2 * kSentTail) {
-        held_text.sent_tail.erase(0, held_text.sent_tail.size() - kSentTail);
+        const size_t keep = guard::TailShowing(held_text.sent_tail, kSentTail);
+        if (keep > kMaxSentTail) {
+          Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
+                                          "'s text with escapes of characters that print as "
+                                          "nothing")));
+          return std::string();
+        }
+        held_text.sent_tail.erase(0, held_text.sent_tail.size() - keep);
       }
       const char last = held[r.consumed - 1];
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';

@@ -4,11 +4,14 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <charconv>
-#include <set>
+#include <cmath>
+#include <cstdlib>
 #include <vector>
 
 #include "common/strings.h"
+#include "guard/json_escapes.h"
 #include "guard/screen.h"
 #include "protocol/number_text.h"
 #include "protocol/openai_texts.h"
@@ -78,9 +81,62 @@ protocol::DeltaField FieldAt(std::string_view path) {
   return field;
 }
 
-// The values of `e` as a client that parses it reads them, each on a line (ParsedFinding).
+// How deep a parsed text's values are read (simdjson's own limit is deeper than clients go).
+constexpr int kMaxDepth = 1024;
+
+// The values of `e` as a client that parses it reads them, each on a line (ParsedFinding); a
+// string that is itself a JSON object or list is read so too (a tool runner parses it again).
+void AppendValues(simdjson::dom::element e, std::string& out, int depth);
+
+// `text`'s values if it is a JSON object or list (AppendValues); if a strict parser refuses it
+// (an integer too large, NaN, a lone surrogate: clients read those), each number outside its
+// strings as JavaScript prints it (review helper-85). False when `text` is no such text.
+bool AppendParsed(std::string_view text, std::string& out, int depth) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first == std::string_view::npos || (text[first] != '{' && text[first] != '[')) return false;
+  simdjson::dom::parser parser;
+  simdjson::dom::element root;
+  if (parser.parse(text.data(), text.size()).get(root) == simdjson::SUCCESS) {
+    AppendValues(root, out, depth);
+    return true;
+  }
+  bool quoted = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (quoted) {
+      if (c == '\\') ++i;
+      if (c == '"') quoted = false;
+      continue;
+    }
+    if (c == '"') {
+      quoted = true;
+      continue;
+    }
+    if (!(c == '-' || (c >= '0' && c <= '9'))) continue;
+    size_t end = i + 1;
+    while (end < text.size() &&
+           (std::isdigit(static_cast<unsigned char>(text[end])) || text[end] == '.' ||
+            text[end] == 'e' || text[end] == 'E' || text[end] == '+' || text[end] == '-')) {
+      ++end;
+    }
+    const std::string token(text.substr(i, end - i));
+    StrAppend(&out, token, "\n");
+    simdjson::dom::parser number_parser;
+    simdjson::dom::element number;
+    if (number_parser.parse(token).get(number) == simdjson::SUCCESS) {
+      StrAppend(&out, protocol::NumberText(number), "\n");
+    } else if (const double d = std::strtod(token.c_str(), nullptr); std::isfinite(d)) {
+      char buffer[64];
+      const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), d);
+      if (r.ec == std::errc()) StrAppend(&out, std::string_view(buffer, r.ptr), "\n");
+    }
+    i = end - 1;
+  }
+  return true;
+}
+
 void AppendValues(simdjson::dom::element e, std::string& out, int depth) {
-  if (depth > 64) return;
+  if (depth > kMaxDepth) return;
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT:
       for (simdjson::dom::key_value_pair member : simdjson::dom::object(e)) {
@@ -92,9 +148,12 @@ void AppendValues(simdjson::dom::element e, std::string& out, int depth) {
       for (simdjson::dom::element item : simdjson::dom::array(e))
         AppendValues(item, out, depth + 1);
       return;
-    case simdjson::dom::element_type::STRING:
-      StrAppend(&out, std::string_view(e), "\n");
+    case simdjson::dom::element_type::STRING: {
+      const std::string_view value(e);
+      StrAppend(&out, value, "\n");
+      if (depth < kMaxDepth) (void)AppendParsed(value, out, depth + 1);
       return;
+    }
     case simdjson::dom::element_type::INT64:
     case simdjson::dom::element_type::UINT64:
     case simdjson::dom::element_type::DOUBLE:
@@ -104,7 +163,6 @@ void AppendValues(simdjson::dom::element e, std::string& out, int depth) {
       return;
   }
 }
-
 }  // namespace
 
 // See whole_answer.h.
@@ -215,26 +273,9 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
 
 // See whole_answer.h.
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos || (text[first] != '{' && text[first] != '[')) {
-    return std::string();
-  }
-  simdjson::dom::parser parser;
-  simdjson::dom::element root;
-  if (parser.parse(text.data(), text.size()).get(root) != simdjson::SUCCESS) return std::string();
   std::string reading;
-  AppendValues(root, reading, 0);
-  std::set<std::string> shown;
-  for (const guard::ScreenedFinding& f : guard::Screen(text, config).findings) {
-    shown.insert(std::string(text.substr(f.finding.begin, f.finding.end - f.finding.begin)));
-  }
-  for (const guard::ScreenedFinding& f : guard::Screen(reading, config).findings) {
-    if (f.action == guard::Action::kAllow) continue;
-    if (!shown.contains(reading.substr(f.finding.begin, f.finding.end - f.finding.begin))) {
-      return std::string(guard::EntityName(f.finding.type));
-    }
-  }
-  return std::string();
+  if (!AppendParsed(text, reading, 0)) return std::string();
+  return guard::NewValue(reading, guard::ValuesFound(text, config), config);
 }
 
 }  // namespace pillar::stages

@@ -39,6 +39,23 @@ TEST(JsonEscapesTest, DecoysSurrogatesAndNestedJsonDoNotHideAValue) {
   EXPECT_EQ(EscapedFinding(R"({"card":"\ud8004111111111111111"})", config), "CREDIT_CARD");
   EXPECT_EQ(EscapedFinding(R"({"payload": "{\"k\":\"AKIAIOSF\\u004fDNN7EXAMPLE\"}"})", config),
             "SECRET");
+  // A raw copy, redacted, does not stand for an escaped one the client decodes (review
+  // helper-85).
+  EXPECT_EQ(EscapedFinding(R"({"a":"4111111111111111","b":"\u0034111111111111111"})", config),
+            "CREDIT_CARD");
+  EXPECT_EQ(EscapedFinding(R"({"a":"bob@corp.io","b":"bob@corp.io\n"})", config), "");
+}
+
+// Found by review helper-85: a tail counted in bytes let escapes of nothing push a value's start
+// out of it.
+TEST(JsonEscapesTest, ATailIsCountedAsADecodingReaderSeesIt) {
+  std::string padded = "4111 ";
+  for (int i = 0; i < 1400; ++i) padded += R"(\u200b)";
+  padded += "1111";
+  EXPECT_EQ(TailShowing(padded, 10), padded.size());     // all of it shows 9
+  EXPECT_EQ(TailShowing(padded, 8), padded.size() - 1);  // "111 " and "1111"
+  EXPECT_EQ(TailShowing("abcdef", 3), 3u);
+  EXPECT_EQ(TailShowing(R"(x\u00e9\u00e9)", 2), 12u);  // an accented letter shows
 }
 
 }  // namespace

@@ -58,6 +58,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   escapedwindow  a stream whose content (JSON) spells an IBAN with escapes, longer as written
             than the hold-back window, in 3-byte chunks
   answerparsednumber  a whole answer whose content (JSON) holds a card as 4.111111111111111e15
+  escapedpadding  a stream whose content (JSON) pads a card's groups apart with 2,800 escaped
+            zero-width spaces, in 50-byte chunks
   longsignature  a clean stream whose reasoning_details carry a 1,000-byte signature, as
             OpenRouter sends Claude's thinking
   tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
@@ -336,6 +338,10 @@ def stream(model):
         text = '{"iban":"' + escaped + '"}'
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": text[i:i + 3]}) for i in range(0, len(text), 3)]
+    elif model == "escapedpadding":
+        text = '{"c":"4111' + "\\u200b" * 1400 + " " + "\\u200b" * 1400 + '1111 1111 1111"}'
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 50]}) for i in range(0, len(text), 50)]
     elif model == "longsignature":
         signature = ("EqQBCkgIARABGAIiQL" * 80)[:1000]
         events = [delta_chunk({"role": "assistant", "reasoning_details": [

@@ -195,6 +195,7 @@ class LlmTest : public ::testing::Test {
                               "answerescaped",
                               "escapedwindow",
                               "answerparsednumber",
+                              "escapedpadding",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -965,6 +966,10 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   r = Post("/v1/chat/completions", Say("escapedwindow", "hi", true));
   EXPECT_NE(LastEvent(r.body).find("spelled with JSON escapes"), std::string::npos)
       << LastEvent(r.body);
+  // Escapes of nothing do not push a value's start out of what is read with it (helper-85).
+  r = Post("/v1/chat/completions", Say("escapedpadding", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("\"error\""), std::string::npos) << LastEvent(r.body);
+  EXPECT_EQ(r.body.find("[DONE]"), std::string::npos);
   r = Post("/v1/chat/completions", Say("answerparsednumber", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("CREDIT_CARD as a client that parses the JSON reads it"), std::string::npos)

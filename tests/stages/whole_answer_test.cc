@@ -59,5 +59,27 @@ TEST(WholeAnswerTest, ParsedJsonIsReadAsAClientReadsIt) {
   EXPECT_EQ(ParsedFinding("not json 4.111111111111111e15", config), "");
 }
 
+// Found by review helper-85: a raw copy, redacted, stood for an escaped or parsed value; a text a
+// strict parser refuses, or deeper than 64 levels; a fraction; JSON in a string of JSON.
+TEST(WholeAnswerTest, ParsedJsonIsReadWhateverAStrictParserSays) {
+  const guard::GuardConfig config;
+  EXPECT_EQ(ParsedFinding(R"({"a":"4111111111111111","b":4.111111111111111e15})", config),
+            "CREDIT_CARD");
+  EXPECT_EQ(
+      ParsedFinding(R"({"z":123456789012345678901234567890,"card":4.111111111111111e15})", config),
+      "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"z":NaN,"card":4.111111111111111e15})", config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"card":4.1111111111111115e15})", config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"payload":"{\"card\":4.111111111111111e15}"})", config),
+            "CREDIT_CARD");
+  std::string deep = R"({"a":)";
+  for (int i = 0; i < 70; ++i) deep += "[";
+  deep += "4.111111111111111e15";
+  for (int i = 0; i < 70; ++i) deep += "]";
+  deep += "}";
+  EXPECT_EQ(ParsedFinding(deep, config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"price":19.99,"lat":38.7223,"id":12345})", config), "");
+}
+
 }  // namespace
 }  // namespace pillar::stages
