@@ -1,6 +1,7 @@
 #include "guard/json_escapes.h"
 
 #include <map>
+#include <vector>
 
 #include "common/strings.h"
 #include "guard/screen.h"
@@ -29,12 +30,20 @@ int CodeUnitAt(std::string_view text, size_t i) {
 
 }  // namespace
 
-std::string JsonDecoded(std::string_view text) {
+std::string JsonDecoded(std::string_view text) { return JsonDecoded(text, nullptr); }
+
+std::string JsonDecoded(std::string_view text, std::vector<uint32_t>* from) {
   std::string out;
   out.reserve(text.size());
+  if (from != nullptr) from->clear();
+  // Appends what the bytes text[raw...] decode to, each output byte noted as coming from `raw`.
+  auto emit = [&](std::string_view bytes, size_t raw) {
+    out.append(bytes);
+    if (from != nullptr) from->insert(from->end(), bytes.size(), uint32_t(raw));
+  };
   for (size_t i = 0; i < text.size(); ++i) {
     if (text[i] != '\\' || i + 1 >= text.size()) {
-      out.push_back(text[i]);
+      emit(text.substr(i, 1), i);
       continue;
     }
     const char next = text[i + 1];
@@ -47,18 +56,20 @@ std::string JsonDecoded(std::string_view text) {
       if (unit >= 0xD800 && unit <= 0xDBFF) {
         const int low = CodeUnitAt(text, i + 6);
         if (low < 0xDC00 || low > 0xDFFF) {
-          out.push_back(' ');
+          emit(" ", i);
           i += 5;
           continue;
         }
         cp = 0x10000 + ((uint32_t(unit) - 0xD800) << 10) + (uint32_t(low) - 0xDC00);
         used = 12;
       } else if (unit >= 0xDC00 && unit <= 0xDFFF) {
-        out.push_back(' ');
+        emit(" ", i);
         i += 5;
         continue;
       }
-      AppendUtf8(out, cp);
+      std::string utf8;
+      AppendUtf8(utf8, cp);
+      emit(utf8, i);
       i += used - 1;
       continue;
     }
@@ -92,12 +103,13 @@ std::string JsonDecoded(std::string_view text) {
         break;
     }
     if (decoded == 0) {
-      out.push_back(text[i]);
+      emit(text.substr(i, 1), i);
       continue;
     }
-    out.push_back(decoded);
+    emit(std::string_view(&decoded, 1), i);
     ++i;
   }
+  if (from != nullptr) from->push_back(uint32_t(text.size()));
   return out;
 }
 
@@ -147,18 +159,40 @@ std::string NewValue(std::string_view reading, const std::map<std::string, int>&
 
 std::string EscapedFinding(std::string_view text, const GuardConfig& config) {
   if (!MayHaveJsonEscapes(text)) return std::string();
-  // The values the text shows as it is, by what they are and how often: one the decoded text
-  // shows more often was spelled with escapes (review helper-84: counting them by type let a
-  // decoy the decoding broke stand for the value it made; helper-85: a raw copy, redacted,
-  // stood for an escaped one the client decodes).
-  const std::map<std::string, int> shown = ValuesFound(text, config);
-  // Decoded again while escapes remain: JSON in a string of JSON (review helper-84).
+  // Each value the decoded text shows must be one the text as it is shows at the same place,
+  // with the same characters: otherwise escapes spelled it, or an escape beside it changed it
+  // (review helpers 84 to 86: a decoy the decoding breaks, a raw copy redacted beside an
+  // escaped one, a raw copy an escape after it lengthens), and a redaction of the raw text would
+  // not line up with what the client decodes.
+  const ScreenResult raw = Screen(text, config);
+  auto shown_at = [&](size_t begin, size_t end, EntityType type) {
+    for (const ScreenedFinding& f : raw.findings) {
+      if (f.finding.begin == begin && f.finding.end == end && f.finding.type == type) return true;
+    }
+    return false;
+  };
+  // Decoded again while escapes remain: JSON in a string of JSON (review helper-84). `to_raw`
+  // maps each decoded byte to the byte of `text` it came from.
   std::string decoded(text);
+  std::vector<uint32_t> to_raw(text.size() + 1);
+  for (size_t k = 0; k <= text.size(); ++k) to_raw[k] = uint32_t(k);
   for (int level = 0; level < kMaxJsonLevels && MayHaveJsonEscapes(decoded); ++level) {
-    std::string next = JsonDecoded(decoded);
+    std::vector<uint32_t> from;
+    std::string next = JsonDecoded(decoded, &from);
     if (next == decoded) break;
+    for (uint32_t& k : from) k = to_raw[k];
     decoded = std::move(next);
-    if (std::string type = NewValue(decoded, shown, config); !type.empty()) return type;
+    to_raw = std::move(from);
+    for (const ScreenedFinding& f : Screen(decoded, config).findings) {
+      if (f.action == Action::kAllow) continue;
+      const size_t begin = to_raw[f.finding.begin];
+      const size_t end = to_raw[f.finding.end];
+      const std::string_view value(decoded.data() + f.finding.begin,
+                                   f.finding.end - f.finding.begin);
+      if (text.substr(begin, end - begin) != value || !shown_at(begin, end, f.finding.type)) {
+        return std::string(EntityName(f.finding.type));
+      }
+    }
   }
   return std::string();
 }

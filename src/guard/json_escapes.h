@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "guard/guard_config.h"
 
@@ -23,10 +24,13 @@ inline bool MayHaveJsonEscapes(std::string_view text) {
 // may decode a string the model wrote as a whole. A backslash that starts no escape is kept; a
 // lone surrogate reads as a blank.
 std::string JsonDecoded(std::string_view text);
+// The same, with `from` (when not null) set to the offset in `text` each byte of the result
+// came from, and one more entry, text.size().
+std::string JsonDecoded(std::string_view text, std::vector<uint32_t>* from);
 
 // The type of a value that `text` read as JSON decodes it holds and `text` as it is does not
-// show as often (findings of the same characters), empty when none: a value spelled with
-// escapes.
+// show at the same place with the same characters, empty when none: a value spelled with
+// escapes, or changed by one beside it.
 // Decoded up to kMaxJsonLevels times, for JSON in a string of JSON.
 inline constexpr int kMaxJsonLevels = 4;
 std::string EscapedFinding(std::string_view text, const GuardConfig& config);

@@ -83,6 +83,9 @@ protocol::DeltaField FieldAt(std::string_view path) {
 
 // How deep a parsed text's values are read (simdjson's own limit is deeper than clients go).
 constexpr int kMaxDepth = 1024;
+// What parts a parsed text's values: a line, and a mark no recognizer reads across (review
+// helper-86: [4500,1250,3000,2200] one per line read as a card).
+constexpr std::string_view kApart = "\n;\n";
 
 // The values of `e` as a client that parses it reads them, each on a line (ParsedFinding); a
 // string that is itself a JSON object or list is read so too (a tool runner parses it again).
@@ -100,16 +103,16 @@ bool AppendParsed(std::string_view text, std::string& out, int depth) {
     AppendValues(root, out, depth);
     return true;
   }
-  bool quoted = false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
-    if (quoted) {
-      if (c == '\\') ++i;
-      if (c == '"') quoted = false;
-      continue;
-    }
     if (c == '"') {
-      quoted = true;
+      // A string: itself JSON is read so too (review helper-86: NaN beside a string of JSON).
+      size_t end = i + 1;
+      while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      const std::string value =
+          guard::JsonDecoded(text.substr(i + 1, std::min(end, text.size()) - i - 1));
+      if (depth < kMaxDepth) (void)AppendParsed(value, out, depth + 1);
+      i = end;
       continue;
     }
     if (!(c == '-' || (c >= '0' && c <= '9'))) continue;
@@ -120,15 +123,15 @@ bool AppendParsed(std::string_view text, std::string& out, int depth) {
       ++end;
     }
     const std::string token(text.substr(i, end - i));
-    StrAppend(&out, token, "\n");
+    StrAppend(&out, token, kApart);
     simdjson::dom::parser number_parser;
     simdjson::dom::element number;
     if (number_parser.parse(token).get(number) == simdjson::SUCCESS) {
-      StrAppend(&out, protocol::NumberText(number), "\n");
+      StrAppend(&out, protocol::NumberText(number), kApart);
     } else if (const double d = std::strtod(token.c_str(), nullptr); std::isfinite(d)) {
       char buffer[64];
       const std::to_chars_result r = std::to_chars(buffer, buffer + sizeof(buffer), d);
-      if (r.ec == std::errc()) StrAppend(&out, std::string_view(buffer, r.ptr), "\n");
+      if (r.ec == std::errc()) StrAppend(&out, std::string_view(buffer, r.ptr), kApart);
     }
     i = end - 1;
   }
@@ -140,7 +143,7 @@ void AppendValues(simdjson::dom::element e, std::string& out, int depth) {
   switch (e.type()) {
     case simdjson::dom::element_type::OBJECT:
       for (simdjson::dom::key_value_pair member : simdjson::dom::object(e)) {
-        StrAppend(&out, std::string_view(member.key), "\n");
+        StrAppend(&out, std::string_view(member.key), kApart);
         AppendValues(member.value, out, depth + 1);
       }
       return;
@@ -150,14 +153,14 @@ void AppendValues(simdjson::dom::element e, std::string& out, int depth) {
       return;
     case simdjson::dom::element_type::STRING: {
       const std::string_view value(e);
-      StrAppend(&out, value, "\n");
+      StrAppend(&out, value, kApart);
       if (depth < kMaxDepth) (void)AppendParsed(value, out, depth + 1);
       return;
     }
     case simdjson::dom::element_type::INT64:
     case simdjson::dom::element_type::UINT64:
     case simdjson::dom::element_type::DOUBLE:
-      StrAppend(&out, protocol::NumberText(e), "\n");
+      StrAppend(&out, protocol::NumberText(e), kApart);
       return;
     default:
       return;
@@ -275,7 +278,14 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config) {
   std::string reading;
   if (!AppendParsed(text, reading, 0)) return std::string();
-  return guard::NewValue(reading, guard::ValuesFound(text, config), config);
+  // The values the text shows as it is and still shows decoded (a raw copy that an escape after
+  // it changes is none: review helper-86).
+  std::string decoded(text);
+  for (int level = 0; level < guard::kMaxJsonLevels && guard::MayHaveJsonEscapes(decoded);
+       ++level) {
+    decoded = guard::JsonDecoded(decoded);
+  }
+  return guard::NewValue(reading, guard::ValuesFound(decoded, config), config);
 }
 
 }  // namespace pillar::stages

@@ -44,6 +44,11 @@ TEST(JsonEscapesTest, DecoysSurrogatesAndNestedJsonDoNotHideAValue) {
   EXPECT_EQ(EscapedFinding(R"({"a":"4111111111111111","b":"\u0034111111111111111"})", config),
             "CREDIT_CARD");
   EXPECT_EQ(EscapedFinding(R"({"a":"bob@corp.io","b":"bob@corp.io\n"})", config), "");
+  // A raw copy that an escape after it lengthens is no copy (review helper-86).
+  EXPECT_EQ(EscapedFinding(R"({"a":"4111111111111111\u0035","b":"\u0034111111111111111"})", config),
+            "CREDIT_CARD");
+  EXPECT_EQ(EscapedFinding(R"({"a":"078-05-1120\u0035","b":"\u003078-05-1120"})", config),
+            "US_SSN");
 }
 
 // Found by review helper-85: a tail counted in bytes let escapes of nothing push a value's start

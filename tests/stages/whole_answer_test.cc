@@ -79,6 +79,14 @@ TEST(WholeAnswerTest, ParsedJsonIsReadWhateverAStrictParserSays) {
   deep += "}";
   EXPECT_EQ(ParsedFinding(deep, config), "CREDIT_CARD");
   EXPECT_EQ(ParsedFinding(R"({"price":19.99,"lat":38.7223,"id":12345})", config), "");
+  // Review helper-86: a raw copy an escape lengthens; JSON in a string beside NaN; values of a
+  // list that read as a card only when joined across lines.
+  EXPECT_EQ(ParsedFinding(R"({"a":"4111111111111111\u0035","b":4.111111111111111e15})", config),
+            "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"z":NaN,"p":"{\"card\":4.111111111111111e15}"})", config),
+            "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"monthly_budget":[4500,1250,3000,2200]})", config), "");
+  EXPECT_EQ(ParsedFinding(R"(["4111","1111","1111","1111"])", config), "");
 }
 
 }  // namespace
