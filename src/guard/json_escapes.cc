@@ -16,7 +16,8 @@ int HexValue(char c) {
   return -1;
 }
 
-// The code unit of "\uXXXX" at `text[i]` (i at the backslash), or -1.
+// The code unit a "\u" escape and its four hex digits at `text[i]` name (i at the backslash), or
+// -1.
 int CodeUnitAt(std::string_view text, size_t i) {
   if (i + 6 > text.size() || text[i] != '\\' || text[i + 1] != 'u') return -1;
   int unit = 0;

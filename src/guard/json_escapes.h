@@ -19,10 +19,10 @@ inline bool MayHaveJsonEscapes(std::string_view text) {
   return text.find('\\') != std::string_view::npos;
 }
 
-// `text` with its JSON string escapes decoded (\uXXXX, surrogate pairs included, \n, \t, \r,
-// \b, \f, \", \\, \/), wherever they are: inside or outside the JSON's strings, since a client
-// may decode a string the model wrote as a whole. A backslash that starts no escape is kept; a
-// lone surrogate reads as a blank.
+// `text` with its JSON string escapes decoded (\u and four hex digits, surrogate pairs included,
+// \n, \t, \r, \b, \f, \", \\, \/), wherever they are: inside or outside the JSON's strings, since a
+// client may decode a string the model wrote as a whole. A backslash that starts no escape is kept;
+// a lone surrogate reads as a blank.
 std::string JsonDecoded(std::string_view text);
 // The same, with `from` (when not null) set to the offset in `text` each byte of the result
 // came from, and one more entry, text.size().

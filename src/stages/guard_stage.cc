@@ -9,7 +9,6 @@
 #include "common/json_writer.h"
 #include "common/strings.h"
 #include "guard/display_controls.h"
-#include "guard/json_escapes.h"
 #include "pipeline/chain.h"
 #include "protocol/openai_request.h"
 #include "protocol/openai_response.h"
@@ -491,11 +490,8 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
         // A value spelled with JSON escapes, which a client that parses the text decodes
         // (structured outputs, tool arguments: review helper-83).
         if (!r.blocked && blocked.empty()) {
-          if (std::string escaped = guard::EscapedFinding(text, config); !escaped.empty()) {
-            blocked = StrCat(escaped, " spelled with JSON escapes in ", guard::RedactAll(where));
-          } else if (std::string parsed = ParsedFinding(text, config); !parsed.empty()) {
-            blocked = StrCat(parsed, " as a client that parses the JSON reads it in ",
-                             guard::RedactAll(where));
+          if (std::string decoded = DecodedFinding(text, config); !decoded.empty()) {
+            blocked = StrCat(decoded, " in ", guard::RedactAll(where));
           }
         }
         if (r.blocked || r.text == sent) return std::nullopt;

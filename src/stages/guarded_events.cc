@@ -3,7 +3,6 @@
 #include <simdjson.h>
 
 #include <algorithm>
-#include <array>
 #include <map>
 #include <set>
 #include <utility>
@@ -156,12 +155,9 @@ class GuardedEvents final : public runtime::EventSink {
     guard::ScreenResult r = guard::Screen(text, config_);
     stage_.Note(ex_, "answer", r.findings, r.denied);
     if (!r.blocked) {
-      if (std::string escaped = guard::EscapedFinding(text, config_); !escaped.empty()) {
+      if (std::string decoded = DecodedFinding(text, config_); !decoded.empty()) {
         r.blocked = true;
-        r.block_reason = StrCat(escaped, " spelled with JSON escapes");
-      } else if (std::string parsed = ParsedFinding(text, config_); !parsed.empty()) {
-        r.blocked = true;
-        r.block_reason = StrCat(parsed, " as a client that parses the JSON reads it");
+        r.block_reason = std::move(decoded);
       }
     }
     if (r.blocked && !blocked_) {

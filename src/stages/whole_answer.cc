@@ -288,4 +288,15 @@ std::string ParsedFinding(std::string_view text, const guard::GuardConfig& confi
   return guard::NewValue(reading, guard::ValuesFound(decoded, config), config);
 }
 
+// See whole_answer.h.
+std::string DecodedFinding(std::string_view text, const guard::GuardConfig& config) {
+  if (std::string escaped = guard::EscapedFinding(text, config); !escaped.empty()) {
+    return StrCat(escaped, " spelled with JSON escapes");
+  }
+  if (std::string parsed = ParsedFinding(text, config); !parsed.empty()) {
+    return StrCat(parsed, " as a client that parses the JSON reads it");
+  }
+  return std::string();
+}
+
 }  // namespace pillar::stages

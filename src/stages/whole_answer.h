@@ -34,4 +34,9 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 // (review helper-84: {"card":4.111111111111111e15} reads 4111111111111111).
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config);
 
+// Why `text` read as a client that decodes it shows a value the guard did not see, or empty:
+// "SECRET spelled with JSON escapes" (guard::EscapedFinding), or "CREDIT_CARD as a client that
+// parses the JSON reads it" (ParsedFinding). For each text of an answer, whole or held.
+std::string DecodedFinding(std::string_view text, const guard::GuardConfig& config);
+
 }  // namespace pillar::stages
