@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -101,8 +102,14 @@ class GuardedEvents final : public runtime::EventSink {
     size_t screened = 0;  // the size of `text` when it was last screened
     // The end of what was released, as the upstream wrote it, for the escaped reading.
     std::string sent_tail;
+    // Whether the text is one clients parse as JSON (structured outputs: its first byte that is
+    // not a blank opens an object or a list); unknown until that byte came.
+    std::optional<bool> json;
   };
-  static constexpr size_t kSentTail = 4 * 1024;
+  // The escaped reading's tail: what a reader that decodes escapes sees of it, at least this
+  // and four windows (a value whose raw start went out is seen whole with its context), and at
+  // most kMaxSentTail bytes written (more is padding with escapes of nothing).
+  static constexpr size_t kSentTail = 1024;
   static constexpr size_t kMaxSentTail = 64 * 1024;
 
   static std::string_view Data(std::string_view event) {
@@ -400,19 +407,14 @@ class GuardedEvents final : public runtime::EventSink {
         held.size() < held_text.screened + held_text.screened / 4) {
       return std::string();
     }
+    if (!finished && EscapedReadingWaits(held_text)) return std::string();
     guard::PrefixResult r = guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes),
                                                 finished, held_text.continues_line);
     stage_.Note(ex_, "answer", r.findings, r.denied);
-    // A value spelled with JSON escapes, which a client that parses the content decodes: what
-    // is held is screened decoded too (a value's raw run, without blanks, is held whole; one
-    // with blanks fits the window).
-    // With the end of what went out: escapes make a value longer as written than the window
-    // counts it (review helper-84: an IBAN of \u escapes streamed in 3-byte chunks).
-    if (!r.blocked && guard::MayHaveJsonEscapes(held)) {
-      const std::string read = held_text.sent_tail + held;
-      if (std::string escaped = guard::EscapedFinding(read, config_); !escaped.empty()) {
+    if (!r.blocked) {
+      if (std::string escaped = EscapedReading(held_text); !escaped.empty()) {
         r.blocked = true;
-        r.block_reason = StrCat(escaped, " spelled with JSON escapes");
+        r.block_reason = std::move(escaped);
       }
     }
     if (r.padded && !blocked_) {
@@ -443,10 +445,11 @@ class GuardedEvents final : public runtime::EventSink {
     }
     if (r.consumed > 0) {
       held_text.sent_tail.append(held, 0, r.consumed);
-      // Kept by what a reader that decodes escapes sees (4 KiB of it), not by bytes, up to
-      // kMaxSentTail; past that, escapes of nothing pad the text.
-      if (held_text.sent_tail.size() > 2 * kSentTail) {
-        const size_t keep = guard::TailShowing(held_text.sent_tail, kSentTail);
+      // Kept by what a reader that decodes escapes sees, not by bytes, up to kMaxSentTail; past
+      // that, escapes of nothing pad the text.
+      const size_t tail = SentTailShowing();
+      if (held_text.sent_tail.size() > 2 * tail) {
+        const size_t keep = guard::TailShowing(held_text.sent_tail, tail);
         if (keep > kMaxSentTail) {
           Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
                                           "'s text with escapes of characters that print as "
@@ -454,6 +457,8 @@ class GuardedEvents final : public runtime::EventSink {
           return std::string();
         }
         held_text.sent_tail.erase(0, held_text.sent_tail.size() - keep);
+        // A cut between the two backslashes of "\\" would make an escape of what follows.
+        held_text.sent_tail.erase(0, held_text.sent_tail.find_first_not_of('\\'));
       }
       const char last = held[r.consumed - 1];
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
@@ -463,6 +468,51 @@ class GuardedEvents final : public runtime::EventSink {
     held_text.screened = held.size();
     held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;
     return std::move(r.released);
+  }
+
+  size_t SentTailShowing() const {
+    return std::max(kSentTail, 4 * size_t(std::max<int64_t>(config_.hold_back_bytes, 0)));
+  }
+
+  // Whether the escaped reading of `held_text` (EscapedReading) waits for more of it, releasing
+  // nothing meanwhile: until what is held is a 32nd of the read, so that a text that grows a
+  // little at a time costs linear time however long its tail is in bytes (review helper-87:
+  // 12,000 chunks of two escaped zero-width spaces and a blank, each read with a tail of 13 KB
+  // and more, took 5.35 s). A text of a byte a character never waits: its tail is at most twice
+  // SentTailShowing(), and the window holds more than a 32nd of that.
+  static bool EscapedReadingWaits(const HeldText& held_text) {
+    if (!guard::MayHaveJsonEscapes(held_text.sent_tail)) return false;
+    const size_t read = held_text.sent_tail.size() + held_text.text.size();
+    return held_text.text.size() < read / 32;
+  }
+
+  // Why a choice's held content, read as a client that decodes its JSON escapes reads it,
+  // cannot go out; empty when it can. Read with the end of what went out: escapes make a value
+  // longer as written than the window counts it (review helper-84: an IBAN of \u escapes
+  // streamed in 3-byte chunks), and an escape that went out still changes the value the held
+  // text ends (review helper-87: "\u0044\u0045\u0038\u0039 3704 ..." with a 16-byte window).
+  // A value's raw run without blanks is held whole; one with blanks fits the window.
+  std::string EscapedReading(HeldText& held_text) {
+    const std::string& held = held_text.text;
+    if (!held_text.json) {
+      const size_t first = held.find_first_not_of(" \t\r\n");
+      if (first != std::string::npos) held_text.json = held[first] == '{' || held[first] == '[';
+    }
+    if (!guard::MayHaveJsonEscapes(held) && !guard::MayHaveJsonEscapes(held_text.sent_tail)) {
+      return std::string();
+    }
+    const std::string read = held_text.sent_tail + held;
+    if (std::string escaped = guard::EscapedFinding(read, config_); !escaped.empty()) {
+      return StrCat(escaped, " spelled with JSON escapes");
+    }
+    // Structured outputs: a client parses the content, and shows what it decodes; a display
+    // control taken out of the text as written must not come back through an escape (review
+    // helper-87: "XX\u00adAKIA..." shows a key after a terminal's '-').
+    if (config_.strip_answer_controls && held_text.json.value_or(false) &&
+        guard::HasDisplayControls(guard::JsonDecoded(read))) {
+      return "a display control spelled with a JSON escape";
+    }
+    return std::string();
   }
 
   // Whether screening `held` again, now that `text` was appended to it, would release nothing

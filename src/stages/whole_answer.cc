@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "guard/display_controls.h"
 #include "guard/json_escapes.h"
 #include "guard/screen.h"
 #include "protocol/number_text.h"
@@ -109,8 +110,11 @@ bool AppendParsed(std::string_view text, std::string& out, int depth) {
       // A string: itself JSON is read so too (review helper-86: NaN beside a string of JSON).
       size_t end = i + 1;
       while (end < text.size() && text[end] != '"') end += text[end] == '\\' ? 2 : 1;
+      // Read as the value it is too (review helper-87: a redacted copy in a string stood for
+      // a card written as a number beside an integer too large).
       const std::string value =
           guard::JsonDecoded(text.substr(i + 1, std::min(end, text.size()) - i - 1));
+      StrAppend(&out, value, kApart);
       if (depth < kMaxDepth) (void)AppendParsed(value, out, depth + 1);
       i = end;
       continue;
@@ -278,6 +282,12 @@ std::string AnswerShapeError(std::string_view body, int64_t asked) {
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config) {
   std::string reading;
   if (!AppendParsed(text, reading, 0)) return std::string();
+  // What strip mode took out of the text as written, a client that parses it must not get back
+  // through an escape (review helper-87: {"k":"XX\u00adAKIA..."} is a key after a terminal's
+  // '-', {"k":"\u202e..."} one a page shows reversed).
+  if (config.strip_answer_controls && guard::HasDisplayControls(reading)) {
+    return std::string(kDisplayControl);
+  }
   // The values the text shows as it is and still shows decoded (a raw copy that an escape after
   // it changes is none: review helper-86).
   std::string decoded(text);
@@ -294,6 +304,7 @@ std::string DecodedFinding(std::string_view text, const guard::GuardConfig& conf
     return StrCat(escaped, " spelled with JSON escapes");
   }
   if (std::string parsed = ParsedFinding(text, config); !parsed.empty()) {
+    if (parsed == kDisplayControl) return StrCat(parsed, " spelled with a JSON escape");
     return StrCat(parsed, " as a client that parses the JSON reads it");
   }
   return std::string();

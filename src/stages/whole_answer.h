@@ -31,7 +31,10 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 // The type of a value a client that parses `text` as JSON reads in it (structured outputs, tool
 // arguments: its strings decoded, its numbers as clients print them, its keys, each on a line)
 // and `text` as it is does not show, empty when none or when `text` is no JSON object or list
-// (review helper-84: {"card":4.111111111111111e15} reads 4111111111111111).
+// (review helper-84: {"card":4.111111111111111e15} reads 4111111111111111). kDisplayControl
+// when, with answer_controls = "strip", what the client reads holds a display control
+// (guard/display_controls.h), which only an escape can have spelled.
+inline constexpr std::string_view kDisplayControl = "a display control";
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config);
 
 // Why `text` read as a client that decodes it shows a value the guard did not see, or empty:

@@ -60,6 +60,17 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   answerparsednumber  a whole answer whose content (JSON) holds a card as 4.111111111111111e15
   escapedpadding  a stream whose content (JSON) pads a card's groups apart with 2,800 escaped
             zero-width spaces, in 50-byte chunks
+  escapedcontrol  a whole answer whose content (JSON) puts an escaped soft hyphen before an
+            access key (a terminal shows "XX-AKIA...")
+  escapedcontrolstream  a stream whose content (JSON) spells a right-to-left override before an
+            access key written backwards, in 5-byte chunks
+  escapedtail  a stream whose content (JSON) spells the context word "telefone" with an escape,
+            then a bare phone number, in 3-byte chunks (the escape goes out first)
+  answerbigdecoy  a whole answer whose content (JSON a strict parser refuses: an integer too
+            large) holds a CNPJ in a string and as a number written with an exponent
+  escapedzw  a stream of 12,000 chunks of two escaped zero-width spaces and a blank
+  escapedclean  a clean stream whose content is JSON with escapes (a line feed, a regex's \\b, a
+            quote), in 4-byte chunks
   longsignature  a clean stream whose reasoning_details carry a 1,000-byte signature, as
             OpenRouter sends Claude's thinking
   tworeasonings  a stream whose "reasoning" is an access key's first half, "reasoning_content"
@@ -342,6 +353,22 @@ def stream(model):
         text = '{"c":"4111' + "\\u200b" * 1400 + " " + "\\u200b" * 1400 + '1111 1111 1111"}'
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": text[i:i + 50]}) for i in range(0, len(text), 50)]
+    elif model == "escapedcontrolstream":
+        text = '{"k":"\\u202e' + "AKIAIOSFODNN7EXAMPLE"[::-1] + '"}'
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 5]}) for i in range(0, len(text), 5)]
+    elif model == "escapedtail":
+        text = ('{"note":"my t\\u0065lefone, the one I gave you on monday: 4155552671 ok, '
+                'and more words after it to let the window go"}')
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 3]}) for i in range(0, len(text), 3)]
+    elif model == "escapedzw":
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": "\\u200b\\u200b "}) for _ in range(12000)]
+    elif model == "escapedclean":
+        text = ('{"pattern":"\\\\bfoo\\\\b","note":"line one\\nline two","said":"\\"yes\\""}')
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 4]}) for i in range(0, len(text), 4)]
     elif model == "longsignature":
         signature = ("EqQBCkgIARABGAIiQL" * 80)[:1000]
         events = [delta_chunk({"role": "assistant", "reasoning_details": [
@@ -506,6 +533,11 @@ def answer(model):
         message["refusal"] = 1111
     elif model == "answerescaped":
         message["content"] = '{"mail": "bob\\u0040example.com"}'
+    elif model == "escapedcontrol":
+        message["content"] = '{"k":"XX\\u00ADAKIAIOSFODNN7EXAMPLE"}'
+    elif model == "answerbigdecoy":
+        message["content"] = ('{"a":"11222333000181","n":1.1222333000181e13,'
+                              '"big":123456789012345678901234567890}')
     elif model == "answerparsednumber":
         message["content"] = '{"card":4.111111111111111e15}'
     elif model == "answerrefusalskip":

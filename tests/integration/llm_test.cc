@@ -196,6 +196,12 @@ class LlmTest : public ::testing::Test {
                               "escapedwindow",
                               "answerparsednumber",
                               "escapedpadding",
+                              "escapedcontrol",
+                              "escapedcontrolstream",
+                              "escapedtail",
+                              "answerbigdecoy",
+                              "escapedzw",
+                              "escapedclean",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -533,6 +539,22 @@ std::string StreamedText(const std::string& body) {
     if (at == std::string::npos) continue;
     const size_t begin = at + 11;
     text += event.substr(begin, event.find('"', begin) - begin);
+  }
+  return text;
+}
+
+// The content of a stream's chunks as a client joins it, each event's string decoded (JSON's
+// escapes as pillar writes them are C's).
+std::string StreamedContent(const std::string& body) {
+  std::string text;
+  for (const std::string& event : Events(body)) {
+    const size_t at = event.find(R"("content":")");
+    if (at == std::string::npos) continue;
+    size_t end = at + 11;
+    while (end < event.size() && event[end] != '"') end += event[end] == '\\' ? 2 : 1;
+    std::string decoded;
+    if (!absl::CUnescape(event.substr(at + 11, end - at - 11), &decoded)) return "(bad escape)";
+    text += decoded;
   }
   return text;
 }
@@ -974,6 +996,33 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("CREDIT_CARD as a client that parses the JSON reads it"), std::string::npos)
       << r.body;
+  // Review helper-87: a display control that strip mode takes out of the text as written, spelled
+  // with an escape, which a client that parses the JSON shows (a terminal's '-' before a key, a
+  // page's right-to-left override); an escape that went out before the rest of a value held (a
+  // context word); a card in a string and as a number where a strict parser refuses the JSON;
+  // a tail padded with escapes of nothing, read in linear time; JSON with escapes passes.
+  r = Post("/v1/chat/completions", Say("escapedcontrol", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("a display control spelled with a JSON escape"), std::string::npos)
+      << r.body;
+  r = Post("/v1/chat/completions", Say("escapedcontrolstream", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("a display control spelled with a JSON escape"),
+            std::string::npos)
+      << LastEvent(r.body);
+  r = Post("/v1/chat/completions", Say("escapedtail", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("PHONE_NUMBER spelled with JSON escapes"), std::string::npos)
+      << LastEvent(r.body);
+  EXPECT_EQ(r.body.find("2671"), std::string::npos);
+  r = Post("/v1/chat/completions", Say("answerbigdecoy", "hi"));
+  EXPECT_EQ(r.status, 403) << r.body;
+  EXPECT_NE(r.body.find("BR_CNPJ as a client that parses the JSON reads it"), std::string::npos)
+      << r.body;
+  r = Post("/v1/chat/completions", Say("escapedzw", "hi", true));
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << LastEvent(r.body);
+  r = Post("/v1/chat/completions", Say("escapedclean", "hi", true));
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << LastEvent(r.body);
+  EXPECT_EQ(StreamedContent(r.body),
+            R"({"pattern":"\\bfoo\\b","note":"line one\nline two","said":"\"yes\""})");
   // A long signature beside reasoning is no token a client joins: it passes (review helper-82:
   // refused past 256 bytes).
   r = Post("/v1/chat/completions", Say("longsignature", "hi", true));

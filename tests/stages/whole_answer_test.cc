@@ -89,5 +89,35 @@ TEST(WholeAnswerTest, ParsedJsonIsReadWhateverAStrictParserSays) {
   EXPECT_EQ(ParsedFinding(R"(["4111","1111","1111","1111"])", config), "");
 }
 
+// Found by review helper-87: a display control spelled with an escape comes back in what a client
+// parses (strip mode took it out of the text as written only); a strict parser's refusal left a
+// string's copy of a card uncounted beside the same card written as a number.
+TEST(WholeAnswerTest, ParsedJsonHoldsNoDisplayControlAndCountsEveryString) {
+  guard::GuardConfig config;
+  EXPECT_EQ(ParsedFinding(R"({"k":"XX\u00adAKIAIOSFODNN7EXAMPLE"})", config), kDisplayControl);
+  EXPECT_EQ(ParsedFinding(R"({"k":"\u202eELPMAXE7NNDOFSOIAIKA"})", config), kDisplayControl);
+  EXPECT_EQ(ParsedFinding(R"({"k":"AKIAIOSFODNN7EXAMPL1\u001b[1DE"})", config), kDisplayControl);
+  EXPECT_EQ(ParsedFinding(R"({"k":"id\u31644111111111111111"})", config), kDisplayControl);
+  EXPECT_EQ(DecodedFinding(R"({"k":"XX\u00adAKIAIOSFODNN7EXAMPLE"})", config),
+            "a display control spelled with a JSON escape");
+  // JSON with escapes that print: a regex's \\b, a line feed, a tab, quotes, non-ASCII text.
+  EXPECT_EQ(DecodedFinding(R"({"pattern":"\\bfoo\\b","note":"a\nb\tc","q":"\"x\"","w":"\u00e9"})",
+                           config),
+            "");
+  config.strip_answer_controls = false;  // "keep": controls are read as guard.md says
+  EXPECT_EQ(ParsedFinding(R"({"k":"\u202eELPMAXE7NNDOFSOIAIKA"})", config), "");
+  config.strip_answer_controls = true;
+  EXPECT_EQ(ParsedFinding(R"({"a":"4111111111111111","n":4.111111111111111e15,)"
+                          R"("big":123456789012345678901234567890})",
+                          config),
+            "CREDIT_CARD");
+  EXPECT_EQ(
+      ParsedFinding(R"({"a":"4111111111111111","s":"\ud800","n":4.111111111111111e15})", config),
+      "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"({"a":"card 4111111111111111","big":123456789012345678901234567890})",
+                          config),
+            "");
+}
+
 }  // namespace
 }  // namespace pillar::stages
