@@ -69,6 +69,13 @@ std::string JoinInts(const std::vector<int64_t>& values, std::string_view separa
 std::string Quoted(std::string_view value, size_t max);
 // Lowercase hex of `value`, zero-padded to `width` digits.
 std::string Hex(uint64_t value, int width);
+// The value of the hex digit `c` (either case), -1 when it is none.
+constexpr int HexDigitValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
 
 // `code_point` (up to U+10FFFF) appended to `out` as UTF-8.
 void AppendUtf8(std::string& out, uint32_t code_point);

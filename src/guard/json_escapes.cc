@@ -9,20 +9,13 @@
 namespace pillar::guard {
 namespace {
 
-int HexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
 // The code unit a "\u" escape and its four hex digits at `text[i]` name (i at the backslash), or
 // -1.
 int CodeUnitAt(std::string_view text, size_t i) {
   if (i + 6 > text.size() || text[i] != '\\' || text[i + 1] != 'u') return -1;
   int unit = 0;
   for (size_t k = i + 2; k < i + 6; ++k) {
-    const int digit = HexValue(text[k]);
+    const int digit = HexDigitValue(text[k]);
     if (digit < 0) return -1;
     unit = unit * 16 + digit;
   }

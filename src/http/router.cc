@@ -4,16 +4,10 @@
 #include <optional>
 
 #include "absl/container/inlined_vector.h"
+#include "common/strings.h"
 
 namespace pillar::http {
 namespace {
-
-int HexDigit(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 std::optional<std::string> PercentDecode(std::string_view segment) {
   std::string out;
@@ -24,7 +18,7 @@ std::optional<std::string> PercentDecode(std::string_view segment) {
       continue;
     }
     if (i + 2 >= segment.size()) return std::nullopt;
-    int hi = HexDigit(segment[i + 1]), lo = HexDigit(segment[i + 2]);
+    int hi = HexDigitValue(segment[i + 1]), lo = HexDigitValue(segment[i + 2]);
     if (hi < 0 || lo < 0) return std::nullopt;
     char c = static_cast<char>(hi << 4 | lo);
     if (c == '/' || c == '\0') return std::nullopt;
