@@ -82,6 +82,18 @@ size_t DisplayControlLength(std::string_view text, size_t at) {
   return length > 0 && DisplayControl(c) ? length : 0;
 }
 
+bool LayoutControl(uint32_t c) { return c == 0x1B || DisplayControl(c); }
+
+bool HasLayoutControls(std::string_view text) {
+  for (size_t at = 0; at < text.size(); ++at) {
+    const auto byte = static_cast<unsigned char>(text[at]);
+    if (byte == 0x1B) return true;
+    uint32_t c = 0;
+    if (byte >= 0xC0 && Sequence(text, at, c) > 0 && DisplayControl(c)) return true;
+  }
+  return false;
+}
+
 bool HasDisplayControls(std::string_view text) {
   for (size_t at = 0; at < text.size(); ++at) {
     if (DisplayControlLength(text, at) > 0) return true;

@@ -41,6 +41,7 @@
 // the removal joins no new character), so a text of valid UTF-8 stays valid.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -50,6 +51,15 @@ namespace pillar::guard {
 size_t DisplayControlLength(std::string_view text, size_t at);
 
 bool HasDisplayControls(std::string_view text);
+
+// The display controls no reading of the guard models: ESC (whose sequences move the cursor),
+// the C1 controls, the bidirectional formatting characters and the characters a display may
+// draw where the guard reads nothing (the non-ASCII ones above). The other ASCII controls
+// (backspace, a carriage return, NUL ...) are read as a model and as a terminal reads them
+// (FoldedText), so a text that holds them can be screened as it is.
+bool LayoutControl(uint32_t c);
+// Whether `text` (UTF-8) holds a layout control.
+bool HasLayoutControls(std::string_view text);
 
 // `text` without its display controls.
 std::string WithoutDisplayControls(std::string_view text);

@@ -4,7 +4,9 @@
 #include <vector>
 
 #include "common/strings.h"
+#include "guard/display_controls.h"
 #include "guard/screen.h"
+#include "guard/text_fold.h"
 
 namespace pillar::guard {
 namespace {
@@ -20,6 +22,35 @@ int CodeUnitAt(std::string_view text, size_t i) {
     unit = unit * 16 + digit;
   }
   return unit;
+}
+
+// The character that ends at text[end - 1], as a reader that decodes JSON escapes reads it: a
+// "\u" escape (a surrogate pair's two), or a UTF-8 sequence; its length in `text`, 0 when the
+// byte there is ASCII, invalid UTF-8 or a continuation byte of no whole character.
+size_t CharacterBefore(std::string_view text, size_t end, uint32_t& c) {
+  if (end >= 6) {
+    if (const int unit = CodeUnitAt(text, end - 6); unit >= 0) {
+      c = uint32_t(unit);
+      if (const int high = end >= 12 ? CodeUnitAt(text, end - 12) : -1;
+          unit >= 0xDC00 && unit <= 0xDFFF && high >= 0xD800 && high <= 0xDBFF) {
+        c = 0x10000 + ((uint32_t(high) - 0xD800) << 10) + (uint32_t(unit) - 0xDC00);
+        return 12;
+      }
+      return 6;
+    }
+  }
+  size_t lead = end;
+  while (lead > 0 && end - lead < 4 &&
+         (static_cast<unsigned char>(text[lead - 1]) & 0xC0) == 0x80) {
+    --lead;
+  }
+  if (lead == 0 || lead == end) return 0;
+  const auto byte = static_cast<unsigned char>(text[lead - 1]);
+  const size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : byte >= 0xC0 ? 2 : 0;
+  if (length != end - lead + 1) return 0;
+  c = byte & (0x7F >> length);
+  for (size_t k = lead; k < end; ++k) c = c << 6 | (static_cast<unsigned char>(text[k]) & 0x3F);
+  return length;
 }
 
 }  // namespace
@@ -111,22 +142,50 @@ size_t TailShowing(std::string_view text, size_t visible) {
   size_t seen = 0;
   size_t i = text.size();
   while (i > 0 && seen < visible) {
-    if (i >= 6) {
-      const int unit = CodeUnitAt(text, i - 6);
-      if (unit >= 0) {
-        const bool nothing =
-            (unit >= 0x200B && unit <= 0x200F) || (unit >= 0x2060 && unit <= 0x2064) ||
-            unit == 0xFEFF || unit == 0x00AD || unit == 0x034F || unit == 0x180E ||
-            (unit >= 0x0300 && unit <= 0x036F) || (unit >= 0xFE00 && unit <= 0xFE0F);
-        if (!nothing) ++seen;
-        i -= 6;
-        continue;
-      }
+    uint32_t c = 0;
+    const size_t length = CharacterBefore(text, i, c);
+    // What the folding drops counts for nothing, escaped or not (review helper-88: an escaped
+    // tag character, two code units, counted as two and pushed a card's start out).
+    if (length == 0) {
+      --i;
+      if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++seen;
+      continue;
     }
-    --i;
-    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) ++seen;
+    if (!PrintsAsNothing(c)) ++seen;
+    i -= length;
   }
   return text.size() - i;
+}
+
+std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string& storage,
+                                              bool starts_escaped) {
+  if (!MayHaveJsonEscapes(text)) return text;
+  std::string out;
+  size_t kept = 0;  // text[kept, i) is yet to be copied
+  for (size_t i = starts_escaped ? 1 : 0; i < text.size(); ++i) {
+    if (text[i] != '\\') continue;
+    const int unit = CodeUnitAt(text, i);
+    if (unit < 0) {
+      ++i;  // a two-byte escape ("\\", "\n"): what follows it is no escape of its own
+      continue;
+    }
+    uint32_t c = uint32_t(unit);
+    size_t used = 6;
+    if (const int low = CodeUnitAt(text, i + 6);
+        unit >= 0xD800 && unit <= 0xDBFF && low >= 0xDC00 && low <= 0xDFFF) {
+      c = 0x10000 + ((uint32_t(unit) - 0xD800) << 10) + (uint32_t(low) - 0xDC00);
+      used = 12;
+    }
+    if (LayoutControl(c)) {
+      out.append(text.substr(kept, i - kept));
+      kept = i + used;
+    }
+    i += used - 1;
+  }
+  if (kept == 0) return text;
+  out.append(text.substr(kept));
+  storage = std::move(out);
+  return storage;
 }
 
 std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config) {

@@ -36,11 +36,22 @@ inline constexpr int kMaxJsonLevels = 4;
 std::string EscapedFinding(std::string_view text, const GuardConfig& config);
 
 // How many bytes at the end of `text` a reader that decodes its JSON escapes sees as at least
-// `visible` characters: an escape counts as one, or as none when it names a character that
-// prints as nothing (a zero-width space, a joiner, a soft hyphen, a combining mark); other bytes
-// count as they are. All of `text` when it shows fewer (review helper-85: 2,800 escaped
-// zero-width spaces pushed a card's start out of a tail counted in bytes).
+// `visible` characters: a character, escaped or not, counts as one, or as none when it prints as
+// nothing (PrintsAsNothing: a zero-width space, a soft hyphen, a tag character, a combining
+// mark); other bytes count as they are. All of `text` when it shows fewer (review helper-85:
+// 2,800 escaped zero-width spaces pushed a card's start out of a tail counted in bytes).
 size_t TailShowing(std::string_view text, size_t visible);
+
+// `text` without its "\u" escapes (a surrogate pair's two) of a layout control
+// (guard/display_controls.h: ESC, C1, bidirectional formatting, a soft hyphen ...), kept in
+// `storage` when it had any (a view of `storage`), else `text` itself. What answer_controls =
+// "strip" does to the characters themselves, done to the escapes of a text clients parse as JSON
+// (review helper-87: {"k":"XX\u00adAKIA..."} shows a key after a terminal's '-'; helper-88: an
+// Arabic text's \u200f or a German word's \u00ad is no reason to refuse the answer). An ESC's
+// escape goes alone, so what followed it shows as the text it is. `starts_escaped`: text[0] is
+// the second byte of an escape whose backslash is before `text`.
+std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string& storage,
+                                              bool starts_escaped = false);
 
 // The values Screen finds in `text` (every action's), each with how often it appears.
 std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config);

@@ -225,6 +225,8 @@ bool EscapeOpen(std::string_view text, size_t at) {
 
 }  // namespace
 
+bool PrintsAsNothing(uint32_t c) { return Invisible(c) || IsCombiningMark(c); }
+
 size_t TerminalSequenceLength(std::string_view text, size_t at) {
   return EscapeLength(text, at, /*terminal=*/true);
 }

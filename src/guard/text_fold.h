@@ -48,6 +48,10 @@ constexpr bool InvisibleAscii(unsigned char c) {
   return (c < 0x20 && !(c >= '\t' && c <= '\r')) || c == 0x7F;
 }
 
+// Whether the character `c` is one the folding drops as printing nothing (a zero-width space, a
+// soft hyphen, a tag character, a combining mark ...).
+bool PrintsAsNothing(uint32_t c);
+
 // The length of the control sequence a terminal reads at the ESC text[at], as Controls::kDrop
 // drops it whole (1: the ESC alone, when no whole sequence follows it).
 size_t TerminalSequenceLength(std::string_view text, size_t at);

@@ -477,10 +477,13 @@ void GuardStage::ScreenAnswer(pipeline::Exchange& ex, const guard::GuardConfig& 
   absl::StatusOr<std::string> body = protocol::EditAnswerTexts(
       ex.response.body,
       [&](std::string_view where, std::string_view text) -> std::optional<std::string> {
-        // As shown: without its display controls, unless the configuration keeps them.
+        // As shown: without its display controls, unless the configuration keeps them, and if
+        // it is JSON without their escapes (ShownParsed).
         std::string storage;
+        std::string parsed_storage;
         const std::string_view sent = text;
         if (config.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
+        text = ShownParsed(text, parsed_storage, config);
         guard::ScreenResult r = guard::Screen(text, config);
         Note(ex, "answer", r.findings, r.denied);
         // `where` holds member names the upstream chose: they may carry values too.

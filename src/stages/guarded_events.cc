@@ -102,8 +102,8 @@ class GuardedEvents final : public runtime::EventSink {
     size_t screened = 0;  // the size of `text` when it was last screened
     // The end of what was released, as the upstream wrote it, for the escaped reading.
     std::string sent_tail;
-    // Whether the text is one clients parse as JSON (structured outputs: its first byte that is
-    // not a blank opens an object or a list); unknown until that byte came.
+    // Whether the text is one clients parse as JSON (OpensJson, from its first byte that is not
+    // a blank); unknown until that byte came.
     std::optional<bool> json;
   };
   // The escaped reading's tail: what a reader that decodes escapes sees of it, at least this
@@ -154,11 +154,14 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
   // A string of a delta other than its content (a refusal, a tool call's arguments), whole, as
-  // shown (without its display controls, unless the configuration keeps them).
+  // shown (without its display controls, unless the configuration keeps them, and if it is JSON
+  // without their escapes: ShownParsed).
   std::optional<std::string> ScreenWhole(std::string_view where, std::string_view text) {
     std::string storage;
+    std::string parsed_storage;
     const std::string_view sent = text;
     if (config_.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
+    text = ShownParsed(text, parsed_storage, config_);
     guard::ScreenResult r = guard::Screen(text, config_);
     stage_.Note(ex_, "answer", r.findings, r.denied);
     if (!r.blocked) {
@@ -393,7 +396,9 @@ class GuardedEvents final : public runtime::EventSink {
     if (config_.strip_answer_controls) text = guard::WithoutDisplayControls(text, storage);
     HeldText& held_text = held_[index];
     std::string& held = held_text.text;
+    const size_t appended_at = held.size();
     held.append(text);
+    TakeEscapedLayoutControls(held_text, appended_at);
     if (!finished && Unchanged(held_text, text)) return std::string();
     // A text held far past its window (overwrites that keep what is shown the same size, so
     // nothing goes out) is screened again only once it grew by a quarter: screening each chunk
@@ -448,7 +453,7 @@ class GuardedEvents final : public runtime::EventSink {
       // Kept by what a reader that decodes escapes sees, not by bytes, up to kMaxSentTail; past
       // that, escapes of nothing pad the text.
       const size_t tail = SentTailShowing();
-      if (held_text.sent_tail.size() > 2 * tail) {
+      if (held_text.sent_tail.size() > tail + tail / 4) {
         const size_t keep = guard::TailShowing(held_text.sent_tail, tail);
         if (keep > kMaxSentTail) {
           Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
@@ -475,15 +480,16 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
   // Whether the escaped reading of `held_text` (EscapedReading) waits for more of it, releasing
-  // nothing meanwhile: until what is held is a 32nd of the read, so that a text that grows a
+  // nothing meanwhile: until what is held is a 16th of the read, so that a text that grows a
   // little at a time costs linear time however long its tail is in bytes (review helper-87:
   // 12,000 chunks of two escaped zero-width spaces and a blank, each read with a tail of 13 KB
-  // and more, took 5.35 s). A text of a byte a character never waits: its tail is at most twice
-  // SentTailShowing(), and the window holds more than a 32nd of that.
+  // and more, took 5.35 s). A text of a byte a character never waits with a window of 86 bytes
+  // or more: its tail is at most 1.25 times SentTailShowing(), and the window holds more than a
+  // 15th of that.
   static bool EscapedReadingWaits(const HeldText& held_text) {
     if (!guard::MayHaveJsonEscapes(held_text.sent_tail)) return false;
     const size_t read = held_text.sent_tail.size() + held_text.text.size();
-    return held_text.text.size() < read / 32;
+    return held_text.text.size() < read / 16;
   }
 
   // Why a choice's held content, read as a client that decodes its JSON escapes reads it,
@@ -494,10 +500,6 @@ class GuardedEvents final : public runtime::EventSink {
   // A value's raw run without blanks is held whole; one with blanks fits the window.
   std::string EscapedReading(HeldText& held_text) {
     const std::string& held = held_text.text;
-    if (!held_text.json) {
-      const size_t first = held.find_first_not_of(" \t\r\n");
-      if (first != std::string::npos) held_text.json = held[first] == '{' || held[first] == '[';
-    }
     if (!guard::MayHaveJsonEscapes(held) && !guard::MayHaveJsonEscapes(held_text.sent_tail)) {
       return std::string();
     }
@@ -505,14 +507,41 @@ class GuardedEvents final : public runtime::EventSink {
     if (std::string escaped = guard::EscapedFinding(read, config_); !escaped.empty()) {
       return StrCat(escaped, " spelled with JSON escapes");
     }
-    // Structured outputs: a client parses the content, and shows what it decodes; a display
-    // control taken out of the text as written must not come back through an escape (review
-    // helper-87: "XX\u00adAKIA..." shows a key after a terminal's '-').
-    if (config_.strip_answer_controls && held_text.json.value_or(false) &&
-        guard::HasDisplayControls(guard::JsonDecoded(read))) {
-      return "a display control spelled with a JSON escape";
-    }
     return std::string();
+  }
+
+  // Structured outputs: a client parses the content and shows what it decodes, so a content that
+  // opens JSON (OpensJson, from its first byte that is not a blank) loses the escapes of layout
+  // controls, as its layout controls went (ShownParsed; review helper-87: "XX\u00adAKIA..."
+  // shows a key after a terminal's '-'). From what came since the last time and the 11 bytes
+  // before it, where an escape cut by a chunk's end began; the backslashes before that say
+  // whether its first byte is escaped (those the released text ends with too, when they reach
+  // back to its start). A raw run is held whole until a blank comes, so an escape is whole in
+  // what is held before it can go out.
+  void TakeEscapedLayoutControls(HeldText& held_text, size_t appended_at) {
+    std::string& held = held_text.text;
+    if (!held_text.json) {
+      const size_t first = held.find_first_not_of(" \t\r\n");
+      if (first == std::string::npos) return;
+      held_text.json = OpensJson(std::string_view(held).substr(first, 1));
+    }
+    if (!config_.strip_answer_controls || !*held_text.json) return;
+    const size_t from = appended_at > 11 ? appended_at - 11 : 0;
+    size_t run = 0;
+    while (run < from && held[from - 1 - run] == '\\') ++run;
+    if (run == from) {
+      const std::string& tail = held_text.sent_tail;
+      const size_t last = tail.find_last_not_of('\\');
+      run += tail.size() - (last == std::string::npos ? 0 : last + 1);
+    }
+    std::string storage;
+    const std::string_view region = std::string_view(held).substr(from);
+    if (guard::WithoutEscapedLayoutControls(region, storage, run % 2 == 1).size() ==
+        region.size()) {
+      return;
+    }
+    held.resize(from);
+    held.append(storage);
   }
 
   // Whether screening `held` again, now that `text` was appended to it, would release nothing

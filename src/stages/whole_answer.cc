@@ -97,13 +97,20 @@ void AppendValues(simdjson::dom::element e, std::string& out, int depth);
 // strings as JavaScript prints it (review helper-85). False when `text` is no such text.
 bool AppendParsed(std::string_view text, std::string& out, int depth) {
   const size_t first = text.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos || (text[first] != '{' && text[first] != '[')) return false;
+  if (first == std::string_view::npos) return false;
+  const char c = text[first];
+  // A bare string or number is JSON too, which clients parse as they do an object (review
+  // helper-88: "4.111111111111111e15" as the whole content or arguments); read only when it is
+  // that, whole, so that prose that begins with a digit or a quote is not.
+  const bool container = c == '{' || c == '[';
+  if (!container && c != '"' && c != '-' && !(c >= '0' && c <= '9')) return false;
   simdjson::dom::parser parser;
   simdjson::dom::element root;
   if (parser.parse(text.data(), text.size()).get(root) == simdjson::SUCCESS) {
     AppendValues(root, out, depth);
     return true;
   }
+  if (!container) return false;
   for (size_t i = 0; i < text.size(); ++i) {
     const char c = text[i];
     if (c == '"') {
@@ -284,8 +291,9 @@ std::string ParsedFinding(std::string_view text, const guard::GuardConfig& confi
   if (!AppendParsed(text, reading, 0)) return std::string();
   // What strip mode took out of the text as written, a client that parses it must not get back
   // through an escape (review helper-87: {"k":"XX\u00adAKIA..."} is a key after a terminal's
-  // '-', {"k":"\u202e..."} one a page shows reversed).
-  if (config.strip_answer_controls && guard::HasDisplayControls(reading)) {
+  // '-', {"k":"\u202e..."} one a page shows reversed): ShownParsed took the escapes out, so only
+  // one spelled deeper (in a string of JSON inside a string) is left here.
+  if (config.strip_answer_controls && guard::HasLayoutControls(reading)) {
     return std::string(kDisplayControl);
   }
   // The values the text shows as it is and still shows decoded (a raw copy that an escape after
@@ -296,6 +304,20 @@ std::string ParsedFinding(std::string_view text, const guard::GuardConfig& confi
     decoded = guard::JsonDecoded(decoded);
   }
   return guard::NewValue(reading, guard::ValuesFound(decoded, config), config);
+}
+
+// See whole_answer.h.
+bool OpensJson(std::string_view text) {
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos &&
+         (text[first] == '{' || text[first] == '[' || text[first] == '"');
+}
+
+// See whole_answer.h.
+std::string_view ShownParsed(std::string_view text, std::string& storage,
+                             const guard::GuardConfig& config) {
+  if (!config.strip_answer_controls || !OpensJson(text)) return text;
+  return guard::WithoutEscapedLayoutControls(text, storage);
 }
 
 // See whole_answer.h.

@@ -30,12 +30,24 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 
 // The type of a value a client that parses `text` as JSON reads in it (structured outputs, tool
 // arguments: its strings decoded, its numbers as clients print them, its keys, each on a line)
-// and `text` as it is does not show, empty when none or when `text` is no JSON object or list
-// (review helper-84: {"card":4.111111111111111e15} reads 4111111111111111). kDisplayControl
-// when, with answer_controls = "strip", what the client reads holds a display control
-// (guard/display_controls.h), which only an escape can have spelled.
+// and `text` as it is does not show, empty when none or when `text` is no JSON object or list,
+// nor wholly a JSON string or number (review helper-84: {"card":4.111111111111111e15} reads
+// 4111111111111111; helper-88: a bare 4.111111111111111e15 too). kDisplayControl when, with
+// answer_controls = "strip", what the client reads holds a layout control
+// (guard/display_controls.h), which only an escape ShownParsed does not take out can have spelled
+// (in a string of JSON in a string).
 inline constexpr std::string_view kDisplayControl = "a display control";
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config);
+
+// Whether clients may parse `text` as JSON: its first byte that is not a blank opens an object,
+// a list or a string (structured outputs, tool arguments).
+bool OpensJson(std::string_view text);
+
+// `text` as a client that parses it is to be shown: with answer_controls = "strip", a text that
+// OpensJson loses its escapes of layout controls (guard::WithoutEscapedLayoutControls), as its
+// layout controls themselves went. A view of `storage` when it changed, else `text`.
+std::string_view ShownParsed(std::string_view text, std::string& storage,
+                             const guard::GuardConfig& config);
 
 // Why `text` read as a client that decodes it shows a value the guard did not see, or empty:
 // "SECRET spelled with JSON escapes" (guard::EscapedFinding), or "CREDIT_CARD as a client that

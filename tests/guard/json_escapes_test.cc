@@ -63,5 +63,44 @@ TEST(JsonEscapesTest, ATailIsCountedAsADecodingReaderSeesIt) {
   EXPECT_EQ(TailShowing(R"(x\u00e9\u00e9)", 2), 12u);  // an accented letter shows
 }
 
+// Found by review helper-88: an escaped tag character (two code units) counted as two, an
+// escaped combining mark past U+036F as one, so that 512 of them pushed a card's start out.
+TEST(JsonEscapesTest, ATailCountsForNothingWhatTheFoldingDrops) {
+  std::string tags = "4";
+  for (int i = 0; i < 700; ++i) tags += R"(\udb40\udc20)";
+  tags += "111 1111";
+  EXPECT_EQ(TailShowing(tags, 9), tags.size());  // all of it shows 9
+  std::string marks = "4";
+  for (int i = 0; i < 1100; ++i) marks += R"(\u0489)";
+  marks += "111";
+  EXPECT_EQ(TailShowing(marks, 4), marks.size());
+  // Written as UTF-8, not escaped, alike.
+  std::string raw = "4";
+  for (int i = 0; i < 100; ++i) raw += "\u200b";
+  raw += "111";
+  EXPECT_EQ(TailShowing(raw, 4), raw.size());
+  EXPECT_EQ(TailShowing(R"(ab\ud83d\ude00)", 1), 12u);  // an emoji shows, as one
+}
+
+// Found by reviews helper-87 and helper-88: what strip mode does to layout controls, done to
+// their escapes in a text clients parse; nothing else changes.
+TEST(JsonEscapesTest, EscapesOfLayoutControlsGo) {
+  std::string storage;
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"({"k":"XX\u00ADAKIA"})", storage), R"({"k":"XXAKIA"})");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"("\u202eELPM")", storage), R"("ELPM")");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(L1\u001b[1DE)", storage), "L1[1DE");  // ESC alone
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\u200fb\u2068c\u2069d\u009be)", storage), "abcde");
+  // An escaped backslash before "u202e" is text, not an escape; nor is what starts escaped.
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\\u202e)", storage), R"(\\u202e)");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u202e)", storage, /*starts_escaped=*/true),
+            R"(\u202e)");
+  // What a reader shows or what the guard's readings model stays: letters, blanks, a backspace,
+  // a carriage return, an emoji's surrogate pair, a zero-width space, a cut escape.
+  for (std::string_view kept :
+       {R"(\u0041\n\t\b\r\"\\)", R"(\ud83d\ude00\u200b)", R"(abc\u20)", "plain"}) {
+    EXPECT_EQ(WithoutEscapedLayoutControls(kept, storage), kept);
+  }
+}
+
 }  // namespace
 }  // namespace pillar::guard

@@ -62,6 +62,11 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             zero-width spaces, in 50-byte chunks
   escapedcontrol  a whole answer whose content (JSON) puts an escaped soft hyphen before an
             access key (a terminal shows "XX-AKIA...")
+  nestedcontrol  the same one level deeper: in a string of JSON inside the content's JSON
+  barenumberargs  a stream whose tool call's arguments are a bare number, a card written with
+            an exponent
+  tagpadding  a stream whose content (JSON) parts a card's first digit from the rest with 700
+            escaped tag characters, in chunks of ten
   escapedcontrolstream  a stream whose content (JSON) spells a right-to-left override before an
             access key written backwards, in 5-byte chunks
   escapedtail  a stream whose content (JSON) spells the context word "telefone" with an escape,
@@ -362,6 +367,14 @@ def stream(model):
                 'and more words after it to let the window go"}')
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": text[i:i + 3]}) for i in range(0, len(text), 3)]
+    elif model == "barenumberargs":
+        finish = "tool_calls"
+        events = [tool_chunk(0, "4.111111111111111e15", True)]
+    elif model == "tagpadding":
+        events = [delta_chunk({"role": "assistant", "content": '{"c":"4'})]
+        events += [delta_chunk({"content": "\\udb40\\udc20" * 10}) for _ in range(70)]
+        events += [delta_chunk({"content": part}) for part in ["111", " 1111", " 1111", " 1111",
+                                                              '"}']]
     elif model == "escapedzw":
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": "\\u200b\\u200b "}) for _ in range(12000)]
@@ -535,6 +548,8 @@ def answer(model):
         message["content"] = '{"mail": "bob\\u0040example.com"}'
     elif model == "escapedcontrol":
         message["content"] = '{"k":"XX\\u00ADAKIAIOSFODNN7EXAMPLE"}'
+    elif model == "nestedcontrol":
+        message["content"] = json.dumps({"p": '{"k":"XX\\u00ADAKIAIOSFODNN7EXAMPLE"}'})
     elif model == "answerbigdecoy":
         message["content"] = ('{"a":"11222333000181","n":1.1222333000181e13,'
                               '"big":123456789012345678901234567890}')

@@ -202,6 +202,9 @@ class LlmTest : public ::testing::Test {
                               "answerbigdecoy",
                               "escapedzw",
                               "escapedclean",
+                              "nestedcontrol",
+                              "barenumberargs",
+                              "tagpadding",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -996,18 +999,29 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("CREDIT_CARD as a client that parses the JSON reads it"), std::string::npos)
       << r.body;
-  // Review helper-87: a display control that strip mode takes out of the text as written, spelled
-  // with an escape, which a client that parses the JSON shows (a terminal's '-' before a key, a
-  // page's right-to-left override); an escape that went out before the rest of a value held (a
-  // context word); a card in a string and as a number where a strict parser refuses the JSON;
-  // a tail padded with escapes of nothing, read in linear time; JSON with escapes passes.
+  // Reviews helper-87 and helper-88: a display control that strip mode takes out of the text as
+  // written, spelled with an escape, which a client that parses the JSON shows (a terminal's '-'
+  // before a key, a page's right-to-left override), goes too, and one spelled deeper (in a string
+  // of JSON in the JSON) blocks; an escape that went out before the rest of a value held (a
+  // context word); a card in a string and as a number where a strict parser refuses the JSON; a
+  // bare number as a tool's arguments; a tail padded with escapes of nothing (tag characters)
+  // read in linear time and as far back as a reader sees; JSON with escapes passes.
   r = Post("/v1/chat/completions", Say("escapedcontrol", "hi"));
+  EXPECT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"(\"k\":\"XXAKIAIOSFODNN7EXAMPLE\")"), std::string::npos) << r.body;
+  r = Post("/v1/chat/completions", Say("escapedcontrolstream", "hi", true));
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << LastEvent(r.body);
+  EXPECT_EQ(StreamedContent(r.body), R"({"k":"ELPMAXE7NNDOFSOIAIKA"})");
+  r = Post("/v1/chat/completions", Say("nestedcontrol", "hi"));
   EXPECT_EQ(r.status, 403) << r.body;
   EXPECT_NE(r.body.find("a display control spelled with a JSON escape"), std::string::npos)
       << r.body;
-  r = Post("/v1/chat/completions", Say("escapedcontrolstream", "hi", true));
-  EXPECT_NE(LastEvent(r.body).find("a display control spelled with a JSON escape"),
+  r = Post("/v1/chat/completions", Say("barenumberargs", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD as a client that parses the JSON reads it"),
             std::string::npos)
+      << LastEvent(r.body);
+  r = Post("/v1/chat/completions", Say("tagpadding", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD spelled with JSON escapes"), std::string::npos)
       << LastEvent(r.body);
   r = Post("/v1/chat/completions", Say("escapedtail", "hi", true));
   EXPECT_NE(LastEvent(r.body).find("PHONE_NUMBER spelled with JSON escapes"), std::string::npos)

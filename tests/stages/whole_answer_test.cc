@@ -119,5 +119,34 @@ TEST(WholeAnswerTest, ParsedJsonHoldsNoDisplayControlAndCountsEveryString) {
             "");
 }
 
+// Found by review helper-88: a bare JSON number or string, whole, is parsed by clients as an
+// object is; and texts with escapes of layout controls lose them rather than being refused
+// (an Arabic text's right-to-left mark, a German word's soft hyphens, Fluent's isolates), while
+// escapes the guard's readings model (a regex's \b, a lone \r) are no reason for a refusal.
+TEST(WholeAnswerTest, BareJsonIsParsedAndEscapedLayoutControlsGo) {
+  const guard::GuardConfig config;
+  EXPECT_EQ(ParsedFinding("4.111111111111111e15", config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(" 4111111111111111e0 ", config), "CREDIT_CARD");
+  EXPECT_EQ(ParsedFinding(R"("\u202eELPMAXE7NNDOFSOIAIKA")", config), kDisplayControl);
+  EXPECT_EQ(ParsedFinding("42", config), "");
+  EXPECT_EQ(ParsedFinding("3 ways to say 4.111111111111111e15", config), "");  // prose
+  std::string storage;
+  EXPECT_EQ(ShownParsed(R"("\u202eELPMAXE7NNDOFSOIAIKA")", storage, config),
+            R"("ELPMAXE7NNDOFSOIAIKA")");
+  EXPECT_EQ(ShownParsed(R"(not JSON: \u202e)", storage, config), R"(not JSON: \u202e)");
+  for (std::string_view answer : {R"({"text":"\u0627\u0644\u0633\u0639\u0631 \u200f100"})",
+                                  R"({"title":"Donau\u00addampf\u00adschiff\u00adfahrt"})",
+                                  R"({"msg":"Hello, \u2068Alice\u2069!"})"}) {
+    const std::string_view shown = ShownParsed(answer, storage, config);
+    EXPECT_LT(shown.size(), answer.size()) << answer;
+    EXPECT_EQ(DecodedFinding(shown, config), "") << answer;
+  }
+  for (std::string_view answer :
+       {R"([Regex] Use \bcat\b to match "cat": re.findall(r"\bcat\b", s).)",
+        R"({"command":"printf \"50%\r100%\n\""})", R"([Note] old Macs end a line with "\r".)"}) {
+    EXPECT_EQ(DecodedFinding(ShownParsed(answer, storage, config), config), "") << answer;
+  }
+}
+
 }  // namespace
 }  // namespace pillar::stages
