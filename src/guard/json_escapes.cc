@@ -158,14 +158,24 @@ size_t TailShowing(std::string_view text, size_t visible) {
 }
 
 std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string& storage,
-                                              bool starts_escaped) {
+                                              bool starts_escaped, bool ends_open) {
   if (!MayHaveJsonEscapes(text)) return text;
   std::string out;
   size_t kept = 0;  // text[kept, i) is yet to be copied
+  // Where the hex digits of a "\u" that is no escape (fewer than four) end: an escape removed
+  // right there would make one of them with what follows it ("\u00" "\u200e" "AD" would leave
+  // "\u00AD"; review helper-89), so it is replaced by a blank, and the text stays what it was,
+  // JSON no client parses.
+  size_t open_u_end = std::string_view::npos;
   for (size_t i = starts_escaped ? 1 : 0; i < text.size(); ++i) {
     if (text[i] != '\\') continue;
     const int unit = CodeUnitAt(text, i);
     if (unit < 0) {
+      if (i + 1 < text.size() && text[i + 1] == 'u') {
+        size_t end = i + 2;
+        while (end < text.size() && end < i + 6 && HexDigitValue(text[end]) >= 0) ++end;
+        open_u_end = end;
+      }
       ++i;  // a two-byte escape ("\\", "\n"): what follows it is no escape of its own
       continue;
     }
@@ -175,9 +185,16 @@ std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string
         unit >= 0xD800 && unit <= 0xDBFF && low >= 0xDC00 && low <= 0xDFFF) {
       c = 0x10000 + ((uint32_t(unit) - 0xD800) << 10) + (uint32_t(low) - 0xDC00);
       used = 12;
+    } else if (ends_open && unit >= 0xD800 && unit <= 0xDBFF && i + 12 > text.size()) {
+      break;  // its low half may come next
     }
-    if (LayoutControl(c)) {
+    // A high surrogate not in a pair goes too: kept, it could pair with a low one on the other
+    // side of a removed escape ("\ud80d\u202e\udc30" would leave U+13430, a layout control). A
+    // lone low one stays: it pairs with nothing that comes before it, and where a stream's
+    // text is taken from its middle, it may be a pair's second half.
+    if (LayoutControl(c) || (c >= 0xD800 && c <= 0xDBFF)) {
       out.append(text.substr(kept, i - kept));
+      if (i == open_u_end) out.push_back(' ');
       kept = i + used;
     }
     i += used - 1;
@@ -186,6 +203,12 @@ std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string
   out.append(text.substr(kept));
   storage = std::move(out);
   return storage;
+}
+
+size_t UnescapedCut(std::string_view text, size_t at) {
+  bool escaped = false;  // whether text[k] is the byte a backslash before it escapes
+  for (size_t k = 0; k < at && k < text.size(); ++k) escaped = !escaped && text[k] == '\\';
+  return escaped && at > 0 ? at - 1 : at;
 }
 
 std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config) {

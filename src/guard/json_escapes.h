@@ -42,16 +42,27 @@ std::string EscapedFinding(std::string_view text, const GuardConfig& config);
 // 2,800 escaped zero-width spaces pushed a card's start out of a tail counted in bytes).
 size_t TailShowing(std::string_view text, size_t visible);
 
+// `at`, or `at - 1` when text[at] is the byte the backslash at text[at - 1] escapes (text[0]
+// read as escaped by nothing): where to cut a text so that what is kept begins as it began in
+// the whole (review helper-89: a tail cut inside a run of 1,301 backslashes read the escape
+// after it as text).
+size_t UnescapedCut(std::string_view text, size_t at);
+
 // `text` without its "\u" escapes (a surrogate pair's two) of a layout control
 // (guard/display_controls.h: ESC, C1, bidirectional formatting, a soft hyphen ...), kept in
 // `storage` when it had any (a view of `storage`), else `text` itself. What answer_controls =
 // "strip" does to the characters themselves, done to the escapes of a text clients parse as JSON
 // (review helper-87: {"k":"XX\u00adAKIA..."} shows a key after a terminal's '-'; helper-88: an
 // Arabic text's \u200f or a German word's \u00ad is no reason to refuse the answer). An ESC's
-// escape goes alone, so what followed it shows as the text it is. `starts_escaped`: text[0] is
-// the second byte of an escape whose backslash is before `text`.
+// escape goes alone, so what followed it shows as the text it is; so do the escapes of lone high
+// surrogates (a client shows a box for one, or pairs it across a removed escape). One right after
+// a "\u" with fewer than four hex digits (no escape) becomes a blank, so that no removal makes an
+// escape. Applied to its own result it changes nothing. `starts_escaped`: text[0] is
+// the second byte of an escape whose backslash is before `text`; `ends_open`: more of the text
+// may follow (a stream), so a high surrogate's escape that ends it, whole or with less than a
+// whole escape after it, is left (with what follows it) for what comes.
 std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string& storage,
-                                              bool starts_escaped = false);
+                                              bool starts_escaped = false, bool ends_open = false);
 
 // The values Screen finds in `text` (every action's), each with how often it appears.
 std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config);

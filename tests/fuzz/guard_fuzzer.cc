@@ -5,7 +5,8 @@
 // lies in [0, 1), and a deny rule's match lies inside the text. Folding look-alikes (text_fold.h)
 // never lengthens a text, and its way back to the original is in range and in order (or, for a
 // terminal's overwrites, in range). Taking out display controls (display_controls.h) leaves none,
-// never lengthens a text, and keeps valid UTF-8 valid.
+// never lengthens a text, and keeps valid UTF-8 valid; taking out the escapes of layout
+// controls (json_escapes.h) leaves none to take.
 #include <simdjson.h>
 
 #include <cstdint>
@@ -24,6 +25,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view text(reinterpret_cast<const char*>(data), size);
   // Decoding JSON escapes never grows a text: each escape is at least as long as what it names.
   if (pillar::guard::JsonDecoded(text).size() > text.size()) __builtin_trap();
+  // Taking out the escapes of layout controls never grows a text, and leaves none to take out
+  // (no removal joins two surrogates into one); a tail is within the text.
+  std::string storage;
+  const std::string without(pillar::guard::WithoutEscapedLayoutControls(text, storage));
+  std::string again_storage;
+  if (without.size() > text.size() ||
+      pillar::guard::WithoutEscapedLayoutControls(without, again_storage) != without) {
+    __builtin_trap();
+  }
+  if (pillar::guard::TailShowing(text, size % 64) > text.size()) __builtin_trap();
   const pillar::guard::FoldedText folded(text);
   if (folded.text().size() > text.size()) __builtin_trap();
   for (size_t i = 0, previous = 0; i <= folded.text().size(); ++i) {

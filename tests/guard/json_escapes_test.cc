@@ -63,6 +63,18 @@ TEST(JsonEscapesTest, ATailIsCountedAsADecodingReaderSeesIt) {
   EXPECT_EQ(TailShowing(R"(x\u00e9\u00e9)", 2), 12u);  // an accented letter shows
 }
 
+// Found by review helper-89: a tail cut inside a run of backslashes began with the escape's
+// second byte, and read the escape after the run as text.
+TEST(JsonEscapesTest, ACutKeepsAnEscapeWhole) {
+  EXPECT_EQ(UnescapedCut(R"(ab\ncd)", 3), 2u);  // 'n' is escaped: the cut keeps its backslash
+  EXPECT_EQ(UnescapedCut(R"(ab\ncd)", 4), 4u);
+  EXPECT_EQ(UnescapedCut(R"(a\\\\u0041)", 3), 3u);  // the second pair begins at 3
+  EXPECT_EQ(UnescapedCut(R"(a\\\\u0041)", 4), 3u);
+  EXPECT_EQ(UnescapedCut(R"(a\\\u0041)", 4), 3u);  // an odd run: 3 escapes the 'u' after
+  EXPECT_EQ(UnescapedCut(R"(a\\\u0041)", 5), 5u);
+  EXPECT_EQ(UnescapedCut("abc", 0), 0u);
+}
+
 // Found by review helper-88: an escaped tag character (two code units) counted as two, an
 // escaped combining mark past U+036F as one, so that 512 of them pushed a card's start out.
 TEST(JsonEscapesTest, ATailCountsForNothingWhatTheFoldingDrops) {
@@ -94,6 +106,20 @@ TEST(JsonEscapesTest, EscapesOfLayoutControlsGo) {
   EXPECT_EQ(WithoutEscapedLayoutControls(R"(\\u202e)", storage), R"(\\u202e)");
   EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u202e)", storage, /*starts_escaped=*/true),
             R"(\u202e)");
+  // Review helper-89: a removal right after a "\u" that is no escape leaves a blank, not a new
+  // escape made of the two.
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(L1\u00\u200e1b[1DE)", storage), R"(L1\u00 1b[1DE)");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u\u200e00AD)", storage), R"(\u 00AD)");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u00 \u200eAD)", storage), R"(\u00 AD)");
+  // Lone high surrogates go, so that no removal pairs two into a layout control (U+13430); a
+  // lone low one stays (in a stream's middle, it may be a pair's second half).
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\ud80d\u202e\udc30b)", storage), R"(a\udc30b)");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\udc30b\ud80d)", storage), R"(a\udc30b)");
+  // In a stream, a high surrogate at the end waits for its low half.
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\ud83d)", storage, false, /*ends_open=*/true),
+            R"(a\ud83d)");
+  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\ud83d\ude)", storage, false, /*ends_open=*/true),
+            R"(a\ud83d\ude)");
   // What a reader shows or what the guard's readings model stays: letters, blanks, a backspace,
   // a carriage return, an emoji's surrogate pair, a zero-width space, a cut escape.
   for (std::string_view kept :

@@ -65,6 +65,13 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   nestedcontrol  the same one level deeper: in a string of JSON inside the content's JSON
   barenumberargs  a stream whose tool call's arguments are a bare number, a card written with
             an exponent
+  escapedjoin  a stream whose content (JSON) has "\\u00", an escaped left-to-right mark and
+            "1b[1DE" after an access key's first 19 characters and a "1", in 11-byte chunks
+  longbackslashes  a stream whose content (JSON) has 65,600 letters, 1,301 backslashes and
+            "u0041KIAIOSFODNN7EXAMPLE", in 4,096-byte chunks
+  escapedsplitN  a clean stream whose content (JSON) holds an Arabic word with a right-to-left
+            mark, a soft hyphen, an emoji's surrogate pair, escaped quotes and a literal "\\u200f",
+            all escaped, in N-byte chunks (N = 1, 5, 7)
   tagpadding  a stream whose content (JSON) parts a card's first digit from the rest with 700
             escaped tag characters, in chunks of ten
   escapedcontrolstream  a stream whose content (JSON) spells a right-to-left override before an
@@ -367,6 +374,21 @@ def stream(model):
                 'and more words after it to let the window go"}')
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": text[i:i + 3]}) for i in range(0, len(text), 3)]
+    elif model == "escapedjoin":
+        text = '{"k":"AKIAIOSFODNN7EXAMPL1\\u00\\u200e1b[1DE"}'
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 11]}) for i in range(0, len(text), 11)]
+    elif model == "longbackslashes":
+        text = '{"k":"' + "x" * 65600 + "\\" * 1301
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 4096]}) for i in range(0, len(text), 4096)]
+        events.append(delta_chunk({"content": 'u0041KIAIOSFODNN7EXAMPLE"}'}))
+    elif model.startswith("escapedsplit"):
+        size = int(model[len("escapedsplit"):])
+        text = ('{"ar":"\\u0627\\u0644\\u200f100","de":"Donau\\u00addampf",'
+                '"e":"\\ud83d\\ude00","q":"\\"x\\"","lit":"\\\\u200f"}')
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
     elif model == "barenumberargs":
         finish = "tool_calls"
         events = [tool_chunk(0, "4.111111111111111e15", True)]

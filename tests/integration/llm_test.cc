@@ -205,6 +205,11 @@ class LlmTest : public ::testing::Test {
                               "nestedcontrol",
                               "barenumberargs",
                               "tagpadding",
+                              "escapedjoin",
+                              "longbackslashes",
+                              "escapedsplit1",
+                              "escapedsplit5",
+                              "escapedsplit7",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -1020,6 +1025,23 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD as a client that parses the JSON reads it"),
             std::string::npos)
       << LastEvent(r.body);
+  // Review helper-89: a removal that would have made an escape of a "\u" that is none and what
+  // follows it leaves a blank; a tail cut inside a run of backslashes keeps its escapes whole.
+  r = Post("/v1/chat/completions", Say("escapedjoin", "hi", true));
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << LastEvent(r.body);
+  EXPECT_EQ(StreamedContent(r.body), R"({"k":"AKIAIOSFODNN7EXAMPL1\u00 1b[1DE"})");
+  r = Post("/v1/chat/completions", Say("longbackslashes", "hi", true));
+  EXPECT_NE(LastEvent(r.body).find("SECRET spelled with JSON escapes"), std::string::npos)
+      << LastEvent(r.body).substr(0, 300);
+  // Escapes cut by chunks at any place: only those of layout controls go.
+  for (const char* model : {"escapedsplit1", "escapedsplit5", "escapedsplit7"}) {
+    r = Post("/v1/chat/completions", Say(model, "hi", true));
+    EXPECT_EQ(LastEvent(r.body), "[DONE]") << model << ": " << LastEvent(r.body);
+    EXPECT_EQ(StreamedContent(r.body),
+              R"({"ar":"\u0627\u0644100","de":"Donaudampf","e":"\ud83d\ude00","q":"\"x\"",)"
+              R"("lit":"\\u200f"})")
+        << model;
+  }
   r = Post("/v1/chat/completions", Say("tagpadding", "hi", true));
   EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD spelled with JSON escapes"), std::string::npos)
       << LastEvent(r.body);
