@@ -157,8 +157,8 @@ size_t TailShowing(std::string_view text, size_t visible) {
   return text.size() - i;
 }
 
-std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string& storage,
-                                              bool starts_escaped, bool ends_open) {
+std::string_view WithoutEscapedDisplayControls(std::string_view text, std::string& storage,
+                                               bool starts_escaped, bool ends_open) {
   if (!MayHaveJsonEscapes(text)) return text;
   std::string out;
   size_t kept = 0;  // text[kept, i) is yet to be copied
@@ -169,30 +169,45 @@ std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string
   size_t open_u_end = std::string_view::npos;
   for (size_t i = starts_escaped ? 1 : 0; i < text.size(); ++i) {
     if (text[i] != '\\') continue;
-    const int unit = CodeUnitAt(text, i);
-    if (unit < 0) {
-      if (i + 1 < text.size() && text[i + 1] == 'u') {
-        size_t end = i + 2;
-        while (end < text.size() && end < i + 6 && HexDigitValue(text[end]) >= 0) ++end;
-        open_u_end = end;
+    if (i + 1 == text.size()) break;  // a backslash whose escape is still to come
+    size_t used = 2;
+    uint32_t c = 0;
+    if (const int unit = CodeUnitAt(text, i); unit >= 0) {
+      c = uint32_t(unit);
+      used = 6;
+      if (const int low = CodeUnitAt(text, i + 6);
+          unit >= 0xD800 && unit <= 0xDBFF && low >= 0xDC00 && low <= 0xDFFF) {
+        c = 0x10000 + ((uint32_t(unit) - 0xD800) << 10) + (uint32_t(low) - 0xDC00);
+        used = 12;
+      } else if (ends_open && unit >= 0xD800 && unit <= 0xDBFF && i + 12 > text.size()) {
+        break;  // its low half may come next
       }
-      ++i;  // a two-byte escape ("\\", "\n"): what follows it is no escape of its own
+    } else if (text[i + 1] == 'u') {
+      size_t end = i + 2;
+      while (end < text.size() && end < i + 6 && HexDigitValue(text[end]) >= 0) ++end;
+      open_u_end = end;
+      ++i;
       continue;
+    } else if (text[i + 1] == 'b' || text[i + 1] == 'r') {
+      c = text[i + 1] == 'b' ? '\b' : '\r';
     }
-    uint32_t c = uint32_t(unit);
-    size_t used = 6;
-    if (const int low = CodeUnitAt(text, i + 6);
-        unit >= 0xD800 && unit <= 0xDBFF && low >= 0xDC00 && low <= 0xDFFF) {
-      c = 0x10000 + ((uint32_t(unit) - 0xD800) << 10) + (uint32_t(low) - 0xDC00);
-      used = 12;
-    } else if (ends_open && unit >= 0xD800 && unit <= 0xDBFF && i + 12 > text.size()) {
-      break;  // its low half may come next
+    // A carriage return ends a line when a line feed follows it; whether one does may be in
+    // what comes.
+    bool goes = false;
+    if (c == '\r') {
+      const size_t next = i + used;
+      if (ends_open && next + 6 > text.size()) break;
+      goes = !(text.substr(next).starts_with("\\n") || CodeUnitAt(text, next) == '\n');
+    } else {
+      // A high surrogate not in a pair goes too: kept, it could pair with a low one on the
+      // other side of a removed escape ("\ud80d\u202e\udc30" would leave U+13430, a layout
+      // control). A lone low one stays: it pairs with nothing that comes before it, and where
+      // a stream's text is taken from its middle, it may be a pair's second half.
+      goes = LayoutControl(c) || (c >= 0xD800 && c <= 0xDBFF) ||
+             (c > 0 && c < 0x80 && InvisibleAscii(static_cast<unsigned char>(c))) ||
+             (c == 0 && used == 6);
     }
-    // A high surrogate not in a pair goes too: kept, it could pair with a low one on the other
-    // side of a removed escape ("\ud80d\u202e\udc30" would leave U+13430, a layout control). A
-    // lone low one stays: it pairs with nothing that comes before it, and where a stream's
-    // text is taken from its middle, it may be a pair's second half.
-    if (LayoutControl(c) || (c >= 0xD800 && c <= 0xDBFF)) {
+    if (goes) {
       out.append(text.substr(kept, i - kept));
       if (i == open_u_end) out.push_back(' ');
       kept = i + used;

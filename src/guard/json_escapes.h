@@ -61,8 +61,8 @@ size_t UnescapedCut(std::string_view text, size_t at);
 // the second byte of an escape whose backslash is before `text`; `ends_open`: more of the text
 // may follow (a stream), so a high surrogate's escape that ends it, whole or with less than a
 // whole escape after it, is left (with what follows it) for what comes.
-std::string_view WithoutEscapedLayoutControls(std::string_view text, std::string& storage,
-                                              bool starts_escaped = false, bool ends_open = false);
+std::string_view WithoutEscapedDisplayControls(std::string_view text, std::string& storage,
+                                               bool starts_escaped = false, bool ends_open = false);
 
 // The values Screen finds in `text` (every action's), each with how often it appears.
 std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config);

@@ -258,6 +258,15 @@ bool GuardStage::ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& 
         guard::ScreenResult r = guard::Screen(text, config);
         Note(ex, "prompt", r.findings, r.denied);
         if (r.blocked && blocked.empty()) blocked = StrCat(r.block_reason, " of ", where);
+        // A tool call's arguments are JSON that servers parse before their chat template
+        // writes them again (review helper-90: {"k":"\u0041KIA..."} reached the model as a
+        // key): read as a client that decodes them, as an answer's are.
+        if (!r.blocked && blocked.empty() && where.ends_with(".arguments")) {
+          if (std::string decoded = DecodedFinding(text, config); !decoded.empty()) {
+            blocked = StrCat(decoded, " of ", where);
+            return std::nullopt;
+          }
+        }
         if (r.blocked || r.text == text) return std::nullopt;
         redacted = true;
         return std::move(r.text);

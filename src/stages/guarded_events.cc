@@ -398,7 +398,7 @@ class GuardedEvents final : public runtime::EventSink {
     std::string& held = held_text.text;
     const size_t appended_at = held.size();
     held.append(text);
-    TakeEscapedLayoutControls(held_text, appended_at, finished);
+    TakeEscapedDisplayControls(held_text, appended_at, finished);
     if (!finished && Unchanged(held_text, text)) return std::string();
     // A text held far past its window (overwrites that keep what is shown the same size, so
     // nothing goes out) is screened again only once it grew by a quarter: screening each chunk
@@ -463,7 +463,7 @@ class GuardedEvents final : public runtime::EventSink {
         }
         // Not between an escape's backslash and what it escapes: the tail begins as it did in
         // the whole text (review helper-89: a cut inside a run of backslashes read the escape
-        // after it as text, here and for TakeEscapedLayoutControls).
+        // after it as text, here and for TakeEscapedDisplayControls).
         held_text.sent_tail.erase(
             0, guard::UnescapedCut(held_text.sent_tail, held_text.sent_tail.size() - keep));
       }
@@ -509,7 +509,7 @@ class GuardedEvents final : public runtime::EventSink {
     if (std::string escaped = guard::EscapedFinding(read, config_); !escaped.empty()) {
       return StrCat(escaped, " spelled with JSON escapes");
     }
-    // TakeEscapedLayoutControls took them out; one left (a rewrite walked around) still blocks,
+    // TakeEscapedDisplayControls took them out; one left (a rewrite walked around) still blocks,
     // as in a whole answer.
     if (config_.strip_answer_controls && held_text.json.value_or(false) &&
         guard::HasLayoutControls(guard::JsonDecoded(read))) {
@@ -519,20 +519,22 @@ class GuardedEvents final : public runtime::EventSink {
   }
 
   // Structured outputs: a client parses the content and shows what it decodes, so a content that
-  // opens JSON (OpensJson, from its first byte that is not a blank) loses the escapes of layout
-  // controls, as its layout controls went (ShownParsed; review helper-87: "XX\u00adAKIA..."
-  // shows a key after a terminal's '-'). From what came since the last time and the 18 bytes
+  // opens JSON (OpensJson) loses the escapes of display controls, as its display controls went
+  // (ShownParsed; review helper-87: "XX\u00adAKIA..." shows a key after a terminal's '-';
+  // helper-90: "????????ODNN7EXAMPLE\rAKIAIOSF" one after a carriage return, where the guard's
+  // decoded reading of the stream had the JSON's closing quote overwrite it). All that is held
+  // when OpensJson first says so; then what came since the last time and the 18 bytes
   // before it, where an escape cut by a chunk's end began (11) with a "\u" that is no escape or
-  // a high surrogate before it (6: WithoutEscapedLayoutControls); the backslashes before that say
+  // a high surrogate before it (6: WithoutEscapedDisplayControls); the backslashes before that say
   // whether its first byte is escaped (those the released text ends with too, when they reach
   // back to its start). A raw run is held whole until a blank comes, so an escape is whole in
   // what is held before it can go out.
-  void TakeEscapedLayoutControls(HeldText& held_text, size_t appended_at, bool finished) {
+  void TakeEscapedDisplayControls(HeldText& held_text, size_t appended_at, bool finished) {
     std::string& held = held_text.text;
     if (!held_text.json) {
-      const size_t first = held.find_first_not_of(" \t\r\n");
-      if (first == std::string::npos) return;
-      held_text.json = OpensJson(std::string_view(held).substr(first, 1));
+      held_text.json = OpensJson(held);
+      if (!held_text.json) return;
+      appended_at = 0;
     }
     if (!config_.strip_answer_controls || !*held_text.json) return;
     const size_t from = appended_at > 18 ? appended_at - 18 : 0;
@@ -545,7 +547,7 @@ class GuardedEvents final : public runtime::EventSink {
     }
     std::string storage;
     const std::string_view region = std::string_view(held).substr(from);
-    if (guard::WithoutEscapedLayoutControls(region, storage, run % 2 == 1, !finished).size() ==
+    if (guard::WithoutEscapedDisplayControls(region, storage, run % 2 == 1, !finished).size() ==
         region.size()) {
       return;
     }

@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <vector>
 
 #include "common/strings.h"
@@ -307,17 +308,25 @@ std::string ParsedFinding(std::string_view text, const guard::GuardConfig& confi
 }
 
 // See whole_answer.h.
-bool OpensJson(std::string_view text) {
-  const size_t first = text.find_first_not_of(" \t\r\n");
-  return first != std::string_view::npos &&
-         (text[first] == '{' || text[first] == '[' || text[first] == '"');
+std::optional<bool> OpensJson(std::string_view text) {
+  constexpr std::string_view kBlanks = " \t\r\n";
+  const size_t first = text.find_first_not_of(kBlanks);
+  if (first == std::string_view::npos) return std::nullopt;
+  if (text[first] == '{' || text[first] == '"') return true;
+  if (text[first] != '[') return false;
+  // A list opens with a value or ends; a Markdown link or a citation ("[Note]", "[see") with a
+  // word.
+  const size_t second = text.find_first_not_of(kBlanks, first + 1);
+  if (second == std::string_view::npos) return std::nullopt;
+  const char c = text[second];
+  return c == '{' || c == '[' || c == '"' || c == ']' || c == '-' || (c >= '0' && c <= '9');
 }
 
 // See whole_answer.h.
 std::string_view ShownParsed(std::string_view text, std::string& storage,
                              const guard::GuardConfig& config) {
-  if (!config.strip_answer_controls || !OpensJson(text)) return text;
-  return guard::WithoutEscapedLayoutControls(text, storage);
+  if (!config.strip_answer_controls || !OpensJson(text).value_or(false)) return text;
+  return guard::WithoutEscapedDisplayControls(text, storage);
 }
 
 // See whole_answer.h.

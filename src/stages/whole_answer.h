@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -39,13 +40,14 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 inline constexpr std::string_view kDisplayControl = "a display control";
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config);
 
-// Whether clients may parse `text` as JSON: its first byte that is not a blank opens an object,
-// a list or a string (structured outputs, tool arguments).
-bool OpensJson(std::string_view text);
+// Whether clients may parse `text` as JSON: its first byte that is not a blank opens an object
+// or a string, or a list whose next such byte begins a value or ends it (structured outputs,
+// tool arguments; not "[Note]"); nullopt while the bytes that say have not come.
+std::optional<bool> OpensJson(std::string_view text);
 
 // `text` as a client that parses it is to be shown: with answer_controls = "strip", a text that
-// OpensJson loses its escapes of layout controls (guard::WithoutEscapedLayoutControls), as its
-// layout controls themselves went. A view of `storage` when it changed, else `text`.
+// OpensJson loses the escapes of its display controls (guard::WithoutEscapedDisplayControls), as
+// its display controls themselves went. A view of `storage` when it changed, else `text`.
 std::string_view ShownParsed(std::string_view text, std::string& storage,
                              const guard::GuardConfig& config);
 

@@ -28,10 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Taking out the escapes of layout controls never grows a text, and leaves none to take out
   // (no removal joins two surrogates into one); a tail is within the text.
   std::string storage;
-  const std::string without(pillar::guard::WithoutEscapedLayoutControls(text, storage));
+  const std::string without(pillar::guard::WithoutEscapedDisplayControls(text, storage));
   std::string again_storage;
   if (without.size() > text.size() ||
-      pillar::guard::WithoutEscapedLayoutControls(without, again_storage) != without) {
+      pillar::guard::WithoutEscapedDisplayControls(without, again_storage) != without) {
     __builtin_trap();
   }
   if (pillar::guard::TailShowing(text, size % 64) > text.size()) __builtin_trap();

@@ -98,33 +98,43 @@ TEST(JsonEscapesTest, ATailCountsForNothingWhatTheFoldingDrops) {
 // their escapes in a text clients parse; nothing else changes.
 TEST(JsonEscapesTest, EscapesOfLayoutControlsGo) {
   std::string storage;
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"({"k":"XX\u00ADAKIA"})", storage), R"({"k":"XXAKIA"})");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"("\u202eELPM")", storage), R"("ELPM")");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(L1\u001b[1DE)", storage), "L1[1DE");  // ESC alone
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\u200fb\u2068c\u2069d\u009be)", storage), "abcde");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"({"k":"XX\u00ADAKIA"})", storage), R"({"k":"XXAKIA"})");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"("\u202eELPM")", storage), R"("ELPM")");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(L1\u001b[1DE)", storage), "L1[1DE");  // ESC alone
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\u200fb\u2068c\u2069d\u009be)", storage), "abcde");
   // An escaped backslash before "u202e" is text, not an escape; nor is what starts escaped.
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\\u202e)", storage), R"(\\u202e)");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u202e)", storage, /*starts_escaped=*/true),
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(\\u202e)", storage), R"(\\u202e)");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(\u202e)", storage, /*starts_escaped=*/true),
             R"(\u202e)");
   // Review helper-89: a removal right after a "\u" that is no escape leaves a blank, not a new
   // escape made of the two.
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(L1\u00\u200e1b[1DE)", storage), R"(L1\u00 1b[1DE)");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u\u200e00AD)", storage), R"(\u 00AD)");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(\u00 \u200eAD)", storage), R"(\u00 AD)");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(L1\u00\u200e1b[1DE)", storage), R"(L1\u00 1b[1DE)");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(\u\u200e00AD)", storage), R"(\u 00AD)");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(\u00 \u200eAD)", storage), R"(\u00 AD)");
   // Lone high surrogates go, so that no removal pairs two into a layout control (U+13430); a
   // lone low one stays (in a stream's middle, it may be a pair's second half).
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\ud80d\u202e\udc30b)", storage), R"(a\udc30b)");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\udc30b\ud80d)", storage), R"(a\udc30b)");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\ud80d\u202e\udc30b)", storage), R"(a\udc30b)");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\udc30b\ud80d)", storage), R"(a\udc30b)");
   // In a stream, a high surrogate at the end waits for its low half.
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\ud83d)", storage, false, /*ends_open=*/true),
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\ud83d)", storage, false, /*ends_open=*/true),
             R"(a\ud83d)");
-  EXPECT_EQ(WithoutEscapedLayoutControls(R"(a\ud83d\ude)", storage, false, /*ends_open=*/true),
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\ud83d\ude)", storage, false, /*ends_open=*/true),
             R"(a\ud83d\ude)");
-  // What a reader shows or what the guard's readings model stays: letters, blanks, a backspace,
-  // a carriage return, an emoji's surrogate pair, a zero-width space, a cut escape.
-  for (std::string_view kept :
-       {R"(\u0041\n\t\b\r\"\\)", R"(\ud83d\ude00\u200b)", R"(abc\u20)", "plain"}) {
-    EXPECT_EQ(WithoutEscapedLayoutControls(kept, storage), kept);
+  // Review helper-90: the controls a terminal moves back with, and those that print as nothing,
+  // go as strip mode takes them out of a text as written: a backspace, a carriage return that
+  // ends no line, NUL, the unit separator.
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(????????ODNN7EXAMPLE\rAKIAIOSF)", storage),
+            "????????ODNN7EXAMPLEAKIAIOSF");
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\bb\u0008c\u000dd\u0000e\u001ff)", storage),
+            "abcdef");
+  // In a stream, a carriage return with less than an escape after it waits for what comes.
+  EXPECT_EQ(WithoutEscapedDisplayControls(R"(a\r\u000)", storage, false, /*ends_open=*/true),
+            R"(a\r\u000)");
+  // What a reader shows stays: letters, blanks (a tab, a line feed, CRLF, a form feed), quotes,
+  // an emoji's surrogate pair, a zero-width space, a cut escape.
+  for (std::string_view kept : {R"(\u0041\n\t\r\n\f\u000b\"\\)", R"(a\u000d\u000ab)",
+                                R"(\ud83d\ude00\u200b)", R"(abc\u20)", "plain"}) {
+    EXPECT_EQ(WithoutEscapedDisplayControls(kept, storage), kept);
   }
 }
 

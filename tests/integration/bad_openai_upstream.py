@@ -72,6 +72,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   escapedsplitN  a clean stream whose content (JSON) holds an Arabic word with a right-to-left
             mark, a soft hyphen, an emoji's surrogate pair, escaped quotes and a literal "\\u200f",
             all escaped, in N-byte chunks (N = 1, 5, 7)
+  escapedcr  a stream whose content (JSON) is {"k":"????????ODNN7EXAMPLE\\rAKIAIOSF"} (a
+            terminal shows an access key after the carriage return), in one chunk
   tagpadding  a stream whose content (JSON) parts a card's first digit from the rest with 700
             escaped tag characters, in chunks of ten
   escapedcontrolstream  a stream whose content (JSON) spells a right-to-left override before an
@@ -389,6 +391,9 @@ def stream(model):
                 '"e":"\\ud83d\\ude00","q":"\\"x\\"","lit":"\\\\u200f"}')
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": text[i:i + size]}) for i in range(0, len(text), size)]
+    elif model == "escapedcr":
+        events = [delta_chunk({"role": "assistant", "content": ""}),
+                  delta_chunk({"content": '{"k":"????????ODNN7EXAMPLE\\rAKIAIOSF"}'})]
     elif model == "barenumberargs":
         finish = "tool_calls"
         events = [tool_chunk(0, "4.111111111111111e15", True)]

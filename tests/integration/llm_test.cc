@@ -210,6 +210,7 @@ class LlmTest : public ::testing::Test {
                               "escapedsplit1",
                               "escapedsplit5",
                               "escapedsplit7",
+                              "escapedcr",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -1042,6 +1043,11 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
               R"("lit":"\\u200f"})")
         << model;
   }
+  // Review helper-90: an escaped carriage return in a stream's JSON content goes, as a raw one
+  // does (a terminal showed the key it brought back over the line).
+  r = Post("/v1/chat/completions", Say("escapedcr", "hi", true));
+  EXPECT_EQ(LastEvent(r.body), "[DONE]") << LastEvent(r.body);
+  EXPECT_EQ(StreamedContent(r.body), R"({"k":"????????ODNN7EXAMPLEAKIAIOSF"})");
   r = Post("/v1/chat/completions", Say("tagpadding", "hi", true));
   EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD spelled with JSON escapes"), std::string::npos)
       << LastEvent(r.body);
@@ -1227,6 +1233,22 @@ TEST_F(LlmTest, EveryStringAClientWritesIsScreenedNotOnlyTheContent) {
   HttpReply r = Post("/v1/chat/completions", body);
   EXPECT_EQ(r.status, 400) << r.body;
   EXPECT_NE(r.body.find("CREDIT_CARD at bytes 5-24 of user"), std::string::npos) << r.body;
+  // A tool call's arguments, which servers parse before their chat template writes them again,
+  // are read decoded too (review helper-90); plain JSON with escapes passes.
+  auto call = [](const std::string& arguments) {
+    return R"({"model":"echo","messages":[{"role":"user","content":"hi"},{"role":"assistant",)"
+           R"("content":null,"tool_calls":[{"id":"c1","type":"function","function":{"name":"f",)"
+           R"("arguments":")" +
+           arguments + R"("}}]},{"role":"tool","tool_call_id":"c1","content":"ok"}]})";
+  };
+  r = Post("/v1/chat/completions", call(R"({\"k\":\"\\u0041KIAIOSFODNN7EXAMPLE\"})"));
+  EXPECT_EQ(r.status, 400) << r.body;
+  EXPECT_NE(r.body.find("SECRET spelled with JSON escapes of "
+                        "messages[1].tool_calls[0].function.arguments"),
+            std::string::npos)
+      << r.body;
+  r = Post("/v1/chat/completions", call(R"({\"note\":\"caf\\u00e9\\nline two\"})"));
+  EXPECT_EQ(r.status, 200) << r.body;
 }
 
 // Found by review helper-45: ids, parts' types and URLs went upstream unscreened, though chat

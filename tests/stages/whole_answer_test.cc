@@ -123,7 +123,7 @@ TEST(WholeAnswerTest, ParsedJsonHoldsNoDisplayControlAndCountsEveryString) {
 // object is; and texts with escapes of layout controls lose them rather than being refused
 // (an Arabic text's right-to-left mark, a German word's soft hyphens, Fluent's isolates), while
 // escapes the guard's readings model (a regex's \b, a lone \r) are no reason for a refusal.
-TEST(WholeAnswerTest, BareJsonIsParsedAndEscapedLayoutControlsGo) {
+TEST(WholeAnswerTest, BareJsonIsParsedAndEscapedDisplayControlsGo) {
   const guard::GuardConfig config;
   EXPECT_EQ(ParsedFinding("4.111111111111111e15", config), "CREDIT_CARD");
   EXPECT_EQ(ParsedFinding(" 4111111111111111e0 ", config), "CREDIT_CARD");
@@ -134,6 +134,11 @@ TEST(WholeAnswerTest, BareJsonIsParsedAndEscapedLayoutControlsGo) {
   EXPECT_EQ(ShownParsed(R"("\u202eELPMAXE7NNDOFSOIAIKA")", storage, config),
             R"("ELPMAXE7NNDOFSOIAIKA")");
   EXPECT_EQ(ShownParsed(R"(not JSON: \u202e)", storage, config), R"(not JSON: \u202e)");
+  // A Markdown link or a citation opens no list; a list of values does.
+  EXPECT_EQ(ShownParsed(R"([Regex] Use \bcat\b)", storage, config), R"([Regex] Use \bcat\b)");
+  EXPECT_EQ(ShownParsed(R"([ "\u202e", 1])", storage, config), R"([ "", 1])");
+  EXPECT_FALSE(OpensJson("[see the docs](https://example.org)").value_or(true));
+  EXPECT_FALSE(OpensJson("[").has_value());
   for (std::string_view answer : {R"({"text":"\u0627\u0644\u0633\u0639\u0631 \u200f100"})",
                                   R"({"title":"Donau\u00addampf\u00adschiff\u00adfahrt"})",
                                   R"({"msg":"Hello, \u2068Alice\u2069!"})"}) {
