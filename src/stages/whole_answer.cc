@@ -308,18 +308,55 @@ std::string ParsedFinding(std::string_view text, const guard::GuardConfig& confi
 }
 
 // See whole_answer.h.
+namespace {
+
+// Where the first byte at or after `at` that is not a blank to JavaScript's trim() is: ASCII
+// blanks, and U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029, U+202F, U+205F, U+3000, U+FEFF.
+// npos when the text ends first, or within a character that may be one.
+size_t PastJsBlanks(std::string_view text, size_t at) {
+  while (at < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[at]);
+    if (byte == ' ' || (byte >= '\t' && byte <= '\r')) {
+      ++at;
+      continue;
+    }
+    if (byte < 0xC2) return at;
+    const size_t length = byte >= 0xF0 ? 4 : byte >= 0xE0 ? 3 : 2;
+    if (at + length > text.size()) return std::string_view::npos;
+    uint32_t c = byte & (0x7F >> length);
+    for (size_t k = 1; k < length; ++k)
+      c = c << 6 | (static_cast<unsigned char>(text[at + k]) & 0x3F);
+    const bool blank = c == 0x00A0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 ||
+                       c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000 || c == 0xFEFF;
+    if (!blank) return at;
+    at += length;
+  }
+  return std::string_view::npos;
+}
+
+}  // namespace
+
 std::optional<bool> OpensJson(std::string_view text) {
-  constexpr std::string_view kBlanks = " \t\r\n";
-  const size_t first = text.find_first_not_of(kBlanks);
+  // As the most lenient client reads it (review helper-91): openai-node's streaming helper
+  // trims what JavaScript's trim() does and reads NaN and Infinity, as Python's json does.
+  const size_t first = PastJsBlanks(text, 0);
   if (first == std::string_view::npos) return std::nullopt;
   if (text[first] == '{' || text[first] == '"') return true;
   if (text[first] != '[') return false;
   // A list opens with a value or ends; a Markdown link or a citation ("[Note]", "[see") with a
-  // word.
-  const size_t second = text.find_first_not_of(kBlanks, first + 1);
+  // word that is none of JSON's.
+  const size_t second = PastJsBlanks(text, first + 1);
   if (second == std::string_view::npos) return std::nullopt;
   const char c = text[second];
-  return c == '{' || c == '[' || c == '"' || c == ']' || c == '-' || (c >= '0' && c <= '9');
+  if (c == '{' || c == '[' || c == '"' || c == ']' || c == '-' || (c >= '0' && c <= '9')) {
+    return true;
+  }
+  const std::string_view rest = text.substr(second);
+  for (const std::string_view word : {"null", "true", "false", "NaN", "Infinity"}) {
+    if (rest.starts_with(word)) return true;
+    if (word.starts_with(rest)) return std::nullopt;  // it may still become one
+  }
+  return false;
 }
 
 // See whole_answer.h.

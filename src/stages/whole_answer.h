@@ -40,9 +40,10 @@ std::string AnswerShapeError(std::string_view body, int64_t asked);
 inline constexpr std::string_view kDisplayControl = "a display control";
 std::string ParsedFinding(std::string_view text, const guard::GuardConfig& config);
 
-// Whether clients may parse `text` as JSON: its first byte that is not a blank opens an object
-// or a string, or a list whose next such byte begins a value or ends it (structured outputs,
-// tool arguments; not "[Note]"); nullopt while the bytes that say have not come.
+// Whether clients may parse `text` as JSON: its first byte that is not a blank (to JavaScript's
+// trim(): U+00A0, U+FEFF, U+2028 ... too) opens an object or a string, or a list whose next such
+// byte begins a value (null, true, false, NaN and Infinity included) or ends it (structured
+// outputs, tool arguments; not "[Note]"); nullopt while the bytes that say have not come.
 std::optional<bool> OpensJson(std::string_view text);
 
 // `text` as a client that parses it is to be shown: with answer_controls = "strip", a text that

@@ -74,6 +74,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             all escaped, in N-byte chunks (N = 1, 5, 7)
   escapedcr  a stream whose content (JSON) is {"k":"????????ODNN7EXAMPLE\\rAKIAIOSF"} (a
             terminal shows an access key after the carriage return), in one chunk
+  escapedcrnull  the same as escapedcr in a list that opens with null, in 7-byte chunks
+  escapedcrff  the same as escapedcr after a form feed, in 7-byte chunks
   tagpadding  a stream whose content (JSON) parts a card's first digit from the rest with 700
             escaped tag characters, in chunks of ten
   escapedcontrolstream  a stream whose content (JSON) spells a right-to-left override before an
@@ -394,6 +396,11 @@ def stream(model):
     elif model == "escapedcr":
         events = [delta_chunk({"role": "assistant", "content": ""}),
                   delta_chunk({"content": '{"k":"????????ODNN7EXAMPLE\\rAKIAIOSF"}'})]
+    elif model in ("escapedcrnull", "escapedcrff"):
+        text = ('[null,"????????ODNN7EXAMPLE\\rAKIAIOSF"]' if model == "escapedcrnull" else
+                '\f{"k":"????????ODNN7EXAMPLE\\rAKIAIOSF"}')
+        events = [delta_chunk({"role": "assistant", "content": ""})]
+        events += [delta_chunk({"content": text[i:i + 7]}) for i in range(0, len(text), 7)]
     elif model == "barenumberargs":
         finish = "tool_calls"
         events = [tool_chunk(0, "4.111111111111111e15", True)]

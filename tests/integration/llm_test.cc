@@ -211,6 +211,8 @@ class LlmTest : public ::testing::Test {
                               "escapedsplit5",
                               "escapedsplit7",
                               "escapedcr",
+                              "escapedcrnull",
+                              "escapedcrff",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -1048,6 +1050,11 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   r = Post("/v1/chat/completions", Say("escapedcr", "hi", true));
   EXPECT_EQ(LastEvent(r.body), "[DONE]") << LastEvent(r.body);
   EXPECT_EQ(StreamedContent(r.body), R"({"k":"????????ODNN7EXAMPLEAKIAIOSF"})");
+  // Review helper-91: JSON as lenient clients read it (a list of literals, other blanks first).
+  r = Post("/v1/chat/completions", Say("escapedcrnull", "hi", true));
+  EXPECT_EQ(StreamedContent(r.body), R"([null,"????????ODNN7EXAMPLEAKIAIOSF"])");
+  r = Post("/v1/chat/completions", Say("escapedcrff", "hi", true));
+  EXPECT_EQ(StreamedContent(r.body), "\f{\"k\":\"????????ODNN7EXAMPLEAKIAIOSF\"}");
   r = Post("/v1/chat/completions", Say("tagpadding", "hi", true));
   EXPECT_NE(LastEvent(r.body).find("CREDIT_CARD spelled with JSON escapes"), std::string::npos)
       << LastEvent(r.body);

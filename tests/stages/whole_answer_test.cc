@@ -139,6 +139,14 @@ TEST(WholeAnswerTest, BareJsonIsParsedAndEscapedDisplayControlsGo) {
   EXPECT_EQ(ShownParsed(R"([ "\u202e", 1])", storage, config), R"([ "", 1])");
   EXPECT_FALSE(OpensJson("[see the docs](https://example.org)").value_or(true));
   EXPECT_FALSE(OpensJson("[").has_value());
+  // Review helper-91: as lenient clients read it, a list of literals and blanks of other kinds.
+  for (std::string_view opens : {"[null,1]", "[ true", "[false]", "[NaN]", "[Infinity]",
+                                 "\f{\"k\":1}", "\v[1]", "\u00a0{", "\ufeff\"x\"", "\u2028[1]"}) {
+    EXPECT_TRUE(OpensJson(opens).value_or(false)) << opens;
+  }
+  EXPECT_FALSE(OpensJson("[nu").has_value());
+  EXPECT_FALSE(OpensJson("[note] see").value_or(true));
+  EXPECT_FALSE(OpensJson("[Nah").value_or(true));
   for (std::string_view answer : {R"({"text":"\u0627\u0644\u0633\u0639\u0631 \u200f100"})",
                                   R"({"title":"Donau\u00addampf\u00adschiff\u00adfahrt"})",
                                   R"({"msg":"Hello, \u2068Alice\u2069!"})"}) {
