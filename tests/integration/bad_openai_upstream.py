@@ -76,6 +76,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             terminal shows an access key after the carriage return), in one chunk
   escapedcrnull  the same as escapedcr in a list that opens with null, in 7-byte chunks
   escapedcrff  the same as escapedcr after a form feed, in 7-byte chunks
+  escapedcrblanks  the same as escapedcr in a list whose "[" is followed by 14,600 chunks of four
+            blanks before its first value
   tagpadding  a stream whose content (JSON) parts a card's first digit from the rest with 700
             escaped tag characters, in chunks of ten
   escapedcontrolstream  a stream whose content (JSON) spells a right-to-left override before an
@@ -401,6 +403,10 @@ def stream(model):
                 '\f{"k":"????????ODNN7EXAMPLE\\rAKIAIOSF"}')
         events = [delta_chunk({"role": "assistant", "content": ""})]
         events += [delta_chunk({"content": text[i:i + 7]}) for i in range(0, len(text), 7)]
+    elif model == "escapedcrblanks":
+        events = [delta_chunk({"role": "assistant", "content": "["})]
+        events += [delta_chunk({"content": "    "}) for _ in range(14600)]
+        events.append(delta_chunk({"content": '"????????ODNN7EXAMPLE\\rAKIAIOSF"]'}))
     elif model == "barenumberargs":
         finish = "tool_calls"
         events = [tool_chunk(0, "4.111111111111111e15", True)]

@@ -213,6 +213,7 @@ class LlmTest : public ::testing::Test {
                               "escapedcr",
                               "escapedcrnull",
                               "escapedcrff",
+                              "escapedcrblanks",
                               "detailsabove",
                               "numberrefusal",
                               "contextafter",
@@ -1053,6 +1054,10 @@ TEST_F(LlmTest, AStreamCannotGoOnWithAChoiceAfterItFinishedNorCarryTextsElsewher
   // Review helper-91: JSON as lenient clients read it (a list of literals, other blanks first).
   r = Post("/v1/chat/completions", Say("escapedcrnull", "hi", true));
   EXPECT_EQ(StreamedContent(r.body), R"([null,"????????ODNN7EXAMPLEAKIAIOSF"])");
+  // Review helper-92: blanks after a '[' leave it undecided; past 1 KiB it is read as JSON.
+  r = Post("/v1/chat/completions", Say("escapedcrblanks", "hi", true));
+  EXPECT_EQ(StreamedContent(r.body),
+            "[" + std::string(14600 * 4, ' ') + R"("????????ODNN7EXAMPLEAKIAIOSF"])");
   r = Post("/v1/chat/completions", Say("escapedcrff", "hi", true));
   EXPECT_EQ(StreamedContent(r.body), "\f{\"k\":\"????????ODNN7EXAMPLEAKIAIOSF\"}");
   r = Post("/v1/chat/completions", Say("tagpadding", "hi", true));
