@@ -17,6 +17,7 @@
 #include "protocol/openai_texts.h"
 #include "runtime/runner.h"
 #include "stages/choice_joins.h"
+#include "stages/escaped_content.h"
 #include "stages/guard_stage.h"
 #include "stages/whole_answer.h"
 
@@ -100,19 +101,9 @@ class GuardedEvents final : public runtime::EventSink {
     // What was released of it ended within a line, which `text` continues (ScreenPrefix).
     bool continues_line = false;
     size_t screened = 0;  // the size of `text` when it was last screened
-    // The end of what was released, as the upstream wrote it, for the escaped reading.
-    std::string sent_tail;
-    // Whether the text is one clients parse as JSON (OpensJson, from its first byte that is not
-    // a blank); unknown until that byte came.
-    std::optional<bool> json;
+    // The text as a client that decodes its JSON escapes reads it.
+    EscapedContent escaped;
   };
-  // The escaped reading's tail: what a reader that decodes escapes sees of it, at least this
-  // and four windows (a value whose raw start went out is seen whole with its context), and at
-  // most kMaxSentTail bytes written (more is padding with escapes of nothing).
-  static constexpr size_t kSentTail = 1024;
-  static constexpr size_t kMaxSentTail = 64 * 1024;
-  // How much of a content OpensJson may leave undecided (TakeEscapedDisplayControls).
-  static constexpr size_t kUndecidedJson = 1024;
 
   static std::string_view Data(std::string_view event) {
     if (event.starts_with("data: ")) event.remove_prefix(6);
@@ -400,7 +391,7 @@ class GuardedEvents final : public runtime::EventSink {
     std::string& held = held_text.text;
     const size_t appended_at = held.size();
     held.append(text);
-    TakeEscapedDisplayControls(held_text, appended_at, finished);
+    held_text.escaped.TakeDisplayControls(held, appended_at, finished, config_);
     if (!finished && Unchanged(held_text, text)) return std::string();
     // A text held far past its window (overwrites that keep what is shown the same size, so
     // nothing goes out) is screened again only once it grew by a quarter: screening each chunk
@@ -414,12 +405,12 @@ class GuardedEvents final : public runtime::EventSink {
         held.size() < held_text.screened + held_text.screened / 4) {
       return std::string();
     }
-    if (!finished && EscapedReadingWaits(held_text)) return std::string();
+    if (!finished && held_text.escaped.Waits(held)) return std::string();
     guard::PrefixResult r = guard::ScreenPrefix(held, config_, size_t(config_.hold_back_bytes),
                                                 finished, held_text.continues_line);
     stage_.Note(ex_, "answer", r.findings, r.denied);
     if (!r.blocked) {
-      if (std::string escaped = EscapedReading(held_text); !escaped.empty()) {
+      if (std::string escaped = held_text.escaped.Finding(held, config_); !escaped.empty()) {
         r.blocked = true;
         r.block_reason = std::move(escaped);
       }
@@ -451,23 +442,11 @@ class GuardedEvents final : public runtime::EventSink {
       }
     }
     if (r.consumed > 0) {
-      held_text.sent_tail.append(held, 0, r.consumed);
-      // Kept by what a reader that decodes escapes sees, not by bytes, up to kMaxSentTail; past
-      // that, escapes of nothing pad the text.
-      const size_t tail = SentTailShowing();
-      if (held_text.sent_tail.size() > tail + tail / 4) {
-        const size_t keep = guard::TailShowing(held_text.sent_tail, tail);
-        if (keep > kMaxSentTail) {
-          Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
-                                          "'s text with escapes of characters that print as "
-                                          "nothing")));
-          return std::string();
-        }
-        // Not between an escape's backslash and what it escapes: the tail begins as it did in
-        // the whole text (review helper-89: a cut inside a run of backslashes read the escape
-        // after it as text, here and for TakeEscapedDisplayControls).
-        held_text.sent_tail.erase(
-            0, guard::UnescapedCut(held_text.sent_tail, held_text.sent_tail.size() - keep));
+      if (!held_text.escaped.Released(std::string_view(held).substr(0, r.consumed), config_)) {
+        Stop(runtime::BadGateway(StrCat("the upstream's stream pads choice ", index,
+                                        "'s text with escapes of characters that print as "
+                                        "nothing")));
+        return std::string();
       }
       const char last = held[r.consumed - 1];
       held_text.continues_line = last != '\n' && last != '\v' && last != '\f';
@@ -477,88 +456,6 @@ class GuardedEvents final : public runtime::EventSink {
     held_text.screened = held.size();
     held_text.blank = held.find_first_of(guard::kBlankBytes) != std::string::npos;
     return std::move(r.released);
-  }
-
-  size_t SentTailShowing() const {
-    return std::max(kSentTail, 4 * size_t(std::max<int64_t>(config_.hold_back_bytes, 0)));
-  }
-
-  // Whether the escaped reading of `held_text` (EscapedReading) waits for more of it, releasing
-  // nothing meanwhile: until what is held is a 16th of the read, so that a text that grows a
-  // little at a time costs linear time however long its tail is in bytes (review helper-87:
-  // 12,000 chunks of two escaped zero-width spaces and a blank, each read with a tail of 13 KB
-  // and more, took 5.35 s). A text of a byte a character never waits with a window of 86 bytes
-  // or more: its tail is at most 1.25 times SentTailShowing(), and the window holds more than a
-  // 15th of that.
-  static bool EscapedReadingWaits(const HeldText& held_text) {
-    if (!guard::MayHaveJsonEscapes(held_text.sent_tail)) return false;
-    const size_t read = held_text.sent_tail.size() + held_text.text.size();
-    return held_text.text.size() < read / 16;
-  }
-
-  // Why a choice's held content, read as a client that decodes its JSON escapes reads it,
-  // cannot go out; empty when it can. Read with the end of what went out: escapes make a value
-  // longer as written than the window counts it (review helper-84: an IBAN of \u escapes
-  // streamed in 3-byte chunks), and an escape that went out still changes the value the held
-  // text ends (review helper-87: "\u0044\u0045\u0038\u0039 3704 ..." with a 16-byte window).
-  // A value's raw run without blanks is held whole; one with blanks fits the window.
-  std::string EscapedReading(HeldText& held_text) {
-    const std::string& held = held_text.text;
-    if (!guard::MayHaveJsonEscapes(held) && !guard::MayHaveJsonEscapes(held_text.sent_tail)) {
-      return std::string();
-    }
-    const std::string read = held_text.sent_tail + held;
-    if (std::string escaped = guard::EscapedFinding(read, config_); !escaped.empty()) {
-      return StrCat(escaped, " spelled with JSON escapes");
-    }
-    // TakeEscapedDisplayControls took them out; one left (a rewrite walked around) still blocks,
-    // as in a whole answer.
-    if (config_.strip_answer_controls && held_text.json.value_or(false) &&
-        guard::HasLayoutControls(guard::JsonDecoded(read))) {
-      return std::string(kDisplayControl) + " spelled with a JSON escape";
-    }
-    return std::string();
-  }
-
-  // Structured outputs: a client parses the content and shows what it decodes, so a content that
-  // opens JSON (OpensJson) loses the escapes of display controls, as its display controls went
-  // (ShownParsed; review helper-87: "XX\u00adAKIA..." shows a key after a terminal's '-';
-  // helper-90: "????????ODNN7EXAMPLE\rAKIAIOSF" one after a carriage return, where the guard's
-  // decoded reading of the stream had the JSON's closing quote overwrite it). All that is held
-  // when OpensJson first says so; then what came since the last time and the 18 bytes
-  // before it, where an escape cut by a chunk's end began (11) with a "\u" that is no escape or
-  // a high surrogate before it (6: WithoutEscapedDisplayControls); the backslashes before that say
-  // whether its first byte is escaped (those the released text ends with too, when they reach
-  // back to its start). A raw run is held whole until a blank comes, so an escape is whole in
-  // what is held before it can go out.
-  void TakeEscapedDisplayControls(HeldText& held_text, size_t appended_at, bool finished) {
-    std::string& held = held_text.text;
-    if (!held_text.json) {
-      held_text.json = OpensJson(held);
-      // Still undecided past 1 KiB (blanks after a '['): read as JSON, so that each chunk
-      // rescans no more than that (review helper-92: 14,600 chunks of four blanks after a '['
-      // each rescanned all that was held).
-      if (!held_text.json && held.size() > kUndecidedJson) held_text.json = true;
-      if (!held_text.json) return;
-      appended_at = 0;
-    }
-    if (!config_.strip_answer_controls || !*held_text.json) return;
-    const size_t from = appended_at > 18 ? appended_at - 18 : 0;
-    size_t run = 0;
-    while (run < from && held[from - 1 - run] == '\\') ++run;
-    if (run == from) {
-      const std::string& tail = held_text.sent_tail;
-      const size_t last = tail.find_last_not_of('\\');
-      run += tail.size() - (last == std::string::npos ? 0 : last + 1);
-    }
-    std::string storage;
-    const std::string_view region = std::string_view(held).substr(from);
-    if (guard::WithoutEscapedDisplayControls(region, storage, run % 2 == 1, !finished).size() ==
-        region.size()) {
-      return;
-    }
-    held.resize(from);
-    held.append(storage);
   }
 
   // Whether screening `held` again, now that `text` was appended to it, would release nothing
