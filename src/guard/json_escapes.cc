@@ -220,10 +220,14 @@ std::string_view WithoutEscapedDisplayControls(std::string_view text, std::strin
   return storage;
 }
 
+size_t BackslashesBefore(std::string_view text, size_t at) {
+  size_t run = 0;
+  while (run < at && text[at - 1 - run] == '\\') ++run;
+  return run;
+}
+
 size_t UnescapedCut(std::string_view text, size_t at) {
-  bool escaped = false;  // whether text[k] is the byte a backslash before it escapes
-  for (size_t k = 0; k < at && k < text.size(); ++k) escaped = !escaped && text[k] == '\\';
-  return escaped && at > 0 ? at - 1 : at;
+  return BackslashesBefore(text, at) % 2 == 1 ? at - 1 : at;
 }
 
 std::map<std::string, int> ValuesFound(std::string_view text, const GuardConfig& config) {
@@ -248,7 +252,9 @@ std::string NewValue(std::string_view reading, const std::map<std::string, int>&
   return std::string();
 }
 
-std::string EscapedFinding(std::string_view text, const GuardConfig& config) {
+std::string EscapedFinding(std::string_view text, const GuardConfig& config,
+                           std::string* decoded_once) {
+  if (decoded_once != nullptr) decoded_once->assign(text);
   if (!MayHaveJsonEscapes(text)) return std::string();
   // Each value the decoded text shows must be one the text as it is shows at the same place,
   // with the same characters: otherwise escapes spelled it, or an escape beside it changed it
@@ -270,6 +276,7 @@ std::string EscapedFinding(std::string_view text, const GuardConfig& config) {
   for (int level = 0; level < kMaxJsonLevels && MayHaveJsonEscapes(decoded); ++level) {
     std::vector<uint32_t> from;
     std::string next = JsonDecoded(decoded, &from);
+    if (level == 0 && decoded_once != nullptr) *decoded_once = next;
     if (next == decoded) break;
     for (uint32_t& k : from) k = to_raw[k];
     decoded = std::move(next);

@@ -33,7 +33,10 @@ std::string JsonDecoded(std::string_view text, std::vector<uint32_t>* from);
 // escapes, or changed by one beside it.
 // Decoded up to kMaxJsonLevels times, for JSON in a string of JSON.
 inline constexpr int kMaxJsonLevels = 4;
-std::string EscapedFinding(std::string_view text, const GuardConfig& config);
+// `decoded_once`, when not null, is set to `text` decoded once (JsonDecoded), which the reading
+// computes anyway.
+std::string EscapedFinding(std::string_view text, const GuardConfig& config,
+                           std::string* decoded_once = nullptr);
 
 // How many bytes at the end of `text` a reader that decodes its JSON escapes sees as at least
 // `visible` characters: a character, escaped or not, counts as one, or as none when it prints as
@@ -42,10 +45,15 @@ std::string EscapedFinding(std::string_view text, const GuardConfig& config);
 // 2,800 escaped zero-width spaces pushed a card's start out of a tail counted in bytes).
 size_t TailShowing(std::string_view text, size_t visible);
 
+// How many backslashes run up to text[at] (at <= text.size()): text[at] is the byte an escape's
+// backslash escapes when they are odd. Only the run counts: a backslash is escaped only by the
+// one before it, and the byte before the run, not being one, escapes nothing.
+size_t BackslashesBefore(std::string_view text, size_t at);
+
 // `at`, or `at - 1` when text[at] is the byte the backslash at text[at - 1] escapes (text[0]
-// read as escaped by nothing): where to cut a text so that what is kept begins as it began in
-// the whole (review helper-89: a tail cut inside a run of 1,301 backslashes read the escape
-// after it as text).
+// read as escaped by nothing), for at <= text.size(): where to cut a text so that what is kept
+// begins as it began in the whole (review helper-89: a tail cut inside a run of 1,301
+// backslashes read the escape after it as text).
 size_t UnescapedCut(std::string_view text, size_t at);
 
 // `text` without its "\u" escapes (a surrogate pair's two) of a layout control

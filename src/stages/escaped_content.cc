@@ -30,12 +30,8 @@ void EscapedContent::TakeDisplayControls(std::string& held, size_t appended_at, 
   }
   if (!config.strip_answer_controls || !*json_) return;
   const size_t from = appended_at > 18 ? appended_at - 18 : 0;
-  size_t run = 0;
-  while (run < from && held[from - 1 - run] == '\\') ++run;
-  if (run == from) {
-    const size_t last = sent_tail_.find_last_not_of('\\');
-    run += sent_tail_.size() - (last == std::string::npos ? 0 : last + 1);
-  }
+  size_t run = guard::BackslashesBefore(held, from);
+  if (run == from) run += guard::BackslashesBefore(sent_tail_, sent_tail_.size());
   std::string storage;
   const std::string_view region = std::string_view(held).substr(from);
   if (guard::WithoutEscapedDisplayControls(region, storage, run % 2 == 1, !finished).size() ==
@@ -58,13 +54,13 @@ std::string EscapedContent::Finding(const std::string& held,
     return std::string();
   }
   const std::string read = sent_tail_ + held;
-  if (std::string escaped = guard::EscapedFinding(read, config); !escaped.empty()) {
+  std::string decoded;
+  if (std::string escaped = guard::EscapedFinding(read, config, &decoded); !escaped.empty()) {
     return StrCat(escaped, " spelled with JSON escapes");
   }
   // TakeDisplayControls took them out; one left (a rewrite walked around) still blocks, as in
   // a whole answer.
-  if (config.strip_answer_controls && json_.value_or(false) &&
-      guard::HasLayoutControls(guard::JsonDecoded(read))) {
+  if (config.strip_answer_controls && json_.value_or(false) && guard::HasLayoutControls(decoded)) {
     return StrCat(kDisplayControl, " spelled with a JSON escape");
   }
   return std::string();

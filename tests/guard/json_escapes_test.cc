@@ -73,6 +73,28 @@ TEST(JsonEscapesTest, ACutKeepsAnEscapeWhole) {
   EXPECT_EQ(UnescapedCut(R"(a\\\u0041)", 4), 3u);  // an odd run: 3 escapes the 'u' after
   EXPECT_EQ(UnescapedCut(R"(a\\\u0041)", 5), 5u);
   EXPECT_EQ(UnescapedCut("abc", 0), 0u);
+  EXPECT_EQ(UnescapedCut(R"(\\\)", 3), 2u);  // at the end: a lone backslash goes with what follows
+  EXPECT_EQ(UnescapedCut(R"(\\\n)", 3), 2u);
+}
+
+TEST(JsonEscapesTest, BackslashesBeforeCountsTheRunOnly) {
+  EXPECT_EQ(BackslashesBefore(R"(a\\\n)", 4), 3u);
+  EXPECT_EQ(BackslashesBefore(R"(a\\\n)", 2), 1u);
+  EXPECT_EQ(BackslashesBefore(R"(a\\\n)", 1), 0u);
+  EXPECT_EQ(BackslashesBefore(R"(\\)", 2), 2u);  // to the text's start
+  EXPECT_EQ(BackslashesBefore(R"(\\)", 0), 0u);
+}
+
+TEST(JsonEscapesTest, EscapedFindingGivesTheTextDecodedOnce) {
+  GuardConfig config;
+  std::string decoded;
+  EXPECT_EQ(EscapedFinding(R"({"a":"x\u0041\\u0042"})", config, &decoded), "");
+  EXPECT_EQ(decoded, R"({"a":"xA\u0042"})");  // one level, not the second
+  EXPECT_EQ(EscapedFinding("plain", config, &decoded), "");
+  EXPECT_EQ(decoded, "plain");
+  EXPECT_EQ(EscapedFinding(R"({"mail": "bob\u0040example.com"})", config, &decoded),
+            "EMAIL_ADDRESS");
+  EXPECT_EQ(decoded, R"({"mail": "bob@example.com"})");
 }
 
 // Found by review helper-88: an escaped tag character (two code units) counted as two, an
