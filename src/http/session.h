@@ -1,6 +1,7 @@
 // Internal to src/http: one client connection (plain or TLS) and the per-thread event loop it
 // lives on. Included only by server.cc; the public door of the part is server.h. How a request's
-// bytes are fed to the parser under the limits is request_reader.h.
+// bytes are fed to the parser under the limits is request_reader.h; the members that read,
+// answer and stream are defined in session.cc, for the two kinds this header declares there.
 //
 // A Session reads a request under the limits, answers protocol errors itself, hands good
 // requests to the Handler, and writes the answer; deadlines are checked by its Loop's sweep.
@@ -11,7 +12,11 @@
 // from any thread and hop onto it.
 #pragma once
 
-// Boost 1.74's Asio uses std::exchange without including <utility> under C++20.
+// Boost 1.74's Asio uses std::exchange without including <utility> under C++20: before it.
+// clang-format off
+#include <utility>
+// clang-format on
+
 #include <time.h>
 
 #include <algorithm>
@@ -28,7 +33,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -135,207 +139,25 @@ class Session final : public ResponseSink,
     deadline_ns = 0;
   }
 
-  void OnDeadline() override {
-    beast::error_code ignored;
-    if (waiting_ == Waiting::kRequest) {
-      timed_out_ = true;
-      Socket().cancel(ignored);
-    } else {
-      Socket().close(ignored);  // idle, handshake, write, shutdown: nobody to answer
-    }
-  }
+  void OnDeadline() override;
 
-  void Begin() {
-    loop_.sessions.push_back(this->weak_from_this());
-    if constexpr (kTls) {
-      Arm(Waiting::kHandshake, core_.limits.tls_handshake_timeout);
-      stream_.async_handshake(
-          ssl::stream_base::server, [self = this->shared_from_this()](beast::error_code ec) {
-            self->Disarm();
-            if (ec) {
-              self->listener_.HandshakeFailed(
-                  self->core_, self->remote_,
-                  HandshakeFailure(self->stream_.native_handle(), ec.message()),
-                  SystemClock().MonotonicNanos());
-              self->Close();
-              return;
-            }
-            self->client_.Handshaken(self->stream_.native_handle(), self->listener_,
-                                     SystemClock().MonotonicNanos());
-            self->WaitForRequest();
-          });
-    } else {
-      WaitForRequest();
-    }
-  }
+  void Begin();
 
-  void WaitForRequest() {
-    parser_.emplace();
-    parser_->body_limit(core_.limits.body_limit_bytes);
-    parser_->on_chunk_body(chunk_body_sink_);
-    body_charged_ = 0;
-    header_reader_ =
-        HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
-    body_reader_ = BodyReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
-    if (buffer_.size() > 0) {
-      Arm(Waiting::kRequest, core_.limits.request_timeout);
-      ParseHeader();
-      return;
-    }
-    Arm(Waiting::kIdle, core_.limits.idle_timeout);
-    stream_.async_read_some(buffer_.prepare(kReadChunk),
-                            [self = this->shared_from_this()](beast::error_code ec, size_t n) {
-                              self->Disarm();
-                              if (ec) {
-                                // Idle timeout or the peer went away between requests:
-                                // nothing was asked, so nothing is answered.
-                                self->Close();
-                                return;
-                              }
-                              self->buffer_.commit(n);
-                              self->Arm(Waiting::kRequest, self->core_.limits.request_timeout);
-                              self->ParseHeader();
-                            });
-  }
+  void WaitForRequest();
 
   // Parses what the buffer holds and reads more until the header is complete. The parser
   // stops at the end of the header, so the body and pipelined requests stay in the buffer.
-  void ParseHeader() {
-    if (buffer_.size() > 0) {
-      size_t used = 0;
-      beast::error_code ec;
-      HeaderReader::Result result = header_reader_.Put(*parser_, buffer_.data(), used, ec);
-      buffer_.consume(used);
-      switch (result) {
-        case HeaderReader::Result::kNeedMore:
-          break;
-        case HeaderReader::Result::kDone:
-          OnHeader();
-          return;
-        case HeaderReader::Result::kTooLarge:
-          OnReadError(bhttp::error::header_limit);
-          return;
-        case HeaderReader::Result::kTooManyFields:
-          Reject(431,
-                 StrCat("the request header has more than ", core_.limits.header_fields_limit,
-                        " fields"),
-                 "too_many_headers");
-          return;
-        case HeaderReader::Result::kError:
-          OnReadError(ec);
-          return;
-      }
-    }
-    ReadMore(&Session::ParseHeader);
-  }
+  void ParseHeader();
 
   // Reads what the peer sends next into the buffer, then calls `then`. A failed read (the peer
   // went away, the request deadline cancelled it) goes to OnReadError as Beast reports it.
-  void ReadMore(void (Session::*then)()) {
-    // The deadline fired while no read was pending (a completion, this session's last read's or
-    // its 100 Continue's, was already queued), so its cancel found nothing: a read started now
-    // would wait with no deadline at all.
-    if (timed_out_) {
-      OnReadError(net::error::operation_aborted);
-      return;
-    }
-    stream_.async_read_some(buffer_.prepare(kReadChunk), [self = this->shared_from_this(), then](
-                                                             beast::error_code ec, size_t n) {
-      if (ec == net::error::eof) {
-        ec = self->parser_->got_some() ? beast::error_code(bhttp::error::partial_message)
-                                       : beast::error_code(bhttp::error::end_of_stream);
-      }
-      // The deadline fired after this read completed, before this ran: as above.
-      if (!ec && self->timed_out_) ec = net::error::operation_aborted;
-      if (ec) {
-        self->OnReadError(ec);
-        return;
-      }
-      self->buffer_.commit(n);
-      ((*self).*then)();
-    });
-  }
+  void ReadMore(void (Session::*then)());
 
-  void OnHeader() {
-    const auto& request = parser_->get();
-    if (std::optional<FramingError> error = CheckFraming(request)) {
-      Reject(400, std::move(error->message), error->reason);
-      return;
-    }
-    if (parser_->is_done()) {
-      // No body: what it holds is bounded by max_connections x header_limit_bytes, and
-      // probes, metadata and metrics stay answered while bodies fill the budget.
-      OnRequest();
-      return;
-    }
-    // Reserved before the body is read (and before 100-continue invites it), so a request
-    // that does not fit is refused while the server holds nothing of its body.
-    const size_t reserve = header_reader_.bytes() + size_t(parser_->content_length().value_or(0));
-    if (!core_.Reserve(reserve)) {
-      RejectOverBudget();
-      return;
-    }
-    reserved_ = reserve;
-    body_started_ns_ = CoarseNowNanos();
-    body_bytes_ = 0;
-    ArmBodyRate();
-    if (EqualsIgnoreCase(ToStd(request[bhttp::field::expect]), "100-continue")) {
-      // curl and others wait for this before sending a body over 1 KiB.
-      auto continue_response =
-          std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
-      bhttp::async_write(
-          stream_, *continue_response,
-          [self = this->shared_from_this(), continue_response](beast::error_code ec, size_t) {
-            if (ec) {
-              self->Close();
-              return;
-            }
-            self->ParseBody();
-          });
-      return;
-    }
-    ParseBody();
-  }
+  void OnHeader();
 
   // Parses what the buffer holds and reads more until the body is complete. The parser stops
   // at the end of the body, so pipelined requests stay in the buffer.
-  void ParseBody() {
-    if (buffer_.size() > 0) {
-      size_t used = 0;
-      beast::error_code ec;
-      const BodyReader::Result result = body_reader_.Put(*parser_, buffer_.data(), used, ec);
-      buffer_.consume(used);
-      body_bytes_ += used;
-      ArmBodyRate();
-      switch (result) {
-        case BodyReader::Result::kNeedMore:
-          break;
-        case BodyReader::Result::kDone:
-          OnRequest();
-          return;
-        case BodyReader::Result::kTooLarge:
-          Reject(431,
-                 StrCat("a chunk header or the trailers exceed ", core_.limits.header_limit_bytes,
-                        " bytes"),
-                 "header_too_large");
-          return;
-        case BodyReader::Result::kTooManyFields:
-          Reject(431,
-                 StrCat("the request header and trailers have more than ",
-                        core_.limits.header_fields_limit, " fields"),
-                 "too_many_headers");
-          return;
-        case BodyReader::Result::kError:
-          if (ec == bhttp::error::buffer_overflow) {  // from OnChunkBody: the budget is full
-            RejectOverBudget();
-          } else {
-            OnReadError(ec);
-          }
-          return;
-      }
-    }
-    ReadMore(&Session::ParseBody);
-  }
+  void ParseBody();
 
   // A chunked body declares no size, so it is charged as its payload is kept, before the memory
   // is taken, and only for that: the parser drops chunk-size lines and extensions as it goes
@@ -345,27 +167,7 @@ class Session final : public ResponseSink,
   // the string the same way (doubling, so a body of 1-byte chunks is not copied once per
   // chunk) but never past body_limit_bytes, and charges its capacity: what the server holds.
   // Beast refuses a chunk that would pass body_limit_bytes before its payload arrives.
-  size_t OnChunkBody(beast::string_view data, beast::error_code& ec) {
-    std::string& body = parser_->get().body();
-    const size_t needed = body.size() + data.size();
-    if (needed > body.capacity()) {
-      const size_t capacity =
-          std::max(needed, std::min(core_.limits.body_limit_bytes, 2 * body.capacity()));
-      if (!core_.Reserve(capacity - body_charged_)) {
-        ec = bhttp::error::buffer_overflow;  // ParseBody answers 503
-        return 0;
-      }
-      reserved_ += capacity - body_charged_;
-      body_charged_ = capacity;
-      // reserve() on the string itself would round a growth of less than double up to double.
-      std::string grown;
-      grown.reserve(capacity);
-      grown.append(body);
-      body.swap(grown);
-    }
-    body.append(data.data(), data.size());
-    return data.size();
-  }
+  size_t OnChunkBody(beast::string_view data, beast::error_code& ec);
 
   // Called by the parser for each piece of chunk payload, in place of string_body's reader.
   struct ChunkBodySink {
@@ -380,149 +182,25 @@ class Session final : public ResponseSink,
   // fires and it gets 408. Bytes the parser consumed count, framing included: a chunked body's
   // reservation grows only with its payload, so framing keeps alive a connection that holds
   // little. Called when the body starts and after every read of it.
-  void ArmBodyRate() {
-    const size_t rate = core_.limits.body_min_bytes_per_second;
-    if (rate == 0 || waiting_ != Waiting::kRequest || timed_out_) return;
-    // The request's own deadline is never extended; past it, the rate's deadline is moot.
-    const absl::Duration allowed = std::min(
-        core_.limits.body_min_rate_grace + absl::Seconds(double(body_bytes_) / double(rate)),
-        core_.limits.request_timeout);
-    const int64_t rate_deadline_ns = body_started_ns_ + absl::ToInt64Nanoseconds(allowed);
-    slow_body_ = rate_deadline_ns < request_deadline_ns_;
-    deadline_ns = slow_body_ ? rate_deadline_ns : request_deadline_ns_;
-  }
+  void ArmBodyRate();
 
-  void RejectOverBudget() {
-    Reject(503, "the server holds too many request bytes; retry later", "over_budget");
-  }
+  void RejectOverBudget();
 
-  void OnReadError(beast::error_code ec) {
-    const bool timed_out = timed_out_;
-    Disarm();
-    if (timed_out && slow_body_) {
-      Reject(408,
-             StrCat("the request body arrived slower than ", core_.limits.body_min_bytes_per_second,
-                    " bytes per second"),
-             "body_too_slow");
-    } else if (timed_out) {
-      Reject(408, "the request was not received in time", "timeout");
-    } else if (ec == bhttp::error::end_of_stream) {
-      Close();
-    } else if (ec == bhttp::error::body_limit) {
-      Reject(413, StrCat("the request body exceeds ", core_.limits.body_limit_bytes, " bytes"),
-             "body_too_large");
-    } else if (ec == bhttp::error::header_limit) {
-      Reject(431, StrCat("the request header exceeds ", core_.limits.header_limit_bytes, " bytes"),
-             "header_too_large");
-    } else if (ec.category() == bhttp::make_error_code(bhttp::error::bad_method).category() &&
-               ec != bhttp::error::partial_message) {
-      Reject(400, StrCat("malformed HTTP request: ", ec.message()), "malformed");
-    } else {
-      // The connection broke mid-request (truncated body, reset): nobody is left to answer.
-      listener_.Reject(core_, "truncated");
-      Close();
-    }
-  }
+  void OnReadError(beast::error_code ec);
 
-  void OnRequest() {
-    Disarm();
-    bhttp::request<bhttp::string_body> message = parser_->release();
-    Request request;
-    request.listener = listener_.options.name;
-    request.method = std::string(ToStd(message.method_string()));
-    request.target = std::string(ToStd(message.target()));
-    request.authorization = std::string(ToStd(message[bhttp::field::authorization]));
-    request.body = std::move(message.body());
-    request.remote = remote_;
-    request.received_ns = SystemClock().MonotonicNanos();
-    ReadPillarHeaders(message, request);
-    // A connection made before the listener's TLS files changed closes after this answer, its
-    // client checked again first (TlsClient::Check).
-    bool same_tls_files = true;
-    if constexpr (kTls) {
-      SSL* ssl = stream_.native_handle();
-      same_tls_files = client_.Check(ssl, listener_, core_, remote_, tls_, request.received_ns);
-      client_.Name(ssl, listener_, request);
-    }
-    keep_alive_ = message.keep_alive() && same_tls_files;
-    http10_ = message.version() == 10;
-
-    RouteResult route = listener_.router.Match(request.method, request.target);
-    if (route.kind == RouteResult::Kind::kNotFound) {
-      Reject(404, StrCat("no route for ", request.target.substr(0, 256)), "no_route", true,
-             request.method, request.target);
-      return;
-    }
-    if (route.kind == RouteResult::Kind::kMethodNotAllowed) {
-      extra_header_ = route.allowed;
-      Reject(405, StrCat("method ", request.method, " is not allowed here"), "method_not_allowed",
-             true, request.method, request.target);
-      return;
-    }
-    request.route = route.route;
-    request.params = std::move(route.params);
-    core_.handler.Handle(std::move(request), this->shared_from_this());
-  }
+  void OnRequest();
 
   void Reject(int status, std::string message, std::string_view reason, bool keep_alive = false,
-              std::string_view method = {}, std::string_view target = {}) {
-    listener_.Reject(core_, reason);
-    if (method.empty() && parser_ && parser_->is_header_done()) {
-      method = ToStd(parser_->get().method_string());
-      target = ToStd(parser_->get().target());
-    }
-    core_.handler.OnRejected(Rejection{listener_.options.name, status, reason, message, remote_,
-                                       method, target.substr(0, 1024)});
-    if (!keep_alive) keep_alive_ = false;
-    Response response;
-    response.status = status;
-    response.body = "{\"error\":";
-    AppendJsonString(response.body, message);
-    response.body.push_back('}');
-    if (status == 405) response.headers.emplace_back("Allow", std::move(extra_header_));
-    // The budget frees as requests are answered, which takes milliseconds to seconds.
-    if (status == 503) response.headers.emplace_back("Retry-After", "1");
-    Write(std::move(response));
-  }
+              std::string_view method = {}, std::string_view target = {});
 
   // The request is answered: what it held goes back to the budget, and its head is made.
   // `streamed`: no length is known (chunked, or to the connection's end for HTTP/1.0).
-  void BuildHead(const Response& response, bool streamed) {
-    core_.Release(reserved_);
-    reserved_ = 0;
-    body_charged_ = 0;
-    response_keep_alive_ =
-        keep_alive_ && !(streamed && http10_) && !core_.draining.load(std::memory_order_relaxed);
-    head_.clear();
-    AppendResponseHead(response, {streamed, response_keep_alive_, http10_}, head_);
-  }
+  void BuildHead(const Response& response, bool streamed);
 
-  void Write(Response response) {
-    BuildHead(response, false);
-    body_ = std::move(response.body);
-    Arm(Waiting::kWrite, core_.limits.write_timeout);
-    core_.writing.fetch_add(1);
-    std::array<net::const_buffer, 2> buffers = {net::buffer(head_), net::buffer(body_)};
-    net::async_write(stream_, buffers,
-                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                       self->core_.writing.fetch_sub(1);
-                       self->Disarm();
-                       if (ec) {
-                         self->Close();
-                         return;
-                       }
-                       self->Answered();
-                     });
-  }
+  void Write(Response response);
 
   // The response is on the wire: the next request, or the end of the connection.
-  void Answered() {
-    if (!response_keep_alive_) {
-      Shutdown();
-      return;
-    }
-    WaitForRequest();
-  }
+  void Answered();
 
   // --- Streamed responses (ResponseSink::StartStream). Pieces queue in `stream_queue_` and are
   // written one at a time; each write has the write timeout, and the stream has none while it
@@ -533,106 +211,23 @@ class Session final : public ResponseSink,
     bool last = false;
   };
 
-  void StartStream(Response head) override {
-    BuildHead(head, true);
-    core_.writing.fetch_add(1);
-    streaming_ = true;
-    stream_queue_.push_back({std::move(head_), nullptr, false});
-    head_.clear();
-    PumpStream();
-  }
+  void StartStream(Response head) override;
 
-  void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written) override {
-    if (!streaming_ || stream_failed_) {
-      if (written) std::move(written)(false);
-      return;
-    }
-    if (bytes.empty()) {  // an empty chunk would end the body
-      if (written) std::move(written)(true);
-      return;
-    }
-    std::string framed;
-    if (http10_) {
-      framed = std::move(bytes);
-    } else {
-      framed.reserve(bytes.size() + 12);
-      framed = Hex(bytes.size(), 1);
-      framed.append("\r\n");
-      framed.append(bytes);
-      framed.append("\r\n");
-    }
-    stream_queue_.push_back({std::move(framed), std::move(written), false});
-    PumpStream();
-  }
+  void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written) override;
 
-  void EndStream() override {
-    if (!streaming_) return;
-    stream_queue_.push_back({http10_ ? std::string() : std::string("0\r\n\r\n"), nullptr, true});
-    PumpStream();
-  }
+  void EndStream() override;
 
-  void PumpStream() {
-    if (stream_writing_ || stream_queue_.empty()) return;
-    if (stream_failed_) return FailStream();
-    stream_writing_ = true;
-    Arm(Waiting::kWrite, core_.limits.write_timeout);
-    net::async_write(stream_, net::buffer(stream_queue_.front().bytes),
-                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                       self->OnStreamWritten(ec);
-                     });
-  }
+  void PumpStream();
 
-  void OnStreamWritten(beast::error_code ec) {
-    stream_writing_ = false;
-    Disarm();
-    StreamPiece piece = std::move(stream_queue_.front());
-    stream_queue_.pop_front();
-    if (ec) {
-      stream_failed_ = true;
-      if (piece.written) std::move(piece.written)(false);
-      return FailStream();
-    }
-    if (piece.written) std::move(piece.written)(true);
-    if (piece.last) {
-      streaming_ = false;
-      core_.writing.fetch_sub(1);
-      return Answered();
-    }
-    PumpStream();
-  }
+  void OnStreamWritten(beast::error_code ec);
 
   // The client went away or stopped reading: every piece still queued is told so, and the
   // connection closes (a stream cut short has no clean end to write).
-  void FailStream() {
-    std::deque<StreamPiece> pieces;
-    pieces.swap(stream_queue_);
-    for (StreamPiece& piece : pieces) {
-      if (piece.written) std::move(piece.written)(false);
-    }
-    if (streaming_) {
-      streaming_ = false;
-      core_.writing.fetch_sub(1);
-    }
-    Close();
-  }
+  void FailStream();
 
-  void Shutdown() {
-    if constexpr (kTls) {
-      Arm(Waiting::kShutdown, absl::Seconds(2));
-      stream_.async_shutdown(
-          [self = this->shared_from_this()](beast::error_code) { self->Close(); });
-    } else {
-      beast::error_code ignored;
-      Socket().shutdown(tcp::socket::shutdown_send, ignored);
-      Close();
-    }
-  }
+  void Shutdown();
 
-  void Close() {
-    Disarm();
-    beast::error_code ignored;
-    Socket().close(ignored);
-  }
+  void Close();
 
   // The TLS context this connection was made with (null on a plaintext one), and its
   // generation, which the client was verified under: declared before the stream, which uses it.
@@ -672,5 +267,9 @@ class Session final : public ResponseSink,
   TlsClient client_;  // a TLS connection's client certificate, kept current
   std::string extra_header_;
 };
+
+// Defined in session.cc, once each.
+extern template class Session<false>;
+extern template class Session<true>;
 
 }  // namespace pillar::http::internal
