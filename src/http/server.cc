@@ -228,9 +228,12 @@ absl::StatusOr<uint16_t> HttpServer::AddListener(const ListenerOptions& options,
     return absl::InvalidArgumentError(
         StrCat("listener '", options.name, "': bad address '", options.address, "'"));
   tcp::endpoint endpoint(ip, options.port);
-  Listener& listener = impl_->listeners.emplace_back(
-      Listener{options, router, std::move(context), tcp::acceptor(impl_->loops[0]->context),
-               net::steady_timer(impl_->loops[0]->context)});
+  // The acceptor and the timer made in place (GCC 12 warns, wrongly, that a moved acceptor's
+  // reactor data may be read uninitialized).
+  Listener& listener =
+      impl_->listeners.emplace_back(Listener{options, router, std::move(context), {}, {}});
+  listener.acceptor.emplace(impl_->loops[0]->context);
+  listener.accept_pause.emplace(impl_->loops[0]->context);
   auto fail = [&](std::string_view what) {
     std::string message = StrCat("listener '", options.name, "' on ", options.address, ":",
                                  options.port, ": ", what, ": ", ec.message());

@@ -110,6 +110,13 @@ class ResponseSink {
   virtual void EndStream() = 0;
   // Runs `task` on the connection's executor.
   virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
+  // Runs `gone` (on the connection's executor) if the client closes its side of the connection,
+  // or resets it, before the answer starts: the work for the request may stop (its answer then
+  // goes nowhere). Checked by the loop's sweep, every 100 ms from 100 ms after this call on, so
+  // that an answer quicker than that costs nothing; a client that only half-closes is taken as
+  // gone, as nginx takes it. Called on the connection's executor, once per request, before
+  // Send or StartStream, which end the watch (a stream learns of it as it writes).
+  virtual void OnClientGone(absl::AnyInvocable<void() &&> gone) { (void)gone; }
 };
 
 // A request the HTTP layer refused itself (malformed, too large, too slow, no route ...), for

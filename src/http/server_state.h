@@ -147,7 +147,11 @@ class Deadlined {
  public:
   virtual ~Deadlined() = default;
   virtual void OnDeadline() = 0;
-  int64_t deadline_ns = 0;  // 0: nothing to wait for
+  // Each sweep from watch_from_ns on (while it is not 0): whether the client is still there
+  // (ResponseSink::OnClientGone).
+  virtual void OnWatch() {}
+  int64_t deadline_ns = 0;    // 0: nothing to wait for
+  int64_t watch_from_ns = 0;  // 0: nothing to watch
 };
 
 constexpr auto kSweepInterval = std::chrono::milliseconds(100);
@@ -178,6 +182,7 @@ struct Loop {
         session->deadline_ns = 0;
         session->OnDeadline();
       }
+      if (session->watch_from_ns != 0 && now >= session->watch_from_ns) session->OnWatch();
     }
     sessions.resize(kept);
     sweep.expires_after(kSweepInterval);

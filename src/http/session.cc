@@ -2,6 +2,8 @@
 // defined once for a plaintext and once for a TLS connection.
 #include "http/session.h"
 
+#include <poll.h>
+
 namespace pillar::http::internal {
 
 template <bool kTls>
@@ -314,6 +316,7 @@ void Session<kTls>::OnRequest() {
   }
   request.route = route.route;
   request.params = std::move(route.params);
+  handling_ = true;
   core_.handler.Handle(std::move(request), this->shared_from_this());
 }
 
@@ -340,7 +343,28 @@ void Session<kTls>::Reject(int status, std::string message, std::string_view rea
 }
 
 template <bool kTls>
+void Session<kTls>::OnWatch() {
+  if (!on_gone_) {
+    watch_from_ns = 0;
+    return;
+  }
+  // The peer's end of the stream (or a reset), without reading: bytes it sent after its
+  // request (a pipelined one, a TLS record) stay for the reader, and a close behind them shows.
+  pollfd watched{Socket().native_handle(), POLLRDHUP, 0};
+  if (::poll(&watched, 1, 0) <= 0) return;
+  if ((watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+  watch_from_ns = 0;
+  keep_alive_ = false;  // nothing more comes on it
+  absl::AnyInvocable<void()&&> gone = std::move(on_gone_);
+  on_gone_ = nullptr;
+  std::move(gone)();
+}
+
+template <bool kTls>
 void Session<kTls>::BuildHead(const Response& response, bool streamed) {
+  handling_ = false;  // the answer starts: nothing left to stop
+  on_gone_ = nullptr;
+  watch_from_ns = 0;
   core_.Release(reserved_);
   reserved_ = 0;
   body_charged_ = 0;
@@ -480,6 +504,9 @@ void Session<kTls>::Shutdown() {
 template <bool kTls>
 void Session<kTls>::Close() {
   Disarm();
+  handling_ = false;
+  on_gone_ = nullptr;
+  watch_from_ns = 0;
   beast::error_code ignored;
   Socket().close(ignored);
 }

@@ -97,6 +97,12 @@ class Session final : public ResponseSink,
                                        task = std::move(task)]() mutable { std::move(task)(); });
   }
 
+  void OnClientGone(absl::AnyInvocable<void() &&> gone) override {
+    if (!handling_) return;  // answered already
+    on_gone_ = std::move(gone);
+    watch_from_ns = CoarseNowNanos() + kWatchAfterNs;
+  }
+
  private:
   enum class Waiting { kNothing, kIdle, kRequest, kHandshake, kWrite, kShutdown };
 
@@ -140,6 +146,8 @@ class Session final : public ResponseSink,
   }
 
   void OnDeadline() override;
+  // Whether the client is still there, while a request it waits for is handled (OnClientGone).
+  void OnWatch() override;
 
   void Begin();
 
@@ -266,6 +274,11 @@ class Session final : public ResponseSink,
   std::string remote_;
   TlsClient client_;  // a TLS connection's client certificate, kept current
   std::string extra_header_;
+  // From the request's hand-off to the handler until its answer starts; what runs if the client
+  // goes away meanwhile (OnClientGone), watched from 100 ms after it was set.
+  static constexpr int64_t kWatchAfterNs = 100'000'000;
+  bool handling_ = false;
+  absl::AnyInvocable<void() &&> on_gone_;
 };
 
 // Defined in session.cc, once each.

@@ -95,9 +95,10 @@ std::string Shown(std::string_view url) {
       StrCat(source, ": [remote] api_version must be up to 64 letters, digits, '.', '_' or '-'"));
 }
 
-// `endpoints`: each a URL string, or an inline table with url, weight, priority and zone.
+// `endpoints`: each a URL string, or an inline table with url, weight, priority and zone, and
+// the upstream's own name for the model where `signed_file` (a model.toml).
 [[nodiscard]] absl::Status ReadEndpoints(const toml::table& remote, std::string_view source,
-                                         std::vector<RemoteEndpoint>& out) {
+                                         bool signed_file, std::vector<RemoteEndpoint>& out) {
   const toml::node* node = remote.get("endpoints");
   if (node == nullptr) return absl::OkStatus();
   const toml::array* array = node->as_array();
@@ -115,6 +116,16 @@ std::string Shown(std::string_view url) {
       PILLAR_RETURN_IF_ERROR(fields.ReadInt("weight", endpoint.weight, 1, 1000));
       PILLAR_RETURN_IF_ERROR(fields.ReadInt("priority", endpoint.priority, 1, 100));
       PILLAR_RETURN_IF_ERROR(fields.ReadString("zone", endpoint.zone));
+      // Which model an upstream is asked for stays with the signature, as [remote] model does
+      // (review helper-93: a backends file sent a signed language model's calls, with its
+      // credentials, to another upstream model).
+      if (const toml::node* model = table->get("model"); model != nullptr && !signed_file) {
+        return absl::InvalidArgumentError(
+            StrCat(source, ":", model->source().begin.line,
+                   ": an endpoint's model stays with "
+                   "the signature (model.toml): an endpoint listed here by a URL the signed "
+                   "[remote] lists keeps the model it names there"));
+      }
       PILLAR_RETURN_IF_ERROR(fields.ReadString("model", endpoint.model));
       PILLAR_RETURN_IF_ERROR(fields.CheckNoUnknownKeys());
     } else {
@@ -246,10 +257,20 @@ namespace {
 
 // The keys of a [remote] table that may change without a new signature (a backends file's
 // table): where traffic goes and how it is balanced, checked, broken, retried and timed.
+// `signed_file`: a model.toml's [remote], not a backends file's table over it.
 [[nodiscard]] absl::Status ReadOperationalKeys(TomlSection& section, const toml::table& table,
-                                               std::string_view source, RemoteConfig& out) {
-  if (table.contains("endpoints")) out.endpoints.clear();
-  PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, out.endpoints));
+                                               std::string_view source, bool signed_file,
+                                               RemoteConfig& out) {
+  std::vector<RemoteEndpoint> before;
+  if (table.contains("endpoints")) before.swap(out.endpoints);
+  PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, signed_file, out.endpoints));
+  // A URL the signature lists keeps the name it gives the model there; any other gets [remote]
+  // model's.
+  for (RemoteEndpoint& endpoint : out.endpoints) {
+    for (const RemoteEndpoint& listed : before) {
+      if (!signed_file && listed.url == endpoint.url) endpoint.model = listed.model;
+    }
+  }
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "breaker", source, out.breaker));
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "backend_breaker", source, out.backend_breaker));
   PILLAR_RETURN_IF_ERROR(ReadHealthCheck(table, source, out.health_check));
@@ -333,7 +354,7 @@ void AllowSubtables(TomlSection& section) {
   }
   TomlSection section(node->as_table(), "remote", source);
   AllowSubtables(section);
-  PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, *node->as_table(), source, out));
+  PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, *node->as_table(), source, true, out));
   // What stays with the signature: who the upstream is told the model is, whether it may be sent
   // twice, and what pillar presents to it.
   PILLAR_RETURN_IF_ERROR(section.ReadString("model", out.model));
@@ -355,7 +376,7 @@ void AllowSubtables(TomlSection& section) {
                                                std::string_view source, RemoteConfig& out) {
   TomlSection section(&table, std::string(name), source);
   AllowSubtables(section);
-  PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, table, source, out));
+  PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, table, source, false, out));
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
   return CheckRemote(out, source);
 }

@@ -99,6 +99,10 @@ void Exchange::WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> w
   sink->WriteChunk(std::move(bytes), std::move(written));
 }
 
+void Exchange::OnClientGone(absl::AnyInvocable<void() &&> gone) {
+  if (sink != nullptr) sink->OnClientGone(std::move(gone));
+}
+
 void Exchange::ReplaceError(std::string message) {
   error = std::move(message);
   if (OpenAiShaped(operation)) {

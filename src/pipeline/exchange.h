@@ -85,6 +85,10 @@ class Exchange {
   // the exchange's thread; the listener ends the stream after the chain's response half.
   void StartStream(Response head);
   void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written);
+  // Runs `gone` if the client goes away before the answer starts (http::ResponseSink's
+  // OnClientGone); nothing for an exchange without a connection (a job's run). On the
+  // exchange's thread.
+  void OnClientGone(absl::AnyInvocable<void() &&> gone);
 
   // --- The request, set by the listener.
   std::string request_id;

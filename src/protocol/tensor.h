@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "absl/functional/function_ref.h"
+#include "common/cancellation.h"
 #include "protocol/datatype.h"
 
 namespace pillar::protocol {
@@ -69,6 +71,9 @@ struct InferenceRequest {
   // body.
   uint64_t caller = 0;
   uint64_t principal = 0;  // a hash of the principal alone (0: unknown)
+  // Set when the caller may go away before the answer (a client on a connection): a runner that
+  // can stop its work for it does so when this is cancelled. Not part of the body.
+  std::shared_ptr<Cancellation> cancellation;
   std::vector<Tensor> inputs;
   std::vector<std::string> requested_outputs;
 };

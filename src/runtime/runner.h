@@ -87,6 +87,7 @@ struct GenerateRequest {
   protocol::Priority priority = protocol::Priority::kNormal;
   uint64_t caller = 0;
   uint64_t principal = 0;
+  std::shared_ptr<Cancellation> cancellation;  // as InferenceRequest's
 };
 
 // What a runner in front of other model servers knows of them, for `pillar backends` and the
@@ -124,6 +125,8 @@ class Runner {
   // the answer's body and usage. FailedPrecondition for a model of tensors.
   virtual void Generate(GenerateRequest request, InferCallback done);
   virtual bool Ready() const = 0;
+  // Whether it stops a call whose request's cancellation is cancelled (the client went away).
+  virtual bool Cancellable() const { return false; }
   // What it knows of the servers behind it; none for a runner that runs the model itself.
   virtual std::optional<UpstreamStatus> Upstreams() const { return std::nullopt; }
   // Takes a new [remote] configuration into service without a restart (a backends file

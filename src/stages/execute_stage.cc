@@ -1,7 +1,10 @@
 #include "stages/execute_stage.h"
 
 #include <algorithm>
+#include <memory>
+#include <variant>
 
+#include "common/cancellation.h"
 #include "common/strings.h"
 #include "guard/screen.h"
 #include "pipeline/chain.h"
@@ -176,6 +179,7 @@ pipeline::StageResult ExecuteStage::OnRequest(pipeline::Exchange& ex) {
 
 void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& version, Work work,
                        size_t next, absl::Status primary_error) {
+  WatchForTheClient(ex, version, work);
   // A copy for the fallbacks, only for a model that has some.
   std::optional<Work> spare;
   if (fallback_.audit != nullptr && ex.model->config && next < ex.model->config->fallback.size()) {
@@ -224,6 +228,19 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
   } else {
     version.runner->Infer(std::get<protocol::InferenceRequest>(std::move(work)), std::move(done));
   }
+}
+
+// A call to a runner that can stop (one in front of other servers) is stopped when its client
+// goes away before the answer (review helper-93: a client that hung up after 0.3 s kept its
+// upstream call, and its key's place among the requests in flight, for the whole timeout). Once
+// per exchange: a fallback's call gets the primary's cancellation with the copy of the request.
+void ExecuteStage::WatchForTheClient(pipeline::Exchange& ex, const runtime::ModelVersion& version,
+                                     Work& work) {
+  std::shared_ptr<Cancellation>& cancellation = std::visit(
+      [](auto& request) -> std::shared_ptr<Cancellation>& { return request.cancellation; }, work);
+  if (cancellation != nullptr || ex.sink == nullptr || !version.runner->Cancellable()) return;
+  cancellation = std::make_shared<Cancellation>();
+  ex.OnClientGone([cancellation] { cancellation->Cancel(); });
 }
 
 absl::StatusOr<runtime::Priority> ExecuteStage::PriorityOf(const pipeline::Exchange& ex) {

@@ -65,6 +65,9 @@ class ExecuteStage final : public pipeline::Stage {
            absl::Status primary_error);
   // Whether `status` from a model lets the request go to a fallback.
   bool FallsBack(const pipeline::Exchange& ex, const absl::Status& status) const;
+  // Gives `work` a cancellation that the client's going away cancels, when its runner can stop.
+  static void WatchForTheClient(pipeline::Exchange& ex, const runtime::ModelVersion& version,
+                                Work& work);
   // The next fallback from index `next` that is ready and that the caller may use (each decision
   // audited); `next` moves past it. Null when none is left.
   const runtime::ModelVersion* NextFallback(pipeline::Exchange& ex, size_t& next) const;

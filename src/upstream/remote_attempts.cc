@@ -35,20 +35,7 @@ constexpr size_t kLatenciesForHedging = 20;
 // Text that came from an upstream (an error it put in a reply, a name) on its way to a client and
 // the logs: cut short, and without the token, which an upstream may echo back.
 std::string RemoteRunner::State::Redact(std::string_view text) const {
-  std::string out(text);
-  if (token && !token->empty()) {
-    const std::string_view secret = token->view();
-    for (size_t at; (at = out.find(secret)) != std::string::npos;) {
-      out.replace(at, secret.size(), "[redacted]");
-    }
-    // Text cut short before it got here may end in part of the token.
-    for (size_t n = std::min(out.size(), secret.size() - 1); n >= 4; --n) {
-      if (std::string_view(out).substr(out.size() - n) == secret.substr(0, n)) {
-        out.replace(out.size() - n, n, "[redacted]");
-        break;
-      }
-    }
-  }
+  std::string out = redactor ? redactor->Redact(text) : std::string(text);
   if (out.size() > 512) out.resize(512);
   return out;
 }
@@ -124,6 +111,7 @@ void RemoteRunner::State::SyncTried(Call& call) {
 
 // The call's next attempt: the first, or a retry after a back-off; or its end.
 void RemoteRunner::State::TryNext(std::shared_ptr<Call> call) {
+  if (call->completed) return;  // abandoned by its client while it moved to its loop
   if (stopping) return Complete(*call, absl::UnavailableError("model is unloading"));
   const Clock::time_point now = Clock::now();
   if (now >= call->deadline) return Complete(*call, TimedOut(*call));
@@ -318,9 +306,16 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                                bool reused) {
   EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
   const Endpoint& endpoint = slot.endpoint;
-  // What is left of the deadline, so that the upstream does not work for nobody (another pillar
-  // reads it; other servers ignore it).
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(call->deadline - Clock::now());
+  // What this attempt has: what is left of the deadline, or of attempt_timeout_ms when that ends
+  // sooner (the attempt is cut off then), so that the upstream does not work for nobody (another
+  // pillar reads it; other servers ignore it; review helper-93: an attempt cut at 300 ms told the
+  // upstream it had 10 s).
+  const Clock::time_point sent = Clock::now();
+  const int64_t attempt_ms = config.remote.attempt_timeout_ms;
+  const Clock::time_point until =
+      attempt_ms > 0 ? std::min(call->deadline, sent + std::chrono::milliseconds(attempt_ms))
+                     : call->deadline;
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(until - sent);
   attempt->budget_ms = std::max<int64_t>(1, left.count());
   char budget[24];
   const std::string_view budget_text(
@@ -342,11 +337,6 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   busy.emplace(attempt->connection, call->lane);
   ++slot.outstanding;
   if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
-  const Clock::time_point sent = Clock::now();
-  const int64_t attempt_ms = config.remote.attempt_timeout_ms;
-  const Clock::time_point until =
-      attempt_ms > 0 ? std::min(call->deadline, sent + std::chrono::milliseconds(attempt_ms))
-                     : call->deadline;
   // The write runs once the lock is released: on loopback a send also runs the receiver's side
   // of TCP, long enough that the other event loops, whose calls need this lock, were seen to
   // queue on it and sleep. Send runs on the call's lane, so this is that loop's next task.

@@ -49,8 +49,9 @@ void RemoteRunner::State::RecordBackend(const Call& call, const absl::Status& st
   // Nothing is learnt of the backend from a request cut off by its caller, shed for its own
   // deadline, or refused by the upstream as the request's fault (a 4xx): otherwise a caller could
   // open the breaker for everyone with requests the upstream refuses.
-  if (stopping || (!status.ok() && (call.CutByCaller() || runtime::IsShedForDeadline(status) ||
-                                    runtime::IsRefusedUpstream(status)))) {
+  if (stopping || (!status.ok() &&
+                   (call.CutByCaller() || call.abandoned || runtime::IsShedForDeadline(status) ||
+                    runtime::IsRefusedUpstream(status)))) {
     verdict = Verdict::kIgnored;
   } else if (!status.ok() && backend_breaker->rule().CountsStatus(StatusOf(status))) {
     verdict = Verdict::kFailure;

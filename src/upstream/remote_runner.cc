@@ -33,7 +33,26 @@ int64_t MillisUntil(Clock::time_point at, Clock::time_point now) {
                            std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count());
 }
 
+// The client went away: a call waiting for a place leaves the queue, one in flight ends (its
+// attempts cut off), one not admitted yet is ended by Admit.
+void RemoteRunner::State::Abandon(const std::shared_ptr<Call>& call) {
+  if (call->completed || call->abandoned) return;
+  call->abandoned = true;
+  Count(metrics.abandoned);
+  if (const auto queued = std::find(queue.begin(), queue.end(), call); queued != queue.end()) {
+    queue.erase(queued);
+    call->completed = true;
+    return Finish(*call, absl::CancelledError("the client went away"));
+  }
+  if (call->started == Clock::time_point()) return;  // not admitted yet
+  Complete(*call, absl::CancelledError("the client went away"));
+}
+
 void RemoteRunner::State::Admit(std::shared_ptr<Call> call) {
+  if (call->abandoned) {
+    call->completed = true;
+    return Finish(*call, absl::CancelledError("the client went away"));
+  }
   // timeout_ms is read here, on the runner's thread: Reconfigure() may change it.
   call->deadline = call->arrived + std::chrono::milliseconds(config.remote.timeout_ms);
   if (call->request.deadline_ns > 0) {  // the client's own, when it is sooner
@@ -258,6 +277,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::StatusOr<SecretString> token = ReadToken(remote.credentials_file);
     if (!token.ok()) return token.status();
     state->token = std::move(*token);
+    state->redactor.emplace(state->token->view());
     state->credential = CredentialFor(remote, *state->token);
   }
   const std::string upstream_model = remote.model.empty() ? std::string(model_name) : remote.model;
@@ -425,9 +445,10 @@ void RemoteRunner::Infer(protocol::InferenceRequest request, runtime::InferCallb
       request.id, StrCat("pillar-", state_->id_prefix, "-", state_->next_id.fetch_add(1)));
   call->body = protocol::EncodeInferenceRequest(request);
   call->upstream_id = std::exchange(request.id, std::move(client_id));
+  std::shared_ptr<Cancellation> cancellation = std::move(request.cancellation);
   call->request = std::move(request);
   call->done = std::move(done);
-  Start(std::move(call));
+  Start(std::move(call), cancellation);
 }
 
 void RemoteRunner::Generate(runtime::GenerateRequest request, runtime::InferCallback done) {
@@ -451,11 +472,22 @@ void RemoteRunner::Generate(runtime::GenerateRequest request, runtime::InferCall
   call->request.caller = request.caller;
   call->request.principal = request.principal;
   call->done = std::move(done);
-  Start(std::move(call));
+  Start(std::move(call), request.cancellation);
 }
 
-void RemoteRunner::Start(std::shared_ptr<Call> call) {
+void RemoteRunner::Start(std::shared_ptr<Call> call,
+                         const std::shared_ptr<Cancellation>& cancellation) {
   call->arrived = Clock::now();
+  if (cancellation != nullptr && !cancellation->OnCancel([weak_state = std::weak_ptr<State>(state_),
+                                                          weak_call = std::weak_ptr<Call>(call)] {
+        const std::shared_ptr<State> state = weak_state.lock();
+        const std::shared_ptr<Call> call = weak_call.lock();
+        if (state == nullptr || call == nullptr) return;
+        absl::MutexLock lock(&state->mu);
+        state->Abandon(call);
+      })) {
+    return std::move(call->done)(absl::CancelledError("the client went away"));
+  }
   if (asio::io_context* loop = ThisThreadEventLoop()) {  // a server loop: the call stays on it
     absl::MutexLock lock(&state_->mu);
     call->lane = state_->LaneOf(loop);

@@ -80,6 +80,10 @@ class RemoteRunner final : public runtime::Runner {
   // and passed on as it came.
   void Generate(runtime::GenerateRequest request, runtime::InferCallback done) override;
   bool Ready() const override { return true; }
+  // A call whose request's cancellation is cancelled (its client went away) ends at once: out of
+  // the queue, or its attempts cut off (their connections close, which is how HTTP tells an
+  // upstream to stop) and its place given to the next.
+  bool Cancellable() const override { return true; }
   // The live state, read under the runner's lock (held for bookkeeping only: replies are
   // decoded and requests encoded outside it).
   std::optional<runtime::UpstreamStatus> Upstreams() const override;
@@ -93,8 +97,9 @@ class RemoteRunner final : public runtime::Runner {
  private:
   struct State;
   explicit RemoteRunner(std::shared_ptr<State> state);
-  // Admits `call` on the caller's event loop (or the runner's own thread, for callers without one).
-  void Start(std::shared_ptr<Call> call);
+  // Admits `call` on the caller's event loop (or the runner's own thread, for callers without one),
+  // ending it when `cancellation` (may be null) is cancelled.
+  void Start(std::shared_ptr<Call> call, const std::shared_ptr<Cancellation>& cancellation);
 
   std::shared_ptr<State> state_;
   std::thread thread_;

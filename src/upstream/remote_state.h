@@ -135,6 +135,7 @@ struct Call {
   bool sent = false;       // an attempt's request went out: an upstream may have seen it
   bool retrying = false;   // holds one of the retry budget's places
   bool completed = false;  // answered: whatever comes back later is dropped
+  bool abandoned = false;  // its client went away (Abandon)
   bool queued = false;     // waited for a place among the calls in flight
   bool promised = false;   // took a place kept for a caller told to come back
   // The last attempt failed to connect (refused, not timed out): nothing reached an upstream.
@@ -160,6 +161,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::string upstream_model;  // [remote] model, or the model's own name
   std::string query;           // platform = "openai": "?api-version=..." when configured
   std::optional<SecretString> token;
+  std::optional<TokenRedactor> redactor;         // views `token`
   std::optional<UpstreamCredential> credential;  // the token as the upstream takes it
   std::shared_ptr<asio::ssl::context> tls;
   audit::AuditSink* audit = nullptr;
@@ -222,6 +224,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // queue of calls that each end at once would otherwise recurse once per call).
   void StartQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Finish(Call& call, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void Abandon(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   runtime::UpstreamStatus Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Stop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 

@@ -2,6 +2,10 @@
 
 #include <openssl/ssl.h>
 
+#include <algorithm>
+#include <utility>
+#include <vector>
+
 #include "common/files.h"
 #include "common/strings.h"
 #include "common/tls_keys.h"
@@ -28,6 +32,51 @@ namespace asio = boost::asio;
   if (text.empty())
     return absl::FailedPreconditionError(StrCat("credentials_file ", path, " is empty"));
   return SecretString(std::move(text));
+}
+
+TokenRedactor::TokenRedactor(std::string_view token) : token_(token) {
+  for (size_t at = 0; at + kShownTokenRun <= token_.size(); ++at) {
+    runs_.insert(token_.substr(at, kShownTokenRun));
+  }
+}
+
+std::string TokenRedactor::Redact(std::string_view text) const {
+  if (token_.empty()) return std::string(text);
+  // The spans to take out, in order, merged where they touch or overlap.
+  std::vector<std::pair<size_t, size_t>> spans;
+  auto cover = [&spans](size_t begin, size_t end) {
+    if (!spans.empty() && spans.back().second >= begin) {
+      spans.back().second = std::max(spans.back().second, end);
+    } else {
+      spans.emplace_back(begin, end);
+    }
+  };
+  if (token_.size() < kShownTokenRun) {  // no run that long: the token whole
+    for (size_t at = text.find(token_); at != std::string_view::npos;
+         at = text.find(token_, at + token_.size())) {
+      cover(at, at + token_.size());
+    }
+  } else {
+    for (size_t at = 0; at + kShownTokenRun <= text.size(); ++at) {
+      if (runs_.contains(text.substr(at, kShownTokenRun))) cover(at, at + kShownTokenRun);
+    }
+  }
+  for (size_t n = std::min(text.size(), token_.size() - 1); n >= 4; --n) {
+    if (text.substr(text.size() - n) == token_.substr(0, n)) {
+      cover(text.size() - n, text.size());
+      break;
+    }
+  }
+  std::string out;
+  out.reserve(text.size());
+  size_t copied = 0;
+  for (const auto& [begin, end] : spans) {
+    out.append(text.substr(copied, begin - copied));
+    out.append("[redacted]");
+    copied = end;
+  }
+  out.append(text.substr(copied));
+  return out;
 }
 
 [[nodiscard]] absl::StatusOr<std::shared_ptr<asio::ssl::context>> MakeTlsContext(

@@ -8,7 +8,9 @@
 #include <boost/asio/ssl/context.hpp>
 #include <memory>
 #include <string>
+#include <string_view>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "common/crypto.h"
 #include "models/remote_config.h"
@@ -28,6 +30,24 @@ struct UpstreamCredential {
   SecretString value;
 };
 UpstreamCredential CredentialFor(const models::RemoteConfig& remote, const SecretString& token);
+
+// Takes the token out of text an upstream wrote (an error, a name), which may echo it back whole
+// or in part: every run of at least kShownTokenRun bytes that is also in the token becomes
+// "[redacted]", and so does a start of the token (4 bytes or more) that ends the text (a text
+// cut short before it got here). OpenAI-style servers quote half of a key they refuse (review
+// helper-93: "Incorrect API key provided: sekrit-a85a...*****0892"); the last four characters
+// they also show, as they show them to the key's owner, are kept. Built once per token: it views
+// `token`, which must outlive it.
+class TokenRedactor {
+ public:
+  static constexpr size_t kShownTokenRun = 8;
+  explicit TokenRedactor(std::string_view token);
+  std::string Redact(std::string_view text) const;
+
+ private:
+  std::string_view token_;
+  absl::flat_hash_set<std::string_view> runs_;  // each kShownTokenRun bytes of the token
+};
 
 // A TLS 1.2+ client context: the CA bundle of [remote] ca_file (or the system's), and the client
 // certificate and key when both are configured.

@@ -51,6 +51,10 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
   m.hedge_wins =
       &registry.AddCounter("pillar_upstream_hedge_wins_total",
                            "Requests a hedged attempt answered first.", {"model", "version"});
+  m.abandoned = &registry.AddCounter(
+      "pillar_upstream_abandoned_total",
+      "Calls ended before their answer because the client went away (its attempts cut off).",
+      {"model", "version"});
   return m;
 }
 
@@ -80,6 +84,7 @@ RetryMetrics UpstreamMetrics::ForRetries(std::string_view model, std::string_vie
   r.refused = &breaker_refused->Get({model, version});
   r.hedges = &hedges->Get({model, version});
   r.hedge_wins = &hedge_wins->Get({model, version});
+  r.abandoned = &abandoned->Get({model, version});
   return r;
 }
 

@@ -36,6 +36,7 @@ struct RetryMetrics {
   monitor::Counter* refused = nullptr;           // requests answered at once by an open breaker
   monitor::Counter* hedges = nullptr;            // hedged attempts sent
   monitor::Counter* hedge_wins = nullptr;        // requests a hedge answered first
+  monitor::Counter* abandoned = nullptr;         // calls ended because their client went away
 };
 
 struct UpstreamMetrics {
@@ -53,6 +54,7 @@ struct UpstreamMetrics {
   monitor::Family<monitor::Counter>* breaker_refused = nullptr;
   monitor::Family<monitor::Counter>* hedges = nullptr;
   monitor::Family<monitor::Counter>* hedge_wins = nullptr;
+  monitor::Family<monitor::Counter>* abandoned = nullptr;
 
   static UpstreamMetrics Register(monitor::MetricsRegistry& registry);
   EndpointMetrics For(std::string_view model, std::string_view version,

@@ -29,6 +29,10 @@ NAME.pem and NAME.key). The model named in
   chunkext     a chunked reply whose first chunk header never ends
   echo         200 whose error repeats the request's Authorization header
   echocut      the same, padded so that an error cut at 256 bytes is cut inside the token
+  prefixecho   200 whose error quotes the first half of the bearer token and its last four
+               characters, as OpenAI-style servers quote a key they refuse
+  hold         holds the request up to 3 s watching its connection, then answers; appends to
+               hold.hits "closed S" (pillar closed it after S seconds) or "answered S"
   noid         a valid reply without the request's id
   wrongid      a valid reply carrying another request's id
   dropsecond   the second request on a connection is read and the connection closed unanswered
@@ -49,6 +53,7 @@ Every request's Authorization and X-Pillar-Timeout-Ms headers are appended to au
 timeout.log in the working directory, so a test can check what pillar sent.
 """
 import json
+import select
 import socket
 import sys
 import time
@@ -180,6 +185,29 @@ class Handler(BaseHTTPRequestHandler):
             # token; pillar now quotes an error whole (up to 1 KiB) or not at all.
             padding = "x" * 188 if model == "echocut" else ""
             message = padding + "bad token " + (self.headers.get("Authorization") or "")
+            return self.reply(200, json.dumps({"error": message}).encode())
+        if model == "hold":
+            start = time.time()
+            while time.time() - start < 3:
+                readable, _, _ = select.select([self.connection], [], [], 0.02)
+                if not readable:
+                    continue
+                try:
+                    closed = not self.connection.recv(1, socket.MSG_PEEK)
+                except OSError:
+                    closed = True
+                if closed:
+                    with open("hold.hits", "a") as hits:
+                        hits.write("closed %.3f\n" % (time.time() - start))
+                    self.close_connection = True
+                    return
+            with open("hold.hits", "a") as hits:
+                hits.write("answered %.3f\n" % (time.time() - start))
+            return self.reply(200, json.dumps(good).encode())
+        if model == "prefixecho":
+            token = (self.headers.get("Authorization") or "").removeprefix("Bearer ")
+            message = ("Incorrect API key provided: " + token[:len(token) // 2] + "*****" +
+                       token[-4:])
             return self.reply(200, json.dumps({"error": message}).encode())
         if model == "closeidle":
             with open("closeidle.hits", "a") as hits:

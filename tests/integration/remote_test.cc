@@ -183,9 +183,10 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "throttled", Remote({up}, auth));
     WriteVersion(store, "failing", Remote({up}, auth));
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
-    for (const char* model : {"good", "malformed", "wrongshape", "wrongtype", "errorinside",
-                              "errordenied", "errorcontrols", "reset", "notfound", "early", "extra",
-                              "late408", "chunkext", "echo", "echocut", "noid", "wrongid"}) {
+    for (const char* model :
+         {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "errordenied",
+          "errorcontrols", "reset", "notfound", "early", "extra", "late408", "chunkext", "echo",
+          "echocut", "prefixecho", "noid", "wrongid"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -193,6 +194,9 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "flaky",
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
+    WriteVersion(store, "holding", Remote({bad}, auth + "model = \"hold\"\n"));
+    WriteVersion(store, "attempted",
+                 Remote({bad}, auth + "model = \"good\"\nattempt_timeout_ms = 250\n"));
     WriteVersion(store, "tlsextra",
                  Remote({"https://127.0.0.1:" + std::to_string(tls_port_)},
                         auth + "model = \"corkextra\"\nconnections = 1\nca_file = \"" +
@@ -626,6 +630,52 @@ TEST_F(RemoteTest, ATokenAnUpstreamEchoesIsRedacted) {
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.body.find(token_.substr(0, 8)), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("bad token Bearer [redacted]"), std::string::npos) << r.body;
+  // Found by review helper-93: half of the token, quoted as OpenAI-style servers quote a key.
+  r = Infer("prefixecho");
+  EXPECT_EQ(r.status, 502) << r.body;
+  for (size_t at = 0; at + 8 <= token_.size(); ++at) {
+    ASSERT_EQ(r.body.find(token_.substr(at, 8)), std::string::npos) << r.body;
+  }
+  EXPECT_NE(r.body.find("Incorrect API key provided: [redacted]*****"), std::string::npos)
+      << r.body;
+}
+
+// Found by review helper-93: a client that hung up after 0.3 s kept its upstream call (and its
+// key's place among the requests in flight) until the upstream answered or the timeout passed.
+TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
+  const std::string body = kTwoRows;
+  {
+    testing::HttpConnection client(gateway_->data_port());
+    ASSERT_TRUE(client.connected());
+    ASSERT_TRUE(client.SendRaw("POST /v2/models/holding/infer HTTP/1.1\r\nHost: pillar\r\n" +
+                               Bearer(key_) + "\r\nContent-Type: application/json\r\n" +
+                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+                               body));
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }  // hung up
+  std::string hits;
+  for (int i = 0; i < 200 && hits.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    hits = ReadFile(bad_dir_->path() / "hold.hits");
+  }
+  ASSERT_EQ(hits.rfind("closed ", 0), 0u) << hits;  // not "answered" after 3 s
+  EXPECT_LT(std::atof(hits.c_str() + 7), 1.5) << hits;
+  // A client that stays gets its answer.
+  HttpReply r = Infer("holding");
+  EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// Found by review helper-93: an attempt cut off by attempt_timeout_ms told the upstream it had
+// what was left of the whole deadline (30 s), so that a pillar upstream worked on for nobody.
+TEST_F(RemoteTest, TheUpstreamIsToldTheAttemptsOwnTime) {
+  HttpReply r = Infer("attempted");
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::istringstream lines(ReadFile(bad_dir_->path() / "timeout.log"));
+  std::string line, last;
+  while (std::getline(lines, line)) last = line;
+  const int told = std::atoi(last.c_str());
+  EXPECT_GT(told, 0) << last;
+  EXPECT_LE(told, 250) << last;
 }
 
 // A caller that gives up early says nothing of the upstream: its cut-off attempts do not count

@@ -50,6 +50,34 @@ TEST(BackendsFileTest, WhatStaysWithTheSignatureCannotBeSetHere) {
   }
 }
 
+// Found by review helper-93: an endpoint's own model name in this file sent a signed language
+// model's calls, with its credentials, to another upstream model.
+TEST(BackendsFileTest, AnEndpointsModelStaysWithTheSignature) {
+  absl::StatusOr<BackendsFile> refused = BackendsFile::Parse(
+      "[backends.digits]\nendpoints = [{ url = \"http://10.0.0.7:8000\", model = \"other\" }]\n",
+      "backends.toml");
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("backends.toml:2"), std::string::npos)
+      << refused.status();
+  EXPECT_NE(refused.status().message().find("stays with the signature"), std::string::npos)
+      << refused.status();
+  // An endpoint the signature lists by the same URL keeps the name the signature gives it there;
+  // a new one gets [remote] model's.
+  RemoteConfig signed_remote = Signed();
+  signed_remote.endpoints[0].model = "digits-on-a";
+  absl::StatusOr<BackendsFile> file = BackendsFile::Parse(
+      "[backends.digits]\nendpoints = [\"http://10.0.0.9:8000\", { url = \"http://10.0.0.1:8000\", "
+      "weight = 2 }]\n",
+      "backends.toml");
+  ASSERT_TRUE(file.ok()) << file.status();
+  absl::StatusOr<RemoteConfig> digits = file->Apply("digits", signed_remote);
+  ASSERT_TRUE(digits.ok()) << digits.status();
+  ASSERT_EQ(digits->endpoints.size(), 2u);
+  EXPECT_EQ(digits->endpoints[0].model, "");
+  EXPECT_EQ(digits->endpoints[1].model, "digits-on-a");
+  EXPECT_EQ(digits->endpoints[1].weight, 2);
+}
+
 TEST(BackendsFileTest, AFileThatDoesNotHoldIsRefusedWhole) {
   const std::pair<std::string, std::string> bad[] = {
       {"[server]\nthreads = 2\n", "only [backends.<model>] tables"},

@@ -72,5 +72,33 @@ TEST_F(UpstreamCredentialsTest, AKeyThatIsNotTheCertificatesIsRefused) {
   EXPECT_NE(tls.status().message().find("client_key"), std::string::npos) << tls.status();
 }
 
+// Found by review helper-93: an upstream that quotes half of the token it refuses, as
+// OpenAI-style servers do, got that half to the client and the access log.
+TEST(TokenRedactorTest, RunsOfTheTokenAnywhereAreTakenOut) {
+  const std::string token = "sekrit-a85a7e3793850892c1d4e5f60718293a";
+  const TokenRedactor redactor(token);
+  EXPECT_EQ(redactor.Redact("bad token Bearer " + token + "."), "bad token Bearer [redacted].");
+  EXPECT_EQ(redactor.Redact("Incorrect API key provided: " + token.substr(0, token.size() / 2) +
+                            "*****" + token.substr(token.size() - 4)),
+            "Incorrect API key provided: [redacted]*****293a");
+  // A piece from the middle, two pieces side by side, the token twice.
+  EXPECT_EQ(redactor.Redact("x" + token.substr(10, 9) + "y"), "x[redacted]y");
+  EXPECT_EQ(redactor.Redact(token.substr(20, 10) + token.substr(0, 8)), "[redacted]");
+  EXPECT_EQ(redactor.Redact(token + " " + token), "[redacted] [redacted]");
+  // Seven bytes of it, or text that merely shares letters, stay.
+  EXPECT_EQ(redactor.Redact("x" + token.substr(12, 7) + "y"), "x" + token.substr(12, 7) + "y");
+  EXPECT_EQ(redactor.Redact("no secret here"), "no secret here");
+  // A text cut short inside the token's start.
+  EXPECT_EQ(redactor.Redact("quoted: " + token.substr(0, 5)), "quoted: [redacted]");
+  EXPECT_EQ(redactor.Redact(""), "");
+}
+
+TEST(TokenRedactorTest, AShortTokenGoesWhole) {
+  const TokenRedactor redactor("abc123");
+  EXPECT_EQ(redactor.Redact("k=abc123, k=abc123"), "k=[redacted], k=[redacted]");
+  EXPECT_EQ(redactor.Redact("abc12 and bc123"), "abc12 and bc123");
+  EXPECT_EQ(TokenRedactor("").Redact("text"), "text");
+}
+
 }  // namespace
 }  // namespace pillar::upstream
