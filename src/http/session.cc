@@ -3,6 +3,7 @@
 #include "http/session.h"
 
 #include <poll.h>
+#include <sys/ioctl.h>
 
 namespace pillar::http::internal {
 
@@ -349,10 +350,19 @@ void Session<kTls>::OnWatch() {
     return;
   }
   // The peer's end of the stream (or a reset), without reading: bytes it sent after its
-  // request (a pipelined one, a TLS record) stay for the reader, and a close behind them shows.
-  pollfd watched{Socket().native_handle(), POLLRDHUP, 0};
+  // request stay for the reader. A plaintext client that sent more requests before its end
+  // (pipelined, then half-closed), read already or not, still waits for their answers; over
+  // TLS, what is left is a close_notify or records no request can follow.
+  const int fd = Socket().native_handle();
+  pollfd watched{fd, POLLRDHUP, 0};
   if (::poll(&watched, 1, 0) <= 0) return;
-  if ((watched.revents & (POLLRDHUP | POLLHUP | POLLERR)) == 0) return;
+  if ((watched.revents & (POLLHUP | POLLERR)) == 0) {
+    if ((watched.revents & POLLRDHUP) == 0) return;
+    int unread = 0;
+    if (!kTls && (buffer_.size() > 0 || (::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0))) {
+      return;
+    }
+  }
   watch_from_ns = 0;
   keep_alive_ = false;  // nothing more comes on it
   absl::AnyInvocable<void()&&> gone = std::move(on_gone_);

@@ -665,6 +665,39 @@ TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
   EXPECT_EQ(r.status, 200) << r.body;
 }
 
+// A plaintext client that pipelines a second request and then half-closes its side still waits
+// for both answers: it is not taken as gone.
+TEST_F(RemoteTest, AClientThatPipelinesThenHalfClosesGetsBothAnswers) {
+  const std::string body = kTwoRows;
+  auto request = [&](const std::string& model) {
+    return "POST /v2/models/" + model + "/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(gateway_->data_port()));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string both = request("holding") + request("good");
+  ASSERT_EQ(::send(fd, both.data(), both.size(), 0), ssize_t(both.size()));
+  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+  timeval wait{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+  std::string replies;
+  char buffer[4096];
+  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
+    replies.append(buffer, size_t(n));
+  ::close(fd);
+  size_t answered = 0;
+  for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;
+       at = replies.find("HTTP/1.1 200", at + 1)) {
+    ++answered;
+  }
+  EXPECT_EQ(answered, 2u) << replies;
+}
+
 // Found by review helper-93: an attempt cut off by attempt_timeout_ms told the upstream it had
 // what was left of the whole deadline (30 s), so that a pillar upstream worked on for nobody.
 TEST_F(RemoteTest, TheUpstreamIsToldTheAttemptsOwnTime) {
