@@ -3,9 +3,24 @@
 #include "http/session.h"
 
 #include <poll.h>
-#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <string_view>
 
 namespace pillar::http::internal {
+namespace {
+
+// Bytes a client sent that are more than the line ends a server ignores before a request line
+// (RFC 9112, 2.2): the start of another request.
+bool MoreThanLineEnds(std::string_view bytes) {
+  return bytes.find_first_not_of("\r\n") != std::string_view::npos;
+}
+
+std::string_view Held(const beast::flat_buffer& buffer) {
+  return std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size());
+}
+
+}  // namespace
 
 template <bool kTls>
 void Session<kTls>::OnDeadline() {
@@ -52,6 +67,8 @@ void Session<kTls>::WaitForRequest() {
   header_reader_ = HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
   body_reader_ = BodyReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
   if (buffer_.size() > 0) {
+    // Sent before the answer to the one before it: a client that pipelines (OnWatch).
+    pipelined_ = pipelined_ || MoreThanLineEnds(Held(buffer_));
     Arm(Waiting::kRequest, core_.limits.request_timeout);
     ParseHeader();
     return;
@@ -350,17 +367,21 @@ void Session<kTls>::OnWatch() {
     return;
   }
   // The peer's end of the stream (or a reset), without reading: bytes it sent after its
-  // request stay for the reader. A plaintext client that sent more requests before its end
-  // (pipelined, then half-closed), read already or not, still waits for their answers; over
-  // TLS, what is left is a close_notify or records no request can follow.
+  // request stay for the reader. An end is a close or a half-close, which TCP tells apart only
+  // once pillar writes: taken as gone, as nginx takes it, but from a plaintext client that
+  // pipelined on this connection or sent more than line ends after this request (review
+  // helper-94: the last of a pipelined batch got 499), which waits for its answers. Over TLS,
+  // what may follow an end is a close_notify.
   const int fd = Socket().native_handle();
   pollfd watched{fd, POLLRDHUP, 0};
   if (::poll(&watched, 1, 0) <= 0) return;
   if ((watched.revents & (POLLHUP | POLLERR)) == 0) {
     if ((watched.revents & POLLRDHUP) == 0) return;
-    int unread = 0;
-    if (!kTls && (buffer_.size() > 0 || (::ioctl(fd, FIONREAD, &unread) == 0 && unread > 0))) {
-      return;
+    if constexpr (!kTls) {
+      if (pipelined_ || MoreThanLineEnds(Held(buffer_))) return;
+      char peeked[64];
+      const ssize_t n = ::recv(fd, peeked, sizeof peeked, MSG_PEEK | MSG_DONTWAIT);
+      if (n > 0 && MoreThanLineEnds(std::string_view(peeked, size_t(n)))) return;
     }
   }
   watch_from_ns = 0;

@@ -279,6 +279,7 @@ class Session final : public ResponseSink,
   static constexpr int64_t kWatchAfterNs = 100'000'000;
   bool handling_ = false;
   absl::AnyInvocable<void() &&> on_gone_;
+  bool pipelined_ = false;  // it sent a request before the answer to the one before
 };
 
 // Defined in session.cc, once each.

@@ -95,6 +95,28 @@ std::string Shown(std::string_view url) {
       StrCat(source, ": [remote] api_version must be up to 64 letters, digits, '.', '_' or '-'"));
 }
 
+// Where `url` points, as one spelling: scheme and host in lower case, no leading zeros in the
+// port, no trailing slashes ("http://A:08000/" and "http://a:8000" are one place). Another name
+// or address form for the same host is another place.
+std::string EndpointPlace(std::string_view url) {
+  std::string place(url);
+  while (!place.empty() && place.back() == '/') place.pop_back();
+  const size_t host_start = place.find("//") == std::string::npos ? 0 : place.find("//") + 2;
+  const size_t host_end = std::min(place.size(), place.find('/', host_start));
+  for (size_t i = 0; i < host_end; ++i) {
+    place[i] = char(std::tolower(static_cast<unsigned char>(place[i])));
+  }
+  const size_t colon = place.rfind(':', host_end);
+  const size_t bracket = place.rfind(']', host_end);  // an IPv6 address's end
+  if (colon != std::string::npos && colon > host_start &&
+      (bracket == std::string::npos || bracket < colon)) {
+    size_t zeros = colon + 1;
+    while (zeros + 1 < host_end && place[zeros] == '0') ++zeros;
+    place.erase(colon + 1, zeros - colon - 1);
+  }
+  return place;
+}
+
 // `endpoints`: each a URL string, or an inline table with url, weight, priority and zone, and
 // the upstream's own name for the model where `signed_file` (a model.toml).
 [[nodiscard]] absl::Status ReadEndpoints(const toml::table& remote, std::string_view source,
@@ -264,11 +286,13 @@ namespace {
   std::vector<RemoteEndpoint> before;
   if (table.contains("endpoints")) before.swap(out.endpoints);
   PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, signed_file, out.endpoints));
-  // A URL the signature lists keeps the name it gives the model there; any other gets [remote]
-  // model's.
+  // A URL the signature lists (spelled as EndpointPlace reads it) keeps the name it gives the
+  // model there (review helper-94: a trailing slash lost it); any other gets [remote] model's.
   for (RemoteEndpoint& endpoint : out.endpoints) {
     for (const RemoteEndpoint& listed : before) {
-      if (!signed_file && listed.url == endpoint.url) endpoint.model = listed.model;
+      if (!signed_file && EndpointPlace(listed.url) == EndpointPlace(endpoint.url)) {
+        endpoint.model = listed.model;
+      }
     }
   }
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "breaker", source, out.breaker));
@@ -310,13 +334,7 @@ namespace {
     PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, source));
     // The same place spelled twice ("http://a:1" and "http://A:1/") is the same endpoint, and
     // would count twice for weights, ejection shares and a group's healthy half.
-    std::string place(endpoint.url);
-    while (!place.empty() && place.back() == '/') place.pop_back();
-    const size_t host_end = std::min(place.size(), place.find('/', place.find("//") + 2));
-    for (size_t i = 0; i < host_end; ++i) {
-      place[i] = char(std::tolower(static_cast<unsigned char>(place[i])));
-    }
-    if (!seen.insert(place).second) {
+    if (!seen.insert(EndpointPlace(endpoint.url)).second) {
       return absl::InvalidArgumentError(
           StrCat(source, ": [remote] endpoint '", endpoint.url, "' is listed twice"));
     }

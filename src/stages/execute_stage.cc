@@ -197,6 +197,12 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
           // The guard stopped the answer: that, not the stop it caused, is what the client hears.
           if (!ex.answer_blocked.ok()) result = ex.answer_blocked;
           if (ex.streaming) return EndStreamWithError(ex, result.status());
+          // The client went away (its call was cancelled for it): that is what the log says,
+          // not a primary's error before it, and no fallback runs (review helper-94).
+          if (absl::IsCancelled(result.status()) && ex.answer_blocked.ok()) {
+            ex.Fail(result.status());
+            return ex.chain().Resume(ex, pipeline::StageResult::kStop);
+          }
           if (!ex.answer_blocked.ok()) {
             ex.Fail(ex.answer_blocked);
             return ex.chain().Resume(ex, pipeline::StageResult::kStop);

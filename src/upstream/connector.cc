@@ -54,6 +54,11 @@ struct Connector : std::enable_shared_from_this<Connector> {
             return self->Finish(
                 absl::UnavailableError(StrCat("cannot resolve the host: ", ec.message())));
           }
+          // Closed meanwhile by its caller (the call it was for ended): async_connect would open
+          // the socket again.
+          if (!self->unconnected.connection->open()) {
+            return self->Finish(absl::CancelledError("the connection was closed"));
+          }
           self->ConnectTo(std::move(r));
         });
   }
@@ -123,10 +128,13 @@ struct Connector : std::enable_shared_from_this<Connector> {
 
 }  // namespace
 
-void Connect(asio::io_context& io, const Endpoint& endpoint,
-             std::shared_ptr<asio::ssl::context> tls, Clock::time_point deadline,
-             ConnectCallback done) {
-  std::make_shared<Connector>(io, endpoint, std::move(tls), deadline, std::move(done))->Start();
+std::shared_ptr<UpstreamConnection> Connect(asio::io_context& io, const Endpoint& endpoint,
+                                            std::shared_ptr<asio::ssl::context> tls,
+                                            Clock::time_point deadline, ConnectCallback done) {
+  auto connector =
+      std::make_shared<Connector>(io, endpoint, std::move(tls), deadline, std::move(done));
+  connector->Start();
+  return connector->unconnected.connection;
 }
 
 }  // namespace pillar::upstream

@@ -258,48 +258,48 @@ std::optional<std::chrono::milliseconds> RemoteRunner::State::HedgeDelay() {
 void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt) {
   const Clock::time_point connect_deadline = std::min(
       call->deadline, Clock::now() + std::chrono::milliseconds(config.remote.connect_timeout_ms));
-  Connect(*lanes[call->lane], attempt->set->slot(attempt->ticket.endpoint).endpoint, tls,
-          connect_deadline,
-          [self = shared_from_this(), call,
-           attempt](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
-            absl::MutexLock lock(&self->mu);
-            if (self->stopping || attempt->cancelled) {
-              if (connection.ok()) (*connection)->Close();
-              self->Record(*attempt, {.kind = AttemptOutcome::kTimeout,
-                                      .status = 0,
-                                      .retry_after_s = 0,
-                                      .cut_by_caller = true});  // frees its probe places
-              if (self->stopping)
-                self->Complete(*call, absl::UnavailableError("model is unloading"));
-              return;
-            }
-            if (!connection.ok()) {
-              const bool timed_out =
-                  connection.status().code() == absl::StatusCode::kDeadlineExceeded;
-              self->Record(*attempt,
-                           {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
-                            .status = 0,
-                            .retry_after_s = 0,
-                            .cut_by_caller = call->CutByCaller()});
-              self->Failed(*call, *attempt, ToStd(connection.status().message()), false);
-              call->last_was_refused_connection = !timed_out;
-              return self->AttemptFailed(std::move(call), attempt);
-            }
-            attempt->connection = std::move(*connection);
-            attempt->connection->OnUnaskedWhileIdle(
-                [weak = std::weak_ptr<State>(self),
-                 url = attempt->set->slot(attempt->ticket.endpoint).endpoint.url] {
-                  std::shared_ptr<State> state = weak.lock();
-                  if (state == nullptr) return;
-                  absl::MutexLock lock(&state->mu);
-                  // In the endpoints now in force: a reload carries idle connections over.
-                  for (size_t e = 0; state->endpoints && e < state->endpoints->size(); ++e) {
-                    EndpointSlot& slot = state->endpoints->slot(e);
-                    if (slot.endpoint.url == url) state->OutOfStep(slot);
-                  }
-                });
-            self->Send(std::move(call), std::move(attempt), false);
-          });
+  attempt->connecting = Connect(
+      *lanes[call->lane], attempt->set->slot(attempt->ticket.endpoint).endpoint, tls,
+      connect_deadline,
+      [self = shared_from_this(), call,
+       attempt](absl::StatusOr<std::shared_ptr<UpstreamConnection>> connection) mutable {
+        absl::MutexLock lock(&self->mu);
+        attempt->connecting.reset();
+        if (self->stopping || attempt->cancelled) {
+          if (connection.ok()) (*connection)->Close();
+          self->Record(*attempt, {.kind = AttemptOutcome::kTimeout,
+                                  .status = 0,
+                                  .retry_after_s = 0,
+                                  .cut_by_caller = true});  // frees its probe places
+          if (self->stopping) self->Complete(*call, absl::UnavailableError("model is unloading"));
+          return;
+        }
+        if (!connection.ok()) {
+          const bool timed_out = connection.status().code() == absl::StatusCode::kDeadlineExceeded;
+          self->Record(*attempt,
+                       {.kind = timed_out ? AttemptOutcome::kTimeout : AttemptOutcome::kConnect,
+                        .status = 0,
+                        .retry_after_s = 0,
+                        .cut_by_caller = call->CutByCaller()});
+          self->Failed(*call, *attempt, ToStd(connection.status().message()), false);
+          call->last_was_refused_connection = !timed_out;
+          return self->AttemptFailed(std::move(call), attempt);
+        }
+        attempt->connection = std::move(*connection);
+        attempt->connection->OnUnaskedWhileIdle(
+            [weak = std::weak_ptr<State>(self),
+             url = attempt->set->slot(attempt->ticket.endpoint).endpoint.url] {
+              std::shared_ptr<State> state = weak.lock();
+              if (state == nullptr) return;
+              absl::MutexLock lock(&state->mu);
+              // In the endpoints now in force: a reload carries idle connections over.
+              for (size_t e = 0; state->endpoints && e < state->endpoints->size(); ++e) {
+                EndpointSlot& slot = state->endpoints->slot(e);
+                if (slot.endpoint.url == url) state->OutOfStep(slot);
+              }
+            });
+        self->Send(std::move(call), std::move(attempt), false);
+      });
 }
 
 void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt,
@@ -413,6 +413,11 @@ void RemoteRunner::State::CancelOthers(Call& call, const Attempt* winner) {
     if (other.get() == winner) continue;
     other->cancelled = true;
     if (other->connection) other->connection->Close();
+    // One still connecting ends now, not at connect_timeout_ms: the call's place goes to the
+    // next, which must not find the endpoint's connections taken by calls nobody waits for
+    // (review helper-94: six clients that left during a hanging TLS handshake held six
+    // connections to an endpoint of `connections = 1`).
+    if (other->connecting) other->connecting->Close();
   }
 }
 

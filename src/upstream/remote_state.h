@@ -92,6 +92,7 @@ struct Attempt {
   Ticket ticket;
   std::shared_ptr<EndpointSet> set;  // the endpoints it was chosen among (a change keeps them)
   std::shared_ptr<UpstreamConnection> connection;  // once connected
+  std::shared_ptr<UpstreamConnection> connecting;  // while it connects (closed to cut it off)
   bool hedge = false;
   bool cancelled = false;
   int64_t budget_ms = 0;  // the time it told the upstream it has (X-Pillar-Timeout-Ms)

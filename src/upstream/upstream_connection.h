@@ -125,8 +125,10 @@ using ConnectCallback =
 
 // Resolves, connects and (for https) completes a TLS handshake that checks the certificate
 // against `tls`'s trust and the endpoint's host name. `tls` is used only for https endpoints.
-void Connect(boost::asio::io_context& io, const Endpoint& endpoint,
-             std::shared_ptr<boost::asio::ssl::context> tls, Clock::time_point deadline,
-             ConnectCallback done);
+// Returns the connection being made: Close() on it (on `io`'s thread) ends the attempt, and
+// `done` then gets an error.
+std::shared_ptr<UpstreamConnection> Connect(boost::asio::io_context& io, const Endpoint& endpoint,
+                                            std::shared_ptr<boost::asio::ssl::context> tls,
+                                            Clock::time_point deadline, ConnectCallback done);
 
 }  // namespace pillar::upstream

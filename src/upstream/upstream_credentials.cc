@@ -3,6 +3,7 @@
 #include <openssl/ssl.h>
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 #include <vector>
 
@@ -34,14 +35,32 @@ namespace asio = boost::asio;
   return SecretString(std::move(text));
 }
 
-TokenRedactor::TokenRedactor(std::string_view token) : token_(token) {
-  for (size_t at = 0; at + kShownTokenRun <= token_.size(); ++at) {
-    runs_.insert(token_.substr(at, kShownTokenRun));
+namespace {
+
+std::string Folded(std::string_view text) {
+  std::string folded(text);
+  for (char& c : folded) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return folded;
+}
+
+}  // namespace
+
+TokenRedactor::TokenRedactor(std::string_view token) : folded_(Folded(token)) {
+  for (size_t at = 0; at + kShownTokenRun <= folded_.size(); ++at) {
+    runs_.insert(std::string_view(folded_).substr(at, kShownTokenRun));
   }
 }
 
+TokenRedactor::~TokenRedactor() {
+  runs_.clear();
+  WipeString(folded_);
+}
+
 std::string TokenRedactor::Redact(std::string_view text) const {
-  if (token_.empty()) return std::string(text);
+  if (folded_.empty()) return std::string(text);
+  const std::string folded_text = Folded(text);
+  const std::string_view seen(folded_text);
+  const std::string_view token(folded_);
   // The spans to take out, in order, merged where they touch or overlap.
   std::vector<std::pair<size_t, size_t>> spans;
   auto cover = [&spans](size_t begin, size_t end) {
@@ -51,19 +70,19 @@ std::string TokenRedactor::Redact(std::string_view text) const {
       spans.emplace_back(begin, end);
     }
   };
-  if (token_.size() < kShownTokenRun) {  // no run that long: the token whole
-    for (size_t at = text.find(token_); at != std::string_view::npos;
-         at = text.find(token_, at + token_.size())) {
-      cover(at, at + token_.size());
+  if (token.size() < kShownTokenRun) {  // no run that long: the token whole
+    for (size_t at = seen.find(token); at != std::string_view::npos;
+         at = seen.find(token, at + token.size())) {
+      cover(at, at + token.size());
     }
   } else {
-    for (size_t at = 0; at + kShownTokenRun <= text.size(); ++at) {
-      if (runs_.contains(text.substr(at, kShownTokenRun))) cover(at, at + kShownTokenRun);
+    for (size_t at = 0; at + kShownTokenRun <= seen.size(); ++at) {
+      if (runs_.contains(seen.substr(at, kShownTokenRun))) cover(at, at + kShownTokenRun);
     }
   }
-  for (size_t n = std::min(text.size(), token_.size() - 1); n >= 4; --n) {
-    if (text.substr(text.size() - n) == token_.substr(0, n)) {
-      cover(text.size() - n, text.size());
+  for (size_t n = std::min(seen.size(), token.size() - 1); n >= 4; --n) {
+    if (seen.substr(seen.size() - n) == token.substr(0, n)) {
+      cover(seen.size() - n, seen.size());
       break;
     }
   }

@@ -32,21 +32,26 @@ struct UpstreamCredential {
 UpstreamCredential CredentialFor(const models::RemoteConfig& remote, const SecretString& token);
 
 // Takes the token out of text an upstream wrote (an error, a name), which may echo it back whole
-// or in part: every run of at least kShownTokenRun bytes that is also in the token becomes
-// "[redacted]", and so does a start of the token (4 bytes or more) that ends the text (a text
-// cut short before it got here). OpenAI-style servers quote half of a key they refuse (review
-// helper-93: "Incorrect API key provided: sekrit-a85a...*****0892"); the last four characters
-// they also show, as they show them to the key's owner, are kept. Built once per token: it views
-// `token`, which must outlive it.
+// or in part: every run of at least kShownTokenRun bytes that is also in the token, in any case,
+// becomes "[redacted]", and so does a start of the token (4 bytes or more) that ends the text (a
+// text cut short before it got here). OpenAI-style servers quote half of a key they refuse
+// (review helper-93: "Incorrect API key provided: sekrit-a85a...*****0892"); the last four
+// characters they also show, as they show them to the key's owner, are kept. An upstream that
+// re-encodes the token (base64, percent-encoding, every byte apart) is not in the model: it holds
+// the token anyway, and gains nothing by showing it. Built once per token; not copied.
 class TokenRedactor {
  public:
   static constexpr size_t kShownTokenRun = 8;
   explicit TokenRedactor(std::string_view token);
+  ~TokenRedactor();
+  TokenRedactor(const TokenRedactor&) = delete;
+  TokenRedactor& operator=(const TokenRedactor&) = delete;
+
   std::string Redact(std::string_view text) const;
 
  private:
-  std::string_view token_;
-  absl::flat_hash_set<std::string_view> runs_;  // each kShownTokenRun bytes of the token
+  std::string folded_;                          // the token in lower case; wiped at the end
+  absl::flat_hash_set<std::string_view> runs_;  // each kShownTokenRun bytes of folded_
 };
 
 // A TLS 1.2+ client context: the CA bundle of [remote] ca_file (or the system's), and the client

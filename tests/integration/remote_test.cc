@@ -4,6 +4,7 @@
 // credentials, and never a crash or a hang.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -126,6 +127,7 @@ class RemoteTest : public ::testing::Test {
     }
     cn_only_port_ = testing::FreeLoopbackPort();
     dns_name_port_ = testing::FreeLoopbackPort();
+    stall_port_ = testing::FreeLoopbackPort();
     for (int& port : more_bad_ports_) port = testing::FreeLoopbackPort();
     bad_pid_ = ::fork();
     if (bad_pid_ == 0) {
@@ -195,6 +197,12 @@ class RemoteTest : public ::testing::Test {
                  Remote({bad, up}, auth + "consecutive_failures = 2\nbase_ejection_ms = 2000\n"));
     WriteVersion(store, "drip", Remote({bad}, auth + "timeout_ms = 400\n"));
     WriteVersion(store, "holding", Remote({bad}, auth + "model = \"hold\"\n"));
+    WriteVersion(store, "leaving", "fallback = [\"holding\"]\n" + Remote({closed}, auth));
+    WriteVersion(store, "stalled",
+                 Remote({"https://127.0.0.1:" + std::to_string(stall_port_)},
+                        auth + "model = \"good\"\nconnect_timeout_ms = 8000\nca_file = \"" +
+                            (bad_dir_->path() / "cert.pem").string() +
+                            "\"\n[remote.health_check]\nenabled = false\n"));
     WriteVersion(store, "attempted",
                  Remote({bad}, auth + "model = \"good\"\nattempt_timeout_ms = 250\n"));
     WriteVersion(store, "tlsextra",
@@ -331,6 +339,7 @@ class RemoteTest : public ::testing::Test {
   static int tls_port_;                       // and there over TLS (its cert.pem)
   static int cn_only_port_;   // over TLS for "localhost", named only by the subject CN
   static int dns_name_port_;  // over TLS for "localhost", named by a DNS SAN
+  static int stall_port_;     // the test's own listener that never completes a TLS handshake
   static std::string token_;
   static std::string key_;
   static std::string tenant_key_;  // role user, tenant demo: sees demo's models only
@@ -346,6 +355,7 @@ std::array<int, 3> RemoteTest::more_bad_ports_ = {0, 0, 0};
 int RemoteTest::tls_port_ = 0;
 int RemoteTest::cn_only_port_ = 0;
 int RemoteTest::dns_name_port_ = 0;
+int RemoteTest::stall_port_ = 0;
 std::string RemoteTest::token_;
 std::string RemoteTest::key_;
 std::string RemoteTest::tenant_key_;
@@ -643,16 +653,37 @@ TEST_F(RemoteTest, ATokenAnUpstreamEchoesIsRedacted) {
 // Found by review helper-93: a client that hung up after 0.3 s kept its upstream call (and its
 // key's place among the requests in flight) until the upstream answered or the timeout passed.
 TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
-  const std::string body = kTwoRows;
-  {
-    testing::HttpConnection client(gateway_->data_port());
-    ASSERT_TRUE(client.connected());
-    ASSERT_TRUE(client.SendRaw("POST /v2/models/holding/infer HTTP/1.1\r\nHost: pillar\r\n" +
-                               Bearer(key_) + "\r\nContent-Type: application/json\r\n" +
-                               "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-                               body));
-    std::this_thread::sleep_for(std::chrono::milliseconds(300));
-  }  // hung up
+  // Posts to `model` and hangs up after 300 ms; returns what the access log says of it.
+  auto leave = [](const std::string& model, const std::string& after = "") {
+    const std::string path = "\"path\":\"/v2/models/" + model + "/infer\"";
+    auto lines = [&path] {
+      std::vector<std::string> found;
+      std::istringstream log(ReadFile(gateway_->dir() / "access.log"));
+      for (std::string line; std::getline(log, line);) {
+        if (line.find(path) != std::string::npos) found.push_back(line);
+      }
+      return found;
+    };
+    const size_t before = lines().size();
+    const std::string body = kTwoRows;
+    {
+      testing::HttpConnection client(gateway_->data_port());
+      EXPECT_TRUE(client.connected());
+      EXPECT_TRUE(client.SendRaw(
+          "POST /v2/models/" + model + "/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
+          "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+          "\r\n\r\n" + body + after));
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    }  // hung up
+    for (int i = 0; i < 200; ++i) {
+      const std::vector<std::string> now = lines();
+      if (now.size() > before) return now.back();
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    return std::string();
+  };
+  const std::string logged = leave("holding");
+  EXPECT_NE(logged.find("\"status\":499"), std::string::npos) << logged;
   std::string hits;
   for (int i = 0; i < 200 && hits.empty(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -660,9 +691,56 @@ TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
   }
   ASSERT_EQ(hits.rfind("closed ", 0), 0u) << hits;  // not "answered" after 3 s
   EXPECT_LT(std::atof(hits.c_str() + 7), 1.5) << hits;
+  // Found by review helper-94: a client that left while its primary's fallback ran was logged
+  // with the primary's 502 (and counted as an error).
+  const std::string fallen = leave("leaving");
+  EXPECT_NE(fallen.find("\"status\":499"), std::string::npos) << fallen;
+  // Found by review helper-94: a line end after the request (which RFC 9112 lets a client send)
+  // read as a pipelined request, so that the client's close was never noticed.
+  const std::string trailing = leave("leaving", "\r\n");
+  EXPECT_NE(trailing.find("\"status\":499"), std::string::npos) << trailing;
   // A client that stays gets its answer.
   HttpReply r = Infer("holding");
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// Found by review helper-94: a call abandoned while its TLS handshake hung kept the connection
+// until connect_timeout_ms, so that clients who left held connections past the endpoint's cap.
+TEST_F(RemoteTest, AClientThatGoesAwayWhileItsUpstreamConnectsEndsTheConnect) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int yes = 1;
+  ::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(uint16_t(stall_port_));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 8), 0);
+  std::thread client([] {
+    const std::string body = kTwoRows;
+    testing::HttpConnection connection(gateway_->data_port());
+    connection.SendRaw("POST /v2/models/stalled/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
+                       "\r\nContent-Type: application/json\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body);
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  });  // hangs up
+  pollfd waiting{listener, POLLIN, 0};
+  ASSERT_EQ(::poll(&waiting, 1, 5000), 1);
+  const int upstream = ::accept(listener, nullptr, nullptr);  // and never answers its hello
+  ASSERT_GE(upstream, 0);
+  const auto accepted = std::chrono::steady_clock::now();
+  char bytes[4096];
+  for (;;) {  // the client hello, then the end
+    pollfd readable{upstream, POLLIN, 0};
+    ASSERT_EQ(::poll(&readable, 1, 10000), 1);
+    if (::recv(upstream, bytes, sizeof bytes, 0) <= 0) break;
+  }
+  const double open_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - accepted).count();
+  client.join();
+  ::close(upstream);
+  ::close(listener);
+  EXPECT_LT(open_s, 2.0);  // not connect_timeout_ms's 8 s
 }
 
 // A plaintext client that pipelines a second request and then half-closes its side still waits
@@ -674,28 +752,34 @@ TEST_F(RemoteTest, AClientThatPipelinesThenHalfClosesGetsBothAnswers) {
            "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
            "\r\n\r\n" + body;
   };
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(uint16_t(gateway_->data_port()));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  const std::string both = request("holding") + request("good");
-  ASSERT_EQ(::send(fd, both.data(), both.size(), 0), ssize_t(both.size()));
-  ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
-  timeval wait{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
-  std::string replies;
-  char buffer[4096];
-  for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;)
-    replies.append(buffer, size_t(n));
-  ::close(fd);
-  size_t answered = 0;
-  for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;
-       at = replies.find("HTTP/1.1 200", at + 1)) {
-    ++answered;
+  // The slow one first, and last (review helper-94: the last of the batch got 499, once its
+  // bytes were read and nothing was left unread to show that the client still waited).
+  for (const auto& [first, second] : {std::pair<std::string, std::string>{"holding", "good"},
+                                      std::pair<std::string, std::string>{"good", "holding"}}) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(gateway_->data_port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string both = request(first) + request(second);
+    ASSERT_EQ(::send(fd, both.data(), both.size(), 0), ssize_t(both.size()));
+    ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+    timeval wait{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &wait, sizeof wait);
+    std::string replies;
+    char buffer[4096];
+    for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
+      replies.append(buffer, size_t(n));
+    }
+    ::close(fd);
+    size_t answered = 0;
+    for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;
+         at = replies.find("HTTP/1.1 200", at + 1)) {
+      ++answered;
+    }
+    EXPECT_EQ(answered, 2u) << first << ", " << second << ": " << replies;
   }
-  EXPECT_EQ(answered, 2u) << replies;
 }
 
 // Found by review helper-93: an attempt cut off by attempt_timeout_ms told the upstream it had

@@ -76,6 +76,16 @@ TEST(BackendsFileTest, AnEndpointsModelStaysWithTheSignature) {
   EXPECT_EQ(digits->endpoints[0].model, "");
   EXPECT_EQ(digits->endpoints[1].model, "digits-on-a");
   EXPECT_EQ(digits->endpoints[1].weight, 2);
+  // Found by review helper-94: another spelling of the same URL lost the signed name.
+  for (const char* spelling :
+       {"http://10.0.0.1:8000/", "http://10.0.0.1:08000", "http://10.0.0.1:8000//"}) {
+    absl::StatusOr<BackendsFile> respelled = BackendsFile::Parse(
+        std::string("[backends.digits]\nendpoints = [\"") + spelling + "\"]\n", "backends.toml");
+    ASSERT_TRUE(respelled.ok()) << spelling << ": " << respelled.status();
+    absl::StatusOr<RemoteConfig> kept = respelled->Apply("digits", signed_remote);
+    ASSERT_TRUE(kept.ok()) << spelling << ": " << kept.status();
+    EXPECT_EQ(kept->endpoints[0].model, "digits-on-a") << spelling;
+  }
 }
 
 TEST(BackendsFileTest, AFileThatDoesNotHoldIsRefusedWhole) {

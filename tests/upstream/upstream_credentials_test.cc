@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cctype>
 #include <cstdlib>
 #include <string>
 
@@ -91,6 +92,11 @@ TEST(TokenRedactorTest, RunsOfTheTokenAnywhereAreTakenOut) {
   // A text cut short inside the token's start.
   EXPECT_EQ(redactor.Redact("quoted: " + token.substr(0, 5)), "quoted: [redacted]");
   EXPECT_EQ(redactor.Redact(""), "");
+  // Found by review helper-94: the token in upper case went out whole.
+  std::string upper = token;
+  for (char& c : upper) c = char(std::toupper(static_cast<unsigned char>(c)));
+  EXPECT_EQ(redactor.Redact("KEY " + upper + "!"), "KEY [redacted]!");
+  EXPECT_EQ(redactor.Redact("key " + upper.substr(3, 12)), "key [redacted]");
 }
 
 TEST(TokenRedactorTest, AShortTokenGoesWhole) {
