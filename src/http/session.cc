@@ -8,19 +8,6 @@
 #include <string_view>
 
 namespace pillar::http::internal {
-namespace {
-
-// Bytes a client sent that are more than the line ends a server ignores before a request line
-// (RFC 9112, 2.2): the start of another request.
-bool MoreThanLineEnds(std::string_view bytes) {
-  return bytes.find_first_not_of("\r\n") != std::string_view::npos;
-}
-
-std::string_view Held(const beast::flat_buffer& buffer) {
-  return std::string_view(static_cast<const char*>(buffer.data().data()), buffer.size());
-}
-
-}  // namespace
 
 template <bool kTls>
 void Session<kTls>::OnDeadline() {
@@ -67,8 +54,6 @@ void Session<kTls>::WaitForRequest() {
   header_reader_ = HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
   body_reader_ = BodyReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
   if (buffer_.size() > 0) {
-    // Sent before the answer to the one before it: a client that pipelines (OnWatch).
-    pipelined_ = pipelined_ || MoreThanLineEnds(Held(buffer_));
     Arm(Waiting::kRequest, core_.limits.request_timeout);
     ParseHeader();
     return;
@@ -366,22 +351,28 @@ void Session<kTls>::OnWatch() {
     watch_from_ns = 0;
     return;
   }
-  // The peer's end of the stream (or a reset), without reading: bytes it sent after its
-  // request stay for the reader. An end is a close or a half-close, which TCP tells apart only
-  // once pillar writes: taken as gone, as nginx takes it, but from a plaintext client that
-  // pipelined on this connection or sent more than line ends after this request (review
-  // helper-94: the last of a pipelined batch got 499), which waits for its answers. Over TLS,
-  // what may follow an end is a close_notify.
+  // The peer's end of the stream (or a reset), seen without reading.
   const int fd = Socket().native_handle();
   pollfd watched{fd, POLLRDHUP, 0};
   if (::poll(&watched, 1, 0) <= 0) return;
   if ((watched.revents & (POLLHUP | POLLERR)) == 0) {
     if ((watched.revents & POLLRDHUP) == 0) return;
+    // An end of the client's side is a close, or a half-close by a client that still waits for
+    // its answers (one that pipelined, or that shuts its side once it has sent: review helpers
+    // 94 and 95 found both dropped), which TCP tells apart only once the server writes. A
+    // plaintext HTTP/1.1 client is written an interim 100 (Continue), which every HTTP/1.1 client
+    // must take and may ignore (RFC 9110, 15.2): a closed socket answers it with a reset, which
+    // the next sweep sees; a half-closed one takes it and waits on. Over TLS (a write goes
+    // through the session's stream) and to HTTP/1.0 (no interim answers), an end is taken as
+    // gone, as nginx takes it.
     if constexpr (!kTls) {
-      if (pipelined_ || MoreThanLineEnds(Held(buffer_))) return;
-      char peeked[64];
-      const ssize_t n = ::recv(fd, peeked, sizeof peeked, MSG_PEEK | MSG_DONTWAIT);
-      if (n > 0 && MoreThanLineEnds(std::string_view(peeked, size_t(n)))) return;
+      if (!http10_) {
+        if (probed_) return;  // it took the probe: still there
+        probed_ = true;
+        static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
+        const ssize_t sent = ::send(fd, kProbe.data(), kProbe.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent == ssize_t(kProbe.size())) return;
+      }
     }
   }
   watch_from_ns = 0;

@@ -100,6 +100,7 @@ class Session final : public ResponseSink,
   void OnClientGone(absl::AnyInvocable<void() &&> gone) override {
     if (!handling_) return;  // answered already
     on_gone_ = std::move(gone);
+    probed_ = false;
     watch_from_ns = CoarseNowNanos() + kWatchAfterNs;
   }
 
@@ -279,7 +280,7 @@ class Session final : public ResponseSink,
   static constexpr int64_t kWatchAfterNs = 100'000'000;
   bool handling_ = false;
   absl::AnyInvocable<void() &&> on_gone_;
-  bool pipelined_ = false;  // it sent a request before the answer to the one before
+  bool probed_ = false;  // the request's client was written a 100 to tell a close (OnWatch)
 };
 
 // Defined in session.cc, once each.

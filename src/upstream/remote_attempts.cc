@@ -35,8 +35,13 @@ constexpr size_t kLatenciesForHedging = 20;
 // Text that came from an upstream (an error it put in a reply, a name) on its way to a client and
 // the logs: cut short, and without the token, which an upstream may echo back.
 std::string RemoteRunner::State::Redact(std::string_view text) const {
+  constexpr size_t kShown = 512;
+  // Only what can be shown is read: a copy of the token that begins in it ends in the next
+  // token-length bytes, and an error body of megabytes costs no more than a short one.
+  const size_t token_bytes = token ? token->view().size() : 0;
+  text = text.substr(0, std::min(text.size(), kShown + token_bytes));
   std::string out = redactor ? redactor->Redact(text) : std::string(text);
-  if (out.size() > 512) out.resize(512);
+  if (out.size() > kShown) out.resize(kShown);
   return out;
 }
 
