@@ -5,6 +5,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <string_view>
 
 namespace pillar::http::internal {
@@ -76,6 +77,12 @@ void Session<kTls>::WaitForRequest() {
 
 template <bool kTls>
 void Session<kTls>::ParseHeader() {
+  if (!parser_->got_some()) {
+    // Line ends before a request line are ignored, as RFC 9112 (2.2) asks (some clients end a
+    // body with one more; review helper-96: the next request on the connection got 400).
+    const std::string_view held(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+    buffer_.consume(std::min(held.size(), held.find_first_not_of("\r\n")));
+  }
   if (buffer_.size() > 0) {
     size_t used = 0;
     beast::error_code ec;
@@ -154,7 +161,9 @@ void Session<kTls>::OnHeader() {
   body_started_ns_ = CoarseNowNanos();
   body_bytes_ = 0;
   ArmBodyRate();
-  if (EqualsIgnoreCase(ToStd(request[bhttp::field::expect]), "100-continue")) {
+  // Not to HTTP/1.0, which has no interim answers (RFC 9110, 15.2; review helper-96).
+  if (request.version() >= 11 &&
+      EqualsIgnoreCase(ToStd(request[bhttp::field::expect]), "100-continue")) {
     // curl and others wait for this before sending a body over 1 KiB.
     auto continue_response =
         std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
@@ -365,10 +374,13 @@ void Session<kTls>::OnWatch() {
     // the next sweep sees; a half-closed one takes it and waits on. Over TLS (a write goes
     // through the session's stream) and to HTTP/1.0 (no interim answers), an end is taken as
     // gone, as nginx takes it.
+    // Written again each second while the end stands: a client that took one and closed after
+    // it sends nothing more (review helper-96), and the next one draws its reset.
     if constexpr (!kTls) {
       if (!http10_) {
-        if (probed_) return;  // it took the probe: still there
-        probed_ = true;
+        const int64_t now = CoarseNowNanos();
+        if (probed_ns_ != 0 && now - probed_ns_ < kProbeEveryNs) return;  // still there
+        probed_ns_ = now;
         static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
         const ssize_t sent = ::send(fd, kProbe.data(), kProbe.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
         if (sent == ssize_t(kProbe.size())) return;

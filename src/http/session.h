@@ -100,7 +100,7 @@ class Session final : public ResponseSink,
   void OnClientGone(absl::AnyInvocable<void() &&> gone) override {
     if (!handling_) return;  // answered already
     on_gone_ = std::move(gone);
-    probed_ = false;
+    probed_ns_ = 0;
     watch_from_ns = CoarseNowNanos() + kWatchAfterNs;
   }
 
@@ -280,7 +280,10 @@ class Session final : public ResponseSink,
   static constexpr int64_t kWatchAfterNs = 100'000'000;
   bool handling_ = false;
   absl::AnyInvocable<void() &&> on_gone_;
-  bool probed_ = false;  // the request's client was written a 100 to tell a close (OnWatch)
+  // When the request's client was last written a 100 to tell a close from a half-close (OnWatch;
+  // 0: never), and how often that is done while its side stays ended.
+  static constexpr int64_t kProbeEveryNs = 1'000'000'000;
+  int64_t probed_ns_ = 0;
 };
 
 // Defined in session.cc, once each.

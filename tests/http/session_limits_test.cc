@@ -81,6 +81,7 @@ class RawConnection {
   RawConnection& operator=(const RawConnection&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  int fd() const { return fd_; }
 
   void Close() {
     if (fd_ >= 0) ::close(fd_);
@@ -524,6 +525,35 @@ TEST_F(SessionLimitsTest, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(c.ReadReply().body, "POST /echo abc");
   EXPECT_EQ(c.ReadReply().body, "POST /echo z");
   EXPECT_EQ(c.ReadReply().body, "GET /echo ");
+}
+
+// Found by review helper-96: a line end before a request line (RFC 9112 asks a server to ignore
+// at least one) got 400, and so did the next request of a client that ends a body with one more.
+TEST_F(SessionLimitsTest, LineEndsBeforeARequestLineAreIgnored) {
+  Start(Limits{});
+  RawConnection c(port_);
+  c.Send("\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.ReadReply().body, "GET /echo ");
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab\r\n");
+  EXPECT_EQ(c.ReadReply().body, "POST /echo ab");
+  c.Send("\r\n\n\r\nGET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  Reply r = c.ReadReply();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "GET /echo ");
+}
+
+// Found by review helper-96: an HTTP/1.0 request with Expect: 100-continue was sent a 100, which
+// HTTP/1.0 does not have (RFC 9110, 15.2); its body is read all the same.
+TEST_F(SessionLimitsTest, AnHttp10ClientIsNeverSentAnInterimAnswer) {
+  Start(Limits{});
+  RawConnection c(port_);
+  c.Send("POST /echo HTTP/1.0\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+  EXPECT_FALSE(c.Readable(300));  // no 100
+  c.Send("{}");
+  ASSERT_TRUE(c.Readable(5000));
+  char head[16] = {};
+  ASSERT_EQ(::recv(c.fd(), head, 12, MSG_PEEK), 12);
+  EXPECT_EQ(std::string(head + 9, 3), "200") << head;  // the answer first, no 100 before it
 }
 
 TEST_F(SessionLimitsTest, ProtocolErrorsKeepTheirStatus) {

@@ -699,6 +699,51 @@ TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
   // read as a pipelined request, so that the client's close was never noticed.
   const std::string trailing = leave("leaving", "\r\n");
   EXPECT_NE(trailing.find("\"status\":499"), std::string::npos) << trailing;
+  // Found by review helper-96: a client that half-closed, took the interim 100 and then closed
+  // sent nothing more, and was served to the end.
+  {
+    const std::string path = "\"path\":\"/v2/models/holding/infer\"";
+    auto count = [&path] {
+      std::istringstream log(ReadFile(gateway_->dir() / "access.log"));
+      size_t n = 0;
+      for (std::string line; std::getline(log, line);) n += line.find(path) != std::string::npos;
+      return n;
+    };
+    const size_t before = count();
+    const std::string body = kTwoRows;
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(uint16_t(gateway_->data_port()));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    const std::string request =
+        "POST /v2/models/holding/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
+        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n\r\n" + body;
+    ASSERT_EQ(::send(fd, request.data(), request.size(), 0), ssize_t(request.size()));
+    ASSERT_EQ(::shutdown(fd, SHUT_WR), 0);
+    std::string interim;
+    char bytes[256];
+    while (interim.find("\r\n\r\n") == std::string::npos) {
+      pollfd readable{fd, POLLIN, 0};
+      ASSERT_EQ(::poll(&readable, 1, 2000), 1) << interim;
+      const ssize_t n = ::recv(fd, bytes, sizeof bytes, 0);
+      ASSERT_GT(n, 0);
+      interim.append(bytes, size_t(n));
+    }
+    EXPECT_EQ(interim.rfind("HTTP/1.1 100", 0), 0u) << interim;
+    ::close(fd);  // nothing unread: no reset of its own
+    std::string line;
+    for (int i = 0; i < 200 && count() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    }
+    std::istringstream log(ReadFile(gateway_->dir() / "access.log"));
+    for (std::string l; std::getline(log, l);) {
+      if (l.find(path) != std::string::npos) line = l;
+    }
+    EXPECT_NE(line.find("\"status\":499"), std::string::npos) << line;
+  }
   // A client that stays gets its answer.
   HttpReply r = Infer("holding");
   EXPECT_EQ(r.status, 200) << r.body;
