@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <set>
+#include <span>
 
 #include "common/status_macros.h"
 #include "common/strings.h"
@@ -288,11 +289,10 @@ namespace {
   PILLAR_RETURN_IF_ERROR(ReadEndpoints(table, source, signed_file, out.endpoints));
   // A URL the signature lists (spelled as EndpointPlace reads it) keeps the name it gives the
   // model there (review helper-94: a trailing slash lost it); any other gets [remote] model's.
-  for (RemoteEndpoint& endpoint : out.endpoints) {
+  for (RemoteEndpoint& endpoint : signed_file ? std::span<RemoteEndpoint>() : out.endpoints) {
+    const std::string place = EndpointPlace(endpoint.url);
     for (const RemoteEndpoint& listed : before) {
-      if (!signed_file && EndpointPlace(listed.url) == EndpointPlace(endpoint.url)) {
-        endpoint.model = listed.model;
-      }
+      if (EndpointPlace(listed.url) == place) endpoint.model = listed.model;
     }
   }
   PILLAR_RETURN_IF_ERROR(ReadBreaker(table, "breaker", source, out.breaker));

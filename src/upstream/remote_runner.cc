@@ -42,6 +42,9 @@ void RemoteRunner::State::Abandon(const std::shared_ptr<Call>& call) {
   if (const auto queued = std::find(queue.begin(), queue.end(), call); queued != queue.end()) {
     queue.erase(queued);
     call->completed = true;
+    // As a refusal from the queue does: a probe place the call took is given back, or a
+    // half-open breaker would wait for a probe that never runs.
+    backend_breaker->Record(CircuitBreaker::Verdict::kIgnored, Clock::now(), call->backend_probe);
     return Finish(*call, absl::CancelledError("the client went away"));
   }
   if (call->started == Clock::time_point()) return;  // not admitted yet
