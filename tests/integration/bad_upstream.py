@@ -44,6 +44,8 @@ NAME.pem and NAME.key). The model named in
   flaky        500
   broken       500
   maybeslow    a valid reply, 500 ms late while a file slow.<port> exists in the working directory
+  bydata       by the request's first input value: 7, 500 after 200 ms; 8, a valid reply 4 s
+               late; any other, a valid reply
   maybeshed    a valid reply, or while a file shed.<port> exists, 503 with X-Pillar-Shed: deadline
                and Retry-After: 3600 (an upstream claiming every deadline is too short)
 Each request for pause, flaky or broken appends its time (time.time()) to <model>.hits.
@@ -245,6 +247,14 @@ class Handler(BaseHTTPRequestHandler):
                 return
             except OSError:
                 return self.reply(200, json.dumps(good).encode())
+        if model == "bydata":
+            first = request["inputs"][0]["data"][0]
+            if first == 7:
+                time.sleep(0.2)
+                return self.reply(500, b'{"error": "seven"}')
+            if first == 8:
+                time.sleep(4)
+            return self.reply(200, json.dumps(good).encode())
         if model == "maybeslow":
             try:
                 open("slow.%d" % self.server.server_address[1]).close()

@@ -267,6 +267,13 @@ class RemoteTest : public ::testing::Test {
                      Remote({bad}, auth + "model = \"broken\"\nconsecutive_failures = 1000\n"
                                           "[remote.backend_breaker]\nfailure_count = 2\n"
                                           "trip_duration_ms = 60000\n"));
+    // One call at a time; two failures open its breaker for 300 ms, then one probe may pass.
+    WriteVersion(store, "probing",
+                 Remote({bad}, auth + "model = \"bydata\"\nconnections = 1\nmax_queue = 4\n"
+                                      "idempotent = false\nconsecutive_failures = 1000\n"
+                                      "[remote.health_check]\nenabled = false\n"
+                                      "[remote.backend_breaker]\nfailure_count = 2\n"
+                                      "trip_duration_ms = 300\n"));
     // One call at a time to a 100 ms model, four may wait.
     WriteVersion(store, "narrow",
                  Remote({up}, auth + "model = \"slowish\"\nconnections = 1\nmax_queue = 4\n"));
@@ -1029,8 +1036,14 @@ TEST_F(RemoteTest, ABackendBreakerOpensAnswersAtOnceAndProbesAfterItsTrip) {
   const std::string state = BackendOf(Backends(*gateway_, key_), "tripping");
   EXPECT_NE(state.find("\"breaker\":\"open\""), std::string::npos) << state;
   EXPECT_NE(state.find("\"trips\":1"), std::string::npos) << state;
-  const std::string audit = ReadFile(gateway_->audit_log());
-  EXPECT_NE(audit.find("breaker_open"), std::string::npos);
+  // The audit log's writer gathers records for batch_delay_ms and writes them a moment later:
+  // read until it has (run alone, this test read the file before the write).
+  std::string audit = ReadFile(gateway_->audit_log());
+  for (int i = 0; i < 300 && audit.find("breaker_open") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    audit = ReadFile(gateway_->audit_log());
+  }
+  EXPECT_NE(audit.find("breaker_open"), std::string::npos) << gateway_->Log();
   EXPECT_NE(audit.find("model:tripping/1"), std::string::npos);
   const std::string metrics =
       Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
@@ -1043,6 +1056,59 @@ TEST_F(RemoteTest, ABackendBreakerOpensAnswersAtOnceAndProbesAfterItsTrip) {
   EXPECT_EQ(Hits("broken").size(), hits + 1);
   EXPECT_EQ(Infer("tripping").status, 503);
   EXPECT_EQ(Hits("broken").size(), hits + 1);
+}
+
+// Found by review (74c1ff2): a call that took the half-open breaker's one probe place and left
+// while it waited behind a call admitted before the trip kept the place, and every request after
+// it was refused as if the probe were still out.
+TEST_F(RemoteTest, AProbeWhoseClientLeavesTheQueueGivesItsPlaceBack) {
+  auto post = [](int first) {
+    std::string body = kTwoRows;
+    body.replace(body.find("[1,"), 3, "[" + std::to_string(first) + ",");
+    return Fetch(gateway_->data_port(), "POST", "/v2/models/probing/infer", body, {Bearer(key_)});
+  };
+  auto state = [] { return BackendOf(Backends(*gateway_, key_), "probing"); };
+  auto wait_for = [&state](const std::vector<std::string>& parts) {
+    std::string now;
+    for (int i = 0; i < 400; ++i) {
+      now = state();
+      bool all = true;
+      for (const std::string& part : parts) all = all && now.find(part) != std::string::npos;
+      if (all) return now;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "never " << ::testing::PrintToString(parts) << " in " << now;
+    return now;
+  };
+  // Two calls that fail in turn open the breaker; a call queued behind them, admitted before
+  // the trip, holds the one connection for 4 s.
+  std::vector<std::thread> calls;
+  std::array<int, 3> statuses{};
+  for (int i = 0; i < 3; ++i) {
+    calls.emplace_back([&, i] { statuses[size_t(i)] = post(i < 2 ? 7 : 8).status; });
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  }
+  wait_for({"\"breaker\":\"open\"", "\"in_flight\":1,", "\"queued\":0,"});
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));  // past the 300 ms trip
+  {
+    // Takes the probe place, waits behind the holding call, and leaves.
+    const std::string body = kTwoRows;
+    testing::HttpConnection leaving(gateway_->data_port());
+    ASSERT_TRUE(leaving.connected());
+    ASSERT_TRUE(leaving.SendRaw(
+        "POST /v2/models/probing/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
+        "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+        "\r\n\r\n" + body));
+    wait_for({"\"queued\":1,"});
+  }
+  wait_for({"\"queued\":0,"});
+  // The place is free again: this request is the probe, served after the holding call, and
+  // its success closes the breaker.
+  HttpReply probe = post(1);
+  EXPECT_EQ(probe.status, 200) << probe.body;
+  for (std::thread& call : calls) call.join();
+  EXPECT_EQ(statuses, (std::array<int, 3>{502, 502, 200}));
+  EXPECT_NE(state().find("\"breaker\":\"closed\""), std::string::npos) << state();
 }
 
 TEST_F(RemoteTest, FailingActiveChecksTakeAnEndpointOutBeforeAnyRequestFails) {
