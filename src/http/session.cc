@@ -82,6 +82,10 @@ void Session<kTls>::ParseHeader() {
     // body with one more; review helper-96: the next request on the connection got 400).
     const std::string_view held(static_cast<const char*>(buffer_.data().data()), buffer_.size());
     buffer_.consume(std::min(held.size(), held.find_first_not_of("\r\n")));
+    // Nothing else came: the connection is idle again, under the idle timeout, not waiting for
+    // a request whose timeout would answer 408 to a client that asked nothing (review
+    // helper-97).
+    if (buffer_.size() == 0) return WaitForRequest();
   }
   if (buffer_.size() > 0) {
     size_t used = 0;

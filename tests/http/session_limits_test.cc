@@ -542,6 +542,24 @@ TEST_F(SessionLimitsTest, LineEndsBeforeARequestLineAreIgnored) {
   EXPECT_EQ(r.body, "GET /echo ");
 }
 
+// Found by review helper-97: the line ends were dropped, but the connection went on waiting for a
+// request, whose timeout then answered 408 to a client that had asked nothing and closed it.
+TEST_F(SessionLimitsTest, LineEndsAloneLeaveTheConnectionIdle) {
+  Limits limits;
+  limits.request_timeout = absl::Seconds(1);
+  Start(limits);
+  RawConnection c(port_);
+  c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\nab\r\n");  // together
+  EXPECT_EQ(c.ReadReply().body, "POST /echo ab");
+  EXPECT_FALSE(c.Readable(1600));
+  c.Send("\r\n");  // after the answer
+  EXPECT_FALSE(c.Readable(1600));
+  c.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  Reply r = c.ReadReply();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "GET /echo ");
+}
+
 // Found by review helper-96: an HTTP/1.0 request with Expect: 100-continue was sent a 100, which
 // HTTP/1.0 does not have (RFC 9110, 15.2); its body is read all the same.
 TEST_F(SessionLimitsTest, AnHttp10ClientIsNeverSentAnInterimAnswer) {
