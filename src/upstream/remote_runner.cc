@@ -33,8 +33,20 @@ int64_t MillisUntil(Clock::time_point at, Clock::time_point now) {
                            std::chrono::duration_cast<std::chrono::milliseconds>(at - now).count());
 }
 
+void RemoteRunner::State::AbandonOnItsLane(std::shared_ptr<Call> call) {
+  // Review helper-97: run on the client's loop, Abandon closed the connection of a call that had
+  // moved to another loop while that loop read from it, and completed the call while a stream's
+  // first event was on its way to the exchange it then destroyed (the gateway aborted).
+  const size_t lane = call->lane;
+  asio::post(*lanes[lane], [self = shared_from_this(), call = std::move(call), lane]() mutable {
+    absl::MutexLock lock(&self->mu);
+    if (call->lane != lane) return self->AbandonOnItsLane(std::move(call));  // it moved since
+    self->Abandon(call);
+  });
+}
+
 // The client went away: a call waiting for a place leaves the queue, one in flight ends (its
-// attempts cut off), one not admitted yet is ended by Admit.
+// attempts cut off), one not admitted yet is ended by Admit. On the call's lane.
 void RemoteRunner::State::Abandon(const std::shared_ptr<Call>& call) {
   if (call->completed || call->abandoned) return;
   call->abandoned = true;
@@ -487,7 +499,7 @@ void RemoteRunner::Start(std::shared_ptr<Call> call,
         const std::shared_ptr<Call> call = weak_call.lock();
         if (state == nullptr || call == nullptr) return;
         absl::MutexLock lock(&state->mu);
-        state->Abandon(call);
+        state->AbandonOnItsLane(call);
       })) {
     return std::move(call->done)(absl::CancelledError("the client went away"));
   }

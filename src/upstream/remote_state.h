@@ -56,7 +56,9 @@ struct Call;
 // as server-sent events, each checked (JSON, no error inside), the usage kept, and handed to the
 // call's EventSink one at a time; the connection reads on once the client took the last one.
 // The first event handed on commits the call to this attempt: after it, a failure ends the
-// stream instead of trying another endpoint. Runs on the call's lane.
+// stream instead of trying another endpoint. Runs on the call's lane, where every end of a
+// started call runs too (AbandonOnItsLane): once the call is completed, and its caller told, no
+// event is handed on (the exchange that would take it may be gone).
 class StreamRelay final : public BodySink, public std::enable_shared_from_this<StreamRelay> {
  public:
   StreamRelay(std::shared_ptr<Call> call, asio::io_context& lane)
@@ -225,6 +227,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // queue of calls that each end at once would otherwise recurse once per call).
   void StartQueued() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Finish(Call& call, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The client went away (its Cancellation, on the client's loop): Abandon() runs on the call's
+  // lane, where its connections live; the call may have moved to another loop's connection.
+  void AbandonOnItsLane(std::shared_ptr<Call> call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Abandon(const std::shared_ptr<Call>& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   runtime::UpstreamStatus Describe() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Stop() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -9,7 +9,7 @@
 namespace pillar::upstream {
 
 void StreamRelay::OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) {
-  if (cancelled_ || !error_.empty()) return std::move(more)(false);
+  if (cancelled_ || !error_.empty() || call_->completed) return std::move(more)(false);
   absl::Status read = reader_.Feed(piece, [this](const protocol::SseEvent& event) { Take(event); });
   if (!read.ok() && error_.empty()) error_ = StrCat("the stream's framing: ", read.message());
   if (!error_.empty()) return std::move(more)(false);
@@ -50,6 +50,7 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
 // Hands the queued events on one at a time; once the client took the last, the connection
 // reads on.
 void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
+  if (call_->completed) return std::move(more)(false);  // its caller was told: nobody takes more
   if (queue_.empty()) return std::move(more)(true);
   auto [kind, event] = std::move(queue_.front());
   queue_.pop_front();

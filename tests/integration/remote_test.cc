@@ -274,6 +274,10 @@ class RemoteTest : public ::testing::Test {
                                       "[remote.health_check]\nenabled = false\n"
                                       "[remote.backend_breaker]\nfailure_count = 2\n"
                                       "trip_duration_ms = 300\n"));
+    // One connection, and more event loops: a call on another loop moves to where it idles.
+    WriteVersion(store, "moving",
+                 Remote({bad}, auth + "model = \"bydata\"\nconnections = 1\n"
+                                      "[remote.health_check]\nenabled = false\n"));
     // One call at a time to a 100 ms model, four may wait.
     WriteVersion(store, "narrow",
                  Remote({up}, auth + "model = \"slowish\"\nconnections = 1\nmax_queue = 4\n"));
@@ -754,6 +758,59 @@ TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
   // A client that stays gets its answer.
   HttpReply r = Infer("holding");
   EXPECT_EQ(r.status, 200) << r.body;
+}
+
+// Found by review helper-97: a call that had moved to another loop's connection was abandoned on
+// its client's loop, which closed the connection while the other loop read from it, and ended
+// the call while a stream's first event was on its way to the exchange it destroyed (the gateway
+// aborted, under a debugger that held that loop for the race). Now the call is ended on the loop
+// its connection is on. This test takes the path (the race itself needs the debugger's pause).
+TEST_F(RemoteTest, AClientThatLeavesACallMovedToAnotherLoopIsLetGo) {
+  auto request = [](int first) {
+    std::string body = kTwoRows;
+    body.replace(body.find("[1,"), 3, "[" + std::to_string(first) + ",");
+    return "POST /v2/models/moving/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
+           "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+           "\r\n\r\n" + body;
+  };
+  const std::string path = "\"path\":\"/v2/models/moving/infer\"";
+  auto logged = [&path] {
+    std::vector<std::string> found;
+    std::istringstream log(ReadFile(gateway_->dir() / "access.log"));
+    for (std::string line; std::getline(log, line);) {
+      if (line.find(path) != std::string::npos) found.push_back(line);
+    }
+    return found;
+  };
+  const size_t before = logged().size();
+  // The one connection to the upstream idles on this client's loop after its answer.
+  testing::HttpConnection staying(gateway_->data_port());
+  ASSERT_TRUE(staying.SendRaw(request(9)));
+  ASSERT_EQ(staying.ReadReply().status, 200);
+  {
+    // Accepted next, so on the next loop: its call (held 4 s upstream) moves to that connection.
+    testing::HttpConnection leaving(gateway_->data_port());
+    ASSERT_TRUE(leaving.SendRaw(request(8)));
+    std::string state;
+    for (int i = 0; i < 200 && state.find("\"in_flight\":1,") == std::string::npos; ++i) {
+      state = BackendOf(Backends(*gateway_, key_), "moving");
+    }
+    ASSERT_NE(state.find("\"in_flight\":1,"), std::string::npos) << state;
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }  // hangs up
+  // Both calls logged (the access log is written a moment later): the first's 200, then 499.
+  std::vector<std::string> lines;
+  for (int i = 0; i < 200 && lines.size() < before + 2; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+    lines = logged();
+  }
+  ASSERT_EQ(lines.size(), before + 2);
+  EXPECT_NE(lines.back().find("\"status\":499"), std::string::npos) << lines.back();
+  // Well before the upstream's 4 s: the call's place was given back, and the gateway serves on.
+  ASSERT_TRUE(staying.SendRaw(request(9)));
+  EXPECT_EQ(staying.ReadReply().status, 200);
+  EXPECT_EQ(BackendOf(Backends(*gateway_, key_), "moving").find("\"in_flight\":1,"),
+            std::string::npos);
 }
 
 // Found by review helper-94: a call abandoned while its TLS handshake hung kept the connection
