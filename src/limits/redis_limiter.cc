@@ -135,12 +135,12 @@ RedisLink::Reply CountingErrors(monitor::Counter* errors, bool count_outage) {
 // still run it (a stall past the timeout) and take its concurrency slots, which no release would
 // then give back until the lease expires (review helper-54); their ZREMs go first on the next
 // connection.
-RedisLink::Reply ReleasingIfLost(std::vector<std::string> releases, RedisLink::Reply reply) {
-  if (releases.empty()) return reply;
-  return [releases = std::move(releases), reply = std::move(reply)](
+RedisLink::Reply ReleasingIfLost(SlotReleases slots, RedisLink::Reply reply) {
+  if (slots.empty()) return reply;
+  return [slots = std::move(slots), reply = std::move(reply)](
              RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
     if (!answer.ok() && link.may_have_run()) {
-      for (std::string& release : releases) link.SendOnReconnect(std::move(release));
+      for (std::string& release : slots.TakeCommands()) link.SendOnReconnect(std::move(release));
     }
     std::move(reply)(link, std::move(answer));
   };
@@ -158,9 +158,9 @@ struct RedisLimiter::Batch {
     int64_t arg_count = 0;
   };
   std::vector<Spec> specs;
-  RespCommand admissions;             // per admission: its spec (1-based) and its lease
-  std::vector<Done> waiting;          // per admission, in order
-  std::vector<std::string> releases;  // the ZREMs of every admission's concurrency slots
+  RespCommand admissions;     // per admission: its spec (1-based) and its lease
+  std::vector<Done> waiting;  // per admission, in order
+  SlotReleases slots;         // every admission's concurrency slots, released if it is lost
 };
 
 // Holds what sending a batch needs and nothing of the limiter's: a flush posted to a loop may
@@ -171,6 +171,7 @@ struct RedisLimiter::LoopLink {
   int64_t lease_ttl_us = 0;
   monitor::Counter* errors = nullptr;
   Batch batch;
+  SlotReleases releases;  // the slots requests of this turn gave back
   bool flush_posted = false;
 };
 
@@ -336,9 +337,7 @@ void RedisLimiter::Gather(Batch& batch, std::span<const Charge> charges, std::st
   }
   batch.admissions.Add(int64_t(spec + 1)).Add(lease);
   batch.waiting.push_back(std::move(done));
-  for (std::string& release : ReleaseCommands(charges, lease)) {
-    batch.releases.push_back(std::move(release));
-  }
+  AddSlots(batch.slots, charges, lease);
 }
 
 // The script's reply to a full batch (an array of one array of at most seven integers per
@@ -380,9 +379,8 @@ void RedisLimiter::SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup&
     }
   };
   std::string resend = text;
-  link.Send(text,
-            LoadingScriptIfLost(kAdmitScript, std::move(resend),
-                                ReleasingIfLost(std::move(batch.releases), std::move(answer))));
+  link.Send(text, LoadingScriptIfLost(kAdmitScript, std::move(resend),
+                                      ReleasingIfLost(std::move(batch.slots), std::move(answer))));
 }
 
 void RedisLimiter::SendAlone(Batch batch) {
@@ -409,15 +407,23 @@ void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease
   LoopLink& on = LinkOn(*loop);
   Gather(on.batch, charges, lease, std::move(done));
   if (on.batch.waiting.size() >= kMaxBatch) return Flush(on);
+  FlushAfterThisTurn(on, *loop);
+}
+
+void RedisLimiter::FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loop) {
   if (on.flush_posted) return;
   on.flush_posted = true;
-  boost::asio::post(*loop, [on = cached_link.link] {
+  boost::asio::post(loop, [on = cached_link.link] {
     on->flush_posted = false;
     Flush(*on);
   });
 }
 
 void RedisLimiter::Flush(LoopLink& on) {
+  // The slots given back first: the admissions of the same turn may take them.
+  for (std::string& release : on.releases.TakeCommands()) {
+    on.link->Send(release, CountingErrors(on.errors, /*count_outage=*/false));
+  }
   if (on.batch.waiting.empty()) return;
   SendBatch(*on.link, std::exchange(on.batch, Batch{}), *on.group, on.lease_ttl_us, on.errors);
 }
@@ -437,21 +443,31 @@ absl::StatusOr<Verdict> RedisLimiter::AdmitNow(std::span<const Charge> charges,
   return result;
 }
 
-std::vector<std::string> RedisLimiter::ReleaseCommands(std::span<const Charge> charges,
-                                                       std::string_view lease) const {
-  std::vector<std::string> commands;
+void RedisLimiter::AddSlots(SlotReleases& slots, std::span<const Charge> charges,
+                            std::string_view lease) const {
   for (const Charge& c : charges) {
-    if (c.rule->kind != LimitRule::Kind::kConcurrency) continue;
-    commands.push_back(RespCommand().Add("ZREM").Add(Key('c', c, 0)).Add(lease).Take());
+    if (c.rule->kind == LimitRule::Kind::kConcurrency) slots.Add(Key('c', c, 0), lease);
   }
-  return commands;
 }
 
 void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lease) {
   // While Redis is down the lease is not released here: it expires on its own (lease_ttl).
-  for (std::string& release : ReleaseCommands(charges, lease)) {
-    Dispatch(std::move(release), CountingErrors(errors_, /*count_outage=*/false));
+  boost::asio::io_context* loop = ThisThreadEventLoop();
+  if (loop == nullptr) {
+    SlotReleases slots;
+    AddSlots(slots, charges, lease);
+    for (std::string& release : slots.TakeCommands()) {
+      Dispatch(std::move(release), CountingErrors(errors_, /*count_outage=*/false));
+    }
+    return;
   }
+  // Gathered like admissions: the slots a loop's turn gives back, one ZREM a key, sent with the
+  // turn's admissions (a request's release had been a command of its own: as many commands for
+  // Redis to run as admissions).
+  LoopLink& on = LinkOn(*loop);
+  AddSlots(on.releases, charges, lease);
+  if (on.releases.leases() >= kMaxBatch) return Flush(on);
+  FlushAfterThisTurn(on, *loop);
 }
 
 std::string RedisLimiter::SettleCommand(std::span<const Charge> charges,

@@ -28,6 +28,7 @@
 #include "limits/limiter.h"
 #include "limits/redis_link.h"
 #include "limits/resp_command.h"
+#include "limits/slot_releases.h"
 #include "monitor/metrics.h"
 
 namespace pillar::limits {
@@ -81,13 +82,15 @@ class RedisLimiter final : public Limiter {
   // admission of the same charges already there), its lease, and its ZREMs.
   void Gather(Batch& batch, std::span<const Charge> charges, std::string_view lease,
               Done done) const;
-  // Sends what `on` gathered as one command, if anything.
+  // Sends what `on` gathered: the slots given back (one ZREM a key), then the admissions as one
+  // command.
   static void Flush(LoopLink& on);
   // The settlement's EVALSHA (empty: nothing to settle).
   std::string SettleCommand(std::span<const Charge> charges, int64_t admitted_unix_s) const;
-  // A ZREM for each concurrency slot of `charges`, as Release() sends them.
-  std::vector<std::string> ReleaseCommands(std::span<const Charge> charges,
-                                           std::string_view lease) const;
+  // Adds the concurrency slots of `charges` held by `lease` to `slots`.
+  void AddSlots(SlotReleases& slots, std::span<const Charge> charges, std::string_view lease) const;
+  // Posts a Flush of `on` to `loop`, once a turn: it runs after what the turn had queued.
+  static void FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loop);
   // Sends `command` on the calling loop's connection, or through the limiter's thread.
   void Dispatch(std::string command, RedisLink::Reply reply);
   // This loop's connection, from the thread's cache or made now.

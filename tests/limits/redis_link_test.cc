@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -106,6 +107,15 @@ bool AwaitClients(const testing::RedisServer& redis, int expected) {
   return false;
 }
 
+// Whether `lease` leaves the slot set `key` within a few seconds.
+bool Released(const testing::RedisServer& redis, const std::string& key, const std::string& lease) {
+  for (int i = 0; i < 300; ++i) {
+    if (redis.Command("ZSCORE " + key + " " + lease) == "$-1\r\n") return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
 TEST(RedisLinkTest, AdmissionsOfOneLoopTurnAreOneCommandAnsweredOnThatLoop) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
@@ -135,6 +145,49 @@ TEST(RedisLinkTest, AdmissionsOfOneLoopTurnAreOneCommandAnsweredOnThatLoop) {
   // the new connection's handshake (two script loads).
   EXPECT_EQ(limiter.commands() - commands_before, 1u);
   EXPECT_LE(limiter.writes() - writes_before, 2u);
+}
+
+// The slots a loop's turn gives back are one ZREM a key, sent after the turn: a request's
+// release had been a command of its own, as many for Redis to run as admissions.
+TEST(RedisLinkTest, ReleasesOfOneLoopTurnAreOneCommandAKey) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits(
+      "[[limit]]\nname = \"a\"\nper = \"model\"\nconcurrency = 100\n"
+      "[[limit]]\nname = \"b\"\nper = \"model\"\nconcurrency = 100\n");
+  RedisLimiter limiter(RedisOptions(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers answers;
+  auto charges = [&] {
+    return std::array<Charge, 2>{Charge{&policy->limits()[0], "m", 1},
+                                 Charge{&policy->limits()[1], "m", 1}};
+  };
+  loop.Run([&] {
+    for (int i = 0; i < 60; ++i) {
+      const std::array<Charge, 2> c = charges();
+      limiter.Admit(c, StrCat("lease-", i), answers.Collect());
+    }
+  });
+  ASSERT_TRUE(answers.Await(60));
+  EXPECT_EQ(redis.Command("ZCARD pillar:c:a:m"), ":60\r\n");
+  const uint64_t commands_before = limiter.commands();
+  loop.Run([&] {
+    for (int i = 0; i < 50; ++i) {
+      const std::array<Charge, 2> c = charges();
+      limiter.Release(c, StrCat("lease-", i));
+    }
+  });
+  bool released = false;
+  for (int i = 0; i < 300 && !released; ++i) {
+    released = redis.Command("ZCARD pillar:c:a:m") == ":10\r\n" &&
+               redis.Command("ZCARD pillar:c:b:m") == ":10\r\n";
+    if (!released) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(released) << redis.Command("ZRANGE pillar:c:a:m 0 -1");
+  EXPECT_EQ(limiter.commands() - commands_before, 2u);  // one ZREM for each of the two keys
+  EXPECT_EQ(redis.Command("ZSCORE pillar:c:a:m lease-50").substr(0, 1), "$");  // still held
+  EXPECT_NE(redis.Command("ZSCORE pillar:c:a:m lease-50"), "$-1\r\n");
 }
 
 // A turn with more admissions than one call takes is sent in calls of kMaxBatch: a full call's
@@ -213,6 +266,7 @@ TEST(RedisLinkTest, AdmissionsInOneCommandAreDecidedInOrderAsIfEachWereAlone) {
   loop.Run([&] {
     for (int i = 0; i < 3; ++i) limiter.Release(both, StrCat("k-", i));
   });
+  loop.Run([] {});  // after the releases' flush, which the turn posted: the next turn's one call
   // Two units of quota are left (three taken, not five): two admitted, then the quota refuses
   // (charge 0) while slots are free; the other subject has none left.
   EXPECT_EQ(turn("k", 5, 4), "++00 0");
@@ -277,6 +331,7 @@ TEST(RedisLinkTest, ASlotTakenByAnAdmissionGivenUpOnIsReleasedOnTheNextConnectio
   loop.Run([&] { limiter.Admit({&c, 1}, "warm", warm.Collect()); });
   ASSERT_TRUE(warm.Await(1));
   loop.Run([&] { limiter.Release({&c, 1}, "warm"); });
+  ASSERT_TRUE(Released(redis, "pillar:c:slots:m", "warm"));  // sent after the turn
   // Written while Redis stalls: pillar gives up on it at the timeout, and Redis runs it (taking
   // the slot) when it comes back (review helper-54: the slot then stayed taken for lease_ttl).
   redis.Pause();
@@ -309,6 +364,7 @@ TEST(RedisLinkTest, SlotsAreReleasedBeforeTheCommandsQueuedWhileReconnecting) {
   loop.Run([&] { limiter.Admit({&c, 1}, "warm", warm.Collect()); });
   ASSERT_TRUE(warm.Await(1));
   loop.Run([&] { limiter.Release({&c, 1}, "warm"); });
+  ASSERT_TRUE(Released(redis, "pillar:c:slots:m", "warm"));  // sent after the turn
   redis.Pause();
   Answers lost;  // written, given up on; Redis takes the one slot for it when it comes back
   loop.Run([&] { limiter.Admit({&c, 1}, "lost", lost.Collect()); });
