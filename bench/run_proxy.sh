@@ -208,6 +208,45 @@ if [[ "${CPU:-0}" != 0 ]]; then
   exit 0
 fi
 
+# SYSCALLS=1: the system calls each gateway, and the upstream behind it, make at 64
+# connections (perf trace summaries while wrk runs), then exit without the comparison rounds.
+# Tracing slows every process, so counts are given per request as the gateway's receives count
+# requests: a gateway receives twice a request (the client's request, the upstream's reply) and
+# the upstream once, when nothing is pipelined.
+if [[ "${SYSCALLS:-0}" != 0 ]]; then
+  for target in "pillar $gateway_port $gateway_key ${pids[1]}" \
+                "haproxy $haproxy_port $upstream_key ${pids[2]}" \
+                "nginx $nginx_port $upstream_key $(cat "$work/nginx/nginx.pid")"; do
+    set -- $target
+    gw_pids=$( (pgrep -P "$4"; echo "$4") | paste -sd, -)
+    BENCH_KEY=$3 wrk -t2 -c64 -d"${seconds}s" -s "$root/bench/post_infer.lua" \
+      "http://127.0.0.1:$2" > "$out/sys_$1.txt" 2>&1 &
+    load=$!
+    sleep 1
+    perf trace -s -p "$gw_pids" -o "$work/trace_$1.txt" -- sleep $((seconds - 2)) 2>/dev/null &
+    tracer=$!
+    perf trace -s -p "${pids[0]}" -o "$work/trace_up_$1.txt" -- sleep $((seconds - 2)) \
+      2>/dev/null || true
+    wait "$tracer" || true
+    wait "$load"
+    for who in "gateway:trace_$1.txt:2" "upstream:trace_up_$1.txt:1"; do
+      IFS=: read -r role file receives <<< "$who"
+      awk -v name="$1" -v role="$role" -v k="$receives" '
+        $2 ~ /^[0-9]+$/ && $1 ~ /^[a-z_0-9]+$/ {
+          calls[$1] += $2; total += $2
+          if ($1 ~ /^(recvfrom|recvmsg|read)$/) received += $2
+        }
+        END {
+          n = received / k
+          printf "%-8s %-8s %.2f system calls a request:", name, role, total / n
+          for (c in calls) if (calls[c] / n >= 0.01) printf " %s %.2f", c, calls[c] / n
+          printf "\n"
+        }' "$work/$file"
+    done
+  done
+  exit 0
+fi
+
 for r in $(seq 1 "$rounds"); do
   echo "bench: round $r of $rounds" >&2
   for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gateway_key" \
