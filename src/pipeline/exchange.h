@@ -165,6 +165,10 @@ class Exchange {
   std::function<bool(const runtime::ModelVersion&)> fallback_screened_alike;
   absl::Status answer_blocked;
   bool streaming = false;
+  // Set on the exchange's thread when the runner's answer to a streamed call arrives: an event
+  // handed on after it (a guard's held [DONE]) is dropped. Such an event is posted to this thread
+  // before the stream's last write completes, and so before the exchange can end.
+  bool stream_ended = false;
   int64_t first_event_ns = 0;   // monotonic, when the first event went to the client
   int64_t streamed_chunks = 0;  // chunks of the answer written (about a token each)
   // The estimated tokens of the texts of the chunks the model sent (written or not): what a

@@ -66,6 +66,10 @@ class ExchangeEvents final : public runtime::EventSink {
     // charged the texts the model sent, however many tokens it put in a chunk.
     const int64_t tokens = kind == runtime::EventKind::kChunk ? ChunkTokens(event) : 0;
     ex_.post([&ex = ex_, kind, tokens, event = std::move(event), next = std::move(next)]() mutable {
+      // The runner's answer came first: the stream's end is decided, and nothing may follow it
+      // (review helper-98: the guard's [DONE], handed on once the chunk it held back was
+      // written, went out after the error event of a deadline that ended the call meanwhile).
+      if (ex.stream_ended) return std::move(next)(false);
       if (kind == runtime::EventKind::kChunk) {
         ++ex.streamed_chunks;
         ex.streamed_tokens += tokens;
@@ -193,6 +197,7 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
        primary_error = std::move(primary_error)](absl::StatusOr<InferResult> result) mutable {
         ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
                  primary_error = std::move(primary_error), result = std::move(result)]() mutable {
+          ex.stream_ended = ex.streaming;
           if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
           // The guard stopped the answer: that, not the stop it caused, is what the client hears.
           if (!ex.answer_blocked.ok()) result = ex.answer_blocked;

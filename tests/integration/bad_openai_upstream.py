@@ -114,6 +114,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
   bigstall  a stream of two chunks of 120 words each, then 3 s of nothing before the rest
+  latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
+            guard holds until the choice ends: it never says it did), then [DONE], and then 8 s
+            before the body's end
   embsecret  an embeddings answer with an access key in a member of its own
   embplain  an embeddings answer of three numbers
   usagefirst  a stream that opens with a chunk without choices whose system_fingerprint is an
@@ -644,6 +647,17 @@ def stall_head():
             b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + out)
 
 
+def late_done_head():
+    def event(e):
+        data = ("data: " + json.dumps(e) + "\n\n").encode()
+        return b"%x\r\n%s\r\n" % (len(data), data)
+    out = b"".join(event(chunk(0, " word" * 6554)) for _ in range(50))
+    out += event(tool_chunk(0, "", first=True)) + event(tool_chunk(0, "arg " * 225000))
+    out += b"%x\r\n%s\r\n" % (len(b"data: [DONE]\n\n"), b"data: [DONE]\n\n")
+    return (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+            b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" + out)
+
+
 def handle(connection):
     try:
         data = b""
@@ -666,6 +680,11 @@ def handle(connection):
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
         model = json.loads(body).get("model", "")
+        if model == "latedone":  # the body's end comes long after [DONE]
+            connection.sendall(late_done_head())
+            time.sleep(8)
+            connection.sendall(b"0\r\n\r\n")
+            return
         if model == "bigstall":  # two chunks of 120 words each, then a stall before the rest
             connection.sendall(stall_head())
             time.sleep(3)

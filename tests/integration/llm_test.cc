@@ -4,6 +4,7 @@
 // in OpenAI's shape.
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
@@ -164,6 +165,7 @@ class LlmTest : public ::testing::Test {
                               "answerfloat",
                               "usagecard",
                               "bigstall",
+                              "latedone",
                               "embsecret",
                               "embplain",
                               "overwrites",
@@ -700,6 +702,46 @@ TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
       LoggedCounts(gateway_->dir() / "access.log", "bigstall", "completion_tokens", 1);
   ASSERT_EQ(completion.size(), 1u);
   EXPECT_GE(completion[0], 120);
+}
+
+// Found by review helper-98: the guard sends what it held at [DONE] as a chunk of its own and
+// [DONE] once that chunk is written. When the call's deadline ended the stream while the chunk
+// waited for a client that did not read, [DONE] went out after the stream's error event, and a
+// client trusting [DONE] took a cut answer for a whole one.
+TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  const int small = 2048;
+  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(gateway_->data_port());
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  const std::string body =
+      R"({"model":"latedone","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
+      "\r\nX-Pillar-Timeout-Ms: 2000\r\nContent-Type: application/json\r\nContent-Length: " +
+      std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, request.data(), request.size()), ssize_t(request.size()));
+  // Reads nothing past the 2 s deadline: the held arguments' chunk waits to be written.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
+  std::string got;
+  char buffer[65536];
+  for (;;) {
+    pollfd readable{fd, POLLIN, 0};
+    if (::poll(&readable, 1, 3000) != 1) break;
+    const ssize_t n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) break;
+    got.append(buffer, size_t(n));
+    if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;  // its end
+  }
+  ::close(fd);
+  ASSERT_NE(got.find(" 200 "), std::string::npos) << got.substr(0, 200);
+  const size_t error = got.rfind("data: {\"error\"");
+  ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
+  EXPECT_NE(got.find("no reply before the deadline", error), std::string::npos);
+  EXPECT_EQ(got.find("[DONE]", error), std::string::npos) << got.substr(error);
 }
 
 // Found by review helper-46: the prompt's estimate counted only the messages' texts, so that a
