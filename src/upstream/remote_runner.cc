@@ -37,8 +37,12 @@ void RemoteRunner::State::AbandonOnItsLane(std::shared_ptr<Call> call) {
   // Review helper-97: run on the client's loop, Abandon closed the connection of a call that had
   // moved to another loop while that loop read from it, and completed the call while a stream's
   // first event was on its way to the exchange it then destroyed (the gateway aborted).
+  // Held weakly: the runner's own lane may have stopped (the model unloaded), and a task that
+  // never runs must not keep the state, whose io_context holds it, alive (review helper-98).
   const size_t lane = call->lane;
-  asio::post(*lanes[lane], [self = shared_from_this(), call = std::move(call), lane]() mutable {
+  asio::post(*lanes[lane], [weak = weak_from_this(), call = std::move(call), lane]() mutable {
+    const std::shared_ptr<State> self = weak.lock();
+    if (self == nullptr) return;
     absl::MutexLock lock(&self->mu);
     if (call->lane != lane) return self->AbandonOnItsLane(std::move(call));  // it moved since
     self->Abandon(call);
