@@ -123,7 +123,7 @@ RedisLink::Reply LoadingScriptIfLost(const char* script, std::string command,
 }
 
 // A reply nobody waits for: Redis's refusal is counted as an error, and so is a command lost to
-// an outage when `count_outage` (a settlement; a release is not lost: its lease expires).
+// an outage when `count_outage` (a settlement).
 RedisLink::Reply CountingErrors(monitor::Counter* errors, bool count_outage) {
   return [errors, count_outage](RedisLink&, absl::StatusOr<const redisReply*> answer) {
     if (errors == nullptr) return;
@@ -143,6 +143,18 @@ RedisLink::Reply ReleasingIfLost(SlotReleases slots, RedisLink::Reply reply) {
       for (std::string& release : slots.TakeCommands()) link.SendOnReconnect(std::move(release));
     }
     std::move(reply)(link, std::move(answer));
+  };
+}
+
+// A release's reply: a release that could not be sent (the link is down, or full), or whose
+// answer never came, goes first thing on the next connection (review helper-99: two requests
+// that ended during a short Redis stall left their slots taken until lease_ttl_ms, and the tenant
+// was refused with nothing in flight). A ZREM sent twice removes nothing more.
+RedisLink::Reply RetriedOnReconnect(std::string release, monitor::Counter* errors) {
+  return [release = std::move(release), errors](RedisLink& link,
+                                                absl::StatusOr<const redisReply*> answer) mutable {
+    if (!answer.ok()) return link.SendOnReconnect(std::move(release));
+    if ((*answer)->type == REDIS_REPLY_ERROR && errors != nullptr) errors->Increment();
   };
 }
 
@@ -422,7 +434,7 @@ void RedisLimiter::FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loo
 void RedisLimiter::Flush(LoopLink& on) {
   // The slots given back first: the admissions of the same turn may take them.
   for (std::string& release : on.releases.TakeCommands()) {
-    on.link->Send(release, CountingErrors(on.errors, /*count_outage=*/false));
+    on.link->Send(release, RetriedOnReconnect(release, on.errors));
   }
   if (on.batch.waiting.empty()) return;
   SendBatch(*on.link, std::exchange(on.batch, Batch{}), *on.group, on.lease_ttl_us, on.errors);
@@ -451,13 +463,15 @@ void RedisLimiter::AddSlots(SlotReleases& slots, std::span<const Charge> charges
 }
 
 void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lease) {
-  // While Redis is down the lease is not released here: it expires on its own (lease_ttl).
+  // While Redis is down a release waits for the next connection (at most
+  // RedisLink::kMaxDeferred of them; beyond, the lease expires on its own after lease_ttl).
   boost::asio::io_context* loop = ThisThreadEventLoop();
   if (loop == nullptr) {
     SlotReleases slots;
     AddSlots(slots, charges, lease);
     for (std::string& release : slots.TakeCommands()) {
-      Dispatch(std::move(release), CountingErrors(errors_, /*count_outage=*/false));
+      RedisLink::Reply retried = RetriedOnReconnect(release, errors_);
+      Dispatch(std::move(release), std::move(retried));
     }
     return;
   }

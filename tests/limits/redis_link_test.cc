@@ -381,6 +381,43 @@ TEST(RedisLinkTest, SlotsAreReleasedBeforeTheCommandsQueuedWhileReconnecting) {
   EXPECT_TRUE(next.verdicts[0]->allowed);
 }
 
+// Found by review helper-99: two requests that ended while Redis stalled (the link already down
+// from a third request's timeout) had their releases dropped, and their slots stayed taken until
+// lease_ttl_ms: the next requests were refused with nothing in flight.
+TEST(RedisLinkTest, SlotsGivenBackWhileRedisIsDownAreReleasedWhenItReturns) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 2\n");
+  Charge c{&policy->limits()[0], "m", 1};
+  RedisLimiter limiter(RedisOptions(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers held;
+  loop.Run([&] {
+    limiter.Admit({&c, 1}, "first", held.Collect());
+    limiter.Admit({&c, 1}, "second", held.Collect());
+  });
+  ASSERT_TRUE(held.Await(2));
+  EXPECT_EQ(redis.Command("ZCARD pillar:c:slots:m"), ":2\r\n");
+  redis.Pause();
+  Answers third;  // given up on at the timeout: the link is down
+  loop.Run([&] { limiter.Admit({&c, 1}, "third", third.Collect()); });
+  ASSERT_TRUE(third.Await(1));
+  loop.Run([&] {
+    limiter.Release({&c, 1}, "first");
+    limiter.Release({&c, 1}, "second");
+  });
+  loop.Run([] {});  // after the turn's flush
+  redis.Resume();
+  // The third admission may have run when Redis came back: its slot is released too.
+  bool released = false;
+  for (int i = 0; i < 300 && !released; ++i) {
+    released = redis.Command("ZCARD pillar:c:slots:m") == ":0\r\n";
+    if (!released) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(released) << redis.Command("ZRANGE pillar:c:slots:m 0 -1");
+}
+
 TEST(RedisLinkTest, ARedisThatDiesWhileIdleIsReportedDownWithoutTraffic) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
