@@ -91,6 +91,12 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     std::erase(call->live, attempt);
     return Complete(*call, absl::CancelledError("the client went away"));
   }
+  // The client took [DONE]: the answer is whole, however the upstream's body then ends (review
+  // helper-99: an upstream that held its body open past [DONE] until the deadline had the
+  // client read an error event after [DONE], and the call logged as cut).
+  if (relay != nullptr && relay->delivered_done() && relay->error().empty()) {
+    return OnStreamEnd(std::move(call), attempt);
+  }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout

@@ -69,6 +69,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   // client went away, and the usage it reported (zero when none).
   const std::string& error() const { return error_; }
   bool done() const { return done_; }
+  // Whether the client took [DONE]: its answer is whole, whatever comes of the body's end.
+  bool delivered_done() const { return delivered_done_; }
   bool cancelled() const { return cancelled_; }
   protocol::TokenUsage usage() const { return usage_; }
   bool usage_reported() const { return usage_reported_; }  // a usage chunk came
@@ -85,6 +87,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool usage_reported_ = false;
   std::string error_;
   bool done_ = false;
+  bool delivered_done_ = false;
   bool cancelled_ = false;
 };
 

@@ -55,17 +55,19 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
   auto [kind, event] = std::move(queue_.front());
   queue_.pop_front();
   call_->committed.store(true);
-  call_->events->Event(kind, std::move(event),
-                       [self = shared_from_this(), more = std::move(more)](bool taken) mutable {
-                         // On the call's lane, where the relay and its connection live.
-                         asio::post(self->lane_, [self, more = std::move(more), taken]() mutable {
-                           if (!taken) {
-                             self->cancelled_ = true;
-                             return std::move(more)(false);
-                           }
-                           self->Forward(std::move(more));
-                         });
-                       });
+  call_->events->Event(
+      kind, std::move(event),
+      [self = shared_from_this(), more = std::move(more), kind](bool taken) mutable {
+        // On the call's lane, where the relay and its connection live.
+        asio::post(self->lane_, [self, more = std::move(more), taken, kind]() mutable {
+          if (!taken) {
+            self->cancelled_ = true;
+            return std::move(more)(false);
+          }
+          if (kind == runtime::EventKind::kDone) self->delivered_done_ = true;
+          self->Forward(std::move(more));
+        });
+      });
 }
 
 // A streamed call whose 200 came to its end: whole, with [DONE], or cut short by the upstream.

@@ -114,6 +114,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
   bigstall  a stream of two chunks of 120 words each, then 3 s of nothing before the rest
+  doneopen  a stream of five chunks and [DONE], and then 3 s before the body's end
   latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
             guard holds until the choice ends: it never says it did), then [DONE], and then 8 s
             before the body's end
@@ -680,6 +681,12 @@ def handle(connection):
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}")
             return
         model = json.loads(body).get("model", "")
+        if model == "doneopen":  # the body's end comes 3 s after [DONE]
+            whole = stream("nousagestream")
+            connection.sendall(whole[:-5])  # all but the last chunk, "0\r\n\r\n"
+            time.sleep(3)
+            connection.sendall(whole[-5:])
+            return
         if model == "latedone":  # the body's end comes long after [DONE]
             connection.sendall(late_done_head())
             time.sleep(8)

@@ -166,6 +166,7 @@ class LlmTest : public ::testing::Test {
                               "usagecard",
                               "bigstall",
                               "latedone",
+                              "doneopen",
                               "embsecret",
                               "embplain",
                               "overwrites",
@@ -742,6 +743,29 @@ TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
   ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
   EXPECT_NE(got.find("no reply before the deadline", error), std::string::npos);
   EXPECT_EQ(got.find("[DONE]", error), std::string::npos) << got.substr(error);
+}
+
+// Found by review helper-99: an upstream that held its body open after [DONE] until the call's
+// deadline had the client read an error event after [DONE], and the whole answer logged as cut.
+TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
+  HttpReply r =
+      Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"doneopen","stream":true,"messages":[{"role":"user","content":"go"}]})",
+            {"Content-Type: application/json", Bearer(key_), "X-Pillar-Timeout-Ms: 1000"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<std::string> events = Events(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]") << r.body;
+  EXPECT_EQ(r.body.find("\"error\""), std::string::npos) << r.body;
+  std::string line;
+  for (int i = 0; i < 100 && line.empty(); ++i) {
+    std::ifstream log(gateway_->dir() / "access.log");
+    for (std::string l; std::getline(log, l);) {
+      if (l.find("\"model\":\"doneopen\"") != std::string::npos) line = l;
+    }
+    if (line.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_NE(line.find("\"outcome\":\"success\""), std::string::npos) << line;
 }
 
 // Found by review helper-46: the prompt's estimate counted only the messages' texts, so that a
