@@ -52,7 +52,8 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
 void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
   if (call_->completed) return std::move(more)(false);  // its caller was told: nobody takes more
   if (queue_.empty()) return std::move(more)(true);
-  auto [kind, event] = std::move(queue_.front());
+  const runtime::EventKind kind = queue_.front().first;  // named: a lambda captures it below
+  std::string event = std::move(queue_.front().second);
   queue_.pop_front();
   call_->committed.store(true);
   call_->events->Event(
