@@ -91,12 +91,6 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     std::erase(call->live, attempt);
     return Complete(*call, absl::CancelledError("the client went away"));
   }
-  // The client took [DONE]: the answer is whole, however the upstream's body then ends (review
-  // helper-99: an upstream that held its body open past [DONE] until the deadline had the
-  // client read an error event after [DONE], and the call logged as cut).
-  if (relay != nullptr && relay->delivered_done() && relay->error().empty()) {
-    return OnStreamEnd(std::move(call), attempt);
-  }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout
@@ -104,6 +98,18 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
                     .status = 0,
                     .retry_after_s = 0,
                     .cut_by_caller = timed_out && call->CutByCaller()});
+  if (relay != nullptr && relay->delivered_done()) {
+    // The client took [DONE]: its answer is whole, and nothing follows it, however the
+    // upstream's body then ends (review helper-99: one held open past [DONE] until the deadline
+    // had the client read an error event after it). What the body did after [DONE] (held open,
+    // cut, more events) still counts against the endpoint above (review helper-100: counted as a
+    // success, such an endpoint was never ejected).
+    std::erase(call->live, attempt);
+    runtime::InferResult result = StreamAnswer(*relay);
+    result.compute_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
+    return Complete(*call, std::move(result));
+  }
   Failed(*call, *attempt, bad_stream ? relay->error() : ToStd(status.message()), false);
   return AttemptFailed(std::move(call), attempt);
 }

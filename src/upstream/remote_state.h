@@ -91,6 +91,9 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool cancelled_ = false;
 };
 
+// A streamed call's answer once its stream is whole: the usage its upstream reported.
+runtime::InferResult StreamAnswer(const StreamRelay& relay);
+
 // One attempt of a request at one endpoint. A request has more than one in flight only while a
 // hedge races the first.
 struct Attempt {

@@ -79,10 +79,14 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
     return Unusable(std::move(call), attempt,
                     relay.error().empty() ? "the stream ended before [DONE]" : relay.error());
   }
+  Answered(std::move(call), attempt, StreamAnswer(relay));
+}
+
+runtime::InferResult StreamAnswer(const StreamRelay& relay) {
   runtime::InferResult result;
   result.usage = relay.usage();
   result.usage_reported = relay.usage_reported();
-  Answered(std::move(call), attempt, std::move(result));
+  return result;
 }
 
 }  // namespace pillar::upstream

@@ -166,7 +166,6 @@ class LlmTest : public ::testing::Test {
                               "usagecard",
                               "bigstall",
                               "latedone",
-                              "doneopen",
                               "embsecret",
                               "embplain",
                               "overwrites",
@@ -228,6 +227,8 @@ class LlmTest : public ::testing::Test {
                               "answerrefusalskip"}) {
       WriteVersion(store, model, OpenAi(bad, model, c));
     }
+    // Its upstream holds its body open 3 s past [DONE]; its own deadline is 1 s.
+    WriteVersion(store, "doneopen", OpenAi(bad, "doneopen", c) + "timeout_ms = 1000\n");
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
     WriteVersion(store, "unmetered", OpenAi(bad, "nousage", c));
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -751,7 +752,7 @@ TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
   HttpReply r =
       Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
             R"({"model":"doneopen","stream":true,"messages":[{"role":"user","content":"go"}]})",
-            {"Content-Type: application/json", Bearer(key_), "X-Pillar-Timeout-Ms: 1000"});
+            {"Content-Type: application/json", Bearer(key_)});
   ASSERT_EQ(r.status, 200) << r.body;
   const std::vector<std::string> events = Events(r.body);
   ASSERT_FALSE(events.empty());
@@ -766,6 +767,14 @@ TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
     if (line.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_NE(line.find("\"outcome\":\"success\""), std::string::npos) << line;
+  // But the endpoint kept the answer's end back until the deadline: a failed attempt for its
+  // health (review helper-100: counted as a success, such an endpoint was never ejected).
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  const size_t at = metrics.find("pillar_upstream_attempts_total{model=\"doneopen\"");
+  ASSERT_NE(at, std::string::npos) << metrics;
+  const std::string row = metrics.substr(at, metrics.find('\n', at) - at);
+  EXPECT_NE(row.find("outcome=\"failed\"} 1"), std::string::npos) << row;
 }
 
 // Found by review helper-46: the prompt's estimate counted only the messages' texts, so that a
