@@ -677,12 +677,9 @@ TEST_F(LlmTest, TokensAreMeteredAndAddedUpPerTenantForChargeback) {
 // Found by review helper-45: a client that left a stream before its usage chunk was charged a
 // token per chunk written, however many tokens the model had put in each.
 TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(gateway_->data_port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  testing::HttpConnection client(gateway_->data_port());
+  ASSERT_TRUE(client.connected());
+  const int fd = client.fd();
   const std::string body =
       R"({"model":"bigstall","stream":true,"messages":[{"role":"user","content":"go"}]})";
   const std::string request =
@@ -697,7 +694,7 @@ TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
   while (got.find("data: ") == std::string::npos && (n = ::read(fd, buffer, sizeof buffer)) > 0) {
     got.append(buffer, size_t(n));
   }
-  ::close(fd);
+  client.Close();
   ASSERT_NE(got.find(" 200 "), std::string::npos) << got;
   // Charged at least the first chunk's 120 words, whatever was written.
   const std::vector<int64_t> completion =
@@ -711,14 +708,9 @@ TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
 // waited for a client that did not read, [DONE] went out after the stream's error event, and a
 // client trusting [DONE] took a cut answer for a whole one.
 TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int small = 2048;
-  ASSERT_EQ(::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(gateway_->data_port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  testing::HttpConnection client(gateway_->data_port(), 10000, 2048);
+  ASSERT_TRUE(client.connected());
+  const int fd = client.fd();
   const std::string body =
       R"({"model":"latedone","stream":true,"messages":[{"role":"user","content":"go"}]})";
   const std::string request =
@@ -738,7 +730,7 @@ TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
     got.append(buffer, size_t(n));
     if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;  // its end
   }
-  ::close(fd);
+  client.Close();
   ASSERT_NE(got.find(" 200 "), std::string::npos) << got.substr(0, 200);
   const size_t error = got.rfind("data: {\"error\"");
   ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
@@ -1879,14 +1871,9 @@ TEST(LlmStreamTest, AClientThatDoesNotReadIsBoundedThenCut) {
   const std::string key = server.CreateKey("reader");
   ASSERT_TRUE(server.Start()) << server.Log();
   const int64_t idle_kib = ResidentKib(server.pid());
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  const int small = 4096;  // the client's receive buffer, as small as the kernel allows
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(server.data_port());
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  testing::HttpConnection client(server.data_port(), 10000, 4096);
+  ASSERT_TRUE(client.connected());
+  const int fd = client.fd();
   const std::string body =
       R"({"model":"long","stream":true,"messages":[{"role":"user","content":"go"}]})";
   const std::string request =
@@ -1907,7 +1894,7 @@ TEST(LlmStreamTest, AClientThatDoesNotReadIsBoundedThenCut) {
   int64_t read_total = 0;
   ssize_t n;
   while ((n = ::read(fd, buffer, sizeof buffer)) > 0) read_total += n;
-  ::close(fd);
+  client.Close();
   EXPECT_LT(read_total, 8 << 20) << "the stream was cut, not written whole";
   // The call ended, charged what was written, and the server serves on.
   HttpReply r =

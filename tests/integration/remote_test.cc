@@ -722,12 +722,9 @@ TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
     };
     const size_t before = count();
     const std::string body = kTwoRows;
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(gateway_->data_port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    testing::HttpConnection client(gateway_->data_port());
+    ASSERT_TRUE(client.connected());
+    const int fd = client.fd();
     const std::string request =
         "POST /v2/models/holding/infer HTTP/1.1\r\nHost: pillar\r\n" + Bearer(key_) +
         "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
@@ -744,7 +741,7 @@ TEST_F(RemoteTest, AClientThatGoesAwayEndsItsUpstreamCall) {
       interim.append(bytes, size_t(n));
     }
     EXPECT_EQ(interim.rfind("HTTP/1.1 100", 0), 0u) << interim;
-    ::close(fd);  // nothing unread: no reset of its own
+    client.Close();  // nothing unread: no reset of its own
     std::string line;
     for (int i = 0; i < 200 && count() == before; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -869,12 +866,9 @@ TEST_F(RemoteTest, AClientThatHalfClosesAndWaitsGetsItsAnswers) {
                                                        {request("holding"), request("holding")},
                                                        {request("holding")}};
   for (const std::vector<std::string>& writes : cases) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(uint16_t(gateway_->data_port()));
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+    testing::HttpConnection client(gateway_->data_port());
+    ASSERT_TRUE(client.connected());
+    const int fd = client.fd();
     size_t requests = 0;
     for (size_t w = 0; w < writes.size(); ++w) {
       if (w > 0) std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -892,7 +886,7 @@ TEST_F(RemoteTest, AClientThatHalfClosesAndWaitsGetsItsAnswers) {
     for (ssize_t n; (n = ::recv(fd, buffer, sizeof buffer, 0)) > 0;) {
       replies.append(buffer, size_t(n));
     }
-    ::close(fd);
+    client.Close();
     size_t answered = 0;
     for (size_t at = replies.find("HTTP/1.1 200"); at != std::string::npos;
          at = replies.find("HTTP/1.1 200", at + 1)) {

@@ -11,8 +11,11 @@
 
 namespace pillar::testing {
 
-HttpConnection::HttpConnection(uint16_t port, int timeout_ms) {
+HttpConnection::HttpConnection(uint16_t port, int timeout_ms, int receive_buffer_bytes) {
   fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (receive_buffer_bytes > 0) {
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &receive_buffer_bytes, sizeof receive_buffer_bytes);
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -28,8 +31,11 @@ HttpConnection::HttpConnection(uint16_t port, int timeout_ms) {
   ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
 }
 
-HttpConnection::~HttpConnection() {
+HttpConnection::~HttpConnection() { Close(); }
+
+void HttpConnection::Close() {
   if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
 }
 
 bool HttpConnection::SendRaw(const std::string& bytes) {

@@ -23,12 +23,18 @@ struct HttpReply {
 
 class HttpConnection {
  public:
-  explicit HttpConnection(uint16_t port, int timeout_ms = 10000);
+  // `receive_buffer_bytes` > 0 sets the socket's receive buffer before it connects (a client
+  // that reads slowly).
+  explicit HttpConnection(uint16_t port, int timeout_ms = 10000, int receive_buffer_bytes = 0);
   ~HttpConnection();
   HttpConnection(const HttpConnection&) = delete;
   HttpConnection& operator=(const HttpConnection&) = delete;
 
   bool connected() const { return fd_ >= 0; }
+  // The socket, for what this class does not do (a half-close, a poll, a raw read).
+  int fd() const { return fd_; }
+  // Closes the connection now rather than at destruction.
+  void Close();
   bool SendRaw(const std::string& bytes);
   // Reads one response; status 0 when the connection closed or timed out first.
   HttpReply ReadReply();
