@@ -105,7 +105,7 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     // cut, more events) still counts against the endpoint above (review helper-100: counted as a
     // success, such an endpoint was never ejected).
     std::erase(call->live, attempt);
-    runtime::InferResult result = StreamAnswer(*relay);
+    runtime::InferResult result = relay->Answer();
     result.compute_ns =
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
     return Complete(*call, std::move(result));

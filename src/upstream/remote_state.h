@@ -74,6 +74,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool cancelled() const { return cancelled_; }
   protocol::TokenUsage usage() const { return usage_; }
   bool usage_reported() const { return usage_reported_; }  // a usage chunk came
+  // The call's answer once the stream is whole: the usage its upstream reported.
+  runtime::InferResult Answer() const;
 
  private:
   void Take(const protocol::SseEvent& event);
@@ -90,9 +92,6 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool delivered_done_ = false;
   bool cancelled_ = false;
 };
-
-// A streamed call's answer once its stream is whole: the usage its upstream reported.
-runtime::InferResult StreamAnswer(const StreamRelay& relay);
 
 // One attempt of a request at one endpoint. A request has more than one in flight only while a
 // hedge races the first.

@@ -79,13 +79,13 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
     return Unusable(std::move(call), attempt,
                     relay.error().empty() ? "the stream ended before [DONE]" : relay.error());
   }
-  Answered(std::move(call), attempt, StreamAnswer(relay));
+  Answered(std::move(call), attempt, relay.Answer());
 }
 
-runtime::InferResult StreamAnswer(const StreamRelay& relay) {
+runtime::InferResult StreamRelay::Answer() const {
   runtime::InferResult result;
-  result.usage = relay.usage();
-  result.usage_reported = relay.usage_reported();
+  result.usage = usage_;
+  result.usage_reported = usage_reported_;
   return result;
 }
 
