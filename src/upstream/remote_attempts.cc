@@ -338,7 +338,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
                                {kTimeoutHeader, budget_text}},
                               request->body.size());
   call->sent = true;
-  if (call->events) attempt->relay = std::make_shared<StreamRelay>(call, *lanes[call->lane]);
+  if (call->events) attempt->relay = RelayFor(call, attempt);
   busy.emplace(attempt->connection, call->lane);
   ++slot.outstanding;
   if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);

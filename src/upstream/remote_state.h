@@ -61,8 +61,10 @@ struct Call;
 // event is handed on (the exchange that would take it may be gone).
 class StreamRelay final : public BodySink, public std::enable_shared_from_this<StreamRelay> {
  public:
-  StreamRelay(std::shared_ptr<Call> call, asio::io_context& lane)
-      : call_(std::move(call)), lane_(lane) {}
+  // `done_taken` runs on the lane, once, when the client took [DONE] (ends its answer there).
+  StreamRelay(std::shared_ptr<Call> call, asio::io_context& lane,
+              absl::AnyInvocable<void() &&> done_taken)
+      : call_(std::move(call)), lane_(lane), done_taken_(std::move(done_taken)) {}
   void OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) override;
 
   // Why the stream cannot be used (empty: it can), whether it ended with [DONE], whether the
@@ -83,6 +85,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
 
   std::shared_ptr<Call> call_;
   asio::io_context& lane_;
+  absl::AnyInvocable<void() &&> done_taken_;
   protocol::SseReader reader_{1 << 20};
   std::deque<std::pair<runtime::EventKind, std::string>> queue_;
   protocol::TokenUsage usage_;
@@ -289,6 +292,14 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
                 runtime::InferResult result) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Unusable(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt,
                 std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The relay of a streamed call's attempt.
+  std::shared_ptr<StreamRelay> RelayFor(const std::shared_ptr<Call>& call,
+                                        const std::shared_ptr<Attempt>& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A streamed call whose client took [DONE]: answered now; its attempt reads the body's end on,
+  // for the endpoint's health only.
+  void OnDoneTaken(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A streamed call's 200 ended: its events were all handed on, or it failed.
   void OnStreamEnd(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

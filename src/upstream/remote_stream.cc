@@ -9,7 +9,11 @@
 namespace pillar::upstream {
 
 void StreamRelay::OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) {
-  if (cancelled_ || !error_.empty() || call_->completed) return std::move(more)(false);
+  // Once the client took [DONE] its call is complete, but the body is read to its end: how it
+  // ends (at once, held, cut, more events) is the endpoint's record.
+  if (cancelled_ || !error_.empty() || (call_->completed && !delivered_done_)) {
+    return std::move(more)(false);
+  }
   absl::Status read = reader_.Feed(piece, [this](const protocol::SseEvent& event) { Take(event); });
   if (!read.ok() && error_.empty()) error_ = StrCat("the stream's framing: ", read.message());
   if (!error_.empty()) return std::move(more)(false);
@@ -50,6 +54,7 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
 // Hands the queued events on one at a time; once the client took the last, the connection
 // reads on.
 void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
+  if (delivered_done_) return std::move(more)(true);    // nothing follows [DONE] but its end
   if (call_->completed) return std::move(more)(false);  // its caller was told: nobody takes more
   if (queue_.empty()) return std::move(more)(true);
   const runtime::EventKind kind = queue_.front().first;  // named: a lambda captures it below
@@ -65,10 +70,39 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
             self->cancelled_ = true;
             return std::move(more)(false);
           }
-          if (kind == runtime::EventKind::kDone) self->delivered_done_ = true;
+          if (kind == runtime::EventKind::kDone) {
+            self->delivered_done_ = true;
+            if (self->done_taken_) std::move(self->done_taken_)();
+          }
           self->Forward(std::move(more));
         });
       });
+}
+
+std::shared_ptr<StreamRelay> RemoteRunner::State::RelayFor(
+    const std::shared_ptr<Call>& call, const std::shared_ptr<Attempt>& attempt) {
+  // Held weakly: the attempt holds the relay, and the runner may be gone by then.
+  return std::make_shared<StreamRelay>(
+      call, *lanes[call->lane],
+      [weak_self = weak_from_this(), call, weak_attempt = std::weak_ptr<Attempt>(attempt)] {
+        std::shared_ptr<State> self = weak_self.lock();
+        std::shared_ptr<Attempt> attempt = weak_attempt.lock();
+        if (self == nullptr || attempt == nullptr) return;
+        absl::MutexLock lock(&self->mu);
+        self->OnDoneTaken(call, attempt);
+      });
+}
+
+void RemoteRunner::State::OnDoneTaken(std::shared_ptr<Call> call,
+                                      const std::shared_ptr<Attempt>& attempt) {
+  if (call->completed || attempt->cancelled) return;
+  // Out of the call's attempts, so that completing the call does not cut it off: its body's
+  // end is still to come, and OnReply or OnNoReply records it against the endpoint.
+  std::erase(call->live, attempt);
+  runtime::InferResult result = attempt->relay->Answer();
+  result.compute_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
+  Complete(*call, std::move(result));
 }
 
 // A streamed call whose 200 came to its end: whole, with [DONE], or cut short by the upstream.

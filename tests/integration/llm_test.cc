@@ -741,6 +741,7 @@ TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
 // Found by review helper-99: an upstream that held its body open after [DONE] until the call's
 // deadline had the client read an error event after [DONE], and the whole answer logged as cut.
 TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
+  const auto asked = std::chrono::steady_clock::now();
   HttpReply r =
       Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
             R"({"model":"doneopen","stream":true,"messages":[{"role":"user","content":"go"}]})",
@@ -750,6 +751,9 @@ TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events.back(), "[DONE]") << r.body;
   EXPECT_EQ(r.body.find("\"error\""), std::string::npos) << r.body;
+  // The client's answer ends with [DONE], not with the upstream's body (held 3 s past it, cut
+  // at the 1 s deadline).
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::milliseconds(700));
   std::string line;
   for (int i = 0; i < 100 && line.empty(); ++i) {
     std::ifstream log(gateway_->dir() / "access.log");
@@ -761,11 +765,16 @@ TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
   EXPECT_NE(line.find("\"outcome\":\"success\""), std::string::npos) << line;
   // But the endpoint kept the answer's end back until the deadline: a failed attempt for its
   // health (review helper-100: counted as a success, such an endpoint was never ejected).
-  const std::string metrics =
-      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
-  const size_t at = metrics.find("pillar_upstream_attempts_total{model=\"doneopen\"");
-  ASSERT_NE(at, std::string::npos) << metrics;
-  const std::string row = metrics.substr(at, metrics.find('\n', at) - at);
+  // Recorded when the deadline cuts the body, after the client's answer ended.
+  std::string row;
+  for (int i = 0; i < 60; ++i) {
+    const std::string metrics =
+        Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+    const size_t at = metrics.find("pillar_upstream_attempts_total{model=\"doneopen\"");
+    row = at == std::string::npos ? "" : metrics.substr(at, metrics.find('\n', at) - at);
+    if (row.find("outcome=\"failed\"} 1") != std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
   EXPECT_NE(row.find("outcome=\"failed\"} 1"), std::string::npos) << row;
 }
 
