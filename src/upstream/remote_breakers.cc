@@ -46,12 +46,13 @@ void RemoteRunner::State::RecordBackend(const Call& call, const absl::Status& st
   const Clock::time_point now = Clock::now();
   Verdict verdict = Verdict::kSuccess;
   std::chrono::milliseconds retry_after{0};
-  // Nothing is learnt of the backend from a request cut off by its caller, shed for its own
+  // Nothing is learnt of the backend from a request cut off by its caller (or held back by a
+  // client that did not read its stream), shed for its own
   // deadline, or refused by the upstream as the request's fault (a 4xx): otherwise a caller could
   // open the breaker for everyone with requests the upstream refuses.
   if (stopping || (!status.ok() &&
-                   (call.CutByCaller() || call.abandoned || runtime::IsShedForDeadline(status) ||
-                    runtime::IsRefusedUpstream(status)))) {
+                   (call.CutByCaller() || call.held_by_client || call.abandoned ||
+                    runtime::IsShedForDeadline(status) || runtime::IsRefusedUpstream(status)))) {
     verdict = Verdict::kIgnored;
   } else if (!status.ok() && backend_breaker->rule().CountsStatus(StatusOf(status))) {
     verdict = Verdict::kFailure;

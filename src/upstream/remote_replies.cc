@@ -92,12 +92,15 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     return Complete(*call, absl::CancelledError("the client went away"));
   }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
+  // A stream cut by the deadline while its client had not taken the last event: the upstream
+  // was not being read (a slow client holds it back), so the time ran out on the client's side.
+  if (timed_out && relay != nullptr && relay->awaiting_client()) call->held_by_client = true;
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout
                                         : AttemptOutcome::kConnect,
                     .status = 0,
                     .retry_after_s = 0,
-                    .cut_by_caller = timed_out && call->CutByCaller()});
+                    .cut_by_caller = timed_out && (call->CutByCaller() || call->held_by_client)});
   if (relay != nullptr && relay->delivered_done()) {
     // The client took [DONE]: its answer is whole, and nothing follows it, however the
     // upstream's body then ends (review helper-99: one held open past [DONE] until the deadline
@@ -110,7 +113,12 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
         std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
     return Complete(*call, std::move(result));
   }
-  Failed(*call, *attempt, bad_stream ? relay->error() : ToStd(status.message()), false);
+  Failed(*call, *attempt,
+         bad_stream ? relay->error()
+         : call->held_by_client
+             ? std::string("the client did not take the stream before the deadline")
+             : ToStd(status.message()),
+         false);
   return AttemptFailed(std::move(call), attempt);
 }
 

@@ -74,6 +74,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   // Whether the client took [DONE]: its answer is whole, whatever comes of the body's end.
   bool delivered_done() const { return delivered_done_; }
   bool cancelled() const { return cancelled_; }
+  // Whether an event is with the client, not yet taken: the upstream is not read meanwhile.
+  bool awaiting_client() const { return awaiting_client_; }
   protocol::TokenUsage usage() const { return usage_; }
   bool usage_reported() const { return usage_reported_; }  // a usage chunk came
   // The call's answer once the stream is whole: the usage its upstream reported.
@@ -94,6 +96,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool done_ = false;
   bool delivered_done_ = false;
   bool cancelled_ = false;
+  bool awaiting_client_ = false;
 };
 
 // One attempt of a request at one endpoint. A request has more than one in flight only while a
@@ -139,6 +142,9 @@ struct Call {
   // The deadline is the caller's (X-Pillar-Timeout-Ms), sooner than timeout_ms: an attempt cut
   // off by it says nothing of the endpoint.
   bool caller_deadline = false;
+  // The deadline came while a streamed answer waited for its client to take an event: the
+  // client's slowness, which says nothing of the endpoint or the backend.
+  bool held_by_client = false;
   bool backend_probe = false;  // let through by the backend breaker while half-open
   std::string upstream_id;     // the id the upstream sees, and its reply must carry
   int attempts = 0;            // started so far, hedges included

@@ -61,11 +61,13 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
   std::string event = std::move(queue_.front().second);
   queue_.pop_front();
   call_->committed.store(true);
+  awaiting_client_ = true;
   call_->events->Event(
       kind, std::move(event),
       [self = shared_from_this(), more = std::move(more), kind](bool taken) mutable {
         // On the call's lane, where the relay and its connection live.
         asio::post(self->lane_, [self, more = std::move(more), taken, kind]() mutable {
+          self->awaiting_client_ = false;
           if (!taken) {
             self->cancelled_ = true;
             return std::move(more)(false);

@@ -229,6 +229,8 @@ class LlmTest : public ::testing::Test {
     }
     // Its upstream holds its body open 3 s past [DONE]; its own deadline is 1 s.
     WriteVersion(store, "doneopen", OpenAi(bad, "doneopen", c) + "timeout_ms = 1000\n");
+    // 2.5 MB of stream at once, under a deadline of its own of 1 s.
+    WriteVersion(store, "slowreader", OpenAi(bad, "latedone", c) + "timeout_ms = 1000\n");
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
     WriteVersion(store, "unmetered", OpenAi(bad, "nousage", c));
     // The guard: the defaults (personal data redacted with its tag, secrets blocked), cards
@@ -734,7 +736,10 @@ TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
   ASSERT_NE(got.find(" 200 "), std::string::npos) << got.substr(0, 200);
   const size_t error = got.rfind("data: {\"error\"");
   ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
-  EXPECT_NE(got.find("no reply before the deadline", error), std::string::npos);
+  // The deadline came while the stream waited on this client.
+  EXPECT_NE(got.find("the client did not take the stream before the deadline", error),
+            std::string::npos)
+      << got.substr(error);
   EXPECT_EQ(got.find("[DONE]", error), std::string::npos) << got.substr(error);
 }
 
@@ -776,6 +781,53 @@ TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_NE(row.find("outcome=\"failed\"} 1"), std::string::npos) << row;
+}
+
+// A client that does not read its stream holds the upstream back (the relay reads it only as
+// fast as the client takes it): when the model's deadline cuts the call then, the time ran out
+// on the client's side, and the endpoint that sent everything at once is not charged for it.
+TEST_F(LlmTest, AClientThatDoesNotReadItsStreamIsNotTheEndpointsFailure) {
+  auto failed = [this] {
+    const std::string metrics =
+        Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+    const std::string prefix = "pillar_upstream_attempts_total{model=\"slowreader\"";
+    int64_t sum = 0;
+    for (size_t at = metrics.find(prefix); at != std::string::npos;
+         at = metrics.find(prefix, at + 1)) {
+      const std::string row = metrics.substr(at, metrics.find('\n', at) - at);
+      if (row.find("outcome=\"failed\"}") != std::string::npos) {
+        sum += std::stoll(row.substr(row.rfind(' ') + 1));
+      }
+    }
+    return sum;
+  };
+  testing::HttpConnection client(gateway_->data_port(), 10000, 2048);
+  ASSERT_TRUE(client.connected());
+  const std::string body =
+      R"({"model":"slowreader","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(::write(client.fd(), request.data(), request.size()), ssize_t(request.size()));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // past the 1 s deadline
+  std::string got;
+  char buffer[65536];
+  for (;;) {
+    pollfd readable{client.fd(), POLLIN, 0};
+    if (::poll(&readable, 1, 3000) != 1) break;
+    const ssize_t n = ::read(client.fd(), buffer, sizeof buffer);
+    if (n <= 0) break;
+    got.append(buffer, size_t(n));
+    if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;
+  }
+  client.Close();
+  const size_t error = got.rfind("data: {\"error\"");
+  ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
+  EXPECT_NE(got.find("the client did not take the stream before the deadline", error),
+            std::string::npos)
+      << got.substr(error);
+  EXPECT_EQ(failed(), 0);
 }
 
 // Found by review helper-46: the prompt's estimate counted only the messages' texts, so that a
