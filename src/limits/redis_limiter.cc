@@ -146,7 +146,7 @@ RedisLink::Reply ReleasingIfLost(SlotReleases slots, RedisLink::Reply reply) {
   };
 }
 
-// A release's reply: a release that could not be sent (the link is down, or full), or whose
+// A release's reply: a release that could not be sent (the link is down), or whose
 // answer never came, goes first thing on the next connection (review helper-99: two requests
 // that ended during a short Redis stall left their slots taken until lease_ttl_ms, and the tenant
 // was refused with nothing in flight). A ZREM sent twice removes nothing more.
@@ -301,12 +301,13 @@ RedisLimiter::LoopLink& RedisLimiter::LinkOn(boost::asio::io_context& loop) {
   return *found;
 }
 
-void RedisLimiter::Dispatch(std::string command, RedisLink::Reply reply) {
+void RedisLimiter::Dispatch(std::string command, RedisLink::Reply reply,
+                            RedisLink::Pending pending) {
   boost::asio::io_context* loop = ThisThreadEventLoop();
-  if (loop != nullptr) return LinkOn(*loop).link->Send(command, std::move(reply));
-  boost::asio::post(
-      own_loop_, [link = own_link_, command = std::move(command),
-                  reply = std::move(reply)]() mutable { link->Send(command, std::move(reply)); });
+  if (loop != nullptr) return LinkOn(*loop).link->Send(command, std::move(reply), pending);
+  boost::asio::post(own_loop_,
+                    [link = own_link_, command = std::move(command), reply = std::move(reply),
+                     pending]() mutable { link->Send(command, std::move(reply), pending); });
 }
 
 RespCommand RedisLimiter::Spec(std::span<const Charge> charges, RespCommand& keys) const {
@@ -434,7 +435,7 @@ void RedisLimiter::FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loo
 void RedisLimiter::Flush(LoopLink& on) {
   // The slots given back first: the admissions of the same turn may take them.
   for (std::string& release : on.releases.TakeCommands()) {
-    on.link->Send(release, RetriedOnReconnect(release, on.errors));
+    on.link->Send(release, RetriedOnReconnect(release, on.errors), RedisLink::Pending::kUncapped);
   }
   if (on.batch.waiting.empty()) return;
   SendBatch(*on.link, std::exchange(on.batch, Batch{}), *on.group, on.lease_ttl_us, on.errors);
@@ -471,7 +472,7 @@ void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lea
     AddSlots(slots, charges, lease);
     for (std::string& release : slots.TakeCommands()) {
       RedisLink::Reply retried = RetriedOnReconnect(release, errors_);
-      Dispatch(std::move(release), std::move(retried));
+      Dispatch(std::move(release), std::move(retried), RedisLink::Pending::kUncapped);
     }
     return;
   }

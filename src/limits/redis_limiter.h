@@ -92,7 +92,8 @@ class RedisLimiter final : public Limiter {
   // Posts a Flush of `on` to `loop`, once a turn: it runs after what the turn had queued.
   static void FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loop);
   // Sends `command` on the calling loop's connection, or through the limiter's thread.
-  void Dispatch(std::string command, RedisLink::Reply reply);
+  void Dispatch(std::string command, RedisLink::Reply reply,
+                RedisLink::Pending pending = RedisLink::Pending::kCapped);
   // This loop's connection, from the thread's cache or made now.
   LoopLink& LinkOn(boost::asio::io_context& loop);
   // A batch of one, through the limiter's own thread.

@@ -150,7 +150,7 @@ RedisLink::~RedisLink() {
   WipeString(handshake_);
 }
 
-void RedisLink::Send(std::string_view command, Reply reply) {
+void RedisLink::Send(std::string_view command, Reply reply, Pending pending) {
   commands_.fetch_add(1, std::memory_order_relaxed);
   if (state_ == State::kClosed) {
     if (reply) std::move(reply)(*this, absl::UnavailableError("redis: the connection is closed"));
@@ -164,7 +164,7 @@ void RedisLink::Send(std::string_view command, Reply reply) {
     if (reply) std::move(reply)(*this, absl::UnavailableError("limit store redis unreachable"));
     return;
   }
-  if (waiting_.size() >= group_->options().max_pending) {
+  if (pending == Pending::kCapped && waiting_.size() >= group_->options().max_pending) {
     if (reply) std::move(reply)(*this, absl::UnavailableError("redis: too many pending"));
     return;
   }

@@ -112,8 +112,12 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
 
   // On the loop's thread. `command` is one whole RESP command (RespCommand); `reply` may be
   // empty for a command whose answer nobody reads (it is still matched, and an error counted).
-  // May call `reply` before returning (the link is down, or full).
-  void Send(std::string_view command, Reply reply);
+  // May call `reply` before returning (the link is down, or full). `pending` says whether the
+  // max_pending cap applies: kUncapped is for a command that gives back what answered commands
+  // took (a release; they bound its number), which, refused, would wait for a reconnect that a
+  // link that stays up never makes.
+  enum class Pending { kCapped, kUncapped };
+  void Send(std::string_view command, Reply reply, Pending pending = Pending::kCapped);
   // On the loop's thread: connects now if the link never has (a client that wants to know early
   // whether Redis answers).
   void ConnectNow();

@@ -418,6 +418,47 @@ TEST(RedisLinkTest, SlotsGivenBackWhileRedisIsDownAreReleasedWhenItReturns) {
   EXPECT_TRUE(released) << redis.Command("ZRANGE pillar:c:slots:m 0 -1");
 }
 
+// A release is not refused for the pending cap: refused, it waited for a reconnect that a link
+// that stays up never makes, and its slot stayed taken until lease_ttl_ms.
+TEST(RedisLinkTest, ReleasesGoOutWhenTheLinkIsFull) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 2\n");
+  Charge c{&policy->limits()[0], "m", 1};
+  RedisLimiterOptions options = RedisOptions(redis.port());
+  options.max_pending = 6;
+  options.timeout = absl::Seconds(10);  // the stall below is no outage
+  RedisLimiter limiter(options);
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers held;
+  loop.Run([&] {
+    limiter.Admit({&c, 1}, "first", held.Collect());
+    limiter.Admit({&c, 1}, "second", held.Collect());
+  });
+  ASSERT_TRUE(held.Await(2));
+  EXPECT_EQ(redis.Command("ZCARD pillar:c:slots:m"), ":2\r\n");
+  redis.Pause();
+  Answers refused;  // six turns, six commands: the link is full
+  for (int i = 0; i < 6; ++i) {
+    loop.Run([&] { limiter.Admit({&c, 1}, StrCat("more-", i), refused.Collect()); });
+  }
+  loop.Run([&] {
+    limiter.Release({&c, 1}, "first");
+    limiter.Release({&c, 1}, "second");
+  });
+  loop.Run([] {});  // after the turn's flush
+  redis.Resume();
+  ASSERT_TRUE(refused.Await(6));
+  bool released = false;
+  for (int i = 0; i < 300 && !released; ++i) {
+    released = redis.Command("ZCARD pillar:c:slots:m") == ":0\r\n";
+    if (!released) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(released) << redis.Command("ZRANGE pillar:c:slots:m 0 -1");
+  EXPECT_TRUE(limiter.up());
+}
+
 TEST(RedisLinkTest, ARedisThatDiesWhileIdleIsReportedDownWithoutTraffic) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
