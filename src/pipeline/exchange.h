@@ -169,6 +169,9 @@ class Exchange {
   // handed on after it (a guard's held [DONE]) is dropped. Such an event is posted to this thread
   // before the stream's last write completes, and so before the exchange can end.
   bool stream_ended = false;
+  // Set when [DONE] goes to the connection: the client's stream is whole, whatever the runner
+  // answers after it.
+  bool done_sent = false;
   int64_t first_event_ns = 0;   // monotonic, when the first event went to the client
   int64_t streamed_chunks = 0;  // chunks of the answer written (about a token each)
   // The estimated tokens of the texts of the chunks the model sent (written or not): what a

@@ -90,6 +90,7 @@ class ExchangeEvents final : public runtime::EventSink {
         }
         ex.StartStream(std::move(head));
       }
+      if (kind == runtime::EventKind::kDone) ex.done_sent = true;
       ex.WriteChunk(std::move(event), std::move(next));
     });
   }
@@ -198,6 +199,14 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
         ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
                  primary_error = std::move(primary_error), result = std::move(result)]() mutable {
           ex.stream_ended = ex.streaming;
+          // [DONE] went out before the runner's failure came (review helper-101: a deadline
+          // that ran out while its write was on its way back to the runner): the client's
+          // stream is whole, and no error event may follow it. Its usage is counted here.
+          if (!result.ok() && ex.done_sent) {
+            InferResult whole;
+            whole.usage_reported = false;
+            result = std::move(whole);
+          }
           if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
           // The guard stopped the answer: that, not the stop it caused, is what the client hears.
           if (!ex.answer_blocked.ok()) result = ex.answer_blocked;

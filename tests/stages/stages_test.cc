@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "audit/audit_sink.h"
+#include "http/server.h"
 #include "pipeline/chain.h"
 #include "policy/policy_source.h"
 #include "stages/authorize_stage.h"
@@ -193,6 +194,74 @@ TEST(ExecuteStageTest, RunsTheRunnerAndEncodesTheResponseOnTheExchangesThread) {
       ex.response.body,
       R"({"model_name":"echo","model_version":"1","id":"r1","outputs":[{"name":"y","datatype":"INT32","shape":[2,1],"data":[5,6]}]})");
   EXPECT_EQ(ex.infer_result.batch_size, 2);
+}
+
+// Hands a stream's last chunk and [DONE] on, then fails the call at once: as a remote call's
+// deadline does when it runs out while the write of [DONE] is on its way back to the runner.
+class DoneThenFailRunner final : public runtime::Runner {
+ public:
+  void Infer(protocol::InferenceRequest, runtime::InferCallback done) override {
+    std::move(done)(absl::UnimplementedError("streams only"));
+  }
+  void Generate(runtime::GenerateRequest request, runtime::InferCallback done) override {
+    request.events->Event(runtime::EventKind::kChunk,
+                          R"(data: {"choices":[{"index":0,"delta":{"content":"hi"}}]})"
+                          "\n\n",
+                          [](bool) {});
+    request.events->Event(runtime::EventKind::kDone, "data: [DONE]\n\n", [](bool) {});
+    std::move(done)(absl::DeadlineExceededError("no reply before the deadline"));
+  }
+  bool Ready() const override { return true; }
+};
+
+// A connection that keeps what it is sent; its writes never complete.
+class RecordingSink final : public http::ResponseSink {
+ public:
+  void Send(pipeline::Response) override {}
+  void StartStream(pipeline::Response) override { started = true; }
+  void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&>) override {
+    chunks.push_back(std::move(bytes));
+  }
+  void EndStream() override {}
+  void Post(absl::AnyInvocable<void() &&> task) override { std::move(task)(); }
+  bool started = false;
+  std::vector<std::string> chunks;
+};
+
+// Found by review helper-101: a runner's failure that came after [DONE] had gone to the client
+// (before its write came back) ended the stream with an error event after [DONE].
+TEST(ExecuteStageTest, NothingFollowsDoneWhateverTheRunnerAnswersAfterIt) {
+  runtime::ModelVersion version;
+  version.name = "chat";
+  version.version = 1;
+  version.version_text = "1";
+  version.runner = std::make_unique<DoneThenFailRunner>();
+  std::vector<std::unique_ptr<pipeline::Stage>> stages;
+  stages.push_back(std::make_unique<ExecuteStage>(std::map<Operation, ExecuteStage::Handler>{}));
+  pipeline::Chain chain(std::move(stages), nullptr);
+  AdminExchange ex;
+  ex.operation = Operation::kChatCompletions;
+  ex.model = &version;
+  runtime::GenerateRequest request;
+  request.stream = true;
+  ex.generate = std::move(request);
+  auto sink = std::make_shared<RecordingSink>();
+  ex.sink = sink;
+  std::vector<absl::AnyInvocable<void() &&>> posted;
+  bool done = false;
+  ex.post = [&](absl::AnyInvocable<void() &&> task) { posted.push_back(std::move(task)); };
+  ex.on_complete = [&](Exchange&) { done = true; };
+  chain.Start(ex);
+  for (size_t i = 0; i < posted.size(); ++i) {  // in order, as the loop; a task may post more
+    absl::AnyInvocable<void() &&> task = std::move(posted[i]);
+    std::move(task)();
+  }
+  EXPECT_TRUE(done);
+  ASSERT_TRUE(sink->started);
+  ASSERT_EQ(sink->chunks.size(), 2u);
+  EXPECT_EQ(sink->chunks.back(), "data: [DONE]\n\n");
+  EXPECT_TRUE(ex.error.empty()) << ex.error;
+  EXPECT_EQ(ex.infer_result.usage.completion_tokens, 1);  // counted from what was streamed
 }
 
 TEST(ExecuteStageTest, AnOperationWithoutAHandlerIs501) {
