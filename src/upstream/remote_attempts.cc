@@ -380,8 +380,12 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
             if (m.latency != nullptr) m.latency->Observe(seconds);
             self->NoteLatency(seconds);
           }
+          // Held past OnReply, which takes them: a lingering call's place is given back after.
+          const std::shared_ptr<Call> ended = call;
+          const std::shared_ptr<Attempt> ended_attempt = attempt;
           self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure,
                         std::move(decoded), std::move(usage));
+          self->EndLinger(*ended, *ended_attempt);
         },
         std::move(relay));
   });

@@ -100,7 +100,10 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
                                         : AttemptOutcome::kConnect,
                     .status = 0,
                     .retry_after_s = 0,
-                    .cut_by_caller = timed_out && (call->CutByCaller() || call->held_by_client)});
+                    // Once the client took [DONE] a deadline cut nothing of its answer: a
+                    // body held open to it is the endpoint's failure (review helper-101).
+                    .cut_by_caller = timed_out && !(relay != nullptr && relay->delivered_done()) &&
+                                     (call->CutByCaller() || call->held_by_client)});
   if (relay != nullptr && relay->delivered_done()) {
     // The client took [DONE]: its answer is whole, and nothing follows it, however the
     // upstream's body then ends (review helper-99: one held open past [DONE] until the deadline

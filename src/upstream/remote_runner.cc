@@ -184,6 +184,7 @@ void RemoteRunner::State::Complete(Call& call, absl::StatusOr<runtime::InferResu
   }
   RecordBackend(call, result.status());
   std::move(call.done)(std::move(result));
+  if (call.lingering) return;  // its place is given back when its attempt ends (EndLinger)
   --in_flight;
   StartQueued();
 }

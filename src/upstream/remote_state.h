@@ -113,7 +113,14 @@ struct Attempt {
   // name (empty: the call's body).
   std::string body;
   std::shared_ptr<StreamRelay> relay;  // a streamed call's
+  // Set once the client took [DONE], until the body's end: closes the connection if the end
+  // does not come within kBodyEndAfterDone.
+  std::shared_ptr<asio::steady_timer> linger_timer;
 };
+
+// How long a stream's body may take to end after the client took its [DONE] (an upstream ends
+// it with the same write, or the next): past it the connection is closed, a failed attempt.
+inline constexpr std::chrono::milliseconds kBodyEndAfterDone{1000};
 
 // One request, from admission to its answer.
 struct Call {
@@ -152,6 +159,9 @@ struct Call {
   bool sent = false;       // an attempt's request went out: an upstream may have seen it
   bool retrying = false;   // holds one of the retry budget's places
   bool completed = false;  // answered: whatever comes back later is dropped
+  // Answered when its client took [DONE], while its attempt still reads the body's end: the
+  // call keeps its place among those in flight until then (EndLinger).
+  bool lingering = false;
   bool abandoned = false;  // its client went away (Abandon)
   bool queued = false;     // waited for a place among the calls in flight
   bool promised = false;   // took a place kept for a caller told to come back
@@ -306,6 +316,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // for the endpoint's health only.
   void OnDoneTaken(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The end of an attempt: a lingering call (OnDoneTaken) gives its place back.
+  void EndLinger(Call& call, Attempt& attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A streamed call's 200 ended: its events were all handed on, or it failed.
   void OnStreamEnd(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

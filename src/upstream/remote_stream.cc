@@ -10,13 +10,16 @@ namespace pillar::upstream {
 
 void StreamRelay::OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) {
   // Once the client took [DONE] its call is complete, but the body is read to its end: how it
-  // ends (at once, held, cut, more events) is the endpoint's record.
+  // ends (at once, late, cut, more events) is the endpoint's record.
   if (cancelled_ || !error_.empty() || (call_->completed && !delivered_done_)) {
     return std::move(more)(false);
   }
   absl::Status read = reader_.Feed(piece, [this](const protocol::SseEvent& event) { Take(event); });
   if (!read.ok() && error_.empty()) error_ = StrCat("the stream's framing: ", read.message());
-  if (!error_.empty()) return std::move(more)(false);
+  // What came with an error is dropped, unless [DONE] came before it (in the same piece: how
+  // the upstream's writes were split must not decide; review helper-101): the client is owed
+  // the events up to [DONE], and the body stops after them.
+  if (!error_.empty() && !done_) return std::move(more)(false);
   Forward(std::move(more));
 }
 
@@ -54,9 +57,9 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
 // Hands the queued events on one at a time; once the client took the last, the connection
 // reads on.
 void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
-  if (delivered_done_) return std::move(more)(true);    // nothing follows [DONE] but its end
-  if (call_->completed) return std::move(more)(false);  // its caller was told: nobody takes more
-  if (queue_.empty()) return std::move(more)(true);
+  // Its caller was told (but for [DONE] taken): nobody takes more.
+  if (call_->completed && !delivered_done_) return std::move(more)(false);
+  if (queue_.empty()) return std::move(more)(error_.empty());
   const runtime::EventKind kind = queue_.front().first;  // named: a lambda captures it below
   std::string event = std::move(queue_.front().second);
   queue_.pop_front();
@@ -99,12 +102,37 @@ void RemoteRunner::State::OnDoneTaken(std::shared_ptr<Call> call,
                                       const std::shared_ptr<Attempt>& attempt) {
   if (call->completed || attempt->cancelled) return;
   // Out of the call's attempts, so that completing the call does not cut it off: its body's
-  // end is still to come, and OnReply or OnNoReply records it against the endpoint.
+  // end is still to come, and OnReply or OnNoReply records it against the endpoint. Until then
+  // the call keeps its place among those in flight (review helper-101: given back at once,
+  // bodies held open after [DONE] took connections past `connections` without bound), and the
+  // end has kBodyEndAfterDone to come before the connection is closed.
   std::erase(call->live, attempt);
+  call->lingering = true;
+  attempt->linger_timer = std::make_shared<asio::steady_timer>(*lanes[call->lane]);
+  attempt->linger_timer->expires_after(kBodyEndAfterDone);
+  attempt->linger_timer->async_wait(
+      [weak_self = weak_from_this(),
+       weak_attempt = std::weak_ptr<Attempt>(attempt)](const boost::system::error_code& error) {
+        std::shared_ptr<State> self = weak_self.lock();
+        std::shared_ptr<Attempt> attempt = weak_attempt.lock();
+        if (error || self == nullptr || attempt == nullptr) return;
+        absl::MutexLock lock(&self->mu);
+        // Reset when the attempt ended: its connection may carry another call by now.
+        if (attempt->linger_timer != nullptr) attempt->connection->Close();
+      });
   runtime::InferResult result = attempt->relay->Answer();
   result.compute_ns =
       std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
   Complete(*call, std::move(result));
+}
+
+void RemoteRunner::State::EndLinger(Call& call, Attempt& attempt) {
+  if (attempt.linger_timer == nullptr) return;  // not the attempt whose [DONE] was taken
+  attempt.linger_timer->cancel();               // on the lane, where the attempt's end runs
+  attempt.linger_timer.reset();
+  call.lingering = false;
+  --in_flight;
+  StartQueued();
 }
 
 // A streamed call whose 200 came to its end: whole, with [DONE], or cut short by the upstream.

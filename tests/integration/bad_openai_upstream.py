@@ -115,6 +115,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   nousagestream  a stream of five chunks that ends without a usage chunk
   bigstall  a stream of two chunks of 120 words each, then 3 s of nothing before the rest
   doneopen  a stream of five chunks and [DONE], and then 3 s before the body's end
+  donemore  a stream of five chunks whose last HTTP chunk holds [DONE] and one more event, all
+            in one write
   latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
             guard holds until the choice ends: it never says it did), then [DONE], and then 8 s
             before the body's end
@@ -686,6 +688,13 @@ def handle(connection):
             connection.sendall(whole[:-5])  # all but the last chunk, "0\r\n\r\n"
             time.sleep(3)
             connection.sendall(whole[-5:])
+            return
+        if model == "donemore":  # [DONE] and one more event in the last HTTP chunk, one write
+            whole = stream("nousagestream")
+            done = b"data: [DONE]\n\n"
+            tail = b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+            more = done + ("data: " + json.dumps(chunk(0, " more")) + "\n\n").encode()
+            connection.sendall(whole[:-len(tail)] + b"%x\r\n%s\r\n0\r\n\r\n" % (len(more), more))
             return
         if model == "latedone":  # the body's end comes long after [DONE]
             connection.sendall(late_done_head())

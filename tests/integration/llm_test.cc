@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -229,6 +230,10 @@ class LlmTest : public ::testing::Test {
     }
     // Its upstream holds its body open 3 s past [DONE]; its own deadline is 1 s.
     WriteVersion(store, "doneopen", OpenAi(bad, "doneopen", c) + "timeout_ms = 1000\n");
+    // Its upstream holds bodies open past [DONE], on two connections at most.
+    WriteVersion(store, "doneopen2",
+                 OpenAi(bad, "doneopen", c) + "timeout_ms = 8000\nconnections = 2\n");
+    WriteVersion(store, "donemore", OpenAi(bad, "donemore", c));
     // 2.5 MB of stream at once, under a deadline of its own of 1 s.
     WriteVersion(store, "slowreader", OpenAi(bad, "latedone", c) + "timeout_ms = 1000\n");
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -783,24 +788,99 @@ TEST_F(LlmTest, AStreamWhoseDoneWasTakenIsWholeHoweverTheBodyEnds) {
   EXPECT_NE(row.find("outcome=\"failed\"} 1"), std::string::npos) << row;
 }
 
+// The failed attempts of `model`'s endpoints so far, from /metrics.
+int64_t FailedAttempts(const HttpReply& metrics_reply, const std::string& model) {
+  const std::string& metrics = metrics_reply.body;
+  const std::string prefix = "pillar_upstream_attempts_total{model=\"" + model + "\"";
+  int64_t sum = 0;
+  for (size_t at = metrics.find(prefix); at != std::string::npos;
+       at = metrics.find(prefix, at + 1)) {
+    const std::string row = metrics.substr(at, metrics.find('\n', at) - at);
+    if (row.find("outcome=\"failed\"}") != std::string::npos) {
+      sum += std::stoll(row.substr(row.rfind(' ') + 1));
+    }
+  }
+  return sum;
+}
+
+// Found by review helper-101: a call answered at [DONE] gave its place back while its attempt
+// still read the body's end, so that bodies held open after [DONE] took connections past the
+// endpoint's `connections` without bound. Six streams on two connections, each body held 3 s
+// past [DONE] and cut 1 s after it: three waves.
+TEST_F(LlmTest, BodiesHeldOpenAfterDoneStayWithinTheEndpointsConnections) {
+  const auto started = std::chrono::steady_clock::now();
+  std::vector<std::thread> clients;
+  std::atomic<int> whole{0};
+  for (int i = 0; i < 6; ++i) {
+    clients.emplace_back([&] {
+      HttpReply r = Fetch(
+          gateway_->data_port(), "POST", "/v1/chat/completions",
+          R"({"model":"doneopen2","stream":true,"messages":[{"role":"user","content":"go"}]})",
+          {"Content-Type: application/json", Bearer(key_)});
+      const std::vector<std::string> events = Events(r.body);
+      if (r.status == 200 && !events.empty() && events.back() == "[DONE]") ++whole;
+    });
+  }
+  for (std::thread& client : clients) client.join();
+  EXPECT_EQ(whole.load(), 6);
+  // Answered in waves of two, each after the one before had its 1 s to end its bodies.
+  EXPECT_GE(std::chrono::steady_clock::now() - started, std::chrono::milliseconds(1900));
+  int64_t failed = 0;
+  for (int i = 0; i < 100 && failed < 6; ++i) {
+    failed = FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
+                            "doneopen2");
+    if (failed < 6) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(failed, 6);  // each body cut 1 s after [DONE]: the endpoint's failures
+}
+
+// Found by review helper-101: with a caller's deadline shorter than the wait for the body's end,
+// a body held open past [DONE] was cut by that deadline and counted for nothing.
+TEST_F(LlmTest, ABodyHeldPastDoneIsTheEndpointsFailureWhateverTheCallersDeadline) {
+  const int64_t before = FailedAttempts(
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}), "doneopen");
+  HttpReply r =
+      Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"doneopen","stream":true,"messages":[{"role":"user","content":"go"}]})",
+            {"Content-Type: application/json", Bearer(key_), "X-Pillar-Timeout-Ms: 400"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(Events(r.body).back(), "[DONE]") << r.body;
+  int64_t after = before;
+  for (int i = 0; i < 60 && after == before; ++i) {
+    after = FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
+                           "doneopen");
+    if (after == before) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(after, before + 1);
+}
+
+// Found by review helper-101: [DONE] and one more event in the same piece of the body had the
+// client read an error in place of [DONE] (the queued events were dropped with the error), and
+// the whole stream in one read was answered 502: how the upstream's writes were split decided.
+TEST_F(LlmTest, AnEventAfterDoneInTheSamePieceLeavesTheClientsStreamWhole) {
+  HttpReply r =
+      Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"donemore","stream":true,"messages":[{"role":"user","content":"go"}]})",
+            {"Content-Type: application/json", Bearer(key_)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::vector<std::string> events = Events(r.body);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back(), "[DONE]") << r.body;
+  EXPECT_EQ(r.body.find("\"error\""), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find(" more"), std::string::npos) << r.body;  // the event after [DONE]
+  int64_t failed = 0;
+  for (int i = 0; i < 60 && failed == 0; ++i) {
+    failed = FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
+                            "donemore");
+    if (failed == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(failed, 1);  // what followed [DONE] is the endpoint's failure
+}
+
 // A client that does not read its stream holds the upstream back (the relay reads it only as
 // fast as the client takes it): when the model's deadline cuts the call then, the time ran out
 // on the client's side, and the endpoint that sent everything at once is not charged for it.
 TEST_F(LlmTest, AClientThatDoesNotReadItsStreamIsNotTheEndpointsFailure) {
-  auto failed = [this] {
-    const std::string metrics =
-        Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
-    const std::string prefix = "pillar_upstream_attempts_total{model=\"slowreader\"";
-    int64_t sum = 0;
-    for (size_t at = metrics.find(prefix); at != std::string::npos;
-         at = metrics.find(prefix, at + 1)) {
-      const std::string row = metrics.substr(at, metrics.find('\n', at) - at);
-      if (row.find("outcome=\"failed\"}") != std::string::npos) {
-        sum += std::stoll(row.substr(row.rfind(' ') + 1));
-      }
-    }
-    return sum;
-  };
   testing::HttpConnection client(gateway_->data_port(), 10000, 2048);
   ASSERT_TRUE(client.connected());
   const std::string body =
@@ -827,7 +907,9 @@ TEST_F(LlmTest, AClientThatDoesNotReadItsStreamIsNotTheEndpointsFailure) {
   EXPECT_NE(got.find("the client did not take the stream before the deadline", error),
             std::string::npos)
       << got.substr(error);
-  EXPECT_EQ(failed(), 0);
+  EXPECT_EQ(FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
+                           "slowreader"),
+            0);
 }
 
 // Found by review helper-46: the prompt's estimate counted only the messages' texts, so that a
