@@ -367,19 +367,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
             }
           }
           absl::MutexLock lock(&self->mu);
-          self->busy.erase(attempt->connection);
-          EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
-          if (attempt->connection->unasked_bytes()) self->OutOfStep(slot);
-          --slot.outstanding;
-          const EndpointMetrics& m = slot.metrics;
-          if (m.outstanding != nullptr) m.outstanding->Add(-1);
-          if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
-            const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
-            // A moving average over about the last ten replies, for the picker.
-            slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
-            if (m.latency != nullptr) m.latency->Observe(seconds);
-            self->NoteLatency(seconds);
-          }
+          self->Returned(*attempt, reply, sent);
           // Held past OnReply, which takes them: a lingering call's place is given back after.
           const std::shared_ptr<Call> ended = call;
           const std::shared_ptr<Attempt> ended_attempt = attempt;
@@ -389,6 +377,24 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
         },
         std::move(relay));
   });
+}
+
+void RemoteRunner::State::Returned(const Attempt& attempt,
+                                   const absl::StatusOr<UpstreamReply>& reply,
+                                   Clock::time_point sent) {
+  busy.erase(attempt.connection);
+  EndpointSlot& slot = attempt.set->slot(attempt.ticket.endpoint);
+  if (attempt.connection->unasked_bytes()) OutOfStep(slot);
+  --slot.outstanding;
+  const EndpointMetrics& m = slot.metrics;
+  if (m.outstanding != nullptr) m.outstanding->Add(-1);
+  if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
+    const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+    // A moving average over about the last ten replies, for the picker.
+    slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+    if (m.latency != nullptr) m.latency->Observe(seconds);
+    NoteLatency(seconds);
+  }
 }
 
 std::string RemoteRunner::State::TargetFor(const Call& call, Attempt& attempt,

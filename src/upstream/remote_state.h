@@ -321,6 +321,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // A streamed call's 200 ended: its events were all handed on, or it failed.
   void OnStreamEnd(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // An attempt's call on its connection came back: the endpoint's bookkeeping (outstanding,
+  // latency), before what the reply means (OnReply).
+  void Returned(const Attempt& attempt, const absl::StatusOr<UpstreamReply>& reply,
+                Clock::time_point sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The request line's target and the body of `attempt` of `call`.
   std::string TargetFor(const Call& call, Attempt& attempt, const EndpointSlot& slot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

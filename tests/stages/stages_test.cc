@@ -253,7 +253,7 @@ TEST(ExecuteStageTest, NothingFollowsDoneWhateverTheRunnerAnswersAfterIt) {
   ex.on_complete = [&](Exchange&) { done = true; };
   chain.Start(ex);
   for (size_t i = 0; i < posted.size(); ++i) {  // in order, as the loop; a task may post more
-    absl::AnyInvocable<void() &&> task = std::move(posted[i]);
+    absl::AnyInvocable<void()&&> task = std::move(posted[i]);
     std::move(task)();
   }
   EXPECT_TRUE(done);
