@@ -146,16 +146,34 @@ RedisLink::Reply ReleasingIfLost(SlotReleases slots, RedisLink::Reply reply) {
   };
 }
 
-// A release's reply: a release that could not be sent (the link is down), or whose
-// answer never came, goes first thing on the next connection (review helper-99: two requests
-// that ended during a short Redis stall left their slots taken until lease_ttl_ms, and the tenant
-// was refused with nothing in flight). A ZREM sent twice removes nothing more.
-RedisLink::Reply RetriedOnReconnect(std::string release, monitor::Counter* errors) {
-  return [release = std::move(release), errors](RedisLink& link,
-                                                absl::StatusOr<const redisReply*> answer) mutable {
+// A release's reply: a release that could not be sent (the link is down), or whose answer never
+// came, goes first thing on the next connection (review helper-99: two requests that ended
+// during a short Redis stall left their slots taken until lease_ttl_ms, and the tenant was
+// refused with nothing in flight). One that Redis refused (BUSY while a script runs too long,
+// LOADING after a restart: the link stays up, so no reconnect would come; review helper-101) is
+// sent again after a pause that doubles from 50 ms to 1 s, until its lease would have expired
+// anyway; its error is counted once. A ZREM sent twice removes nothing more.
+RedisLink::Reply RetriedOnReconnect(std::string release, monitor::Counter* errors,
+                                    std::chrono::steady_clock::time_point give_up,
+                                    int refusals = 0) {
+  return [release = std::move(release), errors, give_up, refusals](
+             RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
     if (!answer.ok()) return link.SendOnReconnect(std::move(release));
-    if ((*answer)->type == REDIS_REPLY_ERROR && errors != nullptr) errors->Increment();
+    if ((*answer)->type != REDIS_REPLY_ERROR) return;
+    if (refusals == 0 && errors != nullptr) errors->Increment();
+    const auto pause = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(50 << std::min(refusals, 5)), std::chrono::seconds(1));
+    if (std::chrono::steady_clock::now() + pause >= give_up) return;
+    std::string again = release;
+    link.SendAfter(pause, std::move(again),
+                   RetriedOnReconnect(std::move(release), errors, give_up, refusals + 1),
+                   RedisLink::Pending::kUncapped);
   };
+}
+
+// When a release made now stops being worth retrying: its lease has expired by then.
+std::chrono::steady_clock::time_point ReleaseGiveUp(int64_t lease_ttl_us) {
+  return std::chrono::steady_clock::now() + std::chrono::microseconds(lease_ttl_us);
 }
 
 std::atomic<uint64_t> next_serial{1};
@@ -435,7 +453,8 @@ void RedisLimiter::FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loo
 void RedisLimiter::Flush(LoopLink& on) {
   // The slots given back first: the admissions of the same turn may take them.
   for (std::string& release : on.releases.TakeCommands()) {
-    on.link->Send(release, RetriedOnReconnect(release, on.errors), RedisLink::Pending::kUncapped);
+    on.link->Send(release, RetriedOnReconnect(release, on.errors, ReleaseGiveUp(on.lease_ttl_us)),
+                  RedisLink::Pending::kUncapped);
   }
   if (on.batch.waiting.empty()) return;
   SendBatch(*on.link, std::exchange(on.batch, Batch{}), *on.group, on.lease_ttl_us, on.errors);
@@ -471,7 +490,8 @@ void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lea
     SlotReleases slots;
     AddSlots(slots, charges, lease);
     for (std::string& release : slots.TakeCommands()) {
-      RedisLink::Reply retried = RetriedOnReconnect(release, errors_);
+      RedisLink::Reply retried = RetriedOnReconnect(
+          release, errors_, ReleaseGiveUp(absl::ToInt64Microseconds(options_.lease_ttl)));
       Dispatch(std::move(release), std::move(retried), RedisLink::Pending::kUncapped);
     }
     return;

@@ -263,6 +263,18 @@ void RedisLink::QueueHandshake() {
                   std::make_move_iterator(entries.end()));
 }
 
+void RedisLink::SendAfter(std::chrono::steady_clock::duration delay, std::string command,
+                          Reply reply, Pending pending) {
+  auto timer = std::make_shared<asio::steady_timer>(loop_, delay);
+  timer->async_wait([weak = weak_from_this(), timer, command = std::move(command),
+                     reply = std::move(reply),
+                     pending](const boost::system::error_code& error) mutable {
+    std::shared_ptr<RedisLink> link = weak.lock();
+    if (error || link == nullptr) return;  // the loop stopped, or the limiter went
+    link->Send(command, std::move(reply), pending);
+  });
+}
+
 void RedisLink::SendOnReconnect(std::string command) {
   if (state_ == State::kClosed || deferred_.size() >= kMaxDeferred) return;
   deferred_.push_back(std::move(command));

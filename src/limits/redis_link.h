@@ -129,6 +129,10 @@ class RedisLink : public std::enable_shared_from_this<RedisLink> {
   // run after the link gave up on it. At most kMaxDeferred wait; more are dropped.
   void SendOnReconnect(std::string command);
   static constexpr size_t kMaxDeferred = 4096;
+  // On the loop's thread: Send(command, reply, pending) after `delay` (a command Redis refused
+  // for now: BUSY, LOADING). Nothing if the link is gone by then.
+  void SendAfter(std::chrono::steady_clock::duration delay, std::string command, Reply reply,
+                 Pending pending);
   // On the loop's thread, or while the loop is destroyed: answers what waits with Unavailable
   // naming `why`, closes the socket and lets go of every asio object.
   void Close(std::string_view why);

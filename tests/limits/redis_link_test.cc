@@ -459,6 +459,51 @@ TEST(RedisLinkTest, ReleasesGoOutWhenTheLinkIsFull) {
   EXPECT_TRUE(limiter.up());
 }
 
+// Found by review helper-101: a release Redis refused (BUSY while another client's script ran
+// too long) was counted and dropped; the link stayed up, so no reconnect re-sent it, and the
+// slots stayed taken until lease_ttl_ms.
+TEST(RedisLinkTest, ReleasesRedisRefusesForNowAreSentAgain) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 2\n");
+  Charge c{&policy->limits()[0], "m", 1};
+  RedisLimiter limiter(RedisOptions(redis.port()));
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  Answers held;
+  loop.Run([&] {
+    limiter.Admit({&c, 1}, "first", held.Collect());
+    limiter.Admit({&c, 1}, "second", held.Collect());
+  });
+  ASSERT_TRUE(held.Await(2));
+  EXPECT_EQ(redis.Command("ZCARD pillar:c:slots:m"), ":2\r\n");
+  // Another client's script that runs on: past 100 ms, Redis answers every other command BUSY.
+  ASSERT_EQ(redis.Command("CONFIG SET busy-reply-threshold 100"), "+OK\r\n");
+  const std::string busy =
+      StrCat("redis-cli -p ", redis.port(), " eval 'while true do end' 0 >/dev/null 2>&1 &");
+  ASSERT_EQ(std::system(busy.c_str()), 0);
+  bool refusing = false;
+  for (int i = 0; i < 100 && !refusing; ++i) {
+    absl::SleepFor(absl::Milliseconds(20));
+    refusing = redis.Command("PING").starts_with("-BUSY");
+  }
+  ASSERT_TRUE(refusing);
+  loop.Run([&] {
+    limiter.Release({&c, 1}, "first");
+    limiter.Release({&c, 1}, "second");
+  });
+  loop.Run([] {});  // after the turn's flush: refused
+  absl::SleepFor(absl::Milliseconds(200));
+  ASSERT_EQ(redis.Command("SCRIPT KILL"), "+OK\r\n");
+  bool released = false;
+  for (int i = 0; i < 300 && !released; ++i) {
+    released = redis.Command("ZCARD pillar:c:slots:m") == ":0\r\n";
+    if (!released) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(released) << redis.Command("ZRANGE pillar:c:slots:m 0 -1");
+  EXPECT_TRUE(limiter.up());
+}
+
 TEST(RedisLinkTest, ARedisThatDiesWhileIdleIsReportedDownWithoutTraffic) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
