@@ -230,7 +230,7 @@ RedisLimiter::RedisLimiter(RedisLimiterOptions options)
               .port = options.port,
               .timeout = options.timeout,
               .max_pending = options.max_pending,
-              .scripts = {kAdmitScript, kSettleScript},
+              .scripts = {kAdmitScript, kSettleScript, kRenewScript},
               .up_gauge = options.metrics == nullptr
                               ? nullptr
                               : &options.metrics
@@ -250,6 +250,7 @@ RedisLimiter::RedisLimiter(RedisLimiterOptions options)
   own_link_ = RedisLink::Open(own_loop_, group_);
   // The first connection is made now, so that up() says early whether Redis answers.
   boost::asio::post(own_loop_, [link = own_link_] { link->ConnectNow(); });
+  boost::asio::post(own_loop_, [this] { RenewLater(); });
   own_thread_ = std::thread([this] {
     NameThisThread("limits-redis");
     own_loop_.run();
@@ -270,9 +271,63 @@ RedisLimiter::~RedisLimiter() {
                         [link = on->link] { link->Close("the limiter is stopping"); });
     }
   }
-  boost::asio::post(own_loop_, [link = own_link_] { link->Close("the limiter is stopping"); });
+  boost::asio::post(own_loop_, [this] {
+    stopping_ = true;  // a renewal already due must not set the timer again
+    renew_timer_.cancel();
+    own_link_->Close("the limiter is stopping");
+  });
   own_work_.reset();
   own_thread_.join();
+}
+
+void RedisLimiter::RenewLater() {
+  if (stopping_) return;
+  renew_timer_.expires_after(std::chrono::microseconds(
+      std::max<int64_t>(1000, absl::ToInt64Microseconds(options_.lease_ttl) / 3)));
+  renew_timer_.async_wait([this](const boost::system::error_code& error) {
+    if (error || stopping_) return;
+    Renew();
+    RenewLater();
+  });
+}
+
+// The leases held a third of their TTL, renewed in calls of at most kMaxBatch leases; a renewal
+// lost to an outage is tried again at the next tick (the lease is due again by then).
+void RedisLimiter::Renew() {
+  const int64_t ttl_us = absl::ToInt64Microseconds(options_.lease_ttl);
+  std::vector<std::pair<std::string, std::vector<std::string>>> due =
+      leases_->Due(std::chrono::steady_clock::now(), std::chrono::microseconds(ttl_us / 3));
+  RespCommand keys;
+  RespCommand args;
+  size_t leases = 0;
+  auto send = [&] {
+    if (keys.count() == 0) return;
+    std::string command = RespCommand()
+                              .Add("EVALSHA")
+                              .Add(group_->script_shas()[2])
+                              .Add(keys.count())
+                              .AddEncoded(keys.encoded(), keys.count())
+                              .Add(ttl_us)
+                              .AddEncoded(args.encoded(), args.count())
+                              .Take();
+    std::string resend = command;
+    own_link_->Send(command, LoadingScriptIfLost(kRenewScript, std::move(resend),
+                                                 CountingErrors(errors_, false)));
+    keys = RespCommand();
+    args = RespCommand();
+    leases = 0;
+  };
+  for (auto& [key, held] : due) {
+    for (size_t from = 0; from < held.size(); from += kMaxBatch) {
+      const size_t n = std::min(kMaxBatch, held.size() - from);
+      keys.Add(key);
+      args.Add(int64_t(n));
+      for (size_t i = from; i < from + n; ++i) args.Add(held[i]);
+      leases += n;
+      if (leases >= kMaxBatch) send();
+    }
+  }
+  send();
 }
 
 uint64_t RedisLimiter::commands() const {
@@ -367,8 +422,22 @@ void RedisLimiter::Gather(Batch& batch, std::span<const Charge> charges, std::st
         {std::string(keys.encoded()), keys.count(), std::string(args.encoded()), args.count()});
   }
   batch.admissions.Add(int64_t(spec + 1)).Add(lease);
+  std::vector<std::string> slot_keys;
+  for (const Charge& c : charges) {
+    if (c.rule->kind == LimitRule::Kind::kConcurrency) slot_keys.push_back(Key('c', c, 0));
+  }
+  if (!slot_keys.empty()) {
+    // Held from its admission to its release, and renewed meanwhile.
+    done = [leases = leases_, lease = std::string(lease), slot_keys,
+            done = std::move(done)](absl::StatusOr<Verdict> verdict) mutable {
+      if (verdict.ok() && verdict->allowed) {
+        leases->Hold(std::move(lease), std::move(slot_keys), std::chrono::steady_clock::now());
+      }
+      std::move(done)(std::move(verdict));
+    };
+    for (std::string& key : slot_keys) batch.slots.Add(std::move(key), lease);
+  }
   batch.waiting.push_back(std::move(done));
-  AddSlots(batch.slots, charges, lease);
 }
 
 // The script's reply to a full batch (an array of one array of at most seven integers per
@@ -483,6 +552,7 @@ void RedisLimiter::AddSlots(SlotReleases& slots, std::span<const Charge> charges
 }
 
 void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lease) {
+  leases_->Drop(lease);
   // While Redis is down a release waits for the next connection (at most
   // RedisLink::kMaxDeferred of them; beyond, the lease expires on its own after lease_ttl).
   boost::asio::io_context* loop = ThisThreadEventLoop();

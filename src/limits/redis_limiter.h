@@ -16,6 +16,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <memory>
 #include <string>
 #include <thread>
@@ -25,6 +26,7 @@
 #include "absl/time/time.h"
 #include "common/clock.h"
 #include "common/crypto.h"
+#include "limits/lease_keeper.h"
 #include "limits/limiter.h"
 #include "limits/redis_link.h"
 #include "limits/resp_command.h"
@@ -73,6 +75,8 @@ class RedisLimiter final : public Limiter {
   static constexpr size_t kMaxBatch = 256;
 
   bool up() const { return group_->up(); }
+  // The concurrency leases held now (renewed while held; tests).
+  size_t leases_held() const { return leases_->held(); }
   // Over every connection so far: commands sent and writes made (tests of pipelining).
   uint64_t commands() const;
   uint64_t writes() const;
@@ -104,6 +108,9 @@ class RedisLimiter final : public Limiter {
   // The charges' keys (added to `keys`) and the script's arguments for them.
   RespCommand Spec(std::span<const Charge> charges, RespCommand& keys) const;
   std::string Key(char kind, const Charge& charge, int64_t now_s) const;
+  // On the limiter's thread, every third of the lease TTL: renews the leases held that long.
+  void RenewLater();
+  void Renew();
 
   const RedisLimiterOptions options_;  // without the password, which the group keeps
   const uint64_t serial_;              // tells this limiter's links apart in a thread's cache
@@ -117,6 +124,11 @@ class RedisLimiter final : public Limiter {
   boost::asio::io_context own_loop_;
   boost::asio::executor_work_guard<boost::asio::io_context::executor_type> own_work_;
   std::shared_ptr<RedisLink> own_link_;
+  // The leases admissions took and releases have not given back; shared with the admissions'
+  // callbacks, which may run after the limiter is gone (their link closing).
+  const std::shared_ptr<LeaseKeeper> leases_ = std::make_shared<LeaseKeeper>();
+  boost::asio::steady_timer renew_timer_{own_loop_};  // on the limiter's thread only
+  bool stopping_ = false;                             // on the limiter's thread only
   std::thread own_thread_;
 };
 

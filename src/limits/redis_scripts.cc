@@ -187,4 +187,29 @@ end
 return 1
 )lua";
 
+// Renewals (LeaseKeeper::Due): the leases still held get a new expiry, now + the lease TTL, and
+// their slot keys live that long too. Only members still there are touched (ZADD XX): a lease
+// released meanwhile, or one Redis already dropped, is not taken again. ARGV: the lease TTL (us);
+// then per key of KEYS: its number of leases, then the leases.
+const char* const kRenewScript = R"lua(
+local t = redis.call('TIME')
+local ttl_us = tonumber(ARGV[1])
+local score = string.format('%.0f', tonumber(t[1]) * 1000000 + tonumber(t[2]) + ttl_us)
+local o = 2
+for k = 1, #KEYS do
+  local n = tonumber(ARGV[o])
+  o = o + 1
+  local members = {}
+  for i = 1, n do
+    members[#members + 1] = score
+    members[#members + 1] = ARGV[o]
+    o = o + 1
+  end
+  if redis.call('ZADD', KEYS[k], 'XX', 'CH', unpack(members)) > 0 then
+    redis.call('PEXPIRE', KEYS[k], math.ceil(ttl_us / 1000) + 1000)
+  end
+end
+return 1
+)lua";
+
 }  // namespace pillar::limits

@@ -9,5 +9,7 @@ namespace pillar::limits {
 extern const char* const kAdmitScript;
 // Applies a batch of settlements (Limiter::Settle): see redis_scripts.cc.
 extern const char* const kSettleScript;
+// Renews the concurrency leases held longer than a third of their time to live (LeaseKeeper).
+extern const char* const kRenewScript;
 
 }  // namespace pillar::limits

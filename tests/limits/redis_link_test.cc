@@ -504,6 +504,42 @@ TEST(RedisLinkTest, ReleasesRedisRefusesForNowAreSentAgain) {
   EXPECT_TRUE(limiter.up());
 }
 
+// Found by review helper-101: a request held its slot longer than lease_ttl_ms (a stream of two
+// minutes against a lease of one), Redis dropped the lease while it ran, and the limit admitted
+// one request more than it allows. Leases are renewed while held.
+TEST(RedisLinkTest, ALeaseHeldLongerThanItsTtlIsRenewed) {
+  testing::RedisServer redis;
+  ASSERT_TRUE(redis.Start());
+  auto policy = Limits("[[limit]]\nname = \"slots\"\nper = \"model\"\nconcurrency = 1\n");
+  Charge c{&policy->limits()[0], "m", 1};
+  RedisLimiterOptions options = RedisOptions(redis.port());
+  options.lease_ttl = absl::Milliseconds(600);
+  RedisLimiter limiter(options);
+  ASSERT_TRUE(WaitUp(limiter));
+  LoopThread loop;
+  auto admit = [&](const std::string& lease) {
+    Answers answer;
+    loop.Run([&] { limiter.Admit({&c, 1}, lease, answer.Collect()); });
+    EXPECT_TRUE(answer.Await(1));
+    absl::MutexLock lock(&answer.mu);
+    return answer.verdicts.size() == 1 && answer.verdicts[0].ok() && answer.verdicts[0]->allowed;
+  };
+  ASSERT_TRUE(admit("long"));
+  EXPECT_EQ(limiter.leases_held(), 1u);
+  absl::SleepFor(absl::Milliseconds(1500));  // two and a half lease TTLs
+  EXPECT_FALSE(admit("second"));             // "long" still holds the one slot
+  EXPECT_EQ(redis.Command("ZCARD pillar:c:slots:m"), ":1\r\n");
+  loop.Run([&] { limiter.Release({&c, 1}, "long"); });
+  EXPECT_EQ(limiter.leases_held(), 0u);
+  bool admitted = false;
+  for (int i = 0; i < 100 && !admitted; ++i) {
+    admitted = admit(StrCat("third-", i));
+    if (!admitted) absl::SleepFor(absl::Milliseconds(10));
+  }
+  EXPECT_TRUE(admitted);
+  EXPECT_EQ(limiter.leases_held(), 1u);  // the third's, until its release
+}
+
 TEST(RedisLinkTest, ARedisThatDiesWhileIdleIsReportedDownWithoutTraffic) {
   testing::RedisServer redis;
   ASSERT_TRUE(redis.Start());
