@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# A/B of two pillar binaries with their limits in one Redis (the security benchmark's third
+# server: a key rate, a tenant's daily quota, a model's concurrency), rounds alternating; per
+# round: requests/s at 64 connections (wrk, POST /v2/models/digits/infer), CPU microseconds per
+# request of pillar and of redis-server (from /proc), and Redis commands per request.
+#
+#   S=8 R=3 bench/ab_redis_limiter.sh BEFORE/pillar AFTER/pillar
+#
+# Each binary needs its libpillar_torch.so beside it (copy build/src/ of each commit).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd); before=$1; after=$2; seconds=${S:-8}; rounds=${R:-3}
+work=$(mktemp -d); source $root/bench/common.sh
+sign_demo_store "$after" "$root" "$work"
+pids=(); trap 'for p in "${pids[@]}"; do kill $p 2>/dev/null || true; done; sleep 0.5; rm -rf $work' EXIT
+redis_port=$(free_port)
+redis-server --port $redis_port --bind 127.0.0.1 --save "" --appendonly no --dir $work --loglevel warning >/dev/null 2>&1 &
+pids+=($!); rpid=$!
+for _ in $(seq 100); do redis-cli -p $redis_port ping >/dev/null 2>&1 && break; sleep 0.1; done
+cat > $work/policy.toml <<'T'
+version = 1
+[[rule]]
+name = "bench"
+roles = ["bench"]
+actions = ["infer", "read_metadata"]
+resources = ["model:*"]
+when = ["principal.tenant == model.tenant"]
+[[limit]]
+name = "key-rate"
+per = "key"
+rate = 1000000
+burst = 1000000
+[[limit]]
+name = "tenant-daily"
+per = "tenant"
+quota = 1000000000000
+period = "day"
+[[limit]]
+name = "model-slots"
+per = "model"
+concurrency = 100000
+T
+printf '[state]\npath = "%s"\n[audit]\nfile = "%s"\n' $work/state.db $work/cli-audit.log > $work/cli.toml
+key=$($after key create -c $work/cli.toml --name bench --tenant demo --role bench 2>/dev/null)
+declare -A port pid
+for name in before after; do
+  bin=$before; [[ $name == after ]] && bin=$after
+  mkdir -p $work/$name
+  cat > $work/$name/pillar.toml <<T
+[server]
+threads = 2
+[data]
+port = 0
+[admin]
+port = 0
+[repository]
+path = "$work/store"
+trusted_keys = ["$work/signing.pub"]
+[state]
+path = "$work/state.db"
+[logging]
+access_log = "$work/$name/access.log"
+[policy]
+file = "$work/policy.toml"
+[limiter]
+backend = "redis"
+redis_port = $redis_port
+T
+  $bin serve -c $work/$name/pillar.toml --ports-file $work/$name/ports >/dev/null 2>$work/$name/log &
+  pid[$name]=$!; pids+=($!)
+  for _ in $(seq 300); do [[ -s $work/$name/ports ]] && break; sleep 0.1; done
+  port[$name]=$(sed -n 's/^data=//p' $work/$name/ports)
+done
+digit_body $root $work/body.json
+export BENCH_KEY=$key BENCH_BODY_FILE=$work/body.json BENCH_PATH=/v2/models/digits/infer
+ticks() { awk '{print $14 + $15}' /proc/$1/stat; }
+calls() { redis-cli -p $redis_port info commandstats | awk -F'[=,:]' '/^cmdstat/{n+=$3} END{print n}'; }
+redis-cli -p $redis_port config resetstat >/dev/null
+for r in $(seq $rounds); do
+  for name in before after; do
+    p0=$(ticks ${pid[$name]}); r0=$(ticks $rpid); c0=$(calls)
+    wrk -t2 -c64 -d${seconds}s -s $root/bench/post_infer.lua http://127.0.0.1:${port[$name]} > $work/$name.$r.txt 2>&1
+    p1=$(ticks ${pid[$name]}); r1=$(ticks $rpid); c1=$(calls)
+    n=$(awk '/requests in/{print $1}' $work/$name.$r.txt)
+    echo "round $r $name $(awk '/Requests\/sec/{print $2}' $work/$name.$r.txt) req/s; pillar $(awk -v d=$((p1-p0)) -v n=$n 'BEGIN{printf "%.1f", d*1e4/n}') us CPU/req; redis $(awk -v d=$((r1-r0)) -v n=$n 'BEGIN{printf "%.1f", d*1e4/n}') us CPU/req; $(awk -v d=$((c1-c0)) -v n=$n 'BEGIN{printf "%.2f", d/n}') redis commands/req; non-2xx $(awk '/Non-2xx/{print $NF}' $work/$name.$r.txt | grep . || echo 0)"
+  done
+done
+redis-cli -p $redis_port info commandstats
