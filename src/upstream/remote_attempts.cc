@@ -368,12 +368,17 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
           }
           absl::MutexLock lock(&self->mu);
           self->Returned(*attempt, reply, sent);
-          // Held past OnReply, which takes them: a lingering call's place is given back after.
-          const std::shared_ptr<Call> ended = call;
-          const std::shared_ptr<Attempt> ended_attempt = attempt;
+          // A call answered at [DONE] gives its place back once OnReply, which takes them, has
+          // recorded the body's end.
+          std::shared_ptr<Call> lingering;
+          std::shared_ptr<Attempt> lingering_attempt;
+          if (attempt->linger_timer != nullptr) {
+            lingering = call;
+            lingering_attempt = attempt;
+          }
           self->OnReply(std::move(call), std::move(attempt), reused, std::move(reply), failure,
                         std::move(decoded), std::move(usage));
-          self->EndLinger(*ended, *ended_attempt);
+          if (lingering != nullptr) self->EndLinger(*lingering, *lingering_attempt);
         },
         std::move(relay));
   });
