@@ -16,55 +16,18 @@ redis_port=$(free_port)
 redis-server --port $redis_port --bind 127.0.0.1 --save "" --appendonly no --dir $work --loglevel warning >/dev/null 2>&1 &
 pids+=($!); rpid=$!
 for _ in $(seq 100); do redis-cli -p $redis_port ping >/dev/null 2>&1 && break; sleep 0.1; done
-cat > $work/policy.toml <<'T'
-version = 1
-[[rule]]
-name = "bench"
-roles = ["bench"]
-actions = ["infer", "read_metadata"]
-resources = ["model:*"]
-when = ["principal.tenant == model.tenant"]
-[[limit]]
-name = "key-rate"
-per = "key"
-rate = 1000000
-burst = 1000000
-[[limit]]
-name = "tenant-daily"
-per = "tenant"
-quota = 1000000000000
-period = "day"
-[[limit]]
-name = "model-slots"
-per = "model"
-concurrency = 100000
-T
+{ echo "version = 1"; bench_limits_toml; } > $work/policy.toml
 printf '[state]\npath = "%s"\n[audit]\nfile = "%s"\n' $work/state.db $work/cli-audit.log > $work/cli.toml
 key=$($after key create -c $work/cli.toml --name bench --tenant demo --role bench 2>/dev/null)
 declare -A port pid
 for name in before after; do
   bin=$before; [[ $name == after ]] && bin=$after
   mkdir -p $work/$name
-  cat > $work/$name/pillar.toml <<T
-[server]
-threads = 2
-[data]
-port = 0
-[admin]
-port = 0
-[repository]
-path = "$work/store"
-trusted_keys = ["$work/signing.pub"]
-[state]
-path = "$work/state.db"
-[logging]
-access_log = "$work/$name/access.log"
-[policy]
-file = "$work/policy.toml"
+  plain_config $work/$name $work/store $work/signing.pub $work/state.db "[policy]
+file = \"$work/policy.toml\"
 [limiter]
-backend = "redis"
-redis_port = $redis_port
-T
+backend = \"redis\"
+redis_port = $redis_port"
   $bin serve -c $work/$name/pillar.toml --ports-file $work/$name/ports >/dev/null 2>$work/$name/log &
   pid[$name]=$!; pids+=($!)
   for _ in $(seq 300); do [[ -s $work/$name/ports ]] && break; sleep 0.1; done

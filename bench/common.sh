@@ -67,3 +67,56 @@ bench_commit() {
   git -C "$1" diff --quiet HEAD 2>/dev/null || commit="$commit (with uncommitted changes)"
   echo "$commit"
 }
+
+# The security benchmark's rule for the bench role (infer on its tenant's models) and its three
+# limits (a key's rate, a tenant's daily quota, a model's concurrency), none of which refuses at
+# the benchmark's rates: every request pays for all three.  Usage: bench_limits_toml >> POLICY
+bench_limits_toml() {
+  cat <<'TOML'
+[[rule]]
+name = "bench infers on its tenant's models"
+roles = ["bench"]
+actions = ["infer", "read_metadata"]
+resources = ["model:*"]
+when = ["principal.tenant == model.tenant"]
+
+[[limit]]
+name = "key-rate"
+per = "key"
+rate = 1000000
+burst = 1000000
+
+[[limit]]
+name = "tenant-daily"
+per = "tenant"
+quota = 1000000000000
+period = "day"
+
+[[limit]]
+name = "model-slots"
+per = "model"
+concurrency = 100000
+TOML
+}
+
+# A pillar.toml of two event loops serving the demo store, with an access log and no audit log
+# or guard, EXTRA appended (a policy, a limiter).
+# Usage: plain_config DIR STORE TRUSTED_PUB STATE_DB EXTRA   (writes DIR/pillar.toml)
+plain_config() {
+  cat > "$1/pillar.toml" <<TOML
+[server]
+threads = 2
+[data]
+port = 0
+[admin]
+port = 0
+[repository]
+path = "$2"
+trusted_keys = ["$3"]
+[state]
+path = "$4"
+[logging]
+access_log = "$1/access.log"
+$5
+TOML
+}

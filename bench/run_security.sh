@@ -60,52 +60,13 @@ redis-cli -p "$redis_port" flushall >/dev/null
     printf '[[rule]]\nname = "rule %d"\nroles = ["role%d"]\nactions = ["infer", "read_metadata"]\nresources = ["model:m%d/*"]\nwhen = ["principal.tenant == model.tenant"]\n' \
       "$i" $((i % 200)) $((i % 50))
   done
-  cat <<'TOML'
-[[rule]]
-name = "bench infers on its tenant's models"
-roles = ["bench"]
-actions = ["infer", "read_metadata"]
-resources = ["model:*"]
-when = ["principal.tenant == model.tenant"]
-
-[[limit]]
-name = "key-rate"
-per = "key"
-rate = 1000000
-burst = 1000000
-
-[[limit]]
-name = "tenant-daily"
-per = "tenant"
-quota = 1000000000000
-period = "day"
-
-[[limit]]
-name = "model-slots"
-per = "model"
-concurrency = 100000
-TOML
+  bench_limits_toml
 } > "$work/policy.toml"
 
 start_pillar() {  # name, extra toml
   local name=$1 extra=$2
   mkdir -p "$work/$name"
-  cat > "$work/$name/pillar.toml" <<TOML
-[server]
-threads = 2
-[data]
-port = 0
-[admin]
-port = 0
-[repository]
-path = "$work/store"
-trusted_keys = ["$work/signing.pub"]
-[state]
-path = "$work/state.db"
-[logging]
-access_log = "$work/$name/access.log"
-$extra
-TOML
+  plain_config "$work/$name" "$work/store" "$work/signing.pub" "$work/state.db" "$extra"
   "$pillar" serve -c "$work/$name/pillar.toml" --ports-file "$work/$name/ports" \
     >/dev/null 2>"$work/$name/log" &
   pids+=($!)
