@@ -380,7 +380,7 @@ class ConnectionImpl final : public UpstreamConnection,
 
   void OnHeader(const error_code& ec) {
     if (ec && timed_out_) return Fail(ec, CallFailure::kDeadline);
-    if (ec && write_error_) return Fail(write_error_, CallFailure::kBeforeReply);
+    if (ec && write_error_) return Fail(write_error_, FailureAfterWriteError());
     if (ec || parser_->is_done()) return OnRead(ec);
     if (const auto length = parser_->content_length();
         length && *length > uint64_t(max_body_bytes_)) {
@@ -390,9 +390,18 @@ class ConnectionImpl final : public UpstreamConnection,
     ReadUntil(Until::kMessage, &ConnectionImpl::OnRead);
   }
 
+  // A request whose write failed (the server stopped reading it) may have been read in part or
+  // not at all: before any reply byte, sending it again is as safe as the model says; once a
+  // reply began, it was served, and its end failed (review helper-102: a stream cut after its
+  // first events was sent again, and the client read two answers spliced into one).
+  CallFailure FailureAfterWriteError() const {
+    return parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
+                                                       : CallFailure::kBeforeReply;
+  }
+
   void OnRead(const error_code& ec) {
     if (ec && timed_out_) return Fail(ec, CallFailure::kDeadline);
-    if (ec && write_error_) return Fail(write_error_, CallFailure::kBeforeReply);
+    if (ec && write_error_) return Fail(write_error_, FailureAfterWriteError());
     if (ec) {
       return Fail(ec, parser_->got_some() || interim_replies_ > 0 ? CallFailure::kDuringReply
                                                                   : CallFailure::kBeforeReply);

@@ -258,5 +258,66 @@ TEST_F(UpstreamConnectionTest, BytesWhileIdleCloseTheConnection) {
   EXPECT_FALSE(r.ok());
 }
 
+// Takes every piece of a streamed body at once.
+class TakingSink final : public BodySink {
+ public:
+  void OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) override {
+    body += piece;
+    std::move(more)(true);
+  }
+  std::string body;
+};
+
+// Found by review helper-102: an upstream that answered a 200 stream without reading the whole
+// request, then reset the connection, failed the call as kBeforeReply, which a caller may send
+// again; the client then read the first attempt's events and a second attempt's answer spliced
+// into one stream. Once a reply began, its failure is kDuringReply.
+TEST_F(UpstreamConnectionTest, AReplyBeganBeforeTheRequestsWriteFailedIsNotSentAgain) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t size = sizeof address;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&address), size), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &size), 0);
+  std::thread upstream([listener] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    std::string head;
+    char byte;
+    while (head.find("\r\n\r\n") == std::string::npos && ::recv(fd, &byte, 1, 0) == 1) {
+      head += byte;
+    }
+    const std::string reply =
+        "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
+        "\r\n12\r\ndata: {\"part\":1}\n\n\r\n";
+    ::send(fd, reply.data(), reply.size(), MSG_NOSIGNAL);
+    std::this_thread::sleep_for(300ms);
+    ::close(fd);  // with the request's body unread: a reset
+  });
+  ConnectTo(ntohs(address.sin_port));
+  auto request = std::make_shared<UpstreamRequest>();
+  const std::string body(16 << 20, 'x');  // more than the socket buffers hold
+  request->body = body;
+  request->head =
+      RequestHead("POST", "/v1/chat/completions", endpoint_.host_header, {}, body.size());
+  auto sink = std::make_shared<TakingSink>();
+  std::optional<CallFailure> failure;
+  connection_->Call(
+      request, Clock::now() + 5s, 1 << 20,
+      [&](absl::StatusOr<UpstreamReply> reply, CallFailure f) {
+        EXPECT_FALSE(reply.ok());
+        failure = f;
+      },
+      sink);
+  RunUntil([&] { return failure.has_value(); });
+  upstream.join();
+  ::close(listener);
+  ASSERT_TRUE(failure.has_value());
+  EXPECT_EQ(sink->body, "data: {\"part\":1}\n\n");
+  EXPECT_EQ(*failure, CallFailure::kDuringReply);
+}
+
 }  // namespace
 }  // namespace pillar::upstream
