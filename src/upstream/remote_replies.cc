@@ -81,7 +81,10 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
   // a model that is not idempotent: the request may have been read before the close.
   const bool not_sent = failure == CallFailure::kNotSent ||
                         (failure == CallFailure::kBeforeReply && config.remote.idempotent);
-  if (reused && not_sent && !stopping) return Open(std::move(call), std::move(attempt));
+  // Never a call whose client has part of its answer, or all of it.
+  const bool answered = call->completed || call->committed.load();
+  if (reused && not_sent && !stopping && !answered)
+    return Open(std::move(call), std::move(attempt));
   const bool timed_out = failure == CallFailure::kDeadline;
   const StreamRelay* relay = attempt->relay.get();
   if (relay != nullptr && relay->cancelled()) {  // the client went away: nobody's fault here
@@ -92,18 +95,25 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     return Complete(*call, absl::CancelledError("the client went away"));
   }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
-  // A stream cut by the deadline while its client had not taken the last event: the upstream
-  // was not being read (a slow client holds it back), so the time ran out on the client's side.
-  if (timed_out && relay != nullptr && relay->awaiting_client()) call->held_by_client = true;
+  // A stream cut by the deadline while its client had not taken an event handed to it a
+  // quarter of the call's time before or more: the upstream was not being read (a client that
+  // stopped reading holds it back), so the time ran out on the client's side. An event merely on
+  // its way does not excuse the endpoint (review helper-102: an upstream that streamed without
+  // end to a fast reader was excused most of the time).
+  if (timed_out && relay != nullptr && relay->awaiting_client()) {
+    const Clock::time_point now = Clock::now();
+    call->held_by_client = (now - relay->handed_at()) * 4 >= now - call->arrived;
+  }
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout
                                         : AttemptOutcome::kConnect,
                     .status = 0,
                     .retry_after_s = 0,
-                    // Once the client took [DONE] a deadline cut nothing of its answer: a
-                    // body held open to it is the endpoint's failure (review helper-101).
-                    .cut_by_caller = timed_out && !(relay != nullptr && relay->delivered_done()) &&
-                                     (call->CutByCaller() || call->held_by_client)});
+                    // The caller's deadline says nothing of the endpoint, before [DONE] or
+                    // after it (review helper-102: a short one, run out while the body's end
+                    // was on its way, had the endpoint charged and ejected); the model's own
+                    // deadline and the second after [DONE] (kBodyEndAfterDone) do.
+                    .cut_by_caller = timed_out && (call->CutByCaller() || call->held_by_client)});
   if (relay != nullptr && relay->delivered_done()) {
     // The client took [DONE]: its answer is whole, and nothing follows it, however the
     // upstream's body then ends (review helper-99: one held open past [DONE] until the deadline

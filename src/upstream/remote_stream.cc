@@ -65,6 +65,7 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
   queue_.pop_front();
   call_->committed.store(true);
   awaiting_client_ = true;
+  handed_at_ = Clock::now();
   call_->events->Event(
       kind, std::move(event),
       [self = shared_from_this(), more = std::move(more), kind](bool taken) mutable {

@@ -234,6 +234,8 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "doneopen2",
                  OpenAi(bad, "doneopen", c) + "timeout_ms = 8000\nconnections = 2\n");
     WriteVersion(store, "donemore", OpenAi(bad, "donemore", c));
+    // A stream without end, under a deadline of its own of 1 s.
+    WriteVersion(store, "endless", OpenAi(bad, "endless", c) + "timeout_ms = 1000\n");
     // 2.5 MB of stream at once, under a deadline of its own of 1 s.
     WriteVersion(store, "slowreader", OpenAi(bad, "latedone", c) + "timeout_ms = 1000\n");
     // An answer without a usage too, under a name of its own, for the prompt estimate's test.
@@ -834,24 +836,31 @@ TEST_F(LlmTest, BodiesHeldOpenAfterDoneStayWithinTheEndpointsConnections) {
   EXPECT_EQ(failed, 6);  // each body cut 1 s after [DONE]: the endpoint's failures
 }
 
-// Found by review helper-101: with a caller's deadline shorter than the wait for the body's end,
-// a body held open past [DONE] was cut by that deadline and counted for nothing.
-TEST_F(LlmTest, ABodyHeldPastDoneIsTheEndpointsFailureWhateverTheCallersDeadline) {
-  const int64_t before = FailedAttempts(
-      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}), "doneopen");
+// Found by review helper-102: a caller's deadline that ran out while the body's end was on its
+// way after [DONE] had the endpoint charged with a timeout, so that any client could get a
+// healthy endpoint ejected with short deadlines. A caller's deadline says nothing of the
+// endpoint, before [DONE] or after it.
+TEST_F(LlmTest, ACallersDeadlineAfterDoneSaysNothingOfTheEndpoint) {
+  auto metrics = [this] {
+    return Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)});
+  };
+  const int64_t before = FailedAttempts(metrics(), "doneopen");
   HttpReply r =
       Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
             R"({"model":"doneopen","stream":true,"messages":[{"role":"user","content":"go"}]})",
             {"Content-Type: application/json", Bearer(key_), "X-Pillar-Timeout-Ms: 400"});
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_EQ(Events(r.body).back(), "[DONE]") << r.body;
-  int64_t after = before;
-  for (int i = 0; i < 60 && after == before; ++i) {
-    after = FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
-                           "doneopen");
-    if (after == before) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // The attempt ends at the caller's deadline: nothing is outstanding at the endpoint then.
+  bool ended = false;
+  for (int i = 0; i < 100 && !ended; ++i) {
+    const std::string text = metrics().body;
+    const size_t at = text.find("pillar_upstream_outstanding{model=\"doneopen\"");
+    ended = at != std::string::npos && text.substr(at, text.find('\n', at) - at).ends_with(" 0");
+    if (!ended) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  EXPECT_EQ(after, before + 1);
+  ASSERT_TRUE(ended);
+  EXPECT_EQ(FailedAttempts(metrics(), "doneopen"), before);
 }
 
 // Found by review helper-101: [DONE] and one more event in the same piece of the body had the
@@ -875,6 +884,31 @@ TEST_F(LlmTest, AnEventAfterDoneInTheSamePieceLeavesTheClientsStreamWhole) {
     if (failed == 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(failed, 1);  // what followed [DONE] is the endpoint's failure
+}
+
+// Found by review helper-102: an upstream that streamed without end, faster than a client that
+// reads at once could take it, was excused at the model's deadline as "the client did not take
+// the stream" whenever an event was on its way to the client then (most of the time). Only a
+// client that stopped taking events excuses the endpoint.
+TEST_F(LlmTest, AStreamWithoutEndToAClientThatReadsIsTheEndpointsFailure) {
+  const int64_t before = FailedAttempts(
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}), "endless");
+  HttpReply r =
+      Fetch(gateway_->data_port(), "POST", "/v1/chat/completions",
+            R"({"model":"endless","stream":true,"messages":[{"role":"user","content":"go"}]})",
+            {"Content-Type: application/json", Bearer(key_)});
+  ASSERT_EQ(r.status, 200) << r.body.substr(0, 200);
+  const size_t error = r.body.rfind("data: {\"error\"");
+  ASSERT_NE(error, std::string::npos);
+  EXPECT_EQ(r.body.find("the client did not take", error), std::string::npos)
+      << r.body.substr(error);
+  int64_t after = before;
+  for (int i = 0; i < 60 && after == before; ++i) {
+    after = FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
+                           "endless");
+    if (after == before) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(after, before + 1);
 }
 
 // A client that does not read its stream holds the upstream back (the relay reads it only as
