@@ -190,6 +190,12 @@ void OnStopSignal(int number) {
   if (::sigaction(SIGPIPE, &ignore, nullptr) != 0) {
     return absl::InternalError("cannot ignore SIGPIPE");
   }
+  // SIGHUP (a closed terminal, `systemctl reload`) would end the server on the spot, without
+  // its drain (review helper-102). There is nothing to reload on it: the files a change is made
+  // in (policy, models, backends, TLS) are watched, and pillar.toml is read at start.
+  if (::sigaction(SIGHUP, &ignore, nullptr) != 0) {
+    return absl::InternalError("cannot ignore SIGHUP");
+  }
   return absl::OkStatus();
 }
 

@@ -379,9 +379,10 @@ std::vector<int> ParseXids(std::string_view log) {
     const int null = open("/dev/null", O_RDONLY);  // nothing of ours for it (or mpirun) to read
     if (null >= 0) dup2(null, STDIN_FILENO);
     setpgid(0, 0);  // its own group, so a timeout kills mpirun and its ranks together
-    // A command's pipes behave as in a shell even when this process ignores SIGPIPE (serve
-    // does): an ignored disposition would survive the exec.
+    // A command's pipes and hang-ups behave as in a shell even when this process ignores
+    // SIGPIPE and SIGHUP (serve does): an ignored disposition would survive the exec.
     signal(SIGPIPE, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     execl("/bin/sh", "sh", "-c", command.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }

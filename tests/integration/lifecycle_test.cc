@@ -128,6 +128,17 @@ TEST(LifecycleTest, SigtermDeliveredToALibrarysThreadStillDrains) {
 // A log shipper reading the access log from a pipe (or `pillar serve | tee`) may go away; the
 // server's next write to the pipe then fails with EPIPE, and the signal that comes with it must
 // not end the process (it did: exit 141, every connection dropped).
+// Found by review helper-102: SIGHUP ended the server on the spot (exit 129), with no drain.
+TEST(LifecycleTest, SighupEndsNothing) {
+  testing::ServerProcess server;
+  std::string key = server.CreateKey("tests");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  ASSERT_EQ(::kill(server.pid(), SIGHUP), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  EXPECT_EQ(Fetch(server.data_port(), "GET", "/v2", "", {Bearer(key)}).status, 200);
+  EXPECT_EQ(server.Stop(), 0);
+}
+
 TEST(LifecycleTest, AnAccessLogReaderThatGoesAwayEndsNoServing) {
   testing::ServerProcess server;
   const std::filesystem::path fifo = server.dir() / "access.fifo";
