@@ -177,16 +177,19 @@ void RemoteRunner::State::Complete(Call& call, absl::StatusOr<runtime::InferResu
   if (call.hedge_timer) call.hedge_timer->cancel();
   CancelOthers(call, nullptr);  // what is still in flight is cut off
   if (call.retrying) --retrying;
-  if (result.ok()) {  // how long a call holds its place, for the wait estimate
-    const double ns = double(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call.started).count());
-    mean_call_ns = mean_call_ns <= 0 ? ns : 0.9 * mean_call_ns + 0.1 * ns;
-  }
+  // How long a call holds its place, for the wait estimate (a lingering one's, when it ends).
+  if (result.ok() && !call.lingering) NoteHeld(call);
   RecordBackend(call, result.status());
   std::move(call.done)(std::move(result));
   if (call.lingering) return;  // its place is given back when its attempt ends (EndLinger)
   --in_flight;
   StartQueued();
+}
+
+void RemoteRunner::State::NoteHeld(const Call& call) {
+  const double ns = double(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call.started).count());
+  mean_call_ns = mean_call_ns <= 0 ? ns : 0.9 * mean_call_ns + 0.1 * ns;
 }
 
 void RemoteRunner::State::StartQueued() {

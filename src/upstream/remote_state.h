@@ -318,6 +318,8 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // for the endpoint's health only.
   void OnDoneTaken(std::shared_ptr<Call> call, const std::shared_ptr<Attempt>& attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Folds how long `call` held its place into mean_call_ns, the wait estimate's measure.
+  void NoteHeld(const Call& call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The end of an attempt: a lingering call (OnDoneTaken) gives its place back.
   void EndLinger(Call& call, Attempt& attempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A streamed call's 200 ended: its events were all handed on, or it failed.

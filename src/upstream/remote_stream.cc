@@ -132,6 +132,7 @@ void RemoteRunner::State::EndLinger(Call& call, Attempt& attempt) {
   attempt.linger_timer->cancel();               // on the lane, where the attempt's end runs
   attempt.linger_timer.reset();
   call.lingering = false;
+  NoteHeld(call);
   --in_flight;
   StartQueued();
 }
