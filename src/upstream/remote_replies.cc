@@ -20,8 +20,10 @@ void RemoteRunner::State::OnReply(
   if (!reply.ok()) {
     return OnNoReply(std::move(call), std::move(attempt), reused, reply.status(), failure);
   }
-  if (reused && reply->status == 408 && !stopping) {
-    // The upstream timed the idle connection out as the request went out: nothing was done.
+  if (reused && reply->status == 408 && !stopping && config.remote.idempotent) {
+    // The upstream timed the idle connection out as the request went out: nothing was done, as
+    // far as a 408 can be believed; a model that is not idempotent is not risked on it (review
+    // helper-103: an upstream that read the request, then answered 408, got it twice).
     return Open(std::move(call), std::move(attempt));
   }
   EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
@@ -95,14 +97,16 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     return Complete(*call, absl::CancelledError("the client went away"));
   }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
-  // A stream cut by the deadline while its client had not taken an event handed to it a
-  // quarter of the call's time before or more: the upstream was not being read (a client that
-  // stopped reading holds it back), so the time ran out on the client's side. An event merely on
-  // its way does not excuse the endpoint (review helper-102: an upstream that streamed without
-  // end to a fast reader was excused most of the time).
+  // A stream cut by the deadline while an event waited for its client, after the events had
+  // waited for the client half the call's time or more: the upstream is read only as fast as the
+  // client takes events, so the time ran out on the client's side, a client that stopped reading
+  // (review helper-101) or one that reads steadily slower than the upstream writes (review
+  // helper-103: judged by the last event's wait alone, such a client got a healthy endpoint
+  // ejected). An upstream is charged when it was what the call waited for: one that streams
+  // without end faster than the client takes it is cut at the deadline, uncharged.
   if (timed_out && relay != nullptr && relay->awaiting_client()) {
     const Clock::time_point now = Clock::now();
-    call->held_by_client = (now - relay->handed_at()) * 4 >= now - call->arrived;
+    call->held_by_client = relay->client_time(now) * 2 >= now - call->arrived;
   }
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout

@@ -76,7 +76,10 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool cancelled() const { return cancelled_; }
   // Whether an event is with the client, not yet taken: the upstream is not read meanwhile.
   bool awaiting_client() const { return awaiting_client_; }
-  Clock::time_point handed_at() const { return handed_at_; }  // the last event's
+  // How long the events have waited for the client, the one with it now included.
+  Clock::duration client_time(Clock::time_point now) const {
+    return client_time_ + (awaiting_client_ ? now - handed_at_ : Clock::duration::zero());
+  }
   protocol::TokenUsage usage() const { return usage_; }
   bool usage_reported() const { return usage_reported_; }  // a usage chunk came
   // The call's answer once the stream is whole: the usage its upstream reported.
@@ -98,7 +101,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool delivered_done_ = false;
   bool cancelled_ = false;
   bool awaiting_client_ = false;
-  Clock::time_point handed_at_;
+  Clock::time_point handed_at_;    // when the event with the client went to it
+  Clock::duration client_time_{};  // what the events taken so far waited for the client
 };
 
 // One attempt of a request at one endpoint. A request has more than one in flight only while a

@@ -72,6 +72,7 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
         // On the call's lane, where the relay and its connection live.
         asio::post(self->lane_, [self, more = std::move(more), taken, kind]() mutable {
           self->awaiting_client_ = false;
+          self->client_time_ += Clock::now() - self->handed_at_;
           if (!taken) {
             self->cancelled_ = true;
             return std::move(more)(false);

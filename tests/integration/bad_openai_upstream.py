@@ -117,7 +117,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   doneopen  a stream of five chunks and [DONE], and then 3 s before the body's end
   donemore  a stream of five chunks whose last HTTP chunk holds [DONE] and one more event, all
             in one write
-  endless   a stream without end, written as fast as it is taken (8 KB events)
+  endless   a stream without end, an event every 5 ms
+  bigdone   12 MB of 1 KiB events at once, then [DONE] and the body's end
   latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
             guard holds until the choice ends: it never says it did), then [DONE], and then 8 s
             before the body's end
@@ -697,13 +698,24 @@ def handle(connection):
             more = done + ("data: " + json.dumps(chunk(0, " more")) + "\n\n").encode()
             connection.sendall(whole[:-len(tail)] + b"%x\r\n%s\r\n0\r\n\r\n" % (len(more), more))
             return
-        if model == "endless":  # events without end, as fast as they are taken
-            data = ("data: " + json.dumps(chunk(0, " word" * 1500)) + "\n\n").encode()
+        if model == "bigdone":  # 12 MB at once, then [DONE] and the end
+            data = ("data: " + json.dumps(chunk(0, " word" * 190)) + "\n\n").encode()
+            piece = b"%x\r\n%s\r\n" % (len(data), data)
+            done = b"data: [DONE]\n\n"
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                               b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            for _ in range(120):
+                connection.sendall(piece * 100)
+            connection.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+            return
+        if model == "endless":  # events without end, an event every 5 ms
+            data = ("data: " + json.dumps(chunk(0, " word" * 20)) + "\n\n").encode()
             piece = b"%x\r\n%s\r\n" % (len(data), data)
             connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                                b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
             while True:
-                connection.sendall(piece * 8)
+                connection.sendall(piece)
+                time.sleep(0.005)
         if model == "latedone":  # the body's end comes long after [DONE]
             connection.sendall(late_done_head())
             time.sleep(8)

@@ -36,6 +36,8 @@ NAME.pem and NAME.key). The model named in
   noid         a valid reply without the request's id
   wrongid      a valid reply carrying another request's id
   dropsecond   the second request on a connection is read and the connection closed unanswered
+  read408      the second request on a connection is read, then answered 408 and a close (hits
+               logged)
   closeidle    a valid reply, then, 100 ms later, the idle connection closed (hits logged)
   corkextra    a valid reply without an id, then a second one (data 999), sent together in one
                TCP segment (over TLS: two records that arrive together)
@@ -220,6 +222,18 @@ class Handler(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
             self.close_connection = True
             return
+        if model == "read408":
+            # The second request on a connection is read whole, then answered 408.
+            self.served = getattr(self, "served", 0) + 1
+            with open("read408.hits", "a") as hits:
+                hits.write("%.6f\n" % time.time())
+            if self.served == 2:
+                self.wfile.write(b"HTTP/1.1 408 Request Timeout\r\nContent-Length: 0\r\n"
+                                 b"Connection: close\r\n\r\n")
+                self.wfile.flush()
+                self.close_connection = True
+                return
+            return self.reply(200, json.dumps(good).encode())
         if model == "dropsecond":
             # The second request on a connection is read, logged, and never answered.
             self.served = getattr(self, "served", 0) + 1

@@ -234,6 +234,8 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "doneopen2",
                  OpenAi(bad, "doneopen", c) + "timeout_ms = 8000\nconnections = 2\n");
     WriteVersion(store, "donemore", OpenAi(bad, "donemore", c));
+    // 12 MB at once from a healthy upstream, under a deadline of 2 s.
+    WriteVersion(store, "bigdone", OpenAi(bad, "bigdone", c) + "timeout_ms = 2000\n");
     // A stream without end, under a deadline of its own of 1 s.
     WriteVersion(store, "endless", OpenAi(bad, "endless", c) + "timeout_ms = 1000\n");
     // 2.5 MB of stream at once, under a deadline of its own of 1 s.
@@ -886,10 +888,9 @@ TEST_F(LlmTest, AnEventAfterDoneInTheSamePieceLeavesTheClientsStreamWhole) {
   EXPECT_EQ(failed, 1);  // what followed [DONE] is the endpoint's failure
 }
 
-// Found by review helper-102: an upstream that streamed without end, faster than a client that
-// reads at once could take it, was excused at the model's deadline as "the client did not take
-// the stream" whenever an event was on its way to the client then (most of the time). Only a
-// client that stopped taking events excuses the endpoint.
+// Found by review helper-102: an upstream whose stream outlasted the model's deadline was excused
+// as "the client did not take the stream" whenever an event was on its way to the client then.
+// An endpoint the call waited for is charged, however the client reads.
 TEST_F(LlmTest, AStreamWithoutEndToAClientThatReadsIsTheEndpointsFailure) {
   const int64_t before = FailedAttempts(
       Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}), "endless");
@@ -909,6 +910,49 @@ TEST_F(LlmTest, AStreamWithoutEndToAClientThatReadsIsTheEndpointsFailure) {
     if (after == before) std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(after, before + 1);
+}
+
+// Found by review helper-103: a client that read steadily slower than a healthy upstream wrote
+// (never leaving one event waiting long) had the endpoint charged at the model's deadline, and
+// three such clients got it ejected. The events waited for the client most of the call: the
+// client's time.
+TEST_F(LlmTest, AClientThatReadsSlowlyIsNotTheEndpointsFailure) {
+  testing::HttpConnection client(gateway_->data_port(), 10000, 65536);
+  ASSERT_TRUE(client.connected());
+  const std::string body =
+      R"({"model":"bigdone","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(::write(client.fd(), request.data(), request.size()), ssize_t(request.size()));
+  // About 2 MB a second, steadily, past the 2 s deadline (the 12 MB would take 6 s); then the
+  // rest at once, to the stream's end.
+  std::string got;
+  std::vector<char> buffer(65536);
+  const auto started = std::chrono::steady_clock::now();
+  const auto give_up = started + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < give_up) {
+    pollfd readable{client.fd(), POLLIN, 0};
+    if (::poll(&readable, 1, 5000) != 1) break;
+    const ssize_t n = ::read(client.fd(), buffer.data(), buffer.size());
+    if (n <= 0) break;
+    got.append(buffer.data(), size_t(n));
+    if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;
+    if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(2500)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    }
+  }
+  client.Close();
+  const size_t error = got.rfind("data: {\"error\"");
+  ASSERT_NE(error, std::string::npos) << got.size() << " bytes: " << got.substr(0, 300) << " ... "
+                                      << got.substr(got.size() > 300 ? got.size() - 300 : 0);
+  EXPECT_NE(got.find("the client did not take the stream before the deadline", error),
+            std::string::npos)
+      << got.substr(error);
+  EXPECT_EQ(FailedAttempts(Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}),
+                           "bigdone"),
+            0);
 }
 
 // A client that does not read its stream holds the upstream back (the relay reads it only as

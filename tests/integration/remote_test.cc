@@ -220,7 +220,7 @@ class RemoteTest : public ::testing::Test {
     for (const char* model : {"strayahead", "strayaheadnoid", "mixedid", "crlfafter", "idlejunk"}) {
       WriteVersion(store, model, Remote({bad}, auth + "connections = 1\n"));
     }
-    for (const char* model : {"dropsecond", "closeidle"}) {
+    for (const char* model : {"dropsecond", "closeidle", "read408"}) {
       WriteVersion(store, model, Remote({bad}, auth + "idempotent = false\nconnections = 1\n"));
     }
     // Two dead endpoints first, the pillar upstream second; ejection may take the whole group.
@@ -993,6 +993,15 @@ TEST_F(RemoteTest, ANonIdempotentRequestIsNeverSentTwice) {
   EXPECT_EQ(Infer("dropsecond").status, 200);
   EXPECT_EQ(Infer("dropsecond").status, 502);  // read by the upstream, then the connection closed
   EXPECT_EQ(Hits("dropsecond").size(), 2u);
+}
+
+// Found by review helper-103: a 408 on a reused connection had the request sent again on a new
+// one whatever the model; an upstream that read the request before answering 408 got a model
+// that is not idempotent twice.
+TEST_F(RemoteTest, A408DoesNotSendANonIdempotentRequestAgain) {
+  EXPECT_EQ(Infer("read408").status, 200);
+  EXPECT_EQ(Infer("read408").status, 502);
+  EXPECT_EQ(Hits("read408").size(), 2u);
 }
 
 // Bytes an upstream sent after its reply are never read as the next request's reply, even when
