@@ -98,15 +98,18 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
   }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
   // A stream cut by the deadline while an event waited for its client, after the events had
-  // waited for the client half the call's time or more: the upstream is read only as fast as the
-  // client takes events, so the time ran out on the client's side, a client that stopped reading
-  // (review helper-101) or one that reads steadily slower than the upstream writes (review
-  // helper-103: judged by the last event's wait alone, such a client got a healthy endpoint
-  // ejected). An upstream is charged when it was what the call waited for: one that streams
-  // without end faster than the client takes it is cut at the deadline, uncharged.
+  // waited for the client half the time since the first was handed on, or the one with it now a
+  // quarter of the call: the upstream is read only as fast as the client takes events, so the
+  // time ran out on the client's side, a client that stopped reading (review helper-101) or one
+  // that reads steadily slower than the upstream writes (review helper-103: judged by the last
+  // event's wait alone, such a client got a healthy endpoint ejected; helper-104: measured
+  // against the whole call, an upstream's wait for its first token counted against the client).
+  // An upstream is charged when it was what the call waited for: one that streams without end
+  // faster than the client takes it may be cut at the deadline uncharged.
   if (timed_out && relay != nullptr && relay->awaiting_client()) {
     const Clock::time_point now = Clock::now();
-    call->held_by_client = relay->client_time(now) * 2 >= now - call->arrived;
+    call->held_by_client = relay->client_time(now) * 2 >= now - relay->first_handed_at() ||
+                           (now - relay->handed_at()) * 4 >= now - call->arrived;
   }
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout

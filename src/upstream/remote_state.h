@@ -76,6 +76,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool cancelled() const { return cancelled_; }
   // Whether an event is with the client, not yet taken: the upstream is not read meanwhile.
   bool awaiting_client() const { return awaiting_client_; }
+  Clock::time_point handed_at() const { return handed_at_; }
+  Clock::time_point first_handed_at() const { return first_handed_at_; }
   // How long the events have waited for the client, the one with it now included.
   Clock::duration client_time(Clock::time_point now) const {
     return client_time_ + (awaiting_client_ ? now - handed_at_ : Clock::duration::zero());
@@ -101,8 +103,9 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool delivered_done_ = false;
   bool cancelled_ = false;
   bool awaiting_client_ = false;
-  Clock::time_point handed_at_;    // when the event with the client went to it
-  Clock::duration client_time_{};  // what the events taken so far waited for the client
+  Clock::time_point handed_at_;        // when the event with the client went to it
+  Clock::time_point first_handed_at_;  // when the stream's first event did
+  Clock::duration client_time_{};      // what the events taken so far waited for the client
 };
 
 // One attempt of a request at one endpoint. A request has more than one in flight only while a

@@ -66,6 +66,7 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
   call_->committed.store(true);
   awaiting_client_ = true;
   handed_at_ = Clock::now();
+  if (first_handed_at_ == Clock::time_point()) first_handed_at_ = handed_at_;
   call_->events->Event(
       kind, std::move(event),
       [self = shared_from_this(), more = std::move(more), kind](bool taken) mutable {

@@ -119,6 +119,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
             in one write
   endless   a stream without end, an event every 5 ms
   bigdone   12 MB of 1 KiB events at once, then [DONE] and the body's end
+  latebig   the same after 1.2 s of nothing
   latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
             guard holds until the choice ends: it never says it did), then [DONE], and then 8 s
             before the body's end
@@ -698,7 +699,9 @@ def handle(connection):
             more = done + ("data: " + json.dumps(chunk(0, " more")) + "\n\n").encode()
             connection.sendall(whole[:-len(tail)] + b"%x\r\n%s\r\n0\r\n\r\n" % (len(more), more))
             return
-        if model == "bigdone":  # 12 MB at once, then [DONE] and the end
+        if model in ("bigdone", "latebig"):  # 12 MB at once, then [DONE] and the end
+            if model == "latebig":
+                time.sleep(1.2)
             data = ("data: " + json.dumps(chunk(0, " word" * 190)) + "\n\n").encode()
             piece = b"%x\r\n%s\r\n" % (len(data), data)
             done = b"data: [DONE]\n\n"
