@@ -121,18 +121,10 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
                     // was on its way, had the endpoint charged and ejected); the model's own
                     // deadline and the second after [DONE] (kBodyEndAfterDone) do.
                     .cut_by_caller = timed_out && (call->CutByCaller() || call->held_by_client)});
-  if (relay != nullptr && relay->delivered_done()) {
-    // The client took [DONE]: its answer is whole, and nothing follows it, however the
-    // upstream's body then ends (review helper-99: one held open past [DONE] until the deadline
-    // had the client read an error event after it). What the body did after [DONE] (held open,
-    // cut, more events) still counts against the endpoint above (review helper-100: counted as a
-    // success, such an endpoint was never ejected).
-    std::erase(call->live, attempt);
-    runtime::InferResult result = relay->Answer();
-    result.compute_ns =
-        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
-    return Complete(*call, std::move(result));
-  }
+  // The client took [DONE]: its call was answered then (OnDoneTaken), and nothing follows it,
+  // however the body then ends (review helper-99); what the body did counts against the
+  // endpoint above (review helper-100).
+  if (relay != nullptr && relay->delivered_done()) return;
   Failed(*call, *attempt,
          bad_stream ? relay->error()
          : call->held_by_client
