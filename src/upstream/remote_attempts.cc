@@ -394,7 +394,13 @@ void RemoteRunner::State::Returned(const Attempt& attempt,
   const EndpointMetrics& m = slot.metrics;
   if (m.outstanding != nullptr) m.outstanding->Add(-1);
   if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
-    const double seconds = std::chrono::duration<double>(Clock::now() - sent).count();
+    // A stream's time is the upstream's own: not the client's reading pace (review helper-103:
+    // a slow reader made an endpoint look ten times slower and sent traffic away from it), nor
+    // the body's tail after [DONE].
+    const Clock::time_point now = Clock::now();
+    const double seconds = std::chrono::duration<double>(
+                               attempt.relay ? attempt.relay->UpstreamTime(sent, now) : now - sent)
+                               .count();
     // A moving average over about the last ten replies, for the picker.
     slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
     if (m.latency != nullptr) m.latency->Observe(seconds);

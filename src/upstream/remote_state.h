@@ -82,6 +82,10 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   Clock::duration client_time(Clock::time_point now) const {
     return client_time_ + (awaiting_client_ ? now - handed_at_ : Clock::duration::zero());
   }
+  // How long the stream took on the upstream's side, from `sent` to [DONE] (or `now` when it
+  // has not come), less what its events waited for the client: the upstream is read only as
+  // fast as the client takes them, so a slow reader's pace is not the endpoint's latency.
+  Clock::duration UpstreamTime(Clock::time_point sent, Clock::time_point now) const;
   protocol::TokenUsage usage() const { return usage_; }
   bool usage_reported() const { return usage_reported_; }  // a usage chunk came
   // The call's answer once the stream is whole: the usage its upstream reported.
@@ -106,6 +110,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   Clock::time_point handed_at_;        // when the event with the client went to it
   Clock::time_point first_handed_at_;  // when the stream's first event did
   Clock::duration client_time_{};      // what the events taken so far waited for the client
+  Clock::time_point done_at_;          // when [DONE] was read
+  Clock::duration client_time_at_done_{};
 };
 
 // One attempt of a request at one endpoint. A request has more than one in flight only while a

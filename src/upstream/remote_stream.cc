@@ -32,6 +32,9 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
   }
   if (event.data == "[DONE]") {
     done_ = true;
+    // Read only once the client took every event before it: none is with the client now.
+    done_at_ = Clock::now();
+    client_time_at_done_ = client_time_;
     queue_.emplace_back(runtime::EventKind::kDone, std::string(protocol::kDoneEvent));
     return;
   }
@@ -148,6 +151,12 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
                     relay.error().empty() ? "the stream ended before [DONE]" : relay.error());
   }
   Answered(std::move(call), attempt, relay.Answer());
+}
+
+Clock::duration StreamRelay::UpstreamTime(Clock::time_point sent, Clock::time_point now) const {
+  const Clock::duration took =
+      done_ ? done_at_ - sent - client_time_at_done_ : now - sent - client_time(now);
+  return std::max(took, Clock::duration::zero());
 }
 
 runtime::InferResult StreamRelay::Answer() const {

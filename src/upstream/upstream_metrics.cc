@@ -10,9 +10,11 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
       "Attempts sent to an upstream endpoint, by outcome: ok, failed (connection, timeout, 5xx, "
       "unusable reply) or throttled (429, 503).",
       {"model", "version", "endpoint", "outcome"});
-  m.latency = &registry.AddHistogram("pillar_upstream_attempt_duration_seconds",
-                                     "Time from sending an attempt to its reply.", labels,
-                                     monitor::LatencyBuckets());
+  m.latency = &registry.AddHistogram(
+      "pillar_upstream_attempt_duration_seconds",
+      "Time from sending an attempt to its reply (a stream's: to [DONE], less "
+      "what its events waited for the client).",
+      labels, monitor::LatencyBuckets());
   m.outstanding = &registry.AddGauge("pillar_upstream_outstanding",
                                      "Attempts in flight to an upstream endpoint.", labels);
   m.state = &registry.AddGauge(

@@ -949,7 +949,7 @@ TEST_F(SessionLimitsTest, AStreamedResponseIsChunkedAndTheConnectionServesTheNex
   RawConnection c(port_);
   ASSERT_TRUE(c.Send("GET /stream HTTP/1.1\r\nHost: x\r\n\r\n"));
   std::string all;
-  for (int i = 0; i < 100 && all.find("0\r\n\r\n") == std::string::npos; ++i) {
+  for (int i = 0; i < 100 && all.find("\r\n0\r\n\r\n") == std::string::npos; ++i) {
     ASSERT_TRUE(c.Readable(5000));
     all += c.ReadUntilClosed(50);
   }

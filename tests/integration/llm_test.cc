@@ -237,6 +237,7 @@ class LlmTest : public ::testing::Test {
     // 12 MB at once from a healthy upstream, under a deadline of 2 s.
     WriteVersion(store, "bigdone", OpenAi(bad, "bigdone", c) + "timeout_ms = 2000\n");
     WriteVersion(store, "latebig", OpenAi(bad, "latebig", c) + "timeout_ms = 2000\n");
+    WriteVersion(store, "bigpaced", OpenAi(bad, "bigdone", c) + "timeout_ms = 20000\n");
     // A stream without end, under a deadline of its own of 1 s.
     WriteVersion(store, "endless", OpenAi(bad, "endless", c) + "timeout_ms = 1000\n");
     // 2.5 MB of stream at once, under a deadline of its own of 1 s.
@@ -715,34 +716,59 @@ TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
   EXPECT_GE(completion[0], 120);
 }
 
+// How a test's client reads a streamed answer, on a connection of its own.
+struct Reading {
+  std::string headers;  // more request headers, each ending in "\r\n"
+  int window = 65536;   // the client's receive buffer: the smaller, the sooner pillar's writes wait
+  std::chrono::milliseconds first_read_after{0};  // reads nothing before then
+  std::chrono::milliseconds pause{0};             // between reads, while...
+  std::chrono::milliseconds paced_for{0};         // ...this has not passed since the request
+};
+
+// Asks `model` for a streamed chat answer and reads it as `how` says, to the body's end (or
+// 20 s, or 5 s of nothing): what came, the head included.
+std::string ReadStream(int port, const std::string& key, const std::string& model,
+                       const Reading& how) {
+  testing::HttpConnection client(port, 10000, how.window);
+  if (!client.connected()) return "";
+  const std::string body =
+      R"({"model":")" + model + R"(","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key + "\r\n" +
+      how.headers +
+      "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  if (::write(client.fd(), request.data(), request.size()) != ssize_t(request.size())) return "";
+  const auto asked = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(how.first_read_after);
+  std::string got;
+  std::vector<char> buffer(65536);
+  while (std::chrono::steady_clock::now() - asked < std::chrono::seconds(20)) {
+    pollfd readable{client.fd(), POLLIN, 0};
+    if (::poll(&readable, 1, 5000) != 1) break;
+    const ssize_t n = ::read(client.fd(), buffer.data(), buffer.size());
+    if (n <= 0) break;
+    got.append(buffer.data(), size_t(n));
+    // The body's last chunk (a head can end in "0\r\n\r\n" too: a request id's last digit).
+    if (got.ends_with("\r\n0\r\n\r\n")) break;
+    if (std::chrono::steady_clock::now() - asked < how.paced_for) {
+      std::this_thread::sleep_for(how.pause);
+    }
+  }
+  return got;
+}
+
 // Found by review helper-98: the guard sends what it held at [DONE] as a chunk of its own and
 // [DONE] once that chunk is written. When the call's deadline ended the stream while the chunk
 // waited for a client that did not read, [DONE] went out after the stream's error event, and a
 // client trusting [DONE] took a cut answer for a whole one.
 TEST_F(LlmTest, NothingFollowsTheErrorThatEndsAStream) {
-  testing::HttpConnection client(gateway_->data_port(), 10000, 2048);
-  ASSERT_TRUE(client.connected());
-  const int fd = client.fd();
-  const std::string body =
-      R"({"model":"latedone","stream":true,"messages":[{"role":"user","content":"go"}]})";
-  const std::string request =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
-      "\r\nX-Pillar-Timeout-Ms: 2000\r\nContent-Type: application/json\r\nContent-Length: " +
-      std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(::write(fd, request.data(), request.size()), ssize_t(request.size()));
   // Reads nothing past the 2 s deadline: the held arguments' chunk waits to be written.
-  std::this_thread::sleep_for(std::chrono::milliseconds(3500));
-  std::string got;
-  char buffer[65536];
-  for (;;) {
-    pollfd readable{fd, POLLIN, 0};
-    if (::poll(&readable, 1, 3000) != 1) break;
-    const ssize_t n = ::read(fd, buffer, sizeof buffer);
-    if (n <= 0) break;
-    got.append(buffer, size_t(n));
-    if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;  // its end
-  }
-  client.Close();
+  Reading how;
+  how.headers = "X-Pillar-Timeout-Ms: 2000\r\n";
+  how.window = 2048;
+  how.first_read_after = std::chrono::milliseconds(3500);
+  const std::string got = ReadStream(gateway_->data_port(), key_, "latedone", how);
   ASSERT_NE(got.find(" 200 "), std::string::npos) << got.substr(0, 200);
   const size_t error = got.rfind("data: {\"error\"");
   ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
@@ -916,33 +942,12 @@ TEST_F(LlmTest, AStreamWithoutEndToAClientThatReadsIsTheEndpointsFailure) {
 // Reads `model`'s stream at about 2 MB a second past its 2 s deadline, then to its end, and
 // checks the deadline was put down to the client.
 void ReadSlowlyPastTheDeadline(int port, const std::string& key, const std::string& model) {
-  testing::HttpConnection client(port, 10000, 65536);
-  ASSERT_TRUE(client.connected());
-  const std::string body =
-      R"({"model":")" + model + R"(","stream":true,"messages":[{"role":"user","content":"go"}]})";
-  const std::string request =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
-  ASSERT_EQ(::write(client.fd(), request.data(), request.size()), ssize_t(request.size()));
   // About 2 MB a second, steadily, past the 2 s deadline (the 12 MB would take 6 s); then the
   // rest at once, to the stream's end.
-  std::string got;
-  std::vector<char> buffer(65536);
-  const auto started = std::chrono::steady_clock::now();
-  const auto give_up = started + std::chrono::seconds(20);
-  while (std::chrono::steady_clock::now() < give_up) {
-    pollfd readable{client.fd(), POLLIN, 0};
-    if (::poll(&readable, 1, 5000) != 1) break;
-    const ssize_t n = ::read(client.fd(), buffer.data(), buffer.size());
-    if (n <= 0) break;
-    got.append(buffer.data(), size_t(n));
-    if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;
-    if (std::chrono::steady_clock::now() - started < std::chrono::milliseconds(2500)) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    }
-  }
-  client.Close();
+  Reading how;
+  how.pause = std::chrono::milliseconds(30);
+  how.paced_for = std::chrono::milliseconds(2500);
+  const std::string got = ReadStream(port, key, model, how);
   const size_t error = got.rfind("data: {\"error\"");
   ASSERT_NE(error, std::string::npos) << got.size() << " bytes: " << got.substr(0, 300) << " ... "
                                       << got.substr(got.size() > 300 ? got.size() - 300 : 0);
@@ -964,31 +969,43 @@ TEST_F(LlmTest, AClientThatReadsSlowlyIsNotTheEndpointsFailure) {
   }
 }
 
+// Found by review helper-103: a stream's time at its endpoint (its latency for the picker and
+// the hedge's quantile) was the client's reading pace: a slow reader made a healthy endpoint look
+// many times slower than it is, and traffic went elsewhere.
+TEST_F(LlmTest, AStreamsLatencyIsTheUpstreamsNotTheClientsPace) {
+  Reading how;  // 12 MB read 64 KiB every 15 ms: 3 s at least
+  how.pause = std::chrono::milliseconds(15);
+  how.paced_for = std::chrono::seconds(20);
+  const auto asked = std::chrono::steady_clock::now();
+  const std::string got = ReadStream(gateway_->data_port(), key_, "bigpaced", how);
+  const double read_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+  ASSERT_NE(got.find("data: [DONE]"), std::string::npos)
+      << got.size() << " bytes: " << got.substr(0, 300) << " ... "
+      << got.substr(got.size() > 300 ? got.size() - 300 : 0);
+  ASSERT_GT(read_s, 2.5);
+  // Recorded at the body's end, just after the client's answer ended.
+  const std::string row = "pillar_upstream_attempt_duration_seconds_sum{model=\"bigpaced\"";
+  std::string metrics;
+  size_t at = std::string::npos;
+  for (int i = 0; i < 60 && at == std::string::npos; ++i) {
+    if (i > 0) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+    at = metrics.find(row);
+  }
+  ASSERT_NE(at, std::string::npos);
+  const std::string line = metrics.substr(at, metrics.find('\n', at) - at);
+  EXPECT_LT(std::stod(line.substr(line.rfind(' ') + 1)), read_s / 3) << line;
+}
+
 // A client that does not read its stream holds the upstream back (the relay reads it only as
 // fast as the client takes it): when the model's deadline cuts the call then, the time ran out
 // on the client's side, and the endpoint that sent everything at once is not charged for it.
 TEST_F(LlmTest, AClientThatDoesNotReadItsStreamIsNotTheEndpointsFailure) {
-  testing::HttpConnection client(gateway_->data_port(), 10000, 2048);
-  ASSERT_TRUE(client.connected());
-  const std::string body =
-      R"({"model":"slowreader","stream":true,"messages":[{"role":"user","content":"go"}]})";
-  const std::string request =
-      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
-      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-      "\r\n\r\n" + body;
-  ASSERT_EQ(::write(client.fd(), request.data(), request.size()), ssize_t(request.size()));
-  std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // past the 1 s deadline
-  std::string got;
-  char buffer[65536];
-  for (;;) {
-    pollfd readable{client.fd(), POLLIN, 0};
-    if (::poll(&readable, 1, 3000) != 1) break;
-    const ssize_t n = ::read(client.fd(), buffer, sizeof buffer);
-    if (n <= 0) break;
-    got.append(buffer, size_t(n));
-    if (got.size() >= 5 && got.compare(got.size() - 5, 5, "0\r\n\r\n") == 0) break;
-  }
-  client.Close();
+  Reading how;  // reads nothing past the 1 s deadline
+  how.window = 2048;
+  how.first_read_after = std::chrono::milliseconds(2000);
+  const std::string got = ReadStream(gateway_->data_port(), key_, "slowreader", how);
   const size_t error = got.rfind("data: {\"error\"");
   ASSERT_NE(error, std::string::npos) << got.substr(got.size() > 400 ? got.size() - 400 : 0);
   EXPECT_NE(got.find("the client did not take the stream before the deadline", error),
