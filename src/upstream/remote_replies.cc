@@ -185,8 +185,6 @@ void RemoteRunner::State::Answered(std::shared_ptr<Call> call,
   if (attempt->hedge) Count(metrics.hedge_wins);
   std::erase(call->live, attempt);
   CancelOthers(*call, attempt.get());
-  result.compute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
   Complete(*call, std::move(result));
 }
 

@@ -179,6 +179,10 @@ void RemoteRunner::State::Complete(Call& call, absl::StatusOr<runtime::InferResu
   if (call.retrying) --retrying;
   // How long a call holds its place, for the wait estimate (a lingering one's, when it ends).
   if (result.ok() && !call.lingering) NoteHeld(call);
+  if (result.ok()) {  // what the call's caller waited for the answer, its queue included
+    result->compute_ns =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call.arrived).count();
+  }
   RecordBackend(call, result.status());
   std::move(call.done)(std::move(result));
   if (call.lingering) return;  // its place is given back when its attempt ends (EndLinger)

@@ -126,10 +126,7 @@ void RemoteRunner::State::OnDoneTaken(std::shared_ptr<Call> call,
         // Reset when the attempt ended: its connection may carry another call by now.
         if (attempt->linger_timer != nullptr) attempt->connection->Close();
       });
-  runtime::InferResult result = attempt->relay->Answer();
-  result.compute_ns =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - call->arrived).count();
-  Complete(*call, std::move(result));
+  Complete(*call, attempt->relay->Answer());
 }
 
 void RemoteRunner::State::EndLinger(Call& call, Attempt& attempt) {
