@@ -11,6 +11,7 @@
 #include "common/event_loop.h"
 #include "common/strings.h"
 #include "common/thread_name.h"
+#include "limits/redis_replies.h"
 #include "limits/redis_scripts.h"
 #include "limits/resp_command.h"
 
@@ -23,157 +24,6 @@ std::string FormatDouble(double v) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.6f", v);
   return buf;
-}
-
-// Whether the numbers of a verdict are ones the script can give: a server that answers other
-// numbers (a Retry-After of centuries, a negative remaining) is not trusted with them, since
-// they go to the client as headers (review helper-54).
-bool Plausible(const Verdict& v) {
-  constexpr int64_t kMaxMs = int64_t{400} * 86'400'000;  // longer than any period
-  constexpr int64_t kMaxUnits = int64_t{1} << 53;        // what the script's numbers hold exactly
-  return v.charge_index >= -1 && v.charge_index < 4096 && v.limit >= 0 && v.limit <= kMaxUnits &&
-         v.remaining >= 0 && v.remaining <= v.limit && v.reset_ms >= 0 && v.reset_ms <= kMaxMs &&
-         (v.retry_after_ms == -1 || (v.retry_after_ms >= 0 && v.retry_after_ms <= kMaxMs)) &&
-         v.renews_at_s >= 0 && v.renews_at_s < (int64_t{1} << 33);
-}
-
-[[nodiscard]] absl::StatusOr<Verdict> Checked(Verdict v) {
-  if (!Plausible(v)) return absl::UnavailableError("redis: implausible numbers in the reply");
-  return v;
-}
-
-[[nodiscard]] absl::StatusOr<Verdict> ParseReply(const redisReply* reply) {
-  if (reply->type == REDIS_REPLY_ERROR) {
-    return absl::UnavailableError(
-        StrCat("redis: ", std::string_view(reply->str, std::min<size_t>(reply->len, 200))));
-  }
-  if (reply->type != REDIS_REPLY_ARRAY || reply->elements < 1 ||
-      reply->element[0]->type != REDIS_REPLY_INTEGER) {
-    return absl::UnavailableError("redis: unexpected reply to the limit script");
-  }
-  if (reply->element[0]->integer == 1) {
-    Verdict admitted;
-    if (reply->elements == 5) {
-      for (size_t i = 1; i < 5; ++i) {
-        if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
-          return absl::UnavailableError("redis: unexpected admission reply");
-        }
-      }
-      if (reply->element[1]->integer < 0 || reply->element[1]->integer >= 4096) {
-        return absl::UnavailableError("redis: implausible numbers in the reply");
-      }
-      admitted.charge_index = int(reply->element[1]->integer);
-      admitted.limit = reply->element[2]->integer;
-      admitted.remaining = reply->element[3]->integer;
-      admitted.reset_ms = reply->element[4]->integer;
-    }
-    return Checked(admitted);
-  }
-  if (reply->elements != 7) return absl::UnavailableError("redis: unexpected refusal reply");
-  int64_t v[7];
-  for (size_t i = 0; i < 7; ++i) {
-    if (reply->element[i]->type != REDIS_REPLY_INTEGER) {
-      return absl::UnavailableError("redis: unexpected refusal reply");
-    }
-    v[i] = reply->element[i]->integer;
-  }
-  if (v[1] < 1 || v[1] > 4096)
-    return absl::UnavailableError("redis: implausible numbers in the reply");
-  Verdict verdict;
-  verdict.allowed = false;
-  verdict.charge_index = int(v[1] - 1);
-  verdict.limit = v[2];
-  verdict.remaining = v[3];
-  verdict.reset_ms = v[4];
-  verdict.retry_after_ms = v[5];
-  verdict.renews_at_s = v[6];
-  return Checked(verdict);
-}
-
-// Once per episode (ten seconds), not once per request that found the script gone.
-void ReportLostScript() {
-  static std::atomic<int64_t> last_ns{0};
-  const int64_t now = SystemClock().MonotonicNanos();
-  int64_t last = last_ns.load(std::memory_order_relaxed);
-  if (now - last < int64_t{10'000'000'000} && last != 0) return;
-  if (!last_ns.compare_exchange_strong(last, now)) return;
-  std::fprintf(stderr, "pillar: limit store redis had lost a limit script; loading it again\n");
-}
-
-bool IsNoScript(const redisReply* reply) {
-  return reply->type == REDIS_REPLY_ERROR &&
-         std::string_view(reply->str, reply->len).starts_with("NOSCRIPT");
-}
-
-// Wraps the reply of an EVALSHA: a NOSCRIPT answer (Redis lost its scripts: SCRIPT FLUSH, a
-// failover to a replica without them) loads `script` again and sends `command` once more, on the
-// same connection and so in order after the load.
-RedisLink::Reply LoadingScriptIfLost(const char* script, std::string command,
-                                     RedisLink::Reply reply) {
-  return [script, command = std::move(command), reply = std::move(reply)](
-             RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
-    if (answer.ok() && IsNoScript(*answer)) {
-      ReportLostScript();
-      link.Send(RespCommand().Add("SCRIPT").Add("LOAD").Add(script).Take(), nullptr);
-      link.Send(command, std::move(reply));
-      return;
-    }
-    std::move(reply)(link, std::move(answer));
-  };
-}
-
-// A reply nobody waits for: Redis's refusal is counted as an error, and so is a command lost to
-// an outage when `count_outage` (a settlement).
-RedisLink::Reply CountingErrors(monitor::Counter* errors, bool count_outage) {
-  return [errors, count_outage](RedisLink&, absl::StatusOr<const redisReply*> answer) {
-    if (errors == nullptr) return;
-    if (answer.ok() ? (*answer)->type == REDIS_REPLY_ERROR : count_outage) errors->Increment();
-  };
-}
-
-// Wraps an admission's reply: when the admission failed after its command was written, Redis may
-// still run it (a stall past the timeout) and take its concurrency slots, which no release would
-// then give back until the lease expires (review helper-54); their ZREMs go first on the next
-// connection.
-RedisLink::Reply ReleasingIfLost(SlotReleases slots, RedisLink::Reply reply) {
-  if (slots.empty()) return reply;
-  return [slots = std::move(slots), reply = std::move(reply)](
-             RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
-    if (!answer.ok() && link.may_have_run()) {
-      for (std::string& release : slots.TakeCommands()) link.SendOnReconnect(std::move(release));
-    }
-    std::move(reply)(link, std::move(answer));
-  };
-}
-
-// A release's reply: a release that could not be sent (the link is down), or whose answer never
-// came, goes first thing on the next connection (review helper-99: two requests that ended
-// during a short Redis stall left their slots taken until lease_ttl_ms, and the tenant was
-// refused with nothing in flight). One that Redis refused (BUSY while a script runs too long,
-// LOADING after a restart: the link stays up, so no reconnect would come; review helper-101) is
-// sent again after a pause that doubles from 50 ms to 1 s, until its lease would have expired
-// anyway; its error is counted once. A ZREM sent twice removes nothing more.
-RedisLink::Reply RetriedOnReconnect(std::string release, monitor::Counter* errors,
-                                    std::chrono::steady_clock::time_point give_up,
-                                    int refusals = 0) {
-  return [release = std::move(release), errors, give_up, refusals](
-             RedisLink& link, absl::StatusOr<const redisReply*> answer) mutable {
-    if (!answer.ok()) return link.SendOnReconnect(std::move(release));
-    if ((*answer)->type != REDIS_REPLY_ERROR) return;
-    if (refusals == 0 && errors != nullptr) errors->Increment();
-    const auto pause = std::min<std::chrono::milliseconds>(
-        std::chrono::milliseconds(50 << std::min(refusals, 5)), std::chrono::seconds(1));
-    if (std::chrono::steady_clock::now() + pause >= give_up) return;
-    std::string again = release;
-    link.SendAfter(pause, std::move(again),
-                   RetriedOnReconnect(std::move(release), errors, give_up, refusals + 1),
-                   RedisLink::Pending::kUncapped);
-  };
-}
-
-// When a release made now stops being worth retrying: its lease has expired by then.
-std::chrono::steady_clock::time_point ReleaseGiveUp(int64_t lease_ttl_us) {
-  return std::chrono::steady_clock::now() + std::chrono::microseconds(lease_ttl_us);
 }
 
 std::atomic<uint64_t> next_serial{1};
@@ -278,56 +128,6 @@ RedisLimiter::~RedisLimiter() {
   });
   own_work_.reset();
   own_thread_.join();
-}
-
-void RedisLimiter::RenewLater() {
-  if (stopping_) return;
-  renew_timer_.expires_after(std::chrono::microseconds(
-      std::max<int64_t>(1000, absl::ToInt64Microseconds(options_.lease_ttl) / 3)));
-  renew_timer_.async_wait([this](const boost::system::error_code& error) {
-    if (error || stopping_) return;
-    Renew();
-    RenewLater();
-  });
-}
-
-// The leases held a third of their TTL, renewed in calls of at most kMaxBatch leases; a renewal
-// lost to an outage is tried again at the next tick (the lease is due again by then).
-void RedisLimiter::Renew() {
-  const int64_t ttl_us = absl::ToInt64Microseconds(options_.lease_ttl);
-  std::vector<std::pair<std::string, std::vector<std::string>>> due =
-      leases_->Due(std::chrono::steady_clock::now(), std::chrono::microseconds(ttl_us / 3));
-  RespCommand keys;
-  RespCommand args;
-  size_t leases = 0;
-  auto send = [&] {
-    if (keys.count() == 0) return;
-    std::string command = RespCommand()
-                              .Add("EVALSHA")
-                              .Add(group_->script_shas()[2])
-                              .Add(keys.count())
-                              .AddEncoded(keys.encoded(), keys.count())
-                              .Add(ttl_us)
-                              .AddEncoded(args.encoded(), args.count())
-                              .Take();
-    std::string resend = command;
-    own_link_->Send(command, LoadingScriptIfLost(kRenewScript, std::move(resend),
-                                                 CountingErrors(errors_, false)));
-    keys = RespCommand();
-    args = RespCommand();
-    leases = 0;
-  };
-  for (auto& [key, held] : due) {
-    for (size_t from = 0; from < held.size(); from += kMaxBatch) {
-      const size_t n = std::min(kMaxBatch, held.size() - from);
-      keys.Add(key);
-      args.Add(int64_t(n));
-      for (size_t i = from; i < from + n; ++i) args.Add(held[i]);
-      leases += n;
-      if (leases >= kMaxBatch) send();
-    }
-  }
-  send();
 }
 
 uint64_t RedisLimiter::commands() const {
@@ -462,7 +262,7 @@ void RedisLimiter::SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup&
                                 RedisLink&, absl::StatusOr<const redisReply*> reply) mutable {
     if (reply.ok() && (*reply)->type == REDIS_REPLY_ARRAY && (*reply)->elements == waiting.size()) {
       for (size_t i = 0; i < waiting.size(); ++i) {
-        absl::StatusOr<Verdict> verdict = ParseReply((*reply)->element[i]);
+        absl::StatusOr<Verdict> verdict = ParseVerdict((*reply)->element[i]);
         if (!verdict.ok() && errors != nullptr) errors->Increment();
         std::move(waiting[i])(std::move(verdict));
       }
@@ -471,7 +271,7 @@ void RedisLimiter::SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup&
     const absl::Status failed =
         !reply.ok() ? reply.status()
         : (*reply)->type == REDIS_REPLY_ERROR
-            ? ParseReply(*reply).status()
+            ? ParseVerdict(*reply).status()
             : absl::UnavailableError("redis: unexpected reply to the limit script");
     for (Done& done : waiting) {
       if (errors != nullptr) errors->Increment();
