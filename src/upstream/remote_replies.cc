@@ -97,19 +97,18 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
     return Complete(*call, absl::CancelledError("the client went away"));
   }
   const bool bad_stream = relay != nullptr && !relay->error().empty();
-  // A stream cut by the deadline while an event waited for its client, after the events had
-  // waited for the client half the time since the first was handed on, or the one with it now a
-  // quarter of the call: the upstream is read only as fast as the client takes events, so the
-  // time ran out on the client's side, a client that stopped reading (review helper-101) or one
-  // that reads steadily slower than the upstream writes (review helper-103: judged by the last
-  // event's wait alone, such a client got a healthy endpoint ejected; helper-104: measured
-  // against the whole call, an upstream's wait for its first token counted against the client).
-  // An upstream is charged when it was what the call waited for: one that streams without end
-  // faster than the client takes it may be cut at the deadline uncharged.
-  if (timed_out && relay != nullptr && relay->awaiting_client()) {
+  // A stream cut by the deadline after its events had waited for the client a quarter of the
+  // time the upstream has had since the attempt was sent: the upstream is read only as fast as
+  // the client takes events, so the deadline is the client's. An endpoint whose streams take at
+  // most three quarters of the deadline is thus never charged for how a client reads, however
+  // the client times it (review helper-105: judged by the half of the time since the first
+  // event, a client that read fast to just past the midpoint, then in small bursts, got a
+  // healthy endpoint ejected; the rules before it, helpers 101, 103, 104); and an upstream that
+  // stalls, or streams without end, is charged when the client took what it was sent (pillar's
+  // own share of each wait is not the client's: StreamRelay::kOwnShareOfAWait).
+  if (timed_out && relay != nullptr) {
     const Clock::time_point now = Clock::now();
-    call->held_by_client = relay->client_time(now) * 2 >= now - relay->first_handed_at() ||
-                           (now - relay->handed_at()) * 4 >= now - call->arrived;
+    call->held_by_client = relay->client_time(now) * 4 >= now - relay->sent_at();
   }
   Record(*attempt, {.kind = bad_stream  ? AttemptOutcome::kBadReply
                             : timed_out ? AttemptOutcome::kTimeout

@@ -34,7 +34,7 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
     done_ = true;
     // Read only once the client took every event before it: none is with the client now.
     done_at_ = Clock::now();
-    client_time_at_done_ = client_time_;
+    handed_time_at_done_ = handed_time_;
     queue_.emplace_back(runtime::EventKind::kDone, std::string(protocol::kDoneEvent));
     return;
   }
@@ -69,14 +69,15 @@ void StreamRelay::Forward(absl::AnyInvocable<void(bool) &&> more) {
   call_->committed.store(true);
   awaiting_client_ = true;
   handed_at_ = Clock::now();
-  if (first_handed_at_ == Clock::time_point()) first_handed_at_ = handed_at_;
   call_->events->Event(
       kind, std::move(event),
       [self = shared_from_this(), more = std::move(more), kind](bool taken) mutable {
         // On the call's lane, where the relay and its connection live.
         asio::post(self->lane_, [self, more = std::move(more), taken, kind]() mutable {
           self->awaiting_client_ = false;
-          self->client_time_ += Clock::now() - self->handed_at_;
+          const Clock::duration waited = Clock::now() - self->handed_at_;
+          self->handed_time_ += waited;
+          self->client_time_ += ClientsShare(waited);
           if (!taken) {
             self->cancelled_ = true;
             return std::move(more)(false);
@@ -151,8 +152,10 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
 }
 
 Clock::duration StreamRelay::UpstreamTime(Clock::time_point sent, Clock::time_point now) const {
+  // The whole of the events' waits: pillar's share of them is not the upstream's time either.
   const Clock::duration took =
-      done_ ? done_at_ - sent - client_time_at_done_ : now - sent - client_time(now);
+      done_ ? done_at_ - sent - handed_time_at_done_
+            : now - sent - handed_time_ - (awaiting_client_ ? now - handed_at_ : Clock::duration{});
   return std::max(took, Clock::duration::zero());
 }
 

@@ -118,6 +118,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   donemore  a stream of five chunks whose last HTTP chunk holds [DONE] and one more event, all
             in one write
   endless   a stream without end, an event every 5 ms
+  flood     a stream without end, as fast as it is read
+  lateflood the same after 0.9 s of nothing
+  steady    20 MB of 4 KiB events evenly over 3 s, then [DONE] and the body's end
   bigdone   12 MB of 1 KiB events at once, then [DONE] and the body's end
   latebig   the same after 1.2 s of nothing
   latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
@@ -719,6 +722,29 @@ def handle(connection):
             while True:
                 connection.sendall(piece)
                 time.sleep(0.005)
+        if model in ("flood", "lateflood"):  # events without end, as fast as they are read
+            if model == "lateflood":
+                time.sleep(0.9)
+            data = ("data: " + json.dumps(chunk(0, " word" * 20)) + "\n\n").encode()
+            piece = b"%x\r\n%s\r\n" % (len(data), data)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                               b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            while True:
+                connection.sendall(piece * 16)
+        if model == "steady":  # 20 MB evenly over 3 s, then [DONE]
+            data = ("data: " + json.dumps(chunk(0, "x" * 4000)) + "\n\n").encode()
+            piece = b"%x\r\n%s\r\n" % (len(data), data)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                               b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n")
+            began = time.monotonic()
+            for i in range(5000):
+                ahead = began + i * 3.0 / 5000 - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
+                connection.sendall(piece)
+            done = b"data: [DONE]\n\n"
+            connection.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+            return
         if model == "latedone":  # the body's end comes long after [DONE]
             connection.sendall(late_done_head())
             time.sleep(8)
