@@ -47,7 +47,7 @@ void Session<kTls>::Begin() {
 }
 
 template <bool kTls>
-void Session<kTls>::WaitForRequest() {
+void Session<kTls>::WaitForRequest(int64_t idle_until_ns) {
   parser_.emplace();
   parser_->body_limit(core_.limits.body_limit_bytes);
   parser_->on_chunk_body(chunk_body_sink_);
@@ -60,6 +60,8 @@ void Session<kTls>::WaitForRequest() {
     return;
   }
   Arm(Waiting::kIdle, core_.limits.idle_timeout);
+  if (idle_until_ns != 0) deadline_ns = request_deadline_ns_ = idle_until_ns;
+  idle_deadline_ns_ = deadline_ns;
   stream_.async_read_some(buffer_.prepare(kReadChunk),
                           [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                             self->Disarm();
@@ -84,8 +86,9 @@ void Session<kTls>::ParseHeader() {
     buffer_.consume(std::min(held.size(), held.find_first_not_of("\r\n")));
     // Nothing else came: the connection is idle again, under the idle timeout, not waiting for
     // a request whose timeout would answer 408 to a client that asked nothing (review
-    // helper-97).
-    if (buffer_.size() == 0) return WaitForRequest();
+    // helper-97); under the idle wait's deadline as it was, or line ends sent now and then
+    // would hold the connection past idle_timeout_ms for ever.
+    if (buffer_.size() == 0) return WaitForRequest(idle_deadline_ns_);
   }
   if (buffer_.size() > 0) {
     size_t used = 0;

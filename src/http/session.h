@@ -152,7 +152,9 @@ class Session final : public ResponseSink,
 
   void Begin();
 
-  void WaitForRequest();
+  // `idle_until_ns`: when the idle wait ends (0: idle_timeout from now). Line ends alone
+  // between requests keep the deadline they found, so that they cannot hold a connection open.
+  void WaitForRequest(int64_t idle_until_ns = 0);
 
   // Parses what the buffer holds and reads more until the header is complete. The parser
   // stops at the end of the header, so the body and pipelined requests stay in the buffer.
@@ -261,6 +263,7 @@ class Session final : public ResponseSink,
   int64_t body_started_ns_ = 0;
   uint64_t body_bytes_ = 0;
   int64_t request_deadline_ns_ = 0;
+  int64_t idle_deadline_ns_ = 0;  // the idle wait's, kept across line ends alone
   bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;

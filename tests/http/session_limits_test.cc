@@ -560,6 +560,27 @@ TEST_F(SessionLimitsTest, LineEndsAloneLeaveTheConnectionIdle) {
   EXPECT_EQ(r.body, "GET /echo ");
 }
 
+// Line ends alone between requests do not renew the idle wait: sent now and then, they held a
+// connection open past idle_timeout for ever (left by review helper-97's fix, named in the notes
+// since).
+TEST_F(SessionLimitsTest, LineEndsAloneDoNotHoldAnIdleConnectionOpen) {
+  Limits limits;
+  limits.idle_timeout = absl::Milliseconds(500);
+  Start(limits);
+  RawConnection c(port_);
+  c.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(c.ReadReply().status, 200);
+  const auto answered = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed && std::chrono::steady_clock::now() - answered < std::chrono::milliseconds(2500)) {
+    c.Send("\r\n");  // fails once the server closed the connection
+    closed = c.ClosedByServer(100);
+  }
+  EXPECT_TRUE(closed);
+  // The idle timeout, and the sweep that enforces it, from the answer.
+  EXPECT_LT(std::chrono::steady_clock::now() - answered, std::chrono::milliseconds(1800));
+}
+
 // Found by review helper-96: an HTTP/1.0 request with Expect: 100-continue was sent a 100, which
 // HTTP/1.0 does not have (RFC 9110, 15.2); its body is read all the same.
 TEST_F(SessionLimitsTest, AnHttp10ClientIsNeverSentAnInterimAnswer) {
