@@ -21,6 +21,7 @@
 #include "absl/functional/any_invocable.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/wait_meter.h"
 #include "http/message.h"
 #include "http/router.h"
 #include "monitor/metrics.h"
@@ -108,6 +109,11 @@ class ResponseSink {
   virtual void StartStream(Response head) = 0;
   virtual void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written) = 0;
   virtual void EndStream() = 0;
+  // How long this connection's streamed writes have waited for the client's socket: from a
+  // write the socket took only in part (full: the client was not reading) to that write's end.
+  // Made on first call, on the connection's executor; null when not measured (TLS connections:
+  // what SSL_write takes says nothing of the socket's room).
+  virtual std::shared_ptr<const WaitMeter> stream_waits() { return nullptr; }
   // Runs `task` on the connection's executor.
   virtual void Post(absl::AnyInvocable<void() &&> task) = 0;
   // Runs `gone` (on the connection's executor) if the client closes its side of the connection,

@@ -485,15 +485,56 @@ void Session<kTls>::EndStream() {
 }
 
 template <bool kTls>
+std::shared_ptr<const WaitMeter> Session<kTls>::stream_waits() {
+  if constexpr (kTls) {
+    return nullptr;  // what SSL_write takes says nothing of the socket's room
+  } else {
+    if (waits_ == nullptr) waits_ = std::make_shared<WaitMeter>();
+    return waits_;
+  }
+}
+
+template <bool kTls>
 void Session<kTls>::PumpStream() {
   if (stream_writing_ || stream_queue_.empty()) return;
   if (stream_failed_) return FailStream();
   stream_writing_ = true;
   Arm(Waiting::kWrite, core_.limits.write_timeout);
+  if constexpr (!kTls) {
+    if (waits_ != nullptr) return WriteMeasured();
+  }
   net::async_write(stream_, net::buffer(stream_queue_.front().bytes),
                    [self = this->shared_from_this()](beast::error_code ec, size_t) {
                      self->OnStreamWritten(ec);
                    });
+}
+
+template <bool kTls>
+void Session<kTls>::WriteMeasured() {
+  if constexpr (!kTls) {
+    // What async_write would try first, done here so that its outcome is known: the socket's
+    // room took all of it, or the client has some reading to do.
+    const std::string& bytes = stream_queue_.front().bytes;
+    beast::error_code ec;
+    if (!stream_.non_blocking()) stream_.non_blocking(true, ec);
+    size_t sent = ec ? 0 : stream_.write_some(net::buffer(bytes), ec);
+    if (ec == net::error::would_block || ec == net::error::try_again) {
+      ec = {};
+      sent = 0;
+    }
+    if (ec || sent == bytes.size()) {
+      // Completed as async_write completes, from the loop's queue, not from within this call.
+      net::post(stream_.get_executor(),
+                [self = this->shared_from_this(), ec] { self->OnStreamWritten(ec); });
+      return;
+    }
+    waits_->Began(SystemClock().MonotonicNanos());
+    net::async_write(stream_, net::buffer(bytes.data() + sent, bytes.size() - sent),
+                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                       self->waits_->Ended(SystemClock().MonotonicNanos());
+                       self->OnStreamWritten(ec);
+                     });
+  }
 }
 
 template <bool kTls>

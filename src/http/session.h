@@ -228,7 +228,13 @@ class Session final : public ResponseSink,
 
   void EndStream() override;
 
+  std::shared_ptr<const WaitMeter> stream_waits() override;
+
   void PumpStream();
+
+  // A plain connection's piece, written at once as far as the socket takes it, the rest
+  // asynchronously: the time the rest waits is the client's (WaitMeter).
+  void WriteMeasured();
 
   void OnStreamWritten(beast::error_code ec);
 
@@ -272,6 +278,7 @@ class Session final : public ResponseSink,
   bool stream_writing_ = false;
   bool stream_failed_ = false;
   std::deque<StreamPiece> stream_queue_;
+  std::shared_ptr<WaitMeter> waits_;  // made by stream_waits(), on plain connections
   bool response_keep_alive_ = true;
   bool keep_alive_ = true;
   bool http10_ = false;

@@ -99,6 +99,10 @@ void Exchange::WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> w
   sink->WriteChunk(std::move(bytes), std::move(written));
 }
 
+std::shared_ptr<const WaitMeter> Exchange::StreamWaits() {
+  return sink != nullptr ? sink->stream_waits() : nullptr;
+}
+
 void Exchange::OnClientGone(absl::AnyInvocable<void() &&> gone) {
   if (sink != nullptr) sink->OnClientGone(std::move(gone));
 }

@@ -18,6 +18,7 @@
 
 #include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
+#include "common/wait_meter.h"
 #include "http/message.h"
 #include "identity/principal.h"
 #include "protocol/tensor.h"
@@ -85,6 +86,10 @@ class Exchange {
   // the exchange's thread; the listener ends the stream after the chain's response half.
   void StartStream(Response head);
   void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written);
+  // How long the connection's streamed writes have waited for the client's socket
+  // (http::ResponseSink::stream_waits; null without a connection, or on TLS), on the exchange's
+  // thread.
+  std::shared_ptr<const WaitMeter> StreamWaits();
   // Runs `gone` if the client goes away before the answer starts (http::ResponseSink's
   // OnClientGone); nothing for an exchange without a connection (a job's run). On the
   // exchange's thread.

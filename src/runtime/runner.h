@@ -60,6 +60,13 @@ class EventSink {
   // next(true), so a stream holds at most one event however slowly its client reads, and stops
   // (its call ends Cancelled) on next(false).
   virtual void Event(EventKind kind, std::string event, absl::AnyInvocable<void(bool) &&> next) = 0;
+  // How long the stream's writes have waited for the client's socket, to `now_ns`
+  // (MonotonicNanos): the time the client held the stream back by not reading. -1 when the sink
+  // cannot tell (a TLS connection, a job's run). Callable from any thread.
+  virtual int64_t ClientWaitNanos(int64_t now_ns) const {
+    (void)now_ns;
+    return -1;
+  }
 };
 
 // One call to a language model: the client's body, already checked by the protocol's parser

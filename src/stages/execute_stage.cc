@@ -6,6 +6,7 @@
 
 #include "common/cancellation.h"
 #include "common/strings.h"
+#include "common/wait_meter.h"
 #include "guard/screen.h"
 #include "pipeline/chain.h"
 #include "policy/policy.h"
@@ -57,7 +58,11 @@ int64_t ChunkTokens(std::string_view event) {
 class ExchangeEvents final : public runtime::EventSink {
  public:
   ExchangeEvents(pipeline::Exchange& ex, bool include_usage)
-      : ex_(ex), include_usage_(include_usage) {}
+      : ex_(ex), include_usage_(include_usage), waits_(ex.StreamWaits()) {}
+
+  int64_t ClientWaitNanos(int64_t now_ns) const override {
+    return waits_ != nullptr ? waits_->nanos(now_ns) : -1;
+  }
 
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
@@ -98,6 +103,7 @@ class ExchangeEvents final : public runtime::EventSink {
  private:
   pipeline::Exchange& ex_;
   const bool include_usage_;
+  const std::shared_ptr<const WaitMeter> waits_;  // read from the producer's thread
 };
 
 // What a stream that ended without a usage generated: a token per chunk written, or the

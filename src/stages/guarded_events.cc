@@ -48,6 +48,8 @@ class GuardedEvents final : public runtime::EventSink {
         stage_(stage),
         choices_(choices) {}
 
+  int64_t ClientWaitNanos(int64_t now_ns) const override { return inner_->ClientWaitNanos(now_ns); }
+
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
     if (blocked_) return std::move(next)(false);

@@ -65,11 +65,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   // `done_taken` runs on the lane, once, when the client took [DONE] (ends its answer there).
   // Made when the attempt is sent.
   StreamRelay(std::shared_ptr<Call> call, asio::io_context& lane,
-              absl::AnyInvocable<void() &&> done_taken)
-      : call_(std::move(call)),
-        lane_(lane),
-        done_taken_(std::move(done_taken)),
-        sent_at_(Clock::now()) {}
+              absl::AnyInvocable<void() &&> done_taken);
   void OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) override;
 
   // Why the stream cannot be used (empty: it can), whether it ended with [DONE], whether the
@@ -82,13 +78,13 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   // Whether an event is with the client, not yet taken: the upstream is not read meanwhile.
   bool awaiting_client() const { return awaiting_client_; }
   Clock::time_point sent_at() const { return sent_at_; }
-  // How long the events have waited for the client, the one with it now included: of each
-  // wait, what went past kOwnShareOfAWait (pillar's own hand-off and write; review helper-104:
-  // counted whole, an upstream that streamed without end as fast as pillar could pass it on was
-  // put down as the client's about half the time).
-  Clock::duration client_time(Clock::time_point now) const {
-    return client_time_ + (awaiting_client_ ? ClientsShare(now - handed_at_) : Clock::duration{});
-  }
+  // How long the stream was held back by its client, to `now`: the time the connection's writes
+  // waited for the client's socket to take them (runtime::EventSink::ClientWaitNanos), or,
+  // where the sink cannot tell (TLS), of each event's wait for the client what went past
+  // kOwnShareOfAWait. Not the whole of the events' waits: pillar's own hand-offs, screening
+  // and writes are in them (review helper-104: counted whole, an upstream that streamed without
+  // end as fast as pillar passed it on was put down as the client's about half the time).
+  Clock::duration client_time(Clock::time_point now) const;
   // How long the stream took on the upstream's side, from `sent` to [DONE] (or `now` when it
   // has not come), less what its events waited for the client: the upstream is read only as
   // fast as the client takes them, so a slow reader's pace is not the endpoint's latency.
@@ -124,10 +120,11 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool cancelled_ = false;
   bool awaiting_client_ = false;
   Clock::time_point sent_at_;
-  Clock::time_point handed_at_;    // when the event with the client went to it
-  Clock::duration client_time_{};  // what the events taken so far waited for the client
-  Clock::duration handed_time_{};  // the whole of their waits, pillar's share included
-  Clock::time_point done_at_;      // when [DONE] was read
+  int64_t socket_wait_at_sent_ns_;  // the connection's, when sent (-1: not measured)
+  Clock::time_point handed_at_;     // when the event with the client went to it
+  Clock::duration client_time_{};   // what the events taken so far waited for the client
+  Clock::duration handed_time_{};   // the whole of their waits, pillar's share included
+  Clock::time_point done_at_;       // when [DONE] was read
   Clock::duration handed_time_at_done_{};
 };
 

@@ -8,6 +8,31 @@
 
 namespace pillar::upstream {
 
+namespace {
+
+int64_t Nanos(Clock::time_point at) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(at.time_since_epoch()).count();
+}
+
+}  // namespace
+
+StreamRelay::StreamRelay(std::shared_ptr<Call> call, asio::io_context& lane,
+                         absl::AnyInvocable<void() &&> done_taken)
+    : call_(std::move(call)),
+      lane_(lane),
+      done_taken_(std::move(done_taken)),
+      sent_at_(Clock::now()),
+      // The connection's earlier answers are written by now: what its meter says is theirs.
+      socket_wait_at_sent_ns_(call_->events->ClientWaitNanos(Nanos(sent_at_))) {}
+
+Clock::duration StreamRelay::client_time(Clock::time_point now) const {
+  if (socket_wait_at_sent_ns_ >= 0) {
+    return std::chrono::nanoseconds(call_->events->ClientWaitNanos(Nanos(now)) -
+                                    socket_wait_at_sent_ns_);
+  }
+  return client_time_ + (awaiting_client_ ? ClientsShare(now - handed_at_) : Clock::duration{});
+}
+
 void StreamRelay::OnBody(std::string piece, absl::AnyInvocable<void(bool) &&> more) {
   // Once the client took [DONE] its call is complete, but the body is read to its end: how it
   // ends (at once, late, cut, more events) is the endpoint's record.

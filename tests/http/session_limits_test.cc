@@ -18,6 +18,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -26,6 +27,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+#include "common/wait_meter.h"
 #include "http/server.h"
 #include "http/session.h"
 #include "monitor/metrics.h"
@@ -194,30 +197,52 @@ struct Streamer : std::enable_shared_from_this<Streamer> {
   int pieces = 3;
   int sent = 0;
   std::atomic<int>* refused = nullptr;  // pieces the sink said it could not write
+  size_t piece_bytes = 0;               // more than "piece N\n" when set
+  std::shared_ptr<const WaitMeter> waits;
+  std::atomic<int64_t>* waited_ns = nullptr;  // the waits' sum once the last piece is written
 
   void Next() {
-    if (pieces >= 0 && sent == pieces) return sink->EndStream();
-    sink->WriteChunk("piece " + std::to_string(sent++) + "\n",
-                     [self = shared_from_this()](bool ok) {
-                       if (!ok) {
-                         if (self->refused != nullptr) self->refused->fetch_add(1);
-                         return;
-                       }
-                       if (self->pieces < 0) {  // endless: paced, so a closed client is seen
-                         std::this_thread::sleep_for(std::chrono::milliseconds(5));
-                       }
-                       self->Next();
-                     });
+    if (pieces >= 0 && sent == pieces) {
+      if (waited_ns != nullptr) waited_ns->store(waits->nanos(SystemClock().MonotonicNanos()));
+      return sink->EndStream();
+    }
+    std::string piece = "piece " + std::to_string(sent++) + "\n";
+    if (piece_bytes > piece.size()) piece.resize(piece_bytes, '.');
+    sink->WriteChunk(std::move(piece), [self = shared_from_this()](bool ok) {
+      if (!ok) {
+        if (self->refused != nullptr) self->refused->fetch_add(1);
+        return;
+      }
+      if (self->pieces < 0) {  // endless: paced, so a closed client is seen
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      }
+      self->Next();
+    });
   }
 };
 
 // Answers every request with its method, target and body (and its Authorization, when any);
-// GET /stream and /endless stream instead.
+// GET /stream and /endless stream instead, and GET /big streams 8 MB, keeping in `waited_ns`
+// how long its writes waited for the client's socket.
 class Echo : public Handler {
  public:
   std::atomic<int> refused{0};
+  std::atomic<int64_t> waited_ns{-1};
 
   void Handle(Request request, std::shared_ptr<ResponseSink> sink) override {
+    if (request.route->id == 5) {
+      auto streamer = std::make_shared<Streamer>();
+      streamer->sink = sink;
+      streamer->pieces = 512;
+      streamer->piece_bytes = 16384;
+      streamer->waited_ns = &waited_ns;
+      sink->Post([streamer] {
+        streamer->waits = streamer->sink->stream_waits();
+        streamer->sink->StartStream(Response{200, "application/octet-stream", "", {}});
+        streamer->Next();
+      });
+      return;
+    }
     if (request.route->id == 3 || request.route->id == 4) {
       auto streamer = std::make_shared<Streamer>();
       streamer->sink = sink;
@@ -274,6 +299,7 @@ class SessionLimitsTest : public ::testing::Test {
     router_.Add({"POST", "/echo", 2, "echo", true});
     router_.Add({"GET", "/stream", 3, "stream", true});
     router_.Add({"GET", "/endless", 4, "endless", true});
+    router_.Add({"GET", "/big", 5, "big", true});
     server_ = std::make_unique<HttpServer>(limits, handler_, &metrics_, 2);
     absl::StatusOr<uint16_t> port = server_->AddListener(ListenerOptions{}, router_);
     ASSERT_TRUE(port.ok()) << port.status();
@@ -579,6 +605,39 @@ TEST_F(SessionLimitsTest, LineEndsAloneDoNotHoldAnIdleConnectionOpen) {
   EXPECT_TRUE(closed);
   // The idle timeout, and the sweep that enforces it, from the answer.
   EXPECT_LT(std::chrono::steady_clock::now() - answered, std::chrono::milliseconds(1800));
+}
+
+// A plain connection counts the time its streamed writes wait for the client's socket, which a
+// stream's producer weighs (remote streams put a deadline down to the client with it): a client
+// that does not read for 1.5 s holds about that; one that reads at once, next to nothing (the
+// hand-offs of a busy server are not the client's).
+TEST_F(SessionLimitsTest, AStreamCountsTheTimeItsWritesWaitedForTheClient) {
+  Start(Limits{});
+  for (const int pause_ms : {1500, 0}) {
+    SCOPED_TRACE(pause_ms);
+    handler_.waited_ns.store(-1);
+    RawConnection c(port_);
+    ASSERT_TRUE(c.Send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    std::string all;
+    while (all.size() < 8 * 1024 * 1024 && c.Readable(3000)) {
+      const std::string more = c.ReadUntilClosed(20);
+      if (more.empty()) break;
+      all += more;
+    }
+    EXPECT_GT(all.size(), size_t(8) * 1024 * 1024);
+    for (int i = 0; i < 100 && handler_.waited_ns.load() < 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    const double waited_ms = double(handler_.waited_ns.load()) / 1e6;
+    std::printf("a pause of %d ms: the writes waited %.1f ms\n", pause_ms, waited_ms);
+    if (pause_ms > 0) {
+      EXPECT_GT(waited_ms, pause_ms * 0.8);
+    } else {
+      EXPECT_GE(waited_ms, 0);
+      EXPECT_LT(waited_ms, 500);
+    }
+  }
 }
 
 // Found by review helper-96: an HTTP/1.0 request with Expect: 100-continue was sent a 100, which
