@@ -30,6 +30,18 @@ constexpr size_t kLatenciesForHedging = 20;
   return decoder.Decode(body);
 }
 
+// Whether a reply answers its call: a 200 pillar can use, a stream whole to [DONE]. Only such a
+// reply says how fast its endpoint answers (review helper-106: a 200 that ended before [DONE]
+// made a failing endpoint look fast to the picker until it was ejected).
+bool Answers(const absl::StatusOr<UpstreamReply>& reply, const Attempt& attempt,
+             const std::optional<absl::StatusOr<protocol::InferenceResponse>>& decoded,
+             const std::optional<absl::StatusOr<protocol::ReplyUsage>>& usage) {
+  if (!reply.ok() || reply->status != 200) return false;
+  if (attempt.relay != nullptr) return attempt.relay->done() && attempt.relay->error().empty();
+  if (decoded) return decoded->ok();
+  return usage && usage->ok();
+}
+
 }  // namespace
 
 // Text that came from an upstream (an error it put in a reply, a name) on its way to a client and
@@ -366,8 +378,9 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
               decoded = DecodeReply(reply->body);
             }
           }
+          const bool answered = Answers(reply, *attempt, decoded, usage);
           absl::MutexLock lock(&self->mu);
-          self->Returned(*attempt, reply, sent);
+          self->Returned(*attempt, sent, answered);
           // A call answered at [DONE] gives its place back once OnReply, which takes them, has
           // recorded the body's end.
           std::shared_ptr<Call> lingering;
@@ -384,16 +397,14 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   });
 }
 
-void RemoteRunner::State::Returned(const Attempt& attempt,
-                                   const absl::StatusOr<UpstreamReply>& reply,
-                                   Clock::time_point sent) {
+void RemoteRunner::State::Returned(const Attempt& attempt, Clock::time_point sent, bool answered) {
   busy.erase(attempt.connection);
   EndpointSlot& slot = attempt.set->slot(attempt.ticket.endpoint);
   if (attempt.connection->unasked_bytes()) OutOfStep(slot);
   --slot.outstanding;
   const EndpointMetrics& m = slot.metrics;
   if (m.outstanding != nullptr) m.outstanding->Add(-1);
-  if (reply.ok() && reply->status == 200) {  // a fast error is not a fast endpoint
+  if (answered) {  // a fast error is not a fast endpoint
     // A stream's time is the upstream's own: not the client's reading pace (review helper-103:
     // a slow reader made an endpoint look ten times slower and sent traffic away from it), nor
     // the body's tail after [DONE].

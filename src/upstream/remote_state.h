@@ -353,9 +353,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void OnStreamEnd(std::shared_ptr<Call> call, std::shared_ptr<Attempt> attempt)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // An attempt's call on its connection came back: the endpoint's bookkeeping (outstanding,
-  // latency), before what the reply means (OnReply).
-  void Returned(const Attempt& attempt, const absl::StatusOr<UpstreamReply>& reply,
-                Clock::time_point sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // and its latency when `answered`: a 200 that is an answer, a stream whole to [DONE]),
+  // before what the reply means (OnReply).
+  void Returned(const Attempt& attempt, Clock::time_point sent, bool answered)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // The request line's target and the body of `attempt` of `call`.
   std::string TargetFor(const Call& call, Attempt& attempt, const EndpointSlot& slot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -12,8 +12,8 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
       {"model", "version", "endpoint", "outcome"});
   m.latency = &registry.AddHistogram(
       "pillar_upstream_attempt_duration_seconds",
-      "Time from sending an attempt to its reply (a stream's: to [DONE], less "
-      "what its events waited for the client).",
+      "Time from sending an attempt to its reply, for replies that answer (a stream's: to "
+      "[DONE], less what its events waited for the client).",
       labels, monitor::LatencyBuckets());
   m.outstanding = &registry.AddGauge("pillar_upstream_outstanding",
                                      "Attempts in flight to an upstream endpoint.", labels);

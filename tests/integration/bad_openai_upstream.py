@@ -117,6 +117,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   doneopen  a stream of five chunks and [DONE], and then 3 s before the body's end
   donemore  a stream of five chunks whose last HTTP chunk holds [DONE] and one more event, all
             in one write
+  nodone    a stream of five chunks whose body ends cleanly without [DONE]
   endless   a stream without end, an event every 5 ms
   flood     a stream without end, as fast as it is read
   lateflood the same after 0.9 s of nothing
@@ -701,6 +702,11 @@ def handle(connection):
             tail = b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
             more = done + ("data: " + json.dumps(chunk(0, " more")) + "\n\n").encode()
             connection.sendall(whole[:-len(tail)] + b"%x\r\n%s\r\n0\r\n\r\n" % (len(more), more))
+            return
+        if model == "nodone":  # the body ends cleanly, [DONE] left out
+            done = b"data: [DONE]\n\n"
+            whole = stream("nousagestream")
+            connection.sendall(whole.replace(b"%x\r\n%s\r\n" % (len(done), done), b""))
             return
         if model in ("bigdone", "latebig"):  # 12 MB at once, then [DONE] and the end
             if model == "latebig":

@@ -236,6 +236,7 @@ class LlmTest : public ::testing::Test {
     WriteVersion(store, "doneopen2",
                  OpenAi(bad, "doneopen", c) + "timeout_ms = 8000\nconnections = 2\n");
     WriteVersion(store, "donemore", OpenAi(bad, "donemore", c));
+    WriteVersion(store, "nodone", OpenAi(bad, "nodone", c));
     // 12 MB at once from a healthy upstream, under a deadline of 2 s.
     WriteVersion(store, "bigdone", OpenAi(bad, "bigdone", c) + "timeout_ms = 2000\n");
     WriteVersion(store, "latebig", OpenAi(bad, "latebig", c) + "timeout_ms = 2000\n");
@@ -521,6 +522,24 @@ TEST_F(LlmTest, AStreamCutAfterItBeganEndsWithAnErrorEventNotAHang) {
   }
   // The connection to the gateway is still good for the next call.
   EXPECT_EQ(Post("/v1/chat/completions", kChat).status, 200);
+  // A cut stream is no answer: it says nothing of how fast its endpoint answers (review
+  // helper-106: a 200 whose body ended cleanly before [DONE] made a failing endpoint look fast
+  // to the picker).
+  std::string body = kStreamedChat;
+  body.replace(body.find("assistant"), 9, "nodone");
+  HttpReply r = Post("/v1/chat/completions", body);
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find("the stream ended before [DONE]"), std::string::npos) << r.body;
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  for (const char* model : {"cutter", "garbler", "nodone"}) {
+    const std::string row =
+        std::string("pillar_upstream_attempt_duration_seconds_count{model=\"") + model + "\"";
+    const size_t at = metrics.find(row);
+    if (at == std::string::npos) continue;  // never observed: no row
+    EXPECT_TRUE(metrics.substr(at, metrics.find('\n', at) - at).ends_with(" 0"))
+        << metrics.substr(at, metrics.find('\n', at) - at);
+  }
   // What the client got of a cut stream is charged, not given free.
   const std::string out = UsageByModelOnceItHas("\ncutter,");
   EXPECT_NE(out.find("\ncutter,1,8,4,12\n"), std::string::npos) << out;
