@@ -55,6 +55,9 @@ void Session<kTls>::WaitForRequest(int64_t idle_until_ns) {
   header_reader_ = HeaderReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
   body_reader_ = BodyReader(core_.limits.header_limit_bytes, core_.limits.header_fields_limit);
   if (buffer_.size() > 0) {
+    // No idle wait began: line ends alone among these bytes begin one (review helper-107: the
+    // deadline of an idle wait before the last request was kept, and closed the connection).
+    idle_deadline_ns_ = idle_until_ns;
     Arm(Waiting::kRequest, core_.limits.request_timeout);
     ParseHeader();
     return;

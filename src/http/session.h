@@ -269,7 +269,7 @@ class Session final : public ResponseSink,
   int64_t body_started_ns_ = 0;
   uint64_t body_bytes_ = 0;
   int64_t request_deadline_ns_ = 0;
-  int64_t idle_deadline_ns_ = 0;  // the idle wait's, kept across line ends alone
+  int64_t idle_deadline_ns_ = 0;  // the idle wait's, kept across line ends alone (0: none yet)
   bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;

@@ -640,6 +640,23 @@ TEST_F(SessionLimitsTest, AStreamCountsTheTimeItsWritesWaitedForTheClient) {
   }
 }
 
+// Found by review helper-107: a request that came with a line end after it (in the same write)
+// left the connection under the deadline of the idle wait before that request, so that the
+// connection closed without answering the next one.
+TEST_F(SessionLimitsTest, ALineEndAfterARequestBeginsAFreshIdleWait) {
+  Limits limits;
+  limits.idle_timeout = absl::Milliseconds(600);
+  Start(limits);
+  RawConnection c(port_);
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(400));  // 1.2 s in all: past 600 ms
+    ASSERT_TRUE(c.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n\r\n"));
+    Reply r = c.ReadReply();
+    ASSERT_EQ(r.status, 200) << i;
+    EXPECT_EQ(r.body, "GET /echo ");
+  }
+}
+
 // Found by review helper-96: an HTTP/1.0 request with Expect: 100-continue was sent a 100, which
 // HTTP/1.0 does not have (RFC 9110, 15.2); its body is read all the same.
 TEST_F(SessionLimitsTest, AnHttp10ClientIsNeverSentAnInterimAnswer) {
