@@ -1,7 +1,8 @@
 // Internal to src/http: one client connection (plain or TLS) and the per-thread event loop it
-// lives on. Included only by server.cc; the public door of the part is server.h. How a request's
-// bytes are fed to the parser under the limits is request_reader.h; the members that read,
-// answer and stream are defined in session.cc, for the two kinds this header declares there.
+// lives on. Included only by server.cc and its own .cc files; the public door of the part is
+// server.h. How a request's bytes are fed to the parser under the limits is request_reader.h; the
+// members that read and answer are defined in session.cc, those that stream in session_stream.cc,
+// for the two kinds this header declares there.
 //
 // A Session reads a request under the limits, answers protocol errors itself, hands good
 // requests to the Handler, and writes the answer; deadlines are checked by its Loop's sweep.

@@ -409,9 +409,9 @@ void RemoteRunner::State::Returned(const Attempt& attempt, Clock::time_point sen
     // a slow reader made an endpoint look ten times slower and sent traffic away from it), nor
     // the body's tail after [DONE].
     const Clock::time_point now = Clock::now();
-    const double seconds = std::chrono::duration<double>(
-                               attempt.relay ? attempt.relay->UpstreamTime(sent, now) : now - sent)
-                               .count();
+    const double seconds =
+        std::chrono::duration<double>(attempt.relay ? attempt.relay->UpstreamTime(now) : now - sent)
+            .count();
     // A moving average over about the last ten replies, for the picker.
     slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
     if (m.latency != nullptr) m.latency->Observe(seconds);

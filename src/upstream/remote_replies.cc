@@ -104,8 +104,9 @@ void RemoteRunner::State::OnNoReply(std::shared_ptr<Call> call, std::shared_ptr<
   // the client times it (review helper-105: judged by the half of the time since the first
   // event, a client that read fast to just past the midpoint, then in small bursts, got a
   // healthy endpoint ejected; the rules before it, helpers 101, 103, 104); and an upstream that
-  // stalls, or streams without end, is charged when the client took what it was sent (pillar's
-  // own share of each wait is not the client's: StreamRelay::kOwnShareOfAWait).
+  // stalls, or streams without end, is charged when the client took what it was sent (the
+  // client's time is what the connection's writes waited for its socket, not pillar's own
+  // hand-offs: StreamRelay::client_time; review helper-106).
   if (timed_out && relay != nullptr) {
     const Clock::time_point now = Clock::now();
     call->held_by_client = relay->client_time(now) * 4 >= now - relay->sent_at();

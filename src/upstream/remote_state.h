@@ -75,8 +75,6 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   // Whether the client took [DONE]: its answer is whole, whatever comes of the body's end.
   bool delivered_done() const { return delivered_done_; }
   bool cancelled() const { return cancelled_; }
-  // Whether an event is with the client, not yet taken: the upstream is not read meanwhile.
-  bool awaiting_client() const { return awaiting_client_; }
   Clock::time_point sent_at() const { return sent_at_; }
   // How long the stream was held back by its client, to `now`: the time the connection's writes
   // waited for the client's socket to take them (runtime::EventSink::ClientWaitNanos), or,
@@ -85,10 +83,10 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   // and writes are in them (review helper-104: counted whole, an upstream that streamed without
   // end as fast as pillar passed it on was put down as the client's about half the time).
   Clock::duration client_time(Clock::time_point now) const;
-  // How long the stream took on the upstream's side, from `sent` to [DONE] (or `now` when it
-  // has not come), less what its events waited for the client: the upstream is read only as
+  // How long the stream took on the upstream's side, from its sending to [DONE] (or `now` when
+  // it has not come), less what its events waited for the client: the upstream is read only as
   // fast as the client takes them, so a slow reader's pace is not the endpoint's latency.
-  Clock::duration UpstreamTime(Clock::time_point sent, Clock::time_point now) const;
+  Clock::duration UpstreamTime(Clock::time_point now) const;
   protocol::TokenUsage usage() const { return usage_; }
   bool usage_reported() const { return usage_reported_; }  // a usage chunk came
   // The call's answer once the stream is whole: the usage its upstream reported.
@@ -118,7 +116,7 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   bool done_ = false;
   bool delivered_done_ = false;
   bool cancelled_ = false;
-  bool awaiting_client_ = false;
+  bool awaiting_client_ = false;  // an event is with the client: the upstream is not read
   Clock::time_point sent_at_;
   int64_t socket_wait_at_sent_ns_;  // the connection's, when sent (-1: not measured)
   Clock::time_point handed_at_;     // when the event with the client went to it

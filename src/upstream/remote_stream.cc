@@ -176,11 +176,12 @@ void RemoteRunner::State::OnStreamEnd(std::shared_ptr<Call> call,
   Answered(std::move(call), attempt, relay.Answer());
 }
 
-Clock::duration StreamRelay::UpstreamTime(Clock::time_point sent, Clock::time_point now) const {
+Clock::duration StreamRelay::UpstreamTime(Clock::time_point now) const {
   // The whole of the events' waits: pillar's share of them is not the upstream's time either.
-  const Clock::duration took =
-      done_ ? done_at_ - sent - handed_time_at_done_
-            : now - sent - handed_time_ - (awaiting_client_ ? now - handed_at_ : Clock::duration{});
+  const Clock::duration took = done_
+                                   ? done_at_ - sent_at_ - handed_time_at_done_
+                                   : now - sent_at_ - handed_time_ -
+                                         (awaiting_client_ ? now - handed_at_ : Clock::duration{});
   return std::max(took, Clock::duration::zero());
 }
 
