@@ -17,11 +17,23 @@ def wrk(path):
     lat = {}
     for pct, value, unit in re.findall(r"^\s+(50|75|90|99)%\s+([\d.]+)(us|ms|s)\s*$", text, re.M):
         lat[pct] = float(value) * UNITS[unit]
+    requests = int(re.search(r"(\d+) requests in", text).group(1))
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", text)
     socket_errors = re.search(r"Socket errors: (.*)", text)
     return {"rps": rps, "p50": lat.get("50"), "p99": lat.get("99"),
+            "cpu_us": cpu_us(path, requests),
             "non2xx": int(errors.group(1)) if errors else 0,
             "socket_errors": socket_errors.group(1) if socket_errors else ""}
+
+
+def cpu_us(wrk_path, requests):
+    """The server's CPU microseconds a request over one run (run_all.sh's .cpu file beside the
+    wrk output: clock ticks of the server's processes, ticks a second), or None without it."""
+    try:
+        ticks, hz = open(wrk_path[:-len(".txt")] + ".cpu").read().split()
+    except OSError:
+        return None
+    return int(ticks) / int(hz) * 1e6 / requests if requests else None
 
 
 def histogram(text, name, labels=""):
@@ -65,7 +77,7 @@ def main():
                  "noaudit_infer_c64", "noaudit_http_c64"]:
         results = [wrk(f"{out}/{name}_r{i}.txt") for i in r]
         per_round[name] = results
-        runs[name] = {k: med([x[k] for x in results]) for k in ("rps", "p50", "p99")}
+        runs[name] = {k: med([x[k] for x in results]) for k in ("rps", "p50", "p99", "cpu_us")}
         runs[name]["errors"] = sum(x["non2xx"] for x in results)
 
     def spread(a, b):
@@ -116,6 +128,26 @@ def main():
     print(f"| server-side overhead, 1 connection, median us (Triton's published figure: 36 us) | "
           f"{ov * 1e6:.1f} | 36 | {36 / (ov * 1e6):.2f}x | < 50 us |")
     print()
+    cpu_rows = [("infer, 64 connections; peer: FastAPI + uvicorn[standard]", "pillar_infer_c64",
+                 "fastapi_infer_c64"),
+                ("GET /v2 with a key, 64 connections; peer: nginx return 200", "pillar_http_c64",
+                 "nginx_http_c64"),
+                ("audit cost, infer, 64 connections; peer: pillar, audit off", "pillar_infer_c64",
+                 "noaudit_infer_c64"),
+                ("audit cost, GET /v2, 64 connections; peer: pillar, audit off", "pillar_http_c64",
+                 "noaudit_http_c64")]
+    if all(runs[n]["cpu_us"] == runs[n]["cpu_us"] for row in cpu_rows for n in row[1:]):  # no NaN
+        print("CPU per request: the server's processes (workers included), user + system time "
+              "over each run / its requests; ratio = peer / pillar, above 1 means pillar used less.")
+        print()
+        print("| comparison | pillar us | peer us | ratio [range] |")
+        print("| --- | --- | --- | --- |")
+        for label, a, b in cpu_rows:
+            ratios = [y["cpu_us"] / x["cpu_us"] for x, y in zip(per_round[a], per_round[b])]
+            print(f"| {label} | {runs[a]['cpu_us']:.1f} | {runs[b]['cpu_us']:.1f} | "
+                  f"{runs[b]['cpu_us'] / runs[a]['cpu_us']:.2f}x "
+                  f"[{min(ratios):.2f}-{max(ratios):.2f}x] |")
+        print()
     print("Per-stage median time at 1 connection (us), from pillar_stage_duration_seconds:")
     print()
     print("| " + " | ".join(stages) + " |")

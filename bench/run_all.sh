@@ -40,6 +40,7 @@ demo_config "$pillar" "$work" "$work/store" "$work/signing.pub"
 key=$("$pillar" key create -c "$work/pillar.toml" --name bench --role admin 2>/dev/null)
 "$pillar" serve -c "$work/pillar.toml" --ports-file "$work/ports" 2>"$work/pillar.log" &
 pids+=($!)
+declare -A server_pid=([pillar]=$!)
 for _ in $(seq 1 300); do [[ -f "$work/ports" ]] && break; sleep 0.1; done
 pillar_port=$(sed -n 's/^data=//p' "$work/ports")
 admin_port=$(sed -n 's/^admin=//p' "$work/ports")
@@ -55,6 +56,7 @@ printf '[audit]\nbackend = "off"\n' >> "$work/pillar-noaudit.toml"
 "$pillar" serve -c "$work/pillar-noaudit.toml" --ports-file "$work/ports-noaudit" \
   2>"$work/pillar-noaudit.log" &
 pids+=($!)
+server_pid[noaudit]=$!
 for _ in $(seq 1 300); do [[ -f "$work/ports-noaudit" ]] && break; sleep 0.1; done
 noaudit_port=$(sed -n 's/^data=//p' "$work/ports-noaudit")
 wait_http "http://127.0.0.1:$noaudit_port/v2/health/ready"
@@ -67,11 +69,13 @@ export OPENBLAS_NUM_THREADS=1
 (cd "$root/bench" && exec /usr/bin/python3 fastapi_server.py "$root/models/demo/store/digits/1/model.pt" \
   "$key" "$fastapi_port" 2 2>"$work/fastapi.log") &
 pids+=($!)
+server_pid[fastapi]=$!
 wait_http "http://127.0.0.1:$fastapi_port/v2/models/digits/infer"
 plain_port=$(free_port)
 (cd "$root/bench" && exec /usr/bin/python3 fastapi_server.py "$root/models/demo/store/digits/1/model.pt" \
   "$key" "$plain_port" 1 plain 2>"$work/fastapi-plain.log") &
 pids+=($!)
+server_pid[plain]=$!
 wait_http "http://127.0.0.1:$plain_port/v2/models/digits/infer"
 
 # nginx `return 200`.
@@ -80,19 +84,48 @@ mkdir -p "$work/nginx"
 sed -e "s#@DIR@#$work/nginx#g" -e "s#@PORT@#$nginx_port#g" "$root/bench/nginx.conf.in" > "$work/nginx/nginx.conf"
 nginx -c "$work/nginx/nginx.conf"
 wait_http "http://127.0.0.1:$nginx_port/"
+server_pid[nginx]=$(cat "$work/nginx/nginx.pid")
 
 # A real held-out digit as the request body.
 digit_body "$root" "$work/body.json"
 export BENCH_KEY="$key" BENCH_BODY_FILE="$work/body.json"
 
+# CPU time (user + system, clock ticks) of a server: its process and every process under it
+# (uvicorn's and nginx's workers), from /proc.
+server_ticks() {
+  /usr/bin/python3 - "$1" <<'PY'
+import os, sys
+parent, ticks = {}, {}
+for pid in filter(str.isdigit, os.listdir("/proc")):
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except OSError:
+        continue
+    parent[int(pid)], ticks[int(pid)] = int(fields[1]), int(fields[11]) + int(fields[12])
+tree, grew = {int(sys.argv[1])}, True
+while grew:
+    grew = False
+    for pid, up in parent.items():
+        if up in tree and pid not in tree:
+            tree.add(pid)
+            grew = True
+print(sum(ticks.get(pid, 0) for pid in tree))
+PY
+}
+
 run_wrk() {  # name threads connections url script
   local name=$1 threads=$2 conns=$3 url=$4 script=$5
+  local server=${server_pid[${name%%_*}]} before
   # What earlier runs left to write (the access logs' pages, which the kernel writes back about
   # 30 s later) is written now, outside the measured window: otherwise it lands on whichever run
   # comes then (the audit-on GET run, which always followed the audit-off inference run's
   # 230 MB of access log by about that much).
   sync
+  before=$(server_ticks "$server")
   wrk -t"$threads" -c"$conns" -d"${seconds}s" --latency -s "$root/bench/$script" "$url" > "$out/$name.txt" 2>&1
+  # The server's CPU time over the run, for CPU per request: what the shared cores' noise
+  # changes least (requests/s move with what else the host runs; a request's CPU far less).
+  echo "$(( $(server_ticks "$server") - before )) $(getconf CLK_TCK)" > "$out/$name.cpu"
 }
 # The audit-on/audit-off pairs run in turn, the first of a pair swapped every other round.
 run_pair() {  # round name threads connections script on_url off_url
