@@ -111,8 +111,9 @@ class ResponseSink {
   virtual void EndStream() = 0;
   // How long this connection's streamed writes have waited for the client's socket: from a
   // write the socket took only in part (full: the client was not reading) to that write's end.
-  // Made on first call, on the connection's executor; null when not measured (TLS connections:
-  // what SSL_write takes says nothing of the socket's room).
+  // Made on first call, on the connection's executor (on a TLS connection, the socket under the
+  // TLS stream times its writes from then on: what SSL_write takes says nothing of the socket's
+  // room); null when not measured.
   virtual std::shared_ptr<const WaitMeter> stream_waits() { return nullptr; }
   // Runs `task` on the connection's executor.
   virtual void Post(absl::AnyInvocable<void() &&> task) = 0;

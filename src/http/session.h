@@ -39,6 +39,7 @@
 #include "common/clock.h"
 #include "common/json_writer.h"
 #include "common/strings.h"
+#include "http/metered_socket.h"
 #include "http/peer_identity.h"
 #include "http/request_reader.h"
 #include "http/response_head.h"
@@ -60,7 +61,9 @@ template <bool kTls>
 class Session final : public ResponseSink,
                       public Deadlined,
                       public std::enable_shared_from_this<Session<kTls>> {
-  using Stream = std::conditional_t<kTls, ssl::stream<tcp::socket>, tcp::socket>;
+  // A TLS stream writes through a MeteredSocket, which times its writes' waits for the client
+  // once a streamed response asks (stream_waits).
+  using Stream = std::conditional_t<kTls, ssl::stream<MeteredSocket>, tcp::socket>;
 
  public:
   Session(tcp::socket&& socket, Core& core, Listener& listener, Loop& loop)
@@ -118,7 +121,7 @@ class Session final : public ResponseSink,
 
   static Stream MakeStream(tcp::socket&& socket, ssl::context* context) {
     if constexpr (kTls) {
-      return Stream(std::move(socket), *context);
+      return Stream(MeteredSocket(std::move(socket)), *context);
     } else {
       return Stream(std::move(socket));
     }
@@ -126,7 +129,7 @@ class Session final : public ResponseSink,
 
   tcp::socket& Socket() {
     if constexpr (kTls) {
-      return stream_.next_layer();
+      return stream_.next_layer().socket();
     } else {
       return stream_;
     }
@@ -234,7 +237,8 @@ class Session final : public ResponseSink,
   void PumpStream();
 
   // A plain connection's piece, written at once as far as the socket takes it, the rest
-  // asynchronously: the time the rest waits is the client's (WaitMeter).
+  // asynchronously: the time the rest waits is the client's (WaitMeter). A TLS connection's
+  // pieces are timed so by its MeteredSocket, under the TLS stream.
   void WriteMeasured();
 
   void OnStreamWritten(beast::error_code ec);
@@ -279,7 +283,7 @@ class Session final : public ResponseSink,
   bool stream_writing_ = false;
   bool stream_failed_ = false;
   std::deque<StreamPiece> stream_queue_;
-  std::shared_ptr<WaitMeter> waits_;  // made by stream_waits(), on plain connections
+  std::shared_ptr<WaitMeter> waits_;  // made by stream_waits()
   bool response_keep_alive_ = true;
   bool keep_alive_ = true;
   bool http10_ = false;

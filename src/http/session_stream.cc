@@ -1,6 +1,7 @@
 // The members of Session (session.h) that write a streamed response (ResponseSink::StartStream,
-// WriteChunk, EndStream): its pieces queued and written one at a time, and on a plain connection
-// the time they waited for the client's socket (stream_waits). Defined once for a plaintext and
+// WriteChunk, EndStream): its pieces queued and written one at a time, and the time they waited
+// for the client's socket (stream_waits; on a TLS connection, timed by the socket under the TLS
+// stream). Defined once for a plaintext and
 // once for a TLS connection; session.cc instantiates the rest of the class.
 #include <deque>
 #include <memory>
@@ -55,12 +56,12 @@ void Session<kTls>::EndStream() {
 
 template <bool kTls>
 std::shared_ptr<const WaitMeter> Session<kTls>::stream_waits() {
-  if constexpr (kTls) {
-    return nullptr;  // what SSL_write takes says nothing of the socket's room
-  } else {
-    if (waits_ == nullptr) waits_ = std::make_shared<WaitMeter>();
-    return waits_;
+  if (waits_ == nullptr) {
+    waits_ = std::make_shared<WaitMeter>();
+    // What SSL_write takes says nothing of the socket's room: the socket under it times that.
+    if constexpr (kTls) stream_.next_layer().Meter(waits_);
   }
+  return waits_;
 }
 
 template <bool kTls>

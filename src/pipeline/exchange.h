@@ -87,8 +87,7 @@ class Exchange {
   void StartStream(Response head);
   void WriteChunk(std::string bytes, absl::AnyInvocable<void(bool) &&> written);
   // How long the connection's streamed writes have waited for the client's socket
-  // (http::ResponseSink::stream_waits; null without a connection, or on TLS), on the exchange's
-  // thread.
+  // (http::ResponseSink::stream_waits; null without a connection), on the exchange's thread.
   std::shared_ptr<const WaitMeter> StreamWaits();
   // Runs `gone` if the client goes away before the answer starts (http::ResponseSink's
   // OnClientGone); nothing for an exchange without a connection (a job's run). On the

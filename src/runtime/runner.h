@@ -62,7 +62,7 @@ class EventSink {
   virtual void Event(EventKind kind, std::string event, absl::AnyInvocable<void(bool) &&> next) = 0;
   // How long the stream's writes have waited for the client's socket, to `now_ns`
   // (MonotonicNanos): the time the client held the stream back by not reading. -1 when the sink
-  // cannot tell (a TLS connection, a job's run). Callable from any thread.
+  // cannot tell (no connection: a job's run). Callable from any thread.
   virtual int64_t ClientWaitNanos(int64_t now_ns) const {
     (void)now_ns;
     return -1;

@@ -78,8 +78,8 @@ class StreamRelay final : public BodySink, public std::enable_shared_from_this<S
   Clock::time_point sent_at() const { return sent_at_; }
   // How long the stream was held back by its client, to `now`: the time the connection's writes
   // waited for the client's socket to take them (runtime::EventSink::ClientWaitNanos), or,
-  // where the sink cannot tell (TLS), of each event's wait for the client what went past
-  // kOwnShareOfAWait. Not the whole of the events' waits: pillar's own hand-offs, screening
+  // where the sink cannot tell (no connection), of each event's wait for the client what went
+  // past kOwnShareOfAWait. Not the whole of the events' waits: pillar's own hand-offs, screening
   // and writes are in them (review helper-104: counted whole, an upstream that streamed without
   // end as fast as pillar passed it on was put down as the client's about half the time).
   Clock::duration client_time(Clock::time_point now) const;

@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -24,7 +26,9 @@
 #include <vector>
 
 #include "absl/synchronization/mutex.h"
+#include "common/clock.h"
 #include "common/strings.h"
+#include "common/wait_meter.h"
 #include "http/server.h"
 #include "monitor/metrics.h"
 #include "state/state_store.h"
@@ -237,6 +241,42 @@ class WhoAmI : public Handler {
  private:
   mutable absl::Mutex mu_;
   std::string certificate_ ABSL_GUARDED_BY(mu_);
+};
+
+// Streams 512 pieces of 16 KiB (8 MiB), each once the one before is written, then ends; keeps in
+// `waited_ns` how long the connection's writes waited for the client's socket (stream_waits).
+class BigStream : public Handler {
+ public:
+  std::atomic<int64_t> waited_ns{-1};
+
+  void Handle(Request, std::shared_ptr<ResponseSink> sink) override {
+    auto stream = std::make_shared<Piece>(Piece{sink, nullptr, 0, &waited_ns});
+    sink->Post([stream] {
+      stream->waits = stream->sink->stream_waits();
+      stream->sink->StartStream(Response{200, "application/octet-stream", "", {}});
+      Next(stream);
+    });
+  }
+
+ private:
+  struct Piece {
+    std::shared_ptr<ResponseSink> sink;
+    std::shared_ptr<const WaitMeter> waits;
+    int sent = 0;
+    std::atomic<int64_t>* waited_ns;
+  };
+
+  static void Next(std::shared_ptr<Piece> stream) {
+    if (stream->sent == 512) {
+      stream->waited_ns->store(
+          stream->waits != nullptr ? stream->waits->nanos(SystemClock().MonotonicNanos()) : -2);
+      return stream->sink->EndStream();
+    }
+    ++stream->sent;
+    stream->sink->WriteChunk(std::string(16384, '.'), [stream](bool ok) {
+      if (ok) Next(stream);
+    });
+  }
 };
 
 struct Exchange {
@@ -480,6 +520,59 @@ class TlsTest : public ::testing::Test {
   Router router_;
   ListenerOptions options_;
 };
+
+// A TLS connection counts the time its streamed writes wait for the client's socket, as a plain
+// one does (a remote stream puts its deadline down to the client with it): measured by the socket
+// under the TLS stream, since what SSL_write takes says nothing of the socket's room. A client
+// that does not read for 1.5 s holds about that; one that reads at once, next to nothing.
+TEST_F(TlsTest, AStreamCountsTheTimeItsWritesWaitedForTheClient) {
+  BigStream big;
+  Router router;
+  router.Add({"GET", "/big", 1, "big", true});
+  HttpServer server(Limits{}, big, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  for (const int pause_ms : {1500, 0}) {
+    SCOPED_TRACE(pause_ms);
+    big.waited_ns.store(-1);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval timeout{10, 0};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+    sockaddr_in address{};
+    address.sin_family = AF_INET;
+    address.sin_port = htons(*port);
+    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    SslPtr ssl(SSL_new(ctx.get()), SSL_free);
+    SSL_set_fd(ssl.get(), fd);
+    ASSERT_EQ(SSL_connect(ssl.get()), 1) << OpenSslErrors();
+    const std::string request = "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    ASSERT_EQ(SSL_write(ssl.get(), request.data(), int(request.size())), int(request.size()));
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+    size_t read = 0;
+    char buffer[16384];
+    for (int n;
+         read < size_t(8) * 1024 * 1024 && (n = SSL_read(ssl.get(), buffer, sizeof buffer)) > 0;) {
+      read += size_t(n);
+    }
+    EXPECT_GT(read, size_t(8) * 1024 * 1024);
+    for (int i = 0; i < 100 && big.waited_ns.load() == -1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::close(fd);
+    const double waited_ms = double(big.waited_ns.load()) / 1e6;
+    std::printf("a pause of %d ms: the writes waited %.1f ms\n", pause_ms, waited_ms);
+    if (pause_ms > 0) {
+      EXPECT_GT(waited_ms, pause_ms * 0.8);
+    } else {
+      EXPECT_GE(waited_ms, 0);
+      EXPECT_LT(waited_ms, 500);
+    }
+  }
+  server.Stop();
+}
 
 TEST_F(TlsTest, MutualTlsSessionsResumeOverTls12) { ExpectResumption(TLS1_2_VERSION); }
 
