@@ -397,13 +397,29 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   });
 }
 
+std::optional<Ticket> RemoteRunner::State::InForce(const Attempt& attempt) const {
+  if (attempt.set == endpoints) return attempt.ticket;
+  const std::string& url = attempt.set->slot(attempt.ticket.endpoint).endpoint.url;
+  for (size_t e = 0; e < endpoints->size(); ++e) {
+    if (endpoints->slot(e).endpoint.url != url) continue;
+    Ticket ticket = attempt.ticket;
+    ticket.endpoint = e;
+    return ticket;
+  }
+  return std::nullopt;
+}
+
 void RemoteRunner::State::Returned(const Attempt& attempt, Clock::time_point sent, bool answered) {
   busy.erase(attempt.connection);
-  EndpointSlot& slot = attempt.set->slot(attempt.ticket.endpoint);
-  if (attempt.connection->unasked_bytes()) OutOfStep(slot);
-  --slot.outstanding;
-  const EndpointMetrics& m = slot.metrics;
+  // Its place among the outstanding is given back where it was taken.
+  EndpointSlot& chosen = attempt.set->slot(attempt.ticket.endpoint);
+  --chosen.outstanding;
+  const EndpointMetrics& m = chosen.metrics;
   if (m.outstanding != nullptr) m.outstanding->Add(-1);
+  // What it showed of its endpoint goes to the endpoint in force (none: it left the set).
+  const std::optional<Ticket> in_force = InForce(attempt);
+  EndpointSlot* slot = in_force ? &endpoints->slot(in_force->endpoint) : nullptr;
+  if (slot != nullptr && attempt.connection->unasked_bytes()) OutOfStep(*slot);
   if (answered) {  // a fast error is not a fast endpoint
     // A stream's time is the upstream's own: not the client's reading pace (review helper-103:
     // a slow reader made an endpoint look ten times slower and sent traffic away from it), nor
@@ -413,7 +429,9 @@ void RemoteRunner::State::Returned(const Attempt& attempt, Clock::time_point sen
         std::chrono::duration<double>(attempt.relay ? attempt.relay->UpstreamTime(now) : now - sent)
             .count();
     // A moving average over about the last ten replies, for the picker.
-    slot.latency_s = slot.latency_s == 0 ? seconds : 0.9 * slot.latency_s + 0.1 * seconds;
+    if (slot != nullptr) {
+      slot->latency_s = slot->latency_s == 0 ? seconds : 0.9 * slot->latency_s + 0.1 * seconds;
+    }
     if (m.latency != nullptr) m.latency->Observe(seconds);
     NoteLatency(seconds);
   }

@@ -26,12 +26,17 @@ int StatusOf(const absl::Status& status) {
 
 }  // namespace
 
-// Records an attempt's outcome for its endpoint: health, breaker, metrics, logs.
+// Records an attempt's outcome for its endpoint: health, breaker, metrics, logs. In the set now
+// in force (review helper-108: recorded in a set a reload had replaced, the failures of attempts
+// that ran across a reload were lost, and a backends file rewritten every few seconds kept a
+// failing endpoint from ever being ejected).
 void RemoteRunner::State::Record(const Attempt& attempt, AttemptOutcome outcome) {
+  const std::optional<Ticket> ticket = InForce(attempt);
+  if (!ticket) return;  // the endpoint left the set
   const Clock::time_point now = Clock::now();
-  EndpointSet& set = *attempt.set;
-  const EndpointChange change = set.Finish(attempt.ticket, outcome, now);
-  const EndpointMetrics& m = set.slot(attempt.ticket.endpoint).metrics;
+  EndpointSet& set = *endpoints;
+  const EndpointChange change = set.Finish(*ticket, outcome, now);
+  const EndpointMetrics& m = set.slot(ticket->endpoint).metrics;
   using Outcome = EndpointHealth::Outcome;
   Count(change.outcome == Outcome::kSuccess     ? m.attempts_ok
         : change.outcome == Outcome::kThrottled ? m.attempts_throttled

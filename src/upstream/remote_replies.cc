@@ -26,9 +26,16 @@ void RemoteRunner::State::OnReply(
     // helper-103: an upstream that read the request, then answered 408, got it twice).
     return Open(std::move(call), std::move(attempt));
   }
-  EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
+  // Its connection goes back to the endpoint in force (closed when the endpoint left the set).
+  const std::optional<Ticket> in_force = InForce(*attempt);
+  EndpointSlot& slot =
+      in_force ? endpoints->slot(in_force->endpoint) : attempt->set->slot(attempt->ticket.endpoint);
   if (attempt->connection->open() && !stopping) {
-    ReturnIdle(slot, call->lane, attempt->connection);
+    if (in_force) {
+      ReturnIdle(slot, call->lane, attempt->connection);
+    } else {
+      attempt->connection->Close();
+    }
   }
   if (reply->status == 200 && attempt->relay) return OnStreamEnd(std::move(call), attempt);
   if (reply->status == 200 && usage) {
@@ -140,7 +147,9 @@ void RemoteRunner::State::OnOk(std::shared_ptr<Call> call, std::shared_ptr<Attem
   // A reply without an id is taken from a server that has never echoed one (the protocol asks
   // for the echo, not every server gives it; such a server has the idle checks and OutOfStep's
   // protection only), not from one that has (docs/formats/model_store.md).
-  EndpointSlot& slot = attempt->set->slot(attempt->ticket.endpoint);
+  const std::optional<Ticket> in_force = InForce(*attempt);
+  EndpointSlot& slot =
+      in_force ? endpoints->slot(in_force->endpoint) : attempt->set->slot(attempt->ticket.endpoint);
   if (decoded.ok() && !decoded->id.empty() && decoded->id == call->upstream_id) {
     slot.echoes_id = true;
   }

@@ -355,6 +355,11 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // before what the reply means (OnReply).
   void Returned(const Attempt& attempt, Clock::time_point sent, bool answered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Where what `attempt` learns of its endpoint goes: the endpoint with its URL in the set now in
+  // force, which a reload (a backends file rewritten, even unchanged) may have put in place of
+  // the one the attempt was chosen from while it ran; none when the endpoint left. Its probe
+  // places go along: the set in force took over the endpoint's health and breaker (CarryOver).
+  std::optional<Ticket> InForce(const Attempt& attempt) const ABSL_SHARED_LOCKS_REQUIRED(mu);
   // The request line's target and the body of `attempt` of `call`.
   std::string TargetFor(const Call& call, Attempt& attempt, const EndpointSlot& slot)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

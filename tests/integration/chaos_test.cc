@@ -91,6 +91,7 @@ class ChaosTest : public ::testing::Test {
       const std::filesystem::path store = u->dir() / "store";
       WriteVersion(store, "digits", Simulated(2, 4));
       WriteVersion(store, "slow", Simulated(300, 1));
+      WriteVersion(store, "stall", Simulated(3000, 4));
       u->SetStore(store);
       if (i > 0) u->SetStatePath(upstreams_[0]->state_path());
     }
@@ -133,6 +134,11 @@ class ChaosTest : public ::testing::Test {
                  Remote({u0}, auth + "model = \"slow\"\nconnections = 2\nmax_queue = 4\n"));
     WriteVersion(store, "steady", Remote({u0}, auth + "model = \"digits\"\n"));
     WriteVersion(store, "slow", Remote({u2}, auth));
+    // Every attempt fails at 600 ms (the upstream takes 3 s); two failures in a row eject.
+    WriteVersion(store, "stalling",
+                 Remote({u2}, auth + "model = \"stall\"\nattempt_timeout_ms = 600\n"
+                                     "idempotent = false\nconsecutive_failures = 2\n"
+                                     "[remote.health_check]\nenabled = false\n"));
     std::string wide = Remote({strict_.get()}, auth + "consecutive_failures = 1\n");
     wide.replace(wide.find("shape = [4]"), 11, "shape = [262144]");
     WriteVersion(store, "wide", wide);
@@ -331,6 +337,44 @@ TEST_F(ChaosTest, AFloodedModelCannotSlowAnotherOne) {
               p99_unloaded * 1e3, p99_loaded * 1e3);
   // Within 2x, on a floor of 2 ms: below it the machine's scheduling noise is what one measures.
   EXPECT_LT(p99_loaded, 2 * std::max(p99_unloaded, 0.002));
+}
+
+// Found by review helper-108: an attempt still running when the backends file was read again
+// (any rewrite replaces every model's endpoints, its content changed or not) recorded its
+// failure in the endpoints replaced, which nobody reads any more: a file rewritten every few
+// seconds kept a failing endpoint from ever being ejected.
+TEST_F(ChaosTest, AnAttemptThatRanAcrossAReloadCountsForItsEndpoint) {
+  double seconds = 0;
+  EXPECT_NE(Infer("stalling", 5000, &seconds).status, 200);  // the first failure
+  auto reloads = [&] {
+    const std::string log = gateway_->Log();
+    size_t n = 0;
+    for (size_t at = 0;
+         (at = log.find("model stalling version 1 now has", at)) != std::string::npos; ++at) {
+      ++n;
+    }
+    return n;
+  };
+  const size_t before = reloads();
+  std::thread second([&] {
+    double s = 0;
+    EXPECT_NE(Infer("stalling", 5000, &s).status, 200);  // the second, across the reload
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) + "\n");  // the same
+  size_t during = before;
+  for (int i = 0; i < 40 && during == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    during = reloads();
+  }
+  second.join();
+  ASSERT_GT(during, before) << "no reload while the attempt ran";
+  const std::string state =
+      Fetch(gateway_->admin_port(), "GET", "/admin/v1/backends", "", {Bearer(key_)}).body;
+  const size_t at = state.find("{\"model\":\"stalling\"");
+  ASSERT_NE(at, std::string::npos) << state;
+  EXPECT_NE(state.substr(at, 400).find("\"health\":\"ejected\""), std::string::npos)
+      << state.substr(at, 400);
 }
 
 TEST_F(ChaosTest, AShortDeadlineEndsTheRequestAndTheUpstreamDropsIt) {
