@@ -33,6 +33,7 @@ struct RemoteEndpoint {
   // platform = "openai": this endpoint's name for the model, when it is not [remote] model (one
   // deployment calls it "gpt-4o-mini", another "llama-3-8b-instruct").
   std::string model;
+  bool operator==(const RemoteEndpoint&) const = default;
 };
 
 // A circuit breaker's rule, in the vocabulary of Azure API Management's backend circuit breaker
@@ -78,6 +79,7 @@ struct HealthCheck {
   int64_t timeout_ms = 1'000;
   int healthy_threshold = 1;
   int unhealthy_threshold = 2;
+  bool operator==(const HealthCheck&) const = default;
 };
 
 // Hedged requests: when a request's attempt has not answered after the `quantile` of the version's
@@ -89,6 +91,7 @@ struct HedgeConfig {
   double quantile = 0.95;
   int64_t min_delay_ms = 5;
   int max_hedges = 1;  // extra attempts in flight at once per request
+  bool operator==(const HedgeConfig&) const = default;
 };
 
 struct RemoteConfig {
@@ -149,6 +152,8 @@ struct RemoteConfig {
   HealthCheck health_check;
   // [remote.hedge]
   HedgeConfig hedge;
+  // Field by field: a backends file read again that says the same changes nothing in service.
+  bool operator==(const RemoteConfig&) const = default;
 
   static BreakerRule DefaultBackendBreaker() {
     BreakerRule rule;

@@ -369,6 +369,9 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
                                            std::vector<Endpoint> parsed,
                                            std::shared_ptr<asio::ssl::context> new_tls) {
   if (stopping) return;
+  // The same configuration (a backends file rewritten as it was, or touched): the endpoints in
+  // service stay as they are, their checks, pools and counts of requests outstanding with them.
+  if (remote == config.remote) return;
   if (tls == nullptr) tls = std::move(new_tls);
   const bool breaker_changed = !(config.remote.backend_breaker == remote.backend_breaker);
   config.remote = std::move(remote);

@@ -339,10 +339,10 @@ TEST_F(ChaosTest, AFloodedModelCannotSlowAnotherOne) {
   EXPECT_LT(p99_loaded, 2 * std::max(p99_unloaded, 0.002));
 }
 
-// Found by review helper-108: an attempt still running when the backends file was read again
-// (any rewrite replaces every model's endpoints, its content changed or not) recorded its
-// failure in the endpoints replaced, which nobody reads any more: a file rewritten every few
-// seconds kept a failing endpoint from ever being ejected.
+// Found by review helper-108: an attempt still running when the backends file changed a model's
+// configuration (its endpoints are then replaced) recorded its failure in the endpoints
+// replaced, which nobody reads any more: a file rewritten every few seconds kept a failing
+// endpoint from ever being ejected.
 TEST_F(ChaosTest, AnAttemptThatRanAcrossAReloadCountsForItsEndpoint) {
   double seconds = 0;
   EXPECT_NE(Infer("stalling", 5000, &seconds).status, 200);  // the first failure
@@ -361,7 +361,8 @@ TEST_F(ChaosTest, AnAttemptThatRanAcrossAReloadCountsForItsEndpoint) {
     EXPECT_NE(Infer("stalling", 5000, &s).status, 200);  // the second, across the reload
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(150));
-  WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) + "\n");  // the same
+  WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) +
+                "\n[backends.stalling]\nmax_queue = 1000\n");  // a change of stalling's
   size_t during = before;
   for (int i = 0; i < 40 && during == before; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -375,6 +376,38 @@ TEST_F(ChaosTest, AnAttemptThatRanAcrossAReloadCountsForItsEndpoint) {
   ASSERT_NE(at, std::string::npos) << state;
   EXPECT_NE(state.substr(at, 400).find("\"health\":\"ejected\""), std::string::npos)
       << state.substr(at, 400);
+}
+
+// A backends file read again that says what it said (rewritten as it was, or touched, as a
+// discovery tool does every few seconds) changes nothing in service: no endpoint set is rebuilt,
+// so no check restarts and no count of requests outstanding starts again from zero (review
+// helper-108, helper-109). A change is still taken.
+TEST_F(ChaosTest, AFileReadAgainThatSaysTheSameChangesNothing) {
+  auto rebuilds = [&] {
+    const std::string log = gateway_->Log();
+    size_t n = 0;
+    for (size_t at = 0; (at = log.find("model digits version 1 now has", at)) != std::string::npos;
+         ++at) {
+      ++n;
+    }
+    return n;
+  };
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the first reading is in
+  const size_t before = rebuilds();
+  for (int i = 0; i < 3; ++i) {
+    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) + "\n");
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  }
+  EXPECT_EQ(rebuilds(), before);
+  WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1}) + "\n");
+  size_t after = before;
+  for (int i = 0; i < 50 && after == before; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    after = rebuilds();
+  }
+  EXPECT_EQ(after, before + 1);
+  double seconds = 0;
+  EXPECT_EQ(Infer("digits", 2000, &seconds).status, 200);
 }
 
 TEST_F(ChaosTest, AShortDeadlineEndsTheRequestAndTheUpstreamDropsIt) {
