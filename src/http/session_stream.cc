@@ -1,8 +1,8 @@
 // The members of Session (session.h) that write a streamed response (ResponseSink::StartStream,
 // WriteChunk, EndStream): its pieces queued and written one at a time, and the time they waited
 // for the client's socket (stream_waits; on a TLS connection, timed by the socket under the TLS
-// stream). Defined once for a plaintext and
-// once for a TLS connection; session.cc instantiates the rest of the class.
+// stream). Defined once for a plaintext and once for a TLS connection; session.cc instantiates
+// the rest of the class.
 #include <deque>
 #include <memory>
 #include <string>
