@@ -30,7 +30,7 @@ cleanup() {
 trap cleanup EXIT
 
 wait_ports() {  # ports file
-  for _ in $(seq 1 300); do [[ -s "$1" ]] && return 0; sleep 0.1; done
+  for _ in $(seq 1 1200); do [[ -s "$1" ]] && return 0; sleep 0.1; done
   echo "bench: no $1" >&2; return 1
 }
 
@@ -75,7 +75,17 @@ $tensors
 endpoints = [\"http://127.0.0.1:$upstream_port\"]
 credentials_file = \"$work/upstream.token\"
 connections = 64")
-"$pillar" serve -c "$work/gateway/pillar.toml" --ports-file "$work/gateway/ports" 2>"$work/gateway.log" &
+# CALLGRIND=1 runs the pillar gateway and HAProxy under callgrind (instrumenting only while
+# their load runs).
+wrap=() wrap_haproxy=()
+if [[ "${CALLGRIND:-0}" != 0 ]]; then
+  wrap=(valgrind --tool=callgrind --instr-atstart=no --dump-instr=no
+        --callgrind-out-file="$work/callgrind-pillar.out")
+  wrap_haproxy=(valgrind --tool=callgrind --instr-atstart=no --dump-instr=no
+                --callgrind-out-file="$work/callgrind-haproxy.out")
+fi
+"${wrap[@]}" "$pillar" serve -c "$work/gateway/pillar.toml" --ports-file "$work/gateway/ports" \
+  2>"$work/gateway.log" &
 pids+=($!)
 wait_ports "$work/gateway/ports"
 gateway_port=$(sed -n 's/^data=//p' "$work/gateway/ports")
@@ -98,7 +108,7 @@ frontend gateway
 backend upstream
   server pillar 127.0.0.1:$upstream_port maxconn 64
 CFG
-haproxy -f "$work/haproxy.cfg" -db 2>"$work/haproxy.log" &
+"${wrap_haproxy[@]}" haproxy -f "$work/haproxy.cfg" -db 2>"$work/haproxy.log" &
 pids+=($!)
 
 nginx_port=$(free_port)
@@ -141,6 +151,33 @@ for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gat
   BENCH_KEY=$3 wrk -t2 -c16 -d2s -s "$root/bench/post_infer.lua" "http://127.0.0.1:$2" | grep -q "non_200 0" \
     || { echo "bench: $1 does not answer 200" >&2; exit 1; }
 done
+
+# CALLGRIND=1: instructions per proxied request of the pillar gateway and of HAProxy, every
+# thread, at one connection (counts that do not depend on how busy the machine is), with the
+# functions that execute most of them, then exit without the comparison rounds. Valgrind's CPU
+# has no SHA extensions: OpenSSL's SHA-256 (the audit chain, the key's hash) runs its AVX2 code
+# here, several times the instructions it takes on a CPU that has them.
+if [[ "${CALLGRIND:-0}" != 0 ]]; then
+  for target in "pillar ${pids[1]} $gateway_port $gateway_key" \
+                "haproxy ${pids[2]} $haproxy_port $upstream_key"; do
+    set -- $target
+    callgrind_control -i on "$2" >/dev/null
+    BENCH_KEY=$4 wrk -t1 -c1 -d"${seconds}s" -s "$root/bench/post_infer.lua" \
+      "http://127.0.0.1:$3" > "$out/callgrind-$1.wrk"
+    callgrind_control -i off "$2" >/dev/null
+    callgrind_control -d proxy "$2" >/dev/null
+    requests=$(awk '/requests in/{print $1}' "$out/callgrind-$1.wrk")
+    dump=$(ls "$work"/callgrind-"$1".out.* | head -1)
+    if [[ -n "${PROFILE_KEEP:-}" ]]; then cp "$dump" "$PROFILE_KEEP.$1"; fi
+    echo "== $1"
+    callgrind_annotate --inclusive=no "$dump" | awk -v n="$requests" '
+      /PROGRAM TOTALS/ { gsub(",", "", $1); printf "%d requests, %.0f instructions a request\n", n, $1 / n; next }
+      /^ *[0-9,]+ +\(/ && shown < '"${PROFILE_TOP:-25}"' {
+        count = $1; gsub(",", "", count); $1 = ""; $2 = ""
+        printf "%8.0f  %s\n", count / n, substr($0, 3); shown++ }' | cut -c1-160
+  done
+  exit 0
+fi
 
 # PROFILE=1: where the pillar gateway's CPU goes at 64 connections (perf, cpu-clock, call graphs)
 # and its CPU time per request by thread, then exit without the comparison rounds.
