@@ -1,9 +1,10 @@
 // MeteredSocket: a TCP socket that, once given a WaitMeter, times what its writes wait for the
 // peer to make room. Each write is tried at once; only what the socket could not take is written
-// asynchronously, and that wait goes into the meter. It is the layer under a TLS stream, whose
-// own writes (the record sealed in memory, then its bytes written here) say nothing of the
-// socket's room: a streamed response over TLS puts its waits down to the client as a plaintext
-// connection does (Session::WriteMeasured), not by guesses from how long each piece took.
+// asynchronously, and that wait goes into the meter. A session's connection is one (a plaintext
+// one) or has one under its TLS stream, whose own writes (the record sealed in memory, then its
+// bytes written here) say nothing of the socket's room: a streamed response puts its waits down
+// to the client by what the socket took, on either kind, not by guesses from how long each
+// piece took. Until Meter is called a write is the socket's own asynchronous write.
 //
 //   ssl::stream<MeteredSocket> stream(MeteredSocket(std::move(socket)), context);
 //   stream.next_layer().Meter(meter);   // from now on, on the connection's executor

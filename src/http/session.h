@@ -61,9 +61,9 @@ template <bool kTls>
 class Session final : public ResponseSink,
                       public Deadlined,
                       public std::enable_shared_from_this<Session<kTls>> {
-  // A TLS stream writes through a MeteredSocket, which times its writes' waits for the client
-  // once a streamed response asks (stream_waits).
-  using Stream = std::conditional_t<kTls, ssl::stream<MeteredSocket>, tcp::socket>;
+  // Every write goes through a MeteredSocket (under the TLS stream on a TLS connection), which
+  // times its writes' waits for the client once a streamed response asks (stream_waits).
+  using Stream = std::conditional_t<kTls, ssl::stream<MeteredSocket>, MeteredSocket>;
 
  public:
   Session(tcp::socket&& socket, Core& core, Listener& listener, Loop& loop)
@@ -127,13 +127,15 @@ class Session final : public ResponseSink,
     }
   }
 
-  tcp::socket& Socket() {
+  MeteredSocket& Metered() {
     if constexpr (kTls) {
-      return stream_.next_layer().socket();
+      return stream_.next_layer();
     } else {
       return stream_;
     }
   }
+
+  tcp::socket& Socket() { return Metered().socket(); }
 
   // One deadline for whatever the session is waiting for. On expiry the socket's pending
   // operation is cancelled (not the socket closed), so a slow request can still get its 408.
@@ -235,11 +237,6 @@ class Session final : public ResponseSink,
   std::shared_ptr<const WaitMeter> stream_waits() override;
 
   void PumpStream();
-
-  // A plain connection's piece, written at once as far as the socket takes it, the rest
-  // asynchronously: the time the rest waits is the client's (WaitMeter). A TLS connection's
-  // pieces are timed so by its MeteredSocket, under the TLS stream.
-  void WriteMeasured();
 
   void OnStreamWritten(beast::error_code ec);
 

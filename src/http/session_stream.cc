@@ -1,8 +1,8 @@
 // The members of Session (session.h) that write a streamed response (ResponseSink::StartStream,
 // WriteChunk, EndStream): its pieces queued and written one at a time, and the time they waited
-// for the client's socket (stream_waits; on a TLS connection, timed by the socket under the TLS
-// stream). Defined once for a plaintext and once for a TLS connection; session.cc instantiates
-// the rest of the class.
+// for the client's socket (stream_waits, timed by the session's MeteredSocket: on a TLS
+// connection, the socket under the TLS stream). Defined once for a plaintext and once for a TLS
+// connection; session.cc instantiates the rest of the class.
 #include <deque>
 #include <memory>
 #include <string>
@@ -58,8 +58,9 @@ template <bool kTls>
 std::shared_ptr<const WaitMeter> Session<kTls>::stream_waits() {
   if (waits_ == nullptr) {
     waits_ = std::make_shared<WaitMeter>();
-    // What SSL_write takes says nothing of the socket's room: the socket under it times that.
-    if constexpr (kTls) stream_.next_layer().Meter(waits_);
+    // The socket times it (on a TLS connection what SSL_write takes says nothing of the socket's
+    // room: the socket under it is metered).
+    Metered().Meter(waits_);
   }
   return waits_;
 }
@@ -70,41 +71,10 @@ void Session<kTls>::PumpStream() {
   if (stream_failed_) return FailStream();
   stream_writing_ = true;
   Arm(Waiting::kWrite, core_.limits.write_timeout);
-  if constexpr (!kTls) {
-    if (waits_ != nullptr) return WriteMeasured();
-  }
   net::async_write(stream_, net::buffer(stream_queue_.front().bytes),
                    [self = this->shared_from_this()](beast::error_code ec, size_t) {
                      self->OnStreamWritten(ec);
                    });
-}
-
-template <bool kTls>
-void Session<kTls>::WriteMeasured() {
-  if constexpr (!kTls) {
-    // What async_write would try first, done here so that its outcome is known: the socket's
-    // room took all of it, or the client has some reading to do.
-    const std::string& bytes = stream_queue_.front().bytes;
-    beast::error_code ec;
-    if (!stream_.non_blocking()) stream_.non_blocking(true, ec);
-    size_t sent = ec ? 0 : stream_.write_some(net::buffer(bytes), ec);
-    if (ec == net::error::would_block || ec == net::error::try_again) {
-      ec = {};
-      sent = 0;
-    }
-    if (ec || sent == bytes.size()) {
-      // Completed as async_write completes, from the loop's queue, not from within this call.
-      net::post(stream_.get_executor(),
-                [self = this->shared_from_this(), ec] { self->OnStreamWritten(ec); });
-      return;
-    }
-    waits_->Began(SystemClock().MonotonicNanos());
-    net::async_write(stream_, net::buffer(bytes.data() + sent, bytes.size() - sent),
-                     [self = this->shared_from_this()](beast::error_code ec, size_t) {
-                       self->waits_->Ended(SystemClock().MonotonicNanos());
-                       self->OnStreamWritten(ec);
-                     });
-  }
 }
 
 template <bool kTls>
@@ -148,7 +118,6 @@ template void Session<false>::WriteChunk(std::string, absl::AnyInvocable<void(bo
 template void Session<false>::EndStream();
 template std::shared_ptr<const WaitMeter> Session<false>::stream_waits();
 template void Session<false>::PumpStream();
-template void Session<false>::WriteMeasured();
 template void Session<false>::OnStreamWritten(beast::error_code);
 template void Session<false>::FailStream();
 template void Session<true>::StartStream(Response);
@@ -156,7 +125,6 @@ template void Session<true>::WriteChunk(std::string, absl::AnyInvocable<void(boo
 template void Session<true>::EndStream();
 template std::shared_ptr<const WaitMeter> Session<true>::stream_waits();
 template void Session<true>::PumpStream();
-template void Session<true>::WriteMeasured();
 template void Session<true>::OnStreamWritten(beast::error_code);
 template void Session<true>::FailStream();
 
