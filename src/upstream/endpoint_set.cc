@@ -38,7 +38,7 @@ EndpointSet::EndpointSet(const models::RemoteConfig& remote, std::vector<Endpoin
                       .health = EndpointHealth(HealthFrom(remote)),
                       .breaker = CircuitBreaker(remote.breaker),
                       .metrics = e < metrics.size() ? metrics[e] : EndpointMetrics{},
-                      .outstanding = 0,
+                      .outstanding = std::make_shared<int64_t>(0),
                       .latency_s = 0});
     by_priority[spec.priority].push_back(e);
   }
@@ -60,7 +60,7 @@ Candidate EndpointSet::CandidateFor(size_t e) const {
   c.index = e;
   c.priority = slot.priority;
   c.weight = slot.weight;
-  c.outstanding = slot.outstanding;
+  c.outstanding = *slot.outstanding;
   c.latency_s = slot.latency_s;
   return c;
 }
@@ -192,6 +192,7 @@ void EndpointSet::CarryOver(EndpointSet& old) {
       slot.health.SetOptions(health_options_);
       if (before.breaker.rule() == slot.breaker.rule()) slot.breaker = before.breaker;
       slot.latency_s = before.latency_s;
+      slot.outstanding = before.outstanding;
       // What the endpoint showed of its replies outlives a reload: it is the same server.
       slot.echoes_id = before.echoes_id;
       slot.no_reuse_until = before.no_reuse_until;

@@ -76,8 +76,12 @@ struct EndpointSlot {
   EndpointHealth health;
   CircuitBreaker breaker;
   EndpointMetrics metrics;
-  int64_t outstanding = 0;  // attempts in flight
-  double latency_s = 0;     // moving average of its replies' latency (0: none yet)
+  // Attempts in flight to it. Shared by the slots of its URL across reloads of the backends file
+  // (CarryOver): an attempt started before a reload is still counted by the set in force, and
+  // gives its place back to the count it took it from, so the picker and the cap on connections
+  // see it until it ends; an endpoint removed and added again starts a count of its own.
+  std::shared_ptr<int64_t> outstanding = std::make_shared<int64_t>(0);
+  double latency_s = 0;  // moving average of its replies' latency (0: none yet)
   // Its replies have echoed the request's id: from then on a reply without one on a reused
   // connection is not taken (an unasked reply an upstream sent out of step looks just like that).
   bool echoes_id = false;

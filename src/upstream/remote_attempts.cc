@@ -194,7 +194,7 @@ void RemoteRunner::State::StartAttempt(std::shared_ptr<Call> call, bool hedge) {
   // close that one (a new connection per request when loops outnumber `connections`). Only a
   // call with no other attempt and no hedge timer moves: all of a call's I/O is on one loop.
   if (call->live.size() == 1 && !call->hedge_timer &&
-      slot.idle_count + slot.outstanding >= config.remote.connections) {
+      slot.idle_count + *slot.outstanding >= config.remote.connections) {
     for (size_t lane = 0; lane < slot.idle.size(); ++lane) {
       if (lane == call->lane || slot.idle[lane].empty()) continue;
       call->lane = lane;
@@ -352,7 +352,7 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
   call->sent = true;
   if (call->events) attempt->relay = RelayFor(call, attempt);
   busy.emplace(attempt->connection, call->lane);
-  ++slot.outstanding;
+  ++*slot.outstanding;
   if (slot.metrics.outstanding != nullptr) slot.metrics.outstanding->Add(1);
   // The write runs once the lock is released: on loopback a send also runs the receiver's side
   // of TCP, long enough that the other event loops, whose calls need this lock, were seen to
@@ -411,9 +411,10 @@ std::optional<Ticket> RemoteRunner::State::InForce(const Attempt& attempt) const
 
 void RemoteRunner::State::Returned(const Attempt& attempt, Clock::time_point sent, bool answered) {
   busy.erase(attempt.connection);
-  // Its place among the outstanding is given back where it was taken.
+  // Its place among the outstanding is given back where it was taken (a count the set in force
+  // shares when its endpoint stayed through a reload).
   EndpointSlot& chosen = attempt.set->slot(attempt.ticket.endpoint);
-  --chosen.outstanding;
+  --*chosen.outstanding;
   const EndpointMetrics& m = chosen.metrics;
   if (m.outstanding != nullptr) m.outstanding->Add(-1);
   // What it showed of its endpoint goes to the endpoint in force (none: it left the set).

@@ -233,7 +233,7 @@ runtime::UpstreamStatus RemoteRunner::State::Describe() const {
     out.weight = slot.weight;
     out.health = std::string(EndpointStateName(slot.health.state(now)));
     out.breaker = std::string(BreakerStateName(slot.breaker.state(now)));
-    out.outstanding = slot.outstanding;
+    out.outstanding = *slot.outstanding;
     out.latency_ms = slot.latency_s * 1000;
     out.ejections = slot.health.ejections();
     out.trips = slot.breaker.trips();
@@ -370,7 +370,7 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
                                            std::shared_ptr<asio::ssl::context> new_tls) {
   if (stopping) return;
   // The same configuration (a backends file rewritten as it was, or touched): the endpoints in
-  // service stay as they are, their checks, pools and counts of requests outstanding with them.
+  // service stay as they are, their checks and pools.
   if (remote == config.remote) return;
   if (tls == nullptr) tls = std::move(new_tls);
   const bool breaker_changed = !(config.remote.backend_breaker == remote.backend_breaker);

@@ -410,6 +410,69 @@ TEST_F(ChaosTest, AFileReadAgainThatSaysTheSameChangesNothing) {
   EXPECT_EQ(Infer("digits", 2000, &seconds).status, 200);
 }
 
+// The attempts in flight when the backends file changes a version stay counted by the endpoint
+// set that replaces its set, until each ends: the picker weighs them and the cap on connections
+// counts them (review helper-109: the count started again from zero at each change). An endpoint
+// removed and added again starts a count of its own, which the attempts from before its removal
+// never take from (it never goes below zero).
+TEST_F(ChaosTest, AttemptsInFlightStayCountedAcrossAReload) {
+  auto reloads = [&] {
+    const std::string log = gateway_->Log();
+    size_t n = 0;
+    for (size_t at = 0;
+         (at = log.find("model stalling version 1 now has", at)) != std::string::npos; ++at) {
+      ++n;
+    }
+    return n;
+  };
+  // Each change of the file is read (a reload), before the test goes on.
+  auto write = [&](const std::string& stalling) {
+    const size_t before = reloads();
+    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) +
+                  "\n[backends.stalling]\n" + stalling);
+    for (int i = 0; i < 100 && reloads() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GT(reloads(), before) << "the change was not read";
+  };
+  auto outstanding = [&] {
+    const std::string state =
+        Fetch(gateway_->admin_port(), "GET", "/admin/v1/backends", "", {Bearer(key_)}).body;
+    const size_t at = state.find("{\"model\":\"stalling\"");
+    const size_t field = state.find("\"outstanding\":", state.find("\"endpoints\"", at));
+    if (at == std::string::npos || field == std::string::npos) return int64_t{-100};
+    return int64_t{std::stoll(state.substr(field + 14))};
+  };
+  // Attempts of 2.5 s against an upstream that takes 3 s, never ejected meanwhile.
+  const std::string settings = "attempt_timeout_ms = 2500\nconsecutive_failures = 1000\n";
+  write(settings);
+  auto send_three = [&] {
+    std::vector<std::thread> calls;
+    for (int i = 0; i < 3; ++i) {
+      calls.emplace_back([&] {
+        double s = 0;
+        EXPECT_NE(Infer("stalling", 5000, &s).status, 200);
+      });
+    }
+    return calls;
+  };
+  std::vector<std::thread> calls = send_three();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(outstanding(), 3);
+  write(settings + "max_queue = 1000\n");  // a change: a new set for the same endpoint
+  EXPECT_EQ(outstanding(), 3);
+  for (std::thread& t : calls) t.join();
+  EXPECT_EQ(outstanding(), 0);
+
+  calls = send_three();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  write(settings + "endpoints = " + Endpoints({1}) + "\n");  // the endpoint leaves
+  write(settings + "endpoints = " + Endpoints({2}) + "\n");  // and comes back
+  EXPECT_EQ(outstanding(), 0);
+  for (std::thread& t : calls) t.join();
+  EXPECT_EQ(outstanding(), 0);
+}
+
 TEST_F(ChaosTest, AShortDeadlineEndsTheRequestAndTheUpstreamDropsIt) {
   // One request occupies the upstream's only instance for 300 ms.
   double seconds = 0;
