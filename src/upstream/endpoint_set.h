@@ -78,8 +78,9 @@ struct EndpointSlot {
   EndpointMetrics metrics;
   // Attempts in flight to it. Shared by the slots of its URL across reloads of the backends file
   // (CarryOver): an attempt started before a reload is still counted by the set in force, and
-  // gives its place back to the count it took it from, so the picker and the cap on connections
-  // see it until it ends; an endpoint removed and added again starts a count of its own.
+  // gives its place back to the count it took it from, so the picker and the pool's size
+  // (`connections`) see it until it ends; an endpoint removed and added again starts a count of its
+  // own.
   std::shared_ptr<int64_t> outstanding = std::make_shared<int64_t>(0);
   double latency_s = 0;  // moving average of its replies' latency (0: none yet)
   // Its replies have echoed the request's id: from then on a reply without one on a reused

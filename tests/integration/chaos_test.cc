@@ -411,10 +411,10 @@ TEST_F(ChaosTest, AFileReadAgainThatSaysTheSameChangesNothing) {
 }
 
 // The attempts in flight when the backends file changes a version stay counted by the endpoint
-// set that replaces its set, until each ends: the picker weighs them and the cap on connections
-// counts them (review helper-109: the count started again from zero at each change). An endpoint
-// removed and added again starts a count of its own, which the attempts from before its removal
-// never take from (it never goes below zero).
+// set that replaces its set, until each ends: the picker weighs them and the pool counts them
+// against `connections` (review helper-109: the count started again from zero at each change). An
+// endpoint removed and added again starts a count of its own, which the attempts from before its
+// removal never take from (it never goes below zero).
 TEST_F(ChaosTest, AttemptsInFlightStayCountedAcrossAReload) {
   auto reloads = [&] {
     const std::string log = gateway_->Log();
