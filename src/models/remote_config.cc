@@ -96,9 +96,8 @@ std::string Shown(std::string_view url) {
       StrCat(source, ": [remote] api_version must be up to 64 letters, digits, '.', '_' or '-'"));
 }
 
-// Where `url` points, as one spelling: scheme and host in lower case, no leading zeros in the
-// port, no trailing slashes ("http://A:08000/" and "http://a:8000" are one place). Another name
-// or address form for the same host is another place.
+}  // namespace
+
 std::string EndpointPlace(std::string_view url) {
   std::string place(url);
   while (!place.empty() && place.back() == '/') place.pop_back();
@@ -117,6 +116,8 @@ std::string EndpointPlace(std::string_view url) {
   }
   return place;
 }
+
+namespace {
 
 // `endpoints`: each a URL string, or an inline table with url, weight, priority and zone, and
 // the upstream's own name for the model where `signed_file` (a model.toml).

@@ -166,6 +166,12 @@ struct RemoteConfig {
   }
 };
 
+// Where `url` points, as one spelling: scheme and host in lower case, no leading zeros in the
+// port, no trailing slashes ("http://A:08000/" and "http://a:8000" are one place). Another name
+// or address form for the same host is another place. What an endpoint is known by: in a list
+// (each place once), across reloads of a backends file, and between instances sharing breakers.
+std::string EndpointPlace(std::string_view url);
+
 // Reads the [remote] table of `root` into `out` with the strict errors of the rest of
 // model.toml; at least one endpoint is required.
 [[nodiscard]] absl::Status ReadRemoteSection(const toml::table& root, std::string_view source,

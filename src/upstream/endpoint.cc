@@ -3,6 +3,7 @@
 #include <charconv>
 
 #include "common/strings.h"
+#include "models/remote_config.h"
 
 namespace pillar::upstream {
 
@@ -29,6 +30,7 @@ namespace pillar::upstream {
   }
   while (!url.empty() && url.back() == '/') url.remove_suffix(1);
   e.url = std::string(url);
+  e.place = models::EndpointPlace(url);
   const size_t slash = rest.find('/');
   std::string_view authority = rest.substr(0, slash);
   if (slash != std::string_view::npos) {

@@ -13,7 +13,10 @@
 namespace pillar::upstream {
 
 struct Endpoint {
-  std::string url;   // as configured, without a trailing '/': names it in messages
+  std::string url;  // as configured, without a trailing '/': names it in messages
+  // What it is known by (models::EndpointPlace): across reloads of a backends file and between
+  // instances sharing breakers, "http://A:08000" is "http://a:8000".
+  std::string place;
   std::string host;  // a name or an address (IPv6 without its brackets)
   uint16_t port = 80;
   bool tls = false;

@@ -187,12 +187,11 @@ EndpointChange EndpointSet::RecordCheck(size_t e, bool passed) {
 void EndpointSet::CarryOver(EndpointSet& old) {
   for (EndpointSlot& slot : slots_) {
     for (EndpointSlot& before : old.slots_) {
-      if (before.endpoint.url != slot.endpoint.url) continue;
+      if (before.endpoint.place != slot.endpoint.place) continue;
       slot.health = before.health;
       slot.health.SetOptions(health_options_);
       if (before.breaker.rule() == slot.breaker.rule()) slot.breaker = before.breaker;
       slot.latency_s = before.latency_s;
-      slot.outstanding = before.outstanding;
       // What the endpoint showed of its replies outlives a reload: it is the same server.
       slot.echoes_id = before.echoes_id;
       slot.no_reuse_until = before.no_reuse_until;

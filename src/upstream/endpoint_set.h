@@ -76,11 +76,10 @@ struct EndpointSlot {
   EndpointHealth health;
   CircuitBreaker breaker;
   EndpointMetrics metrics;
-  // Attempts in flight to it. Shared by the slots of its URL across reloads of the backends file
-  // (CarryOver): an attempt started before a reload is still counted by the set in force, and
-  // gives its place back to the count it took it from, so the picker and the pool's size
-  // (`connections`) see it until it ends; an endpoint removed and added again starts a count of its
-  // own.
+  // Attempts in flight to it. Shared by the slots of its place (Endpoint::place) in every set
+  // alive (RemoteRunner::State::ShareOutstanding): an attempt started before a reload of the
+  // backends file is still counted by the set in force, and gives its place back to the count it
+  // took it from, so the picker and the pool's size (`connections`) see it until it ends.
   std::shared_ptr<int64_t> outstanding = std::make_shared<int64_t>(0);
   double latency_s = 0;  // moving average of its replies' latency (0: none yet)
   // Its replies have echoed the request's id: from then on a reply without one on a reused
@@ -121,8 +120,9 @@ class EndpointSet {
   EndpointChange Finish(const Ticket& ticket, const AttemptOutcome& outcome, TimePoint now);
   // An active health check's result.
   EndpointChange RecordCheck(size_t e, bool passed);
-  // Takes over what `old` knew of the endpoints it shares with this set (by URL): health (under
-  // this set's thresholds), the breaker when its rule is unchanged, latency, idle connections.
+  // Takes over what `old` knew of the endpoints it shares with this set (by Endpoint::place, the
+  // URL in one spelling): health (under this set's thresholds), the breaker when its rule is
+  // unchanged, latency, idle connections.
   void CarryOver(EndpointSet& old);
   // A trip of an endpoint's breaker seen by another instance.
   std::optional<CircuitBreaker::Transition> TripFromPeer(size_t e, TimePoint until, TimePoint now);

@@ -108,7 +108,7 @@ bool RemoteRunner::State::AnyLeft(Call& call, Clock::time_point now) {
   return false;
 }
 
-// Maps what `call` tried onto the endpoints in service: by URL, when the set changed since
+// Maps what `call` tried onto the endpoints in service: by place (URL), when the set changed since
 // (Reconfigure), so that an endpoint kept across a change is still not tried twice.
 void RemoteRunner::State::SyncTried(Call& call) {
   if (call.tried_in == endpoints) return;
@@ -116,9 +116,9 @@ void RemoteRunner::State::SyncTried(Call& call) {
   if (call.tried_in != nullptr) {
     for (size_t old = 0; old < call.tried_in->size() && old < call.tried.size(); ++old) {
       if (!call.tried[old]) continue;
-      const std::string& url = call.tried_in->slot(old).endpoint.url;
+      const std::string& place = call.tried_in->slot(old).endpoint.place;
       for (size_t e = 0; e < endpoints->size(); ++e) {
-        if (endpoints->slot(e).endpoint.url == url) tried[e] = true;
+        if (endpoints->slot(e).endpoint.place == place) tried[e] = true;
       }
     }
   }
@@ -305,14 +305,14 @@ void RemoteRunner::State::Open(std::shared_ptr<Call> call, std::shared_ptr<Attem
         attempt->connection = std::move(*connection);
         attempt->connection->OnUnaskedWhileIdle(
             [weak = std::weak_ptr<State>(self),
-             url = attempt->set->slot(attempt->ticket.endpoint).endpoint.url] {
+             place = attempt->set->slot(attempt->ticket.endpoint).endpoint.place] {
               std::shared_ptr<State> state = weak.lock();
               if (state == nullptr) return;
               absl::MutexLock lock(&state->mu);
               // In the endpoints now in force: a reload carries idle connections over.
               for (size_t e = 0; state->endpoints && e < state->endpoints->size(); ++e) {
                 EndpointSlot& slot = state->endpoints->slot(e);
-                if (slot.endpoint.url == url) state->OutOfStep(slot);
+                if (slot.endpoint.place == place) state->OutOfStep(slot);
               }
             });
         self->Send(std::move(call), std::move(attempt), false);
@@ -399,9 +399,9 @@ void RemoteRunner::State::Send(std::shared_ptr<Call> call, std::shared_ptr<Attem
 
 std::optional<Ticket> RemoteRunner::State::InForce(const Attempt& attempt) const {
   if (attempt.set == endpoints) return attempt.ticket;
-  const std::string& url = attempt.set->slot(attempt.ticket.endpoint).endpoint.url;
+  const std::string& place = attempt.set->slot(attempt.ticket.endpoint).endpoint.place;
   for (size_t e = 0; e < endpoints->size(); ++e) {
-    if (endpoints->slot(e).endpoint.url != url) continue;
+    if (endpoints->slot(e).endpoint.place != place) continue;
     Ticket ticket = attempt.ticket;
     ticket.endpoint = e;
     return ticket;

@@ -79,7 +79,8 @@ void RemoteRunner::State::BackendChanged(CircuitBreaker::Transition change, Cloc
   }
 }
 
-// The name other instances know a breaker by: "<model>/<version>", and the endpoint's URL.
+// The name other instances know a breaker by: "<model>/<version>", and the endpoint's place
+// (its URL in one spelling, models::EndpointPlace).
 std::string RemoteRunner::State::BreakerName(std::string_view endpoint) const {
   return endpoint.empty() ? StrCat(model_name, "/", version)
                           : StrCat(model_name, "/", version, " ", endpoint);
@@ -112,7 +113,7 @@ void RemoteRunner::State::OnPeerTrip(std::string_view endpoint, int64_t until_un
     return;
   }
   for (size_t e = 0; e < endpoints->size(); ++e) {
-    if (endpoints->slot(e).endpoint.url != endpoint) continue;
+    if (endpoints->slot(e).endpoint.place != endpoint) continue;
     EndpointChange change;
     change.endpoint = e;
     change.breaker = endpoints->TripFromPeer(e, until, now);
@@ -177,7 +178,7 @@ void RemoteRunner::State::Announce(EndpointSet& set, const EndpointChange& chang
     if (change.breaker->to == BreakerState::kOpen) Count(m.trips);
     Report(slot.breaker, *change.breaker, slot.endpoint.url, now, from_peer);
     if (change.breaker->to == BreakerState::kOpen && !from_peer) {
-      PublishTrip(BreakerName(slot.endpoint.url), slot.breaker.open_until(), now);
+      PublishTrip(BreakerName(slot.endpoint.place), slot.breaker.open_until(), now);
     }
   }
 }

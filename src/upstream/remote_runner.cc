@@ -292,6 +292,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::MutexLock lock(&state->mu);  // not shared yet, which the analysis cannot know
     state->endpoints = std::make_shared<EndpointSet>(state->config.remote, parsed, metrics,
                                                      context.zone, std::random_device{}());
+    state->ShareOutstanding(*state->endpoints);
     state->backend_breaker.emplace(remote.backend_breaker);
   }
   state->metrics = context.metrics.ForRetries(model_name, version);
@@ -338,13 +339,26 @@ void RemoteRunner::State::StartChecks() {
   checker->Start();
 }
 
+void RemoteRunner::State::ShareOutstanding(EndpointSet& set) {
+  std::erase_if(outstanding_by_place, [](const auto& place) { return place.second.expired(); });
+  for (size_t e = 0; e < set.size(); ++e) {
+    EndpointSlot& slot = set.slot(e);
+    std::weak_ptr<int64_t>& known = outstanding_by_place[slot.endpoint.place];
+    if (std::shared_ptr<int64_t> count = known.lock()) {
+      slot.outstanding = std::move(count);
+    } else {
+      known = slot.outstanding;
+    }
+  }
+}
+
 void RemoteRunner::State::SubscribeTrips() {
   if (breaker_sync == nullptr) return;
   // The version's breaker, and each endpoint's when it has one.
   std::vector<std::string> scopes = {""};
   if (config.remote.breaker.enabled()) {
     for (size_t e = 0; e < endpoints->size(); ++e)
-      scopes.push_back(endpoints->slot(e).endpoint.url);
+      scopes.push_back(endpoints->slot(e).endpoint.place);
   }
   std::weak_ptr<State> weak = shared_from_this();
   for (const std::string& scope : scopes) {
@@ -382,6 +396,7 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
   auto next = std::make_shared<EndpointSet>(config.remote, std::move(parsed), endpoint_metrics,
                                             zone, std::random_device{}());
   next->CarryOver(*endpoints);
+  ShareOutstanding(*next);
   // The idle connections of endpoints that left close now; busy ones when their call ends.
   for (size_t e = 0; e < endpoints->size(); ++e) CloseIdle(endpoints->slot(e));
   endpoints = std::move(next);

@@ -89,8 +89,9 @@ class RemoteRunner final : public runtime::Runner {
   std::optional<runtime::UpstreamStatus> Upstreams() const override;
   // Takes `remote` into service (the version's signed [remote] with a backends file applied; the
   // upstream model name, idempotence, credentials and TLS files stay as signed): endpoints kept
-  // by URL keep their health, breaker, latency and idle connections; attempts in flight finish
-  // where they are; a request retries among the new endpoints, not twice at the same URL.
+  // (by Endpoint::place, the URL in one spelling) keep their health, breaker, latency, idle
+  // connections and count of attempts in flight; attempts in flight finish where they are; a
+  // request retries among the new endpoints, not twice at the same place.
   // Reads the TLS trust first when an https endpoint is new; on any error nothing changes.
   [[nodiscard]] absl::Status Reconfigure(const models::RemoteConfig& remote) override;
 

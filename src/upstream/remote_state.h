@@ -237,6 +237,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // first calls (as many as the server has threads).
   std::vector<asio::io_context*> lanes ABSL_GUARDED_BY(mu) = {&io};
   std::shared_ptr<EndpointSet> endpoints ABSL_GUARDED_BY(mu);  // replaced whole by Reconfigure()
+  // Each endpoint's count of attempts in flight, by place, while a set that has it lives (an
+  // attempt keeps its set alive): an endpoint kept, or removed and listed again while attempts
+  // sent to it before still run, counts them (ShareOutstanding).
+  std::map<std::string, std::weak_ptr<int64_t>> outstanding_by_place ABSL_GUARDED_BY(mu);
   std::string zone;
   std::optional<CircuitBreaker> backend_breaker ABSL_GUARDED_BY(mu);
   std::shared_ptr<HealthChecker> checker ABSL_GUARDED_BY(mu);
@@ -403,6 +407,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void OnCheck(size_t e, bool passed, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // remote_runner.cc
+  // Gives each endpoint of `set` the count of attempts in flight its place already has in a
+  // live set (outstanding_by_place), else makes its own the place's.
+  void ShareOutstanding(EndpointSet& set) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Starts active checks of the endpoints in service (stopping those of the ones before).
   void StartChecks() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Subscribes the version's breaker and its endpoints' to trips of other instances.

@@ -34,6 +34,19 @@ TEST(EndpointTest, ReadsSchemeHostPortAndPath) {
   EXPECT_EQ(e->host_header, "[::1]:9000");
 }
 
+// An endpoint is known by its place: the URL in one spelling, which reloads of the backends file
+// and instances sharing breakers match on.
+TEST(EndpointTest, IsKnownByOneSpellingOfItsUrl) {
+  absl::StatusOr<Endpoint> a = ParseEndpoint("http://GPU-2.Internal:08443/Serving/");
+  absl::StatusOr<Endpoint> b = ParseEndpoint("http://gpu-2.internal:8443/Serving");
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(a->place, "http://gpu-2.internal:8443/Serving");  // the path keeps its case
+  EXPECT_EQ(a->place, b->place);
+  EXPECT_NE(a->url, b->url);  // messages name it as configured
+  EXPECT_NE(ParseEndpoint("http://gpu-2.internal:8443/serving")->place, b->place);
+  EXPECT_EQ(ParseEndpoint("http://[::1]:09000")->place, "http://[::1]:9000");
+}
+
 TEST(EndpointTest, RefusesWhatIsNotAPlainBaseUrl) {
   for (const char* url :
        {"ftp://h", "h:80", "http://", "http://:80", "http://user:pw@h", "http://h?x=1",
