@@ -30,6 +30,8 @@ raw, rounds = sys.argv[1], int(sys.argv[2])
 names = ("upstream", "pillar", "haproxy", "nginx")
 data = {n: {c: [parse(f"{raw}/{n}_c{c}_r{r}.txt") for r in range(1, rounds + 1)] for c in (1, 64)}
         for n in names}
+# socat, a byte relay, at one connection only: the floor of what a hop adds.
+data["relay"] = {1: [parse(f"{raw}/relay_c1_r{r}.txt") for r in range(1, rounds + 1)]}
 
 
 def median(name, conns, key):
@@ -52,9 +54,10 @@ for peer in ("haproxy", "nginx"):
                  f"{median('pillar', 64, 'p99'):.2f}", f"{median(peer, 64, 'p99'):.2f}",
                  f"{m:.2f}x [{lo:.2f}-{hi:.2f}x]", "no worse" if peer == "haproxy" else ""))
 direct = median("upstream", 1, "p50")
-for name in ("pillar", "haproxy", "nginx"):
+for name in ("pillar", "haproxy", "nginx", "relay"):
     added = [(data[name][1][r]["p50"] - data["upstream"][1][r]["p50"]) * 1000 for r in range(rounds)]
-    rows.append((f"added median latency per hop, 1 connection, us: {name}",
+    label = "socat, a byte relay (the floor)" if name == "relay" else name
+    rows.append((f"added median latency per hop, 1 connection, us: {label}",
                  f"{statistics.median(added):.0f} [{min(added):.0f}-{max(added):.0f}]",
                  f"direct p50 {direct * 1000:.0f} us", "", "< 30 us" if name == "pillar" else ""))
 

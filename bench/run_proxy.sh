@@ -7,6 +7,9 @@
 #   - HAProxy 2.6 (Debian), mode http, http-reuse always, 2 threads, no logging (it has only
 #     syslog);
 #   - nginx (Debian), proxy_pass to an upstream block with keepalive, 2 workers, access log on.
+# And, at one connection only, socat (Debian): a byte relay that parses nothing (a process per
+# client connection, one upstream connection each), the floor of what a hop adds to latency on
+# this machine: two more trips over loopback and the wake-ups they take.
 # Neither peer authenticates, authorizes, limits or audits: they forward the client's key to the
 # upstream, which checks it. Rounds alternate the gateways; the report gives medians and the
 # range of each round's ratio.
@@ -139,6 +142,11 @@ http {
 CONF
 nginx -c "$work/nginx/nginx.conf"
 
+relay_port=$(free_port)
+socat TCP-LISTEN:"$relay_port",bind=127.0.0.1,fork,reuseaddr TCP:127.0.0.1:"$upstream_port" \
+  2>"$work/socat.log" &
+pids+=($!)
+
 printf '%s' '{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[0.25,0.5,0.75,1.0]}]}' > "$work/body.json"
 export BENCH_BODY_FILE="$work/body.json" BENCH_PATH=/v2/models/sim/infer
 run_wrk() {  # name threads connections port key
@@ -146,7 +154,8 @@ run_wrk() {  # name threads connections port key
     "http://127.0.0.1:$3" > "$out/$4" 2>&1
 }
 for target in "upstream $upstream_port $upstream_key" "pillar $gateway_port $gateway_key" \
-              "haproxy $haproxy_port $upstream_key" "nginx $nginx_port $upstream_key"; do
+              "haproxy $haproxy_port $upstream_key" "nginx $nginx_port $upstream_key" \
+              "relay $relay_port $upstream_key"; do
   set -- $target
   BENCH_KEY=$3 wrk -t2 -c16 -d2s -s "$root/bench/post_infer.lua" "http://127.0.0.1:$2" | grep -q "non_200 0" \
     || { echo "bench: $1 does not answer 200" >&2; exit 1; }
@@ -292,6 +301,7 @@ for r in $(seq 1 "$rounds"); do
     run_wrk 1 1 "$2" "$1_c1_r$r.txt" "$3"
     run_wrk 2 64 "$2" "$1_c64_r$r.txt" "$3"
   done
+  run_wrk 1 1 "$relay_port" "relay_c1_r$r.txt" "$upstream_key"
 done
 
 commit=$(bench_commit "$root")

@@ -16,11 +16,11 @@ packages=(
 if [[ "${1:-}" == "--bench" ]]; then
   # uvicorn with httptools and uvloop is what `pip install uvicorn[standard]` gives a user.
   # PyJWT is the peer of the JWT verification benchmark; hyperfine times model verification;
-  # HAProxy and nginx are the peers of the proxy benchmark (bench/run_proxy.sh); valgrind
-  # (callgrind) and linux-perf (syscall tracepoints) count the per-request costs
-  # (bench/run_costs.sh).
+  # HAProxy and nginx are the peers of the proxy benchmark (bench/run_proxy.sh), and socat, a
+  # byte relay that parses nothing, its floor for the latency a hop adds; valgrind (callgrind)
+  # and linux-perf (syscall tracepoints) count the per-request costs (bench/run_costs.sh).
   packages+=(wrk nginx-light python3-fastapi python3-uvicorn python3-httptools python3-uvloop
-             python3-jwt hyperfine haproxy valgrind linux-perf)
+             python3-jwt hyperfine haproxy socat valgrind linux-perf)
 fi
 
 missing=()
