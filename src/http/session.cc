@@ -18,10 +18,13 @@ void Session<kTls>::OnDeadline() {
     Socket().cancel(ignored);
     return;
   }
-  if (waiting_ == Waiting::kWrite || waiting_ == Waiting::kShutdown) {
-    // A client that stopped reading: what its socket still holds is dropped with a reset, not
-    // left to the kernel to deliver long after this connection stopped counting against any
-    // limit (review helper-111: 2.8 MB for 290 s to a client reading a few bytes at a time).
+  if (waiting_ == Waiting::kWrite) {
+    // A client that stopped reading an answer: what its socket still holds is dropped with a
+    // reset, not left to the kernel to deliver long after this connection stopped counting
+    // against any limit (review helper-111: 2.8 MB for 290 s to a client reading a few bytes at
+    // a time). Not at the end of a TLS shutdown, whose answer was written whole and whose wait is
+    // for a close_notify clients seldom send (review helper-112: a reset there cut the tail of
+    // answers a client was still reading).
     Socket().set_option(net::socket_base::linger(true, 0), ignored);
   }
   Socket().close(ignored);  // idle, handshake, write, shutdown: nobody to answer

@@ -574,6 +574,51 @@ TEST_F(TlsTest, AStreamCountsTheTimeItsWritesWaitedForTheClient) {
   server.Stop();
 }
 
+// A whole answer on a connection that ends with it (HTTP/1.0 here; `Connection: close`, a drain
+// and a certificate change do the same) reaches a client that reads it late: the TLS shutdown's
+// wait for the client's close_notify, which clients seldom send, ends in an orderly close, which
+// leaves the kernel to deliver what the socket still holds (review helper-112: a reset there cut
+// the tail of answers pillar had written whole).
+TEST_F(TlsTest, AnAnswerWrittenWholeReachesAClientThatReadsItLate) {
+  class Bulk : public Handler {
+   public:
+    void Handle(Request, std::shared_ptr<ResponseSink> sink) override {
+      sink->Send(Response{200, "application/octet-stream", std::string(1 << 20, 'x'), {}});
+    }
+  } bulk;
+  Router router;
+  router.Add({"GET", "/bulk", 1, "bulk", true});
+  HttpServer server(Limits{}, bulk, nullptr, 1);
+  absl::StatusOr<uint16_t> port = server.AddListener(options_, router);
+  ASSERT_TRUE(port.ok()) << port.status();
+  server.Start();
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval timeout{10, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(*port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  SslPtr ssl(SSL_new(ctx.get()), SSL_free);
+  SSL_set_fd(ssl.get(), fd);
+  ASSERT_EQ(SSL_connect(ssl.get()), 1) << OpenSslErrors();
+  const std::string request = "GET /bulk HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  ASSERT_EQ(SSL_write(ssl.get(), request.data(), int(request.size())), int(request.size()));
+  // The answer fits the sockets' buffers: pillar writes it whole at once, then waits 2 s for a
+  // close_notify this client does not send.
+  std::this_thread::sleep_for(std::chrono::milliseconds(3000));
+  std::string answer;
+  char buffer[16384];
+  for (int n; (n = SSL_read(ssl.get(), buffer, sizeof buffer)) > 0;) answer.append(buffer, n);
+  ::close(fd);
+  const size_t end = answer.find("\r\n\r\n");
+  ASSERT_NE(end, std::string::npos) << answer.size();
+  EXPECT_EQ(answer.size() - end - 4, size_t(1) << 20);
+  server.Stop();
+}
+
 TEST_F(TlsTest, MutualTlsSessionsResumeOverTls12) { ExpectResumption(TLS1_2_VERSION); }
 
 TEST_F(TlsTest, MutualTlsSessionsResumeOverTls13) { ExpectResumption(TLS1_3_VERSION); }
