@@ -284,7 +284,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
     absl::StatusOr<Endpoint> endpoint = ParseEndpoint(spec.url);
     if (!endpoint.ok()) return endpoint.status();
     any_tls = any_tls || endpoint->tls;
-    metrics.push_back(context.metrics.For(model_name, version, endpoint->url));
+    metrics.push_back(context.metrics.For(model_name, version, endpoint->place));
     parsed.push_back(std::move(*endpoint));
   }
   state->zone = context.zone;
@@ -391,7 +391,7 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
   config.remote = std::move(remote);
   std::vector<EndpointMetrics> endpoint_metrics;
   for (const Endpoint& endpoint : parsed) {
-    endpoint_metrics.push_back(metric_families.For(model_name, version, endpoint.url));
+    endpoint_metrics.push_back(metric_families.For(model_name, version, endpoint.place));
   }
   auto next = std::make_shared<EndpointSet>(config.remote, std::move(parsed), endpoint_metrics,
                                             zone, std::random_device{}());

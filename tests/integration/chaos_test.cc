@@ -469,10 +469,19 @@ TEST_F(ChaosTest, AttemptsInFlightStayCountedAcrossAReload) {
   write(settings + "endpoints = " + Endpoints({1}) + "\n");  // the endpoint leaves
   write(settings + "endpoints = " + Endpoints({2}) + "\n");  // and comes back
   EXPECT_EQ(outstanding(), 3);
-  // The same endpoint spelled otherwise (its port with a leading zero) is the same endpoint.
-  write(settings + "endpoints = [\"http://127.0.0.1:0" +
-        std::to_string(upstreams_[2]->data_port()) + "/\"]\n");
+  // The same endpoint spelled otherwise (its port with a leading zero) is the same endpoint,
+  // with the same metric series (review helper-112: a series of the new spelling read 0).
+  const std::string port = std::to_string(upstreams_[2]->data_port());
+  write(settings + "endpoints = [\"http://127.0.0.1:0" + port + "/\"]\n");
   EXPECT_EQ(outstanding(), 3);
+  const std::string metrics =
+      Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+  EXPECT_NE(metrics.find("pillar_upstream_outstanding{model=\"stalling\",version=\"1\","
+                         "endpoint=\"http://127.0.0.1:" +
+                         port + "\"} 3\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find(":0" + port), std::string::npos);
   for (std::thread& t : calls) t.join();
   EXPECT_EQ(outstanding(), 0);
 }
