@@ -18,15 +18,11 @@ void Session<kTls>::OnDeadline() {
     Socket().cancel(ignored);
     return;
   }
-  if (waiting_ == Waiting::kWrite) {
-    // A client that stopped reading an answer: what its socket still holds is dropped with a
-    // reset, not left to the kernel to deliver long after this connection stopped counting
-    // against any limit (review helper-111: 2.8 MB for 290 s to a client reading a few bytes at
-    // a time). Not at the end of a TLS shutdown, whose answer was written whole and whose wait is
-    // for a close_notify clients seldom send (review helper-112: a reset there cut the tail of
-    // answers a client was still reading).
-    Socket().set_option(net::socket_base::linger(true, 0), ignored);
-  }
+  // Closed in order, even at a write timeout: a reset would drop with the stalled answer's bytes
+  // those of answers written whole before it on the same connection, which the client is still
+  // reading (review helper-113: pipelined answers cut). What a closed socket still holds is the
+  // kernel's to deliver; bounding that memory for slow readers needs the connection to keep
+  // counting against the limits until its queue drains (docs/security.md, known limits).
   Socket().close(ignored);  // idle, handshake, write, shutdown: nobody to answer
 }
 
