@@ -339,6 +339,30 @@ void RemoteRunner::State::StartChecks() {
   checker->Start();
 }
 
+void RemoteRunner::State::RefreshGauges(Clock::time_point now) {
+  for (size_t e = 0; e < endpoints->size(); ++e) {
+    const EndpointSlot& slot = endpoints->slot(e);
+    if (slot.metrics.state != nullptr) slot.metrics.state->Set(double(slot.health.state(now)));
+    if (slot.metrics.breaker != nullptr) slot.metrics.breaker->Set(double(slot.breaker.state(now)));
+  }
+  if (metrics.breaker != nullptr && backend_breaker) {
+    metrics.breaker->Set(double(backend_breaker->state(now)));
+  }
+}
+
+void RemoteRunner::State::ScheduleGauges() {
+  if (stopping) return;
+  auto timer = std::make_shared<asio::steady_timer>(io, std::chrono::seconds(1));
+  timers.insert(timer);
+  timer->async_wait([self = shared_from_this(), timer](boost::system::error_code) {
+    absl::MutexLock lock(&self->mu);
+    self->timers.erase(timer);
+    if (self->stopping) return;
+    self->RefreshGauges(Clock::now());
+    self->ScheduleGauges();
+  });
+}
+
 void RemoteRunner::State::ShareOutstanding(EndpointSet& set) {
   std::erase_if(outstanding_by_place, [](const auto& place) { return place.second.expired(); });
   for (size_t e = 0; e < set.size(); ++e) {
@@ -401,6 +425,7 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
   for (size_t e = 0; e < endpoints->size(); ++e) CloseIdle(endpoints->slot(e));
   endpoints = std::move(next);
   if (breaker_changed) backend_breaker.emplace(config.remote.backend_breaker);
+  RefreshGauges(Clock::now());
   StartChecks();
   UnsubscribeTrips();
   SubscribeTrips();
@@ -452,6 +477,8 @@ RemoteRunner::RemoteRunner(std::shared_ptr<State> state) : state_(std::move(stat
     absl::MutexLock lock(&state->mu);
     state->SubscribeTrips();
     state->StartChecks();
+    state->RefreshGauges(Clock::now());
+    state->ScheduleGauges();
   });
   thread_ = std::thread([state = state_] {
     NameThisThread(StrCat("remote:", state->model_name));

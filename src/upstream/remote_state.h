@@ -407,6 +407,13 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   void OnCheck(size_t e, bool passed, std::string_view why) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   // remote_runner.cc
+  // Sets the health and breaker gauges of the endpoints in service, and the backend's breaker
+  // gauge, from their state now: after a reconfiguration (a new set, an endpoint re-added or
+  // respelled, a breaker rule changed) and each second, since ejections and trips also end by
+  // time alone (review helper-113: gauges left open or ejected while the admin API said closed).
+  void RefreshGauges(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // RefreshGauges each second on the runner's own lane, until Stop.
+  void ScheduleGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Gives each endpoint of `set` the count of attempts in flight its place already has in a
   // live set (outstanding_by_place), else makes its own the place's.
   void ShareOutstanding(EndpointSet& set) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

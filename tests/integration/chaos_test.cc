@@ -486,6 +486,54 @@ TEST_F(ChaosTest, AttemptsInFlightStayCountedAcrossAReload) {
   EXPECT_EQ(outstanding(), 0);
 }
 
+// An endpoint's gauges say its state after a change of the backends file, not the state before
+// it: a breaker that a new rule starts closed reads closed (review helper-113: the gauge stayed
+// open while the breaker, closed, let requests through, until its next transition).
+TEST_F(ChaosTest, AReloadLeavesNoGaugeStale) {
+  auto reloads = [&] {
+    const std::string log = gateway_->Log();
+    size_t n = 0;
+    for (size_t at = 0;
+         (at = log.find("model stalling version 1 now has", at)) != std::string::npos; ++at) {
+      ++n;
+    }
+    return n;
+  };
+  auto write = [&](const std::string& breaker) {
+    const size_t before = reloads();
+    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) +
+                  "\n[backends.stalling]\nconsecutive_failures = 1000\n"
+                  "[backends.stalling.breaker]\n" +
+                  breaker);
+    for (int i = 0; i < 100 && reloads() == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GT(reloads(), before) << "the change was not read";
+  };
+  const std::string gauge =
+      "pillar_upstream_breaker_state{model=\"stalling\",version=\"1\","
+      "endpoint=\"http://127.0.0.1:" +
+      std::to_string(upstreams_[2]->data_port()) + "\"} ";
+  auto breaker_gauge = [&] {
+    const std::string metrics =
+        Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+    const size_t at = metrics.find(gauge);
+    return at == std::string::npos ? std::string("none") : metrics.substr(at + gauge.size(), 1);
+  };
+  write("failure_count = 1\ntrip_duration_ms = 60000\n");
+  double seconds = 0;
+  EXPECT_NE(Infer("stalling", 5000, &seconds).status, 200);  // cut at 600 ms: the breaker opens
+  EXPECT_EQ(breaker_gauge(), "1");
+  write("failure_count = 2\ntrip_duration_ms = 60000\n");  // a new rule: it starts closed
+  EXPECT_EQ(breaker_gauge(), "0");
+  // A trip that ends by time alone, with no request after it: half-open within a second or so.
+  write("failure_count = 1\ntrip_duration_ms = 1000\n");
+  EXPECT_NE(Infer("stalling", 5000, &seconds).status, 200);
+  EXPECT_EQ(breaker_gauge(), "1");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  EXPECT_EQ(breaker_gauge(), "2");
+}
+
 TEST_F(ChaosTest, AShortDeadlineEndsTheRequestAndTheUpstreamDropsIt) {
   // One request occupies the upstream's only instance for 300 ms.
   double seconds = 0;
