@@ -315,6 +315,7 @@ absl::StatusOr<std::unique_ptr<RemoteRunner>> RemoteRunner::Create(
       StrCat("/v2/models/", upstream_model,
              remote.version.empty() ? "" : StrCat("/versions/", remote.version), "/infer");
   state->metric_families = context.metrics;
+  state->gauge_claim = context.metrics.owners->Claim(model_name, version);
   state->active_checks = context.active_checks;
   return std::unique_ptr<RemoteRunner>(new RemoteRunner(std::move(state)));
 }
@@ -340,6 +341,7 @@ void RemoteRunner::State::StartChecks() {
 }
 
 void RemoteRunner::State::RefreshGauges(Clock::time_point now) {
+  if (!metric_families.owners->Owns(model_name, version, gauge_claim)) return;  // replaced
   for (size_t e = 0; e < endpoints->size(); ++e) {
     const EndpointSlot& slot = endpoints->slot(e);
     if (slot.metrics.state != nullptr) slot.metrics.state->Set(double(slot.health.state(now)));
@@ -358,6 +360,9 @@ void RemoteRunner::State::ScheduleGauges() {
     absl::MutexLock lock(&self->mu);
     self->timers.erase(timer);
     if (self->stopping) return;
+    if (!self->metric_families.owners->Owns(self->model_name, self->version, self->gauge_claim)) {
+      return;  // a newer runner serves the version: its view is the one in service
+    }
     self->RefreshGauges(Clock::now());
     self->ScheduleGauges();
   });

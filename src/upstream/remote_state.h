@@ -224,6 +224,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   std::vector<uint64_t> subscriptions;  // with breaker_sync
   RetryMetrics metrics;
   UpstreamMetrics metric_families;  // for the endpoints a reconfiguration adds
+  uint64_t gauge_claim = 0;         // metric_families.owners: this runner's claim
   // Request ids for upstreams: unique per runner (a random prefix) and per request.
   const std::string id_prefix = HexEncode(RandomBytes(6));
   std::atomic<uint64_t> next_id{0};

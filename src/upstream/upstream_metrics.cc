@@ -90,4 +90,28 @@ RetryMetrics UpstreamMetrics::ForRetries(std::string_view model, std::string_vie
   return r;
 }
 
+namespace {
+
+std::string VersionKey(std::string_view model, std::string_view version) {
+  std::string key(model);
+  key.push_back('\x1f');  // cannot appear in a model name
+  key.append(version);
+  return key;
+}
+
+}  // namespace
+
+uint64_t GaugeOwners::Claim(std::string_view model, std::string_view version) {
+  absl::MutexLock lock(&mu_);
+  const uint64_t claim = ++next_;
+  current_[VersionKey(model, version)] = claim;
+  return claim;
+}
+
+bool GaugeOwners::Owns(std::string_view model, std::string_view version, uint64_t claim) const {
+  absl::MutexLock lock(&mu_);
+  auto it = current_.find(VersionKey(model, version));
+  return it != current_.end() && it->second == claim;
+}
+
 }  // namespace pillar::upstream

@@ -7,8 +7,14 @@
 //   e.attempts_ok->Increment();
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
 #include <string_view>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "monitor/metrics.h"
 
 namespace pillar::upstream {
@@ -39,6 +45,22 @@ struct RetryMetrics {
   monitor::Counter* abandoned = nullptr;         // calls ended because their client went away
 };
 
+// Which runner of a model version sets its state gauges each second
+// (RemoteRunner::State::RefreshGauges): the one made last for it. A runner a reload replaced lives
+// on while calls it holds run, and its view of the endpoints is not the one in service (review
+// helper-114: its ticks flipped the new runner's gauges back).
+class GaugeOwners {
+ public:
+  // Makes the caller the version's owner; the claim to show Owns.
+  uint64_t Claim(std::string_view model, std::string_view version);
+  bool Owns(std::string_view model, std::string_view version, uint64_t claim) const;
+
+ private:
+  mutable absl::Mutex mu_;
+  uint64_t next_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<std::string, uint64_t, std::less<>> current_ ABSL_GUARDED_BY(mu_);
+};
+
 struct UpstreamMetrics {
   monitor::Family<monitor::Counter>* attempts = nullptr;
   monitor::Family<monitor::Histogram>* latency = nullptr;
@@ -55,6 +77,8 @@ struct UpstreamMetrics {
   monitor::Family<monitor::Counter>* hedges = nullptr;
   monitor::Family<monitor::Counter>* hedge_wins = nullptr;
   monitor::Family<monitor::Counter>* abandoned = nullptr;
+  // Shared by every copy (each runner has one).
+  std::shared_ptr<GaugeOwners> owners = std::make_shared<GaugeOwners>();
 
   static UpstreamMetrics Register(monitor::MetricsRegistry& registry);
   EndpointMetrics For(std::string_view model, std::string_view version,

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "testing/temp_dir.h"
+#include "upstream/upstream_metrics.h"
 
 namespace pillar::upstream {
 namespace {
@@ -30,6 +31,23 @@ std::string Refusal(const std::string& credentials) {
       RemoteRunner::Create(RemoteConfig(credentials), "m", "1");
   EXPECT_FALSE(runner.ok()) << credentials;
   return std::string(runner.status().message());
+}
+
+// The runner made last for a version sets its state gauges each second; one a reload replaced,
+// alive while its calls end, stops (review helper-114: its ticks flipped the new one's gauges).
+TEST(GaugeOwnersTest, TheRunnerMadeLastForAVersionOwnsItsGauges) {
+  UpstreamMetrics metrics;
+  UpstreamMetrics copy = metrics;  // each runner holds a copy: the owners are shared
+  const uint64_t old_runner = metrics.owners->Claim("digits", "1");
+  EXPECT_TRUE(copy.owners->Owns("digits", "1", old_runner));
+  const uint64_t other_version = copy.owners->Claim("digits", "2");
+  EXPECT_TRUE(metrics.owners->Owns("digits", "1", old_runner));
+  const uint64_t new_runner = copy.owners->Claim("digits", "1");
+  EXPECT_FALSE(metrics.owners->Owns("digits", "1", old_runner));
+  EXPECT_TRUE(metrics.owners->Owns("digits", "1", new_runner));
+  EXPECT_TRUE(metrics.owners->Owns("digits", "2", other_version));
+  EXPECT_FALSE(metrics.owners->Owns("digits1", "", new_runner));  // names do not run together
+  EXPECT_FALSE(metrics.owners->Owns("other", "1", new_runner));
 }
 
 TEST(RemoteRunnerTest, TheCredentialsFileMustBeAPrivateRegularFile) {
