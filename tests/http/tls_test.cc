@@ -308,6 +308,7 @@ class KeptAlive {
   ~KeptAlive() { ::close(fd_); }
 
   bool reused() const { return SSL_session_reused(ssl_.get()) == 1; }
+  SSL* ssl() const { return ssl_.get(); }  // for a test's own reads and writes
 
   // The body of one more answer on this connection ("<no answer>" when none came whole).
   std::string Get(const std::string& request = "GET /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n") {
@@ -537,31 +538,20 @@ TEST_F(TlsTest, AStreamCountsTheTimeItsWritesWaitedForTheClient) {
   for (const int pause_ms : {1500, 0}) {
     SCOPED_TRACE(pause_ms);
     big.waited_ns.store(-1);
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval timeout{10, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-    sockaddr_in address{};
-    address.sin_family = AF_INET;
-    address.sin_port = htons(*port);
-    address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-    SslPtr ssl(SSL_new(ctx.get()), SSL_free);
-    SSL_set_fd(ssl.get(), fd);
-    ASSERT_EQ(SSL_connect(ssl.get()), 1) << OpenSslErrors();
+    KeptAlive client(ctx.get(), *port);
+    SSL* ssl = client.ssl();
     const std::string request = "GET /big HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-    ASSERT_EQ(SSL_write(ssl.get(), request.data(), int(request.size())), int(request.size()));
+    ASSERT_EQ(SSL_write(ssl, request.data(), int(request.size())), int(request.size()));
     std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
     size_t read = 0;
     char buffer[16384];
-    for (int n;
-         read < size_t(8) * 1024 * 1024 && (n = SSL_read(ssl.get(), buffer, sizeof buffer)) > 0;) {
+    for (int n; read < size_t(8) * 1024 * 1024 && (n = SSL_read(ssl, buffer, sizeof buffer)) > 0;) {
       read += size_t(n);
     }
     EXPECT_GT(read, size_t(8) * 1024 * 1024);
     for (int i = 0; i < 100 && big.waited_ns.load() == -1; ++i) {
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
-    ::close(fd);
     const double waited_ms = double(big.waited_ns.load()) / 1e6;
     std::printf("a pause of %d ms: the writes waited %.1f ms\n", pause_ms, waited_ms);
     if (pause_ms > 0) {
@@ -593,26 +583,16 @@ TEST_F(TlsTest, AnAnswerWrittenWholeReachesAClientThatReadsItLate) {
   ASSERT_TRUE(port.ok()) << port.status();
   server.Start();
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval timeout{10, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_port = htons(*port);
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
-  SslPtr ssl(SSL_new(ctx.get()), SSL_free);
-  SSL_set_fd(ssl.get(), fd);
-  ASSERT_EQ(SSL_connect(ssl.get()), 1) << OpenSslErrors();
+  KeptAlive client(ctx.get(), *port);
+  SSL* ssl = client.ssl();
   const std::string request = "GET /bulk HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  ASSERT_EQ(SSL_write(ssl.get(), request.data(), int(request.size())), int(request.size()));
+  ASSERT_EQ(SSL_write(ssl, request.data(), int(request.size())), int(request.size()));
   // The answer fits the sockets' buffers: pillar writes it whole at once, then waits 2 s for a
   // close_notify this client does not send.
   std::this_thread::sleep_for(std::chrono::milliseconds(3000));
   std::string answer;
   char buffer[16384];
-  for (int n; (n = SSL_read(ssl.get(), buffer, sizeof buffer)) > 0;) answer.append(buffer, n);
-  ::close(fd);
+  for (int n; (n = SSL_read(ssl, buffer, sizeof buffer)) > 0;) answer.append(buffer, n);
   const size_t end = answer.find("\r\n\r\n");
   ASSERT_NE(end, std::string::npos) << answer.size();
   EXPECT_EQ(answer.size() - end - 4, size_t(1) << 20);

@@ -179,6 +179,27 @@ class ChaosTest : public ::testing::Test {
     std::filesystem::rename(aside, backends_);
   }
 
+  // How many times the gateway's log says `model` (version 1) took a new configuration.
+  size_t Reloads(const std::string& model) const {
+    const std::string log = gateway_->Log();
+    const std::string line = "model " + model + " version 1 now has";
+    size_t n = 0;
+    for (size_t at = 0; (at = log.find(line, at)) != std::string::npos; ++at) ++n;
+    return n;
+  }
+
+  // The backends file with digits on every upstream and `stalling` as given, then a wait (up to
+  // 1 s) until stalling took it.
+  void WriteStalling(const std::string& stalling) {
+    const size_t before = Reloads("stalling");
+    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) +
+                  "\n[backends.stalling]\n" + stalling);
+    for (int i = 0; i < 100 && Reloads("stalling") == before; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_GT(Reloads("stalling"), before) << "the change was not read";
+  }
+
   HttpReply Infer(const std::string& model, int timeout_ms, double* seconds) {
     const auto start = Clock::now();
     HttpReply r = Fetch(gateway_->data_port(), "POST", "/v2/models/" + model + "/infer", kTwoRows,
@@ -416,25 +437,7 @@ TEST_F(ChaosTest, AFileReadAgainThatSaysTheSameChangesNothing) {
 // So do they when their endpoint is removed and listed again, or spelled another way, while they
 // run (review helper-111); the count never goes below zero.
 TEST_F(ChaosTest, AttemptsInFlightStayCountedAcrossAReload) {
-  auto reloads = [&] {
-    const std::string log = gateway_->Log();
-    size_t n = 0;
-    for (size_t at = 0;
-         (at = log.find("model stalling version 1 now has", at)) != std::string::npos; ++at) {
-      ++n;
-    }
-    return n;
-  };
-  // Each change of the file is read (a reload), before the test goes on.
-  auto write = [&](const std::string& stalling) {
-    const size_t before = reloads();
-    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) +
-                  "\n[backends.stalling]\n" + stalling);
-    for (int i = 0; i < 100 && reloads() == before; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_GT(reloads(), before) << "the change was not read";
-  };
+  auto write = [&](const std::string& stalling) { WriteStalling(stalling); };
   auto outstanding = [&] {
     const std::string state =
         Fetch(gateway_->admin_port(), "GET", "/admin/v1/backends", "", {Bearer(key_)}).body;
@@ -490,25 +493,8 @@ TEST_F(ChaosTest, AttemptsInFlightStayCountedAcrossAReload) {
 // it: a breaker that a new rule starts closed reads closed (review helper-113: the gauge stayed
 // open while the breaker, closed, let requests through, until its next transition).
 TEST_F(ChaosTest, AReloadLeavesNoGaugeStale) {
-  auto reloads = [&] {
-    const std::string log = gateway_->Log();
-    size_t n = 0;
-    for (size_t at = 0;
-         (at = log.find("model stalling version 1 now has", at)) != std::string::npos; ++at) {
-      ++n;
-    }
-    return n;
-  };
   auto write = [&](const std::string& breaker) {
-    const size_t before = reloads();
-    WriteBackends("[backends.digits]\nendpoints = " + Endpoints({0, 1, 2}) +
-                  "\n[backends.stalling]\nconsecutive_failures = 1000\n"
-                  "[backends.stalling.breaker]\n" +
-                  breaker);
-    for (int i = 0; i < 100 && reloads() == before; ++i) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ASSERT_GT(reloads(), before) << "the change was not read";
+    WriteStalling("consecutive_failures = 1000\n[backends.stalling.breaker]\n" + breaker);
   };
   const std::string gauge =
       "pillar_upstream_breaker_state{model=\"stalling\",version=\"1\","
