@@ -340,8 +340,9 @@ void RemoteRunner::State::StartChecks() {
   checker->Start();
 }
 
-void RemoteRunner::State::RefreshGauges(Clock::time_point now) {
-  if (!metric_families.owners->Owns(model_name, version, gauge_claim)) return;  // replaced
+bool RemoteRunner::State::RefreshGauges(Clock::time_point now) {
+  // A newer runner serves the version: its view is the one in service.
+  if (!metric_families.owners->Owns(model_name, version, gauge_claim)) return false;
   for (size_t e = 0; e < endpoints->size(); ++e) {
     const EndpointSlot& slot = endpoints->slot(e);
     if (slot.metrics.state != nullptr) slot.metrics.state->Set(double(slot.health.state(now)));
@@ -350,6 +351,7 @@ void RemoteRunner::State::RefreshGauges(Clock::time_point now) {
   if (metrics.breaker != nullptr && backend_breaker) {
     metrics.breaker->Set(double(backend_breaker->state(now)));
   }
+  return true;
 }
 
 void RemoteRunner::State::ScheduleGauges() {
@@ -359,11 +361,7 @@ void RemoteRunner::State::ScheduleGauges() {
   timer->async_wait([self = shared_from_this(), timer](boost::system::error_code) {
     absl::MutexLock lock(&self->mu);
     self->timers.erase(timer);
-    if (self->stopping) return;
-    if (!self->metric_families.owners->Owns(self->model_name, self->version, self->gauge_claim)) {
-      return;  // a newer runner serves the version: its view is the one in service
-    }
-    self->RefreshGauges(Clock::now());
+    if (self->stopping || !self->RefreshGauges(Clock::now())) return;
     self->ScheduleGauges();
   });
 }

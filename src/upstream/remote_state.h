@@ -360,7 +360,7 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // before what the reply means (OnReply).
   void Returned(const Attempt& attempt, Clock::time_point sent, bool answered)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // Where what `attempt` learns of its endpoint goes: the endpoint with its URL in the set now in
+  // Where what `attempt` learns of its endpoint goes: the endpoint of its place in the set now in
   // force, which a reload (a backends file rewritten, even unchanged) may have put in place of
   // the one the attempt was chosen from while it ran; none when the endpoint left. Its probe
   // places go along: the set in force took over the endpoint's health and breaker (CarryOver).
@@ -412,8 +412,9 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
   // gauge, from their state now: after a reconfiguration (a new set, an endpoint re-added or
   // respelled, a breaker rule changed) and each second, since ejections and trips also end by
   // time alone (review helper-113: gauges left open or ejected while the admin API said closed).
-  void RefreshGauges(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
-  // RefreshGauges each second on the runner's own lane, until Stop.
+  // False, setting nothing, once a newer runner serves the version (GaugeOwners).
+  bool RefreshGauges(Clock::time_point now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // RefreshGauges each second on the runner's own lane, until Stop or a newer runner.
   void ScheduleGauges() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Gives each endpoint of `set` the count of attempts in flight its place already has in a
   // live set (outstanding_by_place), else makes its own the place's.

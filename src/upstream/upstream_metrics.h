@@ -1,6 +1,6 @@
 // What a remote model's upstream endpoints are doing, as metrics (docs/operations.md lists them):
 // one set of families per server, the label values naming the model, its version and the
-// endpoint by its URL (never its credentials).
+// endpoint by its place (its URL in one spelling, models::EndpointPlace; never its credentials).
 //
 //   UpstreamMetrics metrics = UpstreamMetrics::Register(registry);
 //   EndpointMetrics e = metrics.For("digits", "3", "http://10.0.0.5:8000");
