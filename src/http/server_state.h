@@ -170,6 +170,22 @@ struct Loop {
   net::steady_timer sweep;
   // Every session on this loop; expired entries are dropped by the sweep. Loop thread only.
   std::vector<std::weak_ptr<Deadlined>> sessions;
+  // Sessions that have shut their side and wait for the client to take what their socket still
+  // holds (Session::Linger): no operation of theirs may be pending, so the loop holds them.
+  // Destroyed before the context (declared after it). Loop thread only.
+  std::vector<std::shared_ptr<Deadlined>> lingering;
+
+  void Keep(std::shared_ptr<Deadlined> session) { lingering.push_back(std::move(session)); }
+
+  // Drops the loop's hold on `session`, which its caller must still hold.
+  void LetGo(const Deadlined* session) {
+    for (size_t i = 0; i < lingering.size(); ++i) {
+      if (lingering[i].get() != session) continue;
+      lingering[i] = std::move(lingering.back());
+      lingering.pop_back();
+      return;
+    }
+  }
 
   void Sweep() {
     const int64_t now = CoarseNowNanos();

@@ -2,7 +2,11 @@
 // plaintext and once for a TLS connection; a streamed response's are in session_stream.cc.
 #include "http/session.h"
 
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -13,17 +17,29 @@ namespace pillar::http::internal {
 template <bool kTls>
 void Session<kTls>::OnDeadline() {
   beast::error_code ignored;
-  if (waiting_ == Waiting::kRequest) {
-    timed_out_ = true;
-    Socket().cancel(ignored);
-    return;
+  switch (waiting_) {
+    case Waiting::kRequest:  // answered 408 by OnReadError
+    case Waiting::kIdle:     // the read's handler lingers: an answer may still be on its way
+    case Waiting::kShutdown:
+      timed_out_ = true;
+      Socket().cancel(ignored);
+      return;
+    case Waiting::kWrite:
+      // The stalled answer is cut; the write's handler lingers, not resets: a reset would drop
+      // with it the answers written whole before it on the same connection, which the client
+      // may still be reading (review helper-113: pipelined answers cut). Counted: the access
+      // and audit logs said how the request was answered before the answer was written.
+      listener_.Reject(core_, "write_timeout");
+      timed_out_ = true;
+      Socket().cancel(ignored);
+      return;
+    case Waiting::kLinger:
+      return OnLingerDeadline();
+    case Waiting::kHandshake:
+    case Waiting::kNothing:
+      Socket().close(ignored);  // nothing was asked, so nothing is owed
+      return;
   }
-  // Closed in order, even at a write timeout: a reset would drop with the stalled answer's bytes
-  // those of answers written whole before it on the same connection, which the client is still
-  // reading (review helper-113: pipelined answers cut). What a closed socket still holds is the
-  // kernel's to deliver; bounding that memory for slow readers needs the connection to keep
-  // counting against the limits until its queue drains (docs/security.md, known limits).
-  Socket().close(ignored);  // idle, handshake, write, shutdown: nobody to answer
 }
 
 template <bool kTls>
@@ -74,9 +90,9 @@ void Session<kTls>::WaitForRequest(int64_t idle_until_ns) {
                           [self = this->shared_from_this()](beast::error_code ec, size_t n) {
                             self->Disarm();
                             if (ec) {
-                              // Idle timeout or the peer went away between requests:
-                              // nothing was asked, so nothing is answered.
-                              self->Close();
+                              // Idle timeout or the peer went away between requests: nothing
+                              // more is asked, but the last answers may still be on their way.
+                              self->Linger();
                               return;
                             }
                             self->buffer_.commit(n);
@@ -288,7 +304,7 @@ void Session<kTls>::OnReadError(beast::error_code ec) {
   } else if (timed_out) {
     Reject(408, "the request was not received in time", "timeout");
   } else if (ec == bhttp::error::end_of_stream) {
-    Close();
+    Linger();  // its side ended between requests; it may still read the last answers
   } else if (ec == bhttp::error::body_limit) {
     Reject(413, StrCat("the request body exceeds ", core_.limits.body_limit_bytes, " bytes"),
            "body_too_large");
@@ -435,7 +451,8 @@ void Session<kTls>::Write(Response response) {
                      self->core_.writing.fetch_sub(1);
                      self->Disarm();
                      if (ec) {
-                       self->Close();
+                       // Timed out: cut here, what was written before may still be read.
+                       self->timed_out_ ? self->Linger() : self->Close();
                        return;
                      }
                      self->Answered();
@@ -454,13 +471,73 @@ void Session<kTls>::Answered() {
 template <bool kTls>
 void Session<kTls>::Shutdown() {
   if constexpr (kTls) {
+    // A close_notify, and a wait for the client's, which clients seldom send: 2 s at most.
     Arm(Waiting::kShutdown, absl::Seconds(2));
-    stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) { self->Close(); });
+    stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
+      self->Disarm();
+      self->Linger();
+    });
   } else {
-    beast::error_code ignored;
-    Socket().shutdown(tcp::socket::shutdown_send, ignored);
-    Close();
+    Linger();
   }
+}
+
+template <bool kTls>
+void Session<kTls>::Linger() {
+  if (waiting_ == Waiting::kLinger) return;
+  Disarm();
+  handling_ = false;
+  on_gone_ = nullptr;
+  watch_from_ns = 0;
+  beast::error_code ec;
+  Socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (ec || Delivered()) return Close();
+  waiting_ = Waiting::kLinger;
+  const int64_t now = CoarseNowNanos();
+  linger_until_ns_ = now + absl::ToInt64Nanoseconds(core_.limits.write_timeout);
+  deadline_ns = now;                     // looked at by every sweep
+  loop_.Keep(this->shared_from_this());  // no read is pending once the client's side ends
+  kept_by_loop_ = true;
+  DropWhatComes();
+}
+
+template <bool kTls>
+void Session<kTls>::DropWhatComes() {
+  // Below the TLS layer, if any: this side has ended the TLS session or cut it.
+  Socket().async_read_some(buffer_.prepare(kReadChunk),
+                           [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                             if (self->waiting_ != Waiting::kLinger) return;  // closed since
+                             // The client's side ended: the sweeps wait for it to take the rest.
+                             if (ec == net::error::eof) return;
+                             if (ec) return self->Close();  // reset: nothing can be delivered
+                             self->DropWhatComes();         // what it read is never committed
+                           });
+}
+
+template <bool kTls>
+void Session<kTls>::OnLingerDeadline() {
+  if (Delivered()) return Close();
+  const int64_t now = CoarseNowNanos();
+  if (now < linger_until_ns_) {
+    deadline_ns = now;  // the next sweep looks again
+    return;
+  }
+  listener_.Reject(core_, "answer_unread");
+  beast::error_code ignored;
+  Socket().set_option(net::socket_base::linger(true, 0), ignored);  // close() resets
+  Close();
+}
+
+template <bool kTls>
+bool Session<kTls>::Delivered() {
+  const int fd = Socket().native_handle();
+  int unacknowledged = 0;
+  if (::ioctl(fd, SIOCOUTQ, &unacknowledged) != 0) return true;
+  if (unacknowledged <= 1) return true;  // this side is shut: its FIN takes one
+  // A reset leaves the count as it was, and a read after the client's FIN never sees it.
+  tcp_info info{};
+  socklen_t size = sizeof info;
+  return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0 || info.tcpi_state == TCP_CLOSE;
 }
 
 template <bool kTls>
@@ -471,6 +548,10 @@ void Session<kTls>::Close() {
   watch_from_ns = 0;
   beast::error_code ignored;
   Socket().close(ignored);
+  if (kept_by_loop_) {
+    kept_by_loop_ = false;
+    loop_.LetGo(this);  // last: the caller's own reference keeps this alive until it returns
+  }
 }
 
 template class Session<false>;

@@ -109,7 +109,7 @@ class Session final : public ResponseSink,
   }
 
  private:
-  enum class Waiting { kNothing, kIdle, kRequest, kHandshake, kWrite, kShutdown };
+  enum class Waiting { kNothing, kIdle, kRequest, kHandshake, kWrite, kShutdown, kLinger };
 
   static ListenerTls::Current CurrentTls(const Listener& listener) {
     if constexpr (kTls) {
@@ -246,6 +246,27 @@ class Session final : public ResponseSink,
 
   void Shutdown();
 
+  // The end of a connection that may still owe the client bytes: this side is shut (a FIN
+  // after what the socket holds), and the session lives on, counted against max_connections,
+  // until the client has acknowledged all of it; what the client sends meanwhile is read and
+  // dropped, as a byte arriving at a closed socket draws a reset, which throws away what the
+  // socket still holds (review helper-113 F3: late bytes cut whole answers). A client that has
+  // not taken it within write_timeout is reset, which frees the socket's memory (F2: slow
+  // readers held kernel memory past max_connections, in sockets pillar had closed). Most
+  // connections owe nothing by then (one ioctl tells) and close at once.
+  void Linger();
+
+  // Reads and drops what the client sends while the session lingers, until its side ends.
+  void DropWhatComes();
+
+  // Each sweep while the session lingers: closed once the client has everything, reset when
+  // the time it had is up.
+  void OnLingerDeadline();
+
+  // Whether the client has acknowledged every byte this side sent (the connection shut), or
+  // the connection is gone.
+  bool Delivered();
+
   void Close();
 
   // The TLS context this connection was made with (null on a plaintext one), and its
@@ -296,6 +317,8 @@ class Session final : public ResponseSink,
   // 0: never), and how often that is done while its side stays ended.
   static constexpr int64_t kProbeEveryNs = 1'000'000'000;
   int64_t probed_ns_ = 0;
+  int64_t linger_until_ns_ = 0;  // when a lingering session is reset (Linger)
+  bool kept_by_loop_ = false;    // in loop_.lingering
 };
 
 // Defined in session.cc, once each.

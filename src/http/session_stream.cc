@@ -108,7 +108,8 @@ void Session<kTls>::FailStream() {
     streaming_ = false;
     core_.writing.fetch_sub(1);
   }
-  Close();
+  // Timed out: cut here, what was written before may still be read.
+  timed_out_ ? Linger() : Close();
 }
 
 // The members above, for the two kinds of session (the class itself is instantiated in

@@ -1089,5 +1089,137 @@ TEST_F(SessionLimitsTest, AClientThatLeavesMidStreamStopsItsProducer) {
   EXPECT_GE(handler_.refused.load(), 1);
 }
 
+// A connection that ends with its answer (`Connection: close`) lingers until the client has it:
+// pillar closed its socket as soon as the answer was written to the kernel, and the socket,
+// holding what the client had not taken, no longer counted against max_connections, so slow
+// readers could make the kernel hold any amount for pillar (review helper-113 F2).
+class LingerTest : public SessionLimitsTest {
+ protected:
+  static constexpr size_t kBody = size_t(1) << 20;  // fits the sockets' buffers on loopback
+
+  // Asks for an answer of kBody bytes and more on `c`, and waits until pillar has written it.
+  void AskAndWaitForTheWrite(RawConnection& c) {
+    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
+                       std::to_string(kBody) + "\r\n\r\n" + std::string(kBody, 'x')));
+    // The answer is being written once the server holds no request bytes, then written whole.
+    ASSERT_EQ(WaitForInflight(0), 0);
+    for (int i = 0; i < 500 && server_->ResponsesInProgress() != 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ASSERT_EQ(server_->ResponsesInProgress(), 0);
+  }
+
+  double Open() { return Metric("pillar_http_open_connections{listener=\"data\"}"); }
+
+  // Polls the open-connections gauge until it is `expected` (`ms` at most); the last value.
+  double WaitForOpen(double expected, int ms) {
+    double value = Open();
+    for (int i = 0; i < ms / 10 && value != expected; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      value = Open();
+    }
+    return value;
+  }
+};
+
+TEST_F(LingerTest, AConnectionCountsUntilItsClientHasTakenItsAnswer) {
+  Limits limits;
+  limits.max_connections = 1;
+  Start(limits);
+  RawConnection c(port_);
+  AskAndWaitForTheWrite(c);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // three sweeps
+  EXPECT_EQ(Open(), 1);
+  {
+    RawConnection other(port_);  // the place is still taken
+    EXPECT_TRUE(other.ClosedByServer(3000));
+    EXPECT_EQ(Rejected("too_many_connections"), 1);
+  }
+  Reply reply = c.ReadReply(5000);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body.size(), kBody + std::string("POST /echo ").size());
+  EXPECT_TRUE(c.ClosedByServer(3000));
+  EXPECT_EQ(WaitForOpen(0, 2000), 0);
+  EXPECT_EQ(Rejected("answer_unread"), 0);
+}
+
+TEST_F(LingerTest, AnAnswerNobodyTakesIsResetAtTheWriteTimeout) {
+  Limits limits;
+  limits.write_timeout = absl::Seconds(1);
+  Start(limits);
+  RawConnection c(port_);
+  AskAndWaitForTheWrite(c);
+  const auto written = std::chrono::steady_clock::now();
+  EXPECT_EQ(WaitForOpen(0, 4000), 0);
+  const double held_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - written).count();
+  EXPECT_GT(held_s, 0.8);
+  EXPECT_EQ(Rejected("answer_unread"), 1);
+  // The client reads what reached it before the reset, then the reset itself.
+  size_t taken = 0;
+  int error = 0;
+  for (;;) {
+    char chunk[65536];
+    const ssize_t n = ::recv(c.fd(), chunk, sizeof chunk, 0);
+    if (n <= 0) {
+      error = n < 0 ? errno : 0;
+      break;
+    }
+    taken += size_t(n);
+  }
+  EXPECT_EQ(error, ECONNRESET);
+  EXPECT_LT(taken, kBody);
+}
+
+// An answer the client stops taking is cut at the write timeout (counted: the logs said how the
+// request was answered before it was written), then the connection lingers as above and is
+// reset a write timeout later.
+TEST_F(LingerTest, AStalledAnswerIsCutThenTheConnectionIsReset) {
+  Limits limits;
+  limits.write_timeout = absl::Seconds(1);
+  Start(limits);
+  RawConnection c(port_);
+  ASSERT_TRUE(c.Send("GET /big HTTP/1.1\r\nHost: x\r\n\r\n"));  // 8 MB, streamed
+  for (int i = 0; i < 300 && Rejected("write_timeout") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(Rejected("write_timeout"), 1);
+  EXPECT_EQ(Open(), 1);
+  EXPECT_EQ(WaitForOpen(0, 3000), 0);
+  EXPECT_EQ(Rejected("answer_unread"), 1);
+}
+
+// Bytes a client sends after the request its answer closes the connection with (a pipelined
+// request, a stray line end) are read and dropped: arriving at a closed socket, they drew a
+// reset, which threw away the part of the answer the kernel had not delivered yet (review
+// helper-113 F3).
+TEST_F(LingerTest, BytesSentAfterTheLastRequestDoNotCutItsAnswer) {
+  Start(Limits{});
+  RawConnection c(port_);
+  AskAndWaitForTheWrite(c);
+  ASSERT_TRUE(c.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string all = c.ReadUntilClosed(5000);
+  const size_t end = all.find("\r\n\r\n");
+  ASSERT_NE(end, std::string::npos);
+  EXPECT_EQ(all.size() - end - 4, kBody + std::string("POST /echo ").size());
+  EXPECT_EQ(WaitForOpen(0, 2000), 0);
+}
+
+// A client that ends its side once it has asked, then reads its answer late, gets all of it; the
+// connection counts until then.
+TEST_F(LingerTest, AClientThatEndsItsSideStillGetsItsAnswer) {
+  Start(Limits{});
+  RawConnection c(port_);
+  AskAndWaitForTheWrite(c);
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_EQ(Open(), 1);
+  Reply reply = c.ReadReply(5000);
+  EXPECT_EQ(reply.status, 200);
+  EXPECT_EQ(reply.body.size(), kBody + std::string("POST /echo ").size());
+  EXPECT_EQ(WaitForOpen(0, 2000), 0);
+}
+
 }  // namespace
 }  // namespace pillar::http
