@@ -184,13 +184,20 @@ EndpointChange EndpointSet::RecordCheck(size_t e, bool passed) {
   return change;
 }
 
-void EndpointSet::CarryOver(EndpointSet& old) {
-  for (EndpointSlot& slot : slots_) {
+std::vector<std::pair<size_t, BreakerState>> EndpointSet::CarryOver(EndpointSet& old,
+                                                                    TimePoint now) {
+  std::vector<std::pair<size_t, BreakerState>> reset;
+  for (size_t e = 0; e < slots_.size(); ++e) {
+    EndpointSlot& slot = slots_[e];
     for (EndpointSlot& before : old.slots_) {
       if (before.endpoint.place != slot.endpoint.place) continue;
       slot.health = before.health;
       slot.health.SetOptions(health_options_);
-      if (before.breaker.rule() == slot.breaker.rule()) slot.breaker = before.breaker;
+      if (before.breaker.rule() == slot.breaker.rule()) {
+        slot.breaker = before.breaker;
+      } else if (const BreakerState was = before.breaker.state(now); was != BreakerState::kClosed) {
+        reset.emplace_back(e, was);
+      }
       slot.latency_s = before.latency_s;
       // What the endpoint showed of its replies outlives a reload: it is the same server.
       slot.echoes_id = before.echoes_id;
@@ -201,6 +208,7 @@ void EndpointSet::CarryOver(EndpointSet& old) {
       before.idle.clear();
     }
   }
+  return reset;
 }
 
 std::optional<CircuitBreaker::Transition> EndpointSet::TripFromPeer(size_t e, TimePoint until,

@@ -122,8 +122,10 @@ class EndpointSet {
   EndpointChange RecordCheck(size_t e, bool passed);
   // Takes over what `old` knew of the endpoints it shares with this set (by Endpoint::place, the
   // URL in one spelling): health (under this set's thresholds), the breaker when its rule is
-  // unchanged, latency, idle connections.
-  void CarryOver(EndpointSet& old);
+  // unchanged, latency, idle connections. Returns the endpoints whose breaker a new rule started
+  // closed while it was open or half-open, each with the state it left: a transition like any
+  // other, to be reported.
+  std::vector<std::pair<size_t, BreakerState>> CarryOver(EndpointSet& old, TimePoint now);
   // A trip of an endpoint's breaker seen by another instance.
   std::optional<CircuitBreaker::Transition> TripFromPeer(size_t e, TimePoint until, TimePoint now);
   // The wait until some endpoint not `tried` may be sent a request.

@@ -124,7 +124,8 @@ void RemoteRunner::State::OnPeerTrip(std::string_view endpoint, int64_t until_un
 // A breaker's change of state: one log line and one audit record. `endpoint` is empty for
 // the backend's own breaker.
 void RemoteRunner::State::Report(const CircuitBreaker& breaker, CircuitBreaker::Transition change,
-                                 std::string_view endpoint, Clock::time_point now, bool from_peer) {
+                                 std::string_view endpoint, Clock::time_point now, bool from_peer,
+                                 std::string_view closed_by) {
   const std::string scope = endpoint.empty()
                                 ? StrCat("model '", model_name, "' version ", version)
                                 : StrCat("upstream ", endpoint, " of model '", model_name, "'");
@@ -138,7 +139,9 @@ void RemoteRunner::State::Report(const CircuitBreaker& breaker, CircuitBreaker::
                        : StrCat(breaker.failures(now), " failures of ", breaker.requests(now),
                                 " requests in ", breaker.rule().interval_ms, " ms"),
                    ")")
-          : StrCat("circuit breaker of ", scope, " closed: its half-open probes succeeded");
+      : closed_by.empty()
+          ? StrCat("circuit breaker of ", scope, " closed: its half-open probes succeeded")
+          : StrCat("circuit breaker of ", scope, " closed: ", closed_by);
   std::fprintf(stderr, "pillar: %s\n", reason.c_str());
   if (audit == nullptr) return;
   const std::string action = change.to == BreakerState::kOpen ? "breaker_open" : "breaker_close";

@@ -422,13 +422,27 @@ void RemoteRunner::State::ApplyReconfigure(models::RemoteConfig remote,
   }
   auto next = std::make_shared<EndpointSet>(config.remote, std::move(parsed), endpoint_metrics,
                                             zone, std::random_device{}());
-  next->CarryOver(*endpoints);
+  const Clock::time_point now = Clock::now();
+  const std::vector<std::pair<size_t, BreakerState>> reset = next->CarryOver(*endpoints, now);
   ShareOutstanding(*next);
   // The idle connections of endpoints that left close now; busy ones when their call ends.
   for (size_t e = 0; e < endpoints->size(); ++e) CloseIdle(endpoints->slot(e));
   endpoints = std::move(next);
-  if (breaker_changed) backend_breaker.emplace(config.remote.backend_breaker);
-  RefreshGauges(Clock::now());
+  // A new rule starts a breaker closed: a transition, logged and audited like the others (it
+  // went unsaid, and a breaker opened by an outage closed with no record of why).
+  constexpr std::string_view kNewRule = "its rule changed (the backends file or model.toml)";
+  for (const auto& [e, was] : reset) {
+    const EndpointSlot& slot = endpoints->slot(e);
+    Report(slot.breaker, {was, BreakerState::kClosed}, slot.endpoint.url, now, false, kNewRule);
+  }
+  if (breaker_changed) {
+    const BreakerState was = backend_breaker->state(now);
+    backend_breaker.emplace(config.remote.backend_breaker);
+    if (was != BreakerState::kClosed) {
+      Report(*backend_breaker, {was, BreakerState::kClosed}, "", now, false, kNewRule);
+    }
+  }
+  RefreshGauges(now);
   StartChecks();
   UnsubscribeTrips();
   SubscribeTrips();

@@ -397,9 +397,10 @@ struct RemoteRunner::State : std::enable_shared_from_this<State> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Announce(EndpointSet& set, const EndpointChange& change, Clock::time_point now,
                 bool from_peer = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // `closed_by`: why a breaker closed, when not by its half-open probes (a new rule).
   void Report(const CircuitBreaker& breaker, CircuitBreaker::Transition change,
-              std::string_view endpoint, Clock::time_point now, bool from_peer)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+              std::string_view endpoint, Clock::time_point now, bool from_peer,
+              std::string_view closed_by = {}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   std::string BreakerName(std::string_view endpoint) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void PublishTrip(const std::string& name, Clock::time_point until, Clock::time_point now)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <fstream>
+#include <iterator>
 #include <mutex>
 #include <thread>
 
@@ -512,12 +513,47 @@ TEST_F(ChaosTest, AReloadLeavesNoGaugeStale) {
   EXPECT_EQ(breaker_gauge(), "1");
   write("failure_count = 2\ntrip_duration_ms = 60000\n");  // a new rule: it starts closed
   EXPECT_EQ(breaker_gauge(), "0");
+  // A transition like the others: said and audited (it went unsaid).
+  const std::string closed =
+      "circuit breaker of upstream http://127.0.0.1:" + std::to_string(upstreams_[2]->data_port()) +
+      " of model 'stalling' closed: its rule changed";
+  EXPECT_NE(gateway_->Log().find(closed), std::string::npos) << gateway_->Log();
+  auto audit_log = [&] {
+    std::ifstream in(gateway_->audit_log());
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  std::string audit = audit_log();  // written by its writer a moment later
+  for (int i = 0; i < 300 && audit.find(closed) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    audit = audit_log();
+  }
+  EXPECT_NE(audit.find(closed), std::string::npos);
+  EXPECT_NE(audit.find("breaker_close"), std::string::npos);
   // A trip that ends by time alone, with no request after it: half-open within a second or so.
   write("failure_count = 1\ntrip_duration_ms = 1000\n");
   EXPECT_NE(Infer("stalling", 5000, &seconds).status, 200);
   EXPECT_EQ(breaker_gauge(), "1");
   std::this_thread::sleep_for(std::chrono::milliseconds(2200));
   EXPECT_EQ(breaker_gauge(), "2");
+}
+
+// The version's own breaker too: a new rule that closes it is said (and audited, as above).
+TEST_F(ChaosTest, ANewRuleThatClosesTheVersionsBreakerIsSaid) {
+  auto write = [&](int failures) {
+    WriteStalling(
+        "consecutive_failures = 1000\n[backends.stalling.backend_breaker]\n"
+        "failure_count = " +
+        std::to_string(failures) + "\ntrip_duration_ms = 60000\n");
+  };
+  write(1);
+  double seconds = 0;
+  EXPECT_NE(Infer("stalling", 5000, &seconds).status, 200);
+  EXPECT_EQ(Infer("stalling", 5000, &seconds).status, 503);  // open: refused at once
+  write(2);
+  EXPECT_NE(gateway_->Log().find(
+                "circuit breaker of model 'stalling' version 1 closed: its rule changed"),
+            std::string::npos)
+      << gateway_->Log();
 }
 
 TEST_F(ChaosTest, AShortDeadlineEndsTheRequestAndTheUpstreamDropsIt) {

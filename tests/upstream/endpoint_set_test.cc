@@ -184,12 +184,35 @@ TEST(EndpointSetTest, WhatAnEndpointShowedOfItsRepliesOutlivesAReload) {
   before.slot(1).no_reuse_until = kStart + seconds(120);
   before.slot(1).out_of_step = 2;
   EndpointSet after(remote, Parsed(remote), {}, "", 1);
-  after.CarryOver(before);
+  EXPECT_TRUE(after.CarryOver(before, kStart).empty());
   EXPECT_TRUE(after.slot(0).echoes_id);
   EXPECT_FALSE(after.slot(1).echoes_id);
   EXPECT_EQ(after.slot(1).no_reuse_until, kStart + seconds(120));
   EXPECT_EQ(after.slot(1).out_of_step, 2);
   EXPECT_EQ(after.slot(0).out_of_step, 0);
+}
+
+// A breaker kept across a reload keeps its state; one a new rule starts closed is named with the
+// state it left, so the runner reports the transition (it went unlogged and unaudited).
+TEST(EndpointSetTest, ABreakerANewRuleClosesIsNamedWithTheStateItLeft) {
+  models::RemoteConfig remote = Remote({{""}, {""}});
+  remote.breaker.failure_count = 2;
+  remote.breaker.trip_duration_ms = 10'000;
+  EndpointSet before(remote, Parsed(remote), {}, "", 7);
+  Fail(before, 0, 2, kStart);
+  ASSERT_EQ(before.slot(0).breaker.state(kStart), BreakerState::kOpen);
+
+  EndpointSet same(remote, Parsed(remote), {}, "", 7);
+  EXPECT_TRUE(same.CarryOver(before, kStart).empty());
+  EXPECT_EQ(same.slot(0).breaker.state(kStart), BreakerState::kOpen);
+
+  remote.breaker.failure_count = 3;
+  EndpointSet changed(remote, Parsed(remote), {}, "", 7);
+  const std::vector<std::pair<size_t, BreakerState>> reset = changed.CarryOver(same, kStart);
+  ASSERT_EQ(reset.size(), 1u);  // endpoint 1's was closed: nothing to say of it
+  EXPECT_EQ(reset[0].first, 0u);
+  EXPECT_EQ(reset[0].second, BreakerState::kOpen);
+  EXPECT_EQ(changed.slot(0).breaker.state(kStart), BreakerState::kClosed);
 }
 
 }  // namespace
