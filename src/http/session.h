@@ -267,7 +267,11 @@ class Session final : public ResponseSink,
   // the connection is gone.
   bool Delivered();
 
-  void Close();
+  // Ends the connection at once: the ends that owe the client nothing (the handshake timed out,
+  // the socket failed or was reset, the client went away) and Linger's. What the socket still
+  // owes is reset away rather than left to the kernel after the session stopped counting (the
+  // bound Linger keeps); `delivered`: the caller just saw that nothing is owed.
+  void Close(bool delivered = false);
 
   // The TLS context this connection was made with (null on a plaintext one), and its
   // generation, which the client was verified under: declared before the stream, which uses it.
