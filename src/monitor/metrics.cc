@@ -169,17 +169,19 @@ void FamilyBase::Render(std::string& out) const {
 template <>
 void Family<Counter>::RenderSamples(std::string& out) const {
   absl::MutexLock lock(&mu_);
-  for (const auto& [labels, metric] : metrics_) {
-    StrAppend(&out, name_, LabelText(labels), " ", metric->value(), "\n");
+  Prune();
+  for (const auto& [labels, series] : metrics_) {
+    StrAppend(&out, name_, LabelText(labels), " ", series.metric->value(), "\n");
   }
 }
 
 template <>
 void Family<Gauge>::RenderSamples(std::string& out) const {
   absl::MutexLock lock(&mu_);
-  for (const auto& [labels, metric] : metrics_) {
+  Prune();
+  for (const auto& [labels, series] : metrics_) {
     StrAppend(&out, name_, LabelText(labels), " ");
-    AppendNumber(out, metric->value());
+    AppendNumber(out, series.metric->value());
     out.push_back('\n');
   }
 }
@@ -187,8 +189,9 @@ void Family<Gauge>::RenderSamples(std::string& out) const {
 template <>
 void Family<Histogram>::RenderSamples(std::string& out) const {
   absl::MutexLock lock(&mu_);
-  for (const auto& [labels, metric] : metrics_) {
-    Histogram::Snapshot s = metric->Take();
+  Prune();
+  for (const auto& [labels, series] : metrics_) {
+    Histogram::Snapshot s = series.metric->Take();
     for (size_t i = 0; i < s.bounds.size(); ++i) {
       std::string le = "le=\"";
       AppendNumber(le, s.bounds[i]);

@@ -6,7 +6,8 @@
 //   "outcome"}); requests.Get({"digits", "success"}).Increment(); std::string text =
 //   registry.Render();
 // Updating a metric is lock-free; Get() on a labelled family takes a mutex, so hot paths keep
-// the returned reference (it stays valid for the registry's lifetime).
+// the returned reference (it stays valid for the registry's lifetime). Hold() gives a series that
+// lives while its handles do, for what comes and goes.
 #pragma once
 
 #include <atomic>
@@ -111,37 +112,92 @@ class Family final : public FamilyBase {
       : FamilyBase(std::move(name), std::move(help), std::move(type), std::move(labels)),
         make_(std::move(make)) {}
 
-  // The metric for these label values, created on first use. Values must match the label count.
-  // The lookup of an existing metric allocates nothing and takes a shared lock.
+  // The metric for these label values, created on first use and kept for good. Values must
+  // match the label count. The lookup of an existing metric allocates nothing and takes a shared
+  // lock.
   Metric& Get(std::initializer_list<std::string_view> values) {
+    const std::string& key = KeyOf(values);
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      auto it = index_.find(key);
+      if (it != index_.end() && it->second->pinned) return *it->second->metric;
+    }
+    absl::MutexLock lock(&mu_);
+    Series& series = Find(values, key);
+    series.pinned = true;
+    return *series.metric;
+  }
+  Metric& Get() { return Get({}); }
+
+  // The metric for these label values while the returned handle, or a copy, lives: once the last
+  // is gone (and Get() never asked for it), the series leaves the family when it is next
+  // rendered. For the series of what comes and goes (an upstream endpoint, a remote model
+  // version), so that a family does not keep one for every one there ever was (review helper-113
+  // F6); asked for again later, it starts from zero, as Prometheus expects of a new series.
+  std::shared_ptr<Metric> Hold(std::initializer_list<std::string_view> values) {
+    const std::string& key = KeyOf(values);
+    absl::MutexLock lock(&mu_);
+    Series& series = Find(values, key);
+    if (std::shared_ptr<Metric> held = series.held.lock()) return held;
+    // The handles share a token's count and point at the family's metric, which the family
+    // frees only once the token is gone.
+    std::shared_ptr<Metric> handle(std::make_shared<char>(), series.metric.get());
+    series.held = handle;
+    return handle;
+  }
+
+ private:
+  struct Series {
+    std::unique_ptr<Metric> metric;
+    std::weak_ptr<Metric> held;  // the handles Hold() gave out
+    bool pinned = false;         // asked for by Get(): kept for good
+  };
+
+  // The values joined, as index_ keys them; valid until the thread's next call.
+  static const std::string& KeyOf(std::initializer_list<std::string_view> values) {
     thread_local std::string key;
     key.clear();
     for (std::string_view v : values) {
       key.append(v);
       key.push_back('\x1f');  // unit separator: cannot appear in a sane label value
     }
-    {
-      absl::ReaderMutexLock lock(&mu_);
-      auto it = index_.find(key);
-      if (it != index_.end()) return *it->second;
-    }
-    absl::MutexLock lock(&mu_);
+    return key;
+  }
+
+  Series& Find(std::initializer_list<std::string_view> values, const std::string& key)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     auto it = index_.find(key);
     if (it != index_.end()) return *it->second;
     std::vector<std::string> labels(values.begin(), values.end());
-    Metric* metric = metrics_.emplace(std::move(labels), make_()).first->second.get();
-    index_.emplace(key, metric);
-    return *metric;
+    Series& series = metrics_.emplace(std::move(labels), Series{make_(), {}, false}).first->second;
+    index_.emplace(key, &series);
+    return series;
   }
-  Metric& Get() { return Get({}); }
 
- private:
+  // Drops the series no handle holds any more and Get() never asked for; while rendering.
+  void Prune() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    for (auto it = metrics_.begin(); it != metrics_.end();) {
+      if (it->second.pinned || !it->second.held.expired()) {
+        ++it;
+        continue;
+      }
+      std::string key;
+      for (const std::string& v : it->first) {
+        key.append(v);
+        key.push_back('\x1f');
+      }
+      index_.erase(key);
+      it = metrics_.erase(it);
+    }
+  }
+
   void RenderSamples(std::string& out) const override;
 
   std::function<std::unique_ptr<Metric>()> make_;
   mutable absl::Mutex mu_;
-  std::map<std::vector<std::string>, std::unique_ptr<Metric>> metrics_ ABSL_GUARDED_BY(mu_);
-  std::unordered_map<std::string, Metric*> index_ ABSL_GUARDED_BY(mu_);  // joined labels -> metric
+  // Mutable: rendering prunes them (Prune). Map nodes stay put, so index_ points into metrics_.
+  mutable std::map<std::vector<std::string>, Series> metrics_ ABSL_GUARDED_BY(mu_);
+  mutable std::unordered_map<std::string, Series*> index_ ABSL_GUARDED_BY(mu_);
 };
 
 template <>

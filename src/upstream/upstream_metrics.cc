@@ -1,5 +1,9 @@
 #include "upstream/upstream_metrics.h"
 
+#include <memory>
+#include <utility>
+#include <vector>
+
 namespace pillar::upstream {
 
 UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
@@ -60,33 +64,58 @@ UpstreamMetrics UpstreamMetrics::Register(monitor::MetricsRegistry& registry) {
   return m;
 }
 
+namespace {
+
+// Holds the series it is given (monitor::Family::Hold) and hands out their metrics.
+class Holder {
+ public:
+  template <typename Metric>
+  Metric* operator()(std::shared_ptr<Metric> handle) {
+    Metric* metric = handle.get();
+    held_.push_back(std::move(handle));
+    return metric;
+  }
+  std::shared_ptr<const void> Done() && {
+    return std::make_shared<const std::vector<std::shared_ptr<const void>>>(std::move(held_));
+  }
+
+ private:
+  std::vector<std::shared_ptr<const void>> held_;
+};
+
+}  // namespace
+
 EndpointMetrics UpstreamMetrics::For(std::string_view model, std::string_view version,
                                      std::string_view endpoint) const {
   EndpointMetrics e;
   if (attempts == nullptr) return e;
-  e.attempts_ok = &attempts->Get({model, version, endpoint, "ok"});
-  e.attempts_failed = &attempts->Get({model, version, endpoint, "failed"});
-  e.attempts_throttled = &attempts->Get({model, version, endpoint, "throttled"});
-  e.latency = &latency->Get({model, version, endpoint});
-  e.outstanding = &outstanding->Get({model, version, endpoint});
-  e.state = &state->Get({model, version, endpoint});
-  e.ejections = &ejections->Get({model, version, endpoint});
-  e.breaker = &breaker->Get({model, version, endpoint});
-  e.trips = &trips->Get({model, version, endpoint});
+  Holder hold;
+  e.attempts_ok = hold(attempts->Hold({model, version, endpoint, "ok"}));
+  e.attempts_failed = hold(attempts->Hold({model, version, endpoint, "failed"}));
+  e.attempts_throttled = hold(attempts->Hold({model, version, endpoint, "throttled"}));
+  e.latency = hold(latency->Hold({model, version, endpoint}));
+  e.outstanding = hold(outstanding->Hold({model, version, endpoint}));
+  e.state = hold(state->Hold({model, version, endpoint}));
+  e.ejections = hold(ejections->Hold({model, version, endpoint}));
+  e.breaker = hold(breaker->Hold({model, version, endpoint}));
+  e.trips = hold(trips->Hold({model, version, endpoint}));
+  e.series = std::move(hold).Done();
   return e;
 }
 
 RetryMetrics UpstreamMetrics::ForRetries(std::string_view model, std::string_view version) const {
   RetryMetrics r;
   if (retries == nullptr) return r;
-  r.retries = &retries->Get({model, version});
-  r.budget_exhausted = &budget_exhausted->Get({model, version});
-  r.breaker = &backend_breaker->Get({model, version});
-  r.trips = &backend_trips->Get({model, version});
-  r.refused = &breaker_refused->Get({model, version});
-  r.hedges = &hedges->Get({model, version});
-  r.hedge_wins = &hedge_wins->Get({model, version});
-  r.abandoned = &abandoned->Get({model, version});
+  Holder hold;
+  r.retries = hold(retries->Hold({model, version}));
+  r.budget_exhausted = hold(budget_exhausted->Hold({model, version}));
+  r.breaker = hold(backend_breaker->Hold({model, version}));
+  r.trips = hold(backend_trips->Hold({model, version}));
+  r.refused = hold(breaker_refused->Hold({model, version}));
+  r.hedges = hold(hedges->Hold({model, version}));
+  r.hedge_wins = hold(hedge_wins->Hold({model, version}));
+  r.abandoned = hold(abandoned->Hold({model, version}));
+  r.series = std::move(hold).Done();
   return r;
 }
 

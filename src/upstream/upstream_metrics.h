@@ -19,8 +19,9 @@
 
 namespace pillar::upstream {
 
-// The metrics of one endpoint of one model version; pointers into the registry's families, which
-// live as long as the server.
+// The metrics of one endpoint of one model version: pointers into the registry's families,
+// valid while `series` is held (monitor::Family::Hold); the series leave /metrics once nothing
+// holds them (the endpoint withdrawn, the version unloaded, and the attempts sent to it ended).
 struct EndpointMetrics {
   monitor::Counter* attempts_ok = nullptr;         // answered with a usable reply
   monitor::Counter* attempts_failed = nullptr;     // connection, timeout, 5xx, unusable reply
@@ -29,11 +30,12 @@ struct EndpointMetrics {
   monitor::Gauge* outstanding = nullptr;           // attempts in flight now
   monitor::Gauge* state = nullptr;  // 0 healthy, 1 ejected, 2 half-open, 3 failing checks
   monitor::Counter* ejections = nullptr;
-  monitor::Gauge* breaker = nullptr;  // 0 closed, 1 open, 2 half-open
-  monitor::Counter* trips = nullptr;  // times its circuit breaker opened
+  monitor::Gauge* breaker = nullptr;   // 0 closed, 1 open, 2 half-open
+  monitor::Counter* trips = nullptr;   // times its circuit breaker opened
+  std::shared_ptr<const void> series;  // holds the series above
 };
 
-// A remote model version's retry metrics.
+// A remote model version's retry metrics; held like EndpointMetrics'.
 struct RetryMetrics {
   monitor::Counter* retries = nullptr;           // attempts after the first
   monitor::Counter* budget_exhausted = nullptr;  // retries refused by the budget
@@ -43,6 +45,7 @@ struct RetryMetrics {
   monitor::Counter* hedges = nullptr;            // hedged attempts sent
   monitor::Counter* hedge_wins = nullptr;        // requests a hedge answered first
   monitor::Counter* abandoned = nullptr;         // calls ended because their client went away
+  std::shared_ptr<const void> series;            // holds the series above
 };
 
 // Which runner of a model version sets its state gauges each second

@@ -622,6 +622,21 @@ TEST_F(ChaosTest, TwentyEditsOfTheBackendsFileUnderLoadFailNoRequest) {
   EXPECT_NE(state.find(url(0)), std::string::npos) << state;
   EXPECT_EQ(state.find(url(1)), std::string::npos) << state;
   EXPECT_EQ(state.find(url(2)), std::string::npos) << state;
+  // The series of the endpoints that left leave /metrics once their last attempts ended (review
+  // helper-113 F6: every endpoint ever listed kept its series, its gauges at their last values).
+  auto series = [&](int i) {
+    return "pillar_upstream_state{model=\"digits\",version=\"1\",endpoint=\"http://127.0.0.1:" +
+           std::to_string(upstreams_[i]->data_port()) + "\"}";
+  };
+  std::string metrics;
+  for (int i = 0; i < 30; ++i) {
+    metrics = Fetch(gateway_->admin_port(), "GET", "/metrics", "", {Bearer(key_)}).body;
+    if (metrics.find(series(2)) == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_NE(metrics.find(series(0)), std::string::npos);
+  EXPECT_EQ(metrics.find(series(1)), std::string::npos);
+  EXPECT_EQ(metrics.find(series(2)), std::string::npos);
 
   // A file that does not validate is refused with its file:line, and the last good one stays.
   WriteBackends("[backends.digits]\nendpoints = " + Endpoints({1}) + "\nretries = 3\n");
