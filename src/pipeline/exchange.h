@@ -173,9 +173,15 @@ class Exchange {
   // handed on after it (a guard's held [DONE]) is dropped. Such an event is posted to this thread
   // before the stream's last write completes, and so before the exchange can end.
   bool stream_ended = false;
-  // Set when [DONE] goes to the connection: the client's stream is whole, whatever the runner
-  // answers after it.
+  // Set when [DONE] goes to the connection: nothing may follow it, and the client's stream is
+  // whole whatever the runner answers after it, unless the client went away before [DONE] was
+  // written (done_taken stays false: review helper-117, a stream cut there was logged whole
+  // and charged without the usage that had come).
   bool done_sent = false;
+  bool done_taken = false;  // [DONE]'s write completed
+  // The usage chunk of a streamed answer, once the runner handed it on (whether or not the
+  // client asked for it): what a stream cut after it is charged, at least.
+  std::optional<protocol::TokenUsage> streamed_usage;
   int64_t first_event_ns = 0;   // monotonic, when the first event went to the client
   int64_t streamed_chunks = 0;  // chunks of the answer written (about a token each)
   // The estimated tokens of the texts of the chunks the model sent (written or not): what a

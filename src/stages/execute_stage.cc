@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
+#include <string_view>
 #include <variant>
 
 #include "common/cancellation.h"
@@ -11,6 +13,7 @@
 #include "pipeline/chain.h"
 #include "policy/policy.h"
 #include "protocol/json_codec.h"
+#include "protocol/openai_response.h"
 #include "protocol/openai_texts.h"
 #include "protocol/token_estimate.h"
 #include "runtime/admission.h"
@@ -66,7 +69,14 @@ class ExchangeEvents final : public runtime::EventSink {
 
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
-    if (kind == runtime::EventKind::kUsage && !include_usage_) return std::move(next)(true);
+    if (kind == runtime::EventKind::kUsage) {
+      // Kept, told or not to the client: a client that leaves before [DONE] is charged it.
+      std::optional<protocol::TokenUsage> usage = UsageOf(event);
+      ex_.post([&ex = ex_, usage] {
+        if (usage) ex.streamed_usage = *usage;
+      });
+      if (!include_usage_) return std::move(next)(true);
+    }
     // Counted here, on the producer's side: a client that leaves before the usage chunk is
     // charged the texts the model sent, however many tokens it put in a chunk.
     const int64_t tokens = kind == runtime::EventKind::kChunk ? ChunkTokens(event) : 0;
@@ -95,12 +105,30 @@ class ExchangeEvents final : public runtime::EventSink {
         }
         ex.StartStream(std::move(head));
       }
-      if (kind == runtime::EventKind::kDone) ex.done_sent = true;
+      if (kind == runtime::EventKind::kDone) {
+        ex.done_sent = true;
+        // The write's completion runs on this thread, before the runner can hear of its failure.
+        return ex.WriteChunk(std::move(event), [&ex, next = std::move(next)](bool taken) mutable {
+          ex.done_taken = taken;
+          std::move(next)(taken);
+        });
+      }
       ex.WriteChunk(std::move(event), std::move(next));
     });
   }
 
  private:
+  // The usage a usage event ("data: {...}\n\n", checked by the runner) carries.
+  static std::optional<protocol::TokenUsage> UsageOf(std::string_view event) {
+    constexpr std::string_view kData = "data: ";
+    if (event.substr(0, kData.size()) != kData) return std::nullopt;
+    event.remove_prefix(kData.size());
+    while (!event.empty() && (event.back() == '\n' || event.back() == '\r')) event.remove_suffix(1);
+    absl::StatusOr<protocol::StreamChunk> chunk = protocol::CheckStreamChunk(event);
+    if (!chunk.ok()) return std::nullopt;
+    return chunk->usage;
+  }
+
   pipeline::Exchange& ex_;
   const bool include_usage_;
   const std::shared_ptr<const WaitMeter> waits_;  // read from the producer's thread
@@ -199,55 +227,57 @@ void ExecuteStage::Run(pipeline::Exchange& ex, const runtime::ModelVersion& vers
   std::string id;
   if (const auto* infer = std::get_if<protocol::InferenceRequest>(&work)) id = infer->id;
   // Nothing below may touch `ex` after Infer(): the callback may already have resumed it.
-  runtime::InferCallback done =
-      [this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
-       primary_error = std::move(primary_error)](absl::StatusOr<InferResult> result) mutable {
-        ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
-                 primary_error = std::move(primary_error), result = std::move(result)]() mutable {
-          ex.stream_ended = ex.streaming;
-          // [DONE] went out before the runner's failure came (review helper-101: a deadline
-          // that ran out while its write was on its way back to the runner): the client's
-          // stream is whole, and no error event may follow it. Its usage is counted here.
-          if (!result.ok() && ex.done_sent) {
-            InferResult whole;
-            whole.usage_reported = false;
-            result = std::move(whole);
-          }
-          if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
-          // The guard stopped the answer: that, not the stop it caused, is what the client hears.
-          if (!ex.answer_blocked.ok()) result = ex.answer_blocked;
-          if (ex.streaming) return EndStreamWithError(ex, result.status());
-          // The client went away (its call was cancelled for it): that is what the log says,
-          // not a primary's error before it, and no fallback runs (review helper-94).
-          if (absl::IsCancelled(result.status()) && ex.answer_blocked.ok()) {
-            ex.Fail(result.status());
-            return ex.chain().Resume(ex, pipeline::StageResult::kStop);
-          }
-          if (!ex.answer_blocked.ok()) {
-            ex.Fail(ex.answer_blocked);
-            return ex.chain().Resume(ex, pipeline::StageResult::kStop);
-          }
-          absl::Status error = primary_error.ok() ? result.status() : primary_error;
-          if (spare && (!primary_error.ok() || FallsBack(ex, result.status()))) {
-            if (const runtime::ModelVersion* other = NextFallback(ex, next)) {
-              return Run(ex, *other, std::move(*spare), next, std::move(error));
-            }
-          }
-          if (!primary_error.ok()) {  // a fallback failed too: the primary's error, noted
-            error = absl::Status(primary_error.code(),
-                                 StrCat(primary_error.message(), " (fallback ", version.name,
-                                        " failed too: ", result.status().message(), ")"));
-            primary_error.ForEachPayload([&](absl::string_view key, const absl::Cord& value) {
-              error.SetPayload(key, value);
-            });
-          }
-          ex.shed = runtime::IsShed(error);
-          KeepReservationIfOutOfTime(ex, error);
-          // It may quote the request (a tensor's name) or an upstream's reply.
-          ex.Fail(guard::RedactAll(error));
-          ex.chain().Resume(ex, pipeline::StageResult::kStop);
-        });
-      };
+  runtime::InferCallback done = [this, &ex, &version, id = std::move(id), spare = std::move(spare),
+                                 next, primary_error = std::move(primary_error)](
+                                    absl::StatusOr<InferResult> result) mutable {
+    ex.post([this, &ex, &version, id = std::move(id), spare = std::move(spare), next,
+             primary_error = std::move(primary_error), result = std::move(result)]() mutable {
+      ex.stream_ended = ex.streaming;
+      // [DONE] went out before the runner's failure came (review helper-101: a deadline
+      // that ran out while its write was on its way back to the runner): the client's
+      // stream is whole, and no error event may follow it. Its usage is counted here.
+      // A client that went away before [DONE] was written has a cut stream (review
+      // helper-117: its usage was dropped and it was logged whole).
+      if (!result.ok() && ex.done_sent && !(absl::IsCancelled(result.status()) && !ex.done_taken)) {
+        InferResult whole;
+        whole.usage_reported = ex.streamed_usage.has_value();
+        if (ex.streamed_usage) whole.usage = *ex.streamed_usage;
+        result = std::move(whole);
+      }
+      if (result.ok()) return Answer(ex, version, std::move(id), std::move(*result));
+      // The guard stopped the answer: that, not the stop it caused, is what the client hears.
+      if (!ex.answer_blocked.ok()) result = ex.answer_blocked;
+      if (ex.streaming) return EndStreamWithError(ex, result.status());
+      // The client went away (its call was cancelled for it): that is what the log says,
+      // not a primary's error before it, and no fallback runs (review helper-94).
+      if (absl::IsCancelled(result.status()) && ex.answer_blocked.ok()) {
+        ex.Fail(result.status());
+        return ex.chain().Resume(ex, pipeline::StageResult::kStop);
+      }
+      if (!ex.answer_blocked.ok()) {
+        ex.Fail(ex.answer_blocked);
+        return ex.chain().Resume(ex, pipeline::StageResult::kStop);
+      }
+      absl::Status error = primary_error.ok() ? result.status() : primary_error;
+      if (spare && (!primary_error.ok() || FallsBack(ex, result.status()))) {
+        if (const runtime::ModelVersion* other = NextFallback(ex, next)) {
+          return Run(ex, *other, std::move(*spare), next, std::move(error));
+        }
+      }
+      if (!primary_error.ok()) {  // a fallback failed too: the primary's error, noted
+        error = absl::Status(primary_error.code(),
+                             StrCat(primary_error.message(), " (fallback ", version.name,
+                                    " failed too: ", result.status().message(), ")"));
+        primary_error.ForEachPayload(
+            [&](absl::string_view key, const absl::Cord& value) { error.SetPayload(key, value); });
+      }
+      ex.shed = runtime::IsShed(error);
+      KeepReservationIfOutOfTime(ex, error);
+      // It may quote the request (a tensor's name) or an upstream's reply.
+      ex.Fail(guard::RedactAll(error));
+      ex.chain().Resume(ex, pipeline::StageResult::kStop);
+    });
+  };
   if (auto* generate = std::get_if<runtime::GenerateRequest>(&work)) {
     ex.streaming_from = &version;
     version.runner->Generate(std::move(*generate), std::move(done));
@@ -338,9 +368,17 @@ void ExecuteStage::EndStreamWithError(pipeline::Exchange& ex, const absl::Status
   const absl::Status status = guard::RedactAll(raw);
   ex.error = std::string(status.message());
   // What the model generated is charged: the prompt as pillar counted it, and the texts it sent
-  // (a client that leaves once it has what it wanted does not get it free).
+  // (a client that leaves once it has what it wanted does not get it free), or the usage the
+  // model reported before the cut where it says more (review helper-117: a client that left
+  // after the usage chunk, before [DONE], was charged pillar's estimate, not the usage).
   ex.infer_result.usage = {.prompt_tokens = ex.estimated_prompt_tokens,
                            .completion_tokens = StreamedCompletion(ex)};
+  if (ex.streamed_usage) {
+    protocol::TokenUsage& usage = ex.infer_result.usage;
+    usage.prompt_tokens = std::max(usage.prompt_tokens, ex.streamed_usage->prompt_tokens);
+    usage.completion_tokens =
+        std::max(usage.completion_tokens, ex.streamed_usage->completion_tokens);
+  }
   KeepReservationIfOutOfTime(ex, status);
   ex.WriteChunk(pipeline::StreamErrorEvent(status),
                 [&ex](bool) { ex.chain().Resume(ex, pipeline::StageResult::kContinue); });

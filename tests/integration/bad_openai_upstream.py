@@ -114,6 +114,8 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   nousage   an answer of six words without a usage
   nousagestream  a stream of five chunks that ends without a usage chunk
   bigstall  a stream of two chunks of 120 words each, then 3 s of nothing before the rest
+  usagestall  a stream of a chunk of 6 words, its finish and a usage of 40000 + 9000 tokens,
+            then 1.5 s of nothing before [DONE]
   doneopen  a stream of five chunks and [DONE], and then 3 s before the body's end
   donemore  a stream of five chunks whose last HTTP chunk holds [DONE] and one more event, all
             in one write
@@ -755,6 +757,22 @@ def handle(connection):
             connection.sendall(late_done_head())
             time.sleep(8)
             connection.sendall(b"0\r\n\r\n")
+            return
+        if model == "usagestall":  # the usage, then a stall before [DONE]
+            def event(e):
+                data = ("data: " + json.dumps(e) + "\n\n").encode()
+                return b"%x\r\n%s\r\n" % (len(data), data)
+            usage = usage_chunk()
+            usage["usage"] = {"prompt_tokens": 40000, "completion_tokens": 9000,
+                              "total_tokens": 49000}
+            finish = {"id": "c", "object": "chat.completion.chunk", "created": 1, "model": "bad",
+                      "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                               b"Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n" +
+                               event(chunk(0, " word" * 6)) + event(finish) + event(usage))
+            time.sleep(1.5)
+            done = b"data: [DONE]\n\n"
+            connection.sendall(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
             return
         if model == "bigstall":  # two chunks of 120 words each, then a stall before the rest
             connection.sendall(stall_head())

@@ -168,6 +168,7 @@ class LlmTest : public ::testing::Test {
                               "answerfloat",
                               "usagecard",
                               "bigstall",
+                              "usagestall",
                               "latedone",
                               "embsecret",
                               "embplain",
@@ -741,6 +742,44 @@ TEST_F(LlmTest, AClientThatLeavesAStreamIsChargedTheTextsTheModelSent) {
       LoggedCounts(gateway_->dir() / "access.log", "bigstall", "completion_tokens", 1);
   ASSERT_EQ(completion.size(), 1u);
   EXPECT_GE(completion[0], 120);
+}
+
+// Found by review helper-117: a client that left after the usage chunk came, before [DONE] was
+// written, was logged as answered whole and charged pillar's estimate (a few tokens) instead of
+// the usage the model reported: cutting every stream there walked around token quotas.
+TEST_F(LlmTest, AClientThatLeavesBeforeDoneIsChargedTheUsageThatCame) {
+  testing::HttpConnection client(gateway_->data_port());
+  ASSERT_TRUE(client.connected());
+  const int fd = client.fd();
+  const std::string body =
+      R"({"model":"usagestall","stream":true,"messages":[{"role":"user","content":"go"}]})";
+  const std::string request =
+      "POST /v1/chat/completions HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + key_ +
+      "\r\nContent-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+      "\r\n\r\n" + body;
+  ASSERT_EQ(::write(fd, request.data(), request.size()), ssize_t(request.size()));
+  std::string got;
+  char buffer[4096];
+  ssize_t n;
+  while (got.find("data: ") == std::string::npos && (n = ::read(fd, buffer, sizeof buffer)) > 0) {
+    got.append(buffer, size_t(n));
+  }
+  client.Close();  // the usage is on its way or in; [DONE] comes 1.5 s later
+  ASSERT_NE(got.find(" 200 "), std::string::npos) << got;
+  const std::vector<int64_t> prompt =
+      LoggedCounts(gateway_->dir() / "access.log", "usagestall", "prompt_tokens", 1);
+  const std::vector<int64_t> completion =
+      LoggedCounts(gateway_->dir() / "access.log", "usagestall", "completion_tokens", 1);
+  ASSERT_EQ(prompt.size(), 1u);
+  ASSERT_EQ(completion.size(), 1u);
+  EXPECT_EQ(prompt[0], 40000);
+  EXPECT_EQ(completion[0], 9000);
+  std::ifstream in(gateway_->dir() / "access.log");
+  std::string logged;
+  for (std::string line; std::getline(in, line);) {
+    if (line.find("\"usagestall\"") != std::string::npos) logged = line;
+  }
+  EXPECT_NE(logged.find("\"outcome\":\"cut\""), std::string::npos) << logged;
 }
 
 // How a test's client reads a streamed answer: how many bytes more it may read, given the time
