@@ -134,6 +134,9 @@ std::optional<char> FoldOf(uint32_t c) {
   if (Blank(c)) return ' ';
   if (c >= 0xFF01 && c <= 0xFF5E) return char(c - 0xFF01 + 0x21);
   if (c == 0xFE6B) return '@';
+  // The full stops IDNA reads as a domain's dot (UTS 46: U+3002, U+FF61; U+FF0E is fullwidth
+  // ASCII above) and the small one (review helper-117: jo@example\u3002org went unrecognised).
+  if (c == 0x3002 || c == 0xFF61 || c == 0xFE52) return '.';
   if (Dash(c)) return '-';
   // Thirteen alphabets of 52 letters (A-Z, a-z) from U+1D400; their holes are unassigned.
   if (c >= 0x1D400 && c < 0x1D400 + 13 * 52) {

@@ -39,6 +39,8 @@ TEST(TextFoldTest, LookAlikesFoldAndOffsetsLeadBack) {
   EXPECT_EQ(folded.End(8), text.size());
   // The span of "b" through "c" holds the zero-width space between them.
   EXPECT_EQ(folded.End(4) - folded.Begin(2), 5u);
+  // The full stops a domain may be written with (IDNA maps them to '.').
+  EXPECT_EQ(FoldedText("jo@example\u3002org a\uff61b c\ufe52d").text(), "jo@example.org a.b c.d");
   // Mathematical letters of every alphabet: bold, italic, script, fraktur, monospace.
   FoldedText letters("\U0001d400\U0001d44e\U0001d4b8\U0001d52f\U0001d68c");
   EXPECT_EQ(letters.text(), "Aacrc");
