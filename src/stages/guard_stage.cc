@@ -275,6 +275,7 @@ bool GuardStage::ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& 
     ex.Fail(body.status());
     return false;
   }
+  if (blocked.empty()) blocked = SplitAcrossParts(ex, redacted ? *body : ex.generate->body, config);
   if (!blocked.empty()) {
     ex.content_blocked = true;
     ex.Fail(absl::InvalidArgumentError(
@@ -283,6 +284,46 @@ bool GuardStage::ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& 
   }
   if (redacted) ex.generate->body = std::move(*body);
   return true;
+}
+
+std::string GuardStage::SplitAcrossParts(pipeline::Exchange& ex, std::string_view body,
+                                         const guard::GuardConfig& config) const {
+  // Each message's text parts, in order, as servers join them (vLLM with a line break).
+  std::vector<std::pair<std::string, std::string>> joined;  // message, its parts' texts
+  std::vector<int> parts;
+  protocol::ForEachRequestText(body, [&](std::string_view where, std::string_view text) {
+    const size_t content = where.find("].content[");
+    if (!where.starts_with("messages[") || content == std::string_view::npos ||
+        !where.ends_with("].text")) {
+      return;
+    }
+    const std::string_view message = where.substr(0, content + 1);
+    if (joined.empty() || joined.back().first != message) {
+      joined.emplace_back(std::string(message), std::string(text));
+      parts.push_back(1);
+    } else {
+      StrAppend(&joined.back().second, "\n", text);
+      ++parts.back();
+    }
+  });
+  for (size_t i = 0; i < joined.size(); ++i) {
+    if (parts[i] < 2) continue;
+    // Each part was screened (and redacted) alone: what is found now lies across two.
+    guard::ScreenResult r = guard::Screen(joined[i].second, config);
+    std::string_view type;
+    for (guard::ScreenedFinding& f : r.findings) {
+      if (f.action == guard::Action::kAllow) continue;
+      if (type.empty()) type = guard::EntityName(f.finding.type);
+      f.action = guard::Action::kBlock;  // it cannot be redacted in parts: the call is refused
+    }
+    if (type.empty() && !r.blocked) continue;
+    Note(ex, "prompt", r.findings, r.denied);
+    return StrCat(type.empty() ? r.block_reason.substr(0, r.block_reason.find(" at bytes"))
+                               : std::string(type),
+                  " split across the text parts of ", joined[i].first,
+                  " (servers join them before the model reads them)");
+  }
+  return std::string();
 }
 
 pipeline::StageResult GuardStage::OnRequest(pipeline::Exchange& ex) {

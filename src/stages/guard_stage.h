@@ -55,6 +55,11 @@ class GuardStage final : public pipeline::Stage {
   // The prompt's texts screened (redacted in ex.generate->body, or blocked); false (and the
   // exchange failed) when they are blocked.
   bool ScreenPrompt(pipeline::Exchange& ex, const guard::GuardConfig& config) const;
+  // A value found in a message's text parts joined (as servers join them) once each was
+  // screened alone: one split across two parts (review helper-117, a card as "4111 1111" and
+  // "1111 1111"). Counted and audited as blocked; the reason, or empty when none.
+  std::string SplitAcrossParts(pipeline::Exchange& ex, std::string_view body,
+                               const guard::GuardConfig& config) const;
   // The prompt-injection heuristics over what the call's users and tools wrote; false (and the
   // exchange failed) when they block it.
   bool ScreenInjection(pipeline::Exchange& ex, const guard::GuardConfig& config,
