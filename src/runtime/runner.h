@@ -67,6 +67,10 @@ class EventSink {
     (void)now_ns;
     return -1;
   }
+  // The usage of the answer, as soon as the producer has read it, whether or not its event
+  // reaches the client (which may have gone by then): what a stream cut after it is charged at
+  // least (review helper-117). Callable from any thread.
+  virtual void Usage(const protocol::TokenUsage& usage) { (void)usage; }
 };
 
 // One call to a language model: the client's body, already checked by the protocol's parser

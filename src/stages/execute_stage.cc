@@ -70,11 +70,8 @@ class ExchangeEvents final : public runtime::EventSink {
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
     if (kind == runtime::EventKind::kUsage) {
-      // Kept, told or not to the client: a client that leaves before [DONE] is charged it.
-      std::optional<protocol::TokenUsage> usage = UsageOf(event);
-      ex_.post([&ex = ex_, usage] {
-        if (usage) ex.streamed_usage = *usage;
-      });
+      // Kept, told or not to the client (a runner that does not tell Usage: the simulated one).
+      if (std::optional<protocol::TokenUsage> usage = UsageOf(event)) Usage(*usage);
       if (!include_usage_) return std::move(next)(true);
     }
     // Counted here, on the producer's side: a client that leaves before the usage chunk is
@@ -115,6 +112,10 @@ class ExchangeEvents final : public runtime::EventSink {
       }
       ex.WriteChunk(std::move(event), std::move(next));
     });
+  }
+
+  void Usage(const protocol::TokenUsage& usage) override {
+    ex_.post([&ex = ex_, usage] { ex.streamed_usage = usage; });
   }
 
  private:

@@ -49,6 +49,7 @@ class GuardedEvents final : public runtime::EventSink {
         choices_(choices) {}
 
   int64_t ClientWaitNanos(int64_t now_ns) const override { return inner_->ClientWaitNanos(now_ns); }
+  void Usage(const protocol::TokenUsage& usage) override { inner_->Usage(usage); }
 
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {

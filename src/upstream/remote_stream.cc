@@ -71,6 +71,7 @@ void StreamRelay::Take(const protocol::SseEvent& event) {
   if (chunk->usage) {
     usage_ = *chunk->usage;
     usage_reported_ = true;
+    call_->events->Usage(usage_);  // before the client may be found gone
   }
   // A chunk sent over several "data:" lines arrives joined by line breaks, which can only be
   // blanks between its JSON tokens (it parsed): they become spaces, so that it goes out as one
