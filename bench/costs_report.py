@@ -96,22 +96,29 @@ def main():
     print("| --- |" + " --- |" * len(ROUTES))
     rows = {}
     for route, _ in ROUTES:
-        n = int((raw / f"cg_{route}.requests").read_text())
-        total, places = instructions(raw / f"cg_{route}")
-        allocs = allocations(raw / f"cg_{route}")
+        # Not counted where valgrind could not run the model (bench/run_costs.sh says why).
+        counted = (raw / f"cg_{route}.requests").exists()
+        if counted:
+            n = int((raw / f"cg_{route}.requests").read_text())
+            total, places = instructions(raw / f"cg_{route}")
+            allocs = allocations(raw / f"cg_{route}")
         sn = int((raw / f"sc_{route}.requests").read_text())
         calls = syscalls(raw / f"syscalls_{route}.csv")
         total_calls = calls.pop("all", 0)
-        rows.setdefault("requests measured (callgrind / perf)", []).append(f"{n} / {sn}")
-        rows.setdefault("instructions, all threads", []).append(f"{total / n:,.0f}")
+        rows.setdefault("requests measured (callgrind / perf)", []).append(
+            f"{n} / {sn}" if counted else f"not counted / {sn}")
+        rows.setdefault("instructions, all threads", []).append(
+            f"{total / n:,.0f}" if counted else "not counted")
         for name in ["event loops", "model instances", "audit writer", "job queue", "other",
                      "model's forward pass"]:
             label = {"other": "- on other threads",
                      "model's forward pass": "- of which the model's forward pass (any thread)"
                      }.get(name, f"- on the {name}'s thread" if name == "job queue"
                            else f"- on the {name}")
-            rows.setdefault(label, []).append(f"{places.get(name, 0) / n:,.0f}")
-        rows.setdefault("allocations (malloc calls)", []).append(f"{allocs / n:.1f}")
+            rows.setdefault(label, []).append(
+                f"{places.get(name, 0) / n:,.0f}" if counted else "not counted")
+        rows.setdefault("allocations (malloc calls)", []).append(
+            f"{allocs / n:.1f}" if counted else "not counted")
         rows.setdefault("system calls", []).append(f"{total_calls / sn:.2f}")
         top = sorted(((k, v) for k, v in calls.items() if v > 0), key=lambda kv: -kv[1])[:8]
         rows.setdefault("- the most frequent", []).append(
