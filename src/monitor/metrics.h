@@ -148,6 +148,7 @@ class Family final : public FamilyBase {
 
  private:
   struct Series {
+    std::string key;  // in index_
     std::unique_ptr<Metric> metric;
     std::weak_ptr<Metric> held;  // the handles Hold() gave out
     bool pinned = false;         // asked for by Get(): kept for good
@@ -169,7 +170,8 @@ class Family final : public FamilyBase {
     auto it = index_.find(key);
     if (it != index_.end()) return *it->second;
     std::vector<std::string> labels(values.begin(), values.end());
-    Series& series = metrics_.emplace(std::move(labels), Series{make_(), {}, false}).first->second;
+    Series& series =
+        metrics_.emplace(std::move(labels), Series{key, make_(), {}, false}).first->second;
     index_.emplace(key, &series);
     return series;
   }
@@ -181,12 +183,7 @@ class Family final : public FamilyBase {
         ++it;
         continue;
       }
-      std::string key;
-      for (const std::string& v : it->first) {
-        key.append(v);
-        key.push_back('\x1f');
-      }
-      index_.erase(key);
+      index_.erase(it->second.key);
       it = metrics_.erase(it);
     }
   }

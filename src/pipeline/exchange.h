@@ -179,8 +179,8 @@ class Exchange {
   // and charged without the usage that had come).
   bool done_sent = false;
   bool done_taken = false;  // [DONE]'s write completed
-  // The usage chunk of a streamed answer, once the runner handed it on (whether or not the
-  // client asked for it): what a stream cut after it is charged, at least.
+  // The usage of a streamed answer, once its runner read it (EventSink::Usage, whether or not
+  // its event reaches the client): what a stream cut after it is charged, at least.
   std::optional<protocol::TokenUsage> streamed_usage;
   int64_t first_event_ns = 0;   // monotonic, when the first event went to the client
   int64_t streamed_chunks = 0;  // chunks of the answer written (about a token each)

@@ -286,6 +286,7 @@ void SimulatedLlmRunner::State::StreamStep(const std::shared_ptr<PendingCall>& c
     c.queue.emplace_back(
         EventKind::kUsage,
         protocol::UsageChunkEvent(done.id, done.model, done.created, done.usage, c.chat));
+    c.events->Usage(done.usage);  // known now, whether or not its event reaches the client
     c.queue.emplace_back(EventKind::kDone, std::string(protocol::kDoneEvent));
     c.next_token = INT64_MAX;  // nothing more to make
   }

@@ -2,8 +2,6 @@
 
 #include <algorithm>
 #include <memory>
-#include <optional>
-#include <string_view>
 #include <variant>
 
 #include "common/cancellation.h"
@@ -13,7 +11,6 @@
 #include "pipeline/chain.h"
 #include "policy/policy.h"
 #include "protocol/json_codec.h"
-#include "protocol/openai_response.h"
 #include "protocol/openai_texts.h"
 #include "protocol/token_estimate.h"
 #include "runtime/admission.h"
@@ -69,11 +66,7 @@ class ExchangeEvents final : public runtime::EventSink {
 
   void Event(runtime::EventKind kind, std::string event,
              absl::AnyInvocable<void(bool) &&> next) override {
-    if (kind == runtime::EventKind::kUsage) {
-      // Kept, told or not to the client (a runner that does not tell Usage: the simulated one).
-      if (std::optional<protocol::TokenUsage> usage = UsageOf(event)) Usage(*usage);
-      if (!include_usage_) return std::move(next)(true);
-    }
+    if (kind == runtime::EventKind::kUsage && !include_usage_) return std::move(next)(true);
     // Counted here, on the producer's side: a client that leaves before the usage chunk is
     // charged the texts the model sent, however many tokens it put in a chunk.
     const int64_t tokens = kind == runtime::EventKind::kChunk ? ChunkTokens(event) : 0;
@@ -119,17 +112,6 @@ class ExchangeEvents final : public runtime::EventSink {
   }
 
  private:
-  // The usage a usage event ("data: {...}\n\n", checked by the runner) carries.
-  static std::optional<protocol::TokenUsage> UsageOf(std::string_view event) {
-    constexpr std::string_view kData = "data: ";
-    if (event.substr(0, kData.size()) != kData) return std::nullopt;
-    event.remove_prefix(kData.size());
-    while (!event.empty() && (event.back() == '\n' || event.back() == '\r')) event.remove_suffix(1);
-    absl::StatusOr<protocol::StreamChunk> chunk = protocol::CheckStreamChunk(event);
-    if (!chunk.ok()) return std::nullopt;
-    return chunk->usage;
-  }
-
   pipeline::Exchange& ex_;
   const bool include_usage_;
   const std::shared_ptr<const WaitMeter> waits_;  // read from the producer's thread
