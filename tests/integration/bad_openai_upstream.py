@@ -530,7 +530,9 @@ def stream(model):
                                                 "total_tokens": 4111111111111111}})
     if model == "usagelast":
         events.append((MULTILINE, usage_chunk(note="mail zq.usage@example.org")))
-    out = b""
+    # Pieces joined once: bytes concatenated in a loop copy the whole stream each time, and a
+    # stream of 14,600 events took 12 s to build (its test's client gave up after 10).
+    pieces = []
     for e in events:
         if isinstance(e, tuple):  # (MULTILINE, chunk)
             data = ("data: " + json.dumps(e[1], indent=1).replace("\n", "\ndata: ") +
@@ -539,9 +541,10 @@ def stream(model):
             data = ("data: " + e + "\n\n").encode()
         else:
             data = ("data: " + json.dumps(e) + "\n\n").encode()
-        out += b"%x\r\n%s\r\n" % (len(data), data)
+        pieces.append(b"%x\r\n%s\r\n" % (len(data), data))
     done = b"data: [DONE]\n\n"
-    out += b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done)
+    pieces.append(b"%x\r\n%s\r\n0\r\n\r\n" % (len(done), done))
+    out = b"".join(pieces)
     return (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n"
             b"Connection: close\r\n\r\n" + out)
 
