@@ -14,6 +14,11 @@
 //
 //   BatchingRunner runner(config, std::move(instances), SystemClock(), &batch_size_histogram);
 //   runner.Infer(std::move(request), std::move(done));
+// On an event loop's thread (the HTTP server's), a request is queued and the model is called at
+// the end of that turn of the loop: the requests whose bytes arrived together are queued by then
+// and go as one batch, run there on the loop when an instance is idle and the model fast (as a
+// lone request above, within the same budget), or handed to the instances' threads. Woken at
+// each arrival, an idle instance took the first request alone and the rest after its run.
 // A full queue refuses at once with Unavailable and a Retry-After estimate. Destruction fails
 // every queued request with Unavailable and joins the instance threads.
 #pragma once
@@ -63,15 +68,42 @@ class BatchingRunner final : public Runner {
     bool promised = false;  // took a place kept for it (ReturnPromises)
   };
 
+  // The queue's lock and the instances' wake-up, shared with the calls posted to event loops
+  // (Infer), which may run after the runner is gone.
+  struct Shared {
+    absl::Mutex mu;
+    absl::CondVar cv;
+    BatchingRunner* runner ABSL_GUARDED_BY(mu) = nullptr;  // null once it is being destroyed
+    // A call is posted to a loop and has not run yet: the requests queued meanwhile, from any
+    // loop, go with it.
+    bool turn_end_posted ABSL_GUARDED_BY(mu) = false;
+  };
+  // Queued from a loop's thread: runs or hands over what is queued at the end of this turn of
+  // the loop. From any other thread: wakes the instances now. Unlocks mu_.
+  void CallAfterThisTurn() ABSL_UNLOCK_FUNCTION(mu_);
+  static void AtTurnEnd(Shared& shared);
+  // What is queued: run on this thread when an idle instance may (a batch within the inline
+  // budget), else handed to the instances' threads.
+  void RunOrWake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   void InstanceLoop(size_t instance);
   // Takes the next batch from the queue for `instance`, waiting for it to fill up to the
   // configured delay; empty when there is none for it (stopping, claimed for an inline run).
   std::vector<Pending> NextBatch(size_t instance) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The instance a lone request may run on inline now; none when the model is busy, has a
-  // queue, is not measured fast, or has no instance that may.
+  // Takes the next batch from the front of the queue: the first request and those after it that
+  // share its shape, up to max_batch_size rows and `max_bytes` of input; empty when the first
+  // is larger than that.
+  std::vector<Pending> TakeBatch(size_t max_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The instance a batch may run on inline now, on the caller's thread; none when the model is
+  // busy, is not measured fast, or has no instance that may. And the most input it may have.
+  std::optional<size_t> IdleFastInstance() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  size_t InlineBytes() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The instance a lone request queued off a loop may run on inline now: as above, and the
+  // queue is empty and requests do not come faster than a batch runs.
   std::optional<size_t> InlineInstance(const Pending& pending) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RunInline(size_t instance, Pending pending) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Runs `batch` on `instance` on this thread (mu_ released meanwhile), claimed from its own.
+  void RunInline(size_t instance, std::vector<Pending> batch) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Answers the requests whose caller's deadline passed while they queued, and removes them: no
   // computation for nobody.
   void DropExpired(std::vector<Pending>& batch);
@@ -103,8 +135,9 @@ class BatchingRunner final : public Runner {
   Clock& clock_;
   monitor::Histogram* batch_sizes_;
 
-  mutable absl::Mutex mu_;
-  absl::CondVar cv_;
+  const std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
+  absl::Mutex& mu_ = shared_->mu;
+  absl::CondVar& cv_ = shared_->cv;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Mean nanoseconds to run one batch, for wait estimates.

@@ -2,13 +2,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <condition_variable>
 #include <cstring>
 #include <future>
 #include <mutex>
 #include <thread>
 
+#include "common/event_loop.h"
 #include "testing/fake_clock.h"
 
 namespace pillar::runtime {
@@ -548,6 +553,104 @@ TEST(BatchingRunnerTest, DestructionWaitsForAnInlineRun) {
   destroyer.join();
   caller.join();
   EXPECT_TRUE(answered.load());
+}
+
+// What a turn of an event loop queues: `n` requests from one handler of `loop`, then the loop run
+// until each is answered. Returns the answers' batch sizes and the threads the backend ran on.
+std::vector<absl::StatusOr<InferResult>> OneTurn(boost::asio::io_context& loop, Runner& runner,
+                                                 int n) {
+  std::vector<absl::StatusOr<InferResult>> answers;
+  boost::asio::post(loop, [&] {
+    for (int i = 0; i < n; ++i) {
+      runner.Infer(Request({float(i), 1}, 1), [&](absl::StatusOr<InferResult> r) {
+        // Answered on the instance's thread or on the loop's: back to the loop, as a session does.
+        boost::asio::post(
+            loop, [&answers, r = std::move(r)]() mutable { answers.push_back(std::move(r)); });
+      });
+    }
+  });
+  ScopedEventLoop running(loop);
+  loop.restart();
+  // Kept running while the instance's thread computes: answers come back to it by post.
+  auto work = boost::asio::make_work_guard(loop);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (int(answers.size()) < n && std::chrono::steady_clock::now() < give_up) {
+    loop.run_one_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_EQ(int(answers.size()), n);
+  return answers;
+}
+
+// At 64 connections to the demo's model an instance woken at each arrival took the first
+// request alone and the rest after its run: 2.5 rows a batch. Requests queued in one turn of a
+// loop go as one batch, called at the turn's end.
+TEST(BatchingRunnerTest, TheRequestsOfOneTurnOfALoopGoAsOneBatch) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  boost::asio::io_context loop;
+  std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 6);
+  for (const absl::StatusOr<InferResult>& r : answers) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->batch_size, 6);
+  }
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{6}));
+  // Past max_batch_size: full batches, then the rest.
+  answers = OneTurn(loop, runner, 19);
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{6, 8, 8, 3}));
+  for (const absl::StatusOr<InferResult>& r : answers) ASSERT_TRUE(r.ok()) << r.status();
+  // Off a loop, each arrival wakes the instance at once, as before.
+  EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+  EXPECT_EQ(b->batches().back(), 1);
+}
+
+// A fast model whose instance is idle runs a turn's batch on the loop's thread: no hand-off to
+// the instance's thread and back. What does not fit the inline budget goes to the instance.
+TEST(BatchingRunnerTest, AFastIdleModelRunsATurnsBatchOnTheLoop) {
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  Warm(runner);
+  boost::asio::io_context loop;
+  std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 5);
+  EXPECT_EQ(b->batches().back(), 5);
+  EXPECT_EQ(b->last_thread(), std::this_thread::get_id());  // the loop's
+  std::vector<float> got;
+  for (const absl::StatusOr<InferResult>& r : answers) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    got.push_back(Floats(r->outputs[0])[0]);
+  }
+  std::sort(got.begin(), got.end());
+  EXPECT_EQ(got, (std::vector<float>{0, 2, 4, 6, 8}));
+  // A slow model's batches go to its instance's thread.
+  b->slow_ = true;
+  for (int i = 0; i < 30; ++i) ASSERT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+  OneTurn(loop, runner, 3);
+  EXPECT_NE(b->last_thread(), std::this_thread::get_id());
+}
+
+// The call posted to the loop may run after the runner is gone: it finds nothing to do, and
+// what was queued was failed by the destructor.
+TEST(BatchingRunnerTest, ACallPostedToALoopOutlivesItsRunner) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<DoublingBackend>());
+  auto runner =
+      std::make_unique<BatchingRunner>(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  boost::asio::io_context loop;
+  std::optional<absl::Status> answered;
+  boost::asio::post(loop, [&] {
+    runner->Infer(Request({1, 2}, 1),
+                  [&](absl::StatusOr<InferResult> r) { answered = r.status(); });
+    runner.reset();  // before the turn ends
+  });
+  ScopedEventLoop running(loop);
+  loop.run();  // the posted call runs, and finds the runner gone
+  ASSERT_TRUE(answered.has_value());
+  EXPECT_EQ(answered->code(), absl::StatusCode::kUnavailable) << *answered;
 }
 
 }  // namespace
