@@ -209,15 +209,16 @@ void BatchingRunner::CallAfterThisTurn() {
   // 2.5 rows, each paying the model's fixed cost (about 20 us of LibTorch's) and two thread
   // hand-offs.
   shared_->mu.AssertHeld();
-  const bool post = !shared_->turn_end_posted;
-  shared_->turn_end_posted = true;
+  std::vector<boost::asio::io_context*>& posted_to = shared_->posted_to;
+  const bool post = std::find(posted_to.begin(), posted_to.end(), loop) == posted_to.end();
+  if (post) posted_to.push_back(loop);
   mu_.Unlock();
-  if (post) boost::asio::post(*loop, [shared = shared_] { AtTurnEnd(*shared); });
+  if (post) boost::asio::post(*loop, [shared = shared_, loop] { AtTurnEnd(*shared, loop); });
 }
 
-void BatchingRunner::AtTurnEnd(Shared& shared) {
+void BatchingRunner::AtTurnEnd(Shared& shared, boost::asio::io_context* loop) {
   absl::MutexLock lock(&shared.mu);
-  shared.turn_end_posted = false;
+  std::erase(shared.posted_to, loop);
   if (shared.runner == nullptr) return;  // being destroyed: it failed what was queued
   shared.runner->mu_.AssertHeld();       // the same mutex
   shared.runner->RunOrWake();

@@ -32,6 +32,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "common/event_loop.h"
 #include "models/model_config.h"
 #include "monitor/metrics.h"
 #include "runtime/backend.h"
@@ -74,14 +75,15 @@ class BatchingRunner final : public Runner {
     absl::Mutex mu;
     absl::CondVar cv;
     BatchingRunner* runner ABSL_GUARDED_BY(mu) = nullptr;  // null once it is being destroyed
-    // A call is posted to a loop and has not run yet: the requests queued meanwhile, from any
-    // loop, go with it.
-    bool turn_end_posted ABSL_GUARDED_BY(mu) = false;
+    // The loops a call is posted to that has not run yet: the requests a loop queues meanwhile
+    // go with its call (or with another loop's, run first). One loop's long turn does not hold
+    // another's requests back.
+    std::vector<boost::asio::io_context*> posted_to ABSL_GUARDED_BY(mu);
   };
   // Queued from a loop's thread: runs or hands over what is queued at the end of this turn of
   // the loop. From any other thread: wakes the instances now. Unlocks mu_.
   void CallAfterThisTurn() ABSL_UNLOCK_FUNCTION(mu_);
-  static void AtTurnEnd(Shared& shared);
+  static void AtTurnEnd(Shared& shared, boost::asio::io_context* loop);
   // What is queued: run on this thread when an idle instance may (a batch within the inline
   // budget), else handed to the instances' threads.
   void RunOrWake() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -581,6 +581,13 @@ std::vector<absl::StatusOr<InferResult>> OneTurn(boost::asio::io_context& loop, 
   return answers;
 }
 
+// One request off a loop, answered, and a moment for the instance's thread to wait for the next:
+// a thread just started might otherwise find a whole turn queued however it is woken.
+void RunOneAndLetItWait(BatchingRunner& runner) {
+  ASSERT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
 // At 64 connections to the demo's model an instance woken at each arrival took the first
 // request alone and the rest after its run: 2.5 rows a batch. Requests queued in one turn of a
 // loop go as one batch, called at the turn's end.
@@ -590,20 +597,54 @@ TEST(BatchingRunnerTest, TheRequestsOfOneTurnOfALoopGoAsOneBatch) {
   std::vector<std::unique_ptr<Backend>> instances;
   instances.push_back(std::move(backend));
   BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  RunOneAndLetItWait(runner);
   boost::asio::io_context loop;
   std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 6);
   for (const absl::StatusOr<InferResult>& r : answers) {
     ASSERT_TRUE(r.ok()) << r.status();
     EXPECT_EQ(r->batch_size, 6);
   }
-  EXPECT_EQ(b->batches(), (std::vector<int64_t>{6}));
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{1, 6}));
   // Past max_batch_size: full batches, then the rest.
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
   answers = OneTurn(loop, runner, 19);
-  EXPECT_EQ(b->batches(), (std::vector<int64_t>{6, 8, 8, 3}));
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{1, 6, 8, 8, 3}));
   for (const absl::StatusOr<InferResult>& r : answers) ASSERT_TRUE(r.ok()) << r.status();
   // Off a loop, each arrival wakes the instance at once, as before.
   EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
   EXPECT_EQ(b->batches().back(), 1);
+}
+
+// Each loop's requests are called at the end of its own turn: a loop whose turn has not ended
+// (here: not run again) does not hold back another loop's requests, whose call takes what both
+// queued.
+TEST(BatchingRunnerTest, ALoopsTurnDoesNotWaitForAnothersToEnd) {
+  auto backend = std::make_unique<DoublingBackend>();
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  RunOneAndLetItWait(runner);
+  boost::asio::io_context first, second;
+  std::atomic<int> first_answers{0};
+  boost::asio::post(first, [&] {
+    for (int i = 0; i < 2; ++i) {
+      runner.Infer(Request({1, 2}, 1), [&](absl::StatusOr<InferResult> r) {
+        EXPECT_TRUE(r.ok()) << r.status();
+        ++first_answers;
+      });
+    }
+  });
+  {
+    ScopedEventLoop running(first);
+    ASSERT_EQ(first.run_one(), 1u);  // queues two; the call at its turn's end is left queued
+  }
+  EXPECT_EQ(OneTurn(second, runner, 3).size(), 3u);
+  EXPECT_EQ(first_answers.load(), 2);
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{1, 5}));
+  ScopedEventLoop running(first);
+  first.run();  // its call finds nothing queued
+  EXPECT_EQ(b->batches(), (std::vector<int64_t>{1, 5}));
 }
 
 // A fast model whose instance is idle runs a turn's batch on the loop's thread: no hand-off to
