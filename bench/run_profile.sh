@@ -4,9 +4,10 @@
 # (wrk -t1 -c64) for BENCH_SECONDS, after 3 s of warm-up; ROUTE=infer posts a held-out digit to
 # /v2/models/digits/infer instead; AUDIT=off runs it with [audit] backend = "off". Prints the
 # requests/s, pillar's CPU time per request by thread (user + system, from /proc over the run: a
-# steadier measure of what a change costs than requests/s on a shared machine) and the top
-# symbols; keeps perf.data in the work directory with BENCH_KEEP=1. With PERF=0 it does not
-# sample, for comparing two binaries in alternating rounds:
+# steadier measure of what a change costs than requests/s on a shared machine), with
+# ROUTE=infer the mean rows a batch, and the top symbols; keeps perf.data in the work directory
+# with BENCH_KEEP=1. With PERF=0 it does not sample, for comparing two binaries in alternating
+# rounds:
 #   for i in 1 2; do PERF=0 bench/run_profile.sh old/pillar; PERF=0 bench/run_profile.sh build/src/pillar; done
 # Usage: bench/run_profile.sh [PILLAR_BINARY]
 set -euo pipefail
@@ -66,6 +67,12 @@ requests=$(awk '/requests in/{print $1}' "$work/wrk.txt")
 join "$work/ticks.before" "$work/ticks.after" | awk -v n="$requests" -v hz="$(getconf CLK_TCK)" '
   { us = ($3 - $2) / hz * 1e6 / n; total += us; if (us >= 0.01) printf "  %-14s %6.2f us of CPU a request\n", $1, us }
   END { printf "  %-14s %6.2f us of CPU a request\n", "all threads", total }'
+if [[ "${ROUTE:-get}" == infer ]]; then  # rows a batch, warm-up included
+  admin=$(sed -n 's/^admin=//p' "$work/ports")
+  curl -s -H "Authorization: Bearer $key" "http://127.0.0.1:$admin/metrics" | awk '
+    /^pillar_batch_size_sum\{model="digits"/ { s = $2 } /^pillar_batch_size_count\{model="digits"/ { c = $2 }
+    END { if (c > 0) printf "  %-14s %6.2f rows a batch of digits\n", "batches", s / c }'
+fi
 if grep -q "Non-2xx" "$work/wrk.txt"; then
   echo "bench: WARNING: $(grep "Non-2xx" "$work/wrk.txt" | tr -s ' ') (see $work/pillar.log)" >&2
 fi
