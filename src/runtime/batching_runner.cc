@@ -4,7 +4,9 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <cmath>
+#include <ctime>
 #include <limits>
+#include <utility>
 
 #include "common/event_loop.h"
 #include "common/strings.h"
@@ -24,6 +26,12 @@ bool Compatible(const protocol::InferenceRequest& a, const protocol::InferenceRe
     }
   }
   return true;
+}
+
+int64_t ThreadCpuNanos() {
+  timespec t{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
 size_t InputBytes(const protocol::InferenceRequest& request) {
@@ -63,6 +71,7 @@ BatchingRunner::~BatchingRunner() {
     shared_->mu.AssertHeld();
     shared_->runner = nullptr;  // a call posted to a loop finds nothing to do
     abandoned.swap(queue_);
+    queued_rows_ = 0;
     // An inline run is short by construction (MayRunInline, kInlineBudgetNs): waited for.
     mu_.Await(absl::Condition(
         +[](int* runs) { return *runs == 0; }, &inline_runs_));
@@ -191,9 +200,31 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
     mu_.Unlock();  // the last touch of this runner: the destructor may be waiting for the run
     return;
   }
+  queued_rows_ += pending.rows;
   queue_.insert(place, std::move(pending));
   CallAfterThisTurn();
 }
+
+class BatchingRunner::TurnEndCall {
+ public:
+  TurnEndCall(std::shared_ptr<Shared> shared, boost::asio::io_context* loop)
+      : shared_(std::move(shared)), loop_(loop) {}
+  TurnEndCall(TurnEndCall&&) = default;  // the moved-from one has no shared_: nothing to undo
+  TurnEndCall& operator=(TurnEndCall&&) = delete;
+  ~TurnEndCall() {
+    if (shared_ == nullptr) return;
+    {
+      absl::MutexLock lock(&shared_->mu);
+      std::erase(shared_->posted_to, loop_);
+    }
+    shared_->cv.SignalAll();
+  }
+  void operator()() { AtTurnEnd(*std::exchange(shared_, nullptr), loop_); }
+
+ private:
+  std::shared_ptr<Shared> shared_;  // null once run (or moved from)
+  boost::asio::io_context* loop_;
+};
 
 void BatchingRunner::CallAfterThisTurn() {
   boost::asio::io_context* loop = ThisThreadEventLoop();
@@ -208,12 +239,25 @@ void BatchingRunner::CallAfterThisTurn() {
   // with this one. At 64 connections to the demo's model, woken at each arrival, batches held
   // 2.5 rows, each paying the model's fixed cost (about 20 us of LibTorch's) and two thread
   // hand-offs.
+  // But not past a full batch, nor past half the queue, where low-priority requests start being
+  // shed: what the turn queued so far is called now, as at the turn's end (review helper-118: a
+  // turn of more requests than a class's share of the queue had an idle model shed some).
+  if (queued_rows_ >= std::max<int64_t>(1, config_.max_batch_size) ||
+      int64_t(queue_.size()) * 2 >= config_.batching.max_queue_size) {
+    RunOrWake();
+    mu_.Unlock();
+    return;
+  }
   shared_->mu.AssertHeld();
   std::vector<boost::asio::io_context*>& posted_to = shared_->posted_to;
-  const bool post = std::find(posted_to.begin(), posted_to.end(), loop) == posted_to.end();
-  if (post) posted_to.push_back(loop);
+  if (std::find(posted_to.begin(), posted_to.end(), loop) != posted_to.end()) {
+    mu_.Unlock();
+    return;
+  }
+  posted_to.push_back(loop);
+  std::shared_ptr<Shared> shared = shared_;  // copied before the runner may go
   mu_.Unlock();
-  if (post) boost::asio::post(*loop, [shared = shared_, loop] { AtTurnEnd(*shared, loop); });
+  boost::asio::post(*loop, TurnEndCall(std::move(shared), loop));
 }
 
 void BatchingRunner::AtTurnEnd(Shared& shared, boost::asio::io_context* loop) {
@@ -241,6 +285,9 @@ std::optional<size_t> BatchingRunner::IdleFastInstance() const {
   // Not when the operator asked every request to wait for company (adaptive_delay off).
   if (stopping_ || !config_.batching.adaptive_delay || busy_instances_ > 0 ||
       batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs)) {
+    return std::nullopt;
+  }
+  if (inline_paused_until_ns_ > 0 && clock_.MonotonicNanos() < inline_paused_until_ns_) {
     return std::nullopt;
   }
   for (size_t i = 0; i < instances_.size(); ++i) {
@@ -274,12 +321,19 @@ void BatchingRunner::RunInline(size_t instance, std::vector<Pending> batch) {
   mu_.Unlock();
   DropExpired(batch);
   const bool run = !batch.empty();
+  // The loop's own CPU time, not the wall clock's: a thread the host or the scheduler set aside
+  // mid-run says nothing of the requests.
+  const int64_t cpu_before = run ? ThreadCpuNanos() : 0;
   if (run) RunBatch(instance, batch);  // gives the instance back (EndExecution) before answering
+  const int64_t cpu_ns = run ? ThreadCpuNanos() - cpu_before : 0;
   mu_.Lock();
   if (!run) {  // given back here
     --busy_instances_;
     claimed_[instance] = false;
     if (!queue_.empty()) cv_.SignalAll();
+  }
+  if (cpu_ns >= kInlineBudgetNs * kInlineOverrun) {
+    inline_paused_until_ns_ = clock_.MonotonicNanos() + kInlinePauseNs;
   }
   --inline_runs_;  // last: once it is 0 the destructor may go on
 }
@@ -320,6 +374,7 @@ std::vector<BatchingRunner::Pending> BatchingRunner::TakeBatch(size_t max_bytes)
   int64_t rows = queue_.front().rows;
   batch.push_back(std::move(queue_.front()));
   queue_.pop_front();
+  queued_rows_ -= rows;
   if (config_.max_batch_size <= 0) return batch;
   const int64_t max_rows = config_.max_batch_size;
   for (auto it = queue_.begin(); it != queue_.end() && rows < max_rows;) {
@@ -327,6 +382,7 @@ std::vector<BatchingRunner::Pending> BatchingRunner::TakeBatch(size_t max_bytes)
     if (rows + it->rows <= max_rows && bytes + size <= max_bytes &&
         Compatible(batch.front().request, it->request)) {
       rows += it->rows;
+      queued_rows_ -= it->rows;
       bytes += size;
       batch.push_back(std::move(*it));
       it = queue_.erase(it);

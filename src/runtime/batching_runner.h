@@ -83,6 +83,9 @@ class BatchingRunner final : public Runner {
   // Queued from a loop's thread: runs or hands over what is queued at the end of this turn of
   // the loop. From any other thread: wakes the instances now. Unlocks mu_.
   void CallAfterThisTurn() ABSL_UNLOCK_FUNCTION(mu_);
+  // The call posted to `loop`: runs AtTurnEnd; destroyed unrun (its loop stopped for good),
+  // it takes the loop off posted_to and wakes the instances for what was queued.
+  class TurnEndCall;
   static void AtTurnEnd(Shared& shared, boost::asio::io_context* loop);
   // What is queued: run on this thread when an idle instance may (a batch within the inline
   // budget), else handed to the instances' threads.
@@ -141,12 +144,19 @@ class BatchingRunner final : public Runner {
   absl::Mutex& mu_ = shared_->mu;
   absl::CondVar& cv_ = shared_->cv;
   std::deque<Pending> queue_ ABSL_GUARDED_BY(mu_);
+  int64_t queued_rows_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   // Mean nanoseconds to run one batch, for wait estimates.
   double mean_batch_ns_ ABSL_GUARDED_BY(mu_) = 1e6;
   // Mean nanoseconds per input byte of a batch, for the size of what may run inline.
   double mean_byte_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
+  // An inline run that took kInlineBudgetNs * kInlineOverrun or more of its thread's CPU time (a
+  // request small but slow to compute) stops inline runs until then: the budget is a mean, not a
+  // bound on one run.
+  static constexpr int64_t kInlineOverrun = 4;
+  static constexpr int64_t kInlinePauseNs = 1'000'000'000;
+  int64_t inline_paused_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Mean nanoseconds between arrivals (each gap counted at most kMaxGapNs, so that a load
   // after a quiet spell is seen within a few hundred requests), and the last arrival.
   static constexpr int64_t kMaxGapNs = 1'000'000;

@@ -40,6 +40,11 @@ class DoublingBackend final : public Backend {
       batches_.push_back(inputs[0].shape[0]);
     }
     if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (spin_) {  // 1 ms of this thread's CPU
+      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
+      while (std::chrono::steady_clock::now() < until) {
+      }
+    }
     if (clock_ != nullptr) clock_->Advance(run_ns_);
     --running_;
     if (fail_) return absl::InternalError("backend failed");
@@ -78,6 +83,7 @@ class DoublingBackend final : public Backend {
   }
   std::atomic<bool> fail_{false};
   std::atomic<bool> slow_{false};
+  std::atomic<bool> spin_{false};
   std::atomic<bool> overlapped_{false};
   // Each run takes run_ns_ of this clock, when set.
   testing::FakeClock* clock_ = nullptr;
@@ -692,6 +698,85 @@ TEST(BatchingRunnerTest, ACallPostedToALoopOutlivesItsRunner) {
   loop.run();  // the posted call runs, and finds the runner gone
   ASSERT_TRUE(answered.has_value());
   EXPECT_EQ(answered->code(), absl::StatusCode::kUnavailable) << *answered;
+}
+
+// Review helper-118: the requests of one turn waited in the queue for its end, so a turn of more
+// requests than a class's share of the queue had an idle model shed some. Past half the queue (or
+// a full batch) they are called at once.
+TEST(BatchingRunnerTest, ATurnLongerThanTheQueueIsNotShedByAnIdleModel) {
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(64, 2'000, 8), std::move(instances), SystemClock());
+  Warm(runner);
+  boost::asio::io_context loop;
+  std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 20);
+  for (const absl::StatusOr<InferResult>& r : answers) EXPECT_TRUE(r.ok()) << r.status();
+  // Called each time the queue held half its size: four at a time.
+  const std::vector<int64_t> batches = b->batches();
+  EXPECT_EQ(std::vector<int64_t>(batches.end() - 5, batches.end()),
+            (std::vector<int64_t>{4, 4, 4, 4, 4}));
+}
+
+// Review helper-118: a call posted to a loop that is destroyed before running it left the loop
+// marked as posted to, and the requests it was for unrun. Destroyed unrun, it takes the mark off
+// and wakes the instances.
+TEST(BatchingRunnerTest, ACallDestroyedUnrunWakesTheInstancesAndLeavesNoMark) {
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::make_unique<DoublingBackend>());
+  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  RunOneAndLetItWait(runner);
+  std::promise<absl::StatusOr<InferResult>> answered;
+  {
+    auto loop = std::make_unique<boost::asio::io_context>();
+    boost::asio::post(*loop, [&] {
+      runner.Infer(Request({1, 2}, 1),
+                   [&](absl::StatusOr<InferResult> r) { answered.set_value(std::move(r)); });
+    });
+    ScopedEventLoop running(*loop);
+    ASSERT_EQ(loop->run_one(), 1u);  // queued; its call is left in the loop, then destroyed
+  }
+  auto future = answered.get_future();
+  ASSERT_EQ(future.wait_for(std::chrono::seconds(5)), std::future_status::ready);
+  EXPECT_TRUE(future.get().ok());
+  // Any loop, at whatever address, posts its own call again.
+  for (int i = 0; i < 3; ++i) {
+    boost::asio::io_context loop;
+    EXPECT_EQ(OneTurn(loop, runner, 2).size(), 2u);
+  }
+}
+
+// Review helper-118: the inline budget is a mean; a request small but slow to compute blocked
+// the loop that ran it. An inline run that overran the budget four times stops inline runs for a
+// second.
+TEST(BatchingRunnerTest, AnInlineRunThatOverranTheBudgetStopsInlineRunsForAWhile) {
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  Warm(runner);
+  boost::asio::io_context loop;
+  OneTurn(loop, runner, 2);
+  ASSERT_EQ(b->last_thread(), std::this_thread::get_id());  // inline
+  // Fast batches again, so that the means (batch time, cost a byte) say inline once more.
+  auto fast_again = [&] {
+    for (int i = 0; i < 40; ++i) ASSERT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+  };
+  b->slow_ = true;  // 1 ms asleep: the wall clock's overrun, not the thread's
+  OneTurn(loop, runner, 1);
+  b->slow_ = false;
+  fast_again();
+  OneTurn(loop, runner, 2);
+  EXPECT_EQ(b->last_thread(), std::this_thread::get_id());  // still inline
+  b->spin_ = true;  // 1 ms of this thread's CPU: over 4 x 200 us
+  OneTurn(loop, runner, 1);
+  ASSERT_EQ(b->last_thread(), std::this_thread::get_id());  // ran inline, and overran
+  b->spin_ = false;
+  fast_again();
+  OneTurn(loop, runner, 2);
+  EXPECT_NE(b->last_thread(), std::this_thread::get_id());  // paused: the instance's thread
 }
 
 }  // namespace
