@@ -111,6 +111,20 @@ models::ModelConfig Config(int64_t max_batch, int64_t delay_us, int64_t queue) {
   return c;
 }
 
+// A runner over one DoublingBackend, which the test keeps a pointer to.
+struct OneInstance {
+  explicit OneInstance(models::ModelConfig config, bool may_inline = false)
+      : backend(new DoublingBackend(may_inline)),
+        runner(std::move(config), Instances(backend), SystemClock()) {}
+  static std::vector<std::unique_ptr<Backend>> Instances(DoublingBackend* backend) {
+    std::vector<std::unique_ptr<Backend>> instances;
+    instances.emplace_back(backend);
+    return instances;
+  }
+  DoublingBackend* backend;  // owned by the runner
+  BatchingRunner runner;
+};
+
 protocol::InferenceRequest Request(std::vector<float> values, int64_t rows) {
   protocol::InferenceRequest r;
   Tensor t{"x", DataType::kFp32, {rows, 2}, std::string(values.size() * 4, '\0')};
@@ -145,11 +159,9 @@ TEST(BatchingRunnerTest, RunsASingleRequest) {
 }
 
 TEST(BatchingRunnerTest, QueuedRequestsShareABatchAndGetTheirOwnRowsBack) {
-  auto backend = std::make_unique<DoublingBackend>();
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 0, 16), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 0, 16));
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   b->Hold();
   auto first = Submit(runner, Request({0, 0}, 1));  // occupies the instance
   b->WaitStarted(1);
@@ -168,11 +180,9 @@ TEST(BatchingRunnerTest, QueuedRequestsShareABatchAndGetTheirOwnRowsBack) {
 }
 
 TEST(BatchingRunnerTest, BatchesNeverExceedTheMaximum) {
-  auto backend = std::make_unique<DoublingBackend>();
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(3, 0, 64), std::move(instances), SystemClock());
+  OneInstance one(Config(3, 0, 64));
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   b->Hold();
   auto first = Submit(runner, Request({0, 0}, 1));
   b->WaitStarted(1);
@@ -202,11 +212,9 @@ TEST(BatchingRunnerTest, WaitsUpToTheQueueDelayForABatchToFill) {
 }
 
 TEST(BatchingRunnerTest, FullQueueRefusesAtOnceWithARetryHint) {
-  auto backend = std::make_unique<DoublingBackend>();
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(1, 0, 2), std::move(instances), SystemClock());
+  OneInstance one(Config(1, 0, 2));
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   b->Hold();
   auto running = Submit(runner, Request({0, 0}, 1));
   b->WaitStarted(1);
@@ -389,11 +397,9 @@ int InlineRuns(BatchingRunner& runner, DoublingBackend& backend, int n) {
 }
 
 TEST(BatchingRunnerTest, ALoneRequestForAFastIdleModelRunsOnTheCallersThread) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 16), /*may_inline=*/true);
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   EXPECT_GE(InlineRuns(runner, *b, 20), 19);
   absl::StatusOr<InferResult> r = Submit(runner, Request({3, 4}, 1)).get();
@@ -403,11 +409,9 @@ TEST(BatchingRunnerTest, ALoneRequestForAFastIdleModelRunsOnTheCallersThread) {
 }
 
 TEST(BatchingRunnerTest, ABackendThatMayNotRunInlineAlwaysRunsOnItsOwnThread) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/false);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 16));
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   EXPECT_EQ(InlineRuns(runner, *b, 20), 0);
 }
@@ -450,11 +454,9 @@ TEST(BatchingRunnerTest, ALargeRequestRunsOnItsInstancesThreadNotInline) {
 }
 
 TEST(BatchingRunnerTest, ALoneRequestPastItsDeadlineIsNotRunInline) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 16), /*may_inline=*/true);
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   ASSERT_GE(InlineRuns(runner, *b, 20), 19);
   protocol::InferenceRequest late = Request({1, 2}, 1);
@@ -466,11 +468,9 @@ TEST(BatchingRunnerTest, ALoneRequestPastItsDeadlineIsNotRunInline) {
 }
 
 TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 16), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 16), /*may_inline=*/true);
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   ASSERT_GE(InlineRuns(runner, *b, 20), 19);  // the last one too: the runner is idle now
   b->Hold();
@@ -598,11 +598,9 @@ void RunOneAndLetItWait(BatchingRunner& runner) {
 // request alone and the rest after its run: 2.5 rows a batch. Requests queued in one turn of a
 // loop go as one batch, called at the turn's end.
 TEST(BatchingRunnerTest, TheRequestsOfOneTurnOfALoopGoAsOneBatch) {
-  auto backend = std::make_unique<DoublingBackend>();
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 64));
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   RunOneAndLetItWait(runner);
   boost::asio::io_context loop;
   std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 6);
@@ -625,11 +623,9 @@ TEST(BatchingRunnerTest, TheRequestsOfOneTurnOfALoopGoAsOneBatch) {
 // (here: not run again) does not hold back another loop's requests, whose call takes what both
 // queued.
 TEST(BatchingRunnerTest, ALoopsTurnDoesNotWaitForAnothersToEnd) {
-  auto backend = std::make_unique<DoublingBackend>();
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 64));
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   RunOneAndLetItWait(runner);
   boost::asio::io_context first, second;
   std::atomic<int> first_answers{0};
@@ -656,11 +652,9 @@ TEST(BatchingRunnerTest, ALoopsTurnDoesNotWaitForAnothersToEnd) {
 // A fast model whose instance is idle runs a turn's batch on the loop's thread: no hand-off to
 // the instance's thread and back. What does not fit the inline budget goes to the instance.
 TEST(BatchingRunnerTest, AFastIdleModelRunsATurnsBatchOnTheLoop) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 64), /*may_inline=*/true);
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   boost::asio::io_context loop;
   std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 5);
@@ -704,11 +698,9 @@ TEST(BatchingRunnerTest, ACallPostedToALoopOutlivesItsRunner) {
 // requests than a class's share of the queue had an idle model shed some. Past half the queue (or
 // a full batch) they are called at once.
 TEST(BatchingRunnerTest, ATurnLongerThanTheQueueIsNotShedByAnIdleModel) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(64, 2'000, 8), std::move(instances), SystemClock());
+  OneInstance one(Config(64, 2'000, 8), /*may_inline=*/true);
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   boost::asio::io_context loop;
   std::vector<absl::StatusOr<InferResult>> answers = OneTurn(loop, runner, 20);
@@ -751,11 +743,9 @@ TEST(BatchingRunnerTest, ACallDestroyedUnrunWakesTheInstancesAndLeavesNoMark) {
 // the loop that ran it. An inline run that overran the budget four times stops inline runs for a
 // second.
 TEST(BatchingRunnerTest, AnInlineRunThatOverranTheBudgetStopsInlineRunsForAWhile) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(8, 2'000, 64), std::move(instances), SystemClock());
+  OneInstance one(Config(8, 2'000, 64), /*may_inline=*/true);
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
   Warm(runner);
   boost::asio::io_context loop;
   OneTurn(loop, runner, 2);
