@@ -4,7 +4,6 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <cmath>
-#include <ctime>
 #include <limits>
 #include <utility>
 
@@ -26,12 +25,6 @@ bool Compatible(const protocol::InferenceRequest& a, const protocol::InferenceRe
     }
   }
   return true;
-}
-
-int64_t ThreadCpuNanos() {
-  timespec t{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-  return int64_t(t.tv_sec) * 1'000'000'000 + t.tv_nsec;
 }
 
 size_t InputBytes(const protocol::InferenceRequest& request) {
@@ -287,9 +280,6 @@ std::optional<size_t> BatchingRunner::IdleFastInstance() const {
       batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs)) {
     return std::nullopt;
   }
-  if (inline_paused_until_ns_ > 0 && clock_.MonotonicNanos() < inline_paused_until_ns_) {
-    return std::nullopt;
-  }
   for (size_t i = 0; i < instances_.size(); ++i) {
     if (!claimed_[i] && instances_[i]->MayRunInline()) return i;
   }
@@ -321,19 +311,12 @@ void BatchingRunner::RunInline(size_t instance, std::vector<Pending> batch) {
   mu_.Unlock();
   DropExpired(batch);
   const bool run = !batch.empty();
-  // The loop's own CPU time, not the wall clock's: a thread the host or the scheduler set aside
-  // mid-run says nothing of the requests.
-  const int64_t cpu_before = run ? ThreadCpuNanos() : 0;
   if (run) RunBatch(instance, batch);  // gives the instance back (EndExecution) before answering
-  const int64_t cpu_ns = run ? ThreadCpuNanos() - cpu_before : 0;
   mu_.Lock();
   if (!run) {  // given back here
     --busy_instances_;
     claimed_[instance] = false;
     if (!queue_.empty()) cv_.SignalAll();
-  }
-  if (cpu_ns >= kInlineBudgetNs * kInlineOverrun) {
-    inline_paused_until_ns_ = clock_.MonotonicNanos() + kInlinePauseNs;
   }
   --inline_runs_;  // last: once it is 0 the destructor may go on
 }

@@ -151,12 +151,6 @@ class BatchingRunner final : public Runner {
   // Mean nanoseconds per input byte of a batch, for the size of what may run inline.
   double mean_byte_ns_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
-  // An inline run that took kInlineBudgetNs * kInlineOverrun or more of its thread's CPU time (a
-  // request small but slow to compute) stops inline runs until then: the budget is a mean, not a
-  // bound on one run.
-  static constexpr int64_t kInlineOverrun = 4;
-  static constexpr int64_t kInlinePauseNs = 1'000'000'000;
-  int64_t inline_paused_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Mean nanoseconds between arrivals (each gap counted at most kMaxGapNs, so that a load
   // after a quiet spell is seen within a few hundred requests), and the last arrival.
   static constexpr int64_t kMaxGapNs = 1'000'000;

@@ -40,11 +40,6 @@ class DoublingBackend final : public Backend {
       batches_.push_back(inputs[0].shape[0]);
     }
     if (slow_) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (spin_) {  // 1 ms of this thread's CPU
-      const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
-      while (std::chrono::steady_clock::now() < until) {
-      }
-    }
     if (clock_ != nullptr) clock_->Advance(run_ns_);
     --running_;
     if (fail_) return absl::InternalError("backend failed");
@@ -83,7 +78,6 @@ class DoublingBackend final : public Backend {
   }
   std::atomic<bool> fail_{false};
   std::atomic<bool> slow_{false};
-  std::atomic<bool> spin_{false};
   std::atomic<bool> overlapped_{false};
   // Each run takes run_ns_ of this clock, when set.
   testing::FakeClock* clock_ = nullptr;
@@ -737,36 +731,6 @@ TEST(BatchingRunnerTest, ACallDestroyedUnrunWakesTheInstancesAndLeavesNoMark) {
     boost::asio::io_context loop;
     EXPECT_EQ(OneTurn(loop, runner, 2).size(), 2u);
   }
-}
-
-// Review helper-118: the inline budget is a mean; a request small but slow to compute blocked
-// the loop that ran it. An inline run that overran the budget four times stops inline runs for a
-// second.
-TEST(BatchingRunnerTest, AnInlineRunThatOverranTheBudgetStopsInlineRunsForAWhile) {
-  OneInstance one(Config(8, 2'000, 64), /*may_inline=*/true);
-  DoublingBackend* b = one.backend;
-  BatchingRunner& runner = one.runner;
-  Warm(runner);
-  boost::asio::io_context loop;
-  OneTurn(loop, runner, 2);
-  ASSERT_EQ(b->last_thread(), std::this_thread::get_id());  // inline
-  // Fast batches again, so that the means (batch time, cost a byte) say inline once more.
-  auto fast_again = [&] {
-    for (int i = 0; i < 40; ++i) ASSERT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
-  };
-  b->slow_ = true;  // 1 ms asleep: the wall clock's overrun, not the thread's
-  OneTurn(loop, runner, 1);
-  b->slow_ = false;
-  fast_again();
-  OneTurn(loop, runner, 2);
-  EXPECT_EQ(b->last_thread(), std::this_thread::get_id());  // still inline
-  b->spin_ = true;  // 1 ms of this thread's CPU: over 4 x 200 us
-  OneTurn(loop, runner, 1);
-  ASSERT_EQ(b->last_thread(), std::this_thread::get_id());  // ran inline, and overran
-  b->spin_ = false;
-  fast_again();
-  OneTurn(loop, runner, 2);
-  EXPECT_NE(b->last_thread(), std::this_thread::get_id());  // paused: the instance's thread
 }
 
 }  // namespace
