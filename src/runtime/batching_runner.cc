@@ -178,8 +178,9 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
   mean_gap_ns_ = 0.9 * mean_gap_ns_ + 0.1 * double(gap);
   last_arrival_ns_ = pending.enqueued_ns;
   // On a loop's thread even a lone request waits for the turn's end, where it may run inline.
+  boost::asio::io_context* loop = ThisThreadEventLoop();
   std::optional<size_t> instance;
-  if (ThisThreadEventLoop() == nullptr) instance = InlineInstance(pending);
+  if (loop == nullptr) instance = InlineInstance(pending);
   if (instance) {
     if (pending.request.deadline_ns > 0 && pending.enqueued_ns >= pending.request.deadline_ns) {
       mu_.Unlock();  // as DropExpired answers it on an instance's thread
@@ -195,7 +196,7 @@ void BatchingRunner::Infer(protocol::InferenceRequest request, InferCallback don
   }
   queued_rows_ += pending.rows;
   queue_.insert(place, std::move(pending));
-  CallAfterThisTurn();
+  CallAfterThisTurn(loop);
 }
 
 class BatchingRunner::TurnEndCall {
@@ -219,8 +220,7 @@ class BatchingRunner::TurnEndCall {
   boost::asio::io_context* loop_;
 };
 
-void BatchingRunner::CallAfterThisTurn() {
-  boost::asio::io_context* loop = ThisThreadEventLoop();
+void BatchingRunner::CallAfterThisTurn(boost::asio::io_context* loop) {
   if (loop == nullptr) {
     mu_.Unlock();
     // All: an instance waiting for its batch to fill must see every arrival, not just an idle
@@ -228,19 +228,19 @@ void BatchingRunner::CallAfterThisTurn() {
     cv_.SignalAll();
     return;
   }
-  // After the handlers this turn of the loop had ready: the other requests whose bytes came
-  // with this one. At 64 connections to the demo's model, woken at each arrival, batches held
-  // 2.5 rows, each paying the model's fixed cost (about 20 us of LibTorch's) and two thread
-  // hand-offs.
-  // But not past a full batch, nor past half the queue, where low-priority requests start being
-  // shed: what the turn queued so far is called now, as at the turn's end (review helper-118: a
-  // turn of more requests than a class's share of the queue had an idle model shed some).
+  // A full batch, or half the queue (where low-priority requests start being shed), is called
+  // now rather than at the turn's end (review helper-118: a turn of more requests than a class's
+  // share of the queue had an idle model shed some).
   if (queued_rows_ >= std::max<int64_t>(1, config_.max_batch_size) ||
       int64_t(queue_.size()) * 2 >= config_.batching.max_queue_size) {
     RunOrWake();
     mu_.Unlock();
     return;
   }
+  // Otherwise after the handlers this turn of the loop had ready: the other requests whose bytes
+  // came with this one. At 64 connections to the demo's model, woken at each arrival, batches
+  // held 2.5 rows, each paying the model's fixed cost (about 20 us of LibTorch's) and two thread
+  // hand-offs.
   shared_->mu.AssertHeld();
   std::vector<boost::asio::io_context*>& posted_to = shared_->posted_to;
   if (std::find(posted_to.begin(), posted_to.end(), loop) != posted_to.end()) {

@@ -80,9 +80,9 @@ class BatchingRunner final : public Runner {
     // another's requests back.
     std::vector<boost::asio::io_context*> posted_to ABSL_GUARDED_BY(mu);
   };
-  // Queued from a loop's thread: runs or hands over what is queued at the end of this turn of
-  // the loop. From any other thread: wakes the instances now. Unlocks mu_.
-  void CallAfterThisTurn() ABSL_UNLOCK_FUNCTION(mu_);
+  // Queued from `loop`'s thread: runs or hands over what is queued at the end of this turn of
+  // the loop. From any other thread (`loop` null): wakes the instances now. Unlocks mu_.
+  void CallAfterThisTurn(boost::asio::io_context* loop) ABSL_UNLOCK_FUNCTION(mu_);
   // The call posted to `loop`: runs AtTurnEnd; destroyed unrun (its loop stopped for good),
   // it takes the loop off posted_to and wakes the instances for what was queued.
   class TurnEndCall;
