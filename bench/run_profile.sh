@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
 # Where pillar's CPU goes under load, as the kernel samples it (perf record, cpu-clock, call
-# graphs): pillar configured as ./dev.sh run configures it, GET /v2 with a key at 64 connections
-# (wrk -t1 -c64) for BENCH_SECONDS, after 3 s of warm-up; ROUTE=infer posts a held-out digit to
-# /v2/models/digits/infer instead; AUDIT=off runs it with [audit] backend = "off". Prints the
-# requests/s, pillar's CPU time per request by thread (user + system, from /proc over the run: a
-# steadier measure of what a change costs than requests/s on a shared machine), with
-# ROUTE=infer the mean rows a batch, and the top symbols; keeps perf.data in the work directory
-# with BENCH_KEEP=1. With PERF=0 it does not sample, for comparing two binaries in alternating
-# rounds:
+# graphs): pillar configured as ./dev.sh run configures it, GET /v2 with a key at CONNS
+# connections (64 unless set; wrk -t1) for BENCH_SECONDS, after 3 s of warm-up; ROUTE=infer
+# posts a held-out digit to /v2/models/digits/infer instead; AUDIT=off runs it with [audit]
+# backend = "off". Prints the requests/s, pillar's CPU time per request by thread (user +
+# system, from /proc over the run: a steadier measure of what a change costs than requests/s on
+# a shared machine), with ROUTE=infer the mean rows a batch, and the top symbols; keeps
+# perf.data in the work directory with BENCH_KEEP=1. With PERF=0 it does not sample, for
+# comparing two binaries in alternating rounds:
 #   for i in 1 2; do PERF=0 bench/run_profile.sh old/pillar; PERF=0 bench/run_profile.sh build/src/pillar; done
 # Usage: bench/run_profile.sh [PILLAR_BINARY]
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pillar=$(realpath "${1:-$root/build/src/pillar}")
 seconds=${BENCH_SECONDS:-12}
+conns=${CONNS:-64}
 work=$(mktemp -d /tmp/pillar-profile-XXXXXX)
 source "$root/bench/common.sh"
 for tool in perf wrk; do
@@ -51,9 +52,9 @@ thread_ticks() {
     echo "$(cat "$task/comm") $(awk '{print $14 + $15}' "$task/stat")"
   done | awk '{t[$1] += $2} END {for (k in t) print k, t[k]}' | sort
 }
-wrk -t1 -c64 -d3s -s "$script" "http://127.0.0.1:$port" >/dev/null
+wrk -t1 -c"$conns" -d3s -s "$script" "http://127.0.0.1:$port" >/dev/null
 thread_ticks > "$work/ticks.before"
-wrk -t1 -c64 -d"${seconds}s" -s "$script" "http://127.0.0.1:$port" > "$work/wrk.txt" &
+wrk -t1 -c"$conns" -d"${seconds}s" -s "$script" "http://127.0.0.1:$port" > "$work/wrk.txt" &
 load=$!
 if [[ "${PERF:-1}" != 0 ]]; then
   sleep 1

@@ -85,6 +85,10 @@ int64_t BatchingRunner::EstimatedWaitNanos(size_t ahead) const {
 
 void BatchingRunner::EndExecution(size_t instance, int64_t ns, size_t input_bytes) {
   absl::MutexLock lock(&mu_);
+  // A batch small enough to run inline that took kInlineOverrunNs or more (measured before this
+  // batch moves the cost per byte); the peak of such runs decays with every batch run.
+  const bool inline_sized = input_bytes <= InlineBytes();
+  slow_peak_ns_ = std::max(slow_peak_ns_ * kSlowPeakDecay, inline_sized ? double(ns) : 0.0);
   // Moving averages over about the last ten batches, from the first one measured.
   const double byte_ns = double(ns) / double(std::max<size_t>(1, input_bytes));
   mean_byte_ns_ = batches_measured_ == 0 ? byte_ns : 0.9 * mean_byte_ns_ + 0.1 * byte_ns;
@@ -277,7 +281,8 @@ void BatchingRunner::RunOrWake() {
 std::optional<size_t> BatchingRunner::IdleFastInstance() const {
   // Not when the operator asked every request to wait for company (adaptive_delay off).
   if (stopping_ || !config_.batching.adaptive_delay || busy_instances_ > 0 ||
-      batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs)) {
+      batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs) ||
+      slow_peak_ns_ >= double(kInlineOverrunNs)) {
     return std::nullopt;
   }
   for (size_t i = 0; i < instances_.size(); ++i) {

@@ -528,6 +528,47 @@ TEST(BatchingRunnerTest, RequestsArrivingFasterThanABatchRunsAreNotRunInline) {
   EXPECT_GE(inline_runs, 9);
 }
 
+// Review helper-118: the inline budget is a mean, so a request small enough to run inline but
+// slow to compute held its loop, and a rare one moved the mean for about ten batches only: a
+// model slow once in a few dozen requests ran most of its slow ones on a loop. After one such
+// run, inline runs stop for a number of batches that grows with how slow it was.
+TEST(BatchingRunnerTest, OneSlowSmallRunStopsInlineRunsForHundredsOfBatches) {
+  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
+  DoublingBackend* b = backend.get();
+  testing::FakeClock clock;
+  b->clock_ = &clock;
+  b->run_ns_ = 50'000;
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.push_back(std::move(backend));
+  BatchingRunner runner(Config(64, 2'000, 64), std::move(instances), clock);
+  auto lone = [&] {
+    clock.Advance(absl::Milliseconds(1));
+    EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+    return b->last_thread() == std::this_thread::get_id();
+  };
+  auto inline_runs = [&](int n) {
+    int runs = 0;
+    for (int i = 0; i < n; ++i) runs += lone();
+    return runs;
+  };
+  inline_runs(BatchingRunner::kMeasuredBeforeInline);
+  ASSERT_GE(inline_runs(10), 9);
+  b->run_ns_ = 25 * BatchingRunner::kInlineOverrunNs / 4;  // 5 ms, once
+  ASSERT_TRUE(lone());                                     // it ran on this thread
+  b->run_ns_ = 50'000;
+  // 5 ms decays below the 0.8 ms mark in log(5 / 0.8) / log(1 / 0.99) = 183 batches; the mean
+  // alone was back under the budget after 12.
+  EXPECT_EQ(inline_runs(150), 0);
+  inline_runs(50);
+  EXPECT_GE(inline_runs(20), 19);  // then inline again
+  // A run just under the mark changes nothing.
+  b->run_ns_ = BatchingRunner::kInlineOverrunNs - 1'000;
+  ASSERT_TRUE(lone());
+  b->run_ns_ = 50'000;
+  inline_runs(12);  // the mean's own wait (0.8 ms moved it over the budget)
+  EXPECT_GE(inline_runs(20), 19);
+}
+
 TEST(BatchingRunnerTest, DestructionWaitsForAnInlineRun) {
   auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
   DoublingBackend* b = backend.get();
