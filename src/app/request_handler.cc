@@ -39,6 +39,27 @@ void RequestHandler::OnRejected(const http::Rejection& rejection) {
   access_log_->Write(record);
 }
 
+void RequestHandler::OnAnswerCut(const http::CutAnswer& cut) {
+  if (access_log_ == nullptr || !access_log_->enabled()) return;
+  // A second line under the request's id: its first said how it was answered, written as the
+  // answer was handed over; this one says that the answer did not reach the client whole.
+  monitor::AccessRecord record;
+  record.request_id = cut.request_id;
+  record.listener = cut.listener;
+  record.remote = cut.remote;
+  record.status = cut.status;
+  record.outcome = "cut";
+  record.reason = cut.reason;
+  const std::string error = StrCat(
+      "the answer did not reach the client whole (", cut.unsent, " bytes undelivered): ",
+      cut.reason == "write_timeout"   ? "the client did not take it within the write timeout"
+      : cut.reason == "answer_unread" ? "the client had not read it a write timeout after the end"
+      : cut.reason == "stopped"       ? "the server closed the connection"
+                                      : "the connection ended under it (the client reset it)");
+  record.error = error;
+  access_log_->Write(record);
+}
+
 void RequestHandler::Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) {
   const int route = request.route->id;
   if (route == kLive) {

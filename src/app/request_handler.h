@@ -22,6 +22,7 @@ class RequestHandler final : public http::Handler {
 
   void Handle(http::Request request, std::shared_ptr<http::ResponseSink> sink) override;
   void OnRejected(const http::Rejection& rejection) override;
+  void OnAnswerCut(const http::CutAnswer& cut) override;
 
   void SetDraining() { draining_ = true; }
   int64_t in_flight() const { return in_flight_.load(); }

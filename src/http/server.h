@@ -138,12 +138,33 @@ struct Rejection {
   std::string_view target;
 };
 
+// An answer the handler gave that did not reach the client whole, for the access log, whose line
+// for the request was written as the answer was handed over.
+struct CutAnswer {
+  std::string_view listener;
+  std::string_view request_id;  // the answer's X-Request-Id
+  int status = 0;               // the answer's
+  // "write_timeout": the client did not take it within write_timeout_ms; "client_gone": the
+  // connection failed under it (the client reset it); "stopped": the server closed it;
+  // "answer_unread": written, but the client had not read it write_timeout_ms after the
+  // connection's end, which then reset it.
+  std::string_view reason;
+  std::string_view remote;
+  // Bytes not delivered: of the answer, or for answer_unread, what the socket still held (this
+  // answer's end, and of the answers before it on the connection, if the client had not read
+  // them either).
+  uint64_t unsent = 0;
+};
+
 class Handler {
  public:
   virtual ~Handler() = default;
   virtual void Handle(Request request, std::shared_ptr<ResponseSink> sink) = 0;
   // Called on the connection's thread for every request the HTTP layer answered itself.
   virtual void OnRejected(const Rejection&) {}
+  // Called on the connection's thread for every answer cut on its way to the client (the last
+  // one written, when the connection ends with answers unread).
+  virtual void OnAnswerCut(const CutAnswer&) {}
 };
 
 // Stores max(stored, value) under `name` where it outlives the process (the state store's

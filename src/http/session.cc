@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <charconv>
 #include <string_view>
 
 namespace pillar::http::internal {
@@ -27,8 +28,9 @@ void Session<kTls>::OnDeadline() {
     case Waiting::kWrite:
       // The stalled answer is cut; the write's handler lingers, not resets: a reset would drop
       // with it the answers written whole before it on the same connection, which the client
-      // may still be reading (review helper-113: pipelined answers cut). Counted: the access
-      // and audit logs said how the request was answered before the answer was written.
+      // may still be reading (review helper-113: pipelined answers cut). Counted, and the
+      // write's handler tells the handler (AnswerCut): the access log said how the request was
+      // answered before the answer was written.
       listener_.Reject(core_, "write_timeout");
       timed_out_ = true;
       Socket().cancel(ignored);
@@ -440,6 +442,7 @@ void Session<kTls>::BuildHead(const Response& response, bool streamed) {
   response_keep_alive_ =
       keep_alive_ && !(streamed && http10_) && !core_.draining.load(std::memory_order_relaxed);
   head_.clear();
+  cut_told_ = false;
   AppendResponseHead(response, {streamed, response_keep_alive_, http10_}, head_);
 }
 
@@ -451,16 +454,42 @@ void Session<kTls>::Write(Response response) {
   core_.writing.fetch_add(1);
   std::array<net::const_buffer, 2> buffers = {net::buffer(head_), net::buffer(body_)};
   net::async_write(stream_, buffers,
-                   [self = this->shared_from_this()](beast::error_code ec, size_t) {
+                   [self = this->shared_from_this()](beast::error_code ec, size_t sent) {
                      self->core_.writing.fetch_sub(1);
                      self->Disarm();
                      if (ec) {
+                       const size_t size = self->head_.size() + self->body_.size();
+                       self->AnswerCut(self->timed_out_                      ? "write_timeout"
+                                       : ec == net::error::operation_aborted ? "stopped"
+                                                                             : "client_gone",
+                                       size - std::min(sent, size));
                        // Timed out: cut here, what was written before may still be read.
                        self->timed_out_ ? self->Linger() : self->Close();
                        return;
                      }
                      self->Answered();
                    });
+}
+
+template <bool kTls>
+void Session<kTls>::AnswerCut(std::string_view reason, uint64_t unsent) {
+  // Read back from the head last written, so that an answer that goes out whole pays nothing
+  // for it. The handler's answers carry their request's id; the HTTP layer's own refusals, in
+  // the access log as such already, do not.
+  constexpr std::string_view kId = "\r\nX-Request-Id: ";
+  const size_t at = head_.find(kId);
+  if (cut_told_ || at == std::string::npos) return;
+  cut_told_ = true;  // once: a write cut at its timeout then lingers, and may end unread
+  const size_t from = at + kId.size();
+  const std::string_view id = std::string_view(head_).substr(from, head_.find('\r', from) - from);
+  int status = 0;  // "HTTP/1.1 200 ..."
+  if (head_.size() > 12) std::from_chars(head_.data() + 9, head_.data() + 12, status);
+  core_.handler.OnAnswerCut(CutAnswer{.listener = listener_.options.name,
+                                      .request_id = id,
+                                      .status = status,
+                                      .reason = reason,
+                                      .remote = remote_,
+                                      .unsent = unsent});
 }
 
 template <bool kTls>
@@ -532,23 +561,35 @@ void Session<kTls>::OnLingerDeadline() {
     return;
   }
   listener_.Reject(core_, "answer_unread");
+  AnswerCut("answer_unread", Unacknowledged());
   Close();  // resets: the rest is owed
 }
 
 template <bool kTls>
+uint64_t Session<kTls>::Unacknowledged() {
+  int bytes = 0;
+  if (::ioctl(Socket().native_handle(), SIOCOUTQ, &bytes) != 0) return 0;
+  return bytes <= 1 ? 0 : uint64_t(bytes);  // this side is shut: its FIN takes one
+}
+
+template <bool kTls>
 bool Session<kTls>::Delivered() {
-  const int fd = Socket().native_handle();
-  int unacknowledged = 0;
-  if (::ioctl(fd, SIOCOUTQ, &unacknowledged) != 0) return true;
-  if (unacknowledged <= 1) return true;  // this side is shut: its FIN takes one
+  if (Unacknowledged() == 0) return true;
   // A reset leaves the count as it was, and a read after the client's FIN never sees it.
   tcp_info info{};
   socklen_t size = sizeof info;
-  return ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &size) != 0 || info.tcpi_state == TCP_CLOSE;
+  return ::getsockopt(Socket().native_handle(), IPPROTO_TCP, TCP_INFO, &info, &size) != 0 ||
+         info.tcpi_state == TCP_CLOSE;
 }
 
 template <bool kTls>
 void Session<kTls>::Close(bool delivered) {
+  // What the socket still holds now will never reach the client: an answer written whole but
+  // not read before the client reset the connection (after its write timeout, the linger's
+  // deadline has said so already).
+  if (Socket().is_open()) {
+    if (const uint64_t unsent = Unacknowledged(); unsent > 0) AnswerCut("client_gone", unsent);
+  }
   Disarm();
   handling_ = false;
   on_gone_ = nullptr;

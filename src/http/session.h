@@ -272,6 +272,11 @@ class Session final : public ResponseSink,
   // owes is reset away rather than left to the kernel after the session stopped counting (the
   // bound Linger keeps); `delivered`: the caller just saw that nothing is owed.
   void Close(bool delivered = false);
+  // The answer last written did not reach the client whole, for `reason`, `unsent` bytes short
+  // (CutAnswer): tells the handler, once an answer.
+  void AnswerCut(std::string_view reason, uint64_t unsent);
+  // Bytes written to the socket that the client has not acknowledged (its FIN not counted).
+  uint64_t Unacknowledged();
 
   // The TLS context this connection was made with (null on a plaintext one), and its
   // generation, which the client was verified under: declared before the stream, which uses it.
@@ -300,6 +305,7 @@ class Session final : public ResponseSink,
   bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;
+  bool cut_told_ = false;  // AnswerCut has told of the answer last written
   // A streamed response in progress: pieces waiting to be written, the one being written first.
   bool streaming_ = false;
   bool stream_writing_ = false;

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/strings.h"
 #include "common/wait_meter.h"
 #include "http/server.h"
 #include "http/session.h"
@@ -230,6 +232,17 @@ class Echo : public Handler {
   std::atomic<int> refused{0};
   std::atomic<int64_t> waited_ns{-1};
 
+  // The answers cut on their way (OnAnswerCut), as "<id> <status> <reason> <unsent>".
+  std::vector<std::string> Cuts() {
+    std::lock_guard lock(cuts_mu_);
+    return cuts_;
+  }
+  void OnAnswerCut(const CutAnswer& cut) override {
+    std::lock_guard lock(cuts_mu_);
+    cuts_.push_back(
+        pillar::StrCat(cut.request_id, " ", cut.status, " ", cut.reason, " ", cut.unsent));
+  }
+
   void Handle(Request request, std::shared_ptr<ResponseSink> sink) override {
     if (request.route->id == 5) {
       auto streamer = std::make_shared<Streamer>();
@@ -259,8 +272,14 @@ class Echo : public Handler {
     response.content_type = "text/plain";
     response.body = request.method + " " + request.target + " " + request.body;
     if (!request.authorization.empty()) response.body += " with " + request.authorization;
+    response.headers.emplace_back("X-Request-Id", "echo-" + std::to_string(++answers_));
     sink->Send(std::move(response));
   }
+
+ private:
+  std::atomic<int> answers_{0};
+  std::mutex cuts_mu_;
+  std::vector<std::string> cuts_;
 };
 
 // A header of exactly `total` bytes (start line to the blank line), its fields about
@@ -1192,6 +1211,66 @@ TEST_F(LingerTest, AnAnswerNobodyTakesIsResetAtTheWriteTimeout) {
   }
   EXPECT_EQ(error, ECONNRESET);
   EXPECT_LT(taken, kBody);
+  // The handler heard of it, under the answer's id: the access log had said how the request was
+  // answered before the answer was written (review helper-113 F4).
+  const std::vector<std::string> cuts = handler_.Cuts();
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].rfind("echo-1 200 answer_unread ", 0), 0u) << cuts[0];
+  EXPECT_GT(std::stoull(cuts[0].substr(cuts[0].rfind(' ') + 1)), 0u) << cuts[0];
+}
+
+// An answer the client stops taking mid-write is cut at the write timeout: told once, with the
+// part never written, though the connection then lingers and ends with it unread.
+TEST_F(LingerTest, AnAnswerCutMidWriteIsReportedOnce) {
+  Limits limits;
+  limits.write_timeout = absl::Seconds(1);
+  limits.body_limit_bytes = size_t(32) << 20;
+  Start(limits);
+  RawConnection c(port_, false);
+  ConnectWithASmallWindow(c);
+  const size_t body = size_t(24) << 20;  // more than the two sockets' buffers hold
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body) +
+                     "\r\n\r\n" + std::string(body, 'x')));
+  for (int i = 0; i < 500 && Rejected("write_timeout") == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(Rejected("write_timeout"), 1);
+  EXPECT_EQ(WaitForOpen(0, 4000), 0);  // lingered, then reset unread
+  EXPECT_EQ(Rejected("answer_unread"), 1);
+  const std::vector<std::string> cuts = handler_.Cuts();
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].rfind("echo-1 200 write_timeout ", 0), 0u) << cuts[0];
+  EXPECT_GT(std::stoull(cuts[0].substr(cuts[0].rfind(' ') + 1)), 0u) << cuts[0];
+}
+
+// A client that resets its connection before it has read its answer: the handler hears that the
+// answer was cut (the access log's line for it was written before). One that reads it whole
+// and then resets cuts nothing.
+TEST_F(LingerTest, AnAnswerCutByTheClientsResetIsReported) {
+  Start(Limits{});
+  RawConnection c(port_, false);
+  ConnectWithASmallWindow(c);
+  AskAndWaitForTheWrite(c);
+  ::linger reset{1, 0};
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  c.Close();
+  std::vector<std::string> cuts;
+  for (int i = 0; i < 300 && cuts.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    cuts = handler_.Cuts();
+  }
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].rfind("echo-1 200 client_gone ", 0), 0u) << cuts[0];
+  EXPECT_EQ(WaitForOpen(0, 2000), 0);
+
+  RawConnection whole(port_, false);
+  ASSERT_TRUE(whole.Connect());
+  ASSERT_TRUE(whole.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n"));
+  EXPECT_EQ(whole.ReadReply(5000).status, 200);
+  ::setsockopt(whole.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+  whole.Close();
+  EXPECT_EQ(WaitForOpen(0, 2000), 0);
+  EXPECT_EQ(handler_.Cuts().size(), 1u);
 }
 
 // An answer the client stops taking is cut at the write timeout (counted: the logs said how the

@@ -2,9 +2,12 @@
 // over HTTP with the accuracy the training script recorded, 64 concurrent clients, dynamic
 // batching, metadata, metrics and the access log.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
+#include <filesystem>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -239,6 +242,77 @@ TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
   EXPECT_NE(line.find("\"model\":\"digits\""), std::string::npos) << line;
   EXPECT_NE(line.find("\"compute_us\":"), std::string::npos) << line;
   EXPECT_EQ(line.find(key_), std::string::npos) << "the access log must not hold the key";
+}
+
+// An answer that does not reach the client whole gets a second access log line under its
+// request's id (review helper-113 F4: the line written as the answer was handed over said
+// success, and nothing else did). A simulated model whose answer (400,000 floats, a few MB of
+// JSON) is more than the kernel takes for a client that reads nothing; the client resets.
+TEST(CutAnswerTest, AnAnswerTheClientDidNotTakeGetsASecondAccessLogLine) {
+  testing::ServerProcess server;
+  const std::filesystem::path dir = server.dir() / "store" / "wide" / "1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
+max_batch_size = 1
+[[input]]
+name = "x"
+datatype = "FP32"
+shape = [4]
+[[output]]
+name = "y"
+datatype = "FP32"
+shape = [400000]
+[access]
+tenant = "demo"
+[simulated]
+latency_ms = 0
+)";
+  server.SetStore(server.dir() / "store");
+  const std::string key = server.CreateKey("cut");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  {
+    const std::string body =
+        R"({"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]})";
+    HttpConnection c(server.data_port(), 10000, /*receive_buffer_bytes=*/4096);
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(
+        c.SendRaw("POST /v2/models/wide/infer HTTP/1.1\r\nHost: x\r\nAuthorization: "
+                  "Bearer " +
+                  key + "\r\nContent-Type: application/json\r\nContent-Length: " +
+                  std::to_string(body.size()) + "\r\n\r\n" + body));
+    pollfd readable{c.fd(), POLLIN, 0};
+    ASSERT_EQ(::poll(&readable, 1, 10000), 1);  // the answer is on its way
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ::linger reset{1, 0};
+    ::setsockopt(c.fd(), SOL_SOCKET, SO_LINGER, &reset, sizeof reset);
+    c.Close();
+  }
+  std::string log;
+  for (int i = 0; i < 300 && log.find("\"outcome\":\"cut\"") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::ifstream in(server.dir() / "access.log");
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  auto line_at = [&](size_t at) {
+    const size_t from = log.rfind('\n', at) + 1;
+    return log.substr(from, log.find('\n', at) - from);
+  };
+  const size_t cut_at = log.find("\"outcome\":\"cut\"");
+  ASSERT_NE(cut_at, std::string::npos) << log;
+  const std::string cut = line_at(cut_at);
+  EXPECT_NE(cut.find("\"status\":200"), std::string::npos) << cut;
+  EXPECT_NE(cut.find("\"reason\":\"client_gone\""), std::string::npos) << cut;
+  EXPECT_NE(cut.find("bytes undelivered"), std::string::npos) << cut;
+  // The same request's first line, written as its answer was handed over.
+  const size_t id_at = cut.find("\"request_id\":\"");
+  ASSERT_NE(id_at, std::string::npos) << cut;
+  const std::string id = cut.substr(id_at, cut.find('"', id_at + 14) + 1 - id_at);
+  const size_t first_at = log.find(id);
+  ASSERT_LT(first_at, cut_at);
+  const std::string first = line_at(first_at);
+  EXPECT_NE(first.find("\"outcome\":\"success\""), std::string::npos) << first;
+  EXPECT_NE(first.find("\"model\":\"wide\""), std::string::npos) << first;
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
 TEST_F(ServingTest, MetricsCoverRequestsStagesQueueComputeAndProcess) {
