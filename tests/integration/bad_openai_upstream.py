@@ -125,7 +125,7 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   lateflood the same after 0.9 s of nothing
   steady    20 MB of 4 KiB events evenly over 3 s, then [DONE] and the body's end
   bigdone   12 MB of 1 KiB events at once, then [DONE] and the body's end
-  latebig   the same after 1.2 s of nothing
+  latebig   the same after 2.4 s of nothing
   latedone  a stream of 1.6 MB of words, then a tool call with 900 KB of arguments (which the
             guard holds until the choice ends: it never says it did), then [DONE], and then 8 s
             before the body's end
@@ -715,7 +715,7 @@ def handle(connection):
             return
         if model in ("bigdone", "latebig"):  # 12 MB at once, then [DONE] and the end
             if model == "latebig":
-                time.sleep(1.2)
+                time.sleep(2.4)
             data = ("data: " + json.dumps(chunk(0, " word" * 190)) + "\n\n").encode()
             piece = b"%x\r\n%s\r\n" % (len(data), data)
             done = b"data: [DONE]\n\n"
