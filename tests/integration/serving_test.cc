@@ -250,23 +250,15 @@ TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
 // JSON) is more than the kernel takes for a client that reads nothing; the client resets.
 TEST(CutAnswerTest, AnAnswerTheClientDidNotTakeGetsASecondAccessLogLine) {
   testing::ServerProcess server;
-  const std::filesystem::path dir = server.dir() / "store" / "wide" / "1";
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
-max_batch_size = 1
-[[input]]
-name = "x"
-datatype = "FP32"
-shape = [4]
-[[output]]
-name = "y"
-datatype = "FP32"
-shape = [400000]
-[access]
-tenant = "demo"
-[simulated]
-latency_ms = 0
-)";
+  testing::WriteSimulatedVersion(server.dir() / "store", "wide", "latency_ms = 0\n", 1);
+  {  // its output widened from 2 floats a row
+    const std::filesystem::path toml = server.dir() / "store" / "wide" / "1" / "model.toml";
+    std::ifstream in(toml);
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const size_t at = text.find("shape = [2]");
+    ASSERT_NE(at, std::string::npos) << text;
+    std::ofstream(toml) << text.replace(at, 11, "shape = [400000]");
+  }
   server.SetStore(server.dir() / "store");
   const std::string key = server.CreateKey("cut");
   ASSERT_TRUE(server.Start()) << server.Log();

@@ -485,24 +485,35 @@ TEST(BatchingRunnerTest, AnInstanceRunningInlineIsNotUsedByItsThreadMeanwhile) {
   EXPECT_FALSE(b->overlapped_.load()) << "the backend ran two batches at once";
 }
 
+// One instance that may run inline, on a fake clock, each batch taking 50 us of it.
+struct TimedInstance {
+  TimedInstance()
+      : backend(new DoublingBackend(/*may_inline=*/true)),
+        runner(Config(64, 2'000, 64), OneInstance::Instances(backend), clock) {
+    backend->clock_ = &clock;
+    backend->run_ns_ = 50'000;
+  }
+  // A lone request, `after` the last one: whether it ran on this thread (inline).
+  bool Lone(absl::Duration after) {
+    clock.Advance(after);
+    EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
+    return backend->last_thread() == std::this_thread::get_id();
+  }
+  testing::FakeClock clock;  // before the runner, which keeps a reference
+  DoublingBackend* backend;  // owned by the runner
+  BatchingRunner runner;
+};
+
 // At 64 connections to the demo's model, three batches in four were lone inline runs, each
 // paying the model's whole fixed cost while the next requests waited behind it. While requests
 // arrive faster than a batch runs, a lone one for an idle model queues for the instance's thread
 // instead; once they come slower again, lone requests run inline again.
 TEST(BatchingRunnerTest, RequestsArrivingFasterThanABatchRunsAreNotRunInline) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  testing::FakeClock clock;
-  b->clock_ = &clock;
-  b->run_ns_ = 50'000;
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(64, 2'000, 64), std::move(instances), clock);
-  auto lone = [&](absl::Duration after) {
-    clock.Advance(after);
-    EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
-    return b->last_thread() == std::this_thread::get_id();
-  };
+  TimedInstance one;
+  DoublingBackend* b = one.backend;
+  BatchingRunner& runner = one.runner;
+  testing::FakeClock& clock = one.clock;
+  auto lone = [&](absl::Duration after) { return one.Lone(after); };
   for (int i = 0; i < BatchingRunner::kMeasuredBeforeInline; ++i) lone(absl::Milliseconds(1));
   int inline_runs = 0;
   for (int i = 0; i < 10; ++i) inline_runs += lone(absl::Milliseconds(1));
@@ -533,19 +544,9 @@ TEST(BatchingRunnerTest, RequestsArrivingFasterThanABatchRunsAreNotRunInline) {
 // model slow once in a few dozen requests ran most of its slow ones on a loop. After one such
 // run, inline runs stop for a number of batches that grows with how slow it was.
 TEST(BatchingRunnerTest, OneSlowSmallRunStopsInlineRunsForHundredsOfBatches) {
-  auto backend = std::make_unique<DoublingBackend>(/*may_inline=*/true);
-  DoublingBackend* b = backend.get();
-  testing::FakeClock clock;
-  b->clock_ = &clock;
-  b->run_ns_ = 50'000;
-  std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::move(backend));
-  BatchingRunner runner(Config(64, 2'000, 64), std::move(instances), clock);
-  auto lone = [&] {
-    clock.Advance(absl::Milliseconds(1));
-    EXPECT_TRUE(Submit(runner, Request({1, 2}, 1)).get().ok());
-    return b->last_thread() == std::this_thread::get_id();
-  };
+  TimedInstance one;
+  DoublingBackend* b = one.backend;
+  auto lone = [&] { return one.Lone(absl::Milliseconds(1)); };
   auto inline_runs = [&](int n) {
     int runs = 0;
     for (int i = 0; i < n; ++i) runs += lone();
