@@ -85,10 +85,14 @@ int64_t BatchingRunner::EstimatedWaitNanos(size_t ahead) const {
 
 void BatchingRunner::EndExecution(size_t instance, int64_t ns, size_t input_bytes) {
   absl::MutexLock lock(&mu_);
-  // A batch small enough to run inline that took kInlineOverrunNs or more (measured before this
-  // batch moves the cost per byte); the peak of such runs decays with every batch run.
-  const bool inline_sized = input_bytes <= InlineBytes();
-  slow_peak_ns_ = std::max(slow_peak_ns_ * kSlowPeakDecay, inline_sized ? double(ns) : 0.0);
+  // A batch that ran inline (claimed), or small enough to (measured before this batch moves the
+  // cost per byte), and took kInlineOverrunNs or more stops inline runs for kSlowStopFactor
+  // times as long. Judged by the claim too: another instance's batches move the cost per byte
+  // while a slow one runs (review helper-119).
+  if (ns >= kInlineOverrunNs && (claimed_[instance] || input_bytes <= InlineBytes())) {
+    inline_stopped_until_ns_ =
+        std::max(inline_stopped_until_ns_, clock_.MonotonicNanos() + kSlowStopFactor * ns);
+  }
   // Moving averages over about the last ten batches, from the first one measured.
   const double byte_ns = double(ns) / double(std::max<size_t>(1, input_bytes));
   mean_byte_ns_ = batches_measured_ == 0 ? byte_ns : 0.9 * mean_byte_ns_ + 0.1 * byte_ns;
@@ -282,7 +286,7 @@ std::optional<size_t> BatchingRunner::IdleFastInstance() const {
   // Not when the operator asked every request to wait for company (adaptive_delay off).
   if (stopping_ || !config_.batching.adaptive_delay || busy_instances_ > 0 ||
       batches_measured_ < kMeasuredBeforeInline || mean_batch_ns_ > double(kInlineBudgetNs) ||
-      slow_peak_ns_ >= double(kInlineOverrunNs)) {
+      (inline_stopped_until_ns_ > 0 && clock_.MonotonicNanos() < inline_stopped_until_ns_)) {
     return std::nullopt;
   }
   for (size_t i = 0; i < instances_.size(); ++i) {

@@ -49,7 +49,8 @@ class BatchingRunner final : public Runner {
   static constexpr int64_t kMeasuredBeforeInline = 16;
   // The largest input (all tensors' bytes) a lone request may have to run inline.
   static constexpr size_t kInlineMaxBytes = 64 << 10;
-  // A run of an inline-sized batch this long stops inline runs for a while (slow_peak_ns_).
+  // A run of an inline-sized batch this long stops inline runs for a while
+  // (inline_stopped_until_ns_).
   static constexpr int64_t kInlineOverrunNs = 4 * kInlineBudgetNs;
 
   // `batch_sizes` (may be null) observes the rows of every executed batch.
@@ -155,15 +156,16 @@ class BatchingRunner final : public Runner {
   int64_t batches_measured_ ABSL_GUARDED_BY(mu_) = 0;
   // The budget is a mean, not a bound on one run (review helper-118): a request small enough to
   // run inline but slow to compute holds its loop, and every connection on it, for its whole
-  // run, and a rare one moves the mean for a few batches only. The slowest run of an
-  // inline-sized batch, decaying by kSlowPeakDecay a batch, stops inline runs while it is at
-  // kInlineOverrunNs or more: a 50 ms run for about 400 batches, so a slow request coming once
-  // in a few hundred keeps them stopped. Measured on the wall clock, which is all this VM
-  // gives: a thread's CPU clock counts the time the host takes (0.6-5.6 ms in a 10 s spin) and
-  // costs 1.3 us a reading. The host's pauses (runs of 0.8-4.4 ms, one batch in 2,500 at 64
-  // connections to the demo's model) each stop inline runs for about 100 batches.
-  static constexpr double kSlowPeakDecay = 0.99;
-  double slow_peak_ns_ ABSL_GUARDED_BY(mu_) = 0;
+  // run, and a rare one moves the mean for a few batches only. A run of kInlineOverrunNs or
+  // more stops inline runs for kSlowStopFactor times its length, by the clock: so slow inline
+  // runs hold a loop 1/21 of the time at most, however many cheap requests come between them
+  // (a stop counted in batches was walked through by them: review helper-119). Measured on the
+  // wall clock, which is all this VM gives: a thread's CPU clock counts the time the host takes
+  // (0.6-5.6 ms in a 10 s spin) and costs 1.3 us a reading. The host's pauses (runs of 0.8-4.4
+  // ms, one batch in 2,400 at 64 connections to the demo's model, one in 19,000 at one) each
+  // stop inline runs for 16-88 ms.
+  static constexpr int64_t kSlowStopFactor = 20;
+  int64_t inline_stopped_until_ns_ ABSL_GUARDED_BY(mu_) = 0;
   // Mean nanoseconds between arrivals (each gap counted at most kMaxGapNs, so that a load
   // after a quiet spell is seen within a few hundred requests), and the last arrival.
   static constexpr int64_t kMaxGapNs = 1'000'000;

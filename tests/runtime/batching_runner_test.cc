@@ -72,6 +72,10 @@ class DoublingBackend final : public Backend {
     std::lock_guard lock(mu_);
     return threads_.back();
   }
+  int RunsOn(std::thread::id thread) {
+    std::lock_guard lock(mu_);
+    return int(std::count(threads_.begin(), threads_.end(), thread));
+  }
   std::vector<int64_t> batches() {
     std::lock_guard lock(mu_);
     return batches_;
@@ -542,32 +546,83 @@ TEST(BatchingRunnerTest, RequestsArrivingFasterThanABatchRunsAreNotRunInline) {
 // Review helper-118: the inline budget is a mean, so a request small enough to run inline but
 // slow to compute held its loop, and a rare one moved the mean for about ten batches only: a
 // model slow once in a few dozen requests ran most of its slow ones on a loop. After one such
-// run, inline runs stop for a number of batches that grows with how slow it was.
-TEST(BatchingRunnerTest, OneSlowSmallRunStopsInlineRunsForHundredsOfBatches) {
+// run, inline runs stop for twenty times its length, by the clock, however many requests come
+// meanwhile (review helper-119: a stop counted in batches, 413 for a 50 ms run, was walked
+// through by cheap requests).
+TEST(BatchingRunnerTest, OneSlowSmallRunStopsInlineRunsForTwentyTimesItsLength) {
   TimedInstance one;
   DoublingBackend* b = one.backend;
-  auto lone = [&] { return one.Lone(absl::Milliseconds(1)); };
   auto inline_runs = [&](int n) {
     int runs = 0;
-    for (int i = 0; i < n; ++i) runs += lone();
+    for (int i = 0; i < n; ++i) runs += one.Lone(absl::Milliseconds(1));
     return runs;
   };
   inline_runs(BatchingRunner::kMeasuredBeforeInline);
   ASSERT_GE(inline_runs(10), 9);
-  b->run_ns_ = 25 * BatchingRunner::kInlineOverrunNs / 4;  // 5 ms, once
-  ASSERT_TRUE(lone());                                     // it ran on this thread
+  b->run_ns_ = 50'000'000;                       // 50 ms, once
+  ASSERT_TRUE(one.Lone(absl::Milliseconds(1)));  // it ran on this thread
   b->run_ns_ = 50'000;
-  // 5 ms decays below the 0.8 ms mark in log(5 / 0.8) / log(1 / 0.99) = 183 batches; the mean
-  // alone was back under the budget after 12.
-  EXPECT_EQ(inline_runs(150), 0);
-  inline_runs(50);
+  // 1 s stopped: 900 requests, 1.05 ms of the clock each (the mean alone was back under the
+  // budget after about 30).
+  EXPECT_EQ(inline_runs(900), 0);
+  one.clock.Advance(absl::Milliseconds(60));
   EXPECT_GE(inline_runs(20), 19);  // then inline again
   // A run just under the mark changes nothing.
   b->run_ns_ = BatchingRunner::kInlineOverrunNs - 1'000;
-  ASSERT_TRUE(lone());
+  ASSERT_TRUE(one.Lone(absl::Milliseconds(1)));
   b->run_ns_ = 50'000;
   inline_runs(12);  // the mean's own wait (0.8 ms moved it over the budget)
   EXPECT_GE(inline_runs(20), 19);
+}
+
+// Review helper-119: judged by its size against the cost per byte as it ended, a slow inline run
+// went unnoticed when another instance's batches had moved that cost while it ran.
+TEST(BatchingRunnerTest, ASlowInlineRunStopsInlineRunsWhateverTheOtherInstanceDid) {
+  testing::FakeClock clock;
+  auto* slow = new DoublingBackend(/*may_inline=*/true);
+  auto* other = new DoublingBackend(/*may_inline=*/true);
+  for (DoublingBackend* b : {slow, other}) {
+    b->clock_ = &clock;
+    b->run_ns_ = 50'000;
+  }
+  std::vector<std::unique_ptr<Backend>> instances;
+  instances.emplace_back(slow);
+  instances.emplace_back(other);
+  // No wait for company: it would be timed by the fake clock, which stands still meanwhile.
+  BatchingRunner runner(Config(64, 0, 64), std::move(instances), clock);
+  const std::thread::id here = std::this_thread::get_id();
+  const std::vector<float> large(64, 1);  // 32 rows, 256 bytes
+  auto lone = [&](bool small = true) {
+    const int before = slow->RunsOn(here) + other->RunsOn(here);
+    clock.Advance(absl::Milliseconds(1));
+    EXPECT_TRUE(Submit(runner, small ? Request({1, 2}, 1) : Request(large, 32)).get().ok());
+    return slow->RunsOn(here) + other->RunsOn(here) > before;
+  };
+  // 256-byte batches of 50 us: the inline budget takes up to 1 KiB.
+  for (int i = 0; i < BatchingRunner::kMeasuredBeforeInline + 4; ++i) lone(false);
+  ASSERT_TRUE(lone(false));
+  // 256 bytes, inline on the first instance, held there; 5 ms of the clock once let go.
+  slow->Hold();
+  slow->run_ns_ = 5'000'000;
+  const int started = slow->started();
+  std::thread::id caller_id;
+  std::thread caller([&] {
+    caller_id = std::this_thread::get_id();
+    EXPECT_TRUE(Submit(runner, Request(large, 32)).get().ok());
+  });
+  slow->WaitStarted(started + 1);
+  // Meanwhile the other instance's 8-byte batches of 50 us each take the cost per byte past
+  // what a 256-byte input may have inline.
+  for (int i = 0; i < 20; ++i) lone();
+  slow->Release();
+  caller.join();
+  ASSERT_EQ(slow->last_thread(), caller_id);  // it ran inline
+  slow->run_ns_ = 50'000;
+  // 100 ms stopped: 40 requests 1.05 ms apart (the mean alone is back under the budget after
+  // about 12).
+  int inline_runs = 0;
+  for (int i = 0; i < 40; ++i) inline_runs += lone();
+  EXPECT_EQ(inline_runs, 0);
 }
 
 TEST(BatchingRunnerTest, DestructionWaitsForAnInlineRun) {
