@@ -145,14 +145,15 @@ struct CutAnswer {
   std::string_view request_id;  // the answer's X-Request-Id
   int status = 0;               // the answer's
   // "write_timeout": the client did not take it within write_timeout_ms; "client_gone": the
-  // connection failed under it (the client reset it); "stopped": the server closed it;
-  // "answer_unread": written, but the client had not read it write_timeout_ms after the
-  // connection's end, which then reset it.
+  // connection failed under its write (the client reset it); "stopped": the server closed it;
+  // "answer_unread": written, but the client had not acknowledged it write_timeout_ms after the
+  // connection's end, which then reset it. A client that resets the connection once the answer
+  // is written is not told of: what it had read cannot be known.
   std::string_view reason;
   std::string_view remote;
   // Bytes not delivered: of the answer, or for answer_unread, what the socket still held (this
   // answer's end, and of the answers before it on the connection, if the client had not read
-  // them either).
+  // them either; over TLS, and the close_notify after it).
   uint64_t unsent = 0;
 };
 

@@ -174,6 +174,9 @@ void Session<kTls>::ReadMore(void (Session::*then)()) {
 
 template <bool kTls>
 void Session<kTls>::OnHeader() {
+  // What is written from here on (a 100 Continue, a probe, the next answer) is not the last
+  // answer: its bytes would be told as the last answer's (review helper-119 F2).
+  cut_told_ = true;
   const auto& request = parser_->get();
   if (std::optional<FramingError> error = CheckFraming(request)) {
     Reject(400, std::move(error->message), error->reason);
@@ -473,6 +476,11 @@ void Session<kTls>::Write(Response response) {
 
 template <bool kTls>
 void Session<kTls>::AnswerCut(std::string_view reason, uint64_t unsent) {
+  // Told where pillar knows the answer did not reach the client: its write failed or timed out,
+  // or its bytes were still unacknowledged when the linger's deadline reset the connection. Not
+  // when the client resets the connection after the answer was handed to the kernel: its
+  // acknowledgement may be on its way (delayed up to 40 ms), and a reset carries none, so an
+  // answer the client read whole would be told as cut (review helper-119 F1).
   // Read back from the head last written, so that an answer that goes out whole pays nothing
   // for it. The handler's answers carry their request's id; the HTTP layer's own refusals, in
   // the access log as such already, do not.
@@ -584,12 +592,6 @@ bool Session<kTls>::Delivered() {
 
 template <bool kTls>
 void Session<kTls>::Close(bool delivered) {
-  // What the socket still holds now will never reach the client: an answer written whole but
-  // not read before the client reset the connection (after its write timeout, the linger's
-  // deadline has said so already).
-  if (Socket().is_open()) {
-    if (const uint64_t unsent = Unacknowledged(); unsent > 0) AnswerCut("client_gone", unsent);
-  }
   Disarm();
   handling_ = false;
   on_gone_ = nullptr;

@@ -246,7 +246,7 @@ TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
 
 // An answer that does not reach the client whole gets a second access log line under its
 // request's id (review helper-113 F4: the line written as the answer was handed over said
-// success, and nothing else did). A simulated model whose answer (400,000 floats, a few MB of
+// success, and nothing else did). A simulated model whose answer (8,000,000 floats, 16 MB of
 // JSON) is more than the kernel takes for a client that reads nothing; the client resets.
 TEST(CutAnswerTest, AnAnswerTheClientDidNotTakeGetsASecondAccessLogLine) {
   testing::ServerProcess server;
@@ -257,7 +257,7 @@ TEST(CutAnswerTest, AnAnswerTheClientDidNotTakeGetsASecondAccessLogLine) {
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     const size_t at = text.find("shape = [2]");
     ASSERT_NE(at, std::string::npos) << text;
-    std::ofstream(toml) << text.replace(at, 11, "shape = [400000]");
+    std::ofstream(toml) << text.replace(at, 11, "shape = [8000000]");
   }
   server.SetStore(server.dir() / "store");
   const std::string key = server.CreateKey("cut");
