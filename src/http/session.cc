@@ -174,9 +174,6 @@ void Session<kTls>::ReadMore(void (Session::*then)()) {
 
 template <bool kTls>
 void Session<kTls>::OnHeader() {
-  // What is written from here on (a 100 Continue, a probe, the next answer) is not the last
-  // answer: its bytes would be told as the last answer's (review helper-119 F2).
-  cut_told_ = true;
   const auto& request = parser_->get();
   if (std::optional<FramingError> error = CheckFraming(request)) {
     Reject(400, std::move(error->message), error->reason);
@@ -205,6 +202,7 @@ void Session<kTls>::OnHeader() {
     // curl and others wait for this before sending a body over 1 KiB.
     auto continue_response =
         std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_, 11);
+    after_answer_ += kInterimBytes + (kTls ? kTlsRecordBytes : 0);
     bhttp::async_write(
         stream_, *continue_response,
         [self = this->shared_from_this(), continue_response](beast::error_code ec, size_t) {
@@ -423,6 +421,7 @@ void Session<kTls>::OnWatch() {
         probed_ns_ = now;
         static constexpr std::string_view kProbe = "HTTP/1.1 100 Continue\r\n\r\n";
         const ssize_t sent = ::send(fd, kProbe.data(), kProbe.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+        if (sent > 0) after_answer_ += uint64_t(sent);
         if (sent == ssize_t(kProbe.size())) return;
       }
     }
@@ -446,6 +445,7 @@ void Session<kTls>::BuildHead(const Response& response, bool streamed) {
       keep_alive_ && !(streamed && http10_) && !core_.draining.load(std::memory_order_relaxed);
   head_.clear();
   cut_told_ = false;
+  after_answer_ = 0;
   AppendResponseHead(response, {streamed, response_keep_alive_, http10_}, head_);
 }
 
@@ -477,10 +477,11 @@ void Session<kTls>::Write(Response response) {
 template <bool kTls>
 void Session<kTls>::AnswerCut(std::string_view reason, uint64_t unsent) {
   // Told where pillar knows the answer did not reach the client: its write failed or timed out,
-  // or its bytes were still unacknowledged when the linger's deadline reset the connection. Not
-  // when the client resets the connection after the answer was handed to the kernel: its
-  // acknowledgement may be on its way (delayed up to 40 ms), and a reset carries none, so an
-  // answer the client read whole would be told as cut (review helper-119 F1).
+  // its bytes were still unacknowledged when the linger's deadline reset the connection, or the
+  // socket had not sent them when the connection ended. Not for bytes sent and unacknowledged
+  // when the client resets the connection: its acknowledgement may be on its way (delayed up to
+  // 40 ms), and a reset carries none, so an answer the client read whole would be told as cut
+  // (review helper-119 F1).
   // Read back from the head last written, so that an answer that goes out whole pays nothing
   // for it. The handler's answers carry their request's id; the HTTP layer's own refusals, in
   // the access log as such already, do not.
@@ -514,6 +515,7 @@ void Session<kTls>::Shutdown() {
   if constexpr (kTls) {
     // A close_notify, and a wait for the client's, which clients seldom send: 2 s at most.
     Arm(Waiting::kShutdown, absl::Seconds(2));
+    after_answer_ += kTlsRecordBytes;
     stream_.async_shutdown([self = this->shared_from_this()](beast::error_code) {
       self->Disarm();
       self->Linger();
@@ -569,7 +571,7 @@ void Session<kTls>::OnLingerDeadline() {
     return;
   }
   listener_.Reject(core_, "answer_unread");
-  AnswerCut("answer_unread", Unacknowledged());
+  TellUnsent("answer_unread", Unacknowledged());
   Close();  // resets: the rest is owed
 }
 
@@ -591,7 +593,21 @@ bool Session<kTls>::Delivered() {
 }
 
 template <bool kTls>
+void Session<kTls>::TellUnsent(std::string_view reason, uint64_t socket_bytes) {
+  if (socket_bytes > after_answer_) AnswerCut(reason, socket_bytes - after_answer_);
+}
+
+template <bool kTls>
 void Session<kTls>::Close(bool delivered) {
+  // Bytes the socket never sent will never reach the client, whatever it read of the rest: an
+  // answer written to the kernel, then the client's reset (review helper-120). Those sent and
+  // not acknowledged are not told: the client's acknowledgement may be on its way (helper-119).
+  if (Socket().is_open()) {
+    int never_sent = 0;
+    if (::ioctl(Socket().native_handle(), SIOCOUTQNSD, &never_sent) == 0 && never_sent > 0) {
+      TellUnsent("client_gone", uint64_t(never_sent));
+    }
+  }
   Disarm();
   handling_ = false;
   on_gone_ = nullptr;

@@ -275,6 +275,9 @@ class Session final : public ResponseSink,
   // The answer last written did not reach the client whole, for `reason`, `unsent` bytes short
   // (CutAnswer): tells the handler, once an answer.
   void AnswerCut(std::string_view reason, uint64_t unsent);
+  // AnswerCut for what of `socket_bytes` (the last bytes written to the socket) is the last
+  // answer's: past what was written after it (after_answer_).
+  void TellUnsent(std::string_view reason, uint64_t socket_bytes);
   // Bytes written to the socket that the client has not acknowledged (its FIN not counted).
   uint64_t Unacknowledged();
 
@@ -306,6 +309,11 @@ class Session final : public ResponseSink,
   std::string head_;  // the response being written: head and body
   std::string body_;
   bool cut_told_ = false;  // AnswerCut has told of the answer last written
+  // Bytes written since the answer that are not part of it: interim 100s, over TLS the
+  // close_notify (at most, TLS's record overhead being counted at kTlsRecordBytes).
+  static constexpr uint64_t kInterimBytes = 25;  // "HTTP/1.1 100 Continue\r\n\r\n"
+  static constexpr uint64_t kTlsRecordBytes = 64;
+  uint64_t after_answer_ = 0;
   // A streamed response in progress: pieces waiting to be written, the one being written first.
   bool streaming_ = false;
   bool stream_writing_ = false;

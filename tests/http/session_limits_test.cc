@@ -1244,10 +1244,10 @@ TEST_F(LingerTest, AnAnswerCutMidWriteIsReportedOnce) {
 }
 
 // A client that resets its connection while its answer is being written: the handler hears
-// that the answer was cut (the access log's line for it was written before). One that resets
-// it once the answer was handed to the kernel is not told of, whether it had read the answer
-// (a reset carries no acknowledgement, and the client's may be on its way: review helper-119
-// F1) or not.
+// that the answer was cut (the access log's line for it was written before). Once the answer
+// was handed to the kernel, a reset cuts what the socket had not sent yet (review helper-120
+// F2), not what it sent and the client had not acknowledged: a reset carries no
+// acknowledgement, and the client's may be on its way (review helper-119 F1).
 TEST_F(LingerTest, AnAnswerCutByTheClientsResetMidWriteIsReported) {
   Limits limits;
   limits.body_limit_bytes = size_t(32) << 20;
@@ -1274,7 +1274,7 @@ TEST_F(LingerTest, AnAnswerCutByTheClientsResetMidWriteIsReported) {
   EXPECT_EQ(cuts[0].rfind("echo-1 200 client_gone ", 0), 0u) << cuts[0];
   EXPECT_EQ(WaitForOpen(0, 2000), 0);
 
-  {  // written whole to the kernel, not read, reset
+  {  // written whole to the kernel, not read (most of it never sent: a small window), reset
     RawConnection c(port_, false);
     ConnectWithASmallWindow(c);
     AskAndWaitForTheWrite(c);
@@ -1282,6 +1282,9 @@ TEST_F(LingerTest, AnAnswerCutByTheClientsResetMidWriteIsReported) {
     c.Close();
     EXPECT_EQ(WaitForOpen(0, 2000), 0);
   }
+  cuts = handler_.Cuts();
+  ASSERT_EQ(cuts.size(), 2u);
+  EXPECT_EQ(cuts[1].rfind("echo-2 200 client_gone ", 0), 0u) << cuts[1];
   {  // read whole, then reset at once, its acknowledgement perhaps not sent yet
     RawConnection whole(port_, false);
     ASSERT_TRUE(whole.Connect());
@@ -1291,7 +1294,31 @@ TEST_F(LingerTest, AnAnswerCutByTheClientsResetMidWriteIsReported) {
     whole.Close();
     EXPECT_EQ(WaitForOpen(0, 2000), 0);
   }
-  EXPECT_EQ(handler_.Cuts().size(), 1u);
+  EXPECT_EQ(handler_.Cuts().size(), 2u);
+}
+
+// An answer left unread on a kept-alive connection whose client then sends part of a request
+// and ends its side: the linger's deadline tells the answer's cut (review helper-120 F1: the
+// next request's header stopped it being told).
+TEST_F(LingerTest, AnUnreadAnswerIsToldWhateverTheClientSentAfter) {
+  Limits limits;
+  limits.write_timeout = absl::Seconds(1);
+  Start(limits);
+  RawConnection c(port_, false);
+  ConnectWithASmallWindow(c);
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kBody) +
+                     "\r\n\r\n" + std::string(kBody, 'x')));
+  ASSERT_TRUE(c.Readable(5000));
+  for (int i = 0; i < 500 && server_->ResponsesInProgress() != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::shutdown(c.fd(), SHUT_WR);
+  EXPECT_EQ(WaitForOpen(0, 4000), 0);
+  const std::vector<std::string> cuts = handler_.Cuts();
+  ASSERT_EQ(cuts.size(), 1u);
+  EXPECT_EQ(cuts[0].rfind("echo-1 200 answer_unread ", 0), 0u) << cuts[0];
 }
 
 // An answer the client stops taking is cut at the write timeout (counted: the logs said how the
