@@ -148,7 +148,8 @@ struct CutAnswer {
   // connection failed under its write (the client reset it); "stopped": the server closed it;
   // "answer_unread": written, but the client had not acknowledged it write_timeout_ms after the
   // connection's end, which then reset it. A client that resets the connection once the answer
-  // is written is not told of: what it had read cannot be known.
+  // is written is told of for the bytes the socket had not sent ("client_gone"), not for those
+  // sent and unacknowledged: its acknowledgement may have been on its way.
   std::string_view reason;
   std::string_view remote;
   // Bytes not delivered: of the answer, or for answer_unread, what the socket still held (this

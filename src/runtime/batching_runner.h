@@ -49,8 +49,8 @@ class BatchingRunner final : public Runner {
   static constexpr int64_t kMeasuredBeforeInline = 16;
   // The largest input (all tensors' bytes) a lone request may have to run inline.
   static constexpr size_t kInlineMaxBytes = 64 << 10;
-  // A run of an inline-sized batch this long stops inline runs for a while
-  // (inline_stopped_until_ns_).
+  // A run this long of a batch that ran inline, or was small enough to, stops inline runs for a
+  // while (inline_stopped_until_ns_).
   static constexpr int64_t kInlineOverrunNs = 4 * kInlineBudgetNs;
 
   // `batch_sizes` (may be null) observes the rows of every executed batch.

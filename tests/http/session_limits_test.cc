@@ -1116,10 +1116,20 @@ class LingerTest : public SessionLimitsTest {
  protected:
   static constexpr size_t kBody = size_t(1) << 20;  // fits the sockets' buffers on loopback
 
+  // More than the two sockets' buffers hold: an answer that stays in the middle of its write
+  // for a client that does not read (limits.body_limit_bytes must allow it).
+  static constexpr size_t kLargeBody = size_t(24) << 20;
+
+  // Asks for the echo of `body` bytes on `c` (the answer ends the connection when `close`).
+  static void AskForTheEcho(RawConnection& c, size_t body, bool close = false) {
+    ASSERT_TRUE(c.Send(
+        std::string("POST /echo HTTP/1.1\r\nHost: x\r\n") + (close ? "Connection: close\r\n" : "") +
+        "Content-Length: " + std::to_string(body) + "\r\n\r\n" + std::string(body, 'x')));
+  }
+
   // Asks for an answer of kBody bytes and more on `c`, and waits until pillar has written it.
-  void AskAndWaitForTheWrite(RawConnection& c) {
-    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: " +
-                       std::to_string(kBody) + "\r\n\r\n" + std::string(kBody, 'x')));
+  void AskAndWaitForTheWrite(RawConnection& c, bool close = true) {
+    AskForTheEcho(c, kBody, close);
     // Its first bytes reached the client: the answer is being written (the server's counts read
     // 0 before it has accepted the connection too: in the suite that passed for a write done,
     // and the test looked before the server had even answered). Then it is written whole.
@@ -1224,13 +1234,11 @@ TEST_F(LingerTest, AnAnswerNobodyTakesIsResetAtTheWriteTimeout) {
 TEST_F(LingerTest, AnAnswerCutMidWriteIsReportedOnce) {
   Limits limits;
   limits.write_timeout = absl::Seconds(1);
-  limits.body_limit_bytes = size_t(32) << 20;
+  limits.body_limit_bytes = 2 * kLargeBody;
   Start(limits);
   RawConnection c(port_, false);
   ConnectWithASmallWindow(c);
-  const size_t body = size_t(24) << 20;  // more than the two sockets' buffers hold
-  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body) +
-                     "\r\n\r\n" + std::string(body, 'x')));
+  AskForTheEcho(c, kLargeBody);
   for (int i = 0; i < 500 && Rejected("write_timeout") == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -1250,15 +1258,13 @@ TEST_F(LingerTest, AnAnswerCutMidWriteIsReportedOnce) {
 // acknowledgement, and the client's may be on its way (review helper-119 F1).
 TEST_F(LingerTest, AnAnswerCutByTheClientsResetMidWriteIsReported) {
   Limits limits;
-  limits.body_limit_bytes = size_t(32) << 20;
+  limits.body_limit_bytes = 2 * kLargeBody;
   Start(limits);
   ::linger reset{1, 0};
   {
     RawConnection c(port_, false);
     ConnectWithASmallWindow(c);
-    const size_t body = size_t(24) << 20;  // more than the two sockets' buffers hold
-    ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(body) +
-                       "\r\n\r\n" + std::string(body, 'x')));
+    AskForTheEcho(c, kLargeBody);
     ASSERT_TRUE(c.Readable(5000));
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     ASSERT_EQ(server_->ResponsesInProgress(), 1);  // its write waits for the client
@@ -1306,12 +1312,7 @@ TEST_F(LingerTest, AnUnreadAnswerIsToldWhateverTheClientSentAfter) {
   Start(limits);
   RawConnection c(port_, false);
   ConnectWithASmallWindow(c);
-  ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: " + std::to_string(kBody) +
-                     "\r\n\r\n" + std::string(kBody, 'x')));
-  ASSERT_TRUE(c.Readable(5000));
-  for (int i = 0; i < 500 && server_->ResponsesInProgress() != 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  AskAndWaitForTheWrite(c, /*close=*/false);
   ASSERT_TRUE(c.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc"));
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   ::shutdown(c.fd(), SHUT_WR);
