@@ -5,7 +5,6 @@
 # request of pillar and of redis-server (from /proc), and Redis commands per request.
 #
 #   S=8 R=3 bench/ab_redis_limiter.sh BEFORE/pillar AFTER/pillar
-#   BEFORE_BACKEND=embedded ...   # the first binary with the embedded limiter, for the gap
 #
 # Each binary needs its libpillar_torch.so beside it (copy build/src/ of each commit).
 set -euo pipefail
@@ -22,13 +21,12 @@ printf '[state]\npath = "%s"\n[audit]\nfile = "%s"\n' $work/state.db $work/cli-a
 key=$($after key create -c $work/cli.toml --name bench --tenant demo --role bench 2>/dev/null)
 declare -A port pid
 for name in before after; do
-  bin=$before; backend=redis
-  [[ $name == after ]] && bin=$after || backend=${BEFORE_BACKEND:-redis}
+  bin=$before; [[ $name == after ]] && bin=$after
   mkdir -p $work/$name
   plain_config $work/$name $work/store $work/signing.pub $work/state.db "[policy]
 file = \"$work/policy.toml\"
 [limiter]
-backend = \"$backend\"
+backend = \"redis\"
 redis_port = $redis_port"
   $bin serve -c $work/$name/pillar.toml --ports-file $work/$name/ports >/dev/null 2>$work/$name/log &
   pid[$name]=$!; pids+=($!)

@@ -53,10 +53,6 @@ struct RedisLimiter::LoopLink {
   Batch batch;
   SlotReleases releases;  // the slots requests of this turn gave back
   bool flush_posted = false;
-  // Limit-script calls sent and not yet answered. While kCallsInFlight are, what the loop
-  // gathers waits for the first answer (group commit): under load a call carries what arrived
-  // during a round trip, not what one turn read, and Redis runs its fixed cost that much less.
-  int calls_in_flight = 0;
 };
 
 namespace {
@@ -155,10 +151,10 @@ std::string RedisLimiter::Key(char kind, const Charge& charge, int64_t now_s) co
   return key;
 }
 
-std::shared_ptr<RedisLimiter::LoopLink> RedisLimiter::LinkOn(boost::asio::io_context& loop) {
+RedisLimiter::LoopLink& RedisLimiter::LinkOn(boost::asio::io_context& loop) {
   CachedLink& cache = cached_link;
   if (cache.serial == serial_ && cache.loop == &loop && !cache.link->link->closed()) {
-    return cache.link;
+    return *cache.link;
   }
   absl::MutexLock lock(&mu_);
   std::erase_if(links_, [](const std::shared_ptr<LoopLink>& l) { return l->link->closed(); });
@@ -175,13 +171,13 @@ std::shared_ptr<RedisLimiter::LoopLink> RedisLimiter::LinkOn(boost::asio::io_con
     links_.push_back(found);
   }
   cache = {serial_, &loop, found};
-  return cache.link;
+  return *found;
 }
 
 void RedisLimiter::Dispatch(std::string command, RedisLink::Reply reply,
                             RedisLink::Pending pending) {
   boost::asio::io_context* loop = ThisThreadEventLoop();
-  if (loop != nullptr) return LinkOn(*loop)->link->Send(command, std::move(reply), pending);
+  if (loop != nullptr) return LinkOn(*loop).link->Send(command, std::move(reply), pending);
   boost::asio::post(own_loop_,
                     [link = own_link_, command = std::move(command), reply = std::move(reply),
                      pending]() mutable { link->Send(command, std::move(reply), pending); });
@@ -250,8 +246,7 @@ static_assert(RedisLimiter::kMaxBatch <= size_t(ReplyReader::kMaxElements) &&
               1 + RedisLimiter::kMaxBatch * (1 + 7) <= ReplyReader::kMaxObjects);
 
 void RedisLimiter::SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup& group,
-                             int64_t lease_ttl_us, monitor::Counter* errors,
-                             absl::AnyInvocable<void() &&> answered) {
+                             int64_t lease_ttl_us, monitor::Counter* errors) {
   RespCommand command;
   int64_t keys = 0;
   for (const Batch::Spec& spec : batch.specs) keys += spec.key_count;
@@ -263,10 +258,8 @@ void RedisLimiter::SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup&
   std::string text = command.Take();
   // Each admission gets its verdict from the reply, an array with one per admission, in order;
   // a reply of another shape, or none, fails them all.
-  RedisLink::Reply answer = [errors, waiting = std::move(batch.waiting),
-                             answered = std::move(answered)](
+  RedisLink::Reply answer = [errors, waiting = std::move(batch.waiting)](
                                 RedisLink&, absl::StatusOr<const redisReply*> reply) mutable {
-    if (answered) std::move(answered)();
     if (reply.ok() && (*reply)->type == REDIS_REPLY_ARRAY && (*reply)->elements == waiting.size()) {
       for (size_t i = 0; i < waiting.size(); ++i) {
         absl::StatusOr<Verdict> verdict = ParseVerdict((*reply)->element[i]);
@@ -294,7 +287,7 @@ void RedisLimiter::SendAlone(Batch batch) {
   boost::asio::post(own_loop_, [link = own_link_, group = group_, errors = errors_,
                                 ttl = absl::ToInt64Microseconds(options_.lease_ttl),
                                 batch = std::move(batch)]() mutable {
-    SendBatch(*link, std::move(batch), *group, ttl, errors, nullptr);
+    SendBatch(*link, std::move(batch), *group, ttl, errors);
   });
 }
 
@@ -311,39 +304,29 @@ void RedisLimiter::Admit(std::span<const Charge> charges, std::string_view lease
   }
   // Gathered until the loop has run what this turn of it had queued (the requests whose bytes
   // arrived together), then sent as one command.
-  const std::shared_ptr<LoopLink> on = LinkOn(*loop);
-  Gather(on->batch, charges, lease, std::move(done));
-  if (on->batch.waiting.size() >= kMaxBatch) return Flush(on);
+  LoopLink& on = LinkOn(*loop);
+  Gather(on.batch, charges, lease, std::move(done));
+  if (on.batch.waiting.size() >= kMaxBatch) return Flush(on);
   FlushAfterThisTurn(on, *loop);
 }
 
-void RedisLimiter::FlushAfterThisTurn(const std::shared_ptr<LoopLink>& on,
-                                      boost::asio::io_context& loop) {
-  if (on->flush_posted) return;
-  on->flush_posted = true;
-  boost::asio::post(loop, [on] {
+void RedisLimiter::FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loop) {
+  if (on.flush_posted) return;
+  on.flush_posted = true;
+  boost::asio::post(loop, [on = cached_link.link] {
     on->flush_posted = false;
-    if (on->calls_in_flight < kCallsInFlight) Flush(on);
+    Flush(*on);
   });
 }
 
-void RedisLimiter::Flush(const std::shared_ptr<LoopLink>& on) {
+void RedisLimiter::Flush(LoopLink& on) {
   // The slots given back first: the admissions of the same turn may take them.
-  for (std::string& release : on->releases.TakeCommands()) {
-    on->link->Send(release,
-                   RetriedOnReconnect(release, on->errors, ReleaseGiveUp(on->lease_ttl_us)),
-                   RedisLink::Pending::kUncapped);
+  for (std::string& release : on.releases.TakeCommands()) {
+    on.link->Send(release, RetriedOnReconnect(release, on.errors, ReleaseGiveUp(on.lease_ttl_us)),
+                  RedisLink::Pending::kUncapped);
   }
-  if (on->batch.waiting.empty()) return;
-  ++on->calls_in_flight;
-  // Answered or failed, the call lets what gathered meanwhile go at once: it has waited a round
-  // trip already. (A reply is dropped uncalled only with its link closed, and a closed link's
-  // LoopLink is not used again.)
-  SendBatch(*on->link, std::exchange(on->batch, Batch{}), *on->group, on->lease_ttl_us, on->errors,
-            [on] {
-              --on->calls_in_flight;
-              if (!on->batch.waiting.empty() || on->releases.leases() > 0) Flush(on);
-            });
+  if (on.batch.waiting.empty()) return;
+  SendBatch(*on.link, std::exchange(on.batch, Batch{}), *on.group, on.lease_ttl_us, on.errors);
 }
 
 absl::StatusOr<Verdict> RedisLimiter::AdmitNow(std::span<const Charge> charges,
@@ -386,9 +369,9 @@ void RedisLimiter::Release(std::span<const Charge> charges, std::string_view lea
   // Gathered like admissions: the slots a loop's turn gives back, one ZREM a key, sent with the
   // turn's admissions (a request's release had been a command of its own: as many commands for
   // Redis to run as admissions).
-  const std::shared_ptr<LoopLink> on = LinkOn(*loop);
-  AddSlots(on->releases, charges, lease);
-  if (on->releases.leases() >= kMaxBatch) return Flush(on);
+  LoopLink& on = LinkOn(*loop);
+  AddSlots(on.releases, charges, lease);
+  if (on.releases.leases() >= kMaxBatch) return Flush(on);
   FlushAfterThisTurn(on, *loop);
 }
 

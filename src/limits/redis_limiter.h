@@ -22,7 +22,6 @@
 #include <thread>
 #include <vector>
 
-#include "absl/functional/any_invocable.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "common/clock.h"
@@ -74,9 +73,6 @@ class RedisLimiter final : public Limiter {
 
   // The most admissions one call of the limit script decides.
   static constexpr size_t kMaxBatch = 256;
-  // Calls of the limit script one loop's link has unanswered before what the loop gathers waits
-  // for an answer (kMaxBatch admissions go regardless).
-  static constexpr int kCallsInFlight = 1;
 
   bool up() const { return group_->up(); }
   // The concurrency leases held now (renewed while held; tests).
@@ -92,26 +88,23 @@ class RedisLimiter final : public Limiter {
               Done done) const;
   // Sends what `on` gathered: the slots given back (one ZREM a key), then the admissions as one
   // command.
-  static void Flush(const std::shared_ptr<LoopLink>& on);
+  static void Flush(LoopLink& on);
   // The settlement's EVALSHA (empty: nothing to settle).
   std::string SettleCommand(std::span<const Charge> charges, int64_t admitted_unix_s) const;
   // Adds the concurrency slots of `charges` held by `lease` to `slots`.
   void AddSlots(SlotReleases& slots, std::span<const Charge> charges, std::string_view lease) const;
   // Posts a Flush of `on` to `loop`, once a turn: it runs after what the turn had queued.
-  static void FlushAfterThisTurn(const std::shared_ptr<LoopLink>& on,
-                                 boost::asio::io_context& loop);
+  static void FlushAfterThisTurn(LoopLink& on, boost::asio::io_context& loop);
   // Sends `command` on the calling loop's connection, or through the limiter's thread.
   void Dispatch(std::string command, RedisLink::Reply reply,
                 RedisLink::Pending pending = RedisLink::Pending::kCapped);
   // This loop's connection, from the thread's cache or made now.
-  std::shared_ptr<LoopLink> LinkOn(boost::asio::io_context& loop);
+  LoopLink& LinkOn(boost::asio::io_context& loop);
   // A batch of one, through the limiter's own thread.
   void SendAlone(Batch batch);
   // One EVALSHA of the limit script deciding every admission of `batch`, on `link`.
-  // `answered`, when set, runs first when the call is answered or fails.
   static void SendBatch(RedisLink& link, Batch batch, const RedisLinkGroup& group,
-                        int64_t lease_ttl_us, monitor::Counter* errors,
-                        absl::AnyInvocable<void() &&> answered);
+                        int64_t lease_ttl_us, monitor::Counter* errors);
   // The charges' keys (added to `keys`) and the script's arguments for them.
   RespCommand Spec(std::span<const Charge> charges, RespCommand& keys) const;
   std::string Key(char kind, const Charge& charge, int64_t now_s) const;
