@@ -6,8 +6,10 @@
 # backend = "off". Prints the requests/s, pillar's CPU time per request by thread (user +
 # system, from /proc over the run: a steadier measure of what a change costs than requests/s on
 # a shared machine), with ROUTE=infer the mean rows a batch, and the top symbols; keeps
-# perf.data in the work directory with BENCH_KEEP=1. With PERF=0 it does not sample, for
-# comparing two binaries in alternating rounds:
+# perf.data in the work directory with BENCH_KEEP=1. PERF=dwarf records whole call stacks for
+# 3 s instead and prints where the loops' time goes by part of the request path
+# (bench/loop_breakdown.py). With PERF=0 it does not sample, for comparing two binaries in
+# alternating rounds:
 #   for i in 1 2; do PERF=0 bench/run_profile.sh old/pillar; PERF=0 bench/run_profile.sh build/src/pillar; done
 # Usage: bench/run_profile.sh [PILLAR_BINARY]
 set -euo pipefail
@@ -58,8 +60,13 @@ wrk -t1 -c"$conns" -d"${seconds}s" -s "$script" "http://127.0.0.1:$port" > "$wor
 load=$!
 if [[ "${PERF:-1}" != 0 ]]; then
   sleep 1
-  perf record -e cpu-clock -F 2000 -g -p "$server" -o "$work/perf.data" -- sleep $((seconds - 3)) \
-    2>/dev/null
+  if [[ "${PERF:-1}" == dwarf ]]; then  # whole call stacks: fewer samples, each larger
+    perf record -e cpu-clock -F 1000 --call-graph dwarf,16384 -p "$server" -o "$work/perf.data" \
+      -- sleep 3 2>/dev/null
+  else
+    perf record -e cpu-clock -F 2000 -g -p "$server" -o "$work/perf.data" -- sleep $((seconds - 3)) \
+      2>/dev/null
+  fi
 fi
 wait "$load"
 thread_ticks > "$work/ticks.after"
@@ -77,6 +84,8 @@ fi
 if grep -q "Non-2xx" "$work/wrk.txt"; then
   echo "bench: WARNING: $(grep "Non-2xx" "$work/wrk.txt" | tr -s ' ') (see $work/pillar.log)" >&2
 fi
-if [[ "${PERF:-1}" != 0 ]]; then
+if [[ "${PERF:-1}" == dwarf ]]; then
+  perf script -i "$work/perf.data" -F comm,ip,sym 2>/dev/null | python3 "$root/bench/loop_breakdown.py"
+elif [[ "${PERF:-1}" != 0 ]]; then
   perf report -i "$work/perf.data" --no-children --sort sym 2>/dev/null | grep -E '^ +[0-9.]+%' | head -25
 fi
