@@ -214,6 +214,22 @@ std::vector<const EntryInfo*> EntriesInShard(const Manifest& manifest, size_t sh
   return in_shard;
 }
 
+// The entries of a shard, in the order their bytes lie, must not overlap (Manifest::Parse keeps
+// each inside its shard, not apart from the others). Checked before either reader below, which
+// both walk the entries in that order: over an overlap the streaming one hashed a length that
+// had wrapped around (a crash) or passed an entry it never reached (review helper-121).
+[[nodiscard]] absl::Status CheckLayout(const std::string& path,
+                                       const std::vector<const EntryInfo*>& in_shard) {
+  uint64_t at = 0;
+  for (const EntryInfo* e : in_shard) {
+    if (e->offset < at) {
+      return absl::DataLossError(StrCat(path, ": entries overlap (entry '", e->name, "')"));
+    }
+    at = e->offset + e->bytes;
+  }
+  return absl::OkStatus();
+}
+
 // Mapped: one pass over the bytes. Each entry's checksum covers the entry and the alignment
 // gaps must be zeros, so every byte of the shard is checked without hashing it twice (the shard
 // checksum is for streaming readers: `pillar ckpt verify`, draining).
@@ -222,7 +238,6 @@ std::vector<const EntryInfo*> EntriesInShard(const Manifest& manifest, size_t sh
                                             const std::byte* data) {
   uint64_t at = 0;
   for (const EntryInfo* e : in_shard) {
-    if (e->offset < at) return absl::DataLossError(StrCat(path, ": entries overlap"));
     for (uint64_t i = at; i < e->offset; ++i) {
       if (data[i] != std::byte{0}) {
         return absl::DataLossError(StrCat(path, ": byte ", i, " between entries is not zero"));
@@ -287,6 +302,11 @@ std::vector<const EntryInfo*> EntriesInShard(const Manifest& manifest, size_t sh
     }
     ++next;
   }
+  // Every entry was reached: the layout puts each one inside the bytes just read.
+  if (status.ok() && next != in_shard.size()) {
+    status = absl::DataLossError(
+        StrCat(path, ": entry '", in_shard[next]->name, "' lies outside the bytes read"));
+  }
   if (status.ok() && XXH3_64bits_digest(whole) != info.xxh3) {
     status = absl::DataLossError(StrCat(path, ": checksum mismatch (the shard is damaged)"));
   }
@@ -308,6 +328,7 @@ std::vector<const EntryInfo*> EntriesInShard(const Manifest& manifest, size_t sh
                                       " (truncated or torn)"));
   }
   const std::vector<const EntryInfo*> in_shard = EntriesInShard(manifest, shard);
+  PILLAR_RETURN_IF_ERROR(CheckLayout(path, in_shard));
   if (data != nullptr) return CheckMappedShard(path, info, in_shard, data);
   return CheckStreamedShard(env, path, info, in_shard);
 }

@@ -3,6 +3,7 @@
 // at every single step of a save (each kind of fault, and a crash) never leaving a checkpoint
 // that loads but is not the one saved.
 #include <gtest/gtest.h>
+#include <xxhash.h>
 
 #include <cstring>
 #include <filesystem>
@@ -182,6 +183,46 @@ TEST(CheckpointTest, DamageIsNamedPrecisely) {
   EXPECT_NE(error().find("torn"), std::string::npos) << error();
   fs::remove(manifest);
   EXPECT_NE(error().find("MANIFEST"), std::string::npos) << error();
+}
+
+// Found by review helper-121: a manifest (with a valid checksum) whose entries overlap made the
+// streaming verifier (`pillar ckpt verify`, a restore's check, draining) hash a length that had
+// wrapped around, a crash; with the overlap at the shard's end it skipped the entry and passed.
+// Every reader refuses such a checkpoint now, naming the overlap.
+TEST(CheckpointTest, EntriesThatOverlapAreRefusedByEveryReader) {
+  testing::TempDir dir;
+  // a: 256 bytes at 0; b: 64 bytes at 64, inside a; then, in the first shard only, c: 64 bytes
+  // at 256.
+  for (const bool tail : {true, false}) {
+    const std::string path = (dir.path() / (tail ? "step-00000001" : "step-00000002")).string();
+    fs::create_directories(path);
+    const std::string shard(tail ? 320 : 256, '\x01');
+    Manifest m;
+    m.step = tail ? 1 : 2;
+    m.shards.push_back({"shard-00000.bin", shard.size(), XXH3_64bits(shard.data(), shard.size())});
+    auto entry = [&](std::string name, uint64_t offset, uint64_t bytes) {
+      m.entries.push_back({std::move(name),
+                           DType::kUInt8,
+                           {int64_t(bytes)},
+                           0,
+                           offset,
+                           bytes,
+                           XXH3_64bits(shard.data() + offset, bytes) ^ (name == "b" ? 1 : 0)});
+    };
+    entry("a", 0, 256);
+    entry("b", 64, 64);  // and its checksum is wrong: nothing may pass it unread
+    if (tail) entry("c", 256, 64);
+    std::ofstream(path + "/shard-00000.bin", std::ios::binary) << shard;
+    std::ofstream(path + "/MANIFEST", std::ios::binary) << m.Encode();
+    auto manifest = ReadManifest(*Env::Default(), path);
+    ASSERT_TRUE(manifest.ok()) << manifest.status();
+    const absl::Status verified = VerifyCheckpoint(*Env::Default(), path, *manifest);
+    EXPECT_EQ(verified.code(), absl::StatusCode::kDataLoss) << verified;
+    EXPECT_NE(verified.message().find("entries overlap (entry 'b')"), std::string::npos)
+        << verified;
+    const absl::Status loaded = LoadCheckpoint(*Env::Default(), path).status();
+    EXPECT_NE(loaded.message().find("entries overlap (entry 'b')"), std::string::npos) << loaded;
+  }
 }
 
 TEST(RunDirectoryTest, LoadLatestWalksBackPastWhatIsBrokenAndSaysWhy) {
