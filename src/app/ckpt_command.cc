@@ -232,14 +232,29 @@ int RunCkptRestore(const CkptOptions& options) {
     if (!latest.ok()) return Fail("ckpt restore", latest.status());
     step = latest->manifest().step;
   }
+  // The source's manifest must say the step its directory names (review helper-121: a copy of
+  // step 100 at step 300's name was restored as step 300).
+  absl::StatusOr<ckpt::Manifest> source = ckpt::ReadManifest(*Env::Default(), from.StepPath(step));
+  if (!source.ok()) return Fail("ckpt restore", source.status());
+  if (source->step != step) {
+    return Fail("ckpt restore",
+                absl::DataLossError(StrCat(from.StepPath(step), "/MANIFEST: says step ",
+                                           source->step, ", not its directory's")));
+  }
   ckpt::RunDirectory to(Env::Default(), options.to);
   if (absl::Status s = to.Prepare(); !s.ok()) return Fail("ckpt restore", s);
-  if (!Env::Default()->Exists(to.StepPath(step))) {
-    if (absl::Status s =
-            ckpt::CopyCheckpoint(*Env::Default(), from.StepPath(step), to.StepPath(step));
-        !s.ok()) {
-      return Fail("ckpt restore", s);
+  if (Env::Default()->Exists(to.StepPath(step))) {
+    // Taken as restored only when it verifies (review helper-121: an empty directory there was
+    // published as restored); anything else there is the user's to move, not ours to replace.
+    if (absl::Status s = to.Verify(step); !s.ok()) {
+      return Fail("ckpt restore", absl::FailedPreconditionError(
+                                      StrCat(to.StepPath(step), " exists and does not verify (",
+                                             s.message(), "): move it away first")));
     }
+  } else if (absl::Status s =
+                 ckpt::CopyCheckpoint(*Env::Default(), from.StepPath(step), to.StepPath(step));
+             !s.ok()) {
+    return Fail("ckpt restore", s);
   }
   if (absl::Status s = to.PublishLatest(step); !s.ok()) return Fail("ckpt restore", s);
   Report(options, StrCat("restored ", ckpt::StepDirName(step), " to ", options.to, " (verified)"),

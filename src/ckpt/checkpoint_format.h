@@ -5,6 +5,8 @@
 //   <run>/step-00001234/MANIFEST     line 1: the manifest (JSON); line 2: "xxh3:" + 16 hex of line
 //   1 <run>/step-00001234/shard-00000.bin ...   entries' bytes, each at a 64-byte aligned offset
 //   <run>/step-00001235.tmp/         a checkpoint being written; never read, removed at start
+//   <run>/.lock                      held (flock) by the one process changing the run
+//   <run>/step-00001236.broken-<s>   a checkpoint that did not load, set aside by a trainer
 #pragma once
 
 #include <cstddef>
@@ -20,6 +22,8 @@ inline constexpr std::string_view kLatestFile = "latest";
 inline constexpr std::string_view kStepPrefix = "step-";
 inline constexpr int kStepDigits = 8;  // step-00001234; longer numbers keep all their digits
 inline constexpr std::string_view kTmpSuffix = ".tmp";
+inline constexpr std::string_view kLockFile = ".lock";
+inline constexpr std::string_view kBrokenSuffix = ".broken-";
 inline constexpr std::string_view kShardPrefix = "shard-";
 inline constexpr std::string_view kShardSuffix = ".bin";
 inline constexpr int kShardDigits = 5;

@@ -159,7 +159,7 @@ void CheckpointManager::WriteLoop() {
                                                         job.step, job.entries, job.metadata, write);
     absl::Status status = manifest.status();
     if (status.ok()) status = fast_.PublishLatest(job.step);
-    if (status.ok()) status = fast_.Prune(options_.retention).status();
+    if (status.ok()) status = fast_.Prune(options_.retention, job.step).status();
     absl::MutexLock lock(&mu_);
     if (status.ok()) {
       costs_ = {.snapshot_seconds = job.snapshot_seconds,
@@ -189,12 +189,18 @@ void CheckpointManager::DrainLoop() {
       to_drain_.reset();
       draining_ = true;
     }
+    // A step already there is taken only when it verifies; one that does not (a copy of an
+    // earlier run's, damage) is set aside and copied again (review helper-121: an empty
+    // directory at the step's name was published as the durable tier's latest).
     absl::Status status;
-    if (!options_.env->Exists(durable_->StepPath(step))) {
+    if (options_.env->Exists(durable_->StepPath(step)) && !durable_->Verify(step).ok()) {
+      status = durable_->SetAside(step).status();
+    }
+    if (status.ok() && !options_.env->Exists(durable_->StepPath(step))) {
       status = CopyCheckpoint(*options_.env, fast_.StepPath(step), durable_->StepPath(step));
     }
     if (status.ok()) status = durable_->PublishLatest(step);
-    if (status.ok()) status = durable_->Prune(options_.retention).status();
+    if (status.ok()) status = durable_->Prune(options_.retention, step).status();
     absl::MutexLock lock(&mu_);
     draining_ = false;
     // Retention on the fast tier may remove a step before it is drained when saves come faster
@@ -237,6 +243,10 @@ absl::StatusOr<LoadedCheckpoint> CheckpointManager::LoadLatest(
   }
   if (durable.ok()) return durable;
   return fast;
+}
+
+absl::StatusOr<std::vector<std::string>> CheckpointManager::SetAsideNewerThan(int64_t step) {
+  return fast_.SetAsideNewerThan(step);
 }
 
 CheckpointManager::Costs CheckpointManager::last_costs() const {

@@ -97,6 +97,11 @@ class CheckpointManager {
 
   // The newest verified checkpoint, fast tier first; `notes` says what was skipped and why.
   [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* notes) const;
+  // Before the first Save(): sets aside (RunDirectory::SetAsideNewerThan) the fast tier's
+  // checkpoints newer than `step`, the one training resumes from, which LoadLatest skipped as
+  // broken: the run is about to write those steps again (review helper-121: a damaged newest
+  // checkpoint failed every restart at its step, "exists"). Returns their new names.
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> SetAsideNewerThan(int64_t step);
 
   // Measurements of the last completed checkpoint, for the interval recommendation.
   struct Costs {

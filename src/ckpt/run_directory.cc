@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "absl/time/clock.h"
 #include "ckpt/checkpoint_format.h"
 #include "common/strings.h"
 
@@ -27,16 +28,47 @@ std::optional<int64_t> ParseStepDirName(std::string_view name) {
   return step;
 }
 
+namespace {
+
+// What a crash mid-save leaves: a step's `.tmp` directory (WriteCheckpoint, CopyCheckpoint) or
+// the pointer's `latest.tmp.<16 hex digits>` (PublishAtomically). Nothing else is the run's to
+// remove (review helper-121: every `*.tmp` of a directory given by mistake was removed).
+bool LeftByACrash(std::string_view name) {
+  if (name.ends_with(format::kTmpSuffix)) {
+    return ParseStepDirName(name.substr(0, name.size() - format::kTmpSuffix.size())).has_value();
+  }
+  const std::string pointer_tmp = StrCat(format::kLatestFile, ".tmp.");
+  if (!name.starts_with(pointer_tmp)) return false;
+  const std::string_view hex = name.substr(pointer_tmp.size());
+  return hex.size() == 16 && std::all_of(hex.begin(), hex.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
+}
+
+}  // namespace
+
+absl::Status RunDirectory::Lock() {
+  if (lock_ != nullptr) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<FileLock>> lock =
+      env_->LockFile(StrCat(root_, "/", format::kLockFile));
+  if (absl::IsFailedPrecondition(lock.status())) {
+    return absl::FailedPreconditionError(
+        StrCat("the run directory ", root_,
+               " is in use by another process (a trainer, or a restore, import or prune)"));
+  }
+  if (!lock.ok()) return lock.status();
+  lock_ = std::move(*lock);
+  return absl::OkStatus();
+}
+
 absl::Status RunDirectory::Prepare() {
   if (absl::Status s = env_->CreateDir(root_); !s.ok()) return s;
+  if (absl::Status s = Lock(); !s.ok()) return s;
   absl::StatusOr<std::vector<std::string>> names = env_->ListDir(root_);
   if (!names.ok()) return names.status();
   for (const std::string& name : *names) {
-    if (name.size() > format::kTmpSuffix.size() &&
-        name.compare(name.size() - format::kTmpSuffix.size(), format::kTmpSuffix.size(),
-                     format::kTmpSuffix) == 0) {
-      if (absl::Status s = env_->RemoveAll(root_ + "/" + name); !s.ok()) return s;
-    }
+    if (!LeftByACrash(name)) continue;
+    if (absl::Status s = env_->RemoveAll(root_ + "/" + name); !s.ok()) return s;
   }
   return absl::OkStatus();
 }
@@ -69,6 +101,30 @@ absl::Status RunDirectory::PublishLatest(int64_t step) {
                            StepDirName(step) + "\n", 0600);
 }
 
+namespace {
+
+[[nodiscard]] absl::Status StepMismatch(const std::string& path, int64_t said) {
+  return absl::DataLossError(
+      StrCat(path, "/", format::kManifestFile, ": says step ", said, ", not its directory's"));
+}
+
+}  // namespace
+
+absl::StatusOr<LoadedCheckpoint> RunDirectory::Load(int64_t step, int threads) const {
+  absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*env_, StepPath(step), threads);
+  if (loaded.ok() && loaded->manifest().step != step) {
+    return StepMismatch(StepPath(step), loaded->manifest().step);
+  }
+  return loaded;
+}
+
+absl::Status RunDirectory::Verify(int64_t step, int threads) const {
+  absl::StatusOr<Manifest> manifest = ReadManifest(*env_, StepPath(step));
+  if (!manifest.ok()) return manifest.status();
+  if (manifest->step != step) return StepMismatch(StepPath(step), manifest->step);
+  return VerifyCheckpoint(*env_, StepPath(step), *manifest, threads);
+}
+
 absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::string>* skipped,
                                                           int threads) const {
   absl::StatusOr<std::vector<int64_t>> steps = Steps();
@@ -83,7 +139,7 @@ absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::strin
     skipped->push_back(StrCat("latest: ", latest.status().message()));
   }
   for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
-    absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*env_, StepPath(*it), threads);
+    absl::StatusOr<LoadedCheckpoint> loaded = Load(*it, threads);
     if (loaded.ok()) return loaded;
     if (skipped != nullptr) {
       skipped->push_back(StrCat(StepDirName(*it), ": ", loaded.status().message()));
@@ -93,16 +149,59 @@ absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::strin
                                             : "no checkpoint loads and verifies");
 }
 
-absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retention) {
+absl::StatusOr<std::string> RunDirectory::SetAside(int64_t step) {
+  if (absl::Status s = Lock(); !s.ok()) return s;
+  const int64_t now_s = absl::ToUnixSeconds(absl::Now());
+  std::string aside = StrCat(StepPath(step), format::kBrokenSuffix, now_s);
+  for (int n = 1; env_->Exists(aside); ++n) {
+    aside = StrCat(StepPath(step), format::kBrokenSuffix, now_s, "-", n);
+  }
+  if (absl::Status s = env_->Rename(StepPath(step), aside); !s.ok()) return s;
+  if (absl::Status s = env_->SyncDir(root_); !s.ok()) return s;
+  return aside;
+}
+
+absl::StatusOr<std::vector<std::string>> RunDirectory::SetAsideNewerThan(int64_t step) {
+  if (absl::Status s = Lock(); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> steps = Steps();
   if (!steps.ok()) return steps.status();
+  std::vector<std::string> moved;
+  for (int64_t newer : *steps) {
+    if (newer <= step) continue;
+    absl::StatusOr<std::string> aside = SetAside(newer);
+    if (!aside.ok()) return aside.status();
+    moved.push_back(std::move(*aside));
+  }
+  return moved;
+}
+
+absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retention,
+                                                         std::optional<int64_t> known_good) {
+  if (absl::Status s = Lock(); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> steps = Steps();
+  if (!steps.ok()) return steps.status();
+  // The newest that verifies; the ones above it are left alone (review helper-121: a damaged
+  // newest one and empty directories named like steps counted as kept, and the good ones went).
+  size_t good = steps->size();
+  for (size_t i = steps->size(); i-- > 0;) {
+    if ((known_good && (*steps)[i] == *known_good) || Verify((*steps)[i]).ok()) {
+      good = i;
+      break;
+    }
+  }
+  if (good == steps->size()) {
+    if (steps->empty()) return std::vector<int64_t>{};
+    return absl::FailedPreconditionError(
+        StrCat("no checkpoint of ", root_, " verifies: nothing removed"));
+  }
   absl::StatusOr<std::optional<int64_t>> latest = Latest();
   std::set<int64_t> keep;
   for (size_t i = 0; i < steps->size(); ++i) {
     const int64_t step = (*steps)[i];
-    const bool recent = int64_t(steps->size() - i) <= retention.keep_last;
+    const bool not_older = i >= good;  // the newest good one, and the broken ones above it
+    const bool recent = i <= good && int64_t(good - i) < retention.keep_last;
     const bool milestone = retention.keep_every > 0 && step % retention.keep_every == 0;
-    if (recent || milestone) keep.insert(step);
+    if (not_older || recent || milestone) keep.insert(step);
   }
   if (latest.ok() && latest->has_value()) keep.insert(**latest);
   std::vector<int64_t> removed;

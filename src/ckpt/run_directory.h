@@ -1,7 +1,9 @@
 // One training run's checkpoints in one directory: `step-00001234/` per checkpoint, a `latest`
 // pointer replaced atomically, stale `.tmp` directories (a crash mid-save) removed on Prepare().
 // LoadLatest() starts from `latest` and walks back to older steps until one loads and verifies,
-// saying why each newer one was skipped (R-OPS-1, R-OPS-2).
+// saying why each newer one was skipped (R-OPS-1, R-OPS-2). Whatever changes the run (Prepare,
+// Prune, SetAsideNewerThan) first takes the run's lock, so that two processes never write one
+// run: a second trainer, or a restore or import into a live run, is refused at once.
 //
 //   RunDirectory run(Env::Default(), "/scratch/run-7");
 //   PILLAR_RETURN_IF_ERROR(run.Prepare());
@@ -10,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,19 +39,42 @@ class RunDirectory {
  public:
   RunDirectory(Env* env, std::string root) : env_(env), root_(std::move(root)) {}
 
-  // Creates the directory and removes what a crash mid-save left (`*.tmp`).
+  // Takes the run's lock (`<run>/.lock`) unless this object holds it; FailedPrecondition naming
+  // the run when another process (or another RunDirectory) holds it. Kept until destruction.
+  [[nodiscard]] absl::Status Lock();
+  // Creates the directory, takes the lock, and removes what a crash mid-save left: the `.tmp`
+  // directories of steps and the `latest` pointer's temporary files, and nothing else (a run
+  // directory given by mistake, `~` say, loses nothing of its own).
   [[nodiscard]] absl::Status Prepare();
   // The steps with a complete-looking directory (not `.tmp`), ascending.
   [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Steps() const;
   // What `latest` names; none when there is no pointer.
   [[nodiscard]] absl::StatusOr<std::optional<int64_t>> Latest() const;
   [[nodiscard]] absl::Status PublishLatest(int64_t step);
+  // Step `step`, loaded and verified, its manifest saying that step (a directory renamed or
+  // copied over another step's is refused: DataLoss).
+  [[nodiscard]] absl::StatusOr<LoadedCheckpoint> Load(int64_t step, int threads = 4) const;
+  // Step `step` verified by reading it (Load's checks, without keeping it mapped).
+  [[nodiscard]] absl::Status Verify(int64_t step, int threads = 4) const;
   // The newest checkpoint that loads and verifies; each newer one that does not is described
   // in `skipped` ("step-00001300: MANIFEST: checksum mismatch ..."). NotFound when none does.
   [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* skipped,
                                                             int threads = 4) const;
-  // Removes the checkpoints `retention` does not keep; returns the removed steps.
-  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Prune(const Retention& retention);
+  // Under the lock: renames each step directory newer than `step` (every one for -1) to
+  // `<name>.broken-<unix seconds>`, which no reader takes for a checkpoint and nothing removes.
+  // For a trainer resuming from `step` after LoadLatest skipped every newer one: it writes those
+  // steps again, and what did not load stays for inspection. Returns the new names.
+  [[nodiscard]] absl::StatusOr<std::vector<std::string>> SetAsideNewerThan(int64_t step);
+  // Under the lock: sets step `step` aside the same way; returns its new name.
+  [[nodiscard]] absl::StatusOr<std::string> SetAside(int64_t step);
+  // Under the lock: removes the checkpoints `retention` does not keep; returns the removed steps.
+  // What counts is the newest checkpoint that verifies (`known_good`, a step the caller has just
+  // written, is taken as verified; the others are read): it is always kept, the `keep_last`
+  // count starts from it, and newer ones that do not verify are left as they are, so damage
+  // never makes room by removing the good ones. FailedPrecondition, removing nothing, when no
+  // checkpoint verifies.
+  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Prune(
+      const Retention& retention, std::optional<int64_t> known_good = std::nullopt);
 
   std::string StepPath(int64_t step) const { return root_ + "/" + StepDirName(step); }
   const std::string& root() const { return root_; }
@@ -57,6 +83,7 @@ class RunDirectory {
  private:
   Env* env_;
   std::string root_;
+  std::unique_ptr<FileLock> lock_;
 };
 
 }  // namespace pillar::ckpt

@@ -40,6 +40,12 @@ class MappedFile {
   virtual std::span<const std::byte> data() const = 0;
 };
 
+// An advisory lock held until the object is destroyed (Env::LockFile).
+class FileLock {
+ public:
+  virtual ~FileLock() = default;
+};
+
 class Env {
  public:
   virtual ~Env() = default;
@@ -70,6 +76,12 @@ class Env {
   [[nodiscard]] virtual absl::Status Rename(const std::string& from, const std::string& to) = 0;
   // fsync of a directory: the names created, renamed or removed in it survive a crash.
   [[nodiscard]] virtual absl::Status SyncDir(const std::string& path) = 0;
+  // An exclusive lock on `path` (created, mode 0600, never through a link), for a directory
+  // one process at a time may change: FailedPrecondition at once when another holder has it
+  // (another process, or another lock in this one); released when the FileLock goes, and by the
+  // kernel when its process dies, so a crash leaves no stale lock.
+  [[nodiscard]] virtual absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path) = 0;
 };
 
 // Reads a whole small file (a manifest, the latest pointer) of at most `max_bytes`.

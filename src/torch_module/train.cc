@@ -111,8 +111,15 @@ TrainState InitialState(Mlp& model) {
   absl::StatusOr<ckpt::LoadedCheckpoint> latest = manager.LoadLatest(&notes);
   for (const std::string& note : notes)
     std::fprintf(stderr, "pillar train: skipped %s\n", note.c_str());
-  if (absl::IsNotFound(latest.status())) return 0;
-  if (!latest.ok()) return latest.status();
+  if (!latest.ok() && !absl::IsNotFound(latest.status())) return latest.status();
+  const int64_t start = latest.ok() ? latest->manifest().step : 0;
+  // What LoadLatest skipped would block the saves of those steps again: set aside.
+  absl::StatusOr<std::vector<std::string>> aside = manager.SetAsideNewerThan(start);
+  if (!aside.ok()) return aside.status();
+  for (const std::string& moved : *aside) {
+    std::fprintf(stderr, "pillar train: set aside %s (it did not load)\n", moved.c_str());
+  }
+  if (!latest.ok()) return 0;
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < state.params.size(); ++i) {
     auto& [name, param] = state.params[i];
@@ -127,7 +134,6 @@ TrainState InitialState(Mlp& model) {
     param.copy_(*w);
     state.velocity[i].copy_(*v);
   }
-  const int64_t start = latest->manifest().step;
   std::printf("resumed from step %lld\n", static_cast<long long>(start));
   return start;
 }

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <optional>
 
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/checkpoint_io.h"
@@ -257,6 +258,128 @@ TEST(RunDirectoryTest, LoadLatestWalksBackPastWhatIsBrokenAndSaysWhy) {
   EXPECT_FALSE(fs::exists(run.root() + "/step-00000040.tmp"));
 }
 
+// Found by review helper-121: two processes could change one run at once (a restore into a live
+// run removed the trainer's save in progress; two trainers wrote one step's files over each
+// other's). One process at a time holds the run; a crash holds nothing.
+TEST(RunDirectoryTest, OneProcessAtATimeChangesARun) {
+  testing::TempDir dir;
+  const std::string root = (dir.path() / "run").string();
+  std::optional<RunDirectory> first(std::in_place, Env::Default(), root);
+  ASSERT_TRUE(first->Prepare().ok());
+  RunDirectory second(Env::Default(), root);
+  const absl::Status refused = second.Prepare();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition) << refused;
+  EXPECT_NE(refused.message().find("is in use by another process"), std::string::npos) << refused;
+  EXPECT_EQ(second.Prune({}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(second.SetAsideNewerThan(0).status().code(), absl::StatusCode::kFailedPrecondition);
+  // Readers need no lock.
+  EXPECT_TRUE(second.Steps().ok());
+  first.reset();
+  EXPECT_TRUE(second.Prepare().ok()) << second.Prepare();
+}
+
+// Found by review helper-121: Prepare removed every `*.tmp` in the directory it was given, so a
+// run path given by mistake (a home directory) lost files of the user's. Only what a crashed
+// save leaves goes.
+TEST(RunDirectoryTest, PrepareRemovesOnlyWhatACrashedSaveLeft) {
+  testing::TempDir dir;
+  const fs::path root = dir.path() / "home";
+  fs::create_directories(root / "build.tmp" / "sub");
+  std::ofstream(root / "build.tmp" / "sub" / "f") << "kept";
+  std::ofstream(root / "notes.tmp") << "kept";
+  std::ofstream(root / "latest.tmp.xyz") << "kept";
+  fs::create_directories(root / "step-00000040.tmp");
+  std::ofstream(root / "latest.tmp.0123456789abcdef") << "step-00000040\n";
+  RunDirectory run(Env::Default(), root.string());
+  ASSERT_TRUE(run.Prepare().ok());
+  EXPECT_TRUE(fs::exists(root / "build.tmp" / "sub" / "f"));
+  EXPECT_TRUE(fs::exists(root / "notes.tmp"));
+  EXPECT_TRUE(fs::exists(root / "latest.tmp.xyz"));
+  EXPECT_FALSE(fs::exists(root / "step-00000040.tmp"));
+  EXPECT_FALSE(fs::exists(root / "latest.tmp.0123456789abcdef"));
+}
+
+// Found by review helper-121: a checkpoint directory holding another step's checkpoint (renamed,
+// copied over) was loaded as the step its name says.
+TEST(RunDirectoryTest, AManifestOfAnotherStepIsNotTheStepItsDirectoryNames) {
+  testing::TempDir dir;
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  for (int step : {100, 200}) {
+    State state(step);
+    ASSERT_TRUE(
+        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+  }
+  fs::copy(run.StepPath(100), run.StepPath(300));
+  EXPECT_EQ(run.Load(300).status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_NE(run.Verify(300).message().find("says step 100, not its directory's"), std::string::npos)
+      << run.Verify(300);
+  std::vector<std::string> skipped;
+  auto loaded = run.LoadLatest(&skipped);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_EQ(loaded->manifest().step, 200);
+  ASSERT_EQ(skipped.size(), 1u);
+  EXPECT_NE(skipped[0].find("step-00000300: "), std::string::npos) << skipped[0];
+}
+
+// Found by review helper-121: a damaged newest checkpoint, and empty directories named like
+// steps, counted among the ones kept, and `--keep-last 1` removed every good one.
+TEST(RunDirectoryTest, PruningKeepsTheNewestCheckpointThatVerifiesWhateverLiesAboveIt) {
+  testing::TempDir dir;
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  for (int step : {100, 200, 300}) {
+    State state(step);
+    ASSERT_TRUE(
+        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+    ASSERT_TRUE(run.PublishLatest(step).ok());
+  }
+  {
+    std::fstream f(run.StepPath(300) + "/shard-00000.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5);
+    f.put('\x7f');
+  }
+  fs::create_directories(run.root() + "/step-99999999");
+  auto removed = run.Prune({.keep_last = 1});
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, (std::vector<int64_t>{100}));
+  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{200, 300, 99999999}));
+  EXPECT_TRUE(run.Verify(200).ok());
+  // With nothing that verifies, nothing is removed.
+  {
+    std::fstream f(run.StepPath(200) + "/shard-00000.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(5);
+    f.put('\x7f');
+  }
+  EXPECT_EQ(run.Prune({.keep_last = 1}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(run.Steps()->size(), 3u);
+}
+
+TEST(RunDirectoryTest, WhatDidNotLoadIsSetAsideNotRemoved) {
+  testing::TempDir dir;
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  for (int step : {100, 200, 300}) {
+    State state(step);
+    ASSERT_TRUE(
+        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+  }
+  auto moved = run.SetAsideNewerThan(100);
+  ASSERT_TRUE(moved.ok()) << moved.status();
+  ASSERT_EQ(moved->size(), 2u);
+  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{100}));
+  for (const std::string& aside : *moved) {
+    EXPECT_NE(aside.find(".broken-"), std::string::npos) << aside;
+    EXPECT_TRUE(fs::exists(aside + "/MANIFEST")) << aside;
+  }
+  // The steps can be written again.
+  State again(200);
+  EXPECT_TRUE(
+      WriteCheckpoint(*Env::Default(), run.StepPath(200), 200, again.Entries(), {}, {}).ok());
+}
+
 TEST(RunDirectoryTest, RetentionKeepsTheLastNAndEveryKthAndNeverLatest) {
   testing::TempDir dir;
   RunDirectory run(Env::Default(), (dir.path() / "run").string());
@@ -296,7 +419,8 @@ TEST(RunDirectoryTest, AFaultAtAnyStepOfASaveLeavesThePreviousOrTheNewCheckpoint
     for (int64_t at = 1; at <= steps_per_save; ++at) {
       ::pillar::testing::TempDir dir;
       FaultEnv env;
-      RunDirectory run(&env, (dir.path() / "run").string());
+      std::optional<RunDirectory> crashing(std::in_place, &env, (dir.path() / "run").string());
+      RunDirectory& run = *crashing;
       ASSERT_TRUE(run.Prepare().ok());
       State one(1), two(2);
       ASSERT_TRUE(WriteCheckpoint(env, run.StepPath(1), 1, one.Entries(), {}, SmallShards()).ok());
@@ -309,7 +433,9 @@ TEST(RunDirectoryTest, AFaultAtAnyStepOfASaveLeavesThePreviousOrTheNewCheckpoint
           WriteCheckpoint(env, run.StepPath(2), 2, two.Entries(), {}, options).status();
       if (saved.ok()) saved = run.PublishLatest(2);
       env.Crash();
-      RunDirectory restarted(Env::Default(), run.root());
+      const std::string root = run.root();
+      crashing.reset();  // the process is gone, and its lock with it
+      RunDirectory restarted(Env::Default(), root);
       ASSERT_TRUE(restarted.Prepare().ok());
       std::vector<std::string> skipped;
       auto loaded = restarted.LoadLatest(&skipped);

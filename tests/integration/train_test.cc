@@ -207,6 +207,78 @@ TEST(TrainTest, AMachineThatLostItsScratchResumesFromTheDurableTier) {
   EXPECT_TRUE(fs::exists(fast / "step-00000250"));
 }
 
+// Found by review helper-121: a damaged newest checkpoint made every restart resume from the one
+// before and then fail to save the damaged one's step ("exists"); the run could not go on. It is
+// set aside (kept for inspection) and the run ends as an uninterrupted one does.
+TEST(TrainTest, ADamagedNewestCheckpointIsSetAsideAndTheRunGoesOn) {
+  testing::TempDir dir;
+  const fs::path run = dir.path() / "run";
+  std::vector<std::string> args = Args(run, true);
+  args[3] = "150";
+  Trainer reference(Args(dir.path() / "reference", true), dir.path() / "reference.out");
+  Trainer first(args, dir.path() / "first.out");
+  ASSERT_EQ(WEXITSTATUS(first.Wait()), 0) << first.Output();
+  {
+    std::fstream f(run / "step-00000150" / "shard-00000.bin",
+                   std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(17);
+    f.put('\x55');
+  }
+  Trainer second(Args(run, true), dir.path() / "second.out");
+  ASSERT_EQ(WEXITSTATUS(second.Wait()), 0) << second.Output();
+  EXPECT_EQ(ResumedFrom(second.Output()), 125) << second.Output();
+  ASSERT_EQ(WEXITSTATUS(reference.Wait()), 0) << reference.Output();
+  EXPECT_EQ(Digest(second.Output()), Digest(reference.Output())) << second.Output();
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(run)) {
+    aside += e.path().filename().string().starts_with("step-00000150.broken-");
+  }
+  EXPECT_EQ(aside, 1);
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 0) << out;
+}
+
+// Found by review helper-121: a restore into a live run removed the trainer's save in progress,
+// and a restore into a directory already holding the step's name (empty, damaged) published it
+// as restored. Both are refused now, and the trainer is not disturbed.
+TEST(CkptCliTest, ARestoreNeitherDisturbsALiveRunNorTrustsWhatItFindsThere) {
+  testing::TempDir dir;
+  const fs::path source = dir.path() / "source", live = dir.path() / "live";
+  std::vector<std::string> args = Args(source, true);
+  args[3] = "50";
+  Trainer made(args, dir.path() / "made.out");
+  ASSERT_EQ(WEXITSTATUS(made.Wait()), 0) << made.Output();
+  std::vector<std::string> long_run = Args(live, false);
+  long_run[3] = "1000000";
+  Trainer trainer(long_run, dir.path() / "live.out");
+  while (trainer.LastStep() < 30) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::string out, err;
+  EXPECT_EQ(
+      testing::RunPillar({"ckpt", "restore", source.string(), "--to", live.string()}, &out, &err),
+      1);
+  EXPECT_NE(err.find("is in use by another process"), std::string::npos) << err;
+  EXPECT_EQ(testing::RunPillar({"ckpt", "prune", live.string(), "--keep-last", "1"}, &out, &err),
+            1);
+  EXPECT_NE(err.find("is in use by another process"), std::string::npos) << err;
+  ::kill(trainer.pid, SIGTERM);
+  const int status = trainer.Wait();
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << trainer.Output();
+
+  const fs::path target = dir.path() / "target";
+  fs::create_directories(target / "step-00000050");
+  EXPECT_EQ(
+      testing::RunPillar({"ckpt", "restore", source.string(), "--to", target.string()}, &out, &err),
+      1);
+  EXPECT_NE(err.find("exists and does not verify"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(target / "latest"));
+  fs::remove_all(target / "step-00000050");
+  ASSERT_EQ(
+      testing::RunPillar({"ckpt", "restore", source.string(), "--to", target.string()}, &out, &err),
+      0)
+      << err;
+  EXPECT_NE(out.find("restored step-00000050"), std::string::npos) << out;
+}
+
 TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   testing::TempDir dir;
   const fs::path run = dir.path() / "run";

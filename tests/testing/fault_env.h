@@ -57,6 +57,10 @@ class FaultEnv final : public Env {
   [[nodiscard]] absl::Status RemoveAll(const std::string& path) override;
   [[nodiscard]] absl::Status Rename(const std::string& from, const std::string& to) override;
   [[nodiscard]] absl::Status SyncDir(const std::string& path) override;
+  [[nodiscard]] absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
+      const std::string& path) override {
+    return base_->LockFile(path);
+  }
 
   // For FaultFile: counts the op and returns the fault to apply, if any.
   std::optional<Fault> Next();
