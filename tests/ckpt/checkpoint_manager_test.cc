@@ -74,6 +74,31 @@ TEST(CheckpointManagerTest, SavesAreWrittenDrainedAndRestoredFromTheFastTierFirs
   EXPECT_TRUE(Holds(*restored, 5));
 }
 
+// Found by review helper-121: draining took a durable step directory that was already there
+// without reading it, so an empty one (or an earlier run's damaged one) became the durable tier's
+// latest. One that does not verify is set aside and the step copied again.
+TEST(CheckpointManagerTest, DrainingReplacesADurableStepThatDoesNotVerify) {
+  testing::TempDir dir;
+  CheckpointManager::Options options;
+  options.fast_dir = (dir.path() / "fast").string();
+  options.durable_dir = (dir.path() / "durable").string();
+  fs::create_directories(dir.path() / "durable" / "step-00000001");
+  auto manager = CheckpointManager::Open(options);
+  ASSERT_TRUE(manager.ok()) << manager.status();
+  std::vector<float> w = Weights(1);
+  ASSERT_TRUE((*manager)->Save(1, Sources(w), {}).ok());
+  ASSERT_TRUE((*manager)->Wait().ok());
+  RunDirectory durable(Env::Default(), options.durable_dir);
+  auto loaded = durable.Load(1);
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  EXPECT_TRUE(Holds(*loaded, 1));
+  int aside = 0;
+  for (const auto& e : fs::directory_iterator(options.durable_dir)) {
+    aside += e.path().filename().string().starts_with("step-00000001.broken-");
+  }
+  EXPECT_EQ(aside, 1);
+}
+
 TEST(CheckpointManagerTest, ABusyManagerSkipsWhenToldTo) {
   testing::TempDir dir;
   CheckpointManager::Options options;

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/time/clock.h"
 #include "testing/crash_test.h"
 #include "testing/temp_dir.h"
 
@@ -96,6 +97,34 @@ TEST(EnvTest, ANewFileIsNeverWrittenThroughALinkOrAFifoAtItsName) {
     EXPECT_EQ(Slurp(name), "new");
     fs::remove(name);
   }
+}
+
+// Found by review helper-121: `pillar ckpt import --file FIFO` waited forever in MapFile's open.
+TEST(EnvTest, MappingAFifoOrADirectoryIsRefusedAtOnce) {
+  testing::TempDir dir;
+  const fs::path fifo = dir.path() / "model.pt";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<std::unique_ptr<MappedFile>> mapped = Env::Default()->MapFile(fifo);
+  EXPECT_EQ(mapped.status().code(), absl::StatusCode::kInvalidArgument) << mapped.status();
+  EXPECT_LT(absl::Now() - start, absl::Seconds(1));
+  EXPECT_FALSE(Env::Default()->MapFile(dir.path()).ok());
+}
+
+TEST(EnvTest, AFileLockIsHeldByOneHolderAtATimeAndNeverThroughALink) {
+  testing::TempDir dir;
+  Env& env = *Env::Default();
+  const std::string path = (dir.path() / ".lock").string();
+  absl::StatusOr<std::unique_ptr<FileLock>> first = env.LockFile(path);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(env.LockFile(path).status().code(), absl::StatusCode::kFailedPrecondition);
+  first->reset();
+  EXPECT_TRUE(env.LockFile(path).ok());
+  const fs::path victim = dir.path() / "victim";
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, dir.path() / "linked.lock");
+  EXPECT_FALSE(env.LockFile((dir.path() / "linked.lock").string()).ok());
+  EXPECT_EQ(Slurp(victim), "precious");
 }
 
 TEST(PublishAtomicallyTest, LeavesNothingButTheFileAndNeverUsesAPlantedTempName) {
