@@ -105,6 +105,13 @@ TrainState InitialState(Mlp& model) {
   return ckpt::CheckpointManager::Open(manager_options);
 }
 
+// "128x64".
+std::string ShapeText(c10::IntArrayRef sizes) {
+  std::string text;
+  for (int64_t d : sizes) StrAppend(&text, text.empty() ? "" : "x", d);
+  return text.empty() ? "scalar" : text;
+}
+
 // Loads the newest good checkpoint into `state`; answers its step, or 0 when there is none.
 [[nodiscard]] absl::StatusOr<int64_t> Resume(ckpt::CheckpointManager& manager, TrainState& state) {
   std::vector<std::string> notes;
@@ -123,16 +130,20 @@ TrainState InitialState(Mlp& model) {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < state.params.size(); ++i) {
     auto& [name, param] = state.params[i];
-    absl::StatusOr<torch::Tensor> w = ckpt::LoadTensor(*latest, "model." + name);
-    absl::StatusOr<torch::Tensor> v = ckpt::LoadTensor(*latest, "momentum." + name);
-    if (!w.ok()) return w.status();
-    if (!v.ok()) return v.status();
-    if (!w->sizes().equals(param.sizes())) {
-      return absl::InvalidArgumentError(
-          StrCat("checkpoint entry model.", name, " has another shape"));
+    // Every tensor of the shape and type the model has, the momentum's too (review helper-121:
+    // a momentum of another shape aborted the trainer in copy_, and an int32 weight was
+    // converted to float without a word): a checkpoint imported from elsewhere may hold either.
+    for (const std::string& entry : {"model." + name, "momentum." + name}) {
+      absl::StatusOr<torch::Tensor> t = ckpt::LoadTensor(*latest, entry);
+      if (!t.ok()) return t.status();
+      if (!t->sizes().equals(param.sizes()) || t->scalar_type() != param.scalar_type()) {
+        return absl::InvalidArgumentError(
+            StrCat("checkpoint entry ", entry, " is not a ", c10::toString(param.scalar_type()),
+                   " tensor of the model's shape ", ShapeText(param.sizes()),
+                   " (a checkpoint of another model?)"));
+      }
+      (entry.starts_with("model.") ? param : state.velocity[i]).copy_(*t);
     }
-    param.copy_(*w);
-    state.velocity[i].copy_(*v);
   }
   std::printf("resumed from step %lld\n", static_cast<long long>(start));
   return start;

@@ -279,6 +279,49 @@ TEST(CkptCliTest, ARestoreNeitherDisturbsALiveRunNorTrustsWhatItFindsThere) {
   EXPECT_NE(out.find("restored step-00000050"), std::string::npos) << out;
 }
 
+// Found by review helper-121: a checkpoint whose momentum had another shape aborted the trainer
+// (an uncaught c10::Error, SIGABRT), and an int32 weight was converted to float without a word.
+// A checkpoint made elsewhere (`ckpt import`) may hold either; the trainer names what is wrong.
+TEST(TrainTest, ACheckpointOfAnotherModelIsRefusedByName) {
+  testing::TempDir dir;
+  for (const std::string bad : {"momentum_shape", "weight_type"}) {
+    SCOPED_TRACE(bad);
+    const fs::path pt = dir.path() / (bad + ".pt"), run = dir.path() / bad;
+    const std::string make =
+        "/usr/bin/python3 -c \"import sys, torch; "
+        "shapes = {'fc1.weight': [128, 64], 'fc1.bias': [128], 'fc2.weight': [64, 128], "
+        "'fc2.bias': [64], 'fc3.weight': [10, 64], 'fc3.bias': [10]}; "
+        "d = {}; "
+        "[d.__setitem__(k + n, torch.zeros(s)) for n, s in shapes.items() for k in "
+        "('model.', 'momentum.')]; "
+        "bad = sys.argv[2]; "
+        "d['momentum.fc1.weight'] = torch.zeros(64, 128) if bad == 'momentum_shape' else "
+        "d['momentum.fc1.weight']; "
+        "d['model.fc1.weight'] = torch.zeros(128, 64, dtype=torch.int32) if bad == 'weight_type' "
+        "else d['model.fc1.weight']; "
+        "torch.save(d, sys.argv[1])\" " +
+        pt.string() + " " + bad;
+    ASSERT_EQ(std::system(make.c_str()), 0);
+    std::string out, err;
+    ASSERT_EQ(
+        testing::RunPillar({"ckpt", "import", run.string(), "--step", "10", "--file", pt.string()},
+                           &out, &err),
+        0)
+        << err;
+    std::vector<std::string> args = Args(run, true);
+    args[3] = "20";
+    std::vector<std::string> train = {"train"};
+    train.insert(train.end(), args.begin(), args.end());
+    EXPECT_EQ(testing::RunPillar(train, &out, &err), 1) << out << err;
+    const std::string entry = bad == "momentum_shape" ? "momentum.fc1.weight" : "model.fc1.weight";
+    EXPECT_NE(err.find("checkpoint entry " + entry +
+                       " is not a Float tensor of the model's shape "
+                       "128x64"),
+              std::string::npos)
+        << err;
+  }
+}
+
 TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
   testing::TempDir dir;
   const fs::path run = dir.path() / "run";
