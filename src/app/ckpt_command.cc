@@ -1,7 +1,9 @@
 // `pillar ckpt list|show|verify|restore|prune|export|import|interval`: checkpoints of a run
 // directory (docs/checkpoints.md), for people (tables) and scripts (--json).
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "app/cli_values.h"
 #include "app/commands.h"
@@ -148,11 +150,28 @@ int RunCkptList(const CkptOptions& options) {
   return 0;
 }
 
+// A checkpoint directory named for a step must hold that step's manifest, as RunDirectory::Load
+// requires (review helper-122: `verify` and `export` took a copy of step 100 at step 300's name).
+[[nodiscard]] absl::Status CheckStepName(const std::string& dir, const ckpt::Manifest& m) {
+  std::filesystem::path path(dir);
+  if (path.filename().empty()) path = path.parent_path();
+  const std::optional<int64_t> named = ckpt::ParseStepDirName(path.filename().string());
+  if (named && *named != m.step) {
+    return absl::DataLossError(
+        StrCat(dir, "/MANIFEST: says step ", m.step, ", not its directory's"));
+  }
+  return absl::OkStatus();
+}
+
 int RunCkptShow(const CkptOptions& options) {
   absl::StatusOr<std::string> dir = CheckpointDir(options);
   if (!dir.ok()) return Fail("ckpt show", dir.status());
   absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), *dir);
   if (!m.ok()) return Fail("ckpt show", m.status());
+  if (absl::Status s = CheckStepName(*dir, *m); !s.ok()) {
+    std::fprintf(stderr, "pillar ckpt show: warning: %s\n",
+                 ForTerminal(std::string(s.message())).c_str());
+  }
   if (options.json) {
     // The manifest's own JSON line: every entry with its dtype, shape, shard, offset, checksum.
     const std::string text = m->Encode();
@@ -165,12 +184,16 @@ int RunCkptShow(const CkptOptions& options) {
       dir->c_str(), static_cast<long long>(m->step), FormatUtcMicros(m->created_us).c_str(),
       Bytes(m->TotalBytes()).c_str(), m->shards.size(), m->save_seconds,
       m->snapshot_seconds * 1000);
-  for (const auto& [k, v] : m->metadata) std::printf("metadata    %s = %s\n", k.c_str(), v.c_str());
+  // Names, keys and values are the file's: printed for a terminal (review helper-121: escape
+  // sequences in an entry's name reached the operator's terminal).
+  for (const auto& [k, v] : m->metadata) {
+    std::printf("metadata    %s = %s\n", ForTerminal(k).c_str(), ForTerminal(v).c_str());
+  }
   std::printf("entries\n");
   for (const ckpt::EntryInfo& e : m->entries) {
     std::string shape;
     for (int64_t d : e.shape) StrAppend(&shape, shape.empty() ? "" : "x", d);
-    std::printf("  %-40s %-9s %-16s %12s  shard %u\n", e.name.c_str(),
+    std::printf("  %-40s %-9s %-16s %12s  shard %u\n", ForTerminal(e.name).c_str(),
                 std::string(ckpt::DTypeName(e.dtype)).c_str(), shape.empty() ? "-" : shape.c_str(),
                 Bytes(e.bytes).c_str(), e.shard);
   }
@@ -194,7 +217,8 @@ int RunCkptVerify(const CkptOptions& options) {
   w.BeginArray();
   for (const std::string& dir : dirs) {
     absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), dir);
-    absl::Status s = m.ok() ? ckpt::VerifyCheckpoint(*Env::Default(), dir, *m) : m.status();
+    absl::Status s = m.ok() ? CheckStepName(dir, *m) : m.status();
+    if (s.ok()) s = ckpt::VerifyCheckpoint(*Env::Default(), dir, *m);
     if (!s.ok()) ++bad;
     if (options.json) {
       w.BeginObject();
@@ -211,7 +235,7 @@ int RunCkptVerify(const CkptOptions& options) {
       std::printf("%s: OK (%s, %zu entries)\n", dir.c_str(), Bytes(m->TotalBytes()).c_str(),
                   m->entries.size());
     } else {
-      std::printf("%s: DAMAGED: %s\n", dir.c_str(), std::string(s.message()).c_str());
+      std::printf("%s: DAMAGED: %s\n", dir.c_str(), ForTerminal(std::string(s.message())).c_str());
     }
   }
   w.EndArray();
@@ -243,6 +267,11 @@ int RunCkptRestore(const CkptOptions& options) {
   }
   ckpt::RunDirectory to(Env::Default(), options.to);
   if (absl::Status s = to.Prepare(); !s.ok()) return Fail("ckpt restore", s);
+  if (Env::Default()->IsLink(to.StepPath(step))) {
+    // A link is no copy: the checkpoint would go when what it names goes (review helper-122).
+    return Fail("ckpt restore", absl::FailedPreconditionError(StrCat(
+                                    to.StepPath(step), " is a symbolic link: move it away first")));
+  }
   if (Env::Default()->Exists(to.StepPath(step))) {
     // Taken as restored only when it verifies (review helper-121: an empty directory there was
     // published as restored); anything else there is the user's to move, not ours to replace.
@@ -289,6 +318,9 @@ int RunCkptExport(const CkptOptions& options) {
   if (!dir.ok()) return Fail("ckpt export", dir.status());
   absl::StatusOr<ckpt::LoadedCheckpoint> loaded = ckpt::LoadCheckpoint(*Env::Default(), *dir);
   if (!loaded.ok()) return Fail("ckpt export", loaded.status());
+  if (absl::Status s = CheckStepName(*dir, loaded->manifest()); !s.ok()) {
+    return Fail("ckpt export", s);
+  }
   if (absl::Status s = (*torch)->ExportStateDict(*loaded, options.file); !s.ok()) {
     return Fail("ckpt export", s);
   }
@@ -363,18 +395,25 @@ int RunCkptInterval(const CkptOptions& options) {
   }
   const double young = ckpt::YoungInterval(cost, double(*mtbf));
   const double daly = ckpt::DalyInterval(cost, double(*mtbf));
+  const double overhead = ckpt::ExpectedOverhead(daly, cost, double(*mtbf));
+  // A measured cost comes from the manifests, which anyone may have written: a figure that is
+  // not finite is refused rather than printed as `inf`, which no JSON reader takes.
+  if (!std::isfinite(cost) || !std::isfinite(young) || !std::isfinite(daly) ||
+      !std::isfinite(overhead)) {
+    return Fail("ckpt interval", absl::InvalidArgumentError(StrCat("the checkpoint cost (", source,
+                                                                   ") gives no finite interval")));
+  }
   if (options.json) {
     std::printf(
         "{\"cost_seconds\":%.6f,\"mtbf_seconds\":%lld,\"young_seconds\":%.3f,"
         "\"daly_seconds\":%.3f,\"overhead\":%.6f}\n",
-        cost, static_cast<long long>(*mtbf), young, daly,
-        ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
+        cost, static_cast<long long>(*mtbf), young, daly, overhead);
     return 0;
   }
   std::printf("checkpoint cost  %.3f s (%s)\nMTBF             %lld s\n", cost, source.c_str(),
               static_cast<long long>(*mtbf));
   std::printf("checkpoint every %.0f s (Daly; Young: %.0f s); expected overhead %.2f %%\n", daly,
-              young, 100 * ckpt::ExpectedOverhead(daly, cost, double(*mtbf)));
+              young, 100 * overhead);
   return 0;
 }
 

@@ -349,10 +349,8 @@ std::span<const std::byte> LoadedCheckpoint::Data(std::string_view name) const {
 }
 
 const EntryInfo* LoadedCheckpoint::Find(std::string_view name) const {
-  for (const EntryInfo& e : manifest_.entries) {
-    if (e.name == name) return &e;
-  }
-  return nullptr;
+  const auto found = by_name_.find(name);
+  return found == by_name_.end() ? nullptr : found->second;
 }
 
 [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(Env& env, const std::string& dir,
@@ -380,6 +378,8 @@ const EntryInfo* LoadedCheckpoint::Find(std::string_view name) const {
   });
   if (!read.ok()) return read;
   loaded.manifest_ = std::move(*manifest);
+  loaded.by_name_.reserve(loaded.manifest_.entries.size());
+  for (const EntryInfo& e : loaded.manifest_.entries) loaded.by_name_.emplace(e.name, &e);
   return loaded;
 }
 

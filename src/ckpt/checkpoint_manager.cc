@@ -52,7 +52,9 @@ CheckpointManager::~CheckpointManager() {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
   }
-  writer_.join();
+  // Open() may fail before the threads start (a run another process holds): review helper-122
+  // found every refused trainer aborting here on a join of a thread never started.
+  if (writer_.joinable()) writer_.join();
   if (drainer_.joinable()) drainer_.join();
 }
 
@@ -193,8 +195,10 @@ void CheckpointManager::DrainLoop() {
     // earlier run's, damage) is set aside and copied again (review helper-121: an empty
     // directory at the step's name was published as the durable tier's latest).
     absl::Status status;
-    if (options_.env->Exists(durable_->StepPath(step)) && !durable_->Verify(step).ok()) {
-      status = durable_->SetAside(step).status();
+    const std::string there = durable_->StepPath(step);
+    if (options_.env->IsLink(there) ||
+        (options_.env->Exists(there) && !durable_->Verify(step).ok())) {
+      status = durable_->SetAside(step).status();  // a link is renamed, never followed
     }
     if (status.ok() && !options_.env->Exists(durable_->StepPath(step))) {
       status = CopyCheckpoint(*options_.env, fast_.StepPath(step), durable_->StepPath(step));

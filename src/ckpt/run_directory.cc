@@ -103,6 +103,13 @@ absl::Status RunDirectory::PublishLatest(int64_t step) {
 
 namespace {
 
+// What a checkpoint's own bytes are wrong about (a checksum, a size, a missing file, a manifest
+// of another step), as against what stopped reading it.
+bool IsDamage(const absl::Status& status) {
+  return absl::IsDataLoss(status) || absl::IsNotFound(status) ||
+         absl::IsInvalidArgument(status);  // a MANIFEST that is a directory, or past the cap
+}
+
 [[nodiscard]] absl::Status StepMismatch(const std::string& path, int64_t said) {
   return absl::DataLossError(
       StrCat(path, "/", format::kManifestFile, ": says step ", said, ", not its directory's"));
@@ -115,6 +122,7 @@ absl::StatusOr<LoadedCheckpoint> RunDirectory::Load(int64_t step, int threads) c
   if (loaded.ok() && loaded->manifest().step != step) {
     return StepMismatch(StepPath(step), loaded->manifest().step);
   }
+  if (loaded.ok()) verified_.insert(step);
   return loaded;
 }
 
@@ -122,7 +130,9 @@ absl::Status RunDirectory::Verify(int64_t step, int threads) const {
   absl::StatusOr<Manifest> manifest = ReadManifest(*env_, StepPath(step));
   if (!manifest.ok()) return manifest.status();
   if (manifest->step != step) return StepMismatch(StepPath(step), manifest->step);
-  return VerifyCheckpoint(*env_, StepPath(step), *manifest, threads);
+  absl::Status verified = VerifyCheckpoint(*env_, StepPath(step), *manifest, threads);
+  if (verified.ok()) verified_.insert(step);
+  return verified;
 }
 
 absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::string>* skipped,
@@ -153,10 +163,12 @@ absl::StatusOr<std::string> RunDirectory::SetAside(int64_t step) {
   if (absl::Status s = Lock(); !s.ok()) return s;
   const int64_t now_s = absl::ToUnixSeconds(absl::Now());
   std::string aside = StrCat(StepPath(step), format::kBrokenSuffix, now_s);
-  for (int n = 1; env_->Exists(aside); ++n) {
+  // A free name: a link planted there, even a dangling one, is a name taken (review helper-122).
+  for (int n = 1; env_->Exists(aside) || env_->IsLink(aside); ++n) {
     aside = StrCat(StepPath(step), format::kBrokenSuffix, now_s, "-", n);
   }
   if (absl::Status s = env_->Rename(StepPath(step), aside); !s.ok()) return s;
+  verified_.erase(step);
   if (absl::Status s = env_->SyncDir(root_); !s.ok()) return s;
   return aside;
 }
@@ -168,6 +180,14 @@ absl::StatusOr<std::vector<std::string>> RunDirectory::SetAsideNewerThan(int64_t
   std::vector<std::string> moved;
   for (int64_t newer : *steps) {
     if (newer <= step) continue;
+    // Only what is damaged (or missing a file): a step that could not be read for another
+    // reason (permissions, an I/O error, no descriptors left) stops the caller instead of being
+    // taken for damage (review helper-122: a run another user wrote was set aside whole).
+    if (absl::Status s = Verify(newer); !IsDamage(s)) {
+      if (s.ok()) continue;
+      return absl::Status(s.code(), StrCat(StepDirName(newer), " cannot be read (", s.message(),
+                                           "): fix that, or move it away"));
+    }
     absl::StatusOr<std::string> aside = SetAside(newer);
     if (!aside.ok()) return aside.status();
     moved.push_back(std::move(*aside));
@@ -180,29 +200,34 @@ absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retent
   if (absl::Status s = Lock(); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> steps = Steps();
   if (!steps.ok()) return steps.status();
-  // The newest that verifies; the ones above it are left alone (review helper-121: a damaged
-  // newest one and empty directories named like steps counted as kept, and the good ones went).
-  size_t good = steps->size();
-  for (size_t i = steps->size(); i-- > 0;) {
-    if ((known_good && (*steps)[i] == *known_good) || Verify((*steps)[i]).ok()) {
-      good = i;
-      break;
+  if (known_good) verified_.insert(*known_good);
+  // From the newest down until `keep_last` checkpoints that verify are found (review helpers 121
+  // and 122: damaged or empty directories counted among the ones kept, and good ones went).
+  // Damaged ones above the newest good one are left as they are; damaged ones below it count
+  // for nothing and go; one that could not be read for another reason is not ours to judge.
+  std::set<int64_t> keep;
+  int64_t good = 0;
+  std::optional<int64_t> newest_good;
+  for (size_t i = steps->size(); i-- > 0 && good < std::max(1, retention.keep_last);) {
+    const int64_t step = (*steps)[i];
+    const absl::Status verified = verified_.contains(step) ? absl::OkStatus() : Verify(step);
+    if (verified.ok()) {
+      keep.insert(step);
+      ++good;
+      if (!newest_good) newest_good = step;
+    } else if (!IsDamage(verified) || !newest_good) {
+      keep.insert(step);
     }
   }
-  if (good == steps->size()) {
+  if (!newest_good) {
     if (steps->empty()) return std::vector<int64_t>{};
     return absl::FailedPreconditionError(
         StrCat("no checkpoint of ", root_, " verifies: nothing removed"));
   }
-  absl::StatusOr<std::optional<int64_t>> latest = Latest();
-  std::set<int64_t> keep;
-  for (size_t i = 0; i < steps->size(); ++i) {
-    const int64_t step = (*steps)[i];
-    const bool not_older = i >= good;  // the newest good one, and the broken ones above it
-    const bool recent = i <= good && int64_t(good - i) < retention.keep_last;
-    const bool milestone = retention.keep_every > 0 && step % retention.keep_every == 0;
-    if (not_older || recent || milestone) keep.insert(step);
+  for (int64_t step : *steps) {
+    if (retention.keep_every > 0 && step % retention.keep_every == 0) keep.insert(step);
   }
+  absl::StatusOr<std::optional<int64_t>> latest = Latest();
   if (latest.ok() && latest->has_value()) keep.insert(**latest);
   std::vector<int64_t> removed;
   for (int64_t step : *steps) {

@@ -3,7 +3,8 @@
 // LoadLatest() starts from `latest` and walks back to older steps until one loads and verifies,
 // saying why each newer one was skipped (R-OPS-1, R-OPS-2). Whatever changes the run (Prepare,
 // Prune, SetAsideNewerThan) first takes the run's lock, so that two processes never write one
-// run: a second trainer, or a restore or import into a live run, is refused at once.
+// run: a second trainer, or a restore or import into a live run, is refused at once. One thread
+// at a time uses an object.
 //
 //   RunDirectory run(Env::Default(), "/scratch/run-7");
 //   PILLAR_RETURN_IF_ERROR(run.Prepare());
@@ -14,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -68,11 +70,13 @@ class RunDirectory {
   // Under the lock: sets step `step` aside the same way; returns its new name.
   [[nodiscard]] absl::StatusOr<std::string> SetAside(int64_t step);
   // Under the lock: removes the checkpoints `retention` does not keep; returns the removed steps.
-  // What counts is the newest checkpoint that verifies (`known_good`, a step the caller has just
-  // written, is taken as verified; the others are read): it is always kept, the `keep_last`
-  // count starts from it, and newer ones that do not verify are left as they are, so damage
-  // never makes room by removing the good ones. FailedPrecondition, removing nothing, when no
-  // checkpoint verifies.
+  // `keep_last` counts checkpoints that verify (at least one is kept), read from the newest down
+  // until that many are found (`known_good`, a step the caller has just written, and steps this
+  // object verified before are not read again): damaged ones above the newest good one are left
+  // as they are, damaged ones below it go, and damage never makes room by removing good ones.
+  // Every `keep_every`-th step and the one `latest` names are kept too. FailedPrecondition,
+  // removing nothing, when none verifies. From the command line this reads up to `keep_last`
+  // whole checkpoints.
   [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Prune(
       const Retention& retention, std::optional<int64_t> known_good = std::nullopt);
 
@@ -84,6 +88,9 @@ class RunDirectory {
   Env* env_;
   std::string root_;
   std::unique_ptr<FileLock> lock_;
+  // Steps this object found whole (Load, Verify) or was told were (Prune's `known_good`), so that
+  // retention reads each at most once; a set-aside step is forgotten.
+  mutable std::set<int64_t> verified_;
 };
 
 }  // namespace pillar::ckpt

@@ -177,6 +177,10 @@ class PosixEnv final : public Env {
     struct stat st;
     return ::stat(path.c_str(), &st) == 0;
   }
+  bool IsLink(const std::string& path) override {
+    struct stat st;
+    return ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode);
+  }
   [[nodiscard]] absl::Status CreateDir(const std::string& path) override {
     std::error_code ec;
     std::filesystem::create_directories(path, ec);
@@ -205,8 +209,9 @@ class PosixEnv final : public Env {
   }
   [[nodiscard]] absl::StatusOr<std::unique_ptr<FileLock>> LockFile(
       const std::string& path) override {
-    const int fd =
-        ::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode_t(0600));
+    // Read-only is enough for flock, and opens a lock file another user made readable.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+                          mode_t(0600));
     if (fd < 0) return Errno("cannot open the lock file", path);
     struct stat st;
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {

@@ -69,6 +69,8 @@ class Env {
   [[nodiscard]] virtual absl::StatusOr<std::vector<std::string>> ListDir(
       const std::string& path) = 0;
   virtual bool Exists(const std::string& path) = 0;
+  // Whether `path` itself is a symbolic link (dangling or not), which Exists() follows.
+  virtual bool IsLink(const std::string& path) = 0;
   // Creates the directory and its parents, mode 0700; fine when it exists.
   [[nodiscard]] virtual absl::Status CreateDir(const std::string& path) = 0;
   [[nodiscard]] virtual absl::Status RemoveAll(const std::string& path) = 0;

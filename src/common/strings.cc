@@ -77,4 +77,19 @@ void AppendUtf8(std::string& out, uint32_t code_point) {
   }
 }
 
+std::string ForTerminal(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7f) {
+      out += "\\x";
+      out += Hex(byte, 2);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace pillar

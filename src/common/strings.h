@@ -67,6 +67,10 @@ std::string JoinInts(const std::vector<int64_t>& values, std::string_view separa
 // else "(N bytes)". Whole or not at all: a value cut short (a card's first twelve digits) is
 // one no screen would recognize, and what pillar quotes it redacts (guard::RedactAll).
 std::string Quoted(std::string_view value, size_t max);
+// `text` with each control byte (below 0x20, and 0x7f; newline and tab too) written as "\xNN",
+// for a terminal: a name read from a file (a checkpoint's entry, an upstream's error) must not
+// move the cursor, rewrite a line or set the window's title when a command prints it.
+std::string ForTerminal(std::string_view text);
 // Lowercase hex of `value`, zero-padded to `width` digits.
 std::string Hex(uint64_t value, int width);
 // The value of the hex digit `c` (either case), -1 when it is none.

@@ -119,6 +119,13 @@ std::string ShapeText(c10::IntArrayRef sizes) {
   for (const std::string& note : notes)
     std::fprintf(stderr, "pillar train: skipped %s\n", note.c_str());
   if (!latest.ok() && !absl::IsNotFound(latest.status())) return latest.status();
+  // Checkpoints there, none of them loading: starting over would throw the run's progress away
+  // without a word (review helper-122), so that is the operator's call.
+  if (!latest.ok() && !notes.empty()) {
+    return absl::FailedPreconditionError(
+        "no checkpoint of the run loads (each one skipped is named above); move them away to "
+        "start the run over from step 0");
+  }
   const int64_t start = latest.ok() ? latest->manifest().step : 0;
   // What LoadLatest skipped would block the saves of those steps again: set aside.
   absl::StatusOr<std::vector<std::string>> aside = manager.SetAsideNewerThan(start);

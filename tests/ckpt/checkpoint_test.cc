@@ -11,6 +11,7 @@
 #include <numeric>
 #include <optional>
 
+#include "absl/time/clock.h"
 #include "ckpt/checkpoint_format.h"
 #include "ckpt/checkpoint_io.h"
 #include "ckpt/run_directory.h"
@@ -52,6 +53,8 @@ struct State {
     return true;
   }
 };
+
+std::string StepPath(const std::string& root, int step) { return root + "/" + StepDirName(step); }
 
 WriteOptions SmallShards() {
   WriteOptions o;
@@ -326,53 +329,71 @@ TEST(RunDirectoryTest, AManifestOfAnotherStepIsNotTheStepItsDirectoryNames) {
 // steps, counted among the ones kept, and `--keep-last 1` removed every good one.
 TEST(RunDirectoryTest, PruningKeepsTheNewestCheckpointThatVerifiesWhateverLiesAboveIt) {
   testing::TempDir dir;
-  RunDirectory run(Env::Default(), (dir.path() / "run").string());
-  ASSERT_TRUE(run.Prepare().ok());
-  for (int step : {100, 200, 300}) {
-    State state(step);
-    ASSERT_TRUE(
-        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
-    ASSERT_TRUE(run.PublishLatest(step).ok());
-  }
-  {
-    std::fstream f(run.StepPath(300) + "/shard-00000.bin",
+  const std::string root = (dir.path() / "run").string();
+  auto damage = [&](int step) {
+    std::fstream f(StepPath(root, step) + "/shard-00000.bin",
                    std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(5);
     f.put('\x7f');
+  };
+  {
+    RunDirectory run(Env::Default(), root);
+    ASSERT_TRUE(run.Prepare().ok());
+    for (int step : {50, 100, 200, 300}) {
+      State state(step);
+      ASSERT_TRUE(
+          WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+      ASSERT_TRUE(run.PublishLatest(step).ok());
+    }
   }
-  fs::create_directories(run.root() + "/step-99999999");
-  auto removed = run.Prune({.keep_last = 1});
-  ASSERT_TRUE(removed.ok()) << removed.status();
-  EXPECT_EQ(*removed, (std::vector<int64_t>{100}));
-  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{200, 300, 99999999}));
-  EXPECT_TRUE(run.Verify(200).ok());
+  // The newest is damaged, an empty directory lies above it, and one below the newest good one
+  // is damaged too (review helper-122): two good ones are kept, the damaged one below goes.
+  damage(300);
+  damage(100);
+  fs::create_directories(root + "/step-99999999");
+  {
+    RunDirectory run(Env::Default(), root);
+    auto removed = run.Prune({.keep_last = 2});
+    ASSERT_TRUE(removed.ok()) << removed.status();
+    EXPECT_EQ(*removed, (std::vector<int64_t>{100}));
+    EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{50, 200, 300, 99999999}));
+  }
   // With nothing that verifies, nothing is removed.
+  damage(200);
+  damage(50);
+  RunDirectory run(Env::Default(), root);
+  EXPECT_EQ(run.Prune({.keep_last = 1}).status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(run.Steps()->size(), 4u);
+}
+
+TEST(RunDirectoryTest, WhatIsDamagedIsSetAsideNotRemoved) {
+  testing::TempDir dir;
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  for (int step : {100, 200, 300, 400}) {
+    State state(step);
+    ASSERT_TRUE(
+        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+  }
   {
     std::fstream f(run.StepPath(200) + "/shard-00000.bin",
                    std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(5);
     f.put('\x7f');
   }
-  EXPECT_EQ(run.Prune({.keep_last = 1}).status().code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(run.Steps()->size(), 3u);
-}
-
-TEST(RunDirectoryTest, WhatDidNotLoadIsSetAsideNotRemoved) {
-  testing::TempDir dir;
-  RunDirectory run(Env::Default(), (dir.path() / "run").string());
-  ASSERT_TRUE(run.Prepare().ok());
-  for (int step : {100, 200, 300}) {
-    State state(step);
-    ASSERT_TRUE(
-        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+  fs::remove(run.StepPath(300) + "/MANIFEST");
+  // A planted link, even a dangling one, takes no name from the set-aside (review helper-122).
+  for (int64_t s = absl::ToUnixSeconds(absl::Now()); s < absl::ToUnixSeconds(absl::Now()) + 3;
+       ++s) {
+    fs::create_symlink(dir.path() / "nowhere", run.StepPath(200) + ".broken-" + std::to_string(s));
   }
   auto moved = run.SetAsideNewerThan(100);
   ASSERT_TRUE(moved.ok()) << moved.status();
   ASSERT_EQ(moved->size(), 2u);
-  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{100}));
+  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{100, 400}));  // a good one is not damage
   for (const std::string& aside : *moved) {
     EXPECT_NE(aside.find(".broken-"), std::string::npos) << aside;
-    EXPECT_TRUE(fs::exists(aside + "/MANIFEST")) << aside;
+    EXPECT_TRUE(fs::is_directory(fs::symlink_status(aside))) << aside;
   }
   // The steps can be written again.
   State again(200);

@@ -11,6 +11,16 @@ TEST(StringsTest, StrCatMixesTypes) {
       "abc42-1xz");
 }
 
+// A name read from a file reaches a terminal as text (review helper-121: `pillar ckpt show`
+// printed an entry's escape sequences as they were).
+TEST(StringsTest, ForTerminalWritesControlBytesAsEscapes) {
+  EXPECT_EQ(ForTerminal("fc1.weight"), "fc1.weight");
+  EXPECT_EQ(ForTerminal("a\x1b]0;owned\x07"
+                        "b\nc\x7f"),
+            "a\\x1b]0;owned\\x07b\\x0ac\\x7f");
+  EXPECT_EQ(ForTerminal("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes
+}
+
 TEST(StringsTest, ParseIntIsStrict) {
   int64_t v;
   EXPECT_TRUE(ParseInt("123", &v));

@@ -238,6 +238,37 @@ TEST(TrainTest, ADamagedNewestCheckpointIsSetAsideAndTheRunGoesOn) {
   EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 0) << out;
 }
 
+// Found by review helper-122: with every checkpoint of a run damaged, the trainer set them all
+// aside and started over from step 0 without a word; and `ckpt verify` passed a copy of one
+// step at another step's name, which the trainer and restore refuse.
+TEST(TrainTest, ARunWhoseCheckpointsAllFailIsNotStartedOverSilently) {
+  testing::TempDir dir;
+  const fs::path run = dir.path() / "run";
+  std::vector<std::string> args = Args(run, true);
+  args[3] = "50";
+  Trainer first(args, dir.path() / "first.out");
+  ASSERT_EQ(WEXITSTATUS(first.Wait()), 0) << first.Output();
+  std::string out, err;
+  fs::copy(run / "step-00000025", run / "step-00000075", fs::copy_options::recursive);
+  EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 1);
+  EXPECT_NE(out.find("step-00000075: DAMAGED: " + (run / "step-00000075").string() +
+                     "/MANIFEST: says step 25, not its directory's"),
+            std::string::npos)
+      << out;
+  fs::remove_all(run / "step-00000075");
+  for (const char* step : {"step-00000025", "step-00000050"}) {
+    std::fstream f(run / step / "shard-00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(17);
+    f.put('\x55');
+  }
+  std::vector<std::string> again = {"train"};
+  again.insert(again.end(), args.begin(), args.end());
+  EXPECT_EQ(testing::RunPillar(again, &out, &err), 1) << out << err;
+  EXPECT_NE(err.find("no checkpoint of the run loads"), std::string::npos) << err;
+  EXPECT_TRUE(fs::exists(run / "step-00000025"));
+  EXPECT_TRUE(fs::exists(run / "step-00000050"));
+}
+
 // Found by review helper-121: a restore into a live run removed the trainer's save in progress,
 // and a restore into a directory already holding the step's name (empty, damaged) published it
 // as restored. Both are refused now, and the trainer is not disturbed.
@@ -260,6 +291,17 @@ TEST(CkptCliTest, ARestoreNeitherDisturbsALiveRunNorTrustsWhatItFindsThere) {
   EXPECT_EQ(testing::RunPillar({"ckpt", "prune", live.string(), "--keep-last", "1"}, &out, &err),
             1);
   EXPECT_NE(err.find("is in use by another process"), std::string::npos) << err;
+  // A second trainer on the run is refused with that message, not a crash (review helper-122:
+  // it aborted joining a thread never started), and so is one whose durable tier is the run.
+  std::vector<std::string> second = {"train"};
+  second.insert(second.end(), long_run.begin(), long_run.end());
+  EXPECT_EQ(testing::RunPillar(second, &out, &err), 1) << err;
+  EXPECT_NE(err.find("is in use by another process"), std::string::npos) << err;
+  std::vector<std::string> crossed = {"train"};
+  crossed.insert(crossed.end(), args.begin(), args.end());
+  crossed.insert(crossed.end(), {"--durable", live.string()});
+  EXPECT_EQ(testing::RunPillar(crossed, &out, &err), 1) << err;
+  EXPECT_NE(err.find("is in use by another process"), std::string::npos) << err;
   ::kill(trainer.pid, SIGTERM);
   const int status = trainer.Wait();
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << trainer.Output();
@@ -271,7 +313,14 @@ TEST(CkptCliTest, ARestoreNeitherDisturbsALiveRunNorTrustsWhatItFindsThere) {
       1);
   EXPECT_NE(err.find("exists and does not verify"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(target / "latest"));
+  // Nor a link there (review helper-122): it would be no copy.
   fs::remove_all(target / "step-00000050");
+  fs::create_directory_symlink(source / "step-00000050", target / "step-00000050");
+  EXPECT_EQ(
+      testing::RunPillar({"ckpt", "restore", source.string(), "--to", target.string()}, &out, &err),
+      1);
+  EXPECT_NE(err.find("is a symbolic link"), std::string::npos) << err;
+  fs::remove(target / "step-00000050");
   ASSERT_EQ(
       testing::RunPillar({"ckpt", "restore", source.string(), "--to", target.string()}, &out, &err),
       0)

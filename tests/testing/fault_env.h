@@ -53,6 +53,7 @@ class FaultEnv final : public Env {
     return base_->ListDir(path);
   }
   bool Exists(const std::string& path) override { return base_->Exists(path); }
+  bool IsLink(const std::string& path) override { return base_->IsLink(path); }
   [[nodiscard]] absl::Status CreateDir(const std::string& path) override;
   [[nodiscard]] absl::Status RemoveAll(const std::string& path) override;
   [[nodiscard]] absl::Status Rename(const std::string& from, const std::string& to) override;
