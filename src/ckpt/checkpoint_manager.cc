@@ -196,9 +196,13 @@ void CheckpointManager::DrainLoop() {
     // directory at the step's name was published as the durable tier's latest).
     absl::Status status;
     const std::string there = durable_->StepPath(step);
-    if (options_.env->IsLink(there) ||
-        (options_.env->Exists(there) && !durable_->Verify(step).ok())) {
+    if (options_.env->IsLink(there)) {
       status = durable_->SetAside(step).status();  // a link is renamed, never followed
+    } else if (options_.env->Exists(there)) {
+      // Only damage is set aside: a step unreadable for another reason is an error to report,
+      // not ours to move (review helper-123).
+      status = durable_->Verify(step);
+      if (IsCheckpointDamage(status)) status = durable_->SetAside(step).status();
     }
     if (status.ok() && !options_.env->Exists(durable_->StepPath(step))) {
       status = CopyCheckpoint(*options_.env, fast_.StepPath(step), durable_->StepPath(step));
@@ -236,12 +240,14 @@ absl::StatusOr<LoadedCheckpoint> CheckpointManager::LoadLatest(
     if (notes != nullptr) notes->push_back(StrCat(fast_.root(), "/", n));
   }
   if (!durable_) return fast;
+  if (!fast.ok() && !absl::IsNotFound(fast.status())) return fast;
   // The durable tier may hold a newer one (this machine's scratch is new, or was wiped).
   std::vector<std::string> durable_notes;
   absl::StatusOr<LoadedCheckpoint> durable = durable_->LoadLatest(&durable_notes);
   for (const std::string& n : durable_notes) {
     if (notes != nullptr) notes->push_back(StrCat(durable_->root(), "/", n));
   }
+  if (!durable.ok() && !absl::IsNotFound(durable.status())) return durable;
   if (fast.ok() && (!durable.ok() || durable->manifest().step <= fast->manifest().step)) {
     return fast;
   }

@@ -47,6 +47,11 @@ bool LeftByACrash(std::string_view name) {
 
 }  // namespace
 
+bool IsCheckpointDamage(const absl::Status& status) {
+  return absl::IsDataLoss(status) || absl::IsNotFound(status) ||
+         absl::IsInvalidArgument(status);  // a MANIFEST that is a directory, or past the cap
+}
+
 absl::Status RunDirectory::Lock() {
   if (lock_ != nullptr) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<FileLock>> lock =
@@ -103,13 +108,6 @@ absl::Status RunDirectory::PublishLatest(int64_t step) {
 
 namespace {
 
-// What a checkpoint's own bytes are wrong about (a checksum, a size, a missing file, a manifest
-// of another step), as against what stopped reading it.
-bool IsDamage(const absl::Status& status) {
-  return absl::IsDataLoss(status) || absl::IsNotFound(status) ||
-         absl::IsInvalidArgument(status);  // a MANIFEST that is a directory, or past the cap
-}
-
 [[nodiscard]] absl::Status StepMismatch(const std::string& path, int64_t said) {
   return absl::DataLossError(
       StrCat(path, "/", format::kManifestFile, ": says step ", said, ", not its directory's"));
@@ -142,6 +140,9 @@ absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::strin
     if (absl::IsNotFound(steps.status())) return absl::NotFoundError("no checkpoints");
     return steps.status();
   }
+  // Without steps there is nothing to load, whatever the pointer says (review helper-123: a
+  // run holding only a garbled `latest` was refused as one whose checkpoints all failed).
+  if (steps->empty()) return absl::NotFoundError("no checkpoints");
   // The pointer is a hint: a crash between publishing a checkpoint and moving `latest` leaves
   // a newer complete one, and a damaged newest one must not stop the walk back.
   absl::StatusOr<std::optional<int64_t>> latest = Latest();
@@ -151,12 +152,16 @@ absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::strin
   for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
     absl::StatusOr<LoadedCheckpoint> loaded = Load(*it, threads);
     if (loaded.ok()) return loaded;
+    if (!IsCheckpointDamage(loaded.status())) {
+      return absl::Status(loaded.status().code(),
+                          StrCat(StepPath(*it), " cannot be read (", loaded.status().message(),
+                                 "): fix that, or move it away"));
+    }
     if (skipped != nullptr) {
       skipped->push_back(StrCat(StepDirName(*it), ": ", loaded.status().message()));
     }
   }
-  return absl::NotFoundError(steps->empty() ? "no checkpoints"
-                                            : "no checkpoint loads and verifies");
+  return absl::NotFoundError("no checkpoint loads and verifies");
 }
 
 absl::StatusOr<std::string> RunDirectory::SetAside(int64_t step) {
@@ -183,7 +188,7 @@ absl::StatusOr<std::vector<std::string>> RunDirectory::SetAsideNewerThan(int64_t
     // Only what is damaged (or missing a file): a step that could not be read for another
     // reason (permissions, an I/O error, no descriptors left) stops the caller instead of being
     // taken for damage (review helper-122: a run another user wrote was set aside whole).
-    if (absl::Status s = Verify(newer); !IsDamage(s)) {
+    if (absl::Status s = Verify(newer); !IsCheckpointDamage(s)) {
       if (s.ok()) continue;
       return absl::Status(s.code(), StrCat(StepDirName(newer), " cannot be read (", s.message(),
                                            "): fix that, or move it away"));
@@ -215,7 +220,7 @@ absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retent
       keep.insert(step);
       ++good;
       if (!newest_good) newest_good = step;
-    } else if (!IsDamage(verified) || !newest_good) {
+    } else if (!IsCheckpointDamage(verified) || !newest_good) {
       keep.insert(step);
     }
   }

@@ -30,6 +30,11 @@ std::string StepDirName(int64_t step);
 // The step of a name StepDirName made; none for anything else (".tmp" directories included).
 std::optional<int64_t> ParseStepDirName(std::string_view name);
 
+// Whether `status`, from reading a checkpoint, says the checkpoint itself is wrong (a checksum,
+// a size, a missing file, a manifest of another step) rather than that reading it failed
+// (permissions, an I/O error, no descriptors left), which no one should take for damage.
+bool IsCheckpointDamage(const absl::Status& status);
+
 // Which checkpoints to keep: the newest `keep_last`, and every one whose step is a multiple of
 // `keep_every` (0: none of those). The one `latest` names is always kept.
 struct Retention {
@@ -58,8 +63,10 @@ class RunDirectory {
   [[nodiscard]] absl::StatusOr<LoadedCheckpoint> Load(int64_t step, int threads = 4) const;
   // Step `step` verified by reading it (Load's checks, without keeping it mapped).
   [[nodiscard]] absl::Status Verify(int64_t step, int threads = 4) const;
-  // The newest checkpoint that loads and verifies; each newer one that does not is described
-  // in `skipped` ("step-00001300: MANIFEST: checksum mismatch ..."). NotFound when none does.
+  // The newest checkpoint that loads and verifies; each newer one that is damaged is described
+  // in `skipped` ("step-00001300: MANIFEST: checksum mismatch ..."). NotFound when none does;
+  // a newer one that cannot be read for another reason stops the walk with that error (review
+  // helper-123: a durable tier unreadable to the trainer was skipped, and its progress redone).
   [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* skipped,
                                                             int threads = 4) const;
   // Under the lock: renames each step directory newer than `step` (every one for -1) to

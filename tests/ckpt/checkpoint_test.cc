@@ -401,6 +401,41 @@ TEST(RunDirectoryTest, WhatIsDamagedIsSetAsideNotRemoved) {
       WriteCheckpoint(*Env::Default(), run.StepPath(200), 200, again.Entries(), {}, {}).ok());
 }
 
+// Found by review helper-123: a step that could not be read for a reason other than damage was
+// skipped like damage (a durable tier unreadable to the trainer: its progress was redone, and
+// the step then set aside). It stops the walk now; and a run with no steps but a garbled
+// `latest` is an empty run, not one whose checkpoints all failed.
+TEST(RunDirectoryTest, AStepThatCannotBeReadStopsTheWalkButAGarbledPointerAloneIsNoRun) {
+  testing::TempDir dir;
+  {
+    RunDirectory empty(Env::Default(), (dir.path() / "empty").string());
+    ASSERT_TRUE(empty.Prepare().ok());
+    std::ofstream(dir.path() / "empty" / "latest") << "garbage\n";
+    std::vector<std::string> skipped;
+    EXPECT_TRUE(absl::IsNotFound(empty.LoadLatest(&skipped).status()));
+    EXPECT_TRUE(skipped.empty());
+  }
+  RunDirectory run(Env::Default(), (dir.path() / "run").string());
+  ASSERT_TRUE(run.Prepare().ok());
+  for (int step : {100, 200}) {
+    State state(step);
+    ASSERT_TRUE(
+        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
+  }
+  // A link to itself: stat fails with ELOOP, as it would with EACCES or EIO (root reads all).
+  fs::remove(run.StepPath(200) + "/MANIFEST");
+  fs::create_symlink("MANIFEST", run.StepPath(200) + "/MANIFEST");
+  std::vector<std::string> skipped;
+  const absl::Status stopped = run.LoadLatest(&skipped).status();
+  EXPECT_FALSE(stopped.ok());
+  EXPECT_FALSE(IsCheckpointDamage(stopped)) << stopped;
+  EXPECT_NE(stopped.message().find("step-00000200 cannot be read"), std::string::npos) << stopped;
+  const absl::Status not_moved = run.SetAsideNewerThan(100).status();
+  EXPECT_NE(not_moved.message().find("step-00000200 cannot be read"), std::string::npos)
+      << not_moved;
+  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{100, 200}));
+}
+
 TEST(RunDirectoryTest, RetentionKeepsTheLastNAndEveryKthAndNeverLatest) {
   testing::TempDir dir;
   RunDirectory run(Env::Default(), (dir.path() / "run").string());

@@ -267,6 +267,15 @@ TEST(TrainTest, ARunWhoseCheckpointsAllFailIsNotStartedOverSilently) {
   EXPECT_NE(err.find("no checkpoint of the run loads"), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(run / "step-00000025"));
   EXPECT_TRUE(fs::exists(run / "step-00000050"));
+  // A run with no checkpoints but a garbled pointer is a fresh run (review helper-123).
+  const fs::path fresh = dir.path() / "fresh";
+  fs::create_directories(fresh);
+  std::ofstream(fresh / "latest") << "garbage\n";
+  std::vector<std::string> start = {"train"};
+  std::vector<std::string> fresh_args = Args(fresh, true);
+  fresh_args[3] = "25";
+  start.insert(start.end(), fresh_args.begin(), fresh_args.end());
+  EXPECT_EQ(testing::RunPillar(start, &out, &err), 0) << out << err;
 }
 
 // Found by review helper-121: a restore into a live run removed the trainer's save in progress,
