@@ -150,25 +150,12 @@ int RunCkptList(const CkptOptions& options) {
   return 0;
 }
 
-// A checkpoint directory named for a step must hold that step's manifest, as RunDirectory::Load
-// requires (review helper-122: `verify` and `export` took a copy of step 100 at step 300's name).
-[[nodiscard]] absl::Status CheckStepName(const std::string& dir, const ckpt::Manifest& m) {
-  std::filesystem::path path(dir);
-  if (path.filename().empty()) path = path.parent_path();
-  const std::optional<int64_t> named = ckpt::ParseStepDirName(path.filename().string());
-  if (named && *named != m.step) {
-    return absl::DataLossError(
-        StrCat(dir, "/MANIFEST: says step ", m.step, ", not its directory's"));
-  }
-  return absl::OkStatus();
-}
-
 int RunCkptShow(const CkptOptions& options) {
   absl::StatusOr<std::string> dir = CheckpointDir(options);
   if (!dir.ok()) return Fail("ckpt show", dir.status());
   absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), *dir);
   if (!m.ok()) return Fail("ckpt show", m.status());
-  if (absl::Status s = CheckStepName(*dir, *m); !s.ok()) {
+  if (absl::Status s = ckpt::CheckStepName(*dir, *m); !s.ok()) {
     std::fprintf(stderr, "pillar ckpt show: warning: %s\n",
                  ForTerminal(std::string(s.message())).c_str());
   }
@@ -217,7 +204,7 @@ int RunCkptVerify(const CkptOptions& options) {
   w.BeginArray();
   for (const std::string& dir : dirs) {
     absl::StatusOr<ckpt::Manifest> m = ckpt::ReadManifest(*Env::Default(), dir);
-    absl::Status s = m.ok() ? CheckStepName(dir, *m) : m.status();
+    absl::Status s = m.ok() ? ckpt::CheckStepName(dir, *m) : m.status();
     if (s.ok()) s = ckpt::VerifyCheckpoint(*Env::Default(), dir, *m);
     if (!s.ok()) ++bad;
     if (options.json) {
@@ -318,7 +305,7 @@ int RunCkptExport(const CkptOptions& options) {
   if (!dir.ok()) return Fail("ckpt export", dir.status());
   absl::StatusOr<ckpt::LoadedCheckpoint> loaded = ckpt::LoadCheckpoint(*Env::Default(), *dir);
   if (!loaded.ok()) return Fail("ckpt export", loaded.status());
-  if (absl::Status s = CheckStepName(*dir, loaded->manifest()); !s.ok()) {
+  if (absl::Status s = ckpt::CheckStepName(*dir, loaded->manifest()); !s.ok()) {
     return Fail("ckpt export", s);
   }
   if (absl::Status s = (*torch)->ExportStateDict(*loaded, options.file); !s.ok()) {

@@ -1,10 +1,12 @@
 #include "ckpt/run_directory.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <set>
 
 #include "absl/time/clock.h"
 #include "ckpt/checkpoint_format.h"
+#include "common/status_macros.h"
 #include "common/strings.h"
 
 namespace pillar::ckpt {
@@ -106,28 +108,39 @@ absl::Status RunDirectory::PublishLatest(int64_t step) {
                            StepDirName(step) + "\n", 0600);
 }
 
+[[nodiscard]] absl::Status CheckStepName(const std::string& dir, const Manifest& manifest) {
+  std::filesystem::path path(dir);
+  if (path.filename().empty()) path = path.parent_path();  // "run/step-00000300/"
+  const std::optional<int64_t> named = ParseStepDirName(path.filename().string());
+  if (named && *named != manifest.step) {
+    return absl::DataLossError(StrCat(dir, "/", format::kManifestFile, ": says step ",
+                                      manifest.step, ", not its directory's"));
+  }
+  return absl::OkStatus();
+}
+
 namespace {
 
-[[nodiscard]] absl::Status StepMismatch(const std::string& path, int64_t said) {
-  return absl::DataLossError(
-      StrCat(path, "/", format::kManifestFile, ": says step ", said, ", not its directory's"));
+// A step that stopped a walk for a reason other than damage, and what to do about it.
+[[nodiscard]] absl::Status Unreadable(const std::string& path, const absl::Status& status) {
+  return absl::Status(status.code(), StrCat(path, " cannot be read (", status.message(),
+                                            "): fix that, or move it away"));
 }
 
 }  // namespace
 
 absl::StatusOr<LoadedCheckpoint> RunDirectory::Load(int64_t step, int threads) const {
   absl::StatusOr<LoadedCheckpoint> loaded = LoadCheckpoint(*env_, StepPath(step), threads);
-  if (loaded.ok() && loaded->manifest().step != step) {
-    return StepMismatch(StepPath(step), loaded->manifest().step);
-  }
-  if (loaded.ok()) verified_.insert(step);
+  if (!loaded.ok()) return loaded;
+  PILLAR_RETURN_IF_ERROR(CheckStepName(StepPath(step), loaded->manifest()));
+  verified_.insert(step);
   return loaded;
 }
 
 absl::Status RunDirectory::Verify(int64_t step, int threads) const {
   absl::StatusOr<Manifest> manifest = ReadManifest(*env_, StepPath(step));
   if (!manifest.ok()) return manifest.status();
-  if (manifest->step != step) return StepMismatch(StepPath(step), manifest->step);
+  PILLAR_RETURN_IF_ERROR(CheckStepName(StepPath(step), *manifest));
   absl::Status verified = VerifyCheckpoint(*env_, StepPath(step), *manifest, threads);
   if (verified.ok()) verified_.insert(step);
   return verified;
@@ -152,11 +165,8 @@ absl::StatusOr<LoadedCheckpoint> RunDirectory::LoadLatest(std::vector<std::strin
   for (auto it = steps->rbegin(); it != steps->rend(); ++it) {
     absl::StatusOr<LoadedCheckpoint> loaded = Load(*it, threads);
     if (loaded.ok()) return loaded;
-    if (!IsCheckpointDamage(loaded.status())) {
-      return absl::Status(loaded.status().code(),
-                          StrCat(StepPath(*it), " cannot be read (", loaded.status().message(),
-                                 "): fix that, or move it away"));
-    }
+    if (!IsCheckpointDamage(loaded.status())) return Unreadable(StepPath(*it), loaded.status());
+    damaged_.insert(*it);
     if (skipped != nullptr) {
       skipped->push_back(StrCat(StepDirName(*it), ": ", loaded.status().message()));
     }
@@ -174,6 +184,7 @@ absl::StatusOr<std::string> RunDirectory::SetAside(int64_t step) {
   }
   if (absl::Status s = env_->Rename(StepPath(step), aside); !s.ok()) return s;
   verified_.erase(step);
+  damaged_.erase(step);
   if (absl::Status s = env_->SyncDir(root_); !s.ok()) return s;
   return aside;
 }
@@ -188,10 +199,12 @@ absl::StatusOr<std::vector<std::string>> RunDirectory::SetAsideNewerThan(int64_t
     // Only what is damaged (or missing a file): a step that could not be read for another
     // reason (permissions, an I/O error, no descriptors left) stops the caller instead of being
     // taken for damage (review helper-122: a run another user wrote was set aside whole).
-    if (absl::Status s = Verify(newer); !IsCheckpointDamage(s)) {
-      if (s.ok()) continue;
-      return absl::Status(s.code(), StrCat(StepDirName(newer), " cannot be read (", s.message(),
-                                           "): fix that, or move it away"));
+    // (What LoadLatest found damaged is not read again.)
+    if (!damaged_.contains(newer)) {
+      if (absl::Status s = Verify(newer); !IsCheckpointDamage(s)) {
+        if (s.ok()) continue;
+        return Unreadable(StepPath(newer), s);
+      }
     }
     absl::StatusOr<std::string> aside = SetAside(newer);
     if (!aside.ok()) return aside.status();

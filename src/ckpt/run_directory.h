@@ -30,6 +30,11 @@ std::string StepDirName(int64_t step);
 // The step of a name StepDirName made; none for anything else (".tmp" directories included).
 std::optional<int64_t> ParseStepDirName(std::string_view name);
 
+// DataLoss when `dir` is named for a step (StepDirName) and `manifest` says another one: a
+// directory copied or renamed over another step's (review helper-121). Every reader by step
+// name checks it: RunDirectory::Load and Verify, and `pillar ckpt verify`, `show`, `export`.
+[[nodiscard]] absl::Status CheckStepName(const std::string& dir, const Manifest& manifest);
+
 // Whether `status`, from reading a checkpoint, says the checkpoint itself is wrong (a checksum,
 // a size, a missing file, a manifest of another step) rather than that reading it failed
 // (permissions, an I/O error, no descriptors left), which no one should take for damage.
@@ -98,6 +103,8 @@ class RunDirectory {
   // Steps this object found whole (Load, Verify) or was told were (Prune's `known_good`), so that
   // retention reads each at most once; a set-aside step is forgotten.
   mutable std::set<int64_t> verified_;
+  // Steps LoadLatest skipped as damaged, so that SetAsideNewerThan need not read them again.
+  mutable std::set<int64_t> damaged_;
 };
 
 }  // namespace pillar::ckpt

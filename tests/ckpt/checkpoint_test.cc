@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <numeric>
 #include <optional>
 
@@ -55,6 +56,26 @@ struct State {
 };
 
 std::string StepPath(const std::string& root, int step) { return root + "/" + StepDirName(step); }
+
+// Writes State(step) at each of `steps` (publishing each as latest when asked).
+[[nodiscard]] bool WriteSteps(RunDirectory& run, std::initializer_list<int> steps,
+                              bool publish = false) {
+  for (int step : steps) {
+    State state(step);
+    if (!WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok() ||
+        (publish && !run.PublishLatest(step).ok())) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Flips byte 5 of a step's first shard: damage no reader may pass.
+void DamageShard(const std::string& step_dir) {
+  std::fstream f(step_dir + "/shard-00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(5);
+  f.put('\x7f');
+}
 
 WriteOptions SmallShards() {
   WriteOptions o;
@@ -308,11 +329,7 @@ TEST(RunDirectoryTest, AManifestOfAnotherStepIsNotTheStepItsDirectoryNames) {
   testing::TempDir dir;
   RunDirectory run(Env::Default(), (dir.path() / "run").string());
   ASSERT_TRUE(run.Prepare().ok());
-  for (int step : {100, 200}) {
-    State state(step);
-    ASSERT_TRUE(
-        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
-  }
+  ASSERT_TRUE(WriteSteps(run, {100, 200}));
   fs::copy(run.StepPath(100), run.StepPath(300));
   EXPECT_EQ(run.Load(300).status().code(), absl::StatusCode::kDataLoss);
   EXPECT_NE(run.Verify(300).message().find("says step 100, not its directory's"), std::string::npos)
@@ -330,21 +347,11 @@ TEST(RunDirectoryTest, AManifestOfAnotherStepIsNotTheStepItsDirectoryNames) {
 TEST(RunDirectoryTest, PruningKeepsTheNewestCheckpointThatVerifiesWhateverLiesAboveIt) {
   testing::TempDir dir;
   const std::string root = (dir.path() / "run").string();
-  auto damage = [&](int step) {
-    std::fstream f(StepPath(root, step) + "/shard-00000.bin",
-                   std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(5);
-    f.put('\x7f');
-  };
+  auto damage = [&](int step) { DamageShard(StepPath(root, step)); };
   {
     RunDirectory run(Env::Default(), root);
     ASSERT_TRUE(run.Prepare().ok());
-    for (int step : {50, 100, 200, 300}) {
-      State state(step);
-      ASSERT_TRUE(
-          WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
-      ASSERT_TRUE(run.PublishLatest(step).ok());
-    }
+    ASSERT_TRUE(WriteSteps(run, {50, 100, 200, 300}, /*publish=*/true));
   }
   // The newest is damaged, an empty directory lies above it, and one below the newest good one
   // is damaged too (review helper-122): two good ones are kept, the damaged one below goes.
@@ -370,17 +377,8 @@ TEST(RunDirectoryTest, WhatIsDamagedIsSetAsideNotRemoved) {
   testing::TempDir dir;
   RunDirectory run(Env::Default(), (dir.path() / "run").string());
   ASSERT_TRUE(run.Prepare().ok());
-  for (int step : {100, 200, 300, 400}) {
-    State state(step);
-    ASSERT_TRUE(
-        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
-  }
-  {
-    std::fstream f(run.StepPath(200) + "/shard-00000.bin",
-                   std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(5);
-    f.put('\x7f');
-  }
+  ASSERT_TRUE(WriteSteps(run, {100, 200, 300, 400}));
+  DamageShard(run.StepPath(200));
   fs::remove(run.StepPath(300) + "/MANIFEST");
   // A planted link, even a dangling one, takes no name from the set-aside (review helper-122).
   for (int64_t s = absl::ToUnixSeconds(absl::Now()); s < absl::ToUnixSeconds(absl::Now()) + 3;
@@ -417,11 +415,7 @@ TEST(RunDirectoryTest, AStepThatCannotBeReadStopsTheWalkButAGarbledPointerAloneI
   }
   RunDirectory run(Env::Default(), (dir.path() / "run").string());
   ASSERT_TRUE(run.Prepare().ok());
-  for (int step : {100, 200}) {
-    State state(step);
-    ASSERT_TRUE(
-        WriteCheckpoint(*Env::Default(), run.StepPath(step), step, state.Entries(), {}, {}).ok());
-  }
+  ASSERT_TRUE(WriteSteps(run, {100, 200}));
   // A link to itself: stat fails with ELOOP, as it would with EACCES or EIO (root reads all).
   fs::remove(run.StepPath(200) + "/MANIFEST");
   fs::create_symlink("MANIFEST", run.StepPath(200) + "/MANIFEST");

@@ -79,6 +79,13 @@ int64_t ResumedFrom(const std::string& output) {
   return std::regex_search(output, m, kResumed) ? std::stoll(m[1].str()) : 0;
 }
 
+// Overwrites byte 17 of a checkpoint's first shard: damage every reader must see.
+void DamageShard(const fs::path& step_dir) {
+  std::fstream f(step_dir / "shard-00000.bin", std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(17);
+  f.put('\x55');
+}
+
 std::vector<std::string> Args(const fs::path& run, bool sync) {
   std::vector<std::string> args = {
       "--run",   run.string(),
@@ -218,12 +225,7 @@ TEST(TrainTest, ADamagedNewestCheckpointIsSetAsideAndTheRunGoesOn) {
   Trainer reference(Args(dir.path() / "reference", true), dir.path() / "reference.out");
   Trainer first(args, dir.path() / "first.out");
   ASSERT_EQ(WEXITSTATUS(first.Wait()), 0) << first.Output();
-  {
-    std::fstream f(run / "step-00000150" / "shard-00000.bin",
-                   std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(17);
-    f.put('\x55');
-  }
+  DamageShard(run / "step-00000150");
   Trainer second(Args(run, true), dir.path() / "second.out");
   ASSERT_EQ(WEXITSTATUS(second.Wait()), 0) << second.Output();
   EXPECT_EQ(ResumedFrom(second.Output()), 125) << second.Output();
@@ -256,11 +258,7 @@ TEST(TrainTest, ARunWhoseCheckpointsAllFailIsNotStartedOverSilently) {
             std::string::npos)
       << out;
   fs::remove_all(run / "step-00000075");
-  for (const char* step : {"step-00000025", "step-00000050"}) {
-    std::fstream f(run / step / "shard-00000.bin", std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(17);
-    f.put('\x55');
-  }
+  for (const char* step : {"step-00000025", "step-00000050"}) DamageShard(run / step);
   std::vector<std::string> again = {"train"};
   again.insert(again.end(), args.begin(), args.end());
   EXPECT_EQ(testing::RunPillar(again, &out, &err), 1) << out << err;
@@ -446,12 +444,7 @@ TEST(CkptCliTest, ExportIsReadByTorchLoadAndTorchSaveIsImported) {
       (dir.path() / "imported.strided.pt").string();
   EXPECT_EQ(std::system(check.c_str()), 0);
   // A damaged shard is found by verify, and restore refuses to copy it.
-  const fs::path shard = run / "step-00000100" / "shard-00000.bin";
-  {
-    std::fstream f(shard, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(17);
-    f.put('\x55');
-  }
+  DamageShard(run / "step-00000100");
   EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string()}, &out, &err), 1);
   EXPECT_NE(out.find("step-00000100: DAMAGED"), std::string::npos) << out;
   EXPECT_EQ(testing::RunPillar({"ckpt", "verify", run.string(), "--json"}, &out, &err), 1);
