@@ -28,8 +28,9 @@ struct CkptOptions {
   std::string file;   // export / import: the state_dict file
   int keep_last = 3;  // prune
   int64_t keep_every = 0;
-  std::string mtbf;   // interval: "24h"
-  double cost_s = 0;  // interval: seconds per checkpoint; 0: measured from `run`
+  int keep_set_aside = 2;  // prune
+  std::string mtbf;        // interval: "24h"
+  double cost_s = 0;       // interval: seconds per checkpoint; 0: measured from `run`
 };
 
 namespace fs = std::filesystem;
@@ -280,21 +281,31 @@ int RunCkptRestore(const CkptOptions& options) {
 
 int RunCkptPrune(const CkptOptions& options) {
   ckpt::RunDirectory run(Env::Default(), options.run);
-  absl::StatusOr<std::vector<int64_t>> removed =
-      run.Prune({.keep_last = options.keep_last, .keep_every = options.keep_every});
+  absl::StatusOr<ckpt::Pruned> removed = run.Prune({.keep_last = options.keep_last,
+                                                    .keep_every = options.keep_every,
+                                                    .keep_set_aside = options.keep_set_aside});
   if (!removed.ok()) return Fail("ckpt prune", removed.status());
   if (options.json) {
     JsonWriter w;
     w.BeginObject();
     w.Key("removed");
     w.BeginArray();
-    for (int64_t step : *removed) w.Int(step);
+    for (int64_t step : removed->steps) w.Int(step);
+    w.EndArray();
+    w.Key("removed_set_aside");
+    w.BeginArray();
+    for (const std::string& name : removed->set_aside) w.String(name);
     w.EndArray();
     w.EndObject();
     std::printf("%s\n", w.str().c_str());
     return 0;
   }
-  for (int64_t step : *removed) std::printf("removed %s\n", ckpt::StepDirName(step).c_str());
+  for (int64_t step : removed->steps) {
+    std::printf("removed %s\n", ckpt::StepDirName(step).c_str());
+  }
+  for (const std::string& name : removed->set_aside) {
+    std::printf("removed %s\n", name.c_str());  // a name ParseSetAsideName accepted
+  }
   return 0;
 }
 
@@ -431,6 +442,10 @@ void AddCkptCommands(CLI::App& cli, Commands& commands) {
   prune->add_option("--keep-last", ckpt->keep_last, "Keep the newest N")
       ->check(CLI::NonNegativeNumber);
   prune->add_option("--keep-every", ckpt->keep_every, "Also keep steps that are multiples of K")
+      ->check(CLI::NonNegativeNumber);
+  prune
+      ->add_option("--keep-set-aside", ckpt->keep_set_aside,
+                   "Keep the newest N checkpoints a trainer set aside as damaged (.broken-*)")
       ->check(CLI::NonNegativeNumber);
   add("export", "Write a checkpoint as a PyTorch state_dict file (torch.load reads it)",
       RunCkptExport)

@@ -2,11 +2,13 @@
 // constant a writer or reader needs is here, so the two cannot drift apart.
 //
 //   <run>/latest                     "step-00001234\n": the newest complete checkpoint
-//   <run>/step-00001234/MANIFEST     line 1: the manifest (JSON); line 2: "xxh3:" + 16 hex of line
-//   1 <run>/step-00001234/shard-00000.bin ...   entries' bytes, each at a 64-byte aligned offset
+//   <run>/step-00001234/MANIFEST     line 1: the manifest (JSON);
+//                                    line 2: "xxh3:" + 16 hex digits of line 1's hash
+//   <run>/step-00001234/shard-00000.bin ...   entries' bytes, each at a 64-byte aligned offset
 //   <run>/step-00001235.tmp/         a checkpoint being written; never read, removed at start
 //   <run>/.lock                      held (flock) by the one process changing the run
 //   <run>/step-00001236.broken-<s>   a checkpoint that did not load, set aside by a trainer
+//                                    (`-<n>` added for a second one in the same second)
 #pragma once
 
 #include <cstddef>

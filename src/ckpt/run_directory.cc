@@ -30,6 +30,29 @@ std::optional<int64_t> ParseStepDirName(std::string_view name) {
   return step;
 }
 
+std::optional<SetAsideName> ParseSetAsideName(std::string_view name) {
+  const size_t mark = name.find(format::kBrokenSuffix);
+  if (mark == std::string_view::npos) return std::nullopt;
+  SetAsideName parsed;
+  std::optional<int64_t> step = ParseStepDirName(name.substr(0, mark));
+  if (!step) return std::nullopt;
+  parsed.step = *step;
+  std::string_view when = name.substr(mark + format::kBrokenSuffix.size());
+  std::string_view n;
+  if (const size_t dash = when.find('-'); dash != std::string_view::npos) {
+    n = when.substr(dash + 1);
+    when = when.substr(0, dash);
+    if (!ParseInt(n, &parsed.n) || parsed.n < 1) return std::nullopt;
+  }
+  if (!ParseInt(when, &parsed.unix_seconds) || parsed.unix_seconds < 0) return std::nullopt;
+  // Only the names SetAside writes: no sign, no leading zeros, nothing after.
+  if (StrCat(StepDirName(parsed.step), format::kBrokenSuffix, parsed.unix_seconds,
+             parsed.n > 0 ? StrCat("-", parsed.n) : std::string()) != name) {
+    return std::nullopt;
+  }
+  return parsed;
+}
+
 namespace {
 
 // What a crash mid-save leaves: a step's `.tmp` directory (WriteCheckpoint, CopyCheckpoint) or
@@ -213,8 +236,8 @@ absl::StatusOr<std::vector<std::string>> RunDirectory::SetAsideNewerThan(int64_t
   return moved;
 }
 
-absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retention,
-                                                         std::optional<int64_t> known_good) {
+absl::StatusOr<Pruned> RunDirectory::Prune(const Retention& retention,
+                                           std::optional<int64_t> known_good) {
   if (absl::Status s = Lock(); !s.ok()) return s;
   absl::StatusOr<std::vector<int64_t>> steps = Steps();
   if (!steps.ok()) return steps.status();
@@ -237,8 +260,7 @@ absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retent
       keep.insert(step);
     }
   }
-  if (!newest_good) {
-    if (steps->empty()) return std::vector<int64_t>{};
+  if (!newest_good && !steps->empty()) {
     return absl::FailedPreconditionError(
         StrCat("no checkpoint of ", root_, " verifies: nothing removed"));
   }
@@ -247,16 +269,41 @@ absl::StatusOr<std::vector<int64_t>> RunDirectory::Prune(const Retention& retent
   }
   absl::StatusOr<std::optional<int64_t>> latest = Latest();
   if (latest.ok() && latest->has_value()) keep.insert(**latest);
-  std::vector<int64_t> removed;
+  Pruned pruned;
   for (int64_t step : *steps) {
     if (keep.contains(step)) continue;
     if (absl::Status s = env_->RemoveAll(StepPath(step)); !s.ok()) return s;
-    removed.push_back(step);
+    pruned.steps.push_back(step);
   }
-  if (!removed.empty()) {
+  if (absl::Status s = PruneSetAside(retention.keep_set_aside, pruned.set_aside); !s.ok()) {
+    return s;
+  }
+  if (!pruned.steps.empty() || !pruned.set_aside.empty()) {
     if (absl::Status s = env_->SyncDir(root_); !s.ok()) return s;
   }
-  return removed;
+  return pruned;
+}
+
+absl::Status RunDirectory::PruneSetAside(int keep, std::vector<std::string>& removed) {
+  absl::StatusOr<std::vector<std::string>> names = env_->ListDir(root_);
+  if (!names.ok()) return names.status();
+  std::vector<std::pair<SetAsideName, std::string>> aside;
+  for (std::string& name : *names) {
+    if (std::optional<SetAsideName> parsed = ParseSetAsideName(name)) {
+      aside.emplace_back(*parsed, std::move(name));
+    }
+  }
+  // Newest first: by when it was set aside, then by the order within that second.
+  std::sort(aside.begin(), aside.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.first.unix_seconds, a.first.n, a.first.step) >
+           std::tie(b.first.unix_seconds, b.first.n, b.first.step);
+  });
+  for (size_t i = size_t(std::max(0, keep)); i < aside.size(); ++i) {
+    // A link planted at such a name goes as a link: RemoveAll does not follow it.
+    if (absl::Status s = env_->RemoveAll(root_ + "/" + aside[i].second); !s.ok()) return s;
+    removed.push_back(std::move(aside[i].second));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace pillar::ckpt

@@ -17,6 +17,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -41,11 +42,29 @@ std::optional<int64_t> ParseStepDirName(std::string_view name);
 bool IsCheckpointDamage(const absl::Status& status);
 
 // Which checkpoints to keep: the newest `keep_last`, and every one whose step is a multiple of
-// `keep_every` (0: none of those). The one `latest` names is always kept.
+// `keep_every` (0: none of those). The one `latest` names is always kept. Of the checkpoints a
+// trainer set aside (`.broken-*`), the newest `keep_set_aside` by the time in their names are
+// kept for inspection: without a bound, a step damaged again at every restart (a failing disk)
+// left a whole copy each time until the disk was full.
 struct Retention {
   int keep_last = 3;
   int64_t keep_every = 0;
+  int keep_set_aside = 2;
 };
+
+// What Prune removed: checkpoints by step, set-aside copies by name.
+struct Pruned {
+  std::vector<int64_t> steps;
+  std::vector<std::string> set_aside;
+};
+
+// A set-aside checkpoint's directory name, `step-00001236.broken-<unix s>[-<n>]`.
+struct SetAsideName {
+  int64_t step = 0;
+  int64_t unix_seconds = 0;
+  int64_t n = 0;  // 0 for the first of its second, then 1, 2, ...
+};
+std::optional<SetAsideName> ParseSetAsideName(std::string_view name);
 
 class RunDirectory {
  public:
@@ -75,28 +94,32 @@ class RunDirectory {
   [[nodiscard]] absl::StatusOr<LoadedCheckpoint> LoadLatest(std::vector<std::string>* skipped,
                                                             int threads = 4) const;
   // Under the lock: renames each step directory newer than `step` (every one for -1) to
-  // `<name>.broken-<unix seconds>`, which no reader takes for a checkpoint and nothing removes.
+  // `<name>.broken-<unix seconds>`, which no reader takes for a checkpoint (Prune keeps the newest
+  // Retention::keep_set_aside of them).
   // For a trainer resuming from `step` after LoadLatest skipped every newer one: it writes those
   // steps again, and what did not load stays for inspection. Returns the new names.
   [[nodiscard]] absl::StatusOr<std::vector<std::string>> SetAsideNewerThan(int64_t step);
   // Under the lock: sets step `step` aside the same way; returns its new name.
   [[nodiscard]] absl::StatusOr<std::string> SetAside(int64_t step);
-  // Under the lock: removes the checkpoints `retention` does not keep; returns the removed steps.
+  // Under the lock: removes the checkpoints and set-aside copies `retention` does not keep.
   // `keep_last` counts checkpoints that verify (at least one is kept), read from the newest down
   // until that many are found (`known_good`, a step the caller has just written, and steps this
   // object verified before are not read again): damaged ones above the newest good one are left
   // as they are, damaged ones below it go, and damage never makes room by removing good ones.
   // Every `keep_every`-th step and the one `latest` names are kept too. FailedPrecondition,
   // removing nothing, when none verifies. From the command line this reads up to `keep_last`
-  // whole checkpoints.
-  [[nodiscard]] absl::StatusOr<std::vector<int64_t>> Prune(
-      const Retention& retention, std::optional<int64_t> known_good = std::nullopt);
+  // whole checkpoints. Set-aside copies are judged by name only (they are never read).
+  [[nodiscard]] absl::StatusOr<Pruned> Prune(const Retention& retention,
+                                             std::optional<int64_t> known_good = std::nullopt);
 
   std::string StepPath(int64_t step) const { return root_ + "/" + StepDirName(step); }
   const std::string& root() const { return root_; }
   Env* env() const { return env_; }
 
  private:
+  // Removes all but the newest `keep` set-aside copies, adding their names to `removed`.
+  [[nodiscard]] absl::Status PruneSetAside(int keep, std::vector<std::string>& removed);
+
   Env* env_;
   std::string root_;
   std::unique_ptr<FileLock> lock_;

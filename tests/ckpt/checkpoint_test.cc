@@ -362,7 +362,7 @@ TEST(RunDirectoryTest, PruningKeepsTheNewestCheckpointThatVerifiesWhateverLiesAb
     RunDirectory run(Env::Default(), root);
     auto removed = run.Prune({.keep_last = 2});
     ASSERT_TRUE(removed.ok()) << removed.status();
-    EXPECT_EQ(*removed, (std::vector<int64_t>{100}));
+    EXPECT_EQ(removed->steps, (std::vector<int64_t>{100}));
     EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{50, 200, 300, 99999999}));
   }
   // With nothing that verifies, nothing is removed.
@@ -397,6 +397,49 @@ TEST(RunDirectoryTest, WhatIsDamagedIsSetAsideNotRemoved) {
   State again(200);
   EXPECT_TRUE(
       WriteCheckpoint(*Env::Default(), run.StepPath(200), 200, again.Entries(), {}, {}).ok());
+}
+
+// A step damaged again at every restart (a failing disk) left a whole copy each time, and
+// nothing removed them until the disk was full: retention keeps the newest `keep_set_aside`,
+// judged by the names SetAside writes, and leaves every other name alone.
+TEST(RunDirectoryTest, RetentionKeepsOnlyTheNewestSetAsideCopies) {
+  testing::TempDir dir;
+  const std::string root = (dir.path() / "run").string();
+  RunDirectory run(Env::Default(), root);
+  ASSERT_TRUE(run.Prepare().ok());
+  ASSERT_TRUE(WriteSteps(run, {100}));
+  for (int s = 1000; s <= 1004; ++s) {
+    fs::create_directories(run.StepPath(200) + ".broken-" + std::to_string(s));
+  }
+  fs::create_directories(run.StepPath(300) + ".broken-1004-1");  // the second that second
+  fs::create_symlink(dir.path(), run.StepPath(400) + ".broken-999");
+  const std::vector<std::string> not_ours = {"step-00000200.broken-01000",  "step-00000200.broken-",
+                                             "step-00000200.broken-1000-0", "step-200.broken-1",
+                                             "step-00000200.broken-1000x",  "notes.broken-1"};
+  for (const std::string& name : not_ours) fs::create_directories(root + "/" + name);
+  EXPECT_FALSE(ParseSetAsideName("step-00000200.broken-+1000").has_value());
+  const std::optional<SetAsideName> parsed = ParseSetAsideName("step-00000300.broken-1004-1");
+  ASSERT_TRUE(parsed.has_value());
+  EXPECT_EQ(parsed->step, 300);
+  EXPECT_EQ(parsed->unix_seconds, 1004);
+  EXPECT_EQ(parsed->n, 1);
+
+  auto pruned = run.Prune({.keep_last = 1, .keep_set_aside = 2});
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_TRUE(pruned->steps.empty());
+  EXPECT_EQ(pruned->set_aside,
+            (std::vector<std::string>{"step-00000200.broken-1003", "step-00000200.broken-1002",
+                                      "step-00000200.broken-1001", "step-00000200.broken-1000",
+                                      "step-00000400.broken-999"}));
+  EXPECT_TRUE(fs::is_directory(run.StepPath(300) + ".broken-1004-1"));
+  EXPECT_TRUE(fs::is_directory(run.StepPath(200) + ".broken-1004"));
+  EXPECT_TRUE(fs::is_directory(dir.path())) << "a planted link goes as a link";
+  for (const std::string& name : not_ours) EXPECT_TRUE(fs::is_directory(root + "/" + name));
+
+  pruned = run.Prune({.keep_last = 1, .keep_set_aside = 0});
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(pruned->set_aside.size(), 2u);
+  EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{100}));
 }
 
 // Found by review helper-123: a step that could not be read for a reason other than damage was

@@ -333,6 +333,18 @@ TEST(CkptCliTest, ARestoreNeitherDisturbsALiveRunNorTrustsWhatItFindsThere) {
       0)
       << err;
   EXPECT_NE(out.find("restored step-00000050"), std::string::npos) << out;
+
+  // Once the trainer is gone, prune runs; copies set aside as damaged are bounded too.
+  fs::create_directories(live / "step-00000060.broken-1000");
+  fs::create_directories(live / "step-00000060.broken-1001");
+  ASSERT_EQ(testing::RunPillar({"ckpt", "prune", live.string(), "--keep-last", "1",
+                                "--keep-set-aside", "1", "--json"},
+                               &out, &err),
+            0)
+      << err;
+  EXPECT_NE(out.find("\"removed_set_aside\":[\"step-00000060.broken-1000\"]"), std::string::npos)
+      << out;
+  EXPECT_TRUE(fs::exists(live / "step-00000060.broken-1001"));
 }
 
 // Found by review helper-121: a checkpoint whose momentum had another shape aborted the trainer
