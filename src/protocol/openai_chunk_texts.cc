@@ -159,7 +159,20 @@ bool HasDuplicateKeys(object o) {
     return absl::OkStatus();
   }
   if (value.get(o) == simdjson::SUCCESS) {
-    return CopyHeldObject(o, index, field, path, held, other, out);
+    // An object with an "index" is an element merged by it, sent without its list (TGI 2.x's
+    // tool calls): held by that index as a list's element is, and written out so (DeltaChoice).
+    const std::optional<int64_t> element = ElementIndex(o, -1);
+    if (!element) {
+      return absl::InvalidArgumentError(
+          StrCat("a chunk's \"", field.path.back().key, "\" has an index that is not an integer"));
+    }
+    if (*element < 0) return CopyHeldObject(o, index, field, path, held, other, out);
+    field.path.back().element = *element;
+    field.path.back().bare = true;
+    absl::Status copied = CopyHeldObject(o, index, field, path, held, other, out);
+    field.path.back().element = -1;
+    field.path.back().bare = false;
+    return copied;
   }
   if (value.is_null()) {
     out.append("null");
@@ -404,8 +417,9 @@ std::string DeltaChoice(int64_t index, const DeltaField& field, std::string_view
     AppendJsonString(member, segment.key);
     member.push_back(':');
     if (segment.element >= 0) {
-      value =
-          StrCat(member, "[{\"index\":", segment.element, value.empty() ? "" : ",", value, "}]");
+      const std::string element =
+          StrCat("{\"index\":", segment.element, value.empty() ? "" : ",", value, "}");
+      value = segment.bare ? StrCat(member, element) : StrCat(member, "[", element, "]");
     } else {
       value = StrCat(member, value);
     }

@@ -93,11 +93,15 @@ using ChunkEdit =
 
 // Where a fragment of a delta belongs: the members from the delta down to the string
 // ("refusal"; "audio", "transcript"), each an element of a list merged by index where it is one
-// ("tool_calls" element 1, "function", "arguments").
+// ("tool_calls" element 1, "function", "arguments"), or an object carrying such an "index" in
+// place of the list.
 struct DeltaField {
   struct Segment {
     std::string key;
     int64_t element = -1;  // >= 0: `key` is a list, and this is its element with that "index"
+    // The element is the member's value itself, an object with an "index", not a list holding
+    // it: TGI 2.x streams a tool call as "tool_calls":{"index":0,...}. It goes out in that form.
+    bool bare = false;
     auto operator<=>(const Segment&) const = default;
   };
   std::vector<Segment> path;

@@ -278,15 +278,28 @@ class GuardedEvents final : public runtime::EventSink {
     for (const protocol::DeltaField::Segment& segment : field.path) {
       list.path.push_back({segment.key, -1});
       if (segment.element < 0) continue;
-      auto [seen, inserted] = list_elements_.try_emplace({index, list}, -1);
-      if (segment.element > seen->second + 1) {
-        Stop(runtime::BadGateway(StrCat("the upstream's stream sends element ", segment.element,
-                                        " of a list of choice ", index, " before element ",
-                                        seen->second + 1)));
+      auto [seen, inserted] = list_elements_.try_emplace({index, list});
+      // An element sent without its list (TGI 2.x) must stay one element in one form: a client
+      // that reads the object as a dict (openai-python) merges whatever index it carries, one
+      // that reads it by index keeps them apart, and the guard would screen apart what the
+      // first joins.
+      if (!inserted && (segment.bare || seen->second.bare) &&
+          (segment.bare != seen->second.bare || segment.element != seen->second.highest)) {
+        Stop(runtime::BadGateway(StrCat("the upstream's stream sends the member ",
+                                        guard::RedactAll(Where(list)), " of choice ", index,
+                                        " as more than one element, or in two forms")));
         return false;
       }
-      seen->second = std::max(seen->second, segment.element);
+      if (!segment.bare && segment.element > seen->second.highest + 1) {
+        Stop(runtime::BadGateway(StrCat("the upstream's stream sends element ", segment.element,
+                                        " of a list of choice ", index, " before element ",
+                                        seen->second.highest + 1)));
+        return false;
+      }
+      seen->second.bare = segment.bare;
+      seen->second.highest = std::max(seen->second.highest, segment.element);
       list.path.back().element = segment.element;
+      list.path.back().bare = segment.bare;
     }
     return true;
   }
@@ -547,7 +560,13 @@ class GuardedEvents final : public runtime::EventSink {
   static constexpr size_t kMaxClean = 16;
   std::map<std::string, std::string, std::less<>> clean_;
   // By choice and list (its path, elements up to it included): the highest element seen.
-  std::map<std::pair<int64_t, protocol::DeltaField>, int64_t> list_elements_;
+  // Per list of a choice's delta (its path, each enclosing list at its element): the highest
+  // element seen, and whether it came as a bare object (DeltaField::Segment::bare).
+  struct ListSeen {
+    int64_t highest = -1;
+    bool bare = false;
+  };
+  std::map<std::pair<int64_t, protocol::DeltaField>, ListSeen> list_elements_;
   size_t held_field_bytes_ = 0;
   std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
   std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out

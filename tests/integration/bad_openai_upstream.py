@@ -149,6 +149,11 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   formfeed  a stream whose content is a deny phrase padded with forty form feeds
   padmore   a stream whose content is a card cut in two, 120 KB of zero-width spaces before the cut
   listorder  a stream whose delta list sends element 1 before element 0
+  tgitool   a stream whose tool call comes as an object, not a list (TGI 2.x), its arguments an
+            e-mail address cut in two
+  tgitwo    a stream of two tool calls each sent as an object, not a list, an e-mail address's
+            halves in their arguments
+  tgimixed  a stream whose tool call comes as an object, then as a list's element
   deep      a stream whose delta nests twenty objects deep
   answerfloat  an answer whose content is a card written as a float
   usagecard  a stream whose usage's total_tokens is a card number (it does not add up)
@@ -255,6 +260,19 @@ def stream(model):
     elif model == "listorder":
         events = [delta_chunk({"annotations": [{"index": 1, "id": "zq@exa"}]}),
                   delta_chunk({"annotations": [{"index": 0, "id": "mple.org"}]})]
+    elif model in ("tgitool", "tgitwo", "tgimixed"):
+        def call(index, arguments, first=False):
+            tool = {"index": index, "function": {"arguments": arguments}}
+            if first:
+                tool.update({"id": str(index), "type": "function"})
+                tool["function"]["name"] = "send"
+            return tool
+        second = {"tgitool": call(0, 'mple.org"}'), "tgitwo": call(1, 'mple.org"}', True),
+                  "tgimixed": [call(0, 'mple.org"}')]}[model]
+        events = [delta_chunk({"role": "assistant", "tool_calls": call(0, "", True)}),
+                  delta_chunk({"tool_calls": call(0, '{"to": "zq.tool@exa')}),
+                  delta_chunk({"tool_calls": second})]
+        finish = "tool_calls"
     elif model == "deep":
         nested = {"text": "x"}
         for _ in range(20):

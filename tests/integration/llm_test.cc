@@ -164,6 +164,9 @@ class LlmTest : public ::testing::Test {
                               "formfeed",
                               "padmore",
                               "listorder",
+                              "tgitool",
+                              "tgitwo",
+                              "tgimixed",
                               "deep",
                               "answerfloat",
                               "usagecard",
@@ -1670,6 +1673,10 @@ TEST_F(LlmTest, WhatTheGuardWritesItselfAndWhatClientsJoinOrAddIsScreenedToo) {
       {"refusalfloat", "CREDIT_CARD in the member delta.refusal"},
       {"listorder", "sends element 1 of a list of choice 0 before element 0"},
       {"deep", "nests deeper than 16 members"},
+      // A tool call sent as an object, not in a list (TGI 2.x), must stay one call in one form:
+      // a client reading it as a dict would merge what one reading it by index keeps apart.
+      {"tgitwo", "delta.tool_calls of choice 0 as more than one element, or in two forms"},
+      {"tgimixed", "delta.tool_calls of choice 0 as more than one element, or in two forms"},
   };
   for (const auto& [model, why] : refused) {
     r = Post("/v1/chat/completions", Say(model, "hi", true));
@@ -1678,6 +1685,20 @@ TEST_F(LlmTest, WhatTheGuardWritesItselfAndWhatClientsJoinOrAddIsScreenedToo) {
     EXPECT_EQ(r.body.find("4111111111111111"), std::string::npos) << model << ": " << r.body;
     EXPECT_EQ(r.body.find("mple.org"), std::string::npos) << model << ": " << r.body;
   }
+  // A tool call sent as an object (TGI 2.x): its held arguments go out screened, whole, in the
+  // form it came in and with its index, which its clients merge by (they had neither).
+  r = Post("/v1/chat/completions", Say("tgitool", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
+  EXPECT_NE(
+      r.body.find(
+          R"("tool_calls":{"index":0,"function":{"arguments":"{\"to\": \"<EMAIL_ADDRESS>\"}"}})"),
+      std::string::npos)
+      << r.body;
+  EXPECT_NE(r.body.find(R"("tool_calls":{"index":0,"function":{"arguments":"","name":"send"},)"
+                        R"("id":"0","type":"function"})"),
+            std::string::npos)
+      << r.body;
   // Form feeds are blanks, as the deny rules read them: forty of them count for one.
   r = Post("/v1/chat/completions", Say("formfeed", "hi", true));
   EXPECT_EQ(r.body.find("nightingale"), std::string::npos) << r.body;

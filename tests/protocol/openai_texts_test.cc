@@ -205,6 +205,30 @@ TEST(OpenAiTextsTest, ADeltasOtherTextsAreHeldByWhereTheyAre) {
       DeltaChoice(2, arguments, "{\"a\":1}"),
       R"({"index":2,"delta":{"tool_calls":[{"index":5,"function":{"arguments":"{\"a\":1}"}}]},)"
       R"("finish_reason":null})");
+  // A tool call sent as an object with its index, not in a list (TGI 2.x): held by that index,
+  // and written out in that form.
+  held.clear();
+  out = EditChunkTexts(
+      R"({"choices":[{"index":0,"delta":{"tool_calls":{"index":3,"id":"t","type":"function",)"
+      R"("function":{"name":"f","arguments":"{a"}}}}]})",
+      ChunkRoute::kChat, [](int64_t, std::string_view, bool) { return std::string(); },
+      [&](int64_t index, const DeltaField& field, std::string_view fragment) {
+        if (field.structural) return std::string(fragment);
+        held.push_back(Where(index, field) + "=" + std::string(fragment));
+        EXPECT_TRUE(field.path.front().bare);
+        return std::string("H");
+      },
+      kKeep);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(held, (std::vector<std::string>{"0:tool_calls[3].function.arguments={a"}));
+  EXPECT_EQ(*out,
+            R"({"choices":[{"index":0,"delta":{"tool_calls":{"index":3,"id":"t","type":"function",)"
+            R"("function":{"name":"f","arguments":"H"}}}}]})");
+  DeltaField bare = arguments;
+  bare.path.front().bare = true;
+  EXPECT_EQ(DeltaChoice(2, bare, "{}"),
+            R"({"index":2,"delta":{"tool_calls":{"index":5,"function":{"arguments":"{}"}}},)"
+            R"("finish_reason":null})");
   EXPECT_EQ(DeltaChoice(0, DeltaField{.path = {{"refusal", -1}}}, "no"),
             R"({"index":0,"delta":{"refusal":"no"},"finish_reason":null})");
   EXPECT_EQ(DeltaChoice(1, DeltaField{.path = {{"audio", -1}, {"transcript", -1}}}, "t"),
@@ -221,6 +245,7 @@ TEST(OpenAiTextsTest, AnIndexAClientCouldReadOtherwiseIsRefused) {
           R"({"choices":[{"index":-1,"delta":{"content":"x"}}]})",           // negative
           R"({"choices":[{"index":18446744073709551615,"delta":{"content":"x"}}]})",
           R"({"choices":[{"index":0,"delta":{"tool_calls":[{"index":1.5,"function":{"arguments":"x"}}]}}]})",
+          R"({"choices":[{"index":0,"delta":{"tool_calls":{"index":"0","function":{"arguments":"x"}}}}]})",
           // A member named twice: a client keeps the last, the guard would read both.
           R"({"choices":[{"index":0,"delta":{"content":"a"},"delta":{"content":"b"}}]})",
           R"({"choices":[{"index":0,"delta":{"content":"a","content":"b"}}]})",
