@@ -125,8 +125,12 @@ void AdmitStage::CollectCharges(const pipeline::Exchange& ex, Charges& out) {
       if (charge.cost == 0) continue;  // nothing to count (a metadata request)
     }
     if (rule.kind != LimitRule::Kind::kConcurrency && rule.unit == LimitRule::Unit::kTokens) {
-      charge.cost = ex.reserved_tokens;
-      if (charge.cost == 0) continue;  // not a language model's call
+      if (!pipeline::GeneratesText(ex.operation)) continue;  // not a language model's call
+      // A call whose prompt is estimated at nothing and whose length has no bound still costs
+      // what it makes: it reserves one token, so that a spent limit refuses it and its usage is
+      // settled afterwards (review helper-125: an empty prompt was never charged, and went on
+      // past a spent quota).
+      charge.cost = std::max<int64_t>(1, ex.reserved_tokens);
     }
     out.push_back(charge);
   }

@@ -2253,6 +2253,40 @@ TEST(LlmLimitsTest, TokensAreReservedOnArrivalSettledOnTheAnswerAndRefusedPastTh
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
+// Found by review helper-125: a completion whose prompt is estimated at nothing and whose length
+// has no bound reserved nothing, so no token limit was charged, not even afterwards, and such
+// calls went on past a spent quota.
+TEST(LlmLimitsTest, ACallThatReservesNothingIsChargedWhatItMakesAndRefusedPastTheLimit) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "chat", SimulatedLlm(""));
+  server.SetStore(store);
+  MeterTokens(server, 40);
+  const std::string key = server.CreateKey("metered");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto empty = [&](const std::string& more) {
+    return Fetch(server.data_port(), "POST", "/v1/completions",
+                 R"({"model":"chat","prompt":"")" + more + "}",
+                 {Bearer(key), "Content-Type: application/json"});
+  };
+  // Each answer's 8 tokens a choice are charged: 16, then 32 of the 40 used.
+  HttpReply r = empty(R"(,"n":2)");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":16)"), std::string::npos) << r.body;
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), "39") << "one token reserved";
+  r = empty(R"(,"n":2)");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), "23");
+  // The third fits its one token and goes over with its answer; then the quota is spent.
+  r = empty(R"(,"n":2,"stream":true)");
+  ASSERT_EQ(r.status, 200) << r.body;
+  r = empty("");
+  EXPECT_EQ(r.status, 429) << r.body;
+  EXPECT_NE(r.body.find("quota 'daily-tokens'"), std::string::npos) << r.body;
+  EXPECT_EQ(r.Header("x-ratelimit-remaining-tokens"), "0");
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 // Resident memory of a process, in KiB.
 int64_t ResidentKib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
