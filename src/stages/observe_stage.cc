@@ -113,7 +113,8 @@ namespace {
 
 // A failed request's path, model and version are as the client sent them and may hold anything:
 // what the guard's recognizers find in them is not kept (`storage` holds the redacted texts).
-// A request that succeeded named a model and version that exist.
+// A request that succeeded named a model and version that exist, but its query (which no route
+// reads) is the client's too: a key passed as `?api_key=` (review helper-125) is not kept either.
 void RedactClientText(AccessRecord& record, std::array<std::string, 4>& storage) {
   storage = {guard::RedactPath(record.path), guard::RedactAll(record.model),
              guard::RedactAll(record.version), guard::RedactAll(record.job)};
@@ -199,7 +200,9 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
     record.error = error;
   }
   std::array<std::string, 4> redacted;
-  if (ex.response.status >= 400) RedactClientText(record, redacted);
+  if (ex.response.status >= 400 || record.path.find_first_of("?#") != std::string_view::npos) {
+    RedactClientText(record, redacted);
+  }
   access_log_.Write(record);
 }
 

@@ -244,6 +244,32 @@ TEST_F(ServingTest, ResponsesCarryTheRequestIdAndTheAccessLogHasIt) {
   EXPECT_EQ(line.find(key_), std::string::npos) << "the access log must not hold the key";
 }
 
+// Found by review helper-125: a request that succeeded had its target logged as it came, so a
+// key passed in the query (`?api_key=`, a common mistake) or an address sat in the access log.
+TEST_F(ServingTest, WhatTheGuardFindsInASucceedingRequestsQueryIsNotLogged) {
+  const std::string target = "/v2/models/digits/infer?api_key=" + key_ + "&email=jo@example.org";
+  HttpReply r = Fetch(server_->data_port(), "POST", target, testing::InferBody({&(*heldout_)[0]}),
+                      {Bearer(key_)});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string id = r.Header("x-request-id");
+  std::string log;
+  for (int i = 0; i < 300 && log.find(id) == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // flushed every 500 ms
+    std::ifstream in(server_->dir() / "access.log");
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  const size_t at = log.find("\"request_id\":\"" + id + "\"");
+  ASSERT_NE(at, std::string::npos) << log;
+  const std::string line =
+      log.substr(log.rfind('\n', at) + 1, log.find('\n', at) - log.rfind('\n', at) - 1);
+  EXPECT_NE(line.find("\"status\":200"), std::string::npos) << line;
+  EXPECT_NE(line.find(R"("path":"/v2/models/digits/infer?api_key=<SECRET>&email=<EMAIL_ADDRESS>")"),
+            std::string::npos)
+      << line;
+  EXPECT_EQ(log.find(key_), std::string::npos) << "the access log must not hold the key";
+  EXPECT_EQ(log.find("jo@example.org"), std::string::npos) << line;
+}
+
 // An answer that does not reach the client whole gets a second access log line under its
 // request's id (review helper-113 F4: the line written as the answer was handed over said
 // success, and nothing else did). A simulated model whose answer (8,000,000 floats, 16 MB of
