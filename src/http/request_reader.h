@@ -210,11 +210,12 @@ inline bool IsChunkedOnly(std::string_view value) {
 }
 
 // Why a request's header, once it ended, frames nothing pillar will read (answered 400, the
-// connection closed): a header that must be single twice, or a Transfer-Encoding other than
-// `chunked` or in an HTTP/1.0 request. Nullopt when its framing is sound. Checked before the
-// parser's is_done(): Beast reads a body of any other coding as no body, and what follows the
-// header must never be read as a request (Content-Length along with it is refused by Beast
-// already).
+// connection closed): a header that must be single twice, an HTTP/1.1 request without Host
+// (RFC 9112 3.2: 400; nothing here routes by it, but a proxy in front may read such a request
+// otherwise), or a Transfer-Encoding other than `chunked` or in an HTTP/1.0 request. Nullopt when
+// its framing is sound. Checked before the parser's is_done(): Beast reads a body of any other
+// coding as no body, and what follows the header must never be read as a request (Content-Length
+// along with it is refused by Beast already).
 struct FramingError {
   std::string message;
   std::string_view reason;  // the access log's and the rejection counter's
@@ -235,6 +236,12 @@ inline std::optional<FramingError> CheckFraming(const bhttp::request_header<>& r
       }
       if (name == bhttp::field::transfer_encoding) te = &f;
     }
+  }
+  constexpr size_t kHost = size_t(
+      std::find(std::begin(kSingletonHeaders), std::end(kSingletonHeaders), bhttp::field::host) -
+      std::begin(kSingletonHeaders));
+  if (seen[kHost] == 0 && request.version() >= 11) {
+    return FramingError{"an HTTP/1.1 request without a Host header", "missing_host"};
   }
   if (te == nullptr) return std::nullopt;
   // RFC 9112 6.1: Transfer-Encoding in an HTTP/1.0 message is faulty framing (an HTTP/1.0 hop

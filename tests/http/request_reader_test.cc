@@ -36,6 +36,14 @@ TEST(RequestReaderTest, ASingletonHeaderSentTwiceInAnyCaseIsRefused) {
   EXPECT_EQ(Framing("GET / HTTP/1.1\r\nHost: a\r\nAccept: a\r\nAccept: b\r\n\r\n"), "ok");
 }
 
+// Found by review helper-125: an HTTP/1.1 request without Host was answered (RFC 9112 3.2: 400).
+TEST(RequestReaderTest, AnHttp11RequestWithoutHostIsRefused) {
+  EXPECT_EQ(Framing("GET / HTTP/1.1\r\nAccept: a\r\n\r\n"),
+            "an HTTP/1.1 request without a Host header");
+  EXPECT_EQ(Framing("GET / HTTP/1.1\r\nhOsT: a\r\n\r\n"), "ok");
+  EXPECT_EQ(Framing("GET / HTTP/1.0\r\n\r\n"), "ok");  // HTTP/1.0 had no Host
+}
+
 TEST(RequestReaderTest, OnlyChunkedFramesABodyAndNotInHttp10) {
   EXPECT_EQ(Framing("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:  Chunked \r\n\r\n"), "ok");
   EXPECT_EQ(Framing("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),

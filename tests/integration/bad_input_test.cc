@@ -221,6 +221,14 @@ TEST_F(BadInputTest, DuplicateAuthorizationHeader) {
               "duplicate header 'Authorization'");
 }
 
+TEST_F(BadInputTest, AnHttp11RequestWithoutHostIsRefusedAndTheConnectionClosed) {
+  HttpConnection c(server_->data_port());
+  c.SendRaw("GET /v2/health/live HTTP/1.1\r\n\r\n");
+  HttpReply r = c.ReadReply();
+  ExpectError(r, 400, "an HTTP/1.1 request without a Host header");
+  EXPECT_EQ(r.Header("connection"), "close");
+}
+
 TEST_F(BadInputTest, DuplicateContentLength) {
   HttpConnection c(server_->data_port());
   c.SendRaw(
