@@ -50,10 +50,11 @@ int RunPolicyValidate(const PolicyOptions& options) {
   for (const policy::AbsentAttributeWarning& w : warnings) {
     std::fprintf(stderr, "%s\n", w.Explain((*policy)->source()).c_str());
   }
+  const std::vector<std::string> patterns = policy::FindModelPatternsThatMatchNothing(**policy);
+  for (const std::string& w : patterns) std::fprintf(stderr, "%s\n", w.c_str());
+  const size_t count = warnings.size() + patterns.size();
   std::string counted;
-  if (!warnings.empty()) {
-    counted = StrCat(" (", warnings.size(), warnings.size() == 1 ? " warning)" : " warnings)");
-  }
+  if (count > 0) counted = StrCat(" (", count, count == 1 ? " warning)" : " warnings)");
   std::printf("%s: %zu rules, %zu limits: valid%s\n", (*policy)->source().c_str(),
               (*policy)->rules().size(), (*policy)->limits().size(), counted.c_str());
   return 0;

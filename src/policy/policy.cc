@@ -230,6 +230,40 @@ std::vector<AbsentAttributeWarning> FindDenyRulesSkippedOnMissingAttributes(cons
   return warnings;
 }
 
+std::vector<std::string> FindModelPatternsThatMatchNothing(const Policy& policy) {
+  auto matches_nothing = [](std::string_view pattern) {
+    if (!pattern.starts_with("model:") || pattern.find('*') != std::string_view::npos) {
+      return false;
+    }
+    const size_t slash = pattern.find('/');
+    return slash == std::string_view::npos || slash + 1 == pattern.size();
+  };
+  std::vector<std::pair<int, std::string>> found;  // by line
+  auto check = [&](std::string_view what, const std::string& name, int line,
+                   const std::vector<std::string>& resources) {
+    for (const std::string& pattern : resources) {
+      if (!matches_nothing(pattern)) continue;
+      const std::string_view model = std::string_view(pattern).substr(
+          6,
+          pattern.find('/') == std::string::npos ? std::string_view::npos : pattern.find('/') - 6);
+      found.emplace_back(
+          line, StrCat(policy.source(), ":", line, ": warning: ", what, " '", name,
+                       "' has the resource pattern '", pattern,
+                       "', which matches no model: a model's resource is model:NAME/VERSION ",
+                       "(every version: 'model:", model, "/*')"));
+    }
+  };
+  for (const Rule& rule : policy.rules()) check("rule", rule.name, rule.line, rule.resources);
+  for (const LimitRule& limit : policy.limits()) {
+    check("limit", limit.name, limit.line, limit.resources);
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<std::string> warnings;
+  for (auto& [line, text] : found) warnings.push_back(std::move(text));
+  return warnings;
+}
+
 std::string AbsentAttributeWarning::Explain(std::string_view source) const {
   std::string attributes_text;
   for (size_t i = 0; i < attributes.size(); ++i) {

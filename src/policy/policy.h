@@ -168,4 +168,10 @@ class Policy {
 // version when all the rule's resource patterns start with "model:".
 std::vector<AbsentAttributeWarning> FindDenyRulesSkippedOnMissingAttributes(const Policy& policy);
 
+// Warnings ("policy.toml:12: warning: limit 'x' ..."), in file order, for the resource patterns of
+// rules and limits that name a model but can match none: model resources are
+// "model:NAME/VERSION", so "model:digits" (no version, no wildcard) grants, denies or limits
+// nothing (review helper-125: such a limit was accepted without a word and limited nothing).
+std::vector<std::string> FindModelPatternsThatMatchNothing(const Policy& policy);
+
 }  // namespace pillar::policy

@@ -1,5 +1,7 @@
 #include "policy/policy_source.h"
 
+#include <cstdio>
+
 #include "absl/time/clock.h"
 #include "common/crypto.h"
 #include "common/files.h"
@@ -41,6 +43,13 @@ absl::Status PolicySource::Apply(const std::string& path, const std::string& tex
                 ? StrCat("sha256 ", HexEncode(Sha256(text)))
                 : StrCat("refused, the previous policy stays: ", policy.status().message()));
   if (!policy.ok()) return policy.status();
+  // What `pillar policy validate` warns of, said where an operator who never ran it looks.
+  for (const AbsentAttributeWarning& w : FindDenyRulesSkippedOnMissingAttributes(**policy)) {
+    std::fprintf(stderr, "pillar: %s\n", w.Explain(path).c_str());
+  }
+  for (const std::string& w : FindModelPatternsThatMatchNothing(**policy)) {
+    std::fprintf(stderr, "pillar: %s\n", w.c_str());
+  }
   absl::MutexLock lock(&mu_);
   current_ = std::move(*policy);
   return absl::OkStatus();

@@ -321,5 +321,38 @@ when = ["model.name == 'x'"]
   EXPECT_EQ(FindDenyRulesSkippedOnMissingAttributes(**wide).size(), 1u);
 }
 
+// Found by review helper-125: a limit whose resource named a model without a version
+// ("model:digits") was accepted without a word and limited nothing.
+TEST(PolicyTest, AModelPatternThatCanMatchNoModelIsWarnedOf) {
+  auto policy = Policy::Parse(R"toml(version = 1
+[[rule]]
+name = "users"
+roles = ["user"]
+actions = ["infer"]
+resources = ["model:digits/*", "model:lite/"]
+
+[[limit]]
+name = "burst"
+per = "key"
+rate = 1
+burst = 3
+resources = ["model:digits", "model:*", "model:x*", "server"]
+)toml",
+                              "p.toml");
+  ASSERT_TRUE(policy.ok()) << policy.status();
+  EXPECT_EQ(FindModelPatternsThatMatchNothing(**policy),
+            (std::vector<std::string>{
+                "p.toml:2: warning: rule 'users' has the resource pattern 'model:lite/', which "
+                "matches no model: a model's resource is model:NAME/VERSION (every version: "
+                "'model:lite/*')",
+                "p.toml:8: warning: limit 'burst' has the resource pattern 'model:digits', which "
+                "matches no model: a model's resource is model:NAME/VERSION (every version: "
+                "'model:digits/*')"}));
+  EXPECT_TRUE(FindModelPatternsThatMatchNothing(*Policy::BuiltIn()).empty());
+  auto fine = Policy::Parse(kPolicy, "policy.toml");
+  ASSERT_TRUE(fine.ok());
+  EXPECT_TRUE(FindModelPatternsThatMatchNothing(**fine).empty());
+}
+
 }  // namespace
 }  // namespace pillar::policy
