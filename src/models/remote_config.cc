@@ -15,21 +15,24 @@ namespace {
 constexpr size_t kMaxEndpoints = 64;
 
 // An endpoint as an error may show it: without the credentials, query or fragment a refused one
-// may carry (the error reaches logs, and an admin's client as a version's "not ready" reason).
+// may carry (the error reaches logs, the audit log, and an admin's client as a version's "not
+// ready" reason), its control bytes escaped, cut to 200 bytes. Everything up to the last '@'
+// after the scheme is taken for credentials, wherever a '/', '?' or '#' falls in it, and hidden
+// before anything is cut (review helper-126: a password holding '/' and a token longer than the
+// cut were shown).
 std::string Shown(std::string_view url) {
-  url = url.substr(0, 200);
   const size_t scheme = url.find("://");
   const size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
-  std::string shown(url.substr(0, start));
+  std::string shown(url.substr(0, std::min<size_t>(start, 16)));
   std::string_view rest = url.substr(start);
-  rest = rest.substr(0, rest.find_first_of("?#"));
-  const std::string_view authority = rest.substr(0, rest.find('/'));
-  if (const size_t at = authority.rfind('@'); at != std::string_view::npos) {
+  if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     shown.append("(credentials)@");
     rest.remove_prefix(at + 1);
   }
-  shown.append(rest);
-  if (url.find_first_of("?#", start) != std::string_view::npos) shown.append("?(query)");
+  const size_t query = rest.find_first_of("?#");
+  shown.append(rest.substr(0, query));
+  shown = ForTerminal(shown).substr(0, 200);
+  if (query != std::string_view::npos) shown.append("?(query)");
   return shown;
 }
 

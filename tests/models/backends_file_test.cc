@@ -114,6 +114,14 @@ TEST(BackendsFileTest, ARefusedEndpointIsShownWithoutItsCredentialsOrQuery) {
        "'http://(credentials)@127.0.0.1:9/v2' carries credentials"},
       {"https://h:1/x?api-key=S3cretPassw0rd", "'https://h:1/x?(query)' has a query"},
       {"http://u:S3cretPassw0rd@h:1/?k=S3cretPassw0rd#f", "'http://(credentials)@h:1/?(query)'"},
+      // Found by review helper-126: credentials holding '/' (base64), or '?', or longer than the
+      // 200 bytes a message shows, were shown; control bytes went to stderr as they came.
+      {"http://svc:AbC/dEf+S3cret/Passw0rd==@127.0.0.1:19010",
+       "'http://(credentials)@127.0.0.1:19010' carries credentials"},
+      {"http://svc:S3cret?Passw0rd@h:1", "'http://(credentials)@h:1' carries credentials"},
+      {"https://bearer:" + std::string(300, 'x') + "S3cretPassw0rd@h:1/v2",
+       "'https://(credentials)@h:1/v2' carries credentials"},
+      {"http://h/a b\\r\\nX-Evil: 1", "'http://h/a b\\x0d\\x0aX-Evil: 1' has a blank or control"},
   };
   for (const auto& [url, error] : bad) {
     absl::StatusOr<BackendsFile> file =
