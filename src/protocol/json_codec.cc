@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -81,9 +82,11 @@ template <typename T>
       return Invalid("is not a number");
   }
   if constexpr (std::is_same_v<T, float>) {
-    if (v > std::numeric_limits<float>::max() || v < -std::numeric_limits<float>::max()) {
-      return Invalid("is out of range for FP32");
-    }
+    // What rounds to FP32's largest value is in range: below 2^128 - 2^103, the midpoint
+    // between it and 2^128 (review helper-126: 3.4028235e38, the text pillar writes for that
+    // value, was refused, so a pillar in front of another turned its answers into 502s).
+    constexpr double kRoundsToInfinity = 0x1.ffffffp+127;
+    if (!(std::abs(v) < kRoundsToInfinity)) return Invalid("is out of range for FP32");
   }
   AppendRaw<T>(out, static_cast<T>(v));
   return absl::OkStatus();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 
 #include "common/strings.h"
 
@@ -139,6 +140,27 @@ TEST(JsonCodecTest, RangeChecksPerDatatype) {
   EXPECT_NE(Error(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":["1"]}]})")
                 .find("not a number"),
             std::string::npos);
+}
+
+// Found by review helper-126: FP32's largest value as pillar writes it (3.4028235e+38) was out of
+// range, since the text is a little above it and the check compared doubles.
+TEST(JsonCodecTest, WhatRoundsToFp32sLargestValueIsInRange) {
+  auto r = Decode(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32",)"
+                  R"("data":[3.4028235e+38,-3.4028235e38,3.4028235677973362e38]}]})");
+  ASSERT_TRUE(r.ok()) << r.status();
+  float values[3];
+  ASSERT_EQ(r->inputs[0].data.size(), sizeof(values));
+  std::memcpy(values, r->inputs[0].data.data(), sizeof(values));
+  EXPECT_EQ(values[0], std::numeric_limits<float>::max());
+  EXPECT_EQ(values[1], -std::numeric_limits<float>::max());
+  EXPECT_EQ(values[2], std::numeric_limits<float>::max());
+  // From the midpoint up, it would be infinity.
+  for (const char* v : {"3.4028235677973366e38", "-3.5e38", "1e39"}) {
+    const std::string error =
+        Error(std::string(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[)") + v +
+              "]}]}");
+    EXPECT_NE(error.find("out of range for FP32"), std::string::npos) << v << ": " << error;
+  }
 }
 
 TEST(JsonCodecTest, PreciseErrors) {
