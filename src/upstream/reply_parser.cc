@@ -10,7 +10,12 @@ namespace pillar::upstream {
 std::optional<int64_t> RetryAfterSeconds(std::string_view value) {
   int64_t seconds = 0;
   auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), seconds);
-  if (ec != std::errc() || end != value.data() + value.size() || seconds < 0) return std::nullopt;
+  if (end != value.data() + value.size() || value.empty() || value.front() == '-') {
+    return std::nullopt;
+  }
+  // More digits than an int64 holds: a long wait all the same (review helper-126: it was none).
+  if (ec == std::errc::result_out_of_range) return 3600;
+  if (ec != std::errc()) return std::nullopt;
   return std::min<int64_t>(seconds, 3600);
 }
 

@@ -42,6 +42,7 @@ NAME.pem and NAME.key). The model named in
   corkextra    a valid reply without an id, then a second one (data 999), sent together in one
                TCP segment (over TLS: two records that arrive together)
   pause        429 with Retry-After: 2
+  busy503      503 without Retry-After (a failure, not a throttle)
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
   broken       500
@@ -115,6 +116,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.end_headers()
                 return
             return self.reply(500, b'{"error": "flaky"}')
+        if model == "busy503":
+            return self.reply(503, b'{"error": "busy"}')
         if model == "early":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
             return self.reply(200, json.dumps(good).encode())

@@ -188,7 +188,7 @@ class RemoteTest : public ::testing::Test {
     for (const char* model :
          {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "errordenied",
           "errorcontrols", "reset", "notfound", "early", "extra", "late408", "chunkext", "echo",
-          "echocut", "prefixecho", "noid", "wrongid"}) {
+          "echocut", "prefixecho", "noid", "wrongid", "busy503"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -504,6 +504,15 @@ TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
   EXPECT_EQ(r.status, 502) << r.body;
   EXPECT_EQ(r.body.find("\\u001b"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find("the reply carries an error: bad thing"), std::string::npos) << r.body;
+}
+
+// Found by review helper-126: a 503 without Retry-After was taken for a throttle, and the client
+// got 503 "every upstream is busy" where docs/resilience.md's table says a failure, 502.
+TEST_F(RemoteTest, A503WithoutRetryAfterIsAFailureNotAThrottle) {
+  HttpReply r = Infer("busy503");
+  EXPECT_EQ(r.status, 502) << r.body;
+  EXPECT_NE(r.body.find("answered 503"), std::string::npos) << r.body;
+  EXPECT_EQ(r.Header("retry-after"), "") << r.body;
 }
 
 TEST_F(RemoteTest, AnUpstreamsRetryAfterKeepsRequestsAwayUntilThen) {

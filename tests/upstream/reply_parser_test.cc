@@ -98,6 +98,8 @@ TEST(ReplyParserTest, ReadsOnlyTheSecondsFormOfRetryAfter) {
   EXPECT_EQ(RetryAfterSeconds("0"), 0);
   EXPECT_EQ(RetryAfterSeconds("120"), 120);
   EXPECT_EQ(RetryAfterSeconds("999999"), 3600);  // at most an hour
+  // Digits past int64 are a long wait, not none (review helper-126).
+  EXPECT_EQ(RetryAfterSeconds("99999999999999999999"), 3600);
   EXPECT_FALSE(RetryAfterSeconds("-1").has_value());
   EXPECT_FALSE(RetryAfterSeconds("12s").has_value());
   EXPECT_FALSE(RetryAfterSeconds("").has_value());
