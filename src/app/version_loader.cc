@@ -81,9 +81,11 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
 }
 
 // A remote version's runner: the upstream batches and runs the model; pillar keeps connections
-// to it. The operator's backends file applies over the signed [remote] (the signed one when it
-// would not hold; the log says why); the version keeps its signed configuration, so that a later
-// file is applied to that, not to this.
+// to it. The operator's backends file applies over the signed [remote]; the version keeps its
+// signed configuration, so that a later file is applied to that, not to this. A version the file
+// does not fit is not served, and is tried again at each scan until the file fits it: serving it
+// by its signed [remote] instead brought back endpoints the operator had taken out of the file,
+// over one key of the file unrelated to them (review helper-126).
 [[nodiscard]] absl::StatusOr<std::unique_ptr<runtime::Runner>> RemoteRunnerFor(
     const VersionLoaderOptions& options, const models::VersionEntry& entry, const std::string& dir,
     const models::ModelConfig& config) {
@@ -91,12 +93,12 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   if (options.backends) {
     absl::StatusOr<models::RemoteConfig> applied =
         options.backends()->Apply(entry.model, config.remote);
-    if (applied.ok()) {
-      serving.remote = std::move(*applied);
-    } else {
-      std::fprintf(stderr, "pillar: %s: backends file not applied: %s\n", dir.c_str(),
-                   std::string(applied.status().message()).c_str());
+    if (!applied.ok()) {
+      return runtime::RetryAtEveryScan(absl::FailedPreconditionError(StrCat(
+          dir, ": the backends file does not fit this version, which is not served until it ",
+          "does: ", applied.status().message())));
     }
+    serving.remote = std::move(*applied);
   }
   absl::StatusOr<std::unique_ptr<upstream::RemoteRunner>> remote = upstream::RemoteRunner::Create(
       serving, entry.model, std::to_string(entry.version), options.remote);

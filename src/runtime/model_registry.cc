@@ -2,7 +2,22 @@
 
 #include <algorithm>
 
+#include "absl/strings/cord.h"
+
 namespace pillar::runtime {
+
+namespace {
+constexpr absl::string_view kRetryPayload = "pillar.dev/retry-at-every-scan";
+}  // namespace
+
+absl::Status RetryAtEveryScan(absl::Status status) {
+  status.SetPayload(kRetryPayload, absl::Cord("1"));
+  return status;
+}
+
+bool RetriedAtEveryScan(const absl::Status& status) {
+  return absl::IsResourceExhausted(status) || status.GetPayload(kRetryPayload).has_value();
+}
 
 std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult scan,
                                                           const RunnerLoader& loader,
@@ -18,10 +33,10 @@ std::shared_ptr<const ModelRegistry> ModelRegistry::Build(models::ScanResult sca
                    v->directory == entry.directory;
           });
       // A version that failed to load is tried again only when its files change, unless it
-      // failed for a shortage of the moment (descriptors, memory): that one is tried again now.
+      // failed for a reason of the moment (RetriedAtEveryScan): that one is tried again now.
       if (same != previous->versions_.end() &&
           (((*same)->runner != nullptr && !(*same)->withdrawn()) ||
-           ((*same)->stamp == entry.stamp && !absl::IsResourceExhausted((*same)->status)))) {
+           ((*same)->stamp == entry.stamp && !RetriedAtEveryScan((*same)->status)))) {
         kept[size_t(same - previous->versions_.begin())] = true;
         registry->versions_.push_back(*same);
         continue;

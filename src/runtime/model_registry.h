@@ -82,13 +82,21 @@ struct LoadedVersion {
 
 using RunnerLoader = std::function<absl::StatusOr<LoadedVersion>(const models::VersionEntry&)>;
 
+// A loader's error that the next scan should try again even though the version's files have not
+// changed: a shortage of the moment (ResourceExhausted: descriptors, memory), or what `status`
+// says once marked by RetryAtEveryScan (a version the operator's backends file does not fit
+// yet: fixing the file must bring it up).
+absl::Status RetryAtEveryScan(absl::Status status);
+bool RetriedAtEveryScan(const absl::Status& status);
+
 class ModelRegistry {
  public:
   using Versions = std::vector<std::shared_ptr<ModelVersion>>;
 
   // Loads every scanned version with `loader`; failures are recorded, never fatal. Versions of
   // `previous` that the scan still names are taken over as they are (a ready one is not loaded
-  // again; a failed one is retried only when its stamp moved); the ones it no longer names are
+  // again; a failed one is retried only when its stamp moved, or RetriedAtEveryScan); the ones it
+  // no longer names are
   // appended to `retired`, when given.
   static std::shared_ptr<const ModelRegistry> Build(models::ScanResult scan,
                                                     const RunnerLoader& loader,

@@ -18,6 +18,7 @@
 #include <mutex>
 #include <thread>
 
+#include "testing/free_port.h"
 #include "testing/http_client.h"
 #include "testing/server_process.h"
 
@@ -711,6 +712,61 @@ TEST_F(ChaosTest, AnUpstreamRefusingABodyItWillNotReadIsNotFailing) {
             std::string::npos)
       << state.substr(at, 400);
   EXPECT_NE(state.substr(at, 400).find("\"ejections\":0"), std::string::npos);
+}
+
+// Found by review helper-126: a version the backends file did not fit (a hedge, for a model that
+// is not idempotent) was served by its signed [remote], which brought back the endpoints the
+// operator had taken out of the file over one key unrelated to them. It is not served until the
+// file fits it, and then it is, without a restart.
+TEST(BackendsFileFitTest, AVersionTheFileDoesNotFitIsNotServedUntilItDoes) {
+  testing::ServerProcess upstream;
+  WriteVersion(upstream.dir() / "store", "digits", Simulated(0, 1));
+  upstream.SetStore(upstream.dir() / "store");
+  const std::string token = upstream.CreateKey("gateway");
+  ASSERT_TRUE(upstream.Start()) << upstream.Log();
+  testing::ServerProcess gateway;
+  const std::filesystem::path credentials = gateway.dir() / "upstream.token";
+  std::ofstream(credentials) << token << "\n";
+  std::filesystem::permissions(
+      credentials, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  // The signed endpoint list names one that is gone; the file names the live one.
+  std::string signed_remote =
+      Remote({&upstream}, "credentials_file = \"" + credentials.string() +
+                              "\"\nmodel = \"digits\"\nidempotent = false\n");
+  const std::string live = ":" + std::to_string(upstream.data_port());
+  signed_remote.replace(signed_remote.find(live), live.size(),
+                        ":" + std::to_string(testing::FreeLoopbackPort()));
+  WriteVersion(gateway.dir() / "store", "once", signed_remote);
+  gateway.SetStore(gateway.dir() / "store");
+  const std::filesystem::path backends = gateway.dir() / "backends.toml";
+  const std::string endpoint =
+      "[backends.once]\nendpoints = [\"http://127.0.0.1:" + std::to_string(upstream.data_port()) +
+      "\"]\n";
+  std::ofstream(backends) << endpoint << "[backends.once.hedge]\nenabled = true\n";
+  std::filesystem::permissions(
+      backends, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  gateway.AddConfig("[upstream]\nbackends_file = \"" + backends.string() +
+                    "\"\nbackends_reload_ms = 100\n");
+  const std::string key = gateway.CreateKey("client");
+  ASSERT_TRUE(gateway.Start()) << gateway.Log();
+  auto infer = [&] {
+    return Fetch(gateway.data_port(), "POST", "/v2/models/once/infer", kTwoRows, {Bearer(key)});
+  };
+  HttpReply r = infer();
+  EXPECT_NE(r.status, 200) << r.body;
+  EXPECT_NE(gateway.Log().find("the backends file does not fit this version"), std::string::npos)
+      << gateway.Log();
+  // The file fixed (written aside, then renamed): a later scan loads the version.
+  const std::filesystem::path aside = backends.string() + ".new";
+  std::ofstream(aside) << endpoint;
+  std::filesystem::permissions(
+      aside, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write);
+  std::filesystem::rename(aside, backends);
+  for (int i = 0; i < 100 && (r = infer()).status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(r.status, 200) << r.body << gateway.Log();
+  EXPECT_EQ(gateway.Stop(), 0) << gateway.Log();
 }
 
 }  // namespace
