@@ -296,9 +296,13 @@ int RunCkptPrune(const CkptOptions& options) {
     w.BeginArray();
     for (const std::string& name : removed->set_aside) w.String(name);
     w.EndArray();
+    w.Key("not_removed");
+    w.BeginArray();
+    for (const std::string& why : removed->not_removed) w.String(why);
+    w.EndArray();
     w.EndObject();
     std::printf("%s\n", w.str().c_str());
-    return 0;
+    return removed->not_removed.empty() ? 0 : 1;
   }
   for (int64_t step : removed->steps) {
     std::printf("removed %s\n", ckpt::StepDirName(step).c_str());
@@ -306,7 +310,10 @@ int RunCkptPrune(const CkptOptions& options) {
   for (const std::string& name : removed->set_aside) {
     std::printf("removed %s\n", name.c_str());  // a name ParseSetAsideName accepted
   }
-  return 0;
+  for (const std::string& why : removed->not_removed) {
+    std::fprintf(stderr, "pillar ckpt prune: %s\n", ForTerminal(why).c_str());
+  }
+  return removed->not_removed.empty() ? 0 : 1;
 }
 
 int RunCkptExport(const CkptOptions& options) {

@@ -1,6 +1,7 @@
 #include "ckpt/checkpoint_manager.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 
@@ -133,6 +134,15 @@ void CheckpointManager::AwaitSnapshot() {
   stall_seconds_ += absl::ToDoubleSeconds(absl::Now() - start);
 }
 
+absl::Status CheckpointManager::PruneTier(RunDirectory& tier, int64_t step) {
+  absl::StatusOr<Pruned> pruned = tier.Prune(options_.retention, step);
+  if (!pruned.ok()) return pruned.status();
+  for (const std::string& why : pruned->not_removed) {
+    std::fprintf(stderr, "pillar: checkpoint retention: %s\n", ForTerminal(why).c_str());
+  }
+  return absl::OkStatus();
+}
+
 void CheckpointManager::WriteLoop() {
   for (;;) {
     Pending job;
@@ -161,7 +171,7 @@ void CheckpointManager::WriteLoop() {
                                                         job.step, job.entries, job.metadata, write);
     absl::Status status = manifest.status();
     if (status.ok()) status = fast_.PublishLatest(job.step);
-    if (status.ok()) status = fast_.Prune(options_.retention, job.step).status();
+    if (status.ok()) status = PruneTier(fast_, job.step);
     absl::MutexLock lock(&mu_);
     if (status.ok()) {
       costs_ = {.snapshot_seconds = job.snapshot_seconds,
@@ -208,7 +218,7 @@ void CheckpointManager::DrainLoop() {
       status = CopyCheckpoint(*options_.env, fast_.StepPath(step), durable_->StepPath(step));
     }
     if (status.ok()) status = durable_->PublishLatest(step);
-    if (status.ok()) status = durable_->Prune(options_.retention, step).status();
+    if (status.ok()) status = PruneTier(*durable_, step);
     absl::MutexLock lock(&mu_);
     draining_ = false;
     // Retention on the fast tier may remove a step before it is drained when saves come faster

@@ -119,6 +119,9 @@ class CheckpointManager {
   // Copies each source into its entry's bytes in the staging buffer, over snapshot_threads
   // threads for large checkpoints.
   void CopyIntoStaging(std::span<const Source> sources, std::span<const EntryView> entries) const;
+  // Retention on one tier after `step` was written there; a set-aside copy that could not be
+  // removed is said on stderr, not an error.
+  [[nodiscard]] absl::Status PruneTier(RunDirectory& tier, int64_t step);
   void WriteLoop();
   void DrainLoop();
 

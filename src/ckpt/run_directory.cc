@@ -275,16 +275,14 @@ absl::StatusOr<Pruned> RunDirectory::Prune(const Retention& retention,
     if (absl::Status s = env_->RemoveAll(StepPath(step)); !s.ok()) return s;
     pruned.steps.push_back(step);
   }
-  if (absl::Status s = PruneSetAside(retention.keep_set_aside, pruned.set_aside); !s.ok()) {
-    return s;
-  }
+  if (absl::Status s = PruneSetAside(retention.keep_set_aside, pruned); !s.ok()) return s;
   if (!pruned.steps.empty() || !pruned.set_aside.empty()) {
     if (absl::Status s = env_->SyncDir(root_); !s.ok()) return s;
   }
   return pruned;
 }
 
-absl::Status RunDirectory::PruneSetAside(int keep, std::vector<std::string>& removed) {
+absl::Status RunDirectory::PruneSetAside(int keep, Pruned& pruned) {
   absl::StatusOr<std::vector<std::string>> names = env_->ListDir(root_);
   if (!names.ok()) return names.status();
   std::vector<std::pair<SetAsideName, std::string>> aside;
@@ -299,9 +297,13 @@ absl::Status RunDirectory::PruneSetAside(int keep, std::vector<std::string>& rem
            std::tie(b.first.unix_seconds, b.first.n, b.first.step);
   });
   for (size_t i = size_t(std::max(0, keep)); i < aside.size(); ++i) {
-    // A link planted at such a name goes as a link: RemoveAll does not follow it.
-    if (absl::Status s = env_->RemoveAll(root_ + "/" + aside[i].second); !s.ok()) return s;
-    removed.push_back(std::move(aside[i].second));
+    // A link planted at such a name goes as a link: RemoveAll does not follow it. One that
+    // cannot be removed stays, said (review helper-127: its error stopped the trainer's saves).
+    if (absl::Status s = env_->RemoveAll(root_ + "/" + aside[i].second); !s.ok()) {
+      pruned.not_removed.push_back(StrCat(aside[i].second, ": ", s.message()));
+      continue;
+    }
+    pruned.set_aside.push_back(std::move(aside[i].second));
   }
   return absl::OkStatus();
 }

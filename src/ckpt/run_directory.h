@@ -52,10 +52,13 @@ struct Retention {
   int keep_set_aside = 2;
 };
 
-// What Prune removed: checkpoints by step, set-aside copies by name.
+// What Prune removed: checkpoints by step, set-aside copies by name; and why a set-aside copy it
+// would have removed is still there (removing those is best effort: a copy that cannot be
+// removed, an I/O error on the failing disk that damaged it, must not stop a trainer's saves).
 struct Pruned {
   std::vector<int64_t> steps;
   std::vector<std::string> set_aside;
+  std::vector<std::string> not_removed;
 };
 
 // A set-aside checkpoint's directory name, `step-00001236.broken-<unix s>[-<n>]`.
@@ -117,8 +120,10 @@ class RunDirectory {
   Env* env() const { return env_; }
 
  private:
-  // Removes all but the newest `keep` set-aside copies, adding their names to `removed`.
-  [[nodiscard]] absl::Status PruneSetAside(int keep, std::vector<std::string>& removed);
+  // Removes all but the newest `keep` set-aside copies, adding their names to `pruned.set_aside`
+  // and why one could not be removed to `pruned.not_removed`; an error only when the directory
+  // cannot be listed.
+  [[nodiscard]] absl::Status PruneSetAside(int keep, Pruned& pruned);
 
   Env* env_;
   std::string root_;

@@ -442,6 +442,32 @@ TEST(RunDirectoryTest, RetentionKeepsOnlyTheNewestSetAsideCopies) {
   EXPECT_EQ(*run.Steps(), (std::vector<int64_t>{100}));
 }
 
+// Found by review helper-127: a set-aside copy that could not be removed (an I/O error on the
+// failing disk that damaged it) failed the prune, which stopped the trainer's saves.
+TEST(RunDirectoryTest, ASetAsideCopyThatCannotBeRemovedIsSaidAndPruningGoesOn) {
+  testing::TempDir dir;
+  const std::string root = (dir.path() / "run").string();
+  {
+    RunDirectory run(Env::Default(), root);
+    ASSERT_TRUE(run.Prepare().ok());
+    ASSERT_TRUE(WriteSteps(run, {100}));
+    for (int s = 1000; s <= 1002; ++s) {
+      fs::create_directories(run.StepPath(200) + ".broken-" + std::to_string(s));
+    }
+  }
+  FaultEnv env;
+  RunDirectory run(&env, root);
+  ASSERT_TRUE(run.Lock().ok());
+  env.FailAt(env.ops() + 1, FaultEnv::Fault::kError);  // the first removal, of the copy of 1001
+  auto pruned = run.Prune({.keep_last = 1, .keep_set_aside = 1});
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(pruned->set_aside, (std::vector<std::string>{"step-00000200.broken-1000"}));
+  ASSERT_EQ(pruned->not_removed.size(), 1u);
+  EXPECT_NE(pruned->not_removed[0].find("step-00000200.broken-1001"), std::string::npos)
+      << pruned->not_removed[0];
+  EXPECT_TRUE(fs::is_directory(run.StepPath(200) + ".broken-1001"));
+}
+
 // Found by review helper-123: a step that could not be read for a reason other than damage was
 // skipped like damage (a durable tier unreadable to the trainer: its progress was redone, and
 // the step then set aside). It stops the walk now; and a run with no steps but a garbled
