@@ -21,9 +21,14 @@ constexpr size_t kMaxEndpoints = 64;
 // before anything is cut (review helper-126: a password holding '/' and a token longer than the
 // cut were shown).
 std::string Shown(std::string_view url) {
+  // A scheme only where the URL starts with one (letters, then "://"): a "://" further on may
+  // come after the credentials (review helper-127: "alice:s3cret@gpu:8000/https://x").
   const size_t scheme = url.find("://");
-  const size_t start = scheme == std::string_view::npos ? 0 : scheme + 3;
-  std::string shown(url.substr(0, std::min<size_t>(start, 16)));
+  const bool has_scheme = scheme != std::string_view::npos && scheme > 0 && scheme <= 8 &&
+                          std::all_of(url.begin(), url.begin() + scheme,
+                                      [](unsigned char c) { return std::isalpha(c) != 0; });
+  const size_t start = has_scheme ? scheme + 3 : 0;
+  std::string shown(url.substr(0, start));
   std::string_view rest = url.substr(start);
   if (const size_t at = rest.rfind('@'); at != std::string_view::npos) {
     shown.append("(credentials)@");
@@ -340,7 +345,7 @@ namespace {
     // would count twice for weights, ejection shares and a group's healthy half.
     if (!seen.insert(EndpointPlace(endpoint.url)).second) {
       return absl::InvalidArgumentError(
-          StrCat(source, ": [remote] endpoint '", endpoint.url, "' is listed twice"));
+          StrCat(source, ": [remote] endpoint '", Shown(endpoint.url), "' is listed twice"));
     }
   }
   PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, source));

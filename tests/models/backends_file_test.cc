@@ -119,6 +119,7 @@ TEST(BackendsFileTest, ARefusedEndpointIsShownWithoutItsCredentialsOrQuery) {
       {"http://svc:AbC/dEf+S3cret/Passw0rd==@127.0.0.1:19010",
        "'http://(credentials)@127.0.0.1:19010' carries credentials"},
       {"http://svc:S3cret?Passw0rd@h:1", "'http://(credentials)@h:1' carries credentials"},
+      {"alice:S3cretPassw0rd@gpu:8000/https://x", "'(credentials)@gpu:8000/https://x' must start"},
       {"https://bearer:" + std::string(300, 'x') + "S3cretPassw0rd@h:1/v2",
        "'https://(credentials)@h:1/v2' carries credentials"},
       {"http://h/a b\\r\\nX-Evil: 1", "'http://h/a b\\x0d\\x0aX-Evil: 1' has a blank or control"},
