@@ -80,14 +80,42 @@ void AppendUtf8(std::string& out, uint32_t code_point) {
 std::string ForTerminal(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
+  for (size_t i = 0; i < text.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(text[i]);
     if (byte < 0x20 || byte == 0x7f) {
       out += "\\x";
       out += Hex(byte, 2);
-    } else {
-      out += c;
+      continue;
     }
+    // In UTF-8: the C1 controls (U+0080-U+009F, which some terminals obey: U+009B is CSI) and the
+    // bidirectional controls that reorder what a line shows (U+061C, U+200E-U+200F,
+    // U+202A-U+202E, U+2066-U+2069) (review helper-127).
+    uint32_t point = 0;
+    size_t length = 0;
+    if (byte == 0xc2 && i + 1 < text.size()) {
+      point = 0x80 | (static_cast<unsigned char>(text[i + 1]) & 0x3fu);
+      const auto b1 = static_cast<unsigned char>(text[i + 1]);
+      length = b1 >= 0x80 && b1 <= 0x9f ? 2 : 0;
+    } else if (byte == 0xd8 && i + 1 < text.size() &&
+               static_cast<unsigned char>(text[i + 1]) == 0x9c) {
+      point = 0x061c;
+      length = 2;
+    } else if (byte == 0xe2 && i + 2 < text.size()) {
+      const auto b1 = static_cast<unsigned char>(text[i + 1]);
+      const auto b2 = static_cast<unsigned char>(text[i + 2]);
+      point = 0x2000 | ((b1 & 0x3fu) << 6) | (b2 & 0x3fu);
+      const bool bidi = (point >= 0x200e && point <= 0x200f) ||
+                        (point >= 0x202a && point <= 0x202e) ||
+                        (point >= 0x2066 && point <= 0x2069);
+      length = (b1 & 0xc0) == 0x80 && (b2 & 0xc0) == 0x80 && bidi ? 3 : 0;
+    }
+    if (length > 0) {
+      out += "\\u";
+      out += Hex(point, 4);
+      i += length - 1;
+      continue;
+    }
+    out += text[i];
   }
   return out;
 }

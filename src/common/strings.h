@@ -68,8 +68,9 @@ std::string JoinInts(const std::vector<int64_t>& values, std::string_view separa
 // one no screen would recognize, and what pillar quotes it redacts (guard::RedactAll).
 std::string Quoted(std::string_view value, size_t max);
 // `text` with each control byte (below 0x20, and 0x7f; newline and tab too) written as "\xNN",
-// for a terminal: a name read from a file (a checkpoint's entry, an upstream's error) must not
-// move the cursor, rewrite a line or set the window's title when a command prints it.
+// and each UTF-8 C1 control or bidirectional control as "\uNNNN", for a terminal: a name read
+// from a file (a checkpoint's entry, an upstream's error) must not move the cursor, rewrite or
+// reorder a line or set the window's title when a command prints it.
 std::string ForTerminal(std::string_view text);
 // Lowercase hex of `value`, zero-padded to `width` digits.
 std::string Hex(uint64_t value, int width);

@@ -19,6 +19,12 @@ TEST(StringsTest, ForTerminalWritesControlBytesAsEscapes) {
                         "b\nc\x7f"),
             "a\\x1b]0;owned\\x07b\\x0ac\\x7f");
   EXPECT_EQ(ForTerminal("caf\xc3\xa9"), "caf\xc3\xa9");  // UTF-8 passes
+  // C1 controls (U+009B is CSI to some terminals) and bidirectional controls (review helper-127).
+  EXPECT_EQ(ForTerminal("a\xc2\x9b"
+                        "2Jb\xe2\x80\xaegnp.exe\xe2\x81\xa6\xd8\x9c"),
+            "a\\u009b2Jb\\u202egnp.exe\\u2066\\u061c");
+  EXPECT_EQ(ForTerminal("\xc2\xa0\xe2\x80\x94\xe2\x82\xac"), "\xc2\xa0\xe2\x80\x94\xe2\x82\xac");
+  EXPECT_EQ(ForTerminal("\xe2\x80"), "\xe2\x80");  // cut short: passed as it is
 }
 
 TEST(StringsTest, ParseIntIsStrict) {
