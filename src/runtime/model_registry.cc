@@ -10,7 +10,7 @@ namespace {
 constexpr absl::string_view kRetryPayload = "pillar.dev/retry-at-every-scan";
 }  // namespace
 
-absl::Status RetryAtEveryScan(absl::Status status) {
+[[nodiscard]] absl::Status RetryAtEveryScan(absl::Status status) {
   status.SetPayload(kRetryPayload, absl::Cord("1"));
   return status;
 }

@@ -86,7 +86,7 @@ using RunnerLoader = std::function<absl::StatusOr<LoadedVersion>(const models::V
 // changed: a shortage of the moment (ResourceExhausted: descriptors, memory), or what `status`
 // says once marked by RetryAtEveryScan (a version the operator's backends file does not fit
 // yet: fixing the file must bring it up).
-absl::Status RetryAtEveryScan(absl::Status status);
+[[nodiscard]] absl::Status RetryAtEveryScan(absl::Status status);
 bool RetriedAtEveryScan(const absl::Status& status);
 
 class ModelRegistry {
