@@ -1,5 +1,7 @@
 #include "stages/route_stage.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 #include "stages/access.h"
 #include "stages/openai_call.h"
@@ -95,8 +97,11 @@ namespace {
 // may generate (n choices of max_tokens, when the request or the model's [generation] table
 // bounds them; otherwise its completion is charged once it is known).
 int64_t ReservedTokens(const runtime::GenerateRequest& call) {
+  // Every prompt of a completion is answered with n choices (review helper-127: ten prompts
+  // reserved one prompt's completions, and a call could pass the limit tenfold).
+  const int64_t choices = std::max<int64_t>(call.n, 1) * std::max<int64_t>(call.prompts, 1);
   const int64_t completion =
-      call.route == runtime::OpenAiRoute::kEmbeddings ? 0 : call.n * call.max_tokens.value_or(0);
+      call.route == runtime::OpenAiRoute::kEmbeddings ? 0 : choices * call.max_tokens.value_or(0);
   return call.prompt_tokens + completion;
 }
 

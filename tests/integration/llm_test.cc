@@ -2287,6 +2287,33 @@ TEST(LlmLimitsTest, ACallThatReservesNothingIsChargedWhatItMakesAndRefusedPastTh
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
+// Found by review helper-127: a completion of several prompts reserved one prompt's completions,
+// so ten prompts of 40 tokens each passed a quota of 50 (every prompt is answered with n choices).
+TEST(LlmLimitsTest, EveryPromptOfACompletionReservesItsChoices) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, "chat", SimulatedLlm(""));
+  server.SetStore(store);
+  MeterTokens(server, 100);
+  const std::string key = server.CreateKey("metered");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto call = [&](const std::string& body) {
+    return Fetch(server.data_port(), "POST", "/v1/completions", body,
+                 {Bearer(key), "Content-Type: application/json"});
+  };
+  // 10 prompts x 2 choices x 40 tokens: 800 to reserve, refused at once.
+  HttpReply r = call(R"({"model":"chat","prompt":["a","b","c","d","e","f","g","h","i","j"],)"
+                     R"("max_tokens":40,"n":2})");
+  EXPECT_EQ(r.status, 429) << r.body;
+  // 2 prompts x 40: 80 and the prompts' few fit (the simulator answers one choice whatever the
+  // prompts, as its usage says; what it used is what is kept).
+  r = call(R"({"model":"chat","prompt":["a","b"],"max_tokens":40})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const int remaining = std::stoi(r.Header("x-ratelimit-remaining-tokens"));
+  EXPECT_LE(remaining, 100 - 80);
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 // Resident memory of a process, in KiB.
 int64_t ResidentKib(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
