@@ -44,8 +44,23 @@ std::string PercentDecoded(std::string_view text, bool plus_is_space) {
 }
 
 std::string RedactPath(std::string_view path) {
-  if (path.find('%') == std::string_view::npos) return RedactAll(path);
-  return RedactAll(PercentDecoded(path, false));
+  const size_t query = path.find('?');
+  if (path.find('%') == std::string_view::npos &&
+      (query == std::string_view::npos || path.find('+', query) == std::string_view::npos)) {
+    return RedactAll(path);
+  }
+  // The path's escapes decoded, and the query's as a form's ('+' a blank, as HTML forms and
+  // Python's urlencode write it), then again while escapes are left, so that a value escaped
+  // twice is read too (review helper-127: "4111+1111+1111+1111" and "jo%2540example.org" were
+  // logged as they came).
+  std::string decoded = PercentDecoded(path.substr(0, query), false);
+  if (query != std::string_view::npos) decoded += PercentDecoded(path.substr(query), true);
+  for (int round = 0; round < 2 && decoded.find('%') != std::string::npos; ++round) {
+    std::string again = PercentDecoded(decoded, false);
+    if (again == decoded) break;
+    decoded = std::move(again);
+  }
+  return RedactAll(decoded);
 }
 
 [[nodiscard]] absl::Status RedactAll(const absl::Status& status) {

@@ -91,7 +91,8 @@ std::string DenyReason(const DenyMatch& match);
 // text a client sent (an error message that quotes the request, in the access log).
 std::string RedactAll(std::string_view text);
 // RedactAll for a request's path: percent-encoded bytes are decoded first (so that
-// "AKIA%5A..." is seen as what it names), and the decoded path is what comes back.
+// "AKIA%5A..." is seen as what it names; in the query '+' too, as a blank; and again while
+// escapes are left, for a value escaped twice), and the decoded path is what comes back.
 std::string RedactPath(std::string_view path);
 
 // The same status with RedactAll applied to its message (its code and payloads kept): for the
