@@ -231,31 +231,42 @@ std::vector<AbsentAttributeWarning> FindDenyRulesSkippedOnMissingAttributes(cons
 }
 
 std::vector<std::string> FindModelPatternsThatMatchNothing(const Policy& policy) {
-  auto matches_nothing = [](std::string_view pattern) {
+  // On the data plane a request's resource names its version by number, an alias resolved to it
+  // first ("model:digits/prod" is the alias itself, which only admin actions such as promote
+  // address): a pattern naming an alias matches nothing there (review helper-127).
+  auto matches_nothing = [](std::string_view pattern, bool data_plane_only) {
     if (!pattern.starts_with("model:") || pattern.find('*') != std::string_view::npos) {
       return false;
     }
     const size_t slash = pattern.find('/');
-    return slash == std::string_view::npos || slash + 1 == pattern.size();
+    if (slash == std::string_view::npos || slash + 1 == pattern.size()) return true;
+    const std::string_view version = pattern.substr(slash + 1);
+    return data_plane_only && !std::all_of(version.begin(), version.end(),
+                                           [](char c) { return c >= '0' && c <= '9'; });
   };
   std::vector<std::pair<int, std::string>> found;  // by line
   auto check = [&](std::string_view what, const std::string& name, int line,
-                   const std::vector<std::string>& resources) {
+                   const std::vector<std::string>& resources, bool data_plane_only) {
     for (const std::string& pattern : resources) {
-      if (!matches_nothing(pattern)) continue;
+      if (!matches_nothing(pattern, data_plane_only)) continue;
       const std::string_view model = std::string_view(pattern).substr(
           6,
           pattern.find('/') == std::string::npos ? std::string_view::npos : pattern.find('/') - 6);
       found.emplace_back(
           line, StrCat(policy.source(), ":", line, ": warning: ", what, " '", name,
                        "' has the resource pattern '", pattern,
-                       "', which matches no model: a model's resource is model:NAME/VERSION ",
-                       "(every version: 'model:", model, "/*')"));
+                       "', which matches no model: a model's resource is model:NAME/VERSION, ",
+                       "the version a number (an alias is resolved to it first; every version: ",
+                       "'model:", model, "/*')"));
     }
   };
-  for (const Rule& rule : policy.rules()) check("rule", rule.name, rule.line, rule.resources);
-  for (const LimitRule& limit : policy.limits()) {
-    check("limit", limit.name, limit.line, limit.resources);
+  for (const Rule& rule : policy.rules()) {
+    const bool data_only =
+        std::find(rule.planes.begin(), rule.planes.end(), Plane::kAdmin) == rule.planes.end();
+    check("rule", rule.name, rule.line, rule.resources, data_only);
+  }
+  for (const LimitRule& limit : policy.limits()) {  // limits count data-plane requests
+    check("limit", limit.name, limit.line, limit.resources, true);
   }
   std::stable_sort(found.begin(), found.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -329,7 +329,14 @@ TEST(PolicyTest, AModelPatternThatCanMatchNoModelIsWarnedOf) {
 name = "users"
 roles = ["user"]
 actions = ["infer"]
-resources = ["model:digits/*", "model:lite/"]
+resources = ["model:digits/*", "model:lite/", "model:digits/prod", "model:digits/3"]
+
+[[rule]]
+name = "promoters"
+roles = ["operator"]
+plane = "any"
+actions = ["manage_models"]
+resources = ["model:digits/prod"]
 
 [[limit]]
 name = "burst"
@@ -343,11 +350,14 @@ resources = ["model:digits", "model:*", "model:x*", "server"]
   EXPECT_EQ(FindModelPatternsThatMatchNothing(**policy),
             (std::vector<std::string>{
                 "p.toml:2: warning: rule 'users' has the resource pattern 'model:lite/', which "
-                "matches no model: a model's resource is model:NAME/VERSION (every version: "
-                "'model:lite/*')",
-                "p.toml:8: warning: limit 'burst' has the resource pattern 'model:digits', which "
-                "matches no model: a model's resource is model:NAME/VERSION (every version: "
-                "'model:digits/*')"}));
+                "matches no model: a model's resource is model:NAME/VERSION, the version a "
+                "number (an alias is resolved to it first; every version: 'model:lite/*')",
+                "p.toml:2: warning: rule 'users' has the resource pattern 'model:digits/prod', "
+                "which matches no model: a model's resource is model:NAME/VERSION, the version a "
+                "number (an alias is resolved to it first; every version: 'model:digits/*')",
+                "p.toml:15: warning: limit 'burst' has the resource pattern 'model:digits', which "
+                "matches no model: a model's resource is model:NAME/VERSION, the version a "
+                "number (an alias is resolved to it first; every version: 'model:digits/*')"}));
   EXPECT_TRUE(FindModelPatternsThatMatchNothing(*Policy::BuiltIn()).empty());
   auto fine = Policy::Parse(kPolicy, "policy.toml");
   ASSERT_TRUE(fine.ok());
