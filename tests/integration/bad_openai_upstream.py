@@ -154,6 +154,9 @@ Usage: bad_openai_upstream.py PORT. The request body's "model" chooses the answe
   tgitwo    a stream of two tool calls each sent as an object, not a list, an e-mail address's
             halves in their arguments
   tgimixed  a stream whose tool call comes as an object, then as a list's element
+  tgidrop   a stream whose tool call comes as an object with its index, then without it (the
+            same call to a client), an e-mail address cut in two in its arguments
+  tgilate   a stream whose tool call comes as an object without an index, then with one
   deep      a stream whose delta nests twenty objects deep
   answerfloat  an answer whose content is a card written as a float
   usagecard  a stream whose usage's total_tokens is a card number (it does not add up)
@@ -260,6 +263,16 @@ def stream(model):
     elif model == "listorder":
         events = [delta_chunk({"annotations": [{"index": 1, "id": "zq@exa"}]}),
                   delta_chunk({"annotations": [{"index": 0, "id": "mple.org"}]})]
+    elif model in ("tgidrop", "tgilate"):
+        first = {"index": 0, "id": "0", "type": "function",
+                 "function": {"name": "send", "arguments": '{"to": "zq.tool@exa'}}
+        later = {"function": {"arguments": 'mple.org"}'}}
+        if model == "tgilate":
+            del first["index"]
+            later["index"] = 0
+        events = [delta_chunk({"role": "assistant", "tool_calls": first}),
+                  delta_chunk({"tool_calls": later})]
+        finish = "tool_calls"
     elif model in ("tgitool", "tgitwo", "tgimixed"):
         def call(index, arguments, first=False):
             tool = {"index": index, "function": {"arguments": arguments}}

@@ -167,6 +167,8 @@ class LlmTest : public ::testing::Test {
                               "tgitool",
                               "tgitwo",
                               "tgimixed",
+                              "tgidrop",
+                              "tgilate",
                               "deep",
                               "answerfloat",
                               "usagecard",
@@ -1677,6 +1679,7 @@ TEST_F(LlmTest, WhatTheGuardWritesItselfAndWhatClientsJoinOrAddIsScreenedToo) {
       // a client reading it as a dict would merge what one reading it by index keeps apart.
       {"tgitwo", "delta.tool_calls of choice 0 as more than one element, or in two forms"},
       {"tgimixed", "delta.tool_calls of choice 0 as more than one element, or in two forms"},
+      {"tgilate", "delta.tool_calls of choice 0 as more than one element, or in two forms"},
   };
   for (const auto& [model, why] : refused) {
     r = Post("/v1/chat/completions", Say(model, "hi", true));
@@ -1698,6 +1701,16 @@ TEST_F(LlmTest, WhatTheGuardWritesItselfAndWhatClientsJoinOrAddIsScreenedToo) {
   EXPECT_NE(r.body.find(R"("tool_calls":{"index":0,"function":{"arguments":"","name":"send"},)"
                         R"("id":"0","type":"function"})"),
             std::string::npos)
+      << r.body;
+  // The same call sent later without its index is the same element (review helper-127: it was
+  // held apart, and the halves released in the wrong order).
+  r = Post("/v1/chat/completions", Say("tgidrop", "hi", true));
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.find("zq."), std::string::npos) << r.body;
+  EXPECT_NE(
+      r.body.find(
+          R"("tool_calls":{"index":0,"function":{"arguments":"{\"to\": \"<EMAIL_ADDRESS>\"}"}})"),
+      std::string::npos)
       << r.body;
   // Form feeds are blanks, as the deny rules read them: forty of them count for one.
   r = Post("/v1/chat/completions", Say("formfeed", "hi", true));
