@@ -45,10 +45,11 @@ void RemoteRunner::State::OnReply(
   if (reply->status == 200) {
     return OnOk(std::move(call), std::move(attempt), reused, std::move(*decoded));
   }
-  // A 429 is a throttle; a 503 only with a Retry-After to keep (docs/resilience.md): without
-  // one it is a failure like another 5xx (review helper-126: it was answered 503 "busy").
+  // A 429 is a throttle; a 503 only with a positive Retry-After to keep (docs/resilience.md):
+  // without one it is a failure like another 5xx, as endpoint health counts it (reviews
+  // helper-126 and 127: it was answered 503 "busy").
   const bool throttled =
-      reply->status == 429 || (reply->status == 503 && reply->retry_after_s.has_value());
+      reply->status == 429 || (reply->status == 503 && reply->retry_after_s.value_or(0) > 0);
   // A pillar upstream that refused only because this caller's deadline is too short for its
   // queue: nothing against the endpoint, and no pause for the others' requests. Believed only
   // for a caller that set a deadline of its own (else it is a plain 503 and pauses the endpoint),

@@ -43,6 +43,7 @@ NAME.pem and NAME.key). The model named in
                TCP segment (over TLS: two records that arrive together)
   pause        429 with Retry-After: 2
   busy503      503 without Retry-After (a failure, not a throttle)
+  busy503zero  503 with Retry-After: 0 (the same)
   slowdown     500 after 300 ms (its hits are logged too)
   flaky        500
   broken       500
@@ -118,6 +119,12 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(500, b'{"error": "flaky"}')
         if model == "busy503":
             return self.reply(503, b'{"error": "busy"}')
+        if model == "busy503zero":
+            self.send_response(503)
+            self.send_header("Retry-After", "0")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if model == "early":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
             return self.reply(200, json.dumps(good).encode())

@@ -186,9 +186,10 @@ class RemoteTest : public ::testing::Test {
     WriteVersion(store, "failing", Remote({up}, auth));
     WriteVersion(store, "leaky", Remote({up}, "credentials_file = \"" + leaky.string() + "\"\n"));
     for (const char* model :
-         {"good", "malformed", "wrongshape", "wrongtype", "errorinside", "errordenied",
-          "errorcontrols", "reset", "notfound", "early", "extra", "late408", "chunkext", "echo",
-          "echocut", "prefixecho", "noid", "wrongid", "busy503"}) {
+         {"good",        "malformed",     "wrongshape", "wrongtype", "errorinside",
+          "errordenied", "errorcontrols", "reset",      "notfound",  "early",
+          "extra",       "late408",       "chunkext",   "echo",      "echocut",
+          "prefixecho",  "noid",          "wrongid",    "busy503",   "busy503zero"}) {
       WriteVersion(store, model, Remote({bad}, auth));
     }
     WriteVersion(store, "huge", Remote({bad}, auth + "max_response_bytes = 1048576\n"));
@@ -509,10 +510,12 @@ TEST_F(RemoteTest, EveryBadReplyIsAClear502) {
 // Found by review helper-126: a 503 without Retry-After was taken for a throttle, and the client
 // got 503 "every upstream is busy" where docs/resilience.md's table says a failure, 502.
 TEST_F(RemoteTest, A503WithoutRetryAfterIsAFailureNotAThrottle) {
-  HttpReply r = Infer("busy503");
-  EXPECT_EQ(r.status, 502) << r.body;
-  EXPECT_NE(r.body.find("answered 503"), std::string::npos) << r.body;
-  EXPECT_EQ(r.Header("retry-after"), "") << r.body;
+  for (const char* model : {"busy503", "busy503zero"}) {  // none, or 0 (review helper-127)
+    HttpReply r = Infer(model);
+    EXPECT_EQ(r.status, 502) << model << ": " << r.body;
+    EXPECT_NE(r.body.find("answered 503"), std::string::npos) << r.body;
+    EXPECT_EQ(r.Header("retry-after"), "") << r.body;
+  }
 }
 
 TEST_F(RemoteTest, AnUpstreamsRetryAfterKeepsRequestsAwayUntilThen) {
