@@ -50,17 +50,19 @@ std::string RedactPath(std::string_view path) {
     return RedactAll(path);
   }
   // The path's escapes decoded, and the query's as a form's ('+' a blank, as HTML forms and
-  // Python's urlencode write it), then again while escapes are left, so that a value escaped
-  // twice is read too (review helper-127: "4111+1111+1111+1111" and "jo%2540example.org" were
-  // logged as they came).
-  std::string decoded = PercentDecoded(path.substr(0, query), false);
-  if (query != std::string_view::npos) decoded += PercentDecoded(path.substr(query), true);
-  for (int round = 0; round < 2 && decoded.find('%') != std::string::npos; ++round) {
-    std::string again = PercentDecoded(decoded, false);
-    if (again == decoded) break;
-    decoded = std::move(again);
+  // Python's urlencode write it), round after round while anything changes, so that a value
+  // escaped again is read too (reviews helper-127 and 128: "4111+1111+1111+1111", the same
+  // escaped again as "4111%2B1111...", and "jo%2540example.org" were logged as they came).
+  std::string head(path.substr(0, query));
+  std::string tail(query == std::string_view::npos ? std::string_view() : path.substr(query));
+  for (int round = 0; round < 16; ++round) {
+    std::string next_head = PercentDecoded(head, false);
+    std::string next_tail = PercentDecoded(tail, true);
+    if (next_head == head && next_tail == tail) break;
+    head = std::move(next_head);
+    tail = std::move(next_tail);
   }
-  return RedactAll(decoded);
+  return RedactAll(head + tail);
 }
 
 [[nodiscard]] absl::Status RedactAll(const absl::Status& status) {

@@ -565,6 +565,11 @@ TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
   EXPECT_EQ(RedactPath("/v2/models/d/ready?e=jo%2540example.org"),
             "/v2/models/d/ready?e=<EMAIL_ADDRESS>");
   EXPECT_EQ(RedactPath("/v2/a+b/ready?q=x+y"), "/v2/a+b/ready?q=x y");
+  // A form's value escaped again, or many times over (review helper-128).
+  EXPECT_EQ(RedactPath("/v2/models/d/ready?k=4111%2B1111%2B1111%2B1111"),
+            "/v2/models/d/ready?k=<CREDIT_CARD>");
+  EXPECT_EQ(RedactPath("/v2/models/d/ready?e=jo%25252540example.org"),
+            "/v2/models/d/ready?e=<EMAIL_ADDRESS>");
 }
 
 }  // namespace
