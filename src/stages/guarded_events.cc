@@ -17,23 +17,13 @@
 #include "protocol/openai_texts.h"
 #include "runtime/runner.h"
 #include "stages/choice_joins.h"
+#include "stages/delta_places.h"
 #include "stages/escaped_content.h"
 #include "stages/guard_stage.h"
 #include "stages/whole_answer.h"
 
 namespace pillar::stages {
 namespace {
-
-// Where a held or structural member is, for messages ("delta.tool_calls[1].function.name"): the
-// upstream chose the names, so a long one is not quoted (and messages pass it through RedactAll).
-std::string Where(const protocol::DeltaField& field) {
-  std::string where = "delta";
-  for (const protocol::DeltaField::Segment& segment : field.path) {
-    StrAppend(&where, ".", segment.key.size() <= 64 ? segment.key : Quoted(segment.key, 64));
-    if (segment.element >= 0) StrAppend(&where, "[", segment.element, "]");
-  }
-  return where;
-}
 
 // See guarded_events.h.
 class GuardedEvents final : public runtime::EventSink {
@@ -69,13 +59,17 @@ class GuardedEvents final : public runtime::EventSink {
           return Release(index, text, finished);
         },
         [this](int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
-          // Asked first: what Canonical keeps is per choice the request asked for.
           // An empty text adds nothing a client shows (Hold drops it): it takes no place either.
-          if (!field.structural && fragment.empty()) return std::string();
-          protocol::DeltaField placed;
-          if (blocked_ || !Asked(index) || !Canonical(index, field, placed)) return std::string();
-          if (placed.structural) return Structural(index, placed, fragment);
-          Hold(index, placed, fragment);
+          if (blocked_ || (!field.structural && fragment.empty())) return std::string();
+          // Asked first: the places kept are per choice the request asked for.
+          if (!Asked(index)) return std::string();
+          absl::StatusOr<protocol::DeltaField> placed = places_.Place(index, field);
+          if (!placed.ok()) {
+            Stop(placed.status());
+            return std::string();
+          }
+          if (placed->structural) return Structural(index, *placed, fragment);
+          Hold(index, *placed, fragment);
           return std::string();
         },
         [this](std::string_view where, std::string_view text) -> std::optional<std::string> {
@@ -195,7 +189,7 @@ class GuardedEvents final : public runtime::EventSink {
         seen != structural_.end() && !field.number && (value.empty() || seen->second == value)) {
       return std::string(value);
     }
-    if (!Placed(index)) return std::string();
+    if (!StillOpen(index)) return std::string();
     // A place that held text before: a client would join this value to that text.
     if (held_fields_.contains({index, Unflagged(field)})) {
       Stop(runtime::BadGateway(StrCat("the upstream's stream sends a member of choice ", index,
@@ -233,12 +227,12 @@ class GuardedEvents final : public runtime::EventSink {
       // It cannot be edited (clients join its fragments): what a terminal would do with it is
       // not passed on.
       Stop(runtime::BadGateway(StrCat("the upstream's stream sends display controls in the member ",
-                                      guard::RedactAll(Where(field)), " of choice ", index)));
+                                      guard::RedactAll(DeltaWhere(field)), " of choice ", index)));
       return false;
     }
     const std::string found = guard::RepeatedFinding(value, config_);
     if (found.empty()) return true;
-    const std::string where = Where(field);
+    const std::string where = DeltaWhere(field);
     ex_.content_blocked = true;
     Stop(absl::PermissionDeniedError(
         StrCat("the model's answer was blocked by the content guard: ", guard::RedactAll(found),
@@ -250,7 +244,7 @@ class GuardedEvents final : public runtime::EventSink {
   // whole until its choice finishes, then screened whole (a value cut across fragments is seen),
   // up to kMaxHeldFields bytes and kMaxFields places a call.
   void Hold(int64_t index, const protocol::DeltaField& field, std::string_view fragment) {
-    if (blocked_ || fragment.empty() || !Placed(index)) return;
+    if (blocked_ || fragment.empty() || !StillOpen(index)) return;
     auto [held, inserted] = held_fields_.try_emplace({index, field});
     if (inserted && structural_.contains({index, Flagged(field)})) {
       held_fields_.erase(held);
@@ -267,67 +261,14 @@ class GuardedEvents final : public runtime::EventSink {
     held->second.append(fragment);
   }
 
-  // Whether a fragment of choice `index` may go out; if not, stops the call. The choice
-  // must be one the request asked for and not finished (what was held of a finished choice went
+  // Whether a fragment of choice `index` (one the request asked for) may go out; if not, stops
+  // the call. The choice must not have finished (what was held of a finished choice went
   // out, screened: more of it would be screened apart from the rest, and a client that joins
   // them would have a value no screen saw whole).
-  bool Placed(int64_t index) {
-    if (!Asked(index)) return false;
+  bool StillOpen(int64_t index) {
     if (finished_choices_.contains(index)) {
       StopAfterFinish(index);
       return false;
-    }
-    return true;
-  }
-
-  // Where a fragment of choice `index` at `field` goes, in `placed`; if nowhere, stops the call.
-  // Each member on the path keeps the form it first came in: a list's element, an object with an
-  // "index" sent without its list (TGI 2.x's tool call), or a plain object. Such an object sent
-  // later without its "index" is the same element (a client reading it as a dict merges the two,
-  // and so does one placing it by the index it first saw); any other change of form, or a second
-  // index for an element sent without its list, ends the call: a client reading it as a dict
-  // would merge what one reading it by index keeps apart, and the guard would screen apart what
-  // the first joins (review helper-127: an object with an index and then without one was held
-  // as two texts, and released in the wrong order). The elements of a list must first appear in
-  // order of their index: openai-python places an element at its position in the list it has,
-  // so one sent before its elder would be joined to whatever is there.
-  bool Canonical(int64_t index, const protocol::DeltaField& field, protocol::DeltaField& placed) {
-    placed = field;
-    protocol::DeltaField path;  // the members so far, each as placed
-    for (protocol::DeltaField::Segment& segment : placed.path) {
-      path.path.push_back({segment.key, -1});
-      const Form form = segment.element < 0 ? Form::kPlain
-                        : segment.bare      ? Form::kBare
-                                            : Form::kList;
-      auto [seen, inserted] = forms_.try_emplace({index, path}, FormSeen{form, -1});
-      // Bounded like the places held (a member per place and level at most).
-      if (inserted && forms_.size() > 2 * kMaxFields * protocol::kMaxDeltaDepth) {
-        Stop(runtime::BadGateway("the upstream's stream names more members than the guard checks"));
-        return false;
-      }
-      FormSeen& first = seen->second;
-      if (!inserted && first.form == Form::kBare && form == Form::kPlain) {
-        segment.element = first.highest;
-        segment.bare = true;
-      } else if (!inserted && (form != first.form ||
-                               (form == Form::kBare && segment.element != first.highest))) {
-        Stop(runtime::BadGateway(StrCat("the upstream's stream sends the member ",
-                                        guard::RedactAll(Where(path)), " of choice ", index,
-                                        " as more than one element, or in two forms")));
-        return false;
-      } else if (form == Form::kBare) {
-        first.highest = segment.element;
-      } else if (form == Form::kList) {
-        if (segment.element > first.highest + 1) {
-          Stop(runtime::BadGateway(StrCat("the upstream's stream sends element ", segment.element,
-                                          " of a list of choice ", index, " before element ",
-                                          first.highest + 1)));
-          return false;
-        }
-        first.highest = std::max(first.highest, segment.element);
-      }
-      path.path.back().element = segment.element;
-      path.path.back().bare = segment.bare;
     }
     return true;
   }
@@ -371,7 +312,7 @@ class GuardedEvents final : public runtime::EventSink {
     auto it = held_fields_.lower_bound({index, protocol::DeltaField{}});
     while (it != held_fields_.end() && it->first.first == index && !blocked_) {
       const protocol::DeltaField& field = it->first.second;
-      const std::string where = StrCat(Where(field), " of choice ", index);
+      const std::string where = StrCat(DeltaWhere(field), " of choice ", index);
       std::optional<std::string> screened = ScreenWhole(where, it->second);
       if (blocked_) return;
       out.push_back({field, screened ? std::move(*screened) : std::move(it->second)});
@@ -587,15 +528,8 @@ class GuardedEvents final : public runtime::EventSink {
   // The last value found clean at each place outside the deltas, for the first few places.
   static constexpr size_t kMaxClean = 16;
   std::map<std::string, std::string, std::less<>> clean_;
-  // By choice and list (its path, elements up to it included): the highest element seen.
-  // Per member of a choice's delta (its path, each enclosing element as placed): the form it
-  // first came in, and its highest element (a list's) or its element (a bare object's).
-  enum class Form { kPlain, kBare, kList };
-  struct FormSeen {
-    Form form;
-    int64_t highest;
-  };
-  std::map<std::pair<int64_t, protocol::DeltaField>, FormSeen> forms_;
+  // Where each fragment goes (a place per member and level at most, for the places held).
+  DeltaPlaces places_{2 * kMaxFields * protocol::kMaxDeltaDepth};
   size_t held_field_bytes_ = 0;
   std::vector<int64_t> finished_;       // the choices the chunk being edited finishes
   std::set<int64_t> finished_choices_;  // every choice that finished, whose text all went out
