@@ -45,14 +45,9 @@ struct PolicyOptions {
 int RunPolicyValidate(const PolicyOptions& options) {
   absl::StatusOr<std::shared_ptr<const policy::Policy>> policy = LoadPolicy(options);
   if (!policy.ok()) return Fail("policy", policy.status(), 2);
-  const std::vector<policy::AbsentAttributeWarning> warnings =
-      policy::FindDenyRulesSkippedOnMissingAttributes(**policy);
-  for (const policy::AbsentAttributeWarning& w : warnings) {
-    std::fprintf(stderr, "%s\n", w.Explain((*policy)->source()).c_str());
-  }
-  const std::vector<std::string> patterns = policy::FindModelPatternsThatMatchNothing(**policy);
-  for (const std::string& w : patterns) std::fprintf(stderr, "%s\n", w.c_str());
-  const size_t count = warnings.size() + patterns.size();
+  const std::vector<std::string> warnings = policy::PolicyWarnings(**policy);
+  for (const std::string& w : warnings) std::fprintf(stderr, "%s\n", w.c_str());
+  const size_t count = warnings.size();
   std::string counted;
   if (count > 0) counted = StrCat(" (", count, count == 1 ? " warning)" : " warnings)");
   std::printf("%s: %zu rules, %zu limits: valid%s\n", (*policy)->source().c_str(),

@@ -249,9 +249,9 @@ std::vector<std::string> FindModelPatternsThatMatchNothing(const Policy& policy)
                    const std::vector<std::string>& resources, bool data_plane_only) {
     for (const std::string& pattern : resources) {
       if (!matches_nothing(pattern, data_plane_only)) continue;
+      const size_t slash = pattern.find('/');  // after "model:", 6 bytes
       const std::string_view model = std::string_view(pattern).substr(
-          6,
-          pattern.find('/') == std::string::npos ? std::string_view::npos : pattern.find('/') - 6);
+          6, slash == std::string::npos ? std::string_view::npos : slash - 6);
       found.emplace_back(
           line, StrCat(policy.source(), ":", line, ": warning: ", what, " '", name,
                        "' has the resource pattern '", pattern,
@@ -272,6 +272,15 @@ std::vector<std::string> FindModelPatternsThatMatchNothing(const Policy& policy)
                    [](const auto& a, const auto& b) { return a.first < b.first; });
   std::vector<std::string> warnings;
   for (auto& [line, text] : found) warnings.push_back(std::move(text));
+  return warnings;
+}
+
+std::vector<std::string> PolicyWarnings(const Policy& policy) {
+  std::vector<std::string> warnings;
+  for (const AbsentAttributeWarning& w : FindDenyRulesSkippedOnMissingAttributes(policy)) {
+    warnings.push_back(w.Explain(policy.source()));
+  }
+  for (std::string& w : FindModelPatternsThatMatchNothing(policy)) warnings.push_back(std::move(w));
   return warnings;
 }
 

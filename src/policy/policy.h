@@ -174,4 +174,8 @@ std::vector<AbsentAttributeWarning> FindDenyRulesSkippedOnMissingAttributes(cons
 // nothing (review helper-125: such a limit was accepted without a word and limited nothing).
 std::vector<std::string> FindModelPatternsThatMatchNothing(const Policy& policy);
 
+// Every warning above, as text ("policy.toml:12: warning: ..."): what `pillar policy validate`
+// prints and the server says when it loads the file.
+std::vector<std::string> PolicyWarnings(const Policy& policy);
+
 }  // namespace pillar::policy

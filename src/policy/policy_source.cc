@@ -44,10 +44,7 @@ absl::Status PolicySource::Apply(const std::string& path, const std::string& tex
                 : StrCat("refused, the previous policy stays: ", policy.status().message()));
   if (!policy.ok()) return policy.status();
   // What `pillar policy validate` warns of, said where an operator who never ran it looks.
-  for (const AbsentAttributeWarning& w : FindDenyRulesSkippedOnMissingAttributes(**policy)) {
-    std::fprintf(stderr, "pillar: %s\n", w.Explain(path).c_str());
-  }
-  for (const std::string& w : FindModelPatternsThatMatchNothing(**policy)) {
+  for (const std::string& w : PolicyWarnings(**policy)) {
     std::fprintf(stderr, "pillar: %s\n", w.c_str());
   }
   absl::MutexLock lock(&mu_);

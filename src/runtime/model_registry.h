@@ -96,8 +96,7 @@ class ModelRegistry {
   // Loads every scanned version with `loader`; failures are recorded, never fatal. Versions of
   // `previous` that the scan still names are taken over as they are (a ready one is not loaded
   // again; a failed one is retried only when its stamp moved, or RetriedAtEveryScan); the ones it
-  // no longer names are
-  // appended to `retired`, when given.
+  // no longer names are appended to `retired`, when given.
   static std::shared_ptr<const ModelRegistry> Build(models::ScanResult scan,
                                                     const RunnerLoader& loader,
                                                     const ModelRegistry* previous,

@@ -80,6 +80,13 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(body)
 
+    def retry_after(self, status, seconds):
+        """An empty reply of `status` with Retry-After: `seconds`."""
+        self.send_response(status)
+        self.send_header("Retry-After", seconds)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
     def do_GET(self):
         if self.path != "/v2/health/ready":
             return self.reply(404, b'{"error": "not found"}')
@@ -111,20 +118,12 @@ class Handler(BaseHTTPRequestHandler):
             with open(model + ".hits", "a") as hits:
                 hits.write("%.6f\n" % time.time())
             if model == "pause":
-                self.send_response(429)
-                self.send_header("Retry-After", "2")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return
+                return self.retry_after(429, "2")
             return self.reply(500, b'{"error": "flaky"}')
         if model == "busy503":
             return self.reply(503, b'{"error": "busy"}')
         if model == "busy503zero":
-            self.send_response(503)
-            self.send_header("Retry-After", "0")
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
+            return self.retry_after(503, "0")
         if model == "early":
             self.wfile.write(b"HTTP/1.1 103 Early Hints\r\nLink: </x>; rel=preload\r\n\r\n")
             return self.reply(200, json.dumps(good).encode())

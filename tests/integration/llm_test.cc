@@ -2221,15 +2221,24 @@ void MeterTokens(testing::ServerProcess& server, int quota, const std::string& m
   server.AddConfig("[policy]\nfile = \"" + policy + "\"\n" + more);
 }
 
+// Starts `server` with `model` (its model.toml `toml`) under a daily quota of `quota` tokens a
+// key (MeterTokens, with `more` configuration); the key it meters, or nothing when it did not
+// start.
+std::string StartMetered(testing::ServerProcess& server, const std::string& model,
+                         const std::string& toml, int quota, const std::string& more = "") {
+  const std::filesystem::path store = server.dir() / "store";
+  WriteVersion(store, model, toml);
+  server.SetStore(store);
+  MeterTokens(server, quota, more);
+  const std::string key = server.CreateKey("metered");
+  return server.Start() ? key : std::string();
+}
+
 // Token limits on one instance (the embedded limiter), with a language model served in process.
 TEST(LlmLimitsTest, TokensAreReservedOnArrivalSettledOnTheAnswerAndRefusedPastTheLimit) {
   testing::ServerProcess server;
-  const std::filesystem::path store = server.dir() / "store";
-  WriteVersion(store, "chat", SimulatedLlm(""));
-  server.SetStore(store);
-  MeterTokens(server, 300);
-  const std::string key = server.CreateKey("metered");
-  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string key = StartMetered(server, "chat", SimulatedLlm(""), 300);
+  ASSERT_FALSE(key.empty()) << server.Log();
   auto call = [&](int max_tokens) {
     return Fetch(server.data_port(), "POST", "/v1/chat/completions",
                  R"({"model":"chat","messages":[{"role":"user","content":"Count to three."}],)"
@@ -2278,12 +2287,8 @@ TEST(LlmLimitsTest, TokensAreReservedOnArrivalSettledOnTheAnswerAndRefusedPastTh
 // calls went on past a spent quota.
 TEST(LlmLimitsTest, ACallThatReservesNothingIsChargedWhatItMakesAndRefusedPastTheLimit) {
   testing::ServerProcess server;
-  const std::filesystem::path store = server.dir() / "store";
-  WriteVersion(store, "chat", SimulatedLlm(""));
-  server.SetStore(store);
-  MeterTokens(server, 40);
-  const std::string key = server.CreateKey("metered");
-  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string key = StartMetered(server, "chat", SimulatedLlm(""), 40);
+  ASSERT_FALSE(key.empty()) << server.Log();
   auto empty = [&](const std::string& more) {
     return Fetch(server.data_port(), "POST", "/v1/completions",
                  R"({"model":"chat","prompt":"")" + more + "}",
@@ -2311,12 +2316,8 @@ TEST(LlmLimitsTest, ACallThatReservesNothingIsChargedWhatItMakesAndRefusedPastTh
 // so ten prompts of 40 tokens each passed a quota of 50 (every prompt is answered with n choices).
 TEST(LlmLimitsTest, EveryPromptOfACompletionReservesItsChoices) {
   testing::ServerProcess server;
-  const std::filesystem::path store = server.dir() / "store";
-  WriteVersion(store, "chat", SimulatedLlm(""));
-  server.SetStore(store);
-  MeterTokens(server, 100);
-  const std::string key = server.CreateKey("metered");
-  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string key = StartMetered(server, "chat", SimulatedLlm(""), 100);
+  ASSERT_FALSE(key.empty()) << server.Log();
   auto call = [&](const std::string& body) {
     return Fetch(server.data_port(), "POST", "/v1/completions", body,
                  {Bearer(key), "Content-Type: application/json"});
@@ -2401,12 +2402,9 @@ TEST(LlmStreamTest, AClientThatDoesNotReadIsBoundedThenCut) {
 // An answer the guard withholds is charged all the same: the model did the work.
 TEST(LlmLimitsTest, AWithheldAnswerIsStillCharged) {
   testing::ServerProcess server;
-  const std::filesystem::path store = server.dir() / "store";
-  WriteVersion(store, "echo", SimulatedLlm("echo = true\n", 64));
-  server.SetStore(store);
-  MeterTokens(server, 1000, "[guard]\n[guard.models.echo]\nprompts = false\n");
-  const std::string key = server.CreateKey("metered");
-  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string key = StartMetered(server, "echo", SimulatedLlm("echo = true\n", 64), 1000,
+                                       "[guard]\n[guard.models.echo]\nprompts = false\n");
+  ASSERT_FALSE(key.empty()) << server.Log();
   auto call = [&](const std::string& text) {
     return Fetch(server.data_port(), "POST", "/v1/chat/completions",
                  R"({"model":"echo","max_tokens":100,"messages":[{"role":"user","content":")" +
@@ -2439,14 +2437,12 @@ TEST(LlmLimitsTest, AWithheldAnswerIsStillCharged) {
 // A call cut by its deadline keeps what it reserved: the model may have done all the work.
 TEST(LlmLimitsTest, ACallThatRunsOutOfTimeKeepsItsReservation) {
   testing::ServerProcess server;
-  const std::filesystem::path store = server.dir() / "store";
-  WriteVersion(store, "slow",
-               "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
-               "time_to_first_token_ms = 3000\ntokens_per_second = 10\ncompletion_tokens = 8\n");
-  server.SetStore(store);
-  MeterTokens(server, 1000);
-  const std::string key = server.CreateKey("metered");
-  ASSERT_TRUE(server.Start()) << server.Log();
+  const std::string key =
+      StartMetered(server, "slow",
+                   "platform = \"simulated\"\n[simulated]\napi = \"openai\"\n"
+                   "time_to_first_token_ms = 3000\ntokens_per_second = 10\ncompletion_tokens = 8\n",
+                   1000);
+  ASSERT_FALSE(key.empty()) << server.Log();
   const std::string body =
       R"({"model":"slow","max_tokens":100,"messages":[{"role":"user","content":"hi"}]})";
   HttpReply cut =
