@@ -67,17 +67,25 @@ std::vector<float> UnitVector(uint64_t seed, int64_t dimensions) {
   return v;
 }
 
-// The last message's (or prompt's) text, for an echo: empty when the body has none.
-std::string LastText(const GenerateRequest& request) {
+// What an echo repeats: the last message's text for a chat, each prompt's for a text completion
+// (answered with n choices a prompt, in the prompts' order, as OpenAI's API answers a list);
+// none when the body has none.
+std::vector<std::string> EchoedTexts(const GenerateRequest& request) {
   if (request.route == OpenAiRoute::kChatCompletions) {
     absl::StatusOr<protocol::ChatRequest> chat = protocol::ParseChatRequest(request.body, {});
-    if (chat.ok() && !chat->messages.empty()) return chat->messages.back().text;
+    if (chat.ok() && !chat->messages.empty()) return {chat->messages.back().text};
   } else if (request.route == OpenAiRoute::kCompletions) {
     absl::StatusOr<protocol::CompletionRequest> completion =
         protocol::ParseCompletionRequest(request.body, {});
-    if (completion.ok() && !completion->prompts.empty()) return completion->prompts.back();
+    if (completion.ok()) return std::move(completion->prompts);
   }
-  return std::string();
+  return {};
+}
+
+// How many choices a chat or text completion answers: n for each of a completion's prompts.
+int64_t ChoiceCount(const GenerateRequest& request) {
+  const int64_t prompts = request.route == OpenAiRoute::kCompletions ? request.prompts : 1;
+  return std::max<int64_t>(prompts, 1) * request.n;
 }
 
 // The words of `text` (runs of non-blanks), joined by single spaces, at most `limit` of them.
@@ -118,6 +126,7 @@ struct PendingCall {
   bool chat = true;
   protocol::Completion completion;
   std::vector<std::vector<std::string_view>> words;  // of each choice, viewing completion
+  int64_t tokens = 0;  // the longest choice's: the stream ends after it
   int64_t next_token = 0;
   int64_t cut_at = -1;        // the stream stops here, without [DONE]
   int64_t malformed_at = -1;  // a chunk that is not JSON goes out here
@@ -173,8 +182,9 @@ Outcome SimulatedLlmRunner::State::Draw(const GenerateRequest& request) {
     return {absl::InternalError("simulated: the model failed"), Millis(sim.time_to_first_token_ms)};
   }
   InferResult answer = Answer(request);
-  const int64_t per_choice =
-      request.route == OpenAiRoute::kEmbeddings ? 1 : answer.usage.completion_tokens / request.n;
+  const int64_t per_choice = request.route == OpenAiRoute::kEmbeddings
+                                 ? 1
+                                 : answer.usage.completion_tokens / ChoiceCount(request);
   const double ms = sim.time_to_first_token_ms +
                     double(std::max<int64_t>(per_choice - 1, 0)) * 1e3 / sim.tokens_per_second;
   return {std::move(answer), Millis(ms)};
@@ -182,20 +192,31 @@ Outcome SimulatedLlmRunner::State::Draw(const GenerateRequest& request) {
 
 protocol::Completion SimulatedLlmRunner::State::Compose(const GenerateRequest& request) const {
   const uint64_t seed = StableHash(request.body, sim.seed);
-  int64_t tokens = std::min(request.max_tokens.value_or(INT64_MAX), sim.completion_tokens);
-  std::string echoed;
-  if (sim.echo) echoed = FirstWords(LastText(request), tokens, &tokens);
+  const int64_t tokens = std::min(request.max_tokens.value_or(INT64_MAX), sim.completion_tokens);
+  const std::vector<std::string> echoed =
+      sim.echo ? EchoedTexts(request) : std::vector<std::string>();
   protocol::Completion completion;
   completion.id = StrCat(request.route == OpenAiRoute::kChatCompletions ? "chatcmpl-" : "cmpl-",
                          "sim", seed % 1'000'000'007);
   completion.model = request.model;
   completion.created = SystemClock().UnixMicros() / 1'000'000;
-  for (int64_t i = 0; i < request.n; ++i) {
-    completion.choices.push_back(sim.echo ? echoed : Words(seed + uint64_t(i) * 7919, tokens));
+  const int64_t choices = ChoiceCount(request);
+  int64_t completion_tokens = 0;
+  for (int64_t i = 0; i < choices; ++i) {
+    if (sim.echo) {
+      const size_t prompt = size_t(i / request.n);
+      int64_t words = 0;
+      completion.choices.push_back(
+          FirstWords(prompt < echoed.size() ? echoed[prompt] : "", tokens, &words));
+      completion_tokens += words;
+    } else {
+      completion.choices.push_back(Words(seed + uint64_t(i) * 7919, tokens));
+      completion_tokens += tokens;
+    }
   }
   completion.finish_reason = tokens < sim.completion_tokens && !sim.echo ? "length" : "stop";
   completion.usage = {.prompt_tokens = request.prompt_tokens,
-                      .completion_tokens = tokens * request.n};
+                      .completion_tokens = completion_tokens};
   return completion;
 }
 
@@ -234,7 +255,10 @@ void SimulatedLlmRunner::State::PrepareStream(PendingCall& call, const GenerateR
     }
     call.words.push_back(std::move(words));
   }
-  const int64_t tokens = call.words.empty() ? 0 : int64_t(call.words[0].size());
+  for (const std::vector<std::string_view>& words : call.words) {
+    call.tokens = std::max(call.tokens, int64_t(words.size()));
+  }
+  const int64_t tokens = call.tokens;
   call.interval = Millis(1e3 / sim.tokens_per_second);
   // The stream's own faults, drawn after the call's outcome: a cut, or a chunk that is not JSON,
   // half way through.
@@ -274,7 +298,7 @@ void SimulatedLlmRunner::State::StreamStep(const std::shared_ptr<PendingCall>& c
                                                            int64_t(i), piece, ""));
   }
   if (t == c.malformed_at) c.queue.emplace_back(EventKind::kChunk, "data: {\"choices\":[\n\n");
-  if (c.next_token >= int64_t(c.words.empty() ? 0 : c.words[0].size())) {
+  if (c.next_token >= c.tokens) {
     for (size_t i = 0; i < c.words.size(); ++i) {
       c.queue.emplace_back(EventKind::kChunk,
                            c.chat

@@ -381,7 +381,22 @@ TEST_F(LlmTest, CompletionsAndEmbeddingsToo) {
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find(R"("object":"text_completion")"), std::string::npos) << r.body;
   EXPECT_NE(r.body.find(R"("finish_reason":"length")"), std::string::npos) << r.body;
-  EXPECT_NE(r.body.find(R"("completion_tokens":2)"), std::string::npos) << r.body;
+  // A list of prompts is answered with n choices for each, as OpenAI's API answers it: two
+  // choices of two tokens.
+  EXPECT_NE(r.body.find(R"("index":1)"), std::string::npos) << r.body;
+  EXPECT_EQ(r.body.find(R"("index":2)"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":4)"), std::string::npos) << r.body;
+  // Echoed, each prompt's choices say that prompt back, in the prompts' order.
+  r = Post("/v1/completions",
+           R"({"model":"echo-open","prompt":["one two","three"],"max_tokens":5,"n":2})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  const size_t first = r.body.find(R"("text":"one two")");
+  const size_t last = r.body.rfind(R"("text":"three")");
+  EXPECT_NE(first, std::string::npos) << r.body;
+  EXPECT_NE(last, std::string::npos) << r.body;
+  EXPECT_LT(first, last) << r.body;
+  EXPECT_NE(r.body.find(R"("index":3)"), std::string::npos) << r.body;
+  EXPECT_NE(r.body.find(R"("completion_tokens":6)"), std::string::npos) << r.body;
   r = Post("/v1/embeddings", R"({"model":"assistant","input":["a b c","d"]})");
   ASSERT_EQ(r.status, 200) << r.body;
   EXPECT_NE(r.body.find(R"("object":"embedding","index":1)"), std::string::npos) << r.body;
