@@ -78,6 +78,11 @@ int TooDeeplyNestedLine(std::string_view text) {
   }
 }
 
+std::string TomlWhere(std::string_view source, const toml::node* node) {
+  if (node == nullptr || !node->source().begin) return std::string(source);
+  return StrCat(source, ":", node->source().begin.line);
+}
+
 const toml::node* TomlSection::Find(std::string_view key) {
   seen_.insert(std::string(key));
   return table_ == nullptr ? nullptr : table_->get(key);

@@ -25,6 +25,10 @@ namespace pillar {
 // InvalidArgument naming `source`, the line and column when the text is not valid TOML.
 [[nodiscard]] absl::StatusOr<toml::table> ParseToml(std::string_view text, std::string_view source);
 
+// "source:line" of `node` (source alone without one): where an error found after the reading
+// points, so that the operator edits the right line.
+std::string TomlWhere(std::string_view source, const toml::node* node);
+
 // Reads the keys of one table (which may be absent: then every read keeps its default). A key
 // of the wrong type or out of range is an error, never a silent default, and
 // CheckNoUnknownKeys() reports any key nobody read, so a typo cannot go unnoticed.

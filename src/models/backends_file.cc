@@ -11,7 +11,8 @@ absl::StatusOr<BackendsFile> BackendsFile::Parse(std::string_view text, std::str
   if (!root.ok()) return root.status();
   BackendsFile file;
   file.source_ = std::string(source);
-  for (const auto& [key, node] : *root) {
+  file.root_ = std::make_shared<const toml::table>(*std::move(root));
+  for (const auto& [key, node] : *file.root_) {
     if (key.str() != "backends") {
       return absl::InvalidArgumentError(StrCat(source, ": unknown table or key '",
                                                std::string(key.str()).substr(0, 64),
@@ -39,7 +40,7 @@ absl::StatusOr<BackendsFile> BackendsFile::Parse(std::string_view text, std::str
           !s.ok()) {
         return s;
       }
-      file.tables_.emplace(name, *entry.as_table());
+      file.tables_.emplace(name, entry.as_table());
     }
   }
   return file;
@@ -50,7 +51,7 @@ absl::StatusOr<RemoteConfig> BackendsFile::Apply(std::string_view model,
   auto it = tables_.find(model);
   if (it == tables_.end()) return signed_remote;
   RemoteConfig out = signed_remote;
-  if (absl::Status s = ApplyRemoteOverride(it->second, StrCat("backends.", model), source_, out);
+  if (absl::Status s = ApplyRemoteOverride(*it->second, StrCat("backends.", model), source_, out);
       !s.ok()) {
     return s;
   }

@@ -18,6 +18,7 @@
 #include <toml++/toml.h>
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -40,7 +41,10 @@ class BackendsFile {
 
  private:
   std::string source_;
-  std::map<std::string, toml::table, std::less<>> tables_;
+  // The parsed file, kept whole: toml++ copies a node without its place in the text, and
+  // Apply's errors name the line (shared, so that a copy of this object points into it too).
+  std::shared_ptr<const toml::table> root_;
+  std::map<std::string, const toml::table*, std::less<>> tables_;  // into root_
 };
 
 }  // namespace pillar::models

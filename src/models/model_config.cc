@@ -184,12 +184,14 @@ namespace {
     // The upstream batches and runs its own instances; [remote] sets the connections and queue.
     for (const char* table : {"batching", "instance"}) {
       if (root.contains(table)) {
-        return Error(source, StrCat("[", table, "] does not apply to platform = \"",
-                                    PlatformName(config.platform), "\""));
+        return Error(TomlWhere(source, root.get(table)),
+                     StrCat("[", table, "] does not apply to platform = \"",
+                            PlatformName(config.platform), "\""));
       }
     }
   } else if (root.contains("remote")) {
-    return Error(source, "[remote] is only for platform = \"remote\" or \"openai\"");
+    return Error(TomlWhere(source, root.get("remote")),
+                 "[remote] is only for platform = \"remote\" or \"openai\"");
   }
   if (config.platform == Platform::kRemote) {
     bool openai_keys =
@@ -198,7 +200,13 @@ namespace {
       openai_keys = openai_keys || !endpoint.model.empty();
     }
     if (openai_keys) {
-      return Error(source,
+      // The line of the first such key the [remote] table holds (an endpoint's model: the
+      // endpoints' line).
+      const toml::table& remote = *root.get("remote")->as_table();
+      const toml::node* key = remote.get("api_key_header");
+      if (key == nullptr) key = remote.get("api_version");
+      if (key == nullptr) key = remote.get("endpoints");
+      return Error(TomlWhere(source, key),
                    "[remote] api_key_header, api_version and an endpoint's model are only for "
                    "platform = \"openai\"");
     }

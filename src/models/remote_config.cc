@@ -41,10 +41,11 @@ std::string Shown(std::string_view url) {
   return shown;
 }
 
-[[nodiscard]] absl::Status CheckEndpoint(std::string_view url, std::string_view source) {
+// `where`: "file:line" of the entry (TomlWhere).
+[[nodiscard]] absl::Status CheckEndpoint(std::string_view url, std::string_view where) {
   auto error = [&](std::string_view why) {
     return absl::InvalidArgumentError(
-        StrCat(source, ": [remote] endpoint '", Shown(url), "' ", why));
+        StrCat(where, ": [remote] endpoint '", Shown(url), "' ", why));
   };
   std::string_view rest;
   if (url.substr(0, 7) == "http://") {
@@ -69,7 +70,7 @@ std::string Shown(std::string_view url) {
 
 // The upstream's model name and version go into the request line: plain names only.
 [[nodiscard]] absl::Status CheckName(std::string_view key, std::string_view value,
-                                     std::string_view source) {
+                                     std::string_view where) {
   bool ok = value.size() <= 128;
   for (char c : value) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -77,11 +78,11 @@ std::string Shown(std::string_view url) {
   }
   if (ok && value != "." && value != "..") return absl::OkStatus();
   return absl::InvalidArgumentError(
-      StrCat(source, ": [remote] ", key, " must be up to 128 letters, digits, '.', '_' or '-'"));
+      StrCat(where, ": [remote] ", key, " must be up to 128 letters, digits, '.', '_' or '-'"));
 }
 
 // api_key_header: an HTTP field name (a token of letters, digits and '-').
-[[nodiscard]] absl::Status CheckHeaderName(std::string_view name, std::string_view source) {
+[[nodiscard]] absl::Status CheckHeaderName(std::string_view name, std::string_view where) {
   bool ok = !name.empty() && name.size() <= 64;
   for (char c : name) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -89,11 +90,11 @@ std::string Shown(std::string_view url) {
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      StrCat(source, ": [remote] api_key_header must be a header name (letters, digits, '-')"));
+      StrCat(where, ": [remote] api_key_header must be a header name (letters, digits, '-')"));
 }
 
 // api_version goes into the request line's query: letters, digits, '.', '-' and '_' only.
-[[nodiscard]] absl::Status CheckQueryValue(std::string_view value, std::string_view source) {
+[[nodiscard]] absl::Status CheckQueryValue(std::string_view value, std::string_view where) {
   bool ok = value.size() <= 64;
   for (char c : value) {
     ok = ok && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
@@ -101,7 +102,7 @@ std::string Shown(std::string_view url) {
   }
   if (ok) return absl::OkStatus();
   return absl::InvalidArgumentError(
-      StrCat(source, ": [remote] api_version must be up to 64 letters, digits, '.', '_' or '-'"));
+      StrCat(where, ": [remote] api_version must be up to 64 letters, digits, '.', '_' or '-'"));
 }
 
 }  // namespace
@@ -136,9 +137,11 @@ namespace {
   const toml::array* array = node->as_array();
   if (array == nullptr) {
     return absl::InvalidArgumentError(
-        StrCat(source, ": [remote] endpoints must be an array of URLs or tables"));
+        StrCat(TomlWhere(source, node), ": [remote] endpoints must be an array of URLs or tables"));
   }
+  std::set<std::string> seen;
   for (const toml::node& entry : *array) {
+    const std::string where = TomlWhere(source, &entry);
     RemoteEndpoint endpoint;
     if (const toml::value<std::string>* url = entry.as_string()) {
       endpoint.url = url->get();
@@ -162,8 +165,16 @@ namespace {
       PILLAR_RETURN_IF_ERROR(fields.CheckNoUnknownKeys());
     } else {
       return absl::InvalidArgumentError(
-          StrCat(source, ": [remote] each endpoint is a URL or a table with a url"));
+          StrCat(where, ": [remote] each endpoint is a URL or a table with a url"));
     }
+    PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, where));
+    // The same place spelled twice ("http://a:1" and "http://A:1/") is the same endpoint, and
+    // would count twice for weights, ejection shares and a group's healthy half.
+    if (!seen.insert(EndpointPlace(endpoint.url)).second) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": [remote] endpoint '", Shown(endpoint.url), "' is listed twice"));
+    }
+    PILLAR_RETURN_IF_ERROR(CheckName("endpoint model", endpoint.model, where));
     out.push_back(std::move(endpoint));
   }
   return absl::OkStatus();
@@ -203,8 +214,10 @@ namespace {
       section.ReadInt("trip_duration_ms", out.trip_duration_ms, 1, kMaxConfigMillis));
   PILLAR_RETURN_IF_ERROR(section.ReadBool("accept_retry_after", out.accept_retry_after));
   PILLAR_RETURN_IF_ERROR(section.ReadInt("half_open_probes", out.half_open_probes, 1, 1000));
-  const std::string where = StrCat(source, ": [", name, "]");
+  const toml::table& table = *node->as_table();
   if (section.Contains("status_codes")) {
+    const std::string where =
+        StrCat(TomlWhere(source, table.get("status_codes")), ": [", name, "]");
     std::vector<std::string> ranges;
     PILLAR_RETURN_IF_ERROR(section.ReadStrings("status_codes", ranges));
     out.status_codes.clear();
@@ -213,6 +226,8 @@ namespace {
     }
   }
   if (section.Contains("error_reasons")) {
+    const std::string where =
+        StrCat(TomlWhere(source, table.get("error_reasons")), ": [", name, "]");
     std::vector<std::string> reasons;
     PILLAR_RETURN_IF_ERROR(section.ReadStrings("error_reasons", reasons));
     out.count_connect = out.count_timeout = out.count_bad_reply = false;
@@ -254,8 +269,9 @@ namespace {
     plain = plain && static_cast<unsigned char>(c) > ' ' && c != '\x7f' && c != '?' && c != '#';
   }
   if (!plain) {
-    return absl::InvalidArgumentError(StrCat(
-        source, ": [remote.health_check] path must start with '/' and hold no blank, '?' or '#'"));
+    return absl::InvalidArgumentError(
+        StrCat(TomlWhere(source, node->as_table()->get("path")),
+               ": [remote.health_check] path must start with '/' and hold no blank, '?' or '#'"));
   }
   return absl::OkStatus();
 }
@@ -332,34 +348,46 @@ namespace {
   return section.ReadInt("retry_backoff_max_ms", out.retry_backoff_max_ms, 0, 600'000);
 }
 
-// What must hold of a whole [remote] configuration, however it was put together.
-[[nodiscard]] absl::Status CheckRemote(const RemoteConfig& out, std::string_view source) {
+// "source:line" of `key` in `table`, or of the table where the key is not in it (a value that
+// came from the signed file, checked again against this one).
+std::string AtKey(std::string_view source, const toml::table& table, std::string_view key) {
+  const toml::node* node = table.get(key);
+  return TomlWhere(source, node != nullptr ? node : &table);
+}
+
+// What must hold of a whole [remote] configuration, however it was put together: `table` is the
+// one just read (model.toml's [remote], or a backends file's table over it), for the lines.
+[[nodiscard]] absl::Status CheckRemote(const RemoteConfig& out, const toml::table& table,
+                                       std::string_view source) {
+  const std::string endpoints_at = AtKey(source, table, "endpoints");
   if (out.endpoints.empty() || out.endpoints.size() > kMaxEndpoints) {
     return absl::InvalidArgumentError(
-        StrCat(source, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
+        StrCat(endpoints_at, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
   }
+  // Each endpoint was checked where it is listed (ReadEndpoints); these hold whichever file
+  // listed them.
   std::set<std::string> seen;
   for (const RemoteEndpoint& endpoint : out.endpoints) {
-    PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, source));
-    // The same place spelled twice ("http://a:1" and "http://A:1/") is the same endpoint, and
-    // would count twice for weights, ejection shares and a group's healthy half.
+    PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, endpoints_at));
     if (!seen.insert(EndpointPlace(endpoint.url)).second) {
       return absl::InvalidArgumentError(
-          StrCat(source, ": [remote] endpoint '", Shown(endpoint.url), "' is listed twice"));
+          StrCat(endpoints_at, ": [remote] endpoint '", Shown(endpoint.url), "' is listed twice"));
     }
+    PILLAR_RETURN_IF_ERROR(CheckName("endpoint model", endpoint.model, endpoints_at));
   }
-  PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, source));
-  for (const RemoteEndpoint& endpoint : out.endpoints) {
-    PILLAR_RETURN_IF_ERROR(CheckName("endpoint model", endpoint.model, source));
-  }
-  PILLAR_RETURN_IF_ERROR(CheckName("version", out.version, source));
+  PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, AtKey(source, table, "model")));
+  PILLAR_RETURN_IF_ERROR(CheckName("version", out.version, AtKey(source, table, "version")));
   if (out.hedge.enabled && !out.idempotent) {
     return absl::InvalidArgumentError(
-        StrCat(source, ": [remote.hedge] needs an idempotent model: a hedge sends it twice"));
+        StrCat(AtKey(source, table, "hedge"),
+               ": [remote.hedge] needs an idempotent model: a hedge sends it twice"));
   }
   if (out.client_certificate.empty() != out.client_key.empty()) {
-    return absl::InvalidArgumentError(
-        StrCat(source, ": [remote] client_certificate and client_key go together"));
+    const std::string_view given =
+        out.client_certificate.empty() ? "client_key" : "client_certificate";
+    return absl::InvalidArgumentError(StrCat(AtKey(source, table, given),
+                                             ": [remote] client_certificate and client_key go "
+                                             "together"));
   }
   return absl::OkStatus();
 }
@@ -394,9 +422,11 @@ void AllowSubtables(TomlSection& section) {
   PILLAR_RETURN_IF_ERROR(section.ReadString("api_key_header", out.api_key_header));
   PILLAR_RETURN_IF_ERROR(section.ReadString("api_version", out.api_version));
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
-  PILLAR_RETURN_IF_ERROR(CheckHeaderName(out.api_key_header, source));
-  PILLAR_RETURN_IF_ERROR(CheckQueryValue(out.api_version, source));
-  return CheckRemote(out, source);
+  const toml::table& remote = *node->as_table();
+  PILLAR_RETURN_IF_ERROR(
+      CheckHeaderName(out.api_key_header, AtKey(source, remote, "api_key_header")));
+  PILLAR_RETURN_IF_ERROR(CheckQueryValue(out.api_version, AtKey(source, remote, "api_version")));
+  return CheckRemote(out, remote, source);
 }
 
 [[nodiscard]] absl::Status ApplyRemoteOverride(const toml::table& table, std::string_view name,
@@ -405,7 +435,7 @@ void AllowSubtables(TomlSection& section) {
   AllowSubtables(section);
   PILLAR_RETURN_IF_ERROR(ReadOperationalKeys(section, table, source, false, out));
   PILLAR_RETURN_IF_ERROR(section.CheckNoUnknownKeys());
-  return CheckRemote(out, source);
+  return CheckRemote(out, table, source);
 }
 
 }  // namespace pillar::models

@@ -133,5 +133,42 @@ TEST(BackendsFileTest, ARefusedEndpointIsShownWithoutItsCredentialsOrQuery) {
   }
 }
 
+// What is found wrong after the reading (an endpoint's URL, one listed twice, a status range,
+// a health check's path, a hedge over a model that is not idempotent) names the line to edit:
+// the refusals said the file alone.
+TEST(BackendsFileTest, ErrorsFoundAfterTheReadingNameTheirLine) {
+  const std::pair<std::string, std::string> bad[] = {
+      {"[backends.digits]\n\nendpoints = [\n  \"http://a:1\",\n  \"ftp://b:2\",\n]\n",
+       "b.toml:5: [remote] endpoint 'ftp://b:2' must start with http:// or https://"},
+      {"[backends.digits]\nendpoints = [\n  \"http://a:1\",\n  { url = \"http://A:1/\" },\n]\n",
+       "b.toml:4: [remote] endpoint 'http://A:1/' is listed twice"},
+      {"[backends.digits]\nendpoints = [\"http://a:1\", 7]\n",
+       "b.toml:2: [remote] each endpoint is a URL or a table"},
+      {"[backends.digits]\nendpoints = []\n", "b.toml:2: [remote] endpoints must list 1 to"},
+      {"[backends.digits.breaker]\nfailure_count = 1\n\nstatus_codes = [\"600-700\"]\n",
+       "b.toml:4: [remote.breaker] status_codes: '600-700' is not a status"},
+      {"[backends.digits.breaker]\nfailure_count = 1\nerror_reasons = [\"dns\"]\n",
+       "b.toml:3: [remote.breaker] error_reasons: 'dns'"},
+      {"[backends.digits.health_check]\ninterval_ms = 500\npath = \"ready\"\n",
+       "b.toml:3: [remote.health_check] path must start with '/'"},
+  };
+  for (const auto& [text, error] : bad) {
+    absl::StatusOr<BackendsFile> file = BackendsFile::Parse(text, "b.toml");
+    ASSERT_FALSE(file.ok()) << text;
+    EXPECT_NE(file.status().message().find(error), std::string::npos) << file.status();
+  }
+  // Over a signed model that is not idempotent, a hedge is refused at its table's line.
+  absl::StatusOr<BackendsFile> file = BackendsFile::Parse(
+      "[backends.digits]\ntimeout_ms = 900\n[backends.digits.hedge]\nenabled = true\n", "b.toml");
+  ASSERT_TRUE(file.ok()) << file.status();
+  RemoteConfig once = Signed();
+  once.idempotent = false;
+  absl::StatusOr<RemoteConfig> applied = file->Apply("digits", once);
+  ASSERT_FALSE(applied.ok());
+  EXPECT_NE(applied.status().message().find("b.toml:3: [remote.hedge] needs an idempotent model"),
+            std::string::npos)
+      << applied.status();
+}
+
 }  // namespace
 }  // namespace pillar::models

@@ -186,7 +186,7 @@ model = "digits"
     text.replace(text.find("\"digits\""), 8, std::string("\"") + bad + "\"");
     absl::StatusOr<ModelConfig> c = ModelConfig::Parse(text, "m.toml");
     ASSERT_FALSE(c.ok()) << bad;
-    EXPECT_NE(c.status().message().find("[remote] model must be up to 128 letters"),
+    EXPECT_NE(c.status().message().find("m.toml:12: [remote] model must be up to 128 letters"),
               std::string::npos)
         << c.status();
   }
@@ -209,7 +209,13 @@ model = "digits"
   EXPECT_NE(ModelConfig::Parse(with_batching, "m.toml")
                 .status()
                 .message()
-                .find("[batching] does not apply to platform = \"remote\""),
+                .find("m.toml:13: [batching] does not apply to platform = \"remote\""),
+            std::string::npos);
+  // What only a language model's upstream takes, at its line.
+  EXPECT_NE(ModelConfig::Parse(remote + "api_version = \"2024-06-01\"\n", "m.toml")
+                .status()
+                .message()
+                .find("m.toml:13: [remote] api_key_header, api_version and an endpoint's model"),
             std::string::npos);
 }
 
