@@ -65,7 +65,10 @@ routes=("get /v2 get_auth.lua" "infer /v2/models/digits/infer post_infer.lua")
 # cannot run LibTorch on every CPU (libhwy, which it loads, runs rdtscp as it loads: SIGILL on a
 # CPU with AVX-512); there the inference is not counted, and GET /v2 is counted with the
 # TorchScript module left out (the demo's digits then does not load).
-callgrind=(valgrind --tool=callgrind --instr-atstart=no --dump-instr=no --separate-threads=yes
+# tcmalloc preloaded here, as `pillar serve` preloads it itself (app/serve_allocator.h): under
+# valgrind its own re-execution would leave valgrind behind.
+callgrind=(env LD_PRELOAD=libtcmalloc_minimal.so.4
+           valgrind --tool=callgrind --instr-atstart=no --dump-instr=no --separate-threads=yes
            --callgrind-out-file="$work/callgrind.%p")
 cg_routes=("${routes[@]}")
 if ! try_start "${callgrind[@]}"; then

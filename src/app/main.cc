@@ -4,12 +4,14 @@
 
 #include "absl/synchronization/mutex.h"
 #include "app/commands.h"
+#include "app/serve_allocator.h"
 
 #ifndef PILLAR_VERSION
 #define PILLAR_VERSION "0.0.0"
 #endif
 
 int main(int argc, char** argv) {
+  pillar::app::ServeOnTcmalloc(argc, argv);  // before any thread: it may replace the process
   // Lock-order cycle detection costs a graph lookup per lock; the hot path takes a few locks.
   absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   CLI::App cli{"pillar: serve AI models with every control in the request path"};

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "testing/http_client.h"
+#include "testing/sanitizers.h"
 #include "testing/server_process.h"
 
 namespace pillar {
@@ -43,6 +44,39 @@ TEST(LifecycleTest, VersionFlag) {
   std::string out;
   EXPECT_EQ(testing::RunPillar({"--version"}, &out), 0);
   EXPECT_EQ(out, "pillar 0.1.0\n");
+}
+
+bool MapsTcmalloc(pid_t pid) {
+  std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
+  std::stringstream text;
+  text << maps.rdbuf();
+  return text.str().find("libtcmalloc") != std::string::npos;
+}
+
+// `pillar serve` runs on tcmalloc, which it preloads by executing itself again (the same
+// process); the other commands do not load it, whose start-up zeroes a page map (a thousand page
+// faults: docs/benchmarks.md, "Command start-up").
+TEST(LifecycleTest, TheServerRunsOnTcmallocAndOtherCommandsDoNotLoadIt) {
+  if (testing::kUnderSanitizers) GTEST_SKIP() << "sanitizer builds link no tcmalloc";
+  testing::ServerProcess server;
+  ASSERT_TRUE(server.Start()) << server.Log();
+  EXPECT_TRUE(MapsTcmalloc(server.pid()));
+  EXPECT_EQ(server.Log().find("glibc's allocator"), std::string::npos) << server.Log();
+  // Asked to keep glibc's (a profiler, a debugger), it does.
+  setenv("PILLAR_ALLOCATOR", "system", 1);
+  testing::ServerProcess plain;
+  const bool started = plain.Start();
+  unsetenv("PILLAR_ALLOCATOR");
+  ASSERT_TRUE(started) << plain.Log();
+  EXPECT_FALSE(MapsTcmalloc(plain.pid()));
+  // The loader's own list of what it loads for a command that is not the server.
+  setenv("LD_DEBUG", "libs", 1);
+  std::string out, err;
+  const int status = testing::RunPillar({"--version"}, &out, &err);
+  unsetenv("LD_DEBUG");
+  EXPECT_EQ(status, 0);
+  EXPECT_NE(err.find("libc.so.6"), std::string::npos) << err;  // the list is there
+  EXPECT_EQ(err.find("libtcmalloc"), std::string::npos) << err;
 }
 
 TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
