@@ -22,10 +22,10 @@ using testing::HttpReply;
 
 // A simulated model of fixed latency, one instance.
 void WriteVersion(const std::filesystem::path& store, const std::string& model, int latency_ms,
-                  const std::string& extra = "") {
+                  const std::string& extra = "", int instances = 1) {
   testing::WriteSimulatedVersion(
       store, model,
-      "latency = \"fixed\"\nlatency_ms = " + std::to_string(latency_ms) + "\n" + extra, 1);
+      "latency = \"fixed\"\nlatency_ms = " + std::to_string(latency_ms) + "\n" + extra, instances);
 }
 
 // A distinctive value, to show that payloads never reach the logs.
@@ -59,7 +59,10 @@ class JobsTest : public ::testing::Test {
   void SetUp() override {
     const std::filesystem::path store = server_.dir() / "store";
     WriteVersion(store, "quick", 20);
-    WriteVersion(store, "slow", 2500);
+    // Two instances for the two workers: with one, two runs claimed together finished in 2.5 s
+    // only when they shared a batch, and the second of a split pair took 5 s, past the runs'
+    // 4 s (one suite run under load answered 504).
+    WriteVersion(store, "slow", 2500, "", 2);
     WriteVersion(store, "hang", 20, "hang_rate = 1.0\n");
     server_.SetStore(store);
     const std::filesystem::path policy = server_.dir() / "policy.toml";
