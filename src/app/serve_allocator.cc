@@ -1,6 +1,7 @@
 #include "app/serve_allocator.h"
 
 #include <dlfcn.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -41,7 +42,17 @@ void RestorePreload(std::string_view before) {
 
 void ServeOnTcmalloc(int argc, char** argv) {
 #ifdef PILLAR_TCMALLOC_LIBRARY
+  const bool serve = IsServe(argc, argv);
+  // The hand-over is believed only where this function set it: a server executed again, by its
+  // own user. Anywhere else (another command, a binary run with raised privileges, whose loader
+  // ignores LD_PRELOAD but not this variable) it would hand its value to the children as
+  // LD_PRELOAD (review helper-129: `pillar health` ran its check command with it).
+  const bool secure = getauxval(AT_SECURE) != 0;
   if (const char* before = std::getenv(kHandOver); before != nullptr) {
+    if (!serve || secure) {
+      unsetenv(kHandOver);
+      return;
+    }
     // The process this one replaced asked for the library: whatever came of it, once only.
     RestorePreload(before);
     if (!TcmallocLoaded()) {
@@ -51,7 +62,11 @@ void ServeOnTcmalloc(int argc, char** argv) {
     }
     return;
   }
-  if (!IsServe(argc, argv) || TcmallocLoaded()) return;
+  if (!serve || secure || TcmallocLoaded()) return;
+  // Run through the dynamic loader (`ld.so pillar serve`), /proc/self/exe is the loader, which
+  // would take "serve" for the program to load (review helper-129): no interpreter was mapped
+  // for this process, and it serves as it is.
+  if (getauxval(AT_BASE) == 0) return;
   if (const char* choice = std::getenv("PILLAR_ALLOCATOR");
       choice != nullptr && std::string_view(choice) == "system") {
     return;

@@ -12,7 +12,9 @@
 //     pillar::app::ServeOnTcmalloc(argc, argv);  // returns unless it replaced the process
 //
 // Where it cannot (no /proc, the library gone, exec refused), the server runs on glibc's
-// allocator and says so on stderr. `PILLAR_ALLOCATOR=system` keeps glibc's (a profiler, a
+// allocator and says so on stderr; a server started through the dynamic loader (`ld.so pillar
+// serve`, where /proc/self/exe is the loader) or with raised privileges (AT_SECURE) is not
+// executed again. `PILLAR_ALLOCATOR=system` keeps glibc's (a profiler, a
 // debugger); a process that already has tcmalloc (preloaded by its caller) is left as it is.
 // The re-executed server takes LD_PRELOAD back to what it was, so that what it starts does not
 // inherit it.

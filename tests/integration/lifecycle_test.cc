@@ -22,6 +22,7 @@
 #include "testing/http_client.h"
 #include "testing/sanitizers.h"
 #include "testing/server_process.h"
+#include "testing/temp_dir.h"
 
 namespace pillar {
 namespace {
@@ -77,6 +78,38 @@ TEST(LifecycleTest, TheServerRunsOnTcmallocAndOtherCommandsDoNotLoadIt) {
   EXPECT_EQ(status, 0);
   EXPECT_NE(err.find("libc.so.6"), std::string::npos) << err;  // the list is there
   EXPECT_EQ(err.find("libtcmalloc"), std::string::npos) << err;
+}
+
+// Found by review helper-129: the variable a re-executed server reads its old LD_PRELOAD from was
+// believed by every command, so `pillar health` handed its value to the check commands it runs
+// as LD_PRELOAD; and a server started through the dynamic loader executed the loader again with
+// "serve" for the program to load.
+TEST(LifecycleTest, TheAllocatorHandOverIsTheServersAlone) {
+  if (testing::kUnderSanitizers) GTEST_SKIP() << "sanitizer builds link no tcmalloc";
+  testing::TempDir dir;
+  const std::filesystem::path seen = dir.path() / "seen";
+  const std::filesystem::path config = dir.path() / "node.toml";
+  std::ofstream(config) << "name = \"n\"\n[collective]\ncommand = \"echo \\\"[$LD_PRELOAD]\\\" > "
+                        << seen.string() << "; echo x\"\nmin_busbw_gbps = 0\ntimeout_s = 10\n";
+  setenv("PILLAR_SERVE_PRELOAD_BEFORE", "set:/nonexistent/evil.so", 1);
+  std::string out, err;
+  testing::RunPillar({"health", "-c", config.string()}, &out, &err);
+  unsetenv("PILLAR_SERVE_PRELOAD_BEFORE");
+  std::ifstream in(seen);
+  const std::string child((std::istreambuf_iterator<char>(in)), {});
+  EXPECT_NE(child.find('['), std::string::npos) << "the check command did not run: " << out << err;
+  EXPECT_EQ(child.find("evil"), std::string::npos) << child;
+
+  const char* loader = "/lib64/ld-linux-x86-64.so.2";
+  if (access(loader, X_OK) != 0) GTEST_SKIP() << "no " << loader << " on this machine";
+  const std::string help = (dir.path() / "help").string();
+  const int status = std::system(
+      (std::string(loader) + " " + testing::PillarBinary() + " serve --help > " + help + " 2>&1")
+          .c_str());
+  std::ifstream shown(help);
+  const std::string text((std::istreambuf_iterator<char>(shown)), {});
+  EXPECT_EQ(status, 0) << text;
+  EXPECT_NE(text.find("Run the inference server"), std::string::npos) << text;
 }
 
 TEST(LifecycleTest, SigtermDrainsInFlightRequestsThenExitsZero) {
