@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <sys/auxv.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -47,14 +48,26 @@ void ServeOnTcmalloc(int argc, char** argv) {
   // own user. Anywhere else (another command, a binary run with raised privileges, whose loader
   // ignores LD_PRELOAD but not this variable) it would hand its value to the children as
   // LD_PRELOAD (review helper-129: `pillar health` ran its check command with it).
+  // And only with the LD_PRELOAD it set beside it, which starts with the library: a server
+  // started with the variable its caller copied from another's environment (where it shows)
+  // would otherwise run without tcmalloc and take the caller's LD_PRELOAD for the old one
+  // (review helper-130).
   const bool secure = getauxval(AT_SECURE) != 0;
-  if (const char* before = std::getenv(kHandOver); before != nullptr) {
-    if (!serve || secure) {
-      unsetenv(kHandOver);
-      return;
-    }
+  const char* preload_now = std::getenv("LD_PRELOAD");
+  const bool ours = preload_now != nullptr &&
+                    std::string_view(preload_now).substr(0, std::strlen(PILLAR_TCMALLOC_LIBRARY)) ==
+                        PILLAR_TCMALLOC_LIBRARY;
+  const char* before = std::getenv(kHandOver);
+  if (before != nullptr && serve && !secure && ours) {
     // The process this one replaced asked for the library: whatever came of it, once only.
     RestorePreload(before);
+    // The kernel named the process after the path executed, "exe": named again as the binary,
+    // for ps, top and pkill (review helper-130).
+    const std::string_view program = argv[0];
+    const size_t slash = program.rfind('/');
+    const std::string name(
+        program.substr(slash == std::string_view::npos ? 0 : slash + 1).substr(0, 15));
+    prctl(PR_SET_NAME, name.c_str(), 0, 0, 0);
     if (!TcmallocLoaded()) {
       std::fprintf(stderr,
                    "pillar: serving on glibc's allocator: the dynamic loader did not load %s\n",
@@ -62,6 +75,7 @@ void ServeOnTcmalloc(int argc, char** argv) {
     }
     return;
   }
+  if (before != nullptr) unsetenv(kHandOver);  // not set by this function: dropped
   if (!serve || secure || TcmallocLoaded()) return;
   // Run through the dynamic loader (`ld.so pillar serve`), /proc/self/exe is the loader, which
   // would take "serve" for the program to load (review helper-129): no interpreter was mapped
@@ -71,18 +85,18 @@ void ServeOnTcmalloc(int argc, char** argv) {
       choice != nullptr && std::string_view(choice) == "system") {
     return;
   }
-  const char* preload = std::getenv("LD_PRELOAD");
-  const std::string before = preload != nullptr ? std::string("set:") + preload : "unset";
+  const std::string handed =
+      preload_now != nullptr ? std::string("set:") + preload_now : std::string("unset");
   std::string with = PILLAR_TCMALLOC_LIBRARY;
-  if (preload != nullptr && *preload != '\0') with = with + ":" + preload;
-  if (setenv(kHandOver, before.c_str(), 1) != 0 || setenv("LD_PRELOAD", with.c_str(), 1) != 0) {
-    RestorePreload(before);
+  if (preload_now != nullptr && *preload_now != '\0') with = with + ":" + preload_now;
+  if (setenv(kHandOver, handed.c_str(), 1) != 0 || setenv("LD_PRELOAD", with.c_str(), 1) != 0) {
+    RestorePreload(handed);
     return;
   }
   execv("/proc/self/exe", argv);
   // Still here: the exec was refused (no /proc, no permission). Serve as this process is.
   const int error = errno;
-  RestorePreload(before);
+  RestorePreload(handed);
   std::fprintf(stderr, "pillar: serving on glibc's allocator: could not re-execute with %s: %s\n",
                PILLAR_TCMALLOC_LIBRARY, std::strerror(error));
 #else

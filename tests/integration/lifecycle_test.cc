@@ -63,6 +63,12 @@ TEST(LifecycleTest, TheServerRunsOnTcmallocAndOtherCommandsDoNotLoadIt) {
   ASSERT_TRUE(server.Start()) << server.Log();
   EXPECT_TRUE(MapsTcmalloc(server.pid()));
   EXPECT_EQ(server.Log().find("glibc's allocator"), std::string::npos) << server.Log();
+  // Named as the binary, not after /proc/self/exe ("exe"), for ps, top and pkill (review
+  // helper-130).
+  std::ifstream comm("/proc/" + std::to_string(server.pid()) + "/comm");
+  std::string name;
+  std::getline(comm, name);
+  EXPECT_EQ(name, "pillar");
   // Asked to keep glibc's (a profiler, a debugger), it does.
   setenv("PILLAR_ALLOCATOR", "system", 1);
   testing::ServerProcess plain;
@@ -99,6 +105,16 @@ TEST(LifecycleTest, TheAllocatorHandOverIsTheServersAlone) {
   const std::string child((std::istreambuf_iterator<char>(in)), {});
   EXPECT_NE(child.find('['), std::string::npos) << "the check command did not run: " << out << err;
   EXPECT_EQ(child.find("evil"), std::string::npos) << child;
+
+  // A server started with the variable its caller copied from a running one's environment
+  // (review helper-130): not believed, so the server still runs on tcmalloc.
+  setenv("PILLAR_SERVE_PRELOAD_BEFORE", "set:/nonexistent/evil.so", 1);
+  testing::ServerProcess server;
+  const bool started = server.Start();
+  unsetenv("PILLAR_SERVE_PRELOAD_BEFORE");
+  ASSERT_TRUE(started) << server.Log();
+  EXPECT_TRUE(MapsTcmalloc(server.pid()));
+  EXPECT_EQ(server.Log().find("glibc's allocator"), std::string::npos) << server.Log();
 
   const char* loader = "/lib64/ld-linux-x86-64.so.2";
   if (access(loader, X_OK) != 0) GTEST_SKIP() << "no " << loader << " on this machine";
