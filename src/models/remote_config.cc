@@ -364,17 +364,8 @@ std::string AtKey(std::string_view source, const toml::table& table, std::string
     return absl::InvalidArgumentError(
         StrCat(endpoints_at, ": [remote] endpoints must list 1 to ", kMaxEndpoints, " URLs"));
   }
-  // Each endpoint was checked where it is listed (ReadEndpoints); these hold whichever file
-  // listed them.
-  std::set<std::string> seen;
-  for (const RemoteEndpoint& endpoint : out.endpoints) {
-    PILLAR_RETURN_IF_ERROR(CheckEndpoint(endpoint.url, endpoints_at));
-    if (!seen.insert(EndpointPlace(endpoint.url)).second) {
-      return absl::InvalidArgumentError(
-          StrCat(endpoints_at, ": [remote] endpoint '", Shown(endpoint.url), "' is listed twice"));
-    }
-    PILLAR_RETURN_IF_ERROR(CheckName("endpoint model", endpoint.model, endpoints_at));
-  }
+  // Each endpoint was checked where it is listed (ReadEndpoints): a whole configuration takes
+  // its endpoints from one table, this one's or the signed one's.
   PILLAR_RETURN_IF_ERROR(CheckName("model", out.model, AtKey(source, table, "model")));
   PILLAR_RETURN_IF_ERROR(CheckName("version", out.version, AtKey(source, table, "version")));
   if (out.hedge.enabled && !out.idempotent) {

@@ -47,6 +47,14 @@ TEST(LifecycleTest, VersionFlag) {
   EXPECT_EQ(out, "pillar 0.1.0\n");
 }
 
+// Starts `server` with `name`=`value` in its environment (and only in its).
+bool StartWith(testing::ServerProcess& server, const char* name, const char* value) {
+  setenv(name, value, 1);
+  const bool started = server.Start();
+  unsetenv(name);
+  return started;
+}
+
 bool MapsTcmalloc(pid_t pid) {
   std::ifstream maps("/proc/" + std::to_string(pid) + "/maps");
   std::stringstream text;
@@ -70,11 +78,8 @@ TEST(LifecycleTest, TheServerRunsOnTcmallocAndOtherCommandsDoNotLoadIt) {
   std::getline(comm, name);
   EXPECT_EQ(name, "pillar");
   // Asked to keep glibc's (a profiler, a debugger), it does.
-  setenv("PILLAR_ALLOCATOR", "system", 1);
   testing::ServerProcess plain;
-  const bool started = plain.Start();
-  unsetenv("PILLAR_ALLOCATOR");
-  ASSERT_TRUE(started) << plain.Log();
+  ASSERT_TRUE(StartWith(plain, "PILLAR_ALLOCATOR", "system")) << plain.Log();
   EXPECT_FALSE(MapsTcmalloc(plain.pid()));
   // The loader's own list of what it loads for a command that is not the server.
   setenv("LD_DEBUG", "libs", 1);
@@ -108,11 +113,9 @@ TEST(LifecycleTest, TheAllocatorHandOverIsTheServersAlone) {
 
   // A server started with the variable its caller copied from a running one's environment
   // (review helper-130): not believed, so the server still runs on tcmalloc.
-  setenv("PILLAR_SERVE_PRELOAD_BEFORE", "set:/nonexistent/evil.so", 1);
   testing::ServerProcess server;
-  const bool started = server.Start();
-  unsetenv("PILLAR_SERVE_PRELOAD_BEFORE");
-  ASSERT_TRUE(started) << server.Log();
+  ASSERT_TRUE(StartWith(server, "PILLAR_SERVE_PRELOAD_BEFORE", "set:/nonexistent/evil.so"))
+      << server.Log();
   EXPECT_TRUE(MapsTcmalloc(server.pid()));
   EXPECT_EQ(server.Log().find("glibc's allocator"), std::string::npos) << server.Log();
 
