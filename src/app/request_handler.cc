@@ -8,11 +8,31 @@
 namespace pillar::app {
 
 RequestHandler::RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready,
-                               monitor::AccessLog* access_log)
+                               monitor::AccessLog* access_log,
+                               const identity::Authenticator* authenticator, const Clock& clock)
     : chain_(chain),
       models_ready_(std::move(models_ready)),
       access_log_(access_log),
+      authenticator_(authenticator),
+      clock_(clock),
       id_prefix_(HexEncode(RandomBytes(4))) {}
+
+bool RequestHandler::BeforeBody(http::Request& request) {
+  if (authenticator_ == nullptr) return true;
+  // Every route but liveness and readiness (which take no body) authenticates its caller, and
+  // which route this is does not change who the caller is. Done once: the stage takes the
+  // answer, whichever it is.
+  const int64_t now_us = clock_.UnixMicros();
+  absl::StatusOr<std::shared_ptr<const identity::Principal>> who = authenticator_->Authenticate(
+      request.authorization, request.peer_identity, request.listener, now_us);
+  if (!who.ok()) {
+    request.caller_refusal = std::string(who.status().message());
+    return false;
+  }
+  request.caller = std::move(*who);
+  request.caller_checked_us = now_us;
+  return true;
+}
 
 std::string RequestHandler::NextRequestId() {
   // A random per-process prefix and a sequence: unique across restarts and replicas, and cheap.
@@ -86,6 +106,11 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->peer_identity = std::move(request.peer_identity);
   ex->peer_unnamed = request.peer_unnamed;
   ex->peer_certificate = std::move(request.peer_certificate);
+  if (request.caller != nullptr) {
+    ex->principal = std::static_pointer_cast<const identity::Principal>(std::move(request.caller));
+    ex->principal_checked_us = request.caller_checked_us;
+  }
+  ex->caller_refusal = std::move(request.caller_refusal);
   ex->model_name = std::string(request.Param("model"));
   ex->model_version = std::string(request.Param("version"));
   ex->start_ns = request.received_ns;

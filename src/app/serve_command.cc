@@ -416,7 +416,8 @@ int RunServe(const ServeOptions& options) {
                                                .guard = config->guard}),
                         &metrics);
   job_queue.Attach(chain);
-  RequestHandler handler(chain, Readiness(catalog, config->strict_readiness), &access_log);
+  RequestHandler handler(chain, Readiness(catalog, config->strict_readiness), &access_log,
+                         &authenticator);
   http::Router data_router = DataRouter();
   http::Router admin_router = AdminRouter();
   const int threads = config->threads > 0 ? config->threads : ThreadsPerCore();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -52,6 +53,14 @@ struct Request {
   std::string priority;
   // True when a Prefer header holds the preference respond-async.
   bool respond_async = false;
+  // Set by Handler::BeforeBody, for a request with a body, before any of it is read: the caller
+  // it found (opaque to this layer; the handler's own type) and when, or why it found none.
+  std::shared_ptr<const void> caller;
+  int64_t caller_checked_us = 0;
+  std::string caller_refusal;
+  // BeforeBody refused the caller: the body was never read (`body` is empty) and the connection
+  // closes after the answer.
+  bool body_unread = false;
 
   std::string_view Param(std::string_view name) const {
     for (const auto& [key, value] : params) {

@@ -2,7 +2,8 @@
 // Boost.Beast: keep-alive, TLS through OpenSSL when a certificate is configured, and limits on
 // header size, body size, request time and idle time, so a slow or hostile client cannot hold
 // a worker, and a budget of bytes held by unanswered requests across all connections, so many
-// clients together cannot exhaust memory before any of them is authenticated. It parses,
+// clients together cannot exhaust memory; the Handler judges a body's sender before any of the
+// body is held (BeforeBody). It parses,
 // matches the route and hands a plain Request to the Handler; it knows nothing of models.
 //
 //   HttpServer server(limits, handler, &metrics, threads);
@@ -41,7 +42,7 @@ struct Limits {
   // and the memory its chunked payload takes, before it is taken (chunk framing, which the
   // parser drops, is not charged), so one request never holds more than header_limit_bytes +
   // body_limit_bytes of it. A request that does not fit gets 503 with Retry-After,
-  // and its connection is closed. Without it, unauthenticated clients could make the server hold
+  // and its connection is closed. Without it, clients could make the server hold
   // max_connections x body_limit_bytes (78 GiB at the defaults); 1 GiB still holds 128
   // requests of the largest allowed size at once.
   size_t inflight_bytes_limit = size_t(1) << 30;
@@ -162,6 +163,17 @@ class Handler {
  public:
   virtual ~Handler() = default;
   virtual void Handle(Request request, std::shared_ptr<ResponseSink> sink) = 0;
+  // Called on the connection's thread when a request's header is read and a body follows,
+  // before any of the body is charged to the in-flight budget or read (and before 100 Continue
+  // invites it): `request` holds all but the body and the route. False: the request is handed
+  // to Handle with its body unread (Request::body_unread) and the connection closes after the
+  // answer. This is where a server refuses callers it does not know before it holds their bytes
+  // (a caller without credentials could otherwise keep Limits::inflight_bytes_limit full); the
+  // handler may leave what it found in Request::caller and caller_refusal for Handle.
+  virtual bool BeforeBody(Request& request) {
+    (void)request;
+    return true;
+  }
   // Called on the connection's thread for every request the HTTP layer answered itself.
   virtual void OnRejected(const Rejection&) {}
   // Called on the connection's thread for every answer cut on its way to the client (the last

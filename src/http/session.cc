@@ -176,9 +176,18 @@ void Session<kTls>::OnHeader() {
     Reject(400, std::move(error->message), error->reason);
     return;
   }
+  ReadHead(request);
   if (parser_->is_done()) {
     // No body: what it holds is bounded by max_connections x header_limit_bytes, and
     // probes, metadata and metrics stay answered while bodies fill the budget.
+    OnRequest();
+    return;
+  }
+  if (!core_.handler.BeforeBody(request_)) {
+    // A caller the server does not know: answered (its refusal counted and logged as any
+    // other) without a byte of its body held, and the connection closed after it, the body
+    // left to the linger's drain.
+    body_unread_ = true;
     OnRequest();
     return;
   }
@@ -326,27 +335,36 @@ void Session<kTls>::OnReadError(beast::error_code ec) {
 }
 
 template <bool kTls>
+void Session<kTls>::ReadHead(const bhttp::request<bhttp::string_body>& message) {
+  request_ = Request();
+  body_unread_ = false;
+  request_.listener = listener_.options.name;
+  request_.method = std::string(ToStd(message.method_string()));
+  request_.target = std::string(ToStd(message.target()));
+  request_.authorization = std::string(ToStd(message[bhttp::field::authorization]));
+  request_.remote = remote_;
+  ReadPillarHeaders(message, request_);
+  // A connection made before the listener's TLS files changed closes after this answer, its
+  // client checked again first (TlsClient::Check): before the body, whose sender BeforeBody
+  // judges by that client.
+  same_tls_files_ = true;
+  if constexpr (kTls) {
+    SSL* ssl = stream_.native_handle();
+    const int64_t now_ns = SystemClock().MonotonicNanos();
+    same_tls_files_ = client_.Check(ssl, listener_, core_, remote_, tls_, now_ns);
+    client_.Name(ssl, listener_, request_, now_ns);
+  }
+}
+
+template <bool kTls>
 void Session<kTls>::OnRequest() {
   Disarm();
   bhttp::request<bhttp::string_body> message = parser_->release();
-  Request request;
-  request.listener = listener_.options.name;
-  request.method = std::string(ToStd(message.method_string()));
-  request.target = std::string(ToStd(message.target()));
-  request.authorization = std::string(ToStd(message[bhttp::field::authorization]));
-  request.body = std::move(message.body());
-  request.remote = remote_;
+  Request request = std::move(request_);
+  if (!body_unread_) request.body = std::move(message.body());
+  request.body_unread = body_unread_;
   request.received_ns = SystemClock().MonotonicNanos();
-  ReadPillarHeaders(message, request);
-  // A connection made before the listener's TLS files changed closes after this answer, its
-  // client checked again first (TlsClient::Check).
-  bool same_tls_files = true;
-  if constexpr (kTls) {
-    SSL* ssl = stream_.native_handle();
-    same_tls_files = client_.Check(ssl, listener_, core_, remote_, tls_, request.received_ns);
-    client_.Name(ssl, listener_, request);
-  }
-  keep_alive_ = message.keep_alive() && same_tls_files;
+  keep_alive_ = message.keep_alive() && same_tls_files_ && !body_unread_;
   http10_ = message.version() == 10;
 
   RouteResult route = listener_.router.Match(request.method, request.target);

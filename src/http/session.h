@@ -205,6 +205,9 @@ class Session final : public ResponseSink,
 
   void OnReadError(beast::error_code ec);
 
+  // The request's header read into request_ (all but its body), its TLS client checked and
+  // named: before the body, so that Handler::BeforeBody can judge its sender.
+  void ReadHead(const bhttp::request<bhttp::string_body>& message);
   void OnRequest();
 
   void Reject(int status, std::string message, std::string_view reason, bool keep_alive = false,
@@ -324,7 +327,10 @@ class Session final : public ResponseSink,
   bool keep_alive_ = true;
   bool http10_ = false;
   std::string remote_;
-  TlsClient client_;  // a TLS connection's client certificate, kept current
+  Request request_;             // the request being read, from its header on (ReadHead)
+  bool same_tls_files_ = true;  // its TLS client was verified under the listener's files now
+  bool body_unread_ = false;    // BeforeBody refused its sender: its body is not read
+  TlsClient client_;            // a TLS connection's client certificate, kept current
   std::string extra_header_;
   // From the request's hand-off to the handler until its answer starts; what runs if the client
   // goes away meanwhile (OnClientGone), watched from 100 ms after it was set.

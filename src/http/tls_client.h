@@ -6,7 +6,7 @@
 //   TlsClient client;
 //   client.Handshaken(ssl, listener, now_ns);              // after the handshake
 //   bool same = client.Check(ssl, listener, core, remote, tls, now_ns);   // before each request
-//   client.Name(ssl, request);                              // sets the request's identity fields
+//   client.Name(ssl, listener, request, now_ns);            // sets the request's identity fields
 #pragma once
 
 #include <openssl/ssl.h>
@@ -58,8 +58,8 @@ class TlsClient {
   // The request's client: its identity while the certificate's chain has not ended (a connection
   // kept alive past it names nobody from then on), whether a verified certificate names nobody,
   // and, for a request that will run as a job, the chain the job checks again when it runs.
-  void Name(SSL* ssl, const Listener& listener, Request& request) const {
-    if (request.received_ns < valid_until_ns_) request.peer_identity = identity_;
+  void Name(SSL* ssl, const Listener& listener, Request& request, int64_t now_ns) const {
+    if (now_ns < valid_until_ns_) request.peer_identity = identity_;
     request.peer_unnamed = verified_ && request.peer_identity.empty();
     if (request.respond_async && !request.peer_identity.empty()) {
       const ListenerTls::Current current = listener.tls->Get();

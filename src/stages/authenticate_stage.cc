@@ -7,13 +7,34 @@ namespace pillar::stages {
 
 using identity::Principal;
 
+namespace {
+
+// How long the credentials checked when a request's header arrived stand for its chain. A body
+// that takes longer to arrive has them checked again, so that a key revoked (or expired) while
+// a slow client sends its body does not run; within it, the check is as current as the key
+// table, which a revocation made elsewhere reaches within key_refresh_ms (200 ms by default).
+constexpr int64_t kHeaderCheckStandsUs = 100'000;
+
+bool HeaderCheckStands(const pipeline::Exchange& ex, int64_t now_us) {
+  if (ex.principal == nullptr || ex.principal_checked_us == 0) return false;
+  const int64_t expires_us = ex.principal->expires_us;
+  return now_us - ex.principal_checked_us <= kHeaderCheckStandsUs &&
+         (expires_us == 0 || now_us < expires_us);
+}
+
+}  // namespace
+
 pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
   const int64_t now_us = clock_.UnixMicros();
+  if (!ex.job_run && HeaderCheckStands(ex, now_us)) return pipeline::StageResult::kContinue;
   // A job's run carries the principal that submitted it, checked again here: a key revoked
-  // since (or a token expired) stops the job as it would stop a request.
+  // since (or a token expired) stops the job as it would stop a request. A request whose
+  // credentials did not authenticate when its header arrived was answered without its body
+  // being read: refused here for that, as it was found then.
   absl::StatusOr<std::shared_ptr<const Principal>> who =
-      ex.job_run && ex.principal != nullptr
-          ? authenticator_.Reauthenticate(*ex.principal, now_us)
+      ex.job_run && ex.principal != nullptr ? authenticator_.Reauthenticate(*ex.principal, now_us)
+      : !ex.caller_refusal.empty()
+          ? absl::UnauthenticatedError(ex.caller_refusal)
           : authenticator_.Authenticate(ex.authorization, ex.peer_identity, ex.listener, now_us);
   if (!who.ok() && ex.peer_unnamed && ex.authorization.empty() && !ex.job_run) {
     // Not "missing Authorization header": a certificate came, and verified, but names nobody

@@ -232,6 +232,19 @@ class Echo : public Handler {
  public:
   std::atomic<int> refused{0};
   std::atomic<int64_t> waited_ns{-1};
+  // BeforeBody refuses requests with a body and no Authorization (as pillar's own handler
+  // refuses callers it does not know), and marks the others' callers.
+  std::atomic<bool> bodies_need_authorization{false};
+
+  bool BeforeBody(Request& request) override {
+    if (!bodies_need_authorization) return true;
+    if (request.authorization.empty()) {
+      request.caller_refusal = "who are you";
+      return false;
+    }
+    request.caller = std::make_shared<const std::string>("caller of " + request.target);
+    return true;
+  }
 
   // The answers cut on their way (OnAnswerCut), as "<id> <status> <reason> <unsent>".
   std::vector<std::string> Cuts() {
@@ -273,6 +286,10 @@ class Echo : public Handler {
     response.content_type = "text/plain";
     response.body = request.method + " " + request.target + " " + request.body;
     if (!request.authorization.empty()) response.body += " with " + request.authorization;
+    if (request.body_unread) response.body += "unread: " + request.caller_refusal;
+    if (request.caller != nullptr) {
+      response.body += ", " + *std::static_pointer_cast<const std::string>(request.caller);
+    }
     response.headers.emplace_back("X-Request-Id", "echo-" + std::to_string(++answers_));
     sink->Send(std::move(response));
   }
@@ -721,6 +738,55 @@ TEST_F(SessionLimitsTest, ProtocolErrorsKeepTheirStatus) {
   }  // closes mid-body
   EXPECT_EQ(WaitForInflight(0), 0);
   EXPECT_EQ(Rejected("truncated"), 1);
+}
+
+// Handler::BeforeBody judges a request's sender once its header is read: a sender it refuses
+// is handled with its body unread, nothing of it charged to the budget, not invited by 100
+// Continue, and its connection closes after the answer (what it sends meanwhile is dropped,
+// never read as a request); a sender it accepts is read and served as before, with what the
+// handler found.
+TEST_F(SessionLimitsTest, ASenderRefusedBeforeItsBodyIsAnsweredWithTheBodyUnread) {
+  Limits limits;
+  limits.inflight_bytes_limit = 64 * 1024;
+  limits.body_limit_bytes = 64 * 1024;
+  handler_.bodies_need_authorization = true;
+  Start(limits);
+  // Declared past the whole budget, never sent: answered at once, nothing held.
+  RawConnection unknown(port_);
+  unknown.Send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n");
+  Reply r = unknown.ReadReply(2000);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo unread: who are you");
+  EXPECT_EQ(r.Header("connection"), "close");
+  EXPECT_TRUE(unknown.ClosedByServer());
+  EXPECT_EQ(InflightBytes(), 0);
+  // Asked first: the final answer comes, no 100 Continue before it.
+  RawConnection asking(port_);
+  asking.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\nContent-Length: 10\r\n\r\n");
+  r = asking.ReadReply(2000);
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "POST /echo unread: who are you");
+  // Sent with the header: its bytes are dropped, not taken for a second request.
+  RawConnection pushing(port_);
+  pushing.Send(
+      "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 33\r\n\r\n"
+      "GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  r = pushing.ReadReply(2000);
+  EXPECT_EQ(r.body, "POST /echo unread: who are you");
+  EXPECT_EQ(pushing.ReadReply(500).status, 0);
+  EXPECT_TRUE(pushing.ClosedByServer());
+  // A request without a body is not BeforeBody's to judge, and a sender it accepts is served
+  // as always, its connection kept.
+  RawConnection known(port_);
+  known.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(known.ReadReply(2000).body, "GET /echo ");
+  known.Send("POST /echo HTTP/1.1\r\nHost: x\r\nAuthorization: k\r\nContent-Length: 4\r\n\r\nbody");
+  r = known.ReadReply(2000);
+  EXPECT_EQ(r.body, "POST /echo body with k, caller of /echo");
+  EXPECT_NE(r.Header("connection"), "close");
+  known.Send("GET /echo HTTP/1.1\r\nHost: x\r\n\r\n");
+  EXPECT_EQ(known.ReadReply(2000).status, 200);
 }
 
 TEST_F(SessionLimitsTest, RequestsPastTheInflightBudgetGet503AtOnce) {

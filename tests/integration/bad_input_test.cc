@@ -187,10 +187,10 @@ TEST_F(BadInputTest, TooManyHeaderFields) {
             before + 1);
 }
 
-TEST_F(BadInputTest, DeclaredBodiesPastTheInflightBudgetGet503BeforeAuthentication) {
-  // Unauthenticated: the budget is charged before anyone knows who sends the body.
-  const std::string header =
-      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 60000\r\n\r\n";
+TEST_F(BadInputTest, DeclaredBodiesPastTheInflightBudgetGet503) {
+  // Callers the server knows: their bodies are charged as soon as their headers are read.
+  const std::string header = "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + Bearer(key_) +
+                             "\r\nContent-Length: 60000\r\n\r\n";
   {
     std::vector<std::unique_ptr<HttpConnection>> held;
     for (int i = 0; i < 3; ++i) {
@@ -214,6 +214,54 @@ TEST_F(BadInputTest, DeclaredBodiesPastTheInflightBudgetGet503BeforeAuthenticati
     if (held != 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(held, 0);
+}
+
+// A body is held only for a caller the server knows: one without a credential, or with one that
+// does not authenticate, is answered 401 as soon as its header is read, nothing of its body
+// charged or read, and its connection closed. Before, such callers declaring bodies they never
+// sent could keep the in-flight budget full, and every caller's inference got 503.
+TEST_F(BadInputTest, AnUnknownCallersBodyIsRefusedUnreadWith401) {
+  const int64_t refused_before =
+      Metric(R"(pillar_requests_total\{[^}]*outcome="unauthenticated"[^}]*\})");
+  const std::string forms[] = {
+      "",                                               // no credential
+      "Authorization: Bearer pk_nosuchkey.secret\r\n",  // one that authenticates nobody
+  };
+  std::vector<std::unique_ptr<HttpConnection>> held;
+  for (int round = 0; round < 3; ++round) {
+    for (const std::string& credential : forms) {
+      // More declared bytes than the budget has (200,000), the body never sent.
+      auto c = std::make_unique<HttpConnection>(server_->data_port());
+      const auto sent = std::chrono::steady_clock::now();
+      c->SendRaw("POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\n" + credential +
+                 "Content-Length: 60000\r\n\r\n");
+      HttpReply r = c->ReadReply();
+      const auto waited = std::chrono::steady_clock::now() - sent;
+      EXPECT_EQ(r.status, 401) << r.body;
+      EXPECT_FALSE(r.Header("www-authenticate").empty());
+      EXPECT_EQ(r.Header("connection"), "close");
+      // At once, not at the request timeout (800 ms) that a body never sent would reach.
+      EXPECT_LT(waited, std::chrono::milliseconds(500));
+      held.push_back(std::move(c));  // still open on this side while the next ones come
+    }
+  }
+  EXPECT_EQ(Metric("pillar_http_inflight_bytes"), 0);
+  EXPECT_EQ(Metric(R"(pillar_requests_total\{[^}]*outcome="unauthenticated"[^}]*\})"),
+            refused_before + 6);
+  // A client that asks before sending (Expect: 100-continue) is not invited to send it.
+  HttpConnection asking(server_->data_port());
+  asking.SendRaw(
+      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+      "Content-Length: 60000\r\n\r\n");
+  EXPECT_EQ(asking.ReadReply().status, 401);
+  // One that sends its body anyway loses only its connection: the next request is a new one.
+  HttpConnection pushing(server_->data_port());
+  pushing.SendRaw(
+      "POST /v2/models/digits/infer HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\n{}{}{}");
+  HttpReply r = pushing.ReadReply();
+  EXPECT_EQ(r.status, 401) << r.body;
+  EXPECT_EQ(pushing.ReadReply().status, 0);  // closed: nothing of the body read as a request
+  // TearDown: a caller with a key is still served.
 }
 
 TEST_F(BadInputTest, DuplicateAuthorizationHeader) {
