@@ -22,15 +22,17 @@ bool RequestHandler::BeforeBody(http::Request& request) {
   // Every route but liveness and readiness (which take no body) authenticates its caller, and
   // which route this is does not change who the caller is. Done once: the stage takes the
   // answer, whichever it is.
+  const int64_t began_ns = clock_.MonotonicNanos();
   const int64_t now_us = clock_.UnixMicros();
   absl::StatusOr<std::shared_ptr<const identity::Principal>> who = authenticator_->Authenticate(
       request.authorization, request.peer_identity, request.listener, now_us);
+  request.caller_check_ns = clock_.MonotonicNanos() - began_ns;
   if (!who.ok()) {
     request.caller_refusal = std::string(who.status().message());
     return false;
   }
   request.caller = std::move(*who);
-  request.caller_checked_us = now_us;
+  request.caller_checked_ns = began_ns;
   return true;
 }
 
@@ -108,9 +110,10 @@ void RequestHandler::Handle(http::Request request, std::shared_ptr<http::Respons
   ex->peer_certificate = std::move(request.peer_certificate);
   if (request.caller != nullptr) {
     ex->principal = std::static_pointer_cast<const identity::Principal>(std::move(request.caller));
-    ex->principal_checked_us = request.caller_checked_us;
+    ex->principal_checked_ns = request.caller_checked_ns;
   }
   ex->caller_refusal = std::move(request.caller_refusal);
+  ex->caller_check_ns = request.caller_check_ns;
   ex->model_name = std::string(request.Param("model"));
   ex->model_version = std::string(request.Param("version"));
   ex->start_ns = request.received_ns;

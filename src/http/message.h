@@ -56,7 +56,8 @@ struct Request {
   // Set by Handler::BeforeBody, for a request with a body, before any of it is read: the caller
   // it found (opaque to this layer; the handler's own type) and when, or why it found none.
   std::shared_ptr<const void> caller;
-  int64_t caller_checked_us = 0;
+  int64_t caller_checked_ns = 0;  // monotonic
+  int64_t caller_check_ns = 0;    // what the check took, for the server-side overhead
   std::string caller_refusal;
   // BeforeBody refused the caller: the body was never read (`body` is empty) and the connection
   // closes after the answer.

@@ -350,9 +350,9 @@ void Session<kTls>::ReadHead(const bhttp::request<bhttp::string_body>& message) 
   same_tls_files_ = true;
   if constexpr (kTls) {
     SSL* ssl = stream_.native_handle();
-    const int64_t now_ns = SystemClock().MonotonicNanos();
-    same_tls_files_ = client_.Check(ssl, listener_, core_, remote_, tls_, now_ns);
-    client_.Name(ssl, listener_, request_, now_ns);
+    named_ns_ = SystemClock().MonotonicNanos();
+    same_tls_files_ = client_.Check(ssl, listener_, core_, remote_, tls_, named_ns_);
+    client_.Name(ssl, listener_, request_, named_ns_);
   }
 }
 
@@ -364,6 +364,19 @@ void Session<kTls>::OnRequest() {
   if (!body_unread_) request.body = std::move(message.body());
   request.body_unread = body_unread_;
   request.received_ns = SystemClock().MonotonicNanos();
+  if constexpr (kTls) {
+    // The body may have taken a while: a client whose certificate was revoked since (the
+    // listener's CRLs reloaded), or whose chain ended, is named as it is now, and the caller
+    // found at the header is not taken but checked again (review helper-131: a certificate
+    // revoked while its client sent a slow body still ran).
+    SSL* ssl = stream_.native_handle();
+    const bool same = client_.Check(ssl, listener_, core_, remote_, tls_, request.received_ns);
+    if (!same || !client_.NamesAlike(named_ns_, request.received_ns)) {
+      if (!same) same_tls_files_ = false;
+      client_.Name(ssl, listener_, request, request.received_ns);
+      request.caller.reset();
+    }
+  }
   keep_alive_ = message.keep_alive() && same_tls_files_ && !body_unread_;
   http10_ = message.version() == 10;
 

@@ -330,6 +330,7 @@ class Session final : public ResponseSink,
   Request request_;             // the request being read, from its header on (ReadHead)
   bool same_tls_files_ = true;  // its TLS client was verified under the listener's files now
   bool body_unread_ = false;    // BeforeBody refused its sender: its body is not read
+  int64_t named_ns_ = 0;        // when ReadHead named its TLS client
   TlsClient client_;            // a TLS connection's client certificate, kept current
   std::string extra_header_;
   // From the request's hand-off to the handler until its answer starts; what runs if the client

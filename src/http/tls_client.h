@@ -59,7 +59,8 @@ class TlsClient {
   // kept alive past it names nobody from then on), whether a verified certificate names nobody,
   // and, for a request that will run as a job, the chain the job checks again when it runs.
   void Name(SSL* ssl, const Listener& listener, Request& request, int64_t now_ns) const {
-    if (now_ns < valid_until_ns_) request.peer_identity = identity_;
+    request.peer_identity = now_ns < valid_until_ns_ ? identity_ : std::string();
+    request.peer_certificate.clear();
     request.peer_unnamed = verified_ && request.peer_identity.empty();
     if (request.respond_async && !request.peer_identity.empty()) {
       const ListenerTls::Current current = listener.tls->Get();
@@ -67,6 +68,12 @@ class TlsClient {
       request.peer_certificate =
           VerifiedChainDer(ssl, current.context->native_handle(), untrusted.get(), kMaxKeptChain);
     }
+  }
+
+  // Whether Name at `now_ns` would name the client as it did at `named_ns`, the listener's
+  // files unchanged since (Check tells).
+  bool NamesAlike(int64_t named_ns, int64_t now_ns) const {
+    return (named_ns < valid_until_ns_) == (now_ns < valid_until_ns_);
   }
 
  private:

@@ -124,10 +124,14 @@ class Exchange {
   // --- Resolved by stages.
   // Set by the authenticate stage; for a request with a body, set before it runs, from the
   // credentials checked when the header arrived (app/request_handler.h), at
-  // principal_checked_us, or, when they did not authenticate, caller_refusal says why.
+  // principal_checked_ns (monotonic), or, when they did not authenticate, caller_refusal says
+  // why.
   std::shared_ptr<const identity::Principal> principal;
-  int64_t principal_checked_us = 0;
+  int64_t principal_checked_ns = 0;
   std::string caller_refusal;
+  // What that check took, before the chain: counted in the server-side overhead (not in the
+  // authenticate stage's time, which is then only taking its answer).
+  int64_t caller_check_ns = 0;
   // The policy snapshot this request is decided by, taken once by the route stage so that
   // authorize and admit (and admit's release) agree even while a reload lands.
   std::shared_ptr<const policy::Policy> policy;

@@ -13,12 +13,13 @@ namespace {
 // that takes longer to arrive has them checked again, so that a key revoked (or expired) while
 // a slow client sends its body does not run; within it, the check is as current as the key
 // table, which a revocation made elsewhere reaches within key_refresh_ms (200 ms by default).
-constexpr int64_t kHeaderCheckStandsUs = 100'000;
+// Measured on the monotonic clock, which a step of the wall clock cannot stretch.
+constexpr int64_t kHeaderCheckStandsNs = 100'000'000;
 
-bool HeaderCheckStands(const pipeline::Exchange& ex, int64_t now_us) {
-  if (ex.principal == nullptr || ex.principal_checked_us == 0) return false;
+bool HeaderCheckStands(const pipeline::Exchange& ex, const Clock& clock, int64_t now_us) {
+  if (ex.principal == nullptr || ex.principal_checked_ns == 0) return false;
   const int64_t expires_us = ex.principal->expires_us;
-  return now_us - ex.principal_checked_us <= kHeaderCheckStandsUs &&
+  return clock.MonotonicNanos() - ex.principal_checked_ns <= kHeaderCheckStandsNs &&
          (expires_us == 0 || now_us < expires_us);
 }
 
@@ -26,7 +27,7 @@ bool HeaderCheckStands(const pipeline::Exchange& ex, int64_t now_us) {
 
 pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
   const int64_t now_us = clock_.UnixMicros();
-  if (!ex.job_run && HeaderCheckStands(ex, now_us)) return pipeline::StageResult::kContinue;
+  if (!ex.job_run && HeaderCheckStands(ex, clock_, now_us)) return pipeline::StageResult::kContinue;
   // A job's run carries the principal that submitted it, checked again here: a key revoked
   // since (or a token expired) stops the job as it would stop a request. A request whose
   // credentials did not authenticate when its header arrived was answered without its body

@@ -146,7 +146,8 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   if (ran) {
     queue_.Get({model, version}).Observe(double(ex.infer_result.queue_ns) * 1e-9);
     compute_.Get({model, version}).Observe(double(ex.infer_result.compute_ns) * 1e-9);
-    overhead_.Observe(double(total_ns - ex.infer_result.queue_ns - ex.infer_result.compute_ns) *
+    overhead_.Observe(double(total_ns + ex.caller_check_ns - ex.infer_result.queue_ns -
+                             ex.infer_result.compute_ns) *
                       1e-9);
   }
   // What a call was charged in tokens (admit_stage.cc) is counted wherever it was charged: an

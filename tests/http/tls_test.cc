@@ -1156,6 +1156,34 @@ TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
       << text;
 }
 
+// A client whose certificate is revoked while it sends a body is named as it is when the body
+// has come, not as it was at the header (review helper-131: named at the header, a revoked
+// certificate's slow request ran; the caller found then was taken).
+TEST_F(TlsTest, ACertificateRevokedWhileItsBodyComesNamesNobody) {
+  router_.Add({"POST", "/whoami", 1, "whoami", true});
+  options_.client_crl = (dir_.path() / "ca.crl").string();
+  options_.tls_reload = absl::Milliseconds(50);
+  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+  WriteCrls(options_.client_crl, {none.get()});
+  monitor::MetricsRegistry metrics;
+  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  ASSERT_NE(port_, 0);
+  CtxPtr ctx = ClientContext(TLS1_3_VERSION);
+  KeptAlive client(ctx.get(), port_);
+  const std::string head =
+      "POST /whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 4\r\n\r\nab";
+  ASSERT_EQ(SSL_write(client.ssl(), head.data(), int(head.size())), int(head.size()));
+  ::testing::internal::CaptureStderr();
+  const CrlPtr crl = MakeCrl(ca_.get(), ca_key_.get(), {3});  // client-1's serial
+  ReplaceFile(options_.client_crl, [&](const auto& path) { WriteCrls(path, {crl.get()}); });
+  EXPECT_TRUE(Eventually([&] { return Reloads(metrics, "data", "reloaded", 1); }));
+  EXPECT_EQ(client.Get("cd"), "<unnamed>");
+  EXPECT_EQ(client.Get(), "<no answer>");  // closed after it, as the listener's files changed
+  server->Stop();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("certificate revoked"), std::string::npos) << said;
+}
+
 // Found by looking at what a CRL read only at start meant: once it passed its nextUpdate, every
 // client was refused until pillar restarted. A current CRL put in its place lets them in again.
 TEST_F(TlsTest, AnExpiredCrlReplacedLetsTheClientsInAgain) {

@@ -107,15 +107,18 @@ TEST_F(AuthenticateStageTest, ATokenIsRefusedOnceTheClockPassesItsExpiryAndTheSk
 TEST_F(AuthenticateStageTest, TheCallerFoundAtTheHeaderStandsOnlyBriefly) {
   const std::string authorization = "Bearer " + key_.text;
   const int64_t checked_us = clock_.UnixMicros();
+  const int64_t checked_ns = clock_.MonotonicNanos();
   auto found = authenticator_->Authenticate(authorization, "", "data", checked_us);
   ASSERT_TRUE(found.ok()) << found.status();
-  auto run = [&](absl::Duration after_check, int* status) {
+  auto run = [&](absl::Duration after_check, int* status,
+                 absl::Duration wall_step = absl::ZeroDuration()) {
     pipeline::Exchange ex;
     ex.authorization = authorization;
     ex.principal = *found;
-    ex.principal_checked_us = checked_us;
-    testing::FakeClock at;
-    at.Advance(absl::Microseconds(checked_us - at.UnixMicros()) + after_check);
+    ex.principal_checked_ns = checked_ns;
+    testing::FakeClock at;  // starts where clock_ did, which has not moved
+    at.Advance(after_check);
+    at.unix_us += absl::ToInt64Microseconds(wall_step);
     AuthenticateStage stage(*authenticator_, sink_, at);
     const pipeline::StageResult result = stage.OnRequest(ex);
     *status = ex.response.status;
@@ -129,6 +132,8 @@ TEST_F(AuthenticateStageTest, TheCallerFoundAtTheHeaderStandsOnlyBriefly) {
   EXPECT_EQ(run(absl::Milliseconds(101), &status), pipeline::StageResult::kStop);
   EXPECT_EQ(status, 401);
   EXPECT_EQ(sink_.events, 1);  // the refusal is audited as any other
+  // The while is the monotonic clock's: a wall clock stepped back does not stretch it.
+  EXPECT_EQ(run(absl::Milliseconds(101), &status, -absl::Hours(1)), pipeline::StageResult::kStop);
 
   // Expired between the header and the chain (the key expires 30 s after the clock's start).
   clock_.Advance(absl::Seconds(30) - absl::Milliseconds(10));
@@ -143,7 +148,7 @@ TEST_F(AuthenticateStageTest, TheCallerFoundAtTheHeaderStandsOnlyBriefly) {
   ASSERT_TRUE(keys_->Refresh().ok());
   pipeline::Exchange ex;
   ex.authorization = "Bearer " + other.text;
-  ex.principal_checked_us = clock_.UnixMicros();
+  ex.principal_checked_ns = clock_.MonotonicNanos();
   auto other_found =
       authenticator_->Authenticate(ex.authorization, "", "data", clock_.UnixMicros());
   ASSERT_TRUE(other_found.ok()) << other_found.status();

@@ -3,12 +3,16 @@
 
 #include "audit/audit_sink.h"
 #include "http/server.h"
+#include "monitor/access_log.h"
+#include "monitor/metrics.h"
 #include "pipeline/chain.h"
 #include "policy/policy_source.h"
 #include "stages/authorize_stage.h"
 #include "stages/decode_stage.h"
 #include "stages/execute_stage.h"
+#include "stages/observe_stage.h"
 #include "stages/route_stage.h"
+#include "testing/fake_clock.h"
 
 namespace pillar::stages {
 namespace {
@@ -65,6 +69,29 @@ struct AdminExchange : Exchange {
 policy::PolicySource& BuiltIn() {
   static policy::PolicySource source(policy::Policy::BuiltIn());
   return source;
+}
+
+// The check of a caller's credentials made when its header arrived (before its body, so
+// before the request's time starts) is pillar's cost too: the server-side overhead counts it.
+TEST(ObserveStageTest, TheOverheadCountsTheCallersCheckAtTheHeader) {
+  monitor::MetricsRegistry metrics;
+  monitor::AccessLog access_log;  // not opened: writes nothing
+  testing::FakeClock clock;
+  ObserveStage stage(metrics, access_log, clock);
+  pipeline::Exchange ex;
+  ex.operation = pipeline::Operation::kInfer;
+  ex.start_ns = clock.MonotonicNanos();
+  ex.caller_check_ns = 3'000'000;
+  ASSERT_EQ(stage.OnRequest(ex), pipeline::StageResult::kContinue);
+  clock.Advance(absl::Milliseconds(10));
+  ex.infer_result.batch_size = 1;
+  ex.infer_result.queue_ns = 2'000'000;
+  ex.infer_result.compute_ns = 5'000'000;
+  stage.OnResponse(ex);
+  const std::string text = metrics.Render();
+  // 10 ms in the chain, 7 of them queue and compute, and 3 ms before it.
+  EXPECT_NE(text.find("pillar_request_overhead_seconds_sum 0.006"), std::string::npos) << text;
+  EXPECT_NE(text.find("pillar_request_overhead_seconds_count 1"), std::string::npos) << text;
 }
 
 TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
