@@ -21,13 +21,18 @@ constexpr char kHandOver[] = "PILLAR_SERVE_PRELOAD_BEFORE";
 bool TcmallocLoaded() { return dlsym(RTLD_DEFAULT, "tc_version") != nullptr; }
 
 // The subcommand: the first argument that is not a flag (the binary has no global flags but
-// --help and --version, which end before any subcommand runs).
+// --help and --version, which end before any subcommand runs). Asked for help or the version
+// anywhere, the command only prints: not served, so not executed again.
 bool IsServe(int argc, char** argv) {
+  bool serve = false, subcommand_seen = false;
   for (int i = 1; i < argc; ++i) {
-    if (argv[i][0] == '-') continue;
-    return std::string_view(argv[i]) == "serve";
+    const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h" || arg == "--version") return false;
+    if (arg[0] == '-' || subcommand_seen) continue;
+    subcommand_seen = true;
+    serve = arg == "serve";
   }
-  return false;
+  return serve;
 }
 
 void RestorePreload(std::string_view before) {

@@ -89,6 +89,17 @@ TEST(LifecycleTest, TheServerRunsOnTcmallocAndOtherCommandsDoNotLoadIt) {
   EXPECT_EQ(status, 0);
   EXPECT_NE(err.find("libc.so.6"), std::string::npos) << err;  // the list is there
   EXPECT_EQ(err.find("libtcmalloc"), std::string::npos) << err;
+  // Nor the server's command when it is asked only for its help or the version: nothing is
+  // served, so nothing is executed again with the library.
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--version", "serve"}, {"serve", "--help"}, {"serve", "-h"}}) {
+    setenv("LD_DEBUG", "libs", 1);
+    err.clear();
+    testing::RunPillar(args, &out, &err);
+    unsetenv("LD_DEBUG");
+    EXPECT_NE(err.find("libc.so.6"), std::string::npos) << args[0] << " " << args[1] << err;
+    EXPECT_EQ(err.find("libtcmalloc"), std::string::npos) << args[0] << " " << args[1] << err;
+  }
 }
 
 // Found by review helper-129: the variable a re-executed server reads its old LD_PRELOAD from was
