@@ -352,6 +352,15 @@ class TlsTest : public ::testing::Test {
     options_.client_certificates = ListenerOptions::ClientCertificates::kRequire;
   }
 
+  // The listener checks clients against ca.crl, revoking nobody yet, and looks for a new one
+  // every 50 ms.
+  void WatchAnEmptyCrl() {
+    options_.client_crl = (dir_.path() / "ca.crl").string();
+    options_.tls_reload = absl::Milliseconds(50);
+    const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
+    WriteCrls(options_.client_crl, {none.get()});
+  }
+
   void SetUp() override {
     WritePem(options_.client_ca, ca_.get(), nullptr);
     WritePem(options_.tls_certificate, server_cert_.get(), nullptr);
@@ -796,10 +805,7 @@ TEST_F(TlsTest, ARevokedClientCertificateIsRefusedAndOthersAreNot) {
 // by review helper-67: a certificate revoked since still ran its queued jobs).
 TEST_F(TlsTest, AJobsCertificateIsVerifiedAgainAsTheListenerVerifiesClientsNow) {
   router_.Add({"POST", "/whoami", 1, "whoami", true});
-  options_.client_crl = (dir_.path() / "ca.crl").string();
-  options_.tls_reload = absl::Milliseconds(50);
-  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
-  WriteCrls(options_.client_crl, {none.get()});
+  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
@@ -1097,10 +1103,7 @@ TEST_F(TlsTest, AClientCaBundleOthersMayWriteIsRefused) {
 TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
   KeyPtr other_key = NewKey();
   CertPtr other = Issue(other_key.get(), "client-2", ca_.get(), ca_key_.get(), 11);
-  options_.client_crl = (dir_.path() / "ca.crl").string();
-  options_.tls_reload = absl::Milliseconds(50);
-  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
-  WriteCrls(options_.client_crl, {none.get()});
+  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
@@ -1161,10 +1164,7 @@ TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
 // certificate's slow request ran; the caller found then was taken).
 TEST_F(TlsTest, ACertificateRevokedWhileItsBodyComesNamesNobody) {
   router_.Add({"POST", "/whoami", 1, "whoami", true});
-  options_.client_crl = (dir_.path() / "ca.crl").string();
-  options_.tls_reload = absl::Milliseconds(50);
-  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
-  WriteCrls(options_.client_crl, {none.get()});
+  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
@@ -1206,10 +1206,7 @@ TEST_F(TlsTest, AnExpiredCrlReplacedLetsTheClientsInAgain) {
 // A change that would not be accepted at start is refused as a whole, said once, and the files
 // read before stay in use until the files change again.
 TEST_F(TlsTest, ATlsFileChangeThatCannotBeUsedKeepsTheFilesInUse) {
-  options_.client_crl = (dir_.path() / "ca.crl").string();
-  options_.tls_reload = absl::Milliseconds(50);
-  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
-  WriteCrls(options_.client_crl, {none.get()});
+  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
@@ -1414,10 +1411,7 @@ TEST_F(TlsTest, CrlMarksThatCannotBeReadStopTheStart) {
 // published with a lastUpdate a little ahead of pillar's clock) was never tried again, and the
 // revocation it carried never took effect. A refused change is tried again while it stays.
 TEST_F(TlsTest, ARefusedChangeIsTriedAgainUntilItIsGood) {
-  options_.client_crl = (dir_.path() / "ca.crl").string();
-  options_.tls_reload = absl::Milliseconds(50);
-  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
-  WriteCrls(options_.client_crl, {none.get()});
+  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
   std::unique_ptr<HttpServer> server = StartServer(&metrics);
   ASSERT_NE(port_, 0);
@@ -1439,10 +1433,7 @@ TEST_F(TlsTest, ARefusedChangeIsTriedAgainUntilItIsGood) {
 // later there left a revoked certificate good on it while the other refused it. Listeners that
 // share their client files are read again together, at one interval, and replaced together.
 TEST_F(TlsTest, ListenersThatShareClientFilesReloadTogether) {
-  options_.client_crl = (dir_.path() / "ca.crl").string();
-  options_.tls_reload = absl::Milliseconds(50);
-  const CrlPtr none = MakeCrl(ca_.get(), ca_key_.get(), {});
-  WriteCrls(options_.client_crl, {none.get()});
+  WatchAnEmptyCrl();
   ListenerOptions admin = options_;
   admin.name = "admin";
   admin.tls_private_key = (dir_.path() / "admin.key").string();

@@ -32,15 +32,8 @@ class AuthenticateStageTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = std::move(*state::OpenSqliteStateStore((dir_.path() / "s.db").string()));
-    key_ = identity::GenerateApiKey();
-    state::ApiKeyRecord r;
-    r.id = key_.id;
-    r.name = "k";
-    r.secret_hash = key_.secret_hash;
-    r.roles = {"user"};
     // Expires 30 s after the fake clock's start.
-    r.expires_us = clock_.UnixMicros() + 30'000'000;
-    ASSERT_TRUE(store_->PutKey(r).ok());
+    key_ = PutKey("k", clock_.UnixMicros() + 30'000'000);
     keys_ = std::make_unique<identity::ApiKeyTable>(
         *store_, identity::ApiKeyTableOptions{absl::ZeroDuration()});
     ASSERT_TRUE(keys_->Refresh().ok());
@@ -50,6 +43,19 @@ class AuthenticateStageTest : public ::testing::Test {
     jwt_ = std::make_unique<identity::JwtVerifier>(
         options, *identity::Jwks::Parse(testing::JwksJson({&signer_})));
     authenticator_ = std::make_unique<identity::Authenticator>(keys_.get(), jwt_.get(), clients_);
+  }
+
+  // A new key of role user in the store, expiring at `expires_us` (for the table's next Refresh).
+  identity::NewApiKey PutKey(const std::string& name, int64_t expires_us) {
+    identity::NewApiKey key = identity::GenerateApiKey();
+    state::ApiKeyRecord r;
+    r.id = key.id;
+    r.name = name;
+    r.secret_hash = key.secret_hash;
+    r.roles = {"user"};
+    r.expires_us = expires_us;
+    EXPECT_TRUE(store_->PutKey(r).ok());
+    return key;
   }
 
   pipeline::StageResult Run(const std::string& authorization, int* status) {
@@ -137,14 +143,7 @@ TEST_F(AuthenticateStageTest, TheCallerFoundAtTheHeaderStandsOnlyBriefly) {
 
   // Expired between the header and the chain (the key expires 30 s after the clock's start).
   clock_.Advance(absl::Seconds(30) - absl::Milliseconds(10));
-  identity::NewApiKey other = identity::GenerateApiKey();
-  state::ApiKeyRecord r;
-  r.id = other.id;
-  r.name = "other";
-  r.secret_hash = other.secret_hash;
-  r.roles = {"user"};
-  r.expires_us = clock_.UnixMicros() + 5'000;
-  ASSERT_TRUE(store_->PutKey(r).ok());
+  const identity::NewApiKey other = PutKey("other", clock_.UnixMicros() + 5'000);
   ASSERT_TRUE(keys_->Refresh().ok());
   pipeline::Exchange ex;
   ex.authorization = "Bearer " + other.text;
