@@ -28,7 +28,7 @@ bool IsServe(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
     if (arg == "--help" || arg == "-h" || arg == "--version") return false;
-    if (arg[0] == '-' || subcommand_seen) continue;
+    if (arg.starts_with('-') || subcommand_seen) continue;  // an empty argument has no [0]
     subcommand_seen = true;
     serve = arg == "serve";
   }

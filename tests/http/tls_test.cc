@@ -361,6 +361,13 @@ class TlsTest : public ::testing::Test {
     WriteCrls(options_.client_crl, {none.get()});
   }
 
+  // A server that answers POST /whoami too, its CRL watched (WatchAnEmptyCrl).
+  std::unique_ptr<HttpServer> StartWatchingServer(monitor::MetricsRegistry* metrics) {
+    router_.Add({"POST", "/whoami", 1, "whoami", true});
+    WatchAnEmptyCrl();
+    return StartServer(metrics);
+  }
+
   void SetUp() override {
     WritePem(options_.client_ca, ca_.get(), nullptr);
     WritePem(options_.tls_certificate, server_cert_.get(), nullptr);
@@ -804,10 +811,8 @@ TEST_F(TlsTest, ARevokedClientCertificateIsRefusedAndOthersAreNot) {
 // and only of such a request; checked again later as the listener verifies clients then (found
 // by review helper-67: a certificate revoked since still ran its queued jobs).
 TEST_F(TlsTest, AJobsCertificateIsVerifiedAgainAsTheListenerVerifiesClientsNow) {
-  router_.Add({"POST", "/whoami", 1, "whoami", true});
-  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
-  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  std::unique_ptr<HttpServer> server = StartWatchingServer(&metrics);
   ASSERT_NE(port_, 0);
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
   KeptAlive client(ctx.get(), port_);
@@ -1163,10 +1168,8 @@ TEST_F(TlsTest, ANewCrlTakesEffectWithoutARestart) {
 // has come, not as it was at the header (review helper-131: named at the header, a revoked
 // certificate's slow request ran; the caller found then was taken).
 TEST_F(TlsTest, ACertificateRevokedWhileItsBodyComesNamesNobody) {
-  router_.Add({"POST", "/whoami", 1, "whoami", true});
-  WatchAnEmptyCrl();
   monitor::MetricsRegistry metrics;
-  std::unique_ptr<HttpServer> server = StartServer(&metrics);
+  std::unique_ptr<HttpServer> server = StartWatchingServer(&metrics);
   ASSERT_NE(port_, 0);
   CtxPtr ctx = ClientContext(TLS1_3_VERSION);
   KeptAlive client(ctx.get(), port_);
