@@ -201,8 +201,13 @@ if [[ "${PROFILE:-0}" != 0 ]]; then
   run_wrk 2 64 "$gateway_port" profile.txt "$gateway_key" &
   load=$!
   sleep 1
-  perf record -e cpu-clock -F 2000 -g -p "$gateway_pid" -o "$work/perf.data" -- sleep $((seconds - 3)) \
-    2>/dev/null
+  if [[ "$PROFILE" == dwarf ]]; then  # whole call stacks: fewer samples, each larger
+    perf record -e cpu-clock -F 1000 --call-graph dwarf,16384 -p "$gateway_pid" \
+      -o "$work/perf.data" -- sleep 3 2>/dev/null
+  else
+    perf record -e cpu-clock -F 2000 -g -p "$gateway_pid" -o "$work/perf.data" \
+      -- sleep $((seconds - 3)) 2>/dev/null
+  fi
   wait "$load"
   thread_ticks > "$work/ticks.after"
   echo "gateway: $(awk '/Requests\/sec/{print $2}' "$out/profile.txt") requests/s"

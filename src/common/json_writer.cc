@@ -176,9 +176,16 @@ namespace {
 
 // The shortest form that reads back to the same value. `to_chars` writes 1.1e20 as the 21-digit
 // integer 110000000000000000000, which is valid JSON but which readers that keep integers in 64
-// bits (simdjson among them) refuse; such a value is written in scientific form instead.
+// bits (simdjson among them) refuse; such a value is written in scientific form instead. And it
+// writes negative zero as "-0", an integer in JSON's grammar, which such readers (simdjson,
+// Python's json) take as the integer 0: a pillar in front of another turned a model's -0.0 into
+// 0.0. "-0.0" reads back as negative zero everywhere.
 template <typename T>
 void AppendShortestNumber(std::string& out, T value) {
+  if (value == 0 && std::signbit(value)) {
+    out.append("-0.0");
+    return;
+  }
   char buf[48];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, value);
   const std::string_view text(buf, end - buf);

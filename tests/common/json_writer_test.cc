@@ -162,5 +162,17 @@ TEST(JsonWriterTest, LargeIntegralFloatsAreWrittenSoA64BitReaderAcceptsThem) {
   EXPECT_EQ(w.str(), "[1.111111111112111e+20,-1e+19,3e+30,123456789012345680,1e+15]");
 }
 
+TEST(JsonWriterTest, NegativeZeroIsWrittenSoItReadsBackNegative) {
+  // "-0" is an integer in JSON's grammar: simdjson and Python's json read it as 0.
+  JsonWriter w;
+  w.BeginArray();
+  w.Float(-0.0f);
+  w.Double(-0.0);
+  w.Float(0.0f);
+  w.Double(-1e-300 * 1e-300);  // underflows to -0.0
+  w.EndArray();
+  EXPECT_EQ(w.str(), "[-0.0,-0.0,0,-0.0]");
+}
+
 }  // namespace
 }  // namespace pillar

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -346,6 +347,36 @@ TEST(JsonCodecTest, AnUpstreamReplyDecodesToWhatWasEncoded) {
   ASSERT_EQ(back->outputs.size(), 1u);
   EXPECT_EQ(back->outputs[0].shape, y.shape);
   EXPECT_EQ(back->outputs[0].data, y.data);
+}
+
+TEST(JsonCodecTest, NegativeZeroKeepsItsSignThroughAGateway) {
+  // An upstream pillar wrote -0.0f as "-0", which the gateway read as the integer 0 and passed
+  // on as +0.0: a model's output changed in transit.
+  InferenceResponse response;
+  response.model_name = "m";
+  Tensor y{"y", DataType::kFp32, {3}, std::string(12, '\0')};
+  const float values[3] = {-0.0f, 0.0f, -1.5f};
+  std::memcpy(y.data.data(), values, sizeof values);
+  response.outputs.push_back(y);
+  const std::string json = EncodeInferenceResponse(response);
+  EXPECT_NE(json.find("\"data\":[-0.0,0,-1.5]"), std::string::npos) << json;
+  absl::StatusOr<InferenceResponse> back = InferenceResponseDecoder().Decode(json);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->outputs.size(), 1u);
+  const std::vector<float> read = Values<float>(back->outputs[0]);
+  ASSERT_EQ(read.size(), 3u);
+  EXPECT_TRUE(std::signbit(read[0]));
+  EXPECT_FALSE(std::signbit(read[1]));
+  EXPECT_EQ(back->outputs[0].data, y.data);
+  // The same for an FP64 input a gateway encodes for its upstream.
+  InferenceRequest request;
+  Tensor x{"x", DataType::kFp64, {1}, std::string(8, '\0')};
+  const double minus_zero = -0.0;
+  std::memcpy(x.data.data(), &minus_zero, 8);
+  request.inputs.push_back(x);
+  absl::StatusOr<InferenceRequest> sent = Decode(EncodeInferenceRequest(request));
+  ASSERT_TRUE(sent.ok()) << sent.status();
+  EXPECT_EQ(sent->inputs[0].data, x.data);
 }
 
 std::string ReplyError(std::string_view body) {
