@@ -91,6 +91,19 @@ int RunPolicyCheck(const PolicyOptions& options) {
       "%s\n",
       decision.Explain((*policy)->source(), principal, plane, options.action, options.resource)
           .c_str());
+  const std::string_view version = resource_values.contains("version")
+                                       ? std::string_view(resource_values["version"].front())
+                                       : std::string_view();
+  if (!version.empty() && (version[0] < '0' || version[0] > '9')) {
+    // The server resolves an alias before it asks the policy (route stage): a request for
+    // model:digits/prod is decided on model:digits/3 when prod names 3. This check has no store
+    // to resolve it with, and a rule naming the version would read as denied here.
+    std::fprintf(stderr,
+                 "pillar policy check: note: '%.*s' was taken literally; a request naming an alias "
+                 "is decided on the version the alias names (`pillar model list` shows them): "
+                 "check that version\n",
+                 int(version.size()), version.data());
+  }
   return decision.allowed ? 0 : 1;
 }
 

@@ -408,6 +408,28 @@ TEST_F(AccessTest, PolicyCheckExplainsADecision) {
       << err;
 }
 
+TEST_F(AccessTest, PolicyCheckSaysAnAliasWasTakenLiterally) {
+  // The server decides a request for model:gamma/prod on the version prod names; the check has
+  // no store to resolve it and says so rather than let a denial stand unexplained.
+  std::string out, err;
+  EXPECT_EQ(testing::RunPillar({"policy", "check", "--policy", policy_path_.string(), "--role",
+                                "user", "--tenant", "a", "--action", "infer", "--resource",
+                                "model:gamma/prod", "--resource-attr", "tenant=a"},
+                               &out, &err),
+            1);
+  EXPECT_NE(err.find("'prod' was taken literally; a request naming an alias is decided on the "
+                     "version the alias names"),
+            std::string::npos)
+      << err;
+  err.clear();
+  EXPECT_EQ(testing::RunPillar({"policy", "check", "--policy", policy_path_.string(), "--role",
+                                "user", "--tenant", "a", "--action", "infer", "--resource",
+                                "model:gamma/1", "--resource-attr", "tenant=a"},
+                               &out, &err),
+            1);
+  EXPECT_EQ(err.find("taken literally"), std::string::npos) << err;
+}
+
 TEST(PolicyValidateTest, WarnsAboutDenyRulesAMissingAttributeEscapesAndStillSucceeds) {
   testing::TempDir dir;
   const fs::path path = dir.path() / "policy.toml";
