@@ -1,5 +1,6 @@
 #include "runtime/model_watcher.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "absl/time/clock.h"
@@ -43,7 +44,8 @@ ModelWatcher::ModelWatcher(models::ModelRepository repository, RunnerLoader load
       loader_(std::move(loader)),
       interval_(interval),
       audit_(audit),
-      catalog_(ModelRegistry::Build(repository_.Scan(), loader_, nullptr)) {
+      last_scan_(repository_.Scan()),
+      catalog_(ModelRegistry::Build(last_scan_, loader_, nullptr)) {
   Report(nullptr, *catalog_.Current(), {});
 }
 
@@ -56,17 +58,32 @@ ModelWatcher::~ModelWatcher() {
 }
 
 void ModelWatcher::Start() {
-  if (interval_ <= absl::ZeroDuration()) return;
-  thread_ = std::thread([this] {
+  const bool polling = interval_ > absl::ZeroDuration();
+  thread_ = std::thread([this, polling] {
     NameThisThread("model-watcher");
     for (;;) {
       {
         absl::MutexLock lock(&mu_);
-        if (mu_.AwaitWithTimeout(absl::Condition(&stopping_), interval_)) return;
+        if (mu_.AwaitWithTimeout(absl::Condition(&stopping_),
+                                 polling ? interval_ : kRetryWithoutPolling)) {
+          return;
+        }
       }
-      CheckNow();
+      if (polling) {
+        CheckNow();
+      } else {
+        RetryFailed();
+      }
     }
   });
+}
+
+bool ModelWatcher::RetryFailed() {
+  std::erase_if(retired_, [](const auto& v) { return v.use_count() == 1; });
+  const std::shared_ptr<const ModelRegistry> before = catalog_.Current();
+  const bool any = std::any_of(before->versions().begin(), before->versions().end(),
+                               [](const auto& v) { return RetriedAtEveryScan(v->status); });
+  return any && Rebuild(before, last_scan_);
 }
 
 bool ModelWatcher::CheckNow() {
@@ -89,6 +106,12 @@ bool ModelWatcher::CheckNow() {
     unreadable_.clear();
     std::fprintf(stderr, "pillar: the model store can be read again\n");
   }
+  last_scan_ = scan;
+  return Rebuild(before, std::move(scan));
+}
+
+bool ModelWatcher::Rebuild(const std::shared_ptr<const ModelRegistry>& before,
+                           models::ScanResult scan) {
   ModelRegistry::Versions retired;
   std::shared_ptr<const ModelRegistry> after =
       ModelRegistry::Build(std::move(scan), loader_, before.get(), &retired);

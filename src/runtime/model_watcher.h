@@ -3,7 +3,10 @@
 // to the catalog in one step — a promotion, a rollback or a pushed version takes effect
 // without a restart, and requests never see a half-switched state. A version that leaves is
 // unloaded on this thread once its last request is done. Every load, unload and alias move is
-// logged and audited (kind model).
+// logged and audited (kind model). Without a poll interval the store is read at start-up only,
+// but a version that failed to load for a reason of the moment (RetriedAtEveryScan: a shortage,
+// a backends file that does not fit it yet) is still loaded again every kRetryWithoutPolling
+// from that scan, as a polling watcher would at each scan.
 //
 //   ModelWatcher watcher(repository, loader, absl::Seconds(1), audit);
 //   ModelCatalog& catalog = watcher.catalog();
@@ -25,6 +28,8 @@ namespace pillar::runtime {
 
 class ModelWatcher {
  public:
+  static constexpr absl::Duration kRetryWithoutPolling = absl::Seconds(1);
+
   // Scans and loads once, synchronously.
   ModelWatcher(models::ModelRepository repository, RunnerLoader loader, absl::Duration interval,
                audit::AuditSink& audit);
@@ -33,14 +38,20 @@ class ModelWatcher {
   ModelWatcher& operator=(const ModelWatcher&) = delete;
 
   ModelCatalog& catalog() { return catalog_; }
-  // Polls every interval (none when the interval is zero) until destroyed.
+  // Polls every interval until destroyed; with a zero interval, only retries (RetryFailed).
   void Start();
   // One scan; publishes a new registry when something changed. Returns whether it did.
   bool CheckNow();
+  // Loads again, from the last scan (the store is not read), the versions that failed for a
+  // reason of the moment; publishes a new registry when one of them changed. Returns whether it
+  // did. Not concurrently with CheckNow (both run on the watcher's thread).
+  bool RetryFailed();
   // Unloads everything (at shutdown, while the runners' event loop still exists).
   void UnloadAll();
 
  private:
+  // Builds the registry `scan` describes over `before` and publishes it when it differs.
+  bool Rebuild(const std::shared_ptr<const ModelRegistry>& before, models::ScanResult scan);
   void Report(const ModelRegistry* before, const ModelRegistry& after,
               const ModelRegistry::Versions& retired);
 
@@ -48,6 +59,9 @@ class ModelWatcher {
   const RunnerLoader loader_;
   const absl::Duration interval_;
   audit::AuditSink& audit_;
+  // What the last scan found (kept for RetryFailed): the constructor's, then each CheckNow's that
+  // could read the store.
+  models::ScanResult last_scan_;
   ModelCatalog catalog_;
   // Versions no registry names any more, destroyed here once no request holds them.
   ModelRegistry::Versions retired_;

@@ -718,7 +718,10 @@ TEST_F(ChaosTest, AnUpstreamRefusingABodyItWillNotReadIsNotFailing) {
 // is not idempotent) was served by its signed [remote], which brought back the endpoints the
 // operator had taken out of the file over one key unrelated to them. It is not served until the
 // file fits it, and then it is, without a restart.
-TEST(BackendsFileFitTest, AVersionTheFileDoesNotFitIsNotServedUntilItDoes) {
+// A gateway whose backends file does not fit its one version (a hedge for a version that is not
+// idempotent), then is fixed: the version comes up without a restart. `repository` is added to
+// the gateway's [repository] table.
+void ExpectAVersionTheFileDoesNotFitComesUpOnceItDoes(const std::string& repository) {
   testing::ServerProcess upstream;
   WriteVersion(upstream.dir() / "store", "digits", Simulated(0, 1));
   upstream.SetStore(upstream.dir() / "store");
@@ -738,6 +741,7 @@ TEST(BackendsFileFitTest, AVersionTheFileDoesNotFitIsNotServedUntilItDoes) {
                         ":" + std::to_string(testing::FreeLoopbackPort()));
   WriteVersion(gateway.dir() / "store", "once", signed_remote);
   gateway.SetStore(gateway.dir() / "store");
+  gateway.AddRepositoryConfig(repository);
   const std::filesystem::path backends = gateway.dir() / "backends.toml";
   const std::string endpoint =
       "[backends.once]\nendpoints = [\"http://127.0.0.1:" + std::to_string(upstream.data_port()) +
@@ -767,6 +771,16 @@ TEST(BackendsFileFitTest, AVersionTheFileDoesNotFitIsNotServedUntilItDoes) {
   }
   EXPECT_EQ(r.status, 200) << r.body << gateway.Log();
   EXPECT_EQ(gateway.Stop(), 0) << gateway.Log();
+}
+
+TEST(BackendsFileFitTest, AVersionTheFileDoesNotFitIsNotServedUntilItDoes) {
+  ExpectAVersionTheFileDoesNotFitComesUpOnceItDoes("");
+}
+
+TEST(BackendsFileFitTest, AServerThatDoesNotPollTheStoreStillRetriesIt) {
+  // poll_ms = 0 reads the store at start-up only; the version it found there is still tried
+  // again (it was never, and fixing the file needed a restart).
+  ExpectAVersionTheFileDoesNotFitComesUpOnceItDoes("poll_ms = 0\n");
 }
 
 }  // namespace

@@ -126,6 +126,25 @@ TEST_F(ModelWatcherTest, AVersionThatFailedForAShortageIsLoadedAgainAtTheNextSca
   EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
 }
 
+TEST_F(ModelWatcherTest, WithoutPollingAShortageIsRetriedFromTheStartUpScan) {
+  // poll_ms = 0: the store is read once; a version that failed for a shortage is still loaded
+  // again, and what was pushed since is not picked up.
+  AddVersion("a", 1);
+  short_ = true;
+  ModelWatcher watcher(Repository(), Loader(), absl::ZeroDuration(), audit_);
+  EXPECT_TRUE(Ready(watcher).empty());
+  AddVersion("b", 1);
+  EXPECT_TRUE(watcher.RetryFailed());  // failed again: a new registry, the same answer
+  EXPECT_EQ(loads_, 2);
+  EXPECT_EQ(audit_.failed_loads, 1);
+  short_ = false;
+  EXPECT_TRUE(watcher.RetryFailed());
+  EXPECT_EQ(loads_, 3);
+  EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
+  EXPECT_FALSE(watcher.RetryFailed());  // nothing failed: nothing loaded
+  EXPECT_EQ(loads_, 3);
+}
+
 TEST_F(ModelWatcherTest, AVersionThatFailedOtherwiseWaitsForItsFilesToChange) {
   AddVersion("a", 1);
   int loads = 0;
@@ -137,6 +156,8 @@ TEST_F(ModelWatcherTest, AVersionThatFailedOtherwiseWaitsForItsFilesToChange) {
       },
       absl::ZeroDuration(), audit_);
   EXPECT_FALSE(watcher.CheckNow());
+  EXPECT_EQ(loads, 1);
+  EXPECT_FALSE(watcher.RetryFailed());  // without polling, not retried either
   EXPECT_EQ(loads, 1);
 }
 
