@@ -76,17 +76,26 @@ std::vector<JobRecord> ShareAmongOwners(std::vector<JobRecord> candidates,
 }  // namespace
 
 absl::StatusOr<std::map<std::string, int64_t>> SqliteJobTable::RunningByOwner(int64_t now_us) {
-  Statement select(db_,
-                   "SELECT owner, COUNT(*) FROM jobs WHERE state = 'running' AND "
-                   "lease_until_us >= ? GROUP BY owner");
-  if (!select.ok()) return SqliteError(db_, "prepare running jobs");
+  if (!running_.has_value()) {
+    running_.emplace(db_,
+                     "SELECT owner, COUNT(*) FROM jobs WHERE state = 'running' AND "
+                     "lease_until_us >= ? GROUP BY owner");
+  }
+  Statement& select = *running_;
+  if (!select.ok()) {
+    running_.reset();
+    return SqliteError(db_, "prepare running jobs");
+  }
+  select.Reset();
   select.Bind(1, now_us);
   std::map<std::string, int64_t> running;
   int rc;
   while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
     running[ColumnText(select.get(), 0)] = sqlite3_column_int64(select.get(), 1);
   }
-  if (rc != SQLITE_DONE) return SqliteError(db_, "running jobs");
+  absl::Status error = rc == SQLITE_DONE ? absl::OkStatus() : SqliteError(db_, "running jobs");
+  select.Reset();  // kept: not left mid-read
+  if (!error.ok()) return error;
   return running;
 }
 
@@ -177,13 +186,20 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobTable::Claim(int64_t now_us, int
   PILLAR_RETURN_IF_ERROR(SqliteExec(db_, "BEGIN IMMEDIATE"));
   // The candidates: each owner's `limit` oldest due jobs, so that a long backlog of one owner
   // cannot fill the candidates and hide another's job from the fair choice below.
-  Statement select(db_, StrCat("SELECT ", kColumns,
-                               " FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY owner ORDER BY "
-                               "created_us, id) AS n FROM jobs WHERE (state = 'queued' AND "
-                               "not_before_us <= ?1) OR (state = 'running' AND lease_until_us < "
-                               "?1)) WHERE n <= ?2 ORDER BY created_us, id")
-                            .c_str());
-  if (!select.ok()) return Rollback(SqliteError(db_, "prepare job claim"));
+  if (!candidates_.has_value()) {
+    candidates_.emplace(db_, StrCat("SELECT ", kColumns,
+                                    " FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY owner ORDER "
+                                    "BY created_us, id) AS n FROM jobs WHERE (state = 'queued' AND "
+                                    "not_before_us <= ?1) OR (state = 'running' AND lease_until_us "
+                                    "< ?1)) WHERE n <= ?2 ORDER BY created_us, id")
+                                 .c_str());
+  }
+  Statement& select = *candidates_;
+  if (!select.ok()) {
+    candidates_.reset();
+    return Rollback(SqliteError(db_, "prepare job claim"));
+  }
+  select.Reset();
   select.Bind(1, now_us);
   select.Bind(2, int64_t{limit});
   std::vector<JobRecord> candidates;
@@ -191,7 +207,9 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobTable::Claim(int64_t now_us, int
   while ((rc = sqlite3_step(select.get())) == SQLITE_ROW) {
     candidates.push_back(ReadJob(select.get()));
   }
-  if (rc != SQLITE_DONE) return Rollback(SqliteError(db_, "job claim"));
+  absl::Status error = rc == SQLITE_DONE ? absl::OkStatus() : SqliteError(db_, "job claim");
+  select.Reset();  // kept: not left mid-read
+  if (!error.ok()) return Rollback(std::move(error));
   absl::StatusOr<std::map<std::string, int64_t>> running = RunningByOwner(now_us);
   if (!running.ok()) return Rollback(running.status());
   std::vector<JobRecord> jobs = ShareAmongOwners(std::move(candidates), *running, limit);

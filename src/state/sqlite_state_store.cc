@@ -120,7 +120,9 @@ std::map<std::string, std::vector<std::string>> DecodeAttributes(std::string_vie
 class SqliteStateStore final : public StateStore {
  public:
   explicit SqliteStateStore(sqlite3* db) : db_(db), jobs_(db) {}
-  ~SqliteStateStore() override { sqlite3_close(db_); }
+  // close_v2: the job table keeps prepared statements, finalized when it is destroyed after
+  // this body; the connection closes then (sqlite3_close would refuse, and leak it).
+  ~SqliteStateStore() override { sqlite3_close_v2(db_); }
 
   [[nodiscard]] absl::Status Init() {
     absl::MutexLock lock(&mu_);

@@ -25,6 +25,11 @@ class Statement {
   Statement& operator=(const Statement&) = delete;
   bool ok() const { return rc_ == SQLITE_OK; }
   sqlite3_stmt* get() { return stmt_; }
+  // For a statement kept between uses: back to its start, its bindings cleared.
+  void Reset() {
+    sqlite3_reset(stmt_);
+    sqlite3_clear_bindings(stmt_);
+  }
 
   // Binds by 1-based index; text and blobs are copied.
   void Bind(int index, std::string_view text) {

@@ -1,6 +1,9 @@
 // The jobs table of the state store: the store is the queue, so its claims, leases and ends are
 // what keeps a job from being lost or run twice at once.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+
+#include <filesystem>
 
 #include "state/state_store.h"
 #include "testing/temp_dir.h"
@@ -147,6 +150,51 @@ TEST_F(JobTableTest, JobsSurviveReopening) {
   auto reopened = OpenSqliteStateStore((dir_.path() / "s.db").string());
   ASSERT_TRUE(reopened.ok());
   EXPECT_EQ((*reopened)->GetJob("a")->owner, "key:1");
+}
+
+TEST_F(JobTableTest, KeptClaimQueriesHoldNothingBetweenPolls) {
+  // The claim's queries are prepared once and kept: between claims they must hold no read of the
+  // file (another process could not checkpoint its WAL, nor would a writer see its changes
+  // claimed), and closing the store must close the file (sqlite3_close refused a connection
+  // with statements left, and leaked it).
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  ASSERT_EQ(store_->ClaimJobs(20, 1'000, 4)->size(), 1u);
+  ASSERT_TRUE(store_->ClaimJobs(30, 1'000, 4)->empty());
+  sqlite3* other = nullptr;
+  ASSERT_EQ(sqlite3_open((dir_.path() / "s.db").string().c_str(), &other), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(other, "SELECT COUNT(*) FROM jobs", nullptr, nullptr, nullptr), SQLITE_OK);
+  int log = -1, checkpointed = -1;
+  EXPECT_EQ(
+      sqlite3_wal_checkpoint_v2(other, nullptr, SQLITE_CHECKPOINT_TRUNCATE, &log, &checkpointed),
+      SQLITE_OK)
+      << sqlite3_errmsg(other);
+  EXPECT_EQ(log, 0);  // truncated: no reader held a snapshot
+  // A job another connection adds is claimed by the kept query.
+  ASSERT_EQ(
+      sqlite3_exec(other,
+                   "INSERT INTO jobs (id, owner, principal, model, version, request, "
+                   "priority, idempotent, state, created_us, updated_us, not_before_us, "
+                   "lease_until_us, attempts, expires_us, status, content_type, headers, result) "
+                   "SELECT 'b', owner, principal, model, version, request, priority, "
+                   "idempotent, 'queued', 40, 40, 0, 0, 0, expires_us, 0, '', '', '' FROM jobs "
+                   "WHERE id = 'a'",
+                   nullptr, nullptr, nullptr),
+      SQLITE_OK)
+      << sqlite3_errmsg(other);
+  absl::StatusOr<std::vector<JobRecord>> claimed = store_->ClaimJobs(50, 1'000, 4);
+  ASSERT_TRUE(claimed.ok()) << claimed.status();
+  ASSERT_EQ(claimed->size(), 1u);
+  EXPECT_EQ((*claimed)[0].id, "b");
+  sqlite3_close(other);
+  store_.reset();
+  // Closed: no descriptor of the process still names the file.
+  int open = 0;
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::filesystem::path target = std::filesystem::read_symlink(fd.path(), ec);
+    if (!ec && target.filename() == "s.db") ++open;
+  }
+  EXPECT_EQ(open, 0);
 }
 
 TEST_F(JobTableTest, AnOwnerMayKeepOnlySoManyJobsAndBytesAndAFinishedJobDropsItsRequest) {
