@@ -76,6 +76,9 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
+  // Kept by the connection until the answer is written (or dropped unwritten), then let go: a
+  // place in a budget the answer's bytes count against (jobs/fetch_budget.h).
+  std::shared_ptr<const void> held = nullptr;
 };
 
 }  // namespace pillar::http

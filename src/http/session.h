@@ -311,7 +311,8 @@ class Session final : public ResponseSink,
   bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;
-  bool cut_told_ = false;  // AnswerCut has told of the answer last written
+  std::shared_ptr<const void> held_;  // the response's Response::held, until it is written
+  bool cut_told_ = false;             // AnswerCut has told of the answer last written
   // Bytes written since the answer that are not part of it: interim 100s, over TLS the
   // close_notify (at most, TLS's record overhead being counted at kTlsRecordBytes).
   static constexpr uint64_t kInterimBytes = 25;  // "HTTP/1.1 100 Continue\r\n\r\n"

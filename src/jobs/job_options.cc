@@ -23,6 +23,10 @@ namespace pillar::jobs {
       s.ReadInt("max_jobs_per_principal", o.max_jobs_per_principal, 1, 100'000'000));
   PILLAR_RETURN_IF_ERROR(
       s.ReadInt("max_bytes_per_principal", o.max_bytes_per_principal, 1 << 20, int64_t{1} << 40));
+  PILLAR_RETURN_IF_ERROR(
+      s.ReadInt("max_fetches_per_principal", o.max_fetches_per_principal, 1, 1'024));
+  PILLAR_RETURN_IF_ERROR(s.ReadInt("max_result_bytes_in_flight", o.max_result_bytes_in_flight,
+                                   1 << 20, int64_t{1} << 40));
   PILLAR_RETURN_IF_ERROR(s.ReadInt("max_attempts", o.max_attempts, 1, 100));
   PILLAR_RETURN_IF_ERROR(s.ReadPaths("payload_keys", o.payload_keys, base));
   if (s.Contains("payload_keys") && o.payload_keys.empty()) {

@@ -27,6 +27,10 @@ struct JobOptions {
   int64_t max_unfinished_per_principal = 100;      // queued or running, per submitter
   int64_t max_jobs_per_principal = 10'000;         // kept, finished ones included
   int64_t max_bytes_per_principal = int64_t{256} << 20;  // requests and results kept
+  // Fetches of one principal's jobs at once (lookup to last byte sent), and the bytes of results
+  // being sent, all principals together (jobs/fetch_budget.h).
+  int64_t max_fetches_per_principal = 4;
+  int64_t max_result_bytes_in_flight = int64_t{256} << 20;
   // Runs refused as load (429, 503) are tried again, with backoff, up to this many runs in all.
   int max_attempts = 5;
   // The keys that seal job payloads at rest (jobs/payload_sealer.h): the first seals, all open.

@@ -61,6 +61,8 @@ JobQueue::JobQueue(state::StateStore& store, JobOptions options,
       sealer_(std::move(sealer)),
       options_(options),
       clock_(clock),
+      fetches_(FetchBudget::Create(options.max_fetches_per_principal,
+                                   options.max_result_bytes_in_flight)),
       jobs_(metrics.AddGauge("pillar_jobs", "Asynchronous jobs in the state store, by state.",
                              {"model", "state"})),
       finished_(metrics.AddCounter("pillar_jobs_finished_total",
@@ -113,23 +115,41 @@ void JobQueue::Submit(JobRecord job, absl::AnyInvocable<void(absl::Status) &&> d
 }
 
 void JobQueue::Lookup(std::string id, std::string owner,
-                      absl::AnyInvocable<void(absl::StatusOr<JobRecord>) &&> done) {
-  tasks_->Post(
-      [this, id = std::move(id), owner = std::move(owner), done = std::move(done)]() mutable {
-        absl::StatusOr<JobRecord> job = store_.GetJob(id);
-        if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
-        if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
-        // Past its keep time a finished job is gone, whether or not the sweep (once a minute)
-        // has deleted it yet (found by review helper-67: results were served up to a minute
-        // past keep_ms).
-        if (job.ok() && (job->state == JobState::kDone || job->state == JobState::kFailed) &&
-            job->expires_us <= clock_.UnixMicros()) {
-          job = absl::NotFoundError(StrCat("no job ", id));
-        }
-        if (job.ok()) job->request.clear();
-        if (job.ok()) *job = OpenResult(*std::move(job));
-        std::move(done)(std::move(job));
-      });
+                      absl::AnyInvocable<void(absl::StatusOr<Found>) &&> done) {
+  // Taken before the lookup is queued: one principal's reads cannot fill the queue's thread.
+  std::shared_ptr<FetchBudget::Ticket> ticket = fetches_->Enter(owner);
+  if (ticket == nullptr) {
+    std::move(done)(absl::ResourceExhaustedError(
+        StrCat("this principal has ", options_.max_fetches_per_principal,
+               " fetches of its jobs going; retry when one is done")));
+    return;
+  }
+  tasks_->Post([this, id = std::move(id), owner = std::move(owner), done = std::move(done),
+                ticket = std::move(ticket)]() mutable {
+    absl::StatusOr<JobRecord> job = store_.GetJob(id);
+    if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
+    if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
+    // Past its keep time a finished job is gone, whether or not the sweep (once a minute)
+    // has deleted it yet (found by review helper-67: results were served up to a minute
+    // past keep_ms).
+    if (job.ok() && (job->state == JobState::kDone || job->state == JobState::kFailed) &&
+        job->expires_us <= clock_.UnixMicros()) {
+      job = absl::NotFoundError(StrCat("no job ", id));
+    }
+    if (!job.ok()) {
+      std::move(done)(job.status());
+      return;
+    }
+    job->request.clear();
+    *job = OpenResult(*std::move(job));
+    if (!fetches_->Hold(*ticket, int64_t(job->result.size()))) {
+      std::move(done)(absl::UnavailableError(
+          StrCat("job results being sent hold what they may (", options_.max_result_bytes_in_flight,
+                 " bytes, a quarter for one principal); ", "retry in a moment")));
+      return;
+    }
+    std::move(done)(Found{*std::move(job), std::move(ticket)});
+  });
 }
 
 namespace {
@@ -205,9 +225,22 @@ void JobQueue::Loop() {
       if (tasks_->closed && tasks_->queue.empty()) return;
       batch.swap(tasks_->queue);
     }
-    for (Task& task : batch) std::move(task)();
+    for (Task& task : batch) {
+      std::move(task)();
+      // Between tasks too: a long batch (lookups of large results) must not let the claims of
+      // running jobs lapse, which would have another instance run them a second time.
+      RenewIfDue(clock_.UnixMicros());
+    }
     Tick(clock_.UnixMicros());
   }
+}
+
+void JobQueue::RenewIfDue(int64_t now_us) {
+  if (now_us < next_renew_us_ || running_.empty()) return;
+  next_renew_us_ = now_us + Micros(options_.lease) / 3;
+  std::vector<std::pair<std::string, int64_t>> claims;
+  for (const auto& [id, run] : running_) claims.emplace_back(id, run.attempts);
+  Report(store_.RenewJobs(claims, now_us + Micros(options_.lease)));
 }
 
 void JobQueue::Tick(int64_t now_us) {
@@ -215,12 +248,7 @@ void JobQueue::Tick(int64_t now_us) {
     next_sweep_us_ = now_us + kSweepIntervalUs;
     Report(store_.DeleteExpiredJobs(now_us).status());
   }
-  if (now_us >= next_renew_us_ && !running_.empty()) {
-    next_renew_us_ = now_us + Micros(options_.lease) / 3;
-    std::vector<std::pair<std::string, int64_t>> claims;
-    for (const auto& [id, run] : running_) claims.emplace_back(id, run.attempts);
-    Report(store_.RenewJobs(claims, now_us + Micros(options_.lease)));
-  }
+  RenewIfDue(now_us);
   EndOverdueRuns(now_us);
   Claim(now_us);
   if (now_us >= next_gauges_us_) {

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "common/clock.h"
+#include "jobs/fetch_budget.h"
 #include "jobs/job_options.h"
 #include "jobs/payload_sealer.h"
 #include "monitor/metrics.h"
@@ -58,10 +59,18 @@ class JobQueue {
   // Stores `job` (the caller fills in id, owner, principal, model, version, request, priority and
   // idempotent) as queued. ResourceExhausted when its owner has too many unfinished jobs.
   void Submit(state::JobRecord job, absl::AnyInvocable<void(absl::Status) &&> done);
+  // A job as Lookup found it, and what its answer holds of the fetch budget
+  // (jobs/fetch_budget.h): to be kept in the answer (http::Response::held) until it is written.
+  struct Found {
+    state::JobRecord job;
+    std::shared_ptr<const void> held;
+  };
   // The job `id` when `owner` submitted it; NotFound, alike, when it does not exist or is
-  // another's. The request body is not returned.
+  // another's. The request body is not returned. ResourceExhausted, at once, when `owner` has
+  // max_fetches_per_principal fetches going; Unavailable when its result does not fit in what
+  // results being sent may hold now (both are worth a retry in a moment).
   void Lookup(std::string id, std::string owner,
-              absl::AnyInvocable<void(absl::StatusOr<state::JobRecord>) &&> done);
+              absl::AnyInvocable<void(absl::StatusOr<Found>) &&> done);
 
   // The expected wait, in ms, of a job with `queued_ahead` jobs before it, from the measured
   // run time and the number of workers; -1 before any run was measured.
@@ -90,6 +99,8 @@ class JobQueue {
 
   void Loop();
   void Tick(int64_t now_us);
+  // Renews the running jobs' claims when a third of the lease has passed since the last time.
+  void RenewIfDue(int64_t now_us);
   void Claim(int64_t now_us);
   void StartRun(state::JobRecord job, int64_t now_us);
   // Ends a run that never reached the chain, as failed with `status`.
@@ -113,6 +124,7 @@ class JobQueue {
   const Clock& clock_;
   pipeline::Chain* chain_ = nullptr;
   std::shared_ptr<Tasks> tasks_ = std::make_shared<Tasks>();
+  const std::shared_ptr<FetchBudget> fetches_;
   std::thread thread_;
   std::atomic<bool> claiming_{false};
   std::atomic<int64_t> running_count_{0};

@@ -135,34 +135,41 @@ StageResult JobStage::Read(pipeline::Exchange& ex) {
     return StageResult::kStop;
   }
   ex.resource = StrCat("job:", ex.job_id);
-  queue_->Lookup(ex.job_id, ex.principal->id, [this, &ex, missing](absl::StatusOr<JobRecord> job) {
-    ex.post([this, &ex, missing, job = std::move(job)] {
-      if (!job.ok()) {
-        if (job.status().code() == absl::StatusCode::kNotFound) {
-          // Someone else's job or none: the same answer. The audit says which principal asked
-          // for an id that is not theirs (the owner check happens in the queue, so a missing
-          // job and another's are audited alike).
+  queue_->Lookup(
+      ex.job_id, ex.principal->id, [this, &ex, missing](absl::StatusOr<jobs::JobQueue::Found> job) {
+        ex.post([this, &ex, missing, job = std::move(job)]() mutable {
+          if (!job.ok()) {
+            if (job.status().code() == absl::StatusCode::kNotFound) {
+              // Someone else's job or none: the same answer. The audit says which principal asked
+              // for an id that is not theirs (the owner check happens in the queue, so a missing
+              // job and another's are audited alike).
+              audit_.Record(ExchangeEvent(
+                  ex, audit::EventKind::kAuthorization, false,
+                  [] { return std::string("no such job for this principal"); }, clock_));
+              ex.Fail(missing);
+            } else if (absl::IsResourceExhausted(job.status()) ||
+                       absl::IsUnavailable(job.status())) {
+              // Too many fetches of this principal's, or too many result bytes being sent: soon
+              // not.
+              ex.Fail(runtime::WithRetryAfter(job.status(), 1));
+            } else {
+              ex.Fail(job.status());
+            }
+            ex.chain().Resume(ex, StageResult::kStop);
+            return;
+          }
           audit_.Record(ExchangeEvent(
-              ex, audit::EventKind::kAuthorization, false,
-              [] { return std::string("no such job for this principal"); }, clock_));
-          ex.Fail(missing);
-        } else {
-          ex.Fail(job.status());
-        }
-        ex.chain().Resume(ex, StageResult::kStop);
-        return;
-      }
-      audit_.Record(ExchangeEvent(
-          ex, audit::EventKind::kAuthorization, true,
-          [] { return std::string("the principal that submitted the job"); }, clock_));
-      Answer(ex, *job);
-      ex.chain().Resume(ex, StageResult::kStop);
-    });
-  });
+              ex, audit::EventKind::kAuthorization, true,
+              [] { return std::string("the principal that submitted the job"); }, clock_));
+          Answer(ex, std::move(job->job));
+          ex.response.held = std::move(job->held);
+          ex.chain().Resume(ex, StageResult::kStop);
+        });
+      });
   return StageResult::kSuspend;
 }
 
-void JobStage::Answer(pipeline::Exchange& ex, const JobRecord& job) const {
+void JobStage::Answer(pipeline::Exchange& ex, JobRecord job) const {
   const std::string_view state = state::JobStateName(job.state);
   if (job.state == JobState::kDone || job.state == JobState::kFailed) {
     if (job.status < 200 || job.status > 599) {  // not a status pillar stores: the file was edited
@@ -170,7 +177,7 @@ void JobStage::Answer(pipeline::Exchange& ex, const JobRecord& job) const {
       ex.response.headers.emplace_back(kJobStateHeader, std::string(state));
       return;
     }
-    ex.response = {job.status, job.content_type, job.result, {}};
+    ex.response = {job.status, std::move(job.content_type), std::move(job.result), {}, {}};
     for (std::string_view line : Split(job.headers, '\n')) {
       const size_t colon = line.find(": ");
       if (colon == std::string_view::npos) continue;

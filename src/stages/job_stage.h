@@ -31,7 +31,7 @@ class JobStage final : public pipeline::Stage {
  private:
   pipeline::StageResult Submit(pipeline::Exchange& ex);
   pipeline::StageResult Read(pipeline::Exchange& ex);
-  void Answer(pipeline::Exchange& ex, const state::JobRecord& job) const;
+  void Answer(pipeline::Exchange& ex, state::JobRecord job) const;
 
   jobs::JobQueue* queue_;
   audit::AuditSink& audit_;

@@ -527,5 +527,88 @@ TEST_F(JobsTest, ALongRunKeepsItsClaimWhileOtherJobsAreClaimed) {
   EXPECT_EQ(runs, 1);
 }
 
+// Found by review helper-133: each small GET of a principal's own large result made the server
+// hold a copy of it until the client read it, outside the budget of request bytes (150 unread
+// fetches of an 8 MB result: +1.1 GB), and a queue of such reads held up other principals' jobs.
+// Now each principal has max_fetches_per_principal fetches at once (429 past it) and the results
+// being sent hold at most max_result_bytes_in_flight (503 past it), both with Retry-After; what a
+// fetch holds goes back when its connection goes.
+TEST(JobFetchBudgetTest, UnreadResultsHoldABoundedShareAndComeBackWhenTheirReadersGo) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  const std::filesystem::path dir = store / "echo" / "1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
+max_batch_size = 0
+[[input]]
+name = "x"
+datatype = "BYTES"
+shape = [-1]
+[[output]]
+name = "y"
+datatype = "BYTES"
+shape = [-1]
+[access]
+tenant = "demo"
+)";
+  server.SetStore(store);
+  server.AddConfig(
+      "[jobs]\npoll_ms = 50\nmax_fetches_per_principal = 1\n"
+      "max_result_bytes_in_flight = 1048576\n");
+  const std::string owner = server.CreateKey("owner", {"--tenant", "demo", "--role", "user"});
+  const std::string other = server.CreateKey("other", {"--tenant", "demo", "--role", "user"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  // A result of 6 MB: more than the kernel takes into a socket's buffers for a reader that does
+  // not read, so its answer stays in the server while the reader waits.
+  const std::string text(6'000'000, 'a');
+  const std::string body =
+      R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":[")" + text + R"("]}]})";
+  auto submit = [&](const std::string& key) {
+    HttpReply r =
+        Fetch(server.data_port(), "POST", "/v2/models/echo/infer", body, {Bearer(key), kAsync});
+    EXPECT_EQ(r.status, 202) << r.body;
+    return r.headers["location"];
+  };
+  const std::string mine = submit(owner), theirs = submit(other);
+  auto get = [&](const std::string& path, const std::string& key) {
+    return Fetch(server.data_port(), "GET", path, "", {Bearer(key)});
+  };
+  for (const auto& [path, key] :
+       std::vector<std::pair<std::string, std::string>>{{mine, owner}, {theirs, other}}) {
+    HttpReply r;
+    for (int i = 0; i < 200 && (r = get(path, key)).status == 202; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+    ASSERT_GT(r.body.size(), text.size());
+  }
+  {
+    // The owner's reader that does not read: its answer is held.
+    testing::HttpConnection stuck(server.data_port(), 10000, 4096);
+    ASSERT_TRUE(
+        stuck.SendRaw("GET " + mine + " HTTP/1.1\r\nHost: x\r\n" + Bearer(owner) + "\r\n\r\n"));
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    // The owner's next fetch: past its one fetch at once.
+    HttpReply again = get(mine, owner);
+    EXPECT_EQ(again.status, 429) << again.body;
+    EXPECT_EQ(again.headers["retry-after"], "1");
+    // Another principal's large result does not fit beside the held one.
+    HttpReply beside = get(theirs, other);
+    EXPECT_EQ(beside.status, 503) << beside.body.substr(0, 300);
+    EXPECT_EQ(beside.headers["retry-after"], "1");
+    EXPECT_NE(beside.body.find("job results being sent hold what they may"), std::string::npos)
+        << beside.body.substr(0, 300);
+  }  // the reader goes: what its fetch held comes back
+  HttpReply r;
+  for (int i = 0; i < 100 && (r = get(theirs, other)).status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
+  r = get(mine, owner);
+  EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
+  EXPECT_GT(r.body.size(), text.size());
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 }  // namespace
 }  // namespace pillar

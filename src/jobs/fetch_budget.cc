@@ -1,0 +1,48 @@
+#include "jobs/fetch_budget.h"
+
+namespace pillar::jobs {
+
+std::shared_ptr<FetchBudget> FetchBudget::Create(int64_t max_fetches_per_owner, int64_t max_bytes) {
+  return std::shared_ptr<FetchBudget>(new FetchBudget(max_fetches_per_owner, max_bytes));
+}
+
+FetchBudget::Ticket::~Ticket() { budget_->Leave(owner_, bytes_); }
+
+std::shared_ptr<FetchBudget::Ticket> FetchBudget::Enter(const std::string& owner) {
+  {
+    absl::MutexLock lock(&mu_);
+    Owner& o = owners_[owner];
+    if (o.fetches >= max_fetches_) return nullptr;
+    ++o.fetches;
+  }
+  return std::shared_ptr<Ticket>(new Ticket(shared_from_this(), owner));
+}
+
+bool FetchBudget::Hold(Ticket& ticket, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  Owner& o = owners_[ticket.owner_];
+  const int64_t share = max_bytes_ / 4;
+  if ((bytes_ > 0 && bytes_ + bytes > max_bytes_) || (o.bytes > 0 && o.bytes + bytes > share)) {
+    return false;
+  }
+  bytes_ += bytes;
+  o.bytes += bytes;
+  ticket.bytes_ += bytes;
+  return true;
+}
+
+int64_t FetchBudget::bytes_held() const {
+  absl::MutexLock lock(&mu_);
+  return bytes_;
+}
+
+void FetchBudget::Leave(const std::string& owner, int64_t bytes) {
+  absl::MutexLock lock(&mu_);
+  bytes_ -= bytes;
+  auto it = owners_.find(owner);
+  if (it == owners_.end()) return;
+  it->second.bytes -= bytes;
+  if (--it->second.fetches == 0) owners_.erase(it);  // the map holds only owners fetching now
+}
+
+}  // namespace pillar::jobs

@@ -1,0 +1,66 @@
+// The fetch budget of job results (jobs/fetch_budget.h): a principal's fetches at once, the bytes
+// of results being sent, a principal's quarter of them, and what is given back when a ticket goes.
+#include "jobs/fetch_budget.h"
+
+#include <gtest/gtest.h>
+
+namespace pillar::jobs {
+namespace {
+
+TEST(FetchBudgetTest, APrincipalHasSoManyFetchesAtOnce) {
+  std::shared_ptr<FetchBudget> budget = FetchBudget::Create(2, 1000);
+  auto a = budget->Enter("key:a");
+  auto b = budget->Enter("key:a");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(budget->Enter("key:a"), nullptr);
+  EXPECT_NE(budget->Enter("key:b"), nullptr);  // another's are its own
+  a.reset();
+  EXPECT_NE(budget->Enter("key:a"), nullptr);  // given back
+}
+
+TEST(FetchBudgetTest, ResultsBeingSentHoldAtMostTheBudgetAndAPrincipalAQuarter) {
+  std::shared_ptr<FetchBudget> budget = FetchBudget::Create(10, 1000);
+  auto a1 = budget->Enter("key:a");
+  auto a2 = budget->Enter("key:a");
+  auto b = budget->Enter("key:b");
+  auto c = budget->Enter("key:c");
+  EXPECT_TRUE(budget->Hold(*a1, 200));
+  EXPECT_FALSE(budget->Hold(*a2, 100));  // a's quarter is 250
+  EXPECT_TRUE(budget->Hold(*a2, 50));
+  EXPECT_TRUE(budget->Hold(*b, 250));
+  EXPECT_TRUE(budget->Hold(*c, 250));
+  EXPECT_EQ(budget->bytes_held(), 750);
+  auto d = budget->Enter("key:d");
+  EXPECT_FALSE(budget->Hold(*d, 251));  // past the whole
+  EXPECT_TRUE(budget->Hold(*d, 250));
+  EXPECT_EQ(budget->bytes_held(), 1000);
+  a1.reset();
+  a2.reset();
+  EXPECT_EQ(budget->bytes_held(), 750);
+}
+
+TEST(FetchBudgetTest, AnyResultGoesThroughWhenNothingElseIsBeingSent) {
+  // However large: otherwise a result past the budget could never be fetched.
+  std::shared_ptr<FetchBudget> budget = FetchBudget::Create(4, 1000);
+  auto a = budget->Enter("key:a");
+  EXPECT_TRUE(budget->Hold(*a, 5000));
+  auto b = budget->Enter("key:b");
+  EXPECT_FALSE(budget->Hold(*b, 1));  // until it is sent
+  a.reset();
+  EXPECT_TRUE(budget->Hold(*b, 5000));
+}
+
+TEST(FetchBudgetTest, ATicketOutlivesItsQueue) {
+  // An answer can be written after the queue that made it is gone (a server stopping).
+  std::shared_ptr<FetchBudget::Ticket> ticket;
+  {
+    std::shared_ptr<FetchBudget> budget = FetchBudget::Create(1, 1000);
+    ticket = budget->Enter("key:a");
+    ASSERT_TRUE(budget->Hold(*ticket, 10));
+  }
+  ticket.reset();  // gives back to a budget only the ticket kept alive
+}
+
+}  // namespace
+}  // namespace pillar::jobs
