@@ -137,7 +137,9 @@ void CheckpointManager::AwaitSnapshot() {
 absl::Status CheckpointManager::PruneTier(RunDirectory& tier, int64_t step) {
   absl::StatusOr<Pruned> pruned = tier.Prune(options_.retention, step);
   if (!pruned.ok()) return pruned.status();
+  absl::MutexLock lock(&said_mu_);
   for (const std::string& why : pruned->not_removed) {
+    if (!said_not_removed_.insert(tier.root() + "/" + why).second) continue;
     std::fprintf(stderr, "pillar: checkpoint retention: %s\n", ForTerminal(why).c_str());
   }
   return absl::OkStatus();

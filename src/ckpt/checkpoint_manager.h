@@ -30,6 +30,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <thread>
@@ -120,7 +121,8 @@ class CheckpointManager {
   // threads for large checkpoints.
   void CopyIntoStaging(std::span<const Source> sources, std::span<const EntryView> entries) const;
   // Retention on one tier after `step` was written there; a set-aside copy that could not be
-  // removed is said on stderr, not an error.
+  // removed is said on stderr (once for each reason: it is tried again at every save), not an
+  // error.
   [[nodiscard]] absl::Status PruneTier(RunDirectory& tier, int64_t step);
   void WriteLoop();
   void DrainLoop();
@@ -128,6 +130,10 @@ class CheckpointManager {
   const Options options_;
   RunDirectory fast_;
   std::optional<RunDirectory> durable_;
+
+  // What PruneTier said could not be removed (from the writer's and the drainer's threads).
+  absl::Mutex said_mu_;
+  std::set<std::string> said_not_removed_ ABSL_GUARDED_BY(said_mu_);
 
   mutable absl::Mutex mu_;
   // The staging buffer and the checkpoint it holds, handed to the writer.

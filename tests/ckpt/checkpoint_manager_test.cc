@@ -140,6 +140,35 @@ TEST(CheckpointManagerTest, ABackgroundFailureSurfacesAndTheLastGoodCheckpointRe
   EXPECT_TRUE(Holds(*latest, 1));
 }
 
+TEST(CheckpointManagerTest, ASetAsideCopyThatCannotBeRemovedIsSaidOnce) {
+  // Retention tries it again at every save; it was said at every save.
+  testing::TempDir dir;
+  FaultEnv env;
+  CheckpointManager::Options options;
+  options.fast_dir = (dir.path() / "fast").string();
+  options.env = &env;
+  options.retention = {.keep_last = 1, .keep_set_aside = 0};
+  auto manager = CheckpointManager::Open(options);
+  ASSERT_TRUE(manager.ok());
+  std::filesystem::create_directories(dir.path() / "fast" / "step-00000009.broken-1000");
+  env.FailRemovalsOf(".broken-");
+  std::vector<float> w = Weights(1);
+  ::testing::internal::CaptureStderr();
+  for (int step = 1; step <= 3; ++step) {
+    ASSERT_TRUE((*manager)->Save(step, Sources(w)).ok());
+    ASSERT_TRUE((*manager)->Wait().ok());
+  }
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  size_t said = 0;
+  for (size_t at = 0;
+       (at = err.find("checkpoint retention: step-00000009.broken-1000", at)) != std::string::npos;
+       ++at) {
+    ++said;
+  }
+  EXPECT_EQ(said, 1u) << err;
+  EXPECT_TRUE(std::filesystem::is_directory(dir.path() / "fast" / "step-00000009.broken-1000"));
+}
+
 TEST(CheckpointManagerTest, APipelinedSnapshotCopiesAfterSaveReturnsAndBeforeAwaitSnapshotDoes) {
   testing::TempDir dir;
   CheckpointManager::Options options;

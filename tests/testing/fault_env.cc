@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/strings.h"
+
 namespace pillar::testing {
 namespace {
 
@@ -90,6 +92,9 @@ absl::Status FaultEnv::CreateDir(const std::string& path) {
 
 absl::Status FaultEnv::RemoveAll(const std::string& path) {
   if (auto fault = Next()) return Injected("remove", *fault);
+  if (!unremovable_.empty() && path.find(unremovable_) != std::string::npos) {
+    return absl::InternalError(StrCat("cannot remove ", path, ": Input/output error"));
+  }
   return base_->RemoveAll(path);
 }
 

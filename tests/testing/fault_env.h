@@ -33,6 +33,9 @@ class FaultEnv final : public Env {
     fault_ = fault;
   }
   int64_t ops() const { return ops_; }
+  // Every RemoveAll of a path containing `fragment` fails (an entry a failing disk will not let
+  // go), however often it is tried.
+  void FailRemovalsOf(std::string fragment) { unremovable_ = std::move(fragment); }
   // Drops unsynced file bytes and undurable renames, then heals (no more faults).
   void Crash();
 
@@ -74,6 +77,7 @@ class FaultEnv final : public Env {
   int64_t fail_at_ = -1;
   Fault fault_ = Fault::kError;
   bool stopped_ = false;
+  std::string unremovable_;
   std::map<std::string, uint64_t> synced_;   // path -> bytes durable
   std::map<std::string, uint64_t> written_;  // path -> bytes written
   struct PendingRename {
