@@ -1,6 +1,7 @@
 #include "identity/api_key_table.h"
 
 #include <cstdio>
+#include <map>
 
 #include "absl/time/clock.h"
 #include "common/crypto.h"
@@ -13,6 +14,8 @@ namespace pillar::identity {
 // Last-used times are kept to this precision, so a busy key does not write the shared atomic on
 // every request.
 constexpr int64_t kLastUsedPrecisionUs = 1'000'000;
+// Rotations a key's succession is followed back through (Principal::succeeds).
+constexpr size_t kMaxSucceeded = 64;
 
 ApiKeyTable::ApiKeyTable(state::StateStore& store, ApiKeyTableOptions options)
     : store_(store), options_(options), table_(std::make_shared<Table>()) {
@@ -46,6 +49,11 @@ absl::Status ApiKeyTable::Refresh() {
   }
   absl::StatusOr<std::vector<state::ApiKeyRecord>> keys = store_.ListKeys();
   if (!keys.ok()) return keys.status();
+  // Who each key was rotated from: a rotation sets the old key's replaced_by.
+  std::map<std::string, std::string> replaced;  // successor id -> the key it replaced
+  for (const state::ApiKeyRecord& key : *keys) {
+    if (!key.replaced_by.empty()) replaced.emplace(key.replaced_by, key.id);
+  }
   auto table = std::make_shared<Table>();
   for (state::ApiKeyRecord& key : *keys) {
     auto principal = std::make_shared<Principal>();
@@ -58,6 +66,12 @@ absl::Status ApiKeyTable::Refresh() {
     principal->attributes["owner"] = {key.owner};
     principal->attributes["name"] = {key.name};
     principal->expires_us = key.expires_us.value_or(0);
+    // Bounded: a state file edited into a cycle of replacements must not loop.
+    for (auto it = replaced.find(key.id);
+         it != replaced.end() && principal->succeeds.size() < kMaxSucceeded;
+         it = replaced.find(it->second)) {
+      principal->succeeds.push_back(StrCat("key:", it->second));
+    }
     Entry entry{std::move(principal), std::move(key.secret_hash), key.revoked_us.has_value(),
                 key.expires_us.value_or(0), nullptr};
     auto previous = old->find(key.id);

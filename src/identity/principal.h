@@ -30,6 +30,10 @@ struct Principal {
   Attributes attributes;
   // The API key id for keys (the unit that rate limits and last-used times count by).
   std::string key_id;
+  // For a key made by rotation: the principal ids of the keys it succeeds ("key:<id>", the one it
+  // replaced first, then the one that one replaced...), so that what they owned (their jobs) is
+  // still its own. Not kept with a job.
+  std::vector<std::string> succeeds;
   // Unix microseconds after which the credential is no longer accepted; 0 when unbounded.
   int64_t expires_us = 0;
   // What checks the credential again when a job runs as this principal (jobs/): a token's

@@ -114,21 +114,24 @@ void JobQueue::Submit(JobRecord job, absl::AnyInvocable<void(absl::Status) &&> d
   });
 }
 
-void JobQueue::Lookup(std::string id, std::string owner,
+void JobQueue::Lookup(std::string id, std::vector<std::string> owners,
                       absl::AnyInvocable<void(absl::StatusOr<Found>) &&> done) {
   // Taken before the lookup is queued: one principal's reads cannot fill the queue's thread.
-  std::shared_ptr<FetchBudget::Ticket> ticket = fetches_->Enter(owner);
+  std::shared_ptr<FetchBudget::Ticket> ticket =
+      owners.empty() ? nullptr : fetches_->Enter(owners.front());
   if (ticket == nullptr) {
     std::move(done)(absl::ResourceExhaustedError(
         StrCat("this principal has ", options_.max_fetches_per_principal,
                " fetches of its jobs going; retry when one is done")));
     return;
   }
-  tasks_->Post([this, id = std::move(id), owner = std::move(owner), done = std::move(done),
+  tasks_->Post([this, id = std::move(id), owners = std::move(owners), done = std::move(done),
                 ticket = std::move(ticket)]() mutable {
     absl::StatusOr<JobRecord> job = store_.GetJob(id);
     if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
-    if (job.ok() && job->owner != owner) job = absl::NotFoundError(StrCat("no job ", id));
+    if (job.ok() && std::find(owners.begin(), owners.end(), job->owner) == owners.end()) {
+      job = absl::NotFoundError(StrCat("no job ", id));
+    }
     // Past its keep time a finished job is gone, whether or not the sweep (once a minute)
     // has deleted it yet (found by review helper-67: results were served up to a minute
     // past keep_ms).

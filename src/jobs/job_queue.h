@@ -9,7 +9,7 @@
 //   JobQueue jobs(store, options, metrics);
 //   jobs.Attach(chain);        // the chain runs the jobs; it is built with the job stage in it
 //   jobs.Start();
-//   ... jobs.Submit(record, done); jobs.Lookup(id, owner, done);   // from the job stage
+//   ... jobs.Submit(record, done); jobs.Lookup(id, owners, done);   // from the job stage
 //   jobs.Stop(drain_timeout);  // waits for runs in flight, then gives their claims up
 // One thread does the store's I/O and drives the runs' exchanges (their `post` executor), so
 // nothing here blocks an event loop. Submit and Lookup may be called from any thread; their
@@ -65,11 +65,12 @@ class JobQueue {
     state::JobRecord job;
     std::shared_ptr<const void> held;
   };
-  // The job `id` when `owner` submitted it; NotFound, alike, when it does not exist or is
-  // another's. The request body is not returned. ResourceExhausted, at once, when `owner` has
-  // max_fetches_per_principal fetches going; Unavailable when its result does not fit in what
-  // results being sent may hold now (both are worth a retry in a moment).
-  void Lookup(std::string id, std::string owner,
+  // The job `id` when one of `owners` submitted it (the principal asking, then the keys it
+  // succeeds: identity::Principal::succeeds); NotFound, alike, when it does not exist or is
+  // another's. The request body is not returned. ResourceExhausted, at once, when the principal
+  // asking has max_fetches_per_principal fetches going; Unavailable when its result does not fit
+  // in what results being sent may hold now (both are worth a retry in a moment).
+  void Lookup(std::string id, std::vector<std::string> owners,
               absl::AnyInvocable<void(absl::StatusOr<Found>) &&> done);
 
   // The expected wait, in ms, of a job with `queued_ahead` jobs before it, from the measured

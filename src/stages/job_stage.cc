@@ -135,8 +135,12 @@ StageResult JobStage::Read(pipeline::Exchange& ex) {
     return StageResult::kStop;
   }
   ex.resource = StrCat("job:", ex.job_id);
+  // Its own jobs, and those of the keys it was rotated from (a rotation must not strand them).
+  std::vector<std::string> owners = {ex.principal->id};
+  owners.insert(owners.end(), ex.principal->succeeds.begin(), ex.principal->succeeds.end());
   queue_->Lookup(
-      ex.job_id, ex.principal->id, [this, &ex, missing](absl::StatusOr<jobs::JobQueue::Found> job) {
+      ex.job_id, std::move(owners),
+      [this, &ex, missing](absl::StatusOr<jobs::JobQueue::Found> job) {
         ex.post([this, &ex, missing, job = std::move(job)]() mutable {
           if (!job.ok()) {
             if (job.status().code() == absl::StatusCode::kNotFound) {

@@ -96,6 +96,31 @@ TEST_F(ApiKeyTableTest, RotationKeepsBothKeysWorkingUntilTheOverlapEnds) {
   EXPECT_TRUE(keys.Verify(successor.text, kNow + 1000).ok());
 }
 
+TEST_F(ApiKeyTableTest, AKeyMadeByRotationsSucceedsEachKeyBeforeIt) {
+  // What the keys before it owned (their jobs) is its own (review helper-133: a rotation
+  // stranded a key's job results).
+  NewApiKey first = Add("svc");
+  auto rotate = [&](const std::string& from) {
+    NewApiKey next = GenerateApiKey();
+    state::ApiKeyRecord r;
+    r.id = next.id;
+    r.name = "svc";
+    r.secret_hash = next.secret_hash;
+    EXPECT_TRUE(store_->RotateKey(from, r, kNow + 1000).ok());
+    return next;
+  };
+  NewApiKey second = rotate(first.id);
+  NewApiKey third = rotate(second.id);
+  NewApiKey unrelated = Add("other");
+  ApiKeyTable keys(*store_, {.refresh_interval = absl::ZeroDuration()});
+  ASSERT_TRUE(keys.Refresh().ok());
+  auto succeeds = [&](const NewApiKey& key) { return (*keys.Verify(key.text, kNow))->succeeds; };
+  EXPECT_EQ(succeeds(third), (std::vector<std::string>{"key:" + second.id, "key:" + first.id}));
+  EXPECT_EQ(succeeds(second), (std::vector<std::string>{"key:" + first.id}));
+  EXPECT_TRUE(succeeds(first).empty());
+  EXPECT_TRUE(succeeds(unrelated).empty());
+}
+
 TEST_F(ApiKeyTableTest, LastUsedTimesReachTheStoreAndSurviveReloads) {
   NewApiKey key = Add("used");
   NewApiKey idle = Add("idle");

@@ -527,6 +527,32 @@ TEST_F(JobsTest, ALongRunKeepsItsClaimWhileOtherJobsAreClaimed) {
   EXPECT_EQ(runs, 1);
 }
 
+// Found by review helper-133: after `pillar key rotate`, the successor got 404 for the jobs the
+// old key had submitted, and once the overlap ended nobody could fetch them.
+TEST_F(JobsTest, ARotatedKeysSuccessorFetchesItsJobs) {
+  HttpReply accepted = Submit("quick", owner_);
+  ASSERT_EQ(accepted.status, 202) << accepted.body;
+  const std::string location = accepted.headers["location"];
+  HttpReply done = AwaitResult(location, std::chrono::seconds(10));
+  ASSERT_EQ(done.status, 200) << done.body;
+  std::string successor;
+  ASSERT_EQ(testing::RunPillar({"key", "rotate", "-c", server_.config_path().string(),
+                                owner_.substr(3, 12), "--overlap", "1s"},
+                               &successor),
+            0);
+  while (!successor.empty() && successor.back() == '\n') successor.pop_back();
+  HttpReply fetched;
+  for (int i = 0; i < 100 && (fetched = Get(location, successor)).status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(fetched.status, 200) << fetched.body;
+  EXPECT_EQ(fetched.body, done.body);
+  EXPECT_EQ(Get(location, other_).status, 404);                  // still no one else's
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));  // the old key's overlap ends
+  EXPECT_EQ(Get(location, owner_).status, 401);
+  EXPECT_EQ(Get(location, successor).body, done.body);
+}
+
 // Found by review helper-133: each small GET of a principal's own large result made the server
 // hold a copy of it until the client read it, outside the budget of request bytes (150 unread
 // fetches of an 8 MB result: +1.1 GB), and a queue of such reads held up other principals' jobs.
