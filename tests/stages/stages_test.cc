@@ -1,6 +1,8 @@
 // The route and decode stages, and the execute stage's hand-off to a runner, on their own.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "audit/audit_sink.h"
 #include "http/server.h"
 #include "monitor/access_log.h"
@@ -13,6 +15,7 @@
 #include "stages/observe_stage.h"
 #include "stages/route_stage.h"
 #include "testing/fake_clock.h"
+#include "testing/temp_dir.h"
 
 namespace pillar::stages {
 namespace {
@@ -92,6 +95,33 @@ TEST(ObserveStageTest, TheOverheadCountsTheCallersCheckAtTheHeader) {
   // 10 ms in the chain, 7 of them queue and compute, and 3 ms before it.
   EXPECT_NE(text.find("pillar_request_overhead_seconds_sum 0.006"), std::string::npos) << text;
   EXPECT_NE(text.find("pillar_request_overhead_seconds_count 1"), std::string::npos) << text;
+}
+
+TEST(ObserveStageTest, WhatTheClientWroteInItsPathIsCutInTheAccessLog) {
+  // Found by review helper-133: a 15 KB path wrote 30 KB to the log (the path, and the model it
+  // named), for a caller that did not even authenticate.
+  testing::TempDir dir;
+  const std::string path = (dir.path() / "access.log").string();
+  monitor::MetricsRegistry metrics;
+  monitor::AccessLog access_log;
+  ASSERT_TRUE(access_log.Open(path).ok());
+  testing::FakeClock clock;
+  ObserveStage stage(metrics, access_log, clock);
+  pipeline::Exchange ex;
+  ex.operation = pipeline::Operation::kInfer;
+  ex.model_name = std::string(15'000, 'm');
+  ex.target = "/v2/models/" + ex.model_name + "/infer";
+  ex.start_ns = clock.MonotonicNanos();
+  ASSERT_EQ(stage.OnRequest(ex), pipeline::StageResult::kContinue);
+  ex.Fail(absl::UnauthenticatedError("missing credentials"));
+  stage.OnResponse(ex);
+  access_log.Flush();
+  std::ifstream in(path);
+  std::string line;
+  ASSERT_TRUE(std::getline(in, line));
+  EXPECT_LT(line.size(), 3'000u) << line.size();
+  EXPECT_NE(line.find("\"path\":\"/v2/models/mmm"), std::string::npos) << line.substr(0, 200);
+  EXPECT_NE(line.find("\"model\":\"mmm"), std::string::npos) << line.substr(0, 200);
 }
 
 TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
