@@ -162,7 +162,14 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   const protocol::TokenUsage& usage = ex.infer_result.usage;
   const bool charged = generated && (answered || usage.prompt_tokens + usage.completion_tokens > 0);
   if (charged) ObserveTokens(ex, total_ns, answered);
-  if (!access_log_.enabled()) return;
+  if (access_log_.enabled()) {
+    Log(ex, {total_ns, operation, outcome, version, ran, charged, answered});
+  }
+}
+
+void ObserveStage::Log(const pipeline::Exchange& ex, const Logged& what) {
+  const auto [total_ns, operation, outcome, version, ran, charged, answered] = what;
+  const protocol::TokenUsage& usage = ex.infer_result.usage;
   AccessRecord record;
   record.request_id = ex.request_id;
   record.listener = ex.listener;

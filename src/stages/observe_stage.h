@@ -31,6 +31,17 @@ class ObserveStage final : public pipeline::Stage {
  private:
   // A language model's call that was answered: its tokens, time to first token, token rate.
   void ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns, bool answered);
+  // The request's access-log line, with what OnResponse found out.
+  struct Logged {
+    int64_t total_ns;
+    std::string_view operation;
+    std::string_view outcome;
+    std::string_view version;  // of the model served; empty when none was
+    bool ran;                  // an inference that ran in a batch
+    bool charged;              // a language model's call charged in tokens
+    bool answered;
+  };
+  void Log(const pipeline::Exchange& ex, const Logged& what);
 
   monitor::Family<monitor::Counter>& requests_;
   monitor::Family<monitor::Histogram>& duration_;
