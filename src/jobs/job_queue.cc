@@ -127,7 +127,7 @@ void JobQueue::Lookup(std::string id, std::vector<std::string> owners,
   }
   tasks_->Post([this, id = std::move(id), owners = std::move(owners), done = std::move(done),
                 ticket = std::move(ticket)]() mutable {
-    absl::StatusOr<JobRecord> job = store_.GetJob(id);
+    absl::StatusOr<JobRecord> job = store_.GetOwnedJob(id, owners);
     if (!job.ok() && job.status().code() != absl::StatusCode::kNotFound) Report(job.status());
     if (job.ok() && std::find(owners.begin(), owners.end(), job->owner) == owners.end()) {
       job = absl::NotFoundError(StrCat("no job ", id));

@@ -160,10 +160,20 @@ absl::Status SqliteJobTable::Put(const JobRecord& job, const JobQuota& quota) {
   return SqliteExec(db_, "COMMIT");
 }
 
-absl::StatusOr<JobRecord> SqliteJobTable::Get(const std::string& id) {
-  Statement select(db_, StrCat("SELECT ", kColumns, " FROM jobs WHERE id = ?").c_str());
+absl::StatusOr<JobRecord> SqliteJobTable::Get(const std::string& id,
+                                              const std::vector<std::string>* owners) {
+  std::string sql = StrCat("SELECT ", kColumns, " FROM jobs WHERE id = ?");
+  if (owners != nullptr) {
+    sql += " AND owner IN (";
+    for (size_t i = 0; i < owners->size(); ++i) sql += i == 0 ? "?" : ", ?";
+    sql += ")";
+  }
+  Statement select(db_, sql.c_str());
   if (!select.ok()) return SqliteError(db_, "prepare job select");
   select.Bind(1, id);
+  if (owners != nullptr) {
+    for (size_t i = 0; i < owners->size(); ++i) select.Bind(int(i) + 2, (*owners)[i]);
+  }
   const int rc = sqlite3_step(select.get());
   if (rc == SQLITE_DONE) return absl::NotFoundError(StrCat("no job ", id));
   if (rc != SQLITE_ROW) return SqliteError(db_, "job select");

@@ -300,7 +300,13 @@ class SqliteStateStore final : public StateStore {
 
   [[nodiscard]] absl::StatusOr<JobRecord> GetJob(const std::string& id) override {
     absl::MutexLock lock(&mu_);
-    return jobs_.Get(id);
+    return jobs_.Get(id, nullptr);
+  }
+
+  [[nodiscard]] absl::StatusOr<JobRecord> GetOwnedJob(
+      const std::string& id, const std::vector<std::string>& owners) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.Get(id, &owners);
   }
 
   [[nodiscard]] absl::StatusOr<std::vector<JobRecord>> ClaimJobs(int64_t now_us,

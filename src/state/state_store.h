@@ -128,6 +128,12 @@ class StateStore {
   [[nodiscard]] virtual absl::Status PutJob(const JobRecord& job, const JobQuota& quota) = 0;
   // NotFound for an unknown id.
   [[nodiscard]] virtual absl::StatusOr<JobRecord> GetJob(const std::string& id) = 0;
+  // The job `id` if one of `owners` submitted it; NotFound otherwise, by the same query whether
+  // it does not exist or is another's (the same answer in the same time: review helper-133
+  // timed another's 8 MB job at 3.7 ms against 0.7 for no job, its row read before the owner
+  // was compared).
+  [[nodiscard]] virtual absl::StatusOr<JobRecord> GetOwnedJob(
+      const std::string& id, const std::vector<std::string>& owners) = 0;
   // Claims up to `limit` jobs: queued ones due by `now_us`, and running ones whose lease ran out;
   // oldest first, shared among owners (the oldest job of an owner with the fewest running goes
   // first). Each becomes running until `lease_until_us`, its attempts counted up.

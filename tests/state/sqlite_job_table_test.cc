@@ -144,6 +144,18 @@ TEST_F(JobTableTest, ExpiredFinishedJobsAreDeletedAndCountsFollow) {
   EXPECT_EQ((*counts)[0].count, 1);
 }
 
+TEST_F(JobTableTest, AnOwnedJobIsFoundForItsOwnersAloneAndAnotherIsLikeNone) {
+  ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
+  EXPECT_EQ(store_->GetOwnedJob("a", {"key:1"})->owner, "key:1");
+  EXPECT_EQ(store_->GetOwnedJob("a", {"key:2", "key:1"})->owner, "key:1");  // a successor's
+  const absl::Status theirs = store_->GetOwnedJob("a", {"key:2"}).status();
+  const absl::Status none = store_->GetOwnedJob("b", {"key:2"}).status();
+  EXPECT_TRUE(absl::IsNotFound(theirs)) << theirs;
+  EXPECT_TRUE(absl::IsNotFound(none)) << none;
+  EXPECT_EQ(theirs.message(), "no job a");
+  EXPECT_TRUE(absl::IsNotFound(store_->GetOwnedJob("a", {}).status()));
+}
+
 TEST_F(JobTableTest, JobsSurviveReopening) {
   ASSERT_TRUE(store_->PutJob(Job("a", "key:1", 10), Cap(10)).ok());
   store_.reset();
