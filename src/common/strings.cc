@@ -120,4 +120,17 @@ std::string ForTerminal(std::string_view text) {
   return out;
 }
 
+std::string_view CutForLog(std::string_view text, size_t max) {
+  if (text.size() <= max) return text;
+  auto token = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           std::string_view("-_.+=~%").find(c) != std::string_view::npos;
+  };
+  size_t end = max;
+  if (token(text[max])) {  // the cut falls inside a run: drop the part before it too
+    while (end > 0 && token(text[end - 1])) --end;
+  }
+  return text.substr(0, end);
+}
+
 }  // namespace pillar

@@ -382,7 +382,7 @@ void Session<kTls>::OnRequest() {
 
   RouteResult route = listener_.router.Match(request.method, request.target);
   if (route.kind == RouteResult::Kind::kNotFound) {
-    Reject(404, StrCat("no route for ", request.target.substr(0, 256)), "no_route", true,
+    Reject(404, StrCat("no route for ", CutForLog(request.target, 256)), "no_route", true,
            request.method, request.target);
     return;
   }
@@ -407,7 +407,7 @@ void Session<kTls>::Reject(int status, std::string message, std::string_view rea
     target = ToStd(parser_->get().target());
   }
   core_.handler.OnRejected(Rejection{listener_.options.name, status, reason, message, remote_,
-                                     method, target.substr(0, 1024)});
+                                     method, CutForLog(target, 1024)});
   if (!keep_alive) keep_alive_ = false;
   Response response;
   response.status = status;

@@ -175,15 +175,12 @@ void ObserveStage::Log(const pipeline::Exchange& ex, const Logged& what) {
   record.listener = ex.listener;
   record.remote = ex.remote;
   record.method = ex.method;
-  // What the client wrote in its path is cut to a length no real one has: a 15 KB path wrote
-  // 30 KB to the log, once as the path and once as the model it named (review helper-133).
-  record.path = std::string_view(ex.target).substr(0, kMaxLoggedPath);
+  record.path = ex.target;
   record.operation = operation;
   record.status = ex.response.status;
   record.outcome = outcome;
-  record.model = std::string_view(ex.model_name).substr(0, kMaxLoggedName);
-  record.version =
-      ex.model ? version : std::string_view(ex.model_version).substr(0, kMaxLoggedName);
+  record.model = ex.model_name;
+  record.version = ex.model ? version : std::string_view(ex.model_version);
   std::string fallback;
   if (ex.answered_by != nullptr) {
     fallback = StrCat(ex.answered_by->name, "/", ex.answered_by->version_text);
@@ -198,7 +195,7 @@ void ObserveStage::Log(const pipeline::Exchange& ex, const Logged& what) {
     record.completion_tokens = usage.completion_tokens;
     if (answered && ex.first_event_ns > 0) record.first_token_ns = ex.first_event_ns - ex.start_ns;
   }
-  record.job = std::string_view(ex.job_id).substr(0, kMaxLoggedName);
+  record.job = ex.job_id;
   record.duration_ns = total_ns;
   if (ran) {
     record.queue_ns = ex.infer_result.queue_ns;
@@ -218,6 +215,13 @@ void ObserveStage::Log(const pipeline::Exchange& ex, const Logged& what) {
   if (ex.response.status >= 400 || record.path.find_first_of("?#") != std::string_view::npos) {
     RedactClientText(record, redacted);
   }
+  // What the client wrote in its path is cut to a length no real one has (a 15 KB path wrote
+  // 30 KB to the log, once as the path and once as the model it named: review helper-133), after
+  // it was redacted, and never inside a run that could be a secret (review helper-134).
+  record.path = CutForLog(record.path, kMaxLoggedPath);
+  record.model = CutForLog(record.model, kMaxLoggedName);
+  record.version = CutForLog(record.version, kMaxLoggedName);
+  record.job = CutForLog(record.job, kMaxLoggedName);
   access_log_.Write(record);
 }
 

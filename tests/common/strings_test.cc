@@ -27,6 +27,15 @@ TEST(StringsTest, ForTerminalWritesControlBytesAsEscapes) {
   EXPECT_EQ(ForTerminal("\xe2\x80"), "\xe2\x80");  // cut short: passed as it is
 }
 
+TEST(StringsTest, CutForLogNeverEndsInsideAToken) {
+  EXPECT_EQ(CutForLog("short", 10), "short");
+  EXPECT_EQ(CutForLog("/v2/models/abc", 14), "/v2/models/abc");  // whole: nothing cut
+  EXPECT_EQ(CutForLog("/v2/models/abcdef", 14), "/v2/models/");  // inside "abcdef": all of it
+  EXPECT_EQ(CutForLog("?a=1&key=pk_12_secret", 19), "?a=1&");    // the run back to '&'
+  EXPECT_EQ(CutForLog("abc/def", 3), "abc");                     // at a boundary: kept
+  EXPECT_EQ(CutForLog(std::string(100, 'x'), 50), "");
+}
+
 TEST(StringsTest, ParseIntIsStrict) {
   int64_t v;
   EXPECT_TRUE(ParseInt("123", &v));
