@@ -150,8 +150,13 @@ class Deadlined {
   // Each sweep from watch_from_ns on (while it is not 0): whether the client is still there
   // (ResponseSink::OnClientGone).
   virtual void OnWatch() {}
+  // Each sweep while `holding`: whether the client has taken an answer that holds a place in a
+  // budget (http::Response::held) the kernel still had unsent or unacknowledged when its write
+  // completed.
+  virtual void OnHolding() {}
   int64_t deadline_ns = 0;    // 0: nothing to wait for
   int64_t watch_from_ns = 0;  // 0: nothing to watch
+  bool holding = false;
 };
 
 constexpr auto kSweepInterval = std::chrono::milliseconds(100);
@@ -199,6 +204,7 @@ struct Loop {
         session->OnDeadline();
       }
       if (session->watch_from_ns != 0 && now >= session->watch_from_ns) session->OnWatch();
+      if (session->holding) session->OnHolding();
     }
     sessions.resize(kept);
     sweep.expires_after(kSweepInterval);

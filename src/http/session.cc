@@ -481,7 +481,7 @@ template <bool kTls>
 void Session<kTls>::Write(Response response) {
   BuildHead(response, false);
   body_ = std::move(response.body);
-  held_ = std::move(response.held);
+  if (response.held) held_.push_back(std::move(response.held));
   Arm(Waiting::kWrite, core_.limits.write_timeout);
   core_.writing.fetch_add(1);
   std::array<net::const_buffer, 2> buffers = {net::buffer(head_), net::buffer(body_)};
@@ -489,22 +489,38 @@ void Session<kTls>::Write(Response response) {
                    [self = this->shared_from_this()](beast::error_code ec, size_t sent) {
                      self->core_.writing.fetch_sub(1);
                      self->Disarm();
-                     self->held_.reset();
                      if (ec) {
                        const size_t size = self->head_.size() + self->body_.size();
                        self->AnswerCut(self->timed_out_                      ? "write_timeout"
                                        : ec == net::error::operation_aborted ? "stopped"
                                                                              : "client_gone",
                                        size - std::min(sent, size));
+                       std::string().swap(self->body_);  // not held through the linger either
                        // Timed out: cut here, what was written before may still be read.
                        self->timed_out_ ? self->Linger() : self->Close();
+                       self->HoldUntilTaken();
                        return;
                      }
                      // Let go once written, not kept until the next answer takes its place (a
                      // kept-alive connection may wait a minute for one: review helper-133).
                      std::string().swap(self->body_);
+                     self->HoldUntilTaken();
                      self->Answered();
                    });
+}
+
+template <bool kTls>
+void Session<kTls>::HoldUntilTaken() {
+  if (held_.empty()) return;
+  holding = true;
+  OnHolding();
+}
+
+template <bool kTls>
+void Session<kTls>::OnHolding() {
+  if (Socket().is_open() && !Delivered()) return;  // the next sweep looks again
+  held_.clear();
+  holding = false;
 }
 
 template <bool kTls>

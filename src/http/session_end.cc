@@ -118,6 +118,8 @@ void Session<kTls>::Close(bool delivered) {
   handling_ = false;
   on_gone_ = nullptr;
   watch_from_ns = 0;
+  held_.clear();  // nothing more reaches the client
+  holding = false;
   beast::error_code ignored;
   if (!delivered && Socket().is_open() && !Delivered()) {
     Socket().set_option(net::socket_base::linger(true, 0), ignored);  // close() resets
