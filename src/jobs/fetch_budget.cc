@@ -18,17 +18,17 @@ std::shared_ptr<FetchBudget::Ticket> FetchBudget::Enter(const std::string& owner
   return std::shared_ptr<Ticket>(new Ticket(shared_from_this(), owner));
 }
 
-bool FetchBudget::Hold(Ticket& ticket, int64_t bytes) {
+FetchBudget::Held FetchBudget::Hold(Ticket& ticket, int64_t bytes) {
   absl::MutexLock lock(&mu_);
   Owner& o = owners_[ticket.owner_];
-  const int64_t share = max_bytes_ / 4;
-  if ((bytes_ > 0 && bytes_ + bytes > max_bytes_) || (o.bytes > 0 && o.bytes + bytes > share)) {
-    return false;
+  if (bytes_ > 0) {  // with nothing being sent, anything goes
+    if (o.bytes + bytes > max_bytes_ / 4) return Held::kPastShare;
+    if (bytes_ + bytes > max_bytes_) return Held::kPastWhole;
   }
   bytes_ += bytes;
   o.bytes += bytes;
   ticket.bytes_ += bytes;
-  return true;
+  return Held::kYes;
 }
 
 int64_t FetchBudget::bytes_held() const {

@@ -4,11 +4,12 @@
 // reads held up every other principal's jobs on the queue's thread). Each principal may have
 // max_fetches_per_owner fetches at once, from the lookup to the answer's last byte; the results
 // being sent, all principals together, hold at most max_bytes, and one principal at most a
-// quarter of it. A result is always let through when nothing else is being sent (globally, or by
-// its principal for the quarter), so that any result can be fetched however large.
+// quarter of it (its first fetch too: review helper-134 had two principals hold the whole of it
+// and starve a third). A result is always let through when nothing at all is being sent, so that
+// any result can be fetched however large.
 //
 //   std::shared_ptr<FetchBudget::Ticket> ticket = budget->Enter(owner);  // null: too many
-//   if (!budget->Hold(*ticket, result.size())) ...                       // no room now: 503
+//   if (budget->Hold(*ticket, result.size()) != FetchBudget::Held::kYes) ...  // 429 or 503
 //   response.held = std::move(ticket);  // given back when the answer is written or dropped
 #pragma once
 
@@ -43,8 +44,10 @@ class FetchBudget : public std::enable_shared_from_this<FetchBudget> {
 
   // A place for one more fetch of `owner`'s; null when it has max_fetches_per_owner already.
   std::shared_ptr<Ticket> Enter(const std::string& owner);
-  // Holds `bytes` of a result for `ticket` (once); false, holding nothing, when they do not fit.
-  bool Hold(Ticket& ticket, int64_t bytes);
+  // Holds `bytes` of a result for `ticket` (added to what it holds), or says why not, holding
+  // nothing more: past its principal's quarter, or past the whole.
+  enum class Held { kYes, kPastShare, kPastWhole };
+  Held Hold(Ticket& ticket, int64_t bytes);
 
   int64_t bytes_held() const;
 

@@ -145,11 +145,19 @@ void JobQueue::Lookup(std::string id, std::vector<std::string> owners,
     }
     job->request.clear();
     *job = OpenResult(*std::move(job));
-    if (!fetches_->Hold(*ticket, int64_t(job->result.size()))) {
-      std::move(done)(absl::UnavailableError(
-          StrCat("job results being sent hold what they may (", options_.max_result_bytes_in_flight,
-                 " bytes, a quarter for one principal); ", "retry in a moment")));
-      return;
+    switch (fetches_->Hold(*ticket, int64_t(job->result.size()))) {
+      case FetchBudget::Held::kYes:
+        break;
+      case FetchBudget::Held::kPastShare:
+        std::move(done)(absl::ResourceExhaustedError(
+            StrCat("this principal's job results being sent hold what one principal may (",
+                   options_.max_result_bytes_in_flight / 4, " bytes); retry in a moment")));
+        return;
+      case FetchBudget::Held::kPastWhole:
+        std::move(done)(absl::UnavailableError(StrCat("job results being sent hold what they may (",
+                                                      options_.max_result_bytes_in_flight,
+                                                      " bytes); retry in a moment")));
+        return;
     }
     std::move(done)(Found{*std::move(job), std::move(ticket)});
   });

@@ -19,36 +19,50 @@ TEST(FetchBudgetTest, APrincipalHasSoManyFetchesAtOnce) {
   EXPECT_NE(budget->Enter("key:a"), nullptr);  // given back
 }
 
+using Held = FetchBudget::Held;
+
 TEST(FetchBudgetTest, ResultsBeingSentHoldAtMostTheBudgetAndAPrincipalAQuarter) {
   std::shared_ptr<FetchBudget> budget = FetchBudget::Create(10, 1000);
   auto a1 = budget->Enter("key:a");
   auto a2 = budget->Enter("key:a");
   auto b = budget->Enter("key:b");
   auto c = budget->Enter("key:c");
-  EXPECT_TRUE(budget->Hold(*a1, 200));
-  EXPECT_FALSE(budget->Hold(*a2, 100));  // a's quarter is 250
-  EXPECT_TRUE(budget->Hold(*a2, 50));
-  EXPECT_TRUE(budget->Hold(*b, 250));
-  EXPECT_TRUE(budget->Hold(*c, 250));
+  EXPECT_EQ(budget->Hold(*a1, 200), Held::kYes);
+  EXPECT_EQ(budget->Hold(*a2, 100), Held::kPastShare);  // a's quarter is 250
+  EXPECT_EQ(budget->Hold(*a2, 50), Held::kYes);
+  EXPECT_EQ(budget->Hold(*b, 250), Held::kYes);
+  EXPECT_EQ(budget->Hold(*c, 250), Held::kYes);
   EXPECT_EQ(budget->bytes_held(), 750);
   auto d = budget->Enter("key:d");
-  EXPECT_FALSE(budget->Hold(*d, 251));  // past the whole
-  EXPECT_TRUE(budget->Hold(*d, 250));
+  EXPECT_EQ(budget->Hold(*d, 250), Held::kYes);
+  auto e = budget->Enter("key:e");
+  EXPECT_EQ(budget->Hold(*e, 1), Held::kPastWhole);
   EXPECT_EQ(budget->bytes_held(), 1000);
   a1.reset();
   a2.reset();
   EXPECT_EQ(budget->bytes_held(), 750);
 }
 
+TEST(FetchBudgetTest, APrincipalsFirstResultKeepsToItsQuarterWhileOthersAreSent) {
+  // Found by review helper-134: a first fetch skipped the quarter, and two principals with
+  // results of more than a quarter each held the budget against a third.
+  std::shared_ptr<FetchBudget> budget = FetchBudget::Create(4, 1000);
+  auto a = budget->Enter("key:a");
+  EXPECT_EQ(budget->Hold(*a, 700), Held::kYes);  // nothing else was being sent
+  auto b = budget->Enter("key:b");
+  EXPECT_EQ(budget->Hold(*b, 260), Held::kPastShare);
+  EXPECT_EQ(budget->Hold(*b, 250), Held::kYes);
+}
+
 TEST(FetchBudgetTest, AnyResultGoesThroughWhenNothingElseIsBeingSent) {
   // However large: otherwise a result past the budget could never be fetched.
   std::shared_ptr<FetchBudget> budget = FetchBudget::Create(4, 1000);
   auto a = budget->Enter("key:a");
-  EXPECT_TRUE(budget->Hold(*a, 5000));
+  EXPECT_EQ(budget->Hold(*a, 5000), Held::kYes);
   auto b = budget->Enter("key:b");
-  EXPECT_FALSE(budget->Hold(*b, 1));  // until it is sent
+  EXPECT_EQ(budget->Hold(*b, 1), Held::kPastWhole);  // until it is sent
   a.reset();
-  EXPECT_TRUE(budget->Hold(*b, 5000));
+  EXPECT_EQ(budget->Hold(*b, 5000), Held::kYes);
 }
 
 TEST(FetchBudgetTest, ATicketOutlivesItsQueue) {
@@ -57,7 +71,7 @@ TEST(FetchBudgetTest, ATicketOutlivesItsQueue) {
   {
     std::shared_ptr<FetchBudget> budget = FetchBudget::Create(1, 1000);
     ticket = budget->Enter("key:a");
-    ASSERT_TRUE(budget->Hold(*ticket, 10));
+    ASSERT_EQ(budget->Hold(*ticket, 10), FetchBudget::Held::kYes);
   }
   ticket.reset();  // gives back to a budget only the ticket kept alive
 }
