@@ -205,7 +205,7 @@ class SqliteStateStore final : public StateStore {
                                        int64_t old_expires_us) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Statement select(db_, "SELECT revoked_us FROM api_keys WHERE id = ?");
+    Statement select(db_, "SELECT revoked_us, replaced_by FROM api_keys WHERE id = ?");
     if (!select.ok()) return Rollback(Error("prepare rotate"));
     sqlite3_bind_text(select.get(), 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
     if (sqlite3_step(select.get()) != SQLITE_ROW) {
@@ -213,6 +213,12 @@ class SqliteStateStore final : public StateStore {
     }
     if (sqlite3_column_type(select.get(), 0) != SQLITE_NULL) {
       return Rollback(absl::FailedPreconditionError(StrCat("key ", id, " is revoked")));
+    }
+    // Once: a key has one successor, which owns what it owned (its jobs). A second rotation
+    // took them from the first successor, the key in use (review helper-134).
+    if (const std::string replaced = ColumnText(select.get(), 1); !replaced.empty()) {
+      return Rollback(absl::FailedPreconditionError(
+          StrCat("key ", id, " was rotated already, to ", replaced, ": rotate that one")));
     }
     if (absl::Status s = Insert(successor); !s.ok()) return Rollback(s);
     Statement update(db_,

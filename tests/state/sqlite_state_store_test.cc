@@ -58,6 +58,10 @@ TEST(SqliteStateStoreTest, RotationAddsTheSuccessorAndBoundsTheOldKey) {
   EXPECT_EQ(first.expires_us, 1000);
   EXPECT_EQ(first.replaced_by, "new");
   EXPECT_EQ((*store)->RotateKey("nope", Key("x"), 1).code(), absl::StatusCode::kNotFound);
+  // Once (review helper-134: a second rotation took the old key's jobs from its successor).
+  const absl::Status again = (*store)->RotateKey("old", Key("other"), 1);
+  EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(again.message(), "key old was rotated already, to new: rotate that one");
   ASSERT_TRUE((*store)->RevokeKey("new", 5).ok());
   EXPECT_EQ((*store)->RotateKey("new", Key("y"), 1).code(), absl::StatusCode::kFailedPrecondition);
   // A failed rotation adds nothing.
