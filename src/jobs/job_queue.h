@@ -98,6 +98,8 @@ class JobQueue {
     int64_t started_ns = 0;
   };
 
+  // Holds `bytes` of a result being sent for `ticket`; what to answer when they do not fit.
+  [[nodiscard]] absl::Status HoldResult(FetchBudget::Ticket& ticket, int64_t bytes);
   void Loop();
   void Tick(int64_t now_us);
   // Renews the running jobs' claims when a third of the lease has passed since the last time.

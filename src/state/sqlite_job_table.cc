@@ -160,14 +160,35 @@ absl::Status SqliteJobTable::Put(const JobRecord& job, const JobQuota& quota) {
   return SqliteExec(db_, "COMMIT");
 }
 
+namespace {
+
+// " AND owner IN (?, ...)" for `count` owners, bound from parameter 2 on.
+std::string OwnerIn(size_t count) {
+  std::string sql = " AND owner IN (";
+  for (size_t i = 0; i < count; ++i) sql += i == 0 ? "?" : ", ?";
+  return sql + ")";
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> SqliteJobTable::ResultBytes(const std::string& id,
+                                                    const std::vector<std::string>& owners) {
+  // length() of a blob reads its size from the row's header, not its pages.
+  Statement select(
+      db_, StrCat("SELECT length(result) FROM jobs WHERE id = ?", OwnerIn(owners.size())).c_str());
+  if (!select.ok()) return SqliteError(db_, "prepare job size");
+  select.Bind(1, id);
+  for (size_t i = 0; i < owners.size(); ++i) select.Bind(int(i) + 2, owners[i]);
+  const int rc = sqlite3_step(select.get());
+  if (rc == SQLITE_DONE) return absl::NotFoundError(StrCat("no job ", id));
+  if (rc != SQLITE_ROW) return SqliteError(db_, "job size");
+  return sqlite3_column_int64(select.get(), 0);
+}
+
 absl::StatusOr<JobRecord> SqliteJobTable::Get(const std::string& id,
                                               const std::vector<std::string>* owners) {
   std::string sql = StrCat("SELECT ", kColumns, " FROM jobs WHERE id = ?");
-  if (owners != nullptr) {
-    sql += " AND owner IN (";
-    for (size_t i = 0; i < owners->size(); ++i) sql += i == 0 ? "?" : ", ?";
-    sql += ")";
-  }
+  if (owners != nullptr) sql += OwnerIn(owners->size());
   Statement select(db_, sql.c_str());
   if (!select.ok()) return SqliteError(db_, "prepare job select");
   select.Bind(1, id);

@@ -27,6 +27,8 @@ class SqliteJobTable {
   // With `owners`, only a job one of them submitted (StateStore::GetOwnedJob).
   [[nodiscard]] absl::StatusOr<JobRecord> Get(const std::string& id,
                                               const std::vector<std::string>* owners);
+  [[nodiscard]] absl::StatusOr<int64_t> ResultBytes(const std::string& id,
+                                                    const std::vector<std::string>& owners);
   [[nodiscard]] absl::StatusOr<std::vector<JobRecord>> Claim(int64_t now_us, int64_t lease_until_us,
                                                              int limit);
   [[nodiscard]] absl::Status Renew(const std::vector<std::pair<std::string, int64_t>>& claims,

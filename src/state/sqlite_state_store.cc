@@ -315,6 +315,12 @@ class SqliteStateStore final : public StateStore {
     return jobs_.Get(id, &owners);
   }
 
+  [[nodiscard]] absl::StatusOr<int64_t> OwnedJobResultBytes(
+      const std::string& id, const std::vector<std::string>& owners) override {
+    absl::MutexLock lock(&mu_);
+    return jobs_.ResultBytes(id, owners);
+  }
+
   [[nodiscard]] absl::StatusOr<std::vector<JobRecord>> ClaimJobs(int64_t now_us,
                                                                  int64_t lease_until_us,
                                                                  int limit) override {

@@ -134,6 +134,10 @@ class StateStore {
   // was compared).
   [[nodiscard]] virtual absl::StatusOr<JobRecord> GetOwnedJob(
       const std::string& id, const std::vector<std::string>& owners) = 0;
+  // The size of that job's stored result (0 while it has none) without reading it; NotFound as
+  // GetOwnedJob.
+  [[nodiscard]] virtual absl::StatusOr<int64_t> OwnedJobResultBytes(
+      const std::string& id, const std::vector<std::string>& owners) = 0;
   // Claims up to `limit` jobs: queued ones due by `now_us`, and running ones whose lease ran out;
   // oldest first, shared among owners (the oldest job of an owner with the fewest running goes
   // first). Each becomes running until `lease_until_us`, its attempts counted up.

@@ -154,6 +154,17 @@ TEST_F(JobTableTest, AnOwnedJobIsFoundForItsOwnersAloneAndAnotherIsLikeNone) {
   EXPECT_TRUE(absl::IsNotFound(none)) << none;
   EXPECT_EQ(theirs.message(), "no job a");
   EXPECT_TRUE(absl::IsNotFound(store_->GetOwnedJob("a", {}).status()));
+  // Its result's size, read without the result: none yet, then what its run ended with.
+  EXPECT_EQ(*store_->OwnedJobResultBytes("a", {"key:1"}), 0);
+  EXPECT_TRUE(absl::IsNotFound(store_->OwnedJobResultBytes("a", {"key:2"}).status()));
+  absl::StatusOr<std::vector<JobRecord>> claimed = store_->ClaimJobs(20, 1'000, 1);
+  ASSERT_EQ(claimed->size(), 1u);
+  JobRecord done = (*claimed)[0];
+  done.state = JobState::kDone;
+  done.status = 200;
+  done.result = std::string(5'000, 'r');
+  ASSERT_TRUE(store_->EndJobRun(done, int64_t{1} << 30).ok());
+  EXPECT_EQ(*store_->OwnedJobResultBytes("a", {"key:1"}), 5'000);
 }
 
 TEST_F(JobTableTest, JobsSurviveReopening) {
