@@ -71,7 +71,12 @@ JobQueue::JobQueue(state::StateStore& store, JobOptions options,
                                    "full, lost: the claim had lapsed).",
                                    {"model", "outcome"})),
       store_errors_(metrics.AddCounter("pillar_job_store_errors_total",
-                                       "State store operations of the job queue that failed.")) {}
+                                       "State store operations of the job queue that failed.")),
+      sending_(metrics
+                   .AddGauge("pillar_job_result_bytes_sending",
+                             "Bytes of finished jobs' results being sent, held against "
+                             "[jobs] max_result_bytes_in_flight (every 2 s).")
+                   .Get({})) {}
 
 JobQueue::~JobQueue() { Stop(absl::ZeroDuration()); }
 
@@ -451,6 +456,7 @@ void JobQueue::End(JobRecord end, std::string_view model, std::string_view outco
 }
 
 void JobQueue::RefreshGauges() {
+  sending_.Set(double(fetches_->bytes_held()));
   absl::StatusOr<std::vector<state::JobCount>> counts = store_.CountJobs();
   if (!counts.ok()) return Report(counts.status());
   for (auto& [labels, seen] : gauge_labels_) seen = false;

@@ -146,6 +146,7 @@ class JobQueue {
   monitor::Family<monitor::Gauge>& jobs_;        // {model, state}
   monitor::Family<monitor::Counter>& finished_;  // {model, outcome}
   monitor::Family<monitor::Counter>& store_errors_;
+  monitor::Gauge& sending_;
 };
 
 }  // namespace pillar::jobs

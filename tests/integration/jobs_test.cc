@@ -585,6 +585,7 @@ tenant = "demo"
       "max_result_bytes_in_flight = 1048576\n");
   const std::string owner = server.CreateKey("owner", {"--tenant", "demo", "--role", "user"});
   const std::string other = server.CreateKey("other", {"--tenant", "demo", "--role", "user"});
+  const std::string admin = server.CreateKey("admin");
   ASSERT_TRUE(server.Start()) << server.Log();
   const std::string text(result_bytes, 'a');
   const std::string body =
@@ -625,6 +626,19 @@ tenant = "demo"
     EXPECT_NE(beside.body.find("job results being sent hold what one principal may"),
               std::string::npos)
         << beside.body.substr(0, 300);
+    // What the held answer holds is shown (the gauge is refreshed every 2 s).
+    std::string shown;
+    for (int i = 0; i < 40 && shown.empty(); ++i) {
+      const std::string metrics =
+          Fetch(server.admin_port(), "GET", "/metrics", "", {Bearer(admin)}).body;
+      const size_t at = metrics.find("\npillar_job_result_bytes_sending ");
+      if (at != std::string::npos && metrics.compare(at + 33, 2, "0\n") != 0) {
+        shown = metrics.substr(at + 1, metrics.find('\n', at + 1) - at - 1);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+    EXPECT_FALSE(shown.empty()) << "pillar_job_result_bytes_sending stayed 0";
   }  // the reader goes: what its fetch held comes back
   HttpReply r;
   for (int i = 0; i < 100 && (r = get(theirs, other)).status != 200; ++i) {
