@@ -6,6 +6,13 @@
 #include "guard/screen.h"
 
 namespace pillar::app {
+namespace {
+
+// What the access log keeps of a refused request's target (the HTTP layer hands it whole: it is
+// redacted before it is cut).
+constexpr size_t kMaxRejectedTarget = 1024;
+
+}  // namespace
 
 RequestHandler::RequestHandler(pipeline::Chain& chain, std::function<bool()> models_ready,
                                monitor::AccessLog* access_log,
@@ -50,10 +57,11 @@ void RequestHandler::OnRejected(const http::Rejection& rejection) {
   record.remote = rejection.remote;
   record.method = rejection.method;
   // What was read of a refused request is the client's, and may hold anything: what the
-  // guard's recognizers find in it is not kept.
+  // guard's recognizers find in it is not kept, and it is cut after that (a cut first can leave
+  // a secret no recognizer knows, an email without its domain: review helper-135).
   const std::string path = guard::RedactPath(rejection.target);
   const std::string error = guard::RedactAll(rejection.message);
-  record.path = path;
+  record.path = CutForLog(path, kMaxRejectedTarget);
   record.status = rejection.status;
   record.outcome = "rejected";
   record.reason = rejection.reason;

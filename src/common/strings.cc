@@ -124,7 +124,7 @@ std::string_view CutForLog(std::string_view text, size_t max) {
   if (text.size() <= max) return text;
   auto token = [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           std::string_view("-_.+=~%").find(c) != std::string_view::npos;
+           std::string_view("-_.+=~%@").find(c) != std::string_view::npos;
   };
   size_t end = max;
   if (token(text[max])) {  // the cut falls inside a run: drop the part before it too

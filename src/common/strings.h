@@ -68,7 +68,7 @@ std::string JoinInts(const std::vector<int64_t>& values, std::string_view separa
 // one no screen would recognize, and what pillar quotes it redacts (guard::RedactAll).
 std::string Quoted(std::string_view value, size_t max);
 // `text` cut to at most `max` bytes for a log line or a message, without the run of token
-// characters (letters, digits and `-_.+=~%`) the cut falls in: a secret cut short is no longer
+// characters (letters, digits and `-_.+=~%@`) the cut falls in: a secret cut short is no longer
 // one a screen recognizes, and most of it would be shown (review helper-134: a key cut one
 // character short was logged in clear). Cut after redacting, never before.
 std::string_view CutForLog(std::string_view text, size_t max);

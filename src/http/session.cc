@@ -406,8 +406,8 @@ void Session<kTls>::Reject(int status, std::string message, std::string_view rea
     method = ToStd(parser_->get().method_string());
     target = ToStd(parser_->get().target());
   }
-  core_.handler.OnRejected(Rejection{listener_.options.name, status, reason, message, remote_,
-                                     method, CutForLog(target, 1024)});
+  core_.handler.OnRejected(
+      Rejection{listener_.options.name, status, reason, message, remote_, method, target});
   if (!keep_alive) keep_alive_ = false;
   Response response;
   response.status = status;

@@ -32,9 +32,9 @@ absl::StatusOr<std::shared_ptr<const Principal>> Authenticator::Authenticate(
                        std::find(it->second.listeners.begin(), it->second.listeners.end(),
                                  listener) != it->second.listeners.end());
     if (!here) {
-      return absl::UnauthenticatedError(StrCat("client certificate '", peer_identity.substr(0, 256),
-                                               "' is not a known client on listener '",
-                                               listener.substr(0, 64), "'"));
+      return absl::UnauthenticatedError(
+          StrCat("client certificate '", CutForLog(peer_identity, 256),
+                 "' is not a known client on listener '", CutForLog(listener, 64), "'"));
     }
     return it->second.principal;
   }

@@ -304,7 +304,7 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
   const JwksKey* key = jwks ? jwks->Find(header.kid, header.alg) : nullptr;
   if (key == nullptr) {
     return Refuse(StrCat("no ", JwtAlgorithmName(header.alg), " key",
-                         header.kid.empty() ? "" : " '", header.kid.substr(0, 64),
+                         header.kid.empty() ? "" : " '", CutForLog(header.kid, 64),
                          header.kid.empty() ? "" : "'", " in the JWKS"));
   }
   if (!VerifySignature(*key, parts.signed_part, parts.signature)) {

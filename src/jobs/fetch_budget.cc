@@ -22,8 +22,16 @@ FetchBudget::Held FetchBudget::Hold(Ticket& ticket, int64_t bytes) {
   absl::MutexLock lock(&mu_);
   Owner& o = owners_[ticket.owner_];
   if (bytes_ > 0) {  // with nothing being sent, anything goes
-    if (o.bytes + bytes > max_bytes_ / 4) return Held::kPastShare;
-    if (bytes_ + bytes > max_bytes_) return Held::kPastWhole;
+    if (o.bytes + bytes <= max_bytes_ / 4) {
+      if (bytes_ + bytes > max_bytes_) return Held::kPastWhole;
+    } else if (o.bytes > 0) {
+      return Held::kPastShare;  // the principal's own results hold its quarter
+    } else if (bytes_ + bytes > max_bytes_ / 2) {
+      // A result larger than a quarter goes beside others within half of the whole (review
+      // helper-135: it waited for a moment when nothing was sent, which may never come), so that
+      // results within a quarter always have the other half.
+      return Held::kPastWhole;
+    }
   }
   bytes_ += bytes;
   o.bytes += bytes;

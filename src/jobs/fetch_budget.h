@@ -5,8 +5,9 @@
 // max_fetches_per_owner fetches at once, from the lookup to the answer's last byte; the results
 // being sent, all principals together, hold at most max_bytes, and one principal at most a
 // quarter of it (its first fetch too: review helper-134 had two principals hold the whole of it
-// and starve a third). A result is always let through when nothing at all is being sent, so that
-// any result can be fetched however large.
+// and starve a third); a principal's one result larger than its quarter goes while the results
+// being sent, it included, hold at most half of the whole. A result is always let through when
+// nothing at all is being sent, so that any result can be fetched however large.
 //
 //   std::shared_ptr<FetchBudget::Ticket> ticket = budget->Enter(owner);  // null: too many
 //   if (budget->Hold(*ticket, result.size()) != FetchBudget::Held::kYes) ...  // 429 or 503

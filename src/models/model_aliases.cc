@@ -185,7 +185,7 @@ std::string AliasesDocument(std::string_view model, const ModelAliases& aliases)
     // A signed file speaks for one model: copied into another model's directory, it is refused.
     if (named != model) {
       return absl::PermissionDeniedError(StrCat(path.string(), ": signed for model '",
-                                                named.substr(0, 128), "', not '", model, "'"));
+                                                CutForLog(named, 128), "', not '", model, "'"));
     }
     if (parsed->generation < 1) return Malformed(path, "a signed file needs a generation >= 1");
     parsed->signed_by = envelope->key_id;

@@ -34,6 +34,7 @@ TEST(StringsTest, CutForLogNeverEndsInsideAToken) {
   EXPECT_EQ(CutForLog("?a=1&key=pk_12_secret", 19), "?a=1&");    // the run back to '&'
   EXPECT_EQ(CutForLog("abc/def", 3), "abc");                     // at a boundary: kept
   EXPECT_EQ(CutForLog(std::string(100, 'x'), 50), "");
+  EXPECT_EQ(CutForLog("/x/alice.person@example.com", 22), "/x/");  // an address whole or not at all
 }
 
 TEST(StringsTest, ParseIntIsStrict) {

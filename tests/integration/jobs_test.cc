@@ -619,12 +619,11 @@ tenant = "demo"
     HttpReply again = get(mine, owner);
     EXPECT_EQ(again.status, 429) << again.body;
     EXPECT_EQ(again.headers["retry-after"], "1");
-    // Another principal's large result does not fit beside the held one: past its quarter.
+    // Another principal's large result does not fit beside the held one.
     HttpReply beside = get(theirs, other);
-    EXPECT_EQ(beside.status, 429) << beside.body.substr(0, 300);
+    EXPECT_EQ(beside.status, 503) << beside.body.substr(0, 300);
     EXPECT_EQ(beside.headers["retry-after"], "1");
-    EXPECT_NE(beside.body.find("job results being sent hold what one principal may"),
-              std::string::npos)
+    EXPECT_NE(beside.body.find("job results being sent hold what they may"), std::string::npos)
         << beside.body.substr(0, 300);
     // What the held answer holds is shown (the gauge is refreshed every 2 s).
     std::string shown;

@@ -50,8 +50,23 @@ TEST(FetchBudgetTest, APrincipalsFirstResultKeepsToItsQuarterWhileOthersAreSent)
   auto a = budget->Enter("key:a");
   EXPECT_EQ(budget->Hold(*a, 700), Held::kYes);  // nothing else was being sent
   auto b = budget->Enter("key:b");
-  EXPECT_EQ(budget->Hold(*b, 260), Held::kPastShare);
+  EXPECT_EQ(budget->Hold(*b, 260), Held::kPastWhole);  // past a quarter: only within half
   EXPECT_EQ(budget->Hold(*b, 250), Held::kYes);
+}
+
+TEST(FetchBudgetTest, AResultPastAQuarterGoesBesideOthersWithinHalf) {
+  // Found by review helper-135: it waited for a moment with nothing sent, which a trickle of
+  // others' fetches never left.
+  std::shared_ptr<FetchBudget> budget = FetchBudget::Create(4, 1000);
+  auto small = budget->Enter("key:a");
+  EXPECT_EQ(budget->Hold(*small, 100), Held::kYes);
+  auto large = budget->Enter("key:b");
+  EXPECT_EQ(budget->Hold(*large, 400), Held::kYes);  // 500 <= half
+  auto second = budget->Enter("key:c");
+  EXPECT_EQ(budget->Hold(*second, 300), Held::kPastWhole);  // 800 > half
+  EXPECT_EQ(budget->Hold(*second, 250), Held::kYes);        // within its quarter: the other half
+  auto more = budget->Enter("key:b");
+  EXPECT_EQ(budget->Hold(*more, 10), Held::kPastShare);  // b's own result holds its quarter
 }
 
 TEST(FetchBudgetTest, AnyResultGoesThroughWhenNothingElseIsBeingSent) {
