@@ -97,28 +97,39 @@ TEST(ObserveStageTest, TheOverheadCountsTheCallersCheckAtTheHeader) {
   EXPECT_NE(text.find("pillar_request_overhead_seconds_count 1"), std::string::npos) << text;
 }
 
-TEST(ObserveStageTest, WhatTheClientWroteInItsPathIsCutInTheAccessLog) {
+// An observe stage writing its access log to a file, and the lines it wrote.
+class LoggedObserveStageTest : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(access_log_.Open(path_).ok()); }
+  std::vector<std::string> Lines() {
+    access_log_.Flush();
+    std::ifstream in(path_);
+    std::vector<std::string> lines;
+    for (std::string line; std::getline(in, line);) lines.push_back(line);
+    return lines;
+  }
+  testing::TempDir dir_;
+  const std::string path_ = (dir_.path() / "access.log").string();
+  monitor::MetricsRegistry metrics_;
+  monitor::AccessLog access_log_;
+  testing::FakeClock clock_;
+  ObserveStage stage_{metrics_, access_log_, clock_};
+};
+
+TEST_F(LoggedObserveStageTest, WhatTheClientWroteInItsPathIsCutInTheAccessLog) {
   // Found by review helper-133: a 15 KB path wrote 30 KB to the log (the path, and the model it
   // named), for a caller that did not even authenticate.
-  testing::TempDir dir;
-  const std::string path = (dir.path() / "access.log").string();
-  monitor::MetricsRegistry metrics;
-  monitor::AccessLog access_log;
-  ASSERT_TRUE(access_log.Open(path).ok());
-  testing::FakeClock clock;
-  ObserveStage stage(metrics, access_log, clock);
   pipeline::Exchange ex;
   ex.operation = pipeline::Operation::kInfer;
   ex.model_name = std::string(15'000, 'm');
   ex.target = "/v2/models/" + ex.model_name + "/infer";
-  ex.start_ns = clock.MonotonicNanos();
-  ASSERT_EQ(stage.OnRequest(ex), pipeline::StageResult::kContinue);
+  ex.start_ns = clock_.MonotonicNanos();
+  ASSERT_EQ(stage_.OnRequest(ex), pipeline::StageResult::kContinue);
   ex.Fail(absl::UnauthenticatedError("missing credentials"));
-  stage.OnResponse(ex);
-  access_log.Flush();
-  std::ifstream in(path);
-  std::string line;
-  ASSERT_TRUE(std::getline(in, line));
+  stage_.OnResponse(ex);
+  const std::vector<std::string> lines = Lines();
+  ASSERT_EQ(lines.size(), 1u);
+  const std::string& line = lines[0];
   EXPECT_LT(line.size(), 3'000u) << line.size();
   // Cut where the run the cut fell in begins (it could have been a secret): the model's name
   // goes whole.
@@ -126,16 +137,9 @@ TEST(ObserveStageTest, WhatTheClientWroteInItsPathIsCutInTheAccessLog) {
   EXPECT_EQ(line.find("mmm"), std::string::npos) << line.substr(0, 200);
 }
 
-TEST(ObserveStageTest, ACutNeverLeavesMostOfASecretInTheAccessLog) {
+TEST_F(LoggedObserveStageTest, ACutNeverLeavesMostOfASecretInTheAccessLog) {
   // Found by review helper-134: the path was cut before it was redacted, and a key the cut left
   // one character short was no longer recognized: logged in clear.
-  testing::TempDir dir;
-  const std::string path = (dir.path() / "access.log").string();
-  monitor::MetricsRegistry metrics;
-  monitor::AccessLog access_log;
-  ASSERT_TRUE(access_log.Open(path).ok());
-  testing::FakeClock clock;
-  ObserveStage stage(metrics, access_log, clock);
   const std::string key = "pk_0123456789ab_" + std::string(43, 'Q');
   for (size_t short_by : {0, 1, 20}) {
     pipeline::Exchange ex;
@@ -145,20 +149,16 @@ TEST(ObserveStageTest, ACutNeverLeavesMostOfASecretInTheAccessLog) {
     target += "&api_key=" + key;
     ex.target = target;
     ex.model_name = std::string(256 - key.size() + short_by - 1, 'm') + "-" + key;
-    ex.start_ns = clock.MonotonicNanos();
-    ASSERT_EQ(stage.OnRequest(ex), pipeline::StageResult::kContinue);
-    stage.OnResponse(ex);
+    ex.start_ns = clock_.MonotonicNanos();
+    ASSERT_EQ(stage_.OnRequest(ex), pipeline::StageResult::kContinue);
+    stage_.OnResponse(ex);
   }
-  access_log.Flush();
-  std::ifstream in(path);
-  std::string line;
-  int lines = 0;
-  while (std::getline(in, line)) {
-    ++lines;
+  const std::vector<std::string> lines = Lines();
+  EXPECT_EQ(lines.size(), 3u);
+  for (const std::string& line : lines) {
     EXPECT_EQ(line.find("pk_0123456789ab"), std::string::npos) << line;
     EXPECT_EQ(line.find("QQQQQQQQQQ"), std::string::npos) << line;
   }
-  EXPECT_EQ(lines, 3);
 }
 
 TEST(RouteStageTest, ResolvesTheHighestReadyVersionAndNamesWhatIsMissing) {
