@@ -1,6 +1,7 @@
 #include "runtime/simulated_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "absl/time/time.h"
@@ -84,9 +85,20 @@ void SimulatedBackend::Interrupt() {
 }
 
 bool SimulatedBackend::Wait(double millis) {
+  // absl's timed wait may end a fraction of a millisecond early on the steady clock (CI saw a
+  // 50 ms wait end at 49.6 ms): what is left is waited again, so a simulated latency is never
+  // shorter than the one drawn.
+  using Steady = std::chrono::steady_clock;
+  const Steady::time_point until =
+      Steady::now() + std::chrono::duration_cast<Steady::duration>(
+                          std::chrono::duration<double, std::milli>(millis));
   absl::MutexLock lock(&mu_);
   const absl::Condition interrupted(&interrupted_);
-  return !mu_.AwaitWithTimeout(interrupted, absl::Milliseconds(millis));
+  for (Steady::duration left = until - Steady::now(); left > Steady::duration::zero();
+       left = until - Steady::now()) {
+    if (mu_.AwaitWithTimeout(interrupted, absl::FromChrono(left))) return false;
+  }
+  return !interrupted_;
 }
 
 std::vector<protocol::Tensor> SimulatedBackend::Outputs(const std::vector<protocol::Tensor>& inputs,
