@@ -7,6 +7,7 @@
 #include <mutex>
 #include <thread>
 
+#include "absl/synchronization/mutex.h"
 #include "runtime/batching_runner.h"
 
 namespace pillar::runtime {
@@ -42,17 +43,29 @@ TEST(AdmissionTest, AWaitPastTheDeadlineIsShedWithTheEstimateAsRetryAfter) {
   EXPECT_NE(shed->message().find("2500 ms"), absl::string_view::npos);
 }
 
-// Sleeps `ms` per batch, then echoes its input as "y".
+// Sleeps `ms` per batch, then echoes its input as "y". Counts the batches it has started, so a
+// test can wait for one to be running rather than sleep and hope (CI's loaded hosts).
 class SleepyBackend final : public Backend {
  public:
   explicit SleepyBackend(int ms) : ms_(ms) {}
   absl::StatusOr<std::vector<Tensor>> Execute(std::vector<Tensor>& inputs) override {
+    {
+      absl::MutexLock lock(&mu_);
+      ++started_;
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(ms_));
     return std::vector<Tensor>{Tensor{"y", DataType::kFp32, inputs[0].shape, inputs[0].data}};
+  }
+  void AwaitStarted(int n) {
+    absl::MutexLock lock(&mu_);
+    auto started = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return started_ >= n; };
+    mu_.Await(absl::Condition(&started));
   }
 
  private:
   int ms_;
+  absl::Mutex mu_;
+  int started_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 models::ModelConfig OneAtATime(int64_t queue) {
@@ -107,11 +120,13 @@ TEST(AdmissionTest, ABatchingQueueShedsARequestItCannotServeBeforeItsDeadline) {
 }
 
 TEST(AdmissionTest, UnderPressureTheLowerClassIsRefusedFirst) {
+  auto backend = std::make_unique<SleepyBackend>(100);
+  SleepyBackend* sleepy = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::make_unique<SleepyBackend>(100));
+  instances.push_back(std::move(backend));
   BatchingRunner runner(OneAtATime(4), std::move(instances), SystemClock());
   auto running = Submit(runner, Row());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  sleepy->AwaitStarted(1);
   auto a = Submit(runner, Row());
   auto b = Submit(runner, Row());  // two queued: half of 4, all a low request may fill
   absl::StatusOr<InferResult> low = Submit(runner, Row(Priority::kLow)).get();
@@ -137,8 +152,10 @@ TEST(AdmissionTest, ARequestThatWouldRunAtOnceIsTakenWhateverTheEstimate) {
 }
 
 TEST(AdmissionTest, AHigherClassQueuesAheadOfLowerOnesAndIsNotShedForThem) {
+  auto backend = std::make_unique<SleepyBackend>(100);
+  SleepyBackend* sleepy = backend.get();
   std::vector<std::unique_ptr<Backend>> instances;
-  instances.push_back(std::make_unique<SleepyBackend>(100));
+  instances.push_back(std::move(backend));
   BatchingRunner runner(OneAtATime(16), std::move(instances), SystemClock());
   ASSERT_TRUE(Submit(runner, Row()).get().ok());  // measured: 100 ms a batch
   std::mutex mu;
@@ -156,7 +173,7 @@ TEST(AdmissionTest, AHigherClassQueuesAheadOfLowerOnesAndIsNotShedForThem) {
     return future;
   };
   auto running = submit(Priority::kLow, 0, "running");
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  sleepy->AwaitStarted(2);
   auto low1 = submit(Priority::kLow, 0, "low1");
   auto low2 = submit(Priority::kLow, 0, "low2");
   // Two low ones wait (200 ms); a high one with 250 ms is not shed for them: it goes first.
