@@ -382,8 +382,11 @@ void Session<kTls>::OnRequest() {
 
   RouteResult route = listener_.router.Match(request.method, request.target);
   if (route.kind == RouteResult::Kind::kNotFound) {
-    Reject(404, StrCat("no route for ", CutForLog(request.target, 256)), "no_route", true,
-           request.method, request.target);
+    // The message does not quote the target: the access log keeps it as its path, decoded and
+    // redacted there, and a message is redacted as text (a percent-encoded email quoted here
+    // reached the log).
+    Reject(404, "no route matches the request's path", "no_route", true, request.method,
+           request.target);
     return;
   }
   if (route.kind == RouteResult::Kind::kMethodNotAllowed) {

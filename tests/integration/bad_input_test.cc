@@ -370,6 +370,9 @@ TEST_F(BadInputTest, ARejectedTargetIsRedactedBeforeItIsCut) {
     const std::string target = "/nope/" + std::string(pad - 6, 'a') + "/" + email;
     Fetch(server_->data_port(), "GET", target);
   }
+  // Percent-encoded, which only the path's redaction decodes: the 404's message quoted the
+  // target, and its redaction, which decodes nothing, kept the address (found with this test).
+  Fetch(server_->data_port(), "GET", "/nope/alice.secret.person%40example.com");
   Fetch(server_->data_port(), "GET", "/no/such/route/redacted-marker");
   std::string log;
   for (int i = 0; i < 300 && log.find("redacted-marker") == std::string::npos; ++i) {
