@@ -385,6 +385,33 @@ TEST_F(BadInputTest, ARejectedTargetIsRedactedBeforeItIsCut) {
   EXPECT_EQ(log.find("secret.person"), std::string::npos) << log;
 }
 
+// An email in any part of a routed path (percent-encoded, as a client's library writes it) is
+// kept out of the access log, whichever of its fields quotes it: the path, or an error that
+// names the model, version or job the path named.
+TEST_F(BadInputTest, AnEncodedEmailInARoutedPathIsKeptOutOfTheLog) {
+  const std::string email = "bob.private.person%40example.com";
+  const std::vector<std::pair<std::string, std::string>> requests = {
+      {"POST", "/v2/models/" + email + "/infer"},
+      {"GET", "/v2/models/" + email},
+      {"GET", "/v2/models/" + email + "/ready"},
+      {"POST", "/v2/models/digits/versions/" + email + "/infer"},
+      {"GET", "/v2/models/digits/versions/" + email},
+      {"GET", "/v2/jobs/" + email},
+  };
+  for (const auto& [method, path] : requests) {
+    Fetch(server_->data_port(), method, path, method == "POST" ? "{}" : "", {Bearer(key_)});
+  }
+  Fetch(server_->data_port(), "GET", "/no/such/route/email-marker");
+  std::string log;
+  for (int i = 0; i < 300 && log.find("email-marker") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));  // flushed every 500 ms
+    std::ifstream in(server_->dir() / "access.log");
+    log.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  ASSERT_NE(log.find("email-marker"), std::string::npos) << log.substr(0, 500);
+  EXPECT_EQ(log.find("private.person"), std::string::npos) << log;
+}
+
 TEST_F(BadInputTest, RejectedRequestsAreCountedByOutcome) {
   const std::string pattern =
       R"(pillar_requests_total\{operation="infer",model="digits",version="1",outcome="invalid"\})";
