@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/held_bytes.h"
+
 namespace pillar::http {
 
 // The header with which a client (or a pillar in front) says how long it will wait, in ms.
@@ -76,9 +78,10 @@ struct Response {
   std::string content_type = "application/json";
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
-  // Kept by the connection until the answer is written (or dropped unwritten), then let go: a
-  // place in a budget the answer's bytes count against (jobs/fetch_budget.h).
-  std::shared_ptr<const void> held = nullptr;
+  // Kept by the connection until the client has taken the answer (or the connection ends), told
+  // meanwhile what the socket has yet to deliver: a place in a budget the answer's bytes count
+  // against (jobs/fetch_budget.h).
+  std::shared_ptr<HeldBytes> held = nullptr;
 };
 
 }  // namespace pillar::http

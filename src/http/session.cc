@@ -521,7 +521,13 @@ void Session<kTls>::HoldUntilTaken() {
 
 template <bool kTls>
 void Session<kTls>::OnHolding() {
-  if (Socket().is_open() && !Delivered()) return;  // the next sweep looks again
+  if (Socket().is_open() && !Delivered()) {
+    // What the socket still holds bounds what is left of each answer (of the last one, and of
+    // any before it that it holds the rest of too).
+    const uint64_t undelivered = Unacknowledged();
+    for (const std::shared_ptr<HeldBytes>& held : held_) held->Undelivered(undelivered);
+    return;  // the next sweep looks again
+  }
   held_.clear();
   holding = false;
 }

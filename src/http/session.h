@@ -318,7 +318,7 @@ class Session final : public ResponseSink,
   // The answers' Response::held, kept until the client has taken their bytes (not only the
   // kernel: review helper-134 pinned 150 answers of 1 MB in socket buffers, each answer's place
   // given back as its write completed): OnHolding, or the connection's end.
-  std::vector<std::shared_ptr<const void>> held_;
+  std::vector<std::shared_ptr<HeldBytes>> held_;
   bool cut_told_ = false;  // AnswerCut has told of the answer last written
   // Bytes written since the answer that are not part of it: interim 100s, over TLS the
   // close_notify (at most, TLS's record overhead being counted at kTlsRecordBytes).

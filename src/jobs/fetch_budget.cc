@@ -1,12 +1,20 @@
 #include "jobs/fetch_budget.h"
 
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+
 namespace pillar::jobs {
 
 std::shared_ptr<FetchBudget> FetchBudget::Create(int64_t max_fetches_per_owner, int64_t max_bytes) {
   return std::shared_ptr<FetchBudget>(new FetchBudget(max_fetches_per_owner, max_bytes));
 }
 
-FetchBudget::Ticket::~Ticket() { budget_->Leave(owner_, bytes_); }
+FetchBudget::Ticket::~Ticket() { budget_->Leave(*this); }
+
+void FetchBudget::Ticket::Undelivered(uint64_t bytes) {
+  budget_->Shrink(*this, int64_t(std::min<uint64_t>(bytes, uint64_t(INT64_MAX))));
+}
 
 std::shared_ptr<FetchBudget::Ticket> FetchBudget::Enter(const std::string& owner) {
   {
@@ -44,10 +52,20 @@ int64_t FetchBudget::bytes_held() const {
   return bytes_;
 }
 
-void FetchBudget::Leave(const std::string& owner, int64_t bytes) {
+void FetchBudget::Shrink(Ticket& ticket, int64_t bytes) {
   absl::MutexLock lock(&mu_);
+  if (bytes >= ticket.bytes_) return;
+  const int64_t delivered = ticket.bytes_ - bytes;
+  ticket.bytes_ = bytes;
+  bytes_ -= delivered;
+  if (auto it = owners_.find(ticket.owner_); it != owners_.end()) it->second.bytes -= delivered;
+}
+
+void FetchBudget::Leave(Ticket& ticket) {
+  absl::MutexLock lock(&mu_);
+  const int64_t bytes = std::exchange(ticket.bytes_, 0);
   bytes_ -= bytes;
-  auto it = owners_.find(owner);
+  auto it = owners_.find(ticket.owner_);
   if (it == owners_.end()) return;
   it->second.bytes -= bytes;
   if (--it->second.fetches == 0) owners_.erase(it);  // the map holds only owners fetching now

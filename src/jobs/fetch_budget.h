@@ -20,15 +20,18 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
+#include "common/held_bytes.h"
 
 namespace pillar::jobs {
 
 class FetchBudget : public std::enable_shared_from_this<FetchBudget> {
  public:
-  // One fetch in progress; gives back its place and bytes when destroyed (from any thread).
-  class Ticket {
+  // One fetch in progress; gives back its place and bytes when destroyed (from any thread). Told
+  // what its answer's socket has yet to deliver, it gives back what was delivered.
+  class Ticket final : public HeldBytes {
    public:
-    ~Ticket();
+    ~Ticket() override;
+    void Undelivered(uint64_t bytes) override;
     Ticket(const Ticket&) = delete;
     Ticket& operator=(const Ticket&) = delete;
 
@@ -38,7 +41,7 @@ class FetchBudget : public std::enable_shared_from_this<FetchBudget> {
         : budget_(std::move(budget)), owner_(std::move(owner)) {}
     const std::shared_ptr<FetchBudget> budget_;  // outlives the queue, as answers may
     const std::string owner_;
-    int64_t bytes_ = 0;
+    int64_t bytes_ = 0;  // guarded by budget_->mu_
   };
 
   static std::shared_ptr<FetchBudget> Create(int64_t max_fetches_per_owner, int64_t max_bytes);
@@ -55,7 +58,8 @@ class FetchBudget : public std::enable_shared_from_this<FetchBudget> {
  private:
   FetchBudget(int64_t max_fetches_per_owner, int64_t max_bytes)
       : max_fetches_(max_fetches_per_owner), max_bytes_(max_bytes) {}
-  void Leave(const std::string& owner, int64_t bytes);
+  void Leave(Ticket& ticket);
+  void Shrink(Ticket& ticket, int64_t bytes);
 
   struct Owner {
     int64_t fetches = 0;

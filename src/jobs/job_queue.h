@@ -63,7 +63,7 @@ class JobQueue {
   // (jobs/fetch_budget.h): to be kept in the answer (http::Response::held) until it is written.
   struct Found {
     state::JobRecord job;
-    std::shared_ptr<const void> held;
+    std::shared_ptr<HeldBytes> held;
   };
   // The job `id` when one of `owners` submitted it (the principal asking, then the keys it
   // succeeds: identity::Principal::succeeds); NotFound, alike, when it does not exist or is

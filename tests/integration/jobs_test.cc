@@ -3,6 +3,7 @@
 // result; jobs survive SIGKILL of the server and are seen by their submitter alone.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <cstdio>
@@ -647,6 +648,92 @@ tenant = "demo"
   r = get(mine, owner);
   EXPECT_EQ(r.status, 200) << r.body.substr(0, 300);
   EXPECT_GT(r.body.size(), text.size());
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
+// Found by review helper-136: a client that read all of its 7.5 MB result but the last part and
+// kept its connection alive held the whole 7.5 MB of the budget for as long as it liked, and
+// every other principal's fetch was refused. What an answer holds shrinks, once written, to what
+// its socket has yet to deliver.
+TEST(JobFetchBudgetTest, AResultReadAllButItsEndHoldsOnlyWhatItsSocketHolds) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  const std::filesystem::path dir = store / "echo" / "1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
+max_batch_size = 0
+[[input]]
+name = "x"
+datatype = "BYTES"
+shape = [-1]
+[[output]]
+name = "y"
+datatype = "BYTES"
+shape = [-1]
+[access]
+tenant = "demo"
+)";
+  server.SetStore(store);
+  server.AddConfig("[jobs]\npoll_ms = 50\nmax_result_bytes_in_flight = 8388608\n");
+  const std::string owner = server.CreateKey("owner", {"--tenant", "demo", "--role", "user"});
+  const std::string other = server.CreateKey("other", {"--tenant", "demo", "--role", "user"});
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto submit = [&](const std::string& key, size_t bytes) {
+    const std::string body = R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":[")" +
+                             std::string(bytes, 'a') + R"("]}]})";
+    HttpReply r =
+        Fetch(server.data_port(), "POST", "/v2/models/echo/infer", body, {Bearer(key), kAsync});
+    EXPECT_EQ(r.status, 202) << r.body;
+    return r.headers["location"];
+  };
+  const std::string mine = submit(owner, 7'500'000), theirs = submit(other, 1'500'000);
+  auto get = [&](const std::string& path, const std::string& key) {
+    return Fetch(server.data_port(), "GET", path, "", {Bearer(key)});
+  };
+  size_t answer_bytes = 0;  // the owner's answer, head and body
+  for (const auto& [path, key] :
+       std::vector<std::pair<std::string, std::string>>{{mine, owner}, {theirs, other}}) {
+    HttpReply r;
+    for (int i = 0; i < 200 && (r = get(path, key)).status == 202; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+    if (answer_bytes == 0) answer_bytes = r.body.size();
+  }
+  // The owner's reader takes all but the last 300 KB of its answer and stops, its connection
+  // open. Its answer alone was let through (nothing else was being sent).
+  testing::HttpConnection reader(server.data_port(), 10000, 4096);
+  ASSERT_TRUE(
+      reader.SendRaw("GET " + mine + " HTTP/1.1\r\nHost: x\r\n" + Bearer(owner) + "\r\n\r\n"));
+  std::string head;
+  size_t body_read = 0;
+  std::vector<char> chunk(65536);
+  while (body_read + 300'000 < answer_bytes) {
+    const ssize_t n = ::recv(reader.fd(), chunk.data(), chunk.size(), 0);
+    ASSERT_GT(n, 0);
+    size_t taken = size_t(n);
+    if (head.find("\r\n\r\n") == std::string::npos) {
+      head.append(chunk.data(), size_t(n));
+      const size_t end = head.find("\r\n\r\n");
+      if (end == std::string::npos) continue;
+      taken = head.size() - end - 4;
+    }
+    body_read += taken;
+  }
+  // Another principal's result, within its quarter, now fits beside what the socket holds
+  // (7.5 MB and 1.5 MB did not fit in 8 MiB).
+  HttpReply beside;
+  for (int i = 0; i < 100 && (beside = get(theirs, other)).status != 200; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(beside.status, 200) << beside.body.substr(0, 300);
+  // The reader's answer was not cut for it: the rest comes whole.
+  while (body_read < answer_bytes) {
+    const ssize_t n = ::recv(reader.fd(), chunk.data(), chunk.size(), 0);
+    ASSERT_GT(n, 0) << body_read << " of " << answer_bytes;
+    body_read += size_t(n);
+  }
+  EXPECT_EQ(body_read, answer_bytes);
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 

@@ -80,6 +80,28 @@ TEST(FetchBudgetTest, AnyResultGoesThroughWhenNothingElseIsBeingSent) {
   EXPECT_EQ(budget->Hold(*b, 5000), Held::kYes);
 }
 
+TEST(FetchBudgetTest, WhatTheSocketHasDeliveredIsGivenBack) {
+  // Found by review helper-136: an answer read all but its end held its whole size for as long as
+  // its connection lived. Told what its socket has yet to deliver, a ticket holds only that, for
+  // the budget and for its principal's quarter; more is never taken back.
+  std::shared_ptr<FetchBudget> budget = FetchBudget::Create(4, 1000);
+  auto a = budget->Enter("key:a");
+  EXPECT_EQ(budget->Hold(*a, 900), Held::kYes);  // nothing else was being sent
+  auto b = budget->Enter("key:b");
+  EXPECT_EQ(budget->Hold(*b, 200), Held::kPastWhole);
+  a->Undelivered(100);
+  EXPECT_EQ(budget->bytes_held(), 100);
+  EXPECT_EQ(budget->Hold(*b, 200), Held::kYes);
+  a->Undelivered(500);  // later answers on its connection: the count does not grow back
+  EXPECT_EQ(budget->bytes_held(), 300);
+  auto a2 = budget->Enter("key:a");
+  EXPECT_EQ(budget->Hold(*a2, 150), Held::kYes);  // a's quarter (250) holds 100 of it now
+  EXPECT_EQ(budget->Hold(*a2, 1), Held::kPastShare);
+  a.reset();
+  a2.reset();
+  EXPECT_EQ(budget->bytes_held(), 200);
+}
+
 TEST(FetchBudgetTest, ATicketOutlivesItsQueue) {
   // An answer can be written after the queue that made it is gone (a server stopping).
   std::shared_ptr<FetchBudget::Ticket> ticket;
