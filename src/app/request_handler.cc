@@ -11,6 +11,10 @@ namespace {
 // What the access log keeps of a refused request's target (the HTTP layer hands it whole: it is
 // redacted before it is cut).
 constexpr size_t kMaxRejectedTarget = 1024;
+// A method is a token of any length (RFC 9110): the real ones are short.
+constexpr size_t kMaxRejectedMethod = 32;
+// A refusal's message, after its redaction (the HTTP layer's quote nothing a client wrote).
+constexpr size_t kMaxRejectedError = 1024;
 
 }  // namespace
 
@@ -55,17 +59,20 @@ void RequestHandler::OnRejected(const http::Rejection& rejection) {
   record.request_id = request_id;
   record.listener = rejection.listener;
   record.remote = rejection.remote;
-  record.method = rejection.method;
+  // The method of a refused request is any token the client sent (review helper-136: a key as
+  // the method was logged whole, and 15,000 bytes of one too).
+  const std::string method = guard::RedactAll(rejection.method);
+  record.method = CutForLog(method, kMaxRejectedMethod);
   // What was read of a refused request is the client's, and may hold anything: what the
   // guard's recognizers find in it is not kept, and it is cut after that (a cut first can leave
   // a secret no recognizer knows, an email without its domain: review helper-135).
   const std::string path = guard::RedactPath(rejection.target);
-  const std::string error = guard::RedactAll(rejection.message);
+  const std::string error = guard::RedactPath(rejection.message);
   record.path = CutForLog(path, kMaxRejectedTarget);
   record.status = rejection.status;
   record.outcome = "rejected";
   record.reason = rejection.reason;
-  record.error = error;
+  record.error = CutForLog(error, kMaxRejectedError);
   access_log_->Write(record);
 }
 

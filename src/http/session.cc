@@ -391,8 +391,9 @@ void Session<kTls>::OnRequest() {
   }
   if (route.kind == RouteResult::Kind::kMethodNotAllowed) {
     extra_header_ = route.allowed;
-    Reject(405, StrCat("method ", request.method, " is not allowed here"), "method_not_allowed",
-           true, request.method, request.target);
+    // Not quoted: any token is a method, a key too (review helper-136); Allow says what is.
+    Reject(405, "the request's method is not allowed here", "method_not_allowed", true,
+           request.method, request.target);
     return;
   }
   request.route = route.route;

@@ -39,6 +39,17 @@ std::string EcdsaRawToDer(std::string_view raw) {
   return der;
 }
 
+// A kid as key sets write them (a thumbprint, a name, a date): quoted when no key has it. The
+// token is not verified yet, so its kid is anyone's text: anything else is not quoted, and no
+// part of it either (review helper-136: "jo.smith@example.org secret pk_..." cut at 64 bytes
+// reached the audit log, cut inside what a recognizer would have found whole).
+bool QuotableKid(std::string_view kid) {
+  return !kid.empty() && kid.size() <= 64 && std::all_of(kid.begin(), kid.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.' || c == ':' || c == '=' || c == '+' || c == '/';
+  });
+}
+
 bool VerifySignature(const JwksKey& key, std::string_view signed_part, std::string_view sig) {
   std::string der;
   if (key.algorithm == JwtAlgorithm::kEs256) {
@@ -303,9 +314,10 @@ absl::StatusOr<std::shared_ptr<const Principal>> JwtVerifier::VerifyUncached(
   PILLAR_ASSIGN_OR_RETURN(const JwsHeader header, ParseJwsHeader(parser, parts.header_json));
   const JwksKey* key = jwks ? jwks->Find(header.kid, header.alg) : nullptr;
   if (key == nullptr) {
-    return Refuse(StrCat("no ", JwtAlgorithmName(header.alg), " key",
-                         header.kid.empty() ? "" : " '", CutForLog(header.kid, 64),
-                         header.kid.empty() ? "" : "'", " in the JWKS"));
+    const std::string kid = header.kid.empty()        ? std::string()
+                            : QuotableKid(header.kid) ? StrCat(" '", header.kid, "'")
+                                                      : std::string(" for the token's kid");
+    return Refuse(StrCat("no ", JwtAlgorithmName(header.alg), " key", kid, " in the JWKS"));
   }
   if (!VerifySignature(*key, parts.signed_part, parts.signature)) {
     return Refuse("signature does not verify");

@@ -45,7 +45,11 @@ pipeline::StageResult AuthenticateStage::OnRequest(pipeline::Exchange& ex) {
         "reads, or past the end of its chain or of the revocation lists it was checked against");
   }
   if (!who.ok()) {
-    const std::string reason(who.status().message());
+    // The refusal may quote what the client sent (a token's kid, a certificate's name): what the
+    // guard's recognizers find in it is not kept (review helper-136: a pillar key as a kid reached
+    // the audit log; the access log had it redacted).
+    const std::string reason = guard::RedactAll(
+        std::string_view(who.status().message().data(), who.status().message().size()));
     // The path as the client sent it, which may hold anything: what the guard's recognizers
     // find in it is not kept.
     const std::string resource = guard::RedactPath(ex.target);

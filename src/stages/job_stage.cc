@@ -128,8 +128,7 @@ StageResult JobStage::Submit(pipeline::Exchange& ex) {
 }
 
 StageResult JobStage::Read(pipeline::Exchange& ex) {
-  const absl::Status missing =
-      absl::NotFoundError(StrCat("no job '", CutForLog(ex.job_id, 64), "'"));
+  const absl::Status missing = absl::NotFoundError(StrCat("no job '", ex.job_id, "'"));
   if (queue_ == nullptr || !IsJobId(ex.job_id)) {
     ex.Fail(missing);
     return StageResult::kStop;

@@ -114,14 +114,19 @@ namespace {
 // What the access log keeps of a request's path, and of the model, version and job it named.
 constexpr size_t kMaxLoggedPath = 2048;
 constexpr size_t kMaxLoggedName = 256;
+// An error quotes a name or two, or what an upstream said.
+constexpr size_t kMaxLoggedError = 2048;
 
 // A failed request's path, model and version are as the client sent them and may hold anything:
 // what the guard's recognizers find in them is not kept (`storage` holds the redacted texts).
 // A request that succeeded named a model and version that exist, but its query (which no route
 // reads) is the client's too: a key passed as `?api_key=` (review helper-125) is not kept either.
+// The model, version and job came from the path, decoded once by the router: they are read as the
+// path is, escapes decoded while any are left (review helper-136: "jo%2540example.org" as a job
+// id was logged as "jo%40example.org").
 void RedactClientText(AccessRecord& record, std::array<std::string, 4>& storage) {
-  storage = {guard::RedactPath(record.path), guard::RedactAll(record.model),
-             guard::RedactAll(record.version), guard::RedactAll(record.job)};
+  storage = {guard::RedactPath(record.path), guard::RedactPath(record.model),
+             guard::RedactPath(record.version), guard::RedactPath(record.job)};
   record.path = storage[0];
   record.model = storage[1];
   record.version = storage[2];
@@ -204,12 +209,14 @@ void ObserveStage::Log(const pipeline::Exchange& ex, const Logged& what) {
   }
   record.request_bytes = int64_t(ex.body.size());
   record.response_bytes = ex.streaming ? ex.streamed_bytes : int64_t(ex.response.body.size());
-  // An error may quote what the client sent (a tensor's name, a field): what a recognizer finds
-  // in it is not kept.
+  // An error may quote what the client sent (a tensor's name, a field, a model or job named in
+  // the path, escaped again): what a recognizer finds in it is not kept, and it is cut after that
+  // (review helper-136: a 15,000-byte model name was logged whole in the error beside the cut
+  // path and model).
   std::string error;
   if (!ex.error.empty()) {
-    error = guard::RedactAll(ex.error);
-    record.error = error;
+    error = guard::RedactPath(ex.error);
+    record.error = CutForLog(error, kMaxLoggedError);
   }
   std::array<std::string, 4> redacted;
   if (ex.response.status >= 400 || record.path.find_first_of("?#") != std::string_view::npos) {

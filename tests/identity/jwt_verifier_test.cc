@@ -106,6 +106,13 @@ TEST_F(JwtVerifierTest, RefusesEveryKnownAttack) {
   // An RS256 header over an ES256 key's signature: the kid names a key of another type.
   EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"RS256","kid":"ec-1"})")),
             "invalid token: no RS256 key 'ec-1' in the JWKS");
+  // A kid no key set would write is anyone's text, the token not verified yet: not quoted, nor
+  // any part of it (review helper-136: cut at 64 bytes, an email and a key's start reached the
+  // audit log).
+  EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"ES256","kid":"jo.smith@example.org secret"})")),
+            "invalid token: no ES256 key for the token's kid in the JWKS");
+  EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"ES256","kid":")" + std::string(65, 'k') + R"("})")),
+            "invalid token: no ES256 key for the token's kid in the JWKS");
   // Tampered claims with the original signature.
   const size_t dot1 = good.find('.'), dot2 = good.rfind('.');
   const std::string tampered =
