@@ -205,7 +205,10 @@ class SqliteStateStore final : public StateStore {
                                        int64_t old_expires_us) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    Statement select(db_, "SELECT revoked_us, replaced_by FROM api_keys WHERE id = ?");
+    // The third column: the key's successor, if any, is revoked (or gone).
+    Statement select(db_,
+                     "SELECT k.revoked_us, k.replaced_by, s.id IS NULL OR s.revoked_us IS NOT NULL "
+                     "FROM api_keys k LEFT JOIN api_keys s ON s.id = k.replaced_by WHERE k.id = ?");
     if (!select.ok()) return Rollback(Error("prepare rotate"));
     sqlite3_bind_text(select.get(), 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
     if (sqlite3_step(select.get()) != SQLITE_ROW) {
@@ -215,8 +218,11 @@ class SqliteStateStore final : public StateStore {
       return Rollback(absl::FailedPreconditionError(StrCat("key ", id, " is revoked")));
     }
     // Once: a key has one successor, which owns what it owned (its jobs). A second rotation
-    // took them from the first successor, the key in use (review helper-134).
-    if (const std::string replaced = ColumnText(select.get(), 1); !replaced.empty()) {
+    // took them from the first successor, the key in use (review helper-134); unless that one
+    // was revoked, when a new successor is what takes its place (review helper-136: the chain
+    // could not be taken up again, and the key's jobs were lost with its overlap).
+    if (const std::string replaced = ColumnText(select.get(), 1);
+        !replaced.empty() && sqlite3_column_int(select.get(), 2) == 0) {
       return Rollback(absl::FailedPreconditionError(
           StrCat("key ", id, " was rotated already, to ", replaced, ": rotate that one")));
     }

@@ -66,6 +66,18 @@ TEST(SqliteStateStoreTest, RotationAddsTheSuccessorAndBoundsTheOldKey) {
   EXPECT_EQ((*store)->RotateKey("new", Key("y"), 1).code(), absl::StatusCode::kFailedPrecondition);
   // A failed rotation adds nothing.
   EXPECT_EQ((*store)->ListKeys()->size(), 2u);
+  // Its successor revoked, the key can be rotated again, to a successor that takes its place
+  // (review helper-136: the chain could not be taken up again).
+  ASSERT_TRUE((*store)->RotateKey("old", Key("other"), 1).ok());
+  keys = (*store)->ListKeys();
+  ASSERT_EQ(keys->size(), 3u);
+  for (const ApiKeyRecord& k : *keys) {
+    if (k.id == "old") {
+      EXPECT_EQ(k.replaced_by, "other");
+    }
+  }
+  EXPECT_EQ((*store)->RotateKey("old", Key("third"), 1).code(),
+            absl::StatusCode::kFailedPrecondition);
 }
 
 TEST(SqliteStateStoreTest, QuotaUsageAccumulatesPerCounterAndPeriod) {
