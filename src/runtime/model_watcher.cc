@@ -49,7 +49,9 @@ ModelWatcher::ModelWatcher(models::ModelRepository repository, RunnerLoader load
   Report(nullptr, *catalog_.Current(), {});
 }
 
-ModelWatcher::~ModelWatcher() {
+ModelWatcher::~ModelWatcher() { StopThread(); }
+
+void ModelWatcher::StopThread() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
@@ -123,6 +125,10 @@ bool ModelWatcher::Rebuild(const std::shared_ptr<const ModelRegistry>& before,
 }
 
 void ModelWatcher::UnloadAll() {
+  // The thread's scans and retries first: one running beside this raced it over what is served
+  // and over the failures and retired versions, and could load a version again after it (review
+  // helper-136, from the code).
+  StopThread();
   ModelRegistry::Versions retired;
   const std::shared_ptr<const ModelRegistry> before = catalog_.Current();
   catalog_.Publish(ModelRegistry::Build({}, loader_, before.get(), &retired));

@@ -46,10 +46,13 @@ class ModelWatcher {
   // reason of the moment; publishes a new registry when one of them changed. Returns whether it
   // did. Not concurrently with CheckNow (both run on the watcher's thread).
   bool RetryFailed();
-  // Unloads everything (at shutdown, while the runners' event loop still exists).
+  // Stops the thread Start() started, then unloads everything (at shutdown, while the runners'
+  // event loop still exists). Nothing is loaded after it.
   void UnloadAll();
 
  private:
+  // Ends the thread Start() started, if any, and waits for it.
+  void StopThread();
   // Builds the registry `scan` describes over `before` and publishes it when it differs.
   bool Rebuild(const std::shared_ptr<const ModelRegistry>& before, models::ScanResult scan);
   void Report(const ModelRegistry* before, const ModelRegistry& after,

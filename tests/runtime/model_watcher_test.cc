@@ -7,7 +7,12 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <fstream>
+#include <mutex>
+#include <thread>
 
 #include "runtime/model_reverifier.h"
 #include "signing/model_manifest.h"
@@ -78,8 +83,8 @@ class ModelWatcherTest : public ::testing::Test {
   testing::TempDir dir_;
   const signing::SigningKey key_ = signing::GenerateSigningKey();
   NoAudit audit_;
-  int loads_ = 0;
-  bool short_ = false;
+  std::atomic<int> loads_{0};  // the watcher's thread loads too
+  std::atomic<bool> short_{false};
 };
 
 TEST_F(ModelWatcherTest, AStoreThatCannotBeListedKeepsWhatIsServed) {
@@ -143,6 +148,48 @@ TEST_F(ModelWatcherTest, WithoutPollingAShortageIsRetriedFromTheStartUpScan) {
   EXPECT_EQ(Ready(watcher), (std::vector<std::string>{"a"}));
   EXPECT_FALSE(watcher.RetryFailed());  // nothing failed: nothing loaded
   EXPECT_EQ(loads_, 3);
+}
+
+TEST_F(ModelWatcherTest, ARetryUnderWayEndsBeforeUnloadAllAndNothingLoadsAfter) {
+  // From review helper-136's reading: the thread's retries (every second without polling) went on
+  // beside UnloadAll at shutdown: a retry under way published its registry after UnloadAll's.
+  // Here the retry is held inside its load while UnloadAll is called.
+  AddVersion("a", 1);
+  std::mutex mu;
+  std::condition_variable cv;
+  bool entered = false, released = false, fail = true;
+  ModelWatcher watcher(
+      Repository(),
+      [&](const models::VersionEntry&) -> absl::StatusOr<LoadedVersion> {
+        std::unique_lock lock(mu);
+        if (fail) return absl::ResourceExhaustedError("cannot open model.pt: Too many open files");
+        entered = true;
+        cv.notify_all();
+        cv.wait(lock, [&] { return released; });
+        LoadedVersion loaded;
+        loaded.runner = std::make_unique<IdleRunner>();
+        return loaded;
+      },
+      absl::ZeroDuration(), audit_);
+  EXPECT_TRUE(Ready(watcher).empty());
+  {
+    std::lock_guard lock(mu);
+    fail = false;
+  }
+  watcher.Start();
+  {
+    std::unique_lock lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return entered; }));
+  }
+  std::thread unloader([&] { watcher.UnloadAll(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  {
+    std::lock_guard lock(mu);
+    released = true;
+  }
+  cv.notify_all();
+  unloader.join();
+  EXPECT_TRUE(Ready(watcher).empty());
 }
 
 TEST_F(ModelWatcherTest, AVersionThatFailedOtherwiseWaitsForItsFilesToChange) {
