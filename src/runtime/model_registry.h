@@ -20,6 +20,8 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/base/call_once.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "common/attributes.h"
 #include "models/model_config.h"
@@ -65,7 +67,26 @@ struct ModelVersion {
     return std::string_view(status.message().data(), status.message().size());
   }
 
+  // What a later layer keeps for exactly as long as this version lives: the observe stage's
+  // series of the version's metrics, which so leave /metrics with the version (a server whose
+  // store takes a version a day kept a series of each for good). One keeper, `owner`: the first
+  // call makes what is kept with `make`; a call by another owner gets null. Thread-safe.
+  class Kept {
+   public:
+    virtual ~Kept() = default;
+  };
+  Kept* KeptBy(const void* owner, absl::FunctionRef<std::unique_ptr<Kept>()> make) const {
+    absl::call_once(kept_once_, [&] {
+      kept_owner_ = owner;
+      kept_ = make();
+    });
+    return kept_owner_ == owner ? kept_.get() : nullptr;
+  }
+
  private:
+  mutable absl::once_flag kept_once_;
+  mutable const void* kept_owner_ = nullptr;  // written once, under kept_once_
+  mutable std::unique_ptr<Kept> kept_;
   std::atomic<bool> withdrawing_{false};
   std::atomic<bool> withdrawn_{false};
   std::string withdrawn_reason_;  // written once, before withdrawn_ turns true

@@ -1,7 +1,11 @@
 #include "stages/observe_stage.h"
 
 #include <array>
+#include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/synchronization/mutex.h"
 #include "common/strings.h"
 #include "guard/screen.h"
 
@@ -55,6 +59,69 @@ ObserveStage::ObserveStage(MetricsRegistry& metrics, AccessLog& access_log, Cloc
           metrics.AddGauge("pillar_inflight_requests", "Requests inside the chain now.").Get()),
       access_log_(access_log),
       clock_(clock) {}
+
+// The series of one version's requests, queue and compute times and shed requests, made as they
+// are first asked for and held (monitor::Family::Hold) by the version, so that they leave
+// /metrics when the version goes (review of the metrics: a store that takes a version a day kept
+// the series of every version it ever served). A version's requests run on every loop: a series
+// once made is found under a shared lock.
+class ObserveStage::VersionSeries final : public runtime::ModelVersion::Kept {
+ public:
+  VersionSeries(ObserveStage& stage, const runtime::ModelVersion& version)
+      : stage_(stage), model_(version.name), version_(version.version_text) {}
+
+  monitor::Counter& Requests(std::string_view operation, std::string_view outcome) {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      for (const Request& r : requests_) {
+        if (r.operation == operation && r.outcome == outcome) return *r.counter;
+      }
+    }
+    absl::MutexLock lock(&mu_);
+    for (const Request& r : requests_) {
+      if (r.operation == operation && r.outcome == outcome) return *r.counter;
+    }
+    requests_.push_back({std::string(operation), std::string(outcome),
+                         stage_.requests_.Hold({operation, model_, version_, outcome})});
+    return *requests_.back().counter;
+  }
+  monitor::Counter& Shed() { return Made(&VersionSeries::shed_, stage_.shed_); }
+  monitor::Histogram& Queue() { return Made(&VersionSeries::queue_, stage_.queue_); }
+  monitor::Histogram& Compute() { return Made(&VersionSeries::compute_, stage_.compute_); }
+
+ private:
+  struct Request {
+    std::string operation, outcome;
+    std::shared_ptr<monitor::Counter> counter;
+  };
+
+  // The series `held` names (one of the members below, read and written under mu_).
+  template <typename Metric>
+  Metric& Made(std::shared_ptr<Metric> VersionSeries::*held, monitor::Family<Metric>& family) {
+    {
+      absl::ReaderMutexLock lock(&mu_);
+      if (this->*held != nullptr) return *(this->*held);
+    }
+    absl::MutexLock lock(&mu_);
+    if (this->*held == nullptr) this->*held = family.Hold({model_, version_});
+    return *(this->*held);
+  }
+
+  ObserveStage& stage_;
+  const std::string model_, version_;
+  absl::Mutex mu_;
+  std::vector<Request> requests_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<monitor::Counter> shed_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<monitor::Histogram> queue_ ABSL_GUARDED_BY(mu_);
+  std::shared_ptr<monitor::Histogram> compute_ ABSL_GUARDED_BY(mu_);
+};
+
+ObserveStage::VersionSeries* ObserveStage::SeriesOf(const runtime::ModelVersion& version) {
+  return static_cast<VersionSeries*>(version.KeptBy(this, [&] {
+    return std::unique_ptr<runtime::ModelVersion::Kept>(
+        std::make_unique<VersionSeries>(*this, version));
+  }));
+}
 
 std::string_view ObserveStage::Outcome(int status) {
   if (status < 400) return "success";
@@ -148,13 +215,26 @@ void ObserveStage::OnResponse(pipeline::Exchange& ex) {
   const std::string_view model = ex.model ? std::string_view(ex.model->name) : std::string_view();
   const std::string_view version =
       ex.model ? std::string_view(ex.model->version_text) : std::string_view();
-  requests_.Get({operation, model, version, outcome}).Increment();
-  if (ex.shed && ex.model) shed_.Get({model, version}).Increment();
+  VersionSeries* series = ex.model ? SeriesOf(*ex.model) : nullptr;
+  if (series != nullptr) {
+    series->Requests(operation, outcome).Increment();
+    if (ex.shed) series->Shed().Increment();
+  } else {
+    requests_.Get({operation, model, version, outcome}).Increment();
+    if (ex.shed && ex.model) shed_.Get({model, version}).Increment();
+  }
   duration_.Get({operation}).Observe(double(total_ns) * 1e-9);
   const bool ran = ex.operation == pipeline::Operation::kInfer && ex.infer_result.batch_size > 0;
   if (ran) {
-    queue_.Get({model, version}).Observe(double(ex.infer_result.queue_ns) * 1e-9);
-    compute_.Get({model, version}).Observe(double(ex.infer_result.compute_ns) * 1e-9);
+    const double queued = double(ex.infer_result.queue_ns) * 1e-9;
+    const double computed = double(ex.infer_result.compute_ns) * 1e-9;
+    if (series != nullptr) {
+      series->Queue().Observe(queued);
+      series->Compute().Observe(computed);
+    } else {
+      queue_.Get({model, version}).Observe(queued);
+      compute_.Get({model, version}).Observe(computed);
+    }
     overhead_.Observe(double(total_ns + ex.caller_check_ns - ex.infer_result.queue_ns -
                              ex.infer_result.compute_ns) *
                       1e-9);

@@ -29,6 +29,10 @@ class ObserveStage final : public pipeline::Stage {
   static std::string_view OperationName(pipeline::Operation op);
 
  private:
+  // The series of one version's metrics, kept by the version (runtime::ModelVersion::KeptBy).
+  class VersionSeries;
+  // The version's series; null only if another stage keeps the version's (one stage does).
+  VersionSeries* SeriesOf(const runtime::ModelVersion& version);
   // A language model's call that was answered: its tokens, time to first token, token rate.
   void ObserveTokens(const pipeline::Exchange& ex, int64_t total_ns, bool answered);
   // The request's access-log line, with what OnResponse found out.

@@ -97,6 +97,51 @@ TEST(ObserveStageTest, TheOverheadCountsTheCallersCheckAtTheHeader) {
   EXPECT_NE(text.find("pillar_request_overhead_seconds_count 1"), std::string::npos) << text;
 }
 
+// A version's series (requests, queue and compute times, shed requests) leave /metrics with the
+// version, once its last request is done: a server whose store takes a version a day kept the
+// series of every version it ever served. Requests that named no model keep theirs.
+TEST(ObserveStageTest, AVersionsSeriesGoWithTheVersion) {
+  monitor::MetricsRegistry metrics;
+  monitor::AccessLog access_log;  // not opened: writes nothing
+  testing::FakeClock clock;
+  ObserveStage stage(metrics, access_log, clock);
+  auto version = std::make_shared<runtime::ModelVersion>();
+  version->name = "digits";
+  version->version = 7;
+  version->version_text = "7";
+  auto observe = [&](const runtime::ModelVersion* model, int status, bool shed) {
+    pipeline::Exchange ex;
+    ex.operation = pipeline::Operation::kInfer;
+    ex.model = model;
+    ex.start_ns = clock.MonotonicNanos();
+    ASSERT_EQ(stage.OnRequest(ex), pipeline::StageResult::kContinue);
+    ex.response.status = status;
+    ex.shed = shed;
+    ex.infer_result.batch_size = status == 200 ? 1 : 0;
+    stage.OnResponse(ex);
+  };
+  observe(version.get(), 200, false);
+  observe(version.get(), 200, false);
+  observe(version.get(), 503, true);
+  observe(nullptr, 404, false);
+  std::string text = metrics.Render();
+  const std::string ok =
+      R"(pillar_requests_total{operation="infer",model="digits",version="7",outcome="success"} 2)";
+  EXPECT_NE(text.find(ok), std::string::npos) << text;
+  EXPECT_NE(text.find(R"(pillar_shed_total{model="digits",version="7"} 1)"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find(R"(pillar_queue_duration_seconds_count{model="digits",version="7"} 2)"),
+            std::string::npos)
+      << text;
+  const std::string unknown =
+      R"(pillar_requests_total{operation="infer",model="",version="",outcome="not_found"} 1)";
+  EXPECT_NE(text.find(unknown), std::string::npos) << text;
+  version.reset();  // retired, and its last request done
+  text = metrics.Render();
+  EXPECT_EQ(text.find(R"(version="7")"), std::string::npos) << text;
+  EXPECT_NE(text.find(unknown), std::string::npos) << text;
+}
+
 // An observe stage writing its access log to a file, and the lines it wrote.
 class LoggedObserveStageTest : public ::testing::Test {
  protected:
