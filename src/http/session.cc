@@ -485,14 +485,18 @@ template <bool kTls>
 void Session<kTls>::Write(Response response) {
   BuildHead(response, false);
   body_ = std::move(response.body);
-  if (response.held) held_.push_back(std::move(response.held));
   Arm(Waiting::kWrite, core_.limits.write_timeout);
   core_.writing.fetch_add(1);
   std::array<net::const_buffer, 2> buffers = {net::buffer(head_), net::buffer(body_)};
+  // What the answer holds joins held_ once it is written: until then its bytes are this
+  // process's, and what the socket holds says nothing of them (review helper-137: a fetch written
+  // on a connection already holding an answer was counted at the socket's 26 KB of 7.5 MB).
   net::async_write(stream_, buffers,
-                   [self = this->shared_from_this()](beast::error_code ec, size_t sent) {
+                   [self = this->shared_from_this(), held = std::move(response.held)](
+                       beast::error_code ec, size_t sent) mutable {
                      self->core_.writing.fetch_sub(1);
                      self->Disarm();
+                     if (held) self->held_.push_back(std::move(held));
                      if (ec) {
                        const size_t size = self->head_.size() + self->body_.size();
                        self->AnswerCut(self->timed_out_                      ? "write_timeout"

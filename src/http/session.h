@@ -315,7 +315,7 @@ class Session final : public ResponseSink,
   bool slow_body_ = false;
   std::string head_;  // the response being written: head and body
   std::string body_;
-  // The answers' Response::held, kept until the client has taken their bytes (not only the
+  // The written answers' Response::held, kept until the client has taken their bytes (not only the
   // kernel: review helper-134 pinned 150 answers of 1 MB in socket buffers, each answer's place
   // given back as its write completed): OnHolding, or the connection's end.
   std::vector<std::shared_ptr<HeldBytes>> held_;

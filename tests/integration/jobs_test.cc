@@ -737,6 +737,74 @@ tenant = "demo"
   EXPECT_EQ(server.Stop(), 0) << server.Log();
 }
 
+// Found by review helper-137: what the socket holds was told to every answer of the connection,
+// the one still being written too, whose bytes were still the server's: a 7.5 MB answer written
+// behind a small unread one counted 26 KB, and principals passed their quarter and the whole.
+TEST(JobFetchBudgetTest, AnAnswerBeingWrittenCountsWhole) {
+  testing::ServerProcess server;
+  const std::filesystem::path store = server.dir() / "store";
+  const std::filesystem::path dir = store / "echo" / "1";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "model.toml") << R"(platform = "simulated"
+max_batch_size = 0
+[[input]]
+name = "x"
+datatype = "BYTES"
+shape = [-1]
+[[output]]
+name = "y"
+datatype = "BYTES"
+shape = [-1]
+[access]
+tenant = "demo"
+)";
+  server.SetStore(store);
+  server.AddConfig("[jobs]\npoll_ms = 50\nmax_result_bytes_in_flight = 16777216\n");
+  const std::string small_owner = server.CreateKey("a", {"--tenant", "demo", "--role", "user"});
+  const std::string large_owner = server.CreateKey("b", {"--tenant", "demo", "--role", "user"});
+  const std::string admin = server.CreateKey("admin");
+  ASSERT_TRUE(server.Start()) << server.Log();
+  auto submit = [&](const std::string& key, size_t bytes) {
+    const std::string body = R"({"inputs":[{"name":"x","datatype":"BYTES","shape":[1],"data":[")" +
+                             std::string(bytes, 'a') + R"("]}]})";
+    HttpReply r =
+        Fetch(server.data_port(), "POST", "/v2/models/echo/infer", body, {Bearer(key), kAsync});
+    EXPECT_EQ(r.status, 202) << r.body;
+    return r.headers["location"];
+  };
+  const std::string small = submit(small_owner, 30'000), large = submit(large_owner, 7'500'000);
+  for (const auto& [path, key] : std::vector<std::pair<std::string, std::string>>{
+           {small, small_owner}, {large, large_owner}}) {
+    HttpReply r;
+    for (int i = 0;
+         i < 200 && (r = Fetch(server.data_port(), "GET", path, "", {Bearer(key)})).status == 202;
+         ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_EQ(r.status, 200) << r.body.substr(0, 300);
+  }
+  // One connection that reads nothing: the small answer is written and held, then the large one
+  // is being written behind it.
+  testing::HttpConnection reader(server.data_port(), 10000, 4096);
+  ASSERT_TRUE(reader.SendRaw("GET " + small + " HTTP/1.1\r\nHost: x\r\n" + Bearer(small_owner) +
+                             "\r\n\r\n"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ASSERT_TRUE(reader.SendRaw("GET " + large + " HTTP/1.1\r\nHost: x\r\n" + Bearer(large_owner) +
+                             "\r\n\r\n"));
+  // The gauge (refreshed every 2 s) shows the large answer whole.
+  int64_t shown = 0;
+  for (int i = 0; i < 50 && shown < 7'000'000; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::string metrics =
+        Fetch(server.admin_port(), "GET", "/metrics", "", {Bearer(admin)}).body;
+    const size_t at = metrics.find("\npillar_job_result_bytes_sending ");
+    if (at != std::string::npos) shown = std::atoll(metrics.c_str() + at + 33);
+  }
+  EXPECT_GE(shown, 7'000'000);
+  reader.Close();
+  EXPECT_EQ(server.Stop(), 0) << server.Log();
+}
+
 TEST(JobFetchBudgetTest, AnUnreadResultTheServerHoldsCountsUntilItsReaderGoes) {
   // 6 MB: more than the kernel takes into a socket's buffers, so most of it stays in the server.
   ExpectUnreadResultsHoldABoundedShare(6'000'000);
