@@ -201,14 +201,30 @@ class SqliteStateStore final : public StateStore {
     return keys;
   }
 
+  // The last key not revoked in the chain of successors after `id` (replaced_by, followed at
+  // most 64 steps, so that a cycle written by hand ends); empty when every one is revoked.
+  [[nodiscard]] absl::StatusOr<std::string> LiveSuccessor(const std::string& id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Statement chain(db_,
+                    "WITH RECURSIVE after(id, depth) AS ("
+                    " SELECT replaced_by, 1 FROM api_keys WHERE id = ?1 AND replaced_by <> ''"
+                    " UNION ALL SELECT k.replaced_by, a.depth + 1 FROM api_keys k"
+                    " JOIN after a ON k.id = a.id WHERE k.replaced_by <> '' AND a.depth < 64)"
+                    " SELECT a.id FROM after a JOIN api_keys k ON k.id = a.id"
+                    " WHERE k.revoked_us IS NULL ORDER BY a.depth DESC LIMIT 1");
+    if (!chain.ok()) return Error("prepare rotate chain");
+    sqlite3_bind_text(chain.get(), 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
+    const int rc = sqlite3_step(chain.get());
+    if (rc == SQLITE_ROW) return ColumnText(chain.get(), 0);
+    if (rc != SQLITE_DONE) return Error("rotate chain");
+    return std::string();
+  }
+
   [[nodiscard]] absl::Status RotateKey(const std::string& id, const ApiKeyRecord& successor,
                                        int64_t old_expires_us) override {
     absl::MutexLock lock(&mu_);
     if (absl::Status s = Exec("BEGIN IMMEDIATE"); !s.ok()) return s;
-    // The third column: the key's successor, if any, is revoked (or gone).
-    Statement select(db_,
-                     "SELECT k.revoked_us, k.replaced_by, s.id IS NULL OR s.revoked_us IS NOT NULL "
-                     "FROM api_keys k LEFT JOIN api_keys s ON s.id = k.replaced_by WHERE k.id = ?");
+    Statement select(db_, "SELECT revoked_us, replaced_by FROM api_keys WHERE id = ?");
     if (!select.ok()) return Rollback(Error("prepare rotate"));
     sqlite3_bind_text(select.get(), 1, id.data(), int(id.size()), SQLITE_TRANSIENT);
     if (sqlite3_step(select.get()) != SQLITE_ROW) {
@@ -218,13 +234,18 @@ class SqliteStateStore final : public StateStore {
       return Rollback(absl::FailedPreconditionError(StrCat("key ", id, " is revoked")));
     }
     // Once: a key has one successor, which owns what it owned (its jobs). A second rotation
-    // took them from the first successor, the key in use (review helper-134); unless that one
-    // was revoked, when a new successor is what takes its place (review helper-136: the chain
-    // could not be taken up again, and the key's jobs were lost with its overlap).
-    if (const std::string replaced = ColumnText(select.get(), 1);
-        !replaced.empty() && sqlite3_column_int(select.get(), 2) == 0) {
-      return Rollback(absl::FailedPreconditionError(
-          StrCat("key ", id, " was rotated already, to ", replaced, ": rotate that one")));
+    // took them from the first successor, the key in use (review helper-134); unless every key
+    // after it is revoked, when a new successor is what takes their place (review helper-136:
+    // the chain could not be taken up again, and the key's jobs were lost with its overlap; and
+    // helper-137: a live key two rotations on lost them to the new successor).
+    if (!ColumnText(select.get(), 1).empty()) {
+      absl::StatusOr<std::string> live = LiveSuccessor(id);
+      if (!live.ok()) return Rollback(live.status());
+      if (!live->empty()) {
+        return Rollback(
+            absl::FailedPreconditionError(StrCat("key ", id, " was rotated already; ", *live,
+                                                 " is its live successor: rotate that one")));
+      }
     }
     if (absl::Status s = Insert(successor); !s.ok()) return Rollback(s);
     Statement update(db_,

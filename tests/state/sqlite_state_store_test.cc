@@ -61,7 +61,8 @@ TEST(SqliteStateStoreTest, RotationAddsTheSuccessorAndBoundsTheOldKey) {
   // Once (review helper-134: a second rotation took the old key's jobs from its successor).
   const absl::Status again = (*store)->RotateKey("old", Key("other"), 1);
   EXPECT_EQ(again.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(again.message(), "key old was rotated already, to new: rotate that one");
+  EXPECT_EQ(again.message(),
+            "key old was rotated already; new is its live successor: rotate that one");
   ASSERT_TRUE((*store)->RevokeKey("new", 5).ok());
   EXPECT_EQ((*store)->RotateKey("new", Key("y"), 1).code(), absl::StatusCode::kFailedPrecondition);
   // A failed rotation adds nothing.
@@ -78,6 +79,16 @@ TEST(SqliteStateStoreTest, RotationAddsTheSuccessorAndBoundsTheOldKey) {
   }
   EXPECT_EQ((*store)->RotateKey("old", Key("third"), 1).code(),
             absl::StatusCode::kFailedPrecondition);
+  // Not while a key further on lives (review helper-137: old -> other -> next with other revoked,
+  // and a new successor of old took its jobs from next, the live key).
+  ASSERT_TRUE((*store)->RotateKey("other", Key("next"), 1).ok());
+  ASSERT_TRUE((*store)->RevokeKey("other", 6).ok());
+  const absl::Status past = (*store)->RotateKey("old", Key("fork"), 1);
+  EXPECT_EQ(past.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(past.message(),
+            "key old was rotated already; next is its live successor: rotate that one");
+  ASSERT_TRUE((*store)->RevokeKey("next", 7).ok());
+  EXPECT_TRUE((*store)->RotateKey("old", Key("fresh"), 1).ok());
 }
 
 TEST(SqliteStateStoreTest, QuotaUsageAccumulatesPerCounterAndPeriod) {
