@@ -59,9 +59,10 @@ void RequestHandler::OnRejected(const http::Rejection& rejection) {
   record.request_id = request_id;
   record.listener = rejection.listener;
   record.remote = rejection.remote;
-  // The method of a refused request is any token the client sent (review helper-136: a key as
-  // the method was logged whole, and 15,000 bytes of one too).
-  const std::string method = guard::RedactAll(rejection.method);
+  // The method of a refused request is any token the client sent, escapes included (reviews
+  // helper-136 and 137: a key as the method was logged whole, 15,000 bytes of one too, and an
+  // escaped email as sent).
+  const std::string method = guard::RedactPath(rejection.method);
   record.method = CutForLog(method, kMaxRejectedMethod);
   // What was read of a refused request is the client's, and may hold anything: what the
   // guard's recognizers find in it is not kept, and it is cut after that (a cut first can leave

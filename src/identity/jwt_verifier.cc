@@ -39,16 +39,18 @@ std::string EcdsaRawToDer(std::string_view raw) {
   return der;
 }
 
-// A kid as key sets write them (a thumbprint, a name, a date): quoted when no key has it. The
-// token is not verified yet, so its kid is anyone's text: anything else is not quoted, and no
-// part of it either (review helper-136: "jo.smith@example.org secret pk_..." cut at 64 bytes
-// reached the audit log, cut inside what a recognizer would have found whole).
-bool QuotableKid(std::string_view kid) {
-  return !kid.empty() && kid.size() <= 64 && std::all_of(kid.begin(), kid.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_' || c == '.' || c == ':' || c == '=' || c == '+' || c == '/';
+// A header value as key sets and JOSE write them (a kid: a thumbprint, a name, a date; an alg:
+// "RS256"), quoted in a refusal. The token is not verified yet, so its header is anyone's text:
+// anything else is not quoted, and no part of it either (reviews helper-136 and 137: a kid and an
+// alg cut at 64 and 16 bytes reached the audit log, cut inside what a recognizer would have found
+// whole; a card's digits joined by '+' or '/', which no recognizer reads as one).
+bool Quotable(std::string_view text, size_t max, std::string_view also) {
+  return !text.empty() && text.size() <= max && std::all_of(text.begin(), text.end(), [&](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           also.find(c) != std::string_view::npos;
   });
 }
+bool QuotableKid(std::string_view kid) { return Quotable(kid, 64, "-_.:"); }
 
 bool VerifySignature(const JwksKey& key, std::string_view signed_part, std::string_view sig) {
   std::string der;
@@ -152,7 +154,9 @@ struct JwsHeader {
   const std::optional<JwtAlgorithm> alg = JwtAlgorithmNamed(alg_name);
   if (!alg) {
     // "none", HS256 (the classic confusion with an RSA public key as secret) and the rest.
-    return Refuse(StrCat("algorithm '", alg_name.substr(0, 16), "' is not accepted"));
+    return Refuse(Quotable(alg_name, 16, "")
+                      ? StrCat("algorithm '", alg_name, "' is not accepted")
+                      : std::string("the token's algorithm is not accepted"));
   }
   out.alg = *alg;
   if (header["crit"].error() == simdjson::SUCCESS) return Refuse("unsupported 'crit' header");

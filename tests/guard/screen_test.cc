@@ -570,6 +570,14 @@ TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
             "/v2/models/d/ready?k=<CREDIT_CARD>");
   EXPECT_EQ(RedactPath("/v2/models/d/ready?e=jo%25252540example.org"),
             "/v2/models/d/ready?e=<EMAIL_ADDRESS>");
+  // Escaped past sixteen rounds: not kept at all (review helper-137: an email escaped 17 times
+  // was logged escaped once). Sixteen are still read.
+  std::string escaped = "%40";
+  for (int i = 0; i < 16; ++i) escaped = "%25" + escaped.substr(1);
+  EXPECT_EQ(RedactPath("/nope/carol" + escaped + "example.com"), "<ESCAPED_TOO_DEEP>");
+  escaped = "%40";
+  for (int i = 0; i < 15; ++i) escaped = "%25" + escaped.substr(1);
+  EXPECT_EQ(RedactPath("/nope/carol" + escaped + "example.com"), "/nope/<EMAIL_ADDRESS>");
 }
 
 }  // namespace

@@ -113,6 +113,11 @@ TEST_F(JwtVerifierTest, RefusesEveryKnownAttack) {
             "invalid token: no ES256 key for the token's kid in the JWKS");
   EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"ES256","kid":")" + std::string(65, 'k') + R"("})")),
             "invalid token: no ES256 key for the token's kid in the JWKS");
+  EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"ES256","kid":"4111+1111+1111+1111"})")),
+            "invalid token: no ES256 key for the token's kid in the JWKS");
+  // The same of an alg (review helper-137: cut at 16 bytes, 13 digits of a card stayed).
+  EXPECT_EQ(Refusal(ec_.Sign(claims, R"({"alg":"4111 1111 1111 1111","kid":"ec-1"})")),
+            "invalid token: the token's algorithm is not accepted");
   // Tampered claims with the original signature.
   const size_t dot1 = good.find('.'), dot2 = good.rfind('.');
   const std::string tampered =

@@ -421,6 +421,9 @@ TEST_F(BadInputTest, WhatAClientWroteInItsRequestLineIsRedactedThenCutInEveryFie
   Fetch(server_->data_port(), key_like, "/v2/models/digits/infer", "{}", {Bearer(key_)});
   Fetch(server_->data_port(), std::string(3000, 'M'), "/v2/models/digits/infer", "{}",
         {Bearer(key_)});
+  // Escaped (review helper-137: logged as sent).
+  Fetch(server_->data_port(), "bob.method.person%40example.com", "/v2/models/digits/infer", "{}",
+        {Bearer(key_)});
   Fetch(server_->data_port(), "GET", "/v2/jobs/jo%2540example.org", "", {Bearer(key_)});
   Fetch(server_->data_port(), "POST", "/v2/models/jo%2540example.org/infer", "{}", {Bearer(key_)});
   Fetch(server_->data_port(), "POST", "/v2/models/digits/versions/jo%2540example.org/infer", "{}",
@@ -442,6 +445,7 @@ TEST_F(BadInputTest, WhatAClientWroteInItsRequestLineIsRedactedThenCutInEveryFie
   EXPECT_EQ(log.find("jo%40"), std::string::npos) << log;
   EXPECT_EQ(log.find("example.org"), std::string::npos) << log;
   EXPECT_EQ(log.find("1111"), std::string::npos) << log;
+  EXPECT_EQ(log.find("method.person"), std::string::npos) << log;
   // Each line within what its cut fields allow: the path 2,048, the model 256, the error 2,048.
   for (size_t start = 0, end; (end = log.find('\n', start)) != std::string::npos; start = end + 1) {
     EXPECT_LT(end - start, size_t(5000)) << log.substr(start, 300);
