@@ -191,12 +191,13 @@ using FileLookup = std::function<absl::StatusOr<std::string_view>(std::string_vi
   std::fprintf(stderr, "pillar: loaded %s version %lld on %s (%d instance%s)\n",
                entry.model.c_str(), static_cast<long long>(entry.version), instances->where.c_str(),
                config->instance.count, config->instance.count == 1 ? "" : "s");
-  monitor::Histogram* batch_sizes =
+  // Held by the runner: the series leaves /metrics with the version (review helper-137).
+  std::shared_ptr<monitor::Histogram> batch_sizes =
       options.batch_sizes == nullptr
           ? nullptr
-          : &options.batch_sizes->Get({entry.model, std::to_string(entry.version)});
+          : options.batch_sizes->Hold({entry.model, std::to_string(entry.version)});
   loaded.runner = std::make_unique<runtime::BatchingRunner>(*config, std::move(instances->backends),
-                                                            SystemClock(), batch_sizes);
+                                                            SystemClock(), std::move(batch_sizes));
   loaded.config = std::move(*config);
   return loaded;
 }

@@ -37,11 +37,11 @@ size_t InputBytes(const protocol::InferenceRequest& request) {
 
 BatchingRunner::BatchingRunner(models::ModelConfig config,
                                std::vector<std::unique_ptr<Backend>> instances, Clock& clock,
-                               monitor::Histogram* batch_sizes)
+                               std::shared_ptr<monitor::Histogram> batch_sizes)
     : config_(std::move(config)),
       instances_(std::move(instances)),
       clock_(clock),
-      batch_sizes_(batch_sizes) {
+      batch_sizes_(std::move(batch_sizes)) {
   {
     absl::MutexLock lock(&mu_);
     claimed_.assign(instances_.size(), false);

@@ -53,9 +53,10 @@ class BatchingRunner final : public Runner {
   // while (inline_stopped_until_ns_).
   static constexpr int64_t kInlineOverrunNs = 4 * kInlineBudgetNs;
 
-  // `batch_sizes` (may be null) observes the rows of every executed batch.
+  // `batch_sizes` (may be null) observes the rows of every executed batch; held for the runner's
+  // life (a series of monitor::Family::Hold leaves /metrics with it).
   BatchingRunner(models::ModelConfig config, std::vector<std::unique_ptr<Backend>> instances,
-                 Clock& clock, monitor::Histogram* batch_sizes = nullptr);
+                 Clock& clock, std::shared_ptr<monitor::Histogram> batch_sizes = nullptr);
   ~BatchingRunner() override;
   BatchingRunner(const BatchingRunner&) = delete;
   BatchingRunner& operator=(const BatchingRunner&) = delete;
@@ -141,7 +142,7 @@ class BatchingRunner final : public Runner {
   const models::ModelConfig config_;
   std::vector<std::unique_ptr<Backend>> instances_;
   Clock& clock_;
-  monitor::Histogram* batch_sizes_;
+  const std::shared_ptr<monitor::Histogram> batch_sizes_;
 
   const std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
   absl::Mutex& mu_ = shared_->mu;

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/event_loop.h"
+#include "monitor/metrics.h"
 #include "testing/fake_clock.h"
 
 namespace pillar::runtime {
@@ -353,6 +354,25 @@ TEST(BatchingRunnerTest, DestructionFailsQueuedRequests) {
 
 namespace pillar::runtime {
 namespace {
+
+// The batch sizes' series a runner is given lives as long as the runner (its model version):
+// every version ever loaded kept one (review helper-137).
+TEST(BatchingRunnerTest, TheBatchSizeSeriesGoesWithTheRunner) {
+  monitor::MetricsRegistry metrics;
+  monitor::Family<monitor::Histogram>& sizes = metrics.AddHistogram(
+      "pillar_batch_size", "Rows a batch.", {"model", "version"}, monitor::BatchSizeBuckets());
+  {
+    std::vector<std::unique_ptr<Backend>> instances;
+    instances.push_back(std::make_unique<DoublingBackend>());
+    BatchingRunner runner(Config(8, 0, 16), std::move(instances), SystemClock(),
+                          sizes.Hold({"m", "3"}));
+    ASSERT_TRUE(Submit(runner, Request({1, 1}, 1)).get().ok());
+    EXPECT_NE(metrics.Render().find(R"(pillar_batch_size_count{model="m",version="3"} 1)"),
+              std::string::npos)
+        << metrics.Render();
+  }
+  EXPECT_EQ(metrics.Render().find(R"(version="3")"), std::string::npos) << metrics.Render();
+}
 
 TEST(BatchingRunnerTest, ALoneRequestDoesNotWaitForCompanyWhenAdaptive) {
   std::vector<std::unique_ptr<Backend>> instances;
