@@ -15,7 +15,21 @@ std::string RedactAll(std::string_view text) {
   // records each client's address on purpose (operations.md).
   RecognizerOptions options;
   options.enabled[size_t(EntityType::kIpAddress)] = false;
-  const std::vector<Finding> found = Recognize(text, options);
+  // Read with '_', ':', '+' and '/' between two digits as blanks, which the recognizers take
+  // between a number's groups: a card number so joined in a path, a method or a token's kid is
+  // one all the same (review helper-138: "4111_1111_1111_1111" reached the audit log). One byte
+  // for one, so what is found is where it was; what is kept is the text as it came. Only here, for
+  // what pillar keeps of a client's text: the content guard reads prompts as they are.
+  const auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  std::string read(text);
+  for (size_t i = 1; i + 1 < read.size(); ++i) {
+    const char c = read[i];
+    if ((c == '_' || c == ':' || c == '+' || c == '/') && digit(read[i - 1]) &&
+        digit(read[i + 1])) {
+      read[i] = ' ';
+    }
+  }
+  const std::vector<Finding> found = Recognize(read, options);
   if (found.empty()) return std::string(text);
   std::string out;
   size_t at = 0;

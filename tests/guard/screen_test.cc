@@ -570,6 +570,14 @@ TEST(RedactAllTest, EveryFindingBecomesItsTagWhateverAConfigAllows) {
             "/v2/models/d/ready?k=<CREDIT_CARD>");
   EXPECT_EQ(RedactPath("/v2/models/d/ready?e=jo%25252540example.org"),
             "/v2/models/d/ready?e=<EMAIL_ADDRESS>");
+  // Digits joined by '_', ':', '+' or '/' are read as joined by blanks (review helper-138), and
+  // the text kept is the text as it came.
+  for (const char* card : {"4111_1111_1111_1111", "4111:1111:1111:1111", "4111+1111+1111+1111",
+                           "4111/1111/1111/1111"}) {
+    EXPECT_EQ(RedactAll(StrCat("kid '", card, "' x_1")), "kid '<CREDIT_CARD>' x_1") << card;
+  }
+  EXPECT_EQ(RedactPath("/v2/models/4111+1111+1111+1111/ready"), "/v2/models/<CREDIT_CARD>/ready");
+  EXPECT_EQ(RedactAll("v1_2 at 12:30 on 2024/01/15"), "v1_2 at 12:30 on 2024/01/15");
   // Escaped past sixteen rounds: not kept at all (review helper-137: an email escaped 17 times
   // was logged escaped once). Sixteen are still read.
   std::string escaped = "%40";
