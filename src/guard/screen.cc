@@ -15,11 +15,14 @@ std::string RedactAll(std::string_view text) {
   // records each client's address on purpose (operations.md).
   RecognizerOptions options;
   options.enabled[size_t(EntityType::kIpAddress)] = false;
-  // Read with '_', ':', '+' and '/' between two digits as blanks, which the recognizers take
-  // between a number's groups: a card number so joined in a path, a method or a token's kid is
-  // one all the same (review helper-138: "4111_1111_1111_1111" reached the audit log). One byte
-  // for one, so what is found is where it was; what is kept is the text as it came. Only here, for
-  // what pillar keeps of a client's text: the content guard reads prompts as they are.
+  std::vector<Finding> found = Recognize(text, options);
+  // Read again with '_', ':', '+' and '/' between two digits as blanks, which the recognizers
+  // take between a number's groups: a card number so joined in a path, a method or a token's kid
+  // is one all the same (review helper-138: "4111_1111_1111_1111" reached the audit log). Again,
+  // not instead: a key's '_' between its id and its secret is the key's own ("pk_..._6R0r..." read
+  // as two words was not one). One byte for one, so what is found is where it was; what is kept
+  // is the text as it came. Only here, for what pillar keeps of a client's text: the content
+  // guard reads prompts as they are.
   const auto digit = [](char c) { return c >= '0' && c <= '9'; };
   std::string read(text);
   for (size_t i = 1; i + 1 < read.size(); ++i) {
@@ -29,14 +32,24 @@ std::string RedactAll(std::string_view text) {
       read[i] = ' ';
     }
   }
-  const std::vector<Finding> found = Recognize(read, options);
+  if (read != text) {
+    std::vector<Finding> joined = Recognize(read, options);
+    found.insert(found.end(), joined.begin(), joined.end());
+    std::sort(found.begin(), found.end(),
+              [](const Finding& a, const Finding& b) { return a.begin < b.begin; });
+  }
   if (found.empty()) return std::string(text);
+  // Findings that overlap are replaced as one, by the first one's tag.
   std::string out;
   size_t at = 0;
-  for (const Finding& f : found) {
-    if (f.begin < at) continue;  // within one replaced already
-    StrAppend(&out, text.substr(at, f.begin - at), "<", EntityName(f.type), ">");
-    at = f.end;
+  for (size_t i = 0; i < found.size();) {
+    const size_t begin = std::max(found[i].begin, at);
+    size_t end = found[i].end;
+    const EntityType type = found[i].type;
+    for (++i; i < found.size() && found[i].begin < end; ++i) end = std::max(end, found[i].end);
+    if (end <= at) continue;  // within one replaced already
+    StrAppend(&out, text.substr(at, begin - at), "<", EntityName(type), ">");
+    at = end;
   }
   out.append(text.substr(at));
   return out;
