@@ -444,7 +444,7 @@ TEST_F(BadInputTest, WhatAClientWroteInItsRequestLineIsRedactedThenCutInEveryFie
   EXPECT_EQ(log.find("MMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMMM"), std::string::npos);  // cut at 32
   EXPECT_EQ(log.find("jo%40"), std::string::npos) << log;
   EXPECT_EQ(log.find("example.org"), std::string::npos) << log;
-  EXPECT_EQ(log.find("1111"), std::string::npos) << log;
+  EXPECT_EQ(log.find("1111 1111"), std::string::npos) << log;  // not "1111": a time may hold it
   EXPECT_EQ(log.find("method.person"), std::string::npos) << log;
   // Each line within what its cut fields allow: the path 2,048, the model 256, the error 2,048.
   for (size_t start = 0, end; (end = log.find('\n', start)) != std::string::npos; start = end + 1) {
